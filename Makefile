@@ -1,0 +1,45 @@
+# kvpilot — `make demo` and `make test` work on a fresh Debian machine with Python 3.11.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test test-fast lint bench system-deps generate check-generated clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+system-deps:
+	bash scripts/install-system-deps.sh
+
+demo: $(STAMP)
+	$(BIN)/kvpilot demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: $(STAMP) system-deps lint check-generated
+	$(BIN)/pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m "not integration and not e2e"
+
+bench: $(STAMP) system-deps
+	$(BIN)/python bench/parse.py
+	$(BIN)/python bench/scrape.py
+
+# Generated artefacts (dashboards, alert rules, gRPC stubs) are committed; CI fails when they are stale.
+generate: $(STAMP)
+	$(BIN)/python -m kvpilot.generate
+
+check-generated: $(STAMP)
+	$(BIN)/python -m kvpilot.generate --check
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,44 @@
+"""What a detector reports: a Finding, with a stable identity that survives restarts."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """What a finding is about; unused parts stay empty strings (bounded label cardinality)."""
+
+    deployment: str = ""  # "namespace/name"
+    replica: str = ""
+    node: str = ""
+    gpu: str = ""  # GPU UUID or index
+
+    def as_labels(self) -> dict[str, str]:
+        return {"deployment": self.deployment, "replica": self.replica, "node": self.node, "gpu": self.gpu}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    kind: str  # detector name, e.g. "kv_exhaustion"
+    severity: Severity
+    subject: Subject
+    since: float  # when the condition was first seen (epoch seconds)
+    summary: str  # one line an operator reads
+    evidence: dict[str, float | str | None] = field(default_factory=dict)
+    action: str = "none"  # none | notify | restart_workload | reset_gpu | drain_node | prefix_aware_routing | scale_out
+
+    @property
+    def id(self) -> str:
+        """Stable across restarts: the same condition on the same subject has the same id."""
+        s = self.subject
+        raw = "|".join((self.kind, s.deployment, s.replica, s.node, s.gpu))
+        return hashlib.sha256(raw.encode()).hexdigest()[:16]

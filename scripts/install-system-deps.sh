@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the integration tests start for real: Prometheus (+ promtool),
+# Alertmanager and PostgreSQL. Idempotent; does nothing when they are already there.
+set -euo pipefail
+need=()
+command -v prometheus >/dev/null || need+=(prometheus)
+command -v promtool >/dev/null || need+=(prometheus)
+command -v prometheus-alertmanager >/dev/null || need+=(prometheus-alertmanager)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+((${#need[@]})) || exit 0
+if [[ $(id -u) -ne 0 ]]; then
+  echo "missing Debian packages: ${need[*]} (run as root, or: sudo apt-get install ${need[*]})" >&2
+  exit 1
+fi
+echo "installing Debian packages: ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# Debian starts the packaged services on install; the tests start their own on loopback.
+for svc in prometheus prometheus-alertmanager postgresql; do
+  (service "$svc" stop || true) >/dev/null 2>&1
+done
