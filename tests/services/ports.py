@@ -1,0 +1,31 @@
+"""Free loopback ports for the real services the tests start."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_http(url: str, *, timeout_s: float = 30.0, proc: object | None = None) -> None:
+    """Poll `url` until it answers 200; fail with the process's output if it died first."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        poll = getattr(proc, "poll", None)
+        if poll is not None and poll() is not None:
+            raise RuntimeError(f"process exited with {poll()} before {url} answered")
+        try:
+            if httpx.get(url, timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError as e:
+            last = e
+        time.sleep(0.1)
+    raise TimeoutError(f"{url} did not answer within {timeout_s} s (last error: {last})")
