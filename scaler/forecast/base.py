@@ -1,0 +1,124 @@
+"""The one interface every forecaster implements, and the bookkeeping they share.
+
+A forecaster sees a (roughly regular) series through ``observe(t, value)`` and answers ``predict(horizon_s)``
+with a point and an upper quantile. The shared base keeps a bounded history, drops non-finite input (and counts
+it), estimates the sampling step, and turns any model failure into the last observed value plus a counter, so a
+broken model degrades to the naive baseline instead of stopping the control loop.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from abc import ABC, abstractmethod
+from collections import deque
+from dataclasses import dataclass
+
+# One-sided z for the upper quantile: the scaler sizes for the 90th percentile of demand at the horizon.
+UPPER_Z = 1.2816
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """Demand expected ``horizon_s`` after the last observation: ``point`` estimate and ``upper`` (q90) bound."""
+
+    point: float
+    upper: float
+    horizon_s: float = 0.0
+    fallback: bool = False  # True when the model failed and the last value was returned
+
+
+class Forecaster(ABC):
+    """Base for all forecasters: bounded history, sanitising, step estimate, fallback on failure."""
+
+    name: str = "base"
+
+    def __init__(self, *, max_history: int = 4096, non_negative: bool = True) -> None:
+        if max_history < 2:
+            raise ValueError(f"max_history must be >= 2, got {max_history}")
+        self._times: deque[float] = deque(maxlen=max_history)
+        self._values: deque[float] = deque(maxlen=max_history)
+        self.non_negative = non_negative
+        self.rejected_inputs = 0  # observations dropped as non-finite or out of order
+        self.fallbacks = 0  # predictions answered by the last value because the model failed
+
+    # -- input ---------------------------------------------------------------------------------------------
+    def observe(self, t: float, value: float) -> None:
+        """Record ``value`` at time ``t`` (seconds). Non-finite values and times that go backwards are dropped."""
+        if not (math.isfinite(t) and math.isfinite(value)):
+            self.rejected_inputs += 1
+            return
+        if self._times and t <= self._times[-1]:
+            self.rejected_inputs += 1
+            return
+        self._times.append(float(t))
+        self._values.append(float(value))
+        try:
+            self._update(float(t), float(value))
+        except (ArithmeticError, ValueError):
+            # An online update that blows up must not lose the observation; _predict will fall back.
+            self.fallbacks += 1
+
+    def _update(self, t: float, value: float) -> None:  # noqa: B027 - optional hook, deliberately empty
+        """Online state update; batch models leave this empty and work from the history."""
+
+    # -- output --------------------------------------------------------------------------------------------
+    def predict(self, horizon_s: float) -> Forecast:
+        """Forecast ``horizon_s`` seconds after the last observation. With no data: zero."""
+        if not math.isfinite(horizon_s) or horizon_s < 0:
+            raise ValueError(f"horizon_s must be a finite number >= 0, got {horizon_s!r}")
+        if not self._values:
+            return Forecast(0.0, 0.0, horizon_s)
+        last = self._values[-1]
+        try:
+            point, upper = self._predict(horizon_s)
+        except Exception:  # any model failure degrades to the naive forecast, counted
+            point, upper = math.nan, math.nan
+        if not (math.isfinite(point) and math.isfinite(upper)):
+            self.fallbacks += 1
+            spread = self.horizon_spread(horizon_s)
+            return Forecast(self._clip(last), self._clip(last + spread), horizon_s, fallback=True)
+        point = self._clip(point)
+        return Forecast(point, max(point, self._clip(upper)), horizon_s)
+
+    @abstractmethod
+    def _predict(self, horizon_s: float) -> tuple[float, float]:
+        """Return (point, upper) for the horizon; may raise or return non-finite values to request a fallback."""
+
+    # -- helpers for subclasses ----------------------------------------------------------------------------
+    @property
+    def values(self) -> list[float]:
+        return list(self._values)
+
+    @property
+    def times(self) -> list[float]:
+        return list(self._times)
+
+    def step_s(self) -> float:
+        """Median spacing of the observations (1 s before two exist)."""
+        if len(self._times) < 2:
+            return 1.0
+        ts = list(self._times)[-64:]
+        gaps = sorted(b - a for a, b in itertools.pairwise(ts))
+        return max(gaps[len(gaps) // 2], 1e-9)
+
+    def horizon_steps(self, horizon_s: float) -> int:
+        """The horizon in whole observation steps (at least 0)."""
+        return max(0, round(horizon_s / self.step_s()))
+
+    def horizon_spread(self, horizon_s: float) -> float:
+        """Model-free uncertainty: the 90th percentile of |x(t+h) − x(t)| over the history (0 when unknown).
+
+        It is what a last-value forecast got wrong over this horizon in the past, so it is an honest upper
+        margin for any forecaster that has no variance of its own.
+        """
+        values = self._values
+        k = max(1, self.horizon_steps(horizon_s))
+        if len(values) <= k:
+            return 0.0
+        vs = list(values)
+        changes = sorted(abs(vs[i + k] - vs[i]) for i in range(len(vs) - k))
+        return changes[min(len(changes) - 1, int(0.9 * len(changes)))]
+
+    def _clip(self, x: float) -> float:
+        return max(0.0, x) if self.non_negative else x
