@@ -15,7 +15,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # "module:function" returning dict[str, str] of repository-relative path -> content.
-GENERATORS: list[str] = []
+GENERATORS: list[str] = [
+    "scaler.keda.codegen:generate",
+    "dashboards.generate:files",
+]
 
 
 def _load(spec: str) -> Callable[[], dict[str, str]]:

@@ -1,0 +1,377 @@
+"""kvpilot's Grafana dashboards as code: fleet overview, deployment detail, GPU health, kvpilot itself.
+
+Selectors and windows live in `CONFIG` (kubernetes-mixin habit): every query interpolates them, so an operator who
+relabels `deployment` or scrapes kvpilot under another job changes one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dashboards.builder import Dashboard, Panel, Query, Row, Variable
+
+
+@dataclass(frozen=True)
+class Config:
+    deployment: str = 'deployment=~"$deployment"'
+    node: str = 'node=~"$node"'
+    rate_window: str = "5m"
+
+
+CONFIG = Config()
+
+
+def _q(expr: str, legend: str = "") -> Query:
+    return Query(expr, legend)
+
+
+def _quantile(q: float, bucket_series: str, window: str) -> str:
+    return f"histogram_quantile({q}, sum by (le) (rate({bucket_series}[{window}])))"
+
+
+def fleet_overview(c: Config = CONFIG) -> Dashboard:
+    d = c.deployment
+    w = c.rate_window
+    return Dashboard(
+        uid="kvpilot-fleet",
+        title="kvpilot / Fleet overview",
+        description="Every LLM deployment kvpilot watches: replicas, queue, KV cache, prefix cache, latency, findings.",
+        variables=[
+            Variable("deployment", "Deployment", "label_values(kvpilot_deployment_requests_waiting, deployment)")
+        ],
+        rows=[
+            Row(
+                "Capacity",
+                (
+                    Panel(
+                        "Replicas: desired vs ready",
+                        "kvpilot's desired replica count (what KEDA is told) against replicas that serve traffic. "
+                        "A persistent gap means replicas are cold-starting or stuck pending.",
+                        (
+                            _q(f"kvpilot_desired_replicas{{{d}}}", "desired {{deployment}}"),
+                            _q(f'kvpilot_deployment_replicas{{{d},state="ready"}}', "ready {{deployment}}"),
+                            _q(f'kvpilot_deployment_replicas{{{d},state="loading"}}', "loading {{deployment}}"),
+                        ),
+                        min=0,
+                    ),
+                    Panel(
+                        "Requests waiting",
+                        "Requests queued in the engines, summed per deployment. Queueing means TTFT is growing.",
+                        (_q(f"kvpilot_deployment_requests_waiting{{{d}}}", "{{deployment}}"),),
+                        min=0,
+                        thresholds=((5, "orange"), (20, "red")),
+                    ),
+                    Panel(
+                        "Requests running",
+                        "Requests in the engines' running batches, summed per deployment.",
+                        (_q(f"kvpilot_deployment_requests_running{{{d}}}", "{{deployment}}"),),
+                        min=0,
+                    ),
+                    Panel(
+                        "KV cache usage",
+                        "Share of the paged KV pool in use: mean over replicas and the fullest replica. "
+                        "Near 1 the engine preempts requests.",
+                        (
+                            _q(f"kvpilot_deployment_kv_usage_ratio{{{d}}}", "mean {{deployment}}"),
+                            _q(f"kvpilot_deployment_kv_usage_max_ratio{{{d}}}", "max {{deployment}}"),
+                        ),
+                        unit="percentunit",
+                        min=0,
+                        max=1,
+                        thresholds=((0.8, "orange"), (0.95, "red")),
+                    ),
+                ),
+            ),
+            Row(
+                "Efficiency and latency",
+                (
+                    Panel(
+                        "Prefix cache hit ratio",
+                        "Windowed Δhits/Δqueries (tokens). A fall after a scale-out usually means routing spreads "
+                        "shared prefixes across replicas: use prefix-aware routing.",
+                        (_q(f"kvpilot_prefix_cache_hit_ratio{{{d}}}", "{{deployment}}"),),
+                        unit="percentunit",
+                        min=0,
+                        max=1,
+                    ),
+                    Panel(
+                        "Time to first token",
+                        "TTFT quantiles over the rate window, from the engines' histograms.",
+                        (_q(f"kvpilot_ttft_seconds{{{d}}}", "p{{quantile}} {{deployment}}"),),
+                        unit="s",
+                        min=0,
+                    ),
+                    Panel(
+                        "Inter-token latency (vLLM)",
+                        "p50 and p99 time between output tokens, read from vLLM's own histogram.",
+                        (
+                            _q(_quantile(0.5, "vllm:inter_token_latency_seconds_bucket", w), "p50"),
+                            _q(_quantile(0.99, "vllm:inter_token_latency_seconds_bucket", w), "p99"),
+                        ),
+                        unit="s",
+                        min=0,
+                    ),
+                    Panel(
+                        "Token throughput",
+                        "Prompt and generated tokens per second per deployment.",
+                        (_q(f"kvpilot_deployment_tokens_rate{{{d}}}", "{{direction}} {{deployment}}"),),
+                        unit="short",
+                        min=0,
+                    ),
+                ),
+            ),
+            Row(
+                "Findings",
+                (
+                    Panel(
+                        "Active findings",
+                        "Open findings by kind and severity (KV exhaustion, prefix-cache misses, stuck GPUs, targets "
+                        "down, TTFT SLO burn). Details in the kvpilot API at /v1/findings.",
+                        (_q("sum by (kind, severity) (kvpilot_finding_active)", "{{kind}} ({{severity}})"),),
+                        kind="bargauge",
+                        width=24,
+                        height=6,
+                    ),
+                ),
+            ),
+        ],
+    )
+
+
+def deployment_detail(c: Config = CONFIG) -> Dashboard:
+    d = c.deployment
+    w = c.rate_window
+    return Dashboard(
+        uid="kvpilot-deployment",
+        title="kvpilot / Deployment detail",
+        description="Forecast against actual demand, replica decisions and their reasons, warm pool and cold starts.",
+        variables=[
+            Variable(
+                "deployment",
+                "Deployment",
+                "label_values(kvpilot_desired_replicas, deployment)",
+                multi=False,
+                include_all=False,
+            )
+        ],
+        rows=[
+            Row(
+                "Demand",
+                (
+                    Panel(
+                        "Arrival rate: forecast vs actual",
+                        "Observed request arrival rate against kvpilot's forecast at the scaling horizon "
+                        "(cold start + scaling delay) and its upper band.",
+                        (
+                            _q(f"kvpilot_deployment_arrival_rate{{{d}}}", "actual"),
+                            _q(f"kvpilot_forecast_arrival_rate{{{d}}}", "forecast"),
+                            _q(f"kvpilot_forecast_arrival_rate_upper{{{d}}}", "forecast upper"),
+                        ),
+                        unit="reqps",
+                        min=0,
+                        width=16,
+                    ),
+                    Panel(
+                        "Forecast error (MASE)",
+                        "Mean absolute scaled error at the horizon; below 1 beats the last-value forecast.",
+                        (_q(f"kvpilot_forecast_error_mase{{{d}}}", "{{model}}"),),
+                        min=0,
+                        width=8,
+                        thresholds=((1, "orange"),),
+                    ),
+                ),
+            ),
+            Row(
+                "Decisions",
+                (
+                    Panel(
+                        "Desired replicas and their parts",
+                        "desired = max(predictive at the horizon, reactive from the current queue), after "
+                        "stabilisation, step limits and min/max clamps.",
+                        (
+                            _q(f"kvpilot_desired_replicas{{{d}}}", "desired"),
+                            _q(f"kvpilot_predictive_replicas{{{d}}}", "predictive"),
+                            _q(f"kvpilot_reactive_replicas{{{d}}}", "reactive"),
+                            _q(f'kvpilot_deployment_replicas{{{d},state="ready"}}', "ready"),
+                        ),
+                        min=0,
+                        width=16,
+                    ),
+                    Panel(
+                        "Warm pool",
+                        "Replicas loading now for the demand expected one cold start ahead.",
+                        (_q(f"kvpilot_warm_pool_replicas{{{d}}}", "warm pool"),),
+                        min=0,
+                        width=8,
+                    ),
+                    Panel(
+                        "Decisions by reason",
+                        "How often each reason decided the replica count (predictive, reactive, stabilised, "
+                        "clamped...).",
+                        (_q(f"sum by (reason) (increase(kvpilot_decisions_total{{{d}}}[{w}]))", "{{reason}}"),),
+                        min=0,
+                    ),
+                    Panel(
+                        "Cold starts",
+                        "Replicas loading weights (not ready yet).",
+                        (_q(f'kvpilot_deployment_replicas{{{d},state="loading"}}', "loading"),),
+                        min=0,
+                    ),
+                ),
+            ),
+            Row(
+                "Replicas",
+                (
+                    Panel(
+                        "Queue per replica",
+                        "Waiting requests on each replica: uneven queues point at routing.",
+                        (_q(f"kvpilot_replica_requests_waiting{{{d}}}", "{{replica}}"),),
+                        min=0,
+                    ),
+                    Panel(
+                        "KV usage per replica",
+                        "KV pool usage of each replica and the projected time until it is full.",
+                        (_q(f"kvpilot_replica_kv_usage_ratio{{{d}}}", "{{replica}}"),),
+                        unit="percentunit",
+                        min=0,
+                        max=1,
+                    ),
+                ),
+            ),
+        ],
+    )
+
+
+def gpu_health(c: Config = CONFIG) -> Dashboard:
+    n = c.node
+    return Dashboard(
+        uid="kvpilot-gpus",
+        title="kvpilot / GPU health",
+        description="GPU utilisation, memory, XIDs by triage class and node drain state.",
+        variables=[Variable("node", "Node", "label_values(kvpilot_gpu_utilisation_ratio, node)")],
+        rows=[
+            Row(
+                "Utilisation",
+                (
+                    Panel(
+                        "GPU utilisation",
+                        "Share of time each GPU was busy. Pinned at 1 with no token progress is a hang.",
+                        (_q(f"kvpilot_gpu_utilisation_ratio{{{n}}}", "{{node}} gpu{{gpu}}"),),
+                        unit="percentunit",
+                        min=0,
+                        max=1,
+                    ),
+                    Panel(
+                        "Framebuffer memory used",
+                        "Memory in use on each GPU, from dcgm-exporter (MiB).",
+                        (_q('DCGM_FI_DEV_FB_USED{Hostname=~"$node"}', "{{Hostname}} gpu{{gpu}}"),),
+                        unit="decmbytes",
+                        min=0,
+                    ),
+                ),
+            ),
+            Row(
+                "Health",
+                (
+                    Panel(
+                        "Last XID by class",
+                        "Last XID seen per GPU, labelled with its triage class: application (restart the workload), "
+                        "watch (reset when idle), drain (cordon, drain, reset).",
+                        (_q(f"kvpilot_gpu_last_xid{{{n}}} > 0", "{{node}} gpu{{gpu}} {{xid_class}}"),),
+                        kind="table",
+                    ),
+                    Panel(
+                        "Node drain state",
+                        "Nodes kvpilot has flagged, cordoned or drained (dry-run included).",
+                        (_q(f"kvpilot_node_drain_state{{{n}}} > 0", "{{node}} {{state}}"),),
+                        kind="table",
+                    ),
+                    Panel(
+                        "Stuck-GPU findings",
+                        "Open stuck_gpu findings per node.",
+                        (_q('sum by (node) (kvpilot_finding_active{kind="stuck_gpu"})', "{{node}}"),),
+                        kind="bargauge",
+                        width=24,
+                        height=6,
+                    ),
+                ),
+            ),
+        ],
+    )
+
+
+def kvpilot_self(c: Config = CONFIG) -> Dashboard:
+    w = c.rate_window
+    return Dashboard(
+        uid="kvpilot-self",
+        title="kvpilot / kvpilot itself",
+        description="Is the watcher healthy: scrape health, control-loop timing, store lag.",
+        rows=[
+            Row(
+                "Collection",
+                (
+                    Panel(
+                        "Targets up",
+                        "Scrape targets answering, out of all known.",
+                        (
+                            _q("sum(kvpilot_scrape_up)", "up"),
+                            _q("count(kvpilot_scrape_up)", "known"),
+                        ),
+                        min=0,
+                    ),
+                    Panel(
+                        "Slowest scrapes",
+                        "The ten slowest targets' last scrape duration.",
+                        (_q("topk(10, kvpilot_scrape_duration_seconds)", "{{target}}"),),
+                        unit="s",
+                        min=0,
+                    ),
+                    Panel(
+                        "Scrape failures",
+                        "Failed scrapes per second across all targets.",
+                        (_q(f"rate(kvpilot_scrape_failures_total[{w}])", "failures"),),
+                        unit="short",
+                        min=0,
+                    ),
+                ),
+            ),
+            Row(
+                "Control loop and store",
+                (
+                    Panel(
+                        "Tick duration",
+                        "p50 and p99 of one control-loop tick (collect, detect, decide, persist, publish).",
+                        (
+                            _q(_quantile(0.5, "kvpilot_loop_tick_seconds_bucket", w), "p50"),
+                            _q(_quantile(0.99, "kvpilot_loop_tick_seconds_bucket", w), "p99"),
+                        ),
+                        unit="s",
+                        min=0,
+                    ),
+                    Panel(
+                        "Tick overruns",
+                        "Ticks that took longer than the interval.",
+                        (_q(f"increase(kvpilot_loop_overruns_total[{w}])", "overruns"),),
+                        min=0,
+                    ),
+                    Panel(
+                        "Store",
+                        "Whether the database answers, and writes buffered while it does not.",
+                        (
+                            _q("kvpilot_store_up", "store up"),
+                            _q("kvpilot_store_pending_writes", "pending writes"),
+                        ),
+                        min=0,
+                    ),
+                ),
+            ),
+        ],
+    )
+
+
+DASHBOARDS = {
+    "fleet-overview": fleet_overview,
+    "deployment-detail": deployment_detail,
+    "gpu-health": gpu_health,
+    "kvpilot-self": kvpilot_self,
+}
