@@ -29,7 +29,8 @@ def test_panels_fit_the_grid_without_overlap(name):
     cells: set[tuple[int, int]] = set()
     for p in doc["panels"]:
         g = p["gridPos"]
-        assert 0 <= g["x"] and g["x"] + g["w"] <= 24, f"{p['title']} overflows the 24-column grid"
+        assert g["x"] >= 0, f"{p['title']} starts left of the grid"
+        assert g["x"] + g["w"] <= 24, f"{p['title']} overflows the 24-column grid"
         for x in range(g["x"], g["x"] + g["w"]):
             for y in range(g["y"], g["y"] + g["h"]):
                 assert (x, y) not in cells, f"{p['title']} overlaps another panel at {(x, y)}"
