@@ -1,1 +1,154 @@
-"""(to be written)"""
+"""Counters and cumulative histograms turned into windowed increases and rates, reset-aware.
+
+Pure functions over points ``(t, value)`` given oldest first. A counter that goes down has restarted
+(the engine process restarted): as Prometheus' ``increase()`` does, the post-reset value counts as the
+increase over that step, so a restart never produces a negative rate. Unlike Prometheus we do not
+extrapolate to the window's edges: the rate is the increase divided by the time actually covered, which
+is what a controller comparing two ticks wants. Too few points gives ``None`` (unknown), never 0.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+
+from collector.samples import Histogram
+
+Point = tuple[float, float]
+"""``(t seconds, value)``."""
+
+
+def finite_points(points: Iterable[tuple[float, float | None]]) -> list[Point]:
+    """Keep the points whose value is known and finite (a missing counter is skipped, not taken as 0)."""
+    return [(t, v) for t, v in points if v is not None and math.isfinite(v) and math.isfinite(t)]
+
+
+def increase(points: Sequence[Point]) -> float | None:
+    """Total increase of a counter over ``points`` (oldest first); ``None`` with fewer than two points."""
+    if len(points) < 2:
+        return None
+    total = 0.0
+    previous = points[0][1]
+    for _, value in points[1:]:
+        # A decrease is a restart: the counter started again from 0, so all of `value` is new.
+        total += value - previous if value >= previous else value
+        previous = value
+    return total
+
+
+def rate(points: Sequence[Point]) -> float | None:
+    """Per-second increase over the time ``points`` span; ``None`` when unknown (fewer than two points,
+    or no time elapsed between the first and the last)."""
+    inc = increase(points)
+    if inc is None:
+        return None
+    elapsed = points[-1][0] - points[0][0]
+    if elapsed <= 0:
+        return None
+    return inc / elapsed
+
+
+def derivative(points: Sequence[Point]) -> float | None:
+    """Slope of a gauge between the first and the last point (``deriv``-like, two-point); ``None`` when
+    unknown."""
+    if len(points) < 2:
+        return None
+    elapsed = points[-1][0] - points[0][0]
+    if elapsed <= 0:
+        return None
+    return (points[-1][1] - points[0][1]) / elapsed
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    """``numerator / denominator``, ``None`` when either is unknown or the denominator is 0 (no traffic
+    means no hit ratio, not a hit ratio of 0)."""
+    if numerator is None or denominator is None or denominator <= 0:
+        return None
+    return numerator / denominator
+
+
+def _is_reset(previous: Histogram, current: Histogram) -> bool:
+    if current.count < previous.count:
+        return True
+    return any(c < p for c, p in zip(current.counts, previous.counts, strict=True))
+
+
+def histogram_increase(histograms: Sequence[Histogram]) -> Histogram | None:
+    """Bucket-wise increase of a cumulative histogram over a window (oldest first), reset-aware.
+
+    A step where the count or any bucket went down is a restart and contributes the later histogram in
+    full. Buckets that changed their bounds mid-window cannot be subtracted: the window then starts at
+    the change. ``None`` with fewer than two comparable histograms.
+    """
+    if len(histograms) < 2:
+        return None
+    bounds = histograms[-1].bounds
+    start = len(histograms) - 1
+    while start > 0 and histograms[start - 1].bounds == bounds:
+        start -= 1
+    window = histograms[start:]
+    if len(window) < 2:
+        return None
+    counts = [0.0] * len(bounds)
+    total_sum = 0.0
+    total_count = 0.0
+    for previous, current in itertools.pairwise(window):
+        if _is_reset(previous, current):
+            step_counts: Sequence[float] = current.counts
+            step_sum, step_count = current.sum, current.count
+        else:
+            step_counts = [c - p for c, p in zip(current.counts, previous.counts, strict=True)]
+            step_sum, step_count = current.sum - previous.sum, current.count - previous.count
+        for i, c in enumerate(step_counts):
+            counts[i] += c
+        total_sum += step_sum
+        total_count += step_count
+    return Histogram(bounds=bounds, counts=tuple(counts), sum=total_sum, count=total_count)
+
+
+def histogram_add(histograms: Iterable[Histogram | None]) -> Histogram | None:
+    """Sum histograms that share the first one's bounds (deployment aggregation). Histograms with other
+    bounds cannot be added bucket-wise and are left out; ``None`` when there is nothing to add."""
+    result: Histogram | None = None
+    for h in histograms:
+        if h is None:
+            continue
+        if result is None:
+            result = h
+        elif h.bounds == result.bounds:
+            result = Histogram(
+                bounds=result.bounds,
+                counts=tuple(a + b for a, b in zip(result.counts, h.counts, strict=True)),
+                sum=result.sum + h.sum,
+                count=result.count + h.count,
+            )
+    return result
+
+
+def histogram_quantile(q: float, histogram: Histogram | None) -> float | None:
+    """Prometheus' ``histogram_quantile``: linear interpolation inside the bucket holding rank ``q``.
+
+    ``None`` when the histogram is unknown or empty. A quantile that falls in the +Inf bucket returns the
+    highest finite bound (as Prometheus does)."""
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile must be within [0, 1], got {q}")
+    if histogram is None or not histogram.bounds:
+        return None
+    total = histogram.counts[-1]
+    if total <= 0:
+        return None
+    rank = q * total
+    lower_bound = 0.0
+    lower_count = 0.0
+    for bound, count in zip(histogram.bounds, histogram.counts, strict=True):
+        if count >= rank:
+            if math.isinf(bound):
+                return lower_bound if len(histogram.bounds) > 1 else None
+            if count == lower_count:
+                return bound
+            if lower_bound == 0.0 and bound <= 0:
+                return bound
+            return lower_bound + (bound - lower_bound) * (rank - lower_count) / (count - lower_count)
+        lower_bound, lower_count = bound, count
+    return None

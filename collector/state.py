@@ -1,1 +1,436 @@
-"""(to be written)"""
+"""FleetState: the fleet as the control loop sees it after each tick.
+
+Per replica: the latest sample, windowed counter rates (reset-aware, see ``collector.rates``) and a short
+history; per deployment: sums, means and maxima over ready replicas plus a bounded history of points for
+forecasters and detectors; per GPU: the latest sample, whether its exporter still lists it, and the
+replica it serves (joined by pod, else by node).
+
+Pure: no clock and no I/O; ``now`` is passed to ``observe``. Memory is bounded: every history is capped
+by ``history_s`` and by ``max_points``, and replicas/GPUs not seen for ``forget_after_s`` are dropped.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+from collector.rates import (
+    derivative,
+    finite_points,
+    histogram_add,
+    histogram_increase,
+    increase,
+    rate,
+    ratio,
+)
+from collector.samples import GpuSample, Histogram, ReplicaSample, TargetInfo
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaView:
+    """One replica now: its latest sample plus what only a window of samples can tell.
+
+    Every rate is per second over the samples within ``rate_window_s`` of the latest one, and ``None``
+    when unknown (the engine does not export the counter, or fewer than two samples are in the window).
+    """
+
+    sample: ReplicaSample
+    ready: bool  # scraped within stale_after_s of `now`
+    target_up: bool  # False when its target failed in the latest tick (the sample is then older)
+    last_seen: float  # timestamp of `sample`
+    prefix_hit_ratio: float | None  # Δhits / Δqueries over the window
+    prefix_hits_increase: float | None  # tokens, over the window (deployments sum these)
+    prefix_queries_increase: float | None
+    prefix_queries_rate: float | None  # tokens/s
+    preemptions_rate: float | None
+    prompt_tokens_rate: float | None
+    generation_tokens_rate: float | None
+    requests_finished_rate: float | None
+    arrival_rate: float | None  # requests/s: finished rate + d(waiting + running)/dt
+    ttft_window: Histogram | None  # bucket increase over the window
+    gpus: tuple[GpuSample, ...]  # present GPUs serving this replica (by pod, else by node)
+
+    @property
+    def key(self) -> str:
+        return replica_key(self.sample.namespace, self.sample.replica)
+
+    @property
+    def deployment_key(self) -> str:
+        return self.sample.deployment_key
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentView:
+    """A deployment now: aggregates over its *ready* replicas (a stale replica's last values would lie).
+
+    Sums are ``None`` when no ready replica exports the value; ratios are recomputed from summed
+    increases rather than averaged, so a busy replica weighs more than an idle one.
+    """
+
+    key: str  # "namespace/name"
+    namespace: str
+    name: str
+    replicas: tuple[ReplicaView, ...]  # every known replica, ready or not, sorted by key
+    ready_replicas: int
+    requests_waiting: float | None
+    requests_running: float | None
+    kv_usage_mean: float | None
+    kv_usage_max: float | None
+    arrival_rate: float | None
+    prompt_tokens_rate: float | None
+    generation_tokens_rate: float | None
+    prefix_hit_ratio: float | None
+    preemptions_rate: float | None
+    ttft_window: Histogram | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentPoint:
+    """A deployment's scalars at one tick (the time series forecasters and detectors read)."""
+
+    t: float
+    replica_count: int
+    ready_replicas: int
+    requests_waiting: float | None
+    requests_running: float | None
+    kv_usage_mean: float | None
+    kv_usage_max: float | None
+    arrival_rate: float | None
+    prompt_tokens_rate: float | None
+    generation_tokens_rate: float | None
+    prefix_hit_ratio: float | None
+    preemptions_rate: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuView:
+    """One GPU: its latest sample, whether its exporter still lists it, and the replica it serves."""
+
+    sample: GpuSample
+    present: bool  # listed in the latest successful scrape of its node's exporter
+    last_seen: float  # timestamp of the last scrape that listed it
+    replica: str | None  # ReplicaView key, or None when no replica is joined
+
+    @property
+    def key(self) -> str:
+        return self.sample.key
+
+
+def replica_key(namespace: str, replica: str) -> str:
+    return f"{namespace}/{replica}"
+
+
+class _ReplicaTrack:
+    __slots__ = ("history", "target_up")
+
+    def __init__(self, max_points: int) -> None:
+        self.history: deque[ReplicaSample] = deque(maxlen=max_points)
+        self.target_up = True
+
+
+class _GpuTrack:
+    __slots__ = ("last_seen", "present", "sample")
+
+    def __init__(self, sample: GpuSample) -> None:
+        self.sample = sample
+        self.present = True
+        self.last_seen = sample.timestamp
+
+
+class FleetState:
+    """Latest values, windowed rates, bounded history and the GPU join for the whole fleet."""
+
+    def __init__(
+        self,
+        *,
+        rate_window_s: float = 60,
+        history_s: float = 3600,
+        stale_after_s: float = 30,
+        forget_after_s: float | None = None,
+        max_points: int = 4096,
+    ) -> None:
+        """``forget_after_s`` (default ``10 * stale_after_s``): a replica or GPU unseen for this long is
+        dropped, so pods that are gone do not accumulate. ``max_points`` caps every history however
+        short the tick."""
+        for name, value in (
+            ("rate_window_s", rate_window_s),
+            ("history_s", history_s),
+            ("stale_after_s", stale_after_s),
+        ):
+            if not value > 0:
+                raise ValueError(f"FleetState: {name} must be > 0, got {value}")
+        if max_points < 2:
+            raise ValueError(f"FleetState: max_points must be >= 2, got {max_points}")
+        self.rate_window_s = float(rate_window_s)
+        self.history_s = float(history_s)
+        self.stale_after_s = float(stale_after_s)
+        self.forget_after_s = float(forget_after_s if forget_after_s is not None else 10 * stale_after_s)
+        if self.forget_after_s < self.stale_after_s:
+            raise ValueError("FleetState: forget_after_s must be >= stale_after_s")
+        self.max_points = max_points
+        self._replicas: dict[str, _ReplicaTrack] = {}
+        self._gpus: dict[str, _GpuTrack] = {}
+        self._deployment_history: dict[str, deque[DeploymentPoint]] = {}
+        self._replica_views: list[ReplicaView] = []
+        self._deployment_views: dict[str, DeploymentView] = {}
+        self._gpu_views: list[GpuView] = []
+        self._now: float | None = None
+
+    # -- input ---------------------------------------------------------------------------------------
+
+    def observe(
+        self,
+        replicas: Sequence[ReplicaSample],
+        gpus: Sequence[GpuSample],
+        *,
+        now: float,
+        down_targets: Sequence[TargetInfo] = (),
+        gpu_nodes_scraped: Collection[str] | None = None,
+    ) -> None:
+        """Take one tick's samples.
+
+        ``down_targets``: targets that failed this tick; their replicas keep their last sample but show
+        ``target_up=False`` (and turn not ready once stale). ``gpu_nodes_scraped``: nodes whose GPU
+        exporter answered this tick, so that a GPU missing from an answered page turns ``present=False``
+        even when the page lists no GPU at all; by default, the nodes of ``gpus``.
+        """
+        self._now = now
+        self._take_replicas(replicas, down_targets)
+        self._take_gpus(gpus, set(gpu_nodes_scraped) if gpu_nodes_scraped is not None else None)
+        self._forget(now)
+        self._rebuild_views(now)
+
+    def _take_replicas(self, replicas: Sequence[ReplicaSample], down_targets: Sequence[TargetInfo]) -> None:
+        seen: set[str] = set()
+        for sample in replicas:
+            key = replica_key(sample.namespace, sample.replica)
+            track = self._replicas.get(key)
+            if track is None:
+                track = self._replicas[key] = _ReplicaTrack(self.max_points)
+            seen.add(key)
+            track.target_up = True
+            # Out-of-order or repeated samples would make rates go backwards: keep time strictly increasing.
+            if track.history and sample.timestamp <= track.history[-1].timestamp:
+                continue
+            track.history.append(sample)
+            horizon = sample.timestamp - self.history_s
+            while track.history and track.history[0].timestamp < horizon:
+                track.history.popleft()
+        for target in down_targets:
+            for key in (replica_key(target.namespace, target.pod), replica_key(target.namespace, target.url)):
+                track = self._replicas.get(key)
+                if track is not None and key not in seen:
+                    track.target_up = False
+
+    def _take_gpus(self, gpus: Sequence[GpuSample], scraped_nodes: set[str] | None) -> None:
+        listed: set[str] = set()
+        for sample in gpus:
+            listed.add(sample.key)
+            track = self._gpus.get(sample.key)
+            if track is None:
+                self._gpus[sample.key] = _GpuTrack(sample)
+            else:
+                track.sample, track.present, track.last_seen = sample, True, sample.timestamp
+        answered = scraped_nodes if scraped_nodes is not None else {g.node for g in gpus}
+        for key, track in self._gpus.items():
+            if key not in listed and track.sample.node in answered:
+                track.present = False  # its exporter answered without it: the GPU fell off the bus
+
+    def _forget(self, now: float) -> None:
+        cutoff = now - self.forget_after_s
+        for key in [k for k, t in self._replicas.items() if not t.history or t.history[-1].timestamp < cutoff]:
+            del self._replicas[key]
+        for key in [k for k, t in self._gpus.items() if t.last_seen < cutoff]:
+            del self._gpus[key]
+        history_cutoff = now - self.history_s
+        for key, points in list(self._deployment_history.items()):
+            while points and points[0].t < history_cutoff:
+                points.popleft()
+            if not points:
+                del self._deployment_history[key]
+
+    # -- views ---------------------------------------------------------------------------------------
+
+    def _rebuild_views(self, now: float) -> None:
+        gpus_by_pod: dict[tuple[str | None, str], list[GpuSample]] = {}
+        gpus_by_node: dict[str, list[GpuSample]] = {}
+        for gpu in self._gpus.values():
+            if not gpu.present:
+                continue
+            if gpu.sample.pod:
+                gpus_by_pod.setdefault((gpu.sample.namespace, gpu.sample.pod), []).append(gpu.sample)
+            else:
+                gpus_by_node.setdefault(gpu.sample.node, []).append(gpu.sample)
+
+        views: list[ReplicaView] = []
+        for key in sorted(self._replicas):
+            track = self._replicas[key]
+            latest = track.history[-1]
+            joined = gpus_by_pod.get((latest.namespace, latest.replica)) or gpus_by_pod.get((None, latest.replica))
+            if not joined:
+                joined = gpus_by_node.get(latest.node, []) if latest.node else []
+            views.append(self._replica_view(track, now, tuple(sorted(joined, key=lambda g: g.key))))
+        self._replica_views = views
+
+        self._gpu_views = _gpu_views(self._gpus, views)
+
+        grouped: dict[str, list[ReplicaView]] = {}
+        for view in views:
+            grouped.setdefault(view.deployment_key, []).append(view)
+        self._deployment_views = {key: _deployment_view(key, members) for key, members in sorted(grouped.items())}
+        for key, dv in self._deployment_views.items():
+            points = self._deployment_history.setdefault(key, deque(maxlen=self.max_points))
+            if points and points[-1].t >= now:
+                continue
+            points.append(_point(now, dv))
+
+    def _replica_view(self, track: _ReplicaTrack, now: float, gpus: tuple[GpuSample, ...]) -> ReplicaView:
+        latest = track.history[-1]
+        window_start = latest.timestamp - self.rate_window_s
+        window = _tail_since(track.history, window_start)
+
+        def points(field: Callable[[ReplicaSample], float | None]) -> list[tuple[float, float]]:
+            return finite_points((s.timestamp, field(s)) for s in window)
+
+        hits = increase(points(lambda s: s.prefix_hits))
+        queries_points = points(lambda s: s.prefix_queries)
+        queries = increase(queries_points)
+        finished_rate = rate(points(lambda s: s.requests_finished))
+        in_flight = derivative(points(_in_flight))
+        arrival = None if finished_rate is None or in_flight is None else max(0.0, finished_rate + in_flight)
+        ttft_hists = [s.ttft for s in window if s.ttft is not None]
+        return ReplicaView(
+            sample=latest,
+            ready=now - latest.timestamp <= self.stale_after_s,
+            target_up=track.target_up,
+            last_seen=latest.timestamp,
+            prefix_hit_ratio=ratio(hits, queries),
+            prefix_hits_increase=hits,
+            prefix_queries_increase=queries,
+            prefix_queries_rate=rate(queries_points),
+            preemptions_rate=rate(points(lambda s: s.preemptions)),
+            prompt_tokens_rate=rate(points(lambda s: s.prompt_tokens)),
+            generation_tokens_rate=rate(points(lambda s: s.generation_tokens)),
+            requests_finished_rate=finished_rate,
+            arrival_rate=arrival,
+            ttft_window=histogram_increase(ttft_hists),
+            gpus=gpus,
+        )
+
+    # -- output --------------------------------------------------------------------------------------
+
+    @property
+    def now(self) -> float | None:
+        """``now`` of the latest ``observe`` (None before the first)."""
+        return self._now
+
+    def replicas(self) -> list[ReplicaView]:
+        return list(self._replica_views)
+
+    def replica(self, key: str) -> ReplicaView | None:
+        return next((v for v in self._replica_views if v.key == key), None)
+
+    def deployments(self) -> dict[str, DeploymentView]:
+        return dict(self._deployment_views)
+
+    def gpus(self) -> list[GpuView]:
+        return list(self._gpu_views)
+
+    def deployment_history(self, key: str) -> Sequence[DeploymentPoint]:
+        """Points oldest first, at most ``history_s`` old and ``max_points`` long; empty if unknown."""
+        return tuple(self._deployment_history.get(key, ()))
+
+    def replica_history(self, key: str) -> Sequence[ReplicaSample]:
+        """Samples oldest first (key ``namespace/replica``); empty if unknown or forgotten."""
+        track = self._replicas.get(key)
+        return tuple(track.history) if track is not None else ()
+
+
+def _gpu_views(gpus: dict[str, _GpuTrack], replicas: list[ReplicaView]) -> list[GpuView]:
+    """Name the replica each GPU serves: its pod when the exporter attributes one, else the only replica
+    on its node (several replicas on one node without attribution is ambiguous: None)."""
+    by_pod: dict[str, list[str]] = {}
+    by_node: dict[str, list[str]] = {}
+    for view in replicas:
+        by_pod.setdefault(view.sample.replica, []).append(view.key)
+        if view.sample.node:
+            by_node.setdefault(view.sample.node, []).append(view.key)
+    out: list[GpuView] = []
+    for key in sorted(gpus):
+        track = gpus[key]
+        sample = track.sample
+        if sample.pod:
+            candidates = by_pod.get(sample.pod, [])
+            if sample.namespace is not None:
+                candidates = [k for k in candidates if k == replica_key(sample.namespace, sample.pod)]
+        else:
+            candidates = by_node.get(sample.node, [])
+        joined = candidates[0] if len(candidates) == 1 else None
+        out.append(GpuView(sample=sample, present=track.present, last_seen=track.last_seen, replica=joined))
+    return out
+
+
+def _tail_since(history: deque[ReplicaSample], start: float) -> list[ReplicaSample]:
+    """Samples with ``timestamp >= start``, oldest first, walking back from the newest (the window is
+    short compared with the history, so this touches only the window)."""
+    out: list[ReplicaSample] = []
+    for sample in reversed(history):
+        if sample.timestamp < start:
+            break
+        out.append(sample)
+    out.reverse()
+    return out
+
+
+def _in_flight(sample: ReplicaSample) -> float | None:
+    known = [v for v in (sample.requests_waiting, sample.requests_running) if v is not None]
+    return sum(known) if known else None
+
+
+def _sum(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _deployment_view(key: str, members: list[ReplicaView]) -> DeploymentView:
+    namespace, _, name = key.partition("/")
+    ready = [m for m in members if m.ready]
+    kv = [m.sample.kv_usage for m in ready if m.sample.kv_usage is not None]
+    return DeploymentView(
+        key=key,
+        namespace=namespace,
+        name=name,
+        replicas=tuple(members),
+        ready_replicas=len(ready),
+        requests_waiting=_sum(m.sample.requests_waiting for m in ready),
+        requests_running=_sum(m.sample.requests_running for m in ready),
+        kv_usage_mean=sum(kv) / len(kv) if kv else None,
+        kv_usage_max=max(kv) if kv else None,
+        arrival_rate=_sum(m.arrival_rate for m in ready),
+        prompt_tokens_rate=_sum(m.prompt_tokens_rate for m in ready),
+        generation_tokens_rate=_sum(m.generation_tokens_rate for m in ready),
+        prefix_hit_ratio=ratio(
+            _sum(m.prefix_hits_increase for m in ready if m.prefix_queries_increase is not None),
+            _sum(m.prefix_queries_increase for m in ready if m.prefix_hits_increase is not None),
+        ),
+        preemptions_rate=_sum(m.preemptions_rate for m in ready),
+        ttft_window=histogram_add(m.ttft_window for m in ready),
+    )
+
+
+def _point(t: float, view: DeploymentView) -> DeploymentPoint:
+    return DeploymentPoint(
+        t=t,
+        replica_count=len(view.replicas),
+        ready_replicas=view.ready_replicas,
+        requests_waiting=view.requests_waiting,
+        requests_running=view.requests_running,
+        kv_usage_mean=view.kv_usage_mean,
+        kv_usage_max=view.kv_usage_max,
+        arrival_rate=view.arrival_rate,
+        prompt_tokens_rate=view.prompt_tokens_rate,
+        generation_tokens_rate=view.generation_tokens_rate,
+        prefix_hit_ratio=view.prefix_hit_ratio,
+        preemptions_rate=view.preemptions_rate,
+    )

@@ -1,0 +1,164 @@
+"""Windowed counter rates and histogram deltas (collector.rates), reset-aware like Prometheus' increase()."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from collector.rates import (
+    derivative,
+    finite_points,
+    histogram_add,
+    histogram_increase,
+    histogram_quantile,
+    increase,
+    rate,
+    ratio,
+)
+from collector.samples import Histogram
+
+INF = math.inf
+
+INCREASE_CASES = [
+    # a plain monotonic counter: last minus first
+    ([(0, 10), (5, 15), (10, 30)], 20.0),
+    # a restart (value goes down): the post-reset value counts as the increase of that step
+    ([(0, 100), (5, 110), (10, 4), (15, 9)], 10 + 4 + 5),
+    # a restart straight to 0 adds nothing for that step
+    ([(0, 50), (5, 0), (10, 3)], 3.0),
+    # two restarts in a row
+    ([(0, 7), (5, 2), (10, 1), (15, 6)], 2 + 1 + 5),
+    # a flat counter increases by 0 (known zero, not unknown)
+    ([(0, 3), (5, 3)], 0.0),
+    # one point is not enough to know anything
+    ([(0, 3)], None),
+    # no points at all
+    ([], None),
+]
+
+
+@pytest.mark.parametrize(("points", "expected"), INCREASE_CASES)
+def test_increase(points: list[tuple[float, float]], expected: float | None) -> None:
+    assert increase(points) == expected
+
+
+RATE_CASES = [
+    # 60 units over 60 s
+    ([(0, 0), (30, 20), (60, 60)], 1.0),
+    # the rate divides by the time the points span, not by a nominal window (no extrapolation)
+    ([(10, 0), (20, 5)], 0.5),
+    # identical timestamps: no time elapsed, so no rate
+    ([(5, 0), (5, 10)], None),
+    # reset within the window still gives a non-negative rate
+    ([(0, 1000), (10, 10)], 1.0),
+]
+
+
+@pytest.mark.parametrize(("points", "expected"), RATE_CASES)
+def test_rate(points: list[tuple[float, float]], expected: float | None) -> None:
+    assert rate(points) == expected
+
+
+def test_finite_points_drops_unknown_and_nan_but_keeps_zero() -> None:
+    # None and NaN are "not exported at that scrape"; 0 is a real value and must stay
+    pts = finite_points([(0, None), (1, 0.0), (2, math.nan), (3, 4.0), (4, math.inf)])
+    assert pts == [(1, 0.0), (3, 4.0)]
+
+
+@pytest.mark.parametrize(
+    ("num", "den", "expected"),
+    [
+        (5.0, 10.0, 0.5),  # plain ratio
+        (0.0, 10.0, 0.0),  # traffic without hits: a real 0
+        (0.0, 0.0, None),  # no traffic: no ratio, not 0
+        (None, 10.0, None),  # unknown numerator stays unknown
+        (5.0, None, None),  # unknown denominator stays unknown
+    ],
+)
+def test_ratio(num: float | None, den: float | None, expected: float | None) -> None:
+    assert ratio(num, den) == expected
+
+
+def test_derivative_of_gauge() -> None:
+    # a queue growing from 2 to 12 in 5 s grows at 2/s; fewer than two points: unknown
+    assert derivative([(0, 2), (5, 12)]) == 2.0
+    assert derivative([(0, 2)]) is None
+
+
+def _h(counts: tuple[float, ...], total: float, bounds: tuple[float, ...] = (0.1, 1.0, INF)) -> Histogram:
+    return Histogram(bounds=bounds, counts=counts, sum=total, count=counts[-1])
+
+
+HISTOGRAM_CASES = [
+    # plain bucket-wise delta between first and last
+    ([_h((1, 2, 3), 1.0), _h((2, 5, 7), 4.0)], _h((1, 3, 4), 3.0)),
+    # a restart contributes the post-reset histogram in full
+    ([_h((5, 9, 10), 8.0), _h((1, 1, 2), 0.5)], _h((1, 1, 2), 0.5)),
+    # a restart mid-window: step 1 is a delta, step 2 the post-reset histogram
+    ([_h((1, 1, 1), 0.1), _h((2, 3, 4), 1.0), _h((0, 1, 1), 0.5)], _h((1, 3, 4), 1.4)),
+    # bounds changed mid-window (engine upgrade): the window restarts at the change
+    (
+        [_h((1, 2, 3), 1.0), _h((1, 2, 3, 4), 1.0, (0.1, 0.5, 1.0, INF)), _h((2, 3, 4, 6), 2.0, (0.1, 0.5, 1.0, INF))],
+        _h((1, 1, 1, 2), 1.0, (0.1, 0.5, 1.0, INF)),
+    ),
+    # one histogram: no delta
+    ([_h((1, 2, 3), 1.0)], None),
+]
+
+
+@pytest.mark.parametrize(("hists", "expected"), HISTOGRAM_CASES)
+def test_histogram_increase(hists: list[Histogram], expected: Histogram | None) -> None:
+    got = histogram_increase(hists)
+    if expected is None:
+        assert got is None
+    else:
+        assert got is not None
+        assert got.bounds == expected.bounds
+        assert got.counts == pytest.approx(expected.counts)
+        assert got.sum == pytest.approx(expected.sum)
+        assert got.count == pytest.approx(expected.count)
+
+
+def test_histogram_add_skips_none_and_other_bounds() -> None:
+    # same bounds add bucket-wise; a histogram with other bounds cannot be added and is left out
+    other = _h((1, 1, 1, 1), 1.0, (0.5, 1.0, 2.0, INF))
+    total = histogram_add([_h((1, 2, 3), 1.0), None, other, _h((0, 1, 1), 0.5)])
+    assert total == _h((1, 3, 4), 1.5)
+    assert histogram_add([None, None]) is None
+
+
+QUANTILE_CASES = [
+    # median of 10 observations, 5 in (0, 0.1], 5 in (0.1, 1]: exactly the 0.1 bound
+    (0.5, _h((5, 10, 10), 3.0), 0.1),
+    # p75 interpolates linearly inside (0.1, 1]
+    (0.75, _h((5, 10, 10), 3.0), 0.1 + 0.9 * 0.5),
+    # rank in the +Inf bucket: the highest finite bound
+    (0.99, _h((5, 5, 10), 3.0), 1.0),
+    # empty histogram: unknown
+    (0.5, _h((0, 0, 0), 0.0), None),
+]
+
+
+@pytest.mark.parametrize(("q", "hist", "expected"), QUANTILE_CASES)
+def test_histogram_quantile(q: float, hist: Histogram, expected: float | None) -> None:
+    got = histogram_quantile(q, hist)
+    assert got == (pytest.approx(expected) if expected is not None else None)
+
+
+def test_histogram_quantile_rejects_out_of_range_q() -> None:
+    with pytest.raises(ValueError, match="quantile"):
+        histogram_quantile(1.5, _h((1, 1, 1), 0.1))
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1e12), min_size=2, max_size=50))
+def test_increase_is_never_negative_and_matches_monotonic_difference(values: list[float]) -> None:
+    points = [(float(i), v) for i, v in enumerate(values)]
+    inc = increase(points)
+    assert inc is not None
+    assert inc >= 0
+    if all(b >= a for a, b in itertools.pairwise(values)):
+        assert inc == pytest.approx(values[-1] - values[0])

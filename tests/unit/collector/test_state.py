@@ -1,0 +1,287 @@
+"""FleetState: windowed rates per replica, deployment aggregation, staleness, the GPU join, bounded memory."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from collector.samples import GpuSample, Histogram, ReplicaSample, TargetInfo
+from collector.state import FleetState
+
+INF = math.inf
+
+
+def rs(
+    replica: str = "r0", t: float = 0.0, deployment: str = "llama", node: str = "n0", **values: object
+) -> ReplicaSample:
+    base = ReplicaSample(
+        namespace="prod", deployment=deployment, replica=replica, node=node, engine="vllm", model="m", timestamp=t
+    )
+    return replace(base, **values)  # type: ignore[arg-type]
+
+
+def gs(index: str = "0", t: float = 0.0, node: str = "n0", **values: object) -> GpuSample:
+    base = GpuSample(node=node, index=index, uuid=f"GPU-{node}-{index}", model_name="H100", timestamp=t)
+    return replace(base, **values)  # type: ignore[arg-type]
+
+
+def feed(state: FleetState, ticks: list[list[ReplicaSample]], *, step: float = 5.0) -> None:
+    for i, samples in enumerate(ticks):
+        state.observe(samples, [], now=i * step)
+
+
+REPLICA_RATE_CASES = [
+    # steady counters: rate is Δ/Δt over the window
+    ("prompt_tokens_rate", [{"prompt_tokens": 0}, {"prompt_tokens": 50}, {"prompt_tokens": 100}], 10.0),
+    # a restart within the window: the post-reset value is the increase, never negative
+    ("prompt_tokens_rate", [{"prompt_tokens": 900}, {"prompt_tokens": 950}, {"prompt_tokens": 50}], 10.0),
+    # an engine that does not export the counter: unknown, not 0
+    ("generation_tokens_rate", [{}, {}, {}], None),
+    # a counter missing at one scrape is skipped, not taken as 0 (which would look like a restart)
+    ("preemptions_rate", [{"preemptions": 10}, {"preemptions": None}, {"preemptions": 20}], 1.0),
+    # hit ratio is Δhits/Δqueries, not the lifetime ratio (lifetime would be 500/1000 = 0.5)
+    (
+        "prefix_hit_ratio",
+        [{"prefix_hits": 400, "prefix_queries": 500}, {"prefix_hits": 500, "prefix_queries": 1000}],
+        0.2,
+    ),
+    # no new queries in the window: no hit ratio (not 0)
+    ("prefix_hit_ratio", [{"prefix_hits": 5, "prefix_queries": 10}, {"prefix_hits": 5, "prefix_queries": 10}], None),
+    # arrivals = finished rate + growth of the queue: 1 finished/s while waiting+running grows 1/s
+    (
+        "arrival_rate",
+        [
+            {"requests_finished": 0, "requests_waiting": 0, "requests_running": 2},
+            {"requests_finished": 5, "requests_waiting": 3, "requests_running": 4},
+        ],
+        2.0,
+    ),
+    # arrivals unknown when finished requests are unknown
+    ("arrival_rate", [{"requests_waiting": 0}, {"requests_waiting": 5}], None),
+]
+
+
+@pytest.mark.parametrize(("field", "ticks", "expected"), REPLICA_RATE_CASES)
+def test_replica_rates(field: str, ticks: list[dict[str, object]], expected: float | None) -> None:
+    state = FleetState(rate_window_s=60)
+    feed(state, [[rs(t=i * 5.0, **values)] for i, values in enumerate(ticks)])
+    (view,) = state.replicas()
+    got = getattr(view, field)
+    assert got == (pytest.approx(expected) if expected is not None else None)
+
+
+def test_rate_window_only_uses_recent_samples() -> None:
+    # 0..60 s at 1 token/s, then 10 tokens/s: a 20 s window sees only the new rate
+    state = FleetState(rate_window_s=20)
+    ticks = [[rs(t=float(t), prompt_tokens=float(t))] for t in range(0, 61, 5)]
+    ticks += [[rs(t=60.0 + t, prompt_tokens=60.0 + 10 * t)] for t in range(5, 41, 5)]
+    for samples in ticks:
+        state.observe(samples, [], now=samples[0].timestamp)
+    assert state.replicas()[0].prompt_tokens_rate == pytest.approx(10.0)
+
+
+def test_ttft_window_is_histogram_delta() -> None:
+    bounds = (0.1, 1.0, INF)
+    h1 = Histogram(bounds, (1, 2, 3), 1.0, 3)
+    h2 = Histogram(bounds, (2, 6, 8), 4.0, 8)
+    state = FleetState()
+    feed(state, [[rs(t=0, ttft=h1)], [rs(t=5, ttft=h2)]])
+    assert state.replicas()[0].ttft_window == Histogram(bounds, (1, 4, 5), 3.0, 5)
+
+
+def test_stale_replica_is_not_ready_and_leaves_aggregates() -> None:
+    state = FleetState(stale_after_s=30, forget_after_s=600)
+    state.observe([rs("a", t=0, requests_waiting=3), rs("b", t=0, requests_waiting=4)], [], now=0)
+    # b stops answering; 40 s later only a is fresh
+    state.observe(
+        [rs("a", t=40, requests_waiting=1)], [], now=40, down_targets=[TargetInfo(url="x", namespace="prod", pod="b")]
+    )
+    views = {v.sample.replica: v for v in state.replicas()}
+    assert views["a"].ready
+    assert views["a"].target_up
+    assert not views["b"].ready
+    assert not views["b"].target_up
+    dep = state.deployments()["prod/llama"]
+    assert dep.ready_replicas == 1
+    assert len(dep.replicas) == 2
+    assert dep.requests_waiting == 1  # b's last value (4) must not count
+
+
+def test_down_target_alone_does_not_make_fresh_replica_unready() -> None:
+    # one failed scrape: target_up goes False at once, ready only once the sample is stale
+    state = FleetState(stale_after_s=30)
+    state.observe([rs("a", t=0)], [], now=0)
+    state.observe([], [], now=5, down_targets=[TargetInfo(url="x", namespace="prod", pod="a")])
+    (view,) = state.replicas()
+    assert view.ready
+    assert not view.target_up
+
+
+def test_forgotten_replica_disappears() -> None:
+    state = FleetState(stale_after_s=10, forget_after_s=100)
+    state.observe([rs("a", t=0)], [], now=0)
+    state.observe([], [], now=101)
+    assert state.replicas() == []
+    assert state.replica_history("prod/a") == ()
+
+
+def test_deployment_aggregation() -> None:
+    state = FleetState()
+    t0 = [
+        rs(
+            "a",
+            t=0,
+            kv_usage=0.2,
+            requests_waiting=1,
+            requests_running=4,
+            prefix_hits=0,
+            prefix_queries=0,
+            prompt_tokens=0,
+        ),
+        rs(
+            "b",
+            t=0,
+            kv_usage=0.8,
+            requests_waiting=None,
+            requests_running=6,
+            prefix_hits=0,
+            prefix_queries=0,
+            prompt_tokens=0,
+        ),
+        rs("c", t=0, deployment="other", kv_usage=1.0),
+    ]
+    t1 = [
+        rs(
+            "a",
+            t=10,
+            kv_usage=0.2,
+            requests_waiting=1,
+            requests_running=4,
+            prefix_hits=90,
+            prefix_queries=100,
+            prompt_tokens=100,
+        ),
+        rs(
+            "b",
+            t=10,
+            kv_usage=0.8,
+            requests_waiting=None,
+            requests_running=6,
+            prefix_hits=10,
+            prefix_queries=900,
+            prompt_tokens=300,
+        ),
+        rs("c", t=10, deployment="other", kv_usage=1.0),
+    ]
+    state.observe(t0, [], now=0)
+    state.observe(t1, [], now=10)
+    deps = state.deployments()
+    assert set(deps) == {"prod/llama", "prod/other"}
+    dep = deps["prod/llama"]
+    assert dep.ready_replicas == 2
+    assert dep.requests_waiting == 1  # b does not export it: it adds nothing rather than 0-or-None
+    assert dep.requests_running == 10
+    assert dep.kv_usage_mean == pytest.approx(0.5)
+    assert dep.kv_usage_max == pytest.approx(0.8)
+    assert dep.prompt_tokens_rate == pytest.approx(40.0)
+    # summed deltas, not a mean of ratios (0.9 and ~0.011 would average to ~0.46)
+    assert dep.prefix_hit_ratio == pytest.approx(100 / 1000)
+    assert deps["prod/other"].requests_waiting is None  # nobody exports it: unknown
+    history = state.deployment_history("prod/llama")
+    assert [p.t for p in history] == [0, 10]
+    assert history[-1].requests_running == 10
+    assert history[0].prompt_tokens_rate is None
+
+
+def test_histories_are_bounded_by_time_and_count() -> None:
+    state = FleetState(history_s=100, max_points=8, stale_after_s=30)
+    for i in range(50):
+        state.observe([rs(t=i * 5.0, requests_running=float(i))], [], now=i * 5.0)
+    hist = state.replica_history("prod/r0")
+    assert len(hist) <= 8
+    assert hist[-1].timestamp == 245
+    dep_hist = state.deployment_history("prod/llama")
+    assert len(dep_hist) <= 8
+    assert all(p.t >= 245 - 100 for p in dep_hist)
+
+
+def test_out_of_order_sample_is_ignored() -> None:
+    state = FleetState()
+    state.observe([rs(t=10, prompt_tokens=100)], [], now=10)
+    state.observe([rs(t=5, prompt_tokens=0)], [], now=11)  # late duplicate from a slow scrape
+    assert [s.timestamp for s in state.replica_history("prod/r0")] == [10]
+
+
+GPU_JOIN_CASES = [
+    # dcgm attributes the GPU to a pod (with namespace): joined by pod even if on another node name
+    ({"pod": "a", "namespace": "prod", "node": "nX"}, "prod/a"),
+    # attributed to a pod without namespace: matched by pod name
+    ({"pod": "b", "namespace": None, "node": "nX"}, "prod/b"),
+    # no attribution: joined by node, when exactly one replica runs there
+    ({"node": "n1"}, "prod/b"),
+    # no attribution, two replicas on the node: ambiguous, not guessed
+    ({"node": "n0"}, None),
+    # a GPU on a node without replicas serves nobody
+    ({"node": "n9"}, None),
+]
+
+
+@pytest.mark.parametrize(("gpu", "expected"), GPU_JOIN_CASES)
+def test_gpu_join(gpu: dict[str, object], expected: str | None) -> None:
+    state = FleetState()
+    replicas = [rs("a", node="n0"), rs("b", node="n1"), rs("c", node="n0")]
+    state.observe(replicas, [gs(**gpu)], now=0)
+    (view,) = state.gpus()
+    assert view.replica == expected
+    if expected is not None:
+        (rv,) = [r for r in state.replicas() if r.key == expected]
+        assert view.sample in rv.gpus
+
+
+def test_replica_gets_node_gpus_when_unattributed() -> None:
+    state = FleetState()
+    state.observe([rs("a", node="n0")], [gs("0"), gs("1"), gs("0", node="n1")], now=0)
+    assert [g.index for g in state.replicas()[0].gpus] == ["0", "1"]
+
+
+def test_vanished_gpu_stays_with_present_false_then_is_forgotten() -> None:
+    state = FleetState(stale_after_s=10, forget_after_s=60)
+    state.observe([], [gs("0", t=0), gs("1", t=0)], now=0)
+    state.observe([], [gs("0", t=5)], now=5)  # exporter on n0 answered without GPU 1
+    views = {g.sample.index: g for g in state.gpus()}
+    assert views["0"].present
+    assert not views["1"].present
+    assert views["1"].last_seen == 0
+    state.observe([], [gs("0", t=61)], now=61)
+    assert [g.sample.index for g in state.gpus()] == ["0"]
+
+
+def test_gpu_on_unanswered_exporter_keeps_its_presence() -> None:
+    # n1's exporter did not answer this tick: its GPU is unknown, not vanished
+    state = FleetState()
+    state.observe([], [gs("0", node="n0"), gs("0", node="n1")], now=0)
+    state.observe([], [gs("0", t=5, node="n0")], now=5)
+    assert all(g.present for g in state.gpus())
+
+
+def test_exporter_answering_with_empty_page_marks_gpus_missing() -> None:
+    state = FleetState()
+    state.observe([], [gs("0"), gs("1")], now=0)
+    state.observe([], [], now=5, gpu_nodes_scraped={"n0"})
+    assert [g.present for g in state.gpus()] == [False, False]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"rate_window_s": 0},  # a zero window can never hold two samples
+        {"history_s": -1},  # negative history is meaningless
+        {"stale_after_s": 30, "forget_after_s": 10},  # forgetting before turning stale would skip "not ready"
+        {"max_points": 1},  # one point cannot give a rate
+    ],
+)
+def test_bad_configuration_is_rejected(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="FleetState"):
+        FleetState(**kwargs)  # type: ignore[arg-type]
