@@ -1,1 +1,182 @@
-"""(to be written)"""
+"""The replica calculation (pure, HPA-style): from demand, capacity and the queue to a desired replica count.
+
+desired = max(predictive — demand forecast at the horizon (cold start + scaling delay),
+              reactive   — what the current queue and arrival rate need now),
+then tolerance, scale-down stabilisation, step limits and min/max, each of which, when it binds, becomes the
+reason an operator reads. Time is an argument: the policy never reads a clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Tolerances:
+    """Asymmetric dead band around ratio = desired / current, as the HPA's (default 10% both ways)."""
+
+    scale_down: float = 0.1
+    scale_up: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.scale_down < 1 and self.scale_up >= 0):
+            raise ValueError(f"tolerances must satisfy 0 <= scale_down < 1 and scale_up >= 0, got {self}")
+
+    def is_within(self, ratio: float) -> bool:
+        return (1.0 - self.scale_down) <= ratio <= (1.0 + self.scale_up)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyConfig:
+    min_replicas: int = 1
+    max_replicas: int | None = None
+    target_utilisation: float = 0.8  # plan replicas for this share of their capacity: the headroom absorbs noise
+    tolerances: Tolerances = Tolerances(scale_down=0.1, scale_up=0.0)
+    scale_down_stabilisation_s: float = 300.0
+    scale_up_max_step: int = 0  # most replicas added per decision; 0 = unlimited (a forecast needs them all)
+    scale_down_max_step: int = 0  # most removed per decision; 0 = unlimited (stabilisation already paces it)
+    queue_drain_s: float = 2.0  # reactive part clears the current queue within this time (use the TTFT SLO)
+
+    def __post_init__(self) -> None:
+        if self.min_replicas < 0:
+            raise ValueError(f"policy: min_replicas must be >= 0, got {self.min_replicas}")
+        if self.max_replicas is not None and self.max_replicas < max(self.min_replicas, 1):
+            raise ValueError(f"policy: max_replicas {self.max_replicas} is below min_replicas {self.min_replicas}")
+        if not (0 < self.target_utilisation <= 1):
+            raise ValueError(f"policy: target_utilisation must be in (0, 1], got {self.target_utilisation}")
+        if self.scale_down_stabilisation_s < 0 or self.queue_drain_s <= 0:
+            raise ValueError("policy: scale_down_stabilisation_s must be >= 0 and queue_drain_s > 0")
+        if self.scale_up_max_step < 0 or self.scale_down_max_step < 0:
+            raise ValueError("policy: step limits must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """What the policy sees at one tick for one deployment. None means unknown, never zero."""
+
+    current_replicas: int
+    ready_replicas: int
+    capacity_rps: float | None  # per replica, within the SLO, for the current token mix
+    arrival_rate: float | None  # requests/s now
+    forecast_upper_rate: float | None  # requests/s at the horizon, upper quantile
+    requests_waiting: float | None
+    replicas_without_metrics: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    desired_replicas: int
+    warm_pool: int
+    reason: str
+    message: str
+    predictive_replicas: int | None
+    reactive_replicas: int | None
+
+
+def _replicas_for(rate: float, capacity_rps: float, utilisation: float) -> int:
+    return max(0, math.ceil(rate / (capacity_rps * utilisation) - 1e-9))
+
+
+class ReplicaPolicy:
+    """Stateful only in its bounded history of recommendations (for scale-down stabilisation)."""
+
+    def __init__(self, config: PolicyConfig | None = None, *, max_history: int = 1024) -> None:
+        self.config = config or PolicyConfig()
+        self._history: deque[tuple[float, int]] = deque(maxlen=max_history)
+
+    def recommend(self, demand: Demand, *, now: float) -> Recommendation:
+        c = self.config
+        current = demand.current_replicas
+        cap = demand.capacity_rps
+        if cap is None or not math.isfinite(cap) or cap <= 0:
+            return self._hold(demand, now, "no_capacity", "capacity per replica is unknown yet; holding")
+
+        predictive = None
+        if demand.forecast_upper_rate is not None:
+            predictive = _replicas_for(demand.forecast_upper_rate, cap, c.target_utilisation)
+        reactive = None
+        if demand.arrival_rate is not None or demand.requests_waiting is not None:
+            rate = (demand.arrival_rate or 0.0) + (demand.requests_waiting or 0.0) / c.queue_drain_s
+            reactive = _replicas_for(rate, cap, c.target_utilisation)
+        if predictive is None and reactive is None:
+            return self._hold(demand, now, "no_metrics", "no arrival rate, forecast or queue is known; holding")
+
+        raw = max(predictive or 0, reactive or 0)
+        reason = "predictive" if (predictive or 0) >= (reactive or 0) else "reactive"
+        msg = f"forecast needs {predictive}, queue and arrivals need {reactive} (capacity {cap:.2f} req/s/replica)"
+        warm_pool = max(0, (predictive or 0) - (reactive or 0))
+
+        # Missing data is conservative: replicas we cannot see might be busy, so they never push a scale-down.
+        if raw < current and demand.replicas_without_metrics > 0:
+            return self._finish(
+                now,
+                current,
+                current,
+                warm_pool,
+                "missing_metrics",
+                (predictive, reactive),
+                f"{demand.replicas_without_metrics} replica(s) report no metrics; not scaling down",
+            )
+        if current > 0 and c.tolerances.is_within(raw / current):
+            return self._finish(
+                now,
+                raw,
+                current,
+                warm_pool,
+                "within_tolerance",
+                (predictive, reactive),
+                f"{msg}; within tolerance of {current}",
+            )
+        desired = raw
+        self._history.append((now, raw))
+        if desired < current:
+            window_max = max((r for t, r in self._history if now - t <= c.scale_down_stabilisation_s), default=raw)
+            if window_max > desired:
+                desired = min(window_max, current)
+                reason = "stabilised"
+                msg = f"{msg}; holding {desired} for the {c.scale_down_stabilisation_s:.0f} s scale-down window"
+        if c.scale_up_max_step and desired > current + c.scale_up_max_step:
+            desired, reason = current + c.scale_up_max_step, "step_limited"
+            msg = f"{msg}; adding at most {c.scale_up_max_step} per step"
+        if c.scale_down_max_step and desired < current - c.scale_down_max_step:
+            desired, reason = current - c.scale_down_max_step, "step_limited"
+            msg = f"{msg}; removing at most {c.scale_down_max_step} per step"
+        return self._clamp(desired, warm_pool, reason, msg, predictive, reactive)
+
+    # -- helpers -------------------------------------------------------------------------------------------
+    def _finish(
+        self,
+        now: float,
+        raw: int,
+        desired: int,
+        warm_pool: int,
+        reason: str,
+        parts: tuple[int | None, int | None],
+        message: str,
+    ) -> Recommendation:
+        self._history.append((now, max(raw, desired)))
+        return self._clamp(desired, warm_pool, reason, message, *parts)
+
+    def _hold(self, demand: Demand, now: float, reason: str, message: str) -> Recommendation:
+        self._history.append((now, demand.current_replicas))
+        return self._clamp(demand.current_replicas, 0, reason, message, None, None)
+
+    def _clamp(
+        self, desired: int, warm_pool: int, reason: str, message: str, predictive: int | None, reactive: int | None
+    ) -> Recommendation:
+        c = self.config
+        if desired < c.min_replicas:
+            desired, reason, message = (
+                c.min_replicas,
+                "clamped_min",
+                f"{message}; raised to min_replicas {c.min_replicas}",
+            )
+        if c.max_replicas is not None and desired > c.max_replicas:
+            desired, reason, message = (
+                c.max_replicas,
+                "clamped_max",
+                f"{message}; capped at max_replicas {c.max_replicas}",
+            )
+        return Recommendation(desired, min(warm_pool, desired), reason, message, predictive, reactive)

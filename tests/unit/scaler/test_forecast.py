@@ -60,7 +60,8 @@ def test_non_finite_input_is_dropped_and_counted(name: str, bad: float) -> None:
     _feed(f, [3.0] * 50)
     f.observe(50 * STEP_S, bad)
     fc = f.predict(60.0)
-    assert math.isfinite(fc.point) and math.isfinite(fc.upper)
+    assert math.isfinite(fc.point)
+    assert math.isfinite(fc.upper)
     assert fc.point == pytest.approx(3.0, abs=0.05)
     assert f.rejected_inputs == 1
 
@@ -183,7 +184,8 @@ def test_model_failure_falls_back_to_last_value_and_counts(cls: type[Forecaster]
     f = cls()
     _feed(f, [1.0, 2.0, 4.0])
     fc = f.predict(30.0)
-    assert fc.point == 4.0 and fc.fallback
+    assert fc.point == 4.0
+    assert fc.fallback
     assert f.fallbacks == 1
 
 

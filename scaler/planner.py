@@ -1,0 +1,160 @@
+"""Glue from the fleet to decisions: FleetState (+ its history) → forecast → capacity → policy → Decision.
+
+One `_DeploymentPlanner` per deployment keeps that deployment's forecaster, learned capacity and
+stabilisation history. The control loop calls `Planner.decide(state, now)` each tick; KEDA and the
+metrics-api endpoint publish the resulting `Decision`s. No clock and no I/O here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from collector.state import DeploymentView, FleetState
+from scaler.capacity import CapacityConfig, CapacityModel, TokenMix
+from scaler.decision import Decision
+from scaler.forecast import Forecaster, make
+from scaler.policy import Demand, PolicyConfig, ReplicaPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class PlannerConfig:
+    """One configuration for every deployment (override per deployment through `Planner(overrides=...)`)."""
+
+    forecaster: str = "holt"
+    forecaster_options: Mapping[str, float | int | str] = field(default_factory=dict)
+    cold_start_s: float = 120.0  # replica start to ready: the part of the horizon nobody can shorten
+    scaling_delay_s: float = 15.0  # decision to pod created (control-loop tick + API round trip)
+    capacity: CapacityConfig = field(default_factory=CapacityConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    mix_half_life_ticks: float = 20.0  # smoothing of the prompt/output token mix
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.cold_start_s) and self.cold_start_s >= 0):
+            raise ValueError(f"planner: cold_start_s must be >= 0, got {self.cold_start_s!r}")
+        if not (math.isfinite(self.scaling_delay_s) and self.scaling_delay_s >= 0):
+            raise ValueError(f"planner: scaling_delay_s must be >= 0, got {self.scaling_delay_s!r}")
+        make(self.forecaster, **dict(self.forecaster_options))  # fail fast on a bad forecaster name/option
+
+    @property
+    def horizon_s(self) -> float:
+        return self.cold_start_s + self.scaling_delay_s
+
+
+def completion_rate(view: DeploymentView) -> float | None:
+    """Requests finished per second over the rate window, summed over replicas that report it."""
+    rates = [r.requests_finished_rate for r in view.replicas if r.requests_finished_rate is not None]
+    return sum(rates) if rates else None
+
+
+def token_mix(view: DeploymentView) -> TokenMix | None:
+    """Mean prompt and output tokens per finished request over the rate window (None when unknown)."""
+    done = completion_rate(view)
+    if not done or view.prompt_tokens_rate is None or view.generation_tokens_rate is None:
+        return None
+    prompt, output = view.prompt_tokens_rate / done, view.generation_tokens_rate / done
+    if not (math.isfinite(prompt) and math.isfinite(output)):
+        return None
+    return TokenMix(max(prompt, 0.0), max(output, 0.0))
+
+
+class _DeploymentPlanner:
+    def __init__(self, key: str, config: PlannerConfig) -> None:
+        self.key = key
+        self.config = config
+        self.forecaster: Forecaster = make(config.forecaster, **dict(config.forecaster_options))
+        self.capacity = CapacityModel(config.capacity)
+        self.policy = ReplicaPolicy(config.policy)
+        self._mix: TokenMix | None = None
+
+    def _observe_mix(self, mix: TokenMix | None) -> TokenMix | None:
+        if mix is not None:
+            if self._mix is None:
+                self._mix = mix
+            else:
+                a = 1.0 - 0.5 ** (1.0 / self.config.mix_half_life_ticks)
+                self._mix = TokenMix(
+                    self._mix.prompt_tokens + a * (mix.prompt_tokens - self._mix.prompt_tokens),
+                    self._mix.output_tokens + a * (mix.output_tokens - self._mix.output_tokens),
+                )
+        return self._mix
+
+    def decide(self, view: DeploymentView, now: float, current_replicas: int | None) -> Decision:
+        cfg = self.config
+        current = len(view.replicas) if current_replicas is None else current_replicas
+        if view.arrival_rate is not None:
+            self.forecaster.observe(now, view.arrival_rate)
+        mix = self._observe_mix(token_mix(view))
+        self.capacity.observe(
+            ready_replicas=view.ready_replicas,
+            requests_waiting=view.requests_waiting,
+            completion_rate=completion_rate(view),
+            mix=mix,
+        )
+        forecast = self.forecaster.predict(cfg.horizon_s)
+        capacity_rps = self.capacity.requests_per_s(mix)
+        blind = sum(1 for r in view.replicas if not r.ready or r.sample.requests_waiting is None)
+        # Replicas still loading are expected to be blind; only count those beyond the ones we know are new.
+        blind = max(0, blind - max(0, current - view.ready_replicas))
+        rec = self.policy.recommend(
+            Demand(
+                current_replicas=current,
+                ready_replicas=view.ready_replicas,
+                capacity_rps=capacity_rps,
+                arrival_rate=view.arrival_rate,
+                forecast_upper_rate=forecast.upper if view.arrival_rate is not None else None,
+                requests_waiting=view.requests_waiting,
+                replicas_without_metrics=blind,
+            ),
+            now=now,
+        )
+        numbers = {
+            "arrival_rate": forecast.point,
+            "arrival_rate_upper": forecast.upper,
+            "horizon_s": cfg.horizon_s,
+            "arrival_rate_now": view.arrival_rate if view.arrival_rate is not None else math.nan,
+            "queue": view.requests_waiting if view.requests_waiting is not None else math.nan,
+            "capacity_rps": capacity_rps if capacity_rps is not None else math.nan,
+            "forecast_fallbacks": float(self.forecaster.fallbacks),
+        }
+        return Decision(
+            deployment=self.key,
+            timestamp=now,
+            current_replicas=current,
+            ready_replicas=view.ready_replicas,
+            desired_replicas=rec.desired_replicas,
+            warm_pool=rec.warm_pool,
+            reason=rec.reason,
+            message=rec.message,
+            predictive_replicas=rec.predictive_replicas,
+            reactive_replicas=rec.reactive_replicas,
+            forecast=numbers,
+        )
+
+
+class Planner:
+    """Decides every deployment in a FleetState; remembers per-deployment models between ticks."""
+
+    def __init__(self, config: PlannerConfig | None = None, *, overrides: Mapping[str, PlannerConfig] = {}) -> None:
+        self.config = config or PlannerConfig()
+        self.overrides = dict(overrides)
+        self._planners: dict[str, _DeploymentPlanner] = {}
+
+    def planner_for(self, key: str) -> _DeploymentPlanner:
+        planner = self._planners.get(key)
+        if planner is None:
+            planner = _DeploymentPlanner(key, self.overrides.get(key, self.config))
+            self._planners[key] = planner
+        return planner
+
+    def decide(
+        self, state: FleetState, now: float, *, current_replicas: Mapping[str, int] | None = None
+    ) -> list[Decision]:
+        """One Decision per deployment, sorted by key. ``current_replicas``: counts from the scale subresource
+        (replicas still loading have no metrics yet); by default the replicas the collector knows of."""
+        counts = current_replicas or {}
+        return [
+            self.planner_for(key).decide(view, now, counts.get(key))
+            for key, view in sorted(state.deployments().items())
+        ]

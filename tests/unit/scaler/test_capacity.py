@@ -1,0 +1,74 @@
+"""Capacity: configured, learned from saturated periods only, and scaled by the token mix."""
+
+from __future__ import annotations
+
+import pytest
+
+from scaler.capacity import CapacityConfig, CapacityModel, TokenMix
+
+REF = TokenMix(1000.0, 200.0)
+
+
+def test_configured_capacity_at_the_reference_mix() -> None:
+    model = CapacityModel(CapacityConfig(requests_per_s=4.0, reference_mix=REF))
+    assert model.source == "configured"
+    assert model.requests_per_s(REF) == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize(
+    ("mix", "expected"),
+    [
+        (TokenMix(2000.0, 400.0), 2.0),  # twice the work per request: half the requests
+        (TokenMix(500.0, 100.0), 8.0),  # half the work: twice the requests
+        (TokenMix(1000.0, 200.0), 4.0),  # the reference mix itself
+    ],
+)
+def test_capacity_follows_the_token_mix(mix: TokenMix, expected: float) -> None:
+    model = CapacityModel(CapacityConfig(requests_per_s=4.0, reference_mix=REF))
+    assert model.requests_per_s(mix) == pytest.approx(expected)
+
+
+def test_unknown_without_configuration_or_learning() -> None:
+    assert CapacityModel().requests_per_s(REF) is None
+
+
+@pytest.mark.parametrize(
+    ("waiting", "used"),
+    [
+        (0.0, False),  # an idle queue says nothing about the ceiling
+        (3.0, False),  # below 2 waiting per replica (2 replicas): not saturated
+        (4.0, True),  # at the threshold: completions are the capacity
+        (None, False),  # unknown queue: never learn from it
+    ],
+)
+def test_learns_only_from_saturated_periods(waiting: float | None, used: bool) -> None:
+    model = CapacityModel(CapacityConfig(min_learned_samples=1))
+    assert model.observe(ready_replicas=2, requests_waiting=waiting, completion_rate=6.0, mix=REF) is used
+    assert (model.requests_per_s(REF) == pytest.approx(3.0)) is used
+
+
+def test_learned_replaces_configured_after_enough_samples() -> None:
+    model = CapacityModel(CapacityConfig(requests_per_s=10.0, reference_mix=REF, min_learned_samples=3))
+    for i in range(3):
+        assert model.source == "configured", i
+        model.observe(ready_replicas=1, requests_waiting=5.0, completion_rate=2.0, mix=REF)
+    assert model.source == "learned"
+    assert model.requests_per_s(REF) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"requests_per_s": 0.0},  # zero capacity would divide by zero downstream
+        {"requests_per_s": float("nan")},  # NaN from a broken profile
+        {"prompt_weight": 0.0, "output_weight": 0.0},  # every request would cost nothing
+    ],
+)
+def test_bad_configuration_is_refused(config: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="capacity"):
+        CapacityConfig(**config)  # type: ignore[arg-type]
+
+
+def test_bad_token_mix_is_refused() -> None:
+    with pytest.raises(ValueError, match="prompt_tokens"):
+        TokenMix(-1.0, 1.0)
