@@ -1,1 +1,198 @@
-"""(to be written)"""
+"""dcgm-exporter pages -> ``GpuSample``s (pure: no I/O, no clock).
+
+One sample per GPU (or MIG instance), identified by host, ``gpu`` index, MIG instance and UUID.
+Samples without a ``gpu`` label cannot be attributed to a device and are skipped. DCGM reports a field
+it cannot read as a "blank" sentinel (e.g. 9223372036854775794 = INT64 not-supported); those become
+``None``, never a huge number.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from collector.exposition import MetricFamily, Sample
+from collector.samples import GpuSample, TargetInfo
+
+_MIB = 1024.0 * 1024.0
+
+# DCGM blank values (dcgm_structs.h): DCGM_INT64_BLANK 0x7ffffffffffffff0 and the NOT_FOUND,
+# NOT_SUPPORTED, NOT_PERMISSIONED codes just above it; DCGM_INT32_BLANK 0x7ffffff0 and its three;
+# DCGM_FP64_BLANK 140737488355328.0 (2**47) and its three.
+_INT64_BLANK = float(0x7FFFFFFFFFFFFFF0)
+_INT32_BLANKS = (float(0x7FFFFFF0), float(0x7FFFFFFF))
+_FP64_BLANKS = (140737488355328.0, 140737488355331.0)
+
+
+def is_blank(value: float) -> bool:
+    """True for DCGM's "no value" sentinels and non-finite values."""
+    if not math.isfinite(value):
+        return True
+    if value >= _INT64_BLANK - 1024:  # float64 cannot tell the int64 codes apart; all are >= 9.2e18
+        return True
+    return _INT32_BLANKS[0] <= value <= _INT32_BLANKS[1] or _FP64_BLANKS[0] <= value <= _FP64_BLANKS[1]
+
+
+def _percent(v: float) -> float:
+    return v / 100.0
+
+
+def _mib(v: float) -> float:
+    return v * _MIB
+
+
+def _flag(v: float) -> bool:
+    return v != 0
+
+
+def _same(v: float) -> float:
+    return v
+
+
+@dataclass(frozen=True, slots=True)
+class _Map:
+    field: str
+    families: tuple[str, ...]  # current name first
+    convert: Callable[[float], Any] = _same
+
+
+# canonical GpuSample field <- dcgm-exporter field(s)
+FIELDS: tuple[_Map, ...] = (
+    _Map("utilisation", ("DCGM_FI_DEV_GPU_UTIL",), _percent),
+    _Map("memory_used_bytes", ("DCGM_FI_DEV_FB_USED",), _mib),
+    _Map("memory_free_bytes", ("DCGM_FI_DEV_FB_FREE",), _mib),
+    _Map("sm_active", ("DCGM_FI_PROF_SM_ACTIVE",)),
+    _Map("temperature_c", ("DCGM_FI_DEV_GPU_TEMP",)),
+    _Map("power_w", ("DCGM_FI_DEV_POWER_USAGE",)),
+    _Map("ecc_dbe_volatile", ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",)),
+    _Map("remapped_rows_correctable", ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",)),
+    _Map("remapped_rows_uncorrectable", ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",)),
+    _Map("row_remap_pending", ("DCGM_FI_DEV_ROW_REMAP_PENDING",), _flag),
+    _Map("row_remap_failure", ("DCGM_FI_DEV_ROW_REMAP_FAILURE",), _flag),
+    _Map("pcie_replay", ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER",)),
+)
+
+# kept in GpuSample.extra under these keys (detectors and dashboards read some of them)
+EXTRA: dict[str, str] = {
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "gr_engine_active",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "tensor_active",
+    "DCGM_FI_PROF_DRAM_ACTIVE": "dram_active",
+    "DCGM_FI_DEV_MEM_COPY_UTIL": "mem_copy_util_pct",
+    "DCGM_FI_DEV_SM_CLOCK": "sm_clock_mhz",
+    "DCGM_FI_DEV_MEM_CLOCK": "mem_clock_mhz",
+    "DCGM_FI_DEV_MEMORY_TEMP": "memory_temp_c",
+    "DCGM_FI_DEV_FB_RESERVED": "memory_reserved_mib",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "energy_mj",
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": "clock_event_reasons",
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": "clock_event_reasons",
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "ecc_sbe_volatile",
+    "DCGM_FI_DEV_POWER_VIOLATION": "power_violation_us",
+    "DCGM_FI_DEV_THERMAL_VIOLATION": "thermal_violation_us",
+}
+
+_XID = "DCGM_FI_DEV_XID_ERRORS"
+_XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
+
+FAMILIES: frozenset[str] = frozenset(
+    {name for m in FIELDS for name in m.families} | set(EXTRA) | {_XID, _XID_COUNT}
+) | frozenset(f"{name}_total" for name in {_XID_COUNT, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"})
+
+_Key = tuple[str, str, str]  # node, index ("gpu" or "gpu/instance"), uuid
+
+
+@dataclass(slots=True)
+class _Gpu:
+    sample: GpuSample
+    values: dict[str, Any] = field(default_factory=dict)
+    xid_count: float | None = None
+
+
+def _key(s: Sample, default_node: str) -> _Key | None:
+    labels = s.labels
+    gpu = labels.get("gpu")
+    if gpu is None or gpu == "":
+        return None
+    node = labels.get("Hostname") or labels.get("hostname") or default_node
+    instance = labels.get("GPU_I_ID")
+    index = f"{gpu}/{instance}" if instance not in (None, "") else gpu
+    return node, index, labels.get("UUID") or labels.get("uuid") or ""
+
+
+def _new(key: _Key, s: Sample, timestamp: float) -> _Gpu:
+    labels = s.labels
+    node, index, uuid = key
+    return _Gpu(
+        GpuSample(
+            node=node,
+            index=index,
+            uuid=uuid or None,
+            model_name=labels.get("modelName") or None,
+            timestamp=timestamp,
+            pod=labels.get("pod") or None,
+            namespace=labels.get("namespace") or None,
+            container=labels.get("container") or None,
+            mig_profile=labels.get("GPU_I_PROFILE") or None,
+            mig_instance=labels.get("GPU_I_ID") or None,
+        )
+    )
+
+
+def _positive_int(raw: str | float | None) -> int | None:
+    try:
+        value = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return int(value) if math.isfinite(value) and value > 0 and value == int(value) else None
+
+
+def _last_xid(s: Sample) -> int | None:
+    """The XID number: the gauge's value, or the ``err_code`` label when the value carries none."""
+    value = None if is_blank(s.value) else s.value
+    from_value = _positive_int(value)
+    if from_value is not None:
+        return from_value
+    from_label = _positive_int(s.labels.get("err_code"))
+    if from_label is not None:
+        return from_label
+    return 0 if value == 0 else None
+
+
+def adapt_dcgm(families: Mapping[str, MetricFamily], target: TargetInfo, timestamp: float) -> list[GpuSample]:
+    """Every GPU on a dcgm-exporter page, in page order."""
+    gpus: dict[_Key, _Gpu] = {}
+
+    def each(family: str) -> list[tuple[_Gpu, Sample]]:
+        fam = families.get(family) or families.get(family + "_total")
+        out = []
+        for s in fam.samples if fam is not None else ():
+            key = _key(s, target.node)
+            if key is None:
+                continue
+            gpu = gpus.get(key)
+            if gpu is None:
+                gpu = gpus[key] = _new(key, s, timestamp)
+            out.append((gpu, s))
+        return out
+
+    for m in FIELDS:
+        for name in m.families:
+            for gpu, s in each(name):
+                if m.field not in gpu.values and not is_blank(s.value):
+                    gpu.values[m.field] = m.convert(s.value)
+    for name, key in EXTRA.items():
+        for gpu, s in each(name):
+            if not is_blank(s.value):
+                gpu.sample.extra.setdefault(key, s.value)
+    for gpu, s in each(_XID):
+        xid = _last_xid(s)
+        if xid is not None and (gpu.values.get("last_xid") in (None, 0)):
+            gpu.values["last_xid"] = xid
+    for gpu, s in each(_XID_COUNT):
+        if not is_blank(s.value):
+            gpu.xid_count = (gpu.xid_count or 0.0) + s.value
+    return [
+        replace(g.sample, xid_count=g.xid_count, **g.values)  # extra dict carried over by replace
+        for g in gpus.values()
+    ]

@@ -1,0 +1,216 @@
+"""Reading values out of parsed families: the few primitives every adapter shares.
+
+Families are keyed as prometheus_client names them (counters without ``_total``), but a page without
+``# TYPE`` lines keys a counter by its full sample name; every lookup here tries both, so adapters
+name a series once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from collector.exposition import MetricFamily, Sample
+from collector.samples import Histogram
+
+Families = Mapping[str, MetricFamily]
+SampleFilter = Callable[[Sample], bool]
+
+_INF = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One place a value can come from: a family, optionally narrowed to samples carrying some labels."""
+
+    family: str
+    match: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, spec: str) -> Series:
+        """``"fam"`` or ``"fam{label=value,other=value}"`` (values unquoted): the form mappings are written in."""
+        name, brace, rest = spec.partition("{")
+        if not brace:
+            return cls(spec)
+        if not rest.endswith("}"):
+            raise ValueError(f"series spec {spec!r}: missing closing brace")
+        match: dict[str, str] = {}
+        for pair in filter(None, rest[:-1].split(",")):
+            key, eq, value = pair.partition("=")
+            if not eq:
+                raise ValueError(f"series spec {spec!r}: {pair!r} is not label=value")
+            match[key.strip()] = value.strip()
+        return cls(name, match)
+
+    def __str__(self) -> str:
+        if not self.match:
+            return self.family
+        return self.family + "{" + ",".join(f"{k}={v}" for k, v in self.match.items()) + "}"
+
+
+def family_names(name: str) -> tuple[str, str]:
+    """The two keys a family can be found under: typed (``x``) and untyped counter (``x_total``)."""
+    return (name, name + "_total")
+
+
+def find_family(families: Families, name: str) -> MetricFamily | None:
+    for key in family_names(name):
+        fam = families.get(key)
+        if fam is not None:
+            return fam
+    return None
+
+
+def value_samples(families: Families, series: Series, keep: SampleFilter | None = None) -> list[Sample]:
+    """Plain-value samples of ``series`` (not buckets, sums or ``_created``), label-filtered."""
+    fam = find_family(families, series.family)
+    if fam is None:
+        return []
+    names = {fam.name, fam.name + "_total"}
+    out = []
+    for s in fam.samples:
+        if s.name not in names:
+            continue
+        if any(s.labels.get(k) != v for k, v in series.match.items()):
+            continue
+        if keep is not None and not keep(s):
+            continue
+        out.append(s)
+    return out
+
+
+def _finite(samples: Iterable[Sample]) -> list[float]:
+    return [s.value for s in samples if math.isfinite(s.value)]
+
+
+def first_present(
+    families: Families, sources: Iterable[Series], keep: SampleFilter | None = None
+) -> tuple[Series, list[float]] | None:
+    """The first source (in mapping order: current names before older ones) with a finite value."""
+    for series in sources:
+        values = _finite(value_samples(families, series, keep))
+        if values:
+            return series, values
+    return None
+
+
+def read_sum(families: Families, sources: Iterable[Series], keep: SampleFilter | None = None) -> float | None:
+    found = first_present(families, sources, keep)
+    return None if found is None else math.fsum(found[1])
+
+
+def read_mean(families: Families, sources: Iterable[Series], keep: SampleFilter | None = None) -> float | None:
+    found = first_present(families, sources, keep)
+    return None if found is None else math.fsum(found[1]) / len(found[1])
+
+
+def _parse_le(raw: str | None) -> float | None:
+    if raw is None:
+        return None
+    try:
+        return float(raw)  # accepts "+Inf", "1", "1.0", "1e3"
+    except ValueError:
+        return None
+
+
+@dataclass(slots=True)
+class _Group:
+    buckets: dict[float, float] = field(default_factory=dict)
+    sum: float | None = None
+    count: float | None = None
+
+    def to_histogram(self) -> Histogram | None:
+        buckets = dict(self.buckets)
+        if _INF not in buckets:
+            if self.count is None:
+                return None  # neither +Inf nor _count: the total is unknown
+            buckets[_INF] = self.count
+        bounds = tuple(sorted(buckets))
+        return Histogram(
+            bounds=bounds,
+            counts=tuple(buckets[b] for b in bounds),
+            sum=math.nan if self.sum is None else self.sum,
+            count=buckets[_INF] if self.count is None else self.count,
+        )
+
+
+def _histogram_groups(fam: MetricFamily, match: Mapping[str, str], keep: SampleFilter | None) -> Iterator[Histogram]:
+    """One Histogram per distinct label set (everything but ``le``) of a histogram family."""
+    bucket, total, count = fam.name + "_bucket", fam.name + "_sum", fam.name + "_count"
+    groups: dict[tuple[tuple[str, str], ...], _Group] = {}
+    for s in fam.samples:
+        if any(s.labels.get(k) != v for k, v in match.items()):
+            continue
+        if keep is not None and not keep(s):
+            continue
+        g = groups.setdefault(tuple(sorted((k, v) for k, v in s.labels.items() if k != "le")), _Group())
+        if s.name == bucket:
+            le = _parse_le(s.labels.get("le"))
+            if le is not None and not math.isnan(le):
+                g.buckets[le] = s.value
+        elif s.name == total:
+            g.sum = s.value
+        elif s.name == count:
+            g.count = s.value
+    for g in groups.values():
+        h = g.to_histogram()
+        if h is not None:
+            yield h
+
+
+def merge_histograms(parts: list[Histogram]) -> Histogram | None:
+    """Sum histograms (engines, label sets) into one, keeping only the bounds every part has.
+
+    Cumulative counts at a bound every part shares add up exactly; at a bound only some parts have they
+    cannot, so such bounds are dropped rather than interpolated. +Inf is always shared.
+    """
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    shared = set(parts[0].bounds)
+    for h in parts[1:]:
+        shared &= set(h.bounds)
+    bounds = tuple(sorted(shared))
+    counts = tuple(math.fsum(h.counts[h.bounds.index(b)] for h in parts) for b in bounds)
+    return Histogram(
+        bounds=bounds,
+        counts=counts,
+        sum=math.fsum(h.sum for h in parts),
+        count=math.fsum(h.count for h in parts),
+    )
+
+
+def scale_histogram(h: Histogram, factor: float) -> Histogram:
+    """Change the unit of the observed values (bounds and sum), e.g. milliseconds to seconds."""
+    if factor == 1.0:
+        return h
+    return Histogram(tuple(b * factor for b in h.bounds), h.counts, h.sum * factor, h.count)
+
+
+def read_histogram(
+    families: Families, sources: Iterable[Series], keep: SampleFilter | None = None, *, scale: float = 1.0
+) -> Histogram | None:
+    """The first source that is a histogram with data, merged over its label sets."""
+    for series in sources:
+        fam = families.get(series.family)
+        if fam is None or fam.type != "histogram":
+            continue
+        merged = merge_histograms(list(_histogram_groups(fam, series.match, keep)))
+        if merged is not None:
+            return scale_histogram(merged, scale)
+    return None
+
+
+def first_label(families: Families, names: Iterable[str], label: str) -> str | None:
+    """The first non-empty value of ``label`` on any sample of the named families."""
+    for name in names:
+        fam = find_family(families, name)
+        if fam is None:
+            continue
+        for s in fam.samples:
+            value = s.labels.get(label)
+            if value:
+                return value
+    return None

@@ -1,0 +1,77 @@
+"""SGLang adapter (``--enable-metrics``), from ``python/sglang/srt/metrics/collector.py``.
+
+Mapping decisions:
+- ``requests_waiting`` = ``num_queue_reqs``, ``requests_running`` = ``num_running_reqs``,
+  ``kv_usage`` = ``token_usage`` (fraction of the KV token pool in use), ``kv_capacity_tokens`` =
+  ``max_total_num_tokens`` (the pool size in tokens).
+- Prefix cache: SGLang counts ``cached_tokens_total`` (prompt tokens served from the radix cache)
+  against ``prompt_tokens_total``; so ``prefix_queries`` = prompt tokens and ``prefix_hits`` = cached
+  tokens, and Δhits/Δqueries is the token hit rate, the same unit as vLLM's. The ``cache_hit_rate``
+  gauge is a ratio over an unspecified window and is not used.
+- ``preemptions`` = ``num_retracted_requests_total`` (newer builds; retraction is SGLang's preemption).
+  The ``num_retracted_reqs`` gauge counts requests retracted *now*, not a counter: not mapped.
+- ``requests_finished`` = ``num_requests_total`` (incremented when a request finishes).
+- Tensor parallelism: by default only TP rank 0 reports scheduler series; with
+  ``--enable-metrics-for-all-schedulers`` every rank reports the same state, so only the lowest
+  ``tp_rank`` of each ``dp_rank`` is read (data-parallel ranks are summed, like vLLM engines).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from collector.engines._declarative import DeclarativeAdapter, histogram, mean, total
+from collector.engines._read import Families
+from collector.exposition import Sample
+
+FIELDS = {
+    "requests_waiting": total("sglang:num_queue_reqs"),
+    "requests_running": total("sglang:num_running_reqs"),
+    "kv_usage": mean("sglang:token_usage"),
+    "kv_capacity_tokens": total("sglang:max_total_num_tokens"),
+    "prefix_queries": total("sglang:prompt_tokens"),
+    "prefix_hits": total("sglang:cached_tokens"),
+    "preemptions": total("sglang:num_retracted_requests"),
+    "prompt_tokens": total("sglang:prompt_tokens"),
+    "generation_tokens": total("sglang:generation_tokens"),
+    "requests_finished": total("sglang:num_requests"),
+    "ttft": histogram("sglang:time_to_first_token_seconds"),
+    "itl": histogram("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
+    "e2e": histogram("sglang:e2e_request_latency_seconds"),
+    "queue_time": histogram("sglang:queue_time_seconds"),
+}
+
+
+def _rank(raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        return float("inf")
+
+
+def _lowest_tp_rank_only(families: Families) -> Callable[[Sample], bool] | None:
+    lowest: dict[str | None, float] = {}
+    for name, fam in families.items():
+        if not name.startswith("sglang:"):
+            continue
+        for s in fam.samples:
+            raw = s.labels.get("tp_rank")
+            if raw is not None:
+                dp = s.labels.get("dp_rank")
+                lowest[dp] = min(lowest.get(dp, float("inf")), _rank(raw))
+    if not lowest:
+        return None
+
+    def keep(s: Sample) -> bool:
+        raw = s.labels.get("tp_rank")
+        return raw is None or _rank(raw) == lowest.get(s.labels.get("dp_rank"))
+
+    return keep
+
+
+ADAPTER = DeclarativeAdapter(
+    name="sglang",
+    fields=FIELDS,
+    model_labels=("model_name",),
+    prepare=_lowest_tp_rank_only,
+)

@@ -1,0 +1,86 @@
+"""vLLM adapter: V1 names (with the ``engine`` label of data-parallel engines) and the older V0 names.
+
+Data parallelism: one pod may run several engines, each exporting its own series under ``engine="N"``.
+The pod is one replica to the scaler, so counts, counters and histograms are summed over engines, and
+``kv_usage`` is the mean over engines: every engine of a pod has the same cache config and so the same
+number of blocks, which makes the mean of per-engine usage equal the usage of the pod's whole pool (a
+max would flag a pod whose other engines still have room; a sum would exceed 1).
+
+V0's ``gpu_prefix_cache_hit_rate`` is a gauge of a ratio, not a pair of counters: it is deliberately
+not mapped, so ``prefix_queries``/``prefix_hits`` stay ``None`` on such pages rather than invented.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from collector.engines._declarative import DeclarativeAdapter, histogram, mean, total
+from collector.engines._read import Families, Series, find_family, value_samples
+
+_CACHE_CONFIG = "vllm:cache_config_info"
+
+FIELDS = {
+    "requests_waiting": total("vllm:num_requests_waiting"),
+    "requests_running": total("vllm:num_requests_running"),
+    "kv_usage": mean("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    "prefix_queries": total("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries"),
+    "prefix_hits": total("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits"),
+    "preemptions": total("vllm:num_preemptions"),
+    "prompt_tokens": total("vllm:prompt_tokens"),
+    "generation_tokens": total("vllm:generation_tokens"),
+    # summed over finished_reason (stop, length, abort, ...): every request that left the engine
+    "requests_finished": total("vllm:request_success"),
+    "ttft": histogram("vllm:time_to_first_token_seconds"),
+    "itl": histogram("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+    "e2e": histogram("vllm:e2e_request_latency_seconds"),
+    "queue_time": histogram("vllm:request_queue_time_seconds"),
+}
+
+
+def _engine_count(families: Families) -> int:
+    """Distinct ``engine`` label values on the core gauges (1 when unlabelled)."""
+    engines: set[str] = set()
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"):
+        for s in value_samples(families, Series(name)):
+            if "engine" in s.labels:
+                engines.add(s.labels["engine"])
+    return max(1, len(engines))
+
+
+def _kv_capacity_tokens(families: Families) -> float | None:
+    """``num_gpu_blocks * block_size`` from ``cache_config_info``, summed over engines.
+
+    Current vLLM writes one info sample per engine (label ``engine``); older builds wrote a single
+    unlabelled one, which then stands for each of the engines seen on the core gauges.
+    """
+    fam = find_family(families, _CACHE_CONFIG)
+    if fam is None:
+        return None
+    per_engine: dict[str | None, float] = {}
+    for s in fam.samples:
+        try:
+            blocks = float(s.labels["num_gpu_blocks"])
+            block_size = float(s.labels["block_size"])
+        except (KeyError, ValueError):  # label missing or "None" before the profiler ran
+            continue
+        if math.isfinite(blocks) and math.isfinite(block_size) and blocks >= 0 and block_size > 0:
+            per_engine[s.labels.get("engine")] = blocks * block_size
+    if not per_engine:
+        return None
+    if list(per_engine) == [None]:
+        return per_engine[None] * _engine_count(families)
+    return math.fsum(per_engine.values())
+
+
+def _derive(families: Families, _values: dict[str, Any]) -> dict[str, Any]:
+    return {"kv_capacity_tokens": _kv_capacity_tokens(families)}
+
+
+ADAPTER = DeclarativeAdapter(
+    name="vllm",
+    fields=FIELDS,
+    model_labels=("model_name",),
+    extra_families=frozenset({_CACHE_CONFIG}),
+    derive=_derive,
+)
