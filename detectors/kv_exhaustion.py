@@ -1,0 +1,98 @@
+"""KV-cache exhaustion: a replica's KV pool near full with queueing or preemptions, or projected full soon.
+
+The pool belongs to one replica, so every test is per replica: a deployment mean of 60% can hide one
+replica at 100% that is already preempting. The projection is a least-squares slope of ``kv_usage`` over
+the recent history; it is what lets the warning land before the first preemption, not after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from collector.samples import ReplicaSample
+from collector.state import FleetState, ReplicaView
+from detectors.finding import Finding, Severity, Subject
+from detectors.thresholds import KvThresholds, Thresholds
+
+KIND = "kv_exhaustion"
+
+
+def kv_slope_per_s(history: Sequence[ReplicaSample], kv: KvThresholds) -> float | None:
+    """Least-squares slope of kv_usage (fraction per second) over the trend window; None when too few points."""
+    if not history:
+        return None
+    start = history[-1].timestamp - kv.trend_window_s
+    pts = [(s.timestamp, s.kv_usage) for s in history if s.timestamp >= start and s.kv_usage is not None]
+    if len(pts) < kv.min_trend_samples:
+        return None
+    n = len(pts)
+    mean_t = sum(t for t, _ in pts) / n
+    mean_v = sum(v for _, v in pts) / n
+    var_t = sum((t - mean_t) ** 2 for t, _ in pts)
+    if var_t <= 0:
+        return None
+    return sum((t - mean_t) * (v - mean_v) for t, v in pts) / var_t
+
+
+def time_to_exhaustion_s(history: Sequence[ReplicaSample], kv: KvThresholds) -> float | None:
+    """Projected seconds until the pool reaches ``kv.full``: 0 when already there, None when not filling
+    (flat or draining, below ``project_from_usage``, or unknown). Exported as
+    ``kvpilot_kv_time_to_exhaustion_seconds``."""
+    if not history or history[-1].kv_usage is None:
+        return None
+    usage = history[-1].kv_usage
+    if usage >= kv.full:
+        return 0.0
+    if usage < kv.project_from_usage:
+        return None
+    slope = kv_slope_per_s(history, kv)
+    if slope is None or slope <= 0:
+        return None
+    return (kv.full - usage) / slope
+
+
+def _replica_finding(
+    view: ReplicaView, history: Sequence[ReplicaSample], th: KvThresholds, now: float
+) -> Finding | None:
+    usage = view.sample.kv_usage
+    if usage is None:
+        return None
+    waiting = view.sample.requests_waiting or 0.0
+    preempting = (view.preemptions_rate or 0.0) > 0.0
+    tte = time_to_exhaustion_s(history, th)
+    evidence: dict[str, float | str | None] = {
+        "kv_usage": usage,
+        "kv_slope_per_s": kv_slope_per_s(history, th),
+        "time_to_exhaustion_s": tte,
+        "requests_waiting": view.sample.requests_waiting,
+        "preemptions_rate": view.preemptions_rate,
+    }
+    if preempting or (usage >= th.near_full and waiting > 0):
+        why = "preempting requests" if preempting else f"{waiting:g} requests waiting"
+        summary = f"KV cache {usage:.0%} full on {view.sample.replica}, {why}"
+        severity = Severity.CRITICAL
+    elif tte is not None and tte <= th.warn_time_to_exhaustion_s:
+        summary = f"KV cache on {view.sample.replica} projected full in {tte:.0f} s (now {usage:.0%})"
+        severity = Severity.WARNING
+    else:
+        return None
+    return Finding(
+        kind=KIND,
+        severity=severity,
+        subject=Subject(deployment=view.deployment_key, replica=view.sample.replica, node=view.sample.node),
+        since=now,
+        summary=summary,
+        evidence=evidence,
+        action="scale_out",
+    )
+
+
+def detect(state: FleetState, *, thresholds: Thresholds, now: float) -> list[Finding]:
+    out: list[Finding] = []
+    for view in state.replicas():
+        if not view.ready:
+            continue  # a stale sample's KV usage says nothing about now; target_down reports it
+        finding = _replica_finding(view, state.replica_history(view.key), thresholds.kv, now)
+        if finding is not None:
+            out.append(finding)
+    return out

@@ -1,0 +1,69 @@
+"""Every detector, registered by kind, and the one entry point the control loop calls each tick.
+
+``run_all`` returns this tick's raw candidates; ``Detection`` adds hysteresis (open after N bad ticks,
+close after M clean) so the caller only sees findings worth acting on, plus what opened and closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+from collector.state import FleetState
+from detectors import kv_exhaustion, prefix_cache_miss, stuck_gpu, target_down, ttft_slo_burn
+from detectors.finding import Finding
+from detectors.hysteresis import Hysteresis, Transitions
+from detectors.thresholds import DEFAULT, Thresholds
+
+
+class Detector(Protocol):
+    """What every detector module's ``detect`` is: pure, over the state, with time passed in."""
+
+    def __call__(self, state: FleetState, *, thresholds: Thresholds, now: float) -> list[Finding]: ...
+
+
+DETECTORS: dict[str, Detector] = {
+    kv_exhaustion.KIND: kv_exhaustion.detect,
+    prefix_cache_miss.KIND: prefix_cache_miss.detect,
+    stuck_gpu.KIND: stuck_gpu.detect,
+    target_down.KIND: target_down.detect,
+    ttft_slo_burn.KIND: ttft_slo_burn.detect,
+}
+
+
+def run_all(
+    state: FleetState,
+    *,
+    now: float,
+    thresholds: Thresholds = DEFAULT,
+    only: Iterable[str] | None = None,
+    detectors: Mapping[str, Detector] = DETECTORS,
+) -> list[Finding]:
+    """Run the detectors (all, or the kinds in ``only``) once over ``state``; raw candidates, no hysteresis."""
+    kinds = list(detectors) if only is None else list(only)
+    unknown = [k for k in kinds if k not in detectors]
+    if unknown:
+        raise ValueError(f"unknown detector(s) {unknown}; known: {sorted(detectors)}")
+    out: list[Finding] = []
+    for kind in kinds:
+        out.extend(detectors[kind](state, thresholds=thresholds, now=now))
+    return out
+
+
+class Detection:
+    """Detectors plus hysteresis: what the control loop owns across ticks."""
+
+    def __init__(
+        self, thresholds: Thresholds = DEFAULT, *, only: Iterable[str] | None = None, restore: Iterable[Finding] = ()
+    ) -> None:
+        self.thresholds = thresholds
+        self._only = None if only is None else tuple(only)
+        self._hysteresis = Hysteresis(thresholds.policy)
+        self._hysteresis.restore(restore)
+
+    def tick(self, state: FleetState, *, now: float) -> Transitions:
+        candidates = run_all(state, now=now, thresholds=self.thresholds, only=self._only)
+        return self._hysteresis.update(candidates, now=now)
+
+    def active(self) -> list[Finding]:
+        return self._hysteresis.active()

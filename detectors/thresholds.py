@@ -1,0 +1,222 @@
+"""Every detector threshold, in one place, shared by the detectors and the generated alert rules.
+
+The Prometheus rules in ``alerts/`` interpolate these same values, so a detector and the alert that pages
+on it can never disagree about what "near full" or "too slow" means (the kubernetes-mixin habit).
+Configuration is parsed once, at construction, and fails fast naming the offending field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+
+
+def _check(
+    owner: object, name: str, *, lo: float | None = None, hi: float | None = None, strict_lo: bool = False
+) -> None:
+    value = getattr(owner, name)
+    where = f"{type(owner).__name__}.{name}"
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise ValueError(f"{where} must be a finite number, got {value!r}")
+    if lo is not None and (value <= lo if strict_lo else value < lo):
+        raise ValueError(f"{where} must be {'>' if strict_lo else '>='} {lo}, got {value}")
+    if hi is not None and value > hi:
+        raise ValueError(f"{where} must be <= {hi}, got {value}")
+
+
+@dataclass(frozen=True, slots=True)
+class HysteresisPolicy:
+    """Open a finding after ``open_after_ticks`` consecutive bad ticks; close it after ``close_after_ticks`` clean."""
+
+    open_after_ticks: int = 3
+    close_after_ticks: int = 3
+
+    def __post_init__(self) -> None:
+        _check(self, "open_after_ticks", lo=1)
+        _check(self, "close_after_ticks", lo=1)
+
+
+@dataclass(frozen=True, slots=True)
+class KvThresholds:
+    """KV-cache exhaustion: the pool is per replica, so every test is per replica."""
+
+    # Usage at which a replica is "near full": with queueing or preemptions this is critical.
+    near_full: float = 0.90
+    # Below this usage no projection is made: a linear trend from a cold pool says nothing useful.
+    project_from_usage: float = 0.50
+    # Warn when the pool is projected full within this many seconds (must exceed 60 s plus the
+    # hysteresis delay so the warning lands at least a minute before preemptions begin).
+    warn_time_to_exhaustion_s: float = 180.0
+    # Trend window for the linear fit of kv_usage over the replica's recent samples.
+    trend_window_s: float = 60.0
+    # At least this many samples in the window before a slope is trusted.
+    min_trend_samples: int = 3
+    # Usage treated as exhausted (vLLM preempts when no free block remains).
+    full: float = 0.98
+
+    def __post_init__(self) -> None:
+        for name in ("near_full", "project_from_usage", "full"):
+            _check(self, name, lo=0.0, hi=1.0)
+        _check(self, "warn_time_to_exhaustion_s", lo=0.0, strict_lo=True)
+        _check(self, "trend_window_s", lo=0.0, strict_lo=True)
+        _check(self, "min_trend_samples", lo=2)
+        if not self.project_from_usage < self.near_full <= self.full:
+            raise ValueError(
+                "KvThresholds must satisfy project_from_usage < near_full <= full, got "
+                f"{self.project_from_usage}, {self.near_full}, {self.full}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixThresholds:
+    """Prefix-cache hit ratio (Δhits/Δqueries, tokens) against the deployment's own baseline."""
+
+    # Fire when the windowed ratio falls below baseline × (1 - relative_drop).
+    relative_drop: float = 0.40
+    # A deployment whose baseline is below this never had a useful prefix cache: stay silent.
+    min_baseline: float = 0.20
+    # Ignore windows with less traffic than this (tokens per second of prefix queries).
+    min_queries_rate: float = 50.0
+    # The baseline is taken from history older than this (so the current dip is not in its own baseline).
+    baseline_exclude_recent_s: float = 300.0
+    # ... and needs this much history to be trusted.
+    min_baseline_s: float = 300.0
+    # A deployment-wide ratio at or below this means the traffic itself stopped sharing prefixes:
+    # spreading cannot take a ratio to ~0 while shared prefixes remain, so stay silent.
+    no_sharing_ratio: float = 0.05
+    # Per-replica ratios "collapsed together" when their spread (max - min) is within this.
+    replica_spread: float = 0.25
+
+    def __post_init__(self) -> None:
+        for name in ("relative_drop", "min_baseline", "no_sharing_ratio", "replica_spread"):
+            _check(self, name, lo=0.0, hi=1.0)
+        for name in ("min_queries_rate", "baseline_exclude_recent_s", "min_baseline_s"):
+            _check(self, name, lo=0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuThresholds:
+    """Stuck or sick GPUs."""
+
+    # "Pinned busy": utilisation at or above this while the replica makes no token progress.
+    busy_utilisation: float = 0.95
+    # "Idle": utilisation at or below this while requests are running.
+    idle_utilisation: float = 0.05
+    # XID 119/120 (GSP errors) count as recurring, hence drain class, from this many occurrences.
+    gsp_recurring_count: float = 2.0
+
+    def __post_init__(self) -> None:
+        _check(self, "busy_utilisation", lo=0.0, hi=1.0)
+        _check(self, "idle_utilisation", lo=0.0, hi=1.0)
+        _check(self, "gsp_recurring_count", lo=1.0)
+        if self.idle_utilisation >= self.busy_utilisation:
+            raise ValueError(
+                f"GpuThresholds.idle_utilisation ({self.idle_utilisation}) must be below "
+                f"busy_utilisation ({self.busy_utilisation})"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class BurnWindow:
+    """One multi-window burn-rate rule: both windows must burn faster than ``factor``."""
+
+    long_s: float
+    short_s: float
+    factor: float
+    severity: str  # "critical" pages, "warning" tickets
+
+    def __post_init__(self) -> None:
+        _check(self, "long_s", lo=0.0, strict_lo=True)
+        _check(self, "short_s", lo=0.0, strict_lo=True)
+        _check(self, "factor", lo=0.0, strict_lo=True)
+        if self.short_s >= self.long_s:
+            raise ValueError(f"BurnWindow.short_s ({self.short_s}) must be shorter than long_s ({self.long_s})")
+        if self.severity not in ("critical", "warning"):
+            raise ValueError(f"BurnWindow.severity must be 'critical' or 'warning', got {self.severity!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class TtftSlo:
+    """TTFT service-level objective: ``objective`` of requests see their first token within ``target_s``.
+
+    ``target_s`` should be a histogram bucket bound (vLLM's default TTFT buckets include 0.5, 1, 2.5, 5 s);
+    otherwise the next bound above it is used, which flatters the burn rate, never the reverse.
+    """
+
+    target_s: float = 1.0
+    objective: float = 0.99
+    # Google SRE workbook multi-window multi-burn-rate pairs, cut to the history FleetState keeps (1 h).
+    windows: tuple[BurnWindow, ...] = (
+        BurnWindow(long_s=3600.0, short_s=300.0, factor=14.4, severity="critical"),
+        BurnWindow(long_s=1800.0, short_s=150.0, factor=6.0, severity="warning"),
+    )
+    # Below this many requests in the short window the ratio is noise: stay silent.
+    min_requests: float = 20.0
+
+    def __post_init__(self) -> None:
+        _check(self, "target_s", lo=0.0, strict_lo=True)
+        _check(self, "objective", lo=0.0, hi=1.0, strict_lo=True)
+        if self.objective >= 1.0:
+            raise ValueError(
+                f"TtftSlo.objective must be below 1 (an error budget of 0 cannot burn), got {self.objective}"
+            )
+        _check(self, "min_requests", lo=0.0)
+        if not self.windows:
+            raise ValueError("TtftSlo.windows must hold at least one BurnWindow")
+
+
+@dataclass(frozen=True, slots=True)
+class TargetThresholds:
+    """Scrape targets: a replica not scraped successfully within this long is down."""
+
+    down_after_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        _check(self, "down_after_s", lo=0.0, strict_lo=True)
+
+
+def _default_hysteresis() -> dict[str, HysteresisPolicy]:
+    return {
+        # One noisy scrape must neither page nor drain; a drain-class XID or a hang within 2 ticks.
+        "stuck_gpu": HysteresisPolicy(open_after_ticks=2, close_after_ticks=3),
+        "kv_exhaustion": HysteresisPolicy(open_after_ticks=2, close_after_ticks=6),
+        "prefix_cache_miss": HysteresisPolicy(open_after_ticks=3, close_after_ticks=12),
+        "target_down": HysteresisPolicy(open_after_ticks=2, close_after_ticks=2),
+        "ttft_slo_burn": HysteresisPolicy(open_after_ticks=2, close_after_ticks=6),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """All detector configuration; ``Thresholds()`` is the documented default."""
+
+    kv: KvThresholds = field(default_factory=KvThresholds)
+    prefix: PrefixThresholds = field(default_factory=PrefixThresholds)
+    gpu: GpuThresholds = field(default_factory=GpuThresholds)
+    ttft: TtftSlo = field(default_factory=TtftSlo)
+    target: TargetThresholds = field(default_factory=TargetThresholds)
+    hysteresis: Mapping[str, HysteresisPolicy] = field(default_factory=_default_hysteresis)
+    tick_s: float = 5.0  # the control loop's tick; alert `for` durations are expressed in ticks × tick_s
+
+    def __post_init__(self) -> None:
+        _check(self, "tick_s", lo=0.0, strict_lo=True)
+
+    def policy(self, kind: str) -> HysteresisPolicy:
+        return self.hysteresis.get(kind, HysteresisPolicy())
+
+    def for_seconds(self, kind: str) -> float:
+        """How long a condition must hold before a finding opens: the alert rule's `for` uses the same."""
+        return self.policy(kind).open_after_ticks * self.tick_s
+
+
+DEFAULT = Thresholds()
+
+
+def describe(thresholds: Thresholds = DEFAULT) -> dict[str, dict[str, object]]:
+    """A flat view of every section, for docs and the `detect --json` header."""
+    out: dict[str, dict[str, object]] = {}
+    for section in ("kv", "prefix", "gpu", "ttft", "target"):
+        obj = getattr(thresholds, section)
+        out[section] = {f.name: getattr(obj, f.name) for f in fields(obj)}
+    return out

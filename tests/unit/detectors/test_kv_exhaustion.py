@@ -1,0 +1,72 @@
+"""kv_exhaustion over the real FleetState: warns on the trend before the pool is full, pages once it is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from collector.state import FleetState
+from detectors import kv_exhaustion
+from detectors.thresholds import DEFAULT
+from tests.unit.detectors.detector_fleet import TICK_S, drive, replica
+
+
+def _run(kv: list[float], **kw: Any) -> FleetState:
+    return drive(lambda i, t: ([replica("r0", t, kv_usage=kv[i], **kw)], []), len(kv))
+
+
+def _detect(kv: list[float], **kw: Any) -> list[Any]:
+    state = _run(kv, **kw)
+    return kv_exhaustion.detect(state, thresholds=DEFAULT, now=(len(kv) - 1) * TICK_S)
+
+
+CASES = [
+    # usage climbing 1 %/s from 70 %: projected full in ~20 s -> warning, before any preemption
+    ([0.60, 0.65, 0.70, 0.75, 0.78], {}, "warning"),
+    # near full with requests queueing -> critical
+    ([0.92] * 5, {"requests_waiting": 3.0}, "critical"),
+    # no preemption counter (unknown, not zero), flat, nobody waiting -> nothing
+    ([0.85] * 5, {"preemptions": None}, None),
+    # high but flat, nobody waiting: a well-packed pool, not a problem
+    ([0.88] * 5, {}, None),
+    # climbing but from a cold pool: no projection below project_from_usage
+    ([0.10, 0.15, 0.20, 0.25, 0.30], {}, None),
+    # draining: time to exhaustion is None
+    ([0.95, 0.90, 0.85, 0.80, 0.75], {}, None),
+    # slowly climbing: projected full in (0.98-0.80)/0.0008 = 225 s, beyond the 180 s warning horizon
+    ([0.784, 0.788, 0.792, 0.796, 0.80], {}, None),
+    # engine without a KV gauge: silent
+    ([None] * 5, {}, None),  # type: ignore[list-item]
+]
+
+
+@pytest.mark.parametrize(("kv", "kw", "severity"), CASES)
+def test_kv_cases(kv, kw, severity):
+    found = _detect(kv, **kw)
+    assert [str(f.severity) for f in found] == ([severity] if severity else [])
+
+
+def test_preempting_replica_is_critical():
+    # The preemption counter rising is the symptom itself: critical even below near_full.
+    state = drive(lambda i, t: ([replica("r0", t, kv_usage=0.8, preemptions=float(i))], []), 5)
+    (f,) = kv_exhaustion.detect(state, thresholds=DEFAULT, now=20)
+    assert str(f.severity) == "critical"
+    assert "preempting" in f.summary
+
+
+def test_time_to_exhaustion_is_projected_from_the_slope():
+    # 1 %/s from 0.80: (0.98 - 0.80) / 0.01 = 18 s.
+    state = _run([0.76, 0.77, 0.78, 0.79, 0.80])  # 5 s ticks: 0.2 %/s
+    tte = kv_exhaustion.time_to_exhaustion_s(state.replica_history("ml/r0"), DEFAULT.kv)
+    assert tte == pytest.approx((0.98 - 0.80) / 0.002)
+    state = _run([0.99] * 3)
+    assert kv_exhaustion.time_to_exhaustion_s(state.replica_history("ml/r0"), DEFAULT.kv) == 0.0
+
+
+def test_stale_replica_is_left_to_target_down():
+    # A replica not scraped for longer than stale_after_s is not judged on its old KV value.
+    state = FleetState(stale_after_s=10)
+    state.observe([replica("r0", 0, kv_usage=0.99, requests_waiting=5.0)], [], now=0)
+    state.observe([], [], now=60)
+    assert kv_exhaustion.detect(state, thresholds=DEFAULT, now=60) == []
