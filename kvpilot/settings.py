@@ -1,0 +1,336 @@
+"""kvpilot's configuration: one pydantic-settings class, read once at start from an optional YAML file plus
+``KVPILOT_*`` environment variables (nested with ``__``), and validated with errors that name the field.
+
+Precedence, highest first: keyword arguments, nested environment variables (``KVPILOT_COLLECTOR__INTERVAL_S``),
+the flat aliases operators expect (``KVPILOT_HTTP_PORT``, ``KVPILOT_DATABASE_URL``, ``KVPILOT_READ_TOKENS``, …),
+the YAML file, the defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+
+ENV_PREFIX = "KVPILOT_"
+
+# Flat variables that map onto a nested field: the names the issue, the Helm chart and the docs promise.
+FLAT_ALIASES: dict[str, tuple[str, ...]] = {
+    "KVPILOT_HTTP_PORT": ("api", "http_port"),
+    "KVPILOT_GRPC_PORT": ("api", "grpc_port"),
+    "KVPILOT_READ_TOKENS": ("api", "read_tokens"),
+    "KVPILOT_ADMIN_TOKENS": ("api", "admin_tokens"),
+    "KVPILOT_DATABASE_URL": ("store", "database_url"),
+}
+
+# Tokens nobody should run a production control plane with: the values people paste from examples.
+INSECURE_TOKENS = frozenset({"changeme", "change-me", "changethis", "secret", "token", "admin", "kvpilot", "password"})
+MIN_TOKEN_LENGTH = 16
+
+
+class SettingsError(ValueError):
+    """The configuration is invalid; the message lists every offending field and why."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StaticTarget(_Section):
+    url: str
+    kind: Literal["engine", "gpu"] = "engine"
+    engine: str | None = None
+    namespace: str = "default"
+    deployment: str = ""
+    pod: str = ""
+    node: str = ""
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"target url {v!r} must start with http:// or https://")
+        return v
+
+
+class DiscoverySettings(_Section):
+    """Where the targets come from. ``simulator`` runs the built-in fake fleet in-process (the zero-config demo)."""
+
+    kind: Literal["simulator", "static", "kubernetes", "promql"] = "simulator"
+    static_file: Path | None = None  # YAML list of StaticTarget, re-read when it changes
+    static_targets: tuple[StaticTarget, ...] = ()
+    kubernetes_namespace: str | None = None  # None: all namespaces
+    kubernetes_label_selector: str = "kvpilot.io/scrape=true"
+    promql_url: str | None = None
+    simulator_replicas: int = Field(default=4, ge=1, le=1000)
+    simulator_trace: Path | None = None  # None: the simulator's built-in default
+
+    @model_validator(mode="after")
+    def _source_configured(self) -> DiscoverySettings:
+        if self.kind == "promql" and not self.promql_url:
+            raise ValueError("discovery.kind is 'promql' but discovery.promql_url is not set")
+        return self
+
+
+class CollectorSettings(_Section):
+    interval_s: float = Field(default=5.0, gt=0, le=3600)
+    timeout_s: float = Field(default=2.0, gt=0, le=60)
+    concurrency: int = Field(default=64, ge=1, le=10_000)
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    rate_window_s: float = Field(default=60.0, gt=0)
+    history_s: float = Field(default=3600.0, gt=0)
+    stale_after_s: float = Field(default=30.0, gt=0)
+    discovery: DiscoverySettings = DiscoverySettings()
+
+    @model_validator(mode="after")
+    def _timeout_fits_tick(self) -> CollectorSettings:
+        if self.timeout_s >= self.interval_s:
+            raise ValueError(
+                f"collector.timeout_s ({self.timeout_s}) must be shorter than collector.interval_s ({self.interval_s})"
+            )
+        return self
+
+
+class DetectorSettings(_Section):
+    """Thresholds shared by the detectors and the generated alert rules; ``params`` carries detector-specific extras."""
+
+    open_after_ticks: int = Field(default=3, ge=1)
+    close_after_ticks: int = Field(default=3, ge=1)
+    kv_usage_high_ratio: float = Field(default=0.9, gt=0, le=1)
+    kv_exhaustion_warn_s: float = Field(default=300.0, gt=0)
+    prefix_hit_drop_ratio: float = Field(default=0.5, gt=0, le=1)
+    ttft_slo_s: float = Field(default=2.0, gt=0)
+    ttft_slo_target: float = Field(default=0.99, gt=0, lt=1)
+    params: dict[str, float] = Field(default_factory=dict)
+
+
+class DeploymentScaling(_Section):
+    min_replicas: int = Field(default=1, ge=0)
+    max_replicas: int = Field(default=16, ge=1)
+    capacity_rps: float | None = Field(default=None, gt=0)  # None: learned from observation
+
+    @model_validator(mode="after")
+    def _ordered(self) -> DeploymentScaling:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas ({self.min_replicas}) exceeds max_replicas ({self.max_replicas})")
+        return self
+
+
+class ScalerSettings(_Section):
+    mode: Literal["advisory", "keda", "direct"] = "advisory"
+    cold_start_s: float = Field(default=120.0, ge=0)
+    horizon_s: float | None = Field(default=None, gt=0)  # None: cold start + one tick
+    default: DeploymentScaling = DeploymentScaling()
+    deployments: dict[str, DeploymentScaling] = Field(default_factory=dict)  # key "namespace/name"
+
+    @field_validator("deployments")
+    @classmethod
+    def _keys_are_namespaced(cls, v: dict[str, DeploymentScaling]) -> dict[str, DeploymentScaling]:
+        for key in v:
+            ns, _, name = key.partition("/")
+            if not ns or not name:
+                raise ValueError(f"scaler.deployments key {key!r} must be 'namespace/name'")
+        return v
+
+    def for_deployment(self, key: str) -> DeploymentScaling:
+        return self.deployments.get(key, self.default)
+
+
+class StoreSettings(_Section):
+    database_url: str | None = None  # None: SQLite file under data_dir
+    retention_days: float = Field(default=30.0, gt=0)
+    buffer_max_writes: int = Field(default=10_000, ge=1)  # writes held while the store is unreachable
+
+
+TokenList = Annotated[tuple[SecretStr, ...], NoDecode]
+
+
+def _split_tokens(v: Any) -> Any:
+    if isinstance(v, str):
+        return tuple(t.strip() for t in v.split(",") if t.strip())
+    return v
+
+
+class ApiSettings(_Section):
+    host: str = "0.0.0.0"
+    http_port: int = Field(default=8080, ge=0, le=65535)
+    grpc_port: int = Field(default=9090, ge=0, le=65535)
+    read_tokens: TokenList = ()
+    admin_tokens: TokenList = ()
+    anonymous_read: bool = False  # outside development: reads need a token unless this is set
+    max_body_bytes: int = Field(default=64 * 1024, ge=256)
+
+    _split_read = field_validator("read_tokens", "admin_tokens", mode="before")(_split_tokens)
+
+
+class DrainSettings(_Section):
+    dry_run: bool = True
+    max_concurrent: int = Field(default=1, ge=0)
+    breaker_share: float = Field(default=0.2, gt=0, le=1)  # refuse when more than this share of nodes is flagged
+    require_approval: bool = True
+
+
+class HaSettings(_Section):
+    enabled: bool = False
+    lease_name: str = "kvpilot-leader"
+    lease_namespace: str = "default"
+    lease_duration_s: float = Field(default=15.0, gt=0)
+    renew_every_s: float = Field(default=5.0, gt=0)
+    identity: str = Field(default_factory=socket.gethostname)
+
+    @model_validator(mode="after")
+    def _renew_within_lease(self) -> HaSettings:
+        if self.renew_every_s >= self.lease_duration_s:
+            raise ValueError(
+                f"ha.renew_every_s ({self.renew_every_s}) must be shorter than ha.lease_duration_s "
+                f"({self.lease_duration_s})"
+            )
+        return self
+
+
+def _default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "kvpilot"
+
+
+class _FlatAliasSource(PydanticBaseSettingsSource):
+    """Maps the flat ``KVPILOT_HTTP_PORT``-style variables onto their nested fields."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for env, path in FLAT_ALIASES.items():
+            if env in os.environ:
+                node = out
+                for part in path[:-1]:
+                    node = node.setdefault(part, {})
+                node[path[-1]] = os.environ[env]
+        return out
+
+
+class _YamlFileSource(PydanticBaseSettingsSource):
+    """The optional YAML file; a missing or malformed file is an error that names the file."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
+        super().__init__(settings_cls)
+        self._path = path
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        if self._path is None:
+            return {}
+        try:
+            data = yaml.safe_load(self._path.read_text())
+        except OSError as e:
+            raise SettingsError(f"cannot read config file {self._path}: {e.strerror}") from e
+        except yaml.YAMLError as e:
+            raise SettingsError(f"config file {self._path} is not valid YAML: {e}") from e
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            raise SettingsError(f"config file {self._path} must hold a mapping at the top, not {type(data).__name__}")
+        return data
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+        nested_model_default_partial_update=True,
+    )
+
+    environment: Literal["development", "production"] = "development"
+    data_dir: Path = Field(default_factory=_default_data_dir)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    collector: CollectorSettings = CollectorSettings()
+    detectors: DetectorSettings = DetectorSettings()
+    scaler: ScalerSettings = ScalerSettings()
+    store: StoreSettings = StoreSettings()
+    api: ApiSettings = ApiSettings()
+    drains: DrainSettings = DrainSettings()
+    ha: HaSettings = HaSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (
+            init_settings,
+            env_settings,
+            _FlatAliasSource(settings_cls),
+            _YamlFileSource(settings_cls, _CONFIG_FILE.get("path")),
+        )
+
+    @model_validator(mode="after")
+    def _secrets_not_at_defaults(self) -> Settings:
+        if self.environment == "development":
+            return self
+        if not self.api.admin_tokens:
+            raise ValueError("api.admin_tokens: outside development at least one admin token is required")
+        for scope in ("read_tokens", "admin_tokens"):
+            for i, token in enumerate(getattr(self.api, scope)):
+                value = token.get_secret_value()
+                if value.lower() in INSECURE_TOKENS or len(value) < MIN_TOKEN_LENGTH:
+                    raise ValueError(
+                        f"api.{scope}[{i}]: token is a well-known default or shorter than {MIN_TOKEN_LENGTH} "
+                        "characters; generate one with `openssl rand -hex 24`"
+                    )
+        return self
+
+    @property
+    def database_url(self) -> str:
+        """The store's URL: the configured one, else a SQLite file under ``data_dir``."""
+        if self.store.database_url:
+            return self.store.database_url
+        return f"sqlite:///{self.data_dir / 'kvpilot.db'}"
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.api.read_tokens or self.api.admin_tokens)
+
+    @property
+    def horizon_s(self) -> float:
+        return self.scaler.horizon_s or self.scaler.cold_start_s + self.collector.interval_s
+
+
+# The YAML path for the source above; pydantic-settings builds sources from the class, not the instance.
+_CONFIG_FILE: dict[str, Path | None] = {}
+
+
+def _format_errors(err: ValidationError, path: Path | None) -> str:
+    where = f" (config file {path} and KVPILOT_* environment)" if path else " (KVPILOT_* environment)"
+    lines = [f"invalid configuration{where}:"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        lines.append(f"  {loc}: {msg}" if loc else f"  {msg}")
+    return "\n".join(lines)
+
+
+def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Settings:
+    """Read, validate and return the settings; raise ``SettingsError`` naming every bad field."""
+    path = Path(config_file) if config_file is not None else None
+    _CONFIG_FILE["path"] = path
+    try:
+        return Settings(**overrides)
+    except ValidationError as e:
+        raise SettingsError(_format_errors(e, path)) from None
+    finally:
+        _CONFIG_FILE.pop("path", None)

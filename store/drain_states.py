@@ -1,0 +1,32 @@
+"""The drain action state machine: requested → approved → executing → done | failed, and cancelled from any
+state before execution finishes. Pure, so the API, the service and the tests agree on one table."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class DrainState(StrEnum):
+    REQUESTED = "requested"
+    APPROVED = "approved"
+    EXECUTING = "executing"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TRANSITIONS: dict[DrainState, frozenset[DrainState]] = {
+    DrainState.REQUESTED: frozenset({DrainState.APPROVED, DrainState.CANCELLED}),
+    DrainState.APPROVED: frozenset({DrainState.EXECUTING, DrainState.CANCELLED}),
+    # Cancelling while executing stops further evictions; the actuator reports what it already did.
+    DrainState.EXECUTING: frozenset({DrainState.DONE, DrainState.FAILED, DrainState.CANCELLED}),
+    DrainState.DONE: frozenset(),
+    DrainState.FAILED: frozenset(),
+    DrainState.CANCELLED: frozenset(),
+}
+
+ACTIVE: frozenset[DrainState] = frozenset({DrainState.REQUESTED, DrainState.APPROVED, DrainState.EXECUTING})
+
+
+def can_transition(current: DrainState, wanted: DrainState) -> bool:
+    return wanted in TRANSITIONS[current]

@@ -1,0 +1,21 @@
+"""Errors the repository raises; the API maps them to 404 and 409 at its edge."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base of the store's own errors (not the database driver's)."""
+
+
+class NotFound(StoreError):
+    def __init__(self, what: str, ident: object) -> None:
+        super().__init__(f"{what} {ident!r} not found")
+        self.what = what
+        self.ident = ident
+
+
+class InvalidTransition(StoreError):
+    def __init__(self, what: str, ident: object, current: str, wanted: str) -> None:
+        super().__init__(f"{what} {ident!r} is {current}; it cannot become {wanted}")
+        self.current = current
+        self.wanted = wanted

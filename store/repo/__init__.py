@@ -1,0 +1,43 @@
+"""Keyword-only repository functions: the only code that turns domain types into rows and back."""
+
+from store.repo.capacity import get_capacity, upsert_capacity
+from store.repo.decisions import latest_decisions, list_decisions, record_decision
+from store.repo.deployments import list_deployments, upsert_deployments
+from store.repo.drains import (
+    count_active_drains,
+    get_drain,
+    list_drain_events,
+    list_drains,
+    request_drain,
+    transition_drain,
+)
+from store.repo.findings import acknowledge_finding, get_finding, list_findings, open_findings, upsert_findings
+from store.repo.page import Page
+from store.repo.retention import prune
+from store.repo.rollups import RollupPoint, load_rollups, record_rollup
+
+__all__ = [
+    "Page",
+    "RollupPoint",
+    "acknowledge_finding",
+    "count_active_drains",
+    "get_capacity",
+    "get_drain",
+    "get_finding",
+    "latest_decisions",
+    "list_decisions",
+    "list_deployments",
+    "list_drain_events",
+    "list_drains",
+    "list_findings",
+    "load_rollups",
+    "open_findings",
+    "prune",
+    "record_decision",
+    "record_rollup",
+    "request_drain",
+    "transition_drain",
+    "upsert_capacity",
+    "upsert_deployments",
+    "upsert_findings",
+]

@@ -1,0 +1,77 @@
+"""Decisions: one row per deployment per tick, the scaler's reasons kept for operators and for restarts."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from scaler.decision import Decision
+from store.models import DecisionRow
+from store.repo.page import Page, paginate
+
+
+def _to_row(d: Decision) -> DecisionRow:
+    return DecisionRow(
+        deployment=d.deployment,
+        timestamp=d.timestamp,
+        current_replicas=d.current_replicas,
+        ready_replicas=d.ready_replicas,
+        desired_replicas=d.desired_replicas,
+        warm_pool=d.warm_pool,
+        reason=d.reason,
+        message=d.message,
+        predictive_replicas=d.predictive_replicas,
+        reactive_replicas=d.reactive_replicas,
+        forecast=dict(d.forecast),
+    )
+
+
+def to_decision(row: DecisionRow) -> Decision:
+    return Decision(
+        deployment=row.deployment,
+        timestamp=row.timestamp,
+        current_replicas=row.current_replicas,
+        ready_replicas=row.ready_replicas,
+        desired_replicas=row.desired_replicas,
+        warm_pool=row.warm_pool,
+        reason=row.reason,
+        message=row.message,
+        predictive_replicas=row.predictive_replicas,
+        reactive_replicas=row.reactive_replicas,
+        forecast={k: float(v) for k, v in (row.forecast or {}).items()},
+    )
+
+
+def record_decision(*, session: Session, decision: Decision) -> None:
+    session.add(_to_row(decision))
+
+
+def latest_decisions(*, session: Session) -> dict[str, Decision]:
+    """The newest decision of every deployment: what a restarted kvpilot resumes from."""
+    newest = (
+        select(DecisionRow.deployment, func.max(DecisionRow.id).label("id")).group_by(DecisionRow.deployment).subquery()
+    )
+    rows = session.scalars(select(DecisionRow).join(newest, DecisionRow.id == newest.c.id))
+    return {r.deployment: to_decision(r) for r in rows}
+
+
+def list_decisions(
+    *,
+    session: Session,
+    deployment: str | None = None,
+    since: float | None = None,
+    reason: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> Page[Decision]:
+    """Newest first."""
+    stmt = select(DecisionRow)
+    if deployment is not None:
+        stmt = stmt.where(DecisionRow.deployment == deployment)
+    if since is not None:
+        stmt = stmt.where(DecisionRow.timestamp >= since)
+    if reason is not None:
+        stmt = stmt.where(DecisionRow.reason == reason)
+    stmt = stmt.order_by(DecisionRow.timestamp.desc(), DecisionRow.id.desc())
+    rows, total = paginate(session, stmt, limit=limit, offset=offset)
+    return Page([to_decision(r) for r in rows], total, limit, offset)

@@ -1,0 +1,44 @@
+"""Deployments kvpilot has seen (first and last sighting), so the API can list ones that are gone now."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from store.models import DeploymentRow
+from store.repo.page import Page, paginate
+
+
+@dataclass(frozen=True, slots=True)
+class SeenDeployment:
+    key: str  # "namespace/name"
+    engine: str | None = None
+    model: str | None = None
+
+
+def upsert_deployments(*, session: Session, seen: Iterable[SeenDeployment], now: float) -> None:
+    wanted = {d.key: d for d in seen}
+    if not wanted:
+        return
+    rows = {r.key: r for r in session.scalars(select(DeploymentRow).where(DeploymentRow.key.in_(list(wanted))))}
+    for key, d in wanted.items():
+        row = rows.get(key)
+        if row is None:
+            ns, _, name = key.partition("/")
+            session.add(
+                DeploymentRow(
+                    key=key, namespace=ns, name=name, engine=d.engine, model=d.model, first_seen=now, last_seen=now
+                )
+            )
+        else:
+            row.last_seen = now
+            row.engine = d.engine or row.engine
+            row.model = d.model or row.model
+
+
+def list_deployments(*, session: Session, limit: int = 100, offset: int = 0) -> Page[DeploymentRow]:
+    rows, total = paginate(session, select(DeploymentRow).order_by(DeploymentRow.key), limit=limit, offset=offset)
+    return Page(rows, total, limit, offset)

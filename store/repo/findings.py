@@ -1,0 +1,127 @@
+"""Findings keyed by their stable ``Finding.id``: each tick the detectors' active set is upserted and the rest
+close. An operator's acknowledgement survives until the condition clears, and its record survives that too."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from detectors.finding import Finding, Severity, Subject
+from store.errors import InvalidTransition, NotFound
+from store.models import FindingRow
+from store.repo.page import Page, paginate
+
+OPEN = "open"
+ACKNOWLEDGED = "acknowledged"
+CLOSED = "closed"
+STATES = (OPEN, ACKNOWLEDGED, CLOSED)
+LIVE = (OPEN, ACKNOWLEDGED)
+
+
+def to_finding(row: FindingRow) -> Finding:
+    return Finding(
+        kind=row.kind,
+        severity=Severity(row.severity),
+        subject=Subject(deployment=row.deployment, replica=row.replica, node=row.node, gpu=row.gpu),
+        since=row.since,
+        summary=row.summary,
+        evidence=dict(row.evidence or {}),
+        action=row.action,
+    )
+
+
+def _refresh(row: FindingRow, f: Finding, now: float) -> None:
+    row.severity = f.severity.value
+    row.summary = f.summary
+    row.evidence = dict(f.evidence)
+    row.action = f.action
+    row.last_seen = now
+
+
+def upsert_findings(*, session: Session, active: Sequence[Finding], now: float) -> None:
+    """Make the store's live findings equal to ``active``: new ones open, known ones refresh, missing ones close.
+
+    A finding that recurs after it closed opens a new episode (its acknowledgement belonged to the old one).
+    """
+    by_id = {f.id: f for f in active}
+    rows = {r.id: r for r in session.scalars(select(FindingRow).where(FindingRow.id.in_(list(by_id))))}
+    for fid, f in by_id.items():
+        row = rows.get(fid)
+        if row is None:
+            s = f.subject
+            row = FindingRow(
+                id=fid,
+                kind=f.kind,
+                deployment=s.deployment,
+                replica=s.replica,
+                node=s.node,
+                gpu=s.gpu,
+                since=f.since,
+                state=OPEN,
+            )
+            session.add(row)
+        elif row.state == CLOSED:
+            row.state = OPEN
+            row.since = f.since
+            row.closed_at = None
+            row.acknowledged_at = row.acknowledged_by = row.acknowledge_note = None
+        _refresh(row, f, now)
+    stale = select(FindingRow).where(FindingRow.state.in_(LIVE))
+    if by_id:
+        stale = stale.where(FindingRow.id.not_in(list(by_id)))
+    for row in session.scalars(stale):
+        row.state = CLOSED
+        row.closed_at = now
+
+
+def open_findings(*, session: Session) -> list[Finding]:
+    """Live findings (open or acknowledged): what a restarted kvpilot resumes its hysteresis from."""
+    rows = session.scalars(select(FindingRow).where(FindingRow.state.in_(LIVE)).order_by(FindingRow.since))
+    return [to_finding(r) for r in rows]
+
+
+def get_finding(*, session: Session, finding_id: str) -> FindingRow:
+    row = session.get(FindingRow, finding_id)
+    if row is None:
+        raise NotFound("finding", finding_id)
+    return row
+
+
+def acknowledge_finding(*, session: Session, finding_id: str, by: str, note: str, now: float) -> FindingRow:
+    row = get_finding(session=session, finding_id=finding_id)
+    if row.state == CLOSED:
+        raise InvalidTransition("finding", finding_id, row.state, ACKNOWLEDGED)
+    row.state = ACKNOWLEDGED
+    row.acknowledged_at = now
+    row.acknowledged_by = by
+    row.acknowledge_note = note
+    return row
+
+
+def list_findings(
+    *,
+    session: Session,
+    state: str | None = None,
+    kind: str | None = None,
+    severity: str | None = None,
+    deployment: str | None = None,
+    node: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> Page[FindingRow]:
+    """Newest first; every filter is exact-match and optional."""
+    stmt = select(FindingRow)
+    for column, value in (
+        (FindingRow.state, state),
+        (FindingRow.kind, kind),
+        (FindingRow.severity, severity),
+        (FindingRow.deployment, deployment),
+        (FindingRow.node, node),
+    ):
+        if value is not None:
+            stmt = stmt.where(column == value)
+    stmt = stmt.order_by(FindingRow.since.desc(), FindingRow.id)
+    rows, total = paginate(session, stmt, limit=limit, offset=offset)
+    return Page(rows, total, limit, offset)
