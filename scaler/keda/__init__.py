@@ -1,0 +1,1 @@
+"""KEDA external scaler: kvpilot's decisions served over KEDA's `externalscaler.proto` gRPC protocol."""

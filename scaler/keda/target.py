@@ -1,0 +1,170 @@
+"""What one KEDA trigger asks for: the deployment, the metric, and the arithmetic that turns a decision into it.
+
+KEDA sends the trigger's `metadata` with every call (`ScaledObjectRef.scalerMetadata`). It is parsed once per
+distinct ScaledObjectRef (cached), failing with a message that names the offending key.
+
+The arithmetic. KEDA builds an HPA External metric with an `AverageValue` target of `targetSize`, and the HPA
+computes `desired = ceil(metricValue / targetSize)`. kvpilot reports `metricValue = replicas × targetSize`,
+so the HPA arrives at exactly `replicas` (the decision's desired count, plus its warm pool unless
+`includeWarmPool: "false"`). With the default `targetSize` 1 the metric value *is* the replica count.
+KEDA hands both numbers to the HPA as milli-quantities, truncating `int64(x * 1000)`; `targetSize` is therefore
+held to whole milli-units, and where float error would make it or the value truncate one milli-unit low (which,
+with a small target, would lose a replica) it is nudged up to the next float that truncates right. The HPA
+skips any change whose ratio `metricValue / (targetSize × currentReplicas)` lies within its tolerance (10% by
+default): going from 10 to 11 replicas (ratio 1.10) is swallowed. docs/keda.md shows the `behavior` settings
+that prevent that.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+from scaler.decision import Decision
+
+DEFAULT_METRIC_NAME = "kvpilot-replicas"
+
+# Keys KEDA itself puts in the trigger metadata it forwards (external / external-push triggers).
+_KEDA_KEYS = frozenset({"scalerAddress", "enableTLS", "unsafeSsl"})
+_OUR_KEYS = frozenset({"deployment", "metricName", "targetSize", "activationReplicas", "includeWarmPool"})
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+_METRIC_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9._]{0,198}[A-Za-z0-9])?")
+_BOOLEANS = {"true": True, "false": False}
+
+
+class MetadataError(ValueError):
+    """The ScaledObject's trigger metadata cannot be used (maps to gRPC INVALID_ARGUMENT)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScalerTarget:
+    """One trigger's parsed settings."""
+
+    deployment: str  # "namespace/name" of the kvpilot-managed deployment whose decision is served
+    metric_name: str
+    target_size: float  # HPA AverageValue target per replica, a whole number of milli-units
+    activation_replicas: float  # active (0 -> 1 allowed) only when replicas > this; KEDA's activation habit
+    include_warm_pool: bool
+
+    def replicas(self, decision: Decision) -> int:
+        """The replica count to ask the HPA for: desired, plus the warm pool being loaded for the horizon."""
+        desired = max(decision.desired_replicas, 0)
+        warm = max(decision.warm_pool, 0) if self.include_warm_pool else 0
+        return desired + warm
+
+    def metric_value(self, decision: Decision) -> float:
+        """`replicas × targetSize`, such that HPA's ceil(value / targetSize) on milli-quantities is `replicas`."""
+        return _truncates_to(self.replicas(decision) * round(self.target_size * 1000))
+
+    def is_active(self, decision: Decision) -> bool:
+        return self.replicas(decision) > self.activation_replicas
+
+
+def int_field(value: float) -> int:
+    """The deprecated int64 field, for KEDA versions that read only it (exact for integer `targetSize`)."""
+    return math.ceil(value - 1e-6)
+
+
+def _truncates_to(milli: int) -> float:
+    """The float nearest milli/1000 that KEDA's int64(x * 1000) truncates to exactly `milli`."""
+    value = milli / 1000
+    while math.trunc(value * 1000) < milli:  # at most a few ulps
+        value = math.nextafter(value, math.inf)
+    return value
+
+
+def parse_target(name: str, namespace: str, metadata: Mapping[str, str]) -> ScalerTarget:
+    """Parses one ScaledObjectRef (cached: KEDA sends the same one every polling interval)."""
+    return _parse_cached(name, namespace, tuple(sorted(metadata.items())))
+
+
+@lru_cache(maxsize=16384)
+def _parse_cached(name: str, namespace: str, items: tuple[tuple[str, str], ...]) -> ScalerTarget:
+    metadata = dict(items)
+    unknown = sorted(k for k in metadata if k not in _OUR_KEYS and k not in _KEDA_KEYS and not k.endswith("FromEnv"))
+    if unknown:
+        raise MetadataError(
+            f"scaledObject {namespace}/{name}: unknown metadata key(s) {', '.join(map(repr, unknown))}; "
+            f"kvpilot reads {', '.join(sorted(_OUR_KEYS))}"
+        )
+    where = f"scaledObject {namespace}/{name}"
+    return ScalerTarget(
+        deployment=_deployment(name, namespace, metadata.get("deployment"), where),
+        metric_name=_metric_name(metadata.get("metricName", DEFAULT_METRIC_NAME), where),
+        target_size=_milli(_number(metadata, "targetSize", 1.0, where, minimum_exclusive=0.0), "targetSize", where),
+        activation_replicas=_number(metadata, "activationReplicas", 0.0, where, minimum_inclusive=0.0),
+        include_warm_pool=_boolean(metadata, "includeWarmPool", True, where),
+    )
+
+
+def _deployment(name: str, namespace: str, raw: str | None, where: str) -> str:
+    if raw is None:
+        if not name or not namespace:
+            raise MetadataError(
+                "scaledObjectRef has no name/namespace and no `deployment` metadata: cannot tell which deployment"
+            )
+        dep_namespace, dep_name = namespace, name
+    else:
+        raw = raw.strip()
+        dep_namespace, sep, dep_name = raw.rpartition("/")
+        if not sep:
+            dep_namespace = namespace
+        if not dep_namespace:
+            raise MetadataError(f"{where}: `deployment` {raw!r} has no namespace and the scaledObjectRef has none")
+    if not _NAMESPACE.fullmatch(dep_namespace):
+        raise MetadataError(f"{where}: namespace {dep_namespace!r} is not a valid Kubernetes namespace name")
+    if not _NAME.fullmatch(dep_name):
+        raise MetadataError(f"{where}: deployment name {dep_name!r} is not a valid Kubernetes object name")
+    return f"{dep_namespace}/{dep_name}"
+
+
+def _milli(value: float, key: str, where: str) -> float:
+    milli = round(value * 1000)
+    if milli < 1:
+        raise MetadataError(f"{where}: `{key}` {value:g} is below KEDA's resolution of 0.001")
+    return _truncates_to(milli)
+
+
+def _metric_name(raw: str, where: str) -> str:
+    if not _METRIC_NAME.fullmatch(raw):
+        raise MetadataError(f"{where}: `metricName` {raw!r} must be 1-200 characters of letters, digits, '-', '_', '.'")
+    return raw
+
+
+def _number(
+    metadata: Mapping[str, str],
+    key: str,
+    default: float,
+    where: str,
+    *,
+    minimum_exclusive: float | None = None,
+    minimum_inclusive: float | None = None,
+) -> float:
+    raw = metadata.get(key)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise MetadataError(f"{where}: `{key}` {raw!r} is not a number") from None
+    if not math.isfinite(value) or value > 1e12:
+        raise MetadataError(f"{where}: `{key}` {raw!r} must be a finite number below 1e12")
+    if minimum_exclusive is not None and value <= minimum_exclusive:
+        raise MetadataError(f"{where}: `{key}` {raw!r} must be > {minimum_exclusive:g}")
+    if minimum_inclusive is not None and value < minimum_inclusive:
+        raise MetadataError(f"{where}: `{key}` {raw!r} must be >= {minimum_inclusive:g}")
+    return value
+
+
+def _boolean(metadata: Mapping[str, str], key: str, default: bool, where: str) -> bool:
+    raw = metadata.get(key)
+    if raw is None:
+        return default
+    try:
+        return _BOOLEANS[raw.strip().lower()]
+    except KeyError:
+        raise MetadataError(f'{where}: `{key}` {raw!r} must be "true" or "false"') from None

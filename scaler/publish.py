@@ -1,0 +1,118 @@
+"""Where published scaling decisions live between the control loop and the things that serve them.
+
+The control loop (one thread or event loop) publishes the latest `Decision` per deployment; the KEDA gRPC
+servicer, the metrics-api endpoint and the actuator read it. `StreamIsActive` must push as soon as a decision
+changes, so readers can await a change without polling. Publishing is thread-safe and may happen from any
+thread; waiters are woken on their own event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from dataclasses import dataclass
+from typing import Protocol
+
+from scaler.decision import Decision
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """A decision and its version: strictly increasing across all publishes (0 means "no decision")."""
+
+    decision: Decision
+    version: int
+
+
+class DecisionSource(Protocol):
+    """What the KEDA servicer and the metrics-api router read from."""
+
+    def latest(self, deployment: str) -> Published | None:
+        """The newest decision for `deployment` ("namespace/name"), or None if none was published."""
+        ...
+
+    def deployments(self) -> list[str]:
+        """Every deployment with a published decision, sorted (for error messages and listings)."""
+        ...
+
+    async def wait_for_change(self, deployment: str, seen_version: int, timeout_s: float) -> Published | None:
+        """Returns as soon as `deployment` has a version other than `seen_version`, or after `timeout_s`.
+
+        Version 0 stands for "no decision". Returns the newest decision either way (None if there is none).
+        """
+        ...
+
+
+class DecisionBoard:
+    """In-memory `DecisionSource`: latest decision per deployment, with change notification.
+
+    Waiters register an `asyncio.Event` together with their loop; `publish` sets it through
+    `loop.call_soon_threadsafe`, so a publisher on another thread (the control loop, a test) never touches
+    another loop's objects directly.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sequence = 0
+        self._latest: dict[str, Published] = {}
+        self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+
+    def publish(self, decision: Decision) -> Published:
+        """Stores `decision` as the newest for its deployment and wakes everyone waiting on it."""
+        _check_key(decision.deployment)
+        with self._lock:
+            self._sequence += 1
+            published = Published(decision, self._sequence)
+            self._latest[decision.deployment] = published
+            waiters = list(self._waiters.get(decision.deployment, ()))
+        _wake(waiters)
+        return published
+
+    def forget(self, deployment: str) -> None:
+        """Drops a deployment that kvpilot no longer manages; its readers (and open streams) get NOT_FOUND."""
+        with self._lock:
+            self._latest.pop(deployment, None)
+            waiters = list(self._waiters.get(deployment, ()))
+        _wake(waiters)
+
+    def latest(self, deployment: str) -> Published | None:
+        with self._lock:
+            return self._latest.get(deployment)
+
+    def deployments(self) -> list[str]:
+        with self._lock:
+            return sorted(self._latest)
+
+    async def wait_for_change(self, deployment: str, seen_version: int, timeout_s: float) -> Published | None:
+        loop = asyncio.get_running_loop()
+        event = asyncio.Event()
+        waiter = (loop, event)
+        with self._lock:
+            current = self._latest.get(deployment)
+            if (current.version if current is not None else 0) != seen_version:
+                return current
+            self._waiters.setdefault(deployment, set()).add(waiter)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), timeout=max(timeout_s, 0.0))
+        finally:
+            with self._lock:
+                waiters = self._waiters.get(deployment)
+                if waiters is not None:
+                    waiters.discard(waiter)
+                    if not waiters:
+                        del self._waiters[deployment]
+        return self.latest(deployment)
+
+
+def _wake(waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]) -> None:
+    for loop, event in waiters:
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(event.set)
+
+
+def _check_key(deployment: str) -> None:
+    namespace, sep, name = deployment.partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        raise ValueError(f"decision deployment {deployment!r} is not of the form namespace/name")

@@ -1,0 +1,74 @@
+"""Trigger metadata parsing and the replicas -> metric value arithmetic, without gRPC."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scaler.keda import codegen
+from scaler.keda.target import MetadataError, int_field, parse_target
+from tests.unit.scaler.test_keda_harness import decision, hpa_replicas
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@given(
+    replicas=st.integers(min_value=0, max_value=1_000_000),
+    target_milli=st.integers(min_value=1, max_value=10_000_000),
+)
+def test_hpa_arithmetic_lands_exactly_on_the_replicas(replicas: int, target_milli: int) -> None:
+    target = parse_target("chat", "llm", {"targetSize": str(target_milli / 1000)})
+    value = target.metric_value(decision(desired=replicas))
+    # KEDA truncates both to milli-units and the HPA takes ceil(value / target): never one replica off
+    assert hpa_replicas(value, target.target_size) == replicas
+
+
+@given(replicas=st.integers(min_value=0, max_value=1_000_000), target=st.integers(min_value=1, max_value=100_000))
+def test_int_fields_agree_for_integer_targets(replicas: int, target: int) -> None:
+    parsed = parse_target("chat", "llm", {"targetSize": str(target)})
+    value = parsed.metric_value(decision(desired=replicas))
+    # the deprecated int64 fields, read by older KEDA, give the same replica count
+    assert hpa_replicas(float(int_field(value)), float(target)) == replicas
+
+
+PARSE_CASES = [
+    # KEDA's own keys and *FromEnv keys are tolerated beside ours
+    ({"scalerAddress": "kvpilot:9090", "enableTLS": "true", "unsafeSsl": "false", "tokenFromEnv": "x"}, None),
+    # a target below KEDA's milli resolution would become 0 in the HPA
+    ({"targetSize": "0.0004"}, "below KEDA's resolution"),
+    # a huge number is refused rather than overflowing int64 milli-quantities
+    ({"targetSize": "1e300"}, "finite number below 1e12"),
+    # a metric name with spaces
+    ({"metricName": "my metric"}, "`metricName` 'my metric'"),
+    # whitespace around booleans is forgiven (YAML quoting habits)
+    ({"includeWarmPool": " False "}, None),
+]
+
+
+@pytest.mark.parametrize(("metadata", "error"), PARSE_CASES)
+def test_parse_target(metadata: dict[str, str], error: str | None) -> None:
+    if error is None:
+        assert parse_target("chat", "llm", metadata).deployment == "llm/chat"
+    else:
+        with pytest.raises(MetadataError, match=error):
+            parse_target("chat", "llm", metadata)
+
+
+@given(name=st.text(max_size=30), namespace=st.text(max_size=30), metadata=st.dictionaries(st.text(), st.text()))
+def test_parse_target_raises_only_metadata_errors(name: str, namespace: str, metadata: dict[str, str]) -> None:
+    try:
+        target = parse_target(name, namespace, metadata)
+    except MetadataError:
+        return
+    assert target.target_size >= 0.001
+    assert target.deployment.count("/") == 1
+
+
+def test_committed_stubs_match_the_proto_and_import_relatively() -> None:
+    generated = codegen.generate()
+    for rel, content in generated.items():
+        assert (REPO / rel).read_text() == content, f"{rel} is stale: run `make generate`"
+    assert "from . import externalscaler_pb2" in generated["scaler/keda/externalscaler_pb2_grpc.py"]
