@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GENERATORS: list[str] = [
     "scaler.keda.codegen:generate",
     "dashboards.generate:files",
+    "alerts.rules:generate",
 ]
 
 

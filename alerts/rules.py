@@ -1,0 +1,263 @@
+"""Prometheus alerting rules over kvpilot's own series, generated from the detectors' thresholds.
+
+The `for` of every alert and every numeric threshold come from ``detectors.thresholds``, so the alert and
+the finding it pages on agree. ``generate()`` (registered in ``kvpilot.generate.GENERATORS``) writes the
+rule file and its ``promtool test rules`` cases: for every alert, silent before `for` elapses, firing
+after, and silent on healthy input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import yaml
+
+from detectors.thresholds import DEFAULT, Thresholds
+
+RULES_PATH = "alerts/kvpilot-rules.yaml"
+TESTS_PATH = "alerts/kvpilot-rules.test.yaml"
+RUNBOOK_BASE = "https://github.com/kvpilot/kvpilot/blob/main/docs/runbooks"
+# Every query selects kvpilot's own series with this (kubernetes-mixin style: one place to change it).
+SELECTOR = 'job="kvpilot"'
+TEST_INTERVAL_S = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    name: str
+    expr: str
+    for_s: float
+    severity: str
+    summary: str
+    description: str
+    # For the promtool cases: one series (metric{labels}) whose `bad` value fires and `good` value does not.
+    series: str
+    bad: float
+    good: float
+    labels: dict[str, str] = field(default_factory=dict)  # the series' labels, expected on the alert
+
+    @property
+    def runbook_url(self) -> str:
+        return f"{RUNBOOK_BASE}/{self.name}.md"
+
+
+def _finding(kind: str, severity: str) -> str:
+    return f'kvpilot_finding_active{{{SELECTOR},kind="{kind}",severity="{severity}"}}'
+
+
+def _gpu_labels(kind: str, severity: str) -> dict[str, str]:
+    return {"kind": kind, "severity": severity, "deployment": "", "replica": "", "node": "gpu-node-7", "gpu": "GPU-1"}
+
+
+def _deployment_labels(kind: str, severity: str) -> dict[str, str]:
+    return {"kind": kind, "severity": severity, "deployment": "ml/chat", "replica": "", "node": "", "gpu": ""}
+
+
+def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
+    """Every alert, in the order they appear in the rule file."""
+    kv_labels = {"deployment": "ml/chat", "replica": "chat-0"}
+    return [
+        Alert(
+            name="KvpilotGpuDrainRequired",
+            expr=f"{_finding('stuck_gpu', 'critical')} > 0",
+            for_s=th.for_seconds("stuck_gpu"),
+            severity="critical",
+            summary="GPU {{ $labels.gpu }} on {{ $labels.node }} needs its node drained",
+            description=(
+                "kvpilot flagged GPU {{ $labels.gpu }} on node {{ $labels.node }} as stuck: a drain-class XID, "
+                "a hang (pinned busy with no token progress) or a GPU gone from its exporter. Cordon and drain the "
+                "node, then reset the GPU."
+            ),
+            series="kvpilot_finding_active",
+            bad=1,
+            good=0,
+            labels=_gpu_labels("stuck_gpu", "critical"),
+        ),
+        Alert(
+            name="KvpilotGpuDegraded",
+            expr=f"{_finding('stuck_gpu', 'warning')} > 0",
+            for_s=th.for_seconds("stuck_gpu"),
+            severity="warning",
+            summary="GPU {{ $labels.gpu }} on {{ $labels.node }} is degraded",
+            description=(
+                "kvpilot flagged GPU {{ $labels.gpu }} on node {{ $labels.node }}: a watch-class XID, an idle GPU "
+                "while requests run, or an XID outside the triage table. Schedule a reset at the next idle window."
+            ),
+            series="kvpilot_finding_active",
+            bad=1,
+            good=0,
+            labels=_gpu_labels("stuck_gpu", "warning"),
+        ),
+        Alert(
+            name="KvpilotKvCacheExhaustionImminent",
+            expr=(f"kvpilot_kv_time_to_exhaustion_seconds{{{SELECTOR}}} < {th.kv.warn_time_to_exhaustion_s:g}"),
+            for_s=th.for_seconds("kv_exhaustion"),
+            severity="warning",
+            summary="KV cache of {{ $labels.replica }} ({{ $labels.deployment }}) projected full soon",
+            description=(
+                "The KV-cache usage trend of replica {{ $labels.replica }} projects the pool full within "
+                f"{th.kv.warn_time_to_exhaustion_s:g} s; requests will be preempted or queue once it is. "
+                "Scale out or shed load before then."
+            ),
+            series="kvpilot_kv_time_to_exhaustion_seconds",
+            bad=60,
+            good=3600,
+            labels=kv_labels,
+        ),
+        Alert(
+            name="KvpilotKvCacheExhausted",
+            expr=f"{_finding('kv_exhaustion', 'critical')} > 0",
+            for_s=th.for_seconds("kv_exhaustion"),
+            severity="critical",
+            summary="KV cache of {{ $labels.replica }} ({{ $labels.deployment }}) is full",
+            description=(
+                f"Replica {{{{ $labels.replica }}}} has its KV cache at or above {th.kv.near_full:.0%} with "
+                "requests queueing, or is preempting requests. Latency is already suffering: scale out now."
+            ),
+            series="kvpilot_finding_active",
+            bad=1,
+            good=0,
+            labels={**_deployment_labels("kv_exhaustion", "critical"), "replica": "chat-0"},
+        ),
+        Alert(
+            name="KvpilotPrefixCacheMiss",
+            expr=f"{_finding('prefix_cache_miss', 'warning')} > 0",
+            for_s=th.for_seconds("prefix_cache_miss"),
+            severity="warning",
+            summary="Prefix-cache hit ratio of {{ $labels.deployment }} collapsed: routing spreads shared prefixes",
+            description=(
+                "The prefix-cache hit ratio of {{ $labels.deployment }} fell by more than "
+                f"{th.prefix.relative_drop:.0%} against its own baseline on all replicas together, while shared "
+                "prefixes remain. Use prefix-aware or sticky routing."
+            ),
+            series="kvpilot_finding_active",
+            bad=1,
+            good=0,
+            labels=_deployment_labels("prefix_cache_miss", "warning"),
+        ),
+        Alert(
+            name="KvpilotTtftErrorBudgetBurn",
+            expr=f"{_finding('ttft_slo_burn', 'critical')} > 0",
+            for_s=th.for_seconds("ttft_slo_burn"),
+            severity="critical",
+            summary="{{ $labels.deployment }} burns its TTFT error budget fast",
+            description=(
+                f"Both the long and the short window of {{{{ $labels.deployment }}}} burn the TTFT error budget "
+                f"({th.ttft.objective:.1%} of requests within {th.ttft.target_s:g} s) faster than "
+                f"{th.ttft.windows[0].factor:g}x. Users feel it now."
+            ),
+            series="kvpilot_finding_active",
+            bad=1,
+            good=0,
+            labels=_deployment_labels("ttft_slo_burn", "critical"),
+        ),
+        Alert(
+            name="KvpilotTtftErrorBudgetBurnSlow",
+            expr=f"{_finding('ttft_slo_burn', 'warning')} > 0",
+            for_s=th.for_seconds("ttft_slo_burn"),
+            severity="warning",
+            summary="{{ $labels.deployment }} burns its TTFT error budget",
+            description=(
+                "{{ $labels.deployment }} burns its TTFT error budget steadily (a slower window pair). "
+                "Look at capacity before the budget is gone."
+            ),
+            series="kvpilot_finding_active",
+            bad=1,
+            good=0,
+            labels=_deployment_labels("ttft_slo_burn", "warning"),
+        ),
+        Alert(
+            name="KvpilotScrapeTargetDown",
+            expr=f"kvpilot_scrape_up{{{SELECTOR}}} == 0",
+            for_s=th.target.down_after_s,
+            severity="warning",
+            summary="kvpilot cannot scrape {{ $labels.target }}",
+            description=(
+                "kvpilot has failed to scrape {{ $labels.target }} for "
+                f"{th.target.down_after_s:g} s: the detectors are blind to it."
+            ),
+            series="kvpilot_scrape_up",
+            bad=0,
+            good=1,
+            labels={"target": "http://10.0.0.7:8000/metrics", "kind": "engine"},
+        ),
+    ]
+
+
+def _duration(seconds: float) -> str:
+    s = round(seconds)
+    if s != seconds or s < 0:
+        raise ValueError(f"alert durations must be whole non-negative seconds, got {seconds}")
+    return f"{s // 60}m" if s % 60 == 0 and s else f"{s}s"
+
+
+def rule_groups(th: Thresholds = DEFAULT) -> dict[str, object]:
+    rules = [
+        {
+            "alert": a.name,
+            "expr": a.expr,
+            "for": _duration(a.for_s),
+            "labels": {"severity": a.severity},
+            "annotations": {"summary": a.summary, "description": a.description, "runbook_url": a.runbook_url},
+        }
+        for a in alerts(th)
+    ]
+    return {"groups": [{"name": "kvpilot", "rules": rules}]}
+
+
+def _series_selector(a: Alert) -> str:
+    labels = {"job": "kvpilot", "instance": "kvpilot:8080", **a.labels}
+    inner = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    return f"{a.series}{{{inner}}}"
+
+
+def _expand(template: str, labels: dict[str, str]) -> str:
+    out = template
+    for k, v in labels.items():
+        out = out.replace(f"{{{{ $labels.{k} }}}}", v)
+    return out
+
+
+def _test_case(a: Alert, *, value: float, fires: bool) -> dict[str, object]:
+    steps = int(2 * a.for_s // TEST_INTERVAL_S) + 4
+    before = max(TEST_INTERVAL_S, int(a.for_s) - TEST_INTERVAL_S)
+    after = int(a.for_s) + TEST_INTERVAL_S
+    labels = {"job": "kvpilot", "instance": "kvpilot:8080", **a.labels}
+    expected = {
+        # Prometheus drops empty labels (an empty value is no label at all).
+        "exp_labels": {k: v for k, v in {**labels, "severity": a.severity}.items() if v},
+        "exp_annotations": {
+            "summary": _expand(a.summary, labels),
+            "description": _expand(a.description, labels),
+            "runbook_url": a.runbook_url,
+        },
+    }
+    return {
+        "interval": f"{TEST_INTERVAL_S}s",
+        "input_series": [{"series": _series_selector(a), "values": f"{value:g}x{steps}"}],
+        "alert_rule_test": [
+            # silent while pending: the condition has not yet held for `for`
+            {"eval_time": f"{before}s", "alertname": a.name, "exp_alerts": []},
+            # firing once it has (or still silent on healthy input)
+            {"eval_time": f"{after}s", "alertname": a.name, "exp_alerts": [expected] if fires else []},
+        ],
+    }
+
+
+def rule_tests(th: Thresholds = DEFAULT) -> dict[str, object]:
+    tests: list[dict[str, object]] = []
+    for a in alerts(th):
+        tests.append(_test_case(a, value=a.bad, fires=True))
+        tests.append(_test_case(a, value=a.good, fires=False))
+    return {"rule_files": ["kvpilot-rules.yaml"], "evaluation_interval": f"{TEST_INTERVAL_S}s", "tests": tests}
+
+
+_HEADER = "# Generated by alerts/rules.py (`make generate`); do not edit by hand.\n"
+
+
+def _dump(doc: object) -> str:
+    return _HEADER + yaml.safe_dump(doc, sort_keys=False, width=1000, allow_unicode=True)
+
+
+def generate() -> dict[str, str]:
+    return {RULES_PATH: _dump(rule_groups()), TESTS_PATH: _dump(rule_tests())}
