@@ -25,6 +25,15 @@ class Published:
     version: int
 
 
+def scale_target(decision: Decision, *, include_warm_pool: bool = True) -> int:
+    """The replica count to run now: desired, plus the warm pool loading for the demand at the horizon.
+
+    Negative counts from a confused policy are read as 0, so they can never shrink the other term.
+    """
+    warm = max(decision.warm_pool, 0) if include_warm_pool else 0
+    return max(decision.desired_replicas, 0) + warm
+
+
 class DecisionSource(Protocol):
     """What the KEDA servicer and the metrics-api router read from."""
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from scaler.decision import Decision
+from scaler.publish import scale_target
 
 DEFAULT_METRIC_NAME = "kvpilot-replicas"
 
@@ -52,9 +53,7 @@ class ScalerTarget:
 
     def replicas(self, decision: Decision) -> int:
         """The replica count to ask the HPA for: desired, plus the warm pool being loaded for the horizon."""
-        desired = max(decision.desired_replicas, 0)
-        warm = max(decision.warm_pool, 0) if self.include_warm_pool else 0
-        return desired + warm
+        return scale_target(decision, include_warm_pool=self.include_warm_pool)
 
     def metric_value(self, decision: Decision) -> float:
         """`replicas × targetSize`, such that HPA's ceil(value / targetSize) on milli-quantities is `replicas`."""
