@@ -1,0 +1,89 @@
+"""`Fleet`: one interface over the two fidelity levels, as the backtest and the live server drive it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from simulator.config import FleetConfig
+from simulator.faults import Fault
+from simulator.replica import FinishedRequest
+from simulator.snapshot import FleetSnapshot
+from simulator.trace.model import Trace
+
+
+class _Engine(Protocol):
+    time: float
+
+    def set_replicas(self, n: int) -> None: ...
+    def advance_to(self, t: float) -> None: ...
+    def snapshot(self) -> FleetSnapshot: ...
+    def inject(self, fault: Fault) -> None: ...
+    def finished(self) -> list[FinishedRequest]: ...
+    def ttft_samples(self) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+class Fleet:
+    """A simulated fleet replaying `trace`. Deterministic for (config, trace): same calls, same results.
+
+    Times are virtual seconds since the trace start; `advance_to` only moves forward.
+    """
+
+    def __init__(self, config: FleetConfig, trace: Trace) -> None:
+        self.config = config
+        self.trace = trace
+        if config.fidelity == "fluid":
+            from simulator.fluid import FluidFleet
+
+            self._engine: _Engine = FluidFleet(config, trace)
+        else:
+            from simulator.request_fleet import RequestFleet
+
+            self._engine = RequestFleet(config, trace)
+
+    @property
+    def time(self) -> float:
+        return self._engine.time
+
+    def set_replicas(self, n: int) -> None:
+        """Desired replica count: new replicas cold-start (not ready for cold_start_s); removed ones drain."""
+        self._engine.set_replicas(n)
+
+    def advance_to(self, t: float) -> None:
+        self._engine.advance_to(t)
+
+    def snapshot(self) -> FleetSnapshot:
+        return self._engine.snapshot()
+
+    def inject(self, fault: Fault) -> None:
+        """Apply a fault now (see simulator.faults). KeyError for an unknown node/GPU/replica."""
+        self._engine.inject(fault)
+
+    def finished(self) -> Sequence[FinishedRequest]:
+        """Requests finished so far, in completion order (request level; the fluid level returns none)."""
+        return self._engine.finished()
+
+    def ttft_quantiles(self, qs: Sequence[float] = (0.5, 0.9, 0.99)) -> dict[float, float]:
+        """TTFT quantiles over requests that got their first token so far (fluid: estimated from queueing)."""
+        values, weights = self._engine.ttft_samples()
+        return {q: _weighted_quantile(values, weights, q) for q in qs}
+
+    def slo_attainment(self, slo_s: float) -> float:
+        """Share of requests (so far) whose TTFT was within slo_s; 1.0 when there were none."""
+        values, weights = self._engine.ttft_samples()
+        total = float(weights.sum())
+        return 1.0 if total <= 0 else float(weights[values <= slo_s].sum()) / total
+
+
+def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    if not 0 <= q <= 1:
+        raise ValueError(f"quantile must be in [0, 1], got {q}")
+    if len(values) == 0 or weights.sum() <= 0:
+        return float("nan")
+    order = np.argsort(values, kind="stable")
+    v, w = values[order], weights[order]
+    cum = np.cumsum(w)
+    idx = int(np.searchsorted(cum, q * cum[-1], side="left"))
+    return float(v[min(idx, len(v) - 1)])

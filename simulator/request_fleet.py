@@ -1,0 +1,259 @@
+"""The request-level fleet: arrivals from a trace routed to replicas, replica lifecycle, GPUs and faults."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+
+import numpy as np
+
+from simulator.config import FleetConfig
+from simulator.faults import Fault
+from simulator.gpus import HANGING_XIDS, VANISHING_XIDS, Gpu, Nodes
+from simulator.replica import FinishedRequest, Replica
+from simulator.routing import make_router
+from simulator.snapshot import FleetSnapshot, GpuSnapshot, ReplicaSnapshot
+from simulator.trace.model import Request, Trace
+
+
+class RequestFleet:
+    def __init__(self, config: FleetConfig, trace: Trace) -> None:
+        self.cfg = config
+        self.trace = trace
+        cols = trace.columns
+        self._arrivals = cols.arrival_s.tolist()
+        self._prompts = cols.prompt_tokens.tolist()
+        self._outputs = cols.output_tokens.tolist()
+        self._blocks = cols.prefix_blocks
+        self._next = 0
+        self._injected: list[tuple[float, int, Request]] = []
+        self._injected_seq = 0
+        self.time = 0.0
+        self.arrivals_total = 0
+        self.routing = config.routing
+        self._router = make_router(config.routing)
+        self.nodes = Nodes(config.profile.gpu, config.gpus_per_node)
+        self.replicas: list[Replica] = []
+        self._gpus: dict[str, list[Gpu]] = {}
+        self._backlog: deque[tuple[Request, float]] = deque()
+        self._finished: list[FinishedRequest] = []
+        self._serial = 0
+        self._busy_seen: dict[str, float] = {}
+        for _ in range(config.replicas):
+            self._add_replica(ready_at=0.0 if config.start_ready else config.cold_start_s)
+
+    # -- public ------------------------------------------------------------------------------------------------
+    def set_replicas(self, n: int) -> None:
+        if n < 0:
+            raise ValueError(f"replica count must be >= 0, got {n}")
+        active = [r for r in self.replicas if not r.draining]
+        for _ in range(n - len(active)):
+            self._add_replica(ready_at=self.time + self.cfg.cold_start_s)
+        if n < len(active):
+            # Remove loading replicas first (newest first), then drain the newest ready ones.
+            order = sorted(active, key=lambda r: (r.ready(self.time), -r.started_s))
+            for r in order[: len(active) - n]:
+                r.draining = True
+            self._reap()
+
+    def advance_to(self, t: float) -> None:
+        if t < self.time:
+            raise ValueError(f"cannot advance backwards from {self.time} to {t}")
+        while True:
+            a = self._peek_arrival()
+            if a is None or a > t:
+                break
+            req = self._pop_arrival()
+            self._advance_replicas(req.arrival_s)
+            self.arrivals_total += 1
+            self._route(req, req.arrival_s)
+        self._advance_replicas(t)
+
+    def inject(self, fault: Fault) -> None:
+        handler = getattr(self, f"_fault_{fault.type}")
+        handler(fault)
+
+    def finished(self) -> list[FinishedRequest]:
+        return self._finished
+
+    @property
+    def ready_count(self) -> int:
+        return sum(1 for r in self.replicas if r.ready(self.time) and not r.draining)
+
+    def snapshot(self) -> FleetSnapshot:
+        reps = [self._replica_snapshot(r) for r in self.replicas]
+        gpus: list[GpuSnapshot] = [g.snapshot() for g in self.nodes.all()]
+        return FleetSnapshot(self.time, self.arrivals_total, len(self._backlog), self.routing, reps, gpus)
+
+    # -- arrivals and routing ----------------------------------------------------------------------------------
+    def _peek_arrival(self) -> float | None:
+        a = self._arrivals[self._next] if self._next < len(self._arrivals) else math.inf
+        b = self._injected[0][0] if self._injected else math.inf
+        m = min(a, b)
+        return None if m == math.inf else m
+
+    def _pop_arrival(self) -> Request:
+        if self._injected and (self._next >= len(self._arrivals) or self._injected[0][0] < self._arrivals[self._next]):
+            return heapq.heappop(self._injected)[2]
+        i = self._next
+        self._next += 1
+        return Request(self._arrivals[i], self._prompts[i], self._outputs[i], self._blocks[i])
+
+    def _route(self, req: Request, now: float) -> None:
+        ready = [r for r in self.replicas if not r.draining and r.ready(now)]
+        if not ready:
+            self._backlog.append((req, now))
+            return
+        self._router.choose(req, ready).submit(req, now)
+
+    def _advance_replicas(self, t: float) -> None:
+        prev = self.time
+        for r in self.replicas:
+            r.advance_to(t)
+            if r.finished:
+                self._finished.extend(r.finished)
+                r.finished.clear()
+        self.time = max(self.time, t)
+        if self._backlog and self.ready_count:
+            pending, self._backlog = self._backlog, deque()
+            for req, _ in pending:
+                self._route(req, t)
+        self._reap()
+        self._update_gpus(self.time - prev)
+
+    def _reap(self) -> None:
+        gone = [r for r in self.replicas if r.draining and (r.load == 0 or not r.ready(self.time))]
+        for r in gone:
+            self.replicas.remove(r)
+            self.nodes.release(self._gpus.pop(r.name))
+            self._busy_seen.pop(r.name, None)
+
+    # -- replicas and GPUs -------------------------------------------------------------------------------------
+    def _add_replica(self, *, ready_at: float) -> Replica:
+        name = f"{self.cfg.deployment}-{self._serial:04d}"
+        self._serial += 1
+        r = Replica(name, self.cfg.profile, now=self.time, ready_at=ready_at)
+        self.replicas.append(r)
+        self._gpus[name] = self.nodes.place(name, self.cfg.profile.gpus_per_replica)
+        return r
+
+    def node_of(self, r: Replica) -> str:
+        return self._gpus[r.name][0].node
+
+    def _update_gpus(self, dt: float) -> None:
+        if dt <= 0:
+            return
+        p = self.cfg.profile
+        per_gpu_weights = p.weights_bytes // p.gpus_per_replica
+        reserved = int(p.gpu.memory_bytes * p.gpu_memory_utilization)
+        for r in self.replicas:
+            busy = r.c.busy_s - self._busy_seen.get(r.name, 0.0)
+            self._busy_seen[r.name] = r.c.busy_s
+            if r.ready(self.time):
+                mem = reserved
+            else:  # weights stream in while loading
+                frac = (self.time - r.started_s) / max(r.ready_at - r.started_s, 1e-9)
+                mem = int(per_gpu_weights * min(max(frac, 0.0), 1.0))
+            for g in self._gpus[r.name]:
+                g.memory_used = mem
+                g.advance(dt, busy / dt)
+        for g in self.nodes.all():
+            if not g.pod:
+                g.advance(dt, 0.0)
+
+    def _replica_snapshot(self, r: Replica) -> ReplicaSnapshot:
+        p = r.profile
+        c = r.c
+        if not r.ready(self.time):
+            state = "loading"
+        elif r.hung:
+            state = "hung"
+        elif r.draining:
+            state = "draining"
+        else:
+            state = "ready"
+        return ReplicaSnapshot(
+            name=r.name,
+            node=self.node_of(r),
+            state=state,
+            model_name=p.model_name,
+            requests_waiting=len(r.waiting),
+            requests_running=len(r.running),
+            kv_usage=r.pool.usage,
+            kv_capacity_tokens=p.kv_capacity_tokens,
+            num_gpu_blocks=p.num_gpu_blocks,
+            block_size=p.block_size,
+            prompt_tokens_total=c.prompt_tokens,
+            generation_tokens_total=c.generation_tokens,
+            prefix_queries_total=c.prefix_queries,
+            prefix_hits_total=c.prefix_hits,
+            preemptions_total=c.preemptions,
+            requests_finished_total=c.finished,
+            requests_aborted_total=c.aborted,
+            started_s=r.started_s,
+            ttft=c.ttft.copy(),
+            itl=c.itl.copy(),
+            e2e=c.e2e.copy(),
+            queue_time=c.queue.copy(),
+            prefill_time=c.prefill.copy(),
+            decode_time=c.decode.copy(),
+            prompt_len=c.prompt_len.copy(),
+            output_len=c.output_len.copy(),
+            gpu_uuids=tuple(g.uuid for g in self._gpus[r.name]),
+        )
+
+    # -- faults --------------------------------------------------------------------------------------------------
+    def _replica_on(self, gpu: Gpu) -> Replica | None:
+        return next((r for r in self.replicas if r.name == gpu.pod), None)
+
+    def _fault_xid(self, f: Fault) -> None:
+        g = self.nodes.find(f.node, f.gpu)
+        g.last_xid = f.xid
+        if f.xid in VANISHING_XIDS:
+            g.vanished = True
+        if f.xid in HANGING_XIDS:
+            self._hang(g)
+
+    def _hang(self, g: Gpu) -> None:
+        g.hung = True
+        r = self._replica_on(g)
+        if r is not None:
+            r.hung = True
+
+    def _fault_hung_gpu(self, f: Fault) -> None:
+        self._hang(self.nodes.find(f.node, f.gpu))
+
+    def _fault_vanish_gpu(self, f: Fault) -> None:
+        self.nodes.find(f.node, f.gpu).vanished = True
+
+    def _fault_recover(self, f: Fault) -> None:
+        g = self.nodes.find(f.node, f.gpu)
+        g.hung = g.vanished = False
+        g.last_xid = 0
+        r = self._replica_on(g)
+        if r is not None and not any(x.hung for x in self._gpus[r.name]):
+            r.hung = False
+
+    def _fault_crash(self, f: Fault) -> None:
+        r = next((x for x in self.replicas if x.name == f.replica), None)
+        if r is None:
+            raise KeyError(f"no replica {f.replica!r} (replicas: {', '.join(x.name for x in self.replicas)})")
+        r.restart(self.time, self.time + self.cfg.cold_start_s)
+        for g in self._gpus[r.name]:
+            g.hung = False
+
+    def _fault_kv_pressure(self, f: Fault) -> None:
+        for i in range(f.count):
+            t = self.time + f.duration_s * i / max(f.count, 1)
+            req = Request(t, f.prompt_tokens, f.output_tokens, ())
+            self._injected_seq += 1
+            heapq.heappush(self._injected, (t, self._injected_seq, req))
+
+    def _fault_routing(self, f: Fault) -> None:
+        self._router = make_router(f.routing)
+        self.routing = f.routing
+
+    def ttft_samples(self) -> tuple[np.ndarray, np.ndarray]:
+        v = np.fromiter((f.ttft_s for f in self._finished), dtype=np.float64, count=len(self._finished))
+        return v, np.ones_like(v)

@@ -1,0 +1,132 @@
+"""`load_trace`: pick the loader by what the path is, then apply the time window and the scalings.
+
+time_scale multiplies every time (0.5 replays twice as fast, with rates doubled accordingly); rate_scale
+multiplies the request rate at constant time: whole extra copies of the trace, each jittered and with its own
+per-request prefix ids (template prefixes stay shared), plus a seeded thinning for the fractional part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from simulator.trace.azure import load_azure
+from simulator.trace.model import RequestColumns, Trace
+from simulator.trace.mooncake import load_mooncake
+from simulator.trace.servegen import ServeGenSource, read_servegen
+from simulator.trace.synthetic import SyntheticSpec, generate
+
+# Loaders of request-level files, keyed by suffix.
+FILE_LOADERS: dict[str, Callable[[Path], Callable[..., RequestColumns]]] = {
+    ".csv": lambda p: load_azure,
+    ".jsonl": lambda p: load_mooncake,
+}
+_TEMPLATE_BASE = 1 << 40
+
+
+def load_trace(
+    path: str | Path,
+    *,
+    time_scale: float = 1.0,
+    rate_scale: float = 1.0,
+    seed: int = 0,
+    start_s: float | None = None,
+    duration_s: float | None = None,
+) -> Trace:
+    """Load an Azure `.csv`, a Mooncake `.jsonl`, a ServeGen directory, or `synthetic[:k=v,...]`.
+
+    Raises FileNotFoundError for a missing path and ValueError (naming the file and line) for bad content.
+    """
+    if not (time_scale > 0 and np.isfinite(time_scale)):
+        raise ValueError(f"time_scale must be > 0, got {time_scale}")
+    if not (rate_scale > 0 and np.isfinite(rate_scale)):
+        raise ValueError(f"rate_scale must be > 0, got {rate_scale}")
+    if start_s is not None and start_s < 0:
+        raise ValueError(f"start_s must be >= 0, got {start_s}")
+    if duration_s is not None and duration_s <= 0:
+        raise ValueError(f"duration_s must be > 0, got {duration_s}")
+    text = str(path)
+    if text == "synthetic" or text.startswith("synthetic:"):
+        spec = SyntheticSpec.parse(text)
+        cols = generate(spec, seed=seed)
+        return _finish(text, cols, spec.duration_s, time_scale, rate_scale, seed, start_s, duration_s)
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"trace not found: {p}")
+    if p.is_dir():
+        return _servegen(p, time_scale, rate_scale, seed, start_s, duration_s)
+    loader = FILE_LOADERS.get(p.suffix.lower())
+    if loader is None:
+        raise ValueError(
+            f"{p}: unknown trace format {p.suffix!r} (expected .csv Azure, .jsonl Mooncake, a ServeGen directory, "
+            "or synthetic:...)"
+        )
+    cols = loader(p)(p, seed=seed)
+    duration = float(cols.arrival_s[-1]) + 1e-9 if len(cols) else 0.0
+    return _finish(p.name, cols, duration, time_scale, rate_scale, seed, start_s, duration_s)
+
+
+def _finish(
+    name: str,
+    cols: RequestColumns,
+    duration: float,
+    time_scale: float,
+    rate_scale: float,
+    seed: int,
+    start_s: float | None,
+    duration_s: float | None,
+) -> Trace:
+    cols = scale_rate(cols, rate_scale, duration, seed)
+    cols.arrival_s = cols.arrival_s * time_scale
+    duration *= time_scale
+    start = start_s or 0.0
+    if start >= duration and len(cols):
+        raise ValueError(f"{name}: start_s={start} is past the end of the trace ({duration:.0f} s)")
+    end = duration if duration_s is None else min(duration, start + duration_s)
+    return Trace(name, end - start, _columns=cols.window(start, end))
+
+
+def scale_rate(cols: RequestColumns, rate_scale: float, duration: float, seed: int) -> RequestColumns:
+    if rate_scale == 1.0 or not len(cols):
+        return cols
+    rng = np.random.default_rng([seed, 0x2A7E])
+    whole = int(rate_scale)
+    frac = rate_scale - whole
+    mean_gap = duration / max(len(cols), 1)
+    parts: list[RequestColumns] = []
+    next_id = 1 + max((max(b) for b in cols.prefix_blocks if b and min(b) < _TEMPLATE_BASE), default=0)
+    for copy in range(whole + (1 if frac > 0 else 0)):
+        keep = np.ones(len(cols), dtype=bool) if copy < whole else rng.random(len(cols)) < frac
+        jitter = np.zeros(int(keep.sum())) if copy == 0 else rng.uniform(-mean_gap, mean_gap, int(keep.sum()))
+        arrivals = np.clip(cols.arrival_s[keep] + jitter, 0.0, duration)
+        offset = copy * next_id
+        blocks = [
+            tuple(b if b >= _TEMPLATE_BASE else b + offset for b in blocks)
+            for blocks, k in zip(cols.prefix_blocks, keep.tolist(), strict=True)
+            if k
+        ]
+        parts.append(RequestColumns(arrivals, cols.prompt_tokens[keep], cols.output_tokens[keep], blocks))
+    return RequestColumns(
+        np.concatenate([p.arrival_s for p in parts]),
+        np.concatenate([p.prompt_tokens for p in parts]),
+        np.concatenate([p.output_tokens for p in parts]),
+        [b for p in parts for b in p.prefix_blocks],
+    ).sorted()
+
+
+def _servegen(
+    p: Path, time_scale: float, rate_scale: float, seed: int, start_s: float | None, duration_s: float | None
+) -> Trace:
+    source = ServeGenSource(read_servegen(p, seed=seed), time_scale=time_scale, rate_scale=rate_scale, seed=seed)
+    start = start_s or 0.0
+    if start >= source.duration_s:
+        raise ValueError(f"{p}: start_s={start} is past the end of the trace ({source.duration_s:.0f} s)")
+    span = source.duration_s - start if duration_s is None else min(duration_s, source.duration_s - start)
+    return Trace(
+        p.name,
+        span,
+        _sample=lambda a, b: source.sample(start + a, start + b),
+        _rates=lambda step: source.rate_series(step, start, span),
+    )

@@ -1,0 +1,164 @@
+"""The trace every loader produces: request arrivals with token counts and prefix blocks, plus a rate series.
+
+Requests are held column-wise (numpy arrays) because the 10 ServeGen days carry ~10^8 requests: the fluid
+level reads only `rate_series`, and the request level materialises `Request` objects for the span it replays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+# Mooncake's hash ids name 512-token blocks; synthesized prefixes use the same granularity so that every
+# loader feeds the prefix cache the same unit.
+PREFIX_BLOCK_TOKENS = 512
+
+# Refuse to materialise more request objects than this (about 1 GB of Python objects): use the fluid level.
+MAX_MATERIALISED_REQUESTS = 5_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request of a trace. `prefix_blocks` names the prompt's full 512-token blocks, in order; two
+    requests share a KV prefix exactly as long as their leading ids agree."""
+
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+    prefix_blocks: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class RateSeries:
+    """Per-step arrival rate and mean lengths: what the fluid level consumes."""
+
+    times_s: NDArray[np.float64]
+    req_per_s: NDArray[np.float64]
+    mean_prompt_tokens: NDArray[np.float64]
+    mean_output_tokens: NDArray[np.float64]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        # Lets callers write `times, rate, prompt, output = trace.rate_series(10)`.
+        return iter((self.times_s, self.req_per_s, self.mean_prompt_tokens, self.mean_output_tokens))
+
+
+@dataclass
+class RequestColumns:
+    """Column-wise requests, sorted by arrival."""
+
+    arrival_s: NDArray[np.float64]
+    prompt_tokens: NDArray[np.int64]
+    output_tokens: NDArray[np.int64]
+    prefix_blocks: list[tuple[int, ...]]
+
+    def __post_init__(self) -> None:
+        n = len(self.arrival_s)
+        if not (len(self.prompt_tokens) == len(self.output_tokens) == len(self.prefix_blocks) == n):
+            raise ValueError("request columns differ in length")
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+    def sorted(self) -> RequestColumns:
+        order = np.argsort(self.arrival_s, kind="stable")
+        return RequestColumns(
+            self.arrival_s[order],
+            self.prompt_tokens[order],
+            self.output_tokens[order],
+            [self.prefix_blocks[i] for i in order],
+        )
+
+    def window(self, start_s: float, end_s: float) -> RequestColumns:
+        lo, hi = np.searchsorted(self.arrival_s, [start_s, end_s], side="left")
+        return RequestColumns(
+            self.arrival_s[lo:hi] - start_s,
+            self.prompt_tokens[lo:hi],
+            self.output_tokens[lo:hi],
+            self.prefix_blocks[lo:hi],
+        )
+
+
+def rate_series_from_columns(cols: RequestColumns, duration_s: float, step_s: float) -> RateSeries:
+    """Bin arrivals into steps of `step_s`; mean lengths carry over empty steps (last seen, else overall)."""
+    if step_s <= 0:
+        raise ValueError(f"step_s must be > 0, got {step_s}")
+    n_steps = max(1, int(np.ceil(duration_s / step_s)))
+    times = np.arange(n_steps, dtype=np.float64) * step_s
+    idx = np.minimum((cols.arrival_s // step_s).astype(np.int64), n_steps - 1)
+    counts = np.bincount(idx, minlength=n_steps).astype(np.float64)
+    psum = np.bincount(idx, weights=cols.prompt_tokens.astype(np.float64), minlength=n_steps)
+    osum = np.bincount(idx, weights=cols.output_tokens.astype(np.float64), minlength=n_steps)
+    overall_p = float(cols.prompt_tokens.mean()) if len(cols) else 0.0
+    overall_o = float(cols.output_tokens.mean()) if len(cols) else 0.0
+    mean_p = _carry_forward(np.divide(psum, counts, out=np.full(n_steps, np.nan), where=counts > 0), overall_p)
+    mean_o = _carry_forward(np.divide(osum, counts, out=np.full(n_steps, np.nan), where=counts > 0), overall_o)
+    return RateSeries(times, counts / step_s, mean_p, mean_o)
+
+
+def _carry_forward(values: NDArray[np.float64], default: float) -> NDArray[np.float64]:
+    out = values.copy()
+    last = default
+    for i, v in enumerate(out):
+        if np.isnan(v):
+            out[i] = last
+        else:
+            last = float(v)
+    return out
+
+
+@dataclass
+class Trace:
+    """A replayable workload. Times are seconds since the trace start (after time scaling)."""
+
+    name: str
+    duration_s: float
+    _columns: RequestColumns | None = None
+    # Lazy sources (ServeGen): build columns for [start, end) and an exact rate series without sampling.
+    _sample: Callable[[float, float], RequestColumns] | None = None
+    _rates: Callable[[float], RateSeries] | None = None
+    _requests: list[Request] | None = field(default=None, repr=False)
+
+    @property
+    def columns(self) -> RequestColumns:
+        if self._columns is None:
+            if self._sample is None:
+                raise ValueError(f"trace {self.name!r} has neither requests nor a sampler")
+            self._columns = self._sample(0.0, self.duration_s)
+        return self._columns
+
+    @property
+    def requests(self) -> Sequence[Request]:
+        if self._requests is None:
+            cols = self.columns
+            if len(cols) > MAX_MATERIALISED_REQUESTS:
+                raise ValueError(
+                    f"trace {self.name!r} holds {len(cols):,} requests: too many for the request level; "
+                    "pass duration_s / rate_scale < 1, or use fidelity='fluid'"
+                )
+            self._requests = [
+                Request(float(a), int(p), int(o), b)
+                for a, p, o, b in zip(
+                    cols.arrival_s.tolist(),
+                    cols.prompt_tokens.tolist(),
+                    cols.output_tokens.tolist(),
+                    cols.prefix_blocks,
+                    strict=True,
+                )
+            ]
+        return self._requests
+
+    def rate_series(self, step_s: float) -> RateSeries:
+        """(times, req_per_s, mean prompt tokens, mean output tokens) per step, for the fluid level."""
+        if self._rates is not None:
+            return self._rates(step_s)
+        return rate_series_from_columns(self.columns, self.duration_s, step_s)
+
+    def expected_requests(self) -> float:
+        """Expected request count without materialising requests (exact for request-based traces)."""
+        if self._columns is not None or self._rates is None:
+            return float(len(self.columns))
+        rs = self._rates(60.0)
+        return float(rs.req_per_s.sum() * 60.0)
