@@ -1,0 +1,117 @@
+"""dcgm-exporter adapter: the real DataDog page, the hand-written MIG/hostname page, sentinels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from collector.adapt import adapt_page
+from collector.exposition import parse
+from collector.gpus.dcgm import adapt_dcgm, is_blank
+from collector.samples import GpuSample, TargetInfo
+
+MIB = 1024 * 1024
+GPU_TARGET = TargetInfo(url="http://dcgm:9400/metrics", kind="gpu", node="fallback-node")
+
+
+def _page(metrics_fixtures: Path, name: str) -> list[GpuSample]:
+    page = adapt_page((metrics_fixtures / name).read_text(), GPU_TARGET, 7.0)
+    assert page.replicas == []
+    assert page.engine is None
+    return page.gpus
+
+
+def _gpus(metrics_fixtures: Path, name: str) -> dict[str, GpuSample]:
+    return {g.key: g for g in _page(metrics_fixtures, name)}
+
+
+def test_datadog_page_one_sample_per_host_and_uuid(metrics_fixtures: Path) -> None:
+    gpus = _gpus(metrics_fixtures, "dcgm__DataDog__integrations-core__metrics.txt")
+    # three labelled GPU identities; the unlabelled "dummy" lines cannot be attributed and are skipped
+    assert sorted(gpus) == [
+        "424773df46e0/GPU-20c56d28-0da5-6d26-a36a-e7af1ce2586e",
+        "551bdf382151/GPU-9ef1b6d0-3643-5dd7-b823-c0ec20dcf2d5",
+        "ip-11111/GPU-abc",
+    ]
+    t4 = gpus["424773df46e0/GPU-20c56d28-0da5-6d26-a36a-e7af1ce2586e"]
+    assert (t4.node, t4.index, t4.model_name, t4.timestamp) == ("424773df46e0", "0", "Tesla T4", 7.0)
+    assert (t4.temperature_c, t4.power_w, t4.utilisation) == (25.0, 8.969, 0.0)
+    assert (t4.memory_free_bytes, t4.memory_used_bytes) == (15109 * MIB, 0.0)
+    assert (t4.last_xid, t4.pcie_replay, t4.xid_count) == (0, 0.0, None)
+    assert (t4.extra["sm_clock_mhz"], t4.extra["mem_clock_mhz"], t4.extra["energy_mj"]) == (300.0, 405.0, 128996013.0)
+    assert t4.remapped_rows_uncorrectable is None  # only on an unlabelled dummy line
+    t4b = gpus["551bdf382151/GPU-9ef1b6d0-3643-5dd7-b823-c0ec20dcf2d5"]
+    assert (t4b.extra["clock_event_reasons"], t4b.extra["memory_reserved_mib"], t4b.utilisation) == (1.0, 15109.0, None)
+    a10 = gpus["ip-11111/GPU-abc"]
+    assert (a10.model_name, a10.pod, a10.namespace, a10.container) == (
+        "NVIDIA A10G",
+        "ray-1111111",
+        "ray-llm",
+        "ray-worker",
+    )
+    assert a10.extra == {"dram_active": 0.000003}
+
+
+def test_handwritten_mig_hostname_sentinels(metrics_fixtures: Path) -> None:
+    gpus = _page(metrics_fixtures, "dcgm-mig-hostname__handwritten.txt")
+    by_index = {g.index: g for g in gpus}
+    # MIG instances share their parent's UUID: they are told apart by index "gpu/instance"
+    assert [g.index for g in gpus] == ["0", "1", "2/1", "2/2"]
+    assert {g.node for g in gpus} == {"gpu-node-7"}  # lowercase hostname label, not the fallback
+    h100 = by_index["0"]
+    assert (h100.pod, h100.namespace, h100.container) == ("llama-8b-6d9f7c-x2k4p", "inference", "vllm")
+    assert (h100.utilisation, h100.sm_active, h100.temperature_c, h100.power_w) == (0.87, 0.71, 64.0, 512.3)
+    assert (h100.memory_used_bytes, h100.memory_free_bytes) == (71234 * MIB, 9682 * MIB)
+    assert (h100.last_xid, h100.xid_count, h100.pcie_replay) == (79, 3.0, 3.0)
+    assert (h100.remapped_rows_correctable, h100.remapped_rows_uncorrectable, h100.row_remap_failure) == (
+        2.0,
+        1.0,
+        False,
+    )
+    assert (h100.extra["gr_engine_active"], h100.extra["tensor_active"]) == (0.912345, 0.4312)
+    idle = by_index["1"]
+    assert (idle.sm_active, idle.last_xid, idle.pod, idle.xid_count) == (None, 0, None, None)  # int64 sentinel
+    mig1, mig2 = by_index["2/1"], by_index["2/2"]
+    assert (mig1.mig_profile, mig1.mig_instance, mig1.uuid) == (
+        "3g.40gb",
+        "1",
+        "GPU-9d2e4f60-7a1b-4c3d-8e5f-6a7b8c9d0e1f",
+    )
+    assert (mig1.utilisation, mig1.memory_used_bytes, mig1.pod) == (None, 20480 * MIB, "qwen-7b-5c8d9b-m7q2z")
+    assert (mig2.last_xid, mig2.pod, mig2.memory_used_bytes) == (13, None, 512 * MIB)  # err_code when value is blank
+
+
+@pytest.mark.parametrize(
+    ("value", "blank"),
+    [
+        (9223372036854775794.0, True),  # DCGM_INT64 not-supported
+        (9.3e18, True),  # anywhere above the int64 blank band
+        (2147483632.0, True),  # DCGM_INT32_BLANK
+        (2147483634.0, True),  # DCGM_INT32 not-supported
+        (140737488355328.0, True),  # DCGM_FP64_BLANK
+        (float("nan"), True),  # not a number is no value
+        (2147483631.0, False),  # just below the int32 band: a real (large) counter
+        (0.0, False),  # zero is a value
+        (128996013.0, False),  # ordinary energy counter
+    ],
+)
+def test_is_blank(value: float, blank: bool) -> None:
+    assert is_blank(value) is blank
+
+
+@pytest.mark.parametrize(
+    ("labels", "node"),
+    [
+        # older exporters: capital Hostname
+        ('gpu="0",UUID="GPU-x",Hostname="h-old"', "h-old"),
+        # newest exporters: lowercase hostname
+        ('gpu="0",UUID="GPU-x",hostname="h-new"', "h-new"),
+        # neither: the discovered node
+        ('gpu="0",UUID="GPU-x"', "fallback-node"),
+    ],
+)
+def test_node_label_variants(labels: str, node: str) -> None:
+    families = parse(f"# TYPE DCGM_FI_DEV_GPU_TEMP gauge\nDCGM_FI_DEV_GPU_TEMP{{{labels}}} 40\n")
+    (gpu,) = adapt_dcgm(families, GPU_TARGET, 1.0)
+    assert (gpu.node, gpu.temperature_c) == (node, 40.0)

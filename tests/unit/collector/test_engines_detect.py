@@ -1,0 +1,68 @@
+"""Engine detection and the registry: every fixture is recognised, anything else is reported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from collector.engines import ENGINES, UnknownEngine, detect_engine, require_engine
+from collector.exposition import parse
+
+
+@pytest.mark.parametrize(
+    ("fixture", "engine"),
+    [
+        # one case per engine fixture: the families present name the engine
+        ("vllm__DataDog__integrations-core__vllm_metrics.txt", "vllm"),
+        ("vllm-v1-dp2__handwritten.txt", "vllm"),
+        ("sglang__DataDog__integrations-core__sglang_metrics.txt", "sglang"),
+        ("tgi__DataDog__integrations-core__payload__partial.txt", "tgi"),
+        ("trtllm-triton__triton-inference-server__tensorrtllm_backend__README.txt", "trtllm"),
+        ("llamacpp-with-kv__handwritten.txt", "llamacpp"),
+        ("llamacpp-without-kv__handwritten.txt", "llamacpp"),
+    ],
+)
+def test_detects_every_engine_fixture(metrics_fixtures: Path, fixture: str, engine: str) -> None:
+    assert detect_engine(parse((metrics_fixtures / fixture).read_text())) == engine
+
+
+def test_dcgm_page_is_no_engine_and_the_error_lists_families(metrics_fixtures: Path) -> None:
+    families = parse((metrics_fixtures / "dcgm__DataDog__integrations-core__metrics.txt").read_text())
+    with pytest.raises(UnknownEngine, match="DCGM_FI_DEV_CLOCK_THROTTLE_REASONS") as err:
+        detect_engine(families)
+    assert "more" in str(err.value)  # a few names, not all 38
+
+
+@pytest.mark.parametrize(
+    ("page", "message"),
+    [
+        # empty page: nothing to go on
+        ("", "no families at all"),
+        # a process-only page names what it saw
+        ("# TYPE process_open_fds gauge\nprocess_open_fds 3\n", "process_open_fds"),
+        # one family each of two engines: ambiguous, not guessed
+        ("vllm:num_requests_running 1\nsglang:num_running_reqs 1\n", "equally"),
+    ],
+)
+def test_unrecognised_pages_raise(page: str, message: str) -> None:
+    with pytest.raises(UnknownEngine, match=message):
+        detect_engine(parse(page))
+
+
+def test_explicit_engine_must_match_the_page(metrics_fixtures: Path) -> None:
+    families = parse((metrics_fixtures / "sglang__DataDog__integrations-core__sglang_metrics.txt").read_text())
+    with pytest.raises(UnknownEngine, match="none of the vllm families"):
+        require_engine("vllm", families)
+    with pytest.raises(UnknownEngine, match="unknown engine 'nope'"):
+        require_engine("nope", families)
+    assert require_engine("sglang", families) is ENGINES["sglang"]
+
+
+def test_registry_has_one_adapter_per_engine_with_disjoint_families() -> None:
+    assert set(ENGINES) == {"vllm", "sglang", "tgi", "trtllm", "llamacpp"}
+    names = list(ENGINES)
+    for i, a in enumerate(names):
+        assert ENGINES[a].name == a
+        for b in names[i + 1 :]:
+            assert not ENGINES[a].families & ENGINES[b].families, (a, b)

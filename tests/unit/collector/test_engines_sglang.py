@@ -1,0 +1,60 @@
+"""SGLang adapter: the real v0.5.10 capture and the tensor/data-parallel rank rule."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from collector.adapt import adapt_page
+from collector.samples import ReplicaSample, TargetInfo
+
+TARGET = TargetInfo(url="http://sglang:30000/metrics", pod="qwen-0")
+
+
+def _one(text: str) -> ReplicaSample:
+    page = adapt_page(text, TARGET, 5.0)
+    assert page.engine == "sglang"
+    assert len(page.replicas) == 1
+    return page.replicas[0]
+
+
+def test_capture_values_read_off_the_page(metrics_fixtures: Path) -> None:
+    r = _one((metrics_fixtures / "sglang__DataDog__integrations-core__sglang_metrics.txt").read_text())
+    assert (r.model, r.requests_running, r.requests_waiting) == ("facebook/opt-125m", 0.0, 0.0)
+    assert (r.kv_usage, r.kv_capacity_tokens) == (0.25, 430839.0)
+    assert (r.prefix_queries, r.prefix_hits) == (5.0, 1.0)  # prompt_tokens_total, cached_tokens_total
+    assert (r.prompt_tokens, r.generation_tokens, r.requests_finished) == (5.0, 32.0, 1.0)
+    assert r.preemptions is None  # only the num_retracted_reqs gauge, no counter
+    assert r.ttft is not None
+    assert (r.ttft.bounds, r.ttft.counts, r.ttft.sum) == ((0.1, math.inf), (1.0, 1.0), 0.02)
+    assert r.itl is not None
+    assert r.itl.counts == (31.0, 31.0)
+    assert r.e2e is not None
+    assert r.e2e.sum == 0.07
+    assert r.queue_time is not None
+    assert r.queue_time.bounds == (0.001, math.inf)
+
+
+_RANKS = """# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{model_name="m",tp_rank="0",dp_rank="0"} 5
+sglang:num_running_reqs{model_name="m",tp_rank="1",dp_rank="0"} 5
+sglang:num_running_reqs{model_name="m",tp_rank="2",dp_rank="1"} 7
+sglang:num_running_reqs{model_name="m",tp_rank="3",dp_rank="1"} 7
+# TYPE sglang:token_usage gauge
+sglang:token_usage{model_name="m",tp_rank="0",dp_rank="0"} 0.2
+sglang:token_usage{model_name="m",tp_rank="1",dp_rank="0"} 0.2
+sglang:token_usage{model_name="m",tp_rank="2",dp_rank="1"} 0.6
+sglang:token_usage{model_name="m",tp_rank="3",dp_rank="1"} 0.6
+# TYPE sglang:num_retracted_requests_total counter
+sglang:num_retracted_requests_total{model_name="m",tp_rank="0",dp_rank="0"} 3
+sglang:num_retracted_requests_total{model_name="m",tp_rank="2",dp_rank="1"} 4
+"""
+
+
+def test_tp_ranks_counted_once_dp_ranks_summed() -> None:
+    r = _one(_RANKS)
+    assert r.requests_running == 12.0  # 5 (dp 0) + 7 (dp 1), TP duplicates dropped
+    assert r.kv_usage == pytest.approx(0.4)  # mean over the two DP ranks
+    assert r.preemptions == 7.0  # retraction counter, summed over DP ranks

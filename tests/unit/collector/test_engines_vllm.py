@@ -1,0 +1,143 @@
+"""vLLM adapter: real DataDog capture, the hand-written V1 data-parallel page, and older names."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from collector.adapt import adapt_page
+from collector.samples import ReplicaSample, TargetInfo
+
+TARGET = TargetInfo(url="http://10.0.0.7:8000/metrics", namespace="inference", deployment="llama-8b", pod="llama-8b-0")
+
+
+def _one(text: str) -> ReplicaSample:
+    page = adapt_page(text, TARGET, 1000.0)
+    assert page.engine == "vllm"
+    assert len(page.replicas) == 1
+    return page.replicas[0]
+
+
+def test_datadog_capture_values_read_off_the_page(metrics_fixtures: Path) -> None:
+    r = _one((metrics_fixtures / "vllm__DataDog__integrations-core__vllm_metrics.txt").read_text())
+    assert (r.engine, r.model, r.replica, r.deployment_key) == (
+        "vllm",
+        "facebook/opt-125m",
+        "llama-8b-0",
+        "inference/llama-8b",
+    )
+    assert (r.requests_running, r.requests_waiting, r.kv_usage) == (0.0, 0.0, 0.0)
+    assert r.kv_capacity_tokens == 7281 * 16  # num_gpu_blocks="7281", block_size="16"
+    assert (r.prefix_queries, r.prefix_hits) == (117.0, 64.0)
+    assert (r.preemptions, r.prompt_tokens, r.generation_tokens, r.requests_finished) == (0.0, 5.0, 7.0, 1.0)
+    assert r.ttft is not None
+    assert r.ttft.count == 1.0
+    assert r.ttft.sum == pytest.approx(0.31326723098754883)
+    # the page has both inter_token_latency (current) and time_per_output_token (older): current wins
+    assert r.itl is not None
+    assert r.itl.bounds == (0.01, 0.1, math.inf)
+    assert r.itl.counts == (141.0, 144.0, 144.0)
+    assert r.queue_time is not None
+    assert r.queue_time.count == 6.0
+
+
+def test_v1_two_engines_sum_counts_and_average_kv(metrics_fixtures: Path) -> None:
+    r = _one((metrics_fixtures / "vllm-v1-dp2__handwritten.txt").read_text())
+    assert r.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert (r.requests_running, r.requests_waiting) == (21.0, 8.0)  # 12+9, 3+5
+    assert r.kv_usage == pytest.approx(0.5)  # mean of 0.62 and 0.38
+    assert r.kv_capacity_tokens == 2 * 20000 * 16  # one cache_config_info per engine
+    assert (r.prefix_queries, r.prefix_hits) == (100000.0, 51000.0)
+    assert (r.preemptions, r.prompt_tokens, r.generation_tokens) == (3.0, 310000.0, 80000.0)
+    assert r.requests_finished == 616.0  # stop+length+abort over both engines: 321 + 295
+    assert r.ttft is not None
+    assert len(r.ttft.bounds) == 23
+    assert r.ttft.bounds[0] == 0.001
+    assert r.ttft.bounds[-2] == 2560.0
+    assert r.ttft.counts[r.ttft.bounds.index(0.1)] == 350.0  # 190 + 160
+    assert (r.ttft.counts[-1], r.ttft.count) == (616.0, 616.0)
+    assert r.ttft.sum == pytest.approx(81.7)  # 40.5 + 41.2
+    assert r.itl is not None
+    assert r.itl.count == 79384.0
+    assert r.itl.counts[r.itl.bounds.index(0.05)] == 69000.0
+    assert r.e2e is not None
+    assert r.e2e.counts[r.e2e.bounds.index(2.5)] == 410.0
+    assert r.queue_time is not None
+    assert r.queue_time.counts[0] == 570.0
+    assert r.queue_time.sum == pytest.approx(55.5)
+
+
+_V0 = """# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="m"} 4
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{model_name="m"} 1
+# TYPE vllm:gpu_cache_usage_perc gauge
+vllm:gpu_cache_usage_perc{model_name="m"} 0.75
+# TYPE vllm:gpu_prefix_cache_hit_rate gauge
+vllm:gpu_prefix_cache_hit_rate{model_name="m"} 0.4
+# TYPE vllm:time_per_output_token_seconds histogram
+vllm:time_per_output_token_seconds_bucket{model_name="m",le="0.05"} 7
+vllm:time_per_output_token_seconds_bucket{model_name="m",le="+Inf"} 9
+vllm:time_per_output_token_seconds_sum{model_name="m"} 0.6
+vllm:time_per_output_token_seconds_count{model_name="m"} 9
+"""
+
+_OLDER_PREFIX = """# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="m",engine="0"} 2
+vllm:num_requests_running{model_name="m",engine="1"} 3
+# TYPE vllm:gpu_prefix_cache_queries_total counter
+vllm:gpu_prefix_cache_queries_total{model_name="m",engine="0"} 100
+vllm:gpu_prefix_cache_queries_total{model_name="m",engine="1"} 50
+# TYPE vllm:gpu_prefix_cache_hits_total counter
+vllm:gpu_prefix_cache_hits_total{model_name="m",engine="0"} 40
+vllm:gpu_prefix_cache_hits_total{model_name="m",engine="1"} 10
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="32",num_gpu_blocks="1000"} 1
+"""
+
+_UNTYPED = """vllm:num_requests_waiting{model_name="m"} 6
+vllm:prompt_tokens_total{model_name="m"} 42
+vllm:cache_config_info{block_size="16",num_gpu_blocks="None"} 1
+"""
+
+
+@pytest.mark.parametrize(
+    ("page", "expected"),
+    [
+        # V0: gpu_cache_usage_perc feeds kv_usage, time_per_output_token feeds itl, the hit-rate gauge is not a counter
+        (
+            _V0,
+            {
+                "kv_usage": 0.75,
+                "prefix_queries": None,
+                "prefix_hits": None,
+                "requests_running": 4.0,
+                "preemptions": None,
+            },
+        ),
+        # older gpu_prefix_cache_* counters; one unlabelled cache_config_info stands for each of the 2 engines
+        (
+            _OLDER_PREFIX,
+            {"prefix_queries": 150.0, "prefix_hits": 50.0, "kv_capacity_tokens": 2 * 32 * 1000, "kv_usage": None},
+        ),
+        # no TYPE lines: counters keyed by their full name are still read; num_gpu_blocks="None" is unknown
+        (
+            _UNTYPED,
+            {"requests_waiting": 6.0, "prompt_tokens": 42.0, "kv_capacity_tokens": None, "requests_running": None},
+        ),
+    ],
+)
+def test_older_names(page: str, expected: dict[str, object]) -> None:
+    r = _one(page)
+    for name, value in expected.items():
+        assert getattr(r, name) == value, name
+
+
+def test_v0_itl_from_time_per_output_token() -> None:
+    itl = _one(_V0).itl
+    assert itl is not None
+    assert itl.bounds == (0.05, math.inf)
+    assert itl.counts == (7.0, 9.0)
+    assert itl.sum == 0.6
