@@ -36,7 +36,6 @@ CASES = [
         {"n1": Verdict.REFUSED_LAST_READY_REPLICA},
     ),
     # a peer that is not ready does not count as a spare
-    ([_drain("n1")], _spread("ml/a", ["n1"]) + _spread("ml/a2", ["n2"], ready=False), (), LIVE, {"n1": Verdict.DRAIN}),
     (
         [_drain("n1")],
         [Placement("ml/a", "a-0", "n1", True), Placement("ml/a", "a-1", "n2", False)],
