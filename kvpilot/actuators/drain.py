@@ -1,0 +1,225 @@
+"""Drain a node through the official Kubernetes client: cordon, taint, evict its pods honouring
+PodDisruptionBudgets (a 429 is retried with backoff until a deadline), and uncordon on operator request.
+
+What to drain is decided elsewhere (``detectors.drain_rails``); this module only executes, and returns an
+audit record for every step it took, retried or skipped. Dry-run lists what it would do and changes nothing.
+Node updates are read-modify-replace with the node's resourceVersion, so a concurrent writer (another
+controller, an operator's kubectl) yields a 409 that is retried on a fresh read instead of being overwritten.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from collector.clock import Clock, WallClock
+from kvpilot.actuators.audit import AuditRecord, Outcome
+
+TAINT_KEY = "kvpilot.io/unhealthy-gpu"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Exponential backoff for 429 (PDB) and 409 (conflict) answers."""
+
+    initial_s: float = 1.0
+    factor: float = 2.0
+    max_s: float = 30.0
+    deadline_s: float = 600.0  # give up evicting a pod after this long (the PDB keeps refusing)
+    max_conflicts: int = 5  # resourceVersion conflicts on one node update before giving up
+
+    def delay(self, attempt: int) -> float:
+        return float(min(self.max_s, self.initial_s * self.factor**attempt))
+
+
+@dataclass(slots=True)
+class DrainResult:
+    node: str
+    dry_run: bool
+    records: list[AuditRecord] = field(default_factory=list)
+    evicted: list[str] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)
+    failed: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return not self.failed and not self.blocked
+
+
+class NodeDrainer:
+    def __init__(
+        self,
+        core: client.CoreV1Api,
+        *,
+        clock: Clock | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        backoff: Backoff = Backoff(),
+        actor: str = "kvpilot",
+        taint_key: str = TAINT_KEY,
+    ) -> None:
+        self._core = core
+        self._clock = clock or WallClock()
+        self._sleep = sleep
+        self._backoff = backoff
+        self._actor = actor
+        self._taint_key = taint_key
+
+    # -- public ----------------------------------------------------------------------------------------
+
+    def drain(self, node: str, *, dry_run: bool = True, reason: str = "") -> DrainResult:
+        """Cordon and taint ``node``, then evict every pod on it that a drain should move."""
+        result = DrainResult(node=node, dry_run=dry_run)
+        if not self._update_node(node, result, cordon=True, reason=reason):
+            return result
+        pods = self._pods_to_evict(node, result)
+        if pods is None:
+            return result
+        for namespace, name in pods:
+            self._evict(node, namespace, name, result)
+        return result
+
+    def uncordon(self, node: str, *, dry_run: bool = False, reason: str = "") -> DrainResult:
+        """Remove kvpilot's taint and mark the node schedulable again (an operator's request)."""
+        result = DrainResult(node=node, dry_run=dry_run)
+        self._update_node(node, result, cordon=False, reason=reason)
+        return result
+
+    # -- steps -----------------------------------------------------------------------------------------
+
+    def _record(self, result: DrainResult, step: str, target: str, outcome: Outcome, message: str, **ev: Any) -> None:
+        result.records.append(
+            AuditRecord(
+                at=self._clock.now(),
+                node=result.node,
+                step=step,
+                target=target,
+                outcome=outcome,
+                message=message,
+                dry_run=result.dry_run,
+                actor=self._actor,
+                evidence={k: v for k, v in ev.items() if isinstance(v, str | float | int) or v is None},
+            )
+        )
+
+    def _update_node(self, node: str, result: DrainResult, *, cordon: bool, reason: str) -> bool:
+        step = "cordon" if cordon else "uncordon"
+        for attempt in range(self._backoff.max_conflicts + 1):
+            try:
+                obj = self._core.read_node(node)
+            except ApiException as e:
+                return self._node_error(result, step, node, e)
+            spec = obj.spec = obj.spec or client.V1NodeSpec()
+            taints = [t for t in (spec.taints or []) if t.key != self._taint_key]
+            if cordon:
+                taints.append(client.V1Taint(key=self._taint_key, value="true", effect="NoSchedule"))
+            already = bool(spec.unschedulable) == cordon and len(taints) == len(spec.taints or [])
+            if already:
+                self._record(
+                    result, step, node, Outcome.SKIPPED, f"{node} already {'cordoned' if cordon else 'schedulable'}"
+                )
+                return True
+            if result.dry_run:
+                self._record(result, step, node, Outcome.DRY_RUN, f"would {step} {node}: {reason}".rstrip(": "))
+                return True
+            spec.unschedulable = True if cordon else None
+            spec.taints = taints or None
+            try:
+                self._core.replace_node(node, obj)
+            except ApiException as e:
+                if e.status == 409:
+                    self._record(
+                        result, step, node, Outcome.RETRY, f"conflict updating {node}; re-reading", attempt=attempt
+                    )
+                    continue
+                return self._node_error(result, step, node, e)
+            done = f"{step}ed {node}" + (
+                f" and tainted {self._taint_key}" if cordon else f", removed {self._taint_key}"
+            )
+            self._record(result, step, node, Outcome.OK, f"{done}: {reason}".rstrip(": "))
+            return True
+        self._record(result, step, node, Outcome.ERROR, f"gave up after {self._backoff.max_conflicts} conflicts")
+        result.failed = True
+        return False
+
+    def _node_error(self, result: DrainResult, step: str, node: str, e: ApiException) -> bool:
+        outcome = Outcome.NOT_FOUND if e.status == 404 else Outcome.ERROR
+        self._record(result, step, node, outcome, f"{step} {node} failed: HTTP {e.status} {e.reason}", status=e.status)
+        result.failed = True
+        return False
+
+    def _pods_to_evict(self, node: str, result: DrainResult) -> list[tuple[str, str]] | None:
+        try:
+            pods = self._core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
+        except ApiException as e:
+            self._record(result, "list_pods", node, Outcome.ERROR, f"listing pods failed: HTTP {e.status}")
+            result.failed = True
+            return None
+        out: list[tuple[str, str]] = []
+        for pod in pods:
+            meta = pod.metadata
+            if meta is None or not meta.name:
+                continue  # the API server never sends a pod without a name; nothing could be evicted anyway
+            namespace = meta.namespace or "default"
+            skip = _skip_reason(pod)
+            if skip:
+                self._record(result, "evict", f"{namespace}/{meta.name}", Outcome.SKIPPED, skip)
+            else:
+                out.append((namespace, meta.name))
+        return out
+
+    def _evict(self, node: str, namespace: str, name: str, result: DrainResult) -> None:
+        ref = f"{namespace}/{name}"
+        if result.dry_run:
+            self._record(result, "evict", ref, Outcome.DRY_RUN, f"would evict {ref}")
+            return
+        body = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))
+        start = self._clock.now()
+        attempt = 0
+        while True:
+            try:
+                self._core.create_namespaced_pod_eviction(name, namespace, body)
+            except ApiException as e:
+                if e.status == 404:
+                    self._record(result, "evict", ref, Outcome.NOT_FOUND, f"{ref} already gone")
+                    return
+                if e.status == 429:
+                    waited = self._clock.now() - start
+                    if waited >= self._backoff.deadline_s:
+                        self._record(
+                            result,
+                            "evict",
+                            ref,
+                            Outcome.BLOCKED,
+                            f"PodDisruptionBudget blocked {ref} for {waited:.0f} s",
+                        )
+                        result.blocked.append(ref)
+                        return
+                    delay = self._backoff.delay(attempt)
+                    self._record(result, "evict", ref, Outcome.RETRY, f"PDB refused {ref}; retry in {delay:g} s")
+                    self._sleep(delay)
+                    attempt += 1
+                    continue
+                self._record(result, "evict", ref, Outcome.ERROR, f"evicting {ref}: HTTP {e.status} {e.reason}")
+                result.failed = True
+                return
+            self._record(result, "evict", ref, Outcome.OK, f"evicted {ref}")
+            result.evicted.append(ref)
+            return
+
+
+def _skip_reason(pod: Any) -> str | None:
+    """Pods a drain leaves alone, as `kubectl drain --ignore-daemonsets` does."""
+    annotations = pod.metadata.annotations or {}
+    if MIRROR_ANNOTATION in annotations:
+        return "mirror (static) pod: managed by the kubelet"
+    if any(o.kind == "DaemonSet" for o in (pod.metadata.owner_references or [])):
+        return "DaemonSet pod: it would be recreated on the same node"
+    if pod.status is not None and pod.status.phase in ("Succeeded", "Failed"):
+        return f"pod already {pod.status.phase.lower()}"
+    return None
