@@ -49,7 +49,7 @@ def make_nvml(gpus: list[FakeGpu], *, init_error: int | None = None) -> ModuleTy
 
     def api(fn: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            m.calls.append((fn.__name__, args))  # type: ignore[attr-defined]
+            m.calls.append((fn.__name__, args))
             handle = args[0] if args and isinstance(args[0], FakeGpu) else None
             if handle is not None and fn.__name__ in handle.errors:
                 raise real.NVMLError(handle.errors[fn.__name__])
@@ -148,9 +148,9 @@ def make_nvml(gpus: list[FakeGpu], *, init_error: int | None = None) -> ModuleTy
     @api
     def nvmlEventSetWait_v2(eventSet: object, timeoutms: int) -> Any:
         assert timeoutms == 0  # never block the collector
-        if not m.events:  # type: ignore[attr-defined]
+        if not m.events:
             raise real.NVMLError(real.NVML_ERROR_TIMEOUT)
-        return m.events.pop(0)  # type: ignore[attr-defined]
+        return m.events.pop(0)
 
     @api
     def nvmlEventSetFree(eventSet: object) -> None:
@@ -240,12 +240,12 @@ def test_xid_events_drained_each_collect_and_remembered() -> None:
     nvml = make_nvml([g0, g1])
     collector = NvmlCollector("n", nvml=nvml)
     collector.start()
-    nvml.events.extend([xid(g0, 13), xid(g0, 79), xid(g1, 48)])  # type: ignore[attr-defined]
+    nvml.events.extend([xid(g0, 13), xid(g0, 79), xid(g1, 48)])
     first = collector.collect(1.0)
     assert [(s.last_xid, s.xid_count) for s in first] == [(79, 2.0), (48, 1.0)]
     second = collector.collect(2.0)  # nothing new: the last XID is remembered
     assert [(s.last_xid, s.xid_count) for s in second] == [(79, 2.0), (48, 1.0)]
-    registrations = [c for c in nvml.calls if c[0] == "nvmlDeviceRegisterEvents"]  # type: ignore[attr-defined]
+    registrations = [c for c in nvml.calls if c[0] == "nvmlDeviceRegisterEvents"]
     assert len(registrations) == 2  # once per GPU, not per collect
 
 
@@ -282,4 +282,4 @@ def test_close_frees_events_and_shuts_down() -> None:
     collector = NvmlCollector("n", nvml=nvml)
     collector.collect(1.0)
     collector.close()
-    assert [c[0] for c in nvml.calls[-2:]] == ["nvmlEventSetFree", "nvmlShutdown"]  # type: ignore[attr-defined]
+    assert [c[0] for c in nvml.calls[-2:]] == ["nvmlEventSetFree", "nvmlShutdown"]
