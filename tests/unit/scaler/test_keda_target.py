@@ -72,3 +72,21 @@ def test_committed_stubs_match_the_proto_and_import_relatively() -> None:
     for rel, content in generated.items():
         assert (REPO / rel).read_text() == content, f"{rel} is stale: run `make generate`"
     assert "from . import externalscaler_pb2" in generated["scaler/keda/externalscaler_pb2_grpc.py"]
+
+
+def test_example_scaledobject_metadata_is_accepted() -> None:
+    import yaml
+
+    documents = list(yaml.safe_load_all((REPO / "deploy/examples/scaledobject.yaml").read_text()))
+    triggers = [
+        (doc["metadata"], trigger["metadata"])
+        for doc in documents
+        if doc["kind"] == "ScaledObject"
+        for trigger in doc["spec"]["triggers"]
+        if trigger["type"] in {"external", "external-push"}
+    ]
+    assert triggers, "the example has no external trigger"
+    for meta, metadata in triggers:
+        # the documented example must parse exactly as kvpilot will parse it
+        target = parse_target(meta["name"], meta["namespace"], metadata)
+        assert target.deployment == f"{meta['namespace']}/{meta['name']}"

@@ -1,0 +1,190 @@
+"""KEDA external scaler: GetMetrics latency and throughput with 1,000 ScaledObjects polling one kvpilot.
+
+The server runs in its own process (as kvpilot does), built by `scaler.keda.server.build_server`, hosting both
+kvpilot's ExternalScaler (1,000 deployments with decisions) and the peer: grpc's own health-check servicer
+(grpcio-health-checking), so both answer from the same process, port and server settings. The client shares
+one channel among all ScaledObjects, as KEDA's connection pool does for one `scalerAddress`.
+
+Two load shapes, each run alternately for ours and the peer (rounds, medians across rounds):
+- paced: every ScaledObject polls once per `--interval` seconds at a random phase (KEDA's default
+  pollingInterval is 30 s; 1 s is 30x that). Latency per call, client-side, p50/p99.
+- saturated: all ScaledObjects call back to back (1,000 in flight): throughput in calls/s.
+
+Last line: the ratio ours/peer of the paced p99 latency.
+
+    .venv/bin/python bench/keda.py [--objects 1000] [--interval 1.0] [--seconds 4] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import grpc
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from scaler.keda import externalscaler_pb2 as pb  # noqa: E402
+from scaler.keda import externalscaler_pb2_grpc as pb_grpc  # noqa: E402
+
+Call = Callable[[int], Awaitable[object]]
+
+
+def _namespace(i: int) -> str:
+    return f"team-{i % 20}"
+
+
+def _name(i: int) -> str:
+    return f"model-{i}"
+
+
+async def _serve(objects: int) -> None:
+    """Server process: prints its port, serves until stdin closes."""
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+    from scaler.decision import Decision
+    from scaler.keda.server import build_server, register_external_scaler
+    from scaler.keda.servicer import ExternalScalerServicer
+    from scaler.publish import DecisionBoard
+
+    board = DecisionBoard()
+    for i in range(objects):
+        board.publish(
+            Decision(f"{_namespace(i)}/{_name(i)}", time.time() + 3600, 3, 3, 4, 1, "predictive", "bench")
+        )
+    health_servicer = health.aio.HealthServicer()
+    await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    server, port = build_server(
+        "127.0.0.1:0",
+        [
+            register_external_scaler(ExternalScalerServicer(board)),
+            lambda s: health_pb2_grpc.add_HealthServicer_to_server(health_servicer, s),
+        ],
+    )
+    await server.start()
+    print(port, flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await server.stop(None)
+
+
+def _calls(channel: grpc.aio.Channel, objects: int) -> dict[str, Call]:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    stub = pb_grpc.ExternalScalerStub(channel)
+    health_stub = health_pb2_grpc.HealthStub(channel)
+    requests = [
+        pb.GetMetricsRequest(
+            scaledObjectRef=pb.ScaledObjectRef(
+                name=_name(i), namespace=_namespace(i), scalerMetadata={"scalerAddress": "kvpilot:9090"}
+            ),
+            metricName="kvpilot-replicas",
+        )
+        for i in range(objects)
+    ]
+    check = health_pb2.HealthCheckRequest(service="")
+    return {
+        "kvpilot GetMetrics": lambda i: stub.GetMetrics(requests[i]),
+        "grpc Health.Check": lambda i: health_stub.Check(check),
+    }
+
+
+async def _paced(call: Call, objects: int, interval: float, seconds: float) -> list[float]:
+    latencies: list[float] = []
+    deadline = time.perf_counter() + seconds
+
+    async def poller(i: int) -> None:
+        await asyncio.sleep(random.uniform(0, interval))
+        next_at = time.perf_counter()
+        while next_at < deadline:
+            start = time.perf_counter()
+            await call(i)
+            latencies.append(time.perf_counter() - start)
+            next_at += interval
+            await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+
+    await asyncio.gather(*(poller(i) for i in range(objects)))
+    return latencies
+
+
+async def _saturated(call: Call, objects: int, seconds: float) -> float:
+    done = 0
+    deadline = time.perf_counter() + seconds
+
+    async def worker(i: int) -> None:
+        nonlocal done
+        while time.perf_counter() < deadline:
+            await call(i)
+            done += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(i) for i in range(objects)))
+    return done / (time.perf_counter() - start)
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def _client(port: int, args: argparse.Namespace) -> None:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        calls = _calls(channel, args.objects)
+        for call in calls.values():  # warm up: connection, caches
+            await asyncio.gather(*(call(i) for i in range(args.objects)))
+        p50: dict[str, list[float]] = {name: [] for name in calls}
+        p99: dict[str, list[float]] = {name: [] for name in calls}
+        rps: dict[str, list[float]] = {name: [] for name in calls}
+        for _ in range(args.rounds):
+            for name, call in calls.items():
+                latencies = await _paced(call, args.objects, args.interval, args.seconds)
+                p50[name].append(_quantile(latencies, 0.50) * 1e3)
+                p99[name].append(_quantile(latencies, 0.99) * 1e3)
+                rps[name].append(await _saturated(call, args.objects, args.seconds / 2))
+    print(f"{args.objects} ScaledObjects, one channel, paced at 1 poll / {args.interval:g} s each "
+          f"({args.objects / args.interval:.0f} calls/s), {args.rounds} rounds; medians across rounds")  # fmt: skip
+    print(f"{'':22} {'p50 ms':>8} {'p99 ms':>8} {'saturated calls/s':>18}")
+    for name in calls:
+        print(
+            f"{name:22} {statistics.median(p50[name]):8.3f} {statistics.median(p99[name]):8.3f} "
+            f"{statistics.median(rps[name]):18.0f}"
+        )
+    ours, peer = (statistics.median(p99[name]) for name in calls)
+    print(f"ratio ours/peer p99 (paced GetMetrics vs grpc Health.Check): {ours / peer:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--objects", type=int, default=1000)
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between polls of one ScaledObject")
+    parser.add_argument("--seconds", type=float, default=4.0, help="length of one paced phase")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        asyncio.run(_serve(args.objects))
+        return
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve", "--objects", str(args.objects)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        asyncio.run(_client(port, args))
+    finally:
+        if server.stdin is not None:
+            server.stdin.close()
+        server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()

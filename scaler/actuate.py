@@ -1,0 +1,165 @@
+"""Turning a decision into replicas: advisory (say what would happen), KEDA (KEDA acts), or direct actuation.
+
+Direct actuation writes `spec.replicas` of the deployment's scale subresource (`deployments/scale`) through the
+official Kubernetes client, with optimistic concurrency: read the scale, write it back with the
+resourceVersion just read, and on 409 Conflict (someone else, often the HPA or `kubectl scale`, wrote in
+between) re-read and try again. Only RBAC `get`/`update` on `deployments/scale` is needed, never on the
+Deployment itself. Do not combine it with a KEDA ScaledObject or an HPA on the same deployment: they would
+fight over the replica count.
+
+The Kubernetes client is synchronous: from an event loop, call `apply` through `asyncio.to_thread`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from scaler.decision import Decision
+from scaler.publish import scale_target
+
+log = logging.getLogger(__name__)
+
+
+class ActuationError(Exception):
+    """Scaling a deployment failed. `retryable` tells a transient failure (retry with backoff) from a
+    permanent one (the deployment is gone, RBAC forbids it: disable and say why)."""
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+@dataclass(frozen=True, slots=True)
+class ActuationResult:
+    deployment: str
+    mode: str
+    previous_replicas: int | None  # what the scale subresource held (advisory: what the decision observed)
+    target_replicas: int
+    applied: bool  # True only when kvpilot itself changed spec.replicas
+    attempts: int  # reads of the scale subresource (more than 1 after resourceVersion conflicts)
+    message: str
+
+
+class Actuator(Protocol):
+    def apply(self, decision: Decision) -> ActuationResult: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AdvisoryActuator:
+    """Computes and reports what would be done; changes nothing. `mode` "keda" reads the same: KEDA acts."""
+
+    mode: str = "advisory"
+    include_warm_pool: bool = True
+
+    def apply(self, decision: Decision) -> ActuationResult:
+        target = scale_target(decision, include_warm_pool=self.include_warm_pool)
+        current = decision.current_replicas
+        verb = "would keep" if current == target else "would scale"
+        message = f"{self.mode}: {verb} {decision.deployment} {current} -> {target} replicas ({decision.reason})"
+        log.info(message)
+        return ActuationResult(decision.deployment, self.mode, current, target, False, 0, message)
+
+
+class ScaleSubresourceActuator:
+    """Direct actuation through `deployments/scale` (`kubernetes.client.AppsV1Api`)."""
+
+    mode = "direct"
+
+    def __init__(self, apps: Any, *, include_warm_pool: bool = True, max_attempts: int = 5) -> None:
+        if max_attempts < 1:
+            raise ValueError(f"error parsing direct actuation settings: max_attempts must be >= 1, got {max_attempts}")
+        self._apps = apps
+        self._include_warm_pool = include_warm_pool
+        self._max_attempts = max_attempts
+
+    def apply(self, decision: Decision) -> ActuationResult:
+        namespace, _, name = decision.deployment.partition("/")
+        target = scale_target(decision, include_warm_pool=self._include_warm_pool)
+        for attempt in range(1, self._max_attempts + 1):
+            scale = self._call(
+                "read", decision.deployment, self._apps.read_namespaced_deployment_scale, name, namespace
+            )
+            current = scale.spec.replicas if scale.spec is not None else None
+            if current == target:
+                message = f"direct: {decision.deployment} already at {target} replicas"
+                return ActuationResult(decision.deployment, self.mode, current, target, False, attempt, message)
+            scale.spec.replicas = target  # keeps metadata.resourceVersion from the read: optimistic concurrency
+            try:
+                self._call(
+                    "update",
+                    decision.deployment,
+                    self._apps.replace_namespaced_deployment_scale,
+                    name,
+                    namespace,
+                    scale,
+                )
+            except _Conflict:
+                log.info("direct: %s changed under us (409), re-reading (attempt %d)", decision.deployment, attempt)
+                continue
+            message = f"direct: scaled {decision.deployment} {current} -> {target} replicas ({decision.reason})"
+            log.info(message)
+            return ActuationResult(decision.deployment, self.mode, current, target, True, attempt, message)
+        raise ActuationError(
+            f"scaling {decision.deployment} to {target}: still conflicting after {self._max_attempts} attempts "
+            "(something else keeps writing its replica count; is an HPA or KEDA also scaling it?)",
+            retryable=True,
+        )
+
+    @staticmethod
+    def _call(verb: str, deployment: str, fn: Callable[..., Any], *args: Any) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return fn(*args)
+        except ApiException as error:
+            status = int(error.status or 0)
+            if status == 409 and verb == "update":
+                raise _Conflict() from None
+            reason = _REASONS.get(status)
+            if reason is None:
+                raise ActuationError(
+                    f"{verb} deployments/scale of {deployment}: HTTP {status} {error.reason}", retryable=True
+                ) from error
+            raise ActuationError(f"{verb} deployments/scale of {deployment}: {reason}", retryable=False) from error
+
+
+class _Conflict(Exception):
+    pass
+
+
+_REASONS = {
+    404: "deployment not found (404): it was deleted or renamed, or the namespace is wrong",
+    403: "forbidden (403): kvpilot's service account needs get and update on deployments/scale",
+    422: "rejected as invalid (422)",
+}
+
+
+def _advisory(*, include_warm_pool: bool = True, **_: Any) -> Actuator:
+    return AdvisoryActuator(include_warm_pool=include_warm_pool)
+
+
+def _keda(*, include_warm_pool: bool = True, **_: Any) -> Actuator:
+    return AdvisoryActuator(mode="keda", include_warm_pool=include_warm_pool)
+
+
+def _direct(*, apps: Any = None, **settings: Any) -> Actuator:
+    if apps is None:
+        from kubernetes import client
+
+        apps = client.AppsV1Api()
+    return ScaleSubresourceActuator(apps, **settings)
+
+
+# mode -> factory; `apps` (an AppsV1Api) and ScaleSubresourceActuator's settings are passed as keywords.
+ACTUATORS: dict[str, Callable[..., Actuator]] = {"advisory": _advisory, "keda": _keda, "direct": _direct}
+
+
+def make_actuator(mode: str, **kwargs: Any) -> Actuator:
+    try:
+        factory = ACTUATORS[mode]
+    except KeyError:
+        raise ValueError(f"unknown scaling mode {mode!r}; choose one of {', '.join(sorted(ACTUATORS))}") from None
+    return factory(**kwargs)
