@@ -1,0 +1,222 @@
+"""`kvpilot detect`: run the detectors over a simulated fleet or live /metrics endpoints and print findings.
+
+`--source sim` replays a trace through the simulator in virtual time (faults injected with
+`--inject '{"type":"xid","node":"node-0","gpu":0,"xid":79}@300'`) and prints every finding as it opens and
+closes. `--source URL` (repeatable) scrapes engine and dcgm-exporter pages: once (two scrapes one interval
+apart, since rates need two samples; raw detector output, before hysteresis) or, with `--watch`, every
+interval, printing findings as they open and close.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from typing import Annotated, Any
+
+import typer
+
+from collector.samples import GpuSample, Histogram, ReplicaSample, TargetInfo
+from collector.state import FleetState
+from detectors.finding import Finding
+
+SIM = "sim"
+
+
+def samples_from_snapshot(
+    snap: Any, *, now: float, namespace: str = "inference", deployment: str = "llama"
+) -> tuple[list[ReplicaSample], list[GpuSample], set[str]]:
+    """A simulator snapshot as the collector would see it: replicas that serve /metrics (not loading), the GPUs
+    dcgm-exporter lists (not vanished), and the nodes whose exporter answered."""
+    replicas = [_replica(r, now, namespace, deployment) for r in snap.replicas if r.state != "loading"]
+    gpus = [_gpu(g, now) for g in snap.gpus if not g.vanished]
+    return replicas, gpus, {g.node for g in snap.gpus}
+
+
+def _hist(h: Any) -> Histogram:
+    return Histogram(
+        bounds=(*(float(b) for b in h.bounds), float("inf")),
+        counts=tuple(float(c) for c in h.cumulative()),
+        sum=float(h.total),
+        count=float(h.count),
+    )
+
+
+def _replica(r: Any, now: float, namespace: str, deployment: str) -> ReplicaSample:
+    return ReplicaSample(
+        namespace=namespace,
+        deployment=deployment,
+        replica=r.name,
+        node=r.node,
+        engine="vllm",
+        model=r.model_name,
+        timestamp=now,
+        requests_waiting=float(r.requests_waiting),
+        requests_running=float(r.requests_running),
+        kv_usage=float(r.kv_usage),
+        kv_capacity_tokens=float(r.kv_capacity_tokens),
+        prefix_queries=float(r.prefix_queries_total),
+        prefix_hits=float(r.prefix_hits_total),
+        preemptions=float(r.preemptions_total),
+        prompt_tokens=float(r.prompt_tokens_total),
+        generation_tokens=float(r.generation_tokens_total),
+        requests_finished=float(r.requests_finished_total),
+        ttft=_hist(r.ttft),
+    )
+
+
+def _gpu(g: Any, now: float) -> GpuSample:
+    return GpuSample(
+        node=g.node,
+        index=str(g.index),
+        uuid=g.uuid,
+        model_name=g.model_name,
+        timestamp=now,
+        pod=g.pod or None,
+        utilisation=float(g.utilisation),
+        memory_used_bytes=float(g.memory_used_bytes),
+        memory_free_bytes=float(g.memory_free_bytes),
+        temperature_c=float(g.temperature_c),
+        power_w=float(g.power_w),
+        last_xid=int(g.last_xid),
+    )
+
+
+def finding_json(f: Finding) -> dict[str, Any]:
+    d = asdict(f)
+    d["id"] = f.id
+    d["severity"] = str(f.severity)
+    return d
+
+
+def _emit(event: str, f: Finding, t: float, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps({"event": event, "t": t, **finding_json(f)}, sort_keys=True))
+    else:
+        typer.echo(f"{t:>9.0f}s {event:<7} {f.severity!s:<8} {f.kind:<18} {f.action:<20} {f.summary}")
+
+
+def _parse_injections(specs: Iterable[str]) -> list[tuple[float, dict[str, Any]]]:
+    out: list[tuple[float, dict[str, Any]]] = []
+    for spec in specs:
+        body, sep, at = spec.rpartition("@")
+        if not sep:
+            raise typer.BadParameter(f"--inject {spec!r}: expected JSON@seconds")
+        try:
+            out.append((float(at), json.loads(body)))
+        except (ValueError, json.JSONDecodeError) as e:
+            raise typer.BadParameter(f"--inject {spec!r}: {e}") from None
+    return sorted(out, key=lambda x: x[0])
+
+
+def run_sim(
+    *,
+    trace: str,
+    replicas: int,
+    routing: str,
+    duration_s: float,
+    tick_s: float,
+    injections: Sequence[str],
+    as_json: bool,
+) -> list[Finding]:
+    from detectors.registry import Detection
+    from simulator import Fleet, FleetConfig, load_trace, parse_fault
+
+    pending = _parse_injections(injections)
+    faults = [(t, parse_fault(body)) for t, body in pending]
+    fleet = Fleet(FleetConfig(replicas=replicas, routing=routing), load_trace(trace, seed=0))
+    # Keep vanished GPUs for an hour: forgetting one would silently close its drain finding.
+    state = FleetState(stale_after_s=3 * tick_s, forget_after_s=3600)
+    detection = Detection()
+    t = 0.0
+    while t < duration_s:
+        t += tick_s
+        while faults and faults[0][0] <= t:
+            fleet.inject(faults.pop(0)[1])
+        fleet.advance_to(t)
+        reps, gpus, nodes = samples_from_snapshot(fleet.snapshot(), now=t)
+        state.observe(reps, gpus, now=t, gpu_nodes_scraped=nodes)
+        tr = detection.tick(state, now=t)
+        for f in tr.opened:
+            _emit("opened", f, t, as_json)
+        for f in tr.closed:
+            _emit("closed", f, t, as_json)
+    return detection.active()
+
+
+def _scrape(urls: Sequence[str], state: FleetState, now: float) -> None:
+    import httpx
+
+    from collector.adapt import adapt_page
+
+    replicas: list[ReplicaSample] = []
+    gpus: list[GpuSample] = []
+    down: list[TargetInfo] = []
+    nodes: set[str] = set()
+    for url in urls:
+        target = TargetInfo(url=url, pod=url, deployment="detect")
+        try:
+            r = httpx.get(url, timeout=5.0)
+            r.raise_for_status()
+            page = adapt_page(r.content, target, now, content_type=r.headers.get("content-type"))
+        except Exception as e:  # a bad target must not stop the others; it shows as target_down
+            typer.echo(f"scrape {url} failed: {e}", err=True)
+            down.append(target)
+            continue
+        replicas.extend(page.replicas)
+        gpus.extend(page.gpus)
+        nodes.update(g.node for g in page.gpus)
+    state.observe(replicas, gpus, now=now, down_targets=down, gpu_nodes_scraped=nodes)
+
+
+def command(
+    source: Annotated[list[str], typer.Option("--source", help="'sim' or a /metrics URL (repeatable)")],
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object per finding")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="keep scraping; print findings as they open/close")] = False,
+    interval_s: Annotated[float, typer.Option(help="scrape interval (URL sources) / tick (sim)")] = 5.0,
+    trace: Annotated[str, typer.Option(help="sim: trace path or synthetic spec")] = "synthetic:duration_s=1800,rate=8",
+    replicas: Annotated[int, typer.Option(help="sim: replica count")] = 4,
+    routing: Annotated[str, typer.Option(help="sim: round_robin | least_loaded | prefix_affinity")] = "least_loaded",
+    duration_s: Annotated[float, typer.Option(help="sim: virtual seconds to run")] = 600.0,
+    inject: Annotated[list[str] | None, typer.Option(help="sim: fault JSON@seconds (repeatable)")] = None,
+) -> None:
+    """Run the detectors and print findings."""
+    from detectors.registry import Detection, run_all
+
+    if interval_s <= 0:
+        raise typer.BadParameter(f"--interval-s must be > 0, got {interval_s}")
+    if source == [SIM]:
+        active = run_sim(
+            trace=trace,
+            replicas=replicas,
+            routing=routing,
+            duration_s=duration_s,
+            tick_s=interval_s,
+            injections=inject or [],
+            as_json=as_json,
+        )
+        if not as_json:
+            typer.echo(f"{len(active)} finding(s) open at the end")
+        return
+    if SIM in source:
+        raise typer.BadParameter("--source sim cannot be mixed with URLs")
+    state = FleetState(stale_after_s=3 * interval_s, forget_after_s=3600)
+    if not watch:
+        _scrape(source, state, time.time())
+        time.sleep(interval_s)  # rates need two samples one interval apart
+        now = time.time()
+        _scrape(source, state, now)
+        for f in run_all(state, now=now):
+            _emit("raw", f, now, as_json)
+        return
+    detection = Detection()
+    while True:
+        now = time.time()
+        _scrape(source, state, now)
+        tr = detection.tick(state, now=now)
+        for f in tr.opened:
+            _emit("opened", f, now, as_json)
+        for f in tr.closed:
+            _emit("closed", f, now, as_json)
+        time.sleep(max(0.0, interval_s - (time.time() - now)))
