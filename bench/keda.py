@@ -25,14 +25,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 import grpc
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from scaler.keda import externalscaler_pb2 as pb  # noqa: E402
-from scaler.keda import externalscaler_pb2_grpc as pb_grpc  # noqa: E402
+from scaler.keda import externalscaler_pb2 as pb
+from scaler.keda import externalscaler_pb2_grpc as pb_grpc
 
 Call = Callable[[int], Awaitable[object]]
 
@@ -56,9 +53,7 @@ async def _serve(objects: int) -> None:
 
     board = DecisionBoard()
     for i in range(objects):
-        board.publish(
-            Decision(f"{_namespace(i)}/{_name(i)}", time.time() + 3600, 3, 3, 4, 1, "predictive", "bench")
-        )
+        board.publish(Decision(f"{_namespace(i)}/{_name(i)}", time.time() + 3600, 3, 3, 4, 1, "predictive", "bench"))
     health_servicer = health.aio.HealthServicer()
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     server, port = build_server(
