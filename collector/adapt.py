@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from collector.engines import ENGINES, UnknownEngine, detect_engine, require_engine
-from collector.exposition import MetricFamily, ParseError, parse
+from collector.exposition import MetricFamily, is_openmetrics, parse
 from collector.gpus import GPU_ADAPTERS
 from collector.samples import GpuSample, ReplicaSample, TargetInfo
 
@@ -61,21 +61,6 @@ def adapt_families(
     return AdaptedPage(name, adapter.adapt(families, target, timestamp), gpus)
 
 
-def _is_openmetrics(content_type: str | None) -> bool:
-    return content_type is not None and content_type.split(";", 1)[0].strip().lower() == "application/openmetrics-text"
-
-
-def decode_page(body: str | bytes) -> str:
-    """Exposition text is UTF-8 by specification; anything else is a malformed page, not a crash."""
-    if isinstance(body, str):
-        return body
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line_no = body.count(b"\n", 0, e.start) + 1
-        raise ParseError(f"page is not UTF-8 (byte {e.start})", line_no=line_no) from e
-
-
 def adapt_page(
     text: str | bytes,
     target: TargetInfo,
@@ -84,9 +69,13 @@ def adapt_page(
     content_type: str | None = None,
     engine: str | None = None,
 ) -> AdaptedPage:
-    """Parse a scraped page (only the families adapters read) and adapt it; see ``adapt_families``."""
-    families = parse(decode_page(text), wanted=WANTED_FAMILIES, openmetrics=_is_openmetrics(content_type))
+    """Parse a scraped page (only the families adapters read) and adapt it; see ``adapt_families``.
+
+    Raises ``ParseError`` (malformed or non-UTF-8 page, naming the line) or ``UnknownEngine``; both are
+    ``ValueError``s, so a caller that only reports can catch that.
+    """
+    families = parse(text, wanted=WANTED_FAMILIES, openmetrics=is_openmetrics(content_type))
     return adapt_families(families, target, timestamp, engine)
 
 
-__all__ = ["GPU_ONLY", "WANTED_FAMILIES", "AdaptedPage", "adapt_families", "adapt_page", "decode_page"]
+__all__ = ["GPU_ONLY", "WANTED_FAMILIES", "AdaptedPage", "adapt_families", "adapt_page"]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collector.adapt import WANTED_FAMILIES, adapt_families, adapt_page, decode_page
+from collector.adapt import WANTED_FAMILIES, adapt_families, adapt_page
 from collector.engines import ENGINES, UnknownEngine
 from collector.exposition import ParseError, parse
 from collector.samples import TargetInfo
@@ -92,8 +92,8 @@ def test_openmetrics_content_type_selects_the_openmetrics_parser() -> None:
 
 
 def test_non_utf8_page_is_a_parse_error_naming_the_line() -> None:
-    with pytest.raises(ParseError, match="line 2: page is not UTF-8"):
-        decode_page(b"a 1\nb\xff 2\n")
+    with pytest.raises(ParseError, match="line 2: invalid UTF-8"):
+        adapt_page(b'vllm:num_requests_running 1\nvllm:num_requests_waiting{a="\xff"} 2\n', ENGINE_TARGET, 1.0)
 
 
 def test_adapt_families_equals_adapt_page(metrics_fixtures: Path) -> None:

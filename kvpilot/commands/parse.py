@@ -1,0 +1,76 @@
+"""`kvpilot parse FILE`: the canonical samples of a saved /metrics page, to check an adapter by eye.
+
+Exit status 2, with a one-line reason on stderr, for a file that cannot be read, a malformed page (the
+parser names the line) and a page no adapter recognises.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+class EngineChoice(StrEnum):
+    auto = "auto"
+    vllm = "vllm"
+    sglang = "sglang"
+    tgi = "tgi"
+    trtllm = "trtllm"
+    llamacpp = "llamacpp"
+    dcgm = "dcgm"
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"kvpilot parse: {message}", err=True)
+    return typer.Exit(code=2)
+
+
+def command(
+    file: Annotated[Path, typer.Argument(help="A saved /metrics page (Prometheus text or OpenMetrics).")],
+    engine: Annotated[
+        EngineChoice, typer.Option("--engine", help="Adapter to use; auto detects it from the families present.")
+    ] = EngineChoice.auto,
+    as_json: Annotated[
+        bool, typer.Option("--json", help='Print {"replicas": [...], "gpus": [...]} with the sample field names.')
+    ] = False,
+) -> None:
+    """Print the canonical replica and GPU samples of a saved /metrics page."""
+    from rich.console import Console
+
+    from collector.adapt import adapt_page
+    from collector.engines import UnknownEngine
+    from collector.exposition import ParseError
+    from collector.samples import TargetInfo
+    from collector.scrape import DEFAULT_MAX_BYTES
+    from kvpilot.render import print_tables, samples_json
+
+    try:
+        with file.open("rb") as f:
+            body = f.read(DEFAULT_MAX_BYTES + 1)  # the scrape loop's cap: a page it would refuse is refused here
+        mtime = file.stat().st_mtime
+    except OSError as err:
+        raise _fail(f"cannot read {file}: {err.strerror or err}") from None
+    if len(body) > DEFAULT_MAX_BYTES:
+        raise _fail(f"{file}: larger than {DEFAULT_MAX_BYTES} bytes, the most a scrape accepts")
+    # OpenMetrics pages end with "# EOF"; a saved page has no Content-Type to say so
+    openmetrics = body.rstrip().endswith(b"# EOF")
+    target = TargetInfo(url=str(file), kind="gpu" if engine is EngineChoice.dcgm else "engine")
+    try:
+        page = adapt_page(
+            body,
+            target,
+            mtime,
+            content_type="application/openmetrics-text" if openmetrics else None,
+            engine=None if engine in (EngineChoice.auto, EngineChoice.dcgm) else engine.value,
+        )
+    except ParseError as err:
+        raise _fail(f"{file}: malformed page: {err}") from None
+    except UnknownEngine as err:
+        raise _fail(f"{file}: {err}") from None
+    if as_json:
+        typer.echo(samples_json(page.replicas, page.gpus))
+    else:
+        print_tables(Console(), page.replicas, page.gpus)

@@ -1,0 +1,167 @@
+"""`kvpilot parse`: JSON and table output of saved pages, and every failure as exit 2 with a reason."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from collector.samples import GpuSample, Histogram, ReplicaSample
+from kvpilot.cli import app
+from kvpilot.render import sample_to_dict, samples_json
+
+REPLICA_KEYS = [f.name for f in fields(ReplicaSample)]
+GPU_KEYS = [f.name for f in fields(GpuSample)]
+KVPILOT = Path(sys.executable).with_name("kvpilot")
+
+
+def _strict_json(text: str) -> Any:
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"non-standard JSON constant {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _run(*args: str) -> Any:
+    return CliRunner().invoke(app, ["parse", *args])
+
+
+def test_json_of_the_vllm_dp_page(metrics_fixtures: Path) -> None:
+    result = _run(str(metrics_fixtures / "vllm-v1-dp2__handwritten.txt"), "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = _strict_json(result.stdout)
+    assert list(doc) == ["replicas", "gpus"]
+    assert doc["gpus"] == []
+    (replica,) = doc["replicas"]
+    assert list(replica) == REPLICA_KEYS
+    assert (replica["engine"], replica["model"]) == ("vllm", "meta-llama/Llama-3.1-8B-Instruct")
+    assert (replica["requests_waiting"], replica["requests_running"], replica["kv_usage"]) == (8.0, 21.0, 0.5)
+    assert (replica["prompt_tokens"], replica["kv_capacity_tokens"]) == (310000.0, 640000.0)
+    ttft = replica["ttft"]
+    assert list(ttft) == ["bounds", "counts", "sum", "count"]
+    assert (ttft["bounds"][0], ttft["bounds"][-1], ttft["counts"][-1], ttft["count"]) == (0.001, "+Inf", 616.0, 616.0)
+
+
+@pytest.mark.parametrize("engine", ["auto", "dcgm"])
+def test_json_of_the_dcgm_page(metrics_fixtures: Path, engine: str) -> None:
+    # auto: a page with only GPU families yields GPUs; dcgm: asked for explicitly
+    result = _run(str(metrics_fixtures / "dcgm-mig-hostname__handwritten.txt"), "--json", "--engine", engine)
+    assert result.exit_code == 0, result.stderr
+    doc = _strict_json(result.stdout)
+    assert doc["replicas"] == []
+    assert [g["index"] for g in doc["gpus"]] == ["0", "1", "2/1", "2/2"]
+    assert all(list(g) == GPU_KEYS for g in doc["gpus"])
+    assert (doc["gpus"][0]["last_xid"], doc["gpus"][0]["utilisation"], doc["gpus"][1]["sm_active"]) == (79, 0.87, None)
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    sorted(p.name for p in (Path(__file__).resolve().parents[2] / "fixtures" / "metrics").glob("*.txt")),
+)
+def test_every_fixture_parses_to_strict_json(metrics_fixtures: Path, fixture: str) -> None:
+    result = _run(str(metrics_fixtures / fixture), "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = _strict_json(result.stdout)
+    assert doc["replicas"] or doc["gpus"]
+
+
+def test_table_output_is_readable(metrics_fixtures: Path) -> None:
+    result = _run(str(metrics_fixtures / "llamacpp-without-kv__handwritten.txt"))
+    assert result.exit_code == 0, result.stderr
+    lines = {
+        line.split("│")[1].strip(): line.split("│")[2].strip()
+        for line in result.stdout.splitlines()
+        if line.count("│") == 3
+    }
+    assert (lines["engine"], lines["requests_running"], lines["prompt_tokens"]) == ("llamacpp", "4", "88120")
+    assert lines["kv_usage"] == "—"  # unknown, shown as such and not as 0
+
+
+_MALFORMED = 'vllm:num_requests_running{model_name="m" 3\n'
+
+
+@pytest.mark.parametrize(
+    ("make", "args", "message"),
+    [
+        # missing file
+        (lambda d: d / "absent.txt", [], "cannot read .*absent.txt: No such file or directory"),
+        # a directory is not a page
+        (lambda d: d, [], "cannot read .*: Is a directory"),
+        # malformed line in a family the adapters read: the parser names the line
+        (lambda d: _write(d / "bad.txt", "# TYPE x gauge\nx 1\n" + _MALFORMED), [], "malformed page: line 3"),
+        # a page no adapter recognises lists what it saw
+        (lambda d: _write(d / "proc.txt", "process_open_fds 3\n"), [], "no engine adapter .* matches"),
+        # an explicit engine the page does not carry
+        (lambda d: _write(d / "l.txt", "llamacpp:requests_processing 1\n"), ["--engine", "vllm"], "none of the vllm"),
+    ],
+)
+def test_failures_exit_2_with_a_reason_and_no_traceback(
+    tmp_path: Path, make: Any, args: list[str], message: str
+) -> None:
+    result = _run(str(make(tmp_path)), *args)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("kvpilot parse: ")
+    assert re.search(message, result.stderr), result.stderr
+
+
+def test_oversized_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import collector.scrape
+
+    monkeypatch.setattr(collector.scrape, "DEFAULT_MAX_BYTES", 64)
+    page = _write(tmp_path / "big.txt", "llamacpp:requests_processing 1\n" * 10)
+    result = _run(str(page))
+    assert (result.exit_code, "larger than 64 bytes" in result.stderr) == (2, True)
+
+
+def test_unknown_engine_choice_is_a_usage_error(metrics_fixtures: Path) -> None:
+    result = _run(str(metrics_fixtures / "vllm-v1-dp2__handwritten.txt"), "--engine", "nope")
+    assert result.exit_code == 2
+    assert "nope" in result.stderr
+
+
+def test_render_non_finite_values_as_strict_json() -> None:
+    h = Histogram((1.0, math.inf), (1.0, 2.0), math.nan, 2.0)
+    r = ReplicaSample("ns", "d", "r", "n", "vllm", None, 0.0, requests_waiting=math.inf, ttft=h)
+    doc = _strict_json(samples_json([r], []))
+    assert doc["replicas"][0]["requests_waiting"] == "+Inf"
+    assert doc["replicas"][0]["ttft"] == {"bounds": [1.0, "+Inf"], "counts": [1.0, 2.0], "sum": None, "count": 2.0}
+    assert list(sample_to_dict(r)) == REPLICA_KEYS
+
+
+def test_installed_console_script(metrics_fixtures: Path, tmp_path: Path) -> None:
+    """Once through the real entry point: exit codes and streams as a shell sees them."""
+    ok = subprocess.run(
+        [
+            str(KVPILOT),
+            "parse",
+            str(metrics_fixtures / "sglang__DataDog__integrations-core__sglang_metrics.txt"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert _strict_json(ok.stdout)["replicas"][0]["kv_usage"] == 0.25
+    bad = subprocess.run(
+        [str(KVPILOT), "parse", str(tmp_path / "absent.txt")], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (bad.returncode, bad.stdout) == (2, "")
+    assert bad.stderr.startswith("kvpilot parse: cannot read")
+    assert "Traceback" not in bad.stderr
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
