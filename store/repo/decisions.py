@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from scaler.decision import Decision
 from store.models import DecisionRow
 from store.repo.page import Page, paginate
+
+
+def finite(values: Mapping[str, float]) -> dict[str, float]:
+    """JSON (and PostgreSQL above all) has no NaN or infinity: unknown numbers are simply left out."""
+    return {k: float(v) for k, v in values.items() if isinstance(v, int | float) and math.isfinite(v)}
 
 
 def _to_row(d: Decision) -> DecisionRow:
@@ -22,7 +30,7 @@ def _to_row(d: Decision) -> DecisionRow:
         message=d.message,
         predictive_replicas=d.predictive_replicas,
         reactive_replicas=d.reactive_replicas,
-        forecast=dict(d.forecast),
+        forecast=finite(d.forecast),
     )
 
 

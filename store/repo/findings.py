@@ -3,7 +3,8 @@ close. An operator's acknowledgement survives until the condition clears, and it
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -18,6 +19,11 @@ ACKNOWLEDGED = "acknowledged"
 CLOSED = "closed"
 STATES = (OPEN, ACKNOWLEDGED, CLOSED)
 LIVE = (OPEN, ACKNOWLEDGED)
+
+
+def _json_safe(evidence: Mapping[str, float | str | None]) -> dict[str, float | str | None]:
+    """NaN and infinity are not JSON; they become None ("unknown"), which is what they mean here."""
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in evidence.items()}
 
 
 def to_finding(row: FindingRow) -> Finding:
@@ -35,7 +41,7 @@ def to_finding(row: FindingRow) -> Finding:
 def _refresh(row: FindingRow, f: Finding, now: float) -> None:
     row.severity = f.severity.value
     row.summary = f.summary
-    row.evidence = dict(f.evidence)
+    row.evidence = _json_safe(f.evidence)
     row.action = f.action
     row.last_seen = now
 

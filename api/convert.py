@@ -1,0 +1,110 @@
+"""Domain types and store rows → API bodies; one function per shape."""
+
+from __future__ import annotations
+
+import math
+
+from api import schemas
+from collector.state import DeploymentView, GpuView, ReplicaView
+from detectors.xid import triage
+from scaler.decision import Decision
+from store.models import DeploymentRow, DrainActionRow, DrainEventRow, FindingRow
+
+
+def _num(v: float | None) -> float | None:
+    return v if v is not None and math.isfinite(v) else None
+
+
+def decision(d: Decision) -> schemas.DecisionOut:
+    return schemas.DecisionOut(
+        deployment=d.deployment,
+        timestamp=d.timestamp,
+        current_replicas=d.current_replicas,
+        ready_replicas=d.ready_replicas,
+        desired_replicas=d.desired_replicas,
+        warm_pool=d.warm_pool,
+        reason=d.reason,
+        message=d.message,
+        predictive_replicas=d.predictive_replicas,
+        reactive_replicas=d.reactive_replicas,
+        forecast={k: _num(v) for k, v in d.forecast.items()},
+    )
+
+
+def replica(r: ReplicaView) -> schemas.ReplicaOut:
+    s = r.sample
+    return schemas.ReplicaOut(
+        key=r.key,
+        deployment=s.deployment_key,
+        replica=s.replica,
+        node=s.node,
+        engine=s.engine,
+        model=s.model,
+        ready=r.ready,
+        target_up=r.target_up,
+        last_seen=r.last_seen,
+        requests_waiting=_num(s.requests_waiting),
+        requests_running=_num(s.requests_running),
+        kv_usage=_num(s.kv_usage),
+        arrival_rate=_num(r.arrival_rate),
+        prefix_hit_ratio=_num(r.prefix_hit_ratio),
+        preemptions_rate=_num(r.preemptions_rate),
+        prompt_tokens_rate=_num(r.prompt_tokens_rate),
+        generation_tokens_rate=_num(r.generation_tokens_rate),
+        gpus=[g.key for g in r.gpus],
+    )
+
+
+def deployment(
+    key: str, view: DeploymentView | None, row: DeploymentRow | None, dec: Decision | None
+) -> schemas.DeploymentSummary:
+    ns, _, name = key.partition("/")
+    return schemas.DeploymentSummary(
+        key=key,
+        namespace=ns,
+        name=name,
+        live=view is not None,
+        replicas=len(view.replicas) if view else 0,
+        ready_replicas=view.ready_replicas if view else 0,
+        requests_waiting=_num(view.requests_waiting) if view else None,
+        requests_running=_num(view.requests_running) if view else None,
+        kv_usage_mean=_num(view.kv_usage_mean) if view else None,
+        kv_usage_max=_num(view.kv_usage_max) if view else None,
+        arrival_rate=_num(view.arrival_rate) if view else None,
+        prefix_hit_ratio=_num(view.prefix_hit_ratio) if view else None,
+        desired_replicas=dec.desired_replicas if dec else None,
+        first_seen=row.first_seen if row else None,
+        last_seen=row.last_seen if row else None,
+    )
+
+
+def finding(row: FindingRow) -> schemas.FindingOut:
+    return schemas.FindingOut.model_validate(row, from_attributes=True)
+
+
+def gpu(g: GpuView) -> schemas.GpuOut:
+    s = g.sample
+    return schemas.GpuOut(
+        key=g.key,
+        node=s.node,
+        index=s.index,
+        uuid=s.uuid,
+        model_name=s.model_name,
+        present=g.present,
+        last_seen=g.last_seen,
+        replica=g.replica,
+        utilisation=_num(s.utilisation),
+        memory_used_bytes=_num(s.memory_used_bytes),
+        memory_free_bytes=_num(s.memory_free_bytes),
+        temperature_c=_num(s.temperature_c),
+        power_w=_num(s.power_w),
+        last_xid=s.last_xid,
+        xid_class=triage(s).xid_class.value,
+    )
+
+
+def drain(row: DrainActionRow, events: list[DrainEventRow] | None = None) -> schemas.DrainOut:
+    out = schemas.DrainOut.model_validate(row, from_attributes=True)
+    if events:
+        out.events = [schemas.DrainEventOut.model_validate(e, from_attributes=True) for e in events]
+    return out

@@ -1,0 +1,62 @@
+"""Dependencies shared by the routers, as ``Annotated`` aliases: the runtime, the store, auth and paging."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.auth import Principal, TokenAuth
+from api.runtime import Runtime
+
+# auto_error=False: TokenAuth gives the 401/403 bodies; this only documents the scheme in OpenAPI.
+_bearer = HTTPBearer(auto_error=False, description="A read or admin token (KVPILOT_READ_TOKENS / _ADMIN_TOKENS).")
+
+
+def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+def get_sessions(request: Request) -> sessionmaker[Session]:
+    return get_runtime(request).sessions
+
+
+def _auth(request: Request) -> TokenAuth:
+    auth: TokenAuth = request.app.state.auth
+    return auth
+
+
+def _header(request: Request) -> str | None:
+    return request.headers.get("authorization")
+
+
+def require_read(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
+    return _auth(request).authenticate(_header(request), need_admin=False)
+
+
+def require_admin(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
+    return _auth(request).authenticate(_header(request), need_admin=True)
+
+
+@dataclass(frozen=True, slots=True)
+class PageParams:
+    limit: int
+    offset: int
+
+
+def page_params(
+    limit: Annotated[int, Query(ge=1, le=1000, description="Items per page.")] = 100,
+    offset: Annotated[int, Query(ge=0, le=10_000_000, description="Items to skip.")] = 0,
+) -> PageParams:
+    return PageParams(limit, offset)
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+SessionsDep = Annotated[sessionmaker[Session], Depends(get_sessions)]
+Reader = Annotated[Principal, Depends(require_read)]
+Admin = Annotated[Principal, Depends(require_admin)]
+Paging = Annotated[PageParams, Depends(page_params)]

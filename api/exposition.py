@@ -1,0 +1,130 @@
+"""kvpilot's own /metrics: gauges rendered from the current Snapshot at scrape time, plus the loop's counters.
+
+Rendering from the snapshot (instead of setting long-lived gauges) means a replica, GPU or finding that is gone
+simply stops being exported: no stale label sets, and cardinality never exceeds the fleet's current size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator
+
+from prometheus_client import Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from api import series as S  # noqa: N812  (the catalogue reads best as S.NAME)
+from api.runtime import RuntimeHealth, Snapshot
+from collector.rates import histogram_quantile
+from detectors.xid import triage
+
+
+def _known(v: float | None) -> bool:
+    return v is not None and math.isfinite(v)
+
+
+class _Families:
+    def __init__(self) -> None:
+        self._by_name: dict[str, GaugeMetricFamily] = {}
+
+    def add(self, s: S.Series, labels: Iterable[str], value: float | None) -> None:
+        if not _known(value):
+            return
+        fam = self._by_name.get(s.name)
+        if fam is None:
+            fam = self._by_name[s.name] = GaugeMetricFamily(s.name, s.help, labels=list(s.labels))
+        assert value is not None
+        fam.add_metric(list(labels), float(value))
+
+    def __iter__(self) -> Iterator[GaugeMetricFamily]:
+        return iter(self._by_name.values())
+
+
+def snapshot_families(snap: Snapshot) -> list[GaugeMetricFamily]:
+    f = _Families()
+    for r in snap.replicas:
+        s = r.sample
+        labels = (s.deployment_key, s.replica, s.engine)
+        f.add(S.REPLICA_REQUESTS_WAITING, labels, s.requests_waiting)
+        f.add(S.REPLICA_REQUESTS_RUNNING, labels, s.requests_running)
+        f.add(S.REPLICA_KV_USAGE, labels, s.kv_usage)
+    for key, d in snap.deployments.items():
+        f.add(S.DEPLOYMENT_REQUESTS_WAITING, (key,), d.requests_waiting)
+        f.add(S.DEPLOYMENT_REQUESTS_RUNNING, (key,), d.requests_running)
+        f.add(S.DEPLOYMENT_KV_USAGE, (key,), d.kv_usage_mean)
+        f.add(S.DEPLOYMENT_KV_USAGE_MAX, (key,), d.kv_usage_max)
+        f.add(S.DEPLOYMENT_ARRIVAL_RATE, (key,), d.arrival_rate)
+        f.add(S.DEPLOYMENT_TOKENS_RATE, (key, "prompt"), d.prompt_tokens_rate)
+        f.add(S.DEPLOYMENT_TOKENS_RATE, (key, "generation"), d.generation_tokens_rate)
+        f.add(S.PREFIX_CACHE_HIT_RATIO, (key,), d.prefix_hit_ratio)
+        f.add(S.DEPLOYMENT_REPLICAS, (key, "ready"), d.ready_replicas)
+        f.add(S.DEPLOYMENT_REPLICAS, (key, "loading"), len(d.replicas) - d.ready_replicas)
+        for q in S.TTFT_QUANTILES:
+            f.add(S.TTFT_SECONDS, (key, f"{q:g}"), histogram_quantile(q, d.ttft_window))
+    for (deployment, replica), seconds in snap.kv_time_to_exhaustion.items():
+        f.add(S.KV_TIME_TO_EXHAUSTION, (deployment, replica), seconds)
+    for key, dec in snap.decisions.items():
+        f.add(S.DESIRED_REPLICAS, (key,), dec.desired_replicas)
+        f.add(S.WARM_POOL_REPLICAS, (key,), dec.warm_pool)
+        f.add(S.PREDICTIVE_REPLICAS, (key,), dec.predictive_replicas)
+        f.add(S.REACTIVE_REPLICAS, (key,), dec.reactive_replicas)
+        f.add(S.FORECAST_ARRIVAL_RATE, (key,), dec.forecast.get("arrival_rate"))
+        f.add(S.FORECAST_ARRIVAL_RATE_UPPER, (key,), dec.forecast.get("arrival_rate_upper"))
+        for name, value in dec.forecast.items():
+            if name.startswith("mase_"):
+                f.add(S.FORECAST_ERROR_MASE, (key, name.removeprefix("mase_")), value)
+    for finding in snap.findings:
+        sub = finding.subject
+        f.add(S.FINDING_ACTIVE, (finding.kind, finding.severity.value, *sub.as_labels().values()), 1)
+    for g in snap.gpus:
+        if not g.present:
+            continue
+        gpu = g.sample.uuid or g.sample.index
+        f.add(S.GPU_UTILISATION, (g.sample.node, gpu), g.sample.utilisation)
+        if g.sample.last_xid is not None:
+            f.add(S.GPU_LAST_XID, (g.sample.node, gpu, triage(g.sample).xid_class.value), g.sample.last_xid)
+    for node, state in snap.node_drains.items():
+        f.add(S.NODE_DRAIN_STATE, (node, state), 1)
+    for url, h in snap.target_health.items():
+        f.add(S.SCRAPE_UP, (url,), 1 if h.up else 0)
+        f.add(S.SCRAPE_DURATION, (url,), h.last_scrape_duration_s)
+    return list(f)
+
+
+class _SnapshotCollector(Collector):
+    def __init__(self, snapshot: Callable[[], Snapshot | None], health: Callable[[], RuntimeHealth]) -> None:
+        self._snapshot = snapshot
+        self._health = health
+
+    def collect(self) -> Iterable[Metric]:
+        h = self._health()
+        f = _Families()
+        f.add(S.STORE_UP, (), 1 if h.store_up else 0)
+        f.add(S.STORE_PENDING_WRITES, (), h.store_pending_writes)
+        f.add(S.LEADER, (), 1 if h.leader else 0)
+        yield from f
+        c = CounterMetricFamily(S.STORE_DROPPED_WRITES.name.removesuffix("_total"), S.STORE_DROPPED_WRITES.help)
+        c.add_metric([], h.store_dropped_writes)
+        yield c
+        snap = self._snapshot()
+        if snap is not None:
+            yield from snapshot_families(snap)
+
+
+class OwnMetrics:
+    """The registry behind /metrics: counters the loop increments plus the snapshot-rendered gauges."""
+
+    def __init__(self, snapshot: Callable[[], Snapshot | None], health: Callable[[], RuntimeHealth]) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        r = self.registry
+        self.tick_seconds = Histogram(
+            S.LOOP_TICK_SECONDS.name,
+            S.LOOP_TICK_SECONDS.help,
+            buckets=S.TICK_BUCKETS_S,
+            registry=r,
+        )
+        self.overruns = Counter(S.LOOP_OVERRUNS.name, S.LOOP_OVERRUNS.help, registry=r)
+        self.scrape_failures = Counter(S.SCRAPE_FAILURES.name, S.SCRAPE_FAILURES.help, registry=r)
+        self.decisions = Counter(S.DECISIONS.name, S.DECISIONS.help, list(S.DECISIONS.labels), registry=r)
+        self.stage_errors = Counter(S.STAGE_ERRORS.name, S.STAGE_ERRORS.help, list(S.STAGE_ERRORS.labels), registry=r)
+        r.register(_SnapshotCollector(snapshot, health))

@@ -1,0 +1,30 @@
+"""Assembles the HTTP API from its routers; nothing else lives here."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from api import errors
+from api.auth import TokenAuth
+from api.limits import BodySizeLimit
+from api.routers import decisions, deployments, drains, findings, gpus, health, metrics, replicas, targets
+from api.runtime import Runtime
+
+ROUTERS = (health, metrics, deployments, replicas, gpus, targets, findings, decisions, drains)
+
+
+def create_app(runtime: Runtime, auth: TokenAuth) -> FastAPI:
+    app = FastAPI(
+        title="kvpilot",
+        summary="Observability and predictive autoscaling for LLM inference fleets",
+        version="1",
+        docs_url="/docs",
+        openapi_url="/openapi.json",
+    )
+    app.state.runtime = runtime
+    app.state.auth = auth
+    errors.install(app)
+    for module in ROUTERS:
+        app.include_router(module.router)
+    app.add_middleware(BodySizeLimit, max_bytes=runtime.settings_max_body_bytes)
+    return app

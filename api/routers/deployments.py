@@ -1,0 +1,55 @@
+"""Deployments: the live view merged with every deployment the store remembers, and one deployment's detail
+(state, decision with its reasons and forecast, replicas, live findings)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+
+from api import convert, schemas
+from api.deps import Paging, Reader, RuntimeDep, SessionsDep
+from api.paging import of_list
+from store import repo
+from store.db import transaction
+from store.errors import NotFound
+
+router = APIRouter(prefix="/v1/deployments", tags=["deployments"])
+
+Name = Annotated[str, Path(min_length=1, max_length=253, pattern=r"^[a-zA-Z0-9]([-a-zA-Z0-9._]*[a-zA-Z0-9])?$")]
+
+
+@router.get("", response_model=schemas.Page[schemas.DeploymentSummary])
+def list_deployments(_: Reader, runtime: RuntimeDep, sessions: SessionsDep, page: Paging) -> schemas.Page[object]:
+    snap = runtime.snapshot()
+    live = dict(snap.deployments) if snap else {}
+    decisions = dict(snap.decisions) if snap else {}
+    with transaction(sessions) as s:
+        rows = {r.key: r for r in repo.list_deployments(session=s, limit=1000).items}
+    keys = sorted(set(live) | set(rows))
+    return of_list(keys, page, lambda k: convert.deployment(k, live.get(k), rows.get(k), decisions.get(k)))
+
+
+@router.get("/{namespace}/{name}", response_model=schemas.DeploymentDetail, responses={404: {"model": schemas.Error}})
+def get_deployment(
+    namespace: Name, name: Name, _: Reader, runtime: RuntimeDep, sessions: SessionsDep
+) -> schemas.DeploymentDetail:
+    key = f"{namespace}/{name}"
+    snap = runtime.snapshot()
+    view = snap.deployments.get(key) if snap else None
+    dec = snap.decisions.get(key) if snap else None
+    with transaction(sessions) as s:
+        row = next((r for r in repo.list_deployments(session=s, limit=1000).items if r.key == key), None)
+        if view is None and row is None:
+            raise NotFound("deployment", key)
+        if dec is None:
+            dec = repo.latest_decisions(session=s).get(key)
+        findings = repo.list_findings(session=s, deployment=key, state="open", limit=1000).items
+        findings = [*findings, *repo.list_findings(session=s, deployment=key, state="acknowledged", limit=1000).items]
+        found = [convert.finding(f) for f in findings]
+    return schemas.DeploymentDetail(
+        deployment=convert.deployment(key, view, row, dec),
+        decision=convert.decision(dec) if dec else None,
+        replicas=[convert.replica(r) for r in view.replicas] if view else [],
+        findings=found,
+    )

@@ -1,0 +1,92 @@
+"""Drain actions: request (``POST {"node": NAME}``), approve, cancel; each step audited with who and when.
+
+The API only moves the state machine; the service's drain worker (the Lease holder) executes approved drains
+behind the safety rails (dry run, at most K at once, circuit breaker)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Path, status
+
+from api import convert, schemas
+from api.deps import Admin, Paging, Reader, RuntimeDep, SessionsDep
+from api.paging import of_store
+from store import repo
+from store.db import transaction
+from store.drain_states import DrainState
+
+router = APIRouter(prefix="/v1/drains", tags=["drains"])
+
+ActionId = Annotated[int, Path(ge=1, le=2**31 - 1)]
+_ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": schemas.Error}, 409: {"model": schemas.Error}}
+
+
+@router.get("", response_model=schemas.Page[schemas.DrainOut])
+def list_drains(
+    _: Reader, sessions: SessionsDep, page: Paging, state: DrainState | None = None, node: str | None = None
+) -> schemas.Page[object]:
+    with transaction(sessions) as s:
+        found = repo.list_drains(
+            session=s, state=state.value if state else None, node=node, limit=page.limit, offset=page.offset
+        )
+        return of_store(found, convert.drain)
+
+
+@router.post("", response_model=schemas.DrainOut, status_code=status.HTTP_201_CREATED, responses=_ERRORS)
+def request_drain(body: schemas.DrainIn, who: Admin, runtime: RuntimeDep, sessions: SessionsDep) -> schemas.DrainOut:
+    with transaction(sessions) as s:
+        row = repo.request_drain(
+            session=s,
+            node=body.node,
+            requested_by=who.name,
+            now=runtime.now(),
+            dry_run=runtime.drain_dry_run,
+            reason=body.reason or "requested through the API",
+        )
+        return convert.drain(row, repo.list_drain_events(session=s, action_id=row.id))
+
+
+@router.get("/{action_id}", response_model=schemas.DrainOut, responses=_ERRORS)
+def get_drain(action_id: ActionId, _: Reader, sessions: SessionsDep) -> schemas.DrainOut:
+    with transaction(sessions) as s:
+        row = repo.get_drain(session=s, action_id=action_id)
+        return convert.drain(row, repo.list_drain_events(session=s, action_id=action_id))
+
+
+@router.post("/{action_id}/approve", response_model=schemas.DrainOut, responses=_ERRORS)
+def approve(
+    action_id: ActionId, body: schemas.DrainTransitionIn, who: Admin, runtime: RuntimeDep, sessions: SessionsDep
+) -> schemas.DrainOut:
+    with transaction(sessions) as s:
+        repo.get_drain(session=s, action_id=action_id)
+        if repo.count_active_drains(session=s) >= runtime.drain_max_concurrent:
+            raise HTTPException(
+                status.HTTP_409_CONFLICT,
+                f"{runtime.drain_max_concurrent} drain(s) already approved or executing (drains.max_concurrent)",
+            )
+        row = repo.transition_drain(
+            session=s,
+            action_id=action_id,
+            to=DrainState.APPROVED,
+            actor=who.name,
+            now=runtime.now(),
+            message=body.message,
+        )
+        return convert.drain(row, repo.list_drain_events(session=s, action_id=action_id))
+
+
+@router.post("/{action_id}/cancel", response_model=schemas.DrainOut, responses=_ERRORS)
+def cancel(
+    action_id: ActionId, body: schemas.DrainTransitionIn, who: Admin, runtime: RuntimeDep, sessions: SessionsDep
+) -> schemas.DrainOut:
+    with transaction(sessions) as s:
+        row = repo.transition_drain(
+            session=s,
+            action_id=action_id,
+            to=DrainState.CANCELLED,
+            actor=who.name,
+            now=runtime.now(),
+            message=body.message,
+        )
+        return convert.drain(row, repo.list_drain_events(session=s, action_id=action_id))

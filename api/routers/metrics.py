@@ -1,0 +1,17 @@
+"""kvpilot's own series for Prometheus (catalogue in ``api.series``). Unauthenticated like every exporter:
+scrape it from inside the cluster; it carries no secrets."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from api.deps import RuntimeDep
+
+router = APIRouter(tags=["metrics"])
+
+
+@router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
+def metrics(runtime: RuntimeDep) -> Response:
+    return Response(generate_latest(runtime.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,66 @@
+"""Scrape targets with their health; static targets can be added and removed (admin)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, status
+from fastapi.responses import JSONResponse, Response
+
+from api import schemas
+from api.deps import Admin, Paging, Reader, RuntimeDep
+from api.paging import of_list
+from collector.health import TargetHealth
+from collector.samples import TargetInfo
+from store.errors import NotFound
+
+router = APIRouter(prefix="/v1/targets", tags=["targets"])
+
+
+def _out(t: TargetInfo, health: TargetHealth | None, static: bool) -> schemas.TargetOut:
+    return schemas.TargetOut(
+        url=t.url,
+        kind=t.kind,
+        engine=t.engine,
+        namespace=t.namespace,
+        deployment=t.deployment,
+        pod=t.pod,
+        node=t.node,
+        static=static,
+        up=health.up if health else None,
+        last_error=health.last_error if health else None,
+        last_scrape_ts=health.last_scrape_ts if health else None,
+        last_scrape_duration_s=health.last_scrape_duration_s if health else None,
+        consecutive_failures=health.consecutive_failures if health else 0,
+    )
+
+
+@router.get("", response_model=schemas.Page[schemas.TargetOut])
+def list_targets(_: Reader, runtime: RuntimeDep, page: Paging) -> schemas.Page[object]:
+    snap = runtime.snapshot()
+    static = {t.url: t for t in runtime.targets.static_targets()}
+    seen = {t.url: t for t in (snap.targets if snap else ())}
+    merged = {**seen, **static}
+    health = snap.target_health if snap else {}
+    items = [merged[u] for u in sorted(merged)]
+    return of_list(items, page, lambda t: _out(t, health.get(t.url), t.url in static))
+
+
+@router.post(
+    "",
+    response_model=schemas.TargetOut,
+    status_code=status.HTTP_201_CREATED,
+    responses={200: {"model": schemas.TargetOut, "description": "already present"}},
+)
+def add_target(body: schemas.TargetIn, _: Admin, runtime: RuntimeDep) -> JSONResponse:
+    target = TargetInfo(**body.model_dump())
+    created = runtime.targets.add(target)
+    out = _out(target, None, True).model_dump(mode="json")
+    return JSONResponse(out, status_code=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+@router.delete("", status_code=status.HTTP_204_NO_CONTENT, responses={404: {"model": schemas.Error}})
+def remove_target(_: Admin, runtime: RuntimeDep, url: Annotated[str, Query(min_length=1, max_length=2048)]) -> Response:
+    if not runtime.targets.remove(url):
+        raise NotFound("static target", url)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

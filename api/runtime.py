@@ -1,0 +1,83 @@
+"""What the API reads from the running service, as a small interface: the API never imports the composition root
+(``kvpilot.service`` implements ``Runtime``), so it can be tested against a hand-built one.
+
+The loop publishes one immutable ``Snapshot`` per tick; handlers read whichever is current, never a half-built one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from prometheus_client.registry import CollectorRegistry
+from sqlalchemy.orm import Session, sessionmaker
+
+from collector.health import TargetHealth
+from collector.samples import TargetInfo
+from collector.state import DeploymentView, GpuView, ReplicaView
+from detectors.finding import Finding
+from scaler.decision import Decision
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The fleet as of one completed tick."""
+
+    tick: int
+    t: float
+    deployments: Mapping[str, DeploymentView] = field(default_factory=dict)
+    replicas: Sequence[ReplicaView] = ()
+    gpus: Sequence[GpuView] = ()
+    decisions: Mapping[str, Decision] = field(default_factory=dict)
+    findings: Sequence[Finding] = ()
+    targets: Sequence[TargetInfo] = ()
+    target_health: Mapping[str, TargetHealth] = field(default_factory=dict)
+    node_drains: Mapping[str, str] = field(default_factory=dict)  # node -> drain state, for live drains
+    kv_time_to_exhaustion: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (deployment, replica)
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeHealth:
+    first_tick_done: bool
+    store_up: bool
+    store_pending_writes: int
+    store_dropped_writes: int
+    store_last_error: str | None
+    last_tick_at: float | None
+    leader: bool
+
+
+class TargetRegistry(Protocol):
+    """Static targets an operator adds and removes through the API (beside whatever discovery finds)."""
+
+    def static_targets(self) -> list[TargetInfo]: ...
+
+    def add(self, target: TargetInfo) -> bool:
+        """Add ``target``; False when its URL is already present."""
+        ...
+
+    def remove(self, url: str) -> bool:
+        """Remove the target with ``url``; False when there is none."""
+        ...
+
+
+class Runtime(Protocol):
+    settings_max_body_bytes: int
+    drain_dry_run: bool
+    drain_max_concurrent: int
+
+    def snapshot(self) -> Snapshot | None: ...
+
+    def health(self) -> RuntimeHealth: ...
+
+    def now(self) -> float: ...
+
+    @property
+    def sessions(self) -> sessionmaker[Session]: ...
+
+    @property
+    def targets(self) -> TargetRegistry: ...
+
+    @property
+    def registry(self) -> CollectorRegistry: ...

@@ -1,0 +1,200 @@
+"""The API's request and response bodies (Pydantic), kept apart from the store's tables and the domain types;
+``api.convert`` builds them."""
+
+from __future__ import annotations
+
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+T = TypeVar("T")
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(ser_json_inf_nan="null")
+
+
+class In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Page(Out, Generic[T]):
+    items: list[T]
+    total: int
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+class Error(Out):
+    detail: str | list[Any]
+
+
+class Health(Out):
+    status: Literal["ok", "not ready"]
+    checks: dict[str, bool]
+    store_pending_writes: int
+    store_dropped_writes: int
+    store_error: str | None
+    last_tick_at: float | None
+    leader: bool
+
+
+class DecisionOut(Out):
+    deployment: str
+    timestamp: float
+    current_replicas: int
+    ready_replicas: int
+    desired_replicas: int
+    warm_pool: int
+    reason: str
+    message: str
+    predictive_replicas: int | None
+    reactive_replicas: int | None
+    forecast: dict[str, float | None]
+
+
+class ReplicaOut(Out):
+    key: str
+    deployment: str
+    replica: str
+    node: str
+    engine: str
+    model: str | None
+    ready: bool
+    target_up: bool
+    last_seen: float
+    requests_waiting: float | None
+    requests_running: float | None
+    kv_usage: float | None
+    arrival_rate: float | None
+    prefix_hit_ratio: float | None
+    preemptions_rate: float | None
+    prompt_tokens_rate: float | None
+    generation_tokens_rate: float | None
+    gpus: list[str]
+
+
+class DeploymentSummary(Out):
+    key: str
+    namespace: str
+    name: str
+    live: bool  # seen in the latest tick
+    replicas: int
+    ready_replicas: int
+    requests_waiting: float | None
+    requests_running: float | None
+    kv_usage_mean: float | None
+    kv_usage_max: float | None
+    arrival_rate: float | None
+    prefix_hit_ratio: float | None
+    desired_replicas: int | None
+    first_seen: float | None
+    last_seen: float | None
+
+
+class FindingOut(Out):
+    id: str
+    kind: str
+    severity: str
+    state: str
+    deployment: str
+    replica: str
+    node: str
+    gpu: str
+    since: float
+    last_seen: float | None
+    closed_at: float | None
+    summary: str
+    action: str
+    evidence: dict[str, float | str | None]
+    acknowledged_at: float | None
+    acknowledged_by: str | None
+    acknowledge_note: str | None
+
+
+class DeploymentDetail(Out):
+    deployment: DeploymentSummary
+    decision: DecisionOut | None
+    replicas: list[ReplicaOut]
+    findings: list[FindingOut]
+
+
+class GpuOut(Out):
+    key: str
+    node: str
+    index: str
+    uuid: str | None
+    model_name: str | None
+    present: bool
+    last_seen: float
+    replica: str | None
+    utilisation: float | None
+    memory_used_bytes: float | None
+    memory_free_bytes: float | None
+    temperature_c: float | None
+    power_w: float | None
+    last_xid: int | None
+    xid_class: str
+
+
+class TargetIn(In):
+    url: str = Field(
+        min_length=8, max_length=2048, pattern=r"^https?://[!-~]+$", examples=["http://10.0.0.7:8000/metrics"]
+    )
+    kind: Literal["engine", "gpu"] = "engine"
+    engine: str | None = Field(default=None, max_length=32)
+    namespace: str = Field(default="default", min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    deployment: str = Field(default="", max_length=189)
+    pod: str = Field(default="", max_length=253)
+    node: str = Field(default="", max_length=253)
+
+
+class TargetOut(Out):
+    url: str
+    kind: str
+    engine: str | None
+    namespace: str
+    deployment: str
+    pod: str
+    node: str
+    static: bool  # added through the API or the config file (removable), as opposed to discovered
+    up: bool | None
+    last_error: str | None
+    last_scrape_ts: float | None
+    last_scrape_duration_s: float | None
+    consecutive_failures: int
+
+
+class AcknowledgeIn(In):
+    note: str = Field(default="", max_length=2000)
+
+
+class DrainIn(In):
+    node: str = Field(min_length=1, max_length=253, pattern=r"^[a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?$")
+    reason: str = Field(default="", max_length=2000)
+
+
+class DrainTransitionIn(In):
+    message: str = Field(default="", max_length=2000)
+
+
+class DrainEventOut(Out):
+    at: float
+    from_state: str | None
+    to_state: str
+    actor: str
+    message: str
+
+
+class DrainOut(Out):
+    id: int
+    node: str
+    state: str
+    dry_run: bool
+    requested_by: str
+    requested_at: float
+    updated_at: float
+    reason: str
+    finding_id: str | None
+    events: list[DrainEventOut] = []

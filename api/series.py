@@ -1,0 +1,85 @@
+"""The catalogue of kvpilot's own Prometheus series: names, types, labels and help, as constants.
+
+Alert rules (``alerts/``), dashboards (``dashboards/``) and the exporter (``api.exposition``) all import these,
+so a renamed series breaks the build instead of a dashboard. Labels are bounded by the fleet (deployments,
+replicas, nodes, GPUs, targets) and by small enums (kind, severity, state, reason, quantile); never request ids,
+URLs with query strings or free text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    name: str
+    type: str  # gauge | counter | histogram
+    labels: tuple[str, ...]
+    help: str
+
+
+def _g(name: str, labels: tuple[str, ...], help_: str) -> Series:
+    return Series(name, "gauge", labels, help_)
+
+
+DEP = ("deployment",)
+REPLICA = ("deployment", "replica", "engine")
+GPU = ("node", "gpu")
+
+REPLICA_REQUESTS_WAITING = _g("kvpilot_replica_requests_waiting", REPLICA, "Requests queued in one replica.")
+REPLICA_REQUESTS_RUNNING = _g("kvpilot_replica_requests_running", REPLICA, "Requests in one replica's batch.")
+REPLICA_KV_USAGE = _g("kvpilot_replica_kv_usage_ratio", REPLICA, "KV-cache usage of one replica, 0..1.")
+DEPLOYMENT_REQUESTS_WAITING = _g("kvpilot_deployment_requests_waiting", DEP, "Requests queued, summed over replicas.")
+DEPLOYMENT_REQUESTS_RUNNING = _g("kvpilot_deployment_requests_running", DEP, "Requests running, summed.")
+DEPLOYMENT_KV_USAGE = _g("kvpilot_deployment_kv_usage_ratio", DEP, "Mean KV-cache usage over ready replicas.")
+DEPLOYMENT_KV_USAGE_MAX = _g("kvpilot_deployment_kv_usage_max_ratio", DEP, "Highest KV-cache usage of any replica.")
+DEPLOYMENT_ARRIVAL_RATE = _g("kvpilot_deployment_arrival_rate", DEP, "Request arrivals per second (windowed).")
+DEPLOYMENT_TOKENS_RATE = _g(
+    "kvpilot_deployment_tokens_rate", ("deployment", "direction"), "Tokens per second, direction=prompt|generation."
+)
+PREFIX_CACHE_HIT_RATIO = _g("kvpilot_prefix_cache_hit_ratio", DEP, "Windowed prefix-cache hit ratio (tokens).")
+KV_TIME_TO_EXHAUSTION = _g(
+    "kvpilot_kv_time_to_exhaustion_seconds",
+    ("deployment", "replica"),
+    "Projected seconds until a replica's KV cache is full (only while filling).",
+)
+DEPLOYMENT_REPLICAS = _g("kvpilot_deployment_replicas", ("deployment", "state"), "Replicas by state=ready|loading.")
+DESIRED_REPLICAS = _g("kvpilot_desired_replicas", DEP, "Replicas the scaler wants now.")
+WARM_POOL_REPLICAS = _g("kvpilot_warm_pool_replicas", DEP, "Extra replicas to load now for demand at the horizon.")
+PREDICTIVE_REPLICAS = _g("kvpilot_predictive_replicas", DEP, "Replicas the forecast alone asks for.")
+REACTIVE_REPLICAS = _g("kvpilot_reactive_replicas", DEP, "Replicas the current load alone asks for.")
+FORECAST_ARRIVAL_RATE = _g("kvpilot_forecast_arrival_rate", DEP, "Forecast arrivals per second at the horizon.")
+FORECAST_ARRIVAL_RATE_UPPER = _g(
+    "kvpilot_forecast_arrival_rate_upper", DEP, "Upper bound of the forecast arrival rate at the horizon."
+)
+FORECAST_ERROR_MASE = _g(
+    "kvpilot_forecast_error_mase", ("deployment", "model"), "Live forecast error (mean absolute scaled error)."
+)
+TTFT_SECONDS = _g("kvpilot_ttft_seconds", ("deployment", "quantile"), "Time to first token over the rate window.")
+FINDING_ACTIVE = _g(
+    "kvpilot_finding_active",
+    ("kind", "severity", "deployment", "replica", "node", "gpu"),
+    "1 for every open finding.",
+)
+GPU_UTILISATION = _g("kvpilot_gpu_utilisation_ratio", GPU, "GPU utilisation, 0..1.")
+GPU_LAST_XID = _g("kvpilot_gpu_last_xid", ("node", "gpu", "xid_class"), "Last XID error code a GPU reported.")
+NODE_DRAIN_STATE = _g("kvpilot_node_drain_state", ("node", "state"), "1 for a node's current drain action state.")
+SCRAPE_UP = _g("kvpilot_scrape_up", ("target",), "1 when the latest scrape of a target succeeded.")
+SCRAPE_DURATION = _g("kvpilot_scrape_duration_seconds", ("target",), "Duration of the latest scrape of a target.")
+SCRAPE_FAILURES = Series("kvpilot_scrape_failures_total", "counter", (), "Failed scrapes over all targets.")
+LOOP_TICK_SECONDS = Series("kvpilot_loop_tick_seconds", "histogram", (), "Wall time of one control-loop tick.")
+LOOP_OVERRUNS = Series("kvpilot_loop_overruns_total", "counter", (), "Ticks that took longer than the interval.")
+STORE_UP = _g("kvpilot_store_up", (), "1 when the latest write to the store succeeded.")
+STORE_PENDING_WRITES = _g("kvpilot_store_pending_writes", (), "Writes buffered while the store is unreachable.")
+STORE_DROPPED_WRITES = Series(
+    "kvpilot_store_dropped_writes_total", "counter", (), "Buffered writes dropped because the buffer was full."
+)
+DECISIONS = Series("kvpilot_decisions_total", "counter", ("deployment", "reason"), "Scaling decisions by reason.")
+STAGE_ERRORS = Series("kvpilot_loop_stage_errors_total", "counter", ("stage",), "Loop stages that raised.")
+LEADER = _g("kvpilot_leader", (), "1 while this replica holds the Lease and may actuate.")
+
+ALL: tuple[Series, ...] = tuple(v for v in dict(globals()).values() if isinstance(v, Series))
+
+TICK_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+TTFT_QUANTILES = (0.5, 0.9, 0.99)
