@@ -1,0 +1,136 @@
+"""Parse throughput: kvpilot's exposition parser against prometheus_client's, same pages, same run.
+
+The page mix is every real and hand-written /metrics page in tests/fixtures/metrics; one round
+parses each page on its own (as a scrape does), ``--repeat`` times over. Two cases: (a) every
+family; (b) the selective read kvpilot does each tick, ~40 engine and GPU families (prometheus_client
+has no selection: it parses everything, then we filter). Rounds alternate the two parsers; medians
+are compared. The last line is ``ratio: N.NN``, ours over prometheus_client's samples per second in
+the selective case.
+
+    .venv/bin/python bench/parse.py [--repeat 20] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from collector.exposition import parse  # noqa: E402
+
+FIXTURES = REPO / "tests" / "fixtures" / "metrics"
+
+# The families kvpilot's adapters read: queue, KV cache, prefix cache, tokens, latency histograms, GPU health.
+WANTED = frozenset(
+    {
+        "vllm:num_requests_waiting",
+        "vllm:num_requests_running",
+        "vllm:gpu_cache_usage_perc",
+        "vllm:kv_cache_usage_perc",
+        "vllm:gpu_prefix_cache_queries",
+        "vllm:gpu_prefix_cache_hits",
+        "vllm:prefix_cache_queries",
+        "vllm:prefix_cache_hits",
+        "vllm:num_preemptions",
+        "vllm:prompt_tokens",
+        "vllm:generation_tokens",
+        "vllm:request_success",
+        "vllm:time_to_first_token_seconds",
+        "vllm:inter_token_latency_seconds",
+        "vllm:time_per_output_token_seconds",
+        "vllm:e2e_request_latency_seconds",
+        "vllm:request_queue_time_seconds",
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:token_usage",
+        "sglang:prompt_tokens",
+        "sglang:generation_tokens",
+        "sglang:time_to_first_token_seconds",
+        "tgi_queue_size",
+        "tgi_batch_current_size",
+        "tgi_request_generated_tokens",
+        "nv_trt_llm_request_metrics",
+        "nv_trt_llm_kv_cache_block_metrics",
+        "llamacpp:requests_processing",
+        "llamacpp:requests_deferred",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_FB_FREE",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_XID_ERRORS",
+        "DCGM_FI_PROF_SM_ACTIVE",
+    }
+)
+
+
+def page_mix() -> list[str]:
+    return [p.read_text(encoding="utf-8") for p in sorted(FIXTURES.glob("*.txt"))]
+
+
+def theirs_all(pages: list[str]) -> int:
+    return sum(len(f.samples) for page in pages for f in text_string_to_metric_families(page))
+
+
+def theirs_selective(pages: list[str]) -> int:
+    return sum(len(f.samples) for page in pages for f in text_string_to_metric_families(page) if f.name in WANTED)
+
+
+def ours_all(pages: list[str]) -> int:
+    return sum(len(f.samples) for page in pages for f in parse(page).values())
+
+
+def ours_selective(pages: list[str]) -> int:
+    return sum(len(f.samples) for page in pages for f in parse(page, wanted=WANTED).values())
+
+
+def interleaved_medians(
+    ours: Callable[[list[str]], int], theirs: Callable[[list[str]], int], pages: list[str], rounds: int
+) -> tuple[float, float, int, int]:
+    """Median seconds of each parser, alternating them round by round so drift hits both alike."""
+    t_ours: list[float] = []
+    t_theirs: list[float] = []
+    kept_ours = kept_theirs = 0
+    for _ in range(rounds):
+        start = time.perf_counter()
+        kept_theirs = theirs(pages)
+        t_theirs.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        kept_ours = ours(pages)
+        t_ours.append(time.perf_counter() - start)
+    return statistics.median(t_ours), statistics.median(t_theirs), kept_ours, kept_theirs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=20, help="copies of the fixture mix in one page")
+    ap.add_argument("--rounds", type=int, default=7, help="timed rounds per parser and case (median)")
+    args = ap.parse_args()
+    pages = page_mix() * args.repeat
+    total = theirs_all(pages)  # every sample of every page, counted by the peer: the work both must do
+    size = sum(len(p) for p in pages)
+    print(f"pages: {len(pages)} ({args.repeat} x {len(pages) // args.repeat} fixtures), {size} bytes, {total} samples")
+    ratios: dict[str, float] = {}
+    for case, ours, theirs in (("all", ours_all, theirs_all), ("selective", ours_selective, theirs_selective)):
+        t_ours, t_theirs, kept_ours, kept_theirs = interleaved_medians(ours, theirs, pages, args.rounds)
+        if kept_ours != kept_theirs:
+            raise SystemExit(f"{case}: ours kept {kept_ours} samples, prometheus_client {kept_theirs}")
+        ours_rate, theirs_rate = total / t_ours, total / t_theirs
+        ratios[case] = ours_rate / theirs_rate
+        print(
+            f"{case:9s} kept {kept_ours:6d} samples | ours {ours_rate:12,.0f} samples/s "
+            f"| prometheus_client {theirs_rate:12,.0f} samples/s | ratio {ratios[case]:.2f}"
+        )
+    print(f"ratio: {ratios['selective']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""Prometheus text (0.0.4) and OpenMetrics exposition parsing into families of samples.
+
+Only the families a caller asks for are read; the rest are skipped from their metric-name prefix.
+Families, types, help, sample names, labels, values and timestamps agree with prometheus_client's
+parsers (the correctness oracle) on every page they accept, except for the documented cases where the
+oracle accepts a line by accident. Malformed input raises ``ParseError`` naming the line. The work is
+linear in the page; the page size itself is capped by the scrape loop, the sample count here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from collector.exposition._model import DEFAULT_MAX_SAMPLES, MetricFamily, ParseError, Sample, Sink, Wanted, selector
+from collector.exposition._openmetrics import parse_openmetrics
+from collector.exposition._text import parse_text
+
+__all__ = ["DEFAULT_MAX_SAMPLES", "MetricFamily", "ParseError", "Sample", "Wanted", "is_openmetrics", "parse"]
+
+_Backend = Callable[[str, Callable[[str], bool], Sink], None]
+_BACKENDS: dict[bool, _Backend] = {False: parse_text, True: parse_openmetrics}
+
+
+def parse(
+    text: str | bytes,
+    *,
+    wanted: Wanted = None,
+    openmetrics: bool = False,
+    max_samples: int = DEFAULT_MAX_SAMPLES,
+) -> dict[str, MetricFamily]:
+    """Parse an exposition page, keeping only the families ``wanted`` selects (all when None).
+
+    ``wanted`` holds family names as prometheus_client names them (a text-format counter
+    ``foo_total`` is family ``foo``) or is a predicate over them. Bytes must be UTF-8.
+    """
+    if isinstance(text, bytes):
+        text = _decode(text)
+    sink = Sink(max_samples)
+    _BACKENDS[openmetrics](text, selector(wanted), sink)
+    return sink.families
+
+
+def is_openmetrics(content_type: str | None) -> bool:
+    """Whether a response's Content-Type announces OpenMetrics text (otherwise: Prometheus text)."""
+    if not content_type:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() == "application/openmetrics-text"
+
+
+def _decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line_no = data.count(b"\n", 0, e.start) + 1
+        start = data.rfind(b"\n", 0, e.start) + 1
+        end = data.find(b"\n", e.start)
+        shown = data[start : end if end >= 0 else len(data)].decode("utf-8", "replace")
+        raise ParseError(f"invalid UTF-8 at byte {e.start}", line_no=line_no, line=shown) from None

@@ -1,0 +1,79 @@
+"""What a parsed page is made of (families of samples) and the sink both format backends fill.
+
+The sink owns the two rules every backend shares: families are keyed and merged exactly as the
+oracle's families would be when collected into a dict by name (the first family of a name fixes its
+type and help; later families of the same name add their samples), and a page may not produce more
+than ``max_samples`` samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+
+
+class ParseError(ValueError):
+    """Malformed exposition text; names the 1-based line where parsing failed."""
+
+    def __init__(self, message: str, *, line_no: int | None = None, line: str | None = None) -> None:
+        where = f"line {line_no}: " if line_no is not None else ""
+        shown = f" ({line[:200]!r})" if line is not None else ""
+        super().__init__(f"{where}{message}{shown}")
+        self.line_no = line_no
+        self.line = line
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    name: str  # full sample name, e.g. "vllm:time_to_first_token_seconds_bucket"
+    labels: dict[str, str]
+    value: float
+    timestamp: float | None = None  # seconds since the epoch
+
+
+@dataclass(slots=True)
+class MetricFamily:
+    # Family name as prometheus_client names it: counters lose their "_total" suffix (text format),
+    # histogram/summary families carry the base name.
+    name: str
+    type: str  # counter | gauge | histogram | summary | unknown | info | stateset | gaugehistogram
+    help: str = ""
+    samples: list[Sample] = field(default_factory=list)
+    unit: str = ""  # OpenMetrics "# UNIT"; always "" for the text format
+
+
+Wanted = Collection[str] | Callable[[str], bool] | None
+
+# A /metrics page of a large inference node holds tens of thousands of samples; two million is far
+# beyond any real page yet bounds what a hostile or broken target can make us allocate.
+DEFAULT_MAX_SAMPLES = 2_000_000
+
+
+def selector(wanted: Wanted) -> Callable[[str], bool]:
+    """Turn ``wanted`` into a predicate over family names (everything when None)."""
+    if wanted is None:
+        return _everything
+    if callable(wanted):
+        return wanted
+    return frozenset(wanted).__contains__
+
+
+def _everything(_name: str) -> bool:
+    return True
+
+
+class Sink:
+    """Collects the families a backend emits, merged by name, counting samples against the cap."""
+
+    __slots__ = ("families", "max_samples")
+
+    def __init__(self, max_samples: int) -> None:
+        self.families: dict[str, MetricFamily] = {}
+        self.max_samples = max_samples
+
+    def add(self, name: str, typ: str, help_text: str, samples: list[Sample], unit: str = "") -> None:
+        family = self.families.get(name)
+        if family is None:
+            self.families[name] = MetricFamily(name, typ, help_text, samples, unit)
+        else:
+            family.samples.extend(samples)

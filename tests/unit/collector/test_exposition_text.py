@@ -1,0 +1,255 @@
+"""The text-format parser against its oracle, prometheus_client.parser, on real pages and generated ones.
+
+Every comparison is differential: the expected families come from the oracle in the same test, never
+from hard-coded values.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+
+from collector.exposition import MetricFamily, ParseError, parse
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "metrics"
+PAGES = sorted(FIXTURES.glob("*.txt"))
+
+Canonical = dict[str, tuple[str, str, list[tuple[str, dict[str, str], Any, float | None]]]]
+
+
+def _value(v: float) -> Any:
+    """NaN compares equal to NaN; everything else by value."""
+    return "NaN" if math.isnan(v) else v
+
+
+def oracle(text: str) -> Canonical:
+    """prometheus_client's families collected by name the way kvpilot's interface promises."""
+    out: Canonical = {}
+    for fam in text_string_to_metric_families(text):
+        entry = out.setdefault(fam.name, (fam.type, fam.documentation, []))
+        for s in fam.samples:
+            ts = None if s.timestamp is None else float(s.timestamp)
+            entry[2].append((s.name, dict(s.labels), _value(float(s.value)), ts))
+    return out
+
+
+def canonical(families: dict[str, MetricFamily]) -> Canonical:
+    out: Canonical = {}
+    for key, fam in families.items():
+        assert key == fam.name
+        samples = [(s.name, s.labels, _value(s.value), s.timestamp) for s in fam.samples]
+        out[key] = (fam.type, fam.help, samples)
+    return out
+
+
+def assert_agrees(text: str, wanted: frozenset[str] | None = None) -> None:
+    expected = oracle(text)
+    if wanted is not None:
+        expected = {k: v for k, v in expected.items() if k in wanted}
+    assert canonical(parse(text, wanted=wanted)) == expected
+
+
+# --- real pages -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_every_fixture_agrees_with_prometheus_client(page: Path) -> None:
+    assert_agrees(page.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_every_fixture_agrees_when_read_selectively(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    names = sorted(oracle(text))
+    # every other family, so skipped and read families interleave through the page
+    assert_agrees(text, frozenset(names[::2]))
+    assert_agrees(text, frozenset(names[1::2]))
+
+
+def test_fixture_bytes_parse_like_text() -> None:
+    page = PAGES[0].read_bytes()
+    assert canonical(parse(page)) == canonical(parse(page.decode("utf-8")))
+
+
+# --- accepted edge cases (each agrees with the oracle) --------------------------------------------
+
+EDGE_CASES = [
+    # a counter declared without _total: family keeps the name, samples gain _total (oracle's munging)
+    "# TYPE foo counter\nfoo 1\n",
+    # a counter declared with _total: the family loses the suffix
+    '# HELP foo_total Requests.\n# TYPE foo_total counter\nfoo_total{a="b"} 3\n',
+    # a sample whose name the TYPE does not admit becomes its own untyped family
+    "# TYPE foo counter\nfoo_total 1\n",
+    # untyped samples without metadata: each line its own family, merged by name
+    'a 1\nb 2\na{x="y"} 3\n',
+    # histogram: buckets, sum and count stay in the base family; a bare sample does not
+    '# TYPE h histogram\nh_bucket{le="1"} 1\nh_bucket{le="+Inf"} 2\nh_sum 3\nh_count 2\nh 9\n',
+    # summary: quantiles, sum and count stay in the base family
+    '# TYPE s summary\ns{quantile="0.5"} 1\ns_sum 2\ns_count 3\n',
+    # escapes in label values: backslash, quote, newline; an unknown escape stays as written
+    'm{a="x\\\\y",b="q\\"q",c="l\\nl",d="t\\tt"} 1\n',
+    # HELP escapes only backslash and newline
+    '# HELP m Line\\none \\\\ and \\"quoted\\".\nm 1\n',
+    # special values and timestamps in milliseconds
+    "m NaN\nm +Inf 1700000000000\nm -Inf -5\nm 1e3 1.5\n",
+    # blank lines, comments, indentation, tabs and CRLF line ends
+    '\n# just a comment\n  m{a="b"}\t1\r\n\n#\n# HELP\nm 2\n',
+    # spaces around label pairs, a trailing comma, empty braces and no blank before the value
+    'm{ a = "b" , c="d", } 1\nm{} 2\nm{a="b"}3\n',
+    # HELP after TYPE for the same name keeps the type; a second TYPE for the same name replaces it
+    "# TYPE g gauge\n# HELP g Doc.\ng 1\n# TYPE g counter\ng 2\n",
+    # an invalid TYPE on a family that gets renamed is still fine once replaced
+    "# TYPE x_total bogus\n# TYPE x_total gauge\nx_total 1\n",
+    # label names may contain colons (the oracle validates them as metric names)
+    'm{a:b="c"} 1\n',
+    # a quoted name in HELP/TYPE names the family like an unquoted one
+    '# HELP "q" Quoted.\n# TYPE "q" gauge\nq 1\n',
+    # values the oracle reads as int or float
+    "m 00012\nm -0\nm .5\nm 1.\nm Infinity\nm nan\n",
+]
+
+
+@pytest.mark.parametrize("text", EDGE_CASES)
+def test_edge_cases_agree(text: str) -> None:
+    assert_agrees(text)
+
+
+# --- generated valid pages ------------------------------------------------------------------------
+
+_NAME_START = "abcxyz_:"
+_NAME_CHARS = _NAME_START + "019"
+names = st.builds(lambda a, b: a + b, st.sampled_from(_NAME_START), st.text(_NAME_CHARS, max_size=6))
+label_names = st.builds(lambda a, b: a + b, st.sampled_from("abl_"), st.text("abel_:09", max_size=5)).filter(
+    lambda n: not n.startswith("__")
+)
+label_values = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
+numbers = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.integers(-(10**15), 10**15).map(str),
+    st.sampled_from(["NaN", "+Inf", "-Inf", "1e-3", "0", "-0.0"]),
+)
+timestamps = st.one_of(st.none(), st.integers(-(10**13), 10**13).map(str))
+blank = st.sampled_from([" ", "\t", "  ", " \t"])
+
+
+def _escape_label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+@st.composite
+def sample_lines(draw: st.DrawFn, name: str, extra: tuple[str, str] | None = None) -> str:
+    labels = draw(st.dictionaries(label_names, label_values, max_size=3))
+    if extra is not None:
+        labels[extra[0]] = extra[1]
+    body = ",".join(f'{k}="{_escape_label(v)}"' for k, v in labels.items())
+    head = f"{name}{{{body}}}" if labels or draw(st.booleans()) else name
+    line = head + draw(blank) + draw(numbers)
+    stamp = draw(timestamps)
+    if stamp is not None:
+        line += draw(blank) + stamp
+    return line
+
+
+help_texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12).map(
+    lambda t: t.replace("\\", "\\\\").replace("\n", "\\n").strip()
+)
+
+
+@st.composite
+def families(draw: st.DrawFn) -> list[str]:
+    name = draw(names)
+    kind = draw(st.sampled_from(["counter", "counter_total", "gauge", "histogram", "summary", "untyped", "bare"]))
+    lines: list[str] = []
+    if kind == "bare":  # samples without any metadata
+        return [draw(sample_lines(name)) for _ in range(draw(st.integers(1, 3)))]
+    declared = name + "_total" if kind == "counter_total" else name
+    typ = {"counter_total": "counter"}.get(kind, kind)
+    if draw(st.booleans()):
+        lines.append(f"# HELP {declared} {draw(help_texts)}".rstrip())
+    lines.append(f"# TYPE {declared} {typ}")
+    count = draw(st.integers(0, 3))
+    if kind == "histogram":
+        for le in ["0.1", "1", "+Inf"][:count] or ["+Inf"]:
+            lines.append(draw(sample_lines(name + "_bucket", ("le", le))))
+        lines += [draw(sample_lines(name + "_sum")), draw(sample_lines(name + "_count"))]
+    elif kind == "summary":
+        for q in ["0.5", "0.9", "0.99"][:count]:
+            lines.append(draw(sample_lines(name, ("quantile", q))))
+        lines += [draw(sample_lines(name + "_sum")), draw(sample_lines(name + "_count"))]
+    else:
+        lines += [draw(sample_lines(declared)) for _ in range(count)]
+    return lines
+
+
+@st.composite
+def pages(draw: st.DrawFn) -> str:
+    lines: list[str] = []
+    for fam in draw(st.lists(families(), max_size=6)):
+        for line in fam:
+            if draw(st.integers(0, 9)) == 0:
+                lines.append(draw(st.sampled_from(["", "# a comment", "#", "   "])))
+            lines.append(draw(st.sampled_from(["", " ", "\t"])) + line if draw(st.integers(0, 9)) == 0 else line)
+    return "\n".join(lines) + draw(st.sampled_from(["", "\n"]))
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(pages())
+def test_generated_pages_agree(text: str) -> None:
+    assert_agrees(text)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(pages(), st.data())
+def test_selective_read_is_the_full_read_filtered(text: str, data: st.DataObject) -> None:
+    full = parse(text)
+    wanted = frozenset(data.draw(st.sets(st.sampled_from(sorted(full) or ["none"]))))
+    assert canonical(parse(text, wanted=wanted)) == {k: v for k, v in canonical(full).items() if k in wanted}
+    assert canonical(parse(text, wanted=wanted.__contains__)) == canonical(parse(text, wanted=wanted))
+
+
+# --- arbitrary and mutated text: whatever we accept, the oracle accepts identically -------------------
+
+_ALPHABET = 'ab_:{}=",# \t\n\\.01eE+-NaInfHELPTYPEcountergaugehistogramsummary\r\x0c\xa0'
+
+
+@st.composite
+def mutated_pages(draw: st.DrawFn) -> str:
+    text = draw(pages())
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, len(text)))
+        op = draw(st.sampled_from(["insert", "delete", "replace"]))
+        piece = draw(st.text(_ALPHABET, min_size=1, max_size=3))
+        if op == "insert":
+            text = text[:at] + piece + text[at:]
+        elif op == "delete":
+            text = text[:at] + text[at + len(piece) :]
+        else:
+            text = text[:at] + piece + text[at + len(piece) :]
+    return text
+
+
+def assert_sound(text: str) -> None:
+    """Ours either refuses with ParseError or returns exactly what the oracle returns."""
+    try:
+        ours = canonical(parse(text))
+    except ParseError:
+        return
+    assert ours == oracle(text)
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated_pages())
+def test_mutated_pages_are_refused_or_agree(text: str) -> None:
+    assert_sound(text)
+
+
+@settings(max_examples=400)
+@given(st.text(_ALPHABET, max_size=80))
+def test_arbitrary_text_is_refused_or_agrees(text: str) -> None:
+    assert_sound(text)
