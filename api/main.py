@@ -7,10 +7,10 @@ from fastapi import FastAPI
 from api import errors
 from api.auth import TokenAuth
 from api.limits import BodySizeLimit
-from api.routers import decisions, deployments, drains, findings, gpus, health, metrics, replicas, targets
+from api.routers import decisions, deployments, drains, findings, gpus, health, metrics, metrics_api, replicas, targets
 from api.runtime import Runtime
 
-ROUTERS = (health, metrics, deployments, replicas, gpus, targets, findings, decisions, drains)
+ROUTERS = (health, metrics, deployments, replicas, gpus, targets, findings, decisions, drains, metrics_api)
 
 
 def create_app(runtime: Runtime, auth: TokenAuth) -> FastAPI:

@@ -1,7 +1,7 @@
 """Where published scaling decisions live between the control loop and the things that serve them.
 
 The control loop (one thread or event loop) publishes the latest `Decision` per deployment; the KEDA gRPC
-servicer, the metrics-api endpoint and the actuator read it. `StreamIsActive` must push as soon as a decision
+servicer reads it (the HTTP metrics-api endpoint reads the same decisions from the API's runtime snapshot). `StreamIsActive` must push as soon as a decision
 changes, so readers can await a change without polling. Publishing is thread-safe and may happen from any
 thread; waiters are woken on their own event loop.
 """
@@ -35,7 +35,7 @@ def scale_target(decision: Decision, *, include_warm_pool: bool = True) -> int:
 
 
 class DecisionSource(Protocol):
-    """What the KEDA servicer and the metrics-api router read from."""
+    """What the KEDA gRPC servicer reads from."""
 
     def latest(self, deployment: str) -> Published | None:
         """The newest decision for `deployment` ("namespace/name"), or None if none was published."""

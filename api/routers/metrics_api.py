@@ -5,10 +5,9 @@
 Point the trigger's `valueLocation` at `replicas` (desired + warm pool) or `desiredReplicas`, with
 `targetValue: "1"`: the HPA's AverageValue arithmetic, ceil(value / 1), then asks for exactly that many
 replicas (docs/keda.md). A deployment without a decision is a 404; a decision older than the staleness limit
-is a 503, so KEDA's `fallback` applies rather than a frozen number.
-
-Wiring, done once by the application: `app.state.decision_source` (a `scaler.publish.DecisionSource`),
-optionally `app.state.clock` (a `collector.clock.Clock`) and `app.state.decision_stale_after_s` (0 disables).
+(`app.state.decision_stale_after_s`, default 120 s as for the gRPC scaler; 0 disables) is a 503, so KEDA's
+`fallback` applies rather than a frozen number. Reads need a read token like the rest of the API (KEDA:
+`authMode: bearer`).
 """
 
 from __future__ import annotations
@@ -20,8 +19,8 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from collector.clock import Clock, WallClock
-from scaler.publish import DecisionSource, scale_target
+from api.deps import Reader, RuntimeDep
+from scaler.publish import scale_target
 
 DEFAULT_STALE_AFTER_S = 120.0
 _NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -49,24 +48,10 @@ class KedaMetrics(BaseModel):
     forecast: dict[str, float]
 
 
-def _source(request: Request) -> DecisionSource:
-    source: DecisionSource | None = getattr(request.app.state, "decision_source", None)
-    if source is None:
-        raise HTTPException(status_code=503, detail="kvpilot is starting: no decision source is wired yet")
-    return source
-
-
-def _clock(request: Request) -> Clock:
-    clock: Clock = getattr(request.app.state, "clock", None) or WallClock()
-    return clock
-
-
 def _stale_after_s(request: Request) -> float:
     return float(getattr(request.app.state, "decision_stale_after_s", DEFAULT_STALE_AFTER_S))
 
 
-SourceDep = Annotated[DecisionSource, Depends(_source)]
-ClockDep = Annotated[Clock, Depends(_clock)]
 StaleAfterDep = Annotated[float, Depends(_stale_after_s)]
 
 
@@ -79,17 +64,19 @@ StaleAfterDep = Annotated[float, Depends(_stale_after_s)]
 def keda_metrics(
     namespace: Annotated[str, Path(max_length=63, pattern=_NAMESPACE)],
     name: Annotated[str, Path(max_length=253, pattern=_NAME)],
-    source: SourceDep,
-    clock: ClockDep,
+    _: Reader,
+    runtime: RuntimeDep,
     stale_after_s: StaleAfterDep,
 ) -> KedaMetrics:
     """The latest decision for deployment `namespace/name`, for KEDA's `metrics-api` trigger."""
     deployment = f"{namespace}/{name}"
-    published = source.latest(deployment)
-    if published is None:
+    snapshot = runtime.snapshot()
+    if snapshot is None:
+        raise HTTPException(status_code=503, detail="kvpilot is starting: no tick has completed yet")
+    decision = snapshot.decisions.get(deployment)
+    if decision is None:
         raise HTTPException(status_code=404, detail=f"kvpilot has no decision for deployment {deployment}")
-    decision = published.decision
-    age_s = clock.now() - decision.timestamp
+    age_s = runtime.now() - decision.timestamp
     if stale_after_s and age_s > stale_after_s:
         raise HTTPException(
             status_code=503,
