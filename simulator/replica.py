@@ -68,6 +68,7 @@ class ReplicaCounters:
     queue: Histogram = field(default_factory=lambda: Histogram(REQUEST_LATENCY_BUCKETS))
     prefill: Histogram = field(default_factory=lambda: Histogram(REQUEST_LATENCY_BUCKETS))
     decode: Histogram = field(default_factory=lambda: Histogram(REQUEST_LATENCY_BUCKETS))
+    inference: Histogram = field(default_factory=lambda: Histogram(REQUEST_LATENCY_BUCKETS))
     prompt_len: Histogram = field(default_factory=lambda: Histogram(token_buckets(32768)))
     output_len: Histogram = field(default_factory=lambda: Histogram(token_buckets(32768)))
 
@@ -234,6 +235,7 @@ class Replica:
             e2e = end - s.req.arrival_s
             c.e2e.observe(e2e)
             c.decode.observe(end - s.first_token_s)
+            c.inference.observe(end - s.scheduled_s)
             c.prompt_len.observe(s.req.prompt_tokens)
             c.output_len.observe(s.req.output_tokens)
             self.finished.append(

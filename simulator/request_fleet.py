@@ -198,6 +198,7 @@ class RequestFleet:
             queue_time=c.queue.copy(),
             prefill_time=c.prefill.copy(),
             decode_time=c.decode.copy(),
+            inference_time=c.inference.copy(),
             prompt_len=c.prompt_len.copy(),
             output_len=c.output_len.copy(),
             gpu_uuids=tuple(g.uuid for g in self._gpus[r.name]),

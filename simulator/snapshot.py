@@ -33,6 +33,7 @@ class ReplicaSnapshot:
     queue_time: Histogram
     prefill_time: Histogram
     decode_time: Histogram
+    inference_time: Histogram
     prompt_len: Histogram
     output_len: Histogram
     gpu_uuids: tuple[str, ...] = ()

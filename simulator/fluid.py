@@ -1,0 +1,265 @@
+"""The fluid level: per time step, arrival rate → queue, running requests, KV occupancy, throughput, TTFT.
+
+Replicas are identical and share load evenly. Each step of dt seconds:
+
+1. arrivals λ·dt join the queue (at the gateway while no replica is ready);
+2. admissions fill free slots, a replica holding at most min(max_num_seqs, KV tokens / (P + O/2)) requests
+   (P, O: mean prompt and output tokens), and at most what prefill can process in dt;
+3. prefill of the admitted prompts (minus the cached share h) takes its time from the step-time model; the
+   rest of dt runs decode steps of n = running/replicas sequences, each step costing
+   base + n·decode + n·(P + O/2)·kv_read; completions = tokens generated / O;
+4. the TTFT of this step's arrivals is the queue wait (Little's law: queue / admission rate, spread as an
+   exponential) plus the prefill time of one prompt plus up to one decode step.
+
+It is validated against the request level on the hour-long traces (BENCHMARKS.md, "Simulator").
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+
+import numpy as np
+
+from simulator.config import FleetConfig
+from simulator.faults import Fault
+from simulator.gpus import HANGING_XIDS, VANISHING_XIDS, Gpu, Nodes
+from simulator.histogram import ITL_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, Histogram, token_buckets
+from simulator.replica import FinishedRequest
+from simulator.snapshot import FleetSnapshot, ReplicaSnapshot
+from simulator.trace.model import Trace
+
+# Quantile points at which each step's TTFT distribution is sampled (midpoints of 16 equal-mass slices).
+_U = (np.arange(16) + 0.5) / 16
+_EXP_U = -np.log1p(-_U)
+# Without prefix-aware routing, a replica sees 1/N of each prefix's traffic: hit rates fall (see docs).
+_SPREAD_HIT_FACTOR = 0.7
+
+
+class _FluidReplica:
+    def __init__(self, name: str, now: float, ready_at: float) -> None:
+        self.name = name
+        self.started_s = now
+        self.ready_at = ready_at
+        self.hung = False
+
+
+class FluidFleet:
+    def __init__(self, config: FleetConfig, trace: Trace) -> None:
+        self.cfg = config
+        self.p = config.profile
+        self.dt = config.fluid_step_s
+        rs = trace.rate_series(self.dt)
+        self._rate = rs.req_per_s
+        self._prompt = rs.mean_prompt_tokens
+        self._output = rs.mean_output_tokens
+        self.time = 0.0
+        self.routing = config.routing
+        self.queue = 0.0
+        self.running = 0.0
+        self.arrivals = 0.0
+        self._extra: list[tuple[float, float, float, float]] = []  # (start, end, req/s, prompt tokens)
+        self.nodes = Nodes(self.p.gpu, config.gpus_per_node)
+        self.replicas: list[_FluidReplica] = []
+        self._gpus: dict[str, list[Gpu]] = {}
+        self._serial = 0
+        self._ttft_v: list[np.ndarray] = []
+        self._ttft_w: list[np.ndarray] = []
+        self._ttft_counts = [0.0] * (len(TTFT_BUCKETS) + 1)
+        self._ttft_sum = 0.0
+        self._tot = {k: 0.0 for k in ("prompt", "gen", "queries", "hits", "finished", "preempt", "busy")}
+        self._kv_usage = 0.0
+        self._util = 0.0
+        self._itl = Histogram(ITL_BUCKETS)
+        for _ in range(config.replicas):
+            self._add(0.0 if config.start_ready else config.cold_start_s)
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+    def _add(self, ready_at: float) -> None:
+        name = f"{self.cfg.deployment}-{self._serial:04d}"
+        self._serial += 1
+        self.replicas.append(_FluidReplica(name, self.time, ready_at))
+        self._gpus[name] = self.nodes.place(name, self.p.gpus_per_replica)
+
+    def set_replicas(self, n: int) -> None:
+        if n < 0:
+            raise ValueError(f"replica count must be >= 0, got {n}")
+        for _ in range(n - len(self.replicas)):
+            self._add(self.time + self.cfg.cold_start_s)
+        if n < len(self.replicas):
+            order = sorted(self.replicas, key=lambda r: (r.ready_at <= self.time, -r.started_s))
+            for r in order[: len(self.replicas) - n]:
+                self.replicas.remove(r)
+                self.nodes.release(self._gpus.pop(r.name))
+
+    def _serving(self) -> int:
+        return sum(1 for r in self.replicas if r.ready_at <= self.time and not r.hung)
+
+    # -- dynamics ----------------------------------------------------------------------------------------------
+    def advance_to(self, t: float) -> None:
+        if t < self.time:
+            raise ValueError(f"cannot advance backwards from {self.time} to {t}")
+        while self.time < t - 1e-9:
+            # Whole steps on the grid, a partial one to land exactly on t.
+            nxt = min((math.floor(self.time / self.dt + 1e-9) + 1) * self.dt, t)
+            self._step(nxt - self.time)
+
+    def _step(self, dt: float) -> None:
+        p = self.p
+        i = min(int(self.time // self.dt), len(self._rate) - 1)
+        lam, prompt, output = float(self._rate[i]), float(self._prompt[i]), max(float(self._output[i]), 1.0)
+        for start, end, rate, extra_prompt in self._extra:
+            if start <= self.time < end:
+                prompt = (lam * prompt + rate * extra_prompt) / max(lam + rate, 1e-12)
+                lam += rate
+        arrivals = lam * dt
+        self.arrivals += arrivals
+        self.queue += arrivals
+        n_rep = self._serving()
+        hit = self.cfg.fluid_prefix_hit_rate * (1.0 if self.routing == "prefix_affinity" else _SPREAD_HIT_FACTOR)
+        hit = hit if p.enable_prefix_caching else 0.0
+        uncached = prompt * (1.0 - hit)
+        held = prompt + output / 2.0
+        prefill_one = uncached * p.prefill_s_per_token + p.base_s * math.ceil(uncached / p.max_num_batched_tokens)
+        admitted = completed = 0.0
+        step_time = p.base_s
+        busy = 0.0
+        if n_rep > 0:
+            slots = n_rep * min(p.max_num_seqs, p.kv_capacity_tokens / held)
+            by_prefill = n_rep * dt / max(prefill_one, 1e-9)
+            admitted = max(0.0, min(self.queue, slots - self.running, by_prefill))
+            self.queue -= admitted
+            self.running += admitted
+            prefill_time = admitted * prefill_one / n_rep
+            n = self.running / n_rep
+            step_time = p.step_time(0, round(n), round(n * held)) if n > 0 else p.base_s
+            decode_time = max(dt - prefill_time, 0.0)
+            tokens = decode_time / step_time * n * n_rep if n > 0 else 0.0
+            completed = min(self.running, tokens / output)
+            self.running -= completed
+            busy = min(1.0, (prefill_time + (decode_time if n > 0 else 0.0)) / dt)
+            self._kv_usage = min(1.0, n * held / p.kv_capacity_tokens)
+            if n > 0:
+                self._itl.observe(step_time, max(1, round(tokens)))
+        self._util = busy
+        t = self._tot
+        t["prompt"] += admitted * prompt
+        t["queries"] += admitted * prompt
+        t["hits"] += admitted * (prompt - uncached)
+        t["gen"] += completed * output
+        t["finished"] += completed
+        t["busy"] += busy * dt
+        self._record_ttft(arrivals, admitted / dt if dt > 0 else 0.0, prefill_one, step_time, n_rep)
+        self.time += dt
+
+    def _record_ttft(self, arrivals: float, admit_rate: float, prefill_one: float, step: float, n_rep: int) -> None:
+        if arrivals <= 0:
+            return
+        if n_rep == 0:
+            wait = self.queue / max(arrivals / self.cfg.fluid_step_s, 1e-9) + self._time_to_ready()
+        else:
+            wait = self.queue / admit_rate if admit_rate > 1e-12 else self.queue * self.cfg.fluid_step_s
+        values = prefill_one + step * _U + wait * _EXP_U
+        weights = np.full(len(_U), arrivals / len(_U))
+        self._ttft_v.append(values)
+        self._ttft_w.append(weights)
+        for v, w in zip(values.tolist(), weights.tolist(), strict=True):
+            self._ttft_counts[_bucket(v)] += w
+            self._ttft_sum += v * w
+
+    def _time_to_ready(self) -> float:
+        pending = [r.ready_at - self.time for r in self.replicas if r.ready_at > self.time]
+        return min(pending) if pending else 3600.0
+
+    # -- outputs -----------------------------------------------------------------------------------------------
+    def ttft_samples(self) -> tuple[np.ndarray, np.ndarray]:
+        if not self._ttft_v:
+            return np.zeros(0), np.zeros(0)
+        return np.concatenate(self._ttft_v), np.concatenate(self._ttft_w)
+
+    def finished(self) -> list[FinishedRequest]:
+        return []
+
+    def snapshot(self) -> FleetSnapshot:
+        n = max(len(self.replicas), 1)
+        n_serving = max(self._serving(), 1)
+        reps = []
+        for r in self.replicas:
+            ready = r.ready_at <= self.time
+            share = 1.0 / n_serving if ready and not r.hung else 0.0
+            reps.append(self._replica_snapshot(r, ready, share, n))
+        for r in self.replicas:
+            for g in self._gpus[r.name]:
+                ready = r.ready_at <= self.time
+                g.utilisation = 1.0 if g.hung else (self._util if ready else 0.0)
+                g.memory_used = int(self.p.gpu.memory_bytes * self.p.gpu_memory_utilization) if ready else 0
+        gpus = [g.snapshot() for g in self.nodes.all()]
+        waiting_gateway = round(self.queue) if self._serving() == 0 else 0
+        return FleetSnapshot(self.time, round(self.arrivals), waiting_gateway, self.routing, reps, gpus)
+
+    def _replica_snapshot(self, r: _FluidReplica, ready: bool, share: float, n: int) -> ReplicaSnapshot:
+        t = self._tot
+        p = self.p
+        hist = Histogram(TTFT_BUCKETS, [round(c * share) for c in self._ttft_counts], self._ttft_sum * share)
+        empty = Histogram(REQUEST_LATENCY_BUCKETS)
+        return ReplicaSnapshot(
+            name=r.name,
+            node=self._gpus[r.name][0].node,
+            state="loading" if not ready else ("hung" if r.hung else "ready"),
+            model_name=p.model_name,
+            requests_waiting=round(self.queue * share),
+            requests_running=round(self.running * share),
+            kv_usage=self._kv_usage if share > 0 else 0.0,
+            kv_capacity_tokens=p.kv_capacity_tokens,
+            num_gpu_blocks=p.num_gpu_blocks,
+            block_size=p.block_size,
+            prompt_tokens_total=round(t["prompt"] * share),
+            generation_tokens_total=round(t["gen"] * share),
+            prefix_queries_total=round(t["queries"] * share),
+            prefix_hits_total=round(t["hits"] * share),
+            preemptions_total=0,
+            requests_finished_total=round(t["finished"] * share),
+            requests_aborted_total=0,
+            started_s=r.started_s,
+            ttft=hist,
+            itl=Histogram(ITL_BUCKETS, [round(c * share) for c in self._itl.counts], self._itl.total * share),
+            e2e=empty,
+            queue_time=empty,
+            prefill_time=empty,
+            decode_time=empty,
+            inference_time=empty,
+            prompt_len=Histogram(token_buckets(p.max_model_len)),
+            output_len=Histogram(token_buckets(p.max_model_len)),
+            gpu_uuids=tuple(g.uuid for g in self._gpus[r.name]),
+        )
+
+    # -- faults --------------------------------------------------------------------------------------------------
+    def inject(self, fault: Fault) -> None:
+        if fault.type == "routing":
+            self.routing = fault.routing
+        elif fault.type == "crash":
+            r = next((x for x in self.replicas if x.name == fault.replica), None)
+            if r is None:
+                raise KeyError(f"no replica {fault.replica!r}")
+            r.started_s, r.ready_at, r.hung = self.time, self.time + self.cfg.cold_start_s, False
+        elif fault.type == "kv_pressure":
+            rate = fault.count / fault.duration_s
+            self._extra.append((self.time, self.time + fault.duration_s, rate, float(fault.prompt_tokens)))
+        else:
+            g = self.nodes.find(fault.node, fault.gpu)
+            owner = next((x for x in self.replicas if x.name == g.pod), None)
+            if fault.type == "recover":
+                g.hung = g.vanished = False
+                g.last_xid = 0
+            elif fault.type == "vanish_gpu":
+                g.vanished = True
+            else:
+                g.last_xid = fault.xid or g.last_xid
+                g.vanished = g.vanished or fault.xid in VANISHING_XIDS
+                g.hung = g.hung or fault.type == "hung_gpu" or fault.xid in HANGING_XIDS
+            if owner is not None:
+                owner.hung = any(x.hung for x in self._gpus[owner.name])
+
+
+def _bucket(v: float) -> int:
+    return bisect_left(TTFT_BUCKETS, v)
