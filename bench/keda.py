@@ -144,11 +144,11 @@ async def _client(port: int, args: argparse.Namespace) -> None:
                 rps[name].append(await _saturated(call, args.objects, args.seconds / 2))
     print(f"{args.objects} ScaledObjects, one channel, paced at 1 poll / {args.interval:g} s each "
           f"({args.objects / args.interval:.0f} calls/s), {args.rounds} rounds; medians across rounds")  # fmt: skip
-    print(f"{'':22} {'p50 ms':>8} {'p99 ms':>8} {'saturated calls/s':>18}")
+    print(f"{'':22} {'p50 ms':>8} {'p99 ms':>8} {'saturated calls/s':>18}   p99 ms per round")
     for name in calls:
         print(
             f"{name:22} {statistics.median(p50[name]):8.3f} {statistics.median(p99[name]):8.3f} "
-            f"{statistics.median(rps[name]):18.0f}"
+            f"{statistics.median(rps[name]):18.0f}   {' '.join(f'{v:.2f}' for v in p99[name])}"
         )
     ours, peer = (statistics.median(p99[name]) for name in calls)
     print(f"ratio ours/peer p99 (paced GetMetrics vs grpc Health.Check): {ours / peer:.2f}")
