@@ -33,6 +33,7 @@ test-fast: $(STAMP)
 bench: $(STAMP) system-deps
 	$(BIN)/python bench/parse.py
 	$(BIN)/python bench/scrape.py
+	$(BIN)/python bench/keda.py
 
 # Generated artefacts (dashboards, alert rules, gRPC stubs) are committed; CI fails when they are stale.
 generate: $(STAMP)
