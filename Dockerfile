@@ -23,6 +23,6 @@ RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
 USER 10001:10001
 WORKDIR /var/lib/kvpilot
 ENV KVPILOT_DATA_DIR=/var/lib/kvpilot PYTHONUNBUFFERED=1
-EXPOSE 8080 6000
+EXPOSE 8080 9090
 ENTRYPOINT ["kvpilot"]
 CMD ["run", "--config", "/etc/kvpilot/config.yaml"]

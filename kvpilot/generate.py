@@ -19,6 +19,7 @@ GENERATORS: list[str] = [
     "scaler.keda.codegen:generate",
     "dashboards.generate:files",
     "alerts.rules:generate",
+    "kvpilot.manifests:files",
 ]
 
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the integration tests start for real: Prometheus (+ promtool),
-# Alertmanager and PostgreSQL. Idempotent; does nothing when they are already there.
+# Alertmanager and PostgreSQL, and kubectl (for `kubectl kustomize`). Idempotent; does nothing when they are already there.
 set -euo pipefail
 need=()
 command -v prometheus >/dev/null || need+=(prometheus)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || need+=(prometheus-alertmanager)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+command -v kubectl >/dev/null || need+=(kubernetes-client)  # `kubectl kustomize` renders deploy/ in the tests
 ((${#need[@]})) || exit 0
 if [[ $(id -u) -ne 0 ]]; then
   echo "missing Debian packages: ${need[*]} (run as root, or: sudo apt-get install ${need[*]})" >&2
