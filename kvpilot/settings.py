@@ -8,6 +8,7 @@ the YAML file, the defaults.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 from pathlib import Path
@@ -17,6 +18,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+
+from detectors.thresholds import Thresholds
 
 ENV_PREFIX = "KVPILOT_"
 
@@ -97,17 +100,42 @@ class CollectorSettings(_Section):
         return self
 
 
-class DetectorSettings(_Section):
-    """Thresholds shared by the detectors and the generated alert rules; ``params`` carries detector-specific extras."""
+Scalar = float | int | str | bool
 
-    open_after_ticks: int = Field(default=3, ge=1)
-    close_after_ticks: int = Field(default=3, ge=1)
-    kv_usage_high_ratio: float = Field(default=0.9, gt=0, le=1)
-    kv_exhaustion_warn_s: float = Field(default=300.0, gt=0)
-    prefix_hit_drop_ratio: float = Field(default=0.5, gt=0, le=1)
-    ttft_slo_s: float = Field(default=2.0, gt=0)
-    ttft_slo_target: float = Field(default=0.99, gt=0, lt=1)
-    params: dict[str, float] = Field(default_factory=dict)
+
+class DetectorSettings(_Section):
+    """Overrides of the detectors' own thresholds (``detectors.thresholds``), by section and field, so detectors,
+    alert rules and this file share one set of defaults; ``only`` restricts which detectors run."""
+
+    only: tuple[str, ...] | None = None
+    kv: dict[str, Scalar] = Field(default_factory=dict)
+    prefix: dict[str, Scalar] = Field(default_factory=dict)
+    gpu: dict[str, Scalar] = Field(default_factory=dict)
+    ttft: dict[str, Scalar] = Field(default_factory=dict)
+    target: dict[str, Scalar] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _applies(self) -> DetectorSettings:
+        self.thresholds(tick_s=5.0)  # unknown fields and out-of-range values fail at start, named
+        return self
+
+    def thresholds(self, *, tick_s: float) -> Thresholds:
+        base = Thresholds(tick_s=tick_s)
+        changes: dict[str, object] = {}
+        for section in ("kv", "prefix", "gpu", "ttft", "target"):
+            overrides = getattr(self, section)
+            if not overrides:
+                continue
+            current = getattr(base, section)
+            known = {f.name for f in dataclasses.fields(current)}
+            unknown = sorted(set(overrides) - known)
+            if unknown:
+                raise ValueError(f"detectors.{section}: unknown field(s) {unknown}; known: {sorted(known)}")
+            try:
+                changes[section] = dataclasses.replace(current, **overrides)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"detectors.{section}: {e}") from None
+        return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
 class DeploymentScaling(_Section):
@@ -146,6 +174,7 @@ class StoreSettings(_Section):
     database_url: str | None = None  # None: SQLite file under data_dir
     retention_days: float = Field(default=30.0, gt=0)
     buffer_max_writes: int = Field(default=10_000, ge=1)  # writes held while the store is unreachable
+    auto_migrate: bool = True  # `kvpilot run` upgrades the schema to head at start (else: `kvpilot db upgrade`)
 
 
 TokenList = Annotated[tuple[SecretStr, ...], NoDecode]

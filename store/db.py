@@ -11,6 +11,7 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import NullPool
 
 
 def make_engine(url: str, *, connect_timeout_s: float = 3.0) -> Engine:
@@ -25,6 +26,9 @@ def make_engine(url: str, *, connect_timeout_s: float = 3.0) -> Engine:
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": connect_timeout_s}
+        # A connection per use: opening the file is cheap, and a file that went away is noticed at once
+        # instead of being written through a descriptor that still points at the old one.
+        kwargs["poolclass"] = NullPool
     elif parsed.get_backend_name() == "postgresql":
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")

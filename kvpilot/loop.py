@@ -1,0 +1,261 @@
+"""One tick of the control loop: discover → collect → FleetState.observe → detect → decide → persist → publish.
+
+Each stage is an injected interface, so the real collector, detectors and planner plug in, and tests drive the
+loop with a ``VirtualClock`` and hand-made stages. A stage that raises is counted and logged and the tick goes on
+with what it has: a detector bug must not stop scaling, and a store outage must not stop either (writes go to
+the bounded ``BufferedWriter``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Protocol, TypeVar
+
+from sqlalchemy.orm import Session
+
+from api.exposition import OwnMetrics
+from api.runtime import Snapshot
+from collector.clock import Clock
+from collector.samples import TargetInfo
+from collector.scrape import CollectResult
+from collector.state import FleetState
+from detectors.finding import Finding
+from detectors.hysteresis import Transitions
+from detectors.kv_exhaustion import time_to_exhaustion_s
+from detectors.thresholds import KvThresholds
+from scaler.decision import Decision
+from store import repo
+from store.buffer import BufferedWriter
+from store.repo.deployments import SeenDeployment
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class Discovery(Protocol):
+    async def targets(self) -> list[TargetInfo]: ...
+
+
+class Collect(Protocol):
+    async def collect_once(self, targets: Sequence[TargetInfo]) -> CollectResult: ...
+
+
+class Detect(Protocol):
+    """``detectors.registry.Detection``: detectors plus hysteresis."""
+
+    def tick(self, state: FleetState, *, now: float) -> Transitions: ...
+
+    def active(self) -> list[Finding]: ...
+
+
+class Decide(Protocol):
+    """``scaler.planner.Planner``."""
+
+    def decide(self, state: FleetState, now: float) -> list[Decision]: ...
+
+
+class Publish(Protocol):
+    """``scaler.publish.DecisionBoard``."""
+
+    def publish(self, decision: Decision) -> object: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LoopConfig:
+    interval_s: float = 5.0
+    retention_s: float = 30 * 86400.0
+    prune_every_s: float = 3600.0
+    decision_heartbeat_s: float = 60.0  # an unchanged decision is still stored this often
+    kv: KvThresholds = field(default_factory=KvThresholds)
+
+
+def _record_rollup(session: Session, *, deployment: str, t: float, signals: dict[str, float | None]) -> None:
+    repo.record_rollup(session=session, deployment=deployment, t=t, signals=signals)
+
+
+def _record_decision(session: Session, *, decision: Decision) -> None:
+    repo.record_decision(session=session, decision=decision)
+
+
+def _changed(a: Decision | None, b: Decision) -> bool:
+    if a is None:
+        return True
+    return (a.desired_replicas, a.warm_pool, a.reason, a.current_replicas, a.ready_replicas) != (
+        b.desired_replicas,
+        b.warm_pool,
+        b.reason,
+        b.current_replicas,
+        b.ready_replicas,
+    )
+
+
+class ControlLoop:
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        state: FleetState,
+        discovery: Discovery,
+        collector: Collect,
+        detection: Detect,
+        planner: Decide,
+        board: Publish,
+        writer: BufferedWriter,
+        metrics: OwnMetrics,
+        config: LoopConfig,
+        node_drains: Callable[[], dict[str, str]] = dict,
+    ) -> None:
+        self.clock = clock
+        self.state = state
+        self.discovery = discovery
+        self.collector = collector
+        self.detection = detection
+        self.planner = planner
+        self.board = board
+        self.writer = writer
+        self.metrics = metrics
+        self.config = config
+        self.node_drains = node_drains
+        self.tick_count = 0
+        self.latest: Snapshot | None = None
+        self._targets: list[TargetInfo] = []
+        self._stored: dict[str, Decision] = {}
+        self._last_prune: float | None = None
+
+    def resume(self, decisions: dict[str, Decision]) -> None:
+        """Start from the decisions a previous run stored: published at once, not re-stored unless they change."""
+        self._stored = dict(decisions)
+        for d in decisions.values():
+            self.board.publish(d)
+
+    def _guard(self, stage: str, fn: Callable[[], T], default: T) -> T:
+        try:
+            return fn()
+        except Exception:
+            self.metrics.stage_errors.labels(stage).inc()
+            log.exception("control loop stage %r failed; the tick continues without it", stage)
+            return default
+
+    async def tick(self) -> Snapshot:
+        started = time.perf_counter()
+        try:
+            self._targets = await self.discovery.targets()
+        except Exception:
+            self.metrics.stage_errors.labels("discover").inc()
+            log.exception("discovery failed; scraping the previous %d targets", len(self._targets))
+        try:
+            result = await self.collector.collect_once(self._targets)
+        except Exception:
+            self.metrics.stage_errors.labels("collect").inc()
+            log.exception("collection failed; this tick has no samples")
+            result = CollectResult(timestamp=self.clock.now(), results=())
+        now = self.clock.now()
+        self.metrics.scrape_failures.inc(sum(1 for r in result.results if not r.ok))
+        self._guard(
+            "observe",
+            lambda: self.state.observe(
+                result.replicas,
+                result.gpus,
+                now=now,
+                down_targets=result.down_targets,
+                gpu_nodes_scraped=result.gpu_nodes_scraped,
+            ),
+            None,
+        )
+        no_transitions: Transitions | None = None
+        no_findings: list[Finding] = []
+        no_decisions: list[Decision] = []
+        transitions = self._guard("detect", lambda: self.detection.tick(self.state, now=now), no_transitions)
+        if transitions is not None:
+            findings = list(transitions.active)
+        else:  # keep reporting what was open rather than closing everything on a detector crash
+            findings = self._guard("detect", self.detection.active, no_findings)
+        decisions = self._guard("decide", lambda: self.planner.decide(self.state, now), no_decisions)
+        self._persist(now, findings, decisions, detected=transitions is not None)
+        for d in decisions:
+            self._guard("publish", partial(self.board.publish, d), None)
+            self.metrics.decisions.labels(d.deployment, d.reason).inc()
+        snapshot = self._snapshot(now, result, findings, decisions)
+        self.latest = snapshot
+        self.tick_count += 1
+        elapsed = time.perf_counter() - started
+        self.metrics.tick_seconds.observe(elapsed)
+        if elapsed > self.config.interval_s:
+            self.metrics.overruns.inc()
+        return snapshot
+
+    def _persist(self, now: float, findings: list[Finding], decisions: list[Decision], *, detected: bool) -> None:
+        """Queue this tick's writes; the writer task applies them (or holds them while the store is away)."""
+        w = self.writer
+        if detected:
+            active = list(findings)
+            w.submit("findings", lambda s: repo.upsert_findings(session=s, active=active, now=now))
+        deployments = self.state.deployments()
+        seen = [
+            SeenDeployment(
+                key,
+                v.replicas[0].sample.engine if v.replicas else None,
+                v.replicas[0].sample.model if v.replicas else None,
+            )
+            for key, v in deployments.items()
+        ]
+        if seen:
+            w.submit("deployments", lambda s: repo.upsert_deployments(session=s, seen=seen, now=now))
+        for key, v in deployments.items():
+            signals = {
+                "arrival_rate": v.arrival_rate,
+                "requests_waiting": v.requests_waiting,
+                "requests_running": v.requests_running,
+                "kv_usage_mean": v.kv_usage_mean,
+                "kv_usage_max": v.kv_usage_max,
+                "prompt_tokens_rate": v.prompt_tokens_rate,
+                "generation_tokens_rate": v.generation_tokens_rate,
+                "prefix_hit_ratio": v.prefix_hit_ratio,
+                "preemptions_rate": v.preemptions_rate,
+                "ready_replicas": float(v.ready_replicas),
+            }
+            w.submit(f"rollup {key}", partial(_record_rollup, deployment=key, t=now, signals=signals))
+        for d in decisions:
+            prior = self._stored.get(d.deployment)
+            if _changed(prior, d) or prior is None or d.timestamp - prior.timestamp >= self.config.decision_heartbeat_s:
+                self._stored[d.deployment] = d
+                w.submit(f"decision {d.deployment}", partial(_record_decision, decision=d))
+        if self._last_prune is None or now - self._last_prune >= self.config.prune_every_s:
+            self._last_prune = now
+            horizon = self.config.retention_s
+            w.submit(
+                "retention", lambda s: log.info("retention: %s", repo.prune(session=s, now=now, horizon_s=horizon))
+            )
+
+    def _snapshot(
+        self, now: float, result: CollectResult, findings: list[Finding], decisions: list[Decision]
+    ) -> Snapshot:
+        tte: dict[tuple[str, str], float] = {}
+        for r in self.state.replicas():
+            unknown: float | None = None
+            history = self.state.replica_history(r.key)
+            seconds = self._guard("kv_projection", partial(time_to_exhaustion_s, history, self.config.kv), unknown)
+            if seconds is not None:
+                tte[(r.sample.deployment_key, r.sample.replica)] = seconds
+        # The newest decision of every deployment still in the fleet (a restart's resumed ones until re-decided).
+        live = self.state.deployments()
+        latest = {k: d for k, d in self._stored.items() if k in live or not live}
+        latest.update({d.deployment: d for d in decisions})
+        return Snapshot(
+            tick=self.tick_count + 1,
+            t=now,
+            deployments=self.state.deployments(),
+            replicas=self.state.replicas(),
+            gpus=self.state.gpus(),
+            decisions=latest,
+            findings=tuple(findings),
+            targets=tuple(self._targets),
+            target_health=dict(result.health),
+            node_drains=self._guard("drains", self.node_drains, {}),
+            kv_time_to_exhaustion=tte,
+        )

@@ -1,0 +1,226 @@
+"""The long-running service: the control loop, the store writer and (with HA) the Lease, as named, guarded
+asyncio tasks around one ``ControlLoop``; and the ``Runtime`` the API reads.
+
+Shutdown: SIGTERM sets one stop flag. The tick in progress finishes (it is never cancelled half-way), then the
+store writer flushes what is pending, then the tasks end. After SIGKILL, a restart restores open findings (so
+hysteresis does not flap them), the last decision of every deployment (published at once, so KEDA keeps its
+target) and the forecaster's history from the per-minute roll-ups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from prometheus_client.registry import CollectorRegistry
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.exposition import OwnMetrics
+from api.runtime import RuntimeHealth, Snapshot, TargetRegistry
+from collector.clock import Clock
+from collector.scrape import spawn_guarded
+from detectors.finding import Finding
+from kvpilot.loop import ControlLoop, Decide, Detect, Discovery, LoopConfig, Publish
+from scaler.decision import Decision
+from store import repo
+from store.buffer import BufferedWriter
+from store.db import ping, transaction
+from store.drain_states import ACTIVE
+from store.repo.rollups import RollupPoint
+
+log = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """What a previous run left in the store."""
+
+    findings: list[Finding] = field(default_factory=list)
+    decisions: dict[str, Decision] = field(default_factory=dict)
+    rollups: list[RollupPoint] = field(default_factory=list)
+
+
+def restore(sessions: sessionmaker[Session], *, now: float, history_s: float) -> Restored:
+    """Read the resumable state; an unreachable store means starting empty (and saying so), not failing."""
+    try:
+        with transaction(sessions) as s:
+            return Restored(
+                findings=repo.open_findings(session=s),
+                decisions=repo.latest_decisions(session=s),
+                rollups=repo.load_rollups(session=s, since=now - history_s),
+            )
+    except SQLAlchemyError as e:
+        log.error("store unreachable at start, starting without history: %s", str(e).splitlines()[0])
+        return Restored()
+
+
+def warm_start(planner: Decide, rollups: list[RollupPoint]) -> int:
+    """Feed the stored per-minute arrival rates to each deployment's forecaster; returns points fed.
+
+    Works with ``scaler.planner.Planner`` (``planner_for(key).forecaster.observe``); other planners are skipped.
+    """
+    planner_for = getattr(planner, "planner_for", None)
+    if planner_for is None:
+        return 0
+    fed = 0
+    for p in rollups:
+        rate = p.values.get("arrival_rate")
+        if rate is not None:
+            planner_for(p.deployment).forecaster.observe(p.t + 30.0, rate)  # the minute's midpoint
+            fed += 1
+    return fed
+
+
+class Leadership:
+    """Who may actuate. Without HA the single replica always leads; ``kvpilot.lease`` replaces this."""
+
+    def __init__(self) -> None:
+        self.leader = True
+
+
+class Service:
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        loop: ControlLoop,
+        engine: Engine,
+        sessions: sessionmaker[Session],
+        writer: BufferedWriter,
+        metrics: OwnMetrics,
+        targets: TargetRegistry,
+        interval_s: float,
+        max_body_bytes: int = 64 * 1024,
+        drain_dry_run: bool = True,
+        drain_max_concurrent: int = 1,
+        leadership: Leadership | None = None,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.clock = clock
+        self.loop = loop
+        self.engine = engine
+        self._sessions = sessions
+        self.writer = writer
+        self.metrics = metrics
+        self._targets = targets
+        self.interval_s = interval_s
+        self.settings_max_body_bytes = max_body_bytes
+        self.drain_dry_run = drain_dry_run
+        self.drain_max_concurrent = drain_max_concurrent
+        self.leadership = leadership or Leadership()
+        self._sleep = sleep
+        self.stop = asyncio.Event()
+        self._wake_writer = asyncio.Event()
+        self._node_drains: dict[str, str] = {}
+        self.tasks: list[asyncio.Task[None]] = []
+        loop.node_drains = self.node_drains
+
+    # -- Runtime (what the API reads) ---------------------------------------------------------------------------
+
+    @property
+    def sessions(self) -> sessionmaker[Session]:
+        return self._sessions
+
+    @property
+    def targets(self) -> TargetRegistry:
+        return self._targets
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        return self.metrics.registry
+
+    def snapshot(self) -> Snapshot | None:
+        return self.loop.latest
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def health(self) -> RuntimeHealth:
+        w = self.writer
+        snap = self.loop.latest
+        return RuntimeHealth(
+            first_tick_done=snap is not None,
+            store_up=w.up,
+            store_pending_writes=w.pending,
+            store_dropped_writes=w.dropped_total,
+            store_last_error=w.last_error,
+            last_tick_at=snap.t if snap else None,
+            leader=self.leadership.leader,
+        )
+
+    def node_drains(self) -> dict[str, str]:
+        return dict(self._node_drains)
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+
+    async def start(self, restored: Restored) -> None:
+        """Resume from what a previous run left (see ``restore``) and start the tasks."""
+        self.writer.up = await asyncio.to_thread(ping, self.engine)
+        self.loop.resume(restored.decisions)
+        fed = warm_start(self.loop.planner, restored.rollups)
+        log.info(
+            "restored %d open findings, %d decisions, %d roll-up points for the forecasters",
+            len(restored.findings),
+            len(restored.decisions),
+            fed,
+        )
+        self.tasks = [
+            spawn_guarded("control-loop", self._run_loop, self.stop, sleep=self._sleep),
+            spawn_guarded("store-writer", self._run_writer, self.stop, sleep=self._sleep),
+        ]
+
+    async def wait(self) -> None:
+        """Until stop: then the tick in progress finishes and pending writes are flushed."""
+        await self.stop.wait()
+        self._wake_writer.set()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        if not await asyncio.to_thread(self.writer.flush):
+            log.error("shutting down with %d writes the store did not take", self.writer.pending)
+
+    async def _run_loop(self) -> None:
+        while not self.stop.is_set():
+            started = self.clock.now()
+            await self.loop.tick()
+            self._wake_writer.set()
+            await self._refresh_drains()
+            await self._sleep_unless_stopped(max(0.0, self.interval_s - (self.clock.now() - started)))
+
+    async def _run_writer(self) -> None:
+        while True:
+            await self._wake_writer.wait()
+            self._wake_writer.clear()
+            await asyncio.to_thread(self.writer.flush)
+            if self.stop.is_set():
+                return
+
+    async def _refresh_drains(self) -> None:
+        """Node → state of live drain actions (kvpilot_node_drain_state); kept as is while the store is away."""
+
+        def read() -> dict[str, str]:
+            with transaction(self._sessions) as s:
+                rows = repo.list_drains(session=s, limit=1000).items
+                return {r.node: r.state for r in rows if r.state in {a.value for a in ACTIVE}}
+
+        if not self.writer.up:
+            return
+        with contextlib.suppress(SQLAlchemyError):
+            self._node_drains = await asyncio.to_thread(read)
+
+    async def _sleep_unless_stopped(self, seconds: float) -> None:
+        sleeper = asyncio.ensure_future(self._sleep(seconds))
+        stopper = asyncio.ensure_future(self.stop.wait())
+        try:
+            await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (sleeper, stopper):
+                t.cancel()
+
+
+__all__ = ["Detect", "Discovery", "LoopConfig", "Publish", "Restored", "Service", "restore", "warm_start"]

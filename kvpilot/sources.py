@@ -1,0 +1,173 @@
+"""Where the control loop's targets come from, one backend per discovery kind, registered in ``DISCOVERY``.
+
+``static`` (config file plus API additions) and ``simulator`` (the built-in fake fleet, for the zero-config
+start) live here; ``kubernetes`` and ``promql`` come from ``collector.discovery`` when that package provides them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from collector.samples import TargetInfo
+from kvpilot.settings import DiscoverySettings, Settings, SettingsError, StaticTarget
+from kvpilot.targets import StaticTargets
+
+log = logging.getLogger(__name__)
+
+
+def _target(t: StaticTarget) -> TargetInfo:
+    return TargetInfo(**t.model_dump())
+
+
+def _read_static_file(path: Path) -> list[TargetInfo]:
+    try:
+        data = yaml.safe_load(path.read_text()) or []
+    except (OSError, yaml.YAMLError) as e:
+        raise SettingsError(f"collector.discovery.static_file {path}: {e}") from None
+    if not isinstance(data, list):
+        raise SettingsError(f"collector.discovery.static_file {path}: expected a list of targets")
+    out = []
+    for i, item in enumerate(data):
+        try:
+            out.append(_target(StaticTarget.model_validate(item)))
+        except ValueError as e:
+            raise SettingsError(f"collector.discovery.static_file {path}[{i}]: {e}") from None
+    return out
+
+
+class _Merged:
+    """Discovered targets plus the static ones an operator added through the API."""
+
+    def __init__(self, discovered: Callable[[], Any], static: StaticTargets) -> None:
+        self._discovered = discovered
+        self._static = static
+
+    async def targets(self) -> list[TargetInfo]:
+        found = await self._discovered()
+        urls = {t.url for t in found}
+        return [*found, *(t for t in self._static.static_targets() if t.url not in urls)]
+
+
+class SimulatorTargets:
+    """Targets as the live simulator lists them at ``/targets`` (its dcgm pages are kind "gpu" here)."""
+
+    def __init__(self, base_url: str, *, timeout_s: float = 2.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._client = httpx.AsyncClient(timeout=timeout_s, trust_env=False)
+
+    async def targets(self) -> list[TargetInfo]:
+        r = await self._client.get(f"{self.base_url}/targets")
+        r.raise_for_status()
+        return [
+            TargetInfo(
+                url=t["url"],
+                kind="gpu" if t["kind"] in ("gpu", "dcgm") else "engine",
+                engine=t.get("engine") or None,
+                namespace=t.get("namespace") or "default",
+                deployment=t.get("deployment", ""),
+                pod=t.get("pod", ""),
+                node=t.get("node", ""),
+            )
+            for t in r.json()
+        ]
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+@dataclass
+class Sources:
+    """What ``build`` returns: the loop's discovery, the API's static registry, and what to close at exit."""
+
+    discovery: Any
+    static: StaticTargets
+    resources: ExitStack = field(default_factory=ExitStack)
+    simulator_url: str | None = None
+
+
+def _static(settings: Settings) -> Sources:
+    d = settings.collector.discovery
+    initial = [_target(t) for t in d.static_targets]
+    if d.static_file is not None:
+        initial += _read_static_file(d.static_file)
+    static = StaticTargets(initial)
+    return Sources(discovery=static, static=static)
+
+
+@dataclass
+class EmbeddedSimulator(AbstractContextManager["EmbeddedSimulator"]):
+    """The built-in fake fleet on a loopback port: what `kvpilot run` scrapes when given no configuration."""
+
+    replicas: int
+    trace: str = "synthetic"
+    url: str = ""
+    _server: Any = None
+    _live: Any = None
+
+    def __enter__(self) -> EmbeddedSimulator:
+        import threading
+
+        from simulator import PROFILES, Fleet, FleetConfig, load_trace
+        from simulator.server import LiveFleet, make_server
+
+        fleet = Fleet(FleetConfig(profile=PROFILES["llama3-8b-h100"], replicas=self.replicas), load_trace(self.trace))
+        self._live = LiveFleet(fleet)
+        self._server = make_server(self._live, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._live.start()
+        threading.Thread(target=self._server.serve_forever, name="simulator-http", daemon=True).start()
+        log.info("embedded simulator with %d replicas serving on %s", self.replicas, self.url)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._live.stop()
+
+
+def _simulator(settings: Settings) -> Sources:
+    d = settings.collector.discovery
+    sim = EmbeddedSimulator(d.simulator_replicas, str(d.simulator_trace) if d.simulator_trace else "synthetic")
+    stack = ExitStack()
+    stack.enter_context(sim)
+    static = StaticTargets([_target(t) for t in d.static_targets])
+    return Sources(_Merged(SimulatorTargets(sim.url).targets, static), static, stack, simulator_url=sim.url)
+
+
+def _from_collector(kind: str) -> Callable[[Settings], Sources]:
+    def build(settings: Settings) -> Sources:
+        try:
+            module = importlib.import_module(f"collector.discovery.{kind}")
+        except ModuleNotFoundError:
+            raise SettingsError(
+                f"collector.discovery.kind: {kind!r} discovery is not available in this build (collector.discovery)"
+            ) from None
+        discovery = module.from_settings(settings.collector.discovery)
+        static = StaticTargets([_target(t) for t in settings.collector.discovery.static_targets])
+        return Sources(_Merged(discovery.targets, static), static)
+
+    return build
+
+
+DISCOVERY: dict[str, Callable[[Settings], Sources]] = {
+    "static": _static,
+    "simulator": _simulator,
+    "kubernetes": _from_collector("kubernetes"),
+    "promql": _from_collector("promql"),
+}
+
+
+def build(settings: Settings) -> Sources:
+    kind: str = settings.collector.discovery.kind
+    return DISCOVERY[kind](settings)
+
+
+__all__ = ["DISCOVERY", "DiscoverySettings", "EmbeddedSimulator", "SimulatorTargets", "Sources", "build"]

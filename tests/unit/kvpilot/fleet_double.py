@@ -1,0 +1,102 @@
+"""A scripted fleet for driving the control loop in virtual time: the collect stage returns samples whose
+counters advance with the clock, and a GPU whose XID the test sets. Everything else in the service is real."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from collector.clock import VirtualClock
+from collector.samples import GpuSample, ReplicaSample, TargetInfo
+from collector.scrape import CollectResult, ScrapeResult, VirtualTimer
+from kvpilot.service import Restored, Service
+from kvpilot.settings import Settings, load_settings
+from kvpilot.sources import Sources
+from kvpilot.targets import StaticTargets
+from kvpilot.wiring import build_service
+
+START = 1_700_000_000.0
+ENGINE = TargetInfo(url="http://10.0.0.1:8000/metrics", namespace="llm", deployment="chat", pod="chat-0", node="n0")
+GPU = TargetInfo(url="http://10.0.0.1:9400/metrics", kind="gpu", node="n0")
+
+
+@dataclass
+class ScriptedFleet:
+    clock: VirtualClock
+    rate: float = 4.0  # requests finished per second
+    xid: int | None = None
+    gate: asyncio.Event | None = None  # when set, collection waits for it (a slow scrape)
+    collected: int = 0
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def collect_once(self, targets: Sequence[TargetInfo]) -> CollectResult:
+        self.started.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        t = self.clock.now()
+        elapsed = t - START
+        replica = ReplicaSample(
+            namespace="llm",
+            deployment="chat",
+            replica="chat-0",
+            node="n0",
+            engine="vllm",
+            model="m",
+            timestamp=t,
+            requests_waiting=1,
+            requests_running=4,
+            kv_usage=0.4,
+            requests_finished=self.rate * elapsed,
+            prompt_tokens=500 * self.rate * elapsed,
+            generation_tokens=100 * self.rate * elapsed,
+        )
+        gpu = GpuSample(
+            node="n0", index="0", uuid="GPU-0", model_name="H100", timestamp=t, utilisation=0.5, last_xid=self.xid
+        )
+        self.collected += 1
+        return CollectResult(
+            timestamp=t,
+            results=(
+                ScrapeResult(ENGINE, True, t, 0.01, replicas=(replica,), engine="vllm"),
+                ScrapeResult(GPU, True, t, 0.01, gpus=(gpu,)),
+            ),
+        )
+
+
+def settings_for(url: str, **overrides: object) -> Settings:
+    return load_settings(
+        store={"database_url": url},
+        collector={"interval_s": 5, "timeout_s": 1, "discovery": {"kind": "static"}},
+        **overrides,
+    )
+
+
+def make_service(
+    url: str, clock: VirtualClock, fleet: ScriptedFleet, **kw: object
+) -> tuple[Service, Restored, VirtualTimer]:
+    timer = VirtualTimer(clock)
+    static = StaticTargets([ENGINE, GPU])
+    service, restored = build_service(
+        settings_for(url), Sources(static, static), clock=clock, collector=fleet, sleep=timer.sleep, **kw
+    )
+    return service, restored, timer
+
+
+async def until(predicate: Callable[[], bool], *, what: str, polls: int = 2000) -> None:
+    """Poll (yielding to the loop and to worker threads) until ``predicate`` holds."""
+    for _ in range(polls):
+        if predicate():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"never happened: {what}")
+
+
+async def run_ticks(service: Service, timer: VirtualTimer, n: int) -> None:
+    """Let the loop complete ``n`` more ticks in virtual time; returns with the loop asleep between ticks."""
+    target = service.loop.tick_count + n
+    while True:
+        await until(lambda: timer.sleepers > 0, what="the loop asleep between ticks")
+        if service.loop.tick_count >= target:
+            return
+        await timer.advance(service.interval_s)

@@ -1,0 +1,187 @@
+"""The control-loop service in virtual time with the real FleetState, detectors, planner, store (SQLite through
+the migrations), write buffer and metrics; only the fleet is scripted (tests/unit/kvpilot/fleet_double.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+
+import pytest
+from prometheus_client import generate_latest
+from sqlalchemy import func, select
+
+from collector.clock import VirtualClock
+from detectors.finding import Finding
+from store import repo
+from store.db import transaction
+from store.models import DecisionRow, RollupRow
+from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks, until
+
+
+@pytest.fixture
+def db(tmp_path) -> tuple[str, object]:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    return f"sqlite:///{folder / 'kvpilot.db'}", folder
+
+
+async def test_ticks_decide_detect_persist_and_publish(db) -> None:
+    url, _ = db
+    clock = VirtualClock(START)
+    fleet = ScriptedFleet(clock, xid=79)
+    service, restored, timer = make_service(url, clock, fleet)
+    assert restored.findings == []
+    assert not service.health().first_tick_done  # not ready before a complete tick
+    await service.start(restored)
+    await run_ticks(service, timer, 4)
+    await until(lambda: service.writer.pending == 0, what="writes flushed")
+    snap = service.snapshot()
+    assert snap is not None
+    assert service.health().first_tick_done
+    assert set(snap.decisions) == {"llm/chat"}
+    assert [f.kind for f in snap.findings] == ["stuck_gpu"]  # XID 79 opened after its hysteresis
+    with transaction(service.sessions) as s:
+        assert [f.kind for f in repo.open_findings(session=s)] == ["stuck_gpu"]
+        assert repo.latest_decisions(session=s)["llm/chat"].deployment == "llm/chat"
+        assert repo.load_rollups(session=s, deployment="llm/chat")[0].values["arrival_rate"] is not None
+        assert [d.key for d in repo.list_deployments(session=s).items] == ["llm/chat"]
+    text = generate_latest(service.registry).decode()
+    assert 'kvpilot_finding_active{deployment="",gpu="GPU-0",kind="stuck_gpu",node="n0"' in text
+    assert "kvpilot_store_up 1.0" in text
+    assert "kvpilot_loop_tick_seconds_count 4.0" in text  # one observation per tick
+    service.stop.set()
+    await service.wait()
+
+
+async def test_unchanged_decisions_are_not_stored_every_tick(db) -> None:
+    url, _ = db
+    clock = VirtualClock(START)
+    service, restored, timer = make_service(url, clock, ScriptedFleet(clock))
+    await service.start(restored)
+    await run_ticks(service, timer, 30)  # 150 s of ticks every 5 s
+    service.stop.set()
+    await service.wait()
+    with transaction(service.sessions) as s:
+        stored = s.scalar(select(func.count()).select_from(DecisionRow))
+    assert stored is not None
+    assert 2 <= stored < 30  # changes and a once-a-minute heartbeat, not 31 rows
+
+
+async def test_store_outage_keeps_deciding_buffers_and_catches_up(db) -> None:
+    url, folder = db
+    clock = VirtualClock(START)
+    service, restored, timer = make_service(url, clock, ScriptedFleet(clock))
+    await service.start(restored)
+    await run_ticks(service, timer, 2)
+    await until(lambda: service.writer.pending == 0, what="first writes flushed")
+    # The store goes away: its folder is replaced by a file, so the database cannot be opened.
+    hidden = folder.with_name("hidden")
+    folder.rename(hidden)
+    folder.write_text("not a folder")
+    decided_before = service.snapshot().decisions["llm/chat"].timestamp
+    await run_ticks(service, timer, 5)
+    await until(lambda: not service.writer.up, what="the outage noticed")
+    health = service.health()
+    assert service.snapshot().decisions["llm/chat"].timestamp > decided_before  # still deciding
+    assert health.store_pending_writes > 0
+    assert health.store_last_error
+    text = generate_latest(service.registry).decode()
+    assert "kvpilot_store_up 0.0" in text
+    assert f"kvpilot_store_pending_writes {float(health.store_pending_writes)}" in text
+    # The store comes back: everything buffered is written, in order, and the service reports it.
+    folder.unlink()
+    hidden.rename(folder)
+    await run_ticks(service, timer, 1)
+    await until(lambda: service.writer.up and service.writer.pending == 0, what="caught up")
+    with transaction(service.sessions) as s:
+        minutes = s.scalar(select(func.count()).select_from(RollupRow))
+        samples = s.scalar(select(func.sum(RollupRow.samples)))
+    assert minutes is not None
+    assert samples == service.loop.tick_count  # every tick's roll-up landed, none lost
+    service.stop.set()
+    await service.wait()
+
+
+async def test_bounded_buffer_drops_oldest_and_counts(db) -> None:
+    url, folder = db
+    clock = VirtualClock(START)
+    service, restored, timer = make_service(url, clock, ScriptedFleet(clock))
+    service.writer._max = 5
+    shutil.rmtree(folder)
+    folder.write_text("not a folder")
+    await service.start(restored)
+    await run_ticks(service, timer, 5)
+    await until(lambda: service.writer.dropped_total > 0, what="drops")
+    assert service.writer.pending == 5
+    assert "kvpilot_store_dropped_writes_total" in generate_latest(service.registry).decode()
+    service.stop.set()
+    await service.wait()
+
+
+async def test_sigterm_finishes_the_tick_and_flushes(db) -> None:
+    url, _ = db
+    clock = VirtualClock(START)
+    fleet = ScriptedFleet(clock)
+    service, restored, timer = make_service(url, clock, fleet)
+    await service.start(restored)
+    await run_ticks(service, timer, 1)
+    fleet.gate = asyncio.Event()
+    fleet.started.clear()
+    await timer.advance(service.interval_s)
+    await until(fleet.started.is_set, what="the next tick collecting")
+    service.stop.set()  # SIGTERM arrives mid-tick
+    fleet.gate.set()
+    await service.wait()
+    assert service.loop.tick_count == 2  # the tick in progress completed
+    assert service.writer.pending == 0
+    with transaction(service.sessions) as s:
+        assert s.scalar(select(func.sum(RollupRow.samples))) == 2  # and its writes are in the store
+
+
+async def test_restart_restores_findings_decisions_and_history(db) -> None:
+    url, _ = db
+    clock = VirtualClock(START)
+    fleet = ScriptedFleet(clock, xid=79)
+    first, restored, timer = make_service(url, clock, fleet)
+    await first.start(restored)
+    await run_ticks(first, timer, 30)
+    await until(lambda: first.writer.pending == 0, what="flushed")
+    open_before = [f.id for f in first.snapshot().findings]
+    decision_before = first.snapshot().decisions["llm/chat"]
+    for t in first.tasks:  # SIGKILL: no shutdown path runs
+        t.cancel()
+    await asyncio.gather(*first.tasks, return_exceptions=True)
+
+    clock.advance(7)
+    second, restored, timer = make_service(url, clock, fleet)
+    assert [f.id for f in restored.findings] == open_before
+    assert restored.decisions["llm/chat"].desired_replicas == decision_before.desired_replicas
+    assert len(restored.rollups) >= 2  # per-minute history for the forecaster
+    await second.start(restored)
+    forecaster = second.loop.planner.planner_for("llm/chat").forecaster
+    assert forecaster.predict(60).point == pytest.approx(4.0, rel=0.3)  # warm: knows the rate before any tick
+    await run_ticks(second, timer, 1)
+    # The finding is still open after one tick: restored, not re-detected through hysteresis from scratch.
+    assert [f.id for f in second.snapshot().findings] == open_before
+    second.stop.set()
+    await second.wait()
+
+
+async def test_a_failing_stage_is_counted_and_the_tick_goes_on(db) -> None:
+    url, _ = db
+    clock = VirtualClock(START)
+
+    class BrokenDetection:
+        def tick(self, state, *, now):
+            raise RuntimeError("detector bug")
+
+        def active(self) -> list[Finding]:
+            return []
+
+    service, restored, timer = make_service(url, clock, ScriptedFleet(clock), detection=BrokenDetection())
+    await service.start(restored)
+    await run_ticks(service, timer, 2)
+    assert "llm/chat" in service.snapshot().decisions  # scaling went on
+    assert 'kvpilot_loop_stage_errors_total{stage="detect"} 2.0' in generate_latest(service.registry).decode()
+    service.stop.set()
+    await service.wait()
