@@ -48,8 +48,10 @@ def _deployment_finding(
     base_ratio, base_replicas = base
     if base_ratio < th.min_baseline or current >= base_ratio * (1.0 - th.relative_drop):
         return None
-    if current <= th.no_sharing_ratio:
-        return None  # the traffic stopped sharing prefixes; routing cannot help
+    threshold = base_ratio * (1.0 - th.relative_drop)
+    recent = [p.prefix_hit_ratio for p in history if p.t >= now - th.settle_s]
+    if any(r is None or r >= threshold or r <= th.no_sharing_ratio for r in recent) or current <= th.no_sharing_ratio:
+        return None  # not settled in the band yet, or the traffic stopped sharing prefixes (routing cannot help)
     per_replica = [r.prefix_hit_ratio for r in view.replicas if r.ready and r.prefix_hit_ratio is not None]
     spread = max(per_replica) - min(per_replica) if per_replica else 0.0
     scaled_out = view.ready_replicas > base_replicas

@@ -82,16 +82,20 @@ class PrefixThresholds:
     baseline_exclude_recent_s: float = 300.0
     # ... and needs this much history to be trusted.
     min_baseline_s: float = 300.0
-    # A deployment-wide ratio at or below this means the traffic itself stopped sharing prefixes:
-    # spreading cannot take a ratio to ~0 while shared prefixes remain, so stay silent.
-    no_sharing_ratio: float = 0.05
+    # A deployment-wide ratio at or below this means the traffic itself stopped sharing prefixes: spreading
+    # leaves a residue of hits (each replica still caches the prefixes it sees; 0.05 on the Mooncake trace
+    # over 4-8 round-robin replicas in the simulator), while prefix-free traffic leaves none.
+    no_sharing_ratio: float = 0.02
+    # The fallen ratio must hold for this long before it counts: the windowed ratio of traffic that stops
+    # sharing prefixes passes through the intermediate band for one rate window on its way to zero.
+    settle_s: float = 90.0
     # Per-replica ratios "collapsed together" when their spread (max - min) is within this.
     replica_spread: float = 0.25
 
     def __post_init__(self) -> None:
         for name in ("relative_drop", "min_baseline", "no_sharing_ratio", "replica_spread"):
             _check(self, name, lo=0.0, hi=1.0)
-        for name in ("min_queries_rate", "baseline_exclude_recent_s", "min_baseline_s"):
+        for name in ("min_queries_rate", "baseline_exclude_recent_s", "min_baseline_s", "settle_s"):
             _check(self, name, lo=0.0)
 
 

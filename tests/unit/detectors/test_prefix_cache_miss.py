@@ -10,10 +10,10 @@ from tests.unit.detectors.detector_fleet import TICK_S, drive, replica
 
 QUERIES_PER_TICK = 5000.0  # tokens: 1000 tokens/s per replica, above min_queries_rate
 BASELINE_TICKS = 120  # 10 minutes of baseline
-AFTER_TICKS = 24  # 2 minutes after the change
+AFTER_TICKS = 48  # 4 minutes after the change (60 s rate window + 90 s settle, with margin)
 
 
-def _run(before: list[float], after: list[float]):
+def _run(before: list[float], after: list[float], after_ticks: int = AFTER_TICKS):
     """Per-replica hit ratios before and after a change at BASELINE_TICKS; a replica list that grows is a scale-out."""
     hits: dict[str, float] = {}
     queries: dict[str, float] = {}
@@ -28,7 +28,7 @@ def _run(before: list[float], after: list[float]):
             out.append(replica(name, t, prefix_queries=queries[name], prefix_hits=hits[name]))
         return out, []
 
-    n = BASELINE_TICKS + AFTER_TICKS
+    n = BASELINE_TICKS + after_ticks
     return drive(tick, n), (n - 1) * TICK_S
 
 
@@ -62,3 +62,13 @@ def test_no_baseline_no_finding():
     # Without min_baseline_s of history older than the recent window there is no baseline to compare.
     state = drive(lambda i, t: ([replica("r0", t, prefix_queries=1e4 * i, prefix_hits=1e3 * i)], []), 10)
     assert prefix_cache_miss.detect(state, thresholds=DEFAULT, now=45) == []
+
+
+def test_not_yet_settled_is_silent():
+    # 95 s after a routing change the 60 s window has only just left the baseline: too early to call it,
+    # while the same run 4 minutes on fires.
+    before, after = [0.8, 0.8, 0.8], [0.35, 0.3, 0.4]
+    state, now = _run(before, after, after_ticks=19)
+    assert prefix_cache_miss.detect(state, thresholds=DEFAULT, now=now) == []
+    state, now = _run(before, after)
+    assert prefix_cache_miss.detect(state, thresholds=DEFAULT, now=now) != []
