@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from api import series
 from detectors.thresholds import DEFAULT, Thresholds
 
 RULES_PATH = "alerts/kvpilot-rules.yaml"
@@ -42,7 +43,7 @@ class Alert:
 
 
 def _finding(kind: str, severity: str) -> str:
-    return f'kvpilot_finding_active{{{SELECTOR},kind="{kind}",severity="{severity}"}}'
+    return f'{series.FINDING_ACTIVE.name}{{{SELECTOR},kind="{kind}",severity="{severity}"}}'
 
 
 def _gpu_labels(kind: str, severity: str) -> dict[str, str]:
@@ -68,7 +69,7 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
                 "a hang (pinned busy with no token progress) or a GPU gone from its exporter. Cordon and drain the "
                 "node, then reset the GPU."
             ),
-            series="kvpilot_finding_active",
+            series=series.FINDING_ACTIVE.name,
             bad=1,
             good=0,
             labels=_gpu_labels("stuck_gpu", "critical"),
@@ -83,14 +84,14 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
                 "kvpilot flagged GPU {{ $labels.gpu }} on node {{ $labels.node }}: a watch-class XID, an idle GPU "
                 "while requests run, or an XID outside the triage table. Schedule a reset at the next idle window."
             ),
-            series="kvpilot_finding_active",
+            series=series.FINDING_ACTIVE.name,
             bad=1,
             good=0,
             labels=_gpu_labels("stuck_gpu", "warning"),
         ),
         Alert(
             name="KvpilotKvCacheExhaustionImminent",
-            expr=(f"kvpilot_kv_time_to_exhaustion_seconds{{{SELECTOR}}} < {th.kv.warn_time_to_exhaustion_s:g}"),
+            expr=f"{series.KV_TIME_TO_EXHAUSTION.name}{{{SELECTOR}}} < {th.kv.warn_time_to_exhaustion_s:g}",
             for_s=th.for_seconds("kv_exhaustion"),
             severity="warning",
             summary="KV cache of {{ $labels.replica }} ({{ $labels.deployment }}) projected full soon",
@@ -99,7 +100,7 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
                 f"{th.kv.warn_time_to_exhaustion_s:g} s; requests will be preempted or queue once it is. "
                 "Scale out or shed load before then."
             ),
-            series="kvpilot_kv_time_to_exhaustion_seconds",
+            series=series.KV_TIME_TO_EXHAUSTION.name,
             bad=60,
             good=3600,
             labels=kv_labels,
@@ -114,7 +115,7 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
                 f"Replica {{{{ $labels.replica }}}} has its KV cache at or above {th.kv.near_full:.0%} with "
                 "requests queueing, or is preempting requests. Latency is already suffering: scale out now."
             ),
-            series="kvpilot_finding_active",
+            series=series.FINDING_ACTIVE.name,
             bad=1,
             good=0,
             labels={**_deployment_labels("kv_exhaustion", "critical"), "replica": "chat-0"},
@@ -130,7 +131,7 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
                 f"{th.prefix.relative_drop:.0%} against its own baseline on all replicas together, while shared "
                 "prefixes remain. Use prefix-aware or sticky routing."
             ),
-            series="kvpilot_finding_active",
+            series=series.FINDING_ACTIVE.name,
             bad=1,
             good=0,
             labels=_deployment_labels("prefix_cache_miss", "warning"),
@@ -146,7 +147,7 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
                 f"({th.ttft.objective:.1%} of requests within {th.ttft.target_s:g} s) faster than "
                 f"{th.ttft.windows[0].factor:g}x. Users feel it now."
             ),
-            series="kvpilot_finding_active",
+            series=series.FINDING_ACTIVE.name,
             bad=1,
             good=0,
             labels=_deployment_labels("ttft_slo_burn", "critical"),
@@ -161,14 +162,14 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
                 "{{ $labels.deployment }} burns its TTFT error budget steadily (a slower window pair). "
                 "Look at capacity before the budget is gone."
             ),
-            series="kvpilot_finding_active",
+            series=series.FINDING_ACTIVE.name,
             bad=1,
             good=0,
             labels=_deployment_labels("ttft_slo_burn", "warning"),
         ),
         Alert(
             name="KvpilotScrapeTargetDown",
-            expr=f"kvpilot_scrape_up{{{SELECTOR}}} == 0",
+            expr=f"{series.SCRAPE_UP.name}{{{SELECTOR}}} == 0",
             for_s=th.target.down_after_s,
             severity="warning",
             summary="kvpilot cannot scrape {{ $labels.target }}",
@@ -176,10 +177,10 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
                 "kvpilot has failed to scrape {{ $labels.target }} for "
                 f"{th.target.down_after_s:g} s: the detectors are blind to it."
             ),
-            series="kvpilot_scrape_up",
+            series=series.SCRAPE_UP.name,
             bad=0,
             good=1,
-            labels={"target": "http://10.0.0.7:8000/metrics", "kind": "engine"},
+            labels={"target": "http://10.0.0.7:8000/metrics"},
         ),
     ]
 

@@ -74,3 +74,13 @@ def test_promtool_catches_a_wrong_for(tmp_path):
         ["promtool", "test", "rules", str(tmp_path / "kvpilot-rules.test.yaml")], capture_output=True, text=True
     )
     assert test.returncode != 0
+
+
+@pytest.mark.parametrize("alert", rules.alerts(), ids=lambda a: a.name)
+def test_alerts_use_the_labels_the_exporter_exports(alert):
+    # The promtool cases use exactly the series and labels api/series.py declares, so they test what is exported.
+    from api import series
+
+    declared = {s.name: set(s.labels) for s in series.ALL}
+    assert alert.series in declared
+    assert set(alert.labels) <= declared[alert.series]
