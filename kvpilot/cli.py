@@ -24,6 +24,8 @@ COMMANDS: list[tuple[str, str]] = [
     ("simulate", "simulate"),
     ("detect", "detect"),
     ("parse", "parse"),
+    ("run", "run"),
+    ("db", "db"),
 ]
 
 

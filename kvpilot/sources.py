@@ -85,13 +85,19 @@ class SimulatorTargets:
 
 
 @dataclass
-class Sources:
+class Sources(AbstractContextManager["Sources"]):
     """What ``build`` returns: the loop's discovery, the API's static registry, and what to close at exit."""
 
     discovery: Any
     static: StaticTargets
     resources: ExitStack = field(default_factory=ExitStack)
     simulator_url: str | None = None
+
+    def __enter__(self) -> Sources:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.resources.close()
 
 
 def _static(settings: Settings) -> Sources:

@@ -1,0 +1,102 @@
+"""What `kvpilot run` does once its settings are loaded: wire the service, serve HTTP (uvicorn) and KEDA gRPC,
+and shut all of it down in order on SIGTERM or SIGINT (loop finishes its tick → store flushed → servers stop)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import uvicorn
+
+from api.auth import TokenAuth
+from api.main import create_app
+from kvpilot import sources as sources_mod
+from kvpilot.settings import Settings
+from kvpilot.wiring import build_service
+
+log = logging.getLogger("kvpilot")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: kvpilot's handler stops the loop first, then the server."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # One line per scrape request would drown everything else; scrape health is in /metrics and /v1/targets.
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLevelName(level)))
+
+
+async def _keda(service_board: object, settings: Settings, stop: asyncio.Event) -> None:
+    try:
+        from scaler.keda.server import build_server, register_external_scaler, serve
+        from scaler.keda.servicer import ExternalScalerServicer
+    except ImportError as e:  # a build without the gRPC part still serves HTTP
+        log.warning("KEDA gRPC server not available: %s", e)
+        return
+    address = f"{settings.api.host}:{settings.api.grpc_port}"
+    server, port = build_server(address, [register_external_scaler(ExternalScalerServicer(service_board))])  # type: ignore[arg-type]
+    log.info("KEDA external scaler (gRPC) on %s:%d", settings.api.host, port)
+    await serve(server, stop)
+
+
+async def run(settings: Settings, *, config_file: Path | None = None) -> int:
+    _configure_logging(settings.log_level)
+    if not settings.auth_enabled:
+        log.warning("no API tokens configured: the API is open (development only; set KVPILOT_ADMIN_TOKENS)")
+    with sources_mod.build(settings) as srcs:
+        service, restored = await asyncio.to_thread(build_service, settings, srcs)
+        auth = TokenAuth(
+            [t.get_secret_value() for t in settings.api.read_tokens],
+            [t.get_secret_value() for t in settings.api.admin_tokens],
+            anonymous_read=settings.api.anonymous_read,
+        )
+        app = create_app(service, auth)
+        server = _Server(
+            uvicorn.Config(
+                app, host=settings.api.host, port=settings.api.http_port, log_config=None, access_log=False,
+                lifespan="off",
+            )
+        )  # fmt: skip
+        loop = asyncio.get_running_loop()
+
+        def shutdown(signame: str) -> None:
+            log.info("%s: finishing the tick, flushing the store, stopping", signame)
+            service.stop.set()
+            server.should_exit = True
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, shutdown, sig.name)
+        await service.start(restored)
+        fleet = f"the embedded simulator at {srcs.simulator_url}" if srcs.simulator_url else "the configured fleet"
+        log.info(
+            "kvpilot running: API on http://%s:%d (docs at /docs), store %s, watching %s",
+            settings.api.host, settings.api.http_port, _redact(settings.database_url), fleet,
+        )  # fmt: skip
+        keda = asyncio.create_task(_keda(service.loop.board, settings, service.stop), name="keda-grpc")
+        http = asyncio.create_task(server.serve(), name="http-api")
+        done, _ = await asyncio.wait({http, asyncio.ensure_future(service.stop.wait())}, return_when="FIRST_COMPLETED")
+        if http in done and not service.stop.is_set():
+            log.error("the HTTP server stopped on its own (port %d in use?); shutting down", settings.api.http_port)
+            service.stop.set()
+        await service.wait()
+        server.should_exit = True
+        await asyncio.gather(http, keda, return_exceptions=True)
+        service.engine.dispose()
+        log.info("kvpilot stopped")
+    return 0
+
+
+def _redact(url: str) -> str:
+    """The database URL without its password, for logs."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)

@@ -1,0 +1,112 @@
+"""`kvpilot run` as an operator starts it: a real process with the embedded default (SQLite file, simulator fleet),
+stopped with SIGTERM (clean exit, store flushed) and with SIGKILL (restart resumes from the store)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.services.ports import free_port, wait_http
+
+pytestmark = pytest.mark.e2e
+
+KVPILOT = str(Path(sys.executable).with_name("kvpilot"))
+
+
+@contextmanager
+def kvpilot_run(
+    tmp: Path, *args: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    port = free_port()
+    log = (tmp / f"run-{port}.log").open("wb")
+    environment = {
+        **os.environ,
+        "XDG_DATA_HOME": str(tmp / "data"),
+        "KVPILOT_GRPC_PORT": str(free_port()),
+        "KVPILOT_COLLECTOR__INTERVAL_S": "1",
+        "KVPILOT_COLLECTOR__TIMEOUT_S": "0.5",
+        **(env or {}),
+    }
+    proc = subprocess.Popen(
+        [KVPILOT, "run", "--port", str(port), *args], env=environment, stdout=log, stderr=subprocess.STDOUT
+    )
+    try:
+        yield proc, f"http://127.0.0.1:{port}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def _ready(url: str, proc: subprocess.Popen[bytes]) -> None:
+    wait_http(f"{url}/readyz", timeout_s=60, proc=proc)
+
+
+def test_zero_config_run_serves_the_simulated_fleet_and_stops_cleanly(tmp_path: Path) -> None:
+    with kvpilot_run(tmp_path) as (proc, url):
+        _ready(url, proc)
+        deployments = httpx.get(f"{url}/v1/deployments").json()["items"]
+        assert [d["key"] for d in deployments] == ["inference/llama"]
+        assert deployments[0]["live"] is True
+        assert "kvpilot_scrape_up" in httpx.get(f"{url}/metrics").text
+        assert httpx.get(f"{url}/docs").status_code == 200
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    log = next(tmp_path.glob("run-*.log")).read_text()
+    assert "finishing the tick, flushing the store" in log
+    assert "kvpilot stopped" in log
+    assert (tmp_path / "data" / "kvpilot" / "kvpilot.db").exists()  # the embedded default store
+
+
+def test_sigkill_and_restart_keeps_audit_and_decisions(tmp_path: Path) -> None:
+    with kvpilot_run(tmp_path) as (proc, url):
+        _ready(url, proc)
+        drain = httpx.post(f"{url}/v1/drains", json={"node": "node-0", "reason": "test"}).json()
+        httpx.post(f"{url}/v1/drains/{drain['id']}/approve", json={"message": "ok"})
+        wait_http(f"{url}/readyz", proc=proc)
+        decided = httpx.get(f"{url}/v1/decisions").json()["total"]
+        assert decided >= 1
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    with kvpilot_run(tmp_path) as (proc, url):
+        _ready(url, proc)
+        back = httpx.get(f"{url}/v1/drains/{drain['id']}").json()
+        assert back["state"] == "approved"
+        assert [e["to_state"] for e in back["events"]] == ["requested", "approved"]
+        assert httpx.get(f"{url}/v1/decisions").json()["total"] >= decided
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+
+
+@pytest.mark.parametrize(
+    ("config", "env", "named"),
+    [
+        # a negative interval is refused, naming the field
+        ("collector:\n  interval_s: -1\n", {}, "collector.interval_s"),
+        # an unknown key is refused rather than ignored
+        ("scaler:\n  mood: happy\n", {}, "scaler.mood"),
+        # production without an admin token is refused
+        ("environment: production\n", {}, "api.admin_tokens"),
+        # a well-known token is refused outside development
+        ("environment: production\n", {"KVPILOT_ADMIN_TOKENS": "changeme"}, "api.admin_tokens[0]"),
+    ],
+)
+def test_invalid_configuration_exits_2_naming_the_field(
+    tmp_path: Path, config: str, env: dict[str, str], named: str
+) -> None:
+    path = tmp_path / "kvpilot.yaml"
+    path.write_text(config)
+    out = subprocess.run(
+        [KVPILOT, "run", "--config", str(path)], env={**os.environ, **env}, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 2
+    assert named in out.stderr
