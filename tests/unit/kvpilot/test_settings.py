@@ -1,0 +1,140 @@
+"""Settings: YAML + KVPILOT_* environment, precedence, flat aliases, and errors that name the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvpilot.settings import SettingsError, load_settings
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("KVPILOT_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+
+
+def test_defaults_are_the_zero_config_demo(tmp_path: Path) -> None:
+    s = load_settings()
+    assert s.collector.interval_s == 5
+    assert s.collector.discovery.kind == "simulator"
+    assert s.database_url == f"sqlite:///{tmp_path / 'xdg' / 'kvpilot' / 'kvpilot.db'}"
+    assert s.drains.dry_run is True
+    assert s.scaler.mode == "advisory"
+    assert not s.auth_enabled
+
+
+@pytest.mark.parametrize(
+    ("env", "path", "value"),
+    [
+        # the flat alias operators expect
+        ({"KVPILOT_HTTP_PORT": "9000"}, "api.http_port", 9000),
+        # the database URL alias
+        ({"KVPILOT_DATABASE_URL": "postgresql://db/kv"}, "store.database_url", "postgresql://db/kv"),
+        # nested variables with __
+        ({"KVPILOT_COLLECTOR__INTERVAL_S": "2.5"}, "collector.interval_s", 2.5),
+        # deeper nesting
+        ({"KVPILOT_COLLECTOR__DISCOVERY__KIND": "static"}, "collector.discovery.kind", "static"),
+        # the nested form wins over the flat alias
+        ({"KVPILOT_HTTP_PORT": "9000", "KVPILOT_API__HTTP_PORT": "9001"}, "api.http_port", 9001),
+    ],
+)
+def test_environment(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], path: str, value: object) -> None:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    obj: object = load_settings()
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    assert obj == value
+
+
+def test_tokens_are_comma_separated_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KVPILOT_READ_TOKENS", " r1-aaaaaaaaaaaaaaaa , r2-bbbbbbbbbbbbbbbb,,")
+    monkeypatch.setenv("KVPILOT_ADMIN_TOKENS", "a1-cccccccccccccccc")
+    s = load_settings()
+    assert [t.get_secret_value() for t in s.api.read_tokens] == ["r1-aaaaaaaaaaaaaaaa", "r2-bbbbbbbbbbbbbbbb"]
+    assert "cccc" not in repr(s)  # secrets stay out of reprs and logs
+    assert s.auth_enabled
+
+
+def test_yaml_then_environment_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    cfg = tmp_path / "k.yaml"
+    cfg.write_text(
+        "collector:\n  interval_s: 10\n  timeout_s: 3\n"
+        "scaler:\n  deployments:\n    llm/chat: {min_replicas: 2, max_replicas: 8}\n"
+    )
+    monkeypatch.setenv("KVPILOT_COLLECTOR__INTERVAL_S", "20")
+    s = load_settings(cfg)
+    assert s.collector.interval_s == 20  # environment over file
+    assert s.collector.timeout_s == 3  # file over default, and the rest of the section kept
+    assert s.scaler.for_deployment("llm/chat").max_replicas == 8
+    assert s.scaler.for_deployment("other/x").max_replicas == 16  # the default section
+    assert load_settings(cfg, api={"http_port": 1234}).api.http_port == 1234  # --port over all
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "env", "named"),
+    [
+        ("collector: {interval_s: 0}\n", {}, "collector.interval_s"),  # must be > 0
+        ("collector: {interval_s: 2, timeout_s: 3}\n", {}, "timeout_s"),  # a scrape must fit in a tick
+        ("collector: {intervall_s: 2}\n", {}, "collector.intervall_s"),  # typos are refused, not ignored
+        ("scaler: {mode: yolo}\n", {}, "scaler.mode"),  # only advisory|keda|direct
+        ("scaler: {deployments: {chat: {}}}\n", {}, "namespace/name"),  # keys must be namespaced
+        ("scaler: {default: {min_replicas: 5, max_replicas: 2}}\n", {}, "min_replicas"),  # ordered bounds
+        ("detectors: {kv: {near_full: 2}}\n", {}, "detectors.kv"),  # detector thresholds validated by detectors
+        ("detectors: {gpu: {nonsense: 1}}\n", {}, "nonsense"),  # unknown detector field
+        ("ha: {lease_duration_s: 5, renew_every_s: 10}\n", {}, "renew_every_s"),  # renew inside the lease
+        ("collector: {discovery: {kind: promql}}\n", {}, "promql_url"),  # promql needs a URL
+        ("- a list\n", {}, "mapping"),  # the file must be a mapping
+        ("a: [unclosed\n", {}, "not valid YAML"),  # syntax errors name the file
+        ("", {"KVPILOT_API__HTTP_PORT": "http"}, "api.http_port"),  # env values are validated too
+        ("environment: production\n", {}, "api.admin_tokens"),  # production needs an admin token
+        ("environment: production\n", {"KVPILOT_ADMIN_TOKENS": "changeme"}, "well-known"),  # and not a default one
+        ("environment: production\n", {"KVPILOT_ADMIN_TOKENS": "x" * 30, "KVPILOT_READ_TOKENS": "short"},
+         "api.read_tokens[0]"),  # read tokens too
+    ],
+)  # fmt: skip
+def test_invalid_settings_name_the_field(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, yaml_text: str, env: dict[str, str], named: str
+) -> None:
+    cfg = tmp_path / "k.yaml"
+    cfg.write_text(yaml_text)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(SettingsError) as e:
+        load_settings(cfg)
+    assert named in str(e.value)
+
+
+def test_missing_config_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="cannot read config file"):
+        load_settings(tmp_path / "nope.yaml")
+
+
+def test_production_with_strong_tokens_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KVPILOT_ENVIRONMENT", "production")
+    monkeypatch.setenv("KVPILOT_ADMIN_TOKENS", "f" * 48)
+    assert load_settings().environment == "production"
+
+
+@given(st.dictionaries(st.sampled_from(["collector", "scaler", "api", "store", "drains", "ha", "bogus"]),
+                       st.recursive(st.none() | st.booleans() | st.floats() | st.text(max_size=5),
+                                    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c,
+                                                                                        max_size=3),
+                                    max_leaves=8), max_size=4))  # fmt: skip
+@settings(max_examples=150, deadline=None)
+def test_arbitrary_config_documents_load_or_fail_with_settings_error(doc: dict) -> None:
+    # Whatever a config file holds, loading either succeeds or raises SettingsError (never anything else).
+    message = "loaded"
+    try:
+        load_settings(**doc)
+    except SettingsError as e:
+        message = str(e)
+    assert message == "loaded" or message.startswith("invalid configuration")
