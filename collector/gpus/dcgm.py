@@ -4,6 +4,12 @@ One sample per GPU (or MIG instance), identified by host, ``gpu`` index, MIG ins
 Samples without a ``gpu`` label cannot be attributed to a device and are skipped. DCGM reports a field
 it cannot read as a "blank" sentinel (e.g. 9223372036854775794 = INT64 not-supported); those become
 ``None``, never a huge number.
+
+XIDs: ``DCGM_FI_DEV_XID_ERRORS`` is a gauge holding the last XID seen (newer exporters also label it
+``err_code``/``err_msg``); ``last_xid`` takes the value, or ``err_code`` when the value is blank.
+``xid_count`` is ``DCGM_EXP_XID_ERRORS_COUNT`` summed over its ``xid`` label: dcgm-exporter counts XIDs
+within its ``--xid-count-window-size`` window, so it can fall back to 0 (read it as "XIDs recently",
+not as a lifetime counter to take rates of).
 """
 
 from __future__ import annotations
