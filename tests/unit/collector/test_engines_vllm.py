@@ -6,6 +6,8 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from collector.adapt import adapt_page
 from collector.samples import ReplicaSample, TargetInfo
@@ -141,3 +143,28 @@ def test_v0_itl_from_time_per_output_token() -> None:
     assert itl.bounds == (0.05, math.inf)
     assert itl.counts == (7.0, 9.0)
     assert itl.sum == 0.6
+
+
+_engine_values = st.lists(
+    st.tuples(st.integers(0, 500), st.integers(0, 500), st.integers(0, 1000).map(lambda x: x / 1000)),
+    min_size=1,
+    max_size=8,
+)
+
+
+@given(_engine_values)
+def test_any_number_of_engines_sums_queues_and_averages_kv(engines: list[tuple[int, int, float]]) -> None:
+    """Property: with N data-parallel engines, queues add up and KV usage is the plain mean."""
+    lines = ["# TYPE vllm:num_requests_running gauge", "# TYPE vllm:num_requests_waiting gauge"]
+    lines += ["# TYPE vllm:kv_cache_usage_perc gauge"]
+    for i, (running, waiting, kv) in enumerate(engines):
+        labels = f'{{model_name="m",engine="{i}"}}'
+        lines += [
+            f"vllm:num_requests_running{labels} {running}",
+            f"vllm:num_requests_waiting{labels} {waiting}",
+            f"vllm:kv_cache_usage_perc{labels} {kv}",
+        ]
+    r = _one("\n".join(lines) + "\n")
+    assert r.requests_running == sum(e[0] for e in engines)
+    assert r.requests_waiting == sum(e[1] for e in engines)
+    assert r.kv_usage == pytest.approx(sum(e[2] for e in engines) / len(engines))
