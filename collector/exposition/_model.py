@@ -23,8 +23,11 @@ class ParseError(ValueError):
         self.line = line
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Sample:
+    """One sample line. Treat as read-only: it is not frozen only because a frozen dataclass takes
+    three times as long to build, and a page builds thousands."""
+
     name: str  # full sample name, e.g. "vllm:time_to_first_token_seconds_bucket"
     labels: dict[str, str]
     value: float

@@ -33,6 +33,7 @@ from collector.exposition._model import ParseError, Sample, Sink
 _LABEL = rf"(?!__){NAME}[ \t]*+=[ \t]*+{LABEL_VALUE}"
 _BODY = rf"[ \t]*+(?:{_LABEL}(?:[ \t]*+,[ \t]*+{_LABEL})*+(?:[ \t]*+,)?+[ \t]*+)?+"
 _TOKEN = r'[^ \t{}"]++'
+_BODY_RE = re.compile(_BODY, re.DOTALL)
 _TAIL_RE = re.compile(rf"[ \t]*+({_TOKEN})(?:[ \t]++({_TOKEN}))?+", re.DOTALL)
 SAMPLE_RE = re.compile(
     rf"({NAME})(?:[ \t]*+\{{({_BODY})\}}[ \t]*+|[ \t]++)({_TOKEN})(?:[ \t]++({_TOKEN}))?+", re.DOTALL
@@ -54,8 +55,6 @@ _TYPES = {
     "info": "info",
     "stateset": "stateset",
 }
-# Sample names that stay in a TYPE'd family; any other name becomes a family of its own.
-_SUFFIXES = {"summary": ("_count", "_sum", ""), "histogram": ("_count", "_sum", "_bucket")}
 
 
 def parse_text(text: str, keep: Callable[[str], bool], sink: Sink) -> None:
@@ -84,6 +83,7 @@ class _TextParser:
         count = len(lines)
         room = self.sink.max_samples
         name_match = NAME_RE.match
+        meta_match = _META_RE.fullmatch
         i = 0  # index of the line being read (its number is i + 1)
         pos = 0  # offset in text of the line being read
         block_skippable = True
@@ -95,11 +95,17 @@ class _TextParser:
             if not line:
                 continue
             if line[0] == "#":
-                self._comment(line, i)
+                meta = meta_match(line)
+                if meta is None:
+                    self._comment(line, i)
+                else:
+                    self._metadata(meta[1], meta[2], meta[3], line, i)
                 block_skippable = True
                 continue
             m = name_match(line)
-            sample_name = m.group() if m is not None else ""
+            if m is None:
+                raise ParseError(_diagnose(line), line_no=i, line=line)
+            sample_name = m.group()
             if sample_name in self.allowed:
                 if not self.wanted:
                     if block_skippable:  # one try per block: a failed try is not repeated line by line
@@ -111,7 +117,7 @@ class _TextParser:
             else:
                 self._close()
                 self.name, self.help, self.typ, self.samples, self.allowed = "", "", "untyped", [], ()
-                if sample_name and not self.keep(sample_name):
+                if not self.keep(sample_name):
                     continue
                 self.sink.add(sample_name, "unknown", "", [self._sample(line, i, sample_name)])
             room -= 1
@@ -121,24 +127,26 @@ class _TextParser:
 
     def _sample(self, line: str, line_no: int, name: str) -> Sample:
         """One sample line of a wanted family; ``name`` is its metric-name prefix."""
-        open_at = line.find("{", len(name))
-        if open_at >= 0:
-            close_at = line.rfind("}")
-            labels = self.bodies.get(line[open_at + 1 : close_at])
-            if (
-                labels is not None
-                and close_at > open_at
-                and (open_at == len(name) or not line[len(name) : open_at].strip(" \t"))
-            ):
-                tail = _TAIL_RE.fullmatch(line, close_at + 1)
-                if tail is not None:
-                    return _sample(name, dict(labels), tail.group(1), tail.group(2), line, line_no)
-        m = SAMPLE_RE.fullmatch(line)
-        if m is None:
+        at = len(name)
+        close_at = line.rfind("}")
+        if line[at : at + 1] != "{" or close_at < at:  # no labels, or a blank before them: the general pattern
+            return self._general(line, line_no)
+        body = line[at + 1 : close_at]
+        labels = self.bodies.get(body)
+        if labels is None:
+            labels = self._labels(body, line, line_no)
+        value = line[close_at + 1 :]
+        if value[:1] == " " and " " not in (value := value[1:]) and "\t" not in value:
+            return _sample(name, dict(labels), value, None, line, line_no)  # the usual "} 1.5"
+        tail = _TAIL_RE.fullmatch(line, close_at + 1)
+        if tail is None:
             raise ParseError(_diagnose(line), line_no=line_no, line=line)
-        name, body, value, stamp = m.groups()
-        if body is None:
-            return _sample(name, {}, value, stamp, line, line_no)
+        return _sample(name, dict(labels), tail[1], tail[2], line, line_no)
+
+    def _labels(self, body: str, line: str, line_no: int) -> dict[str, str]:
+        """Validate a label body seen for the first time on this page, and remember it."""
+        if _BODY_RE.fullmatch(body) is None:
+            raise ParseError(_diagnose(line), line_no=line_no, line=line)
         pairs = LABEL_PAIR_RE.findall(body)
         labels = dict(pairs)
         if len(labels) != len(pairs):
@@ -146,14 +154,25 @@ class _TextParser:
         if "\\" in body:
             labels = {k: unescape_label_value(v) for k, v in pairs}
         self.bodies[body] = labels
-        return _sample(name, dict(labels), value, stamp, line, line_no)
+        return labels
+
+    def _general(self, line: str, line_no: int) -> Sample:
+        m = SAMPLE_RE.fullmatch(line)
+        if m is None:
+            raise ParseError(_diagnose(line), line_no=line_no, line=line)
+        name, body, value, stamp = m.groups()
+        labels: dict[str, str] = {}
+        if body is not None:
+            pairs = LABEL_PAIR_RE.findall(body)
+            labels = dict(pairs)
+            if len(labels) != len(pairs):
+                raise ParseError("duplicate label name", line_no=line_no, line=line)
+            if "\\" in body:
+                labels = {k: unescape_label_value(v) for k, v in pairs}
+        return _sample(name, labels, value, stamp, line, line_no)
 
     def _comment(self, line: str, line_no: int) -> None:
-        m = _META_RE.fullmatch(line)
-        if m is not None:
-            keyword, candidate, rest = m.groups()
-            self._metadata(keyword, candidate, rest, line, line_no)
-            return
+        """A "#" line the usual-shape pattern did not take: the oracle's exact tokenisation."""
         parts = TEXT_COMMENT.split(line, 3)
         if len(parts) < 2:
             return
@@ -168,22 +187,28 @@ class _TextParser:
                 raise ParseError(f"invalid metric name in {keyword}: {e}", line_no=line_no, line=line) from None
             if not quoted and not is_legacy_name(candidate):
                 raise ParseError(f"invalid metric name {candidate!r} in {keyword}", line_no=line_no, line=line)
-        self._metadata(keyword, candidate, parts[3] if len(parts) == 4 else None, line, line_no)
+        if keyword in ("TYPE", "HELP"):
+            self._metadata(keyword, candidate, parts[3] if len(parts) == 4 else None, line, line_no)
 
     def _metadata(self, keyword: str, candidate: str, rest: str | None, line: str, line_no: int) -> None:
         if keyword == "HELP":
             if candidate != self.name:
                 self._start(candidate)
                 self.allowed = (candidate,)
-            self.help = unescape_text_help(rest) if rest is not None else ""
-        elif keyword == "TYPE":
-            if rest is None:
-                raise ParseError("TYPE needs a metric name and a type", line_no=line_no, line=line)
-            if candidate != self.name:
-                self._start(candidate)
-            self.typ = rest
-            self.type_line = line_no
-            self.allowed = tuple(candidate + s for s in _SUFFIXES.get(self.typ, ("",)))
+            self.help = rest or ""  # unescaped only if the family is emitted
+            return
+        if rest is None:
+            raise ParseError("TYPE needs a metric name and a type", line_no=line_no, line=line)
+        if candidate != self.name:
+            self._start(candidate)
+        self.typ = rest
+        self.type_line = line_no
+        if rest == "histogram":
+            self.allowed = (candidate + "_count", candidate + "_sum", candidate + "_bucket")
+        elif rest == "summary":
+            self.allowed = (candidate + "_count", candidate + "_sum", candidate)
+        else:
+            self.allowed = (candidate,)
 
     def _start(self, name: str) -> None:
         self._close()
@@ -196,25 +221,26 @@ class _TextParser:
         name = self.name
         if not name:
             return
+        self.name = ""
         typ = _TYPES.get(self.typ)
         if typ is None:
             raise ParseError(f"invalid metric type {self.typ!r} for {name!r}", line_no=self.type_line)
-        samples = self.samples
-        if typ == "counter":
-            if name.endswith("_total"):
-                name = name[:-6]
-            else:
-                samples = [Sample(s.name + "_total", s.labels, s.value, s.timestamp) for s in samples]
-        if not name:
-            raise ParseError("counter family name is empty once '_total' is removed", line_no=self.type_line)
+        declared_total = name.endswith("_total")
+        if typ == "counter" and declared_total:
+            name = name[:-6]
+            if not name:
+                raise ParseError("counter family name is empty once '_total' is removed", line_no=self.type_line)
         if not name.isascii():
             try:
                 name.encode("utf-8")
             except UnicodeEncodeError:
                 raise ParseError(f"metric name {name!r} is not valid UTF-8", line_no=self.type_line) from None
-        if self.keep(name):
-            self.sink.add(name, typ, self.help, samples)
-        self.name = ""
+        if not self.wanted or not self.keep(name):
+            return
+        samples = self.samples
+        if typ == "counter" and not declared_total:  # the oracle names counter samples "<family>_total"
+            samples = [Sample(s.name + "_total", s.labels, s.value, s.timestamp) for s in samples]
+        self.sink.add(name, typ, unescape_text_help(self.help), samples)
 
 
 def _skip_block(text: str, start: int, allowed: tuple[str, ...]) -> tuple[int, int]:
@@ -241,13 +267,17 @@ def _skip_block(text: str, start: int, allowed: tuple[str, ...]) -> tuple[int, i
 
 def _sample(name: str, labels: dict[str, str], value: str, stamp: str | None, line: str, line_no: int) -> Sample:
     try:
-        if "_" in value:
-            raise ValueError(f"invalid value {value!r}")
-        if stamp is None:
+        if stamp is None and "_" not in value:
             return Sample(name, labels, float(value))
-        return Sample(name, labels, float(value), _timestamp(stamp))
-    except (ValueError, OverflowError) as e:
-        raise ParseError(str(e), line_no=line_no, line=line) from None
+        number = float(value)
+    except ValueError:
+        raise ParseError(f"invalid value {value!r}", line_no=line_no, line=line) from None
+    if "_" in value:  # float() reads digit separators; the format has none
+        raise ParseError(f"invalid value {value!r}", line_no=line_no, line=line)
+    try:
+        return Sample(name, labels, number, _timestamp(stamp)) if stamp is not None else Sample(name, labels, number)
+    except (ValueError, OverflowError):
+        raise ParseError(f"invalid timestamp {stamp!r}", line_no=line_no, line=line) from None
 
 
 def _timestamp(token: str) -> float:
@@ -260,18 +290,28 @@ def _timestamp(token: str) -> float:
         return float(token) / 1000
 
 
+_LABELS_RE = re.compile(rf"\{{{_BODY}\}}", re.DOTALL)
+
+
 def _diagnose(line: str) -> str:
     """Say what is wrong with a sample line the fast pattern refused."""
     m = NAME_RE.match(line)
     if m is None:
         if line.startswith("{"):
-            return "metric name inside the braces is not supported; expected name{labels} value"
+            return "a metric name inside the braces is not supported; expected name{labels} value"
         return "invalid metric name"
-    rest = line[m.end() :].lstrip(" \t")
+    end = m.end()
+    if end < len(line) and line[end] not in " \t{":
+        return f"invalid character {line[end]!r} in metric name"
+    rest = line[end:].lstrip(" \t")
     if rest.startswith("{"):
-        return "invalid label set (expected name=\"value\" pairs, names not starting with '__')"
-    if not rest:
+        labels = _LABELS_RE.match(rest)
+        if labels is None:
+            return "invalid label set: expected name=\"value\" pairs (names not starting with '__')"
+        rest = rest[labels.end() :]
+    tokens = rest.split()
+    if not tokens:
         return "missing value"
-    if m.end() < len(line) and line[m.end()] not in " \t{":
-        return "invalid metric name"
-    return "expected 'name{labels} value [timestamp]'"
+    if len(tokens) > 2:
+        return "unexpected text after the value and timestamp"
+    return "invalid value or timestamp"

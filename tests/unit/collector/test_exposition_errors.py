@@ -1,0 +1,149 @@
+"""Malformed pages: a ParseError naming the line, never another exception, a hang or unbounded work."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collector.exposition import DEFAULT_MAX_SAMPLES, ParseError, is_openmetrics, parse
+
+GOOD = '# HELP up Whether the target is up.\n# TYPE up gauge\nup{job="a"} 1\n'
+
+MALFORMED = [
+    # (page, line named, words the message must contain)
+    # a label value that never closes
+    (GOOD + 'm{a="b} 1\n', 4, "label"),
+    # a label without a value
+    (GOOD + "m{a} 1\n", 4, "label"),
+    # labels may not start with two underscores
+    (GOOD + 'm{__x="y"} 1\n', 4, "label"),
+    # the same label twice
+    (GOOD + 'm{a="1",a="2"} 1\n', 4, "duplicate"),
+    # a value that is not a number
+    ("m one\n", 1, "value"),
+    # digit separators are not part of the format
+    ("m 1_000\n", 1, "value"),
+    # a timestamp that is not a number
+    ("m 1 soon\n", 1, "timestamp"),
+    # a sample without a value
+    ("\n\nm\n", 3, "missing value"),
+    # a metric name may not start with a digit
+    ("9m 1\n", 1, "metric name"),
+    # a metric name may not hold a dash
+    ("m-x 1\n", 1, "metric name"),
+    # TYPE without a type
+    ("# TYPE m\n", 1, "TYPE"),
+    # TYPE naming an invalid metric name
+    ("# TYPE 9m gauge\n", 1, "metric name"),
+    # an unknown type is reported at the TYPE line once its family ends
+    ("# TYPE m fancy\nm 1\n# TYPE n gauge\n", 1, "type"),
+    # a counter called just "_total" has no family name
+    ("# TYPE _total counter\n", 1, "empty"),
+    # garbage after the timestamp
+    ("m 1 2 3\n", 1, "unexpected"),
+]
+
+
+@pytest.mark.parametrize(("page", "line_no", "words"), MALFORMED)
+def test_malformed_pages_name_the_line(page: str, line_no: int, words: str) -> None:
+    with pytest.raises(ParseError) as caught:
+        parse(page)
+    assert caught.value.line_no == line_no
+    assert f"line {line_no}:" in str(caught.value)
+    assert words.lower() in str(caught.value).lower()
+
+
+def test_invalid_utf8_names_its_line() -> None:
+    page = GOOD.encode() + b'm{a="\xff"} 1\n'
+    with pytest.raises(ParseError) as caught:
+        parse(page)
+    assert caught.value.line_no == 4
+    assert "UTF-8" in str(caught.value)
+
+
+def test_max_samples_refuses_a_page_with_more() -> None:
+    page = "".join(f'm{{i="{i}"}} {i}\n' for i in range(11))
+    assert len(parse(page, max_samples=11)["m"].samples) == 11
+    with pytest.raises(ParseError) as caught:
+        parse(page, max_samples=10)
+    assert caught.value.line_no == 11
+    assert DEFAULT_MAX_SAMPLES >= 1_000_000
+
+
+def test_max_samples_counts_only_samples_read() -> None:
+    # a selective read does not pay for families it skips
+    page = "".join(f"skipped {i}\n" for i in range(50)) + "kept 1\n"
+    assert len(parse(page, wanted={"kept"}, max_samples=1)["kept"].samples) == 1
+
+
+HOSTILE = [
+    # a long run of backslashes in a label value (quadratic in the oracle's quote scanner)
+    'm{a="' + "\\\\" * 200_000 + '"} 1\n',
+    # a long run of quotes in a comment, tokenised the oracle's quote-aware way
+    "# HELP m " + '"' * 200_000 + "\n",
+    # a comment of separators
+    "#" + " \t" * 200_000 + "x\n",
+    # a long line of opening braces
+    "m" + "{" * 200_000 + "\n",
+    # many labels on one line
+    "m{" + ",".join(f'l{i}="v"' for i in range(20_000)) + "} 1\n",
+    # a huge number of tiny lines
+    "m 1\n" * 200_000,
+]
+
+
+@pytest.mark.parametrize("page", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_pages_finish(page: str) -> None:
+    # pytest-timeout bounds this; a quadratic path would not finish
+    with contextlib.suppress(ParseError):
+        parse(page)
+
+
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(max_size=300), st.booleans())
+def test_arbitrary_text_only_ever_raises_parse_error(text: str, openmetrics: bool) -> None:
+    with contextlib.suppress(ParseError):
+        parse(text, openmetrics=openmetrics)
+
+
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=300), st.booleans())
+def test_arbitrary_bytes_only_ever_raise_parse_error(data: bytes, openmetrics: bool) -> None:
+    try:
+        parse(data, openmetrics=openmetrics)
+    except ParseError as e:
+        line_no = e.line_no
+    else:
+        return
+    assert line_no is None or line_no >= 1
+
+
+@settings(max_examples=300)
+@given(st.text('m{}="\\ \t\n#,a01.eE+-_:', max_size=200), st.sets(st.sampled_from(["m", "a", "m_total"])))
+def test_selective_reads_only_ever_raise_parse_error(text: str, wanted: set[str]) -> None:
+    with contextlib.suppress(ParseError):
+        parse(text, wanted=wanted)
+
+
+CONTENT_TYPES = [
+    # the OpenMetrics media type, with its version and charset parameters
+    ("application/openmetrics-text; version=1.0.0; charset=utf-8", True),
+    # media types are case-insensitive
+    ("Application/OpenMetrics-Text", True),
+    # the Prometheus text format
+    ("text/plain; version=0.0.4; charset=utf-8", False),
+    # no header at all
+    (None, False),
+    # an empty header
+    ("", False),
+    # something else entirely
+    ("application/json", False),
+]
+
+
+@pytest.mark.parametrize(("content_type", "expected"), CONTENT_TYPES)
+def test_is_openmetrics(content_type: str | None, expected: bool) -> None:
+    assert is_openmetrics(content_type) is expected
