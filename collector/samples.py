@@ -109,4 +109,6 @@ class GpuSample:
 
     @property
     def key(self) -> str:
-        return f"{self.node}/{self.uuid or self.index}"
+        # MIG instances share their parent's UUID: the instance id keeps their keys apart.
+        base = f"{self.node}/{self.uuid or self.index}"
+        return f"{base}/mig{self.mig_instance}" if self.mig_instance is not None else base
