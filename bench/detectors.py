@@ -88,8 +88,9 @@ def kv_episode(rate: float, period_s: float, seed: int, replicas: int) -> KvEpis
 
 def bench_kv(quick: bool) -> dict[str, str]:
     # Ramps that end in preemption (rate x2 at the peak of the half period) and ramps that do not.
-    grid = [(rate, period, seed) for rate in (4.0, 5.0, 6.0) for period in (2400.0, 3600.0) for seed in (1, 2, 3)]
-    healthy = [(rate, period, seed) for rate in (2.5, 3.0) for period in (2400.0, 3600.0) for seed in (1, 2, 3)]
+    # Thresholds were tuned on seeds 1-3 (see detectors/thresholds.py); what is reported runs on seeds 4-6.
+    grid = [(rate, period, seed) for rate in (3.5, 4.0, 5.0, 6.0) for period in (2400.0, 3600.0) for seed in (4, 5, 6)]
+    healthy = [(rate, period, seed) for rate in (2.5, 3.0) for period in (2400.0, 3600.0) for seed in (4, 5, 6)]
     if quick:
         grid, healthy = grid[:4], healthy[:2]
     leads: dict[str, list[float | None]] = {"kvpilot": [], "static": []}

@@ -7,6 +7,7 @@ the recent history; it is what lets the warning land before the first preemption
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 
 from collector.samples import ReplicaSample
@@ -17,38 +18,46 @@ from detectors.thresholds import KvThresholds, Thresholds
 KIND = "kv_exhaustion"
 
 
-def kv_slope_per_s(history: Sequence[ReplicaSample], kv: KvThresholds) -> float | None:
-    """Least-squares slope of kv_usage (fraction per second) over the trend window; None when too few points."""
+def kv_trend(history: Sequence[ReplicaSample], kv: KvThresholds) -> tuple[float, float] | None:
+    """Theil-Sen (slope per second, fitted usage at the latest sample) of kv_usage over the trend window;
+    None when too few points. The median of pairwise slopes ignores a noisy scrape or two (least squares
+    would let one spike at the window's end set the slope), and the fitted level, not the last raw value,
+    is what is projected. O(n^2) pairs over ~18 samples per replica: cheap."""
     if not history:
         return None
     start = history[-1].timestamp - kv.trend_window_s
     pts = [(s.timestamp, s.kv_usage) for s in history if s.timestamp >= start and s.kv_usage is not None]
     if len(pts) < kv.min_trend_samples:
         return None
-    n = len(pts)
-    mean_t = sum(t for t, _ in pts) / n
-    mean_v = sum(v for _, v in pts) / n
-    var_t = sum((t - mean_t) ** 2 for t, _ in pts)
-    if var_t <= 0:
+    slopes = [(v2 - v1) / (t2 - t1) for i, (t1, v1) in enumerate(pts) for t2, v2 in pts[i + 1 :] if t2 > t1]
+    if not slopes:
         return None
-    return sum((t - mean_t) * (v - mean_v) for t, v in pts) / var_t
+    slope = statistics.median(slopes)
+    t_last = pts[-1][0]
+    level = statistics.median(v + slope * (t_last - t) for t, v in pts)
+    return slope, level
+
+
+def kv_slope_per_s(history: Sequence[ReplicaSample], kv: KvThresholds) -> float | None:
+    trend = kv_trend(history, kv)
+    return None if trend is None else trend[0]
 
 
 def time_to_exhaustion_s(history: Sequence[ReplicaSample], kv: KvThresholds) -> float | None:
     """Projected seconds until the pool reaches ``kv.full``: 0 when already there, None when not filling
-    (flat or draining, below ``project_from_usage``, or unknown). Exported as
+    (flat or draining, fitted usage below ``project_from_usage``, or unknown). Exported as
     ``kvpilot_kv_time_to_exhaustion_seconds``."""
     if not history or history[-1].kv_usage is None:
         return None
-    usage = history[-1].kv_usage
-    if usage >= kv.full:
+    if history[-1].kv_usage >= kv.full:
         return 0.0
-    if usage < kv.project_from_usage:
+    trend = kv_trend(history, kv)
+    if trend is None:
         return None
-    slope = kv_slope_per_s(history, kv)
-    if slope is None or slope <= 0:
+    slope, level = trend
+    if slope <= 0 or level < kv.project_from_usage:
         return None
-    return (kv.full - usage) / slope
+    return max(0.0, (kv.full - level) / slope)
 
 
 def _replica_finding(
