@@ -1,7 +1,7 @@
 """KV-cache exhaustion: a replica's KV pool near full with queueing or preemptions, or projected full soon.
 
 The pool belongs to one replica, so every test is per replica: a deployment mean of 60% can hide one
-replica at 100% that is already preempting. The projection is a least-squares slope of ``kv_usage`` over
+replica at 100% that is already preempting. The projection is a robust (Theil-Sen) slope of ``kv_usage`` over
 the recent history; it is what lets the warning land before the first preemption, not after.
 """
 

@@ -50,7 +50,7 @@ class KvThresholds:
     # about a minute before the first preemption and then fills in a rush, so only a projection this far
     # ahead warns in time (bench/detectors.py; tuned on seeds 1-3, reported on seeds 4-6).
     warn_time_to_exhaustion_s: float = 300.0
-    # Trend window for the least-squares fit of kv_usage over the replica's recent samples: short enough to
+    # Trend window for the Theil-Sen fit of kv_usage over the replica's recent samples: short enough to
     # follow the rush, long enough (18 samples at 5 s) that one scrape's noise does not set the slope.
     trend_window_s: float = 90.0
     # At least this many samples in the window before a slope is trusted.
