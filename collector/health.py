@@ -1,0 +1,96 @@
+"""Per-target scrape health: what `up`, the last error and the failure streak say about each target.
+
+Kept apart from the HTTP code so that the API, the detectors ("scrape target down") and the CLI can read
+it without importing httpx.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True, slots=True)
+class TargetHealth:
+    """The scrape history of one target, reduced to what an operator asks first."""
+
+    url: str
+    up: bool  # the latest scrape succeeded (fetched, within size, parsed and adapted)
+    last_error: str | None  # why the latest failed scrape failed; kept after recovery until the next failure
+    last_scrape_ts: float | None  # clock time the latest scrape started
+    last_scrape_duration_s: float | None  # wall seconds the latest scrape took, success or not
+    last_success_ts: float | None
+    consecutive_failures: int
+    scrapes_total: int
+    failures_total: int
+    last_body_bytes: int | None = None
+
+
+def initial(url: str) -> TargetHealth:
+    return TargetHealth(
+        url=url,
+        up=False,
+        last_error=None,
+        last_scrape_ts=None,
+        last_scrape_duration_s=None,
+        last_success_ts=None,
+        consecutive_failures=0,
+        scrapes_total=0,
+        failures_total=0,
+    )
+
+
+class HealthBook:
+    """Health of every current target, updated after each scrape; forgets targets that went away."""
+
+    def __init__(self) -> None:
+        self._by_url: dict[str, TargetHealth] = {}
+
+    def record(
+        self,
+        url: str,
+        *,
+        ok: bool,
+        started_ts: float,
+        duration_s: float,
+        error: str | None = None,
+        body_bytes: int | None = None,
+    ) -> TargetHealth:
+        before = self._by_url.get(url) or initial(url)
+        if ok:
+            after = replace(
+                before,
+                up=True,
+                last_scrape_ts=started_ts,
+                last_scrape_duration_s=duration_s,
+                last_success_ts=started_ts,
+                consecutive_failures=0,
+                scrapes_total=before.scrapes_total + 1,
+                last_body_bytes=body_bytes,
+            )
+        else:
+            after = replace(
+                before,
+                up=False,
+                last_error=error or "unknown error",
+                last_scrape_ts=started_ts,
+                last_scrape_duration_s=duration_s,
+                consecutive_failures=before.consecutive_failures + 1,
+                scrapes_total=before.scrapes_total + 1,
+                failures_total=before.failures_total + 1,
+                last_body_bytes=body_bytes,
+            )
+        self._by_url[url] = after
+        return after
+
+    def retain(self, urls: Iterable[str]) -> None:
+        """Drop the health of targets no longer discovered (pods come and go)."""
+        keep = set(urls)
+        for url in [u for u in self._by_url if u not in keep]:
+            del self._by_url[url]
+
+    def get(self, url: str) -> TargetHealth | None:
+        return self._by_url.get(url)
+
+    def snapshot(self) -> Mapping[str, TargetHealth]:
+        return dict(self._by_url)

@@ -1,0 +1,396 @@
+"""Scraping against real HTTP servers on loopback: good, slow, endless, huge, failing and garbage targets,
+and the scrape loop in virtual time (offsets, overruns, targets that come and go)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import gzip
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from collector.clock import VirtualClock
+from collector.exposition import parse
+from collector.samples import GpuSample, ReplicaSample, TargetInfo
+from collector.scrape import (
+    Collector,
+    CollectResult,
+    ScrapeConfig,
+    ScrapeLoop,
+    VirtualTimer,
+    jitter_offset,
+)
+from collector.state import FleetState
+from tests.conftest import FIXTURES
+from tests.services.ports import free_port
+
+PAGE = b"""# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="m"} 3.0
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{model_name="m"} 7.0
+"""
+GPU_PAGE = b"""# TYPE DCGM_FI_DEV_GPU_UTIL gauge
+DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",Hostname="n1"} 99
+"""
+
+
+@functools.cache
+def _bomb() -> bytes:
+    return gzip.compress(b"#" * (64 << 20), compresslevel=1)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.server.hits[self.path] = self.server.hits.get(self.path, 0) + 1
+        route = self.path.split("?")[0]
+        if route == "/metrics":
+            self._send(200, PAGE)
+        elif route == "/gpu":
+            self._send(200, GPU_PAGE)
+        elif route == "/gzip":
+            self._send(200, gzip.compress(PAGE), encoding="gzip")
+        elif route == "/bomb":  # 64 KiB compressed, 64 MiB once inflated
+            self._send(200, _bomb(), encoding="gzip")
+        elif route == "/500":
+            self._send(500, b"boom")
+        elif route.startswith("/fixture/"):
+            self._send(200, (FIXTURES / route.removeprefix("/fixture/")).read_bytes())
+        elif route == "/other":
+            self._send(200, b"# TYPE foo gauge\nfoo 1\n")
+        elif route == "/garbage":
+            self._send(200, b"\x00\xff this is { not metrics\n")
+        elif route == "/huge-declared":
+            self._send(200, b"x" * (2 << 20))
+        elif route == "/huge-chunked":
+            self._chunked_forever(chunk=b"# padding\n" * 10_000)
+        elif route == "/endless-trickle":
+            self._chunked_forever(chunk=b"#\n", pause_s=0.05)
+        elif route == "/slow":
+            self.server.release.wait(30)
+            self._send(200, PAGE)
+        else:
+            self._send(404, b"not found")
+
+    def _send(self, code: int, body: bytes, *, encoding: str | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        if encoding:
+            self.send_header("Content-Encoding", encoding)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _chunked_forever(self, *, chunk: bytes, pause_s: float = 0.0) -> None:
+        self.protocol_version = "HTTP/1.1"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            while not self.server.release.is_set():
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.flush()
+                if pause_s:
+                    self.server.release.wait(pause_s)  # the server's own pacing, not a test wait
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the scraper hung up, as it should
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.hits: dict[str, int] = {}
+        self.release = threading.Event()
+
+
+@dataclass
+class Pages:
+    base: str
+    server: _Server
+
+    def target(self, path: str, **kw: str) -> TargetInfo:
+        return TargetInfo(url=f"{self.base}{path}", pod=path.strip("/") or "root", deployment="d", **kw)
+
+
+@pytest.fixture
+def pages() -> Iterator[Pages]:
+    server = _Server()
+    thread = threading.Thread(target=server.serve_forever, name="test-pages", daemon=True)
+    thread.start()
+    try:
+        yield Pages(f"http://127.0.0.1:{server.server_address[1]}", server)
+    finally:
+        server.release.set()
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass
+class Page:
+    engine: str | None
+    replicas: Sequence[ReplicaSample]
+    gpus: Sequence[GpuSample]
+
+
+def adapt(body: bytes, target: TargetInfo, timestamp: float, *, content_type: str | None = None) -> Page:
+    """A stand-in for collector.adapt.adapt_page with its contract (raises ValueError on bad pages), so
+    these tests pin the scraping mechanics whatever the adapters learn."""
+    families = parse(body.decode("utf-8", errors="replace"))
+    if "DCGM_FI_DEV_GPU_UTIL" in families:
+        s = families["DCGM_FI_DEV_GPU_UTIL"].samples[0]
+        gpu = GpuSample(
+            node=s.labels["Hostname"],
+            index=s.labels["gpu"],
+            uuid=s.labels["UUID"],
+            model_name=None,
+            timestamp=timestamp,
+            utilisation=s.value / 100,
+        )
+        return Page("dcgm", (), (gpu,))
+    if "vllm:num_requests_running" not in families:
+        raise ValueError("no adapter matches this page")
+    running = families["vllm:num_requests_running"].samples[0].value
+    waiting = families["vllm:num_requests_waiting"].samples[0].value
+    replica = ReplicaSample(
+        namespace=target.namespace,
+        deployment=target.deployment,
+        replica=target.pod,
+        node=target.node,
+        engine="vllm",
+        model="m",
+        timestamp=timestamp,
+        requests_running=running,
+        requests_waiting=waiting,
+    )
+    return Page("vllm", (replica,), ())
+
+
+async def _until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    """Poll a condition another thread makes true (the HTTP server's request count)."""
+    async with asyncio.timeout(timeout_s):
+        while not condition():  # noqa: ASYNC110 - the condition lives in another thread, no event to await
+            await asyncio.sleep(0.01)
+
+
+def collector(**config: float) -> Collector:
+    return Collector(ScrapeConfig(**config), clock=VirtualClock(100.0), adapt=adapt)  # type: ignore[arg-type]
+
+
+FAILURE_CASES = [
+    # server error: the status is the reason
+    ("/500", {}, "HTTP 500"),
+    # a page no parser accepts is reported, not guessed
+    ("/garbage", {}, "unreadable page"),
+    # a page that parses but matches no adapter
+    ("/other", {}, "unreadable page: no adapter matches"),
+    # a missing path: the status is the reason
+    ("/nothing-here", {}, "HTTP 404"),
+    # declared too big: refused from the headers, before reading
+    ("/huge-declared", {"max_bytes": 1 << 20}, "body exceeds 1048576 bytes"),
+    # chunked and endless: cut off at the cap while streaming
+    ("/huge-chunked", {"max_bytes": 1 << 20}, "body exceeds 1048576 bytes"),
+    # a gzip bomb is measured after inflating
+    ("/bomb", {"max_bytes": 1 << 20}, "body exceeds 1048576 bytes"),
+    # a trickle that never reaches the cap is ended by the total deadline, not by a read timeout
+    ("/endless-trickle", {"timeout_s": 0.5}, "timed out after 0.5 s"),
+    # a target that never answers times out
+    ("/slow", {"timeout_s": 0.3}, "timed out after 0.3 s"),
+]
+
+
+@pytest.mark.parametrize(("path", "config", "reason"), FAILURE_CASES)
+async def test_failures_are_reported_per_target(pages: Pages, path: str, config: dict[str, float], reason: str) -> None:
+    async with collector(**config) as c:
+        result = await c.scrape(pages.target(path))
+    assert not result.ok
+    assert result.error is not None
+    assert reason in result.error
+    assert result.replicas == ()
+    health = c.health.get(result.target.url)
+    assert health is not None
+    assert not health.up
+    assert health.consecutive_failures == 1
+    assert health.last_error == result.error
+
+
+async def test_connection_refused() -> None:
+    port = free_port()  # nothing listens there
+    async with collector() as c:
+        result = await c.scrape(TargetInfo(url=f"http://127.0.0.1:{port}/metrics"))
+    assert not result.ok
+    assert result.error is not None
+    assert "connection failed" in result.error
+
+
+async def test_collect_once_mixes_good_and_bad_targets(pages: Pages) -> None:
+    good, gz, gpu, bad = (
+        pages.target("/metrics"),
+        pages.target("/gzip"),
+        pages.target("/gpu", kind="gpu"),
+        pages.target("/500"),
+    )
+    async with collector() as c:
+        result = await c.collect_once([good, gz, gpu, bad, good])  # the duplicate is scraped once
+    assert pages.server.hits["/metrics"] == 1
+    assert [r.requests_running for r in result.replicas] == [3.0, 3.0]
+    assert [g.utilisation for g in result.gpus] == [0.99]
+    assert result.down_targets == [bad]
+    assert result.gpu_nodes_scraped == {"n1"}
+    assert result.timestamp == 100.0
+    assert all(r.timestamp == 100.0 for r in result.replicas)
+    assert result.health[good.url].up
+    assert result.health[bad.url].consecutive_failures == 1
+    # the tick's result feeds FleetState as is
+    state = FleetState()
+    state.observe(
+        result.replicas,
+        result.gpus,
+        now=result.timestamp,
+        down_targets=result.down_targets,
+        gpu_nodes_scraped=result.gpu_nodes_scraped,
+    )
+    assert state.deployments()["default/d"].requests_waiting == 14.0
+
+
+async def test_real_fixture_pages_through_the_real_adapters(pages: Pages) -> None:
+    # the default adapter is collector.adapt.adapt_page: real vLLM and dcgm-exporter pages become samples
+    vllm = pages.target("/fixture/metrics/vllm__DataDog__integrations-core__vllm_metrics.txt")
+    dcgm = pages.target("/fixture/metrics/dcgm__DataDog__integrations-core__metrics.txt", kind="gpu")
+    async with Collector(clock=VirtualClock(7.0)) as c:
+        result = await c.collect_once([vllm, dcgm])
+    assert [r.error for r in result.results] == [None, None]
+    assert result.results[0].engine == "vllm"
+    assert len(result.replicas) >= 1
+    assert all(r.timestamp == 7.0 for r in result.replicas)
+    assert len(result.gpus) >= 1
+    assert result.gpu_nodes_scraped
+
+
+async def test_health_streaks_and_forgetting(pages: Pages) -> None:
+    good, bad = pages.target("/metrics"), pages.target("/500")
+    async with collector() as c:
+        for _ in range(3):
+            await c.collect_once([good, bad])
+        assert c.health.get(bad.url).consecutive_failures == 3  # type: ignore[union-attr]
+        assert c.health.get(good.url).scrapes_total == 3  # type: ignore[union-attr]
+        # bad goes away (pod deleted): its health goes with it
+        result = await c.collect_once([good])
+    assert set(result.health) == {good.url}
+
+
+async def test_concurrency_is_bounded(pages: Pages) -> None:
+    # with 2 slots and 5 hanging targets, exactly 2 requests reach the server until released
+    targets = [pages.target(f"/slow?{i}") for i in range(5)]
+    async with collector(max_concurrency=2, timeout_s=30) as c:
+        task = asyncio.create_task(c.collect_once(targets))
+        await _until(lambda: sum(pages.server.hits.values()) >= 2)
+        for _ in range(20):  # give a third request every chance to slip through
+            await asyncio.sleep(0.01)
+        assert sum(pages.server.hits.values()) == 2
+        pages.server.release.set()
+        result = await task
+    assert all(r.ok for r in result.results)
+
+
+def test_jitter_offsets_are_stable_and_spread() -> None:
+    urls = [f"http://10.0.0.{i}:8000/metrics" for i in range(200)]
+    offsets = [jitter_offset(u, 5.0, 0.5) for u in urls]
+    assert offsets == [jitter_offset(u, 5.0, 0.5) for u in urls]  # same slot every time
+    assert all(0 <= o < 2.5 for o in offsets)
+    # spread over the window, not bunched: every half-second bucket is used
+    assert {int(o / 0.5) for o in offsets} == {0, 1, 2, 3, 4}
+
+
+@pytest.mark.parametrize(
+    "config",
+    [{"timeout_s": 0}, {"max_bytes": 0}, {"max_concurrency": 0}],  # each limit must be positive
+)
+def test_bad_scrape_config_is_rejected(config: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="scrape config"):
+        ScrapeConfig(**config)  # type: ignore[arg-type]
+
+
+# -- the loop in virtual time -------------------------------------------------------------------------
+
+
+async def test_loop_ticks_follow_targets_and_count_overruns(pages: Pages) -> None:
+    clock = VirtualClock(0.0)
+    timer = VirtualTimer(clock)
+    targets: list[TargetInfo] = [pages.target("/metrics")]
+    ticks: asyncio.Queue[CollectResult] = asyncio.Queue()
+
+    async def discover() -> list[TargetInfo]:
+        return list(targets)
+
+    async def on_tick(result: CollectResult) -> None:
+        await ticks.put(result)
+
+    stop = asyncio.Event()
+    async with Collector(ScrapeConfig(timeout_s=30), clock=clock, adapt=adapt) as c:  # type: ignore[arg-type]
+        loop = ScrapeLoop(c, discover, on_tick, interval_s=5, clock=clock, sleep=timer.sleep)
+        task = loop.start(stop)
+        assert task.get_name() == "kvpilot.scrape-loop"
+        await timer.until_sleepers(1)  # tick 0 started at t=0 and sleeps on its target's offset
+        await timer.advance(3)  # past every offset of tick 0 (offsets fall in the first 2.5 s)
+        first = await ticks.get()
+        assert first.timestamp == 0
+        assert [r.ok for r in first.results] == [True]
+        # each scrape happened at its own stable offset within the first half of the interval
+        assert 0 <= first.results[0].timestamp < 2.5
+        assert first.results[0].timestamp == pytest.approx(jitter_offset(targets[0].url, 5, 0.5))
+
+        targets.append(pages.target("/slow"))  # a new pod appears; it will hang
+        await timer.until_sleepers(1)  # the loop sleeps until t=5
+        await timer.advance(2)  # t=5: tick 1 starts
+        await timer.until_sleepers(2)  # ... and sleeps on the offsets of both targets
+        await timer.advance(5)  # both offsets pass; /slow now hangs on the server
+        await timer.advance(12)  # ... for more than two intervals of virtual time
+        pages.server.release.set()
+        second = await ticks.get()
+        assert len(second.results) == 2
+        assert loop.overruns == 1
+
+        targets.clear()  # every pod gone
+        await timer.until_sleepers(1)
+        await timer.advance(5)  # the loop skipped the missed ticks and wakes at 25
+        third = await ticks.get()
+        assert third.results == ()
+        assert third.health == {}
+        stop.set()  # ends the loop's sleep at once, no time needs to pass
+        await asyncio.wait_for(task, 5)
+    assert loop.ticks == 3
+
+
+async def test_discovery_failure_keeps_known_targets(pages: Pages) -> None:
+    clock = VirtualClock(0.0)
+    calls = 0
+
+    async def discover() -> list[TargetInfo]:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise RuntimeError("API server unavailable")
+        return [pages.target("/metrics")]
+
+    results: list[CollectResult] = []
+
+    async def on_tick(result: CollectResult) -> None:
+        results.append(result)
+
+    async with Collector(clock=clock, adapt=adapt) as c:  # type: ignore[arg-type]
+        loop = ScrapeLoop(c, discover, on_tick, spread_fraction=0, clock=clock, sleep=VirtualTimer(clock).sleep)
+        await loop.tick()
+        await loop.tick()
+    assert [len(r.results) for r in results] == [1, 1]
+    assert loop.discovery_errors == 1
