@@ -21,6 +21,7 @@ app = typer.Typer(
 # (a typer.Typer, for a group such as `kvpilot db upgrade`).
 COMMANDS: list[tuple[str, str]] = [
     ("version", "version"),
+    ("backtest", "backtest"),
     ("simulate", "simulate"),
     ("detect", "detect"),
     ("parse", "parse"),

@@ -6,8 +6,10 @@ decode holds a batch slot per output token). Requests/s for a mix is then ``unit
 
 The number is either configured (from a profiling run, as Dynamo's planner does) or learned online from
 saturated periods: while a queue persists, the replicas are serving as fast as they can, so the completion rate
-per ready replica *is* the capacity. Learned samples are smoothed and replace the configured value once enough
-of them agree; until then the configured value (or nothing) is used.
+per ready replica is the ceiling, and ``slo_share`` of it is what they sustain within the SLO. A configured
+value wins (a profile measured at the SLO is better evidence than throughput under overload, which mixes
+windows of prefill and completion); the learned one is used where nothing is configured, once enough
+saturated samples agree, and is always reported beside it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class CapacityConfig:
     saturated_queue_per_replica: float = 2.0  # waiting requests per ready replica that mean "at capacity"
     min_learned_samples: int = 3
     learn_half_life_samples: float = 10.0
+    slo_share: float = 0.8  # share of the saturated throughput that still meets the SLO
 
     def __post_init__(self) -> None:
         if self.requests_per_s is not None and not (math.isfinite(self.requests_per_s) and self.requests_per_s > 0):
@@ -48,6 +51,8 @@ class CapacityConfig:
             raise ValueError("capacity: token weights must be >= 0 and not both 0")
         if self.saturated_queue_per_replica <= 0:
             raise ValueError("capacity: saturated_queue_per_replica must be > 0")
+        if not 0 < self.slo_share <= 1:
+            raise ValueError(f"capacity: slo_share must be in (0, 1], got {self.slo_share!r}")
 
 
 class CapacityModel:
@@ -78,13 +83,13 @@ class CapacityModel:
             ready_replicas <= 0
             or requests_waiting is None
             or completion_rate is None
-            or mix is None
             or not math.isfinite(completion_rate)
             or completion_rate <= 0
             or requests_waiting < self.config.saturated_queue_per_replica * ready_replicas
         ):
             return False
-        units = completion_rate / ready_replicas * self.cost(mix)
+        # Unknown mix: learn at the reference mix (the cost cancels when asked back without a mix).
+        units = self.config.slo_share * completion_rate / ready_replicas * self.cost(mix or self.config.reference_mix)
         alpha = 1.0 - 0.5 ** (1.0 / self.config.learn_half_life_samples)
         self._learned_units = (
             units if self._learned_units is None else self._learned_units + alpha * (units - self._learned_units)
@@ -94,10 +99,18 @@ class CapacityModel:
 
     @property
     def source(self) -> str:
-        """Where the current estimate comes from: "learned", "configured" or "unknown"."""
+        """Where the current estimate comes from: "configured", "learned" or "unknown"."""
+        if self._configured_units is not None:
+            return "configured"
         if self._learned_units is not None and self.learned_samples >= self.config.min_learned_samples:
             return "learned"
-        return "configured" if self._configured_units is not None else "unknown"
+        return "unknown"
+
+    def learned_requests_per_s(self, mix: TokenMix | None = None) -> float | None:
+        """The learned estimate alone (None until enough saturated samples), for reporting beside the configured."""
+        if self._learned_units is None or self.learned_samples < self.config.min_learned_samples:
+            return None
+        return self._learned_units / self.cost(mix or self.config.reference_mix)
 
     def requests_per_s(self, mix: TokenMix | None = None) -> float | None:
         """Requests/s one replica sustains within the SLO for ``mix`` (the reference mix when None)."""

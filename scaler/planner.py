@@ -85,7 +85,9 @@ class _DeploymentPlanner:
         current = len(view.replicas) if current_replicas is None else current_replicas
         if view.arrival_rate is not None:
             self.forecaster.observe(now, view.arrival_rate)
-        mix = self._observe_mix(token_mix(view))
+        # Under saturation prefill runs ahead of completions and the token ratio overstates the mix.
+        saturated = (view.requests_waiting or 0.0) >= max(view.ready_replicas, 1)
+        mix = self._observe_mix(None if saturated else token_mix(view))
         self.capacity.observe(
             ready_replicas=view.ready_replicas,
             requests_waiting=view.requests_waiting,

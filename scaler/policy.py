@@ -108,7 +108,18 @@ class ReplicaPolicy:
         msg = f"forecast needs {predictive}, queue and arrivals need {reactive} (capacity {cap:.2f} req/s/replica)"
         warm_pool = max(0, (predictive or 0) - (reactive or 0))
 
-        # Missing data is conservative: replicas we cannot see might be busy, so they never push a scale-down.
+        # Missing data is conservative: an empty queue without an arrival rate proves nothing (the rate window
+        # is still filling), and replicas we cannot see might be busy: neither pushes a scale-down.
+        if raw < current and demand.arrival_rate is None:
+            return self._finish(
+                now,
+                current,
+                current,
+                warm_pool,
+                "no_arrival_rate",
+                (predictive, reactive),
+                "arrival rate unknown yet; not scaling down on the queue alone",
+            )
         if raw < current and demand.replicas_without_metrics > 0:
             return self._finish(
                 now,

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from scaler.forecast.arima import Arima
 from scaler.forecast.base import Forecast, Forecaster
+from scaler.forecast.ensemble import Ensemble
 from scaler.forecast.ewma import Ewma
 from scaler.forecast.holt import Holt
 from scaler.forecast.kalman import Kalman
@@ -24,6 +25,7 @@ FORECASTERS: dict[str, Callable[..., Forecaster]] = {
     "arima": Arima,
     "kalman": Kalman,
     "sklearn": Learned,
+    "auto": Ensemble,
 }
 
 

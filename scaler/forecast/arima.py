@@ -2,6 +2,8 @@
 
 Fitting is the expensive part, so the model is refit every ``refit_every`` observations on the most recent
 ``window`` points and otherwise reused (its forecast origin is moved with ``append`` without refitting).
+``order="auto"`` picks (p, d, q) by AIC over p, q ≤ 2 and d ≤ 1 at the first fit, a small stand-in for
+pmdarima's ``auto_arima`` stepwise search that Dynamo uses (pmdarima is not a dependency here).
 """
 
 from __future__ import annotations
@@ -18,16 +20,18 @@ class Arima(Forecaster):
     def __init__(
         self,
         *,
-        order: tuple[int, int, int] = (2, 1, 1),
+        order: tuple[int, int, int] | str = (2, 1, 1),
         window: int = 240,
         refit_every: int = 12,
         min_points: int = 12,
         max_history: int = 4096,
     ) -> None:
         super().__init__(max_history=max_history)
-        if min(order) < 0 or window < 8 or refit_every < 1:
+        if (order != "auto" and (isinstance(order, str) or min(order) < 0)) or window < 8 or refit_every < 1:
             raise ValueError(f"arima: bad configuration order={order} window={window} refit_every={refit_every}")
-        self.order, self.window, self.refit_every, self.min_points = order, window, refit_every, min_points
+        self.auto = order == "auto"
+        self.order: tuple[int, int, int] = (1, 1, 1) if isinstance(order, str) else order
+        self.window, self.refit_every, self.min_points = window, refit_every, min_points
         self._result: Any = None
         self._fitted_at = 0  # number of observations when last (re)fitted or appended
         self._seen = 0
@@ -44,6 +48,16 @@ class Arima(Forecaster):
         y = np.asarray(self.values[-self.window :], dtype=float)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            if self.auto:
+                self.auto = False
+                fits = []
+                for order in [(p, d, q) for d in (0, 1) for p in (0, 1, 2) for q in (0, 1, 2)]:
+                    try:
+                        fits.append((float(ARIMA(y, order=order).fit().aic), order))
+                    except (ValueError, np.linalg.LinAlgError):
+                        continue
+                if fits:
+                    self.order = min(f for f in fits if math.isfinite(f[0]))[1]
             return ARIMA(y, order=self.order).fit()
 
     def _predict(self, horizon_s: float) -> tuple[float, float]:

@@ -42,18 +42,25 @@ def test_unknown_without_configuration_or_learning() -> None:
     ],
 )
 def test_learns_only_from_saturated_periods(waiting: float | None, used: bool) -> None:
-    model = CapacityModel(CapacityConfig(min_learned_samples=1))
+    model = CapacityModel(CapacityConfig(min_learned_samples=1, slo_share=1.0))
     assert model.observe(ready_replicas=2, requests_waiting=waiting, completion_rate=6.0, mix=REF) is used
     assert (model.requests_per_s(REF) == pytest.approx(3.0)) is used
 
 
-def test_learned_replaces_configured_after_enough_samples() -> None:
-    model = CapacityModel(CapacityConfig(requests_per_s=10.0, reference_mix=REF, min_learned_samples=3))
+def test_learned_is_used_only_after_enough_samples_and_without_configuration() -> None:
+    learned = CapacityModel(CapacityConfig(min_learned_samples=3, slo_share=1.0))
+    configured = CapacityModel(
+        CapacityConfig(requests_per_s=10.0, reference_mix=REF, min_learned_samples=3, slo_share=1.0)
+    )
     for i in range(3):
-        assert model.source == "configured", i
-        model.observe(ready_replicas=1, requests_waiting=5.0, completion_rate=2.0, mix=REF)
-    assert model.source == "learned"
-    assert model.requests_per_s(REF) == pytest.approx(2.0)
+        assert learned.source == "unknown", i
+        for m in (learned, configured):
+            m.observe(ready_replicas=1, requests_waiting=5.0, completion_rate=2.0, mix=REF)
+    assert learned.requests_per_s(REF) == pytest.approx(2.0)
+    # A profile measured at the SLO beats throughput under overload; the learned value is still reported.
+    assert configured.source == "configured"
+    assert configured.requests_per_s(REF) == pytest.approx(10.0)
+    assert configured.learned_requests_per_s(REF) == pytest.approx(2.0)
 
 
 @pytest.mark.parametrize(

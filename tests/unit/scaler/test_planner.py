@@ -87,7 +87,7 @@ def test_each_deployment_gets_its_own_decision() -> None:
 
 def test_capacity_is_learned_when_unconfigured() -> None:
     # Unknown capacity holds at first; a saturated period (queue ≥ 2 per replica) teaches it.
-    config = PlannerConfig(capacity=CapacityConfig(min_learned_samples=2))
+    config = PlannerConfig(capacity=CapacityConfig(min_learned_samples=2, slo_share=1.0))
     state, planner = FleetState(), Planner(config)
     reasons = []
     for i in range(12):

@@ -1,0 +1,51 @@
+"""What a backtest reports per policy, and the arithmetic that turns finished requests into it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scaler.backtest.policies.base import ForecastPoint
+
+
+@dataclass
+class PolicyResult:
+    name: str
+    slo_attainment: float  # share of arrived requests whose first token came within the TTFT SLO
+    replica_hours: float  # every replica that held GPUs (loading, ready, draining), integrated over the trace
+    p50_ttft_s: float
+    p99_ttft_s: float
+    scale_events: int  # times the desired count changed
+    requests: int
+    times: list[float] = field(default_factory=list)
+    replicas: list[int] = field(default_factory=list)
+    ready: list[int] = field(default_factory=list)
+    demand: list[float] = field(default_factory=list)  # arrival rate (req/s, 60 s window)
+    forecasts: list[ForecastPoint] = field(default_factory=list)
+
+    def summary(self) -> dict[str, float | int]:
+        """The five numbers of the `--json` contract, JSON-safe (finite)."""
+        return {
+            "slo_attainment": round(self.slo_attainment, 6),
+            "replica_hours": round(self.replica_hours, 4),
+            "p50_ttft_s": round(_finite(self.p50_ttft_s), 4),
+            "p99_ttft_s": round(_finite(self.p99_ttft_s), 4),
+            "scale_events": self.scale_events,
+        }
+
+
+def _finite(x: float) -> float:
+    return x if math.isfinite(x) else 1e9
+
+
+def ttft_stats(ttfts: list[float], unfinished_waits: list[float], slo_s: float) -> tuple[float, float, float, int]:
+    """(attainment, p50, p99, n). Requests that never got a first token count with the time they waited (a lower
+    bound, so the percentiles never flatter a policy that left them queued) and always as outside the SLO."""
+    all_ttft = np.asarray(ttfts + unfinished_waits, dtype=float)
+    n = len(all_ttft)
+    if n == 0:
+        return 1.0, 0.0, 0.0, 0
+    within = int(np.count_nonzero(np.asarray(ttfts, dtype=float) <= slo_s))
+    return within / n, float(np.quantile(all_ttft, 0.5)), float(np.quantile(all_ttft, 0.99)), n

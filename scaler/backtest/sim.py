@@ -1,0 +1,56 @@
+"""The one seam to the simulator: loading traces and building fleets. Only `scaler.backtest` may import it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def load_trace(path: str, **options: Any) -> Any:
+    from simulator.trace.loader import load_trace as _load
+
+    return _load(path, **options)
+
+
+def make_fleet(trace: Any, *, replicas: int, cold_start_s: float, fidelity: str, seed: int, routing: str) -> Any:
+    """A simulated fleet for this trace; `fidelity` "request" or "fluid"."""
+    import simulator
+    from simulator.config import FleetConfig
+
+    config = FleetConfig(
+        replicas=replicas, cold_start_s=cold_start_s, fidelity=fidelity, seed=seed, routing=routing, start_ready=True
+    )
+    fleet_cls = getattr(simulator, "Fleet", None)
+    if fleet_cls is not None:
+        return fleet_cls(config, trace)
+    if fidelity != "request":
+        raise RuntimeError("this simulator has no fluid level (simulator.Fleet is missing); use --fidelity request")
+    from simulator.request_fleet import RequestFleet
+
+    return RequestFleet(config, trace)
+
+
+def stationary_trace(trace: Any, *, rate: float, duration_s: float, seed: int) -> Any:
+    """A Poisson stream at ``rate`` req/s of requests drawn from ``trace`` (its token and prefix mix)."""
+    from simulator.trace.model import RequestColumns, Trace
+
+    cols = trace.columns if _is_request_trace(trace) else trace_window_columns(trace, duration_s)
+    rng = np.random.default_rng(seed)
+    n = max(1, int(rng.poisson(rate * duration_s)))
+    pick = rng.integers(0, len(cols), n)
+    arrivals = np.sort(rng.uniform(0.0, duration_s, n))
+    sample = RequestColumns(
+        arrivals, cols.prompt_tokens[pick], cols.output_tokens[pick], [cols.prefix_blocks[i] for i in pick]
+    )
+    return Trace(f"{getattr(trace, 'name', 'trace')}@{rate:.3g}rps", duration_s, _columns=sample)
+
+
+def _is_request_trace(trace: Any) -> bool:
+    return getattr(trace, "_columns", None) is not None
+
+
+def trace_window_columns(trace: Any, duration_s: float) -> Any:
+    """Requests of a lazily sampled trace (ServeGen) over a short span, enough to draw a token mix from."""
+    sample = trace._sample  # the loader's own sampler for lazy sources
+    return sample(0.0, min(trace.duration_s, max(duration_s, 60.0)))
