@@ -1,0 +1,133 @@
+"""Targets from a YAML file, re-read when the file changes (docs/configuration-targets.md).
+
+The file is a list of targets, or a mapping with ``defaults`` (applied to every target) and ``targets``.
+Errors name the file, the target index and the field, so a typo is found without guessing. A bad edit
+of a file that loaded before keeps the previous targets (and says why) rather than dropping the fleet.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from collector.samples import TargetInfo
+
+log = logging.getLogger(__name__)
+
+FIELDS = ("url", "kind", "engine", "namespace", "deployment", "pod", "node")
+KINDS = ("engine", "gpu")
+
+
+class TargetFileError(ValueError):
+    """The targets file is unreadable or invalid; the message names the file, target index and field."""
+
+
+def parse_targets(data: Any, *, source: str = "targets") -> list[TargetInfo]:
+    """Validate the loaded YAML and build targets; raise `TargetFileError` naming what is wrong."""
+    defaults: Mapping[str, Any] = {}
+    if isinstance(data, Mapping):
+        unknown = set(data) - {"targets", "defaults"}
+        if unknown:
+            raise TargetFileError(f"{source}: unknown top-level key(s) {sorted(unknown)}; expected targets, defaults")
+        defaults = data.get("defaults") or {}
+        if not isinstance(defaults, Mapping):
+            raise TargetFileError(f"{source}: defaults: expected a mapping, got {type(defaults).__name__}")
+        _check_fields(defaults, f"{source}: defaults", allow_url=False)
+        data = data.get("targets")
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise TargetFileError(f"{source}: expected a list of targets, got {type(data).__name__}")
+    out: list[TargetInfo] = []
+    seen: dict[str, int] = {}
+    for i, item in enumerate(data):
+        where = f"{source}: target {i}"
+        if isinstance(item, str):
+            item = {"url": item}
+        if not isinstance(item, Mapping):
+            raise TargetFileError(f"{where}: expected a mapping or a URL, got {type(item).__name__}")
+        merged = {**defaults, **item}
+        _check_fields(merged, where, allow_url=True)
+        target = TargetInfo(**{k: v for k, v in merged.items() if v is not None or k == "engine"})
+        if target.url in seen:
+            raise TargetFileError(f"{where}: url: {target.url} is already target {seen[target.url]}")
+        seen[target.url] = i
+        out.append(target)
+    return out
+
+
+def _check_fields(item: Mapping[str, Any], where: str, *, allow_url: bool) -> None:
+    for key in item:
+        if key not in FIELDS or (key == "url" and not allow_url):
+            raise TargetFileError(f"{where}: unknown field {key!r}; expected one of {', '.join(FIELDS)}")
+    for key in ("kind", "engine", "namespace", "deployment", "pod", "node"):
+        value = item.get(key)
+        if value is not None and not isinstance(value, str):
+            raise TargetFileError(f"{where}: {key}: expected a string, got {type(value).__name__} {value!r}")
+    if "kind" in item and item["kind"] not in KINDS:
+        raise TargetFileError(f"{where}: kind: must be one of {', '.join(KINDS)}, got {item['kind']!r}")
+    if allow_url:
+        url = item.get("url")
+        if not isinstance(url, str) or not url:
+            raise TargetFileError(f"{where}: url: required")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise TargetFileError(f"{where}: url: must be an http(s) URL with a host, got {url!r}")
+
+
+def load_targets(path: Path) -> list[TargetInfo]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise TargetFileError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise TargetFileError(f"{path}: invalid YAML: {e}") from None
+    return parse_targets(data, source=str(path))
+
+
+class StaticFileDiscovery:
+    """`Discovery` over a YAML file. The first load must succeed (fail fast at start-up); later, the file
+    is re-read whenever its modification time, size or inode changes."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._stamp = self._stat()
+        self._targets = load_targets(self.path)
+        self.last_error: str | None = None
+
+    def _stat(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def current(self) -> list[TargetInfo]:
+        stamp = self._stat()
+        if stamp != self._stamp:
+            self._stamp = stamp
+            try:
+                self._targets = load_targets(self.path)
+                self.last_error = None
+            except TargetFileError as e:
+                self.last_error = str(e)
+                log.error("keeping the previous %d targets: %s", len(self._targets), e)
+        return list(self._targets)
+
+    async def targets(self) -> list[TargetInfo]:
+        return self.current()
+
+
+def from_settings(settings: Any) -> StaticFileDiscovery:
+    """Build from ``collector.discovery`` settings (``static_file``)."""
+    if getattr(settings, "static_file", None) is None:
+        raise TargetFileError("collector.discovery.static_file is not set")
+    return StaticFileDiscovery(settings.static_file)

@@ -1,0 +1,124 @@
+"""Static targets file: the documented format, errors that point at the target and field, re-reading."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from collector.discovery.static import StaticFileDiscovery, TargetFileError, parse_targets
+from collector.samples import TargetInfo
+
+GOOD_CASES = [
+    # a plain list of mappings with every field
+    (
+        [
+            {
+                "url": "http://10.0.0.1:8000/metrics",
+                "kind": "engine",
+                "engine": "vllm",
+                "namespace": "prod",
+                "deployment": "llama",
+                "pod": "llama-0",
+                "node": "n1",
+            }
+        ],
+        [TargetInfo("http://10.0.0.1:8000/metrics", "engine", "vllm", "prod", "llama", "llama-0", "n1")],
+    ),
+    # a bare URL is a target with defaults
+    (["http://h:9400/metrics"], [TargetInfo("http://h:9400/metrics")]),
+    # defaults apply to every target; a target's own field wins
+    (
+        {
+            "defaults": {"namespace": "prod", "deployment": "d"},
+            "targets": ["http://a/metrics", {"url": "http://b/metrics", "deployment": "e"}],
+        },
+        [
+            TargetInfo("http://a/metrics", namespace="prod", deployment="d"),
+            TargetInfo("http://b/metrics", namespace="prod", deployment="e"),
+        ],
+    ),
+    # an empty file means no targets
+    (None, []),
+]
+
+
+@pytest.mark.parametrize(("data", "expected"), GOOD_CASES)
+def test_parse_good(data: Any, expected: list[TargetInfo]) -> None:
+    assert parse_targets(data) == expected
+
+
+BAD_CASES = [
+    # a scalar is not a list of targets
+    ("just a string", "expected a list of targets"),
+    # the index and the field are named
+    ([{"url": "http://a/m"}, {"url": "ftp://b/m"}], "target 1: url: must be an http(s) URL"),
+    # a typo in a field name is caught, not ignored
+    ([{"url": "http://a/m", "namesapce": "x"}], "target 0: unknown field 'namesapce'"),
+    # kind must be engine or gpu
+    ([{"url": "http://a/m", "kind": "dcgm"}], "target 0: kind: must be one of engine, gpu"),
+    # a missing url
+    ([{"pod": "p"}], "target 0: url: required"),
+    # numbers where strings are expected (YAML turns `node: 1` into an int)
+    ([{"url": "http://a/m", "node": 1}], "target 0: node: expected a string"),
+    # the same URL twice would be scraped twice
+    (["http://a/m", "http://a/m"], "target 1: url: http://a/m is already target 0"),
+    # defaults cannot carry a url
+    ({"defaults": {"url": "http://a/m"}, "targets": []}, "defaults: unknown field 'url'"),
+    # unknown top-level key
+    ({"target": []}, "unknown top-level key"),
+]
+
+
+@pytest.mark.parametrize(("data", "message"), BAD_CASES)
+def test_parse_bad(data: Any, message: str) -> None:
+    with pytest.raises(TargetFileError, match=re.escape(message)):
+        parse_targets(data)
+
+
+def _write(path: Path, data: Any) -> None:
+    path.write_text(yaml.safe_dump(data))
+    # force a visibly new stamp even on file systems with coarse mtimes
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+
+
+async def test_file_is_reread_when_changed_and_bad_edits_keep_previous(tmp_path: Path) -> None:
+    path = tmp_path / "targets.yaml"
+    _write(path, ["http://a/metrics"])
+    disc = StaticFileDiscovery(path)
+    assert [t.url for t in await disc.targets()] == ["http://a/metrics"]
+    _write(path, ["http://a/metrics", "http://b/metrics"])
+    assert [t.url for t in await disc.targets()] == ["http://a/metrics", "http://b/metrics"]
+    path.write_text("targets: [\n")  # a half-saved edit
+    assert len(await disc.targets()) == 2
+    assert disc.last_error is not None
+    assert "invalid YAML" in disc.last_error
+    _write(path, ["http://c/metrics"])
+    assert [t.url for t in await disc.targets()] == ["http://c/metrics"]
+    assert disc.last_error is None
+
+
+def test_first_load_fails_fast(tmp_path: Path) -> None:
+    with pytest.raises(TargetFileError, match="cannot read"):
+        StaticFileDiscovery(tmp_path / "missing.yaml")
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+        lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=10), c, max_size=4),
+        max_leaves=20,
+    )
+)
+def test_any_yaml_value_is_accepted_or_rejected_with_target_file_error(data: Any) -> None:
+    # whatever a file holds, the outcome is targets or TargetFileError, never another exception
+    with contextlib.suppress(TargetFileError):
+        parse_targets(data)
