@@ -14,6 +14,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Protocol
 
 from prometheus_client.registry import CollectorRegistry
 from sqlalchemy import Engine
@@ -25,6 +27,7 @@ from api.runtime import RuntimeHealth, Snapshot, TargetRegistry
 from collector.clock import Clock
 from collector.scrape import spawn_guarded
 from detectors.finding import Finding
+from kvpilot.actuation import Actuation
 from kvpilot.loop import ControlLoop, Decide, Detect, Discovery, LoopConfig, Publish
 from scaler.decision import Decision
 from store import repo
@@ -78,11 +81,14 @@ def warm_start(planner: Decide, rollups: list[RollupPoint]) -> int:
     return fed
 
 
-class Leadership:
-    """Who may actuate. Without HA the single replica always leads; ``kvpilot.lease`` replaces this."""
+class Leadership(Protocol):
+    """Who may actuate: ``kvpilot.lease.LeaseElector`` with HA, ``AlwaysLeader`` without."""
 
-    def __init__(self) -> None:
-        self.leader = True
+    leader: bool
+
+
+class AlwaysLeader:
+    leader = True
 
 
 class Service:
@@ -101,6 +107,8 @@ class Service:
         drain_dry_run: bool = True,
         drain_max_concurrent: int = 1,
         leadership: Leadership | None = None,
+        actuation: Actuation | None = None,
+        renew_every_s: float = 5.0,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.clock = clock
@@ -114,7 +122,9 @@ class Service:
         self.settings_max_body_bytes = max_body_bytes
         self.drain_dry_run = drain_dry_run
         self.drain_max_concurrent = drain_max_concurrent
-        self.leadership = leadership or Leadership()
+        self.leadership: Leadership = leadership or AlwaysLeader()
+        self.actuation = actuation
+        self.renew_every_s = renew_every_s
         self._sleep = sleep
         self.stop = asyncio.Event()
         self._wake_writer = asyncio.Event()
@@ -175,6 +185,10 @@ class Service:
             spawn_guarded("control-loop", self._run_loop, self.stop, sleep=self._sleep),
             spawn_guarded("store-writer", self._run_writer, self.stop, sleep=self._sleep),
         ]
+        run = getattr(self.leadership, "run", None)
+        if run is not None:
+            campaign = partial(run, self.stop, every_s=self.renew_every_s, sleep=self._sleep)
+            self.tasks.append(spawn_guarded("lease", campaign, self.stop, sleep=self._sleep))
 
     async def wait(self) -> None:
         """Until stop: then the tick in progress finishes and pending writes are flushed."""
@@ -187,9 +201,15 @@ class Service:
     async def _run_loop(self) -> None:
         while not self.stop.is_set():
             started = self.clock.now()
-            await self.loop.tick()
+            snapshot = await self.loop.tick()
             self._wake_writer.set()
             await self._refresh_drains()
+            if self.actuation is not None and self.leadership.leader:
+                try:
+                    await self.actuation.after_tick(snapshot)
+                except Exception:
+                    self.metrics.stage_errors.labels("actuate").inc()
+                    log.exception("actuation stage failed; retrying next tick")
             await self._sleep_unless_stopped(max(0.0, self.interval_s - (self.clock.now() - started)))
 
     async def _run_writer(self) -> None:

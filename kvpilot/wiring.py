@@ -14,11 +14,16 @@ from api.exposition import OwnMetrics
 from collector.clock import Clock, WallClock
 from collector.scrape import Collector, ScrapeConfig
 from collector.state import FleetState
+from detectors.drain_rails import DrainRails
 from detectors.registry import Detection
+from kvpilot.actuation import Actuation, NoClusterDrainer, SimulatorScaler
+from kvpilot.actuators.drain import NodeDrainer
+from kvpilot.lease import LeaseElector
 from kvpilot.loop import Collect, ControlLoop, Decide, Detect, LoopConfig
 from kvpilot.service import Restored, Service, restore
-from kvpilot.settings import DeploymentScaling, Settings
+from kvpilot.settings import DeploymentScaling, Settings, SettingsError
 from kvpilot.sources import Sources
+from scaler.actuate import make_actuator
 from scaler.capacity import CapacityConfig
 from scaler.planner import Planner, PlannerConfig
 from scaler.policy import PolicyConfig
@@ -53,6 +58,8 @@ def build_service(
     planner: Decide | None = None,
     board: Any = None,
     sleep: Any = None,
+    leadership: Any = None,
+    actuation: Any = None,
 ) -> tuple[Service, Restored]:
     """A ready-to-start service and what it restored from the store (schema upgraded first if configured)."""
     clock = clock or WallClock()
@@ -86,7 +93,11 @@ def build_service(
             interval_s=c.interval_s, retention_s=settings.store.retention_days * 86400.0, kv=thresholds.kv
         ),
     )
-    extra = {"sleep": sleep} if sleep is not None else {}
+    extra: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
+    if leadership is None and settings.ha.enabled:
+        leadership = build_elector(settings, clock)
+    if actuation is None:
+        actuation = build_actuation(settings, sources, sessions, clock)
     service = Service(
         clock=clock,
         loop=loop,
@@ -99,7 +110,66 @@ def build_service(
         max_body_bytes=settings.api.max_body_bytes,
         drain_dry_run=settings.drains.dry_run,
         drain_max_concurrent=settings.drains.max_concurrent,
+        leadership=leadership,
+        actuation=actuation,
+        renew_every_s=settings.ha.renew_every_s,
         **extra,
     )
     holder["s"] = service
     return service, restored
+
+
+def _kube_api_client() -> Any:
+    """The official client's configuration: in-cluster first, else the local kubeconfig."""
+    from kubernetes import client, config
+
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        try:
+            config.load_kube_config()  # type: ignore[no-untyped-call]
+        except (config.ConfigException, OSError) as e:
+            raise SettingsError(
+                f"a Kubernetes API is needed (ha.enabled, scaler.mode=direct or drains) but: {e}"
+            ) from e
+    return client.ApiClient()
+
+
+def build_elector(settings: Settings, clock: Clock, api_client: Any = None) -> LeaseElector:
+    from kubernetes import client
+
+    ha = settings.ha
+    api = client.CoordinationV1Api(api_client or _kube_api_client())
+    return LeaseElector(
+        api,
+        name=ha.lease_name,
+        namespace=ha.lease_namespace,
+        identity=ha.identity,
+        clock=clock,
+        lease_duration_s=ha.lease_duration_s,
+    )
+
+
+def build_actuation(settings: Settings, sources: Sources, sessions: Any, clock: Clock) -> Actuation:
+    """Drains through the rails (on the cluster when there is one) and, in ``direct`` mode, scaling."""
+    d = settings.drains
+    rails = DrainRails(dry_run=d.dry_run, max_concurrent_nodes=d.max_concurrent, breaker_share=d.breaker_share)
+    on_cluster = settings.collector.discovery.kind == "kubernetes" or settings.ha.enabled
+    drainer: Any
+    if on_cluster:
+        from kubernetes import client
+
+        drainer = NodeDrainer(client.CoreV1Api(_kube_api_client()), clock=clock)
+    else:
+        drainer = NoClusterDrainer(clock)
+    scaler: Any = None
+    if settings.scaler.mode == "direct":
+        if sources.simulator_url is not None:
+            scaler = SimulatorScaler(sources.simulator_url)
+        else:
+            from kubernetes import client
+
+            scaler = make_actuator("direct", apps=client.AppsV1Api(_kube_api_client()))
+    return Actuation(
+        sessions=sessions, clock=clock, rails=rails, drainer=drainer, require_approval=d.require_approval, scaler=scaler
+    )

@@ -103,3 +103,16 @@ def list_drain_events(*, session: Session, action_id: int) -> list[DrainEventRow
     return list(
         session.scalars(select(DrainEventRow).where(DrainEventRow.action_id == action_id).order_by(DrainEventRow.id))
     )
+
+
+def note_drain(*, session: Session, action_id: int, actor: str, now: float, message: str) -> None:
+    """Audit one step inside the current state (a cordon, an eviction, a retry) without changing the state."""
+    row = get_drain(session=session, action_id=action_id)
+    session.add(
+        DrainEventRow(action_id=row.id, at=now, from_state=row.state, to_state=row.state, actor=actor, message=message)
+    )
+
+
+def latest_drain_for_node(*, session: Session, node: str) -> DrainActionRow | None:
+    stmt = select(DrainActionRow).where(DrainActionRow.node == node).order_by(DrainActionRow.id.desc()).limit(1)
+    return session.scalars(stmt).first()

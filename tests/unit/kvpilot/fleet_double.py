@@ -27,6 +27,7 @@ class ScriptedFleet:
     rate: float = 4.0  # requests finished per second
     xid: int | None = None
     gate: asyncio.Event | None = None  # when set, collection waits for it (a slow scrape)
+    replicas: tuple[tuple[str, str], ...] = (("chat-0", "n0"),)  # (pod, node)
     collected: int = 0
     started: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -36,20 +37,23 @@ class ScriptedFleet:
             await self.gate.wait()
         t = self.clock.now()
         elapsed = t - START
-        replica = ReplicaSample(
-            namespace="llm",
-            deployment="chat",
-            replica="chat-0",
-            node="n0",
-            engine="vllm",
-            model="m",
-            timestamp=t,
-            requests_waiting=1,
-            requests_running=4,
-            kv_usage=0.4,
-            requests_finished=self.rate * elapsed,
-            prompt_tokens=500 * self.rate * elapsed,
-            generation_tokens=100 * self.rate * elapsed,
+        samples = tuple(
+            ReplicaSample(
+                namespace="llm",
+                deployment="chat",
+                replica=pod,
+                node=node,
+                engine="vllm",
+                model="m",
+                timestamp=t,
+                requests_waiting=1,
+                requests_running=4,
+                kv_usage=0.4,
+                requests_finished=self.rate * elapsed,
+                prompt_tokens=500 * self.rate * elapsed,
+                generation_tokens=100 * self.rate * elapsed,
+            )
+            for pod, node in self.replicas
         )
         gpu = GpuSample(
             node="n0", index="0", uuid="GPU-0", model_name="H100", timestamp=t, utilisation=0.5, last_xid=self.xid
@@ -58,7 +62,7 @@ class ScriptedFleet:
         return CollectResult(
             timestamp=t,
             results=(
-                ScrapeResult(ENGINE, True, t, 0.01, replicas=(replica,), engine="vllm"),
+                ScrapeResult(ENGINE, True, t, 0.01, replicas=samples, engine="vllm"),
                 ScrapeResult(GPU, True, t, 0.01, gpus=(gpu,)),
             ),
         )

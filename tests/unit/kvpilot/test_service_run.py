@@ -80,8 +80,9 @@ def test_sigkill_and_restart_keeps_audit_and_decisions(tmp_path: Path) -> None:
     with kvpilot_run(tmp_path) as (proc, url):
         _ready(url, proc)
         back = httpx.get(f"{url}/v1/drains/{drain['id']}").json()
-        assert back["state"] == "approved"
-        assert [e["to_state"] for e in back["events"]] == ["requested", "approved"]
+        # The audit trail survived the kill; the leader may since have executed the approved (dry-run) drain.
+        assert [e["to_state"] for e in back["events"]][:2] == ["requested", "approved"]
+        assert back["state"] in ("approved", "executing", "done")
         assert httpx.get(f"{url}/v1/decisions").json()["total"] >= decided
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0

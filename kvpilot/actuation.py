@@ -1,0 +1,207 @@
+"""What only the leader does after a tick: request drains for flagged nodes (through the safety rails), execute
+approved drains, and apply scaling decisions in ``direct`` mode.
+
+Everything here is audited in the store. A replica that is not the Lease holder skips this stage entirely, so
+several kvpilot replicas can serve reads while exactly one acts on the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.runtime import Snapshot
+from collector.clock import Clock
+from detectors.drain_rails import DrainRails, Placement, decide
+from kvpilot.actuators.audit import AuditRecord, Outcome
+from kvpilot.actuators.drain import DrainResult
+from scaler.actuate import ActuationError, ActuationResult, Actuator
+from scaler.decision import Decision
+from scaler.publish import scale_target
+from store import repo
+from store.db import transaction
+from store.drain_states import DrainState
+
+log = logging.getLogger(__name__)
+
+ACTOR = "kvpilot"
+
+
+class Drainer(Protocol):
+    """``kvpilot.actuators.drain.NodeDrainer``."""
+
+    def drain(self, node: str, *, dry_run: bool = True, reason: str = "") -> DrainResult: ...
+
+
+class NoClusterDrainer:
+    """For fleets without a Kubernetes API (the simulator, static targets): a dry run says what would happen;
+    a real drain fails with the reason, rather than pretending."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+
+    def drain(self, node: str, *, dry_run: bool = True, reason: str = "") -> DrainResult:
+        now = self._clock.now()
+        if dry_run:
+            record = AuditRecord(now, node, "cordon", node, Outcome.DRY_RUN, "would cordon, taint and evict", True)
+            return DrainResult(node, True, [record])
+        record = AuditRecord(now, node, "cordon", node, Outcome.ERROR, "no Kubernetes API configured", False)
+        return DrainResult(node, False, [record], failed=True)
+
+
+class Actuation:
+    def __init__(
+        self,
+        *,
+        sessions: sessionmaker[Session],
+        clock: Clock,
+        rails: DrainRails,
+        drainer: Drainer,
+        require_approval: bool = True,
+        scaler: Actuator | None = None,
+    ) -> None:
+        self._sessions = sessions
+        self._clock = clock
+        self.rails = rails
+        self._drainer = drainer
+        self._require_approval = require_approval
+        self._scaler = scaler
+        self._applied: dict[str, int] = {}
+
+    async def after_tick(self, snapshot: Snapshot) -> None:
+        try:
+            await asyncio.to_thread(self._request_drains, snapshot)
+            await self._execute_approved()
+        except SQLAlchemyError as e:  # the store is away: drains wait for it (their audit must not be lost)
+            log.warning("drain stage skipped, store unavailable: %s", str(e).splitlines()[0])
+        if self._scaler is not None:
+            await self._scale(list(snapshot.decisions.values()))
+
+    # -- drains -------------------------------------------------------------------------------------------------
+
+    def _request_drains(self, snap: Snapshot) -> None:
+        placements = [
+            Placement(r.sample.deployment_key, r.sample.replica, r.sample.node, r.ready) for r in snap.replicas
+        ]
+        nodes = {p.node for p in placements} | {g.sample.node for g in snap.gpus}
+        draining = {n for n, state in snap.node_drains.items() if state in ("approved", "executing")}
+        decisions = decide(snap.findings, nodes=nodes, placements=placements, draining=draining, rails=self.rails)
+        now = self._clock.now()
+        with transaction(self._sessions) as s:
+            for d in decisions:
+                if not d.approved:
+                    log.info("drain of %s refused: %s", d.node, d.reason)
+                    continue
+                last = repo.latest_drain_for_node(session=s, node=d.node)
+                if last is not None and last.finding_id in d.finding_ids:
+                    continue  # this condition already has its drain action (live or finished)
+                row = repo.request_drain(
+                    session=s,
+                    node=d.node,
+                    requested_by=ACTOR,
+                    now=now,
+                    dry_run=self.rails.dry_run,
+                    reason=d.reason,
+                    finding_id=d.finding_ids[0] if d.finding_ids else None,
+                    evidence=dict(d.evidence),
+                )
+                if not self._require_approval and row.state == DrainState.REQUESTED:
+                    repo.transition_drain(
+                        session=s,
+                        action_id=row.id,
+                        to=DrainState.APPROVED,
+                        actor=ACTOR,
+                        now=now,
+                        message="drains.require_approval is off",
+                    )
+
+    async def _execute_approved(self) -> None:
+        def approved() -> list[tuple[int, str, bool, str]]:
+            with transaction(self._sessions) as s:
+                rows = repo.list_drains(session=s, state=DrainState.APPROVED.value, limit=100).items
+                return [(r.id, r.node, r.dry_run, r.reason) for r in sorted(rows, key=lambda r: r.id)]
+
+        for action_id, node, dry_run, reason in await asyncio.to_thread(approved):
+            await asyncio.to_thread(self._transition, action_id, DrainState.EXECUTING, "executing")
+            try:
+                result = await asyncio.to_thread(self._drainer.drain, node, dry_run=dry_run, reason=reason)
+            except Exception as e:
+                log.exception("drain of %s raised", node)
+                await asyncio.to_thread(self._transition, action_id, DrainState.FAILED, f"drain raised: {e}")
+                continue
+            await asyncio.to_thread(self._finish, action_id, result)
+
+    def _transition(self, action_id: int, to: DrainState, message: str) -> None:
+        with transaction(self._sessions) as s:
+            repo.transition_drain(
+                session=s, action_id=action_id, to=to, actor=ACTOR, now=self._clock.now(), message=message
+            )
+
+    def _finish(self, action_id: int, result: DrainResult) -> None:
+        now = self._clock.now()
+        with transaction(self._sessions) as s:
+            if repo.get_drain(session=s, action_id=action_id).state != DrainState.EXECUTING:
+                return  # cancelled meanwhile: the operator's word stands
+            for r in result.records:
+                repo.note_drain(
+                    session=s,
+                    action_id=action_id,
+                    actor=r.actor,
+                    now=r.at,
+                    message=f"{r.step} {r.target}: {r.outcome.value} {r.message}".strip(),
+                )
+            if result.complete:
+                done = "dry run complete" if result.dry_run else f"evicted {len(result.evicted)} pod(s)"
+                repo.transition_drain(
+                    session=s, action_id=action_id, to=DrainState.DONE, actor=ACTOR, now=now, message=done
+                )
+            else:
+                why = f"blocked: {', '.join(result.blocked)}" if result.blocked else "a step failed"
+                repo.transition_drain(
+                    session=s, action_id=action_id, to=DrainState.FAILED, actor=ACTOR, now=now, message=why
+                )
+
+    # -- scaling ------------------------------------------------------------------------------------------------
+
+    async def _scale(self, decisions: Sequence[Decision]) -> None:
+        assert self._scaler is not None
+        for d in decisions:
+            target = scale_target(d)
+            if self._applied.get(d.deployment) == target:
+                continue
+            try:
+                await asyncio.to_thread(self._scaler.apply, d)
+                self._applied[d.deployment] = target
+            except ActuationError as e:
+                log.error("scaling %s failed (%s): %s", d.deployment, "will retry" if e.retryable else "giving up", e)
+                if not e.retryable:
+                    self._applied[d.deployment] = target
+
+
+class SimulatorScaler:
+    """``direct`` mode against the embedded simulator: its control API stands in for ``deployments/scale``, so the
+    zero-config demo closes the loop (decisions change the replica count the next ticks observe)."""
+
+    mode = "direct"
+
+    def __init__(self, base_url: str, *, timeout_s: float = 2.0) -> None:
+        self._url = base_url.rstrip("/") + "/control/replicas"
+        self._timeout_s = timeout_s
+
+    def apply(self, decision: Decision) -> ActuationResult:
+        import httpx
+
+        target = scale_target(decision)
+        try:
+            r = httpx.post(self._url, json={"count": target}, timeout=self._timeout_s, trust_env=False)
+            r.raise_for_status()
+        except httpx.HTTPError as e:
+            raise ActuationError(f"simulator: scaling {decision.deployment} to {target}: {e}", retryable=True) from e
+        message = f"simulator: {decision.deployment} {decision.current_replicas} -> {target} replicas"
+        log.info(message)
+        return ActuationResult(decision.deployment, self.mode, decision.current_replicas, target, True, 1, message)

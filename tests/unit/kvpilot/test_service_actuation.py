@@ -1,0 +1,70 @@
+"""The leader's stage after each tick: a drain-class finding becomes an audited drain request through the
+safety rails, an operator approves it, the next tick executes it (dry run without a cluster); followers do not."""
+
+from __future__ import annotations
+
+from collector.clock import VirtualClock
+from store import repo
+from store.db import transaction
+from store.drain_states import DrainState
+from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks, until
+
+TWO_NODES = (("chat-0", "n0"), ("chat-1", "n1"))
+
+
+class Follower:
+    leader = False
+
+
+async def test_flagged_node_is_requested_approved_and_drained_in_dry_run(tmp_path) -> None:
+    clock = VirtualClock(START)
+    fleet = ScriptedFleet(clock, xid=79, replicas=TWO_NODES)
+    service, restored, timer = make_service(f"sqlite:///{tmp_path / 'k.db'}", clock, fleet)
+    await service.start(restored)
+    await run_ticks(service, timer, 4)
+
+    def drains() -> list:
+        with transaction(service.sessions) as s:
+            return list(repo.list_drains(session=s).items)
+
+    (action,) = drains()
+    assert (action.node, action.state, action.dry_run, action.requested_by) == ("n0", "requested", True, "kvpilot")
+    assert action.finding_id is not None
+    await run_ticks(service, timer, 3)
+    assert len(drains()) == 1  # the same condition is not requested again every tick
+    with transaction(service.sessions) as s:
+        repo.transition_drain(session=s, action_id=action.id, to=DrainState.APPROVED, actor="admin#0", now=clock.now())
+    await run_ticks(service, timer, 2)
+    await until(lambda: drains()[0].state == "done", what="the drain executed")
+    with transaction(service.sessions) as s:
+        events = repo.list_drain_events(session=s, action_id=action.id)
+    assert [e.to_state for e in events] == ["requested", "approved", "executing", "executing", "done"]
+    assert "dry_run" in events[3].message  # what it would have done is audited
+    service.stop.set()
+    await service.wait()
+
+
+async def test_last_ready_replica_is_never_drained(tmp_path) -> None:
+    clock = VirtualClock(START)
+    fleet = ScriptedFleet(clock, xid=79)  # the only replica runs on the flagged node
+    service, restored, timer = make_service(f"sqlite:///{tmp_path / 'k.db'}", clock, fleet)
+    await service.start(restored)
+    await run_ticks(service, timer, 5)
+    with transaction(service.sessions) as s:
+        assert repo.list_drains(session=s).total == 0
+    service.stop.set()
+    await service.wait()
+
+
+async def test_a_follower_does_not_actuate(tmp_path) -> None:
+    clock = VirtualClock(START)
+    fleet = ScriptedFleet(clock, xid=79, replicas=TWO_NODES)
+    service, restored, timer = make_service(f"sqlite:///{tmp_path / 'k.db'}", clock, fleet, leadership=Follower())
+    await service.start(restored)
+    await run_ticks(service, timer, 5)
+    assert [f.kind for f in service.snapshot().findings] == ["stuck_gpu"]  # it still detects
+    with transaction(service.sessions) as s:
+        assert repo.list_drains(session=s).total == 0  # but only the leader acts
+    assert not service.health().leader
+    service.stop.set()
+    await service.wait()
