@@ -212,6 +212,27 @@ def bench_prefix(quick: bool) -> dict[str, str]:
 # -- 3. Healthy fleet, 100 GPUs, 24 h ---------------------------------------------------------------------
 
 
+def _positive_control() -> dict[str, int]:
+    """The same detector does flag real faults, within 2 ticks. At the request level: the fluid level zeroes a
+    hung replica's counters instead of freezing them, so a hang cannot show there."""
+    fleet = Fleet(FleetConfig(replicas=8, routing="least_loaded", seed=3), load_trace("synthetic:rate=20", seed=3))
+    state, det = _state(), Detection(only=["stuck_gpu"])
+    flagged: dict[str, int] = {}
+    t = 0.0
+    while t < 330:
+        t += TICK_S
+        if t == 300:
+            fleet.inject(parse_fault({"type": "xid", "node": "node-0", "gpu": 0, "xid": 79}))
+            fleet.inject(parse_fault({"type": "hung_gpu", "node": "node-0", "gpu": 5}))
+        fleet.advance_to(t)
+        reps, gpus, nodes = samples_from_snapshot(fleet.snapshot(), now=t)
+        state.observe(reps, gpus, now=t, gpu_nodes_scraped=nodes)
+        for f in det.tick(state, now=t).opened:
+            if f.action == "drain_node":
+                flagged.setdefault(str(f.evidence["condition"]), round((t - 300) / TICK_S) + 1)
+    return flagged
+
+
 def bench_healthy(quick: bool) -> dict[str, str]:
     hours = 2.0 if quick else 24.0
     trace = load_trace(str(SERVEGEN), duration_s=hours * 3600, seed=11, rate_scale=0.5)
@@ -243,7 +264,9 @@ def bench_healthy(quick: bool) -> dict[str, str]:
                 peer_drains.add(key)
     elapsed = time.perf_counter() - started
     gpus = len(fleet.snapshot().gpus)
+    flagged = _positive_control()
     return {
+        "control": f"request level, XID 79 + hung GPU injected at 300 s: flagged after {flagged} ticks",
         "kvpilot": f"{len(kv_drains)} drain findings ({opened} stuck_gpu findings of any action)",
         "peer": f"{len(peer_drains)} GPUs drained by the naive peer (XID != 0 or util >= 95 % for 2 ticks)",
         "run": f"{gpus} GPUs x {hours:g} h at {TICK_S:g} s ticks ({ticks} ticks) in {elapsed:.0f} s",
