@@ -20,6 +20,7 @@ GENERATORS: list[str] = [
     "dashboards.generate:files",
     "alerts.rules:generate",
     "kvpilot.manifests:files",
+    "kvpilot.settings_doc:generate",
 ]
 
 

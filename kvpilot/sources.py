@@ -1,7 +1,8 @@
 """Where the control loop's targets come from, one backend per discovery kind, registered in ``DISCOVERY``.
 
-``static`` (config file plus API additions) and ``simulator`` (the built-in fake fleet, for the zero-config
-start) live here; ``kubernetes`` and ``promql`` come from ``collector.discovery`` when that package provides them.
+Every kind also serves the static targets an operator adds through the API. ``simulator`` (the built-in fake
+fleet, for the zero-config start) lives here; the file, Kubernetes and PromQL sources come from
+``collector.discovery`` (imported on demand, so the static path never imports the Kubernetes client).
 """
 
 from __future__ import annotations
@@ -11,11 +12,9 @@ import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
-import yaml
 
 from collector.samples import TargetInfo
 from kvpilot.settings import DiscoverySettings, Settings, SettingsError, StaticTarget
@@ -26,22 +25,6 @@ log = logging.getLogger(__name__)
 
 def _target(t: StaticTarget) -> TargetInfo:
     return TargetInfo(**t.model_dump())
-
-
-def _read_static_file(path: Path) -> list[TargetInfo]:
-    try:
-        data = yaml.safe_load(path.read_text()) or []
-    except (OSError, yaml.YAMLError) as e:
-        raise SettingsError(f"collector.discovery.static_file {path}: {e}") from None
-    if not isinstance(data, list):
-        raise SettingsError(f"collector.discovery.static_file {path}: expected a list of targets")
-    out = []
-    for i, item in enumerate(data):
-        try:
-            out.append(_target(StaticTarget.model_validate(item)))
-        except ValueError as e:
-            raise SettingsError(f"collector.discovery.static_file {path}[{i}]: {e}") from None
-    return out
 
 
 class _Merged:
@@ -102,11 +85,10 @@ class Sources(AbstractContextManager["Sources"]):
 
 def _static(settings: Settings) -> Sources:
     d = settings.collector.discovery
-    initial = [_target(t) for t in d.static_targets]
-    if d.static_file is not None:
-        initial += _read_static_file(d.static_file)
-    static = StaticTargets(initial)
-    return Sources(discovery=static, static=static)
+    static = StaticTargets([_target(t) for t in d.static_targets])
+    if d.static_file is None:
+        return Sources(discovery=static, static=static)
+    return Sources(_Merged(_collector_source("static", settings).targets, static), static)
 
 
 @dataclass
@@ -148,15 +130,23 @@ def _simulator(settings: Settings) -> Sources:
     return Sources(_Merged(SimulatorTargets(sim.url).targets, static), static, stack, simulator_url=sim.url)
 
 
+def _collector_source(kind: str, settings: Settings) -> Any:
+    """A discovery source from ``collector.discovery`` (imported on demand), errors turned into SettingsError."""
+    from collector.discovery import SOURCES
+
+    try:
+        module = importlib.import_module(SOURCES[kind])
+    except ModuleNotFoundError:
+        raise SettingsError(f"collector.discovery.kind: {kind!r} discovery is not available in this build") from None
+    try:
+        return module.from_settings(settings.collector.discovery)
+    except ValueError as e:
+        raise SettingsError(f"collector.discovery ({kind}): {e}") from None
+
+
 def _from_collector(kind: str) -> Callable[[Settings], Sources]:
     def build(settings: Settings) -> Sources:
-        try:
-            module = importlib.import_module(f"collector.discovery.{kind}")
-        except ModuleNotFoundError:
-            raise SettingsError(
-                f"collector.discovery.kind: {kind!r} discovery is not available in this build (collector.discovery)"
-            ) from None
-        discovery = module.from_settings(settings.collector.discovery)
+        discovery = _collector_source(kind, settings)
         static = StaticTargets([_target(t) for t in settings.collector.discovery.static_targets])
         return Sources(_Merged(discovery.targets, static), static)
 
