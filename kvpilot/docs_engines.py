@@ -1,0 +1,244 @@
+"""docs/engines.md, generated from the engine adapters' declarative mappings (``collector.engines``) and the GPU
+adapters (``collector.gpus``): which series feed each canonical field, which older names are still read, and what
+each engine cannot tell kvpilot. The prose that code cannot hold (how to switch metrics on) is ``ENABLE`` below,
+one entry per registered adapter; the unit test fails when an adapter has none.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from types import ModuleType
+
+import collector.engines as engines_pkg
+from collector.engines import ENGINES
+from collector.engines._declarative import HISTOGRAM_FIELDS, SCALAR_FIELDS, DeclarativeAdapter, Field
+from collector.gpus import GPU_ADAPTERS, dcgm, triton
+from collector.samples import GpuSample
+from kvpilot.docs_gen import md_cell, source_comments
+
+# Display name, and how to make each engine serve the series kvpilot reads. Keyed like collector.engines.ENGINES.
+ENABLE: dict[str, tuple[str, str]] = {
+    "vllm": (
+        "vLLM",
+        "On by default: the OpenAI-compatible server (`vllm serve`) serves `/metrics` on its own port (8000 "
+        "unless `--port`). Do not pass `--disable-log-stats`: in V1 it switches off the stat loggers, Prometheus's "
+        "included; some releases also disable them when `--api-server-count` > 1 (vllm-project/vllm#22227). With "
+        'data parallelism every engine labels its series `engine="N"`; kvpilot treats the pod as one replica.',
+    ),
+    "sglang": (
+        "SGLang",
+        "Start the server with `--enable-metrics`; `/metrics` is served on the server's port (30000 unless "
+        "`--port`). `--enable-metrics-for-all-schedulers` adds per-rank series; kvpilot reads the lowest "
+        "`tp_rank` of each `dp_rank` either way.",
+    ),
+    "tgi": (
+        "Hugging Face TGI",
+        "On by default: the router serves `/metrics` on its HTTP port (80 in the official image, `--port`). "
+        "TGI's series carry no model label; name the deployment through discovery labels.",
+    ),
+    "trtllm": (
+        "TensorRT-LLM behind Triton",
+        "Triton serves metrics on port 8002 (`--allow-metrics=true`, the default; `--metrics-port`). The "
+        "TensorRT-LLM backend reports its `nv_trt_llm_*` families there by itself; time to first token needs "
+        "Triton's latency histograms (`--metrics-config histogram_latencies=true`) and a decoupled model.",
+    ),
+    "llamacpp": (
+        "llama.cpp (llama-server)",
+        "Start `llama-server` with `--metrics` (off by default); `/metrics` is served on the server's port "
+        "(8080 unless `--port`).",
+    ),
+}
+
+_COMBINE = {
+    "sum": "summed over samples",
+    "mean": "mean over samples",
+    "histogram": "histogram, merged over label sets",
+}
+
+
+# What each canonical ReplicaSample field means to an operator (keys checked against the dataclass by the test).
+MEANING: dict[str, str] = {
+    "requests_waiting": "requests queued, not yet scheduled",
+    "requests_running": "requests in the running batch",
+    "kv_usage": "share of the KV-cache pool in use, 0..1",
+    "kv_capacity_tokens": "size of the KV-cache pool, tokens",
+    "prefix_queries": "prompt tokens looked up in the prefix cache (counter)",
+    "prefix_hits": "of those, tokens found in the cache (counter)",
+    "preemptions": "requests preempted for lack of KV space (counter)",
+    "prompt_tokens": "prompt tokens processed (counter)",
+    "generation_tokens": "tokens generated (counter)",
+    "requests_finished": "requests that left the engine, any reason (counter)",
+    "ttft": "time to first token, histogram (s)",
+    "itl": "inter-token latency, histogram (s)",
+    "e2e": "end-to-end request latency, histogram (s)",
+    "queue_time": "time queued before scheduling, histogram (s)",
+}
+
+
+def _field_meaning() -> dict[str, str]:
+    return MEANING
+
+
+def _sources(f: Field) -> str:
+    names = [f"`{s}`" for s in f.sources]
+    first, older = names[0], names[1:]
+    text = first + (" (then " + ", ".join(older) + ")" if older else "")
+    how = _COMBINE[f.combine] + (f", ×{f.scale:g} to seconds" if f.scale != 1.0 else "")
+    return f"{text}; {how}"
+
+
+def derived_fields(adapter: DeclarativeAdapter) -> set[str]:
+    """Fields the adapter's ``derive`` hook sets (it returns its keys even on an empty page)."""
+    return set(adapter.derive({}, {}))
+
+
+def mapping_rows(adapter: DeclarativeAdapter) -> list[tuple[str, str]]:
+    """(canonical field, where it comes from) for every ReplicaSample field an adapter could fill."""
+    derived = derived_fields(adapter)
+    rows = []
+    for name in (*SCALAR_FIELDS, *HISTOGRAM_FIELDS):
+        mapped = adapter.fields.get(name)
+        parts = []
+        if mapped is not None:
+            parts.append(_sources(mapped))
+        if name in derived:
+            parts.append("computed from the page (see the notes)" if mapped is None else "else computed (notes)")
+        rows.append((name, "; ".join(parts) if parts else "**not exported: always unknown**"))
+    return rows
+
+
+def adapter_module(adapter: object) -> ModuleType:
+    """The ``collector.engines`` module whose ``ADAPTER`` this is (its docstring holds the mapping decisions)."""
+    for info in pkgutil.iter_modules(engines_pkg.__path__):
+        module = importlib.import_module(f"{engines_pkg.__name__}.{info.name}")
+        if getattr(module, "ADAPTER", None) is adapter:
+            return module
+    raise LookupError(f"no module in collector.engines defines the adapter {adapter!r}")
+
+
+def _notes(module_doc: str | None) -> str:
+    """An adapter module's docstring without its title line: the mapping decisions, as written in the code."""
+    doc = inspect.cleandoc(module_doc or "")
+    return doc.split("\n", 1)[1].strip() if "\n" in doc else ""
+
+
+def _engine_section(name: str, adapter: DeclarativeAdapter) -> list[str]:
+    module = adapter_module(adapter)
+    title = inspect.cleandoc(module.__doc__ or name).split("\n", 1)[0]
+    meaning = _field_meaning()
+    display, enable = ENABLE.get(name, (name, "(not documented yet)"))
+    lines = [f"## {display} (`{name}`)", "", f"Adapter: `{module.__name__}`. {title}", ""]
+    lines += [f"**Enabling metrics.** {enable}", ""]
+    if adapter.model_labels:
+        lines += ["Model name read from the label " + ", ".join(f"`{m}`" for m in adapter.model_labels) + ".", ""]
+    lines += ["| canonical field | meaning | read from (first name present wins; older names after) |", "|---|---|---|"]
+    for field, where in mapping_rows(adapter):
+        lines.append(f"| `{field}` | {md_cell(meaning.get(field, ''))} | {md_cell(where)} |")
+    lines.append("")
+    if adapter.extra_families:
+        extra = ", ".join(f"`{f}`" for f in sorted(adapter.extra_families))
+        lines += [f"Also read, or used to recognise the page: {extra}.", ""]
+    notes = _notes(module.__doc__)
+    if notes:
+        lines += ["Notes from the adapter:", "", notes, ""]
+    return lines
+
+
+_CONVERT = {"_percent": "÷ 100 (percent → ratio)", "_mib": "× 2²⁰ (MiB → bytes)", "_flag": "≠ 0 → true", "_same": ""}
+
+
+def _gpu_section() -> list[str]:
+    gpu_meaning = source_comments(GpuSample)
+    lines = [
+        "## GPUs: dcgm-exporter, Triton and NVML",
+        "",
+        "GPU pages are recognised by their families (" + ", ".join(f"`{n}`" for n in GPU_ADAPTERS) + "). "
+        "dcgm-exporter is the usual source: a DaemonSet on every GPU node serving `/metrics` on port 9400. ",
+        "",
+        "### dcgm-exporter",
+        "",
+        _notes(dcgm.__doc__),
+        "",
+        "| GpuSample field | meaning | dcgm-exporter field | conversion |",
+        "|---|---|---|---|",
+    ]
+    for m in dcgm.FIELDS:
+        names = ", ".join(f"`{n}`" for n in m.families)
+        conv = _CONVERT.get(m.convert.__name__, m.convert.__name__)
+        lines.append(f"| `{m.field}` | {md_cell(gpu_meaning.get(m.field, ''))} | {names} | {conv} |")
+    lines += [
+        "| `last_xid` | last XID seen | `DCGM_FI_DEV_XID_ERRORS` (value, else label `err_code`) | |",
+        "| `xid_count` | XIDs within the exporter's window | `DCGM_EXP_XID_ERRORS_COUNT`, summed over `xid` | |",
+        "",
+        "Kept as extras (`GpuSample.extra`): "
+        + ", ".join(f"`{k}` ← `{v}`" for v, k in sorted((v, k) for k, v in dcgm.EXTRA.items()))
+        + ".",
+        "",
+        "What dcgm-exporter's default counter file leaves out: the profiling fields (`DCGM_FI_PROF_*`, e.g. SM "
+        "activity) and `DCGM_EXP_XID_ERRORS_COUNT` are not in every default collector CSV; enable them in the "
+        "exporter's counters file (the profiling ones need a datacenter GPU). Fields the exporter cannot read arrive "
+        "as DCGM's blank sentinels and become unknown. dcgm-exporter 4.9 renamed a set of default fields and changed "
+        "some units (its release notes list them); the table above is exactly what kvpilot reads.",
+        "",
+        "### Triton's own GPU series",
+        "",
+        _notes(triton.__doc__),
+        "",
+        "Families read: " + ", ".join(f"`{n}`" for n in sorted(triton.FAMILIES)) + ". No XID, ECC or row-remapping "
+        "series: a Triton-only node cannot feed the stuck-GPU detector's health checks.",
+        "",
+        "### NVML (no dcgm-exporter)",
+        "",
+        "`collector.gpus.nvml` reads NVML directly (the `nvidia-ml-py` package) on the node, for clusters without "
+        "dcgm-exporter. Unlike dcgm-exporter's XID gauge, which keeps only the last XID, it drains NVML's XID event "
+        "queue on every collect, so two XIDs between scrapes are both seen; it also reads the GPU recovery action "
+        "(NVML field 230) that newer drivers report. It does not enumerate MIG instances (health belongs to the "
+        "physical GPU) and needs the driver's library on the node. No GPU exists here, so it is tested against a "
+        "fake NVML module only.",
+        "",
+    ]
+    return lines
+
+
+def engines_page() -> str:
+    meaning = _field_meaning()
+    lines = [
+        "<!-- Generated by kvpilot/docs_engines.py (`make generate`); do not edit by hand. -->",
+        "",
+        "# Engines and GPU sources",
+        "",
+        "kvpilot reads every engine's own `/metrics` page and maps it onto one canonical `ReplicaSample` "
+        "(`collector/samples.py`). The engine is recognised by the series the page carries (or named per target). "
+        "A value an engine does not export stays **unknown** (`None`), never 0: a detector or the scaler that needs it "
+        "stays silent for that replica rather than acting on an invented number. The tables below are generated from "
+        "the adapters in `collector/engines/` and `collector/gpus/`, so they are what the code reads.",
+        "",
+        "Counters (`prefix_*`, `preemptions`, `*_tokens`, `requests_finished`) become rates over "
+        "`collector.rate_window_s`; histograms are merged across label sets and read as quantiles.",
+        "",
+        "## What each engine can tell kvpilot",
+        "",
+        "| canonical field | " + " | ".join(f"`{n}`" for n in ENGINES) + " |",
+        "|---|" + "---|" * len(ENGINES),
+    ]
+    adapters = {n: a for n, a in ENGINES.items() if isinstance(a, DeclarativeAdapter)}
+    for field in (*SCALAR_FIELDS, *HISTOGRAM_FIELDS):
+        cells = []
+        for name in ENGINES:
+            a = adapters.get(name)
+            known = a is not None and (field in a.fields or field in derived_fields(a))
+            cells.append("yes" if known else "—")
+        lines.append(f"| `{field}` ({md_cell(meaning.get(field, ''))}) | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "\u2014: the engine exports nothing kvpilot can read for it. Consequences: without `kv_usage` the "
+        "KV-exhaustion detector is silent; without `prefix_queries`/`prefix_hits` the prefix-cache detector is; "
+        "without `ttft` the TTFT SLO burn detector is; the scaler then works from queue length and arrivals alone.",
+        "",
+    ]
+    for name, adapter in adapters.items():
+        lines += _engine_section(name, adapter)
+    lines += _gpu_section()
+    return "\n".join(lines)
