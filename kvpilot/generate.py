@@ -21,6 +21,7 @@ GENERATORS: list[str] = [
     "alerts.rules:generate",
     "kvpilot.manifests:files",
     "kvpilot.settings_doc:generate",
+    "kvpilot.docs_gen:files",
 ]
 
 
