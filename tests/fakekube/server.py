@@ -1,0 +1,321 @@
+"""An in-process fake Kubernetes API server that the official ``kubernetes`` client talks to over HTTP.
+
+Routes ``/api/v1/...`` and ``/apis/<group>/<version>/...`` for every type in ``store.RESOURCES``: list
+(label and field selectors), watch (JSON lines, from a resourceVersion, ``timeoutSeconds``, 410 Gone when
+compacted), get, create, replace (409 on a stale resourceVersion), patch (merge, strategic-as-merge, JSON
+patch) and delete, with errors as ``Status`` objects. Subresources are handlers in ``FakeKube.subresources``
+keyed by ``(plural, subresource)``; see README.md for how to add one (evictions, scale).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from tests.fakekube.store import (
+    RESOURCES,
+    ApiError,
+    Obj,
+    ResourceType,
+    Store,
+    field_selector_matches,
+    label_selector_matches,
+    status_object,
+)
+
+
+@dataclass
+class Request:
+    """What a subresource handler gets."""
+
+    method: str
+    resource: ResourceType
+    namespace: str  # "" for cluster-scoped resources
+    name: str
+    subresource: str
+    body: Any
+    query: dict[str, str]
+    content_type: str = ""
+
+
+Handler = Callable[["FakeKube", Request], tuple[int, Obj]]
+
+
+def _status_subresource(kube: FakeKube, req: Request) -> tuple[int, Obj]:
+    """``/status``: the same object; writes go through the store like the main resource."""
+    if req.method == "GET":
+        return 200, kube.store.get(req.resource, req.namespace, req.name)
+    if req.method == "PUT":
+        return 200, kube.store.replace(req.resource, req.namespace, req.name, req.body)
+    if req.method == "PATCH":
+        return 200, kube.store.patch(req.resource, req.namespace, req.name, req.body, req.content_type)
+    raise ApiError(405, "MethodNotAllowed", f"{req.method} not allowed on {req.resource.plural}/status")
+
+
+@dataclass
+class _Route:
+    resource: ResourceType
+    namespace: str | None  # None: all namespaces (list/watch) or cluster-scoped
+    name: str | None
+    subresource: str | None
+
+
+def _route(path: str) -> _Route:
+    parts = [p for p in path.split("/") if p]
+    if parts[:2] == ["api", "v1"]:
+        gv, rest = "v1", parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        gv, rest = f"{parts[1]}/{parts[2]}", parts[3:]
+    else:
+        raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
+    namespace: str | None = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    if not rest or (gv, rest[0]) not in RESOURCES:
+        raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
+    rt = RESOURCES[(gv, rest[0])]
+    name = rest[1] if len(rest) > 1 else None
+    sub = rest[2] if len(rest) > 2 else None
+    if rt.namespaced and name is not None and namespace is None:
+        raise ApiError(404, "NotFound", f"{rt.plural} is namespaced: use /namespaces/<ns>/{rt.plural}/{name}")
+    return _Route(rt, namespace if rt.namespaced else "", name, sub)
+
+
+@dataclass
+class FakeKube:
+    """The server plus its store. ``subresources`` maps ``(plural, subresource)`` to a handler."""
+
+    store: Store = field(default_factory=Store)
+    subresources: dict[tuple[str, str], Handler] = field(default_factory=dict)
+    requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path) of every request
+    default_watch_timeout_s: float = 60.0
+    _server: ThreadingHTTPServer | None = None
+    _stopping: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        for rt in RESOURCES.values():
+            self.subresources.setdefault((rt.plural, "status"), _status_subresource)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def __enter__(self) -> FakeKube:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> FakeKube:
+        kube = self
+
+        class _Bound(_KubeHandler):
+            fake = kube
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Bound)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, name="fakekube", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self.store.changed:
+            self.store.changed.notify_all()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "FakeKube.start() first"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def api_client(self) -> Any:
+        """A ``kubernetes.client.ApiClient`` pointed at this server (no auth, no TLS)."""
+        from kubernetes import client
+
+        cfg = client.Configuration()
+        cfg.host = self.url
+        return client.ApiClient(cfg)
+
+    # -- convenience for tests ---------------------------------------------------------------------
+
+    def resource(self, plural: str) -> ResourceType:
+        found = [rt for rt in RESOURCES.values() if rt.plural == plural]
+        if len(found) != 1:
+            raise KeyError(f"no single resource type named {plural!r}")
+        return found[0]
+
+    def create(self, plural: str, obj: Obj, namespace: str = "default") -> Obj:
+        rt = self.resource(plural)
+        ns = obj.get("metadata", {}).get("namespace", namespace) if rt.namespaced else ""
+        return self.store.create(rt, ns, obj)
+
+    def get(self, plural: str, name: str, namespace: str = "default") -> Obj:
+        return self.store.get(self.resource(plural), namespace, name)
+
+    def patch(self, plural: str, name: str, patch: Obj, namespace: str = "default") -> Obj:
+        return self.store.patch(self.resource(plural), namespace, name, patch, "application/merge-patch+json")
+
+    def delete(self, plural: str, name: str, namespace: str = "default") -> Obj:
+        return self.store.delete(self.resource(plural), namespace, name)
+
+
+class _KubeHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    fake: FakeKube
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        if not length:
+            return None
+        raw = self.rfile.read(length)
+        try:
+            return json.loads(raw)
+        except ValueError as e:
+            raise ApiError(400, "BadRequest", f"request body is not JSON: {e}") from None
+
+    def _handle(self, method: str) -> None:
+        split = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(split.query).items()}
+        self.fake.requests.append((method, split.path))
+        try:
+            body = self._body()
+            route = _route(split.path)
+            if method == "GET" and route.name is None and query.get("watch") in ("true", "1"):
+                self._watch(route, query)
+                return
+            code, obj = self._dispatch(method, route, body, query)
+        except ApiError as e:
+            code, obj = e.code, e.status()
+        except (KeyError, TypeError, ValueError) as e:
+            code, obj = 400, status_object(400, "BadRequest", f"{type(e).__name__}: {e}")
+        self._send(code, obj)
+
+    def _dispatch(self, method: str, route: _Route, body: Any, query: dict[str, str]) -> tuple[int, Obj]:
+        store, rt = self.fake.store, route.resource
+        ns = route.namespace or ""
+        if route.subresource is not None:
+            assert route.name is not None
+            handler = self.fake.subresources.get((rt.plural, route.subresource))
+            if handler is None:
+                raise ApiError(404, "NotFound", f"{rt.plural}/{route.subresource} is not served by the fake")
+            req = Request(
+                method, rt, ns, route.name, route.subresource, body, query, self.headers.get("Content-Type", "")
+            )
+            return handler(self.fake, req)
+        if route.name is None:
+            if method == "GET":
+                items, rv = store.list(
+                    rt,
+                    route.namespace if (rt.namespaced and route.namespace) else None,
+                    label_selector=query.get("labelSelector"),
+                    field_selector=query.get("fieldSelector"),
+                )
+                return 200, {
+                    "kind": f"{rt.kind}List",
+                    "apiVersion": rt.api_version,
+                    "metadata": {"resourceVersion": str(rv)},
+                    "items": items,
+                }
+            if method == "POST":
+                if not isinstance(body, dict):
+                    raise ApiError(400, "BadRequest", "create needs a JSON object")
+                return 201, store.create(rt, ns, body)
+        else:
+            if method == "GET":
+                return 200, store.get(rt, ns, route.name)
+            if method == "PUT":
+                return 200, store.replace(rt, ns, route.name, body)
+            if method == "PATCH":
+                return 200, store.patch(rt, ns, route.name, body, self.headers.get("Content-Type", ""))
+            if method == "DELETE":
+                return 200, store.delete(rt, ns, route.name)
+        raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed here")
+
+    def _send(self, code: int, obj: Obj) -> None:
+        raw = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _chunk(self, obj: Obj) -> None:
+        line = json.dumps(obj).encode() + b"\n"
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+        self.wfile.flush()
+
+    def _watch(self, route: _Route, query: dict[str, str]) -> None:
+        store, rt = self.fake.store, route.resource
+        timeout_s = float(query.get("timeoutSeconds") or self.fake.default_watch_timeout_s)
+        deadline = time.monotonic() + timeout_s
+        namespace = route.namespace if (rt.namespaced and route.namespace) else None
+        labels, fields = query.get("labelSelector"), query.get("fieldSelector")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            rv_param = query.get("resourceVersion")
+            if not rv_param or rv_param == "0":
+                # No starting point: the current objects as ADDED, then changes (as the API server does).
+                items, rv = store.list(rt, namespace, label_selector=labels, field_selector=fields)
+                for item in items:
+                    self._chunk({"type": "ADDED", "object": item})
+            else:
+                rv = int(rv_param)
+            while not self.fake._stopping.is_set():
+                if rv < store.oldest_watchable():  # compacted, or fell behind the bounded event log
+                    gone = f"too old resource version: {rv} ({store.oldest_watchable() + 1})"
+                    self._chunk({"type": "ERROR", "object": status_object(410, "Expired", gone)})
+                    return
+                for event in store.events_since(rv):
+                    rv = event.rv
+                    if event.resource != rt:
+                        continue
+                    meta = event.obj.get("metadata", {})
+                    if namespace is not None and meta.get("namespace") != namespace:
+                        continue
+                    if not (
+                        label_selector_matches(labels, meta.get("labels")) and field_selector_matches(fields, event.obj)
+                    ):
+                        continue
+                    self._chunk({"type": event.type, "object": event.obj})
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                with store.changed:
+                    if not store.events_since(rv):
+                        store.changed.wait(min(remaining, 0.5))
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+            return
+        finally:
+            try:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except OSError:
+                self.close_connection = True
