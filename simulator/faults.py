@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +72,8 @@ def parse_fault(body: Any) -> Fault:
             continue
         want = _TYPES[key]
         ok = isinstance(value, str) if want is str else isinstance(value, int | float) and not isinstance(value, bool)
+        if ok and want is not str and not math.isfinite(value):
+            ok = False
         if want is int and ok and float(value) != int(value):
             ok = False
         if not ok:

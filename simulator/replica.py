@@ -31,7 +31,8 @@ class FinishedRequest:
     replica: str = ""
 
 
-@dataclass(slots=True)
+# Identity, not value, equality: two identical requests in a batch are still two requests.
+@dataclass(slots=True, eq=False)
 class _Seq:
     req: Request
     routed_s: float

@@ -197,7 +197,10 @@ class _Handler(BaseHTTPRequestHandler):
         for t in self._targets():
             host_path = t["url"].split("://", 1)[1]
             host, _, path = host_path.partition("/")
-            labels = {"__metrics_path__": "/" + path, **{k: v for k, v in t.items() if k != "url" and v}}
+            # dcgm-exporter pages carry per-GPU pod/namespace labels of their own: target labels of the same
+            # names would push them aside (exported_pod), so the exporter's own pod is not labelled here.
+            skip = {"url", "pod", "namespace"} if t["kind"] == "dcgm" else {"url"}
+            labels = {"__metrics_path__": "/" + path, **{k: v for k, v in t.items() if k not in skip and v}}
             groups.append({"targets": [host], "labels": labels})
         return groups
 

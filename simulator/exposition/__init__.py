@@ -31,10 +31,30 @@ class _Static(Collector):
         return self._metrics
 
 
+# Exporters written in Go or Rust (dcgm-exporter, TGI) declare counters without the `_total` suffix that
+# prometheus_client's counter families add. Such families are built as gauges, named here, and their TYPE line
+# is rewritten to `counter`, so the page matches the real exporter byte for byte in names and types.
+BARE_COUNTERS = frozenset(
+    {
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "tgi_request_count",
+        "tgi_request_success",
+        "tgi_request_failure",
+    }
+)
+
+
 def _render(metrics: list[Metric]) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Static(metrics))
-    return generate_latest(registry)
+    text = generate_latest(registry)
+    for m in metrics:
+        if m.name in BARE_COUNTERS and m.type == "gauge":
+            text = text.replace(f"# TYPE {m.name} gauge\n".encode(), f"# TYPE {m.name} counter\n".encode(), 1)
+    return text
 
 
 def render_replica(replica: ReplicaSnapshot, engine: str) -> bytes:

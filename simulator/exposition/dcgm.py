@@ -77,7 +77,7 @@ def families(node: str, gpus: list[GpuSnapshot], namespace: str) -> list[Metric]
     out: list[Metric] = []
     for name, kind, doc, fn in fields:
         # dcgm-exporter writes its counters without a `_total` suffix, which prometheus_client's counter
-        # families would add: gauge families keep the exact names (the TYPE line reads gauge for those few).
+        # families would add: built as gauges, typed `counter` by the renderer (see BARE_COUNTERS).
         del kind
         fam = GaugeMetricFamily(name, doc, labels=_LABELS)
         for g in gpus:

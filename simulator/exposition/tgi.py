@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from simulator.exposition._hist import add
 from simulator.snapshot import ReplicaSnapshot
@@ -17,13 +17,13 @@ def families(r: ReplicaSnapshot) -> list[Metric]:
         ("tgi_batch_max_total_tokens", r.kv_capacity_tokens),
     ):
         out.append(GaugeMetricFamily(name, name, value=value))
-    # TGI's counters carry no _total suffix: exposed as untyped-looking gauges to keep the names exact.
+    # TGI's counters carry no _total suffix: built as gauges, typed `counter` by the renderer (BARE_COUNTERS).
     for name, value in (
         ("tgi_request_count", r.requests_finished_total + r.requests_aborted_total + r.requests_running),
         ("tgi_request_success", r.requests_finished_total),
     ):
         out.append(GaugeMetricFamily(name, name, value=value))
-    fail = CounterMetricFamily("tgi_request_failure", "tgi_request_failure", labels=["err"])
+    fail = GaugeMetricFamily("tgi_request_failure", "tgi_request_failure", labels=["err"])
     fail.add_metric(["aborted"], r.requests_aborted_total)
     out.append(fail)
     for name, h in (

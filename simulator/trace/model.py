@@ -126,6 +126,7 @@ class Trace:
         if self._columns is None:
             if self._sample is None:
                 raise ValueError(f"trace {self.name!r} has neither requests nor a sampler")
+            self._refuse_if_too_many(self.expected_requests())
             self._columns = self._sample(0.0, self.duration_s)
         return self._columns
 
@@ -133,11 +134,7 @@ class Trace:
     def requests(self) -> Sequence[Request]:
         if self._requests is None:
             cols = self.columns
-            if len(cols) > MAX_MATERIALISED_REQUESTS:
-                raise ValueError(
-                    f"trace {self.name!r} holds {len(cols):,} requests: too many for the request level; "
-                    "pass duration_s / rate_scale < 1, or use fidelity='fluid'"
-                )
+            self._refuse_if_too_many(len(cols))
             self._requests = [
                 Request(float(a), int(p), int(o), b)
                 for a, p, o, b in zip(
@@ -150,6 +147,13 @@ class Trace:
             ]
         return self._requests
 
+    def _refuse_if_too_many(self, n: float) -> None:
+        if n > MAX_MATERIALISED_REQUESTS:
+            raise ValueError(
+                f"trace {self.name!r} holds {n:,.0f} requests: too many for the request level; "
+                "pass duration_s or rate_scale < 1, or use fidelity='fluid'"
+            )
+
     def rate_series(self, step_s: float) -> RateSeries:
         """(times, req_per_s, mean prompt tokens, mean output tokens) per step, for the fluid level."""
         if self._rates is not None:
@@ -158,7 +162,9 @@ class Trace:
 
     def expected_requests(self) -> float:
         """Expected request count without materialising requests (exact for request-based traces)."""
-        if self._columns is not None or self._rates is None:
+        if self._columns is not None:
+            return float(len(self._columns))
+        if self._rates is None:
             return float(len(self.columns))
         rs = self._rates(60.0)
         return float(rs.req_per_s.sum() * 60.0)

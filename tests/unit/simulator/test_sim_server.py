@@ -1,0 +1,141 @@
+"""The live server on loopback: discovery documents, metrics per replica and node, control API and its errors."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator import Fleet, FleetConfig, load_trace
+from simulator.server import LiveFleet, make_server
+
+
+@pytest.fixture(scope="module")
+def base() -> Iterator[tuple[str, LiveFleet]]:
+    fleet = Fleet(FleetConfig(replicas=2, cold_start_s=30), load_trace("synthetic:duration_s=3600,rate=4"))
+    live = LiveFleet(fleet, engine="vllm", speed=1.0)
+    server = make_server(live)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    with live.lock:  # drive virtual time directly: the background ticker stays off in tests
+        fleet.advance_to(60)
+    host, port = server.server_address[:2]
+    yield f"http://{host}:{port}", live
+    server.shutdown()
+
+
+def test_targets_list_every_replica_and_node(base: tuple[str, LiveFleet]) -> None:
+    url, _ = base
+    targets = httpx.get(f"{url}/targets").json()
+    kinds = sorted((t["kind"], t["pod"]) for t in targets)
+    assert kinds == [("dcgm", "dcgm-exporter-node-0"), ("engine", "llama-0000"), ("engine", "llama-0001")]
+    for t in targets:
+        assert set(t) == {"url", "kind", "engine", "namespace", "deployment", "pod", "node"}
+        assert httpx.get(t["url"]).status_code == 200
+
+
+def test_sd_is_prometheus_http_sd(base: tuple[str, LiveFleet]) -> None:
+    url, _ = base
+    groups = httpx.get(f"{url}/sd").json()
+    host = url.split("://")[1]
+    assert all(g["targets"] == [host] for g in groups)
+    paths = {g["labels"]["__metrics_path__"] for g in groups}
+    assert "/replicas/llama-0000/metrics" in paths
+    assert "/nodes/node-0/metrics" in paths
+
+
+def test_replica_metrics_are_vllm_text(base: tuple[str, LiveFleet]) -> None:
+    url, _ = base
+    r = httpx.get(f"{url}/replicas/llama-0000/metrics")
+    assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    assert "vllm:num_requests_running{" in r.text
+
+
+def test_scale_up_then_loading_replica_answers_503(base: tuple[str, LiveFleet]) -> None:
+    url, live = base
+    state = httpx.post(f"{url}/control/replicas", json={"count": 3}).json()
+    assert [r["state"] for r in state["replicas"]] == ["ready", "ready", "loading"]
+    assert httpx.get(f"{url}/replicas/llama-0002/metrics").status_code == 503
+    with live.lock:
+        live.fleet.advance_to(live.fleet.time + 31)
+    assert httpx.get(f"{url}/replicas/llama-0002/metrics").status_code == 200
+
+
+def test_fault_injection_shows_in_state(base: tuple[str, LiveFleet]) -> None:
+    url, _ = base
+    r = httpx.post(f"{url}/control/faults", json={"type": "xid", "node": "node-0", "gpu": 0, "xid": 79})
+    assert r.status_code == 200
+    gpus = httpx.get(f"{url}/control/state").json()["gpus"]
+    assert gpus[0]["last_xid"] == 79
+    assert gpus[0]["vanished"]
+    httpx.post(f"{url}/control/faults", json={"type": "recover", "node": "node-0", "gpu": 0})
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "message"),
+    [
+        ("/control/replicas", b"{nope", 400, "not JSON"),  # malformed JSON
+        ("/control/replicas", b'{"count": -1}', 400, "count"),  # negative count
+        ("/control/replicas", b'{"count": true}', 400, "count"),  # a bool is not a count
+        ("/control/faults", b'{"type": "meteor"}', 400, "unknown fault type"),  # unknown fault
+        ("/control/faults", b'{"type": "xid", "node": "node-0", "gpu": 0}', 400, "xid"),  # missing field
+        ("/control/faults", b'{"type": "hung_gpu", "node": "node-7", "gpu": 0}', 400, "node-7"),  # unknown node
+        ("/control/faults", b'{"type": "crash", "replica": 3}', 400, "replica"),  # wrong type
+        ("/control/faults", b'{"type": "hung_gpu", "node": "node-0", "gpu": Infinity}', 400, "gpu"),  # not finite
+        ("/control/faults", b"[]", 400, "JSON object"),  # not an object
+        ("/control/nothing", b"{}", 404, "no route"),  # unknown path
+    ],
+)
+def test_garbage_gets_json_errors(
+    base: tuple[str, LiveFleet], path: str, body: bytes, status: int, message: str
+) -> None:
+    url, _ = base
+    r = httpx.post(f"{url}{path}", content=body)
+    assert r.status_code == status
+    assert message in r.json()["error"]
+
+
+@pytest.mark.parametrize("path", ["/replicas/nobody/metrics", "/nodes/node-9/metrics", "/metrics", "/replicas"])
+def test_unknown_paths_are_404(base: tuple[str, LiveFleet], path: str) -> None:
+    url, _ = base
+    assert httpx.get(f"{url}{path}").status_code == 404
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=10), c, max_size=4),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    body=st.one_of(
+        _json,
+        st.fixed_dictionaries(
+            {"type": st.sampled_from(["xid", "crash", "kv_pressure", "routing", "hung_gpu"])},
+            optional={
+                "node": st.text(max_size=8),
+                "gpu": _json,
+                "xid": _json,
+                "count": _json,
+                "routing": _json,
+                "replica": _json,
+            },
+        ),
+    )
+)
+def test_fault_endpoint_answers_200_or_json_400(base: tuple[str, LiveFleet], body: object) -> None:  # fmt: skip
+    url, _ = base
+    if isinstance(body, dict) and body.get("type") == "kv_pressure":
+        body = {**body, "count": 1}  # keep the fleet light across examples
+    r = httpx.post(f"{url}/control/faults", content=json.dumps(body))
+    assert r.status_code in (200, 400)
+    if r.status_code == 400:
+        assert isinstance(r.json()["error"], str)
+    httpx.post(f"{url}/control/faults", json={"type": "routing", "routing": "round_robin"})
