@@ -25,7 +25,7 @@ def list_deployments(_: Reader, runtime: RuntimeDep, sessions: SessionsDep, page
     live = dict(snap.deployments) if snap else {}
     decisions = dict(snap.decisions) if snap else {}
     with transaction(sessions) as s:
-        rows = {r.key: r for r in repo.list_deployments(session=s, limit=1000).items}
+        rows = {r.key: r for r in repo.all_deployments(session=s)}
     keys = sorted(set(live) | set(rows))
     return of_list(keys, page, lambda k: convert.deployment(k, live.get(k), rows.get(k), decisions.get(k)))
 
@@ -39,7 +39,7 @@ def get_deployment(
     view = snap.deployments.get(key) if snap else None
     dec = snap.decisions.get(key) if snap else None
     with transaction(sessions) as s:
-        row = next((r for r in repo.list_deployments(session=s, limit=1000).items if r.key == key), None)
+        row = repo.get_deployment(session=s, key=key)
         if view is None and row is None:
             raise NotFound("deployment", key)
         if dec is None:

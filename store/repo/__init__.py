@@ -2,7 +2,7 @@
 
 from store.repo.capacity import get_capacity, upsert_capacity
 from store.repo.decisions import latest_decisions, list_decisions, record_decision
-from store.repo.deployments import list_deployments, upsert_deployments
+from store.repo.deployments import all_deployments, get_deployment, list_deployments, upsert_deployments
 from store.repo.drains import (
     count_active_drains,
     get_drain,
@@ -22,8 +22,10 @@ __all__ = [
     "Page",
     "RollupPoint",
     "acknowledge_finding",
+    "all_deployments",
     "count_active_drains",
     "get_capacity",
+    "get_deployment",
     "get_drain",
     "get_finding",
     "latest_decisions",

@@ -42,3 +42,12 @@ def upsert_deployments(*, session: Session, seen: Iterable[SeenDeployment], now:
 def list_deployments(*, session: Session, limit: int = 100, offset: int = 0) -> Page[DeploymentRow]:
     rows, total = paginate(session, select(DeploymentRow).order_by(DeploymentRow.key), limit=limit, offset=offset)
     return Page(rows, total, limit, offset)
+
+
+def get_deployment(*, session: Session, key: str) -> DeploymentRow | None:
+    return session.get(DeploymentRow, key)
+
+
+def all_deployments(*, session: Session) -> list[DeploymentRow]:
+    """Every remembered deployment (one row per deployment: small even for large fleets)."""
+    return list(session.scalars(select(DeploymentRow).order_by(DeploymentRow.key)))

@@ -264,3 +264,16 @@ def test_metrics_exports_the_catalogue(client: TestClient, runtime: FakeRuntime)
     assert "NaN" not in text  # unknown values are absent, not NaN
     for s in series.ALL:
         assert s.name.startswith("kvpilot_")
+
+
+def test_metrics_of_gone_replicas_disappear(client: TestClient, runtime: FakeRuntime) -> None:
+    # Gauges are rendered from the latest tick: a replica that left the fleet leaves no stale series behind.
+    from dataclasses import replace
+
+    assert 'replica="chat-1"' in client.get("/metrics").text
+    snap = runtime.snap
+    assert snap is not None
+    runtime.snap = replace(
+        snap, replicas=[r for r in snap.replicas if r.sample.replica != "chat-1"], kv_time_to_exhaustion={}
+    )
+    assert 'replica="chat-1"' not in client.get("/metrics").text
