@@ -1,0 +1,109 @@
+"""Direct actuation through deployments/scale, with the official kubernetes client against the fake API server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from scaler.actuate import ActuationError, make_actuator
+from tests.fakekube.scale import ScaleSubresource, deployment, install_scale
+from tests.fakekube.server import FakeKube
+from tests.unit.scaler.test_keda_harness import decision
+
+
+@dataclass
+class Cluster:
+    kube: FakeKube
+    scale: ScaleSubresource
+    apps: Any
+
+    def replicas(self, name: str = "chat") -> int:
+        return int(self.kube.get("deployments", name, "llm")["spec"]["replicas"])
+
+    def writes(self) -> int:
+        return sum(1 for method, path in self.kube.requests if method in ("PUT", "PATCH") and path.endswith("/scale"))
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    kube = FakeKube().start()
+    api = kube.api_client()
+    try:
+        scale = install_scale(kube)
+        kube.create("deployments", deployment("chat", "llm", replicas=2), namespace="llm")
+        yield Cluster(kube, scale, client.AppsV1Api(api))
+    finally:
+        api.close()
+        kube.stop()
+
+
+SCALE_CASES = [
+    # up to desired + warm pool, in one read and one write
+    (5, 2, True, 7, True),
+    # warm pool left out on request
+    (5, 2, False, 5, True),
+    # down
+    (1, 0, True, 1, True),
+    # already there: read only, no write
+    (2, 0, True, 2, False),
+]
+
+
+@pytest.mark.parametrize(("desired", "warm", "include_warm", "expected", "writes"), SCALE_CASES)
+def test_direct_scales_through_the_scale_subresource(
+    cluster: Cluster, desired: int, warm: int, include_warm: bool, expected: int, writes: bool
+) -> None:
+    actuator = make_actuator("direct", apps=cluster.apps, include_warm_pool=include_warm)
+    result = actuator.apply(decision("llm/chat", desired=desired, warm=warm))
+    assert cluster.replicas() == expected
+    outcome = (result.previous_replicas, result.target_replicas, result.applied, result.attempts)
+    assert outcome == (2, expected, writes, 1)
+    assert cluster.writes() == int(writes)
+
+
+def test_conflict_rereads_and_retries_keeping_the_other_writers_change(cluster: Cluster) -> None:
+    # another writer (kubectl label, the HPA) lands between our read and our write
+    cluster.scale.before_next_write(
+        lambda: cluster.kube.patch("deployments", "chat", {"metadata": {"labels": {"touched": "yes"}}}, "llm")
+    )
+    result = make_actuator("direct", apps=cluster.apps).apply(decision("llm/chat", desired=6))
+    assert (result.applied, result.attempts, cluster.replicas()) == (True, 2, 6)
+    assert cluster.kube.get("deployments", "chat", "llm")["metadata"]["labels"]["touched"] == "yes"
+    assert cluster.writes() == 2  # the first write was refused with 409
+
+
+def test_conflict_by_someone_scaling_is_resolved_against_the_fresh_read(cluster: Cluster) -> None:
+    # someone else scales to 9 in between: the retry re-reads 9 and still writes kvpilot's number
+    cluster.scale.before_next_write(lambda: cluster.kube.patch("deployments", "chat", {"spec": {"replicas": 9}}, "llm"))
+    result = make_actuator("direct", apps=cluster.apps).apply(decision("llm/chat", desired=4))
+    assert (result.previous_replicas, result.attempts, cluster.replicas()) == (9, 2, 4)
+
+
+def test_endless_conflicts_give_up_with_a_retryable_error_naming_the_cause(cluster: Cluster) -> None:
+    for i in range(10):
+        cluster.scale.before_next_write(
+            lambda i=i: cluster.kube.patch("deployments", "chat", {"metadata": {"labels": {"n": str(i)}}}, "llm")
+        )
+    actuator = make_actuator("direct", apps=cluster.apps, max_attempts=3)
+    with pytest.raises(ActuationError, match="still conflicting after 3 attempts") as raised:
+        actuator.apply(decision("llm/chat", desired=6))
+    assert raised.value.retryable
+    assert cluster.replicas() == 2
+
+
+def test_missing_deployment_is_a_permanent_error_naming_it(cluster: Cluster) -> None:
+    with pytest.raises(ActuationError, match=r"llm/gone: deployment not found \(404\)") as raised:
+        make_actuator("direct", apps=cluster.apps).apply(decision("llm/gone", desired=3))
+    assert not raised.value.retryable
+
+
+def test_scale_subresource_refuses_negative_replicas(cluster: Cluster) -> None:
+    # the fake keeps the API server's validation, so a bad write cannot pass silently
+    body = {"metadata": {"name": "chat", "namespace": "llm"}, "spec": {"replicas": -1}}
+    with pytest.raises(client.ApiException) as raised:
+        cluster.apps.replace_namespaced_deployment_scale("chat", "llm", body)
+    assert raised.value.status == 422
