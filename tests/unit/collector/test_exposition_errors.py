@@ -102,14 +102,14 @@ def test_hostile_pages_finish(page: str) -> None:
         parse(page)
 
 
-@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.text(max_size=300), st.booleans())
 def test_arbitrary_text_only_ever_raises_parse_error(text: str, openmetrics: bool) -> None:
     with contextlib.suppress(ParseError):
         parse(text, openmetrics=openmetrics)
 
 
-@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.binary(max_size=300), st.booleans())
 def test_arbitrary_bytes_only_ever_raise_parse_error(data: bytes, openmetrics: bool) -> None:
     try:
@@ -121,7 +121,7 @@ def test_arbitrary_bytes_only_ever_raise_parse_error(data: bytes, openmetrics: b
     assert line_no is None or line_no >= 1
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.text('m{}="\\ \t\n#,a01.eE+-_:', max_size=200), st.sets(st.sampled_from(["m", "a", "m_total"])))
 def test_selective_reads_only_ever_raise_parse_error(text: str, wanted: set[str]) -> None:
     with contextlib.suppress(ParseError):

@@ -198,13 +198,13 @@ def pages(draw: st.DrawFn) -> str:
     return "\n".join(lines) + draw(st.sampled_from(["", "\n"]))
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(pages())
 def test_generated_pages_agree(text: str) -> None:
     assert_agrees(text)
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(pages(), st.data())
 def test_selective_read_is_the_full_read_filtered(text: str, data: st.DataObject) -> None:
     full = parse(text)
@@ -243,13 +243,13 @@ def assert_sound(text: str) -> None:
     assert ours == oracle(text)
 
 
-@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(mutated_pages())
 def test_mutated_pages_are_refused_or_agree(text: str) -> None:
     assert_sound(text)
 
 
-@settings(max_examples=400)
+@settings(max_examples=400, deadline=None)
 @given(st.text(_ALPHABET, max_size=80))
 def test_arbitrary_text_is_refused_or_agrees(text: str) -> None:
     assert_sound(text)
