@@ -88,6 +88,38 @@ def test_sigkill_and_restart_keeps_audit_and_decisions(tmp_path: Path) -> None:
         assert proc.wait(timeout=30) == 0
 
 
+def _simulator_url(tmp: Path) -> str:
+    for line in next(tmp.glob("run-*.log")).read_text().splitlines():
+        if "embedded simulator" in line:
+            return line.rsplit(" ", 1)[-1]
+    raise AssertionError("the embedded simulator's URL is not in the log")
+
+
+def test_an_acknowledged_finding_survives_sigkill(tmp_path: Path) -> None:
+    with kvpilot_run(tmp_path) as (proc, url):
+        _ready(url, proc)
+        fault = {"type": "xid", "node": "node-0", "gpu": 0, "xid": 79}
+        assert httpx.post(f"{_simulator_url(tmp_path)}/control/faults", json=fault).status_code == 200
+        found: list[dict] = []
+        for _ in range(600):  # poll: the finding opens after its hysteresis ticks
+            found = httpx.get(f"{url}/v1/findings", params={"kind": "stuck_gpu", "state": "open"}).json()["items"]
+            if found or proc.poll() is not None:
+                break
+            wait_http(f"{url}/healthz", proc=proc)
+        assert found, "the XID never became a finding"
+        fid = found[0]["id"]
+        r = httpx.post(f"{url}/v1/findings/{fid}/acknowledge", json={"note": "RMA filed"})
+        assert r.status_code == 200
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    with kvpilot_run(tmp_path) as (proc, url):
+        _ready(url, proc)
+        back = httpx.get(f"{url}/v1/findings/{fid}").json()
+        assert (back["acknowledged_by"], back["acknowledge_note"]) == ("anonymous", "RMA filed")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+
+
 @pytest.mark.parametrize(
     ("config", "env", "named"),
     [
