@@ -51,14 +51,31 @@ def _ready(url: str, proc: subprocess.Popen[bytes]) -> None:
     wait_http(f"{url}/readyz", timeout_s=60, proc=proc)
 
 
+def _keda_desired(port: int) -> int:
+    import grpc
+
+    from scaler.keda import externalscaler_pb2 as pb
+    from scaler.keda import externalscaler_pb2_grpc as pb_grpc
+
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = pb_grpc.ExternalScalerStub(channel)
+        ref = pb.ScaledObjectRef(name="llama", namespace="inference", scalerMetadata={"includeWarmPool": "false"})
+        answer = stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=ref, metricName="kvpilot-replicas"), timeout=10)
+    return round(answer.metricValues[0].metricValueFloat)
+
+
 def test_zero_config_run_serves_the_simulated_fleet_and_stops_cleanly(tmp_path: Path) -> None:
-    with kvpilot_run(tmp_path) as (proc, url):
+    grpc_port = free_port()
+    with kvpilot_run(tmp_path, env={"KVPILOT_GRPC_PORT": str(grpc_port)}) as (proc, url):
         _ready(url, proc)
         deployments = httpx.get(f"{url}/v1/deployments").json()["items"]
         assert [d["key"] for d in deployments] == ["inference/llama"]
         assert deployments[0]["live"] is True
         assert "kvpilot_scrape_up" in httpx.get(f"{url}/metrics").text
         assert httpx.get(f"{url}/docs").status_code == 200
+        served = _keda_desired(grpc_port)
+        after = httpx.get(f"{url}/v1/deployments").json()["items"][0]["desired_replicas"]
+        assert served in {deployments[0]["desired_replicas"], after}  # KEDA is served the same decision
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
     log = next(tmp_path.glob("run-*.log")).read_text()
