@@ -117,9 +117,9 @@ class _OpenMetricsParser:
                 if isinstance(e, ParseError):
                     raise
                 raise ParseError(str(e), line_no=line_no, line=line) from None
-        self._close(len(lines))
+        self._close()
         if not eof:
-            raise ParseError("missing # EOF at the end", line_no=len(lines))
+            raise ParseError("missing # EOF at the end", line_no=max(len(lines), 1))
 
     def _metadata(self, line: str, line_no: int) -> None:
         m = _META_RE.fullmatch(line)
@@ -139,7 +139,7 @@ class _OpenMetricsParser:
         if family is not None and candidate == family.name and family.has_samples:
             raise ValueError("metadata after samples")
         if family is None or candidate != family.name:
-            self._close(line_no)
+            self._close()
             family = self.family = _Family(candidate, line_no, self._wanted(candidate))
         if keyword == "HELP":
             if family.help is not None:
@@ -170,7 +170,7 @@ class _OpenMetricsParser:
         sample_name = m.group()
         family = self.family
         if family is None or sample_name not in family.allowed:
-            self._close(line_no)
+            self._close()
             family = self.family = _Family(sample_name, line_no, self._wanted(sample_name), "unknown")
         family.has_samples = True
         if not family.wanted:
@@ -178,7 +178,7 @@ class _OpenMetricsParser:
         _read_sample(family, line)
         return True
 
-    def _close(self, line_no: int) -> None:
+    def _close(self) -> None:
         """End the current family (the oracle's ``build_metric``): name clashes, unit, histogram rules."""
         family = self.family
         if family is None:
