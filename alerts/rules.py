@@ -36,6 +36,7 @@ class Alert:
     bad: float
     good: float
     labels: dict[str, str] = field(default_factory=dict)  # the series' labels, expected on the alert
+    finding: tuple[str, str] | None = None  # (kind, severity) of the finding it pages on, for the direct push
 
     @property
     def runbook_url(self) -> str:
@@ -73,6 +74,7 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
             bad=1,
             good=0,
             labels=_gpu_labels("stuck_gpu", "critical"),
+            finding=("stuck_gpu", "critical"),
         ),
         Alert(
             name="KvpilotGpuDegraded",
@@ -88,6 +90,7 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
             bad=1,
             good=0,
             labels=_gpu_labels("stuck_gpu", "warning"),
+            finding=("stuck_gpu", "warning"),
         ),
         Alert(
             name="KvpilotKvCacheExhaustionImminent",
@@ -119,6 +122,7 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
             bad=1,
             good=0,
             labels={**_deployment_labels("kv_exhaustion", "critical"), "replica": "chat-0"},
+            finding=("kv_exhaustion", "critical"),
         ),
         Alert(
             name="KvpilotPrefixCacheMiss",
@@ -135,6 +139,7 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
             bad=1,
             good=0,
             labels=_deployment_labels("prefix_cache_miss", "warning"),
+            finding=("prefix_cache_miss", "warning"),
         ),
         Alert(
             name="KvpilotTtftErrorBudgetBurn",
@@ -151,6 +156,7 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
             bad=1,
             good=0,
             labels=_deployment_labels("ttft_slo_burn", "critical"),
+            finding=("ttft_slo_burn", "critical"),
         ),
         Alert(
             name="KvpilotTtftErrorBudgetBurnSlow",
@@ -166,6 +172,7 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
             bad=1,
             good=0,
             labels=_deployment_labels("ttft_slo_burn", "warning"),
+            finding=("ttft_slo_burn", "warning"),
         ),
         Alert(
             name="KvpilotScrapeTargetDown",
@@ -212,7 +219,7 @@ def _series_selector(a: Alert) -> str:
     return f"{a.series}{{{inner}}}"
 
 
-def _expand(template: str, labels: dict[str, str]) -> str:
+def expand(template: str, labels: dict[str, str]) -> str:
     out = template
     for k, v in labels.items():
         out = out.replace(f"{{{{ $labels.{k} }}}}", v)
@@ -228,8 +235,8 @@ def _test_case(a: Alert, *, value: float, fires: bool) -> dict[str, object]:
         # Prometheus drops empty labels (an empty value is no label at all).
         "exp_labels": {k: v for k, v in {**labels, "severity": a.severity}.items() if v},
         "exp_annotations": {
-            "summary": _expand(a.summary, labels),
-            "description": _expand(a.description, labels),
+            "summary": expand(a.summary, labels),
+            "description": expand(a.description, labels),
             "runbook_url": a.runbook_url,
         },
     }
@@ -262,3 +269,8 @@ def _dump(doc: object) -> str:
 
 def generate() -> dict[str, str]:
     return {RULES_PATH: _dump(rule_groups()), TESTS_PATH: _dump(rule_tests())}
+
+
+def alert_for_finding(kind: str, severity: str, th: Thresholds = DEFAULT) -> Alert | None:
+    """The alert that pages on findings of ``kind`` at ``severity`` (None: that combination does not page)."""
+    return next((a for a in alerts(th) if a.finding == (kind, severity)), None)
