@@ -9,7 +9,9 @@ keyed by ``(plural, subresource)``; see README.md for how to add one (evictions,
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -97,6 +99,7 @@ class FakeKube:
     default_watch_timeout_s: float = 60.0
     _server: ThreadingHTTPServer | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
+    _connections: set[socket.socket] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         for rt in RESOURCES.values():
@@ -128,6 +131,10 @@ class FakeKube:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+        # An outage, not a polite goodbye: kept-alive client connections must break too.
+        for conn in list(self._connections):
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
     @property
     def url(self) -> str:
@@ -171,6 +178,15 @@ class _KubeHandler(BaseHTTPRequestHandler):
 
     def log_message(self, *args: object) -> None:
         pass
+
+    def setup(self) -> None:
+        super().setup()
+        self.fake._connections.add(self.connection)
+
+    def finish(self) -> None:
+        self.fake._connections.discard(self.connection)
+        with contextlib.suppress(OSError):
+            super().finish()
 
     def do_GET(self) -> None:
         self._handle("GET")
@@ -278,6 +294,7 @@ class _KubeHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        epoch = store.watch_epoch
         try:
             rv_param = query.get("resourceVersion")
             if not rv_param or rv_param == "0":
@@ -288,7 +305,7 @@ class _KubeHandler(BaseHTTPRequestHandler):
             else:
                 rv = int(rv_param)
             while not self.fake._stopping.is_set():
-                if rv < store.oldest_watchable():  # compacted, or fell behind the bounded event log
+                if rv < store.oldest_watchable() or store.watch_epoch != epoch:  # compacted, fell behind, expired
                     gone = f"too old resource version: {rv} ({store.oldest_watchable() + 1})"
                     self._chunk({"type": "ERROR", "object": status_object(410, "Expired", gone)})
                     return

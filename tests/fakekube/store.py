@@ -217,6 +217,7 @@ class Store:
         self._last_rv = 0
         self.changed = threading.Condition()
         self._compacted_below = 0  # watches from a resourceVersion below this get 410 Gone
+        self.watch_epoch = 0  # open watches from an older epoch end with 410 Gone
 
     # -- versions ----------------------------------------------------------------------------------
 
@@ -233,6 +234,14 @@ class Store:
         with self.changed:
             self._events.clear()
             self._compacted_below = self._last_rv + 1
+
+    def expire_watches(self) -> None:
+        """End every open watch with 410 Gone, as an API server does when its watch cache is reset:
+        the clients must list again."""
+        with self.changed:
+            self.compact()
+            self.watch_epoch += 1
+            self.changed.notify_all()
 
     def oldest_watchable(self) -> int:
         """The smallest resourceVersion a watch can start from."""

@@ -1,0 +1,247 @@
+"""Targets from Kubernetes pods: label selector plus ``kvpilot.io/*`` annotations, kept current by list+watch.
+
+The official client is synchronous, so one daemon thread lists the pods, then watches from the list's
+resourceVersion; a watch that ends (``timeoutSeconds``) resumes from the last version seen, and a watch
+answered ``410 Gone`` (the version was compacted away) starts over with a fresh list. The scrape loop
+only reads a snapshot, so a slow or failing API server never blocks a tick. See
+docs/configuration-targets.md for the annotations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from collector.samples import TargetInfo
+
+log = logging.getLogger(__name__)
+
+ANNOTATION_PREFIX = "kvpilot.io/"
+DEFAULT_SELECTOR = "kvpilot.io/scrape=true"
+KINDS = ("engine", "gpu")
+
+
+def _ready(pod: Any) -> bool:
+    status = pod.status
+    if status is None or status.phase != "Running" or not status.pod_ip:
+        return False
+    if pod.metadata.deletion_timestamp is not None:
+        return False  # terminating: it is about to stop answering
+    return any(c.type == "Ready" and c.status == "True" for c in status.conditions or ())
+
+
+def _first_container_port(pod: Any) -> int | None:
+    for container in pod.spec.containers or ():
+        for port in container.ports or ():
+            if port.container_port:
+                return int(port.container_port)
+    return None
+
+
+def _deployment(pod: Any, annotations: Mapping[str, str], labels: Mapping[str, str]) -> str:
+    explicit = annotations.get(ANNOTATION_PREFIX + "deployment")
+    if explicit:
+        return explicit
+    template_hash = labels.get("pod-template-hash")
+    for owner in pod.metadata.owner_references or ():
+        if owner.kind == "ReplicaSet" and template_hash and owner.name.endswith("-" + template_hash):
+            return str(owner.name[: -len(template_hash) - 1])  # the Deployment that owns the ReplicaSet
+        if owner.kind in ("StatefulSet", "ReplicaSet", "LeaderWorkerSet"):
+            return str(owner.name)
+    return labels.get("app.kubernetes.io/name") or labels.get("app") or str(pod.metadata.name)
+
+
+def pod_target(pod: Any) -> TargetInfo | None:
+    """The target a pod (a ``V1Pod``) describes, or None when it should not be scraped now (not Running
+    and Ready, no IP, no port, or an annotation kvpilot cannot honour: logged, not guessed)."""
+    if not _ready(pod):
+        return None
+    meta = pod.metadata
+    annotations: Mapping[str, str] = meta.annotations or {}
+    labels: Mapping[str, str] = meta.labels or {}
+    where = f"pod {meta.namespace}/{meta.name}"
+    raw_port = annotations.get(ANNOTATION_PREFIX + "port")
+    if raw_port is not None:
+        if not raw_port.isdigit() or not 0 < int(raw_port) < 65536:
+            log.warning("%s: annotation %sport=%r is not a port; not scraping it", where, ANNOTATION_PREFIX, raw_port)
+            return None
+        port: int | None = int(raw_port)
+    else:
+        port = _first_container_port(pod)
+    if port is None:
+        log.warning("%s: no %sport annotation and no container port; not scraping it", where, ANNOTATION_PREFIX)
+        return None
+    kind = annotations.get(ANNOTATION_PREFIX + "kind", "engine")
+    if kind not in KINDS:
+        log.warning("%s: annotation %skind=%r is not one of %s; not scraping it", where, ANNOTATION_PREFIX, kind, KINDS)
+        return None
+    scheme = annotations.get(ANNOTATION_PREFIX + "scheme", "http")
+    if scheme not in ("http", "https"):
+        log.warning(
+            "%s: annotation %sscheme=%r is not http or https; not scraping it", where, ANNOTATION_PREFIX, scheme
+        )
+        return None
+    path = annotations.get(ANNOTATION_PREFIX + "path", "/metrics")
+    if not path.startswith("/"):
+        path = "/" + path
+    ip = str(pod.status.pod_ip)
+    host = f"[{ip}]" if ":" in ip else ip
+    return TargetInfo(
+        url=f"{scheme}://{host}:{port}{path}",
+        kind=kind,
+        engine=annotations.get(ANNOTATION_PREFIX + "engine") or None,
+        namespace=str(meta.namespace or "default"),
+        deployment=_deployment(pod, annotations, labels),
+        pod=str(meta.name),
+        node=str(pod.spec.node_name or ""),
+    )
+
+
+class KubernetesDiscovery:
+    """`Discovery` over pods, kept current by a list+watch thread started on first use."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        namespace: str | None = None,
+        label_selector: str = DEFAULT_SELECTOR,
+        watch_timeout_s: int = 300,
+        retry_delay_s: float = 2.0,
+    ) -> None:
+        from kubernetes import client
+
+        self._core = client.CoreV1Api(api_client)
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.watch_timeout_s = watch_timeout_s
+        self.retry_delay_s = retry_delay_s
+        self._lock = threading.Lock()
+        self._pods: dict[tuple[str, str], TargetInfo] = {}  # (namespace, name) -> target
+        self._listed = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._watch: Any = None
+        self.lists = 0  # how many full lists (1 + restarts after 410 or errors)
+        self.last_error: str | None = None
+
+    # -- the loop's interface -------------------------------------------------------------------------
+
+    async def targets(self) -> list[TargetInfo]:
+        """The current pods' targets. The first call waits (off the event loop) for the first list."""
+        self.start()
+        if not self._listed.is_set():
+            await asyncio.to_thread(self._listed.wait, 30)
+            if not self._listed.is_set():
+                raise RuntimeError(f"kubernetes discovery: no pod list yet ({self.last_error or 'still waiting'})")
+        return self.snapshot()
+
+    def snapshot(self) -> list[TargetInfo]:
+        with self._lock:
+            return sorted(self._pods.values(), key=lambda t: (t.namespace, t.pod))
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="kvpilot.discovery.kubernetes", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.stop()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    # -- list + watch -----------------------------------------------------------------------------------
+
+    def _list_call(self) -> tuple[Callable[..., Any], tuple[str, ...]]:
+        # The bound API method itself (not a wrapper): Watch reads its docstring to deserialise V1Pods.
+        if self.namespace:
+            return self._core.list_namespaced_pod, (self.namespace,)
+        return self._core.list_pod_for_all_namespaces, ()
+
+    def _run(self) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        resource_version: str | None = None
+        while not self._stop.is_set():
+            try:
+                if resource_version is None:
+                    resource_version = self._relist()
+                resource_version = self._watch_from(resource_version)
+            except ApiException as e:
+                if e.status == 410:
+                    log.info("pod watch expired (410 Gone); listing again")
+                    resource_version = None
+                    continue
+                self._failed(f"API error {e.status}: {e.reason}")
+                resource_version = None
+            except Exception as e:  # the API server is unreachable, a response was garbled, ...
+                self._failed(f"{type(e).__name__}: {e}")
+                resource_version = None
+
+    def _failed(self, error: str) -> None:
+        self.last_error = error
+        log.warning("pod discovery failed (%s); keeping %d known targets, retrying", error, len(self._pods))
+        self._stop.wait(self.retry_delay_s)
+
+    def _relist(self) -> str:
+        call, args = self._list_call()
+        pods = call(*args, label_selector=self.label_selector, _request_timeout=30)
+        fresh: dict[tuple[str, str], TargetInfo] = {}
+        for pod in pods.items:
+            target = pod_target(pod)
+            if target is not None:
+                fresh[(pod.metadata.namespace, pod.metadata.name)] = target
+        with self._lock:
+            self._pods = fresh
+        self.lists += 1
+        self.last_error = None
+        self._listed.set()
+        return str(pods.metadata.resource_version)
+
+    def _watch_from(self, resource_version: str) -> str:
+        from kubernetes import watch
+
+        w: Any = watch.Watch()  # type: ignore[no-untyped-call]
+        self._watch = w
+        call, args = self._list_call()
+        for event in w.stream(
+            call,
+            *args,
+            label_selector=self.label_selector,
+            resource_version=resource_version,
+            timeout_seconds=self.watch_timeout_s,
+            _request_timeout=self.watch_timeout_s + 30,
+        ):
+            if self._stop.is_set():
+                w.stop()
+                break
+            pod = event["object"]
+            key = (pod.metadata.namespace, pod.metadata.name)
+            target = None if event["type"] == "DELETED" else pod_target(pod)
+            with self._lock:
+                if target is None:
+                    self._pods.pop(key, None)
+                else:
+                    self._pods[key] = target
+            resource_version = str(pod.metadata.resource_version)
+        return resource_version
+
+
+def from_settings(settings: Any) -> KubernetesDiscovery:
+    """Build from ``collector.discovery`` settings: in-cluster config, else the local kubeconfig."""
+    from kubernetes import client, config
+
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        config.load_kube_config()  # type: ignore[no-untyped-call]
+    return KubernetesDiscovery(
+        client.ApiClient(),
+        namespace=getattr(settings, "kubernetes_namespace", None),
+        label_selector=getattr(settings, "kubernetes_label_selector", DEFAULT_SELECTOR),
+    )

@@ -1,0 +1,198 @@
+"""Kubernetes pod discovery: which pods become which targets, and list+watch against the fake API server."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from collector.discovery.kubernetes import KubernetesDiscovery, pod_target
+from collector.samples import TargetInfo
+from tests.fakekube import FakeKube
+
+
+def pod_dict(
+    name: str = "llama-7d9f-abcde",
+    *,
+    ns: str = "prod",
+    ip: str | None = "10.1.2.3",
+    phase: str = "Running",
+    ready: str = "True",
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    owners: list[dict[str, Any]] | None = None,
+    ports: list[int] | None = None,
+    terminating: bool = False,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": ns,
+        "labels": {"kvpilot.io/scrape": "true", "app": "llama", **(labels or {})},
+        "annotations": annotations or {},
+        "ownerReferences": owners or [],
+    }
+    if terminating:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    container: dict[str, Any] = {"name": "engine", "image": "vllm"}
+    if ports is not None:
+        container["ports"] = [{"containerPort": p} for p in ports]
+    return {
+        "metadata": meta,
+        "spec": {"nodeName": "gpu-node-1", "containers": [container]},
+        "status": {"phase": phase, "podIP": ip, "conditions": [{"type": "Ready", "status": ready}]},
+    }
+
+
+def as_pod(d: dict[str, Any]) -> Any:
+    """The V1Pod the client would hand us for this JSON."""
+    return client.ApiClient().deserialize(json.dumps(d), "V1Pod", "application/json")
+
+
+RS_OWNER = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "llama-7d9f", "uid": "u", "controller": True}]
+
+POD_CASES = [
+    # the default: first container port, /metrics, deployment from the app label
+    (
+        pod_dict(ports=[8000]),
+        TargetInfo("http://10.1.2.3:8000/metrics", "engine", None, "prod", "llama", "llama-7d9f-abcde", "gpu-node-1"),
+    ),
+    # annotations choose port, path, engine and kind; a path without "/" still makes a valid URL
+    (
+        pod_dict(
+            annotations={
+                "kvpilot.io/port": "9400",
+                "kvpilot.io/path": "gpu",
+                "kvpilot.io/kind": "gpu",
+                "kvpilot.io/engine": "dcgm",
+            }
+        ),
+        TargetInfo("http://10.1.2.3:9400/gpu", "gpu", "dcgm", "prod", "llama", "llama-7d9f-abcde", "gpu-node-1"),
+    ),
+    # owned by a Deployment's ReplicaSet: the Deployment's name, without the template hash
+    (
+        pod_dict(ports=[8000], owners=RS_OWNER, labels={"pod-template-hash": "7d9f", "app": "x"}),
+        TargetInfo("http://10.1.2.3:8000/metrics", "engine", None, "prod", "llama", "llama-7d9f-abcde", "gpu-node-1"),
+    ),
+    # the deployment annotation wins over owners and labels
+    (
+        pod_dict(ports=[8000], owners=RS_OWNER, annotations={"kvpilot.io/deployment": "chat"}),
+        TargetInfo("http://10.1.2.3:8000/metrics", "engine", None, "prod", "chat", "llama-7d9f-abcde", "gpu-node-1"),
+    ),
+    # IPv6 pod IPs are bracketed in the URL
+    (
+        pod_dict(ip="fd00::5", ports=[8000]),
+        TargetInfo("http://[fd00::5]:8000/metrics", "engine", None, "prod", "llama", "llama-7d9f-abcde", "gpu-node-1"),
+    ),
+    # not Ready: not scraped (it would fail or report a warming replica)
+    (pod_dict(ports=[8000], ready="False"), None),
+    # Pending, no IP yet
+    (pod_dict(ports=[8000], phase="Pending", ip=None), None),
+    # terminating: about to disappear
+    (pod_dict(ports=[8000], terminating=True), None),
+    # no port anywhere: cannot build a URL
+    (pod_dict(), None),
+    # a port annotation that is not a port
+    (pod_dict(annotations={"kvpilot.io/port": "http"}), None),
+    # an unknown kind is refused, not guessed
+    (pod_dict(ports=[8000], annotations={"kvpilot.io/kind": "dcgm"}), None),
+]
+
+
+@pytest.mark.parametrize(("pod", "expected"), POD_CASES)
+def test_pod_target(pod: dict[str, Any], expected: TargetInfo | None) -> None:
+    assert pod_target(as_pod(pod)) == expected
+
+
+@pytest.fixture
+def kube() -> Iterator[FakeKube]:
+    with FakeKube() as k:
+        yield k
+
+
+def eventually(condition: Callable[[], bool], timeout_s: float = 15.0) -> None:
+    """Poll what the discovery thread makes true."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)
+
+
+def pod_requests(kube: FakeKube) -> int:
+    """GETs of the pod collection: lists and watches."""
+    return sum(1 for method, path in kube.requests if method == "GET" and path.endswith("/pods"))
+
+
+def pods_of(disc: KubernetesDiscovery) -> list[str]:
+    return [t.pod for t in disc.snapshot()]
+
+
+async def test_list_then_watch_follows_pods(kube: FakeKube) -> None:
+    kube.create("pods", pod_dict("a", ports=[8000]))
+    kube.create("pods", pod_dict("b", ports=[8000], ready="False"))
+    kube.create("pods", pod_dict("c", ports=[8000], labels={"kvpilot.io/scrape": "false"}))  # not selected
+    disc = KubernetesDiscovery(kube.api_client(), namespace="prod", watch_timeout_s=30)
+    try:
+        assert [t.pod for t in await disc.targets()] == ["a"]
+        kube.patch("pods", "b", {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}, "prod")  # b turns Ready
+        kube.create("pods", pod_dict("d", ports=[8000]))
+        kube.delete("pods", "a", "prod")
+        eventually(lambda: pods_of(disc) == ["b", "d"])
+        assert disc.lists == 1  # all of it through the watch
+    finally:
+        disc.stop()
+
+
+async def test_watch_gone_relists(kube: FakeKube) -> None:
+    kube.create("pods", pod_dict("a", ports=[8000]))
+    disc = KubernetesDiscovery(kube.api_client(), namespace="prod", watch_timeout_s=30)
+    try:
+        await disc.targets()
+        eventually(lambda: pod_requests(kube) >= 2)  # the list, then the watch
+        kube.store.expire_watches()  # the open watch ends with 410 Gone
+        kube.create("pods", pod_dict("e", ports=[8000]))
+        eventually(lambda: disc.lists >= 2 and pods_of(disc) == ["a", "e"])
+    finally:
+        disc.stop()
+
+
+async def test_watch_timeout_resumes_without_relisting(kube: FakeKube) -> None:
+    disc = KubernetesDiscovery(kube.api_client(), namespace="prod", watch_timeout_s=1)
+    try:
+        assert await disc.targets() == []
+        eventually(lambda: pod_requests(kube) >= 3)  # one list; the first watch ended after 1 s, a second began
+        kube.create("pods", pod_dict("f", ports=[8000]))
+        eventually(lambda: pods_of(disc) == ["f"])
+        assert disc.lists == 1
+    finally:
+        disc.stop()
+
+
+async def test_api_outage_keeps_known_targets(kube: FakeKube) -> None:
+    kube.create("pods", pod_dict("a", ports=[8000]))
+    disc = KubernetesDiscovery(kube.api_client(), watch_timeout_s=30, retry_delay_s=0.05)
+    try:
+        assert [t.pod for t in await disc.targets()] == ["a"]
+        kube.stop()  # the API server goes away
+        eventually(lambda: disc.last_error is not None)
+        assert [t.pod for t in await disc.targets()] == ["a"]
+    finally:
+        disc.stop()
+
+
+def test_all_namespaces(kube: FakeKube) -> None:
+    kube.create("pods", pod_dict("a", ports=[8000]))
+    other = copy.deepcopy(pod_dict("b", ports=[8000]))
+    other["metadata"]["namespace"] = "dev"
+    kube.create("pods", other)
+    disc = KubernetesDiscovery(kube.api_client())
+    try:
+        disc.start()
+        eventually(lambda: [(t.namespace, t.pod) for t in disc.snapshot()] == [("dev", "b"), ("prod", "a")])
+    finally:
+        disc.stop()
