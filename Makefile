@@ -34,6 +34,7 @@ bench: $(STAMP) system-deps
 	$(BIN)/python bench/parse.py
 	$(BIN)/python bench/scrape.py
 	$(BIN)/python bench/keda.py
+	$(BIN)/python bench/detectors.py
 
 # Generated artefacts (dashboards, alert rules, gRPC stubs) are committed; CI fails when they are stale.
 generate: $(STAMP)
