@@ -203,3 +203,47 @@ def test_not_exported_means_unknown_on_a_real_page(metrics_fixtures: Path, engin
 def test_committed_pages_are_what_the_code_generates() -> None:
     for rel, content in docs_gen.files().items():
         assert (ROOT / rel).read_text() == content, f"{rel} is stale: run `make generate`"
+
+
+# -- docs/README.md index -----------------------------------------------------------------------------------------
+
+
+def _links(markdown: str) -> list[str]:
+    import re
+
+    return [m for m in re.findall(r"\]\(([^)#\s]+)", markdown) if "://" not in m]
+
+
+def test_docs_index_links_resolve_and_cover_every_page() -> None:
+    docs = ROOT / "docs"
+    links = _links((docs / "README.md").read_text())
+    broken = [link for link in links if not (docs / link).exists()]
+    assert not broken, f"docs/README.md links to missing files: {broken}"
+    linked = {(docs / link).resolve() for link in links}
+    pages = {p.resolve() for p in docs.rglob("*.md") if p.name != "README.md"}
+    unlisted = sorted(str(p.relative_to(docs.resolve())) for p in pages - linked)
+    assert not unlisted, f"docs pages missing from docs/README.md: {unlisted}"
+
+
+@pytest.mark.parametrize("page", ["quickstart.md", "scaling-large-fleets.md", "README.md"])
+def test_hand_written_pages_link_only_to_what_exists(page: str) -> None:
+    # relative links in the pages this suite owns must resolve (a renamed file breaks the test, not the reader)
+    docs = ROOT / "docs"
+    broken = [link for link in _links((docs / page).read_text()) if not (docs / link).exists()]
+    assert not broken, f"{page}: {broken}"
+
+
+TOP_LEVEL = ("alerts/", "api/", "bench/", "collector/", "dashboards/", "deploy/", "detectors/", "docs/", "kvpilot/",
+             "scaler/", "simulator/", "store/", "tests/")  # fmt: skip
+
+
+@pytest.mark.parametrize("page", ["quickstart.md", "scaling-large-fleets.md"])
+def test_repository_paths_named_in_hand_written_pages_exist(page: str) -> None:
+    # every `path/like/this` the page names, under one of the repository's folders, is there
+    import re
+
+    text = re.sub(r"```.*?```", "", (ROOT / "docs" / page).read_text(), flags=re.S)  # code blocks: not prose
+    named = {m.split()[0].rstrip(",.:") for m in re.findall(r"`([^`]+)`", text) if m.strip()}
+    paths = [p for p in named if p.startswith(TOP_LEVEL) and "{" not in p and "*" not in p]
+    missing = [p for p in paths if not (ROOT / p).exists()]
+    assert not missing, f"{page} names paths that do not exist: {missing}"

@@ -1,0 +1,210 @@
+"""Every query of every dashboard panel returns data from a real Prometheus that scrapes the live simulator (its
+engine and dcgm-exporter pages, found through its http_sd endpoint) and `kvpilot run` (job "kvpilot") watching it.
+
+Faults go in first through the simulator's control API (an application XID, a drain-class XID 79, a KV-pressure
+burst) so the XID, finding and drain panels have series. The few queries that are empty for a stated reason are in
+`EXPECTED_EMPTY`, and the test also checks they *are* empty, so an entry cannot outlive its reason.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from dashboards.definitions import DASHBOARDS
+from tests.services.ports import free_port, wait_http
+from tests.services.prometheus import Prometheus, run_prometheus
+
+pytestmark = pytest.mark.e2e
+
+KVPILOT = str(Path(sys.executable).parent / "kvpilot")
+SUBSTITUTIONS = {"$deployment": ".*", "$node": ".*"}  # what Grafana sends for "All"
+
+# expr (after substitution) -> why it has no data in this run. Keep this to the minimum.
+EXPECTED_EMPTY: dict[str, str] = {
+    'kvpilot_forecast_error_mase{deployment=~".*"}': (
+        "nothing in the live service computes a forecast error: the planner's forecast dict carries no mase_* "
+        "entries (only scaler/backtest computes MASE), so api/exposition.py never emits the series"
+    ),
+}
+
+
+def panel_queries() -> list[tuple[str, str, str]]:
+    """(dashboard, panel title, expr with template variables as Grafana's "All" sends them), for every query."""
+    out = []
+    for name, build in DASHBOARDS.items():
+        for panel in build().panels():
+            for q in panel.queries:
+                expr = q.expr
+                for var, value in SUBSTITUTIONS.items():
+                    expr = expr.replace(var, value)
+                out.append((name, panel.title, expr))
+    return out
+
+
+def variable_queries() -> list[tuple[str, str]]:
+    """(dashboard, the metric a label_values() template variable reads): a variable with no values empties its
+    dashboard just as surely as a broken panel."""
+    out = []
+    for name, build in DASHBOARDS.items():
+        for v in build().variables:
+            inner = v.query.removeprefix("label_values(").rstrip(")")
+            metric, _, label = inner.rpartition(",")
+            out.append((name, f"count by ({label.strip()}) ({metric.strip()})"))
+    return out
+
+
+# -- processes ----------------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def live_simulator(replicas: int) -> Iterator[str]:
+    """The simulator's live server in this process (advancing in a thread); yields its base URL."""
+    from simulator import PROFILES, Fleet, FleetConfig, load_trace
+    from simulator.server import LiveFleet, make_server
+
+    # gpus_per_node=1: one replica per node, so the drain rails' breaker (share of nodes flagged) allows one drain
+    config = FleetConfig(profile=PROFILES["llama3-8b-h100"], replicas=replicas, gpus_per_node=1)
+    live = LiveFleet(Fleet(config, load_trace("synthetic:duration_s=7200,rate=6")), speed=1.0)
+    server = make_server(live, "127.0.0.1", 0)
+    live.start()
+    thread = threading.Thread(target=server.serve_forever, name="simulator-http", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        live.stop()
+
+
+@contextmanager
+def kvpilot_run(tmp: Path, targets: list[dict[str, Any]]) -> Iterator[str]:
+    port, grpc_port = free_port(), free_port()
+    config = {
+        "environment": "development",
+        "data_dir": str(tmp),
+        "collector": {
+            "interval_s": 1.0,
+            "timeout_s": 0.8,
+            "stale_after_s": 5.0,
+            "discovery": {"kind": "static", "static_targets": targets},
+        },
+        "scaler": {"mode": "advisory", "cold_start_s": 10.0},
+        "drains": {"breaker_share": 1.0},  # a small test fleet: one flagged node must not trip the breaker
+        "api": {"host": "127.0.0.1", "http_port": port, "grpc_port": grpc_port, "anonymous_read": True},
+    }
+    cfg = tmp / "kvpilot.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    log = tmp / "kvpilot.log"
+    url = f"http://127.0.0.1:{port}"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([KVPILOT, "run", "--config", str(cfg)], stdout=out, stderr=subprocess.STDOUT, cwd=tmp)
+    try:
+        try:
+            wait_http(f"{url}/metrics", proc=proc, timeout_s=60)
+        except (RuntimeError, TimeoutError) as e:
+            raise RuntimeError(f"kvpilot run did not start: {e}\n{log.read_text()[-3000:]}") from None
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def static_targets(sim_url: str) -> list[dict[str, Any]]:
+    """The simulator's /targets as kvpilot static targets (its `dcgm` kind is kvpilot's `gpu`)."""
+    out = []
+    for t in httpx.get(f"{sim_url}/targets", timeout=5).json():
+        gpu = t["kind"] == "dcgm"
+        entry = {k: t[k] for k in ("url", "namespace", "deployment", "pod", "node")}
+        entry["kind"] = "gpu" if gpu else "engine"
+        if not gpu:
+            entry["engine"] = t["engine"]
+        out.append(entry)
+    return out
+
+
+def inject(sim_url: str, fault: dict[str, Any]) -> None:
+    r = httpx.post(f"{sim_url}/control/faults", json=fault, timeout=5)
+    assert r.status_code == 200, f"{fault}: {r.status_code} {r.text}"
+
+
+def has_data(result: list[dict[str, Any]]) -> bool:
+    """At least one series with a finite value (Grafana draws nothing for NaN, e.g. a quantile over no events)."""
+    return any(math.isfinite(float(s["value"][1])) for s in result)
+
+
+def poll(prom: Prometheus, expr: str, deadline: float) -> list[dict[str, Any]]:
+    """Query until it has data or the shared deadline passes; the last answer either way."""
+    while True:
+        result = prom.query(expr)
+        if has_data(result) or time.monotonic() >= deadline:
+            return result
+        time.sleep(1.0)  # one Prometheus scrape interval: the next answer can differ only after a scrape
+
+
+# -- the test -----------------------------------------------------------------------------------------------------
+
+
+def test_every_dashboard_query_returns_data(tmp_path: Path) -> None:
+    prom_dir, kv_dir = tmp_path / "prom", tmp_path / "kvpilot"
+    prom_dir.mkdir()
+    kv_dir.mkdir()
+    with live_simulator(replicas=4) as sim_url:
+        targets = static_targets(sim_url)
+        nodes = sorted({t["node"] for t in targets if t["kind"] == "gpu"})
+        assert len(nodes) >= 3, targets
+        sim_host = sim_url.removeprefix("http://")
+        with (
+            kvpilot_run(kv_dir, targets) as kv_url,
+            run_prometheus(
+                prom_dir,
+                scrape_configs=[
+                    {"job_name": "kvpilot", "static_configs": [{"targets": [kv_url.removeprefix("http://")]}]},
+                    {"job_name": "simulator", "http_sd_configs": [{"url": f"{sim_url}/sd", "refresh_interval": "5s"}]},
+                ],
+            ) as prom,
+        ):
+            prom.wait_for('up{job="simulator"} == 1', timeout_s=60)
+            prom.wait_for('kvpilot_scrape_up{job="kvpilot"} == 1', timeout_s=60)
+            assert any(sim_host in t["scrapeUrl"] for t in prom.targets())
+            # an application-class XID (stays exported), a drain-class XID (opens stuck_gpu and a drain request),
+            # and a burst of long prompts (KV pressure, queueing)
+            inject(sim_url, {"type": "xid", "node": nodes[0], "gpu": 0, "xid": 13})
+            inject(sim_url, {"type": "xid", "node": nodes[1], "gpu": 0, "xid": 79})
+            inject(sim_url, {"type": "kv_pressure", "count": 40, "prompt_tokens": 20000, "duration_s": 20})
+
+            deadline = time.monotonic() + 180
+            empty = []
+            for dashboard, title, expr in panel_queries():
+                if expr in EXPECTED_EMPTY:
+                    continue
+                if not has_data(poll(prom, expr, deadline)):
+                    empty.append(f"{dashboard} / {title}: {expr}")
+            for dashboard, expr in variable_queries():
+                if not has_data(poll(prom, expr, deadline)):
+                    empty.append(f"{dashboard} / template variable: {expr}")
+            log = (kv_dir / "kvpilot.log").read_text()[-2000:]
+            assert not empty, "queries without data:\n  " + "\n  ".join(empty) + f"\nkvpilot log tail:\n{log}"
+
+            for expr, reason in EXPECTED_EMPTY.items():
+                assert not has_data(prom.query(expr)), f"{expr} has data now; remove it from EXPECTED_EMPTY ({reason})"
+
+
+def test_expected_empty_names_only_real_dashboard_queries() -> None:
+    # an entry for a query no panel runs would silence nothing and hide a rename
+    exprs = {expr for _, _, expr in panel_queries()}
+    assert set(EXPECTED_EMPTY) <= exprs
