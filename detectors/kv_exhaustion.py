@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from collector.samples import ReplicaSample
 from collector.state import FleetState, ReplicaView
+from detectors._values import finite, fraction
 from detectors.finding import Finding, Severity, Subject
 from detectors.thresholds import KvThresholds, Thresholds
 
@@ -26,7 +27,7 @@ def kv_trend(history: Sequence[ReplicaSample], kv: KvThresholds) -> tuple[float,
     if not history:
         return None
     start = history[-1].timestamp - kv.trend_window_s
-    pts = [(s.timestamp, s.kv_usage) for s in history if s.timestamp >= start and s.kv_usage is not None]
+    pts = [(s.timestamp, v) for s in history if s.timestamp >= start and (v := fraction(s.kv_usage)) is not None]
     if len(pts) < kv.min_trend_samples:
         return None
     slopes = [(v2 - v1) / (t2 - t1) for i, (t1, v1) in enumerate(pts) for t2, v2 in pts[i + 1 :] if t2 > t1]
@@ -47,9 +48,10 @@ def time_to_exhaustion_s(history: Sequence[ReplicaSample], kv: KvThresholds) -> 
     """Projected seconds until the pool reaches ``kv.full``: 0 when already there, None when not filling
     (flat or draining, fitted usage below ``project_from_usage``, or unknown). Exported as
     ``kvpilot_kv_time_to_exhaustion_seconds``."""
-    if not history or history[-1].kv_usage is None:
+    latest = fraction(history[-1].kv_usage) if history else None
+    if latest is None:
         return None
-    if history[-1].kv_usage >= kv.full:
+    if latest >= kv.full:
         return 0.0
     trend = kv_trend(history, kv)
     if trend is None:
@@ -63,18 +65,19 @@ def time_to_exhaustion_s(history: Sequence[ReplicaSample], kv: KvThresholds) -> 
 def _replica_finding(
     view: ReplicaView, history: Sequence[ReplicaSample], th: KvThresholds, now: float
 ) -> Finding | None:
-    usage = view.sample.kv_usage
+    usage = fraction(view.sample.kv_usage)
     if usage is None:
         return None
-    waiting = view.sample.requests_waiting or 0.0
-    preempting = (view.preemptions_rate or 0.0) > 0.0
+    waiting = finite(view.sample.requests_waiting) or 0.0
+    preemptions_rate = finite(view.preemptions_rate)
+    preempting = (preemptions_rate or 0.0) > 0.0
     tte = time_to_exhaustion_s(history, th)
     evidence: dict[str, float | str | None] = {
         "kv_usage": usage,
         "kv_slope_per_s": kv_slope_per_s(history, th),
         "time_to_exhaustion_s": tte,
-        "requests_waiting": view.sample.requests_waiting,
-        "preemptions_rate": view.preemptions_rate,
+        "requests_waiting": finite(view.sample.requests_waiting),
+        "preemptions_rate": preemptions_rate,
     }
     if preempting or (usage >= th.near_full and waiting > 0):
         why = "preempting requests" if preempting else f"{waiting:g} requests waiting"

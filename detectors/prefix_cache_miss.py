@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Sequence
 
 from collector.state import DeploymentPoint, DeploymentView, FleetState
+from detectors._values import finite, fraction
 from detectors.finding import Finding, Severity, Subject
 from detectors.thresholds import PrefixThresholds, Thresholds
 
@@ -23,23 +24,23 @@ def baseline(history: Sequence[DeploymentPoint], th: PrefixThresholds, now: floa
     """(median hit ratio, median ready replicas) over the history older than ``baseline_exclude_recent_s``;
     None when that history spans less than ``min_baseline_s``."""
     cutoff = now - th.baseline_exclude_recent_s
-    points = [p for p in history if p.t <= cutoff and p.prefix_hit_ratio is not None]
+    points = [p for p in history if p.t <= cutoff and fraction(p.prefix_hit_ratio) is not None]
     if not points or points[-1].t - points[0].t < th.min_baseline_s:
         return None
     return (
-        statistics.median(p.prefix_hit_ratio for p in points if p.prefix_hit_ratio is not None),
+        statistics.median(fraction(p.prefix_hit_ratio) or 0.0 for p in points),
         statistics.median(p.ready_replicas for p in points),
     )
 
 
 def _queries_rate(view: DeploymentView) -> float:
-    return sum(r.prefix_queries_rate or 0.0 for r in view.replicas if r.ready)
+    return sum(finite(r.prefix_queries_rate) or 0.0 for r in view.replicas if r.ready)
 
 
 def _deployment_finding(
     view: DeploymentView, history: Sequence[DeploymentPoint], th: PrefixThresholds, now: float
 ) -> Finding | None:
-    current = view.prefix_hit_ratio
+    current = fraction(view.prefix_hit_ratio)
     if current is None or _queries_rate(view) < th.min_queries_rate:
         return None
     base = baseline(history, th, now)
@@ -49,10 +50,10 @@ def _deployment_finding(
     if base_ratio < th.min_baseline or current >= base_ratio * (1.0 - th.relative_drop):
         return None
     threshold = base_ratio * (1.0 - th.relative_drop)
-    recent = [p.prefix_hit_ratio for p in history if p.t >= now - th.settle_s]
+    recent = [fraction(p.prefix_hit_ratio) for p in history if p.t >= now - th.settle_s]
     if any(r is None or r >= threshold or r <= th.no_sharing_ratio for r in recent) or current <= th.no_sharing_ratio:
         return None  # not settled in the band yet, or the traffic stopped sharing prefixes (routing cannot help)
-    per_replica = [r.prefix_hit_ratio for r in view.replicas if r.ready and r.prefix_hit_ratio is not None]
+    per_replica = [v for r in view.replicas if r.ready and (v := fraction(r.prefix_hit_ratio)) is not None]
     spread = max(per_replica) - min(per_replica) if per_replica else 0.0
     scaled_out = view.ready_replicas > base_replicas
     collapsed_together = len(per_replica) >= 2 and spread <= th.replica_spread

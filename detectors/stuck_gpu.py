@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from collector.samples import GpuSample, ReplicaSample
 from collector.state import FleetState, GpuView, ReplicaView
+from detectors._values import finite, fraction
 from detectors.finding import Finding, Severity, Subject
 from detectors.thresholds import GpuThresholds, Thresholds
 from detectors.xid import XidClass, triage
@@ -40,7 +41,7 @@ def _made_progress(history: Sequence[ReplicaSample]) -> bool | None:
     """Did the replica generate any token since its previous sample? None when unknown."""
     if len(history) < 2:
         return None
-    before, after = history[-2].generation_tokens, history[-1].generation_tokens
+    before, after = finite(history[-2].generation_tokens), finite(history[-1].generation_tokens)
     if before is None or after is None:
         return None
     return after != before  # a restart (counter down) is also progress of a sort: not hung
@@ -58,8 +59,9 @@ def _conditions(
                 "vanished", Severity.CRITICAL, "drain_node", f"{name} vanished from its exporter (fell off the bus?)"
             )
         )
-    running = replica.sample.requests_running if replica is not None and replica.ready and replica.target_up else None
-    util = s.utilisation
+    live = replica is not None and replica.ready and replica.target_up
+    running = finite(replica.sample.requests_running) if replica is not None and live else None
+    util = fraction(s.utilisation)
     hung = bool(gpu.present and running and progress is False and util is not None and util >= th.busy_utilisation)
     if hung:
         found.append(
@@ -94,11 +96,11 @@ def _finding(gpu: GpuView, replica: ReplicaView | None, found: list[_Condition],
             "condition": worst.name,
             "xid": s.last_xid,
             "recovery_action": s.recovery_action,
-            "utilisation": s.utilisation,
+            "utilisation": fraction(s.utilisation),
             "present": "true" if gpu.present else "false",
             "deployment": replica.deployment_key if replica is not None else None,
             "replica": replica.sample.replica if replica is not None else None,
-            "requests_running": replica.sample.requests_running if replica is not None else None,
+            "requests_running": finite(replica.sample.requests_running) if replica is not None else None,
         },
         action=worst.action,
     )

@@ -21,11 +21,13 @@ KIND = "ttft_slo_burn"
 def slow_share(h: Histogram | None, target_s: float) -> tuple[float, float] | None:
     """(share of requests slower than target, request count); the bucket bound at or above the target
     counts as "within" (a histogram cannot say better). None when empty or unknown."""
-    if h is None or h.count <= 0:
+    if h is None or not math.isfinite(h.count) or h.count <= 0:
         return None
     for bound, cum in zip(h.bounds, h.counts, strict=True):
         if bound >= target_s and not math.isinf(bound):
-            return max(0.0, 1.0 - cum / h.count), h.count
+            if not math.isfinite(cum):
+                return None
+            return min(1.0, max(0.0, 1.0 - cum / h.count)), h.count
     return 0.0, h.count  # target above every finite bound: nothing can be shown to be slow
 
 
