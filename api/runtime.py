@@ -53,12 +53,13 @@ class TargetRegistry(Protocol):
 
     def static_targets(self) -> list[TargetInfo]: ...
 
-    def add(self, target: TargetInfo) -> bool:
-        """Add ``target``; False when its URL is already present."""
+    def add(self, target: TargetInfo, *, by: str) -> bool:
+        """Add ``target`` (``by``: who, for the audit); False when its URL is already present."""
         ...
 
     def remove(self, url: str) -> bool:
-        """Remove the target with ``url``; False when there is none."""
+        """Remove the target with ``url``; False when there is none; ValueError when it cannot be removed here
+        (it comes from the configuration file)."""
         ...
 
 

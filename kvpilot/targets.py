@@ -1,6 +1,8 @@
-"""Static scrape targets: from the config file, plus those an operator adds or removes through the API.
+"""Static scrape targets: from the config file (pinned), plus those an operator adds or removes through the API
+(stored, so they survive restarts).
 
-Thread-safe because the API handlers run in a worker thread while the loop reads the list each tick.
+Thread-safe because the API handlers run in a worker thread while the loop reads the list each tick. API changes
+are written to the store first: if the store is away the change fails (503) instead of silently not persisting.
 """
 
 from __future__ import annotations
@@ -8,30 +10,75 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
+from sqlalchemy.orm import Session, sessionmaker
+
+from collector.clock import Clock, WallClock
 from collector.samples import TargetInfo
+from store import repo
+from store.db import transaction
+
+
+class PinnedTarget(ValueError):
+    """The target comes from the configuration file; change the file to remove it."""
 
 
 class StaticTargets:
-    def __init__(self, initial: Iterable[TargetInfo] = ()) -> None:
+    def __init__(
+        self,
+        initial: Iterable[TargetInfo] = (),
+        *,
+        sessions: sessionmaker[Session] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self._lock = threading.Lock()
         self._by_url: dict[str, TargetInfo] = {}
         for t in initial:
             self._by_url.setdefault(t.url, t)
+        self._pinned = frozenset(self._by_url)
+        self._sessions = sessions
+        self._clock = clock or WallClock()
+
+    def load(self) -> int:
+        """Add the targets stored by earlier runs; returns how many."""
+        if self._sessions is None:
+            return 0
+        with transaction(self._sessions) as s:
+            stored = repo.list_static_targets(session=s)
+        with self._lock:
+            for t in stored:
+                self._by_url.setdefault(t.url, t)
+        return len(stored)
+
+    def attach(self, sessions: sessionmaker[Session], clock: Clock) -> None:
+        """Persist API changes from now on (the store is built after discovery)."""
+        self._sessions = sessions
+        self._clock = clock
 
     def static_targets(self) -> list[TargetInfo]:
         with self._lock:
             return list(self._by_url.values())
 
-    def add(self, target: TargetInfo) -> bool:
+    def add(self, target: TargetInfo, *, by: str = "api") -> bool:
         with self._lock:
             if target.url in self._by_url:
                 return False
+            if self._sessions is not None:
+                with transaction(self._sessions) as s:
+                    repo.add_static_target(session=s, target=target, added_by=by, now=self._clock.now())
             self._by_url[target.url] = target
             return True
 
     def remove(self, url: str) -> bool:
         with self._lock:
-            return self._by_url.pop(url, None) is not None
+            if url not in self._by_url:
+                return False
+            if url in self._pinned:
+                raise PinnedTarget(f"target {url!r} is defined in the configuration; remove it there")
+            if self._sessions is not None:
+                with transaction(self._sessions) as s:
+                    repo.remove_static_target(session=s, url=url)
+            del self._by_url[url]
+            return True
 
     async def targets(self) -> list[TargetInfo]:
         """The loop's discovery interface."""

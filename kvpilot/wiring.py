@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 import migrations
 from api.exposition import OwnMetrics
 from collector.clock import Clock, WallClock
@@ -70,6 +72,11 @@ def build_service(
     sessions = session_factory(engine)
     c = settings.collector
     restored = restore(sessions, now=clock.now(), history_s=c.history_s)
+    sources.static.attach(sessions, clock)
+    try:
+        log.info("restored %d static targets added through the API", sources.static.load())
+    except SQLAlchemyError as e:
+        log.error("store unreachable at start: API-added targets not restored: %s", str(e).splitlines()[0])
     thresholds = settings.detectors.thresholds(tick_s=c.interval_s)
     if detection is None:
         detection = Detection(thresholds, only=settings.detectors.only, restore=restored.findings)

@@ -151,3 +151,18 @@ ROLLUP_SIGNALS: tuple[str, ...] = (
     "preemptions_rate",
     "ready_replicas",
 )
+
+
+class StaticTargetRow(Base):
+    """A scrape target an operator added through the API: kept across restarts, beside discovery's own."""
+
+    __tablename__ = "static_targets"
+    url: Mapped[str] = mapped_column(String(2048), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    engine: Mapped[str | None] = mapped_column(String(32))
+    namespace: Mapped[str] = mapped_column(String(63))
+    deployment: Mapped[str] = mapped_column(String(253), default="")
+    pod: Mapped[str] = mapped_column(String(253), default="")
+    node: Mapped[str] = mapped_column(String(253), default="")
+    added_by: Mapped[str] = mapped_column(String(128))
+    added_at: Mapped[float] = mapped_column(Float)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, HTTPException, Query, status
 from fastapi.responses import JSONResponse, Response
 
 from api import schemas
@@ -52,15 +52,21 @@ def list_targets(_: Reader, runtime: RuntimeDep, page: Paging) -> schemas.Page[o
     status_code=status.HTTP_201_CREATED,
     responses={200: {"model": schemas.TargetOut, "description": "already present"}},
 )
-def add_target(body: schemas.TargetIn, _: Admin, runtime: RuntimeDep) -> JSONResponse:
+def add_target(body: schemas.TargetIn, who: Admin, runtime: RuntimeDep) -> JSONResponse:
     target = TargetInfo(**body.model_dump())
-    created = runtime.targets.add(target)
+    created = runtime.targets.add(target, by=who.name)
     out = _out(target, None, True).model_dump(mode="json")
     return JSONResponse(out, status_code=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
-@router.delete("", status_code=status.HTTP_204_NO_CONTENT, responses={404: {"model": schemas.Error}})
+@router.delete(
+    "", status_code=status.HTTP_204_NO_CONTENT, responses={404: {"model": schemas.Error}, 409: {"model": schemas.Error}}
+)
 def remove_target(_: Admin, runtime: RuntimeDep, url: Annotated[str, Query(min_length=1, max_length=2048)]) -> Response:
-    if not runtime.targets.remove(url):
+    try:
+        removed = runtime.targets.remove(url)
+    except ValueError as e:  # defined in the configuration file
+        raise HTTPException(status.HTTP_409_CONFLICT, str(e)) from None
+    if not removed:
         raise NotFound("static target", url)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -17,11 +17,13 @@ from store.repo.findings import acknowledge_finding, get_finding, list_findings,
 from store.repo.page import Page
 from store.repo.retention import prune
 from store.repo.rollups import RollupPoint, load_rollups, record_rollup
+from store.repo.targets import add_static_target, list_static_targets, remove_static_target
 
 __all__ = [
     "Page",
     "RollupPoint",
     "acknowledge_finding",
+    "add_static_target",
     "all_deployments",
     "count_active_drains",
     "get_capacity",
@@ -35,12 +37,14 @@ __all__ = [
     "list_drain_events",
     "list_drains",
     "list_findings",
+    "list_static_targets",
     "load_rollups",
     "note_drain",
     "open_findings",
     "prune",
     "record_decision",
     "record_rollup",
+    "remove_static_target",
     "request_drain",
     "transition_drain",
     "upsert_capacity",

@@ -15,7 +15,16 @@ from store.db import make_engine
 from store.models import Base
 from tests.services.postgres import PostgresServer, fresh_database, run_postgres
 
-TABLES = {"deployments", "decisions", "findings", "drain_actions", "drain_events", "capacity_profiles", "rollups"}
+TABLES = {
+    "deployments",
+    "decisions",
+    "findings",
+    "drain_actions",
+    "drain_events",
+    "capacity_profiles",
+    "rollups",
+    "static_targets",
+}
 
 
 @pytest.fixture(scope="module")

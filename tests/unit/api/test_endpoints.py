@@ -277,3 +277,22 @@ def test_metrics_of_gone_replicas_disappear(client: TestClient, runtime: FakeRun
         snap, replicas=[r for r in snap.replicas if r.sample.replica != "chat-1"], kv_time_to_exhaustion={}
     )
     assert 'replica="chat-1"' not in client.get("/metrics").text
+
+
+def test_api_targets_persist_and_config_targets_are_pinned(runtime: FakeRuntime) -> None:
+    from kvpilot.targets import StaticTargets
+    from tests.unit.api.conftest import make_client
+
+    pinned = TARGET
+    runtime.targets = StaticTargets([pinned], sessions=runtime.sessions)
+    client = make_client(runtime)
+    new = {"url": "http://10.0.0.9:8000/metrics", "deployment": "chat"}
+    assert client.post("/v1/targets", json=new, headers=A).status_code == 201
+    r = client.delete("/v1/targets", params={"url": pinned.url}, headers=A)
+    assert r.status_code == 409  # from the configuration: change the file, not the API
+    assert "configuration" in r.json()["detail"]
+    restarted = StaticTargets([pinned], sessions=runtime.sessions)
+    assert restarted.load() == 1  # the API-added target is back after a restart
+    assert {t.url for t in restarted.static_targets()} == {pinned.url, new["url"]}
+    assert client.delete("/v1/targets", params={"url": new["url"]}, headers=A).status_code == 204
+    assert StaticTargets(sessions=runtime.sessions).load() == 0  # and its removal persisted too

@@ -1,0 +1,53 @@
+"""Static targets added through the API, so that they survive restarts."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from collector.samples import TargetInfo
+from store.models import StaticTargetRow
+
+
+def _to_target(row: StaticTargetRow) -> TargetInfo:
+    return TargetInfo(
+        url=row.url,
+        kind=row.kind,
+        engine=row.engine,
+        namespace=row.namespace,
+        deployment=row.deployment,
+        pod=row.pod,
+        node=row.node,
+    )
+
+
+def list_static_targets(*, session: Session) -> list[TargetInfo]:
+    return [_to_target(r) for r in session.scalars(select(StaticTargetRow).order_by(StaticTargetRow.url))]
+
+
+def add_static_target(*, session: Session, target: TargetInfo, added_by: str, now: float) -> bool:
+    """False when a target with this URL is already stored."""
+    if session.get(StaticTargetRow, target.url) is not None:
+        return False
+    session.add(
+        StaticTargetRow(
+            url=target.url,
+            kind=target.kind,
+            engine=target.engine,
+            namespace=target.namespace,
+            deployment=target.deployment,
+            pod=target.pod,
+            node=target.node,
+            added_by=added_by,
+            added_at=now,
+        )
+    )
+    return True
+
+
+def remove_static_target(*, session: Session, url: str) -> bool:
+    row = session.get(StaticTargetRow, url)
+    if row is None:
+        return False
+    session.delete(row)
+    return True
