@@ -8,10 +8,8 @@ burst) so the XID, finding and drain panels have series. The few queries that ar
 
 from __future__ import annotations
 
-import math
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,8 +21,9 @@ import pytest
 import yaml
 
 from dashboards.definitions import DASHBOARDS
+from tests.e2e.live_fleet import has_data, live_simulator, poll
 from tests.services.ports import free_port, wait_http
-from tests.services.prometheus import Prometheus, run_prometheus
+from tests.services.prometheus import run_prometheus
 
 pytestmark = pytest.mark.e2e
 
@@ -66,26 +65,6 @@ def variable_queries() -> list[tuple[str, str]]:
 
 
 # -- processes ----------------------------------------------------------------------------------------------------
-
-
-@contextmanager
-def live_simulator(replicas: int) -> Iterator[str]:
-    """The simulator's live server in this process (advancing in a thread); yields its base URL."""
-    from simulator import PROFILES, Fleet, FleetConfig, load_trace
-    from simulator.server import LiveFleet, make_server
-
-    # gpus_per_node=1: one replica per node, so the drain rails' breaker (share of nodes flagged) allows one drain
-    config = FleetConfig(profile=PROFILES["llama3-8b-h100"], replicas=replicas, gpus_per_node=1)
-    live = LiveFleet(Fleet(config, load_trace("synthetic:duration_s=7200,rate=6")), speed=1.0)
-    server = make_server(live, "127.0.0.1", 0)
-    live.start()
-    thread = threading.Thread(target=server.serve_forever, name="simulator-http", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        live.stop()
 
 
 @contextmanager
@@ -140,20 +119,6 @@ def static_targets(sim_url: str) -> list[dict[str, Any]]:
 def inject(sim_url: str, fault: dict[str, Any]) -> None:
     r = httpx.post(f"{sim_url}/control/faults", json=fault, timeout=5)
     assert r.status_code == 200, f"{fault}: {r.status_code} {r.text}"
-
-
-def has_data(result: list[dict[str, Any]]) -> bool:
-    """At least one series with a finite value (Grafana draws nothing for NaN, e.g. a quantile over no events)."""
-    return any(math.isfinite(float(s["value"][1])) for s in result)
-
-
-def poll(prom: Prometheus, expr: str, deadline: float) -> list[dict[str, Any]]:
-    """Query until it has data or the shared deadline passes; the last answer either way."""
-    while True:
-        result = prom.query(expr)
-        if has_data(result) or time.monotonic() >= deadline:
-            return result
-        time.sleep(1.0)  # one Prometheus scrape interval: the next answer can differ only after a scrape
 
 
 # -- the test -----------------------------------------------------------------------------------------------------
