@@ -94,7 +94,9 @@ def _emit(event: str, f: Finding, t: float, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps({"event": event, "t": t, **finding_json(f)}, sort_keys=True))
     else:
-        typer.echo(f"{t:>9.0f}s {event:<7} {f.severity!s:<8} {f.kind:<18} {f.action:<20} {f.summary}")
+        # Virtual time (sim) reads best as seconds since the start; wall time as a UTC clock time.
+        when = time.strftime("%H:%M:%SZ", time.gmtime(t)) if t > 1e9 else f"{t:>8.0f}s"
+        typer.echo(f"{when:>9} {event:<7} {f.severity!s:<8} {f.kind:<18} {f.action:<20} {f.summary}")
 
 
 def _parse_injections(specs: Iterable[str]) -> list[tuple[float, dict[str, Any]]]:
