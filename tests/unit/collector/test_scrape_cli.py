@@ -1,0 +1,94 @@
+"""`kvpilot scrape URL...` against real pages on loopback: samples out, failures named, exit status 2."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from typer.testing import CliRunner
+
+from kvpilot.cli import app
+from tests.conftest import FIXTURES
+from tests.services.ports import free_port
+
+PAGES = {
+    "/vllm": FIXTURES / "metrics" / "vllm__DataDog__integrations-core__vllm_metrics.txt",
+    "/dcgm": FIXTURES / "metrics" / "dcgm__DataDog__integrations-core__metrics.txt",
+}
+
+
+class _Pages(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        path = PAGES.get(self.path)
+        body = path.read_bytes() if path else b"oops"
+        self.send_response(200 if path else 500)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def base() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["scrape", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_json_has_replicas_and_gpus(base: str) -> None:
+    code, out, _ = run(f"{base}/vllm", f"{base}/dcgm", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    (replica,) = doc["replicas"]
+    assert replica["engine"] == "vllm"
+    assert replica["model"] == "facebook/opt-125m"
+    assert len(doc["gpus"]) >= 1
+
+
+def test_kind_gpu_reads_gpus_only(base: str) -> None:
+    code, out, _ = run(f"{base}/dcgm", "--kind", "gpu", "--json")
+    assert code == 0
+    assert json.loads(out)["replicas"] == []
+
+
+def test_table_output(base: str) -> None:
+    code, out, _ = run(f"{base}/vllm")
+    assert code == 0
+    assert "vllm" in out
+
+
+FAILURES = [
+    # HTTP error: the URL and the status are named, exit 2
+    ("/broken", "HTTP 500"),
+    # nothing listens: connection failure, exit 2
+    (None, "connection failed"),
+]
+
+
+@pytest.mark.parametrize(("path", "reason"), FAILURES)
+def test_failures_exit_2_naming_the_target(base: str, path: str | None, reason: str) -> None:
+    url = f"{base}{path}" if path else f"http://127.0.0.1:{free_port()}/metrics"
+    code, out, err = run(f"{base}/vllm", url, "--json")
+    assert code == 2
+    assert f"{url}: {reason}" in err
+    assert len(json.loads(out)["replicas"]) == 1  # the good target is still printed
+
+
+def test_not_a_url_is_refused() -> None:
+    code, _, err = run("localhost:8000/metrics")
+    assert code == 2
+    assert "not an http(s) URL" in err
