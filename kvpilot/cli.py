@@ -25,8 +25,10 @@ COMMANDS: list[tuple[str, str]] = [
     ("simulate", "simulate"),
     ("detect", "detect"),
     ("parse", "parse"),
+    ("scrape", "scrape"),
     ("run", "run"),
     ("db", "db"),
+    ("demo", "demo"),
 ]
 
 
