@@ -28,7 +28,6 @@ COMMANDS: list[tuple[str, str]] = [
     ("scrape", "scrape"),
     ("run", "run"),
     ("db", "db"),
-    ("demo", "demo"),
 ]
 
 
