@@ -381,11 +381,11 @@ def configuration_reference() -> str:
         "",
         first_paragraph(settings_mod.__doc__),
         "",
-        "Every setting has a YAML path (in the file passed to `kvpilot run --config`) and an environment variable: ",
-        f"`{settings_mod.ENV_PREFIX}` followed by the path in upper case with `__` between levels. Precedence, highest "
-        "first: keyword arguments, nested environment variables, the flat aliases, the YAML file, the defaults. Lists "
-        "and maps can be given in the environment as JSON. An unknown key anywhere is an error, and every invalid "
-        "value is reported at start with its path.",
+        "Every setting has a YAML path (in the file passed to `kvpilot run --config`) and an environment variable: "
+        f"`{settings_mod.ENV_PREFIX}` followed by the path in upper case with `__` between levels. Precedence, "
+        "highest first: command-line flags (`kvpilot run --port`), nested environment variables, the flat aliases, "
+        "the YAML file, the defaults. Lists and maps can be given in the environment as JSON. An unknown key "
+        "anywhere is an error, and every invalid value is reported at start with its path.",
         "",
         "Flat aliases: "
         + ", ".join(f"`{env}` = `{'.'.join(p)}`" for env, p in settings_mod.FLAT_ALIASES.items())

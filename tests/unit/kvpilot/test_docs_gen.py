@@ -247,3 +247,26 @@ def test_repository_paths_named_in_hand_written_pages_exist(page: str) -> None:
     paths = [p for p in named if p.startswith(TOP_LEVEL) and "{" not in p and "*" not in p]
     missing = [p for p in paths if not (ROOT / p).exists()]
     assert not missing, f"{page} names paths that do not exist: {missing}"
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "path", "expected"),
+    [
+        # a list of sections, as the page says: the whole list as JSON
+        ("KVPILOT_COLLECTOR__DISCOVERY__STATIC_TARGETS", '[{"url": "http://a:1/metrics"}]',
+         "collector.discovery.static_targets", 1),
+        # a map of sections
+        ("KVPILOT_SCALER__DEPLOYMENTS", '{"llm/chat": {"max_replicas": 3}}', "scaler.deployments", 1),
+        # the detector override example the page gives
+        ("KVPILOT_DETECTORS__KV", '{"near_full": 0.85}', "detectors.kv", 1),
+    ],
+)  # fmt: skip
+def test_lists_and_maps_from_the_environment_as_json(
+    env: str, value: str, path: str, expected: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert any(r.env == env for r in ROWS)
+    monkeypatch.setenv(env, value)
+    node: Any = load_settings()
+    for part in path.split("."):
+        node = getattr(node, part)
+    assert len(node) == expected
