@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,7 +44,12 @@ async def _keda(service_board: object, settings: Settings, stop: asyncio.Event) 
         log.warning("KEDA gRPC server not available: %s", e)
         return
     address = f"{settings.api.host}:{settings.api.grpc_port}"
-    server, port = build_server(address, [register_external_scaler(ExternalScalerServicer(service_board))])  # type: ignore[arg-type]
+    servicer = ExternalScalerServicer(service_board)  # type: ignore[arg-type]
+    try:
+        server, port = build_server(address, [register_external_scaler(servicer)])
+    except ValueError as e:  # the port is taken: HTTP, the loop and advisory decisions still work
+        log.error("%s; the KEDA external scaler is not served", e)
+        return
     log.info("KEDA external scaler (gRPC) on %s:%d", settings.api.host, port)
     await serve(server, stop)
 
@@ -52,7 +58,13 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
     _configure_logging(settings.log_level)
     if not settings.auth_enabled:
         log.warning("no API tokens configured: the API is open (development only; set KVPILOT_ADMIN_TOKENS)")
-    with sources_mod.build(settings) as srcs:
+    try:
+        sock = _listen(settings.api.host, settings.api.http_port)
+    except OSError as e:
+        log.error("cannot listen on %s:%d: %s", settings.api.host, settings.api.http_port, e.strerror or e)
+        return 1
+    http_port = sock.getsockname()[1]
+    with sock, sources_mod.build(settings) as srcs:
         service, restored = await asyncio.to_thread(build_service, settings, srcs)
         auth = TokenAuth(
             [t.get_secret_value() for t in settings.api.read_tokens],
@@ -79,13 +91,13 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
         fleet = f"the embedded simulator at {srcs.simulator_url}" if srcs.simulator_url else "the configured fleet"
         log.info(
             "kvpilot running: API on http://%s:%d (docs at /docs), store %s, watching %s",
-            settings.api.host, settings.api.http_port, _redact(settings.database_url), fleet,
+            settings.api.host, http_port, _redact(settings.database_url), fleet,
         )  # fmt: skip
         keda = asyncio.create_task(_keda(service.loop.board, settings, service.stop), name="keda-grpc")
-        http = asyncio.create_task(server.serve(), name="http-api")
+        http = asyncio.create_task(server.serve(sockets=[sock]), name="http-api")
         done, _ = await asyncio.wait({http, asyncio.ensure_future(service.stop.wait())}, return_when="FIRST_COMPLETED")
         if http in done and not service.stop.is_set():
-            log.error("the HTTP server stopped on its own (port %d in use?); shutting down", settings.api.http_port)
+            log.error("the HTTP server stopped on its own; shutting down")
             service.stop.set()
         await service.wait()
         server.should_exit = True
@@ -93,6 +105,21 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
         service.engine.dispose()
         log.info("kvpilot stopped")
     return 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind the HTTP socket before anything else starts, so a port in use fails at once with a clear message."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
 
 
 def _redact(url: str) -> str:

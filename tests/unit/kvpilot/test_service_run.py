@@ -105,6 +105,20 @@ def test_sigkill_and_restart_keeps_audit_and_decisions(tmp_path: Path) -> None:
         assert proc.wait(timeout=30) == 0
 
 
+def test_port_in_use_fails_at_once_with_a_clear_message(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**os.environ, "XDG_DATA_HOME": str(tmp_path), "KVPILOT_GRPC_PORT": "0"}
+        out = subprocess.run([KVPILOT, "run", "--port", str(port)], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert f"cannot listen on 0.0.0.0:{port}" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
 def _simulator_url(tmp: Path) -> str:
     for line in next(tmp.glob("run-*.log")).read_text().splitlines():
         if "embedded simulator" in line:
