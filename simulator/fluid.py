@@ -1,17 +1,18 @@
-"""The fluid level: per time step, arrival rate → queue, running requests, KV occupancy, throughput, TTFT.
+"""The fluid level: per time step, arrival rate → queue, requests in flight, KV occupancy, throughput, TTFT.
 
-Replicas are identical and share load evenly. Each step of dt seconds:
+Replicas are identical and share load evenly. Each step of dt seconds (default 10 s):
 
-1. arrivals λ·dt join the queue (at the gateway while no replica is ready);
-2. admissions fill free slots, a replica holding at most min(max_num_seqs, KV tokens / (P + O/2)) requests
-   (P, O: mean prompt and output tokens), and at most what prefill can process in dt;
-3. prefill of the admitted prompts (minus the cached share h) takes its time from the step-time model; the
-   rest of dt runs decode steps of n = running/replicas sequences, each step costing
-   base + n·decode + n·(P + O/2)·kv_read; completions = tokens generated / O;
-4. the TTFT of this step's arrivals is the queue wait (Little's law: queue / admission rate, spread as an
-   exponential) plus the prefill time of one prompt plus up to one decode step.
+1. arrivals λ·dt join the backlog (at the gateway while no replica is ready);
+2. the ready replicas serve min(backlog, μ·replicas·dt), μ being a replica's steady-state capacity from the
+   step-time model (`_ReplicaModel`: decode steps that batch n sequences, prefill riding on them, at most
+   min(max_num_seqs, KV tokens / (P + O/2)) requests in flight);
+3. requests in flight follow from Little's law at the served rate; KV usage = in flight × (P + O/2) / pool;
+4. the TTFT of the step's arrivals is their own prefill, up to one decode step, the wait behind the backlog,
+   and an M/D/1-like random wait that grows as utilisation nears 1 — sampled at 16 quantile points.
 
-It is validated against the request level on the hour-long traces (BENCHMARKS.md, "Simulator").
+Steps are longer than a request's life (seconds), so transients inside a step are not modelled: the fluid level
+sees no queue below capacity where the request level sees short Poisson bursts. BENCHMARKS.md ("Simulator")
+reports the differences against the request level on the hour-long traces.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from simulator.config import FleetConfig
 from simulator.faults import Fault
 from simulator.gpus import HANGING_XIDS, VANISHING_XIDS, Gpu, Nodes
 from simulator.histogram import ITL_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, Histogram, token_buckets
+from simulator.profile import ReplicaProfile
 from simulator.replica import FinishedRequest
 from simulator.snapshot import FleetSnapshot, ReplicaSnapshot
 from simulator.trace.model import Trace
@@ -114,52 +116,51 @@ class FluidFleet:
                 lam += rate
         arrivals = lam * dt
         self.arrivals += arrivals
-        self.queue += arrivals
         n_rep = self._serving()
         hit = self.cfg.fluid_prefix_hit_rate * (1.0 if self.routing == "prefix_affinity" else _SPREAD_HIT_FACTOR)
-        hit = hit if p.enable_prefix_caching else 0.0
-        uncached = prompt * (1.0 - hit)
-        held = prompt + output / 2.0
-        prefill_one = uncached * p.prefill_s_per_token + p.base_s * math.ceil(uncached / p.max_num_batched_tokens)
-        admitted = completed = 0.0
-        step_time = p.base_s
-        busy = 0.0
-        if n_rep > 0:
-            slots = n_rep * min(p.max_num_seqs, p.kv_capacity_tokens / held)
-            by_prefill = n_rep * dt / max(prefill_one, 1e-9)
-            admitted = max(0.0, min(self.queue, slots - self.running, by_prefill))
-            self.queue -= admitted
-            self.running += admitted
-            prefill_time = admitted * prefill_one / n_rep
-            n = self.running / n_rep
-            step_time = p.step_time(0, round(n), round(n * held)) if n > 0 else p.base_s
-            decode_time = max(dt - prefill_time, 0.0)
-            tokens = decode_time / step_time * n * n_rep if n > 0 else 0.0
-            completed = min(self.running, tokens / output)
-            self.running -= completed
-            busy = min(1.0, (prefill_time + (decode_time if n > 0 else 0.0)) / dt)
-            self._kv_usage = min(1.0, n * held / p.kv_capacity_tokens)
-            if n > 0:
-                self._itl.observe(step_time, max(1, round(tokens)))
-        self._util = busy
+        uncached = prompt * (1.0 - (hit if p.enable_prefix_caching else 0.0))
+        m = _ReplicaModel(p, prompt, output, uncached)
+        backlog_before = self.queue
+        offered = self.queue + arrivals
+        served = min(offered, m.capacity * n_rep * dt)
+        self.queue = offered - served
+        a = served / (n_rep * dt) if n_rep else 0.0
+        n = m.in_flight(a)
+        self.running = n * n_rep
+        self._util = min(1.0, n)
+        self._kv_usage = min(1.0, n * m.context / p.kv_capacity_tokens)
         t = self._tot
-        t["prompt"] += admitted * prompt
-        t["queries"] += admitted * prompt
-        t["hits"] += admitted * (prompt - uncached)
-        t["gen"] += completed * output
-        t["finished"] += completed
-        t["busy"] += busy * dt
-        self._record_ttft(arrivals, admitted / dt if dt > 0 else 0.0, prefill_one, step_time, n_rep)
+        t["prompt"] += served * prompt
+        t["queries"] += served * prompt
+        t["hits"] += served * (prompt - uncached)
+        t["gen"] += served * output
+        t["finished"] += served
+        t["busy"] += self._util * dt * n_rep
+        if n > 0:
+            self._itl.observe(m.step_time(n), max(1, round(served * output)))
+        self._record_ttft(arrivals, backlog_before, m, a, n, n_rep)
         self.time += dt
 
-    def _record_ttft(self, arrivals: float, admit_rate: float, prefill_one: float, step: float, n_rep: int) -> None:
+    def _record_ttft(
+        self, arrivals: float, backlog_before: float, m: _ReplicaModel, a: float, n: float, n_rep: int
+    ) -> None:
+        """TTFT of this step's arrivals at quantile points: own prefill, a partial step, the deterministic
+        wait behind the backlog (growing linearly over the step), and an M/D/1-like random wait."""
         if arrivals <= 0:
             return
+        step = m.step_time(n)
+        share = 1.0 - a * m.prefill_s  # of wall time left to decode steps
+        own = m.prefill_s / max(share, 0.05) + step * _U
         if n_rep == 0:
-            wait = self.queue / max(arrivals / self.cfg.fluid_step_s, 1e-9) + self._time_to_ready()
+            pending = sum(1 for r in self.replicas if r.ready_at > self.time)
+            drain = max(pending, 1) * m.capacity
+            backlog = self._time_to_ready() + (backlog_before + (self.queue - backlog_before) * _U) / drain
+            random = np.zeros_like(_U)
         else:
-            wait = self.queue / admit_rate if admit_rate > 1e-12 else self.queue * self.cfg.fluid_step_s
-        values = prefill_one + step * _U + wait * _EXP_U
+            backlog = (backlog_before + (self.queue - backlog_before) * _U) / (m.capacity * n_rep)
+            rho = min(a / m.capacity, 0.99) if m.capacity > 0 else 0.99
+            random = rho / (2 * (1 - rho)) * (m.prefill_s + step) * _EXP_U
+        values = own + backlog + random
         weights = np.full(len(_U), arrivals / len(_U))
         self._ttft_v.append(values)
         self._ttft_w.append(weights)
@@ -259,6 +260,37 @@ class FluidFleet:
                 g.hung = g.hung or fault.type == "hung_gpu" or fault.xid in HANGING_XIDS
             if owner is not None:
                 owner.hung = any(x.hung for x in self._gpus[owner.name])
+
+
+class _ReplicaModel:
+    """Steady-state service of one replica for requests of mean prompt P, output O (uncached prompt U).
+
+    A decode step of n sequences costs T(n) = base + n·b, with b = decode_s_per_seq + (P + O/2)·kv_read;
+    prefill of U tokens rides on those steps and costs U·prefill_s_per_token = p1. With admissions at rate a,
+    decode gets the share f = 1 − a·p1 of the wall time, a request stays O·T(n)/f + p1, and Little's law gives
+    n = a·(O·base + p1) / (f − a·O·b). Capacity is the a at which n reaches n_max = min(max_num_seqs,
+    KV tokens / (P + O/2)): μ = n_max / (O·T(n_max) + p1·(1 + n_max)).
+    """
+
+    def __init__(self, p: ReplicaProfile, prompt: float, output: float, uncached: float) -> None:
+        self.p = p
+        self.output = output
+        self.context = max(prompt + output / 2.0, 1.0)
+        self.prefill_s = uncached * p.prefill_s_per_token
+        self.b = p.decode_s_per_seq + self.context * p.kv_read_s_per_token
+        self.n_max = max(min(float(p.max_num_seqs), p.kv_capacity_tokens / self.context), 1e-9)
+        self.capacity = self.n_max / (output * self.step_time(self.n_max) + self.prefill_s * (1 + self.n_max))
+
+    def step_time(self, n: float) -> float:
+        return self.p.base_s + n * self.b
+
+    def in_flight(self, a: float) -> float:
+        if a <= 0:
+            return 0.0
+        denom = 1.0 - a * self.prefill_s - a * self.output * self.b
+        if denom <= 0:
+            return self.n_max
+        return min(self.n_max, a * (self.output * self.p.base_s + self.prefill_s) / denom)
 
 
 def _bucket(v: float) -> int:

@@ -75,6 +75,10 @@ class ReplicaCounters:
 
 
 class Replica:
+    # Upper bound on the identical decode steps applied as one event; bench/simulator.py sets 1 to measure the
+    # step-by-step peer.
+    MAX_DECODE_STEPS_PER_EVENT = 1 << 30
+
     def __init__(self, name: str, profile: ReplicaProfile, *, now: float, ready_at: float) -> None:
         self.name = name
         self.profile = profile
@@ -190,7 +194,7 @@ class Replica:
 
     def _decode_horizon(self, decoders: list[_Seq], horizon: float, context: int) -> int:
         p = self.profile
-        k = min(s.req.output_tokens - s.generated for s in decoders)
+        k = min(min(s.req.output_tokens - s.generated for s in decoders), self.MAX_DECODE_STEPS_PER_EVENT)
         one = p.step_time(0, len(decoders), context) * self._slowdown()
         k = min(k, max(1, math.ceil((horizon - self.clock) / one)))
         if self.waiting and len(self.running) < p.max_num_seqs:
