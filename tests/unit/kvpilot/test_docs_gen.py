@@ -14,7 +14,7 @@ from collector.engines import ENGINES
 from collector.engines._declarative import HISTOGRAM_FIELDS, SCALAR_FIELDS, DeclarativeAdapter
 from collector.exposition import parse
 from collector.samples import ReplicaSample, TargetInfo
-from kvpilot import docs_engines, docs_gen
+from kvpilot import docs_engines, docs_fallbacks, docs_gen
 from kvpilot.settings import FLAT_ALIASES, Settings, SettingsError, load_settings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -53,13 +53,13 @@ def test_every_row_has_a_description_type_and_default() -> None:
 def test_fallback_descriptions_are_not_stale() -> None:
     # a fallback must name a real row, and give way once the source documents the field itself
     by_path = {r.path: r for r in ROWS}
-    stale = [p for p in docs_gen.FALLBACK_DESCRIPTIONS if p not in by_path]
+    stale = [p for p in docs_fallbacks.FALLBACK_DESCRIPTIONS if p not in by_path]
     assert not stale, f"FALLBACK_DESCRIPTIONS names no setting: {stale}"
     for section_model, prefix in _models_with_prefix(Settings, ""):
         comments = docs_gen.source_comments(section_model)
         for name, field in section_model.model_fields.items():
             path = f"{prefix}.{name}" if prefix else name
-            if path in docs_gen.FALLBACK_DESCRIPTIONS:
+            if path in docs_fallbacks.FALLBACK_DESCRIPTIONS:
                 assert not field.description, f"{path} has a Field description now"
                 assert not comments.get(name), f"{path} has a source comment now"
 
@@ -75,14 +75,14 @@ def _models_with_prefix(model: type[BaseModel], prefix: str) -> list[tuple[type[
 
 def test_every_validator_is_described_and_fallback_checks_name_real_validators() -> None:
     models = {m.__name__: m for m, _ in _models_with_prefix(Settings, "")}
-    for key in docs_gen.FALLBACK_CHECKS:
+    for key in docs_fallbacks.FALLBACK_CHECKS:
         model_name, _, validator = key.partition(".")
         assert validator in docs_gen.validator_names(models[model_name]), key
     for name, model in models.items():
         for validator in docs_gen.validator_names(model):
             decorators = model.__pydantic_decorators__
             dec = decorators.model_validators.get(validator) or decorators.field_validators[validator]
-            assert dec.func.__doc__ or f"{name}.{validator}" in docs_gen.FALLBACK_CHECKS, f"{name}.{validator}"
+            assert dec.func.__doc__ or f"{name}.{validator}" in docs_fallbacks.FALLBACK_CHECKS, f"{name}.{validator}"
 
 
 def _is_checked_scalar(tp: Any) -> bool:
