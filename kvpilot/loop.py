@@ -82,6 +82,12 @@ def _record_decision(session: Session, *, decision: Decision) -> None:
     repo.record_decision(session=session, decision=decision)
 
 
+def _record_capacity(session: Session, *, deployment: str, rps: float, source: str, now: float) -> None:
+    repo.upsert_capacity(
+        session=session, deployment=deployment, requests_per_s=rps, tokens_per_s=None, source=source, now=now
+    )
+
+
 def _changed(a: Decision | None, b: Decision) -> bool:
     if a is None:
         return True
@@ -126,6 +132,7 @@ class ControlLoop:
         self._targets: list[TargetInfo] = []
         self._stored: dict[str, Decision] = {}
         self._last_prune: float | None = None
+        self._capacity_at = float("-inf")
 
     def resume(self, decisions: dict[str, Decision]) -> None:
         """Start from the decisions a previous run stored: published at once, not re-stored unless they change."""
@@ -225,12 +232,27 @@ class ControlLoop:
             if _changed(prior, d) or prior is None or d.timestamp - prior.timestamp >= self.config.decision_heartbeat_s:
                 self._stored[d.deployment] = d
                 w.submit(f"decision {d.deployment}", partial(_record_decision, decision=d))
+        self._persist_capacity(now)
         if self._last_prune is None or now - self._last_prune >= self.config.prune_every_s:
             self._last_prune = now
             horizon = self.config.retention_s
             w.submit(
                 "retention", lambda s: log.info("retention: %s", repo.prune(session=s, now=now, horizon_s=horizon))
             )
+
+    def _persist_capacity(self, now: float) -> None:
+        """Once a minute, what one replica of each deployment sustains (learned or configured), for operators."""
+        planner_for = getattr(self.planner, "planner_for", None)
+        if planner_for is None or now - self._capacity_at < self.config.decision_heartbeat_s:
+            return
+        self._capacity_at = now
+        for key in self.state.deployments():
+            model = planner_for(key).capacity
+            rps, source = model.requests_per_s(), {"learned": "observed", "configured": "configured"}.get(model.source)
+            if rps is not None and source is not None:
+                self.writer.submit(
+                    f"capacity {key}", partial(_record_capacity, deployment=key, rps=rps, source=source, now=now)
+                )
 
     def _snapshot(
         self, now: float, result: CollectResult, findings: list[Finding], decisions: list[Decision]

@@ -77,12 +77,17 @@ def settings_for(url: str, **overrides: object) -> Settings:
 
 
 def make_service(
-    url: str, clock: VirtualClock, fleet: ScriptedFleet, **kw: object
+    url: str, clock: VirtualClock, fleet: ScriptedFleet, *, overrides: dict[str, object] | None = None, **kw: object
 ) -> tuple[Service, Restored, VirtualTimer]:
     timer = VirtualTimer(clock)
     static = StaticTargets([ENGINE, GPU])
     service, restored = build_service(
-        settings_for(url), Sources(static, static), clock=clock, collector=fleet, sleep=timer.sleep, **kw
+        settings_for(url, **(overrides or {})),
+        Sources(static, static),
+        clock=clock,
+        collector=fleet,
+        sleep=timer.sleep,
+        **kw,
     )
     return service, restored, timer
 

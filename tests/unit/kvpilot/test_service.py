@@ -29,7 +29,8 @@ async def test_ticks_decide_detect_persist_and_publish(db) -> None:
     url, _ = db
     clock = VirtualClock(START)
     fleet = ScriptedFleet(clock, xid=79)
-    service, restored, timer = make_service(url, clock, fleet)
+    capacity = {"scaler": {"default": {"capacity_rps": 2.5}}}
+    service, restored, timer = make_service(url, clock, fleet, overrides=capacity)
     assert restored.findings == []
     assert not service.health().first_tick_done  # not ready before a complete tick
     await service.start(restored)
@@ -45,6 +46,9 @@ async def test_ticks_decide_detect_persist_and_publish(db) -> None:
         assert repo.latest_decisions(session=s)["llm/chat"].deployment == "llm/chat"
         assert repo.load_rollups(session=s, deployment="llm/chat")[0].values["arrival_rate"] is not None
         assert [d.key for d in repo.list_deployments(session=s).items] == ["llm/chat"]
+        cap = repo.get_capacity(session=s, deployment="llm/chat")
+        assert cap is not None
+        assert (cap.requests_per_s, cap.source) == (pytest.approx(2.5), "configured")
     text = generate_latest(service.registry).decode()
     assert 'kvpilot_finding_active{deployment="",gpu="GPU-0",kind="stuck_gpu",node="n0"' in text
     assert "kvpilot_store_up 1.0" in text
