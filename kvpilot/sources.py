@@ -75,6 +75,7 @@ class Sources(AbstractContextManager["Sources"]):
     static: StaticTargets
     resources: ExitStack = field(default_factory=ExitStack)
     simulator_url: str | None = None
+    collector: Any = None  # a source that replaces scraping (promql), else None: the scraping Collector
 
     def __enter__(self) -> Sources:
         return self
@@ -144,20 +145,23 @@ def _collector_source(kind: str, settings: Settings) -> Any:
         raise SettingsError(f"collector.discovery ({kind}): {e}") from None
 
 
-def _from_collector(kind: str) -> Callable[[Settings], Sources]:
-    def build(settings: Settings) -> Sources:
-        discovery = _collector_source(kind, settings)
-        static = StaticTargets([_target(t) for t in settings.collector.discovery.static_targets])
-        return Sources(_Merged(discovery.targets, static), static)
+def _kubernetes(settings: Settings) -> Sources:
+    discovery = _collector_source("kubernetes", settings)
+    static = StaticTargets([_target(t) for t in settings.collector.discovery.static_targets])
+    return Sources(_Merged(discovery.targets, static), static)
 
-    return build
+
+def _promql(settings: Settings) -> Sources:
+    """Prometheus already scrapes the fleet: its query API replaces the collect stage, not just discovery."""
+    source = _collector_source("promql", settings)
+    return Sources(discovery=source, static=StaticTargets(), collector=source)
 
 
 DISCOVERY: dict[str, Callable[[Settings], Sources]] = {
     "static": _static,
     "simulator": _simulator,
-    "kubernetes": _from_collector("kubernetes"),
-    "promql": _from_collector("promql"),
+    "kubernetes": _kubernetes,
+    "promql": _promql,
 }
 
 

@@ -81,6 +81,8 @@ def build_service(
     if detection is None:
         detection = Detection(thresholds, only=settings.detectors.only, restore=restored.findings)
     if collector is None:
+        collector = sources.collector
+    if collector is None:
         scrape = ScrapeConfig(timeout_s=c.timeout_s, max_bytes=c.max_body_bytes, max_concurrency=c.concurrency)
         collector = Collector(scrape, clock=clock)
     writer = BufferedWriter(sessions, max_pending=settings.store.buffer_max_writes)
