@@ -68,3 +68,56 @@ async def test_a_follower_does_not_actuate(tmp_path) -> None:
     assert not service.health().leader
     service.stop.set()
     await service.wait()
+
+
+async def test_approved_drain_cordons_and_evicts_through_the_api_server(tmp_path) -> None:
+    # The real NodeDrainer through the official client against tests/fakekube (with PDB-aware evictions).
+    from kubernetes import client
+
+    from detectors.drain_rails import DrainRails
+    from kvpilot.actuation import Actuation
+    from kvpilot.actuators.drain import NodeDrainer
+    from tests.fakekube.eviction import install
+    from tests.fakekube.server import FakeKube
+
+    kube = install(FakeKube()).start()
+    try:
+        kube.create("nodes", {"metadata": {"name": "n0"}, "spec": {}})
+        pod = {
+            "metadata": {
+                "name": "chat-0",
+                "namespace": "llm",
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "chat", "uid": "u"}],
+            },
+            "spec": {"nodeName": "n0", "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        kube.create("pods", pod, namespace="llm")
+        clock = VirtualClock(START)
+        fleet = ScriptedFleet(clock, xid=79, replicas=TWO_NODES)
+        service, restored, timer = make_service(f"sqlite:///{tmp_path / 'k.db'}", clock, fleet)
+        api = kube.api_client()
+        service.actuation = Actuation(
+            sessions=service.sessions,
+            clock=clock,
+            rails=DrainRails(dry_run=False),
+            drainer=NodeDrainer(client.CoreV1Api(api), clock=clock),
+            require_approval=False,
+        )
+        await service.start(restored)
+        await run_ticks(service, timer, 4)
+
+        def state() -> str:
+            with transaction(service.sessions) as s:
+                return repo.list_drains(session=s).items[0].state
+
+        await until(lambda: state() in ("done", "failed"), what="the drain finished", polls=4000)
+        assert state() == "done"
+        assert kube.get("nodes", "n0")["spec"]["unschedulable"] is True
+        pods, _ = kube.store.list(kube.resource("pods"), "llm")
+        assert pods == []  # evicted
+        service.stop.set()
+        await service.wait()
+        api.close()
+    finally:
+        kube.stop()
