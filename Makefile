@@ -35,6 +35,7 @@ bench: $(STAMP) system-deps
 	$(BIN)/python bench/scrape.py
 	$(BIN)/python bench/keda.py
 	$(BIN)/python bench/detectors.py
+	$(BIN)/python bench/simulator.py
 
 # Generated artefacts (dashboards, alert rules, gRPC stubs) are committed; CI fails when they are stale.
 generate: $(STAMP)
