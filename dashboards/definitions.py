@@ -230,11 +230,25 @@ def deployment_detail(c: Config = CONFIG) -> Dashboard:
                     ),
                     Panel(
                         "KV usage per replica",
-                        "KV pool usage of each replica and the projected time until it is full.",
+                        "KV pool usage of each replica. Near 1 the engine preempts requests.",
                         (_q(f"kvpilot_replica_kv_usage_ratio{{{d}}}", "{{replica}}"),),
                         unit="percentunit",
                         min=0,
                         max=1,
+                    ),
+                    Panel(
+                        "Projected time until the KV pool is full",
+                        "From each replica's KV-usage trend; only replicas whose usage is rising have a value. "
+                        "The KvCacheExhaustionImminent alert fires below its threshold.",
+                        (_q(f"kvpilot_kv_time_to_exhaustion_seconds{{{d}}}", "{{replica}}"),),
+                        unit="s",
+                        min=0,
+                    ),
+                    Panel(
+                        "Requests running per replica",
+                        "Requests in each replica's running batch: uneven batches point at routing or a slow GPU.",
+                        (_q(f"kvpilot_replica_requests_running{{{d}}}", "{{replica}}"),),
+                        min=0,
                     ),
                 ),
             ),
@@ -362,6 +376,24 @@ def kvpilot_self(c: Config = CONFIG) -> Dashboard:
                             _q("kvpilot_store_pending_writes", "pending writes"),
                         ),
                         min=0,
+                    ),
+                    Panel(
+                        "Writes dropped and stage errors",
+                        "Buffered writes dropped because the store stayed down past the buffer's size, and loop "
+                        "stages that raised (the loop carries on; the log says why).",
+                        (
+                            _q(f"increase(kvpilot_store_dropped_writes_total[{w}])", "dropped writes"),
+                            _q(f"sum by (stage) (increase(kvpilot_loop_stage_errors_total[{w}]))", "errors: {{stage}}"),
+                        ),
+                        min=0,
+                    ),
+                    Panel(
+                        "Leader",
+                        "1 on the kvpilot replica that holds the Lease and may actuate (drains, direct scaling); "
+                        "the others serve reads.",
+                        (_q("kvpilot_leader", "{{instance}}"),),
+                        min=0,
+                        max=1,
                     ),
                 ),
             ),

@@ -28,6 +28,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("scrape", "scrape"),
     ("run", "run"),
     ("db", "db"),
+    ("demo", "demo"),
 ]
 
 
@@ -51,3 +52,7 @@ _register()
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -133,10 +133,20 @@ def layout(snap: Snapshot | None, events: Sequence[Event], header: str) -> Layou
         return root
     root.split_column(
         Layout(Text(header, style="bold"), size=1),
-        Layout(deployments_table(snap), size=4 + max(1, len(snap.deployments))),
+        Layout(deployments_table(snap), size=5 + 2 * max(1, len(snap.deployments))),
         Layout(name="middle"),
         Layout(name="bottom", size=10),
     )
     root["middle"].split_row(Layout(replicas_table(snap)), Layout(gpus_table(snap)))
     root["bottom"].split_row(Layout(findings_panel(snap), ratio=3), Layout(events_panel(events), ratio=2))
     return root
+
+
+def status_line(snap: Snapshot, header: str) -> str:
+    """One line per deployment state, for when the output is not a terminal (CI logs, pipes)."""
+    parts = []
+    for key, dep in sorted(snap.deployments.items()):
+        decision = snap.decisions.get(key)
+        desired = decision.desired_replicas if decision else "–"
+        parts.append(f"{key}: ready={dep.ready_replicas} desired={desired} waiting={fmt(dep.requests_waiting, '.0f')}")
+    return f"{header.split(' · ')[-1]} | {' '.join(parts)} | findings={len(snap.findings)}"
