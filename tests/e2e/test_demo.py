@@ -51,7 +51,8 @@ def test_demo_api_answers_while_running():
 
     async def main():
         stop_holder["loop"], stop_holder["stop"] = asyncio.get_running_loop(), asyncio.Event()
-        await run_demo(DemoConfig(speed=20.0, duration_s=60.0, faults=()), on_update=on_update, stop=stop_holder["stop"])
+        cfg = DemoConfig(speed=20.0, duration_s=60.0, faults=())
+        await run_demo(cfg, on_update=on_update, stop=stop_holder["stop"])
 
     thread = threading.Thread(target=asyncio.run, args=(main(),))
     thread.start()
