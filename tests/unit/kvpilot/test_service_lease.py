@@ -82,3 +82,43 @@ def test_release_hands_over_at_once(kube: FakeKube, clock: VirtualClock) -> None
     a.release()
     assert not a.leader
     assert b.try_acquire_or_renew()  # no waiting for expiry
+
+
+async def test_two_replicas_one_actuates_and_the_other_takes_over(
+    kube: FakeKube, clock: VirtualClock, tmp_path
+) -> None:
+    # Two kvpilot services share a store and a Lease: both detect, only the holder requests drains; when the
+    # holder shuts down it releases the Lease and the other one takes over at its next renewal.
+    from store import repo
+    from store.db import transaction
+    from tests.unit.kvpilot.fleet_double import ScriptedFleet, make_service, run_ticks, until
+
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    two_nodes = (("chat-0", "n0"), ("chat-1", "n1"))
+    electors = {who: _elector(kube, clock, who) for who in ("a", "b")}
+    services = {}
+    for who, elector in electors.items():
+        fleet = ScriptedFleet(clock, xid=79, replicas=two_nodes)
+        services[who] = make_service(url, clock, fleet, leadership=elector)
+    for service, restored, _ in services.values():
+        await service.start(restored)
+    await until(lambda: sum(e.leader for e in electors.values()) == 1, what="one leader elected")
+    for _ in range(4):
+        for service, _, timer in services.values():
+            await run_ticks(service, timer, 1)
+    leader = next(w for w, e in electors.items() if e.leader)
+    follower = "b" if leader == "a" else "a"
+    with transaction(services[leader][0].sessions) as s:
+        drains = repo.list_drains(session=s).items
+    assert [(d.node, d.requested_by) for d in drains] == [("n0", "kvpilot")]  # one request, not one per replica
+    assert [f.kind for f in services[follower][0].snapshot().findings] == ["stuck_gpu"]  # the follower detects too
+    assert not services[follower][0].health().leader
+
+    services[leader][0].stop.set()
+    await services[leader][0].wait()  # releases the Lease
+    service, _, timer = services[follower]
+    await run_ticks(service, timer, 2)  # its next renewal finds the Lease free
+    await until(lambda: electors[follower].leader, what="the follower took over")
+    assert kube.get("leases", "kvpilot-leader", namespace="kv")["spec"]["holderIdentity"] == follower
+    service.stop.set()
+    await service.wait()
