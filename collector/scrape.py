@@ -3,7 +3,8 @@
 `Collector.collect_once(targets)` scrapes every target once (the control loop's tick and `kvpilot scrape`);
 `ScrapeLoop` does so every interval, spreading targets over the interval by a deterministic per-target
 offset, counting overruns, and following targets that come and go. Pages are turned into canonical
-samples by `collector.adapt.adapt_page`, the same adapters `kvpilot parse` and the PromQL source use.
+samples by `collector.adapt.adapt_page`, the same adapters `kvpilot parse` and the PromQL source use;
+the GET itself is `collector.scrape_http` (a lean asyncio client by default, httpx on request).
 """
 
 from __future__ import annotations
@@ -18,16 +19,14 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import httpx
-
 from collector.clock import Clock, VirtualClock, WallClock
 from collector.health import HealthBook, TargetHealth
 from collector.samples import GpuSample, ReplicaSample, TargetInfo
+from collector.scrape_http import ACCEPT as ACCEPT
+from collector.scrape_http import FETCHERS, Fetcher, ScrapeError
 
 log = logging.getLogger(__name__)
 
-# Prefer the classic text format (what every engine serves); accept OpenMetrics, as Prometheus does.
-ACCEPT = "text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 
 
@@ -48,10 +47,6 @@ AdaptFn = Callable[..., AdaptedPageLike]
 Sleep = Callable[[float], Awaitable[None]]
 
 
-class ScrapeError(Exception):
-    """A scrape failed for a reason worth showing an operator as is (HTTP status, size, timeout)."""
-
-
 @dataclass(frozen=True, slots=True)
 class ScrapeConfig:
     """Limits for every scrape, validated once. ``timeout_s`` bounds the whole scrape (connect, headers
@@ -60,8 +55,11 @@ class ScrapeConfig:
     timeout_s: float = 3.0
     max_bytes: int = DEFAULT_MAX_BYTES
     max_concurrency: int = 64
+    http_client: str = "asyncio"  # a key of collector.scrape_http.FETCHERS
 
     def __post_init__(self) -> None:
+        if self.http_client not in FETCHERS:
+            raise ValueError(f"scrape config: http_client must be one of {sorted(FETCHERS)}, got {self.http_client!r}")
         if not self.timeout_s > 0:
             raise ValueError(f"scrape config: timeout_s must be > 0, got {self.timeout_s}")
         if self.max_bytes < 1:
@@ -121,35 +119,6 @@ def jitter_offset(url: str, interval_s: float, spread_fraction: float) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64 * interval_s * spread_fraction
 
 
-async def fetch(client: httpx.AsyncClient, url: str, *, max_bytes: int) -> tuple[bytes, str | None]:
-    """GET ``url``, streaming the body and refusing more than ``max_bytes`` (after decompression, so a
-    gzip bomb is cut off too). Returns the body and the Content-Type."""
-    async with client.stream("GET", url, headers={"Accept": ACCEPT}) as response:
-        if response.status_code != 200:
-            raise ScrapeError(f"HTTP {response.status_code} {response.reason_phrase}".rstrip())
-        declared = response.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-            raise ScrapeError(f"body exceeds {max_bytes} bytes (Content-Length {declared})")
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > max_bytes:
-                raise ScrapeError(f"body exceeds {max_bytes} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks), response.headers.get("content-type")
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, ScrapeError):
-        return str(exc)
-    if isinstance(exc, httpx.ConnectError):
-        return f"connection failed: {exc or type(exc).__name__}"
-    if isinstance(exc, httpx.HTTPError):
-        return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return f"{type(exc).__name__}: {exc}"
-
-
 class Collector:
     """Scrapes targets with one shared HTTP client: at most ``max_concurrency`` at once, each within
     ``timeout_s`` and ``max_bytes``; records per-target health. Use as ``async with Collector() as c``."""
@@ -160,7 +129,7 @@ class Collector:
         *,
         clock: Clock | None = None,
         adapt: AdaptFn | None = None,
-        client: httpx.AsyncClient | None = None,
+        fetcher: Fetcher | None = None,
     ) -> None:
         self.config = config or ScrapeConfig()
         self.clock: Clock = clock or WallClock()
@@ -170,18 +139,8 @@ class Collector:
             self._adapt: AdaptFn = adapt_page
         else:
             self._adapt = adapt
-        self._own_client = client is None
-        self._client = client or httpx.AsyncClient(
-            # Targets are pods on the cluster network: no proxies from the environment.
-            trust_env=False,
-            follow_redirects=False,
-            timeout=httpx.Timeout(self.config.timeout_s),
-            limits=httpx.Limits(
-                max_connections=self.config.max_concurrency,
-                max_keepalive_connections=self.config.max_concurrency,
-            ),
-            headers={"User-Agent": "kvpilot"},
-        )
+        self._own_fetcher = fetcher is None
+        self._fetcher = fetcher or FETCHERS[self.config.http_client](max_connections=self.config.max_concurrency)
         self._semaphore = asyncio.Semaphore(self.config.max_concurrency)
         self.health = HealthBook()
 
@@ -192,8 +151,8 @@ class Collector:
         await self.aclose()
 
     async def aclose(self) -> None:
-        if self._own_client:
-            await self._client.aclose()
+        if self._own_fetcher:
+            await self._fetcher.aclose()
 
     async def scrape(self, target: TargetInfo) -> ScrapeResult:
         """Scrape one target; never raises for the target's faults (they become ``ok=False``)."""
@@ -203,12 +162,14 @@ class Collector:
             body: bytes | None = None
             try:
                 async with asyncio.timeout(self.config.timeout_s):
-                    body, content_type = await fetch(self._client, target.url, max_bytes=self.config.max_bytes)
+                    body, content_type = await self._fetcher.get(target.url, max_bytes=self.config.max_bytes)
                 page = self._adapt(body, target, started_ts, content_type=content_type)
             except TimeoutError:
                 return self._failed(target, started_ts, t0, f"timed out after {self.config.timeout_s:g} s", body)
-            except (httpx.HTTPError, ScrapeError, OSError) as exc:
-                return self._failed(target, started_ts, t0, _describe(exc), body)
+            except ScrapeError as exc:
+                return self._failed(target, started_ts, t0, str(exc), body)
+            except OSError as exc:
+                return self._failed(target, started_ts, t0, f"connection failed: {exc.strerror or exc}", body)
             except ValueError as exc:  # parse errors and pages no adapter recognises
                 return self._failed(target, started_ts, t0, f"unreadable page: {exc}", body)
             duration = time.perf_counter() - t0

@@ -183,8 +183,18 @@ async def _until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None
             await asyncio.sleep(0.01)
 
 
-def collector(**config: float) -> Collector:
-    return Collector(ScrapeConfig(**config), clock=VirtualClock(100.0), adapt=adapt)  # type: ignore[arg-type]
+@pytest.fixture(params=["asyncio", "httpx"])
+def http_client(request: pytest.FixtureRequest) -> str:
+    """Every behaviour holds for each HTTP backend in collector.scrape_http.FETCHERS."""
+    return str(request.param)
+
+
+def collector(http_client: str = "asyncio", **config: float) -> Collector:
+    return Collector(
+        ScrapeConfig(http_client=http_client, **config),  # type: ignore[arg-type]
+        clock=VirtualClock(100.0),
+        adapt=adapt,  # type: ignore[arg-type]
+    )
 
 
 FAILURE_CASES = [
@@ -210,8 +220,10 @@ FAILURE_CASES = [
 
 
 @pytest.mark.parametrize(("path", "config", "reason"), FAILURE_CASES)
-async def test_failures_are_reported_per_target(pages: Pages, path: str, config: dict[str, float], reason: str) -> None:
-    async with collector(**config) as c:
+async def test_failures_are_reported_per_target(
+    pages: Pages, http_client: str, path: str, config: dict[str, float], reason: str
+) -> None:
+    async with collector(http_client, **config) as c:
         result = await c.scrape(pages.target(path))
     assert not result.ok
     assert result.error is not None
@@ -224,23 +236,23 @@ async def test_failures_are_reported_per_target(pages: Pages, path: str, config:
     assert health.last_error == result.error
 
 
-async def test_connection_refused() -> None:
+async def test_connection_refused(http_client: str) -> None:
     port = free_port()  # nothing listens there
-    async with collector() as c:
+    async with collector(http_client) as c:
         result = await c.scrape(TargetInfo(url=f"http://127.0.0.1:{port}/metrics"))
     assert not result.ok
     assert result.error is not None
     assert "connection failed" in result.error
 
 
-async def test_collect_once_mixes_good_and_bad_targets(pages: Pages) -> None:
+async def test_collect_once_mixes_good_and_bad_targets(pages: Pages, http_client: str) -> None:
     good, gz, gpu, bad = (
         pages.target("/metrics"),
         pages.target("/gzip"),
         pages.target("/gpu", kind="gpu"),
         pages.target("/500"),
     )
-    async with collector() as c:
+    async with collector(http_client) as c:
         result = await c.collect_once([good, gz, gpu, bad, good])  # the duplicate is scraped once
     assert pages.server.hits["/metrics"] == 1
     assert [r.requests_running for r in result.replicas] == [3.0, 3.0]
@@ -289,10 +301,10 @@ async def test_health_streaks_and_forgetting(pages: Pages) -> None:
     assert set(result.health) == {good.url}
 
 
-async def test_concurrency_is_bounded(pages: Pages) -> None:
+async def test_concurrency_is_bounded(pages: Pages, http_client: str) -> None:
     # with 2 slots and 5 hanging targets, exactly 2 requests reach the server until released
     targets = [pages.target(f"/slow?{i}") for i in range(5)]
-    async with collector(max_concurrency=2, timeout_s=30) as c:
+    async with collector(http_client, max_concurrency=2, timeout_s=30) as c:
         task = asyncio.create_task(c.collect_once(targets))
         await _until(lambda: sum(pages.server.hits.values()) >= 2)
         for _ in range(20):  # give a third request every chance to slip through
@@ -314,7 +326,8 @@ def test_jitter_offsets_are_stable_and_spread() -> None:
 
 @pytest.mark.parametrize(
     "config",
-    [{"timeout_s": 0}, {"max_bytes": 0}, {"max_concurrency": 0}],  # each limit must be positive
+    # each limit must be positive; the HTTP backend must exist
+    [{"timeout_s": 0}, {"max_bytes": 0}, {"max_concurrency": 0}, {"http_client": "curl"}],
 )
 def test_bad_scrape_config_is_rejected(config: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="scrape config"):

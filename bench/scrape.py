@@ -1,0 +1,368 @@
+"""Scrape loop benchmark: kvpilot's collector against a real Prometheus over the same 1,000 local targets.
+
+One server process (pinned to core 1) serves 1,000 targets on per-target paths: 900 real vLLM pages (the
+captured page in tests/fixtures/metrics, 21 KB) and 100 dcgm-exporter pages (the captured T4 page grown to
+the 8 GPUs of a real node). Then, in the same run and pinned to core 0 in turn:
+
+- ours: `collector.scrape.ScrapeLoop` every 5 s (parse, adapt, FleetState.observe) for ``--duration`` s;
+- peer: Debian's `prometheus` (GOMAXPROCS=1), scrape_interval 5 s, one static_config per target with
+  its ``__metrics_path__``, for ``--duration`` s.
+
+Both are measured from outside through /proc after they report ready: CPU seconds (utime + stime), peak
+RSS (VmHWM), and scrapes as counted by the server (by User-Agent), so neither measures itself. The last
+line is ``ratio: N.NN``, CPU seconds per 1,000 scrapes, ours / Prometheus (goal <= 1).
+
+    .venv/bin/python bench/scrape.py                  # 1,000 targets, 60 s each
+    .venv/bin/python bench/scrape.py --duration 20    # shorter
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+FIXTURES = REPO / "tests" / "fixtures" / "metrics"
+VLLM_PAGE = FIXTURES / "vllm__DataDog__integrations-core__vllm_metrics.txt"
+DCGM_PAGE = FIXTURES / "dcgm__DataDog__integrations-core__metrics.txt"
+GPUS_PER_NODE = 8
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# -- pages ------------------------------------------------------------------------------------------------
+
+
+def build_pages() -> tuple[bytes, bytes]:
+    """The vLLM capture as is; the dcgm capture's GPU 0 (T4, driver 460) repeated for 8 GPUs."""
+    vllm = VLLM_PAGE.read_bytes()
+    meta: list[str] = []
+    gpu0: list[str] = []
+    for line in DCGM_PAGE.read_text().splitlines():
+        if line.startswith("#"):
+            if line not in meta:
+                meta.append(line)
+        elif 'gpu="0"' in line and 'DCGM_FI_DRIVER_VERSION="460' in line:
+            gpu0.append(line)
+    out: list[str] = []
+    families = {m.split()[2]: m for m in meta if m.startswith("# TYPE")}
+    for name, type_line in families.items():
+        out.extend(m for m in meta if m.startswith("# HELP " + name + " "))
+        out.append(type_line)
+        for line in gpu0:
+            if line.startswith(name + "{"):
+                for i in range(GPUS_PER_NODE):
+                    uuid = f"GPU-{i:08x}-0da5-6d26-a36a-e7af1ce2586e"
+                    out.append(
+                        re.sub(r'UUID="[^"]+"', f'UUID="{uuid}"', line.replace('gpu="0"', f'gpu="{i}"')).replace(
+                            'device="nvidia0"', f'device="nvidia{i}"'
+                        )
+                    )
+    return vllm, ("\n".join(out) + "\n").encode()
+
+
+def target_path(i: int) -> str:
+    return f"/t/{i}/metrics"
+
+
+# -- the page server (its own process, core 1) ----------------------------------------------------------------
+
+
+async def serve(n_targets: int, n_gpu: int) -> None:
+    vllm, dcgm = build_pages()
+    bodies = {target_path(i).encode(): (dcgm if i >= n_targets - n_gpu else vllm) for i in range(n_targets)}
+    heads = {
+        body_id: b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %d\r\n\r\n" % len(b)
+        for body_id, b in ((id(vllm), vllm), (id(dcgm), dcgm))
+    }
+    counts: Counter[str] = Counter()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                request = await reader.readuntil(b"\r\n\r\n")
+                first, _, rest = request.partition(b"\r\n")
+                path = first.split(b" ")[1]
+                agent = "prometheus" if b"User-Agent: Prometheus" in rest else "other"
+                if path == b"/stats":
+                    payload = json.dumps(counts).encode()
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
+                    continue
+                body = bodies.get(path)
+                if body is None:
+                    writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                    continue
+                counts[agent] += 1
+                writer.write(heads[id(body)])
+                writer.write(body)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=2048)
+    print(f"port {server.sockets[0].getsockname()[1]}", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+# -- ours (its own process, core 0) -----------------------------------------------------------------------------
+
+
+async def run_ours(
+    base: str, n_targets: int, n_gpu: int, duration_s: float, interval_s: float, concurrency: int
+) -> dict[str, Any]:
+    from collector.samples import TargetInfo
+    from collector.scrape import Collector, CollectResult, ScrapeConfig, ScrapeLoop
+    from collector.state import FleetState
+
+    targets = [
+        TargetInfo(
+            url=f"{base}{target_path(i)}",
+            kind="gpu" if i >= n_targets - n_gpu else "engine",
+            namespace="bench",
+            deployment=f"d{i % 50}",
+            pod=f"p{i}",
+            node=f"n{i % n_gpu}",
+        )
+        for i in range(n_targets)
+    ]
+    state = FleetState()
+    tick_s: list[float] = []
+    failures: Counter[str] = Counter()
+
+    async def discover() -> list[TargetInfo]:
+        return targets
+
+    async def on_tick(result: CollectResult) -> None:
+        state.observe(
+            result.replicas,
+            result.gpus,
+            now=result.timestamp,
+            down_targets=result.down_targets,
+            gpu_nodes_scraped=result.gpu_nodes_scraped,
+        )
+        failures.update(r.error or "" for r in result.results if not r.ok)
+        tick_s.append(time.time() - result.timestamp)  # start of the tick to its state update
+
+    stop = asyncio.Event()
+    async with Collector(ScrapeConfig(timeout_s=4.0, max_concurrency=concurrency)) as collector:
+        loop = ScrapeLoop(collector, discover, on_tick, interval_s=interval_s)
+        print("ready", flush=True)
+        await asyncio.to_thread(sys.stdin.readline)  # "go", once the parent has read our starting counters
+        task = loop.start(stop)
+        await asyncio.sleep(duration_s)
+        stop.set()
+        await task
+    return {
+        "ticks": loop.ticks,
+        "overruns": loop.overruns,
+        "failures": dict(failures.most_common(3)),
+        "tick_s_max": round(max(tick_s, default=0.0), 3),
+        "replicas": len(state.replicas()),
+        "gpus": len(state.gpus()),
+    }
+
+
+# -- measuring from outside -------------------------------------------------------------------------------------
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def server_counts(base: str) -> Counter[str]:
+    import httpx
+
+    return Counter(httpx.get(f"{base}/stats", timeout=10, trust_env=False).json())
+
+
+def measure_ours(base: str, args: argparse.Namespace) -> dict[str, Any]:
+    cmd = [
+        "taskset",
+        "-c",
+        args.core,
+        sys.executable,
+        __file__,
+        "--role",
+        "ours",
+        "--base",
+        base,
+        "--targets",
+        str(args.targets),
+        "--gpu-targets",
+        str(args.gpu_targets),
+        "--duration",
+        str(args.duration),
+        "--concurrency",
+        str(args.concurrency),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdin is not None
+    if proc.stdout.readline().strip() != "ready":
+        raise RuntimeError("our scrape loop did not start")
+    cpu0, n0, t0 = cpu_s(proc.pid), server_counts(base)["other"], time.monotonic()
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    summary = json.loads(proc.stdout.readline())
+    cpu1, n1, wall = cpu_s(proc.pid), server_counts(base)["other"], time.monotonic() - t0
+    rss = peak_rss_mb(proc.pid)
+    proc.stdin.write("bye\n")
+    proc.stdin.flush()
+    proc.wait(30)
+    return {"cpu_s": cpu1 - cpu0, "scrapes": n1 - n0, "wall_s": wall, "rss_mb": rss, **summary}
+
+
+def measure_prometheus(base: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    prometheus = shutil.which("prometheus")
+    if prometheus is None:
+        raise SystemExit("bench/scrape.py: Debian's `prometheus` is not installed (apt-get install prometheus)")
+    host = base.split("://", 1)[1]
+    config = {
+        "global": {"scrape_interval": f"{args.interval:g}s", "scrape_timeout": "4s"},
+        "scrape_configs": [
+            {
+                "job_name": "bench",
+                "static_configs": [
+                    {"targets": [host], "labels": {"__metrics_path__": target_path(i), "target": str(i)}}
+                    for i in range(args.targets)
+                ],
+            }
+        ],
+    }
+    (tmp / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
+    sock = __import__("socket").socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    log = (tmp / "prometheus.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            "taskset",
+            "-c",
+            args.core,
+            prometheus,
+            f"--config.file={tmp / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "GOMAXPROCS": "1"},
+    )
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/-/ready", timeout=2, trust_env=False).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise RuntimeError(f"prometheus did not become ready; see {tmp / 'prometheus.log'}")
+        time.sleep(0.2)
+    cpu0, n0, t0 = cpu_s(proc.pid), server_counts(base)["prometheus"], time.monotonic()
+    time.sleep(args.duration)
+    cpu1, n1, wall = cpu_s(proc.pid), server_counts(base)["prometheus"], time.monotonic() - t0
+    rss = peak_rss_mb(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
+    return {"cpu_s": cpu1 - cpu0, "scrapes": n1 - n0, "wall_s": wall, "rss_mb": rss}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--role", choices=["all", "server", "ours"], default="all")
+    parser.add_argument("--targets", type=int, default=1000)
+    parser.add_argument("--gpu-targets", type=int, default=100)
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds for each of ours and Prometheus")
+    parser.add_argument("--interval", type=float, default=5.0)
+    parser.add_argument("--base", default="")
+    parser.add_argument("--concurrency", type=int, default=16, help="our scrapes in flight at once")
+    parser.add_argument("--core", default="0", help="the core ours and Prometheus are pinned to")
+    parser.add_argument("--server-core", default="1")
+    args = parser.parse_args()
+
+    if args.role == "server":
+        asyncio.run(serve(args.targets, args.gpu_targets))
+        return
+    if args.role == "ours":
+        summary = asyncio.run(
+            run_ours(args.base, args.targets, args.gpu_targets, args.duration, args.interval, args.concurrency)
+        )
+        print(json.dumps(summary), flush=True)
+        sys.stdin.readline()  # stay alive until the parent has read our /proc counters
+        return
+
+    server = subprocess.Popen(
+        [
+            "taskset",
+            "-c",
+            args.server_core,
+            sys.executable,
+            __file__,
+            "--role",
+            "server",
+            "--targets",
+            str(args.targets),
+            "--gpu-targets",
+            str(args.gpu_targets),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        base = f"http://127.0.0.1:{server.stdout.readline().split()[1]}"
+        vllm, dcgm = build_pages()
+        print(
+            f"{args.targets} targets ({args.targets - args.gpu_targets} vLLM pages of {len(vllm) / 1024:.1f} KiB, "
+            f"{args.gpu_targets} dcgm pages of {len(dcgm) / 1024:.1f} KiB), every {args.interval:g} s, "
+            f"{args.duration:g} s each, pinned to core {args.core}; server on core {args.server_core}"
+        )
+        ours = measure_ours(base, args)
+        with tempfile.TemporaryDirectory(prefix="kvpilot-bench-prom-") as tmp:
+            prom = measure_prometheus(base, args, Path(tmp))
+    finally:
+        server.terminate()
+        server.wait(10)
+
+    expected = args.targets * args.duration / args.interval
+    print(f"{'':12} {'scrapes':>8} {'expected':>9} {'CPU s':>7} {'CPU s/1000 scrapes':>19} {'peak RSS MB':>12}")
+    for name, m in (("kvpilot", ours), ("prometheus", prom)):
+        per_k = m["cpu_s"] / m["scrapes"] * 1000 if m["scrapes"] else float("nan")
+        m["per_k"] = per_k
+        print(f"{name:12} {m['scrapes']:>8} {expected:>9.0f} {m['cpu_s']:>7.2f} {per_k:>19.3f} {m['rss_mb']:>12.1f}")
+    print(
+        f"kvpilot: ticks {ours['ticks']}, overruns {ours['overruns']}, slowest tick {ours['tick_s_max']} s, "
+        f"failures {ours['failures'] or 'none'}, FleetState {ours['replicas']} replicas / {ours['gpus']} GPUs"
+    )
+    print(f"ratio: {ours['per_k'] / prom['per_k']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

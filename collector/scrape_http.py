@@ -1,0 +1,281 @@
+"""The HTTP GET under each scrape, behind one small interface, one backend per class, registered in
+``FETCHERS``.
+
+- ``asyncio`` (default): HTTP/1.1 straight on asyncio streams, one kept-alive connection per target,
+  gzip, chunked, size-capped while reading. A scrape is one GET of one page, and at 200 scrapes/s the
+  general-purpose client's per-request machinery (connection-pool scans, anyio, h11) cost ~3x the parse
+  itself (bench/scrape.py); this does only what a scrape needs.
+- ``httpx``: httpx.AsyncClient, for what the lean client does not do (proxies, HTTP/2, client certificates
+  through its configuration).
+
+Both raise `ScrapeError` with an operator-readable reason; the caller bounds the whole call in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import zlib
+from collections.abc import Callable
+from typing import Protocol
+from urllib.parse import urlsplit
+
+import httpx
+
+# Prefer the classic text format (what every engine serves); accept OpenMetrics, as Prometheus does.
+ACCEPT = "text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"
+USER_AGENT = "kvpilot"
+MAX_HEADER_BYTES = 64 * 1024
+
+
+class ScrapeError(Exception):
+    """A scrape failed for a reason worth showing an operator as is (HTTP status, size, connection)."""
+
+
+class Fetcher(Protocol):
+    async def get(self, url: str, *, max_bytes: int) -> tuple[bytes, str | None]:
+        """The body (at most ``max_bytes`` once decoded) and its Content-Type; raises `ScrapeError`."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def _too_big(max_bytes: int, declared: str | None = None) -> ScrapeError:
+    extra = f" (Content-Length {declared})" if declared else ""
+    return ScrapeError(f"body exceeds {max_bytes} bytes{extra}")
+
+
+# -- asyncio streams ------------------------------------------------------------------------------------------
+
+
+class _Conn:
+    __slots__ = ("reader", "writer")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class _Body:
+    """Collects a body up to a cap, inflating gzip on the way (the cap applies to the inflated size)."""
+
+    __slots__ = ("chunks", "inflate", "max_bytes", "size")
+
+    def __init__(self, max_bytes: int, encoding: str) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        self.chunks: list[bytes] = []
+        if encoding in ("", "identity"):
+            self.inflate: zlib._Decompress | None = None
+        elif encoding in ("gzip", "x-gzip", "deflate"):
+            self.inflate = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header, detected
+        else:
+            raise ScrapeError(f"unsupported Content-Encoding {encoding!r}")
+
+    def add(self, data: bytes) -> None:
+        if self.inflate is not None:
+            try:
+                data = self.inflate.decompress(data, self.max_bytes + 1 - self.size)
+            except zlib.error as e:
+                raise ScrapeError(f"bad gzip body: {e}") from None
+            if self.inflate.unconsumed_tail:
+                raise _too_big(self.max_bytes)
+        self.size += len(data)
+        if self.size > self.max_bytes:
+            raise _too_big(self.max_bytes)
+        self.chunks.append(data)
+
+    def result(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+class StreamFetcher:
+    """HTTP/1.1 GET over asyncio streams, keeping one idle connection per (scheme, host, port)."""
+
+    def __init__(self, *, ssl_context: ssl.SSLContext | None = None) -> None:
+        self._idle: dict[tuple[str, str, int], _Conn] = {}
+        self._ssl = ssl_context
+
+    async def aclose(self) -> None:
+        for conn in self._idle.values():
+            conn.close()
+        self._idle.clear()
+
+    async def get(self, url: str, *, max_bytes: int) -> tuple[bytes, str | None]:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ScrapeError(f"not an http(s) URL: {url}")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        key = (parts.scheme, parts.hostname, port)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        host_header = parts.netloc.rpartition("@")[2]
+        request = (
+            f"GET {path} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: {USER_AGENT}\r\nAccept: {ACCEPT}\r\n"
+            "Accept-Encoding: gzip\r\nConnection: keep-alive\r\n\r\n"
+        ).encode("latin-1")
+        conn = self._idle.pop(key, None)
+        if conn is not None:
+            try:
+                return await self._exchange(key, conn, request, max_bytes)
+            except _StaleConnection:
+                pass  # the server closed the kept-alive connection meanwhile: one fresh try, as urllib3 does
+        conn = await self._connect(key)
+        try:
+            return await self._exchange(key, conn, request, max_bytes)
+        except _StaleConnection:
+            raise ScrapeError("connection closed by the target before it answered") from None
+
+    async def _connect(self, key: tuple[str, str, int]) -> _Conn:
+        scheme, host, port = key
+        context: ssl.SSLContext | None = None
+        if scheme == "https":
+            context = self._ssl or ssl.create_default_context()
+        try:
+            reader, writer = await asyncio.open_connection(host, port, ssl=context, limit=MAX_HEADER_BYTES)
+        except OSError as e:
+            raise ScrapeError(f"connection failed: {e.strerror or e}") from None
+        return _Conn(reader, writer)
+
+    async def _exchange(
+        self, key: tuple[str, str, int], conn: _Conn, request: bytes, max_bytes: int
+    ) -> tuple[bytes, str | None]:
+        reusable = False
+        try:
+            conn.writer.write(request)
+            try:
+                head = await conn.reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError as e:
+                if not e.partial:
+                    raise _StaleConnection from None
+                raise ScrapeError("connection closed in the middle of the response headers") from None
+            except asyncio.LimitOverrunError:
+                raise ScrapeError(f"response headers exceed {MAX_HEADER_BYTES} bytes") from None
+            except ConnectionError as e:
+                raise _StaleConnection from e
+            status, headers, keep_alive = _parse_head(head)
+            if status != 200:
+                raise ScrapeError(f"HTTP {status}")
+            body = _Body(max_bytes, headers.get("content-encoding", "").strip().lower())
+            declared = headers.get("content-length")
+            if "chunked" in headers.get("transfer-encoding", "").lower():
+                await _read_chunked(conn.reader, body)
+            elif declared is not None:
+                if not declared.strip().isdigit():
+                    raise ScrapeError(f"bad Content-Length {declared!r}")
+                length = int(declared)
+                if body.inflate is None and length > max_bytes:
+                    raise _too_big(max_bytes, declared)
+                await _read_exactly(conn.reader, length, body)
+            else:
+                keep_alive = False  # the body ends when the connection does
+                while data := await conn.reader.read(65536):
+                    body.add(data)
+            reusable = keep_alive
+            return body.result(), headers.get("content-type")
+        except OSError as e:
+            raise ScrapeError(f"connection failed: {e.strerror or e}") from None
+        finally:
+            if reusable and key not in self._idle:
+                self._idle[key] = conn
+            else:
+                conn.close()
+
+
+class _StaleConnection(Exception):
+    """A kept-alive connection the server had already closed (nothing of the response was read)."""
+
+
+def _parse_head(head: bytes) -> tuple[int, dict[str, str], bool]:
+    lines = head.decode("latin-1").split("\r\n")
+    version, _, rest = lines[0].partition(" ")
+    code = rest[:3]
+    if not version.startswith("HTTP/") or not code.isdigit():
+        raise ScrapeError(f"not an HTTP response: {lines[0][:80]!r}")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+    connection = headers.get("connection", "").lower()
+    keep_alive = "close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection
+    return int(code), headers, keep_alive
+
+
+async def _read_exactly(reader: asyncio.StreamReader, length: int, body: _Body) -> None:
+    remaining = length
+    while remaining:
+        data = await reader.read(min(remaining, 65536))
+        if not data:
+            raise ScrapeError(f"connection closed {remaining} bytes before the end of the body")
+        remaining -= len(data)
+        body.add(data)
+
+
+async def _read_chunked(reader: asyncio.StreamReader, body: _Body) -> None:
+    while True:
+        size_line = await reader.readline()
+        if not size_line.endswith(b"\n"):
+            raise ScrapeError("connection closed in the middle of a chunked body")
+        try:
+            size = int(size_line.split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            raise ScrapeError(f"bad chunk size line {size_line[:40]!r}") from None
+        if size == 0:
+            while (await reader.readline()).strip():  # trailers
+                pass
+            return
+        if body.inflate is None and body.size + size > body.max_bytes:
+            raise _too_big(body.max_bytes)
+        await _read_exactly(reader, size, body)
+        await reader.readexactly(2)  # CRLF after the chunk
+
+
+# -- httpx ----------------------------------------------------------------------------------------------------
+
+
+class HttpxFetcher:
+    """The same contract on httpx.AsyncClient (streaming, so the cap applies while reading)."""
+
+    def __init__(self, *, max_connections: int = 64, client: httpx.AsyncClient | None = None) -> None:
+        self._own = client is None
+        self._client = client or httpx.AsyncClient(
+            trust_env=False,  # targets are pods on the cluster network: no proxies from the environment
+            follow_redirects=False,
+            timeout=None,  # the caller bounds the whole scrape
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            headers={"User-Agent": USER_AGENT, "Accept": ACCEPT},
+        )
+
+    async def aclose(self) -> None:
+        if self._own:
+            await self._client.aclose()
+
+    async def get(self, url: str, *, max_bytes: int) -> tuple[bytes, str | None]:
+        try:
+            async with self._client.stream("GET", url) as response:
+                if response.status_code != 200:
+                    raise ScrapeError(f"HTTP {response.status_code}")
+                declared = response.headers.get("content-length")
+                encoded = response.headers.get("content-encoding", "identity") != "identity"
+                if declared is not None and declared.isdigit() and int(declared) > max_bytes and not encoded:
+                    raise _too_big(max_bytes, declared)
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise _too_big(max_bytes)
+                    chunks.append(chunk)
+                return b"".join(chunks), response.headers.get("content-type")
+        except httpx.ConnectError as e:
+            raise ScrapeError(f"connection failed: {e or type(e).__name__}") from None
+        except httpx.HTTPError as e:
+            raise ScrapeError(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__) from None
+
+
+FETCHERS: dict[str, Callable[..., Fetcher]] = {
+    "asyncio": lambda max_connections=64: StreamFetcher(),
+    "httpx": lambda max_connections=64: HttpxFetcher(max_connections=max_connections),
+}
