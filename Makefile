@@ -34,6 +34,7 @@ bench: $(STAMP) system-deps
 	$(BIN)/python bench/parse.py
 	$(BIN)/python bench/scrape.py
 	$(BIN)/python bench/keda.py
+	$(BIN)/python bench/exposition.py
 	$(BIN)/python bench/detectors.py
 	$(BIN)/python bench/simulator.py
 
