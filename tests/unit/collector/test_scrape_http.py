@@ -1,0 +1,141 @@
+"""The lean HTTP/1.1 fetcher's connection handling against a raw asyncio server on loopback: keep-alive
+reuse, a kept-alive connection the server dropped, chunked and close-delimited bodies, bad responses."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collector.scrape_http import ScrapeError, StreamFetcher
+
+BODY = b"# TYPE up gauge\nup 1\n"
+
+
+@dataclass
+class RawServer:
+    """Answers each request with ``responses[mode]``; counts connections; can drop a connection after
+    one response while claiming keep-alive (what an idle timeout on the target does)."""
+
+    mode: str = "keepalive"
+    connections: int = 0
+    url: str = ""
+    server: asyncio.base_events.Server | None = None
+    raw_reply: bytes = b""
+    seen: list[bytes] = field(default_factory=list)
+
+    def reply(self) -> bytes:
+        if self.mode == "raw":
+            return self.raw_reply
+        if self.mode == "chunked":
+            chunks = [BODY[:7], BODY[7:]]
+            payload = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n"
+            return b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + payload
+        if self.mode == "close-delimited":
+            return b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n" + BODY
+        if self.mode == "gzip":
+            z = gzip.compress(BODY)
+            return b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s" % (len(z), z)
+        return b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %d\r\n\r\n%s" % (
+            len(BODY),
+            BODY,
+        )
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                request = await reader.readuntil(b"\r\n\r\n")
+                self.seen.append(request)
+                writer.write(self.reply())
+                await writer.drain()
+                if self.mode in ("drop-after-one", "close-delimited", "raw"):
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+@pytest.fixture
+async def raw() -> AsyncIterator[RawServer]:
+    srv = RawServer()
+    srv.server = await asyncio.start_server(srv.handle, "127.0.0.1", 0)
+    srv.url = f"http://127.0.0.1:{srv.server.sockets[0].getsockname()[1]}/metrics"
+    async with srv.server:
+        yield srv
+
+
+async def test_keep_alive_reuses_one_connection(raw: RawServer) -> None:
+    fetcher = StreamFetcher()
+    for _ in range(3):
+        assert await fetcher.get(raw.url, max_bytes=1024) == (BODY, "text/plain; version=0.0.4")
+    await fetcher.aclose()
+    assert raw.connections == 1
+    assert b"Host: 127.0.0.1:" in raw.seen[0]
+    assert b"User-Agent: kvpilot" in raw.seen[0]
+
+
+async def test_dropped_keep_alive_connection_is_retried_once_fresh(raw: RawServer) -> None:
+    raw.mode = "drop-after-one"
+    fetcher = StreamFetcher()
+    assert (await fetcher.get(raw.url, max_bytes=1024))[0] == BODY
+    await asyncio.sleep(0.05)  # let the server's close reach us; the fetcher still holds the connection
+    assert (await fetcher.get(raw.url, max_bytes=1024))[0] == BODY
+    await fetcher.aclose()
+    assert raw.connections == 2
+
+
+BODY_CASES = [
+    "chunked",  # Transfer-Encoding: chunked, reassembled
+    "close-delimited",  # HTTP/1.0 without Content-Length: read to EOF, connection not kept
+    "gzip",  # gzip inflated
+]
+
+
+@pytest.mark.parametrize("mode", BODY_CASES)
+async def test_body_framings(raw: RawServer, mode: str) -> None:
+    raw.mode = mode
+    fetcher = StreamFetcher()
+    assert (await fetcher.get(raw.url, max_bytes=1024))[0] == BODY
+    assert (await fetcher.get(raw.url, max_bytes=1024))[0] == BODY
+    await fetcher.aclose()
+
+
+BAD_CASES = [
+    (b"SSH-2.0-OpenSSH\r\n\r\n", "not an HTTP response"),  # something else listens on the port
+    (b"HTTP/1.1 200 OK\r\nContent-Length: nope\r\n\r\n", "bad Content-Length"),  # garbage framing
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort", "bytes before the end of the body"),  # truncated
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "bad chunk size"),  # bad chunk header
+    (b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 1\r\n\r\nx", "unsupported Content-Encoding"),
+    (b"HTTP/1.1 302 Found\r\nLocation: /x\r\nContent-Length: 0\r\n\r\n", "HTTP 302"),  # redirects not followed
+]
+
+
+@pytest.mark.parametrize(("reply", "reason"), BAD_CASES)
+async def test_bad_responses_are_named(raw: RawServer, reply: bytes, reason: str) -> None:
+    raw.mode, raw.raw_reply = "raw", reply
+    fetcher = StreamFetcher()
+    with pytest.raises(ScrapeError, match=reason):
+        await fetcher.get(raw.url, max_bytes=1024)
+    await fetcher.aclose()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(reply=st.binary(max_size=300))
+async def test_any_reply_gives_a_body_or_a_scrape_error(raw: RawServer, reply: bytes) -> None:
+    # whatever the peer sends, the outcome is a body or ScrapeError, never another exception or a hang
+    raw.mode, raw.raw_reply = "raw", reply
+    fetcher = StreamFetcher()
+    try:
+        async with asyncio.timeout(5):
+            await fetcher.get(raw.url, max_bytes=1024)
+    except ScrapeError:
+        pass
+    finally:
+        await fetcher.aclose()
