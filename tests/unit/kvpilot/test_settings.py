@@ -138,3 +138,19 @@ def test_arbitrary_config_documents_load_or_fail_with_settings_error(doc: dict) 
     except SettingsError as e:
         message = str(e)
     assert message == "loaded" or message.startswith("invalid configuration")
+
+
+def test_the_shipped_configmap_is_a_valid_configuration(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # deploy/base/configmap.yaml must load with the Secret's variables set, or every install would crash-loop.
+    import yaml
+
+    repo = Path(__file__).resolve().parents[3]
+    configmap = yaml.safe_load((repo / "deploy" / "base" / "configmap.yaml").read_text())
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(configmap["data"]["config.yaml"])
+    monkeypatch.setenv("KVPILOT_ADMIN_TOKENS", "a" * 48)
+    monkeypatch.setenv("KVPILOT_DATABASE_URL", "postgresql://kvpilot:pw@db/kvpilot")
+    monkeypatch.setenv("KVPILOT_HA__IDENTITY", "kvpilot-7d9f-abcde")
+    s = load_settings(cfg)
+    assert (s.environment, s.collector.discovery.kind, s.ha.enabled) == ("production", "kubernetes", True)
+    assert s.ha.identity == "kvpilot-7d9f-abcde"
