@@ -6,8 +6,8 @@ speed    an hour of the Azure 2023 conversation trace on 8 replicas at request l
          first 10 minutes of the same trace so that it finishes; the ratio is ours over the peer's wall time.
 fluid    the 10 ServeGen days (~1.8·10^8 requests) at the fluid level (goal < 120 s), as a ratio to real time.
 validate request level against fluid level on the hour-long traces over a range of replica counts: mean
-         queue depth (sampled every 10 s), TTFT p50/p90/p99, mean KV usage, and the replica need (fewest
-         replicas whose TTFT p99 is within --slo-s).
+         queue depth (sampled every 10 s), TTFT p50/p90/p99, mean KV usage, prefix-cache hit rate, and the
+         replica need (fewest replicas whose TTFT p99 is within --slo-s).
 
 Medians over --rounds for timings; the last line of `speed` is `ratio: N.NN`.
 
@@ -44,7 +44,10 @@ def _replay(trace, replicas: int, fidelity: str = "request", sample_s: float = 1
         snap = fleet.snapshot()
         queue.append(sum(r.requests_waiting for r in snap.replicas) + snap.unrouted_waiting)
         kv.append(float(np.mean([r.kv_usage for r in snap.replicas])) if snap.replicas else 0.0)
-    return fleet, float(np.mean(queue)), float(np.mean(kv))
+    snap = fleet.snapshot()
+    queries = sum(r.prefix_queries_total for r in snap.replicas)
+    hits = sum(r.prefix_hits_total for r in snap.replicas) / queries if queries else 0.0
+    return fleet, float(np.mean(queue)), float(np.mean(kv)), hits
 
 
 def _timed(fn, rounds: int) -> float:  # type: ignore[no-untyped-def]
@@ -92,20 +95,21 @@ CASES = [
 def validate(slo_s: float) -> None:
     print(f"request level vs fluid level; queue = mean waiting requests; need = fewest replicas with p99 <= {slo_s} s")
     print(f"{'trace':32} {'rate':>4} {'reps':>4} | {'queue req/fluid':>17} | {'TTFT p50 req/fluid':>19} | "
-          f"{'p90 req/fluid':>15} | {'p99 req/fluid':>15} | {'KV req/fluid':>13}")  # fmt: skip
+          f"{'p90 req/fluid':>15} | {'p99 req/fluid':>15} | {'KV req/fluid':>13} | {'hit req/fluid':>11}")  # fmt: skip
     for name, rate, counts in CASES:
         trace = load_trace(TRACES / name, rate_scale=rate)
         need: dict[str, int | None] = {"request": None, "fluid": None}
         for n in counts:
             row = {}
             for fidelity in ("request", "fluid"):
-                fleet, q, kv = _replay(trace, n, fidelity)
-                row[fidelity] = (q, fleet.ttft_quantiles((0.5, 0.9, 0.99)), kv)
+                fleet, q, kv, hit = _replay(trace, n, fidelity)
+                row[fidelity] = (q, fleet.ttft_quantiles((0.5, 0.9, 0.99)), kv, hit)
                 if need[fidelity] is None and row[fidelity][1][0.99] <= slo_s:
                     need[fidelity] = n
-            (qr, tr, kr), (qf, tf, kf) = row["request"], row["fluid"]
+            (qr, tr, kr, hr), (qf, tf, kf, hf) = row["request"], row["fluid"]
             print(f"{name:32} {rate:4.1f} {n:4d} | {qr:8.1f}/{qf:8.1f} | {tr[0.5]:9.3f}/{tf[0.5]:9.3f} | "
-                  f"{tr[0.9]:7.2f}/{tf[0.9]:7.2f} | {tr[0.99]:7.2f}/{tf[0.99]:7.2f} | {kr:6.3f}/{kf:6.3f}")  # fmt: skip
+                  f"{tr[0.9]:7.2f}/{tf[0.9]:7.2f} | {tr[0.99]:7.2f}/{tf[0.99]:7.2f} | {kr:6.3f}/{kf:6.3f} | "
+                  f"{hr:5.3f}/{hf:5.3f}")  # fmt: skip
         print(f"{name:32} replica need (p99 <= {slo_s} s): request {need['request']}, fluid {need['fluid']}")
 
 

@@ -17,13 +17,16 @@ class FleetConfig:
     cold_start_s: float = 120.0
     routing: str = "round_robin"
     fidelity: str = "request"
+    # Both levels are deterministic; the seed that matters is the trace's (load_trace(seed=...)). Kept so that a
+    # configuration records the seed it was run with.
     seed: int = 0
     gpus_per_node: int = 8
     deployment: str = "llama"
     namespace: str = "inference"
-    # Fluid level: the time step, and the mean number of cached prefix tokens per prompt it assumes per replica.
+    # Fluid level: the time step, and the share of prompt tokens served from the prefix cache with
+    # prefix-aware routing; None estimates it from the trace's prefix blocks (0.3 for traces held as rates only).
     fluid_step_s: float = 10.0
-    fluid_prefix_hit_rate: float = 0.3
+    fluid_prefix_hit_rate: float | None = None
     # Start the initial replicas ready (a fleet already running when the replay starts).
     start_ready: bool = True
 
@@ -38,5 +41,5 @@ class FleetConfig:
             raise ValueError(f"fleet config: fidelity must be one of {FIDELITIES}, got {self.fidelity!r}")
         if self.fluid_step_s <= 0:
             raise ValueError(f"fleet config: fluid_step_s must be > 0, got {self.fluid_step_s}")
-        if not 0 <= self.fluid_prefix_hit_rate < 1:
+        if self.fluid_prefix_hit_rate is not None and not 0 <= self.fluid_prefix_hit_rate < 1:
             raise ValueError("fleet config: fluid_prefix_hit_rate must be in [0, 1)")

@@ -58,7 +58,7 @@ def parse_fault(body: Any) -> Fault:
     if not isinstance(body, dict):
         raise ValueError("fault must be a JSON object")
     kind = body.get("type")
-    if kind not in _REQUIRED:
+    if not isinstance(kind, str) or kind not in _REQUIRED:
         raise ValueError(f"unknown fault type {kind!r} (known: {', '.join(_REQUIRED)})")
     unknown = set(body) - {"type"} - set(_TYPES)
     if unknown:

@@ -29,13 +29,16 @@ from simulator.histogram import ITL_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKE
 from simulator.profile import ReplicaProfile
 from simulator.replica import FinishedRequest
 from simulator.snapshot import FleetSnapshot, ReplicaSnapshot
-from simulator.trace.model import Trace
+from simulator.trace.model import PREFIX_BLOCK_TOKENS, Trace
 
 # Quantile points at which each step's TTFT distribution is sampled (midpoints of 16 equal-mass slices).
 _U = (np.arange(16) + 0.5) / 16
 _EXP_U = -np.log1p(-_U)
-# Without prefix-aware routing, a replica sees 1/N of each prefix's traffic: hit rates fall (see docs).
+# Without prefix-aware routing a replica sees 1/N of each prefix's traffic and hit rates fall; for a configured
+# hit rate (or a rates-only trace) the fall is this factor, else it is measured on the trace (see docs).
 _SPREAD_HIT_FACTOR = 0.7
+# Hit rate assumed for traces held only as rates (ServeGen), within the range of the synthesized-prefix traces.
+_DEFAULT_HIT_RATE = 0.3
 
 
 class _FluidReplica:
@@ -57,6 +60,8 @@ class FluidFleet:
         self._output = rs.mean_output_tokens
         self.time = 0.0
         self.routing = config.routing
+        self._trace = trace
+        self._spread_hits: dict[int, float] = {}
         self.queue = 0.0
         self.running = 0.0
         self.arrivals = 0.0
@@ -117,7 +122,7 @@ class FluidFleet:
         arrivals = lam * dt
         self.arrivals += arrivals
         n_rep = self._serving()
-        hit = self.cfg.fluid_prefix_hit_rate * (1.0 if self.routing == "prefix_affinity" else _SPREAD_HIT_FACTOR)
+        hit = self._hit_rate(n_rep)
         uncached = prompt * (1.0 - (hit if p.enable_prefix_caching else 0.0))
         m = _ReplicaModel(p, prompt, output, uncached)
         backlog_before = self.queue
@@ -167,6 +172,23 @@ class FluidFleet:
         for v, w in zip(values.tolist(), weights.tolist(), strict=True):
             self._ttft_counts[_bucket(v)] += w
             self._ttft_sum += v * w
+
+    def _hit_rate(self, replicas: int) -> float:
+        """Prefix-cache hit share: configured, else measured on the trace's prefix blocks — as one cache with
+        prefix-aware routing, dealt round-robin over the serving replicas without it."""
+        configured = self.cfg.fluid_prefix_hit_rate
+        spread = self.routing != "prefix_affinity"
+        if configured is not None:
+            return configured * (_SPREAD_HIT_FACTOR if spread else 1.0)
+        key = max(replicas, 1) if spread else 1
+        if key not in self._spread_hits:
+            # Each replica's cache holds what its KV pool holds (prefix-aware routing: the fleet's pools together).
+            entries = max(self.p.kv_capacity_tokens // PREFIX_BLOCK_TOKENS, 1) * (1 if spread else max(replicas, 1))
+            share = self._trace.prefix_reuse_share(key, entries)
+            self._spread_hits[key] = (
+                share if share is not None else _DEFAULT_HIT_RATE * (_SPREAD_HIT_FACTOR if spread else 1.0)
+            )
+        return self._spread_hits[key]
 
     def _time_to_ready(self) -> float:
         pending = [r.ready_at - self.time for r in self.replicas if r.ready_at > self.time]

@@ -6,6 +6,7 @@ level reads only `rate_series`, and the request level materialises `Request` obj
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -159,6 +160,34 @@ class Trace:
         if self._rates is not None:
             return self._rates(step_s)
         return rate_series_from_columns(self.columns, self.duration_s, step_s)
+
+    def prefix_reuse_share(self, replicas: int = 1, cache_blocks: int | None = None) -> float | None:
+        """Share of prompt tokens whose leading prefix blocks are still cached on the replica a request reaches,
+        requests being dealt round-robin to `replicas` replicas, each with an LRU cache of `cache_blocks` prefix
+        blocks (None: unbounded; 1 replica, unbounded: the trace's own reuse). None for rates-only traces."""
+        if self._columns is None:
+            return None
+        if replicas < 1 or (cache_blocks is not None and cache_blocks < 1):
+            raise ValueError(f"need replicas >= 1 and cache_blocks >= 1, got {replicas}, {cache_blocks}")
+        seen: list[OrderedDict[int, None]] = [OrderedDict() for _ in range(replicas)]
+        reused = total = 0
+        rows = zip(self._columns.prompt_tokens.tolist(), self._columns.prefix_blocks, strict=True)
+        for i, (prompt, blocks) in enumerate(rows):
+            cache = seen[i % replicas]
+            full = blocks[: prompt // PREFIX_BLOCK_TOKENS]
+            hit = 0
+            for b in full:
+                if b not in cache:
+                    break
+                hit += 1
+            reused += min(hit * PREFIX_BLOCK_TOKENS, prompt - 1)
+            total += prompt
+            for b in full:
+                cache[b] = None
+                cache.move_to_end(b)
+            while cache_blocks is not None and len(cache) > cache_blocks:
+                cache.popitem(last=False)
+        return reused / total if total else 0.0
 
     def expected_requests(self) -> float:
         """Expected request count without materialising requests (exact for request-based traces)."""

@@ -188,3 +188,13 @@ def test_advance_backwards_is_refused(conv: Trace) -> None:
     f.advance_to(10)
     with pytest.raises(ValueError, match="backwards"):
         f.advance_to(5)
+
+
+@pytest.mark.parametrize("routing", ["round_robin", "prefix_affinity"])
+def test_fluid_hit_rate_tracks_the_request_level(conv: Trace, routing: str) -> None:
+    rates = {}
+    for fidelity in ("request", "fluid"):
+        f = Fleet(FleetConfig(replicas=8, routing=routing, fidelity=fidelity), conv)
+        f.advance_to(conv.duration_s)
+        rates[fidelity] = _hit_rate(f)
+    assert rates["fluid"] == pytest.approx(rates["request"], abs=0.05)

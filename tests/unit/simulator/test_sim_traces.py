@@ -164,3 +164,30 @@ def test_mooncake_parser_never_fails_uncontrolled(tmp_path_factory: pytest.TempP
     p.write_text("\n".join(json.dumps(r) for r in rows))
     with contextlib.suppress(ValueError):
         load_trace(p)
+
+
+@pytest.mark.parametrize(
+    ("blocks", "replicas", "cache", "expected"),
+    [
+        ([(1, 2), (1, 2)], 1, None, 1023 / 2048),  # second request hits both blocks (less its last token)
+        ([(1, 2), (1, 2)], 2, None, 0.0),  # dealt to two replicas: nothing seen where it lands
+        ([(1, 2), (1, 3)], 1, None, 512 / 2048),  # the chain diverges after one block
+        ([(1, 2), (3, 4), (1, 2)], 1, 2, 0.0),  # a 2-block LRU cache evicted 1 and 2 before the third request
+    ],
+)
+def test_prefix_reuse_share(blocks: list[tuple[int, ...]], replicas: int, cache: int | None, expected: float) -> None:
+    from simulator.trace.model import RequestColumns, Trace
+
+    n = len(blocks)
+    cols = RequestColumns(np.arange(n, dtype=float), np.full(n, 1024), np.ones(n, dtype=np.int64), blocks)
+    assert Trace("t", n, _columns=cols).prefix_reuse_share(replicas, cache) == pytest.approx(expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.one_of(st.floats(allow_nan=True), st.sampled_from(["Gamma", "Weibull", "", "x"])),
+                         max_size=7), max_size=4))  # fmt: skip
+def test_servegen_parser_never_fails_uncontrolled(tmp_path_factory: pytest.TempPathFactory, rows: list) -> None:
+    d = tmp_path_factory.mktemp("sg")
+    (d / "chunk-0-trace.csv").write_text("\n".join(",".join(str(v) for v in row) for row in rows))
+    with contextlib.suppress(ValueError):
+        load_trace(d).rate_series(600)
