@@ -37,14 +37,24 @@ class _Condition:
     summary: str
 
 
+_PROGRESS_COUNTERS = ("generation_tokens", "prompt_tokens", "requests_finished")
+
+
 def _made_progress(history: Sequence[ReplicaSample]) -> bool | None:
-    """Did the replica generate any token since its previous sample? None when unknown."""
+    """Did the replica produce anything since its previous sample: a decoded token, a prefilled prompt, a
+    finished request? (A batch of long prompts in chunked prefill decodes nothing for seconds; it is busy, not
+    hung.) None when no progress counter is known on both samples."""
     if len(history) < 2:
         return None
-    before, after = finite(history[-2].generation_tokens), finite(history[-1].generation_tokens)
-    if before is None or after is None:
-        return None
-    return after != before  # a restart (counter down) is also progress of a sort: not hung
+    known = False
+    for name in _PROGRESS_COUNTERS:
+        before, after = finite(getattr(history[-2], name)), finite(getattr(history[-1], name))
+        if before is None or after is None:
+            continue
+        known = True
+        if after != before:  # a restart (counter down) is also progress of a sort: not hung
+            return True
+    return False if known else None
 
 
 def _conditions(

@@ -109,3 +109,15 @@ def test_identity_is_stable_when_the_replica_moves():
 
     drive(tick, 6, each=lambda s, t: ids.extend(f.id for f in det.tick(s, now=t).active))
     assert len(set(ids)) == 1
+
+
+def test_long_prefill_without_decoded_tokens_is_not_a_hang():
+    # Pinned GPU, requests running, no decoded token, but prompt tokens keep being prefilled: busy, not hung.
+    def tick(i: int, t: float) -> tuple[list[Any], list[Any]]:
+        r = replica("r0", t, generation_tokens=500.0, prompt_tokens=8192.0 * i, requests_running=4)
+        return [r], [gpu("node-r0", t, utilisation=1.0)]
+
+    det = Detection(DEFAULT, only=["stuck_gpu"])
+    opened: list[Any] = []
+    drive(tick, 8, each=lambda s, t: opened.extend(det.tick(s, now=t).opened))
+    assert opened == []
