@@ -20,7 +20,6 @@ GENERATORS: list[str] = [
     "dashboards.generate:files",
     "alerts.rules:generate",
     "kvpilot.manifests:files",
-    "kvpilot.settings_doc:generate",
     "kvpilot.docs_gen:files",
 ]
 

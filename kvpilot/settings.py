@@ -154,6 +154,7 @@ class ScalerSettings(_Section):
     mode: Literal["advisory", "keda", "direct"] = "advisory"
     cold_start_s: float = Field(default=120.0, ge=0)
     horizon_s: float | None = Field(default=None, gt=0)  # None: cold start + one tick
+    warm_start_s: float = Field(default=86400.0, ge=0)  # stored per-minute history fed to forecasters at start
     default: DeploymentScaling = DeploymentScaling()
     deployments: dict[str, DeploymentScaling] = Field(default_factory=dict)  # key "namespace/name"
 

@@ -71,7 +71,7 @@ def build_service(
     engine = make_engine(url)
     sessions = session_factory(engine)
     c = settings.collector
-    restored = restore(sessions, now=clock.now(), history_s=c.history_s)
+    restored = restore(sessions, now=clock.now(), history_s=settings.scaler.warm_start_s)
     sources.static.attach(sessions, clock)
     try:
         log.info("restored %d static targets added through the API", sources.static.load())
