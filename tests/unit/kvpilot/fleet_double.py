@@ -92,7 +92,7 @@ def make_service(
     return service, restored, timer
 
 
-async def until(predicate: Callable[[], bool], *, what: str, polls: int = 2000) -> None:
+async def until(predicate: Callable[[], bool], *, what: str, polls: int = 6000) -> None:
     """Poll (yielding to the loop and to worker threads) until ``predicate`` holds."""
     for _ in range(polls):
         if predicate():
