@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from itertools import islice
 
 from collector.exposition._lex import (
     LABEL_PAIR_RE,
@@ -34,6 +35,7 @@ _LABEL = rf"(?!__){NAME}[ \t]*+=[ \t]*+{LABEL_VALUE}"
 _BODY = rf"[ \t]*+(?:{_LABEL}(?:[ \t]*+,[ \t]*+{_LABEL})*+(?:[ \t]*+,)?+[ \t]*+)?+"
 _TOKEN = r'[^ \t{}"]++'
 _BODY_RE = re.compile(_BODY, re.DOTALL)
+_NAMES_RE = re.compile(rf"(?:(?!__){NAME}=(?:,(?!__){NAME}=)*+,?+)?+")
 _TAIL_RE = re.compile(rf"[ \t]*+({_TOKEN})(?:[ \t]++({_TOKEN}))?+", re.DOTALL)
 SAMPLE_RE = re.compile(
     rf"({NAME})(?:[ \t]*+\{{({_BODY})\}}[ \t]*+|[ \t]++)({_TOKEN})(?:[ \t]++({_TOKEN}))?+", re.DOTALL
@@ -80,49 +82,67 @@ class _TextParser:
 
     def run(self, text: str) -> None:
         lines = text.split("\n")
-        count = len(lines)
+        numbered = enumerate(lines, 1)
         room = self.sink.max_samples
         name_match = NAME_RE.match
         meta_match = _META_RE.fullmatch
-        i = 0  # index of the line being read (its number is i + 1)
-        pos = 0  # offset in text of the line being read
+        bodies = self.bodies
+        # A known line start (its 0-based index and offset), from which offsets are summed when needed.
+        synced_index = synced_at = 0
         block_skippable = True
-        while i < count:
-            raw = lines[i]
-            i += 1
-            pos += len(raw) + 1
+        for line_no, raw in numbered:
             line = raw.strip()
             if not line:
                 continue
             if line[0] == "#":
                 meta = meta_match(line)
                 if meta is None:
-                    self._comment(line, i)
+                    self._comment(line, line_no)
                 else:
-                    self._metadata(meta[1], meta[2], meta[3], line, i)
+                    self._metadata(meta[1], meta[2], meta[3], line, line_no)
                 block_skippable = True
                 continue
             m = name_match(line)
             if m is None:
-                raise ParseError(_diagnose(line), line_no=i, line=line)
+                raise ParseError(_diagnose(line), line_no=line_no, line=line)
             sample_name = m.group()
             if sample_name in self.allowed:
                 if not self.wanted:
                     if block_skippable:  # one try per block: a failed try is not repeated line by line
                         block_skippable = False
-                        skipped, pos = _skip_block(text, pos, self.allowed)
-                        i += skipped
+                        at = synced_at + sum(map(len, lines[synced_index:line_no])) + line_no - synced_index
+                        skipped, synced_at = _skip_block(text, at, self.allowed)
+                        synced_index = line_no + skipped
+                        if skipped:
+                            next(islice(numbered, skipped - 1, None), None)
                     continue
-                self.samples.append(self._sample(line, i, sample_name))
+                # The usual line, `name{labels seen before} value`, without a method call (hot path).
+                at = m.end()
+                close_at = line.rfind("}")
+                value = line[close_at + 2 :]
+                labels = bodies.get(line[at + 1 : close_at]) if line[at : at + 1] == "{" and close_at > at else None
+                if (
+                    labels is not None
+                    and line[close_at + 1 : close_at + 2] == " "
+                    and " " not in value
+                    and "\t" not in value
+                    and "_" not in value
+                ):
+                    try:
+                        self.samples.append(Sample(sample_name, dict(labels), float(value)))
+                    except ValueError:
+                        self.samples.append(self._sample(line, line_no, sample_name))  # says what is wrong
+                else:
+                    self.samples.append(self._sample(line, line_no, sample_name))
             else:
                 self._close()
                 self.name, self.help, self.typ, self.samples, self.allowed = "", "", "untyped", [], ()
                 if not self.keep(sample_name):
                     continue
-                self.sink.add(sample_name, "unknown", "", [self._sample(line, i, sample_name)])
+                self.sink.add(sample_name, "unknown", "", [self._sample(line, line_no, sample_name)])
             room -= 1
             if room < 0:
-                raise ParseError(f"page has more than {self.sink.max_samples} samples", line_no=i, line=line)
+                raise ParseError(f"page has more than {self.sink.max_samples} samples", line_no=line_no, line=line)
         self._close()
 
     def _sample(self, line: str, line_no: int, name: str) -> Sample:
@@ -145,6 +165,18 @@ class _TextParser:
 
     def _labels(self, body: str, line: str, line_no: int) -> dict[str, str]:
         """Validate a label body seen for the first time on this page, and remember it."""
+        if "\\" not in body:
+            # Without escapes a quote always delimits a value: split on quotes, and check the names and
+            # separators between the values with one short pattern ("a=,b=," for `a="x",b="y",`).
+            parts = body.split('"')
+            between = "".join(parts[0::2])
+            names = between.rstrip(",")[:-1].split("=,") if between else []
+            if len(parts) % 2 and len(names) == len(parts) // 2 and _NAMES_RE.fullmatch(between):
+                labels = dict(zip(names, parts[1::2]))  # noqa: B905  # equal lengths by construction
+                if len(labels) != len(names):
+                    raise ParseError("duplicate label name", line_no=line_no, line=line)
+                self.bodies[body] = labels
+                return labels
         if _BODY_RE.fullmatch(body) is None:
             raise ParseError(_diagnose(line), line_no=line_no, line=line)
         pairs = LABEL_PAIR_RE.findall(body)
@@ -191,30 +223,28 @@ class _TextParser:
             self._metadata(keyword, candidate, parts[3] if len(parts) == 4 else None, line, line_no)
 
     def _metadata(self, keyword: str, candidate: str, rest: str | None, line: str, line_no: int) -> None:
-        if keyword == "HELP":
-            if candidate != self.name:
-                self._start(candidate)
-                self.allowed = (candidate,)
-            self.help = rest or ""  # unescaped only if the family is emitted
-            return
-        if rest is None:
+        """A HELP or TYPE line: a new name ends the current family and starts another."""
+        if keyword == "TYPE" and rest is None:
             raise ParseError("TYPE needs a metric name and a type", line_no=line_no, line=line)
         if candidate != self.name:
-            self._start(candidate)
-        self.typ = rest
+            self._close()
+            self.name, self.help, self.typ, self.samples = candidate, "", "untyped", []
+            # The family's final name depends on its type only through a counter's "_total".
+            keep = self.keep
+            self.wanted = keep(candidate) or (candidate.endswith("_total") and keep(candidate[:-6]))
+            if keyword == "HELP":
+                self.allowed = (candidate,)
+        if keyword == "HELP":
+            self.help = rest or ""  # unescaped only if the family is emitted
+            return
+        self.typ = typ = rest or ""
         self.type_line = line_no
-        if rest == "histogram":
+        if typ == "histogram":
             self.allowed = (candidate + "_count", candidate + "_sum", candidate + "_bucket")
-        elif rest == "summary":
+        elif typ == "summary":
             self.allowed = (candidate + "_count", candidate + "_sum", candidate)
         else:
             self.allowed = (candidate,)
-
-    def _start(self, name: str) -> None:
-        self._close()
-        self.name, self.help, self.typ, self.samples = name, "", "untyped", []
-        # The family's final name depends on its type only through a counter's "_total".
-        self.wanted = self.keep(name) or (name.endswith("_total") and self.keep(name[:-6]))
 
     def _close(self) -> None:
         """Emit the current family (the oracle's ``build_metric``), renaming counters its way."""
@@ -244,15 +274,20 @@ class _TextParser:
 
 
 def _skip_block(text: str, start: int, allowed: tuple[str, ...]) -> tuple[int, int]:
-    """Skip the lines from ``start`` up to the next "#" line if every one is a sample of ``allowed``.
+    """Skip the lines from ``start`` up to the next "#" or blank line if every one is a sample of ``allowed``.
 
     Returns (lines skipped, offset after them); (0, start) when any line might not belong to the
     family (blank, indented, another name), which the caller then reads line by line. Counting
     needles in C instead of looking at each line is what makes unwanted families nearly free.
     """
+    if text.startswith(("#", "\n"), start) or start >= len(text):
+        return 0, start  # the family had a single sample (the usual case)
     end = text.find("\n#", start - 1)
     if end < 0:
         end = len(text)
+    blank = text.find("\n\n", start - 1, end + 1)  # pages often put a blank line after each family
+    if blank >= 0:
+        end = blank
     lines = text.count("\n", start - 1, end)
     if lines == 0:
         return 0, start
