@@ -46,10 +46,11 @@ class DrainResult:
     evicted: list[str] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)
     failed: bool = False
+    cancelled: bool = False
 
     @property
     def complete(self) -> bool:
-        return not self.failed and not self.blocked
+        return not self.failed and not self.blocked and not self.cancelled
 
 
 class NodeDrainer:
@@ -72,17 +73,32 @@ class NodeDrainer:
 
     # -- public ----------------------------------------------------------------------------------------
 
-    def drain(self, node: str, *, dry_run: bool = True, reason: str = "") -> DrainResult:
-        """Cordon and taint ``node``, then evict every pod on it that a drain should move."""
+    def drain(
+        self, node: str, *, dry_run: bool = True, reason: str = "", should_stop: Callable[[], bool] | None = None
+    ) -> DrainResult:
+        """Cordon and taint ``node``, then evict every pod on it that a drain should move.
+
+        ``should_stop`` is asked before each eviction and each backoff: an operator's cancel stops further
+        evictions (the node stays cordoned; what was already evicted is in the records)."""
         result = DrainResult(node=node, dry_run=dry_run)
+        stop = should_stop or (lambda: False)
         if not self._update_node(node, result, cordon=True, reason=reason):
             return result
         pods = self._pods_to_evict(node, result)
         if pods is None:
             return result
-        for namespace, name in pods:
-            self._evict(node, namespace, name, result)
+        for i, (namespace, name) in enumerate(pods):
+            if stop():
+                self._cancel(result, len(pods) - i)
+                return result
+            self._evict(node, namespace, name, result, stop)
+            if result.cancelled:
+                return result
         return result
+
+    def _cancel(self, result: DrainResult, left: int) -> None:
+        self._record(result, "evict", result.node, Outcome.SKIPPED, f"cancelled; {left} pod(s) not evicted")
+        result.cancelled = True
 
     def uncordon(self, node: str, *, dry_run: bool = False, reason: str = "") -> DrainResult:
         """Remove kvpilot's taint and mark the node schedulable again (an operator's request)."""
@@ -173,7 +189,7 @@ class NodeDrainer:
                 out.append((namespace, meta.name))
         return out
 
-    def _evict(self, node: str, namespace: str, name: str, result: DrainResult) -> None:
+    def _evict(self, node: str, namespace: str, name: str, result: DrainResult, stop: Callable[[], bool]) -> None:
         ref = f"{namespace}/{name}"
         if result.dry_run:
             self._record(result, "evict", ref, Outcome.DRY_RUN, f"would evict {ref}")
@@ -203,6 +219,9 @@ class NodeDrainer:
                     delay = self._backoff.delay(attempt)
                     self._record(result, "evict", ref, Outcome.RETRY, f"PDB refused {ref}; retry in {delay:g} s")
                     self._sleep(delay)
+                    if stop():
+                        self._cancel(result, 1)
+                        return
                     attempt += 1
                     continue
                 self._record(result, "evict", ref, Outcome.ERROR, f"evicting {ref}: HTTP {e.status} {e.reason}")

@@ -260,3 +260,21 @@ def test_fake_eviction_of_a_missing_pod_is_404(kube, core):
     with pytest.raises(client.exceptions.ApiException) as info:
         core.create_namespaced_pod_eviction("ghost", "ml", body)
     assert info.value.status == 404
+
+
+def test_cancel_stops_further_evictions(kube, core):
+    # An operator's cancel after the first eviction leaves the rest running and the node cordoned.
+    _node(kube)
+    for i in range(3):
+        _pod(kube, f"llm-{i}")
+    drainer = _drainer(core, VirtualClock(), [])
+
+    def one_evicted() -> bool:
+        return any(m == "POST" and p.endswith("/eviction") for m, p in kube.requests)
+
+    result = drainer.drain("gpu-1", dry_run=False, should_stop=one_evicted)
+    assert result.evicted == ["ml/llm-0"]
+    assert result.cancelled
+    assert not result.complete
+    assert kube.get("nodes", "gpu-1", namespace="")["spec"]["unschedulable"] is True
+    assert len(kube.store.list(kube.resource("pods"), "ml")[0]) == 2
