@@ -119,3 +119,52 @@ class CapacityModel:
         if units is None:
             return None
         return units / self.cost(mix or self.config.reference_mix)
+
+
+def share_above(bounds: tuple[float, ...], cumulative: tuple[float, ...], threshold: float) -> float | None:
+    """Share of a cumulative histogram's observations above the first bucket bound >= ``threshold``; None when
+    it holds no observations. No interpolation: between vLLM's 1 s and 2.5 s bounds a linear guess would call
+    most 1-2 s first tokens misses. Put a bucket bound at the SLO for an exact answer."""
+    total = cumulative[-1] if cumulative else 0.0
+    if total <= 0:
+        return None
+    for bound, count in zip(bounds, cumulative, strict=True):
+        if bound >= threshold:
+            return max(0.0, min(1.0, 1.0 - count / total))
+    return 0.0
+
+
+@dataclass
+class SloFeedback:
+    """Corrects capacity by what the SLO actually shows, as Dynamo's planner corrects its profile by observed
+    TTFT: a profile measured under Poisson arrivals overstates what a replica sustains on burstier traffic.
+
+    Once per ``period_s`` with at least ``min_requests`` in the window: a miss rate above ``target_miss`` cuts
+    the multiplier (multiplicative decrease), a miss rate under half of it restores it slowly (additive
+    increase), within [``floor``, 1]. The multiplier scales the capacity the policy plans with.
+    """
+
+    target_miss: float = 0.01
+    period_s: float = 60.0
+    min_requests: float = 20.0
+    decrease: float = 0.7
+    increase: float = 0.02
+    floor: float = 0.3
+    multiplier: float = 1.0
+    _last_t: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (0 < self.target_miss < 1 and 0 < self.decrease < 1 and 0 < self.floor <= 1 and self.period_s > 0):
+            raise ValueError(f"slo feedback: bad configuration {self}")
+
+    def update(self, now: float, miss: float | None, requests: float) -> float:
+        if miss is None or requests < self.min_requests:
+            return self.multiplier
+        if self._last_t is not None and now - self._last_t < self.period_s:
+            return self.multiplier
+        self._last_t = now
+        if miss > self.target_miss:
+            self.multiplier = max(self.floor, self.multiplier * self.decrease)
+        elif miss <= self.target_miss / 2:
+            self.multiplier = min(1.0, self.multiplier + self.increase)
+        return self.multiplier

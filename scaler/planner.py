@@ -8,11 +8,13 @@ metrics-api endpoint publish the resulting `Decision`s. No clock and no I/O here
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from collector.samples import Histogram
 from collector.state import DeploymentView, FleetState
-from scaler.capacity import CapacityConfig, CapacityModel, TokenMix
+from scaler.capacity import CapacityConfig, CapacityModel, SloFeedback, TokenMix, share_above
 from scaler.decision import Decision
 from scaler.forecast import Forecaster, make
 from scaler.policy import Demand, PolicyConfig, ReplicaPolicy
@@ -29,6 +31,9 @@ class PlannerConfig:
     capacity: CapacityConfig = field(default_factory=CapacityConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     mix_half_life_ticks: float = 20.0  # smoothing of the prompt/output token mix
+    slo_ttft_s: float | None = None  # with it, requests queued > half of it correct the capacity (SloFeedback)
+    slo_target_miss: float = 0.01
+    queue_budget_share: float = 0.25  # a request queued longer than this share of the TTFT SLO was delayed by load
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.cold_start_s) and self.cold_start_s >= 0):
@@ -59,6 +64,47 @@ def token_mix(view: DeploymentView) -> TokenMix | None:
     return TokenMix(max(prompt, 0.0), max(output, 0.0))
 
 
+class WindowedHistogram:
+    """The increase of replicas' cumulative histograms over the last ``window_s``, summed over replicas.
+
+    Counter resets (a restarted replica) count from zero, as Prometheus' increase() does; replicas whose bucket
+    bounds differ from the first seen are skipped rather than mixed.
+    """
+
+    def __init__(self, window_s: float) -> None:
+        self.window_s = window_s
+        self._last: dict[str, tuple[float, ...]] = {}
+        self._bounds: tuple[float, ...] | None = None
+        self._ticks: deque[tuple[float, list[float]]] = deque()
+
+    def update(
+        self, now: float, histograms: Iterable[tuple[str, Histogram | None]]
+    ) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+        delta: list[float] | None = None
+        for key, h in histograms:
+            if h is None:
+                continue
+            if self._bounds is None:
+                self._bounds = h.bounds
+            if h.bounds != self._bounds:
+                continue
+            before = self._last.get(key)
+            self._last[key] = h.counts
+            if before is None:
+                continue
+            reset = h.counts[-1] < before[-1]
+            inc = list(h.counts) if reset else [a - b for a, b in zip(h.counts, before, strict=True)]
+            delta = inc if delta is None else [a + b for a, b in zip(delta, inc, strict=True)]
+        if delta is not None:
+            self._ticks.append((now, delta))
+        while self._ticks and now - self._ticks[0][0] >= self.window_s:
+            self._ticks.popleft()
+        if not self._ticks or self._bounds is None:
+            return None
+        total = [sum(col) for col in zip(*(d for _, d in self._ticks), strict=True)]
+        return self._bounds, tuple(total)
+
+
 class _DeploymentPlanner:
     def __init__(self, key: str, config: PlannerConfig) -> None:
         self.key = key
@@ -66,6 +112,8 @@ class _DeploymentPlanner:
         self.forecaster: Forecaster = make(config.forecaster, **dict(config.forecaster_options))
         self.capacity = CapacityModel(config.capacity)
         self.policy = ReplicaPolicy(config.policy)
+        self.feedback = SloFeedback(target_miss=config.slo_target_miss)
+        self.queue_time = WindowedHistogram(window_s=60.0)
         self._mix: TokenMix | None = None
 
     def _observe_mix(self, mix: TokenMix | None) -> TokenMix | None:
@@ -96,6 +144,15 @@ class _DeploymentPlanner:
         )
         forecast = self.forecaster.predict(cfg.horizon_s)
         capacity_rps = self.capacity.requests_per_s(mix)
+        queued = self.queue_time.update(now, [(r.key, r.sample.queue_time) for r in view.replicas])
+        if cfg.slo_ttft_s is not None and queued is not None:
+            # Load shows as queueing: a request that waited half its TTFT budget before its prefill began was
+            # delayed by too little capacity (a long prompt that misses the SLO on an idle replica was not).
+            bounds, counts = queued
+            late = share_above(bounds, counts, cfg.slo_ttft_s * cfg.queue_budget_share)
+            self.feedback.update(now, late, counts[-1])
+        if capacity_rps is not None:
+            capacity_rps *= self.feedback.multiplier
         blind = sum(1 for r in view.replicas if not r.ready or r.sample.requests_waiting is None)
         # Replicas still loading are expected to be blind; only count those beyond the ones we know are new.
         blind = max(0, blind - max(0, current - view.ready_replicas))
@@ -119,6 +176,7 @@ class _DeploymentPlanner:
             "queue": view.requests_waiting if view.requests_waiting is not None else math.nan,
             "capacity_rps": capacity_rps if capacity_rps is not None else math.nan,
             "forecast_fallbacks": float(self.forecaster.fallbacks),
+            "capacity_multiplier": self.feedback.multiplier,
         }
         return Decision(
             deployment=self.key,

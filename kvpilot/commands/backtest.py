@@ -25,6 +25,8 @@ def command(
     max_replicas: Annotated[int | None, typer.Option("--max-replicas", min=1)] = None,
     rate_scale: Annotated[float, typer.Option("--rate-scale", help="multiply the trace's arrival rate")] = 1.0,
     seed: Annotated[int, typer.Option("--seed")] = 0,
+    start: Annotated[float | None, typer.Option("--start", help="skip this many seconds of the trace")] = None,
+    duration: Annotated[float | None, typer.Option("--duration", help="replay only this many seconds")] = None,
 ) -> None:
     """Backtest scaling policies on a real trace: SLO attainment, TTFT, replica-hours and scale events."""
     from scaler.backtest.run import BacktestConfig
@@ -38,6 +40,8 @@ def command(
             max_replicas=max_replicas,
             rate_scale=rate_scale,
             seed=seed,
+            start_s=start,
+            duration_s=duration,
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None

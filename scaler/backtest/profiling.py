@@ -34,8 +34,9 @@ def attainment_at(trace: Any, rate: float, slo_s: float, *, seed: int, duration_
     return sum(1 for f in done if f.ttft_s <= slo_s) / arrived
 
 
-def replica_capacity_rps(trace: Any, slo_s: float, *, seed: int = 0, iterations: int = 12) -> float:
-    """Bisection on the rate (req/s) between 0 and the first rate that fails."""
+def replica_capacity_rps(trace: Any, slo_s: float, *, seed: int = 0, iterations: int = 12) -> tuple[float, float]:
+    """(capacity req/s, SLO attainment of an idle replica): bisection on the rate between 0 and the first
+    rate that fails."""
     # Idle: requests 20 s apart, so none waits for another.
     idle = attainment_at(trace, 0.05, slo_s, seed=seed, duration_s=IDLE_REQUESTS / 0.05)
     target = TARGET_ATTAINMENT * idle
@@ -43,7 +44,7 @@ def replica_capacity_rps(trace: Any, slo_s: float, *, seed: int = 0, iterations:
     while attainment_at(trace, hi, slo_s, seed=seed) >= target:
         lo, hi = hi, hi * 2
         if hi > 1e4:
-            return lo
+            return lo, idle
     for _ in range(iterations):
         mid = (lo + hi) / 2
         if attainment_at(trace, mid, slo_s, seed=seed) >= target:
@@ -55,4 +56,4 @@ def replica_capacity_rps(trace: Any, slo_s: float, *, seed: int = 0, iterations:
             f"one replica cannot serve even {hi:.3g} req/s of this trace within a {slo_s} s TTFT SLO; "
             "the SLO is unattainable for this replica profile"
         )
-    return lo
+    return lo, idle

@@ -22,6 +22,9 @@ from scaler.backtest.profiling import replica_capacity_rps
 from scaler.backtest.result import PolicyResult, ttft_stats
 
 TICK_S = 5.0
+# The fluid level replays days: a 30 s tick keeps a 10-day trace within minutes per policy. Every policy's
+# interval is then a multiple of 30 s (reactive's 15 s polling and KPA's 5 s refresh included), for all alike.
+FLUID_TICK_S = 30.0
 ORACLE_BIN_S = 10.0
 WARMUP_S = 60.0
 REQUEST_LEVEL_MAX_REQUESTS = 3_000_000
@@ -42,6 +45,8 @@ class BacktestConfig:
     seed: int = 0
     rate_scale: float = 1.0
     capacity_rps: float | None = None  # None: profile it on the simulator
+    start_s: float | None = None  # replay only part of the trace
+    duration_s: float | None = None
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.policies if p not in POLICIES]
@@ -81,7 +86,7 @@ def choose_fidelity(trace: Any, requested: str | None) -> str:
     return "fluid" if big else "request"
 
 
-def build_context(trace: Any, cfg: BacktestConfig, capacity_rps: float) -> Context:
+def build_context(trace: Any, cfg: BacktestConfig, capacity_rps: float, idle_attainment: float = 1.0) -> Context:
     rs = trace.rate_series(ORACLE_BIN_S)
     rates = [float(x) for x in rs.req_per_s]
     weights = [r for r in rates if r > 0] or [1.0]
@@ -99,6 +104,7 @@ def build_context(trace: Any, cfg: BacktestConfig, capacity_rps: float) -> Conte
         max_replicas=cfg.max_replicas,
         future_rate=(tuple(float(t) for t in rs.times_s), tuple(rates)),
         bin_s=ORACLE_BIN_S,
+        idle_attainment=idle_attainment,
     )
 
 
@@ -119,9 +125,10 @@ def run_policy(
     policy.start(start, 0.0)
     # Nobody decides before the first full minute: every rate window a policy reads must be complete.
     desired, next_decision, replica_s = start, WARMUP_S, 0.0
-    steps = max(1, math.ceil(trace.duration_s / TICK_S))
+    tick = FLUID_TICK_S if fidelity == "fluid" else TICK_S
+    steps = max(1, math.ceil(trace.duration_s / tick))
     for i in range(steps + 1):
-        t = min(i * TICK_S, trace.duration_s)
+        t = min(i * tick, trace.duration_s)
         fleet.advance_to(t)
         snap = fleet.snapshot()
         obs = from_snapshot(snap, counters)
@@ -173,10 +180,15 @@ def _measure(fleet: Any, trace: Any, cfg: BacktestConfig, fidelity: str, result:
 
 def backtest(path: str, cfg: BacktestConfig, progress: Progress | None = None) -> Report:
     """Run every configured policy over the trace at ``path`` and report them side by side."""
-    trace = sim.load_trace(path, rate_scale=cfg.rate_scale, seed=cfg.seed)
+    trace = sim.load_trace(
+        path, rate_scale=cfg.rate_scale, seed=cfg.seed, start_s=cfg.start_s, duration_s=cfg.duration_s
+    )
     fidelity = choose_fidelity(trace, cfg.fidelity)
-    capacity = cfg.capacity_rps or replica_capacity_rps(trace, cfg.slo_ttft_s, seed=cfg.seed)
-    ctx = build_context(trace, cfg, capacity)
+    if cfg.capacity_rps:
+        capacity, idle = cfg.capacity_rps, 1.0
+    else:
+        capacity, idle = replica_capacity_rps(trace, cfg.slo_ttft_s, seed=cfg.seed)
+    ctx = build_context(trace, cfg, capacity, idle)
     report = Report(getattr(trace, "name", path), fidelity, float(trace.duration_s), capacity)
     for name in cfg.policies:
         report.policies[name] = run_policy(trace, POLICIES[name](ctx), ctx, cfg, fidelity, progress)

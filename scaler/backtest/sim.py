@@ -8,27 +8,19 @@ import numpy as np
 
 
 def load_trace(path: str, **options: Any) -> Any:
-    from simulator.trace.loader import load_trace as _load
+    import simulator
 
-    return _load(path, **options)
+    return simulator.load_trace(path, **options)
 
 
 def make_fleet(trace: Any, *, replicas: int, cold_start_s: float, fidelity: str, seed: int, routing: str) -> Any:
     """A simulated fleet for this trace; `fidelity` "request" or "fluid"."""
     import simulator
-    from simulator.config import FleetConfig
 
-    config = FleetConfig(
+    config = simulator.FleetConfig(
         replicas=replicas, cold_start_s=cold_start_s, fidelity=fidelity, seed=seed, routing=routing, start_ready=True
     )
-    fleet_cls = getattr(simulator, "Fleet", None)
-    if fleet_cls is not None:
-        return fleet_cls(config, trace)
-    if fidelity != "request":
-        raise RuntimeError("this simulator has no fluid level (simulator.Fleet is missing); use --fidelity request")
-    from simulator.request_fleet import RequestFleet
-
-    return RequestFleet(config, trace)
+    return simulator.Fleet(config, trace)
 
 
 def stationary_trace(trace: Any, *, rate: float, duration_s: float, seed: int) -> Any:

@@ -21,13 +21,24 @@ class SeasonalNaive(Forecaster):
         if not (math.isfinite(season_s) and season_s > 0):
             raise ValueError(f"seasonal_naive: season_s must be > 0, got {season_s!r}")
         self.season_s = season_s
+        self._keep = max_history
+        self._st: list[float] = []
+        self._sv: list[float] = []
+
+    def _update(self, t: float, value: float) -> None:
+        # Own flat lists: bisecting a deque is O(n) per probe, and this one holds a day of samples.
+        self._st.append(t)
+        self._sv.append(value)
+        if len(self._st) > 2 * self._keep:
+            del self._st[: -self._keep]
+            del self._sv[: -self._keep]
 
     def _at(self, t: float) -> float | None:
-        times = self._times
+        times = self._st
         if not times or t < times[0]:
             return None
         i = bisect.bisect_right(times, t) - 1
-        return self._values[i]
+        return self._sv[i]
 
     def _predict(self, horizon_s: float) -> tuple[float, float]:
         last_t, last = self._times[-1], self._values[-1]

@@ -27,6 +27,7 @@ class Context:
     max_replicas: int | None = None
     future_rate: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
     bin_s: float = 30.0
+    idle_attainment: float = 1.0  # what one idle replica achieves: misses beyond reach of any scaler
 
     def clamp(self, n: int) -> int:
         n = max(n, self.min_replicas)

@@ -55,8 +55,10 @@ class Dynamo(Policy):
         fc = self.num_req.predict(self.interval_s)
         rps = fc.point / self.interval_s
         self.forecasts.append(ForecastPoint(now, self.interval_s, rps, fc.upper / self.interval_s))
-        isl = self.isl.predict(self.interval_s).point if self.isl.values else self.ctx.mean_prompt_tokens
-        osl = self.osl.predict(self.interval_s).point if self.osl.values else self.ctx.mean_output_tokens
+        isl = self.isl.predict(self.interval_s).point if self.isl.values else 0.0
+        osl = self.osl.predict(self.interval_s).point if self.osl.values else 0.0
+        if isl <= 0 and osl <= 0:  # nothing finished yet: the profiled mix
+            isl, osl = self.ctx.mean_prompt_tokens, self.ctx.mean_output_tokens
         ref = self._cost(self.ctx.mean_prompt_tokens, self.ctx.mean_output_tokens)
         engine_rps = self.ctx.capacity_rps * ref / self._cost(isl, osl)
         return self.ctx.clamp(max(ceil_div(rps, engine_rps), 1))

@@ -4,9 +4,10 @@ no /metrics yet), and the replica count comes from the "scale subresource" (the 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from collector.samples import ReplicaSample
+from collector.samples import Histogram, ReplicaSample
 from collector.state import FleetState
 from scaler.backtest.observe import History
 from scaler.backtest.policies.base import Context, ForecastPoint, Policy
@@ -26,10 +27,13 @@ def planner_config(ctx: Context) -> PlannerConfig:
         cold_start_s=ctx.cold_start_s,
         scaling_delay_s=TICK_S,
         capacity=CapacityConfig(requests_per_s=ctx.capacity_rps, reference_mix=mix),
+        slo_ttft_s=ctx.slo_ttft_s,
         policy=PolicyConfig(
             min_replicas=ctx.min_replicas,
             max_replicas=ctx.max_replicas,
-            queue_drain_s=ctx.slo_ttft_s,
+            # A replica ordered now serves from the horizon on: plan to clear today's queue by then, not within
+            # the SLO (which would order a replica per queued request that no new replica can reach in time).
+            queue_drain_s=ctx.cold_start_s + TICK_S,
             # The profiled capacity already holds the SLO's margin, and the forecast's upper quantile the
             # demand's: a further utilisation discount would pay twice for the same risk.
             target_utilisation=1.0,
@@ -77,4 +81,15 @@ def _sample(r: Any, now: float) -> ReplicaSample:
         prompt_tokens=float(r.prompt_tokens_total),
         generation_tokens=float(r.generation_tokens_total),
         requests_finished=float(r.requests_finished_total),
+        ttft=_histogram(getattr(r, "ttft", None)),
+        queue_time=_histogram(getattr(r, "queue_time", None)),
+    )
+
+
+def _histogram(h: Any) -> Histogram | None:
+    """The simulator's per-bucket histogram as the collector's cumulative one (what /metrics would show)."""
+    if h is None:
+        return None
+    return Histogram(
+        bounds=(*h.bounds, math.inf), counts=tuple(float(c) for c in h.cumulative()), sum=h.total, count=float(h.count)
     )

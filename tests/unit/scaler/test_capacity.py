@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from scaler.capacity import CapacityConfig, CapacityModel, TokenMix
+from scaler.capacity import CapacityConfig, CapacityModel, SloFeedback, TokenMix, share_above
 
 REF = TokenMix(1000.0, 200.0)
 
@@ -79,3 +81,34 @@ def test_bad_configuration_is_refused(config: dict[str, float]) -> None:
 def test_bad_token_mix_is_refused() -> None:
     with pytest.raises(ValueError, match="prompt_tokens"):
         TokenMix(-1.0, 1.0)
+
+
+BOUNDS = (0.5, 1.0, 2.5, math.inf)
+
+
+@pytest.mark.parametrize(
+    ("cumulative", "threshold", "expected"),
+    [
+        ((90.0, 95.0, 99.0, 100.0), 1.0, 0.05),  # a bound at the threshold: exact
+        ((90.0, 95.0, 99.0, 100.0), 2.0, 0.01),  # between bounds: only what is above the next bound
+        ((90.0, 95.0, 99.0, 100.0), 9.0, 0.0),  # past every finite bound: nothing known to be above
+        ((0.0, 0.0, 0.0, 0.0), 1.0, None),  # an empty window says nothing
+    ],
+)
+def test_share_above(cumulative: tuple[float, ...], threshold: float, expected: float | None) -> None:
+    got = share_above(BOUNDS, cumulative, threshold)
+    assert got == (None if expected is None else pytest.approx(expected))
+
+
+def test_slo_feedback_cuts_on_misses_and_recovers_slowly() -> None:
+    fb = SloFeedback(target_miss=0.01, period_s=60.0, decrease=0.5, increase=0.1, floor=0.2)
+    assert fb.update(0.0, 0.05, 100) == 0.5  # 5 % late: halve
+    assert fb.update(30.0, 0.05, 100) == 0.5  # once per period only
+    assert fb.update(60.0, 0.5, 5) == 0.5  # too few requests to judge
+    assert fb.update(120.0, 0.0, 100) == pytest.approx(0.6)  # clean window: +0.1
+    for t in range(180, 3000, 60):
+        fb.update(float(t), 0.0, 100)
+    assert fb.multiplier == 1.0  # never above the profile
+    for t in range(3000, 6000, 60):
+        fb.update(float(t), 0.9, 100)
+    assert fb.multiplier == 0.2  # never below the floor

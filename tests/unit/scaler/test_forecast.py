@@ -209,3 +209,24 @@ def test_forecasts_never_go_negative() -> None:
 def test_bad_configuration_fails_fast(name: str, options: dict[str, float | int | str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         make(name, **options)
+
+
+def test_auto_ensemble_leans_on_the_candidate_that_is_right() -> None:
+    # On a sine with a 40-step period, seasonality-aware and learned candidates beat last value; the ensemble's
+    # weights must move away from uniform towards them, and its forecast must beat last value.
+    from scaler.forecast.ensemble import Ensemble
+
+    period, k = 40, 10
+    series = _sine(800, period)
+    auto, naive = Ensemble(), make("last_value")
+    err_auto = err_naive = 0.0
+    for i, v in enumerate(series[:-k]):
+        auto.observe(i * STEP_S, v)
+        naive.observe(i * STEP_S, v)
+        if i > 500:
+            truth = series[i + k]
+            err_auto += abs(auto.predict(k * STEP_S).point - truth)
+            err_naive += abs(naive.predict(k * STEP_S).point - truth)
+    assert err_auto < err_naive
+    weights = auto.weights()
+    assert max(weights) > 1.5 / len(weights)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from collector.samples import ReplicaSample
+from collector.samples import Histogram, ReplicaSample
 from collector.state import FleetState
 from scaler.capacity import CapacityConfig, TokenMix
-from scaler.planner import Planner, PlannerConfig
+from scaler.planner import Planner, PlannerConfig, WindowedHistogram
 from scaler.policy import PolicyConfig
 
 TICK_S = 15.0
@@ -111,3 +113,51 @@ def test_current_replicas_from_the_scale_subresource() -> None:
 def test_bad_forecaster_fails_at_configuration() -> None:
     with pytest.raises(ValueError, match="unknown forecaster"):
         PlannerConfig(forecaster="crystal_ball")
+
+
+def _hist(counts: tuple[float, ...]) -> Histogram:
+    return Histogram(bounds=(0.5, 1.0, math.inf), counts=counts, sum=0.0, count=counts[-1])
+
+
+def test_windowed_histogram_sums_increases_and_survives_resets() -> None:
+    w = WindowedHistogram(window_s=60.0)
+    assert w.update(0.0, [("a", _hist((1.0, 2.0, 3.0))), ("b", _hist((0.0, 0.0, 0.0)))]) is None  # no increase yet
+    got = w.update(15.0, [("a", _hist((2.0, 4.0, 6.0))), ("b", _hist((1.0, 1.0, 1.0)))])
+    assert got == ((0.5, 1.0, math.inf), (2.0, 3.0, 4.0))
+    # "a" restarted: its counters start again from zero and count as increase.
+    got = w.update(30.0, [("a", _hist((1.0, 1.0, 1.0))), ("b", _hist((1.0, 1.0, 1.0)))])
+    assert got == ((0.5, 1.0, math.inf), (3.0, 4.0, 5.0))
+    got = w.update(90.0, [("a", _hist((1.0, 1.0, 1.0)))])  # older ticks have left the window; nothing new
+    assert got == ((0.5, 1.0, math.inf), (0.0, 0.0, 0.0))
+
+
+def test_queueing_beyond_the_budget_lowers_the_capacity_planned_with() -> None:
+    config = PlannerConfig(
+        forecaster="last_value",
+        capacity=CapacityConfig(requests_per_s=1.0, reference_mix=MIX),
+        slo_ttft_s=2.0,
+        policy=PolicyConfig(target_utilisation=1.0),
+    )
+    state, planner = FleetState(), Planner(config)
+    for i in range(12):
+        t = i * TICK_S
+        late = float(10 * i)  # every request queued longer than 0.5 s (a quarter of the 2 s SLO)
+        samples = [
+            ReplicaSample(
+                namespace="prod",
+                deployment="llm",
+                replica="llm-0",
+                node="n",
+                engine="vllm",
+                model=None,
+                timestamp=t,
+                requests_waiting=0.0,
+                requests_running=1.0,
+                requests_finished=10.0 * i,
+                queue_time=Histogram(bounds=(0.5, 1.0, math.inf), counts=(0.0, 0.0, late), sum=0.0, count=late),
+            )
+        ]
+        state.observe(samples, [], now=t)
+        (d,) = planner.decide(state, t)
+    assert d.forecast["capacity_multiplier"] < 1.0
+    assert d.forecast["capacity_rps"] < 1.0

@@ -40,6 +40,14 @@ def test_single_decision(demand: Demand, desired: int, reason: str) -> None:
     assert rec.message
 
 
+def test_unknown_arrival_rate_never_scales_down_on_an_empty_queue() -> None:
+    # The first tick after start: the rate window is still filling, the queue is empty.
+    cfg = PolicyConfig(scale_down_stabilisation_s=0.0)
+    demand = _demand(current_replicas=8, ready_replicas=8, arrival_rate=None, forecast_upper_rate=None)
+    rec = ReplicaPolicy(cfg).recommend(demand, now=0.0)
+    assert (rec.desired_replicas, rec.reason) == (8, "no_arrival_rate")
+
+
 def test_warm_pool_is_forecast_need_beyond_current_need() -> None:
     rec = ReplicaPolicy(CFG).recommend(_demand(forecast_upper_rate=4.0), now=0.0)
     assert rec.predictive_replicas == 5
