@@ -92,16 +92,36 @@ class _Body:
 
 
 class StreamFetcher:
-    """HTTP/1.1 GET over asyncio streams, keeping one idle connection per (scheme, host, port)."""
+    """HTTP/1.1 GET over asyncio streams, keeping idle connections per (scheme, host, port): one per
+    target in a fleet (each pod has its own address), up to ``max_idle_per_host`` where targets share an
+    address (several exporters behind one node port, or a test server)."""
 
-    def __init__(self, *, ssl_context: ssl.SSLContext | None = None) -> None:
-        self._idle: dict[tuple[str, str, int], _Conn] = {}
+    def __init__(self, *, ssl_context: ssl.SSLContext | None = None, max_idle_per_host: int = 16) -> None:
+        self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
         self._ssl = ssl_context
+        self.max_idle_per_host = max_idle_per_host
 
     async def aclose(self) -> None:
-        for conn in self._idle.values():
-            conn.close()
+        for conns in self._idle.values():
+            for conn in conns:
+                conn.close()
         self._idle.clear()
+
+    def _take_idle(self, key: tuple[str, str, int]) -> _Conn | None:
+        conns = self._idle.get(key)
+        if not conns:
+            return None
+        conn = conns.pop()
+        if not conns:
+            del self._idle[key]
+        return conn
+
+    def _give_back(self, key: tuple[str, str, int], conn: _Conn) -> None:
+        conns = self._idle.setdefault(key, [])
+        if len(conns) < self.max_idle_per_host:
+            conns.append(conn)
+        else:
+            conn.close()
 
     async def get(self, url: str, *, max_bytes: int) -> tuple[bytes, str | None]:
         parts = urlsplit(url)
@@ -115,7 +135,7 @@ class StreamFetcher:
             f"GET {path} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: {USER_AGENT}\r\nAccept: {ACCEPT}\r\n"
             "Accept-Encoding: gzip\r\nConnection: keep-alive\r\n\r\n"
         ).encode("latin-1")
-        conn = self._idle.pop(key, None)
+        conn = self._take_idle(key)
         if conn is not None:
             try:
                 return await self._exchange(key, conn, request, max_bytes)
@@ -177,8 +197,8 @@ class StreamFetcher:
         except OSError as e:
             raise ScrapeError(f"connection failed: {e.strerror or e}") from None
         finally:
-            if reusable and key not in self._idle:
-                self._idle[key] = conn
+            if reusable:
+                self._give_back(key, conn)
             else:
                 conn.close()
 
@@ -276,6 +296,6 @@ class HttpxFetcher:
 
 
 FETCHERS: dict[str, Callable[..., Fetcher]] = {
-    "asyncio": lambda max_connections=64: StreamFetcher(),
+    "asyncio": lambda max_connections=64: StreamFetcher(max_idle_per_host=max_connections),
     "httpx": lambda max_connections=64: HttpxFetcher(max_connections=max_connections),
 }

@@ -81,6 +81,15 @@ async def test_keep_alive_reuses_one_connection(raw: RawServer) -> None:
     assert b"User-Agent: kvpilot" in raw.seen[0]
 
 
+async def test_concurrent_scrapes_of_one_address_keep_their_connections(raw: RawServer) -> None:
+    # four targets behind one address, scraped together twice: four connections, all reused
+    fetcher = StreamFetcher(max_idle_per_host=4)
+    for _ in range(2):
+        await asyncio.gather(*(fetcher.get(raw.url, max_bytes=1024) for _ in range(4)))
+    await fetcher.aclose()
+    assert raw.connections == 4
+
+
 async def test_dropped_keep_alive_connection_is_retried_once_fresh(raw: RawServer) -> None:
     raw.mode = "drop-after-one"
     fetcher = StreamFetcher()
