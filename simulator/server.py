@@ -15,6 +15,7 @@ target discovery and a control API, while a background thread advances the fleet
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from dataclasses import asdict
@@ -45,6 +46,7 @@ class LiveFleet:
         self.lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.error: str | None = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="simulator-advance", daemon=True)
@@ -60,8 +62,13 @@ class LiveFleet:
         virt0 = self.fleet.time
         while not self._stop.wait(self.tick_s):
             target = virt0 + (time.monotonic() - wall0) * self.speed
-            with self.lock:
-                self.fleet.advance_to(max(target, self.fleet.time))
+            try:
+                with self.lock:
+                    self.fleet.advance_to(max(target, self.fleet.time))
+            except Exception as e:  # a bug must show, not silently freeze the fleet
+                self.error = f"{type(e).__name__}: {e}"
+                sys.stderr.write(f"simulator stopped advancing: {self.error}\n")
+                return
 
 
 def make_server(live: LiveFleet, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
@@ -99,6 +106,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- routes --------------------------------------------------------------------------------------------------
     def do_GET(self) -> None:
+        self._guarded(self._get)
+
+    def do_POST(self) -> None:
+        self._guarded(self._post)
+
+    def _guarded(self, route: Any) -> None:
+        try:
+            route()
+        except Exception as e:  # answer 500 with the reason rather than dropping the connection
+            self._error(500, f"{type(e).__name__}: {e}")
+
+    def _get(self) -> None:
         path = self.path.split("?", 1)[0]
         parts = [p for p in path.split("/") if p]
         live = self.live
@@ -128,7 +147,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, body, CONTENT_TYPE)
         return self._error(404, f"no route {path!r}")
 
-    def do_POST(self) -> None:
+    def _post(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
         try:
             length = int(self.headers.get("Content-Length") or 0)
@@ -212,6 +231,7 @@ class _Handler(BaseHTTPRequestHandler):
         return {
             "time_s": snap.time,
             "speed": live.speed,
+            "error": live.error,
             "engine": live.engine,
             "routing": snap.routing,
             "arrivals_total": snap.arrivals_total,
