@@ -29,6 +29,8 @@ class FleetConfig:
     fluid_prefix_hit_rate: float | None = None
     # Start the initial replicas ready (a fleet already running when the replay starts).
     start_ready: bool = True
+    # Replay the trace again and again (a live fleet that never runs dry); off for backtests.
+    loop: bool = False
 
     def __post_init__(self) -> None:
         if self.replicas < 0:

@@ -113,8 +113,12 @@ class FluidFleet:
 
     def _step(self, dt: float) -> None:
         p = self.p
-        i = min(int(self.time // self.dt), len(self._rate) - 1)
+        i = int(self.time // self.dt)
+        past_end = i >= len(self._rate) and not self.cfg.loop
+        i = i % len(self._rate) if self.cfg.loop else min(i, len(self._rate) - 1)
         lam, prompt, output = float(self._rate[i]), float(self._prompt[i]), max(float(self._output[i]), 1.0)
+        if past_end:
+            lam = 0.0  # the trace is over: no more arrivals, the backlog drains
         for start, end, rate, extra_prompt in self._extra:
             if start <= self.time < end:
                 prompt = (lam * prompt + rate * extra_prompt) / max(lam + rate, 1e-12)

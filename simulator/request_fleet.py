@@ -27,6 +27,7 @@ class RequestFleet:
         self._outputs = cols.output_tokens.tolist()
         self._blocks = cols.prefix_blocks
         self._next = 0
+        self._loop_offset = 0.0
         self._injected: list[tuple[float, int, Request]] = []
         self._injected_seq = 0
         self.time = 0.0
@@ -88,17 +89,24 @@ class RequestFleet:
 
     # -- arrivals and routing ----------------------------------------------------------------------------------
     def _peek_arrival(self) -> float | None:
-        a = self._arrivals[self._next] if self._next < len(self._arrivals) else math.inf
+        if self._next >= len(self._arrivals) and self.cfg.loop and self._arrivals:
+            # Replay the trace again from its start, shifted by its duration (live fleets that never end).
+            self._loop_offset += max(self.trace.duration_s, self._arrivals[-1] + 1e-6)
+            self._next = 0
+        a = self._arrivals[self._next] + self._loop_offset if self._next < len(self._arrivals) else math.inf
         b = self._injected[0][0] if self._injected else math.inf
         m = min(a, b)
         return None if m == math.inf else m
 
     def _pop_arrival(self) -> Request:
-        if self._injected and (self._next >= len(self._arrivals) or self._injected[0][0] < self._arrivals[self._next]):
+        off = self._loop_offset
+        if self._injected and (
+            self._next >= len(self._arrivals) or self._injected[0][0] < self._arrivals[self._next] + off
+        ):
             return heapq.heappop(self._injected)[2]
         i = self._next
         self._next += 1
-        return Request(self._arrivals[i], self._prompts[i], self._outputs[i], self._blocks[i])
+        return Request(self._arrivals[i] + off, self._prompts[i], self._outputs[i], self._blocks[i])
 
     def _route(self, req: Request, now: float) -> None:
         ready = [r for r in self.replicas if not r.draining and r.ready(now)]

@@ -45,6 +45,7 @@ def command(
     serve: Annotated[int | None, typer.Option(min=0, max=65535, help="Serve live on this port.")] = None,
     host: Annotated[str, typer.Option(help="Address to bind in live mode.")] = "127.0.0.1",
     speed: Annotated[float, typer.Option(help="Live mode: virtual seconds per wall second.")] = 1.0,
+    loop: Annotated[bool, typer.Option("--loop", help="Live mode: replay the trace again when it ends.")] = False,
     virtual: Annotated[bool, typer.Option("--virtual", help="Replay in virtual time and print a summary.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     fidelity: Annotated[Fidelity, typer.Option(help="request (exact) or fluid (per time step).")] = Fidelity.request,
@@ -74,6 +75,7 @@ def command(
             routing=routing.value,
             fidelity=fidelity.value,
             seed=seed,
+            loop=loop and not virtual,
         )
         fleet = Fleet(config, loaded)
     except FileNotFoundError as e:

@@ -148,6 +148,19 @@ class Trace:
             ]
         return self._requests
 
+    def sample_columns(self, start_s: float, end_s: float) -> RequestColumns:
+        """The requests arriving in [start_s, end_s), times relative to start_s; lazy traces (ServeGen) sample
+        only that span."""
+        if self._columns is None and self._sample is not None:
+            cols = self._sample(start_s, end_s)
+            return RequestColumns(cols.arrival_s, cols.prompt_tokens, cols.output_tokens, cols.prefix_blocks)
+        return self.columns.window(start_s, end_s)
+
+    @classmethod
+    def from_columns(cls, name: str, duration_s: float, columns: RequestColumns) -> Trace:
+        """A trace over requests built elsewhere (a backtest's resampled mix, a test's handful)."""
+        return cls(name, duration_s, _columns=columns.sorted())
+
     def _refuse_if_too_many(self, n: float) -> None:
         if n > MAX_MATERIALISED_REQUESTS:
             raise ValueError(
