@@ -108,13 +108,17 @@ class _TextParser:
             sample_name = m.group()
             if sample_name in self.allowed:
                 if not self.wanted:
-                    if block_skippable:  # one try per block: a failed try is not repeated line by line
+                    # One try per block (a failed try is not repeated line by line), and none when the
+                    # family has a single sample, the usual case.
+                    if block_skippable and lines[line_no : line_no + 1] not in ([], [""]):
                         block_skippable = False
-                        at = synced_at + sum(map(len, lines[synced_index:line_no])) + line_no - synced_index
-                        skipped, synced_at = _skip_block(text, at, self.allowed)
-                        synced_index = line_no + skipped
-                        if skipped:
-                            next(islice(numbered, skipped - 1, None), None)
+                        start = (
+                            synced_at + sum(map(len, lines[synced_index : line_no - 1])) + line_no - 1 - synced_index
+                        )
+                        skipped, synced_at = _skip_block(text, start, self.name, self.typ)
+                        synced_index = line_no - 1 + skipped
+                        if skipped > 1:
+                            next(islice(numbered, skipped - 2, None), None)
                     continue
                 # The usual line, `name{labels seen before} value`, without a method call (hot path).
                 at = m.end()
@@ -273,31 +277,32 @@ class _TextParser:
         self.sink.add(name, typ, unescape_text_help(self.help), samples)
 
 
-def _skip_block(text: str, start: int, allowed: tuple[str, ...]) -> tuple[int, int]:
-    """Skip the lines from ``start`` up to the next "#" or blank line if every one is a sample of ``allowed``.
+# A run of sample lines of one family, from its first sample on: the family name is captured from the
+# first line and must start every following one, followed by a suffix the type admits.
+_LINE_REST = r"[{ \t][^\n]*+\n"
+_BLOCK_RE = {
+    "histogram": re.compile(
+        rf"([a-zA-Z_:][a-zA-Z0-9_:]*?)(?:_bucket|_count|_sum){_LINE_REST}(?:\1(?:_bucket|_count|_sum){_LINE_REST})*+"
+    ),
+    "summary": re.compile(
+        rf"([a-zA-Z_:][a-zA-Z0-9_:]*?)(?:_count|_sum|){_LINE_REST}(?:\1(?:_count|_sum|){_LINE_REST})*+"
+    ),
+}
+_PLAIN_BLOCK_RE = re.compile(rf"({NAME}){_LINE_REST}(?:\1{_LINE_REST})*+")
 
-    Returns (lines skipped, offset after them); (0, start) when any line might not belong to the
-    family (blank, indented, another name), which the caller then reads line by line. Counting
-    needles in C instead of looking at each line is what makes unwanted families nearly free.
+
+def _skip_block(text: str, start: int, family: str, typ: str) -> tuple[int, int]:
+    """Pass over the run of ``family``'s sample lines that begins at offset ``start``, unread.
+
+    Returns (lines in the run, offset after it), or (1, offset of the next line) when the run could not
+    be established (the caller then reads on line by line). One regex pass in C instead of a Python
+    step per line is what makes unwanted families nearly free.
     """
-    if text.startswith(("#", "\n"), start) or start >= len(text):
-        return 0, start  # the family had a single sample (the usual case)
-    end = text.find("\n#", start - 1)
-    if end < 0:
-        end = len(text)
-    blank = text.find("\n\n", start - 1, end + 1)  # pages often put a blank line after each family
-    if blank >= 0:
-        end = blank
-    lines = text.count("\n", start - 1, end)
-    if lines == 0:
-        return 0, start
-    found = 0
-    for name in allowed:
-        for follow in "{ \t":
-            found += text.count("\n" + name + follow, start - 1, end)
-            if found == lines:
-                return lines, end + 1
-    return 0, start
+    m = _BLOCK_RE.get(typ, _PLAIN_BLOCK_RE).match(text, start)
+    if m is None or m.group(1) != family:
+        end = text.find("\n", start)
+        return 1, (end + 1 if end >= 0 else len(text))
+    return text.count("\n", start, m.end()), m.end()
 
 
 def _sample(name: str, labels: dict[str, str], value: str, stamp: str | None, line: str, line_no: int) -> Sample:

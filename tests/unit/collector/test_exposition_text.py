@@ -253,3 +253,15 @@ def test_mutated_pages_are_refused_or_agree(text: str) -> None:
 @given(st.text(_ALPHABET, max_size=80))
 def test_arbitrary_text_is_refused_or_agrees(text: str) -> None:
     assert_sound(text)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(mutated_pages(), st.data())
+def test_selective_read_of_mutated_pages_is_the_full_read_filtered(text: str, data: st.DataObject) -> None:
+    # skipping families unread must not change what the families that are read contain
+    try:
+        full = canonical(parse(text))
+    except ParseError:
+        return
+    wanted = frozenset(data.draw(st.sets(st.sampled_from(sorted(full) or ["none"]))))
+    assert canonical(parse(text, wanted=wanted)) == {k: v for k, v in full.items() if k in wanted}
