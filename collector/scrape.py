@@ -172,6 +172,9 @@ class Collector:
                 return self._failed(target, started_ts, t0, f"connection failed: {exc.strerror or exc}", body)
             except ValueError as exc:  # parse errors and pages no adapter recognises
                 return self._failed(target, started_ts, t0, f"unreadable page: {exc}", body)
+            except Exception as exc:  # an adapter bug must cost one target, not the whole tick
+                log.exception("adapting the page of %s failed", target.url)
+                return self._failed(target, started_ts, t0, f"adapter error: {type(exc).__name__}: {exc}", body)
             duration = time.perf_counter() - t0
             self.health.record(target.url, ok=True, started_ts=started_ts, duration_s=duration, body_bytes=len(body))
             return ScrapeResult(
@@ -193,12 +196,24 @@ class Collector:
         )
         return ScrapeResult(target=target, ok=False, timestamp=started_ts, duration_s=duration, error=error)
 
-    async def collect_once(self, targets: Sequence[TargetInfo]) -> CollectResult:
-        """Scrape every target once, concurrently (bounded); forget health of targets not listed."""
+    async def collect_once(
+        self, targets: Sequence[TargetInfo], *, spread_s: float = 0.0, sleep: Sleep = asyncio.sleep
+    ) -> CollectResult:
+        """Scrape every target once, concurrently (bounded); forget health of targets not listed.
+
+        ``spread_s`` > 0 starts each target at its stable offset within that many seconds (see
+        `jitter_offset`) instead of all at once, so a tick's load and the targets' see a steady trickle."""
         started = self.clock.now()
-        results = await asyncio.gather(*(self.scrape(t) for t in _unique(targets)))
+        if spread_s > 0:
+            results = await asyncio.gather(*(self._scrape_after(t, spread_s, sleep) for t in _unique(targets)))
+        else:
+            results = await asyncio.gather(*(self.scrape(t) for t in _unique(targets)))
         self.health.retain(t.url for t in targets)
         return CollectResult(timestamp=started, results=tuple(results), health=self.health.snapshot())
+
+    async def _scrape_after(self, target: TargetInfo, spread_s: float, sleep: Sleep) -> ScrapeResult:
+        await sleep(jitter_offset(target.url, spread_s, 1.0))
+        return await self.scrape(target)
 
 
 def _unique(targets: Sequence[TargetInfo]) -> list[TargetInfo]:
@@ -343,10 +358,10 @@ class ScrapeLoop:
         """One tick: discover, scrape all at their offsets, report."""
         started = self.clock.now()
         targets = await self._discover()
-        unique = _unique(targets)
-        results = await asyncio.gather(*(self._scrape_at_offset(t) for t in unique))
-        self.collector.health.retain(t.url for t in unique)
-        result = CollectResult(timestamp=started, results=tuple(results), health=self.collector.health.snapshot())
+        collected = await self.collector.collect_once(
+            targets, spread_s=self.interval_s * self.spread_fraction, sleep=self._sleep
+        )
+        result = CollectResult(timestamp=started, results=collected.results, health=collected.health)
         self.ticks += 1
         await self._on_tick(result)
         return result
@@ -361,10 +376,6 @@ class ScrapeLoop:
             self.discovery_errors += 1
             log.exception("target discovery failed; keeping the %d known targets", len(self.last_targets))
         return self.last_targets
-
-    async def _scrape_at_offset(self, target: TargetInfo) -> ScrapeResult:
-        await self._sleep(jitter_offset(target.url, self.interval_s, self.spread_fraction))
-        return await self.collector.scrape(target)
 
     async def _sleep_unless_stopped(self, seconds: float, stop: asyncio.Event) -> None:
         if seconds <= 0 or stop.is_set():

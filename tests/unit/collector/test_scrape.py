@@ -315,6 +315,32 @@ async def test_concurrency_is_bounded(pages: Pages, http_client: str) -> None:
     assert all(r.ok for r in result.results)
 
 
+async def test_adapter_bug_costs_one_target_not_the_tick(pages: Pages) -> None:
+    def buggy(body: bytes, target: TargetInfo, timestamp: float, *, content_type: str | None = None) -> Page:
+        if target.pod == "gpu":
+            raise KeyError("Hostname")
+        return adapt(body, target, timestamp, content_type=content_type)
+
+    async with Collector(clock=VirtualClock(0.0), adapt=buggy) as c:  # type: ignore[arg-type]
+        result = await c.collect_once([pages.target("/metrics"), pages.target("/gpu")])
+    assert [r.ok for r in result.results] == [True, False]
+    assert result.results[1].error == "adapter error: KeyError: 'Hostname'"
+
+
+async def test_collect_once_spreads_targets_over_spread_s(pages: Pages) -> None:
+    clock = VirtualClock(0.0)
+    timer = VirtualTimer(clock)
+    targets = [pages.target("/metrics?a"), pages.target("/metrics?b"), pages.target("/gpu")]
+    async with Collector(clock=clock, adapt=adapt) as c:  # type: ignore[arg-type]
+        task = asyncio.create_task(c.collect_once(targets, spread_s=4.0, sleep=timer.sleep))
+        await timer.until_sleepers(3)
+        await timer.advance(4.0)
+        result = await task
+    # each scraped at its own stable offset within the 4 s, not all at t=0
+    assert [r.timestamp for r in result.results] == [pytest.approx(jitter_offset(t.url, 4.0, 1.0)) for t in targets]
+    assert len({r.timestamp for r in result.results}) == 3
+
+
 def test_jitter_offsets_are_stable_and_spread() -> None:
     urls = [f"http://10.0.0.{i}:8000/metrics" for i in range(200)]
     offsets = [jitter_offset(u, 5.0, 0.5) for u in urls]
