@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
 from simulator.snapshot import GpuSnapshot
 
-_LABELS = ["gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "container", "namespace", "pod"]
+DRIVER_VERSION = "550.90.07"
 _MIB = 1024 * 1024
 
 
@@ -79,19 +79,24 @@ def families(node: str, gpus: list[GpuSnapshot], namespace: str) -> list[Metric]
         # dcgm-exporter writes its counters without a `_total` suffix, which prometheus_client's counter
         # families would add: built as gauges, typed `counter` by the renderer (see BARE_COUNTERS).
         del kind
-        fam = GaugeMetricFamily(name, doc, labels=_LABELS)
+        fam = Metric(name, doc, "gauge")
         for g in gpus:
-            labels = [
-                str(g.index),
-                g.uuid,
-                g.pci_bus_id,
-                f"nvidia{g.index}",
-                g.model_name,
-                node,
-                "vllm" if g.pod else "",
-                namespace if g.pod else "",
-                g.pod,
-            ]
-            fam.add_metric(labels, float(fn(g)))  # type: ignore[operator]
+            fam.add_sample(name, _labels(g, node, namespace), float(fn(g)))  # type: ignore[operator]
         out.append(fam)
     return out
+
+
+def _labels(g: GpuSnapshot, node: str, namespace: str) -> dict[str, str]:
+    """dcgm-exporter's labels; the Kubernetes ones only on GPUs a pod holds (the exporter omits them otherwise)."""
+    labels = {
+        "gpu": str(g.index),
+        "UUID": g.uuid,
+        "pci_bus_id": g.pci_bus_id,
+        "device": f"nvidia{g.index}",
+        "modelName": g.model_name,
+        "Hostname": node,
+        "DCGM_FI_DRIVER_VERSION": DRIVER_VERSION,
+    }
+    if g.pod:
+        labels |= {"container": "vllm", "namespace": namespace, "pod": g.pod}
+    return labels

@@ -1,4 +1,8 @@
-"""SGLang (`python/sglang/srt/metrics/collector.py`, with --enable-metrics): `sglang:` series, model_name."""
+"""SGLang (`python/sglang/srt/metrics/collector.py`, with --enable-metrics): `sglang:` series.
+
+Scheduler gauges and token counters carry `model_name` and `tp_rank`; request histograms only `model_name`
+(as in a real v0.5 capture, tests/fixtures/metrics/sglang__*).
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from simulator.exposition._hist import add
 from simulator.snapshot import ReplicaSnapshot
 
+_RANKED = ["model_name", "tp_rank"]
+
 
 def families(r: ReplicaSnapshot) -> list[Metric]:
-    lv = [r.model_name]
+    ranked = [r.model_name, "0"]
     out: list[Metric] = []
     hit_rate = r.prefix_hits_total / r.prefix_queries_total if r.prefix_queries_total else 0.0
     for name, doc, value in (
@@ -18,19 +24,19 @@ def families(r: ReplicaSnapshot) -> list[Metric]:
         ("sglang:num_used_tokens", "The number of used tokens.", round(r.kv_usage * r.kv_capacity_tokens)),
         ("sglang:token_usage", "The token usage.", r.kv_usage),
         ("sglang:cache_hit_rate", "The prefix cache hit rate.", hit_rate),
+        ("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", r.kv_capacity_tokens),
     ):
-        g = GaugeMetricFamily(name, doc, labels=["model_name"])
-        g.add_metric(lv, value)
+        g = GaugeMetricFamily(name, doc, labels=_RANKED)
+        g.add_metric(ranked, value)
         out.append(g)
     for name, doc, value in (
         ("sglang:prompt_tokens", "Number of prefill tokens processed.", r.prompt_tokens_total),
         ("sglang:generation_tokens", "Number of generation tokens processed.", r.generation_tokens_total),
         ("sglang:cached_tokens", "Number of cached prompt tokens.", r.prefix_hits_total),
         ("sglang:num_requests", "Number of requests processed.", r.requests_finished_total),
-        ("sglang:num_aborted_requests", "Number of requests aborted.", r.requests_aborted_total),
     ):
-        c = CounterMetricFamily(name, doc, labels=["model_name"])
-        c.add_metric(lv, value)
+        c = CounterMetricFamily(name, doc, labels=_RANKED)
+        c.add_metric(ranked, value)
         out.append(c)
     for name, doc, h in (
         ("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", r.ttft),
@@ -39,6 +45,6 @@ def families(r: ReplicaSnapshot) -> list[Metric]:
         ("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", r.queue_time),
     ):
         f = HistogramMetricFamily(name, doc, labels=["model_name"])
-        add(f, lv, h)
+        add(f, [r.model_name], h)
         out.append(f)
     return out

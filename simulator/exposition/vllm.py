@@ -38,19 +38,26 @@ def families(r: ReplicaSnapshot) -> list[Metric]:
     )
     for reason, n in (("stop", r.requests_finished_total), ("length", 0), ("abort", r.requests_aborted_total)):
         success.add_metric([*lv, reason], n)
-    info = GaugeMetricFamily(
-        "vllm:cache_config_info",
-        "Information of the LLMEngine CacheConfig",
-        labels=[
-            "block_size",
-            "cache_dtype",
-            "enable_prefix_caching",
-            "gpu_memory_utilization",
-            "num_gpu_blocks",
-            "engine",
-        ],
-    )
-    info.add_metric([str(r.block_size), "auto", "True", "0.9", str(r.num_gpu_blocks), "0"], 1.0)
+    # CacheConfig.metrics_info(): every field of vLLM's cache config as a label (values as vLLM prints them).
+    config = {
+        "block_size": str(r.block_size),
+        "cache_dtype": "auto",
+        "calculate_kv_scales": "False",
+        "cpu_offload_gb": "0",
+        "enable_prefix_caching": "True",
+        "engine": "0",
+        "gpu_memory_utilization": "0.9",
+        "is_attention_free": "False",
+        "num_cpu_blocks": "None",
+        "num_gpu_blocks": str(r.num_gpu_blocks),
+        "num_gpu_blocks_override": "None",
+        "prefix_caching_hash_algo": "sha256",
+        "sliding_window": "None",
+        "swap_space": "4",
+        "swap_space_bytes": "4294967296",
+    }
+    info = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels=list(config))
+    info.add_metric(list(config.values()), 1.0)
     return [
         info,
         gauge("vllm:num_requests_running", "Number of requests in model execution batches.", r.requests_running),

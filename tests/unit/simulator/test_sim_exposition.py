@@ -28,6 +28,17 @@ def _types(text: str) -> dict[str, str]:
     return dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, flags=re.M))
 
 
+def _label_names(text: str) -> dict[str, frozenset[str]]:
+    out: dict[str, frozenset[str]] = {}
+    for fam in text_string_to_metric_families(text):
+        names: set[str] = set()
+        for s in fam.samples:
+            names |= set(s.labels) - {"le", "quantile"}
+        out[fam.name] = frozenset(names)
+    # The text parser strips `_total` from counter names; TYPE lines keep what the page wrote.
+    return out | {f"{k}_total": v for k, v in out.items()}
+
+
 def _families(text: str) -> dict[str, object]:
     return {f.name: f for f in text_string_to_metric_families(text)}
 
@@ -62,11 +73,14 @@ def test_vllm_core_series_carry_model_name_and_engine(snap: FleetSnapshot) -> No
 
 
 def test_vllm_page_matches_the_handwritten_v1_fixture_types(snap: FleetSnapshot, metrics_fixtures: Path) -> None:
-    ours = _types(render_replica(snap.replicas[0], "vllm").decode())
-    real = _types((metrics_fixtures / "vllm-v1-dp2__handwritten.txt").read_text())
+    ours_text = render_replica(snap.replicas[0], "vllm").decode()
+    real_text = (metrics_fixtures / "vllm-v1-dp2__handwritten.txt").read_text()
+    ours, real = _types(ours_text), _types(real_text)
     shared = set(ours) & set(real)
     assert len(shared) >= 10
     assert {n: ours[n] for n in shared} == {n: real[n] for n in shared}
+    ours_labels, real_labels = _label_names(ours_text), _label_names(real_text)
+    assert {n: ours_labels[n] for n in shared} == {n: real_labels[n] for n in shared}
 
 
 @pytest.mark.parametrize(
@@ -80,11 +94,15 @@ def test_vllm_page_matches_the_handwritten_v1_fixture_types(snap: FleetSnapshot,
 def test_engine_pages_use_the_real_names_and_types(
     snap: FleetSnapshot, metrics_fixtures: Path, engine: str, fixture: str
 ) -> None:
-    ours = _types(render_replica(snap.replicas[0], engine).decode())
-    real = _types((metrics_fixtures / fixture).read_text())
+    ours_text = render_replica(snap.replicas[0], engine).decode()
+    real_text = (metrics_fixtures / fixture).read_text()
+    ours, real = _types(ours_text), _types(real_text)
     shared = set(ours) & set(real)
     assert len(shared) >= 3, sorted(ours)
     assert {n: ours[n] for n in shared} == {n: real[n] for n in shared}
+    # Same label names on the shared families' samples (bucket bounds aside).
+    ours_labels, real_labels = _label_names(ours_text), _label_names(real_text)
+    assert {n: ours_labels[n] for n in shared} == {n: real_labels[n] for n in shared}
 
 
 def test_every_engine_format_parses(snap: FleetSnapshot) -> None:
@@ -103,13 +121,19 @@ def test_dcgm_page_matches_the_real_exporter(snap: FleetSnapshot, metrics_fixtur
     xid = {s.labels["gpu"]: s.value for s in fams["DCGM_FI_DEV_XID_ERRORS"].samples}
     assert xid["1"] == 48
     assert xid["0"] == 0
-    pods = {s.labels["gpu"]: s.labels["pod"] for s in fams["DCGM_FI_DEV_GPU_UTIL"].samples}
+    pods = {s.labels["gpu"]: s.labels.get("pod", "") for s in fams["DCGM_FI_DEV_GPU_UTIL"].samples}
     assert pods["0"] == snap.replicas[0].name
     assert pods["7"] == ""
+    # The real exporter's labels; Kubernetes ones only where a pod holds the GPU.
+    real_labels = _label_names((metrics_fixtures / "dcgm-mig-hostname__handwritten.txt").read_text())
+    base = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"}
     for s in fams["DCGM_FI_DEV_GPU_UTIL"].samples:
-        assert {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "pod", "namespace", "container"} <= set(
-            s.labels
-        )
+        held = any(g.pod for g in snap.gpus if str(g.index) == s.labels["gpu"])
+        expected = base | ({"pod", "namespace", "container"} if held else set())
+        assert set(s.labels) == expected
+    assert {n.replace("Hostname", "hostname") for n in base | {"pod", "namespace", "container"}} <= real_labels[
+        "DCGM_FI_DEV_GPU_UTIL"
+    ]
 
 
 def test_vanished_gpu_is_absent_from_its_exporter() -> None:
