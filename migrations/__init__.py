@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, text
 
 from store.db import make_engine
 
@@ -23,12 +26,49 @@ def alembic_config(url: str | None = None) -> Config:
     return cfg
 
 
+# pg_advisory_lock key: "kvpilot" in ASCII, so that replicas starting together migrate one at a time.
+_LOCK_KEY = 0x6B7670696C6F74
+
+
+@contextmanager
+def _exclusive(url: str) -> Iterator[Connection]:
+    """A connection holding the migration lock. Several kvpilot replicas start at once in HA: without the lock
+    two would race to create the same tables. SQLite serialises writers itself."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            postgres = conn.dialect.name == "postgresql"
+            if postgres:
+                conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _LOCK_KEY})
+                conn.commit()
+            try:
+                yield conn
+                conn.commit()
+            finally:
+                if postgres:
+                    conn.rollback()
+                    conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _LOCK_KEY})
+                    conn.commit()
+    finally:
+        engine.dispose()
+
+
+def _run(action: Callable[[Config, str], None], url: str | None, revision: str) -> None:
+    cfg = alembic_config(url)
+    if url is None:  # the URL comes from kvpilot's settings inside env.py
+        action(cfg, revision)
+        return
+    with _exclusive(url) as conn:
+        cfg.attributes["connection"] = conn
+        action(cfg, revision)
+
+
 def upgrade(url: str | None = None, revision: str = "head") -> None:
-    command.upgrade(alembic_config(url), revision)
+    _run(command.upgrade, url, revision)
 
 
 def downgrade(url: str | None = None, revision: str = "-1") -> None:
-    command.downgrade(alembic_config(url), revision)
+    _run(command.downgrade, url, revision)
 
 
 def head() -> str:

@@ -90,3 +90,16 @@ def test_each_revision_steps_down_and_up_keeping_data(empty_url: str) -> None:
     with engine.connect() as conn:
         assert conn.execute(text("SELECT name FROM deployments")).scalar_one() == "x"
     engine.dispose()
+
+
+@pytest.mark.integration
+def test_replicas_starting_together_migrate_one_at_a_time(postgres: PostgresServer) -> None:
+    # HA: several kvpilot replicas upgrade the same empty PostgreSQL at once; the advisory lock serialises them.
+    from concurrent.futures import ThreadPoolExecutor
+
+    url = fresh_database(postgres)
+    with ThreadPoolExecutor(4) as pool:
+        for future in [pool.submit(migrations.upgrade, url) for _ in range(4)]:
+            future.result()  # none failed on a table another one created
+    assert migrations.is_at_head(url)
+    assert _tables(url) == TABLES
