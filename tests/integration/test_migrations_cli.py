@@ -1,0 +1,47 @@
+"""`kvpilot db upgrade|downgrade|current` against a SQLite file named by KVPILOT_DATABASE_URL."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+import migrations
+from kvpilot.cli import app
+
+
+@pytest.fixture
+def url(tmp_path, monkeypatch: pytest.MonkeyPatch) -> str:
+    url = f"sqlite:///{tmp_path / 'db' / 'kvpilot.db'}"
+    monkeypatch.setenv("KVPILOT_DATABASE_URL", url)
+    return url
+
+
+def test_upgrade_current_downgrade(url: str) -> None:
+    runner = CliRunner()
+    out = runner.invoke(app, ["db", "current"])
+    assert out.exit_code == 0
+    assert "base (empty)" in out.stdout
+    out = runner.invoke(app, ["db", "upgrade"])
+    assert out.exit_code == 0, out.output
+    assert f"is at {migrations.head()}" in out.stdout
+    assert "(newest)" in runner.invoke(app, ["db", "current"]).stdout
+    out = runner.invoke(app, ["db", "downgrade", "base"])
+    assert out.exit_code == 0
+    assert migrations.current(url) is None
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "code", "message"),
+    [
+        (["db", "upgrade", "nope"], {}, 1, "failed"),  # an unknown revision is an error that names the database
+        (["db", "current"], {"KVPILOT_DATABASE_URL": "postgresql://u:secret@127.0.0.1:1/x"}, 1, "u:***@"),  # no pw
+        (["db", "current"], {"KVPILOT_COLLECTOR__INTERVAL_S": "0"}, 2, "collector.interval_s"),  # bad settings
+    ],
+)
+def test_errors(url: str, monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict, code: int, message: str) -> None:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == code
+    assert message in out.output
+    assert "secret" not in out.output
