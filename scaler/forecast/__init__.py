@@ -15,6 +15,7 @@ from scaler.forecast.holt import Holt
 from scaler.forecast.kalman import Kalman
 from scaler.forecast.last_value import LastValue
 from scaler.forecast.learned import Learned
+from scaler.forecast.linear_trend import LinearTrend
 from scaler.forecast.seasonal_naive import SeasonalNaive
 
 FORECASTERS: dict[str, Callable[..., Forecaster]] = {
@@ -25,6 +26,7 @@ FORECASTERS: dict[str, Callable[..., Forecaster]] = {
     "arima": Arima,
     "kalman": Kalman,
     "sklearn": Learned,
+    "linear_trend": LinearTrend,
     "auto": Ensemble,
 }
 

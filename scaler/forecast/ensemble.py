@@ -17,6 +17,7 @@ from scaler.forecast.ewma import Ewma
 from scaler.forecast.holt import Holt
 from scaler.forecast.last_value import LastValue
 from scaler.forecast.learned import Learned
+from scaler.forecast.linear_trend import LinearTrend
 from scaler.forecast.seasonal_naive import SeasonalNaive
 
 _SCORE_HALF_LIFE = 40.0  # scored predictions
@@ -30,6 +31,8 @@ def default_candidates() -> list[Forecaster]:
         Ewma(half_life_s=120.0),
         Ewma(half_life_s=300.0),
         Holt(alpha=0.3, beta=0.05, damping=0.9),
+        LinearTrend(window_s=300.0),
+        LinearTrend(window_s=900.0),
         SeasonalNaive(season_s=86_400.0),
         Learned(model="ridge", refit_every=240, window=2000),
     ]

@@ -90,6 +90,7 @@ def test_negative_horizon_is_an_error(name: str) -> None:
         ("kalman", 0.8),  # local linear trend: nearly all of it
         ("arima", 0.8),  # (2,1,1) with drift from differencing
         ("sklearn", 0.5),  # learned change over the horizon
+        ("linear_trend", 0.4),  # fitted slope, damped by half
     ],
 )
 def test_ramp_is_extrapolated(name: str, min_ratio_of_true_change: float) -> None:
