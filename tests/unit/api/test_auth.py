@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from api.auth import AuthError, TokenAuth
 from tests.unit.api.conftest import ADMIN, READ, FakeRuntime, auth, make_client
@@ -111,3 +113,20 @@ def test_matcher_names_the_principal_without_the_token() -> None:
     with pytest.raises(AuthError) as e:
         a.authenticate("Bearer " + "r1" * 10, need_admin=True)
     assert e.value.status == 403
+
+
+@given(header=st.text(max_size=80))
+@settings(max_examples=200, deadline=None)
+def test_arbitrary_authorization_headers_never_pass_or_crash(header: str) -> None:
+    # Whatever a client sends, only a configured token authenticates, and a bad header is a 401, never a 500.
+    a = TokenAuth(["r" * 24], ["a" * 24], anonymous_read=False)
+    status, name = 200, ""
+    try:
+        name = a.authenticate(header, need_admin=False).name
+    except AuthError as e:
+        status = e.status
+    if status == 200:
+        assert header.strip().partition(" ")[2].strip() in ("r" * 24, "a" * 24)
+        assert name in ("read#0", "admin#0")
+    else:
+        assert status == 401
