@@ -35,6 +35,7 @@ _LABEL = rf"(?!__){NAME}[ \t]*+=[ \t]*+{LABEL_VALUE}"
 _BODY = rf"[ \t]*+(?:{_LABEL}(?:[ \t]*+,[ \t]*+{_LABEL})*+(?:[ \t]*+,)?+[ \t]*+)?+"
 _TOKEN = r'[^ \t{}"]++'
 _BODY_RE = re.compile(_BODY, re.DOTALL)
+_KEY_RE = re.compile(rf"(?!__){NAME}=")
 _NAMES_RE = re.compile(rf"(?:(?!__){NAME}=(?:,(?!__){NAME}=)*+,?+)?+")
 _TAIL_RE = re.compile(rf"[ \t]*+({_TOKEN})(?:[ \t]++({_TOKEN}))?+", re.DOTALL)
 SAMPLE_RE = re.compile(
@@ -82,6 +83,7 @@ class _TextParser:
 
     def run(self, text: str) -> None:
         lines = text.split("\n")
+        count = len(lines)
         numbered = enumerate(lines, 1)
         room = self.sink.max_samples
         name_match = NAME_RE.match
@@ -110,7 +112,7 @@ class _TextParser:
                 if not self.wanted:
                     # One try per block (a failed try is not repeated line by line), and none when the
                     # family has a single sample, the usual case.
-                    if block_skippable and lines[line_no : line_no + 1] not in ([], [""]):
+                    if block_skippable and line_no < count and lines[line_no][:1] not in ("#", ""):
                         block_skippable = False
                         start = (
                             synced_at + sum(map(len, lines[synced_index : line_no - 1])) + line_no - 1 - synced_index
@@ -120,22 +122,22 @@ class _TextParser:
                         if skipped > 1:
                             next(islice(numbered, skipped - 2, None), None)
                     continue
-                # The usual line, `name{labels seen before} value`, without a method call (hot path).
+                # The usual line, `name{labels} value`, without a method call: this is the hot path.
                 at = m.end()
                 close_at = line.rfind("}")
-                value = line[close_at + 2 :]
-                labels = bodies.get(line[at + 1 : close_at]) if line[at : at + 1] == "{" and close_at > at else None
-                if (
-                    labels is not None
-                    and line[close_at + 1 : close_at + 2] == " "
-                    and " " not in value
-                    and "\t" not in value
-                    and "_" not in value
-                ):
-                    try:
-                        self.samples.append(Sample(sample_name, dict(labels), float(value)))
-                    except ValueError:
-                        self.samples.append(self._sample(line, line_no, sample_name))  # says what is wrong
+                if line[at : at + 1] == "{" and close_at > at and line[close_at + 1 : close_at + 2] == " ":
+                    body = line[at + 1 : close_at]
+                    labels = bodies.get(body)
+                    # the first sample may own a new label dict: later ones copy it before parse returns
+                    labels = self._labels(body, line, line_no) if labels is None else labels.copy()
+                    value = line[close_at + 2 :]
+                    if " " not in value and "\t" not in value and "_" not in value:
+                        try:
+                            self.samples.append(Sample(sample_name, labels, float(value)))
+                        except ValueError:
+                            self.samples.append(self._sample(line, line_no, sample_name))  # says what is wrong
+                    else:
+                        self.samples.append(self._sample(line, line_no, sample_name))
                 else:
                     self.samples.append(self._sample(line, line_no, sample_name))
             else:
@@ -173,6 +175,10 @@ class _TextParser:
             # Without escapes a quote always delimits a value: split on quotes, and check the names and
             # separators between the values with one short pattern ("a=,b=," for `a="x",b="y",`).
             parts = body.split('"')
+            if len(parts) == 3 and parts[2] in ("", ",") and _KEY_RE.fullmatch(parts[0]):  # one label
+                labels = {parts[0][:-1]: parts[1]}
+                self.bodies[body] = labels
+                return labels
             between = "".join(parts[0::2])
             names = between.rstrip(",")[:-1].split("=,") if between else []
             if len(parts) % 2 and len(names) == len(parts) // 2 and _NAMES_RE.fullmatch(between):

@@ -265,3 +265,11 @@ def test_selective_read_of_mutated_pages_is_the_full_read_filtered(text: str, da
         return
     wanted = frozenset(data.draw(st.sets(st.sampled_from(sorted(full) or ["none"]))))
     assert canonical(parse(text, wanted=wanted)) == {k: v for k, v in full.items() if k in wanted}
+
+
+def test_samples_never_share_label_dicts() -> None:
+    # label sets are cached while a page is parsed; each sample must still own its dict
+    families = parse('m{a="b"} 1\nm{a="b"} 2\n# TYPE c counter\nc{a="b"} 3\n')
+    dicts = [s.labels for f in families.values() for s in f.samples]
+    assert len(dicts) == 3
+    assert len({id(d) for d in dicts}) == 3
