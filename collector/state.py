@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from collector.rates import (
     derivative,
@@ -122,11 +122,34 @@ def replica_key(namespace: str, replica: str) -> str:
 
 
 class _ReplicaTrack:
-    __slots__ = ("history", "target_up")
+    """A replica's samples in two tiers: every sample of the last ``full_resolution_s`` (rates, trends),
+    then one per ``history_step_s`` with only the TTFT histogram (SLO burn windows) up to ``history_s``.
+    Full samples carry four histograms; keeping an hour of them for a thousand replicas would cost GBs."""
+
+    __slots__ = ("older", "recent", "target_up")
 
     def __init__(self, max_points: int) -> None:
-        self.history: deque[ReplicaSample] = deque(maxlen=max_points)
+        self.recent: deque[ReplicaSample] = deque(maxlen=max_points)
+        self.older: deque[ReplicaSample] = deque(maxlen=max_points)
         self.target_up = True
+
+    @property
+    def latest(self) -> ReplicaSample:
+        return self.recent[-1]
+
+    def add(self, sample: ReplicaSample, *, full_resolution_s: float, step_s: float, history_s: float) -> None:
+        self.recent.append(sample)
+        edge = sample.timestamp - full_resolution_s
+        while self.recent and self.recent[0].timestamp < edge:
+            old = self.recent.popleft()
+            if not self.older or old.timestamp - self.older[-1].timestamp >= step_s:
+                self.older.append(replace(old, itl=None, e2e=None, queue_time=None))
+        horizon = sample.timestamp - history_s
+        while self.older and self.older[0].timestamp < horizon:
+            self.older.popleft()
+
+    def samples(self) -> tuple[ReplicaSample, ...]:
+        return (*self.older, *self.recent)
 
 
 class _GpuTrack:
@@ -149,10 +172,14 @@ class FleetState:
         stale_after_s: float = 30,
         forget_after_s: float | None = None,
         max_points: int = 4096,
+        full_resolution_s: float | None = None,
+        history_step_s: float = 60.0,
     ) -> None:
         """``forget_after_s`` (default ``10 * stale_after_s``): a replica or GPU unseen for this long is
         dropped, so pods that are gone do not accumulate. ``max_points`` caps every history however
-        short the tick."""
+        short the tick. A replica's history keeps every sample for ``full_resolution_s`` (default the
+        larger of ``rate_window_s`` and 120 s, within ``history_s``), older ones thinned to one per
+        ``history_step_s`` with only their TTFT histogram."""
         for name, value in (
             ("rate_window_s", rate_window_s),
             ("history_s", history_s),
@@ -169,6 +196,13 @@ class FleetState:
         if self.forget_after_s < self.stale_after_s:
             raise ValueError("FleetState: forget_after_s must be >= stale_after_s")
         self.max_points = max_points
+        default_full = min(max(self.rate_window_s, 120.0), self.history_s)
+        self.full_resolution_s = float(full_resolution_s if full_resolution_s is not None else default_full)
+        if self.full_resolution_s < self.rate_window_s:
+            raise ValueError("FleetState: full_resolution_s must be >= rate_window_s (rates need every sample)")
+        if not history_step_s > 0:
+            raise ValueError(f"FleetState: history_step_s must be > 0, got {history_step_s}")
+        self.history_step_s = float(history_step_s)
         self._replicas: dict[str, _ReplicaTrack] = {}
         self._gpus: dict[str, _GpuTrack] = {}
         self._deployment_history: dict[str, deque[DeploymentPoint]] = {}
@@ -211,12 +245,14 @@ class FleetState:
             seen.add(key)
             track.target_up = True
             # Out-of-order or repeated samples would make rates go backwards: keep time strictly increasing.
-            if track.history and sample.timestamp <= track.history[-1].timestamp:
+            if track.recent and sample.timestamp <= track.latest.timestamp:
                 continue
-            track.history.append(sample)
-            horizon = sample.timestamp - self.history_s
-            while track.history and track.history[0].timestamp < horizon:
-                track.history.popleft()
+            track.add(
+                sample,
+                full_resolution_s=self.full_resolution_s,
+                step_s=self.history_step_s,
+                history_s=self.history_s,
+            )
         for target in down_targets:
             for key in (replica_key(target.namespace, target.pod), replica_key(target.namespace, target.url)):
                 track = self._replicas.get(key)
@@ -239,7 +275,7 @@ class FleetState:
 
     def _forget(self, now: float) -> None:
         cutoff = now - self.forget_after_s
-        for key in [k for k, t in self._replicas.items() if not t.history or t.history[-1].timestamp < cutoff]:
+        for key in [k for k, t in self._replicas.items() if t.latest.timestamp < cutoff]:
             del self._replicas[key]
         for key in [k for k, t in self._gpus.items() if t.last_seen < cutoff]:
             del self._gpus[key]
@@ -266,7 +302,7 @@ class FleetState:
         views: list[ReplicaView] = []
         for key in sorted(self._replicas):
             track = self._replicas[key]
-            latest = track.history[-1]
+            latest = track.latest
             joined = gpus_by_pod.get((latest.namespace, latest.replica)) or gpus_by_pod.get((None, latest.replica))
             if not joined:
                 joined = gpus_by_node.get(latest.node, []) if latest.node else []
@@ -286,9 +322,9 @@ class FleetState:
             points.append(_point(now, dv))
 
     def _replica_view(self, track: _ReplicaTrack, now: float, gpus: tuple[GpuSample, ...]) -> ReplicaView:
-        latest = track.history[-1]
+        latest = track.latest
         window_start = latest.timestamp - self.rate_window_s
-        window = _tail_since(track.history, window_start)
+        window = _tail_since(track.recent, window_start)
 
         def points(field: Callable[[ReplicaSample], float | None]) -> list[tuple[float, float]]:
             return finite_points((s.timestamp, field(s)) for s in window)
@@ -342,9 +378,10 @@ class FleetState:
         return tuple(self._deployment_history.get(key, ()))
 
     def replica_history(self, key: str) -> Sequence[ReplicaSample]:
-        """Samples oldest first (key ``namespace/replica``); empty if unknown or forgotten."""
+        """Samples oldest first (key ``namespace/replica``); empty if unknown or forgotten. Every sample
+        of the last ``full_resolution_s``; before that one per ``history_step_s``, TTFT histogram only."""
         track = self._replicas.get(key)
-        return tuple(track.history) if track is not None else ()
+        return track.samples() if track is not None else ()
 
 
 def _gpu_views(gpus: dict[str, _GpuTrack], replicas: list[ReplicaView]) -> list[GpuView]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 
@@ -207,6 +208,23 @@ def test_histories_are_bounded_by_time_and_count() -> None:
     assert all(p.t >= 245 - 100 for p in dep_hist)
 
 
+def test_an_hour_of_history_is_tiered() -> None:
+    # every sample for 120 s; before that one per 60 s with only TTFT: memory stays bounded per replica
+    h = Histogram((0.1, 1.0, INF), (1, 2, 3), 1.0, 3)
+    state = FleetState(rate_window_s=60, history_s=3600, stale_after_s=30)
+    for i in range(3600 // 5 + 1):
+        state.observe([rs(t=i * 5.0, ttft=h, itl=h, e2e=h, queue_time=h)], [], now=i * 5.0)
+    hist = state.replica_history("prod/r0")
+    recent = [s for s in hist if s.timestamp >= 3600 - 120]
+    older = [s for s in hist if s.timestamp < 3600 - 120]
+    assert len(recent) == 25
+    assert all(s.itl is not None for s in recent)
+    assert 55 <= len(older) <= 59
+    assert all(s.ttft is not None and s.itl is None and s.e2e is None and s.queue_time is None for s in older)
+    assert all(b.timestamp - a.timestamp >= 60 for a, b in itertools.pairwise(older))
+    assert hist[0].timestamp >= 0
+
+
 def test_out_of_order_sample_is_ignored() -> None:
     state = FleetState()
     state.observe([rs(t=10, prompt_tokens=100)], [], now=10)
@@ -280,6 +298,8 @@ def test_exporter_answering_with_empty_page_marks_gpus_missing() -> None:
         {"history_s": -1},  # negative history is meaningless
         {"stale_after_s": 30, "forget_after_s": 10},  # forgetting before turning stale would skip "not ready"
         {"max_points": 1},  # one point cannot give a rate
+        {"rate_window_s": 60, "full_resolution_s": 30},  # rates need every sample of their window
+        {"history_step_s": 0},  # thinning needs a positive step
     ],
 )
 def test_bad_configuration_is_rejected(kwargs: dict[str, float]) -> None:
