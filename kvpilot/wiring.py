@@ -36,6 +36,19 @@ from store.db import make_engine, session_factory
 log = logging.getLogger(__name__)
 
 
+def _require_head(url: str) -> None:
+    """With auto-migration off, refuse to run against a schema this version does not know."""
+    try:
+        current = migrations.current(url)
+    except SQLAlchemyError:
+        return  # unreachable: the service starts and buffers until the store is back
+    if current != migrations.head():
+        raise SettingsError(
+            f"store.auto_migrate is off and the database is at {current or 'an empty schema'}, this kvpilot needs "
+            f"{migrations.head()}: run `kvpilot db upgrade`"
+        )
+
+
 def planner_config(settings: Settings, scaling: DeploymentScaling) -> PlannerConfig:
     return PlannerConfig(
         cold_start_s=settings.scaler.cold_start_s,
@@ -68,6 +81,8 @@ def build_service(
     url = settings.database_url
     if settings.store.auto_migrate:
         migrations.upgrade(url)
+    else:
+        _require_head(url)
     engine = make_engine(url)
     sessions = session_factory(engine)
     c = settings.collector

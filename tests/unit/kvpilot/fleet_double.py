@@ -69,11 +69,14 @@ class ScriptedFleet:
 
 
 def settings_for(url: str, **overrides: object) -> Settings:
-    return load_settings(
-        store={"database_url": url},
-        collector={"interval_s": 5, "timeout_s": 1, "discovery": {"kind": "static"}},
-        **overrides,
-    )
+    sections: dict[str, object] = {
+        "store": {"database_url": url},
+        "collector": {"interval_s": 5, "timeout_s": 1, "discovery": {"kind": "static"}},
+    }
+    for name, value in overrides.items():
+        base = sections.get(name)
+        sections[name] = {**base, **value} if isinstance(base, dict) and isinstance(value, dict) else value
+    return load_settings(**sections)
 
 
 def make_service(

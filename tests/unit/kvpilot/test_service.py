@@ -189,3 +189,17 @@ async def test_a_failing_stage_is_counted_and_the_tick_goes_on(db) -> None:
     assert 'kvpilot_loop_stage_errors_total{stage="detect"} 2.0' in generate_latest(service.registry).decode()
     service.stop.set()
     await service.wait()
+
+
+def test_without_auto_migration_an_old_schema_is_refused(db) -> None:
+    from kvpilot.settings import SettingsError
+    from kvpilot.sources import Sources
+    from kvpilot.targets import StaticTargets
+    from kvpilot.wiring import build_service
+    from tests.unit.kvpilot.fleet_double import settings_for
+
+    url, _ = db
+    settings = settings_for(url, store={"auto_migrate": False})
+    static = StaticTargets()
+    with pytest.raises(SettingsError, match="kvpilot db upgrade"):
+        build_service(settings, Sources(static, static))
