@@ -113,6 +113,12 @@ class FindingOut(Out):
     acknowledge_note: str | None
 
 
+class HistoryPoint(Out):
+    t: float  # start of the minute, epoch seconds
+    samples: int  # ticks folded into the minute
+    values: dict[str, float | None]  # per-minute means (kv_usage_max: the maximum)
+
+
 class DeploymentDetail(Out):
     deployment: DeploymentSummary
     decision: DecisionOut | None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 
 from api import convert, schemas
 from api.deps import Paging, Reader, RuntimeDep, SessionsDep
@@ -53,3 +53,25 @@ def get_deployment(
         replicas=[convert.replica(r) for r in view.replicas] if view else [],
         findings=found,
     )
+
+
+@router.get(
+    "/{namespace}/{name}/history",
+    response_model=schemas.Page[schemas.HistoryPoint],
+    responses={404: {"model": schemas.Error}},
+)
+def get_history(
+    namespace: Name,
+    name: Name,
+    _: Reader,
+    sessions: SessionsDep,
+    page: Paging,
+    since: Annotated[float, Query(ge=0, le=1e11, description="epoch seconds")] = 0.0,
+) -> schemas.Page[object]:
+    """Per-minute roll-ups of the deployment's signals, oldest first: what the forecaster trains on."""
+    key = f"{namespace}/{name}"
+    with transaction(sessions) as s:
+        if repo.get_deployment(session=s, key=key) is None:
+            raise NotFound("deployment", key)
+        points = repo.load_rollups(session=s, deployment=key, since=since)
+    return of_list(points, page, lambda p: schemas.HistoryPoint(t=p.t, samples=p.samples, values=dict(p.values)))

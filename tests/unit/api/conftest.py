@@ -23,6 +23,7 @@ from kvpilot.targets import StaticTargets
 from scaler.decision import Decision
 from store import repo
 from store.db import make_engine, session_factory, transaction
+from store.repo.deployments import SeenDeployment
 
 READ = "r" * 24
 ADMIN = "a" * 24
@@ -139,6 +140,9 @@ def runtime(tmp_path) -> Iterator[FakeRuntime]:
     with transaction(rt.sessions) as s:
         repo.upsert_findings(session=s, active=[FINDING], now=NOW)
         repo.record_decision(session=s, decision=DECISION)
+        repo.upsert_deployments(session=s, seen=[SeenDeployment("llm/chat", "vllm", "llama")], now=NOW - 120)
+        for t, rate in ((NOW - 120, 3.0), (NOW - 60, 4.0), (NOW - 50, 6.0)):
+            repo.record_rollup(session=s, deployment="llm/chat", t=t, signals={"arrival_rate": rate})
     yield rt
     engine.dispose()
 

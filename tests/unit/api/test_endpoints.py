@@ -296,3 +296,12 @@ def test_api_targets_persist_and_config_targets_are_pinned(runtime: FakeRuntime)
     assert {t.url for t in restarted.static_targets()} == {pinned.url, new["url"]}
     assert client.delete("/v1/targets", params={"url": new["url"]}, headers=A).status_code == 204
     assert StaticTargets(sessions=runtime.sessions).load() == 0  # and its removal persisted too
+
+
+def test_deployment_history(client: TestClient) -> None:
+    body = client.get("/v1/deployments/llm/chat/history", headers=R).json()
+    assert [p["samples"] for p in body["items"]] == [1, 2]  # two minutes, the second folded from two ticks
+    assert body["items"][1]["values"]["arrival_rate"] == 5.0  # the minute's mean
+    later = client.get(f"/v1/deployments/llm/chat/history?since={NOW - 60}", headers=R).json()
+    assert later["total"] == 1
+    assert client.get("/v1/deployments/llm/nope/history", headers=R).status_code == 404
