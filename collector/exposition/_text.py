@@ -80,6 +80,7 @@ class _TextParser:
         # Label sets repeat across a page (every family of a GPU, every gauge of a model), so a body
         # validated once is not validated again: body text -> its labels.
         self.bodies: dict[str, dict[str, str]] = {}
+        self.layouts: dict[str, list[str]] = {}  # "a=,b=" -> ["a", "b"]
 
     def run(self, text: str) -> None:
         lines = text.split("\n")
@@ -180,11 +181,17 @@ class _TextParser:
                 self.bodies[body] = labels
                 return labels
             between = "".join(parts[0::2])
-            names = between.rstrip(",")[:-1].split("=,") if between else []
-            if len(parts) % 2 and len(names) == len(parts) // 2 and _NAMES_RE.fullmatch(between):
-                labels = dict(zip(names, parts[1::2]))  # noqa: B905  # equal lengths by construction
-                if len(labels) != len(names):
+            names = self.layouts.get(between)  # the label names of a body, validated once per page
+            if names is None:
+                names = between.rstrip(",")[:-1].split("=,") if between else []
+                if not _NAMES_RE.fullmatch(between):
+                    names = None
+                elif len(set(names)) != len(names):
                     raise ParseError("duplicate label name", line_no=line_no, line=line)
+                else:
+                    self.layouts[between] = names
+            if names is not None and len(parts) == 2 * len(names) + 1:
+                labels = dict(zip(names, parts[1::2]))  # noqa: B905  # equal lengths, checked above
                 self.bodies[body] = labels
                 return labels
         if _BODY_RE.fullmatch(body) is None:
