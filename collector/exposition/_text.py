@@ -1,8 +1,10 @@
 """The Prometheus text format 0.0.4, grouped into families exactly as prometheus_client groups them.
 
-Speed comes from deciding, per sample line, which family it belongs to from the metric-name prefix
-alone: a line of an unwanted family costs one strip, one anchored regex match and one set lookup.
-Lines of wanted families are validated by one possessive (backtracking-free) regex.
+Speed comes from three things. A sample line's family is decided from its metric-name prefix alone,
+and an unwanted family's run of samples is passed over by one regex in C, unread. Label sets, and the
+layouts of label names, are validated once per page and then looked up. The usual wanted line,
+``name{labels} value``, is read inline in the loop; anything else goes through one possessive
+(backtracking-free) pattern that also says what is wrong.
 
 Where the oracle accepts a line only by accident of its implementation, we reject it (each case is
 a documented test in tests/unit/collector/test_exposition_divergences.py): metric names inside the

@@ -84,6 +84,10 @@ HOSTILE = [
     'm{a="' + "\\\\" * 200_000 + '"} 1\n',
     # a long run of quotes in a comment, tokenised the oracle's quote-aware way
     "# HELP m " + '"' * 200_000 + "\n",
+    # a quoted metric name made of escaped quotes (the exact, quote-aware comment tokeniser)
+    '# HELP "' + '\\"' * 100_000 + '" doc\n',
+    # backslash runs before quotes in a comment: escapes are counted once per run, not once per quote
+    "# HELP " + "\\" * 100_000 + '" x "' * 1_000 + "\n",
     # a comment of separators
     "#" + " \t" * 200_000 + "x\n",
     # a long line of opening braces
@@ -98,8 +102,11 @@ HOSTILE = [
 @pytest.mark.parametrize("page", HOSTILE, ids=range(len(HOSTILE)))
 def test_hostile_pages_finish(page: str) -> None:
     # pytest-timeout bounds this; a quadratic path would not finish
-    with contextlib.suppress(ParseError):
-        parse(page)
+    for openmetrics in (False, True):
+        with contextlib.suppress(ParseError):
+            parse(page, openmetrics=openmetrics)
+        with contextlib.suppress(ParseError):
+            parse(page, openmetrics=openmetrics, wanted={"other"})
 
 
 @settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow], deadline=None)
