@@ -139,3 +139,14 @@ def test_fault_endpoint_answers_200_or_json_400(base: tuple[str, LiveFleet], bod
     if r.status_code == 400:
         assert isinstance(r.json()["error"], str)
     httpx.post(f"{url}/control/faults", json={"type": "routing", "routing": "round_robin"})
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["replicas", "nodes", "metrics", "control", "state", "llama-0000", "node-0", "..",
+                                 "%00", "sd", "targets", "x" * 300]), max_size=4))  # fmt: skip
+def test_any_get_path_answers_cleanly(base: tuple[str, LiveFleet], parts: list[str]) -> None:
+    url, _ = base
+    r = httpx.get(f"{url}/{'/'.join(parts)}")
+    assert r.status_code in (200, 404, 503)
+    if r.status_code != 200:
+        assert "error" in r.json()
