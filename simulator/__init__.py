@@ -16,8 +16,9 @@ Python API (the backtest and the live server use exactly this)::
                               fidelity="request" | "fluid", seed=0), trace)
     fleet.set_replicas(n)          # new replicas cold-start; removed ones drain (loading ones go at once)
     fleet.advance_to(t)            # virtual seconds since trace start, forward only, deterministic
-    fleet.snapshot() -> FleetSnapshot(time, arrivals_total, unrouted_waiting, routing,
+    fleet.snapshot(replicas=None) -> FleetSnapshot(time, arrivals_total, unrouted_waiting, routing,
                                       replicas=[ReplicaSnapshot], gpus=[GpuSnapshot])
+                                   # replicas: optional names, to snapshot only those replicas
     fleet.finished() -> Sequence[FinishedRequest(arrival_s, ttft_s, e2e_s, prompt_tokens, output_tokens, replica)]
     fleet.ttft_quantiles((0.5, 0.9, 0.99)) -> {q: seconds};  fleet.slo_attainment(slo_s) -> 0..1
     fleet.inject(parse_fault({"type": "xid", "node": "node-0", "gpu": 0, "xid": 79}))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -19,7 +19,7 @@ class _Engine(Protocol):
 
     def set_replicas(self, n: int) -> None: ...
     def advance_to(self, t: float) -> None: ...
-    def snapshot(self) -> FleetSnapshot: ...
+    def snapshot(self, replicas: Collection[str] | None = None) -> FleetSnapshot: ...
     def inject(self, fault: Fault) -> None: ...
     def finished(self) -> list[FinishedRequest]: ...
     def ttft_samples(self) -> tuple[np.ndarray, np.ndarray]: ...
@@ -54,8 +54,10 @@ class Fleet:
     def advance_to(self, t: float) -> None:
         self._engine.advance_to(t)
 
-    def snapshot(self) -> FleetSnapshot:
-        return self._engine.snapshot()
+    def snapshot(self, replicas: Collection[str] | None = None) -> FleetSnapshot:
+        """The fleet now; `replicas` limits the per-replica part to those names (a scrape of one replica need
+        not copy every replica's histograms). GPUs are always all there."""
+        return self._engine.snapshot(replicas)
 
     def inject(self, fault: Fault) -> None:
         """Apply a fault now (see simulator.faults). KeyError for an unknown node/GPU/replica."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from collections.abc import Collection
 
 import numpy as np
 
@@ -207,11 +208,13 @@ class FluidFleet:
     def finished(self) -> list[FinishedRequest]:
         return []
 
-    def snapshot(self) -> FleetSnapshot:
+    def snapshot(self, replicas: Collection[str] | None = None) -> FleetSnapshot:
         n = max(len(self.replicas), 1)
         n_serving = max(self._serving(), 1)
         reps = []
         for r in self.replicas:
+            if replicas is not None and r.name not in replicas:
+                continue
             ready = r.ready_at <= self.time
             share = 1.0 / n_serving if ready and not r.hung else 0.0
             reps.append(self._replica_snapshot(r, ready, share, n))

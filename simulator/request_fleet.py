@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Collection
 
 import numpy as np
 
@@ -82,8 +83,8 @@ class RequestFleet:
     def ready_count(self) -> int:
         return sum(1 for r in self.replicas if r.ready(self.time) and not r.draining)
 
-    def snapshot(self) -> FleetSnapshot:
-        reps = [self._replica_snapshot(r) for r in self.replicas]
+    def snapshot(self, replicas: Collection[str] | None = None) -> FleetSnapshot:
+        reps = [self._replica_snapshot(r) for r in self.replicas if replicas is None or r.name in replicas]
         gpus: list[GpuSnapshot] = [g.snapshot() for g in self.nodes.all()]
         return FleetSnapshot(self.time, self.arrivals_total, len(self._backlog), self.routing, reps, gpus)
 

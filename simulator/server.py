@@ -131,7 +131,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(200, self._state())
         if len(parts) == 3 and parts[0] == "replicas" and parts[2] == "metrics":
             with live.lock:
-                snap = live.fleet.snapshot()
+                snap = live.fleet.snapshot(replicas=(parts[1],))
             rep = next((r for r in snap.replicas if r.name == parts[1]), None)
             if rep is None:
                 return self._error(404, f"no replica {parts[1]!r}")
@@ -140,7 +140,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, render_replica(rep, live.engine), CONTENT_TYPE)
         if len(parts) == 3 and parts[0] == "nodes" and parts[2] == "metrics":
             with live.lock:
-                snap = live.fleet.snapshot()
+                snap = live.fleet.snapshot(replicas=())
             if not any(g.node == parts[1] for g in snap.gpus):
                 return self._error(404, f"no node {parts[1]!r}")
             body = render_node(parts[1], snap.gpus, live.fleet.config.namespace)

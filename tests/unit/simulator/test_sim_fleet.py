@@ -226,3 +226,14 @@ def test_derived_traces_through_public_constructors(traces_dir: Path) -> None:
     mine = TraceCls.from_columns("mix", 300, RequestColumns(cols.arrival_s[::-1].copy(), cols.prompt_tokens,
                                                             cols.output_tokens, cols.prefix_blocks))  # fmt: skip
     assert np.all(np.diff([r.arrival_s for r in mine.requests]) >= 0)  # sorted on the way in
+
+
+@pytest.mark.parametrize("fidelity", ["request", "fluid"])
+def test_snapshot_can_be_limited_to_some_replicas(conv: Trace, fidelity: str) -> None:
+    f = Fleet(FleetConfig(replicas=3, fidelity=fidelity), conv)
+    f.advance_to(60)
+    full = f.snapshot()
+    one = f.snapshot(replicas={"llama-0001"})
+    assert [r.name for r in one.replicas] == ["llama-0001"]
+    assert one.replicas[0] == full.replicas[1]
+    assert len(one.gpus) == len(full.gpus)
