@@ -139,7 +139,8 @@ async def test_list_then_watch_follows_pods(kube: FakeKube) -> None:
     disc = KubernetesDiscovery(kube.api_client(), namespace="prod", watch_timeout_s=30)
     try:
         assert [t.pod for t in await disc.targets()] == ["a"]
-        kube.patch("pods", "b", {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}, "prod")  # b turns Ready
+        ready = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+        kube.patch("pods", "b", ready, "prod")  # b turns Ready
         kube.create("pods", pod_dict("d", ports=[8000]))
         kube.delete("pods", "a", "prod")
         eventually(lambda: pods_of(disc) == ["b", "d"])
