@@ -26,7 +26,7 @@ import numpy as np
 from simulator.config import FleetConfig
 from simulator.faults import Fault
 from simulator.gpus import HANGING_XIDS, VANISHING_XIDS, Gpu, Nodes
-from simulator.histogram import ITL_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, Histogram, token_buckets
+from simulator.histogram import ITL_GRID, LATENCY_GRID, TTFT_BUCKETS, Histogram, token_buckets
 from simulator.profile import ReplicaProfile
 from simulator.replica import FinishedRequest
 from simulator.snapshot import FleetSnapshot, ReplicaSnapshot
@@ -78,7 +78,7 @@ class FluidFleet:
         self._tot = {k: 0.0 for k in ("prompt", "gen", "queries", "hits", "finished", "preempt", "busy")}
         self._kv_usage = 0.0
         self._util = 0.0
-        self._itl = Histogram(ITL_BUCKETS)
+        self._itl = Histogram(ITL_GRID)
         for _ in range(config.replicas):
             self._add(0.0 if config.start_ready else config.cold_start_s)
 
@@ -231,7 +231,7 @@ class FluidFleet:
         t = self._tot
         p = self.p
         hist = Histogram(TTFT_BUCKETS, [round(c * share) for c in self._ttft_counts], self._ttft_sum * share)
-        empty = Histogram(REQUEST_LATENCY_BUCKETS)
+        empty = Histogram(LATENCY_GRID)
         return ReplicaSnapshot(
             name=r.name,
             node=self._gpus[r.name][0].node,
@@ -252,7 +252,7 @@ class FluidFleet:
             requests_aborted_total=0,
             started_s=r.started_s,
             ttft=hist,
-            itl=Histogram(ITL_BUCKETS, [round(c * share) for c in self._itl.counts], self._itl.total * share),
+            itl=Histogram(ITL_GRID, [round(c * share) for c in self._itl.counts], self._itl.total * share),
             e2e=empty,
             queue_time=empty,
             prefill_time=empty,

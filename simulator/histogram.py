@@ -32,6 +32,15 @@ REQUEST_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 2
                            240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
 
 
+# TGI (router/src/server.rs): 35 geometric duration buckets, 0.0001 · 1.5^k seconds.
+TGI_DURATION_BUCKETS = tuple(0.0001 * 1.5**k for k in range(35))
+
+# The simulator bins once, on the union of every engine's bounds, so that each engine's page is an exact
+# re-bucketing (`Histogram.rebucket`) rather than an interpolation.
+LATENCY_GRID = tuple(sorted(set(REQUEST_LATENCY_BUCKETS) | set(TGI_DURATION_BUCKETS)))
+ITL_GRID = tuple(sorted(set(ITL_BUCKETS) | set(TGI_DURATION_BUCKETS)))
+
+
 def token_buckets(max_model_len: int) -> tuple[float, ...]:
     """vLLM's 1-2-5 series up to max_model_len (`build_1_2_5_buckets`)."""
     out: list[float] = []
@@ -74,3 +83,18 @@ class Histogram:
 
     def copy(self) -> Histogram:
         return Histogram(self.bounds, list(self.counts), self.total)
+
+    def rebucket(self, bounds: tuple[float, ...]) -> Histogram:
+        """The same observations on coarser `bounds`, each of which must be one of ours (exact, no interpolation)."""
+        index = {b: i for i, b in enumerate(self.bounds)}
+        missing = [b for b in bounds if b not in index]
+        if missing:
+            raise ValueError(f"cannot re-bucket exactly: bounds {missing[:3]} are not on this histogram's grid")
+        cum = self.cumulative()
+        counts: list[int] = []
+        previous = 0
+        for b in bounds:
+            counts.append(cum[index[b]] - previous)
+            previous = cum[index[b]]
+        counts.append(cum[-1] - previous)
+        return Histogram(bounds, counts, self.total)

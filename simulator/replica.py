@@ -15,7 +15,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from simulator.histogram import ITL_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, Histogram, token_buckets
+from simulator.histogram import ITL_GRID, LATENCY_GRID, TTFT_BUCKETS, Histogram, token_buckets
 from simulator.kvcache import KvPool
 from simulator.profile import ReplicaProfile
 from simulator.trace.model import PREFIX_BLOCK_TOKENS, Request
@@ -64,12 +64,12 @@ class ReplicaCounters:
     aborted: int = 0
     busy_s: float = 0.0
     ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS))
-    itl: Histogram = field(default_factory=lambda: Histogram(ITL_BUCKETS))
-    e2e: Histogram = field(default_factory=lambda: Histogram(REQUEST_LATENCY_BUCKETS))
-    queue: Histogram = field(default_factory=lambda: Histogram(REQUEST_LATENCY_BUCKETS))
-    prefill: Histogram = field(default_factory=lambda: Histogram(REQUEST_LATENCY_BUCKETS))
-    decode: Histogram = field(default_factory=lambda: Histogram(REQUEST_LATENCY_BUCKETS))
-    inference: Histogram = field(default_factory=lambda: Histogram(REQUEST_LATENCY_BUCKETS))
+    itl: Histogram = field(default_factory=lambda: Histogram(ITL_GRID))
+    e2e: Histogram = field(default_factory=lambda: Histogram(LATENCY_GRID))
+    queue: Histogram = field(default_factory=lambda: Histogram(LATENCY_GRID))
+    prefill: Histogram = field(default_factory=lambda: Histogram(LATENCY_GRID))
+    decode: Histogram = field(default_factory=lambda: Histogram(LATENCY_GRID))
+    inference: Histogram = field(default_factory=lambda: Histogram(LATENCY_GRID))
     prompt_len: Histogram = field(default_factory=lambda: Histogram(token_buckets(32768)))
     output_len: Histogram = field(default_factory=lambda: Histogram(token_buckets(32768)))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from simulator.exposition._hist import add
+from simulator.histogram import TGI_DURATION_BUCKETS
 from simulator.snapshot import ReplicaSnapshot
 
 
@@ -26,14 +27,17 @@ def families(r: ReplicaSnapshot) -> list[Metric]:
     fail = GaugeMetricFamily("tgi_request_failure", "tgi_request_failure", labels=["err"])
     fail.add_metric(["aborted"], r.requests_aborted_total)
     out.append(fail)
-    for name, h in (
-        ("tgi_request_duration", r.e2e),
-        ("tgi_request_queue_duration", r.queue_time),
-        ("tgi_request_mean_time_per_token_duration", r.itl),
-        ("tgi_request_input_length", r.prompt_len),
-        ("tgi_request_generated_tokens", r.output_len),
+    durations = TGI_DURATION_BUCKETS
+    for name, h, bounds in (
+        ("tgi_request_duration", r.e2e, durations),
+        ("tgi_request_queue_duration", r.queue_time, durations),
+        ("tgi_request_inference_duration", r.inference_time, durations),
+        ("tgi_request_mean_time_per_token_duration", r.itl, durations),
+        # Token-count histograms keep the simulator's 1-2-5 bounds (TGI's own are not in ENGINES.md).
+        ("tgi_request_input_length", r.prompt_len, None),
+        ("tgi_request_generated_tokens", r.output_len, None),
     ):
         f = HistogramMetricFamily(name, name, labels=[])
-        add(f, [], h)
+        add(f, [], h, bounds)
         out.append(f)
     return out

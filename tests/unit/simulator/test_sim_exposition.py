@@ -105,6 +105,31 @@ def test_engine_pages_use_the_real_names_and_types(
     assert {n: ours_labels[n] for n in shared} == {n: real_labels[n] for n in shared}
 
 
+def test_tgi_durations_use_tgis_geometric_buckets_exactly(snap: FleetSnapshot) -> None:
+    fams = _families(render_replica(snap.replicas[0], "tgi").decode())
+    buckets = [s for s in fams["tgi_request_duration"].samples if s.name.endswith("_bucket")]
+    les = [float(s.labels["le"]) for s in buckets if s.labels["le"] != "+Inf"]
+    assert les == pytest.approx([0.0001 * 1.5**k for k in range(35)])
+    # Re-bucketing loses nothing: the +Inf bucket holds every finished request, as vLLM's page does.
+    vllm = _families(render_replica(snap.replicas[0], "vllm").decode())["vllm:e2e_request_latency_seconds"]
+    inf = [s.value for s in vllm.samples if s.name.endswith("_bucket") and s.labels["le"] == "+Inf"]
+    assert buckets[-1].value == inf[0] == snap.replicas[0].requests_finished_total
+
+
+def test_rebucketing_is_exact_and_refuses_foreign_bounds() -> None:
+    from simulator.histogram import LATENCY_GRID, REQUEST_LATENCY_BUCKETS, Histogram
+
+    h = Histogram(LATENCY_GRID)
+    for v in (0.0002, 0.31, 0.31, 7.0, 9999.0):
+        h.observe(v)
+    coarse = h.rebucket(REQUEST_LATENCY_BUCKETS)
+    assert coarse.cumulative()[0] == 1  # 0.0002 <= 0.3
+    assert coarse.cumulative()[1] == 3  # the two 0.31 <= 0.5
+    assert coarse.count == 5
+    with pytest.raises(ValueError, match="grid"):
+        h.rebucket((0.123,))
+
+
 def test_every_engine_format_parses(snap: FleetSnapshot) -> None:
     for engine in ENGINES:
         assert _families(render_replica(snap.replicas[0], engine).decode())
