@@ -125,22 +125,24 @@ class _TextParser:
                         if skipped > 1:
                             next(islice(numbered, skipped - 2, None), None)
                     continue
-                # The usual line, `name{labels} value`, without a method call: this is the hot path.
-                at = m.end()
+                # The usual line, `name{labels} value`, without a method call: this is the hot path. A
+                # timestamp or anything odd makes float() fail and takes the general path, which says why.
+                at = len(sample_name)
                 close_at = line.rfind("}")
-                if line[at : at + 1] == "{" and close_at > at and line[close_at + 1 : close_at + 2] == " ":
+                if close_at > at and line[at] == "{" and line[close_at + 1 : close_at + 2] == " ":
                     body = line[at + 1 : close_at]
                     labels = bodies.get(body)
                     # the first sample may own a new label dict: later ones copy it before parse returns
                     labels = self._labels(body, line, line_no) if labels is None else labels.copy()
                     value = line[close_at + 2 :]
-                    if " " not in value and "\t" not in value and "_" not in value:
-                        try:
-                            self.samples.append(Sample(sample_name, labels, float(value)))
-                        except ValueError:
-                            self.samples.append(self._sample(line, line_no, sample_name))  # says what is wrong
-                    else:
+                    try:
+                        number = float(value)
+                    except ValueError:
                         self.samples.append(self._sample(line, line_no, sample_name))
+                    else:
+                        if "_" in value:  # float() reads digit separators; the format has none
+                            raise ParseError(f"invalid value {value!r}", line_no=line_no, line=line)
+                        self.samples.append(Sample(sample_name, labels, number))
                 else:
                     self.samples.append(self._sample(line, line_no, sample_name))
             else:
