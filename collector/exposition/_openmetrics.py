@@ -140,7 +140,7 @@ class _OpenMetricsParser:
             raise ValueError("metadata after samples")
         if family is None or candidate != family.name:
             self._close()
-            family = self.family = _Family(candidate, line_no, self._wanted(candidate))
+            family = self.family = _Family(candidate, line_no, self.keep(candidate))
         if keyword == "HELP":
             if family.help is not None:
                 raise ValueError("more than one HELP")
@@ -159,9 +159,6 @@ class _OpenMetricsParser:
         else:
             raise ValueError(f"invalid metadata keyword {keyword!r}")
 
-    def _wanted(self, name: str) -> bool:
-        return self.keep(name)
-
     def _sample_line(self, line: str, line_no: int) -> bool:
         """Read one sample line; True when it was kept (counts against the sample cap)."""
         m = NAME_RE.match(line)
@@ -171,7 +168,7 @@ class _OpenMetricsParser:
         family = self.family
         if family is None or sample_name not in family.allowed:
             self._close()
-            family = self.family = _Family(sample_name, line_no, self._wanted(sample_name), "unknown")
+            family = self.family = _Family(sample_name, line_no, self.keep(sample_name), "unknown")
         family.has_samples = True
         if not family.wanted:
             return False
