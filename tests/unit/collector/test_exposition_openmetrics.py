@@ -250,3 +250,14 @@ def test_mutated_pages_are_refused_or_agree(text: str) -> None:
     except ParseError:
         return
     assert ours == oracle(text)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(mutated_pages(), st.data())
+def test_selective_read_of_mutated_pages_is_the_full_read_filtered(text: str, data: st.DataObject) -> None:
+    try:
+        full = canonical(parse(text, openmetrics=True))
+    except ParseError:
+        return
+    wanted = frozenset(data.draw(st.sets(st.sampled_from(sorted(full) or ["none"]))))
+    assert canonical(parse(text, openmetrics=True, wanted=wanted)) == {k: v for k, v in full.items() if k in wanted}
