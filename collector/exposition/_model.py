@@ -58,6 +58,8 @@ def selector(wanted: Wanted) -> Callable[[str], bool]:
         return _everything
     if callable(wanted):
         return wanted
+    if isinstance(wanted, str):  # a str is a collection of its characters: surely a mistake
+        raise TypeError(f"wanted must be a collection of family names, not the single name {wanted!r}")
     return frozenset(wanted).__contains__
 
 

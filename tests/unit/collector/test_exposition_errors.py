@@ -154,3 +154,9 @@ CONTENT_TYPES = [
 @pytest.mark.parametrize(("content_type", "expected"), CONTENT_TYPES)
 def test_is_openmetrics(content_type: str | None, expected: bool) -> None:
     assert is_openmetrics(content_type) is expected
+
+
+def test_wanted_as_a_single_name_is_refused() -> None:
+    # a str is a collection of characters; reading families "a", "b", ... would silently return nothing
+    with pytest.raises(TypeError):
+        parse("up 1\n", wanted="up")
