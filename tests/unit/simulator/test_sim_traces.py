@@ -191,3 +191,12 @@ def test_servegen_parser_never_fails_uncontrolled(tmp_path_factory: pytest.TempP
     (d / "chunk-0-trace.csv").write_text("\n".join(",".join(str(v) for v in row) for row in rows))
     with contextlib.suppress(ValueError):
         load_trace(d).rate_series(600)
+
+
+def test_servegen_sub_window_samples_the_same_arrivals(traces_dir: Path) -> None:
+    trace = load_trace(traces_dir / "servegen_m-large_days1-10", rate_scale=0.02, seed=9)
+    whole = trace.sample_columns(0, 1800)
+    part = trace.sample_columns(600, 1200)
+    inside = (whole.arrival_s >= 600) & (whole.arrival_s < 1200)
+    assert np.allclose(np.sort(part.arrival_s), np.sort(whole.arrival_s[inside] - 600))
+    assert sorted(part.prompt_tokens.tolist()) == sorted(whole.prompt_tokens[inside].tolist())
