@@ -117,6 +117,10 @@ class GpuView:
         return self.sample.key
 
 
+_HISTOGRAM_FIELDS = ("ttft", "itl", "e2e", "queue_time")
+_MAX_LAYOUTS = 1024
+
+
 def replica_key(namespace: str, replica: str) -> str:
     return f"{namespace}/{replica}"
 
@@ -204,6 +208,7 @@ class FleetState:
             raise ValueError(f"FleetState: history_step_s must be > 0, got {history_step_s}")
         self.history_step_s = float(history_step_s)
         self._replicas: dict[str, _ReplicaTrack] = {}
+        self._bounds: dict[tuple[float, ...], tuple[float, ...]] = {}  # one shared tuple per bucket layout
         self._gpus: dict[str, _GpuTrack] = {}
         self._deployment_history: dict[str, deque[DeploymentPoint]] = {}
         self._replica_views: list[ReplicaView] = []
@@ -248,7 +253,7 @@ class FleetState:
             if track.recent and sample.timestamp <= track.latest.timestamp:
                 continue
             track.add(
-                sample,
+                self._share_bounds(sample),
                 full_resolution_s=self.full_resolution_s,
                 step_s=self.history_step_s,
                 history_s=self.history_s,
@@ -258,6 +263,24 @@ class FleetState:
                 track = self._replicas.get(key)
                 if track is not None and key not in seen:
                     track.target_up = False
+
+    def _share_bounds(self, sample: ReplicaSample) -> ReplicaSample:
+        """The same sample with its histograms' bucket bounds replaced by one shared tuple per layout:
+        every sample of every replica carries the same few layouts, and bounds are half a histogram's
+        memory."""
+        changed: dict[str, Histogram] = {}
+        for name in _HISTOGRAM_FIELDS:
+            h: Histogram | None = getattr(sample, name)
+            if h is None:
+                continue
+            shared = self._bounds.get(h.bounds)
+            if shared is None:
+                if len(self._bounds) >= _MAX_LAYOUTS:
+                    continue  # a pathological target inventing layouts: keep its own tuples
+                shared = self._bounds[h.bounds] = h.bounds
+            if shared is not h.bounds:
+                changed[name] = Histogram(bounds=shared, counts=h.counts, sum=h.sum, count=h.count)
+        return replace(sample, **changed) if changed else sample  # type: ignore[arg-type]
 
     def _take_gpus(self, gpus: Sequence[GpuSample], scraped_nodes: set[str] | None) -> None:
         listed: set[str] = set()

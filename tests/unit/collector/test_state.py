@@ -225,6 +225,21 @@ def test_an_hour_of_history_is_tiered() -> None:
     assert hist[0].timestamp >= 0
 
 
+def test_equal_bucket_bounds_are_stored_once() -> None:
+    # every scrape parses its own bounds tuple; the state keeps one per layout (half a histogram's memory)
+    def hist() -> Histogram:
+        return Histogram(tuple(float(b) for b in ("0.1", "1.0", "inf")), (1, 2, 3), 1.0, 3)
+
+    state = FleetState()
+    state.observe([rs("a", ttft=hist(), itl=hist()), rs("b", ttft=hist())], [], now=0)
+    state.observe([rs("a", t=5, ttft=hist())], [], now=5)
+    stored = [s.ttft for key in ("prod/a", "prod/b") for s in state.replica_history(key)]
+    stored.append(state.replica_history("prod/a")[0].itl)
+    assert all(h is not None for h in stored)
+    assert len({id(h.bounds) for h in stored if h is not None}) == 1
+    assert state.replica_history("prod/a")[-1].ttft == hist()  # values unchanged
+
+
 def test_out_of_order_sample_is_ignored() -> None:
     state = FleetState()
     state.observe([rs(t=10, prompt_tokens=100)], [], now=10)
