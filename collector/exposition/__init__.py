@@ -48,6 +48,7 @@ def is_openmetrics(content_type: str | None) -> bool:
 
 
 def _decode(data: bytes) -> str:
+    """UTF-8 as the formats require; an invalid byte is reported with its line, shown repaired."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -1,9 +1,9 @@
 """What a parsed page is made of (families of samples) and the sink both format backends fill.
 
-The sink owns the two rules every backend shares: families are keyed and merged exactly as the
-oracle's families would be when collected into a dict by name (the first family of a name fixes its
-type and help; later families of the same name add their samples), and a page may not produce more
-than ``max_samples`` samples.
+The sink holds what every backend shares: families are keyed and merged exactly as the oracle's
+families would be when collected into a dict by name (the first family of a name fixes its type and
+help; later families of the same name add their samples), and the ``max_samples`` cap the backends
+count kept samples against.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def _everything(_name: str) -> bool:
 
 
 class Sink:
-    """Collects the families a backend emits, merged by name, counting samples against the cap."""
+    """Collects the families a backend emits, merged by name; carries the sample cap."""
 
     __slots__ = ("families", "max_samples")
 
