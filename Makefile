@@ -37,6 +37,7 @@ bench: $(STAMP) system-deps
 	$(BIN)/python bench/exposition.py
 	$(BIN)/python bench/detectors.py
 	$(BIN)/python bench/simulator.py
+	$(BIN)/python bench/backtest.py
 
 # Generated artefacts (dashboards, alert rules, gRPC stubs) are committed; CI fails when they are stale.
 generate: $(STAMP)

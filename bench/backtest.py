@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -73,6 +74,14 @@ def goals(report: Report) -> list[tuple[str, bool, str]]:
     return out
 
 
+def _announce(started: float) -> Callable[[str, float], None]:
+    def progress(name: str, done: float) -> None:
+        if done >= 1.0:
+            print(f"  {name} done at {time.perf_counter() - started:.0f} s", flush=True)
+
+    return progress
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--traces", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "traces")
@@ -95,7 +104,11 @@ def main() -> None:
             continue
         started = time.perf_counter()
         run_cfg = replace(cfg, duration_s=args.long_duration) if path.is_dir() else cfg
-        report = backtest(str(path), run_cfg)
+        report = backtest(
+            str(path),
+            run_cfg,
+            progress=_announce(started),
+        )
         wall = time.perf_counter() - started
         print(
             f"\n{path.name}: {report.fidelity} level, {report.duration_s / 3600:.2f} h, "

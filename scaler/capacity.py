@@ -150,11 +150,17 @@ class SloFeedback:
     decrease: float = 0.7
     increase: float = 0.02
     floor: float = 0.3
+    ceiling: float = 1.0  # above 1: let clean traffic prove the profile too conservative
     multiplier: float = 1.0
     _last_t: float | None = None
 
     def __post_init__(self) -> None:
-        if not (0 < self.target_miss < 1 and 0 < self.decrease < 1 and 0 < self.floor <= 1 and self.period_s > 0):
+        if not (
+            0 < self.target_miss < 1
+            and 0 < self.decrease < 1
+            and 0 < self.floor <= 1 <= self.ceiling
+            and self.period_s > 0
+        ):
             raise ValueError(f"slo feedback: bad configuration {self}")
 
     def update(self, now: float, miss: float | None, requests: float) -> float:
@@ -166,5 +172,5 @@ class SloFeedback:
         if miss > self.target_miss:
             self.multiplier = max(self.floor, self.multiplier * self.decrease)
         elif miss <= self.target_miss / 2:
-            self.multiplier = min(1.0, self.multiplier + self.increase)
+            self.multiplier = min(self.ceiling, self.multiplier + self.increase)
         return self.multiplier

@@ -33,6 +33,7 @@ class PlannerConfig:
     mix_half_life_ticks: float = 20.0  # smoothing of the prompt/output token mix
     slo_ttft_s: float | None = None  # with it, requests queued > half of it correct the capacity (SloFeedback)
     slo_target_miss: float = 0.01
+    upper_weight: float = 1.0  # size for point + w·(upper − point): 1 = the q90 upper bound, 0 = the point
     queue_budget_share: float = 0.25  # a request queued longer than this share of the TTFT SLO was delayed by load
 
     def __post_init__(self) -> None:
@@ -162,7 +163,11 @@ class _DeploymentPlanner:
                 ready_replicas=view.ready_replicas,
                 capacity_rps=capacity_rps,
                 arrival_rate=view.arrival_rate,
-                forecast_upper_rate=forecast.upper if view.arrival_rate is not None else None,
+                forecast_upper_rate=(
+                    forecast.point + cfg.upper_weight * (forecast.upper - forecast.point)
+                    if view.arrival_rate is not None
+                    else None
+                ),
                 requests_waiting=view.requests_waiting,
                 replicas_without_metrics=blind,
             ),

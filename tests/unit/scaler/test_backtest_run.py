@@ -12,8 +12,7 @@ from scaler.backtest.run import BacktestConfig, backtest
 
 # 20 minutes, a 4× burst: enough for every policy to scale, small enough for a unit test.
 TRACE = (
-    "synthetic:duration_s=1200,rate=3,amplitude=0,bursts=1,burst_factor=4,burst_s=300,prompt_mean=4000,"
-    "output_mean=100"
+    "synthetic:duration_s=1200,rate=3,amplitude=0,bursts=1,burst_factor=4,burst_s=300,prompt_mean=4000,output_mean=100"
 )
 KEYS = {"slo_attainment", "replica_hours", "p50_ttft_s", "p99_ttft_s", "scale_events"}
 
