@@ -126,14 +126,19 @@ def replica_key(namespace: str, replica: str) -> str:
 
 
 class _ReplicaTrack:
-    """A replica's samples in two tiers: every sample of the last ``full_resolution_s`` (rates, trends),
-    then one per ``history_step_s`` with only the TTFT histogram (SLO burn windows) up to ``history_s``.
-    Full samples carry four histograms; keeping an hour of them for a thousand replicas would cost GBs."""
+    """A replica's samples in three tiers, because full samples carry four histograms and an hour of
+    them for a thousand replicas would cost gigabytes:
 
-    __slots__ = ("older", "recent", "target_up")
+    - ``recent``: every sample of the rate window, complete (rates, TTFT window);
+    - ``middle``: every sample up to ``full_resolution_s``, with only the TTFT histogram (trends);
+    - ``older``: one sample per ``history_step_s`` up to ``history_s``, TTFT only (SLO burn windows).
+    """
+
+    __slots__ = ("middle", "older", "recent", "target_up")
 
     def __init__(self, max_points: int) -> None:
         self.recent: deque[ReplicaSample] = deque(maxlen=max_points)
+        self.middle: deque[ReplicaSample] = deque(maxlen=max_points)
         self.older: deque[ReplicaSample] = deque(maxlen=max_points)
         self.target_up = True
 
@@ -141,19 +146,22 @@ class _ReplicaTrack:
     def latest(self) -> ReplicaSample:
         return self.recent[-1]
 
-    def add(self, sample: ReplicaSample, *, full_resolution_s: float, step_s: float, history_s: float) -> None:
+    def add(
+        self, sample: ReplicaSample, *, rate_window_s: float, full_resolution_s: float, step_s: float, history_s: float
+    ) -> None:
+        t = sample.timestamp
         self.recent.append(sample)
-        edge = sample.timestamp - full_resolution_s
-        while self.recent and self.recent[0].timestamp < edge:
-            old = self.recent.popleft()
+        while self.recent[0].timestamp < t - rate_window_s:
+            self.middle.append(replace(self.recent.popleft(), itl=None, e2e=None, queue_time=None))
+        while self.middle and self.middle[0].timestamp < t - full_resolution_s:
+            old = self.middle.popleft()
             if not self.older or old.timestamp - self.older[-1].timestamp >= step_s:
-                self.older.append(replace(old, itl=None, e2e=None, queue_time=None))
-        horizon = sample.timestamp - history_s
-        while self.older and self.older[0].timestamp < horizon:
+                self.older.append(old)
+        while self.older and self.older[0].timestamp < t - history_s:
             self.older.popleft()
 
     def samples(self) -> tuple[ReplicaSample, ...]:
-        return (*self.older, *self.recent)
+        return (*self.older, *self.middle, *self.recent)
 
 
 class _GpuTrack:
@@ -181,9 +189,9 @@ class FleetState:
     ) -> None:
         """``forget_after_s`` (default ``10 * stale_after_s``): a replica or GPU unseen for this long is
         dropped, so pods that are gone do not accumulate. ``max_points`` caps every history however
-        short the tick. A replica's history keeps every sample for ``full_resolution_s`` (default the
-        larger of ``rate_window_s`` and 120 s, within ``history_s``), older ones thinned to one per
-        ``history_step_s`` with only their TTFT histogram."""
+        short the tick. A replica's history keeps complete samples for ``rate_window_s``, every sample
+        (TTFT histogram only) for ``full_resolution_s`` (default the larger of ``rate_window_s`` and 120 s,
+        within ``history_s``), and older ones thinned to one per ``history_step_s``."""
         for name, value in (
             ("rate_window_s", rate_window_s),
             ("history_s", history_s),
@@ -254,6 +262,7 @@ class FleetState:
                 continue
             track.add(
                 self._share_bounds(sample),
+                rate_window_s=self.rate_window_s,
                 full_resolution_s=self.full_resolution_s,
                 step_s=self.history_step_s,
                 history_s=self.history_s,
@@ -401,8 +410,9 @@ class FleetState:
         return tuple(self._deployment_history.get(key, ()))
 
     def replica_history(self, key: str) -> Sequence[ReplicaSample]:
-        """Samples oldest first (key ``namespace/replica``); empty if unknown or forgotten. Every sample
-        of the last ``full_resolution_s``; before that one per ``history_step_s``, TTFT histogram only."""
+        """Samples oldest first (key ``namespace/replica``); empty if unknown or forgotten. Complete for the
+        rate window; every sample of the last ``full_resolution_s``; before that one per
+        ``history_step_s``; outside the rate window only the TTFT histogram is kept."""
         track = self._replicas.get(key)
         return track.samples() if track is not None else ()
 

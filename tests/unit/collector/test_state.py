@@ -209,7 +209,7 @@ def test_histories_are_bounded_by_time_and_count() -> None:
 
 
 def test_an_hour_of_history_is_tiered() -> None:
-    # every sample for 120 s; before that one per 60 s with only TTFT: memory stays bounded per replica
+    # complete for the 60 s rate window, every sample (TTFT only) for 120 s, then one per 60 s
     h = Histogram((0.1, 1.0, INF), (1, 2, 3), 1.0, 3)
     state = FleetState(rate_window_s=60, history_s=3600, stale_after_s=30)
     for i in range(3600 // 5 + 1):
@@ -218,7 +218,8 @@ def test_an_hour_of_history_is_tiered() -> None:
     recent = [s for s in hist if s.timestamp >= 3600 - 120]
     older = [s for s in hist if s.timestamp < 3600 - 120]
     assert len(recent) == 25
-    assert all(s.itl is not None for s in recent)
+    assert all(s.itl is not None for s in recent if s.timestamp >= 3600 - 60)
+    assert all(s.itl is None and s.ttft is not None for s in recent if s.timestamp < 3600 - 60)
     assert 55 <= len(older) <= 59
     assert all(s.ttft is not None and s.itl is None and s.e2e is None and s.queue_time is None for s in older)
     assert all(b.timestamp - a.timestamp >= 60 for a, b in itertools.pairwise(older))
