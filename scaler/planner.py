@@ -129,11 +129,16 @@ class _DeploymentPlanner:
                 )
         return self._mix
 
-    def decide(self, view: DeploymentView, now: float, current_replicas: int | None) -> Decision:
+    def decide(
+        self, view: DeploymentView, now: float, current_replicas: int | None, arrival_rate: float | None = None
+    ) -> Decision:
         cfg = self.config
         current = len(view.replicas) if current_replicas is None else current_replicas
-        if view.arrival_rate is not None:
-            self.forecaster.observe(now, view.arrival_rate)
+        # The gateway's request counter, where there is one, beats the engines' estimate (finished + Δqueue),
+        # which lurches while replicas join and leave.
+        arrival = view.arrival_rate if arrival_rate is None else arrival_rate
+        if arrival is not None:
+            self.forecaster.observe(now, arrival)
         # Under saturation prefill runs ahead of completions and the token ratio overstates the mix.
         saturated = (view.requests_waiting or 0.0) >= max(view.ready_replicas, 1)
         mix = self._observe_mix(None if saturated else token_mix(view))
@@ -162,10 +167,10 @@ class _DeploymentPlanner:
                 current_replicas=current,
                 ready_replicas=view.ready_replicas,
                 capacity_rps=capacity_rps,
-                arrival_rate=view.arrival_rate,
+                arrival_rate=arrival,
                 forecast_upper_rate=(
                     forecast.point + cfg.upper_weight * (forecast.upper - forecast.point)
-                    if view.arrival_rate is not None
+                    if arrival is not None
                     else None
                 ),
                 requests_waiting=view.requests_waiting,
@@ -177,7 +182,7 @@ class _DeploymentPlanner:
             "arrival_rate": forecast.point,
             "arrival_rate_upper": forecast.upper,
             "horizon_s": cfg.horizon_s,
-            "arrival_rate_now": view.arrival_rate if view.arrival_rate is not None else math.nan,
+            "arrival_rate_now": arrival if arrival is not None else math.nan,
             "queue": view.requests_waiting if view.requests_waiting is not None else math.nan,
             "capacity_rps": capacity_rps if capacity_rps is not None else math.nan,
             "forecast_fallbacks": float(self.forecaster.fallbacks),
@@ -214,12 +219,19 @@ class Planner:
         return planner
 
     def decide(
-        self, state: FleetState, now: float, *, current_replicas: Mapping[str, int] | None = None
+        self,
+        state: FleetState,
+        now: float,
+        *,
+        current_replicas: Mapping[str, int] | None = None,
+        arrival_rates: Mapping[str, float] | None = None,
     ) -> list[Decision]:
         """One Decision per deployment, sorted by key. ``current_replicas``: counts from the scale subresource
-        (replicas still loading have no metrics yet); by default the replicas the collector knows of."""
-        counts = current_replicas or {}
+        (replicas still loading have no metrics yet); by default the replicas the collector knows of.
+        ``arrival_rates``: requests/s from the gateway or router, where it exports them; by default the
+        engines' estimate in FleetState."""
+        counts, rates = current_replicas or {}, arrival_rates or {}
         return [
-            self.planner_for(key).decide(view, now, counts.get(key))
+            self.planner_for(key).decide(view, now, counts.get(key), rates.get(key))
             for key, view in sorted(state.deployments().items())
         ]

@@ -165,7 +165,7 @@ def _measure(fleet: Any, trace: Any, cfg: BacktestConfig, fidelity: str, result:
     if fidelity == "fluid":
         result.slo_attainment = float(fleet.slo_attainment(cfg.slo_ttft_s))
         q = fleet.ttft_quantiles((0.5, 0.99))
-        result.p50_ttft_s, result.p99_ttft_s = float(q[0]), float(q[1])
+        result.p50_ttft_s, result.p99_ttft_s = float(q[0.5]), float(q[0.99])
         result.requests = int(trace.expected_requests())
         return
     finished = fleet.finished()

@@ -55,7 +55,9 @@ class Kvpilot(Policy):
         samples = [_sample(r, now) for r in getattr(self.snapshot, "replicas", ()) if r.state != "loading"]
         self.state.observe(samples, [], now=now)
         current = {DEPLOYMENT: history.latest.current}
-        decisions = self.planner.decide(self.state, now, current_replicas=current)
+        # The router's request counter, as a gateway exports it (Dynamo's planner and the oracle read it too).
+        rates = {DEPLOYMENT: history.arrival_rate(60.0)} if len(history) > 1 else None
+        decisions = self.planner.decide(self.state, now, current_replicas=current, arrival_rates=rates)
         if not decisions:
             return self.ctx.clamp(history.latest.current)
         d = decisions[0]

@@ -161,3 +161,14 @@ def test_queueing_beyond_the_budget_lowers_the_capacity_planned_with() -> None:
         (d,) = planner.decide(state, t)
     assert d.forecast["capacity_multiplier"] < 1.0
     assert d.forecast["capacity_rps"] < 1.0
+
+
+def test_gateway_arrival_rate_overrides_the_engine_estimate() -> None:
+    # Engines say 2 req/s; the gateway counted 6 req/s (e.g. requests still queued at the router).
+    state, planner = FleetState(), Planner(CONFIG)
+    for i in range(6):
+        t = i * TICK_S
+        state.observe(_samples(t, 30.0 * i, 0.0, 2), [], now=t)
+        (d,) = planner.decide(state, t, arrival_rates={"prod/llm": 6.0})
+    assert d.forecast["arrival_rate_now"] == 6.0
+    assert d.desired_replicas >= 6  # capacity 1 req/s per replica
