@@ -27,8 +27,8 @@ class _Families:
     def __init__(self) -> None:
         self._by_name: dict[str, GaugeMetricFamily] = {}
 
-    def add(self, s: S.Series, labels: Iterable[str], value: float | None) -> None:
-        if not _known(value):
+    def add(self, s: S.Series, labels: Iterable[str], value: float | None, *, allow_inf: bool = False) -> None:
+        if not (_known(value) or (allow_inf and value == math.inf)):
             return
         fam = self._by_name.get(s.name)
         if fam is None:
@@ -62,7 +62,7 @@ def snapshot_families(snap: Snapshot) -> list[GaugeMetricFamily]:
         for q in S.TTFT_QUANTILES:
             f.add(S.TTFT_SECONDS, (key, f"{q:g}"), histogram_quantile(q, d.ttft_window))
     for (deployment, replica), seconds in snap.kv_time_to_exhaustion.items():
-        f.add(S.KV_TIME_TO_EXHAUSTION, (deployment, replica), seconds)
+        f.add(S.KV_TIME_TO_EXHAUSTION, (deployment, replica), seconds, allow_inf=True)  # +Inf: not filling
     for key, dec in snap.decisions.items():
         f.add(S.DESIRED_REPLICAS, (key,), dec.desired_replicas)
         f.add(S.WARM_POOL_REPLICAS, (key,), dec.warm_pool)
@@ -127,4 +127,6 @@ class OwnMetrics:
         self.scrape_failures = Counter(S.SCRAPE_FAILURES.name, S.SCRAPE_FAILURES.help, registry=r)
         self.decisions = Counter(S.DECISIONS.name, S.DECISIONS.help, list(S.DECISIONS.labels), registry=r)
         self.stage_errors = Counter(S.STAGE_ERRORS.name, S.STAGE_ERRORS.help, list(S.STAGE_ERRORS.labels), registry=r)
+        for stage in S.LOOP_STAGES:  # exported at 0 from the start: no series would read as "unknown", not "none"
+            self.stage_errors.labels(stage)
         r.register(_SnapshotCollector(snapshot, health))

@@ -77,6 +77,8 @@ STORE_DROPPED_WRITES = Series(
 )
 DECISIONS = Series("kvpilot_decisions_total", "counter", ("deployment", "reason"), "Scaling decisions by reason.")
 STAGE_ERRORS = Series("kvpilot_loop_stage_errors_total", "counter", ("stage",), "Loop stages that raised.")
+# Every value the `stage` label takes (kvpilot.loop and kvpilot.service).
+LOOP_STAGES = ("discover", "collect", "observe", "detect", "decide", "publish", "kv_projection", "drains", "actuate")
 LEADER = _g("kvpilot_leader", (), "1 while this replica holds the Lease and may actuate.")
 
 ALL: tuple[Series, ...] = tuple(v for v in dict(globals()).values() if isinstance(v, Series))

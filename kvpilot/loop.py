@@ -9,6 +9,7 @@ the bounded ``BufferedWriter``).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -262,6 +263,10 @@ class ControlLoop:
             unknown: float | None = None
             history = self.state.replica_history(r.key)
             seconds = self._guard("kv_projection", partial(time_to_exhaustion_s, history, self.config.kv), unknown)
+            if seconds is None and r.sample.kv_usage is not None:
+                # Known usage that is not filling: "never at the current trend". Exported as +Inf so that the
+                # series exists (absence would read as "unknown") and `< threshold` alerts stay silent.
+                seconds = math.inf
             if seconds is not None:
                 tte[(r.sample.deployment_key, r.sample.replica)] = seconds
         # The newest decision of every deployment still in the fleet (a restart's resumed ones until re-decided).

@@ -147,10 +147,17 @@ def test_every_dashboard_query_returns_data(tmp_path: Path) -> None:
             prom.wait_for('kvpilot_scrape_up{job="kvpilot"} == 1', timeout_s=60)
             assert any(sim_host in t["scrapeUrl"] for t in prom.targets())
             # an application-class XID (stays exported), a drain-class XID (opens stuck_gpu and a drain request),
-            # and a burst of long prompts (KV pressure, queueing)
+            # and a burst of long prompts with long outputs that fills the KV pools (KV pressure, queueing)
             inject(sim_url, {"type": "xid", "node": nodes[0], "gpu": 0, "xid": 13})
             inject(sim_url, {"type": "xid", "node": nodes[1], "gpu": 0, "xid": 79})
-            inject(sim_url, {"type": "kv_pressure", "count": 40, "prompt_tokens": 20000, "duration_s": 20})
+            burst = {
+                "type": "kv_pressure",
+                "count": 80,
+                "prompt_tokens": 20000,
+                "output_tokens": 2000,
+                "duration_s": 20.0,
+            }
+            inject(sim_url, burst)
 
             deadline = time.monotonic() + 180
             empty = []
