@@ -147,6 +147,7 @@ def _simulator(cfg: DemoConfig) -> Iterator[tuple[str, Any]]:
             cold_start_s=cfg.cold_start_s,
             routing="prefix_affinity",
             seed=cfg.seed,
+            loop=True,  # replay the trace again once it ends, so that --forever keeps traffic flowing
         ),
         trace,
     )
