@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import sessionmaker
@@ -305,3 +307,20 @@ def test_deployment_history(client: TestClient) -> None:
     later = client.get(f"/v1/deployments/llm/chat/history?since={NOW - 60}", headers=R).json()
     assert later["total"] == 1
     assert client.get("/v1/deployments/llm/nope/history", headers=R).status_code == 404
+
+
+def test_stage_errors_start_at_zero_and_not_filling_kv_is_inf(client: TestClient, runtime: FakeRuntime) -> None:
+    # Every stage's error counter exists from the start (absent would read as "unknown"), and a replica whose KV
+    # cache is not filling exports +Inf seconds to exhaustion (so `< threshold` alerts stay silent), never NaN.
+    from dataclasses import replace
+
+    snap = runtime.snap
+    assert snap is not None
+    runtime.snap = replace(
+        snap, kv_time_to_exhaustion={("llm/chat", "chat-0"): math.inf, ("llm/chat", "chat-1"): math.nan}
+    )
+    text = client.get("/metrics").text
+    for stage in series.LOOP_STAGES:
+        assert f'kvpilot_loop_stage_errors_total{{stage="{stage}"}} 0.0' in text
+    assert 'kvpilot_kv_time_to_exhaustion_seconds{deployment="llm/chat",replica="chat-0"} +Inf' in text
+    assert 'replica="chat-1"} NaN' not in text

@@ -4,6 +4,7 @@ the migrations), write buffer and metrics; only the fleet is scripted (tests/uni
 from __future__ import annotations
 
 import asyncio
+import math
 import shutil
 
 import pytest
@@ -41,6 +42,7 @@ async def test_ticks_decide_detect_persist_and_publish(db) -> None:
     assert service.health().first_tick_done
     assert set(snap.decisions) == {"llm/chat"}
     assert [f.kind for f in snap.findings] == ["stuck_gpu"]  # XID 79 opened after its hysteresis
+    assert snap.kv_time_to_exhaustion[("llm/chat", "chat-0")] == math.inf  # known usage, not filling
     with transaction(service.sessions) as s:
         assert [f.kind for f in repo.open_findings(session=s)] == ["stuck_gpu"]
         assert repo.latest_decisions(session=s)["llm/chat"].deployment == "llm/chat"
