@@ -174,3 +174,36 @@ def test_invalid_configuration_exits_2_naming_the_field(
     )
     assert out.returncode == 2
     assert named in out.stderr
+
+
+def test_postgres_outage_shows_in_readyz_and_metrics_then_recovers(tmp_path: Path) -> None:
+    from tests.services.postgres import fresh_database, run_postgres
+
+    def status(url: str) -> tuple[int, dict]:
+        r = httpx.get(f"{url}/readyz", timeout=5)
+        return r.status_code, r.json()
+
+    def poll(url: str, proc: subprocess.Popen[bytes], want: int) -> dict:
+        for _ in range(3000):
+            assert proc.poll() is None, "kvpilot exited"
+            code, body = status(url)
+            if code == want:
+                return body
+            wait_http(f"{url}/healthz", proc=proc)  # a round trip between polls, not a sleep
+        raise AssertionError(f"/readyz never answered {want}")
+
+    with run_postgres() as pg:
+        db = fresh_database(pg)
+        with kvpilot_run(tmp_path, env={"KVPILOT_DATABASE_URL": db}) as (proc, url):
+            _ready(url, proc)
+            pg.stop()
+            body = poll(url, proc, 503)
+            assert body["checks"]["store_reachable"] is False
+            assert "kvpilot_store_up 0.0" in httpx.get(f"{url}/metrics").text
+            assert httpx.get(f"{url}/v1/replicas").status_code == 200  # live views keep answering
+            pg.start()
+            body = poll(url, proc, 200)
+            assert body["checks"] == {"first_tick_done": True, "store_reachable": True}
+            assert httpx.get(f"{url}/v1/decisions").json()["total"] >= 1  # what was buffered reached the store
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
