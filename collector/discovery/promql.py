@@ -153,6 +153,8 @@ class PromQLSource:
         self.jobs = frozenset(jobs)
         self.health = HealthBook()
         self._metadata: dict[str, str] = {}
+        self._metadata_at: float | None = None
+        self.metadata_ttl_s = 300.0  # new engines bring new families: re-read their types now and then
         self._last_targets: list[TargetInfo] = []
 
     async def aclose(self) -> None:
@@ -177,12 +179,13 @@ class PromQLSource:
     async def _refresh_metadata(self) -> None:
         data = await self._get("/api/v1/metadata", {})
         self._metadata = {name: entries[0]["type"] for name, entries in data.items() if entries}
+        self._metadata_at = self.clock.now()
 
     async def collect_once(self, targets: Sequence[TargetInfo] = ()) -> CollectResult:
         """Query, group by target, adapt. ``targets`` is ignored: Prometheus already knows them."""
         now = self.clock.now()
         t0 = time.perf_counter()
-        if not self._metadata:
+        if self._metadata_at is None or now - self._metadata_at > self.metadata_ttl_s:
             await self._refresh_metadata()
         data = await self._get("/api/v1/query", {"query": self._selector, "time": now})
         by_target: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
