@@ -24,6 +24,12 @@ def finite_points(points: Iterable[tuple[float, float | None]]) -> list[Point]:
     return [(t, v) for t, v in points if v is not None and math.isfinite(v) and math.isfinite(t)]
 
 
+def counter_points(points: Iterable[tuple[float, float | None]]) -> list[Point]:
+    """`finite_points` for counters: a negative value cannot come from a counter, so it is garbage
+    (unknown), not a reset to take at face value."""
+    return [(t, v) for t, v in finite_points(points) if v >= 0]
+
+
 def increase(points: Sequence[Point]) -> float | None:
     """Total increase of a counter over ``points`` (oldest first); ``None`` with fewer than two points."""
     if len(points) < 2:

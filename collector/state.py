@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from collector.rates import (
+    counter_points,
     derivative,
     finite_points,
     histogram_add,
@@ -359,13 +360,13 @@ class FleetState:
         window = _tail_since(track.recent, window_start)
 
         def points(field: Callable[[ReplicaSample], float | None]) -> list[tuple[float, float]]:
-            return finite_points((s.timestamp, field(s)) for s in window)
+            return counter_points((s.timestamp, field(s)) for s in window)
 
         hits = increase(points(lambda s: s.prefix_hits))
         queries_points = points(lambda s: s.prefix_queries)
         queries = increase(queries_points)
         finished_rate = rate(points(lambda s: s.requests_finished))
-        in_flight = derivative(points(_in_flight))
+        in_flight = derivative(finite_points((s.timestamp, _in_flight(s)) for s in window))
         arrival = None if finished_rate is None or in_flight is None else max(0.0, finished_rate + in_flight)
         ttft_hists = [s.ttft for s in window if s.ttft is not None]
         return ReplicaView(

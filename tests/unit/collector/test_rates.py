@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from collector.rates import (
+    counter_points,
     derivative,
     finite_points,
     histogram_add,
@@ -61,6 +62,11 @@ RATE_CASES = [
 @pytest.mark.parametrize(("points", "expected"), RATE_CASES)
 def test_rate(points: list[tuple[float, float]], expected: float | None) -> None:
     assert rate(points) == expected
+
+
+def test_counter_points_drop_negative_values() -> None:
+    # a counter is never negative: such a value is garbage, not a reset
+    assert counter_points([(0, 5.0), (1, -3.0), (2, 7.0)]) == [(0, 5.0), (2, 7.0)]
 
 
 def test_finite_points_drops_unknown_and_nan_but_keeps_zero() -> None:

@@ -7,6 +7,8 @@ import math
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from collector.samples import GpuSample, Histogram, ReplicaSample, TargetInfo
 from collector.state import FleetState
@@ -321,3 +323,46 @@ def test_exporter_answering_with_empty_page_marks_gpus_missing() -> None:
 def test_bad_configuration_is_rejected(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="FleetState"):
         FleetState(**kwargs)  # type: ignore[arg-type]
+
+
+COUNTER_VALUES = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.floats(0, 1e9))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.floats(0.1, 30), COUNTER_VALUES, COUNTER_VALUES, COUNTER_VALUES, st.booleans()),
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_any_sequence_of_samples_keeps_rates_sane_and_memory_bounded(
+    steps: list[tuple[float, float | None, float | None, float | None, bool]],
+) -> None:
+    # whatever adapters hand over (unknown, NaN, inf, resets, gaps), rates are None or finite and >= 0,
+    # ratios stay within [0, 1] when hits never exceed queries, and histories respect their caps
+    state = FleetState(rate_window_s=30, history_s=120, stale_after_s=20, max_points=16)
+    t = 0.0
+    hits = queries = 0.0
+    for gap, prompt, finished, waiting, reset in steps:
+        t += gap
+        if reset:
+            hits = queries = 0.0
+        queries += 10
+        hits += 3
+        sample = rs(
+            t=t,
+            prompt_tokens=prompt,
+            requests_finished=finished,
+            requests_waiting=waiting,
+            prefix_hits=hits,
+            prefix_queries=queries,
+        )
+        state.observe([sample], [], now=t)
+    (view,) = state.replicas()
+    for rate in (view.prompt_tokens_rate, view.requests_finished_rate, view.preemptions_rate):
+        assert rate is None or (math.isfinite(rate) and rate >= 0)
+    assert view.arrival_rate is None or view.arrival_rate >= 0
+    assert view.prefix_hit_ratio is None or 0 <= view.prefix_hit_ratio <= 1
+    assert len(state.replica_history("prod/r0")) <= 3 * 16
+    assert len(state.deployment_history("prod/llama")) <= 16
