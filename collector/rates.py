@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Iterable, Sequence
 
 from collector.samples import Histogram
@@ -77,7 +78,7 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
 def _is_reset(previous: Histogram, current: Histogram) -> bool:
     if current.count < previous.count:
         return True
-    return any(c < p for c, p in zip(current.counts, previous.counts, strict=True))
+    return any(map(operator.lt, current.counts, previous.counts))  # same bounds, so same length
 
 
 def histogram_increase(histograms: Sequence[Histogram]) -> Histogram | None:
