@@ -88,6 +88,13 @@ class _Body:
         self.chunks.append(data)
 
     def result(self) -> bytes:
+        if self.inflate is not None:
+            rest = self.inflate.flush()  # whatever zlib still buffers, capped like the rest
+            if rest:
+                self.size += len(rest)
+                if self.size > self.max_bytes:
+                    raise _too_big(self.max_bytes)
+                self.chunks.append(rest)
         return b"".join(self.chunks)
 
 
