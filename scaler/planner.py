@@ -151,7 +151,11 @@ class _DeploymentPlanner:
         forecast = self.forecaster.predict(cfg.horizon_s)
         capacity_rps = self.capacity.requests_per_s(mix)
         queued = self.queue_time.update(now, [(r.key, r.sample.queue_time) for r in view.replicas])
-        if cfg.slo_ttft_s is not None and queued is not None:
+        # Only a fleet whose planned replicas were all serving can prove the profile wrong: queueing while
+        # replicas are still loading is a forecast's timing miss, and cutting capacity for it would keep
+        # paying for idle replicas long after (seen at ServeGen's 600 s rate steps).
+        settled = view.ready_replicas >= current
+        if cfg.slo_ttft_s is not None and queued is not None and settled:
             # Load shows as queueing: a request that waited half its TTFT budget before its prefill began was
             # delayed by too little capacity (a long prompt that misses the SLO on an idle replica was not).
             bounds, counts = queued

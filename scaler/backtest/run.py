@@ -27,7 +27,8 @@ TICK_S = 5.0
 FLUID_TICK_S = 30.0
 ORACLE_BIN_S = 10.0
 WARMUP_S = 60.0
-REQUEST_LEVEL_MAX_REQUESTS = 3_000_000
+PROFILE_SAMPLE_S = 600.0
+REQUEST_LEVEL_MAX_REQUESTS = 300_000
 REQUEST_LEVEL_MAX_S = 12 * 3600.0
 ROUTING = "least_loaded"
 
@@ -187,7 +188,15 @@ def backtest(path: str, cfg: BacktestConfig, progress: Progress | None = None) -
     if cfg.capacity_rps:
         capacity, idle = cfg.capacity_rps, 1.0
     else:
-        capacity, idle = replica_capacity_rps(trace, cfg.slo_ttft_s, seed=cfg.seed)
+        # Long (lazily sampled) traces lend their first ten minutes' requests to the profile.
+        sample = (
+            trace
+            if fidelity == "request"
+            else sim.load_trace(
+                path, rate_scale=cfg.rate_scale, seed=cfg.seed, start_s=cfg.start_s, duration_s=PROFILE_SAMPLE_S
+            )
+        )
+        capacity, idle = replica_capacity_rps(sample, cfg.slo_ttft_s, seed=cfg.seed)
     ctx = build_context(trace, cfg, capacity, idle)
     report = Report(getattr(trace, "name", path), fidelity, float(trace.duration_s), capacity)
     for name in cfg.policies:

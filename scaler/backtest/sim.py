@@ -24,10 +24,15 @@ def make_fleet(trace: Any, *, replicas: int, cold_start_s: float, fidelity: str,
 
 
 def stationary_trace(trace: Any, *, rate: float, duration_s: float, seed: int) -> Any:
-    """A Poisson stream at ``rate`` req/s of requests drawn from ``trace`` (its token and prefix mix)."""
-    from simulator.trace.model import RequestColumns, Trace
+    """A Poisson stream at ``rate`` req/s of requests drawn from ``trace`` (its token and prefix mix).
 
-    cols = trace.columns if _is_request_trace(trace) else trace_window_columns(trace, duration_s)
+    ``trace`` must hold its requests (a request-level trace, or a short window of a long one)."""
+    from simulator import Trace
+    from simulator.trace.model import RequestColumns
+
+    cols = trace.columns
+    if len(cols) == 0:
+        raise ValueError(f"trace {getattr(trace, 'name', '?')!r} holds no requests to profile a replica with")
     rng = np.random.default_rng(seed)
     n = max(1, int(rng.poisson(rate * duration_s)))
     pick = rng.integers(0, len(cols), n)
@@ -36,13 +41,3 @@ def stationary_trace(trace: Any, *, rate: float, duration_s: float, seed: int) -
         arrivals, cols.prompt_tokens[pick], cols.output_tokens[pick], [cols.prefix_blocks[i] for i in pick]
     )
     return Trace(f"{getattr(trace, 'name', 'trace')}@{rate:.3g}rps", duration_s, _columns=sample)
-
-
-def _is_request_trace(trace: Any) -> bool:
-    return getattr(trace, "_columns", None) is not None
-
-
-def trace_window_columns(trace: Any, duration_s: float) -> Any:
-    """Requests of a lazily sampled trace (ServeGen) over a short span, enough to draw a token mix from."""
-    sample = trace._sample  # the loader's own sampler for lazy sources
-    return sample(0.0, min(trace.duration_s, max(duration_s, 60.0)))
