@@ -4,10 +4,8 @@ identity the pod gives them; a deleted pod stops being scraped."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -17,6 +15,7 @@ from collector.scrape import Collector
 from collector.state import FleetState
 from tests.conftest import FIXTURES
 from tests.fakekube import FakeKube
+from tests.services.pages import serve_pages
 
 PAGES = {
     "/metrics": FIXTURES / "metrics" / "vllm__DataDog__integrations-core__vllm_metrics.txt",
@@ -24,27 +23,10 @@ PAGES = {
 }
 
 
-class _Pages(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = PAGES[self.path].read_bytes()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def port() -> Iterator[int]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_pages(PAGES) as (_host, bound):
+        yield bound
 
 
 def _pod(name: str, port: int, node: str, annotations: dict[str, str]) -> dict[str, Any]:

@@ -4,9 +4,7 @@ rebuilds through Prometheus' query API equal those of scraping the same pages di
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from collector.discovery.promql import PromQLSource, families_selector, rebuild_
 from collector.samples import TargetInfo
 from collector.scrape import Collector
 from tests.conftest import FIXTURES
+from tests.services.pages import serve_pages
 from tests.services.prometheus import run_prometheus
 
 pytestmark = pytest.mark.integration
@@ -26,29 +25,10 @@ PAGES = {
 }
 
 
-class _Pages(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        path = PAGES.get(self.path)
-        body = path.read_bytes() if path else b"not found"
-        self.send_response(200 if path else 404)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def pages() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_pages(PAGES) as (host, port):
+        yield f"{host}:{port}"
 
 
 def _canonical(sample: object) -> dict[str, object]:

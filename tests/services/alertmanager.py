@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from tests.services.ports import free_port, wait_http
+from tests.services.ports import free_port, running
 
 BINARY = "prometheus-alertmanager"
 
@@ -106,25 +106,13 @@ def run_alertmanager(tmp: Path, *, webhook_url: str) -> Iterator[Alertmanager]:
     }
     (tmp / "alertmanager.yml").write_text(yaml.safe_dump(config))
     log = tmp / "alertmanager.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={tmp / 'alertmanager.yml'}",
-                f"--storage.path={tmp / 'am-data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--cluster.listen-address=",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
     url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(f"{url}/-/ready", proc=proc)
+    argv = [
+        binary,
+        f"--config.file={tmp / 'alertmanager.yml'}",
+        f"--storage.path={tmp / 'am-data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--cluster.listen-address=",
+    ]
+    with running(argv, log=log, ready_url=f"{url}/-/ready") as proc:
         yield Alertmanager(url, proc, log)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -29,3 +33,20 @@ def wait_http(url: str, *, timeout_s: float = 30.0, proc: object | None = None) 
             last = e
         time.sleep(0.1)
     raise TimeoutError(f"{url} did not answer within {timeout_s} s (last error: {last})")
+
+
+@contextmanager
+def running(argv: list[str], *, log: Path, ready_url: str) -> Iterator[subprocess.Popen[bytes]]:
+    """Start a real server process with its output in `log`, wait until `ready_url` answers, stop it on exit."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_http(ready_url, proc=proc)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import yaml
 
-from tests.services.ports import free_port, wait_http
+from tests.services.ports import free_port, running
 
 
 @dataclass
@@ -73,25 +73,13 @@ def run_prometheus(
         config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [host]}]}]}
     (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
     log = tmp / "prometheus.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                "prometheus",
-                f"--config.file={tmp / 'prometheus.yml'}",
-                f"--storage.tsdb.path={tmp / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--web.enable-lifecycle",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
     url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(f"{url}/-/ready", proc=proc)
+    argv = [
+        "prometheus",
+        f"--config.file={tmp / 'prometheus.yml'}",
+        f"--storage.tsdb.path={tmp / 'tsdb'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--web.enable-lifecycle",
+    ]
+    with running(argv, log=log, ready_url=f"{url}/-/ready") as proc:
         yield Prometheus(url, proc, log)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()

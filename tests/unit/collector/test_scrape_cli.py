@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from typer.testing import CliRunner
 
 from kvpilot.cli import app
 from tests.conftest import FIXTURES
+from tests.services.pages import serve_pages
 from tests.services.ports import free_port
 
 PAGES = {
@@ -20,28 +19,10 @@ PAGES = {
 }
 
 
-class _Pages(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        path = PAGES.get(self.path)
-        body = path.read_bytes() if path else b"oops"
-        self.send_response(200 if path else 500)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def base() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_pages(PAGES, missing_status=500) as (host, port):
+        yield f"http://{host}:{port}"
 
 
 def run(*args: str) -> tuple[int, str, str]:
