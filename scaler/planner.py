@@ -13,10 +13,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from collector.samples import Histogram
-from collector.state import DeploymentView, FleetState
+from collector.state import DeploymentView, FleetState, ReplicaView
 from scaler.capacity import CapacityConfig, CapacityModel, SloFeedback, TokenMix, share_above
 from scaler.decision import Decision
 from scaler.forecast import Forecaster, make
+from scaler.forecast.live_error import LiveMase
 from scaler.policy import Demand, PolicyConfig, ReplicaPolicy
 
 
@@ -115,6 +116,7 @@ class _DeploymentPlanner:
         self.policy = ReplicaPolicy(config.policy)
         self.feedback = SloFeedback(target_miss=config.slo_target_miss)
         self.queue_time = WindowedHistogram(window_s=60.0)
+        self.live_error = LiveMase(config.horizon_s)
         self._mix: TokenMix | None = None
 
     def _observe_mix(self, mix: TokenMix | None) -> TokenMix | None:
@@ -149,6 +151,7 @@ class _DeploymentPlanner:
             mix=mix,
         )
         forecast = self.forecaster.predict(cfg.horizon_s)
+        self.live_error.record(now, arrival, forecast.point)
         capacity_rps = self.capacity.requests_per_s(mix)
         queued = self.queue_time.update(now, [(r.key, r.sample.queue_time) for r in view.replicas])
         # Only a fleet whose planned replicas were all serving can prove the profile wrong: queueing while
@@ -177,7 +180,7 @@ class _DeploymentPlanner:
                     if arrival is not None
                     else None
                 ),
-                requests_waiting=view.requests_waiting,
+                requests_waiting=servable_queue(view),
                 replicas_without_metrics=blind,
             ),
             now=now,
@@ -192,6 +195,9 @@ class _DeploymentPlanner:
             "forecast_fallbacks": float(self.forecaster.fallbacks),
             "capacity_multiplier": self.feedback.multiplier,
         }
+        mase = self.live_error.value()
+        if mase is not None:
+            numbers[f"mase_{cfg.forecaster}"] = mase
         return Decision(
             deployment=self.key,
             timestamp=now,
@@ -205,6 +211,28 @@ class _DeploymentPlanner:
             reactive_replicas=rec.reactive_replicas,
             forecast=numbers,
         )
+
+
+def making_no_progress(replica: ReplicaView) -> bool:
+    """Ready, holding requests, yet neither generating tokens nor finishing requests over the rate window: a hung
+    GPU or a wedged engine. Unknown rates never count as stuck."""
+    running = replica.sample.requests_running or 0.0
+    return (
+        replica.ready
+        and running > 0
+        and replica.generation_tokens_rate == 0.0
+        and replica.requests_finished_rate == 0.0
+    )
+
+
+def servable_queue(view: DeploymentView) -> float | None:
+    """The deployment's waiting requests that more replicas could serve. The queue of a replica that makes no
+    progress drains only when that replica is fixed or restarted (the stuck_gpu finding's business): counting it
+    as demand would scale the deployment to its maximum for requests no new replica will ever see."""
+    if view.requests_waiting is None:
+        return None
+    stuck = sum(r.sample.requests_waiting or 0.0 for r in view.replicas if making_no_progress(r))
+    return max(0.0, view.requests_waiting - stuck)
 
 
 class Planner:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from collector.samples import Histogram, ReplicaSample
 from collector.state import FleetState
 from scaler.capacity import CapacityConfig, TokenMix
-from scaler.planner import Planner, PlannerConfig, WindowedHistogram
+from scaler.planner import Planner, PlannerConfig, WindowedHistogram, making_no_progress, servable_queue
 from scaler.policy import PolicyConfig
 
 TICK_S = 15.0
@@ -178,3 +179,50 @@ def test_gateway_arrival_rate_overrides_the_engine_estimate() -> None:
         (d,) = planner.decide(state, t, arrival_rates={"prod/llm": 6.0})
     assert d.forecast["arrival_rate_now"] == 6.0
     assert d.desired_replicas >= 6  # capacity 1 req/s per replica
+
+
+def _hung_fleet(hung_waiting: float) -> tuple[FleetState, float]:
+    """Two replicas: llm-0 serves 2 req/s with an empty queue; llm-1 holds `hung_waiting` requests and makes no
+    progress (its counters stand still), as a replica on a hung GPU does."""
+    state, t = FleetState(rate_window_s=60.0), 0.0
+    for i in range(8):
+        t = i * TICK_S
+        healthy, hung = _samples(t, 2.0 * t, 0.0, 1)[0], _samples(t, 0.0, hung_waiting, 1)[0]
+        hung = dataclasses.replace(hung, replica="llm-1", requests_finished=100.0, generation_tokens=5000.0)
+        state.observe([healthy, hung], [], now=t)
+    return state, t
+
+
+@pytest.mark.parametrize(
+    ("hung_waiting", "why"),
+    [
+        (0.0, "baseline: nothing stuck"),
+        (80.0, "a hung replica's 80 queued requests are not demand that new replicas can serve"),
+    ],
+)
+def test_a_stuck_replicas_queue_does_not_drive_scale_out(hung_waiting: float, why: str) -> None:
+    state, t = _hung_fleet(hung_waiting)
+    (d,) = Planner(CONFIG).decide(state, t, current_replicas={"prod/llm": 2})
+    assert d.desired_replicas <= 3, why
+    assert d.forecast["queue"] == hung_waiting  # the raw queue is still reported
+
+
+def test_servable_queue_counts_progressing_replicas_only() -> None:
+    state, _ = _hung_fleet(80.0)
+    view = state.deployments()["prod/llm"]
+    assert [making_no_progress(r) for r in view.replicas] == [False, True]
+    assert view.requests_waiting == 80.0
+    assert servable_queue(view) == 0.0
+
+
+def test_live_forecast_error_is_exported_once_forecasts_come_due() -> None:
+    state, planner = FleetState(), Planner(CONFIG)
+    finished, mase = 0.0, None
+    for i in range(60):  # 15 min of a demand ramp at 15 s ticks; the horizon is CONFIG.horizon_s
+        t = i * TICK_S
+        finished += (1.0 + 0.02 * i) * TICK_S
+        state.observe(_samples(t, finished, 0.0, 2), [], now=t)
+        (d,) = planner.decide(state, t)
+        mase = d.forecast.get("mase_holt", mase)
+    assert mase is not None
+    assert 0.0 <= mase < 1.0  # Holt follows a ramp better than "it stays where it is"
