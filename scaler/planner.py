@@ -141,12 +141,16 @@ class _DeploymentPlanner:
         arrival = view.arrival_rate if arrival_rate is None else arrival_rate
         if arrival is not None:
             self.forecaster.observe(now, arrival)
+        # A replica that makes no progress is neither capacity nor a source of servable queue: counting it would
+        # read its ever-growing queue as saturation and learn a capacity far below what the others sustain.
+        queue = servable_queue(view)
+        serving = view.ready_replicas - sum(1 for r in view.replicas if making_no_progress(r))
         # Under saturation prefill runs ahead of completions and the token ratio overstates the mix.
-        saturated = (view.requests_waiting or 0.0) >= max(view.ready_replicas, 1)
+        saturated = (queue or 0.0) >= max(serving, 1)
         mix = self._observe_mix(None if saturated else token_mix(view))
         self.capacity.observe(
-            ready_replicas=view.ready_replicas,
-            requests_waiting=view.requests_waiting,
+            ready_replicas=serving,
+            requests_waiting=queue,
             completion_rate=completion_rate(view),
             mix=mix,
         )
@@ -180,7 +184,7 @@ class _DeploymentPlanner:
                     if arrival is not None
                     else None
                 ),
-                requests_waiting=servable_queue(view),
+                requests_waiting=queue,
                 replicas_without_metrics=blind,
             ),
             now=now,
