@@ -41,7 +41,9 @@ class _Merged:
 
 
 class SimulatorTargets:
-    """Targets as the live simulator lists them at ``/targets`` (its dcgm pages are kind "gpu" here)."""
+    """Targets as the live simulator lists them at ``/targets`` (its dcgm pages are kind "gpu" here). Replicas it
+    lists as not ready (loading weights, draining) are left out, as Kubernetes discovery leaves out pods that are
+    not Ready: a replica in its cold start is not a target that is down."""
 
     def __init__(self, base_url: str, *, timeout_s: float = 2.0) -> None:
         self.base_url = base_url.rstrip("/")
@@ -61,6 +63,7 @@ class SimulatorTargets:
                 node=t.get("node", ""),
             )
             for t in r.json()
+            if t.get("ready", True)
         ]
 
     async def aclose(self) -> None:

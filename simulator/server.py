@@ -5,7 +5,7 @@ target discovery and a control API, while a background thread advances the fleet
 |---|---|
 | GET /replicas/<name>/metrics | the replica's /metrics in the chosen engine format (503 while loading) |
 | GET /nodes/<node>/metrics | dcgm-exporter page of the node (vanished GPUs omitted) |
-| GET /targets | JSON list: url, kind (engine or dcgm), engine, namespace, deployment, pod, node |
+| GET /targets | JSON list: url, kind (engine or dcgm), engine, namespace, deployment, pod, node, ready |
 | GET /sd | the same targets in Prometheus http_sd_configs format |
 | GET /control/state | fleet state as JSON |
 | POST /control/replicas {"count": N} | set the desired replica count |
@@ -179,7 +179,7 @@ class _Handler(BaseHTTPRequestHandler):
         return self._error(404, f"no route {path!r}")
 
     # -- documents -----------------------------------------------------------------------------------------------
-    def _targets(self) -> list[dict[str, str]]:
+    def _targets(self) -> list[dict[str, Any]]:
         live = self.live
         cfg = live.fleet.config
         with live.lock:
@@ -194,6 +194,9 @@ class _Handler(BaseHTTPRequestHandler):
                 "deployment": cfg.deployment,
                 "pod": r.name,
                 "node": r.node,
+                # As a Kubernetes pod's Ready condition: false while loading weights or draining. A hung replica
+                # stays ready, as a pod on a hung GPU passes its HTTP readiness probe.
+                "ready": r.state not in ("loading", "draining"),
             }
             for r in snap.replicas
         ]
@@ -207,6 +210,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "deployment": "dcgm-exporter",
                     "pod": f"dcgm-exporter-{node}",
                     "node": node,
+                    "ready": True,
                 }
             )
         return out
@@ -218,7 +222,8 @@ class _Handler(BaseHTTPRequestHandler):
             host, _, path = host_path.partition("/")
             # dcgm-exporter pages carry per-GPU pod/namespace labels of their own: target labels of the same
             # names would push them aside (exported_pod), so the exporter's own pod is not labelled here.
-            skip = {"url", "pod", "namespace"} if t["kind"] == "dcgm" else {"url"}
+            # `ready` is discovery's business, not a label (Prometheus's pod discovery keeps non-ready pods too).
+            skip = {"url", "ready", "pod", "namespace"} if t["kind"] == "dcgm" else {"url", "ready"}
             labels = {"__metrics_path__": "/" + path, **{k: v for k, v in t.items() if k not in skip and v}}
             groups.append({"targets": [host], "labels": labels})
         return groups

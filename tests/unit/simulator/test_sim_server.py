@@ -35,8 +35,28 @@ def test_targets_list_every_replica_and_node(base: tuple[str, LiveFleet]) -> Non
     kinds = sorted((t["kind"], t["pod"]) for t in targets)
     assert kinds == [("dcgm", "dcgm-exporter-node-0"), ("engine", "llama-0000"), ("engine", "llama-0001")]
     for t in targets:
-        assert set(t) == {"url", "kind", "engine", "namespace", "deployment", "pod", "node"}
+        assert set(t) == {"url", "kind", "engine", "namespace", "deployment", "pod", "node", "ready"}
+        assert t["ready"] is True
         assert httpx.get(t["url"]).status_code == 200
+
+
+def test_a_loading_replica_is_listed_not_ready_like_a_pod_before_its_readiness_probe() -> None:
+    fleet = Fleet(FleetConfig(replicas=1, cold_start_s=120), load_trace("synthetic:duration_s=3600,rate=1"))
+    live = LiveFleet(fleet)
+    server = make_server(live)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with live.lock:
+            fleet.advance_to(10)
+            fleet.set_replicas(2)
+            fleet.advance_to(20)  # the new replica is 10 s into a 120 s cold start
+        host, port = server.server_address[:2]
+        engines = [t for t in httpx.get(f"http://{host}:{port}/targets").json() if t["kind"] == "engine"]
+        assert {t["pod"]: t["ready"] for t in engines} == {"llama-0000": True, "llama-0001": False}
+        loading = next(t for t in engines if not t["ready"])
+        assert httpx.get(loading["url"]).status_code == 503
+    finally:
+        server.shutdown()
 
 
 def test_sd_is_prometheus_http_sd(base: tuple[str, LiveFleet]) -> None:
