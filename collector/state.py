@@ -235,8 +235,13 @@ class FleetState:
         now: float,
         down_targets: Sequence[TargetInfo] = (),
         gpu_nodes_scraped: Collection[str] | None = None,
+        departed: Collection[str] = (),
     ) -> None:
         """Take one tick's samples.
+
+        ``departed``: keys (``namespace/replica``) of replicas whose targets discovery no longer lists (scaled
+        down, deleted): they are forgotten now rather than ageing into "down" — a replica that was meant to go
+        is not a target that failed.
 
         ``down_targets``: targets that failed this tick; their replicas keep their last sample but show
         ``target_up=False`` (and turn not ready once stale). ``gpu_nodes_scraped``: nodes whose GPU
@@ -244,6 +249,8 @@ class FleetState:
         even when the page lists no GPU at all; by default, the nodes of ``gpus``.
         """
         self._now = now
+        for key in departed:
+            self._replicas.pop(key, None)
         self._take_replicas(replicas, down_targets)
         self._take_gpus(gpus, set(gpu_nodes_scraped) if gpu_nodes_scraped is not None else None)
         self._forget(now)

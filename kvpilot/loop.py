@@ -23,7 +23,7 @@ from api.runtime import Snapshot
 from collector.clock import Clock
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult
-from collector.state import FleetState
+from collector.state import FleetState, replica_key
 from detectors.finding import Finding
 from detectors.hysteresis import Transitions
 from detectors.kv_exhaustion import time_to_exhaustion_s
@@ -131,6 +131,7 @@ class ControlLoop:
         self.tick_count = 0
         self.latest: Snapshot | None = None
         self._targets: list[TargetInfo] = []
+        self._engine_keys: set[str] = set()  # replicas discovery listed last tick
         self._stored: dict[str, Decision] = {}
         self._last_prune: float | None = None
         self._capacity_at = float("-inf")
@@ -164,6 +165,9 @@ class ControlLoop:
             result = CollectResult(timestamp=self.clock.now(), results=())
         now = self.clock.now()
         self.metrics.scrape_failures.inc(sum(1 for r in result.results if not r.ok))
+        # Replicas whose targets discovery stopped listing were scaled down or deleted: forget them at once.
+        engine_keys = {replica_key(t.namespace, t.pod) for t in self._targets if t.kind == "engine" and t.pod}
+        departed, self._engine_keys = self._engine_keys - engine_keys, engine_keys
         self._guard(
             "observe",
             lambda: self.state.observe(
@@ -172,6 +176,7 @@ class ControlLoop:
                 now=now,
                 down_targets=result.down_targets,
                 gpu_nodes_scraped=result.gpu_nodes_scraped,
+                departed=departed,
             ),
             None,
         )
