@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import httpx
+
 from tests.services.prometheus import Prometheus
 
 
@@ -45,3 +47,16 @@ def poll(prom: Prometheus, expr: str, deadline: float) -> list[dict[str, Any]]:
         if has_data(result) or time.monotonic() >= deadline:
             return result
         time.sleep(1.0)  # one Prometheus scrape interval: the next answer can differ only after a scrape
+
+
+def static_targets(sim_url: str) -> list[dict[str, Any]]:
+    """The simulator's /targets as kvpilot static targets (its `dcgm` kind is kvpilot's `gpu`)."""
+    out = []
+    for t in httpx.get(f"{sim_url}/targets", timeout=5).json():
+        gpu = t["kind"] == "dcgm"
+        entry = {k: t[k] for k in ("url", "namespace", "deployment", "pod", "node")}
+        entry["kind"] = "gpu" if gpu else "engine"
+        if not gpu and t.get("engine"):
+            entry["engine"] = t["engine"]
+        out.append(entry)
+    return out

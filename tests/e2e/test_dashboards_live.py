@@ -8,7 +8,6 @@ burst) so the XID, finding and drain panels have series. The few queries that ar
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -21,8 +20,8 @@ import pytest
 import yaml
 
 from dashboards.definitions import DASHBOARDS
-from tests.e2e.live_fleet import has_data, live_simulator, poll
-from tests.services.ports import free_port, wait_http
+from tests.e2e.live_fleet import has_data, live_simulator, poll, static_targets
+from tests.services.ports import free_port, running
 from tests.services.prometheus import run_prometheus
 
 pytestmark = pytest.mark.e2e
@@ -80,35 +79,10 @@ def kvpilot_run(tmp: Path, targets: list[dict[str, Any]]) -> Iterator[str]:
     }
     cfg = tmp / "kvpilot.yaml"
     cfg.write_text(yaml.safe_dump(config))
-    log = tmp / "kvpilot.log"
     url = f"http://127.0.0.1:{port}"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([KVPILOT, "run", "--config", str(cfg)], stdout=out, stderr=subprocess.STDOUT, cwd=tmp)
-    try:
-        try:
-            wait_http(f"{url}/metrics", proc=proc, timeout_s=60)
-        except (RuntimeError, TimeoutError) as e:
-            raise RuntimeError(f"kvpilot run did not start: {e}\n{log.read_text()[-3000:]}") from None
+    argv = [KVPILOT, "run", "--config", str(cfg)]
+    with running(argv, log=tmp / "kvpilot.log", ready_url=f"{url}/metrics", cwd=tmp, timeout_s=60):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-def static_targets(sim_url: str) -> list[dict[str, Any]]:
-    """The simulator's /targets as kvpilot static targets (its `dcgm` kind is kvpilot's `gpu`)."""
-    out = []
-    for t in httpx.get(f"{sim_url}/targets", timeout=5).json():
-        gpu = t["kind"] == "dcgm"
-        entry = {k: t[k] for k in ("url", "namespace", "deployment", "pod", "node")}
-        entry["kind"] = "gpu" if gpu else "engine"
-        if not gpu:
-            entry["engine"] = t["engine"]
-        out.append(entry)
-    return out
 
 
 def inject(sim_url: str, fault: dict[str, Any]) -> None:

@@ -5,18 +5,16 @@ GPU; kvpilot (`kvpilot run`) scrapes it, its stuck_gpu detector flags the GPU an
 
 from __future__ import annotations
 
-import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 
+from tests.e2e.live_fleet import static_targets
 from tests.services.alertmanager import run_alertmanager, run_webhook
-from tests.services.ports import free_port, wait_http
+from tests.services.ports import free_port, running
 from tests.services.prometheus import run_prometheus
 
 pytestmark = pytest.mark.e2e
@@ -26,45 +24,15 @@ KVPILOT = str(Path(sys.executable).parent / "kvpilot")
 RULES = REPO / "alerts" / "kvpilot-rules.yaml"
 
 
-@contextmanager
-def _process(args: list[str], log: Path, ready_url: str) -> Iterator[subprocess.Popen[bytes]]:
-    with log.open("wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=log.parent)
-    try:
-        try:
-            wait_http(ready_url, proc=proc, timeout_s=60)
-        except (RuntimeError, TimeoutError) as e:
-            raise RuntimeError(f"{args[:2]} did not start: {e}\n{log.read_text()[-3000:]}") from None
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-def _static_targets(sim_url: str) -> list[dict[str, str]]:
-    """The simulator's discovery answer as kvpilot's static targets (its `dcgm` kind is kvpilot's `gpu`)."""
-    out = []
-    for t in httpx.get(f"{sim_url}/targets", timeout=5).json():
-        gpu = t["kind"] == "dcgm"
-        entry = {k: t[k] for k in ("url", "namespace", "deployment", "pod", "node")}
-        entry["kind"] = "gpu" if gpu else "engine"
-        if not gpu and t.get("engine"):
-            entry["engine"] = t["engine"]
-        out.append(entry)
-    return out
-
-
 def test_xid_79_is_delivered_by_alertmanager(tmp_path):
     sim_port, kv_port, grpc_port = free_port(), free_port(), free_port()
     sim_url, kv_url = f"http://127.0.0.1:{sim_port}", f"http://127.0.0.1:{kv_port}"
     for d in ("sim", "kvpilot", "prom", "am"):
         (tmp_path / d).mkdir()
     sim_args = [KVPILOT, "simulate", "--trace", "synthetic:duration_s=7200,rate=4", "--replicas", "2"]
-    with _process([*sim_args, "--serve", str(sim_port)], tmp_path / "sim" / "sim.log", f"{sim_url}/healthz"):
-        targets = _static_targets(sim_url)
+    sim_log = tmp_path / "sim" / "sim.log"
+    with running([*sim_args, "--serve", str(sim_port)], log=sim_log, ready_url=f"{sim_url}/healthz", timeout_s=60):
+        targets = static_targets(sim_url)
         node = next(t["node"] for t in targets if t["kind"] == "gpu")
         config = {
             "environment": "development",
@@ -81,7 +49,13 @@ def test_xid_79_is_delivered_by_alertmanager(tmp_path):
         cfg.write_text(yaml.safe_dump(config))
         kv_log = tmp_path / "kvpilot" / "kvpilot.log"
         with (
-            _process([KVPILOT, "run", "--config", str(cfg)], kv_log, f"{kv_url}/metrics"),
+            running(
+                [KVPILOT, "run", "--config", str(cfg)],
+                log=kv_log,
+                ready_url=f"{kv_url}/metrics",
+                cwd=kv_log.parent,
+                timeout_s=60,
+            ),
             run_webhook() as hook,
             run_alertmanager(tmp_path / "am", webhook_url=hook.url) as am,
             run_prometheus(

@@ -36,17 +36,23 @@ def wait_http(url: str, *, timeout_s: float = 30.0, proc: object | None = None) 
 
 
 @contextmanager
-def running(argv: list[str], *, log: Path, ready_url: str) -> Iterator[subprocess.Popen[bytes]]:
-    """Start a real server process with its output in `log`, wait until `ready_url` answers, stop it on exit."""
+def running(
+    argv: list[str], *, log: Path, ready_url: str, cwd: Path | None = None, timeout_s: float = 30.0
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Start a real server process with its output in `log`, wait until `ready_url` answers, stop it on exit.
+    A process that does not come up fails with the tail of its log, which says why."""
     with log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
     try:
-        wait_http(ready_url, proc=proc)
+        try:
+            wait_http(ready_url, proc=proc, timeout_s=timeout_s)
+        except (RuntimeError, TimeoutError) as e:
+            raise RuntimeError(f"{' '.join(argv[:2])} did not start: {e}\n{log.read_text()[-3000:]}") from None
         yield proc
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
