@@ -48,7 +48,11 @@ async def test_promql_source_equals_direct_scrape(tmp_path: Path, pages: str) ->
         {"job_name": "missing", "metrics_path": "/nothing", "static_configs": [{"targets": [pages]}]},
     ]
     with run_prometheus(tmp_path, scrape_configs=scrape_configs) as prom:
-        prom.wait_for('count(up{job="engines"} == 1) and count(up{job="dcgm"} == 1)', timeout_s=60)
+        # every job scraped at least once, the 404 one included (its up == 0 is what the source must report)
+        prom.wait_for(
+            'count(up{job="engines"} == 1) and count(up{job="dcgm"} == 1) and count(up{job="missing"} == 0)',
+            timeout_s=60,
+        )
         prom.wait_for('{__name__=~"vllm:.+"}', timeout_s=30)
         prom.wait_for('{__name__=~"DCGM_.+"}', timeout_s=30)
 
