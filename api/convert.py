@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from api import schemas
@@ -16,19 +17,9 @@ def _num(v: float | None) -> float | None:
 
 
 def decision(d: Decision) -> schemas.DecisionOut:
-    return schemas.DecisionOut(
-        deployment=d.deployment,
-        timestamp=d.timestamp,
-        current_replicas=d.current_replicas,
-        ready_replicas=d.ready_replicas,
-        desired_replicas=d.desired_replicas,
-        warm_pool=d.warm_pool,
-        reason=d.reason,
-        message=d.message,
-        predictive_replicas=d.predictive_replicas,
-        reactive_replicas=d.reactive_replicas,
-        forecast={k: _num(v) for k, v in d.forecast.items()},
-    )
+    fields = dataclasses.asdict(d)
+    fields["forecast"] = {k: _num(v) for k, v in d.forecast.items()}
+    return schemas.DecisionOut(**fields)
 
 
 def replica(r: ReplicaView) -> schemas.ReplicaOut:

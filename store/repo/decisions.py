@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 
@@ -19,19 +20,9 @@ def finite(values: Mapping[str, float]) -> dict[str, float]:
 
 
 def _to_row(d: Decision) -> DecisionRow:
-    return DecisionRow(
-        deployment=d.deployment,
-        timestamp=d.timestamp,
-        current_replicas=d.current_replicas,
-        ready_replicas=d.ready_replicas,
-        desired_replicas=d.desired_replicas,
-        warm_pool=d.warm_pool,
-        reason=d.reason,
-        message=d.message,
-        predictive_replicas=d.predictive_replicas,
-        reactive_replicas=d.reactive_replicas,
-        forecast=finite(d.forecast),
-    )
+    fields = dataclasses.asdict(d)
+    fields["forecast"] = finite(d.forecast)
+    return DecisionRow(**fields)
 
 
 def to_decision(row: DecisionRow) -> Decision:
