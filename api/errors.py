@@ -2,27 +2,60 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DataError, SQLAlchemyError
 
 from api.auth import AuthError
-from store.errors import InvalidTransition, NotFound
+from store.errors import InvalidTransition, NotFound, RailFull
 
 log = logging.getLogger(__name__)
 
 
+class AsciiJSONResponse(JSONResponse):
+    """JSON with every non-ASCII character escaped: a 422 echoes the offending input, and a lone surrogate in it
+    cannot be encoded as UTF-8 (the default response would fail with a 500 while reporting a 422)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
 def install(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, e: RequestValidationError) -> JSONResponse:
+        return AsciiJSONResponse({"detail": jsonable_encoder(e.errors())}, status_code=422)
+
+    @app.exception_handler(UnicodeError)
+    async def _unencodable(_: Request, e: UnicodeError) -> JSONResponse:
+        return JSONResponse({"detail": "the request holds text that is not valid Unicode"}, status_code=422)
+
+    @app.exception_handler(DataError)
+    async def _unstorable(_: Request, e: DataError) -> JSONResponse:
+        # The store refused a value (PostgreSQL: a NUL in a query parameter): the request's fault, not the store's.
+        log.warning("store refused a value from a request: %s", str(e.orig).splitlines()[0] if e.orig else "")
+        return JSONResponse({"detail": "a value in the request cannot be stored or searched for"}, status_code=422)
+
     @app.exception_handler(AuthError)
-    async def _auth(_: Request, e: AuthError) -> JSONResponse:
+    async def _auth(request: Request, e: AuthError) -> JSONResponse:
+        # Who tried what, never the token: failed logins are what an operator looks for after an incident.
+        client = request.client.host if request.client else "unknown"
+        log.warning("audit: refused %s %s from %s: %d %s", request.method, request.url.path, client, e.status, e.detail)
         headers = {"WWW-Authenticate": 'Bearer realm="kvpilot"'} if e.status == 401 else None
         return JSONResponse({"detail": e.detail}, status_code=e.status, headers=headers)
 
     @app.exception_handler(NotFound)
     async def _not_found(_: Request, e: NotFound) -> JSONResponse:
         return JSONResponse({"detail": str(e)}, status_code=404)
+
+    @app.exception_handler(RailFull)
+    async def _rail(_: Request, e: RailFull) -> JSONResponse:
+        return JSONResponse({"detail": f"{e} (drains.max_concurrent)"}, status_code=409)
 
     @app.exception_handler(InvalidTransition)
     async def _conflict(_: Request, e: InvalidTransition) -> JSONResponse:

@@ -17,6 +17,7 @@ from api import series as S  # noqa: N812  (the catalogue reads best as S.NAME)
 from api.runtime import RuntimeHealth, Snapshot
 from collector.rates import histogram_quantile
 from detectors.xid import triage
+from store.fields import redact_url
 
 
 def _known(v: float | None) -> bool:
@@ -86,8 +87,9 @@ def snapshot_families(snap: Snapshot) -> list[GaugeMetricFamily]:
     for node, state in snap.node_drains.items():
         f.add(S.NODE_DRAIN_STATE, (node, state), 1)
     for url, h in snap.target_health.items():
-        f.add(S.SCRAPE_UP, (url,), 1 if h.up else 0)
-        f.add(S.SCRAPE_DURATION, (url,), h.last_scrape_duration_s)
+        shown = redact_url(url)  # /metrics is unauthenticated: never a password in a label
+        f.add(S.SCRAPE_UP, (shown,), 1 if h.up else 0)
+        f.add(S.SCRAPE_DURATION, (shown,), h.last_scrape_duration_s)
     return list(f)
 
 

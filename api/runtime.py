@@ -57,9 +57,9 @@ class TargetRegistry(Protocol):
         """Add ``target`` (``by``: who, for the audit); False when its URL is already present."""
         ...
 
-    def remove(self, url: str) -> bool:
-        """Remove the target with ``url``; False when there is none; ValueError when it cannot be removed here
-        (it comes from the configuration file)."""
+    def remove(self, url: str, *, by: str) -> bool:
+        """Remove the target with ``url`` (``by``: who, for the audit); False when there is none; ValueError when
+        it cannot be removed here (it comes from the configuration file)."""
         ...
 
 

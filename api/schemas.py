@@ -7,6 +7,8 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from store.fields import TEXT_MAX, NodeName, TargetSpec, Text
+
 T = TypeVar("T")
 
 
@@ -144,16 +146,9 @@ class GpuOut(Out):
     xid_class: str
 
 
-class TargetIn(In):
-    url: str = Field(
-        min_length=8, max_length=2048, pattern=r"^https?://[!-~]+$", examples=["http://10.0.0.7:8000/metrics"]
-    )
-    kind: Literal["engine", "gpu"] = "engine"
-    engine: str | None = Field(default=None, max_length=32)
-    namespace: str = Field(default="default", min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-    deployment: str = Field(default="", max_length=189)
-    pod: str = Field(default="", max_length=253)
-    node: str = Field(default="", max_length=253)
+class TargetIn(In, TargetSpec):
+    """Checked as the configuration file's targets are (``store.fields.TargetSpec``): Kubernetes names, an http(s)
+    URL with a host, a valid port and no credentials, a known engine."""
 
 
 class TargetOut(Out):
@@ -173,16 +168,16 @@ class TargetOut(Out):
 
 
 class AcknowledgeIn(In):
-    note: str = Field(default="", max_length=2000)
+    note: Text = Field(default="", max_length=TEXT_MAX)
 
 
 class DrainIn(In):
-    node: str = Field(min_length=1, max_length=253, pattern=r"^[a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?$")
-    reason: str = Field(default="", max_length=2000)
+    node: NodeName = Field(min_length=1)
+    reason: Text = Field(default="", max_length=TEXT_MAX)
 
 
 class DrainTransitionIn(In):
-    message: str = Field(default="", max_length=2000)
+    message: Text = Field(default="", max_length=TEXT_MAX)
 
 
 class DrainEventOut(Out):

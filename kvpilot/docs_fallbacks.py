@@ -68,7 +68,6 @@ FALLBACK_DESCRIPTIONS: dict[str, str] = {
 
 # Cross-field checks, keyed by "Model.validator" for validators without a docstring (test-guarded like the above).
 FALLBACK_CHECKS: dict[str, str] = {
-    "StaticTarget._http_url": "`url` starts with http:// or https://",
     "DiscoverySettings._source_configured": "`kind: promql` needs `promql_url`",
     "CollectorSettings._timeout_fits_tick": "`timeout_s` < `interval_s`",
     "DetectorSettings._applies": "every override names a known threshold and passes its range check",

@@ -34,6 +34,7 @@ from store import repo
 from store.buffer import BufferedWriter
 from store.db import ping, transaction
 from store.drain_states import ACTIVE
+from store.fields import is_deployment_key
 from store.repo.rollups import RollupPoint
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,18 @@ def restore(sessions: sessionmaker[Session], *, now: float, history_s: float) ->
     except SQLAlchemyError as e:
         log.error("store unreachable at start, starting without history: %s", str(e).splitlines()[0])
         return Restored()
+
+
+def publishable(decisions: dict[str, Decision]) -> dict[str, Decision]:
+    """The restored decisions that can be published again; a row an older version stored for a name that is not
+    ``namespace/name`` (``probe/a/b``) is skipped with an error naming it, so that it can never stop a start."""
+    good: dict[str, Decision] = {}
+    for key, d in decisions.items():
+        if is_deployment_key(key):
+            good[key] = d
+        else:
+            log.error("stored decision for %r skipped: not a Kubernetes namespace/name; it is not published", key)
+    return good
 
 
 def warm_start(planner: Decide, rollups: list[RollupPoint]) -> int:
@@ -173,7 +186,11 @@ class Service:
     async def start(self, restored: Restored) -> None:
         """Resume from what a previous run left (see ``restore``) and start the tasks."""
         self.writer.up = await asyncio.to_thread(ping, self.engine)
-        self.loop.resume(restored.decisions)
+        decisions = publishable(restored.decisions)
+        skipped = len(restored.decisions) - len(decisions)
+        if skipped:
+            self.metrics.stage_errors.labels("restore").inc(skipped)
+        self.loop.resume(decisions)
         fed = warm_start(self.loop.planner, restored.rollups)
         log.info(
             "restored %d open findings, %d decisions, %d roll-up points for the forecasters",

@@ -9,6 +9,7 @@ the YAML file, the defaults.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import socket
 from pathlib import Path
@@ -20,6 +21,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from detectors.thresholds import Thresholds
+from store.fields import TargetSpec
 
 ENV_PREFIX = "KVPILOT_"
 
@@ -35,6 +37,20 @@ FLAT_ALIASES: dict[str, tuple[str, ...]] = {
 # Tokens nobody should run a production control plane with: the values people paste from examples.
 INSECURE_TOKENS = frozenset({"changeme", "change-me", "changethis", "secret", "token", "admin", "kvpilot", "password"})
 MIN_TOKEN_LENGTH = 16
+# Estimated from the token's own character frequencies (Shannon), so "aaaa…" or "abab…" of any length fail while
+# `openssl rand -hex 24` (about 180 bits by this estimate) passes easily.
+MIN_TOKEN_ENTROPY_BITS = 48
+
+
+def token_entropy_bits(token: str) -> float:
+    """Length times the per-character Shannon entropy of ``token``: a cheap lower bar, not a strength proof."""
+    if not token:
+        return 0.0
+    counts: dict[str, int] = {}
+    for ch in token:
+        counts[ch] = counts.get(ch, 0) + 1
+    n = len(token)
+    return n * sum(c / n * math.log2(n / c) for c in counts.values())
 
 
 class SettingsError(ValueError):
@@ -45,21 +61,10 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class StaticTarget(_Section):
-    url: str
-    kind: Literal["engine", "gpu"] = "engine"
-    engine: str | None = None
-    namespace: str = "default"
-    deployment: str = ""
-    pod: str = ""
-    node: str = ""
+class StaticTarget(TargetSpec):
+    """The same checks as ``POST /v1/targets`` (``store.fields.TargetSpec``): one model for API and config."""
 
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, v: str) -> str:
-        if not v.startswith(("http://", "https://")):
-            raise ValueError(f"target url {v!r} must start with http:// or https://")
-        return v
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class DiscoverySettings(_Section):
@@ -322,6 +327,22 @@ class Settings(BaseSettings):
                         f"api.{scope}[{i}]: token is a well-known default or shorter than {MIN_TOKEN_LENGTH} "
                         "characters; generate one with `openssl rand -hex 24`"
                     )
+                if token_entropy_bits(value) < MIN_TOKEN_ENTROPY_BITS:
+                    raise ValueError(
+                        f"api.{scope}[{i}]: token is too predictable (about {token_entropy_bits(value):.0f} bits, "
+                        f"at least {MIN_TOKEN_ENTROPY_BITS} needed); generate one with `openssl rand -hex 24`"
+                    )
+        return self
+
+    @model_validator(mode="after")
+    def _read_is_not_admin(self) -> Settings:
+        read = {t.get_secret_value() for t in self.api.read_tokens}
+        for i, token in enumerate(self.api.admin_tokens):
+            if token.get_secret_value() in read:
+                raise ValueError(
+                    f"api.admin_tokens[{i}] is also a read token: the read scope would grant admin; "
+                    "use different tokens"
+                )
         return self
 
     @property

@@ -7,15 +7,20 @@ are written to the store first: if the store is away the change fails (503) inst
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable
 
+from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector.clock import Clock, WallClock
 from collector.samples import TargetInfo
 from store import repo
 from store.db import transaction
+from store.fields import TargetSpec, redact_url
+
+log = logging.getLogger(__name__)
 
 
 class PinnedTarget(ValueError):
@@ -39,15 +44,25 @@ class StaticTargets:
         self._clock = clock or WallClock()
 
     def load(self) -> int:
-        """Add the targets stored by earlier runs; returns how many."""
+        """Add the targets stored by earlier runs; returns how many. A stored target that today's checks refuse
+        (an older version accepted it) is left out with an error naming it, never a failed start."""
         if self._sessions is None:
             return 0
         with transaction(self._sessions) as s:
             stored = repo.list_static_targets(session=s)
+        good: list[TargetInfo] = []
+        for t in stored:
+            try:
+                TargetSpec(**{k: getattr(t, k) for k in TargetSpec.model_fields})
+            except ValidationError as e:
+                why = "; ".join(err["msg"].removeprefix("Value error, ") for err in e.errors())
+                log.error("stored target %r skipped (remove it with DELETE /v1/targets): %s", redact_url(t.url), why)
+                continue
+            good.append(t)
         with self._lock:
-            for t in stored:
+            for t in good:
                 self._by_url.setdefault(t.url, t)
-        return len(stored)
+        return len(good)
 
     def attach(self, sessions: sessionmaker[Session], clock: Clock) -> None:
         """Persist API changes from now on (the store is built after discovery)."""
@@ -64,11 +79,14 @@ class StaticTargets:
                 return False
             if self._sessions is not None:
                 with transaction(self._sessions) as s:
-                    repo.add_static_target(session=s, target=target, added_by=by, now=self._clock.now())
+                    now = self._clock.now()
+                    repo.add_static_target(session=s, target=target, added_by=by, now=now)
+                    repo.record_audit(session=s, at=now, actor=by, action="target.add", subject=target.url,
+                                      message=f"{target.kind} {target.namespace}/{target.deployment}")  # fmt: skip
             self._by_url[target.url] = target
             return True
 
-    def remove(self, url: str) -> bool:
+    def remove(self, url: str, *, by: str = "api") -> bool:
         with self._lock:
             if url not in self._by_url:
                 return False
@@ -77,6 +95,7 @@ class StaticTargets:
             if self._sessions is not None:
                 with transaction(self._sessions) as s:
                     repo.remove_static_target(session=s, url=url)
+                    repo.record_audit(session=s, at=self._clock.now(), actor=by, action="target.remove", subject=url)
             del self._by_url[url]
             return True
 

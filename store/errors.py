@@ -19,3 +19,12 @@ class InvalidTransition(StoreError):
         super().__init__(f"{what} {ident!r} is {current}; it cannot become {wanted}")
         self.current = current
         self.wanted = wanted
+
+
+class RailFull(StoreError):
+    """An approval would exceed ``drains.max_concurrent``."""
+
+    def __init__(self, limit: int, active: int) -> None:
+        super().__init__(f"{active} drain(s) already approved or executing; drains.max_concurrent is {limit}")
+        self.limit = limit
+        self.active = active

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, MetaData, String, Text
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, MetaData, String, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Named constraints so that Alembic migrations are stable across SQLite and PostgreSQL.
@@ -81,10 +81,24 @@ class FindingRow(Base):
     acknowledge_note: Mapped[str | None] = mapped_column(Text)
 
 
+# The states of a live drain action (store.drain_states.ACTIVE), spelled out for the partial unique index below.
+LIVE_DRAIN_STATES_SQL = "state IN ('requested', 'approved', 'executing')"
+
+
 class DrainActionRow(Base):
     """A drain of one node, from request to outcome; every transition is audited in ``drain_events``."""
 
     __tablename__ = "drain_actions"
+    __table_args__ = (
+        # One live action per node, whoever asks and however many ask at once.
+        Index(
+            "uq_drain_actions_live_node",
+            "node",
+            unique=True,
+            sqlite_where=text(LIVE_DRAIN_STATES_SQL),
+            postgresql_where=text(LIVE_DRAIN_STATES_SQL),
+        ),
+    )
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     node: Mapped[str] = mapped_column(String(253), index=True)
     state: Mapped[str] = mapped_column(String(16), index=True)
@@ -95,6 +109,15 @@ class DrainActionRow(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
     finding_id: Mapped[str | None] = mapped_column(String(16))
     evidence: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class DrainRailRow(Base):
+    """One row that every drain transition updates first: holding its row lock (PostgreSQL) or the write lock
+    (SQLite) while counting is what makes "at most K drains at once" a claim, not a count-then-write race."""
+
+    __tablename__ = "drain_rail"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    claims: Mapped[int] = mapped_column(Integer, default=0)
 
 
 class DrainEventRow(Base):
@@ -166,3 +189,15 @@ class StaticTargetRow(Base):
     node: Mapped[str] = mapped_column(String(253), default="")
     added_by: Mapped[str] = mapped_column(String(128))
     added_at: Mapped[float] = mapped_column(Float)
+
+
+class AuditEventRow(Base):
+    """Who changed what, when, through the API (targets added or removed); drains keep theirs in drain_events."""
+
+    __tablename__ = "audit_events"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[float] = mapped_column(Float, index=True)
+    actor: Mapped[str] = mapped_column(String(128))
+    action: Mapped[str] = mapped_column(String(64))
+    subject: Mapped[str] = mapped_column(String(2048))
+    message: Mapped[str] = mapped_column(Text, default="")

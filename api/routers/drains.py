@@ -5,9 +5,10 @@ behind the safety rails (dry run, at most K at once, circuit breaker)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Path, status
+from fastapi import APIRouter, Path, Query, status
 
 from api import convert, schemas
 from api.deps import Admin, Paging, Reader, RuntimeDep, SessionsDep
@@ -16,6 +17,7 @@ from store import repo
 from store.db import transaction
 from store.drain_states import DrainState
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/drains", tags=["drains"])
 
 ActionId = Annotated[int, Path(ge=1, le=2**31 - 1)]
@@ -24,7 +26,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": schemas.Error}, 409: 
 
 @router.get("", response_model=schemas.Page[schemas.DrainOut])
 def list_drains(
-    _: Reader, sessions: SessionsDep, page: Paging, state: DrainState | None = None, node: str | None = None
+    _: Reader,
+    sessions: SessionsDep,
+    page: Paging,
+    state: DrainState | None = None,
+    node: Annotated[str | None, Query(max_length=253)] = None,
 ) -> schemas.Page[object]:
     with transaction(sessions) as s:
         found = repo.list_drains(
@@ -44,7 +50,9 @@ def request_drain(body: schemas.DrainIn, who: Admin, runtime: RuntimeDep, sessio
             dry_run=runtime.drain_dry_run,
             reason=body.reason or "requested through the API",
         )
-        return convert.drain(row, repo.list_drain_events(session=s, action_id=row.id))
+        out = convert.drain(row, repo.list_drain_events(session=s, action_id=row.id))
+    log.info("audit: %s requested a drain of %s (action %d)", who.name, body.node, out.id)
+    return out
 
 
 @router.get("/{action_id}", response_model=schemas.DrainOut, responses=_ERRORS)
@@ -59,21 +67,17 @@ def approve(
     action_id: ActionId, body: schemas.DrainTransitionIn, who: Admin, runtime: RuntimeDep, sessions: SessionsDep
 ) -> schemas.DrainOut:
     with transaction(sessions) as s:
-        repo.get_drain(session=s, action_id=action_id)
-        if repo.count_active_drains(session=s) >= runtime.drain_max_concurrent:
-            raise HTTPException(
-                status.HTTP_409_CONFLICT,
-                f"{runtime.drain_max_concurrent} drain(s) already approved or executing (drains.max_concurrent)",
-            )
-        row = repo.transition_drain(
+        row = repo.approve_drain(
             session=s,
             action_id=action_id,
-            to=DrainState.APPROVED,
             actor=who.name,
             now=runtime.now(),
+            max_concurrent=runtime.drain_max_concurrent,
             message=body.message,
         )
-        return convert.drain(row, repo.list_drain_events(session=s, action_id=action_id))
+        out = convert.drain(row, repo.list_drain_events(session=s, action_id=action_id))
+    log.info("audit: %s approved drain %d of %s", who.name, action_id, row.node)
+    return out
 
 
 @router.post("/{action_id}/cancel", response_model=schemas.DrainOut, responses=_ERRORS)
@@ -89,4 +93,6 @@ def cancel(
             now=runtime.now(),
             message=body.message,
         )
-        return convert.drain(row, repo.list_drain_events(session=s, action_id=action_id))
+        out = convert.drain(row, repo.list_drain_events(session=s, action_id=action_id))
+    log.info("audit: %s cancelled drain %d of %s", who.name, action_id, row.node)
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, status
@@ -13,13 +14,16 @@ from api.paging import of_list
 from collector.health import TargetHealth
 from collector.samples import TargetInfo
 from store.errors import NotFound
+from store.fields import redact_url
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/targets", tags=["targets"])
 
 
 def _out(t: TargetInfo, health: TargetHealth | None, static: bool) -> schemas.TargetOut:
     return schemas.TargetOut(
-        url=t.url,
+        url=redact_url(t.url),
         kind=t.kind,
         engine=t.engine,
         namespace=t.namespace,
@@ -55,6 +59,8 @@ def list_targets(_: Reader, runtime: RuntimeDep, page: Paging) -> schemas.Page[o
 def add_target(body: schemas.TargetIn, who: Admin, runtime: RuntimeDep) -> JSONResponse:
     target = TargetInfo(**body.model_dump())
     created = runtime.targets.add(target, by=who.name)
+    if created:
+        log.info("audit: %s added target %s (%s/%s)", who.name, target.url, target.namespace, target.deployment)
     out = _out(target, None, True).model_dump(mode="json")
     return JSONResponse(out, status_code=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
@@ -62,11 +68,14 @@ def add_target(body: schemas.TargetIn, who: Admin, runtime: RuntimeDep) -> JSONR
 @router.delete(
     "", status_code=status.HTTP_204_NO_CONTENT, responses={404: {"model": schemas.Error}, 409: {"model": schemas.Error}}
 )
-def remove_target(_: Admin, runtime: RuntimeDep, url: Annotated[str, Query(min_length=1, max_length=2048)]) -> Response:
+def remove_target(
+    who: Admin, runtime: RuntimeDep, url: Annotated[str, Query(min_length=1, max_length=2048)]
+) -> Response:
     try:
-        removed = runtime.targets.remove(url)
+        removed = runtime.targets.remove(url, by=who.name)
     except ValueError as e:  # defined in the configuration file
         raise HTTPException(status.HTTP_409_CONFLICT, str(e)) from None
     if not removed:
         raise NotFound("static target", url)
+    log.info("audit: %s removed target %s", who.name, url)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,9 +1,12 @@
 """Keyword-only repository functions: the only code that turns domain types into rows and back."""
 
+from store.repo.audit import list_audit, record_audit
 from store.repo.capacity import get_capacity, upsert_capacity
 from store.repo.decisions import latest_decisions, list_decisions, record_decision
 from store.repo.deployments import all_deployments, get_deployment, list_deployments, upsert_deployments
 from store.repo.drains import (
+    approve_drain,
+    claim_rail,
     count_active_drains,
     get_drain,
     latest_drain_for_node,
@@ -25,6 +28,8 @@ __all__ = [
     "acknowledge_finding",
     "add_static_target",
     "all_deployments",
+    "approve_drain",
+    "claim_rail",
     "count_active_drains",
     "get_capacity",
     "get_deployment",
@@ -32,6 +37,7 @@ __all__ = [
     "get_finding",
     "latest_decisions",
     "latest_drain_for_node",
+    "list_audit",
     "list_decisions",
     "list_deployments",
     "list_drain_events",
@@ -42,6 +48,7 @@ __all__ = [
     "note_drain",
     "open_findings",
     "prune",
+    "record_audit",
     "record_decision",
     "record_rollup",
     "remove_static_target",

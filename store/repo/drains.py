@@ -1,17 +1,37 @@
 """Drain actions and their audit trail. Every transition goes through ``transition_drain``, which enforces the
-state machine in ``store.drain_states`` and writes one ``drain_events`` row."""
+state machine in ``store.drain_states`` as a conditional update (compare-and-set on the state, so of two racing
+approvals or cancels exactly one wins) and writes one ``drain_events`` row.
+
+Requests and approvals first claim the ``drain_rail`` row: PostgreSQL holds its row lock and SQLite its write lock
+until commit, so "one live action per node" (also a partial unique index) and "at most K approved or executing"
+are checked and claimed in one transaction, never counted in one and written in another."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from store.drain_states import ACTIVE, DrainState, can_transition
-from store.errors import InvalidTransition, NotFound
-from store.models import DrainActionRow, DrainEventRow
+from store.errors import InvalidTransition, NotFound, RailFull
+from store.fields import fit
+from store.models import DrainActionRow, DrainEventRow, DrainRailRow
 from store.repo.page import Page, paginate
+
+_NODE_WIDTH = 253
+
+
+def claim_rail(*, session: Session) -> None:
+    """Take the drain rail for the rest of this transaction (see the module docstring)."""
+    done = session.execute(
+        update(DrainRailRow).where(DrainRailRow.id == 1).values(claims=DrainRailRow.claims + 1),
+        execution_options={"synchronize_session": False},
+    )
+    if getattr(done, "rowcount", 1) == 0:  # a schema made without the migration's row: make it, once
+        with session.begin_nested():
+            session.add(DrainRailRow(id=1, claims=1))
 
 
 def request_drain(
@@ -28,9 +48,9 @@ def request_drain(
     """Open a drain request, unless one for the same node is already in flight (then that one is returned)."""
     if not node:
         raise ValueError("node must not be empty")
-    existing = session.scalars(
-        select(DrainActionRow).where(DrainActionRow.node == node, DrainActionRow.state.in_(list(ACTIVE)))
-    ).first()
+    node = fit(node, _NODE_WIDTH)
+    claim_rail(session=session)
+    existing = _live_for_node(session, node)
     if existing is not None:
         return existing
     row = DrainActionRow(
@@ -44,12 +64,41 @@ def request_drain(
         finding_id=finding_id,
         evidence=evidence or {},
     )
-    session.add(row)
-    session.flush()
+    try:
+        with session.begin_nested():  # the unique index is the last word if a writer bypassed the rail
+            session.add(row)
+            session.flush()
+    except IntegrityError:
+        existing = _live_for_node(session, node)
+        if existing is None:
+            raise
+        return existing
     session.add(
         DrainEventRow(action_id=row.id, at=now, from_state=None, to_state=row.state, actor=requested_by, message=reason)
     )
     return row
+
+
+def _live_for_node(session: Session, node: str) -> DrainActionRow | None:
+    return session.scalars(
+        select(DrainActionRow).where(DrainActionRow.node == node, DrainActionRow.state.in_(list(ACTIVE)))
+    ).first()
+
+
+def approve_drain(
+    *, session: Session, action_id: int, actor: str, now: float, max_concurrent: int, message: str = ""
+) -> DrainActionRow:
+    """requested → approved, unless ``max_concurrent`` actions are already approved or executing (``RailFull``):
+    counted and claimed under the rail, so parallel approvals can never exceed it."""
+    claim_rail(session=session)
+    row = get_drain(session=session, action_id=action_id)
+    if row.state != DrainState.REQUESTED.value:
+        raise InvalidTransition("drain action", action_id, row.state, DrainState.APPROVED.value)
+    active = count_active_drains(session=session)
+    if active >= max_concurrent:
+        raise RailFull(max_concurrent, active)
+    return transition_drain(session=session, action_id=action_id, to=DrainState.APPROVED, actor=actor, now=now,
+                            message=message)  # fmt: skip
 
 
 def get_drain(*, session: Session, action_id: int) -> DrainActionRow:
@@ -62,12 +111,22 @@ def get_drain(*, session: Session, action_id: int) -> DrainActionRow:
 def transition_drain(
     *, session: Session, action_id: int, to: DrainState, actor: str, now: float, message: str = ""
 ) -> DrainActionRow:
+    """Move ``action_id`` to ``to`` if the state machine allows it from the state it is in *now*: the update is
+    conditional on the state read, so a racing transition makes this one fail (``InvalidTransition``)."""
     row = get_drain(session=session, action_id=action_id)
     current = DrainState(row.state)
     if not can_transition(current, to):
         raise InvalidTransition("drain action", action_id, current.value, to.value)
-    row.state = to.value
-    row.updated_at = now
+    done = session.execute(
+        update(DrainActionRow)
+        .where(DrainActionRow.id == action_id, DrainActionRow.state == current.value)
+        .values(state=to.value, updated_at=now),
+        execution_options={"synchronize_session": False},
+    )
+    if getattr(done, "rowcount", 1) != 1:
+        session.refresh(row)
+        raise InvalidTransition("drain action", action_id, row.state, to.value)
+    session.refresh(row)
     session.add(
         DrainEventRow(
             action_id=row.id, at=now, from_state=current.value, to_state=to.value, actor=actor, message=message

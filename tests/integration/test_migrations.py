@@ -24,6 +24,8 @@ TABLES = {
     "capacity_profiles",
     "rollups",
     "static_targets",
+    "drain_rail",
+    "audit_events",
 }
 
 

@@ -99,6 +99,14 @@ def test_yaml_then_environment_precedence(monkeypatch: pytest.MonkeyPatch, tmp_p
         ("environment: production\n", {"KVPILOT_ADMIN_TOKENS": "changeme"}, "well-known"),  # and not a default one
         ("environment: production\n", {"KVPILOT_ADMIN_TOKENS": "x" * 30, "KVPILOT_READ_TOKENS": "short"},
          "api.read_tokens[0]"),  # read tokens too
+        ("environment: production\n", {"KVPILOT_ADMIN_TOKENS": "a" * 40}, "too predictable"),  # long but no entropy
+        ("", {"KVPILOT_ADMIN_TOKENS": "9d1f0c3b7e5a2f84c6d0", "KVPILOT_READ_TOKENS": "9d1f0c3b7e5a2f84c6d0"},
+         "also a read token"),  # read must not equal admin, in any environment
+        ("collector: {discovery: {static_targets: [{url: 'http://u:pw@h:1/'}]}}\n", {}, "credentials"),  # no userinfo
+        ("collector: {discovery: {static_targets: [{url: 'http://h:99999/'}]}}\n", {}, "port"),  # port range
+        ("collector: {discovery: {static_targets: [{url: 'http://h:1/', engine: bogus}]}}\n", {}, "unknown engine"),
+        ("collector: {discovery: {static_targets: [{url: 'http://h:1/', deployment: 'probe/a/b'}]}}\n", {},
+         "not a Kubernetes name"),  # the name that once crashed every restart
     ],
 )  # fmt: skip
 def test_invalid_settings_name_the_field(
@@ -120,7 +128,7 @@ def test_missing_config_file_is_named(tmp_path: Path) -> None:
 
 def test_production_with_strong_tokens_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KVPILOT_ENVIRONMENT", "production")
-    monkeypatch.setenv("KVPILOT_ADMIN_TOKENS", "f" * 48)
+    monkeypatch.setenv("KVPILOT_ADMIN_TOKENS", "3f9c1e7a5b2d8064c1fe93a7d5b0e8264a1c7f3e9b5d2a60")
     assert load_settings().environment == "production"
 
 
@@ -148,7 +156,7 @@ def test_the_shipped_configmap_is_a_valid_configuration(monkeypatch: pytest.Monk
     configmap = yaml.safe_load((repo / "deploy" / "base" / "configmap.yaml").read_text())
     cfg = tmp_path / "config.yaml"
     cfg.write_text(configmap["data"]["config.yaml"])
-    monkeypatch.setenv("KVPILOT_ADMIN_TOKENS", "a" * 48)
+    monkeypatch.setenv("KVPILOT_ADMIN_TOKENS", "3f9c1e7a5b2d8064c1fe93a7d5b0e8264a1c7f3e9b5d2a60")
     monkeypatch.setenv("KVPILOT_DATABASE_URL", "postgresql://kvpilot:pw@db/kvpilot")
     monkeypatch.setenv("KVPILOT_HA__IDENTITY", "kvpilot-7d9f-abcde")
     s = load_settings(cfg)

@@ -1,0 +1,185 @@
+"""What kvpilot accepts as a scrape target, a Kubernetes name or a piece of operator text, checked at the edge:
+the API's bodies and the configuration file share ``TargetSpec``, so both refuse the same things with the same
+one-line reasons. And ``fit``: scraped values (model names, pod-less replica names) are clipped to their column
+before a write, so the store never refuses a row for its width.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
+
+# Kubernetes' own rules: kubernetes/apimachinery, pkg/util/validation/validation.go (dns1123LabelFmt,
+# DNS1123LabelMaxLength = 63, dns1123SubdomainFmt, DNS1123SubdomainMaxLength = 253; unchanged since v0.17.2).
+_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+RFC1123_LABEL = re.compile(f"^{_LABEL}$")
+RFC1123_SUBDOMAIN = re.compile(rf"^{_LABEL}(\.{_LABEL})*$")
+LABEL_MAX = 63
+SUBDOMAIN_MAX = 253
+
+# Column widths (store.models): a deployment key is "namespace/name" in 253, so a name gets 253 - 63 - 1.
+DEPLOYMENT_NAME_MAX = SUBDOMAIN_MAX - LABEL_MAX - 1
+URL_MAX = 2048
+ENGINE_MAX = 32
+TEXT_MAX = 2000
+
+# The engines kvpilot has adapters for (collector.engines.ENGINES); kept here as names so that validating a
+# configuration does not import the parsers.
+KNOWN_ENGINES = ("vllm", "sglang", "tgi", "trtllm", "llamacpp")
+
+_BIDI_CONTROLS = frozenset({"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"})
+
+
+def bad_characters(value: str) -> str | None:
+    """Why ``value`` cannot be stored or logged faithfully, or None: control characters (NUL above all, which
+    PostgreSQL refuses), lone surrogates (not encodable as UTF-8) and bidirectional overrides (text that reads
+    differently from what it is)."""
+    for ch in value:
+        code = ord(ch)
+        if 0xD800 <= code <= 0xDFFF:
+            return f"a lone surrogate (U+{code:04X})"
+        cat = unicodedata.category(ch)
+        if cat == "Cc" and ch not in "\t\n":
+            return f"a control character (U+{code:04X})"
+        if cat == "Cf" and unicodedata.bidirectional(ch) in _BIDI_CONTROLS:
+            return f"a bidirectional control (U+{code:04X})"
+    return None
+
+
+def check_text(value: str) -> str:
+    why = bad_characters(value)
+    if why is not None:
+        raise ValueError(f"contains {why}")
+    return value
+
+
+def _name_check(rule: re.Pattern[str], max_len: int, what: str, *, allow_empty: bool) -> AfterValidator:
+    def check(value: str) -> str:
+        if value == "" and allow_empty:
+            return value
+        if len(value) > max_len:
+            raise ValueError(f"{what} is {len(value)} characters, Kubernetes allows {max_len}")
+        if not rule.match(value):
+            raise ValueError(
+                f"{what} {value!r} is not a Kubernetes name: lower-case letters, digits and '-'"
+                + (" or '.'" if rule is RFC1123_SUBDOMAIN else "")
+                + ", starting and ending with a letter or digit"
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+def check_url(value: str) -> str:
+    """An http(s) URL with a host, a port within 1–65535 when given, no credentials and no spaces."""
+    if len(value) > URL_MAX:
+        raise ValueError(f"url is {len(value)} characters, at most {URL_MAX}")
+    why = bad_characters(value)
+    if why is not None or any(ch.isspace() for ch in value):
+        raise ValueError(f"url contains {why or 'white space'}")
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"url must start with http:// or https://, got scheme {parts.scheme or 'none'!r}")
+    if "@" in parts.netloc:
+        raise ValueError("url must not carry credentials (user:password@); kvpilot would show them in labels")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError("url has a port outside 1-65535") from None
+    if not parts.hostname:
+        raise ValueError("url has no host")
+    if port == 0:
+        raise ValueError("url has a port outside 1-65535")
+    return value
+
+
+def normalise_engine(value: str | None) -> str | None:
+    """None (detect from the page) or one of ``KNOWN_ENGINES``, matched case-insensitively."""
+    if value is None or value == "":
+        return None
+    name = value.strip().lower()
+    if name not in KNOWN_ENGINES:
+        raise ValueError(f"unknown engine {value[:40]!r}; known: {', '.join(KNOWN_ENGINES)} (or leave it out)")
+    return name
+
+
+def _strict_str(value: object) -> object:
+    """Text only: a number or a list where a name belongs is a mistake, not something to coerce."""
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"must be a string, got {type(value).__name__}")
+    return value
+
+
+Text = Annotated[str, AfterValidator(check_text)]
+Namespace = Annotated[
+    str, BeforeValidator(_strict_str), _name_check(RFC1123_LABEL, LABEL_MAX, "namespace", allow_empty=False)
+]
+DeploymentName = Annotated[
+    str,
+    BeforeValidator(_strict_str),
+    _name_check(RFC1123_SUBDOMAIN, DEPLOYMENT_NAME_MAX, "deployment", allow_empty=True),
+]
+PodName = Annotated[
+    str, BeforeValidator(_strict_str), _name_check(RFC1123_SUBDOMAIN, SUBDOMAIN_MAX, "pod", allow_empty=True)
+]
+NodeName = Annotated[
+    str, BeforeValidator(_strict_str), _name_check(RFC1123_SUBDOMAIN, SUBDOMAIN_MAX, "node", allow_empty=True)
+]
+TargetUrl = Annotated[str, BeforeValidator(_strict_str), AfterValidator(check_url)]
+Engine = Annotated[str | None, BeforeValidator(_strict_str), AfterValidator(normalise_engine)]
+
+
+class TargetSpec(BaseModel):
+    """One scrape target as an operator writes it, in a ``POST /v1/targets`` body or the configuration file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: TargetUrl
+    kind: Literal["engine", "gpu"] = "engine"
+    engine: Engine = None
+    namespace: Namespace = "default"
+    deployment: DeploymentName = ""
+    pod: PodName = ""
+    node: NodeName = ""
+
+
+def is_deployment_key(key: str) -> bool:
+    """``namespace/name`` by the rules above: what a stored decision must be to be published again."""
+    ns, sep, name = key.partition("/")
+    return (
+        bool(sep)
+        and len(ns) <= LABEL_MAX
+        and bool(RFC1123_LABEL.match(ns))
+        and len(name) <= DEPLOYMENT_NAME_MAX
+        and bool(RFC1123_SUBDOMAIN.match(name))
+    )
+
+
+def fit(value: str, width: int) -> str:
+    """``value`` made storable in a column of ``width`` characters: NUL and lone surrogates replaced, and when too
+    long, clipped with a short digest of the whole so that two long values that differ stay different."""
+    if "\x00" in value or any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+        value = "".join("\ufffd" if c == "\x00" or 0xD800 <= ord(c) <= 0xDFFF else c for c in value)
+    if len(value) <= width:
+        return value
+    digest = hashlib.sha256(value.encode()).hexdigest()[:8]
+    return value[: width - 9] + "~" + digest
+
+
+def fit_optional(value: str | None, width: int) -> str | None:
+    return None if value is None else fit(value, width)
+
+
+def redact_url(url: str) -> str:
+    """``url`` without the user and password of a ``user:password@`` part, for labels, logs and listings (targets
+    from discovery are not checked by ``check_url`` and may carry them)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"redacted@{host}").geturl()
