@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from collector import validity
 from collector.engines import ENGINES, UnknownEngine, detect_engine, require_engine
 from collector.exposition import MetricFamily, is_openmetrics, parse
 from collector.gpus import GPU_ADAPTERS
@@ -32,7 +33,7 @@ def _adapt_gpus(families: Mapping[str, MetricFamily], target: TargetInfo, timest
     out: list[GpuSample] = []
     for adapter in GPU_ADAPTERS.values():
         if adapter.present(families):
-            out.extend(adapter.adapt(families, target, timestamp))
+            out.extend(map(validity.gpu, adapter.adapt(families, target, timestamp)))
     return out
 
 
@@ -44,7 +45,8 @@ def adapt_families(
     GPU targets (``target.kind == "gpu"`` or ``engine == "dcgm"``) yield GPUs only. Engine targets use
     ``engine``, else ``target.engine``, else detection; they also yield the GPUs the page carries
     (Triton's ``nv_gpu_*``). A page with neither engine nor GPU families raises ``UnknownEngine``,
-    as does a page that lacks every family of an engine named explicitly.
+    as does a page that lacks every family of an engine named explicitly. Impossible values (negative
+    counts, KV usage of 3, NaN where a count is meant) come out as None: see ``collector.validity``.
     """
     if target.kind == "gpu" or engine == GPU_ONLY:
         return AdaptedPage(None, [], _adapt_gpus(families, target, timestamp))
@@ -58,7 +60,7 @@ def adapt_families(
                 return AdaptedPage(None, [], gpus)
             raise
     adapter = require_engine(name, families)
-    return AdaptedPage(name, adapter.adapt(families, target, timestamp), gpus)
+    return AdaptedPage(name, [validity.replica(r) for r in adapter.adapt(families, target, timestamp)], gpus)
 
 
 def adapt_page(

@@ -80,6 +80,14 @@ def value_samples(families: Families, series: Series, keep: SampleFilter | None 
     return out
 
 
+def _fsum(values: Iterable[float]) -> float:
+    """math.fsum, but a sum beyond the float range is infinite (collector.validity makes it unknown), not an error."""
+    try:
+        return math.fsum(values)
+    except OverflowError:
+        return _INF
+
+
 def _finite(samples: Iterable[Sample]) -> list[float]:
     return [s.value for s in samples if math.isfinite(s.value)]
 
@@ -97,12 +105,12 @@ def first_present(
 
 def read_sum(families: Families, sources: Iterable[Series], keep: SampleFilter | None = None) -> float | None:
     found = first_present(families, sources, keep)
-    return None if found is None else math.fsum(found[1])
+    return None if found is None else _fsum(found[1])
 
 
 def read_mean(families: Families, sources: Iterable[Series], keep: SampleFilter | None = None) -> float | None:
     found = first_present(families, sources, keep)
-    return None if found is None else math.fsum(found[1]) / len(found[1])
+    return None if found is None else _fsum(found[1]) / len(found[1])
 
 
 def _parse_le(raw: str | None) -> float | None:
@@ -173,12 +181,12 @@ def merge_histograms(parts: list[Histogram]) -> Histogram | None:
     for h in parts[1:]:
         shared &= set(h.bounds)
     bounds = tuple(sorted(shared))
-    counts = tuple(math.fsum(h.counts[h.bounds.index(b)] for h in parts) for b in bounds)
+    counts = tuple(_fsum(h.counts[h.bounds.index(b)] for h in parts) for b in bounds)
     return Histogram(
         bounds=bounds,
         counts=counts,
-        sum=math.fsum(h.sum for h in parts),
-        count=math.fsum(h.count for h in parts),
+        sum=_fsum(h.sum for h in parts),
+        count=_fsum(h.count for h in parts),
     )
 
 

@@ -12,6 +12,12 @@ braces or quoted (UTF-8 names are served only to scrapers that negotiate them; k
 missing blank between name and value, extra tokens after the timestamp, empty or leading-comma label
 terms, and blanks other than space and tab inside a sample line. Lines of families not wanted are
 skipped unvalidated: a selective parse checks only what it reads.
+
+A series (sample name and label set, at one timestamp) that a wanted family carries twice is refused
+too: the oracle keeps both, and an adapter summing them doubles a gauge (issue 11: "running 21 -> 42").
+Prometheus keeps the first copy and counts the rest (prometheus/prometheus, scrape/scrape.go,
+``checkAddError`` on ``ErrDuplicateSampleForTimestamp``, commit fcdb6c2b14ee931f3601a1a6fa6ee478a56f1bf0);
+we cannot tell which copy is right, so the page is not read.
 """
 
 from __future__ import annotations
@@ -83,6 +89,8 @@ class _TextParser:
         # validated once is not validated again: body text -> its labels.
         self.bodies: dict[str, dict[str, str]] = {}
         self.layouts: dict[str, list[str]] = {}  # "a=,b=" -> ["a", "b"]
+        # The series each emitted family holds so far: a family may come back later on the page.
+        self.series: dict[str, set[SeriesKey]] = {}
 
     def run(self, text: str) -> None:
         lines = text.split("\n")
@@ -150,7 +158,9 @@ class _TextParser:
                 self.name, self.help, self.typ, self.samples, self.allowed = "", "", "untyped", [], ()
                 if not self.keep(sample_name):
                     continue
-                self.sink.add(sample_name, "unknown", "", [self._sample(line, line_no, sample_name)])
+                bare = [self._sample(line, line_no, sample_name)]
+                self._check_series(sample_name, bare, line_no)
+                self.sink.add(sample_name, "unknown", "", bare)
             room -= 1
             if room < 0:
                 raise ParseError(f"page has more than {self.sink.max_samples} samples", line_no=line_no, line=line)
@@ -291,7 +301,25 @@ class _TextParser:
         samples = self.samples
         if typ == "counter" and not declared_total:  # the oracle names counter samples "<family>_total"
             samples = [Sample(s.name + "_total", s.labels, s.value, s.timestamp) for s in samples]
+        self._check_series(name, samples, self.type_line)
         self.sink.add(name, typ, unescape_text_help(self.help), samples)
+
+    def _check_series(self, family: str, samples: list[Sample], line_no: int) -> None:
+        """Refuse a series the family already holds (see the module docstring)."""
+        seen = self.series.get(family)
+        if seen is None:
+            seen = self.series[family] = set()
+        add = seen.add
+        for s in samples:
+            labels = s.labels
+            key = (s.name, tuple(sorted(labels.items())) if len(labels) > 1 else tuple(labels.items()), s.timestamp)
+            if key in seen:
+                body = ",".join(f'{k}="{v}"' for k, v in labels.items())
+                raise ParseError(
+                    f"duplicate series {s.name}{{{body}}} in family {family!r} (a page may carry each series once)",
+                    line_no=line_no or None,
+                )
+            add(key)
 
 
 # A run of sample lines of one family, from its first sample on: the family name is captured from the
@@ -320,6 +348,9 @@ def _skip_block(text: str, start: int, family: str, typ: str) -> tuple[int, int]
         end = text.find("\n", start)
         return 1, (end + 1 if end >= 0 else len(text))
     return text.count("\n", start, m.end()), m.end()
+
+
+SeriesKey = tuple[str, tuple[tuple[str, str], ...], float | None]
 
 
 def _sample(name: str, labels: dict[str, str], value: str, stamp: str | None, line: str, line_no: int) -> Sample:

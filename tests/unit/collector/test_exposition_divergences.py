@@ -74,3 +74,33 @@ def test_skipped_families_are_not_validated() -> None:
     with pytest.raises(ParseError):
         parse(text)
     assert parse(text, wanted={"kept"})["kept"].samples[0].value == 1.0
+
+
+DUPLICATED_SERIES = [
+    # the same gauge twice (two exporters concatenated): read as one sum, "running 21" became 42
+    '# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m"} 21\n'
+    'vllm:num_requests_running{model_name="m"} 21\n',
+    # the same series with its labels in another order
+    'm{a="1",b="2"} 1\nm{b="2",a="1"} 1\n',
+    # a family that comes back later on the page with a series it already had
+    "# TYPE c counter\nc_total 1\n# TYPE g gauge\ng 1\n# TYPE c counter\nc_total 2\n",
+    # a histogram bucket repeated
+    '# TYPE h histogram\nh_bucket{le="1"} 1\nh_bucket{le="1"} 1\nh_bucket{le="+Inf"} 2\nh_sum 1\nh_count 2\n',
+]
+
+
+@pytest.mark.parametrize("text", DUPLICATED_SERIES)
+def test_duplicated_series_are_refused(text: str) -> None:
+    families = list(text_string_to_metric_families(text))  # the oracle keeps every copy ...
+    assert sum(len(f.samples) for f in families) > len(
+        {(s.name, frozenset(s.labels.items())) for f in families for s in f.samples}
+    )
+    with pytest.raises(ParseError, match="duplicate series"):  # ... we refuse the page
+        parse(text)
+
+
+def test_duplicates_in_families_not_read_do_not_refuse_the_page() -> None:
+    text = "other 1\nother 1\n# TYPE g gauge\ng 2\n"
+    assert parse(text, wanted={"g"})["g"].samples[0].value == 2
+    with pytest.raises(ParseError, match=r"line 2: duplicate series other\{\} in family 'other'"):
+        parse(text)

@@ -48,10 +48,23 @@ def canonical(families: dict[str, MetricFamily]) -> Canonical:
     return out
 
 
+def duplicated(families: Canonical) -> bool:
+    """Whether a family holds one series (name, labels, timestamp) twice: the oracle keeps both, we refuse."""
+    for _typ, _help, samples in families.values():
+        keys = [(name, tuple(sorted(labels.items())), ts) for name, labels, _v, ts in samples]
+        if len(set(keys)) != len(keys):
+            return True
+    return False
+
+
 def assert_agrees(text: str, wanted: frozenset[str] | None = None) -> None:
     expected = oracle(text)
     if wanted is not None:
         expected = {k: v for k, v in expected.items() if k in wanted}
+    if duplicated(expected):
+        with pytest.raises(ParseError, match="duplicate series"):
+            parse(text, wanted=wanted)
+        return
     assert canonical(parse(text, wanted=wanted)) == expected
 
 
@@ -111,7 +124,9 @@ EDGE_CASES = [
     # a quoted name in HELP/TYPE names the family like an unquoted one
     '# HELP "q" Quoted.\n# TYPE "q" gauge\nq 1\n',
     # values the oracle reads as int or float
-    "m 00012\nm -0\nm .5\nm 1.\nm Infinity\nm nan\n",
+    'm{v="1"} 00012\nm{v="2"} -0\nm{v="3"} .5\nm{v="4"} 1.\nm{v="5"} Infinity\nm{v="6"} nan\n',
+    # one series at different timestamps is not a duplicate
+    "m 1 1000\nm 2 2000\n",
 ]
 
 
@@ -207,8 +222,16 @@ def test_generated_pages_agree(text: str) -> None:
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(pages(), st.data())
 def test_selective_read_is_the_full_read_filtered(text: str, data: st.DataObject) -> None:
+    expected = oracle(text)
+    wanted = frozenset(data.draw(st.sets(st.sampled_from(sorted(expected) or ["none"]))))
+    if duplicated({k: v for k, v in expected.items() if k in wanted}):
+        with pytest.raises(ParseError, match="duplicate series"):
+            parse(text, wanted=wanted)
+        return
+    if duplicated(expected):
+        assert canonical(parse(text, wanted=wanted)) == {k: v for k, v in expected.items() if k in wanted}
+        return
     full = parse(text)
-    wanted = frozenset(data.draw(st.sets(st.sampled_from(sorted(full) or ["none"]))))
     assert canonical(parse(text, wanted=wanted)) == {k: v for k, v in canonical(full).items() if k in wanted}
     assert canonical(parse(text, wanted=wanted.__contains__)) == canonical(parse(text, wanted=wanted))
 
@@ -241,6 +264,7 @@ def assert_sound(text: str) -> None:
     except ParseError:
         return
     assert ours == oracle(text)
+    assert not duplicated(ours)
 
 
 @settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow], deadline=None)
@@ -269,7 +293,7 @@ def test_selective_read_of_mutated_pages_is_the_full_read_filtered(text: str, da
 
 def test_samples_never_share_label_dicts() -> None:
     # label sets are cached while a page is parsed; each sample must still own its dict
-    families = parse('m{a="b"} 1\nm{a="b"} 2\n# TYPE c counter\nc{a="b"} 3\n')
+    families = parse('m{a="b"} 1\nm{a="b"} 2 1000\n# TYPE c counter\nc{a="b"} 3\n')
     dicts = [s.labels for f in families.values() for s in f.samples]
     assert len(dicts) == 3
     assert len({id(d) for d in dicts}) == 3
