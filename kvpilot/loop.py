@@ -1,4 +1,10 @@
-"""One tick of the control loop: discover → collect → FleetState.observe → detect → decide → persist → publish.
+"""One tick of the control loop: discover → collect → FleetState.observe → scale → detect → decide → persist →
+publish.
+
+The scale stage (a ``kvpilot.scale_view.ScaleSource``, where there is one) says how many replicas every known
+deployment runs, zero included: the planner decides each of them even when the collector sees no replica (scaled
+to zero, or loading after scale-from-zero), and a deployment the source reports deleted is forgotten (its
+decision leaves the board, so KEDA gets NOT_FOUND, and the planner drops its state).
 
 Each stage is an injected interface, so the real collector, detectors and planner plug in, and tests drive the
 loop with a ``VirtualClock`` and hand-made stages. A stage that raises is counted and logged and the tick goes on
@@ -11,7 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol, TypeVar
@@ -28,6 +34,7 @@ from detectors.finding import Finding
 from detectors.hysteresis import Transitions
 from detectors.kv_exhaustion import time_to_exhaustion_s
 from detectors.thresholds import KvThresholds
+from kvpilot.scale_view import ScaleSource, ScaleView
 from scaler.decision import Decision
 from store import repo
 from store.buffer import BufferedWriter
@@ -55,15 +62,24 @@ class Detect(Protocol):
 
 
 class Decide(Protocol):
-    """``scaler.planner.Planner``."""
+    """``scaler.planner.Planner``: decides every deployment in ``state`` and every key of ``current_replicas``."""
 
-    def decide(self, state: FleetState, now: float) -> list[Decision]: ...
+    def decide(
+        self,
+        state: FleetState,
+        now: float,
+        *,
+        current_replicas: Mapping[str, int] | None = None,
+        arrival_rates: Mapping[str, float] | None = None,
+    ) -> list[Decision]: ...
 
 
 class Publish(Protocol):
     """``scaler.publish.DecisionBoard``."""
 
     def publish(self, decision: Decision) -> object: ...
+
+    def forget(self, deployment: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +132,8 @@ class ControlLoop:
         metrics: OwnMetrics,
         config: LoopConfig,
         node_drains: Callable[[], dict[str, str]] = dict,
+        scale: ScaleSource | None = None,
+        managed: Collection[str] = (),
     ) -> None:
         self.clock = clock
         self.state = state
@@ -128,6 +146,8 @@ class ControlLoop:
         self.metrics = metrics
         self.config = config
         self.node_drains = node_drains
+        self.scale = scale
+        self._known: set[str] = set(managed)  # deployments whose replica count the scale source is asked for
         self.tick_count = 0
         self.latest: Snapshot | None = None
         self._targets: list[TargetInfo] = []
@@ -141,6 +161,8 @@ class ControlLoop:
         self._stored = dict(decisions)
         for d in decisions.values():
             self.board.publish(d)
+        if self.scale is not None:  # a deployment at zero replicas when kvpilot restarted is still managed
+            self._known |= set(decisions)
 
     def _guard(self, stage: str, fn: Callable[[], T], default: T) -> T:
         try:
@@ -180,6 +202,7 @@ class ControlLoop:
             ),
             None,
         )
+        view = await self._read_scale(now)
         no_transitions: Transitions | None = None
         no_findings: list[Finding] = []
         no_decisions: list[Decision] = []
@@ -188,7 +211,17 @@ class ControlLoop:
             findings = list(transitions.active)
         else:  # keep reporting what was open rather than closing everything on a detector crash
             findings = self._guard("detect", self.detection.active, no_findings)
-        decisions = self._guard("decide", lambda: self.planner.decide(self.state, now), no_decisions)
+        if view is None:
+            decisions = self._guard("decide", lambda: self.planner.decide(self.state, now), no_decisions)
+        else:
+            counts, rates = dict(view.replicas), dict(view.arrival_rates)
+            decisions = self._guard(
+                "decide",
+                lambda: self.planner.decide(self.state, now, current_replicas=counts, arrival_rates=rates or None),
+                no_decisions,
+            )
+            # terminating pods of a deleted deployment may still be in FleetState: no decision for it
+            decisions = [d for d in decisions if d.deployment not in view.gone]
         self._persist(now, findings, decisions, detected=transitions is not None)
         for d in decisions:
             self._guard("publish", partial(self.board.publish, d), None)
@@ -201,6 +234,31 @@ class ControlLoop:
         if elapsed > self.config.interval_s:
             self.metrics.overruns.inc()
         return snapshot
+
+    async def _read_scale(self, now: float) -> ScaleView | None:
+        """Replica counts of every known deployment (zero included); forgets those the source says are deleted."""
+        if self.scale is None:
+            return None
+        asked = self._known | set(self.state.deployments())
+        try:
+            view = await self.scale.read(sorted(asked), now)
+        except Exception:
+            self.metrics.stage_errors.labels("scale").inc()
+            log.exception("reading replica counts failed; deciding from what the collector sees")
+            return None
+        for key in view.gone:
+            self._forget(key)
+        self._known = (asked | set(view.replicas)) - view.gone
+        return view
+
+    def _forget(self, key: str) -> None:
+        if key in self._known or key in self._stored:
+            log.info("deployment %s was deleted: its decision is withdrawn and its planner state dropped", key)
+        self._stored.pop(key, None)
+        self._guard("publish", partial(self.board.forget, key), None)
+        forget = getattr(self.planner, "forget", None)  # Planner.forget(key), where the planner has it
+        if forget is not None:
+            self._guard("decide", partial(forget, key), None)
 
     def _persist(self, now: float, findings: list[Finding], decisions: list[Decision], *, detected: bool) -> None:
         """Queue this tick's writes; the writer task applies them (or holds them while the store is away)."""
@@ -274,8 +332,9 @@ class ControlLoop:
                 seconds = math.inf
             if seconds is not None:
                 tte[(r.sample.deployment_key, r.sample.replica)] = seconds
-        # The newest decision of every deployment still in the fleet (a restart's resumed ones until re-decided).
-        live = self.state.deployments()
+        # The newest decision of every deployment still in the fleet (a restart's resumed ones until re-decided),
+        # those at zero replicas included.
+        live = set(self.state.deployments()) | self._known
         latest = {k: d for k, d in self._stored.items() if k in live or not live}
         latest.update({d.deployment: d for d in decisions})
         return Snapshot(

@@ -10,13 +10,14 @@ import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
 from api.auth import TokenAuth
 from api.main import create_app
 from kvpilot import sources as sources_mod
-from kvpilot.settings import Settings
+from kvpilot.settings import Settings, SettingsError
 from kvpilot.wiring import build_service
 
 log = logging.getLogger("kvpilot")
@@ -36,22 +37,30 @@ def _configure_logging(level: str) -> None:
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 
-async def _keda(service_board: object, settings: Settings, stop: asyncio.Event) -> None:
-    try:
-        from scaler.keda.server import build_server, register_external_scaler, serve
-        from scaler.keda.servicer import ExternalScalerServicer
-    except ImportError as e:  # a build without the gRPC part still serves HTTP
-        log.warning("KEDA gRPC server not available: %s", e)
-        return
+def _keda_endpoint(board: object, settings: Settings) -> Any:
+    """The KEDA gRPC endpoint, bound but not started; None where it cannot be served and the mode allows that.
+
+    Raises SettingsError when `scaler.mode` is keda and the port cannot be bound or the TLS files read: KEDA
+    would otherwise poll a port that another process answers, or nothing."""
+    from scaler.keda.server import TlsFiles, build_endpoint
+    from scaler.keda.servicer import ServicerSettings
+
+    k = settings.keda
+    tls = None
+    if k.tls_cert_file is not None and k.tls_key_file is not None:
+        tls = TlsFiles(k.tls_cert_file, k.tls_key_file, k.tls_client_ca_file)
+    servicer_settings = ServicerSettings(
+        stale_after_s=settings.decision_stale_after_s,
+        tokens=frozenset(t.get_secret_value() for t in k.bearer_tokens),
+    )
     address = f"{settings.api.host}:{settings.api.grpc_port}"
-    servicer = ExternalScalerServicer(service_board)  # type: ignore[arg-type]
     try:
-        server, port = build_server(address, [register_external_scaler(servicer)])
-    except ValueError as e:  # the port is taken: HTTP, the loop and advisory decisions still work
-        log.error("%s; the KEDA external scaler is not served", e)
-        return
-    log.info("KEDA external scaler (gRPC) on %s:%d", settings.api.host, port)
-    await serve(server, stop)
+        return build_endpoint(address, board, servicer_settings, tls=tls)  # type: ignore[arg-type]
+    except ValueError as e:
+        if settings.scaler.mode == "keda":
+            raise SettingsError(f"{e} (scaler.mode is keda: KEDA would have no scaler to ask)") from None
+        log.error("%s; the KEDA external scaler is not served (HTTP, the loop and decisions go on)", e)
+        return None
 
 
 async def run(settings: Settings, *, config_file: Path | None = None) -> int:
@@ -66,12 +75,19 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
     http_port = sock.getsockname()[1]
     with sock, sources_mod.build(settings) as srcs:
         service, restored = await asyncio.to_thread(build_service, settings, srcs)
+        try:
+            keda_endpoint = _keda_endpoint(service.loop.board, settings)
+        except SettingsError as e:
+            log.error("%s", e)
+            service.engine.dispose()
+            return 1
         auth = TokenAuth(
             [t.get_secret_value() for t in settings.api.read_tokens],
             [t.get_secret_value() for t in settings.api.admin_tokens],
             anonymous_read=settings.api.anonymous_read,
         )
         app = create_app(service, auth)
+        app.state.decision_stale_after_s = settings.decision_stale_after_s  # the metrics-api route: same limit
         server = _Server(
             uvicorn.Config(
                 app, host=settings.api.host, port=settings.api.http_port, log_config=None, access_log=False,
@@ -93,7 +109,15 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
             "kvpilot running: API on http://%s:%d (docs at /docs), store %s, watching %s",
             settings.api.host, http_port, _redact(settings.database_url), fleet,
         )  # fmt: skip
-        keda = asyncio.create_task(_keda(service.loop.board, settings, service.stop), name="keda-grpc")
+        if keda_endpoint is not None:
+            keda = asyncio.create_task(keda_endpoint.serve(service.stop), name="keda-grpc")
+            log.info(
+                "KEDA external scaler (gRPC%s) on %s:%d; decisions older than %g s are refused",
+                ", TLS" if settings.keda.tls_cert_file else "", settings.api.host, keda_endpoint.port,
+                settings.decision_stale_after_s,
+            )  # fmt: skip
+        else:
+            keda = asyncio.create_task(service.stop.wait(), name="keda-grpc-absent")
         http = asyncio.create_task(server.serve(sockets=[sock]), name="http-api")
         done, _ = await asyncio.wait({http, asyncio.ensure_future(service.stop.wait())}, return_when="FIRST_COMPLETED")
         if http in done and not service.stop.is_set():

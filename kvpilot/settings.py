@@ -204,6 +204,36 @@ class ApiSettings(_Section):
     _split_read = field_validator("read_tokens", "admin_tokens", mode="before")(_split_tokens)
 
 
+class KedaSettings(_Section):
+    """The KEDA external scaler (gRPC) and the metrics-api route: when a decision counts as stale, and how the gRPC
+    server is secured. TLS: a certificate and key; with a client CA as well, KEDA must present a certificate it
+    signed (mTLS, KEDA's `tlsClientCert`/`tlsClientKey`). Bearer tokens: every ExternalScaler call must carry one,
+    as the `bearerTokenFromEnv` trigger metadata KEDA resolves from the scale target's environment, or as a gRPC
+    `authorization: Bearer …` header (grpcurl, other clients). The health service stays open (kubelet probes)."""
+
+    stale_after_ticks: float = Field(default=6.0, ge=2)  # a decision older than this many loop intervals is refused
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    tls_client_ca_file: Path | None = None  # set: mutual TLS, client certificates signed by this CA are required
+    bearer_tokens: TokenList = ()
+
+    _split_bearer = field_validator("bearer_tokens", mode="before")(_split_tokens)
+
+    @model_validator(mode="after")
+    def _tls_complete(self) -> KedaSettings:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("keda.tls_cert_file and keda.tls_key_file must be set together")
+        if self.tls_client_ca_file is not None and self.tls_cert_file is None:
+            raise ValueError("keda.tls_client_ca_file (mutual TLS) needs keda.tls_cert_file and keda.tls_key_file")
+        for i, token in enumerate(self.bearer_tokens):
+            if len(token.get_secret_value()) < MIN_TOKEN_LENGTH:
+                raise ValueError(
+                    f"keda.bearer_tokens[{i}]: shorter than {MIN_TOKEN_LENGTH} characters; "
+                    "generate one with `openssl rand -hex 24`"
+                )
+        return self
+
+
 class DrainSettings(_Section):
     dry_run: bool = True
     max_concurrent: int = Field(default=1, ge=0)
@@ -296,6 +326,7 @@ class Settings(BaseSettings):
     api: ApiSettings = ApiSettings()
     drains: DrainSettings = DrainSettings()
     ha: HaSettings = HaSettings()
+    keda: KedaSettings = KedaSettings()
 
     @classmethod
     def settings_customise_sources(
@@ -355,6 +386,12 @@ class Settings(BaseSettings):
     @property
     def auth_enabled(self) -> bool:
         return bool(self.api.read_tokens or self.api.admin_tokens)
+
+    @property
+    def decision_stale_after_s(self) -> float:
+        """When a published decision stops being served (gRPC UNAVAILABLE, metrics-api 503) so KEDA's fallback
+        applies: the loop has missed several ticks. Judged on the loop's liveness, never on ready replicas."""
+        return self.keda.stale_after_ticks * self.collector.interval_s
 
     @property
     def horizon_s(self) -> float:

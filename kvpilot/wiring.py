@@ -22,6 +22,7 @@ from kvpilot.actuation import Actuation, NoClusterDrainer, SimulatorScaler
 from kvpilot.actuators.drain import NodeDrainer
 from kvpilot.lease import LeaseElector
 from kvpilot.loop import Collect, ControlLoop, Decide, Detect, LoopConfig
+from kvpilot.scale_view import KubernetesScale, ScaleSource, SimulatorScale
 from kvpilot.service import Restored, Service, restore
 from kvpilot.settings import DeploymentScaling, Settings, SettingsError
 from kvpilot.sources import Sources
@@ -75,6 +76,7 @@ def build_service(
     sleep: Any = None,
     leadership: Any = None,
     actuation: Any = None,
+    scale: Any = None,
 ) -> tuple[Service, Restored]:
     """A ready-to-start service and what it restored from the store (schema upgraded first if configured)."""
     clock = clock or WallClock()
@@ -116,6 +118,8 @@ def build_service(
         config=LoopConfig(
             interval_s=c.interval_s, retention_s=settings.store.retention_days * 86400.0, kv=thresholds.kv
         ),
+        scale=scale if scale is not None else build_scale(settings, sources),
+        managed=tuple(settings.scaler.deployments),
     )
     extra: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
     if leadership is None and settings.ha.enabled:
@@ -157,6 +161,18 @@ def _kube_api_client() -> Any:
                 f"a Kubernetes API is needed (ha.enabled, scaler.mode=direct or drains) but: {e}"
             ) from e
     return client.ApiClient()
+
+
+def build_scale(settings: Settings, sources: Sources) -> ScaleSource | None:
+    """Where replica counts (zero included) come from: the simulator's control API, or the Deployments on the
+    cluster; None for static and PromQL fleets (nothing to read; decisions follow the replicas seen)."""
+    if sources.simulator_url is not None:
+        return SimulatorScale(sources.simulator_url)
+    if settings.collector.discovery.kind == "kubernetes":
+        from kubernetes import client
+
+        return KubernetesScale(client.AppsV1Api(_kube_api_client()))
+    return None
 
 
 def build_elector(settings: Settings, clock: Clock, api_client: Any = None) -> LeaseElector:

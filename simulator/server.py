@@ -235,6 +235,8 @@ class _Handler(BaseHTTPRequestHandler):
             quantiles = live.fleet.ttft_quantiles()
         return {
             "time_s": snap.time,
+            "namespace": live.fleet.config.namespace,
+            "deployment": live.fleet.config.deployment,
             "speed": live.speed,
             "error": live.error,
             "engine": live.engine,

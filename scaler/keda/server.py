@@ -2,19 +2,26 @@
 
 TLS: a server certificate and key; with a client CA as well, clients must present a certificate signed by
 it (mTLS), which is what KEDA's `tlsClientCert`/`tlsClientKey` auth parameters provide.
+
+`build_endpoint` is what `kvpilot run` serves: the ExternalScaler plus grpc's standard health service
+(`grpc.health.v1.Health`, for `grpc_health_probe` and kubelet gRPC probes), SERVING until shutdown. Shutdown
+turns health to NOT_SERVING, ends open `StreamIsActive` streams with OK, then stops the server.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 
+from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
-from scaler.keda.servicer import ExternalScalerServicer
+from scaler.keda.servicer import ExternalScalerServicer, ServicerSettings
+from scaler.publish import DecisionSource
 
 Registrar = Callable[[grpc.aio.Server], None]
 
@@ -25,6 +32,9 @@ SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.max_receive_message_length", 1 << 20),  # a ScaledObjectRef is tiny; refuse anything large
+    # gRPC core sets SO_REUSEPORT by default, so a second kvpilot on the same port would bind beside the first and
+    # share its connections; off, a taken port is a bind error.
+    ("grpc.so_reuseport", 0),
 )
 
 
@@ -86,3 +96,46 @@ async def serve(server: grpc.aio.Server, stop: asyncio.Event, *, grace_s: float 
         await stop.wait()
     finally:
         await server.stop(grace_s)
+
+
+SERVICE_NAME: str = pb.DESCRIPTOR.services_by_name["ExternalScaler"].full_name  # "externalscaler.ExternalScaler"
+
+
+@dataclass
+class Endpoint:
+    """The ExternalScaler and the health service on one bound (not yet started) server."""
+
+    server: grpc.aio.Server
+    port: int
+    servicer: ExternalScalerServicer
+    health: Any = field(repr=False)  # grpc_health.v1.health.aio.HealthServicer
+
+    async def serve(self, stop: asyncio.Event, *, grace_s: float = 5.0) -> None:
+        """Serves until `stop` is set, then: health NOT_SERVING, streams end with OK, in-flight calls finish."""
+        from grpc_health.v1 import health_pb2
+
+        await self.server.start()
+        try:
+            for service in ("", SERVICE_NAME):
+                await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+            await stop.wait()
+        finally:
+            await self.health.enter_graceful_shutdown()
+            self.servicer.close()
+            await self.server.stop(grace_s)
+
+
+def build_endpoint(
+    address: str, source: DecisionSource, settings: ServicerSettings, *, tls: TlsFiles | None = None
+) -> Endpoint:
+    """The KEDA endpoint `kvpilot run` serves; raises ValueError naming the address when it cannot bind."""
+    from grpc_health.v1 import health, health_pb2_grpc
+
+    servicer = ExternalScalerServicer(source, settings)
+    health_servicer = health.aio.HealthServicer()
+
+    def add_health(server: grpc.aio.Server) -> None:
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+
+    server, port = build_server(address, [register_external_scaler(servicer), add_health], tls=tls)
+    return Endpoint(server, port, servicer, health_servicer)

@@ -4,16 +4,26 @@ KEDA (pkg/scalers/external_scaler.go) asks `GetMetricSpec` once when it builds t
 `pollingInterval` calls `GetMetrics` followed by `IsActive`; an `external-push` trigger additionally keeps
 `StreamIsActive` open and acts at once on each message (activation 0 <-> 1 without waiting for the next poll).
 
-Failures are status codes KEDA logs as they are: malformed metadata -> INVALID_ARGUMENT, a deployment kvpilot
-has no decision for -> NOT_FOUND, a decision older than `stale_after_s` -> UNAVAILABLE (so KEDA's `fallback`
-replicas apply instead of a frozen number), `StreamMetricSpec` -> UNIMPLEMENTED (KEDA then keeps polling
-`GetMetricSpec`; the spec never changes while the metadata does not).
+Failures are status codes KEDA logs as they are: malformed metadata -> INVALID_ARGUMENT, a missing or wrong
+bearer token (when tokens are configured) -> UNAUTHENTICATED, a deployment kvpilot has no decision for (never
+decided, or deleted and forgotten) -> NOT_FOUND, a decision older than `stale_after_s` -> UNAVAILABLE (so KEDA's
+`fallback` replicas apply instead of a frozen number), `StreamMetricSpec` -> UNIMPLEMENTED (KEDA then keeps
+polling `GetMetricSpec`; the spec never changes while the metadata does not).
+
+Staleness is the control loop's liveness: a deployment at zero replicas, or loading its first replicas after
+scale-from-zero, still gets a fresh decision every tick, so its answer stays valid throughout.
+
+On shutdown (`close`), open `StreamIsActive` streams end with OK: KEDA's client sees io.EOF, which resets its
+reconnect backoff to 2 s (runStreamIsActive in kedacore/keda pkg/scalers/external_scaler.go, commit
+067b4c6040e07ce1eca24c381cf1980741e90ea2); any other end doubles it, up to a minute.
 """
 
 # ruff: noqa: N802 (the rpc method names are fixed by externalscaler.proto)
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hmac
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -23,7 +33,7 @@ import grpc
 from collector.clock import Clock, WallClock
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
-from scaler.keda.target import MetadataError, ScalerTarget, int_field, parse_target
+from scaler.keda.target import BEARER_TOKEN_KEY, MetadataError, ScalerTarget, int_field, parse_target
 from scaler.publish import DecisionSource, Published
 
 log = logging.getLogger(__name__)
@@ -32,7 +42,10 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class ServicerSettings:
     heartbeat_s: float = 15.0  # StreamIsActive re-sends the current state this often, even without a change
-    stale_after_s: float = 120.0  # a decision older than this is refused (UNAVAILABLE); 0 disables the check
+    # A decision older than this is refused (UNAVAILABLE); 0 disables the check. `kvpilot run` passes
+    # Settings.decision_stale_after_s (keda.stale_after_ticks loop intervals), the metrics-api route's limit too.
+    stale_after_s: float = 30.0
+    tokens: frozenset[str] = frozenset()  # non-empty: every call must carry one of these bearer tokens
 
     def __post_init__(self) -> None:
         if not self.heartbeat_s > 0:
@@ -57,9 +70,15 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         self._source = source
         self._settings = settings or ServicerSettings()
         self._clock = clock or WallClock()
+        self._closing = asyncio.Event()
+
+    def close(self) -> None:
+        """Shutting down: open streams end cleanly (status OK) at once; new streams end after their first answer."""
+        self._closing.set()
 
     async def IsActive(self, request: pb.ScaledObjectRef, context: grpc.aio.ServicerContext) -> pb.IsActiveResponse:
         try:
+            self._authorize(request, context)
             target, published = self._resolve(request)
         except _Refused as refused:
             await context.abort(refused.code, refused.message)
@@ -71,6 +90,10 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         loop = asyncio.get_running_loop()
         last_sent: bool | None = None
         next_heartbeat = loop.time()
+        try:
+            self._authorize(request, context)
+        except _Refused as refused:
+            await context.abort(refused.code, refused.message)
         while True:
             try:
                 target, published = self._resolve(request)
@@ -81,12 +104,29 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
                 yield pb.IsActiveResponse(result=active)
                 last_sent = active
                 next_heartbeat = loop.time() + self._settings.heartbeat_s
-            await self._source.wait_for_change(target.deployment, published.version, next_heartbeat - loop.time())
+            if self._closing.is_set() or await self._closed_while_waiting(
+                target.deployment, published.version, next_heartbeat - loop.time()
+            ):
+                return  # status OK: KEDA reconnects to the next kvpilot with its backoff reset
+
+    async def _closed_while_waiting(self, deployment: str, version: int, timeout_s: float) -> bool:
+        """Waits for a new decision, the heartbeat or shutdown; True on shutdown."""
+        change = asyncio.ensure_future(self._source.wait_for_change(deployment, version, timeout_s))
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            await asyncio.wait({change, closing}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (change, closing):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        return self._closing.is_set()
 
     async def GetMetricSpec(
         self, request: pb.ScaledObjectRef, context: grpc.aio.ServicerContext
     ) -> pb.GetMetricSpecResponse:
         try:
+            self._authorize(request, context)
             target = _target(request)
         except _Refused as refused:
             await context.abort(refused.code, refused.message)
@@ -101,6 +141,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         self, request: pb.GetMetricsRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetMetricsResponse:
         try:
+            self._authorize(request.scaledObjectRef, context)
             target, published = self._resolve(request.scaledObjectRef)
             if request.metricName and request.metricName != target.metric_name:
                 raise _Refused(
@@ -122,6 +163,27 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
             "kvpilot's metric spec only changes with the trigger metadata; KEDA polls GetMetricSpec instead",
         )
         yield pb.GetMetricSpecResponse()  # pragma: no cover - makes this an async generator, abort raises first
+
+    def _authorize(self, ref: pb.ScaledObjectRef, context: grpc.aio.ServicerContext) -> None:
+        tokens = self._settings.tokens
+        if not tokens:
+            return
+        offered = [ref.scalerMetadata[BEARER_TOKEN_KEY]] if BEARER_TOKEN_KEY in ref.scalerMetadata else []
+        for key, value in context.invocation_metadata() or ():
+            if key == "authorization" and isinstance(value, str) and value[:7].lower() == "bearer ":
+                offered.append(value[7:].strip())
+        # compare against every configured token, so the time taken does not tell which one nearly matched
+        matched = False
+        for candidate in offered:
+            for token in tokens:
+                matched |= hmac.compare_digest(candidate.encode(), token.encode())
+        if not matched:
+            raise _Refused(
+                grpc.StatusCode.UNAUTHENTICATED,
+                f"scaledObject {ref.namespace}/{ref.name}: "
+                + ("the bearer token is not one kvpilot accepts" if offered else "no bearer token")
+                + f" (trigger metadata `{BEARER_TOKEN_KEY}` or an `authorization: Bearer` header; keda.bearer_tokens)",
+            )
 
     def _resolve(self, ref: pb.ScaledObjectRef) -> tuple[ScalerTarget, Published]:
         target = _target(ref)

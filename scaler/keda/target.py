@@ -28,9 +28,18 @@ from scaler.publish import scale_target
 
 DEFAULT_METRIC_NAME = "kvpilot-replicas"
 
-# Keys KEDA itself puts in the trigger metadata it forwards (external / external-push triggers).
+# Keys KEDA itself puts in the trigger metadata it forwards (external / external-push triggers): kedacore/keda,
+# pkg/scalers/external_scaler.go (commit 067b4c6040e07ce1eca24c381cf1980741e90ea2), externalScalerMetadata.
 _KEDA_KEYS = frozenset({"scalerAddress", "enableTLS", "unsafeSsl"})
 _OUR_KEYS = frozenset({"deployment", "metricName", "targetSize", "activationReplicas", "includeWarmPool"})
+# `xFromEnv: VAR`: KEDA forwards the key unchanged with the value of VAR in the scale target's container
+# environment, and drops the key when VAR is unset or empty (parseExternalScalerMetadata, same file and commit).
+# Each of our keys may come that way; `bearerTokenFromEnv` only that way, so no token sits in a ScaledObject.
+_FROM_ENV = "FromEnv"
+BEARER_TOKEN_KEY = "bearerTokenFromEnv"
+# Not forwarded by KEDA (it is the trigger's `metricType` field, not metadata), but refused here when an operator
+# repeats it in the metadata as `Value`: kvpilot's arithmetic needs the HPA's AverageValue target.
+_METRIC_TYPE = "metricType"
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _METRIC_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9._]{0,198}[A-Za-z0-9])?")
@@ -83,14 +92,20 @@ def parse_target(name: str, namespace: str, metadata: Mapping[str, str]) -> Scal
 
 @lru_cache(maxsize=16384)
 def _parse_cached(name: str, namespace: str, items: tuple[tuple[str, str], ...]) -> ScalerTarget:
-    metadata = dict(items)
-    unknown = sorted(k for k in metadata if k not in _OUR_KEYS and k not in _KEDA_KEYS and not k.endswith("FromEnv"))
+    where = f"scaledObject {namespace}/{name}"
+    metadata = _resolve_from_env(dict(items), where)
+    unknown = sorted(k for k in metadata if k not in _OUR_KEYS and k not in _KEDA_KEYS and k != _METRIC_TYPE)
     if unknown:
         raise MetadataError(
-            f"scaledObject {namespace}/{name}: unknown metadata key(s) {', '.join(map(repr, unknown))}; "
-            f"kvpilot reads {', '.join(sorted(_OUR_KEYS))}"
+            f"{where}: unknown metadata key(s) {', '.join(map(repr, unknown))}; "
+            f"kvpilot reads {', '.join(sorted(_OUR_KEYS))} (each also as <key>FromEnv) and {BEARER_TOKEN_KEY}"
         )
-    where = f"scaledObject {namespace}/{name}"
+    metric_type = metadata.get(_METRIC_TYPE)
+    if metric_type is not None and metric_type != "AverageValue":
+        raise MetadataError(
+            f"{where}: metricType {metric_type!r}: kvpilot's answer is a replica count for an AverageValue target "
+            "(the HPA divides it by targetSize); with Value the HPA multiplies it by the current replicas"
+        )
     return ScalerTarget(
         deployment=_deployment(name, namespace, metadata.get("deployment"), where),
         metric_name=_metric_name(metadata.get("metricName", DEFAULT_METRIC_NAME), where),
@@ -98,6 +113,31 @@ def _parse_cached(name: str, namespace: str, items: tuple[tuple[str, str], ...])
         activation_replicas=_number(metadata, "activationReplicas", 0.0, where, minimum_inclusive=0.0),
         include_warm_pool=_boolean(metadata, "includeWarmPool", True, where),
     )
+
+
+def _resolve_from_env(metadata: dict[str, str], where: str) -> dict[str, str]:
+    """Our keys as given, whether written in the trigger or resolved by KEDA from `<key>FromEnv`."""
+    out: dict[str, str] = {}
+    for key, value in metadata.items():
+        if key == BEARER_TOKEN_KEY:
+            continue  # checked by the servicer, never part of the target (nor of an error message)
+        if key == "bearerToken":
+            raise MetadataError(
+                f"{where}: `bearerToken` would put the token in the ScaledObject; use `{BEARER_TOKEN_KEY}` "
+                "naming an environment variable of the scale target that holds it (from a Secret)"
+            )
+        if key.endswith(_FROM_ENV) and key != _FROM_ENV:
+            base = key.removesuffix(_FROM_ENV)
+            if base not in _OUR_KEYS:
+                raise MetadataError(
+                    f"{where}: `{key}`: kvpilot reads no `{base}`; *FromEnv works for {', '.join(sorted(_OUR_KEYS))}"
+                )
+            if base in metadata:
+                raise MetadataError(f"{where}: both `{base}` and `{key}` are set; keep one")
+            out[base] = value
+        else:
+            out[key] = value
+    return out
 
 
 def _deployment(name: str, namespace: str, raw: str | None, where: str) -> str:

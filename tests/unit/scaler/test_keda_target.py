@@ -35,8 +35,19 @@ def test_int_fields_agree_for_integer_targets(replicas: int, target: int) -> Non
 
 
 PARSE_CASES = [
-    # KEDA's own keys and *FromEnv keys are tolerated beside ours
-    ({"scalerAddress": "kvpilot:9090", "enableTLS": "true", "unsafeSsl": "false", "tokenFromEnv": "x"}, None),
+    # KEDA's own keys are tolerated beside ours, and the bearer token key (the servicer checks it)
+    ({"scalerAddress": "kvpilot:9090", "enableTLS": "true", "unsafeSsl": "false", "bearerTokenFromEnv": "x"}, None),
+    # a *FromEnv key for something kvpilot does not read is refused, not silently ignored
+    ({"tokenFromEnv": "x"}, "kvpilot reads no `token`"),
+    # the same setting twice, plain and from the environment
+    ({"targetSize": "2", "targetSizeFromEnv": "3"}, "both `targetSize` and `targetSizeFromEnv`"),
+    # a resolved *FromEnv value is validated like the plain key
+    ({"targetSizeFromEnv": "zero"}, "`targetSize` 'zero' is not a number"),
+    # a token written into the ScaledObject itself is refused, and its value is not echoed
+    ({"bearerToken": "s3cr3t-s3cr3t-s3cr3t"}, "use `bearerTokenFromEnv`"),
+    # metricType Value breaks the replica arithmetic
+    ({"metricType": "Value"}, "AverageValue"),
+    ({"metricType": "AverageValue"}, None),
     # a target below KEDA's milli resolution would become 0 in the HPA
     ({"targetSize": "0.0004"}, "below KEDA's resolution"),
     # a huge number is refused rather than overflowing int64 milli-quantities
@@ -46,6 +57,13 @@ PARSE_CASES = [
     # whitespace around booleans is forgiven (YAML quoting habits)
     ({"includeWarmPool": " False "}, None),
 ]
+
+
+def test_from_env_keys_are_honoured() -> None:
+    # what KEDA forwards for `targetSizeFromEnv: TARGET` etc. once it has resolved the variables
+    metadata = {"targetSizeFromEnv": "4", "includeWarmPoolFromEnv": "false", "deploymentFromEnv": "other/chat"}
+    target = parse_target("chat", "llm", metadata)
+    assert (target.target_size, target.include_warm_pool, target.deployment) == (4.0, False, "other/chat")
 
 
 @pytest.mark.parametrize(("metadata", "error"), PARSE_CASES)

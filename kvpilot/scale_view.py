@@ -1,0 +1,120 @@
+"""How many replicas each deployment is asked to run, as the scale subresource says, including zero.
+
+The collector only sees replicas that serve metrics, so a deployment scaled to zero (or loading its first
+replicas after scale-from-zero) has no replicas in ``FleetState``. The control loop asks a ``ScaleSource`` every
+tick instead, so that such a deployment keeps getting decisions (KEDA's answer stays fresh, and a forecast burst
+can wake it), and so that a deployment that was deleted is told apart from one at zero and forgotten.
+
+A source answers only for the deployments it is authoritative for: Kubernetes for the namespaces it could list,
+the simulator for its one deployment. It never drops a deployment it could not check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleView:
+    replicas: Mapping[str, int] = field(default_factory=dict)  # "namespace/name" -> spec.replicas (0 included)
+    gone: frozenset[str] = frozenset()  # deployments asked about that no longer exist
+    arrival_rates: Mapping[str, float] = field(default_factory=dict)  # requests/s at the gateway, where there is one
+
+
+class ScaleSource(Protocol):
+    async def read(self, known: Collection[str], now: float) -> ScaleView:
+        """Replica counts of `known` deployments (and of any the source itself manages), and which are gone."""
+        ...
+
+
+class SimulatorScale:
+    """The simulator's control API stands in for ``deployments/scale`` (its one deployment) and for a gateway: its
+    arrival counter counts every request that reached the fleet, served or queued at the router."""
+
+    def __init__(self, base_url: str, *, timeout_s: float = 2.0, rate_window_s: float = 30.0) -> None:
+        self._url = base_url.rstrip("/") + "/control/state"
+        self._client = httpx.AsyncClient(timeout=timeout_s, trust_env=False)
+        self._window_s = rate_window_s
+        self._arrivals: deque[tuple[float, float]] = deque()  # (simulated time, arrivals_total)
+
+    async def read(self, known: Collection[str], now: float) -> ScaleView:
+        r = await self._client.get(self._url)
+        r.raise_for_status()
+        state = r.json()
+        key = f"{state.get('namespace', 'inference')}/{state.get('deployment', 'llama')}"
+        # spec.replicas: every replica not on its way out (loading ones count, as a scaled-up Deployment's do)
+        count = sum(1 for rep in state["replicas"] if rep["state"] != "draining")
+        rates: dict[str, float] = {}
+        rate = self._arrival_rate(float(state["time_s"]), float(state["arrivals_total"]))
+        if rate is not None:
+            rates[key] = rate
+        return ScaleView(replicas={key: count}, arrival_rates=rates)
+
+    def _arrival_rate(self, t: float, total: float) -> float | None:
+        points = self._arrivals
+        if points and (t < points[-1][0] or total < points[-1][1]):
+            points.clear()  # the simulator restarted
+        if not points or t > points[-1][0]:
+            points.append((t, total))
+        while len(points) > 2 and t - points[1][0] >= self._window_s:
+            points.popleft()
+        (t0, n0), (t1, n1) = points[0], points[-1]
+        return (n1 - n0) / (t1 - t0) if t1 > t0 else None
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+class KubernetesScale:
+    """``spec.replicas`` of the known Deployments, one list call per namespace (RBAC: list deployments).
+
+    A known deployment missing from its namespace's list was deleted. A namespace that cannot be listed (API
+    down, RBAC) answers nothing for its deployments: they keep their last decision until it goes stale.
+    """
+
+    def __init__(self, apps: Any, *, timeout_s: float = 5.0) -> None:
+        self._apps = apps  # kubernetes.client.AppsV1Api
+        self._timeout_s = timeout_s
+
+    async def read(self, known: Collection[str], now: float) -> ScaleView:
+        by_namespace: dict[str, set[str]] = {}
+        for key in known:
+            namespace, _, name = key.partition("/")
+            by_namespace.setdefault(namespace, set()).add(name)
+        listed = await asyncio.gather(
+            *(asyncio.to_thread(self._list, namespace) for namespace in sorted(by_namespace)), return_exceptions=True
+        )
+        replicas: dict[str, int] = {}
+        gone: set[str] = set()
+        for namespace, result in zip(sorted(by_namespace), listed, strict=True):
+            if isinstance(result, BaseException):
+                log.warning("cannot list deployments in namespace %s: %s", namespace, _reason(result))
+                continue
+            for name in by_namespace[namespace]:
+                count = result.get(name)
+                if count is None:
+                    gone.add(f"{namespace}/{name}")
+                else:
+                    replicas[f"{namespace}/{name}"] = count
+        return ScaleView(replicas=replicas, gone=frozenset(gone))
+
+    def _list(self, namespace: str) -> dict[str, int]:
+        items = self._apps.list_namespaced_deployment(namespace, _request_timeout=self._timeout_s).items
+        # spec.replicas is optional in the API (defaulted to 1 by the apiserver); None never reaches here in practice
+        return {d.metadata.name: int(d.spec.replicas if d.spec.replicas is not None else 1) for d in items}
+
+
+def _reason(error: BaseException) -> str:
+    status, reason = getattr(error, "status", None), getattr(error, "reason", None)
+    if status is not None:
+        return f"HTTP {status} {reason or ''}".strip()
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
