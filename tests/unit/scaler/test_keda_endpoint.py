@@ -1,0 +1,142 @@
+"""The KEDA endpoint `kvpilot run` serves (`scaler.keda.server.build_endpoint`), over real gRPC on loopback: streams
+end cleanly on shutdown, the standard health service, bearer tokens, and a taken port."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from collector.clock import WallClock
+from scaler.keda import externalscaler_pb2 as pb
+from scaler.keda import externalscaler_pb2_grpc as pb_grpc
+from scaler.keda.server import SERVICE_NAME, Endpoint, build_endpoint
+from scaler.keda.servicer import ServicerSettings
+from scaler.publish import DecisionBoard
+from tests.unit.scaler.test_keda_harness import decision, ref
+
+TOKEN = "0123456789abcdef-kvpilot-test-token"
+
+
+@asynccontextmanager
+async def serving(
+    settings: ServicerSettings | None = None, board: DecisionBoard | None = None
+) -> AsyncIterator[tuple[Endpoint, grpc.aio.Channel, asyncio.Event, DecisionBoard]]:
+    board = board or DecisionBoard()
+    board.publish(decision(desired=2, timestamp=WallClock().now()))
+    endpoint = build_endpoint("127.0.0.1:0", board, settings or ServicerSettings())
+    stop = asyncio.Event()
+    task = asyncio.create_task(endpoint.serve(stop, grace_s=2.0))
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{endpoint.port}")
+    try:
+        yield endpoint, channel, stop, board
+    finally:
+        stop.set()
+        await task
+        await channel.close()
+
+
+async def test_shutdown_ends_open_streams_with_ok_and_turns_health_not_serving() -> None:
+    async with serving() as (_, channel, stop, _board):
+        stub = pb_grpc.ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
+        stream = stub.StreamIsActive(ref())
+        health = health_pb2_grpc.HealthStub(channel)  # type: ignore[no-untyped-call]
+        watch = health.Watch(health_pb2.HealthCheckRequest(service=SERVICE_NAME))
+        assert (await stream.read()).result is True
+        assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+        stop.set()
+        # KEDA's runStreamIsActive resets its reconnect backoff only on io.EOF, i.e. a stream that ends with OK
+        assert await asyncio.wait_for(stream.read(), timeout=5) is grpc.aio.EOF
+        assert await stream.code() == grpc.StatusCode.OK
+        assert (await asyncio.wait_for(watch.read(), timeout=5)).status == health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+async def test_health_check_answers_for_the_server_and_the_external_scaler() -> None:
+    async with serving() as (_, channel, _stop, _board):
+        health = health_pb2_grpc.HealthStub(channel)  # type: ignore[no-untyped-call]
+        for service in ("", SERVICE_NAME):
+            answer = await health.Check(health_pb2.HealthCheckRequest(service=service))
+            assert answer.status == health_pb2.HealthCheckResponse.SERVING
+
+
+TOKEN_CASES = [
+    # KEDA's way: the trigger's `bearerTokenFromEnv`, resolved from the scale target's environment
+    ({"bearerTokenFromEnv": TOKEN}, (), None),
+    # other clients' way: a gRPC authorization header
+    ({}, (("authorization", f"Bearer {TOKEN}"),), None),
+    # no token
+    ({}, (), "no bearer token"),
+    # a wrong one
+    ({"bearerTokenFromEnv": "not-the-token-at-all"}, (), "not one kvpilot accepts"),
+    ({}, (("authorization", "Bearer nope-nope-nope-nope"),), "not one kvpilot accepts"),
+]
+
+
+@pytest.mark.parametrize(("metadata", "headers", "refused"), TOKEN_CASES)
+async def test_bearer_token(metadata: dict[str, str], headers: tuple[tuple[str, str], ...], refused: str | None) -> None:
+    async with serving(ServicerSettings(tokens=frozenset({TOKEN}))) as (_, channel, _stop, _board):
+        stub = pb_grpc.ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
+        so = ref(**metadata)
+        calls = [
+            lambda: stub.IsActive(so, metadata=headers),
+            lambda: stub.GetMetricSpec(so, metadata=headers),
+            lambda: stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=so, metricName=""), metadata=headers),
+            lambda: stub.StreamIsActive(so, metadata=headers).read(),
+        ]
+        for call in calls:
+            if refused is None:
+                await call()
+                continue
+            with pytest.raises(grpc.aio.AioRpcError) as error:
+                await call()
+            assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            assert refused in (error.value.details() or "")
+            assert "nope" not in (error.value.details() or "")  # the offered token is never echoed
+        # the health service stays open for probes
+        health = health_pb2_grpc.HealthStub(channel)  # type: ignore[no-untyped-call]
+        assert (await health.Check(health_pb2.HealthCheckRequest())).status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_a_taken_port_is_a_bind_error_not_a_second_listener() -> None:
+    async with serving() as (endpoint, _channel, _stop, board):
+        # gRPC core would otherwise bind with SO_REUSEPORT beside the first server and share its connections
+        with pytest.raises(ValueError, match=f"cannot bind the KEDA gRPC server to '127.0.0.1:{endpoint.port}'"):
+            build_endpoint(f"127.0.0.1:{endpoint.port}", board, ServicerSettings())
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(("mode", "exit_code"), [("keda", 1), ("advisory", None)])
+def test_kvpilot_run_with_the_grpc_port_taken(tmp_path: Path, mode: str, exit_code: int | None) -> None:
+    kvpilot = str(Path(sys.executable).with_name("kvpilot"))
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        env = {
+            **os.environ,
+            "XDG_DATA_HOME": str(tmp_path),
+            "KVPILOT_GRPC_PORT": str(taken.getsockname()[1]),
+            "KVPILOT_SCALER__MODE": mode,
+        }
+        proc = subprocess.Popen(
+            [kvpilot, "run", "--port", "0"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        try:
+            code = proc.wait(timeout=20 if exit_code is not None else 8)
+        except subprocess.TimeoutExpired:
+            code = None  # still serving HTTP and deciding: the KEDA port is only needed in keda mode
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+            out, _ = proc.communicate(timeout=30)
+    assert code == exit_code
+    assert "cannot bind the KEDA gRPC server" in out
+    assert "Traceback" not in out
