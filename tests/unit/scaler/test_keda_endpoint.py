@@ -82,7 +82,9 @@ TOKEN_CASES = [
 
 
 @pytest.mark.parametrize(("metadata", "headers", "refused"), TOKEN_CASES)
-async def test_bearer_token(metadata: dict[str, str], headers: tuple[tuple[str, str], ...], refused: str | None) -> None:
+async def test_bearer_token(
+    metadata: dict[str, str], headers: tuple[tuple[str, str], ...], refused: str | None
+) -> None:
     async with serving(ServicerSettings(tokens=frozenset({TOKEN}))) as (_, channel, _stop, _board):
         stub = pb_grpc.ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
         so = ref(**metadata)
