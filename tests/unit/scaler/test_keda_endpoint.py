@@ -8,7 +8,7 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -49,7 +49,7 @@ async def test_shutdown_ends_open_streams_with_ok_and_turns_health_not_serving()
     async with serving() as (_, channel, stop, _board):
         stub = pb_grpc.ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
         stream = stub.StreamIsActive(ref())
-        health = health_pb2_grpc.HealthStub(channel)  # type: ignore[no-untyped-call]
+        health = health_pb2_grpc.HealthStub(channel)
         watch = health.Watch(health_pb2.HealthCheckRequest(service=SERVICE_NAME))
         assert (await stream.read()).result is True
         assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
@@ -62,7 +62,7 @@ async def test_shutdown_ends_open_streams_with_ok_and_turns_health_not_serving()
 
 async def test_health_check_answers_for_the_server_and_the_external_scaler() -> None:
     async with serving() as (_, channel, _stop, _board):
-        health = health_pb2_grpc.HealthStub(channel)  # type: ignore[no-untyped-call]
+        health = health_pb2_grpc.HealthStub(channel)
         for service in ("", SERVICE_NAME):
             answer = await health.Check(health_pb2.HealthCheckRequest(service=service))
             assert answer.status == health_pb2.HealthCheckResponse.SERVING
@@ -88,7 +88,7 @@ async def test_bearer_token(
     async with serving(ServicerSettings(tokens=frozenset({TOKEN}))) as (_, channel, _stop, _board):
         stub = pb_grpc.ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
         so = ref(**metadata)
-        calls = [
+        calls: list[Callable[[], Awaitable[object]]] = [
             lambda: stub.IsActive(so, metadata=headers),
             lambda: stub.GetMetricSpec(so, metadata=headers),
             lambda: stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=so, metricName=""), metadata=headers),
@@ -104,7 +104,7 @@ async def test_bearer_token(
             assert refused in (error.value.details() or "")
             assert "nope" not in (error.value.details() or "")  # the offered token is never echoed
         # the health service stays open for probes
-        health = health_pb2_grpc.HealthStub(channel)  # type: ignore[no-untyped-call]
+        health = health_pb2_grpc.HealthStub(channel)
         assert (await health.Check(health_pb2.HealthCheckRequest())).status == health_pb2.HealthCheckResponse.SERVING
 
 
