@@ -5,12 +5,12 @@ Step time of one engine iteration (a Vidur-style linear model, Agrawal et al., M
     t = base_s + prefill_tokens · prefill_s_per_token + decode_seqs · decode_s_per_seq
         + context_tokens · kv_read_s_per_token
 
-The default profile is Llama-3-8B (BF16) on one H100-SXM-80GB. Its constants come from published numbers:
-weights 16.1 GB streamed once per step at the H100's 3.35 TB/s (datasheet) at ~70% achieved bandwidth give
-base_s ≈ 6.9 ms, in line with the ~7 ms TPOT at low concurrency that vLLM benchmarks report for 8B models on
-H100; prefill costs 2·8.0e9 FLOP per token at 989 TFLOPS dense BF16 and ~50% MFU ≈ 32 µs/token; KV reads are
-128 KiB per context token per step (32 layers × 8 KV heads × 128 dims × 2 (K,V) × 2 bytes) at the same
-bandwidth ≈ 56 ns/token. See docs/simulator.md for the derivation and a 70B/TP-4 profile.
+The constants are fitted to GPU operator timings measured by Vidur (../shared/profiles/vidur, MIT) by
+`simulator/calibration.py`: measured per-layer GEMMs, attention from FLOPs and KV bytes at datasheet figures, LM
+head once per step. `tests/unit/simulator/test_calibration.py` refits them from the CSVs and fails if these
+literals drift; `bench/calibrate.py` prints the fit and its residuals (BENCHMARKS.md, "Simulator calibration").
+The default profile is Llama-3-8B (BF16) on one H100 SXM 80 GB. H200 and L4 profiles are extrapolated from the
+H100 fit by bandwidth and FLOPs ratios, not measured. See docs/simulator.md.
 """
 
 from __future__ import annotations
@@ -23,12 +23,28 @@ GIB = 1024**3
 
 @dataclass(frozen=True)
 class GpuModel:
+    """One GPU as nvidia-smi names it, with its datasheet HBM bandwidth and dense BF16 peak (used by calibration)."""
+
     name: str = "NVIDIA H100 80GB HBM3"
     memory_bytes: int = 80 * GIB
     idle_power_w: float = 70.0
     max_power_w: float = 700.0
     idle_temp_c: float = 33.0
     max_temp_c: float = 78.0
+    hbm_bytes_per_s: float = 3.35e12
+    bf16_flops: float = 989e12
+
+
+# Datasheet figures (dense BF16 is half the "with sparsity" figure NVIDIA prints):
+# H100 SXM5 80 GB: 3.35 TB/s HBM3, 989 TFLOPS, 700 W (nvidia.com/en-us/data-center/h100/).
+H100_SXM = GpuModel()
+# A100 SXM4 80 GB: 2,039 GB/s HBM2e, 312 TFLOPS, 400 W (nvidia.com/en-us/data-center/a100/).
+A100_SXM_80GB = GpuModel("NVIDIA A100-SXM4-80GB", 80 * GIB, 60.0, 400.0, 32.0, 75.0, 2.039e12, 312e12)
+# H200 SXM 141 GB: 4.8 TB/s HBM3e, the H100's compute (989 TFLOPS), up to 700 W (nvidia.com/en-us/data-center/h200/).
+H200_SXM = GpuModel("NVIDIA H200", 141 * 10**9, 75.0, 700.0, 33.0, 78.0, 4.8e12, 989e12)
+# L4 24 GB GDDR6: 300 GB/s, 121 TFLOPS (242 with sparsity), 72 W (nvidia.com/en-us/data-center/l4/).
+L4 = GpuModel("NVIDIA L4", 24 * 10**9, 16.0, 72.0, 35.0, 80.0, 3.0e11, 121e12)
+GPUS: dict[str, GpuModel] = {"h100": H100_SXM, "a100": A100_SXM_80GB, "h200": H200_SXM, "l4": L4}
 
 
 @dataclass(frozen=True)
@@ -47,10 +63,11 @@ class ReplicaProfile:
     max_num_batched_tokens: int = 8192
     max_model_len: int = 32768
     enable_prefix_caching: bool = True
-    base_s: float = 0.0069
-    prefill_s_per_token: float = 3.2e-5
-    decode_s_per_seq: float = 2.0e-5
-    kv_read_s_per_token: float = 5.6e-8
+    # Llama-3-8B on one H100, fitted to measured profiles (LLAMA3_8B_H100 below).
+    base_s: float = 0.005816
+    prefill_s_per_token: float = 2.05e-5
+    decode_s_per_seq: float = 1.82e-5
+    kv_read_s_per_token: float = 5.052e-8
     warmup_s: float = 30.0
     warmup_slowdown: float = 1.5
 
@@ -100,20 +117,87 @@ class ReplicaProfile:
         return k * per_step + growth
 
 
+# Calibrated profiles (`python bench/calibrate.py`; residual = |simulated − measured| / measured over prefill of
+# 128–4,096 tokens and decode batches of 1–256, median / max). Engine limits and KV sizing are not fitted.
+# Llama-3-8B on 1 × H100: Llama-2-7B's H100 op times (h100_meta-llama_Llama-2-7b-hf__mlp.csv, TP 1) rescaled to
+# Llama-3-8B's layer sizes; residual 5.4 % / 23.9 %. These are ReplicaProfile's defaults.
 LLAMA3_8B_H100 = ReplicaProfile()
 
-# Llama-3-70B BF16 on 4 × H100 (tensor parallel): 141 GB of weights over 4 × 3.35 TB/s at ~65% with TP
-# all-reduce overhead; 320 KiB of KV per token (80 layers × 8 KV heads × 128 × 2 × 2 B).
+# Llama-2-7B on 1 × H100, straight from h100_meta-llama_Llama-2-7b-hf__mlp.csv (TP 1); residual 5.1 % / 22.2 %.
+# 6.74 B parameters; 512 KiB of KV per token (32 layers × 32 KV heads × 128 × 2 × 2 B); 4k context.
+LLAMA2_7B_H100 = replace(
+    LLAMA3_8B_H100,
+    model_name="meta-llama/Llama-2-7b-chat-hf",
+    weights_bytes=13_476_000_000,
+    kv_bytes_per_token=524_288,
+    max_model_len=4096,
+    base_s=0.005066,
+    prefill_s_per_token=1.932e-5,
+    decode_s_per_seq=1.858e-5,
+    kv_read_s_per_token=2.021e-7,
+)
+
+# Llama-3-70B BF16 on 4 × H100 (tensor parallel): h100_meta-llama_Llama-2-70b-hf__mlp.csv TP-4 rows (same layer
+# shapes as Llama-3-70B; the LM head is Llama-3's), plus two all-reduces per layer; residual 4.5 % / 28.1 %.
+# 141 GB of weights; 320 KiB of KV per token (80 layers × 8 KV heads × 128 × 2 × 2 B), a quarter per GPU.
 LLAMA3_70B_H100_TP4 = replace(
     LLAMA3_8B_H100,
     model_name="meta-llama/Meta-Llama-3-70B-Instruct",
     gpus_per_replica=4,
     weights_bytes=141_100_000_000,
     kv_bytes_per_token=327_680,
-    base_s=0.0162,
-    prefill_s_per_token=7.1e-5,
-    decode_s_per_seq=4.0e-5,
-    kv_read_s_per_token=3.8e-8,
+    base_s=0.01824,
+    prefill_s_per_token=5.013e-5,
+    decode_s_per_seq=2.84e-5,
+    kv_read_s_per_token=3.045e-8,
 )
 
-PROFILES: dict[str, ReplicaProfile] = {"llama3-8b-h100": LLAMA3_8B_H100, "llama3-70b-h100-tp4": LLAMA3_70B_H100_TP4}
+# Llama-3-8B on 1 × A100 80 GB: a100_meta-llama_Meta-Llama-3-8B__mlp.csv (TP 1); residual 5.1 % / 29.3 %.
+LLAMA3_8B_A100 = replace(
+    LLAMA3_8B_H100,
+    gpu=A100_SXM_80GB,
+    base_s=0.009401,
+    prefill_s_per_token=6.566e-5,
+    decode_s_per_seq=4.683e-5,
+    kv_read_s_per_token=8.293e-8,
+)
+
+# Llama-3-70B on 4 × A100 80 GB: a100_meta-llama_Meta-Llama-3-70B__mlp.csv TP-4 rows; residual 4.4 % / 26.0 %.
+LLAMA3_70B_A100_TP4 = replace(
+    LLAMA3_70B_H100_TP4,
+    gpu=A100_SXM_80GB,
+    base_s=0.02699,
+    prefill_s_per_token=1.549e-4,
+    decode_s_per_seq=1.17e-4,
+    kv_read_s_per_token=5.457e-8,
+)
+
+# Extrapolated, not measured: the H100 Llama-3-8B fit with base and KV reads scaled by HBM bandwidth and the
+# prefill and decode terms by dense BF16 peak (`calibration.extrapolate`).
+LLAMA3_8B_H200 = replace(
+    LLAMA3_8B_H100,
+    gpu=H200_SXM,
+    base_s=0.004059,
+    prefill_s_per_token=2.05e-5,
+    decode_s_per_seq=1.82e-5,
+    kv_read_s_per_token=3.526e-8,
+)
+LLAMA3_8B_L4 = replace(
+    LLAMA3_8B_H100,
+    gpu=L4,
+    max_model_len=8192,  # 24 GB leaves ~9.5k tokens of KV next to 16 GB of weights
+    base_s=0.06495,
+    prefill_s_per_token=1.676e-4,
+    decode_s_per_seq=1.488e-4,
+    kv_read_s_per_token=5.641e-7,
+)
+
+PROFILES: dict[str, ReplicaProfile] = {
+    "llama3-8b-h100": LLAMA3_8B_H100,
+    "llama2-7b-h100": LLAMA2_7B_H100,
+    "llama3-70b-h100-tp4": LLAMA3_70B_H100_TP4,
+    "llama3-8b-a100": LLAMA3_8B_A100,
+    "llama3-70b-a100-tp4": LLAMA3_70B_A100_TP4,
+    "llama3-8b-h200": LLAMA3_8B_H200,
+    "llama3-8b-l4": LLAMA3_8B_L4,
+}

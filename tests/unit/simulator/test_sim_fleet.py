@@ -150,11 +150,11 @@ def test_fluid_tracks_request_level_queueing_under_overload(traces_dir: Path) ->
     trace = load_trace(traces_dir / "mooncake_synthetic_trace.jsonl")
     result = {}
     for fidelity in ("request", "fluid"):
-        f = Fleet(FleetConfig(replicas=2, fidelity=fidelity), trace)
+        f = Fleet(FleetConfig(replicas=1, fidelity=fidelity), trace)
         f.advance_to(trace.duration_s)
         snap = f.snapshot()
         result[fidelity] = sum(r.requests_waiting for r in snap.replicas) + snap.unrouted_waiting
-    # Two replicas cannot keep up with the Mooncake trace: both levels must show a large backlog.
+    # One calibrated H100 replica cannot keep up with the Mooncake trace: both levels must show a large backlog.
     assert result["request"] > 100
     assert result["fluid"] > 100
 
