@@ -4,10 +4,12 @@
 `{"deployment": "llm/chat", "replicas": 7, "desiredReplicas": 5, "warmPool": 2, "arrivalRate": 4.5, ...}`.
 Point the trigger's `valueLocation` at `replicas` (desired + warm pool) or `desiredReplicas`, with
 `targetValue: "1"`: the HPA's AverageValue arithmetic, ceil(value / 1), then asks for exactly that many
-replicas (docs/keda.md). A deployment without a decision is a 404; a decision older than the staleness limit
-(`app.state.decision_stale_after_s`, default 120 s as for the gRPC scaler; 0 disables) is a 503, so KEDA's
-`fallback` applies rather than a frozen number. Reads need a read token like the rest of the API (KEDA:
-`authMode: bearer`).
+replicas (docs/keda.md). A deployment without a decision (never decided, or deleted and forgotten) is a 404; a
+decision older than the staleness limit is a 503, so KEDA's `fallback` applies rather than a frozen number. The
+limit is `app.state.decision_stale_after_s`, which `kvpilot run` sets to the gRPC scaler's own
+(`Settings.decision_stale_after_s`: keda.stale_after_ticks loop intervals; 0 disables). It measures the control
+loop's liveness: a deployment at zero replicas, or loading replicas after scale-from-zero, is decided every tick
+and stays fresh. Reads need a read token like the rest of the API (KEDA: `authMode: bearer`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pydantic.alias_generators import to_camel
 from api.deps import Reader, RuntimeDep
 from scaler.publish import scale_target
 
-DEFAULT_STALE_AFTER_S = 120.0
+DEFAULT_STALE_AFTER_S = 30.0  # the default settings' limit: 6 ticks of 5 s (kvpilot run sets it explicitly)
 _NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
