@@ -23,6 +23,8 @@ class _Engine(Protocol):
     def inject(self, fault: Fault) -> None: ...
     def finished(self) -> list[FinishedRequest]: ...
     def ttft_samples(self) -> tuple[np.ndarray, np.ndarray]: ...
+    def evict(self, name: str) -> int: ...
+    def in_flight(self) -> list[tuple[float, float | None]]: ...
 
 
 class Fleet:
@@ -62,6 +64,17 @@ class Fleet:
     def inject(self, fault: Fault) -> None:
         """Apply a fault now (see simulator.faults). KeyError for an unknown node/GPU/replica."""
         self._engine.inject(fault)
+
+    def evict(self, name: str) -> int:
+        """Delete a replica's pod (a drain's eviction): it stops receiving requests at once, the requests it held
+        are retried through the gateway, and a replacement cold-starts on a healthy GPU. Returns the requests
+        retried. KeyError for an unknown replica."""
+        return self._engine.evict(name)
+
+    def in_flight(self) -> list[tuple[float, float | None]]:
+        """(arrival_s, TTFT or None before the first token) of each request that arrived and has not finished
+        (request level; the fluid level holds no individual requests and returns none)."""
+        return self._engine.in_flight()
 
     def finished(self) -> Sequence[FinishedRequest]:
         """Requests finished so far, in completion order (request level; the fluid level returns none)."""

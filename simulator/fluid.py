@@ -100,6 +100,20 @@ class FluidFleet:
                 self.replicas.remove(r)
                 self.nodes.release(self._gpus.pop(r.name))
 
+    def evict(self, name: str) -> int:
+        """The pod is deleted and replaced (cold start, healthy GPU); the fluid queue is the fleet's, so no
+        request is held by the replica itself."""
+        r = next((x for x in self.replicas if x.name == name), None)
+        if r is None:
+            raise KeyError(f"no replica {name!r}")
+        self.replicas.remove(r)
+        self.nodes.release(self._gpus.pop(r.name))
+        self._add(self.time + self.cfg.cold_start_s)
+        return 0
+
+    def in_flight(self) -> list[tuple[float, float | None]]:
+        return []
+
     def _serving(self) -> int:
         return sum(1 for r in self.replicas if r.ready_at <= self.time and not r.hung)
 

@@ -83,10 +83,14 @@ class Nodes:
         self.nodes: dict[str, list[Gpu]] = {}
 
     def place(self, pod: str, count: int) -> list[Gpu]:
+        """Free healthy GPUs only. The NVIDIA device plugin marks a GPU Unhealthy on a critical XID (all but the
+        application XIDs 13, 31, 43, 45, 68, 109: NVIDIA/k8s-device-plugin, internal/rm/health.go, commit
+        02597b97a66aee924ae59788e8de24955d07f2d0), so the scheduler never hands it to a new pod; a GPU hung
+        without an XID is kept out the same way here, standing in for the cordon the stuck_gpu finding asks for."""
         if count > self.gpus_per_node:
             raise ValueError(f"a replica of {count} GPUs does not fit on nodes of {self.gpus_per_node}")
         for gpus in self.nodes.values():
-            free = [g for g in gpus if not g.pod]
+            free = [g for g in gpus if not g.pod and not g.hung and not g.vanished]
             if len(free) >= count:
                 for g in free[:count]:
                     g.pod = pod

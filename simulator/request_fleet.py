@@ -76,6 +76,34 @@ class RequestFleet:
         handler = getattr(self, f"_fault_{fault.type}")
         handler(fault)
 
+    def evict(self, name: str) -> int:
+        """Delete a replica's pod, as a drain's eviction (or `kubectl delete pod`) does: it leaves the endpoints at
+        once, the requests it held are retried through the gateway (keeping their arrival time, so the wait counts
+        in their TTFT), and its ReplicaSet starts a replacement (cold start) on a healthy GPU. Returns the number
+        of requests retried."""
+        r = next((x for x in self.replicas if x.name == name), None)
+        if r is None:
+            raise KeyError(f"no replica {name!r} (replicas: {', '.join(x.name for x in self.replicas)})")
+        stranded = sorted((s.req for s in (*r.running, *r.waiting)), key=lambda q: q.arrival_s)
+        self._finished.extend(r.finished)
+        self.replicas.remove(r)
+        self.nodes.release(self._gpus.pop(r.name))
+        self._busy_seen.pop(r.name, None)
+        if not r.draining:
+            self._add_replica(ready_at=self.time + self.cfg.cold_start_s)
+        for req in stranded:
+            self._route(req, self.time)
+        return len(stranded)
+
+    def in_flight(self) -> list[tuple[float, float | None]]:
+        """(arrival_s, TTFT so far or None) of every request that arrived and has not finished: waiting at the
+        gateway, queued or running on a replica."""
+        out: list[tuple[float, float | None]] = [(req.arrival_s, None) for req, _ in self._backlog]
+        for r in self.replicas:
+            for s in (*r.running, *r.waiting):
+                out.append((s.req.arrival_s, s.first_token_s - s.req.arrival_s if s.first_token_s >= 0 else None))
+        return out
+
     def finished(self) -> list[FinishedRequest]:
         return self._finished
 

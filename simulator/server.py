@@ -10,6 +10,7 @@ target discovery and a control API, while a background thread advances the fleet
 | GET /control/state | fleet state as JSON |
 | POST /control/replicas {"count": N} | set the desired replica count |
 | POST /control/faults {"type": ...} | inject a fault (simulator.faults) |
+| POST /control/evict {"replica": NAME} | delete a replica's pod (a drain's eviction): retried requests, replacement |
 """
 
 from __future__ import annotations
@@ -47,6 +48,12 @@ class LiveFleet:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: str | None = None
+
+    def advance_to(self, t: float) -> None:
+        """Move the fleet to virtual time t now: for callers that drive time themselves (the demo in lockstep with
+        kvpilot's clock) instead of `start()`'s wall-clock thread."""
+        with self.lock:
+            self.fleet.advance_to(max(t, self.fleet.time))
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="simulator-advance", daemon=True)
@@ -176,6 +183,16 @@ class _Handler(BaseHTTPRequestHandler):
             except (ValueError, KeyError) as e:
                 return self._error(400, str(e).strip("'\""))
             return self._json(200, {"injected": asdict(fault)})
+        if path == "/control/evict":
+            name = body.get("replica") if isinstance(body, dict) else None
+            if not isinstance(name, str) or not name:
+                return self._error(400, 'expected {"replica": NAME}')
+            try:
+                with live.lock:
+                    retried = live.fleet.evict(name)
+            except KeyError as e:
+                return self._error(404, str(e).strip("'\""))
+            return self._json(200, {"evicted": name, "requests_retried": retried})
         return self._error(404, f"no route {path!r}")
 
     # -- documents -----------------------------------------------------------------------------------------------
