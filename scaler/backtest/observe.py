@@ -17,6 +17,7 @@ class ReplicaObs:
     requests_running: float
     kv_usage: float  # 0..1
     gpu_utilisation: float | None  # 0..1 (DCGM_FI_DEV_GPU_UTIL / 100)
+    kv_capacity_tokens: float = 0.0  # KV cache size in tokens (vllm:cache_config_info blocks × block size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +86,7 @@ def from_snapshot(snap: Any, counters: FleetCounters | None = None) -> Observati
                 requests_running=float(r.requests_running),
                 kv_usage=float(r.kv_usage),
                 gpu_utilisation=sum(utils) / len(utils) if utils else None,
+                kv_capacity_tokens=float(getattr(r, "kv_capacity_tokens", 0) or 0),
             )
         )
     totals = (counters or FleetCounters()).update(snap.replicas)

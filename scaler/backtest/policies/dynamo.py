@@ -1,64 +1,77 @@
-"""`dynamo`: NVIDIA Dynamo planner, throughput (SLA) mode, with its default ARIMA load predictor.
+"""`dynamo`: NVIDIA Dynamo's planner as it deploys by default: `optimization_target="throughput"`, which turns
+load-based scaling on and throughput (predictive SLA) scaling off, no profiling and no load predictor. Every 5 s it
+reads each engine's forward-pass metrics and steps the worker count by one on static KV thresholds.
 
-Source: ai-dynamo/dynamo `components/src/dynamo/planner/` (planner_config.py defaults:
-`throughput_adjustment_interval_seconds=180`, `load_predictor="arima"`, `min_workers=1`, load-based scaling off;
-utils/load_predictor.py: one predictor each for the interval's request count, input length and output length,
-leading idle zeros skipped, last value until 5 points): every 180 s predict the next interval, then
-replicas = max(ceil(predicted_rps / engine_rps), min_workers), where engine_rps is what one engine sustains
-within the TTFT SLA at the predicted input/output lengths. engine_rps comes from the same simulator profiling
-kvpilot gets (Context.capacity_rps at the trace's mix, scaled by the predicted mix's token cost), so the
-correction factor Dynamo applies for profiling error is 1 here.
+Sources (repository, path, commit), one per constant below:
+- ai-dynamo/dynamo components/src/dynamo/planner/config/planner_config.py @ 1366ebb2f4c735f3c109a44783a973b7a3f0c816:
+  `optimization_target` defaults to "throughput"; any target other than "sla" forces `enable_load_scaling=True`,
+  `enable_throughput_scaling=False` ("easy mode", no SLA targets or profiling needed).
+- ai-dynamo/dynamo components/src/dynamo/planner/config/defaults.py @ 1ca601557ebf7cf963a3c0a1bcbae45fd2166944:
+  `load_adjustment_interval = 5` s, `min_endpoint = 1`. (`max_gpu_budget = 8` is not modelled: every policy gets
+  the backtest's one replica ceiling, `Context.max_replicas`.)
+- ai-dynamo/dynamo components/src/dynamo/planner/core/load_scaling.py @ 0c6da1ec762c848fe31cef804e70d171eef4d622:
+  `_agg_easy_decision` (an aggregated deployment, as the simulator's replicas are): per engine
+  util = (scheduled decode KV + queued decode KV + queued prefill tokens) / max_kv_tokens; one more worker if any
+  engine is above `_DECODE_THROUGHPUT_SCALE_UP = 1.0`, one fewer (not below `min_endpoint`) if every engine is below
+  `_DECODE_THROUGHPUT_SCALE_DOWN = 0.6`; nothing while a scaling is in progress or the engines reporting metrics
+  are not all the workers.
+
+What the simulator cannot show exactly: the queued prefill tokens per engine (the forward-pass metrics carry them)
+are taken as its waiting requests times the mean prompt length finished over the last minute (the trace's mean
+before anything finished); queued decode KV (preempted sequences) is not exposed and counts as 0.
 """
 
 from __future__ import annotations
 
 from scaler.backtest.observe import History
-from scaler.backtest.policies.base import Context, ForecastPoint, Policy, ceil_div
-from scaler.forecast import Forecaster, make
+from scaler.backtest.policies.base import Context, Policy
 
-ADJUSTMENT_INTERVAL_S = 180.0
-OUTPUT_WEIGHT = 4.0  # same token-cost model as scaler.capacity's default
+LOAD_ADJUSTMENT_INTERVAL_S = 5.0  # defaults.py @ 1ca6015: load_adjustment_interval
+MIN_ENDPOINT = 1  # defaults.py @ 1ca6015: min_endpoint
+SCALE_UP_UTIL = 1.0  # load_scaling.py @ 0c6da1e: _DECODE_THROUGHPUT_SCALE_UP (util > 100 %)
+SCALE_DOWN_UTIL = 0.6  # load_scaling.py @ 0c6da1e: _DECODE_THROUGHPUT_SCALE_DOWN (util < 60 %)
+PROMPT_WINDOW_S = 60.0
+
+
+def agg_easy_decision(utils: list[float], workers: int) -> int | None:
+    """`_agg_easy_decision`: the new worker count, or None for no change."""
+    if not utils or workers == 0:
+        return None
+    if any(u > SCALE_UP_UTIL for u in utils):
+        return workers + 1
+    if workers > 1 and all(u < SCALE_DOWN_UTIL for u in utils):
+        return max(workers - 1, MIN_ENDPOINT)
+    return None
+
+
+def recent_prompt_tokens(history: History, fallback: float) -> float:
+    """Mean prompt length of the requests finished over the last minute (the engines' prompt-length histogram)."""
+    window = history.window(PROMPT_WINDOW_S)
+    finished = window[-1].finished_total - window[0].finished_total
+    if len(window) < 2 or finished <= 0:
+        return fallback
+    return max(window[-1].prompt_tokens_total - window[0].prompt_tokens_total, 0.0) / finished
 
 
 class Dynamo(Policy):
     name = "dynamo"
-    interval_s = ADJUSTMENT_INTERVAL_S
+    interval_s = LOAD_ADJUSTMENT_INTERVAL_S
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.num_req: Forecaster = make("arima", order="auto", min_points=5, refit_every=10, window=500)
-        self.isl: Forecaster = make("arima", order="auto", min_points=5, refit_every=10, window=500)
-        self.osl: Forecaster = make("arima", order="auto", min_points=5, refit_every=10, window=500)
-        self._last: tuple[float, float, float, float] | None = None  # arrivals, finished, prompt, generation
-        self._seen_nonzero = False
-
-    def _cost(self, isl: float, osl: float) -> float:
-        return max(isl + OUTPUT_WEIGHT * osl, 1e-9)
 
     def decide(self, history: History, now: float) -> int:
         obs = history.latest
-        current = (obs.arrivals_total, obs.finished_total, obs.prompt_tokens_total, obs.generation_tokens_total)
-        if self._last is not None:
-            a0, f0, p0, g0 = self._last
-            n = obs.arrivals_total - a0
-            finished = obs.finished_total - f0
-            if n > 0:
-                self._seen_nonzero = True
-            if self._seen_nonzero:
-                self.num_req.observe(now, n)
-                if finished > 0:
-                    self.isl.observe(now, max(obs.prompt_tokens_total - p0, 0.0) / finished)
-                    self.osl.observe(now, max(obs.generation_tokens_total - g0, 0.0) / finished)
-        self._last = current
-        if not self._seen_nonzero:
-            return self.ctx.clamp(obs.current)
-        fc = self.num_req.predict(self.interval_s)
-        rps = fc.point / self.interval_s
-        self.forecasts.append(ForecastPoint(now, self.interval_s, rps, fc.upper / self.interval_s))
-        isl = self.isl.predict(self.interval_s).point if self.isl.values else 0.0
-        osl = self.osl.predict(self.interval_s).point if self.osl.values else 0.0
-        if isl <= 0 and osl <= 0:  # nothing finished yet: the profiled mix
-            isl, osl = self.ctx.mean_prompt_tokens, self.ctx.mean_output_tokens
-        ref = self._cost(self.ctx.mean_prompt_tokens, self.ctx.mean_output_tokens)
-        engine_rps = self.ctx.capacity_rps * ref / self._cost(isl, osl)
-        return self.ctx.clamp(max(ceil_div(rps, engine_rps), 1))
+        workers = obs.current
+        engines = obs.ready
+        # `_scaling_in_progress` / `_reconcile_fpm_worker_count`: observe only until every worker reports.
+        if len(engines) != workers:
+            return self.ctx.clamp(workers)
+        prompt = recent_prompt_tokens(history, self.ctx.mean_prompt_tokens)
+        utils = [
+            (r.kv_usage * r.kv_capacity_tokens + r.requests_waiting * prompt) / r.kv_capacity_tokens
+            for r in engines
+            if r.kv_capacity_tokens > 0
+        ]
+        desired = agg_easy_decision(utils, workers)
+        return self.ctx.clamp(workers if desired is None else max(desired, MIN_ENDPOINT))

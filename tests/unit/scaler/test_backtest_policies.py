@@ -36,11 +36,10 @@ def _history(*obs: Observation) -> History:
         ("reactive", _obs(60, 2, waiting=40.0), 6),  # 40 waiting / 5 = 8, capped by the HPA at max(2·2, 2+4)
         ("reactive", _obs(60, 2, waiting=0.0), 2),  # empty queue, but the seeded 2 holds for 300 s
         ("hpa-util", _obs(60, 2, util=1.0), 3),  # 100 % over 80 %: ceil(1.25·2)
-        ("kpa", _obs(60, 2, kv=0.7), 2),  # exactly at the 70 % KV target: hold
-        ("kpa", _obs(60, 2, kv=0.95), 3),  # 1.9 total KV / 0.7 = 2.7 → 3
-        ("wva", _obs(60, 2, kv=0.75), 3),  # spare KV 0.05 < 0.10: one more
-        ("wva", _obs(60, 4, kv=0.1), 3),  # 0.4 KV over 3 replicas keeps spare above the triggers: one fewer
-        ("wva", _obs(60, 2, kv=0.1, waiting=8.0), 3),  # spare queue 5−4=1 < 3: one more
+        ("kpa-knative", _obs(60, 2, kv=0.7), 2),  # exactly at the 70 % KV target: hold
+        ("kpa-knative", _obs(60, 2, kv=0.95), 3),  # 1.9 total KV / 0.7 = 2.7 → 3
+        ("kpa", _obs(60, 2, kv=0.95), 3),  # per-pod 0.95 over 0.7 on 2 pods: ceil(2.7) → 3 (rises apply at once)
+        ("wva", _obs(60, 2, kv=0.75), 2),  # the engine wants 3, the chart's HPA holds it for 240 s
     ],
 )
 def test_baseline_decision(name: str, obs: Observation, expected: int) -> None:
@@ -63,10 +62,10 @@ def test_oracle_provisions_a_cold_start_before_the_step() -> None:
     assert oracle.decide(_history(_obs(1700, 1)), 1700.0) == 5
 
 
-def test_dynamo_sizes_for_its_predicted_rate() -> None:
+def test_dynamo_sla_sizes_for_its_predicted_rate() -> None:
     # 180 s intervals of 360 arrivals (2 req/s), then 1080 (6 req/s), at the reference mix whose capacity is
     # 2 req/s per engine: the predictor follows the new level and asks for 3.
-    dynamo = POLICIES["dynamo"](CTX)
+    dynamo = POLICIES["dynamo-sla"](CTX)
     h = History()
     arrivals = 0.0
     for i, per_interval in enumerate([360.0] * 3 + [1080.0] * 6):
