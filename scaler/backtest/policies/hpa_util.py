@@ -1,8 +1,9 @@
 """`hpa-util`: the plain Kubernetes HPA on GPU utilisation (dcgm-exporter's `DCGM_FI_DEV_GPU_UTIL` through the
 Prometheus adapter as a Pods metric), target 80 % average, with the HPA's default behaviour.
 
-The 80 % target is the value NVIDIA's and the Prometheus adapter's HPA examples use for GPU utilisation;
-the ready/unready pod handling and the behaviour are the HPA's own (`scaler.backtest.hpa`).
+The 80 % target is not any project's default (the HPA has none for a custom metric): it is the round value GPU
+HPA examples commonly use, kept as a plain utilisation baseline. The ready/unready pod handling and the behaviour
+are the HPA's own defaults (`scaler.backtest.hpa`, cited there).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from scaler.backtest.hpa import SYNC_PERIOD_S, HpaBehaviour, utilisation_replica
 from scaler.backtest.observe import History
 from scaler.backtest.policies.base import Context, Policy
 
-TARGET_UTILISATION = 0.8
+TARGET_UTILISATION = 0.8  # an example value, not a peer's default (see the module docstring)
 
 
 class HpaUtil(Policy):
