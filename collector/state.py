@@ -219,6 +219,7 @@ class FleetState:
         self._replicas: dict[str, _ReplicaTrack] = {}
         self._bounds: dict[tuple[float, ...], tuple[float, ...]] = {}  # one shared tuple per bucket layout
         self._gpus: dict[str, _GpuTrack] = {}
+        self._gpu_nodes_answered: set[str] = set()  # nodes whose GPU exporter answered the latest tick
         self._deployment_history: dict[str, deque[DeploymentPoint]] = {}
         self._replica_views: list[ReplicaView] = []
         self._deployment_views: dict[str, DeploymentView] = {}
@@ -309,6 +310,7 @@ class FleetState:
             else:
                 track.sample, track.present, track.last_seen = sample, True, sample.timestamp
         answered = scraped_nodes if scraped_nodes is not None else {g.node for g in gpus}
+        self._gpu_nodes_answered = answered
         for key, track in self._gpus.items():
             if key not in listed and track.sample.node in answered:
                 track.present = False  # its exporter answered without it: the GPU fell off the bus
@@ -317,7 +319,12 @@ class FleetState:
         cutoff = now - self.forget_after_s
         for key in [k for k, t in self._replicas.items() if t.latest.timestamp < cutoff]:
             del self._replicas[key]
-        for key in [k for k, t in self._gpus.items() if t.last_seen < cutoff]:
+        # A GPU its node's exporter still answers without is a GPU that fell off the bus, not one that is gone:
+        # it stays (absent) for as long as the node is there, so its finding stays open until it is fixed.
+        answered = self._gpu_nodes_answered
+        for key in [
+            k for k, t in self._gpus.items() if t.last_seen < cutoff and (t.present or t.sample.node not in answered)
+        ]:
             del self._gpus[key]
         history_cutoff = now - self.history_s
         for key, points in list(self._deployment_history.items()):
@@ -434,6 +441,8 @@ def _gpu_views(gpus: dict[str, _GpuTrack], replicas: list[ReplicaView]) -> list[
         by_pod.setdefault(view.sample.replica, []).append(view.key)
         if view.sample.node:
             by_node.setdefault(view.sample.node, []).append(view.key)
+    # On a node whose exporter attributes GPUs to pods, a GPU without a pod is unallocated, not the node's replica.
+    attributing = {t.sample.node for t in gpus.values() if t.sample.pod}
     out: list[GpuView] = []
     for key in sorted(gpus):
         track = gpus[key]
@@ -442,6 +451,8 @@ def _gpu_views(gpus: dict[str, _GpuTrack], replicas: list[ReplicaView]) -> list[
             candidates = by_pod.get(sample.pod, [])
             if sample.namespace is not None:
                 candidates = [k for k in candidates if k == replica_key(sample.namespace, sample.pod)]
+        elif sample.node in attributing:
+            candidates = []
         else:
             candidates = by_node.get(sample.node, [])
         joined = candidates[0] if len(candidates) == 1 else None

@@ -92,15 +92,33 @@ def _conditions(
     return found
 
 
-def _finding(gpu: GpuView, replica: ReplicaView | None, found: list[_Condition], now: float) -> Finding:
+def _stranded(replica: ReplicaView | None, progress: bool | None) -> float | None:
+    """Requests held by a replica that makes no progress (queued and running): they are served only once the
+    replica is restarted or its pod evicted and they are retried elsewhere. 0 for a replica still making
+    progress, None without one."""
+    if replica is None:
+        return None
+    if progress is not False:
+        return 0.0
+    held = [finite(replica.sample.requests_waiting), finite(replica.sample.requests_running)]
+    known = [v for v in held if v is not None]
+    return sum(known) if known else None
+
+
+def _finding(
+    gpu: GpuView, replica: ReplicaView | None, found: list[_Condition], now: float, stranded: float | None
+) -> Finding:
     worst = max(found, key=lambda c: _RANK[c.severity])
     s: GpuSample = gpu.sample
+    summary = worst.summary
+    if stranded and replica is not None:
+        summary = f"{summary}; {stranded:.0f} requests stranded on {replica.sample.replica}"
     return Finding(
         kind=KIND,
         severity=worst.severity,
         subject=Subject(node=s.node, gpu=s.uuid or s.index),
         since=now,
-        summary=worst.summary,
+        summary=summary,
         evidence={
             "conditions": ",".join(c.name for c in found),
             "condition": worst.name,
@@ -111,6 +129,8 @@ def _finding(gpu: GpuView, replica: ReplicaView | None, found: list[_Condition],
             "deployment": replica.deployment_key if replica is not None else None,
             "replica": replica.sample.replica if replica is not None else None,
             "requests_running": finite(replica.sample.requests_running) if replica is not None else None,
+            "requests_waiting": finite(replica.sample.requests_waiting) if replica is not None else None,
+            "stranded_requests": stranded,
         },
         action=worst.action,
     )
@@ -124,5 +144,5 @@ def detect(state: FleetState, *, thresholds: Thresholds, now: float) -> list[Fin
         progress = _made_progress(state.replica_history(replica.key)) if replica is not None else None
         found = _conditions(gpu, replica, progress, thresholds.gpu)
         if found:
-            out.append(_finding(gpu, replica, found, now))
+            out.append(_finding(gpu, replica, found, now, _stranded(replica, progress)))
     return out

@@ -282,7 +282,7 @@ def test_replica_gets_node_gpus_when_unattributed() -> None:
     assert [g.index for g in state.replicas()[0].gpus] == ["0", "1"]
 
 
-def test_vanished_gpu_stays_with_present_false_then_is_forgotten() -> None:
+def test_vanished_gpu_stays_while_its_exporter_answers_then_is_forgotten_with_the_node() -> None:
     state = FleetState(stale_after_s=10, forget_after_s=60)
     state.observe([], [gs("0", t=0), gs("1", t=0)], now=0)
     state.observe([], [gs("0", t=5)], now=5)  # exporter on n0 answered without GPU 1
@@ -290,8 +290,21 @@ def test_vanished_gpu_stays_with_present_false_then_is_forgotten() -> None:
     assert views["0"].present
     assert not views["1"].present
     assert views["1"].last_seen == 0
-    state.observe([], [gs("0", t=61)], now=61)
-    assert [g.sample.index for g in state.gpus()] == ["0"]
+    # Long after forget_after_s the GPU is still missing from a live exporter: a fault, kept (its finding stays open).
+    state.observe([], [gs("0", t=600)], now=600)
+    assert {g.sample.index: g.present for g in state.gpus()} == {"0": True, "1": False}
+    # The node itself goes (its exporter no longer answers): both GPUs age out.
+    state.observe([], [], now=700, gpu_nodes_scraped=())
+    assert state.gpus() == []
+
+
+def test_unattributed_gpu_on_an_attributing_node_is_unallocated() -> None:
+    # dcgm-exporter labels GPUs held by pods; a GPU without a pod on such a node is free, not the node's replica.
+    state = FleetState()
+    state.observe([rs("a", node="n0")], [gs("0", pod="a"), gs("1")], now=0)
+    views = {g.sample.index: g.replica for g in state.gpus()}
+    assert views["1"] is None
+    assert views["0"] is not None
 
 
 def test_gpu_on_unanswered_exporter_keeps_its_presence() -> None:

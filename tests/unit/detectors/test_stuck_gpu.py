@@ -121,3 +121,49 @@ def test_long_prefill_without_decoded_tokens_is_not_a_hang():
     opened: list[Any] = []
     drive(tick, 8, each=lambda s, t: opened.extend(det.tick(s, now=t).opened))
     assert opened == []
+
+
+def test_gpu_that_fell_off_the_bus_stays_flagged_with_its_stranded_requests_while_the_replica_is_stuck():
+    # XID 79 at tick 6: the GPU leaves its (still answering) exporter, the replica's counters freeze with 4 running
+    # and a queue that keeps growing. The FleetState default forgets unseen things after 300 s; a GPU missing from a
+    # live exporter is not "unseen", so the finding must stay open for the whole stuck period (10 minutes here).
+    fault_from, ticks = 6, 6 + 120
+
+    def tick(i: int, t: float) -> tuple[list[Any], list[Any]]:
+        stuck = i >= fault_from
+        tokens = 100.0 * (fault_from - 1 if stuck else i)
+        waiting = 3.0 * (i - fault_from) if stuck else 0.0
+        r = replica("r0", t, generation_tokens=tokens, requests_running=4, requests_waiting=waiting)
+        gpus = [gpu("node-r0", t, index="1", pod="r0")]
+        if not stuck:
+            gpus.append(gpu("node-r0", t, index="0", pod="r0"))
+        return [r], gpus
+
+    det = Detection(DEFAULT, only=["stuck_gpu"])
+    open_ticks: list[int] = []
+    last: list[Any] = []
+
+    def each(state: Any, t: float) -> None:
+        active = det.tick(state, now=t).active
+        if active:
+            open_ticks.append(int(t // 5))
+            last[:] = active
+
+    drive(tick, ticks, each=each)
+    assert open_ticks[0] - fault_from <= 1
+    assert open_ticks[-1] == ticks - 1
+    assert len(open_ticks) >= ticks - fault_from - 1
+    (f,) = last
+    assert f.evidence["condition"] == "vanished"
+    assert f.evidence["replica"] == "r0"
+    assert f.evidence["stranded_requests"] == 4 + 3.0 * (ticks - 1 - fault_from)
+    assert "requests stranded on r0" in f.summary
+
+
+def test_a_replica_making_progress_strands_nothing():
+    # An application XID on a replica that keeps producing tokens: flagged, but no request is stranded.
+    opened, active = _opened_at(_scenario(HEALTHY_TICKS, gpu_kw={"last_xid": 13}))
+    assert opened is not None
+    (f,) = active
+    assert f.evidence["stranded_requests"] == 0.0
+    assert "stranded" not in f.summary
