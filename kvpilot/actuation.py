@@ -1,14 +1,19 @@
 """What only the leader does after a tick: request drains for flagged nodes (through the safety rails), execute
 approved drains, and apply scaling decisions in ``direct`` mode.
 
-Everything here is audited in the store. A replica that is not the Lease holder skips this stage entirely, so
-several kvpilot replicas can serve reads while exactly one acts on the cluster.
+Two parts, each run by its own guarded task in ``kvpilot.service`` and never awaited by the control loop:
+``after_tick`` (requests and scaling, once per tick) and ``execute_approved`` (the drain worker: one approved
+drain at a time in a worker thread, polled for an operator's cancel and for the stop flag, either of which
+interrupts its backoff at once). Everything here is audited in the store. A replica that is not the Lease holder
+skips both, so several kvpilot replicas can serve reads while exactly one acts on the cluster.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -26,6 +31,7 @@ from scaler.publish import scale_target
 from store import repo
 from store.db import transaction
 from store.drain_states import DrainState
+from store.errors import InvalidTransition, RailFull
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +41,9 @@ ACTOR = "kvpilot"
 class Drainer(Protocol):
     """``kvpilot.actuators.drain.NodeDrainer``."""
 
-    def drain(self, node: str, *, dry_run: bool = True, reason: str = "") -> DrainResult: ...
+    def drain(
+        self, node: str, *, dry_run: bool = True, reason: str = "", interrupt: threading.Event | None = None
+    ) -> DrainResult: ...
 
 
 class NoClusterDrainer:
@@ -45,7 +53,9 @@ class NoClusterDrainer:
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
 
-    def drain(self, node: str, *, dry_run: bool = True, reason: str = "") -> DrainResult:
+    def drain(
+        self, node: str, *, dry_run: bool = True, reason: str = "", interrupt: threading.Event | None = None
+    ) -> DrainResult:
         now = self._clock.now()
         if dry_run:
             record = AuditRecord(now, node, "cordon", node, Outcome.DRY_RUN, "would cordon, taint and evict", True)
@@ -64,6 +74,7 @@ class Actuation:
         drainer: Drainer,
         require_approval: bool = True,
         scaler: Actuator | None = None,
+        poll_s: float = 0.5,
     ) -> None:
         self._sessions = sessions
         self._clock = clock
@@ -72,13 +83,15 @@ class Actuation:
         self._require_approval = require_approval
         self._scaler = scaler
         self._applied: dict[str, int] = {}
+        self._poll_s = poll_s
+        self._recovered = False
 
     async def after_tick(self, snapshot: Snapshot) -> None:
+        """Request drains for flagged nodes and apply scaling; approved drains are the drain worker's."""
         try:
             await asyncio.to_thread(self._request_drains, snapshot)
-            await self._execute_approved()
         except SQLAlchemyError as e:  # the store is away: drains wait for it (their audit must not be lost)
-            log.warning("drain stage skipped, store unavailable: %s", str(e).splitlines()[0])
+            log.warning("drain requests skipped, store unavailable: %s", str(e).splitlines()[0])
         if self._scaler is not None:
             await self._scale(list(snapshot.decisions.values()))
 
@@ -111,30 +124,118 @@ class Actuation:
                     evidence=dict(d.evidence),
                 )
                 if not self._require_approval and row.state == DrainState.REQUESTED:
-                    repo.transition_drain(
-                        session=s,
-                        action_id=row.id,
-                        to=DrainState.APPROVED,
-                        actor=ACTOR,
-                        now=now,
-                        message="drains.require_approval is off",
-                    )
+                    try:
+                        with s.begin_nested():
+                            repo.approve_drain(
+                                session=s,
+                                action_id=row.id,
+                                actor=ACTOR,
+                                now=now,
+                                max_concurrent=self.rails.max_concurrent_nodes,
+                                message="drains.require_approval is off",
+                            )
+                    except (RailFull, InvalidTransition) as e:
+                        log.info("drain of %s stays requested: %s", d.node, e)
 
-    async def _execute_approved(self) -> None:
-        def approved() -> list[tuple[int, str, bool, str]]:
-            with transaction(self._sessions) as s:
-                rows = repo.list_drains(session=s, state=DrainState.APPROVED.value, limit=100).items
-                return [(r.id, r.node, r.dry_run, r.reason) for r in sorted(rows, key=lambda r: r.id)]
+    # -- the drain worker -----------------------------------------------------------------------------------
 
-        for action_id, node, dry_run, reason in await asyncio.to_thread(approved):
-            await asyncio.to_thread(self._transition, action_id, DrainState.EXECUTING, "executing")
+    async def execute_approved(self, stop: asyncio.Event) -> None:
+        """Execute approved drains one at a time, oldest first, until none is left or ``stop`` is set.
+
+        Each is claimed (approved → executing, compare-and-set, so two workers never run one drain) and runs in a
+        worker thread; meanwhile its state is polled, and an operator's cancel or ``stop`` interrupts it. A
+        drain stopped by ``stop`` goes back to approved for the next leader; one found executing when the worker
+        starts (the previous process died mid-drain) likewise."""
+        if not self._recovered:
+            await asyncio.to_thread(self._requeue_executing, "found executing at start; resumed")
+            self._recovered = True
+        for action_id, node, dry_run, reason in await asyncio.to_thread(self._approved):
+            if stop.is_set():
+                return
+            if not await asyncio.to_thread(self._claim, action_id):
+                continue  # cancelled or claimed meanwhile
+            interrupt = threading.Event()
+            run = asyncio.ensure_future(
+                asyncio.to_thread(self._drainer.drain, node, dry_run=dry_run, reason=reason, interrupt=interrupt)
+            )
+            cancelled_by = await self._watch(action_id, run, interrupt, stop)
             try:
-                result = await asyncio.to_thread(self._drainer.drain, node, dry_run=dry_run, reason=reason)
+                result = await run
             except Exception as e:
                 log.exception("drain of %s raised", node)
                 await asyncio.to_thread(self._transition, action_id, DrainState.FAILED, f"drain raised: {e}")
                 continue
+            if cancelled_by == "shutdown" and result.cancelled:
+                await asyncio.to_thread(self._requeue, action_id, "interrupted by shutdown; the next leader resumes")
+                await asyncio.to_thread(self._audit_steps, action_id, result)
+                return
             await asyncio.to_thread(self._finish, action_id, result)
+
+    async def _watch(
+        self, action_id: int, run: asyncio.Future[DrainResult], interrupt: threading.Event, stop: asyncio.Event
+    ) -> str | None:
+        """Until ``run`` ends: interrupt it on ``stop`` or when an operator cancelled the action. The state read
+        runs in a thread; while one is outstanding (a hung store) no second one starts."""
+        check: asyncio.Future[str | None] | None = None
+        why: str | None = None
+        while not run.done():
+            await asyncio.wait({run}, timeout=self._poll_s)
+            if run.done() or interrupt.is_set():
+                continue
+            if stop.is_set():
+                why = "shutdown"
+                interrupt.set()
+                continue
+            if check is None:
+                check = asyncio.ensure_future(asyncio.to_thread(self._state, action_id))
+            elif check.done():
+                state = None if check.exception() else check.result()
+                check = None
+                if state == DrainState.CANCELLED.value:
+                    why = "cancel"
+                    interrupt.set()
+        return why
+
+    def _approved(self) -> list[tuple[int, str, bool, str]]:
+        with transaction(self._sessions) as s:
+            rows = repo.list_drains(session=s, state=DrainState.APPROVED.value, limit=100).items
+            return [(r.id, r.node, r.dry_run, r.reason) for r in sorted(rows, key=lambda r: r.id)]
+
+    def _state(self, action_id: int) -> str | None:
+        with transaction(self._sessions) as s:
+            return repo.get_drain(session=s, action_id=action_id).state
+
+    def _claim(self, action_id: int) -> bool:
+        try:
+            self._transition(action_id, DrainState.EXECUTING, "executing")
+        except InvalidTransition:
+            return False
+        return True
+
+    def _requeue(self, action_id: int, message: str) -> None:
+        # InvalidTransition: cancelled meanwhile, and the operator's word stands.
+        with transaction(self._sessions) as s, contextlib.suppress(InvalidTransition):
+            repo.transition_drain(
+                session=s, action_id=action_id, to=DrainState.APPROVED, actor=ACTOR, now=self._clock.now(),
+                message=message,
+            )  # fmt: skip
+
+    def _requeue_executing(self, message: str) -> None:
+        with transaction(self._sessions) as s:
+            ids = [r.id for r in repo.list_drains(session=s, state=DrainState.EXECUTING.value, limit=1000).items]
+        for action_id in ids:
+            self._requeue(action_id, message)
+
+    def _audit_steps(self, action_id: int, result: DrainResult) -> None:
+        with transaction(self._sessions) as s:
+            for r in result.records:
+                repo.note_drain(
+                    session=s,
+                    action_id=action_id,
+                    actor=r.actor,
+                    now=r.at,
+                    message=f"{r.step} {r.target}: {r.outcome.value} {r.message}".strip(),
+                )
 
     def _transition(self, action_id: int, to: DrainState, message: str) -> None:
         with transaction(self._sessions) as s:
@@ -157,14 +258,15 @@ class Actuation:
                 )
             if result.complete:
                 done = "dry run complete" if result.dry_run else f"evicted {len(result.evicted)} pod(s)"
-                repo.transition_drain(
-                    session=s, action_id=action_id, to=DrainState.DONE, actor=ACTOR, now=now, message=done
-                )
+                to, message = DrainState.DONE, done
             else:
                 why = f"blocked: {', '.join(result.blocked)}" if result.blocked else "a step failed"
-                repo.transition_drain(
-                    session=s, action_id=action_id, to=DrainState.FAILED, actor=ACTOR, now=now, message=why
-                )
+                to, message = DrainState.FAILED, why
+            try:
+                with s.begin_nested():
+                    repo.transition_drain(session=s, action_id=action_id, to=to, actor=ACTOR, now=now, message=message)
+            except InvalidTransition:
+                pass  # cancelled between the check above and now: the operator's word stands
 
     # -- scaling ------------------------------------------------------------------------------------------------
 

@@ -1,8 +1,14 @@
 """The long-running service: the control loop, the store writer and (with HA) the Lease, as named, guarded
 asyncio tasks around one ``ControlLoop``; and the ``Runtime`` the API reads.
 
-Shutdown: SIGTERM sets one stop flag. The tick in progress finishes (it is never cancelled half-way), then the
-store writer flushes what is pending, then the tasks end. After SIGKILL, a restart restores open findings (so
+Actuation never runs inside the loop's task: after each tick the loop wakes the ``actuator`` task (drain requests,
+direct scaling, the node → drain-state map) and that wakes the ``drain-worker`` task (approved drains, one at a
+time, in a thread); the loop awaits neither, so a drain whose PodDisruptionBudget keeps refusing, or a store call
+that hangs, never delays a tick.
+
+Shutdown: SIGTERM sets one stop flag. The tick in progress finishes (it is never cancelled half-way), a running
+drain is interrupted (its action goes back to approved for the next leader), then the store writer flushes what is
+pending, then the tasks end. After SIGKILL, a restart restores open findings (so
 hysteresis does not flap them), the last decision of every deployment (published at once, so KEDA keeps its
 target) and the forecaster's history from the per-minute roll-ups.
 """
@@ -141,6 +147,8 @@ class Service:
         self._sleep = sleep
         self.stop = asyncio.Event()
         self._wake_writer = asyncio.Event()
+        self._wake_actuator = asyncio.Event()
+        self._wake_drains = asyncio.Event()
         self._node_drains: dict[str, str] = {}
         self.tasks: list[asyncio.Task[None]] = []
         loop.node_drains = self.node_drains
@@ -201,6 +209,8 @@ class Service:
         self.tasks = [
             spawn_guarded("control-loop", self._run_loop, self.stop, sleep=self._sleep),
             spawn_guarded("store-writer", self._run_writer, self.stop, sleep=self._sleep),
+            spawn_guarded("actuator", self._run_actuator, self.stop, sleep=self._sleep),
+            spawn_guarded("drain-worker", self._run_drain_worker, self.stop, sleep=self._sleep),
         ]
         run = getattr(self.leadership, "run", None)
         if run is not None:
@@ -210,7 +220,8 @@ class Service:
     async def wait(self) -> None:
         """Until stop: then the tick in progress finishes and pending writes are flushed."""
         await self.stop.wait()
-        self._wake_writer.set()
+        for wake in (self._wake_writer, self._wake_actuator, self._wake_drains):
+            wake.set()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         if not await asyncio.to_thread(self.writer.flush):
             log.error("shutting down with %d writes the store did not take", self.writer.pending)
@@ -218,15 +229,9 @@ class Service:
     async def _run_loop(self) -> None:
         while not self.stop.is_set():
             started = self.clock.now()
-            snapshot = await self.loop.tick()
+            await self.loop.tick()
             self._wake_writer.set()
-            await self._refresh_drains()
-            if self.actuation is not None and self.leadership.leader:
-                try:
-                    await self.actuation.after_tick(snapshot)
-                except Exception:
-                    self.metrics.stage_errors.labels("actuate").inc()
-                    log.exception("actuation stage failed; retrying next tick")
+            self._wake_actuator.set()  # never awaited: a slow drain or store cannot hold the next tick
             await self._sleep_unless_stopped(max(0.0, self.interval_s - (self.clock.now() - started)))
 
     async def _run_writer(self) -> None:
@@ -236,6 +241,41 @@ class Service:
             await asyncio.to_thread(self.writer.flush)
             if self.stop.is_set():
                 return
+
+    async def _run_actuator(self) -> None:
+        """After each tick (woken by the loop, at most one pass in flight): the drain-state map, then the leader's
+        drain requests and scaling, then a wake-up for the drain worker."""
+        while True:
+            await self._wake_actuator.wait()
+            self._wake_actuator.clear()
+            if self.stop.is_set():
+                return
+            await self._refresh_drains()
+            snapshot = self.loop.latest
+            if self.actuation is not None and self.leadership.leader and snapshot is not None:
+                try:
+                    await self.actuation.after_tick(snapshot)
+                except Exception:
+                    self.metrics.stage_errors.labels("actuate").inc()
+                    log.exception("actuation stage failed; retrying next tick")
+            self._wake_drains.set()
+
+    async def _run_drain_worker(self) -> None:
+        """Approved drains, one at a time; a cancel (API) or the stop flag (SIGTERM) interrupts the one running."""
+        while True:
+            await self._wake_drains.wait()
+            self._wake_drains.clear()
+            if self.stop.is_set():
+                return
+            if self.actuation is None or not self.leadership.leader:
+                continue
+            try:
+                await self.actuation.execute_approved(self.stop)
+            except SQLAlchemyError as e:
+                log.warning("drain worker: store unavailable, retrying next tick: %s", str(e).splitlines()[0])
+            except Exception:
+                self.metrics.stage_errors.labels("drain").inc()
+                log.exception("drain worker failed; retrying next tick")
 
     async def _refresh_drains(self) -> None:
         """Node → state of live drain actions (kvpilot_node_drain_state); kept as is while the store is away."""

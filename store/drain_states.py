@@ -1,5 +1,7 @@
 """The drain action state machine: requested → approved → executing → done | failed, and cancelled from any
-state before execution finishes. Pure, so the API, the service and the tests agree on one table."""
+state before execution finishes; executing → approved when the drain worker stops mid-drain (SIGTERM, a crash
+found at the next start), so that the next leader resumes it. Pure, so the API, the service and the tests agree
+on one table."""
 
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ TRANSITIONS: dict[DrainState, frozenset[DrainState]] = {
     DrainState.REQUESTED: frozenset({DrainState.APPROVED, DrainState.CANCELLED}),
     DrainState.APPROVED: frozenset({DrainState.EXECUTING, DrainState.CANCELLED}),
     # Cancelling while executing stops further evictions; the actuator reports what it already did.
-    DrainState.EXECUTING: frozenset({DrainState.DONE, DrainState.FAILED, DrainState.CANCELLED}),
+    # Back to approved: interrupted by a shutdown, resumed by the next leader (cordon and evictions are idempotent).
+    DrainState.EXECUTING: frozenset({DrainState.DONE, DrainState.FAILED, DrainState.CANCELLED, DrainState.APPROVED}),
     DrainState.DONE: frozenset(),
     DrainState.FAILED: frozenset(),
     DrainState.CANCELLED: frozenset(),

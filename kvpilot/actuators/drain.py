@@ -5,10 +5,15 @@ What to drain is decided elsewhere (``detectors.drain_rails``); this module only
 audit record for every step it took, retried or skipped. Dry-run lists what it would do and changes nothing.
 Node updates are read-modify-replace with the node's resourceVersion, so a concurrent writer (another
 controller, an operator's kubectl) yields a 409 that is retried on a fresh read instead of being overwritten.
+
+A drain runs in a worker thread (``kvpilot.actuation``'s drain worker, never the control loop). Given an
+``interrupt`` event, its 429 backoff waits on that event instead of sleeping, so a cancel or SIGTERM ends a drain
+whose PodDisruptionBudget keeps refusing at once rather than after the backoff (up to ``Backoff.deadline_s``).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -59,7 +64,7 @@ class NodeDrainer:
         core: client.CoreV1Api,
         *,
         clock: Clock | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
         backoff: Backoff = Backoff(),
         actor: str = "kvpilot",
         taint_key: str = TAINT_KEY,
@@ -70,18 +75,27 @@ class NodeDrainer:
         self._backoff = backoff
         self._actor = actor
         self._taint_key = taint_key
+        self._wait: Callable[[float], object] = self._waiter(None)
 
     # -- public ----------------------------------------------------------------------------------------
 
     def drain(
-        self, node: str, *, dry_run: bool = True, reason: str = "", should_stop: Callable[[], bool] | None = None
+        self,
+        node: str,
+        *,
+        dry_run: bool = True,
+        reason: str = "",
+        should_stop: Callable[[], bool] | None = None,
+        interrupt: threading.Event | None = None,
     ) -> DrainResult:
         """Cordon and taint ``node``, then evict every pod on it that a drain should move.
 
-        ``should_stop`` is asked before each eviction and each backoff: an operator's cancel stops further
-        evictions (the node stays cordoned; what was already evicted is in the records)."""
+        ``should_stop`` (default: ``interrupt`` is set) is asked before each eviction and after each backoff: an
+        operator's cancel or a shutdown stops further evictions (the node stays cordoned; what was already
+        evicted is in the records). With ``interrupt`` and no injected ``sleep``, a backoff ends when it is set."""
         result = DrainResult(node=node, dry_run=dry_run)
-        stop = should_stop or (lambda: False)
+        stop = should_stop or (interrupt.is_set if interrupt is not None else (lambda: False))
+        self._wait = self._waiter(interrupt)
         if not self._update_node(node, result, cordon=True, reason=reason):
             return result
         pods = self._pods_to_evict(node, result)
@@ -95,6 +109,13 @@ class NodeDrainer:
             if result.cancelled:
                 return result
         return result
+
+    def _waiter(self, interrupt: threading.Event | None) -> Callable[[float], object]:
+        if self._sleep is not None:  # injected (tests, virtual time)
+            return self._sleep
+        if interrupt is not None:
+            return interrupt.wait
+        return time.sleep
 
     def _cancel(self, result: DrainResult, left: int) -> None:
         self._record(result, "evict", result.node, Outcome.SKIPPED, f"cancelled; {left} pod(s) not evicted")
@@ -218,7 +239,7 @@ class NodeDrainer:
                         return
                     delay = self._backoff.delay(attempt)
                     self._record(result, "evict", ref, Outcome.RETRY, f"PDB refused {ref}; retry in {delay:g} s")
-                    self._sleep(delay)
+                    self._wait(delay)
                     if stop():
                         self._cancel(result, 1)
                         return

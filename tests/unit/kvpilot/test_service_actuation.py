@@ -27,6 +27,7 @@ async def test_flagged_node_is_requested_approved_and_drained_in_dry_run(tmp_pat
         with transaction(service.sessions) as s:
             return list(repo.list_drains(session=s).items)
 
+    await until(lambda: len(drains()) == 1, what="the drain requested (by the actuator task, after the tick)")
     (action,) = drains()
     assert (action.node, action.state, action.dry_run, action.requested_by) == ("n0", "requested", True, "kvpilot")
     assert action.finding_id is not None
@@ -109,7 +110,8 @@ async def test_approved_drain_cordons_and_evicts_through_the_api_server(tmp_path
 
         def state() -> str:
             with transaction(service.sessions) as s:
-                return repo.list_drains(session=s).items[0].state
+                items = repo.list_drains(session=s).items
+                return items[0].state if items else "none yet"
 
         await until(lambda: state() in ("done", "failed"), what="the drain finished", polls=4000)
         assert state() == "done"

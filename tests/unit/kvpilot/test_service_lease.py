@@ -108,8 +108,13 @@ async def test_two_replicas_one_actuates_and_the_other_takes_over(
             await run_ticks(service, timer, 1)
     leader = next(w for w, e in electors.items() if e.leader)
     follower = "b" if leader == "a" else "a"
-    with transaction(services[leader][0].sessions) as s:
-        drains = repo.list_drains(session=s).items
+
+    def requested() -> list:
+        with transaction(services[leader][0].sessions) as s:
+            return list(repo.list_drains(session=s).items)
+
+    await until(lambda: len(requested()) > 0, what="the leader's actuator requested the drain")
+    drains = requested()
     assert [(d.node, d.requested_by) for d in drains] == [("n0", "kvpilot")]  # one request, not one per replica
     assert [f.kind for f in services[follower][0].snapshot().findings] == ["stuck_gpu"]  # the follower detects too
     assert not services[follower][0].health().leader
