@@ -2,22 +2,26 @@
 
 The parser is told ``WANTED_FAMILIES`` (every family some adapter reads), so the bulk of a page, Python
 runtime series, per-request token histograms and the like, is skipped without being built.
+
+A page whose engine names carry a stack's prefix (Ray Serve LLM's ``ray_vllm:``) is read with the prefix
+removed: the target's ``prefix`` when configured, else the one found on the page the first time no adapter
+matched (then remembered per target URL, so later scrapes parse once).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from collector import validity
-from collector.engines import ENGINES, UnknownEngine, detect_engine, require_engine
+from collector.engines import ENGINE_FAMILIES, UnknownEngine, describe_page, detect_engine, require_engine
+from collector.engines._prefix import find_prefix, prefixed_wanted, strip_prefix
 from collector.exposition import MetricFamily, is_openmetrics, parse
 from collector.gpus import GPU_ADAPTERS
 from collector.samples import GpuSample, ReplicaSample, TargetInfo
 
-WANTED_FAMILIES: frozenset[str] = frozenset().union(
-    *(a.families for a in ENGINES.values()), *(g.families for g in GPU_ADAPTERS.values())
-)
+WANTED_FAMILIES: frozenset[str] = ENGINE_FAMILIES.union(*(g.families for g in GPU_ADAPTERS.values()))
 
 GPU_ONLY = "dcgm"  # the engine name that means "this page is only GPUs" (``kvpilot parse --engine dcgm``)
 
@@ -49,7 +53,10 @@ def adapt_families(
     counts, KV usage of 3, NaN where a count is meant) come out as None: see ``collector.validity``.
     """
     if target.kind == "gpu" or engine == GPU_ONLY:
-        return AdaptedPage(None, [], _adapt_gpus(families, target, timestamp))
+        gpus = _adapt_gpus(families, target, timestamp)
+        if engine == GPU_ONLY and families and not any(g.present(families) for g in GPU_ADAPTERS.values()):
+            raise UnknownEngine(f"page has none of the GPU exporters' families: {describe_page(families)}")
+        return AdaptedPage(None, [], gpus)
     gpus = _adapt_gpus(families, target, timestamp)
     name = engine or target.engine
     if name is None:
@@ -76,8 +83,44 @@ def adapt_page(
     Raises ``ParseError`` (malformed or non-UTF-8 page, naming the line) or ``UnknownEngine``; both are
     ``ValueError``s, so a caller that only reports can catch that.
     """
-    families = parse(text, wanted=WANTED_FAMILIES, openmetrics=is_openmetrics(content_type))
-    return adapt_families(families, target, timestamp, engine)
+    openmetrics = is_openmetrics(content_type)
+    prefix = target.prefix if target.prefix is not None else _found_prefixes.get(target.url)
+    if prefix:
+        families = parse(text, wanted=prefixed_wanted(prefix, WANTED_FAMILIES), openmetrics=openmetrics)
+        return adapt_families(strip_prefix(families, prefix), target, timestamp, engine)
+    families = parse(text, wanted=WANTED_FAMILIES, openmetrics=openmetrics)
+    try:
+        return adapt_families(families, target, timestamp, engine)
+    except UnknownEngine:
+        if target.kind == "gpu" or engine == GPU_ONLY:
+            raise
+        # Read the whole page once, to find a stack's prefix or else to say what the page holds.
+        everything = parse(text, openmetrics=openmetrics)
+    found = find_prefix(everything, ENGINE_FAMILIES) if target.prefix is None else None
+    if found is None:
+        raise UnknownEngine(_reason(everything, engine or target.engine)) from None
+    page = adapt_families(strip_prefix(everything, found[0]), target, timestamp, engine)
+    _remember(target.url, found[0])
+    return page
+
+
+def _reason(families: Mapping[str, MetricFamily], engine: str | None) -> str:
+    if engine is not None:
+        return f"page has none of the {engine} families: {describe_page(families)}"
+    return f"no engine adapter matches this page: {describe_page(families)}"
+
+
+# Prefixes found on pages, by target URL; bounded, the oldest forgotten first (a target that goes away leaves
+# one short string behind until then).
+_found_prefixes: OrderedDict[str, str] = OrderedDict()
+_MAX_FOUND_PREFIXES = 10_000
+
+
+def _remember(url: str, prefix: str) -> None:
+    _found_prefixes[url] = prefix
+    _found_prefixes.move_to_end(url)
+    while len(_found_prefixes) > _MAX_FOUND_PREFIXES:
+        _found_prefixes.popitem(last=False)
 
 
 __all__ = ["GPU_ONLY", "WANTED_FAMILIES", "AdaptedPage", "adapt_families", "adapt_page"]

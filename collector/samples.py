@@ -37,6 +37,8 @@ class TargetInfo:
     deployment: str = ""
     pod: str = ""
     node: str = ""
+    # Text a serving stack puts before the engine's metric names (Ray Serve LLM: "ray_"); None: found on the page.
+    prefix: str | None = None
 
     @property
     def deployment_key(self) -> str:

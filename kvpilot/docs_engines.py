@@ -44,6 +44,23 @@ ENABLE: dict[str, tuple[str, str]] = {
         "TensorRT-LLM backend reports its `nv_trt_llm_*` families there by itself; time to first token needs "
         "Triton's latency histograms (`--metrics-config histogram_latencies=true`) and a decoupled model.",
     ),
+    "trtllm-pytorch": (
+        "TensorRT-LLM, PyTorch backend (trtllm-serve, Dynamo workers)",
+        "`trtllm-serve` serves `/metrics` on its own port; behind Dynamo, start the worker with "
+        "`--publish-events-and-metrics` and `DYN_SYSTEM_PORT` set (the series appear on that port, next to Dynamo's). "
+        "Releases up to 1.1 export only the five request series: queue, batch and KV stay unknown there.",
+    ),
+    "nim": (
+        "NVIDIA NIM for LLMs",
+        "On by default: NIM LLM containers serve `/metrics` on their HTTP port (8000), vLLM's series without the "
+        "`vllm:` namespace. NIM builds that serve `vllm:` names are read by the vLLM adapter.",
+    ),
+    "dynamo": (
+        "NVIDIA Dynamo (frontend and workers)",
+        "The frontend serves `/metrics` on its HTTP port (8000); workers serve theirs on `DYN_SYSTEM_PORT` (set it, "
+        "e.g. 8081). Point kvpilot at the workers where it can: their pages carry the engine's own series, which the "
+        "engine's adapter reads (queue, KV). The Dynamo adapter is used only when a page has no engine series.",
+    ),
     "llamacpp": (
         "llama.cpp (llama-server)",
         "Start `llama-server` with `--metrics` (off by default); `/metrics` is served on the server's port "
@@ -217,6 +234,27 @@ def engines_page() -> str:
         "",
         "Counters (`prefix_*`, `preemptions`, `*_tokens`, `requests_finished`) become rates over "
         "`collector.rate_window_s`; histograms are merged across label sets and read as quantiles.",
+        "",
+        "## Serving stacks: prefixes, several replicas on one page, pages that are not an engine's",
+        "",
+        "- **Prefixed names.** Some stacks put text before the engine's names: Ray Serve LLM serves vLLM's series as "
+        "`ray_vllm:…` (with Ray's labels `Component`, `NodeAddress`, `WorkerId`…). Set `prefix:` on the target "
+        "(`prefix: ray_`; `kvpilot parse --prefix ray_`), or leave it out: when no adapter reads a page, kvpilot looks "
+        "for the leading text that turns the most names into an engine's, reads the page with it removed, and "
+        'remembers it for that target. `prefix: ""` turns the search off.',
+        "- **One replica per model, per Ray worker.** A page whose series carry several values of the model label "
+        "(Triton with two TensorRT-LLM models, a Dynamo frontend serving two models) or of Ray's `WorkerId` yields one "
+        "replica each, named `<pod>#<label values>`; their queues and counters are never summed. Data-parallel "
+        'engines of one vLLM pod (`engine="N"`) stay one replica.',
+        "- **Engine-reported facts win.** Where an engine states a value (vLLM's `kv_cache_size_tokens`), it is used "
+        "rather than one derived from other series (`num_gpu_blocks × block_size`, wrong for hybrid-KV models).",
+        "- **Not an LLM replica.** Triton without TensorRT-LLM (`nv_inference_*` only) yields its GPUs and no replica; "
+        "an LMCache-only page, a GPU exporter's page or kvpilot's own `/metrics` are named as such in the error. "
+        "LMCache's `lmcache:*` series beside vLLM's are a second cache tier and are not mixed into the prefix-cache "
+        "counters.",
+        "- **When no adapter matches**, the error lists the leading words of the page's families and what to try, "
+        "e.g. found 53 families starting with `ray_vllm:`; try `--prefix ray_` or `--engine vllm`. Naming an "
+        "engine (`--engine`, a target's `engine:`) whose series the page lacks is an error too.",
         "",
         "## What each engine can tell kvpilot",
         "",

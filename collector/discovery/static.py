@@ -20,7 +20,7 @@ from collector.samples import TargetInfo
 
 log = logging.getLogger(__name__)
 
-FIELDS = ("url", "kind", "engine", "namespace", "deployment", "pod", "node")
+FIELDS = ("url", "kind", "engine", "namespace", "deployment", "pod", "node", "prefix")
 KINDS = ("engine", "gpu")
 
 
@@ -54,7 +54,7 @@ def parse_targets(data: Any, *, source: str = "targets") -> list[TargetInfo]:
             raise TargetFileError(f"{where}: expected a mapping or a URL, got {type(item).__name__}")
         merged = {**defaults, **item}
         _check_fields(merged, where, allow_url=True)
-        target = TargetInfo(**{k: v for k, v in merged.items() if v is not None or k == "engine"})
+        target = TargetInfo(**{k: v for k, v in merged.items() if v is not None or k in ("engine", "prefix")})
         if target.url in seen:
             raise TargetFileError(f"{where}: url: {target.url} is already target {seen[target.url]}")
         seen[target.url] = i
@@ -66,7 +66,7 @@ def _check_fields(item: Mapping[str, Any], where: str, *, allow_url: bool) -> No
     for key in item:
         if key not in FIELDS or (key == "url" and not allow_url):
             raise TargetFileError(f"{where}: unknown field {key!r}; expected one of {', '.join(FIELDS)}")
-    for key in ("kind", "engine", "namespace", "deployment", "pod", "node"):
+    for key in ("kind", "engine", "namespace", "deployment", "pod", "node", "prefix"):
         value = item.get(key)
         if value is not None and not isinstance(value, str):
             raise TargetFileError(f"{where}: {key}: expected a string, got {type(value).__name__} {value!r}")

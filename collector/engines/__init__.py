@@ -1,11 +1,12 @@
-"""Engine adapters: one file per engine, registered in ``ENGINES``; detection from the families present."""
+"""Engine adapters: one file per engine or serving stack, registered in ``ENGINES``; detection by families present."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Protocol
 
-from collector.engines import llamacpp, sglang, tgi, trtllm, vllm
+from collector.engines import dynamo, llamacpp, nim, sglang, tgi, trtllm, trtllm_pytorch, vllm
+from collector.engines._prefix import RUNTIME_PREFIXES, common_stems, find_prefix, is_kvpilot_page, strip_prefix
 from collector.exposition import MetricFamily
 from collector.samples import ReplicaSample, TargetInfo
 
@@ -19,6 +20,9 @@ class EngineAdapter(Protocol):
     @property
     def families(self) -> frozenset[str]: ...
 
+    @property
+    def fallback(self) -> bool: ...
+
     def score(self, families: Mapping[str, MetricFamily]) -> int: ...
 
     def adapt(
@@ -27,7 +31,27 @@ class EngineAdapter(Protocol):
 
 
 ENGINES: dict[str, EngineAdapter] = {
-    adapter.name: adapter for adapter in (vllm.ADAPTER, sglang.ADAPTER, tgi.ADAPTER, trtllm.ADAPTER, llamacpp.ADAPTER)
+    adapter.name: adapter
+    for adapter in (
+        vllm.ADAPTER,
+        sglang.ADAPTER,
+        tgi.ADAPTER,
+        trtllm.ADAPTER,
+        trtllm_pytorch.ADAPTER,
+        llamacpp.ADAPTER,
+        nim.ADAPTER,
+        dynamo.ADAPTER,
+    )
+}
+
+ENGINE_FAMILIES: frozenset[str] = frozenset().union(*(a.families for a in ENGINES.values()))
+
+# Pages that are not an engine's but are often pointed at by mistake: their leading word, and what they are.
+_NOT_AN_ENGINE = {
+    "lmcache:": "LMCache's own metrics server; scrape the vLLM server it sits beside",
+    "nv_inference_": "Triton without an LLM backend (no nv_trt_llm_* series); it is not an LLM replica",
+    "DCGM_": "dcgm-exporter; give the target kind: gpu",
+    "ray_": "Ray's own metrics; Ray Serve LLM pages carry ray_vllm:* once a vLLM replica has started",
 }
 
 
@@ -35,13 +59,37 @@ class UnknownEngine(ValueError):
     """A page whose families match no engine adapter (or not the one asked for)."""
 
 
-def _seen(families: Mapping[str, MetricFamily], limit: int = 5) -> str:
-    names = sorted(families)
+def _families(n: int) -> str:
+    return "1 family" if n == 1 else f"{n} families"
+
+
+def _best(families: Mapping[str, MetricFamily]) -> tuple[int, str]:
+    return max((a.score(families), name) for name, a in ENGINES.items())
+
+
+def describe_page(families: Mapping[str, MetricFamily]) -> str:
+    """What is on a page no adapter reads, and the nearest thing to try: prefixes, the closest adapter."""
+    names = list(families)
     if not names:
-        return "no families at all"
-    shown = ", ".join(names[:limit])
-    more = f" and {len(names) - limit} more" if len(names) > limit else ""
-    return f"families seen: {shown}{more}"
+        return "the page has no metric families at all"
+    if is_kvpilot_page(names):
+        return "this is kvpilot's own /metrics page (kvpilot_* families), not an engine's"
+    stems = common_stems(names)
+    if not stems:
+        return f"found only runtime families ({', '.join(sorted(names)[:3])}), no engine's series"
+    first, rest = stems[0], stems[1:]
+    seen = f"found {_families(first[1])} starting with `{first[0]}`" + "".join(f", {n} with `{s}`" for s, n in rest)
+    found = find_prefix(names, ENGINE_FAMILIES)
+    if found is not None:
+        prefix, _ = found
+        score, name = _best(strip_prefix(families, prefix))
+        if score:
+            return f"{seen}; try `--prefix {prefix}` or `--engine {name}` (prefix `{prefix}` before {name}'s names)"
+    own = [n for n in names if not n.startswith(RUNTIME_PREFIXES)]
+    for stem, what in _NOT_AN_ENGINE.items():
+        if 2 * sum(1 for n in own if n.startswith(stem)) >= len(own):
+            return f"{seen}: {what}"
+    return f"{seen}; no engine adapter ({', '.join(ENGINES)}) reads these names"
 
 
 def detect_engine(families: Mapping[str, MetricFamily]) -> str:
@@ -50,10 +98,12 @@ def detect_engine(families: Mapping[str, MetricFamily]) -> str:
     A page is reported rather than guessed: adapting the wrong engine would yield a replica whose every
     value is unknown, which downstream reads as "no data" instead of "misconfigured target".
     """
-    scores = sorted(((a.score(families), name) for name, a in ENGINES.items()), reverse=True)
+    scores = sorted(((a.score(families), name) for name, a in ENGINES.items() if not a.fallback), reverse=True)
+    if scores[0][0] == 0:  # no engine's own series: a stack's (Dynamo frontend) may still be there
+        scores = sorted(((a.score(families), name) for name, a in ENGINES.items() if a.fallback), reverse=True)
     best, name = scores[0]
     if best == 0:
-        raise UnknownEngine(f"no engine adapter ({', '.join(ENGINES)}) matches this page; {_seen(families)}")
+        raise UnknownEngine(f"no engine adapter matches this page: {describe_page(families)}")
     if len(scores) > 1 and scores[1][0] == best:
         raise UnknownEngine(f"page matches {name} and {scores[1][1]} equally; pass the engine explicitly")
     return name
@@ -65,8 +115,16 @@ def require_engine(name: str, families: Mapping[str, MetricFamily]) -> EngineAda
     if adapter is None:
         raise UnknownEngine(f"unknown engine {name!r}; known: {', '.join(ENGINES)}")
     if adapter.score(families) == 0:
-        raise UnknownEngine(f"page has none of the {name} families; {_seen(families)}")
+        raise UnknownEngine(f"page has none of the {name} families: {describe_page(families)}")
     return adapter
 
 
-__all__ = ["ENGINES", "EngineAdapter", "UnknownEngine", "detect_engine", "require_engine"]
+__all__ = [
+    "ENGINES",
+    "ENGINE_FAMILIES",
+    "EngineAdapter",
+    "UnknownEngine",
+    "describe_page",
+    "detect_engine",
+    "require_engine",
+]

@@ -21,6 +21,7 @@ from collector.engines._read import (
     read_mean,
     read_sum,
 )
+from collector.exposition import MetricFamily
 from collector.samples import ReplicaSample, TargetInfo
 
 Combine = Literal["sum", "mean", "histogram"]
@@ -77,6 +78,23 @@ def _no_prepare(_families: Families) -> SampleFilter | None:
     return None
 
 
+# Labels that tell apart replicas sharing one page beyond the model: Ray's actor id (one vLLM engine per actor,
+# all of a node's actors on the node's one metrics page).
+REPLICA_LABELS = ("WorkerId",)
+
+Group = tuple[tuple[str, str], ...]
+
+
+def _narrow(families: Families, group: Group) -> dict[str, MetricFamily]:
+    """The page restricted to one replica: samples carrying another value of a group label are left out;
+    samples without the label (engine-wide info series) stay."""
+    out: dict[str, MetricFamily] = {}
+    for name, fam in families.items():
+        samples = [s for s in fam.samples if all(s.labels.get(k, v) == v for k, v in group)]
+        out[name] = MetricFamily(fam.name, fam.type, fam.help, samples, fam.unit)
+    return out
+
+
 @dataclass(frozen=True)
 class DeclarativeAdapter:
     """An ``EngineAdapter`` built from a field mapping.
@@ -93,6 +111,11 @@ class DeclarativeAdapter:
     extra_families: frozenset[str] = frozenset()
     derive: Derive = _no_derive
     prepare: Prepare = _no_prepare
+    # Families that identify the engine (all mapped ones when empty); others are read but do not count, so a
+    # page carrying only generic series (Triton core without TensorRT-LLM) is not taken for this engine.
+    identifying: frozenset[str] = frozenset()
+    # A serving stack whose pages usually also carry an engine's series: detected only when no engine is.
+    fallback: bool = False
     families: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -106,10 +129,15 @@ class DeclarativeAdapter:
         for extra in self.extra_families:
             names.update(family_names(extra))
         object.__setattr__(self, "families", frozenset(names))
+        ident: set[str] = set()
+        for name in self.identifying:
+            ident.update(family_names(name))
+        object.__setattr__(self, "identifying", frozenset(ident))
 
     def score(self, families: Families) -> int:
-        """How many of this adapter's families the page carries (0: not this engine)."""
-        return sum(1 for name in families if name in self.families)
+        """How many of this adapter's identifying families the page carries (0: not this engine)."""
+        wanted = self.identifying or self.families
+        return sum(1 for name in families if name in wanted)
 
     def values(self, families: Families) -> dict[str, Any]:
         keep = self.prepare(families)
@@ -132,15 +160,47 @@ class DeclarativeAdapter:
                 return found
         return None
 
+    def groups(self, families: Families) -> list[Group]:
+        """The replicas a page holds, as the label values that tell them apart (model, Ray worker).
+
+        One group (or none) is the usual page. Several models on one server (Triton, a Dynamo frontend) or
+        several Ray actors on one node are several replicas: summing their queues would describe no replica.
+        """
+        labels = (*self.model_labels, *REPLICA_LABELS)
+        keep = self.prepare(families)
+        samples = [
+            s for name, fam in families.items() if name in self.families for s in fam.samples if keep is None or keep(s)
+        ]
+        values: dict[str, set[str]] = {k: set() for k in labels}
+        for s in samples:
+            for k in labels:
+                v = s.labels.get(k)
+                if v:
+                    values[k].add(v)
+        split = [k for k in labels if len(values[k]) > 1]
+        if not split:
+            return []
+        seen = {tuple((k, s.labels[k]) for k in split) for s in samples if all(s.labels.get(k) for k in split)}
+        return sorted(seen)
+
     def adapt(self, families: Families, target: TargetInfo, timestamp: float) -> list[ReplicaSample]:
-        """One sample per page: data-parallel engines of one pod are one replica to the scaler."""
+        """One sample per replica on the page (usually one): data-parallel engines of one pod are one replica
+        to the scaler; distinct models or Ray workers are not (their replica name gets ``#<label values>``)."""
         base = ReplicaSample(
             namespace=target.namespace,
             deployment=target.deployment,
             replica=target.pod or target.url,
             node=target.node,
             engine=self.name,
-            model=self.model(families),
+            model=None,
             timestamp=timestamp,
         )
-        return [replace(base, **self.values(families))]
+        groups = self.groups(families)
+        if len(groups) <= 1:
+            return [replace(base, model=self.model(families), **self.values(families))]
+        out = []
+        for group in groups:
+            page = _narrow(families, group)
+            suffix = ",".join(v for _, v in group)
+            out.append(replace(base, replica=f"{base.replica}#{suffix}", model=self.model(page), **self.values(page)))
+        return out

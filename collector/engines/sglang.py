@@ -11,6 +11,10 @@ Mapping decisions:
 - ``preemptions`` = ``num_retracted_requests_total`` (newer builds; retraction is SGLang's preemption).
   The ``num_retracted_reqs`` gauge counts requests retracted *now*, not a counter: not mapped.
 - ``requests_finished`` = ``num_requests_total`` (incremented when a request finishes).
+- 2024 releases (v0.3, ``name`` label for the model) named the queue ``num_requests_waiting`` (and the same
+  again as ``queue_req``), the batch ``num_requests_running`` and the queue-time histogram
+  ``waiting_request_latency_seconds``; they are read after the current names. Their ``cached_token`` and
+  ``cache_hit_rate`` are gauges over an unstated window: not mapped.
 - Tensor parallelism: by default only TP rank 0 reports scheduler series; with
   ``--enable-metrics-for-all-schedulers`` every rank reports the same state, so only the lowest
   ``tp_rank`` of each ``dp_rank`` is read (data-parallel ranks are summed, like vLLM engines).
@@ -19,14 +23,15 @@ Mapping decisions:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from collector.engines._declarative import DeclarativeAdapter, histogram, mean, total
 from collector.engines._read import Families
 from collector.exposition import Sample
 
 FIELDS = {
-    "requests_waiting": total("sglang:num_queue_reqs"),
-    "requests_running": total("sglang:num_running_reqs"),
+    "requests_waiting": total("sglang:num_queue_reqs", "sglang:num_requests_waiting", "sglang:queue_req"),
+    "requests_running": total("sglang:num_running_reqs", "sglang:num_requests_running"),
     "kv_usage": mean("sglang:token_usage"),
     "kv_capacity_tokens": total("sglang:max_total_num_tokens"),
     "prefix_queries": total("sglang:prompt_tokens"),
@@ -38,7 +43,7 @@ FIELDS = {
     "ttft": histogram("sglang:time_to_first_token_seconds"),
     "itl": histogram("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
     "e2e": histogram("sglang:e2e_request_latency_seconds"),
-    "queue_time": histogram("sglang:queue_time_seconds"),
+    "queue_time": histogram("sglang:queue_time_seconds", "sglang:waiting_request_latency_seconds"),
 }
 
 
@@ -69,9 +74,16 @@ def _lowest_tp_rank_only(families: Families) -> Callable[[Sample], bool] | None:
     return keep
 
 
+def _no_queries_without_hits(_families: Families, values: dict[str, Any]) -> dict[str, Any]:
+    """Prompt tokens count as prefix lookups only where cached tokens are counted beside them (2024 releases
+    have no ``cached_tokens_total``): a lookup count without hits would read as a 0 % hit rate."""
+    return {} if values.get("prefix_hits") is not None else {"prefix_queries": None}
+
+
 ADAPTER = DeclarativeAdapter(
     name="sglang",
     fields=FIELDS,
-    model_labels=("model_name",),
+    model_labels=("model_name", "name"),
     prepare=_lowest_tp_rank_only,
+    derive=_no_queries_without_hits,
 )

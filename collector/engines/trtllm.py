@@ -15,6 +15,9 @@ Mapping decisions:
   count of looked-up blocks, so ``prefix_queries`` stays ``None``.
 - The ``v1``/``inflight_batcher`` token series are per-iteration gauges, not counters: prompt and
   generation token counters stay ``None``. No preemption series: ``None``.
+- Only the ``nv_trt_llm_*`` families identify the engine: Triton serving ONNX or graphdef models has the
+  ``nv_inference_*`` series too, and is no LLM replica (its ``nv_gpu_*`` GPUs are still read).
+- Several TensorRT-LLM models on one server are one replica each, never a sum.
 - ``requests_finished`` = ``nv_inference_request_success`` of the TensorRT-LLM model only (an ensemble's
   pre/post-processing models count the same requests again); ``ttft`` = Triton's
   ``nv_inference_first_response_histogram_ms`` (decoupled models, when histograms are enabled), in seconds.
@@ -79,11 +82,16 @@ def _trtllm_model_only(families: Families) -> Callable[[Sample], bool] | None:
     return lambda s: not s.name.startswith("nv_inference_") or s.labels.get("model") in models
 
 
+_IDENTIFYING = frozenset(_KV + _REQUESTS + ("nv_trt_llm_general_metrics", "nv_trt_llm_inflight_batcher_metrics"))
+
 ADAPTER = DeclarativeAdapter(
     name="trtllm",
     fields=FIELDS,
     model_labels=("model",),
-    extra_families=frozenset(_KV + _REQUESTS + ("nv_trt_llm_general_metrics", "nv_trt_llm_inflight_batcher_metrics")),
+    extra_families=_IDENTIFYING,
     derive=_derive,
     prepare=_trtllm_model_only,
+    # Triton core's nv_inference_* series are on every Triton page, LLM or not: only TensorRT-LLM's own series
+    # make a page an LLM replica (a plain ONNX/graphdef Triton is GPUs only).
+    identifying=_IDENTIFYING,
 )

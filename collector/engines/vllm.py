@@ -48,8 +48,33 @@ def _engine_count(families: Families) -> int:
     return max(1, len(engines))
 
 
+def _label_number(labels: dict[str, str], name: str) -> float | None:
+    try:
+        value = float(labels[name])
+    except (KeyError, ValueError):  # label missing, or "None" before the profiler ran
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def _engine_tokens(labels: dict[str, str]) -> float | None:
+    """One engine's KV pool in tokens: the engine's own ``kv_cache_size_tokens`` when it reports it, else
+    ``num_gpu_blocks * block_size``.
+
+    The engine's figure wins: with hybrid KV (sliding-window and full-attention layers, Gemma-type models) a
+    block does not hold ``block_size`` tokens of every layer, and the product is wrong (543,360 against the
+    engine's 855,836 on one such model).
+    """
+    reported = _label_number(labels, "kv_cache_size_tokens")
+    if reported is not None:
+        return reported
+    blocks, block_size = _label_number(labels, "num_gpu_blocks"), _label_number(labels, "block_size")
+    if blocks is None or not block_size:
+        return None
+    return blocks * block_size
+
+
 def _kv_capacity_tokens(families: Families) -> float | None:
-    """``num_gpu_blocks * block_size`` from ``cache_config_info``, summed over engines.
+    """The KV pool of every engine of the pod, from ``cache_config_info``, summed over engines.
 
     Current vLLM writes one info sample per engine (label ``engine``); older builds wrote a single
     unlabelled one, which then stands for each of the engines seen on the core gauges.
@@ -59,13 +84,9 @@ def _kv_capacity_tokens(families: Families) -> float | None:
         return None
     per_engine: dict[str | None, float] = {}
     for s in fam.samples:
-        try:
-            blocks = float(s.labels["num_gpu_blocks"])
-            block_size = float(s.labels["block_size"])
-        except (KeyError, ValueError):  # label missing or "None" before the profiler ran
-            continue
-        if math.isfinite(blocks) and math.isfinite(block_size) and blocks >= 0 and block_size > 0:
-            per_engine[s.labels.get("engine")] = blocks * block_size
+        tokens = _engine_tokens(s.labels)
+        if tokens is not None:
+            per_engine[s.labels.get("engine")] = tokens
     if not per_engine:
         return None
     if list(per_engine) == [None]:

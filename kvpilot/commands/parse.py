@@ -1,7 +1,8 @@
 """`kvpilot parse FILE`: the canonical samples of a saved /metrics page, to check an adapter by eye.
 
 Exit status 2, with a one-line reason on stderr, for a file that cannot be read, a malformed page (the
-parser names the line) and a page no adapter recognises.
+parser names the line), a page no adapter recognises (the reason says what the page holds and what to try)
+and a page without the families of the engine asked for.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ class EngineChoice(StrEnum):
     sglang = "sglang"
     tgi = "tgi"
     trtllm = "trtllm"
+    trtllm_pytorch = "trtllm-pytorch"
     llamacpp = "llamacpp"
+    nim = "nim"
+    dynamo = "dynamo"
     dcgm = "dcgm"
 
 
@@ -33,6 +37,14 @@ def command(
     engine: Annotated[
         EngineChoice, typer.Option("--engine", help="Adapter to use; auto detects it from the families present.")
     ] = EngineChoice.auto,
+    prefix: Annotated[
+        str | None,
+        typer.Option(
+            "--prefix",
+            help="Text a serving stack puts before the engine's names (Ray Serve LLM: ray_); found on the page "
+            "when not given.",
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help='Print {"replicas": [...], "gpus": [...]} with the sample field names.')
     ] = False,
@@ -57,14 +69,14 @@ def command(
         raise _fail(f"{file}: larger than {DEFAULT_MAX_BYTES} bytes, the most a scrape accepts")
     # OpenMetrics pages end with "# EOF"; a saved page has no Content-Type to say so
     openmetrics = body.rstrip().endswith(b"# EOF")
-    target = TargetInfo(url=str(file), kind="gpu" if engine is EngineChoice.dcgm else "engine")
+    target = TargetInfo(url=str(file), kind="gpu" if engine is EngineChoice.dcgm else "engine", prefix=prefix)
     try:
         page = adapt_page(
             body,
             target,
             mtime,
             content_type="application/openmetrics-text" if openmetrics else None,
-            engine=None if engine in (EngineChoice.auto, EngineChoice.dcgm) else engine.value,
+            engine=None if engine is EngineChoice.auto else engine.value,
         )
     except ParseError as err:
         raise _fail(f"{file}: malformed page: {err}") from None

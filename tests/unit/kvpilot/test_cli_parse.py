@@ -19,6 +19,8 @@ from kvpilot.cli import app
 from kvpilot.render import sample_to_dict, samples_json
 
 REPLICA_KEYS = [f.name for f in fields(ReplicaSample)]
+# pages that are deliberately neither an LLM replica nor GPUs (tests/fixtures/metrics/README.md)
+NOT_A_REPLICA_NOR_GPUS = {"triton-ttft-only__handwritten.txt"}
 GPU_KEYS = [f.name for f in fields(GpuSample)]
 KVPILOT = Path(sys.executable).with_name("kvpilot")
 
@@ -68,6 +70,10 @@ def test_json_of_the_dcgm_page(metrics_fixtures: Path, engine: str) -> None:
 )
 def test_every_fixture_parses_to_strict_json(metrics_fixtures: Path, fixture: str) -> None:
     result = _run(str(metrics_fixtures / fixture), "--json")
+    if fixture in NOT_A_REPLICA_NOR_GPUS:
+        assert result.exit_code == 2, result.stderr
+        assert result.stderr.startswith("kvpilot parse: ")
+        return
     assert result.exit_code == 0, result.stderr
     doc = _strict_json(result.stdout)
     assert doc["replicas"] or doc["gpus"]
@@ -98,7 +104,7 @@ _MALFORMED = 'vllm:num_requests_running{model_name="m" 3\n'
         # malformed line in a family the adapters read: the parser names the line
         (lambda d: _write(d / "bad.txt", "# TYPE x gauge\nx 1\n" + _MALFORMED), [], "malformed page: line 3"),
         # a page no adapter recognises lists what it saw
-        (lambda d: _write(d / "proc.txt", "process_open_fds 3\n"), [], "no engine adapter .* matches"),
+        (lambda d: _write(d / "proc.txt", "process_open_fds 3\n"), [], "no engine adapter matches .*process_open_fds"),
         # an explicit engine the page does not carry
         (lambda d: _write(d / "l.txt", "llamacpp:requests_processing 1\n"), ["--engine", "vllm"], "none of the vllm"),
     ],

@@ -1,0 +1,79 @@
+"""NVIDIA Dynamo adapter: the HTTP frontend's ``dynamo_frontend_*`` series and the workers' ``dynamo_component_*``.
+
+Names from ai-dynamo/dynamo @ 04070c7 : lib/runtime/src/metrics/prometheus_names.rs (``frontend_service``,
+``work_handler`` and ``kvstats``; component names are ``dynamo_component_`` + the constant, older releases
+``dynamo_component_kvstats_`` + it). A Dynamo worker's page also carries its engine's own series (``vllm:``,
+``sglang:``, ``trtllm_``): the engine's adapter reads those, and this one is used only when no engine adapter
+matches (``fallback``), i.e. for the frontend and for workers whose engine series are off.
+
+Mapping decisions:
+- ``requests_waiting`` = ``dynamo_frontend_queued_requests`` (requests that have not yet had a first token);
+  ``requests_running`` = ``inflight_requests - queued_requests`` (in flight and past their first token), else
+  unknown: in-flight alone counts the queue twice.
+- ``kv_usage`` = the worker's ``gpu_cache_usage_percent`` (0..1); the frontend exports none.
+- ``kv_capacity_tokens`` = ``model_total_kv_blocks`` (summed over the workers it lists) x
+  ``model_kv_cache_block_size``.
+- ``requests_finished`` = ``dynamo_frontend_requests_total`` (counted when a request ends, any status), else
+  the worker's ``dynamo_component_requests_total``; ``generation_tokens`` = ``output_tokens_total``;
+  ``prompt_tokens`` = the ``_sum`` of the ``input_sequence_tokens`` histogram (a counter in all but name).
+- Latency: ``ttft`` = ``time_to_first_token_seconds``, ``itl`` = ``inter_token_latency_seconds``, ``e2e`` =
+  ``request_duration_seconds`` (frontend, else worker). No prefix-cache counter or preemption series: ``None``.
+- Model label ``model``; a frontend serving several models yields one replica per model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from collector.engines._declarative import DeclarativeAdapter, histogram, mean, total
+from collector.engines._read import Families, Series, find_family, read_mean, read_sum
+
+_F = "dynamo_frontend_"
+_C = "dynamo_component_"
+_QUEUED = _F + "queued_requests"
+_INFLIGHT = _F + "inflight_requests"
+_TOTAL_BLOCKS = _F + "model_total_kv_blocks"
+_BLOCK_SIZE = _F + "model_kv_cache_block_size"
+_INPUT_TOKENS = _F + "input_sequence_tokens"
+
+FIELDS = {
+    "requests_waiting": total(_QUEUED),
+    "kv_usage": mean(_C + "gpu_cache_usage_percent", _C + "kvstats_gpu_cache_usage_percent"),
+    "generation_tokens": total(_F + "output_tokens"),
+    "requests_finished": total(_F + "requests", _C + "requests"),
+    "ttft": histogram(_F + "time_to_first_token_seconds"),
+    "itl": histogram(_F + "inter_token_latency_seconds"),
+    "e2e": histogram(_F + "request_duration_seconds", _C + "request_duration_seconds"),
+}
+
+
+def _histogram_sum(families: Families, name: str) -> float | None:
+    fam = find_family(families, name)
+    if fam is None:
+        return None
+    sums = [s.value for s in fam.samples if s.name == name + "_sum"]
+    return sum(sums) if sums else None
+
+
+def _derive(families: Families, values: dict[str, Any]) -> dict[str, Any]:
+    inflight = read_sum(families, (Series(_INFLIGHT),))
+    queued = values.get("requests_waiting")
+    blocks = read_sum(families, (Series(_TOTAL_BLOCKS),))
+    block_size = read_mean(families, (Series(_BLOCK_SIZE),))
+    return {
+        "requests_running": max(0.0, inflight - queued) if inflight is not None and queued is not None else None,
+        "kv_capacity_tokens": blocks * block_size if blocks is not None and block_size else None,
+        "prompt_tokens": _histogram_sum(families, _INPUT_TOKENS),
+    }
+
+
+ADAPTER = DeclarativeAdapter(
+    name="dynamo",
+    fields=FIELDS,
+    model_labels=("model",),
+    extra_families=frozenset(
+        {_INFLIGHT, _TOTAL_BLOCKS, _BLOCK_SIZE, _INPUT_TOKENS, _C + "inflight_requests", _C + "total_blocks"}
+    ),
+    derive=_derive,
+    fallback=True,
+)

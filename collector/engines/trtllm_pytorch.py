@@ -1,0 +1,68 @@
+"""TensorRT-LLM PyTorch backend adapter (``trtllm-serve``, and Dynamo's TensorRT-LLM workers): ``trtllm_*`` series.
+
+Names from ``tensorrt_llm/metrics/collector.py`` (NVIDIA/TensorRT-LLM @ 050f80d) with their ``model_name`` and
+``engine_type`` labels. Releases up to 1.1 exported only the five request series (success counter, TTFT, TPOT,
+queue time, end-to-end latency; Dynamo's ``docs/backends/trtllm/prometheus.md`` lists them); later ones add
+the iteration series (queue, running batch, KV cache). Each field is read when its series is there.
+
+Mapping decisions:
+- ``requests_waiting`` = ``trtllm_num_requests_waiting``, ``requests_running`` = ``trtllm_num_requests_running``.
+- ``kv_usage`` = ``trtllm_kv_cache_utilization`` (0..1), else ``used / max`` blocks; ``kv_capacity_tokens`` =
+  ``trtllm_kv_cache_max_blocks * trtllm_kv_cache_tokens_per_block``.
+- Prefix cache in tokens, as for the Triton backend: ``prefix_hits`` = reused blocks x tokens per block,
+  ``prefix_queries`` = (reused + missed) blocks x tokens per block (both cumulative counters).
+- ``requests_finished`` = ``trtllm_request_success_total`` summed over ``finished_reason``.
+- ``itl`` = ``trtllm_time_per_output_token_seconds`` (per-request mean, as vLLM's older TPOT histogram).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from collector.engines._declarative import DeclarativeAdapter, histogram, mean, total
+from collector.engines._read import Families, Series, read_mean, read_sum
+
+_MAX_BLOCKS = "trtllm_kv_cache_max_blocks"
+_USED_BLOCKS = "trtllm_kv_cache_used_blocks"
+_TOKENS_PER_BLOCK = "trtllm_kv_cache_tokens_per_block"
+_REUSED = "trtllm_kv_cache_reused_blocks"
+_MISSED = "trtllm_kv_cache_missed_blocks"
+
+FIELDS = {
+    "requests_waiting": total("trtllm_num_requests_waiting"),
+    "requests_running": total("trtllm_num_requests_running"),
+    "kv_usage": mean("trtllm_kv_cache_utilization"),
+    "prompt_tokens": total("trtllm_prompt_tokens"),
+    "generation_tokens": total("trtllm_generation_tokens"),
+    "requests_finished": total("trtllm_request_success"),
+    "ttft": histogram("trtllm_time_to_first_token_seconds"),
+    "itl": histogram("trtllm_time_per_output_token_seconds"),
+    "e2e": histogram("trtllm_e2e_request_latency_seconds"),
+    "queue_time": histogram("trtllm_request_queue_time_seconds"),
+}
+
+
+def _derive(families: Families, values: dict[str, Any]) -> dict[str, Any]:
+    max_blocks = read_sum(families, (Series(_MAX_BLOCKS),))
+    tokens_per = read_mean(families, (Series(_TOKENS_PER_BLOCK),))
+    reused = read_sum(families, (Series(_REUSED),))
+    missed = read_sum(families, (Series(_MISSED),))
+    used = read_sum(families, (Series(_USED_BLOCKS),))
+    known = tokens_per is not None and reused is not None
+    out: dict[str, Any] = {
+        "kv_capacity_tokens": max_blocks * tokens_per if max_blocks is not None and tokens_per is not None else None,
+        "prefix_hits": reused * tokens_per if known else None,  # type: ignore[operator]
+        "prefix_queries": (reused + missed) * tokens_per if known and missed is not None else None,  # type: ignore[operator]
+    }
+    if values.get("kv_usage") is None and used is not None and max_blocks:
+        out["kv_usage"] = used / max_blocks
+    return out
+
+
+ADAPTER = DeclarativeAdapter(
+    name="trtllm-pytorch",
+    fields=FIELDS,
+    model_labels=("model_name",),
+    extra_families=frozenset({_MAX_BLOCKS, _USED_BLOCKS, _TOKENS_PER_BLOCK, _REUSED, _MISSED}),
+    derive=_derive,
+)
