@@ -3,16 +3,29 @@
 What runs is what production runs: the simulator serves real-format vLLM and dcgm-exporter pages on loopback,
 kvpilot's collector scrapes them over HTTP, the detectors, planner, store (SQLite in a temporary directory) and
 API run unchanged, and decisions are applied through the simulator's control API (standing in for the
-`deployments/scale` subresource). Only time is compressed: both the simulator and kvpilot's clock run `speed`×
-faster than the wall clock, so an hour of trace plays in a few minutes with the same cold starts and windows.
-Faults are injected on a schedule through the simulator's control API, as an operator's chaos test would.
+`deployments/scale` subresource). Faults are injected on a schedule through the same control API, as an
+operator's chaos test would.
+
+Time runs in lockstep, so a seed gives one result: kvpilot's control loop runs on a `VirtualClock`, and its wait
+between ticks (the service's injected `sleep`) hands control to the demo, which moves the simulator and the clock
+forward by one interval, injects the faults due, and lets the next tick run. `speed` only paces the ticks against
+the wall clock for a viewer; `speed=0` runs as fast as the machine goes.
+
+Stuck replicas are handled as a cluster would handle them: when kvpilot's stuck_gpu finding names a replica that
+a drain would evict (action `drain_node` or `restart_workload`), the demo deletes that pod through the simulator's
+`/control/evict` — the eviction step of the drain, which `NoClusterDrainer` cannot do without a Kubernetes API. The
+pod leaves the Service endpoints at once (the gateway stops routing to it), the requests it held are retried
+through the gateway, and its ReplicaSet starts a replacement on a healthy GPU.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
+import math
+import socket
 import tempfile
 import threading
 import time
@@ -24,11 +37,22 @@ from typing import Any
 import httpx
 
 from api.runtime import Snapshot
-from kvpilot.view import Event
+from kvpilot.view import Event, serving_replicas
 
 DEFAULT_TRACE = Path(__file__).resolve().parent / "data" / "azure2023_conv.csv"
+# Simulated t=0 on kvpilot's clock (2026-01-01T00:00:00Z): fixed, so that nothing depends on when the demo runs.
+SIM_EPOCH = 1_767_225_600.0
+# Decision reasons by group in the summary: everything that is neither predictive nor reactive held the count
+# (stabilised, within_tolerance, step_limited, clamped_min/max, no_metrics, no_arrival_rate, missing_metrics, …).
+DECISION_GROUPS = {"predictive": "predictive", "reactive": "reactive"}
+# Finding actions that end with the pod deleted: a drain evicts it, a workload restart recreates it.
+_EVICTING_ACTIONS = frozenset({"drain_node", "restart_workload"})
 
 log = logging.getLogger(__name__)
+
+
+class DemoError(RuntimeError):
+    """The demo cannot start (a port in use, a trace it cannot read): one line for the operator."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +72,7 @@ DEFAULT_FAULTS: tuple[ScheduledFault, ...] = (
     ScheduledFault(
         1200,
         {"type": "xid", "node": "node-0", "gpu": 1, "xid": 79},
-        "XID 79 (GPU fell off the bus) on node-0/1: stuck_gpu, drain held by the safety rails",
+        "XID 79 (GPU fell off the bus) on node-0/1: stuck_gpu, its pod evicted and replaced",
     ),
     ScheduledFault(
         1800,
@@ -58,7 +82,7 @@ DEFAULT_FAULTS: tuple[ScheduledFault, ...] = (
     ScheduledFault(
         2400,
         {"type": "hung_gpu", "node": "node-0", "gpu": 0},
-        "node-0/0 pinned busy with no token progress: a hang",
+        "node-0/0 pinned busy with no token progress: a hang, its pod evicted and replaced",
     ),
 )
 
@@ -67,8 +91,9 @@ DEFAULT_FAULTS: tuple[ScheduledFault, ...] = (
 class DemoConfig:
     trace: Path = DEFAULT_TRACE
     replicas: int = 2  # at the start; kvpilot's decisions change it
-    speed: float = 15.0  # simulated seconds per wall second
-    duration_s: float | None = 240.0  # wall seconds; None runs until interrupted
+    speed: float = 15.0  # simulated seconds per wall second, for a viewer; 0: as fast as possible
+    duration_s: float | None = 3600.0  # simulated seconds of trace (at most the trace); None: loop until stopped
+    drain_s: float = 300.0  # after the trace: simulated seconds left for requests still in flight to finish
     cold_start_s: float = 120.0  # simulated
     interval_s: float = 5.0  # simulated seconds per control-loop tick
     rate_scale: float = 2.0  # the conversation trace is light for one 8B replica: double it so scaling shows
@@ -76,62 +101,161 @@ class DemoConfig:
     seed: int = 0
     faults: tuple[ScheduledFault, ...] = DEFAULT_FAULTS
     http_port: int = 0  # 0: a free port
+    slo_ttft_s: float = 2.0  # the TTFT SLO the summary counts attainment against (as `kvpilot backtest`)
+    profile: str = "llama3-8b-h100"  # simulator.PROFILES key
 
     def __post_init__(self) -> None:
-        if not self.speed > 0:
-            raise ValueError(f"speed must be > 0, got {self.speed}")
+        if not (math.isfinite(self.speed) and self.speed >= 0):
+            raise ValueError(f"speed must be >= 0 (0: as fast as possible), got {self.speed}")
         if self.replicas < 1:
             raise ValueError(f"replicas must be >= 1, got {self.replicas}")
-        if self.duration_s is not None and self.duration_s <= 0:
-            raise ValueError(f"duration must be > 0 seconds, got {self.duration_s}")
-
-
-class ScaledClock:
-    """kvpilot's clock in the demo: simulated seconds, moving `speed`× faster than the wall clock."""
-
-    def __init__(self, speed: float, start: float | None = None) -> None:
-        self.speed = speed
-        self._t0 = time.time() if start is None else start
-        self._m0 = time.monotonic()
-
-    def now(self) -> float:
-        return self._t0 + (time.monotonic() - self._m0) * self.speed
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(max(0.0, seconds) / self.speed)
+        if self.duration_s is not None and not self.duration_s > 0:
+            raise ValueError(f"duration must be > 0 simulated seconds, got {self.duration_s}")
+        if not self.interval_s > 0 or self.drain_s < 0:
+            raise ValueError("interval must be > 0 and drain >= 0 simulated seconds")
+        if not self.slo_ttft_s > 0:
+            raise ValueError(f"slo_ttft_s must be > 0, got {self.slo_ttft_s}")
 
 
 @dataclass
 class DemoSummary:
+    seed: int = 0
     simulated_s: float = 0.0
-    requests_arrived: int = 0
-    ttft_s: dict[str, float] = field(default_factory=dict)
+    requests: int = 0  # arrived at the gateway (trace and injected)
+    served: int = 0  # got their first token
+    never_served: int = 0  # never got one by the end (counted as SLO misses, with their wait as TTFT)
+    slo_ttft_s: float = 2.0
+    slo_attainment: float = 1.0  # share of all requests with a first token within the SLO
+    ttft_s: dict[str, float | None] = field(default_factory=dict)  # p50/p90/p99, never-served included
+    decisions: dict[str, int] = field(default_factory=lambda: {"predictive": 0, "reactive": 0, "hold": 0})
+    first_scale_up: dict[str, Any] | None = None  # {"t", "reason", "waiting"} of the first desired > current
     finding_kinds: dict[str, int] = field(default_factory=dict)  # kind -> distinct findings opened
     scale_changes: list[tuple[float, int, int]] = field(default_factory=list)  # (t, from, to) of desired replicas
     faults_injected: int = 0
-    peak_ready_replicas: int = 0
+    evictions: list[dict[str, Any]] = field(default_factory=list)  # {"t", "replica", "requests_retried"}
+    peak_serving_replicas: int = 0
+    replica_hours: float = 0.0  # pods held (loading or serving), integrated over simulated time
     database: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The one object `kvpilot demo --json` prints: the keys issue 10 asks for, then extras."""
+        return {
+            "requests": self.requests,
+            "served": self.served,
+            "never_served": self.never_served,
+            "slo_attainment": round(self.slo_attainment, 6),
+            "decisions": dict(self.decisions),
+            "first_scale_up": self.first_scale_up,
+            "findings": dict(sorted(self.finding_kinds.items())),
+            "seed": self.seed,
+            "simulated_s": round(self.simulated_s, 3),
+            "slo_ttft_s": self.slo_ttft_s,
+            "ttft_p50_s": self.ttft_s.get("p50"),
+            "ttft_p99_s": self.ttft_s.get("p99"),
+            "replica_hours": round(self.replica_hours, 4),
+            "peak_serving_replicas": self.peak_serving_replicas,
+            "faults_injected": self.faults_injected,
+            "evictions": list(self.evictions),
+        }
+
+
+def decision_group(reason: str) -> str:
+    """predictive | reactive | hold (every other reason kept or capped the count)."""
+    return DECISION_GROUPS.get(reason, "hold")
 
 
 class _Tracker:
-    """What the summary needs from the stream of snapshots."""
+    """What the summary and the event log need from each tick's snapshot (exactly one per tick)."""
 
-    def __init__(self, start: float) -> None:
-        self.start = start
-        self.findings: dict[str, str] = {}  # finding id -> kind
+    def __init__(self, events: list[Event]) -> None:
+        self.events = events
+        self.open: dict[str, str] = {}  # finding id -> kind, open now
+        self.opened: dict[str, str] = {}  # every finding id ever opened -> kind
         self.desired: dict[str, int] = {}
         self.summary = DemoSummary()
 
-    def observe(self, snap: Snapshot) -> None:
-        for f in snap.findings:
-            self.findings.setdefault(f.id, f.kind)
-        for key, d in snap.decisions.items():
+    def observe(self, snap: Snapshot, t: float) -> None:
+        s = self.summary
+        now_open = {f.id: f for f in snap.findings}
+        for fid, f in now_open.items():
+            if fid not in self.open:
+                self.events.append(Event(t, f"finding opened: {f.severity.value} {f.kind}: {f.summary} → {f.action}"))
+            self.opened.setdefault(fid, f.kind)
+        for fid, kind in self.open.items():
+            if fid not in now_open:
+                self.events.append(Event(t, f"finding closed: {kind} ({fid})"))
+        self.open = {fid: f.kind for fid, f in now_open.items()}
+        for key, d in sorted(snap.decisions.items()):
+            if d.timestamp != snap.t:
+                continue  # a stored decision shown until re-decided: not this tick's
+            s.decisions[decision_group(d.reason)] += 1
+            dep = snap.deployments.get(key)
+            if s.first_scale_up is None and d.desired_replicas > d.current_replicas:
+                waiting = dep.requests_waiting if dep is not None else None
+                s.first_scale_up = {"t": round(t, 3), "reason": d.reason, "waiting": waiting}
             before = self.desired.get(key)
             if before is not None and before != d.desired_replicas:
-                self.summary.scale_changes.append((snap.t - self.start, before, d.desired_replicas))
+                s.scale_changes.append((t, before, d.desired_replicas))
+                self.events.append(
+                    Event(t, f"{key}: desired {before} → {d.desired_replicas} ({d.reason}): {d.message}")
+                )
             self.desired[key] = d.desired_replicas
-        ready = sum(dep.ready_replicas for dep in snap.deployments.values())
-        self.summary.peak_ready_replicas = max(self.summary.peak_ready_replicas, ready)
+        s.peak_serving_replicas = max(s.peak_serving_replicas, serving_replicas(snap))
+
+
+class _Lockstep:
+    """The service's `sleep` in the demo. The control loop calls it after each tick (detect, decide, actuate done);
+    it parks there until the demo has moved simulated time forward and calls `resume`."""
+
+    def __init__(self) -> None:
+        self._parked: asyncio.Queue[float] = asyncio.Queue()
+        self._resume = asyncio.Event()
+
+    async def sleep(self, seconds: float) -> None:
+        self._resume.clear()
+        self._parked.put_nowait(seconds)
+        await self._resume.wait()
+
+    async def tick_done(self, stop: asyncio.Event) -> bool:
+        """Wait until the loop parks after a tick; False if `stop` is set first."""
+        parked = asyncio.ensure_future(self._parked.get())
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({parked, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not parked.done():
+                parked.cancel()
+        return parked.done() and not parked.cancelled()
+
+    def resume(self) -> None:
+        self._resume.set()
+
+
+def serving_profile_settings(profile: Any) -> dict[str, float | int]:
+    """A replica profile as an operator would configure it from a benchmark of one replica
+    (`scaler.default.profile`): prefill tokens/s with full chunks, decode step alone and with a full batch of short
+    sequences, the KV pool, and KV tokens read per second."""
+    chunk = profile.max_num_batched_tokens
+    full = profile.max_num_seqs
+    return {
+        "prefill_tokens_per_s": chunk / profile.step_time(chunk, 0, 0),
+        "decode_step_s": profile.step_time(0, 1, 0),
+        "decode_tokens_per_s": full / profile.step_time(0, full, 0),
+        "kv_tokens": float(profile.kv_capacity_tokens),
+        "max_num_seqs": full,
+        "kv_read_tokens_per_s": 1.0 / profile.kv_read_s_per_token,
+    }
+
+
+def _scaling_settings(profile: Any) -> dict[str, Any]:
+    """What a real operator configures for this deployment from the replica's facts. The serving profile goes in
+    only where this kvpilot's settings have a place for it."""
+    from kvpilot.settings import DeploymentScaling
+
+    if "profile" in DeploymentScaling.model_fields:
+        return {"profile": serving_profile_settings(profile)}
+    return {}
 
 
 @contextlib.contextmanager
@@ -139,28 +263,40 @@ def _simulator(cfg: DemoConfig) -> Iterator[tuple[str, Any]]:
     from simulator import PROFILES, Fleet, FleetConfig, load_trace
     from simulator.server import LiveFleet, make_server
 
-    trace = load_trace(cfg.trace, rate_scale=cfg.rate_scale, seed=cfg.seed)
+    duration = cfg.duration_s
+    trace = load_trace(cfg.trace, rate_scale=cfg.rate_scale, seed=cfg.seed, duration_s=duration)
     fleet = Fleet(
         FleetConfig(
-            profile=PROFILES["llama3-8b-h100"],
+            profile=PROFILES[cfg.profile],
             replicas=cfg.replicas,
             cold_start_s=cfg.cold_start_s,
             routing="prefix_affinity",
             seed=cfg.seed,
-            loop=True,  # replay the trace again once it ends, so that --forever keeps traffic flowing
+            loop=duration is None,  # --forever replays the trace again and again
         ),
         trace,
     )
-    live = LiveFleet(fleet, engine=cfg.engine, speed=cfg.speed)
+    live = LiveFleet(fleet, engine=cfg.engine)  # not started: the demo advances it in lockstep
     server = make_server(live, "127.0.0.1", 0)
-    live.start()
     thread = threading.Thread(target=server.serve_forever, name="simulator-http", daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", live
     finally:
         server.shutdown()
-        live.stop()
+        server.server_close()
+
+
+def _check_port(port: int) -> None:
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as e:
+            why = "is in use" if e.errno == errno.EADDRINUSE else f"cannot be bound ({e.strerror})"
+            raise DemoError(f"port {port} {why}: pass another --port, or --port 0 for any free one") from None
 
 
 async def run_demo(
@@ -169,14 +305,20 @@ async def run_demo(
     on_update: Callable[[Snapshot | None, list[Event], str], None],
     stop: asyncio.Event | None = None,
 ) -> DemoSummary:
-    """Run the demo until `cfg.duration_s` (wall) passes or `stop` is set; `on_update` redraws the view."""
+    """Run the demo until the trace (cut to `cfg.duration_s`) is replayed and its requests are served, or `stop` is
+    set; `on_update` is called after every tick (and once before the first)."""
     from api.auth import TokenAuth
     from api.main import create_app
+    from collector.clock import VirtualClock
     from kvpilot.settings import load_settings
     from kvpilot.sources import SimulatorTargets, Sources
     from kvpilot.targets import StaticTargets
     from kvpilot.wiring import build_service
+    from simulator import PROFILES
 
+    if not cfg.trace.exists():
+        raise DemoError(f"trace not found: {cfg.trace}")
+    _check_port(cfg.http_port)
     stop = stop or asyncio.Event()
     events: list[Event] = []
     with tempfile.TemporaryDirectory(prefix="kvpilot-demo-") as data_dir, _simulator(cfg) as (sim_url, live):
@@ -184,62 +326,157 @@ async def run_demo(
             None,
             environment="development",
             data_dir=Path(data_dir),
-            collector={"interval_s": cfg.interval_s, "timeout_s": min(2.0, cfg.interval_s / 2)},
-            scaler={"mode": "direct", "cold_start_s": cfg.cold_start_s},
+            # Loopback scrapes of a paused simulator: a generous timeout, so a busy machine cannot change results.
+            collector={"interval_s": cfg.interval_s, "timeout_s": 0.9 * cfg.interval_s},
+            scaler={
+                "mode": "direct",
+                "cold_start_s": cfg.cold_start_s,
+                "default": _scaling_settings(PROFILES[cfg.profile]),
+            },
             api={"host": "127.0.0.1", "http_port": cfg.http_port},
         )
-        clock = ScaledClock(cfg.speed)
-        targets = SimulatorTargets(sim_url)
+        clock = VirtualClock(SIM_EPOCH)
+        lockstep = _Lockstep()
+        targets = SimulatorTargets(sim_url, timeout_s=10.0)
         sources = Sources(discovery=targets, static=StaticTargets([]), simulator_url=sim_url)
-        service, restored = await asyncio.to_thread(build_service, settings, sources, clock=clock, sleep=clock.sleep)
-        database = settings.database_url
-        api_url, api_task, api_server = await _serve_api(
-            create_app(service, TokenAuth([], [], anonymous_read=True)), cfg.http_port
-        )
+        service, restored = await asyncio.to_thread(build_service, settings, sources, clock=clock, sleep=lockstep.sleep)
+        try:
+            api_url, api_task, api_server = await _serve_api(
+                create_app(service, TokenAuth([], [], anonymous_read=True)), cfg.http_port
+            )
+        except BaseException:
+            service.engine.dispose()
+            await targets.aclose()
+            raise
+        end_s = None if cfg.duration_s is None else min(cfg.duration_s, live.fleet.trace.duration_s)
+        pace = "as fast as possible" if cfg.speed == 0 else f"{cfg.speed:g}× speed"
         header = (
-            f"kvpilot demo — {cfg.trace.name} ×{cfg.rate_scale:g} at {cfg.speed:g}× speed · simulator {sim_url} · "
-            f"API {api_url}/docs · Ctrl-C to stop"
+            f"kvpilot demo — {cfg.trace.name} ×{cfg.rate_scale:g}, seed {cfg.seed}, {pace} · API {api_url}/docs · "
+            f"simulator {sim_url} · Ctrl-C to stop"
         )
-        await service.start(restored)
-        start_sim, start_wall = clock.now(), time.monotonic()
-        tracker = _Tracker(start_sim)
+        on_update(None, events, header)
+        tracker = _Tracker(events)
+        tracker.summary.seed = cfg.seed
+        tracker.summary.slo_ttft_s = cfg.slo_ttft_s
         pending = sorted(cfg.faults, key=lambda f: f.at_s)
-        async with httpx.AsyncClient(base_url=sim_url, timeout=5.0, trust_env=False) as client:
+        evicted: set[str] = set()
+        t = 0.0
+        wall0 = time.monotonic()
+        await service.start(restored)
+        async with httpx.AsyncClient(base_url=sim_url, timeout=10.0, trust_env=False) as client:
             try:
-                while not stop.is_set():
-                    elapsed_sim = clock.now() - start_sim
-                    while pending and pending[0].at_s <= elapsed_sim:
-                        fault = pending.pop(0)
-                        r = await client.post("/control/faults", json=fault.fault)
-                        outcome = fault.why if r.status_code == 200 else f"refused ({r.status_code}): {r.text[:80]}"
-                        events.append(Event(elapsed_sim, f"{fault.fault['type']}: {outcome}"))
-                        tracker.summary.faults_injected += r.status_code == 200
+                while await lockstep.tick_done(stop):
                     snap = service.snapshot()
                     if snap is not None:
-                        tracker.observe(snap)
-                    on_update(snap, events, f"{header} · t={elapsed_sim:,.0f}s simulated")
-                    if cfg.duration_s is not None and time.monotonic() - start_wall >= cfg.duration_s:
+                        tracker.observe(snap, t)
+                        await _evict_stuck(client, snap, t, evicted, tracker.summary, events)
+                    with live.lock:
+                        pods = sum(1 for g in live.fleet.snapshot(replicas=()).gpus if g.pod)
+                        in_flight = len(live.fleet.in_flight())
+                    tracker.summary.replica_hours += (
+                        pods / PROFILES[cfg.profile].gpus_per_replica * cfg.interval_s / 3600
+                    )
+                    on_update(snap, events, f"{header} · t={t:,.0f}s simulated")
+                    if end_s is not None and t >= end_s and (in_flight == 0 or t >= end_s + cfg.drain_s):
                         break
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(stop.wait(), timeout=0.5)
+                    if cfg.speed > 0 and await _paced(stop, wall0 + (t + cfg.interval_s) / cfg.speed):
+                        break
+                    t += cfg.interval_s
+                    live.advance_to(t)
+                    while pending and pending[0].at_s <= t:
+                        await _inject(client, pending.pop(0), t, tracker.summary, events)
+                    clock.set(SIM_EPOCH + t)
+                    lockstep.resume()
             finally:
                 service.stop.set()
+                lockstep.resume()
                 await service.wait()
                 api_server.should_exit = True
                 await asyncio.gather(api_task, return_exceptions=True)
                 await targets.aclose()
                 service.engine.dispose()
         s = tracker.summary
-        s.database = database
-        s.simulated_s = clock.now() - start_sim
-        with live.lock:
-            state = live.fleet.snapshot()
-            s.requests_arrived = int(state.arrivals_total)
-            s.ttft_s = {f"p{round(q * 100)}": v for q, v in live.fleet.ttft_quantiles((0.5, 0.9, 0.99)).items()}
+        s.database = settings.database_url
+        s.simulated_s = t
         s.finding_kinds = {}
-        for kind in tracker.findings.values():
+        for kind in tracker.opened.values():
             s.finding_kinds[kind] = s.finding_kinds.get(kind, 0) + 1
+        with live.lock:
+            _count_requests(s, live.fleet, now=t, slo_s=cfg.slo_ttft_s)
         return s
+
+
+async def _paced(stop: asyncio.Event, wall_deadline: float) -> bool:
+    """Wait until the wall clock reaches the deadline; True if `stop` was set meanwhile."""
+    delay = wall_deadline - time.monotonic()
+    if delay > 0:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=delay)
+    return stop.is_set()
+
+
+async def _inject(
+    client: httpx.AsyncClient, fault: ScheduledFault, t: float, s: DemoSummary, events: list[Event]
+) -> None:
+    r = await client.post("/control/faults", json=fault.fault)
+    outcome = fault.why if r.status_code == 200 else f"refused ({r.status_code}): {r.text[:80]}"
+    events.append(Event(t, f"fault {fault.fault['type']}: {outcome}"))
+    s.faults_injected += r.status_code == 200
+
+
+async def _evict_stuck(
+    client: httpx.AsyncClient, snap: Snapshot, t: float, evicted: set[str], s: DemoSummary, events: list[Event]
+) -> None:
+    """Apply open stuck_gpu findings as a drain would to the pod they name: evict it (see the module docstring)."""
+    for f in snap.findings:
+        replica = f.evidence.get("replica")
+        if f.kind != "stuck_gpu" or f.action not in _EVICTING_ACTIONS or not isinstance(replica, str):
+            continue
+        if replica in evicted:
+            continue
+        evicted.add(replica)
+        r = await client.post("/control/evict", json={"replica": replica})
+        if r.status_code != 200:
+            events.append(Event(t, f"evict {replica}: refused ({r.status_code}): {r.text[:80]}"))
+            continue
+        retried = int(r.json()["requests_retried"])
+        s.evictions.append({"t": t, "replica": replica, "requests_retried": retried})
+        events.append(
+            Event(
+                t,
+                f"evicted {replica} ({f.action} for {f.subject.node}/{f.subject.gpu}): out of the endpoints, "
+                f"{retried} stranded requests retried on other replicas, a replacement cold-starts on a healthy GPU",
+            )
+        )
+
+
+def _count_requests(s: DemoSummary, fleet: Any, *, now: float, slo_s: float) -> None:
+    """Served / never served and TTFT over every request that arrived: one that never got a first token counts
+    as an SLO miss with its wait so far as its TTFT (a lower bound), so it can only push the quantiles up."""
+    import numpy as np
+
+    state = fleet.snapshot(replicas=())
+    s.requests = int(state.arrivals_total)
+    ttft = [f.ttft_s for f in fleet.finished()]
+    unserved: list[float] = []
+    for arrival, first in fleet.in_flight():
+        if first is None:
+            unserved.append(max(0.0, now - arrival))
+        else:
+            ttft.append(first)
+    s.served = len(ttft)
+    s.never_served = s.requests - s.served
+    # Requests the engines dropped (a prompt larger than the KV pool) are in neither list: misses, TTFT unknown.
+    lost = max(0, s.never_served - len(unserved))
+    values = np.sort(np.asarray(ttft + unserved + [math.inf] * lost, dtype=np.float64))
+    s.slo_attainment = float(np.count_nonzero(np.asarray(ttft) <= slo_s)) / s.requests if s.requests else 1.0
+    s.ttft_s = {}
+    for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        if len(values) == 0:
+            s.ttft_s[name] = None
+            continue
+        v = float(values[min(len(values) - 1, math.ceil(q * len(values)) - 1)])
+        s.ttft_s[name] = round(v, 6) if math.isfinite(v) else None
 
 
 async def _serve_api(app: Any, port: int) -> tuple[str, asyncio.Task[None], Any]:
@@ -256,8 +493,11 @@ async def _serve_api(app: Any, port: int) -> tuple[str, asyncio.Task[None], Any]
     task = asyncio.create_task(server.serve(), name="demo-api")
     while not server.started:
         if task.done():
-            await task  # re-raise why it could not start (port in use, …)
-            raise RuntimeError("the demo API server stopped before it started")
+            try:
+                await task
+            except (Exception, SystemExit) as e:  # uvicorn exits on a bind error after logging it
+                raise DemoError(f"kvpilot's API could not listen on 127.0.0.1:{port}: {e}") from None
+            raise DemoError(f"kvpilot's API could not listen on 127.0.0.1:{port}")
         await asyncio.sleep(0.05)
     bound = server.servers[0].sockets[0].getsockname()[1]
     return f"http://127.0.0.1:{bound}", task, server

@@ -34,9 +34,24 @@ def fmt(value: float | None, spec: str = ".1f", *, pct: bool = False, unknown: s
     return f"{value * 100:{spec}}%" if pct else f"{value:{spec}}"
 
 
+def serving_replicas(snap: Snapshot, deployment: str | None = None) -> int:
+    """Replicas that serve: ready, scraped, and making progress. A replica on a hung GPU passes its readiness
+    probe and is ready to Kubernetes, but serves nobody; counting it would overstate the fleet."""
+    from scaler.planner import making_no_progress
+
+    return sum(
+        1
+        for r in snap.replicas
+        if (deployment is None or r.deployment_key == deployment)
+        and r.ready
+        and r.target_up
+        and not making_no_progress(r)
+    )
+
+
 def deployments_table(snap: Snapshot) -> Table:
     t = Table(title="Deployments", expand=True, title_justify="left")
-    for col in ("deployment", "ready/desired", "warm pool", "waiting", "running", "KV mean/max", "prefix hit"):
+    for col in ("deployment", "serving/desired", "warm pool", "waiting", "running", "KV mean/max", "prefix hit"):
         t.add_column(col, justify="left" if col == "deployment" else "right")
     t.add_column("arrivals/s now → forecast", justify="right")
     t.add_column("decision", justify="left", overflow="fold")
@@ -49,7 +64,7 @@ def deployments_table(snap: Snapshot) -> Table:
         arrivals = f"{fmt(dep.arrival_rate, '.2f')} → {fmt(forecast, '.2f')} (≤{fmt(upper, '.2f')})"
         t.add_row(
             key,
-            f"{dep.ready_replicas}/{desired}",
+            f"{serving_replicas(snap, key)}/{desired}",
             warm,
             fmt(dep.requests_waiting, ".0f"),
             fmt(dep.requests_running, ".0f"),
@@ -62,12 +77,19 @@ def deployments_table(snap: Snapshot) -> Table:
 
 
 def replicas_table(snap: Snapshot, *, limit: int = 12) -> Table:
+    from scaler.planner import making_no_progress
+
     t = Table(title="Replicas", expand=True, title_justify="left")
     for col in ("replica", "node", "engine", "state", "waiting", "running", "KV", "prefix hit", "tok/s out"):
         t.add_column(col, justify="left" if col in ("replica", "node", "engine", "state") else "right")
     for r in snap.replicas[:limit]:
         s = r.sample
-        state = "[green]ready[/]" if r.ready and r.target_up else "[yellow]not ready[/]"
+        if not (r.ready and r.target_up):
+            state = "[yellow]not ready[/]"
+        elif making_no_progress(r):
+            state = "[bold red]no progress[/]"
+        else:
+            state = "[green]ready[/]"
         t.add_row(
             s.replica,
             s.node,
@@ -148,5 +170,7 @@ def status_line(snap: Snapshot, header: str) -> str:
     for key, dep in sorted(snap.deployments.items()):
         decision = snap.decisions.get(key)
         desired = decision.desired_replicas if decision else "–"
-        parts.append(f"{key}: ready={dep.ready_replicas} desired={desired} waiting={fmt(dep.requests_waiting, '.0f')}")
+        parts.append(
+            f"{key}: serving={serving_replicas(snap, key)} desired={desired} waiting={fmt(dep.requests_waiting, '.0f')}"
+        )
     return f"{header.split(' · ')[-1]} | {' '.join(parts)} | findings={len(snap.findings)}"

@@ -10,7 +10,12 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from api.runtime import Snapshot
     from kvpilot.demo import DemoSummary
+    from kvpilot.view import Event
+
+# Plain-text mode (a pipe, CI, --json): one status line per this many simulated seconds, besides every event.
+STATUS_EVERY_S = 60.0
 
 
 def command(
@@ -18,9 +23,19 @@ def command(
         Path | None,
         typer.Option(help="Trace to replay (Azure .csv, Mooncake .jsonl, ServeGen dir). Default: Azure 2023 conv."),
     ] = None,
-    speed: Annotated[float, typer.Option(min=0.1, help="Simulated seconds per wall-clock second.")] = 15.0,
-    duration: Annotated[float, typer.Option(min=1, help="Wall-clock seconds before the demo ends by itself.")] = 240,
-    forever: Annotated[bool, typer.Option("--forever", help="Run until Ctrl-C instead of --duration.")] = False,
+    speed: Annotated[
+        float, typer.Option(min=0, help="Simulated seconds per wall-clock second (0: as fast as possible).")
+    ] = 15.0,
+    duration: Annotated[
+        float, typer.Option(min=1, help="Simulated seconds of trace to replay (at most the trace's length).")
+    ] = 3600,
+    forever: Annotated[bool, typer.Option("--forever", help="Loop the trace until Ctrl-C instead.")] = False,
+    fast: Annotated[bool, typer.Option("--fast", help="As fast as possible (same as --speed 0).")] = False,
+    json_out: Annotated[
+        bool,
+        typer.Option("--json", help="Run as fast as possible and print one JSON summary on stdout (logs on stderr)."),
+    ] = False,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the trace sampling: same seed, same demo.")] = 0,
     replicas: Annotated[int, typer.Option(min=1, max=64, help="Replicas at the start.")] = 2,
     rate_scale: Annotated[float, typer.Option(min=0.01, help="Multiply the trace's request rate.")] = 2.0,
     engine: Annotated[str, typer.Option(help="Engine format the simulator serves.")] = "vllm",
@@ -28,26 +43,26 @@ def command(
 ) -> None:
     """Replay a real trace through a simulated GPU fleet that kvpilot watches, forecasts and scales live."""
     import asyncio
-    import contextlib
+    import json
     import logging
     import signal
-    import time
+    import sys
 
     from rich.console import Console
     from rich.live import Live
 
-    from api.runtime import Snapshot
-    from kvpilot.demo import DEFAULT_TRACE, DemoConfig, run_demo
-    from kvpilot.view import Event, layout, status_line
+    from kvpilot.demo import DEFAULT_TRACE, DemoConfig, DemoError, run_demo
+    from kvpilot.view import layout
 
     try:
         cfg = DemoConfig(
             trace=trace or DEFAULT_TRACE,
             replicas=replicas,
-            speed=speed,
+            speed=0.0 if (fast or json_out) else speed,
             duration_s=None if forever else duration,
             rate_scale=rate_scale,
             engine=engine,
+            seed=seed,
             http_port=port,
         )
     except ValueError as e:
@@ -57,36 +72,62 @@ def command(
         typer.echo(f"error: trace not found: {cfg.trace}", err=True)
         raise typer.Exit(2)
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    console = Console()
-    last_line = [0.0]
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    console = Console(stderr=json_out)
+    plain = _PlainText(console)
 
-    async def main() -> None:
+    async def main() -> DemoSummary:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        if console.is_terminal:
+        if console.is_terminal and not json_out:
             first = layout(None, [], "kvpilot demo — starting")
             with Live(first, console=console, screen=False, auto_refresh=False) as live:
 
                 def redraw(snap: Snapshot | None, events: list[Event], header: str) -> None:
                     live.update(layout(snap, events, header), refresh=True)
 
-                summary = await run_demo(cfg, on_update=redraw, stop=stop)
-        else:
-            # Not a terminal (CI, a pipe): one status line every few seconds instead of a redrawn screen.
-            def print_status(snap: Snapshot | None, events: list[Event], header: str) -> None:
-                if snap is None or time.monotonic() - last_line[0] < 5:
-                    return
-                last_line[0] = time.monotonic()
-                console.print(status_line(snap, header), highlight=False, soft_wrap=True)
+                return await run_demo(cfg, on_update=redraw, stop=stop)
+        return await run_demo(cfg, on_update=plain.update, stop=stop)
 
-            summary = await run_demo(cfg, on_update=print_status, stop=stop)
+    try:
+        summary = asyncio.run(main())
+    except DemoError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    if json_out:
+        sys.stdout.write(json.dumps(summary.to_json()) + "\n")
+    else:
         _print_summary(console, summary)
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(main())
+
+class _PlainText:
+    """Not a terminal (CI, a pipe) or --json: the header with the API URL first, then every event (faults,
+    findings opened and closed, decision changes, evictions) as it happens, and a status line per simulated
+    minute — the story the live view tells, as lines."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.header = ""
+        self.events = 0
+        self.status_t = -STATUS_EVERY_S
+
+    def update(self, snap: Snapshot | None, events: list[Event], header: str) -> None:
+        from kvpilot.view import status_line
+
+        title = header.split(" · t=", 1)[0]
+        if title != self.header:
+            self.header = title
+            self.console.print(title, highlight=False, soft_wrap=True)
+        for e in events[self.events :]:
+            self.console.print(f"t={e.t:>7,.0f}s  {e.text}", highlight=False, soft_wrap=True)
+        self.events = len(events)
+        if snap is not None and snap.t - self.status_t >= STATUS_EVERY_S:
+            self.status_t = snap.t
+            self.console.print(status_line(snap, header), highlight=False, soft_wrap=True)
 
 
 def _print_summary(console: Console, s: DemoSummary) -> None:
@@ -95,13 +136,26 @@ def _print_summary(console: Console, s: DemoSummary) -> None:
     t = Table(title="kvpilot demo — summary", show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column()
-    t.add_row("simulated time", f"{s.simulated_s:,.0f} s")
-    t.add_row("requests arrived", f"{s.requests_arrived:,}")
-    t.add_row("TTFT", "  ".join(f"{k} {v:.2f}s" for k, v in s.ttft_s.items()) or "–")
+    t.add_row("simulated time", f"{s.simulated_s:,.0f} s (seed {s.seed})")
+    t.add_row("requests", f"{s.requests:,} arrived, {s.served:,} served, {s.never_served:,} never served")
+    t.add_row("SLO attainment", f"{s.slo_attainment:.2%} with a first token within {s.slo_ttft_s:g} s")
+    ttft = "  ".join(f"{k} {v:.2f}s" if v is not None else f"{k} –" for k, v in s.ttft_s.items())
+    t.add_row("TTFT (never-served at their wait)", ttft or "–")
+    d = s.decisions
+    t.add_row("decisions", f"{d['predictive']} predictive, {d['reactive']} reactive, {d['hold']} hold")
+    first = s.first_scale_up
+    t.add_row(
+        "first scale-up",
+        f"t={first['t']:,.0f}s, {first['reason']}, {first['waiting'] if first['waiting'] is not None else '–'} waiting"
+        if first
+        else "none",
+    )
     t.add_row("faults injected", str(s.faults_injected))
     t.add_row("findings opened", ", ".join(f"{k} ×{n}" for k, n in sorted(s.finding_kinds.items())) or "none")
+    evictions = ", ".join(f"{e['replica']} at {e['t']:,.0f}s ({e['requests_retried']} retried)" for e in s.evictions)
+    t.add_row("stuck pods evicted", evictions or "none")
     changes = ", ".join(f"{a}→{b} at {t_:,.0f}s" for t_, a, b in s.scale_changes[:8])
     t.add_row("desired-replica changes", f"{len(s.scale_changes)} ({changes})" if changes else "0")
-    t.add_row("peak ready replicas", str(s.peak_ready_replicas))
+    t.add_row("replica-hours", f"{s.replica_hours:.2f} (peak {s.peak_serving_replicas} serving)")
     t.add_row("store", f"{s.database} (temporary, removed at exit)")
     console.print(t)
