@@ -28,6 +28,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("scrape", "scrape"),
     ("run", "run"),
     ("db", "db"),
+    ("config", "config"),
     ("demo", "demo"),
 ]
 

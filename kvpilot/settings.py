@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
+from collector.scrape import DEFAULT_MAX_BYTES
 from detectors.thresholds import Thresholds
 from store.fields import TargetSpec
 
@@ -90,7 +91,7 @@ class CollectorSettings(_Section):
     interval_s: float = Field(default=5.0, gt=0, le=3600)
     timeout_s: float = Field(default=2.0, gt=0, le=60)
     concurrency: int = Field(default=64, ge=1, le=10_000)
-    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BYTES, ge=1024)  # the one page cap (`scrape`, `parse` too)
     rate_window_s: float = Field(default=60.0, gt=0)
     history_s: float = Field(default=3600.0, gt=0)
     stale_after_s: float = Field(default=30.0, gt=0)
@@ -143,10 +144,23 @@ class DetectorSettings(_Section):
         return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
+class ServingProfileSettings(_Section):
+    """What one replica does, from a benchmark of it (see docs/scaling.md, "Capacity"): turns any token mix into
+    requests/s, so that capacity is known before the first burst."""
+
+    prefill_tokens_per_s: float = Field(gt=0)  # uncached prompt tokens/s at full compute
+    decode_step_s: float = Field(gt=0)  # inter-token latency with one sequence
+    decode_tokens_per_s: float = Field(gt=0)  # output tokens/s with a full batch of short sequences
+    kv_tokens: float = Field(gt=0)  # the KV pool in tokens (vllm:cache_config_info, or the engine's start-up log)
+    max_num_seqs: int = Field(default=256, ge=1)
+    kv_read_tokens_per_s: float | None = Field(default=None, gt=0)  # HBM bandwidth / KV bytes per token
+
+
 class DeploymentScaling(_Section):
     min_replicas: int = Field(default=1, ge=0)
-    max_replicas: int = Field(default=16, ge=1)
-    capacity_rps: float | None = Field(default=None, gt=0)  # None: learned from observation
+    max_replicas: int = Field(default=100, ge=1)  # KEDA's default maxReplicaCount
+    capacity_rps: float | None = Field(default=None, gt=0)  # a fixed number; None: the profile, else learned
+    profile: ServingProfileSettings | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> DeploymentScaling:
@@ -155,8 +169,29 @@ class DeploymentScaling(_Section):
         return self
 
 
+class PlannerSettings(_Section):
+    """The planner's choices; unset fields take kvpilot's defaults (`scaler.planner.planner_config`), which
+    `kvpilot config show` prints."""
+
+    forecaster: str | None = None  # default "auto": every model, weighted by its own error at the horizon
+    target_utilisation: float | None = Field(default=None, gt=0, le=1)  # share of capacity to plan for
+    slo_ttft_s: float | None = Field(default=None, gt=0)  # TTFT SLO the capacity is corrected against
+    slo_feedback: bool | None = None  # correct capacity by queueing seen at the SLO (default on)
+
+    @field_validator("forecaster")
+    @classmethod
+    def _known_forecaster(cls, v: str | None) -> str | None:
+        if v is not None:
+            from scaler.forecast import FORECASTERS
+
+            if v not in FORECASTERS:
+                raise ValueError(f"unknown forecaster {v!r}; known: {', '.join(sorted(FORECASTERS))}")
+        return v
+
+
 class ScalerSettings(_Section):
     mode: Literal["advisory", "keda", "direct"] = "advisory"
+    planner: PlannerSettings = PlannerSettings()
     cold_start_s: float = Field(default=120.0, ge=0)
     horizon_s: float | None = Field(default=None, gt=0)  # None: cold start + one tick
     warm_start_s: float = Field(default=86400.0, ge=0)  # stored per-minute history fed to forecasters at start

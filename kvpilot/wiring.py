@@ -27,9 +27,9 @@ from kvpilot.service import Restored, Service, restore
 from kvpilot.settings import DeploymentScaling, Settings, SettingsError
 from kvpilot.sources import Sources
 from scaler.actuate import make_actuator
-from scaler.capacity import CapacityConfig
+from scaler.capacity import CapacityConfig, ServingProfile
 from scaler.planner import Planner, PlannerConfig
-from scaler.policy import PolicyConfig
+from scaler.planner import planner_config as scaler_planner_config
 from scaler.publish import DecisionBoard
 from store.buffer import BufferedWriter
 from store.db import make_engine, session_factory
@@ -50,18 +50,40 @@ def _require_head(url: str) -> None:
         )
 
 
+def capacity_config(scaling: DeploymentScaling) -> CapacityConfig:
+    p = scaling.profile
+    profile = None if p is None else ServingProfile(**p.model_dump())
+    return CapacityConfig(profile=profile, requests_per_s=scaling.capacity_rps)
+
+
 def planner_config(settings: Settings, scaling: DeploymentScaling) -> PlannerConfig:
-    return PlannerConfig(
+    """The planner configuration of `kvpilot run` for one deployment: the one function that `kvpilot demo` and
+    `kvpilot backtest --policies kvpilot` use too."""
+    chosen = {k: v for k, v in settings.scaler.planner.model_dump().items() if v is not None}
+    return scaler_planner_config(
         cold_start_s=settings.scaler.cold_start_s,
-        scaling_delay_s=max(0.0, settings.horizon_s - settings.scaler.cold_start_s),
-        capacity=CapacityConfig(requests_per_s=scaling.capacity_rps),
-        policy=PolicyConfig(min_replicas=scaling.min_replicas, max_replicas=scaling.max_replicas),
+        tick_s=settings.collector.interval_s,
+        horizon_s=settings.scaler.horizon_s,
+        min_replicas=scaling.min_replicas,
+        max_replicas=scaling.max_replicas,
+        capacity=capacity_config(scaling),
+        **chosen,
     )
 
 
 def build_planner(settings: Settings) -> Planner:
     overrides = {k: planner_config(settings, v) for k, v in settings.scaler.deployments.items()}
     return Planner(planner_config(settings, settings.scaler.default), overrides=overrides)
+
+
+def build_collector(settings: Settings, clock: Clock, sleep: Any = None) -> Collector:
+    """The scrape step of `kvpilot run`'s loop: targets spread over the interval, the page cap and timeout from
+    settings, pages read off the event loop (bench/scrape.py runs this same collector)."""
+    c = settings.collector
+    scrape = ScrapeConfig.for_interval(
+        c.interval_s, c.timeout_s, max_bytes=c.max_body_bytes, max_concurrency=c.concurrency
+    )
+    return Collector(scrape, clock=clock, **({"sleep": sleep} if sleep is not None else {}))
 
 
 def build_service(
@@ -100,8 +122,7 @@ def build_service(
     if collector is None:
         collector = sources.collector
     if collector is None:
-        scrape = ScrapeConfig(timeout_s=c.timeout_s, max_bytes=c.max_body_bytes, max_concurrency=c.concurrency)
-        collector = Collector(scrape, clock=clock)
+        collector = build_collector(settings, clock, sleep)
     writer = BufferedWriter(sessions, max_pending=settings.store.buffer_max_writes)
     holder: dict[str, Service] = {}
     metrics = OwnMetrics(lambda: holder["s"].snapshot(), lambda: holder["s"].health())

@@ -1,6 +1,10 @@
 """How many requests per second one replica serves within the TTFT SLO, for the workload's token mix.
 
-Capacity is kept in *work units* per second so that it transfers between token mixes: a request costs
+Two ways to know it. A ``ServingProfile`` says what a replica does in the work the GPU does — prompt tokens
+prefilled per second, the decode step's time alone and with a full batch, the KV pool in tokens — and turns any
+token mix into requests/s with the steady-state model of a continuous-batching engine (below), so that a shift
+towards long prompts or long answers moves the replica count the right way. Without a profile, capacity is
+learned online in *work units* per second: a request costs
 ``prompt_tokens · prompt_weight + output_tokens · output_weight`` units (prefill is batched and cheap per token,
 decode holds a batch slot per output token). Requests/s for a mix is then ``units_per_s / cost(mix)``.
 
@@ -32,9 +36,76 @@ class TokenMix:
 
 
 @dataclass(frozen=True, slots=True)
-class CapacityConfig:
-    """``requests_per_s`` one replica sustains within the SLO at ``reference_mix`` (None: learn it)."""
+class ServingProfile:
+    """One replica's speed in the work the GPU does, as a benchmark (or the engine's own numbers) measures it.
 
+    ``prefill_tokens_per_s``: uncached prompt tokens per second at full compute (a long-prompt benchmark).
+    ``decode_step_s``: one decode step with one sequence — the inter-token latency at batch 1 (weights read once).
+    ``decode_tokens_per_s``: output tokens per second with a full batch (``max_num_seqs``) of short sequences.
+    ``kv_tokens``: tokens the KV pool holds (vLLM logs it; ``vllm:cache_config_info`` exports it).
+    ``kv_read_tokens_per_s``: KV tokens attention reads per second (HBM bandwidth / KV bytes per token).
+
+    Steady state for mean prompt P (uncached U), output O, context c = P + O/2: at most
+    n = min(max_num_seqs, kv_tokens / c) sequences decode together, a step of n costs
+    T(n) = decode_step_s + n·(per-sequence cost + c / kv_read_tokens_per_s), a prefill of U costs
+    p = U / prefill_tokens_per_s and rides between steps; a request holds a batch slot for O·T(n) + p, so one
+    replica serves n / (O·T(n) + p·(1 + n)) requests/s at saturation. Plan below it (target utilisation).
+    """
+
+    prefill_tokens_per_s: float
+    decode_step_s: float
+    decode_tokens_per_s: float
+    kv_tokens: float
+    max_num_seqs: int = 256
+    kv_read_tokens_per_s: float | None = None
+
+    def __post_init__(self) -> None:
+        for label in ("prefill_tokens_per_s", "decode_step_s", "decode_tokens_per_s", "kv_tokens"):
+            v = getattr(self, label)
+            if not (math.isfinite(v) and v > 0):
+                raise ValueError(f"serving profile: {label} must be a finite number > 0, got {v!r}")
+        if self.max_num_seqs < 1:
+            raise ValueError(f"serving profile: max_num_seqs must be >= 1, got {self.max_num_seqs!r}")
+        if self.kv_read_tokens_per_s is not None and not (
+            math.isfinite(self.kv_read_tokens_per_s) and self.kv_read_tokens_per_s > 0
+        ):
+            raise ValueError(f"serving profile: kv_read_tokens_per_s must be > 0, got {self.kv_read_tokens_per_s!r}")
+        if self.max_num_seqs / self.decode_tokens_per_s < self.decode_step_s:
+            raise ValueError(
+                "serving profile: a full batch cannot be faster per step than one sequence "
+                f"({self.max_num_seqs} / {self.decode_tokens_per_s} tokens/s < decode_step_s {self.decode_step_s})"
+            )
+
+    def requests_per_s(self, mix: TokenMix, prefix_hit_ratio: float = 0.0) -> float:
+        """Requests/s one replica completes at saturation for this mix."""
+        hit = min(max(prefix_hit_ratio, 0.0), 0.99) if math.isfinite(prefix_hit_ratio) else 0.0
+        output = max(mix.output_tokens, 1.0)
+        context = max(mix.prompt_tokens + output / 2.0, 1.0)
+        n = max(min(float(self.max_num_seqs), self.kv_tokens / context), 1e-9)
+        per_seq = (self.max_num_seqs / self.decode_tokens_per_s - self.decode_step_s) / self.max_num_seqs
+        if self.kv_read_tokens_per_s is not None:
+            per_seq += context / self.kv_read_tokens_per_s
+        step = self.decode_step_s + n * per_seq
+        prefill = mix.prompt_tokens * (1.0 - hit) / self.prefill_tokens_per_s
+        return n / (output * step + prefill * (1.0 + n))
+
+    def to_json(self) -> dict[str, float | int | None]:
+        return {
+            "prefill_tokens_per_s": self.prefill_tokens_per_s,
+            "decode_step_s": self.decode_step_s,
+            "decode_tokens_per_s": self.decode_tokens_per_s,
+            "kv_tokens": self.kv_tokens,
+            "max_num_seqs": self.max_num_seqs,
+            "kv_read_tokens_per_s": self.kv_read_tokens_per_s,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityConfig:
+    """Where capacity comes from: a ``profile`` (work the GPU does, turned into requests/s for each mix), a
+    fixed ``requests_per_s`` at ``reference_mix``, or neither (learn it from saturated periods)."""
+
+    profile: ServingProfile | None = None
     requests_per_s: float | None = None
     reference_mix: TokenMix = TokenMix(1000.0, 200.0)
     prompt_weight: float = 1.0
@@ -42,7 +113,9 @@ class CapacityConfig:
     saturated_queue_per_replica: float = 2.0  # waiting requests per ready replica that mean "at capacity"
     min_learned_samples: int = 3
     learn_half_life_samples: float = 10.0
-    slo_share: float = 0.8  # share of the saturated throughput that still meets the SLO
+    slo_share: float = (
+        1.0  # share of the saturated throughput to call capacity (the policy's utilisation plans below it)
+    )
 
     def __post_init__(self) -> None:
         if self.requests_per_s is not None and not (math.isfinite(self.requests_per_s) and self.requests_per_s > 0):
@@ -56,7 +129,7 @@ class CapacityConfig:
 
 
 class CapacityModel:
-    """Per-deployment capacity: configured, then refined from what saturated replicas actually delivered."""
+    """Per-deployment capacity: a profile or a configured number, else learned from what replicas delivered."""
 
     def __init__(self, config: CapacityConfig | None = None) -> None:
         self.config = config or CapacityConfig()
@@ -77,29 +150,64 @@ class CapacityModel:
         requests_waiting: float | None,
         completion_rate: float | None,
         mix: TokenMix | None,
+        prompt_tokens_rate: float | None = None,
+        generation_tokens_rate: float | None = None,
     ) -> bool:
-        """Learn from one tick if the deployment was saturated; returns whether the sample was used."""
-        if (
-            ready_replicas <= 0
-            or requests_waiting is None
-            or completion_rate is None
-            or not math.isfinite(completion_rate)
-            or completion_rate <= 0
-            or requests_waiting < self.config.saturated_queue_per_replica * ready_replicas
-        ):
+        """Learn from one tick; returns whether the sample was used.
+
+        The work replicas did is read from their token counters where they export them (prompt and output
+        tokens per second), so a burst of long prompts is measured as the work it was, not as few requests at
+        the usual mix. While a queue persists (saturated) that work is the ceiling and ``slo_share`` of it the
+        capacity; when not saturated, work above the learned ceiling proves the ceiling too low and raises it,
+        so a capacity learned during an unusual burst recovers.
+        """
+        if ready_replicas <= 0:
             return False
-        # Unknown mix: learn at the reference mix (the cost cancels when asked back without a mix).
-        units = self.config.slo_share * completion_rate / ready_replicas * self.cost(mix or self.config.reference_mix)
-        alpha = 1.0 - 0.5 ** (1.0 / self.config.learn_half_life_samples)
-        self._learned_units = (
-            units if self._learned_units is None else self._learned_units + alpha * (units - self._learned_units)
+        work = self._work_rate(completion_rate, mix, prompt_tokens_rate, generation_tokens_rate)
+        if work is None or work <= 0:
+            return False
+        per_replica = work / ready_replicas
+        saturated = (
+            requests_waiting is not None
+            and requests_waiting >= self.config.saturated_queue_per_replica * ready_replicas
         )
-        self.learned_samples += 1
-        return True
+        alpha = 1.0 - 0.5 ** (1.0 / self.config.learn_half_life_samples)
+        if saturated:
+            units = self.config.slo_share * per_replica
+            self._learned_units = (
+                units if self._learned_units is None else self._learned_units + alpha * (units - self._learned_units)
+            )
+            self.learned_samples += 1
+            return True
+        if self._learned_units is not None and self.config.slo_share * per_replica > self._learned_units:
+            self._learned_units += alpha * (self.config.slo_share * per_replica - self._learned_units)
+            return True
+        return False
+
+    def _work_rate(
+        self,
+        completion_rate: float | None,
+        mix: TokenMix | None,
+        prompt_tokens_rate: float | None,
+        generation_tokens_rate: float | None,
+    ) -> float | None:
+        c = self.config
+        if (
+            prompt_tokens_rate is not None
+            and generation_tokens_rate is not None
+            and math.isfinite(prompt_tokens_rate + generation_tokens_rate)
+        ):
+            return max(prompt_tokens_rate, 0.0) * c.prompt_weight + max(generation_tokens_rate, 0.0) * c.output_weight
+        if completion_rate is None or not math.isfinite(completion_rate) or completion_rate <= 0:
+            return None
+        # Unknown token counters: learn at the mix (the reference mix when unknown; it cancels when asked back).
+        return completion_rate * self.cost(mix or c.reference_mix)
 
     @property
     def source(self) -> str:
-        """Where the current estimate comes from: "configured", "learned" or "unknown"."""
+        """Where the current estimate comes from: "profile", "configured", "learned" or "unknown"."""
+        if self.config.profile is not None:
+            return "profile"
         if self._configured_units is not None:
             return "configured"
         if self._learned_units is not None and self.learned_samples >= self.config.min_learned_samples:
@@ -112,13 +220,16 @@ class CapacityModel:
             return None
         return self._learned_units / self.cost(mix or self.config.reference_mix)
 
-    def requests_per_s(self, mix: TokenMix | None = None) -> float | None:
-        """Requests/s one replica sustains within the SLO for ``mix`` (the reference mix when None)."""
+    def requests_per_s(self, mix: TokenMix | None = None, prefix_hit_ratio: float | None = None) -> float | None:
+        """Requests/s one replica sustains for ``mix`` (the reference mix when None)."""
+        mix = mix or self.config.reference_mix
+        if self.config.profile is not None:
+            return self.config.profile.requests_per_s(mix, prefix_hit_ratio or 0.0)
         source = self.source
         units = self._learned_units if source == "learned" else self._configured_units
         if units is None:
             return None
-        return units / self.cost(mix or self.config.reference_mix)
+        return units / self.cost(mix)
 
 
 def share_above(bounds: tuple[float, ...], cumulative: tuple[float, ...], threshold: float) -> float | None:

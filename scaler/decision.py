@@ -12,7 +12,7 @@ class Decision:
     current_replicas: int
     ready_replicas: int
     desired_replicas: int
-    warm_pool: int  # replicas to have loading now for demand at the horizon beyond `desired_replicas`
+    warm_pool: int  # the part of `desired_replicas` loading now for demand at the horizon (beyond today's need)
     reason: str  # short machine-readable reason, e.g. "predictive", "reactive", "stabilised", "clamped_max"
     message: str  # sentence an operator reads
     predictive_replicas: int | None = None

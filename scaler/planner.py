@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from collector.samples import Histogram
 from collector.state import DeploymentView, FleetState, ReplicaView
@@ -23,16 +23,19 @@ from scaler.policy import Demand, PolicyConfig, ReplicaPolicy
 
 @dataclass(frozen=True, slots=True)
 class PlannerConfig:
-    """One configuration for every deployment (override per deployment through `Planner(overrides=...)`)."""
+    """One configuration for every deployment (override per deployment through `Planner(overrides=...)`).
 
-    forecaster: str = "holt"
+    Build it with `planner_config(...)`: the one function `kvpilot run`, `kvpilot demo` and `kvpilot backtest`
+    all use, so that what the backtest measures is what runs."""
+
+    forecaster: str = "auto"
     forecaster_options: Mapping[str, float | int | str] = field(default_factory=dict)
     cold_start_s: float = 120.0  # replica start to ready: the part of the horizon nobody can shorten
-    scaling_delay_s: float = 15.0  # decision to pod created (control-loop tick + API round trip)
+    scaling_delay_s: float = 5.0  # decision to pod created (control-loop tick + API round trip)
     capacity: CapacityConfig = field(default_factory=CapacityConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     mix_half_life_ticks: float = 20.0  # smoothing of the prompt/output token mix
-    slo_ttft_s: float | None = None  # with it, requests queued > half of it correct the capacity (SloFeedback)
+    slo_ttft_s: float | None = None  # with it, requests queued > a share of it correct the capacity (SloFeedback)
     slo_target_miss: float = 0.01
     upper_weight: float = 1.0  # size for point + w·(upper − point): 1 = the q90 upper bound, 0 = the point
     queue_budget_share: float = 0.25  # a request queued longer than this share of the TTFT SLO was delayed by load
@@ -47,6 +50,48 @@ class PlannerConfig:
     @property
     def horizon_s(self) -> float:
         return self.cold_start_s + self.scaling_delay_s
+
+    def to_json(self) -> dict[str, object]:
+        """Every number that shapes a decision, as `kvpilot config show --json` and `kvpilot backtest --json`
+        print it (tolerances as a pair, the capacity's profile as its fields)."""
+        out = asdict(self)
+        out["forecaster_options"] = dict(self.forecaster_options)
+        out["horizon_s"] = self.horizon_s
+        return out
+
+
+def planner_config(
+    *,
+    cold_start_s: float,
+    tick_s: float,
+    min_replicas: int,
+    max_replicas: int | None,
+    capacity: CapacityConfig,
+    slo_ttft_s: float | None = 2.0,
+    forecaster: str = "auto",
+    target_utilisation: float = 0.8,
+    slo_feedback: bool = True,
+    horizon_s: float | None = None,
+) -> PlannerConfig:
+    """The planner configuration from the facts of a deployment (cold start, tick, replica bounds, capacity, SLO)
+    and the few choices an operator makes. The defaults here are kvpilot's defaults: settings leave a field unset
+    to get them, so there is one place they live."""
+    horizon = cold_start_s + tick_s if horizon_s is None else max(horizon_s, cold_start_s)
+    return PlannerConfig(
+        forecaster=forecaster,
+        cold_start_s=cold_start_s,
+        scaling_delay_s=horizon - cold_start_s,
+        capacity=capacity,
+        slo_ttft_s=slo_ttft_s if slo_feedback else None,
+        policy=PolicyConfig(
+            min_replicas=min_replicas,
+            max_replicas=max_replicas,
+            target_utilisation=target_utilisation,
+            # A replica ordered now serves from the horizon on: plan to clear today's queue by then, not within
+            # the SLO (which would order a replica per queued request that no new replica can reach in time).
+            queue_drain_s=max(horizon, tick_s, 1.0),
+        ),
+    )
 
 
 def completion_rate(view: DeploymentView) -> float | None:
@@ -118,6 +163,7 @@ class _DeploymentPlanner:
         self.queue_time = WindowedHistogram(window_s=60.0)
         self.live_error = LiveMase(config.horizon_s)
         self._mix: TokenMix | None = None
+        self._seen_arrival = False
 
     def _observe_mix(self, mix: TokenMix | None) -> TokenMix | None:
         if mix is not None:
@@ -141,10 +187,12 @@ class _DeploymentPlanner:
         arrival = view.arrival_rate if arrival_rate is None else arrival_rate
         if arrival is not None:
             self.forecaster.observe(now, arrival)
+            self._seen_arrival = True
         # A replica that makes no progress is neither capacity nor a source of servable queue: counting it would
         # read its ever-growing queue as saturation and learn a capacity far below what the others sustain.
         queue = servable_queue(view)
-        serving = view.ready_replicas - sum(1 for r in view.replicas if making_no_progress(r))
+        stuck = sum(1 for r in view.replicas if making_no_progress(r))
+        serving = view.ready_replicas - stuck
         # Under saturation prefill runs ahead of completions and the token ratio overstates the mix.
         saturated = (queue or 0.0) >= max(serving, 1)
         mix = self._observe_mix(None if saturated else token_mix(view))
@@ -153,18 +201,23 @@ class _DeploymentPlanner:
             requests_waiting=queue,
             completion_rate=completion_rate(view),
             mix=mix,
+            prompt_tokens_rate=view.prompt_tokens_rate,
+            generation_tokens_rate=view.generation_tokens_rate,
         )
         forecast = self.forecaster.predict(cfg.horizon_s)
+        # Scaled to zero with no gateway counter, nothing arrives that a replica could see: the forecaster still
+        # predicts from the history it has (a daily pattern wakes the deployment one horizon ahead).
+        forecast_known = arrival is not None or self._seen_arrival
         self.live_error.record(now, arrival, forecast.point)
-        capacity_rps = self.capacity.requests_per_s(mix)
+        capacity_rps = self.capacity.requests_per_s(mix, view.prefix_hit_ratio)
         queued = self.queue_time.update(now, [(r.key, r.sample.queue_time) for r in view.replicas])
         # Only a fleet whose planned replicas were all serving can prove the profile wrong: queueing while
         # replicas are still loading is a forecast's timing miss, and cutting capacity for it would keep
         # paying for idle replicas long after (seen at ServeGen's 600 s rate steps).
-        settled = view.ready_replicas >= current
+        settled = serving >= current > 0
         if cfg.slo_ttft_s is not None and queued is not None and settled:
-            # Load shows as queueing: a request that waited half its TTFT budget before its prefill began was
-            # delayed by too little capacity (a long prompt that misses the SLO on an idle replica was not).
+            # Load shows as queueing: a request that waited a share of its TTFT budget before its prefill began
+            # was delayed by too little capacity (a long prompt that misses the SLO on an idle replica was not).
             bounds, counts = queued
             late = share_above(bounds, counts, cfg.slo_ttft_s * cfg.queue_budget_share)
             self.feedback.update(now, late, counts[-1])
@@ -176,16 +229,17 @@ class _DeploymentPlanner:
         rec = self.policy.recommend(
             Demand(
                 current_replicas=current,
-                ready_replicas=view.ready_replicas,
+                ready_replicas=serving,
                 capacity_rps=capacity_rps,
                 arrival_rate=arrival,
                 forecast_upper_rate=(
-                    forecast.point + cfg.upper_weight * (forecast.upper - forecast.point)
-                    if arrival is not None
+                    max(0.0, forecast.point + cfg.upper_weight * (forecast.upper - forecast.point))
+                    if forecast_known
                     else None
                 ),
                 requests_waiting=queue,
                 replicas_without_metrics=blind,
+                stuck_replicas=stuck,
             ),
             now=now,
         )
@@ -198,6 +252,8 @@ class _DeploymentPlanner:
             "capacity_rps": capacity_rps if capacity_rps is not None else math.nan,
             "forecast_fallbacks": float(self.forecaster.fallbacks),
             "capacity_multiplier": self.feedback.multiplier,
+            "stuck_replicas": float(stuck),
+            "stranded_requests": (view.requests_waiting or 0.0) - (queue or 0.0),
         }
         mase = self.live_error.value()
         if mase is not None:
@@ -206,7 +262,7 @@ class _DeploymentPlanner:
             deployment=self.key,
             timestamp=now,
             current_replicas=current,
-            ready_replicas=view.ready_replicas,
+            ready_replicas=serving,
             desired_replicas=rec.desired_replicas,
             warm_pool=rec.warm_pool,
             reason=rec.reason,
@@ -254,6 +310,10 @@ class Planner:
             self._planners[key] = planner
         return planner
 
+    def forget(self, key: str) -> None:
+        """Drop a deleted deployment's models (forecaster, capacity, stabilisation history)."""
+        self._planners.pop(key, None)
+
     def decide(
         self,
         state: FleetState,
@@ -263,11 +323,38 @@ class Planner:
         arrival_rates: Mapping[str, float] | None = None,
     ) -> list[Decision]:
         """One Decision per deployment, sorted by key. ``current_replicas``: counts from the scale subresource
-        (replicas still loading have no metrics yet); by default the replicas the collector knows of.
-        ``arrival_rates``: requests/s from the gateway or router, where it exports them; by default the
-        engines' estimate in FleetState."""
+        (replicas still loading have no metrics yet); by default the replicas the collector knows of. A
+        deployment named there but absent from the fleet (scaled to zero, or every pod still loading) is decided
+        too, on its own history, the gateway's rate and the count given. ``arrival_rates``: requests/s from the
+        gateway or router, where it exports them; by default the engines' estimate in FleetState."""
         counts, rates = current_replicas or {}, arrival_rates or {}
+        views = dict(state.deployments())
+        for key in counts:
+            if key not in views:
+                views[key] = empty_view(key)
         return [
             self.planner_for(key).decide(view, now, counts.get(key), rates.get(key))
-            for key, view in sorted(state.deployments().items())
+            for key, view in sorted(views.items())
         ]
+
+
+def empty_view(key: str) -> DeploymentView:
+    """A deployment with no replica the collector can see."""
+    namespace, _, name = key.partition("/")
+    return DeploymentView(
+        key=key,
+        namespace=namespace,
+        name=name,
+        replicas=(),
+        ready_replicas=0,
+        requests_waiting=None,
+        requests_running=None,
+        kv_usage_mean=None,
+        kv_usage_max=None,
+        arrival_rate=None,
+        prompt_tokens_rate=None,
+        generation_tokens_rate=None,
+        prefix_hit_ratio=None,
+        preemptions_rate=None,
+        ttft_window=None,
+    )

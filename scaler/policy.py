@@ -63,6 +63,7 @@ class Demand:
     forecast_upper_rate: float | None  # requests/s at the horizon, upper quantile
     requests_waiting: float | None
     replicas_without_metrics: int = 0
+    stuck_replicas: int = 0  # ready pods making no progress: they hold a replica slot and serve nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +104,13 @@ class ReplicaPolicy:
         if predictive is None and reactive is None:
             return self._hold(demand, now, "no_metrics", "no arrival rate, forecast or queue is known; holding")
 
-        raw = max(predictive or 0, reactive or 0)
+        # A stuck replica keeps its pod (and its place in the count) until it is drained or restarted: the
+        # serving replicas the demand needs come on top of it.
+        raw = max(predictive or 0, reactive or 0) + demand.stuck_replicas
         reason = "predictive" if (predictive or 0) >= (reactive or 0) else "reactive"
         msg = f"forecast needs {predictive}, queue and arrivals need {reactive} (capacity {cap:.2f} req/s/replica)"
+        if demand.stuck_replicas:
+            msg = f"{msg}; plus {demand.stuck_replicas} stuck replica(s) that serve nothing"
         warm_pool = max(0, (predictive or 0) - (reactive or 0))
 
         # Missing data is conservative: an empty queue without an arrival rate proves nothing (the rate window

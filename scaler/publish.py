@@ -26,12 +26,15 @@ class Published:
 
 
 def scale_target(decision: Decision, *, include_warm_pool: bool = True) -> int:
-    """The replica count to run now: desired, plus the warm pool loading for the demand at the horizon.
+    """The replica count to run now: desired, which already holds the warm pool loading for the demand at the
+    horizon; without the warm pool, only what today's arrivals and queue need (no pre-warming).
 
-    Negative counts from a confused policy are read as 0, so they can never shrink the other term.
+    Negative counts from a confused policy are read as 0.
     """
-    warm = max(decision.warm_pool, 0) if include_warm_pool else 0
-    return max(decision.desired_replicas, 0) + warm
+    desired = max(decision.desired_replicas, 0)
+    if include_warm_pool:
+        return desired
+    return max(desired - max(decision.warm_pool, 0), 0)
 
 
 class DecisionSource(Protocol):

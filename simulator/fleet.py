@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Collection, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -23,6 +25,7 @@ class _Engine(Protocol):
     def inject(self, fault: Fault) -> None: ...
     def finished(self) -> list[FinishedRequest]: ...
     def ttft_samples(self) -> tuple[np.ndarray, np.ndarray]: ...
+    def fork(self, cold_start_s: float | None) -> Any: ...
     def evict(self, name: str) -> int: ...
     def in_flight(self) -> list[tuple[float, float | None]]: ...
 
@@ -48,6 +51,16 @@ class Fleet:
     @property
     def time(self) -> float:
         return self._engine.time
+
+    def fork(self, *, cold_start_s: float | None = None) -> Fleet:
+        """An independent copy of the fleet as it is now, for what-if replays (the backtest's frontier search):
+        it shares the read-only trace, starts with no finished-request or TTFT records of its own, and may
+        start replicas with another cold start (0: ready at once)."""
+        twin = copy.copy(self)
+        twin._engine = self._engine.fork(cold_start_s)
+        if cold_start_s is not None:
+            twin.config = dataclasses.replace(self.config, cold_start_s=cold_start_s)
+        return twin
 
     def set_replicas(self, n: int) -> None:
         """Desired replica count: new replicas cold-start (not ready for cold_start_s); removed ones drain."""
@@ -79,6 +92,11 @@ class Fleet:
     def finished(self) -> Sequence[FinishedRequest]:
         """Requests finished so far, in completion order (request level; the fluid level returns none)."""
         return self._engine.finished()
+
+    def ttft_samples(self) -> tuple[np.ndarray, np.ndarray]:
+        """(TTFT values, weights) recorded so far: one per finished request at the request level, quantile
+        points weighted by arrivals at the fluid level."""
+        return self._engine.ttft_samples()
 
     def ttft_quantiles(self, qs: Sequence[float] = (0.5, 0.9, 0.99)) -> dict[float, float]:
         """TTFT quantiles over requests that got their first token so far (fluid: estimated from queueing)."""

@@ -17,6 +17,8 @@ reports the differences against the request level on the hour-long traces.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 from bisect import bisect_left
 from collections.abc import Collection
@@ -113,6 +115,17 @@ class FluidFleet:
 
     def in_flight(self) -> list[tuple[float, float | None]]:
         return []
+
+    def fork(self, cold_start_s: float | None = None) -> FluidFleet:
+        """A deep copy sharing the read-only trace and rate series, with no TTFT records of its own."""
+        shared = (self._trace, self._rate, self._prompt, self._output)
+        memo: dict[int, object] = {id(x): x for x in shared}
+        memo[id(self._ttft_v)] = []
+        memo[id(self._ttft_w)] = []
+        twin = copy.deepcopy(self, memo)
+        if cold_start_s is not None:
+            twin.cfg = dataclasses.replace(self.cfg, cold_start_s=cold_start_s)
+        return twin
 
     def _serving(self) -> int:
         return sum(1 for r in self.replicas if r.ready_at <= self.time and not r.hung)

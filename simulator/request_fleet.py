@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import heapq
 import math
 from collections import deque
@@ -106,6 +108,16 @@ class RequestFleet:
 
     def finished(self) -> list[FinishedRequest]:
         return self._finished
+
+    def fork(self, cold_start_s: float | None = None) -> RequestFleet:
+        """A deep copy sharing the read-only trace columns, with no finished requests of its own."""
+        shared = (self.trace, self._arrivals, self._prompts, self._outputs, self._blocks)
+        memo: dict[int, object] = {id(x): x for x in shared}
+        memo[id(self._finished)] = []
+        twin = copy.deepcopy(self, memo)
+        if cold_start_s is not None:
+            twin.cfg = dataclasses.replace(self.cfg, cold_start_s=cold_start_s)
+        return twin
 
     @property
     def ready_count(self) -> int:

@@ -4,45 +4,70 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 if TYPE_CHECKING:
     from scaler.backtest.run import BacktestConfig, Report
+    from scaler.planner import PlannerConfig
 
 
 def command(
     trace: Annotated[str, typer.Option("--trace", help="Azure .csv, Mooncake .jsonl or ServeGen directory")],
-    cold_start: Annotated[float, typer.Option("--cold-start", help="seconds from replica start to ready")] = 120.0,
-    slo_ttft: Annotated[float, typer.Option("--slo-ttft", help="TTFT SLO in seconds")] = 2.0,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="the settings file `kvpilot run` reads: kvpilot is backtested with it"),
+    ] = None,
+    cold_start: Annotated[
+        float | None, typer.Option("--cold-start", help="seconds from replica start to ready (default: settings)")
+    ] = None,
+    slo_ttft: Annotated[
+        float | None, typer.Option("--slo-ttft", help="TTFT SLO in seconds (default: settings)")
+    ] = None,
     policies: Annotated[
-        str, typer.Option("--policies", help="comma-separated: reactive,hpa-util,kpa,wva,dynamo,kvpilot,oracle")
-    ] = "reactive,kvpilot,oracle",
+        str,
+        typer.Option(
+            "--policies", help="comma-separated: reactive,hpa-util,kpa,kpa-knative,wva,dynamo,dynamo-sla,kvpilot"
+        ),
+    ] = "reactive,kvpilot",
     as_json: Annotated[bool, typer.Option("--json", help="print the machine-readable result only")] = False,
     plot: Annotated[str | None, typer.Option("--plot", help="write demand, forecast and replicas to this PNG")] = None,
     fidelity: Annotated[str | None, typer.Option("--fidelity", help="request | fluid (default: by trace size)")] = None,
-    max_replicas: Annotated[int | None, typer.Option("--max-replicas", min=1)] = None,
+    max_replicas: Annotated[
+        int | None, typer.Option("--max-replicas", min=1, help="ceiling for every policy (default: settings, 100)")
+    ] = None,
     rate_scale: Annotated[float, typer.Option("--rate-scale", help="multiply the trace's arrival rate")] = 1.0,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     start: Annotated[float | None, typer.Option("--start", help="skip this many seconds of the trace")] = None,
     duration: Annotated[float | None, typer.Option("--duration", help="replay only this many seconds")] = None,
+    frontier: Annotated[
+        bool, typer.Option("--frontier/--no-frontier", help="search the cost/SLO frontier (slow on long traces)")
+    ] = True,
 ) -> None:
-    """Backtest scaling policies on a real trace: SLO attainment, TTFT, replica-hours and scale events."""
+    """Backtest scaling policies on a real trace: SLO attainment, TTFT, replica-hours, scale events, and each
+    policy's distance from the cost/SLO frontier. kvpilot runs with the planner configuration `kvpilot run`
+    builds from the same settings (`kvpilot config show` prints it)."""
+    from kvpilot.settings import SettingsError
     from scaler.backtest.run import BacktestConfig
 
     try:
+        planner, facts = backtest_planner(config, cold_start=cold_start, slo_ttft=slo_ttft, max_replicas=max_replicas)
         cfg = BacktestConfig(
-            cold_start_s=cold_start,
-            slo_ttft_s=slo_ttft,
             policies=tuple(p.strip() for p in policies.split(",") if p.strip()),
             fidelity=fidelity,
-            max_replicas=max_replicas,
             rate_scale=rate_scale,
             seed=seed,
             start_s=start,
             duration_s=duration,
+            planner=planner,
+            frontier=frontier,
+            **facts,
         )
+    except SettingsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     try:
@@ -58,6 +83,35 @@ def command(
         typer.echo(json.dumps(report.to_json()))
         return
     _table(report)
+
+
+def backtest_planner(
+    config: Path | None, *, cold_start: float | None, slo_ttft: float | None, max_replicas: int | None
+) -> tuple[PlannerConfig, dict[str, Any]]:
+    """kvpilot's planner configuration for the backtest, built by the function `kvpilot run` uses from the same
+    settings; the backtest's own flags override the deployment facts (cold start, SLO, ceiling) in those settings."""
+    from kvpilot.settings import load_settings
+    from kvpilot.wiring import planner_config
+
+    settings = load_settings(config)
+    scaler = settings.scaler
+    updates: dict[str, Any] = {}
+    if cold_start is not None:
+        updates["cold_start_s"] = cold_start
+    if slo_ttft is not None:
+        updates["planner"] = scaler.planner.model_copy(update={"slo_ttft_s": slo_ttft})
+    if max_replicas is not None:
+        updates["default"] = scaler.default.model_copy(update={"max_replicas": max_replicas})
+    settings = settings.model_copy(update={"scaler": scaler.model_copy(update=updates)})
+    planner = planner_config(settings, settings.scaler.default)
+    facts = {
+        "cold_start_s": planner.cold_start_s,
+        "slo_ttft_s": planner.slo_ttft_s if planner.slo_ttft_s is not None else (slo_ttft or 2.0),
+        "min_replicas": planner.policy.min_replicas,
+        "max_replicas": planner.policy.max_replicas or 100,
+        "tick_s": settings.collector.interval_s,
+    }
+    return planner, facts
 
 
 def _run(trace: str, cfg: BacktestConfig, *, show_progress: bool) -> Report:
@@ -80,9 +134,19 @@ def _table(report: Report) -> None:
         title=f"{report.trace} · {report.fidelity} level · {report.duration_s / 3600:.2f} h · "
         f"capacity {report.capacity_rps:.3g} req/s/replica"
     )
-    for col in ("policy", "in SLO", "outside SLO", "p50 TTFT s", "p99 TTFT s", "replica-h", "scale events"):
+    for col in (
+        "policy",
+        "in SLO",
+        "outside SLO",
+        "p50 TTFT s",
+        "p99 TTFT s",
+        "replica-h",
+        "scale events",
+        "× frontier",
+    ):
         table.add_column(col, justify="right")
     for name, r in report.policies.items():
+        ratio = report.frontier_ratio(name)
         table.add_row(
             name,
             f"{100 * r.slo_attainment:.2f} %",
@@ -91,9 +155,15 @@ def _table(report: Report) -> None:
             f"{r.p99_ttft_s:.3f}",
             f"{r.replica_hours:.2f}",
             str(r.scale_events),
+            "–" if ratio is None else f"{ratio:.2f}",
         )
     console = Console()
     console.print(table)
+    if report.frontier is not None:
+        points = ", ".join(
+            f"{100 * p.slo_attainment:.2f} % at {p.replica_hours:.2f} replica-h" for p in report.frontier.points
+        )
+        console.print(f"frontier (fewest replica-hours any scaler needs for each attainment): {points}")
     console.print(
         f"forecast ({report.mase_forecaster}) MASE at the {report.horizon_s:.0f} s horizon: {report.mase:.3f} "
         "(last value = 1.000)"

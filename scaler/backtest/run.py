@@ -1,12 +1,15 @@
 """Replay one trace under each policy, in virtual time, on identical simulated fleets.
 
-Every policy gets the same trace, replica profile, cold start, routing, seed, starting fleet (sized for the
-first minute's demand, as a fleet that was already running) and the same profiled capacity. The loop ticks
-every 5 s: advance the simulator, observe, and on each policy's own interval ask it for a replica count.
+Every policy gets the same trace, replica profile, cold start, routing, seed, replica ceiling, starting fleet
+(sized for the first minute's demand, as a fleet that was already running) and the same capacity, taken from the
+replica's serving profile (the simulator's replica model, as a benchmark of the replica would give it) and never
+from the scored trace. The loop ticks every 5 s: advance the simulator, observe, and on each policy's own
+interval ask it for a replica count. The frontier (`frontier.py`) is measured the same way.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Callable
@@ -14,12 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scaler.backtest import sim
+from scaler.backtest.frontier import WINDOW_S, Frontier, fleet_counts
+from scaler.backtest.frontier import frontier as find_frontier
 from scaler.backtest.mase import forecast_mase
 from scaler.backtest.observe import FleetCounters, History, from_snapshot
 from scaler.backtest.policies import POLICIES, Context, Policy
-from scaler.backtest.policies.kvpilot import Kvpilot, planner_config
-from scaler.backtest.profiling import replica_capacity_rps
+from scaler.backtest.policies.kvpilot import Kvpilot
 from scaler.backtest.result import PolicyResult, ttft_stats
+from scaler.capacity import CapacityConfig, ServingProfile, TokenMix
+from scaler.planner import PlannerConfig, planner_config
 
 TICK_S = 5.0
 # The fluid level replays days: a 30 s tick keeps a 10-day trace within minutes per policy. Every policy's
@@ -27,7 +33,10 @@ TICK_S = 5.0
 FLUID_TICK_S = 30.0
 ORACLE_BIN_S = 10.0
 WARMUP_S = 60.0
-PROFILE_SAMPLE_S = 600.0
+# Peers that need a capacity (dynamo, dynamo-sla) plan at this share of the profile's saturated throughput:
+# kvpilot's default target utilisation, so that every policy plans on the same number.
+PLANNED_UTILISATION = 0.8
+KEDA_MAX_REPLICAS = 100  # kedacore/keda ScaledObject maxReplicaCount default (docs: "maxReplicaCount: 100")
 REQUEST_LEVEL_MAX_REQUESTS = 300_000
 REQUEST_LEVEL_MAX_S = 12 * 3600.0
 ROUTING = "least_loaded"
@@ -39,15 +48,18 @@ Progress = Callable[[str, float], None]  # (policy, share of its replay done)
 class BacktestConfig:
     cold_start_s: float = 120.0
     slo_ttft_s: float = 2.0
-    policies: tuple[str, ...] = ("reactive", "kvpilot", "oracle")
+    policies: tuple[str, ...] = ("reactive", "kvpilot")
     fidelity: str | None = None  # None: request level unless the trace is too long or too large
     min_replicas: int = 1
-    max_replicas: int | None = None
+    max_replicas: int = KEDA_MAX_REPLICAS  # the same ceiling for every policy
     seed: int = 0
     rate_scale: float = 1.0
-    capacity_rps: float | None = None  # None: profile it on the simulator
+    capacity_rps: float | None = None  # None: from the replica's serving profile at the trace's mean mix
     start_s: float | None = None  # replay only part of the trace
     duration_s: float | None = None
+    tick_s: float = TICK_S  # kvpilot's control-loop interval
+    planner: PlannerConfig | None = None  # kvpilot's configuration; None: kvpilot's defaults for these facts
+    frontier: bool = True  # search the cost/SLO frontier (the costliest part of a backtest)
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.policies if p not in POLICIES]
@@ -59,7 +71,7 @@ class BacktestConfig:
             raise ValueError(f"fidelity must be 'request' or 'fluid', got {self.fidelity!r}")
         if self.cold_start_s < 0 or self.slo_ttft_s <= 0:
             raise ValueError("cold_start_s must be >= 0 and slo_ttft_s > 0")
-        if self.max_replicas is not None and self.max_replicas < self.min_replicas:
+        if self.max_replicas < max(self.min_replicas, 1):
             raise ValueError(f"max_replicas {self.max_replicas} is below min_replicas {self.min_replicas}")
 
 
@@ -73,11 +85,33 @@ class Report:
     mase: float = math.nan
     mase_forecaster: str = ""
     horizon_s: float = 0.0
+    kvpilot_config: dict[str, Any] = field(default_factory=dict)
+    frontier: Frontier | None = None
+
+    def frontier_ratio(self, name: str) -> float | None:
+        r = self.policies[name]
+        return None if self.frontier is None else self.frontier.ratio(r.slo_attainment, r.replica_hours)
 
     def to_json(self) -> dict[str, Any]:
-        """Exactly the contract: {"policies": {name: {five numbers}}, "forecast": {"mase": x}}."""
+        """{"policies": {name: {five numbers, "frontier_ratio"}}, "forecast": {"mase": x}, "kvpilot_config": {...},
+        "frontier": [{"slo_target", "slo_attainment", "replica_hours"}…]}."""
         mase = round(self.mase, 4) if math.isfinite(self.mase) else None
-        return {"policies": {n: r.summary() for n, r in self.policies.items()}, "forecast": {"mase": mase}}
+        policies: dict[str, Any] = {}
+        for name, r in self.policies.items():
+            ratio = self.frontier_ratio(name)
+            policies[name] = {**r.summary(), "frontier_ratio": None if ratio is None else round(ratio, 4)}
+        out: dict[str, Any] = {
+            "trace": self.trace,
+            "fidelity": self.fidelity,
+            "capacity_rps": round(self.capacity_rps, 6),
+            "policies": policies,
+            "forecast": {"mase": mase, "forecaster": self.mase_forecaster, "horizon_s": self.horizon_s},
+            "kvpilot_config": self.kvpilot_config,
+        }
+        if self.frontier is not None:
+            out["frontier"] = self.frontier.to_json()
+            out["frontier_points"] = [p.to_json() for p in self.frontier.points]
+        return out
 
 
 def choose_fidelity(trace: Any, requested: str | None) -> str:
@@ -87,25 +121,70 @@ def choose_fidelity(trace: Any, requested: str | None) -> str:
     return "fluid" if big else "request"
 
 
-def build_context(trace: Any, cfg: BacktestConfig, capacity_rps: float, idle_attainment: float = 1.0) -> Context:
+def serving_profile() -> ServingProfile:
+    """The simulated replica as a benchmark of it reads: prefill tokens/s, the decode step alone and with a full
+    batch, its KV pool and the KV bandwidth (the simulator's replica model; never the scored trace)."""
+    p = sim.replica_profile()
+    return ServingProfile(
+        prefill_tokens_per_s=1.0 / p.prefill_s_per_token,
+        decode_step_s=p.base_s + p.decode_s_per_seq,
+        decode_tokens_per_s=p.max_num_seqs / (p.base_s + p.max_num_seqs * p.decode_s_per_seq),
+        kv_tokens=float(p.kv_capacity_tokens),
+        max_num_seqs=p.max_num_seqs,
+        kv_read_tokens_per_s=1.0 / p.kv_read_s_per_token if p.kv_read_s_per_token > 0 else None,
+    )
+
+
+def mean_mix(trace: Any) -> TokenMix:
     rs = trace.rate_series(ORACLE_BIN_S)
-    rates = [float(x) for x in rs.req_per_s]
-    weights = [r for r in rates if r > 0] or [1.0]
-    used = [(r, p, o) for r, p, o in zip(rates, rs.mean_prompt_tokens, rs.mean_output_tokens, strict=True) if r > 0]
-    total = sum(weights)
-    prompt = sum(r * float(p) for r, p, _ in used) / total if used else 1.0
-    output = sum(r * float(o) for r, _, o in used) / total if used else 1.0
+    used = [
+        (float(r), float(p), float(o))
+        for r, p, o in zip(rs.req_per_s, rs.mean_prompt_tokens, rs.mean_output_tokens, strict=True)
+        if r > 0 and math.isfinite(float(p)) and math.isfinite(float(o))
+    ]
+    total = sum(r for r, _, _ in used)
+    if not used or total <= 0:
+        return TokenMix(1.0, 1.0)
+    return TokenMix(sum(r * p for r, p, _ in used) / total, sum(r * o for r, _, o in used) / total)
+
+
+def kvpilot_planner(cfg: BacktestConfig, profile: ServingProfile) -> PlannerConfig:
+    """kvpilot's configuration for this backtest: the one given (built from settings as `kvpilot run` builds it),
+    else kvpilot's defaults for the backtest's facts. Where it knows no capacity, the replica's serving profile
+    fills it, as an operator would configure it."""
+    base = cfg.planner
+    if base is None:
+        base = planner_config(
+            cold_start_s=cfg.cold_start_s,
+            tick_s=cfg.tick_s,
+            min_replicas=cfg.min_replicas,
+            max_replicas=cfg.max_replicas,
+            capacity=CapacityConfig(),
+            slo_ttft_s=cfg.slo_ttft_s,
+        )
+    c = base.capacity
+    if c.profile is None and c.requests_per_s is None:
+        base = dataclasses.replace(base, capacity=dataclasses.replace(c, profile=profile))
+    return base
+
+
+def build_context(
+    trace: Any, cfg: BacktestConfig, capacity_rps: float, planner: PlannerConfig | None = None
+) -> Context:
+    rs = trace.rate_series(ORACLE_BIN_S)
+    mix = mean_mix(trace)
     return Context(
         cold_start_s=cfg.cold_start_s,
         slo_ttft_s=cfg.slo_ttft_s,
         capacity_rps=capacity_rps,
-        mean_prompt_tokens=prompt if math.isfinite(prompt) else 1.0,
-        mean_output_tokens=output if math.isfinite(output) else 1.0,
+        mean_prompt_tokens=mix.prompt_tokens,
+        mean_output_tokens=mix.output_tokens,
         min_replicas=cfg.min_replicas,
         max_replicas=cfg.max_replicas,
-        future_rate=(tuple(float(t) for t in rs.times_s), tuple(rates)),
+        future_rate=(tuple(float(t) for t in rs.times_s), tuple(float(x) for x in rs.req_per_s)),
         bin_s=ORACLE_BIN_S,
-        idle_attainment=idle_attainment,
+        tick_s=cfg.tick_s,
+        planner=planner,
     )
 
 
@@ -170,9 +249,12 @@ def _measure(fleet: Any, trace: Any, cfg: BacktestConfig, fidelity: str, result:
         result.requests = int(trace.expected_requests())
         return
     finished = fleet.finished()
-    ttfts = [f.ttft_s for f in finished]
+    running = fleet.in_flight()
+    # Still generating at the end: their first token came, and counts as it came.
+    ttfts = [f.ttft_s for f in finished] + [ttft for _, ttft in running if ttft is not None]
     left = Counter(float(a) for a in trace.columns.arrival_s)
     left.subtract(f.arrival_s for f in finished)
+    left.subtract(a for a, ttft in running if ttft is not None)
     # Never got a first token (still queued, or dropped): counted with the time they waited, outside the SLO.
     unfinished = [end + 4 * cfg.slo_ttft_s - a for a, n in left.items() for _ in range(max(n, 0))]
     att, p50, p99, n = ttft_stats(ttfts, unfinished, cfg.slo_ttft_s)
@@ -180,28 +262,66 @@ def _measure(fleet: Any, trace: Any, cfg: BacktestConfig, fidelity: str, result:
 
 
 def backtest(path: str, cfg: BacktestConfig, progress: Progress | None = None) -> Report:
-    """Run every configured policy over the trace at ``path`` and report them side by side."""
+    """Run every configured policy over the trace at ``path`` and report them side by side, with the frontier."""
     trace = sim.load_trace(
         path, rate_scale=cfg.rate_scale, seed=cfg.seed, start_s=cfg.start_s, duration_s=cfg.duration_s
     )
     fidelity = choose_fidelity(trace, cfg.fidelity)
-    if cfg.capacity_rps:
-        capacity, idle = cfg.capacity_rps, 1.0
-    else:
-        # Long (lazily sampled) traces lend their first ten minutes' requests to the profile.
-        sample = (
-            trace
-            if fidelity == "request"
-            else sim.load_trace(
-                path, rate_scale=cfg.rate_scale, seed=cfg.seed, start_s=cfg.start_s, duration_s=PROFILE_SAMPLE_S
-            )
-        )
-        capacity, idle = replica_capacity_rps(sample, cfg.slo_ttft_s, seed=cfg.seed)
-    ctx = build_context(trace, cfg, capacity, idle)
+    profile = serving_profile()
+    capacity = cfg.capacity_rps or PLANNED_UTILISATION * profile.requests_per_s(mean_mix(trace))
+    planner = kvpilot_planner(cfg, profile)
+    ctx = build_context(trace, cfg, capacity, planner)
     report = Report(getattr(trace, "name", path), fidelity, float(trace.duration_s), capacity)
+    report.kvpilot_config = planner.to_json()
     for name in cfg.policies:
         report.policies[name] = run_policy(trace, POLICIES[name](ctx), ctx, cfg, fidelity, progress)
-    pc = planner_config(ctx)
-    report.mase_forecaster, report.horizon_s = pc.forecaster, pc.horizon_s
-    report.mase = forecast_mase(ctx.future_rate, forecaster=pc.forecaster, horizon_s=pc.horizon_s)
+    if cfg.frontier:
+        report.frontier = measure_frontier(trace, ctx, cfg, fidelity, progress)
+    report.mase_forecaster, report.horizon_s = planner.forecaster, planner.horizon_s
+    report.mase = forecast_mase(ctx.future_rate, forecaster=planner.forecaster, horizon_s=planner.horizon_s)
     return report
+
+
+class _Scheduled(Policy):
+    """Replays a frontier schedule (replicas per window) through the same loop and measure as every policy."""
+
+    name = "frontier"
+    interval_s = WINDOW_S
+
+    def __init__(self, ctx: Context, counts: list[int]) -> None:
+        super().__init__(ctx)
+        self.counts = counts
+
+    def decide(self, history: History, now: float) -> int:
+        w = min(int(now // WINDOW_S), len(self.counts) - 1)
+        return self.counts[w]
+
+
+def measure_frontier(
+    trace: Any, ctx: Context, cfg: BacktestConfig, fidelity: str, progress: Progress | None = None
+) -> Frontier:
+    start = initial_replicas(ctx)
+
+    def make_fleet(replicas: int) -> Any:
+        return sim.make_fleet(
+            trace, replicas=replicas, cold_start_s=cfg.cold_start_s, fidelity=fidelity, seed=cfg.seed, routing=ROUTING
+        )
+
+    def replay(ready: list[int]) -> tuple[float, float]:
+        counts = fleet_counts(ready, cfg.cold_start_s)
+        r = run_policy(trace, _Scheduled(ctx, counts), ctx, cfg, fidelity)
+        return r.slo_attainment, r.replica_hours
+
+    return find_frontier(
+        trace,
+        make_fleet,
+        replay,
+        initial=start,
+        # Replicas ordered at the first decision serve from one cold start later; windows before keep the start.
+        fixed_until_s=WARMUP_S + cfg.cold_start_s,
+        slo_s=cfg.slo_ttft_s,
+        fidelity=fidelity,
+        min_replicas=cfg.min_replicas,
+        max_replicas=cfg.max_replicas,
+        progress=None if progress is None else (lambda done: progress("frontier", done)),
+    )

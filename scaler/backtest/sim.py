@@ -13,6 +13,20 @@ def load_trace(path: str, **options: Any) -> Any:
     return simulator.load_trace(path, **options)
 
 
+def replica_profile() -> Any:
+    """The simulated replica (the simulator's default profile)."""
+    import simulator.profile
+
+    return simulator.profile.ReplicaProfile()
+
+
+def render_page(replica: Any, engine: str) -> bytes:
+    """The `/metrics` page the live simulator serves for this replica snapshot."""
+    from simulator.exposition import render_replica
+
+    return render_replica(replica, engine)
+
+
 def make_fleet(trace: Any, *, replicas: int, cold_start_s: float, fidelity: str, seed: int, routing: str) -> Any:
     """A simulated fleet for this trace; `fidelity` "request" or "fluid"."""
     import simulator

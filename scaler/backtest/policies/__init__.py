@@ -11,7 +11,6 @@ from scaler.backtest.policies.hpa_util import HpaUtil
 from scaler.backtest.policies.kpa import Kpa
 from scaler.backtest.policies.kpa_knative import KpaKnative
 from scaler.backtest.policies.kvpilot import Kvpilot
-from scaler.backtest.policies.oracle import Oracle
 from scaler.backtest.policies.reactive import Reactive
 from scaler.backtest.policies.wva import Wva
 
@@ -24,7 +23,6 @@ POLICIES: dict[str, Callable[[Context], Policy]] = {
     "dynamo": Dynamo,
     "dynamo-sla": DynamoSla,
     "kvpilot": Kvpilot,
-    "oracle": Oracle,
 }
 
 __all__ = ["POLICIES", "Context", "ForecastPoint", "Policy"]

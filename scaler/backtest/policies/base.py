@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any
 
 from scaler.backtest.observe import History
 
@@ -28,6 +29,8 @@ class Context:
     future_rate: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
     bin_s: float = 30.0
     idle_attainment: float = 1.0  # what one idle replica achieves: misses beyond reach of any scaler
+    tick_s: float = 5.0  # kvpilot's control-loop interval (settings `collector.interval_s`)
+    planner: Any = None  # kvpilot's `PlannerConfig`, built from settings as `kvpilot run` builds it
 
     def clamp(self, n: int) -> int:
         n = max(n, self.min_replicas)
@@ -49,6 +52,7 @@ class Policy(ABC):
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.forecasts: list[ForecastPoint] = []  # what the policy predicted, for plots
+        self.reasons: list[str] = []  # why it decided what it did, where it says (kvpilot)
 
     def start(self, replicas: int, now: float) -> None:  # noqa: B027 - optional hook
         """The fleet starts at ``replicas`` (already running): policies with a memory of past  # noqa: B027

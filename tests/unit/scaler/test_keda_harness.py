@@ -21,12 +21,13 @@ NOW = 1_700_000_000.0
 
 
 def decision(deployment: str = "llm/chat", desired: int = 3, warm: int = 0, timestamp: float = NOW) -> Decision:
+    """``desired``: what today's load needs; the decision's desired count holds the warm pool on top."""
     return Decision(
         deployment=deployment,
         timestamp=timestamp,
         current_replicas=desired,
         ready_replicas=desired,
-        desired_replicas=desired,
+        desired_replicas=desired + max(warm, 0),
         warm_pool=warm,
         reason="predictive",
         message=f"{desired} replicas for the forecast load",

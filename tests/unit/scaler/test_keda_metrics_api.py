@@ -57,7 +57,7 @@ def test_body_drives_the_hpa_to_the_decided_replicas(runtime: DecisionsRuntime) 
     runtime.t += 4
     body = make_client(runtime).get("/v1/keda/llm/chat", headers=AUTH).json()
     assert body["deployment"] == "llm/chat"
-    assert (body["replicas"], body["desiredReplicas"], body["warmPool"]) == (7, 5, 2)
+    assert (body["replicas"], body["desiredReplicas"], body["warmPool"]) == (7, 7, 2)  # warm pool inside desired
     assert body["arrivalRate"] == 4.5
     assert body["ageSeconds"] == 4
     # valueLocation "replicas" with targetValue "1": the HPA asks for ceil(7 / 1) = 7

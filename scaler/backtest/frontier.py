@@ -1,0 +1,232 @@
+"""The cost/SLO frontier: the fewest replica-hours with which *any* scaler could reach each SLO attainment on this
+trace, fleet, routing and cold start — the bound every policy is measured against.
+
+The oracle knows every future arrival. It chooses a ready replica count per window of ``WINDOW_S`` seconds and
+orders each replica one cold start ahead, so a window's replicas are serving when it begins; it pays for every
+replica it holds, loading included, exactly as a policy pays. To choose, it replays the trace on the simulator
+itself: at each window it forks the fleet (same queues, caches and in-flight requests) and tries replica counts,
+scoring each by ``count · window + λ · requests that arrive in the window and miss the SLO``. For one price λ
+(replica-seconds per missed request) this is the Lagrangian relaxation of "fewest replica-seconds for at most
+so many misses"; sweeping λ traces the frontier. Every schedule found is then verified by a full replay under
+the real cold start, measured as the policies are, and the frontier is the lower envelope of those replays.
+
+A schedule chosen window by window with the state carried forward is not provably optimal, so the bound is
+checked, not assumed: a test runs every policy on every shared trace and asserts that none lands below it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+WINDOW_S = 60.0
+# Replica-seconds one missed request is worth, from "any miss is cheap" to "no miss is affordable".
+PRICES = (0.5, 2.0, 8.0, 30.0, 120.0, 500.0, 2_000.0, 10_000.0, 100_000.0)
+TARGETS = (0.95, 0.98, 0.99, 0.995, 0.999)
+
+
+@dataclass(frozen=True)
+class FrontierPoint:
+    slo_attainment: float
+    replica_hours: float
+    price: float  # λ that produced it (inf: the fewest misses the fleet can reach)
+
+    def to_json(self) -> dict[str, float]:
+        return {"slo_attainment": round(self.slo_attainment, 6), "replica_hours": round(self.replica_hours, 4)}
+
+
+@dataclass(frozen=True)
+class Frontier:
+    points: tuple[FrontierPoint, ...]  # lower envelope: attainment rising, replica-hours rising
+
+    def replica_hours_at(self, attainment: float) -> float | None:
+        """The frontier's replica-hours at ``attainment``, linearly interpolated between verified schedules
+        (their mixtures are schedules too); None above the highest attainment any schedule reached."""
+        pts = self.points
+        if not pts or attainment > pts[-1].slo_attainment + 1e-12:
+            return None
+        if attainment <= pts[0].slo_attainment:
+            return pts[0].replica_hours
+        for lo, hi in itertools.pairwise(pts):
+            if lo.slo_attainment <= attainment <= hi.slo_attainment:
+                span = hi.slo_attainment - lo.slo_attainment
+                share = 0.0 if span <= 0 else (attainment - lo.slo_attainment) / span
+                return lo.replica_hours + share * (hi.replica_hours - lo.replica_hours)
+        return pts[-1].replica_hours
+
+    def ratio(self, attainment: float, replica_hours: float) -> float | None:
+        """A policy's replica-hours over the frontier's at the policy's own attainment."""
+        bound = self.replica_hours_at(attainment)
+        if bound is None or bound <= 0:
+            return None
+        return replica_hours / bound
+
+    def to_json(self) -> list[dict[str, float | None]]:
+        out: list[dict[str, float | None]] = []
+        for target in TARGETS:
+            hours = self.replica_hours_at(target)
+            out.append(
+                {"slo_target": target, "slo_attainment": target if hours is not None else None, "replica_hours": hours}
+            )
+        return out
+
+
+def envelope(points: Sequence[FrontierPoint]) -> tuple[FrontierPoint, ...]:
+    """The lower convex envelope of (attainment, replica-hours): dominated points and points above a chord
+    between two others go (a mixture of two schedules reaches the chord)."""
+    pts = sorted(points, key=lambda p: (p.slo_attainment, p.replica_hours))
+    pareto: list[FrontierPoint] = []
+    for p in reversed(pts):  # keep, from the highest attainment down, points cheaper than all above them
+        if not pareto or p.replica_hours < pareto[-1].replica_hours:
+            pareto.append(p)
+    pareto.reverse()
+    hull: list[FrontierPoint] = []
+    for p in pareto:
+        while len(hull) >= 2:
+            a, b = hull[-2], hull[-1]
+            cross = (b.slo_attainment - a.slo_attainment) * (p.replica_hours - a.replica_hours) - (
+                b.replica_hours - a.replica_hours
+            ) * (p.slo_attainment - a.slo_attainment)
+            if cross >= 0:  # b lies on or above the chord a–p
+                hull.pop()
+            else:
+                break
+        hull.append(p)
+    return tuple(hull)
+
+
+class _Scorer:
+    """Misses among one window's arrivals, replayed on a fork of the fleet with ``n`` replicas serving."""
+
+    def __init__(self, trace: Any, slo_s: float, fidelity: str) -> None:
+        self.slo_s = slo_s
+        self.fluid = fidelity == "fluid"
+        self.arrivals = None if self.fluid else np.asarray(trace.columns.arrival_s, dtype=float)
+
+    def misses(self, fleet: Any, n: int, start: float, end: float) -> float:
+        trial = fleet.fork()
+        trial.set_replicas(n)
+        if self.fluid:
+            trial.advance_to(end)
+            values, weights = trial.ttft_samples()  # this fork's own records: the window's arrivals
+            return float(np.sum(weights[values > self.slo_s])) if len(values) else 0.0
+        assert self.arrivals is not None
+        trial.advance_to(end + 2 * self.slo_s)
+        arrived = int(np.count_nonzero((self.arrivals >= start) & (self.arrivals < end)))
+        done = sum(1 for f in trial.finished() if start <= f.arrival_s < end and f.ttft_s <= self.slo_s)
+        running = sum(
+            1 for a, ttft in trial.in_flight() if start <= a < end and ttft is not None and ttft <= self.slo_s
+        )
+        return float(arrived - done - running)
+
+
+def schedule(
+    trace: Any,
+    fleet: Any,
+    *,
+    price: float,
+    slo_s: float,
+    fidelity: str,
+    min_replicas: int,
+    max_replicas: int,
+    fixed: tuple[float, int] = (0.0, 0),
+    window_s: float = WINDOW_S,
+) -> list[int]:
+    """Ready replicas per window for one price λ, chosen on ``fleet`` (forked with instant readiness; the
+    caller orders them one cold start ahead when it replays the schedule). ``fixed`` = (until_s, count): windows
+    that begin before until_s keep the count the fleet started with (no replica ordered at the first decision
+    can serve them)."""
+    scorer = _Scorer(trace, slo_s, fidelity)
+    line = fleet.fork(cold_start_s=0.0)
+    out: list[int] = []
+    n_windows = max(1, math.ceil(trace.duration_s / window_s))
+    previous = max(min_replicas, 1)
+    for w in range(n_windows):
+        start, end = w * window_s, min((w + 1) * window_s, trace.duration_s)
+        cache: dict[int, float] = {}
+
+        def cost(n: int, start: float = start, end: float = end, cache: dict[int, float] = cache) -> float:
+            if n not in cache:
+                cache[n] = scorer.misses(line, n, start, end)
+            return n * (end - start) + price * cache[n]
+
+        if start < fixed[0]:
+            n = fixed[1]
+        else:
+            n = _argmin_convex(cost, lo=max(min_replicas, 0), hi=max_replicas, guess=previous)
+        out.append(n)
+        previous = max(n, 1)
+        line.set_replicas(n)
+        line.advance_to(end)
+    return out
+
+
+def _argmin_convex(cost: Callable[[int], float], *, lo: int, hi: int, guess: int) -> int:
+    """Smallest minimiser of a cost that falls then rises in n (replicas buy fewer misses, at a falling rate):
+    walk from the guess towards lower cost, doubling the step, then bisect."""
+    guess = min(max(guess, lo), hi)
+    if guess < hi and cost(guess + 1) < cost(guess):
+        a, step = guess, 1
+        while a + step <= hi and cost(a + step) < cost(a + step - 1):
+            a, step = a + step, step * 2
+        left, right = a, min(a + step, hi)
+    else:
+        b, step = guess, 1
+        while b - step >= lo and cost(b - step) <= cost(b - step + 1):
+            b, step = b - step, step * 2
+        left, right = max(b - step, lo), b
+    # The minimum lies in [left, right]: bisect on the sign of the forward difference.
+    while left < right:
+        mid = (left + right) // 2
+        if cost(mid + 1) < cost(mid):
+            left = mid + 1
+        else:
+            right = mid
+    return left
+
+
+def fleet_counts(ready: Sequence[int], cold_start_s: float, window_s: float = WINDOW_S) -> list[int]:
+    """Replicas to hold per window so that each window's ready count is there when it begins: a window's count
+    is ordered one cold start ahead and held until its window ends."""
+    ahead = math.ceil(cold_start_s / window_s - 1e-9)
+    return [max(ready[w : w + ahead + 1]) for w in range(len(ready))]
+
+
+def frontier(
+    trace: Any,
+    make_fleet: Callable[[int], Any],
+    replay: Callable[[list[int]], tuple[float, float]],
+    *,
+    initial: int,
+    fixed_until_s: float,
+    slo_s: float,
+    fidelity: str,
+    min_replicas: int,
+    max_replicas: int,
+    prices: Sequence[float] = PRICES,
+    progress: Callable[[float], None] | None = None,
+) -> Frontier:
+    """The frontier for this trace: one schedule per price, each verified by ``replay(counts per window)`` →
+    (attainment, replica-hours), as the policies are measured."""
+    points = []
+    for i, price in enumerate(prices):
+        ready = schedule(
+            trace,
+            make_fleet(initial),
+            price=price,
+            fixed=(fixed_until_s, initial),
+            slo_s=slo_s,
+            fidelity=fidelity,
+            min_replicas=min_replicas,
+            max_replicas=max_replicas,
+        )
+        attainment, hours = replay(ready)
+        points.append(FrontierPoint(attainment, hours, price))
+        if progress is not None:
+            progress((i + 1) / len(prices))
+    return Frontier(envelope(points))
