@@ -1,0 +1,285 @@
+"""Every saved /metrics page read right: the values a person reads off the page by hand, page by page.
+
+Reads every page in tests/fixtures/metrics and ../shared/fixtures/metrics through ``adapt_page`` (what the scrape
+loop and ``kvpilot parse`` run). A page without a row here fails: a new capture needs its values checked by eye.
+Each expected value says where on the page it comes from.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collector.adapt import adapt_page
+from collector.engines import UnknownEngine
+from collector.samples import ReplicaSample, TargetInfo
+
+_TESTS = Path(__file__).resolve().parents[2]
+DIRS = (_TESTS / "fixtures" / "metrics", _TESTS.parent.parent / "shared" / "fixtures" / "metrics")
+PAGES = sorted(p for d in DIRS if d.is_dir() for p in d.glob("*.txt"))
+
+
+@dataclass(frozen=True)
+class Page:
+    """What a page must yield: replicas (each a dict of the fields checked), a number of GPUs, or an error."""
+
+    replicas: list[dict[str, Any]] = field(default_factory=list)
+    gpus: int = 0
+    error: str | None = None  # regex the UnknownEngine message must match
+
+
+EXPECTED: dict[str, Page] = {
+    "vllm__DataDog__integrations-core__vllm_metrics.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "facebook/opt-125m",  # model_name label
+                "requests_waiting": 0.0,  # vllm:num_requests_waiting
+                "requests_running": 0.0,  # vllm:num_requests_running
+                "kv_usage": 0.0,  # vllm:kv_cache_usage_perc 0.0 (before the older gpu_cache_usage_perc)
+                "kv_capacity_tokens": 7281 * 16,  # cache_config_info num_gpu_blocks="7281" x block_size="16"
+                "prefix_queries": 117.0,  # vllm:prefix_cache_queries_total
+                "prefix_hits": 64.0,  # vllm:prefix_cache_hits_total
+                "preemptions": 0.0,  # vllm:num_preemptions_total
+                "prompt_tokens": 5.0,  # vllm:prompt_tokens_total
+                "generation_tokens": 7.0,  # vllm:generation_tokens_total
+                "requests_finished": 1.0,  # vllm:request_success_total{finished_reason="length"}
+                "itl.count": 144.0,  # vllm:inter_token_latency_seconds_count (before time_per_output_token's 6)
+                "queue_time.count": 6.0,  # vllm:request_queue_time_seconds_count
+            }
+        ]
+    ),
+    "vllm-v1-dp2__handwritten.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "meta-llama/Llama-3.1-8B-Instruct",
+                "requests_waiting": 8.0,  # num_requests_waiting, engine 0 + engine 1
+                "requests_running": 21.0,  # num_requests_running, summed over both engines
+                "kv_usage": 0.5,  # kv_cache_usage_perc, mean of the two engines
+                "kv_capacity_tokens": 640000.0,  # two cache_config_info samples, num_gpu_blocks x block_size each
+                "prefix_queries": 100000.0,
+                "prefix_hits": 51000.0,
+                "preemptions": 3.0,
+                "prompt_tokens": 310000.0,
+                "requests_finished": 616.0,  # request_success_total over engines and finished_reason
+            }
+        ]
+    ),
+    "vllm-hybrid-kv__handwritten.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "google/gemma-3-12b-it",
+                "requests_waiting": 3.0,
+                "requests_running": 12.0,
+                "kv_usage": 0.42,
+                # cache_config_info kv_cache_size_tokens="855836", not num_gpu_blocks x block_size (543,360)
+                "kv_capacity_tokens": 855836.0,
+                "requests_finished": 300.0,  # 290 stop + 10 length
+            }
+        ]
+    ),
+    "vllm-lmcache__handwritten.txt": Page(
+        [
+            {
+                "engine": "vllm",  # lmcache:* beside vllm:* does not change the engine
+                "model": "Qwen/Qwen3-8B",
+                "requests_running": 4.0,
+                "kv_capacity_tokens": 4096 * 16.0,
+                "prefix_queries": 50000.0,  # vLLM's GPU prefix cache, not LMCache's 30000 requested tokens
+                "prefix_hits": 20000.0,  # not lmcache:num_hit_tokens_total 9000
+            }
+        ]
+    ),
+    "ray-serve-vllm__DataDog__integrations-core__ray_vllm_metrics__trimmed.txt": Page(
+        [
+            {
+                "engine": "vllm",  # ray_vllm:* read as vllm:* once the found prefix "ray_" is removed
+                "model": "neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8",
+                "requests_waiting": 0.0,  # ray_vllm:num_requests_waiting
+                "requests_running": 0.0,  # ray_vllm:num_requests_running
+                "kv_usage": 5.882698982295764e-05,  # ray_vllm:gpu_cache_usage_perc
+                "kv_capacity_tokens": None,  # no cache_config_info on this page
+                "prefix_hits": None,  # only the gpu_prefix_cache_hit_rate gauge (-1), not counters
+                "prompt_tokens": 58.0,  # ray_vllm:prompt_tokens_total
+                "generation_tokens": 300.0,  # ray_vllm:generation_tokens_total
+                "requests_finished": 1.0,  # ray_vllm:request_success_total
+                "ttft.count": 1.0,  # ray_vllm:time_to_first_token_seconds_count
+                "itl.count": 299.0,  # ray_vllm:time_per_output_token_seconds_count
+            }
+        ]
+    ),
+    "nim__DataDog__integrations-core__nim_metrics.txt": Page(
+        [
+            {
+                "engine": "nim",
+                "model": "meta/llama-3.1-8b-instruct",  # model_name label
+                "requests_waiting": 0.0,  # num_requests_waiting
+                "requests_running": 1.0,  # num_requests_running
+                "kv_usage": 0.0002848191398461977,  # gpu_cache_usage_perc
+                "kv_capacity_tokens": None,  # NIM exports no cache config
+                "prompt_tokens": 109.0,  # prompt_tokens_total
+                "generation_tokens": 174.0,  # generation_tokens_total
+                "requests_finished": 5.0,  # request_finish_total{finished_reason="length"}
+                "ttft.count": 5.0,  # time_to_first_token_seconds_count
+                "itl.count": 169.0,  # time_per_output_token_seconds_count
+                "e2e.count": 5.0,  # e2e_request_latency_seconds_count
+            }
+        ]
+    ),
+    "sglang__DataDog__integrations-core__sglang_metrics.txt": Page(
+        [
+            {
+                "engine": "sglang",
+                "model": "facebook/opt-125m",
+                "requests_waiting": 0.0,  # sglang:num_queue_reqs
+                "requests_running": 0.0,  # sglang:num_running_reqs
+                "kv_usage": 0.25,  # sglang:token_usage
+                "kv_capacity_tokens": 430839.0,  # sglang:max_total_num_tokens
+                "prefix_queries": 5.0,  # sglang:prompt_tokens_total
+                "prefix_hits": 1.0,  # sglang:cached_tokens_total
+                "generation_tokens": 32.0,  # sglang:generation_tokens_total
+                "requests_finished": 1.0,  # sglang:num_requests_total
+                "itl.count": 31.0,  # sglang:inter_token_latency_seconds_count
+            }
+        ]
+    ),
+    "sglang-2024__sgl-project__sglang__production_metrics__trimmed.txt": Page(
+        [
+            {
+                "engine": "sglang",
+                "model": "google/gemma-2-9b-it",  # label name=, not model_name=
+                "requests_waiting": 0.0,  # sglang:num_requests_waiting (queue_req says the same)
+                "requests_running": 0.0,  # sglang:num_requests_running
+                "kv_usage": 0.01,  # sglang:token_usage
+                "kv_capacity_tokens": 161721.0,  # sglang:max_total_num_tokens
+                "prefix_queries": None,  # no cached-token counter: no lookups counted either
+                "prefix_hits": None,  # cached_token and cache_hit_rate (10.61) are gauges
+                "prompt_tokens": 506780.0,  # sglang:prompt_tokens_total
+                "generation_tokens": 424549.0,  # sglang:generation_tokens_total
+                "ttft.count": 2124.0,  # sglang:time_to_first_token_seconds_count
+                "queue_time.count": 2104.0,  # sglang:waiting_request_latency_seconds_count
+                "queue_time.sum": 24885.007263183594,  # sglang:waiting_request_latency_seconds_sum
+            }
+        ]
+    ),
+    "tgi__DataDog__integrations-core__payload__partial.txt": Page(
+        [
+            {
+                "engine": "tgi",
+                "model": None,  # TGI's series carry no model label
+                "requests_waiting": 0.0,  # tgi_queue_size
+                "requests_running": 0.0,  # tgi_batch_current_size
+                "prompt_tokens": 662.0,  # tgi_request_input_length_sum
+                "requests_finished": 109.0,  # tgi_request_success
+            }
+        ]
+    ),
+    "trtllm-triton__triton-inference-server__tensorrtllm_backend__README.txt": Page(
+        [
+            {
+                "engine": "trtllm",
+                "model": "tensorrt_llm",  # model label of the nv_trt_llm_* series
+                "requests_waiting": 1.0,  # nv_trt_llm_request_metrics{request_type="waiting"}
+                "requests_running": 0.0,  # request_type="active"
+                "kv_usage": 0.4875,  # nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fraction"}
+                "kv_capacity_tokens": 6239 * 64.0,  # kv_cache_block_type max x tokens_per
+                "requests_finished": 0.0,  # nv_inference_request_success{model="tensorrt_llm"}
+            }
+        ]
+    ),
+    "trtllm-pytorch__ai-dynamo__dynamo__docs_backends_trtllm_prometheus.txt": Page(
+        [
+            {
+                "engine": "trtllm-pytorch",
+                "model": "Qwen/Qwen3-0.6B",  # model_name label
+                "requests_waiting": None,  # 1.1.0rc5 exports no queue gauge
+                "kv_usage": None,
+                "requests_finished": 155.0,  # trtllm_request_success_total: 150 stop + 5 length
+                "ttft.count": 150.0,  # trtllm_time_to_first_token_seconds_count (no +Inf bucket on the page)
+                "ttft.sum": 8.75,  # trtllm_time_to_first_token_seconds_sum
+                "itl.count": 150.0,  # trtllm_time_per_output_token_seconds_count
+                "e2e.count": 150.0,  # trtllm_e2e_request_latency_seconds_count
+                "queue_time.sum": 32.1,  # trtllm_request_queue_time_seconds_sum
+            }
+        ]
+    ),
+    "dynamo-frontend-two-models__handwritten.txt": Page(
+        [
+            {
+                "replica": "#meta-llama/llama-3.1-8b-instruct",  # one replica per model label value
+                "engine": "dynamo",
+                "model": "meta-llama/llama-3.1-8b-instruct",
+                "requests_waiting": 7.0,  # dynamo_frontend_queued_requests
+                "requests_running": 24.0,  # inflight_requests 31 - queued 7
+                "kv_capacity_tokens": 8000 * 64.0,  # model_total_kv_blocks x model_kv_cache_block_size
+                "prompt_tokens": 900000.0,  # input_sequence_tokens_sum
+                "generation_tokens": 160000.0,  # output_tokens_total
+                "requests_finished": 800.0,  # requests_total, status success
+                "ttft.count": 800.0,
+            },
+            {
+                "replica": "#qwen/qwen3-0.6b",
+                "engine": "dynamo",
+                "model": "qwen/qwen3-0.6b",
+                "requests_waiting": 2.0,  # queued_requests of this model only, not 2 + 7
+                "requests_running": 8.0,  # inflight 10 - queued 2
+                "kv_capacity_tokens": 20000 * 16.0,
+                "requests_finished": 1203.0,  # 1200 success + 3 error
+                "ttft.count": 1203.0,
+            },
+        ]
+    ),
+    "llamacpp-with-kv__handwritten.txt": Page(
+        [{"engine": "llamacpp", "requests_waiting": 1.0, "requests_running": 2.0, "kv_usage": 0.27}]
+    ),
+    "llamacpp-without-kv__handwritten.txt": Page(
+        [{"engine": "llamacpp", "requests_running": 4.0, "kv_usage": None, "prompt_tokens": 88120.0}]
+    ),
+    # plain Triton (ONNX, graphdef): its one GPU (nv_gpu_*), no LLM replica summing eight unrelated models
+    "triton-plain__DataDog__integrations-core__nvidia_triton_metrics__trimmed.txt": Page([], gpus=1),
+    # Triton's TTFT histogram alone: not a replica whose every value is unknown, but an error that says why
+    "triton-ttft-only__handwritten.txt": Page(error="Triton without an LLM backend"),
+    "dcgm__DataDog__integrations-core__metrics.txt": Page([], gpus=3),
+    "dcgm-mig-hostname__handwritten.txt": Page([], gpus=4),  # two H100s and two MIG instances of an A100
+}
+
+
+def _value(sample: ReplicaSample, key: str) -> Any:
+    name, _, part = key.partition(".")
+    value = getattr(sample, name)
+    return getattr(value, part) if part and value is not None else value
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: f"{p.parent.parent.parent.name}/{p.name}")
+def test_every_page_reads_as_read_by_hand(page: Path) -> None:
+    expected = EXPECTED.get(page.name)
+    assert expected is not None, f"{page.name}: no expected values; read the page by hand and add a row"
+    target = TargetInfo(url=page.name, pod="pod-0")
+    if expected.error is not None:
+        with pytest.raises(UnknownEngine, match=expected.error):
+            adapt_page(page.read_bytes(), target, 0.0)
+        return
+    adapted = adapt_page(page.read_bytes(), target, 0.0)
+    assert len(adapted.gpus) == expected.gpus
+    replicas = sorted(adapted.replicas, key=lambda r: r.replica)
+    assert len(replicas) == len(expected.replicas), [r.replica for r in replicas]
+    for sample, want in zip(replicas, expected.replicas, strict=True):
+        for key, value in want.items():
+            if key == "replica":
+                assert sample.replica == "pod-0" + value
+                continue
+            got = _value(sample, key)
+            assert got == (pytest.approx(value) if isinstance(value, float) else value), f"{page.name}: {key}"
+
+
+def test_the_shared_pages_are_read_too() -> None:
+    # where the shared directory is present it is part of the table; an empty glob there would check nothing
+    if not DIRS[1].is_dir():
+        pytest.skip("no ../shared/fixtures/metrics in this checkout")
+    assert any(re.search(r"shared", str(p)) for p in PAGES)
