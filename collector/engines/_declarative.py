@@ -168,15 +168,19 @@ class DeclarativeAdapter:
         """
         labels = (*self.model_labels, *REPLICA_LABELS)
         keep = self.prepare(families)
-        samples = [
-            s for name, fam in families.items() if name in self.families for s in fam.samples if keep is None or keep(s)
-        ]
+        samples = []
         values: dict[str, set[str]] = {k: set() for k in labels}
-        for s in samples:
-            for k in labels:
-                v = s.labels.get(k)
-                if v:
-                    values[k].add(v)
+        for name, fam in families.items():
+            if name not in self.families:
+                continue
+            for s in fam.samples:
+                if "le" in s.labels or (keep is not None and not keep(s)):
+                    continue  # a histogram's buckets repeat its _count's labels
+                samples.append(s)
+                for k in labels:
+                    v = s.labels.get(k)
+                    if v:
+                        values[k].add(v)
         split = [k for k in labels if len(values[k]) > 1]
         if not split:
             return []
