@@ -168,3 +168,28 @@ def test_any_number_of_engines_sums_queues_and_averages_kv(engines: list[tuple[i
     assert r.requests_running == sum(e[0] for e in engines)
     assert r.requests_waiting == sum(e[1] for e in engines)
     assert r.kv_usage == pytest.approx(sum(e[2] for e in engines) / len(engines))
+
+
+@pytest.mark.parametrize(
+    ("info", "expected"),
+    [
+        # the engine's own pool size wins over blocks x block size (hybrid KV: 33960 x 16 = 543,360 is wrong)
+        ('block_size="16",kv_cache_size_tokens="855836",num_gpu_blocks="33960"', 855836.0),
+        # kv_cache_size_tokens not reported yet ("None"): blocks x block size
+        ('block_size="16",kv_cache_size_tokens="None",num_gpu_blocks="100"', 1600.0),
+        # reported without the block labels: still known
+        ('kv_cache_size_tokens="4096"', 4096.0),
+    ],
+)
+def test_kv_capacity_prefers_what_the_engine_reports(info: str, expected: float) -> None:
+    page = f'vllm:num_requests_waiting{{model_name="m"}} 1\nvllm:cache_config_info{{{info}}} 1\n'
+    assert _one(page).kv_capacity_tokens == expected
+
+
+def test_engine_reported_capacity_is_summed_over_data_parallel_engines() -> None:
+    page = "".join(
+        f'vllm:num_requests_waiting{{model_name="m",engine="{e}"}} 1\n'
+        f'vllm:cache_config_info{{engine="{e}",block_size="16",num_gpu_blocks="10",kv_cache_size_tokens="{t}"}} 1\n'
+        for e, t in (("0", 500), ("1", 700))
+    )
+    assert _one(page).kv_capacity_tokens == 1200.0

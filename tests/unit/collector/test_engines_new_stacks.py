@@ -1,0 +1,81 @@
+"""Adapters for NIM, TensorRT-LLM's PyTorch backend and Dynamo, on the series the fixture pages do not carry."""
+
+from __future__ import annotations
+
+import pytest
+
+from collector.adapt import adapt_page
+from collector.samples import ReplicaSample, TargetInfo
+
+TARGET = TargetInfo(url="http://10.0.0.9:8000/metrics", pod="p-0")
+
+
+def _one(text: str, engine: str) -> ReplicaSample:
+    page = adapt_page(text, TARGET, 0.0)
+    assert page.engine == engine
+    (replica,) = page.replicas
+    return replica
+
+
+_TRTLLM_ITERATION = """# TYPE trtllm_num_requests_waiting gauge
+trtllm_num_requests_waiting{model_name="q",engine_type="trtllm"} 6
+trtllm_num_requests_running{model_name="q",engine_type="trtllm"} 30
+trtllm_kv_cache_max_blocks{model_name="q",engine_type="trtllm"} 1000
+trtllm_kv_cache_used_blocks{model_name="q",engine_type="trtllm"} 250
+trtllm_kv_cache_tokens_per_block{model_name="q",engine_type="trtllm"} 32
+# TYPE trtllm_kv_cache_reused_blocks_total counter
+trtllm_kv_cache_reused_blocks_total{model_name="q",engine_type="trtllm"} 40
+# TYPE trtllm_kv_cache_missed_blocks_total counter
+trtllm_kv_cache_missed_blocks_total{model_name="q",engine_type="trtllm"} 60
+# TYPE trtllm_prompt_tokens_total counter
+trtllm_prompt_tokens_total{model_name="q",engine_type="trtllm"} 9000
+"""
+
+
+def test_trtllm_pytorch_iteration_series() -> None:
+    r = _one(_TRTLLM_ITERATION, "trtllm-pytorch")
+    assert (r.requests_waiting, r.requests_running) == (6.0, 30.0)
+    assert r.kv_capacity_tokens == 1000 * 32  # max blocks x tokens per block
+    assert r.kv_usage == 0.25  # no utilization gauge: used / max blocks
+    assert (r.prefix_hits, r.prefix_queries) == (40 * 32, (40 + 60) * 32)  # blocks to tokens
+    assert r.prompt_tokens == 9000.0
+
+
+def test_trtllm_pytorch_utilization_gauge_wins_over_block_counts() -> None:
+    page = _TRTLLM_ITERATION + 'trtllm_kv_cache_utilization{model_name="q",engine_type="trtllm"} 0.4\n'
+    assert _one(page, "trtllm-pytorch").kv_usage == 0.4
+
+
+def test_dynamo_worker_without_engine_series() -> None:
+    page = (
+        'dynamo_component_requests_total{dynamo_component="backend",model="m"} 12\n'
+        'dynamo_component_inflight_requests{dynamo_component="backend",model="m"} 3\n'
+        'dynamo_component_kvstats_gpu_cache_usage_percent{dynamo_component="backend",model="m"} 0.6\n'
+    )
+    r = _one(page, "dynamo")
+    assert (r.model, r.requests_finished, r.kv_usage) == ("m", 12.0, 0.6)  # older kvstats_ name still read
+    assert r.requests_waiting is None  # a worker's page has no frontend queue: unknown, not 0
+    assert r.requests_running is None
+
+
+def test_dynamo_frontend_running_needs_both_gauges() -> None:
+    # in-flight alone would count queued requests as running too
+    r = _one('dynamo_frontend_inflight_requests{model="m"} 9\n', "dynamo")
+    assert r.requests_running is None
+
+
+@pytest.mark.parametrize(
+    ("page", "finished"),
+    [
+        # request_finish_total (every reason) first
+        (
+            'num_requests_running{model_name="m"} 1\nrequest_finish_total{model_name="m",finished_reason="stop"} 7\n'
+            'request_success_total{model_name="m"} 5\n',
+            7.0,
+        ),
+        # older NIM: request_success_total only
+        ('num_requests_running{model_name="m"} 1\nrequest_success_total{model_name="m"} 5\n', 5.0),
+    ],
+)
+def test_nim_finished_requests(page: str, finished: float) -> None:
+    assert _one(page, "nim").requests_finished == finished
