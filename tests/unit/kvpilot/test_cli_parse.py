@@ -79,6 +79,14 @@ def test_every_fixture_parses_to_strict_json(metrics_fixtures: Path, fixture: st
     assert doc["replicas"] or doc["gpus"]
 
 
+def test_prefix_option_reads_a_ray_serve_page(metrics_fixtures: Path) -> None:
+    page = metrics_fixtures / "ray-serve-vllm__DataDog__integrations-core__ray_vllm_metrics__trimmed.txt"
+    result = _run(str(page), "--json", "--prefix", "ray_", "--engine", "vllm")
+    assert result.exit_code == 0, result.stderr
+    (replica,) = _strict_json(result.stdout)["replicas"]
+    assert (replica["engine"], replica["generation_tokens"]) == ("vllm", 300.0)
+
+
 def test_table_output_is_readable(metrics_fixtures: Path) -> None:
     result = _run(str(metrics_fixtures / "llamacpp-without-kv__handwritten.txt"))
     assert result.exit_code == 0, result.stderr
