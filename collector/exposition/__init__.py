@@ -4,18 +4,37 @@ Only the families a caller asks for are read; the rest are skipped from their me
 Families, types, help, sample names, labels, values and timestamps agree with prometheus_client's
 parsers (the correctness oracle) on every page they accept, except for the documented cases where the
 oracle accepts a line by accident. Malformed input raises ``ParseError`` naming the line. The work is
-linear in the page; the page size itself is capped by the scrape loop, the sample count here.
+linear in the page; the page size itself is capped by the scrape loop, the sample count here, and the
+time, where a caller watches it, by ``watched_by``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from collector.exposition._model import DEFAULT_MAX_SAMPLES, MetricFamily, ParseError, Sample, Sink, Wanted, selector
+from collector.exposition._model import (
+    DEFAULT_MAX_SAMPLES,
+    MetricFamily,
+    ParseError,
+    Sample,
+    Sink,
+    Wanted,
+    selector,
+    watched_by,
+)
 from collector.exposition._openmetrics import parse_openmetrics
 from collector.exposition._text import parse_text
 
-__all__ = ["DEFAULT_MAX_SAMPLES", "MetricFamily", "ParseError", "Sample", "Wanted", "is_openmetrics", "parse"]
+__all__ = [
+    "DEFAULT_MAX_SAMPLES",
+    "MetricFamily",
+    "ParseError",
+    "Sample",
+    "Wanted",
+    "is_openmetrics",
+    "parse",
+    "watched_by",
+]
 
 _Backend = Callable[[str, Callable[[str], bool], Sink], None]
 _BACKENDS: dict[bool, _Backend] = {False: parse_text, True: parse_openmetrics}

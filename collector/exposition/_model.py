@@ -8,7 +8,9 @@ count kept samples against.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+import threading
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 
@@ -67,14 +69,44 @@ def _everything(_name: str) -> bool:
     return True
 
 
-class Sink:
-    """Collects the families a backend emits, merged by name; carries the sample cap."""
+# Backends look at the CPU clock once per this many samples read: rarely enough to cost nothing per line.
+BUDGET_CHECK_EVERY = 2048
 
-    __slots__ = ("families", "max_samples")
+Watchdog = Callable[[], str | None]
+"""Called every ``BUDGET_CHECK_EVERY`` samples read: a reason to stop reading the page, or None."""
+
+_watchdogs = threading.local()
+
+
+@contextmanager
+def watched_by(watchdog: Watchdog) -> Iterator[None]:
+    """Within the block, every parse on this thread asks ``watchdog`` from time to time whether to go on,
+    and stops with ``ParseError(reason)`` when it gives a reason. A parse on a worker thread cannot be
+    cancelled; this is how its caller bounds it (``collector.scrape`` gives each page a CPU-time budget)."""
+    previous = getattr(_watchdogs, "current", None)
+    _watchdogs.current = watchdog
+    try:
+        yield
+    finally:
+        _watchdogs.current = previous
+
+
+class Sink:
+    """Collects the families a backend emits, merged by name; carries the sample cap and the watchdog."""
+
+    __slots__ = ("families", "max_samples", "watchdog")
 
     def __init__(self, max_samples: int) -> None:
         self.families: dict[str, MetricFamily] = {}
         self.max_samples = max_samples
+        self.watchdog: Watchdog | None = getattr(_watchdogs, "current", None)
+
+    def check_budget(self, line_no: int) -> None:
+        """Stop the parse if the thread's watchdog says so (see ``watched_by``)."""
+        if self.watchdog is not None:
+            reason = self.watchdog()
+            if reason is not None:
+                raise ParseError(reason, line_no=line_no)
 
     def add(self, name: str, typ: str, help_text: str, samples: list[Sample], unit: str = "") -> None:
         family = self.families.get(name)

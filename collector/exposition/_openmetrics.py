@@ -29,7 +29,7 @@ from collector.exposition._lex import (
     unescape_label_value,
     unquote_name,
 )
-from collector.exposition._model import ParseError, Sample, Sink
+from collector.exposition._model import BUDGET_CHECK_EVERY, ParseError, Sample, Sink
 from collector.exposition._om_checks import TimeKey, check_histogram, is_integral, is_uncanonical, later, parse_stamp
 
 _LABEL = rf"(?!__){NAME}={LABEL_VALUE}"
@@ -98,6 +98,7 @@ class _OpenMetricsParser:
         if lines[-1] == "":
             lines.pop()  # a final newline ends the last line; it does not start an empty one
         room = self.sink.max_samples
+        checkpoint = max(0, room - BUDGET_CHECK_EVERY)
         eof = False
         for line_no, line in enumerate(lines, 1):
             try:
@@ -111,8 +112,11 @@ class _OpenMetricsParser:
                     self._metadata(line, line_no)
                 elif self._sample_line(line, line_no):
                     room -= 1
-                    if room < 0:
-                        raise ValueError(f"page has more than {self.sink.max_samples} samples")
+                    if room < checkpoint:
+                        if room < 0:
+                            raise ValueError(f"page has more than {self.sink.max_samples} samples")
+                        self.sink.check_budget(line_no)
+                        checkpoint = max(0, room - BUDGET_CHECK_EVERY)
             except ValueError as e:
                 if isinstance(e, ParseError):
                     raise

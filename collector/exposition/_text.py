@@ -37,7 +37,7 @@ from collector.exposition._lex import (
     unescape_text_help,
     unquote_name,
 )
-from collector.exposition._model import ParseError, Sample, Sink
+from collector.exposition._model import BUDGET_CHECK_EVERY, ParseError, Sample, Sink
 
 _LABEL = rf"(?!__){NAME}[ \t]*+=[ \t]*+{LABEL_VALUE}"
 _BODY = rf"[ \t]*+(?:{_LABEL}(?:[ \t]*+,[ \t]*+{_LABEL})*+(?:[ \t]*+,)?+[ \t]*+)?+"
@@ -97,6 +97,7 @@ class _TextParser:
         count = len(lines)
         numbered = enumerate(lines, 1)
         room = self.sink.max_samples
+        checkpoint = max(0, room - BUDGET_CHECK_EVERY)  # one comparison per line serves the cap and the budget
         name_match = NAME_RE.match
         meta_match = _META_RE.fullmatch
         bodies = self.bodies
@@ -162,8 +163,11 @@ class _TextParser:
                 self._check_series(sample_name, bare, line_no)
                 self.sink.add(sample_name, "unknown", "", bare)
             room -= 1
-            if room < 0:
-                raise ParseError(f"page has more than {self.sink.max_samples} samples", line_no=line_no, line=line)
+            if room < checkpoint:
+                if room < 0:
+                    raise ParseError(f"page has more than {self.sink.max_samples} samples", line_no=line_no, line=line)
+                self.sink.check_budget(line_no)
+                checkpoint = max(0, room - BUDGET_CHECK_EVERY)
         self._close()
 
     def _sample(self, line: str, line_no: int, name: str) -> Sample:

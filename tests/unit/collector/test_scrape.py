@@ -1,26 +1,27 @@
-"""Scraping against real HTTP servers on loopback: good, slow, endless, huge, failing and garbage targets,
-and the scrape loop in virtual time (offsets, overruns, targets that come and go)."""
+"""Scraping against real HTTP servers on loopback: good, slow, endless, huge, failing and garbage targets;
+targets staggered over the spread in virtual time; large pages read off the event loop within a budget."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import gzip
+import statistics
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from collector.adapt import adapt_page
 from collector.clock import VirtualClock
 from collector.exposition import parse
 from collector.samples import GpuSample, ReplicaSample, TargetInfo
 from collector.scrape import (
     Collector,
-    CollectResult,
     ScrapeConfig,
-    ScrapeLoop,
     VirtualTimer,
     jitter_offset,
 )
@@ -39,6 +40,14 @@ DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",Hostname="n1"} 99
 
 
 @functools.cache
+def big_page() -> bytes:
+    """About 2.7 MiB of a wanted vLLM gauge, every sample its own label set: slow to read on purpose."""
+    lines = [b"# TYPE vllm:num_requests_running gauge"]
+    lines += [b'vllm:num_requests_running{model_name="m",shard="%d"} 1' % i for i in range(50_000)]
+    return b"\n".join(lines) + b"\n"
+
+
+@functools.cache
 def _bomb() -> bytes:
     return gzip.compress(b"#" * (64 << 20), compresslevel=1)
 
@@ -54,6 +63,8 @@ class _Handler(BaseHTTPRequestHandler):
         route = self.path.split("?")[0]
         if route == "/metrics":
             self._send(200, PAGE)
+        elif route == "/big":
+            self._send(200, big_page())
         elif route == "/gpu":
             self._send(200, GPU_PAGE)
         elif route == "/gzip":
@@ -193,7 +204,7 @@ def collector(http_client: str = "asyncio", **config: float) -> Collector:
     return Collector(
         ScrapeConfig(http_client=http_client, **config),  # type: ignore[arg-type]
         clock=VirtualClock(100.0),
-        adapt=adapt,  # type: ignore[arg-type]
+        adapt=adapt,
     )
 
 
@@ -321,18 +332,19 @@ async def test_adapter_bug_costs_one_target_not_the_tick(pages: Pages) -> None:
             raise KeyError("Hostname")
         return adapt(body, target, timestamp, content_type=content_type)
 
-    async with Collector(clock=VirtualClock(0.0), adapt=buggy) as c:  # type: ignore[arg-type]
+    async with Collector(clock=VirtualClock(0.0), adapt=buggy) as c:
         result = await c.collect_once([pages.target("/metrics"), pages.target("/gpu")])
     assert [r.ok for r in result.results] == [True, False]
     assert result.results[1].error == "adapter error: KeyError: 'Hostname'"
 
 
-async def test_collect_once_spreads_targets_over_spread_s(pages: Pages) -> None:
+async def test_collect_once_spreads_targets_over_the_configured_spread(pages: Pages) -> None:
     clock = VirtualClock(0.0)
     timer = VirtualTimer(clock)
     targets = [pages.target("/metrics?a"), pages.target("/metrics?b"), pages.target("/gpu")]
-    async with Collector(clock=clock, adapt=adapt) as c:  # type: ignore[arg-type]
-        task = asyncio.create_task(c.collect_once(targets, spread_s=4.0, sleep=timer.sleep))
+    config = ScrapeConfig(spread_s=4.0)
+    async with Collector(config, clock=clock, adapt=adapt, sleep=timer.sleep) as c:
+        task = asyncio.create_task(c.collect_once(targets))
         await timer.until_sleepers(3)
         await timer.advance(4.0)
         result = await task
@@ -353,83 +365,75 @@ def test_jitter_offsets_are_stable_and_spread() -> None:
 @pytest.mark.parametrize(
     "config",
     # each limit must be positive; the HTTP backend must exist
-    [{"timeout_s": 0}, {"max_bytes": 0}, {"max_concurrency": 0}, {"http_client": "curl"}],
+    [
+        {"timeout_s": 0},
+        {"max_bytes": 0},
+        {"max_concurrency": 0},
+        {"http_client": "curl"},
+        {"parse_budget_s": 0},
+        {"inline_max_bytes": -1},
+        {"spread_s": -1},
+    ],
 )
 def test_bad_scrape_config_is_rejected(config: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="scrape config"):
         ScrapeConfig(**config)  # type: ignore[arg-type]
 
 
-# -- the loop in virtual time -------------------------------------------------------------------------
+def test_a_loop_spreads_over_half_its_interval_as_far_as_the_timeout_allows() -> None:
+    assert ScrapeConfig.for_interval(5.0, 2.0).spread_s == 2.5
+    # the last scrape started must still time out within the first 90 % of the interval
+    assert ScrapeConfig.for_interval(5.0, 3.0).spread_s == pytest.approx(1.5)
+    assert ScrapeConfig.for_interval(5.0, 4.9).spread_s == 0.0
 
 
-async def test_loop_ticks_follow_targets_and_count_overruns(pages: Pages) -> None:
-    clock = VirtualClock(0.0)
-    timer = VirtualTimer(clock)
-    targets: list[TargetInfo] = [pages.target("/metrics")]
-    ticks: asyncio.Queue[CollectResult] = asyncio.Queue()
-
-    async def discover() -> list[TargetInfo]:
-        return list(targets)
-
-    async def on_tick(result: CollectResult) -> None:
-        await ticks.put(result)
-
-    stop = asyncio.Event()
-    async with Collector(ScrapeConfig(timeout_s=30), clock=clock, adapt=adapt) as c:  # type: ignore[arg-type]
-        loop = ScrapeLoop(c, discover, on_tick, interval_s=5, clock=clock, sleep=timer.sleep)
-        task = loop.start(stop)
-        assert task.get_name() == "kvpilot.scrape-loop"
-        await timer.until_sleepers(1)  # tick 0 started at t=0 and sleeps on its target's offset
-        await timer.advance(3)  # past every offset of tick 0 (offsets fall in the first 2.5 s)
-        first = await ticks.get()
-        assert first.timestamp == 0
-        assert [r.ok for r in first.results] == [True]
-        # each scrape happened at its own stable offset within the first half of the interval
-        assert 0 <= first.results[0].timestamp < 2.5
-        assert first.results[0].timestamp == pytest.approx(jitter_offset(targets[0].url, 5, 0.5))
-
-        targets.append(pages.target("/slow"))  # a new pod appears; it will hang
-        await timer.until_sleepers(1)  # the loop sleeps until t=5
-        await timer.advance(2)  # t=5: tick 1 starts
-        await timer.until_sleepers(2)  # ... and sleeps on the offsets of both targets
-        await timer.advance(5)  # both offsets pass; /slow now hangs on the server
-        await timer.advance(12)  # ... for more than two intervals of virtual time
-        pages.server.release.set()
-        second = await ticks.get()
-        assert len(second.results) == 2
-        assert loop.overruns == 1
-
-        targets.clear()  # every pod gone
-        await timer.until_sleepers(1)
-        await timer.advance(5)  # the loop skipped the missed ticks and wakes at 25
-        third = await ticks.get()
-        assert third.results == ()
-        assert third.health == {}
-        stop.set()  # ends the loop's sleep at once, no time needs to pass
-        await asyncio.wait_for(task, 5)
-    assert loop.ticks == 3
+# -- large pages: read off the event loop, within a CPU budget ----------------------------------------
 
 
-async def test_discovery_failure_keeps_known_targets(pages: Pages) -> None:
-    clock = VirtualClock(0.0)
-    calls = 0
+async def test_large_pages_are_read_off_the_event_loop(pages: Pages) -> None:
+    """While three large pages are read, the loop keeps its 5 ms heartbeat: reading them on the loop would
+    stall it for as long as one page takes to read."""
+    page = big_page()
+    started = time.process_time()
+    expected = adapt_page(page, pages.target("/big"), 0.0)
+    read_s = time.process_time() - started
+    assert read_s > 0.05  # the page is slow enough for a stall to show
+    assert len(page) > ScrapeConfig().inline_max_bytes
 
-    async def discover() -> list[TargetInfo]:
-        nonlocal calls
-        calls += 1
-        if calls == 2:
-            raise RuntimeError("API server unavailable")
-        return [pages.target("/metrics")]
+    lateness: list[float] = []
+    done = asyncio.Event()
 
-    results: list[CollectResult] = []
+    async def heartbeat() -> None:
+        while not done.is_set():
+            t0 = time.perf_counter()
+            await asyncio.sleep(0.005)
+            lateness.append(time.perf_counter() - t0 - 0.005)
 
-    async def on_tick(result: CollectResult) -> None:
-        results.append(result)
+    beat = asyncio.create_task(heartbeat())
+    targets = [pages.target(f"/big?{i}") for i in range(3)]
+    async with Collector(ScrapeConfig(timeout_s=60), clock=VirtualClock(0.0)) as c:
+        result = await c.collect_once(targets)
+    done.set()
+    await beat
+    assert [r.ok for r in result.results] == [True, True, True], [r.error for r in result.results]
+    assert [r.replicas[0].requests_running for r in result.results] == [expected.replicas[0].requests_running] * 3
+    assert expected.replicas[0].requests_running == 50_000
+    # the heartbeat never waited for a page to be read
+    assert max(lateness) < read_s / 2, (max(lateness), read_s)
+    assert statistics.median(lateness) < read_s / 10
 
-    async with Collector(clock=clock, adapt=adapt) as c:  # type: ignore[arg-type]
-        loop = ScrapeLoop(c, discover, on_tick, spread_fraction=0, clock=clock, sleep=VirtualTimer(clock).sleep)
-        await loop.tick()
-        await loop.tick()
-    assert [len(r.results) for r in results] == [1, 1]
-    assert loop.discovery_errors == 1
+
+async def test_a_page_over_its_cpu_budget_fails_that_target_only(pages: Pages) -> None:
+    config = ScrapeConfig(timeout_s=60, parse_budget_s=0.005, inline_max_bytes=1024)
+    async with Collector(config, clock=VirtualClock(0.0)) as c:
+        big, small = (await c.collect_once([pages.target("/big"), pages.target("/metrics")])).results
+    assert not big.ok
+    assert big.error is not None
+    assert "more than its CPU budget of 0.005 s" in big.error
+    assert small.ok  # small pages are read on the loop, without a budget
+
+
+def test_one_page_cap_for_run_scrape_and_parse() -> None:
+    from kvpilot.settings import CollectorSettings
+
+    assert CollectorSettings().max_body_bytes == ScrapeConfig().max_bytes
