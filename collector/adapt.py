@@ -97,11 +97,15 @@ def adapt_page(
         # Read the whole page once, to find a stack's prefix or else to say what the page holds.
         everything = parse(text, openmetrics=openmetrics)
     found = find_prefix(everything, ENGINE_FAMILIES) if target.prefix is None else None
-    if found is None:
-        raise UnknownEngine(_reason(everything, engine or target.engine)) from None
-    page = adapt_families(strip_prefix(everything, found[0]), target, timestamp, engine)
-    _remember(target.url, found[0])
-    return page
+    if found is not None:
+        try:
+            page = adapt_families(strip_prefix(everything, found[0]), target, timestamp, engine)
+        except UnknownEngine:
+            pass  # names that merely end like an engine's: report the page as it is
+        else:
+            _remember(target.url, found[0])
+            return page
+    raise UnknownEngine(_reason(everything, engine or target.engine)) from None
 
 
 def _reason(families: Mapping[str, MetricFamily], engine: str | None) -> str:

@@ -117,6 +117,7 @@ class DeclarativeAdapter:
     # A serving stack whose pages usually also carry an engine's series: detected only when no engine is.
     fallback: bool = False
     families: frozenset[str] = field(init=False)
+    _mapped: frozenset[str] = field(init=False, repr=False)  # families the field mapping reads (no info series)
 
     def __post_init__(self) -> None:
         unknown = set(self.fields) - CANONICAL_FIELDS
@@ -126,6 +127,7 @@ class DeclarativeAdapter:
         for f in self.fields.values():
             for series in f.sources:
                 names.update(family_names(series.family))
+        object.__setattr__(self, "_mapped", frozenset(names))
         for extra in self.extra_families:
             names.update(family_names(extra))
         object.__setattr__(self, "families", frozenset(names))
@@ -171,7 +173,7 @@ class DeclarativeAdapter:
         samples = []
         values: dict[str, set[str]] = {k: set() for k in labels}
         for name, fam in families.items():
-            if name not in self.families:
+            if name not in self._mapped:  # info series (cache config) may come from another process
                 continue
             for s in fam.samples:
                 if "le" in s.labels or (keep is not None and not keep(s)):

@@ -144,3 +144,21 @@ def test_an_engine_asked_for_on_a_page_without_it_is_an_error_everywhere(metrics
         adapt_page(vllm_page, TargetInfo(url="x", engine="sglang"), 0.0)
     # a GPU target whose exporter lists no GPU at all is still a valid, empty page
     assert adapt_page("", TargetInfo(url="x", kind="gpu"), 0.0).gpus == []
+
+
+def test_names_that_only_end_like_an_engines_are_reported_not_read() -> None:
+    # "myapp_prompt_tokens" ends like NIM's generic prompt_tokens, but nothing identifies an engine
+    text = "myapp_prompt_tokens_total 5\nmyapp_requests_total 3\n"
+    with pytest.raises(UnknownEngine, match="found 2 families starting with `myapp_`"):
+        adapt_page(text, TargetInfo(url="http://myapp/metrics"), 0.0)
+    assert "http://myapp/metrics" not in adapt._found_prefixes
+
+
+def test_an_info_series_from_another_process_does_not_make_a_replica() -> None:
+    # Ray: the cache config under another worker id than the engine's gauges is not a second replica
+    text = (
+        'ray_vllm:num_requests_waiting{WorkerId="aaa",model_name="m"} 3\n'
+        'ray_vllm:cache_config_info{WorkerId="zzz",block_size="16",num_gpu_blocks="100"} 1\n'
+    )
+    (replica,) = adapt_page(text, TargetInfo(url="http://node2/metrics", pod="n"), 0.0).replicas
+    assert (replica.replica, replica.requests_waiting) == ("n", 3.0)
