@@ -6,6 +6,7 @@ from fastapi import FastAPI
 
 from api import errors
 from api.auth import TokenAuth
+from api.deadline import RequestDeadline
 from api.limits import BodySizeLimit
 from api.routers import decisions, deployments, drains, findings, gpus, health, metrics, metrics_api, replicas, targets
 from api.runtime import Runtime
@@ -13,7 +14,7 @@ from api.runtime import Runtime
 ROUTERS = (health, metrics, deployments, replicas, gpus, targets, findings, decisions, drains, metrics_api)
 
 
-def create_app(runtime: Runtime, auth: TokenAuth) -> FastAPI:
+def create_app(runtime: Runtime, auth: TokenAuth, *, request_timeout_s: float = 10.0) -> FastAPI:
     app = FastAPI(
         title="kvpilot",
         summary="Observability and predictive autoscaling for LLM inference fleets",
@@ -27,4 +28,5 @@ def create_app(runtime: Runtime, auth: TokenAuth) -> FastAPI:
     for module in ROUTERS:
         app.include_router(module.router)
     app.add_middleware(BodySizeLimit, max_bytes=runtime.settings_max_body_bytes)
+    app.add_middleware(RequestDeadline, timeout_s=request_timeout_s)
     return app

@@ -73,7 +73,10 @@ LOOP_OVERRUNS = Series("kvpilot_loop_overruns_total", "counter", (), "Ticks that
 STORE_UP = _g("kvpilot_store_up", (), "1 when the latest write to the store succeeded.")
 STORE_PENDING_WRITES = _g("kvpilot_store_pending_writes", (), "Writes buffered while the store is unreachable.")
 STORE_DROPPED_WRITES = Series(
-    "kvpilot_store_dropped_writes_total", "counter", (), "Buffered writes dropped because the buffer was full."
+    "kvpilot_store_dropped_writes_total",
+    "counter",
+    (),
+    "Writes that never reached the store: dropped from a full buffer, or refused as bad rows.",
 )
 DECISIONS = Series("kvpilot_decisions_total", "counter", ("deployment", "reason"), "Scaling decisions by reason.")
 STAGE_ERRORS = Series("kvpilot_loop_stage_errors_total", "counter", ("stage",), "Loop stages that raised.")

@@ -18,10 +18,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from prometheus_client.registry import CollectorRegistry
 from sqlalchemy import Engine
@@ -46,6 +48,7 @@ from store.repo.rollups import RollupPoint
 log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +132,8 @@ class Service:
         actuation: Actuation | None = None,
         renew_every_s: float = 5.0,
         sleep: Sleep = asyncio.sleep,
+        store_hang_s: float = 10.0,
+        store_probe_every_s: float = 2.0,
     ) -> None:
         self.clock = clock
         self.loop = loop
@@ -150,6 +155,10 @@ class Service:
         self._wake_actuator = asyncio.Event()
         self._wake_drains = asyncio.Event()
         self._node_drains: dict[str, str] = {}
+        self.store_hang_s = store_hang_s
+        self._probe_every_s = store_probe_every_s
+        self._probe_started: float | None = None  # time.monotonic() of the probe in flight
+        self._probe_ok = True
         self.tasks: list[asyncio.Task[None]] = []
         loop.node_drains = self.node_drains
 
@@ -173,15 +182,30 @@ class Service:
     def now(self) -> float:
         return self.clock.now()
 
+    def store_problem(self) -> str | None:
+        """Why the store is not usable now, in words that name no host or port (``/readyz`` is unauthenticated;
+        the detail is in the log), or None."""
+        w = self.writer
+        probing = 0.0 if self._probe_started is None else time.monotonic() - self._probe_started
+        hung = max(w.in_flight_s(), probing)
+        if hung > self.store_hang_s:
+            return f"the store has not answered for {hung:.0f} s"
+        if not self._probe_ok:
+            return "the store does not answer"
+        if not w.up:
+            return "writes to the store are failing; they are buffered"
+        return None
+
     def health(self) -> RuntimeHealth:
         w = self.writer
         snap = self.loop.latest
+        problem = self.store_problem()
         return RuntimeHealth(
             first_tick_done=snap is not None,
-            store_up=w.up,
+            store_up=problem is None,
             store_pending_writes=w.pending,
-            store_dropped_writes=w.dropped_total,
-            store_last_error=w.last_error,
+            store_dropped_writes=w.lost_total,
+            store_last_error=problem,
             last_tick_at=snap.t if snap else None,
             leader=self.leadership.leader,
         )
@@ -193,7 +217,9 @@ class Service:
 
     async def start(self, restored: Restored) -> None:
         """Resume from what a previous run left (see ``restore``) and start the tasks."""
-        self.writer.up = await asyncio.to_thread(ping, self.engine)
+        first = _in_daemon_thread(partial(ping, self.engine))
+        done, _ = await asyncio.wait({first}, timeout=self.store_hang_s)
+        self.writer.up = bool(done) and first.result()
         decisions = publishable(restored.decisions)
         skipped = len(restored.decisions) - len(decisions)
         if skipped:
@@ -211,6 +237,7 @@ class Service:
             spawn_guarded("store-writer", self._run_writer, self.stop, sleep=self._sleep),
             spawn_guarded("actuator", self._run_actuator, self.stop, sleep=self._sleep),
             spawn_guarded("drain-worker", self._run_drain_worker, self.stop, sleep=self._sleep),
+            spawn_guarded("store-probe", self._run_store_probe, self.stop, sleep=self._sleep),
         ]
         run = getattr(self.leadership, "run", None)
         if run is not None:
@@ -223,7 +250,9 @@ class Service:
         for wake in (self._wake_writer, self._wake_actuator, self._wake_drains):
             wake.set()
         await asyncio.gather(*self.tasks, return_exceptions=True)
-        if not await asyncio.to_thread(self.writer.flush):
+        flushed = _in_daemon_thread(self.writer.flush)
+        done, _ = await asyncio.wait({flushed}, timeout=self.store_hang_s)
+        if not done or not flushed.result():
             log.error("shutting down with %d writes the store did not take", self.writer.pending)
 
     async def _run_loop(self) -> None:
@@ -241,6 +270,26 @@ class Service:
             await asyncio.to_thread(self.writer.flush)
             if self.stop.is_set():
                 return
+
+    async def _run_store_probe(self) -> None:
+        """Ask the store a trivial query every few seconds (real time), one at a time, in a daemon thread: a
+        store that hangs (a stopped server answers nothing, not even an error) shows in ``/readyz`` while the
+        probe is outstanding, and a hung probe never keeps the process from exiting."""
+        while not self.stop.is_set():
+            self._probe_started = time.monotonic()
+            probe: asyncio.Future[Any] = _in_daemon_thread(partial(ping, self.engine))
+            stopper: asyncio.Future[Any] = asyncio.ensure_future(self.stop.wait())
+            try:
+                await asyncio.wait([probe, stopper], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stopper.cancel()
+            if not probe.done():
+                return
+            self._probe_started = None
+            self._probe_ok = bool(probe.result())
+            self.writer.up = self.writer.up or (self._probe_ok and self.writer.pending == 0)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), self._probe_every_s)
 
     async def _run_actuator(self) -> None:
         """After each tick (woken by the loop, at most one pass in flight): the drain-state map, then the leader's
@@ -298,6 +347,32 @@ class Service:
         finally:
             for t in (sleeper, stopper):
                 t.cancel()
+
+
+def _in_daemon_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
+    """``fn()`` in a daemon thread of its own, as a future of this loop: a store call that hangs neither holds a
+    shared executor's worker nor keeps the interpreter from exiting."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(ok: bool, value: object) -> None:
+        if future.done():
+            return
+        if ok:
+            future.set_result(value)  # type: ignore[arg-type]
+        else:
+            future.set_exception(value)  # type: ignore[arg-type]
+
+    def run() -> None:
+        try:
+            value: object = fn()
+        except BaseException as e:  # handed to the awaiting task
+            loop.call_soon_threadsafe(settle, False, e)
+        else:
+            loop.call_soon_threadsafe(settle, True, value)
+
+    threading.Thread(target=run, name="store-call", daemon=True).start()
+    return future
 
 
 __all__ = ["Detect", "Discovery", "LoopConfig", "Publish", "Restored", "Service", "restore", "warm_start"]

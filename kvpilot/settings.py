@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsError as PydanticSettingsError
 
 from collector.scrape import DEFAULT_MAX_BYTES
 from detectors.thresholds import Thresholds
@@ -455,5 +456,8 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
         return Settings(**overrides)
     except ValidationError as e:
         raise SettingsError(_format_errors(e, path)) from None
+    except PydanticSettingsError as e:  # a KVPILOT_* value that is not the JSON its nested field needs
+        cause = f": {e.__cause__}" if e.__cause__ else ""
+        raise SettingsError(f"invalid configuration (KVPILOT_* environment): {e}{cause}") from None
     finally:
         _CONFIG_FILE.pop("path", None)

@@ -34,7 +34,7 @@ _LOCK_KEY = 0x6B7670696C6F74
 def _exclusive(url: str) -> Iterator[Connection]:
     """A connection holding the migration lock. Several kvpilot replicas start at once in HA: without the lock
     two would race to create the same tables. SQLite serialises writers itself."""
-    engine = make_engine(url)
+    engine = make_engine(url, statement_timeout_s=None)
     try:
         with engine.connect() as conn:
             postgres = conn.dialect.name == "postgresql"
@@ -81,7 +81,7 @@ def head() -> str:
 
 def current(url: str) -> str | None:
     """The revision the database is at, or None for an empty database."""
-    engine = make_engine(url)
+    engine = make_engine(url, statement_timeout_s=None)
     try:
         with engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()

@@ -5,12 +5,19 @@ what is pending in order, in bounded transactions. A connectivity error keeps ev
 buffer is bounded, and when full the oldest write goes (counted in ``dropped_total``) because the newest state is
 what a restart needs. A write that fails for any other reason (a bug, a constraint) is dropped alone and counted in
 ``failed_total``, so one bad row cannot wedge the store forever.
+
+"Any other reason" is decided by asking the database, not by error classes: a lock held elsewhere (SQLite's
+"database is locked", PostgreSQL's lock or statement timeout), a read-only or full database, or one that no
+longer answers, keeps every write for later; only when a trivial write (the canary) still succeeds is the failing
+write the row's own fault. ``in_flight_s`` says how long the current flush has been running, so readiness can
+tell a store that hangs (a stopped server answers nothing, not even an error) from one that is merely slow.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,15 +46,45 @@ def _database_answers(factory: sessionmaker[Session]) -> bool:
         return False
 
 
-def is_connectivity_error(e: BaseException, factory: sessionmaker[Session]) -> bool:
-    """True for "the database is not there" as opposed to "this statement is wrong".
+# Messages of errors that say "not now" rather than "not this row" (SQLite, PostgreSQL), matched lower-case.
+_TRANSIENT = (
+    "database is locked",
+    "database table is locked",
+    "busy",
+    "statement timeout",
+    "lock timeout",
+    "canceling statement",
+    "read-only",
+    "readonly",
+    "disk i/o error",
+    "database or disk is full",
+    "no space left",
+)
 
-    Drivers disagree on error classes (SQLite raises OperationalError for a missing table too), so the
-    database is asked directly: if it answers a trivial query, the write itself was at fault.
+
+def _write_path_works(factory: sessionmaker[Session]) -> bool:
+    """A canary write (the drain rail's row, unchanged) commits: the store takes writes now."""
+    try:
+        with factory() as session, session.begin():
+            session.execute(text("UPDATE drain_rail SET claims = claims WHERE id = 1"))
+        return True
+    except SQLAlchemyError:
+        return False
+
+
+def is_connectivity_error(e: BaseException, factory: sessionmaker[Session]) -> bool:
+    """True for "the store cannot take writes now" as opposed to "this write is wrong".
+
+    Drivers disagree on error classes (SQLite raises OperationalError for a missing table too), so beyond a few
+    well-known "not now" messages the database is asked directly: if it answers a trivial query and takes a
+    trivial write, the write itself was at fault.
     """
     if isinstance(e, DBAPIError) and e.connection_invalidated:
         return True
-    return not _database_answers(factory)
+    message = str(getattr(e, "orig", None) or e).lower()
+    if any(m in message for m in _TRANSIENT):
+        return True
+    return not (_database_answers(factory) and _write_path_works(factory))
 
 
 class BufferedWriter:
@@ -65,10 +102,21 @@ class BufferedWriter:
         self.written_total = 0
         self.up = True
         self.last_error: str | None = None
+        self._flush_started: float | None = None  # time.monotonic() of the flush now running
 
     @property
     def pending(self) -> int:
         return len(self._pending)
+
+    @property
+    def lost_total(self) -> int:
+        """Writes that never reached the store: dropped from a full buffer, or refused as bad rows."""
+        return self.dropped_total + self.failed_total
+
+    def in_flight_s(self) -> float:
+        """How long the flush now running has been at it (0 when none is)."""
+        started = self._flush_started
+        return 0.0 if started is None else time.monotonic() - started
 
     def submit(self, label: str, write: Write) -> None:
         with self._lock:
@@ -81,44 +129,57 @@ class BufferedWriter:
     def flush(self) -> bool:
         """Apply pending writes in order; return True when nothing is left pending."""
         with self._flush_lock:
-            while True:
-                with self._lock:
-                    batch = [self._pending[i] for i in range(min(self._chunk, len(self._pending)))]
-                if not batch:
-                    return True
+            self._flush_started = time.monotonic()
+            try:
+                return self._flush_locked()
+            finally:
+                self._flush_started = None
+
+    def _flush_locked(self) -> bool:
+        while True:
+            with self._lock:
+                batch = [self._pending[i] for i in range(min(self._chunk, len(self._pending)))]
+            if not batch:
+                return True
+            try:
                 try:
-                    try:
-                        self._apply(batch)
-                    except SQLAlchemyError as e:
-                        if is_connectivity_error(e, self._factory):
-                            raise
-                        self._apply_one_by_one(batch)
-                except SQLAlchemyError as e:
-                    self._mark_down(e)
-                    return False
-                self._mark_up()
-                done = {id(p) for p in batch}
-                with self._lock:
-                    # A full buffer may have dropped part of this batch meanwhile; pop only what is still ours.
-                    while self._pending and id(self._pending[0]) in done:
-                        self._pending.popleft()
-                self.written_total += len(batch)
+                    self._apply(batch)
+                    self._done(batch)
+                except Exception as e:
+                    if isinstance(e, SQLAlchemyError) and is_connectivity_error(e, self._factory):
+                        raise
+                    self._apply_one_by_one(batch)
+            except SQLAlchemyError as e:
+                self._mark_down(e)
+                return False
+            self._mark_up()
+
+    def _done(self, batch: list[_Pending]) -> None:
+        """Forget ``batch``, applied or given up on (a full buffer may have dropped part of it meanwhile)."""
+        done = {id(p) for p in batch}
+        with self._lock:
+            kept = [p for p in self._pending if id(p) not in done]
+            if len(kept) != len(self._pending):
+                self._pending = deque(kept)
 
     def _apply(self, batch: list[_Pending]) -> None:
         with self._factory() as session, session.begin():
             for p in batch:
                 p.write(session)
+        self.written_total += len(batch)
 
     def _apply_one_by_one(self, batch: list[_Pending]) -> None:
-        """Isolate the bad write; a connectivity error on the way re-raises and keeps the whole batch."""
+        """Isolate the bad write: each write alone, the good ones kept as they go, the bad one dropped and counted.
+        A connectivity error on the way re-raises and keeps what is left for the next flush."""
         for p in batch:
             try:
                 self._apply([p])
-            except SQLAlchemyError as e:
-                if is_connectivity_error(e, self._factory):
+            except Exception as e:
+                if isinstance(e, SQLAlchemyError) and is_connectivity_error(e, self._factory):
                     raise
                 self.failed_total += 1
-                log.error("store write %s failed and was dropped: %s", p.label, e)
+                log.error("store write %s failed and was dropped: %s", p.label, str(e).splitlines()[0] if str(e) else e)
+            self._done([p])
 
     def _mark_down(self, e: BaseException) -> None:
         if self.up:

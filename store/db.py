@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -14,27 +16,62 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
 
-def make_engine(url: str, *, connect_timeout_s: float = 3.0) -> Engine:
-    """An engine that fails fast when the database is away, so a tick never hangs on the store.
+class StoreConfigError(ValueError):
+    """The database URL cannot be used at all (garbage, unknown driver): a one-line message for the operator."""
+
+
+def make_engine(
+    url: str,
+    *,
+    connect_timeout_s: float = 3.0,
+    statement_timeout_s: float | None = 5.0,
+    pool_timeout_s: float = 5.0,
+) -> Engine:
+    """An engine that fails fast when the database is away or stuck, so no caller waits on it unbounded.
 
     SQLite: the parent folder is created, foreign keys enforced, WAL journal (readers do not block the loop's
-    writer). PostgreSQL: a short connect timeout and pre-ping, so a restarted server is picked up again.
+    writer), and a busy timeout of ``statement_timeout_s`` (a lock held by another connection fails the statement
+    then, instead of waiting forever). PostgreSQL: a short connect timeout, pre-ping (a restarted server is picked
+    up again), ``statement_timeout`` and ``lock_timeout`` on every session, and a bounded wait for a pooled
+    connection. ``statement_timeout_s=None`` (migrations: an index build or another replica's migration lock may
+    take longer) sets no statement timeout. A server that stops answering altogether (SIGSTOP) is bounded by the
+    callers, which run store calls in threads with their own deadlines (``kvpilot.service``, ``api``).
     """
-    parsed = make_url(url)
+    try:
+        parsed = make_url(url)
+        backend = parsed.get_backend_name()
+    except Exception as e:  # sqlalchemy raises ArgumentError, but a stray ValueError is as likely
+        raise StoreConfigError(f"database URL {_safe(url)!r} is not a URL SQLAlchemy understands: {e}") from None
+    if backend not in ("sqlite", "postgresql"):
+        raise StoreConfigError(f"database URL {_safe(url)!r}: only sqlite:/// and postgresql:// are supported")
     kwargs: dict[str, Any] = {"pool_pre_ping": True}
-    if parsed.get_backend_name() == "sqlite":
+    if backend == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        kwargs["connect_args"] = {"check_same_thread": False, "timeout": connect_timeout_s}
+            try:
+                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreConfigError(
+                    f"cannot create the folder for the SQLite store {parsed.database}: {e.strerror or e}"
+                ) from None
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": statement_timeout_s or 60.0}
         # A connection per use: opening the file is cheap, and a file that went away is noticed at once
         # instead of being written through a descriptor that still points at the old one.
         kwargs["poolclass"] = NullPool
-    elif parsed.get_backend_name() == "postgresql":
+    else:
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
-        kwargs["connect_args"] = {"connect_timeout": max(1, int(connect_timeout_s))}
+        ms = max(1, int((statement_timeout_s or 0) * 1000))
+        kwargs["connect_args"] = {
+            "connect_timeout": max(1, int(connect_timeout_s)),
+        }
+        if statement_timeout_s is not None:
+            kwargs["connect_args"]["options"] = f"-c statement_timeout={ms} -c lock_timeout={ms}"
         kwargs["pool_size"] = 5
-    engine = create_engine(parsed, **kwargs)
+        kwargs["pool_timeout"] = pool_timeout_s
+    try:
+        engine = create_engine(parsed, **kwargs)
+    except Exception as e:  # a driver that is not installed, an option it refuses
+        raise StoreConfigError(f"database URL {_safe(url)!r}: {str(e).splitlines()[0]}") from None
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine
@@ -47,15 +84,35 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+def _safe(url: str) -> str:
+    """``url`` without a password, for messages (best effort on a URL that does not parse)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url.split("@")[-1] if "@" in url else url
+
+
 def session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
+# When the request being served stops mattering (its client got a 503 for the timeout): a transaction that reaches
+# its COMMIT after this rolls back instead, so a request the client saw fail is not applied later.
+request_deadline: ContextVar[float | None] = ContextVar("request_deadline", default=None)
+
+
+class DeadlinePassed(TimeoutError):
+    """The request's deadline passed before its transaction could commit; nothing was applied."""
+
+
 @contextmanager
 def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
-    """One unit of work: commit on success, roll back on any error."""
+    """One unit of work: commit on success, roll back on any error or when the request's deadline has passed."""
     with factory() as session, session.begin():
         yield session
+        deadline = request_deadline.get()
+        if deadline is not None and time.monotonic() > deadline:
+            raise DeadlinePassed("the request timed out before its change was committed; nothing was applied")
 
 
 def ping(engine: Engine) -> bool:

@@ -3,23 +3,27 @@ only to a replica that has something true to say."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from api import schemas
-from api.deps import RuntimeDep
+from api.runtime import Runtime
 
 router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", response_model=dict[str, str])
-def healthz() -> dict[str, str]:
-    """The process is alive and serving HTTP."""
+async def healthz() -> dict[str, str]:
+    """The process is alive and serving HTTP (on the event loop itself: a pool of worker threads held by a hung
+    store cannot make it fail)."""
     return {"status": "ok"}
 
 
 @router.get("/readyz", response_model=schemas.Health, responses={503: {"model": schemas.Health}})
-def readyz(runtime: RuntimeDep) -> JSONResponse:
+async def readyz(request: Request) -> JSONResponse:
+    """Ready: a tick completed and the store answers and takes writes. Unauthenticated, so ``store_error`` says
+    what is wrong in words that name no host or port; the detail is in the log."""
+    runtime: Runtime = request.app.state.runtime  # not a (threaded) dependency: see healthz
     h = runtime.health()
     checks = {"first_tick_done": h.first_tick_done, "store_reachable": h.store_up}
     ok = all(checks.values())

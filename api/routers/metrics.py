@@ -3,15 +3,17 @@ scrape it from inside the cluster; it carries no secrets."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from api.deps import RuntimeDep
+from api.runtime import Runtime
 
 router = APIRouter(tags=["metrics"])
 
 
 @router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
-def metrics(runtime: RuntimeDep) -> Response:
+async def metrics(request: Request) -> Response:
+    # On the loop, without a (threaded) dependency: never queued behind threads a hung store holds.
+    runtime: Runtime = request.app.state.runtime
     return Response(generate_latest(runtime.registry), media_type=CONTENT_TYPE_LATEST)

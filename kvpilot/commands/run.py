@@ -23,13 +23,30 @@ def command(
     """Run kvpilot: collect, detect, decide, persist and publish every tick; serve the API and KEDA."""
     import asyncio
 
+    from sqlalchemy.exc import SQLAlchemyError
+
     from kvpilot.runner import run
     from kvpilot.settings import SettingsError, load_settings
+    from store.db import StoreConfigError
 
     overrides = {"api": {"http_port": port}} if port is not None else {}
     try:
         settings = load_settings(config, **overrides)
         raise typer.Exit(asyncio.run(run(settings, config_file=config)))
-    except SettingsError as e:
+    except (SettingsError, StoreConfigError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
+    except SQLAlchemyError as e:  # the schema upgrade at start needs the database: say which and why, in a line
+        typer.echo(f"error: the store cannot be prepared: {_first_line(e)}", err=True)
+        raise typer.Exit(1) from None
+    except OSError as e:  # an unwritable data_dir and the like
+        where = f" {e.filename}" if e.filename else ""
+        typer.echo(f"error: {e.strerror or e}{where}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _first_line(e: BaseException) -> str:
+    """The driver's own message without SQLAlchemy's SQL echo and background link, and without a password."""
+    orig = getattr(e, "orig", None) or e
+    line = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+    return line.split("(Background on this error")[0].strip()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from store.fields import fit
 from store.models import CapacityProfileRow
 
 
@@ -18,6 +19,7 @@ def upsert_capacity(
 ) -> CapacityProfileRow:
     if source not in ("observed", "configured"):
         raise ValueError(f"capacity source must be 'observed' or 'configured', got {source!r}")
+    deployment = fit(deployment, 253)
     row = session.get(CapacityProfileRow, deployment)
     if row is None:
         row = CapacityProfileRow(deployment=deployment, observations=0)

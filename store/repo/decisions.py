@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from scaler.decision import Decision
+from store.fields import fit
 from store.models import DecisionRow
 from store.repo.page import Page, paginate
 
@@ -22,6 +23,9 @@ def finite(values: Mapping[str, float]) -> dict[str, float]:
 def _to_row(d: Decision) -> DecisionRow:
     fields = dataclasses.asdict(d)
     fields["forecast"] = finite(d.forecast)
+    fields["deployment"] = fit(d.deployment, 253)
+    fields["reason"] = fit(d.reason, 64)
+    fields["message"] = fit(d.message, 10_000)
     return DecisionRow(**fields)
 
 

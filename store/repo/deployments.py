@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from store.fields import fit, fit_optional
 from store.models import DeploymentRow
 from store.repo.page import Page, paginate
 
@@ -20,7 +21,10 @@ class SeenDeployment:
 
 
 def upsert_deployments(*, session: Session, seen: Iterable[SeenDeployment], now: float) -> None:
-    wanted = {d.key: d for d in seen}
+    """Values come from scraped pages: each is fitted to its column here, so one over-long model name cannot
+    fail the write for every deployment."""
+    wanted = {fit(d.key, 253): SeenDeployment(fit(d.key, 253), fit_optional(d.engine, 32), fit_optional(d.model, 255))
+              for d in seen}  # fmt: skip
     if not wanted:
         return
     rows = {r.key: r for r in session.scalars(select(DeploymentRow).where(DeploymentRow.key.in_(list(wanted))))}
@@ -30,7 +34,13 @@ def upsert_deployments(*, session: Session, seen: Iterable[SeenDeployment], now:
             ns, _, name = key.partition("/")
             session.add(
                 DeploymentRow(
-                    key=key, namespace=ns, name=name, engine=d.engine, model=d.model, first_seen=now, last_seen=now
+                    key=key,
+                    namespace=fit(ns, 63),
+                    name=fit(name, 189),
+                    engine=d.engine,
+                    model=d.model,
+                    first_seen=now,
+                    last_seen=now,
                 )
             )
         else:

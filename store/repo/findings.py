@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from detectors.finding import Finding, Severity, Subject
 from store.errors import InvalidTransition, NotFound
+from store.fields import fit
 from store.models import FindingRow
 from store.repo.page import Page, paginate
 
@@ -22,8 +23,16 @@ LIVE = (OPEN, ACKNOWLEDGED)
 
 
 def _json_safe(evidence: Mapping[str, float | str | None]) -> dict[str, float | str | None]:
-    """NaN and infinity are not JSON; they become None ("unknown"), which is what they mean here."""
-    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in evidence.items()}
+    """NaN and infinity are not JSON; they become None ("unknown"), which is what they mean here. Text is made
+    storable (no NUL, no lone surrogate) and bounded."""
+    out: dict[str, float | str | None] = {}
+    for k, v in evidence.items():
+        if isinstance(v, float) and not math.isfinite(v):
+            v = None
+        elif isinstance(v, str):
+            v = fit(v, 2000)
+        out[fit(k, 128)] = v
+    return out
 
 
 def to_finding(row: FindingRow) -> Finding:
@@ -39,10 +48,10 @@ def to_finding(row: FindingRow) -> Finding:
 
 
 def _refresh(row: FindingRow, f: Finding, now: float) -> None:
-    row.severity = f.severity.value
-    row.summary = f.summary
+    row.severity = fit(f.severity.value, 16)
+    row.summary = fit(f.summary, 10_000)
     row.evidence = _json_safe(f.evidence)
-    row.action = f.action
+    row.action = fit(f.action, 32)
     row.last_seen = now
 
 
@@ -57,13 +66,13 @@ def upsert_findings(*, session: Session, active: Sequence[Finding], now: float) 
         row = rows.get(fid)
         if row is None:
             s = f.subject
-            row = FindingRow(
+            row = FindingRow(  # subjects come from scraped labels: fitted, never refused by the store
                 id=fid,
-                kind=f.kind,
-                deployment=s.deployment,
-                replica=s.replica,
-                node=s.node,
-                gpu=s.gpu,
+                kind=fit(f.kind, 64),
+                deployment=fit(s.deployment, 253),
+                replica=fit(s.replica, 253),
+                node=fit(s.node, 253),
+                gpu=fit(s.gpu, 64),
                 since=f.since,
                 state=OPEN,
             )

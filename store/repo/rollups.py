@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from store.fields import fit
 from store.models import ROLLUP_SIGNALS, RollupRow
 
 _MAX_SIGNALS = frozenset({"kv_usage_max"})
@@ -35,6 +36,7 @@ def record_rollup(*, session: Session, deployment: str, t: float, signals: Mappi
     if unknown:
         raise ValueError(f"unknown roll-up signals {sorted(unknown)}; known: {', '.join(ROLLUP_SIGNALS)}")
     minute = int(t // 60)
+    deployment = fit(deployment, 253)
     row = session.get(RollupRow, (deployment, minute))
     if row is None:
         session.add(RollupRow(deployment=deployment, minute=minute, samples=1, **dict(signals)))
