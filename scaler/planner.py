@@ -211,10 +211,16 @@ class _DeploymentPlanner:
         self.live_error.record(now, arrival, forecast.point)
         capacity_rps = self.capacity.requests_per_s(mix, view.prefix_hit_ratio)
         queued = self.queue_time.update(now, [(r.key, r.sample.queue_time) for r in view.replicas])
-        # Only a fleet whose planned replicas were all serving can prove the profile wrong: queueing while
-        # replicas are still loading is a forecast's timing miss, and cutting capacity for it would keep
-        # paying for idle replicas long after (seen at ServeGen's 600 s rate steps).
-        settled = serving >= current > 0
+        # Only a fleet that, by the capacity model, was serving enough replicas for what arrived can prove the
+        # model wrong: queueing while too few replicas serve (still loading after a forecast's timing miss) says
+        # nothing about capacity, and cutting it then would keep paying for idle replicas long after (seen at
+        # ServeGen's 600 s rate steps).
+        enough = (
+            capacity_rps is not None
+            and arrival is not None
+            and serving * capacity_rps * self.feedback.multiplier * cfg.policy.target_utilisation >= arrival
+        )
+        settled = serving > 0 and enough
         if cfg.slo_ttft_s is not None and queued is not None and settled:
             # Load shows as queueing: a request that waited a share of its TTFT budget before its prefill began
             # was delayed by too little capacity (a long prompt that misses the SLO on an idle replica was not).

@@ -133,13 +133,14 @@ def test_windowed_histogram_sums_increases_and_survives_resets() -> None:
 
 
 @pytest.mark.parametrize(
-    ("loading", "cut"),
+    ("per_tick", "loading", "cut"),
     [
-        (0, True),  # every planned replica serving: the queueing proves the profile optimistic
-        (3, False),  # replicas still loading: a timing miss, not a capacity error
+        (10, 0, True),  # every planned replica serving, and enough by the model: queueing proves it optimistic
+        (10, 3, True),  # replicas loading, but the one serving was enough for what arrived: the same proof
+        (30, 3, False),  # 2 req/s on one 1 req/s replica while three load: a timing miss, not a capacity error
     ],
 )
-def test_queueing_beyond_the_budget_lowers_the_capacity_planned_with(loading: int, cut: bool) -> None:
+def test_queueing_beyond_the_budget_lowers_the_capacity_planned_with(per_tick: int, loading: int, cut: bool) -> None:
     config = PlannerConfig(
         forecaster="last_value",
         capacity=CapacityConfig(requests_per_s=1.0, reference_mix=MIX),
@@ -149,7 +150,7 @@ def test_queueing_beyond_the_budget_lowers_the_capacity_planned_with(loading: in
     state, planner = FleetState(), Planner(config)
     for i in range(12):
         t = i * TICK_S
-        late = float(10 * i)  # every request queued longer than 0.5 s (a quarter of the 2 s SLO)
+        late = float(per_tick * i)  # every request queued longer than 0.5 s (a quarter of the 2 s SLO)
         samples = [
             ReplicaSample(
                 namespace="prod",
@@ -161,7 +162,7 @@ def test_queueing_beyond_the_budget_lowers_the_capacity_planned_with(loading: in
                 timestamp=t,
                 requests_waiting=0.0,
                 requests_running=1.0,
-                requests_finished=10.0 * i,
+                requests_finished=float(per_tick * i),
                 queue_time=Histogram(bounds=(0.5, 1.0, math.inf), counts=(0.0, 0.0, late), sum=0.0, count=late),
             )
         ]

@@ -1,0 +1,169 @@
+"""Capacity in the work a GPU does: a serving profile moves the replica count with the token mix, learned capacity
+recovers after a burst, stuck replicas are neither capacity nor demand, and deployments at zero replicas are
+decided too."""
+
+from __future__ import annotations
+
+import pytest
+
+from collector.samples import ReplicaSample
+from collector.state import FleetState
+from scaler.capacity import CapacityConfig, CapacityModel, ServingProfile, TokenMix
+from scaler.planner import Planner, planner_config
+
+# Roughly Llama-3-8B on one H100: 31k prompt tokens/s, 8.9 ms decode step alone, 9.7k tokens/s at 256 sequences.
+PROFILE = ServingProfile(
+    prefill_tokens_per_s=31_000.0,
+    decode_step_s=0.0089,
+    decode_tokens_per_s=9_700.0,
+    kv_tokens=450_000.0,
+    max_num_seqs=256,
+    kv_read_tokens_per_s=17_800_000.0,
+)
+TICK_S = 5.0
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "cheaper"),
+    [
+        (TokenMix(1000, 200), TokenMix(4000, 200), False),  # prompts grow 4×: fewer requests per replica
+        (TokenMix(1000, 200), TokenMix(1000, 800), False),  # answers grow 4×: fewer requests per replica
+        (TokenMix(15000, 300), TokenMix(2000, 300), True),  # long prompts give way to short: more per replica
+    ],
+)
+def test_a_mix_shift_moves_capacity_the_right_way(before: TokenMix, after: TokenMix, cheaper: bool) -> None:
+    assert (PROFILE.requests_per_s(after) > PROFILE.requests_per_s(before)) is cheaper
+
+
+def test_prefix_hits_raise_capacity_and_long_contexts_are_bound_by_kv() -> None:
+    mix = TokenMix(8000, 200)
+    assert PROFILE.requests_per_s(mix, prefix_hit_ratio=0.6) > PROFILE.requests_per_s(mix)
+    # 60k-token contexts fit 7 at a time in 450k KV tokens: far fewer per second than 2k-token ones.
+    assert PROFILE.requests_per_s(TokenMix(60_000, 200)) < PROFILE.requests_per_s(TokenMix(2000, 200)) / 10
+
+
+def test_profile_is_validated() -> None:
+    with pytest.raises(ValueError, match="decode_tokens_per_s"):
+        ServingProfile(prefill_tokens_per_s=1.0, decode_step_s=0.01, decode_tokens_per_s=0.0, kv_tokens=1.0)
+    with pytest.raises(ValueError, match="full batch"):  # 256 sequences per step faster than one alone
+        ServingProfile(prefill_tokens_per_s=1.0, decode_step_s=0.01, decode_tokens_per_s=1e9, kv_tokens=1.0)
+
+
+def test_learned_capacity_is_the_work_done_and_recovers_after_a_burst() -> None:
+    model = CapacityModel(CapacityConfig(min_learned_samples=1))
+    # A burst of 30k-token prompts saturates one replica: 2 requests/s of them is 60k prompt tokens/s of work.
+    for _ in range(5):
+        model.observe(
+            ready_replicas=1,
+            requests_waiting=50.0,
+            completion_rate=2.0,
+            mix=TokenMix(1000, 200),  # the mix seen before the burst (the burst's is not observable while saturated)
+            prompt_tokens_rate=60_000.0,
+            generation_tokens_rate=400.0,
+        )
+    during = model.requests_per_s(TokenMix(1000, 200))
+    assert during is not None
+    assert during > 20.0  # the work units of 60k tokens/s, not "2 req/s at the usual mix"
+    # Afterwards the replica does more work unsaturated than the burst's estimate: the estimate rises to it.
+    for _ in range(40):
+        model.observe(
+            ready_replicas=1,
+            requests_waiting=0.0,
+            completion_rate=60.0,
+            mix=TokenMix(1000, 200),
+            prompt_tokens_rate=60_000.0,
+            generation_tokens_rate=12_000.0,
+        )
+    after = model.requests_per_s(TokenMix(1000, 200))
+    assert after is not None
+    assert after > during * 1.2
+
+
+def _sample(
+    t: float,
+    finished: float,
+    *,
+    replica: str = "llm-0",
+    running: float = 4.0,
+    tokens: float | None = None,
+    waiting: float = 0.0,
+) -> ReplicaSample:
+    made = finished if tokens is None else tokens
+    return ReplicaSample(
+        namespace="prod",
+        deployment="llm",
+        replica=replica,
+        node="n",
+        engine="vllm",
+        model=None,
+        timestamp=t,
+        requests_waiting=waiting,
+        requests_running=running,
+        requests_finished=finished,
+        prompt_tokens=made * 1000.0,
+        generation_tokens=made * 200.0,
+    )
+
+
+def _planner(min_replicas: int = 1) -> Planner:
+    return Planner(
+        planner_config(
+            cold_start_s=120.0,
+            tick_s=TICK_S,
+            min_replicas=min_replicas,
+            max_replicas=100,
+            capacity=CapacityConfig(profile=PROFILE),
+        )
+    )
+
+
+def test_a_profile_decides_from_the_first_tick() -> None:
+    state, planner = FleetState(), _planner()
+    state.observe([_sample(0.0, 0.0)], [], now=0.0)
+    (d,) = planner.decide(state, 0.0)
+    assert d.reason != "no_capacity"
+
+
+def test_a_stuck_replica_is_neither_capacity_nor_demand_and_is_kept_on_top() -> None:
+    # Two replicas: one serves 2 req/s; the other holds 300 waiting requests and makes no progress at all.
+    state, planner = FleetState(), _planner()
+    for i in range(14):
+        t = i * TICK_S
+        ok = _sample(t, 10.0 * i)
+        stuck = _sample(t, 0.0, replica="llm-1", running=8.0, tokens=0.0, waiting=300.0)
+        state.observe([ok, stuck], [], now=t)
+        (d,) = planner.decide(state, t, current_replicas={"prod/llm": 2})
+    assert d.ready_replicas == 1  # the stuck one is not counted as serving
+    assert d.forecast["stuck_replicas"] == 1.0
+    assert d.forecast["stranded_requests"] == 300.0
+    assert d.desired_replicas == 2  # one serving replica is enough for 2 req/s; the stuck one keeps its place
+    assert "stuck" in d.message
+
+
+def test_a_deployment_at_zero_replicas_is_still_decided() -> None:
+    state, planner = FleetState(), _planner(min_replicas=0)
+    # Demand first: the forecaster learns 2 req/s while one replica serves.
+    for i in range(14):
+        t = i * TICK_S
+        state.observe([_sample(t, 10.0 * i)], [], now=t)
+        planner.decide(state, t)
+    # Scaled to zero (no pods, so none in the fleet): a decision still comes, from the forecaster's history.
+    t = 14 * TICK_S
+    state.observe([], [], now=t, departed={"prod/llm-0"})
+    (d,) = planner.decide(state, t, current_replicas={"prod/llm": 0})
+    assert (d.deployment, d.current_replicas) == ("prod/llm", 0)
+    assert d.desired_replicas >= 1  # the demand it saw is forecast to go on: wake it
+
+
+def test_a_deployment_never_seen_at_zero_holds_at_its_floor() -> None:
+    (d,) = _planner(min_replicas=0).decide(FleetState(), 0.0, current_replicas={"prod/new": 0})
+    assert d.desired_replicas == 0
+
+
+def test_forget_drops_a_deleted_deployment() -> None:
+    state, planner = FleetState(), _planner()
+    state.observe([_sample(0.0, 0.0)], [], now=0.0)
+    planner.decide(state, 0.0)
+    first = planner.planner_for("prod/llm")
+    planner.forget("prod/llm")
+    assert planner.planner_for("prod/llm") is not first
