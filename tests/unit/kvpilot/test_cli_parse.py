@@ -179,3 +179,10 @@ def test_installed_console_script(metrics_fixtures: Path, tmp_path: Path) -> Non
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def test_engine_choices_are_the_registered_adapters() -> None:
+    from collector.engines import ENGINES
+    from kvpilot.commands.parse import EngineChoice
+
+    assert {c.value for c in EngineChoice} == {*ENGINES, "auto", "dcgm"}
