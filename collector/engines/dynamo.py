@@ -7,9 +7,11 @@ Names from ai-dynamo/dynamo @ 04070c7 : lib/runtime/src/metrics/prometheus_names
 matches (``fallback``), i.e. for the frontend and for workers whose engine series are off.
 
 Mapping decisions:
-- ``requests_waiting`` = ``dynamo_frontend_queued_requests`` (requests that have not yet had a first token);
-  ``requests_running`` = ``inflight_requests - queued_requests`` (in flight and past their first token), else
-  unknown: in-flight alone counts the queue twice.
+- ``requests_waiting`` = ``dynamo_frontend_queued_requests`` (requests that have not yet had a first token,
+  prefill included); ``requests_running`` = ``inflight_requests - queued_requests`` (in flight and past their
+  first token), else unknown: in-flight alone counts the queue twice. Dynamo's metrics guide
+  (docs/guides/metrics.md, "Concurrency Example") shows the subset: 10 clients, a backend allowing 3, queued 7,
+  in flight 10.
 - ``kv_usage`` = the worker's ``gpu_cache_usage_percent`` (0..1); the frontend exports none.
 - ``kv_capacity_tokens`` = ``model_total_kv_blocks`` (summed over the workers it lists) x
   ``model_kv_cache_block_size``.

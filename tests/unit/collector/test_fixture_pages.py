@@ -235,6 +235,17 @@ EXPECTED: dict[str, Page] = {
             },
         ]
     ),
+    "dynamo-frontend__ai-dynamo__dynamo__docs_guides_metrics.txt": Page(
+        [
+            {
+                "engine": "dynamo",
+                "model": "qwen/qwen3-0.6b",
+                "requests_waiting": 7.0,  # dynamo_frontend_queued_requests (the doc: 7 in the HTTP queue)
+                "requests_running": 3.0,  # inflight 10 - queued 7: the backend's 3 concurrent requests
+                "kv_usage": None,  # a frontend has no KV pool of its own
+            }
+        ]
+    ),
     "llamacpp-with-kv__handwritten.txt": Page(
         [{"engine": "llamacpp", "requests_waiting": 1.0, "requests_running": 2.0, "kv_usage": 0.27}]
     ),
