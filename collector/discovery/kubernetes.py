@@ -93,6 +93,8 @@ def pod_target(pod: Any) -> TargetInfo | None:
         url=f"{scheme}://{host}:{port}{path}",
         kind=kind,
         engine=annotations.get(ANNOTATION_PREFIX + "engine") or None,
+        # absent: found on the page; "" (annotation present, empty): no prefix, no search
+        prefix=annotations.get(ANNOTATION_PREFIX + "prefix"),
         namespace=str(meta.namespace or "default"),
         deployment=_deployment(pod, annotations, labels),
         pod=str(meta.name),

@@ -83,6 +83,13 @@ POD_CASES = [
         pod_dict(ports=[8000], owners=RS_OWNER, annotations={"kvpilot.io/deployment": "chat"}),
         TargetInfo("http://10.1.2.3:8000/metrics", "engine", None, "prod", "chat", "llama-7d9f-abcde", "gpu-node-1"),
     ),
+    # a Ray Serve LLM pod names the prefix before vLLM's names; "" would turn the search for one off
+    (
+        pod_dict(ports=[8080], annotations={"kvpilot.io/prefix": "ray_"}),
+        TargetInfo(
+            "http://10.1.2.3:8080/metrics", "engine", None, "prod", "llama", "llama-7d9f-abcde", "gpu-node-1", "ray_"
+        ),
+    ),
     # IPv6 pod IPs are bracketed in the URL
     (
         pod_dict(ip="fd00::5", ports=[8000]),

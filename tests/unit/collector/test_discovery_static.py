@@ -122,3 +122,17 @@ def test_any_yaml_value_is_accepted_or_rejected_with_target_file_error(data: Any
     # whatever a file holds, the outcome is targets or TargetFileError, never another exception
     with contextlib.suppress(TargetFileError):
         parse_targets(data)
+
+
+def test_prefix_field_is_read_and_checked() -> None:
+    # prefix: text before the engine's names (Ray Serve LLM); "" stays "" (no search), absent stays None (search)
+    got = parse_targets(
+        [
+            {"url": "http://ray:8080/metrics", "prefix": "ray_"},
+            {"url": "http://b:1/metrics", "prefix": ""},
+            "http://c:1/m",
+        ]
+    )
+    assert [t.prefix for t in got] == ["ray_", "", None]
+    with pytest.raises(TargetFileError, match="target 0: prefix: expected a string"):
+        parse_targets([{"url": "http://ray:8080/metrics", "prefix": 3}])
