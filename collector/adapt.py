@@ -15,7 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from collector import validity
-from collector.engines import ENGINE_FAMILIES, UnknownEngine, describe_page, detect_engine, require_engine
+from collector.engines import (
+    ENGINE_FAMILIES,
+    IDENTIFYING_FAMILIES,
+    UnknownEngine,
+    describe_page,
+    detect_engine,
+    require_engine,
+)
 from collector.engines._prefix import find_prefix, prefixed_wanted, strip_prefix
 from collector.exposition import MetricFamily, is_openmetrics, parse
 from collector.gpus import GPU_ADAPTERS
@@ -96,7 +103,7 @@ def adapt_page(
             raise
         # Read the whole page once, to find a stack's prefix or else to say what the page holds.
         everything = parse(text, openmetrics=openmetrics)
-    found = find_prefix(everything, ENGINE_FAMILIES) if target.prefix is None else None
+    found = find_prefix(everything, IDENTIFYING_FAMILIES) if target.prefix is None else None
     if found is not None:
         try:
             page = adapt_families(strip_prefix(everything, found[0]), target, timestamp, engine)

@@ -23,6 +23,9 @@ class EngineAdapter(Protocol):
     @property
     def fallback(self) -> bool: ...
 
+    @property
+    def identifying(self) -> frozenset[str]: ...
+
     def score(self, families: Mapping[str, MetricFamily]) -> int: ...
 
     def adapt(
@@ -45,6 +48,8 @@ ENGINES: dict[str, EngineAdapter] = {
 }
 
 ENGINE_FAMILIES: frozenset[str] = frozenset().union(*(a.families for a in ENGINES.values()))
+# The names that make a page some engine's (what detection counts): a prefix is looked for against these only.
+IDENTIFYING_FAMILIES: frozenset[str] = frozenset().union(*(a.identifying or a.families for a in ENGINES.values()))
 
 # Pages that are not an engine's but are often pointed at by mistake: their leading word, and what they are.
 _NOT_AN_ENGINE = {
@@ -79,7 +84,10 @@ def describe_page(families: Mapping[str, MetricFamily]) -> str:
         return f"found only runtime families ({', '.join(sorted(names)[:3])}), no engine's series"
     first, rest = stems[0], stems[1:]
     seen = f"found {_families(first[1])} starting with `{first[0]}`" + "".join(f", {n} with `{s}`" for s, n in rest)
-    found = find_prefix(names, ENGINE_FAMILIES)
+    score, name = _best(families)
+    if score:
+        return f"{seen}; it reads as {name}: try `--engine {name}` or leave the engine out"
+    found = find_prefix(names, IDENTIFYING_FAMILIES)
     if found is not None:
         prefix, _ = found
         score, name = _best(strip_prefix(families, prefix))
@@ -122,6 +130,7 @@ def require_engine(name: str, families: Mapping[str, MetricFamily]) -> EngineAda
 __all__ = [
     "ENGINES",
     "ENGINE_FAMILIES",
+    "IDENTIFYING_FAMILIES",
     "EngineAdapter",
     "UnknownEngine",
     "describe_page",

@@ -162,3 +162,11 @@ def test_an_info_series_from_another_process_does_not_make_a_replica() -> None:
     )
     (replica,) = adapt_page(text, TargetInfo(url="http://node2/metrics", pod="n"), 0.0).replicas
     assert (replica.replica, replica.requests_waiting) == ("n", 3.0)
+
+
+def test_the_wrong_engine_asked_for_names_the_right_one(metrics_fixtures: Path) -> None:
+    # NIM's page under --engine vllm: not a prefix guess ("request_" + "prompt_tokens"), the engine it reads as
+    nim = (metrics_fixtures / "nim__DataDog__integrations-core__nim_metrics.txt").read_bytes()
+    with pytest.raises(UnknownEngine, match="it reads as nim: try `--engine nim`") as err:
+        adapt_page(nim, TargetInfo(url="http://nim/metrics"), 0.0, engine="vllm")
+    assert "--prefix" not in str(err.value)
