@@ -68,6 +68,9 @@ class StaticTarget(TargetSpec):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # Text before the engine's metric names (Ray Serve LLM: `ray_`); unset: found on the page; "": none, no search.
+    prefix: str | None = Field(default=None, max_length=64, pattern=r"^[A-Za-z0-9_:]*$")
+
 
 class DiscoverySettings(_Section):
     """Where the targets come from. ``simulator`` runs the built-in fake fleet in-process (the zero-config demo)."""

@@ -66,3 +66,10 @@ def test_registry_has_one_adapter_per_engine_with_disjoint_families() -> None:
         assert ENGINES[a].name == a
         for b in names[i + 1 :]:
             assert not ENGINES[a].families & ENGINES[b].families, (a, b)
+
+
+def test_configuration_knows_every_registered_engine() -> None:
+    # `engine:` in the configuration and the API is checked against this list; a new adapter must be allowed there
+    from store.fields import KNOWN_ENGINES
+
+    assert set(KNOWN_ENGINES) == set(ENGINES)
