@@ -238,9 +238,10 @@ def engines_page() -> str:
         "## Serving stacks: prefixes, several replicas on one page, pages that are not an engine's",
         "",
         "- **Prefixed names.** Some stacks put text before the engine's names: Ray Serve LLM serves vLLM's series as "
-        "`ray_vllm:…` (with Ray's labels `Component`, `NodeAddress`, `WorkerId`…). Set `prefix:` on the target "
-        "(`prefix: ray_`; `kvpilot parse --prefix ray_`), or leave it out: when no adapter reads a page, kvpilot looks "
-        "for the leading text that turns the most names into an engine's, reads the page with it removed, and "
+        "`ray_vllm:…` (with Ray's labels `Component`, `NodeAddress`, `WorkerId`…). Set `prefix: ray_` on the target "
+        "(targets file, `static_targets`, the pod annotation `kvpilot.io/prefix`; `kvpilot parse --prefix ray_`; "
+        "targets added through the API rely on the search), or leave it out: when no adapter reads a page, kvpilot "
+        "looks for the leading text that turns the most names into an engine's, reads the page with it removed, and "
         'remembers it for that target. `prefix: ""` turns the search off.',
         "- **One replica per model, per Ray worker.** A page whose series carry several values of the model label "
         "(Triton with two TensorRT-LLM models, a Dynamo frontend serving two models) or of Ray's `WorkerId` yields one "
