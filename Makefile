@@ -27,6 +27,10 @@ lint: $(STAMP)
 test: $(STAMP) system-deps lint check-generated
 	$(BIN)/pytest -q
 
+# The reliability probes of issue 11 on SQLite and a real PostgreSQL; prints a table (probe, expected, observed).
+chaos: $(STAMP) system-deps
+	$(BIN)/pytest -q -p no:cacheprovider -m reliability tests/reliability
+
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not integration and not e2e"
 

@@ -166,8 +166,8 @@ class Actuation:
                 await asyncio.to_thread(self._transition, action_id, DrainState.FAILED, f"drain raised: {e}")
                 continue
             if cancelled_by == "shutdown" and result.cancelled:
-                await asyncio.to_thread(self._requeue, action_id, "interrupted by shutdown; the next leader resumes")
                 await asyncio.to_thread(self._audit_steps, action_id, result)
+                await asyncio.to_thread(self._requeue, action_id, "interrupted by shutdown; the next leader resumes")
                 return
             await asyncio.to_thread(self._finish, action_id, result)
 
