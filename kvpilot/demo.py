@@ -2,14 +2,16 @@
 
 What runs is what production runs: the simulator serves real-format vLLM and dcgm-exporter pages on loopback,
 kvpilot's collector scrapes them over HTTP, the detectors, planner, store (SQLite in a temporary directory) and
-API run unchanged, and decisions are applied through the simulator's control API (standing in for the
-`deployments/scale` subresource). Faults are injected on a schedule through the same control API, as an
-operator's chaos test would.
+API run unchanged. kvpilot publishes its decisions as it does for KEDA, and the demo applies each tick's answer
+through the simulator's control API (standing in for the `deployments/scale` subresource that KEDA's HPA writes).
+Faults are injected on a schedule through the same control API, as an operator's chaos test would.
 
 Time runs in lockstep, so a seed gives one result: kvpilot's control loop runs on a `VirtualClock`, and its wait
 between ticks (the service's injected `sleep`) hands control to the demo, which moves the simulator and the clock
-forward by one interval, injects the faults due, and lets the next tick run. `speed` only paces the ticks against
-the wall clock for a viewer; `speed=0` runs as fast as the machine goes.
+forward by one interval, injects the faults due, and lets the next tick run. Everything that changes the
+simulator happens between ticks, in the demo's own order (evictions, scaling, time, faults), never in a task that
+races the clock; scrapes are not staggered over the interval (a wall-clock spread means nothing here). `speed`
+only paces the ticks against the wall clock for a viewer; `speed=0` runs as fast as the machine goes.
 
 Stuck replicas are handled as a cluster would handle them: when kvpilot's stuck_gpu finding names a replica that
 a drain would evict (action `drain_node` or `restart_workload`), the demo deletes that pod through the simulator's
@@ -96,7 +98,9 @@ class DemoConfig:
     drain_s: float = 300.0  # after the trace: simulated seconds left for requests still in flight to finish
     cold_start_s: float = 120.0  # simulated
     interval_s: float = 5.0  # simulated seconds per control-loop tick
-    rate_scale: float = 2.0  # the conversation trace is light for one 8B replica: double it so scaling shows
+    # The conversation trace (4–8 req/s) fits one 8B H100 replica; ×4 (15–32 req/s) needs two to five, so the
+    # fleet has room to scale both ways as demand rises and falls through the hour.
+    rate_scale: float = 4.0
     engine: str = "vllm"
     seed: int = 0
     faults: tuple[ScheduledFault, ...] = DEFAULT_FAULTS
@@ -310,6 +314,8 @@ async def run_demo(
     from api.auth import TokenAuth
     from api.main import create_app
     from collector.clock import VirtualClock
+    from collector.scrape import Collector, ScrapeConfig
+    from kvpilot.scale_view import SimulatorScale
     from kvpilot.settings import load_settings
     from kvpilot.sources import SimulatorTargets, Sources
     from kvpilot.targets import StaticTargets
@@ -329,7 +335,7 @@ async def run_demo(
             # Loopback scrapes of a paused simulator: a generous timeout, so a busy machine cannot change results.
             collector={"interval_s": cfg.interval_s, "timeout_s": 0.9 * cfg.interval_s},
             scaler={
-                "mode": "direct",
+                "mode": "advisory",  # the demo applies the published answer, in lockstep (see the module docstring)
                 "cold_start_s": cfg.cold_start_s,
                 "default": _scaling_settings(PROFILES[cfg.profile]),
             },
@@ -337,9 +343,15 @@ async def run_demo(
         )
         clock = VirtualClock(SIM_EPOCH)
         lockstep = _Lockstep()
+        # Loopback calls to a paused simulator: generous timeouts, so that a busy machine cannot change the result.
         targets = SimulatorTargets(sim_url, timeout_s=10.0)
+        scale = SimulatorScale(sim_url, timeout_s=10.0)
         sources = Sources(discovery=targets, static=StaticTargets([]), simulator_url=sim_url)
-        service, restored = await asyncio.to_thread(build_service, settings, sources, clock=clock, sleep=lockstep.sleep)
+        c = settings.collector
+        collector = Collector(ScrapeConfig(timeout_s=c.timeout_s, max_bytes=c.max_body_bytes), clock=clock)
+        service, restored = await asyncio.to_thread(
+            build_service, settings, sources, clock=clock, sleep=lockstep.sleep, collector=collector, scale=scale
+        )
         try:
             api_url, api_task, api_server = await _serve_api(
                 create_app(service, TokenAuth([], [], anonymous_read=True)), cfg.http_port
@@ -347,6 +359,7 @@ async def run_demo(
         except BaseException:
             service.engine.dispose()
             await targets.aclose()
+            await scale.aclose()
             raise
         end_s = None if cfg.duration_s is None else min(cfg.duration_s, live.fleet.trace.duration_s)
         pace = "as fast as possible" if cfg.speed == 0 else f"{cfg.speed:g}× speed"
@@ -360,6 +373,7 @@ async def run_demo(
         tracker.summary.slo_ttft_s = cfg.slo_ttft_s
         pending = sorted(cfg.faults, key=lambda f: f.at_s)
         evicted: set[str] = set()
+        applied: dict[str, int] = {}
         t = 0.0
         wall0 = time.monotonic()
         await service.start(restored)
@@ -370,6 +384,7 @@ async def run_demo(
                     if snap is not None:
                         tracker.observe(snap, t)
                         await _evict_stuck(client, snap, t, evicted, tracker.summary, events)
+                        await _apply_decisions(client, snap, applied, events, t)
                     with live.lock:
                         pods = sum(1 for g in live.fleet.snapshot(replicas=()).gpus if g.pod)
                         in_flight = len(live.fleet.in_flight())
@@ -394,6 +409,7 @@ async def run_demo(
                 api_server.should_exit = True
                 await asyncio.gather(api_task, return_exceptions=True)
                 await targets.aclose()
+                await scale.aclose()
                 service.engine.dispose()
         s = tracker.summary
         s.database = settings.database_url
@@ -422,6 +438,23 @@ async def _inject(
     outcome = fault.why if r.status_code == 200 else f"refused ({r.status_code}): {r.text[:80]}"
     events.append(Event(t, f"fault {fault.fault['type']}: {outcome}"))
     s.faults_injected += r.status_code == 200
+
+
+async def _apply_decisions(
+    client: httpx.AsyncClient, snap: Snapshot, applied: dict[str, int], events: list[Event], t: float
+) -> None:
+    """What KEDA's HPA does with kvpilot's answer: set the deployment's replica count to it when it changes."""
+    from scaler.publish import scale_target
+
+    for key, d in sorted(snap.decisions.items()):
+        target = scale_target(d)
+        if d.timestamp != snap.t or applied.get(key) == target:
+            continue
+        r = await client.post("/control/replicas", json={"count": target})
+        if r.status_code == 200:
+            applied[key] = target
+        else:
+            events.append(Event(t, f"scaling {key} to {target} refused ({r.status_code}): {r.text[:80]}"))
 
 
 async def _evict_stuck(

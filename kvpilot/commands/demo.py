@@ -37,7 +37,7 @@ def command(
     ] = False,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the trace sampling: same seed, same demo.")] = 0,
     replicas: Annotated[int, typer.Option(min=1, max=64, help="Replicas at the start.")] = 2,
-    rate_scale: Annotated[float, typer.Option(min=0.01, help="Multiply the trace's request rate.")] = 2.0,
+    rate_scale: Annotated[float, typer.Option(min=0.01, help="Multiply the trace's request rate.")] = 4.0,
     engine: Annotated[str, typer.Option(help="Engine format the simulator serves.")] = "vllm",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port of kvpilot's API during the demo (0: any).")] = 0,
 ) -> None:
