@@ -3,9 +3,9 @@
 The parser is told ``WANTED_FAMILIES`` (every family some adapter reads), so the bulk of a page, Python
 runtime series, per-request token histograms and the like, is skipped without being built.
 
-A page whose engine names carry a stack's prefix (Ray Serve LLM's ``ray_vllm:``) is read with the prefix
-removed: the target's ``prefix`` when configured, else the one found on the page the first time no adapter
-matched (then remembered per target URL, so later scrapes parse once).
+A page whose engine names carry a stack's prefix (Ray Serve LLM's ``ray_vllm:``, or ``ray_vllm_`` where Ray
+sanitised the name) is read with the prefix removed: the target's ``prefix`` when configured, else the one found
+on the page the first time no adapter matched (then remembered per target URL, so later scrapes parse once).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collector import validity
 from collector.engines import (
     ENGINE_FAMILIES,
     IDENTIFYING_FAMILIES,
+    NAMESPACES,
     UnknownEngine,
     describe_page,
     detect_engine,
@@ -93,8 +94,9 @@ def adapt_page(
     openmetrics = is_openmetrics(content_type)
     prefix = target.prefix if target.prefix is not None else _found_prefixes.get(target.url)
     if prefix:
-        families = parse(text, wanted=prefixed_wanted(prefix, WANTED_FAMILIES), openmetrics=openmetrics)
-        return adapt_families(strip_prefix(families, prefix), target, timestamp, engine)
+        wanted = prefixed_wanted(prefix, WANTED_FAMILIES, NAMESPACES)
+        families = parse(text, wanted=wanted, openmetrics=openmetrics)
+        return adapt_families(strip_prefix(families, prefix, NAMESPACES), target, timestamp, engine)
     families = parse(text, wanted=WANTED_FAMILIES, openmetrics=openmetrics)
     try:
         return adapt_families(families, target, timestamp, engine)
@@ -103,10 +105,10 @@ def adapt_page(
             raise
         # Read the whole page once, to find a stack's prefix or else to say what the page holds.
         everything = parse(text, openmetrics=openmetrics)
-    found = find_prefix(everything, IDENTIFYING_FAMILIES) if target.prefix is None else None
+    found = find_prefix(everything, IDENTIFYING_FAMILIES, NAMESPACES) if target.prefix is None else None
     if found is not None:
         try:
-            page = adapt_families(strip_prefix(everything, found[0]), target, timestamp, engine)
+            page = adapt_families(strip_prefix(everything, found[0], NAMESPACES), target, timestamp, engine)
         except UnknownEngine:
             pass  # names that merely end like an engine's: report the page as it is
         else:

@@ -48,6 +48,8 @@ ENGINES: dict[str, EngineAdapter] = {
 }
 
 ENGINE_FAMILIES: frozenset[str] = frozenset().union(*(a.families for a in ENGINES.values()))
+# Engine namespaces (``vllm`` of ``vllm:…``): a stack that sanitises names writes them ``vllm_…``.
+NAMESPACES: frozenset[str] = frozenset(n.split(":", 1)[0] for n in ENGINE_FAMILIES if ":" in n)
 # The names that make a page some engine's (what detection counts): a prefix is looked for against these only.
 IDENTIFYING_FAMILIES: frozenset[str] = frozenset().union(*(a.identifying or a.families for a in ENGINES.values()))
 
@@ -87,10 +89,10 @@ def describe_page(families: Mapping[str, MetricFamily]) -> str:
     score, name = _best(families)
     if score:
         return f"{seen}; it reads as {name}: try `--engine {name}` or leave the engine out"
-    found = find_prefix(names, IDENTIFYING_FAMILIES)
+    found = find_prefix(names, IDENTIFYING_FAMILIES, NAMESPACES)
     if found is not None:
         prefix, _ = found
-        score, name = _best(strip_prefix(families, prefix))
+        score, name = _best(strip_prefix(families, prefix, NAMESPACES))
         if score:
             return f"{seen}; try `--prefix {prefix}` or `--engine {name}` (prefix `{prefix}` before {name}'s names)"
     own = [n for n in names if not n.startswith(RUNTIME_PREFIXES)]
@@ -131,6 +133,7 @@ __all__ = [
     "ENGINES",
     "ENGINE_FAMILIES",
     "IDENTIFYING_FAMILIES",
+    "NAMESPACES",
     "EngineAdapter",
     "UnknownEngine",
     "describe_page",

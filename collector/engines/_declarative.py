@@ -78,9 +78,9 @@ def _no_prepare(_families: Families) -> SampleFilter | None:
     return None
 
 
-# Labels that tell apart replicas sharing one page beyond the model: Ray's actor id (one vLLM engine per actor,
-# all of a node's actors on the node's one metrics page).
-REPLICA_LABELS = ("WorkerId",)
+# Labels that tell apart replicas sharing one page beyond the model: Ray's actor id and Ray Serve's replica id (one
+# vLLM engine per actor; all of a node's actors on the node's one metrics page).
+REPLICA_LABELS = ("ReplicaId", "WorkerId")
 
 Group = tuple[tuple[str, str], ...]
 

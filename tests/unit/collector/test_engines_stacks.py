@@ -170,3 +170,15 @@ def test_the_wrong_engine_asked_for_names_the_right_one(metrics_fixtures: Path) 
     with pytest.raises(UnknownEngine, match="it reads as nim: try `--engine nim`") as err:
         adapt_page(nim, TargetInfo(url="http://nim/metrics"), 0.0, engine="vllm")
     assert "--prefix" not in str(err.value)
+
+
+def test_a_sanitised_namespace_is_restored_behind_the_prefix() -> None:
+    # Ray releases that sanitise names write vLLM's vllm:x as ray_vllm_x; "ray_" is still the prefix, not "ray_vllm_"
+    from collector.engines import IDENTIFYING_FAMILIES, NAMESPACES
+
+    names = ["ray_vllm_num_requests_running", "ray_vllm_kv_cache_usage_perc", "ray_node_cpu_utilization"]
+    assert find_prefix(names, IDENTIFYING_FAMILIES, NAMESPACES) == ("ray_", 2)
+    text = 'ray_vllm_num_requests_running{model_name="m"} 4\nray_vllm_kv_cache_usage_perc{model_name="m"} 0.5\n'
+    for prefix in ("ray_", None):  # configured, or found on the page
+        page = adapt_page(text, TargetInfo(url=f"http://ray-s-{prefix}/metrics", prefix=prefix), 0.0)
+        assert (page.engine, page.replicas[0].requests_running, page.replicas[0].kv_usage) == ("vllm", 4.0, 0.5)

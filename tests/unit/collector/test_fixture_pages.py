@@ -114,6 +114,30 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    "ray-serve-vllm-sanitised-two-replicas__handwritten.txt": Page(
+        [
+            {
+                "replica": "#llm-app#LLMServer:qwen#a1b2,0f3c",  # ReplicaId, WorkerId: one replica each
+                "engine": "vllm",  # ray_vllm_* read as vllm:* (prefix "ray_", namespace separator restored)
+                "model": "Qwen/Qwen3-8B",
+                "requests_waiting": 5.0,  # ray_vllm_num_requests_waiting of this replica only
+                "requests_running": 12.0,
+                "kv_usage": 0.61,  # ray_vllm_kv_cache_usage_perc
+                "kv_capacity_tokens": 2000 * 16.0,  # its ray_vllm_cache_config_info
+                "prefix_queries": 90000.0,
+                "prefix_hits": 30000.0,
+                "requests_finished": 310.0,
+            },
+            {
+                "replica": "#llm-app#LLMServer:qwen#c3d4,9e8d",
+                "requests_waiting": 0.0,  # not 5: the other replica's queue is its own
+                "requests_running": 3.0,
+                "kv_usage": 0.12,
+                "prompt_tokens": 50000.0,
+                "generation_tokens": 20000.0,
+            },
+        ]
+    ),
     "nim__DataDog__integrations-core__nim_metrics.txt": Page(
         [
             {
