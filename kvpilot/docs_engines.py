@@ -238,14 +238,15 @@ def engines_page() -> str:
         "## Serving stacks: prefixes, several replicas on one page, pages that are not an engine's",
         "",
         "- **Prefixed names.** Some stacks put text before the engine's names: Ray Serve LLM serves vLLM's series as "
-        "`ray_vllm:…` (with Ray's labels `Component`, `NodeAddress`, `WorkerId`…). Set `prefix: ray_` on the target "
+        "`ray_vllm:…`, or `ray_vllm_…` on Ray releases that sanitise names (kvpilot restores the engine's `vllm:`), "
+        "with Ray's labels (`Component`, `ReplicaId`, `WorkerId`…). Set `prefix: ray_` on the target "
         "(targets file, `static_targets`, the pod annotation `kvpilot.io/prefix`; `kvpilot parse --prefix ray_`; "
         "targets added through the API rely on the search), or leave it out: when no adapter reads a page, kvpilot "
         "looks for the leading text that turns the most names into an engine's, reads the page with it removed, and "
         'remembers it for that target. `prefix: ""` turns the search off.',
         "- **One replica per model, per Ray worker.** A page whose series carry several values of the model label "
-        "(Triton with two TensorRT-LLM models, a Dynamo frontend serving two models) or of Ray's `WorkerId` yields one "
-        "replica each, named `<pod>#<label values>`; their queues and counters are never summed. Data-parallel "
+        "(Triton with two TensorRT-LLM models, a Dynamo frontend serving two models) or of Ray's `ReplicaId` or "
+        "`WorkerId` yields one replica each, named `<pod>#<label values>`; their queues and counters are never summed. Data-parallel "
         'engines of one vLLM pod (`engine="N"`) stay one replica.',
         "- **Engine-reported facts win.** Where an engine states a value (vLLM's `kv_cache_size_tokens`), it is used "
         "rather than one derived from other series (`num_gpu_blocks × block_size`, wrong for hybrid-KV models).",
