@@ -16,6 +16,7 @@ import uvicorn
 
 from api.auth import TokenAuth
 from api.main import create_app
+from collector.clock import Clock
 from kvpilot import sources as sources_mod
 from kvpilot.settings import Settings, SettingsError
 from kvpilot.wiring import build_service
@@ -37,7 +38,7 @@ def _configure_logging(level: str) -> None:
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 
-def _keda_endpoint(board: object, settings: Settings) -> Any:
+def _keda_endpoint(board: object, settings: Settings, clock: Clock) -> Any:
     """The KEDA gRPC endpoint, bound but not started; None where it cannot be served and the mode allows that.
 
     Raises SettingsError when `scaler.mode` is keda and the port cannot be bound or the TLS files read: KEDA
@@ -55,7 +56,7 @@ def _keda_endpoint(board: object, settings: Settings) -> Any:
     )
     address = f"{settings.api.host}:{settings.api.grpc_port}"
     try:
-        return build_endpoint(address, board, servicer_settings, tls=tls)  # type: ignore[arg-type]
+        return build_endpoint(address, board, servicer_settings, tls=tls, clock=clock)  # type: ignore[arg-type]
     except ValueError as e:
         if settings.scaler.mode == "keda":
             raise SettingsError(f"{e} (scaler.mode is keda: KEDA would have no scaler to ask)") from None
@@ -76,7 +77,7 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
     with sock, sources_mod.build(settings) as srcs:
         service, restored = await asyncio.to_thread(build_service, settings, srcs)
         try:
-            keda_endpoint = _keda_endpoint(service.loop.board, settings)
+            keda_endpoint = _keda_endpoint(service.loop.board, settings, service.clock)
         except SettingsError as e:
             log.error("%s", e)
             service.engine.dispose()

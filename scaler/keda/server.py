@@ -18,6 +18,7 @@ from typing import Any
 
 import grpc
 
+from collector.clock import Clock
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
 from scaler.keda.servicer import ExternalScalerServicer, ServicerSettings
@@ -126,12 +127,18 @@ class Endpoint:
 
 
 def build_endpoint(
-    address: str, source: DecisionSource, settings: ServicerSettings, *, tls: TlsFiles | None = None
+    address: str,
+    source: DecisionSource,
+    settings: ServicerSettings,
+    *,
+    tls: TlsFiles | None = None,
+    clock: Clock | None = None,
 ) -> Endpoint:
-    """The KEDA endpoint `kvpilot run` serves; raises ValueError naming the address when it cannot bind."""
+    """The KEDA endpoint `kvpilot run` serves; raises ValueError naming the address when it cannot bind. `clock`
+    judges decision age: the control loop's own clock (a VirtualClock in tests), the wall clock by default."""
     from grpc_health.v1 import health, health_pb2_grpc
 
-    servicer = ExternalScalerServicer(source, settings)
+    servicer = ExternalScalerServicer(source, settings, clock)
     health_servicer = health.aio.HealthServicer()
 
     def add_health(server: grpc.aio.Server) -> None:
