@@ -13,6 +13,9 @@ Mapping decisions:
   ``prefix_queries`` = (reused + missed) blocks x tokens per block (both cumulative counters).
 - ``requests_finished`` = ``trtllm_request_success_total`` summed over ``finished_reason``.
 - ``itl`` = ``trtllm_time_per_output_token_seconds`` (per-request mean, as vLLM's older TPOT histogram).
+- Older Dynamo releases re-exported the same series as ``trtllm:<name>`` (fy2462/dynamo, a fork of ai-dynamo/dynamo,
+  docs/backends/trtllm/prometheus.md: "Dynamo automatically adds the ``trtllm:`` prefix"); both spellings are
+  read, the current one first.
 """
 
 from __future__ import annotations
@@ -22,32 +25,43 @@ from typing import Any
 from collector.engines._declarative import DeclarativeAdapter, histogram, mean, total
 from collector.engines._read import Families, Series, read_mean, read_sum
 
-_MAX_BLOCKS = "trtllm_kv_cache_max_blocks"
-_USED_BLOCKS = "trtllm_kv_cache_used_blocks"
-_TOKENS_PER_BLOCK = "trtllm_kv_cache_tokens_per_block"
-_REUSED = "trtllm_kv_cache_reused_blocks"
-_MISSED = "trtllm_kv_cache_missed_blocks"
+
+def _both(name: str) -> tuple[str, str]:
+    """The current ``trtllm_x`` and older Dynamo's ``trtllm:x``."""
+    return name, "trtllm:" + name.removeprefix("trtllm_")
+
+
+_MAX_BLOCKS = _both("trtllm_kv_cache_max_blocks")
+_USED_BLOCKS = _both("trtllm_kv_cache_used_blocks")
+_TOKENS_PER_BLOCK = _both("trtllm_kv_cache_tokens_per_block")
+_REUSED = _both("trtllm_kv_cache_reused_blocks")
+_MISSED = _both("trtllm_kv_cache_missed_blocks")
 
 FIELDS = {
-    "requests_waiting": total("trtllm_num_requests_waiting"),
-    "requests_running": total("trtllm_num_requests_running"),
-    "kv_usage": mean("trtllm_kv_cache_utilization"),
-    "prompt_tokens": total("trtllm_prompt_tokens"),
-    "generation_tokens": total("trtllm_generation_tokens"),
-    "requests_finished": total("trtllm_request_success"),
-    "ttft": histogram("trtllm_time_to_first_token_seconds"),
-    "itl": histogram("trtllm_time_per_output_token_seconds"),
-    "e2e": histogram("trtllm_e2e_request_latency_seconds"),
-    "queue_time": histogram("trtllm_request_queue_time_seconds"),
+    "requests_waiting": total(*_both("trtllm_num_requests_waiting")),
+    "requests_running": total(*_both("trtllm_num_requests_running")),
+    "kv_usage": mean(*_both("trtllm_kv_cache_utilization")),
+    "prompt_tokens": total(*_both("trtllm_prompt_tokens")),
+    "generation_tokens": total(*_both("trtllm_generation_tokens")),
+    "requests_finished": total(*_both("trtllm_request_success")),
+    "ttft": histogram(*_both("trtllm_time_to_first_token_seconds")),
+    "itl": histogram(*_both("trtllm_time_per_output_token_seconds")),
+    "e2e": histogram(*_both("trtllm_e2e_request_latency_seconds")),
+    "queue_time": histogram(*_both("trtllm_request_queue_time_seconds")),
 }
 
 
+def _read(families: Families, names: tuple[str, str], combine: Any = read_sum) -> float | None:
+    value: float | None = combine(families, tuple(Series(n) for n in names))
+    return value
+
+
 def _derive(families: Families, values: dict[str, Any]) -> dict[str, Any]:
-    max_blocks = read_sum(families, (Series(_MAX_BLOCKS),))
-    tokens_per = read_mean(families, (Series(_TOKENS_PER_BLOCK),))
-    reused = read_sum(families, (Series(_REUSED),))
-    missed = read_sum(families, (Series(_MISSED),))
-    used = read_sum(families, (Series(_USED_BLOCKS),))
+    max_blocks = _read(families, _MAX_BLOCKS)
+    tokens_per = _read(families, _TOKENS_PER_BLOCK, read_mean)
+    reused = _read(families, _REUSED)
+    missed = _read(families, _MISSED)
+    used = _read(families, _USED_BLOCKS)
     known = tokens_per is not None and reused is not None
     out: dict[str, Any] = {
         "kv_capacity_tokens": max_blocks * tokens_per if max_blocks is not None and tokens_per is not None else None,
@@ -63,6 +77,6 @@ ADAPTER = DeclarativeAdapter(
     name="trtllm-pytorch",
     fields=FIELDS,
     model_labels=("model_name",),
-    extra_families=frozenset({_MAX_BLOCKS, _USED_BLOCKS, _TOKENS_PER_BLOCK, _REUSED, _MISSED}),
+    extra_families=frozenset({*_MAX_BLOCKS, *_USED_BLOCKS, *_TOKENS_PER_BLOCK, *_REUSED, *_MISSED}),
     derive=_derive,
 )

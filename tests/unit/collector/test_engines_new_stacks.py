@@ -79,3 +79,10 @@ def test_dynamo_frontend_running_needs_both_gauges() -> None:
 )
 def test_nim_finished_requests(page: str, finished: float) -> None:
     assert _one(page, "nim").requests_finished == finished
+
+
+def test_trtllm_pytorch_older_dynamo_spelling() -> None:
+    # older Dynamo wrote trtllm:<name>; read like trtllm_<name>
+    page = _TRTLLM_ITERATION.replace("trtllm_", "trtllm:")
+    r = _one(page, "trtllm-pytorch")
+    assert (r.requests_waiting, r.kv_capacity_tokens, r.prefix_hits) == (6.0, 32000, 1280)
