@@ -251,10 +251,10 @@ class KedaSettings(_Section):
     `authorization: Bearer …` header (grpcurl, other clients). The health service stays open (kubelet probes)."""
 
     stale_after_ticks: float = Field(default=6.0, ge=2)  # a decision older than this many loop intervals is refused
-    tls_cert_file: Path | None = None
-    tls_key_file: Path | None = None
+    tls_cert_file: Path | None = None  # PEM certificate of the gRPC server (set: TLS); names the scalerAddress host
+    tls_key_file: Path | None = None  # PEM private key of that certificate
     tls_client_ca_file: Path | None = None  # set: mutual TLS, client certificates signed by this CA are required
-    bearer_tokens: TokenList = ()
+    bearer_tokens: TokenList = ()  # set: every ExternalScaler call must carry one; comma-separated in the environment
 
     _split_bearer = field_validator("bearer_tokens", mode="before")(_split_tokens)
 
