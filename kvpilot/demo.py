@@ -253,13 +253,8 @@ def serving_profile_settings(profile: Any) -> dict[str, float | int]:
 
 
 def _scaling_settings(profile: Any) -> dict[str, Any]:
-    """What a real operator configures for this deployment from the replica's facts. The serving profile goes in
-    only where this kvpilot's settings have a place for it."""
-    from kvpilot.settings import DeploymentScaling
-
-    if "profile" in DeploymentScaling.model_fields:
-        return {"profile": serving_profile_settings(profile)}
-    return {}
+    """What a real operator configures for this deployment from a benchmark of one replica."""
+    return {"profile": serving_profile_settings(profile)}
 
 
 @contextlib.contextmanager
