@@ -249,6 +249,12 @@ class Service:
         await self.stop.wait()
         for wake in (self._wake_writer, self._wake_actuator, self._wake_drains):
             wake.set()
+        # A task waiting on a store that hangs would hold shutdown for as long as the store does: bounded, then
+        # cancelled (the tick in progress never waits on the store, so it always finishes first).
+        _, stuck = await asyncio.wait(self.tasks, timeout=self.store_hang_s + self.interval_s)
+        for task in stuck:
+            log.error("task %s still waiting on the store at shutdown; abandoned", task.get_name())
+            task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         flushed = _in_daemon_thread(self.writer.flush)
         done, _ = await asyncio.wait({flushed}, timeout=self.store_hang_s)

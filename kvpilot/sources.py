@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
 
 from collector.samples import TargetInfo
 from kvpilot.settings import DiscoverySettings, Settings, SettingsError, StaticTarget
 from kvpilot.targets import StaticTargets
+from store.fields import TargetSpec, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -87,12 +89,36 @@ class Sources(AbstractContextManager["Sources"]):
         self.resources.close()
 
 
+class _Checked:
+    """The targets file's targets held to the API's and the configuration's rules (``store.fields.TargetSpec``):
+    one that breaks them (credentials in the URL, a name Kubernetes would refuse) is left out with an error
+    naming it, once, instead of reaching labels and the store."""
+
+    def __init__(self, source: Any) -> None:
+        self._source = source
+        self._reported: set[str] = set()
+
+    async def __call__(self) -> list[TargetInfo]:
+        good: list[TargetInfo] = []
+        for t in await self._source():
+            try:
+                TargetSpec(**{k: getattr(t, k) for k in TargetSpec.model_fields})
+            except ValidationError as e:
+                if t.url not in self._reported:
+                    self._reported.add(t.url)
+                    why = "; ".join(err["msg"].removeprefix("Value error, ") for err in e.errors())
+                    log.error("targets file: target %s left out: %s", redact_url(t.url), why)
+                continue
+            good.append(t)
+        return good
+
+
 def _static(settings: Settings) -> Sources:
     d = settings.collector.discovery
     static = StaticTargets([_target(t) for t in d.static_targets])
     if d.static_file is None:
         return Sources(discovery=static, static=static)
-    return Sources(_Merged(_collector_source("static", settings).targets, static), static)
+    return Sources(_Merged(_Checked(_collector_source("static", settings).targets), static), static)
 
 
 @dataclass

@@ -9,10 +9,10 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 # Kubernetes' own rules: kubernetes/apimachinery, pkg/util/validation/validation.go (dns1123LabelFmt,
 # DNS1123LabelMaxLength = 63, dns1123SubdomainFmt, DNS1123SubdomainMaxLength = 253; unchanged since v0.17.2).
@@ -115,23 +115,54 @@ def _strict_str(value: object) -> object:
     return value
 
 
-Text = Annotated[str, AfterValidator(check_text)]
+def _described(pattern: str, max_length: int | None = None) -> Any:
+    """The rule as OpenAPI states it (for clients and schema-driven tests), not enforced by it: the validators
+    above enforce it, with messages that say what is wrong instead of "should match pattern"."""
+    extra: dict[str, Any] = {"pattern": pattern}
+    if max_length is not None:
+        extra["maxLength"] = max_length
+    return Field(json_schema_extra=extra)
+
+
+_LABEL_RE = f"^{_LABEL}$"
+_SUBDOMAIN_RE = rf"^({_LABEL}(\.{_LABEL})*)?$"
+_PORT = "([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+# Host names and IPv4 only: bracketed IPv6 literals are accepted too, but their rule is no pattern a reader wants.
+_URL_RE = rf"^https?://[A-Za-z0-9][-A-Za-z0-9.]*(:{_PORT})?(/[!-~]*)?$"
+_TEXT_RE = "^[^\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]*$"
+
+Text = Annotated[str, AfterValidator(check_text), _described(_TEXT_RE)]
 Namespace = Annotated[
-    str, BeforeValidator(_strict_str), _name_check(RFC1123_LABEL, LABEL_MAX, "namespace", allow_empty=False)
+    str,
+    BeforeValidator(_strict_str),
+    _name_check(RFC1123_LABEL, LABEL_MAX, "namespace", allow_empty=False),
+    _described(_LABEL_RE, LABEL_MAX),
 ]
 DeploymentName = Annotated[
     str,
     BeforeValidator(_strict_str),
     _name_check(RFC1123_SUBDOMAIN, DEPLOYMENT_NAME_MAX, "deployment", allow_empty=True),
+    _described(_SUBDOMAIN_RE, DEPLOYMENT_NAME_MAX),
 ]
 PodName = Annotated[
-    str, BeforeValidator(_strict_str), _name_check(RFC1123_SUBDOMAIN, SUBDOMAIN_MAX, "pod", allow_empty=True)
+    str,
+    BeforeValidator(_strict_str),
+    _name_check(RFC1123_SUBDOMAIN, SUBDOMAIN_MAX, "pod", allow_empty=True),
+    _described(_SUBDOMAIN_RE, SUBDOMAIN_MAX),
 ]
 NodeName = Annotated[
-    str, BeforeValidator(_strict_str), _name_check(RFC1123_SUBDOMAIN, SUBDOMAIN_MAX, "node", allow_empty=True)
+    str,
+    BeforeValidator(_strict_str),
+    _name_check(RFC1123_SUBDOMAIN, SUBDOMAIN_MAX, "node", allow_empty=True),
+    _described(_SUBDOMAIN_RE, SUBDOMAIN_MAX),
 ]
-TargetUrl = Annotated[str, BeforeValidator(_strict_str), AfterValidator(check_url)]
-Engine = Annotated[str | None, BeforeValidator(_strict_str), AfterValidator(normalise_engine)]
+TargetUrl = Annotated[str, BeforeValidator(_strict_str), AfterValidator(check_url), _described(_URL_RE, URL_MAX)]
+Engine = Annotated[
+    str | None,
+    BeforeValidator(_strict_str),
+    AfterValidator(normalise_engine),
+    Field(json_schema_extra={"enum": [*KNOWN_ENGINES, None]}),
+]
 
 
 class TargetSpec(BaseModel):

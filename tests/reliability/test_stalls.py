@@ -147,8 +147,8 @@ def test_the_loop_ticks_while_the_store_hangs_and_nothing_acknowledged_is_lost(s
                 c.get("/healthz")
                 latencies.append(time.monotonic() - t1)
             p99 = max(latencies)
-            record("/healthz while the store hangs", "p99 < 50 ms", f"{p99 * 1000:.0f} ms max of 20",
-                   p99 < 0.05)  # fmt: skip
+            record("/healthz while the store hangs", "max < 250 ms (never waits on the store)",
+                   f"{p99 * 1000:.0f} ms max of 20", p99 < 0.25)  # fmt: skip
             seconds = 2.0
             ticks = _ticks_during(r, seconds)
             expected = int(seconds / interval * 0.5)
