@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -16,13 +17,16 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from collector.clock import WallClock
+from collector.clock import VirtualClock, WallClock
+from kvpilot.runner import _keda_endpoint
+from kvpilot.settings import SettingsError, load_settings
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
 from scaler.keda.server import SERVICE_NAME, Endpoint, build_endpoint
 from scaler.keda.servicer import ServicerSettings
 from scaler.publish import DecisionBoard
 from tests.unit.scaler.test_keda_harness import decision, ref
+from tests.unit.scaler.test_keda_tls import Pki, pki  # noqa: F401  (the module's certificates, made by openssl)
 
 TOKEN = "0123456789abcdef-kvpilot-test-token"
 
@@ -142,3 +146,69 @@ def test_kvpilot_run_with_the_grpc_port_taken(tmp_path: Path, mode: str, exit_co
     assert code == exit_code
     assert "cannot bind the KEDA gRPC server" in out
     assert "Traceback" not in out
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
+async def test_settings_configure_mutual_tls_tokens_and_staleness(pki: Pki, tmp_path: Path) -> None:  # noqa: F811
+    """What `kvpilot run` builds from its settings: mTLS, a bearer token and the loop-derived staleness limit."""
+    settings = load_settings(
+        store={"database_url": f"sqlite:///{tmp_path / 'k.db'}"},
+        api={"host": "127.0.0.1", "grpc_port": 0},
+        collector={"interval_s": 2, "timeout_s": 1},
+        keda={
+            "tls_cert_file": str(pki.server_cert),
+            "tls_key_file": str(pki.server_key),
+            "tls_client_ca_file": str(pki.ca),
+            "bearer_tokens": TOKEN,
+        },
+    )
+    assert settings.decision_stale_after_s == 12.0  # 6 ticks of 2 s
+    clock = VirtualClock(1_700_000_000.0)
+    board = DecisionBoard()
+    board.publish(decision(desired=3, timestamp=clock.now()))
+    endpoint = _keda_endpoint(board, settings, clock)
+    stop = asyncio.Event()
+    task = asyncio.create_task(endpoint.serve(stop))
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=pki.ca.read_bytes(),
+        private_key=pki.client_key.read_bytes(),
+        certificate_chain=pki.client_cert.read_bytes(),
+    )
+    channel = grpc.aio.secure_channel(f"localhost:{endpoint.port}", credentials)
+    try:
+        stub = pb_grpc.ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
+        assert (await stub.IsActive(ref(bearerTokenFromEnv=TOKEN), timeout=10)).result is True
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.IsActive(ref(), timeout=10)
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        clock.advance(13.0)  # the loop missed more than six ticks
+        with pytest.raises(grpc.aio.AioRpcError) as stale:
+            await stub.IsActive(ref(bearerTokenFromEnv=TOKEN), timeout=10)
+        assert stale.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        stop.set()
+        await task
+        await channel.close()
+
+
+SETTINGS_ERRORS = [
+    ({"tls_cert_file": "/x.crt"}, "must be set together"),
+    ({"tls_client_ca_file": "/ca.crt"}, "needs keda.tls_cert_file"),
+    ({"bearer_tokens": "short"}, "shorter than 16"),
+    ({"stale_after_ticks": 1}, "stale_after_ticks"),
+]
+
+
+@pytest.mark.parametrize(("keda", "message"), SETTINGS_ERRORS)
+def test_keda_settings_errors_name_the_field(keda: dict[str, object], message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        load_settings(keda=keda)
+
+
+def test_unreadable_tls_file_is_fatal_only_in_keda_mode(tmp_path: Path) -> None:
+    missing = {"tls_cert_file": str(tmp_path / "no.crt"), "tls_key_file": str(tmp_path / "no.key")}
+    api = {"host": "127.0.0.1", "grpc_port": 0}
+    keda_mode = load_settings(scaler={"mode": "keda"}, api=api, keda=missing)
+    with pytest.raises(SettingsError, match=r"TLS certificate .*no\.crt.*scaler\.mode is keda"):
+        _keda_endpoint(DecisionBoard(), keda_mode, WallClock())
+    assert _keda_endpoint(DecisionBoard(), load_settings(api=api, keda=missing), WallClock()) is None
