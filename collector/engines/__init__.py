@@ -58,7 +58,7 @@ _NOT_AN_ENGINE = {
     "lmcache:": "LMCache's own metrics server; scrape the vLLM server it sits beside",
     "nv_inference_": "Triton without an LLM backend (no nv_trt_llm_* series); it is not an LLM replica",
     "DCGM_": "dcgm-exporter; give the target kind: gpu",
-    "ray_": "Ray's own metrics; Ray Serve LLM pages carry ray_vllm:* once a vLLM replica has started",
+    "ray_": "Ray's own metrics; Ray Serve LLM pages carry ray_vllm:* (or ray_vllm_*) once a vLLM replica runs",
 }
 
 
