@@ -92,3 +92,37 @@ def test_unknown_values_render_as_dash_not_zero():
 
 def test_before_the_first_tick_the_view_says_it_is_waiting():
     assert "waiting for the first complete tick" in _render(None, [])
+
+
+def test_a_ready_replica_making_no_progress_is_not_counted_as_serving():
+    # Two scrapes with frozen counters while 3 requests run: ready to Kubernetes, serving nobody.
+    from kvpilot.view import serving_replicas, status_line
+
+    state = FleetState()
+    for t in (0.0, 5.0, 10.0):
+        samples = [
+            ReplicaSample(
+                namespace="llm",
+                deployment="chat",
+                replica=name,
+                node="node-0",
+                engine="vllm",
+                model="llama",
+                timestamp=t,
+                requests_waiting=4,
+                requests_running=3,
+                generation_tokens=tokens,
+                requests_finished=tokens / 100,
+            )
+            for name, tokens in (("stuck", 500.0), ("fine", 500.0 + 100 * t))
+        ]
+        state.observe(samples, [], now=t)
+    snap = Snapshot(tick=3, t=10.0, deployments=state.deployments(), replicas=state.replicas())
+    assert state.deployments()["llm/chat"].ready_replicas == 2
+    assert serving_replicas(snap) == serving_replicas(snap, "llm/chat") == 1
+    assert "serving=1" in status_line(snap, "demo · t=10s")
+    console = Console(width=200, record=True, color_system=None)
+    console.print(replicas_table(snap))
+    rows = {line.split("│")[1].strip(): line for line in console.export_text().splitlines() if "│" in line}
+    assert "no progress" in rows["stuck"]
+    assert "ready" in rows["fine"]
