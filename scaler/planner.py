@@ -34,7 +34,7 @@ class PlannerConfig:
     scaling_delay_s: float = 5.0  # decision to pod created (control-loop tick + API round trip)
     capacity: CapacityConfig = field(default_factory=CapacityConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
-    mix_half_life_ticks: float = 20.0  # smoothing of the prompt/output token mix
+    mix_half_life_s: float = 600.0  # smoothing of the prompt/output token mix (heavy tails swing a minute's mean)
     slo_ttft_s: float | None = None  # with it, requests queued > a share of it correct the capacity (SloFeedback)
     slo_target_miss: float = 0.01
     upper_weight: float = 1.0  # size for point + w·(upper − point): 1 = the q90 upper bound, 0 = the point
@@ -90,6 +90,8 @@ def planner_config(
             # A replica ordered now serves from the horizon on: plan to clear today's queue by then, not within
             # the SLO (which would order a replica per queued request that no new replica can reach in time).
             queue_drain_s=max(horizon, tick_s, 1.0),
+            # Fewer than one request expected before a replica could be ready: with min_replicas 0, none is needed.
+            idle_below_rps=1.0 / max(horizon, tick_s, 1.0),
         ),
     )
 
@@ -163,18 +165,20 @@ class _DeploymentPlanner:
         self.queue_time = WindowedHistogram(window_s=60.0)
         self.live_error = LiveMase(config.horizon_s)
         self._mix: TokenMix | None = None
+        self._mix_t: float | None = None
         self._seen_arrival = False
 
-    def _observe_mix(self, mix: TokenMix | None) -> TokenMix | None:
+    def _observe_mix(self, now: float, mix: TokenMix | None) -> TokenMix | None:
         if mix is not None:
-            if self._mix is None:
+            if self._mix is None or self._mix_t is None:
                 self._mix = mix
             else:
-                a = 1.0 - 0.5 ** (1.0 / self.config.mix_half_life_ticks)
+                a = 1.0 - 0.5 ** (max(now - self._mix_t, 0.0) / self.config.mix_half_life_s)
                 self._mix = TokenMix(
                     self._mix.prompt_tokens + a * (mix.prompt_tokens - self._mix.prompt_tokens),
                     self._mix.output_tokens + a * (mix.output_tokens - self._mix.output_tokens),
                 )
+            self._mix_t = now
         return self._mix
 
     def decide(
@@ -193,9 +197,12 @@ class _DeploymentPlanner:
         queue = servable_queue(view)
         stuck = sum(1 for r in view.replicas if making_no_progress(r))
         serving = view.ready_replicas - stuck
-        # Under saturation prefill runs ahead of completions and the token ratio overstates the mix.
+        # Tokens per finished request read the mix only in a steady state: under saturation, or while the load
+        # rises or falls, prefill runs ahead of (or behind) completions and the ratio misstates it.
         saturated = (queue or 0.0) >= max(serving, 1)
-        mix = self._observe_mix(None if saturated else token_mix(view))
+        done = completion_rate(view)
+        steady = not saturated and done is not None and arrival is not None and abs(arrival - done) <= 0.2 * arrival
+        mix = self._observe_mix(now, token_mix(view) if steady else None)
         self.capacity.observe(
             ready_replicas=serving,
             requests_waiting=queue,
@@ -209,7 +216,12 @@ class _DeploymentPlanner:
         # predicts from the history it has (a daily pattern wakes the deployment one horizon ahead).
         forecast_known = arrival is not None or self._seen_arrival
         self.live_error.record(now, arrival, forecast.point)
-        capacity_rps = self.capacity.requests_per_s(mix, view.prefix_hit_ratio)
+        # A profile turns a mix into requests/s; until a mix was seen there is nothing to turn (hold, not guess).
+        capacity_rps = (
+            None
+            if mix is None and self.capacity.source == "profile"
+            else self.capacity.requests_per_s(mix, view.prefix_hit_ratio)
+        )
         queued = self.queue_time.update(now, [(r.key, r.sample.queue_time) for r in view.replicas])
         # Only a fleet that, by the capacity model, was serving enough replicas for what arrived can prove the
         # model wrong: queueing while too few replicas serve (still loading after a forecast's timing miss) says
@@ -224,8 +236,13 @@ class _DeploymentPlanner:
         if cfg.slo_ttft_s is not None and queued is not None and settled:
             # Load shows as queueing: a request that waited a share of its TTFT budget before its prefill began
             # was delayed by too little capacity (a long prompt that misses the SLO on an idle replica was not).
+            # Only when first tokens miss the SLO too: a long-prompt workload queues a little at the right size.
             bounds, counts = queued
             late = share_above(bounds, counts, cfg.slo_ttft_s * cfg.queue_budget_share)
+            ttft = view.ttft_window
+            missed = None if ttft is None else share_above(ttft.bounds, ttft.counts, cfg.slo_ttft_s)
+            if late is not None and missed is not None:
+                late = min(late, missed)
             self.feedback.update(now, late, counts[-1])
         if capacity_rps is not None:
             capacity_rps *= self.feedback.multiplier

@@ -38,6 +38,7 @@ class PolicyConfig:
     scale_up_max_step: int = 0  # most replicas added per decision; 0 = unlimited (a forecast needs them all)
     scale_down_max_step: int = 0  # most removed per decision; 0 = unlimited (stabilisation already paces it)
     queue_drain_s: float = 2.0  # reactive part clears the current queue within this time (use the TTFT SLO)
+    idle_below_rps: float = 0.0  # demand under this needs no replica at all (only min_replicas 0 lets it show)
 
     def __post_init__(self) -> None:
         if self.min_replicas < 0:
@@ -96,11 +97,13 @@ class ReplicaPolicy:
 
         predictive = None
         if demand.forecast_upper_rate is not None:
-            predictive = _replicas_for(demand.forecast_upper_rate, cap, c.target_utilisation)
+            predictive = self._need(demand.forecast_upper_rate, cap)
         reactive = None
         if demand.arrival_rate is not None or demand.requests_waiting is not None:
             rate = (demand.arrival_rate or 0.0) + (demand.requests_waiting or 0.0) / c.queue_drain_s
-            reactive = _replicas_for(rate, cap, c.target_utilisation)
+            reactive = (
+                _replicas_for(rate, cap, c.target_utilisation) if demand.requests_waiting else self._need(rate, cap)
+            )
         if predictive is None and reactive is None:
             return self._hold(demand, now, "no_metrics", "no arrival rate, forecast or queue is known; holding")
 
@@ -162,6 +165,12 @@ class ReplicaPolicy:
         return self._clamp(desired, warm_pool, reason, msg, predictive, reactive)
 
     # -- helpers -------------------------------------------------------------------------------------------
+    def _need(self, rate: float, capacity_rps: float) -> int:
+        """Replicas for a rate; a trickle under ``idle_below_rps`` (less than a request per horizon) needs none."""
+        if rate < self.config.idle_below_rps:
+            return 0
+        return _replicas_for(rate, capacity_rps, self.config.target_utilisation)
+
     def _finish(
         self,
         now: float,

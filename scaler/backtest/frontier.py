@@ -26,7 +26,7 @@ import numpy as np
 
 WINDOW_S = 60.0
 # Replica-seconds one missed request is worth, from "any miss is cheap" to "no miss is affordable".
-PRICES = (0.5, 2.0, 8.0, 30.0, 120.0, 500.0, 2_000.0, 10_000.0, 100_000.0)
+PRICES = (0.0, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 400.0, 2_000.0, 100_000.0)
 TARGETS = (0.95, 0.98, 0.99, 0.995, 0.999)
 
 
@@ -139,8 +139,8 @@ def schedule(
 ) -> list[int]:
     """Ready replicas per window for one price λ, chosen on ``fleet`` (forked with instant readiness; the
     caller orders them one cold start ahead when it replays the schedule). ``fixed`` = (until_s, count): windows
-    that begin before until_s keep the count the fleet started with (no replica ordered at the first decision
-    can serve them)."""
+    that begin before until_s can hold at most the count the fleet started with (no replica ordered at the first
+    decision can serve them), fewer if that is cheaper."""
     scorer = _Scorer(trace, slo_s, fidelity)
     line = fleet.fork(cold_start_s=0.0)
     out: list[int] = []
@@ -150,15 +150,15 @@ def schedule(
         start, end = w * window_s, min((w + 1) * window_s, trace.duration_s)
         cache: dict[int, float] = {}
 
-        def cost(n: int, start: float = start, end: float = end, cache: dict[int, float] = cache) -> float:
+        def misses(n: int, start: float = start, end: float = end, cache: dict[int, float] = cache) -> float:
             if n not in cache:
                 cache[n] = scorer.misses(line, n, start, end)
-            return n * (end - start) + price * cache[n]
+            return cache[n]
 
-        if start < fixed[0]:
-            n = fixed[1]
-        else:
-            n = _argmin_convex(cost, lo=max(min_replicas, 0), hi=max_replicas, guess=previous)
+        # Before the first ordered replica can be ready, only fewer replicas than the start are possible.
+        ceiling = min(fixed[1], max_replicas) if start < fixed[0] else max_replicas
+        floor = min(max(min_replicas, 0), ceiling)
+        n = _argmin(misses, price=price, width=end - start, lo=floor, hi=ceiling, guess=previous)
         out.append(n)
         previous = max(n, 1)
         line.set_replicas(n)
@@ -166,28 +166,45 @@ def schedule(
     return out
 
 
-def _argmin_convex(cost: Callable[[int], float], *, lo: int, hi: int, guess: int) -> int:
-    """Smallest minimiser of a cost that falls then rises in n (replicas buy fewer misses, at a falling rate):
-    walk from the guess towards lower cost, doubling the step, then bisect."""
+def _argmin(misses: Callable[[int], float], *, price: float, width: float, lo: int, hi: int, guess: int) -> int:
+    """The replica count with the least ``n · width + price · misses(n)``. Misses fall with replicas but not
+    smoothly (a plateau while a burst's backlog outlasts the window, then a drop), so a local walk can stop
+    short: scan lo, lo+1, lo+2, lo+4, … (and the last window's choice and its neighbours) until misses reach
+    zero, stop falling over two doublings, or the replicas alone cost more than the best so far; then refine
+    between the best point's scanned neighbours by bisection on the forward difference."""
+
+    def cost(n: int) -> float:
+        return n * width + price * misses(n)
+
+    if price <= 0:
+        return lo
     guess = min(max(guess, lo), hi)
-    if guess < hi and cost(guess + 1) < cost(guess):
-        a, step = guess, 1
-        while a + step <= hi and cost(a + step) < cost(a + step - 1):
-            a, step = a + step, step * 2
-        left, right = a, min(a + step, hi)
-    else:
-        b, step = guess, 1
-        while b - step >= lo and cost(b - step) <= cost(b - step + 1):
-            b, step = b - step, step * 2
-        left, right = max(b - step, lo), b
-    # The minimum lies in [left, right]: bisect on the sign of the forward difference.
-    while left < right:
-        mid = (left + right) // 2
-        if cost(mid + 1) < cost(mid):
-            left = mid + 1
-        else:
-            right = mid
-    return left
+    scanned = {n for n in (guess - 1, guess, guess + 1) if lo <= n <= hi}
+    best_cost = min(cost(n) for n in scanned)
+    n, step, flat, previous = lo, 1, 0, None
+    while n <= hi and n * width < best_cost:
+        scanned.add(n)
+        m = misses(n)
+        best_cost = min(best_cost, cost(n))
+        if m <= 0:
+            break
+        flat = flat + 1 if previous is not None and m >= previous else 0
+        if flat >= 2:
+            break
+        previous, n, step = m, n + step, step * 2
+    points = sorted(scanned)
+    best = min(points, key=lambda k: (cost(k), k))
+    i = points.index(best)
+    for a, b in ((points[i - 1] if i > 0 else best, best), (best, points[i + 1] if i + 1 < len(points) else best)):
+        while b - a > 1:
+            mid = (a + b) // 2
+            if cost(mid) < cost(best):
+                best = mid
+            if cost(mid + 1) < cost(mid):
+                a = mid
+            else:
+                b = mid
+    return best
 
 
 def fleet_counts(ready: Sequence[int], cold_start_s: float, window_s: float = WINDOW_S) -> list[int]:

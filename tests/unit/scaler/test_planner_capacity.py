@@ -117,11 +117,19 @@ def _planner(min_replicas: int = 1) -> Planner:
     )
 
 
-def test_a_profile_decides_from_the_first_tick() -> None:
+def test_a_profile_decides_as_soon_as_the_mix_is_seen() -> None:
+    # A profile turns a mix into requests/s: nothing to turn before the engines' counters show one (hold), then
+    # capacity is known at once, with no saturated period needed.
     state, planner = FleetState(), _planner()
-    state.observe([_sample(0.0, 0.0)], [], now=0.0)
-    (d,) = planner.decide(state, 0.0)
-    assert d.reason != "no_capacity"
+    reasons = []
+    for i in range(6):
+        t = i * TICK_S
+        state.observe([_sample(t, 10.0 * i)], [], now=t)
+        (d,) = planner.decide(state, t)
+        reasons.append(d.reason)
+    assert reasons[0] == "no_capacity"
+    assert reasons[-1] != "no_capacity"
+    assert d.forecast["capacity_rps"] == pytest.approx(PROFILE.requests_per_s(TokenMix(1000, 200)), rel=0.01)
 
 
 def test_a_stuck_replica_is_neither_capacity_nor_demand_and_is_kept_on_top() -> None:
@@ -167,3 +175,26 @@ def test_forget_drops_a_deleted_deployment() -> None:
     first = planner.planner_for("prod/llm")
     planner.forget("prod/llm")
     assert planner.planner_for("prod/llm") is not first
+
+
+@pytest.mark.parametrize(
+    ("rate", "waiting", "desired"),
+    [
+        (0.003, 0.0, 0),  # a decayed forecast: less than one request before a replica could load, none needed
+        (0.003, 2.0, 1),  # but requests waiting at the router always need a replica
+        (0.5, 0.0, 1),  # a real trickle keeps one
+    ],
+)
+def test_min_replicas_zero_lets_a_trickle_scale_to_zero(rate: float, waiting: float, desired: int) -> None:
+    from scaler.policy import Demand, PolicyConfig, ReplicaPolicy
+
+    policy = ReplicaPolicy(PolicyConfig(min_replicas=0, idle_below_rps=1 / 125, scale_down_stabilisation_s=0))
+    demand = Demand(
+        current_replicas=1,
+        ready_replicas=1,
+        capacity_rps=8.5,
+        arrival_rate=rate,
+        forecast_upper_rate=rate,
+        requests_waiting=waiting,
+    )
+    assert policy.recommend(demand, now=0.0).desired_replicas == desired
