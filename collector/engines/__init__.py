@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from collector.engines import dynamo, llamacpp, nim, sglang, tgi, trtllm, trtllm_pytorch, vllm
-from collector.engines._prefix import RUNTIME_PREFIXES, common_stems, find_prefix, is_kvpilot_page, strip_prefix
+from collector.engines._prefix import common_stems, find_prefix, is_kvpilot_page, strip_prefix
 from collector.exposition import MetricFamily
 from collector.samples import ReplicaSample, TargetInfo
 
@@ -95,9 +95,8 @@ def describe_page(families: Mapping[str, MetricFamily]) -> str:
         score, name = _best(strip_prefix(families, prefix, NAMESPACES))
         if score:
             return f"{seen}; try `--prefix {prefix}` or `--engine {name}` (prefix `{prefix}` before {name}'s names)"
-    own = [n for n in names if not n.startswith(RUNTIME_PREFIXES)]
-    for stem, what in _NOT_AN_ENGINE.items():
-        if 2 * sum(1 for n in own if n.startswith(stem)) >= len(own):
+    for stem, what in _NOT_AN_ENGINE.items():  # no adapter matched: the first kind of page present says what it is
+        if any(n.startswith(stem) for n in names):
             return f"{seen}: {what}"
     return f"{seen}; no engine adapter ({', '.join(ENGINES)}) reads these names"
 

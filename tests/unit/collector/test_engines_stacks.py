@@ -182,3 +182,10 @@ def test_a_sanitised_namespace_is_restored_behind_the_prefix() -> None:
     for prefix in ("ray_", None):  # configured, or found on the page
         page = adapt_page(text, TargetInfo(url=f"http://ray-s-{prefix}/metrics", prefix=prefix), 0.0)
         assert (page.engine, page.replicas[0].requests_running, page.replicas[0].kv_usage) == ("vllm", 4.0, 0.5)
+
+
+def test_plain_triton_asked_for_as_trtllm_says_why(metrics_fixtures: Path) -> None:
+    name = "triton-plain__DataDog__integrations-core__nvidia_triton_metrics__trimmed.txt"
+    page = (metrics_fixtures / name).read_bytes()
+    with pytest.raises(UnknownEngine, match=r"none of the trtllm families.*Triton without an LLM backend"):
+        adapt_page(page, TargetInfo(url="http://triton-plain/metrics"), 0.0, engine="trtllm")
