@@ -77,13 +77,17 @@ class SimulatorScale:
 class KubernetesScale:
     """``spec.replicas`` of the known Deployments, one list call per namespace (RBAC: list deployments).
 
-    A known deployment missing from its namespace's list was deleted. A namespace that cannot be listed (API
-    down, RBAC) answers nothing for its deployments: they keep their last decision until it goes stale.
+    A deployment this source has listed before and that is now missing was deleted. One it never found (pods
+    grouped under a name that is no Deployment: a StatefulSet, a LeaderWorkerSet, an annotation) gets no answer
+    at all, so it is decided from its replicas as before rather than forgotten. A namespace that cannot be
+    listed (API down, RBAC) answers nothing for its deployments: they keep their last decision until it goes stale.
     """
 
     def __init__(self, apps: Any, *, timeout_s: float = 5.0) -> None:
         self._apps = apps  # kubernetes.client.AppsV1Api
         self._timeout_s = timeout_s
+        self._listed: set[str] = set()  # deployments found as Deployment objects at least once
+        self._not_found: set[str] = set()  # never found: logged once
 
     async def read(self, known: Collection[str], now: float) -> ScaleView:
         by_namespace: dict[str, set[str]] = {}
@@ -100,11 +104,16 @@ class KubernetesScale:
                 log.warning("cannot list deployments in namespace %s: %s", namespace, _reason(result))
                 continue
             for name in by_namespace[namespace]:
-                count = result.get(name)
-                if count is None:
-                    gone.add(f"{namespace}/{name}")
-                else:
-                    replicas[f"{namespace}/{name}"] = count
+                key, count = f"{namespace}/{name}", result.get(name)
+                if count is not None:
+                    replicas[key] = count
+                    self._listed.add(key)
+                elif key in self._listed:
+                    gone.add(key)
+                    self._listed.discard(key)
+                elif key not in self._not_found:
+                    self._not_found.add(key)
+                    log.info("no Deployment %s: its replica count comes from the replicas seen", key)
         return ScaleView(replicas=replicas, gone=frozenset(gone))
 
     def _list(self, namespace: str) -> dict[str, int]:

@@ -32,17 +32,21 @@ async def test_kubernetes_counts_zero_and_tells_deleted_from_unknown(fake_kube: 
     fake_kube.create("deployments", deployment("code", "llm", replicas=3), namespace="llm")
     fake_kube.create("deployments", deployment("unmanaged", "llm", replicas=9), namespace="llm")
     scale = KubernetesScale(client.AppsV1Api(kube_api_client))
-    view = await scale.read(["llm/chat", "llm/code", "llm/gone"], 0.0)
-    # zero is a count, not an absence; a deployment kvpilot does not know of is not picked up
+    view = await scale.read(["llm/chat", "llm/code", "llm/sts"], 0.0)
+    # zero is a count, not an absence; a deployment kvpilot does not know of is not picked up; a name that is no
+    # Deployment (pods of a StatefulSet, say) gets no answer rather than being taken for deleted
     assert dict(view.replicas) == {"llm/chat": 0, "llm/code": 3}
-    assert view.gone == frozenset({"llm/gone"})
+    assert view.gone == frozenset()
     # one list call per namespace, whatever the number of deployments in it
     lists = [path for method, path in fake_kube.requests if method == "GET" and path.endswith("/deployments")]
     assert lists == ["/apis/apps/v1/namespaces/llm/deployments"]
     fake_kube.delete("deployments", "code", namespace="llm")
-    view = await scale.read(["llm/chat", "llm/code"], 5.0)
-    kube_api_client.close()
+    view = await scale.read(["llm/chat", "llm/code", "llm/sts"], 5.0)
     assert (dict(view.replicas), view.gone) == ({"llm/chat": 0}, frozenset({"llm/code"}))
+    # reported once: a deployment created again later is a new one
+    view = await scale.read(["llm/chat", "llm/code"], 10.0)
+    kube_api_client.close()
+    assert view.gone == frozenset()
 
 
 async def test_kubernetes_namespace_that_cannot_be_listed_answers_nothing() -> None:
