@@ -57,3 +57,34 @@ def test_a_bad_write_is_dropped_alone(factory: sessionmaker[Session]) -> None:
     assert w.flush()
     assert (w.failed_total, w.up) == (1, True)
     assert _timestamps(factory) == [1, 2]
+
+
+def test_a_store_that_refuses_every_write_keeps_them_instead_of_dropping(db_url: str) -> None:
+    # Reads work, writes do not (a read-only or full database): that is the store's fault, not the rows'.
+    from sqlalchemy import event
+
+    readonly = make_engine(db_url)
+    event.listen(readonly, "connect", lambda conn, _: conn.execute("PRAGMA query_only = ON"))
+    w = BufferedWriter(session_factory(readonly), max_pending=10)
+    for t in range(3):
+        w.submit(f"d{t}", _write(t))
+    assert not w.flush()
+    assert (w.up, w.pending, w.failed_total, w.lost_total) == (False, 3, 0, 0)  # kept, none counted as bad rows
+    w._factory = session_factory(make_engine(db_url))  # writable again
+    assert w.flush()
+    assert _timestamps(w._factory) == [0, 1, 2]
+
+
+def test_a_bad_row_among_good_ones_is_dropped_alone_even_when_it_is_not_a_database_error(
+    factory: sessionmaker[Session],
+) -> None:
+    def broken(_: Session) -> None:
+        raise ValueError("a bug in one write")
+
+    w = BufferedWriter(factory, max_pending=10)
+    w.submit("ok1", _write(1))
+    w.submit("broken", broken)
+    w.submit("ok2", _write(2))
+    assert w.flush()
+    assert (w.failed_total, w.lost_total, w.pending) == (1, 1, 0)
+    assert _timestamps(factory) == [1, 2]  # each good write applied exactly once
