@@ -197,6 +197,9 @@ def frozen_postgres(data_dir: Path) -> Iterator[None]:
     try:
         yield
     finally:
-        for pid in pids:
+        # As root the postmaster runs under runuser, which stops itself when its child stops (job control, as su
+        # does): it is continued too, or it would never reap the server at shutdown.
+        parent = int(Path(f"/proc/{pids[0]}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        for pid in [*pids, parent]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
