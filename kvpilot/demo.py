@@ -64,25 +64,27 @@ class ScheduledFault:
     why: str  # what the viewer should watch for
 
 
-# Spread over the first simulated hour so that each one is seen, and each is followed by quiet time.
+# Spread over the simulated hour, each followed by ten quiet minutes. The first quarter hour has none, so that the
+# first thing the viewer sees is kvpilot pre-warming for the trace's own demand; the burst of long prompts comes
+# after the trace's peak, where the fleet has shrunk again.
 DEFAULT_FAULTS: tuple[ScheduledFault, ...] = (
     ScheduledFault(
-        420,
-        {"type": "kv_pressure", "count": 40, "prompt_tokens": 30000, "output_tokens": 300, "duration_s": 20},
-        "a burst of 30k-token prompts: watch KV usage and the kv_exhaustion finding",
-    ),
-    ScheduledFault(
-        1200,
+        900,
         {"type": "xid", "node": "node-0", "gpu": 1, "xid": 79},
         "XID 79 (GPU fell off the bus) on node-0/1: stuck_gpu, its pod evicted and replaced",
     ),
     ScheduledFault(
-        1800,
+        1500,
         {"type": "routing", "routing": "round_robin"},
         "gateway switches to round-robin: shared prefixes spread, prefix hit ratio falls",
     ),
     ScheduledFault(
-        2400,
+        2100,
+        {"type": "kv_pressure", "count": 40, "prompt_tokens": 30000, "output_tokens": 300, "duration_s": 20},
+        "a burst of 30k-token prompts: watch KV usage and the kv_exhaustion finding",
+    ),
+    ScheduledFault(
+        2700,
         {"type": "hung_gpu", "node": "node-0", "gpu": 0},
         "node-0/0 pinned busy with no token progress: a hang, its pod evicted and replaced",
     ),
