@@ -6,8 +6,12 @@ it without importing httpx.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from urllib.parse import urlsplit
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +42,20 @@ def initial(url: str) -> TargetHealth:
         scrapes_total=0,
         failures_total=0,
     )
+
+
+def _shown(url: str) -> str:
+    parts = urlsplit(url)
+    return parts._replace(netloc=f"redacted@{parts.netloc.rpartition('@')[2]}").geturl() if "@" in parts.netloc else url
+
+
+def _log_change(before: TargetHealth, after: TargetHealth) -> None:
+    """A target going down, failing for a new reason, or coming back is logged once: the reason is then in the log
+    as well as in ``/v1/targets``, without a line per failed scrape."""
+    if not after.up and (before.up or before.scrapes_total == 0 or before.last_error != after.last_error):
+        log.warning("target %s is down: %s", _shown(after.url), after.last_error)
+    elif after.up and not before.up and before.failures_total:
+        log.info("target %s is up again after %d failed scrapes", _shown(after.url), before.consecutive_failures)
 
 
 class HealthBook:
@@ -81,6 +99,7 @@ class HealthBook:
                 last_body_bytes=body_bytes,
             )
         self._by_url[url] = after
+        _log_change(before, after)
         return after
 
     def retain(self, urls: Iterable[str]) -> None:

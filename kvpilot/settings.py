@@ -343,7 +343,35 @@ class _YamlFileSource(PydanticBaseSettingsSource):
             return {}
         if not isinstance(data, dict):
             raise SettingsError(f"config file {self._path} must hold a mapping at the top, not {type(data).__name__}")
+        _paths_from_folder(data, self._path.parent)
         return data
+
+
+# File paths the YAML file names are read from the file's folder, as kubectl and Prometheus read theirs, so
+# `kvpilot run -c deploy/kvpilot.yaml` finds `static_file: targets.yaml` beside it from any working directory. The
+# same settings from KVPILOT_* variables or the command line stay relative to the working directory.
+_FILE_RELATIVE = (
+    ("data_dir",),
+    ("collector", "discovery", "static_file"),
+    ("collector", "discovery", "simulator_trace"),
+    ("keda", "tls_cert_file"),
+    ("keda", "tls_key_file"),
+    ("keda", "tls_client_ca_file"),
+)
+
+
+def _paths_from_folder(data: dict[str, Any], folder: Path) -> None:
+    for path in _FILE_RELATIVE:
+        node: Any = data
+        for part in path[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        value = node.get(path[-1]) if isinstance(node, dict) else None
+        # `synthetic[:k=v]` is the simulator's built-in trace, not a file
+        if not isinstance(value, str) or not value or value.startswith("synthetic"):
+            continue
+        p = Path(value).expanduser()
+        if not p.is_absolute():
+            node[path[-1]] = str(folder / p)
 
 
 class Settings(BaseSettings):

@@ -1,21 +1,24 @@
 """Targets from a YAML file, re-read when the file changes (docs/configuration-targets.md).
 
 The file is a list of targets, or a mapping with ``defaults`` (applied to every target) and ``targets``.
-Errors name the file, the target index and the field, so a typo is found without guessing. A bad edit
-of a file that loaded before keeps the previous targets (and says why) rather than dropping the fleet.
+Errors name the file, the line, the target index and the field, so a typo is found without guessing; an engine
+kvpilot has no adapter for is one (``vLLM`` is read as ``vllm``, as the API does). A bad edit of a file that loaded
+before keeps the previous targets (and says why) rather than dropping the fleet. The names and URL rules the API
+applies (``store.fields.TargetSpec``) are applied above this package, by ``kvpilot.sources``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
 
+from collector.engines import ENGINES
 from collector.samples import TargetInfo
 
 log = logging.getLogger(__name__)
@@ -25,11 +28,25 @@ KINDS = ("engine", "gpu")
 
 
 class TargetFileError(ValueError):
-    """The targets file is unreadable or invalid; the message names the file, target index and field."""
+    """The targets file is unreadable or invalid; the message names the file, line, target index and field."""
 
 
-def parse_targets(data: Any, *, source: str = "targets") -> list[TargetInfo]:
-    """Validate the loaded YAML and build targets; raise `TargetFileError` naming what is wrong."""
+# (target index or None for ``defaults``, field or None) -> 1-based line in the file, or None when unknown.
+LineOf = Callable[[int | None, str | None], int | None]
+
+
+def _no_lines(index: int | None, key: str | None) -> int | None:
+    return None
+
+
+def parse_targets(data: Any, *, source: str = "targets", line_of: LineOf = _no_lines) -> list[TargetInfo]:
+    """Validate the loaded YAML and build targets; raise `TargetFileError` naming what is wrong (and where, when
+    ``line_of`` knows the lines: `load_targets` passes one)."""
+
+    def at(index: int | None, key: str | None = None) -> str:
+        line = line_of(index, key)
+        return f"{source}:{line}" if line is not None else source
+
     defaults: Mapping[str, Any] = {}
     if isinstance(data, Mapping):
         unknown = set(data) - {"targets", "defaults"}
@@ -37,8 +54,8 @@ def parse_targets(data: Any, *, source: str = "targets") -> list[TargetInfo]:
             raise TargetFileError(f"{source}: unknown top-level key(s) {sorted(unknown)}; expected targets, defaults")
         defaults = data.get("defaults") or {}
         if not isinstance(defaults, Mapping):
-            raise TargetFileError(f"{source}: defaults: expected a mapping, got {type(defaults).__name__}")
-        _check_fields(defaults, f"{source}: defaults", allow_url=False)
+            raise TargetFileError(f"{at(None)}: defaults: expected a mapping, got {type(defaults).__name__}")
+        _check_fields(defaults, lambda key: f"{at(None, key)}: defaults", allow_url=False)
         data = data.get("targets")
     if data is None:
         return []
@@ -47,38 +64,84 @@ def parse_targets(data: Any, *, source: str = "targets") -> list[TargetInfo]:
     out: list[TargetInfo] = []
     seen: dict[str, int] = {}
     for i, item in enumerate(data):
-        where = f"{source}: target {i}"
         if isinstance(item, str):
             item = {"url": item}
         if not isinstance(item, Mapping):
-            raise TargetFileError(f"{where}: expected a mapping or a URL, got {type(item).__name__}")
+            raise TargetFileError(f"{at(i)}: target {i}: expected a mapping or a URL, got {type(item).__name__}")
         merged = {**defaults, **item}
+
+        def where(key: str | None, i: int = i, own: Mapping[str, Any] = item) -> str:
+            # a field the target inherits from ``defaults`` is pointed at there
+            line = at(i, key) if key is None or key in own or key not in defaults else at(None, key)
+            return f"{line}: target {i}"
+
         _check_fields(merged, where, allow_url=True)
+        if merged.get("engine"):
+            merged["engine"] = _engine(merged["engine"], where)
         target = TargetInfo(**{k: v for k, v in merged.items() if v is not None or k in ("engine", "prefix")})
         if target.url in seen:
-            raise TargetFileError(f"{where}: url: {target.url} is already target {seen[target.url]}")
+            raise TargetFileError(f"{where('url')}: url: {target.url} is already target {seen[target.url]}")
         seen[target.url] = i
         out.append(target)
     return out
 
 
-def _check_fields(item: Mapping[str, Any], where: str, *, allow_url: bool) -> None:
+def _engine(value: str, where: Callable[[str | None], str]) -> str:
+    """One of the adapters' names, matched case-insensitively: a misspelt engine would only leave the target down."""
+    name = value.strip().lower()
+    if name not in ENGINES:
+        known = ", ".join(ENGINES)
+        raise TargetFileError(f"{where('engine')}: engine: unknown engine {value[:40]!r}; known: {known} (or omit it)")
+    return name
+
+
+def _check_fields(item: Mapping[str, Any], where: Callable[[str | None], str], *, allow_url: bool) -> None:
     for key in item:
         if key not in FIELDS or (key == "url" and not allow_url):
-            raise TargetFileError(f"{where}: unknown field {key!r}; expected one of {', '.join(FIELDS)}")
+            raise TargetFileError(f"{where(str(key))}: unknown field {key!r}; expected one of {', '.join(FIELDS)}")
     for key in ("kind", "engine", "namespace", "deployment", "pod", "node", "prefix"):
         value = item.get(key)
         if value is not None and not isinstance(value, str):
-            raise TargetFileError(f"{where}: {key}: expected a string, got {type(value).__name__} {value!r}")
+            raise TargetFileError(f"{where(key)}: {key}: expected a string, got {type(value).__name__} {value!r}")
     if "kind" in item and item["kind"] not in KINDS:
-        raise TargetFileError(f"{where}: kind: must be one of {', '.join(KINDS)}, got {item['kind']!r}")
+        raise TargetFileError(f"{where('kind')}: kind: must be one of {', '.join(KINDS)}, got {item['kind']!r}")
     if allow_url:
         url = item.get("url")
         if not isinstance(url, str) or not url:
-            raise TargetFileError(f"{where}: url: required")
+            raise TargetFileError(f"{where(None)}: url: required")
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise TargetFileError(f"{where}: url: must be an http(s) URL with a host, got {url!r}")
+            raise TargetFileError(f"{where('url')}: url: must be an http(s) URL with a host, got {url!r}")
+
+
+def _line_finder(text: str) -> LineOf:
+    """Lines of the targets and their fields, from the YAML's node tree (``safe_load`` keeps no positions)."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return _no_lines
+    items: list[yaml.Node] = []
+    defaults: yaml.Node | None = None
+    if isinstance(root, yaml.MappingNode):
+        for k, v in root.value:
+            if k.value == "targets" and isinstance(v, yaml.SequenceNode):
+                items = list(v.value)
+            elif k.value == "defaults":
+                defaults = v
+    elif isinstance(root, yaml.SequenceNode):
+        items = list(root.value)
+
+    def line_of(index: int | None, key: str | None) -> int | None:
+        node = defaults if index is None else items[index] if 0 <= index < len(items) else None
+        if node is None:
+            return None
+        if key is not None and isinstance(node, yaml.MappingNode):
+            for k, _v in node.value:
+                if k.value == key:
+                    return int(k.start_mark.line) + 1
+        return int(node.start_mark.line) + 1
+
+    return line_of
 
 
 def load_targets(path: Path) -> list[TargetInfo]:
@@ -90,7 +153,7 @@ def load_targets(path: Path) -> list[TargetInfo]:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise TargetFileError(f"{path}: invalid YAML: {e}") from None
-    return parse_targets(data, source=str(path))
+    return parse_targets(data, source=str(path), line_of=_line_finder(text))
 
 
 class StaticFileDiscovery:

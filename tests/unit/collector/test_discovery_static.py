@@ -74,6 +74,8 @@ BAD_CASES = [
     ({"defaults": {"url": "http://a/m"}, "targets": []}, "defaults: unknown field 'url'"),
     # unknown top-level key
     ({"target": []}, "unknown top-level key"),
+    # an engine kvpilot has no adapter for is refused at load, naming the engines it knows
+    ([{"url": "http://a/m", "engine": "vlm"}], "target 0: engine: unknown engine 'vlm'; known: vllm, sglang"),
 ]
 
 
@@ -136,3 +138,44 @@ def test_prefix_field_is_read_and_checked() -> None:
     assert [t.prefix for t in got] == ["ray_", "", None]
     with pytest.raises(TargetFileError, match="target 0: prefix: expected a string"):
         parse_targets([{"url": "http://ray:8080/metrics", "prefix": 3}])
+
+
+def test_engine_is_matched_case_insensitively() -> None:
+    # `engine: vLLM` is what people type: read as the adapter's name, not left as a target that is just down
+    got = parse_targets([{"url": "http://a/m", "engine": "vLLM"}, {"url": "http://b/m", "engine": " SGLang "}])
+    assert [t.engine for t in got] == ["vllm", "sglang"]
+
+
+def test_errors_name_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "targets.yaml"
+    path.write_text(
+        "defaults:\n"
+        "  namespace: prod\n"
+        "  kind: engine\n"
+        "targets:\n"
+        "  - url: http://10.0.3.17:8000/metrics\n"
+        "    engine: vllm\n"
+        "  - url: http://10.0.3.18:8000/metrics\n"
+        "    pod: p1\n"
+        "    engine: vlm\n"
+    )
+    with pytest.raises(TargetFileError) as e:
+        StaticFileDiscovery(path)
+    assert str(e.value).startswith(f"{path}:9: target 1: engine: unknown engine 'vlm'; known: vllm,")
+    # a bare URL is pointed at by its own line; a field inherited from defaults at the defaults' line
+    path.write_text("targets:\n  - http://a/m\n  - ftp://b/m\n")
+    with pytest.raises(TargetFileError, match=re.escape(f"{path}:3: target 1: url: must be an http(s) URL")):
+        StaticFileDiscovery(path)
+    path.write_text("defaults:\n  engine: vlm\ntargets:\n  - http://a/m\n")
+    with pytest.raises(TargetFileError, match=re.escape(f"{path}:2: target 0: engine: unknown engine 'vlm'")):
+        StaticFileDiscovery(path)
+
+
+async def test_a_bad_engine_in_an_edit_keeps_the_previous_targets(tmp_path: Path) -> None:
+    path = tmp_path / "targets.yaml"
+    _write(path, [{"url": "http://a/metrics", "engine": "vllm"}])
+    disc = StaticFileDiscovery(path)
+    _write(path, [{"url": "http://a/metrics", "engine": "vlm"}])
+    assert [t.engine for t in await disc.targets()] == ["vllm"]
+    assert disc.last_error is not None
+    assert "unknown engine 'vlm'" in disc.last_error

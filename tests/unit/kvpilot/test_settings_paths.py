@@ -1,0 +1,41 @@
+"""Relative file paths in the YAML configuration are read from the file's folder, not the working directory."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from kvpilot.settings import load_settings
+from kvpilot.sources import build
+
+
+def test_static_file_beside_the_config_is_found_from_any_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conf = tmp_path / "deploy"
+    conf.mkdir()
+    (conf / "targets.yaml").write_text("- http://10.0.0.1:8000/metrics\n")
+    (conf / "kvpilot.yaml").write_text(
+        "data_dir: state\n"
+        "collector:\n  discovery:\n    kind: static\n    static_file: targets.yaml\n"
+        "    simulator_trace: synthetic:rate=2\n"
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    s = load_settings(conf / "kvpilot.yaml")
+    assert s.collector.discovery.static_file == conf / "targets.yaml"
+    assert s.data_dir == conf / "state"
+    assert str(s.collector.discovery.simulator_trace) == "synthetic:rate=2"  # a built-in trace, not a file
+    with build(s) as sources:  # the file loads: the working directory played no part
+        found = asyncio.run(sources.discovery.targets())
+    assert [t.url for t in found] == ["http://10.0.0.1:8000/metrics"]
+
+
+def test_absolute_paths_and_environment_paths_are_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "kvpilot.yaml").write_text("collector:\n  discovery:\n    static_file: /etc/kvpilot/targets.yaml\n")
+    assert load_settings(tmp_path / "kvpilot.yaml").collector.discovery.static_file == Path("/etc/kvpilot/targets.yaml")
+    monkeypatch.setenv("KVPILOT_COLLECTOR__DISCOVERY__STATIC_FILE", "mine.yaml")
+    assert load_settings(tmp_path / "kvpilot.yaml").collector.discovery.static_file == Path("mine.yaml")
