@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -139,13 +139,14 @@ class Actuation:
 
     # -- the drain worker -----------------------------------------------------------------------------------
 
-    async def execute_approved(self, stop: asyncio.Event) -> None:
+    async def execute_approved(self, stop: asyncio.Event, *, leading: Callable[[], bool] = lambda: True) -> None:
         """Execute approved drains one at a time, oldest first, until none is left or ``stop`` is set.
 
         Each is claimed (approved → executing, compare-and-set, so two workers never run one drain) and runs in a
         worker thread; meanwhile its state is polled, and an operator's cancel or ``stop`` interrupts it. A
-        drain stopped by ``stop`` goes back to approved for the next leader; one found executing when the worker
-        starts (the previous process died mid-drain) likewise."""
+        drain stopped by ``stop``, or because this replica lost the Lease (``leading``), goes back to approved for
+        the next leader; one found executing when the worker starts (the previous process died mid-drain)
+        likewise."""
         if not self._recovered:
             await asyncio.to_thread(self._requeue_executing, "found executing at start; resumed")
             self._recovered = True
@@ -158,7 +159,7 @@ class Actuation:
             run = asyncio.ensure_future(
                 asyncio.to_thread(self._drainer.drain, node, dry_run=dry_run, reason=reason, interrupt=interrupt)
             )
-            cancelled_by = await self._watch(action_id, run, interrupt, stop)
+            cancelled_by = await self._watch(action_id, run, interrupt, stop, leading)
             try:
                 result = await run
             except Exception as e:
@@ -167,12 +168,19 @@ class Actuation:
                 continue
             if cancelled_by == "shutdown" and result.cancelled:
                 await asyncio.to_thread(self._audit_steps, action_id, result)
-                await asyncio.to_thread(self._requeue, action_id, "interrupted by shutdown; the next leader resumes")
+                await asyncio.to_thread(
+                    self._requeue, action_id, "interrupted by shutdown or a lost Lease; the next leader resumes"
+                )
                 return
             await asyncio.to_thread(self._finish, action_id, result)
 
     async def _watch(
-        self, action_id: int, run: asyncio.Future[DrainResult], interrupt: threading.Event, stop: asyncio.Event
+        self,
+        action_id: int,
+        run: asyncio.Future[DrainResult],
+        interrupt: threading.Event,
+        stop: asyncio.Event,
+        leading: Callable[[], bool],
     ) -> str | None:
         """Until ``run`` ends: interrupt it on ``stop`` or when an operator cancelled the action. The state read
         runs in a thread; while one is outstanding (a hung store) no second one starts."""
@@ -182,7 +190,7 @@ class Actuation:
             await asyncio.wait({run}, timeout=self._poll_s)
             if run.done() or interrupt.is_set():
                 continue
-            if stop.is_set():
+            if stop.is_set() or not leading():
                 why = "shutdown"
                 interrupt.set()
                 continue

@@ -325,7 +325,7 @@ class Service:
             if self.actuation is None or not self.leadership.leader:
                 continue
             try:
-                await self.actuation.execute_approved(self.stop)
+                await self.actuation.execute_approved(self.stop, leading=lambda: self.leadership.leader)
             except SQLAlchemyError as e:
                 log.warning("drain worker: store unavailable, retrying next tick: %s", str(e).splitlines()[0])
             except Exception:

@@ -43,7 +43,10 @@ def test_rails_hold_under_50_parallel_requests(store: Store, record: Recorder) -
                codes[200] == 1 and approvals == 1 and not any(k >= 500 for k in codes))  # fmt: skip
 
         # 50 drains on different nodes approved at once with max_concurrent = 1 (one already approved): none.
-        ids = [c.post("/v1/drains", json={"node": f"node-{i}"}, headers=A).json()["id"] for i in range(N)]
+        created = Counter(_parallel(r.base, [("/v1/drains", {"node": f"node-{i}"}) for i in range(N)]))
+        assert created == {201: N}
+        listed = c.get("/v1/drains", params={"state": "requested", "limit": 1000}, headers=R).json()["items"]
+        ids = sorted(d["id"] for d in listed if d["node"].startswith("node-"))
         codes = Counter(_parallel(r.base, [(f"/v1/drains/{i}/approve", {}) for i in ids]))
         active = sum(
             c.get("/v1/drains", params={"state": s, "limit": 1000}, headers=R).json()["total"]

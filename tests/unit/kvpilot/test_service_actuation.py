@@ -123,3 +123,30 @@ async def test_approved_drain_cordons_and_evicts_through_the_api_server(tmp_path
         api.close()
     finally:
         kube.stop()
+
+
+async def test_a_drain_left_executing_by_a_dead_process_is_resumed(tmp_path) -> None:
+    # SIGKILL mid-drain leaves an action executing with no worker: the next leader puts it back to approved
+    # (audited) and runs it to the end.
+    clock = VirtualClock(START)
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    fleet = ScriptedFleet(clock, replicas=TWO_NODES)
+    service, restored, timer = make_service(url, clock, fleet)
+    with transaction(service.sessions) as s:
+        action = repo.request_drain(session=s, node="n1", requested_by="admin#0", now=clock.now(), dry_run=True)
+        for to in (DrainState.APPROVED, DrainState.EXECUTING):
+            repo.transition_drain(session=s, action_id=action.id, to=to, actor="admin#0", now=clock.now())
+    await service.start(restored)
+    await run_ticks(service, timer, 2)
+
+    def state() -> str:
+        with transaction(service.sessions) as s:
+            return repo.get_drain(session=s, action_id=action.id).state
+
+    await until(lambda: state() == "done", what="the orphaned drain resumed and finished")
+    with transaction(service.sessions) as s:
+        events = repo.list_drain_events(session=s, action_id=action.id)
+    assert [e.to_state for e in events][:4] == ["requested", "approved", "executing", "approved"]
+    assert "resumed" in events[3].message
+    service.stop.set()
+    await service.wait()
