@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench system-deps generate check-generated clean
+.PHONY: demo test test-fast lint bench system-deps generate check-generated clean chaos compile clean-native test-native
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,20 @@ bench: $(STAMP) system-deps
 	$(BIN)/python bench/simulator.py
 	$(BIN)/python bench/backtest.py
 
+# Optional: the parser and validity checks compiled with mypyc (C extensions next to the sources, git-ignored).
+# Without a C compiler it says so and everything runs as Python; KVPILOT_PURE=1 ignores a build.
+compile: $(STAMP)
+	$(BIN)/python scripts/build_native.py
+
+clean-native:
+	find collector -name '*.so' -delete
+	rm -rf build/native
+
+# The collector's tests on the compiled modules and then on the pure ones (differential tests included).
+test-native: compile
+	KVPILOT_EXPECT_NATIVE=1 $(BIN)/pytest -q tests/unit/collector
+	KVPILOT_PURE=1 $(BIN)/pytest -q tests/unit/collector
+
 # Generated artefacts (dashboards, alert rules, gRPC stubs) are committed; CI fails when they are stale.
 generate: $(STAMP)
 	$(BIN)/python -m kvpilot.generate
@@ -50,5 +64,5 @@ generate: $(STAMP)
 check-generated: $(STAMP)
 	$(BIN)/python -m kvpilot.generate --check
 
-clean:
+clean: clean-native
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

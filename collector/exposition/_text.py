@@ -83,11 +83,16 @@ class _TextParser:
         self.typ = "untyped"
         self.type_line = 0  # where the current TYPE came from, for errors found when the family closes
         self.samples: list[Sample] = []
+        self.keys: list[SeriesKey] = []  # the series of each of ``samples``, for the duplicate check
         self.allowed: tuple[str, ...] = ()
         self.wanted = False  # whether the current family's samples are read at all
         # Label sets repeat across a page (every family of a GPU, every gauge of a model), so a body
         # validated once is not validated again: body text -> its labels.
         self.bodies: dict[str, dict[str, str]] = {}
+        # Body text -> a number per distinct label set (the same for `a="1",b="2"` and `b="2",a="1"`), so a
+        # series is a cheap (name, number, timestamp) key.
+        self.canonical: dict[str, int] = {}
+        self.label_sets: dict[tuple[tuple[str, str], ...], int] = {}
         self.layouts: dict[str, list[str]] = {}  # "a=,b=" -> ["a", "b"]
         # The series each emitted family holds so far: a family may come back later on the page.
         self.series: dict[str, set[SeriesKey]] = {}
@@ -101,6 +106,7 @@ class _TextParser:
         name_match = NAME_RE.match
         meta_match = _META_RE.fullmatch
         bodies = self.bodies
+        canonical = self.canonical
         # A known line start (its 0-based index and offset), from which offsets are summed when needed.
         synced_index = synced_at = 0
         block_skippable = True
@@ -147,20 +153,22 @@ class _TextParser:
                     try:
                         number = float(value)
                     except ValueError:
-                        self.samples.append(self._sample(line, line_no, sample_name))
+                        self._add(self._sample(line, line_no, sample_name))
                     else:
                         if "_" in value:  # float() reads digit separators; the format has none
                             raise ParseError(f"invalid value {value!r}", line_no=line_no, line=line)
                         self.samples.append(Sample(sample_name, labels, number))
+                        self.keys.append((sample_name, canonical[body], None))
                 else:
-                    self.samples.append(self._sample(line, line_no, sample_name))
+                    self._add(self._sample(line, line_no, sample_name))
             else:
                 self._close()
-                self.name, self.help, self.typ, self.samples, self.allowed = "", "", "untyped", [], ()
+                self.name, self.help, self.typ, self.samples, self.keys, self.allowed = "", "", "untyped", [], [], ()
                 if not self.keep(sample_name):
                     continue
                 bare = [self._sample(line, line_no, sample_name)]
-                self._check_series(sample_name, bare, line_no)
+                key = (bare[0].name, self._label_set(bare[0].labels), bare[0].timestamp)
+                self._check_series(sample_name, bare, [key], line_no)
                 self.sink.add(sample_name, "unknown", "", bare)
             room -= 1
             if room < checkpoint:
@@ -189,7 +197,24 @@ class _TextParser:
         return _sample(name, dict(labels), tail[1], tail[2], line, line_no)
 
     def _labels(self, body: str, line: str, line_no: int) -> dict[str, str]:
-        """Validate a label body seen for the first time on this page, and remember it."""
+        """Validate a label body seen for the first time on this page, and remember it and its sorted labels."""
+        labels = self._validate(body, line, line_no)
+        self.canonical[body] = self._label_set(labels)
+        return labels
+
+    def _label_set(self, labels: dict[str, str]) -> int:
+        key = tuple(sorted(labels.items()))
+        number = self.label_sets.get(key)
+        if number is None:
+            number = self.label_sets[key] = len(self.label_sets)
+        return number
+
+    def _add(self, sample: Sample) -> None:
+        """A sample read by the general path: kept with its series."""
+        self.samples.append(sample)
+        self.keys.append((sample.name, self._label_set(sample.labels), sample.timestamp))
+
+    def _validate(self, body: str, line: str, line_no: int) -> dict[str, str]:
         if "\\" not in body:
             # Without escapes a quote always delimits a value: split on quotes, and check the names and
             # separators between the values with one short pattern ("a=,b=," for `a="x",b="y",`).
@@ -263,7 +288,7 @@ class _TextParser:
             raise ParseError("TYPE needs a metric name and a type", line_no=line_no, line=line)
         if candidate != self.name:
             self._close()
-            self.name, self.help, self.typ, self.samples = candidate, "", "untyped", []
+            self.name, self.help, self.typ, self.samples, self.keys = candidate, "", "untyped", [], []
             # The family's final name depends on its type only through a counter's "_total".
             keep = self.keep
             self.wanted = keep(candidate) or (candidate.endswith("_total") and keep(candidate[:-6]))
@@ -302,28 +327,29 @@ class _TextParser:
                 raise ParseError(f"metric name {name!r} is not valid UTF-8", line_no=self.type_line) from None
         if not self.wanted or not self.keep(name):
             return
-        samples = self.samples
+        samples, keys = self.samples, self.keys
         if typ == "counter" and not declared_total:  # the oracle names counter samples "<family>_total"
             samples = [Sample(s.name + "_total", s.labels, s.value, s.timestamp) for s in samples]
-        self._check_series(name, samples, self.type_line)
+            keys = [(n + "_total", labels, ts) for n, labels, ts in keys]
+        self._check_series(name, samples, keys, self.type_line)
         self.sink.add(name, typ, unescape_text_help(self.help), samples)
 
-    def _check_series(self, family: str, samples: list[Sample], line_no: int) -> None:
+    def _check_series(self, family: str, samples: list[Sample], keys: list[SeriesKey], line_no: int) -> None:
         """Refuse a series the family already holds (see the module docstring)."""
         seen = self.series.get(family)
-        if seen is None:
-            seen = self.series[family] = set()
-        add = seen.add
-        for s in samples:
-            labels = s.labels
-            key = (s.name, tuple(sorted(labels.items())) if len(labels) > 1 else tuple(labels.items()), s.timestamp)
+        if seen is None:  # the usual case: the family's first block
+            seen = self.series[family] = set(keys)
+            if len(seen) == len(keys):
+                return
+            seen = set()
+        for s, key in zip(samples, keys, strict=True):
             if key in seen:
-                body = ",".join(f'{k}="{v}"' for k, v in labels.items())
+                body = ",".join(f'{k}="{v}"' for k, v in s.labels.items())
                 raise ParseError(
                     f"duplicate series {s.name}{{{body}}} in family {family!r} (a page may carry each series once)",
                     line_no=line_no or None,
                 )
-            add(key)
+            seen.add(key)
 
 
 # A run of sample lines of one family, from its first sample on: the family name is captured from the
@@ -354,7 +380,7 @@ def _skip_block(text: str, start: int, family: str, typ: str) -> tuple[int, int]
     return text.count("\n", start, m.end()), m.end()
 
 
-SeriesKey = tuple[str, tuple[tuple[str, str], ...], float | None]
+SeriesKey = tuple[str, int, float | None]  # sample name, label set number (see _TextParser), timestamp
 
 
 def _sample(name: str, labels: dict[str, str], value: str, stamp: str | None, line: str, line_no: int) -> Sample:
