@@ -57,7 +57,6 @@ def _deployment_labels(kind: str, severity: str) -> dict[str, str]:
 
 def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
     """Every alert, in the order they appear in the rule file."""
-    kv_labels = {"deployment": "ml/chat", "replica": "chat-0"}
     return [
         Alert(
             name="KvpilotGpuDrainRequired",
@@ -94,29 +93,38 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
         ),
         Alert(
             name="KvpilotKvCacheExhaustionImminent",
-            expr=f"{series.KV_TIME_TO_EXHAUSTION.name}{{{SELECTOR}}} < {th.kv.warn_time_to_exhaustion_s:g}",
+            # The finding, not the raw projection: a projection alone warns on every ramp that is about to level
+            # off; the finding also needs the pool to be still filling (requests arriving faster than they finish,
+            # or waiting for blocks), which is what keeps plateaus quiet (bench/detectors.py, BENCHMARKS.md).
+            expr=f"{_finding('kv_exhaustion', 'warning')} > 0",
             for_s=th.for_seconds("kv_exhaustion"),
             severity="warning",
             summary="KV cache of {{ $labels.replica }} ({{ $labels.deployment }}) projected full soon",
             description=(
-                "The KV-cache usage trend of replica {{ $labels.replica }} projects the pool full within "
-                f"{th.kv.warn_time_to_exhaustion_s:g} s; requests will be preempted or queue once it is. "
-                "Scale out or shed load before then."
+                "The KV-cache usage of replica {{ $labels.replica }} is projected full within "
+                f"{th.kv.warn_time_to_exhaustion_s:g} s (kvpilot_kv_time_to_exhaustion_seconds) and the pool is "
+                "still filling: requests arrive faster than they finish, or wait for blocks. No preemptions yet; "
+                "once full, vLLM preempts running requests and new ones queue. Scale out or shed load before then."
             ),
-            series=series.KV_TIME_TO_EXHAUSTION.name,
-            bad=60,
-            good=3600,
-            labels=kv_labels,
+            series=series.FINDING_ACTIVE.name,
+            bad=1,
+            good=0,
+            labels={**_deployment_labels("kv_exhaustion", "warning"), "replica": "chat-0"},
+            finding=("kv_exhaustion", "warning"),
         ),
         Alert(
             name="KvpilotKvCacheExhausted",
             expr=f"{_finding('kv_exhaustion', 'critical')} > 0",
             for_s=th.for_seconds("kv_exhaustion"),
             severity="critical",
-            summary="KV cache of {{ $labels.replica }} ({{ $labels.deployment }}) is full",
+            summary="KV cache of {{ $labels.replica }} ({{ $labels.deployment }}) is exhausted",
             description=(
-                f"Replica {{{{ $labels.replica }}}} has its KV cache at or above {th.kv.near_full:.0%} with "
-                "requests queueing, or is preempting requests. Latency is already suffering: scale out now."
+                "Replica {{ $labels.replica }} is preempting requests with its KV cache at or above "
+                f"{th.kv.near_full:.0%} within the last minute, or is at or above {th.kv.near_full:.0%} with "
+                "requests waiting for blocks, or is projected full within "
+                f"{th.kv.critical_time_to_exhaustion_s:g} s with requests waiting. Latency is already suffering: "
+                "scale out now. The finding's summary (kvpilot findings, /v1/findings) gives the measured "
+                "preemption rate and the projected time to exhaustion."
             ),
             series=series.FINDING_ACTIVE.name,
             bad=1,

@@ -1,18 +1,32 @@
-"""KV-cache exhaustion: a replica's KV pool near full with queueing or preemptions, or projected full soon.
+"""KV-cache exhaustion: a replica's KV pool preempting, full with a queue, or projected full soon and still filling.
 
-The pool belongs to one replica, so every test is per replica: a deployment mean of 60% can hide one
-replica at 100% that is already preempting. The projection is a robust (Theil-Sen) slope of ``kv_usage`` over
-the recent history; it is what lets the warning land before the first preemption, not after.
+The pool belongs to one replica, so every test is per replica: a deployment mean of 60 % can hide one replica at
+100 % that is already preempting. What the engine tells is read together, never one gauge alone:
+
+- the usage trend: a robust (Theil-Sen) slope of ``kv_usage`` over the recent history, projected to the time the
+  pool is full (``time_to_exhaustion_s``);
+- the flow that fills it: a pool grows while requests arrive faster than they finish (``arrival_rate`` above
+  ``requests_finished_rate``: more sequences in flight, each growing by one token per decode step) or while requests
+  wait for admission; it levels off when they balance. A trend projection alone cannot tell a ramp that will
+  overflow from one that is about to level off at 70 %; the flow can, a little before the usage does;
+- the preemption counter: the exhaustion itself. It counts only when the pool was actually near full within the
+  rate window (vLLM preempts when no free block remains): a counter that moves while the pool sits far from full
+  is a reset or a mislabelled series, never a reason to page.
+
+Severity follows the projected time to exhaustion and the measured preemptions, and the summary says both.
+A KV usage outside 0..1 (a doubled gauge, a broken exporter) is unknown here, never "full": it cannot page.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from collector.samples import ReplicaSample
 from collector.state import FleetState, ReplicaView
-from detectors._values import finite, fraction
+from collector.validity import fraction
+from detectors._values import finite
 from detectors.finding import Finding, Severity, Subject
 from detectors.thresholds import KvThresholds, Thresholds
 
@@ -62,39 +76,110 @@ def time_to_exhaustion_s(history: Sequence[ReplicaSample], kv: KvThresholds) -> 
     return max(0.0, (kv.full - level) / slope)
 
 
-def _replica_finding(
-    view: ReplicaView, history: Sequence[ReplicaSample], th: KvThresholds, now: float
-) -> Finding | None:
+@dataclass(frozen=True, slots=True)
+class KvReading:
+    """What the detector read for one replica at one tick (also its evidence)."""
+
+    usage: float
+    peak_usage: float  # highest usage within the rate window
+    slope_per_s: float | None
+    time_to_exhaustion_s: float | None
+    requests_waiting: float | None
+    requests_running: float | None
+    preemptions_rate: float | None  # measured preemptions per second over the rate window
+    in_flight_growth: float | None  # arrival_rate - requests_finished_rate, requests/s
+    arrival_rate: float | None
+
+    @property
+    def preempting(self) -> bool:
+        return (self.preemptions_rate or 0.0) > 0.0
+
+    def filling(self, th: KvThresholds) -> bool:
+        """Still filling by the flow: requests wait for admission, or arrive faster than they finish."""
+        if (self.requests_waiting or 0.0) > 0.0:
+            return True
+        growth, arrivals = self.in_flight_growth, self.arrival_rate
+        if growth is None or arrivals is None:
+            return True  # the engine does not say: the trend alone decides
+        return growth > th.min_in_flight_growth * max(arrivals, 1e-9)
+
+
+def read(
+    view: ReplicaView, history: Sequence[ReplicaSample], th: KvThresholds, rate_window_s: float
+) -> KvReading | None:
+    """The replica's reading, or None when its KV usage is unknown (not exported, or impossible)."""
     usage = fraction(view.sample.kv_usage)
     if usage is None:
         return None
-    waiting = finite(view.sample.requests_waiting) or 0.0
-    preemptions_rate = finite(view.preemptions_rate)
-    preempting = (preemptions_rate or 0.0) > 0.0
-    tte = time_to_exhaustion_s(history, th)
-    evidence: dict[str, float | str | None] = {
-        "kv_usage": usage,
-        "kv_slope_per_s": kv_slope_per_s(history, th),
-        "time_to_exhaustion_s": tte,
-        "requests_waiting": finite(view.sample.requests_waiting),
-        "preemptions_rate": preemptions_rate,
-    }
-    if preempting or (usage >= th.near_full and waiting > 0):
-        why = "preempting requests" if preempting else f"{waiting:g} requests waiting"
-        summary = f"KV cache {usage:.0%} full on {view.sample.replica}, {why}"
-        severity = Severity.CRITICAL
-    elif tte is not None and tte <= th.warn_time_to_exhaustion_s:
-        summary = f"KV cache on {view.sample.replica} projected full in {tte:.0f} s (now {usage:.0%})"
-        severity = Severity.WARNING
-    else:
+    start = view.sample.timestamp - rate_window_s
+    window = [v for s in history if s.timestamp >= start and (v := fraction(s.kv_usage)) is not None]
+    arrivals, finished = finite(view.arrival_rate), finite(view.requests_finished_rate)
+    return KvReading(
+        usage=usage,
+        peak_usage=max([usage, *window]),
+        slope_per_s=kv_slope_per_s(history, th),
+        time_to_exhaustion_s=time_to_exhaustion_s(history, th),
+        requests_waiting=finite(view.sample.requests_waiting),
+        requests_running=finite(view.sample.requests_running),
+        preemptions_rate=finite(view.preemptions_rate),
+        in_flight_growth=None if arrivals is None or finished is None else arrivals - finished,
+        arrival_rate=arrivals,
+    )
+
+
+def judge(r: KvReading, th: KvThresholds) -> tuple[Severity, str] | None:
+    """(severity, what the operator reads) for a reading, or None when the pool is fine."""
+    tte = r.time_to_exhaustion_s
+    waiting = r.requests_waiting or 0.0
+    if r.preempting and r.peak_usage >= th.near_full:
+        return Severity.CRITICAL, (
+            f"preempting {r.preemptions_rate:.2g} requests/s: KV cache {r.peak_usage:.0%} full within the last "
+            f"minute (now {r.usage:.0%}), {waiting:g} waiting"
+        )
+    if r.usage >= th.near_full and waiting > 0:
+        return Severity.CRITICAL, (
+            f"KV cache {r.usage:.0%} full with {waiting:g} requests waiting for blocks: {_exhausted(tte)}; "
+            "no preemptions measured yet"
+        )
+    if tte is None or tte > th.warn_time_to_exhaustion_s or not r.filling(th):
         return None
+    severity = Severity.CRITICAL if tte <= th.critical_time_to_exhaustion_s and waiting > 0 else Severity.WARNING
+    return severity, (
+        f"KV cache {r.usage:.0%} full and filling at {(r.slope_per_s or 0.0) * 60:.0%}/min: {_exhausted(tte)}; "
+        "no preemptions measured yet"
+    )
+
+
+def _exhausted(tte: float | None) -> str:
+    if tte is None:
+        return "exhaustion not projected"
+    return "exhausted now" if tte <= 0 else f"exhausted in ~{tte:.0f} s"
+
+
+def _replica_finding(
+    view: ReplicaView, history: Sequence[ReplicaSample], th: KvThresholds, now: float, rate_window_s: float
+) -> Finding | None:
+    r = read(view, history, th, rate_window_s)
+    verdict = None if r is None else judge(r, th)
+    if r is None or verdict is None:
+        return None
+    severity, text = verdict
     return Finding(
         kind=KIND,
         severity=severity,
         subject=Subject(deployment=view.deployment_key, replica=view.sample.replica, node=view.sample.node),
         since=now,
-        summary=summary,
-        evidence=evidence,
+        summary=f"{view.sample.replica}: {text}",
+        evidence={
+            "kv_usage": r.usage,
+            "kv_usage_peak": r.peak_usage,
+            "kv_slope_per_s": r.slope_per_s,
+            "time_to_exhaustion_s": r.time_to_exhaustion_s,
+            "requests_waiting": r.requests_waiting,
+            "requests_running": r.requests_running,
+            "preemptions_rate": r.preemptions_rate,
+            "in_flight_growth": r.in_flight_growth,
+        },
         action="scale_out",
     )
 
@@ -104,7 +189,8 @@ def detect(state: FleetState, *, thresholds: Thresholds, now: float) -> list[Fin
     for view in state.replicas():
         if not view.ready:
             continue  # a stale sample's KV usage says nothing about now; target_down reports it
-        finding = _replica_finding(view, state.replica_history(view.key), thresholds.kv, now)
+        history = state.replica_history(view.key)
+        finding = _replica_finding(view, history, thresholds.kv, now, state.rate_window_s)
         if finding is not None:
             out.append(finding)
     return out

@@ -47,12 +47,65 @@ def test_kv_cases(kv, kw, severity):
     assert [str(f.severity) for f in found] == ([severity] if severity else [])
 
 
-def test_preempting_replica_is_critical():
-    # The preemption counter rising is the symptom itself: critical even below near_full.
-    state = drive(lambda i, t: ([replica("r0", t, kv_usage=0.8, preemptions=float(i))], []), 5)
+def test_preempting_replica_is_critical_and_says_both_numbers():
+    # The preemption counter rising while the pool was full within the window is the symptom itself: critical, and
+    # the text gives the measured rate and the usage that opened it, even once the pool has drained a little.
+    kv = [0.97, 1.0, 0.99, 0.95, 0.85]
+    state = drive(lambda i, t: ([replica("r0", t, kv_usage=kv[i], preemptions=float(i), requests_waiting=7.0)], []), 5)
     (f,) = kv_exhaustion.detect(state, thresholds=DEFAULT, now=20)
     assert str(f.severity) == "critical"
-    assert "preempting" in f.summary
+    assert f.summary == "r0: preempting 0.2 requests/s: KV cache 100% full within the last minute (now 85%), 7 waiting"
+    assert f.evidence["preemptions_rate"] == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize("usage", [0.01, 0.0, 0.5])
+def test_a_preemption_counter_moving_on_a_pool_far_from_full_never_pages(usage):
+    # Issue 13: "KV cache 1% full, preempting requests" was a critical. vLLM preempts only when no block is free,
+    # so a counter that moves while the pool sat far from full (a reset misread, a series that is not this
+    # replica's) is no preemption: nothing opens, and certainly no critical.
+    state = drive(lambda i, t: ([replica("r0", t, kv_usage=usage, preemptions=float(i))], []), 5)
+    assert kv_exhaustion.detect(state, thresholds=DEFAULT, now=20) == []
+
+
+@pytest.mark.parametrize("usage", [1.8, 2.0, -0.3, float("nan"), float("inf")])
+def test_impossible_usage_is_unknown_never_critical(usage):
+    # A doubled gauge (two series summed: 0.9 + 0.9) or a broken exporter: unknown, never "100 % full".
+    state = drive(lambda i, t: ([replica("r0", t, kv_usage=usage, requests_waiting=30.0, preemptions=float(i))], []), 5)
+    assert kv_exhaustion.detect(state, thresholds=DEFAULT, now=20) == []
+
+
+def _flow(kv: list[float], arrivals_per_tick: float, finished_per_tick: float, **kw: Any) -> list[Any]:
+    # requests_finished counts up by finished_per_tick; in-flight grows by the difference each tick.
+    def tick(i: int, t: float) -> tuple[list[Any], list[Any]]:
+        running = 40.0 + i * (arrivals_per_tick - finished_per_tick)
+        fields = {"kv_usage": kv[i], "requests_running": running, "requests_finished": i * finished_per_tick, **kw}
+        return [replica("r0", t, **fields)], []
+
+    state = drive(tick, len(kv))
+    return kv_exhaustion.detect(state, thresholds=DEFAULT, now=(len(kv) - 1) * TICK_S)
+
+
+RISING = [0.60 + 0.01 * i for i in range(13)]  # 0.2 %/s, reaching 0.72: projected full in ~130 s
+
+
+def test_a_pool_still_filling_warns_with_its_projection():
+    # Arrivals outrun completions (5 more requests in flight per tick): the projection stands.
+    (f,) = _flow(RISING, arrivals_per_tick=15.0, finished_per_tick=10.0)
+    assert str(f.severity) == "warning"
+    assert f.summary.startswith("r0: KV cache 72% full and filling at 12%/min: exhausted in ~")
+    assert f.summary.endswith("no preemptions measured yet")
+    assert f.evidence["in_flight_growth"] == pytest.approx(1.0)
+
+
+def test_a_pool_whose_flow_balances_is_levelling_off_not_warned():
+    # The same usage trend, but requests finish as fast as they arrive: the ramp is over, the pool levels off.
+    assert _flow(RISING, arrivals_per_tick=10.0, finished_per_tick=10.0) == []
+
+
+def test_a_queue_for_blocks_counts_as_filling_even_when_the_flow_balances():
+    # Requests waiting for blocks: admission is what holds them back, the pool is not levelling off by choice.
+    found = _flow(RISING, arrivals_per_tick=10.0, finished_per_tick=10.0, requests_waiting=3.0)
+    assert [str(f.severity) for f in found] == ["warning"]
 
 
 def test_time_to_exhaustion_is_projected_from_the_slope():
