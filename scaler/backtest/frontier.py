@@ -25,8 +25,11 @@ from typing import Any
 import numpy as np
 
 WINDOW_S = 60.0
-# Replica-seconds one missed request is worth, from "any miss is cheap" to "no miss is affordable".
-PRICES = (0.0, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 400.0, 2_000.0, 100_000.0)
+LOOKAHEAD_S = 30.0
+# Replica-seconds one missed request is worth (the Lagrangian rule), and shares of a window's arrivals allowed to
+# miss (the per-window rule): together they span "any miss is cheap" to "the fewest misses the fleet allows".
+PRICES = (0.0, 3.0, 30.0, 300.0)
+SHARES = (0.1, 0.03, 0.01, 0.003, 0.0)
 TARGETS = (0.95, 0.98, 0.99, 0.995, 0.999)
 
 
@@ -34,7 +37,7 @@ TARGETS = (0.95, 0.98, 0.99, 0.995, 0.999)
 class FrontierPoint:
     slo_attainment: float
     replica_hours: float
-    price: float  # λ that produced it (inf: the fewest misses the fleet can reach)
+    price: float  # λ that produced it (≥ 0), or minus the per-window miss share (≤ 0)
 
     def to_json(self) -> dict[str, float]:
         return {"slo_attainment": round(self.slo_attainment, 6), "replica_hours": round(self.replica_hours, 4)}
@@ -92,7 +95,7 @@ def envelope(points: Sequence[FrontierPoint]) -> tuple[FrontierPoint, ...]:
             cross = (b.slo_attainment - a.slo_attainment) * (p.replica_hours - a.replica_hours) - (
                 b.replica_hours - a.replica_hours
             ) * (p.slo_attainment - a.slo_attainment)
-            if cross >= 0:  # b lies on or above the chord a–p
+            if cross <= 0:  # b lies on or above the chord a–p
                 hull.pop()
             else:
                 break
@@ -108,13 +111,18 @@ class _Scorer:
         self.fluid = fidelity == "fluid"
         self.arrivals = None if self.fluid else np.asarray(trace.columns.arrival_s, dtype=float)
 
-    def misses(self, fleet: Any, n: int, start: float, end: float) -> float:
+    def misses(self, fleet: Any, n: int, start: float, end: float) -> tuple[float, float]:
+        """(misses, arrivals) among arrivals of [start, end + LOOKAHEAD_S): the look past the window charges a
+        count for the backlog it leaves the next window (a myopic choice under-provisions, then pays to catch up)."""
+        end = end + LOOKAHEAD_S
         trial = fleet.fork()
         trial.set_replicas(n)
         if self.fluid:
             trial.advance_to(end)
             values, weights = trial.ttft_samples()  # this fork's own records: the window's arrivals
-            return float(np.sum(weights[values > self.slo_s])) if len(values) else 0.0
+            if not len(values):
+                return 0.0, 0.0
+            return float(np.sum(weights[values > self.slo_s])), float(np.sum(weights))
         assert self.arrivals is not None
         trial.advance_to(end + 2 * self.slo_s)
         arrived = int(np.count_nonzero((self.arrivals >= start) & (self.arrivals < end)))
@@ -122,25 +130,34 @@ class _Scorer:
         running = sum(
             1 for a, ttft in trial.in_flight() if start <= a < end and ttft is not None and ttft <= self.slo_s
         )
-        return float(arrived - done - running)
+        return float(arrived - done - running), float(arrived)
 
 
 def schedule(
     trace: Any,
     fleet: Any,
     *,
-    price: float,
     slo_s: float,
     fidelity: str,
     min_replicas: int,
     max_replicas: int,
+    price: float | None = None,
+    share: float | None = None,
     fixed: tuple[float, int] = (0.0, 0),
     window_s: float = WINDOW_S,
 ) -> list[int]:
-    """Ready replicas per window for one price λ, chosen on ``fleet`` (forked with instant readiness; the
-    caller orders them one cold start ahead when it replays the schedule). ``fixed`` = (until_s, count): windows
-    that begin before until_s can hold at most the count the fleet started with (no replica ordered at the first
-    decision can serve them), fewer if that is cheaper."""
+    """Ready replicas per window, chosen on ``fleet`` (forked with instant readiness; the caller orders them one
+    cold start ahead when it replays the schedule), by one of two rules:
+
+    - ``price`` λ: the count with the least ``count · window + λ · misses`` (the Lagrangian form: cheap where a
+      miss is cheap to avoid, giving up a burst that would cost more than its misses are worth);
+    - ``share`` ε: the fewest replicas whose misses stay within ε of the window's arrivals above the fewest misses
+      the window allows at all (every window kept healthy: no backlog cascades into the next).
+
+    ``fixed`` = (until_s, count): windows that begin before until_s can hold at most the count the fleet started
+    with (no replica ordered at the first decision can serve them), fewer if that is cheaper."""
+    if (price is None) == (share is None):
+        raise ValueError("frontier schedule: give exactly one of price and share")
     scorer = _Scorer(trace, slo_s, fidelity)
     line = fleet.fork(cold_start_s=0.0)
     out: list[int] = []
@@ -148,9 +165,11 @@ def schedule(
     previous = max(min_replicas, 1)
     for w in range(n_windows):
         start, end = w * window_s, min((w + 1) * window_s, trace.duration_s)
-        cache: dict[int, float] = {}
+        cache: dict[int, tuple[float, float]] = {}
 
-        def misses(n: int, start: float = start, end: float = end, cache: dict[int, float] = cache) -> float:
+        def scored(
+            n: int, start: float = start, end: float = end, cache: dict[int, tuple[float, float]] = cache
+        ) -> tuple[float, float]:
             if n not in cache:
                 cache[n] = scorer.misses(line, n, start, end)
             return cache[n]
@@ -158,12 +177,35 @@ def schedule(
         # Before the first ordered replica can be ready, only fewer replicas than the start are possible.
         ceiling = min(fixed[1], max_replicas) if start < fixed[0] else max_replicas
         floor = min(max(min_replicas, 0), ceiling)
-        n = _argmin(misses, price=price, width=end - start, lo=floor, hi=ceiling, guess=previous)
+        if price is not None:
+            n = _argmin(lambda k: scored(k)[0], price=price, width=end - start, lo=floor, hi=ceiling, guess=previous)
+        else:
+            n = _fewest_within(scored, share=share or 0.0, lo=floor, hi=ceiling, guess=previous)
         out.append(n)
         previous = max(n, 1)
         line.set_replicas(n)
         line.advance_to(end)
     return out
+
+
+def _fewest_within(scored: Callable[[int], tuple[float, float]], *, share: float, lo: int, hi: int, guess: int) -> int:
+    """Fewest replicas whose misses are within ``share`` of the arrivals above the misses of a generous count
+    (twice the last choice, at least four more): bisection, misses falling with replicas."""
+    big = min(hi, max(2 * guess, guess + 4))
+    while big < hi and scored(big)[0] > scored(min(hi, 2 * big))[0]:
+        big = min(hi, 2 * big)  # still falling: the generous count was not generous enough
+    least, arrived = scored(big)
+    allowed = least + share * arrived + 1e-9
+    a, b = lo, big  # invariant: b meets the bound
+    if scored(a)[0] <= allowed:
+        return a
+    while b - a > 1:
+        mid = (a + b) // 2
+        if scored(mid)[0] <= allowed:
+            b = mid
+        else:
+            a = mid
+    return b
 
 
 def _argmin(misses: Callable[[int], float], *, price: float, width: float, lo: int, hi: int, guess: int) -> int:
@@ -226,24 +268,26 @@ def frontier(
     min_replicas: int,
     max_replicas: int,
     prices: Sequence[float] = PRICES,
+    shares: Sequence[float] = SHARES,
     progress: Callable[[float], None] | None = None,
 ) -> Frontier:
-    """The frontier for this trace: one schedule per price, each verified by ``replay(counts per window)`` →
-    (attainment, replica-hours), as the policies are measured."""
+    """The frontier for this trace: one schedule per price and per share, each verified by ``replay(ready counts
+    per window)`` → (attainment, replica-hours) as the policies are measured; the lower envelope of them all."""
+    rules: list[tuple[str, float]] = [("price", p) for p in prices] + [("share", e) for e in shares]
     points = []
-    for i, price in enumerate(prices):
+    for i, (rule, value) in enumerate(rules):
         ready = schedule(
             trace,
             make_fleet(initial),
-            price=price,
             fixed=(fixed_until_s, initial),
             slo_s=slo_s,
             fidelity=fidelity,
             min_replicas=min_replicas,
             max_replicas=max_replicas,
+            **{rule: value},
         )
         attainment, hours = replay(ready)
-        points.append(FrontierPoint(attainment, hours, price))
+        points.append(FrontierPoint(attainment, hours, value if rule == "price" else -value))
         if progress is not None:
-            progress((i + 1) / len(prices))
+            progress((i + 1) / len(rules))
     return Frontier(envelope(points))

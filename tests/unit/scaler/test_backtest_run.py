@@ -126,6 +126,12 @@ def test_envelope_keeps_the_lower_convex_hull() -> None:
     assert f.ratio(0.945, 3.0) == pytest.approx(2.0)
 
 
+def test_envelope_keeps_points_below_the_chord() -> None:
+    # Costs rise faster as attainment nears 1: every point lies below the chord of its neighbours and stays.
+    pts = [FrontierPoint(0.07, 0.28, 0.0), FrontierPoint(0.97, 0.63, 1.0), FrontierPoint(0.99, 0.92, 2.0)]
+    assert envelope(pts) == tuple(pts)
+
+
 def test_fleet_counts_order_each_window_a_cold_start_ahead() -> None:
     # 120 s cold start, 60 s windows: a window's replicas are held from two windows before it.
     assert fleet_counts([1, 1, 1, 5, 1, 1], 120.0) == [1, 5, 5, 5, 1, 1]
