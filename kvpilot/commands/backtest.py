@@ -122,7 +122,8 @@ def _run(trace: str, cfg: BacktestConfig, *, show_progress: bool) -> Report:
     from rich.progress import Progress
 
     with Progress(transient=True) as bar:
-        tasks = {name: bar.add_task(name, total=1.0) for name in cfg.policies}
+        names = [*cfg.policies, "frontier"] if cfg.frontier else list(cfg.policies)
+        tasks = {name: bar.add_task(name, total=1.0) for name in names}
         return backtest(trace, cfg, progress=lambda name, done: bar.update(tasks[name], completed=done))
 
 
