@@ -371,6 +371,7 @@ async def run_demo(
         pending = sorted(cfg.faults, key=lambda f: f.at_s)
         evicted: set[str] = set()
         applied: dict[str, int] = {}
+        last_t: float | None = None
         t = 0.0
         wall0 = time.monotonic()
         await service.start(restored)
@@ -378,7 +379,9 @@ async def run_demo(
             try:
                 while await lockstep.tick_done(stop):
                     snap = service.snapshot()
-                    if snap is not None:
+                    # A loop that crashed parks in its restart delay without a new tick: nothing new to count.
+                    if snap is not None and snap.t != last_t:
+                        last_t = snap.t
                         tracker.observe(snap, t)
                         await _evict_stuck(client, snap, t, evicted, tracker.summary, events)
                         await _apply_decisions(client, snap, applied, events, t)
