@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from kvpilot.settings import Settings
 
 app = typer.Typer(help="The store's schema (Alembic migrations in migrations/).", no_args_is_help=True)
 
@@ -13,10 +16,14 @@ Config = Annotated[Path | None, typer.Option("--config", "-c", help="YAML settin
 
 
 def _url(config: Path | None) -> str:
+    return _settings(config).database_url
+
+
+def _settings(config: Path | None) -> Settings:
     from kvpilot.settings import SettingsError, load_settings
 
     try:
-        return load_settings(config).database_url
+        return load_settings(config)
     except SettingsError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
@@ -64,13 +71,16 @@ def downgrade(
 
 @app.command()
 def current(config: Config = None) -> None:
-    """Print the schema revision the database is at, and whether it is the newest."""
+    """Print which database was read (password hidden), the schema revision it is at, and whether it is the newest."""
     import migrations
 
-    url = _url(config)
+    settings = _settings(config)
+    url = settings.database_url
+    # the default is easy to read by mistake (a forgotten -c or KVPILOT_DATABASE_URL): say so
+    default = "" if settings.store.database_url else " (the default: no store.database_url or KVPILOT_DATABASE_URL)"
     try:
         rev = migrations.current(url)
     except Exception as e:
         raise _fail("reading", url, e) from None
     state = "newest" if rev == migrations.head() else f"newest is {migrations.head()}"
-    typer.echo(f"{rev or 'base (empty)'} ({state})")
+    typer.echo(f"{_redacted(url)}{default} is at {rev or 'base (empty)'} ({state})")

@@ -2,7 +2,8 @@
 
 `--source sim` replays a trace through the simulator in virtual time (faults injected with
 `--inject '{"type":"xid","node":"node-0","gpu":0,"xid":79}@300'`) and prints every finding as it opens and
-closes. `--source URL` (repeatable) scrapes engine and dcgm-exporter pages: once (two scrapes one interval
+closes. `--source URL` scrapes engine and dcgm-exporter pages (several: repeat `--source` or separate them with
+commas, `--source URL1,URL2`): once (two scrapes one interval
 apart, since rates need two samples; raw detector output, before hysteresis) or, with `--watch`, every
 interval, printing findings as they open and close.
 """
@@ -14,6 +15,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import typer
 
@@ -163,7 +165,7 @@ def _scrape(urls: Sequence[str], state: FleetState, now: float) -> None:
             r.raise_for_status()
             page = adapt_page(r.content, target, now, content_type=r.headers.get("content-type"))
         except Exception as e:  # a bad target must not stop the others; it shows as target_down
-            typer.echo(f"scrape {url} failed: {e}", err=True)
+            typer.echo(f"scrape {url} failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}", err=True)
             down.append(target)
             continue
         replicas.extend(page.replicas)
@@ -172,8 +174,30 @@ def _scrape(urls: Sequence[str], state: FleetState, now: float) -> None:
     state.observe(replicas, gpus, now=now, down_targets=down, gpu_nodes_scraped=nodes)
 
 
+def _sources(values: Sequence[str]) -> list[str]:
+    """``--source`` values, each 'sim', a URL or URLs separated by commas; a mistake exits 2 with one line."""
+    out = list(dict.fromkeys(v.strip() for value in values for v in value.split(",") if v.strip()))
+    for v in out:
+        parts = urlsplit(v)
+        if v != SIM and (parts.scheme not in ("http", "https") or not parts.hostname):
+            _usage(f"--source {v!r} is neither 'sim' nor an http(s) URL (e.g. http://10.0.3.17:8000/metrics)")
+    if not out:
+        _usage("--source is empty; give 'sim' or one or more /metrics URLs")
+    if SIM in out and out != [SIM]:
+        _usage("--source sim cannot be mixed with URLs; run them as two commands")
+    return out
+
+
+def _usage(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
 def command(
-    source: Annotated[list[str], typer.Option("--source", help="'sim' or a /metrics URL (repeatable)")],
+    source: Annotated[
+        list[str],
+        typer.Option("--source", help="'sim', or /metrics URLs: repeat --source or separate them with commas"),
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per finding")] = False,
     watch: Annotated[bool, typer.Option("--watch", help="keep scraping; print findings as they open/close")] = False,
     interval_s: Annotated[float, typer.Option(help="scrape interval (URL sources) / tick (sim)")] = 5.0,
@@ -187,7 +211,8 @@ def command(
     from detectors.registry import Detection, run_all
 
     if interval_s <= 0:
-        raise typer.BadParameter(f"--interval-s must be > 0, got {interval_s}")
+        _usage(f"--interval-s must be > 0, got {interval_s}")
+    source = _sources(source)
     if source == [SIM]:
         active = run_sim(
             trace=trace,
@@ -201,8 +226,6 @@ def command(
         if not as_json:
             typer.echo(f"{len(active)} finding(s) open at the end")
         return
-    if SIM in source:
-        raise typer.BadParameter("--source sim cannot be mixed with URLs")
     state = FleetState(stale_after_s=3 * interval_s, forget_after_s=3600)
     if not watch:
         _scrape(source, state, time.time())

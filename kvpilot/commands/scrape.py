@@ -6,6 +6,7 @@ kvpilot would see. Exit status 2, with one line per failed target on stderr, whe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated
 
@@ -22,6 +23,47 @@ class KindChoice(StrEnum):
 def _fail(message: str) -> typer.Exit:
     typer.echo(f"kvpilot scrape: {message}", err=True)
     return typer.Exit(code=2)
+
+
+def replica_names(urls: Sequence[str]) -> list[str]:
+    """A name per URL that tells replicas apart even in a narrow column: the host and port when only one URL uses
+    them; otherwise (the simulator or a proxy serves each replica under its own path on one port) the part of the
+    path that differs, first, then the host: ``llama-0@10.0.0.5:8000`` for ``http://10.0.0.5:8000/replicas/llama-0/metrics``.
+    """
+    from urllib.parse import urlsplit
+
+    by_host: dict[str, list[str]] = {}
+    for url in urls:
+        by_host.setdefault(urlsplit(url).netloc, []).append(url)
+    names = []
+    for url in urls:
+        parts = urlsplit(url)
+        group = by_host[parts.netloc]
+        if len(group) == 1:
+            names.append(parts.netloc)
+            continue
+        segments = [_segments(u) for u in group]
+        head = _common(segments)
+        tail = _common([s[head:][::-1] for s in segments])
+        own = _segments(url)
+        distinct = "/".join(own[head : len(own) - tail]) or parts.path or "/"
+        names.append(f"{distinct}@{parts.netloc}")
+    return names
+
+
+def _segments(url: str) -> list[str]:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return [p for p in parts.path.split("/") if p] + ([f"?{parts.query}"] if parts.query else [])
+
+
+def _common(lists: Sequence[Sequence[str]]) -> int:
+    """How many leading items every list shares."""
+    n = 0
+    while all(len(x) > n for x in lists) and len({x[n] for x in lists}) == 1:
+        n += 1
+    return n
 
 
 def command(
@@ -52,14 +94,15 @@ def command(
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise _fail(f"{url}: not an http(s) URL with a host")
     is_gpu = kind is KindChoice.gpu or engine is EngineChoice.dcgm
+    urls = list(dict.fromkeys(urls))  # the same URL twice is one target, not two identical columns
     targets = [
         TargetInfo(
             url=url,
             kind="gpu" if is_gpu else "engine",
             engine=None if engine in (EngineChoice.auto, EngineChoice.dcgm) else engine.value,
-            pod=urlsplit(url).netloc,
+            pod=name,
         )
-        for url in urls
+        for url, name in zip(urls, replica_names(urls), strict=True)
     ]
 
     async def scrape() -> CollectResult:

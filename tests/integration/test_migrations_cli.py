@@ -45,3 +45,18 @@ def test_errors(url: str, monkeypatch: pytest.MonkeyPatch, args: list[str], env:
     assert out.exit_code == code
     assert message in out.output
     assert "secret" not in out.output
+
+
+def test_current_names_the_database_it_read(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the URL from the configuration file, shown so a forgotten -c or variable is seen at once
+    db = tmp_path / "named.db"
+    cfg = tmp_path / "kvpilot.yaml"
+    cfg.write_text(f"store:\n  database_url: sqlite:///{db}\n")
+    monkeypatch.delenv("KVPILOT_DATABASE_URL", raising=False)
+    out = CliRunner().invoke(app, ["db", "current", "-c", str(cfg)])
+    assert out.exit_code == 0, out.output
+    assert out.stdout.strip() == f"sqlite:///{db} is at base (empty) (newest is {migrations.head()})"
+    # nothing configured: the default file under data_dir, and that it is the default
+    monkeypatch.setenv("KVPILOT_DATA_DIR", str(tmp_path / "data"))
+    out = CliRunner().invoke(app, ["db", "current"])
+    assert out.stdout.startswith(f"sqlite:///{tmp_path / 'data' / 'kvpilot.db'} (the default:")

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvpilot.cli import app
+from kvpilot.commands.scrape import replica_names
 from tests.conftest import FIXTURES
 from tests.services.pages import serve_pages
 from tests.services.ports import free_port
@@ -73,3 +74,38 @@ def test_not_a_url_is_refused() -> None:
     code, _, err = run("localhost:8000/metrics")
     assert code == 2
     assert "not an http(s) URL" in err
+
+
+NAME_CASES = [
+    # the simulator: every replica under its own path on one port; the differing part first, so a narrow column
+    # still tells them apart
+    (
+        ["http://h:1/replicas/llama-0/metrics", "http://h:1/replicas/llama-1/metrics", "http://g:2/metrics"],
+        ["llama-0@h:1", "llama-1@h:1", "g:2"],
+    ),
+    # one URL's path is the other's plus a segment: the shorter is named by its whole path
+    (["http://h:1/a/metrics", "http://h:1/a/b/metrics"], ["/a/metrics@h:1", "b@h:1"]),
+    # two ports on one host: the ports tell them apart
+    (["http://h:8000/metrics", "http://h:8001/metrics"], ["h:8000", "h:8001"]),
+]
+
+
+@pytest.mark.parametrize(("urls", "names"), NAME_CASES)
+def test_replica_names_differ(urls: list[str], names: list[str]) -> None:
+    assert replica_names(urls) == names
+
+
+def test_two_replicas_on_one_port_print_different_columns() -> None:
+    page = FIXTURES / "metrics" / "vllm__DataDog__integrations-core__vllm_metrics.txt"
+    with serve_pages({"/replicas/llama-0/metrics": page, "/replicas/llama-1/metrics": page}) as (host, port):
+        base = f"http://{host}:{port}/replicas"
+        code, out, _ = run(f"{base}/llama-0/metrics", f"{base}/llama-1/metrics", f"{base}/llama-0/metrics", "--json")
+        assert code == 0
+        assert [r["replica"] for r in json.loads(out)["replicas"]] == [
+            f"llama-0@{host}:{port}",
+            f"llama-1@{host}:{port}",
+        ]  # and the URL given twice is scraped once
+        code, out, _ = run(f"{base}/llama-0/metrics", f"{base}/llama-1/metrics")
+    header = next(line for line in out.splitlines() if "field" in line)
+    assert "llama-0@" in header
+    assert "llama-1@" in header

@@ -1,12 +1,14 @@
-"""`kvpilot detect --source sim`: the detectors end to end over the simulator, through the real CLI."""
+"""`kvpilot detect`: the detectors end to end over the simulator, through the real CLI; several URL sources."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from kvpilot.cli import app
+from tests.services.pages import serve_pages
 
 
 def _events(args: list[str]) -> list[dict]:
@@ -35,3 +37,47 @@ def test_bad_injection_is_refused_by_name():
     result = CliRunner().invoke(app, ["detect", "--source", "sim", "--inject", "{not json}"])
     assert result.exit_code != 0
     assert "--inject" in result.output
+
+
+def _scraped(stderr: str) -> list[str]:
+    return sorted(line.split(" ")[1] for line in stderr.splitlines() if line.startswith("scrape "))
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        # a comma list, as the README writes `--source URL…`
+        lambda a, b: ["--source", f"{a},{b}"],
+        # repeated --source
+        lambda a, b: ["--source", a, "--source", b],
+        # both, with spaces after the comma
+        lambda a, b: ["--source", f"{a}, {b}", "--source", a],
+    ],
+)
+def test_several_urls_are_each_scraped(form) -> None:
+    # Two pages that fail (HTTP 500): each is named on its own line, so each URL was fetched on its own.
+    with serve_pages({}, missing_status=500) as (host, port):
+        a, b = f"http://{host}:{port}/a", f"http://{host}:{port}/b"
+        result = CliRunner().invoke(app, ["detect", *form(a, b), "--interval-s", "0.05", "--json"])
+    assert result.exit_code == 0, result.output
+    # two rounds (rates need two samples), each URL once per round, one line each (no second line from httpx)
+    assert _scraped(result.stderr) == [a, a, b, b]
+    assert all(line.startswith("scrape ") for line in result.stderr.splitlines())
+
+
+BAD_SOURCES = [
+    # not a URL: named, with an example of one
+    (["--source", "localhost:8000/metrics"], "--source 'localhost:8000/metrics' is neither 'sim' nor an http(s) URL"),
+    # sim and URLs together
+    (["--source", "sim,http://a:1/metrics"], "--source sim cannot be mixed with URLs"),
+    # only commas
+    (["--source", ","], "--source is empty"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_SOURCES)
+def test_bad_sources_exit_2_with_one_line(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, ["detect", *args])
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {message}")
