@@ -239,9 +239,24 @@ def deployment_detail(c: Config = CONFIG) -> Dashboard:
                     Panel(
                         "Projected time until the KV pool is full",
                         "From each replica's KV-usage trend; only replicas whose usage is rising have a value. "
-                        "The KvCacheExhaustionImminent alert fires below its threshold.",
+                        "The kv_exhaustion finding (and the KvCacheExhaustionImminent alert) opens below its "
+                        "threshold only while the pool is still filling: arrivals outrunning completions, or "
+                        "requests waiting for blocks.",
                         (_q(f"kvpilot_kv_time_to_exhaustion_seconds{{{d}}}", "{{replica}}"),),
                         unit="s",
+                        min=0,
+                    ),
+                    Panel(
+                        "KV exhaustion findings per replica",
+                        "Open kv_exhaustion findings: warning = projected full and still filling, critical = "
+                        "preempting on a full pool, or full with requests waiting. The finding's text (kvpilot "
+                        "findings) gives the usage, fill rate, time to exhaustion and preemption rate.",
+                        (
+                            _q(
+                                f'sum by (replica, severity) (kvpilot_finding_active{{kind="kv_exhaustion",{d}}})',
+                                "{{replica}} ({{severity}})",
+                            ),
+                        ),
                         min=0,
                     ),
                     Panel(
