@@ -12,9 +12,10 @@ Sources (repository, path, commit), one per constant below:
   p = q = 0 on raw values, refitted on log1p(y); later points update the fitted model; one step ahead, ≥ 0).
 
 engine_rps comes from the backtest's shared capacity profile (`Context.capacity_rps` at the profiled mix, scaled by
-the predicted mix's token cost), so Dynamo's profiling-error correction factor is 1 here. Departures, for speed:
-auto-order selection is `scaler.forecast.arima`'s AIC search over p, q ≤ 2 and d ≤ 1 (pmdarima is not a dependency),
-and the parameters are re-estimated every 10 intervals on the last 500 (pmdarima's `update` re-estimates at each).
+the predicted mix's token cost), so Dynamo's profiling-error correction factor is 1 here. Departures (pmdarima is
+not a dependency): the order is chosen once, as auto_arima's is, but by AICc over p, q <= 2 and d <= 1 among the
+orders the points can identify (`select_order`); for speed the parameters are then re-estimated every 10 intervals
+on the last 500 (pmdarima's `update` re-estimates at each).
 """
 
 from __future__ import annotations
@@ -31,6 +32,38 @@ MIN_POINTS = 5  # predictors.py @ 260b6ae: ARIMAPredictor minimum_data_points
 OUTPUT_WEIGHT = 4.0  # same token-cost model as scaler.capacity's default
 REFIT_EVERY = 10
 WINDOW = 500
+
+
+def select_order(y: list[float]) -> tuple[int, int, int]:
+    """The (p, d, q) of least AICc over p, q <= 2 and d <= 1, among the orders the points can identify.
+
+    A stand-in for pmdarima's `auto_arima` (not a dependency): the small-sample correction keeps a 5-point first
+    fit to at most one coefficient, where statsmodels would otherwise spend minutes on unidentifiable models.
+    """
+    import warnings
+
+    import numpy as np
+    from statsmodels.tsa.arima.model import ARIMA
+
+    arr = np.asarray(y, dtype=float)
+    best: tuple[float, tuple[int, int, int]] = (math.inf, (0, 1, 0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for d in (0, 1):
+            n = len(arr) - d
+            for p in (0, 1, 2):
+                for q in (0, 1, 2):
+                    k = p + q + (1 if d == 0 else 0) + 1  # coefficients, constant, noise variance
+                    if n - k - 1 <= 0:
+                        continue
+                    try:
+                        aic = float(ARIMA(arr, order=(p, d, q), trend="c" if d == 0 else "n").fit().aic)
+                    except (ValueError, np.linalg.LinAlgError):
+                        continue
+                    aicc = aic + 2 * k * (k + 1) / (n - k - 1)
+                    if math.isfinite(aicc) and aicc < best[0]:
+                        best = (aicc, (p, d, q))
+    return best[1]
 
 
 class ArimaLoadPredictor:
@@ -53,7 +86,8 @@ class ArimaLoadPredictor:
 
     def _new_model(self, log1p: bool) -> Arima:
         self.log1p, self._fed = log1p, 0
-        return Arima(order="auto", window=WINDOW, refit_every=REFIT_EVERY, min_points=MIN_POINTS)
+        y = [math.log1p(v) for v in self.raw] if log1p else list(self.raw)
+        return Arima(order=select_order(y[-WINDOW:]), window=WINDOW, refit_every=REFIT_EVERY, min_points=MIN_POINTS)
 
     def _feed(self, model: Arima) -> None:
         for i in range(self._fed, len(self.raw)):
@@ -67,8 +101,6 @@ class ArimaLoadPredictor:
             return self.raw[0]
         if self._model is None:
             self._model = self._new_model(log1p=False)
-            self._feed(self._model)
-            self._model.predict(self.step_s)  # the first fit, choosing the order
             p, _, q = self._model.order
             if p == 0 and q == 0:  # collapsed to (0, d, 0): fall back to log1p(y), as predictors.py does
                 self._model = self._new_model(log1p=True)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from scaler.backtest.hpa import HpaBehaviour, ScalingPolicy, ScalingRules
+from scaler.backtest.hpa import HpaBehaviour, ScalingPolicy, ScalingRules, average_value_replicas
 from scaler.backtest.observe import History, Observation, ReplicaObs
 from scaler.backtest.policies import POLICIES, Context
 from scaler.backtest.policies.dynamo import agg_easy_decision
@@ -106,6 +106,13 @@ def test_wva_engine_every_30_s_behind_the_charts_hpa() -> None:
     assert got == [2] * ((240 - 60) // 15) + [3] * ((330 - 240) // 15 + 1)
 
 
+def test_wva_plus_one_is_inside_the_hpa_tolerance_above_ten_replicas() -> None:
+    # The chart's HPA reads wva_desired_replicas as an AverageValue of 1: 21 wanted on 20 is a ratio of 1.05, inside
+    # the HPA's default 10 % tolerance, so the engine's +1 never reaches the deployment (11 on 10 just passes).
+    assert average_value_replicas(21.0, 1.0, 20) == 20
+    assert average_value_replicas(11.0, 1.0, 10) == 11
+
+
 # -- NVIDIA Dynamo planner ------------------------------------------------------------------------------------
 
 
@@ -140,10 +147,11 @@ def test_dynamo_sla_arima_predictor_as_predictors_py() -> None:
     for _ in range(6):
         flat.add(7.0)
     assert flat.predict_next() == 7.0  # constant data: its value
-    trend = ArimaLoadPredictor(180.0)
-    for i in range(30):
-        trend.add(100.0 + 10.0 * i)
-    assert trend.predict_next() == pytest.approx(400.0, rel=0.05)
+    level = ArimaLoadPredictor(180.0)  # fitted once at 5 points, as Dynamo predicts every interval, then updated
+    for i in range(12):
+        level.add(1000.0 + (15.0 if i % 2 else -15.0))
+        level.predict_next()
+    assert level.predict_next() == pytest.approx(1000.0, rel=0.05)
 
 
 # -- AIBrix KPA -----------------------------------------------------------------------------------------------
@@ -181,7 +189,7 @@ def test_kpa_scale_down_takes_the_minimum_of_its_window() -> None:
 
 # -- one ceiling for all --------------------------------------------------------------------------------------
 
-PEERS = ["reactive", "hpa-util", "kpa", "kpa-knative", "wva", "dynamo", "dynamo-sla", "oracle"]
+PEERS = ["reactive", "hpa-util", "kpa", "kpa-knative", "wva", "dynamo", "dynamo-sla"]
 
 
 @pytest.mark.parametrize("name", PEERS)
@@ -190,10 +198,13 @@ def test_every_peer_respects_max_replicas(name: str) -> None:
     policy = POLICIES[name](ctx)
     policy.start(3, 0.0)
     h = History()
-    got = []
-    for i in range(1, 120):
+    got, next_decision = [], 60.0
+    for i in range(1, 200):  # overloaded for half an hour, each policy asked on its own interval as the runner does
         t = 10.0 * i
         reps = tuple(_rep(kv=1.0, waiting=500.0) for _ in range(3))
         h.add(Observation(t, reps, 2000.0 * i, 100.0 * i, 1e5 * i, 2e4 * i))
-        got.append(policy.decide(h, t))
+        if t >= next_decision:
+            got.append(policy.decide(h, t))
+            next_decision = t + policy.interval_s
+    assert len(got) >= 10
     assert max(got) <= 3
