@@ -76,4 +76,5 @@ FALLBACK_CHECKS: dict[str, str] = {
     "ApiSettings._split_read": "tokens given as one comma-separated string are split",
     "HaSettings._renew_within_lease": "`renew_every_s` < `lease_duration_s`",
     "Settings._secrets_not_at_defaults": "outside development, admin tokens are set and none is weak",
+    "Settings._read_is_not_admin": "no token is both a read and an admin token",
 }
