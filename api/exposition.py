@@ -129,6 +129,9 @@ class OwnMetrics:
         self.scrape_failures = Counter(S.SCRAPE_FAILURES.name, S.SCRAPE_FAILURES.help, registry=r)
         self.decisions = Counter(S.DECISIONS.name, S.DECISIONS.help, list(S.DECISIONS.labels), registry=r)
         self.stage_errors = Counter(S.STAGE_ERRORS.name, S.STAGE_ERRORS.help, list(S.STAGE_ERRORS.labels), registry=r)
+        self.drain_refusals = Counter(
+            S.DRAIN_REFUSALS.name, S.DRAIN_REFUSALS.help, list(S.DRAIN_REFUSALS.labels), registry=r
+        )
         for stage in S.LOOP_STAGES:  # exported at 0 from the start: no series would read as "unknown", not "none"
             self.stage_errors.labels(stage)
         r.register(_SnapshotCollector(snapshot, health))

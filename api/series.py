@@ -80,6 +80,12 @@ STORE_DROPPED_WRITES = Series(
 )
 DECISIONS = Series("kvpilot_decisions_total", "counter", ("deployment", "reason"), "Scaling decisions by reason.")
 STAGE_ERRORS = Series("kvpilot_loop_stage_errors_total", "counter", ("stage",), "Loop stages that raised.")
+DRAIN_REFUSALS = Series(
+    "kvpilot_drain_refusals_total",
+    "counter",
+    ("node", "reason"),
+    "Drains the safety rails refused, one per node per tick, by rail (the log says it once per node and rail).",
+)
 # Every value the `stage` label takes (kvpilot.loop and kvpilot.service).
 LOOP_STAGES = ("discover", "collect", "observe", "detect", "decide", "publish", "kv_projection", "drains", "actuate")
 LEADER = _g("kvpilot_leader", (), "1 while this replica holds the Lease and may actuate.")

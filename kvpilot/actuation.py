@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.runtime import Snapshot
 from collector.clock import Clock
-from detectors.drain_rails import DrainRails, Placement, decide
+from detectors.drain_rails import DrainDecision, DrainRails, Placement, decide
 from kvpilot.actuators.audit import AuditRecord, Outcome
 from kvpilot.actuators.drain import DrainResult
 from scaler.actuate import ActuationError, ActuationResult, Actuator
@@ -64,6 +64,38 @@ class NoClusterDrainer:
         return DrainResult(node, False, [record], failed=True)
 
 
+class RefusalLog:
+    """The rails refuse the same drain every tick while its cause lasts (a node holding a deployment's last ready
+    replica is refused for as long as it does): logged once per node and rail when it starts or the rail changes,
+    once when it ends, with how often and how long; every refusal is counted (``kvpilot_drain_refusals_total``)."""
+
+    def __init__(self, clock: Clock, count: Callable[[str, str], None] | None = None) -> None:
+        self._clock = clock
+        self._count = count
+        self._open: dict[str, tuple[str, int, float]] = {}  # node -> (rail, refusals, since)
+
+    def tick(self, refused: Sequence[DrainDecision]) -> None:
+        now = self._clock.now()
+        seen: set[str] = set()
+        for d in refused:
+            seen.add(d.node)
+            if self._count is not None:
+                self._count(d.node, str(d.verdict))
+            rail, n, since = self._open.get(d.node, ("", 0, now))
+            if rail == d.verdict:
+                self._open[d.node] = (rail, n + 1, since)
+                continue
+            if rail:
+                log.info("drain of %s refused %d times over %.0f s (%s); now: %s", d.node, n, now - since, rail,
+                         d.reason)  # fmt: skip
+            else:
+                log.info("drain of %s refused: %s (logged again only when this changes)", d.node, d.reason)
+            self._open[d.node] = (str(d.verdict), 1, now)
+        for node in [n for n in self._open if n not in seen]:
+            rail, n, since = self._open.pop(node)
+            log.info("drain of %s no longer refused (%s, %d times over %.0f s)", node, rail, n, now - since)
+
+
 class Actuation:
     def __init__(
         self,
@@ -75,6 +107,7 @@ class Actuation:
         require_approval: bool = True,
         scaler: Actuator | None = None,
         poll_s: float = 0.5,
+        on_refusal: Callable[[str, str], None] | None = None,
     ) -> None:
         self._sessions = sessions
         self._clock = clock
@@ -85,6 +118,7 @@ class Actuation:
         self._applied: dict[str, int] = {}
         self._poll_s = poll_s
         self._recovered = False
+        self._refusals = RefusalLog(clock, on_refusal)
 
     async def after_tick(self, snapshot: Snapshot) -> None:
         """Request drains for flagged nodes and apply scaling; approved drains are the drain worker's."""
@@ -105,10 +139,10 @@ class Actuation:
         draining = {n for n, state in snap.node_drains.items() if state in ("approved", "executing")}
         decisions = decide(snap.findings, nodes=nodes, placements=placements, draining=draining, rails=self.rails)
         now = self._clock.now()
+        self._refusals.tick([d for d in decisions if not d.approved])
         with transaction(self._sessions) as s:
             for d in decisions:
                 if not d.approved:
-                    log.info("drain of %s refused: %s", d.node, d.reason)
                     continue
                 last = repo.latest_drain_for_node(session=s, node=d.node)
                 if last is not None and last.finding_id in d.finding_ids:

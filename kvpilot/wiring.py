@@ -7,6 +7,7 @@ wiring that runs in production is the wiring the tests run.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -146,7 +147,13 @@ def build_service(
     if leadership is None and settings.ha.enabled:
         leadership = build_elector(settings, clock)
     if actuation is None:
-        actuation = build_actuation(settings, sources, sessions, clock)
+        actuation = build_actuation(
+            settings,
+            sources,
+            sessions,
+            clock,
+            on_refusal=lambda node, rail: metrics.drain_refusals.labels(node, rail).inc(),
+        )
     service = Service(
         clock=clock,
         loop=loop,
@@ -211,7 +218,14 @@ def build_elector(settings: Settings, clock: Clock, api_client: Any = None) -> L
     )
 
 
-def build_actuation(settings: Settings, sources: Sources, sessions: Any, clock: Clock) -> Actuation:
+def build_actuation(
+    settings: Settings,
+    sources: Sources,
+    sessions: Any,
+    clock: Clock,
+    *,
+    on_refusal: Callable[[str, str], None] | None = None,
+) -> Actuation:
     """Drains through the rails (on the cluster when there is one) and, in ``direct`` mode, scaling."""
     d = settings.drains
     rails = DrainRails(dry_run=d.dry_run, max_concurrent_nodes=d.max_concurrent, breaker_share=d.breaker_share)
@@ -232,5 +246,11 @@ def build_actuation(settings: Settings, sources: Sources, sessions: Any, clock: 
 
             scaler = make_actuator("direct", apps=client.AppsV1Api(_kube_api_client()))
     return Actuation(
-        sessions=sessions, clock=clock, rails=rails, drainer=drainer, require_approval=d.require_approval, scaler=scaler
+        sessions=sessions,
+        clock=clock,
+        rails=rails,
+        drainer=drainer,
+        require_approval=d.require_approval,
+        scaler=scaler,
+        on_refusal=on_refusal,
     )

@@ -1,0 +1,65 @@
+"""A drain the rails refuse every tick is logged once per node and rail, not once per tick, and every refusal is
+counted (`kvpilot_drain_refusals_total`): 158 of 169 log lines were one refusal before."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from prometheus_client import generate_latest
+
+from collector.clock import VirtualClock
+from detectors.drain_rails import DrainDecision, Verdict
+from kvpilot.actuation import RefusalLog
+from store import repo
+from store.db import transaction
+from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks
+
+LAST = DrainDecision("node-0", Verdict.REFUSED_LAST_READY_REPLICA, "node-0 holds the last ready replica", ("f",))
+BREAKER = DrainDecision("node-0", Verdict.REFUSED_CIRCUIT_BREAKER, "3 of 4 nodes flagged (75 %)", ("f",))
+
+
+def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "kvpilot.actuation"]
+
+
+def test_once_per_node_and_rail_until_it_changes(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="kvpilot.actuation")
+    clock = VirtualClock(0.0)
+    counted: list[tuple[str, str]] = []
+    refusals = RefusalLog(clock, lambda node, rail: counted.append((node, rail)))
+    for _ in range(158):  # the same refusal every 5 s tick: one line
+        refusals.tick([LAST])
+        clock.advance(5)
+    refusals.tick([BREAKER])  # another rail refuses it: one line, with how long the first lasted
+    clock.advance(5)
+    refusals.tick([])  # the node is no longer refused (approved, or its finding closed): one line
+    assert _lines(caplog) == [
+        "drain of node-0 refused: node-0 holds the last ready replica (logged again only when this changes)",
+        "drain of node-0 refused 158 times over 790 s (refused_last_ready_replica); now: 3 of 4 nodes flagged (75 %)",
+        "drain of node-0 no longer refused (refused_circuit_breaker, 1 times over 5 s)",
+    ]
+    assert len(counted) == 159
+    assert counted[0] == ("node-0", "refused_last_ready_replica")
+    assert counted[-1] == ("node-0", "refused_circuit_breaker")
+
+
+async def test_the_service_logs_the_last_ready_replica_refusal_once_and_counts_each(
+    tmp_path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="kvpilot.actuation")
+    clock = VirtualClock(START)
+    fleet = ScriptedFleet(clock, xid=79)  # the only replica runs on the flagged node: refused every tick
+    service, restored, timer = make_service(f"sqlite:///{tmp_path / 'k.db'}", clock, fleet)
+    await service.start(restored)
+    await run_ticks(service, timer, 8)
+    service.stop.set()
+    await service.wait()
+    with transaction(service.sessions) as s:
+        assert repo.list_drains(session=s).total == 0
+    refused = [line for line in _lines(caplog) if "refused" in line]
+    assert len(refused) == 1, refused
+    text = generate_latest(service.metrics.registry).decode()
+    (sample,) = [line for line in text.splitlines() if line.startswith("kvpilot_drain_refusals_total{")]
+    assert 'reason="refused_last_ready_replica"' in sample
+    assert float(sample.rsplit(" ", 1)[1]) >= 2  # each tick's refusal counted, though logged once
