@@ -8,6 +8,7 @@ after, and silent on healthy input.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import yaml
@@ -47,8 +48,20 @@ def _finding(kind: str, severity: str) -> str:
     return f'{series.FINDING_ACTIVE.name}{{{SELECTOR},kind="{kind}",severity="{severity}"}}'
 
 
-def _gpu_labels(kind: str, severity: str) -> dict[str, str]:
-    return {"kind": kind, "severity": severity, "deployment": "", "replica": "", "node": "gpu-node-7", "gpu": "GPU-1"}
+# The pod (replica) and deployment a GPU serves, when kvpilot knows them (Finding.alert_labels): "GPU GPU-1 on
+# gpu-node-7 (replica chat-0 of ml/chat)" says whose requests suffer, not only which card.
+_WORKLOAD = "{{ if $labels.replica }} (replica {{ $labels.replica }} of {{ $labels.deployment }}){{ end }}"
+
+
+def _gpu_labels(kind: str, severity: str, *, replica: str = "", deployment: str = "") -> dict[str, str]:
+    return {
+        "kind": kind,
+        "severity": severity,
+        "deployment": deployment,
+        "replica": replica,
+        "node": "gpu-node-7",
+        "gpu": "GPU-1",
+    }
 
 
 def _deployment_labels(kind: str, severity: str) -> dict[str, str]:
@@ -63,7 +76,7 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
             expr=f"{_finding('stuck_gpu', 'critical')} > 0",
             for_s=th.for_seconds("stuck_gpu"),
             severity="critical",
-            summary="GPU {{ $labels.gpu }} on {{ $labels.node }} needs its node drained",
+            summary=f"GPU {{{{ $labels.gpu }}}} on {{{{ $labels.node }}}}{_WORKLOAD} needs its node drained",
             description=(
                 "kvpilot flagged GPU {{ $labels.gpu }} on node {{ $labels.node }} as stuck: a drain-class XID, "
                 "a hang (pinned busy with no token progress) or a GPU gone from its exporter. Cordon and drain the "
@@ -72,7 +85,7 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
             series=series.FINDING_ACTIVE.name,
             bad=1,
             good=0,
-            labels=_gpu_labels("stuck_gpu", "critical"),
+            labels=_gpu_labels("stuck_gpu", "critical", replica="chat-0", deployment="ml/chat"),
             finding=("stuck_gpu", "critical"),
         ),
         Alert(
@@ -80,7 +93,7 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
             expr=f"{_finding('stuck_gpu', 'warning')} > 0",
             for_s=th.for_seconds("stuck_gpu"),
             severity="warning",
-            summary="GPU {{ $labels.gpu }} on {{ $labels.node }} is degraded",
+            summary=f"GPU {{{{ $labels.gpu }}}} on {{{{ $labels.node }}}}{_WORKLOAD} is degraded",
             description=(
                 "kvpilot flagged GPU {{ $labels.gpu }} on node {{ $labels.node }}: a watch-class XID, an idle GPU "
                 "while requests run, or an XID outside the triage table. Schedule a reset at the next idle window."
@@ -183,6 +196,41 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
             finding=("ttft_slo_burn", "warning"),
         ),
         Alert(
+            name="KvpilotRolloutRisky",
+            expr=f"{_finding('rollout', 'warning')} > 0",
+            for_s=th.for_seconds("rollout"),
+            severity="warning",
+            summary="Rollout of {{ $labels.deployment }} is too wide or burning TTFT",
+            description=(
+                "Deployment {{ $labels.deployment }} serves two versions at once (a rollout) and either more than "
+                f"{th.rollout.max_replaced_fraction:.0%} of its replicas are not ready at once, or TTFT burns its "
+                f"error budget faster than {th.rollout.burn_factor:g}x over {th.rollout.ttft_window_s:g} s. Slow "
+                "the rollout (smaller waves) or surge replicas ahead of each wave."
+            ),
+            series=series.FINDING_ACTIVE.name,
+            bad=1,
+            good=0,
+            labels=_deployment_labels("rollout", "warning"),
+            finding=("rollout", "warning"),
+        ),
+        Alert(
+            name="KvpilotRolloutHurtingUsers",
+            expr=f"{_finding('rollout', 'critical')} > 0",
+            for_s=th.for_seconds("rollout"),
+            severity="critical",
+            summary="Rollout of {{ $labels.deployment }} is hurting users",
+            description=(
+                "Deployment {{ $labels.deployment }} is rolling out with more than "
+                f"{th.rollout.max_replaced_fraction:.0%} of its replicas not ready at once while TTFT burns its "
+                f"error budget faster than {th.rollout.burn_factor:g}x. Pause the rollout, or add capacity now."
+            ),
+            series=series.FINDING_ACTIVE.name,
+            bad=1,
+            good=0,
+            labels=_deployment_labels("rollout", "critical"),
+            finding=("rollout", "critical"),
+        ),
+        Alert(
             name="KvpilotScrapeTargetDown",
             expr=f"{series.SCRAPE_UP.name}{{{SELECTOR}}} == 0",
             for_s=th.target.down_after_s,
@@ -227,8 +275,13 @@ def _series_selector(a: Alert) -> str:
     return f"{a.series}{{{inner}}}"
 
 
+_IF_LABEL = re.compile(r"\{\{ if \$labels\.(\w+) \}\}(.*?)\{\{ end \}\}")
+
+
 def expand(template: str, labels: dict[str, str]) -> str:
-    out = template
+    """The template as Prometheus renders it, for the subset used here: ``{{ $labels.x }}`` and
+    ``{{ if $labels.x }}…{{ end }}`` (kept when the label is set and not empty)."""
+    out = _IF_LABEL.sub(lambda m: m.group(2) if labels.get(m.group(1)) else "", template)
     for k, v in labels.items():
         out = out.replace(f"{{{{ $labels.{k} }}}}", v)
     return out

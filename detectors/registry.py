@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from collector.state import FleetState
-from detectors import kv_exhaustion, prefix_cache_miss, stuck_gpu, target_down, ttft_slo_burn
+from detectors import kv_exhaustion, prefix_cache_miss, rollout, stuck_gpu, target_down, ttft_slo_burn
 from detectors.finding import Finding
 from detectors.hysteresis import Hysteresis, Transitions
 from detectors.thresholds import DEFAULT, Thresholds
@@ -25,6 +25,7 @@ class Detector(Protocol):
 DETECTORS: dict[str, Detector] = {
     kv_exhaustion.KIND: kv_exhaustion.detect,
     prefix_cache_miss.KIND: prefix_cache_miss.detect,
+    rollout.KIND: rollout.detect,
     stuck_gpu.KIND: stuck_gpu.detect,
     target_down.KIND: target_down.detect,
     ttft_slo_burn.KIND: ttft_slo_burn.detect,

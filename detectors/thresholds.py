@@ -200,6 +200,25 @@ class TargetThresholds:
         _check(self, "down_after_s", lo=0.0, strict_lo=True)
 
 
+@dataclass(frozen=True, slots=True)
+class RolloutThresholds:
+    """A rollout (two versions among a deployment's ready replicas): how much it may take out at once, and how
+    fast TTFT may burn the SLO's error budget (``ttft``) while it runs."""
+
+    # Replicas known but not ready during a rollout, as a share of the deployment's replicas. ~25 % at once is the
+    # common advice for rolling updates of slow-starting servers (Kubernetes' own default maxUnavailable is 25 %).
+    max_replaced_fraction: float = 0.25
+    # TTFT burn rate (share slower than ttft.target_s over the error budget) that counts as burning during a
+    # rollout: the SRE workbook's 6x pair, over a window about one cold start long.
+    burn_factor: float = 6.0
+    ttft_window_s: float = 150.0
+
+    def __post_init__(self) -> None:
+        _check(self, "max_replaced_fraction", lo=0.0, hi=1.0)
+        _check(self, "burn_factor", lo=0.0, strict_lo=True)
+        _check(self, "ttft_window_s", lo=0.0, strict_lo=True)
+
+
 def _default_hysteresis() -> dict[str, HysteresisPolicy]:
     return {
         # One noisy scrape must neither page nor drain; a drain-class XID or a hang within 2 ticks.
@@ -208,6 +227,8 @@ def _default_hysteresis() -> dict[str, HysteresisPolicy]:
         "prefix_cache_miss": HysteresisPolicy(open_after_ticks=3, close_after_ticks=12),
         "target_down": HysteresisPolicy(open_after_ticks=2, close_after_ticks=2),
         "ttft_slo_burn": HysteresisPolicy(open_after_ticks=2, close_after_ticks=6),
+        # A wave's replicas are not ready for a cold start: a rollout too wide stays so for minutes, not a tick.
+        "rollout": HysteresisPolicy(open_after_ticks=3, close_after_ticks=6),
     }
 
 
@@ -220,6 +241,7 @@ class Thresholds:
     gpu: GpuThresholds = field(default_factory=GpuThresholds)
     ttft: TtftSlo = field(default_factory=TtftSlo)
     target: TargetThresholds = field(default_factory=TargetThresholds)
+    rollout: RolloutThresholds = field(default_factory=RolloutThresholds)
     hysteresis: Mapping[str, HysteresisPolicy] = field(default_factory=_default_hysteresis)
     tick_s: float = 5.0  # the control loop's tick; alert `for` durations are expressed in ticks × tick_s
 
@@ -240,7 +262,7 @@ DEFAULT = Thresholds()
 def describe(thresholds: Thresholds = DEFAULT) -> dict[str, dict[str, object]]:
     """A flat view of every section, for docs and the `detect --json` header."""
     out: dict[str, dict[str, object]] = {}
-    for section in ("kv", "prefix", "gpu", "ttft", "target"):
+    for section in ("kv", "prefix", "gpu", "ttft", "target", "rollout"):
         obj = getattr(thresholds, section)
         out[section] = {f.name: getattr(obj, f.name) for f in fields(obj)}
     return out

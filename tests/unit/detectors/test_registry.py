@@ -7,7 +7,14 @@ from tests.unit.detectors.detector_fleet import drive, gpu, replica
 
 def test_every_detector_module_is_registered_under_its_kind():
     # The registry is the one list the control loop, the CLI and the alert generator iterate.
-    assert set(DETECTORS) == {"kv_exhaustion", "prefix_cache_miss", "stuck_gpu", "target_down", "ttft_slo_burn"}
+    assert set(DETECTORS) == {
+        "kv_exhaustion",
+        "prefix_cache_miss",
+        "rollout",
+        "stuck_gpu",
+        "target_down",
+        "ttft_slo_burn",
+    }
 
 
 def test_unknown_kind_is_refused_by_name():

@@ -52,5 +52,5 @@ def test_alert_for_duration_derives_from_hysteresis_and_tick():
 def test_describe_lists_every_section():
     # The flat view names each section and carries the actual values.
     d = describe(DEFAULT)
-    assert set(d) == {"kv", "prefix", "gpu", "ttft", "target"}
+    assert set(d) == {"kv", "prefix", "gpu", "ttft", "target", "rollout"}
     assert d["kv"]["near_full"] == DEFAULT.kv.near_full

@@ -1,0 +1,88 @@
+"""Rollouts: a deployment whose ready replicas serve two versions at once is being rolled.
+
+A version is what the engine says about itself on every scrape: the model it serves and the engine that serves
+it (a new build shows as a new engine name or model name; static and PromQL modes see nothing else). While two
+versions coexist, the replicas that are known but not ready are the ones being replaced: they were drained and
+their successors are loading weights. Two findings:
+
+- the rollout takes out more than ``RolloutThresholds.max_replaced_fraction`` of the replicas at once (the usual
+  advice is ~25 %: each wave costs a cold start of reduced capacity, and TTFT's tail pays for it);
+- TTFT burns the SLO's error budget faster than ``burn_factor`` over ``ttft_window_s`` during the rollout.
+
+Both say the versions and how many replicas each serves, so the operator sees how far the rollout has got.
+"""
+
+from __future__ import annotations
+
+from collector.state import DeploymentView, FleetState, ReplicaView
+from detectors.finding import Finding, Severity, Subject
+from detectors.thresholds import Thresholds
+from detectors.ttft_slo_burn import burn_rate, slow_share, window_histogram
+
+KIND = "rollout"
+
+
+def version(replica: ReplicaView) -> str:
+    """What tells two builds of a replica apart on its metrics page: engine and model."""
+    return f"{replica.sample.engine}:{replica.sample.model or '?'}"
+
+
+def versions(view: DeploymentView) -> dict[str, int]:
+    """Ready replicas per version, most replicas first (then by name, so the text is stable)."""
+    counts: dict[str, int] = {}
+    for r in view.replicas:
+        if r.ready:
+            counts[version(r)] = counts.get(version(r), 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _finding(state: FleetState, view: DeploymentView, th: Thresholds, now: float) -> Finding | None:
+    seen = versions(view)
+    if len(seen) < 2:
+        return None  # one version (or none ready): no rollout visible
+    total = len(view.replicas)
+    replacing = total - sum(seen.values())
+    share = replacing / total if total else 0.0
+    rollout = th.rollout
+    mix = ", ".join(f"{n} on {v}" for v, n in seen.items())
+    evidence: dict[str, float | str | None] = {
+        "replicas": float(total),
+        "replicas_not_ready": float(replacing),
+        "replaced_share": share,
+        "versions": mix,
+    }
+    slow = slow_share(window_histogram(state, view, rollout.ttft_window_s, now), th.ttft.target_s)
+    burn = None if slow is None or slow[1] < th.ttft.min_requests else burn_rate(slow[0], th.ttft)
+    evidence["ttft_burn_rate"] = burn
+    if burn is not None and burn > rollout.burn_factor:
+        severity = Severity.CRITICAL if share > rollout.max_replaced_fraction else Severity.WARNING
+        summary = (
+            f"{view.key}: TTFT burns its error budget {burn:.1f}x (above {rollout.burn_factor:g}x over "
+            f"{rollout.ttft_window_s:g} s) during a rollout ({mix}; {replacing} of {total} replicas not ready)"
+        )
+    elif share > rollout.max_replaced_fraction:
+        severity = Severity.WARNING
+        summary = (
+            f"{view.key}: a rollout replaces {replacing} of {total} replicas at once ({share:.0%}, above "
+            f"{rollout.max_replaced_fraction:.0%}); {mix}"
+        )
+    else:
+        return None
+    return Finding(
+        kind=KIND,
+        severity=severity,
+        subject=Subject(deployment=view.key),
+        since=now,
+        summary=summary,
+        evidence=evidence,
+        action="scale_out",
+    )
+
+
+def detect(state: FleetState, *, thresholds: Thresholds, now: float) -> list[Finding]:
+    out: list[Finding] = []
+    for view in state.deployments().values():
+        finding = _finding(state, view, thresholds, now)
+        if finding is not None:
+            out.append(finding)
+    return out
