@@ -75,8 +75,7 @@ def snapshot_families(snap: Snapshot) -> list[GaugeMetricFamily]:
             if name.startswith("mase_"):
                 f.add(S.FORECAST_ERROR_MASE, (key, name.removeprefix("mase_")), value)
     for finding in snap.findings:
-        sub = finding.subject
-        f.add(S.FINDING_ACTIVE, (finding.kind, finding.severity.value, *sub.as_labels().values()), 1)
+        f.add(S.FINDING_ACTIVE, (finding.kind, finding.severity.value, *finding.alert_labels().values()), 1)
     for g in snap.gpus:
         if not g.present:
             continue

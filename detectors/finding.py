@@ -42,3 +42,14 @@ class Finding:
         s = self.subject
         raw = "|".join((self.kind, s.deployment, s.replica, s.node, s.gpu))
         return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+    def alert_labels(self) -> dict[str, str]:
+        """deployment, replica, node and gpu for ``kvpilot_finding_active`` and alerts: the subject's, plus the
+        deployment and replica (pod) a GPU finding names in its evidence, so an alert on a GPU says which workload
+        it hurts. The subject, and so the id, stays the GPU alone: a pod moving does not make another finding."""
+        labels = self.subject.as_labels()
+        for key in ("deployment", "replica"):
+            value = self.evidence.get(key)
+            if not labels[key] and isinstance(value, str):
+                labels[key] = value
+        return labels

@@ -63,7 +63,7 @@ class AlertmanagerPusher:
                     "alertname": alert.name,
                     "severity": alert.severity,
                     "kind": f.kind,
-                    **{k: v for k, v in f.subject.as_labels().items() if v},
+                    **{k: v for k, v in f.alert_labels().items() if v},
                     **self._extra,
                 }
                 body.append(
