@@ -62,6 +62,7 @@ def snapshot_families(snap: Snapshot) -> list[GaugeMetricFamily]:
         f.add(S.DEPLOYMENT_REPLICAS, (key, "loading"), len(d.replicas) - d.ready_replicas)
         for q in S.TTFT_QUANTILES:
             f.add(S.TTFT_SECONDS, (key, f"{q:g}"), histogram_quantile(q, d.ttft_window))
+            f.add(S.ITL_SECONDS, (key, f"{q:g}"), histogram_quantile(q, d.itl_window))
     for (deployment, replica), seconds in snap.kv_time_to_exhaustion.items():
         f.add(S.KV_TIME_TO_EXHAUSTION, (deployment, replica), seconds, allow_inf=True)  # +Inf: not filling
     for key, dec in snap.decisions.items():

@@ -57,6 +57,7 @@ FORECAST_ERROR_MASE = _g(
     "kvpilot_forecast_error_mase", ("deployment", "model"), "Live forecast error (mean absolute scaled error)."
 )
 TTFT_SECONDS = _g("kvpilot_ttft_seconds", ("deployment", "quantile"), "Time to first token over the rate window.")
+ITL_SECONDS = _g("kvpilot_itl_seconds", ("deployment", "quantile"), "Inter-token latency over the rate window.")
 FINDING_ACTIVE = _g(
     "kvpilot_finding_active",
     ("kind", "severity", "deployment", "replica", "node", "gpu"),

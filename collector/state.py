@@ -51,6 +51,7 @@ class ReplicaView:
     arrival_rate: float | None  # requests/s: finished rate + d(waiting + running)/dt
     ttft_window: Histogram | None  # bucket increase over the window
     gpus: tuple[GpuSample, ...]  # present GPUs serving this replica (by pod, else by node)
+    itl_window: Histogram | None = None  # inter-token latency: bucket increase over the window
 
     @property
     def key(self) -> str:
@@ -84,6 +85,7 @@ class DeploymentView:
     prefix_hit_ratio: float | None
     preemptions_rate: float | None
     ttft_window: Histogram | None
+    itl_window: Histogram | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,6 +401,7 @@ class FleetState:
             arrival_rate=arrival,
             ttft_window=histogram_increase(ttft_hists),
             gpus=gpus,
+            itl_window=histogram_increase([s.itl for s in window if s.itl is not None]),
         )
 
     # -- output --------------------------------------------------------------------------------------
@@ -505,6 +508,7 @@ def _deployment_view(key: str, members: list[ReplicaView]) -> DeploymentView:
         ),
         preemptions_rate=_sum(m.preemptions_rate for m in ready),
         ttft_window=histogram_add(m.ttft_window for m in ready),
+        itl_window=histogram_add(m.itl_window for m in ready),
     )
 
 

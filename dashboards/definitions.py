@@ -31,7 +31,6 @@ def _quantile(q: float, bucket_series: str, window: str) -> str:
 
 def fleet_overview(c: Config = CONFIG) -> Dashboard:
     d = c.deployment
-    w = c.rate_window
     return Dashboard(
         uid="kvpilot-fleet",
         title="kvpilot / Fleet overview",
@@ -102,12 +101,10 @@ def fleet_overview(c: Config = CONFIG) -> Dashboard:
                         min=0,
                     ),
                     Panel(
-                        "Inter-token latency (vLLM)",
-                        "p50 and p99 time between output tokens, read from vLLM's own histogram.",
-                        (
-                            _q(_quantile(0.5, "vllm:inter_token_latency_seconds_bucket", w), "p50"),
-                            _q(_quantile(0.99, "vllm:inter_token_latency_seconds_bucket", w), "p99"),
-                        ),
+                        "Inter-token latency",
+                        "Time between output tokens over the rate window, from the engines' histograms, per deployment"
+                        " (kvpilot's series, so it follows $deployment as the other panels do).",
+                        (_q(f"kvpilot_itl_seconds{{{d}}}", "p{{quantile}} {{deployment}}"),),
                         unit="s",
                         min=0,
                     ),
