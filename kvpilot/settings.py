@@ -472,11 +472,41 @@ _CONFIG_FILE: dict[str, Path | None] = {}
 def _format_errors(err: ValidationError, path: Path | None) -> str:
     where = f" (config file {path} and KVPILOT_* environment)" if path else " (KVPILOT_* environment)"
     lines = [f"invalid configuration{where}:"]
+    line_of = _yaml_lines(path)
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
-        lines.append(f"  {loc}: {msg}" if loc else f"  {msg}")
+        line = line_of(e["loc"])
+        at = f" ({path.name}:{line})" if path is not None and line is not None else ""
+        lines.append(f"  {loc}{at}: {msg}" if loc else f"  {msg}")
     return "\n".join(lines)
+
+
+def _yaml_lines(path: Path | None) -> Any:
+    """loc -> the line in the YAML file of the value at ``loc`` (None when the file does not hold it)."""
+    root: Any = None
+    if path is not None:
+        try:
+            root = yaml.compose(path.read_text(), Loader=yaml.SafeLoader)
+        except (OSError, yaml.YAMLError):
+            root = None
+
+    def line_of(loc: tuple[int | str, ...]) -> int | None:
+        node, line = root, None
+        for part in loc:
+            if isinstance(node, yaml.MappingNode):
+                found = next(((k, v) for k, v in node.value if k.value == str(part)), None)
+                if found is None:
+                    return None
+                line, node = found[0].start_mark.line + 1, found[1]
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+                node = node.value[part]
+                line = node.start_mark.line + 1
+            else:
+                return None  # not (all) in the file: the environment or a default set it
+        return line
+
+    return line_of
 
 
 def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Settings:
