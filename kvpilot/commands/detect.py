@@ -14,7 +14,7 @@ import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 from urllib.parse import urlsplit
 
 import typer
@@ -24,6 +24,7 @@ from collector.state import FleetState
 from detectors.finding import Finding
 
 SIM = "sim"
+INJECT_EXAMPLE = '{"type":"xid","node":"node-0","gpu":0,"xid":79}@300'
 
 
 def samples_from_snapshot(
@@ -106,11 +107,11 @@ def _parse_injections(specs: Iterable[str]) -> list[tuple[float, dict[str, Any]]
     for spec in specs:
         body, sep, at = spec.rpartition("@")
         if not sep:
-            raise typer.BadParameter(f"--inject {spec!r}: expected JSON@seconds")
+            _usage(f"--inject {spec!r}: expected JSON@seconds, e.g. '{INJECT_EXAMPLE}'")
         try:
             out.append((float(at), json.loads(body)))
         except (ValueError, json.JSONDecodeError) as e:
-            raise typer.BadParameter(f"--inject {spec!r}: {e}") from None
+            _usage(f"--inject {spec!r}: {e}")
     return sorted(out, key=lambda x: x[0])
 
 
@@ -128,8 +129,11 @@ def run_sim(
     from simulator import Fleet, FleetConfig, load_trace, parse_fault
 
     pending = _parse_injections(injections)
-    faults = [(t, parse_fault(body)) for t, body in pending]
-    fleet = Fleet(FleetConfig(replicas=replicas, routing=routing), load_trace(trace, seed=0))
+    try:
+        faults = [(t, parse_fault(body)) for t, body in pending]
+        fleet = Fleet(FleetConfig(replicas=replicas, routing=routing), load_trace(trace, seed=0))
+    except (FileNotFoundError, ValueError) as e:  # a missing trace, an unknown fault or routing: the user's to fix
+        _usage(str(e).splitlines()[0])
     # Keep vanished GPUs for an hour: forgetting one would silently close its drain finding.
     state = FleetState(stale_after_s=3 * tick_s, forget_after_s=3600)
     detection = Detection()
@@ -188,7 +192,7 @@ def _sources(values: Sequence[str]) -> list[str]:
     return out
 
 
-def _usage(message: str) -> None:
+def _usage(message: str) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(2)
 
@@ -202,7 +206,7 @@ def command(
     watch: Annotated[bool, typer.Option("--watch", help="keep scraping; print findings as they open/close")] = False,
     interval_s: Annotated[float, typer.Option(help="scrape interval (URL sources) / tick (sim)")] = 5.0,
     trace: Annotated[str, typer.Option(help="sim: trace path or synthetic spec")] = "synthetic:duration_s=1800,rate=8",
-    replicas: Annotated[int, typer.Option(help="sim: replica count")] = 4,
+    replicas: Annotated[int, typer.Option(help="sim: replica count", min=1)] = 4,
     routing: Annotated[str, typer.Option(help="sim: round_robin | least_loaded | prefix_affinity")] = "least_loaded",
     duration_s: Annotated[float, typer.Option(help="sim: virtual seconds to run")] = 600.0,
     inject: Annotated[list[str] | None, typer.Option(help="sim: fault JSON@seconds (repeatable)")] = None,

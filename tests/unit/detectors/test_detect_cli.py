@@ -81,3 +81,23 @@ def test_bad_sources_exit_2_with_one_line(args: list[str], message: str) -> None
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"error: {message}")
+
+
+SIM_MISTAKES = [
+    # a trace that is not there
+    (["--trace", "/nonexistent/trace.csv"], "error: trace not found: /nonexistent/trace.csv"),
+    # an unknown routing policy names the known ones
+    (["--routing", "nope"], "error: fleet config: unknown routing 'nope' (known: round_robin"),
+    # an unknown fault type names the known ones
+    (["--inject", '{"type":"nope"}@5'], "error: unknown fault type 'nope' (known: xid"),
+    # no @seconds: the expected form, with an example
+    (["--inject", "{}"], 'error: --inject \'{}\': expected JSON@seconds, e.g. \'{"type":"xid"'),
+]
+
+
+@pytest.mark.parametrize(("args", "start"), SIM_MISTAKES)
+def test_sim_mistakes_exit_2_with_one_line(args: list[str], start: str) -> None:
+    result = CliRunner().invoke(app, ["detect", "--source", "sim", "--duration-s", "10", *args])
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(start)
