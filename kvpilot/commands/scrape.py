@@ -6,6 +6,7 @@ kvpilot would see. Exit status 2, with one line per failed target on stderr, whe
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated
@@ -109,6 +110,8 @@ def command(
         async with Collector(ScrapeConfig(timeout_s=timeout_s, max_concurrency=16)) as collector:
             return await collector.collect_once(targets)
 
+    # each failure is printed below, once; the scrape loop's own "target is down" log line would repeat it
+    logging.getLogger("collector.health").setLevel(logging.ERROR)
     result = asyncio.run(scrape())
     if as_json:
         typer.echo(samples_json(result.replicas, result.gpus))

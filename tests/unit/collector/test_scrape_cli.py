@@ -67,6 +67,7 @@ def test_failures_exit_2_naming_the_target(base: str, path: str | None, reason: 
     code, out, err = run(f"{base}/vllm", url, "--json")
     assert code == 2
     assert f"{url}: {reason}" in err
+    assert err.count(url) == 1  # said once (not also by the scrape loop's "target is down" log line)
     assert len(json.loads(out)["replicas"]) == 1  # the good target is still printed
 
 
