@@ -156,13 +156,13 @@ class ServingProfileSettings(_Section):
     decode_step_s: float = Field(gt=0)  # inter-token latency with one sequence
     decode_tokens_per_s: float = Field(gt=0)  # output tokens/s with a full batch of short sequences
     kv_tokens: float = Field(gt=0)  # the KV pool in tokens (vllm:cache_config_info, or the engine's start-up log)
-    max_num_seqs: int = Field(default=256, ge=1)
+    max_num_seqs: int = Field(default=256, ge=1)  # sequences one replica batches at most (vLLM --max-num-seqs)
     kv_read_tokens_per_s: float | None = Field(default=None, gt=0)  # HBM bandwidth / KV bytes per token
 
 
 class DeploymentScaling(_Section):
     min_replicas: int = Field(default=1, ge=0)
-    max_replicas: int = Field(default=100, ge=1)  # KEDA's default maxReplicaCount
+    max_replicas: int = Field(default=100, ge=1)
     capacity_rps: float | None = Field(default=None, gt=0)  # a fixed number; None: the profile, else learned
     profile: ServingProfileSettings | None = None
 
@@ -185,6 +185,7 @@ class PlannerSettings(_Section):
     @field_validator("forecaster")
     @classmethod
     def _known_forecaster(cls, v: str | None) -> str | None:
+        """`forecaster` is one of the registered forecasters (`scaler.forecast.FORECASTERS`)."""
         if v is not None:
             from scaler.forecast import FORECASTERS
 
@@ -260,6 +261,7 @@ class KedaSettings(_Section):
 
     @model_validator(mode="after")
     def _tls_complete(self) -> KedaSettings:
+        """`tls_cert_file` and `tls_key_file` come together, and `tls_client_ca_file` (mTLS) needs them."""
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             raise ValueError("keda.tls_cert_file and keda.tls_key_file must be set together")
         if self.tls_client_ca_file is not None and self.tls_cert_file is None:
