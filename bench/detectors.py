@@ -1,9 +1,10 @@
 """Detectors measured on the simulator, each beside a naive peer measured in the same run.
 
-1. KV pressure: traffic ramps (diurnal rise of a synthetic trace, seeds and slopes varied) until a replica preempts.
-   Share of preempting replicas warned >= 60 s before their first preemption, by kvpilot's kv_exhaustion
-   (trend projection + hysteresis) and by the peer, a static "kv_usage >= 0.9 for 2 ticks" alert; plus the
-   false warnings of each on ramps that stop short of preemption.
+1. KV pressure: the labelled episodes of bench/kv_episodes.py (plateaus, ramps, bursts and slow leaks on every
+   shared trace; tuning seeds apart from reporting seeds). Recall (preempting episodes warned >= 60 s before the
+   first preemption), the share of non-preempting episodes warned at all, and precision, for kvpilot's
+   kv_exhaustion, for its projection-only predecessor and for a static "kv_usage >= 0.9 for 2 ticks" alert, all
+   replaying the same samples through one FleetState.
 2. Prefix-cache misses: the gateway switches from prefix-affinity to round-robin routing (must fire), and the
    traffic stops sharing prefixes under unchanged routing (must stay silent). Peer: a static "hit ratio fell
    by 40 % against its baseline" rule, which cannot tell the two apart.
@@ -11,30 +12,34 @@
    (fluid level, 5 s ticks): drain findings from kvpilot's stuck_gpu (must be 0) and from a naive peer that
    drains on any non-zero XID or on a GPU at >= 95 % utilisation for two ticks.
 
-Run: `.venv/bin/python bench/detectors.py [--quick]`; prints a table to paste into BENCHMARKS.md.
+Run: `.venv/bin/python bench/detectors.py [--quick] [--only kv] [--cache-dir DIR] [--seeds tuning]`; prints a
+table to paste into BENCHMARKS.md.
 """
 
 from __future__ import annotations
 
+import argparse
+import statistics
 import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 # Run as `python bench/detectors.py`, this file's folder comes first on sys.path and its name would shadow
 # the `detectors` package it measures.
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import argparse
-import statistics
-import time
-from dataclasses import dataclass
-
-from collector.state import FleetState
-from detectors.registry import Detection
-from kvpilot.commands.detect import samples_from_snapshot
-from simulator import Fleet, FleetConfig, load_trace, parse_fault
-from simulator.trace.model import RequestColumns, Trace
-from simulator.trace.prefixes import PrefixModel, synthesize_prefixes
+from bench.kv_episodes import MIN_HISTORY_S, REPORTING_SEEDS, TRACE_FILES, TUNING_SEEDS, Episode, library  # noqa: E402
+from collector.samples import ReplicaSample  # noqa: E402
+from collector.state import FleetState, ReplicaView  # noqa: E402
+from detectors.registry import Detection  # noqa: E402
+from kvpilot.commands.detect import samples_from_snapshot  # noqa: E402
+from simulator import Fleet, FleetConfig, load_trace, parse_fault  # noqa: E402
+from simulator.trace.model import RequestColumns, Trace  # noqa: E402
+from simulator.trace.prefixes import PrefixModel, synthesize_prefixes  # noqa: E402
 
 TICK_S = 5.0
 LEAD_S = 60.0
@@ -50,75 +55,170 @@ def _state() -> FleetState:
 # -- 1. KV pressure ---------------------------------------------------------------------------------------
 
 
+class _Static:
+    """The naive peer: "kv_usage >= 0.9 for 2 ticks" on any replica."""
+
+    def __init__(self) -> None:
+        self.streak: dict[str, int] = {}
+
+    def tick(self, state: FleetState, now: float) -> bool:
+        fired = False
+        for view in state.replicas():
+            usage = view.sample.kv_usage
+            streak = self.streak.get(view.key, 0) + 1 if usage is not None and usage >= 0.9 else 0
+            self.streak[view.key] = streak
+            fired |= streak >= 2
+        return fired
+
+
+class _Projection:
+    """kv_exhaustion as it was before issue 16 (kept here as the peer it is measured against): critical when
+    preempting or >= 90 % with a queue, warning when a Theil-Sen trend over 90 s projects the pool full within
+    300 s from a fitted usage >= 40 %; opened after 2 ticks."""
+
+    def __init__(self) -> None:
+        self.streak: dict[str, int] = {}
+
+    def tick(self, state: FleetState, now: float) -> bool:
+        fired = False
+        for view in state.replicas():
+            bad = self._bad(view, state.replica_history(view.key))
+            streak = self.streak.get(view.key, 0) + 1 if bad else 0
+            self.streak[view.key] = streak
+            fired |= streak >= 2
+        return fired
+
+    def _bad(self, view: ReplicaView, history: Sequence[ReplicaSample]) -> bool:
+        usage = view.sample.kv_usage
+        if usage is None:
+            return False
+        if (view.preemptions_rate or 0.0) > 0 or (usage >= 0.9 and (view.sample.requests_waiting or 0) > 0):
+            return True
+        if usage >= 0.98:
+            return True
+        start = history[-1].timestamp - 90.0
+        pts = [(s.timestamp, s.kv_usage) for s in history if s.timestamp >= start and s.kv_usage is not None]
+        if len(pts) < 3:
+            return False
+        slopes = [(v2 - v1) / (t2 - t1) for i, (t1, v1) in enumerate(pts) for t2, v2 in pts[i + 1 :] if t2 > t1]
+        slope = statistics.median(slopes)
+        level = statistics.median(v + slope * (pts[-1][0] - t) for t, v in pts)
+        return slope > 0 and level >= 0.4 and (0.98 - level) / slope <= 300.0
+
+
+class _Kvpilot:
+    """kvpilot's kv_exhaustion through the real hysteresis."""
+
+    def __init__(self) -> None:
+        self.det = Detection(only=["kv_exhaustion"])
+
+    def tick(self, state: FleetState, now: float) -> bool:
+        return bool(self.det.tick(state, now=now).active)
+
+
+class _Warner(Protocol):
+    def tick(self, state: FleetState, now: float) -> bool: ...
+
+
+WARNERS: dict[str, Callable[[], _Warner]] = {"kvpilot": _Kvpilot, "projection": _Projection, "static": _Static}
+
+
+def first_warnings(episode: Episode) -> dict[str, float | None]:
+    """Each warner's first warning in the episode, or None; all replay the same samples through one FleetState."""
+    state = _state()
+    warners = {name: cls() for name, cls in WARNERS.items()}
+    first: dict[str, float | None] = dict.fromkeys(WARNERS)
+    for t, reps in episode.ticks:
+        state.observe(reps, [], now=t, gpu_nodes_scraped=set())
+        for name, w in warners.items():
+            if w.tick(state, t) and first[name] is None:
+                first[name] = t
+    return first
+
+
 @dataclass
-class KvEpisode:
-    first_preempt: dict[str, float]  # replica -> time of its first preemption
-    kvpilot_warn: dict[str, float]  # replica -> first kv_exhaustion finding opened (before its preemption)
-    static_warn: dict[str, float]
+class KvScore:
+    """Episode-level scores at the LEAD_S lead: a preempting episode counts as caught when a warning opened at
+    least LEAD_S before its first preemption; a non-preempting episode counts as a false warning when anything
+    opened at all. Sudden episodes (preempting within LEAD_S of the load's rise: no detector can see that far
+    ahead) are scored apart, by how soon after the first preemption anything opened."""
 
+    caught: int = 0
+    preempting: int = 0
+    false: int = 0
+    quiet: int = 0
+    leads: list[float] = field(default_factory=list)
+    sudden: int = 0
+    sudden_delays: list[float] = field(default_factory=list)  # first warning - first preemption (<= 0: before)
 
-def kv_episode(rate: float, period_s: float, seed: int, replicas: int) -> KvEpisode:
-    spec = (
-        f"synthetic:duration_s={period_s / 2:g},rate={rate:g},amplitude=1,period_s={period_s:g},bursts=0,"
-        "prompt_mean=2000,output_mean=600"
-    )
-    fleet = Fleet(FleetConfig(replicas=replicas, routing="least_loaded", seed=seed), load_trace(spec, seed=seed))
-    state, det = _state(), Detection(only=["kv_exhaustion"])
-    ep = KvEpisode({}, {}, {})
-    static_streak: dict[str, int] = {}
-    t = 0.0
-    while t < period_s / 2:
-        t += TICK_S
-        fleet.advance_to(t)
-        snap = fleet.snapshot()
-        reps, gpus, nodes = samples_from_snapshot(snap, now=t)
-        state.observe(reps, gpus, now=t, gpu_nodes_scraped=nodes)
-        for f in det.tick(state, now=t).opened:
-            ep.kvpilot_warn.setdefault(f.subject.replica, t)
-        for r in snap.replicas:
-            static_streak[r.name] = static_streak.get(r.name, 0) + 1 if r.kv_usage >= 0.9 else 0
-            if static_streak[r.name] >= 2:
-                ep.static_warn.setdefault(r.name, t)
-            if r.preemptions_total > 0:
-                ep.first_preempt.setdefault(r.name, t)
-        if len(ep.first_preempt) == len(snap.replicas):
-            break
-    return ep
+    @property
+    def recall(self) -> float:
+        return self.caught / max(self.preempting, 1)
 
+    @property
+    def false_rate(self) -> float:
+        return self.false / max(self.quiet, 1)
 
-def bench_kv(quick: bool) -> dict[str, str]:
-    # Ramps that end in preemption (rate x2 at the peak of the half period) and ramps that do not.
-    # Thresholds were tuned on seeds 1-3 (see detectors/thresholds.py); what is reported runs on seeds 4-6.
-    grid = [(rate, period, seed) for rate in (3.5, 4.0, 5.0, 6.0) for period in (2400.0, 3600.0) for seed in (4, 5, 6)]
-    healthy = [(rate, period, seed) for rate in (2.5, 3.0) for period in (2400.0, 3600.0) for seed in (4, 5, 6)]
-    if quick:
-        grid, healthy = grid[:4], healthy[:2]
-    leads: dict[str, list[float | None]] = {"kvpilot": [], "static": []}
-    false_warn = {"kvpilot": 0, "static": 0}
-    healthy_replicas = 0
-    for rate, period, seed in grid:
-        ep = kv_episode(rate, period, seed, replicas=1)
-        for replica, tp in ep.first_preempt.items():
-            for name, warns in (("kvpilot", ep.kvpilot_warn), ("static", ep.static_warn)):
-                tw = warns.get(replica)
-                leads[name].append(tp - tw if tw is not None and tw <= tp else None)
-    for rate, period, seed in healthy:
-        ep = kv_episode(rate, period, seed, replicas=1)
-        for replica in ep.kvpilot_warn.keys() | ep.static_warn.keys() | {"llama-0000"}:
-            if replica in ep.first_preempt:
-                continue
-            healthy_replicas += 1
-            false_warn["kvpilot"] += replica in ep.kvpilot_warn
-            false_warn["static"] += replica in ep.static_warn
-    out = {}
-    for name, values in leads.items():
-        ok = [v for v in values if v is not None and v >= LEAD_S]
-        known = [v for v in values if v is not None]
-        out[name] = (
-            f"{len(ok)}/{len(values)} warned >= {LEAD_S:g} s ahead ({len(ok) / max(len(values), 1):.0%}); "
-            f"median lead {statistics.median(known) if known else float('nan'):.0f} s; "
-            f"false warnings on {false_warn[name]}/{healthy_replicas} non-preempting ramps"
+    @property
+    def precision(self) -> float:
+        return self.caught / max(self.caught + self.false, 1)
+
+    def line(self) -> str:
+        lead = f"{statistics.median(self.leads):.0f} s" if self.leads else "-"
+        flagged = len(self.sudden_delays)
+        late = f", median {statistics.median(self.sudden_delays):+.0f} s" if self.sudden_delays else ""
+        return (
+            f"recall {self.caught}/{self.preempting} ({self.recall:.0%}) warned >= {LEAD_S:g} s ahead, median lead "
+            f"{lead}; warned {self.false}/{self.quiet} non-preempting ({self.false_rate:.0%}); "
+            f"precision {self.precision:.0%}; sudden: {flagged}/{self.sudden} flagged{late} from first preemption"
         )
+
+
+def score(episodes: Sequence[Episode]) -> dict[str, KvScore]:
+    scores = {name: KvScore() for name in WARNERS}
+    for ep in episodes:
+        if not ep.usable:
+            continue
+        for name, tw in first_warnings(ep).items():
+            sc = scores[name]
+            if ep.first_preempt_s is None:
+                sc.quiet += 1
+                sc.false += tw is not None
+            elif ep.sudden(LEAD_S):
+                sc.sudden += 1
+                if tw is not None:
+                    sc.sudden_delays.append(tw - ep.first_preempt_s)
+            else:
+                sc.preempting += 1
+                if tw is not None and tw <= ep.first_preempt_s:
+                    sc.leads.append(ep.first_preempt_s - tw)
+                    sc.caught += ep.first_preempt_s - tw >= LEAD_S
+    return scores
+
+
+def bench_kv(quick: bool, seeds: Sequence[int] = REPORTING_SEEDS, cache_dir: Path | None = None) -> dict[str, str]:
+    """Thresholds in detectors/thresholds.py were tuned on TUNING_SEEDS; this reports REPORTING_SEEDS."""
+    episodes = library(seeds[:1] if quick else seeds, quick=quick, cache_dir=cache_dir)
+    usable = [e for e in episodes if e.usable]
+    families: dict[str, list[int]] = {}
+    for e in usable:
+        counts = families.setdefault(e.family, [0, 0])
+        counts[0 if e.preempting else 1] += 1
+    peaks = sorted(e.peak_kv for e in usable if not e.preempting)
+    out = {
+        "episodes": (
+            f"{len(usable)} on {len(TRACE_FILES)} traces x seeds {list(seeds[:1] if quick else seeds)} "
+            f"({len(episodes) - len(usable)} preempting within {MIN_HISTORY_S:g} s set aside); preempting/quiet: "
+            + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(families.items()))
+            + (
+                f"; quiet episodes peak at {peaks[0]:.0%}-{peaks[-1]:.0%} KV (median {statistics.median(peaks):.0%})"
+                if peaks
+                else ""
+            )
+        )
+    }
+    for name, sc in score(episodes).items():
+        out[name] = sc.line()
     return out
 
 
@@ -263,13 +363,13 @@ def bench_healthy(quick: bool) -> dict[str, str]:
             if g.last_xid or streak[key] >= 2:
                 peer_drains.add(key)
     elapsed = time.perf_counter() - started
-    gpus = len(fleet.snapshot().gpus)
+    n_gpus = len(fleet.snapshot().gpus)
     flagged = _positive_control()
     return {
         "control": f"request level, XID 79 + hung GPU injected at 300 s: flagged after {flagged} ticks",
         "kvpilot": f"{len(kv_drains)} drain findings ({opened} stuck_gpu findings of any action)",
         "peer": f"{len(peer_drains)} GPUs drained by the naive peer (XID != 0 or util >= 95 % for 2 ticks)",
-        "run": f"{gpus} GPUs x {hours:g} h at {TICK_S:g} s ticks ({ticks} ticks) in {elapsed:.0f} s",
+        "run": f"{n_gpus} GPUs x {hours:g} h at {TICK_S:g} s ticks ({ticks} ticks) in {elapsed:.0f} s",
     }
 
 
@@ -277,8 +377,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer episodes, 2 h instead of 24 h")
     parser.add_argument("--only", choices=("kv", "prefix", "healthy"), action="append")
+    parser.add_argument(
+        "--seeds",
+        choices=("reporting", "tuning"),
+        default="reporting",
+        help="KV episodes: the reporting seeds (default) or the seeds the thresholds were tuned on",
+    )
+    parser.add_argument("--cache-dir", type=Path, help="keep the KV episodes here and reuse them on the next run")
     args = parser.parse_args()
-    parts = {"kv": bench_kv, "prefix": bench_prefix, "healthy": bench_healthy}
+    seeds = REPORTING_SEEDS if args.seeds == "reporting" else TUNING_SEEDS
+    parts: dict[str, Callable[[bool], dict[str, str]]] = {
+        "kv": lambda quick: bench_kv(quick, seeds, args.cache_dir),
+        "prefix": bench_prefix,
+        "healthy": bench_healthy,
+    }
     for name in args.only or parts:
         started = time.perf_counter()
         for key, line in parts[name](args.quick).items():

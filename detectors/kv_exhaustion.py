@@ -33,14 +33,17 @@ from detectors.thresholds import KvThresholds, Thresholds
 KIND = "kv_exhaustion"
 
 
-def kv_trend(history: Sequence[ReplicaSample], kv: KvThresholds) -> tuple[float, float] | None:
-    """Theil-Sen (slope per second, fitted usage at the latest sample) of kv_usage over the trend window;
+def kv_trend(
+    history: Sequence[ReplicaSample], kv: KvThresholds, window_s: float | None = None
+) -> tuple[float, float] | None:
+    """Theil-Sen (slope per second, fitted usage at the latest sample) of kv_usage over the trend window (or
+    ``window_s``);
     None when too few points. The median of pairwise slopes ignores a noisy scrape or two (least squares
     would let one spike at the window's end set the slope), and the fitted level, not the last raw value,
     is what is projected. O(n^2) pairs over ~18 samples per replica: cheap."""
     if not history:
         return None
-    start = history[-1].timestamp - kv.trend_window_s
+    start = history[-1].timestamp - (kv.trend_window_s if window_s is None else window_s)
     pts = [(s.timestamp, v) for s in history if s.timestamp >= start and (v := fraction(s.kv_usage)) is not None]
     if len(pts) < kv.min_trend_samples:
         return None
@@ -58,16 +61,18 @@ def kv_slope_per_s(history: Sequence[ReplicaSample], kv: KvThresholds) -> float 
     return None if trend is None else trend[0]
 
 
-def time_to_exhaustion_s(history: Sequence[ReplicaSample], kv: KvThresholds) -> float | None:
-    """Projected seconds until the pool reaches ``kv.full``: 0 when already there, None when not filling
-    (flat or draining, fitted usage below ``project_from_usage``, or unknown). Exported as
-    ``kvpilot_kv_time_to_exhaustion_seconds``."""
+def time_to_exhaustion_s(
+    history: Sequence[ReplicaSample], kv: KvThresholds, window_s: float | None = None
+) -> float | None:
+    """Projected seconds until the pool reaches ``kv.full`` from the trend over ``kv.trend_window_s`` (or
+    ``window_s``): 0 when already there, None when not filling (flat or draining, fitted usage below
+    ``project_from_usage``, or unknown). Exported as ``kvpilot_kv_time_to_exhaustion_seconds``."""
     latest = fraction(history[-1].kv_usage) if history else None
     if latest is None:
         return None
     if latest >= kv.full:
         return 0.0
-    trend = kv_trend(history, kv)
+    trend = kv_trend(history, kv, window_s)
     if trend is None:
         return None
     slope, level = trend
@@ -84,6 +89,7 @@ class KvReading:
     peak_usage: float  # highest usage within the rate window
     slope_per_s: float | None
     time_to_exhaustion_s: float | None
+    confirm_time_to_exhaustion_s: float | None  # the same projection over the longer confirm window
     requests_waiting: float | None
     requests_running: float | None
     preemptions_rate: float | None  # measured preemptions per second over the rate window
@@ -119,6 +125,7 @@ def read(
         peak_usage=max([usage, *window]),
         slope_per_s=kv_slope_per_s(history, th),
         time_to_exhaustion_s=time_to_exhaustion_s(history, th),
+        confirm_time_to_exhaustion_s=time_to_exhaustion_s(history, th, th.confirm_window_s),
         requests_waiting=finite(view.sample.requests_waiting),
         requests_running=finite(view.sample.requests_running),
         preemptions_rate=finite(view.preemptions_rate),
@@ -141,8 +148,11 @@ def judge(r: KvReading, th: KvThresholds) -> tuple[Severity, str] | None:
             f"KV cache {r.usage:.0%} full with {waiting:g} requests waiting for blocks: {_exhausted(tte)}; "
             "no preemptions measured yet"
         )
+    confirm = r.confirm_time_to_exhaustion_s
     if tte is None or tte > th.warn_time_to_exhaustion_s or not r.filling(th):
         return None
+    if tte > 0 and (confirm is None or confirm > th.confirm_time_to_exhaustion_s):
+        return None  # the one-minute slope alone: too often a few long prompts admitted together
     severity = Severity.CRITICAL if tte <= th.critical_time_to_exhaustion_s and waiting > 0 else Severity.WARNING
     return severity, (
         f"KV cache {r.usage:.0%} full and filling at {(r.slope_per_s or 0.0) * 60:.0%}/min: {_exhausted(tte)}; "
@@ -175,6 +185,7 @@ def _replica_finding(
             "kv_usage_peak": r.peak_usage,
             "kv_slope_per_s": r.slope_per_s,
             "time_to_exhaustion_s": r.time_to_exhaustion_s,
+            "confirm_time_to_exhaustion_s": r.confirm_time_to_exhaustion_s,
             "requests_waiting": r.requests_waiting,
             "requests_running": r.requests_running,
             "preemptions_rate": r.preemptions_rate,
