@@ -52,7 +52,9 @@ async def test_ticks_decide_detect_persist_and_publish(db) -> None:
         assert cap is not None
         assert (cap.requests_per_s, cap.source) == (pytest.approx(2.5), "configured")
     text = generate_latest(service.registry).decode()
-    assert 'kvpilot_finding_active{deployment="",gpu="GPU-0",kind="stuck_gpu",node="n0"' in text
+    # the GPU's finding names the deployment and replica it serves (its evidence), not only the GPU
+    finding = 'kvpilot_finding_active{deployment="llm/chat",gpu="GPU-0",kind="stuck_gpu",node="n0",replica="chat-0"'
+    assert finding in text
     assert "kvpilot_store_up 1.0" in text
     assert "kvpilot_loop_tick_seconds_count 4.0" in text  # one observation per tick
     service.stop.set()
