@@ -8,6 +8,9 @@
 - `kv_pressure` (count=50, prompt_tokens=30000, output_tokens=200, duration_s=10): a burst of long prompts.
 - `routing` (routing: round_robin | least_loaded | prefix_affinity): the gateway's policy changes.
 - `recover` (node, gpu): clears hung / vanished / XID on that GPU.
+- `rollout` (wave_size=1, model_name="", speed=1): a rolling update (maxSurge 0, maxUnavailable wave_size): each
+  wave drains `wave_size` old replicas and starts as many new ones (cold start), optionally serving `model_name`
+  with step times divided by `speed`; the next wave starts once the previous one is ready. Request level only.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ class Fault:
     output_tokens: int = 200
     duration_s: float = 10.0
     routing: str = ""
+    wave_size: int = 1
+    model_name: str = ""
+    speed: float = 1.0
 
 
 _REQUIRED: dict[str, tuple[str, ...]] = {
@@ -39,6 +45,7 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     "crash": ("replica",),
     "kv_pressure": (),
     "routing": ("routing",),
+    "rollout": (),
 }
 _TYPES: dict[str, type] = {
     "node": str,
@@ -50,6 +57,9 @@ _TYPES: dict[str, type] = {
     "output_tokens": int,
     "duration_s": float,
     "routing": str,
+    "wave_size": int,
+    "model_name": str,
+    "speed": float,
 }
 
 
@@ -84,6 +94,8 @@ def parse_fault(body: Any) -> Fault:
         raise ValueError(f"fault {kind!r}: gpu, xid, count must be >= 0; token counts >= 1; duration_s > 0")
     if kind == "xid" and f.xid == 0:
         raise ValueError("fault 'xid' needs xid > 0")
+    if kind == "rollout" and (f.wave_size < 1 or not f.speed > 0):
+        raise ValueError("fault 'rollout': wave_size must be >= 1 and speed > 0")
     if f.count > 100_000:
         raise ValueError("fault 'kv_pressure': count must be <= 100000")
     return f

@@ -299,6 +299,8 @@ class FluidFleet:
             if r is None:
                 raise KeyError(f"no replica {fault.replica!r}")
             r.started_s, r.ready_at, r.hung = self.time, self.time + self.cfg.cold_start_s, False
+        elif fault.type == "rollout":
+            raise ValueError("fault 'rollout' needs the request level (fidelity 'request')")
         elif fault.type == "kv_pressure":
             rate = fault.count / fault.duration_s
             self._extra.append((self.time, self.time + fault.duration_s, rate, float(fault.prompt_tokens)))

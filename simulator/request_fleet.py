@@ -14,10 +14,19 @@ import numpy as np
 from simulator.config import FleetConfig
 from simulator.faults import Fault
 from simulator.gpus import HANGING_XIDS, VANISHING_XIDS, Gpu, Nodes
+from simulator.profile import ReplicaProfile
 from simulator.replica import FinishedRequest, Replica
 from simulator.routing import make_router
 from simulator.snapshot import FleetSnapshot, GpuSnapshot, ReplicaSnapshot
 from simulator.trace.model import Request, Trace
+
+
+@dataclasses.dataclass
+class _Rollout:
+    old: list[str]  # replicas to replace, by name
+    wave_size: int
+    profile: ReplicaProfile
+    wave: set[str] = dataclasses.field(default_factory=set)  # the current wave's new replicas
 
 
 class RequestFleet:
@@ -44,6 +53,8 @@ class RequestFleet:
         self._finished: list[FinishedRequest] = []
         self._serial = 0
         self._busy_seen: dict[str, float] = {}
+        self.profile = config.profile  # what new replicas run; a rollout switches it when it completes
+        self._rollout: _Rollout | None = None
         for _ in range(config.replicas):
             self._add_replica(ready_at=0.0 if config.start_ready else config.cold_start_s)
 
@@ -169,6 +180,8 @@ class RequestFleet:
             for req, _ in pending:
                 self._route(req, t)
         self._reap()
+        if self._rollout is not None:
+            self._rollout_wave()
         self._update_gpus(self.time - prev)
 
     def _reap(self) -> None:
@@ -179,12 +192,12 @@ class RequestFleet:
             self._busy_seen.pop(r.name, None)
 
     # -- replicas and GPUs -------------------------------------------------------------------------------------
-    def _add_replica(self, *, ready_at: float) -> Replica:
+    def _add_replica(self, *, ready_at: float, profile: ReplicaProfile | None = None) -> Replica:
         name = f"{self.cfg.deployment}-{self._serial:04d}"
         self._serial += 1
-        r = Replica(name, self.cfg.profile, now=self.time, ready_at=ready_at)
+        r = Replica(name, profile or self.profile, now=self.time, ready_at=ready_at)
         self.replicas.append(r)
-        self._gpus[name] = self.nodes.place(name, self.cfg.profile.gpus_per_replica)
+        self._gpus[name] = self.nodes.place(name, r.profile.gpus_per_replica)
         return r
 
     def node_of(self, r: Replica) -> str:
@@ -299,6 +312,40 @@ class RequestFleet:
             req = Request(t, f.prompt_tokens, f.output_tokens, ())
             self._injected_seq += 1
             heapq.heappush(self._injected, (t, self._injected_seq, req))
+
+    def _fault_rollout(self, f: Fault) -> None:
+        if self._rollout is not None:
+            raise ValueError("a rollout is already in progress")
+        p = self.profile
+        new = dataclasses.replace(
+            p,
+            model_name=f.model_name or p.model_name,
+            base_s=p.base_s / f.speed,
+            prefill_s_per_token=p.prefill_s_per_token / f.speed,
+            decode_s_per_seq=p.decode_s_per_seq / f.speed,
+            kv_read_s_per_token=p.kv_read_s_per_token / f.speed,
+        )
+        old = [r.name for r in self.replicas if not r.draining]
+        self._rollout = _Rollout(old=old, wave_size=f.wave_size, profile=new)
+        self._rollout_wave()
+
+    def _rollout_wave(self) -> None:
+        """Start the next wave once the previous wave's replicas are ready (as a Deployment waits for readiness)."""
+        ro = self._rollout
+        assert ro is not None
+        if any(r.name in ro.wave and not r.ready(self.time) for r in self.replicas):
+            return
+        remaining = [r for r in self.replicas if r.name in ro.old and not r.draining]
+        if not remaining:
+            self.profile = ro.profile
+            self._rollout = None
+            return
+        batch = remaining[: ro.wave_size]
+        for r in batch:
+            r.draining = True
+        ready_at = self.time + self.cfg.cold_start_s
+        ro.wave = {self._add_replica(ready_at=ready_at, profile=ro.profile).name for _ in batch}
+        self._reap()
 
     def _fault_routing(self, f: Fault) -> None:
         self._router = make_router(f.routing)
