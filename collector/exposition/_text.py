@@ -233,7 +233,13 @@ class _TextParser:
                     raise ParseError("duplicate label name", line_no=line_no, line=line)
                 else:
                     self.layouts[between] = names
-            if names is not None and len(parts) == 2 * len(names) + 1:
+            # each value must follow its own "name=" (`a="1",b=,""` joins to the same "a=,b=," as `a="1",b="",`)
+            if (
+                names is not None
+                and len(parts) == 2 * len(names) + 1
+                and parts[-1] in ("", ",")
+                and all(piece[-1:] == "=" for piece in parts[0:-1:2])
+            ):
                 labels = dict(zip(names, parts[1::2]))  # noqa: B905  # equal lengths, checked above
                 self.bodies[body] = labels
                 return labels

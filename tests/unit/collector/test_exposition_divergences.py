@@ -104,3 +104,12 @@ def test_duplicates_in_families_not_read_do_not_refuse_the_page() -> None:
     assert parse(text, wanted={"g"})["g"].samples[0].value == 2
     with pytest.raises(ParseError, match=r"line 2: duplicate series other\{\} in family 'other'"):
         parse(text)
+
+
+def test_a_label_value_must_follow_its_name_and_equals_sign() -> None:
+    # found by hypothesis: the comma-and-quote layout matches `a00="…",a0="",` once the quotes are removed
+    text = 'a0{a00="000000",a0=,""} 0.0\n'
+    with pytest.raises(ValueError, match="metric name specified more than once"):
+        list(text_string_to_metric_families(text))  # the oracle refuses it too (for its own reason)
+    with pytest.raises(ParseError):
+        parse(text)

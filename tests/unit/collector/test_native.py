@@ -22,6 +22,8 @@ HOT_PATH = {
     "collector.exposition._om_checks",
     "collector.exposition._openmetrics",
     "collector.exposition._text",
+    "collector.rates",
+    "collector.state",
     "collector.validity",
 }
 
