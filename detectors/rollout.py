@@ -1,9 +1,11 @@
 """Rollouts: a deployment whose ready replicas serve two versions at once is being rolled.
 
 A version is what the engine says about itself on every scrape: the model it serves and the engine that serves
-it (a new build shows as a new engine name or model name; static and PromQL modes see nothing else). While two
-versions coexist, the replicas that are known but not ready are the ones being replaced: they were drained and
-their successors are loading weights. Two findings:
+it (a new build shows as a new engine name or model name; static and PromQL modes see nothing else). A rollout is
+visible once replicas seen within ``RolloutThresholds.window_s`` report two versions (in static mode a replica
+that is still loading serves no page, so the first wave shows when its replicas come up). While it runs, the
+replicas taken out at once are the deficit of ready replicas against the most that were ready within the window:
+drained ones are gone, their successors still load weights. Two findings:
 
 - the rollout takes out more than ``RolloutThresholds.max_replaced_fraction`` of the replicas at once (the usual
   advice is ~25 %: each wave costs a cold start of reduced capacity, and TTFT's tail pays for it);
@@ -27,27 +29,29 @@ def version(replica: ReplicaView) -> str:
     return f"{replica.sample.engine}:{replica.sample.model or '?'}"
 
 
-def versions(view: DeploymentView) -> dict[str, int]:
-    """Ready replicas per version, most replicas first (then by name, so the text is stable)."""
+def versions(view: DeploymentView, *, since: float) -> dict[str, int]:
+    """Replicas seen at or after ``since`` per version, most replicas first (then by name, for a stable text)."""
     counts: dict[str, int] = {}
     for r in view.replicas:
-        if r.ready:
+        if r.last_seen >= since:
             counts[version(r)] = counts.get(version(r), 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _finding(state: FleetState, view: DeploymentView, th: Thresholds, now: float) -> Finding | None:
-    seen = versions(view)
-    if len(seen) < 2:
-        return None  # one version (or none ready): no rollout visible
-    total = len(view.replicas)
-    replacing = total - sum(seen.values())
-    share = replacing / total if total else 0.0
     rollout = th.rollout
+    seen = versions(view, since=now - rollout.window_s)
+    if len(seen) < 2:
+        return None  # one version (or none): no rollout visible
+    history = [p.ready_replicas for p in state.deployment_history(view.key) if p.t >= now - rollout.window_s]
+    peak = max([view.ready_replicas, *history])
+    replacing = peak - view.ready_replicas
+    total = peak
+    share = replacing / peak if peak else 0.0
     mix = ", ".join(f"{n} on {v}" for v, n in seen.items())
     evidence: dict[str, float | str | None] = {
-        "replicas": float(total),
-        "replicas_not_ready": float(replacing),
+        "replicas_ready_peak": float(total),
+        "replicas_out": float(replacing),
         "replaced_share": share,
         "versions": mix,
     }

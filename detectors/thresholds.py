@@ -220,9 +220,13 @@ class RolloutThresholds:
     # rollout: the SRE workbook's 6x pair, over a window about one cold start long.
     burn_factor: float = 6.0
     ttft_window_s: float = 150.0
+    # A rollout is visible while replicas seen within this long report two versions; the replicas out at once
+    # are counted against the most that were ready within it. A few cold starts.
+    window_s: float = 600.0
 
     def __post_init__(self) -> None:
         _check(self, "max_replaced_fraction", lo=0.0, hi=1.0)
+        _check(self, "window_s", lo=0.0, strict_lo=True)
         _check(self, "burn_factor", lo=0.0, strict_lo=True)
         _check(self, "ttft_window_s", lo=0.0, strict_lo=True)
 

@@ -8,6 +8,8 @@ from collector.state import FleetState
 from detectors import rollout
 from detectors.registry import Detection
 from detectors.thresholds import DEFAULT
+from kvpilot.commands.detect import samples_from_snapshot
+from simulator import Fleet, FleetConfig, load_trace, parse_fault
 from tests.unit.detectors.detector_fleet import TICK_S, replica, ttft
 
 TICKS = 12
@@ -59,7 +61,7 @@ def test_cases():
 def test_too_wide_says_how_many_and_which_versions():
     (f,) = _detect([NEW] * 2 + [OLD] * 6, gone=3)
     assert f.summary == (
-        f"ml/chat: a rollout replaces 3 of 8 replicas at once (38%, above 25%); 3 on vllm:{OLD}, 2 on vllm:{NEW}"
+        f"ml/chat: a rollout replaces 3 of 8 replicas at once (38%, above 25%); 6 on vllm:{OLD}, 2 on vllm:{NEW}"
     )
     assert f.subject.deployment == "ml/chat"
     assert f.evidence["replaced_share"] == 3 / 8
@@ -76,3 +78,34 @@ def test_opens_through_hysteresis_after_three_ticks():
     det = Detection(only=["rollout"])
     opened = [det.tick(state, now=now + k).opened for k in range(3)]
     assert [len(o) for o in opened] == [0, 0, 1]
+
+
+def _simulated(wave_size: int) -> list[Any]:
+    """A simulated fleet of 4 rolled to a new model in waves of `wave_size`, read as the collector would."""
+    fleet = Fleet(
+        FleetConfig(replicas=4, cold_start_s=60.0, routing="least_loaded", seed=5),
+        load_trace("synthetic:duration_s=900,rate=4,amplitude=0,bursts=0,prompt_mean=400,output_mean=80", seed=5),
+    )
+    state, det = FleetState(stale_after_s=3 * TICK_S), Detection(only=["rollout"])
+    opened: list[Any] = []
+    t = 0.0
+    while t < 600.0:
+        t += TICK_S
+        if t == 100.0:
+            fleet.inject(parse_fault({"type": "rollout", "wave_size": wave_size, "model_name": "llama-next"}))
+        fleet.advance_to(t)
+        reps, gpus, nodes = samples_from_snapshot(fleet.snapshot(), now=t)
+        state.observe(reps, gpus, now=t, gpu_nodes_scraped=nodes)
+        opened.extend(det.tick(state, now=t).opened)
+    return opened
+
+
+def test_a_simulated_rollout_of_half_the_fleet_at_once_is_flagged():
+    (f,) = _simulated(wave_size=2)
+    assert str(f.severity) == "warning"
+    assert "a rollout replaces 2 of 4 replicas at once (50%, above 25%)" in f.summary
+    assert "llama-next" in f.summary
+
+
+def test_a_simulated_rollout_one_replica_at_a_time_is_not():
+    assert _simulated(wave_size=1) == []
