@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from collector.engines import ENGINES
 from collector.samples import TargetInfo
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,14 @@ def pod_target(pod: Any) -> TargetInfo | None:
     if kind not in KINDS:
         log.warning("%s: annotation %skind=%r is not one of %s; not scraping it", where, ANNOTATION_PREFIX, kind, KINDS)
         return None
+    engine = annotations.get(ANNOTATION_PREFIX + "engine") or None
+    if engine is not None and kind == "engine":
+        # `vLLM` is what people type: read as the adapter's name; a name no adapter has would only leave it down
+        engine = engine.strip().lower()
+        if engine not in ENGINES:
+            log.warning("%s: annotation %sengine=%r is not one of %s (or leave it out); not scraping it", where,
+                        ANNOTATION_PREFIX, annotations[ANNOTATION_PREFIX + "engine"], ", ".join(ENGINES))  # fmt: skip
+            return None
     scheme = annotations.get(ANNOTATION_PREFIX + "scheme", "http")
     if scheme not in ("http", "https"):
         log.warning(
@@ -92,7 +101,7 @@ def pod_target(pod: Any) -> TargetInfo | None:
     return TargetInfo(
         url=f"{scheme}://{host}:{port}{path}",
         kind=kind,
-        engine=annotations.get(ANNOTATION_PREFIX + "engine") or None,
+        engine=engine,
         # absent: found on the page; "" (annotation present, empty): no prefix, no search
         prefix=annotations.get(ANNOTATION_PREFIX + "prefix"),
         namespace=str(meta.namespace or "default"),

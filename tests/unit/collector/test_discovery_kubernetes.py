@@ -107,6 +107,13 @@ POD_CASES = [
     (pod_dict(annotations={"kvpilot.io/port": "http"}), None),
     # an unknown kind is refused, not guessed
     (pod_dict(ports=[8000], annotations={"kvpilot.io/kind": "dcgm"}), None),
+    # an engine is matched without regard to case, as in the targets file and the API
+    (
+        pod_dict(ports=[8000], annotations={"kvpilot.io/engine": "vLLM"}),
+        TargetInfo("http://10.1.2.3:8000/metrics", "engine", "vllm", "prod", "llama", "llama-7d9f-abcde", "gpu-node-1"),
+    ),
+    # an engine no adapter reads is refused (logged), not scraped into a target that is only ever down
+    (pod_dict(ports=[8000], annotations={"kvpilot.io/engine": "vlm"}), None),
 ]
 
 
