@@ -70,7 +70,10 @@ def _common(lists: Sequence[Sequence[str]]) -> int:
 def command(
     urls: Annotated[list[str], typer.Argument(help="Metrics URLs, e.g. http://10.0.0.5:8000/metrics.")],
     engine: Annotated[
-        EngineChoice, typer.Option("--engine", help="Adapter to use; auto detects it from the families present.")
+        EngineChoice,
+        typer.Option(
+            "--engine", help="Adapter to use (any case); auto detects it from the page.", case_sensitive=False
+        ),
     ] = EngineChoice.auto,
     kind: Annotated[
         KindChoice, typer.Option("--kind", help="engine: an inference server; gpu: a dcgm-exporter page.")

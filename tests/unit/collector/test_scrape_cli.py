@@ -110,3 +110,10 @@ def test_two_replicas_on_one_port_print_different_columns() -> None:
     header = next(line for line in out.splitlines() if "field" in line)
     assert "llama-0@" in header
     assert "llama-1@" in header
+
+
+def test_engine_option_in_any_case(base: str) -> None:
+    # `--engine vLLM` is what people type: read as vllm, not refused
+    code, out, _ = run(f"{base}/vllm", "--engine", "vLLM", "--json")
+    assert code == 0
+    assert json.loads(out)["replicas"][0]["engine"] == "vllm"
