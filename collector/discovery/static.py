@@ -90,8 +90,8 @@ def _engine(value: str, where: Callable[[str | None], str]) -> str:
     """One of the adapters' names, matched case-insensitively: a misspelt engine would only leave the target down."""
     name = value.strip().lower()
     if name not in ENGINES:
-        known = ", ".join(ENGINES)
-        raise TargetFileError(f"{where('engine')}: engine: unknown engine {value[:40]!r}; known: {known} (or omit it)")
+        known = f"known: {', '.join(ENGINES)} (or leave it out)"  # the words of store.fields, as the API says it
+        raise TargetFileError(f"{where('engine')}: engine: unknown engine {value[:40]!r}; {known}")
     return name
 
 
