@@ -198,7 +198,7 @@ class ScalerSettings(_Section):
     mode: Literal["advisory", "keda", "direct"] = "advisory"
     planner: PlannerSettings = PlannerSettings()
     cold_start_s: float = Field(default=120.0, ge=0)
-    horizon_s: float | None = Field(default=None, gt=0)  # None: cold start + one tick
+    horizon_s: float | None = Field(default=None, gt=0)  # None: cold start + one tick + half the rate window
     warm_start_s: float = Field(default=86400.0, ge=0)  # stored per-minute history fed to forecasters at start
     default: DeploymentScaling = DeploymentScaling()
     deployments: dict[str, DeploymentScaling] = Field(default_factory=dict)  # key "namespace/name"
@@ -464,7 +464,9 @@ class Settings(BaseSettings):
 
     @property
     def horizon_s(self) -> float:
-        return self.scaler.horizon_s or self.scaler.cold_start_s + self.collector.interval_s
+        return self.scaler.horizon_s or (
+            self.scaler.cold_start_s + self.collector.interval_s + self.collector.rate_window_s / 2.0
+        )
 
 
 # The YAML path for the source above; pydantic-settings builds sources from the class, not the instance.

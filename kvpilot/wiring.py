@@ -65,6 +65,7 @@ def planner_config(settings: Settings, scaling: DeploymentScaling) -> PlannerCon
         cold_start_s=settings.scaler.cold_start_s,
         tick_s=settings.collector.interval_s,
         horizon_s=settings.scaler.horizon_s,
+        rate_window_s=settings.collector.rate_window_s,
         min_replicas=scaling.min_replicas,
         max_replicas=scaling.max_replicas,
         capacity=capacity_config(scaling),

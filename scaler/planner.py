@@ -72,11 +72,15 @@ def planner_config(
     target_utilisation: float = 0.8,
     slo_feedback: bool = True,
     horizon_s: float | None = None,
+    rate_window_s: float = 60.0,
 ) -> PlannerConfig:
     """The planner configuration from the facts of a deployment (cold start, tick, replica bounds, capacity, SLO)
     and the few choices an operator makes. The defaults here are kvpilot's defaults: settings leave a field unset
     to get them, so there is one place they live."""
-    horizon = cold_start_s + tick_s if horizon_s is None else max(horizon_s, cold_start_s)
+    # A rate over a window of w seconds reads the demand of about w/2 ago: to have replicas serving when demand
+    # arrives, forecast that much further than the cold start and the tick.
+    lag = rate_window_s / 2.0
+    horizon = cold_start_s + tick_s + lag if horizon_s is None else max(horizon_s, cold_start_s)
     return PlannerConfig(
         forecaster=forecaster,
         cold_start_s=cold_start_s,
@@ -263,6 +267,7 @@ class _DeploymentPlanner:
                 requests_waiting=queue,
                 replicas_without_metrics=blind,
                 stuck_replicas=stuck,
+                forecast_rate=max(0.0, forecast.point) if forecast_known else None,
             ),
             now=now,
         )

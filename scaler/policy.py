@@ -12,6 +12,8 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
+IDLE_SHARE_OF_REPLICA = 0.05  # a forecast under this share of one replica's capacity does not keep a replica awake
+
 
 @dataclass(frozen=True, slots=True)
 class Tolerances:
@@ -65,6 +67,7 @@ class Demand:
     requests_waiting: float | None
     replicas_without_metrics: int = 0
     stuck_replicas: int = 0  # ready pods making no progress: they hold a replica slot and serve nothing
+    forecast_rate: float | None = None  # requests/s at the horizon, point forecast (the zero decision reads it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +101,17 @@ class ReplicaPolicy:
         predictive = None
         if demand.forecast_upper_rate is not None:
             predictive = self._need(demand.forecast_upper_rate, cap)
+            # Nothing arriving and nothing forecast: the upper band (sized from past errors, which a busy period
+            # left wide) must not keep one replica forever; with min_replicas 0 the deployment may sleep.
+            # "Away" = nothing arriving now, and a forecast worth less than a twentieth of one replica.
+            point = demand.forecast_rate
+            if (
+                point is not None
+                and point < max(c.idle_below_rps, IDLE_SHARE_OF_REPLICA * cap * c.target_utilisation)
+                and (demand.arrival_rate or 0.0) < c.idle_below_rps
+                and not demand.requests_waiting
+            ):
+                predictive = 0
         reactive = None
         if demand.arrival_rate is not None or demand.requests_waiting is not None:
             rate = (demand.arrival_rate or 0.0) + (demand.requests_waiting or 0.0) / c.queue_drain_s

@@ -273,11 +273,6 @@ async def test_answers_stay_valid_at_zero_and_through_the_cold_start(
     assert len(cold) >= COLD_START_S / POLLING_S - 2  # polled all through the cold start, all answered
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="planner side (lead): a forecast that decays towards 0 still rounds up to 1 replica "
-    "(ceil(0.003 / 8.5) = 1), so kvpilot never asks for 0 and KEDA never scales to zero",
-)
 async def test_scale_to_zero_and_back_a_cold_start_ahead(tmp_path: Path, simulator: tuple[str, LiveFleet]) -> None:
     url, live = simulator
     run = await scenario(tmp_path, url, live)

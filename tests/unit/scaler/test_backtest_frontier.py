@@ -1,0 +1,39 @@
+"""The frontier is a bound: on every shared trace, no policy — peers, kvpilot, anything — lands below it.
+
+Each trace is replayed over a 10-minute slice that holds a rise in demand (whole traces belong in bench/backtest.py),
+with every registered policy, and each policy's replica-hours must be at least the frontier's at its own attainment.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scaler.backtest.policies import POLICIES
+from scaler.backtest.run import BacktestConfig, backtest
+
+# (trace, start of the slice, rate scale): slices chosen where demand moves, so that policies scale.
+SLICES = [
+    ("azure2023_code.csv", 600.0, 2.0),
+    ("azure2023_conv.csv", 1200.0, 5.0),
+    ("mooncake_synthetic_trace.jsonl", 0.0, 1.0),
+    ("servegen_m-large_days1-10", 36_000.0, 1.0),
+]
+
+
+@pytest.mark.timeout(1200)  # every policy and the frontier search on a 2-core runner
+@pytest.mark.parametrize(("name", "start", "scale"), SLICES)
+def test_no_policy_lands_below_the_frontier(traces_dir: Path, name: str, start: float, scale: float) -> None:
+    cfg = BacktestConfig(policies=tuple(POLICIES), start_s=start, duration_s=600.0, rate_scale=scale)
+    report = backtest(str(traces_dir / name), cfg)
+    assert report.frontier is not None
+    assert report.frontier.points, "the frontier search verified no schedule"
+    below: dict[str, tuple[float, float, float | None]] = {}
+    for policy, r in report.policies.items():
+        bound = report.frontier.replica_hours_at(r.slo_attainment)
+        if bound is None:  # the policy reached an attainment no frontier schedule did: beyond the bound
+            below[policy] = (round(r.slo_attainment, 4), round(r.replica_hours, 3), None)
+        elif r.replica_hours < bound * 0.999:
+            below[policy] = (round(r.slo_attainment, 4), round(r.replica_hours, 3), round(bound, 3))
+    assert not below, f"{name}: below the frontier (attainment, replica-h, frontier replica-h): {below}"
