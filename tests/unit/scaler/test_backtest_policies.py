@@ -55,13 +55,6 @@ def test_wva_waits_for_pending_replicas() -> None:
     assert POLICIES["wva"](CTX).decide(_history(obs), 60.0) == 3
 
 
-def test_oracle_provisions_a_cold_start_before_the_step() -> None:
-    # Demand steps from 1 to 9 req/s at 1800 s; capacity 2 req/s: 5 replicas, ordered a cold start early.
-    oracle = POLICIES["oracle"](CTX)
-    assert oracle.decide(_history(_obs(1500, 1)), 1500.0) == 1
-    assert oracle.decide(_history(_obs(1700, 1)), 1700.0) == 5
-
-
 def test_dynamo_sla_sizes_for_its_predicted_rate() -> None:
     # 180 s intervals of 360 arrivals (2 req/s), then 1080 (6 req/s), at the reference mix whose capacity is
     # 2 req/s per engine: the predictor follows the new level and asks for 3.
@@ -74,8 +67,3 @@ def test_dynamo_sla_sizes_for_its_predicted_rate() -> None:
         h.add(Observation(180.0 * (i + 1), rep, arrivals, arrivals, 1000.0 * arrivals, 200.0 * arrivals))
         got = dynamo.decide(h, 180.0 * (i + 1))
     assert got == 3
-
-
-def test_oracle_needs_the_future() -> None:
-    with pytest.raises(ValueError, match="oracle"):
-        POLICIES["oracle"](Context(120.0, 2.0, 1.0, 1.0, 1.0))
