@@ -1,7 +1,10 @@
-"""The frontier is a bound: on every shared trace, no policy — peers, kvpilot, anything — lands below it.
+"""The frontier as a bound: no policy — peers, kvpilot, anything — lands below it.
 
-Each trace is replayed over a 10-minute slice that holds a rise in demand (whole traces belong in bench/backtest.py),
-with every registered policy, and each policy's replica-hours must be at least the frontier's at its own attainment.
+Each trace is replayed over a 10-minute slice that holds a rise in demand, with every registered policy, and each
+policy's replica-hours must be at least the frontier's at its own attainment. Only the two request-level slices that
+fit CI's time run here (the conversation ×5 and ServeGen slices took over 20 minutes each on the shared runner);
+bench/backtest.py checks every whole trace and BENCHMARKS.md records where the frontier is beaten (hpa-util on
+Azure code ×4 and Mooncake, dynamo-sla on Azure code ×4): the window-by-window search is not yet a true bound.
 """
 
 from __future__ import annotations
@@ -16,9 +19,7 @@ from scaler.backtest.run import BacktestConfig, backtest
 # (trace, start of the slice, rate scale): slices chosen where demand moves, so that policies scale.
 SLICES = [
     ("azure2023_code.csv", 600.0, 2.0),
-    ("azure2023_conv.csv", 1200.0, 5.0),
     ("mooncake_synthetic_trace.jsonl", 0.0, 1.0),
-    ("servegen_m-large_days1-10", 36_000.0, 1.0),
 ]
 
 
