@@ -238,25 +238,11 @@ class _Lockstep:
         self._resume.set()
 
 
-def serving_profile_settings(profile: Any) -> dict[str, float | int]:
-    """A replica profile as an operator would configure it from a benchmark of one replica
-    (`scaler.default.profile`): prefill tokens/s with full chunks, decode step alone and with a full batch of short
-    sequences, the KV pool, and KV tokens read per second."""
-    chunk = profile.max_num_batched_tokens
-    full = profile.max_num_seqs
-    return {
-        "prefill_tokens_per_s": chunk / profile.step_time(chunk, 0, 0),
-        "decode_step_s": profile.step_time(0, 1, 0),
-        "decode_tokens_per_s": full / profile.step_time(0, full, 0),
-        "kv_tokens": float(profile.kv_capacity_tokens),
-        "max_num_seqs": full,
-        "kv_read_tokens_per_s": 1.0 / profile.kv_read_s_per_token,
-    }
-
-
 def _scaling_settings(profile: Any) -> dict[str, Any]:
     """What a real operator configures for this deployment from a benchmark of one replica."""
-    return {"profile": serving_profile_settings(profile)}
+    from scaler.backtest.sim import serving_profile_fields
+
+    return {"profile": serving_profile_fields(profile)}
 
 
 @contextlib.contextmanager

@@ -122,17 +122,8 @@ def choose_fidelity(trace: Any, requested: str | None) -> str:
 
 
 def serving_profile() -> ServingProfile:
-    """The simulated replica as a benchmark of it reads: prefill tokens/s, the decode step alone and with a full
-    batch, its KV pool and the KV bandwidth (the simulator's replica model; never the scored trace)."""
-    p = sim.replica_profile()
-    return ServingProfile(
-        prefill_tokens_per_s=1.0 / p.prefill_s_per_token,
-        decode_step_s=p.base_s + p.decode_s_per_seq,
-        decode_tokens_per_s=p.max_num_seqs / (p.base_s + p.max_num_seqs * p.decode_s_per_seq),
-        kv_tokens=float(p.kv_capacity_tokens),
-        max_num_seqs=p.max_num_seqs,
-        kv_read_tokens_per_s=1.0 / p.kv_read_s_per_token if p.kv_read_s_per_token > 0 else None,
-    )
+    """The simulated replica as a benchmark of it reads (the simulator's replica model; never the scored trace)."""
+    return ServingProfile(**sim.serving_profile_fields())  # type: ignore[arg-type]
 
 
 def mean_mix(trace: Any) -> TokenMix:

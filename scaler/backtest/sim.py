@@ -20,6 +20,23 @@ def replica_profile() -> Any:
     return simulator.profile.ReplicaProfile()
 
 
+def serving_profile_fields(profile: Any = None) -> dict[str, float | int]:
+    """A simulated replica as an operator would configure it from a benchmark of one replica
+    (`scaler.default.profile`, `scaler.capacity.ServingProfile`): prefill tokens/s with full chunks, the decode
+    step alone and with a full batch of short sequences, the KV pool, and KV tokens read per second. The one
+    derivation the backtest and the demo share."""
+    p = profile if profile is not None else replica_profile()
+    chunk, full = p.max_num_batched_tokens, p.max_num_seqs
+    return {
+        "prefill_tokens_per_s": chunk / p.step_time(chunk, 0, 0),
+        "decode_step_s": p.step_time(0, 1, 0),
+        "decode_tokens_per_s": full / p.step_time(0, full, 0),
+        "kv_tokens": float(p.kv_capacity_tokens),
+        "max_num_seqs": full,
+        "kv_read_tokens_per_s": 1.0 / p.kv_read_s_per_token,
+    }
+
+
 def render_page(replica: Any, engine: str) -> bytes:
     """The `/metrics` page the live simulator serves for this replica snapshot."""
     from simulator.exposition import render_replica

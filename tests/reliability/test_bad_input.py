@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 
+import pytest
 from sqlalchemy import text
 
 from store.db import make_engine
 from tests.reliability.conftest import Recorder, Store
-from tests.reliability.harness import ENGINE, SECRET, A, R, running
+from tests.reliability.harness import ENGINE, SECRET, A, R, running, wait_for
 
 LONE_SURROGATE = '"\\ud800"'  # JSON text for a lone surrogate, as a client can send it
 NUL = '"a\\u0000b"'
@@ -76,9 +76,7 @@ def test_bad_bodies_are_refused_with_4xx_never_5xx(store: Store, record: Recorde
 
 def test_credentials_in_a_target_url_are_never_shown(store: Store, record: Recorder) -> None:
     with running(store.url, static=[ENGINE]) as r, r.client() as c:
-        t0 = time.monotonic()
-        while r.ticks() < 2 and time.monotonic() - t0 < 20:
-            time.sleep(0.05)
+        wait_for(lambda: r.ticks() >= 2, timeout_s=20, what="two ticks with the credentialed target")
         metrics = c.get("/metrics").text
         targets = c.get("/v1/targets", headers=R).text
         leaked = [where for where, body in (("/metrics", metrics), ("/v1/targets", targets)) if SECRET in body]
@@ -89,7 +87,7 @@ def test_credentials_in_a_target_url_are_never_shown(store: Store, record: Recor
 
 
 def test_a_restart_skips_rows_an_older_version_stored(
-    store: Store, record: Recorder, caplog: logging.LogCaptureFixture
+    store: Store, record: Recorder, caplog: pytest.LogCaptureFixture
 ) -> None:
     # What issue 11 found: a decision for 'probe/a/b' made every later start exit. And a stored target with
     # credentials (older versions accepted it).

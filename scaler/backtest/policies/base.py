@@ -28,7 +28,6 @@ class Context:
     max_replicas: int | None = None
     future_rate: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
     bin_s: float = 30.0
-    idle_attainment: float = 1.0  # what one idle replica achieves: misses beyond reach of any scaler
     tick_s: float = 5.0  # kvpilot's control-loop interval (settings `collector.interval_s`)
     planner: Any = None  # kvpilot's `PlannerConfig`, built from settings as `kvpilot run` builds it
 
