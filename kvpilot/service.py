@@ -153,6 +153,8 @@ class Service:
         self.stop = asyncio.Event()
         self._wake_writer = asyncio.Event()
         self._wake_actuator = asyncio.Event()
+        self.actuator_passes_started = 0  # passes begin after the wake is cleared: one begun after a tick saw it
+        self.actuator_passes_done = 0
         self._wake_drains = asyncio.Event()
         self._node_drains: dict[str, str] = {}
         self.store_hang_s = store_hang_s
@@ -305,6 +307,7 @@ class Service:
             self._wake_actuator.clear()
             if self.stop.is_set():
                 return
+            self.actuator_passes_started += 1
             await self._refresh_drains()
             snapshot = self.loop.latest
             if self.actuation is not None and self.leadership.leader and snapshot is not None:
@@ -313,6 +316,7 @@ class Service:
                 except Exception:
                     self.metrics.stage_errors.labels("actuate").inc()
                     log.exception("actuation stage failed; retrying next tick")
+            self.actuator_passes_done += 1
             self._wake_drains.set()
 
     async def _run_drain_worker(self) -> None:

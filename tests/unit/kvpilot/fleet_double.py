@@ -104,6 +104,14 @@ async def until(predicate: Callable[[], bool], *, what: str, polls: int = 6000) 
     raise AssertionError(f"never happened: {what}")
 
 
+async def actuator_caught_up(service: Service) -> None:
+    """Wait until the actuator has made a whole pass that began after the last tick woke it (passes coalesce)."""
+    await until(
+        lambda: not service._wake_actuator.is_set() and service.actuator_passes_done == service.actuator_passes_started,
+        what="the actuator caught up with the last tick",
+    )
+
+
 async def run_ticks(service: Service, timer: VirtualTimer, n: int) -> None:
     """Let the loop complete ``n`` more ticks in virtual time; returns with the loop asleep between ticks."""
     target = service.loop.tick_count + n
