@@ -40,6 +40,10 @@ class TokenAuth:
         self._tokens += [(_digest(t), Principal(f"read#{i}", False)) for i, t in enumerate(read_tokens)]
         self.enabled = bool(self._tokens)
         self.anonymous_read = anonymous_read
+        self.refusals: dict[int, int] = {401: 0, 403: 0}  # kvpilot_api_auth_refusals_total{status}
+
+    def count_refusal(self, status: int) -> None:
+        self.refusals[status] = self.refusals.get(status, 0) + 1
 
     def _match(self, token: str) -> Principal | None:
         presented = _digest(token)

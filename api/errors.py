@@ -45,6 +45,9 @@ def install(app: FastAPI) -> None:
     async def _auth(request: Request, e: AuthError) -> JSONResponse:
         # Who tried what, never the token: failed logins are what an operator looks for after an incident.
         client = request.client.host if request.client else "unknown"
+        auth = getattr(request.app.state, "auth", None)
+        if auth is not None:
+            auth.count_refusal(e.status)
         log.warning("audit: refused %s %s from %s: %d %s", request.method, request.url.path, client, e.status, e.detail)
         headers = {"WWW-Authenticate": 'Bearer realm="kvpilot"'} if e.status == 401 else None
         return JSONResponse({"detail": e.detail}, status_code=e.status, headers=headers)

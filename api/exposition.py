@@ -14,6 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from api import series as S  # noqa: N812  (the catalogue reads best as S.NAME)
+from api.auth import TokenAuth
 from api.runtime import RuntimeHealth, Snapshot
 from collector.rates import histogram_quantile
 from detectors.xid import triage
@@ -111,6 +112,22 @@ class _SnapshotCollector(Collector):
         snap = self._snapshot()
         if snap is not None:
             yield from snapshot_families(snap)
+
+
+class AuthRefusals(Collector):
+    """``kvpilot_api_auth_refusals_total{status}`` from the counts ``TokenAuth`` keeps (the API's exception handler
+    counts; no registry is needed where the app is built)."""
+
+    def __init__(self, auth: TokenAuth) -> None:
+        self._auth = auth
+
+    def collect(self) -> Iterable[Metric]:
+        c = CounterMetricFamily(
+            S.API_AUTH_REFUSALS.name.removesuffix("_total"), S.API_AUTH_REFUSALS.help, labels=S.API_AUTH_REFUSALS.labels
+        )
+        for status, n in sorted(self._auth.refusals.items()):
+            c.add_metric([str(status)], n)
+        yield c
 
 
 class OwnMetrics:

@@ -7,6 +7,7 @@ from fastapi import FastAPI
 from api import errors
 from api.auth import TokenAuth
 from api.deadline import RequestDeadline
+from api.exposition import AuthRefusals
 from api.limits import BodySizeLimit
 from api.routers import decisions, deployments, drains, findings, gpus, health, metrics, metrics_api, replicas, targets
 from api.runtime import Runtime
@@ -24,6 +25,7 @@ def create_app(runtime: Runtime, auth: TokenAuth, *, request_timeout_s: float = 
     )
     app.state.runtime = runtime
     app.state.auth = auth
+    runtime.registry.register(AuthRefusals(auth))
     errors.install(app)
     for module in ROUTERS:
         app.include_router(module.router)

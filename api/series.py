@@ -87,6 +87,12 @@ DRAIN_REFUSALS = Series(
     ("node", "reason"),
     "Drains the safety rails refused, one per node per tick, by rail (the log says it once per node and rail).",
 )
+API_AUTH_REFUSALS = Series(
+    "kvpilot_api_auth_refusals_total",
+    "counter",
+    ("status",),
+    "API requests refused: 401 (no or unknown token) or 403 (read token on a change); each is logged with client.",
+)
 # Every value the `stage` label takes (kvpilot.loop and kvpilot.service).
 LOOP_STAGES = ("discover", "collect", "observe", "detect", "decide", "publish", "kv_projection", "drains", "actuate")
 LEADER = _g("kvpilot_leader", (), "1 while this replica holds the Lease and may actuate.")

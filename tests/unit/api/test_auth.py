@@ -105,6 +105,22 @@ def test_tokens_never_logged(runtime: FakeRuntime, caplog: pytest.LogCaptureFixt
     assert "x" * 30 not in caplog.text
 
 
+def test_refusals_are_logged_with_the_client_and_counted_on_metrics(
+    runtime: FakeRuntime, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="api.errors")
+    client = make_client(runtime)
+    client.get("/v1/replicas")  # 401: no token
+    client.get("/v1/replicas", headers=auth("y" * 30))  # 401: unknown token
+    client.post("/v1/drains", json={"node": "node-0"}, headers=auth(READ))  # 403: read scope on a change
+    client.get("/v1/replicas", headers=auth(READ))  # allowed: not counted
+    assert sum("audit: refused" in r.getMessage() for r in caplog.records) == 3
+    assert "testclient" in caplog.text  # who: the client address
+    page = client.get("/metrics").text
+    assert 'kvpilot_api_auth_refusals_total{status="401"} 2.0' in page
+    assert 'kvpilot_api_auth_refusals_total{status="403"} 1.0' in page
+
+
 def test_matcher_names_the_principal_without_the_token() -> None:
     a = TokenAuth(["r1" * 10], ["a1" * 10, "a2" * 10], anonymous_read=False)
     p = a.authenticate("Bearer " + "a2" * 10, need_admin=True)
