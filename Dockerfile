@@ -1,5 +1,6 @@
-# kvpilot container image. No image can be built on the development machines (no Docker engine there);
-# CI renders the manifests instead. Build elsewhere with: docker build -t kvpilot:0.1.0 .
+# kvpilot container image: `make image` builds it as kvpilot:<version in pyproject.toml>, the tag deploy/base runs,
+# with docker, podman or buildah. The development machines and CI have no container engine: `make lint` lints this
+# file (hadolint) and tests/deploy/test_image.py builds the wheel from exactly the files copied below.
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./

@@ -4,7 +4,11 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench system-deps generate check-generated clean chaos compile clean-native test-native
+.PHONY: demo test test-fast lint bench system-deps generate check-generated clean chaos compile clean-native test-native image
+
+# The container image deploy/base runs: deploy/base/kustomization.yaml names this tag (tests/deploy checks they agree).
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+IMAGE   ?= kvpilot:$(VERSION)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +27,22 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/hadolint Dockerfile
+
+# Builds $(IMAGE) with the first of docker, podman or buildah found; says so and fails where there is none.
+image:
+	@builder=$$(command -v docker || command -v podman || command -v buildah); \
+	if [ -z "$$builder" ]; then \
+	  echo "make image: no container builder here (looked for docker, podman, buildah); install one, or run \`docker build -t $(IMAGE) .\` where one is" >&2; \
+	  exit 1; \
+	fi; \
+	if ! "$$builder" info >/dev/null 2>&1; then \
+	  echo "make image: $$builder is installed but \`$$builder info\` fails (no engine or daemon answering); start it, or build where one runs" >&2; \
+	  exit 1; \
+	fi; \
+	case "$$builder" in *buildah) verb=bud ;; *) verb=build ;; esac; \
+	echo "$$builder $$verb -t $(IMAGE) ."; \
+	"$$builder" $$verb -t $(IMAGE) .
 
 test: $(STAMP) system-deps lint check-generated
 	$(BIN)/pytest -q
