@@ -19,6 +19,7 @@ GENERATORS: list[str] = [
     "scaler.keda.codegen:generate",
     "dashboards.generate:files",
     "alerts.rules:generate",
+    "alerts.recording:generate",
     "kvpilot.manifests:files",
     "kvpilot.docs_gen:files",
 ]

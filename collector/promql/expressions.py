@@ -1,0 +1,142 @@
+"""The PromQL kvpilot asks of a large fleet: one source for the recording rules it ships (``alerts.recording``)
+and for the ad-hoc queries it runs where those rules are not installed.
+
+Per deployment (labels ``namespace`` and ``deployment``): the signals ``FleetState`` would sum over ready
+replicas — queue, KV usage mean/max, request and token rates, arrival rate, replica counts — and the TTFT, ITL
+and queue-time histograms as bucket increases summed ``by (le, namespace, deployment)``. Every series carries
+``kvpilot_signal="<name>"`` so that one query returns them all and the answer names what each series is.
+
+Per replica, only where a detector needs one (chosen server-side, so the answer grows with the sick replicas,
+not the fleet): KV usage from the level where kv_exhaustion starts projecting, requests running with no token
+progress (stuck_gpu, the planner's stuck replicas), GPUs with an XID, a double-bit ECC error or a failed row
+remap. vLLM V1 names; the ``deployment`` label comes from relabelling (docs/scaling-large-fleets.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+DEPLOYMENT_LABEL = "deployment"
+SIGNAL_LABEL = "kvpilot_signal"
+BY = f"namespace, {DEPLOYMENT_LABEL}"
+RECORD_PREFIX = "deployment:kvpilot_"
+RULE_WINDOW = "1m"  # recorded at a fixed window; FleetState's default rate_window_s is the same 60 s
+# Inference targets are the ones relabelled with a deployment: `up` of anything else is not a replica.
+TARGET_SELECTOR = f'{DEPLOYMENT_LABEL}!=""'
+
+Expr = Callable[[str, str], str]  # (window, selector) -> PromQL
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    name: str  # the kvpilot_signal label value, and the DeploymentAggregate field it fills
+    record: str  # the recorded series' name
+    expr: Expr
+
+
+def _sum(metric: str) -> Expr:
+    return lambda w, s: f"sum by ({BY}) ({metric}{{{s}}})"
+
+
+def _rate(metric: str) -> Expr:
+    return lambda w, s: f"sum by ({BY}) (rate({metric}{{{s}}}[{w}]))"
+
+
+def _kv(op: str) -> Expr:
+    # A pod's usage is the mean over its data-parallel engines (collector.engines.vllm), then over pods.
+    return lambda w, s: f"{op} by ({BY}) (avg by ({BY}, pod) (vllm:kv_cache_usage_perc{{{s}}}))"
+
+
+def _arrival(w: str, s: str) -> str:
+    # FleetState: finished rate + d(waiting + running)/dt. deriv() over a subquery of the deployment's sum.
+    in_flight = f"sum by ({BY}) (vllm:num_requests_waiting{{{s}}}) + sum by ({BY}) (vllm:num_requests_running{{{s}}})"
+    return f"clamp_min({_rate('vllm:request_success_total')(w, s)} + deriv(({in_flight})[{w}:]), 0)"
+
+
+def _histogram(metric: str, part: str) -> Expr:
+    by = f"le, {BY}" if part == "bucket" else BY
+    return lambda w, s: f"sum by ({by}) (increase({metric}_{part}{{{s}}}[{w}]))"
+
+
+_HISTOGRAMS = {
+    "ttft": "vllm:time_to_first_token_seconds",
+    "itl": "vllm:inter_token_latency_seconds",
+    "queue_time": "vllm:request_queue_time_seconds",
+}
+
+SIGNALS: tuple[Signal, ...] = (
+    Signal("replicas", f"{RECORD_PREFIX}replicas:count", lambda w, s: f"count by ({BY}) (up{{{s}}})"),
+    Signal("ready_replicas", f"{RECORD_PREFIX}ready_replicas:sum", lambda w, s: f"sum by ({BY}) (up{{{s}}})"),
+    Signal("requests_waiting", f"{RECORD_PREFIX}requests_waiting:sum", _sum("vllm:num_requests_waiting")),
+    Signal("requests_running", f"{RECORD_PREFIX}requests_running:sum", _sum("vllm:num_requests_running")),
+    Signal("kv_usage_mean", f"{RECORD_PREFIX}kv_usage:avg", _kv("avg")),
+    Signal("kv_usage_max", f"{RECORD_PREFIX}kv_usage:max", _kv("max")),
+    Signal("requests_finished_rate", f"{RECORD_PREFIX}requests_finished:rate1m", _rate("vllm:request_success_total")),
+    Signal("arrival_rate", f"{RECORD_PREFIX}arrival:rate1m", _arrival),
+    Signal("prompt_tokens_rate", f"{RECORD_PREFIX}prompt_tokens:rate1m", _rate("vllm:prompt_tokens_total")),
+    Signal("generation_tokens_rate", f"{RECORD_PREFIX}generation_tokens:rate1m", _rate("vllm:generation_tokens_total")),
+    Signal("preemptions_rate", f"{RECORD_PREFIX}preemptions:rate1m", _rate("vllm:num_preemptions_total")),
+    Signal("prefix_hits_rate", f"{RECORD_PREFIX}prefix_hits:rate1m", _rate("vllm:prefix_cache_hits_total")),
+    Signal("prefix_queries_rate", f"{RECORD_PREFIX}prefix_queries:rate1m", _rate("vllm:prefix_cache_queries_total")),
+    *(
+        Signal(f"{field}_{part}", f"{RECORD_PREFIX}{field}_seconds_{part}:increase1m", _histogram(metric, part))
+        for field, metric in _HISTOGRAMS.items()
+        for part in ("bucket", "sum", "count")
+    ),
+)
+HISTOGRAM_FIELDS = tuple(_HISTOGRAMS)
+
+
+def selector(extra: str = "") -> str:
+    """The label matchers every raw series is read with: inference targets, narrowed by ``extra``."""
+    return TARGET_SELECTOR + (f",{extra}" if extra else "")
+
+
+def rules_query(extra: str = "") -> str:
+    """Every recorded series (the rules installed answer it; an empty answer means they are not)."""
+    return f'{{__name__=~"{RECORD_PREFIX}.+"' + (f",{extra}" if extra else "") + "}"
+
+
+def adhoc_query(window: str, extra: str = "") -> str:
+    """The same series as ``rules_query`` computed now, each labelled with its signal, in one query."""
+    s = selector(extra)
+    parts = [f'label_replace({sig.expr(window, s)}, "{SIGNAL_LABEL}", "{sig.name}", "", "")' for sig in SIGNALS]
+    return " or ".join(parts)
+
+
+def sick_replicas(window: str, extra: str, *, kv_from: float, limit: int) -> str:
+    """``(namespace, pod)`` of replicas a per-replica detector must see, at most ``limit`` (highest value
+    first: stuck replicas by requests held, then the fullest KV pools)."""
+    s = selector(extra)
+    kv = f"max by (namespace, pod) (vllm:kv_cache_usage_perc{{{s}}}) >= {kv_from:g}"
+    stuck = (
+        f"max by (namespace, pod) (vllm:num_requests_running{{{s}}}) > 0 unless on (namespace, pod) "
+        f"(sum by (namespace, pod) (rate(vllm:generation_tokens_total{{{s}}}[{window}])) > 0)"
+    )
+    return f"topk({limit}, ({stuck}) or ({kv}))"
+
+
+def replica_series(names_regex: str, window: str, extra: str, *, kv_from: float, limit: int) -> str:
+    """Every wanted family's raw series, for the sick replicas only."""
+    sick = sick_replicas(window, extra, kv_from=kv_from, limit=limit)
+    return f'{{__name__=~"{names_regex}",{selector(extra)}}} and on (namespace, pod) ({sick})'
+
+
+GPU_FAULTS = (
+    "DCGM_FI_DEV_XID_ERRORS != 0",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL > 0",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE > 0",
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS > 0",
+)
+
+
+def gpu_series(names_regex: str, extra: str = "") -> str:
+    """Every DCGM series of the GPUs that show a fault, and nothing of the healthy ones."""
+    sel = f",{extra}" if extra else ""
+    faults = " or ".join(f"({f.replace(' ', f'{{{extra}}} ', 1) if extra else f})" for f in GPU_FAULTS)
+    return f'{{__name__=~"{names_regex}"{sel}}} and on (instance, gpu) ({faults})'
+
+
+def down_targets(extra: str = "") -> str:
+    return f"up{{{selector(extra)}}} == 0"
