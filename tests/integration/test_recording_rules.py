@@ -16,12 +16,12 @@ from collector.promql import expressions
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_committed_files_are_what_the_code_generates():
+def test_committed_files_are_what_the_code_generates() -> None:
     for rel, content in recording.generate().items():
         assert (REPO / rel).read_text() == content, f"{rel} is stale: run `make generate`"
 
 
-def test_every_signal_is_recorded_once_with_its_label():
+def test_every_signal_is_recorded_once_with_its_label() -> None:
     # One rule per signal the source decodes, each naming its signal, so the rules and ad-hoc answers read alike.
     rules = recording.rule_groups()["groups"][0]["rules"]
     assert [r["labels"][expressions.SIGNAL_LABEL] for r in rules] == [s.name for s in expressions.SIGNALS]
@@ -33,7 +33,7 @@ def test_every_signal_is_recorded_once_with_its_label():
 
 
 @pytest.mark.integration
-def test_promtool_checks_and_tests_the_rules(tmp_path):
+def test_promtool_checks_and_tests_the_rules(tmp_path: Path) -> None:
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.fail("promtool not installed: run `make system-deps`")
@@ -48,7 +48,7 @@ def test_promtool_checks_and_tests_the_rules(tmp_path):
 
 
 @pytest.mark.integration
-def test_promtool_fails_a_wrong_expectation(tmp_path, monkeypatch):
+def test_promtool_fails_a_wrong_expectation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The cases have teeth: one expected figure off and promtool says so.
     monkeypatch.setitem(recording.EXPECTED, "arrival_rate", 3.5)
     for rel, content in recording.generate().items():
