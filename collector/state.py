@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from collector.aggregates import DeploymentAggregate
 from collector.rates import (
     counter_points,
     derivative,
@@ -86,6 +87,11 @@ class DeploymentView:
     preemptions_rate: float | None
     ttft_window: Histogram | None
     itl_window: Histogram | None = None
+    # Set only by ``observe_deployments`` (signals Prometheus aggregated), where ``replicas`` holds only the replicas
+    # a detector must see: the deployment's replica count, finished requests/s and queue-time window.
+    replica_count: int | None = None
+    requests_finished_rate: float | None = None
+    queue_time_window: Histogram | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,6 +341,19 @@ class FleetState:
             if not points:
                 del self._deployment_history[key]
 
+    def observe_deployments(self, aggregates: Iterable[DeploymentAggregate], *, now: float) -> None:
+        """After ``observe``: deployments whose signals Prometheus aggregated (``collector.promql``). Each one's view
+        and history point come from its aggregate; its ``replicas`` are the replicas ``observe`` took for it (only
+        those a detector must see). Deployments without an aggregate keep the view built from their replicas."""
+        for agg in aggregates:
+            members = self._deployment_views.get(agg.key)
+            view = _aggregate_view(agg, members.replicas if members is not None else ())
+            self._deployment_views[agg.key] = view
+            points = self._deployment_history.setdefault(agg.key, deque(maxlen=self.max_points))
+            if points and points[-1].t >= now:
+                points.pop()  # the point observe() built from the few replicas it saw
+            points.append(replace(_point(now, view), replica_count=agg.replicas))
+
     # -- views ---------------------------------------------------------------------------------------
 
     def _rebuild_views(self, now: float) -> None:
@@ -509,6 +528,30 @@ def _deployment_view(key: str, members: list[ReplicaView]) -> DeploymentView:
         preemptions_rate=_sum(m.preemptions_rate for m in ready),
         ttft_window=histogram_add(m.ttft_window for m in ready),
         itl_window=histogram_add(m.itl_window for m in ready),
+    )
+
+
+def _aggregate_view(agg: DeploymentAggregate, members: tuple[ReplicaView, ...]) -> DeploymentView:
+    return DeploymentView(
+        key=agg.key,
+        namespace=agg.namespace,
+        name=agg.deployment,
+        replicas=members,
+        ready_replicas=agg.ready_replicas,
+        requests_waiting=agg.requests_waiting,
+        requests_running=agg.requests_running,
+        kv_usage_mean=agg.kv_usage_mean,
+        kv_usage_max=agg.kv_usage_max,
+        arrival_rate=agg.arrival_rate,
+        prompt_tokens_rate=agg.prompt_tokens_rate,
+        generation_tokens_rate=agg.generation_tokens_rate,
+        prefix_hit_ratio=ratio(agg.prefix_hits_rate, agg.prefix_queries_rate),
+        preemptions_rate=agg.preemptions_rate,
+        ttft_window=agg.ttft_window,
+        itl_window=agg.itl_window,
+        replica_count=agg.replicas,
+        requests_finished_rate=agg.requests_finished_rate,
+        queue_time_window=agg.queue_time_window,
     )
 
 

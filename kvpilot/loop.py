@@ -202,6 +202,9 @@ class ControlLoop:
             ),
             None,
         )
+        aggregates = getattr(self.collector, "last_aggregates", None)  # collector.promql: deployments Prometheus summed
+        if aggregates:
+            self._guard("observe", lambda: self.state.observe_deployments(aggregates, now=now), None)
         view = await self._read_scale(now)
         no_transitions: Transitions | None = None
         no_findings: list[Finding] = []

@@ -6,7 +6,8 @@ direct scaling, the node → drain-state map) and that wakes the ``drain-worker`
 time, in a thread); the loop awaits neither, so a drain whose PodDisruptionBudget keeps refusing, or a store call
 that hangs, never delays a tick.
 
-Shutdown: SIGTERM sets one stop flag. The tick in progress finishes (it is never cancelled half-way), a running
+Shutdown: SIGTERM sets one stop flag. The tick in progress finishes (it is never cancelled half-way; a PromQL
+source abandons its queries and decoding at once, so that tick ends promptly with no samples), a running
 drain is interrupted (its action goes back to approved for the next leader), then the store writer flushes what is
 pending, then the tasks end. After SIGKILL, a restart restores open findings (so
 hysteresis does not flap them), the last decision of every deployment (published at once, so KEDA keeps its
@@ -158,6 +159,9 @@ class Service:
         self._wake_drains = asyncio.Event()
         self._node_drains: dict[str, str] = {}
         self.store_hang_s = store_hang_s
+        register = getattr(loop.collector, "register_metrics", None)  # a PromQL source's own gauges on /metrics
+        if register is not None:
+            register(metrics.registry)
         self._probe_every_s = store_probe_every_s
         self._probe_started: float | None = None  # time.monotonic() of the probe in flight
         self._probe_ok = True
@@ -249,6 +253,9 @@ class Service:
     async def wait(self) -> None:
         """Until stop: then the tick in progress finishes and pending writes are flushed."""
         await self.stop.wait()
+        abort = getattr(self.loop.collector, "abort", None)  # a PromQL source drops the tick's queries at once
+        if abort is not None:
+            abort()
         for wake in (self._wake_writer, self._wake_actuator, self._wake_drains):
             wake.set()
         # A task waiting on a store that hangs would hold shutdown for as long as the store does: bounded, then

@@ -81,6 +81,13 @@ class DiscoverySettings(_Section):
     kubernetes_namespace: str | None = None  # None: all namespaces
     kubernetes_label_selector: str = "kvpilot.io/scrape=true"
     promql_url: str | None = None
+    # `replicas`: every raw series of every replica, each tick (exact, cost grows with the fleet); `aggregates`:
+    # per-deployment signals computed by Prometheus (kvpilot's recording rules, else ad hoc) plus only the replicas
+    # and GPUs a detector must see (docs/scaling-large-fleets.md).
+    promql_mode: Literal["replicas", "aggregates"] = "replicas"
+    promql_selector: str = ""  # label matchers added to every PromQL query, e.g. `namespace="prod"`
+    promql_max_answer_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)  # a larger answer fails the tick
+    promql_max_replicas: int = Field(default=500, ge=1)  # aggregates mode: most replicas read series by series
     simulator_replicas: int = Field(default=4, ge=1, le=1000)
     simulator_trace: Path | None = None  # None: the simulator's built-in default
 

@@ -182,7 +182,13 @@ def _kubernetes(settings: Settings) -> Sources:
 
 def _promql(settings: Settings) -> Sources:
     """Prometheus already scrapes the fleet: its query API replaces the collect stage, not just discovery."""
-    source = _collector_source("promql", settings)
+    from collector.discovery import promql
+
+    kv = settings.detectors.thresholds(tick_s=settings.collector.interval_s).kv
+    try:
+        source = promql.from_settings(settings.collector.discovery, settings.collector, kv_from=kv.project_from_usage)
+    except ValueError as e:
+        raise SettingsError(f"collector.discovery (promql): {e}") from None
     return Sources(discovery=source, static=StaticTargets(), collector=source)
 
 

@@ -1,43 +1,73 @@
 """Read the fleet from an existing Prometheus (or Thanos, Mimir) instead of scraping it.
 
-One instant query fetches every series of the families the adapters read, plus ``up``; series are
-grouped by the scrape target they came from (``job``, ``instance``), rebuilt into the `MetricFamily` /
-`Sample` objects the text parser would have produced (types from ``/api/v1/metadata``), and handed to
-`collector.adapt.adapt_families`: the same adapters serve both paths, so a PromQL-fed FleetState equals
-a scraped one. This is how kvpilot follows fleets far beyond what one process could scrape.
+Two modes (``collector.discovery.promql_mode``):
+
+- ``replicas``: one instant query fetches every series of the families the adapters read, plus ``up``; series
+  are grouped by the scrape target they came from (``job``, ``instance``), rebuilt into the `MetricFamily` /
+  `Sample` objects the text parser would have produced (types from ``/api/v1/metadata``), and handed to
+  `collector.adapt.adapt_families`: the same adapters serve both paths, so a PromQL-fed FleetState equals a
+  scraped one. Cost grows with the fleet (every raw series, every tick).
+- ``aggregates``: Prometheus computes each deployment's signals (kvpilot's recording rules where installed,
+  else the same expressions ad hoc: ``collector.promql.expressions``), and only the replicas and GPUs a
+  detector must see are read series by series. Cost grows with the deployments and the sick replicas.
+
+Answers are asked for gzip-compressed, read up to a size cap, decoded with orjson and regrouped in a worker
+thread, so the event loop (HTTP API, KEDA's gRPC) keeps answering during a tick; ``abort()`` (SIGTERM) ends
+the tick's queries and decoding at once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
+import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Literal
 
 import httpx
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
 
 from collector.adapt import WANTED_FAMILIES, adapt_families
+from collector.aggregates import DeploymentAggregate
 from collector.clock import Clock, WallClock
 from collector.exposition import MetricFamily, Sample
 from collector.health import HealthBook
+from collector.promql import decode, expressions
+from collector.promql.decode import PromQLError, Stopped
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult, ScrapeResult
 
 # Labels Prometheus attaches to every series of a target (not part of the page the target served).
-TARGET_LABELS = frozenset({"job", "instance", "namespace", "pod", "node", "container", "service", "endpoint"})
+TARGET_LABELS = frozenset(
+    {"job", "instance", "namespace", "pod", "node", "container", "service", "endpoint", expressions.DEPLOYMENT_LABEL}
+)
 SUFFIXES = ("_bucket", "_sum", "_count", "_total")
 
+Mode = Literal["replicas", "aggregates"]
+MODES: tuple[Mode, ...] = ("replicas", "aggregates")
+DEFAULT_MAX_ANSWER_BYTES = 256 * 1024 * 1024
+DEFAULT_MAX_REPLICAS = 500
+DEFAULT_KV_FROM = 0.40  # detectors.thresholds.KvThresholds.project_from_usage; kvpilot.sources passes the live one
 
-class PromQLError(RuntimeError):
-    """Prometheus could not be queried; the message says which URL and why."""
+log = logging.getLogger(__name__)
+
+__all__ = ["PromQLError", "PromQLSource", "Stopped", "families_selector", "from_settings", "rebuild_families"]
 
 
 def families_selector(wanted: Sequence[str] | frozenset[str] = WANTED_FAMILIES) -> str:
     """``{__name__=~"..."}`` matching every sample name of the wanted families (and ``up``)."""
+    return '{__name__=~"' + names_regex(wanted) + '|up"}'
+
+
+def names_regex(wanted: Sequence[str] | frozenset[str] = WANTED_FAMILIES) -> str:
+    """An RE2 regex (Prometheus anchors it) matching every sample name of the wanted families."""
     bases = sorted({_strip_total(n) for n in wanted})
     alternatives = "|".join(re.escape(b) for b in bases)
-    # Prometheus anchors the regex; RE2 has non-capturing groups. `\:` is not valid RE2: unescape ':'.
-    return '{__name__=~"(?:' + alternatives.replace("\\:", ":") + ')(?:_total|_bucket|_sum|_count)?|up"}'
+    # RE2 has non-capturing groups. `\:` is not valid RE2: unescape ':'.
+    return "(?:" + alternatives.replace("\\:", ":") + ")(?:_total|_bucket|_sum|_count)?"
 
 
 def _strip_total(name: str) -> str:
@@ -103,7 +133,8 @@ def _target(key: tuple[str, str], series: Sequence[Mapping[str, Any]]) -> Target
     job, instance = key
     first = series[0]["metric"]
     names = {s["metric"].get("__name__", "") for s in series}
-    is_gpu = all(n.startswith("DCGM_") or n == "up" for n in names)
+    # A target relabelled with a deployment is a replica, even when all Prometheus has of it is `up == 0`.
+    is_gpu = all(n.startswith("DCGM_") or n == "up" for n in names) and not first.get(expressions.DEPLOYMENT_LABEL)
     pod = first.get("pod") or instance
     return TargetInfo(
         # Prometheus does not keep the metrics path, and one instance may serve several jobs' pages:
@@ -126,27 +157,51 @@ def _deployment_from_pod(pod: str) -> str:
 
 
 class PromQLSource:
-    """`Collect` over the Prometheus HTTP API: ``collect_once()`` returns the same `CollectResult` a
-    round of scraping would. ``targets()`` returns the targets seen in the last round (for the API)."""
+    """`Collect` over the Prometheus HTTP API: ``collect_once()`` returns the same `CollectResult` a round of
+    scraping would (in ``aggregates`` mode: the sick replicas only, the deployments in ``last_aggregates``).
+    ``targets()`` returns the targets seen in the last round (for the API)."""
 
     def __init__(
         self,
         url: str,
         *,
+        mode: Mode = "replicas",
         timeout_s: float = 10.0,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+        rate_window_s: float = 60.0,
+        kv_from: float = DEFAULT_KV_FROM,
+        max_replicas: int = DEFAULT_MAX_REPLICAS,
         clock: Clock | None = None,
         client: httpx.AsyncClient | None = None,
         extra_selector: str = "",
         jobs: Sequence[str] = (),
     ) -> None:
-        """``extra_selector``: label matchers added to the query (``namespace="prod"``). ``jobs``: the
+        """``extra_selector``: label matchers added to every query (``namespace="prod"``). ``jobs``: the
         Prometheus jobs that scrape inference targets; when given, their targets with ``up == 0`` are
         reported down. Without it, a target is only known by the series it serves, so a target that
-        answers nothing we read (node-exporter, ...) or nothing at all is left out."""
+        answers nothing we read (node-exporter, ...) or nothing at all is left out (``replicas`` mode; in
+        ``aggregates`` mode a down target is one with a ``deployment`` label and ``up == 0``)."""
+        if mode not in MODES:
+            raise ValueError(f"promql_mode must be one of {', '.join(MODES)}, got {mode!r}")
+        for name, value in (("timeout_s", timeout_s), ("rate_window_s", rate_window_s)):
+            if not value > 0:
+                raise ValueError(f"PromQL source: {name} must be > 0, got {value}")
+        if max_answer_bytes < 1024 or max_replicas < 1:
+            raise ValueError("PromQL source: max_answer_bytes must be >= 1024 and max_replicas >= 1")
         self.url = url.rstrip("/")
+        self.mode: Mode = mode
+        self.timeout_s = timeout_s
+        self.max_answer_bytes = max_answer_bytes
+        self.window = f"{max(1, round(rate_window_s))}s"
+        self.kv_from = kv_from
+        self.max_replicas = max_replicas
         self.clock: Clock = clock or WallClock()
         self._own_client = client is None
-        self._client = client or httpx.AsyncClient(timeout=timeout_s, trust_env=False)
+        # Prometheus gzips its answer when asked (5-10x fewer bytes on the wire); httpx inflates it.
+        self._client = client or httpx.AsyncClient(
+            timeout=timeout_s, trust_env=False, headers={"Accept-Encoding": "gzip"}
+        )
+        self.extra_selector = extra_selector
         self._selector = families_selector()
         if extra_selector:  # e.g. 'namespace="prod"' to restrict a shared Prometheus
             self._selector = self._selector[:-1] + "," + extra_selector + "}"
@@ -156,51 +211,165 @@ class PromQLSource:
         self._metadata_at: float | None = None
         self.metadata_ttl_s = 300.0  # new engines bring new families: re-read their types now and then
         self._last_targets: list[TargetInfo] = []
+        self.last_aggregates: list[DeploymentAggregate] = []  # aggregates mode: the deployments of the last round
+        # Whether kvpilot's recording rules answer (None: not asked yet); re-asked every metadata_ttl_s when not.
+        self.rules_in_use: bool | None = None
+        self._rules_checked_at: float | None = None
+        self.last_answer_bytes = 0  # inflated bytes of the latest tick's answers (its peak memory's main term)
+        self._stop = threading.Event()
+        self._in_flight: set[asyncio.Task[Any]] = set()
 
     async def aclose(self) -> None:
         if self._own_client:
             await self._client.aclose()
 
+    def abort(self) -> None:
+        """Stop now (SIGTERM): queries in flight are cancelled, decoding ends at its next check, and every later
+        ``collect_once`` raises ``Stopped`` at once."""
+        self._stop.set()
+        for task in list(self._in_flight):
+            task.cancel()
+
     async def targets(self) -> list[TargetInfo]:
         return list(self._last_targets)
 
-    async def _get(self, path: str, params: Mapping[str, Any]) -> Any:
+    def register_metrics(self, registry: CollectorRegistry) -> None:
+        """Export on kvpilot's /metrics what this source reads with (``kvpilot_promql_*``)."""
+        registry.register(_SourceMetrics(self))
+
+    async def _read(self, path: str, form: Mapping[str, Any] | None) -> bytes:
+        """The answer's body (inflated), refused past ``max_answer_bytes``; GET without a form, else POST (a
+        long ad-hoc query would not fit in a URL)."""
+        where = f"{self.url}{path}"
+        chunks: list[bytes] = []
+        size = 0
+        request = self._client.build_request("POST" if form is not None else "GET", where, data=form)
         try:
-            response = await self._client.get(f"{self.url}{path}", params=params)
+            response = await self._client.send(request, stream=True)
+            try:
+                if response.status_code != 200:
+                    body = (await response.aread())[:300].decode(errors="replace")
+                    raise PromQLError(f"{where}: HTTP {response.status_code}: {body}")
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > self.max_answer_bytes:
+                        raise PromQLError(
+                            f"{where}: answer larger than max_answer_bytes ({self.max_answer_bytes} bytes): "
+                            "narrow the query (promql_mode: aggregates, extra selector) or raise the cap"
+                        )
+                    chunks.append(chunk)
+            finally:
+                await response.aclose()
         except httpx.HTTPError as e:
-            raise PromQLError(f"{self.url}{path}: {type(e).__name__}: {e}") from None
-        if response.status_code != 200:
-            raise PromQLError(f"{self.url}{path}: HTTP {response.status_code}: {response.text[:300]}")
-        body = response.json()
-        if body.get("status") != "success":
-            raise PromQLError(f"{self.url}{path}: {body.get('errorType')}: {body.get('error')}")
-        return body["data"]
+            raise PromQLError(f"{where}: {type(e).__name__}: {e}") from None
+        self.last_answer_bytes += size
+        return b"".join(chunks)
+
+    async def _data(self, path: str, form: Mapping[str, Any] | None = None) -> Any:
+        """Read and decode in a worker thread, cancelled by ``abort()``."""
+        if self._stop.is_set():
+            raise Stopped(f"{self.url}: stopping, no query sent")
+        task = asyncio.ensure_future(self._read(path, form))
+        self._in_flight.add(task)
+        try:
+            body = await task
+        except asyncio.CancelledError:
+            if self._stop.is_set():
+                raise Stopped(f"{self.url}{path}: stopping, query abandoned") from None
+            raise
+        finally:
+            self._in_flight.discard(task)
+        return await asyncio.to_thread(decode.answer, body, f"{self.url}{path}")
+
+    async def _vector(self, query: str, now: float) -> list[decode.Series]:
+        data = await self._data("/api/v1/query", {"query": query, "time": now})
+        return decode.vector(data, f"{self.url} query {query[:80]!r}")
 
     async def _refresh_metadata(self) -> None:
-        data = await self._get("/api/v1/metadata", {})
+        data = await self._data("/api/v1/metadata")
         self._metadata = {name: entries[0]["type"] for name, entries in data.items() if entries}
         self._metadata_at = self.clock.now()
 
     async def collect_once(self, targets: Sequence[TargetInfo] = ()) -> CollectResult:
         """Query, group by target, adapt. ``targets`` is ignored: Prometheus already knows them."""
+        self.last_aggregates = []
+        self.last_answer_bytes = 0
         now = self.clock.now()
-        t0 = time.perf_counter()
         if self._metadata_at is None or now - self._metadata_at > self.metadata_ttl_s:
             await self._refresh_metadata()
-        data = await self._get("/api/v1/query", {"query": self._selector, "time": now})
+        if self.mode == "aggregates":
+            return await self._collect_aggregates(now)
+        t0 = time.perf_counter()
+        series = await self._vector(self._selector, now)
+        return await asyncio.to_thread(self._results, series, now, time.perf_counter() - t0, None)
+
+    def _results(
+        self,
+        series: Sequence[decode.Series],
+        now: float,
+        duration: float,
+        down: Sequence[decode.Series] | None,
+    ) -> CollectResult:
+        """In the worker thread: regroup by target and adapt. ``down`` (aggregates mode): ``up == 0`` series of
+        inference targets, reported down beside the replicas ``series`` holds."""
         by_target: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-        for series in data["result"]:
-            m = series["metric"]
-            by_target.setdefault((m.get("job", ""), m.get("instance", "")), []).append(series)
-        duration = time.perf_counter() - t0
+        for i, s in enumerate(series):
+            if i % 4096 == 0 and self._stop.is_set():
+                raise Stopped("stopping: series regrouping abandoned")
+            m = s["metric"]
+            by_target.setdefault((m.get("job", ""), m.get("instance", "")), []).append(s)
+        for s in down or ():
+            m = s["metric"]
+            by_target.setdefault((m.get("job", ""), m.get("instance", "")), []).append(s)
         results = [
-            self._adapt(key, series, now, duration)
-            for key, series in sorted(by_target.items())
-            if key[0] in self.jobs or (not self.jobs and any(s["metric"].get("__name__") != "up" for s in series))
+            self._adapt(key, group, now, duration)
+            for key, group in sorted(by_target.items())
+            if down is not None
+            or key[0] in self.jobs
+            or (not self.jobs and any(s["metric"].get("__name__") != "up" for s in group))
         ]
         self._last_targets = [r.target for r in results]
         self.health.retain(t.url for t in self._last_targets)
         return CollectResult(timestamp=now, results=tuple(results), health=self.health.snapshot())
+
+    async def _collect_aggregates(self, now: float) -> CollectResult:
+        t0 = time.perf_counter()
+        extra = self.extra_selector
+        engines = names_regex(WANTED_FAMILIES - _gpu_families())
+        queries = [
+            expressions.replica_series(engines, self.window, extra, kv_from=self.kv_from, limit=self.max_replicas),
+            expressions.gpu_series(names_regex(_gpu_families()), extra),
+            expressions.down_targets(extra),
+        ]
+        deployments_task = asyncio.ensure_future(self._deployments(now))
+        try:
+            replicas, gpus, down = await asyncio.gather(*(self._vector(q, now) for q in queries))
+            deployments = await deployments_task
+        finally:
+            deployments_task.cancel()
+        duration = time.perf_counter() - t0
+        result = await asyncio.to_thread(self._results, [*replicas, *gpus], now, duration, down)
+        self.last_aggregates = await asyncio.to_thread(decode.aggregates, deployments, now, self._stop)
+        return result
+
+    async def _deployments(self, now: float) -> list[decode.Series]:
+        """The deployments' series: recorded where kvpilot's rules answer, else the same expressions ad hoc."""
+        recheck = self._rules_checked_at is None or now - self._rules_checked_at > self.metadata_ttl_s
+        if self.rules_in_use or recheck:
+            series = await self._vector(expressions.rules_query(self.extra_selector), now)
+            found = bool(series)
+            if found != self.rules_in_use:
+                log.info(
+                    "PromQL source: %s",
+                    "kvpilot's recording rules answer: reading the recorded deployment series"
+                    if found
+                    else "kvpilot's recording rules are not installed (no deployment:kvpilot_* series): "
+                    "computing the same expressions ad hoc each tick (deploy/base/prometheusrule-recording.yaml)",
+                )
+            self.rules_in_use, self._rules_checked_at = found, now
+            if found:
+                return series
+        return await self._vector(expressions.adhoc_query(self.window, self.extra_selector), now)
 
     def _adapt(
         self, key: tuple[str, str], series: Sequence[Mapping[str, Any]], now: float, duration: float
@@ -230,9 +399,48 @@ class PromQLSource:
         )
 
 
-def from_settings(settings: Any) -> PromQLSource:
-    """Build from ``collector.discovery`` settings (``promql_url``)."""
+class _SourceMetrics(Collector):
+    def __init__(self, source: PromQLSource) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[Metric]:
+        mode = GaugeMetricFamily(
+            "kvpilot_promql_aggregates",
+            "1 when kvpilot reads deployments as Prometheus aggregated them (promql_mode: aggregates), else 0.",
+            value=float(self.source.mode == "aggregates"),
+        )
+        yield mode
+        if self.source.rules_in_use is not None:
+            yield GaugeMetricFamily(
+                "kvpilot_promql_recording_rules_in_use",
+                "1 when kvpilot's recording rules answer (deployment:kvpilot_* series), 0 when it computes the same "
+                "expressions ad hoc each tick.",
+                value=float(self.source.rules_in_use),
+            )
+        yield GaugeMetricFamily(
+            "kvpilot_promql_answer_bytes",
+            "Bytes (inflated) of the PromQL answers of the latest tick.",
+            value=float(self.source.last_answer_bytes),
+        )
+
+
+def _gpu_families() -> frozenset[str]:
+    return frozenset(n for n in WANTED_FAMILIES if n.startswith("DCGM_"))
+
+
+def from_settings(settings: Any, collector: Any = None, *, kv_from: float = DEFAULT_KV_FROM) -> PromQLSource:
+    """Build from ``collector.discovery`` settings (``promql_url``, ``promql_mode``, ...) and, where given, the
+    ``collector`` section (its ``timeout_s`` bounds every query, its ``rate_window_s`` is the rate window)."""
     url = getattr(settings, "promql_url", None)
     if not url:
         raise ValueError("collector.discovery.promql_url is not set")
-    return PromQLSource(url)
+    return PromQLSource(
+        url,
+        mode=getattr(settings, "promql_mode", "replicas"),
+        timeout_s=getattr(collector, "timeout_s", 10.0),
+        rate_window_s=getattr(collector, "rate_window_s", 60.0),
+        max_answer_bytes=getattr(settings, "promql_max_answer_bytes", DEFAULT_MAX_ANSWER_BYTES),
+        max_replicas=getattr(settings, "promql_max_replicas", DEFAULT_MAX_REPLICAS),
+        extra_selector=getattr(settings, "promql_selector", ""),
+        kv_from=kv_from,
+    )

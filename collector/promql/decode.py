@@ -1,0 +1,126 @@
+"""Prometheus HTTP API answers decoded with orjson, and the per-deployment series turned into aggregates.
+
+Runs in a worker thread (``collector.discovery.promql``): nothing here touches the event loop. No copy of the raw
+answer is kept once decoded; ``stop`` (a ``threading.Event``) ends a long regrouping between series.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from collector.aggregates import DeploymentAggregate
+from collector.promql.expressions import DEPLOYMENT_LABEL, HISTOGRAM_FIELDS, SIGNAL_LABEL
+from collector.samples import Histogram
+
+Series = Mapping[str, Any]  # {"metric": {labels}, "value": [t, "v"]}
+_CHECK_EVERY = 4096
+
+
+class PromQLError(RuntimeError):
+    """Prometheus could not be queried or answered something unreadable; the message says which URL and why."""
+
+
+class Stopped(PromQLError):
+    """The service is stopping: the tick's work was abandoned."""
+
+
+def answer(body: bytes, where: str) -> Any:
+    """The ``data`` of a Prometheus API answer; an error answer or unreadable JSON raises PromQLError."""
+    try:
+        decoded = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise PromQLError(f"{where}: the answer is not JSON ({e})") from None
+    if not isinstance(decoded, dict) or decoded.get("status") != "success":
+        kind = decoded.get("errorType") if isinstance(decoded, dict) else None
+        error = decoded.get("error") if isinstance(decoded, dict) else str(decoded)[:200]
+        raise PromQLError(f"{where}: {kind}: {error}")
+    return decoded["data"]
+
+
+def vector(data: Any, where: str) -> list[Series]:
+    """The series of an instant-vector answer."""
+    if not isinstance(data, dict) or data.get("resultType") != "vector":
+        raise PromQLError(f"{where}: expected an instant vector, got {str(data)[:120]}")
+    result: list[Series] = data["result"]
+    return result
+
+
+def _value(series: Series) -> float:
+    return float(series["value"][1])  # Prometheus writes "NaN", "+Inf", "-Inf": float() reads them
+
+
+def aggregates(series: Sequence[Series], now: float, stop: threading.Event | None = None) -> list[DeploymentAggregate]:
+    """One ``DeploymentAggregate`` per (namespace, deployment) present, from series labelled with their signal.
+
+    Series without a signal label, namespace or deployment are ignored (a recorded series from another tool)."""
+    scalars: dict[tuple[str, str], dict[str, float]] = {}
+    buckets: dict[tuple[str, str], dict[str, dict[float, float]]] = {}
+    for i, s in enumerate(series):
+        if stop is not None and i % _CHECK_EVERY == 0 and stop.is_set():
+            raise Stopped("stopping: deployment aggregates abandoned")
+        m = s["metric"]
+        signal, namespace, deployment = m.get(SIGNAL_LABEL), m.get("namespace"), m.get(DEPLOYMENT_LABEL)
+        if not signal or not namespace or not deployment:
+            continue
+        key = (namespace, deployment)
+        value = _value(s)
+        if signal.endswith("_bucket"):
+            le = m.get("le")
+            if le is not None:
+                buckets.setdefault(key, {}).setdefault(signal[: -len("_bucket")], {})[float(le)] = value
+        else:
+            scalars.setdefault(key, {})[signal] = value
+    out: list[DeploymentAggregate] = []
+    for key in sorted(scalars.keys() | buckets.keys()):
+        values = scalars.get(key, {})
+        hist = {name: _histogram(buckets.get(key, {}).get(name), values, name) for name in HISTOGRAM_FIELDS}
+        out.append(
+            DeploymentAggregate(
+                namespace=key[0],
+                deployment=key[1],
+                timestamp=now,
+                replicas=int(_finite(values.get("replicas")) or 0),
+                ready_replicas=int(_finite(values.get("ready_replicas")) or 0),
+                requests_waiting=_finite(values.get("requests_waiting")),
+                requests_running=_finite(values.get("requests_running")),
+                kv_usage_mean=_finite(values.get("kv_usage_mean")),
+                kv_usage_max=_finite(values.get("kv_usage_max")),
+                requests_finished_rate=_finite(values.get("requests_finished_rate")),
+                arrival_rate=_finite(values.get("arrival_rate")),
+                prompt_tokens_rate=_finite(values.get("prompt_tokens_rate")),
+                generation_tokens_rate=_finite(values.get("generation_tokens_rate")),
+                preemptions_rate=_finite(values.get("preemptions_rate")),
+                prefix_hits_rate=_finite(values.get("prefix_hits_rate")),
+                prefix_queries_rate=_finite(values.get("prefix_queries_rate")),
+                ttft_window=hist["ttft"],
+                itl_window=hist["itl"],
+                queue_time_window=hist["queue_time"],
+            )
+        )
+    return out
+
+
+def _finite(v: float | None) -> float | None:
+    return v if v is not None and math.isfinite(v) else None
+
+
+def _histogram(by_le: dict[float, float] | None, values: Mapping[str, float], name: str) -> Histogram | None:
+    """Buckets in bound order, made cumulative-monotone (increase() extrapolates each bucket on its own, so a
+    higher bucket can come out a hair below a lower one); None without an +Inf bucket."""
+    if not by_le or math.inf not in by_le:
+        return None
+    bounds = tuple(sorted(by_le))
+    counts: list[float] = []
+    running = 0.0
+    for b in bounds:
+        v = by_le[b]
+        running = max(running, v if math.isfinite(v) else running)
+        counts.append(running)
+    # The count is the +Inf bucket, as in a scraped histogram (the separately increased _count may differ by
+    # the extrapolation of increase()).
+    return Histogram(bounds=bounds, counts=tuple(counts), sum=_finite(values.get(f"{name}_sum")) or 0.0, count=running)

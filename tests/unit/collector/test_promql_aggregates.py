@@ -1,0 +1,188 @@
+"""The PromQL source in ``aggregates`` mode against a loopback Prometheus API (tests/services/promapi.py): the
+deployments come from Prometheus' aggregates (recorded, else ad hoc, and it says which), only the sick replicas
+and faulty GPUs are read series by series, answers are capped, and abort() ends a tick at once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from collector.aggregates import DeploymentAggregate
+from collector.clock import VirtualClock
+from collector.discovery.promql import PromQLError, PromQLSource, Stopped, from_settings
+from collector.promql import decode
+from collector.samples import Histogram
+from collector.scrape import CollectResult
+from collector.state import FleetState
+from tests.services.promapi import T0, FakeFleet, serve
+
+NOW = T0 + 600.0
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[tuple[FakeFleet, str]]:
+    f = FakeFleet(300, per_deployment=100, sick_every=50, down_every=100)
+    server = serve(f)
+    yield f, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+async def _tick(source: PromQLSource, state: FleetState, clock: VirtualClock) -> CollectResult:
+    result = await source.collect_once()
+    state.observe(result.replicas, result.gpus, now=clock.now(), down_targets=result.down_targets)
+    state.observe_deployments(source.last_aggregates, now=clock.now())
+    clock.advance(5.0)
+    return result
+
+
+async def test_deployments_come_from_prometheus_and_only_sick_replicas_are_read(fleet: tuple[FakeFleet, str]) -> None:
+    f, url = fleet
+    clock = VirtualClock(NOW)
+    source = PromQLSource(url, mode="aggregates", clock=clock)
+    state = FleetState()
+    try:
+        results = [await _tick(source, state, clock) for _ in range(3)]
+    finally:
+        await source.aclose()
+    assert source.rules_in_use is True
+    assert f.calls.get("adhoc", 0) == 0
+    deployments = state.deployments()
+    assert sorted(deployments) == ["prod/llm-0", "prod/llm-1", "prod/llm-2"]
+    d0 = deployments["prod/llm-0"]
+    # 100 replicas, one down (index 13): the counts come from `up`, not from the few replicas read one by one
+    assert (d0.replica_count, d0.ready_replicas) == (100, 99)
+    assert d0.arrival_rate is not None
+    assert d0.arrival_rate > 0
+    assert d0.ttft_window is not None
+    assert d0.ttft_window.count > 0
+    assert d0.kv_usage_max is not None
+    assert d0.kv_usage_max >= 0.85  # a sick replica's pool
+    # per replica: the sick ones (2 per deployment of 100), each with its full sample and its deployment
+    sick = sorted(r.key for r in state.replicas())
+    assert sick == sorted(f"prod/llm-{i // 100}-{i % 100}" for i in f.sick.tolist())
+    assert {r.deployment_key for r in state.replicas()} <= set(deployments)
+    assert all(r.sample.ttft is not None for r in state.replicas())
+    # the down replica is a failed target; the faulty GPU is read, the healthy ones are not
+    assert sorted(t.pod for t in results[-1].down_targets) == sorted(
+        f"llm-{i // 100}-{i % 100}" for i in f.down.tolist()
+    )
+    assert len(state.gpus()) == len(f.faulty_gpus)
+    history = state.deployment_history("prod/llm-0")
+    assert [p.replica_count for p in history] == [100, 100, 100]
+
+
+async def test_without_the_rules_the_same_expressions_run_ad_hoc_and_it_says_so(
+    fleet: tuple[FakeFleet, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    f, url = fleet
+    f.rules = False
+    clock = VirtualClock(NOW)
+    source = PromQLSource(url, mode="aggregates", clock=clock)
+    state = FleetState()
+    try:
+        with caplog.at_level("INFO", logger="collector.discovery.promql"):
+            await _tick(source, state, clock)
+        adhoc_before = f.calls.get("adhoc", 0)
+        await _tick(source, state, clock)
+    finally:
+        f.rules = True
+        await source.aclose()
+    assert source.rules_in_use is False
+    assert "not installed" in caplog.text
+    # checked once, then ad hoc every tick until the next re-check
+    assert f.calls["adhoc"] == adhoc_before + 1
+    assert state.deployments()["prod/llm-1"].replica_count == 100
+
+
+async def test_an_answer_over_the_cap_fails_the_tick_with_the_setting_named(fleet: tuple[FakeFleet, str]) -> None:
+    _, url = fleet
+    source = PromQLSource(url, mode="aggregates", max_answer_bytes=4096, clock=VirtualClock(NOW))
+    try:
+        with pytest.raises(PromQLError, match="max_answer_bytes"):
+            await source.collect_once()
+    finally:
+        await source.aclose()
+
+
+async def test_abort_ends_a_tick_waiting_on_prometheus_at_once() -> None:
+    # A Prometheus that accepts and never answers: without abort the tick would wait out its timeout.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    accepted = threading.Event()
+    conns: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            conns.append(listener.accept()[0])
+            accepted.set()
+
+    threading.Thread(target=accept, daemon=True).start()
+    source = PromQLSource(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout_s=60.0, clock=VirtualClock(NOW))
+    tick = asyncio.ensure_future(source.collect_once())
+    try:
+        assert await asyncio.to_thread(accepted.wait, 30.0)
+        source.abort()
+        with pytest.raises(Stopped):
+            await asyncio.wait_for(tick, 5.0)
+        with pytest.raises(Stopped):  # and every later tick stops before sending anything
+            await source.collect_once()
+    finally:
+        await source.aclose()
+        listener.close()
+        for c in conns:
+            c.close()
+
+
+def test_settings_bound_every_query() -> None:
+    class Discovery:
+        promql_url = "http://prom:9090"
+        promql_mode = "aggregates"
+        promql_max_answer_bytes = 1 << 20
+        promql_max_replicas = 7
+        promql_selector = 'namespace="prod"'
+
+    class Collector:
+        timeout_s = 1.5
+        rate_window_s = 120.0
+
+    source = from_settings(Discovery(), Collector(), kv_from=0.5)
+    assert (source.timeout_s, source.window, source.max_answer_bytes) == (1.5, "120s", 1 << 20)
+    assert source._client.timeout.read == 1.5
+    with pytest.raises(ValueError, match="promql_mode"):
+        PromQLSource("http://x", mode="everything")  # type: ignore[arg-type]
+
+
+def test_aggregate_histograms_are_cumulative_and_need_an_inf_bucket() -> None:
+    def series(signal: str, value: float, **extra: str) -> dict[str, Any]:
+        metric = {"namespace": "ns", "deployment": "d", "kvpilot_signal": signal, **extra}
+        return {"metric": metric, "value": [NOW, repr(value)]}
+
+    answer = [
+        series("ttft_bucket", 10.0, le="0.1"),
+        series("ttft_bucket", 9.999, le="1"),  # increase() extrapolated a hair below the bucket under it
+        series("ttft_bucket", 12.0, le="+Inf"),
+        series("itl_bucket", 3.0, le="0.1"),  # no +Inf bucket: unusable
+        series("replicas", 4.0),
+        series("kv_usage_max", math.nan),
+        {"metric": {"kvpilot_signal": "replicas"}, "value": [NOW, "1"]},  # no deployment: ignored
+    ]
+    (agg,) = decode.aggregates(answer, NOW)
+    assert isinstance(agg, DeploymentAggregate)
+    assert agg.ttft_window == Histogram(bounds=(0.1, 1.0, math.inf), counts=(10.0, 10.0, 12.0), sum=0.0, count=12.0)
+    assert agg.itl_window is None
+    assert (agg.replicas, agg.kv_usage_max) == (4, None)
+
+
+def test_an_error_answer_names_prometheus_error() -> None:
+    with pytest.raises(PromQLError, match="bad_data: parse error"):
+        decode.answer(b'{"status":"error","errorType":"bad_data","error":"parse error"}', "http://prom")
+    with pytest.raises(PromQLError, match="not JSON"):
+        decode.answer(b"<html>", "http://prom")
