@@ -4,7 +4,9 @@
    shared trace; tuning seeds apart from reporting seeds). Recall (preempting episodes warned >= 60 s before the
    first preemption), the share of non-preempting episodes warned at all, and precision, for kvpilot's
    kv_exhaustion, for its projection-only predecessor and for a static "kv_usage >= 0.9 for 2 ticks" alert, all
-   replaying the same samples through one FleetState.
+   replaying the same samples through one FleetState. kvpilot runs as `kvpilot run` does: each tick the planner
+   (configured with the simulated replica's serving profile, as the demo and the backtest configure it) decides
+   after detection, and its capacity and forecast reach kv_exhaustion on the next tick (``demand_hints``).
 2. Prefix-cache misses: the gateway switches from prefix-affinity to round-robin routing (must fire), and the
    traffic stops sharing prefixes under unchanged routing (must stay silent). Peer: a static "hit ratio fell
    by 40 % against its baseline" rule, which cannot tell the two apart.
@@ -36,8 +38,19 @@ from bench.kv_episodes import MIN_HISTORY_S, REPORTING_SEEDS, TRACE_FILES, TUNIN
 from collector.samples import ReplicaSample  # noqa: E402
 from collector.state import FleetState, ReplicaView  # noqa: E402
 from detectors.registry import Detection  # noqa: E402
+from detectors.thresholds import DEFAULT, Thresholds  # noqa: E402
 from kvpilot.commands.detect import samples_from_snapshot  # noqa: E402
-from simulator import Fleet, FleetConfig, load_trace, parse_fault  # noqa: E402
+from kvpilot.planner_hints import demand_hints  # noqa: E402
+from scaler.backtest.sim import serving_profile_fields  # noqa: E402
+from scaler.capacity import CapacityConfig, ServingProfile  # noqa: E402
+from scaler.planner import Planner, planner_config  # noqa: E402
+from simulator import (  # noqa: E402
+    PROFILES,
+    Fleet,
+    FleetConfig,
+    load_trace,
+    parse_fault,
+)
 from simulator.trace.model import RequestColumns, Trace  # noqa: E402
 from simulator.trace.prefixes import PrefixModel, synthesize_prefixes  # noqa: E402
 
@@ -58,7 +71,7 @@ def _state() -> FleetState:
 class _Static:
     """The naive peer: "kv_usage >= 0.9 for 2 ticks" on any replica."""
 
-    def __init__(self) -> None:
+    def __init__(self, episode: Episode | None = None) -> None:
         self.streak: dict[str, int] = {}
 
     def tick(self, state: FleetState, now: float) -> bool:
@@ -76,7 +89,7 @@ class _Projection:
     preempting or >= 90 % with a queue, warning when a Theil-Sen trend over 90 s projects the pool full within
     300 s from a fitted usage >= 40 %; opened after 2 ticks."""
 
-    def __init__(self) -> None:
+    def __init__(self, episode: Episode | None = None) -> None:
         self.streak: dict[str, int] = {}
 
     def tick(self, state: FleetState, now: float) -> bool:
@@ -106,27 +119,46 @@ class _Projection:
         return slope > 0 and level >= 0.4 and (0.98 - level) / slope <= 300.0
 
 
-class _Kvpilot:
-    """kvpilot's kv_exhaustion through the real hysteresis."""
+def episode_planner(episode: Episode) -> Planner:
+    """The planner `kvpilot run` would run for the episode's deployment: the simulated replica's serving profile
+    (the derivation the demo and the backtest share), a 120 s cold start, 5 s ticks, the fleet's 2 replicas."""
+    profile = ServingProfile(**serving_profile_fields(PROFILES[TRACE_FILES[episode.trace][3]]))  # type: ignore[arg-type]
+    config = planner_config(
+        cold_start_s=120.0, tick_s=TICK_S, min_replicas=2, max_replicas=2, capacity=CapacityConfig(profile=profile)
+    )
+    return Planner(config)
 
-    def __init__(self) -> None:
-        self.det = Detection(only=["kv_exhaustion"])
+
+class _Kvpilot:
+    """kvpilot's kv_exhaustion through the real hysteresis, fed the planner's capacity and forecast as the control
+    loop feeds it: detect, then decide, then hand the decisions' numbers to the next tick's detection."""
+
+    def __init__(self, episode: Episode | None = None, thresholds: Thresholds = DEFAULT) -> None:
+        self.det = Detection(thresholds, only=["kv_exhaustion"])
+        self.planner = None if episode is None else episode_planner(episode)
 
     def tick(self, state: FleetState, now: float) -> bool:
-        return bool(self.det.tick(state, now=now).active)
+        active = bool(self.det.tick(state, now=now).active)
+        if self.planner is not None:
+            self.det.set_demand(demand_hints(self.planner.decide(state, now)))
+        return active
 
 
 class _Warner(Protocol):
     def tick(self, state: FleetState, now: float) -> bool: ...
 
 
-WARNERS: dict[str, Callable[[], _Warner]] = {"kvpilot": _Kvpilot, "projection": _Projection, "static": _Static}
+WARNERS: dict[str, Callable[[Episode], _Warner]] = {
+    "kvpilot": _Kvpilot,
+    "projection": _Projection,
+    "static": _Static,
+}
 
 
 def first_warnings(episode: Episode) -> dict[str, float | None]:
     """Each warner's first warning in the episode, or None; all replay the same samples through one FleetState."""
     state = _state()
-    warners = {name: cls() for name, cls in WARNERS.items()}
+    warners = {name: cls(episode) for name, cls in WARNERS.items()}
     first: dict[str, float | None] = dict.fromkeys(WARNERS)
     for t, reps in episode.ticks:
         state.observe(reps, [], now=t, gpu_nodes_scraped=set())

@@ -9,6 +9,11 @@ The pool belongs to one replica, so every test is per replica: a deployment mean
   ``requests_finished_rate``: more sequences in flight, each growing by one token per decode step) or while requests
   wait for admission; it levels off when they balance. A trend projection alone cannot tell a ramp that will
   overflow from one that is about to level off at 70 %; the flow can, a little before the usage does;
+- demand against capacity, where the control loop passes it in (``Demand``: the planner's per-replica capacity
+  at the current token mix and its forecast arrival rate at the horizon, as plain numbers: detectors do not
+  import the scaler). In the simulator a pool stays low while its replicas keep up and fills in 10-20 s once
+  arrivals pass what they serve, so a ramp 60 s before its collapse and a plateau that holds look alike to every
+  engine signal; the forecast against the capacity is what tells them apart;
 - the preemption counter: the exhaustion itself. It counts only when the pool was actually near full within the
   rate window (vLLM preempts when no free block remains): a counter that moves while the pool sits far from full
   is a reset or a mislabelled series, never a reason to page.
@@ -20,7 +25,7 @@ A KV usage outside 0..1 (a doubled gauge, a broken exporter) is unknown here, ne
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from collector.samples import ReplicaSample
@@ -82,6 +87,25 @@ def time_to_exhaustion_s(
 
 
 @dataclass(frozen=True, slots=True)
+class Demand:
+    """What the planner knows of one deployment's demand, handed to the detector by the control loop as plain
+    numbers (``detectors`` may not import ``scaler``): what one ready replica serves (requests/s at the current
+    token mix, the planner's ``capacity_rps``) and the arrival rate it forecasts ``horizon_s`` ahead. Either may be
+    unknown (None or NaN): the detector then reads the engine alone."""
+
+    capacity_rps: float | None
+    forecast_rps: float | None
+    horizon_s: float
+
+    def load(self, ready_replicas: int) -> float | None:
+        """Forecast arrivals over what ``ready_replicas`` serve (1 = exactly at capacity); None when unknown."""
+        cap, fc = finite(self.capacity_rps), finite(self.forecast_rps)
+        if cap is None or fc is None or cap <= 0 or ready_replicas <= 0:
+            return None
+        return max(fc, 0.0) / (cap * ready_replicas)
+
+
+@dataclass(frozen=True, slots=True)
 class KvReading:
     """What the detector read for one replica at one tick (also its evidence)."""
 
@@ -95,6 +119,8 @@ class KvReading:
     preemptions_rate: float | None  # measured preemptions per second over the rate window
     in_flight_growth: float | None  # arrival_rate - requests_finished_rate, requests/s
     arrival_rate: float | None
+    load: float | None = None  # the deployment's forecast arrivals over what its ready replicas serve (Demand)
+    demand: Demand | None = None
 
     @property
     def preempting(self) -> bool:
@@ -111,7 +137,12 @@ class KvReading:
 
 
 def read(
-    view: ReplicaView, history: Sequence[ReplicaSample], th: KvThresholds, rate_window_s: float
+    view: ReplicaView,
+    history: Sequence[ReplicaSample],
+    th: KvThresholds,
+    rate_window_s: float,
+    demand: Demand | None = None,
+    ready_replicas: int = 0,
 ) -> KvReading | None:
     """The replica's reading, or None when its KV usage is unknown (not exported, or impossible)."""
     usage = fraction(view.sample.kv_usage)
@@ -131,6 +162,8 @@ def read(
         preemptions_rate=finite(view.preemptions_rate),
         in_flight_growth=None if arrivals is None or finished is None else arrivals - finished,
         arrival_rate=arrivals,
+        load=None if demand is None else demand.load(ready_replicas),
+        demand=demand,
     )
 
 
@@ -141,22 +174,45 @@ def judge(r: KvReading, th: KvThresholds) -> tuple[Severity, str] | None:
     if r.preempting and r.peak_usage >= th.near_full:
         return Severity.CRITICAL, (
             f"preempting {r.preemptions_rate:.2g} requests/s: KV cache {r.peak_usage:.0%} full within the last "
-            f"minute (now {r.usage:.0%}), {waiting:g} waiting"
+            f"minute (now {r.usage:.0%}), {waiting:g} waiting{_demand(r)}"
         )
     if r.usage >= th.near_full and waiting > 0:
         return Severity.CRITICAL, (
             f"KV cache {r.usage:.0%} full with {waiting:g} requests waiting for blocks: {_exhausted(tte)}; "
-            "no preemptions measured yet"
+            f"no preemptions measured yet{_demand(r)}"
+        )
+    if r.load is not None and r.load >= th.demand_load and r.peak_usage >= th.demand_min_usage:
+        # Demand at the horizon passes what the ready replicas serve, on a pool that already feels it.
+        severity = (
+            Severity.CRITICAL
+            if tte is not None and tte <= th.critical_time_to_exhaustion_s and waiting > 0
+            else Severity.WARNING
+        )
+        return severity, (
+            f"KV cache {r.usage:.0%} full ({r.peak_usage:.0%} within the last minute){_demand(r)}: "
+            f"{_exhausted(tte)}; no preemptions measured yet"
         )
     confirm = r.confirm_time_to_exhaustion_s
     if tte is None or tte > th.warn_time_to_exhaustion_s or not r.filling(th):
         return None
     if tte > 0 and (confirm is None or confirm > th.confirm_time_to_exhaustion_s):
         return None  # the one-minute slope alone: too often a few long prompts admitted together
+    if r.load is not None and r.load < th.quiet_load:
+        return None  # demand stays well inside capacity: a pool that fills now will level off
     severity = Severity.CRITICAL if tte <= th.critical_time_to_exhaustion_s and waiting > 0 else Severity.WARNING
     return severity, (
         f"KV cache {r.usage:.0%} full and filling at {(r.slope_per_s or 0.0) * 60:.0%}/min: {_exhausted(tte)}; "
-        "no preemptions measured yet"
+        f"no preemptions measured yet{_demand(r)}"
+    )
+
+
+def _demand(r: KvReading) -> str:
+    d = r.demand
+    if d is None or r.load is None:
+        return ""
+    return (
+        f"; demand {d.forecast_rps:.3g} requests/s forecast in {d.horizon_s:.0f} s, "
+        f"{r.load:.0%} of what the ready replicas serve"
     )
 
 
@@ -167,9 +223,15 @@ def _exhausted(tte: float | None) -> str:
 
 
 def _replica_finding(
-    view: ReplicaView, history: Sequence[ReplicaSample], th: KvThresholds, now: float, rate_window_s: float
+    view: ReplicaView,
+    history: Sequence[ReplicaSample],
+    th: KvThresholds,
+    now: float,
+    rate_window_s: float,
+    demand: Demand | None = None,
+    ready_replicas: int = 0,
 ) -> Finding | None:
-    r = read(view, history, th, rate_window_s)
+    r = read(view, history, th, rate_window_s, demand, ready_replicas)
     verdict = None if r is None else judge(r, th)
     if r is None or verdict is None:
         return None
@@ -190,18 +252,28 @@ def _replica_finding(
             "requests_running": r.requests_running,
             "preemptions_rate": r.preemptions_rate,
             "in_flight_growth": r.in_flight_growth,
+            "demand_load": r.load,
+            "capacity_rps": None if r.demand is None else finite(r.demand.capacity_rps),
+            "forecast_rps": None if r.demand is None else finite(r.demand.forecast_rps),
         },
         action="scale_out",
     )
 
 
-def detect(state: FleetState, *, thresholds: Thresholds, now: float) -> list[Finding]:
+def detect(
+    state: FleetState, *, thresholds: Thresholds, now: float, demand: Mapping[str, Demand] | None = None
+) -> list[Finding]:
+    """Findings for every ready replica; ``demand``: the planner's numbers per deployment key, where the control
+    loop has them."""
     out: list[Finding] = []
+    ready = {k: v.ready_replicas for k, v in state.deployments().items()} if demand else {}
     for view in state.replicas():
         if not view.ready:
             continue  # a stale sample's KV usage says nothing about now; target_down reports it
         history = state.replica_history(view.key)
-        finding = _replica_finding(view, history, thresholds.kv, now, state.rate_window_s)
+        key = view.deployment_key
+        hint = None if demand is None else demand.get(key)
+        finding = _replica_finding(view, history, thresholds.kv, now, state.rate_window_s, hint, ready.get(key, 0))
         if finding is not None:
             out.append(finding)
     return out

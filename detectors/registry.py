@@ -7,6 +7,7 @@ close after M clean) so the caller only sees findings worth acting on, plus what
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Protocol
 
 from collector.state import FleetState
@@ -39,15 +40,20 @@ def run_all(
     thresholds: Thresholds = DEFAULT,
     only: Iterable[str] | None = None,
     detectors: Mapping[str, Detector] = DETECTORS,
+    demand: Mapping[str, kv_exhaustion.Demand] | None = None,
 ) -> list[Finding]:
-    """Run the detectors (all, or the kinds in ``only``) once over ``state``; raw candidates, no hysteresis."""
+    """Run the detectors (all, or the kinds in ``only``) once over ``state``; raw candidates, no hysteresis.
+    ``demand``: the planner's capacity and forecast per deployment, for kv_exhaustion (the loop passes them in)."""
     kinds = list(detectors) if only is None else list(only)
     unknown = [k for k in kinds if k not in detectors]
     if unknown:
         raise ValueError(f"unknown detector(s) {unknown}; known: {sorted(detectors)}")
     out: list[Finding] = []
     for kind in kinds:
-        out.extend(detectors[kind](state, thresholds=thresholds, now=now))
+        detect = detectors[kind]
+        if demand and detect is kv_exhaustion.detect:
+            detect = partial(kv_exhaustion.detect, demand=demand)
+        out.extend(detect(state, thresholds=thresholds, now=now))
     return out
 
 
@@ -61,9 +67,15 @@ class Detection:
         self._only = None if only is None else tuple(only)
         self._hysteresis = Hysteresis(thresholds.policy)
         self._hysteresis.restore(restore)
+        self._demand: dict[str, kv_exhaustion.Demand] = {}
+
+    def set_demand(self, demand: Mapping[str, kv_exhaustion.Demand]) -> None:
+        """The planner's capacity and forecast per deployment, read by the next ``tick`` (the control loop sets
+        them after each decision; detectors cannot ask the scaler themselves)."""
+        self._demand = dict(demand)
 
     def tick(self, state: FleetState, *, now: float) -> Transitions:
-        candidates = run_all(state, now=now, thresholds=self.thresholds, only=self._only)
+        candidates = run_all(state, now=now, thresholds=self.thresholds, only=self._only, demand=self._demand)
         return self._hysteresis.update(candidates, now=now)
 
     def active(self) -> list[Finding]:

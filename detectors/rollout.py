@@ -12,9 +12,15 @@ drained ones are gone, their successors still load weights. Two findings:
 - TTFT burns the SLO's error budget faster than ``burn_factor`` over ``ttft_window_s`` during the rollout.
 
 Both say the versions and how many replicas each serves, so the operator sees how far the rollout has got.
+
+``observe`` is what the control loop's rollout stage reads (``scaler.rollout.RolloutTracker``): ready replicas per
+version, which version is the new one (the one whose first replica appeared last), and the ready replicas now
+against the window's peak.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from collector.state import DeploymentView, FleetState, ReplicaView
 from detectors.finding import Finding, Severity, Subject
@@ -38,17 +44,51 @@ def versions(view: DeploymentView, *, since: float) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+@dataclass(frozen=True, slots=True)
+class Versions:
+    """A deployment's versions at one tick (plain values, for the control loop's rollout stage)."""
+
+    seen: dict[str, int]  # replicas seen within the window per version
+    ready_by_version: dict[str, int]  # ready replicas now per version
+    new_version: str | None  # the version whose first replica appeared last; None with one version
+    ready: int
+    peak_ready: int  # the most ready replicas within the window
+
+    @property
+    def text(self) -> str:
+        return ", ".join(f"{n} on {v}" for v, n in self.seen.items())
+
+
+def observe(state: FleetState, view: DeploymentView, th: Thresholds, now: float) -> Versions:
+    since = now - th.rollout.window_s
+    seen = versions(view, since=since)
+    ready: dict[str, int] = {}
+    first: dict[str, float] = {}
+    for r in view.replicas:
+        if r.last_seen < since:
+            continue
+        v = version(r)
+        if r.ready:
+            ready[v] = ready.get(v, 0) + 1
+        history = state.replica_history(r.key)
+        born = history[0].timestamp if history else r.last_seen
+        first[v] = min(first.get(v, born), born)
+    new = max(first, key=lambda v: (first[v], v)) if len(first) >= 2 else None
+    history_ready = [p.ready_replicas for p in state.deployment_history(view.key) if p.t >= since]
+    return Versions(seen, ready, new, view.ready_replicas, max([view.ready_replicas, *history_ready]))
+
+
 def _finding(state: FleetState, view: DeploymentView, th: Thresholds, now: float) -> Finding | None:
     rollout = th.rollout
-    seen = versions(view, since=now - rollout.window_s)
+    obs = observe(state, view, th, now)
+    seen = obs.seen
     if len(seen) < 2:
         return None  # one version (or none): no rollout visible
-    history = [p.ready_replicas for p in state.deployment_history(view.key) if p.t >= now - rollout.window_s]
-    peak = max([view.ready_replicas, *history])
+    peak = obs.peak_ready
     replacing = peak - view.ready_replicas
     total = peak
     share = replacing / peak if peak else 0.0
-    mix = ", ".join(f"{n} on {v}" for v, n in seen.items())
+    mix = obs.text
     evidence: dict[str, float | str | None] = {
         "replicas_ready_peak": float(total),
         "replicas_out": float(replacing),

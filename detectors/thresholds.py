@@ -73,6 +73,14 @@ class KvThresholds:
     min_trend_samples: int = 3
     # Usage treated as exhausted (vLLM preempts when no free block remains).
     full: float = 0.98
+    # Demand against capacity (the planner's numbers, passed in by the control loop): warn when the arrivals
+    # forecast at the horizon reach this share of what the ready replicas serve, on a pool that already feels it.
+    demand_load: float = 1.0
+    # The pool "feels it": its usage peaked at or above this within the rate window (with demand_load).
+    demand_min_usage: float = 0.5
+    # A filling trend is left unwarned while the forecast stays below this share of what the ready replicas
+    # serve (0: never; a forecast that far inside capacity means the pool levels off).
+    quiet_load: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("near_full", "project_from_usage", "full"):
@@ -84,6 +92,9 @@ class KvThresholds:
         _check(self, "confirm_window_s", lo=0.0, strict_lo=True)
         _check(self, "confirm_time_to_exhaustion_s", lo=0.0, strict_lo=True)
         _check(self, "min_trend_samples", lo=2)
+        _check(self, "demand_load", lo=0.0, strict_lo=True)
+        _check(self, "demand_min_usage", lo=0.0, hi=1.0)
+        _check(self, "quiet_load", lo=0.0)
         if not self.project_from_usage < self.near_full <= self.full:
             raise ValueError(
                 "KvThresholds must satisfy project_from_usage < near_full <= full, got "

@@ -20,6 +20,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from scaler.rollout import DeploymentRollout, resolve_int_or_percent
+
 log = logging.getLogger(__name__)
 
 
@@ -28,6 +30,7 @@ class ScaleView:
     replicas: Mapping[str, int] = field(default_factory=dict)  # "namespace/name" -> spec.replicas (0 included)
     gone: frozenset[str] = frozenset()  # deployments asked about that no longer exist
     arrival_rates: Mapping[str, float] = field(default_factory=dict)  # requests/s at the gateway, where there is one
+    rollouts: Mapping[str, DeploymentRollout] = field(default_factory=dict)  # Deployment rollout status (Kubernetes)
 
 
 class ScaleSource(Protocol):
@@ -98,28 +101,63 @@ class KubernetesScale:
             *(asyncio.to_thread(self._list, namespace) for namespace in sorted(by_namespace)), return_exceptions=True
         )
         replicas: dict[str, int] = {}
+        rollouts: dict[str, DeploymentRollout] = {}
         gone: set[str] = set()
         for namespace, result in zip(sorted(by_namespace), listed, strict=True):
             if isinstance(result, BaseException):
                 log.warning("cannot list deployments in namespace %s: %s", namespace, _reason(result))
                 continue
+            counts, found_rollouts = result
             for name in by_namespace[namespace]:
-                key, count = f"{namespace}/{name}", result.get(name)
+                key, count = f"{namespace}/{name}", counts.get(name)
                 if count is not None:
                     replicas[key] = count
                     self._listed.add(key)
+                    if name in found_rollouts:
+                        rollouts[key] = found_rollouts[name]
                 elif key in self._listed:
                     gone.add(key)
                     self._listed.discard(key)
                 elif key not in self._not_found:
                     self._not_found.add(key)
                     log.info("no Deployment %s: its replica count comes from the replicas seen", key)
-        return ScaleView(replicas=replicas, gone=frozenset(gone))
+        return ScaleView(replicas=replicas, gone=frozenset(gone), rollouts=rollouts)
 
-    def _list(self, namespace: str) -> dict[str, int]:
+    def _list(self, namespace: str) -> tuple[dict[str, int], dict[str, DeploymentRollout]]:
         items = self._apps.list_namespaced_deployment(namespace, _request_timeout=self._timeout_s).items
         # spec.replicas is optional in the API (defaulted to 1 by the apiserver); None never reaches here in practice
-        return {d.metadata.name: int(d.spec.replicas if d.spec.replicas is not None else 1) for d in items}
+        counts = {d.metadata.name: int(d.spec.replicas if d.spec.replicas is not None else 1) for d in items}
+        rollouts: dict[str, DeploymentRollout] = {}
+        for d in items:
+            try:
+                rollouts[d.metadata.name] = deployment_rollout(d)
+            except (AttributeError, TypeError, ValueError):
+                continue  # a partial object (an old apiserver, a test double): no rollout status, counts still serve
+        return counts, rollouts
+
+
+def deployment_rollout(d: Any) -> DeploymentRollout:
+    """A Deployment's rollout status (kubernetes.client V1Deployment): generation against observedGeneration, the
+    pods on the newest template, and the RollingUpdate strategy's fenceposts (Recreate: the whole set at once)."""
+    spec, status = d.spec, d.status
+    replicas = int(spec.replicas if spec.replicas is not None else 1)
+    strategy = getattr(spec, "strategy", None)
+    rolling = getattr(strategy, "rolling_update", None)
+    if strategy is not None and getattr(strategy, "type", None) == "Recreate":
+        surge, unavailable = 0, replicas
+    else:
+        surge = resolve_int_or_percent(getattr(rolling, "max_surge", None), replicas, round_up=True)
+        unavailable = resolve_int_or_percent(getattr(rolling, "max_unavailable", None), replicas, round_up=False)
+    return DeploymentRollout(
+        generation=int(d.metadata.generation or 0),
+        observed_generation=int(getattr(status, "observed_generation", None) or 0),
+        replicas=replicas,
+        updated_replicas=int(getattr(status, "updated_replicas", None) or 0),
+        status_replicas=int(getattr(status, "replicas", None) or 0),
+        ready_replicas=int(getattr(status, "ready_replicas", None) or 0),
+        max_surge=surge,
+        max_unavailable=unavailable,
+    )
 
 
 def _reason(error: BaseException) -> str:

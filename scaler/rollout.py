@@ -5,11 +5,19 @@ fleet serves with fewer ready replicas than the planner wanted, and TTFT's tail 
 ask for ``desired`` plus the replicas being replaced, and start that surge one cold start ahead of each wave, so
 that by the time a wave drains its old replicas their successors are already warm. A pure function over plain
 values, so the planner, the backtest and a test all call the same arithmetic.
+
+``RolloutTracker`` turns what the control loop sees each tick (the versions among a deployment's replicas, and
+the Deployment's own rollout status where the scale source reads Kubernetes) into those values, and
+``surge_decision`` raises the planner's decision by the surge: the stage ``kvpilot.loop`` runs after the planner.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
+
+from scaler.decision import Decision
 
 
 def surge_replicas(
@@ -49,3 +57,199 @@ def surge_replicas(
     if max_replicas is None:
         return desired + surge
     return max(desired, min(desired + surge, max_replicas))
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentRollout:
+    """What the Kubernetes Deployment object says of its rollout, where the scale source reads it:
+    ``metadata.generation`` against ``status.observedGeneration``, ``spec.replicas`` against
+    ``status.updatedReplicas`` (pods on the newest template), ``status.replicas`` and ``status.readyReplicas``,
+    and the RollingUpdate strategy's maxSurge/maxUnavailable resolved to replica counts."""
+
+    generation: int
+    observed_generation: int
+    replicas: int  # spec.replicas
+    updated_replicas: int
+    status_replicas: int
+    ready_replicas: int
+    max_surge: int
+    max_unavailable: int
+
+    @property
+    def in_progress(self) -> bool:
+        """The controller has not yet observed the newest spec, or pods still run an older template."""
+        return self.observed_generation < self.generation or self.updated_replicas < self.replicas
+
+
+def resolve_int_or_percent(value: int | str | None, total: int, *, round_up: bool, default: str = "25%") -> int:
+    """A RollingUpdate maxSurge (``round_up``) or maxUnavailable (down) as a replica count, as the Deployment
+    controller resolves it (kubernetes/kubernetes pkg/controller/deployment/util/deployment_util.go
+    ResolveFenceposts: intstr.GetScaledValueFromIntOrPercent, surge rounded up, unavailable down; both default to
+    25 %)."""
+    v: int | str = default if value is None else value
+    if isinstance(v, int):
+        return max(v, 0)
+    text = str(v).strip()
+    if text.endswith("%"):
+        share = float(text[:-1]) / 100.0
+        scaled = share * total
+        return max(int(math.ceil(scaled - 1e-9) if round_up else math.floor(scaled + 1e-9)), 0)
+    return max(int(text), 0)
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutStatus:
+    """A rollout as the control loop sees it at one tick: the arguments of ``surge_replicas`` and what they came
+    from (``source``: "kubernetes" for the Deployment's status, "versions" for two versions among the replicas
+    kvpilot scrapes)."""
+
+    old_remaining: int
+    wave_size: int
+    wave_in_progress: bool
+    next_wave_in_s: float | None
+    source: str
+    versions: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class VersionsSeen:
+    """The versions among a deployment's replicas, as ``detectors.rollout.observe`` reads them from FleetState:
+    ready replicas per version now, the version that appeared last (None: one version, no rollout), and the
+    ready replicas now against the most ready within the detector's window."""
+
+    ready_by_version: dict[str, int]
+    new_version: str | None
+    ready: int
+    peak_ready: int
+    text: str = ""
+
+    @property
+    def old_remaining(self) -> int:
+        return sum(n for v, n in self.ready_by_version.items() if v != self.new_version)
+
+
+@dataclass
+class _Track:
+    wave_started: float | None = None  # when the current wave's replicas went out (the ready deficit began)
+    wave_size: int = 1  # the most replicas seen out at once during this rollout
+    last_old_at: float | None = None  # the last tick an old-version replica was seen serving
+
+
+class RolloutTracker:
+    """Per deployment, from what the loop sees each tick to a ``RolloutStatus`` (or None: no rollout). Remembers
+    when the current wave began, so that the next wave's start (when this one is ready, as a Deployment waits
+    for readiness) is known one cold start ahead, and the widest wave seen, where the Deployment's strategy is
+    not known."""
+
+    def __init__(self) -> None:
+        self._tracks: dict[str, _Track] = {}
+
+    def forget(self, key: str) -> None:
+        self._tracks.pop(key, None)
+
+    def update(
+        self,
+        key: str,
+        now: float,
+        *,
+        cold_start_s: float,
+        seen: VersionsSeen | None = None,
+        deployment: DeploymentRollout | None = None,
+    ) -> RolloutStatus | None:
+        if deployment is not None and deployment.in_progress:
+            return self._from_deployment(key, now, cold_start_s, deployment, seen)
+        track = self._tracks.get(key)
+        if seen is None or seen.new_version is None:
+            self._tracks.pop(key, None)
+            return None
+        out = max(seen.peak_ready - seen.ready, 0)
+        old = seen.old_remaining
+        if old <= 0:
+            # The last wave: its old replicas are gone, its successors may still load. Covered while replicas are
+            # out, for at most a cold start after old replicas were last seen serving.
+            last = None if track is None else track.last_old_at
+            if track is None or last is None or out == 0 or now - last > cold_start_s:
+                self._tracks.pop(key, None)
+                return None
+        else:
+            track = self._tracks.setdefault(key, _Track())
+            track.last_old_at = now
+        track.wave_size = max(track.wave_size, out)
+        in_progress = out > 0
+        if not in_progress:
+            track.wave_started = None
+        elif track.wave_started is None:
+            track.wave_started = now
+        return RolloutStatus(
+            # the replicas of the wave in progress are still to be replaced until their successors serve
+            old_remaining=old + (min(out, track.wave_size) if in_progress else 0),
+            wave_size=track.wave_size,
+            wave_in_progress=in_progress,
+            next_wave_in_s=self._next_wave_in(track, now, cold_start_s),
+            source="versions",
+            versions=seen.text,
+        )
+
+    def _from_deployment(
+        self, key: str, now: float, cold_start_s: float, d: DeploymentRollout, seen: VersionsSeen | None
+    ) -> RolloutStatus:
+        track = self._tracks.setdefault(key, _Track())
+        # The controller replaces up to maxSurge + maxUnavailable pods at once (at least one).
+        track.wave_size = max(d.max_surge + d.max_unavailable, 1)
+        in_progress = d.status_replicas > d.ready_replicas or d.observed_generation < d.generation
+        if not in_progress:
+            track.wave_started = None
+        elif track.wave_started is None:
+            track.wave_started = now
+        return RolloutStatus(
+            old_remaining=max(d.replicas - d.updated_replicas, 0),
+            wave_size=track.wave_size,
+            wave_in_progress=in_progress,
+            next_wave_in_s=self._next_wave_in(track, now, cold_start_s),
+            source="kubernetes",
+            versions=(seen.text if seen is not None else "")
+            or f"{d.updated_replicas} of {d.replicas} replicas updated (generation {d.generation})",
+        )
+
+    @staticmethod
+    def _next_wave_in(track: _Track, now: float, cold_start_s: float) -> float:
+        """A wave in progress ends (and the next begins) once its replicas are ready: a cold start after it began.
+        With none in progress and old replicas left, the next may begin at any tick."""
+        if track.wave_started is None:
+            return 0.0
+        return max(cold_start_s - (now - track.wave_started), 0.0)
+
+
+def surge_decision(
+    decision: Decision, status: RolloutStatus, *, cold_start_s: float, max_replicas: int | None
+) -> Decision:
+    """The planner's decision raised by the surge a rollout needs (unchanged when it needs none). The replicas a
+    wave is loading are not capacity: ``desired`` stays what demand needs in ready replicas, and the surge adds
+    the replicas being replaced on top."""
+    target = surge_replicas(
+        desired=max(decision.desired_replicas, 0),
+        old_remaining=status.old_remaining,
+        wave_size=status.wave_size,
+        wave_in_progress=status.wave_in_progress,
+        next_wave_in_s=status.next_wave_in_s,
+        cold_start_s=cold_start_s,
+        max_replicas=max_replicas,
+    )
+    surge = target - max(decision.desired_replicas, 0)
+    forecast = {
+        **decision.forecast,
+        "rollout_old_remaining": float(status.old_remaining),
+        "rollout_wave_size": float(status.wave_size),
+        "rollout_surge": float(surge),
+    }
+    if surge <= 0:
+        return dataclasses.replace(decision, forecast=forecast)
+    wave = "a wave loading now" if status.wave_in_progress else "no wave loading"
+    nxt = "" if status.next_wave_in_s is None else f", next wave in ~{status.next_wave_in_s:.0f} s"
+    message = (
+        f"{decision.message}; rollout surge +{surge} ({status.old_remaining} replicas left to replace in waves of "
+        f"{status.wave_size}, {wave}{nxt}; {status.source}: {status.versions})"
+    )
+    return dataclasses.replace(
+        decision, desired_replicas=target, reason="rollout_surge", message=message, forecast=forecast
+    )

@@ -63,8 +63,11 @@ class RequestFleet:
         if n < 0:
             raise ValueError(f"replica count must be >= 0, got {n}")
         active = [r for r in self.replicas if not r.draining]
+        # Replicas added while a rollout runs start on the new version (a Deployment scaled mid-rollout adds them to
+        # its new ReplicaSet), so a surge asked for during the rollout is not itself left to be rolled.
+        profile = self._rollout.profile if self._rollout is not None else None
         for _ in range(n - len(active)):
-            self._add_replica(ready_at=self.time + self.cfg.cold_start_s)
+            self._add_replica(ready_at=self.time + self.cfg.cold_start_s, profile=profile)
         if n < len(active):
             # Remove loading replicas first (newest first), then drain the newest ready ones.
             order = sorted(active, key=lambda r: (r.ready(self.time), -r.started_s))

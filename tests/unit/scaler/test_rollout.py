@@ -54,3 +54,124 @@ def test_bad_input_names_the_field(changes, field):
 def test_bad_cold_start():
     with pytest.raises(ValueError, match="cold_start_s"):
         surge_replicas(**BASE, cold_start_s=float("inf"))
+
+
+# -- the tracker: what the loop sees each tick, turned into surge_replicas' arguments ------------------------
+
+from types import SimpleNamespace  # noqa: E402
+
+from scaler.decision import Decision  # noqa: E402
+from scaler.rollout import (  # noqa: E402
+    DeploymentRollout,
+    RolloutStatus,
+    RolloutTracker,
+    VersionsSeen,
+    resolve_int_or_percent,
+    surge_decision,
+)
+
+
+def _seen(old: int, new: int, ready: int, peak: int) -> VersionsSeen:
+    by = {"vllm:v1": old, "vllm:v2": new} if new or old else {}
+    return VersionsSeen(by, "vllm:v2" if new or ready < peak else None, ready, peak, f"{old} on v1, {new} on v2")
+
+
+def test_tracker_times_the_next_wave_from_when_the_current_one_went_out() -> None:
+    t = RolloutTracker()
+    assert t.update("d", 0.0, cold_start_s=120.0, seen=_seen(4, 0, 4, 4)) is None  # one version: no rollout
+    s = t.update("d", 10.0, cold_start_s=120.0, seen=_seen(3, 1, 4, 4))
+    assert s == RolloutStatus(3, 1, False, 0.0, "versions", "3 on v1, 1 on v2")  # next wave any tick now
+    s = t.update("d", 20.0, cold_start_s=120.0, seen=_seen(2, 1, 3, 4))  # one replica out: a wave loads
+    assert s is not None
+    assert s.wave_in_progress
+    assert s.next_wave_in_s == 120.0
+    assert s.old_remaining == 3
+    s = t.update("d", 80.0, cold_start_s=120.0, seen=_seen(2, 1, 3, 4))
+    assert s is not None
+    assert s.next_wave_in_s == 60.0
+    # the last wave: no old replica serves any more, its successor still loads: still covered ...
+    s = t.update("d", 200.0, cold_start_s=120.0, seen=_seen(0, 3, 3, 4))
+    assert s is not None
+    assert s.old_remaining == 1
+    assert s.wave_in_progress
+    # ... until it serves (or a cold start has passed since old replicas were last seen)
+    assert t.update("d", 260.0, cold_start_s=120.0, seen=_seen(0, 4, 4, 4)) is None
+
+
+def test_tracker_learns_the_wave_size_from_the_widest_deficit() -> None:
+    t = RolloutTracker()
+    t.update("d", 0.0, cold_start_s=120.0, seen=_seen(6, 2, 8, 8))
+    s = t.update("d", 5.0, cold_start_s=120.0, seen=_seen(4, 2, 6, 8))
+    assert s is not None
+    assert s.wave_size == 2
+    assert s.old_remaining == 6
+
+
+def _deployment(**kw: int) -> DeploymentRollout:
+    base = dict(
+        generation=2,
+        observed_generation=2,
+        replicas=8,
+        updated_replicas=8,
+        status_replicas=8,
+        ready_replicas=8,
+        max_surge=2,
+        max_unavailable=0,
+    )
+    return DeploymentRollout(**{**base, **kw})
+
+
+def test_the_deployment_status_wins_where_the_scale_source_reads_it() -> None:
+    t = RolloutTracker()
+    assert t.update("d", 0.0, cold_start_s=120.0, deployment=_deployment()) is None  # complete
+    s = t.update("d", 5.0, cold_start_s=120.0, deployment=_deployment(observed_generation=1, updated_replicas=0))
+    assert s is not None
+    assert (s.source, s.old_remaining, s.wave_size, s.wave_in_progress) == ("kubernetes", 8, 2, True)
+    s = t.update("d", 65.0, cold_start_s=120.0, deployment=_deployment(updated_replicas=2, status_replicas=10))
+    assert s is not None
+    assert s.old_remaining == 6
+    assert s.next_wave_in_s == 60.0
+
+
+@pytest.mark.parametrize(
+    ("value", "total", "up", "want"),
+    [
+        (None, 10, True, 3),  # 25 % of 10 rounded up (the Deployment default)
+        (None, 10, False, 2),  # ... and down for maxUnavailable
+        ("50%", 5, True, 3),
+        (2, 10, False, 2),
+        ("1", 10, True, 1),
+    ],
+)
+def test_strategy_fenceposts_resolve_as_the_deployment_controller_does(value, total, up, want) -> None:
+    assert resolve_int_or_percent(value, total, round_up=up) == want
+
+
+def test_surge_decision_raises_desired_and_says_why() -> None:
+    d = Decision("ns/d", 0.0, 4, 4, 4, 0, "predictive", "forecast 10 rps")
+    raised = surge_decision(
+        d, RolloutStatus(3, 1, True, 30.0, "versions", "1 on v2, 3 on v1"), cold_start_s=120.0, max_replicas=None
+    )
+    assert (raised.desired_replicas, raised.reason) == (6, "rollout_surge")
+    assert raised.message.startswith("forecast 10 rps; rollout surge +2 (3 replicas left to replace in waves of 1")
+    assert raised.forecast["rollout_surge"] == 2.0
+    held = surge_decision(d, RolloutStatus(3, 1, True, 30.0, "versions"), cold_start_s=120.0, max_replicas=4)
+    assert (held.desired_replicas, held.reason) == (4, "predictive")  # the ceiling: nothing to add
+
+
+def test_kubernetes_deployment_objects_are_read_into_a_rollout() -> None:
+    from kvpilot.scale_view import deployment_rollout
+
+    obj = SimpleNamespace(
+        metadata=SimpleNamespace(name="chat", generation=3),
+        spec=SimpleNamespace(
+            replicas=8,
+            strategy=SimpleNamespace(
+                type="RollingUpdate", rolling_update=SimpleNamespace(max_surge="25%", max_unavailable=0)
+            ),
+        ),
+        status=SimpleNamespace(observed_generation=2, updated_replicas=None, replicas=8, ready_replicas=8),
+    )
+    r = deployment_rollout(obj)
+    assert r.in_progress
+    assert (r.max_surge, r.max_unavailable, r.updated_replicas) == (2, 0, 0)
