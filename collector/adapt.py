@@ -6,6 +6,9 @@ runtime series, per-request token histograms and the like, is skipped without be
 A page whose engine names carry a stack's prefix (Ray Serve LLM's ``ray_vllm:``, or ``ray_vllm_`` where Ray
 sanitised the name) is read with the prefix removed: the target's ``prefix`` when configured, else the one found
 on the page the first time no adapter matched (then remembered per target URL, so later scrapes parse once).
+
+A target's page laid out as its previous one (the usual case: only values move) is read without parsing it,
+from the layout learnt off that page (``collector.exposition.LayoutCache``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from collector.engines import (
     require_engine,
 )
 from collector.engines._prefix import find_prefix, prefixed_wanted, strip_prefix
-from collector.exposition import MetricFamily, is_openmetrics, parse
+from collector.exposition import DEFAULT_MAX_SAMPLES, LayoutCache, MetricFamily, Wanted, is_openmetrics, parse
 from collector.gpus import GPU_ADAPTERS
 from collector.samples import GpuSample, ReplicaSample, TargetInfo
 
@@ -95,9 +98,9 @@ def adapt_page(
     prefix = target.prefix if target.prefix is not None else _found_prefixes.get(target.url)
     if prefix:
         wanted = prefixed_wanted(prefix, WANTED_FAMILIES, NAMESPACES)
-        families = parse(text, wanted=wanted, openmetrics=openmetrics)
+        families = _parse_wanted(text, (target.url, prefix), wanted, openmetrics)
         return adapt_families(strip_prefix(families, prefix, NAMESPACES), target, timestamp, engine)
-    families = parse(text, wanted=WANTED_FAMILIES, openmetrics=openmetrics)
+    families = _parse_wanted(text, (target.url, ""), WANTED_FAMILIES, openmetrics)
     try:
         return adapt_families(families, target, timestamp, engine)
     except UnknownEngine:
@@ -115,6 +118,19 @@ def adapt_page(
             _remember(target.url, found[0])
             return page
     raise UnknownEngine(_reason(everything, engine or target.engine)) from None
+
+
+# Each target's page layout, so that a page laid out as the target's previous one is read without parsing
+# (collector.exposition._layout); keyed by URL and prefix, since the prefix changes what is read.
+_layouts = LayoutCache(parse)
+
+
+def _parse_wanted(
+    text: str | bytes, source: tuple[str, str], wanted: Wanted, openmetrics: bool
+) -> dict[str, MetricFamily]:
+    if openmetrics:
+        return parse(text, wanted=wanted, openmetrics=True)
+    return _layouts.parse(source, text, wanted=wanted, max_samples=DEFAULT_MAX_SAMPLES)
 
 
 def _reason(families: Mapping[str, MetricFamily], engine: str | None) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
+from typing import cast
 
 from collector.exposition import MetricFamily, Sample
 from collector.samples import Histogram
@@ -62,11 +64,44 @@ def find_family(families: Families, name: str) -> MetricFamily | None:
     return None
 
 
+# What a reader derives from a family's names and labels alone, for families read off a known page layout
+# (``MetricFamily.shape``): the same on every page of the layout, so worked out once. Keyed by the shape and
+# the label match; bounded by forgetting everything at once (layouts are few; a full cache means churn).
+_PLANS: dict[tuple[object, str, tuple[tuple[str, str], ...]], object] = {}
+_MAX_PLANS = 20_000
+
+
+def _planned(fam: MetricFamily, kind: str, match: Mapping[str, str], build: Callable[[], object]) -> object:
+    key = (fam.shape, kind, tuple(match.items()))
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        plan = _PLANS[key] = build()
+    return plan
+
+
+def _value_indices(fam: MetricFamily, match: Mapping[str, str]) -> tuple[int, ...]:
+    names = {fam.name, fam.name + "_total"}
+    return tuple(
+        i
+        for i, s in enumerate(fam.samples)
+        if s.name in names and not any(s.labels.get(k) != v for k, v in match.items())
+    )
+
+
 def value_samples(families: Families, series: Series, keep: SampleFilter | None = None) -> list[Sample]:
     """Plain-value samples of ``series`` (not buckets, sums or ``_created``), label-filtered."""
     fam = find_family(families, series.family)
     if fam is None:
         return []
+    if fam.shape is not None:
+        indices = cast(
+            tuple[int, ...], _planned(fam, "values", series.match, partial(_value_indices, fam, series.match))
+        )
+        samples = fam.samples
+        picked = [samples[i] for i in indices]
+        return picked if keep is None else [s for s in picked if keep(s)]
     names = {fam.name, fam.name + "_total"}
     out = []
     for s in fam.samples:
@@ -167,6 +202,59 @@ def _histogram_groups(fam: MetricFamily, match: Mapping[str, str], keep: SampleF
             yield h
 
 
+# A histogram family's label sets as read off its names and labels: per set, its bounds (+Inf included), the
+# sample holding each bound's count (the +Inf one may be ``_count``), and the ``_sum`` and ``_count`` samples
+# (-1: absent).
+_HistogramPlan = tuple[tuple[tuple[float, ...], tuple[int, ...], int, int], ...]
+
+
+def _histogram_plan(fam: MetricFamily, match: Mapping[str, str]) -> _HistogramPlan:
+    """``_histogram_groups``' grouping, on sample positions instead of values."""
+    bucket, total, count = fam.name + "_bucket", fam.name + "_sum", fam.name + "_count"
+    groups: dict[tuple[tuple[str, str], ...], tuple[dict[float, int], list[int]]] = {}
+    for i, s in enumerate(fam.samples):
+        if any(s.labels.get(k) != v for k, v in match.items()):
+            continue
+        buckets, ends = groups.setdefault(
+            tuple(sorted((k, v) for k, v in s.labels.items() if k != "le")), ({}, [-1, -1])
+        )
+        if s.name == bucket:
+            le = _parse_le(s.labels.get("le"))
+            if le is not None and not math.isnan(le):
+                buckets[le] = i
+        elif s.name == total:
+            ends[0] = i
+        elif s.name == count:
+            ends[1] = i
+    plan = []
+    for buckets, (sum_at, count_at) in groups.values():
+        places = dict(buckets)
+        if _INF not in places:
+            if count_at < 0:
+                continue  # neither +Inf nor _count: the total is unknown
+            places[_INF] = count_at
+        bounds = tuple(sorted(places))
+        plan.append((bounds, tuple(places[b] for b in bounds), sum_at, count_at))
+    return tuple(plan)
+
+
+def _planned_histograms(fam: MetricFamily, match: Mapping[str, str]) -> list[Histogram]:
+    plan = cast(_HistogramPlan, _planned(fam, "histogram", match, partial(_histogram_plan, fam, match)))
+    samples = fam.samples
+    out = []
+    for bounds, places, sum_at, count_at in plan:
+        counts = tuple([samples[i].value for i in places])
+        out.append(
+            Histogram(
+                bounds=bounds,
+                counts=counts,
+                sum=samples[sum_at].value if sum_at >= 0 else math.nan,
+                count=samples[count_at].value if count_at >= 0 else counts[-1],
+            )
+        )
+    return out
+
+
 def merge_histograms(parts: list[Histogram]) -> Histogram | None:
     """Sum histograms (engines, label sets) into one, keeping only the bounds every part has.
 
@@ -205,7 +293,10 @@ def read_histogram(
         fam = families.get(series.family)
         if fam is None or fam.type != "histogram":
             continue
-        merged = merge_histograms(list(_histogram_groups(fam, series.match, keep)))
+        if fam.shape is not None and keep is None:
+            merged = merge_histograms(_planned_histograms(fam, series.match))
+        else:
+            merged = merge_histograms(list(_histogram_groups(fam, series.match, keep)))
         if merged is not None:
             return scale_histogram(merged, scale)
     return None

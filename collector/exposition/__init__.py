@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from collector.exposition._layout import LayoutCache
 from collector.exposition._model import (
     DEFAULT_MAX_SAMPLES,
     MetricFamily,
@@ -19,6 +20,7 @@ from collector.exposition._model import (
     Sample,
     Sink,
     Wanted,
+    decode_utf8,
     selector,
     watched_by,
 )
@@ -27,6 +29,7 @@ from collector.exposition._text import parse_text
 
 __all__ = [
     "DEFAULT_MAX_SAMPLES",
+    "LayoutCache",
     "MetricFamily",
     "ParseError",
     "Sample",
@@ -53,7 +56,7 @@ def parse(
     ``foo_total`` is family ``foo``) or is a predicate over them. Bytes must be UTF-8.
     """
     if isinstance(text, bytes):
-        text = _decode(text)
+        text = decode_utf8(text)
     sink = Sink(max_samples)
     _BACKENDS[openmetrics](text, selector(wanted), sink)
     return sink.families
@@ -64,15 +67,3 @@ def is_openmetrics(content_type: str | None) -> bool:
     if not content_type:
         return False
     return content_type.split(";", 1)[0].strip().lower() == "application/openmetrics-text"
-
-
-def _decode(data: bytes) -> str:
-    """UTF-8 as the formats require; an invalid byte is reported with its line, shown repaired."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line_no = data.count(b"\n", 0, e.start) + 1
-        start = data.rfind(b"\n", 0, e.start) + 1
-        end = data.find(b"\n", e.start)
-        shown = data[start : end if end >= 0 else len(data)].decode("utf-8", "replace")
-        raise ParseError(f"invalid UTF-8 at byte {e.start}", line_no=line_no, line=shown) from None

@@ -45,6 +45,9 @@ class MetricFamily:
     help: str = ""
     samples: list[Sample] = field(default_factory=list)
     unit: str = ""  # OpenMetrics "# UNIT"; always "" for the text format
+    # The same object for this family on every page of one layout (collector.exposition._layout), else None:
+    # readers may key what they derive from names and labels alone on it (collector/engines/_read.py).
+    shape: object | None = field(default=None, compare=False, repr=False)
 
 
 Wanted = Collection[str] | Callable[[str], bool] | None
@@ -114,3 +117,15 @@ class Sink:
             self.families[name] = MetricFamily(name, typ, help_text, samples, unit)
         else:
             family.samples.extend(samples)
+
+
+def decode_utf8(data: bytes) -> str:
+    """UTF-8 as the formats require; an invalid byte is reported with its line, shown repaired."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line_no = data.count(b"\n", 0, e.start) + 1
+        start = data.rfind(b"\n", 0, e.start) + 1
+        end = data.find(b"\n", e.start)
+        shown = data[start : end if end >= 0 else len(data)].decode("utf-8", "replace")
+        raise ParseError(f"invalid UTF-8 at byte {e.start}", line_no=line_no, line=shown) from None

@@ -1,0 +1,213 @@
+"""Page layouts: a target's page read without parsing it when its layout is the one seen before.
+
+A serving engine's /metrics page keeps its layout scrape after scrape: the same families in the same
+order, the same label sets; only the values move. Prometheus relies on this too (its scrape cache maps
+each series' bytes to a stored reference and skips parsing the labels: prometheus/prometheus,
+scrape/scrape.go, ``scrapeCache``, commit fcdb6c2b14ee931f3601a1a6fa6ee478a56f1bf0). A ``PageLayout``
+is built once from a page the parser read: every line is pinned except the values, so a later page
+either fits it, and then holds the same families, samples and labels with new values, or does not, and
+is parsed in full (and its layout learnt).
+
+How the layout learns which line feeds which sample without knowing the parser's internals: it parses a
+*probe* page, the page with every sample value replaced by its line number, and reads the line each
+sample came from off its value. Lines the probe does not return are lines the selective parse skips;
+their name is pinned (the parser decides a line's family from its name alone) and the rest may change.
+Values of the samples read must be plain numbers (``1``, ``-2.5e-3``, ``+Inf``, ``NaN``); anything else
+does not match and takes the parser, which accepts it or says what is wrong.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+
+from collector.exposition._model import MetricFamily, ParseError, Sample, Wanted, decode_utf8
+
+# A value the fast path reads: a plain decimal, Inf or NaN (float() reads each exactly as the parser does);
+# a page's values are checked at once, joined by newlines.
+_VALUE = r"[-+]?(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][-+]?[0-9]++)?+|[-+]?Inf|NaN"
+_VALUES_RE = re.compile(rf"(?:(?:{_VALUE})\n)*+(?:{_VALUE})")
+# A sample line split into what comes before its value, the value, and what follows (timestamp, blanks).
+_SPLIT_RE = re.compile(r"(.*?(?<=[ \t}]))([^ \t\r\x0b\x0c{}\"]++)((?:[ \t]++[^ \t\r\x0b\x0c{}\"]++)?+[ \t\r]*+)")
+# A skipped line's start: its name and the character after it (which ends the name).
+_LEAD_RE = re.compile(r"[ \t]*+[a-zA-Z_:][a-zA-Z0-9_:]*+[^a-zA-Z0-9_:]")
+
+MAX_LAYOUT_CHARS = 512 * 1024  # larger pages are parsed every time (a layout holds its page's lines)
+
+_Parse = Callable[..., dict[str, MetricFamily]]
+_SampleSpec = tuple[str, dict[str, str], float | None, int]  # name, labels, timestamp, index of its value
+_FamilySpec = tuple[str, str, str, str, list[_SampleSpec], object]  # name, type, help, unit, samples, shape
+_Pick = Callable[[list[str]], tuple[str, ...]]
+
+
+def _picker(indices: list[int]) -> _Pick:
+    """The lines at ``indices``, as a tuple, picked in C."""
+    if not indices:
+        return lambda _lines: ()
+    if len(indices) == 1:
+        only = indices[0]
+        return lambda lines: (lines[only],)
+    return operator.itemgetter(*indices)
+
+
+class PageLayout:
+    """One page layout: its lines, pinned except for what may change, and the families they yield.
+
+    A page has the layout when it has as many lines; its comment, blank and otherwise odd lines are the
+    same; each skipped line starts with the same name (the parser decides a line's family from its name
+    alone, and skips the rest); each line read starts with the same name and labels and ends in a plain
+    number. Every check runs in C over all lines at once (``itemgetter``, ``map``, one regex)."""
+
+    __slots__ = (
+        "cuts",
+        "families",
+        "line_count",
+        "pick_pinned",
+        "pick_read",
+        "pick_skipped",
+        "pinned",
+        "read_starts",
+        "skipped_starts",
+    )
+
+    def __init__(
+        self,
+        lines: list[str],
+        pinned: list[int],
+        skipped: dict[int, str],
+        read: dict[int, str],
+        families: list[_FamilySpec],
+    ) -> None:
+        self.line_count = len(lines)
+        self.pick_pinned = _picker(pinned)
+        self.pinned = tuple(lines[i] for i in pinned)
+        self.pick_skipped = _picker(list(skipped))
+        self.skipped_starts = tuple(skipped.values())
+        self.pick_read = _picker(list(read))
+        self.read_starts = tuple(read.values())
+        self.cuts = tuple(slice(len(start), None) for start in read.values())
+        self.families = families
+
+    def read(self, text: str) -> dict[str, MetricFamily] | None:
+        """The families of ``text`` if it has this layout, else None. Label dicts are shared between pages
+        of one layout (samples are read-only)."""
+        lines = text.split("\n")
+        if len(lines) != self.line_count or self.pick_pinned(lines) != self.pinned:
+            return None
+        if not all(map(str.startswith, self.pick_skipped(lines), self.skipped_starts)):
+            return None
+        read = self.pick_read(lines)
+        if not all(map(str.startswith, read, self.read_starts)):
+            return None
+        values: list[str] = list(map(operator.getitem, read, self.cuts))
+        if values and _VALUES_RE.fullmatch("\n".join(values)) is None:
+            return None
+        numbers = list(map(float, values))
+        return {
+            name: MetricFamily(
+                name, typ, help_text, [Sample(n, labels, numbers[i], ts) for n, labels, ts, i in samples], unit, shape
+            )
+            for name, typ, help_text, unit, samples, shape in self.families
+        }
+
+
+def learn_layout(text: str, wanted: Wanted, parse: _Parse, max_samples: int) -> PageLayout | None:
+    """``text``'s layout (``parse`` is the parser, called on a probe page: see the module docstring), or None
+    when the page does not lend itself to one (too large, a timestamp on a line read, an odd line)."""
+    if len(text) > MAX_LAYOUT_CHARS:
+        return None
+    lines = text.split("\n")
+    probe = list(lines)
+    split: dict[int, tuple[str, str]] = {}  # line index -> (before the value, after it)
+    for i, raw in enumerate(lines):
+        stripped = raw.strip()
+        if not stripped or stripped[0] == "#":
+            continue
+        m = _SPLIT_RE.fullmatch(raw)
+        if m is None:
+            return None
+        split[i] = (m[1], m[3])
+        probe[i] = f"{m[1]}{i}{m[3]}"
+    try:
+        families = parse("\n".join(probe), wanted=wanted, max_samples=max_samples)
+    except ParseError:
+        return None
+    read: dict[int, str] = {}  # line index -> what precedes its value
+    specs: list[tuple[str, str, str, str, list[tuple[str, dict[str, str], float | None, int]]]] = []
+    for fam in families.values():
+        samples = []
+        for s in fam.samples:
+            line = int(s.value) if s.value.is_integer() else -1
+            if line not in split or line in read or split[line][1]:
+                return None  # not one line's value, or a line with a timestamp or trailing blanks
+            read[line] = split[line][0]
+            samples.append((s.name, s.labels, s.timestamp, line))
+        specs.append((fam.name, fam.type, fam.help, fam.unit, samples))
+    read = dict(sorted(read.items()))
+    order = {line: k for k, line in enumerate(read)}
+    pinned: list[int] = []
+    skipped: dict[int, str] = {}
+    for i, raw in enumerate(lines):
+        if i in read:
+            continue
+        lead = _LEAD_RE.match(raw) if i in split else None
+        if lead is None:
+            pinned.append(i)
+        else:
+            skipped[i] = lead.group()
+    final = [(n, t, h, u, [(sn, sl, st, order[line]) for sn, sl, st, line in ss], object()) for n, t, h, u, ss in specs]
+    return PageLayout(lines, pinned, skipped, read, final)
+
+
+class LayoutCache:
+    """Page layouts by source (a target), for the text format: ``parse`` reads a page with its source's
+    layout when it matches, else with the parser, and then learns the page's layout for next time.
+
+    A source whose layout keeps changing stops costing a layout per page: after ``MAX_MISSES`` pages in a
+    row that did not fit, it is parsed only, and tried again after ``RETRY_AFTER`` pages."""
+
+    MAX_MISSES = 3
+    RETRY_AFTER = 64
+
+    def __init__(self, parse: _Parse, max_sources: int = 10_000) -> None:
+        self._parse = parse
+        self._max_sources = max_sources
+        # source -> [layout or None, misses in a row, pages since the last miss beyond MAX_MISSES]
+        self._sources: OrderedDict[Hashable, list[object]] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def parse(
+        self, source: Hashable, text: str | bytes, *, wanted: Wanted, max_samples: int
+    ) -> dict[str, MetricFamily]:
+        """``text``'s families as ``parse(text, wanted=wanted, max_samples=max_samples)`` returns them."""
+        if isinstance(text, bytes):
+            text = decode_utf8(text)
+        entry = self._sources.get(source)
+        if entry is None:
+            entry = [None, 0, 0]
+            self._sources[source] = entry
+            if len(self._sources) > self._max_sources:
+                self._sources.popitem(last=False)
+        layout = entry[0]
+        if isinstance(layout, PageLayout):
+            families = layout.read(text)
+            if families is not None:
+                self.hits += 1
+                entry[1] = 0
+                return families
+        self.misses += 1
+        families = self._parse(text, wanted=wanted, max_samples=max_samples)
+        misses = entry[1] = int(entry[1]) + 1  # type: ignore[call-overload]
+        if misses > self.MAX_MISSES:
+            waited = entry[2] = int(entry[2]) + 1  # type: ignore[call-overload]
+            if waited < self.RETRY_AFTER:
+                return families
+            entry[2] = 0
+        entry[0] = learn_layout(text, wanted, self._parse, max_samples)
+        return families
+
+    def forget(self, source: Hashable) -> None:
+        self._sources.pop(source, None)

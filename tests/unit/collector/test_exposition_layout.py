@@ -1,0 +1,210 @@
+"""Page layouts (collector.exposition.LayoutCache): a page read off its target's known layout is exactly the page
+the parser reads, and a page that does not fit is parsed (and then agrees with the parser, errors included).
+
+Differential throughout: the expected families come from the parser, and for full reads from prometheus_client
+too, on the real pages of tests/fixtures/metrics with their values changed the way scrapes change them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collector.adapt import WANTED_FAMILIES, adapt_page
+from collector.exposition import DEFAULT_MAX_SAMPLES, LayoutCache, ParseError, parse
+from collector.exposition._layout import learn_layout
+from collector.samples import TargetInfo
+from tests.unit.collector.test_exposition_text import canonical, duplicated, oracle
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "metrics"
+PAGES = sorted(FIXTURES.glob("*.txt"))
+_VALUE_RE = re.compile(r"^([^#\n][^\n]*?(?<=[ }]))([^ \n{}\"]+)$", re.MULTILINE)
+
+
+def with_values(text: str, values: list[str] | None = None, seed: int = 0) -> str:
+    """The page with every sample value replaced, in turn, by ``values`` (cycled) or by random numbers."""
+    rng = random.Random(seed)
+    pool = values or []
+    counter = iter(range(10**9))
+
+    def new(m: re.Match[str]) -> str:
+        i = next(counter)
+        value = pool[i % len(pool)] if pool else repr(round(rng.uniform(0, 1e6), rng.randint(0, 6)))
+        return m[1] + value
+
+    return _VALUE_RE.sub(new, text)
+
+
+def read(cache: LayoutCache, text: str, wanted: frozenset[str] | None = WANTED_FAMILIES) -> object:
+    return canonical(cache.parse("target", text, wanted=wanted, max_samples=DEFAULT_MAX_SAMPLES))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name[:60])
+def test_a_page_read_off_its_layout_is_the_page_parsed(page: Path) -> None:
+    text = page.read_text()
+    cache = LayoutCache(parse)
+    assert read(cache, text) == canonical(parse(text, wanted=WANTED_FAMILIES))  # learns the layout
+    for seed in range(3):
+        changed = with_values(text, seed=seed)
+        assert read(cache, changed) == canonical(parse(changed, wanted=WANTED_FAMILIES))
+    assert cache.hits == 3, "every fixture page has a layout, and pages that differ only in values fit it"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name[:60])
+def test_a_full_read_off_a_layout_agrees_with_prometheus_client(page: Path) -> None:
+    text = page.read_text()
+    cache = LayoutCache(parse)
+    cache.parse("target", text, wanted=None, max_samples=DEFAULT_MAX_SAMPLES)
+    changed = with_values(text, ["0", "1.5", "-2e-3", "+Inf", "NaN", "123456789", ".5", "-Inf"])
+    expected = oracle(changed)
+    if duplicated(expected):
+        pytest.skip("the oracle keeps a duplicated series; the parser refuses it (test_exposition_divergences)")
+    assert read(cache, changed, wanted=None) == expected
+    assert cache.hits == 1
+
+
+VLLM = (FIXTURES / "vllm__DataDog__integrations-core__vllm_metrics.txt").read_text()
+RUNNING = 'vllm:num_requests_running{model_name="facebook/opt-125m"}'
+
+
+def _first_line(prefix: str) -> str:
+    return next(line for line in VLLM.splitlines() if line.startswith(prefix))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        # a second model appears: a new series in a wanted family
+        lambda t: t.replace(_first_line(RUNNING), _first_line(RUNNING) + "\n" + RUNNING.replace("125m", "350m") + " 3"),
+        # a series read goes away
+        lambda t: t.replace(_first_line(RUNNING) + "\n", ""),
+        # a label value of a series read changes
+        lambda t: t.replace(RUNNING, RUNNING.replace("125m", "350m")),
+        # a timestamp appears on a line read
+        lambda t: t.replace(_first_line(RUNNING), _first_line(RUNNING) + " 1700000000000"),
+        # values the fast path does not take: hex, digit separators, a word
+        lambda t: t.replace(_first_line(RUNNING), RUNNING + " 0x10"),
+        lambda t: t.replace(_first_line(RUNNING), RUNNING + " 1_0"),
+        lambda t: t.replace(_first_line(RUNNING), RUNNING + " infinity"),
+        # a family's HELP text changes
+        lambda t: t.replace("# HELP vllm:num_requests_running ", "# HELP vllm:num_requests_running Now: "),
+        # a line turns malformed
+        lambda t: t.replace(_first_line(RUNNING), RUNNING[:-1] + " 1"),
+        # CRLF line ends
+        lambda t: t.replace("\n", "\r\n"),
+    ],
+)
+def test_a_page_that_does_not_fit_is_parsed(change: object) -> None:
+    cache = LayoutCache(parse)
+    cache.parse("target", VLLM, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    changed = change(VLLM)  # type: ignore[operator]
+    assert changed != VLLM
+    try:
+        expected = canonical(parse(changed, wanted=WANTED_FAMILIES))
+    except ParseError as e:
+        with pytest.raises(ParseError, match=re.escape(str(e))):
+            cache.parse("target", changed, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    else:
+        assert read(cache, changed) == expected
+    assert cache.hits == 0
+
+
+def test_lines_that_are_skipped_may_change_beyond_their_values() -> None:
+    # Python's GC series are not read: new label values there leave the layout as it was.
+    text = "\n".join(
+        [
+            "# TYPE python_gc_objects_collected_total counter",
+            'python_gc_objects_collected_total{generation="0"} 1.0',
+            "# TYPE vllm:num_requests_running gauge",
+            'vllm:num_requests_running{model_name="m"} 2.0',
+            "",
+        ]
+    )
+    cache = LayoutCache(parse)
+    cache.parse("target", text, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    changed = text.replace('generation="0"} 1.0', 'generation="7",extra="x"} 9 123').replace("2.0", "5")
+    assert read(cache, changed) == canonical(parse(changed, wanted=WANTED_FAMILIES))
+    assert cache.hits == 1
+
+
+def test_a_source_whose_layout_keeps_changing_stops_being_learnt(monkeypatch: pytest.MonkeyPatch) -> None:
+    learnt: list[str] = []
+    import collector.exposition._layout as layout_module
+
+    def spy(text: str, *args: object) -> object:
+        learnt.append(text)
+        return learn_layout(text, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(layout_module, "learn_layout", spy)
+    cache = LayoutCache(parse)
+    for i in range(20):  # a new series every page
+        text = VLLM.replace(
+            _first_line(RUNNING), _first_line(RUNNING) + f'\nvllm:num_requests_running{{model_name="m{i}"}} 1'
+        )
+        assert read(cache, text) == canonical(parse(text, wanted=WANTED_FAMILIES))
+    assert len(learnt) == LayoutCache.MAX_MISSES
+    assert cache.hits == 0
+
+
+def test_every_target_has_its_own_layout() -> None:
+    cache = LayoutCache(parse)
+    other = (FIXTURES / "sglang__DataDog__integrations-core__sglang_metrics.txt").read_text()
+    for _ in range(2):
+        assert canonical(cache.parse("a", VLLM, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)) == canonical(
+            parse(VLLM, wanted=WANTED_FAMILIES)
+        )
+        assert canonical(cache.parse("b", other, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)) == canonical(
+            parse(other, wanted=WANTED_FAMILIES)
+        )
+    assert cache.hits == 2
+
+
+_PLAIN = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?Inf|NaN")
+_VALUES = st.one_of(
+    st.integers(-(10**20), 10**20).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from(["+Inf", "-Inf", "NaN", "1e3", "1E-3", ".5", "5.", "-0", "0x1", "1_0", "inf", "nan", "", " 1"]),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(_VALUES, min_size=1, max_size=12))
+def test_any_values_read_off_a_layout_agree_with_the_parser(values: list[str]) -> None:
+    cache = LayoutCache(parse)
+    cache.parse("target", VLLM, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    changed = with_values(VLLM, values)
+    try:
+        expected = canonical(parse(changed, wanted=WANTED_FAMILIES))
+    except ParseError as e:
+        with pytest.raises(ParseError, match=re.escape(str(e))):
+            cache.parse("target", changed, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    else:
+        hits = cache.hits
+        assert read(cache, changed) == expected
+        fits = all(_PLAIN.fullmatch(v) for v in values)
+        assert cache.hits == hits + fits, "plain numbers are read off the layout, anything else is parsed"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name[:60])
+def test_adapted_pages_read_off_a_layout_equal_parsed_ones(page: Path) -> None:
+    # the adapters' plans for families read off a layout (collector/engines/_read.py) included
+    text = page.read_text()
+    kind = "gpu" if page.name.startswith("dcgm") else "engine"
+    target = TargetInfo(url=f"http://layout-test/{page.name}", kind=kind, namespace="ns", deployment="d", pod="p")
+    for seed in range(4):
+        changed = with_values(text, seed=seed)
+        # the same page read by a target seen for the first time: parsed (prefix found as on the first scrape)
+        fresh = dataclasses.replace(target, url=f"{target.url}?fresh={seed}")
+        try:
+            expected = adapt_page(changed, fresh, 2.0 + seed)
+        except ValueError as e:
+            with pytest.raises(ValueError, match=re.escape(str(e))):
+                adapt_page(changed, target, 2.0 + seed)
+        else:
+            assert adapt_page(changed, target, 2.0 + seed) == expected
