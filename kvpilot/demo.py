@@ -124,6 +124,22 @@ class DemoConfig:
 
 
 @dataclass
+class DemoSeries:
+    """What `--plot` draws, one point per tick, recorded from the run itself (simulated seconds since the start)."""
+
+    t: list[float] = field(default_factory=list)
+    demand_rps: list[float] = field(default_factory=list)  # requests that arrived at the gateway in the tick, per s
+    seen_rps: list[float] = field(default_factory=list)  # the arrival rate kvpilot measured (nan: unknown)
+    forecast_t: list[float] = field(default_factory=list)  # when each forecast is for: tick + horizon
+    forecast_rps: list[float] = field(default_factory=list)
+    desired: list[int] = field(default_factory=list)  # kvpilot's decision this tick (summed over deployments)
+    ready: list[int] = field(default_factory=list)  # replicas serving
+    waiting: list[float] = field(default_factory=list)  # requests queued on the replicas (nan: unknown)
+    faults: list[tuple[float, str]] = field(default_factory=list)  # (t, fault type) of each fault injected
+    findings: list[tuple[float, str]] = field(default_factory=list)  # (t, kind) of each finding opened
+
+
+@dataclass
 class DemoSummary:
     seed: int = 0
     simulated_s: float = 0.0
@@ -142,6 +158,7 @@ class DemoSummary:
     peak_serving_replicas: int = 0
     replica_hours: float = 0.0  # pods held (loading or serving), integrated over simulated time
     database: str = ""
+    series: DemoSeries = field(default_factory=DemoSeries)  # for --plot; not in the JSON
 
     def to_json(self) -> dict[str, Any]:
         """The one object `kvpilot demo --json` prints: the keys issue 10 asks for, then extras."""
@@ -186,6 +203,7 @@ class _Tracker:
         for fid, f in now_open.items():
             if fid not in self.open:
                 self.events.append(Event(t, f"finding opened: {f.severity.value} {f.kind}: {f.summary} → {f.action}"))
+                s.series.findings.append((t, f.kind))
             self.opened.setdefault(fid, f.kind)
         for fid, kind in self.open.items():
             if fid not in now_open:
@@ -207,6 +225,22 @@ class _Tracker:
                 )
             self.desired[key] = d.desired_replicas
         s.peak_serving_replicas = max(s.peak_serving_replicas, serving_replicas(snap))
+        self._record(snap, t)
+
+    def _record(self, snap: Snapshot, t: float) -> None:
+        series = self.summary.series
+        series.t.append(t)
+        series.ready.append(serving_replicas(snap))
+        series.desired.append(sum(self.desired.values()))
+        waiting = [d.requests_waiting for d in snap.deployments.values()]
+        series.waiting.append(math.nan if not waiting or None in waiting else float(sum(w or 0.0 for w in waiting)))
+        seen = [d.arrival_rate for d in snap.deployments.values()]
+        series.seen_rps.append(math.nan if not seen or None in seen else float(sum(r or 0.0 for r in seen)))
+        now = [d for d in snap.decisions.values() if d.timestamp == snap.t]
+        points = [d.forecast.get("arrival_rate") for d in now]
+        if now and all(p is not None and math.isfinite(p) for p in points):
+            series.forecast_t.append(t + max(d.forecast.get("horizon_s", 0.0) for d in now))
+            series.forecast_rps.append(float(sum(max(0.0, p or 0.0) for p in points)))
 
 
 class _Lockstep:
@@ -358,6 +392,7 @@ async def run_demo(
         evicted: set[str] = set()
         applied: dict[str, int] = {}
         last_t: float | None = None
+        before = (0, 0.0)  # (arrivals, t) at the last recorded tick
         t = 0.0
         wall0 = time.monotonic()
         await service.start(restored)
@@ -372,8 +407,14 @@ async def run_demo(
                         await _evict_stuck(client, snap, t, evicted, tracker.summary, events)
                         await _apply_decisions(client, snap, applied, events, t)
                     with live.lock:
-                        pods = sum(1 for g in live.fleet.snapshot(replicas=()).gpus if g.pod)
+                        state = live.fleet.snapshot(replicas=())
+                        pods = sum(1 for g in state.gpus if g.pod)
                         in_flight = len(live.fleet.in_flight())
+                    series = tracker.summary.series
+                    if len(series.demand_rps) < len(series.t):  # this tick was recorded: arrivals since the last
+                        elapsed = t - before[1]
+                        series.demand_rps.append((state.arrivals_total - before[0]) / elapsed if elapsed else 0.0)
+                        before = (state.arrivals_total, t)
                     tracker.summary.replica_hours += (
                         pods / PROFILES[cfg.profile].gpus_per_replica * cfg.interval_s / 3600
                     )
@@ -424,6 +465,8 @@ async def _inject(
     outcome = fault.why if r.status_code == 200 else f"refused ({r.status_code}): {r.text[:80]}"
     events.append(Event(t, f"fault {fault.fault['type']}: {outcome}"))
     s.faults_injected += r.status_code == 200
+    if r.status_code == 200:
+        s.series.faults.append((t, str(fault.fault["type"])))
 
 
 async def _apply_decisions(

@@ -40,6 +40,12 @@ def command(
     rate_scale: Annotated[float, typer.Option(min=0.01, help="Multiply the trace's request rate.")] = 4.0,
     engine: Annotated[str, typer.Option(help="Engine format the simulator serves.")] = "vllm",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port of kvpilot's API during the demo (0: any).")] = 0,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write a PNG at the end: demand, forecast, desired and ready replicas, queue, faults and findings."
+        ),
+    ] = None,
 ) -> None:
     """Replay a real trace through a simulated GPU fleet that kvpilot watches, forecasts and scales live."""
     import asyncio
@@ -70,6 +76,9 @@ def command(
         raise typer.Exit(2) from None
     if not cfg.trace.exists():
         typer.echo(f"error: trace not found: {cfg.trace}", err=True)
+        raise typer.Exit(2)
+    if plot is not None and not plot.parent.resolve().is_dir():
+        typer.echo(f"error: --plot {plot}: folder {plot.parent} does not exist", err=True)
         raise typer.Exit(2)
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
@@ -102,6 +111,15 @@ def command(
         sys.stdout.write(json.dumps(summary.to_json()) + "\n")
     else:
         _print_summary(console, summary)
+    if plot is not None:
+        from kvpilot.demo_plot import write_plot
+
+        try:
+            write_plot(summary, plot, title=f"kvpilot demo — {cfg.trace.name} ×{cfg.rate_scale:g}, seed {cfg.seed}")
+        except (OSError, ValueError) as e:
+            typer.echo(f"error: --plot {plot}: {e}", err=True)
+            raise typer.Exit(1) from None
+        console.print(f"plot written to {plot}", highlight=False, soft_wrap=True)
 
 
 class _PlainText:

@@ -15,7 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from kvpilot.demo import DemoConfig, ScheduledFault, run_demo
+from kvpilot.demo import DemoConfig, DemoSummary, ScheduledFault, run_demo
+from kvpilot.demo_plot import plot_data, write_plot
 
 pytestmark = pytest.mark.e2e
 
@@ -34,6 +35,9 @@ SHORT = DemoConfig(speed=0, duration_s=400, faults=FAULTS)
 KEYS = ["requests", "served", "never_served", "slo_attainment", "decisions", "first_scale_up", "findings"]
 
 
+SUMMARIES: list[DemoSummary] = []  # the runs' summary objects, for the plot's tests
+
+
 def _run(cfg: DemoConfig) -> tuple[dict[str, Any], list[tuple[float, set[str], list[str]]]]:
     """The JSON summary, and per update: (t, replicas kvpilot sees, event texts so far)."""
     seen: list[tuple[float, set[str], list[str]]] = []
@@ -43,6 +47,7 @@ def _run(cfg: DemoConfig) -> tuple[dict[str, Any], list[tuple[float, set[str], l
             seen.append((snap.t, {r.sample.replica for r in snap.replicas}, [e.text for e in events]))
 
     summary = asyncio.run(run_demo(cfg, on_update=on_update))
+    SUMMARIES.append(summary)
     return summary.to_json(), seen
 
 
@@ -51,6 +56,30 @@ def two_runs() -> tuple[dict[str, Any], dict[str, Any], list[tuple[float, set[st
     first, seen = _run(SHORT)
     second, _ = _run(SHORT)
     return first, second, seen
+
+
+def test_the_plot_draws_the_run(two_runs, tmp_path) -> None:
+    s, _, seen = two_runs
+    summary = SUMMARIES[-1]
+    d = plot_data(summary)
+    # The faults drawn are the ones injected, at the tick after they were due; the findings are the ones opened.
+    assert [kind for _, kind in d["faults"]] == [f.fault["type"] for f in FAULTS]
+    assert [t for t, _ in d["faults"]] == [f.at_s for f in FAULTS]  # due on a tick boundary (5 s ticks)
+    assert sorted({kind for _, kind in d["findings"]}) == sorted(s["findings"])
+    assert len(d["findings"]) == sum(s["findings"].values())
+    # One point per tick: the replica lines are the decisions and the fleet the run saw.
+    assert len(d["t"]) == len(d["desired"]) == len(d["ready"]) == len(d["waiting"]) == len(seen)
+    assert max(d["ready"]) == s["peak_serving_replicas"]
+    changes = [(t, b) for t, a, b in summary.scale_changes]
+    assert all(d["desired"][d["t"].index(t)] == b for t, b in changes)
+    # Demand is the trace's arrivals: summed over the ticks it is every request that arrived.
+    interval = d["t"][1] - d["t"][0]
+    assert sum(d["demand_rps"]) * interval == pytest.approx(s["requests"], rel=0.02)
+    assert d["forecast_rps"]
+    assert all(ft > t for ft, t in zip(d["forecast_t"], d["t"], strict=False))
+    png = write_plot(summary, tmp_path / "demo.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.stat().st_size > 20_000  # three panels of lines, not an empty canvas
 
 
 def test_same_seed_same_summary(two_runs) -> None:
@@ -154,6 +183,9 @@ def test_cli_refuses_bad_arguments_in_one_line():
     bad = _cli("--trace", "/nonexistent.csv")
     assert bad.returncode == 2
     assert bad.stderr.strip() == "error: trace not found: /nonexistent.csv"
+    nowhere = _cli("--plot", "/nonexistent/demo.png")
+    assert nowhere.returncode == 2
+    assert nowhere.stderr.strip() == "error: --plot /nonexistent/demo.png: folder /nonexistent does not exist"
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()

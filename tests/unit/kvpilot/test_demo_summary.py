@@ -123,3 +123,44 @@ def test_a_stored_decision_shown_again_is_not_counted_twice() -> None:
     tracker.observe(snap, 0)
     tracker.observe(replace(snap, tick=2, t=5.0), 5)  # the same decision, still listed at the next tick
     assert tracker.summary.decisions == {"predictive": 0, "reactive": 0, "hold": 1}
+
+
+def test_the_series_for_the_plot_follow_the_decisions() -> None:
+    tracker = _Tracker([])
+    for t, current, desired in [(0, 2, 2), (5, 2, 4), (10, 4, 4)]:
+        tracker.observe(_snapshot(t, current=current, desired=desired, reason="predictive", waiting=float(t)), t)
+    series = tracker.summary.series
+    assert series.t == [0, 5, 10]
+    assert series.desired == [2, 4, 4]
+    assert series.waiting == [0.0, 5.0, 10.0]
+
+
+def test_piped_output_tells_the_story_url_first_then_events_with_simulated_time() -> None:
+    import io
+
+    from rich.console import Console
+
+    from kvpilot.commands.demo import _PlainText
+
+    out = io.StringIO()
+    plain = _PlainText(Console(file=out, width=300, force_terminal=False))
+    header = "kvpilot demo — conv ×4, seed 0 · API http://127.0.0.1:8080/docs · simulator http://127.0.0.1:9"
+    events: list[Event] = []
+    plain.update(None, events, header)
+    events += [
+        Event(900.0, "fault xid: XID 79 on node-0/1"),
+        Event(905.0, "finding opened: critical stuck_gpu: GPU 1 on node-0 vanished → drain_node"),
+        Event(1605.0, "inference/llama: desired 2 → 3 (predictive): forecast needs 3"),
+    ]
+    snap = _snapshot(1605.0, current=2, desired=3, reason="predictive", waiting=0.0)
+    plain.update(snap, events, f"{header} · t=1,605s simulated")
+    lines = out.getvalue().splitlines()
+    assert lines[0] == header  # the URL before anything else
+    assert lines[1:4] == [
+        "t=    900s  fault xid: XID 79 on node-0/1",
+        "t=    905s  finding opened: critical stuck_gpu: GPU 1 on node-0 vanished → drain_node",
+        "t=  1,605s  inference/llama: desired 2 → 3 (predictive): forecast needs 3",
+    ]
+    assert lines[4].startswith("t=1,605s simulated | ")
+    plain.update(snap, events, f"{header} · t=1,610s simulated")
+    assert out.getvalue().splitlines()[5:] == []  # no event printed twice, no status line within the minute
