@@ -44,6 +44,8 @@ class LeaseElector:
         identity: str,
         clock: Clock,
         lease_duration_s: float = 15.0,
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
     ) -> None:
         self._api = api
         self.name = name
@@ -53,6 +55,10 @@ class LeaseElector:
         self.lease_duration_s = lease_duration_s
         self.leader = False
         self._renewed_at: float | None = None
+        # Written on every create and take-over/renewal: shards find each other's Leases by label and the
+        # holder's KEDA address in an annotation (kvpilot.shards).
+        self.labels = dict(labels or {})
+        self.annotations = dict(annotations or {})
 
     def try_acquire_or_renew(self) -> bool:
         """One round of the election (blocking: run it in a worker thread). Returns whether we lead now."""
@@ -97,7 +103,12 @@ class LeaseElector:
             if e.status != 404:
                 raise
             body = client.V1Lease(
-                metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace),
+                metadata=client.V1ObjectMeta(
+                    name=self.name,
+                    namespace=self.namespace,
+                    labels=self.labels or None,
+                    annotations=self.annotations or None,
+                ),
                 spec=self._spec(now, acquire_time=_micro_time(now), transitions=0),
             )
             self._api.create_namespaced_lease(self.namespace, body)
@@ -113,6 +124,11 @@ class LeaseElector:
         transitions = (spec.lease_transitions or 0) + (1 if taking_over else 0)
         acquire = _micro_time(now) if taking_over else spec.acquire_time
         lease.spec = self._spec(now, acquire_time=acquire, transitions=transitions)
+        if self.labels or self.annotations:
+            meta = lease.metadata or client.V1ObjectMeta(name=self.name, namespace=self.namespace)
+            meta.labels = {**(meta.labels or {}), **self.labels}
+            meta.annotations = {**(meta.annotations or {}), **self.annotations}
+            lease.metadata = meta
         self._api.replace_namespaced_lease(self.name, self.namespace, lease)  # carries metadata.resourceVersion
         return True
 

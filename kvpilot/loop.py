@@ -134,6 +134,7 @@ class ControlLoop:
         node_drains: Callable[[], dict[str, str]] = dict,
         scale: ScaleSource | None = None,
         managed: Collection[str] = (),
+        owns: Callable[[str], bool] | None = None,
     ) -> None:
         self.clock = clock
         self.state = state
@@ -148,6 +149,7 @@ class ControlLoop:
         self.node_drains = node_drains
         self.scale = scale
         self._known: set[str] = set(managed)  # deployments whose replica count the scale source is asked for
+        self.owns = owns  # sharding (kvpilot.shards): this instance decides only the deployments of its shards
         self.tick_count = 0
         self.latest: Snapshot | None = None
         self._targets: list[TargetInfo] = []
@@ -174,6 +176,8 @@ class ControlLoop:
 
     async def tick(self) -> Snapshot:
         started = time.perf_counter()
+        if self.owns is not None:
+            self._release_unowned(self.owns)
         try:
             self._targets = await self.discovery.targets()
         except Exception:
@@ -243,6 +247,8 @@ class ControlLoop:
         if self.scale is None:
             return None
         asked = self._known | set(self.state.deployments())
+        if self.owns is not None:
+            asked = {k for k in asked if self.owns(k)}
         try:
             view = await self.scale.read(sorted(asked), now)
         except Exception:
@@ -253,6 +259,17 @@ class ControlLoop:
             self._forget(key)
         self._known = (asked | set(view.replicas)) - view.gone
         return view
+
+    def _release_unowned(self, owns: Callable[[str], bool]) -> None:
+        """Deployments whose shard moved to another instance: decision off the board (KEDA calls are forwarded to
+        the new owner), planner state dropped, no longer asked of the scale source."""
+        for key in [k for k in self._known | set(self._stored) if not owns(k)]:
+            self._known.discard(key)
+            self._stored.pop(key, None)
+            self._guard("publish", partial(self.board.forget, key), None)
+            forget = getattr(self.planner, "forget", None)
+            if forget is not None:
+                self._guard("decide", partial(forget, key), None)
 
     def _forget(self, key: str) -> None:
         if key in self._known or key in self._stored:

@@ -19,7 +19,8 @@ from api.main import create_app
 from collector.clock import Clock
 from kvpilot import sources as sources_mod
 from kvpilot.settings import Settings, SettingsError
-from kvpilot.wiring import build_service
+from kvpilot.shards import ShardCoordinator
+from kvpilot.wiring import advertised_address, build_service
 
 log = logging.getLogger("kvpilot")
 
@@ -38,11 +39,12 @@ def _configure_logging(level: str) -> None:
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 
-def _keda_endpoint(board: object, settings: Settings, clock: Clock) -> Any:
+def _keda_endpoint(board: object, settings: Settings, clock: Clock, shards: ShardCoordinator | None = None) -> Any:
     """The KEDA gRPC endpoint, bound but not started; None where it cannot be served and the mode allows that.
 
     Raises SettingsError when `scaler.mode` is keda and the port cannot be bound or the TLS files read: KEDA
     would otherwise poll a port that another process answers, or nothing."""
+    from scaler.keda.forward import Forwarding
     from scaler.keda.server import TlsFiles, build_endpoint
     from scaler.keda.servicer import ServicerSettings
 
@@ -55,13 +57,28 @@ def _keda_endpoint(board: object, settings: Settings, clock: Clock) -> Any:
         tokens=frozenset(t.get_secret_value() for t in k.bearer_tokens),
     )
     address = f"{settings.api.host}:{settings.api.grpc_port}"
+    forwarding = None
+    if shards is not None:
+        forwarding = Forwarding(
+            shards, clock, settings.decision_stale_after_s, timeout_s=settings.sharding.forward_timeout_s
+        )
     try:
-        return build_endpoint(address, board, servicer_settings, tls=tls, clock=clock)  # type: ignore[arg-type]
+        endpoint = build_endpoint(
+            address,
+            board,  # type: ignore[arg-type]
+            servicer_settings,
+            tls=tls,
+            clock=clock,
+            forwarding=forwarding,
+        )
     except ValueError as e:
         if settings.scaler.mode == "keda":
             raise SettingsError(f"{e} (scaler.mode is keda: KEDA would have no scaler to ask)") from None
         log.error("%s; the KEDA external scaler is not served (HTTP, the loop and decisions go on)", e)
         return None
+    if shards is not None and settings.sharding.advertise_address is None:
+        shards.address = advertised_address(endpoint.port)  # the port actually bound (0 picks one)
+    return endpoint
 
 
 async def run(settings: Settings, *, config_file: Path | None = None) -> int:
@@ -77,7 +94,8 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
     with sock, sources_mod.build(settings) as srcs:
         service, restored = await asyncio.to_thread(build_service, settings, srcs)
         try:
-            keda_endpoint = _keda_endpoint(service.loop.board, settings, service.clock)
+            shards = service.leadership if isinstance(service.leadership, ShardCoordinator) else None
+            keda_endpoint = _keda_endpoint(service.loop.board, settings, service.clock, shards)
         except SettingsError as e:
             log.error("%s", e)
             service.engine.dispose()

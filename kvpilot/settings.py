@@ -307,6 +307,23 @@ class HaSettings(_Section):
         return self
 
 
+class ShardingSettings(_Section):
+    """Several kvpilot instances splitting the fleet by deployment (kvpilot.shards): each holds the Leases of some
+    shards (named after `ha.lease_name`, in `ha.lease_namespace`, held for `ha.lease_duration_s`, renewed every
+    `ha.renew_every_s` by `ha.identity`), scrapes, decides and actuates only their deployments, and forwards KEDA's
+    calls for the others to their owner. Needs a Kubernetes API, like `ha`."""
+
+    shards: int = Field(default=1, ge=1, le=1024)  # 1: off; N: deployments split by a stable hash into N shards
+    # host:port where the other instances reach this one's KEDA gRPC server; default: $POD_IP, else the hostname,
+    # with api.grpc_port
+    advertise_address: str | None = None
+    forward_timeout_s: float = Field(default=2.0, gt=0)  # a KEDA call forwarded to a shard's owner waits this long
+
+    @property
+    def enabled(self) -> bool:
+        return self.shards > 1
+
+
 def _default_data_dir() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "kvpilot"
@@ -402,6 +419,7 @@ class Settings(BaseSettings):
     api: ApiSettings = ApiSettings()
     drains: DrainSettings = DrainSettings()
     ha: HaSettings = HaSettings()
+    sharding: ShardingSettings = ShardingSettings()
     keda: KedaSettings = KedaSettings()
 
     @classmethod

@@ -26,6 +26,7 @@ from kvpilot.loop import Collect, ControlLoop, Decide, Detect, LoopConfig
 from kvpilot.scale_view import KubernetesScale, ScaleSource, SimulatorScale
 from kvpilot.service import Restored, Service, restore
 from kvpilot.settings import DeploymentScaling, Settings, SettingsError
+from kvpilot.shards import OwnedCollect, OwnedTargets, ShardCoordinator
 from kvpilot.sources import Sources
 from scaler.actuate import make_actuator
 from scaler.capacity import CapacityConfig, ServingProfile
@@ -121,8 +122,14 @@ def build_service(
     thresholds = settings.detectors.thresholds(tick_s=c.interval_s)
     if detection is None:
         detection = Detection(thresholds, only=settings.detectors.only, restore=restored.findings)
+    if leadership is None and settings.sharding.enabled:
+        leadership = build_shards(settings, clock)
+    shards = leadership if isinstance(leadership, ShardCoordinator) else None
+    discovery: Any = sources.discovery if shards is None else OwnedTargets(sources.discovery, shards)
     if collector is None:
         collector = sources.collector
+        if collector is not None and shards is not None:  # PromQL reads the whole fleet: keep our deployments
+            collector = OwnedCollect(collector, shards)
     if collector is None:
         collector = build_collector(settings, clock, sleep)
     writer = BufferedWriter(sessions, max_pending=settings.store.buffer_max_writes)
@@ -131,7 +138,7 @@ def build_service(
     loop = ControlLoop(
         clock=clock,
         state=FleetState(rate_window_s=c.rate_window_s, history_s=c.history_s, stale_after_s=c.stale_after_s),
-        discovery=sources.discovery,
+        discovery=discovery,
         collector=collector,
         detection=detection,
         planner=planner or build_planner(settings),
@@ -143,6 +150,7 @@ def build_service(
         ),
         scale=scale if scale is not None else build_scale(settings, sources),
         managed=tuple(settings.scaler.deployments),
+        owns=shards.owns if shards is not None else None,
     )
     extra: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
     if leadership is None and settings.ha.enabled:
@@ -219,6 +227,37 @@ def build_elector(settings: Settings, clock: Clock, api_client: Any = None) -> L
     )
 
 
+def build_shards(settings: Settings, clock: Clock, api_client: Any = None) -> ShardCoordinator:
+    """This instance's side of sharding; its KEDA address is set again once the gRPC port is bound (runner)."""
+    from kubernetes import client
+
+    if settings.keda.tls_cert_file is not None:
+        raise SettingsError(
+            "sharding.shards > 1 with keda.tls_cert_file: forwarding KEDA calls between shards does not speak TLS "
+            "yet; serve KEDA without TLS inside the cluster, or run one instance"
+        )
+    ha, sh = settings.ha, settings.sharding
+    return ShardCoordinator(
+        client.CoordinationV1Api(api_client or _kube_api_client()),
+        lease_name=ha.lease_name,
+        namespace=ha.lease_namespace,
+        identity=ha.identity,
+        address=sh.advertise_address or advertised_address(settings.api.grpc_port),
+        shards=sh.shards,
+        clock=clock,
+        lease_duration_s=ha.lease_duration_s,
+    )
+
+
+def advertised_address(port: int) -> str:
+    """Where the other instances reach this one: the pod IP (the Downward API's ``POD_IP``), else the hostname."""
+    import os
+    import socket
+
+    host = os.environ.get("POD_IP") or socket.gethostname()
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def build_actuation(
     settings: Settings,
     sources: Sources,
@@ -230,7 +269,7 @@ def build_actuation(
     """Drains through the rails (on the cluster when there is one) and, in ``direct`` mode, scaling."""
     d = settings.drains
     rails = DrainRails(dry_run=d.dry_run, max_concurrent_nodes=d.max_concurrent, breaker_share=d.breaker_share)
-    on_cluster = settings.collector.discovery.kind == "kubernetes" or settings.ha.enabled
+    on_cluster = settings.collector.discovery.kind == "kubernetes" or settings.ha.enabled or settings.sharding.enabled
     drainer: Any
     if on_cluster:
         from kubernetes import client

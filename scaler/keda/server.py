@@ -21,6 +21,7 @@ import grpc
 from collector.clock import Clock
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
+from scaler.keda.forward import Forwarding
 from scaler.keda.servicer import ExternalScalerServicer, ServicerSettings
 from scaler.publish import DecisionSource
 
@@ -124,6 +125,8 @@ class Endpoint:
             await self.health.enter_graceful_shutdown()
             self.servicer.close()
             await self.server.stop(grace_s)
+            if self.servicer.forwarding is not None:
+                await self.servicer.forwarding.close()
 
 
 def build_endpoint(
@@ -133,12 +136,14 @@ def build_endpoint(
     *,
     tls: TlsFiles | None = None,
     clock: Clock | None = None,
+    forwarding: Forwarding | None = None,
 ) -> Endpoint:
     """The KEDA endpoint `kvpilot run` serves; raises ValueError naming the address when it cannot bind. `clock`
-    judges decision age: the control loop's own clock (a VirtualClock in tests), the wall clock by default."""
+    judges decision age: the control loop's own clock (a VirtualClock in tests), the wall clock by default.
+    ``forwarding`` (sharding): calls for deployments another instance owns are forwarded to it."""
     from grpc_health.v1 import health, health_pb2_grpc
 
-    servicer = ExternalScalerServicer(source, settings, clock)
+    servicer = ExternalScalerServicer(source, settings, clock, forwarding=forwarding)
     health_servicer = health.aio.HealthServicer()
 
     def add_health(server: grpc.aio.Server) -> None:

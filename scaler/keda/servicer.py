@@ -27,12 +27,14 @@ import hmac
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
 from collector.clock import Clock, WallClock
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
+from scaler.keda.forward import DECISION_AT, ForwardFailed, Forwarding, RouteView, incoming, was_forwarded
 from scaler.keda.target import BEARER_TOKEN_KEY, MetadataError, ScalerTarget, int_field, parse_target
 from scaler.publish import DecisionSource, Published
 
@@ -66,11 +68,19 @@ class _Refused(Exception):
 class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
     """Answers KEDA from a `DecisionSource`; holds no state of its own beyond settings."""
 
-    def __init__(self, source: DecisionSource, settings: ServicerSettings | None = None, clock: Clock | None = None):
+    def __init__(
+        self,
+        source: DecisionSource,
+        settings: ServicerSettings | None = None,
+        clock: Clock | None = None,
+        *,
+        forwarding: Forwarding | None = None,
+    ):
         self._source = source
         self._settings = settings or ServicerSettings()
         self._clock = clock or WallClock()
         self._closing = asyncio.Event()
+        self.forwarding = forwarding  # sharding: calls for another instance's deployments go to it
 
     def close(self) -> None:
         """Shutting down: open streams end cleanly (status OK) at once; new streams end after their first answer."""
@@ -79,10 +89,18 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
     async def IsActive(self, request: pb.ScaledObjectRef, context: grpc.aio.ServicerContext) -> pb.IsActiveResponse:
         try:
             self._authorize(request, context)
-            target, published = self._resolve(request)
+            remote = await self._from_owner("IsActive", request, request, context)
+            if remote is not None:
+                return remote  # type: ignore[no-any-return]
+            resolved = self._resolve_or_kept("IsActive", request, request, context)
         except _Refused as refused:
             await context.abort(refused.code, refused.message)
-        return pb.IsActiveResponse(result=target.is_active(published.decision))
+        if not isinstance(resolved[1], Published):
+            return resolved[0]  # type: ignore[no-any-return]
+        target, published = resolved
+        response = pb.IsActiveResponse(result=target.is_active(published.decision))
+        self._stamp(context, "IsActive", request, response, published)
+        return response
 
     async def StreamIsActive(
         self, request: pb.ScaledObjectRef, context: grpc.aio.ServicerContext
@@ -92,12 +110,22 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         next_heartbeat = loop.time()
         try:
             self._authorize(request, context)
+            route = self._remote_route(request, context)
         except _Refused as refused:
             await context.abort(refused.code, refused.message)
+        if route is not None and self.forwarding is not None:
+            try:
+                async for message in self.forwarding.stream(route, request, incoming(context)):
+                    yield message
+            except ForwardFailed as failed:
+                await context.abort(failed.code, failed.message)
+            return
         while True:
             try:
                 target, published = self._resolve(request)
             except _Refused as refused:
+                if last_sent is not None and self._remote_route(request, context) is not None:
+                    return  # its shard moved: status OK, KEDA reconnects and is forwarded to the new owner
                 await context.abort(refused.code, refused.message)
             active = target.is_active(published.decision)
             if active != last_sent or loop.time() >= next_heartbeat:
@@ -142,7 +170,13 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
     ) -> pb.GetMetricsResponse:
         try:
             self._authorize(request.scaledObjectRef, context)
-            target, published = self._resolve(request.scaledObjectRef)
+            remote = await self._from_owner("GetMetrics", request.scaledObjectRef, request, context)
+            if remote is not None:
+                return remote  # type: ignore[no-any-return]
+            resolved = self._resolve_or_kept("GetMetrics", request.scaledObjectRef, request, context)
+            if not isinstance(resolved[1], Published):
+                return resolved[0]  # type: ignore[no-any-return]
+            target, published = resolved
             if request.metricName and request.metricName != target.metric_name:
                 raise _Refused(
                     grpc.StatusCode.NOT_FOUND,
@@ -153,7 +187,9 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
             await context.abort(refused.code, refused.message)
         value = target.metric_value(published.decision)
         metric = pb.MetricValue(metricName=target.metric_name, metricValue=int_field(value), metricValueFloat=value)
-        return pb.GetMetricsResponse(metricValues=[metric])
+        response = pb.GetMetricsResponse(metricValues=[metric])
+        self._stamp(context, "GetMetrics", request, response, published)
+        return response
 
     async def StreamMetricSpec(
         self, request: pb.ScaledObjectRef, context: grpc.aio.ServicerContext
@@ -184,6 +220,57 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
                 + ("the bearer token is not one kvpilot accepts" if offered else "no bearer token")
                 + f" (trigger metadata `{BEARER_TOKEN_KEY}` or an `authorization: Bearer` header; keda.bearer_tokens)",
             )
+
+    # -- sharding: another instance's deployments ------------------------------------------------------------------
+
+    def _remote_route(self, ref: pb.ScaledObjectRef, context: grpc.aio.ServicerContext) -> RouteView | None:
+        """The owner's route when another instance owns the deployment; None: answer here (no sharding, ours,
+        or a call already forwarded once)."""
+        fw = self.forwarding
+        if fw is None or was_forwarded(context):
+            return None
+        route = fw.router.route(_target(ref).deployment)
+        return None if route.local else route
+
+    async def _from_owner(
+        self, method: str, ref: pb.ScaledObjectRef, request: Any, context: grpc.aio.ServicerContext
+    ) -> Any | None:
+        route = self._remote_route(ref, context)
+        if route is None or self.forwarding is None:
+            return None
+        try:
+            response, at = await self.forwarding.unary(
+                method, _target(ref).deployment, route, request, incoming(context)
+            )
+        except ForwardFailed as failed:
+            raise _Refused(failed.code, failed.message) from None
+        if at is not None:
+            context.set_trailing_metadata(((DECISION_AT, repr(at)),))
+        return response
+
+    def _resolve_or_kept(
+        self, method: str, ref: pb.ScaledObjectRef, request: Any, context: grpc.aio.ServicerContext
+    ) -> tuple[ScalerTarget, Published] | tuple[Any, float]:
+        """This instance's decision; when it has none yet (a shard just taken over, before its first tick), the
+        last answer relayed from the previous owner while its decision is within the staleness limit."""
+        try:
+            return self._resolve(ref)
+        except _Refused as refused:
+            kept = self.forwarding.kept(method, request) if self.forwarding is not None else None
+            if refused.code != grpc.StatusCode.NOT_FOUND or kept is None:
+                raise
+            context.set_trailing_metadata(((DECISION_AT, repr(kept[1])),))
+            return kept
+
+    def _stamp(
+        self, context: grpc.aio.ServicerContext, method: str, request: Any, response: Any, published: Published
+    ) -> None:
+        """The decision's time in trailing metadata, for an instance that forwarded this call (and kept here)."""
+        if self.forwarding is None:
+            return
+        at = published.decision.timestamp
+        context.set_trailing_metadata(((DECISION_AT, repr(at)),))
+        self.forwarding.keep(method, request, response, at)
 
     def _resolve(self, ref: pb.ScaledObjectRef) -> tuple[ScalerTarget, Published]:
         target = _target(ref)

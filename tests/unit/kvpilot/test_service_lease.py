@@ -106,6 +106,9 @@ async def test_two_replicas_one_actuates_and_the_other_takes_over(
     for _ in range(4):
         for service, _, timer in services.values():
             await run_ticks(service, timer, 1)
+            # its Lease round done too (loop and Lease task both asleep): the other timer's advance moves the
+            # shared clock, and a renewal still in flight then would come one round late and let the Lease expire
+            await until(lambda t=timer: t.sleepers >= 2, what="the loop and the Lease task asleep")
     leader = next(w for w, e in electors.items() if e.leader)
     follower = "b" if leader == "a" else "a"
 

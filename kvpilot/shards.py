@@ -1,0 +1,373 @@
+"""Sharding: the fleet's deployments partitioned across kvpilot instances, one ``coordination.k8s.io/v1`` Lease per
+shard, so that a shard moves to a surviving instance when its holder dies.
+
+Two stable hashes. A deployment belongs to the shard with the highest rendezvous (HRW) score of
+``(deployment, shard)``: changing the number of shards from S to S+1 moves only the ~1/(S+1) of deployments that
+now score highest on the new shard. A shard goes to the live instance with the highest HRW score of
+``(instance, shard)`` among those under their fair share ``ceil(S / instances)`` (bounded-load rendezvous), and
+stays with its holder while that holder lives and is not over its share: an instance dying moves only its own
+shards, one joining takes over only what the others hold beyond their share.
+
+Who is alive: every instance holds a member Lease of its own (``<lease_name>-member-<identity>``); one list by label
+per round reads every member and shard Lease. Each shard Lease (``<lease_name>-shard-<i>``) is taken and renewed by
+``kvpilot.lease.LeaseElector`` (client-go's protocol: every write carries the resourceVersion just read, so two
+instances racing for a shard cannot both win) and carries its holder's KEDA gRPC address in an annotation, which
+the KEDA servicer forwards calls to (``scaler.keda.forward``). A survivor wakes just after the earliest expiry it
+has read, so a dead instance's shard is taken over one lease period after its last renewal plus at most one round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Any
+
+from collector.clock import Clock
+from collector.samples import TargetInfo
+from collector.scrape import CollectResult, ScrapeResult
+from kvpilot.lease import LeaseElector, _epoch
+
+log = logging.getLogger(__name__)
+
+GROUP_LABEL = "kvpilot.io/lease-group"
+ROLE_LABEL = "kvpilot.io/lease-role"
+SHARD_LABEL = "kvpilot.io/shard"
+ADDRESS_ANNOTATION = "kvpilot.io/grpc-address"
+WAKE_AFTER_EXPIRY_S = 0.05  # a foreign Lease is read as expired once strictly past its duration
+
+
+def _score(*parts: str) -> int:
+    return int.from_bytes(hashlib.blake2b("\x00".join(parts).encode(), digest_size=8).digest(), "big")
+
+
+@lru_cache(maxsize=1 << 17)
+def shard_of(deployment: str, shards: int) -> int:
+    """The shard of ``deployment`` ("namespace/name") among ``shards``: rendezvous hashing, stable across
+    processes and versions (blake2b, not Python's salted ``hash``)."""
+    if shards < 1:
+        raise ValueError(f"sharding.shards must be >= 1, got {shards}")
+    return max(range(shards), key=lambda i: _score(deployment, str(i)))
+
+
+def assign(shards: int, members: Iterable[str], held: dict[int, str]) -> dict[int, str]:
+    """Who should hold each shard, given the live ``members`` and who holds what now (``held``: shard -> live
+    holder). Holders keep their shards up to the fair share ``ceil(shards / members)`` (those beyond it, the ones
+    they score lowest on, are given up); every other shard goes to the highest-scoring member still under its
+    share. Pure and deterministic: every instance computes the same answer from the same Leases."""
+    live = sorted(set(members))
+    if not live:
+        return {}
+    cap = math.ceil(shards / len(live))
+    result: dict[int, str] = {}
+    kept: dict[str, list[int]] = {}
+    for shard, holder in held.items():
+        if holder in live and 0 <= shard < shards:
+            kept.setdefault(holder, []).append(shard)
+    for holder, mine in kept.items():
+        mine.sort(key=lambda s: _score(holder, f"shard-{s}"), reverse=True)
+        for s in mine[:cap]:
+            result[s] = holder
+    load = {m: sum(1 for h in result.values() if h == m) for m in live}
+    for s in range(shards):
+        if s in result:
+            continue
+        under = [m for m in live if load[m] < cap]
+        best = max(under, key=lambda m: _score(m, f"shard-{s}"))
+        result[s] = best
+        load[best] += 1
+    return result
+
+
+def _dns_label(identity: str) -> str:
+    """``identity`` as a Lease-name-safe suffix (pod names already are; anything else is cleaned and hashed)."""
+    clean = re.sub(r"[^a-z0-9-]+", "-", identity.lower()).strip("-")
+    if clean == identity and len(clean) <= 40:
+        return clean
+    return f"{clean[:30].strip('-')}-{hashlib.blake2b(identity.encode(), digest_size=4).hexdigest()}"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where calls for a deployment are answered: here (``local``), or by ``owner`` at ``address``; owner None
+    while its shard has no live holder (between an instance's death and the takeover)."""
+
+    shard: int
+    local: bool
+    owner: str | None = None
+    address: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    holder: str | None
+    expires_at: float
+    address: str | None
+
+
+class ShardCoordinator:
+    """One instance's side of sharding: its member Lease, the shard Leases it holds, and what it read of the
+    others'. ``owns(deployment)`` is the control loop's filter; ``route(deployment)`` the KEDA servicer's.
+    Has the ``leader``/``run`` shape of ``LeaseElector``, so ``Service`` runs it as its lease task."""
+
+    def __init__(
+        self,
+        api: Any,
+        *,
+        lease_name: str,
+        namespace: str,
+        identity: str,
+        address: str,
+        shards: int,
+        clock: Clock,
+        lease_duration_s: float = 15.0,
+    ) -> None:
+        if shards < 1:
+            raise ValueError(f"sharding.shards must be >= 1, got {shards}")
+        self._api = api
+        self.lease_name = lease_name
+        self.namespace = namespace
+        self.identity = identity
+        self.shards = shards
+        self._clock = clock
+        self.lease_duration_s = lease_duration_s
+        group = {GROUP_LABEL: lease_name}
+        self._member = LeaseElector(
+            api,
+            name=f"{lease_name}-member-{_dns_label(identity)}",
+            namespace=namespace,
+            identity=identity,
+            clock=clock,
+            lease_duration_s=lease_duration_s,
+            labels={**group, ROLE_LABEL: "member"},
+        )
+        self._electors = [
+            LeaseElector(
+                api,
+                name=f"{lease_name}-shard-{i}",
+                namespace=namespace,
+                identity=identity,
+                clock=clock,
+                lease_duration_s=lease_duration_s,
+                labels={**group, ROLE_LABEL: "shard", SHARD_LABEL: str(i)},
+            )
+            for i in range(shards)
+        ]
+        self.address = address
+        self.owned: frozenset[int] = frozenset()
+        self._seen: dict[int, _Seen] = {}
+        self._members_before: frozenset[str] = frozenset()
+        self.rounds = 0
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    @address.setter
+    def address(self, value: str) -> None:
+        """Where other instances forward KEDA calls for this one's deployments (set once the port is bound)."""
+        self._address = value
+        for e in self._electors:
+            e.annotations[ADDRESS_ANNOTATION] = value
+
+    @property
+    def leader(self) -> bool:
+        """Holds at least one shard: actuates (direct scaling, drains) for the deployments of its shards."""
+        return bool(self.owned)
+
+    def owns(self, deployment: str) -> bool:
+        return shard_of(deployment, self.shards) in self.owned
+
+    def route(self, deployment: str) -> Route:
+        shard = shard_of(deployment, self.shards)
+        if shard in self.owned:
+            return Route(shard, local=True, owner=self.identity, address=self.address)
+        seen = self._seen.get(shard)
+        if seen is None or seen.holder is None or seen.expires_at < self._clock.now():
+            return Route(shard, local=False)
+        return Route(shard, local=False, owner=seen.holder, address=seen.address)
+
+    def holders(self) -> dict[int, str | None]:
+        """Shard -> holder as last read (this instance's own shards included)."""
+        now = self._clock.now()
+        out: dict[int, str | None] = {i: None for i in range(self.shards)}
+        for i, seen in self._seen.items():
+            if seen.holder is not None and seen.expires_at >= now:
+                out[i] = seen.holder
+        for i in self.owned:
+            out[i] = self.identity
+        return out
+
+    # -- one round (blocking: run it in a worker thread) ----------------------------------------------------------
+
+    def round(self) -> frozenset[int]:
+        """Renew membership, read every Lease of the group, renew, give up or take shards; returns those held."""
+        now = self._clock.now()
+        self.rounds += 1
+        self._member.try_acquire_or_renew()
+        members = self._read(now)
+        members.add(self.identity)
+        held = {i: s.holder for i, s in self._seen.items() if s.holder is not None and s.expires_at >= now}
+        for i, e in enumerate(self._electors):
+            if e.leader:
+                held[i] = self.identity
+        wanted = assign(self.shards, members, held)
+        # The first round only says who we are: instances starting together see each other before any takes a
+        # shard, instead of the first one taking all and handing them out again.
+        joining = self.rounds == 1
+        for i, e in enumerate(self._electors):
+            target = wanted.get(i)
+            # a shard goes only to a member seen in the previous round too: one that flickers in for a single
+            # round does not make the others shed shards
+            if e.leader and target != self.identity and target in self._members_before:
+                log.info("shard %d: handing over to %s (its fair share)", i, target)
+                e.release()
+            elif e.leader or (not joining and target == self.identity and held.get(i) in (None, self.identity)):
+                e.try_acquire_or_renew()
+        self._members_before = frozenset(members)
+        owned = frozenset(i for i, e in enumerate(self._electors) if e.leader)
+        if owned != self.owned:
+            log.info("shards held by %s: %s", self.identity, sorted(owned) or "none")
+        self.owned = owned
+        return owned
+
+    def _read(self, now: float) -> set[str]:
+        """Every member and shard Lease of the group, in one list; returns the live members."""
+        try:
+            leases = self._api.list_namespaced_lease(self.namespace, label_selector=f"{GROUP_LABEL}={self.lease_name}")
+        except Exception as e:  # the API server is away: keep what was read, renewals decide what we keep
+            why = str(e).splitlines()[0] if str(e) else type(e).__name__
+            log.warning("shards: cannot list Leases (%s); keeping the last view", why)
+            return set(self._members_before)
+        members: set[str] = set()
+        seen: dict[int, _Seen] = {}
+        for lease in leases.items:
+            meta, spec = lease.metadata, lease.spec
+            labels = (meta.labels if meta is not None else None) or {}
+            holder = spec.holder_identity if spec is not None else None
+            renewed = _epoch(spec.renew_time) if spec is not None else None
+            duration = (spec.lease_duration_seconds if spec is not None else None) or self.lease_duration_s
+            expires = renewed + duration if renewed is not None else float("-inf")
+            live = holder is not None and expires >= now
+            if labels.get(ROLE_LABEL) == "member":
+                if live and holder is not None:
+                    members.add(holder)
+            elif labels.get(ROLE_LABEL) == "shard":
+                try:
+                    index = int(labels.get(SHARD_LABEL, ""))
+                except ValueError:
+                    continue
+                address = ((meta.annotations if meta is not None else None) or {}).get(ADDRESS_ANNOTATION)
+                seen[index] = _Seen(holder if live else None, expires, address)
+        self._seen = seen
+        return members
+
+    def next_wake_s(self, every_s: float) -> float:
+        """Seconds to the next round: ``every_s``, or sooner, just after the earliest foreign shard Lease expires
+        (so a dead instance's shard is taken one lease period after its last renewal, not a round later)."""
+        now = self._clock.now()
+        expiries = [
+            s.expires_at + WAKE_AFTER_EXPIRY_S
+            for i, s in self._seen.items()
+            if s.holder is not None and i not in self.owned and s.expires_at + WAKE_AFTER_EXPIRY_S > now
+        ]
+        return min([every_s, *(t - now for t in expiries)])
+
+    def release(self) -> None:
+        """On shutdown: every held shard and the membership handed back at once (no waiting for expiry)."""
+        for e in self._electors:
+            e.release()
+        self._member.release()
+        self.owned = frozenset()
+
+    async def run(self, stop: asyncio.Event, *, every_s: float, sleep: Any = asyncio.sleep) -> None:
+        """Rounds until ``stop``, then release. A crash (SIGKILL, a cancelled task) releases nothing: the others
+        take the shards over when their Leases expire."""
+        while not stop.is_set():
+            await asyncio.to_thread(self.round)
+            sleeper = asyncio.ensure_future(sleep(self.next_wake_s(every_s)))
+            stopper = asyncio.ensure_future(stop.wait())
+            try:
+                await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                sleeper.cancel()
+                stopper.cancel()
+        await asyncio.to_thread(self.release)
+
+
+# -- the control loop's side: only the deployments of held shards are scraped, decided and actuated --------------
+
+
+class OwnedTargets:
+    """Discovery filtered to this instance's deployments before anything is scraped. A GPU page belongs to every
+    instance with a replica on its node (the GPU join is per node); one on a node without any engine target
+    goes to the shard its node (or URL) hashes to, so every GPU page is read by some instance."""
+
+    def __init__(self, discovery: Any, shards: ShardCoordinator) -> None:
+        self._discovery = discovery
+        self._shards = shards
+
+    async def targets(self) -> list[TargetInfo]:
+        return owned_targets(await self._discovery.targets(), self._shards)
+
+
+def owned_targets(targets: Sequence[TargetInfo], shards: ShardCoordinator) -> list[TargetInfo]:
+    engines = [t for t in targets if t.kind != "gpu"]
+    all_nodes = {t.node for t in engines if t.node}
+    mine = [t for t in engines if shards.owns(t.deployment_key)]
+    my_nodes = {t.node for t in mine if t.node}
+    gpus = [t for t in targets if t.kind == "gpu" and _gpu_is_mine(t, my_nodes, all_nodes, shards)]
+    return [*mine, *gpus]
+
+
+def _gpu_is_mine(t: TargetInfo, my_nodes: set[str], all_nodes: set[str], shards: ShardCoordinator) -> bool:
+    if t.node and t.node in my_nodes:
+        return True
+    return t.node not in all_nodes and shard_of(f"node/{t.node or t.url}", shards.shards) in shards.owned
+
+
+class OwnedCollect:
+    """A collect stage whose source reads the whole fleet at once (the PromQL source ignores the targets it is
+    given): its results cut to this instance's deployments, and GPUs to the nodes of their replicas."""
+
+    def __init__(self, collector: Any, shards: ShardCoordinator) -> None:
+        self._collector = collector
+        self._shards = shards
+
+    async def collect_once(self, targets: Sequence[TargetInfo]) -> CollectResult:
+        result: CollectResult = await self._collector.collect_once(targets)
+        owns = self._shards.owns
+        engines: list[ScrapeResult] = []
+        all_nodes: set[str] = set()
+        for r in result.results:
+            if r.target.kind == "gpu":
+                continue
+            nodes = {s.node for s in r.replicas} | {r.target.node}
+            all_nodes |= nodes
+            mine = tuple(s for s in r.replicas if owns(s.deployment_key))
+            if mine or (not r.replicas and owns(r.target.deployment_key)):
+                engines.append(r if len(mine) == len(r.replicas) else replace(r, replicas=mine))
+        my_nodes = {s.node for r in engines for s in r.replicas} | {r.target.node for r in engines}
+        gpus = [
+            r
+            for r in result.results
+            if r.target.kind == "gpu" and _gpu_is_mine(r.target, my_nodes, all_nodes, self._shards)
+        ]
+        results = (*engines, *gpus)
+        keep = {r.target.url for r in results}
+        health = {url: h for url, h in result.health.items() if url in keep}
+        return CollectResult(timestamp=result.timestamp, results=results, health=health)
+
+    @property
+    def last_aggregates(self) -> list[Any]:
+        """The PromQL source's per-deployment aggregates (its ``aggregates`` mode), ours only."""
+        every = getattr(self._collector, "last_aggregates", None) or []
+        return [a for a in every if self._shards.owns(f"{a.namespace}/{a.deployment}")]
+
+    def __getattr__(self, name: str) -> Any:  # targets(), aclose(), health: the wrapped source's
+        return getattr(self._collector, name)
