@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from scaler.backtest.run import BacktestConfig, Report
     from scaler.planner import PlannerConfig
 
@@ -33,7 +35,10 @@ def command(
         ),
     ] = "reactive,kvpilot",
     as_json: Annotated[bool, typer.Option("--json", help="print the machine-readable result only")] = False,
-    plot: Annotated[str | None, typer.Option("--plot", help="write demand, forecast and replicas to this PNG")] = None,
+    plot: Annotated[
+        str | None,
+        typer.Option("--plot", help="write a PNG: demand, forecasts, replicas per policy, the frontier and a table"),
+    ] = None,
     fidelity: Annotated[str | None, typer.Option("--fidelity", help="request | fluid (default: by trace size)")] = None,
     max_replicas: Annotated[
         int | None, typer.Option("--max-replicas", min=1, help="ceiling for every policy (default: settings, 100)")
@@ -52,6 +57,9 @@ def command(
     from kvpilot.settings import SettingsError
     from scaler.backtest.run import BacktestConfig
 
+    if plot and not Path(plot).resolve().parent.is_dir():  # before minutes of replay, not after
+        typer.echo(f"error: --plot {plot}: folder {Path(plot).resolve().parent} does not exist", err=True)
+        raise typer.Exit(2)
     try:
         planner, facts = backtest_planner(config, cold_start=cold_start, slo_ttft=slo_ttft, max_replicas=max_replicas)
         cfg = BacktestConfig(
@@ -78,7 +86,7 @@ def command(
     if plot:
         from scaler.backtest.plot import plot as draw
 
-        draw(report, plot)
+        draw(report, plot, ceiling=cfg.max_replicas)
     if as_json:
         typer.echo(json.dumps(report.to_json()))
         return
@@ -123,8 +131,27 @@ def _run(trace: str, cfg: BacktestConfig, *, show_progress: bool) -> Report:
 
     with Progress(transient=True) as bar:
         names = [*cfg.policies, "frontier"] if cfg.frontier else list(cfg.policies)
-        tasks = {name: bar.add_task(name, total=1.0) for name in names}
-        return backtest(trace, cfg, progress=lambda name, done: bar.update(tasks[name], completed=done))
+        return backtest(trace, cfg, progress=StageBars(bar, names))
+
+
+class StageBars:
+    """The backtest's progress as rich bars: reading and scaling the trace and building the replica's serving
+    profile report no fraction, so they get a pulsing bar of their own, closed by the first policy's first step
+    (instead of the first policy sitting at 0 % with no ETA); then one bar per policy and the frontier, each
+    started when its work starts so that its ETA is its own."""
+
+    def __init__(self, bar: Progress, names: list[str]) -> None:
+        self.bar = bar
+        self.loading = bar.add_task("trace and profile", total=None)
+        self.tasks = {name: bar.add_task(name, total=1.0, start=False) for name in names}
+        self.loaded = False
+
+    def __call__(self, name: str, done: float) -> None:
+        if not self.loaded:
+            self.bar.update(self.loading, total=1.0, completed=1.0)
+            self.loaded = True
+        self.bar.start_task(self.tasks[name])
+        self.bar.update(self.tasks[name], completed=done)
 
 
 def _table(report: Report) -> None:
