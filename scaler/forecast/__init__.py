@@ -17,6 +17,7 @@ from scaler.forecast.last_value import LastValue
 from scaler.forecast.learned import Learned
 from scaler.forecast.linear_trend import LinearTrend
 from scaler.forecast.seasonal_naive import SeasonalNaive
+from scaler.forecast.window_ramp import WindowRamp
 
 FORECASTERS: dict[str, Callable[..., Forecaster]] = {
     "last_value": LastValue,
@@ -27,6 +28,7 @@ FORECASTERS: dict[str, Callable[..., Forecaster]] = {
     "kalman": Kalman,
     "sklearn": Learned,
     "linear_trend": LinearTrend,
+    "window_ramp": WindowRamp,
     "auto": Ensemble,
 }
 

@@ -43,6 +43,11 @@ class Forecaster(ABC):
         self.non_negative = non_negative
         self.rejected_inputs = 0  # observations dropped as non-finite or out of order
         self.fallbacks = 0  # predictions answered by the last value because the model failed
+        self._observed = 0  # observations kept so far (keys the spread's cache)
+        self._spread_cache: tuple[int, int, float] | None = None  # (observed, steps, spread)
+        self._step_cache: tuple[int, float] | None = None  # (observed, step)
+        # A forecaster fed exactly the same series (an ensemble's candidate) may read its spread from there.
+        self.spread_from: Forecaster | None = None
 
     # -- input ---------------------------------------------------------------------------------------------
     def observe(self, t: float, value: float) -> None:
@@ -55,6 +60,7 @@ class Forecaster(ABC):
             return
         self._times.append(float(t))
         self._values.append(float(value))
+        self._observed += 1
         try:
             self._update(float(t), float(value))
         except (ArithmeticError, ValueError):
@@ -100,9 +106,13 @@ class Forecaster(ABC):
         """Median spacing of the observations (1 s before two exist)."""
         if len(self._times) < 2:
             return 1.0
-        ts = list(self._times)[-64:]
+        if self._step_cache is not None and self._step_cache[0] == self._observed:
+            return self._step_cache[1]
+        ts = list(itertools.islice(reversed(self._times), 64))[::-1]
         gaps = sorted(b - a for a, b in itertools.pairwise(ts))
-        return max(gaps[len(gaps) // 2], 1e-9)
+        step = max(gaps[len(gaps) // 2], 1e-9)
+        self._step_cache = (self._observed, step)
+        return step
 
     def horizon_steps(self, horizon_s: float) -> int:
         """The horizon in whole observation steps (at least 0)."""
@@ -114,12 +124,19 @@ class Forecaster(ABC):
         It is what a last-value forecast got wrong over this horizon in the past, so it is an honest upper
         margin for any forecaster that has no variance of its own.
         """
+        if self.spread_from is not None:
+            return self.spread_from.horizon_spread(horizon_s)
         k = max(1, self.horizon_steps(horizon_s))
         if len(self._values) <= k:
             return 0.0
-        vs = list(self._values)[-(k + _SPREAD_POINTS) :]
+        cached = self._spread_cache
+        if cached is not None and cached[0] == self._observed and cached[1] == k:
+            return cached[2]
+        vs = list(itertools.islice(reversed(self._values), k + _SPREAD_POINTS))[::-1]
         changes = sorted(abs(vs[i + k] - vs[i]) for i in range(len(vs) - k))
-        return changes[min(len(changes) - 1, int(0.9 * len(changes)))]
+        spread = changes[min(len(changes) - 1, int(0.9 * len(changes)))]
+        self._spread_cache = (self._observed, k, spread)
+        return spread
 
     def _clip(self, x: float) -> float:
         return max(0.0, x) if self.non_negative else x

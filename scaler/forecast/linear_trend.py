@@ -7,6 +7,7 @@ one-step updates chase the noise.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from scaler.forecast.base import Forecaster
@@ -23,11 +24,11 @@ class LinearTrend(Forecaster):
 
     def _predict(self, horizon_s: float) -> tuple[float, float]:
         t_end = self._times[-1]
-        pts = [
-            (t, v)
-            for t, v in zip(reversed(self._times), reversed(self._values), strict=True)
-            if t_end - t <= self.window_s
-        ]
+        pts = list(
+            itertools.takewhile(
+                lambda p: t_end - p[0] <= self.window_s, zip(reversed(self._times), reversed(self._values), strict=True)
+            )
+        )
         n = len(pts)
         if n < 3:
             last = self._values[-1]
