@@ -129,7 +129,7 @@ class Forwarding:
             raise ForwardFailed(
                 e.code(),
                 f"deployment {deployment} is in shard {route.shard}, owned by kvpilot {route.owner} at "
-                f"{route.address}, which answered: {e.details() or e.code().name}",
+                f"{route.address}: {e.details() or e.code().name}",
             ) from None
         self.forwarded_total += 1
         at = _decision_at(trailing)
@@ -159,7 +159,7 @@ class Forwarding:
             if sent == 0:
                 raise ForwardFailed(
                     e.code(),
-                    f"shard {route.shard} is owned by kvpilot {route.owner} at {route.address}, which answered: "
+                    f"shard {route.shard} is owned by kvpilot {route.owner} at {route.address}: "
                     f"{e.details() or e.code().name}",
                 ) from None
 
