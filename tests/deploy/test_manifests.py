@@ -193,3 +193,30 @@ def test_the_base_requires_the_secret_the_quickstart_creates(base: list[dict[str
     assert ("Secret", "kvpilot", "kvpilot-secrets") in refs
     assert ("Secret", "kvpilot", "kvpilot-secrets") in _quickstart_secrets()
     assert ("ConfigMap", "kvpilot", "kvpilot-config") in refs
+
+
+def _matches(selector: dict[str, str], labels: dict[str, str] | None) -> bool:
+    return bool(selector) and all((labels or {}).get(k) == v for k, v in selector.items())
+
+
+def test_every_selector_selects_what_it_is_meant_to(base: list[dict[str, Any]]) -> None:
+    # A selector that matches nothing is valid YAML and a silent outage: a ServiceMonitor that selected no Service
+    # meant no kvpilot series in Prometheus, so no alert and no dashboard.
+    def one(kind: str) -> dict[str, Any]:
+        return next(d for d in base if d["kind"] == kind)
+
+    deployment, service, monitor, policy = (
+        one("Deployment"),
+        one("Service"),
+        one("ServiceMonitor"),
+        one("NetworkPolicy"),
+    )
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert _matches(deployment["spec"]["selector"]["matchLabels"], pod_labels), "Deployment → its pods"
+    assert _matches(service["spec"]["selector"], pod_labels), "Service → kvpilot's pods"
+    assert _matches(policy["spec"]["podSelector"]["matchLabels"], pod_labels), "NetworkPolicy → kvpilot's pods"
+    assert _matches(monitor["spec"]["selector"]["matchLabels"], service["metadata"]["labels"]), (
+        "ServiceMonitor → Service"
+    )
+    ports = {p["name"] for p in service["spec"]["ports"]}
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} <= ports, "ServiceMonitor scrapes a named Service port"
