@@ -53,6 +53,7 @@ CLASSES: list[tuple[str, str, str]] = [
     (r"kubectl -n kvpilot create secret ", DRY_RUN, "needs a cluster"),
     (r"kubectl apply ", "skip", "needs a cluster; tests/deploy/test_manifests.py validates what it would apply"),
     (r"kubectl -n llm create secret ", "skip", "needs a cluster (reads kvpilot-secrets from it) and your own CA"),
+    (r"helm install ", "skip", "needs a cluster and the helm command (on no registry here); test_helm.py renders it"),
 ]
 
 
