@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
+from collections import deque
 from collections.abc import Iterable, Sequence
 
 from collector.samples import Histogram
@@ -159,3 +160,125 @@ def histogram_quantile(q: float, histogram: Histogram | None) -> float | None:
             return lower_bound + (bound - lower_bound) * (rank - lower_count) / (count - lower_count)
         lower_bound, lower_count = bound, count
     return None
+
+
+# -- windows kept up to date point by point ----------------------------------------------------------------------
+#
+# The increase of a counter over a window is a telescoping sum: the steps between points cancel except at
+# restarts, so it is the last value minus the first plus, at each restart inside the window, the value just
+# before it (the step there counts the post-restart value in full, as `increase` does). Kept so, a window costs
+# O(1) per point added and per read while no restart is inside it, instead of a pass over every point on every
+# tick; `tests/unit/collector/test_rates.py` checks it against `increase`, `rate`, `derivative` and
+# `histogram_increase` on the same points.
+
+
+class CounterWindow:
+    """A counter's valid points (see `counter_points`) since a start time, with `increase` and `rate` over them."""
+
+    __slots__ = ("_last", "_points", "_restarts")
+
+    def __init__(self) -> None:
+        # (t, value, value of the previous point when this one is a restart, else None)
+        self._points: deque[tuple[float, float, float | None]] = deque()
+        self._restarts = 0  # points in the deque that are restarts
+        self._last: float | None = None  # the previous valid value, even once it has left the window
+
+    def add(self, t: float, value: float | None) -> None:
+        if value is None or not (math.isfinite(value) and math.isfinite(t)) or value < 0:
+            return
+        before = self._last
+        restart = before if before is not None and value < before else None
+        self._restarts += restart is not None
+        self._points.append((t, value, restart))
+        self._last = value
+
+    def trim(self, start: float) -> None:
+        """Forget the points before ``start``."""
+        points = self._points
+        while points and points[0][0] < start:
+            self._restarts -= points.popleft()[2] is not None
+
+    def increase(self) -> float | None:
+        points = self._points
+        if len(points) < 2:
+            return None
+        total = points[-1][1] - points[0][1]
+        restarts = self._restarts - (points[0][2] is not None)  # the first point's step lies outside
+        if restarts:
+            total += math.fsum(before for _, _, before in itertools.islice(points, 1, None) if before is not None)
+        return total
+
+    def rate(self) -> float | None:
+        inc = self.increase()
+        if inc is None:
+            return None
+        elapsed = self._points[-1][0] - self._points[0][0]
+        return inc / elapsed if elapsed > 0 else None
+
+
+class GaugeWindow:
+    """A gauge's finite points since a start time, with the two-point `derivative` over them."""
+
+    __slots__ = ("_points",)
+
+    def __init__(self) -> None:
+        self._points: deque[Point] = deque()
+
+    def add(self, t: float, value: float | None) -> None:
+        if value is not None and math.isfinite(value) and math.isfinite(t):
+            self._points.append((t, value))
+
+    def trim(self, start: float) -> None:
+        points = self._points
+        while points and points[0][0] < start:
+            points.popleft()
+
+    def derivative(self) -> float | None:
+        return derivative(self._points) if len(self._points) >= 2 else None
+
+
+class HistogramWindow:
+    """A cumulative histogram's points since a start time (those with the newest bounds), with
+    `histogram_increase` over them."""
+
+    __slots__ = ("_points", "_restarts")
+
+    def __init__(self) -> None:
+        # (t, histogram, the previous histogram when this one is a restart, else None)
+        self._points: deque[tuple[float, Histogram, Histogram | None]] = deque()
+        self._restarts = 0
+
+    def add(self, t: float, histogram: Histogram | None) -> None:
+        if histogram is None:
+            return
+        points = self._points
+        restart = None
+        if points:
+            previous = points[-1][1]
+            if previous.bounds != histogram.bounds:  # incomparable: the window starts again here
+                points.clear()
+                self._restarts = 0
+            elif _is_reset(previous, histogram):
+                restart = previous
+                self._restarts += 1
+        points.append((t, histogram, restart))
+
+    def trim(self, start: float) -> None:
+        points = self._points
+        while points and points[0][0] < start:
+            self._restarts -= points.popleft()[2] is not None
+
+    def increase(self) -> Histogram | None:
+        points = self._points
+        if len(points) < 2:
+            return None
+        first, last = points[0][1], points[-1][1]
+        counts = list(map(operator.sub, last.counts, first.counts))
+        total_sum, total_count = last.sum - first.sum, last.count - first.count
+        if self._restarts - (points[0][2] is not None):
+            for _, _, before in itertools.islice(points, 1, None):
+                if before is not None:
+                    counts = list(map(operator.add, counts, before.counts))
+                    total_sum += before.sum
+                    total_count += before.count
+        return Histogram(bounds=last.bounds, counts=tuple(counts), sum=total_sum, count=total_count)

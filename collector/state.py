@@ -12,20 +12,11 @@ by ``history_s`` and by ``max_points``, and replicas/GPUs not seen for ``forget_
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from collector.aggregates import DeploymentAggregate
-from collector.rates import (
-    counter_points,
-    derivative,
-    finite_points,
-    histogram_add,
-    histogram_increase,
-    increase,
-    rate,
-    ratio,
-)
+from collector.rates import CounterWindow, GaugeWindow, HistogramWindow, histogram_add, ratio
 from collector.samples import GpuSample, Histogram, ReplicaSample, TargetInfo
 
 
@@ -127,6 +118,14 @@ class GpuView:
 
 
 _HISTOGRAM_FIELDS = ("ttft", "itl", "e2e", "queue_time")
+_COUNTER_FIELDS = (
+    "prefix_hits",
+    "prefix_queries",
+    "requests_finished",
+    "preemptions",
+    "prompt_tokens",
+    "generation_tokens",
+)
 _MAX_LAYOUTS = 1024
 
 
@@ -143,13 +142,18 @@ class _ReplicaTrack:
     - ``older``: one sample per ``history_step_s`` up to ``history_s``, TTFT only (SLO burn windows).
     """
 
-    __slots__ = ("middle", "older", "recent", "target_up")
+    __slots__ = ("counters", "in_flight", "itl", "middle", "older", "recent", "target_up", "ttft")
 
     def __init__(self, max_points: int) -> None:
         self.recent: deque[ReplicaSample] = deque(maxlen=max_points)
         self.middle: deque[ReplicaSample] = deque(maxlen=max_points)
         self.older: deque[ReplicaSample] = deque(maxlen=max_points)
         self.target_up = True
+        # The rate window (``recent``) kept per value as samples come and go, so a view costs no pass over it.
+        self.counters = {name: CounterWindow() for name in _COUNTER_FIELDS}
+        self.in_flight = GaugeWindow()
+        self.ttft = HistogramWindow()
+        self.itl = HistogramWindow()
 
     @property
     def latest(self) -> ReplicaSample:
@@ -162,6 +166,16 @@ class _ReplicaTrack:
         self.recent.append(sample)
         while self.recent[0].timestamp < t - rate_window_s:
             self.middle.append(replace(self.recent.popleft(), itl=None, e2e=None, queue_time=None))
+        start = self.recent[0].timestamp
+        for name, window in self.counters.items():
+            window.add(t, getattr(sample, name))
+            window.trim(start)
+        self.in_flight.add(t, _in_flight(sample))
+        self.in_flight.trim(start)
+        self.ttft.add(t, sample.ttft)
+        self.ttft.trim(start)
+        self.itl.add(t, sample.itl)
+        self.itl.trim(start)
         while self.middle and self.middle[0].timestamp < t - full_resolution_s:
             old = self.middle.popleft()
             if not self.older or old.timestamp - self.older[-1].timestamp >= step_s:
@@ -390,20 +404,14 @@ class FleetState:
             points.append(_point(now, dv))
 
     def _replica_view(self, track: _ReplicaTrack, now: float, gpus: tuple[GpuSample, ...]) -> ReplicaView:
+        # Every window is the rate window (`_ReplicaTrack.add` keeps them to the samples of ``recent``).
         latest = track.latest
-        window_start = latest.timestamp - self.rate_window_s
-        window = _tail_since(track.recent, window_start)
-
-        def points(field: Callable[[ReplicaSample], float | None]) -> list[tuple[float, float]]:
-            return counter_points((s.timestamp, field(s)) for s in window)
-
-        hits = increase(points(lambda s: s.prefix_hits))
-        queries_points = points(lambda s: s.prefix_queries)
-        queries = increase(queries_points)
-        finished_rate = rate(points(lambda s: s.requests_finished))
-        in_flight = derivative(finite_points((s.timestamp, _in_flight(s)) for s in window))
+        counters = track.counters
+        hits = counters["prefix_hits"].increase()
+        queries = counters["prefix_queries"].increase()
+        finished_rate = counters["requests_finished"].rate()
+        in_flight = track.in_flight.derivative()
         arrival = None if finished_rate is None or in_flight is None else max(0.0, finished_rate + in_flight)
-        ttft_hists = [s.ttft for s in window if s.ttft is not None]
         return ReplicaView(
             sample=latest,
             ready=now - latest.timestamp <= self.stale_after_s,
@@ -412,15 +420,15 @@ class FleetState:
             prefix_hit_ratio=ratio(hits, queries),
             prefix_hits_increase=hits,
             prefix_queries_increase=queries,
-            prefix_queries_rate=rate(queries_points),
-            preemptions_rate=rate(points(lambda s: s.preemptions)),
-            prompt_tokens_rate=rate(points(lambda s: s.prompt_tokens)),
-            generation_tokens_rate=rate(points(lambda s: s.generation_tokens)),
+            prefix_queries_rate=counters["prefix_queries"].rate(),
+            preemptions_rate=counters["preemptions"].rate(),
+            prompt_tokens_rate=counters["prompt_tokens"].rate(),
+            generation_tokens_rate=counters["generation_tokens"].rate(),
             requests_finished_rate=finished_rate,
             arrival_rate=arrival,
-            ttft_window=histogram_increase(ttft_hists),
+            ttft_window=track.ttft.increase(),
             gpus=gpus,
-            itl_window=histogram_increase([s.itl for s in window if s.itl is not None]),
+            itl_window=track.itl.increase(),
         )
 
     # -- output --------------------------------------------------------------------------------------
@@ -479,18 +487,6 @@ def _gpu_views(gpus: dict[str, _GpuTrack], replicas: list[ReplicaView]) -> list[
             candidates = by_node.get(sample.node, [])
         joined = candidates[0] if len(candidates) == 1 else None
         out.append(GpuView(sample=sample, present=track.present, last_seen=track.last_seen, replica=joined))
-    return out
-
-
-def _tail_since(history: deque[ReplicaSample], start: float) -> list[ReplicaSample]:
-    """Samples with ``timestamp >= start``, oldest first, walking back from the newest (the window is
-    short compared with the history, so this touches only the window)."""
-    out: list[ReplicaSample] = []
-    for sample in reversed(history):
-        if sample.timestamp < start:
-            break
-        out.append(sample)
-    out.reverse()
     return out
 
 

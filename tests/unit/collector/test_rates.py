@@ -10,6 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from collector.rates import (
+    CounterWindow,
+    GaugeWindow,
+    HistogramWindow,
     counter_points,
     derivative,
     finite_points,
@@ -168,3 +171,75 @@ def test_increase_is_never_negative_and_matches_monotonic_difference(values: lis
     assert inc >= 0
     if all(b >= a for a, b in itertools.pairwise(values)):
         assert inc == pytest.approx(values[-1] - values[0])
+
+
+# -- windows kept point by point agree with the functions over the same points --------------------------------
+
+_COUNTER_VALUES = st.one_of(
+    st.none(),
+    st.floats(min_value=-5, max_value=1e9),
+    st.sampled_from([math.nan, math.inf, -math.inf]),
+    st.integers(0, 10**6).map(float),
+)
+
+
+@given(values=st.lists(_COUNTER_VALUES, min_size=0, max_size=40), window=st.integers(1, 15))
+def test_counter_window_agrees_with_increase_and_rate(values: list[float | None], window: int) -> None:
+    w = CounterWindow()
+    seen: list[tuple[float, float | None]] = []
+    for i, v in enumerate(values):
+        t = float(i)
+        seen.append((t, v))
+        w.add(t, v)
+        w.trim(t - window)
+        points = counter_points(p for p in seen if p[0] >= t - window)
+        expected_increase, expected_rate = increase(points), rate(points)
+        assert (w.increase() is None) == (expected_increase is None)
+        if expected_increase is not None:
+            assert w.increase() == pytest.approx(expected_increase, rel=1e-9, abs=1e-6)
+        assert (w.rate() is None) == (expected_rate is None)
+        if expected_rate is not None:
+            assert w.rate() == pytest.approx(expected_rate, rel=1e-9, abs=1e-6)
+
+
+@given(values=st.lists(_COUNTER_VALUES, min_size=0, max_size=30), window=st.integers(1, 10))
+def test_gauge_window_agrees_with_derivative(values: list[float | None], window: int) -> None:
+    w = GaugeWindow()
+    seen: list[tuple[float, float | None]] = []
+    for i, v in enumerate(values):
+        t = float(i)
+        seen.append((t, v))
+        w.add(t, v)
+        w.trim(t - window)
+        assert w.derivative() == derivative(finite_points(p for p in seen if p[0] >= t - window))
+
+
+_BOUNDS = st.sampled_from([(0.1, 1.0, math.inf), (0.5, math.inf)])
+
+
+@st.composite
+def _histograms(draw: st.DrawFn) -> Histogram | None:
+    if draw(st.booleans()) and draw(st.booleans()):
+        return None
+    bounds = draw(_BOUNDS) if draw(st.integers(0, 9)) == 0 else (0.1, 1.0, math.inf)
+    steps = draw(st.lists(st.integers(0, 1000), min_size=len(bounds), max_size=len(bounds)))
+    counts = tuple(float(c) for c in itertools.accumulate(steps))
+    return Histogram(bounds=bounds, counts=counts, sum=float(draw(st.integers(0, 10**6))), count=counts[-1])
+
+
+@given(hists=st.lists(_histograms(), min_size=0, max_size=25), window=st.integers(1, 10))
+def test_histogram_window_agrees_with_histogram_increase(hists: list[Histogram | None], window: int) -> None:
+    w = HistogramWindow()
+    seen: list[tuple[float, Histogram | None]] = []
+    for i, h in enumerate(hists):
+        t = float(i)
+        seen.append((t, h))
+        w.add(t, h)
+        w.trim(t - window)
+        expected = histogram_increase([h for ts, h in seen if ts >= t - window and h is not None])
+        got = w.increase()
+        assert (got is None) == (expected is None)
+        if got is not None and expected is not None:
+            assert got.bounds == expected.bounds
+            assert got.counts == pytest.approx(expected.counts)
+            assert (got.sum, got.count) == pytest.approx((expected.sum, expected.count))
