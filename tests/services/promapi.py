@@ -20,7 +20,6 @@ import gzip
 import json
 import math
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -70,12 +69,32 @@ def _templates() -> tuple[list[list[_Series]], list[_Series], dict[str, str]]:
     return replicas, gpu0, types
 
 
-def _fmt(v: float) -> str:
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    return repr(float(v)) if v != int(v) or abs(v) >= 1e15 else str(int(v))
+def _dumps(labels: dict[str, str]) -> str:
+    return json.dumps(labels, separators=(",", ":"))
+
+
+@dataclass
+class _Rows:
+    """Series of an answer, prepared once: each row's labels as JSON, its base value, how it moves and whose it is;
+    a call only computes the values (vectorised) and joins the text."""
+
+    metrics: list[str]
+    base: np.ndarray
+    how: np.ndarray  # GAUGE wobbles, COUNTER grows with time at the replica's rate, FIXED stays (up, an XID)
+    replica: np.ndarray  # int: the replica (or deployment) whose rate and phase apply
+
+    @staticmethod
+    def build(rows: list[tuple[dict[str, str], float, int, int]]) -> _Rows:
+        return _Rows(
+            [_dumps(m) for m, _, _, _ in rows],
+            np.asarray([b for _, b, _, _ in rows], float),
+            np.asarray([c for _, _, c, _ in rows], int),
+            np.asarray([r for _, _, _, r in rows], int),
+        )
+
+
+GAUGE, COUNTER, FIXED = 0, 1, 2
+Row = tuple[dict[str, str], float, int, int]
 
 
 class FakeFleet:
@@ -100,12 +119,12 @@ class FakeFleet:
         self.rate = rng.uniform(0.5, 1.5, replicas)  # counters grow by template value x rate per hour
         self.phase = rng.uniform(0, 2 * math.pi, replicas)
         idx = np.arange(replicas)
-        self.sick = idx[idx % sick_every == 7]
+        self.sick = idx[idx % sick_every == 7]  # a KV pool near full
         self.down = idx[idx % down_every == 13]
         self.faulty_gpus = idx[idx % (10 * sick_every) == 21]
-        self.sick_set = set(self.sick.tolist())
         self.calls: dict[str, int] = {}
-        self.last_query = ""
+        self._cache: dict[str, _Rows] = {}
+        self._labels_cache: dict[str, list[str]] = {}
 
     # -- per replica -------------------------------------------------------------------------------------------
 
@@ -119,160 +138,210 @@ class FakeFleet:
             "pod": f"llm-{d}-{i % self.per_deployment}",
         }
 
-    def _value(self, s: _Series, i: int, t: float) -> float:
-        if s.kind == "counter":
-            return s.value * (1.0 + float(self.rate[i]) * (t - T0) / HOUR)
-        if s.name == "vllm:kv_cache_usage_perc":
-            base = 0.92 if i in self.sick_set else s.value
-            return min(1.0, base * (1.0 + 0.05 * math.sin(t / 30.0 + self.phase[i])))
-        return s.value * (1.0 + 0.1 * math.sin(t / 30.0 + self.phase[i]))
-
-    def _replica(self, i: int, t: float) -> Iterator[tuple[str, dict[str, str], float]]:
+    def _replica_rows(self, i: int) -> list[Row]:
         base = self._labels(i)
+        sick = i in self.sick_set
+        out = []
         for s in self.templates[i % len(self.templates)]:
-            yield s.name, {**base, **s.labels}, self._value(s, i, t)
+            value = 0.92 if sick and s.name == "vllm:kv_cache_usage_perc" else s.value
+            out.append(({"__name__": s.name, **base, **s.labels}, value, COUNTER if s.kind == "counter" else GAUGE, i))
+        return out
 
-    def _gpu(self, i: int, t: float) -> Iterator[tuple[str, dict[str, str], float]]:
+    def _gpu_rows(self, i: int) -> list[Row]:
         base = {"job": "dcgm", "instance": f"node-{i}:9400", "Hostname": f"node-{i}"}
+        out = []
         for s in self.gpu_template:
-            v = 79.0 if s.name == "DCGM_FI_DEV_XID_ERRORS" else self._value(s, i, t)
-            yield s.name, {**base, **s.labels}, v
+            value = 79.0 if s.name == "DCGM_FI_DEV_XID_ERRORS" and i in self.faulty_set else s.value
+            how = FIXED if s.name == "DCGM_FI_DEV_XID_ERRORS" else COUNTER if s.kind == "counter" else GAUGE
+            out.append(({"__name__": s.name, **base, **s.labels}, value, how, i))
+        return out
+
+    @property
+    def sick_set(self) -> set[int]:
+        return self._sets()[0]
+
+    @property
+    def faulty_set(self) -> set[int]:
+        return self._sets()[1]
+
+    def _sets(self) -> tuple[set[int], set[int]]:
+        if not hasattr(self, "_sick_faulty"):
+            self._sick_faulty = (set(self.sick.tolist()), set(self.faulty_gpus.tolist()))
+        return self._sick_faulty
+
+    def _rows(self, kind: str) -> _Rows:
+        rows = self._cache.get(kind)
+        if rows is not None:
+            return rows
+        built: list[Row]
+        if kind == "sick":
+            built = [r for i in self.sick.tolist() for r in self._replica_rows(i)]
+        elif kind == "gpus":
+            built = [r for i in self.faulty_gpus.tolist() for r in self._gpu_rows(i)]
+        elif kind == "down":
+            built = [({"__name__": "up", **self._labels(i)}, 0.0, FIXED, i) for i in self.down.tolist()]
+        elif kind == "raw":
+            down = set(self.down.tolist())
+            built = []
+            for i in range(self.n):
+                built.append(({"__name__": "up", **self._labels(i)}, 0.0 if i in down else 1.0, FIXED, i))
+                if i not in down:
+                    built += self._replica_rows(i) + self._gpu_rows(i)
+        else:
+            raise KeyError(kind)
+        rows = self._cache[kind] = _Rows.build(built)
+        return rows
+
+    def _values(self, rows: _Rows, t: float) -> np.ndarray:
+        grow = 1.0 + self.rate[rows.replica] * (t - T0) / HOUR
+        wobble = 1.0 + 0.05 * np.sin(t / 30.0 + self.phase[rows.replica])
+        values = np.where(rows.how == COUNTER, rows.base * grow, np.minimum(rows.base * wobble, np.inf))
+        return np.where(rows.how == FIXED, rows.base, values)
 
     # -- per deployment ------------------------------------------------------------------------------------------
 
-    def _aggregates(self, t: float) -> Iterator[tuple[str, dict[str, str], float]]:
+    def _per_template(self, name: str, **match: str) -> np.ndarray:
+        """Per template: the sum of its samples of ``name`` matching ``match`` (prepared once)."""
+        key = name + repr(sorted(match.items()))
+        got = self._template_sums.get(key)
+        if got is None:
+            got = self._template_sums[key] = np.asarray(
+                [
+                    sum(s.value for s in tp if s.name == name and all(s.labels.get(k) == v for k, v in match.items()))
+                    for tp in self.templates
+                ]
+            )
+        return got
+
+    @property
+    def _template_sums(self) -> dict[str, np.ndarray]:
+        if not hasattr(self, "_sums"):
+            self._sums: dict[str, np.ndarray] = {}
+        return self._sums
+
+    def _aggregate_values(self, t: float) -> list[tuple[str, dict[str, str], np.ndarray]]:
+        """(signal, extra labels, value per deployment) as the recording rules would compute them now."""
         n_dep = math.ceil(self.n / self.per_deployment)
         dep = np.arange(self.n) // self.per_deployment
         tmpl = np.arange(self.n) % len(self.templates)
-        down = np.zeros(self.n, bool)
-        down[self.down] = True
-        up = ~down
-        wobble = 1.0 + 0.1 * np.sin(t / 30.0 + self.phase)
+        up = np.ones(self.n, bool)
+        up[self.down] = False
+        wobble = 1.0 + 0.05 * np.sin(t / 30.0 + self.phase)
+        rate_per_s = self.rate / HOUR
 
-        def template_value(name: str, **match: str) -> np.ndarray:
-            """Per replica: the sum of its template's samples of ``name`` (matching ``match``)."""
-            per_t = [
-                sum(s.value for s in tp if s.name == name and all(s.labels.get(k) == v for k, v in match.items()))
-                for tp in self.templates
-            ]
-            return np.asarray(per_t)[tmpl]
+        def per_replica(name: str, **match: str) -> np.ndarray:
+            return self._per_template(name, **match)[tmpl]
 
         def by_dep(values: np.ndarray, op: str = "sum") -> np.ndarray:
-            out = np.full(n_dep, np.nan if op == "max" else 0.0)
             v, d = values[up], dep[up]
             if op == "max":
                 out = np.full(n_dep, -np.inf)
                 np.maximum.at(out, d, v)
-            else:
-                np.add.at(out, d, v)
-            return out
-
-        counts = by_dep(np.ones(self.n))
-        rate_per_s = self.rate / HOUR
+                return out
+            return np.bincount(d, weights=v, minlength=n_dep)
 
         def rate_of(name: str) -> np.ndarray:
-            return by_dep(template_value(name) * rate_per_s)
+            return by_dep(per_replica(name) * rate_per_s)
 
-        kv = template_value("vllm:kv_cache_usage_perc") * (1.0 + 0.05 * np.sin(t / 30.0 + self.phase))
-        kv[self.sick] = np.minimum(1.0, 0.92 * (1.0 + 0.05 * np.sin(t / 30.0 + self.phase[self.sick])))
-        kv = np.minimum(kv, 1.0)
-        waiting = template_value("vllm:num_requests_waiting") * wobble
-        running = template_value("vllm:num_requests_running") * wobble
-        scalars = {
-            "replicas": np.bincount(dep, minlength=n_dep).astype(float),
-            "ready_replicas": counts,
-            "requests_waiting": by_dep(waiting),
-            "requests_running": by_dep(running),
-            "kv_usage_mean": by_dep(kv) / np.maximum(counts, 1),
-            "kv_usage_max": by_dep(kv, "max"),
-            "requests_finished_rate": rate_of("vllm:request_success_total"),
-            "arrival_rate": rate_of("vllm:request_success_total"),
-            "prompt_tokens_rate": rate_of("vllm:prompt_tokens_total"),
-            "generation_tokens_rate": rate_of("vllm:generation_tokens_total"),
-            "preemptions_rate": rate_of("vllm:num_preemptions_total"),
-            "prefix_hits_rate": rate_of("vllm:prefix_cache_hits_total"),
-            "prefix_queries_rate": rate_of("vllm:prefix_cache_queries_total"),
-        }
-        for name, values in scalars.items():
-            for d in range(n_dep):
-                yield name, self._dep_labels(d, name), float(values[d])
+        ready = by_dep(np.ones(self.n))
+        kv = per_replica("vllm:kv_cache_usage_perc")
+        kv[self.sick] = 0.92
+        kv = np.minimum(kv * wobble, 1.0)
+        finished = rate_of("vllm:request_success_total")
+        out: list[tuple[str, dict[str, str], np.ndarray]] = [
+            ("replicas", {}, np.bincount(dep, minlength=n_dep).astype(float)),
+            ("ready_replicas", {}, ready),
+            ("requests_waiting", {}, by_dep(per_replica("vllm:num_requests_waiting") * wobble)),
+            ("requests_running", {}, by_dep(per_replica("vllm:num_requests_running") * wobble)),
+            ("kv_usage_mean", {}, by_dep(kv) / np.maximum(ready, 1)),
+            ("kv_usage_max", {}, by_dep(kv, "max")),
+            ("requests_finished_rate", {}, finished),
+            ("arrival_rate", {}, finished),
+            ("prompt_tokens_rate", {}, rate_of("vllm:prompt_tokens_total")),
+            ("generation_tokens_rate", {}, rate_of("vllm:generation_tokens_total")),
+            ("preemptions_rate", {}, rate_of("vllm:num_preemptions_total")),
+            ("prefix_hits_rate", {}, rate_of("vllm:prefix_cache_hits_total")),
+            ("prefix_queries_rate", {}, rate_of("vllm:prefix_cache_queries_total")),
+        ]
         for field, metric in (
             ("ttft", "vllm:time_to_first_token_seconds"),
             ("itl", "vllm:inter_token_latency_seconds"),
             ("queue_time", "vllm:request_queue_time_seconds"),
         ):
-            les = sorted(
-                {s.labels["le"] for s in self.templates[0] if s.name == f"{metric}_bucket"}, key=lambda x: float(x)
-            )
+            les = sorted({s.labels["le"] for s in self.templates[0] if s.name == f"{metric}_bucket"}, key=float)
             for le in les:
-                inc = by_dep(template_value(f"{metric}_bucket", le=le) * rate_per_s * self.window_s)
-                for d in range(n_dep):
-                    yield f"{field}_bucket", {**self._dep_labels(d, f"{field}_bucket"), "le": le}, float(inc[d])
+                inc = per_replica(f"{metric}_bucket", le=le) * rate_per_s * self.window_s
+                out.append((f"{field}_bucket", {"le": le}, by_dep(inc)))
             for part in ("sum", "count"):
-                inc = by_dep(template_value(f"{metric}_{part}") * rate_per_s * self.window_s)
-                for d in range(n_dep):
-                    yield f"{field}_{part}", self._dep_labels(d, f"{field}_{part}"), float(inc[d])
+                out.append(
+                    (f"{field}_{part}", {}, by_dep(per_replica(f"{metric}_{part}") * rate_per_s * self.window_s))
+                )
+        return out
 
-    def _dep_labels(self, d: int, signal: str) -> dict[str, str]:
-        return {"namespace": "prod", "deployment": f"llm-{d}", ex.SIGNAL_LABEL: signal}
+    def _aggregate_text(self, t: float, *, named: bool) -> list[str]:
+        records = {s.name: s.record for s in ex.SIGNALS}
+        n_dep = math.ceil(self.n / self.per_deployment)
+        ts = json.dumps(t)
+        computed = self._aggregate_values(t)
+        key = f"aggregates-{named}"
+        metrics = self._labels_cache.get(key)
+        if metrics is None:
+            metrics = self._labels_cache[key] = [
+                _dumps(
+                    {**({"__name__": records[signal]} if named else {}), "namespace": "prod", "deployment": f"llm-{d}"}
+                    | {ex.SIGNAL_LABEL: signal, **extra}
+                )
+                for signal, extra, _ in computed
+                for d in range(n_dep)
+            ]
+        values = np.concatenate([v for _, _, v in computed]).tolist()
+        return [f'{{"metric":{m},"value":[{ts},"{_fmt(v)}"]}}' for m, v in zip(metrics, values, strict=True)]
 
     # -- queries -------------------------------------------------------------------------------------------------
 
-    def answer(self, query: str, t: float) -> Iterator[tuple[str | None, dict[str, str], float]]:
-        """(name, labels, value) of every series of the answer; raises ValueError on a query it does not know."""
-        self.last_query = query
+    def kind(self, query: str) -> str:
+        """Which of kvpilot's queries this is; ValueError for anything else."""
         if query.startswith("label_replace("):
-            self._count("adhoc")
-            for _signal, labels, v in self._aggregates(t):
-                yield None, labels, v
-        elif query.startswith(f'{{__name__=~"{ex.RECORD_PREFIX}'):
-            self._count("rules")
-            if self.rules:
-                records = {s.name: s.record for s in ex.SIGNALS}
-                for signal, labels, v in self._aggregates(t):
-                    yield records[signal], labels, v
-        elif "and on (namespace, pod)" in query:
-            self._count("sick")
-            for i in self.sick.tolist():
-                yield from self._replica(i, t)
-        elif "and on (instance, gpu)" in query:
-            self._count("gpus")
-            for i in self.faulty_gpus.tolist():
-                yield from self._gpu(i, t)
-        elif query.startswith("up{") and query.endswith("== 0"):
-            self._count("down")
-            for i in self.down.tolist():
-                yield "up", self._labels(i), 0.0
-        elif query.startswith('{__name__=~"') and query.endswith('|up"}'):
-            self._count("raw")
-            down = set(self.down.tolist())
-            for i in range(self.n):
-                yield "up", self._labels(i), 0.0 if i in down else 1.0
-                if i not in down:
-                    yield from self._replica(i, t)
-                    yield from self._gpu(i, t)
-        else:
-            raise ValueError(f"this test server does not evaluate {query[:120]!r}")
-
-    def _count(self, kind: str) -> None:
-        self.calls[kind] = self.calls.get(kind, 0) + 1
+            return "adhoc"
+        if query.startswith(f'{{__name__=~"{ex.RECORD_PREFIX}'):
+            return "rules"
+        if "and on (namespace, pod)" in query:
+            return "sick"
+        if "and on (instance, gpu)" in query:
+            return "gpus"
+        if query.startswith("up{") and query.endswith("== 0"):
+            return "down"
+        if query.startswith('{__name__=~"') and query.endswith('|up"}'):
+            return "raw"
+        raise ValueError(f"this test server does not evaluate {query[:120]!r}")
 
     def render(self, query: str, t: float) -> bytes:
         """The JSON body Prometheus 2.x writes for an instant query (its series order is not promised)."""
-        ts = json.dumps(t)
-        parts = [b'{"status":"success","data":{"resultType":"vector","result":[']
-        first = True
-        for name, labels, v in self.answer(query, t):
-            metric = {"__name__": name, **labels} if name is not None else labels
-            item = f'{{"metric":{json.dumps(metric, separators=(",", ":"))},"value":[{ts},"{_fmt(v)}"]}}'
-            parts.append((b"" if first else b",") + item.encode())
-            first = False
-        parts.append(b"]}}")
-        return b"".join(parts)
+        kind = self.kind(query)
+        self.calls[kind] = self.calls.get(kind, 0) + 1
+        if kind in ("adhoc", "rules"):
+            items = self._aggregate_text(t, named=kind == "rules") if kind == "adhoc" or self.rules else []
+        else:
+            rows = self._rows(kind)
+            ts = json.dumps(t)
+            items = [
+                f'{{"metric":{m},"value":[{ts},"{_fmt(v)}"]}}'
+                for m, v in zip(rows.metrics, self._values(rows, t).tolist(), strict=True)
+            ]
+        return ('{"status":"success","data":{"resultType":"vector","result":[' + ",".join(items) + "]}}").encode()
 
     def metadata(self) -> bytes:
         data = {name: [{"type": kind, "help": "", "unit": ""}] for name, kind in self.types.items()}
         return json.dumps({"status": "success", "data": data}).encode()
+
+
+def _fmt(v: float) -> str:
+    """As Prometheus writes a sample value (strconv.FormatFloat 'f', -1; NaN, +Inf, -Inf)."""
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return repr(v) if v != int(v) else str(int(v))
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -1,0 +1,348 @@
+"""kvpilot on a large fleet through the Prometheus API: tick time, peak memory and API latency during ticks.
+
+For each fleet size, a loopback Prometheus-API server (``tests/services/promapi.py``: series from the simulator's
+rendered vLLM and dcgm-exporter pages, values moving every call, deployments of 100 replicas, 1 % of replicas
+sick, 0.1 % down) runs in its own process, and ``kvpilot run`` (the real service: loop, store, HTTP API, KEDA
+gRPC) reads it with the PromQL source. Meanwhile this process:
+
+- polls kvpilot's ``/metrics`` every 0.5 s: each step of ``kvpilot_loop_tick_seconds_count`` gives that tick's
+  exact duration (the step of ``_sum``) and when it ran; overruns from ``kvpilot_loop_overruns_total``;
+- sends ``GET /healthz`` (every tenth ``GET /v1/decisions?limit=10``) every 25 ms and keeps the latency of those
+  that overlapped a tick (the API p99 "during ticks");
+- reads the kvpilot process's peak RSS (``VmHWM``).
+
+``--real-prometheus N`` also runs Debian's real Prometheus with kvpilot's recording rules, scraping the simulator's
+N replicas, and checks that the recorded series and the ad-hoc query agree and that kvpilot reads them.
+
+  .venv/bin/python bench/fleet_scale.py --replicas 1000 10000 --mode aggregates --ticks 12
+  .venv/bin/python bench/fleet_scale.py --replicas 1000 --mode replicas --ticks 6     # the old path, for the ratio
+
+Last line: ``replicas N tick_p50_s X rss_mb Y api_p99_ms Z`` (for the largest size run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+KVPILOT = str(Path(PY).parent / "kvpilot")
+
+
+@dataclass
+class Run:
+    replicas: int
+    mode: str
+    ticks: list[tuple[float, float]] = field(default_factory=list)  # (end wall time, duration)
+    api_during: list[float] = field(default_factory=list)  # ms
+    api_all: list[float] = field(default_factory=list)
+    overruns: float = 0.0
+    rss_mb: float = 0.0
+    stage_errors: float = 0.0
+    answer_bytes: float = 0.0
+    rules_in_use: float | None = None
+    cpu_s: float = 0.0  # kvpilot's CPU over the measured ticks (API load included)
+
+    def tick_p50(self) -> float:
+        return statistics.median(d for _, d in self.ticks) if self.ticks else float("nan")
+
+    def api_p99(self) -> float:
+        return _quantile(self.api_during, 0.99)
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def _spawn(argv: list[str], *, env: dict[str, str] | None = None, log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        argv, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log.open("wb"), stderr=subprocess.STDOUT
+    )
+
+
+def _wait_line(log: Path, pattern: str, proc: subprocess.Popen[bytes], timeout_s: float) -> re.Match[str]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        m = re.search(pattern, log.read_text(errors="replace"))
+        if m:
+            return m
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args!r} exited: {log.read_text()[-2000:]}")
+        time.sleep(0.1)
+    raise TimeoutError(f"no {pattern!r} in {log} within {timeout_s} s: {log.read_text()[-2000:]}")
+
+
+def _metric(text: str, name: str) -> float | None:
+    m = re.search(rf"^{re.escape(name)}(?:\{{[^}}]*\}})? (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def _hwm_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def _measure(run: Run, base: str, pid: int, ticks: int, interval_s: float, warmup: int) -> None:
+    async with httpx.AsyncClient(base_url=base, timeout=30.0, trust_env=False) as client:
+        last: tuple[float, float] | None = None
+        seen = 0
+        requests: list[tuple[float, float, float]] = []  # (sent, done, ms)
+        stop = asyncio.Event()
+        cpu0 = [0.0]
+
+        async def poll_ticks() -> None:
+            nonlocal last, seen
+            while not stop.is_set():
+                text = (await client.get("/metrics")).text
+                count = _metric(text, "kvpilot_loop_tick_seconds_count")
+                total = _metric(text, "kvpilot_loop_tick_seconds_sum")
+                if count is not None and total is not None:
+                    if last is not None and count > last[0]:
+                        seen += int(count - last[0])
+                        if seen == warmup:
+                            cpu0[0] = _cpu_s(pid)
+                        if seen > warmup:
+                            # several ticks between polls (never at these intervals) would average: fine for p50
+                            run.ticks.append((time.monotonic(), (total - last[1]) / (count - last[0])))
+                    last = (count, total)
+                    run.overruns = _metric(text, "kvpilot_loop_overruns_total") or 0.0
+                    run.answer_bytes = _metric(text, "kvpilot_promql_answer_bytes") or 0.0
+                    run.rules_in_use = _metric(text, "kvpilot_promql_recording_rules_in_use")
+                    run.stage_errors = sum(
+                        float(v) for v in re.findall(r"^kvpilot_loop_stage_errors_total\{[^}]*\} (\S+)$", text, re.M)
+                    )
+                if len(run.ticks) >= ticks:
+                    stop.set()
+                await asyncio.sleep(0.5)
+
+        async def client_load() -> None:
+            i = 0
+            while not stop.is_set():
+                path = "/v1/decisions?limit=10" if i % 10 == 9 else "/healthz"
+                sent = time.monotonic()
+                r = await client.get(path)
+                done = time.monotonic()
+                if r.status_code >= 500:
+                    raise RuntimeError(f"{path}: HTTP {r.status_code}")
+                if seen > warmup:
+                    requests.append((sent, done, (done - sent) * 1000))
+                i += 1
+                await asyncio.sleep(max(0.0, 0.025 - (done - sent)))
+
+        deadline = (ticks + warmup + 3) * max(interval_s, 1.0) * 4 + 120
+        await asyncio.wait_for(asyncio.gather(poll_ticks(), client_load()), deadline)
+        windows = [(end - d - 0.55, end) for end, d in run.ticks]  # the poll sees a tick's end up to 0.5 s late
+        for sent, done, ms in requests:
+            run.api_all.append(ms)
+            if any(sent < end and done > start for start, end in windows):
+                run.api_during.append(ms)
+        run.rss_mb = _hwm_mb(pid)
+        run.cpu_s = _cpu_s(pid) - cpu0[0]
+
+
+def run_one(replicas: int, mode: str, ticks: int, interval_s: float, tmp: Path, *, rules: bool = True) -> Run:
+    run = Run(replicas, mode)
+    fake_log = tmp / f"promapi-{replicas}.log"
+    fake_argv = [PY, "-m", "tests.services.promapi", "--replicas", str(replicas)]
+    fake = _spawn([*fake_argv, *([] if rules else ["--no-rules"])], log=fake_log)
+    kv: subprocess.Popen[bytes] | None = None
+    try:
+        port = int(_wait_line(fake_log, r"listening (\d+)", fake, 120).group(1))
+        config = {
+            "collector": {
+                "interval_s": interval_s,
+                "timeout_s": min(interval_s * 0.9, 60.0),
+                "discovery": {
+                    "kind": "promql",
+                    "promql_url": f"http://127.0.0.1:{port}",
+                    "promql_mode": mode,
+                    "promql_max_answer_bytes": 2 * 1024**3,
+                },
+            },
+            "api": {"host": "127.0.0.1", "http_port": 0, "grpc_port": 0, "anonymous_read": True},
+        }
+        cfg = tmp / f"kvpilot-{replicas}.yaml"
+        cfg.write_text(yaml.safe_dump(config))
+        kv_log = tmp / f"kvpilot-{replicas}.log"
+        env = {"KVPILOT_DATABASE_URL": f"sqlite:///{tmp / f'kv-{replicas}-{mode}.db'}", "KVPILOT_LOG_LEVEL": "INFO"}
+        kv = _spawn([KVPILOT, "run", "--config", str(cfg)], env=env, log=kv_log)
+        http = int(_wait_line(kv_log, r"API on http://[^:]+:(\d+)", kv, 120).group(1))
+        asyncio.run(_measure(run, f"http://127.0.0.1:{http}", kv.pid, ticks, interval_s, warmup=2))
+        # SIGTERM: how long the process takes to end (a tick in flight is abandoned, not awaited)
+        t0 = time.monotonic()
+        kv.send_signal(signal.SIGTERM)
+        kv.wait(timeout=60)
+        print(f"  sigterm_exit_s {time.monotonic() - t0:.2f}", flush=True)
+    finally:
+        for p in (kv, fake):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+    return run
+
+
+def _report(run: Run, interval_s: float) -> None:
+    durations = [d for _, d in run.ticks]
+    print(
+        f"  {run.mode:10s} replicas {run.replicas:>6d}: tick p50 {run.tick_p50():.3f} s, max {max(durations):.3f} s "
+        f"({len(durations)} ticks at {interval_s:g} s), CPU {run.cpu_s / max(len(durations), 1):.2f} s/tick, "
+        f"overruns {run.overruns:g}, peak RSS {run.rss_mb:.0f} MB, "
+        f"API p50/p99 during ticks {_quantile(run.api_during, 0.5):.1f}/{run.api_p99():.1f} ms "
+        f"({len(run.api_during)} requests; all {_quantile(run.api_all, 0.99):.1f} ms p99), "
+        f"answers {run.answer_bytes / 1e6:.2f} MB/tick, rules in use {run.rules_in_use}, "
+        f"stage errors {run.stage_errors:g}",
+        flush=True,
+    )
+
+
+def real_prometheus(replicas: int, tmp: Path) -> None:
+    """The recording rules on a real Prometheus scraping the simulator's replicas: recorded and ad-hoc series agree,
+    kvpilot's PromQL source reads them, and its deployment view matches scraping the same replicas directly."""
+    sys.path.insert(0, str(ROOT))
+    from alerts import recording
+    from collector.discovery.promql import PromQLSource
+    from collector.promql import expressions as ex
+    from tests.services.prometheus import run_prometheus
+
+    sim_log = tmp / "simulator.log"
+    # the fluid level (per time step) keeps up with a thousand replicas; load spread so that every replica works
+    sim_argv = [KVPILOT, "simulate", "--trace", "synthetic", "--replicas", str(replicas), "--serve", "0"]
+    sim = _spawn([*sim_argv, "--fidelity", "fluid", "--rate-scale", str(replicas / 4), "--loop"], log=sim_log)
+    try:
+        port = int(_wait_line(sim_log, r"serving on http://127\.0\.0\.1:(\d+)", sim, 120).group(1))
+        rules = tmp / "kvpilot-recording-rules.yaml"
+        rules.write_text(recording.generate()[recording.RULES_PATH])
+        scrape = {
+            "job_name": "simulator",
+            "scrape_interval": "15s",
+            "http_sd_configs": [{"url": f"http://127.0.0.1:{port}/sd", "refresh_interval": "30s"}],
+            # dcgm-exporter is not a replica: no deployment label for it
+            "relabel_configs": [
+                {"source_labels": ["kind"], "regex": "dcgm", "target_label": "deployment", "replacement": ""}
+            ],
+        }
+        t0 = time.monotonic()
+        with run_prometheus(tmp, scrape_configs=[scrape], rule_files=[rules], evaluation_interval="15s") as prom:
+            prom.wait_for(f"count(up{{{ex.TARGET_SELECTOR}}} == 1) >= {replicas}", timeout_s=300)
+            prom.wait_for(f"{ex.RECORD_PREFIX}arrival:rate1m", timeout_s=300)
+            ready_s = time.monotonic() - t0
+
+            def signals(query: str) -> dict[tuple[str, str | None], float]:
+                return {
+                    (s["metric"][ex.SIGNAL_LABEL], s["metric"].get("le")): float(s["value"][1])
+                    for s in prom.query(query)
+                }
+
+            rec, now = signals(ex.rules_query()), signals(ex.adhoc_query(ex.RULE_WINDOW))
+            same = [k for k in rec if k in now]
+            close = [k for k in same if abs(rec[k] - now[k]) <= 0.15 * max(abs(now[k]), 1e-9) + 1e-9]
+            sick = prom.query(ex.sick_replicas(ex.RULE_WINDOW, "", kv_from=0.4, limit=500))
+            print(
+                f"  real Prometheus 2.42 scraping {replicas} simulator replicas every 15 s (rules answered after "
+                f"{ready_s:.0f} s): {len(rec)} recorded series, {len(now)} ad hoc, {len(same)} in both, {len(close)} "
+                f"within 15 % (rules lag the ad-hoc query by up to one evaluation); sick replicas selected {len(sick)}",
+                flush=True,
+            )
+            via = asyncio.run(_views_via_promql(PromQLSource, prom.url))
+        direct = asyncio.run(_view_direct(f"http://127.0.0.1:{port}"))
+        for name in ("ready_replicas", "requests_waiting", "requests_running", "kv_usage_mean", "kv_usage_max"):
+            print(f"    {name:18s} direct {getattr(direct, name)!s:>22s}   via rules {getattr(via[0], name)!s:>22s}")
+        print(
+            f"    arrival_rate       direct {direct.arrival_rate!s:>22s}   via rules {via[0].arrival_rate!s:>22s}"
+            f"   (rules in use: {via[1]}, replicas read one by one: {via[2]})",
+            flush=True,
+        )
+    finally:
+        sim.kill()
+        sim.wait()
+
+
+async def _views_via_promql(source_cls: Any, url: str) -> tuple[Any, bool | None, int]:
+    from collector.state import FleetState
+
+    source = source_cls(url, mode="aggregates", timeout_s=30.0)
+    state = FleetState()
+    try:
+        result = await source.collect_once()
+        state.observe(result.replicas, result.gpus, now=time.time(), down_targets=result.down_targets)
+        state.observe_deployments(source.last_aggregates, now=time.time())
+    finally:
+        await source.aclose()
+    (view,) = [v for v in state.deployments().values() if v.replica_count]
+    return view, source.rules_in_use, len(result.replicas)
+
+
+async def _view_direct(sim_url: str) -> Any:
+    """Scrape every replica directly twice, 15 s apart (rates need two samples), as kvpilot does by default."""
+    from collector.clock import WallClock
+    from collector.samples import TargetInfo
+    from collector.scrape import Collector
+    from collector.state import FleetState
+
+    async with httpx.AsyncClient(trust_env=False) as client:
+        listed = (await client.get(f"{sim_url}/targets")).json()
+    targets = [
+        TargetInfo(url=t["url"], namespace=t["namespace"], deployment=t["deployment"], pod=t["pod"], node=t["node"])
+        for t in listed
+        if t["kind"] == "engine"
+    ]
+    state = FleetState()
+    async with Collector(clock=WallClock()) as collector:
+        for i in range(2):
+            result = await collector.collect_once(targets)
+            state.observe(result.replicas, result.gpus, now=result.timestamp)
+            if i == 0:
+                await asyncio.sleep(15.0)
+    (view,) = state.deployments().values()
+    return view
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--replicas", type=int, nargs="+", default=[1000, 10000])
+    p.add_argument("--mode", choices=["aggregates", "replicas"], default="aggregates")
+    p.add_argument("--no-rules", action="store_true", help="a Prometheus without kvpilot's rules (ad-hoc queries)")
+    p.add_argument("--ticks", type=int, default=12)
+    p.add_argument("--interval", type=float, default=5.0)
+    p.add_argument("--real-prometheus", type=int, default=0, metavar="N")
+    args = p.parse_args()
+    last: Run | None = None
+    with tempfile.TemporaryDirectory(prefix="fleet-scale-") as d:
+        tmp = Path(d)
+        if args.real_prometheus:
+            real_prometheus(args.real_prometheus, tmp)
+        for n in args.replicas:
+            last = run_one(n, args.mode, args.ticks, args.interval, tmp, rules=not args.no_rules)
+            _report(last, args.interval)
+    if last is not None:
+        tail = f"tick_p50_s {last.tick_p50():.3f} rss_mb {last.rss_mb:.0f} api_p99_ms {last.api_p99():.1f}"
+        print(f"replicas {last.replicas} {tail}")
+
+
+if __name__ == "__main__":
+    main()
