@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 from collector import validity
 from collector.engines import (
@@ -28,8 +29,9 @@ from collector.engines import (
     require_engine,
 )
 from collector.engines._prefix import find_prefix, prefixed_wanted, strip_prefix
+from collector.engines._read import structural
 from collector.exposition import DEFAULT_MAX_SAMPLES, LayoutCache, MetricFamily, Wanted, is_openmetrics, parse
-from collector.gpus import GPU_ADAPTERS
+from collector.gpus import GPU_ADAPTERS, GpuAdapter
 from collector.samples import GpuSample, ReplicaSample, TargetInfo
 
 WANTED_FAMILIES: frozenset[str] = ENGINE_FAMILIES.union(*(g.families for g in GPU_ADAPTERS.values()))
@@ -44,11 +46,14 @@ class AdaptedPage:
     gpus: list[GpuSample] = field(default_factory=list)
 
 
+def _gpu_adapters(families: Mapping[str, MetricFamily]) -> list[GpuAdapter]:
+    return [adapter for adapter in GPU_ADAPTERS.values() if adapter.present(families)]
+
+
 def _adapt_gpus(families: Mapping[str, MetricFamily], target: TargetInfo, timestamp: float) -> list[GpuSample]:
     out: list[GpuSample] = []
-    for adapter in GPU_ADAPTERS.values():
-        if adapter.present(families):
-            out.extend(map(validity.gpu, adapter.adapt(families, target, timestamp)))
+    for adapter in structural(families, "gpu adapters", partial(_gpu_adapters, families)):
+        out.extend(map(validity.gpu, adapter.adapt(families, target, timestamp)))
     return out
 
 
@@ -72,12 +77,12 @@ def adapt_families(
     name = engine or target.engine
     if name is None:
         try:
-            name = detect_engine(families)
+            name = structural(families, "engine", partial(detect_engine, families))
         except UnknownEngine:
             if gpus:
                 return AdaptedPage(None, [], gpus)
             raise
-    adapter = require_engine(name, families)
+    adapter = structural(families, ("adapter", name), partial(require_engine, name, families))
     return AdaptedPage(name, [validity.replica(r) for r in adapter.adapt(families, target, timestamp)], gpus)
 
 

@@ -8,7 +8,8 @@ arithmetic. Anything the mapping does not find stays ``None``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from collector.engines._read import (
@@ -20,6 +21,7 @@ from collector.engines._read import (
     read_histogram,
     read_mean,
     read_sum,
+    structural,
 )
 from collector.exposition import MetricFamily
 from collector.samples import ReplicaSample, TargetInfo
@@ -155,6 +157,9 @@ class DeclarativeAdapter:
         return out
 
     def model(self, families: Families) -> str | None:
+        return structural(families, (self.name, "model"), partial(self._model, families))
+
+    def _model(self, families: Families) -> str | None:
         names = sorted(n for n in families if n in self.families)
         for label in self.model_labels:
             found = first_label(families, names, label)
@@ -168,6 +173,11 @@ class DeclarativeAdapter:
         One group (or none) is the usual page. Several models on one server (Triton, a Dynamo frontend) or
         several Ray actors on one node are several replicas: summing their queues would describe no replica.
         """
+        if self.prepare is _no_prepare:  # then only names and labels decide
+            return structural(families, (self.name, "groups"), partial(self._groups, families))
+        return self._groups(families)
+
+    def _groups(self, families: Families) -> list[Group]:
         labels = (*self.model_labels, *REPLICA_LABELS)
         keep = self.prepare(families)
         samples = []
@@ -192,21 +202,24 @@ class DeclarativeAdapter:
     def adapt(self, families: Families, target: TargetInfo, timestamp: float) -> list[ReplicaSample]:
         """One sample per replica on the page (usually one): data-parallel engines of one pod are one replica
         to the scaler; distinct models or Ray workers are not (their replica name gets ``#<label values>``)."""
-        base = ReplicaSample(
-            namespace=target.namespace,
-            deployment=target.deployment,
-            replica=target.pod or target.url,
-            node=target.node,
-            engine=self.name,
-            model=None,
-            timestamp=timestamp,
-        )
+        replica = target.pod or target.url
         groups = self.groups(families)
         if len(groups) <= 1:
-            return [replace(base, model=self.model(families), **self.values(families))]
+            return [self._sample(target, replica, timestamp, families)]
         out = []
         for group in groups:
-            page = _narrow(families, group)
             suffix = ",".join(v for _, v in group)
-            out.append(replace(base, replica=f"{base.replica}#{suffix}", model=self.model(page), **self.values(page)))
+            out.append(self._sample(target, f"{replica}#{suffix}", timestamp, _narrow(families, group)))
         return out
+
+    def _sample(self, target: TargetInfo, replica: str, timestamp: float, families: Families) -> ReplicaSample:
+        return ReplicaSample(
+            namespace=target.namespace,
+            deployment=target.deployment,
+            replica=replica,
+            node=target.node,
+            engine=self.name,
+            model=self.model(families),
+            timestamp=timestamp,
+            **self.values(families),
+        )

@@ -8,10 +8,10 @@ name a series once.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import cast
+from typing import TypeVar, cast
 
 from collector.exposition import MetricFamily, Sample
 from collector.samples import Histogram
@@ -79,6 +79,31 @@ def _planned(fam: MetricFamily, kind: str, match: Mapping[str, str], build: Call
             _PLANS.clear()
         plan = _PLANS[key] = build()
     return plan
+
+
+_T = TypeVar("_T")
+_STRUCTURAL: dict[tuple[object, ...], object] = {}
+
+
+def page_shape(families: Families) -> tuple[object, ...] | None:
+    """The shapes of a page's families when it was read off a known layout (see ``MetricFamily.shape``), else None."""
+    shapes = tuple(f.shape for f in families.values())
+    return shapes if shapes and None not in shapes else None
+
+
+def structural(families: Families, what: Hashable, compute: Callable[[], _T]) -> _T:
+    """``compute()``, remembered per page layout: for what follows from a page's names and labels alone (which
+    engine, which GPU exporters, which replicas), not from its values."""
+    shape = page_shape(families)
+    if shape is None:
+        return compute()
+    key = (shape, what)
+    if key in _STRUCTURAL:
+        return cast(_T, _STRUCTURAL[key])
+    if len(_STRUCTURAL) >= _MAX_PLANS:
+        _STRUCTURAL.clear()
+    value = _STRUCTURAL[key] = compute()
+    return value
 
 
 def _value_indices(fam: MetricFamily, match: Mapping[str, str]) -> tuple[int, ...]:
