@@ -5,13 +5,6 @@ residue of hits) but every replica's ratio fell together, because requests that 
 over replicas (a scale-out, or a router that lost affinity). It stays silent when the ratio falls to ~0:
 spreading cannot erase the hits of a prefix that is reused, so that is traffic that stopped sharing
 prefixes, and no routing change would bring the hits back.
-
-How far the ratio must fall depends on the fleet: spread over N replicas, a prefix reused a few times keeps about
-1/N of its hits (each reuse lands on the replica that cached it one time in N), so spreading can take at most
-1 - 1/N of them — half on 2 replicas. "Every replica fell together" therefore fires once the ratio lost
-``relative_drop`` of that most (20 % on 2 replicas, 30 % on 4, towards 40 % on many), not a flat 40 % that
-2 replicas could never show. Prefixes hot enough to be cached everywhere (a few system prompts) lose nothing to
-spreading and lower every bar alike; a scale-out keeps the flat ``relative_drop``.
 """
 
 from __future__ import annotations
@@ -40,12 +33,6 @@ def baseline(history: Sequence[DeploymentPoint], th: PrefixThresholds, now: floa
     )
 
 
-def spread_drop(th: PrefixThresholds, replicas: int) -> float:
-    """The relative drop that counts as lost affinity when every one of `replicas` replicas fell together:
-    ``relative_drop`` of the 1 - 1/N that spreading over N replicas can take at most (see the module docstring)."""
-    return th.relative_drop * (1.0 - 1.0 / max(replicas, 2))
-
-
 def _queries_rate(view: DeploymentView) -> float:
     return sum(finite(r.prefix_queries_rate) or 0.0 for r in view.replicas if r.ready)
 
@@ -60,21 +47,18 @@ def _deployment_finding(
     if base is None:
         return None
     base_ratio, base_replicas = base
-    if base_ratio < th.min_baseline or current <= th.no_sharing_ratio:
-        return None  # never a useful cache, or the traffic stopped sharing prefixes (routing cannot help)
+    if base_ratio < th.min_baseline or current >= base_ratio * (1.0 - th.relative_drop):
+        return None
+    threshold = base_ratio * (1.0 - th.relative_drop)
+    recent = [fraction(p.prefix_hit_ratio) for p in history if p.t >= now - th.settle_s]
+    if any(r is None or r >= threshold or r <= th.no_sharing_ratio for r in recent) or current <= th.no_sharing_ratio:
+        return None  # not settled in the band yet, or the traffic stopped sharing prefixes (routing cannot help)
     per_replica = [v for r in view.replicas if r.ready and (v := fraction(r.prefix_hit_ratio)) is not None]
     spread = max(per_replica) - min(per_replica) if per_replica else 0.0
     scaled_out = view.ready_replicas > base_replicas
     collapsed_together = len(per_replica) >= 2 and spread <= th.replica_spread
     if not (scaled_out or collapsed_together):
         return None  # one replica's cache, not the routing: the other detectors see that replica
-    drop_bar = spread_drop(th, len(per_replica)) if collapsed_together else th.relative_drop
-    threshold = base_ratio * (1.0 - drop_bar)
-    if current >= threshold:
-        return None
-    recent = [fraction(p.prefix_hit_ratio) for p in history if p.t >= now - th.settle_s]
-    if any(r is None or r >= threshold or r <= th.no_sharing_ratio for r in recent):
-        return None  # not settled in the band yet, or passing through it on the way to no sharing
     pattern = "scale_out" if scaled_out else "spread"
     how = (
         f"as ready replicas rose from {base_replicas:g} to {view.ready_replicas}"
@@ -89,8 +73,8 @@ def _deployment_finding(
         since=now,
         summary=(
             f"prefix-cache hit ratio of {view.key} fell from {base_ratio:.0%} to {current:.0%} {how} "
-            f"(down {drop:.0%}, warns from {drop_bar:.0%}): shared prefixes are spread over replicas, their "
-            "prompts recomputed; use prefix-aware or sticky routing"
+            f"(down {drop:.0%}, warns from {th.relative_drop:.0%}): shared prefixes are spread over replicas, "
+            "their prompts recomputed; use prefix-aware or sticky routing"
         ),
         evidence={
             "hit_ratio": current,
@@ -101,7 +85,7 @@ def _deployment_finding(
             "replica_ratio_max": max(per_replica) if per_replica else None,
             "pattern": pattern,
             "drop": drop,
-            "drop_threshold": drop_bar,
+            "drop_threshold": th.relative_drop,
         },
         action="prefix_aware_routing",
     )
