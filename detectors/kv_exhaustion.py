@@ -197,8 +197,6 @@ def judge(r: KvReading, th: KvThresholds) -> tuple[Severity, str] | None:
         return None
     if tte > 0 and (confirm is None or confirm > th.confirm_time_to_exhaustion_s):
         return None  # the one-minute slope alone: too often a few long prompts admitted together
-    if r.load is not None and r.load < th.quiet_load:
-        return None  # demand stays well inside capacity: a pool that fills now will level off
     severity = Severity.CRITICAL if tte <= th.critical_time_to_exhaustion_s and waiting > 0 else Severity.WARNING
     return severity, (
         f"KV cache {r.usage:.0%} full and filling at {(r.slope_per_s or 0.0) * 60:.0%}/min: {_exhausted(tte)}; "

@@ -75,12 +75,13 @@ class KvThresholds:
     full: float = 0.98
     # Demand against capacity (the planner's numbers, passed in by the control loop): warn when the arrivals
     # forecast at the horizon reach this share of what the ready replicas serve, on a pool that already feels it.
-    demand_load: float = 1.0
+    # Tuned on seeds 1-2 (bench/detectors.py --seeds tuning: 16/30 preempting episodes warned >= 60 s ahead, 4/38
+    # quiet ones warned): the lowest share in a sweep of 0.6-1.2 that kept quiet episodes warned within the 20 %
+    # goal (0.7 caught 20/30 but warned 10/38). Below 1: the planner's capacity is the steady-state saturation
+    # rate, and bursty traces fill the pool below it.
+    demand_load: float = 0.8
     # The pool "feels it": its usage peaked at or above this within the rate window (with demand_load).
     demand_min_usage: float = 0.5
-    # A filling trend is left unwarned while the forecast stays below this share of what the ready replicas
-    # serve (0: never; a forecast that far inside capacity means the pool levels off).
-    quiet_load: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("near_full", "project_from_usage", "full"):
@@ -94,7 +95,6 @@ class KvThresholds:
         _check(self, "min_trend_samples", lo=2)
         _check(self, "demand_load", lo=0.0, strict_lo=True)
         _check(self, "demand_min_usage", lo=0.0, hi=1.0)
-        _check(self, "quiet_load", lo=0.0)
         if not self.project_from_usage < self.near_full <= self.full:
             raise ValueError(
                 "KvThresholds must satisfy project_from_usage < near_full <= full, got "

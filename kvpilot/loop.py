@@ -34,7 +34,9 @@ from collector.state import FleetState, replica_key
 from detectors.finding import Finding
 from detectors.hysteresis import Transitions
 from detectors.kv_exhaustion import time_to_exhaustion_s
-from detectors.thresholds import KvThresholds
+from detectors.thresholds import DEFAULT, KvThresholds
+from kvpilot.planner_hints import demand_hints
+from kvpilot.rollout_stage import RolloutStage
 from kvpilot.scale_view import ScaleSource, ScaleView
 from scaler.decision import Decision
 from store import repo
@@ -136,6 +138,7 @@ class ControlLoop:
         scale: ScaleSource | None = None,
         managed: Collection[str] = (),
         owns: Callable[[str], bool] | None = None,
+        rollout: RolloutStage | None = None,
     ) -> None:
         self.clock = clock
         self.state = state
@@ -149,6 +152,8 @@ class ControlLoop:
         self.config = config
         self.node_drains = node_drains
         self.scale = scale
+        # After the planner: a rollout's surge on top of its decision (kvpilot.rollout_stage).
+        self.rollout = rollout if rollout is not None else RolloutStage(getattr(detection, "thresholds", DEFAULT))
         self._known: set[str] = set(managed)  # deployments whose replica count the scale source is asked for
         self.owns = owns  # sharding (kvpilot.shards): this instance decides only the deployments of its shards
         self.tick_count = 0
@@ -237,6 +242,16 @@ class ControlLoop:
             )
             # terminating pods of a deleted deployment may still be in FleetState: no decision for it
             decisions = [d for d in decisions if d.deployment not in view.gone]
+        planned = decisions
+        rollouts = None if view is None else view.rollouts
+        decisions = self._guard(
+            "decide",
+            lambda: self.rollout.apply(self.state, planned, now, planner=self.planner, deployments=rollouts),
+            planned,
+        )
+        set_demand = getattr(self.detection, "set_demand", None)  # Detection.set_demand, where it has one
+        if set_demand is not None:
+            self._guard("detect", partial(set_demand, demand_hints(decisions)), None)
         self._persist(now, findings, decisions, detected=transitions is not None)
         for d in decisions:
             self._guard("publish", partial(self.board.publish, d), None)
@@ -283,6 +298,7 @@ class ControlLoop:
         if key in self._known or key in self._stored:
             log.info("deployment %s was deleted: its decision is withdrawn and its planner state dropped", key)
         self._stored.pop(key, None)
+        self.rollout.forget(key)
         self._guard("publish", partial(self.board.forget, key), None)
         forget = getattr(self.planner, "forget", None)  # Planner.forget(key), where the planner has it
         if forget is not None:

@@ -58,7 +58,10 @@ class RolloutStage:
             seen = None
             if view is not None:
                 obs = rollout_detector.observe(state, view, self.thresholds, now)
-                seen = VersionsSeen(obs.ready_by_version, obs.new_version, obs.ready, obs.peak_ready, obs.text)
+                # current_replicas: the scale source's count (loading replicas included) where there is one
+                seen = VersionsSeen(
+                    obs.ready_by_version, obs.new_version, obs.ready, obs.peak_ready, obs.text, d.current_replicas
+                )
             cold_start_s, max_replicas = _limits(planner, d.deployment)
             status = self.tracker.update(
                 d.deployment,

@@ -122,6 +122,15 @@ class VersionsSeen:
     ready: int
     peak_ready: int
     text: str = ""
+    replicas: int | None = None  # replicas asked for (the scale source's count, loading ones included), if known
+
+    @property
+    def out(self) -> int:
+        """Replicas out of service now: the ready deficit against the recent peak, or the replicas asked for that
+        are not ready (loading), whichever is more. The peak alone misses a wave that drains one replica as a
+        surge replica becomes ready."""
+        asked = 0 if self.replicas is None else self.replicas - self.ready
+        return max(self.peak_ready - self.ready, asked, 0)
 
     @property
     def old_remaining(self) -> int:
@@ -162,7 +171,7 @@ class RolloutTracker:
         if seen is None or seen.new_version is None:
             self._tracks.pop(key, None)
             return None
-        out = max(seen.peak_ready - seen.ready, 0)
+        out = seen.out
         old = seen.old_remaining
         if old <= 0:
             # The last wave: its old replicas are gone, its successors may still load. Covered while replicas are
@@ -174,7 +183,9 @@ class RolloutTracker:
         else:
             track = self._tracks.setdefault(key, _Track())
             track.last_old_at = now
-        track.wave_size = max(track.wave_size, out)
+        # The widest wave is learned from ready replicas lost against the peak only: replicas asked for and still
+        # loading include the surge itself, and learning from them would feed the surge back into itself.
+        track.wave_size = max(track.wave_size, seen.peak_ready - seen.ready)
         in_progress = out > 0
         if not in_progress:
             track.wave_started = None

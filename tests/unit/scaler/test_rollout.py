@@ -175,3 +175,14 @@ def test_kubernetes_deployment_objects_are_read_into_a_rollout() -> None:
     r = deployment_rollout(obj)
     assert r.in_progress
     assert (r.max_surge, r.max_unavailable, r.updated_replicas) == (2, 0, 0)
+
+
+def test_the_surge_loading_never_widens_the_waves() -> None:
+    # Replicas asked for and not ready include the surge itself: they say a wave is loading, never how wide.
+    t = RolloutTracker()
+    t.update("d", 0.0, cold_start_s=120.0, seen=_seen(3, 1, 4, 4))
+    for i, asked in enumerate((6, 9, 12)):
+        seen = VersionsSeen({"vllm:v1": 2, "vllm:v2": 2}, "vllm:v2", 4, 4, "", replicas=asked)
+        s = t.update("d", 5.0 * (i + 1), cold_start_s=120.0, seen=seen)
+        assert s is not None
+        assert (s.wave_size, s.wave_in_progress, s.old_remaining) == (1, True, 3)
