@@ -130,3 +130,46 @@ def test_one_noisy_scrape_does_not_set_the_trend():
     state = _run([0.6] * 17 + [0.95])
     tte = kv_exhaustion.time_to_exhaustion_s(state.replica_history("ml/r0"), DEFAULT.kv)
     assert tte is None or tte > DEFAULT.kv.warn_time_to_exhaustion_s
+
+
+def _demand_case(capacity: float | None, forecast: float | None, kv: float = 0.6) -> list[Any]:
+    state = _run([kv] * 5)  # flat: no trend to project, nothing waiting
+    demand = {"ml/chat": kv_exhaustion.Demand(capacity_rps=capacity, forecast_rps=forecast, horizon_s=155.0)}
+    return kv_exhaustion.detect(state, thresholds=DEFAULT, now=20, demand=demand)
+
+
+def test_demand_forecast_near_capacity_warns_a_pool_that_feels_it_and_says_both() -> None:
+    # One ready replica serving 10 requests/s, 9 forecast at the horizon: 90 % of capacity, above demand_load.
+    (f,) = _demand_case(10.0, 9.0)
+    assert str(f.severity) == "warning"
+    assert f.summary == (
+        "r0: KV cache 60% full (60% within the last minute); demand 9 requests/s forecast in 155 s, 90% of what the "
+        "ready replicas serve: exhaustion not projected; no preemptions measured yet"
+    )
+    assert f.evidence["demand_load"] == pytest.approx(0.9)
+
+
+@pytest.mark.parametrize(
+    ("capacity", "forecast", "kv"),
+    [
+        (10.0, 5.0, 0.6),  # demand well inside capacity: a flat pool is fine
+        (10.0, 9.0, 0.3),  # demand near capacity but the pool has not felt it (peak below demand_min_usage)
+        (None, 9.0, 0.6),  # capacity unknown: the engine alone decides (flat: nothing)
+        (float("nan"), 9.0, 0.6),
+        (10.0, float("nan"), 0.6),
+        (0.0, 9.0, 0.6),  # a zero capacity is unknown, not infinite load
+    ],
+)
+def test_demand_alone_does_not_warn_when_inside_capacity_or_unknown(capacity, forecast, kv) -> None:
+    assert _demand_case(capacity, forecast, kv) == []
+
+
+def test_detection_passes_the_loops_demand_to_kv_exhaustion() -> None:
+    from detectors.registry import Detection
+
+    state = _run([0.6] * 5)
+    det = Detection(only=["kv_exhaustion"])
+    assert det.tick(state, now=20).active == []
+    det.set_demand({"ml/chat": kv_exhaustion.Demand(capacity_rps=10.0, forecast_rps=12.0, horizon_s=155.0)})
+    det.tick(state, now=20)
+    assert [f.kind for f in det.tick(state, now=20).active] == ["kv_exhaustion"]  # opens after 2 ticks
