@@ -1,0 +1,296 @@
+"""Sharding at fleet scale: per-instance tick with N kvpilot instances against one instance (the peer) on the same
+fleet, a killed instance's takeover against the lease period, and KEDA calls forwarded to the owner against calls
+answered locally (the peer).
+
+One loopback Prometheus-API server (``tests.services.promapi``, as bench/fleet_scale.py uses) serves the fleet;
+the Kubernetes API is the in-process fake (``tests.fakekube``, Leases through the official client, reached by
+``kvpilot run`` through a kubeconfig). Each kvpilot is the real ``kvpilot run`` (PromQL source in aggregates mode,
+its own SQLite store), so ticks, Leases and gRPC are what production runs; the machine is shared, so read the
+ratios, not the absolute figures.
+
+  .venv/bin/python bench/shards.py --replicas 10000 --shards 3 --ticks 6
+
+Last line: ``replicas N shards S tick_p50_s X peer_tick_p50_s Y cpu_per_tick_s C peer_cpu_per_tick_s D
+takeover_s T lease_s L forward_p50_ms F local_p50_ms P``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from scaler.keda import externalscaler_pb2 as pb  # noqa: E402
+from scaler.keda import externalscaler_pb2_grpc as pb_grpc  # noqa: E402
+from tests.fakekube import FakeKube  # noqa: E402
+
+PY = sys.executable
+KVPILOT = str(Path(PY).parent / "kvpilot")
+LEASE_S = 6.0  # short leases keep the bench short; the takeover is read against this
+RENEW_S = 2.0
+
+
+def _spawn(argv: list[str], *, env: dict[str, str] | None = None, log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        argv, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log.open("wb"), stderr=subprocess.STDOUT
+    )
+
+
+def _wait_line(log: Path, pattern: str, proc: subprocess.Popen[bytes], timeout_s: float) -> re.Match[str]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        m = re.search(pattern, log.read_text(errors="replace"))
+        if m:
+            return m
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args!r} exited: {log.read_text()[-2000:]}")
+        time.sleep(0.1)
+    raise TimeoutError(f"no {pattern!r} in {log} within {timeout_s} s: {log.read_text()[-2000:]}")
+
+
+def _metric(text: str, name: str) -> float | None:
+    m = re.search(rf"^{re.escape(name)}(?:\{{[^}}]*\}})? (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def _kubeconfig(path: Path, url: str) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "fake", "cluster": {"server": url}}],
+                "users": [{"name": "bench", "user": {}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "bench"}}],
+                "current-context": "fake",
+            }
+        )
+    )
+    return path
+
+
+class Instance:
+    def __init__(self, name: str, proc: subprocess.Popen[bytes], http: int, grpc_port: int) -> None:
+        self.name = name
+        self.proc = proc
+        self.http = http
+        self.grpc_port = grpc_port
+        self.ticks: list[float] = []
+        self.cpu_s = 0.0  # the process's CPU over the measured ticks
+
+    @property
+    def cpu_per_tick_s(self) -> float:
+        return self.cpu_s / max(1, len(self.ticks))
+
+
+def _start(name: str, tmp: Path, prom: int, shards: int, interval_s: float, kubeconfig: Path | None) -> Instance:
+    config: dict[str, Any] = {
+        "collector": {
+            "interval_s": interval_s,
+            "timeout_s": min(interval_s * 0.9, 60.0),
+            "discovery": {
+                "kind": "promql",
+                "promql_url": f"http://127.0.0.1:{prom}",
+                "promql_mode": "aggregates",
+                "promql_max_answer_bytes": 2 * 1024**3,
+            },
+        },
+        "api": {"host": "127.0.0.1", "http_port": 0, "grpc_port": 0, "anonymous_read": True},
+        "sharding": {"shards": shards},
+        "ha": {"lease_name": "kvpilot", "lease_duration_s": LEASE_S, "renew_every_s": RENEW_S, "identity": name},
+    }
+    cfg = tmp / f"{name}.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    log = tmp / f"{name}.log"
+    env = {"KVPILOT_DATABASE_URL": f"sqlite:///{tmp / f'{name}.db'}", "POD_IP": "127.0.0.1"}
+    if kubeconfig is not None:
+        env["KUBECONFIG"] = str(kubeconfig)
+    proc = _spawn([KVPILOT, "run", "--config", str(cfg)], env=env, log=log)
+    http = int(_wait_line(log, r"API on http://[^:]+:(\d+)", proc, 120).group(1))
+    grpc_port = int(_wait_line(log, r"KEDA external scaler \(gRPC\) on [^:]+:(\d+)", proc, 60).group(1))
+    return Instance(name, proc, http, grpc_port)
+
+
+async def _ticks(instances: list[Instance], ticks: int, warmup: int) -> None:
+    """Each tick's duration from the steps of kvpilot_loop_tick_seconds (polled every 0.2 s), after ``warmup``."""
+
+    async def one(i: Instance) -> None:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{i.http}", timeout=30, trust_env=False) as c:
+            last: tuple[float, float] | None = None
+            seen = 0
+            cpu0 = 0.0
+            while len(i.ticks) < ticks:
+                text = (await c.get("/metrics")).text
+                count = _metric(text, "kvpilot_loop_tick_seconds_count")
+                total = _metric(text, "kvpilot_loop_tick_seconds_sum")
+                if count is not None and total is not None:
+                    if last is not None and count > last[0]:
+                        seen += int(count - last[0])
+                        if seen == warmup:
+                            cpu0 = _cpu_s(i.proc.pid)
+                        if seen > warmup:
+                            i.ticks.append((total - last[1]) / (count - last[0]))
+                    last = (count, total)
+                await asyncio.sleep(0.2)
+            i.cpu_s = _cpu_s(i.proc.pid) - cpu0
+
+    await asyncio.wait_for(asyncio.gather(*(one(i) for i in instances)), 1800)
+
+
+def _holders(kube: FakeKube, shards: int) -> dict[int, str | None]:
+    out: dict[int, str | None] = {}
+    for i in range(shards):
+        try:
+            spec = kube.get("leases", f"kvpilot-shard-{i}")["spec"]
+        except Exception:
+            out[i] = None
+            continue
+        out[i] = spec.get("holderIdentity")
+    return out
+
+
+async def _keda_latency(via: Instance, owned: list[str], forwarded: list[str], calls: int) -> tuple[float, float]:
+    """p50 of GetMetrics through ``via`` for deployments it owns and for deployments it forwards (ms)."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{via.grpc_port}") as channel:
+        stub = pb_grpc.ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
+
+        async def timed(keys: list[str]) -> list[float]:
+            out = []
+            for n in range(calls):
+                ns, name = keys[n % len(keys)].split("/")
+                request = pb.GetMetricsRequest(scaledObjectRef=pb.ScaledObjectRef(name=name, namespace=ns))
+                t0 = time.perf_counter()
+                await stub.GetMetrics(request, timeout=10)
+                out.append((time.perf_counter() - t0) * 1000)
+            return out
+
+        await timed(owned[:5] + forwarded[:5])  # channels and routes warm
+        local, remote = await timed(owned), await timed(forwarded)
+    return statistics.median(remote), statistics.median(local)
+
+
+def _decided(i: Instance, interval_s: float) -> list[str]:
+    """Deployments this instance decides now: those whose decision counter grows over one and a half ticks."""
+
+    def counts() -> dict[str, float]:
+        text = httpx.get(f"http://127.0.0.1:{i.http}/metrics", timeout=30, trust_env=False).text
+        found = re.findall(r'^kvpilot_decisions_total\{[^}]*deployment="([^"]+)"[^}]*\} (\S+)$', text, re.M)
+        out: dict[str, float] = {}
+        for key, value in found:
+            out[key] = out.get(key, 0.0) + float(value)
+        return out
+
+    before = counts()
+    time.sleep(1.5 * interval_s)
+    after = counts()
+    return sorted(k for k, v in after.items() if v > before.get(k, 0.0))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--replicas", type=int, default=10_000)
+    p.add_argument("--shards", type=int, default=3)
+    p.add_argument("--ticks", type=int, default=6)
+    p.add_argument("--interval", type=float, default=5.0)
+    p.add_argument("--calls", type=int, default=200, help="KEDA GetMetrics calls per kind (local, forwarded)")
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kvpilot-shards-") as t, FakeKube() as kube:
+        tmp = Path(t)
+        prom_log = tmp / "promapi.log"
+        prom = _spawn([PY, "-m", "tests.services.promapi", "--replicas", str(args.replicas)], log=prom_log)
+        started: list[Instance] = []
+        try:
+            port = int(_wait_line(prom_log, r"listening (\d+)", prom, 300).group(1))
+            # the peer: one instance, no sharding, the same fleet
+            peer = _start("peer", tmp, port, 1, args.interval, None)
+            started.append(peer)
+            asyncio.run(_ticks([peer], args.ticks, warmup=2))
+            peer.proc.terminate()
+            peer.proc.wait(60)
+            kubeconfig = _kubeconfig(tmp / "kubeconfig", kube.url)
+            group = [_start(f"kv-{n}", tmp, port, args.shards, args.interval, kubeconfig) for n in range(args.shards)]
+            started += group
+            asyncio.run(_ticks(group, args.ticks, warmup=3))
+            holders = _holders(kube, args.shards)
+            owners = {name: [s for s, h in holders.items() if h == name] for name in (i.name for i in group)}
+            decided = {i.name: _decided(i, args.interval) for i in group}
+            every = sorted(set().union(*decided.values()))
+            overlap = sum(len(v) for v in decided.values()) - len(every)
+            print(
+                f"  shards held: {owners}; deployments decided per instance: "
+                f"{ {k: len(v) for k, v in decided.items()} } (total {len(every)}, overlap {overlap})",
+                flush=True,
+            )
+            via = group[0]
+            others = sorted(set(every) - set(decided[via.name]))
+            forward_ms, local_ms = asyncio.run(_keda_latency(via, decided[via.name], others, args.calls))
+            victim = group[-1]
+            lost = owners[victim.name]
+            victim.proc.kill()  # SIGKILL: nothing released
+            killed = time.monotonic()
+            while True:
+                now = _holders(kube, args.shards)
+                if all(now[s] not in (None, victim.name) for s in lost):
+                    takeover_s = time.monotonic() - killed
+                    break
+                if time.monotonic() - killed > 10 * LEASE_S:
+                    raise RuntimeError(f"shards {lost} not taken over: {now}")
+                time.sleep(0.02)
+            tick = statistics.median(d for i in group for d in i.ticks)
+            peer_tick = statistics.median(peer.ticks)
+            for i in group:
+                print(
+                    f"  {i.name}: tick p50 {statistics.median(i.ticks):.3f} s max {max(i.ticks):.3f} s, "
+                    f"CPU {i.cpu_per_tick_s:.2f} s per tick",
+                    flush=True,
+                )
+            print(
+                f"  peer (one instance, whole fleet): tick p50 {peer_tick:.3f} s max {max(peer.ticks):.3f} s, "
+                f"CPU {peer.cpu_per_tick_s:.2f} s per tick"
+            )
+            cpu = statistics.mean(i.cpu_per_tick_s for i in group)
+            print(f"  per-instance / peer: tick {tick / peer_tick:.2f}, CPU per tick {cpu / peer.cpu_per_tick_s:.2f}")
+            print(
+                f"  takeover of shards {lost} after SIGKILL: {takeover_s:.2f} s "
+                f"(lease {LEASE_S:g} s, renew {RENEW_S:g} s)"
+            )
+            print(
+                f"  KEDA GetMetrics p50: forwarded {forward_ms:.2f} ms, local {local_ms:.2f} ms "
+                f"(x{forward_ms / local_ms:.2f})"
+            )
+            print(
+                f"replicas {args.replicas} shards {args.shards} tick_p50_s {tick:.3f} peer_tick_p50_s {peer_tick:.3f} "
+                f"cpu_per_tick_s {cpu:.2f} peer_cpu_per_tick_s {peer.cpu_per_tick_s:.2f} "
+                f"takeover_s {takeover_s:.2f} lease_s {LEASE_S:g} forward_p50_ms {forward_ms:.2f} "
+                f"local_p50_ms {local_ms:.2f}",
+                flush=True,
+            )
+        finally:
+            for proc in [*(i.proc for i in started), prom]:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+
+
+if __name__ == "__main__":
+    main()
