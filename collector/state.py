@@ -11,6 +11,8 @@ by ``history_s`` and by ``max_points``, and replicas/GPUs not seen for ``forget_
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections import deque
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -240,6 +242,7 @@ class FleetState:
         self.history_step_s = float(history_step_s)
         self._replicas: dict[str, _ReplicaTrack] = {}
         self._bounds: dict[tuple[float, ...], tuple[float, ...]] = {}  # one shared tuple per bucket layout
+        self._shared_bounds: set[int] = set()  # ids of the tuples in self._bounds (no hashing of floats)
         self._gpus: dict[str, _GpuTrack] = {}
         self._gpu_nodes_answered: set[str] = set()  # nodes whose GPU exporter answered the latest tick
         self._deployment_history: dict[str, deque[DeploymentPoint]] = {}
@@ -311,13 +314,14 @@ class FleetState:
         changed: dict[str, Histogram] = {}
         for name in _HISTOGRAM_FIELDS:
             h: Histogram | None = getattr(sample, name)
-            if h is None:
-                continue
+            if h is None or id(h.bounds) in self._shared_bounds:
+                continue  # already the shared tuple (adapters reading a known page layout hand it out)
             shared = self._bounds.get(h.bounds)
             if shared is None:
                 if len(self._bounds) >= _MAX_LAYOUTS:
                     continue  # a pathological target inventing layouts: keep its own tuples
                 shared = self._bounds[h.bounds] = h.bounds
+                self._shared_bounds.add(id(shared))  # kept alive by self._bounds, so the id stays its own
             if shared is not h.bounds:
                 changed[name] = Histogram(bounds=shared, counts=h.counts, sum=h.sum, count=h.count)
         return replace(sample, **changed) if changed else sample  # type: ignore[arg-type]
@@ -453,6 +457,43 @@ class FleetState:
     def deployment_history(self, key: str) -> Sequence[DeploymentPoint]:
         """Points oldest first, at most ``history_s`` old and ``max_points`` long; empty if unknown."""
         return tuple(self._deployment_history.get(key, ()))
+
+    def ttft_increase(self, key: str, since: float) -> Histogram | None:
+        """The replica's TTFT histogram increase over its samples taken at or after ``since``: what
+        ``histogram_increase`` returns for their TTFT histograms (``replica_history``), without a pass that
+        subtracts every pair. Walking back from the newest sample, it stops at ``since`` or at a change of
+        bucket bounds (the window starts there), and adds the value before each restart to last minus first."""
+        track = self._replicas.get(key)
+        if track is None:
+            return None
+        newest: list[Histogram] = []  # newest first
+        bounds: tuple[float, ...] | None = None
+        for tier in (track.recent, track.middle, track.older):
+            for sample in reversed(tier):
+                if sample.timestamp < since:
+                    break
+                h = sample.ttft
+                if h is None:
+                    continue
+                if bounds is None:
+                    bounds = h.bounds
+                elif h.bounds is not bounds and h.bounds != bounds:
+                    break
+                newest.append(h)
+            else:
+                continue
+            break
+        if len(newest) < 2:
+            return None
+        last, first = newest[0], newest[-1]
+        counts = list(map(operator.sub, last.counts, first.counts))
+        total_sum, total_count = last.sum - first.sum, last.count - first.count
+        for current, previous in itertools.pairwise(newest):
+            if current.count < previous.count or any(map(operator.lt, current.counts, previous.counts)):
+                counts = list(map(operator.add, counts, previous.counts))  # a restart: `current` counts in full
+                total_sum += previous.sum
+                total_count += previous.count
+        return Histogram(bounds=last.bounds, counts=tuple(counts), sum=total_sum, count=total_count)
 
     def replica_history(self, key: str) -> Sequence[ReplicaSample]:
         """Samples oldest first (key ``namespace/replica``); empty if unknown or forgotten. Complete for the

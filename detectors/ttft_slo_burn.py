@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from collector.rates import histogram_add, histogram_increase
+from collector.rates import histogram_add
 from collector.samples import Histogram
 from collector.state import DeploymentView, FleetState
 from detectors.finding import Finding, Severity, Subject
@@ -33,13 +33,8 @@ def slow_share(h: Histogram | None, target_s: float) -> tuple[float, float] | No
 
 def window_histogram(state: FleetState, view: DeploymentView, window_s: float, now: float) -> Histogram | None:
     """TTFT histogram increase over the last ``window_s``, summed over the deployment's replicas."""
-    per_replica: list[Histogram | None] = []
-    for replica in view.replicas:
-        hists = [
-            s.ttft for s in state.replica_history(replica.key) if s.timestamp >= now - window_s and s.ttft is not None
-        ]
-        per_replica.append(histogram_increase(hists))
-    return histogram_add(per_replica)
+    since = now - window_s
+    return histogram_add(state.ttft_increase(replica.key, since) for replica in view.replicas)
 
 
 def burn_rate(share: float, slo: TtftSlo) -> float:

@@ -13,10 +13,11 @@ not mapped, so ``prefix_queries``/``prefix_hits`` stay ``None`` on such pages ra
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 from collector.engines._declarative import DeclarativeAdapter, histogram, mean, total
-from collector.engines._read import Families, Series, find_family, value_samples
+from collector.engines._read import Families, Series, find_family, structural, value_samples
 
 _CACHE_CONFIG = "vllm:cache_config_info"
 
@@ -95,7 +96,8 @@ def _kv_capacity_tokens(families: Families) -> float | None:
 
 
 def _derive(families: Families, _values: dict[str, Any]) -> dict[str, Any]:
-    return {"kv_capacity_tokens": _kv_capacity_tokens(families)}
+    # read off the info series' labels (and the engines' label values) alone: once per page layout
+    return {"kv_capacity_tokens": structural(families, "vllm kv capacity", partial(_kv_capacity_tokens, families))}
 
 
 ADAPTER = DeclarativeAdapter(

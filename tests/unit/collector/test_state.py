@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from collector.rates import histogram_increase
 from collector.samples import GpuSample, Histogram, ReplicaSample, TargetInfo
 from collector.state import FleetState
 
@@ -379,3 +380,38 @@ def test_any_sequence_of_samples_keeps_rates_sane_and_memory_bounded(
     assert view.prefix_hit_ratio is None or 0 <= view.prefix_hit_ratio <= 1
     assert len(state.replica_history("prod/r0")) <= 3 * 16
     assert len(state.deployment_history("prod/llama")) <= 16
+
+
+@st.composite
+def _ttft(draw: st.DrawFn) -> Histogram | None:
+    if draw(st.integers(0, 5)) == 0:
+        return None
+    bounds = (0.5, INF) if draw(st.integers(0, 15)) == 0 else (0.1, 1.0, INF)
+    counts = tuple(
+        float(c)
+        for c in itertools.accumulate(draw(st.lists(st.integers(0, 50), min_size=len(bounds), max_size=len(bounds))))
+    )
+    return Histogram(bounds=bounds, counts=counts, sum=float(draw(st.integers(0, 10**4))), count=counts[-1])
+
+
+@settings(max_examples=40, deadline=None)
+@given(hists=st.lists(_ttft(), min_size=1, max_size=60), window_s=st.sampled_from([30.0, 100.0, 300.0, 1000.0]))
+def test_ttft_increase_agrees_with_histogram_increase_over_the_history(
+    hists: list[Histogram | None], window_s: float
+) -> None:
+    # a short history and coarse steps, so that all three tiers (recent, middle, thinned older) are crossed
+    state = FleetState(rate_window_s=20, full_resolution_s=40, history_step_s=15, history_s=600, stale_after_s=30)
+    for i, h in enumerate(hists):
+        state.observe([rs(t=5.0 * i, ttft=h)], [], now=5.0 * i)
+        now = 5.0 * i
+        key = state.replicas()[0].key
+        expected = histogram_increase(
+            [s.ttft for s in state.replica_history(key) if s.timestamp >= now - window_s and s.ttft is not None]
+        )
+        got = state.ttft_increase(key, now - window_s)
+        assert (got is None) == (expected is None)
+        if got is not None and expected is not None:
+            assert got.bounds == expected.bounds
+            assert got.counts == pytest.approx(expected.counts)
+            assert (got.sum, got.count) == pytest.approx((expected.sum, expected.count))
+    assert state.ttft_increase("nobody/none", 0.0) is None
