@@ -253,6 +253,13 @@ class SloFeedback:
     Once per ``period_s`` with at least ``min_requests`` in the window: a miss rate above ``target_miss`` cuts
     the multiplier (multiplicative decrease), a miss rate under half of it restores it slowly (additive
     increase), within [``floor``, 1]. The multiplier scales the capacity the policy plans with.
+
+    A cut is a bet that more replicas fix the misses, and it is checked: the replicas it orders serve only
+    ``settle_s`` later (the planner's horizon: a cold start, a tick, half the rate window), so nothing more
+    is cut until then; then, if more replicas serve than at the cut and the miss rate did not fall below
+    ``helped_share`` of what prompted it, capacity was not what missed (long prompts behind one another, a
+    slow replica) and the cut is undone.
+    Misses at that level do not prompt another cut until they grow past it or clear.
     """
 
     target_miss: float = 0.01
@@ -262,8 +269,12 @@ class SloFeedback:
     increase: float = 0.02
     floor: float = 0.3
     ceiling: float = 1.0  # above 1: let clean traffic prove the profile too conservative
+    settle_s: float = 0.0  # a cut's replicas serve this much later: judge it then (0: no check)
+    helped_share: float = 0.75  # a cut that left more than this share of the misses it answered is undone
     multiplier: float = 1.0
     _last_t: float | None = None
+    _cut: tuple[float, float, float, int | None] | None = None  # (at, miss it answered, multiplier before, serving)
+    _unfixed_miss: float | None = None  # a miss rate that a cut was shown not to fix
 
     def __post_init__(self) -> None:
         if not (
@@ -274,14 +285,29 @@ class SloFeedback:
         ):
             raise ValueError(f"slo feedback: bad configuration {self}")
 
-    def update(self, now: float, miss: float | None, requests: float) -> float:
+    def update(self, now: float, miss: float | None, requests: float, serving: int | None = None) -> float:
+        """One reading: the share of requests that missed, over how many, with how many replicas serving
+        (a cut is judged only if more replicas serve than when it was made: else it was never tried)."""
         if miss is None or requests < self.min_requests:
             return self.multiplier
         if self._last_t is not None and now - self._last_t < self.period_s:
             return self.multiplier
+        if self._cut is not None and self.settle_s > 0:
+            at, prompted, before, serving_then = self._cut
+            if now - at < self.settle_s:
+                return self.multiplier  # its replicas are still on their way
+            self._cut = None
+            tried = serving is None or serving_then is None or serving > serving_then
+            if tried and miss > self.helped_share * prompted:
+                self._last_t, self.multiplier, self._unfixed_miss = now, before, prompted
+                return self.multiplier
         self._last_t = now
-        if miss > self.target_miss:
+        unfixed = self._unfixed_miss
+        if miss > self.target_miss and (unfixed is None or miss > unfixed / self.helped_share):
+            before = self.multiplier
             self.multiplier = max(self.floor, self.multiplier * self.decrease)
+            self._cut = (now, miss, before, serving)
         elif miss <= self.target_miss / 2:
+            self._unfixed_miss = None
             self.multiplier = min(self.ceiling, self.multiplier + self.increase)
         return self.multiplier

@@ -165,7 +165,7 @@ class _DeploymentPlanner:
         self.forecaster: Forecaster = make(config.forecaster, **dict(config.forecaster_options))
         self.capacity = CapacityModel(config.capacity)
         self.policy = ReplicaPolicy(config.policy)
-        self.feedback = SloFeedback(target_miss=config.slo_target_miss)
+        self.feedback = SloFeedback(target_miss=config.slo_target_miss, settle_s=config.horizon_s)
         self.queue_time = WindowedHistogram(window_s=60.0)
         self.live_error = LiveMase(config.horizon_s)
         self._mix: TokenMix | None = None
@@ -247,7 +247,7 @@ class _DeploymentPlanner:
             missed = None if ttft is None else share_above(ttft.bounds, ttft.counts, cfg.slo_ttft_s)
             if late is not None and missed is not None:
                 late = min(late, missed)
-            self.feedback.update(now, late, counts[-1])
+            self.feedback.update(now, late, counts[-1], serving)
         if capacity_rps is not None:
             capacity_rps *= self.feedback.multiplier
         blind = sum(1 for r in view.replicas if not r.ready or r.sample.requests_waiting is None)

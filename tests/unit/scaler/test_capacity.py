@@ -112,3 +112,25 @@ def test_slo_feedback_cuts_on_misses_and_recovers_slowly() -> None:
     for t in range(3000, 6000, 60):
         fb.update(float(t), 0.9, 100)
     assert fb.multiplier == 0.2  # never below the floor
+
+
+def test_slo_feedback_waits_for_a_cut_to_serve_and_undoes_one_that_did_not_help() -> None:
+    # Misses that more replicas do not fix (long prompts queued behind one another): the cut's replicas serve
+    # 155 s later, the miss rate stays where it was, so the cut is undone and the same misses prompt no other.
+    fb = SloFeedback(target_miss=0.01, period_s=60.0, decrease=0.7, settle_s=155.0)
+    assert fb.update(0.0, 0.03, 100, serving=3) == pytest.approx(0.7)
+    assert fb.update(60.0, 0.03, 100, serving=3) == pytest.approx(0.7)  # its replicas are still loading
+    assert fb.update(120.0, 0.03, 100, serving=3) == pytest.approx(0.7)
+    assert fb.update(180.0, 0.028, 100, serving=4) == 1.0  # 93 % of the misses left with a 4th: undone
+    for t in range(240, 900, 60):
+        assert fb.update(float(t), 0.03, 100, serving=3) == 1.0  # the same misses do not prompt the same bet
+    assert fb.update(900.0, 0.06, 100, serving=3) == pytest.approx(0.7)  # twice as many do
+    # A cut whose replicas never came (max_replicas, an advisory deployment) was not tried: it stays.
+    assert fb.update(1080.0, 0.06, 100, serving=3) == pytest.approx(0.49)
+    # A cut that helps stays, and the next waits for it too.
+    helped = SloFeedback(target_miss=0.01, period_s=60.0, decrease=0.7, settle_s=155.0)
+    helped.update(0.0, 0.08, 100)
+    assert helped.update(180.0, 0.03, 100) == pytest.approx(0.49)  # kept (0.03 < 0.75 × 0.08), still missing
+    assert helped.update(240.0, 0.03, 100) == pytest.approx(0.49)  # the new cut's replicas are on their way
+    assert helped.update(360.0, 0.004, 100) == pytest.approx(0.51)  # it helped: kept, and clean now: +0.02
+    assert helped.update(420.0, 0.004, 100) == pytest.approx(0.53)  # restores slowly
