@@ -214,6 +214,23 @@ def deployment_detail(c: Config = CONFIG) -> Dashboard:
                         (_q(f'kvpilot_deployment_replicas{{{d},state="loading"}}', "loading"),),
                         min=0,
                     ),
+                    Panel(
+                        "Rollouts: surge and findings",
+                        "Ticks whose published count was raised by a rollout's surge (reason rollout_surge: "
+                        "desired plus the replicas a wave is loading and the next wave's), beside open rollout "
+                        "findings (warning: too many replicas out at once or TTFT burning; critical: both).",
+                        (
+                            _q(
+                                f'sum(increase(kvpilot_decisions_total{{reason="rollout_surge",{d}}}[{w}]))',
+                                "surge ticks",
+                            ),
+                            _q(
+                                f'sum by (severity) (kvpilot_finding_active{{kind="rollout",{d}}})',
+                                "rollout finding ({{severity}})",
+                            ),
+                        ),
+                        min=0,
+                    ),
                 ),
             ),
             Row(
