@@ -80,16 +80,45 @@ def target_path(i: int) -> str:
     return f"/t/{i}/metrics"
 
 
+_SAMPLE_VALUE_RE = re.compile(r"^([^#\n][^\n]*?(?<=[ }]))([^ \n{}\"]+)$", re.MULTILINE)
+
+
+class MovingPage:
+    """A page whose values move scrape after scrape as a serving engine's do (counters, buckets and counts
+    grow, sums grow, gauges wobble) while its layout stays: the n-th scrape of a target gets ``render(n)``."""
+
+    def __init__(self, page: bytes) -> None:
+        text = page.decode()
+        self.pieces: list[str] = []
+        self.base: list[float] = []
+        self.step: list[tuple[float, float]] = []  # (per scrape, wobble)
+        at = 0
+        for m in _SAMPLE_VALUE_RE.finditer(text):
+            self.pieces.append(text[at : m.start(2)])
+            at = m.end(2)
+            name = m[1].split("{", 1)[0].strip()
+            self.base.append(float(m[2]))
+            if name.endswith(("_total", "_count", "_bucket")):
+                self.step.append((1.0, 0.0))
+            elif name.endswith("_sum"):
+                self.step.append((0.37, 0.0))
+            else:
+                self.step.append((0.0, 0.001))
+        self.tail = text[at:]
+
+    def render(self, n: int) -> bytes:
+        wobble = n % 7
+        values = [repr(b + n * grow + wobble * w) for b, (grow, w) in zip(self.base, self.step, strict=True)]
+        return ("".join(piece + value for piece, value in zip(self.pieces, values, strict=True)) + self.tail).encode()
+
+
 # -- the page server (its own process, core 1) ----------------------------------------------------------------
 
 
 async def serve(n_targets: int, n_gpu: int) -> None:
-    vllm, dcgm = build_pages()
-    bodies = {target_path(i).encode(): (dcgm if i >= n_targets - n_gpu else vllm) for i in range(n_targets)}
-    heads = {
-        body_id: b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %d\r\n\r\n" % len(b)
-        for body_id, b in ((id(vllm), vllm), (id(dcgm), dcgm))
-    }
+    vllm, dcgm = (MovingPage(page) for page in build_pages())
+    pages = {target_path(i).encode(): (dcgm if i >= n_targets - n_gpu else vllm) for i in range(n_targets)}
+    scrapes: Counter[bytes] = Counter()
     counts: Counter[str] = Counter()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -103,12 +132,17 @@ async def serve(n_targets: int, n_gpu: int) -> None:
                     payload = json.dumps(counts).encode()
                     writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
                     continue
-                body = bodies.get(path)
-                if body is None:
+                page = pages.get(path)
+                if page is None:
                     writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
                     continue
                 counts[agent] += 1
-                writer.write(heads[id(body)])
+                scrapes[agent.encode() + path] += 1
+                body = page.render(scrapes[agent.encode() + path])
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %d\r\n\r\n"
+                    % len(body)
+                )
                 writer.write(body)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -229,6 +263,7 @@ def measure_ours(base: str, args: argparse.Namespace, tmp: Path) -> dict[str, An
                 tail = (tmp / "kvpilot.log").read_text(errors="replace")[-3000:]
                 raise RuntimeError(f"kvpilot run did not become ready; its log ends:\n{tail}")
             time.sleep(0.2)
+        time.sleep(args.warmup)
         before = loop_summary(http_port)
         cpu0, n0, t0 = cpu_s(proc.pid), server_counts(base)["other"], time.monotonic()
         time.sleep(args.duration)
@@ -292,6 +327,7 @@ def measure_prometheus(base: str, args: argparse.Namespace, tmp: Path) -> dict[s
         if time.monotonic() > deadline or proc.poll() is not None:
             raise RuntimeError(f"prometheus did not become ready; see {tmp / 'prometheus.log'}")
         time.sleep(0.2)
+    time.sleep(args.warmup)
     cpu0, n0, t0 = cpu_s(proc.pid), server_counts(base)["prometheus"], time.monotonic()
     time.sleep(args.duration)
     cpu1, n1, wall = cpu_s(proc.pid), server_counts(base)["prometheus"], time.monotonic() - t0
@@ -307,6 +343,9 @@ def main() -> None:
     parser.add_argument("--targets", type=int, default=1000)
     parser.add_argument("--gpu-targets", type=int, default=100)
     parser.add_argument("--duration", type=float, default=60.0, help="seconds for each of ours and Prometheus")
+    parser.add_argument(
+        "--warmup", type=float, default=10.0, help="seconds each runs before it is measured (first scrapes set up)"
+    )
     parser.add_argument("--interval", type=float, default=5.0)
     parser.add_argument("--base", default="")
     parser.add_argument("--concurrency", type=int, default=16, help="our scrapes in flight at once")
@@ -342,7 +381,8 @@ def main() -> None:
         print(
             f"{args.targets} targets ({args.targets - args.gpu_targets} vLLM pages of {len(vllm) / 1024:.1f} KiB, "
             f"{args.gpu_targets} dcgm pages of {len(dcgm) / 1024:.1f} KiB), every {args.interval:g} s, "
-            f"{args.duration:g} s each, pinned to core {args.core}; server on core {args.server_core}"
+            f"{args.duration:g} s each after {args.warmup:g} s of warm-up, pinned to core {args.core}; "
+            f"server on core {args.server_core}; values move every scrape"
         )
         with tempfile.TemporaryDirectory(prefix="kvpilot-bench-run-") as tmp:
             ours = measure_ours(base, args, Path(tmp))
