@@ -269,7 +269,8 @@ class PromQLSource:
         """Read and decode in a worker thread, cancelled by ``abort()``."""
         if self._stop.is_set():
             raise Stopped(f"{self.url}: stopping, no query sent")
-        task = asyncio.ensure_future(self._read(path, form))
+        # httpx's timeout bounds each read, not the answer: collector.timeout_s bounds the whole query.
+        task = asyncio.ensure_future(asyncio.wait_for(self._read(path, form), self.timeout_s))
         self._in_flight.add(task)
         try:
             body = await task
@@ -277,6 +278,10 @@ class PromQLSource:
             if self._stop.is_set():
                 raise Stopped(f"{self.url}{path}: stopping, query abandoned") from None
             raise
+        except TimeoutError:
+            raise PromQLError(
+                f"{self.url}{path}: no complete answer within collector.timeout_s ({self.timeout_s} s)"
+            ) from None
         finally:
             self._in_flight.discard(task)
         return await asyncio.to_thread(decode.answer, body, f"{self.url}{path}")

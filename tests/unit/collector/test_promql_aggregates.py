@@ -186,3 +186,30 @@ def test_an_error_answer_names_prometheus_error() -> None:
         decode.answer(b'{"status":"error","errorType":"bad_data","error":"parse error"}', "http://prom")
     with pytest.raises(PromQLError, match="not JSON"):
         decode.answer(b"<html>", "http://prom")
+
+
+async def test_a_dribbling_answer_is_cut_at_the_timeout() -> None:
+    # Each read arrives well within the timeout, the whole answer never does: collector.timeout_s bounds the query.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    done = threading.Event()
+
+    def dribble() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = listener.accept()
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+            while not done.wait(0.05):
+                conn.sendall(b" ")
+            conn.close()
+
+    threading.Thread(target=dribble, daemon=True).start()
+    source = PromQLSource(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout_s=0.5, clock=VirtualClock(NOW))
+    try:
+        with pytest.raises(PromQLError, match=r"within collector.timeout_s \(0.5 s\)"):
+            await source.collect_once()
+    finally:
+        done.set()
+        await source.aclose()
+        listener.close()
