@@ -1,17 +1,25 @@
 """The cost/SLO frontier: the fewest replica-hours with which *any* scaler could reach each SLO attainment on this
 trace, fleet, routing and cold start — the bound every policy is measured against.
 
-The oracle knows every future arrival. It chooses a ready replica count per window of ``WINDOW_S`` seconds and
-orders each replica one cold start ahead, so a window's replicas are serving when it begins; it pays for every
-replica it holds, loading included, exactly as a policy pays. To choose, it replays the trace on the simulator
-itself: at each window it forks the fleet (same queues, caches and in-flight requests) and tries replica counts,
-scoring each by ``count · window + λ · requests that arrive in the window and miss the SLO``. For one price λ
-(replica-seconds per missed request) this is the Lagrangian relaxation of "fewest replica-seconds for at most
-so many misses"; sweeping λ traces the frontier. Every schedule found is then verified by a full replay under
-the real cold start, measured as the policies are, and the frontier is the lower envelope of those replays.
+The oracle knows every future arrival and plans under the same simulator, cold start and routing as the policies:
+a schedule is the replica count held in each ``WINDOW_S`` window (set at the window's first tick, from the first
+decision a policy could make on), and it pays for every replica it holds, loading and draining included. Every
+schedule is measured by replaying it whole (`replay.py`, run_policy's loop and measure, checked equal), and the
+frontier is the lower convex envelope of all schedules replayed, each envelope point re-verified by the caller's
+replay. The search:
 
-A schedule chosen window by window with the state carried forward is not provably optimal, so the bound is
-checked, not assumed: a test runs every policy on every shared trace and asserts that none lands below it.
+1. constant fleets from the floor up, past plateaus of misses, until more replicas stop buying attainment;
+2. per price λ (replica-seconds per missed request), the ready count per window chosen among the constant fleets'
+   sizes by their replays' misses in that window (the backlog and bursts those fleets really met), a rise paying
+   its cold start (a dynamic program over windows), each window's count ordered a cold start ahead;
+3. per price, a Lagrangian descent from the cheapest schedule so far for that price: last window first, one replica
+   fewer from a window to the end of its plateau (at most two), else one more ordered there, each change taken if
+   ``replica-seconds + λ × misses`` falls, tried on a fork of the replay at that window over the windows it can
+   affect (exactly, to the end, when it reaches the end); the sweep's schedule is then replayed whole.
+
+No policy's schedule seeds it: the seeds are constant fleets and what their replays show, so every policy —
+kvpilot and every peer alike — is compared with a search that never saw it. Not provably optimal, so the bound is
+tested: every registered policy on a slice of every shared trace (tests/unit/scaler/test_backtest_frontier.py).
 """
 
 from __future__ import annotations
@@ -24,12 +32,16 @@ from typing import Any
 
 import numpy as np
 
+from scaler.backtest.replay import Local, Replayer, Run
+
 WINDOW_S = 60.0
-LOOKAHEAD_S = 30.0
-# Replica-seconds one missed request is worth (the Lagrangian rule), and shares of a window's arrivals allowed to
-# miss (the per-window rule): together they span "any miss is cheap" to "the fewest misses the fleet allows".
-PRICES = (0.0, 3.0, 30.0, 300.0)
-SHARES = (0.1, 0.03, 0.01, 0.003, 0.0)
+# Seeds sized per window on the constant fleets' replays, one per price; then Lagrangian descents, one per price,
+# the prices spread over the trade-offs the schedules found so far make.
+MOST_PRICED = 8
+MOST_PRICES = 3
+TOP_PRICE_FACTOR = 4.0
+FLAT_CONSTANTS = 2  # constant fleets in a row that bought no attainment before the scan stops
+MOST_DOWN = 2  # replicas one sweep may take away at one window
 TARGETS = (0.95, 0.98, 0.99, 0.995, 0.999)
 
 
@@ -37,7 +49,7 @@ TARGETS = (0.95, 0.98, 0.99, 0.995, 0.999)
 class FrontierPoint:
     slo_attainment: float
     replica_hours: float
-    price: float  # λ that produced it (≥ 0), or minus the per-window miss share (≤ 0)
+    price: float  # λ of the descent that found it (replica-seconds per missed request); nan for a seed
 
     def to_json(self) -> dict[str, float]:
         return {"slo_attainment": round(self.slo_attainment, 6), "replica_hours": round(self.replica_hours, 4)}
@@ -103,157 +115,180 @@ def envelope(points: Sequence[FrontierPoint]) -> tuple[FrontierPoint, ...]:
     return tuple(hull)
 
 
-class _Scorer:
-    """Misses among one window's arrivals, replayed on a fork of the fleet with ``n`` replicas serving."""
-
-    def __init__(self, trace: Any, slo_s: float, fidelity: str) -> None:
-        self.slo_s = slo_s
-        self.fluid = fidelity == "fluid"
-        self.arrivals = None if self.fluid else np.asarray(trace.columns.arrival_s, dtype=float)
-
-    def misses(self, fleet: Any, n: int, start: float, end: float) -> tuple[float, float]:
-        """(misses, arrivals) among arrivals of [start, end + LOOKAHEAD_S): the look past the window charges a
-        count for the backlog it leaves the next window (a myopic choice under-provisions, then pays to catch up)."""
-        end = end + LOOKAHEAD_S
-        trial = fleet.fork()
-        trial.set_replicas(n)
-        if self.fluid:
-            trial.advance_to(end)
-            values, weights = trial.ttft_samples()  # this fork's own records: the window's arrivals
-            if not len(values):
-                return 0.0, 0.0
-            return float(np.sum(weights[values > self.slo_s])), float(np.sum(weights))
-        assert self.arrivals is not None
-        trial.advance_to(end + 2 * self.slo_s)
-        arrived = int(np.count_nonzero((self.arrivals >= start) & (self.arrivals < end)))
-        done = sum(1 for f in trial.finished() if start <= f.arrival_s < end and f.ttft_s <= self.slo_s)
-        running = sum(
-            1 for a, ttft in trial.in_flight() if start <= a < end and ttft is not None and ttft <= self.slo_s
-        )
-        return float(arrived - done - running), float(arrived)
-
-
-def schedule(
-    trace: Any,
-    fleet: Any,
-    *,
-    slo_s: float,
-    fidelity: str,
-    min_replicas: int,
-    max_replicas: int,
-    price: float | None = None,
-    share: float | None = None,
-    fixed: tuple[float, int] = (0.0, 0),
-    window_s: float = WINDOW_S,
-) -> list[int]:
-    """Ready replicas per window, chosen on ``fleet`` (forked with instant readiness; the caller orders them one
-    cold start ahead when it replays the schedule), by one of two rules:
-
-    - ``price`` λ: the count with the least ``count · window + λ · misses`` (the Lagrangian form: cheap where a
-      miss is cheap to avoid, giving up a burst that would cost more than its misses are worth);
-    - ``share`` ε: the fewest replicas whose misses stay within ε of the window's arrivals above the fewest misses
-      the window allows at all (every window kept healthy: no backlog cascades into the next).
-
-    ``fixed`` = (until_s, count): windows that begin before until_s can hold at most the count the fleet started
-    with (no replica ordered at the first decision can serve them), fewer if that is cheaper."""
-    if (price is None) == (share is None):
-        raise ValueError("frontier schedule: give exactly one of price and share")
-    scorer = _Scorer(trace, slo_s, fidelity)
-    line = fleet.fork(cold_start_s=0.0)
-    out: list[int] = []
-    n_windows = max(1, math.ceil(trace.duration_s / window_s))
-    previous = max(min_replicas, 1)
-    for w in range(n_windows):
-        start, end = w * window_s, min((w + 1) * window_s, trace.duration_s)
-        cache: dict[int, tuple[float, float]] = {}
-
-        def scored(
-            n: int, start: float = start, end: float = end, cache: dict[int, tuple[float, float]] = cache
-        ) -> tuple[float, float]:
-            if n not in cache:
-                cache[n] = scorer.misses(line, n, start, end)
-            return cache[n]
-
-        # Before the first ordered replica can be ready, only fewer replicas than the start are possible.
-        ceiling = min(fixed[1], max_replicas) if start < fixed[0] else max_replicas
-        floor = min(max(min_replicas, 0), ceiling)
-        if price is not None:
-            n = _argmin(lambda k: scored(k)[0], price=price, width=end - start, lo=floor, hi=ceiling, guess=previous)
-        else:
-            n = _fewest_within(scored, share=share or 0.0, lo=floor, hi=ceiling, guess=previous)
-        out.append(n)
-        previous = max(n, 1)
-        line.set_replicas(n)
-        line.advance_to(end)
-    return out
-
-
-def _fewest_within(scored: Callable[[int], tuple[float, float]], *, share: float, lo: int, hi: int, guess: int) -> int:
-    """Fewest replicas whose misses are within ``share`` of the arrivals above the misses of a generous count
-    (twice the last choice, at least four more): bisection, misses falling with replicas."""
-    big = min(hi, max(2 * guess, guess + 4))
-    while big < hi and scored(big)[0] > scored(min(hi, 2 * big))[0]:
-        big = min(hi, 2 * big)  # still falling: the generous count was not generous enough
-    least, arrived = scored(big)
-    allowed = least + share * arrived + 1e-9
-    a, b = lo, big  # invariant: b meets the bound
-    if scored(a)[0] <= allowed:
-        return a
-    while b - a > 1:
-        mid = (a + b) // 2
-        if scored(mid)[0] <= allowed:
-            b = mid
-        else:
-            a = mid
-    return b
-
-
-def _argmin(misses: Callable[[int], float], *, price: float, width: float, lo: int, hi: int, guess: int) -> int:
-    """The replica count with the least ``n · width + price · misses(n)``. Misses fall with replicas but not
-    smoothly (a plateau while a burst's backlog outlasts the window, then a drop), so a local walk can stop
-    short: scan lo, lo+1, lo+2, lo+4, … (and the last window's choice and its neighbours) until misses reach
-    zero, stop falling over two doublings, or the replicas alone cost more than the best so far; then refine
-    between the best point's scanned neighbours by bisection on the forward difference."""
-
-    def cost(n: int) -> float:
-        return n * width + price * misses(n)
-
-    if price <= 0:
-        return lo
-    guess = min(max(guess, lo), hi)
-    scanned = {n for n in (guess - 1, guess, guess + 1) if lo <= n <= hi}
-    best_cost = min(cost(n) for n in scanned)
-    n, step, flat, previous = lo, 1, 0, None
-    while n <= hi and n * width < best_cost:
-        scanned.add(n)
-        m = misses(n)
-        best_cost = min(best_cost, cost(n))
-        if m <= 0:
-            break
-        flat = flat + 1 if previous is not None and m >= previous else 0
-        if flat >= 2:
-            break
-        previous, n, step = m, n + step, step * 2
-    points = sorted(scanned)
-    best = min(points, key=lambda k: (cost(k), k))
-    i = points.index(best)
-    for a, b in ((points[i - 1] if i > 0 else best, best), (best, points[i + 1] if i + 1 < len(points) else best)):
-        while b - a > 1:
-            mid = (a + b) // 2
-            if cost(mid) < cost(best):
-                best = mid
-            if cost(mid + 1) < cost(mid):
-                a = mid
-            else:
-                b = mid
-    return best
-
-
 def fleet_counts(ready: Sequence[int], cold_start_s: float, window_s: float = WINDOW_S) -> list[int]:
     """Replicas to hold per window so that each window's ready count is there when it begins: a window's count
     is ordered one cold start ahead and held until its window ends."""
     ahead = math.ceil(cold_start_s / window_s - 1e-9)
     return [max(ready[w : w + ahead + 1]) for w in range(len(ready))]
+
+
+class _Search:
+    """Schedules tried on the simulator, every one kept that a whole replay measured."""
+
+    def __init__(self, rp: Replayer, *, cold_start_s: float, floor: int, ceiling: int) -> None:
+        self.rp, self.floor, self.ceiling = rp, floor, ceiling
+        self.ahead = math.ceil(cold_start_s / rp.window_s - 1e-9)
+        # Windows a tried change is compared over past the last window it changes: a replica it takes away is
+        # missed until one ordered a cold start later is ready, and the backlog takes a window to clear.
+        self.past = self.ahead + 1
+        self.found: list[_Found] = []  # every schedule replayed whole
+
+    def keep(self, run: Run, price: float) -> Run:
+        if run.exact:
+            self.found.append(_Found(run.held, run.attainment, run.replica_s, float(run.window_misses.sum()), price))
+        return run
+
+    def misses(self, run: Run) -> float:
+        return float(run.window_misses.sum())
+
+    def constants(self) -> list[Run]:
+        """Constant fleets from the floor up, until more replicas stop buying attainment: misses can plateau (a
+        burst's backlog outlasts every count until one is large enough, or every small fleet misses nearly
+        all), so two counts in a row that buy under a twentieth of a point are followed by one at twice the
+        size before the scan stops."""
+        out: list[Run] = []
+        n, flat, best = self.floor, 0, math.inf
+        while n <= self.ceiling:
+            run = self.keep(self.rp.run([n] * self.rp.n_windows, save=False), math.nan)
+            out.append(run)
+            if run.attainment >= 1.0 - 1e-12:
+                break
+            gained = best - self.misses(run) >= 5e-4 * float(run.window_total.sum())
+            best = min(best, self.misses(run))
+            flat = 0 if gained else flat + 1
+            if flat > FLAT_CONSTANTS:
+                break
+            if flat == FLAT_CONSTANTS:
+                n = min(self.ceiling, 2 * n) if 2 * n > n + 1 else n + 1
+                if run.held[-1] == self.ceiling:
+                    break
+                continue
+            n = n + 1 if n < 8 else math.ceil(n * 1.25)
+        return out
+
+    def priced(self, constants: list[Run], prices: Sequence[float]) -> list[Run]:
+        """Per price λ, the ready count per window chosen among the constant fleets' sizes by the least
+        ``replicas × window + λ × the misses that fleet had in that window`` (its replay: the backlog and bursts
+        it really met), a rise paying its cold start, each window's count ordered a cold start ahead."""
+        out: list[Run] = []
+        if len(constants) < 2:
+            return out
+        sizes = np.array([r.held[-1] for r in constants], dtype=float)
+        misses = np.array([r.window_misses for r in constants])  # (fleet, window)
+        window, cold = self.rp.window_s, self.ahead * self.rp.window_s
+        rise = cold * np.maximum(0.0, sizes[None, :] - sizes[:, None])  # (from, to)
+        for price in prices:
+            cost = sizes * window + price * misses[:, 0]
+            back = []
+            for w in range(1, self.rp.n_windows):
+                total = cost[:, None] + rise
+                back.append(np.argmin(total, axis=0))
+                cost = total.min(axis=0) + sizes * window + price * misses[:, w]
+            k = int(np.argmin(cost))
+            ready = [k]
+            for b in reversed(back):
+                k = int(b[k])
+                ready.append(k)
+            held = fleet_counts([int(sizes[k]) for k in reversed(ready)], cold, window)
+            if all(tuple(held) != f.held for f in self.found):
+                out.append(self.keep(self.rp.run(held, save=False), math.nan))
+        return out
+
+    def descend(self, start: Run, price: float) -> Run:
+        """One sweep, last window first, of the moves below, each taken when it lowers replica-seconds plus
+        ``price`` × misses; the sweep's schedule is then replayed whole. Going backwards keeps every checkpoint
+        before the window being changed valid."""
+        rp, cur = self.rp, start
+        for a in reversed(rp.free):
+            took = False
+            for _ in range(MOST_DOWN):  # fewer replicas from a, one at a time while it pays
+                held = self._moved(cur.held, a, "down")
+                nxt = None if held is None else self._try(cur, held, a, price)
+                if nxt is None:
+                    break
+                cur, took = nxt, True
+            if not took:  # else one more, ordered at a
+                held = self._moved(cur.held, a, "up")
+                nxt = None if held is None else self._try(cur, held, a, price)
+                cur = cur if nxt is None else nxt
+        if not cur.exact:
+            cur = self.keep(rp.run(cur.held), price)
+        return cur
+
+    def _try(self, cur: Run, held: list[int], a: int, price: float) -> Run | None:
+        """``cur`` with ``held`` from window ``a`` on, if that lowers replica-seconds plus ``price`` × misses."""
+        rp = self.rp
+        changed = max(w for w in range(a, rp.n_windows) if held[w] != cur.held[w])
+        until = min(rp.n_windows, changed + 1 + self.past)
+        if until >= rp.n_windows:  # the change runs to the end: replay the rest, exactly
+            trial = self.keep(rp.run(held, cur, a, save=False), price)
+            if cur.exact:
+                gain = trial.replica_s - cur.replica_s + price * (float(trial.window_misses.sum()) - self.misses(cur))
+            else:
+                gain = self._delta(rp.local(trial, a, until), rp.local(cur, a, until), price)
+            return trial if gain < -1e-9 else None
+        local = rp.trial(cur, held, a, until)
+        if self._delta(local, rp.local(cur, a, until), price) < -1e-9:
+            return rp.adopt(cur, held, local)
+        return None
+
+    @staticmethod
+    def _delta(new: Local, old: Local, price: float) -> float:
+        return new.replica_s - old.replica_s + price * (new.misses - old.misses)
+
+    def _moved(self, held: tuple[int, ...], a: int, move: str) -> list[int] | None:
+        out = list(held)
+        end = a
+        while end + 1 < len(held) and held[end + 1] == held[a]:
+            end += 1
+        if move == "down":  # one replica fewer from window a to the end of its plateau
+            if held[a] - 1 < self.floor:
+                return None
+            for w in range(a, end + 1):
+                out[w] -= 1
+            return out
+        # one replica more from window a, ready a cold start later, held two windows past its readiness
+        if held[a] + 1 > self.ceiling:
+            return None
+        for w in range(a, min(len(held), a + self.ahead + 2)):
+            out[w] = max(out[w], held[a] + 1)
+        return out
+
+
+@dataclass(frozen=True)
+class _Found:
+    held: tuple[int, ...]
+    attainment: float
+    replica_s: float
+    misses: float
+    price: float  # λ of the descent that found it; nan for a seed
+
+
+def _prices(found: Sequence[_Found], most: int) -> list[float]:
+    """Prices (replica-seconds per missed request) at which the measured schedules trade: the slopes of their
+    lower envelope, at most ``most`` of them spread evenly on a log scale, highest first."""
+    pts = envelope([FrontierPoint(-f.misses, f.replica_s, 0.0) for f in found])
+    slopes = sorted(
+        {
+            (b.replica_hours - a.replica_hours) / (b.slo_attainment - a.slo_attainment)
+            for a, b in itertools.pairwise(pts)
+            if b.slo_attainment > a.slo_attainment and b.replica_hours > a.replica_hours
+        }
+    )
+    if most <= 0:
+        return []
+    if len(slopes) > most - 1:
+        picks = np.linspace(0, len(slopes) - 1, most - 1).round().astype(int)
+        slopes = [slopes[i] for i in sorted(set(picks))]
+    # and one past the dearest trade, where buying the last misses back is worth its replicas
+    return sorted([*slopes, TOP_PRICE_FACTOR * max(slopes, default=1.0)], reverse=True)
+
+
+def envelope_of(found: Sequence[_Found]) -> list[_Found]:
+    """The schedules whose replays lie on the lower envelope of all of them."""
+    by_point = {(f.attainment, f.replica_s / 3600.0): f for f in found}
+    hull = envelope([FrontierPoint(a, h, 0.0) for a, h in by_point])
+    return [by_point[(p.slo_attainment, p.replica_hours)] for p in hull]
 
 
 def frontier(
@@ -262,32 +297,44 @@ def frontier(
     replay: Callable[[list[int]], tuple[float, float]],
     *,
     initial: int,
-    fixed_until_s: float,
     slo_s: float,
     fidelity: str,
     min_replicas: int,
     max_replicas: int,
-    prices: Sequence[float] = PRICES,
-    shares: Sequence[float] = SHARES,
+    cold_start_s: float,
+    tick_s: float,
+    warmup_s: float,
+    most_prices: int = MOST_PRICES,
     progress: Callable[[float], None] | None = None,
 ) -> Frontier:
-    """The frontier for this trace: one schedule per price and per share, each verified by ``replay(ready counts
-    per window)`` → (attainment, replica-hours) as the policies are measured; the lower envelope of them all."""
-    rules: list[tuple[str, float]] = [("price", p) for p in prices] + [("share", e) for e in shares]
-    points = []
-    for i, (rule, value) in enumerate(rules):
-        ready = schedule(
-            trace,
-            make_fleet(initial),
-            fixed=(fixed_until_s, initial),
-            slo_s=slo_s,
-            fidelity=fidelity,
-            min_replicas=min_replicas,
-            max_replicas=max_replicas,
-            **{rule: value},
-        )
-        attainment, hours = replay(ready)
-        points.append(FrontierPoint(attainment, hours, value if rule == "price" else -value))
+    """The frontier for this trace: the lower envelope of every schedule the search replayed whole, each point
+    then verified by ``replay(held replicas per window)`` → (attainment, replica-hours), measured as the
+    policies are."""
+    floor, ceiling = max(min_replicas, 0), max_replicas
+    rp = Replayer(
+        trace,
+        make_fleet,
+        initial=initial,
+        slo_s=slo_s,
+        fidelity=fidelity,
+        tick_s=tick_s,
+        warmup_s=warmup_s,
+        window_s=WINDOW_S,
+        clamp=lambda n: min(max(n, floor), ceiling),
+    )
+    search = _Search(rp, cold_start_s=cold_start_s, floor=floor, ceiling=ceiling)
+    constants = search.constants()
+    search.priced(constants, _prices(search.found, MOST_PRICED))
+    prices = _prices(search.found, most_prices)
+    for i, price in enumerate(prices):
+        start = min(search.found, key=lambda f: f.replica_s + price * f.misses)
+        search.descend(rp.run(start.held), price)
         if progress is not None:
-            progress((i + 1) / len(rules))
-    return Frontier(envelope(points))
+            progress((i + 1) / (len(prices) + 1))
+    verified = []
+    for f in envelope_of(search.found):
+        attainment, hours = replay(list(f.held))
+        verified.append(FrontierPoint(attainment, hours, f.price))
+    if progress is not None:
+        progress(1.0)
+    return Frontier(envelope(verified))

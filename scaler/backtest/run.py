@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scaler.backtest import sim
-from scaler.backtest.frontier import WINDOW_S, Frontier, fleet_counts
+from scaler.backtest.frontier import WINDOW_S, Frontier
 from scaler.backtest.frontier import frontier as find_frontier
 from scaler.backtest.mase import forecast_mase
 from scaler.backtest.observe import FleetCounters, History, from_snapshot
@@ -274,18 +274,18 @@ def backtest(path: str, cfg: BacktestConfig, progress: Progress | None = None) -
 
 
 class _Scheduled(Policy):
-    """Replays a frontier schedule (replicas per window) through the same loop and measure as every policy."""
+    """Replays a frontier schedule (replicas held per window) through the same loop and measure as every policy."""
 
     name = "frontier"
     interval_s = WINDOW_S
 
-    def __init__(self, ctx: Context, counts: list[int]) -> None:
+    def __init__(self, ctx: Context, held: list[int]) -> None:
         super().__init__(ctx)
-        self.counts = counts
+        self.held = held
 
     def decide(self, history: History, now: float) -> int:
-        w = min(int(now // WINDOW_S), len(self.counts) - 1)
-        return self.counts[w]
+        w = min(int(now // WINDOW_S), len(self.held) - 1)
+        return self.held[w]
 
 
 def measure_frontier(
@@ -298,9 +298,8 @@ def measure_frontier(
             trace, replicas=replicas, cold_start_s=cfg.cold_start_s, fidelity=fidelity, seed=cfg.seed, routing=ROUTING
         )
 
-    def replay(ready: list[int]) -> tuple[float, float]:
-        counts = fleet_counts(ready, cfg.cold_start_s)
-        r = run_policy(trace, _Scheduled(ctx, counts), ctx, cfg, fidelity)
+    def replay(held: list[int]) -> tuple[float, float]:
+        r = run_policy(trace, _Scheduled(ctx, held), ctx, cfg, fidelity)
         return r.slo_attainment, r.replica_hours
 
     return find_frontier(
@@ -308,11 +307,12 @@ def measure_frontier(
         make_fleet,
         replay,
         initial=start,
-        # Replicas ordered at the first decision serve from one cold start later; windows before keep the start.
-        fixed_until_s=WARMUP_S + cfg.cold_start_s,
         slo_s=cfg.slo_ttft_s,
         fidelity=fidelity,
         min_replicas=cfg.min_replicas,
         max_replicas=cfg.max_replicas,
+        cold_start_s=cfg.cold_start_s,
+        tick_s=FLUID_TICK_S if fidelity == "fluid" else TICK_S,
+        warmup_s=WARMUP_S,
         progress=None if progress is None else (lambda done: progress("frontier", done)),
     )
