@@ -48,9 +48,29 @@ def kv_trend(
     is what is projected. O(n^2) pairs over ~18 samples per replica: cheap."""
     if not history:
         return None
-    start = history[-1].timestamp - (kv.trend_window_s if window_s is None else window_s)
+    window = kv.trend_window_s if window_s is None else window_s
+    # The detector and the exported projection ask for the same replica's trend several times a tick: the same
+    # history (its first and last sample objects, its length) gives the same answer.
+    first, latest = history[0], history[-1]
+    key = (latest.namespace, latest.replica, window, kv.min_trend_samples)
+    known = _TRENDS.get(key)
+    if known is not None and known[0] is latest and known[1] is first and known[2] == len(history):
+        return known[3]
+    trend = _kv_trend(history, window, kv.min_trend_samples)
+    if len(_TRENDS) >= _MAX_TRENDS:
+        _TRENDS.clear()
+    _TRENDS[key] = (latest, first, len(history), trend)
+    return trend
+
+
+_TRENDS: dict[tuple[str, str, float, int], tuple[ReplicaSample, ReplicaSample, int, tuple[float, float] | None]] = {}
+_MAX_TRENDS = 50_000
+
+
+def _kv_trend(history: Sequence[ReplicaSample], window_s: float, min_samples: int) -> tuple[float, float] | None:
+    start = history[-1].timestamp - window_s
     pts = [(s.timestamp, v) for s in history if s.timestamp >= start and (v := fraction(s.kv_usage)) is not None]
-    if len(pts) < kv.min_trend_samples:
+    if len(pts) < min_samples:
         return None
     slopes = [(v2 - v1) / (t2 - t1) for i, (t1, v1) in enumerate(pts) for t2, v2 in pts[i + 1 :] if t2 > t1]
     if not slopes:

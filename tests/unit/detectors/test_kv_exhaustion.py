@@ -173,3 +173,23 @@ def test_detection_passes_the_loops_demand_to_kv_exhaustion() -> None:
     det.set_demand({"ml/chat": kv_exhaustion.Demand(capacity_rps=10.0, forecast_rps=12.0, horizon_s=155.0)})
     det.tick(state, now=20)
     assert [f.kind for f in det.tick(state, now=20).active] == ["kv_exhaustion"]  # opens after 2 ticks
+
+
+def test_a_trend_asked_again_for_another_history_is_worked_out_again() -> None:
+    # kv_trend remembers the trend of a replica's latest history; a different history ending in the same sample
+    # (shorter, or another list) must not get the remembered answer.
+    from dataclasses import replace as with_
+
+    from collector.samples import ReplicaSample
+
+    base = ReplicaSample(namespace="ns", deployment="d", replica="r", node="n", engine="vllm", model="m", timestamp=0)
+    rising = [with_(base, timestamp=5.0 * i, kv_usage=0.3 + 0.02 * i) for i in range(20)]
+    flat_then_latest = [with_(s, kv_usage=0.5) for s in rising[:-1]] + [rising[-1]]
+    first = kv_exhaustion.kv_trend(rising, DEFAULT.kv)
+    assert first is not None
+    assert first[0] > 0
+    assert kv_exhaustion.kv_trend(rising, DEFAULT.kv) == first
+    other = kv_exhaustion.kv_trend(flat_then_latest, DEFAULT.kv)
+    assert other is not None
+    assert other[0] == pytest.approx(0.0)
+    assert kv_exhaustion.kv_trend(rising[-2:], DEFAULT.kv) is None  # too few points, whatever came before
