@@ -168,11 +168,12 @@ class RolloutTracker:
         if deployment is not None and deployment.in_progress:
             return self._from_deployment(key, now, cold_start_s, deployment, seen)
         track = self._tracks.get(key)
-        if seen is None or seen.new_version is None:
+        if seen is None:
             self._tracks.pop(key, None)
             return None
         out = seen.out
-        old = seen.old_remaining
+        # One version left (the old replicas drained and forgotten) reads as none old remaining: the last wave.
+        old = seen.old_remaining if seen.new_version is not None else 0
         if old <= 0:
             # The last wave: its old replicas are gone, its successors may still load. Covered while replicas are
             # out, for at most a cold start after old replicas were last seen serving.

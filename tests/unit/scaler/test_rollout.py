@@ -90,10 +90,14 @@ def test_tracker_times_the_next_wave_from_when_the_current_one_went_out() -> Non
     assert s is not None
     assert s.next_wave_in_s == 60.0
     # the last wave: no old replica serves any more, its successor still loads: still covered ...
-    s = t.update("d", 200.0, cold_start_s=120.0, seen=_seen(0, 3, 3, 4))
+    s = t.update("d", 195.0, cold_start_s=120.0, seen=_seen(0, 3, 3, 4))
     assert s is not None
     assert s.old_remaining == 1
     assert s.wave_in_progress
+    # ... also once the drained old replicas are forgotten and only the new version is left among the replicas
+    s = t.update("d", 199.0, cold_start_s=120.0, seen=VersionsSeen({"vllm:v2": 3}, None, 3, 4))
+    assert s is not None
+    assert s.old_remaining == 1
     # ... until it serves (or a cold start has passed since old replicas were last seen)
     assert t.update("d", 260.0, cold_start_s=120.0, seen=_seen(0, 4, 4, 4)) is None
 
