@@ -14,6 +14,7 @@ never forwarded again (``kvpilot-forwarded-by``), so two instances with differen
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from collector.clock import Clock
 
 log = logging.getLogger(__name__)
 
+MAX_CHANNELS = 64
 FORWARDED_BY = "kvpilot-forwarded-by"
 DECISION_AT = "kvpilot-decision-at"
 _HOP_HEADERS = frozenset({"user-agent", "grpc-accept-encoding", "grpc-encoding", "grpc-timeout", "te", "content-type"})
@@ -70,19 +72,29 @@ class Forwarding:
     timeout_s: float = 2.0
     _channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
     _kept: dict[tuple[str, bytes], tuple[Any, float]] = field(default_factory=dict)
+    _closing: set[asyncio.Future[None]] = field(default_factory=set)
     forwarded_total: int = 0
     served_kept_total: int = 0
 
     def channel(self, address: str) -> grpc.aio.Channel:
-        ch = self._channels.get(address)
+        """One channel per owner address, the least recently used closed past ``MAX_CHANNELS`` (pods that died
+        leave addresses nobody forwards to again)."""
+        ch = self._channels.pop(address, None)
         if ch is None:
-            ch = self._channels[address] = grpc.aio.insecure_channel(address)
+            ch = grpc.aio.insecure_channel(address)
+            if len(self._channels) >= MAX_CHANNELS:
+                oldest = next(iter(self._channels))
+                closing = asyncio.ensure_future(self._channels.pop(oldest).close(grace=1.0))
+                self._closing.add(closing)
+                closing.add_done_callback(self._closing.discard)
+        self._channels[address] = ch  # most recently used last
         return ch
 
     async def close(self) -> None:
         for ch in self._channels.values():
             await ch.close()
         self._channels.clear()
+        await asyncio.gather(*self._closing, return_exceptions=True)
 
     def keep(self, method: str, request: Any, response: Any, decision_at: float | None) -> None:
         if decision_at is not None:

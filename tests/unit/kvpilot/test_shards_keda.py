@@ -155,6 +155,21 @@ async def test_a_stream_is_relayed_and_ends_ok_when_the_shard_moves() -> None:
         assert await stream.code() == grpc.StatusCode.OK  # KEDA reconnects at once and is answered by a
 
 
+async def test_channels_to_addresses_no_longer_used_are_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from scaler.keda import forward
+
+    monkeypatch.setattr(forward, "MAX_CHANNELS", 2)
+    fw = Forwarding(Router("a", {}), VirtualClock(NOW), STALE_S)
+    first = fw.channel("10.0.0.1:9090")
+    fw.channel("10.0.0.2:9090")
+    assert fw.channel("10.0.0.1:9090") is first  # reused, and now the most recently used
+    fw.channel("10.0.0.3:9090")  # past the cap: 10.0.0.2, the least recently used, is closed
+    assert sorted(fw._channels) == ["10.0.0.1:9090", "10.0.0.3:9090"]
+    await fw.close()
+    assert fw._channels == {}
+    assert not fw._closing
+
+
 def test_sharding_with_keda_tls_is_refused_in_one_line(tmp_path) -> None:
     settings = load_settings(
         sharding={"shards": 3},
