@@ -63,6 +63,7 @@ class PageLayout:
     __slots__ = (
         "cuts",
         "families",
+        "key",
         "line_count",
         "pick_pinned",
         "pick_read",
@@ -89,6 +90,9 @@ class PageLayout:
         self.read_starts = tuple(read.values())
         self.cuts = tuple(slice(len(start), None) for start in read.values())
         self.families = families
+        # What makes two layouts one (a deployment's replicas serve one layout): they then share the families'
+        # shapes, and so what readers plan per shape.
+        self.key = (tuple(pinned), self.pinned, tuple(skipped.items()), tuple(read.items()))
 
     def read(self, text: str) -> dict[str, MetricFamily] | None:
         """The families of ``text`` if it has this layout, else None. Label dicts are shared between pages
@@ -166,7 +170,8 @@ class LayoutCache:
     layout when it matches, else with the parser, and then learns the page's layout for next time.
 
     A source whose layout keeps changing stops costing a layout per page: after ``MAX_MISSES`` pages in a
-    row that did not fit, it is parsed only, and tried again after ``RETRY_AFTER`` pages."""
+    row that did not fit, it is parsed only, and tried again after ``RETRY_AFTER`` pages. Sources whose pages
+    have one layout share it."""
 
     MAX_MISSES = 3
     RETRY_AFTER = 64
@@ -176,8 +181,11 @@ class LayoutCache:
         self._max_sources = max_sources
         # source -> [layout or None, misses in a row, pages since the last miss beyond MAX_MISSES]
         self._sources: OrderedDict[Hashable, list[object]] = OrderedDict()
-        self.hits = 0
-        self.misses = 0
+        # One layout per distinct layout seen (bounded: forgotten all at once when full; sources keep theirs).
+        self._shared: dict[Hashable, PageLayout] = {}
+        self.hits = 0  # pages read off a layout
+        self.misses = 0  # pages parsed
+        self.learnt = 0  # layouts learnt (or tried)
 
     def parse(
         self, source: Hashable, text: str | bytes, *, wanted: Wanted, max_samples: int
@@ -206,7 +214,13 @@ class LayoutCache:
             if waited < self.RETRY_AFTER:
                 return families
             entry[2] = 0
-        entry[0] = learn_layout(text, wanted, self._parse, max_samples)
+        self.learnt += 1
+        layout = learn_layout(text, wanted, self._parse, max_samples)
+        if layout is not None:
+            if len(self._shared) >= self._max_sources:
+                self._shared.clear()
+            layout = self._shared.setdefault(layout.key, layout)
+        entry[0] = layout
         return families
 
     def forget(self, source: Hashable) -> None:

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from collector.adapt import WANTED_FAMILIES, adapt_page
 from collector.exposition import DEFAULT_MAX_SAMPLES, LayoutCache, ParseError, parse
-from collector.exposition._layout import learn_layout
 from collector.samples import TargetInfo
 from tests.unit.collector.test_exposition_text import canonical, duplicated, oracle
 
@@ -133,22 +132,13 @@ def test_lines_that_are_skipped_may_change_beyond_their_values() -> None:
     assert cache.hits == 1
 
 
-def test_a_source_whose_layout_keeps_changing_stops_being_learnt(monkeypatch: pytest.MonkeyPatch) -> None:
-    learnt: list[str] = []
-    import collector.exposition._layout as layout_module
-
-    def spy(text: str, *args: object) -> object:
-        learnt.append(text)
-        return learn_layout(text, *args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(layout_module, "learn_layout", spy)
+def test_a_source_whose_layout_keeps_changing_stops_being_learnt() -> None:
     cache = LayoutCache(parse)
     for i in range(20):  # a new series every page
-        text = VLLM.replace(
-            _first_line(RUNNING), _first_line(RUNNING) + f'\nvllm:num_requests_running{{model_name="m{i}"}} 1'
-        )
+        extra = f'vllm:num_requests_running{{model_name="m{i}"}} 1'
+        text = VLLM.replace(_first_line(RUNNING), _first_line(RUNNING) + "\n" + extra)
         assert read(cache, text) == canonical(parse(text, wanted=WANTED_FAMILIES))
-    assert len(learnt) == LayoutCache.MAX_MISSES
+    assert cache.learnt == LayoutCache.MAX_MISSES
     assert cache.hits == 0
 
 
@@ -208,3 +198,14 @@ def test_adapted_pages_read_off_a_layout_equal_parsed_ones(page: Path) -> None:
                 adapt_page(changed, target, 2.0 + seed)
         else:
             assert adapt_page(changed, target, 2.0 + seed) == expected
+
+
+def test_sources_with_one_layout_share_it() -> None:
+    cache = LayoutCache(parse)
+    for source in ("a", "b"):
+        cache.parse(source, VLLM, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    a = cache.parse("a", VLLM, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    b = cache.parse("b", with_values(VLLM), wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    assert cache.hits == 2
+    assert [f.shape for f in a.values()] == [f.shape for f in b.values()]
+    assert all(f.shape is not None for f in a.values())
