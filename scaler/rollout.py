@@ -208,7 +208,11 @@ class RolloutTracker:
         track = self._tracks.setdefault(key, _Track())
         # The controller replaces up to maxSurge + maxUnavailable pods at once (at least one).
         track.wave_size = max(d.max_surge + d.max_unavailable, 1)
-        in_progress = d.status_replicas > d.ready_replicas or d.observed_generation < d.generation
+        # A wave loads while pods of the newest template exist and some pod is not ready (or the controller is
+        # about to act on a template it has not observed). Not ready pods with no new-template pod are the surge
+        # itself loading ahead of a paused rollout: no wave yet.
+        loading = d.status_replicas > d.ready_replicas
+        in_progress = (d.updated_replicas > 0 and loading) or d.observed_generation < d.generation
         if not in_progress:
             track.wave_started = None
         elif track.wave_started is None:

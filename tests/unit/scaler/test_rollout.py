@@ -190,3 +190,15 @@ def test_the_surge_loading_never_widens_the_waves() -> None:
         s = t.update("d", 5.0 * (i + 1), cold_start_s=120.0, seen=seen)
         assert s is not None
         assert (s.wave_size, s.wave_in_progress, s.old_remaining) == (1, True, 3)
+
+
+def test_a_paused_rollout_gets_one_wave_ahead_and_its_own_loading_surge_is_no_wave() -> None:
+    # kubectl rollout pause; set image: the template changed (observed), no pod on it yet. The surge asked for
+    # loads (status.replicas 5, 4 ready) but no wave runs: one wave ahead, not two.
+    t = RolloutTracker()
+    paused = _deployment(
+        replicas=5, updated_replicas=0, status_replicas=5, ready_replicas=4, max_surge=0, max_unavailable=1
+    )
+    s = t.update("d", 0.0, cold_start_s=120.0, deployment=paused)
+    assert s is not None
+    assert (s.old_remaining, s.wave_size, s.wave_in_progress, s.next_wave_in_s) == (5, 1, False, 0.0)
