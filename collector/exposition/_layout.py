@@ -165,6 +165,10 @@ def learn_layout(text: str, wanted: Wanted, parse: _Parse, max_samples: int) -> 
     return PageLayout(lines, pinned, skipped, read, final)
 
 
+MAX_MISSES = 3  # pages in a row that did not fit their source's layout, after which it is no longer learnt...
+RETRY_AFTER = 64  # ...until this many pages later
+
+
 class LayoutCache:
     """Page layouts by source (a target), for the text format: ``parse`` reads a page with its source's
     layout when it matches, else with the parser, and then learns the page's layout for next time.
@@ -172,9 +176,6 @@ class LayoutCache:
     A source whose layout keeps changing stops costing a layout per page: after ``MAX_MISSES`` pages in a
     row that did not fit, it is parsed only, and tried again after ``RETRY_AFTER`` pages. Sources whose pages
     have one layout share it."""
-
-    MAX_MISSES = 3
-    RETRY_AFTER = 64
 
     def __init__(self, parse: _Parse, max_sources: int = 10_000) -> None:
         self._parse = parse
@@ -209,9 +210,9 @@ class LayoutCache:
         self.misses += 1
         families = self._parse(text, wanted=wanted, max_samples=max_samples)
         misses = entry[1] = int(entry[1]) + 1  # type: ignore[call-overload]
-        if misses > self.MAX_MISSES:
+        if misses > MAX_MISSES:
             waited = entry[2] = int(entry[2]) + 1  # type: ignore[call-overload]
-            if waited < self.RETRY_AFTER:
+            if waited < RETRY_AFTER:
                 return families
             entry[2] = 0
         self.learnt += 1

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from collector.adapt import WANTED_FAMILIES, adapt_page
 from collector.exposition import DEFAULT_MAX_SAMPLES, LayoutCache, ParseError, parse
+from collector.exposition._layout import MAX_MISSES
 from collector.samples import TargetInfo
 from tests.unit.collector.test_exposition_text import canonical, duplicated, oracle
 
@@ -138,7 +139,7 @@ def test_a_source_whose_layout_keeps_changing_stops_being_learnt() -> None:
         extra = f'vllm:num_requests_running{{model_name="m{i}"}} 1'
         text = VLLM.replace(_first_line(RUNNING), _first_line(RUNNING) + "\n" + extra)
         assert read(cache, text) == canonical(parse(text, wanted=WANTED_FAMILIES))
-    assert cache.learnt == LayoutCache.MAX_MISSES
+    assert cache.learnt == MAX_MISSES
     assert cache.hits == 0
 
 
