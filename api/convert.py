@@ -8,6 +8,7 @@ import math
 from api import schemas
 from collector.state import DeploymentView, GpuView, ReplicaView
 from detectors.xid import triage
+from scaler.cost import DeploymentCost, GpuOption
 from scaler.decision import Decision
 from store.models import DeploymentRow, DrainActionRow, DrainEventRow, FindingRow
 
@@ -47,7 +48,11 @@ def replica(r: ReplicaView) -> schemas.ReplicaOut:
 
 
 def deployment(
-    key: str, view: DeploymentView | None, row: DeploymentRow | None, dec: Decision | None
+    key: str,
+    view: DeploymentView | None,
+    row: DeploymentRow | None,
+    dec: Decision | None,
+    cost_now: DeploymentCost | None = None,
 ) -> schemas.DeploymentSummary:
     ns, _, name = key.partition("/")
     return schemas.DeploymentSummary(
@@ -66,6 +71,46 @@ def deployment(
         desired_replicas=dec.desired_replicas if dec else None,
         first_seen=row.first_seen if row else None,
         last_seen=row.last_seen if row else None,
+        cost=cost(cost_now) if cost_now is not None else None,
+    )
+
+
+def _option(o: GpuOption | None) -> schemas.GpuOptionOut | None:
+    if o is None:
+        return None
+    return schemas.GpuOptionOut(
+        gpu_type=o.gpu_type,
+        gpus_per_replica=o.gpus_per_replica,
+        replicas=o.replicas,
+        usd_per_hour=o.usd_per_hour,
+        meets_slo=o.meets_slo,
+        why=o.why,
+    )
+
+
+def cost(c: DeploymentCost) -> schemas.CostOut:
+    r = c.recommendation
+    rec = None
+    if r is not None:
+        rec = schemas.RecommendationOut(
+            current=_option(r.current),
+            recommended=_option(r.recommended),
+            options=[o for o in map(_option, r.options) if o is not None],
+            message=r.message,
+        )
+    return schemas.CostOut(
+        pool=c.pool,
+        gpu_type=c.gpu_type,
+        gpu_type_source=c.gpu_type_source,
+        gpus_per_replica=c.gpus_per_replica,
+        gpus_per_replica_source=c.gpus_per_replica_source,
+        replicas=c.replicas,
+        price_per_gpu_hour_usd=c.price_per_gpu_hour_usd,
+        usd_per_hour=_num(c.usd_per_hour),
+        usd_per_million_tokens=_num(c.usd_per_million_tokens),
+        power_w=_num(c.power_w),
+        problem=c.problem,
+        recommendation=rec,
     )
 
 

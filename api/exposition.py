@@ -64,6 +64,15 @@ def snapshot_families(snap: Snapshot) -> list[GaugeMetricFamily]:
         for q in S.TTFT_QUANTILES:
             f.add(S.TTFT_SECONDS, (key, f"{q:g}"), histogram_quantile(q, d.ttft_window))
             f.add(S.ITL_SECONDS, (key, f"{q:g}"), histogram_quantile(q, d.itl_window))
+    for key, cost in snap.costs.items():
+        labels = (key, cost.pool or "", cost.gpu_type or "")
+        f.add(S.COST_USD_PER_HOUR, labels, cost.usd_per_hour)
+        f.add(S.COST_USD_PER_MILLION_TOKENS, labels, cost.usd_per_million_tokens)
+        f.add(S.COST_GPUS, labels, cost.replicas * cost.gpus_per_replica if cost.gpu_type else None)
+        f.add(S.COST_POWER_WATTS, labels, cost.power_w)
+        for option in cost.recommendation.options if cost.recommendation else ():
+            meets = "true" if option.meets_slo else "false"
+            f.add(S.COST_OPTION_USD_PER_HOUR, (key, cost.pool or "", option.gpu_type, meets), option.usd_per_hour)
     for (deployment, replica), seconds in snap.kv_time_to_exhaustion.items():
         f.add(S.KV_TIME_TO_EXHAUSTION, (deployment, replica), seconds, allow_inf=True)  # +Inf: not filling
     for key, dec in snap.decisions.items():

@@ -9,10 +9,22 @@ from api.auth import TokenAuth
 from api.deadline import RequestDeadline
 from api.exposition import AuthRefusals
 from api.limits import BodySizeLimit
-from api.routers import decisions, deployments, drains, findings, gpus, health, metrics, metrics_api, replicas, targets
+from api.routers import (
+    cost,
+    decisions,
+    deployments,
+    drains,
+    findings,
+    gpus,
+    health,
+    metrics,
+    metrics_api,
+    replicas,
+    targets,
+)
 from api.runtime import Runtime
 
-ROUTERS = (health, metrics, deployments, replicas, gpus, targets, findings, decisions, drains, metrics_api)
+ROUTERS = (health, metrics, deployments, replicas, gpus, targets, findings, decisions, drains, metrics_api, cost)
 
 
 def create_app(runtime: Runtime, auth: TokenAuth, *, request_timeout_s: float = 10.0) -> FastAPI:

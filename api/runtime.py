@@ -17,6 +17,7 @@ from collector.health import TargetHealth
 from collector.samples import TargetInfo
 from collector.state import DeploymentView, GpuView, ReplicaView
 from detectors.finding import Finding
+from scaler.cost import DeploymentCost
 from scaler.decision import Decision
 
 
@@ -35,6 +36,7 @@ class Snapshot:
     target_health: Mapping[str, TargetHealth] = field(default_factory=dict)
     node_drains: Mapping[str, str] = field(default_factory=dict)  # node -> drain state, for live drains
     kv_time_to_exhaustion: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (deployment, replica)
+    costs: Mapping[str, DeploymentCost] = field(default_factory=dict)  # deployment -> cost now (scaler.cost)
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,6 +77,46 @@ class ReplicaOut(Out):
     gpus: list[str]
 
 
+class GpuOptionOut(Out):
+    gpu_type: str
+    gpus_per_replica: int
+    replicas: int  # to serve the current demand at the planner's target utilisation, per the type's profile
+    usd_per_hour: float
+    meets_slo: bool
+    why: str
+
+
+class RecommendationOut(Out):
+    """Advisory only: kvpilot never changes a deployment's GPU type."""
+
+    current: GpuOptionOut | None
+    recommended: GpuOptionOut | None  # a cheaper type that meets the SLO, when it saves at least the margin
+    options: list[GpuOptionOut]
+    message: str
+
+
+class CostOut(Out):
+    pool: str | None
+    gpu_type: str | None
+    gpu_type_source: str  # settings | gpu exporter | unknown
+    gpus_per_replica: int
+    gpus_per_replica_source: str  # settings | gpu exporter | assumed
+    replicas: int
+    price_per_gpu_hour_usd: float | None
+    usd_per_hour: float | None
+    usd_per_million_tokens: float | None  # output tokens, at the current generation rate
+    power_w: float | None  # the GPUs' datasheet board power at full load
+    problem: str | None  # why the cost is unknown
+    recommendation: RecommendationOut | None
+
+
+class FleetCostOut(Out):
+    usd_per_hour: float  # over the deployments whose cost is known
+    power_w: float
+    unknown: list[str]  # deployments whose GPU type is unknown (see their `problem`)
+    deployments: dict[str, CostOut]
+
+
 class DeploymentSummary(Out):
     key: str
     namespace: str
@@ -93,6 +133,7 @@ class DeploymentSummary(Out):
     desired_replicas: int | None
     first_seen: float | None
     last_seen: float | None
+    cost: CostOut | None = None  # live deployments only
 
 
 class FindingOut(Out):

@@ -94,8 +94,23 @@ API_AUTH_REFUSALS = Series(
     "API requests refused: 401 (no or unknown token) or 403 (read token on a change); each is logged with client.",
 )
 # Every value the `stage` label takes (kvpilot.loop and kvpilot.service).
-LOOP_STAGES = ("discover", "collect", "observe", "detect", "decide", "publish", "kv_projection", "drains", "actuate")
+LOOP_STAGES = (
+    "discover", "collect", "observe", "detect", "decide", "publish", "kv_projection", "drains", "actuate", "cost"
+)  # fmt: skip
 LEADER = _g("kvpilot_leader", (), "1 while this replica holds the Lease and may actuate.")
+# Cost (scaler.cost, docs/cost.md). `pool` is empty for a whole deployment (set for prefill/decode pools).
+COST = ("deployment", "pool", "gpu_type")
+COST_USD_PER_HOUR = _g("kvpilot_cost_usd_per_hour", COST, "Dollars per hour: replicas x GPUs per replica x GPU price.")
+COST_USD_PER_MILLION_TOKENS = _g(
+    "kvpilot_cost_usd_per_million_tokens", COST, "Dollars per million output tokens at the current generation rate."
+)
+COST_GPUS = _g("kvpilot_cost_gpus", COST, "GPUs the deployment's replicas hold (loading replicas included).")
+COST_POWER_WATTS = _g("kvpilot_cost_power_watts", COST, "Board power of those GPUs at full load (datasheet).")
+COST_OPTION_USD_PER_HOUR = _g(
+    "kvpilot_cost_option_usd_per_hour",
+    ("deployment", "pool", "gpu_type", "meets_slo"),
+    "Dollars per hour to serve the current demand on each profiled GPU type (advisory; docs/cost.md).",
+)
 
 ALL: tuple[Series, ...] = tuple(v for v in dict(globals()).values() if isinstance(v, Series))
 

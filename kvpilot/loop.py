@@ -38,6 +38,7 @@ from detectors.thresholds import DEFAULT, KvThresholds
 from kvpilot.planner_hints import demand_hints
 from kvpilot.rollout_stage import RolloutStage
 from kvpilot.scale_view import ScaleSource, ScaleView
+from scaler.cost import CostConfig, DeploymentCost, fleet_costs
 from scaler.decision import Decision
 from store import repo
 from store.buffer import BufferedWriter
@@ -139,6 +140,7 @@ class ControlLoop:
         managed: Collection[str] = (),
         owns: Callable[[str], bool] | None = None,
         rollout: RolloutStage | None = None,
+        cost: CostConfig | None = None,
     ) -> None:
         self.clock = clock
         self.state = state
@@ -156,6 +158,7 @@ class ControlLoop:
         self.rollout = rollout if rollout is not None else RolloutStage(getattr(detection, "thresholds", DEFAULT))
         self._known: set[str] = set(managed)  # deployments whose replica count the scale source is asked for
         self.owns = owns  # sharding (kvpilot.shards): this instance decides only the deployments of its shards
+        self.cost = cost  # what each deployment costs, in the snapshot (scaler.cost); None: not computed
         self.tick_count = 0
         self.latest: Snapshot | None = None
         self._targets: list[TargetInfo] = []
@@ -381,10 +384,14 @@ class ControlLoop:
         live = set(self.state.deployments()) | self._known
         latest = {k: d for k, d in self._stored.items() if k in live or not live}
         latest.update({d.deployment: d for d in decisions})
+        deployments = self.state.deployments()
+        cost = self.cost
+        no_costs: dict[str, DeploymentCost] = {}
+        costs = no_costs if cost is None else self._guard("cost", partial(fleet_costs, deployments, cost), no_costs)
         return Snapshot(
             tick=self.tick_count + 1,
             t=now,
-            deployments=self.state.deployments(),
+            deployments=deployments,
             replicas=self.state.replicas(),
             gpus=self.state.gpus(),
             decisions=latest,
@@ -393,4 +400,5 @@ class ControlLoop:
             target_health=dict(result.health),
             node_drains=self._guard("drains", self.node_drains, {}),
             kv_time_to_exhaustion=tte,
+            costs=costs,
         )

@@ -21,6 +21,7 @@ from detectors.drain_rails import DrainRails
 from detectors.registry import Detection
 from kvpilot.actuation import Actuation, NoClusterDrainer, SimulatorScaler
 from kvpilot.actuators.drain import NodeDrainer
+from kvpilot.cost import cost_config
 from kvpilot.lease import LeaseElector
 from kvpilot.loop import Collect, ControlLoop, Decide, Detect, LoopConfig
 from kvpilot.scale_view import KubernetesScale, ScaleSource, SimulatorScale
@@ -151,6 +152,7 @@ def build_service(
         scale=scale if scale is not None else build_scale(settings, sources),
         managed=tuple(settings.scaler.deployments),
         owns=shards.owns if shards is not None else None,
+        cost=cost_config(settings),
     )
     extra: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
     if leadership is None and settings.ha.enabled:

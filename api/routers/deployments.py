@@ -24,10 +24,13 @@ def list_deployments(_: Reader, runtime: RuntimeDep, sessions: SessionsDep, page
     snap = runtime.snapshot()
     live = dict(snap.deployments) if snap else {}
     decisions = dict(snap.decisions) if snap else {}
+    costs = dict(snap.costs) if snap else {}
     with transaction(sessions) as s:
         rows = {r.key: r for r in repo.all_deployments(session=s)}
     keys = sorted(set(live) | set(rows))
-    return of_list(keys, page, lambda k: convert.deployment(k, live.get(k), rows.get(k), decisions.get(k)))
+    return of_list(
+        keys, page, lambda k: convert.deployment(k, live.get(k), rows.get(k), decisions.get(k), costs.get(k))
+    )
 
 
 @router.get("/{namespace}/{name}", response_model=schemas.DeploymentDetail, responses={404: {"model": schemas.Error}})
@@ -48,7 +51,7 @@ def get_deployment(
         findings = [*findings, *repo.list_findings(session=s, deployment=key, state="acknowledged", limit=1000).items]
         found = [convert.finding(f) for f in findings]
     return schemas.DeploymentDetail(
-        deployment=convert.deployment(key, view, row, dec),
+        deployment=convert.deployment(key, view, row, dec, snap.costs.get(key) if snap else None),
         decision=convert.decision(dec) if dec else None,
         replicas=[convert.replica(r) for r in view.replicas] if view else [],
         findings=found,
