@@ -78,8 +78,8 @@ def test_cluster_role_grants_exactly_what_kvpilot_uses(rendered):
     assert grants == expected
     assert ("", "pods", "delete") not in grants, "pods leave through the Eviction API only, honouring PDBs"
     lease_role = _one(rendered, "Role", "kvpilot-leader-election")
-    assert lease_role["rules"] == [
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}
+    assert lease_role["rules"] == [  # list: a sharded instance reads its group's Leases in one call
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "create", "update"]}
     ]
 
 
