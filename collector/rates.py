@@ -127,7 +127,7 @@ def histogram_add(histograms: Iterable[Histogram | None]) -> Histogram | None:
         elif h.bounds == result.bounds:
             result = Histogram(
                 bounds=result.bounds,
-                counts=tuple(a + b for a, b in zip(result.counts, h.counts, strict=True)),
+                counts=tuple(map(operator.add, result.counts, h.counts)),  # equal bounds: equal lengths
                 sum=result.sum + h.sum,
                 count=result.count + h.count,
             )
