@@ -118,8 +118,22 @@ def backtest_planner(
         "min_replicas": planner.policy.min_replicas,
         "max_replicas": planner.policy.max_replicas or 100,
         "tick_s": settings.collector.interval_s,
+        **backtest_cost(settings),
     }
     return planner, facts
+
+
+def backtest_cost(settings: Any) -> dict[str, Any]:
+    """What the backtest prices replica-hours at (docs/cost.md): `cost.gpus` from the same settings, and the GPU type
+    and count of `cost.default` where set (else the simulated replica's own)."""
+    from scaler.cost import GpuPrice
+
+    c = settings.cost
+    return {
+        "gpu_type": c.default.gpu_type,
+        "gpus_per_replica": c.default.gpus_per_replica,
+        "gpu_prices": {k: GpuPrice(g.price_per_hour_usd, g.power_w) for k, g in c.gpus.items()},
+    }
 
 
 def _run(trace: str, cfg: BacktestConfig, *, show_progress: bool) -> Report:
@@ -169,6 +183,7 @@ def _table(report: Report) -> None:
         "p50 TTFT s",
         "p99 TTFT s",
         "replica-h",
+        "cost $",
         "scale events",
         "× frontier",
     ):
@@ -182,11 +197,16 @@ def _table(report: Report) -> None:
             f"{r.p50_ttft_s:.3f}",
             f"{r.p99_ttft_s:.3f}",
             f"{r.replica_hours:.2f}",
+            f"{report.cost_usd(name):,.2f}",
             str(r.scale_events),
             "–" if ratio is None else f"{ratio:.2f}",
         )
     console = Console()
     console.print(table)
+    console.print(
+        f"cost: replica-h × {report.gpus_per_replica} {report.gpu_type} per replica × "
+        f"${report.price_per_gpu_hour_usd:g} per GPU-hour (settings `cost`)"
+    )
     if report.frontier is not None:
         points = ", ".join(
             f"{100 * p.slo_attainment:.2f} % at {p.replica_hours:.2f} replica-h" for p in report.frontier.points

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ from scaler.backtest.policies import POLICIES, Context, Policy
 from scaler.backtest.policies.kvpilot import Kvpilot
 from scaler.backtest.result import PolicyResult, ttft_stats
 from scaler.capacity import CapacityConfig, ServingProfile, TokenMix
+from scaler.cost import DEFAULT_GPU_PRICES, GpuPrice, gpu_type_of
 from scaler.planner import PlannerConfig, planner_config
 
 TICK_S = 5.0
@@ -60,6 +61,11 @@ class BacktestConfig:
     tick_s: float = TICK_S  # kvpilot's control-loop interval
     planner: PlannerConfig | None = None  # kvpilot's configuration; None: kvpilot's defaults for these facts
     frontier: bool = True  # search the cost/SLO frontier (the costliest part of a backtest)
+    # Dollars beside replica-hours (docs/cost.md): the GPU type and GPUs per replica the replica-hours are priced at
+    # (None: the simulated replica's own), at that type's price in `gpu_prices` (`cost.gpus` in settings).
+    gpu_type: str | None = None
+    gpus_per_replica: int | None = None
+    gpu_prices: Mapping[str, GpuPrice] = field(default_factory=lambda: dict(DEFAULT_GPU_PRICES))
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.policies if p not in POLICIES]
@@ -73,6 +79,11 @@ class BacktestConfig:
             raise ValueError("cold_start_s must be >= 0 and slo_ttft_s > 0")
         if self.max_replicas < max(self.min_replicas, 1):
             raise ValueError(f"max_replicas {self.max_replicas} is below min_replicas {self.min_replicas}")
+        if self.gpu_type is not None and self.gpu_type not in self.gpu_prices:
+            known = ", ".join(sorted(self.gpu_prices))
+            raise ValueError(f"GPU type {self.gpu_type!r} has no price (known: {known}); add it to cost.gpus")
+        if self.gpus_per_replica is not None and self.gpus_per_replica < 1:
+            raise ValueError(f"gpus_per_replica must be >= 1, got {self.gpus_per_replica}")
 
 
 @dataclass
@@ -87,19 +98,31 @@ class Report:
     horizon_s: float = 0.0
     kvpilot_config: dict[str, Any] = field(default_factory=dict)
     frontier: Frontier | None = None
+    gpu_type: str = "H100"  # what a replica-hour is priced at: replica-h x gpus_per_replica x price per GPU-hour
+    gpus_per_replica: int = 1
+    price_per_gpu_hour_usd: float = DEFAULT_GPU_PRICES["H100"].price_per_hour_usd
+
+    def cost_usd(self, name: str) -> float:
+        """What policy `name`'s replica-hours cost: replica-h x GPUs per replica x price per GPU-hour."""
+        return self.policies[name].replica_hours * self.gpus_per_replica * self.price_per_gpu_hour_usd
 
     def frontier_ratio(self, name: str) -> float | None:
         r = self.policies[name]
         return None if self.frontier is None else self.frontier.ratio(r.slo_attainment, r.replica_hours)
 
     def to_json(self) -> dict[str, Any]:
-        """{"policies": {name: {five numbers, "frontier_ratio"}}, "forecast": {"mase": x}, "kvpilot_config": {...},
+        """{"policies": {name: {five numbers, "cost_usd", "frontier_ratio"}}, "forecast": {"mase": x},
+        "kvpilot_config": {...}, "cost": {"gpu_type", "gpus_per_replica", "price_per_gpu_hour_usd"},
         "frontier": [{"slo_target", "slo_attainment", "replica_hours"}…]}."""
         mase = round(self.mase, 4) if math.isfinite(self.mase) else None
         policies: dict[str, Any] = {}
         for name, r in self.policies.items():
             ratio = self.frontier_ratio(name)
-            policies[name] = {**r.summary(), "frontier_ratio": None if ratio is None else round(ratio, 4)}
+            policies[name] = {
+                **r.summary(),
+                "cost_usd": round(self.cost_usd(name), 2),
+                "frontier_ratio": None if ratio is None else round(ratio, 4),
+            }
         out: dict[str, Any] = {
             "trace": self.trace,
             "fidelity": self.fidelity,
@@ -107,6 +130,11 @@ class Report:
             "policies": policies,
             "forecast": {"mase": mase, "forecaster": self.mase_forecaster, "horizon_s": self.horizon_s},
             "kvpilot_config": self.kvpilot_config,
+            "cost": {
+                "gpu_type": self.gpu_type,
+                "gpus_per_replica": self.gpus_per_replica,
+                "price_per_gpu_hour_usd": self.price_per_gpu_hour_usd,
+            },
         }
         if self.frontier is not None:
             out["frontier"] = self.frontier.to_json()
@@ -124,6 +152,18 @@ def choose_fidelity(trace: Any, requested: str | None) -> str:
 def serving_profile() -> ServingProfile:
     """The simulated replica as a benchmark of it reads (the simulator's replica model; never the scored trace)."""
     return ServingProfile(**sim.serving_profile_fields())  # type: ignore[arg-type]
+
+
+def replica_gpus(cfg: BacktestConfig) -> tuple[str, int, float]:
+    """(GPU type, GPUs per replica, price per GPU-hour) the replica-hours are priced at: the configured ones, else
+    the simulated replica's own GPU and count."""
+    replica = sim.replica_profile()
+    gpu_type = cfg.gpu_type or gpu_type_of(replica.gpu.name, cfg.gpu_prices)
+    if gpu_type is None:
+        known = ", ".join(sorted(cfg.gpu_prices))
+        raise ValueError(f"the simulated replica's GPU {replica.gpu.name!r} has no price (known: {known})")
+    gpus = cfg.gpus_per_replica or int(replica.gpus_per_replica)
+    return gpu_type, gpus, cfg.gpu_prices[gpu_type].price_per_hour_usd
 
 
 def mean_mix(trace: Any) -> TokenMix:
@@ -264,6 +304,7 @@ def backtest(path: str, cfg: BacktestConfig, progress: Progress | None = None) -
     ctx = build_context(trace, cfg, capacity, planner)
     report = Report(getattr(trace, "name", path), fidelity, float(trace.duration_s), capacity)
     report.kvpilot_config = planner.to_json()
+    report.gpu_type, report.gpus_per_replica, report.price_per_gpu_hour_usd = replica_gpus(cfg)
     for name in cfg.policies:
         report.policies[name] = run_policy(trace, POLICIES[name](ctx), ctx, cfg, fidelity, progress)
     if cfg.frontier:

@@ -17,7 +17,7 @@ from scaler.backtest.run import BacktestConfig, backtest
 TRACE = (
     "synthetic:duration_s=1200,rate=3,amplitude=0,bursts=1,burst_factor=4,burst_s=300,prompt_mean=4000,output_mean=100"
 )
-KEYS = {"slo_attainment", "replica_hours", "p50_ttft_s", "p99_ttft_s", "scale_events", "frontier_ratio"}
+KEYS = {"slo_attainment", "replica_hours", "p50_ttft_s", "p99_ttft_s", "scale_events", "cost_usd", "frontier_ratio"}
 TARGETS = [0.95, 0.98, 0.99, 0.995, 0.999]
 
 
