@@ -140,6 +140,8 @@ def deployment_rollout(d: Any) -> DeploymentRollout:
     """A Deployment's rollout status (kubernetes.client V1Deployment): generation against observedGeneration, the
     pods on the newest template, and the RollingUpdate strategy's fenceposts (Recreate: the whole set at once)."""
     spec, status = d.spec, d.status
+    if status is None or getattr(status, "observed_generation", None) is None:
+        raise ValueError("the controller has not reported on this Deployment yet")
     replicas = int(spec.replicas if spec.replicas is not None else 1)
     strategy = getattr(spec, "strategy", None)
     rolling = getattr(strategy, "rolling_update", None)

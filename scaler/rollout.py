@@ -76,9 +76,15 @@ class DeploymentRollout:
     max_unavailable: int
 
     @property
+    def old_pods(self) -> int:
+        """Pods that do not run the newest template yet."""
+        return max(self.status_replicas - self.updated_replicas, 0)
+
+    @property
     def in_progress(self) -> bool:
-        """The controller has not yet observed the newest spec, or pods still run an older template."""
-        return self.observed_generation < self.generation or self.updated_replicas < self.replicas
+        """Pods still run an older template. Not the generation alone: scaling (KEDA, kvpilot's own surge)
+        changes spec.replicas and so the generation too, and must never read as a rollout."""
+        return self.old_pods > 0
 
 
 def resolve_int_or_percent(value: int | str | None, total: int, *, round_up: bool, default: str = "25%") -> int:
@@ -218,7 +224,7 @@ class RolloutTracker:
         elif track.wave_started is None:
             track.wave_started = now
         return RolloutStatus(
-            old_remaining=max(d.replicas - d.updated_replicas, 0),
+            old_remaining=d.old_pods,
             wave_size=track.wave_size,
             wave_in_progress=in_progress,
             next_wave_in_s=self._next_wave_in(track, now, cold_start_s),

@@ -133,8 +133,11 @@ def test_the_deployment_status_wins_where_the_scale_source_reads_it() -> None:
     assert (s.source, s.old_remaining, s.wave_size, s.wave_in_progress) == ("kubernetes", 8, 2, True)
     s = t.update("d", 65.0, cold_start_s=120.0, deployment=_deployment(updated_replicas=2, status_replicas=10))
     assert s is not None
-    assert s.old_remaining == 6
+    assert s.old_remaining == 8  # maxSurge 2: 10 pods, 2 on the new template
     assert s.next_wave_in_s == 60.0
+    # Scaling changes the generation too (spec.replicas): every pod on the newest template is no rollout.
+    scaled = _deployment(generation=3, observed_generation=2, replicas=10, updated_replicas=8, status_replicas=8)
+    assert t.update("d", 70.0, cold_start_s=120.0, deployment=scaled) is None
 
 
 @pytest.mark.parametrize(
@@ -177,6 +180,7 @@ def test_kubernetes_deployment_objects_are_read_into_a_rollout() -> None:
         status=SimpleNamespace(observed_generation=2, updated_replicas=None, replicas=8, ready_replicas=8),
     )
     r = deployment_rollout(obj)
+    assert r.old_pods == 8  # updatedReplicas omitted (0): no pod on the newest template yet
     assert r.in_progress
     assert (r.max_surge, r.max_unavailable, r.updated_replicas) == (2, 0, 0)
 
@@ -202,3 +206,13 @@ def test_a_paused_rollout_gets_one_wave_ahead_and_its_own_loading_surge_is_no_wa
     s = t.update("d", 0.0, cold_start_s=120.0, deployment=paused)
     assert s is not None
     assert (s.old_remaining, s.wave_size, s.wave_in_progress, s.next_wave_in_s) == (5, 1, False, 0.0)
+
+
+def test_a_deployment_the_controller_never_reported_on_has_no_rollout_status() -> None:
+    from kvpilot.scale_view import deployment_rollout
+
+    obj = SimpleNamespace(
+        metadata=SimpleNamespace(name="chat", generation=1), spec=SimpleNamespace(replicas=2), status=None
+    )
+    with pytest.raises(ValueError, match="not reported"):
+        deployment_rollout(obj)
