@@ -5,6 +5,7 @@ for a fixed count so that what moves the published number is the rollout stage a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,8 @@ import pytest
 from collector.clock import VirtualClock
 from collector.samples import ReplicaSample, TargetInfo
 from collector.scrape import CollectResult, ScrapeResult
+from detectors.kv_exhaustion import Demand
+from detectors.registry import Detection
 from kvpilot.scale_view import ScaleView
 from scaler.rollout import DeploymentRollout
 from tests.unit.kvpilot.fleet_double import ENGINE, START, make_service, run_ticks
@@ -162,5 +165,29 @@ async def test_the_deployment_status_raises_the_count_at_the_first_wave(db: str)
     )
     await run_ticks(service, timer, 1)
     assert published(service) == 4  # complete: every pod on the newest template
+    service.stop.set()
+    await service.wait()
+
+
+@dataclass
+class ForecastingPlanner(ContractPlanner):
+    """Decisions carrying the planner's numbers, as scaler.planner's do."""
+
+    def decide(self, state: Any, now: float, **kw: Any) -> list[Any]:
+        return [
+            dataclasses.replace(d, forecast={"capacity_rps": 10.0, "arrival_rate": 9.0, "horizon_s": 155.0})
+            for d in super().decide(state, now, **kw)
+        ]
+
+
+async def test_the_loop_hands_the_planners_capacity_and_forecast_to_kv_exhaustion(db: str) -> None:
+    clock = VirtualClock(START)
+    detection = Detection(only=["kv_exhaustion"])
+    service, restored, timer = make_service(
+        db, clock, RollingFleet(clock), planner=ForecastingPlanner(wanted=4), detection=detection
+    )
+    await service.start(restored)
+    await run_ticks(service, timer, 3)
+    assert detection._demand == {KEY: Demand(capacity_rps=10.0, forecast_rps=9.0, horizon_s=155.0)}
     service.stop.set()
     await service.wait()
