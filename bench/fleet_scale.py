@@ -57,6 +57,7 @@ class Run:
     answer_bytes: float = 0.0
     rules_in_use: float | None = None
     cpu_s: float = 0.0  # kvpilot's CPU over the measured ticks (API load included)
+    api_errors: int = 0
 
     def tick_p50(self) -> float:
         return statistics.median(d for _, d in self.ticks) if self.ticks else float("nan")
@@ -118,7 +119,10 @@ async def _measure(run: Run, base: str, pid: int, ticks: int, interval_s: float,
         async def poll_ticks() -> None:
             nonlocal last, seen
             while not stop.is_set():
-                text = (await client.get("/metrics")).text
+                try:
+                    text = (await client.get("/metrics")).text
+                except httpx.TransportError:  # a kept-alive connection the server closed as we reused it
+                    continue
                 count = _metric(text, "kvpilot_loop_tick_seconds_count")
                 total = _metric(text, "kvpilot_loop_tick_seconds_sum")
                 if count is not None and total is not None:
@@ -145,10 +149,13 @@ async def _measure(run: Run, base: str, pid: int, ticks: int, interval_s: float,
             while not stop.is_set():
                 path = "/v1/decisions?limit=10" if i % 10 == 9 else "/healthz"
                 sent = time.monotonic()
-                r = await client.get(path)
+                try:
+                    r = await client.get(path)
+                    failed = r.status_code >= 500
+                except httpx.TransportError:
+                    failed = True
                 done = time.monotonic()
-                if r.status_code >= 500:
-                    raise RuntimeError(f"{path}: HTTP {r.status_code}")
+                run.api_errors += failed
                 if seen > warmup:
                     requests.append((sent, done, (done - sent) * 1000))
                 i += 1
@@ -191,7 +198,11 @@ def run_one(replicas: int, mode: str, ticks: int, interval_s: float, tmp: Path, 
         env = {"KVPILOT_DATABASE_URL": f"sqlite:///{tmp / f'kv-{replicas}-{mode}.db'}", "KVPILOT_LOG_LEVEL": "INFO"}
         kv = _spawn([KVPILOT, "run", "--config", str(cfg)], env=env, log=kv_log)
         http = int(_wait_line(kv_log, r"API on http://[^:]+:(\d+)", kv, 120).group(1))
-        asyncio.run(_measure(run, f"http://127.0.0.1:{http}", kv.pid, ticks, interval_s, warmup=2))
+        try:
+            asyncio.run(_measure(run, f"http://127.0.0.1:{http}", kv.pid, ticks, interval_s, warmup=2))
+        except Exception:
+            print(f"kvpilot (exit {kv.poll()}) log tail:\n{kv_log.read_text(errors='replace')[-3000:]}", flush=True)
+            raise
         # SIGTERM: how long the process takes to end (a tick in flight is abandoned, not awaited)
         t0 = time.monotonic()
         kv.send_signal(signal.SIGTERM)
@@ -215,7 +226,7 @@ def _report(run: Run, interval_s: float) -> None:
         f"({len(run.api_during)} requests; outside ticks {_quantile(run.api_outside, 0.5):.1f}/"
         f"{_quantile(run.api_outside, 0.99):.1f} ms, {len(run.api_outside)}), "
         f"answers {run.answer_bytes / 1e6:.2f} MB/tick, rules in use {run.rules_in_use}, "
-        f"stage errors {run.stage_errors:g}",
+        f"stage errors {run.stage_errors:g}, API errors {run.api_errors}",
         flush=True,
     )
 
@@ -324,7 +335,7 @@ async def _view_direct(sim_url: str) -> Any:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--replicas", type=int, nargs="+", default=[1000, 10000])
+    p.add_argument("--replicas", type=int, nargs="*", default=[1000, 10000])
     p.add_argument("--mode", choices=["aggregates", "replicas"], default="aggregates")
     p.add_argument("--no-rules", action="store_true", help="a Prometheus without kvpilot's rules (ad-hoc queries)")
     p.add_argument("--ticks", type=int, default=12)
