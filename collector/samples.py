@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from collector.roles import pool_key, pool_of
+
 
 @dataclass(frozen=True, slots=True)
 class Histogram:
@@ -39,10 +41,12 @@ class TargetInfo:
     node: str = ""
     # Text a serving stack puts before the engine's metric names (Ray Serve LLM: "ray_"); None: found on the page.
     prefix: str | None = None
+    role: str | None = None  # "prefill", "decode" or "both" (collector.roles); None: from the page, else both
 
     @property
     def deployment_key(self) -> str:
-        return f"{self.namespace}/{self.deployment}"
+        """The key of the deployment's pool this target serves (``collector.roles.pool_key``)."""
+        return pool_key(f"{self.namespace}/{self.deployment}", pool_of(self.role))
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +76,17 @@ class ReplicaSample:
     itl: Histogram | None = None
     e2e: Histogram | None = None
     queue_time: Histogram | None = None
+    role: str | None = None  # "prefill", "decode" or "both"; None: serves both phases (collector.roles)
+
+    @property
+    def pool(self) -> str:
+        return pool_of(self.role)
 
     @property
     def deployment_key(self) -> str:
-        return f"{self.namespace}/{self.deployment}"
+        """The key of the pool this replica belongs to: ``namespace/name``, or ``namespace/name@prefill`` (and
+        ``@decode``) for a disaggregated deployment's pools (``collector.roles.pool_key``)."""
+        return pool_key(f"{self.namespace}/{self.deployment}", pool_of(self.role))
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 from collector.aggregates import DeploymentAggregate
 from collector.rates import CounterWindow, GaugeWindow, HistogramWindow, histogram_add, ratio
+from collector.roles import BOTH, split_pool_key
 from collector.samples import GpuSample, Histogram, ReplicaSample, TargetInfo
 
 
@@ -85,6 +86,9 @@ class DeploymentView:
     replica_count: int | None = None
     requests_finished_rate: float | None = None
     queue_time_window: Histogram | None = None
+    # The deployment's pool this view covers (collector.roles): "both" for a co-located deployment, else "prefill" or
+    # "decode", whose view is keyed ``namespace/name@pool`` (``name`` is the deployment's).
+    pool: str = BOTH
 
 
 @dataclass(frozen=True, slots=True)
@@ -542,7 +546,8 @@ def _sum(values: Iterable[float | None]) -> float | None:
 
 
 def _deployment_view(key: str, members: list[ReplicaView]) -> DeploymentView:
-    namespace, _, name = key.partition("/")
+    deployment, pool = split_pool_key(key)
+    namespace, _, name = deployment.partition("/")
     ready = [m for m in members if m.ready]
     kv = [m.sample.kv_usage for m in ready if m.sample.kv_usage is not None]
     return DeploymentView(
@@ -565,6 +570,7 @@ def _deployment_view(key: str, members: list[ReplicaView]) -> DeploymentView:
         preemptions_rate=_sum(m.preemptions_rate for m in ready),
         ttft_window=histogram_add(m.ttft_window for m in ready),
         itl_window=histogram_add(m.itl_window for m in ready),
+        pool=pool,
     )
 
 
@@ -589,6 +595,7 @@ def _aggregate_view(agg: DeploymentAggregate, members: tuple[ReplicaView, ...]) 
         replica_count=agg.replicas,
         requests_finished_rate=agg.requests_finished_rate,
         queue_time_window=agg.queue_time_window,
+        pool=split_pool_key(agg.key)[1],
     )
 
 

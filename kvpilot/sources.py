@@ -63,6 +63,7 @@ class SimulatorTargets:
                 deployment=t.get("deployment", ""),
                 pod=t.get("pod", ""),
                 node=t.get("node", ""),
+                role=t.get("role") or None,
             )
             for t in r.json()
             if t.get("ready", True)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from collector.engines import ENGINES
+from collector.roles import role_from_pod
 from collector.samples import TargetInfo
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,11 @@ def pod_target(pod: Any) -> TargetInfo | None:
             "%s: annotation %sscheme=%r is not http or https; not scraping it", where, ANNOTATION_PREFIX, scheme
         )
         return None
+    try:
+        role = role_from_pod(labels, annotations)
+    except ValueError as e:
+        log.warning("%s: %s; not scraping it", where, e)
+        return None
     path = annotations.get(ANNOTATION_PREFIX + "path", "/metrics")
     if not path.startswith("/"):
         path = "/" + path
@@ -108,6 +114,7 @@ def pod_target(pod: Any) -> TargetInfo | None:
         deployment=_deployment(pod, annotations, labels),
         pod=str(meta.name),
         node=str(pod.spec.node_name or ""),
+        role=role,
     )
 
 

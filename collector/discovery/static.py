@@ -19,11 +19,12 @@ from urllib.parse import urlsplit
 import yaml
 
 from collector.engines import ENGINES
+from collector.roles import parse_role
 from collector.samples import TargetInfo
 
 log = logging.getLogger(__name__)
 
-FIELDS = ("url", "kind", "engine", "namespace", "deployment", "pod", "node", "prefix")
+FIELDS = ("url", "kind", "engine", "namespace", "deployment", "pod", "node", "prefix", "role")
 KINDS = ("engine", "gpu")
 
 
@@ -78,6 +79,11 @@ def parse_targets(data: Any, *, source: str = "targets", line_of: LineOf = _no_l
         _check_fields(merged, where, allow_url=True)
         if merged.get("engine"):
             merged["engine"] = _engine(merged["engine"], where)
+        if merged.get("role"):
+            try:
+                merged["role"] = parse_role(merged["role"])
+            except ValueError as e:
+                raise TargetFileError(f"{where('role')}: {e}") from None
         target = TargetInfo(**{k: v for k, v in merged.items() if v is not None or k in ("engine", "prefix")})
         if target.url in seen:
             raise TargetFileError(f"{where('url')}: url: {target.url} is already target {seen[target.url]}")
@@ -99,7 +105,7 @@ def _check_fields(item: Mapping[str, Any], where: Callable[[str | None], str], *
     for key in item:
         if key not in FIELDS or (key == "url" and not allow_url):
             raise TargetFileError(f"{where(str(key))}: unknown field {key!r}; expected one of {', '.join(FIELDS)}")
-    for key in ("kind", "engine", "namespace", "deployment", "pod", "node", "prefix"):
+    for key in ("kind", "engine", "namespace", "deployment", "pod", "node", "prefix", "role"):
         value = item.get(key)
         if value is not None and not isinstance(value, str):
             raise TargetFileError(f"{where(key)}: {key}: expected a string, got {type(value).__name__} {value!r}")

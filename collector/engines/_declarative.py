@@ -24,6 +24,7 @@ from collector.engines._read import (
     structural,
 )
 from collector.exposition import MetricFamily
+from collector.roles import DYNAMO_METRIC_COMPONENT, role_from_component
 from collector.samples import ReplicaSample, TargetInfo
 
 Combine = Literal["sum", "mean", "histogram"]
@@ -167,6 +168,16 @@ class DeclarativeAdapter:
                 return found
         return None
 
+    def role(self, families: Families) -> str | None:
+        """The role the page's own labels tell (a Dynamo worker's ``dynamo_component``), else None."""
+        return structural(families, (self.name, "role"), partial(self._role, families))
+
+    def _role(self, families: Families) -> str | None:
+        # Every family, not only this adapter's: a Dynamo worker's engine series (``vllm:``) carry no Dynamo labels,
+        # its ``dynamo_component_*`` series on the same page do.
+        names = sorted(n for n in families if n.startswith("dynamo_component"))
+        return role_from_component(first_label(families, names, DYNAMO_METRIC_COMPONENT))
+
     def groups(self, families: Families) -> list[Group]:
         """The replicas a page holds, as the label values that tell them apart (model, Ray worker).
 
@@ -221,5 +232,6 @@ class DeclarativeAdapter:
             engine=self.name,
             model=self.model(families),
             timestamp=timestamp,
+            role=target.role or self.role(families),
             **self.values(families),
         )
