@@ -183,9 +183,8 @@ class ForecastingPlanner(ContractPlanner):
 async def test_the_loop_hands_the_planners_capacity_and_forecast_to_kv_exhaustion(db: str) -> None:
     clock = VirtualClock(START)
     detection = Detection(only=["kv_exhaustion"])
-    service, restored, timer = make_service(
-        db, clock, RollingFleet(clock), planner=ForecastingPlanner(wanted=4), detection=detection
-    )
+    fleet: Any = RollingFleet(clock)
+    service, restored, timer = make_service(db, clock, fleet, planner=ForecastingPlanner(wanted=4), detection=detection)
     await service.start(restored)
     await run_ticks(service, timer, 3)
     assert detection._demand == {KEY: Demand(capacity_rps=10.0, forecast_rps=9.0, horizon_s=155.0)}
