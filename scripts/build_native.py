@@ -27,6 +27,7 @@ MODULES = [
     "collector/exposition/_om_checks.py",
     "collector/exposition/_openmetrics.py",
     "collector/exposition/_text.py",
+    "collector/exposition/_layout.py",
     "collector/validity.py",
     "collector/engines/_read.py",
     "collector/rates.py",

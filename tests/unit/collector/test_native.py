@@ -14,9 +14,11 @@ import pytest
 
 import collector
 import collector.adapt  # imports the parser and validity modules
+import collector.state  # and FleetState with its rates
 
 HOT_PATH = {
     "collector.engines._read",
+    "collector.exposition._layout",
     "collector.exposition._lex",
     "collector.exposition._model",
     "collector.exposition._om_checks",
