@@ -266,7 +266,8 @@ class _Found:
 
 def _prices(found: Sequence[_Found], most: int) -> list[float]:
     """Prices (replica-seconds per missed request) at which the measured schedules trade: the slopes of their
-    lower envelope, at most ``most`` of them spread evenly on a log scale, highest first."""
+    lower envelope (at most ``most`` - 1 of them, spread evenly over the sorted slopes), and one past the
+    dearest, highest first."""
     pts = envelope([FrontierPoint(-f.misses, f.replica_s, 0.0) for f in found])
     slopes = sorted(
         {
@@ -280,7 +281,7 @@ def _prices(found: Sequence[_Found], most: int) -> list[float]:
     if len(slopes) > most - 1:
         picks = np.linspace(0, len(slopes) - 1, most - 1).round().astype(int)
         slopes = [slopes[i] for i in sorted(set(picks))]
-    # and one past the dearest trade, where buying the last misses back is worth its replicas
+    # past the dearest trade, buying the last misses back is worth more replicas
     return sorted([*slopes, TOP_PRICE_FACTOR * max(slopes, default=1.0)], reverse=True)
 
 
