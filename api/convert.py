@@ -6,6 +6,7 @@ import dataclasses
 import math
 
 from api import schemas
+from collector.roles import split_pool_key
 from collector.state import DeploymentView, GpuView, ReplicaView
 from detectors.xid import triage
 from scaler.cost import DeploymentCost, GpuOption
@@ -54,11 +55,13 @@ def deployment(
     dec: Decision | None,
     cost_now: DeploymentCost | None = None,
 ) -> schemas.DeploymentSummary:
-    ns, _, name = key.partition("/")
+    base, pool = split_pool_key(key)
+    ns, _, name = base.partition("/")
     return schemas.DeploymentSummary(
         key=key,
         namespace=ns,
         name=name,
+        pool=pool,
         live=view is not None,
         replicas=len(view.replicas) if view else 0,
         ready_replicas=view.ready_replicas if view else 0,

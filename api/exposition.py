@@ -51,6 +51,7 @@ def snapshot_families(snap: Snapshot) -> list[GaugeMetricFamily]:
         f.add(S.REPLICA_REQUESTS_RUNNING, labels, s.requests_running)
         f.add(S.REPLICA_KV_USAGE, labels, s.kv_usage)
     for key, d in snap.deployments.items():
+        f.add(S.DEPLOYMENT_POOL, (key, d.pool), 1)
         f.add(S.DEPLOYMENT_REQUESTS_WAITING, (key,), d.requests_waiting)
         f.add(S.DEPLOYMENT_REQUESTS_RUNNING, (key,), d.requests_running)
         f.add(S.DEPLOYMENT_KV_USAGE, (key,), d.kv_usage_mean)

@@ -118,9 +118,10 @@ class FleetCostOut(Out):
 
 
 class DeploymentSummary(Out):
-    key: str
+    key: str  # namespace/name, or namespace/name@prefill (@decode) for a disaggregated deployment's pools
     namespace: str
     name: str
+    pool: str = "both"  # prefill | decode | both (co-located); docs/disaggregated.md
     live: bool  # seen in the latest tick
     replicas: int
     ready_replicas: int

@@ -44,6 +44,11 @@ KV_TIME_TO_EXHAUSTION = _g(
     ("deployment", "replica"),
     "Projected seconds until a replica's KV cache is full (only while filling).",
 )
+DEPLOYMENT_POOL = _g(
+    "kvpilot_deployment_pool_info",
+    ("deployment", "pool"),
+    "1 per deployment pool: pool=prefill|decode|both (co-located); join on deployment to group by pool.",
+)
 DEPLOYMENT_REPLICAS = _g("kvpilot_deployment_replicas", ("deployment", "state"), "Replicas by state=ready|loading.")
 DESIRED_REPLICAS = _g("kvpilot_desired_replicas", DEP, "Replicas the scaler wants now.")
 WARM_POOL_REPLICAS = _g("kvpilot_warm_pool_replicas", DEP, "Extra replicas to load now for demand at the horizon.")

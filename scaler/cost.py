@@ -213,7 +213,11 @@ def deployment_cost(view: DeploymentView, config: CostConfig, pool: str | None =
 
 
 def fleet_costs(deployments: Mapping[str, DeploymentView], config: CostConfig) -> dict[str, DeploymentCost]:
-    return {key: deployment_cost(view, config) for key, view in deployments.items()}
+    # A disaggregated deployment's pools are views of their own (collector.roles): each is priced under its pool.
+    return {
+        key: deployment_cost(view, config, None if view.pool == "both" else view.pool)
+        for key, view in deployments.items()
+    }
 
 
 def _observed_gpus(view: DeploymentView, prices: Mapping[str, GpuPrice]) -> tuple[str | None, int | None, set[str]]:

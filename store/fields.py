@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
+from collector.roles import split_pool_key
+
 # Kubernetes' own rules: kubernetes/apimachinery, pkg/util/validation/validation.go (dns1123LabelFmt,
 # DNS1123LabelMaxLength = 63, dns1123SubdomainFmt, DNS1123SubdomainMaxLength = 253; unchanged since v0.17.2).
 _LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -180,8 +182,9 @@ class TargetSpec(BaseModel):
 
 
 def is_deployment_key(key: str) -> bool:
-    """``namespace/name`` by the rules above: what a stored decision must be to be published again."""
-    ns, sep, name = key.partition("/")
+    """``namespace/name`` by the rules above (or a pool of one, ``namespace/name@prefill``: collector.roles): what a
+    stored decision must be to be published again."""
+    ns, sep, name = split_pool_key(key)[0].partition("/")
     return (
         bool(sep)
         and len(ns) <= LABEL_MAX

@@ -16,7 +16,11 @@ from store.errors import NotFound
 
 router = APIRouter(prefix="/v1/deployments", tags=["deployments"])
 
-Name = Annotated[str, Path(min_length=1, max_length=253, pattern=r"^[a-zA-Z0-9]([-a-zA-Z0-9._]*[a-zA-Z0-9])?$")]
+# A disaggregated deployment's pool is addressed as name@prefill or name@decode (collector.roles.pool_key).
+Name = Annotated[
+    str,
+    Path(min_length=1, max_length=261, pattern=r"^[a-zA-Z0-9]([-a-zA-Z0-9._]*[a-zA-Z0-9])?(@(prefill|decode))?$"),
+]
 
 
 @router.get("", response_model=schemas.Page[schemas.DeploymentSummary])

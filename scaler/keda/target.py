@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+from collector.roles import BOTH, ROLES, parse_role, pool_key
 from scaler.decision import Decision
 from scaler.publish import scale_target
 
@@ -31,7 +32,7 @@ DEFAULT_METRIC_NAME = "kvpilot-replicas"
 # Keys KEDA itself puts in the trigger metadata it forwards (external / external-push triggers): kedacore/keda,
 # pkg/scalers/external_scaler.go (commit 067b4c6040e07ce1eca24c381cf1980741e90ea2), externalScalerMetadata.
 _KEDA_KEYS = frozenset({"scalerAddress", "enableTLS", "unsafeSsl"})
-_OUR_KEYS = frozenset({"deployment", "metricName", "targetSize", "activationReplicas", "includeWarmPool"})
+_OUR_KEYS = frozenset({"deployment", "pool", "metricName", "targetSize", "activationReplicas", "includeWarmPool"})
 # `xFromEnv: VAR`: KEDA forwards the key unchanged with the value of VAR in the scale target's container
 # environment, and drops the key when VAR is unset or empty (parseExternalScalerMetadata, same file and commit).
 # Each of our keys may come that way; `bearerTokenFromEnv` only that way, so no token sits in a ScaledObject.
@@ -54,7 +55,9 @@ class MetadataError(ValueError):
 class ScalerTarget:
     """One trigger's parsed settings."""
 
-    deployment: str  # "namespace/name" of the kvpilot-managed deployment whose decision is served
+    # "namespace/name" of the kvpilot-managed deployment whose decision is served; "namespace/name@prefill" (@decode)
+    # for one pool of a disaggregated deployment (metadata `pool`, collector.roles), one ScaledObject per pool
+    deployment: str
     metric_name: str
     target_size: float  # HPA AverageValue target per replica, a whole number of milli-units
     activation_replicas: float  # active (0 -> 1 allowed) only when replicas > this; KEDA's activation habit
@@ -107,7 +110,7 @@ def _parse_cached(name: str, namespace: str, items: tuple[tuple[str, str], ...])
             "(the HPA divides it by targetSize); with Value the HPA multiplies it by the current replicas"
         )
     return ScalerTarget(
-        deployment=_deployment(name, namespace, metadata.get("deployment"), where),
+        deployment=pool_key(_deployment(name, namespace, metadata.get("deployment"), where), _pool(metadata, where)),
         metric_name=_metric_name(metadata.get("metricName", DEFAULT_METRIC_NAME), where),
         target_size=_milli(_number(metadata, "targetSize", 1.0, where, minimum_exclusive=0.0), "targetSize", where),
         activation_replicas=_number(metadata, "activationReplicas", 0.0, where, minimum_inclusive=0.0),
@@ -159,6 +162,16 @@ def _deployment(name: str, namespace: str, raw: str | None, where: str) -> str:
     if not _NAME.fullmatch(dep_name):
         raise MetadataError(f"{where}: deployment name {dep_name!r} is not a valid Kubernetes object name")
     return f"{dep_namespace}/{dep_name}"
+
+
+def _pool(metadata: Mapping[str, str], where: str) -> str:
+    raw = metadata.get("pool")
+    if raw is None:
+        return BOTH
+    try:
+        return parse_role(raw)
+    except ValueError:
+        raise MetadataError(f"{where}: `pool` {raw!r} must be one of {', '.join(ROLES)}") from None
 
 
 def _milli(value: float, key: str, where: str) -> float:
