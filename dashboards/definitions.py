@@ -430,9 +430,113 @@ def kvpilot_self(c: Config = CONFIG) -> Dashboard:
     )
 
 
+def cost(c: Config = CONFIG) -> Dashboard:
+    """What the fleet costs (scaler.cost, docs/cost.md): dollars per hour and per million output tokens by
+    deployment, GPUs and their power, and the advisory per-GPU-type options."""
+    d = c.deployment
+    return Dashboard(
+        uid="kvpilot-cost",
+        title="kvpilot / Cost",
+        description="Dollars per hour and per million output tokens by deployment, from GPU type, count and price "
+        "(settings `cost`), and what the current demand would cost on each profiled GPU type (advisory).",
+        variables=[Variable("deployment", "Deployment", "label_values(kvpilot_cost_usd_per_hour, deployment)")],
+        rows=[
+            Row(
+                "Spend",
+                (
+                    Panel(
+                        "Fleet cost per hour",
+                        "Replicas x GPUs per replica x price per GPU-hour, summed over the selected deployments. "
+                        "Loading replicas count: they hold their GPUs.",
+                        (_q(f"sum(kvpilot_cost_usd_per_hour{{{d}}})"),),
+                        unit="currencyUSD",
+                        kind="stat",
+                        width=6,
+                        height=6,
+                    ),
+                    Panel(
+                        "Per day at this rate",
+                        "The cost per hour now, times 24.",
+                        (_q(f"sum(kvpilot_cost_usd_per_hour{{{d}}}) * 24"),),
+                        unit="currencyUSD",
+                        kind="stat",
+                        width=6,
+                        height=6,
+                    ),
+                    Panel(
+                        "GPUs held",
+                        "GPUs the selected deployments' replicas hold, by GPU type.",
+                        (_q(f"sum by (gpu_type) (kvpilot_cost_gpus{{{d}}})", "{{gpu_type}}"),),
+                        kind="stat",
+                        width=6,
+                        height=6,
+                    ),
+                    Panel(
+                        "Power at full load",
+                        "Datasheet board power of those GPUs (kW): what they draw flat out, not a measurement.",
+                        (_q(f"sum(kvpilot_cost_power_watts{{{d}}}) / 1000"),),
+                        unit="kwatt",
+                        kind="stat",
+                        width=6,
+                        height=6,
+                    ),
+                ),
+            ),
+            Row(
+                "By deployment",
+                (
+                    Panel(
+                        "Cost per hour",
+                        "Dollars per hour per deployment and GPU type. A deployment whose GPU type is unknown is "
+                        "absent (its `problem` in GET /v1/cost says why).",
+                        (
+                            _q(
+                                f"sum by (deployment, gpu_type) (kvpilot_cost_usd_per_hour{{{d}}})",
+                                "{{deployment}} {{gpu_type}}",
+                            ),
+                        ),
+                        unit="currencyUSD",
+                        min=0,
+                    ),
+                    Panel(
+                        "Cost per million output tokens",
+                        "Cost per hour over output tokens generated per hour (the engines' counters). Rises when "
+                        "replicas idle; absent while nothing is generated.",
+                        (_q(f"kvpilot_cost_usd_per_million_tokens{{{d}}}", "{{deployment}} {{gpu_type}}"),),
+                        unit="currencyUSD",
+                        min=0,
+                    ),
+                ),
+            ),
+            Row(
+                "GPU type (advisory)",
+                (
+                    Panel(
+                        "Current demand on each profiled GPU type",
+                        "Dollars per hour to serve the deployment's current requests/s and token mix on each GPU "
+                        "type the simulator has a calibrated profile of, at the planner's target utilisation; "
+                        "meets_slo=false where the mean request misses the TTFT SLO or does not fit. kvpilot "
+                        "never changes GPU types: GET /v1/deployments/{ns}/{name} says which one it advises.",
+                        (
+                            _q(
+                                f"kvpilot_cost_option_usd_per_hour{{{d}}}",
+                                "{{deployment}} {{gpu_type}} meets_slo={{meets_slo}}",
+                            ),
+                        ),
+                        unit="currencyUSD",
+                        kind="table",
+                        width=24,
+                    ),
+                ),
+            ),
+        ],
+    )
+
+
 DASHBOARDS = {
     "fleet-overview": fleet_overview,
     "deployment-detail": deployment_detail,
     "gpu-health": gpu_health,
     "kvpilot-self": kvpilot_self,
+    "cost": cost,
 }

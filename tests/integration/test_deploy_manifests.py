@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dashboards.definitions import DASHBOARDS
+
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,7 +52,7 @@ def test_renders_every_piece_in_the_kvpilot_namespace(rendered):
         if d["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
             assert d["metadata"]["namespace"] == "kvpilot", f"{d['kind']} {d['metadata']['name']} outside kvpilot"
     dashboards = [d for d in rendered if d["kind"] == "ConfigMap" and "grafana_dashboard" in d["metadata"]["labels"]]
-    assert len(dashboards) == 4
+    assert len(dashboards) == len(DASHBOARDS)  # every generated dashboard is in the kustomization
 
 
 def test_cluster_role_grants_exactly_what_kvpilot_uses(rendered):
