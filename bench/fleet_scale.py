@@ -279,8 +279,8 @@ def real_prometheus(replicas: int, tmp: Path) -> None:
                 f"within 15 % (rules lag the ad-hoc query by up to one evaluation); sick replicas selected {len(sick)}",
                 flush=True,
             )
-            via = asyncio.run(_views_via_promql(PromQLSource, prom.url))
-        direct = asyncio.run(_view_direct(f"http://127.0.0.1:{port}"))
+            # at the same moment: direct scrapes 15 s apart, kvpilot's PromQL read half-way between them
+            direct, via = asyncio.run(_both(f"http://127.0.0.1:{port}", PromQLSource, prom.url))
         for name in ("ready_replicas", "requests_waiting", "requests_running", "kv_usage_mean", "kv_usage_max"):
             print(f"    {name:18s} direct {getattr(direct, name)!s:>22s}   via rules {getattr(via[0], name)!s:>22s}")
         print(
@@ -291,6 +291,13 @@ def real_prometheus(replicas: int, tmp: Path) -> None:
     finally:
         sim.kill()
         sim.wait()
+
+
+async def _both(sim_url: str, source_cls: Any, prom_url: str) -> tuple[Any, tuple[Any, bool | None, int]]:
+    direct = asyncio.ensure_future(_view_direct(sim_url))
+    await asyncio.sleep(7.5)
+    via = await _views_via_promql(source_cls, prom_url)
+    return await direct, via
 
 
 async def _views_via_promql(source_cls: Any, url: str) -> tuple[Any, bool | None, int]:
