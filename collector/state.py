@@ -366,8 +366,16 @@ class FleetState:
     def observe_deployments(self, aggregates: Iterable[DeploymentAggregate], *, now: float) -> None:
         """After ``observe``: deployments whose signals Prometheus aggregated (``collector.promql``). Each one's view
         and history point come from its aggregate; its ``replicas`` are the replicas ``observe`` took for it (only
-        those a detector must see). Deployments without an aggregate keep the view built from their replicas."""
+        those a detector must see). Deployments without an aggregate keep the view built from their replicas.
+
+        An aggregate older than ``stale_after_s`` (Prometheus unreachable since) counts no replica ready, as stale
+        replicas do; one older than ``forget_after_s`` is ignored."""
         for agg in aggregates:
+            age = now - agg.timestamp
+            if age > self.forget_after_s:
+                continue
+            if age > self.stale_after_s:
+                agg = replace(agg, ready_replicas=0)
             members = self._deployment_views.get(agg.key)
             view = _aggregate_view(agg, members.replicas if members is not None else ())
             self._deployment_views[agg.key] = view

@@ -211,7 +211,9 @@ class PromQLSource:
         self._metadata_at: float | None = None
         self.metadata_ttl_s = 300.0  # new engines bring new families: re-read their types now and then
         self._last_targets: list[TargetInfo] = []
-        self.last_aggregates: list[DeploymentAggregate] = []  # aggregates mode: the deployments of the last round
+        # aggregates mode: the deployments of the last round that answered (kept through failed rounds with their
+        # timestamps, so that FleetState ages them as it ages replicas that stopped answering)
+        self.last_aggregates: list[DeploymentAggregate] = []
         # Whether kvpilot's recording rules answer (None: not asked yet); re-asked every metadata_ttl_s when not.
         self.rules_in_use: bool | None = None
         self._rules_checked_at: float | None = None
@@ -297,7 +299,6 @@ class PromQLSource:
 
     async def collect_once(self, targets: Sequence[TargetInfo] = ()) -> CollectResult:
         """Query, group by target, adapt. ``targets`` is ignored: Prometheus already knows them."""
-        self.last_aggregates = []
         self.last_answer_bytes = 0
         now = self.clock.now()
         if self._metadata_at is None or now - self._metadata_at > self.metadata_ttl_s:

@@ -213,3 +213,28 @@ async def test_a_dribbling_answer_is_cut_at_the_timeout() -> None:
         done.set()
         await source.aclose()
         listener.close()
+
+
+async def test_a_failed_round_keeps_the_last_aggregates_and_fleetstate_ages_them(fleet: tuple[FakeFleet, str]) -> None:
+    # Prometheus away: the deployments are not rebuilt from the few sick replicas (which would read as a deployment
+    # of two replicas); their last aggregates stay, then count no replica ready, then are dropped.
+    _, url = fleet
+    clock = VirtualClock(NOW)
+    source = PromQLSource(url, mode="aggregates", clock=clock)
+    try:
+        await source.collect_once()
+        kept = list(source.last_aggregates)
+        source.url = "http://127.0.0.1:9"  # nothing listens there
+        with pytest.raises(PromQLError):
+            await source.collect_once()
+    finally:
+        await source.aclose()
+    assert source.last_aggregates == kept
+    state = FleetState(stale_after_s=30, forget_after_s=300)
+    ready = []
+    for age in (10.0, 60.0, 400.0):
+        state.observe([], [], now=NOW + age)
+        state.observe_deployments(source.last_aggregates, now=NOW + age)
+        view = state.deployments().get("prod/llm-0")
+        ready.append(None if view is None else view.ready_replicas)
+    assert ready == [99, 0, None]
