@@ -75,9 +75,10 @@ class Gpu:
 class Nodes:
     """Nodes of `gpus_per_node` GPUs; replicas take consecutive free GPUs on the first node that fits."""
 
-    def __init__(self, model: GpuModel, gpus_per_node: int = 8) -> None:
+    def __init__(self, model: GpuModel, gpus_per_node: int = 8, *, prefix: str = "node-") -> None:
         if gpus_per_node < 1:
             raise ValueError(f"gpus_per_node must be >= 1, got {gpus_per_node}")
+        self.prefix = prefix  # a disaggregated deployment's pools sit on nodes of their own (simulator.disagg)
         self.model = model
         self.gpus_per_node = gpus_per_node
         self.nodes: dict[str, list[Gpu]] = {}
@@ -95,7 +96,7 @@ class Nodes:
                 for g in free[:count]:
                     g.pod = pod
                 return free[:count]
-        name = f"node-{len(self.nodes)}"
+        name = f"{self.prefix}{len(self.nodes)}"
         gpus = [Gpu(name, i, self.model) for i in range(self.gpus_per_node)]
         self.nodes[name] = gpus
         for g in gpus[:count]:

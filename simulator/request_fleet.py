@@ -30,6 +30,9 @@ class _Rollout:
 
 
 class RequestFleet:
+    # What a new replica is; a disaggregated deployment's decode pool runs replicas that receive KV (simulator.disagg).
+    replica_class: type[Replica] = Replica
+
     def __init__(self, config: FleetConfig, trace: Trace) -> None:
         self.cfg = config
         self.trace = trace
@@ -198,7 +201,7 @@ class RequestFleet:
     def _add_replica(self, *, ready_at: float, profile: ReplicaProfile | None = None) -> Replica:
         name = f"{self.cfg.deployment}-{self._serial:04d}"
         self._serial += 1
-        r = Replica(name, profile or self.profile, now=self.time, ready_at=ready_at)
+        r = self.replica_class(name, profile or self.profile, now=self.time, ready_at=ready_at)
         self.replicas.append(r)
         self._gpus[name] = self.nodes.place(name, r.profile.gpus_per_replica)
         return r
