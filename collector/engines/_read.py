@@ -68,7 +68,7 @@ def find_family(families: Families, name: str) -> MetricFamily | None:
 # (``MetricFamily.shape``): the same on every page of the layout, so worked out once. Keyed by the shape and
 # the label match; bounded by forgetting everything at once (layouts are few; a full cache means churn).
 _PLANS: dict[tuple[object, str, tuple[tuple[str, str], ...]], object] = {}
-_MAX_PLANS = 20_000
+_MAX_PLANS = 100_000  # ~20 per distinct layout; a fleet of 1,000 targets with one layout each fits
 
 
 def _planned(fam: MetricFamily, kind: str, match: Mapping[str, str], build: Callable[[], object]) -> object:
