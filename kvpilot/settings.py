@@ -311,7 +311,8 @@ class CostSettings(_Section):
     # per GPU: H100 $2.69/h 700 W, H200 $3.59/h 700 W, A100 $1.39/h 400 W, L4 $0.44/h 72 W (docs/cost.md)
     gpus: dict[str, GpuPriceSettings] = Field(default_factory=_default_gpus)
     default: GpuAssignmentSettings = GpuAssignmentSettings()
-    deployments: dict[str, GpuAssignmentSettings] = Field(default_factory=dict)  # key "namespace/name"
+    # key "namespace/name", or "namespace/name@prefill" for one pool (then the deployment's entry, then `default`)
+    deployments: dict[str, GpuAssignmentSettings] = Field(default_factory=dict)
     recommend: bool = True  # advise a cheaper GPU type that meets the SLO, from the simulator's profiles
     # a cheaper type is advised only when it saves at least this share (the profiles' own error is 5-30 %)
     recommend_margin: float = Field(default=DEFAULT_RECOMMEND_MARGIN, ge=0, lt=1)

@@ -138,12 +138,13 @@ class CostConfig:
                 raise ValueError(f"cost: {where}: gpus_per_replica must be >= 1, got {a.gpus_per_replica}")
 
     def for_deployment(self, key: str) -> GpuAssignment:
-        own = self.deployments.get(key)
-        if own is None:
-            return self.default
+        """Field by field, the first set of: the key's own entry (a pool's, ``namespace/name@prefill``), its
+        deployment's (``namespace/name``), the default; so prefill and decode pools can name different GPUs."""
+        layers = [self.deployments.get(key), self.deployments.get(key.partition("@")[0]), self.default]
+        found = [a for a in layers if a is not None]
         return GpuAssignment(
-            own.gpu_type if own.gpu_type is not None else self.default.gpu_type,
-            own.gpus_per_replica if own.gpus_per_replica is not None else self.default.gpus_per_replica,
+            next((a.gpu_type for a in found if a.gpu_type is not None), None),
+            next((a.gpus_per_replica for a in found if a.gpus_per_replica is not None), None),
         )
 
 

@@ -214,3 +214,18 @@ def test_fleet_costs_cover_every_deployment():
     costs = fleet_costs({view.key: view}, CostConfig())
     assert set(costs) == {"llm/chat"}
     assert costs["llm/chat"].pool is None
+
+
+def test_a_pool_takes_its_own_settings_then_its_deployments_then_the_default():
+    cfg = CostConfig(
+        default=GpuAssignment(gpus_per_replica=1),
+        deployments={"llm/chat": GpuAssignment("H100", 2), "llm/chat@decode": GpuAssignment("H200")},
+    )
+    cases = [
+        ("llm/chat@decode", GpuAssignment("H200", 2)),  # its own type, the deployment's count
+        ("llm/chat@prefill", GpuAssignment("H100", 2)),  # nothing of its own: the deployment's
+        ("llm/chat", GpuAssignment("H100", 2)),
+        ("llm/other", GpuAssignment(None, 1)),  # the default only
+    ]
+    for key, want in cases:
+        assert cfg.for_deployment(key) == want, key
