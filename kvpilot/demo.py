@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,20 @@ class ScheduledFault:
     at_s: float  # simulated seconds after the start
     fault: dict[str, Any]  # the simulator's control API body
     why: str  # what the viewer should watch for
+    # kv_pressure only: size the burst to the fleet it hits, as a chaos test aimed at the KV cache would: enough
+    # prompts to hold this many times the KV pools of the replicas serving then (the body's "count" otherwise).
+    fill_kv: float | None = None
+
+
+# The finding each fault should raise (the summary's "fault_findings" checks it).
+FAULT_FINDINGS = {
+    "xid": "stuck_gpu",
+    "hung_gpu": "stuck_gpu",
+    "vanish_gpu": "stuck_gpu",
+    "kv_pressure": "kv_exhaustion",
+    "routing": "prefix_cache_miss",
+    "rollout": "rollout",
+}
 
 
 # Spread over the simulated hour, each followed by ten quiet minutes. The first quarter hour has none, so that the
@@ -80,8 +94,9 @@ DEFAULT_FAULTS: tuple[ScheduledFault, ...] = (
     ),
     ScheduledFault(
         2100,
-        {"type": "kv_pressure", "count": 40, "prompt_tokens": 30000, "output_tokens": 300, "duration_s": 20},
+        {"type": "kv_pressure", "prompt_tokens": 30000, "output_tokens": 300, "duration_s": 20},
         "a burst of 30k-token prompts: watch KV usage and the kv_exhaustion finding",
+        fill_kv=1.5,
     ),
     ScheduledFault(
         2700,
@@ -100,9 +115,12 @@ class DemoConfig:
     drain_s: float = 300.0  # after the trace: simulated seconds left for requests still in flight to finish
     cold_start_s: float = 120.0  # simulated
     interval_s: float = 5.0  # simulated seconds per control-loop tick
-    # The conversation trace (4–8 req/s) fits one 8B H100 replica; ×4 (15–32 req/s) needs two to five, so the
-    # fleet has room to scale both ways as demand rises and falls through the hour.
-    rate_scale: float = 4.0
+    # The load sized to the replica, so that the trace's own rises cross replica boundaries. The planner reads
+    # 44-52 req/s per 8B H100 replica on this trace's prompts; at ×4 (15-31 req/s) two replicas carry the whole
+    # hour, every scale-up was a forecast wobble at the 1-2 boundary (2 → 1 → 2 in the first 7 minutes) or a fault's
+    # lost capacity, and a 4 % change in capacity moved the first one after the XID 79 (reactive). At ×8 (30-62
+    # req/s) the fleet goes 2 → 3 on the trace's opening rise, 4 and 5 towards its peak, predictively.
+    rate_scale: float = 8.0
     engine: str = "vllm"
     seed: int = 0
     faults: tuple[ScheduledFault, ...] = DEFAULT_FAULTS
@@ -154,6 +172,7 @@ class DemoSummary:
     finding_kinds: dict[str, int] = field(default_factory=dict)  # kind -> distinct findings opened
     scale_changes: list[tuple[float, int, int]] = field(default_factory=list)  # (t, from, to) of desired replicas
     faults_injected: int = 0
+    fault_findings: list[dict[str, Any]] = field(default_factory=list)  # per fault: the finding it raised, if any
     evictions: list[dict[str, Any]] = field(default_factory=list)  # {"t", "replica", "requests_retried"}
     peak_serving_replicas: int = 0
     replica_hours: float = 0.0  # pods held (loading or serving), integrated over simulated time
@@ -170,6 +189,7 @@ class DemoSummary:
             "decisions": dict(self.decisions),
             "first_scale_up": self.first_scale_up,
             "findings": dict(sorted(self.finding_kinds.items())),
+            "fault_findings": list(self.fault_findings),
             "seed": self.seed,
             "simulated_s": round(self.simulated_s, 3),
             "slo_ttft_s": self.slo_ttft_s,
@@ -426,7 +446,14 @@ async def run_demo(
                     t += cfg.interval_s
                     live.advance_to(t)
                     while pending and pending[0].at_s <= t:
-                        await _inject(client, pending.pop(0), t, tracker.summary, events)
+                        fault = pending.pop(0)
+                        body = dict(fault.fault)
+                        if fault.fill_kv is not None:
+                            with live.lock:
+                                ready = live.fleet.snapshot().ready_replicas()
+                            kv = PROFILES[cfg.profile].kv_capacity_tokens * fault.fill_kv * max(ready, 1)
+                            body["count"] = math.ceil(kv / int(body.get("prompt_tokens", 30000)))
+                        await _inject(client, replace(fault, fault=body), t, tracker.summary, events)
                     clock.set(SIM_EPOCH + t)
                     lockstep.resume()
             finally:
@@ -446,7 +473,29 @@ async def run_demo(
             s.finding_kinds[kind] = s.finding_kinds.get(kind, 0) + 1
         with live.lock:
             _count_requests(s, live.fleet, now=t, slo_s=cfg.slo_ttft_s)
+        s.fault_findings = attribute_findings(s.series.faults, s.series.findings)
         return s
+
+
+def attribute_findings(
+    faults: list[tuple[float, str]], findings: list[tuple[float, str]], *, last_window_s: float = 600.0
+) -> list[dict[str, Any]]:
+    """Per injected fault: the first finding of the kind it should raise (FAULT_FINDINGS) opened at or after it and
+    before the next fault (within `last_window_s` for the last), with how long after; finding None when none did."""
+    out: list[dict[str, Any]] = []
+    for i, (t, kind) in enumerate(faults):
+        until = faults[i + 1][0] if i + 1 < len(faults) else t + last_window_s
+        want = FAULT_FINDINGS.get(kind)
+        hit = next((ft for ft, fk in findings if fk == want and t <= ft < until), None)
+        out.append(
+            {
+                "t": t,
+                "fault": kind,
+                "finding": want if hit is not None else None,
+                "after_s": None if hit is None else round(hit - t, 3),
+            }
+        )
+    return out
 
 
 async def _paced(stop: asyncio.Event, wall_deadline: float) -> bool:
@@ -463,6 +512,8 @@ async def _inject(
 ) -> None:
     r = await client.post("/control/faults", json=fault.fault)
     outcome = fault.why if r.status_code == 200 else f"refused ({r.status_code}): {r.text[:80]}"
+    if r.status_code == 200 and fault.fill_kv is not None:
+        outcome += f" ({fault.fault['count']} prompts: {fault.fill_kv:g}× the serving replicas' KV pools)"
     events.append(Event(t, f"fault {fault.fault['type']}: {outcome}"))
     s.faults_injected += r.status_code == 200
     if r.status_code == 200:

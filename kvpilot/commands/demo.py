@@ -37,7 +37,9 @@ def command(
     ] = False,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the trace sampling: same seed, same demo.")] = 0,
     replicas: Annotated[int, typer.Option(min=1, max=64, help="Replicas at the start.")] = 2,
-    rate_scale: Annotated[float, typer.Option(min=0.01, help="Multiply the trace's request rate.")] = 4.0,
+    rate_scale: Annotated[
+        float, typer.Option(min=0.01, help="Multiply the trace's request rate (default: sized to the replica).")
+    ] = 8.0,  # DemoConfig.rate_scale (why 8: see there)
     engine: Annotated[str, typer.Option(help="Engine format the simulator serves.")] = "vllm",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port of kvpilot's API during the demo (0: any).")] = 0,
     plot: Annotated[
@@ -83,6 +85,8 @@ def command(
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     console = Console(stderr=json_out)
+    if not console.is_terminal:  # a pipe or a log: lines as long as they are, the summary table unwrapped
+        console = Console(stderr=json_out, width=160)
     plain = _PlainText(console)
 
     async def main() -> DemoSummary:

@@ -31,7 +31,7 @@ FAULTS = (
     ScheduledFault(200, {"type": "routing", "routing": "round_robin"}, "round robin"),
     ScheduledFault(250, {"type": "hung_gpu", "node": "node-0", "gpu": 0}, "hang"),
 )
-SHORT = DemoConfig(speed=0, duration_s=400, faults=FAULTS)
+SHORT = DemoConfig(speed=0, duration_s=400, faults=FAULTS, rate_scale=4.0)  # half the default load: fast
 KEYS = ["requests", "served", "never_served", "slo_attainment", "decisions", "first_scale_up", "findings"]
 
 
@@ -66,6 +66,8 @@ def test_the_plot_draws_the_run(two_runs, tmp_path) -> None:
     assert [kind for _, kind in d["faults"]] == [f.fault["type"] for f in FAULTS]
     assert [t for t, _ in d["faults"]] == [f.at_s for f in FAULTS]  # due on a tick boundary (5 s ticks)
     assert sorted({kind for _, kind in d["findings"]}) == sorted(s["findings"])
+    assert [f["fault"] for f in s["fault_findings"]] == [f.fault["type"] for f in FAULTS]
+    assert s["fault_findings"][1] == {"t": 150.0, "fault": "xid", "finding": "stuck_gpu", "after_s": 5.0}
     assert len(d["findings"]) == sum(s["findings"].values())
     # One point per tick: the replica lines are the decisions and the fleet the run saw.
     assert len(d["t"]) == len(d["desired"]) == len(d["ready"]) == len(d["waiting"]) == len(seen)

@@ -164,3 +164,23 @@ def test_piped_output_tells_the_story_url_first_then_events_with_simulated_time(
     assert lines[4].startswith("t=1,605s simulated | ")
     plain.update(snap, events, f"{header} · t=1,610s simulated")
     assert out.getvalue().splitlines()[5:] == []  # no event printed twice, no status line within the minute
+
+
+def test_each_fault_is_credited_only_with_its_own_kind_before_the_next_fault() -> None:
+    from kvpilot.demo import attribute_findings
+
+    faults = [(900.0, "xid"), (1500.0, "routing"), (2100.0, "kv_pressure"), (2700.0, "hung_gpu")]
+    findings = [
+        (200.0, "kv_exhaustion"),  # before any fault: credited to none
+        (905.0, "stuck_gpu"),
+        (1700.0, "prefix_cache_miss"),
+        (2720.0, "kv_exhaustion"),  # after the hang: not the burst's, which raised nothing before it
+        (2715.0, "stuck_gpu"),
+    ]
+    got = attribute_findings(faults, findings)
+    assert [(f["fault"], f["finding"], f["after_s"]) for f in got] == [
+        ("xid", "stuck_gpu", 5.0),
+        ("routing", "prefix_cache_miss", 200.0),
+        ("kv_pressure", None, None),
+        ("hung_gpu", "stuck_gpu", 15.0),
+    ]
