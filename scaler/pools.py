@@ -1,0 +1,282 @@
+"""Sizing the pools of a disaggregated deployment, each on its own signal, one cold start ahead.
+
+- Prefill (compute-bound) is sized on prompt tokens: the forecast of the pool's prompt-token rate at its horizon,
+  plus the prompt tokens queued now drained within the TTFT target, over what one replica prefills per second
+  (``ServingProfile.prefill_tokens_per_s``) at the target utilisation. Output length does not enter.
+- Decode (memory-bound) is sized on concurrent sequences: the forecast of sequences held (running + waiting) over
+  the most one replica decodes within the ITL target (a step of n sequences costs ``decode_step_s`` plus n times
+  a sequence's share, as in ``ServingProfile``), or, when larger, the KV those sequences hold over one replica's KV
+  pool at ``kv_target_usage``. Prompt length enters only through KV per sequence.
+
+Each pool has its own forecaster, cold start (its GPU type's) and live forecast error (``mase_<forecaster>`` in the
+decision, exported per pool key as every decision's). The replica arithmetic (stabilisation, bounds, warm pool) is
+``scaler.policy``'s, fed in the pool's own units. `PooledPlanner` decides pools this way and hands every other
+deployment to the planner it wraps. Pure: no clock and no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from collector.roles import BOTH, DECODE, PREFILL, split_pool_key
+from collector.state import DeploymentView, FleetState
+from scaler.capacity import ServingProfile
+from scaler.decision import Decision
+from scaler.forecast import Forecaster, make
+from scaler.forecast.live_error import LiveMase
+from scaler.planner import Planner, _DeploymentPlanner, empty_view
+from scaler.policy import Demand, PolicyConfig, ReplicaPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class PoolConfig:
+    """One pool's facts: what a replica of it is (``profile``, from its GPU type), its cold start, its bounds."""
+
+    profile: ServingProfile
+    cold_start_s: float = 120.0
+    scaling_delay_s: float = 35.0  # tick + half a rate window, as planner_config adds to the cold start
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    forecaster: str = "auto"
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.cold_start_s) and self.cold_start_s >= 0):
+            raise ValueError(f"pool planner: cold_start_s must be >= 0, got {self.cold_start_s!r}")
+        if not (math.isfinite(self.scaling_delay_s) and self.scaling_delay_s >= 0):
+            raise ValueError(f"pool planner: scaling_delay_s must be >= 0, got {self.scaling_delay_s!r}")
+        make(self.forecaster)  # fail fast on a bad name
+
+    @property
+    def horizon_s(self) -> float:
+        return self.cold_start_s + self.scaling_delay_s
+
+
+@dataclass(frozen=True, slots=True)
+class PoolsConfig:
+    prefill: PoolConfig
+    decode: PoolConfig
+    ttft_target_s: float = 2.0
+    itl_target_s: float = 0.05
+    kv_target_usage: float = 0.85  # plan KV below this share of the pool: past it vLLM starts preempting
+
+    def __post_init__(self) -> None:
+        for name in ("ttft_target_s", "itl_target_s"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v > 0):
+                raise ValueError(f"pool planner: {name} must be > 0, got {v!r}")
+        if not 0 < self.kv_target_usage <= 1:
+            raise ValueError(f"pool planner: kv_target_usage must be in (0, 1], got {self.kv_target_usage!r}")
+        if self.itl_target_s <= self.decode.profile.decode_step_s:
+            raise ValueError(
+                f"pool planner: itl_target_s {self.itl_target_s} is below one decode step at batch 1 "
+                f"({self.decode.profile.decode_step_s} s): no decode replica can meet it"
+            )
+
+
+def sequences_within_itl(profile: ServingProfile, itl_target_s: float, context_tokens: float) -> float:
+    """Most sequences one replica decodes together with a step no longer than ``itl_target_s``, each holding
+    ``context_tokens`` of KV (``ServingProfile``'s step model), at most ``max_num_seqs``."""
+    per_seq = (profile.max_num_seqs / profile.decode_tokens_per_s - profile.decode_step_s) / profile.max_num_seqs
+    if profile.kv_read_tokens_per_s is not None:
+        per_seq += max(context_tokens, 0.0) / profile.kv_read_tokens_per_s
+    room = itl_target_s - profile.decode_step_s
+    if per_seq <= 0:
+        return float(profile.max_num_seqs)
+    return max(1.0, min(float(profile.max_num_seqs), room / per_seq))
+
+
+@dataclass(slots=True)
+class _Signal:
+    """A pool's signal: forecast one horizon ahead, with its live error."""
+
+    forecaster: Forecaster
+    error: LiveMase
+
+    def step(self, now: float, value: float | None, horizon_s: float) -> tuple[float | None, float | None]:
+        if value is not None and math.isfinite(value):
+            self.forecaster.observe(now, value)
+        forecast = self.forecaster.predict(horizon_s)
+        self.error.record(now, value, forecast.point)
+        if not math.isfinite(forecast.point):
+            return None, None
+        return max(0.0, forecast.point), max(0.0, forecast.upper)
+
+
+class _PoolPlanner:
+    def __init__(self, key: str, pool: str, config: PoolsConfig) -> None:
+        self.key = key
+        self.pool = pool
+        self.config = config
+        self.own = config.prefill if pool == PREFILL else config.decode
+        self.policy = ReplicaPolicy(self.own.policy)
+        self.signal = _Signal(make(self.own.forecaster), LiveMase(self.own.horizon_s))
+        self._kv_per_seq: float | None = None
+
+    def decide(self, view: DeploymentView, now: float, current_replicas: int | None) -> Decision:
+        current = len(view.replicas) if current_replicas is None else current_replicas
+        if self.pool == PREFILL:
+            now_value, queued, capacity, numbers = self._prefill(view)
+        else:
+            now_value, queued, capacity, numbers = self._decode(view)
+        point, upper = self.signal.step(now, now_value, self.own.horizon_s)
+        # Queued work is drained within the TTFT target (prefill) or joins the sequences held (decode): either way
+        # it is demand now, in the pool's units; the policy's own queue term is for requests, so it gets none.
+        demand_now = None if now_value is None else now_value + queued
+        rec = self.policy.recommend(
+            Demand(
+                current_replicas=current,
+                ready_replicas=view.ready_replicas,
+                capacity_rps=capacity,
+                arrival_rate=demand_now,
+                forecast_upper_rate=upper,
+                requests_waiting=None,
+                forecast_rate=point,
+            ),
+            now=now,
+        )
+        unit = "prompt tokens/s" if self.pool == PREFILL else "sequences"
+        numbers.update(
+            {
+                "horizon_s": self.own.horizon_s,
+                "signal_now": now_value if now_value is not None else math.nan,
+                "signal_forecast": point if point is not None else math.nan,
+                "signal_forecast_upper": upper if upper is not None else math.nan,
+                "capacity_per_replica": capacity if capacity is not None else math.nan,
+            }
+        )
+        mase = self.signal.error.value()
+        if mase is not None:
+            numbers[f"mase_{self.own.forecaster}"] = mase
+        message = (
+            f"{self.pool} pool: {rec.desired_replicas} replicas for {_n(demand_now)} {unit} now and {_n(upper)} at "
+            f"the {self.own.horizon_s:.0f} s horizon ({_n(capacity)} a replica; the forecast needs "
+            f"{rec.predictive_replicas}, now needs {rec.reactive_replicas}; {rec.reason})"
+        )
+        return Decision(
+            deployment=self.key,
+            timestamp=now,
+            current_replicas=current,
+            ready_replicas=view.ready_replicas,
+            desired_replicas=rec.desired_replicas,
+            warm_pool=rec.warm_pool,
+            reason=rec.reason,
+            message=message,
+            predictive_replicas=rec.predictive_replicas,
+            reactive_replicas=rec.reactive_replicas,
+            forecast=numbers,
+        )
+
+    def _prefill(self, view: DeploymentView) -> tuple[float | None, float, float, dict[str, float]]:
+        profile = self.own.profile
+        rate = view.prompt_tokens_rate
+        done = sum(r.requests_finished_rate or 0.0 for r in view.replicas)
+        mean_prompt = rate / done if rate and done else None
+        waiting = view.requests_waiting or 0.0
+        # Prompts waiting now must be prefilled within the TTFT target on top of what keeps arriving.
+        queued = waiting * mean_prompt / self.config.ttft_target_s if mean_prompt else 0.0
+        numbers = {"prompt_tokens_rate": rate if rate is not None else math.nan, "queue": waiting}
+        return rate, queued, profile.prefill_tokens_per_s, numbers
+
+    def _decode(self, view: DeploymentView) -> tuple[float | None, float, float, dict[str, float]]:
+        profile = self.own.profile
+        running, waiting = view.requests_running, view.requests_waiting or 0.0
+        kv_held = _kv_tokens_held(view)
+        if kv_held is not None and running:
+            self._kv_per_seq = kv_held / running
+        context = self._kv_per_seq if self._kv_per_seq is not None else 0.0
+        per_replica = sequences_within_itl(profile, self.config.itl_target_s, context)
+        if self._kv_per_seq:
+            # KV binds before the ITL does when sequences are long: a replica then holds fewer of them.
+            per_replica = min(per_replica, profile.kv_tokens * self.config.kv_target_usage / self._kv_per_seq)
+        numbers = {
+            "sequences": (running or 0.0) + waiting,
+            "kv_tokens_held": kv_held if kv_held is not None else math.nan,
+            "kv_tokens_per_sequence": self._kv_per_seq if self._kv_per_seq is not None else math.nan,
+            "queue": waiting,
+        }
+        return running, waiting, max(per_replica, 1e-9), numbers
+
+
+def _n(value: float | None) -> str:
+    return "?" if value is None else f"{value:.0f}"
+
+
+def _kv_tokens_held(view: DeploymentView) -> float | None:
+    held = [
+        r.sample.kv_usage * r.sample.kv_capacity_tokens
+        for r in view.replicas
+        if r.ready and r.sample.kv_usage is not None and r.sample.kv_capacity_tokens
+    ]
+    return sum(held) if held else None
+
+
+class PooledPlanner:
+    """Decides the pools of disaggregated deployments (keys ``namespace/name@prefill`` and ``@decode``) with a
+    planner per pool, and every other deployment with ``inner`` (`scaler.planner.Planner`)."""
+
+    def __init__(
+        self, inner: Planner, config: PoolsConfig, *, overrides: Mapping[str, PoolsConfig] | None = None
+    ) -> None:
+        self.inner = inner
+        self.config = config
+        self.overrides = dict(overrides or {})  # by deployment key (namespace/name), both pools
+        self._pools: dict[str, _PoolPlanner] = {}
+
+    def planner_for(self, key: str) -> _PoolPlanner | _DeploymentPlanner:
+        deployment, pool = split_pool_key(key)
+        if pool == BOTH:
+            return self.inner.planner_for(key)
+        planner = self._pools.get(key)
+        if planner is None:
+            planner = self._pools[key] = _PoolPlanner(key, pool, self.overrides.get(deployment, self.config))
+        return planner
+
+    def forget(self, key: str) -> None:
+        self._pools.pop(key, None)
+        self.inner.forget(key)
+
+    def decide(
+        self,
+        state: FleetState,
+        now: float,
+        *,
+        current_replicas: Mapping[str, int] | None = None,
+        arrival_rates: Mapping[str, float] | None = None,
+    ) -> list[Decision]:
+        counts = current_replicas or {}
+        views = state.deployments()
+        pooled = {k: v for k, v in views.items() if v.pool in (PREFILL, DECODE)}
+        for key in counts:
+            _, pool = split_pool_key(key)
+            if pool != BOTH and key not in pooled:
+                pooled[key] = replace(empty_view(key), name=key.partition("/")[2].rpartition("@")[0], pool=pool)
+        decisions = [self._pools_decide(k, v, now, counts.get(k)) for k, v in pooled.items()]
+        if len(pooled) < len(views) or any(split_pool_key(k)[1] == BOTH for k in counts):
+            rest = self.inner.decide(
+                _Without(state, set(pooled)),  # type: ignore[arg-type]
+                now,
+                current_replicas={k: c for k, c in counts.items() if k not in pooled},
+                arrival_rates=arrival_rates,
+            )
+            decisions.extend(rest)
+        return sorted(decisions, key=lambda d: d.deployment)
+
+    def _pools_decide(self, key: str, view: DeploymentView, now: float, current: int | None) -> Decision:
+        planner = self.planner_for(key)
+        assert isinstance(planner, _PoolPlanner)
+        return planner.decide(view, now, current)
+
+
+class _Without:
+    """A FleetState seen without some deployments (the pools `PooledPlanner` decided itself)."""
+
+    def __init__(self, state: FleetState, hidden: set[str]) -> None:
+        self._state = state
+        self._hidden = hidden
+
+    def deployments(self) -> dict[str, DeploymentView]:
+        return {k: v for k, v in self._state.deployments().items() if k not in self._hidden}
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._state, name)

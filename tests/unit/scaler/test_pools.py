@@ -1,0 +1,123 @@
+"""Pool planners: prefill sized on prompt tokens and TTFT, decode on sequences, KV and ITL, each one cold start
+ahead with its own forecast error; a burst of long prompts grows prefill and leaves decode alone."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from collector.samples import ReplicaSample
+from collector.state import FleetState
+from scaler.backtest.sim import serving_profile_fields
+from scaler.capacity import ServingProfile
+from scaler.planner import Planner
+from scaler.policy import PolicyConfig
+from scaler.pools import PoolConfig, PooledPlanner, PoolsConfig, sequences_within_itl
+from simulator.profile import PROFILES
+
+# what a benchmark of each simulated replica reads (the calibrated profiles: H100 for prefill, H200 for decode)
+H100 = ServingProfile(**serving_profile_fields(PROFILES["llama3-8b-h100"]))  # type: ignore[arg-type]
+H200 = ServingProfile(**serving_profile_fields(PROFILES["llama3-8b-h200"]))  # type: ignore[arg-type]
+POLICY = PolicyConfig(min_replicas=1, max_replicas=32)
+CONFIG = PoolsConfig(
+    prefill=PoolConfig(H100, cold_start_s=60, policy=POLICY, forecaster="last_value"),
+    decode=PoolConfig(H200, cold_start_s=180, policy=POLICY, forecaster="last_value"),
+)
+
+
+class _Pools:
+    """Two prefill and two decode replicas of llm/chat, their counters advanced tick by tick."""
+
+    def __init__(self) -> None:
+        self.state = FleetState(rate_window_s=30)
+        self.t = 0.0
+        self.prompt = 0.0
+        self.finished = 0.0
+
+    def tick(self, *, prompt_rate: float, req_rate: float, prefill_waiting: float, decode_running: float) -> None:
+        self.t += 5.0
+        self.prompt += prompt_rate * 5.0 / 2
+        self.finished += req_rate * 5.0 / 2
+        samples = []
+        for i in range(2):
+            samples.append(
+                self._sample(
+                    f"p{i}",
+                    "prefill",
+                    requests_waiting=prefill_waiting / 2,
+                    requests_running=2.0,
+                    prompt_tokens=self.prompt,
+                    requests_finished=self.finished,
+                    kv_usage=0.05,
+                )
+            )
+            samples.append(self._sample(f"d{i}", "decode", requests_waiting=0.0, requests_running=decode_running / 2,
+                                        kv_usage=0.3, requests_finished=self.finished))  # fmt: skip
+        self.state.observe(samples, [], now=self.t)
+
+    def _sample(self, name: str, role: str, **values: float) -> ReplicaSample:
+        base = ReplicaSample("llm", "chat", name, "n0", "vllm", "llama", self.t, role=role, kv_capacity_tokens=400_000)
+        return replace(base, **values)  # type: ignore[arg-type]
+
+
+def _desired(planner: PooledPlanner, pools: _Pools) -> dict[str, int]:
+    counts = {"llm/chat@prefill": 2, "llm/chat@decode": 2}
+    return {d.deployment: d.desired_replicas for d in planner.decide(pools.state, pools.t, current_replicas=counts)}
+
+
+def test_a_burst_of_long_prompts_grows_prefill_and_not_decode() -> None:
+    planner = PooledPlanner(Planner(), CONFIG)
+    pools = _Pools()
+    for _ in range(60):  # 5 minutes steady: 10 req/s of 2,000-token prompts, 200 sequences decoding
+        pools.tick(prompt_rate=20_000, req_rate=10, prefill_waiting=0, decode_running=200)
+    before = _desired(planner, pools)
+    for _ in range(12):  # one minute of 8,000-token prompts at the same request rate: prefill queues
+        pools.tick(prompt_rate=80_000, req_rate=10, prefill_waiting=20, decode_running=200)
+    during = _desired(planner, pools)
+    assert during["llm/chat@prefill"] > before["llm/chat@prefill"]
+    assert during["llm/chat@prefill"] >= math.ceil(80_000 / (H100.prefill_tokens_per_s * 0.8))
+    assert during["llm/chat@decode"] == before["llm/chat@decode"]
+
+
+def test_each_pool_forecasts_its_own_horizon_and_exports_its_error() -> None:
+    planner = PooledPlanner(Planner(), CONFIG)
+    pools = _Pools()
+    for i in range(80):  # decided every tick, as the loop does: the error is scored one horizon later
+        pools.tick(prompt_rate=20_000 + 100 * i, req_rate=10, prefill_waiting=0, decode_running=100 + i)
+        decisions = {d.deployment: d for d in planner.decide(pools.state, pools.t)}
+    prefill, decode = decisions["llm/chat@prefill"], decisions["llm/chat@decode"]
+    assert (prefill.forecast["horizon_s"], decode.forecast["horizon_s"]) == (95.0, 215.0)  # cold start + delay
+    assert prefill.forecast["mase_last_value"] > 0  # a rising signal: last value misses, and says by how much
+    assert decode.forecast["mase_last_value"] > 0
+    assert "prefill pool" in prefill.message
+    assert "prompt tokens/s" in prefill.message
+    assert decode.forecast["kv_tokens_per_sequence"] == pytest.approx(0.3 * 400_000 * 2 / (100 + 79), rel=0.05)
+
+
+def test_decode_is_held_by_kv_when_sequences_are_long() -> None:
+    # within ITL a replica would hold max_num_seqs; with 60,000 tokens each, KV holds far fewer
+    assert sequences_within_itl(H200, 0.05, 1_000) == H200.max_num_seqs
+    planner = PooledPlanner(Planner(), CONFIG)
+    pools = _Pools()
+    pools.state = FleetState(rate_window_s=30)
+    for _ in range(3):
+        pools.tick(prompt_rate=1_000, req_rate=1, prefill_waiting=0, decode_running=12)
+    # kv_usage 0.3 of 400k on two replicas = 240k tokens for 12 sequences: 20k a sequence
+    decode = next(d for d in planner.decide(pools.state, pools.t) if d.deployment == "llm/chat@decode")
+    assert decode.forecast["capacity_per_replica"] == pytest.approx(H200.kv_tokens * 0.85 / 20_000, rel=0.01)
+
+
+def test_a_deployment_without_pools_goes_to_the_wrapped_planner() -> None:
+    state = FleetState()
+    for t in (0.0, 5.0):
+        state.observe([ReplicaSample("llm", "solo", "s0", "n0", "vllm", "m", t, requests_waiting=0.0)], [], now=t)
+    decisions = PooledPlanner(Planner(), CONFIG).decide(state, 5.0)
+    assert [d.deployment for d in decisions] == ["llm/solo"]
+    assert "pool" not in decisions[0].message
+
+
+def test_config_refuses_an_itl_no_replica_meets() -> None:
+    with pytest.raises(ValueError, match="below one decode step"):
+        replace(CONFIG, itl_target_s=H200.decode_step_s / 2)
