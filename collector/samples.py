@@ -42,6 +42,11 @@ class TargetInfo:
     # Text a serving stack puts before the engine's metric names (Ray Serve LLM: "ray_"); None: found on the page.
     prefix: str | None = None
     role: str | None = None  # "prefill", "decode" or "both" (collector.roles); None: from the page, else both
+    # What the pod asks the scheduler for (Kubernetes discovery; scaler.cost prices it): the GPU product it selects
+    # nodes by (`nvidia.com/gpu.product`, e.g. "NVIDIA-H100-80GB-HBM3") and the `nvidia.com/gpu` its containers'
+    # limits add up to. ""/0: not said.
+    gpu_product: str = ""
+    gpus: int = 0
 
     @property
     def deployment_key(self) -> str:

@@ -38,7 +38,7 @@ from detectors.thresholds import DEFAULT, KvThresholds
 from kvpilot.planner_hints import demand_hints
 from kvpilot.rollout_stage import RolloutStage
 from kvpilot.scale_view import ScaleSource, ScaleView
-from scaler.cost import CostConfig, DeploymentCost, fleet_costs
+from scaler.cost import CostConfig, DeploymentCost, discovered_gpus, fleet_costs
 from scaler.decision import Decision
 from store import repo
 from store.buffer import BufferedWriter
@@ -387,7 +387,10 @@ class ControlLoop:
         deployments = self.state.deployments()
         cost = self.cost
         no_costs: dict[str, DeploymentCost] = {}
-        costs = no_costs if cost is None else self._guard("cost", partial(fleet_costs, deployments, cost), no_costs)
+        costs = no_costs
+        if cost is not None:
+            asked = partial(discovered_gpus, self._targets, cost.gpus)  # what the pods ask the scheduler for
+            costs = self._guard("cost", lambda: fleet_costs(deployments, cost, asked()), no_costs)
         return Snapshot(
             tick=self.tick_count + 1,
             t=now,

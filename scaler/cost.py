@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from collector.samples import TargetInfo
 from collector.state import DeploymentView
 from scaler.capacity import ServingProfile, TokenMix
 
@@ -153,9 +154,9 @@ class DeploymentCost:
     deployment: str  # "namespace/name"
     pool: str | None  # a pool of a disaggregated deployment (prefill/decode); None: the whole deployment
     gpu_type: str | None
-    gpu_type_source: str  # "settings" | "gpu exporter" | "unknown"
+    gpu_type_source: str  # "settings" | "pod spec" | "gpu exporter" | "unknown"
     gpus_per_replica: int
-    gpus_per_replica_source: str  # "settings" | "gpu exporter" | "assumed"
+    gpus_per_replica_source: str  # "settings" | "pod spec" | "gpu exporter" | "assumed"
     replicas: int  # every replica holding GPUs, loading ones included
     price_per_gpu_hour_usd: float | None
     usd_per_hour: float | None  # None: the GPU type is unknown (see `problem`)
@@ -165,22 +166,22 @@ class DeploymentCost:
     recommendation: Recommendation | None = None
 
 
-def deployment_cost(view: DeploymentView, config: CostConfig, pool: str | None = None) -> DeploymentCost:
-    """Cost of one deployment (or pool) now: replicas × GPUs per replica × price of its GPU type."""
+def deployment_cost(
+    view: DeploymentView, config: CostConfig, pool: str | None = None, discovered: GpuAssignment | None = None
+) -> DeploymentCost:
+    """Cost of one deployment (or pool) now: replicas × GPUs per replica × price of its GPU type. The type and count
+    come from settings, else what its pods ask the scheduler for (``discovered``), else the GPU exporter."""
     assigned = config.for_deployment(view.key)
+    asked = discovered or GpuAssignment()
     seen_type, seen_count, seen_names = _observed_gpus(view, config.gpus)
-    if assigned.gpu_type is not None:
-        gpu_type, type_source = assigned.gpu_type, "settings"
-    elif seen_type is not None:
-        gpu_type, type_source = seen_type, "gpu exporter"
-    else:
-        gpu_type, type_source = None, "unknown"
-    if assigned.gpus_per_replica is not None:
-        per_replica, count_source = assigned.gpus_per_replica, "settings"
-    elif seen_count is not None:
-        per_replica, count_source = seen_count, "gpu exporter"
-    else:
-        per_replica, count_source = 1, "assumed"
+    types = (("settings", assigned.gpu_type), ("pod spec", asked.gpu_type), ("gpu exporter", seen_type))
+    type_source, gpu_type = next(((s, t) for s, t in types if t is not None), ("unknown", None))
+    counts = (
+        ("settings", assigned.gpus_per_replica),
+        ("pod spec", asked.gpus_per_replica),
+        ("gpu exporter", seen_count),
+    )
+    count_source, per_replica = next(((s, n) for s, n in counts if n is not None), ("assumed", 1))
     replicas = view.replica_count if view.replica_count is not None else len(view.replicas)
     problem = None
     if gpu_type is None:
@@ -213,11 +214,40 @@ def deployment_cost(view: DeploymentView, config: CostConfig, pool: str | None =
     )
 
 
-def fleet_costs(deployments: Mapping[str, DeploymentView], config: CostConfig) -> dict[str, DeploymentCost]:
+def fleet_costs(
+    deployments: Mapping[str, DeploymentView],
+    config: CostConfig,
+    discovered: Mapping[str, GpuAssignment] | None = None,
+) -> dict[str, DeploymentCost]:
     # A disaggregated deployment's pools are views of their own (collector.roles): each is priced under its pool.
+    asked = discovered or {}
     return {
-        key: deployment_cost(view, config, None if view.pool == "both" else view.pool)
+        key: deployment_cost(view, config, None if view.pool == "both" else view.pool, asked.get(key))
         for key, view in deployments.items()
+    }
+
+
+def discovered_gpus(targets: Iterable[TargetInfo], known: Iterable[str]) -> dict[str, GpuAssignment]:
+    """Per deployment (pool) key, what its engine pods ask the scheduler for: the GPU type their
+    ``nvidia.com/gpu.product`` selector names (when it is a priced type) and their ``nvidia.com/gpu`` limit, each
+    the commonest among its pods (a rollout between two shapes prices the majority)."""
+    types: dict[str, Counter[str]] = {}
+    counts: dict[str, Counter[int]] = {}
+    names = list(known)
+    for t in targets:
+        if t.kind != "engine":
+            continue
+        gpu_type = gpu_type_of(t.gpu_product, names)
+        if gpu_type is not None:
+            types.setdefault(t.deployment_key, Counter())[gpu_type] += 1
+        if t.gpus > 0:
+            counts.setdefault(t.deployment_key, Counter())[t.gpus] += 1
+    return {
+        key: GpuAssignment(
+            types[key].most_common(1)[0][0] if key in types else None,
+            counts[key].most_common(1)[0][0] if key in counts else None,
+        )
+        for key in types.keys() | counts.keys()
     }
 
 

@@ -24,6 +24,11 @@ log = logging.getLogger(__name__)
 ANNOTATION_PREFIX = "kvpilot.io/"
 DEFAULT_SELECTOR = "kvpilot.io/scrape=true"
 KINDS = ("engine", "gpu")
+# GPU feature discovery labels each GPU node with its product, the NVML name with spaces as hyphens
+# ("NVIDIA-H100-80GB-HBM3"): the resource name `nvidia.com/gpu` plus ".product" (NVIDIA/gpu-feature-discovery,
+# internal/lm/resource.go @ 1b5b104afe2a8852b5495dc2f933afaadd21b1a5, newProductLabeler). Pods pick a GPU type by it.
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_RESOURCE = "nvidia.com/gpu"
 
 
 def _ready(pod: Any) -> bool:
@@ -54,6 +59,26 @@ def _deployment(pod: Any, annotations: Mapping[str, str], labels: Mapping[str, s
         if owner.kind in ("StatefulSet", "ReplicaSet", "LeaderWorkerSet"):
             return str(owner.name)
     return labels.get("app.kubernetes.io/name") or labels.get("app") or str(pod.metadata.name)
+
+
+def _gpu_request(pod: Any) -> tuple[str, int]:
+    """(the GPU product the pod selects nodes by, the GPUs its containers' limits add up to): from its nodeSelector,
+    else a required node-affinity term naming exactly one product; ("", 0) for what it does not say."""
+    spec = pod.spec
+    product = (spec.node_selector or {}).get(GPU_PRODUCT_LABEL, "")
+    affinity = spec.affinity.node_affinity if spec.affinity is not None else None
+    required = affinity.required_during_scheduling_ignored_during_execution if affinity is not None else None
+    if not product and required is not None:
+        for term in required.node_selector_terms or ():
+            for expr in term.match_expressions or ():
+                if expr.key == GPU_PRODUCT_LABEL and expr.operator == "In" and len(expr.values or ()) == 1:
+                    product = expr.values[0]
+    gpus = 0
+    for container in spec.containers or ():
+        limits = container.resources.limits if container.resources is not None else None
+        value = str((limits or {}).get(GPU_RESOURCE, "0")).strip()
+        gpus += int(value) if value.isdigit() else 0
+    return str(product), gpus
 
 
 def pod_target(pod: Any) -> TargetInfo | None:
@@ -103,6 +128,7 @@ def pod_target(pod: Any) -> TargetInfo | None:
     if not path.startswith("/"):
         path = "/" + path
     ip = str(pod.status.pod_ip)
+    gpu_product, gpus = _gpu_request(pod)
     host = f"[{ip}]" if ":" in ip else ip
     return TargetInfo(
         url=f"{scheme}://{host}:{port}{path}",
@@ -115,6 +141,8 @@ def pod_target(pod: Any) -> TargetInfo | None:
         pod=str(meta.name),
         node=str(pod.spec.node_name or ""),
         role=role,
+        gpu_product=gpu_product,
+        gpus=gpus,
     )
 
 
