@@ -171,7 +171,7 @@ class RolloutTracker:
         seen: VersionsSeen | None = None,
         deployment: DeploymentRollout | None = None,
     ) -> RolloutStatus | None:
-        if deployment is not None and deployment.in_progress:
+        if deployment is not None:  # the Deployment's own status is authoritative where it is read
             return self._from_deployment(key, now, cold_start_s, deployment, seen)
         track = self._tracks.get(key)
         if seen is None:
@@ -210,21 +210,34 @@ class RolloutTracker:
 
     def _from_deployment(
         self, key: str, now: float, cold_start_s: float, d: DeploymentRollout, seen: VersionsSeen | None
-    ) -> RolloutStatus:
-        track = self._tracks.setdefault(key, _Track())
+    ) -> RolloutStatus | None:
+        track = self._tracks.get(key)
+        loading = max(d.status_replicas - d.ready_replicas, 0)
+        if d.old_pods > 0:
+            track = self._tracks.setdefault(key, _Track())
+            track.last_old_at = now
+        else:
+            # Every pod on the newest template: the last wave's may still load, for at most a cold start after
+            # old pods were last seen. Pods loading with no rollout seen before are a scale-up, not a wave.
+            last = None if track is None else track.last_old_at
+            if track is None or last is None or loading == 0 or now - last > cold_start_s:
+                self._tracks.pop(key, None)
+                return None
         # The controller replaces up to maxSurge + maxUnavailable pods at once (at least one).
         track.wave_size = max(d.max_surge + d.max_unavailable, 1)
         # A wave loads while pods of the newest template exist and some pod is not ready (or the controller is
-        # about to act on a template it has not observed). Not ready pods with no new-template pod are the surge
-        # itself loading ahead of a paused rollout: no wave yet.
-        loading = d.status_replicas > d.ready_replicas
-        in_progress = (d.updated_replicas > 0 and loading) or d.observed_generation < d.generation
+        # about to act on a template it has not observed). Pods loading with none on the new template are the
+        # surge itself loading ahead of a paused rollout: no wave yet.
+        in_progress = (d.updated_replicas > 0 and loading > 0) or d.observed_generation < d.generation
         if not in_progress:
             track.wave_started = None
         elif track.wave_started is None:
             track.wave_started = now
+        # Replicas not yet serving the new version: the old pods, or, where a wave drained its old pods before its
+        # successors serve (maxUnavailable), the replicas asked for less the new ones ready.
+        new_ready = max(d.ready_replicas - d.old_pods, 0)
         return RolloutStatus(
-            old_remaining=d.old_pods,
+            old_remaining=max(d.old_pods, d.replicas - new_ready),
             wave_size=track.wave_size,
             wave_in_progress=in_progress,
             next_wave_in_s=self._next_wave_in(track, now, cold_start_s),

@@ -216,3 +216,25 @@ def test_a_deployment_the_controller_never_reported_on_has_no_rollout_status() -
     )
     with pytest.raises(ValueError, match="not reported"):
         deployment_rollout(obj)
+
+
+def test_a_wave_that_drained_its_old_pod_still_counts_it_and_the_last_wave_is_covered() -> None:
+    # maxUnavailable 1: the wave's old pod is gone (terminating pods are not in status.replicas) and its successor
+    # loads: 1 old pod left + the one being replaced = 2 to cover, one wave each.
+    t = RolloutTracker()
+    mid = _deployment(
+        replicas=6, updated_replicas=5, status_replicas=6, ready_replicas=5, max_surge=0, max_unavailable=1
+    )
+    s = t.update("d", 0.0, cold_start_s=120.0, deployment=mid)
+    assert s is not None
+    assert (s.old_remaining, s.wave_in_progress) == (2, True)
+    # the last wave: every pod on the new template, one still loading: still covered ...
+    last = _deployment(
+        replicas=6, updated_replicas=6, status_replicas=6, ready_replicas=5, max_surge=0, max_unavailable=1
+    )
+    s = t.update("d", 60.0, cold_start_s=120.0, deployment=last)
+    assert s is not None
+    assert s.old_remaining == 1
+    # ... but pods loading after a plain scale-up (no old pods seen within a cold start) are no rollout
+    assert t.update("d", 200.0, cold_start_s=120.0, deployment=last) is None
+    assert RolloutTracker().update("e", 0.0, cold_start_s=120.0, deployment=last) is None
