@@ -113,7 +113,7 @@ class Report:
     def to_json(self) -> dict[str, Any]:
         """{"policies": {name: {five numbers, "cost_usd", "frontier_ratio"}}, "forecast": {"mase": x},
         "kvpilot_config": {...}, "cost": {"gpu_type", "gpus_per_replica", "price_per_gpu_hour_usd"},
-        "frontier": [{"slo_target", "slo_attainment", "replica_hours"}…]}."""
+        "frontier": [{"slo_target", "slo_attainment", "replica_hours", "cost_usd"}…]}."""
         mase = round(self.mase, 4) if math.isfinite(self.mase) else None
         policies: dict[str, Any] = {}
         for name, r in self.policies.items():
@@ -137,7 +137,11 @@ class Report:
             },
         }
         if self.frontier is not None:
-            out["frontier"] = self.frontier.to_json()
+            usd = self.gpus_per_replica * self.price_per_gpu_hour_usd  # per replica-hour
+            out["frontier"] = [
+                {**p, "cost_usd": None if p["replica_hours"] is None else round(p["replica_hours"] * usd, 2)}
+                for p in self.frontier.to_json()
+            ]
             out["frontier_points"] = [p.to_json() for p in self.frontier.points]
         return out
 

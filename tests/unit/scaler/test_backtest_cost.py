@@ -49,3 +49,13 @@ def test_the_cli_prices_at_the_settings_price(tmp_path) -> None:  # type: ignore
     assert table.exit_code == 0, table.output
     assert f"{numbers['cost_usd']:,.2f}" in table.output  # the table's cost column
     assert "$10 per GPU-hour" in table.output
+
+
+def test_the_frontier_is_priced_the_same_way() -> None:
+    from scaler.backtest.frontier import Frontier, FrontierPoint
+    from scaler.backtest.run import Report
+
+    report = Report("t", "request", 3600.0, 10.0, gpu_type="H200", gpus_per_replica=2, price_per_gpu_hour_usd=3.5)
+    report.frontier = Frontier((FrontierPoint(0.5, 1.0, 1.0), FrontierPoint(0.999, 2.8, 1.0)))
+    for point in report.to_json()["frontier"]:
+        assert point["cost_usd"] == pytest.approx(round(point["replica_hours"] * 2 * 3.5, 2))
