@@ -9,7 +9,7 @@ gRPC) reads it with the PromQL source. Meanwhile this process:
   exact duration (the step of ``_sum``) and when it ran; overruns from ``kvpilot_loop_overruns_total``;
 - sends ``GET /healthz`` (every tenth ``GET /v1/decisions?limit=10``) every 25 ms and keeps the latency of those
   that overlapped a tick (the API p99 "during ticks");
-- reads the kvpilot process's peak RSS (``VmHWM``).
+- reads the peak RSS (``VmHWM``) and CPU of kvpilot's process and its answer-reader process, summed.
 
 ``--real-prometheus N`` also runs Debian's real Prometheus with kvpilot's recording rules, scraping the simulator's
 N replicas, and checks that the recorded series and the ad-hoc query agree and that kvpilot reads them.
@@ -96,16 +96,40 @@ def _metric(text: str, name: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
+def _tree(pid: int) -> list[int]:
+    """The process and its children (kvpilot's answer reader, spawned on the first round)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return [pid, *kids]
+
+
 def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    """utime + stime of the process and its live children."""
+    total = 0.0
+    for p in _tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def _hwm_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    """Peak RSS (VmHWM) of the process plus its live children's."""
+    total = 0.0
+    for p in _tree(pid):
+        try:
+            lines = Path(f"/proc/{p}/status").read_text().splitlines()
+        except OSError:
+            continue
+        total += sum(int(line.split()[1]) / 1024 for line in lines if line.startswith("VmHWM:"))
+    return total
 
 
 async def _measure(run: Run, base: str, pid: int, ticks: int, interval_s: float, warmup: int) -> None:

@@ -19,11 +19,14 @@ the tick's queries and decoding at once.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
+import multiprocessing as mp
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any, Literal
 
 import httpx
@@ -171,6 +174,7 @@ class PromQLSource:
         rate_window_s: float = 60.0,
         kv_from: float = DEFAULT_KV_FROM,
         max_replicas: int = DEFAULT_MAX_REPLICAS,
+        reader: Literal["process", "thread"] = "process",
         clock: Clock | None = None,
         client: httpx.AsyncClient | None = None,
         extra_selector: str = "",
@@ -220,10 +224,18 @@ class PromQLSource:
         self.last_answer_bytes = 0  # inflated bytes of the latest tick's answers (its peak memory's main term)
         self._stop = threading.Event()
         self._in_flight: set[asyncio.Task[Any]] = set()
+        self.reader = reader
+        self._reader: concurrent.futures.ProcessPoolExecutor | None = None  # started with the first round
 
     async def aclose(self) -> None:
         if self._own_client:
             await self._client.aclose()
+        self._stop_reader()
+
+    def _stop_reader(self) -> None:
+        if self._reader is not None:
+            self._reader.shutdown(wait=False, cancel_futures=True)
+            self._reader = None
 
     def abort(self) -> None:
         """Stop now (SIGTERM): queries in flight are cancelled, decoding ends at its next check, and every later
@@ -231,6 +243,7 @@ class PromQLSource:
         self._stop.set()
         for task in list(self._in_flight):
             task.cancel()
+        self._stop_reader()
 
     async def targets(self) -> list[TargetInfo]:
         return list(self._last_targets)
@@ -267,8 +280,8 @@ class PromQLSource:
         self.last_answer_bytes += size
         return b"".join(chunks)
 
-    async def _data(self, path: str, form: Mapping[str, Any] | None = None) -> Any:
-        """Read and decode in a worker thread, cancelled by ``abort()``."""
+    async def _body(self, path: str, form: Mapping[str, Any] | None = None) -> bytes:
+        """The answer's bytes, cancelled by ``abort()``."""
         if self._stop.is_set():
             raise Stopped(f"{self.url}: stopping, no query sent")
         # httpx's timeout bounds each read, not the answer: collector.timeout_s bounds the whole query.
@@ -286,7 +299,11 @@ class PromQLSource:
             ) from None
         finally:
             self._in_flight.discard(task)
-        return await asyncio.to_thread(decode.answer, body, f"{self.url}{path}")
+        return body
+
+    async def _data(self, path: str, form: Mapping[str, Any] | None = None) -> Any:
+        """Read, and decode in a worker thread."""
+        return await asyncio.to_thread(decode.answer, await self._body(path, form), f"{self.url}{path}")
 
     async def _vector(self, query: str, now: float) -> list[decode.Series]:
         data = await self._data("/api/v1/query", {"query": query, "time": now})
@@ -306,34 +323,31 @@ class PromQLSource:
         if self.mode == "aggregates":
             return await self._collect_aggregates(now)
         t0 = time.perf_counter()
-        series = await self._vector(self._selector, now)
-        return await asyncio.to_thread(self._results, series, now, time.perf_counter() - t0, None)
+        body = await self._query_body(self._selector, now)
+        results = await self._in_reader(partial(_read_answers, [body], None, self._metadata, now, self.jobs, t0))
+        return self._collected(results, now)
 
-    def _results(
-        self,
-        series: Sequence[decode.Series],
-        now: float,
-        duration: float,
-        down: Sequence[decode.Series] | None,
-    ) -> CollectResult:
-        """In the worker thread: regroup by target and adapt. ``down`` (aggregates mode): ``up == 0`` series of
-        inference targets, reported down beside the replicas ``series`` holds."""
-        by_target: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-        for i, s in enumerate(series):
-            if i % 4096 == 0 and self._stop.is_set():
-                raise Stopped("stopping: series regrouping abandoned")
-            m = s["metric"]
-            by_target.setdefault((m.get("job", ""), m.get("instance", "")), []).append(s)
-        for s in down or ():
-            m = s["metric"]
-            by_target.setdefault((m.get("job", ""), m.get("instance", "")), []).append(s)
-        results = [
-            self._adapt(key, group, now, duration)
-            for key, group in sorted(by_target.items())
-            if down is not None
-            or key[0] in self.jobs
-            or (not self.jobs and any(s["metric"].get("__name__") != "up" for s in group))
-        ]
+    async def _query_body(self, query: str, now: float) -> tuple[str, bytes]:
+        where = f"{self.url} query {query[:80]!r}"
+        return where, await self._body("/api/v1/query", {"query": query, "time": now})
+
+    async def _in_reader(self, job: Callable[[], list[ScrapeResult]]) -> list[ScrapeResult]:
+        """Decode, regroup and adapt the answers off the event loop: in the reader process (the GIL stays with the
+        loop, as for direct scraping's large pages, issue 11) or, with ``reader="thread"``, a worker thread."""
+        if self.reader == "thread":
+            return await asyncio.to_thread(job)
+        if self._reader is None:
+            # spawn, not fork: the parent runs threads (the event loop's executors, the store writer)
+            self._reader = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._reader, job)
+        except concurrent.futures.BrokenExecutor:
+            self._reader = None  # killed, out of memory: the next round starts another
+            raise PromQLError(f"{self.url}: the answer reader process died while reading this round") from None
+
+    def _collected(self, results: Sequence[ScrapeResult], now: float) -> CollectResult:
+        for r in results:
+            self.health.record(r.target.url, ok=r.ok, started_ts=now, duration_s=r.duration_s, error=r.error)
         self._last_targets = [r.target for r in results]
         self.health.retain(t.url for t in self._last_targets)
         return CollectResult(timestamp=now, results=tuple(results), health=self.health.snapshot())
@@ -349,12 +363,12 @@ class PromQLSource:
         ]
         deployments_task = asyncio.ensure_future(self._deployments(now))
         try:
-            replicas, gpus, down = await asyncio.gather(*(self._vector(q, now) for q in queries))
+            replicas, gpus, down = await asyncio.gather(*(self._query_body(q, now) for q in queries))
             deployments = await deployments_task
         finally:
             deployments_task.cancel()
-        duration = time.perf_counter() - t0
-        result = await asyncio.to_thread(self._results, [*replicas, *gpus], now, duration, down)
+        job = partial(_read_answers, [replicas, gpus], down, self._metadata, now, self.jobs, t0)
+        result = self._collected(await self._in_reader(job), now)
         self.last_aggregates = await asyncio.to_thread(decode.aggregates, deployments, now, self._stop)
         return result
 
@@ -377,32 +391,55 @@ class PromQLSource:
                 return series
         return await self._vector(expressions.adhoc_query(self.window, self.extra_selector), now)
 
-    def _adapt(
-        self, key: tuple[str, str], series: Sequence[Mapping[str, Any]], now: float, duration: float
-    ) -> ScrapeResult:
-        target = _target(key, series)
-        up = [float(s["value"][1]) for s in series if s["metric"].get("__name__") == "up"]
-        if up and up[0] == 0:
-            error = "down in Prometheus (up == 0)"
-            self.health.record(target.url, ok=False, started_ts=now, duration_s=duration, error=error)
-            return ScrapeResult(target=target, ok=False, timestamp=now, duration_s=duration, error=error)
-        page = [s for s in series if s["metric"].get("__name__") != "up"]
-        try:
-            adapted = adapt_families(rebuild_families(page, self._metadata), target, now)
-        except ValueError as e:
-            error = f"unreadable series: {e}"
-            self.health.record(target.url, ok=False, started_ts=now, duration_s=duration, error=error)
-            return ScrapeResult(target=target, ok=False, timestamp=now, duration_s=duration, error=error)
-        self.health.record(target.url, ok=True, started_ts=now, duration_s=duration)
+
+def _read_answers(
+    answers: Sequence[tuple[str, bytes]],
+    down: tuple[str, bytes] | None,
+    metadata: Mapping[str, str],
+    now: float,
+    jobs: frozenset[str],
+    started: float,
+) -> list[ScrapeResult]:
+    """In the reader (process or thread): decode the answers, regroup their series by target, adapt each target's
+    as its page. ``down`` (aggregates mode): the ``up == 0`` series of inference targets, reported down; in
+    ``replicas`` mode (``down`` None) only ``jobs``' targets, or those serving a wanted family, are kept."""
+    by_target: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for where, body in [*answers, *([down] if down is not None else [])]:
+        for s in decode.vector(decode.answer(body, where), where):
+            m = s["metric"]
+            by_target.setdefault((m.get("job", ""), m.get("instance", "")), []).append(s)
+    duration = time.perf_counter() - started
+    return [
+        _adapt(key, group, metadata, now, duration)
+        for key, group in sorted(by_target.items())
+        if down is not None or key[0] in jobs or (not jobs and any(s["metric"].get("__name__") != "up" for s in group))
+    ]
+
+
+def _adapt(
+    key: tuple[str, str], series: Sequence[Mapping[str, Any]], metadata: Mapping[str, str], now: float, duration: float
+) -> ScrapeResult:
+    target = _target(key, series)
+    up = [float(s["value"][1]) for s in series if s["metric"].get("__name__") == "up"]
+    if up and up[0] == 0:
+        error = "down in Prometheus (up == 0)"
+        return ScrapeResult(target=target, ok=False, timestamp=now, duration_s=duration, error=error)
+    page = [s for s in series if s["metric"].get("__name__") != "up"]
+    try:
+        adapted = adapt_families(rebuild_families(page, metadata), target, now)
+    except ValueError as e:
         return ScrapeResult(
-            target=target,
-            ok=True,
-            timestamp=now,
-            duration_s=duration,
-            engine=adapted.engine,
-            replicas=tuple(adapted.replicas),
-            gpus=tuple(adapted.gpus),
+            target=target, ok=False, timestamp=now, duration_s=duration, error=f"unreadable series: {e}"
         )
+    return ScrapeResult(
+        target=target,
+        ok=True,
+        timestamp=now,
+        duration_s=duration,
+        engine=adapted.engine,
+        replicas=tuple(adapted.replicas),
+        gpus=tuple(adapted.gpus),
+    )
 
 
 class _SourceMetrics(Collector):

@@ -45,7 +45,7 @@ async def _tick(source: PromQLSource, state: FleetState, clock: VirtualClock) ->
 async def test_deployments_come_from_prometheus_and_only_sick_replicas_are_read(fleet: tuple[FakeFleet, str]) -> None:
     f, url = fleet
     clock = VirtualClock(NOW)
-    source = PromQLSource(url, mode="aggregates", clock=clock)
+    source = PromQLSource(url, mode="aggregates", clock=clock)  # answers read in the reader process (the default)
     state = FleetState()
     try:
         results = [await _tick(source, state, clock) for _ in range(3)]
@@ -84,7 +84,7 @@ async def test_without_the_rules_the_same_expressions_run_ad_hoc_and_it_says_so(
     f, url = fleet
     f.rules = False
     clock = VirtualClock(NOW)
-    source = PromQLSource(url, mode="aggregates", clock=clock)
+    source = PromQLSource(url, mode="aggregates", clock=clock, reader="thread")
     state = FleetState()
     try:
         with caplog.at_level("INFO", logger="collector.discovery.promql"):
@@ -220,7 +220,7 @@ async def test_a_failed_round_keeps_the_last_aggregates_and_fleetstate_ages_them
     # of two replicas); their last aggregates stay, then count no replica ready, then are dropped.
     _, url = fleet
     clock = VirtualClock(NOW)
-    source = PromQLSource(url, mode="aggregates", clock=clock)
+    source = PromQLSource(url, mode="aggregates", clock=clock, reader="thread")
     try:
         await source.collect_once()
         kept = list(source.last_aggregates)
