@@ -11,9 +11,10 @@ Two modes (``collector.discovery.promql_mode``):
   else the same expressions ad hoc: ``collector.promql.expressions``), and only the replicas and GPUs a
   detector must see are read series by series. Cost grows with the deployments and the sick replicas.
 
-Answers are asked for gzip-compressed, read up to a size cap, decoded with orjson and regrouped in a worker
-thread, so the event loop (HTTP API, KEDA's gRPC) keeps answering during a tick; ``abort()`` (SIGTERM) ends
-the tick's queries and decoding at once.
+Answers are asked for gzip-compressed, read up to a size cap (``collector.timeout_s`` bounds each whole answer),
+then decoded with orjson, regrouped and adapted in a reader process (``reader="thread"``: a worker thread), so the
+event loop (HTTP API, KEDA's gRPC) keeps answering during a tick; ``abort()`` (SIGTERM) ends the tick's queries
+and stops the reader at once.
 """
 
 from __future__ import annotations
