@@ -167,6 +167,7 @@ def learn_layout(text: str, wanted: Wanted, parse: _Parse, max_samples: int) -> 
 
 MAX_MISSES = 3  # pages in a row that did not fit their source's layout, after which it is no longer learnt...
 RETRY_AFTER = 64  # ...until this many pages later
+RECENT_LAYOUTS = 8  # layouts a source seen for the first time tries before its page is parsed and learnt
 
 
 class LayoutCache:
@@ -175,7 +176,9 @@ class LayoutCache:
 
     A source whose layout keeps changing stops costing a layout per page: after ``MAX_MISSES`` pages in a
     row that did not fit, it is parsed only, and tried again after ``RETRY_AFTER`` pages. Sources whose pages
-    have one layout share it."""
+    have one layout share it: a source seen for the first time tries the layouts learnt last before its page is
+    parsed, so a deployment's replicas learn one layout between them, not one each (a first tick over a
+    thousand targets would otherwise cost two parses per target)."""
 
     def __init__(self, parse: _Parse, max_sources: int = 10_000) -> None:
         self._parse = parse
@@ -184,6 +187,7 @@ class LayoutCache:
         self._sources: OrderedDict[Hashable, list[object]] = OrderedDict()
         # One layout per distinct layout seen (bounded: forgotten all at once when full; sources keep theirs).
         self._shared: dict[Hashable, PageLayout] = {}
+        self._recent: list[tuple[Wanted, PageLayout]] = []
         self.hits = 0  # pages read off a layout
         self.misses = 0  # pages parsed
         self.learnt = 0  # layouts learnt (or tried)
@@ -207,6 +211,14 @@ class LayoutCache:
                 self.hits += 1
                 entry[1] = 0
                 return families
+        elif layout is None and entry[1] == 0:
+            # A source seen for the first time: its page may have a layout another source's pages have (the
+            # replicas of one deployment), which is then taken as is instead of learnt again.
+            for known_wanted, known in self._recent:
+                if known_wanted is wanted and (families := known.read(text)) is not None:
+                    self.hits += 1
+                    entry[0] = known
+                    return families
         self.misses += 1
         families = self._parse(text, wanted=wanted, max_samples=max_samples)
         misses = entry[1] = int(entry[1]) + 1  # type: ignore[call-overload]
@@ -221,6 +233,9 @@ class LayoutCache:
             if len(self._shared) >= self._max_sources:
                 self._shared.clear()
             layout = self._shared.setdefault(layout.key, layout)
+            # tried first on sources seen for the first time, most recent first (a layout is only valid for the
+            # selection it was learnt with: ``wanted`` is kept and compared by identity)
+            self._recent = [(wanted, layout), *(r for r in self._recent if r[1] is not layout)][:RECENT_LAYOUTS]
         entry[0] = layout
         return families
 

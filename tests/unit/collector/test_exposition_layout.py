@@ -183,8 +183,12 @@ def test_any_values_read_off_a_layout_agree_with_the_parser(values: list[str]) -
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name[:60])
-def test_adapted_pages_read_off_a_layout_equal_parsed_ones(page: Path) -> None:
+def test_adapted_pages_read_off_a_layout_equal_parsed_ones(page: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the adapters' plans for families read off a layout (collector/engines/_read.py) included
+    import collector.adapt
+
+    layouts = LayoutCache(parse)
+    monkeypatch.setattr(collector.adapt, "_layouts", layouts)
     text = page.read_text()
     kind = "gpu" if page.name.startswith("dcgm") else "engine"
     target = TargetInfo(url=f"http://layout-test/{page.name}", kind=kind, namespace="ns", deployment="d", pod="p")
@@ -192,13 +196,18 @@ def test_adapted_pages_read_off_a_layout_equal_parsed_ones(page: Path) -> None:
         changed = with_values(text, seed=seed)
         # the same page read by a target seen for the first time: parsed (prefix found as on the first scrape)
         fresh = dataclasses.replace(target, url=f"{target.url}?fresh={seed}")
+        monkeypatch.setattr(collector.adapt, "_layouts", LayoutCache(parse))  # knows no layout: parses
         try:
             expected = adapt_page(changed, fresh, 2.0 + seed)
         except ValueError as e:
+            monkeypatch.setattr(collector.adapt, "_layouts", layouts)
             with pytest.raises(ValueError, match=re.escape(str(e))):
                 adapt_page(changed, target, 2.0 + seed)
         else:
+            monkeypatch.setattr(collector.adapt, "_layouts", layouts)
             assert adapt_page(changed, target, 2.0 + seed) == expected
+    if kind == "engine" and layouts.learnt:
+        assert layouts.hits >= 2, "pages after the first (or, behind a prefix found, the second) read off the layout"
 
 
 def test_sources_with_one_layout_share_it() -> None:
@@ -207,6 +216,15 @@ def test_sources_with_one_layout_share_it() -> None:
         cache.parse(source, VLLM, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
     a = cache.parse("a", VLLM, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
     b = cache.parse("b", with_values(VLLM), wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
-    assert cache.hits == 2
+    assert cache.hits == 3  # b's first page already fitted the layout a's page taught
+    assert cache.learnt == 1
     assert [f.shape for f in a.values()] == [f.shape for f in b.values()]
     assert all(f.shape is not None for f in a.values())
+
+
+def test_a_layout_is_taken_over_only_for_the_selection_it_was_learnt_with() -> None:
+    cache = LayoutCache(parse)
+    cache.parse("a", VLLM, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    everything = cache.parse("b", VLLM, wanted=None, max_samples=DEFAULT_MAX_SAMPLES)
+    assert canonical(everything) == canonical(parse(VLLM))
+    assert cache.learnt == 2
