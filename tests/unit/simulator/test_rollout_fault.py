@@ -70,3 +70,21 @@ def test_the_fluid_level_says_it_cannot_roll_out():
     fleet = Fleet(FleetConfig(replicas=2, fidelity="fluid"), trace)
     with pytest.raises(ValueError, match="request level"):
         fleet.inject(parse_fault({"type": "rollout"}))
+
+
+def test_replicas_added_during_a_rollout_run_the_new_version_and_are_not_rolled():
+    # A surge asked for mid-rollout (kvpilot's) starts on the new version, as a Deployment scaled mid-rollout adds
+    # to its new ReplicaSet; the rollout still replaces exactly the old replicas, then ends.
+    fleet = _fleet()
+    fleet.advance_to(30.0)
+    fleet.inject(parse_fault({"type": "rollout", "wave_size": 1, "model_name": "new-model"}))
+    fleet.set_replicas(6)
+    added = [r for r in fleet.snapshot().replicas if r.state == "loading"]
+    assert {r.model_name for r in added} == {"new-model"}
+    t = 30.0
+    while t < 30.0 + 6 * COLD_S:
+        t += 5.0
+        fleet.advance_to(t)
+    snap = fleet.snapshot()
+    assert {r.model_name for r in snap.replicas} == {"new-model"}
+    assert len(snap.replicas) == 6
