@@ -145,9 +145,9 @@ class _Search:
         """Constant fleets from the floor up, until more replicas stop buying attainment: misses can plateau (a
         burst's backlog outlasts every count until one is large enough, or every small fleet misses nearly
         all), so two counts in a row that buy under a twentieth of a point are followed by one at twice the
-        size before the scan stops."""
+        size before the scan stops, and by doubling until some count buys attainment if none has yet."""
         out: list[Run] = []
-        n, flat, best = self.floor, 0, math.inf
+        n, flat, best, bought = self.floor, 0, math.inf, False
         while n <= self.ceiling:
             run = self.keep(self.rp.run([n] * self.rp.n_windows, save=False), math.nan)
             out.append(run)
@@ -156,12 +156,13 @@ class _Search:
             gained = best - self.misses(run) >= 5e-4 * float(run.window_total.sum())
             best = min(best, self.misses(run))
             flat = 0 if gained else flat + 1
-            if flat > FLAT_CONSTANTS:
+            bought = bought or (gained and len(out) > 1)
+            if flat > FLAT_CONSTANTS and bought:
                 break
-            if flat == FLAT_CONSTANTS:
-                n = min(self.ceiling, 2 * n) if 2 * n > n + 1 else n + 1
-                if run.held[-1] == self.ceiling:
+            if flat >= FLAT_CONSTANTS:  # double: once past a plateau, and on until the first count that buys
+                if run.held[-1] >= self.ceiling:
                     break
+                n = min(self.ceiling, max(2 * n, n + 1))
                 continue
             n = n + 1 if n < 8 else math.ceil(n * 1.25)
         return out
