@@ -205,7 +205,7 @@ class LayoutCache:
             if len(self._sources) > self._max_sources:
                 self._sources.popitem(last=False)
         layout = entry[0]
-        if isinstance(layout, PageLayout):
+        if isinstance(layout, PageLayout) and len(layout.read_starts) <= max_samples:
             families = layout.read(text)
             if families is not None:
                 self.hits += 1
@@ -215,7 +215,7 @@ class LayoutCache:
             # A source seen for the first time: its page may have a layout another source's pages have (the
             # replicas of one deployment), which is then taken as is instead of learnt again.
             for known_wanted, known in self._recent:
-                if known_wanted is wanted and (families := known.read(text)) is not None:
+                if known_wanted is wanted and len(known.read_starts) <= max_samples and (families := known.read(text)):
                     self.hits += 1
                     entry[0] = known
                     return families

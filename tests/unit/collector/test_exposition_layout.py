@@ -228,3 +228,14 @@ def test_a_layout_is_taken_over_only_for_the_selection_it_was_learnt_with() -> N
     everything = cache.parse("b", VLLM, wanted=None, max_samples=DEFAULT_MAX_SAMPLES)
     assert canonical(everything) == canonical(parse(VLLM))
     assert cache.learnt == 2
+
+
+def test_a_page_over_the_sample_cap_is_refused_even_with_a_known_layout() -> None:
+    cache = LayoutCache(parse)
+    cache.parse("target", VLLM, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    with pytest.raises(ParseError, match="more than 5 samples"):
+        parse(VLLM, wanted=WANTED_FAMILIES, max_samples=5)
+    with pytest.raises(ParseError, match="more than 5 samples"):
+        cache.parse("target", VLLM, wanted=WANTED_FAMILIES, max_samples=5)
+    with pytest.raises(ParseError, match="more than 5 samples"):
+        cache.parse("other", VLLM, wanted=WANTED_FAMILIES, max_samples=5)
