@@ -6,7 +6,8 @@ daily cycles, last value on abrupt steps — and nobody should have to choose pe
 forecasts each horizon `predict` is asked for (the planner asks for one: its cold start + tick + half the rate
 window); when that moment arrives, each candidate's absolute error is scored, per horizon, over a trailing
 window. The forecast is the candidate with the lowest summed error there, provided it beats last value's (the
-MASE denominator) by a margin; otherwise last value. An inverse-error blend of all candidates (the earlier
+MASE denominator) by a margin beyond chance; otherwise last value, leaning towards the best so far by as much as
+its evidence allows (at most half way). An inverse-error blend of all candidates (the earlier
 `auto`) is scored and chosen the same way, as one more candidate. So the forecast's MASE against last value is
 about 1 at worst, and below 1 where any candidate measurably is; the choice is online, per deployment, and
 follows the workload when it changes.
@@ -37,6 +38,7 @@ MIN_SCORED = 20  # scored forecasts before any candidate may replace last value
 MIN_HORIZONS = 3  # and as many horizons' worth of them: forecasts within one horizon of each other overlap
 BEAT_MARGIN = 0.03  # a candidate is chosen only when its summed error is this share under last value's
 Z = 2.33  # one-sided 99 %: a candidate replaces last value only when it is better beyond chance (ten try)
+LEAN_MAX = 0.5  # the furthest an unproven option moves the answer from last value
 SWITCH_MARGIN = 0.02  # and a new choice must beat the current one by this share (no flapping between equals)
 
 
@@ -69,6 +71,8 @@ class _Scores:
     gain: list[float] = field(default_factory=list)  # Σ (|last value's error| − |option's error|)
     differs: list[int] = field(default_factory=list)  # scored where the option did not answer last value's
     choice: int = 0
+    lean_to: int = 0  # with no option proven: the best so far, and how far towards it the answer leans
+    lean: float = 0.0
     since_choice: int = 0  # scored since the choice was last made
     residuals: deque[float] = field(default_factory=lambda: deque(maxlen=_RESIDUALS))  # truth − chosen point
 
@@ -111,8 +115,8 @@ class Ensemble(Forecaster):
                 self._add(s, old_errors, -1.0)
             s.since_choice += len(s.scored) - scored
             steps = max(1, self.horizon_steps(s.horizon_s))
-            # The test reads the whole window: redone every quarter horizon of new scores, not every tick.
-            if s.since_choice >= max(1, steps // 4):
+            # The test reads the whole window: redone every eighth of a horizon of new scores, not every tick.
+            if s.since_choice >= max(1, steps // 8):
                 s.choice, s.since_choice = self._choose(s, steps), 0
 
     @staticmethod
@@ -124,30 +128,40 @@ class Ensemble(Forecaster):
             s.gain[i] += sign * (errors[0] - e)
             s.differs[i] += int(sign) * (e != errors[0])
 
-    def _beats_last_value(self, s: _Scores, i: int, steps: int) -> bool:
-        """Diebold–Mariano: option i's mean gain over last value is above zero by Z standard errors. Forecasts
+    def _t_stat(self, s: _Scores, i: int, steps: int) -> float:
+        """Diebold–Mariano: option i's mean gain over last value in standard errors (0 where untested). Forecasts
         `steps` ahead overlap, so their gains are correlated over as many lags: the variance of the mean is the
         long-run one (Newey–West, Bartlett weights), not the one of independent draws."""
         n = len(s.scored)
         mean = s.gain[i] / n
-        if n < MIN_HORIZONS * steps or mean <= 0 or s.sums[i] > (1.0 - BEAT_MARGIN) * s.sums[0]:
-            return False
         # Where the option answered last value (a model still warming up), it was not tested at all.
-        if s.differs[i] < MIN_SCORED:
-            return False
+        if n < MIN_SCORED or s.differs[i] < MIN_SCORED or mean <= 0:
+            return 0.0
         import numpy as np
 
         d = np.fromiter((e[0] - e[i] for _, e in s.scored), dtype=float, count=n) - mean
         long_run = float(d @ d) / n
         for lag in range(1, min(steps, n // 4)):
             long_run += 2.0 * (1.0 - lag / steps) * float(d[lag:] @ d[:-lag]) / n
-        return mean > Z * math.sqrt(max(long_run, 0.0) / n)
+        return mean / math.sqrt(max(long_run, 1e-18) / n)
+
+    def _beats_last_value(self, s: _Scores, i: int, steps: int) -> bool:
+        """Beyond chance: Z standard errors, 3 % less summed error, three horizons' worth scored."""
+        if len(s.scored) < MIN_HORIZONS * steps or s.sums[i] > (1.0 - BEAT_MARGIN) * s.sums[0]:
+            return False
+        return self._t_stat(s, i, steps) > Z
 
     def _choose(self, s: _Scores, steps: int) -> int:
+        s.lean = 0.0
         if len(s.scored) < MIN_SCORED or not s.sums or s.sums[0] <= 0:
             return 0
         passing = [i for i in range(1, self._n) if self._beats_last_value(s, i, steps)]
         if not passing:
+            # None proven: lean from last value towards the best so far, as far as its evidence goes (half way
+            # at most, at Z standard errors): a small bet where a model is probably better, none where not.
+            best = min(range(1, self._n), key=lambda i: s.sums[i])
+            s.lean_to = best
+            s.lean = LEAN_MAX * min(max(self._t_stat(s, best, steps) / Z, 0.0), 1.0)
             return 0
         best = min(passing, key=lambda i: s.sums[i])
         if s.choice in passing and s.sums[best] > (1.0 - SWITCH_MARGIN) * s.sums[s.choice]:
@@ -187,6 +201,8 @@ class Ensemble(Forecaster):
                 del self._by_horizon[next(iter(self._by_horizon))]
             s = self._by_horizon[key] = _Scores(horizon_s)
         point = options[s.choice]
+        if s.choice == 0 and s.lean > 0:
+            point = points[0] + s.lean * (options[s.lean_to] - points[0])
         if not math.isfinite(point):
             point = points[0]
         target = self._times[-1] + horizon_s
