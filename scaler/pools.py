@@ -173,8 +173,11 @@ class _PoolPlanner:
         done = sum(r.requests_finished_rate or 0.0 for r in view.replicas)
         mean_prompt = rate / done if rate and done else None
         waiting = view.requests_waiting or 0.0
-        # Prompts waiting now must be prefilled within the TTFT target on top of what keeps arriving.
-        queued = waiting * mean_prompt / self.config.ttft_target_s if mean_prompt else 0.0
+        # Prompts waiting now are prefilled on top of what keeps arriving: within the TTFT target by the replicas
+        # there are, but a replica ordered now serves only from the horizon on, so more than the horizon's worth of
+        # replicas would be ordered for a queue they cannot reach (as planner_config's queue_drain_s).
+        drain_s = max(self.config.ttft_target_s, self.own.horizon_s)
+        queued = waiting * mean_prompt / drain_s if mean_prompt else 0.0
         numbers = {"prompt_tokens_rate": rate if rate is not None else math.nan, "queue": waiting}
         return rate, queued, profile.prefill_tokens_per_s, numbers
 
