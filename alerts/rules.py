@@ -146,6 +146,23 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
             finding=("kv_exhaustion", "critical"),
         ),
         Alert(
+            name="KvpilotKvTransferStall",
+            expr=f"{_finding('kv_transfer_stall', 'warning')} > 0",
+            for_s=th.for_seconds("kv_transfer_stall"),
+            severity="warning",
+            summary="KV from the prefill pool is not reaching {{ $labels.deployment }}",
+            description=(
+                "The decode pool {{ $labels.deployment }} takes in under half of the requests its prefill pool "
+                "finished over the rate window: their KV is stuck between the pools and their clients wait for a "
+                "first token. Check the KV-transfer link (NIXL/UCX) and the decode workers' connector."
+            ),
+            series=series.FINDING_ACTIVE.name,
+            bad=1,
+            good=0,
+            labels=_deployment_labels("kv_transfer_stall", "warning"),
+            finding=("kv_transfer_stall", "warning"),
+        ),
+        Alert(
             name="KvpilotPrefixCacheMiss",
             expr=f"{_finding('prefix_cache_miss', 'warning')} > 0",
             for_s=th.for_seconds("prefix_cache_miss"),

@@ -11,7 +11,15 @@ from functools import partial
 from typing import Protocol
 
 from collector.state import FleetState
-from detectors import kv_exhaustion, prefix_cache_miss, rollout, stuck_gpu, target_down, ttft_slo_burn
+from detectors import (
+    kv_exhaustion,
+    kv_transfer_stall,
+    prefix_cache_miss,
+    rollout,
+    stuck_gpu,
+    target_down,
+    ttft_slo_burn,
+)
 from detectors.finding import Finding
 from detectors.hysteresis import Hysteresis, Transitions
 from detectors.thresholds import DEFAULT, Thresholds
@@ -25,6 +33,7 @@ class Detector(Protocol):
 
 DETECTORS: dict[str, Detector] = {
     kv_exhaustion.KIND: kv_exhaustion.detect,
+    kv_transfer_stall.KIND: kv_transfer_stall.detect,
     prefix_cache_miss.KIND: prefix_cache_miss.detect,
     rollout.KIND: rollout.detect,
     stuck_gpu.KIND: stuck_gpu.detect,

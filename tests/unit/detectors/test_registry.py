@@ -9,6 +9,7 @@ def test_every_detector_module_is_registered_under_its_kind():
     # The registry is the one list the control loop, the CLI and the alert generator iterate.
     assert set(DETECTORS) == {
         "kv_exhaustion",
+        "kv_transfer_stall",
         "prefix_cache_miss",
         "rollout",
         "stuck_gpu",
