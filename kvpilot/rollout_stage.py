@@ -14,6 +14,7 @@ stage after it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -34,10 +35,12 @@ class RolloutStage:
         self.thresholds = thresholds
         self.tracker = RolloutTracker()
         self._surging: set[str] = set()
+        self._held: dict[str, int] = {}  # the largest surge published during each deployment's rollout
 
     def forget(self, key: str) -> None:
         self.tracker.forget(key)
         self._surging.discard(key)
+        self._held.pop(key, None)
 
     def apply(
         self,
@@ -71,12 +74,31 @@ class RolloutStage:
                 deployment=(deployments or {}).get(d.deployment),
             )
             if status is None:
+                self._held.pop(d.deployment, None)
                 if d.deployment in self._surging:
                     log.info("%s: rollout done, the surge is withdrawn (desired %d)", d.deployment, d.desired_replicas)
                     self._surging.discard(d.deployment)
                 out.append(d)
                 continue
             raised = surge_decision(d, status, cold_start_s=cold_start_s, max_replicas=max_replicas)
+            # The surge never shrinks while the rollout runs: lowering the count mid-wave deletes a pod that is not
+            # ready yet first (a ReplicaSet scales down unready pods first), which is the wave's own successor.
+            surge = raised.desired_replicas - d.desired_replicas
+            held = max(surge, self._held.get(d.deployment, 0))
+            self._held[d.deployment] = held
+            if held > surge:
+                target = d.desired_replicas + held
+                if max_replicas is not None:
+                    target = max(d.desired_replicas, min(target, max_replicas))
+                raised = dataclasses.replace(
+                    raised,
+                    desired_replicas=target,
+                    reason="rollout_surge",
+                    message=raised.message
+                    if raised.reason == "rollout_surge"
+                    else f"{d.message}; rollout surge held at +{held} until the rollout ends",
+                    forecast={**raised.forecast, "rollout_surge": float(target - d.desired_replicas)},
+                )
             if raised.desired_replicas > d.desired_replicas and d.deployment not in self._surging:
                 log.info("%s: %s", d.deployment, raised.message)
                 self._surging.add(d.deployment)
