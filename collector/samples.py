@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from collector.roles import pool_key, pool_of
+from collector.roles import BOTH, POOL_SEPARATOR, pool_key, pool_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +90,11 @@ class ReplicaSample:
     @property
     def deployment_key(self) -> str:
         """The key of the pool this replica belongs to: ``namespace/name``, or ``namespace/name@prefill`` (and
-        ``@decode``) for a disaggregated deployment's pools (``collector.roles.pool_key``)."""
-        return pool_key(f"{self.namespace}/{self.deployment}", pool_of(self.role))
+        ``@decode``) for a disaggregated deployment's pools (``collector.roles.pool_key``, inlined: a hot path)."""
+        role = self.role
+        if role is None or role == BOTH:
+            return f"{self.namespace}/{self.deployment}"
+        return f"{self.namespace}/{self.deployment}{POOL_SEPARATOR}{role}"
 
 
 @dataclass(frozen=True, slots=True)
