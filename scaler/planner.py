@@ -37,7 +37,10 @@ class PlannerConfig:
     mix_half_life_s: float = 600.0  # smoothing of the prompt/output token mix (heavy tails swing a minute's mean)
     slo_ttft_s: float | None = None  # with it, requests queued > a share of it correct the capacity (SloFeedback)
     slo_target_miss: float = 0.01
-    feedback_ceiling: float = 1.0  # above 1: clean traffic may prove the profile's capacity conservative (up to it)
+    # Above 1: clean traffic may lift capacity past the planned share of the profile. Not the default: calm
+    # traffic keeps the SLO clean without measuring the headroom a lost replica needs (the demo at ×8 with
+    # 1 / target_utilisation: two replicas carried it at full profile, an XID 79 left one, 1,894 waiting).
+    feedback_ceiling: float = 1.0
     upper_weight: float = 1.0  # size for point + w·(upper − point): 1 = the q90 upper bound, 0 = the point
     queue_budget_share: float = 0.25  # a request queued longer than this share of the TTFT SLO was delayed by load
 
@@ -88,10 +91,6 @@ def planner_config(
         scaling_delay_s=horizon - cold_start_s,
         capacity=capacity,
         slo_ttft_s=slo_ttft_s if slo_feedback else None,
-        # The headroom under the profile is a guess; SLO feedback measures it. Clean traffic may lift capacity
-        # up to the profile itself (utilisation 1), misses cut it (Azure conversation ×10: 4.43 → 3.74
-        # replica-h, 100 % in SLO either way).
-        feedback_ceiling=1.0 / target_utilisation,
         policy=PolicyConfig(
             min_replicas=min_replicas,
             max_replicas=max_replicas,

@@ -136,17 +136,17 @@ def test_slo_feedback_waits_for_a_cut_to_serve_and_undoes_one_that_did_not_help(
     assert helped.update(420.0, 0.004, 100) == pytest.approx(0.53)  # restores slowly
 
 
-def test_clean_traffic_lifts_capacity_up_to_the_profile_itself() -> None:
-    # kvpilot's defaults plan at 0.8 of the profile; an SLO kept clean lets the feedback lift capacity to the
-    # profile (multiplier 1 / 0.8), never beyond it, and misses cut it again.
+def test_clean_traffic_lifts_capacity_only_up_to_the_ceiling() -> None:
+    # kvpilot's default ceiling is the profile's planned share (1: headroom for a lost replica stays); with a
+    # ceiling of 1 / 0.8 an SLO kept clean lifts capacity to the profile itself and no further, misses cut it.
     from scaler.capacity import CapacityConfig
     from scaler.planner import planner_config
 
     cfg = planner_config(
         cold_start_s=120.0, tick_s=5.0, min_replicas=1, max_replicas=10, capacity=CapacityConfig(requests_per_s=1.0)
     )
-    assert cfg.feedback_ceiling == pytest.approx(1.0 / cfg.policy.target_utilisation)
-    fb = SloFeedback(ceiling=cfg.feedback_ceiling, settle_s=cfg.horizon_s)
+    assert cfg.feedback_ceiling == 1.0
+    fb = SloFeedback(ceiling=1.25, settle_s=cfg.horizon_s)
     for t in range(0, 3600, 60):
         fb.update(float(t), 0.0, 100, serving=3)
     assert fb.multiplier == pytest.approx(1.25)
