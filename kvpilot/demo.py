@@ -119,7 +119,9 @@ class DemoConfig:
     # 44-52 req/s per 8B H100 replica on this trace's prompts; at ×4 (15-31 req/s) two replicas carry the whole
     # hour, every scale-up was a forecast wobble at the 1-2 boundary (2 → 1 → 2 in the first 7 minutes) or a fault's
     # lost capacity, and a 4 % change in capacity moved the first one after the XID 79 (reactive). At ×8 (30-62
-    # req/s) the fleet goes 2 → 3 on the trace's opening rise, 4 and 5 towards its peak, predictively.
+    # req/s) the fleet goes 2 → 3 on the trace's opening rise, 4 and 5 towards its peak, predictively, with the
+    # planner as of 4c7dc2e; after 55d513b (capacity lifted to the profile) two replicas carry the opening rise with
+    # no spare and the XID 79 queues ~1,900 requests (BENCHMARKS.md "Demo").
     rate_scale: float = 8.0
     engine: str = "vllm"
     seed: int = 0
