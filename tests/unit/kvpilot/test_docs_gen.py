@@ -165,7 +165,7 @@ def test_type_name(tp: Any, expected: str) -> None:
 
 def test_every_engine_has_enable_notes_and_every_field_a_meaning() -> None:
     assert set(docs_engines.ENABLE) == set(ENGINES)
-    identity = {"namespace", "deployment", "replica", "node", "engine", "model", "timestamp"}
+    identity = {"namespace", "deployment", "replica", "node", "engine", "model", "timestamp", "role"}
     canonical = {f.name for f in dataclasses.fields(ReplicaSample)} - identity
     assert set(docs_engines.MEANING) == canonical == set(SCALAR_FIELDS + HISTOGRAM_FIELDS)
 
