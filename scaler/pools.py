@@ -112,6 +112,11 @@ class _PoolPlanner:
         self.policy = ReplicaPolicy(self.own.policy)
         self.signal = _Signal(make(self.own.forecaster), LiveMase(self.own.horizon_s))
         self._kv_per_seq: float | None = None
+        # What the control loop asks of any deployment's planner: its capacity in requests/s (a pool's is in its
+        # own units, so none is stored) and a forecaster the stored per-minute request rates warm-start (a pool
+        # forecasts tokens or sequences, which those rates are not: they go to a forecaster nobody reads).
+        self.capacity = _NoRequestCapacity()
+        self.forecaster = make("last_value")
 
     def decide(self, view: DeploymentView, now: float, current_replicas: int | None) -> Decision:
         current = len(view.replicas) if current_replicas is None else current_replicas
@@ -199,6 +204,13 @@ class _PoolPlanner:
             "queue": waiting,
         }
         return running, waiting, max(per_replica, 1e-9), numbers
+
+
+class _NoRequestCapacity:
+    source = "pool"
+
+    def requests_per_s(self) -> float | None:
+        return None
 
 
 def _n(value: float | None) -> str:

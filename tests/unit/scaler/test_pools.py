@@ -121,3 +121,12 @@ def test_a_deployment_without_pools_goes_to_the_wrapped_planner() -> None:
 def test_config_refuses_an_itl_no_replica_meets() -> None:
     with pytest.raises(ValueError, match="below one decode step"):
         replace(CONFIG, itl_target_s=H200.decode_step_s / 2)
+
+
+def test_the_control_loop_can_ask_any_key_for_its_capacity_and_forecaster() -> None:
+    # kvpilot.loop persists planner_for(key).capacity and warm-starts planner_for(key).forecaster for every key
+    planner = PooledPlanner(Planner(), CONFIG)
+    pool = planner.planner_for("llm/chat@decode")
+    assert pool.capacity.requests_per_s() is None  # no requests/s figure for a pool: nothing stored
+    pool.forecaster.observe(0.0, 3.0)  # accepted, and the pool's own signal is untouched
+    assert planner.planner_for("llm/solo").capacity.source == "unknown"  # the wrapped planner's own model
