@@ -33,6 +33,7 @@ from scaler.actuate import make_actuator
 from scaler.capacity import CapacityConfig, ServingProfile
 from scaler.planner import Planner, PlannerConfig
 from scaler.planner import planner_config as scaler_planner_config
+from scaler.pools import PoolConfig, PooledPlanner, PoolsConfig
 from scaler.publish import DecisionBoard
 from store.buffer import BufferedWriter
 from store.db import make_engine, session_factory
@@ -75,9 +76,23 @@ def planner_config(settings: Settings, scaling: DeploymentScaling) -> PlannerCon
     )
 
 
-def build_planner(settings: Settings) -> Planner:
+def build_planner(settings: Settings) -> Planner | PooledPlanner:
+    """The planner of every deployment; the pools of disaggregated ones (docs/disaggregated.md) are sized per pool
+    where a serving profile says what a replica is (both pools from the default profile and cold start: the
+    settings name no GPU type per pool yet), else decided like any deployment."""
     overrides = {k: planner_config(settings, v) for k, v in settings.scaler.deployments.items()}
-    return Planner(planner_config(settings, settings.scaler.default), overrides=overrides)
+    default = planner_config(settings, settings.scaler.default)
+    planner = Planner(default, overrides=overrides)
+    profile = default.capacity.profile
+    if profile is None:
+        return planner
+    pool = PoolConfig(
+        profile, cold_start_s=default.cold_start_s, scaling_delay_s=default.scaling_delay_s, policy=default.policy
+    )
+    # Dynamo's SLA planner default ITL target (scaler.pools; bench/disagg.py cites it), or two batch-1 steps of a
+    # profile too slow for it.
+    itl = max(0.05, 2 * profile.decode_step_s)
+    return PooledPlanner(planner, PoolsConfig(pool, pool, ttft_target_s=default.slo_ttft_s or 2.0, itl_target_s=itl))
 
 
 def build_collector(settings: Settings, clock: Clock, sleep: Any = None) -> Collector:
