@@ -221,11 +221,15 @@ def deployment_detail(c: Config = CONFIG) -> Dashboard:
                         "findings (warning: too many replicas out at once or TTFT burning; critical: both).",
                         (
                             _q(
-                                f'sum(increase(kvpilot_decisions_total{{reason="rollout_surge",{d}}}[{w}]))',
+                                # 0, not "No data", while no rollout has happened: the counter's label appears
+                                # only with the first surge
+                                f'sum(increase(kvpilot_decisions_total{{reason="rollout_surge",{d}}}[{w}])) '
+                                "or vector(0)",
                                 "surge ticks",
                             ),
                             _q(
-                                f'sum by (severity) (kvpilot_finding_active{{kind="rollout",{d}}})',
+                                f'sum by (severity) (kvpilot_finding_active{{kind="rollout",{d}}}) '
+                                'or label_replace(vector(0), "severity", "none", "", "")',
                                 "rollout finding ({{severity}})",
                             ),
                         ),
