@@ -105,9 +105,18 @@ def planner_config(
 
 
 def completion_rate(view: DeploymentView) -> float | None:
-    """Requests finished per second over the rate window, summed over replicas that report it."""
+    """Requests finished per second over the rate window, summed over replicas that report it (or as Prometheus
+    summed them, where the view came from the PromQL source's aggregates)."""
+    if view.requests_finished_rate is not None:
+        return view.requests_finished_rate
     rates = [r.requests_finished_rate for r in view.replicas if r.requests_finished_rate is not None]
     return sum(rates) if rates else None
+
+
+def replica_count(view: DeploymentView) -> int:
+    """The deployment's replicas: counted by Prometheus in the PromQL source's aggregates (whose ``replicas`` holds
+    only the sick ones a detector must see), else the replicas in the view."""
+    return view.replica_count if view.replica_count is not None else len(view.replicas)
 
 
 def token_mix(view: DeploymentView) -> TokenMix | None:
@@ -195,7 +204,7 @@ class _DeploymentPlanner:
         self, view: DeploymentView, now: float, current_replicas: int | None, arrival_rate: float | None = None
     ) -> Decision:
         cfg = self.config
-        current = len(view.replicas) if current_replicas is None else current_replicas
+        current = replica_count(view) if current_replicas is None else current_replicas
         # The gateway's request counter, where there is one, beats the engines' estimate (finished + Δqueue),
         # which lurches while replicas join and leave.
         arrival = view.arrival_rate if arrival_rate is None else arrival_rate
@@ -232,7 +241,11 @@ class _DeploymentPlanner:
             if mix is None and self.capacity.source == "profile"
             else self.capacity.requests_per_s(mix, view.prefix_hit_ratio)
         )
-        queued = self.queue_time.update(now, [(r.key, r.sample.queue_time) for r in view.replicas])
+        queued = (
+            (view.queue_time_window.bounds, view.queue_time_window.counts)  # already an increase, by Prometheus
+            if view.queue_time_window is not None
+            else self.queue_time.update(now, [(r.key, r.sample.queue_time) for r in view.replicas])
+        )
         # Only a fleet that, by the capacity model, was serving enough replicas for what arrived can prove the
         # model wrong: queueing while too few replicas serve (still loading after a forecast's timing miss) says
         # nothing about capacity, and cutting it then would keep paying for idle replicas long after (seen at

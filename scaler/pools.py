@@ -26,7 +26,7 @@ from scaler.capacity import ServingProfile
 from scaler.decision import Decision
 from scaler.forecast import Forecaster, make
 from scaler.forecast.live_error import LiveMase
-from scaler.planner import Planner, _DeploymentPlanner, empty_view
+from scaler.planner import Planner, _DeploymentPlanner, completion_rate, empty_view, replica_count
 from scaler.policy import Demand, PolicyConfig, ReplicaPolicy
 
 
@@ -119,7 +119,7 @@ class _PoolPlanner:
         self.forecaster = make("last_value")
 
     def decide(self, view: DeploymentView, now: float, current_replicas: int | None) -> Decision:
-        current = len(view.replicas) if current_replicas is None else current_replicas
+        current = replica_count(view) if current_replicas is None else current_replicas
         if self.pool == PREFILL:
             now_value, queued, capacity, numbers = self._prefill(view)
         else:
@@ -175,7 +175,7 @@ class _PoolPlanner:
     def _prefill(self, view: DeploymentView) -> tuple[float | None, float, float, dict[str, float]]:
         profile = self.own.profile
         rate = view.prompt_tokens_rate
-        done = sum(r.requests_finished_rate or 0.0 for r in view.replicas)
+        done = completion_rate(view) or 0.0
         mean_prompt = rate / done if rate and done else None
         waiting = view.requests_waiting or 0.0
         # Prompts waiting now are prefilled on top of what keeps arriving: within the TTFT target by the replicas

@@ -10,7 +10,14 @@ import pytest
 from collector.samples import Histogram, ReplicaSample
 from collector.state import FleetState
 from scaler.capacity import CapacityConfig, TokenMix
-from scaler.planner import Planner, PlannerConfig, WindowedHistogram, making_no_progress, servable_queue
+from scaler.planner import (
+    Planner,
+    PlannerConfig,
+    WindowedHistogram,
+    completion_rate,
+    making_no_progress,
+    servable_queue,
+)
 from scaler.policy import PolicyConfig
 
 TICK_S = 15.0
@@ -227,3 +234,24 @@ def test_live_forecast_error_is_exported_once_forecasts_come_due() -> None:
         mase = d.forecast.get("mase_holt", mase)
     assert mase is not None
     assert 0.0 <= mase < 1.0  # Holt follows a ramp better than "it stays where it is"
+
+
+def test_a_deployment_prometheus_aggregated_is_decided_as_its_replicas_would_be() -> None:
+    # The PromQL source's aggregates mode: the view holds only the sick replicas (here none) and carries the count,
+    # finished requests/s and queue-time window as Prometheus summed them. Read as len(replicas) == 0 and "no
+    # completions", the planner would see an empty deployment and scale it in.
+    state, per_replica, aggregated = FleetState(rate_window_s=60.0), Planner(CONFIG), Planner(CONFIG)
+    finished, desired = 0.0, []
+    for i, rate in enumerate([1.0 + 0.05 * i for i in range(60)]):
+        t = i * TICK_S
+        finished += rate * TICK_S
+        state.observe(_samples(t, finished, 2.0, 3), [], now=t)
+        view = state.deployments()["prod/llm"]
+        summed = dataclasses.replace(
+            view, replicas=(), replica_count=len(view.replicas), requests_finished_rate=completion_rate(view)
+        )
+        a = per_replica.planner_for("prod/llm").decide(view, t, None)
+        b = aggregated.planner_for("prod/llm").decide(summed, t, None)
+        desired.append(a.desired_replicas)
+        assert (b.desired_replicas, b.reason) == (a.desired_replicas, a.reason), t
+    assert desired[-1] > desired[0]  # the ramp moved the decision: the comparison is not between two constants
