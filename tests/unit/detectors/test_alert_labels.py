@@ -1,5 +1,5 @@
 """A GPU finding's alert names the replica (pod) and deployment it serves, not only "GPU GPU-14a2… on node-0": on
-/metrics (`kvpilot_finding_active`), in the rule's summary and in the direct push to Alertmanager."""
+/metrics (`kvpilot_finding_active`) and in the rule's summary."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from alerts.rules import alert_for_finding, expand
 from api.exposition import snapshot_families
 from api.runtime import Snapshot
 from detectors.finding import Finding, Severity, Subject
-from kvpilot.actuators.alertmanager import AlertmanagerPusher
 
 GPU = Subject(node="node-0", gpu="GPU-14a2")
 SERVING = Finding(
@@ -36,9 +35,3 @@ def test_the_rule_summary_names_the_workload_when_known() -> None:
     served = expand(alert.summary, SERVING.alert_labels())
     assert served == "GPU GPU-14a2 on node-0 (replica chat-0 of ml/chat) needs its node drained"
     assert expand(alert.summary, UNPLACED.alert_labels()) == "GPU GPU-14a2 on node-0 needs its node drained"
-
-
-def test_the_direct_push_carries_them() -> None:
-    body, _ = AlertmanagerPusher("http://am:9093").payload([SERVING], [], now=10.0)
-    assert body[0]["labels"]["replica"] == "chat-0"
-    assert body[0]["labels"]["deployment"] == "ml/chat"
