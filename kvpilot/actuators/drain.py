@@ -1,5 +1,6 @@
 """Drain a node through the official Kubernetes client: cordon, taint, evict its pods honouring
-PodDisruptionBudgets (a 429 is retried with backoff until a deadline), and uncordon on operator request.
+PodDisruptionBudgets (a 429 is retried with backoff until a deadline). Uncordoning is the operator's, by kubectl
+(the runbook KvpilotGpuDrainRequired says how, taint included).
 
 What to drain is decided elsewhere (``detectors.drain_rails``); this module only executes, and returns an
 audit record for every step it took, retried or skipped. Dry-run lists what it would do and changes nothing.
@@ -96,7 +97,7 @@ class NodeDrainer:
         result = DrainResult(node=node, dry_run=dry_run)
         stop = should_stop or (interrupt.is_set if interrupt is not None else (lambda: False))
         self._wait = self._waiter(interrupt)
-        if not self._update_node(node, result, cordon=True, reason=reason):
+        if not self._cordon(node, result, reason=reason):
             return result
         pods = self._pods_to_evict(node, result)
         if pods is None:
@@ -121,12 +122,6 @@ class NodeDrainer:
         self._record(result, "evict", result.node, Outcome.SKIPPED, f"cancelled; {left} pod(s) not evicted")
         result.cancelled = True
 
-    def uncordon(self, node: str, *, dry_run: bool = False, reason: str = "") -> DrainResult:
-        """Remove kvpilot's taint and mark the node schedulable again (an operator's request)."""
-        result = DrainResult(node=node, dry_run=dry_run)
-        self._update_node(node, result, cordon=False, reason=reason)
-        return result
-
     # -- steps -----------------------------------------------------------------------------------------
 
     def _record(self, result: DrainResult, step: str, target: str, outcome: Outcome, message: str, **ev: Any) -> None:
@@ -144,8 +139,8 @@ class NodeDrainer:
             )
         )
 
-    def _update_node(self, node: str, result: DrainResult, *, cordon: bool, reason: str) -> bool:
-        step = "cordon" if cordon else "uncordon"
+    def _cordon(self, node: str, result: DrainResult, *, reason: str) -> bool:
+        step = "cordon"
         for attempt in range(self._backoff.max_conflicts + 1):
             try:
                 obj = self._core.read_node(node)
@@ -153,19 +148,16 @@ class NodeDrainer:
                 return self._node_error(result, step, node, e)
             spec = obj.spec = obj.spec or client.V1NodeSpec()
             taints = [t for t in (spec.taints or []) if t.key != self._taint_key]
-            if cordon:
-                taints.append(client.V1Taint(key=self._taint_key, value="true", effect="NoSchedule"))
-            already = bool(spec.unschedulable) == cordon and len(taints) == len(spec.taints or [])
+            already = bool(spec.unschedulable) and len(taints) + 1 == len(spec.taints or [])
+            taints.append(client.V1Taint(key=self._taint_key, value="true", effect="NoSchedule"))
             if already:
-                self._record(
-                    result, step, node, Outcome.SKIPPED, f"{node} already {'cordoned' if cordon else 'schedulable'}"
-                )
+                self._record(result, step, node, Outcome.SKIPPED, f"{node} already cordoned")
                 return True
             if result.dry_run:
                 self._record(result, step, node, Outcome.DRY_RUN, f"would {step} {node}: {reason}".rstrip(": "))
                 return True
-            spec.unschedulable = True if cordon else None
-            spec.taints = taints or None
+            spec.unschedulable = True
+            spec.taints = taints
             try:
                 self._core.replace_node(node, obj)
             except ApiException as e:
@@ -175,9 +167,7 @@ class NodeDrainer:
                     )
                     continue
                 return self._node_error(result, step, node, e)
-            done = f"{step}ed {node}" + (
-                f" and tainted {self._taint_key}" if cordon else f", removed {self._taint_key}"
-            )
+            done = f"cordoned {node} and tainted {self._taint_key}"
             self._record(result, step, node, Outcome.OK, f"{done}: {reason}".rstrip(": "))
             return True
         self._record(result, step, node, Outcome.ERROR, f"gave up after {self._backoff.max_conflicts} conflicts")

@@ -1,5 +1,5 @@
 """The drain actuator through the official Kubernetes client against the fake API server: cordon and taint,
-PDB-aware eviction with 429 backoff, resourceVersion conflicts, 404s, dry-run and uncordon."""
+PDB-aware eviction with 429 backoff, resourceVersion conflicts, 404s, and dry-run."""
 
 from __future__ import annotations
 
@@ -192,23 +192,6 @@ def test_pod_gone_before_its_eviction_counts_as_done(kube, core):
     )
     assert _outcomes(result.records, "evict") == [("ml/llm-0", Outcome.NOT_FOUND)]
     assert result.complete
-
-
-def test_uncordon_removes_the_taint_and_the_cordon(kube, core):
-    # The operator's uncordon undoes exactly what the drain did, keeping other taints.
-    kube.create(
-        "nodes",
-        {"metadata": {"name": "gpu-1"}, "spec": {"taints": [{"key": "other", "effect": "NoSchedule"}]}},
-    )
-    drainer = _drainer(core, VirtualClock(), [])
-    drainer.drain("gpu-1", dry_run=False)
-    result = drainer.uncordon("gpu-1")
-    node = kube.get("nodes", "gpu-1", namespace="")
-    assert not node["spec"].get("unschedulable")
-    assert [t["key"] for t in node["spec"]["taints"]] == ["other"]
-    assert [o for _, o in _outcomes(result.records, "uncordon")] == [Outcome.OK]
-    again = drainer.uncordon("gpu-1")
-    assert [o for _, o in _outcomes(again.records, "uncordon")] == [Outcome.SKIPPED]
 
 
 def _budget(kube: FakeKube, name: str, **spec: Any) -> None:
