@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 
 def _check(
@@ -280,12 +280,3 @@ class Thresholds:
 
 
 DEFAULT = Thresholds()
-
-
-def describe(thresholds: Thresholds = DEFAULT) -> dict[str, dict[str, object]]:
-    """A flat view of every section, for docs and the `detect --json` header."""
-    out: dict[str, dict[str, object]] = {}
-    for section in ("kv", "prefix", "gpu", "ttft", "target", "rollout"):
-        obj = getattr(thresholds, section)
-        out[section] = {f.name: getattr(obj, f.name) for f in fields(obj)}
-    return out

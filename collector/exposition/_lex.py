@@ -119,10 +119,3 @@ def unquote_name(token: str) -> tuple[str, bool]:
             raise ValueError("missing closing quote")
         token = token[1:-1]
     return unescape_label_value(token), quoted
-
-
-def parse_value(token: str) -> float:
-    """A sample value as the oracle reads it (no digit separators; int or float syntax)."""
-    if "_" in token:
-        raise ValueError(f"invalid value {token!r}")
-    return float(token)

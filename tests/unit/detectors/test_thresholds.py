@@ -1,7 +1,6 @@
 import pytest
 
 from detectors.thresholds import (
-    DEFAULT,
     BurnWindow,
     GpuThresholds,
     HysteresisPolicy,
@@ -9,7 +8,6 @@ from detectors.thresholds import (
     PrefixThresholds,
     Thresholds,
     TtftSlo,
-    describe,
 )
 
 BAD = [
@@ -47,10 +45,3 @@ def test_alert_for_duration_derives_from_hysteresis_and_tick():
     th = Thresholds(tick_s=10.0, hysteresis={"stuck_gpu": HysteresisPolicy(open_after_ticks=3)})
     assert th.for_seconds("stuck_gpu") == 30.0
     assert th.for_seconds("unknown_kind") == HysteresisPolicy().open_after_ticks * 10.0
-
-
-def test_describe_lists_every_section():
-    # The flat view names each section and carries the actual values.
-    d = describe(DEFAULT)
-    assert set(d) == {"kv", "prefix", "gpu", "ttft", "target", "rollout"}
-    assert d["kv"]["near_full"] == DEFAULT.kv.near_full
