@@ -157,7 +157,10 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
 def _listen(host: str, port: int) -> socket.socket:
     """Bind the HTTP socket before anything else starts, so a port in use fails at once with a clear message."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not the default 0: asyncio sets TCP_NODELAY only on sockets that say they are TCP, and accepted
+    # connections inherit this. Without it a keep-alive client waited ~40 ms per answer (Nagle's algorithm holding
+    # the body behind the headers until the client's delayed ACK).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
