@@ -221,9 +221,6 @@ class ScalerSettings(_Section):
                 raise ValueError(f"scaler.deployments key {key!r} must be 'namespace/name'")
         return v
 
-    def for_deployment(self, key: str) -> DeploymentScaling:
-        return self.deployments.get(key, self.default)
-
 
 class StoreSettings(_Section):
     database_url: str | None = None  # None: SQLite file under data_dir

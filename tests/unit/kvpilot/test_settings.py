@@ -74,8 +74,8 @@ def test_yaml_then_environment_precedence(monkeypatch: pytest.MonkeyPatch, tmp_p
     s = load_settings(cfg)
     assert s.collector.interval_s == 20  # environment over file
     assert s.collector.timeout_s == 3  # file over default, and the rest of the section kept
-    assert s.scaler.for_deployment("llm/chat").max_replicas == 8
-    assert s.scaler.for_deployment("other/x").max_replicas == 100  # the default section (KEDA's maxReplicaCount)
+    assert s.scaler.deployments["llm/chat"].max_replicas == 8
+    assert s.scaler.default.max_replicas == 100  # KEDA's maxReplicaCount
     assert load_settings(cfg, api={"http_port": 1234}).api.http_port == 1234  # --port over all
 
 
