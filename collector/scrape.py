@@ -314,6 +314,17 @@ def _unique(targets: Sequence[TargetInfo]) -> list[TargetInfo]:
 # -- running forever --------------------------------------------------------------------------------------
 
 
+async def sleep_unless_stopped(sleep: Sleep, seconds: float, stop: asyncio.Event) -> None:
+    """``sleep(seconds)``, ended early when ``stop`` is set (a shutdown does not wait out a loop's interval)."""
+    sleeper = asyncio.ensure_future(sleep(seconds))
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in (sleeper, stopper):
+            t.cancel()
+
+
 def spawn_guarded(
     name: str,
     body: Callable[[], Coroutine[Any, Any, None]],

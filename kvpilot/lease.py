@@ -18,6 +18,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from collector.clock import Clock
+from collector.scrape import Sleep, sleep_unless_stopped
 
 log = logging.getLogger(__name__)
 
@@ -146,13 +147,9 @@ class LeaseElector:
             log.warning("lease %s/%s: release failed: %s", self.namespace, self.name, e)
         self.leader = False
 
-    async def run(self, stop: asyncio.Event, *, every_s: float, sleep: Any = asyncio.sleep) -> None:
+    async def run(self, stop: asyncio.Event, *, every_s: float, sleep: Sleep = asyncio.sleep) -> None:
         """Campaign and renew every ``every_s`` until ``stop``; then release."""
         while not stop.is_set():
             await asyncio.to_thread(self.try_acquire_or_renew)
-            sleeper = asyncio.ensure_future(sleep(every_s))
-            stopper = asyncio.ensure_future(stop.wait())
-            await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            sleeper.cancel()
-            stopper.cancel()
+            await sleep_unless_stopped(sleep, every_s, stop)
         await asyncio.to_thread(self.release)

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 from api.exposition import OwnMetrics
 from api.runtime import Snapshot
 from collector.clock import Clock
+from collector.discovery import Discovery
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult
 from collector.state import FleetState, replica_key
@@ -47,10 +48,6 @@ from store.repo.deployments import SeenDeployment
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-class Discovery(Protocol):
-    async def targets(self) -> list[TargetInfo]: ...
 
 
 class Collect(Protocol):

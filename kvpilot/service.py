@@ -21,7 +21,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol, TypeVar
@@ -34,10 +34,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.exposition import OwnMetrics
 from api.runtime import RuntimeHealth, Snapshot, TargetRegistry
 from collector.clock import Clock
-from collector.scrape import spawn_guarded
+from collector.discovery import Discovery
+from collector.scrape import Sleep, sleep_unless_stopped, spawn_guarded
 from detectors.finding import Finding
 from kvpilot.actuation import Actuation
-from kvpilot.loop import ControlLoop, Decide, Detect, Discovery, LoopConfig, Publish
+from kvpilot.loop import ControlLoop, Decide, Detect, LoopConfig, Publish
 from scaler.decision import Decision
 from store import repo
 from store.buffer import BufferedWriter
@@ -48,7 +49,6 @@ from store.repo.rollups import RollupPoint
 
 log = logging.getLogger(__name__)
 
-Sleep = Callable[[float], Awaitable[None]]
 T = TypeVar("T")
 
 
@@ -276,7 +276,7 @@ class Service:
             await self.loop.tick()
             self._wake_writer.set()
             self._wake_actuator.set()  # never awaited: a slow drain or store cannot hold the next tick
-            await self._sleep_unless_stopped(max(0.0, self.interval_s - (self.clock.now() - started)))
+            await sleep_unless_stopped(self._sleep, max(0.0, self.interval_s - (self.clock.now() - started)), self.stop)
 
     async def _run_writer(self) -> None:
         while True:
@@ -355,15 +355,6 @@ class Service:
             return
         with contextlib.suppress(SQLAlchemyError):
             self._node_drains = await asyncio.to_thread(read)
-
-    async def _sleep_unless_stopped(self, seconds: float) -> None:
-        sleeper = asyncio.ensure_future(self._sleep(seconds))
-        stopper = asyncio.ensure_future(self.stop.wait())
-        try:
-            await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for t in (sleeper, stopper):
-                t.cancel()
 
 
 def _in_daemon_thread(fn: Callable[[], T]) -> asyncio.Future[T]:

@@ -30,7 +30,7 @@ from typing import Any
 
 from collector.clock import Clock
 from collector.samples import TargetInfo
-from collector.scrape import CollectResult, ScrapeResult
+from collector.scrape import CollectResult, ScrapeResult, Sleep, sleep_unless_stopped
 from kvpilot.lease import LeaseElector, _epoch
 
 log = logging.getLogger(__name__)
@@ -285,18 +285,12 @@ class ShardCoordinator:
         self._member.release()
         self.owned = frozenset()
 
-    async def run(self, stop: asyncio.Event, *, every_s: float, sleep: Any = asyncio.sleep) -> None:
+    async def run(self, stop: asyncio.Event, *, every_s: float, sleep: Sleep = asyncio.sleep) -> None:
         """Rounds until ``stop``, then release. A crash (SIGKILL, a cancelled task) releases nothing: the others
         take the shards over when their Leases expire."""
         while not stop.is_set():
             await asyncio.to_thread(self.round)
-            sleeper = asyncio.ensure_future(sleep(self.next_wake_s(every_s)))
-            stopper = asyncio.ensure_future(stop.wait())
-            try:
-                await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                sleeper.cancel()
-                stopper.cancel()
+            await sleep_unless_stopped(sleep, self.next_wake_s(every_s), stop)
         await asyncio.to_thread(self.release)
 
 
