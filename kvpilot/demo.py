@@ -597,12 +597,9 @@ def _count_requests(s: DemoSummary, fleet: Any, *, now: float, slo_s: float) -> 
 async def _serve_api(app: Any, port: int) -> tuple[str, asyncio.Task[None], Any]:
     import uvicorn
 
-    class _Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:  # the demo handles Ctrl-C itself
-            yield
+    from kvpilot.runner import UvicornServer
 
-    server = _Server(
+    server = UvicornServer(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False, lifespan="off")
     )
     task = asyncio.create_task(server.serve(), name="demo-api")

@@ -26,8 +26,9 @@ from kvpilot.wiring import advertised_address, build_service
 log = logging.getLogger("kvpilot")
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling: kvpilot's handler stops the loop first, then the server."""
+class UvicornServer(uvicorn.Server):
+    """uvicorn without its own signal handling: kvpilot's handler stops the loop first, then the server (the demo
+    handles Ctrl-C itself the same way)."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -108,7 +109,7 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
         )
         app = create_app(service, auth)
         app.state.decision_stale_after_s = settings.decision_stale_after_s  # the metrics-api route: same limit
-        server = _Server(
+        server = UvicornServer(
             uvicorn.Config(
                 app, host=settings.api.host, port=settings.api.http_port, log_config=None, access_log=False,
                 lifespan="off",
