@@ -16,7 +16,6 @@ import re
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,8 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+
+from tests.helpers.poll import wait_for
 
 pytestmark = pytest.mark.integration  # kubectl, a live `kvpilot run`
 
@@ -140,13 +141,6 @@ def _bash(cmd: str, cwd: Path, env: dict[str, str], timeout: float) -> subproces
     )
 
 
-def _until(check: Callable[[], bool], what: str, timeout_s: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
 class _Service:
     """`kvpilot run` as the quickstart starts it, on free ports and its own data folder."""
 
@@ -157,7 +151,7 @@ class _Service:
             KVPILOT_HTTP_PORT=str(self.port), KVPILOT_GRPC_PORT=str(_free_port()), KVPILOT_DATA_DIR=str(cwd / "data")
         )
         self.proc = subprocess.Popen(["bash", "-c", f"exec {cmd}"], cwd=cwd, env=env, stdout=self.log, stderr=self.log)
-        _until(self._healthy, "kvpilot run to answer /healthz")
+        wait_for(self._healthy, what="kvpilot run to answer /healthz", timeout_s=90, every_s=0.2)
 
     def _healthy(self) -> bool:
         assert self.proc.poll() is None, f"kvpilot run exited {self.proc.returncode}: see {self.log.name}"
@@ -231,7 +225,7 @@ def test_the_pages_run_top_to_bottom(sandbox: Path) -> None:
                 assert service is not None, f"{c.page}: `{c.text}` comes before the service it asks"
                 cmd = c.text.replace("localhost:8080", f"127.0.0.1:{service.port}")
                 # The first tick's series appear a tick after /healthz answers: wait for the answer, not a delay.
-                _until(_succeeds(cmd, sandbox), f"`{c.text}`")
+                wait_for(_succeeds(cmd, sandbox), what=f"`{c.text}`", timeout_s=90, every_s=0.2)
             elif klass == CONFIG_SHOW:
                 config = c.text.split("--config ")[1].split()[0]
                 for name, text in files.items():

@@ -17,8 +17,9 @@ from scaler.decision import Decision
 from store import repo
 from store.db import make_engine, session_factory, transaction
 from store.models import RollupRow
+from tests.helpers.poll import until
 from tests.services.postgres import PostgresServer, fresh_database, run_postgres
-from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks, until
+from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks
 
 pytestmark = pytest.mark.integration
 

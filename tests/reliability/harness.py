@@ -165,16 +165,6 @@ def running(
             run.stop()
 
 
-def wait_for(predicate: Callable[[], bool], *, timeout_s: float, what: str, every_s: float = 0.05) -> float:
-    """Seconds until ``predicate`` held; fails naming ``what``."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout_s:
-        if predicate():
-            return time.monotonic() - t0
-        time.sleep(every_s)
-    raise AssertionError(f"never happened within {timeout_s} s: {what}")
-
-
 def postgres_pids(data_dir: Path) -> list[int]:
     """The postmaster of the cluster in ``data_dir`` and every process it forked (its backends)."""
     master = int((data_dir / "postmaster.pid").read_text().split()[0])

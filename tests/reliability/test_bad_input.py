@@ -10,8 +10,9 @@ import pytest
 from sqlalchemy import text
 
 from store.db import make_engine
+from tests.helpers.poll import wait_for
 from tests.reliability.conftest import Recorder, Store
-from tests.reliability.harness import ENGINE, SECRET, A, R, running, wait_for
+from tests.reliability.harness import ENGINE, SECRET, A, R, running
 
 LONE_SURROGATE = '"\\ud800"'  # JSON text for a lone surrogate, as a client can send it
 NUL = '"a\\u0000b"'

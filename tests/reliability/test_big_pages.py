@@ -15,8 +15,9 @@ import httpx
 from collector.clock import WallClock
 from collector.samples import TargetInfo
 from collector.scrape import Collector, ScrapeConfig
+from tests.helpers.poll import wait_for
 from tests.reliability.conftest import Recorder, Store
-from tests.reliability.harness import running, wait_for
+from tests.reliability.harness import running
 from tests.services.ports import free_port
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "metrics" / "vllm-hybrid-kv__handwritten.txt"

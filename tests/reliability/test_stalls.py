@@ -18,8 +18,9 @@ from kvpilot.actuators.drain import Backoff, NodeDrainer
 from kvpilot.service import Service
 from tests.fakekube.eviction import install
 from tests.fakekube.server import FakeKube
+from tests.helpers.poll import wait_for
 from tests.reliability.conftest import Recorder, Store
-from tests.reliability.harness import A, R, Running, frozen_postgres, running, wait_for
+from tests.reliability.harness import A, R, Running, frozen_postgres, running
 
 
 def _cluster() -> FakeKube:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from kubernetes import client
 from collector.discovery.kubernetes import KubernetesDiscovery, pod_target
 from collector.samples import TargetInfo
 from tests.fakekube import FakeKube
+from tests.helpers.poll import wait_for
 
 
 def pod_dict(
@@ -128,15 +128,6 @@ def kube() -> Iterator[FakeKube]:
         yield k
 
 
-def eventually(condition: Callable[[], bool], timeout_s: float = 15.0) -> None:
-    """Poll what the discovery thread makes true."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
-
-
 def _expired(kube: FakeKube) -> bool:
     kube.store.expire_watches()
     return True
@@ -162,7 +153,7 @@ async def test_list_then_watch_follows_pods(kube: FakeKube) -> None:
         kube.patch("pods", "b", ready, "prod")  # b turns Ready
         kube.create("pods", pod_dict("d", ports=[8000]))
         kube.delete("pods", "a", "prod")
-        eventually(lambda: pods_of(disc) == ["b", "d"])
+        wait_for(lambda: pods_of(disc) == ["b", "d"], what="pods b and d")
         assert disc.lists == 1  # all of it through the watch
     finally:
         disc.stop()
@@ -173,12 +164,12 @@ async def test_watch_gone_relists(kube: FakeKube) -> None:
     disc = KubernetesDiscovery(kube.api_client(), namespace="prod", watch_timeout_s=30)
     try:
         await disc.targets()
-        eventually(lambda: pod_requests(kube) >= 2)  # the list, then the watch
+        wait_for(lambda: pod_requests(kube) >= 2, what="the list, then the watch")  # the list, then the watch
         # The open watch ends with 410 Gone. The watch's GET is logged before its handler reads the store's epoch,
         # so one expiry can land before the watch is open (seen in CI): expire until the 410 makes it list again.
-        eventually(lambda: _expired(kube) and disc.lists >= 2)
+        wait_for(lambda: _expired(kube) and disc.lists >= 2, what="a relist after the watch expired")
         kube.create("pods", pod_dict("e", ports=[8000]))
-        eventually(lambda: pods_of(disc) == ["a", "e"])
+        wait_for(lambda: pods_of(disc) == ["a", "e"], what="pods a and e")
     finally:
         disc.stop()
 
@@ -187,9 +178,10 @@ async def test_watch_timeout_resumes_without_relisting(kube: FakeKube) -> None:
     disc = KubernetesDiscovery(kube.api_client(), namespace="prod", watch_timeout_s=1)
     try:
         assert await disc.targets() == []
-        eventually(lambda: pod_requests(kube) >= 3)  # one list; the first watch ended after 1 s, a second began
+        # one list; the first watch ended after 1 s, a second began
+        wait_for(lambda: pod_requests(kube) >= 3, what="a second watch")
         kube.create("pods", pod_dict("f", ports=[8000]))
-        eventually(lambda: pods_of(disc) == ["f"])
+        wait_for(lambda: pods_of(disc) == ["f"], what="pod f")
         assert disc.lists == 1
     finally:
         disc.stop()
@@ -201,7 +193,7 @@ async def test_api_outage_keeps_known_targets(kube: FakeKube) -> None:
     try:
         assert [t.pod for t in await disc.targets()] == ["a"]
         kube.stop()  # the API server goes away
-        eventually(lambda: disc.last_error is not None)
+        wait_for(lambda: disc.last_error is not None, what="the error recorded")
         assert [t.pod for t in await disc.targets()] == ["a"]
     finally:
         disc.stop()
@@ -215,6 +207,9 @@ def test_all_namespaces(kube: FakeKube) -> None:
     disc = KubernetesDiscovery(kube.api_client())
     try:
         disc.start()
-        eventually(lambda: [(t.namespace, t.pod) for t in disc.snapshot()] == [("dev", "b"), ("prod", "a")])
+        wait_for(
+            lambda: [(t.namespace, t.pod) for t in disc.snapshot()] == [("dev", "b"), ("prod", "a")],
+            what="dev/b and prod/a",
+        )
     finally:
         disc.stop()

@@ -9,7 +9,7 @@ import gzip
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -27,6 +27,7 @@ from collector.scrape import (
 )
 from collector.state import FleetState
 from tests.conftest import FIXTURES
+from tests.helpers.poll import until
 from tests.services.ports import free_port
 
 PAGE = b"""# TYPE vllm:num_requests_running gauge
@@ -187,13 +188,6 @@ def adapt(body: bytes, target: TargetInfo, timestamp: float, *, content_type: st
     return Page("vllm", (replica,), ())
 
 
-async def _until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    """Poll a condition another thread makes true (the HTTP server's request count)."""
-    async with asyncio.timeout(timeout_s):
-        while not condition():  # noqa: ASYNC110 - the condition lives in another thread, no event to await
-            await asyncio.sleep(0.01)
-
-
 @pytest.fixture(params=["asyncio", "httpx"])
 def http_client(request: pytest.FixtureRequest) -> str:
     """Every behaviour holds for each HTTP backend in collector.scrape_http.FETCHERS."""
@@ -317,7 +311,7 @@ async def test_concurrency_is_bounded(pages: Pages, http_client: str) -> None:
     targets = [pages.target(f"/slow?{i}") for i in range(5)]
     async with collector(http_client, max_concurrency=2, timeout_s=30) as c:
         task = asyncio.create_task(c.collect_once(targets))
-        await _until(lambda: sum(pages.server.hits.values()) >= 2)
+        await until(lambda: sum(pages.server.hits.values()) >= 2, what="two requests at the server", timeout_s=10)
         for _ in range(20):  # give a third request every chance to slip through
             await asyncio.sleep(0.01)
         assert sum(pages.server.hits.values()) == 2

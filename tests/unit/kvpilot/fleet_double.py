@@ -4,7 +4,7 @@ counters advance with the clock, and a GPU whose XID the test sets. Everything e
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from collector.clock import VirtualClock
@@ -15,6 +15,7 @@ from kvpilot.settings import Settings, load_settings
 from kvpilot.sources import Sources
 from kvpilot.targets import StaticTargets
 from kvpilot.wiring import build_service
+from tests.helpers.poll import until
 
 START = 1_700_000_000.0
 ENGINE = TargetInfo(url="http://10.0.0.1:8000/metrics", namespace="llm", deployment="chat", pod="chat-0", node="n0")
@@ -93,15 +94,6 @@ def make_service(
         **kw,
     )
     return service, restored, timer
-
-
-async def until(predicate: Callable[[], bool], *, what: str, polls: int = 6000) -> None:
-    """Poll (yielding to the loop and to worker threads) until ``predicate`` holds."""
-    for _ in range(polls):
-        if predicate():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"never happened: {what}")
 
 
 async def actuator_caught_up(service: Service) -> None:

@@ -10,7 +10,8 @@ from collector.clock import VirtualClock
 from kvpilot.cost import cost_config, profile_candidates
 from kvpilot.settings import SettingsError, load_settings
 from scaler.cost import DEFAULT_GPU_PRICES, deployment_cost
-from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks, until
+from tests.helpers.poll import until
+from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks
 from tests.unit.scaler.test_cost import MODEL, _view
 
 

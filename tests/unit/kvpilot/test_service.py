@@ -16,7 +16,8 @@ from detectors.finding import Finding
 from store import repo
 from store.db import transaction
 from store.models import DecisionRow, RollupRow
-from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks, until
+from tests.helpers.poll import until
+from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks
 
 
 @pytest.fixture

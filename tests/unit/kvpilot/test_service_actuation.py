@@ -7,7 +7,8 @@ from collector.clock import VirtualClock
 from store import repo
 from store.db import transaction
 from store.drain_states import DrainState
-from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks, until
+from tests.helpers.poll import until
+from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks
 
 TWO_NODES = (("chat-0", "n0"), ("chat-1", "n1"))
 
@@ -113,7 +114,7 @@ async def test_approved_drain_cordons_and_evicts_through_the_api_server(tmp_path
                 items = repo.list_drains(session=s).items
                 return items[0].state if items else "none yet"
 
-        await until(lambda: state() in ("done", "failed"), what="the drain finished", polls=4000)
+        await until(lambda: state() in ("done", "failed"), what="the drain finished", timeout_s=20)
         assert state() == "done"
         assert kube.get("nodes", "n0")["spec"]["unschedulable"] is True
         pods, _ = kube.store.list(kube.resource("pods"), "llm")

@@ -91,7 +91,8 @@ async def test_two_replicas_one_actuates_and_the_other_takes_over(
     # holder shuts down it releases the Lease and the other one takes over at its next renewal.
     from store import repo
     from store.db import transaction
-    from tests.unit.kvpilot.fleet_double import ScriptedFleet, make_service, run_ticks, until
+    from tests.helpers.poll import until
+    from tests.unit.kvpilot.fleet_double import ScriptedFleet, make_service, run_ticks
 
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     two_nodes = (("chat-0", "n0"), ("chat-1", "n1"))

@@ -8,8 +8,8 @@ import pytest
 from kvpilot.settings import load_settings
 from kvpilot.sources import EmbeddedSimulator, build
 from kvpilot.wiring import build_service
+from tests.helpers.poll import until
 from tests.services.prometheus import run_prometheus
-from tests.unit.kvpilot.fleet_double import until
 
 pytestmark = pytest.mark.integration
 
@@ -35,7 +35,7 @@ async def test_promql_source_drives_the_loop(tmp_path) -> None:
                 service, restored = build_service(settings, sources)
                 await service.start(restored)
                 try:
-                    await until(lambda: service.loop.tick_count >= 3, what="three ticks", polls=4000)
+                    await until(lambda: service.loop.tick_count >= 3, what="three ticks", timeout_s=20)
                     snap = service.snapshot()
                     assert snap is not None
                     assert set(snap.deployments) == {"inference/llama"}

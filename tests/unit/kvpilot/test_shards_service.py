@@ -29,7 +29,8 @@ from scaler.keda.forward import DECISION_AT, Forwarding
 from scaler.keda.server import Endpoint, build_endpoint
 from scaler.keda.servicer import ServicerSettings
 from tests.fakekube import FakeKube
-from tests.unit.kvpilot.fleet_double import START, settings_for, until
+from tests.helpers.poll import until
+from tests.unit.kvpilot.fleet_double import START, settings_for
 
 SHARDS = 3
 LEASE_S = 15.0
