@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collector.scrape_http import ScrapeError, StreamFetcher
+from tests.helpers.poll import until
 
 BODY = b"# TYPE up gauge\nup 1\n"
 
@@ -94,7 +95,8 @@ async def test_dropped_keep_alive_connection_is_retried_once_fresh(raw: RawServe
     raw.mode = "drop-after-one"
     fetcher = StreamFetcher()
     assert (await fetcher.get(raw.url, max_bytes=1024))[0] == BODY
-    await asyncio.sleep(0.05)  # let the server's close reach us; the fetcher still holds the connection
+    (held,) = [c for conns in fetcher._idle.values() for c in conns]  # the fetcher still holds the connection
+    await until(held.reader.at_eof, what="the server's close reached the held connection", timeout_s=10)
     assert (await fetcher.get(raw.url, max_bytes=1024))[0] == BODY
     await fetcher.aclose()
     assert raw.connections == 2
