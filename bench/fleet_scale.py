@@ -39,6 +39,9 @@ from typing import Any
 import httpx
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench._process import metric, spawn, wait_line
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 KVPILOT = str(Path(PY).parent / "kvpilot")
@@ -71,29 +74,6 @@ def _quantile(xs: list[float], q: float) -> float:
         return float("nan")
     s = sorted(xs)
     return s[min(len(s) - 1, int(q * len(s)))]
-
-
-def _spawn(argv: list[str], *, env: dict[str, str] | None = None, log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        argv, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log.open("wb"), stderr=subprocess.STDOUT
-    )
-
-
-def _wait_line(log: Path, pattern: str, proc: subprocess.Popen[bytes], timeout_s: float) -> re.Match[str]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        m = re.search(pattern, log.read_text(errors="replace"))
-        if m:
-            return m
-        if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args!r} exited: {log.read_text()[-2000:]}")
-        time.sleep(0.1)
-    raise TimeoutError(f"no {pattern!r} in {log} within {timeout_s} s: {log.read_text()[-2000:]}")
-
-
-def _metric(text: str, name: str) -> float | None:
-    m = re.search(rf"^{re.escape(name)}(?:\{{[^}}]*\}})? (\S+)$", text, re.M)
-    return float(m.group(1)) if m else None
 
 
 def _tree(pid: int) -> list[int]:
@@ -147,8 +127,8 @@ async def _measure(run: Run, base: str, pid: int, ticks: int, interval_s: float,
                     text = (await client.get("/metrics")).text
                 except httpx.TransportError:  # a kept-alive connection the server closed as we reused it
                     continue
-                count = _metric(text, "kvpilot_loop_tick_seconds_count")
-                total = _metric(text, "kvpilot_loop_tick_seconds_sum")
+                count = metric(text, "kvpilot_loop_tick_seconds_count")
+                total = metric(text, "kvpilot_loop_tick_seconds_sum")
                 if count is not None and total is not None:
                     if last is not None and count > last[0]:
                         seen += int(count - last[0])
@@ -158,9 +138,9 @@ async def _measure(run: Run, base: str, pid: int, ticks: int, interval_s: float,
                             # several ticks between polls (never at these intervals) would average: fine for p50
                             run.ticks.append((time.monotonic(), (total - last[1]) / (count - last[0])))
                     last = (count, total)
-                    run.overruns = _metric(text, "kvpilot_loop_overruns_total") or 0.0
-                    run.answer_bytes = _metric(text, "kvpilot_promql_answer_bytes") or 0.0
-                    run.rules_in_use = _metric(text, "kvpilot_promql_recording_rules_in_use")
+                    run.overruns = metric(text, "kvpilot_loop_overruns_total") or 0.0
+                    run.answer_bytes = metric(text, "kvpilot_promql_answer_bytes") or 0.0
+                    run.rules_in_use = metric(text, "kvpilot_promql_recording_rules_in_use")
                     run.stage_errors = sum(
                         float(v) for v in re.findall(r"^kvpilot_loop_stage_errors_total\{[^}]*\} (\S+)$", text, re.M)
                     )
@@ -199,10 +179,10 @@ def run_one(replicas: int, mode: str, ticks: int, interval_s: float, tmp: Path, 
     run = Run(replicas, mode)
     fake_log = tmp / f"promapi-{replicas}.log"
     fake_argv = [PY, "-m", "tests.services.promapi", "--replicas", str(replicas)]
-    fake = _spawn([*fake_argv, *([] if rules else ["--no-rules"])], log=fake_log)
+    fake = spawn([*fake_argv, *([] if rules else ["--no-rules"])], log=fake_log)
     kv: subprocess.Popen[bytes] | None = None
     try:
-        port = int(_wait_line(fake_log, r"listening (\d+)", fake, 120).group(1))
+        port = int(wait_line(fake_log, r"listening (\d+)", fake, 120).group(1))
         config = {
             "collector": {
                 "interval_s": interval_s,
@@ -220,8 +200,8 @@ def run_one(replicas: int, mode: str, ticks: int, interval_s: float, tmp: Path, 
         cfg.write_text(yaml.safe_dump(config))
         kv_log = tmp / f"kvpilot-{replicas}.log"
         env = {"KVPILOT_DATABASE_URL": f"sqlite:///{tmp / f'kv-{replicas}-{mode}.db'}", "KVPILOT_LOG_LEVEL": "INFO"}
-        kv = _spawn([KVPILOT, "run", "--config", str(cfg)], env=env, log=kv_log)
-        http = int(_wait_line(kv_log, r"API on http://[^:]+:(\d+)", kv, 120).group(1))
+        kv = spawn([KVPILOT, "run", "--config", str(cfg)], env=env, log=kv_log)
+        http = int(wait_line(kv_log, r"API on http://[^:]+:(\d+)", kv, 120).group(1))
         try:
             asyncio.run(_measure(run, f"http://127.0.0.1:{http}", kv.pid, ticks, interval_s, warmup=2))
         except Exception:
@@ -267,9 +247,9 @@ def real_prometheus(replicas: int, tmp: Path) -> None:
     sim_log = tmp / "simulator.log"
     # the fluid level (per time step) keeps up with a thousand replicas; load spread so that every replica works
     sim_argv = [KVPILOT, "simulate", "--trace", "synthetic", "--replicas", str(replicas), "--serve", "0"]
-    sim = _spawn([*sim_argv, "--fidelity", "fluid", "--rate-scale", str(replicas / 4), "--loop"], log=sim_log)
+    sim = spawn([*sim_argv, "--fidelity", "fluid", "--rate-scale", str(replicas / 4), "--loop"], log=sim_log)
     try:
-        port = int(_wait_line(sim_log, r"serving on http://127\.0\.0\.1:(\d+)", sim, 120).group(1))
+        port = int(wait_line(sim_log, r"serving on http://127\.0\.0\.1:(\d+)", sim, 120).group(1))
         rules = tmp / "kvpilot-recording-rules.yaml"
         rules.write_text(recording.generate()[recording.RULES_PATH])
         scrape = {

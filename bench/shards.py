@@ -35,6 +35,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._process import metric, spawn, wait_line  # noqa: E402
 from scaler.keda import externalscaler_pb2 as pb  # noqa: E402
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc  # noqa: E402
 from tests.fakekube import FakeKube  # noqa: E402
@@ -43,29 +44,6 @@ PY = sys.executable
 KVPILOT = str(Path(PY).parent / "kvpilot")
 LEASE_S = 6.0  # short leases keep the bench short; the takeover is read against this
 RENEW_S = 2.0
-
-
-def _spawn(argv: list[str], *, env: dict[str, str] | None = None, log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        argv, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log.open("wb"), stderr=subprocess.STDOUT
-    )
-
-
-def _wait_line(log: Path, pattern: str, proc: subprocess.Popen[bytes], timeout_s: float) -> re.Match[str]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        m = re.search(pattern, log.read_text(errors="replace"))
-        if m:
-            return m
-        if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args!r} exited: {log.read_text()[-2000:]}")
-        time.sleep(0.1)
-    raise TimeoutError(f"no {pattern!r} in {log} within {timeout_s} s: {log.read_text()[-2000:]}")
-
-
-def _metric(text: str, name: str) -> float | None:
-    m = re.search(rf"^{re.escape(name)}(?:\{{[^}}]*\}})? (\S+)$", text, re.M)
-    return float(m.group(1)) if m else None
 
 
 def _cpu_s(pid: int) -> float:
@@ -125,9 +103,9 @@ def _start(name: str, tmp: Path, prom: int, shards: int, interval_s: float, kube
     env = {"KVPILOT_DATABASE_URL": f"sqlite:///{tmp / f'{name}.db'}", "POD_IP": "127.0.0.1"}
     if kubeconfig is not None:
         env["KUBECONFIG"] = str(kubeconfig)
-    proc = _spawn([KVPILOT, "run", "--config", str(cfg)], env=env, log=log)
-    http = int(_wait_line(log, r"API on http://[^:]+:(\d+)", proc, 120).group(1))
-    grpc_port = int(_wait_line(log, r"KEDA external scaler \(gRPC\) on [^:]+:(\d+)", proc, 60).group(1))
+    proc = spawn([KVPILOT, "run", "--config", str(cfg)], env=env, log=log)
+    http = int(wait_line(log, r"API on http://[^:]+:(\d+)", proc, 120).group(1))
+    grpc_port = int(wait_line(log, r"KEDA external scaler \(gRPC\) on [^:]+:(\d+)", proc, 60).group(1))
     return Instance(name, proc, http, grpc_port)
 
 
@@ -141,8 +119,8 @@ async def _ticks(instances: list[Instance], ticks: int, warmup: int) -> None:
             cpu0 = 0.0
             while len(i.ticks) < ticks:
                 text = (await c.get("/metrics")).text
-                count = _metric(text, "kvpilot_loop_tick_seconds_count")
-                total = _metric(text, "kvpilot_loop_tick_seconds_sum")
+                count = metric(text, "kvpilot_loop_tick_seconds_count")
+                total = metric(text, "kvpilot_loop_tick_seconds_sum")
                 if count is not None and total is not None:
                     if last is not None and count > last[0]:
                         seen += int(count - last[0])
@@ -217,10 +195,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kvpilot-shards-") as t, FakeKube() as kube:
         tmp = Path(t)
         prom_log = tmp / "promapi.log"
-        prom = _spawn([PY, "-m", "tests.services.promapi", "--replicas", str(args.replicas)], log=prom_log)
+        prom = spawn([PY, "-m", "tests.services.promapi", "--replicas", str(args.replicas)], log=prom_log)
         started: list[Instance] = []
         try:
-            port = int(_wait_line(prom_log, r"listening (\d+)", prom, 300).group(1))
+            port = int(wait_line(prom_log, r"listening (\d+)", prom, 300).group(1))
             # the peer: one instance, no sharding, the same fleet
             peer = _start("peer", tmp, port, 1, args.interval, None)
             started.append(peer)
