@@ -21,6 +21,7 @@ table to paste into BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import time
@@ -41,9 +42,11 @@ from detectors.registry import Detection  # noqa: E402
 from detectors.thresholds import DEFAULT, Thresholds  # noqa: E402
 from kvpilot.commands.detect import samples_from_snapshot  # noqa: E402
 from kvpilot.planner_hints import demand_hints  # noqa: E402
+from kvpilot.settings import load_settings  # noqa: E402
+from kvpilot.wiring import planner_config  # noqa: E402
 from scaler.backtest.sim import serving_profile_fields  # noqa: E402
-from scaler.capacity import CapacityConfig, ServingProfile  # noqa: E402
-from scaler.planner import Planner, planner_config  # noqa: E402
+from scaler.capacity import ServingProfile  # noqa: E402
+from scaler.planner import Planner  # noqa: E402
 from simulator import (  # noqa: E402
     PROFILES,
     Fleet,
@@ -123,10 +126,12 @@ def episode_planner(episode: Episode) -> Planner:
     """The planner `kvpilot run` would run for the episode's deployment: the simulated replica's serving profile
     (the derivation the demo and the backtest share), a 120 s cold start, 5 s ticks, the fleet's 2 replicas."""
     profile = ServingProfile(**serving_profile_fields(PROFILES[TRACE_FILES[episode.trace][3]]))  # type: ignore[arg-type]
-    config = planner_config(
-        cold_start_s=120.0, tick_s=TICK_S, min_replicas=2, max_replicas=2, capacity=CapacityConfig(profile=profile)
+    settings = load_settings(
+        scaler={"cold_start_s": 120.0, "default": {"min_replicas": 2, "max_replicas": 2}},
+        collector={"interval_s": TICK_S},
     )
-    return Planner(config)
+    config = planner_config(settings, settings.scaler.default)  # kvpilot.wiring's: the one `kvpilot run` builds
+    return Planner(dataclasses.replace(config, capacity=dataclasses.replace(config.capacity, profile=profile)))
 
 
 class _Kvpilot:
