@@ -1,9 +1,11 @@
-"""Prometheus alerting rules over kvpilot's own series, generated from the detectors' thresholds.
+"""Prometheus alerting rules over kvpilot's own series, generated from the mixin config and the detectors' thresholds.
 
-The `for` of every alert and every numeric threshold come from ``detectors.thresholds``, so the alert and
-the finding it pages on agree. ``generate()`` (registered in ``kvpilot.generate.GENERATORS``) writes the
-rule file and its ``promtool test rules`` cases: for every alert, silent before `for` elapses, firing
-after, and silent on healthy input.
+Selectors, thresholds and series names come from ``dashboards.mixin.CONFIG`` (the one config the dashboards read
+too); the `for` of every alert and every numeric threshold from its ``thresholds`` (``detectors.thresholds``), so
+the alert and the finding it pages on agree. All but one alert page on an open finding and share one shape
+(``_on_finding``). ``generate()`` (registered in ``kvpilot.generate.GENERATORS``) writes the rule file and its
+``promtool test rules`` cases: for every alert, silent before `for` elapses, firing after, and silent on healthy
+input.
 """
 
 from __future__ import annotations
@@ -13,15 +15,13 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from api import series
-from detectors.thresholds import DEFAULT, Thresholds
+from dashboards.mixin import CONFIG, MixinConfig, series
+from detectors.thresholds import Thresholds
 
 RULES_PATH = "alerts/kvpilot-rules.yaml"
 TESTS_PATH = "alerts/kvpilot-rules.test.yaml"
-RUNBOOK_BASE = "https://github.com/kvpilot/kvpilot/blob/main/docs/runbooks"
-# Every query selects kvpilot's own series with this (kubernetes-mixin style: one place to change it).
-SELECTOR = 'job="kvpilot"'
 TEST_INTERVAL_S = 5
+TEST_INSTANCE = "kvpilot:8080"  # the promtool cases' instance label
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,81 +37,97 @@ class Alert:
     bad: float
     good: float
     labels: dict[str, str] = field(default_factory=dict)  # the series' labels, expected on the alert
-    finding: tuple[str, str] | None = None  # (kind, severity) of the finding it pages on, for the direct push
+    finding: tuple[str, str] | None = None  # (kind, severity) of the finding it pages on
+    runbook_base: str = CONFIG.runbook_base
 
     @property
     def runbook_url(self) -> str:
-        return f"{RUNBOOK_BASE}/{self.name}.md"
-
-
-def _finding(kind: str, severity: str) -> str:
-    return f'{series.FINDING_ACTIVE.name}{{{SELECTOR},kind="{kind}",severity="{severity}"}}'
+        return f"{self.runbook_base}/{self.name}.md"
 
 
 # The pod (replica) and deployment a GPU serves, when kvpilot knows them (Finding.alert_labels): "GPU GPU-1 on
 # gpu-node-7 (replica chat-0 of ml/chat)" says whose requests suffer, not only which card.
 _WORKLOAD = "{{ if $labels.replica }} (replica {{ $labels.replica }} of {{ $labels.deployment }}){{ end }}"
 
-
-def _gpu_labels(kind: str, severity: str, *, replica: str = "", deployment: str = "") -> dict[str, str]:
-    return {
-        "kind": kind,
-        "severity": severity,
-        "deployment": deployment,
-        "replica": replica,
-        "node": "gpu-node-7",
-        "gpu": "GPU-1",
-    }
+# Example labels of the finding series in the promtool cases (the rest of FINDING_ACTIVE's labels are empty).
+_ON_GPU = {"node": "gpu-node-7", "gpu": "GPU-1"}
+_ON_GPU_OF_REPLICA = {"deployment": "ml/chat", "replica": "chat-0", **_ON_GPU}
+_ON_DEPLOYMENT = {"deployment": "ml/chat"}
+_ON_REPLICA = {"deployment": "ml/chat", "replica": "chat-0"}
 
 
-def _deployment_labels(kind: str, severity: str) -> dict[str, str]:
-    return {"kind": kind, "severity": severity, "deployment": "ml/chat", "replica": "", "node": "", "gpu": ""}
+def _on_finding(
+    c: MixinConfig,
+    th: Thresholds,
+    name: str,
+    kind: str,
+    severity: str,
+    *,
+    summary: str,
+    description: str,
+    example: dict[str, str],
+) -> Alert:
+    """The shape of every finding alert: fires while kvpilot_finding_active{kind, severity} is 1, after the same
+    number of ticks the detector waits before opening the finding; tested on a finding with ``example``'s labels."""
+    labels = {"kind": kind, "severity": severity}
+    selected = c.select(series.FINDING_ACTIVE, *(f'{k}="{v}"' for k, v in labels.items()))
+    return Alert(
+        name=name,
+        expr=f"{selected} > 0",
+        for_s=th.for_seconds(kind),
+        severity=severity,
+        summary=summary,
+        description=description,
+        series=series.FINDING_ACTIVE.name,
+        bad=1,
+        good=0,
+        labels={k: labels.get(k, example.get(k, "")) for k in series.FINDING_ACTIVE.labels},
+        finding=(kind, severity),
+        runbook_base=c.runbook_base,
+    )
 
 
-def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
-    """Every alert, in the order they appear in the rule file."""
+def alerts(th: Thresholds | None = None, c: MixinConfig = CONFIG) -> list[Alert]:
+    """Every alert, in the order they appear in the rule file (``th``: the detectors' thresholds, by default the
+    config's)."""
+    th = c.thresholds if th is None else th
     return [
-        Alert(
-            name="KvpilotGpuDrainRequired",
-            expr=f"{_finding('stuck_gpu', 'critical')} > 0",
-            for_s=th.for_seconds("stuck_gpu"),
-            severity="critical",
+        _on_finding(
+            c,
+            th,
+            "KvpilotGpuDrainRequired",
+            "stuck_gpu",
+            "critical",
             summary=f"GPU {{{{ $labels.gpu }}}} on {{{{ $labels.node }}}}{_WORKLOAD} needs its node drained",
             description=(
                 "kvpilot flagged GPU {{ $labels.gpu }} on node {{ $labels.node }} as stuck: a drain-class XID, "
                 "a hang (pinned busy with no token progress) or a GPU gone from its exporter. Cordon and drain the "
                 "node, then reset the GPU."
             ),
-            series=series.FINDING_ACTIVE.name,
-            bad=1,
-            good=0,
-            labels=_gpu_labels("stuck_gpu", "critical", replica="chat-0", deployment="ml/chat"),
-            finding=("stuck_gpu", "critical"),
+            example=_ON_GPU_OF_REPLICA,
         ),
-        Alert(
-            name="KvpilotGpuDegraded",
-            expr=f"{_finding('stuck_gpu', 'warning')} > 0",
-            for_s=th.for_seconds("stuck_gpu"),
-            severity="warning",
+        _on_finding(
+            c,
+            th,
+            "KvpilotGpuDegraded",
+            "stuck_gpu",
+            "warning",
             summary=f"GPU {{{{ $labels.gpu }}}} on {{{{ $labels.node }}}}{_WORKLOAD} is degraded",
             description=(
                 "kvpilot flagged GPU {{ $labels.gpu }} on node {{ $labels.node }}: a watch-class XID, an idle GPU "
                 "while requests run, or an XID outside the triage table. Schedule a reset at the next idle window."
             ),
-            series=series.FINDING_ACTIVE.name,
-            bad=1,
-            good=0,
-            labels=_gpu_labels("stuck_gpu", "warning"),
-            finding=("stuck_gpu", "warning"),
+            example=_ON_GPU,
         ),
-        Alert(
-            name="KvpilotKvCacheExhaustionImminent",
+        _on_finding(
+            c,
+            th,
+            "KvpilotKvCacheExhaustionImminent",
+            "kv_exhaustion",
+            "warning",
             # The finding, not the raw projection: a projection alone warns on every ramp that is about to level
             # off; the finding also needs the pool to be still filling (requests arriving faster than they finish,
             # or waiting for blocks), which is what keeps plateaus quiet (bench/detectors.py, BENCHMARKS.md).
-            expr=f"{_finding('kv_exhaustion', 'warning')} > 0",
-            for_s=th.for_seconds("kv_exhaustion"),
-            severity="warning",
             summary="KV cache of {{ $labels.replica }} ({{ $labels.deployment }}) projected full soon",
             description=(
                 "The KV-cache usage of replica {{ $labels.replica }} is projected full within "
@@ -119,17 +135,14 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
                 "still filling: requests arrive faster than they finish, or wait for blocks. No preemptions yet; "
                 "once full, vLLM preempts running requests and new ones queue. Scale out or shed load before then."
             ),
-            series=series.FINDING_ACTIVE.name,
-            bad=1,
-            good=0,
-            labels={**_deployment_labels("kv_exhaustion", "warning"), "replica": "chat-0"},
-            finding=("kv_exhaustion", "warning"),
+            example=_ON_REPLICA,
         ),
-        Alert(
-            name="KvpilotKvCacheExhausted",
-            expr=f"{_finding('kv_exhaustion', 'critical')} > 0",
-            for_s=th.for_seconds("kv_exhaustion"),
-            severity="critical",
+        _on_finding(
+            c,
+            th,
+            "KvpilotKvCacheExhausted",
+            "kv_exhaustion",
+            "critical",
             summary="KV cache of {{ $labels.replica }} ({{ $labels.deployment }}) is exhausted",
             description=(
                 "Replica {{ $labels.replica }} is preempting requests with its KV cache at or above "
@@ -139,84 +152,69 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
                 "scale out now. The finding's summary (kvpilot findings, /v1/findings) gives the measured "
                 "preemption rate and the projected time to exhaustion."
             ),
-            series=series.FINDING_ACTIVE.name,
-            bad=1,
-            good=0,
-            labels={**_deployment_labels("kv_exhaustion", "critical"), "replica": "chat-0"},
-            finding=("kv_exhaustion", "critical"),
+            example=_ON_REPLICA,
         ),
-        Alert(
-            name="KvpilotKvTransferStall",
-            expr=f"{_finding('kv_transfer_stall', 'warning')} > 0",
-            for_s=th.for_seconds("kv_transfer_stall"),
-            severity="warning",
+        _on_finding(
+            c,
+            th,
+            "KvpilotKvTransferStall",
+            "kv_transfer_stall",
+            "warning",
             summary="KV from the prefill pool is not reaching {{ $labels.deployment }}",
             description=(
                 "The decode pool {{ $labels.deployment }} takes in under half of the requests its prefill pool "
                 "finished over the rate window: their KV is stuck between the pools and their clients wait for a "
                 "first token. Check the KV-transfer link (NIXL/UCX) and the decode workers' connector."
             ),
-            series=series.FINDING_ACTIVE.name,
-            bad=1,
-            good=0,
-            labels=_deployment_labels("kv_transfer_stall", "warning"),
-            finding=("kv_transfer_stall", "warning"),
+            example=_ON_DEPLOYMENT,
         ),
-        Alert(
-            name="KvpilotPrefixCacheMiss",
-            expr=f"{_finding('prefix_cache_miss', 'warning')} > 0",
-            for_s=th.for_seconds("prefix_cache_miss"),
-            severity="warning",
+        _on_finding(
+            c,
+            th,
+            "KvpilotPrefixCacheMiss",
+            "prefix_cache_miss",
+            "warning",
             summary="Prefix-cache hit ratio of {{ $labels.deployment }} collapsed: routing spreads shared prefixes",
             description=(
                 "The prefix-cache hit ratio of {{ $labels.deployment }} fell by more than "
                 f"{th.prefix.relative_drop:.0%} against its own baseline on all replicas together, while shared "
                 "prefixes remain. Use prefix-aware or sticky routing."
             ),
-            series=series.FINDING_ACTIVE.name,
-            bad=1,
-            good=0,
-            labels=_deployment_labels("prefix_cache_miss", "warning"),
-            finding=("prefix_cache_miss", "warning"),
+            example=_ON_DEPLOYMENT,
         ),
-        Alert(
-            name="KvpilotTtftErrorBudgetBurn",
-            expr=f"{_finding('ttft_slo_burn', 'critical')} > 0",
-            for_s=th.for_seconds("ttft_slo_burn"),
-            severity="critical",
+        _on_finding(
+            c,
+            th,
+            "KvpilotTtftErrorBudgetBurn",
+            "ttft_slo_burn",
+            "critical",
             summary="{{ $labels.deployment }} burns its TTFT error budget fast",
             description=(
                 f"Both the long and the short window of {{{{ $labels.deployment }}}} burn the TTFT error budget "
                 f"({th.ttft.objective:.1%} of requests within {th.ttft.target_s:g} s) faster than "
                 f"{th.ttft.windows[0].factor:g}x. Users feel it now."
             ),
-            series=series.FINDING_ACTIVE.name,
-            bad=1,
-            good=0,
-            labels=_deployment_labels("ttft_slo_burn", "critical"),
-            finding=("ttft_slo_burn", "critical"),
+            example=_ON_DEPLOYMENT,
         ),
-        Alert(
-            name="KvpilotTtftErrorBudgetBurnSlow",
-            expr=f"{_finding('ttft_slo_burn', 'warning')} > 0",
-            for_s=th.for_seconds("ttft_slo_burn"),
-            severity="warning",
+        _on_finding(
+            c,
+            th,
+            "KvpilotTtftErrorBudgetBurnSlow",
+            "ttft_slo_burn",
+            "warning",
             summary="{{ $labels.deployment }} burns its TTFT error budget",
             description=(
                 "{{ $labels.deployment }} burns its TTFT error budget steadily (a slower window pair). "
                 "Look at capacity before the budget is gone."
             ),
-            series=series.FINDING_ACTIVE.name,
-            bad=1,
-            good=0,
-            labels=_deployment_labels("ttft_slo_burn", "warning"),
-            finding=("ttft_slo_burn", "warning"),
+            example=_ON_DEPLOYMENT,
         ),
-        Alert(
-            name="KvpilotRolloutRisky",
-            expr=f"{_finding('rollout', 'warning')} > 0",
-            for_s=th.for_seconds("rollout"),
-            severity="warning",
+        _on_finding(
+            c,
+            th,
+            "KvpilotRolloutRisky",
+            "rollout",
+            "warning",
             summary="Rollout of {{ $labels.deployment }} is too wide or burning TTFT",
             description=(
                 "Deployment {{ $labels.deployment }} serves two versions at once (a rollout) and either more than "
@@ -224,32 +222,25 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
                 f"error budget faster than {th.rollout.burn_factor:g}x over {th.rollout.ttft_window_s:g} s. Slow "
                 "the rollout (smaller waves) or surge replicas ahead of each wave."
             ),
-            series=series.FINDING_ACTIVE.name,
-            bad=1,
-            good=0,
-            labels=_deployment_labels("rollout", "warning"),
-            finding=("rollout", "warning"),
+            example=_ON_DEPLOYMENT,
         ),
-        Alert(
-            name="KvpilotRolloutHurtingUsers",
-            expr=f"{_finding('rollout', 'critical')} > 0",
-            for_s=th.for_seconds("rollout"),
-            severity="critical",
+        _on_finding(
+            c,
+            th,
+            "KvpilotRolloutHurtingUsers",
+            "rollout",
+            "critical",
             summary="Rollout of {{ $labels.deployment }} is hurting users",
             description=(
                 "Deployment {{ $labels.deployment }} is rolling out with more than "
                 f"{th.rollout.max_replaced_fraction:.0%} of its replicas not ready at once while TTFT burns its "
                 f"error budget faster than {th.rollout.burn_factor:g}x. Pause the rollout, or add capacity now."
             ),
-            series=series.FINDING_ACTIVE.name,
-            bad=1,
-            good=0,
-            labels=_deployment_labels("rollout", "critical"),
-            finding=("rollout", "critical"),
+            example=_ON_DEPLOYMENT,
         ),
         Alert(
             name="KvpilotScrapeTargetDown",
-            expr=f"{series.SCRAPE_UP.name}{{{SELECTOR}}} == 0",
+            expr=f"{c.select(series.SCRAPE_UP)} == 0",
             for_s=th.target.down_after_s,
             severity="warning",
             summary="kvpilot cannot scrape {{ $labels.target }}",
@@ -261,6 +252,7 @@ def alerts(th: Thresholds = DEFAULT) -> list[Alert]:
             bad=0,
             good=1,
             labels={"target": "http://10.0.0.7:8000/metrics"},
+            runbook_base=c.runbook_base,
         ),
     ]
 
@@ -272,7 +264,7 @@ def _duration(seconds: float) -> str:
     return f"{s // 60}m" if s % 60 == 0 and s else f"{s}s"
 
 
-def rule_groups(th: Thresholds = DEFAULT) -> dict[str, object]:
+def rule_groups(th: Thresholds | None = None, c: MixinConfig = CONFIG) -> dict[str, object]:
     rules = [
         {
             "alert": a.name,
@@ -281,13 +273,18 @@ def rule_groups(th: Thresholds = DEFAULT) -> dict[str, object]:
             "labels": {"severity": a.severity},
             "annotations": {"summary": a.summary, "description": a.description, "runbook_url": a.runbook_url},
         }
-        for a in alerts(th)
+        for a in alerts(th, c)
     ]
     return {"groups": [{"name": "kvpilot", "rules": rules}]}
 
 
-def _series_selector(a: Alert) -> str:
-    labels = {"job": "kvpilot", "instance": "kvpilot:8080", **a.labels}
+def _example_labels(a: Alert, c: MixinConfig) -> dict[str, str]:
+    """The labels of the promtool cases' input series: as Prometheus scrapes kvpilot, then the alert's own."""
+    return {"job": c.job, "instance": TEST_INSTANCE, **a.labels}
+
+
+def _series_selector(a: Alert, c: MixinConfig) -> str:
+    labels = _example_labels(a, c)
     inner = ",".join(f'{k}="{v}"' for k, v in labels.items())
     return f"{a.series}{{{inner}}}"
 
@@ -304,11 +301,11 @@ def expand(template: str, labels: dict[str, str]) -> str:
     return out
 
 
-def _test_case(a: Alert, *, value: float, fires: bool) -> dict[str, object]:
+def _test_case(a: Alert, c: MixinConfig, *, value: float, fires: bool) -> dict[str, object]:
     steps = int(2 * a.for_s // TEST_INTERVAL_S) + 4
     before = max(TEST_INTERVAL_S, int(a.for_s) - TEST_INTERVAL_S)
     after = int(a.for_s) + TEST_INTERVAL_S
-    labels = {"job": "kvpilot", "instance": "kvpilot:8080", **a.labels}
+    labels = _example_labels(a, c)
     expected = {
         # Prometheus drops empty labels (an empty value is no label at all).
         "exp_labels": {k: v for k, v in {**labels, "severity": a.severity}.items() if v},
@@ -320,7 +317,7 @@ def _test_case(a: Alert, *, value: float, fires: bool) -> dict[str, object]:
     }
     return {
         "interval": f"{TEST_INTERVAL_S}s",
-        "input_series": [{"series": _series_selector(a), "values": f"{value:g}x{steps}"}],
+        "input_series": [{"series": _series_selector(a, c), "values": f"{value:g}x{steps}"}],
         "alert_rule_test": [
             # silent while pending: the condition has not yet held for `for`
             {"eval_time": f"{before}s", "alertname": a.name, "exp_alerts": []},
@@ -330,11 +327,11 @@ def _test_case(a: Alert, *, value: float, fires: bool) -> dict[str, object]:
     }
 
 
-def rule_tests(th: Thresholds = DEFAULT) -> dict[str, object]:
+def rule_tests(th: Thresholds | None = None, c: MixinConfig = CONFIG) -> dict[str, object]:
     tests: list[dict[str, object]] = []
-    for a in alerts(th):
-        tests.append(_test_case(a, value=a.bad, fires=True))
-        tests.append(_test_case(a, value=a.good, fires=False))
+    for a in alerts(th, c):
+        tests.append(_test_case(a, c, value=a.bad, fires=True))
+        tests.append(_test_case(a, c, value=a.good, fires=False))
     return {"rule_files": ["kvpilot-rules.yaml"], "evaluation_interval": f"{TEST_INTERVAL_S}s", "tests": tests}
 
 
@@ -349,6 +346,6 @@ def generate() -> dict[str, str]:
     return {RULES_PATH: _dump(rule_groups()), TESTS_PATH: _dump(rule_tests())}
 
 
-def alert_for_finding(kind: str, severity: str, th: Thresholds = DEFAULT) -> Alert | None:
+def alert_for_finding(kind: str, severity: str, th: Thresholds | None = None) -> Alert | None:
     """The alert that pages on findings of ``kind`` at ``severity`` (None: that combination does not page)."""
     return next((a for a in alerts(th) if a.finding == (kind, severity)), None)

@@ -1,24 +1,23 @@
-"""kvpilot's Grafana dashboards as code: fleet overview, deployment detail, GPU health, kvpilot itself.
+"""kvpilot's Grafana dashboards as code: fleet overview, deployment detail, GPU health, kvpilot itself, cost.
 
-Selectors and windows live in `CONFIG` (kubernetes-mixin habit): every query interpolates them, so an operator who
-relabels `deployment` or scrapes kvpilot under another job changes one place.
+Every query is built from the mixin config (``dashboards.mixin.CONFIG``, the one the alert rules read too): the job
+selector, the template variables' matchers, the rate window and the colour steps, with series names taken from the
+catalogue ``api/series.py`` rather than written out. An operator who relabels `deployment` or scrapes kvpilot
+under another job changes one place.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from dashboards.builder import Dashboard, Panel, Query, Row, Variable
+from dashboards.mixin import CONFIG, MixinConfig, series
 
-
-@dataclass(frozen=True)
-class Config:
-    deployment: str = 'deployment=~"$deployment"'
-    node: str = 'node=~"$node"'
-    rate_window: str = "5m"
-
-
-CONFIG = Config()
+# Matchers beside the selectors (label values the exporter writes: api/series.py and detectors.finding).
+_READY = 'state="ready"'
+_LOADING = 'state="loading"'
+_SURGE = 'reason="rollout_surge"'
+_ROLLOUT = 'kind="rollout"'
+_KV_EXHAUSTION = 'kind="kv_exhaustion"'
+_STUCK_GPU = 'kind="stuck_gpu"'
 
 
 def _q(expr: str, legend: str = "") -> Query:
@@ -29,14 +28,16 @@ def _quantile(q: float, bucket_series: str, window: str) -> str:
     return f"histogram_quantile({q}, sum by (le) (rate({bucket_series}[{window}])))"
 
 
-def fleet_overview(c: Config = CONFIG) -> Dashboard:
-    d = c.deployment
+def fleet_overview(c: MixinConfig = CONFIG) -> Dashboard:
+    d = c.deployment_selector
     return Dashboard(
         uid="kvpilot-fleet",
         title="kvpilot / Fleet overview",
         description="Every LLM deployment kvpilot watches: replicas, queue, KV cache, prefix cache, latency, findings.",
         variables=[
-            Variable("deployment", "Deployment", "label_values(kvpilot_deployment_requests_waiting, deployment)")
+            Variable(
+                "deployment", "Deployment", f"label_values({c.select(series.DEPLOYMENT_REQUESTS_WAITING)}, deployment)"
+            )
         ],
         rows=[
             Row(
@@ -47,23 +48,23 @@ def fleet_overview(c: Config = CONFIG) -> Dashboard:
                         "kvpilot's desired replica count (what KEDA is told) against replicas that serve traffic. "
                         "A persistent gap means replicas are cold-starting or stuck pending.",
                         (
-                            _q(f"kvpilot_desired_replicas{{{d}}}", "desired {{deployment}}"),
-                            _q(f'kvpilot_deployment_replicas{{{d},state="ready"}}', "ready {{deployment}}"),
-                            _q(f'kvpilot_deployment_replicas{{{d},state="loading"}}', "loading {{deployment}}"),
+                            _q(c.select(series.DESIRED_REPLICAS, d), "desired {{deployment}}"),
+                            _q(c.select(series.DEPLOYMENT_REPLICAS, d, _READY), "ready {{deployment}}"),
+                            _q(c.select(series.DEPLOYMENT_REPLICAS, d, _LOADING), "loading {{deployment}}"),
                         ),
                         min=0,
                     ),
                     Panel(
                         "Requests waiting",
                         "Requests queued in the engines, summed per deployment. Queueing means TTFT is growing.",
-                        (_q(f"kvpilot_deployment_requests_waiting{{{d}}}", "{{deployment}}"),),
+                        (_q(c.select(series.DEPLOYMENT_REQUESTS_WAITING, d), "{{deployment}}"),),
                         min=0,
-                        thresholds=((5, "orange"), (20, "red")),
+                        thresholds=c.queue_steps,
                     ),
                     Panel(
                         "Requests running",
                         "Requests in the engines' running batches, summed per deployment.",
-                        (_q(f"kvpilot_deployment_requests_running{{{d}}}", "{{deployment}}"),),
+                        (_q(c.select(series.DEPLOYMENT_REQUESTS_RUNNING, d), "{{deployment}}"),),
                         min=0,
                     ),
                     Panel(
@@ -71,13 +72,13 @@ def fleet_overview(c: Config = CONFIG) -> Dashboard:
                         "Share of the paged KV pool in use: mean over replicas and the fullest replica. "
                         "Near 1 the engine preempts requests.",
                         (
-                            _q(f"kvpilot_deployment_kv_usage_ratio{{{d}}}", "mean {{deployment}}"),
-                            _q(f"kvpilot_deployment_kv_usage_max_ratio{{{d}}}", "max {{deployment}}"),
+                            _q(c.select(series.DEPLOYMENT_KV_USAGE, d), "mean {{deployment}}"),
+                            _q(c.select(series.DEPLOYMENT_KV_USAGE_MAX, d), "max {{deployment}}"),
                         ),
                         unit="percentunit",
                         min=0,
                         max=1,
-                        thresholds=((0.8, "orange"), (0.95, "red")),
+                        thresholds=c.kv_usage_steps,
                     ),
                 ),
             ),
@@ -88,7 +89,7 @@ def fleet_overview(c: Config = CONFIG) -> Dashboard:
                         "Prefix cache hit ratio",
                         "Windowed Δhits/Δqueries (tokens). A fall after a scale-out usually means routing spreads "
                         "shared prefixes across replicas: use prefix-aware routing.",
-                        (_q(f"kvpilot_prefix_cache_hit_ratio{{{d}}}", "{{deployment}}"),),
+                        (_q(c.select(series.PREFIX_CACHE_HIT_RATIO, d), "{{deployment}}"),),
                         unit="percentunit",
                         min=0,
                         max=1,
@@ -96,7 +97,7 @@ def fleet_overview(c: Config = CONFIG) -> Dashboard:
                     Panel(
                         "Time to first token",
                         "TTFT quantiles over the rate window, from the engines' histograms.",
-                        (_q(f"kvpilot_ttft_seconds{{{d}}}", "p{{quantile}} {{deployment}}"),),
+                        (_q(c.select(series.TTFT_SECONDS, d), "p{{quantile}} {{deployment}}"),),
                         unit="s",
                         min=0,
                     ),
@@ -104,14 +105,14 @@ def fleet_overview(c: Config = CONFIG) -> Dashboard:
                         "Inter-token latency",
                         "Time between output tokens over the rate window, from the engines' histograms, per deployment"
                         " (kvpilot's series, so it follows $deployment as the other panels do).",
-                        (_q(f"kvpilot_itl_seconds{{{d}}}", "p{{quantile}} {{deployment}}"),),
+                        (_q(c.select(series.ITL_SECONDS, d), "p{{quantile}} {{deployment}}"),),
                         unit="s",
                         min=0,
                     ),
                     Panel(
                         "Token throughput",
                         "Prompt and generated tokens per second per deployment.",
-                        (_q(f"kvpilot_deployment_tokens_rate{{{d}}}", "{{direction}} {{deployment}}"),),
+                        (_q(c.select(series.DEPLOYMENT_TOKENS_RATE, d), "{{direction}} {{deployment}}"),),
                         unit="short",
                         min=0,
                     ),
@@ -124,7 +125,12 @@ def fleet_overview(c: Config = CONFIG) -> Dashboard:
                         "Active findings",
                         "Open findings by kind and severity (KV exhaustion, prefix-cache misses, stuck GPUs, targets "
                         "down, TTFT SLO burn). Details in the kvpilot API at /v1/findings.",
-                        (_q("sum by (kind, severity) (kvpilot_finding_active)", "{{kind}} ({{severity}})"),),
+                        (
+                            _q(
+                                f"sum by (kind, severity) ({c.select(series.FINDING_ACTIVE)})",
+                                "{{kind}} ({{severity}})",
+                            ),
+                        ),
                         kind="bargauge",
                         width=24,
                         height=6,
@@ -135,8 +141,8 @@ def fleet_overview(c: Config = CONFIG) -> Dashboard:
     )
 
 
-def deployment_detail(c: Config = CONFIG) -> Dashboard:
-    d = c.deployment
+def deployment_detail(c: MixinConfig = CONFIG) -> Dashboard:
+    d = c.deployment_selector
     w = c.rate_window
     return Dashboard(
         uid="kvpilot-deployment",
@@ -146,7 +152,7 @@ def deployment_detail(c: Config = CONFIG) -> Dashboard:
             Variable(
                 "deployment",
                 "Deployment",
-                "label_values(kvpilot_desired_replicas, deployment)",
+                f"label_values({c.select(series.DESIRED_REPLICAS)}, deployment)",
                 multi=False,
                 include_all=False,
             )
@@ -160,9 +166,9 @@ def deployment_detail(c: Config = CONFIG) -> Dashboard:
                         "Observed request arrival rate against kvpilot's forecast at the scaling horizon "
                         "(cold start + scaling delay) and its upper band.",
                         (
-                            _q(f"kvpilot_deployment_arrival_rate{{{d}}}", "actual"),
-                            _q(f"kvpilot_forecast_arrival_rate{{{d}}}", "forecast"),
-                            _q(f"kvpilot_forecast_arrival_rate_upper{{{d}}}", "forecast upper"),
+                            _q(c.select(series.DEPLOYMENT_ARRIVAL_RATE, d), "actual"),
+                            _q(c.select(series.FORECAST_ARRIVAL_RATE, d), "forecast"),
+                            _q(c.select(series.FORECAST_ARRIVAL_RATE_UPPER, d), "forecast upper"),
                         ),
                         unit="reqps",
                         min=0,
@@ -171,10 +177,10 @@ def deployment_detail(c: Config = CONFIG) -> Dashboard:
                     Panel(
                         "Forecast error (MASE)",
                         "Mean absolute scaled error at the horizon; below 1 beats the last-value forecast.",
-                        (_q(f"kvpilot_forecast_error_mase{{{d}}}", "{{model}}"),),
+                        (_q(c.select(series.FORECAST_ERROR_MASE, d), "{{model}}"),),
                         min=0,
                         width=8,
-                        thresholds=((1, "orange"),),
+                        thresholds=c.mase_steps,
                     ),
                 ),
             ),
@@ -186,10 +192,10 @@ def deployment_detail(c: Config = CONFIG) -> Dashboard:
                         "desired = max(predictive at the horizon, reactive from the current queue), after "
                         "stabilisation, step limits and min/max clamps.",
                         (
-                            _q(f"kvpilot_desired_replicas{{{d}}}", "desired"),
-                            _q(f"kvpilot_predictive_replicas{{{d}}}", "predictive"),
-                            _q(f"kvpilot_reactive_replicas{{{d}}}", "reactive"),
-                            _q(f'kvpilot_deployment_replicas{{{d},state="ready"}}', "ready"),
+                            _q(c.select(series.DESIRED_REPLICAS, d), "desired"),
+                            _q(c.select(series.PREDICTIVE_REPLICAS, d), "predictive"),
+                            _q(c.select(series.REACTIVE_REPLICAS, d), "reactive"),
+                            _q(c.select(series.DEPLOYMENT_REPLICAS, d, _READY), "ready"),
                         ),
                         min=0,
                         width=16,
@@ -197,7 +203,7 @@ def deployment_detail(c: Config = CONFIG) -> Dashboard:
                     Panel(
                         "Warm pool",
                         "Replicas loading now for the demand expected one cold start ahead.",
-                        (_q(f"kvpilot_warm_pool_replicas{{{d}}}", "warm pool"),),
+                        (_q(c.select(series.WARM_POOL_REPLICAS, d), "warm pool"),),
                         min=0,
                         width=8,
                     ),
@@ -205,13 +211,13 @@ def deployment_detail(c: Config = CONFIG) -> Dashboard:
                         "Decisions by reason",
                         "How often each reason decided the replica count (predictive, reactive, stabilised, "
                         "clamped...).",
-                        (_q(f"sum by (reason) (increase(kvpilot_decisions_total{{{d}}}[{w}]))", "{{reason}}"),),
+                        (_q(f"sum by (reason) (increase({c.select(series.DECISIONS, d)}[{w}]))", "{{reason}}"),),
                         min=0,
                     ),
                     Panel(
                         "Cold starts",
                         "Replicas loading weights (not ready yet).",
-                        (_q(f'kvpilot_deployment_replicas{{{d},state="loading"}}', "loading"),),
+                        (_q(c.select(series.DEPLOYMENT_REPLICAS, d, _LOADING), "loading"),),
                         min=0,
                     ),
                     Panel(
@@ -223,12 +229,11 @@ def deployment_detail(c: Config = CONFIG) -> Dashboard:
                             _q(
                                 # 0, not "No data", while no rollout has happened: the counter's label appears
                                 # only with the first surge
-                                f'sum(increase(kvpilot_decisions_total{{reason="rollout_surge",{d}}}[{w}])) '
-                                "or vector(0)",
+                                f"sum(increase({c.select(series.DECISIONS, _SURGE, d)}[{w}])) or vector(0)",
                                 "surge ticks",
                             ),
                             _q(
-                                f'sum by (severity) (kvpilot_finding_active{{kind="rollout",{d}}}) '
+                                f"sum by (severity) ({c.select(series.FINDING_ACTIVE, _ROLLOUT, d)}) "
                                 'or label_replace(vector(0), "severity", "none", "", "")',
                                 "rollout finding ({{severity}})",
                             ),
@@ -243,13 +248,13 @@ def deployment_detail(c: Config = CONFIG) -> Dashboard:
                     Panel(
                         "Queue per replica",
                         "Waiting requests on each replica: uneven queues point at routing.",
-                        (_q(f"kvpilot_replica_requests_waiting{{{d}}}", "{{replica}}"),),
+                        (_q(c.select(series.REPLICA_REQUESTS_WAITING, d), "{{replica}}"),),
                         min=0,
                     ),
                     Panel(
                         "KV usage per replica",
                         "KV pool usage of each replica. Near 1 the engine preempts requests.",
-                        (_q(f"kvpilot_replica_kv_usage_ratio{{{d}}}", "{{replica}}"),),
+                        (_q(c.select(series.REPLICA_KV_USAGE, d), "{{replica}}"),),
                         unit="percentunit",
                         min=0,
                         max=1,
@@ -260,7 +265,7 @@ def deployment_detail(c: Config = CONFIG) -> Dashboard:
                         "The kv_exhaustion finding (and the KvCacheExhaustionImminent alert) opens below its "
                         "threshold only while the pool is still filling: arrivals outrunning completions, or "
                         "requests waiting for blocks.",
-                        (_q(f"kvpilot_kv_time_to_exhaustion_seconds{{{d}}}", "{{replica}}"),),
+                        (_q(c.select(series.KV_TIME_TO_EXHAUSTION, d), "{{replica}}"),),
                         unit="s",
                         min=0,
                     ),
@@ -271,7 +276,7 @@ def deployment_detail(c: Config = CONFIG) -> Dashboard:
                         "findings) gives the usage, fill rate, time to exhaustion and preemption rate.",
                         (
                             _q(
-                                f'sum by (replica, severity) (kvpilot_finding_active{{kind="kv_exhaustion",{d}}})',
+                                f"sum by (replica, severity) ({c.select(series.FINDING_ACTIVE, _KV_EXHAUSTION, d)})",
                                 "{{replica}} ({{severity}})",
                             ),
                         ),
@@ -280,7 +285,7 @@ def deployment_detail(c: Config = CONFIG) -> Dashboard:
                     Panel(
                         "Requests running per replica",
                         "Requests in each replica's running batch: uneven batches point at routing or a slow GPU.",
-                        (_q(f"kvpilot_replica_requests_running{{{d}}}", "{{replica}}"),),
+                        (_q(c.select(series.REPLICA_REQUESTS_RUNNING, d), "{{replica}}"),),
                         min=0,
                     ),
                 ),
@@ -289,13 +294,13 @@ def deployment_detail(c: Config = CONFIG) -> Dashboard:
     )
 
 
-def gpu_health(c: Config = CONFIG) -> Dashboard:
-    n = c.node
+def gpu_health(c: MixinConfig = CONFIG) -> Dashboard:
+    n = c.node_selector
     return Dashboard(
         uid="kvpilot-gpus",
         title="kvpilot / GPU health",
         description="GPU utilisation, memory, XIDs by triage class and node drain state.",
-        variables=[Variable("node", "Node", "label_values(kvpilot_gpu_utilisation_ratio, node)")],
+        variables=[Variable("node", "Node", f"label_values({c.select(series.GPU_UTILISATION)}, node)")],
         rows=[
             Row(
                 "Utilisation",
@@ -303,7 +308,7 @@ def gpu_health(c: Config = CONFIG) -> Dashboard:
                     Panel(
                         "GPU utilisation",
                         "Share of time each GPU was busy. Pinned at 1 with no token progress is a hang.",
-                        (_q(f"kvpilot_gpu_utilisation_ratio{{{n}}}", "{{node}} gpu{{gpu}}"),),
+                        (_q(c.select(series.GPU_UTILISATION, n), "{{node}} gpu{{gpu}}"),),
                         unit="percentunit",
                         min=0,
                         max=1,
@@ -324,19 +329,19 @@ def gpu_health(c: Config = CONFIG) -> Dashboard:
                         "Last XID by class",
                         "Last XID seen per GPU, labelled with its triage class: application (restart the workload), "
                         "watch (reset when idle), drain (cordon, drain, reset).",
-                        (_q(f"kvpilot_gpu_last_xid{{{n}}} > 0", "{{node}} gpu{{gpu}} {{xid_class}}"),),
+                        (_q(f"{c.select(series.GPU_LAST_XID, n)} > 0", "{{node}} gpu{{gpu}} {{xid_class}}"),),
                         kind="table",
                     ),
                     Panel(
                         "Node drain state",
                         "Nodes kvpilot has flagged, cordoned or drained (dry-run included).",
-                        (_q(f"kvpilot_node_drain_state{{{n}}} > 0", "{{node}} {{state}}"),),
+                        (_q(f"{c.select(series.NODE_DRAIN_STATE, n)} > 0", "{{node}} {{state}}"),),
                         kind="table",
                     ),
                     Panel(
                         "Stuck-GPU findings",
                         "Open stuck_gpu findings per node.",
-                        (_q('sum by (node) (kvpilot_finding_active{kind="stuck_gpu"})', "{{node}}"),),
+                        (_q(f"sum by (node) ({c.select(series.FINDING_ACTIVE, _STUCK_GPU)})", "{{node}}"),),
                         kind="bargauge",
                         width=24,
                         height=6,
@@ -347,7 +352,7 @@ def gpu_health(c: Config = CONFIG) -> Dashboard:
     )
 
 
-def kvpilot_self(c: Config = CONFIG) -> Dashboard:
+def kvpilot_self(c: MixinConfig = CONFIG) -> Dashboard:
     w = c.rate_window
     return Dashboard(
         uid="kvpilot-self",
@@ -361,22 +366,22 @@ def kvpilot_self(c: Config = CONFIG) -> Dashboard:
                         "Targets up",
                         "Scrape targets answering, out of all known.",
                         (
-                            _q("sum(kvpilot_scrape_up)", "up"),
-                            _q("count(kvpilot_scrape_up)", "known"),
+                            _q(f"sum({c.select(series.SCRAPE_UP)})", "up"),
+                            _q(f"count({c.select(series.SCRAPE_UP)})", "known"),
                         ),
                         min=0,
                     ),
                     Panel(
                         "Slowest scrapes",
                         "The ten slowest targets' last scrape duration.",
-                        (_q("topk(10, kvpilot_scrape_duration_seconds)", "{{target}}"),),
+                        (_q(f"topk(10, {c.select(series.SCRAPE_DURATION)})", "{{target}}"),),
                         unit="s",
                         min=0,
                     ),
                     Panel(
                         "Scrape failures",
                         "Failed scrapes per second across all targets.",
-                        (_q(f"rate(kvpilot_scrape_failures_total[{w}])", "failures"),),
+                        (_q(f"rate({c.select(series.SCRAPE_FAILURES)}[{w}])", "failures"),),
                         unit="short",
                         min=0,
                     ),
@@ -389,8 +394,8 @@ def kvpilot_self(c: Config = CONFIG) -> Dashboard:
                         "Tick duration",
                         "p50 and p99 of one control-loop tick (collect, detect, decide, persist, publish).",
                         (
-                            _q(_quantile(0.5, "kvpilot_loop_tick_seconds_bucket", w), "p50"),
-                            _q(_quantile(0.99, "kvpilot_loop_tick_seconds_bucket", w), "p99"),
+                            _q(_quantile(0.5, c.select(series.LOOP_TICK_SECONDS, suffix="_bucket"), w), "p50"),
+                            _q(_quantile(0.99, c.select(series.LOOP_TICK_SECONDS, suffix="_bucket"), w), "p99"),
                         ),
                         unit="s",
                         min=0,
@@ -398,15 +403,15 @@ def kvpilot_self(c: Config = CONFIG) -> Dashboard:
                     Panel(
                         "Tick overruns",
                         "Ticks that took longer than the interval.",
-                        (_q(f"increase(kvpilot_loop_overruns_total[{w}])", "overruns"),),
+                        (_q(f"increase({c.select(series.LOOP_OVERRUNS)}[{w}])", "overruns"),),
                         min=0,
                     ),
                     Panel(
                         "Store",
                         "Whether the database answers, and writes buffered while it does not.",
                         (
-                            _q("kvpilot_store_up", "store up"),
-                            _q("kvpilot_store_pending_writes", "pending writes"),
+                            _q(c.select(series.STORE_UP), "store up"),
+                            _q(c.select(series.STORE_PENDING_WRITES), "pending writes"),
                         ),
                         min=0,
                     ),
@@ -415,8 +420,8 @@ def kvpilot_self(c: Config = CONFIG) -> Dashboard:
                         "Buffered writes dropped because the store stayed down past the buffer's size, and loop "
                         "stages that raised (the loop carries on; the log says why).",
                         (
-                            _q(f"increase(kvpilot_store_dropped_writes_total[{w}])", "dropped writes"),
-                            _q(f"sum by (stage) (increase(kvpilot_loop_stage_errors_total[{w}]))", "errors: {{stage}}"),
+                            _q(f"increase({c.select(series.STORE_DROPPED_WRITES)}[{w}])", "dropped writes"),
+                            _q(f"sum by (stage) (increase({c.select(series.STAGE_ERRORS)}[{w}]))", "errors: {{stage}}"),
                         ),
                         min=0,
                     ),
@@ -424,7 +429,7 @@ def kvpilot_self(c: Config = CONFIG) -> Dashboard:
                         "Leader",
                         "1 on the kvpilot replica that holds the Lease and may actuate (drains, direct scaling); "
                         "the others serve reads.",
-                        (_q("kvpilot_leader", "{{instance}}"),),
+                        (_q(c.select(series.LEADER), "{{instance}}"),),
                         min=0,
                         max=1,
                     ),
@@ -434,16 +439,18 @@ def kvpilot_self(c: Config = CONFIG) -> Dashboard:
     )
 
 
-def cost(c: Config = CONFIG) -> Dashboard:
+def cost(c: MixinConfig = CONFIG) -> Dashboard:
     """What the fleet costs (scaler.cost, docs/cost.md): dollars per hour and per million output tokens by
     deployment, GPUs and their power, and the advisory per-GPU-type options."""
-    d = c.deployment
+    d = c.deployment_selector
     return Dashboard(
         uid="kvpilot-cost",
         title="kvpilot / Cost",
         description="Dollars per hour and per million output tokens by deployment, from GPU type, count and price "
         "(settings `cost`), and what the current demand would cost on each profiled GPU type (advisory).",
-        variables=[Variable("deployment", "Deployment", "label_values(kvpilot_cost_usd_per_hour, deployment)")],
+        variables=[
+            Variable("deployment", "Deployment", f"label_values({c.select(series.COST_USD_PER_HOUR)}, deployment)")
+        ],
         rows=[
             Row(
                 "Spend",
@@ -452,7 +459,7 @@ def cost(c: Config = CONFIG) -> Dashboard:
                         "Fleet cost per hour",
                         "Replicas x GPUs per replica x price per GPU-hour, summed over the selected deployments. "
                         "Loading replicas count: they hold their GPUs.",
-                        (_q(f"sum(kvpilot_cost_usd_per_hour{{{d}}})"),),
+                        (_q(f"sum({c.select(series.COST_USD_PER_HOUR, d)})"),),
                         unit="currencyUSD",
                         kind="stat",
                         width=6,
@@ -461,7 +468,7 @@ def cost(c: Config = CONFIG) -> Dashboard:
                     Panel(
                         "Per day at this rate",
                         "The cost per hour now, times 24.",
-                        (_q(f"sum(kvpilot_cost_usd_per_hour{{{d}}}) * 24"),),
+                        (_q(f"sum({c.select(series.COST_USD_PER_HOUR, d)}) * 24"),),
                         unit="currencyUSD",
                         kind="stat",
                         width=6,
@@ -470,7 +477,7 @@ def cost(c: Config = CONFIG) -> Dashboard:
                     Panel(
                         "GPUs held",
                         "GPUs the selected deployments' replicas hold, by GPU type.",
-                        (_q(f"sum by (gpu_type) (kvpilot_cost_gpus{{{d}}})", "{{gpu_type}}"),),
+                        (_q(f"sum by (gpu_type) ({c.select(series.COST_GPUS, d)})", "{{gpu_type}}"),),
                         kind="stat",
                         width=6,
                         height=6,
@@ -478,7 +485,7 @@ def cost(c: Config = CONFIG) -> Dashboard:
                     Panel(
                         "Power at full load",
                         "Datasheet board power of those GPUs (kW): what they draw flat out, not a measurement.",
-                        (_q(f"sum(kvpilot_cost_power_watts{{{d}}}) / 1000"),),
+                        (_q(f"sum({c.select(series.COST_POWER_WATTS, d)}) / 1000"),),
                         unit="kwatt",
                         kind="stat",
                         width=6,
@@ -495,7 +502,7 @@ def cost(c: Config = CONFIG) -> Dashboard:
                         "absent (its `problem` in GET /v1/cost says why).",
                         (
                             _q(
-                                f"sum by (deployment, gpu_type) (kvpilot_cost_usd_per_hour{{{d}}})",
+                                f"sum by (deployment, gpu_type) ({c.select(series.COST_USD_PER_HOUR, d)})",
                                 "{{deployment}} {{gpu_type}}",
                             ),
                         ),
@@ -506,7 +513,7 @@ def cost(c: Config = CONFIG) -> Dashboard:
                         "Cost per million output tokens",
                         "Cost per hour over output tokens generated per hour (the engines' counters). Rises when "
                         "replicas idle; absent while nothing is generated.",
-                        (_q(f"kvpilot_cost_usd_per_million_tokens{{{d}}}", "{{deployment}} {{gpu_type}}"),),
+                        (_q(c.select(series.COST_USD_PER_MILLION_TOKENS, d), "{{deployment}} {{gpu_type}}"),),
                         unit="currencyUSD",
                         min=0,
                     ),
@@ -523,7 +530,7 @@ def cost(c: Config = CONFIG) -> Dashboard:
                         "never changes GPU types: GET /v1/deployments/{ns}/{name} says which one it advises.",
                         (
                             _q(
-                                f"kvpilot_cost_option_usd_per_hour{{{d}}}",
+                                c.select(series.COST_OPTION_USD_PER_HOUR, d),
                                 "{{deployment}} {{gpu_type}} meets_slo={{meets_slo}}",
                             ),
                         ),

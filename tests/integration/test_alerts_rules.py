@@ -40,7 +40,7 @@ def test_thresholds_flow_into_the_rules():
     assert "within 240 s" in imminent.description
     assert imminent.for_s == 40.0
     # It pages on the finding (projection and a pool still filling), never on the raw projection alone.
-    assert imminent.expr == f'kvpilot_finding_active{{{rules.SELECTOR},kind="kv_exhaustion",severity="warning"}} > 0'
+    assert imminent.expr == 'kvpilot_finding_active{job="kvpilot",kind="kv_exhaustion",severity="warning"} > 0'
     assert rules.alert_for_finding("kv_exhaustion", "warning", th) == imminent
     default = {r["alert"]: r for r in rules.rule_groups(DEFAULT)["groups"][0]["rules"]}  # type: ignore[index]
     assert default["KvpilotKvCacheExhaustionImminent"]["for"] == "10s"
