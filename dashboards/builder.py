@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from dashboards.mixin import CONFIG
+
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 
 
@@ -89,8 +91,8 @@ class Dashboard:
     description: str
     rows: list[Row]
     variables: list[Variable] = field(default_factory=list)
-    tags: tuple[str, ...] = ("kvpilot",)
-    refresh: str = "30s"
+    tags: tuple[str, ...] = CONFIG.dashboard_tags
+    refresh: str = CONFIG.dashboard_refresh
 
     def panels(self) -> list[Panel]:
         return [p for row in self.rows for p in row.panels]

@@ -31,6 +31,8 @@ def _quantile(q: float, bucket_series: str, window: str) -> str:
 def fleet_overview(c: MixinConfig = CONFIG) -> Dashboard:
     d = c.deployment_selector
     return Dashboard(
+        tags=c.dashboard_tags,
+        refresh=c.dashboard_refresh,
         uid="kvpilot-fleet",
         title="kvpilot / Fleet overview",
         description="Every LLM deployment kvpilot watches: replicas, queue, KV cache, prefix cache, latency, findings.",
@@ -145,6 +147,8 @@ def deployment_detail(c: MixinConfig = CONFIG) -> Dashboard:
     d = c.deployment_selector
     w = c.rate_window
     return Dashboard(
+        tags=c.dashboard_tags,
+        refresh=c.dashboard_refresh,
         uid="kvpilot-deployment",
         title="kvpilot / Deployment detail",
         description="Forecast against actual demand, replica decisions and their reasons, warm pool and cold starts.",
@@ -297,6 +301,8 @@ def deployment_detail(c: MixinConfig = CONFIG) -> Dashboard:
 def gpu_health(c: MixinConfig = CONFIG) -> Dashboard:
     n = c.node_selector
     return Dashboard(
+        tags=c.dashboard_tags,
+        refresh=c.dashboard_refresh,
         uid="kvpilot-gpus",
         title="kvpilot / GPU health",
         description="GPU utilisation, memory, XIDs by triage class and node drain state.",
@@ -355,6 +361,8 @@ def gpu_health(c: MixinConfig = CONFIG) -> Dashboard:
 def kvpilot_self(c: MixinConfig = CONFIG) -> Dashboard:
     w = c.rate_window
     return Dashboard(
+        tags=c.dashboard_tags,
+        refresh=c.dashboard_refresh,
         uid="kvpilot-self",
         title="kvpilot / kvpilot itself",
         description="Is the watcher healthy: scrape health, control-loop timing, store lag.",
@@ -444,6 +452,8 @@ def cost(c: MixinConfig = CONFIG) -> Dashboard:
     deployment, GPUs and their power, and the advisory per-GPU-type options."""
     d = c.deployment_selector
     return Dashboard(
+        tags=c.dashboard_tags,
+        refresh=c.dashboard_refresh,
         uid="kvpilot-cost",
         title="kvpilot / Cost",
         description="Dollars per hour and per million output tokens by deployment, from GPU type, count and price "

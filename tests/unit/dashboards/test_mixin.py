@@ -68,3 +68,10 @@ def test_select_refuses_a_suffix_on_a_gauge() -> None:
     )
     with pytest.raises(ValueError, match="gauge"):
         CONFIG.select(series.DESIRED_REPLICAS, suffix="_bucket")
+
+
+def test_dashboard_tags_and_refresh_come_from_the_config() -> None:
+    c = MixinConfig(dashboard_tags=("kvpilot", "llm"), dashboard_refresh="1m")
+    for build in DASHBOARDS.values():
+        doc = build(c).to_json()
+        assert (doc["tags"], doc["refresh"]) == (["kvpilot", "llm"], "1m")
