@@ -127,6 +127,15 @@ EDGE_CASES = [
     'm{v="1"} 00012\nm{v="2"} -0\nm{v="3"} .5\nm{v="4"} 1.\nm{v="5"} Infinity\nm{v="6"} nan\n',
     # one series at different timestamps is not a duplicate
     "m 1 1000\nm 2 2000\n",
+    # buckets and quantiles built from their series' labels plus the last le/quantile label (_text._labels):
+    # escaped values before it, a comma and le="..." inside a value, a blank before le or a trailing comma
+    # (read whole), and the _count/_sum body seen before the buckets
+    '# TYPE h histogram\nh_bucket{m="a\\"b",le="1"} 1\nh_bucket{m="a\\"b",le="+Inf"} 2\nh_sum{m="a\\"b"} 3\n',
+    'm{a="x,le=\\"1\\"",le="2"} 1\nm{a="x,le=\\"1\\""} 2\nm{a="x",b="y,le=\\"3\\"",le="4"} 5\n',
+    '# TYPE h histogram\nh_count{a="1"} 2\nh_bucket{a="1", le="1"} 1\nh_bucket{a="1",le="2",} 2\n'
+    'h_bucket{a="1",le="3"} 2\n',
+    '# TYPE s summary\ns{a="1",b="2",quantile="0.5"} 1\ns{a="1",b="2",quantile="0.9"} 2\ns_count{a="1",b="2"} 3\n',
+    '# TYPE h histogram\nh_bucket{le="1",a="1"} 1\nh_bucket{a="1",le="2"} 2\nh_bucket{le="",a=""} 0\n',
 ]
 
 
@@ -291,9 +300,32 @@ def test_selective_read_of_mutated_pages_is_the_full_read_filtered(text: str, da
     assert canonical(parse(text, wanted=wanted)) == {k: v for k, v in full.items() if k in wanted}
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        'h_bucket{a="1",le="1",le="2"} 1\n',  # le twice
+        'h_bucket{le="1",le="2"} 1\n',
+        'h_bucket{a="1",a="2",le="2"} 1\n',  # the part before le repeats a name
+        'h_bucket{a="1",le="1"} 1\nh_bucket{a="1",le="1",le="2"} 1\n',  # after the part before le was seen
+    ],
+)
+def test_a_label_repeated_around_le_is_refused(text: str) -> None:
+    with pytest.raises(ParseError, match="duplicate label name"):
+        parse(text)
+
+
+@pytest.mark.parametrize("body", ['a="1,le="2"', 'a="1"x,le="2"', '__a="1",le="2"', 'a="1\\",le="2"'])
+def test_a_bad_body_ending_in_le_is_refused(body: str) -> None:
+    with pytest.raises(ParseError):
+        parse(f"h_bucket{{{body}}} 1\n")
+
+
 def test_samples_never_share_label_dicts() -> None:
     # label sets are cached while a page is parsed; each sample must still own its dict
-    families = parse('m{a="b"} 1\nm{a="b"} 2 1000\n# TYPE c counter\nc{a="b"} 3\n')
+    families = parse(
+        'm{a="b"} 1\nm{a="b"} 2 1000\n# TYPE c counter\nc{a="b"} 3\n'
+        '# TYPE h histogram\nh_bucket{a="b",le="1"} 1\nh_bucket{a="b",le="+Inf"} 1\nh_count{a="b"} 1\n'
+    )
     dicts = [s.labels for f in families.values() for s in f.samples]
-    assert len(dicts) == 3
-    assert len({id(d) for d in dicts}) == 3
+    assert len(dicts) == 6
+    assert len({id(d) for d in dicts}) == 6
