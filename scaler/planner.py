@@ -253,7 +253,7 @@ class _DeploymentPlanner:
         enough = (
             capacity_rps is not None
             and arrival is not None
-            and serving * capacity_rps * self.feedback.multiplier * cfg.policy.target_utilisation >= arrival
+            and self.policy.enough(serving, arrival, capacity_rps * self.feedback.multiplier)
         )
         settled = serving > 0 and enough
         if cfg.slo_ttft_s is not None and queued is not None and settled:

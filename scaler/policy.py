@@ -34,7 +34,11 @@ class Tolerances:
 class PolicyConfig:
     min_replicas: int = 1
     max_replicas: int | None = None
-    target_utilisation: float = 0.8  # plan replicas for this share of their capacity: the headroom absorbs noise
+    target_utilisation: float = 0.8  # plan one replica at this share of its capacity: the headroom absorbs noise
+    # "pooled": the spare a fleet keeps grows with the square root of its load (one replica's spare at one replica),
+    # and a forecast's margin combines with it as an independent deviation; "fixed": every replica at
+    # target_utilisation, the forecast's upper bound on top (the two margins multiplied).
+    headroom: str = "pooled"
     tolerances: Tolerances = Tolerances(scale_down=0.1, scale_up=0.0)
     scale_down_stabilisation_s: float = 300.0
     scale_up_max_step: int = 0  # most replicas added per decision; 0 = unlimited (a forecast needs them all)
@@ -49,6 +53,8 @@ class PolicyConfig:
             raise ValueError(f"policy: max_replicas {self.max_replicas} is below min_replicas {self.min_replicas}")
         if not (0 < self.target_utilisation <= 1):
             raise ValueError(f"policy: target_utilisation must be in (0, 1], got {self.target_utilisation}")
+        if self.headroom not in ("pooled", "fixed"):
+            raise ValueError(f"policy: headroom must be 'pooled' or 'fixed', got {self.headroom!r}")
         if self.scale_down_stabilisation_s < 0 or self.queue_drain_s <= 0:
             raise ValueError("policy: scale_down_stabilisation_s must be >= 0 and queue_drain_s > 0")
         if self.scale_up_max_step < 0 or self.scale_down_max_step < 0:
@@ -84,6 +90,22 @@ def _replicas_for(rate: float, capacity_rps: float, utilisation: float) -> int:
     return max(0, math.ceil(rate / (capacity_rps * utilisation) - 1e-9))
 
 
+def spare_replicas(load: float, utilisation: float) -> float:
+    """Spare replicas for a load of ``load`` replicas at full capacity, under pooling: one replica keeps
+    1/utilisation − 1 of itself spare, a fleet keeps that many times the square root of its load (square-root
+    staffing: arrivals' random excess over their mean grows as the square root of the mean, so 150 replicas need
+    proportionally far less spare than 3). Under one replica's load it is the fixed share; never more."""
+    load = max(load, 0.0)
+    return (1.0 / utilisation - 1.0) * min(load, math.sqrt(load))
+
+
+def pooled_replicas(load: float, utilisation: float, margin: float = 0.0) -> int:
+    """Replicas for ``load`` (replicas at full capacity) with its spare, plus a forecast's ``margin`` (also in
+    replicas): two independent deviations above the mean add as variances do, not as sums or products."""
+    spare = math.hypot(spare_replicas(load, utilisation), max(margin, 0.0))
+    return max(0, math.ceil(max(load, 0.0) + spare - 1e-9))
+
+
 class ReplicaPolicy:
     """Stateful only in its bounded history of recommendations (for scale-down stabilisation)."""
 
@@ -100,7 +122,7 @@ class ReplicaPolicy:
 
         predictive = None
         if demand.forecast_upper_rate is not None:
-            predictive = self._need(demand.forecast_upper_rate, cap)
+            predictive = self._need(demand.forecast_upper_rate, cap, demand.forecast_rate)
             # Nothing arriving and nothing forecast: the upper band (sized from past errors, which a busy period
             # left wide) must not keep one replica forever; with min_replicas 0 the deployment may sleep.
             # "Away" = nothing arriving now, and a forecast worth less than a twentieth of one replica.
@@ -115,9 +137,12 @@ class ReplicaPolicy:
         reactive = None
         if demand.arrival_rate is not None or demand.requests_waiting is not None:
             rate = (demand.arrival_rate or 0.0) + (demand.requests_waiting or 0.0) / c.queue_drain_s
-            reactive = (
-                _replicas_for(rate, cap, c.target_utilisation) if demand.requests_waiting else self._need(rate, cap)
-            )
+            if not demand.requests_waiting:
+                reactive = self._need(rate, cap)
+            elif c.headroom == "pooled":
+                reactive = pooled_replicas(rate / cap, c.target_utilisation)
+            else:
+                reactive = _replicas_for(rate, cap, c.target_utilisation)
         if predictive is None and reactive is None:
             return self._hold(demand, now, "no_metrics", "no arrival rate, forecast or queue is known; holding")
 
@@ -179,11 +204,27 @@ class ReplicaPolicy:
         return self._clamp(desired, warm_pool, reason, msg, predictive, reactive)
 
     # -- helpers -------------------------------------------------------------------------------------------
-    def _need(self, rate: float, capacity_rps: float) -> int:
-        """Replicas for a rate; a trickle under ``idle_below_rps`` (less than a request per horizon) needs none."""
-        if rate < self.config.idle_below_rps:
+    def _need(self, rate: float, capacity_rps: float, point: float | None = None) -> int:
+        """Replicas for a rate (a forecast's upper bound, whose ``point`` is given); a trickle under
+        ``idle_below_rps`` (less than a request per horizon) needs none."""
+        c = self.config
+        if rate < c.idle_below_rps:
             return 0
-        return _replicas_for(rate, capacity_rps, self.config.target_utilisation)
+        if c.headroom == "fixed":
+            return _replicas_for(rate, capacity_rps, c.target_utilisation)
+        mean = rate if point is None else min(max(point, 0.0), rate)
+        return pooled_replicas(mean / capacity_rps, c.target_utilisation, (rate - mean) / capacity_rps)
+
+    def enough(self, replicas: int, rate: float, capacity_rps: float) -> bool:
+        """Whether ``replicas`` serve ``rate`` with the spare this policy plans (the SLO feedback judges only
+        such a fleet)."""
+        c = self.config
+        if capacity_rps <= 0:
+            return False
+        if c.headroom == "fixed":
+            return replicas * capacity_rps * c.target_utilisation >= rate
+        load = rate / capacity_rps
+        return replicas >= load + spare_replicas(load, c.target_utilisation)
 
     def _finish(
         self,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scaler.policy import Demand, PolicyConfig, ReplicaPolicy, Tolerances
+from scaler.policy import Demand, PolicyConfig, ReplicaPolicy, Tolerances, spare_replicas
 
 
 def _demand(**kw: float | int | None) -> Demand:
@@ -20,7 +20,8 @@ def _demand(**kw: float | int | None) -> Demand:
     return Demand(**base)  # type: ignore[arg-type]
 
 
-CFG = PolicyConfig(target_utilisation=0.8, scale_down_stabilisation_s=300.0, queue_drain_s=2.0)
+# The tests of the mechanics (tolerance, stabilisation, limits) read their arithmetic at a fixed utilisation.
+CFG = PolicyConfig(target_utilisation=0.8, scale_down_stabilisation_s=300.0, queue_drain_s=2.0, headroom="fixed")
 
 
 @pytest.mark.parametrize(
@@ -137,8 +138,72 @@ def test_limits(config: PolicyConfig, demand: Demand, desired: int, reason: str)
         {"min_replicas": 5, "max_replicas": 2},  # ceiling below floor
         {"target_utilisation": 0.0},  # would divide by zero
         {"queue_drain_s": 0.0},  # would divide by zero
+        {"headroom": "proportional"},  # neither pooled nor fixed
     ],
 )
 def test_bad_configuration_is_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="policy"):
         PolicyConfig(**kwargs)  # type: ignore[arg-type]
+
+
+# -- pooled headroom (the default) ---------------------------------------------------------------------------------
+
+
+def test_pooled_spare_is_one_replicas_share_at_one_replica_and_grows_as_the_square_root() -> None:
+    # One replica keeps 1/0.8 - 1 = 25 % of itself spare, as the fixed rule; 4 replicas' load keeps 0.25·√4 = 0.5
+    # (not 1), 144 replicas' 0.25·12 = 3 (not 36): the spare's share falls as the fleet grows.
+    assert spare_replicas(1.0, 0.8) == pytest.approx(0.25)
+    assert spare_replicas(4.0, 0.8) == pytest.approx(0.5)
+    assert spare_replicas(144.0, 0.8) == pytest.approx(3.0)
+    assert spare_replicas(0.25, 0.8) == pytest.approx(0.0625)  # under one replica: the fixed share, never more
+    shares = [spare_replicas(load, 0.8) / load for load in (1.0, 3.0, 10.0, 30.0, 150.0)]
+    assert shares == sorted(shares, reverse=True)
+    assert shares[-1] < 0.03
+
+
+def test_a_larger_fleet_gets_proportionally_less_spare() -> None:
+    policy = ReplicaPolicy(PolicyConfig(scale_down_stabilisation_s=0.0))
+    fixed = ReplicaPolicy(PolicyConfig(scale_down_stabilisation_s=0.0, headroom="fixed"))
+
+    def desired(p: ReplicaPolicy, rate: float) -> int:
+        d = _demand(current_replicas=1, ready_replicas=1, arrival_rate=rate, forecast_upper_rate=rate)
+        return p.recommend(d, now=0.0).desired_replicas
+
+    assert desired(policy, 3.0) == desired(fixed, 3.0) == 4  # a small fleet: as the fixed rule (3 + 0.43)
+    assert desired(policy, 150.0) == 154  # 150 + 0.25·√150 = 153.1
+    assert desired(fixed, 150.0) == 188  # 150 / 0.8
+    for rate in (1.0, 2.0, 5.0, 20.0, 80.0, 150.0):
+        assert rate <= desired(policy, rate) <= desired(fixed, rate)
+
+
+def test_forecast_margin_and_spare_add_as_independent_deviations() -> None:
+    # 100 req/s forecast, q90 upper 110, capacity 1: spare 0.25·10 = 2.5, margin 10 → 100 + hypot(2.5, 10) = 110.3,
+    # where the two stacked ask for 110 / 0.8 = 138.
+    policy = ReplicaPolicy(PolicyConfig())
+    d = _demand(
+        current_replicas=100, ready_replicas=100, arrival_rate=100.0, forecast_rate=100.0, forecast_upper_rate=110.0
+    )
+    rec = policy.recommend(d, now=0.0)
+    assert rec.predictive_replicas == 111
+    assert ReplicaPolicy(PolicyConfig(headroom="fixed")).recommend(d, now=0.0).predictive_replicas == 138
+    # Neither margin alone is dropped: a wide forecast band still buys its replicas.
+    wide = _demand(
+        current_replicas=100, ready_replicas=100, arrival_rate=100.0, forecast_rate=100.0, forecast_upper_rate=140.0
+    )
+    assert policy.recommend(wide, now=0.0).predictive_replicas == 141  # 100 + hypot(2.5, 40) = 140.08
+
+
+def test_a_queue_is_sized_with_the_pooled_spare_too() -> None:
+    policy = ReplicaPolicy(PolicyConfig(queue_drain_s=2.0))
+    rec = policy.recommend(_demand(arrival_rate=36.0, forecast_upper_rate=36.0, requests_waiting=128.0), now=0.0)
+    assert rec.reactive_replicas == 103  # (36 + 64) + 0.25·10 = 102.5
+
+
+def test_enough_matches_what_the_policy_plans() -> None:
+    for headroom in ("pooled", "fixed"):
+        policy = ReplicaPolicy(PolicyConfig(headroom=headroom, scale_down_stabilisation_s=0.0))
+        for rate in (0.5, 3.0, 17.0, 150.0):
+            d = _demand(current_replicas=1, ready_replicas=1, arrival_rate=rate, forecast_upper_rate=rate)
+            n = policy.recommend(d, now=0.0).desired_replicas
+            assert policy.enough(n, rate, 1.0)
+            assert not policy.enough(n - 1, rate, 1.0)
