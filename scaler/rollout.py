@@ -14,9 +14,15 @@ the Deployment's own rollout status where the scale source reads Kubernetes) int
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from collector.state import FleetState
+from detectors import rollout as rollout_detector
+from detectors.thresholds import DEFAULT, Thresholds
 from scaler.decision import Decision
 
 
@@ -129,6 +135,10 @@ class VersionsSeen:
     peak_ready: int
     text: str = ""
     replicas: int | None = None  # replicas asked for (the scale source's count, loading ones included), if known
+    # Ready replicas that discovery stopped listing this tick while the count asked for held (no scale-down within
+    # a cold start): drained, as a rolling update's wave drains its old pods. A crashed replica stays listed (its
+    # target goes down, its pod restarts in place), so it is not counted here.
+    drained: int = 0
 
     @property
     def out(self) -> int:
@@ -148,6 +158,7 @@ class _Track:
     wave_started: float | None = None  # when the current wave's replicas went out (the ready deficit began)
     wave_size: int = 1  # the most replicas seen out at once during this rollout
     last_old_at: float | None = None  # the last tick an old-version replica was seen serving
+    suspected: bool = False  # a drain seen, no second version serving yet: every ready replica may be replaced
 
 
 class RolloutTracker:
@@ -180,6 +191,20 @@ class RolloutTracker:
         out = seen.out
         # One version left (the old replicas drained and forgotten) reads as none old remaining: the last wave.
         old = seen.old_remaining if seen.new_version is not None else 0
+        if seen.new_version is None and seen.drained > 0:
+            # The first sign of a rollout from the replicas alone: a ready replica drained while the count asked
+            # for held. Its successor loads a cold start before its version is seen serving; until then every
+            # ready replica (one version) is one the rollout may still replace.
+            track = self._tracks.setdefault(key, _Track())
+            track.suspected = True
+            track.last_old_at = now
+        if seen.new_version is None and track is not None and track.suspected:
+            if out == 0:  # the drained replica's successor serves the same version: an eviction, done
+                track.suspected = False
+            else:
+                old = seen.ready
+        elif seen.new_version is not None and track is not None:
+            track.suspected = False
         if old <= 0:
             # The last wave: its old replicas are gone, its successors may still load. Covered while replicas are
             # out, for at most a cold start after old replicas were last seen serving.
@@ -288,3 +313,131 @@ def surge_decision(
     return dataclasses.replace(
         decision, desired_replicas=target, reason="rollout_surge", message=message, forecast=forecast
     )
+
+
+log = logging.getLogger(__name__)
+
+DEFAULT_COLD_START_S = 120.0
+
+
+class RolloutStage:
+    """The control loop's rollout stage (``kvpilot.rollout_stage``): after the planner decides, each deployment's
+    decision raised by the surge its rolling update needs. Here, below the composition root, so that the backtest
+    runs the same stage."""
+
+    def __init__(self, thresholds: Thresholds = DEFAULT) -> None:
+        self.thresholds = thresholds
+        self.tracker = RolloutTracker()
+        self._surging: set[str] = set()
+        self._held: dict[str, int] = {}  # the largest surge published during each deployment's rollout
+        self._ready_keys: dict[str, set[str]] = {}  # each deployment's ready replicas at the last tick
+        self._asked: dict[str, int] = {}  # the count asked for at the last tick
+        self._lowered_at: dict[str, float] = {}  # when the count asked for last fell (a scale-down)
+
+    def forget(self, key: str) -> None:
+        self.tracker.forget(key)
+        self._surging.discard(key)
+        self._held.pop(key, None)
+        self._ready_keys.pop(key, None)
+        self._asked.pop(key, None)
+        self._lowered_at.pop(key, None)
+
+    def _drained(self, view: Any, d: Decision, now: float, cold_start_s: float) -> int:
+        """Ready replicas at the last tick that are gone from the fleet now (discovery stopped listing them, so
+        FleetState forgot them) while the count asked for did not fall within a cold start: drained, as a rolling
+        update's wave drains its old pods. A replica that crashed is still listed (down, restarting in place)
+        and a scale-down lowers the count first, so neither counts."""
+        key = d.deployment
+        asked = d.current_replicas
+        before = self._asked.get(key)
+        if before is not None and asked < before:
+            self._lowered_at[key] = now
+        self._asked[key] = asked
+        present = {r.key for r in view.replicas} if view is not None else set()
+        previous = self._ready_keys.get(key, set())
+        self._ready_keys[key] = {r.key for r in view.replicas if r.ready} if view is not None else set()
+        lowered = self._lowered_at.get(key)
+        if lowered is not None and now - lowered <= cold_start_s:
+            return 0
+        return len(previous - present)
+
+    def apply(
+        self,
+        state: FleetState,
+        decisions: Sequence[Decision],
+        now: float,
+        *,
+        planner: Any = None,
+        deployments: Mapping[str, DeploymentRollout] | None = None,
+    ) -> list[Decision]:
+        """The decisions, each raised by its deployment's rollout surge (unchanged where none runs).
+        ``planner``: where it has ``planner_for(key).config``, each deployment's cold start and max_replicas come
+        from there; ``deployments``: the Deployment objects' rollout status, where the scale source read them."""
+        views = state.deployments()
+        out: list[Decision] = []
+        for d in decisions:
+            view = views.get(d.deployment)
+            seen = None
+            cold_start_s, max_replicas = _limits(planner, d.deployment)
+            drained = self._drained(view, d, now, cold_start_s)
+            if view is not None:
+                obs = rollout_detector.observe(state, view, self.thresholds, now)
+                # current_replicas: the scale source's count (loading replicas included) where there is one
+                seen = VersionsSeen(
+                    obs.ready_by_version,
+                    obs.new_version,
+                    obs.ready,
+                    obs.peak_ready,
+                    obs.text,
+                    d.current_replicas,
+                    drained=drained,
+                )
+            else:  # no replica serves (a one-replica fleet whose only replica drained): what was asked for
+                seen = VersionsSeen({}, None, 0, 0, "", d.current_replicas, drained=drained)
+            status = self.tracker.update(
+                d.deployment,
+                now,
+                cold_start_s=cold_start_s,
+                seen=seen,
+                deployment=(deployments or {}).get(d.deployment),
+            )
+            if status is None:
+                self._held.pop(d.deployment, None)
+                if d.deployment in self._surging:
+                    log.info("%s: rollout done, the surge is withdrawn (desired %d)", d.deployment, d.desired_replicas)
+                    self._surging.discard(d.deployment)
+                out.append(d)
+                continue
+            raised = surge_decision(d, status, cold_start_s=cold_start_s, max_replicas=max_replicas)
+            # The surge never shrinks while the rollout runs: lowering the count mid-wave deletes a pod that is not
+            # ready yet first (a ReplicaSet scales down unready pods first), which is the wave's own successor.
+            surge = raised.desired_replicas - d.desired_replicas
+            held = max(surge, self._held.get(d.deployment, 0))
+            self._held[d.deployment] = held
+            if held > surge:
+                target = d.desired_replicas + held
+                if max_replicas is not None:
+                    target = max(d.desired_replicas, min(target, max_replicas))
+                raised = dataclasses.replace(
+                    raised,
+                    desired_replicas=target,
+                    reason="rollout_surge",
+                    message=raised.message
+                    if raised.reason == "rollout_surge"
+                    else f"{d.message}; rollout surge held at +{held} until the rollout ends",
+                    forecast={**raised.forecast, "rollout_surge": float(target - d.desired_replicas)},
+                )
+            if raised.desired_replicas > d.desired_replicas and d.deployment not in self._surging:
+                log.info("%s: %s", d.deployment, raised.message)
+                self._surging.add(d.deployment)
+            out.append(raised)
+        return out
+
+
+def _limits(planner: Any, key: str) -> tuple[float, int | None]:
+    """(cold start, max_replicas) of a deployment from ``Planner.planner_for(key).config``, where there is one."""
+    planner_for = getattr(planner, "planner_for", None)
+    if planner_for is None:
+        return DEFAULT_COLD_START_S, None
+    config = planner_for(key).config
+    return float(config.cold_start_s), config.policy.max_replicas
