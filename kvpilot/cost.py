@@ -47,4 +47,5 @@ def cost_config(settings: Settings, *, candidates: bool | None = None) -> CostCo
         target_utilisation=planner.policy.target_utilisation,
         slo_ttft_s=planner.slo_ttft_s,
         recommend_margin=c.recommend_margin,
+        pools={k: GpuAssignment(p.gpu_type, None) for k, p in settings.scaler.pools.items() if p.gpu_type is not None},
     )

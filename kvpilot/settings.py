@@ -182,6 +182,31 @@ class DeploymentScaling(_Section):
         return self
 
 
+class PoolScaling(_Section):
+    """One pool of every disaggregated deployment (docs/disaggregated.md); unset fields take the deployment's
+    (`scaler.default`, `scaler.cold_start_s`)."""
+
+    gpu_type: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$",
+        description="GPU type of this pool's replicas, a key of cost.gpus: prices the pool (after a "
+        "cost.deployments entry for the deployment or the pool)",
+    )
+    cold_start_s: float | None = Field(default=None, ge=0, description="cold start of this pool's replicas, s")
+    min_replicas: int | None = Field(default=None, ge=0, description="fewest replicas the pool is sized to")
+    max_replicas: int | None = Field(default=None, ge=1, description="most replicas the pool is sized to")
+    profile: ServingProfileSettings | None = Field(
+        default=None, description="what one replica of this pool does (its GPU type's benchmark)"
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PoolScaling:
+        """min_replicas does not exceed max_replicas"""
+        if self.min_replicas is not None and self.max_replicas is not None and self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas ({self.min_replicas}) exceeds max_replicas ({self.max_replicas})")
+        return self
+
+
 class PlannerSettings(_Section):
     """The planner's choices; unset fields take kvpilot's defaults (`scaler.planner.planner_config`), which
     `kvpilot config show` prints."""
@@ -211,6 +236,11 @@ class ScalerSettings(_Section):
     warm_start_s: float = Field(default=86400.0, ge=0)  # stored per-minute history fed to forecasters at start
     default: DeploymentScaling = DeploymentScaling()
     deployments: dict[str, DeploymentScaling] = Field(default_factory=dict)  # key "namespace/name"
+    pools: dict[Literal["prefill", "decode"], PoolScaling] = Field(
+        default_factory=dict,
+        description="per pool of disaggregated deployments (keys prefill, decode): GPU type, cold start, bounds, "
+        "serving profile",
+    )
 
     @field_validator("deployments")
     @classmethod
@@ -500,6 +530,17 @@ class Settings(BaseSettings):
             _FlatAliasSource(settings_cls),
             _YamlFileSource(settings_cls, _CONFIG_FILE.get("path")),
         )
+
+    @model_validator(mode="after")
+    def _pool_gpus_priced(self) -> Settings:
+        """every `scaler.pools` GPU type has a price in `cost.gpus`"""
+        for pool, p in self.scaler.pools.items():
+            if p.gpu_type is not None and p.gpu_type not in self.cost.gpus:
+                raise ValueError(
+                    f"scaler.pools.{pool}.gpu_type {p.gpu_type!r} has no price in cost.gpus "
+                    f"(known: {', '.join(sorted(self.cost.gpus))})"
+                )
+        return self
 
     @model_validator(mode="after")
     def _secrets_not_at_defaults(self) -> Settings:

@@ -6,6 +6,7 @@ wiring that runs in production is the wiring the tests run.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -78,21 +79,40 @@ def planner_config(settings: Settings, scaling: DeploymentScaling) -> PlannerCon
 
 def build_planner(settings: Settings) -> Planner | PooledPlanner:
     """The planner of every deployment; the pools of disaggregated ones (docs/disaggregated.md) are sized per pool
-    where a serving profile says what a replica is (both pools from the default profile and cold start: the
-    settings name no GPU type per pool yet), else decided like any deployment."""
+    where a serving profile says what a replica is (each pool's `scaler.pools` entry over the default profile,
+    cold start and bounds), else decided like any deployment."""
     overrides = {k: planner_config(settings, v) for k, v in settings.scaler.deployments.items()}
     default = planner_config(settings, settings.scaler.default)
     planner = Planner(default, overrides=overrides)
-    profile = default.capacity.profile
-    if profile is None:
+
+    def pool(name: str) -> PoolConfig | None:
+        own = settings.scaler.pools.get(name)  # type: ignore[call-overload]
+        if own is None:
+            profile = default.capacity.profile
+            return None if profile is None else PoolConfig(
+                profile, cold_start_s=default.cold_start_s, scaling_delay_s=default.scaling_delay_s,
+                policy=default.policy,
+            )  # fmt: skip
+        profile = default.capacity.profile if own.profile is None else ServingProfile(**own.profile.model_dump())
+        if profile is None:
+            return None
+        bounds = {
+            k: v for k, v in (("min_replicas", own.min_replicas), ("max_replicas", own.max_replicas)) if v is not None
+        }
+        cold = default.cold_start_s if own.cold_start_s is None else own.cold_start_s
+        return PoolConfig(
+            profile, cold_start_s=cold, scaling_delay_s=default.scaling_delay_s,
+            policy=dataclasses.replace(default.policy, **bounds),
+        )  # fmt: skip
+
+    prefill, decode = pool("prefill"), pool("decode")
+    if prefill is None or decode is None:
         return planner
-    pool = PoolConfig(
-        profile, cold_start_s=default.cold_start_s, scaling_delay_s=default.scaling_delay_s, policy=default.policy
-    )
     # Dynamo's SLA planner default ITL target (scaler.pools; bench/disagg.py cites it), or two batch-1 steps of a
     # profile too slow for it.
-    itl = max(0.05, 2 * profile.decode_step_s)
-    return PooledPlanner(planner, PoolsConfig(pool, pool, ttft_target_s=default.slo_ttft_s or 2.0, itl_target_s=itl))
+    itl = max(0.05, 2 * decode.profile.decode_step_s)
+    ttft = default.slo_ttft_s or 2.0
+    return PooledPlanner(planner, PoolsConfig(prefill, decode, ttft_target_s=ttft, itl_target_s=itl))
 
 
 def build_collector(settings: Settings, clock: Clock, sleep: Any = None) -> Collector:

@@ -124,13 +124,15 @@ class CostConfig:
     target_utilisation: float = 0.8  # the planner's: replicas are planned at this share of saturated throughput
     slo_ttft_s: float | None = None
     recommend_margin: float = DEFAULT_RECOMMEND_MARGIN
+    # per pool of every disaggregated deployment ("prefill", "decode"): after the key's and its deployment's entries
+    pools: Mapping[str, GpuAssignment] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not 0 < self.target_utilisation <= 1:
             raise ValueError(f"cost: target_utilisation must be in (0, 1], got {self.target_utilisation!r}")
         if not 0 <= self.recommend_margin < 1:
             raise ValueError(f"cost: recommend_margin must be in [0, 1), got {self.recommend_margin!r}")
-        for where, a in (("default", self.default), *self.deployments.items()):
+        for where, a in (("default", self.default), *self.deployments.items(), *self.pools.items()):
             if a.gpu_type is not None and a.gpu_type not in self.gpus:
                 raise ValueError(
                     f"cost: {where}: GPU type {a.gpu_type!r} has no price (known: {', '.join(sorted(self.gpus))})"
@@ -140,8 +142,11 @@ class CostConfig:
 
     def for_deployment(self, key: str) -> GpuAssignment:
         """Field by field, the first set of: the key's own entry (a pool's, ``namespace/name@prefill``), its
-        deployment's (``namespace/name``), the default; so prefill and decode pools can name different GPUs."""
-        layers = [self.deployments.get(key), self.deployments.get(key.partition("@")[0]), self.default]
+        deployment's (``namespace/name``), its pool's (``pools[prefill]``), the default; so prefill and decode
+        pools can name different GPUs."""
+        name, _, pool = key.partition("@")
+        layers = [self.deployments.get(key), self.deployments.get(name), self.pools.get(pool) if pool else None]
+        layers.append(self.default)
         found = [a for a in layers if a is not None]
         return GpuAssignment(
             next((a.gpu_type for a in found if a.gpu_type is not None), None),

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from collector.samples import ReplicaSample
 from collector.state import FleetState
-from kvpilot.settings import load_settings
+from kvpilot.cost import cost_config
+from kvpilot.settings import SettingsError, load_settings
 from kvpilot.wiring import build_planner
 from scaler.planner import Planner
 from scaler.pools import PooledPlanner
@@ -39,3 +42,47 @@ def test_a_profile_makes_pools_plan_on_their_own_signals() -> None:
 
 def test_without_a_profile_the_plain_planner_decides_every_key() -> None:
     assert isinstance(build_planner(load_settings(None)), Planner)
+
+
+def test_per_pool_settings_reach_the_pooled_planner() -> None:
+    # scaler.pools: decode on its own profile, cold start and bounds; prefill keeps the default's; the decode pool's
+    # GPU type prices it in the cost model (after any cost.deployments entry)
+    decode_profile = {**PROFILE, "kv_tokens": 900_000}
+    settings = load_settings(
+        None,
+        scaler={
+            "cold_start_s": 90.0,
+            "default": {"profile": PROFILE, "max_replicas": 50},
+            "pools": {
+                "decode": {
+                    "gpu_type": "H200",
+                    "cold_start_s": 300.0,
+                    "min_replicas": 2,
+                    "max_replicas": 8,
+                    "profile": decode_profile,
+                }
+            },
+        },
+    )
+    planner = build_planner(settings)
+    assert isinstance(planner, PooledPlanner)
+    prefill, decode = planner.config.prefill, planner.config.decode
+    assert (prefill.cold_start_s, prefill.policy.min_replicas, prefill.policy.max_replicas) == (90.0, 1, 50)
+    assert (decode.cold_start_s, decode.policy.min_replicas, decode.policy.max_replicas) == (300.0, 2, 8)
+    assert prefill.profile.kv_tokens == 400_000
+    assert decode.profile.kv_tokens == 900_000
+    cost = cost_config(settings, candidates=False)
+    assert cost.for_deployment("llm/chat@decode").gpu_type == "H200"
+    assert cost.for_deployment("llm/chat@prefill").gpu_type is None
+
+
+def test_per_pool_settings_are_validated() -> None:
+    with pytest.raises(SettingsError, match="exceeds max_replicas"):
+        load_settings(None, scaler={"pools": {"prefill": {"min_replicas": 5, "max_replicas": 2}}})
+    with pytest.raises(SettingsError, match=r"has no price in cost\.gpus"):
+        load_settings(None, scaler={"pools": {"decode": {"gpu_type": "B300"}}})
+    with pytest.raises(SettingsError, match="pools"):
+        load_settings(None, scaler={"pools": {"both": {"cold_start_s": 10.0}}})
+    # a pool with a profile of its own but none in the default: still sized per pool only when both pools have one
+    solo = load_settings(None, scaler={"pools": {"decode": {"profile": PROFILE}}})
+    assert isinstance(build_planner(solo), Planner)
