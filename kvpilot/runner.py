@@ -10,8 +10,9 @@ import logging
 import signal
 import socket
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import uvicorn
 
@@ -22,6 +23,11 @@ from kvpilot import sources as sources_mod
 from kvpilot.settings import Settings, SettingsError
 from kvpilot.shards import ShardCoordinator
 from kvpilot.wiring import advertised_address, build_service
+from scaler.keda.reader import DecisionReader
+from scaler.publish import DecisionBoard
+
+if TYPE_CHECKING:
+    from scaler.keda.server import Endpoint
 
 log = logging.getLogger("kvpilot")
 
@@ -41,8 +47,17 @@ def _configure_logging(level: str) -> None:
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 
-def _keda_endpoint(board: object, settings: Settings, clock: Clock, shards: ShardCoordinator | None = None) -> Any:
-    """The KEDA gRPC endpoint, bound but not started; None where it cannot be served and the mode allows that.
+def keda_reader(board: DecisionBoard, settings: Settings, clock: Clock) -> DecisionReader:
+    """The one reader of the loop's decisions for KEDA, gRPC and the metrics-api route alike (same board, clock and
+    staleness limit from settings)."""
+    return DecisionReader(board, clock, settings.decision_stale_after_s)
+
+
+def _keda_endpoint(
+    reader: DecisionReader, board: DecisionBoard, settings: Settings, shards: ShardCoordinator | None = None
+) -> Endpoint | None:
+    """The KEDA gRPC endpoint, bound but not started, answering through ``reader``; None where it cannot be served
+    and the mode allows that.
 
     Raises SettingsError when `scaler.mode` is keda and the port cannot be bound or the TLS files read: KEDA
     would otherwise poll a port that another process answers, or nothing."""
@@ -55,24 +70,17 @@ def _keda_endpoint(board: object, settings: Settings, clock: Clock, shards: Shar
     if k.tls_cert_file is not None and k.tls_key_file is not None:
         tls = TlsFiles(k.tls_cert_file, k.tls_key_file, k.tls_client_ca_file)
     servicer_settings = ServicerSettings(
-        stale_after_s=settings.decision_stale_after_s,
+        stale_after_s=reader.stale_after_s,
         tokens=frozenset(t.get_secret_value() for t in k.bearer_tokens),
     )
     address = f"{settings.api.host}:{settings.api.grpc_port}"
     forwarding = None
     if shards is not None:
         forwarding = Forwarding(
-            shards, clock, settings.decision_stale_after_s, timeout_s=settings.sharding.forward_timeout_s
+            shards, reader.clock, reader.stale_after_s, timeout_s=settings.sharding.forward_timeout_s
         )
     try:
-        endpoint = build_endpoint(
-            address,
-            board,  # type: ignore[arg-type]
-            servicer_settings,
-            tls=tls,
-            clock=clock,
-            forwarding=forwarding,
-        )
+        endpoint = build_endpoint(address, board, servicer_settings, tls=tls, clock=reader.clock, forwarding=forwarding)
     except ValueError as e:
         if settings.scaler.mode == "keda":
             raise SettingsError(f"{e} (scaler.mode is keda: KEDA would have no scaler to ask)") from None
@@ -94,10 +102,12 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
         return 1
     http_port = sock.getsockname()[1]
     with sock, sources_mod.build(settings) as srcs:
-        service, restored = await asyncio.to_thread(build_service, settings, srcs)
+        board = DecisionBoard()
+        service, restored = await asyncio.to_thread(partial(build_service, settings, srcs, board=board))
+        reader = keda_reader(board, settings, service.clock)
         try:
             shards = service.leadership if isinstance(service.leadership, ShardCoordinator) else None
-            keda_endpoint = _keda_endpoint(service.loop.board, settings, service.clock, shards)
+            keda_endpoint = _keda_endpoint(reader, board, settings, shards)
         except SettingsError as e:
             log.error("%s", e)
             service.engine.dispose()
@@ -108,7 +118,7 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
             anonymous_read=settings.api.anonymous_read,
         )
         app = create_app(service, auth)
-        app.state.decision_stale_after_s = settings.decision_stale_after_s  # the metrics-api route: same limit
+        app.state.keda_reader = reader  # the metrics-api route reads what gRPC reads, with the same limit
         server = UvicornServer(
             uvicorn.Config(
                 app, host=settings.api.host, port=settings.api.http_port, log_config=None, access_log=False,
@@ -130,12 +140,13 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
             "kvpilot running: API on http://%s:%d (docs at /docs), store %s, watching %s",
             settings.api.host, http_port, _redact(settings.database_url), fleet,
         )  # fmt: skip
+        keda: asyncio.Task[None] | asyncio.Task[bool]
         if keda_endpoint is not None:
             keda = asyncio.create_task(keda_endpoint.serve(service.stop), name="keda-grpc")
             log.info(
                 "KEDA external scaler (gRPC%s) on %s:%d; decisions older than %g s are refused",
                 ", TLS" if settings.keda.tls_cert_file else "", settings.api.host, keda_endpoint.port,
-                settings.decision_stale_after_s,
+                reader.stale_after_s,
             )  # fmt: skip
         else:
             keda = asyncio.create_task(service.stop.wait(), name="keda-grpc-absent")

@@ -4,12 +4,12 @@
 `{"deployment": "llm/chat", "replicas": 7, "desiredReplicas": 5, "warmPool": 2, "arrivalRate": 4.5, ...}`.
 Point the trigger's `valueLocation` at `replicas` (desired + warm pool) or `desiredReplicas`, with
 `targetValue: "1"`: the HPA's AverageValue arithmetic, ceil(value / 1), then asks for exactly that many
-replicas (docs/keda.md). A deployment without a decision (never decided, or deleted and forgotten) is a 404; a
-decision older than the staleness limit is a 503, so KEDA's `fallback` applies rather than a frozen number. The
-limit is `app.state.decision_stale_after_s`, which `kvpilot run` sets to the gRPC scaler's own
-(`Settings.decision_stale_after_s`: keda.stale_after_ticks loop intervals; 0 disables). It measures the control
-loop's liveness: a deployment at zero replicas, or loading replicas after scale-from-zero, is decided every tick
-and stays fresh. Reads need a read token like the rest of the API (KEDA: `authMode: bearer`).
+replicas (docs/keda.md). It reads through the same ``scaler.keda.reader.DecisionReader`` as the gRPC scaler
+(``app.state.keda_reader``, which `kvpilot run` sets: the loop's decision board, its clock and
+`Settings.decision_stale_after_s`), so both give the same answer: a deployment without a decision (never decided,
+or deleted and forgotten) is a 404 (gRPC NOT_FOUND); a decision older than the staleness limit is a 503 (gRPC
+UNAVAILABLE), so KEDA's `fallback` applies rather than a frozen number. An app built without a reader answers 404.
+Reads need a read token like the rest of the API (KEDA: `authMode: bearer`).
 """
 
 from __future__ import annotations
@@ -21,12 +21,10 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from api.deps import Reader, RuntimeDep
+from api.deps import Reader
+from scaler.keda.reader import DecisionReader, NoDecision, StaleDecision
+from scaler.keda.target import NAME_PATTERN, NAMESPACE_PATTERN
 from scaler.publish import scale_target
-
-DEFAULT_STALE_AFTER_S = 30.0  # the default settings' limit: 6 ticks of 5 s (kvpilot run sets it explicitly)
-_NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
 router = APIRouter(prefix="/v1/keda", tags=["keda"])
 
@@ -50,11 +48,12 @@ class KedaMetrics(BaseModel):
     forecast: dict[str, float]
 
 
-def _stale_after_s(request: Request) -> float:
-    return float(getattr(request.app.state, "decision_stale_after_s", DEFAULT_STALE_AFTER_S))
+def _reader(request: Request) -> DecisionReader | None:
+    reader: DecisionReader | None = getattr(request.app.state, "keda_reader", None)
+    return reader
 
 
-StaleAfterDep = Annotated[float, Depends(_stale_after_s)]
+ReaderDep = Annotated[DecisionReader | None, Depends(_reader)]
 
 
 @router.get(
@@ -64,26 +63,22 @@ StaleAfterDep = Annotated[float, Depends(_stale_after_s)]
     responses={404: {"description": "no decision for this deployment"}, 503: {"description": "decision stale"}},
 )
 def keda_metrics(
-    namespace: Annotated[str, Path(max_length=63, pattern=_NAMESPACE)],
-    name: Annotated[str, Path(max_length=253, pattern=_NAME)],
+    namespace: Annotated[str, Path(max_length=63, pattern=f"^{NAMESPACE_PATTERN}$")],
+    name: Annotated[str, Path(max_length=253, pattern=f"^{NAME_PATTERN}$")],
     _: Reader,
-    runtime: RuntimeDep,
-    stale_after_s: StaleAfterDep,
+    reader: ReaderDep,
 ) -> KedaMetrics:
     """The latest decision for deployment `namespace/name`, for KEDA's `metrics-api` trigger."""
     deployment = f"{namespace}/{name}"
-    snapshot = runtime.snapshot()
-    if snapshot is None:
-        raise HTTPException(status_code=503, detail="kvpilot is starting: no tick has completed yet")
-    decision = snapshot.decisions.get(deployment)
-    if decision is None:
-        raise HTTPException(status_code=404, detail=f"kvpilot has no decision for deployment {deployment}")
-    age_s = runtime.now() - decision.timestamp
-    if stale_after_s and age_s > stale_after_s:
-        raise HTTPException(
-            status_code=503,
-            detail=f"the decision for {deployment} is {age_s:.0f} s old (limit {stale_after_s:g} s)",
-        )
+    if reader is None:  # an app `kvpilot run` did not wire reads no decisions (the API's tests, the demo)
+        raise HTTPException(status_code=404, detail=f"kvpilot has no decision for deployment {deployment}: no reader")
+    try:
+        published, age_s = reader.read(deployment)
+    except NoDecision as missing:
+        raise HTTPException(status_code=404, detail=str(missing)) from None
+    except StaleDecision as stale:
+        raise HTTPException(status_code=503, detail=str(stale)) from None
+    decision = published.decision
     # JSON has no NaN/Infinity: a forecaster's non-finite output is left out rather than breaking the answer
     forecast = {key: value for key, value in decision.forecast.items() if math.isfinite(value)}
     return KedaMetrics(

@@ -35,6 +35,7 @@ from collector.clock import Clock, WallClock
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
 from scaler.keda.forward import DECISION_AT, ForwardFailed, Forwarding, RouteView, incoming, was_forwarded
+from scaler.keda.reader import DEFAULT_STALE_AFTER_S, DecisionReader, NoDecision, StaleDecision
 from scaler.keda.target import BEARER_TOKEN_KEY, MetadataError, ScalerTarget, int_field, parse_target
 from scaler.publish import DecisionSource, Published
 
@@ -46,7 +47,7 @@ class ServicerSettings:
     heartbeat_s: float = 15.0  # StreamIsActive re-sends the current state this often, even without a change
     # A decision older than this is refused (UNAVAILABLE); 0 disables the check. `kvpilot run` passes
     # Settings.decision_stale_after_s (keda.stale_after_ticks loop intervals), the metrics-api route's limit too.
-    stale_after_s: float = 30.0
+    stale_after_s: float = DEFAULT_STALE_AFTER_S
     tokens: frozenset[str] = frozenset()  # non-empty: every call must carry one of these bearer tokens
 
     def __post_init__(self) -> None:
@@ -78,7 +79,8 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
     ):
         self._source = source
         self._settings = settings or ServicerSettings()
-        self._clock = clock or WallClock()
+        # the decisions and the staleness check the metrics-api route reads through too (scaler/keda/reader.py)
+        self.reader = DecisionReader(source, clock or WallClock(), self._settings.stale_after_s)
         self._closing = asyncio.Event()
         self.forwarding = forwarding  # sharding: calls for another instance's deployments go to it
 
@@ -274,23 +276,12 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
 
     def _resolve(self, ref: pb.ScaledObjectRef) -> tuple[ScalerTarget, Published]:
         target = _target(ref)
-        published = self._source.latest(target.deployment)
-        if published is None:
-            known = self._source.deployments()
-            listing = ", ".join(known[:10]) + (" …" if len(known) > 10 else "") if known else "none yet"
-            raise _Refused(
-                grpc.StatusCode.NOT_FOUND,
-                f"kvpilot has no decision for deployment {target.deployment} "
-                f"(scaledObject {ref.namespace}/{ref.name}); deployments with decisions: {listing}",
-            )
-        limit = self._settings.stale_after_s
-        age = self._clock.now() - published.decision.timestamp
-        if limit and age > limit:
-            raise _Refused(
-                grpc.StatusCode.UNAVAILABLE,
-                f"the decision for {target.deployment} is {age:.0f} s old (limit {limit:g} s): "
-                "kvpilot's control loop is not keeping up; KEDA's fallback applies",
-            )
+        try:
+            published, _age = self.reader.read(target.deployment)
+        except NoDecision as missing:
+            raise _Refused(grpc.StatusCode.NOT_FOUND, f"{missing} (scaledObject {ref.namespace}/{ref.name})") from None
+        except StaleDecision as stale:
+            raise _Refused(grpc.StatusCode.UNAVAILABLE, str(stale)) from None
         return target, published
 
 

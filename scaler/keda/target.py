@@ -41,8 +41,12 @@ BEARER_TOKEN_KEY = "bearerTokenFromEnv"
 # Not forwarded by KEDA (it is the trigger's `metricType` field, not metadata), but refused here when an operator
 # repeats it in the metadata as `Value`: kvpilot's arithmetic needs the HPA's AverageValue target.
 _METRIC_TYPE = "metricType"
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+# Kubernetes object names, the one definition the gRPC metadata and the metrics-api route's path both check: a
+# namespace is a DNS label (RFC 1123, at most 63 characters), a Deployment name a DNS subdomain (at most 253).
+NAMESPACE_PATTERN = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+NAME_PATTERN = r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?"
+_NAMESPACE = re.compile(NAMESPACE_PATTERN)
+_NAME = re.compile(NAME_PATTERN)
 _METRIC_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9._]{0,198}[A-Za-z0-9])?")
 _BOOLEANS = {"true": True, "false": False}
 

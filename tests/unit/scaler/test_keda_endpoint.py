@@ -19,7 +19,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from collector.clock import VirtualClock, WallClock
-from kvpilot.runner import _keda_endpoint
+from kvpilot.runner import _keda_endpoint, keda_reader
 from kvpilot.settings import SettingsError, load_settings
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
@@ -183,7 +183,10 @@ async def test_settings_configure_mutual_tls_tokens_and_staleness(pki: Pki, tmp_
     clock = VirtualClock(1_700_000_000.0)
     board = DecisionBoard()
     board.publish(decision(desired=3, timestamp=clock.now()))
-    endpoint = _keda_endpoint(board, settings, clock)
+    reader = keda_reader(board, settings, clock)
+    endpoint = _keda_endpoint(reader, board, settings)
+    assert endpoint is not None
+    assert endpoint.servicer.reader == reader  # gRPC answers through the reader the metrics-api route gets
     stop = asyncio.Event()
     task = asyncio.create_task(endpoint.serve(stop))
     credentials = grpc.ssl_channel_credentials(
@@ -226,6 +229,8 @@ def test_unreadable_tls_file_is_fatal_only_in_keda_mode(tmp_path: Path) -> None:
     missing = {"tls_cert_file": str(tmp_path / "no.crt"), "tls_key_file": str(tmp_path / "no.key")}
     api = {"host": "127.0.0.1", "grpc_port": 0}
     keda_mode = load_settings(scaler={"mode": "keda"}, api=api, keda=missing)
+    board = DecisionBoard()
     with pytest.raises(SettingsError, match=r"TLS certificate .*no\.crt.*scaler\.mode is keda"):
-        _keda_endpoint(DecisionBoard(), keda_mode, WallClock())
-    assert _keda_endpoint(DecisionBoard(), load_settings(api=api, keda=missing), WallClock()) is None
+        _keda_endpoint(keda_reader(board, keda_mode, WallClock()), board, keda_mode)
+    other = load_settings(api=api, keda=missing)
+    assert _keda_endpoint(keda_reader(board, other, WallClock()), board, other) is None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from urllib.parse import quote
 
 import pytest
@@ -15,47 +15,43 @@ from hypothesis import strategies as st
 from api import errors
 from api.auth import TokenAuth
 from api.routers.metrics_api import router
-from api.runtime import Snapshot
-from scaler.decision import Decision
+from collector.clock import VirtualClock
+from scaler.keda.reader import DecisionReader
+from scaler.publish import DecisionBoard
 from tests.unit.scaler.test_keda_harness import NOW, decision, hpa_replicas
 
 TOKEN = "k" * 24
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-@dataclass
-class DecisionsRuntime:
-    """The two things the endpoint reads from the running service: the current snapshot and the time."""
+class Fleet:
+    """What `kvpilot run` hands the route: the loop's decision board and clock, read through one DecisionReader."""
 
-    decisions: dict[str, Decision] = field(default_factory=dict)
-    t: float = NOW
-    started: bool = True
-
-    def snapshot(self) -> Snapshot | None:
-        return Snapshot(tick=1, t=self.t, decisions=dict(self.decisions)) if self.started else None
-
-    def now(self) -> float:
-        return self.t
+    def __init__(self) -> None:
+        self.board = DecisionBoard()
+        self.clock = VirtualClock(NOW)
 
 
-def make_client(runtime: DecisionsRuntime, stale_after_s: float = 60) -> TestClient:
+def make_client(fleet: Fleet, stale_after_s: float = 60, *, reader: bool = True) -> TestClient:
     app = FastAPI()
     errors.install(app)
     app.include_router(router)
-    app.state.runtime = runtime
     app.state.auth = TokenAuth((TOKEN,), (), anonymous_read=False)
-    app.state.decision_stale_after_s = stale_after_s
+    if reader:
+        app.state.keda_reader = DecisionReader(fleet.board, fleet.clock, stale_after_s)
     return TestClient(app)
 
 
 @pytest.fixture
-def runtime() -> DecisionsRuntime:
-    return DecisionsRuntime({"llm/chat": decision("llm/chat", desired=5, warm=2)})
+def fleet() -> Fleet:
+    f = Fleet()
+    f.board.publish(decision("llm/chat", desired=5, warm=2))
+    return f
 
 
-def test_body_drives_the_hpa_to_the_decided_replicas(runtime: DecisionsRuntime) -> None:
-    runtime.t += 4
-    body = make_client(runtime).get("/v1/keda/llm/chat", headers=AUTH).json()
+def test_body_drives_the_hpa_to_the_decided_replicas(fleet: Fleet) -> None:
+    fleet.clock.advance(4)
+    body = make_client(fleet).get("/v1/keda/llm/chat", headers=AUTH).json()
     assert body["deployment"] == "llm/chat"
     assert (body["replicas"], body["desiredReplicas"], body["warmPool"]) == (7, 7, 2)  # warm pool inside desired
     assert body["arrivalRate"] == 4.5
@@ -81,33 +77,34 @@ STATUS_CASES = [
 
 
 @pytest.mark.parametrize(("path", "headers", "status", "detail"), STATUS_CASES)
-def test_status_codes(runtime: DecisionsRuntime, path: str, headers: dict[str, str], status: int, detail: str):
-    response = make_client(runtime).get(path, headers=headers)
+def test_status_codes(fleet: Fleet, path: str, headers: dict[str, str], status: int, detail: str):
+    response = make_client(fleet).get(path, headers=headers)
     assert response.status_code == status
     assert detail in response.text
 
 
-def test_stale_decision_is_503_so_keda_fallback_applies(runtime: DecisionsRuntime) -> None:
-    runtime.t += 61
-    response = make_client(runtime, stale_after_s=60).get("/v1/keda/llm/chat", headers=AUTH)
+def test_stale_decision_is_503_so_keda_fallback_applies(fleet: Fleet) -> None:
+    fleet.clock.advance(61)
+    response = make_client(fleet, stale_after_s=60).get("/v1/keda/llm/chat", headers=AUTH)
     assert response.status_code == 503
     assert "61 s old" in response.json()["detail"]
 
 
-def test_staleness_check_can_be_disabled(runtime: DecisionsRuntime) -> None:
-    runtime.t += 10_000
-    assert make_client(runtime, stale_after_s=0).get("/v1/keda/llm/chat", headers=AUTH).status_code == 200
+def test_staleness_check_can_be_disabled(fleet: Fleet) -> None:
+    fleet.clock.advance(10_000)
+    assert make_client(fleet, stale_after_s=0).get("/v1/keda/llm/chat", headers=AUTH).status_code == 200
 
 
-def test_before_the_first_tick_is_503(runtime: DecisionsRuntime) -> None:
-    runtime.started = False
-    assert make_client(runtime).get("/v1/keda/llm/chat", headers=AUTH).status_code == 503
+def test_without_a_reader_is_404(fleet: Fleet) -> None:
+    # an app `kvpilot run` did not wire (no decision reader) has no decision to give (after auth)
+    assert make_client(fleet, reader=False).get("/v1/keda/llm/chat", headers=AUTH).status_code == 404
+    assert make_client(fleet, reader=False).get("/v1/keda/llm/chat").status_code == 401
 
 
-def test_non_finite_forecast_values_are_left_out(runtime: DecisionsRuntime) -> None:
+def test_non_finite_forecast_values_are_left_out(fleet: Fleet) -> None:
     forecast = {"arrival_rate": math.nan, "queue": math.inf, "horizon_s": 150.0}
-    runtime.decisions["llm/chat"] = replace(decision("llm/chat"), forecast=forecast)
-    body = make_client(runtime).get("/v1/keda/llm/chat", headers=AUTH).json()
+    fleet.board.publish(replace(decision("llm/chat"), forecast=forecast))
+    body = make_client(fleet).get("/v1/keda/llm/chat", headers=AUTH).json()
     assert body["arrivalRate"] is None
     assert body["forecast"] == {"horizon_s": 150.0}
 
@@ -115,6 +112,8 @@ def test_non_finite_forecast_values_are_left_out(runtime: DecisionsRuntime) -> N
 @settings(max_examples=80, deadline=None)
 @given(namespace=st.text(min_size=1, max_size=70), name=st.text(min_size=1, max_size=70))
 def test_fuzzed_paths_never_500(namespace: str, name: str) -> None:
-    client = make_client(DecisionsRuntime({"llm/chat": decision("llm/chat")}))
+    fleet = Fleet()
+    fleet.board.publish(decision("llm/chat"))
+    client = make_client(fleet)
     response = client.get(f"/v1/keda/{quote(namespace, safe='')}/{quote(name, safe='')}", headers=AUTH)
     assert response.status_code in {200, 404, 405, 422}
