@@ -5,12 +5,15 @@
 closes. `--source URL` scrapes engine and dcgm-exporter pages (several: repeat `--source` or separate them with
 commas, `--source URL1,URL2`): once (two scrapes one interval
 apart, since rates need two samples; raw detector output, before hysteresis) or, with `--watch`, every
-interval, printing findings as they open and close.
+interval, printing findings as they open and close. URLs are scraped by the scrape loop's own collector
+(``collector.scrape.Collector``: its timeout, page size cap and adapters), so what it judges is what kvpilot sees.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict
@@ -20,11 +23,14 @@ from urllib.parse import urlsplit
 import typer
 
 from collector.samples import GpuSample, Histogram, ReplicaSample, TargetInfo
+from collector.scrape import DEFAULT_MAX_BYTES, Collector, ScrapeConfig
 from collector.state import FleetState
 from detectors.finding import Finding
 
 SIM = "sim"
 INJECT_EXAMPLE = '{"type":"xid","node":"node-0","gpu":0,"xid":79}@300'
+SCRAPE_TIMEOUT_S = 5.0  # per target, whole scrape
+MAX_BODY_BYTES = DEFAULT_MAX_BYTES  # the collector's page cap (collector.scrape), as `kvpilot run` defaults to
 
 
 def samples_from_snapshot(
@@ -153,29 +159,56 @@ def run_sim(
     return detection.active()
 
 
-def _scrape(urls: Sequence[str], state: FleetState, now: float) -> None:
-    import httpx
+def _targets(urls: Sequence[str]) -> list[TargetInfo]:
+    return [TargetInfo(url=url, pod=url, deployment="detect") for url in urls]
 
-    from collector.adapt import adapt_page
 
-    replicas: list[ReplicaSample] = []
-    gpus: list[GpuSample] = []
-    down: list[TargetInfo] = []
-    nodes: set[str] = set()
-    for url in urls:
-        target = TargetInfo(url=url, pod=url, deployment="detect")
-        try:
-            r = httpx.get(url, timeout=5.0)
-            r.raise_for_status()
-            page = adapt_page(r.content, target, now, content_type=r.headers.get("content-type"))
-        except Exception as e:  # a bad target must not stop the others; it shows as target_down
-            typer.echo(f"scrape {url} failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}", err=True)
-            down.append(target)
-            continue
-        replicas.extend(page.replicas)
-        gpus.extend(page.gpus)
-        nodes.update(g.node for g in page.gpus)
-    state.observe(replicas, gpus, now=now, down_targets=down, gpu_nodes_scraped=nodes)
+async def _scrape(collector: Collector, targets: Sequence[TargetInfo], state: FleetState) -> float:
+    """One round through the scrape loop's own collector (its timeout, page cap and adapters); a target that fails
+    is named on stderr and shows as target_down. Returns the round's time."""
+    result = await collector.collect_once(targets)
+    for r in result.results:
+        if not r.ok:
+            typer.echo(f"scrape {r.target.url} failed: {r.error}", err=True)
+    state.observe(
+        result.replicas,
+        result.gpus,
+        now=result.timestamp,
+        down_targets=result.down_targets,
+        gpu_nodes_scraped=result.gpu_nodes_scraped,
+    )
+    return result.timestamp
+
+
+async def run_urls(urls: Sequence[str], *, watch: bool, interval_s: float, as_json: bool) -> None:
+    """Scrape ``urls`` twice one interval apart and print the detectors' raw output, or (``watch``) every interval,
+    printing findings as they open and close."""
+    from detectors.registry import Detection, run_all
+
+    state = FleetState(stale_after_s=3 * interval_s, forget_after_s=3600)
+    targets = _targets(urls)
+    # each failure is printed once by _scrape; the collector's own "target is down" log line would repeat it
+    logging.getLogger("collector.health").setLevel(logging.ERROR)
+    async with Collector(
+        ScrapeConfig(timeout_s=SCRAPE_TIMEOUT_S, max_bytes=MAX_BODY_BYTES, max_concurrency=16)
+    ) as collector:
+        if not watch:
+            await _scrape(collector, targets, state)
+            await asyncio.sleep(interval_s)  # rates need two samples one interval apart
+            now = await _scrape(collector, targets, state)
+            for f in run_all(state, now=now):
+                _emit("raw", f, now, as_json)
+            return
+        detection = Detection()
+        while True:
+            started = time.monotonic()
+            now = await _scrape(collector, targets, state)
+            tr = detection.tick(state, now=now)
+            for f in tr.opened:
+                _emit("opened", f, now, as_json)
+            for f in tr.closed:
+                _emit("closed", f, now, as_json)
+            await asyncio.sleep(max(0.0, interval_s - (time.monotonic() - started)))
 
 
 def _sources(values: Sequence[str]) -> list[str]:
@@ -212,8 +245,6 @@ def command(
     inject: Annotated[list[str] | None, typer.Option(help="sim: fault JSON@seconds (repeatable)")] = None,
 ) -> None:
     """Run the detectors and print findings."""
-    from detectors.registry import Detection, run_all
-
     if interval_s <= 0:
         _usage(f"--interval-s must be > 0, got {interval_s}")
     source = _sources(source)
@@ -230,22 +261,4 @@ def command(
         if not as_json:
             typer.echo(f"{len(active)} finding(s) open at the end")
         return
-    state = FleetState(stale_after_s=3 * interval_s, forget_after_s=3600)
-    if not watch:
-        _scrape(source, state, time.time())
-        time.sleep(interval_s)  # rates need two samples one interval apart
-        now = time.time()
-        _scrape(source, state, now)
-        for f in run_all(state, now=now):
-            _emit("raw", f, now, as_json)
-        return
-    detection = Detection()
-    while True:
-        now = time.time()
-        _scrape(source, state, now)
-        tr = detection.tick(state, now=now)
-        for f in tr.opened:
-            _emit("opened", f, now, as_json)
-        for f in tr.closed:
-            _emit("closed", f, now, as_json)
-        time.sleep(max(0.0, interval_s - (time.time() - now)))
+    asyncio.run(run_urls(source, watch=watch, interval_s=interval_s, as_json=as_json))

@@ -101,3 +101,19 @@ def test_sim_mistakes_exit_2_with_one_line(args: list[str], start: str) -> None:
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(start)
+
+
+def test_url_sources_go_through_the_collector_and_its_page_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The scrape loop's collector reads the pages (the second scraper, with no size cap, is gone): a page over the
+    # cap is refused, named once per round, and the command goes on.
+    from kvpilot.commands import detect
+
+    monkeypatch.setattr(detect, "MAX_BODY_BYTES", 1024)
+    big = b"# HELP x y\n# TYPE x gauge\n" + b"".join(b'x{i="%d"} 1\n' % i for i in range(400))
+    with serve_pages({"/big": big}) as (host, port):
+        url = f"http://{host}:{port}/big"
+        result = CliRunner().invoke(app, ["detect", "--source", url, "--interval-s", "0.05"])
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2
+    assert all(line.startswith(f"scrape {url} failed: body exceeds 1024 bytes") for line in lines)
