@@ -120,7 +120,14 @@ class _TextParser:
                 if meta is None:
                     self._comment(line, line_no)
                 else:
-                    self._metadata(meta[1], meta[2], meta[3], line, line_no)
+                    keyword, candidate, rest = meta.groups()
+                    if keyword == "TYPE" and rest is not None and candidate == self.name:
+                        # the usual TYPE after its family's HELP, inline: only the type changes
+                        self.typ = rest
+                        self.type_line = line_no
+                        self.allowed = _admitted(candidate, rest)
+                    else:
+                        self._metadata(keyword, candidate, rest, line, line_no)
                 block_skippable = True
                 continue
             m = name_match(line)
@@ -326,12 +333,7 @@ class _TextParser:
             return
         self.typ = typ = rest or ""
         self.type_line = line_no
-        if typ == "histogram":
-            self.allowed = (candidate + "_count", candidate + "_sum", candidate + "_bucket")
-        elif typ == "summary":
-            self.allowed = (candidate + "_count", candidate + "_sum", candidate)
-        else:
-            self.allowed = (candidate,)
+        self.allowed = _admitted(candidate, typ)
 
     def _close(self) -> None:
         """Emit the current family (the oracle's ``build_metric``), renaming counters its way."""
@@ -377,6 +379,15 @@ class _TextParser:
                     line_no=line_no or None,
                 )
             seen.add(key)
+
+
+def _admitted(family: str, typ: str) -> tuple[str, ...]:
+    """The sample names a family of this declared type holds."""
+    if typ == "histogram":
+        return (family + "_count", family + "_sum", family + "_bucket")
+    if typ == "summary":
+        return (family + "_count", family + "_sum", family)
+    return (family,)
 
 
 # A run of sample lines of one family, from its first sample on: the family name is captured from the
