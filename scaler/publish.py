@@ -1,7 +1,7 @@
 """Where published scaling decisions live between the control loop and the things that serve them.
 
 The control loop (one thread or event loop) publishes the latest `Decision` per deployment; the KEDA gRPC
-servicer reads it (the HTTP metrics-api endpoint reads the same decisions from the API's runtime snapshot).
+servicer and the HTTP metrics-api endpoint both read it through one `scaler.keda.reader.DecisionReader`.
 `StreamIsActive` must push as soon as a decision changes, so readers can await a change without polling.
 Publishing is thread-safe and may happen from any thread; waiters are woken on their own event loop.
 """
