@@ -76,6 +76,13 @@ def restore(sessions: sessionmaker[Session], *, now: float, history_s: float) ->
         return Restored()
 
 
+# Full collections at most once per this many generation-1 collections (CPython's default: 10). Its other rule (a
+# full collection only once the objects promoted since the last one reach 25 % of those it traced then) spaced
+# them while the startup heap was traced; with that heap frozen, they came every ~4 s at 10,000 replicas, each
+# tracing the tick's transient objects (~35 ms of CPU on the benchmark VM).
+FULL_COLLECTION_AFTER = 100
+
+
 def freeze_startup_heap() -> bool:
     """Once per process: collect, then move every object alive now (the imported modules, the app, the wiring,
     the first tick's state: ~190,000 objects in ``kvpilot run``) to the collector's permanent generation, where
@@ -85,11 +92,14 @@ def freeze_startup_heap() -> bool:
     it takes to trace the whole heap: ~0.15 s of CPU for the import-time heap alone on the benchmark VM, six to
     eleven times a minute at 10,000 replicas; those pauses, not the stages in the worker thread, were the API's
     p99 (bench/fleet_scale.py, BENCHMARKS.md). Frozen objects freed by reference counting are still freed; only
-    a reference cycle among them would never be collected, and the ``collect()`` before the freeze leaves none."""
+    a reference cycle among them would never be collected, and the ``collect()`` before the freeze leaves none.
+    Full collections are then spaced by ``FULL_COLLECTION_AFTER``."""
     if gc.get_freeze_count():
         return False
     gc.collect()
     gc.freeze()
+    young, middle, full = gc.get_threshold()
+    gc.set_threshold(young, middle, max(full, FULL_COLLECTION_AFTER))
     return True
 
 

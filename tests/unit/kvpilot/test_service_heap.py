@@ -11,17 +11,20 @@ from pathlib import Path
 import pytest
 
 from collector.clock import VirtualClock
-from kvpilot.service import freeze_startup_heap
+from kvpilot.service import FULL_COLLECTION_AFTER, freeze_startup_heap
 from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks
 
 
 @pytest.fixture
 def unfrozen() -> Iterator[None]:
+    thresholds = gc.get_threshold()
     gc.unfreeze()  # another test's service may have frozen this process' heap already
+    gc.set_threshold(700, 10, 10)  # CPython's defaults
     try:
         yield
     finally:
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
 
 
 def traced() -> int:
@@ -84,4 +87,5 @@ def test_freeze_startup_heap_freezes_once_per_process(unfrozen: None) -> None:
     assert gone() is None  # collected before the freeze, not kept for ever in the permanent generation
     assert gc.get_freeze_count() > 0
     assert traced() < 0.1 * gc.get_freeze_count()
+    assert gc.get_threshold() == (700, 10, FULL_COLLECTION_AFTER)  # full collections spaced out
     assert freeze_startup_heap() is False
