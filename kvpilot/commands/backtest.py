@@ -50,6 +50,19 @@ def command(
     frontier: Annotated[
         bool, typer.Option("--frontier/--no-frontier", help="search the cost/SLO frontier (slow on long traces)")
     ] = True,
+    rollout_at: Annotated[
+        float | None,
+        typer.Option(
+            "--rollout-at",
+            min=0.0,
+            help="inject a rolling update at this second of the replay, for every policy; TTFT is reported over "
+            "the rollout too (request level only)",
+        ),
+    ] = None,
+    rollout_wave: Annotated[int, typer.Option("--rollout-wave", min=1, help="replicas each wave replaces")] = 1,
+    rollout_speed: Annotated[
+        float, typer.Option("--rollout-speed", help="the new version's speed against the old one's")
+    ] = 1.0,
 ) -> None:
     """Backtest scaling policies on a real trace: SLO attainment, TTFT, replica-hours, scale events, and each
     policy's distance from the cost/SLO frontier. kvpilot runs with the planner configuration `kvpilot run`
@@ -71,6 +84,9 @@ def command(
             duration_s=duration,
             planner=planner,
             frontier=frontier,
+            rollout_at_s=rollout_at,
+            rollout_wave=rollout_wave,
+            rollout_speed=rollout_speed,
             **facts,
         )
     except SettingsError as exc:
@@ -176,6 +192,7 @@ def _table(report: Report) -> None:
         title=f"{report.trace} · {report.fidelity} level · {report.duration_s / 3600:.2f} h · "
         f"capacity {report.capacity_rps:.3g} req/s/replica"
     )
+    rollout = any(r.rollout is not None for r in report.policies.values())
     for col in (
         "policy",
         "in SLO",
@@ -186,10 +203,17 @@ def _table(report: Report) -> None:
         "cost $",
         "scale events",
         "× frontier",
+        *(("rollout s", "rollout in SLO", "rollout p99 s") if rollout else ()),
     ):
         table.add_column(col, justify="right")
     for name, r in report.policies.items():
         ratio = report.frontier_ratio(name)
+        w = r.rollout
+        during = (
+            (f"{w.start_s:.0f}-{w.end_s:.0f}", f"{100 * w.slo_attainment:.2f} %", f"{w.p99_ttft_s:.3f}")
+            if w is not None
+            else (("–", "–", "–") if rollout else ())
+        )
         table.add_row(
             name,
             f"{100 * r.slo_attainment:.2f} %",
@@ -200,6 +224,7 @@ def _table(report: Report) -> None:
             f"{report.cost_usd(name):,.2f}",
             str(r.scale_events),
             "–" if ratio is None else f"{ratio:.2f}",
+            *during,
         )
     console = Console()
     console.print(table)

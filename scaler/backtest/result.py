@@ -24,6 +24,9 @@ class PolicyResult:
     ready: list[int] = field(default_factory=list)
     demand: list[float] = field(default_factory=list)  # arrival rate (req/s, 60 s window)
     forecasts: list[ForecastPoint] = field(default_factory=list)
+    # With a rollout injected (``BacktestConfig.rollout_at_s``): the window from its start until every replica
+    # serves the new version (the trace's end if it never does), and TTFT over the requests arriving within it.
+    rollout: RolloutWindow | None = None
 
     def summary(self) -> dict[str, float | int]:
         """The five numbers of the `--json` contract, JSON-safe (finite)."""
@@ -33,6 +36,24 @@ class PolicyResult:
             "p50_ttft_s": round(_finite(self.p50_ttft_s), 4),
             "p99_ttft_s": round(_finite(self.p99_ttft_s), 4),
             "scale_events": self.scale_events,
+        }
+
+
+@dataclass
+class RolloutWindow:
+    start_s: float
+    end_s: float
+    slo_attainment: float = 0.0
+    p99_ttft_s: float = 0.0
+    requests: int = 0
+
+    def to_json(self) -> dict[str, float | int]:
+        return {
+            "start_s": round(self.start_s, 1),
+            "end_s": round(self.end_s, 1),
+            "slo_attainment": round(self.slo_attainment, 6),
+            "p99_ttft_s": round(_finite(self.p99_ttft_s), 4),
+            "requests": self.requests,
         }
 
 

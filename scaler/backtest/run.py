@@ -22,11 +22,13 @@ from scaler.backtest.frontier import frontier as find_frontier
 from scaler.backtest.mase import forecast_mase
 from scaler.backtest.observe import FleetCounters, History, from_snapshot
 from scaler.backtest.policies import POLICIES, Context, Policy
-from scaler.backtest.policies.kvpilot import Kvpilot
-from scaler.backtest.result import PolicyResult, ttft_stats
+from scaler.backtest.policies.kvpilot import DEPLOYMENT, Kvpilot
+from scaler.backtest.result import PolicyResult, RolloutWindow, ttft_stats
 from scaler.capacity import CapacityConfig, ServingProfile, TokenMix
 from scaler.cost import DEFAULT_GPU_PRICES, GpuPrice, gpu_type_of
+from scaler.decision import Decision
 from scaler.planner import PlannerConfig, planner_config
+from scaler.rollout import RolloutStage
 
 TICK_S = 5.0
 # The fluid level replays days: a 30 s tick keeps a 10-day trace within minutes per policy. Every policy's
@@ -66,6 +68,12 @@ class BacktestConfig:
     gpu_type: str | None = None
     gpus_per_replica: int | None = None
     gpu_prices: Mapping[str, GpuPrice] = field(default_factory=lambda: dict(DEFAULT_GPU_PRICES))
+    # A rolling update injected into every policy's replay at this second (None: none): the simulator's `rollout`
+    # fault, maxSurge 0, waves of `rollout_wave`, the new version `rollout_speed` times as fast. kvpilot's replay
+    # runs the control loop's rollout stage after its planner, as `kvpilot run` does. Request level only.
+    rollout_at_s: float | None = None
+    rollout_wave: int = 1
+    rollout_speed: float = 1.0
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.policies if p not in POLICIES]
@@ -84,6 +92,12 @@ class BacktestConfig:
             raise ValueError(f"GPU type {self.gpu_type!r} has no price (known: {known}); add it to cost.gpus")
         if self.gpus_per_replica is not None and self.gpus_per_replica < 1:
             raise ValueError(f"gpus_per_replica must be >= 1, got {self.gpus_per_replica}")
+        if self.rollout_at_s is not None and not (math.isfinite(self.rollout_at_s) and self.rollout_at_s >= 0):
+            raise ValueError(f"rollout_at_s must be a finite number >= 0, got {self.rollout_at_s}")
+        if self.rollout_wave < 1 or not (math.isfinite(self.rollout_speed) and self.rollout_speed > 0):
+            raise ValueError("rollout_wave must be >= 1 and rollout_speed > 0")
+        if self.rollout_at_s is not None and self.fidelity == "fluid":
+            raise ValueError("a rollout needs the request level (fidelity 'request')")
 
 
 @dataclass
@@ -123,6 +137,8 @@ class Report:
                 "cost_usd": round(self.cost_usd(name), 2),
                 "frontier_ratio": None if ratio is None else round(ratio, 4),
             }
+            if r.rollout is not None:
+                policies[name]["rollout"] = r.rollout.to_json()
         out: dict[str, Any] = {
             "trace": self.trace,
             "fidelity": self.fidelity,
@@ -242,10 +258,17 @@ def run_policy(
     desired, next_decision, replica_s = start, WARMUP_S, 0.0
     tick = FLUID_TICK_S if fidelity == "fluid" else TICK_S
     steps = max(1, math.ceil(trace.duration_s / tick))
+    stage = RolloutStage() if cfg.rollout_at_s is not None and isinstance(policy, Kvpilot) else None
+    rolling = False  # a rollout injected and not done yet
     for i in range(steps + 1):
         t = min(i * tick, trace.duration_s)
         fleet.advance_to(t)
+        if cfg.rollout_at_s is not None and result.rollout is None and t + 1e-9 >= cfg.rollout_at_s:
+            fleet.inject(sim.rollout_fault(wave_size=cfg.rollout_wave, speed=cfg.rollout_speed))
+            result.rollout, rolling = RolloutWindow(t, trace.duration_s), True
         snap = fleet.snapshot()
+        if rolling and result.rollout is not None and all(_rolled(r) for r in snap.replicas):
+            result.rollout.end_s, rolling = t, False
         obs = from_snapshot(snap, counters)
         history.add(obs)
         if i > 0:
@@ -258,6 +281,8 @@ def run_policy(
             if isinstance(policy, Kvpilot):
                 policy.snapshot = snap
             want = ctx.clamp(policy.decide(history, t))
+            if stage is not None and isinstance(policy, Kvpilot):
+                want = ctx.clamp(_surge(stage, policy, snap, want, len(obs.ready), t))
             if want != desired:
                 result.scale_events += 1
                 desired = want
@@ -267,6 +292,8 @@ def run_policy(
             progress(policy.name, i / steps)
     result.replica_hours = replica_s / 3600.0
     _measure(fleet, trace, cfg, fidelity, result)
+    if result.rollout is not None:
+        _measure_rollout(fleet, trace, cfg, result.rollout)
     result.forecasts = policy.forecasts
     if progress is not None:
         progress(policy.name, 1.0)
@@ -296,12 +323,44 @@ def _measure(fleet: Any, trace: Any, cfg: BacktestConfig, fidelity: str, result:
     result.slo_attainment, result.p50_ttft_s, result.p99_ttft_s, result.requests = att, p50, p99, n
 
 
+def _rolled(replica: Any) -> bool:
+    return bool(replica.model_name == sim.ROLLOUT_MODEL and replica.state == "ready")
+
+
+def _surge(stage: RolloutStage, policy: Kvpilot, snap: Any, want: int, ready: int, now: float) -> int:
+    """kvpilot's count after the control loop's rollout stage, reading the policy's own FleetState (what kvpilot
+    scraped) and the replicas asked for (loading included), as `kvpilot run` does without Kubernetes."""
+    asked = sum(1 for r in snap.replicas if r.state != "draining")
+    planned = Decision(DEPLOYMENT, now, asked, ready, want, 0, "planned", "")
+    (raised,) = stage.apply(policy.state, [planned], now, planner=policy.planner)
+    return raised.desired_replicas
+
+
+def _measure_rollout(fleet: Any, trace: Any, cfg: BacktestConfig, window: RolloutWindow) -> None:
+    """TTFT over the requests arriving within the rollout window (``_measure`` has run: the fleet is at the end)."""
+    end = trace.duration_s + 4 * cfg.slo_ttft_s
+
+    def inside(a: float) -> bool:
+        return window.start_s <= a < window.end_s
+
+    finished = [f for f in fleet.finished() if inside(f.arrival_s)]
+    running = [(a, ttft) for a, ttft in fleet.in_flight() if ttft is not None and inside(a)]
+    ttfts = [f.ttft_s for f in finished] + [ttft for _, ttft in running]
+    left = Counter(float(a) for a in trace.columns.arrival_s if inside(float(a)))
+    left.subtract(f.arrival_s for f in finished)
+    left.subtract(a for a, _ in running)
+    unfinished = [end - a for a, n in left.items() for _ in range(max(n, 0))]
+    window.slo_attainment, _, window.p99_ttft_s, window.requests = ttft_stats(ttfts, unfinished, cfg.slo_ttft_s)
+
+
 def backtest(path: str, cfg: BacktestConfig, progress: Progress | None = None) -> Report:
     """Run every configured policy over the trace at ``path`` and report them side by side, with the frontier."""
     trace = sim.load_trace(
         path, rate_scale=cfg.rate_scale, seed=cfg.seed, start_s=cfg.start_s, duration_s=cfg.duration_s
     )
     fidelity = choose_fidelity(trace, cfg.fidelity)
+    if cfg.rollout_at_s is not None and fidelity != "request":
+        raise ValueError(f"a rollout needs the request level; this trace replays at the {fidelity} level")
     profile = serving_profile()
     capacity = cfg.capacity_rps or PLANNED_UTILISATION * profile.requests_per_s(mean_mix(trace))
     planner = kvpilot_planner(cfg, profile)

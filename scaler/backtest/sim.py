@@ -72,3 +72,14 @@ def stationary_trace(trace: Any, *, rate: float, duration_s: float, seed: int) -
         arrivals, cols.prompt_tokens[pick], cols.output_tokens[pick], [cols.prefix_blocks[i] for i in pick]
     )
     return Trace(f"{getattr(trace, 'name', 'trace')}@{rate:.3g}rps", duration_s, _columns=sample)
+
+
+ROLLOUT_MODEL = "next"  # the model name the new version's replicas report
+
+
+def rollout_fault(*, wave_size: int, speed: float, model_name: str = ROLLOUT_MODEL) -> Any:
+    """The simulator's `rollout` fault: a rolling update (maxSurge 0) in waves of ``wave_size`` to a new version
+    named ``model_name`` whose step times are divided by ``speed``."""
+    from simulator import parse_fault
+
+    return parse_fault({"type": "rollout", "wave_size": wave_size, "model_name": model_name, "speed": speed})
