@@ -25,13 +25,18 @@ import math
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from collector.samples import ReplicaSample
 from collector.state import FleetState
+from scaler.backtest.policies.dynamo_sla import ArimaLoadPredictor
+from scaler.backtest.pool_frontier import PoolFrontier, PoolRun, pool_frontier
 from scaler.backtest.result import ttft_stats
 from scaler.backtest.run import BacktestConfig, backtest
 from scaler.backtest.sim import serving_profile_fields
@@ -55,6 +60,7 @@ DECODE_GPU = "H200"  # --decode-gpu changes it
 DECODE = DECODE_GPUS[DECODE_GPU]
 PREFILL_COLD_S, DECODE_COLD_S = 120.0, 120.0  # the same cold start as the co-located backtest's
 MAX_REPLICAS = 64
+WINDOW_S = 60.0  # the frontier's schedule step (scaler.backtest.frontier.WINDOW_S)
 # Dynamo SLAPlannerDefaults (see the module docstring)
 DYNAMO_INTERVAL_S, DYNAMO_TTFT_S, DYNAMO_ITL_S, DYNAMO_MIN = 180.0, 0.5, 0.05, 1
 
@@ -67,6 +73,7 @@ class Run:
     replica_hours: dict[str, float] = field(default_factory=dict)
     cost_usd: float = 0.0
     seconds: float = 0.0
+    frontier_ratio: float | None = None  # dollars over the pool frontier's at this run's attainment
 
 
 def _samples(fleet: DisaggregatedFleet, t: float) -> list[ReplicaSample]:
@@ -125,10 +132,18 @@ class KvpilotPools:
 class DynamoRule:
     name = "Dynamo SLA rule"
 
-    def __init__(self) -> None:
+    def __init__(self, predictor: str = "arima") -> None:
         self.next_t = DYNAMO_INTERVAL_S
-        self.last: tuple[float, float, float] = (0.0, 0.0, 0.0)  # arrivals, prompt tokens, output tokens (totals)
+        self.last: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # arrivals, prompt, output, finished
         self.p, self.d = _serving(PREFILL), _serving(DECODE)
+        self.predictor = predictor
+        # One ARIMAPredictor per series, as Dynamo's planner keeps (scaler.backtest.policies.dynamo_sla, cited there)
+        self.num_req, self.isl, self.osl = (ArimaLoadPredictor(DYNAMO_INTERVAL_S) for _ in range(3))
+
+    def _next(self, series: ArimaLoadPredictor, observed: float) -> float:
+        if self.predictor == "constant":
+            return observed
+        return series.predict_next() if series.raw else observed
 
     def decide(self, fleet: DisaggregatedFleet, t: float) -> tuple[int, int] | None:
         if t + 1e-9 < self.next_t:
@@ -137,13 +152,21 @@ class DynamoRule:
         pre = fleet.snapshots()["prefill"]
         arrivals = float(pre.arrivals_total)
         prompt = float(sum(r.prompt_tokens_total for r in pre.replicas))
-        output = float(sum(f.output_tokens for f in fleet.finished()))
-        done = max(len(fleet.finished()), 1)
-        num_req = arrivals - self.last[0]
-        isl = (prompt - self.last[1]) / max(num_req, 1.0)
-        osl = output / done
-        self.last = (arrivals, prompt, output)
-        if num_req <= 0:
+        finished = fleet.finished()
+        output, done = float(sum(f.output_tokens for f in finished)), float(len(finished))
+        a0, p0, o0, f0 = self.last
+        self.last = (arrivals, prompt, output, done)
+        num_req = arrivals - a0
+        isl = (prompt - p0) / num_req if num_req > 0 else 0.0
+        osl = (output - o0) / (done - f0) if done > f0 else (self.osl.raw[-1] if self.osl.raw else 0.0)
+        self.num_req.add(num_req)
+        if num_req > 0:
+            self.isl.add(isl)
+        if done > f0:
+            self.osl.add(osl)
+        num_req = self._next(self.num_req, num_req)
+        isl, osl = self._next(self.isl, isl), self._next(self.osl, osl)
+        if num_req <= 0 or isl <= 0:
             return DYNAMO_MIN, DYNAMO_MIN
         # prefill throughput per GPU at ISL where its TTFT (ISL / rate) meets the target; else none does
         p_thpt = self.p.prefill_tokens_per_s if isl / self.p.prefill_tokens_per_s <= DYNAMO_TTFT_S else 0.0
@@ -153,7 +176,7 @@ class DynamoRule:
         if self.d.kv_read_tokens_per_s:
             per_seq += (isl + osl / 2) / self.d.kv_read_tokens_per_s
         d_thpt = n / (self.d.decode_step_s + n * per_seq)  # tokens/s of one replica at that batch
-        decode = max(DYNAMO_MIN, math.ceil(num_req * osl / DYNAMO_INTERVAL_S / d_thpt))
+        decode = max(DYNAMO_MIN, math.ceil(num_req * max(osl, 1.0) / DYNAMO_INTERVAL_S / d_thpt))
         return min(prefill, MAX_REPLICAS), min(decode, MAX_REPLICAS)
 
 
@@ -161,18 +184,52 @@ def _serving(profile: object) -> ServingProfile:
     return ServingProfile(**serving_profile_fields(profile))  # type: ignore[arg-type]
 
 
-def run_disaggregated(trace: object, policy: KvpilotPools | DynamoRule) -> Run:
-    started = time.perf_counter()
-    # Sized for the first minute's prompt tokens at start, as kvpilot backtest sizes the co-located fleet for its
-    # first minute's requests (initial_replicas).
+def start_prefill(trace: object) -> int:
+    """Prefill replicas at start: sized for the first minute's prompt tokens, as kvpilot backtest sizes the
+    co-located fleet for its first minute's requests (initial_replicas)."""
     cols = trace.columns  # type: ignore[attr-defined]
     first = float(cols.prompt_tokens[cols.arrival_s < 60.0].sum()) / 60.0
-    start = max(1, math.ceil(first / (_serving(PREFILL).prefill_tokens_per_s * 0.8)))
-    cfg = DisaggConfig(
-        prefill=FleetConfig(profile=PREFILL, replicas=start, cold_start_s=PREFILL_COLD_S, routing="least_loaded"),
-        decode=FleetConfig(profile=DECODE, replicas=1, cold_start_s=DECODE_COLD_S, routing="least_loaded"),
+    return max(1, math.ceil(first / (_serving(PREFILL).prefill_tokens_per_s * 0.8)))
+
+
+def busiest_prefill(trace: object) -> int:
+    """Prefill replicas for the trace's busiest minute of prompt tokens at full throughput (the oracle's ample
+    prefill while it finds decode's ample constant)."""
+    cols = trace.columns  # type: ignore[attr-defined]
+    minutes = np.bincount((cols.arrival_s // 60.0).astype(int), weights=cols.prompt_tokens.astype(float))
+    return max(
+        1, min(MAX_REPLICAS, math.ceil(float(minutes.max(initial=0.0)) / 60.0 / _serving(PREFILL).prefill_tokens_per_s))
     )
-    fleet = DisaggregatedFleet(cfg, trace)  # type: ignore[arg-type]
+
+
+def make_fleet(trace: object, prefill: int, decode: int) -> DisaggregatedFleet:
+    cfg = DisaggConfig(
+        prefill=FleetConfig(profile=PREFILL, replicas=prefill, cold_start_s=PREFILL_COLD_S, routing="least_loaded"),
+        decode=FleetConfig(profile=DECODE, replicas=decode, cold_start_s=DECODE_COLD_S, routing="least_loaded"),
+    )
+    return DisaggregatedFleet(cfg, trace)  # type: ignore[arg-type]
+
+
+class Scheduled:
+    """A pair of schedules (replicas held per 60 s window in each pool), set at each window's first decision."""
+
+    name = "frontier"
+
+    def __init__(self, prefill: Sequence[int], decode: Sequence[int]) -> None:
+        self.held = (list(prefill), list(decode))
+        self.window = -1
+
+    def decide(self, fleet: DisaggregatedFleet, t: float) -> tuple[int, int] | None:
+        w = min(int(t // WINDOW_S), len(self.held[0]) - 1)
+        if w == self.window:
+            return None
+        self.window = w
+        return self.held[0][w], self.held[1][w]
+
+
+def run_disaggregated(trace: object, policy: KvpilotPools | DynamoRule | Scheduled) -> Run:
+    started = time.perf_counter()
+    fleet = make_fleet(trace, start_prefill(trace), 1)
     duration = float(trace.duration_s)  # type: ignore[attr-defined]
     seconds = {"prefill": 0.0, "decode": 0.0}
     steps = math.ceil(duration / TICK_S)
@@ -201,6 +258,31 @@ def run_disaggregated(trace: object, policy: KvpilotPools | DynamoRule) -> Run:
     return Run(policy.name, att, p99, hours, cost, time.perf_counter() - started)
 
 
+def replay_schedule(trace: object, prefill: Sequence[int], decode: Sequence[int]) -> PoolRun:
+    """A pair of schedules replayed through the policies' loop and measure."""
+    run = run_disaggregated(trace, Scheduled(prefill, decode))
+    held = {"prefill": tuple(prefill), "decode": tuple(decode)}
+    return PoolRun(held, run.slo_attainment, run.cost_usd, dict(run.replica_hours))
+
+
+def measure_frontier(trace: object, most_prices: int = 3) -> PoolFrontier:
+    """The two-pool frontier (scaler/backtest/pool_frontier.py) under this bench's fleet, cold starts and loop."""
+    return pool_frontier(
+        trace,
+        lambda p, d: make_fleet(trace, p, d),
+        lambda p, d: replay_schedule(trace, p, d),
+        initial=(start_prefill(trace), 1),
+        slo_s=SLO_TTFT_S,
+        cold_start_s=(PREFILL_COLD_S, DECODE_COLD_S),
+        bounds=((1, MAX_REPLICAS), (1, MAX_REPLICAS)),
+        busiest=busiest_prefill(trace),
+        tick_s=TICK_S,
+        warmup_s=60.0,
+        most_prices=most_prices,
+        progress=lambda what: print(f"    frontier: {what}", file=sys.stderr, flush=True),
+    )
+
+
 def run_colocated(path: Path, rate_scale: float) -> Run:
     started = time.perf_counter()
     cfg = BacktestConfig(
@@ -224,29 +306,50 @@ def main() -> None:
     ap.add_argument("--trace", choices=sorted(CASES), action="append")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--decode-gpu", choices=sorted(DECODE_GPUS), default="H200", help="the decode pool's GPU type")
+    ap.add_argument("--no-frontier", action="store_true", help="skip the two-pool frontier search (the costliest part)")
+    ap.add_argument(
+        "--frontier-prices", type=int, default=3, help="Lagrangian descents per pool search (0: seeds only)"
+    )
+    ap.add_argument("--no-colocated", action="store_true", help="skip the co-located backtest")
+    ap.add_argument("--dynamo-predictor", choices=("arima", "constant"), default="arima")
     args = ap.parse_args()
     global DECODE, DECODE_GPU
     DECODE, DECODE_GPU = DECODE_GPUS[args.decode_gpu], args.decode_gpu
-    out: dict[str, list[dict[str, object]]] = {}
+    out: dict[str, dict[str, object]] = {}
     for case in args.trace or list(CASES):
         file, scale = CASES[case]
         trace = load_trace(TRACES / file, rate_scale=scale)
-        runs = [
-            run_colocated(TRACES / file, scale),
+        runs = [] if args.no_colocated else [run_colocated(TRACES / file, scale)]
+        runs += [
             run_disaggregated(trace, KvpilotPools()),
-            run_disaggregated(trace, DynamoRule()),
+            run_disaggregated(trace, DynamoRule(args.dynamo_predictor)),
         ]
-        out[case] = [r.__dict__ for r in runs]
+        front, started = None, time.perf_counter()
+        if not args.no_frontier:
+            front = measure_frontier(trace, args.frontier_prices)
+            for r in runs:
+                if "both" not in r.replica_hours:  # the pools' frontier bounds the pooled fleets only
+                    r.frontier_ratio = front.ratio(r.slo_attainment, r.cost_usd)
+        out[case] = {
+            "runs": [r.__dict__ for r in runs],
+            "frontier": None if front is None else [p.to_json() for p in front.runs],
+        }
         if not args.json:
             base = runs[0].cost_usd
             print(f"{case}: {len(trace.columns)} requests over {trace.duration_s:.0f} s")
             for r in runs:
                 hours = ", ".join(f"{k} {v:.2f}" for k, v in r.replica_hours.items())
                 vs = r.cost_usd / base - 1
+                ratio = "" if r.frontier_ratio is None else f"  frontier ratio ($) {r.frontier_ratio:.3f}"
                 print(
                     f"  {r.name:28s} SLO {r.slo_attainment:7.2%}  p99 TTFT {r.p99_ttft_s:6.2f} s  ${r.cost_usd:7.2f} "
-                    f"({vs:+.0%} vs co-located)  replica-h {hours}  [{r.seconds:.0f} s]"
+                    f"({vs:+.0%} vs first)  replica-h {hours}{ratio}  [{r.seconds:.0f} s]"
                 )
+            if front is not None:
+                print(f"  pool frontier ({time.perf_counter() - started:.0f} s), in dollars:")
+                for p in front.runs:
+                    hours = ", ".join(f"{k} {v:.2f}" for k, v in p.replica_hours.items())
+                    print(f"    SLO {p.slo_attainment:7.2%}  ${p.cost_usd:7.2f}  replica-h {hours}")
     if args.json:
         print(json.dumps(out, indent=1))
 
