@@ -13,8 +13,14 @@ Dynamo's SLA planner rule (ai-dynamo/dynamo, components/planner/src/dynamo/plann
 fa6702c831ef34f9b9169bce262b90567fb73432, SLAPlannerDefaults: adjustment_interval 180 s, ttft 0.5 s, itl 0.05 s,
 min_endpoint 1): every adjustment interval, prefill = ceil(num_req x ISL / interval / prefill throughput per GPU),
 decode = ceil(num_req x OSL / interval / decode throughput per GPU at the ITL target and context ISL + OSL/2).
-Here its load predictor is the last interval (Dynamo's "constant"; its default is ARIMA) and its throughput per GPU
+Its load predictor is its default, ARIMA, on request count, ISL and OSL per interval (`load_predictor = "arima"`,
+components/src/dynamo/planner/config/defaults.py @ 1ca601557ebf7cf963a3c0a1bcbae45fd2166944; fitted as
+predictors.py @ 260b6ae9412cea46626b25b11407fbebd30e5cb0 fits it: scaler.backtest.policies.dynamo_sla's
+ArimaLoadPredictor, reused); `--dynamo-predictor constant` gives the last interval instead. Its throughput per GPU
 comes from the same calibrated profiles kvpilot reads (Dynamo's comes from its own profiling run).
+
+The two-pool frontier (scaler/backtest/pool_frontier.py) is searched under this bench's fleet, cold starts and loop;
+each pooled policy's frontier_ratio is its dollars over the frontier's at its own attainment.
 """
 
 from __future__ import annotations
