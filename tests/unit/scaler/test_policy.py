@@ -207,3 +207,22 @@ def test_enough_matches_what_the_policy_plans() -> None:
             n = policy.recommend(d, now=0.0).desired_replicas
             assert policy.enough(n, rate, 1.0)
             assert not policy.enough(n - 1, rate, 1.0)
+
+
+def test_a_heavier_mix_moves_pooled_replicas_up_and_a_lighter_one_down() -> None:
+    # The same 40 req/s: a mix that costs a replica more work (capacity 10 → 8 req/s) needs more replicas, one that
+    # costs less (10 → 16) fewer; the spare follows the load in replicas, not the request rate.
+    policy = ReplicaPolicy(PolicyConfig(scale_down_stabilisation_s=0.0))
+
+    def desired(capacity: float) -> int:
+        d = _demand(
+            current_replicas=1,
+            ready_replicas=1,
+            capacity_rps=capacity,
+            arrival_rate=40.0,
+            forecast_rate=40.0,
+            forecast_upper_rate=44.0,
+        )
+        return policy.recommend(d, now=0.0).desired_replicas
+
+    assert [desired(c) for c in (16.0, 10.0, 8.0)] == [3, 5, 6]  # 2.5 + 0.47, 4 + 0.64, 5 + 0.75
