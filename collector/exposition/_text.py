@@ -130,10 +130,15 @@ class _TextParser:
                         self._metadata(keyword, candidate, rest, line, line_no)
                 block_skippable = True
                 continue
-            m = name_match(line)
-            if m is None:
-                raise ParseError(_diagnose(line), line_no=line_no, line=line)
-            sample_name = m.group()
+            # The name ends at "{" on the usual line; a name the current family admits is valid by
+            # construction, so the name pattern runs only for other lines.
+            brace = line.find("{")
+            sample_name = line[:brace]
+            if brace < 0 or sample_name not in self.allowed:
+                m = name_match(line)
+                if m is None:
+                    raise ParseError(_diagnose(line), line_no=line_no, line=line)
+                sample_name = m.group()
             if sample_name in self.allowed:
                 if not self.wanted:
                     # One try per block (a failed try is not repeated line by line), and none when the
