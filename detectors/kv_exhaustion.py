@@ -24,6 +24,7 @@ A KV usage outside 0..1 (a doubled gauge, a broken exporter) is unknown here, ne
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -106,6 +107,33 @@ def time_to_exhaustion_s(
     return max(0.0, (kv.full - level) / slope)
 
 
+def arrival_spread(history: Sequence[ReplicaSample], rate_window_s: float, over_s: float) -> float | None:
+    """How bursty the replica's arrivals are: the standard deviation of its arrival rate (requests/s over
+    ``rate_window_s``: finished plus the change in flight, as FleetState measures it) at each sample of the last
+    ``over_s``; None with fewer than 3 rates (a counter missing or reset leaves its sample out)."""
+    arrived = [
+        (s.timestamp, fin + run + wait)
+        for s in history
+        if (fin := finite(s.requests_finished)) is not None
+        and (run := finite(s.requests_running)) is not None
+        and (wait := finite(s.requests_waiting)) is not None
+    ]
+    if not arrived:
+        return None
+    start = arrived[-1][0] - over_s
+    rates = []
+    j = 0
+    for t, a in arrived:
+        if t < start:
+            continue
+        while j + 1 < len(arrived) and arrived[j + 1][0] <= t - rate_window_s:
+            j += 1
+        t0, a0 = arrived[j]
+        if t0 <= t - rate_window_s and a >= a0:
+            rates.append((a - a0) / (t - t0))
+    return statistics.pstdev(rates) if len(rates) >= 3 else None
+
+
 @dataclass(frozen=True, slots=True)
 class Demand:
     """What the planner knows of one deployment's demand, handed to the detector by the control loop as plain
@@ -124,6 +152,45 @@ class Demand:
             return None
         return max(fc, 0.0) / (cap * ready_replicas)
 
+    def projected_usage(
+        self, usage: float, arrival_rps: float | None, ready_replicas: int, burst_rps: float = 0.0
+    ) -> float | None:
+        """The replica's KV usage at the horizon by Little's law (``projected_usage``), from its measured arrivals
+        and usage and this deployment's forecast shared over its ready replicas plus ``burst_rps`` (the margin for
+        this replica's burstiness); None when unknown."""
+        cap, fc, now = finite(self.capacity_rps), finite(self.forecast_rps), finite(arrival_rps)
+        if cap is None or fc is None or now is None or cap <= 0 or ready_replicas <= 0:
+            return None
+        return projected_usage(usage, now, max(fc, 0.0) / ready_replicas + burst_rps, cap)
+
+
+def projected_usage(usage: float, arrival_rps: float, forecast_rps: float, capacity_rps: float) -> float | None:
+    """KV usage when the arrivals reach ``forecast_rps`` (one replica's share), by Little's law.
+
+    The pool holds (sequences in flight) x (tokens per sequence), and sequences in flight = arrival rate x time
+    in system. Time in system grows with the batch: a decode step costs a fixed part plus a part per sequence
+    and per KV token read (scaler.capacity.ServingProfile), so with ``rho`` = arrivals / the saturation rate
+    (``capacity_rps``, where the step cost per request outgrows what arrives), time in system ~ W0 / (1 - rho)
+    and the sequences in flight ~ rate / (1 - rho). Tokens per sequence stay those measured now (usage / running),
+    so the usage scales by the same factor:
+
+        projected = usage x [forecast / (1 - rho_forecast)] / [arrivals / (1 - rho_now)]
+
+    Infinite when the forecast reaches the saturation rate (the queue grows without bound; the pool fills);
+    None when the replica measures no arrivals (nothing to scale from)."""
+    if arrival_rps <= 1e-9 or capacity_rps <= 0:
+        return None
+    rho_f = forecast_rps / capacity_rps
+    if rho_f >= 1.0:
+        return math.inf
+    rho_now = min(arrival_rps / capacity_rps, _MAX_RHO_NOW)
+    return usage * (forecast_rps / (1.0 - rho_f)) / (arrival_rps / (1.0 - rho_now))
+
+
+# Arrivals measured at or past the saturation rate (a burst, a noisy 60 s rate) would make the pool's present
+# state look like an infinite queue and every lower forecast look like relief; capped here.
+_MAX_RHO_NOW = 0.95
+
 
 @dataclass(frozen=True, slots=True)
 class KvReading:
@@ -141,6 +208,7 @@ class KvReading:
     arrival_rate: float | None
     load: float | None = None  # the deployment's forecast arrivals over what its ready replicas serve (Demand)
     demand: Demand | None = None
+    projected_usage: float | None = None  # usage at the horizon by Little's law (Demand.projected_usage)
 
     @property
     def preempting(self) -> bool:
@@ -171,6 +239,10 @@ def read(
     start = view.sample.timestamp - rate_window_s
     window = [v for s in history if s.timestamp >= start and (v := fraction(s.kv_usage)) is not None]
     arrivals, finished = finite(view.arrival_rate), finite(view.requests_finished_rate)
+    burst = 0.0
+    if demand is not None and th.burst_margin > 0:
+        spread = arrival_spread(history, rate_window_s, th.burst_window_s)
+        burst = th.burst_margin * (spread or 0.0)
     return KvReading(
         usage=usage,
         peak_usage=max([usage, *window]),
@@ -184,6 +256,7 @@ def read(
         arrival_rate=arrivals,
         load=None if demand is None else demand.load(ready_replicas),
         demand=demand,
+        projected_usage=None if demand is None else demand.projected_usage(usage, arrivals, ready_replicas, burst),
     )
 
 
@@ -201,7 +274,29 @@ def judge(r: KvReading, th: KvThresholds) -> tuple[Severity, str] | None:
             f"KV cache {r.usage:.0%} full with {waiting:g} requests waiting for blocks: {_exhausted(tte)}; "
             f"no preemptions measured yet{_demand(r)}"
         )
-    if r.load is not None and r.load >= th.demand_load and r.peak_usage >= th.demand_min_usage:
+    proj = r.projected_usage
+    if (
+        proj is not None
+        and th.projected_usage is not None  # None: the Little's-law rule is off
+        and proj >= th.projected_usage
+        and r.peak_usage >= th.projected_min_usage
+    ):
+        # Little's law: the forecast arrivals at the horizon hold more KV than this pool has.
+        severity = (
+            Severity.CRITICAL
+            if tte is not None and tte <= th.critical_time_to_exhaustion_s and waiting > 0
+            else Severity.WARNING
+        )
+        return severity, (
+            f"KV cache {r.usage:.0%} full ({r.peak_usage:.0%} within the last minute){_demand(r)}: "
+            f"{_projected(proj)}; {_exhausted(tte)}; no preemptions measured yet"
+        )
+    if (
+        r.load is not None
+        and th.demand_load is not None  # None: off
+        and r.load >= th.demand_load
+        and r.peak_usage >= th.demand_min_usage
+    ):
         # Demand at the horizon passes what the ready replicas serve, on a pool that already feels it.
         severity = (
             Severity.CRITICAL
@@ -232,6 +327,12 @@ def _demand(r: KvReading) -> str:
         f"; demand {d.forecast_rps:.3g} requests/s forecast in {d.horizon_s:.0f} s, "
         f"{r.load:.0%} of what the ready replicas serve"
     )
+
+
+def _projected(proj: float) -> str:
+    if math.isinf(proj):
+        return "the forecast reaches what the replica serves: the queue and the pool grow without bound"
+    return f"~{proj:.0%} of the pool held at the forecast (Little's law)"
 
 
 def _exhausted(tte: float | None) -> str:
@@ -271,6 +372,7 @@ def _replica_finding(
             "preemptions_rate": r.preemptions_rate,
             "in_flight_growth": r.in_flight_growth,
             "demand_load": r.load,
+            "projected_usage": r.projected_usage,
             "capacity_rps": None if r.demand is None else finite(r.demand.capacity_rps),
             "forecast_rps": None if r.demand is None else finite(r.demand.forecast_rps),
         },

@@ -74,14 +74,28 @@ class KvThresholds:
     # Usage treated as exhausted (vLLM preempts when no free block remains).
     full: float = 0.98
     # Demand against capacity (the planner's numbers, passed in by the control loop): warn when the arrivals
-    # forecast at the horizon reach this share of what the ready replicas serve, on a pool that already feels it.
-    # Tuned on seeds 1-2 (bench/detectors.py --seeds tuning: 16/30 preempting episodes warned >= 60 s ahead, 4/38
-    # quiet ones warned): the lowest share in a sweep of 0.6-1.2 that kept quiet episodes warned within the 20 %
-    # goal (0.7 caught 20/30 but warned 10/38). Below 1: the planner's capacity is the steady-state saturation
-    # rate, and bursty traces fill the pool below it.
-    demand_load: float = 0.8
+    # forecast at the horizon reach this share of what the ready replicas serve, on a pool that already feels it
+    # (demand_min_usage). None (the default): off, replaced by the Little's-law projection below, which reads the
+    # same forecast through the replica's own usage and arrivals. It was 0.8 (tuned on seeds 1-2: 16/30 preempting
+    # episodes warned >= 60 s ahead, 4/38 quiet ones warned; on the reporting seeds 58 % and 26 %).
+    demand_load: float | None = None
     # The pool "feels it": its usage peaked at or above this within the rate window (with demand_load).
     demand_min_usage: float = 0.5
+    # Little's law (kv_exhaustion.projected_usage): warn when the KV usage the forecast arrivals would hold at the
+    # horizon reaches this, on a pool that peaked at projected_min_usage or more within the rate window; None
+    # turns the rule off. Below 1: the usage read at a tick is a point on a sawtooth (a pool fills and drains in
+    # seconds as bursts are admitted and finish), and the pool runs out when the peaks reach full, not the point
+    # read. Chosen on tuning seed 1 (bench/detectors.py --seeds 1; BENCHMARKS.md "Detectors" has the 40
+    # configurations): the most preempting episodes warned >= 60 s ahead (9/11) within the 20 % quiet goal (1/24).
+    projected_usage: float | None = 0.6
+    # The pool "feels it" (with projected_usage): its usage peaked at or above this within the rate window.
+    projected_min_usage: float = 0.3
+    # Burst-aware: the forecast each replica must hold is its share plus this many standard deviations of its own
+    # arrival rate over burst_window_s (kv_exhaustion.arrival_spread), measured online. 0 (off): on tuning seed 1 a
+    # margin of 1 warned 2-5 quiet episodes for the same or fewer preempting ones caught.
+    burst_margin: float = 0.0
+    # The window of 60 s arrival rates whose standard deviation burst_margin counts.
+    burst_window_s: float = 60.0
 
     def __post_init__(self) -> None:
         for name in ("near_full", "project_from_usage", "full"):
@@ -93,8 +107,14 @@ class KvThresholds:
         _check(self, "confirm_window_s", lo=0.0, strict_lo=True)
         _check(self, "confirm_time_to_exhaustion_s", lo=0.0, strict_lo=True)
         _check(self, "min_trend_samples", lo=2)
-        _check(self, "demand_load", lo=0.0, strict_lo=True)
+        if self.demand_load is not None:
+            _check(self, "demand_load", lo=0.0, strict_lo=True)
         _check(self, "demand_min_usage", lo=0.0, hi=1.0)
+        _check(self, "projected_min_usage", lo=0.0, hi=1.0)
+        if self.projected_usage is not None:
+            _check(self, "projected_usage", lo=0.0, strict_lo=True)
+        _check(self, "burst_margin", lo=0.0)
+        _check(self, "burst_window_s", lo=0.0, strict_lo=True)
         if not self.project_from_usage < self.near_full <= self.full:
             raise ValueError(
                 "KvThresholds must satisfy project_from_usage < near_full <= full, got "

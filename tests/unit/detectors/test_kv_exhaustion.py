@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -132,10 +133,14 @@ def test_one_noisy_scrape_does_not_set_the_trend():
     assert tte is None or tte > DEFAULT.kv.warn_time_to_exhaustion_s
 
 
+# The planner's load rule, off by default since the Little's-law projection replaced it, as an operator can turn it on.
+LOAD_RULE = dataclasses.replace(DEFAULT, kv=dataclasses.replace(DEFAULT.kv, demand_load=0.8))
+
+
 def _demand_case(capacity: float | None, forecast: float | None, kv: float = 0.6) -> list[Any]:
     state = _run([kv] * 5)  # flat: no trend to project, nothing waiting
     demand = {"ml/chat": kv_exhaustion.Demand(capacity_rps=capacity, forecast_rps=forecast, horizon_s=155.0)}
-    return kv_exhaustion.detect(state, thresholds=DEFAULT, now=20, demand=demand)
+    return kv_exhaustion.detect(state, thresholds=LOAD_RULE, now=20, demand=demand)
 
 
 def test_demand_forecast_near_capacity_warns_a_pool_that_feels_it_and_says_both() -> None:
@@ -167,7 +172,7 @@ def test_demand_alone_does_not_warn_when_inside_capacity_or_unknown(capacity, fo
 def test_detection_passes_the_loops_demand_to_kv_exhaustion() -> None:
     from detectors.registry import Detection
 
-    state = _run([0.6] * 5)
+    state = drive(lambda i, t: ([replica("r0", t, kv_usage=0.6, requests_finished=4.0 * t)], []), 5)
     det = Detection(only=["kv_exhaustion"])
     assert det.tick(state, now=20).active == []
     det.set_demand({"ml/chat": kv_exhaustion.Demand(capacity_rps=10.0, forecast_rps=12.0, horizon_s=155.0)})
@@ -193,3 +198,68 @@ def test_a_trend_asked_again_for_another_history_is_worked_out_again() -> None:
     assert other is not None
     assert other[0] == pytest.approx(0.0)
     assert kv_exhaustion.kv_trend(rising[-2:], DEFAULT.kv) is None  # too few points, whatever came before
+
+
+def test_projected_usage_follows_littles_law_with_the_batch_slowdown() -> None:
+    # Same arrivals: same usage. Doubling them from 40 % to 80 % of the saturation rate: twice the rate, three
+    # times the time in system ((1 - 0.4) / (1 - 0.8)), six times the sequences and the KV they hold.
+    assert kv_exhaustion.projected_usage(0.5, 4.0, 4.0, 10.0) == pytest.approx(0.5)
+    assert kv_exhaustion.projected_usage(0.1, 4.0, 8.0, 10.0) == pytest.approx(0.6)
+    assert kv_exhaustion.projected_usage(0.5, 4.0, 2.0, 10.0) == pytest.approx(0.5 * (2 / 0.8) / (4 / 0.6))
+    assert kv_exhaustion.projected_usage(0.3, 4.0, 10.0, 10.0) == float("inf")  # at saturation: unbounded
+    assert kv_exhaustion.projected_usage(0.3, 0.0, 5.0, 10.0) is None  # nothing measured to scale from
+
+
+def _little_case(forecast: float, kv: float = 0.6, capacity: float = 10.0) -> list[Any]:
+    # One replica finishing (and receiving) 4 requests/s at a flat usage: no trend, nobody waiting.
+    state = drive(lambda i, t: ([replica("r0", t, kv_usage=kv, requests_finished=4.0 * t)], []), 5)
+    demand = {"ml/chat": kv_exhaustion.Demand(capacity_rps=capacity, forecast_rps=forecast, horizon_s=155.0)}
+    return kv_exhaustion.detect(state, thresholds=DEFAULT, now=20, demand=demand)
+
+
+def test_littles_law_warns_when_the_forecast_would_fill_the_pool_and_says_both() -> None:
+    # 60 % at 4 requests/s of 10; 6 forecast: 0.6 x (6 / 0.4) / (4 / 0.6) = 135 % of the pool. A warning (no
+    # preemption, nobody waiting), saying the projection, the demand and that nothing was preempted yet.
+    (f,) = _little_case(6.0)
+    assert str(f.severity) == "warning"
+    assert f.evidence["projected_usage"] == pytest.approx(1.35)
+    assert "~135% of the pool held at the forecast (Little's law)" in f.summary
+    assert "demand 6 requests/s forecast in 155 s" in f.summary
+    assert f.summary.endswith("exhaustion not projected; no preemptions measured yet")
+    (sat,) = _little_case(12.0)
+    assert "grow without bound" in sat.summary
+
+
+@pytest.mark.parametrize(
+    ("forecast", "kv"),
+    [
+        (4.0, 0.5),  # the arrivals hold steady: the pool stays where it is
+        (4.5, 0.4),  # 0.4 x (4.5 / 0.55) / (4 / 0.6) = 49 %: fits
+        (9.0, 0.2),  # would overflow, but the pool has not felt the load yet (below projected_min_usage)
+    ],
+)
+def test_littles_law_is_silent_when_the_forecast_fits(forecast: float, kv: float) -> None:
+    assert _little_case(forecast, kv) == []
+
+
+def test_arrival_spread_measures_burstiness_from_the_counters() -> None:
+    from dataclasses import replace as with_
+
+    from collector.samples import ReplicaSample
+
+    base = ReplicaSample(
+        namespace="ns", deployment="d", replica="r", node="n", engine="vllm", model="m", timestamp=0,
+        requests_running=0.0, requests_waiting=0.0,
+    )  # fmt: skip
+    steady = [with_(base, timestamp=5.0 * i, requests_finished=20.0 * i) for i in range(30)]  # 4 requests/s
+    assert kv_exhaustion.arrival_spread(steady, 60.0, 60.0) == pytest.approx(0.0)
+    # A minute at 8 requests/s, a minute at nothing, in turn: the 60 s rate swings between 0 and 8.
+    bursty, total = [], 0.0
+    for i in range(30):
+        total += 40.0 if (i // 12) % 2 == 0 else 0.0
+        bursty.append(with_(base, timestamp=5.0 * i, requests_finished=total))
+    spread = kv_exhaustion.arrival_spread(bursty, 60.0, 60.0)
+    assert spread is not None
+    assert spread > 1.0
+    assert kv_exhaustion.arrival_spread([with_(s, requests_finished=None) for s in steady], 60.0, 60.0) is None
+    assert kv_exhaustion.arrival_spread(steady[:13], 60.0, 60.0) is None  # one 60 s rate: too few to spread
