@@ -14,7 +14,7 @@
    (fluid level, 5 s ticks): drain findings from kvpilot's stuck_gpu (must be 0) and from a naive peer that
    drains on any non-zero XID or on a GPU at >= 95 % utilisation for two ticks.
 
-Run: `.venv/bin/python bench/detectors.py [--quick] [--only kv] [--cache-dir DIR] [--seeds tuning]`; prints a
+Run: `.venv/bin/python bench/detectors.py [--quick] [--only kv] [--cache-dir DIR] [--seeds tuning|3,4]`; prints a
 table to paste into BENCHMARKS.md.
 """
 
@@ -153,8 +153,16 @@ class _Warner(Protocol):
     def tick(self, state: FleetState, now: float) -> bool: ...
 
 
+def _kvpilot_before(episode: Episode | None = None) -> _Kvpilot:
+    """kv_exhaustion as it was before the Little's-law projection: the planner's load rule (forecast >= 80 % of
+    what the ready replicas serve, on a pool that peaked >= 50 %) and the trend."""
+    kv = dataclasses.replace(DEFAULT.kv, demand_load=0.8, projected_usage=None, burst_margin=0.0)
+    return _Kvpilot(episode, dataclasses.replace(DEFAULT, kv=kv))
+
+
 WARNERS: dict[str, Callable[[Episode], _Warner]] = {
     "kvpilot": _Kvpilot,
+    "kvpilot_before": _kvpilot_before,
     "projection": _Projection,
     "static": _Static,
 }
@@ -187,6 +195,8 @@ class KvScore:
     leads: list[float] = field(default_factory=list)
     sudden: int = 0
     sudden_delays: list[float] = field(default_factory=list)  # first warning - first preemption (<= 0: before)
+    trace_bursts: int = 0  # preempting episodes whose preemption came on a burst of the trace (Episode.trace_burst)
+    caught_bursts: int = 0
 
     @property
     def recall(self) -> float:
@@ -207,7 +217,9 @@ class KvScore:
         return (
             f"recall {self.caught}/{self.preempting} ({self.recall:.0%}) warned >= {LEAD_S:g} s ahead, median lead "
             f"{lead}; warned {self.false}/{self.quiet} non-preempting ({self.false_rate:.0%}); "
-            f"precision {self.precision:.0%}; sudden: {flagged}/{self.sudden} flagged{late} from first preemption"
+            f"precision {self.precision:.0%}; sudden: {flagged}/{self.sudden} flagged{late} from first preemption; "
+            f"without the {self.trace_bursts} on a burst of the trace itself: recall "
+            f"{self.caught - self.caught_bursts}/{self.preempting - self.trace_bursts}"
         )
 
 
@@ -227,9 +239,13 @@ def score(episodes: Sequence[Episode]) -> dict[str, KvScore]:
                     sc.sudden_delays.append(tw - ep.first_preempt_s)
             else:
                 sc.preempting += 1
+                burst = ep.trace_burst(LEAD_S)
+                sc.trace_bursts += burst
                 if tw is not None and tw <= ep.first_preempt_s:
                     sc.leads.append(ep.first_preempt_s - tw)
-                    sc.caught += ep.first_preempt_s - tw >= LEAD_S
+                    caught = ep.first_preempt_s - tw >= LEAD_S
+                    sc.caught += caught
+                    sc.caught_bursts += caught and burst
     return scores
 
 
@@ -416,13 +432,14 @@ def main() -> None:
     parser.add_argument("--only", choices=("kv", "prefix", "healthy"), action="append")
     parser.add_argument(
         "--seeds",
-        choices=("reporting", "tuning"),
         default="reporting",
-        help="KV episodes: the reporting seeds (default) or the seeds the thresholds were tuned on",
+        help="KV episodes: the reporting seeds (default), the seeds the thresholds were tuned on ('tuning'), or a "
+        "comma-separated list of seeds (e.g. 3: one of the reporting seeds)",
     )
     parser.add_argument("--cache-dir", type=Path, help="keep the KV episodes here and reuse them on the next run")
     args = parser.parse_args()
-    seeds = REPORTING_SEEDS if args.seeds == "reporting" else TUNING_SEEDS
+    named = {"reporting": REPORTING_SEEDS, "tuning": TUNING_SEEDS}
+    seeds = named[args.seeds] if args.seeds in named else tuple(int(s) for s in args.seeds.split(","))
     parts: dict[str, Callable[[bool], dict[str, str]]] = {
         "kv": lambda quick: bench_kv(quick, seeds, args.cache_dir),
         "prefix": bench_prefix,

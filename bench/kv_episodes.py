@@ -85,6 +85,16 @@ SHAPES: tuple[tuple[str, float, Shape], ...] = (
 )
 
 
+# A burst inside the trace segment (Episode.trace_burst): the arrivals over the last 30 s before the first
+# preemption rose at least 1.5 times more than the shape explains, against the 2 minutes before the lead.
+TRACE_BURST_S = 30.0
+TRACE_BURST_RATIO = 1.5
+
+
+def _shape(family: str, level: float) -> Shape:
+    return next(shape for f, lv, shape in SHAPES if f == family and lv == level)
+
+
 @dataclass
 class Episode:
     trace: str
@@ -109,6 +119,36 @@ class Episode:
         """Preempting sooner than ``lead_s`` (plus the two ticks a finding needs to open) after the load began to
         rise: no detector that reads the fleet, not the future arrivals, can warn that far ahead."""
         return self.first_preempt_s is not None and self.first_preempt_s - self.rise_s < lead_s + 2 * TICK_S
+
+    def arrival_rate(self, t0: float, t1: float) -> float | None:
+        """Requests/s that reached the fleet over [t0, t1], from the samples (finished + in flight), or None."""
+
+        def arrived(t: float) -> float | None:
+            reps = next((r for tt, r in self.ticks if tt >= t), None)
+            if not reps or any(r.requests_finished is None for r in reps):
+                return None
+            return sum(
+                (r.requests_finished or 0.0) + (r.requests_running or 0.0) + (r.requests_waiting or 0.0) for r in reps
+            )
+
+        a, b = arrived(t0), arrived(t1)
+        return None if a is None or b is None or t1 <= t0 else (b - a) / (t1 - t0)
+
+    def trace_burst(self, lead_s: float) -> bool:
+        """Preempting on a burst the trace segment itself carries, not the shape: arrivals over the
+        ``TRACE_BURST_S`` before the first preemption rose at least ``TRACE_BURST_RATIO`` times more than the shape
+        explains, against the 2 minutes that end ``lead_s`` before it. No signal that exists ``lead_s`` ahead
+        (usage, queue, the arrivals so far, their forecast) carries such a burst."""
+        first = self.first_preempt_s
+        if first is None:
+            return False
+        before = self.arrival_rate(max(0.0, first - lead_s - 120.0), first - lead_s)
+        late = self.arrival_rate(first - TRACE_BURST_S, first)
+        if before is None or late is None or before <= 0:
+            return False
+        shape = _shape(self.family, self.level)
+        rise = shape(first - TRACE_BURST_S / 2) / max(shape(first - lead_s - 60.0), 1e-9)
+        return late / before >= TRACE_BURST_RATIO * rise
 
     @property
     def usable(self) -> bool:

@@ -9,11 +9,13 @@ The pool belongs to one replica, so every test is per replica: a deployment mean
   ``requests_finished_rate``: more sequences in flight, each growing by one token per decode step) or while requests
   wait for admission; it levels off when they balance. A trend projection alone cannot tell a ramp that will
   overflow from one that is about to level off at 70 %; the flow can, a little before the usage does;
-- demand against capacity, where the control loop passes it in (``Demand``: the planner's per-replica capacity
-  at the current token mix and its forecast arrival rate at the horizon, as plain numbers: detectors do not
-  import the scaler). In the simulator a pool stays low while its replicas keep up and fills in 10-20 s once
-  arrivals pass what they serve, so a ramp 60 s before its collapse and a plateau that holds look alike to every
-  engine signal; the forecast against the capacity is what tells them apart;
+- demand by Little's law, where the control loop passes the planner's numbers in (``Demand``: the per-replica
+  saturation rate at the current token mix and the forecast arrival rate at the horizon, as plain numbers:
+  detectors do not import the scaler): the replica's usage scaled from its measured arrivals to its share of
+  the forecast, with time in system growing as the batch does (``projected_usage``). In the simulator a pool
+  stays low while its replicas keep up and fills in 10-20 s once arrivals pass what they serve, so a ramp 60 s
+  before its collapse and a plateau that holds look alike to every engine signal; the forecast is what can
+  tell them apart;
 - the preemption counter: the exhaustion itself. It counts only when the pool was actually near full within the
   rate window (vLLM preempts when no free block remains): a counter that moves while the pool sits far from full
   is a reset or a mislabelled series, never a reason to page.
