@@ -35,10 +35,11 @@ class PolicyConfig:
     min_replicas: int = 1
     max_replicas: int | None = None
     target_utilisation: float = 0.8  # plan one replica at this share of its capacity: the headroom absorbs noise
+    # "fixed": every replica at target_utilisation, the forecast's upper bound on top (the two margins multiplied).
     # "pooled": the spare a fleet keeps grows with the square root of its load (one replica's spare at one replica),
-    # and a forecast's margin combines with it as an independent deviation; "fixed": every replica at
-    # target_utilisation, the forecast's upper bound on top (the two margins multiplied).
-    headroom: str = "pooled"
+    # and a forecast's margin combines with it as an independent deviation. Not the default: on ServeGen's 6 h
+    # (~25 replicas) it kept 92.5 % in SLO at 150 replica-h against 99.8 % at 180 (BENCHMARKS.md, "Backtest").
+    headroom: str = "fixed"
     tolerances: Tolerances = Tolerances(scale_down=0.1, scale_up=0.0)
     scale_down_stabilisation_s: float = 300.0
     scale_up_max_step: int = 0  # most replicas added per decision; 0 = unlimited (a forecast needs them all)

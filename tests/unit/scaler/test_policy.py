@@ -146,7 +146,7 @@ def test_bad_configuration_is_refused(kwargs: dict[str, float]) -> None:
         PolicyConfig(**kwargs)  # type: ignore[arg-type]
 
 
-# -- pooled headroom (the default) ---------------------------------------------------------------------------------
+# -- pooled headroom (an option) -------------------------------------------------------------------------------------
 
 
 def test_pooled_spare_is_one_replicas_share_at_one_replica_and_grows_as_the_square_root() -> None:
@@ -162,7 +162,7 @@ def test_pooled_spare_is_one_replicas_share_at_one_replica_and_grows_as_the_squa
 
 
 def test_a_larger_fleet_gets_proportionally_less_spare() -> None:
-    policy = ReplicaPolicy(PolicyConfig(scale_down_stabilisation_s=0.0))
+    policy = ReplicaPolicy(PolicyConfig(scale_down_stabilisation_s=0.0, headroom="pooled"))
     fixed = ReplicaPolicy(PolicyConfig(scale_down_stabilisation_s=0.0, headroom="fixed"))
 
     def desired(p: ReplicaPolicy, rate: float) -> int:
@@ -179,7 +179,7 @@ def test_a_larger_fleet_gets_proportionally_less_spare() -> None:
 def test_forecast_margin_and_spare_add_as_independent_deviations() -> None:
     # 100 req/s forecast, q90 upper 110, capacity 1: spare 0.25·10 = 2.5, margin 10 → 100 + hypot(2.5, 10) = 110.3,
     # where the two stacked ask for 110 / 0.8 = 138.
-    policy = ReplicaPolicy(PolicyConfig())
+    policy = ReplicaPolicy(PolicyConfig(headroom="pooled"))
     d = _demand(
         current_replicas=100, ready_replicas=100, arrival_rate=100.0, forecast_rate=100.0, forecast_upper_rate=110.0
     )
@@ -194,7 +194,7 @@ def test_forecast_margin_and_spare_add_as_independent_deviations() -> None:
 
 
 def test_a_queue_is_sized_with_the_pooled_spare_too() -> None:
-    policy = ReplicaPolicy(PolicyConfig(queue_drain_s=2.0))
+    policy = ReplicaPolicy(PolicyConfig(queue_drain_s=2.0, headroom="pooled"))
     rec = policy.recommend(_demand(arrival_rate=36.0, forecast_upper_rate=36.0, requests_waiting=128.0), now=0.0)
     assert rec.reactive_replicas == 103  # (36 + 64) + 0.25·10 = 102.5
 
@@ -212,7 +212,7 @@ def test_enough_matches_what_the_policy_plans() -> None:
 def test_a_heavier_mix_moves_pooled_replicas_up_and_a_lighter_one_down() -> None:
     # The same 40 req/s: a mix that costs a replica more work (capacity 10 → 8 req/s) needs more replicas, one that
     # costs less (10 → 16) fewer; the spare follows the load in replicas, not the request rate.
-    policy = ReplicaPolicy(PolicyConfig(scale_down_stabilisation_s=0.0))
+    policy = ReplicaPolicy(PolicyConfig(scale_down_stabilisation_s=0.0, headroom="pooled"))
 
     def desired(capacity: float) -> int:
         d = _demand(
