@@ -153,16 +153,16 @@ class _Warner(Protocol):
     def tick(self, state: FleetState, now: float) -> bool: ...
 
 
-def _kvpilot_before(episode: Episode | None = None) -> _Kvpilot:
-    """kv_exhaustion as it was before the Little's-law projection: the planner's load rule (forecast >= 80 % of
-    what the ready replicas serve, on a pool that peaked >= 50 %) and the trend."""
-    kv = dataclasses.replace(DEFAULT.kv, demand_load=0.8, projected_usage=None, burst_margin=0.0)
+def _littles_law(episode: Episode | None = None) -> _Kvpilot:
+    """kv_exhaustion with its Little's-law option in place of the default load rule (`projected_usage` 0.6,
+    `demand_load` off): the KV the forecast arrivals would hold at the horizon, on a pool that peaked >= 30 %."""
+    kv = dataclasses.replace(DEFAULT.kv, demand_load=None, projected_usage=0.6, burst_margin=0.0)
     return _Kvpilot(episode, dataclasses.replace(DEFAULT, kv=kv))
 
 
 WARNERS: dict[str, Callable[[Episode], _Warner]] = {
     "kvpilot": _Kvpilot,
-    "kvpilot_before": _kvpilot_before,
+    "littles_law": _littles_law,
     "projection": _Projection,
     "static": _Static,
 }

@@ -75,19 +75,18 @@ class KvThresholds:
     full: float = 0.98
     # Demand against capacity (the planner's numbers, passed in by the control loop): warn when the arrivals
     # forecast at the horizon reach this share of what the ready replicas serve, on a pool that already feels it
-    # (demand_min_usage). None (the default): off, replaced by the Little's-law projection below, which reads the
-    # same forecast through the replica's own usage and arrivals. It was 0.8 (tuned on seeds 1-2: 16/30 preempting
-    # episodes warned >= 60 s ahead, 4/38 quiet ones warned; on the reporting seeds 58 % and 26 %).
-    demand_load: float | None = None
+    # (demand_min_usage); None turns the rule off. 0.8 was tuned on seeds 1-2 (16/30 preempting episodes warned
+    # >= 60 s ahead, 4/38 quiet ones warned); on reporting seeds 3-4, 58 % and 26 % (BENCHMARKS.md "Detectors").
+    demand_load: float | None = 0.8
     # The pool "feels it": its usage peaked at or above this within the rate window (with demand_load).
     demand_min_usage: float = 0.5
     # Little's law (kv_exhaustion.projected_usage): warn when the KV usage the forecast arrivals would hold at the
     # horizon reaches this, on a pool that peaked at projected_min_usage or more within the rate window; None
-    # turns the rule off. Below 1: the usage read at a tick is a point on a sawtooth (a pool fills and drains in
-    # seconds as bursts are admitted and finish), and the pool runs out when the peaks reach full, not the point
-    # read. Chosen on tuning seed 1 (bench/detectors.py --seeds 1; BENCHMARKS.md "Detectors" has the 40
-    # configurations): the most preempting episodes warned >= 60 s ahead (9/11) within the 20 % quiet goal (1/24).
-    projected_usage: float | None = 0.6
+    # (the default) turns the rule off. Below 1 where used: the usage read at a tick is a point on a sawtooth.
+    # 0.6 (in place of demand_load) was the best of 40 configurations on tuning seed 1 (9/11 warned >= 60 s
+    # ahead, 1/23 quiet warned against 8/11 and 2/23 for demand_load), but on reporting seeds 3-4 it warned
+    # 13/24 and 15/42 quiet against demand_load's 14/24 and 11/42, so it is an option, not the default.
+    projected_usage: float | None = None
     # The pool "feels it" (with projected_usage): its usage peaked at or above this within the rate window.
     projected_min_usage: float = 0.3
     # Burst-aware: the forecast each replica must hold is its share plus this many standard deviations of its own

@@ -210,11 +210,15 @@ def test_projected_usage_follows_littles_law_with_the_batch_slowdown() -> None:
     assert kv_exhaustion.projected_usage(0.3, 0.0, 5.0, 10.0) is None  # nothing measured to scale from
 
 
+# The Little's-law rule in place of the load rule (an option: `detectors.kv.projected_usage`).
+LITTLE = dataclasses.replace(DEFAULT, kv=dataclasses.replace(DEFAULT.kv, projected_usage=0.6, demand_load=None))
+
+
 def _little_case(forecast: float, kv: float = 0.6, capacity: float = 10.0) -> list[Any]:
     # One replica finishing (and receiving) 4 requests/s at a flat usage: no trend, nobody waiting.
     state = drive(lambda i, t: ([replica("r0", t, kv_usage=kv, requests_finished=4.0 * t)], []), 5)
     demand = {"ml/chat": kv_exhaustion.Demand(capacity_rps=capacity, forecast_rps=forecast, horizon_s=155.0)}
-    return kv_exhaustion.detect(state, thresholds=DEFAULT, now=20, demand=demand)
+    return kv_exhaustion.detect(state, thresholds=LITTLE, now=20, demand=demand)
 
 
 def test_littles_law_warns_when_the_forecast_would_fill_the_pool_and_says_both() -> None:
