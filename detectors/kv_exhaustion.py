@@ -277,37 +277,30 @@ def judge(r: KvReading, th: KvThresholds) -> tuple[Severity, str] | None:
             f"no preemptions measured yet{_demand(r)}"
         )
     proj = r.projected_usage
-    if (
+    # Little's law: the forecast arrivals at the horizon hold more KV than this pool has (an option) ...
+    littles_law = (
         proj is not None
         and th.projected_usage is not None  # None: the Little's-law rule is off
         and proj >= th.projected_usage
         and r.peak_usage >= th.projected_min_usage
-    ):
-        # Little's law: the forecast arrivals at the horizon hold more KV than this pool has.
-        severity = (
-            Severity.CRITICAL
-            if tte is not None and tte <= th.critical_time_to_exhaustion_s and waiting > 0
-            else Severity.WARNING
-        )
-        return severity, (
-            f"KV cache {r.usage:.0%} full ({r.peak_usage:.0%} within the last minute){_demand(r)}: "
-            f"{_projected(proj)}; {_exhausted(tte)}; no preemptions measured yet"
-        )
-    if (
+    )
+    # ... or demand at the horizon passes what the ready replicas serve, on a pool that already feels it.
+    demand = (
         r.load is not None
         and th.demand_load is not None  # None: off
         and r.load >= th.demand_load
         and r.peak_usage >= th.demand_min_usage
-    ):
-        # Demand at the horizon passes what the ready replicas serve, on a pool that already feels it.
+    )
+    if littles_law or demand:
         severity = (
             Severity.CRITICAL
             if tte is not None and tte <= th.critical_time_to_exhaustion_s and waiting > 0
             else Severity.WARNING
         )
+        projected = f"{_projected(proj)}; " if littles_law and proj is not None else ""
         return severity, (
             f"KV cache {r.usage:.0%} full ({r.peak_usage:.0%} within the last minute){_demand(r)}: "
-            f"{_exhausted(tte)}; no preemptions measured yet"
+            f"{projected}{_exhausted(tte)}; no preemptions measured yet"
         )
     confirm = r.confirm_time_to_exhaustion_s
     if tte is None or tte > th.warn_time_to_exhaustion_s or not r.filling(th):
