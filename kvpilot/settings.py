@@ -13,13 +13,21 @@ import math
 import os
 import re
 import socket
+from contextvars import ContextVar
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
 from pydantic_settings import SettingsError as PydanticSettingsError
 
 from collector.scrape import DEFAULT_MAX_BYTES
@@ -438,30 +446,34 @@ class _FlatAliasSource(PydanticBaseSettingsSource):
         return out
 
 
-class _YamlFileSource(PydanticBaseSettingsSource):
-    """The optional YAML file; a missing or malformed file is an error that names the file."""
+class _YamlFileSource(YamlConfigSettingsSource):
+    """pydantic-settings' YAML source, with errors that name the file: one that is missing, unreadable, not YAML or
+    not a mapping at the top fails the start (the library skips a missing file and trips over a list). Its keys are
+    taken as written, so a misspelt or miscased one is refused like any unknown key (the library would match the top
+    level case-insensitively, as it does environment variables). Relative file paths in it are read from its
+    folder."""
 
     def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
-        super().__init__(settings_cls)
-        self._path = path
+        if path is not None:
+            try:
+                path.open("rb").close()
+            except OSError as e:
+                raise SettingsError(f"cannot read config file {path}: {e.strerror}") from e
+        super().__init__(settings_cls, yaml_file=path)
+        self.init_kwargs = dict(self.yaml_data)
 
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        if self._path is None:
-            return {}
+    def _read_file(self, file_path: Path | Traversable) -> dict[str, Any]:
         try:
-            data = yaml.safe_load(self._path.read_text())
+            data = super()._read_file(file_path)
         except OSError as e:
-            raise SettingsError(f"cannot read config file {self._path}: {e.strerror}") from e
+            raise SettingsError(f"cannot read config file {file_path}: {e.strerror}") from e
         except yaml.YAMLError as e:
-            raise SettingsError(f"config file {self._path} is not valid YAML: {e}") from e
-        if data is None:
-            return {}
+            raise SettingsError(f"config file {file_path} is not valid YAML: {e}") from e
         if not isinstance(data, dict):
-            raise SettingsError(f"config file {self._path} must hold a mapping at the top, not {type(data).__name__}")
-        _paths_from_folder(data, self._path.parent)
+            raise SettingsError(f"config file {file_path} must hold a mapping at the top, not {type(data).__name__}")
+        data = {str(key): value for key, value in data.items()}  # `1:` or `true:` is an unknown key like any other
+        if isinstance(file_path, Path):
+            _paths_from_folder(data, file_path.parent)
         return data
 
 
@@ -528,7 +540,7 @@ class Settings(BaseSettings):
             init_settings,
             env_settings,
             _FlatAliasSource(settings_cls),
-            _YamlFileSource(settings_cls, _CONFIG_FILE.get("path")),
+            _YamlFileSource(settings_cls, _config_file.get()),
         )
 
     @model_validator(mode="after")
@@ -598,8 +610,9 @@ class Settings(BaseSettings):
         )
 
 
-# The YAML path for the source above; pydantic-settings builds sources from the class, not the instance.
-_CONFIG_FILE: dict[str, Path | None] = {}
+# The file of the `load_settings` call in progress. pydantic-settings builds its sources from the class, not from the
+# call (pydantic-settings#259); a context variable hands the file over without leaking into other threads or tasks.
+_config_file: ContextVar[Path | None] = ContextVar("kvpilot_config_file", default=None)
 
 
 def _format_errors(err: ValidationError, path: Path | None) -> str:
@@ -645,7 +658,7 @@ def _yaml_lines(path: Path | None) -> Any:
 def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Settings:
     """Read, validate and return the settings; raise ``SettingsError`` naming every bad field."""
     path = Path(config_file) if config_file is not None else None
-    _CONFIG_FILE["path"] = path
+    token = _config_file.set(path)
     try:
         return Settings(**overrides)
     except ValidationError as e:
@@ -654,4 +667,4 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
         cause = f": {e.__cause__}" if e.__cause__ else ""
         raise SettingsError(f"invalid configuration (KVPILOT_* environment): {e}{cause}") from None
     finally:
-        _CONFIG_FILE.pop("path", None)
+        _config_file.reset(token)

@@ -93,6 +93,8 @@ def test_yaml_then_environment_precedence(monkeypatch: pytest.MonkeyPatch, tmp_p
         ("ha: {lease_duration_s: 5, renew_every_s: 10}\n", {}, "renew_every_s"),  # renew inside the lease
         ("collector: {discovery: {kind: promql}}\n", {}, "promql_url"),  # promql needs a URL
         ("- a list\n", {}, "mapping"),  # the file must be a mapping
+        ("Collector: {interval_s: 3}\n", {}, "Collector (k.yaml:1): Extra inputs"),  # keys as written, case too
+        ("1: a\n", {}, "1 (k.yaml:1): Extra inputs"),  # a key that is no string is an unknown key, not a crash
         ("a: [unclosed\n", {}, "not valid YAML"),  # syntax errors name the file
         ("", {"KVPILOT_API__HTTP_PORT": "http"}, "api.http_port"),  # env values are validated too
         ("environment: production\n", {}, "api.admin_tokens"),  # production needs an admin token
@@ -122,8 +124,22 @@ def test_invalid_settings_name_the_field(
 
 
 def test_missing_config_file_is_named(tmp_path: Path) -> None:
-    with pytest.raises(SettingsError, match="cannot read config file"):
+    # the YAML source of pydantic-settings skips a missing file; one named on the command line must be there
+    with pytest.raises(SettingsError, match=r"cannot read config file .*nope\.yaml: No such file"):
         load_settings(tmp_path / "nope.yaml")
+    with pytest.raises(SettingsError, match=r"cannot read config file .*: Is a directory"):
+        load_settings(tmp_path)
+
+
+def test_the_file_of_one_load_does_not_reach_the_next(tmp_path: Path) -> None:
+    cfg = tmp_path / "k.yaml"
+    cfg.write_text("collector: {interval_s: 10, timeout_s: 3}\n")
+    assert load_settings(cfg).collector.interval_s == 10
+    assert load_settings().collector.interval_s == 5
+    (tmp_path / "bad.yaml").write_text("collector: {interval_s: 0}\n")
+    with pytest.raises(SettingsError):
+        load_settings(tmp_path / "bad.yaml")
+    assert load_settings().collector.interval_s == 5  # not even after a load that failed
 
 
 def test_production_with_strong_tokens_loads(monkeypatch: pytest.MonkeyPatch) -> None:
