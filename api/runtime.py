@@ -84,3 +84,7 @@ class Runtime(Protocol):
 
     @property
     def registry(self) -> CollectorRegistry: ...
+
+    def exposition(self) -> bytes:
+        """The /metrics page (``api.exposition.OwnMetrics.exposition``): cheap enough to call on the event loop."""
+        ...

@@ -216,6 +216,9 @@ class Service:
     def snapshot(self) -> Snapshot | None:
         return self.loop.latest
 
+    def exposition(self) -> bytes:
+        return self.metrics.exposition()
+
     def now(self) -> float:
         return self.clock.now()
 

@@ -107,6 +107,9 @@ class FakeRuntime:
     def snapshot(self) -> Snapshot | None:
         return self.snap
 
+    def exposition(self) -> bytes:
+        return self.metrics.exposition()
+
     def health(self) -> RuntimeHealth:
         return self.state
 

@@ -1,0 +1,128 @@
+"""/metrics off the event loop (issue 17): the tick renders the snapshot's gauges once, in its worker thread, and a
+scrape sends those bytes after the live counters; the page is the one the whole registry renders, its values move
+with every tick, and a slow render holds neither ``/healthz`` nor a scrape."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.parser import text_string_to_metric_families
+
+import api.exposition
+from api.auth import TokenAuth
+from api.main import create_app
+from api.runtime import Snapshot
+from collector.clock import VirtualClock
+from kvpilot.service import Service
+from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks
+
+SLOW_S = 0.3
+
+
+class CountedRender:
+    """Wraps ``api.exposition.snapshot_families``: counts the renders, notes when each ran, and can spend SLOW_S
+    of CPU first (a very large fleet)."""
+
+    def __init__(self) -> None:
+        self.original = api.exposition.snapshot_families
+        self.slow = False
+        self.ran: list[tuple[float, float]] = []
+
+    def __call__(self, snap: Snapshot) -> list[GaugeMetricFamily]:
+        start = time.perf_counter()
+        while self.slow and time.perf_counter() - start < SLOW_S:
+            sum(i * i for i in range(1000))  # pure Python: holds the GIL but for the interpreter's switches
+        families = self.original(snap)
+        self.ran.append((start, time.perf_counter()))
+        return families
+
+
+@pytest.fixture
+def render(monkeypatch: pytest.MonkeyPatch) -> CountedRender:
+    counted = CountedRender()
+    monkeypatch.setattr(api.exposition, "snapshot_families", counted)
+    return counted
+
+
+def _client(service: Service) -> httpx.AsyncClient:
+    app = create_app(service, TokenAuth(["r" * 24], ["a" * 24], anonymous_read=False))
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://kvpilot")
+
+
+def _value(page: str, series: str) -> float:
+    (line,) = [line for line in page.splitlines() if line.startswith(series + " ")]
+    return float(line.rsplit(" ", 1)[1])
+
+
+ARRIVALS = 'kvpilot_deployment_arrival_rate{deployment="llm/chat"}'
+TICKS = "kvpilot_loop_tick_seconds_count"
+
+
+async def test_scrapes_send_the_gauges_the_tick_rendered(tmp_path: Path, render: CountedRender) -> None:
+    clock = VirtualClock(START)
+    fleet = ScriptedFleet(clock)
+    service, restored, timer = make_service(f"sqlite:///{tmp_path / 'k.db'}", clock, fleet)
+    await service.start(restored)
+    try:
+        async with _client(service) as client:
+            await run_ticks(service, timer, 2)
+            assert len(render.ran) == 2  # once per tick
+            pages = [(await client.get("/metrics")).text for _ in range(3)]
+            assert len(render.ran) == 2  # the scrapes rendered no gauge
+            page = pages[-1]
+            # valid exposition, and the same page the whole registry renders in one go
+            names = [f.name for f in text_string_to_metric_families(page)]
+            assert len(names) == len(set(names))
+            assert sorted(page.splitlines()) == sorted(generate_latest(service.registry).decode().splitlines())
+            before = (_value(page, ARRIVALS), _value(page, TICKS))
+            fleet.rate = 12.0  # three times the requests from now on
+            await run_ticks(service, timer, 2)
+            after_page = (await client.get("/metrics")).text
+            after = (_value(after_page, ARRIVALS), _value(after_page, TICKS))
+    finally:
+        service.stop.set()
+        await service.wait()
+    assert after[0] > before[0]  # the gauges of the newest tick, not the first rendered ones
+    assert after[1] == before[1] + 2  # live counters, read at the scrape
+
+
+async def test_a_slow_render_holds_neither_healthz_nor_a_scrape(tmp_path: Path, render: CountedRender) -> None:
+    clock = VirtualClock(START)
+    service, restored, timer = make_service(f"sqlite:///{tmp_path / 'k.db'}", clock, ScriptedFleet(clock))
+    answered: list[tuple[str, float, float]] = []
+    stop = asyncio.Event()
+
+    async def poll(client: httpx.AsyncClient) -> None:  # an operator's probes and a Prometheus, all the time
+        while not stop.is_set():
+            for path in ("/healthz", "/healthz", "/metrics"):
+                sent = time.perf_counter()
+                assert (await client.get(path)).status_code == 200
+                answered.append((path, sent, time.perf_counter()))
+            await asyncio.sleep(0.005)
+
+    await service.start(restored)
+    try:
+        async with _client(service) as client:
+            await run_ticks(service, timer, 1)
+            render.slow = True
+            polling = asyncio.create_task(poll(client))
+            await run_ticks(service, timer, 1)
+            stop.set()
+            await polling
+    finally:
+        service.stop.set()
+        await service.wait()
+    start, end = render.ran[-1]
+    assert len(render.ran) == 2  # the ticks' renders only: no scrape rendered
+    during = [(path, sent, got) for path, sent, got in answered if start < sent and got < end]
+    # On the loop, a 0.3 s render would let no request through; in the tick's worker thread the loop gets the GIL
+    # back at every switch interval (5 ms), so requests keep being answered, scrapes (the previous tick's page)
+    # included.
+    assert sum(path == "/healthz" for path, _, _ in during) >= 5, during
+    assert any(path == "/metrics" for path, _, _ in during), during
