@@ -17,7 +17,9 @@ Stuck replicas are handled as a cluster would handle them: when kvpilot's stuck_
 a drain would evict (action `drain_node` or `restart_workload`), the demo deletes that pod through the simulator's
 `/control/evict` — the eviction step of the drain, which `NoClusterDrainer` cannot do without a Kubernetes API. The
 pod leaves the Service endpoints at once (the gateway stops routing to it), the requests it held are retried
-through the gateway, and its ReplicaSet starts a replacement on a healthy GPU.
+through the gateway, and its ReplicaSet starts a replacement on a healthy GPU. Before it, the demo tells the rollout
+stage, as the drain actuator does before each eviction (`RolloutStage.note_removed`), so that the pod's departure is
+not read as a rolling update's drain.
 """
 
 from __future__ import annotations
@@ -426,7 +428,9 @@ async def run_demo(
                     if snap is not None and snap.t != last_t:
                         last_t = snap.t
                         tracker.observe(snap, t)
-                        await _evict_stuck(client, snap, t, evicted, tracker.summary, events)
+                        await _evict_stuck(
+                            client, snap, t, evicted, tracker.summary, events, service.loop.rollout.note_removed
+                        )
                         await _apply_decisions(client, snap, applied, events, t)
                     with live.lock:
                         state = live.fleet.snapshot(replicas=())
@@ -540,9 +544,16 @@ async def _apply_decisions(
 
 
 async def _evict_stuck(
-    client: httpx.AsyncClient, snap: Snapshot, t: float, evicted: set[str], s: DemoSummary, events: list[Event]
+    client: httpx.AsyncClient,
+    snap: Snapshot,
+    t: float,
+    evicted: set[str],
+    s: DemoSummary,
+    events: list[Event],
+    note_removed: Callable[[str, float], None],
 ) -> None:
-    """Apply open stuck_gpu findings as a drain would to the pod they name: evict it (see the module docstring)."""
+    """Apply open stuck_gpu findings as a drain would to the pod they name: evict it (see the module docstring).
+    ``note_removed`` is told each pod ("namespace/name") first, as the drain actuator's ``on_evict`` is."""
     for f in snap.findings:
         replica = f.evidence.get("replica")
         if f.kind != "stuck_gpu" or f.action not in _EVICTING_ACTIONS or not isinstance(replica, str):
@@ -550,6 +561,10 @@ async def _evict_stuck(
         if replica in evicted:
             continue
         evicted.add(replica)
+        namespace = next((r.sample.namespace for r in snap.replicas if r.sample.replica == replica), None)
+        if namespace is None:
+            namespace = str(f.evidence.get("deployment") or "default").split("/", 1)[0]
+        note_removed(f"{namespace}/{replica.split('#', 1)[0]}", snap.t)
         r = await client.post("/control/evict", json={"replica": replica})
         if r.status_code != 200:
             events.append(Event(t, f"evict {replica}: refused ({r.status_code}): {r.text[:80]}"))

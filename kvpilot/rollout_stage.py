@@ -11,12 +11,17 @@ status (generation/observedGeneration, updatedReplicas, the strategy's maxSurge 
 and the planner's own count is published again. The planner (``scaler.planner``) is not touched: this is a
 stage after it.
 
+From the replicas alone, a ready replica that discovery stops listing while the count asked for holds reads as a
+wave's drain — unless kvpilot removed it itself: the drain actuator tells the stage each pod it evicts
+(``RolloutStage.note_removed``, wired in ``kvpilot.wiring``; the demo's stand-in eviction calls it too), and such a
+disappearance within ``OWN_REMOVAL_MEMORY_S`` raises no surge.
+
 The stage itself lives in ``scaler.rollout`` (below the composition root), so that the backtest replays the same
 stage; this module is where the control loop takes it from.
 """
 
 from __future__ import annotations
 
-from scaler.rollout import DEFAULT_COLD_START_S, RolloutStage
+from scaler.rollout import DEFAULT_COLD_START_S, OWN_REMOVAL_MEMORY_S, RolloutStage
 
-__all__ = ["DEFAULT_COLD_START_S", "RolloutStage"]
+__all__ = ["DEFAULT_COLD_START_S", "OWN_REMOVAL_MEMORY_S", "RolloutStage"]

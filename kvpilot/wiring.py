@@ -199,6 +199,7 @@ def build_service(
             sessions,
             clock,
             on_refusal=lambda node, rail: metrics.drain_refusals.labels(node, rail).inc(),
+            on_evict=loop.rollout.note_removed,  # a pod kvpilot evicts is no rollout's drain
         )
     service = Service(
         clock=clock,
@@ -302,8 +303,10 @@ def build_actuation(
     clock: Clock,
     *,
     on_refusal: Callable[[str, str], None] | None = None,
+    on_evict: Callable[[str, float], None] | None = None,
 ) -> Actuation:
-    """Drains through the rails (on the cluster when there is one) and, in ``direct`` mode, scaling."""
+    """Drains through the rails (on the cluster when there is one) and, in ``direct`` mode, scaling. ``on_evict``
+    is told each pod a drain evicts ("namespace/name", now): the rollout stage's ``note_removed``."""
     d = settings.drains
     rails = DrainRails(dry_run=d.dry_run, max_concurrent_nodes=d.max_concurrent, breaker_share=d.breaker_share)
     on_cluster = settings.collector.discovery.kind == "kubernetes" or settings.ha.enabled or settings.sharding.enabled
@@ -311,7 +314,7 @@ def build_actuation(
     if on_cluster:
         from kubernetes import client
 
-        drainer = NodeDrainer(client.CoreV1Api(_kube_api_client()), clock=clock)
+        drainer = NodeDrainer(client.CoreV1Api(_kube_api_client()), clock=clock, on_evict=on_evict)
     else:
         drainer = NoClusterDrainer(clock)
     scaler: Any = None

@@ -9,6 +9,8 @@ values, so the planner, the backtest and a test all call the same arithmetic.
 ``RolloutTracker`` turns what the control loop sees each tick (the versions among a deployment's replicas, and
 the Deployment's own rollout status where the scale source reads Kubernetes) into those values, and
 ``surge_decision`` raises the planner's decision by the surge: the stage ``kvpilot.loop`` runs after the planner.
+``OwnRemovals`` remembers the pods kvpilot's own actuation removed (a drain's evictions), so that the stage does
+not read their disappearance as a rollout wave's drain.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -318,6 +321,39 @@ def surge_decision(
 log = logging.getLogger(__name__)
 
 DEFAULT_COLD_START_S = 120.0
+# How long a pod kvpilot itself removed is remembered: longer than an evicted pod takes to leave discovery (its
+# termination grace period: Kubernetes' default 30 s, LLM-serving charts often 120-300 s), and bounded, so that a
+# pod name reused later (a StatefulSet's) drained by a real rollout is read as one again.
+OWN_REMOVAL_MEMORY_S = 600.0
+
+
+class OwnRemovals:
+    """Pods kvpilot's own actuation removed ("namespace/pod", as a drain evicts them and as FleetState keys their
+    replicas), each for ``memory_s`` after it was last noted. Noted from the drain worker's thread and read on the
+    control loop's, hence the lock."""
+
+    def __init__(self, memory_s: float = OWN_REMOVAL_MEMORY_S) -> None:
+        if not (math.isfinite(memory_s) and memory_s > 0):
+            raise ValueError(f"OwnRemovals: memory_s must be a finite number > 0, got {memory_s!r}")
+        self.memory_s = memory_s
+        self._noted: dict[str, float] = {}  # pod -> when kvpilot last removed (or asked to remove) it
+        self._lock = threading.Lock()
+
+    def note(self, pod: str, now: float) -> None:
+        with self._lock:
+            self._noted[pod] = now
+            self._expire(now)
+
+    def others(self, gone: Iterable[str], now: float) -> set[str]:
+        """The replicas of ``gone`` that kvpilot did not remove (a replica ``pod#group`` is its pod's)."""
+        with self._lock:
+            self._expire(now)
+            own = set(self._noted)
+        return {key for key in gone if key.split("#", 1)[0] not in own}
+
+    def _expire(self, now: float) -> None:
+        for pod in [p for p, at in self._noted.items() if now - at > self.memory_s]:
+            del self._noted[pod]
 
 
 class RolloutStage:
@@ -325,9 +361,10 @@ class RolloutStage:
     decision raised by the surge its rolling update needs. Here, below the composition root, so that the backtest
     runs the same stage."""
 
-    def __init__(self, thresholds: Thresholds = DEFAULT) -> None:
+    def __init__(self, thresholds: Thresholds = DEFAULT, *, own_removal_memory_s: float = OWN_REMOVAL_MEMORY_S) -> None:
         self.thresholds = thresholds
         self.tracker = RolloutTracker()
+        self.own_removals = OwnRemovals(own_removal_memory_s)
         self._surging: set[str] = set()
         self._held: dict[str, int] = {}  # the largest surge published during each deployment's rollout
         self._ready_keys: dict[str, set[str]] = {}  # each deployment's ready replicas at the last tick
@@ -342,11 +379,17 @@ class RolloutStage:
         self._asked.pop(key, None)
         self._lowered_at.pop(key, None)
 
+    def note_removed(self, pod: str, now: float) -> None:
+        """kvpilot's own actuation removed ``pod`` ("namespace/name") or is removing it now (a drain's eviction):
+        its disappearance within ``own_removal_memory_s`` is not a rollout wave's drain. Safe from any thread."""
+        self.own_removals.note(pod, now)
+
     def _drained(self, view: Any, d: Decision, now: float, cold_start_s: float) -> int:
         """Ready replicas at the last tick that are gone from the fleet now (discovery stopped listing them, so
         FleetState forgot them) while the count asked for did not fall within a cold start: drained, as a rolling
-        update's wave drains its old pods. A replica that crashed is still listed (down, restarting in place)
-        and a scale-down lowers the count first, so neither counts."""
+        update's wave drains its old pods. A replica that crashed is still listed (down, restarting in place),
+        a scale-down lowers the count first, and a pod kvpilot itself evicted was noted (``note_removed``), so
+        none of them counts."""
         key = d.deployment
         asked = d.current_replicas
         before = self._asked.get(key)
@@ -359,7 +402,11 @@ class RolloutStage:
         lowered = self._lowered_at.get(key)
         if lowered is not None and now - lowered <= cold_start_s:
             return 0
-        return len(previous - present)
+        gone = previous - present
+        drained = self.own_removals.others(gone, now)
+        if len(drained) < len(gone):
+            log.debug("%s: %s removed by kvpilot itself, not a rollout's drain", key, sorted(gone - drained))
+        return len(drained)
 
     def apply(
         self,

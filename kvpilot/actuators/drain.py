@@ -10,6 +10,9 @@ controller, an operator's kubectl) yields a 409 that is retried on a fresh read 
 A drain runs in a worker thread (``kvpilot.actuation``'s drain worker, never the control loop). Given an
 ``interrupt`` event, its 429 backoff waits on that event instead of sleeping, so a cancel or SIGTERM ends a drain
 whose PodDisruptionBudget keeps refusing at once rather than after the backoff (up to ``Backoff.deadline_s``).
+
+Before each eviction request it tells ``on_evict`` the pod and the time: kvpilot's own removal, which the rollout
+stage must not read as a rolling update draining the pod (``scaler.rollout.RolloutStage.note_removed``).
 """
 
 from __future__ import annotations
@@ -69,8 +72,10 @@ class NodeDrainer:
         backoff: Backoff = Backoff(),
         actor: str = "kvpilot",
         taint_key: str = TAINT_KEY,
+        on_evict: Callable[[str, float], None] | None = None,
     ) -> None:
         self._core = core
+        self._on_evict = on_evict  # ("namespace/name", now) before each eviction request, retries included
         self._clock = clock or WallClock()
         self._sleep = sleep
         self._backoff = backoff
@@ -209,6 +214,8 @@ class NodeDrainer:
         start = self._clock.now()
         attempt = 0
         while True:
+            if self._on_evict is not None:  # before the request: the pod may leave discovery before it returns
+                self._on_evict(ref, self._clock.now())
             try:
                 self._core.create_namespaced_pod_eviction(name, namespace, body)
             except ApiException as e:

@@ -127,6 +127,17 @@ def test_evicted_replicas_leave_the_fleet_and_the_xid_finding_stays_open(two_run
     assert len(closed) == 1
 
 
+def test_the_stuck_pods_evictions_raise_no_rollout_surge(
+    two_runs: tuple[dict[str, Any], dict[str, Any], list[tuple[float, set[str], list[str]]]],
+) -> None:
+    # The demo's evictions tell the rollout stage, as the drain actuator does: the replicas they remove are not a
+    # rolling update's drains, so no surge is published for them.
+    s, _, seen = two_runs
+    assert len(s["evictions"]) == 2
+    events = seen[-1][2]
+    assert [e for e in events if "(rollout_surge)" in e] == []
+
+
 def test_demo_api_answers_while_running():
     # The demo runs in its own thread and event loop, as under `kvpilot demo`; the test is the operator's curl.
     urls: queue.Queue[str] = queue.Queue()

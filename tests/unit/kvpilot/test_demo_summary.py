@@ -10,7 +10,7 @@ import pytest
 from api.runtime import Snapshot
 from collector.samples import ReplicaSample
 from collector.state import FleetState
-from kvpilot.demo import DemoSummary, _count_requests, _Tracker, decision_group
+from kvpilot.demo import DemoSummary, _count_requests, _evict_stuck, _Tracker, decision_group
 from kvpilot.view import Event
 from scaler.decision import Decision
 from simulator import Fleet, FleetConfig, load_trace, parse_fault
@@ -184,3 +184,34 @@ def test_each_fault_is_credited_only_with_its_own_kind_before_the_next_fault() -
         ("kv_pressure", None, None),
         ("hung_gpu", "stuck_gpu", 15.0),
     ]
+
+
+async def test_the_demo_tells_the_rollout_stage_of_its_eviction_before_it_posts_it() -> None:
+    # The demo's eviction stands in for the drain actuator's: the same notification, first, with the pod's key.
+    import httpx
+
+    from detectors.finding import Finding, Severity, Subject
+
+    order: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        order.append(f"POST {request.url.path} {request.content.decode()}")
+        return httpx.Response(200, json={"requests_retried": 3})
+
+    snap = _snapshot(30.0, current=2, desired=2, reason="predictive", waiting=0.0)
+    stuck = Finding(
+        "stuck_gpu",
+        Severity.CRITICAL,
+        Subject(node="node-0", gpu="0"),
+        10.0,
+        "XID 79",
+        evidence={"replica": "llama-0000", "deployment": "inference/llama"},
+        action="drain_node",
+    )
+    snap = replace(snap, findings=(stuck,))
+    s, evicted = DemoSummary(), set[str]()
+    async with httpx.AsyncClient(base_url="http://sim", transport=httpx.MockTransport(handle)) as client:
+        for t in (30.0, 35.0):  # the finding stays open: evicted once, told once
+            await _evict_stuck(client, snap, t, evicted, s, [], lambda pod, now: order.append(f"told {pod} {now}"))
+    assert order == ["told inference/llama-0000 30.0", 'POST /control/evict {"replica":"llama-0000"}']
+    assert s.evictions == [{"t": 30.0, "replica": "llama-0000", "requests_retried": 3}]

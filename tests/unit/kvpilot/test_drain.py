@@ -261,3 +261,36 @@ def test_cancel_stops_further_evictions(kube, core):
     assert not result.complete
     assert kube.get("nodes", "gpu-1", namespace="")["spec"]["unschedulable"] is True
     assert len(kube.store.list(kube.resource("pods"), "ml")[0]) == 2
+
+
+def test_each_eviction_request_is_told_to_on_evict_first(kube: FakeKube, core: client.CoreV1Api) -> None:
+    # kvpilot's own removal is told before the request (the pod may leave discovery before it returns), and again
+    # on every retry a PDB forces, so that the rollout stage's memory of it outlasts the backoff.
+    _node(kube)
+    _pod(kube, "llm-0")
+    _pod(kube, "llm-1", node="gpu-2")
+    _pdb(kube, min_available=2)
+    clock, sleeps, told = VirtualClock(), list[float](), list[tuple[str, float, bool]]()
+
+    def sleep(s: float) -> None:
+        sleeps.append(s)
+        clock.advance(s)
+        if len(sleeps) == 2:
+            _pod(kube, "llm-2", node="gpu-3")  # the replacement turns ready: the budget allows the eviction
+
+    def on_evict(pod: str, now: float) -> None:
+        told.append((pod, now, kube.get("pods", "llm-0", "ml") is not None))
+
+    drainer = NodeDrainer(core, clock=clock, sleep=sleep, backoff=Backoff(initial_s=1, factor=2), on_evict=on_evict)
+    result = drainer.drain("gpu-1", dry_run=False)
+    assert result.evicted == ["ml/llm-0"]
+    assert told == [("ml/llm-0", 0.0, True), ("ml/llm-0", 1.0, True), ("ml/llm-0", 3.0, True)]
+
+
+def test_a_dry_run_tells_on_evict_nothing(kube: FakeKube, core: client.CoreV1Api) -> None:
+    _node(kube)
+    _pod(kube, "llm-0")
+    told: list[tuple[str, float]] = []
+    NodeDrainer(core, clock=VirtualClock(), on_evict=lambda pod, now: told.append((pod, now))).drain("gpu-1")
+    assert told == []
+    assert kube.get("pods", "llm-0", "ml")

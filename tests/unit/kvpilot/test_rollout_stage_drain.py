@@ -1,14 +1,17 @@
 """The rollout stage from the replicas alone (static/PromQL modes, no Deployment status): a ready replica that
 discovery stops listing while the count asked for holds is a drain, the first sign of a rolling update, and the
 surge is published then, a cold start before the new version serves; a replica that crashed (still listed, its
-target down) or one removed by a scale-down raises no surge."""
+target down), one removed by a scale-down, or one kvpilot's own drain evicted (``note_removed``) raises no surge."""
 
 from __future__ import annotations
+
+import pytest
 
 from collector.samples import ReplicaSample
 from collector.state import FleetState
 from kvpilot.rollout_stage import RolloutStage
 from scaler.decision import Decision
+from scaler.rollout import OwnRemovals
 
 KEY = "llm/chat"
 TICK = 5.0
@@ -17,9 +20,9 @@ TICK = 5.0
 class Fleet:
     """Four replicas on one version; each tick the test says which serve metrics and which discovery dropped."""
 
-    def __init__(self) -> None:
+    def __init__(self, stage: RolloutStage | None = None) -> None:
         self.state = FleetState(stale_after_s=3 * TICK, forget_after_s=3600)
-        self.stage = RolloutStage()
+        self.stage = stage or RolloutStage()
         self.serving: dict[str, str] = {f"chat-{i}": "v1" for i in range(4)}
         self.t = 0.0
 
@@ -82,3 +85,55 @@ def test_an_eviction_that_comes_back_on_the_same_version_ends_its_surge() -> Non
     fleet.serving["chat-6"] = "v1"
     published = [fleet.tick(asked=6) for _ in range(4)]
     assert published[-1] == 4  # every replica asked for serves, one version: no rollout, the surge is withdrawn
+
+
+MEMORY_S = 60.0
+
+
+@pytest.mark.parametrize(
+    ("noted", "ticks_before_it_goes", "surge"),
+    [
+        # kvpilot's drain evicted chat-0 (noted just before the eviction): its departure is no rollout wave
+        ("llm/chat-0", 0, False),
+        # the note came a while before the pod left discovery (a long termination grace), still within memory
+        ("llm/chat-0", 11, False),
+        # the same departure with no note: a rollout's wave drained it, the surge is published
+        (None, 0, True),
+        # kvpilot evicted another pod: chat-0's departure is still a wave's drain
+        ("llm/chat-3", 0, True),
+        # the note expired (MEMORY_S, 12 ticks) before chat-0 went: read as a rollout again
+        ("llm/chat-0", 13, True),
+    ],
+)
+def test_a_pod_kvpilot_removed_itself_is_no_rollout_drain(
+    noted: str | None, ticks_before_it_goes: int, surge: bool
+) -> None:
+    fleet = Fleet(RolloutStage(own_removal_memory_s=MEMORY_S))
+    warm(fleet)
+    if noted is not None:
+        fleet.stage.note_removed(noted, fleet.t)
+    for _ in range(ticks_before_it_goes):
+        assert fleet.tick() == 4
+    del fleet.serving["chat-0"]  # gone from discovery; the count asked for holds at 4 (its replacement loads)
+    published = [fleet.tick(departed=("chat-0",))] + [fleet.tick() for _ in range(23)]
+    if surge:
+        assert min(published) >= 5
+    else:
+        assert published == [4] * 24
+
+
+def test_own_removals_match_a_pods_replicas_and_forget_after_their_memory() -> None:
+    own = OwnRemovals(memory_s=MEMORY_S)
+    own.note("llm/chat-0", 100.0)
+    gone = {"llm/chat-0", "llm/chat-0#dp1", "llm/chat-1"}  # data-parallel groups of a pod are its replicas
+    assert own.others(gone, 100.0 + MEMORY_S) == {"llm/chat-1"}
+    own.note("llm/chat-0", 150.0)  # an eviction retried (a PDB's backoff) keeps the note fresh
+    assert own.others(gone, 150.0 + MEMORY_S) == {"llm/chat-1"}
+    assert own.others(gone, 150.0 + MEMORY_S + 1) == gone  # forgotten
+    assert own.others(gone, 150.0) == gone  # and gone for good, not revived by an earlier time
+
+
+@pytest.mark.parametrize("memory_s", [0.0, -1.0, float("inf"), float("nan")])
+def test_own_removal_memory_must_be_a_finite_positive_number(memory_s: float) -> None:
+    with pytest.raises(ValueError, match="memory_s"):
+        RolloutStage(own_removal_memory_s=memory_s)
