@@ -78,48 +78,112 @@ class StaticTarget(TargetSpec):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # Text before the engine's metric names (Ray Serve LLM: `ray_`); unset: found on the page; "": none, no search.
-    prefix: str | None = Field(default=None, max_length=64, pattern=r"^[A-Za-z0-9_:]*$")
+    prefix: str | None = Field(
+        default=None,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_:]*$",
+        description="Text before the engine's metric names (Ray Serve LLM: `ray_`); unset: found on the page; "
+        '`""`: none, and no search.',
+    )
 
 
 class DiscoverySettings(_Section):
     """Where the targets come from. ``simulator`` runs the built-in fake fleet in-process (the zero-config demo)."""
 
-    kind: Literal["simulator", "static", "kubernetes", "promql"] = "simulator"
-    static_file: Path | None = None  # YAML list of StaticTarget, re-read when it changes
-    static_targets: tuple[StaticTarget, ...] = ()
-    kubernetes_namespace: str | None = None  # None: all namespaces
-    kubernetes_label_selector: str = "kvpilot.io/scrape=true"
-    promql_url: str | None = None
-    # `replicas`: every raw series of every replica, each tick (exact, cost grows with the fleet); `aggregates`:
-    # per-deployment signals computed by Prometheus (kvpilot's recording rules, else ad hoc) plus only the replicas
-    # and GPUs a detector must see (docs/scaling-large-fleets.md).
-    promql_mode: Literal["replicas", "aggregates"] = "replicas"
-    promql_selector: str = ""  # label matchers added to every PromQL query, e.g. `namespace="prod"`
-    promql_max_answer_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)  # a larger answer fails the tick
-    promql_max_replicas: int = Field(default=500, ge=1)  # aggregates mode: most replicas read series by series
-    simulator_replicas: int = Field(default=4, ge=1, le=1000)
-    simulator_trace: Path | None = None  # None: the simulator's built-in default
+    kind: Literal["simulator", "static", "kubernetes", "promql"] = Field(
+        default="simulator",
+        description="`static` (listed targets), `kubernetes` (labelled pods), `promql` (targets from a "
+        "Prometheus-compatible API) or `simulator` (the built-in fleet).",
+    )
+    static_file: Path | None = Field(
+        default=None, description="YAML list of static targets (fields as below), re-read when it changes."
+    )
+    static_targets: tuple[StaticTarget, ...] = Field(
+        default=(), description="Targets listed inline (also added to any discovered ones)."
+    )
+    kubernetes_namespace: str | None = Field(
+        default=None, description="Namespace to discover pods in; unset: all namespaces."
+    )
+    kubernetes_label_selector: str = Field(
+        default="kvpilot.io/scrape=true", description="Pods carrying these labels are scraped."
+    )
+    promql_url: str | None = Field(
+        default=None, description="Base URL of Prometheus, Thanos or Mimir for `kind: promql`."
+    )
+    promql_mode: Literal["replicas", "aggregates"] = Field(
+        default="replicas",
+        description="`replicas`: every raw series of every replica, each tick (exact, cost grows with the fleet); "
+        "`aggregates`: per-deployment signals computed by Prometheus (kvpilot's recording rules, else ad hoc) plus "
+        "only the replicas and GPUs a detector must see (docs/scaling-large-fleets.md).",
+    )
+    promql_selector: str = Field(
+        default="", description='Label matchers added to every PromQL query, e.g. `namespace="prod"`.'
+    )
+    promql_max_answer_bytes: int = Field(
+        default=256 * 1024 * 1024, ge=1024, description="Largest PromQL answer read; a larger one fails the tick."
+    )
+    promql_max_replicas: int = Field(
+        default=500, ge=1, description="`aggregates` mode: most replicas read series by series."
+    )
+    simulator_replicas: int = Field(
+        default=4, ge=1, le=1000, description="Replicas of the built-in simulator (`kind: simulator`)."
+    )
+    simulator_trace: Path | None = Field(
+        default=None,
+        description="Trace the simulator replays (a file, or `synthetic[:k=v]`); unset: the simulator's built-in "
+        "default.",
+    )
 
     @model_validator(mode="after")
     def _source_configured(self) -> DiscoverySettings:
+        """`kind: promql` needs `promql_url`"""
         if self.kind == "promql" and not self.promql_url:
             raise ValueError("discovery.kind is 'promql' but discovery.promql_url is not set")
         return self
 
 
 class CollectorSettings(_Section):
-    interval_s: float = Field(default=5.0, gt=0, le=3600)
-    timeout_s: float = Field(default=2.0, gt=0, le=60)
-    concurrency: int = Field(default=64, ge=1, le=10_000)
-    max_body_bytes: int = Field(default=DEFAULT_MAX_BYTES, ge=1024)  # the one page cap (`scrape`, `parse` too)
-    rate_window_s: float = Field(default=60.0, gt=0)
-    history_s: float = Field(default=3600.0, gt=0)
-    stale_after_s: float = Field(default=30.0, gt=0)
-    discovery: DiscoverySettings = DiscoverySettings()
+    """How often and how the targets are scraped."""
+
+    interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=3600,
+        description="Control-loop tick: every target is scraped, and findings and decisions are computed, once per "
+        "interval.",
+    )
+    timeout_s: float = Field(
+        default=2.0,
+        gt=0,
+        le=60,
+        description="Per-scrape timeout; a target slower than this counts as a failed scrape.",
+    )
+    concurrency: int = Field(default=64, ge=1, le=10_000, description="Most scrapes in flight at once.")
+    max_body_bytes: int = Field(
+        default=DEFAULT_MAX_BYTES,
+        ge=1024,
+        description="Largest metrics page read from a target: the one page cap (`scrape`, `parse` too).",
+    )
+    rate_window_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Window over which counters become rates (arrivals, tokens, prefix-cache hit ratio).",
+    )
+    history_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="History kept in memory per replica (and restored from the store's roll-ups at start).",
+    )
+    stale_after_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A replica not scraped successfully for this long no longer counts as ready.",
+    )
+    discovery: DiscoverySettings = Field(default=DiscoverySettings(), description="Target discovery.")
 
     @model_validator(mode="after")
     def _timeout_fits_tick(self) -> CollectorSettings:
+        """`timeout_s` < `interval_s`"""
         if self.timeout_s >= self.interval_s:
             raise ValueError(
                 f"collector.timeout_s ({self.timeout_s}) must be shorter than collector.interval_s ({self.interval_s})"
@@ -134,15 +198,24 @@ class DetectorSettings(_Section):
     """Overrides of the detectors' own thresholds (``detectors.thresholds``), by section and field, so detectors,
     alert rules and this file share one set of defaults; ``only`` restricts which detectors run."""
 
-    only: tuple[str, ...] | None = None
-    kv: dict[str, Scalar] = Field(default_factory=dict)
-    prefix: dict[str, Scalar] = Field(default_factory=dict)
-    gpu: dict[str, Scalar] = Field(default_factory=dict)
-    ttft: dict[str, Scalar] = Field(default_factory=dict)
-    target: dict[str, Scalar] = Field(default_factory=dict)
+    only: tuple[str, ...] | None = Field(default=None, description="Run only these detectors (by kind); unset: all.")
+    kv: dict[str, Scalar] = Field(
+        default_factory=dict, description="Overrides of the KV-exhaustion thresholds (table below)."
+    )
+    prefix: dict[str, Scalar] = Field(
+        default_factory=dict, description="Overrides of the prefix-cache-miss thresholds (table below)."
+    )
+    gpu: dict[str, Scalar] = Field(
+        default_factory=dict, description="Overrides of the stuck-GPU thresholds (table below)."
+    )
+    ttft: dict[str, Scalar] = Field(default_factory=dict, description="Overrides of the TTFT SLO (table below).")
+    target: dict[str, Scalar] = Field(
+        default_factory=dict, description="Overrides of the target-down threshold (table below)."
+    )
 
     @model_validator(mode="after")
     def _applies(self) -> DetectorSettings:
+        """every override names a known threshold and passes its range check"""
         self.thresholds(tick_s=5.0)  # unknown fields and out-of-range values fail at start, named
         return self
 
@@ -169,22 +242,39 @@ class ServingProfileSettings(_Section):
     """What one replica does, from a benchmark of it (see docs/scaling.md, "Capacity"): turns any token mix into
     requests/s, so that capacity is known before the first burst."""
 
-    prefill_tokens_per_s: float = Field(gt=0)  # uncached prompt tokens/s at full compute
-    decode_step_s: float = Field(gt=0)  # inter-token latency with one sequence
-    decode_tokens_per_s: float = Field(gt=0)  # output tokens/s with a full batch of short sequences
-    kv_tokens: float = Field(gt=0)  # the KV pool in tokens (vllm:cache_config_info, or the engine's start-up log)
-    max_num_seqs: int = Field(default=256, ge=1)  # sequences one replica batches at most (vLLM --max-num-seqs)
-    kv_read_tokens_per_s: float | None = Field(default=None, gt=0)  # HBM bandwidth / KV bytes per token
+    prefill_tokens_per_s: float = Field(gt=0, description="Uncached prompt tokens/s at full compute.")
+    decode_step_s: float = Field(gt=0, description="Inter-token latency with one sequence, s.")
+    decode_tokens_per_s: float = Field(gt=0, description="Output tokens/s with a full batch of short sequences.")
+    kv_tokens: float = Field(
+        gt=0, description="The KV pool in tokens (vllm:cache_config_info, or the engine's start-up log)."
+    )
+    max_num_seqs: int = Field(
+        default=256, ge=1, description="Sequences one replica batches at most (vLLM `--max-num-seqs`)."
+    )
+    kv_read_tokens_per_s: float | None = Field(
+        default=None, gt=0, description="KV tokens read per second: HBM bandwidth / KV bytes per token."
+    )
 
 
 class DeploymentScaling(_Section):
-    min_replicas: int = Field(default=1, ge=0)
-    max_replicas: int = Field(default=100, ge=1)
-    capacity_rps: float | None = Field(default=None, gt=0)  # a fixed number; None: the profile, else learned
-    profile: ServingProfileSettings | None = None
+    """Bounds and capacity of one deployment (`scaler.default`: every deployment without an entry of its own)."""
+
+    min_replicas: int = Field(default=1, ge=0, description="Fewest replicas kvpilot will ask for.")
+    max_replicas: int = Field(
+        default=100, ge=1, description="Most replicas kvpilot will ask for (100: KEDA's default `maxReplicaCount`)."
+    )
+    capacity_rps: float | None = Field(
+        default=None,
+        gt=0,
+        description="Requests/s one replica serves, a fixed number; unset: from the profile, else learned.",
+    )
+    profile: ServingProfileSettings | None = Field(
+        default=None, description="What one replica does, from a benchmark of it; unset: capacity is learned."
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> DeploymentScaling:
+        """`min_replicas` ≤ `max_replicas`"""
         if self.min_replicas > self.max_replicas:
             raise ValueError(f"min_replicas ({self.min_replicas}) exceeds max_replicas ({self.max_replicas})")
         return self
@@ -197,14 +287,14 @@ class PoolScaling(_Section):
     gpu_type: str | None = Field(
         default=None,
         pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$",
-        description="GPU type of this pool's replicas, a key of cost.gpus: prices the pool (after a "
-        "cost.deployments entry for the deployment or the pool)",
+        description="GPU type of this pool's replicas, a key of `cost.gpus`: prices the pool (after a "
+        "`cost.deployments` entry for the deployment or the pool).",
     )
-    cold_start_s: float | None = Field(default=None, ge=0, description="cold start of this pool's replicas, s")
-    min_replicas: int | None = Field(default=None, ge=0, description="fewest replicas the pool is sized to")
-    max_replicas: int | None = Field(default=None, ge=1, description="most replicas the pool is sized to")
+    cold_start_s: float | None = Field(default=None, ge=0, description="Cold start of this pool's replicas, s.")
+    min_replicas: int | None = Field(default=None, ge=0, description="Fewest replicas the pool is sized to.")
+    max_replicas: int | None = Field(default=None, ge=1, description="Most replicas the pool is sized to.")
     profile: ServingProfileSettings | None = Field(
-        default=None, description="what one replica of this pool does (its GPU type's benchmark)"
+        default=None, description="What one replica of this pool does (its GPU type's benchmark)."
     )
 
     @model_validator(mode="after")
@@ -219,10 +309,16 @@ class PlannerSettings(_Section):
     """The planner's choices; unset fields take kvpilot's defaults (`scaler.planner.planner_config`), which
     `kvpilot config show` prints."""
 
-    forecaster: str | None = None  # default "auto": every model, weighted by its own error at the horizon
-    target_utilisation: float | None = Field(default=None, gt=0, le=1)  # share of capacity to plan for
-    slo_ttft_s: float | None = Field(default=None, gt=0)  # TTFT SLO the capacity is corrected against
-    slo_feedback: bool | None = None  # correct capacity by queueing seen at the SLO (default on)
+    forecaster: str | None = Field(
+        default=None,
+        description="Forecaster the planner uses (one of `scaler.forecast.FORECASTERS`); unset: `auto`, every model "
+        "weighted by its own error at the horizon.",
+    )
+    target_utilisation: float | None = Field(default=None, gt=0, le=1, description="Share of capacity to plan for.")
+    slo_ttft_s: float | None = Field(default=None, gt=0, description="TTFT SLO the capacity is corrected against, s.")
+    slo_feedback: bool | None = Field(
+        default=None, description="Correct capacity by queueing seen at the SLO; unset: on."
+    )
 
     @field_validator("forecaster")
     @classmethod
@@ -237,22 +333,44 @@ class PlannerSettings(_Section):
 
 
 class ScalerSettings(_Section):
-    mode: Literal["advisory", "keda", "direct"] = "advisory"
-    planner: PlannerSettings = PlannerSettings()
-    cold_start_s: float = Field(default=120.0, ge=0)
-    horizon_s: float | None = Field(default=None, gt=0)  # None: cold start + one tick + half the rate window
-    warm_start_s: float = Field(default=86400.0, ge=0)  # stored per-minute history fed to forecasters at start
-    default: DeploymentScaling = DeploymentScaling()
-    deployments: dict[str, DeploymentScaling] = Field(default_factory=dict)  # key "namespace/name"
+    """How replica counts are decided and where they go."""
+
+    mode: Literal["advisory", "keda", "direct"] = Field(
+        default="advisory",
+        description="`advisory` (decide and publish only), `keda` (publish to KEDA's external scaler) or `direct` "
+        "(patch deployments/scale).",
+    )
+    planner: PlannerSettings = Field(default=PlannerSettings(), description="The planner's choices.")
+    cold_start_s: float = Field(
+        default=120.0,
+        ge=0,
+        description="Time from a replica's creation until it serves: the forecast looks this far ahead.",
+    )
+    horizon_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="How far ahead the forecast looks, s; unset: cold start + one tick + half the rate window.",
+    )
+    warm_start_s: float = Field(
+        default=86400.0, ge=0, description="Stored per-minute history fed to the forecasters at start, s."
+    )
+    default: DeploymentScaling = Field(
+        default=DeploymentScaling(), description="Bounds and capacity of every deployment without its own entry."
+    )
+    deployments: dict[str, DeploymentScaling] = Field(
+        default_factory=dict,
+        description="Bounds and capacity per deployment, keyed `namespace/name` (fields below).",
+    )
     pools: dict[Literal["prefill", "decode"], PoolScaling] = Field(
         default_factory=dict,
-        description="per pool of disaggregated deployments (keys prefill, decode): GPU type, cold start, bounds, "
-        "serving profile",
+        description="Per pool of disaggregated deployments (keys `prefill`, `decode`): GPU type, cold start, "
+        "bounds, serving profile.",
     )
 
     @field_validator("deployments")
     @classmethod
     def _keys_are_namespaced(cls, v: dict[str, DeploymentScaling]) -> dict[str, DeploymentScaling]:
+        """every `deployments` key is `namespace/name`"""
         for key in v:
             ns, _, name = key.partition("/")
             if not ns or not name:
@@ -261,29 +379,50 @@ class ScalerSettings(_Section):
 
 
 class StoreSettings(_Section):
-    database_url: str | None = None  # None: SQLite file under data_dir
-    retention_days: float = Field(default=30.0, gt=0)
-    buffer_max_writes: int = Field(default=10_000, ge=1)  # writes held while the store is unreachable
-    auto_migrate: bool = True  # `kvpilot run` upgrades the schema to head at start (else: `kvpilot db upgrade`)
+    """Where findings, decisions and roll-ups are kept."""
+
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL of the store; unset: a SQLite file under `data_dir`."
+    )
+    retention_days: float = Field(
+        default=30.0, gt=0, description="Findings, decisions and roll-ups older than this are deleted."
+    )
+    buffer_max_writes: int = Field(default=10_000, ge=1, description="Writes held while the store is unreachable.")
+    auto_migrate: bool = Field(
+        default=True,
+        description="`kvpilot run` upgrades the schema to head at start (else: `kvpilot db upgrade`).",
+    )
 
 
 TokenList = Annotated[tuple[SecretStr, ...], NoDecode]
 
 
 def _split_tokens(v: Any) -> Any:
+    """tokens given as one comma-separated string are split"""
     if isinstance(v, str):
         return tuple(t.strip() for t in v.split(",") if t.strip())
     return v
 
 
 class ApiSettings(_Section):
-    host: str = "0.0.0.0"
-    http_port: int = Field(default=8080, ge=0, le=65535)
-    grpc_port: int = Field(default=9090, ge=0, le=65535)
-    read_tokens: TokenList = ()
-    admin_tokens: TokenList = ()
-    anonymous_read: bool = False  # outside development: reads need a token unless this is set
-    max_body_bytes: int = Field(default=64 * 1024, ge=256)
+    """The HTTP API, its /metrics, and the KEDA gRPC port."""
+
+    host: str = Field(default="0.0.0.0", description="Address the HTTP and gRPC servers bind.")
+    http_port: int = Field(default=8080, ge=0, le=65535, description="HTTP API and /metrics port (0: any free port).")
+    grpc_port: int = Field(
+        default=9090, ge=0, le=65535, description="KEDA external-scaler gRPC port (0: any free port)."
+    )
+    read_tokens: TokenList = Field(
+        default=(), description="Bearer tokens allowed to read; comma-separated in the environment."
+    )
+    admin_tokens: TokenList = Field(
+        default=(),
+        description="Bearer tokens allowed to read and to act (approve drains); comma-separated in the environment.",
+    )
+    anonymous_read: bool = Field(
+        default=False, description="Outside development, reads need a token unless this is set."
+    )
+    max_body_bytes: int = Field(default=64 * 1024, ge=256, description="Largest request body the API accepts.")
 
     _split_read = field_validator("read_tokens", "admin_tokens", mode="before")(_split_tokens)
 
@@ -295,11 +434,21 @@ class KedaSettings(_Section):
     as the `bearerTokenFromEnv` trigger metadata KEDA resolves from the scale target's environment, or as a gRPC
     `authorization: Bearer …` header (grpcurl, other clients). The health service stays open (kubelet probes)."""
 
-    stale_after_ticks: float = Field(default=6.0, ge=2)  # a decision older than this many loop intervals is refused
-    tls_cert_file: Path | None = None  # PEM certificate of the gRPC server (set: TLS); names the scalerAddress host
-    tls_key_file: Path | None = None  # PEM private key of that certificate
-    tls_client_ca_file: Path | None = None  # set: mutual TLS, client certificates signed by this CA are required
-    bearer_tokens: TokenList = ()  # set: every ExternalScaler call must carry one; comma-separated in the environment
+    stale_after_ticks: float = Field(
+        default=6.0, ge=2, description="A decision older than this many loop intervals is refused."
+    )
+    tls_cert_file: Path | None = Field(
+        default=None,
+        description="PEM certificate of the gRPC server (set: TLS); it names the `scalerAddress` host.",
+    )
+    tls_key_file: Path | None = Field(default=None, description="PEM private key of that certificate.")
+    tls_client_ca_file: Path | None = Field(
+        default=None, description="Set: mutual TLS, client certificates signed by this CA are required."
+    )
+    bearer_tokens: TokenList = Field(
+        default=(),
+        description="Set: every ExternalScaler call must carry one of these; comma-separated in the environment.",
+    )
 
     _split_bearer = field_validator("bearer_tokens", mode="before")(_split_tokens)
 
@@ -322,19 +471,22 @@ class KedaSettings(_Section):
 class GpuPriceSettings(_Section):
     """One GPU type's price and power, per GPU (defaults and their sources: `scaler.cost.DEFAULT_GPU_PRICES`)."""
 
-    price_per_hour_usd: float = Field(gt=0)  # dollars per GPU-hour
-    power_w: float = Field(gt=0)  # maximum board power of one GPU (datasheet)
+    price_per_hour_usd: float = Field(gt=0, description="Dollars per GPU-hour.")
+    power_w: float = Field(gt=0, description="Maximum board power of one GPU (datasheet), W.")
 
 
 class GpuAssignmentSettings(_Section):
     """What a deployment's replicas run on; unset: read from the GPU exporter (dcgm `modelName`, NVML name) of the
     replicas' GPUs, and a replica's GPU count from how many of them serve it."""
 
-    gpu_type: str | None = None  # a key of cost.gpus
-    gpus_per_replica: int | None = Field(default=None, ge=1, le=64)  # GPUs one replica holds (tensor parallel)
+    gpu_type: str | None = Field(default=None, description="GPU type, a key of `cost.gpus`.")
+    gpus_per_replica: int | None = Field(
+        default=None, ge=1, le=64, description="GPUs one replica holds (tensor parallel)."
+    )
 
 
 def _default_gpus() -> dict[str, GpuPriceSettings]:
+    """The built-in price and power of each GPU type (`scaler.cost.DEFAULT_GPU_PRICES`; sources in docs/cost.md)."""
     return {k: GpuPriceSettings(price_per_hour_usd=v.price_per_hour_usd, power_w=v.power_w)
             for k, v in DEFAULT_GPU_PRICES.items()}  # fmt: skip
 
@@ -343,14 +495,29 @@ class CostSettings(_Section):
     """What the fleet costs (docs/cost.md). `gpus` entries are merged onto the defaults field by field, so
     `gpus: {H100: {price_per_hour_usd: 2.1}}` changes the H100's price only and keeps every other type."""
 
-    # per GPU: H100 $2.69/h 700 W, H200 $3.59/h 700 W, A100 $1.39/h 400 W, L4 $0.44/h 72 W (docs/cost.md)
-    gpus: dict[str, GpuPriceSettings] = Field(default_factory=_default_gpus)
-    default: GpuAssignmentSettings = GpuAssignmentSettings()
-    # key "namespace/name", or "namespace/name@prefill" for one pool (then the deployment's entry, then `default`)
-    deployments: dict[str, GpuAssignmentSettings] = Field(default_factory=dict)
-    recommend: bool = True  # advise a cheaper GPU type that meets the SLO, from the simulator's profiles
-    # a cheaper type is advised only when it saves at least this share (the profiles' own error is 5-30 %)
-    recommend_margin: float = Field(default=DEFAULT_RECOMMEND_MARGIN, ge=0, lt=1)
+    gpus: dict[str, GpuPriceSettings] = Field(
+        default_factory=_default_gpus,
+        description="Price and power per GPU, by GPU type (the defaults: docs/cost.md); entries given are merged onto "
+        "the defaults field by field.",
+    )
+    default: GpuAssignmentSettings = Field(
+        default=GpuAssignmentSettings(), description="What every deployment without its own entry runs on."
+    )
+    deployments: dict[str, GpuAssignmentSettings] = Field(
+        default_factory=dict,
+        description='What a deployment runs on, keyed "namespace/name", or "namespace/name@prefill" for one pool '
+        "(then the deployment's entry, then `default`).",
+    )
+    recommend: bool = Field(
+        default=True, description="Advise a cheaper GPU type that meets the SLO, from the simulator's profiles."
+    )
+    recommend_margin: float = Field(
+        default=DEFAULT_RECOMMEND_MARGIN,
+        ge=0,
+        lt=1,
+        description="A cheaper type is advised only when it saves at least this share (the profiles' own error is "
+        "5-30 %).",
+    )
 
     @field_validator("gpus", mode="before")
     @classmethod
@@ -383,22 +550,38 @@ class CostSettings(_Section):
 
 
 class DrainSettings(_Section):
-    dry_run: bool = True
-    max_concurrent: int = Field(default=1, ge=0)
-    breaker_share: float = Field(default=0.2, gt=0, le=1)  # refuse when more than this share of nodes is flagged
-    require_approval: bool = True
+    """Draining nodes whose GPUs are stuck."""
+
+    dry_run: bool = Field(default=True, description="Record drain actions without cordoning or evicting anything.")
+    max_concurrent: int = Field(default=1, ge=0, description="Most nodes drained (approved or executing) at once.")
+    breaker_share: float = Field(
+        default=0.2, gt=0, le=1, description="Refuse to drain when more than this share of nodes is flagged."
+    )
+    require_approval: bool = Field(
+        default=True, description="A drain waits for an admin's approval through the API before it runs."
+    )
 
 
 class HaSettings(_Section):
-    enabled: bool = False
-    lease_name: str = "kvpilot-leader"
-    lease_namespace: str = "default"
-    lease_duration_s: float = Field(default=15.0, gt=0)
-    renew_every_s: float = Field(default=5.0, gt=0)
-    identity: str = Field(default_factory=socket.gethostname)
+    """Several replicas of kvpilot, one of them (the holder of a Kubernetes Lease) actuating."""
+
+    enabled: bool = Field(default=False, description="Run several replicas; only the holder of the Lease actuates.")
+    lease_name: str = Field(default="kvpilot-leader", description="Name of the coordination.k8s.io Lease.")
+    lease_namespace: str = Field(default="default", description="Namespace of the Lease.")
+    lease_duration_s: float = Field(
+        default=15.0, gt=0, description="A leader that has not renewed for this long loses the Lease."
+    )
+    renew_every_s: float = Field(
+        default=5.0, gt=0, description="How often the leader renews (and followers try to take) the Lease."
+    )
+    identity: str = Field(
+        default_factory=socket.gethostname,
+        description="This replica's name in the Lease (the pod name in Kubernetes); unset: the host name.",
+    )
 
     @model_validator(mode="after")
     def _renew_within_lease(self) -> HaSettings:
+        """`renew_every_s` < `lease_duration_s`"""
         if self.renew_every_s >= self.lease_duration_s:
             raise ValueError(
                 f"ha.renew_every_s ({self.renew_every_s}) must be shorter than ha.lease_duration_s "
@@ -413,11 +596,17 @@ class ShardingSettings(_Section):
     `ha.renew_every_s` by `ha.identity`), scrapes, decides and actuates only their deployments, and forwards KEDA's
     calls for the others to their owner. Needs a Kubernetes API, like `ha`."""
 
-    shards: int = Field(default=1, ge=1, le=1024)  # 1: off; N: deployments split by a stable hash into N shards
-    # host:port where the other instances reach this one's KEDA gRPC server; default: $POD_IP, else the hostname,
-    # with api.grpc_port
-    advertise_address: str | None = None
-    forward_timeout_s: float = Field(default=2.0, gt=0)  # a KEDA call forwarded to a shard's owner waits this long
+    shards: int = Field(
+        default=1, ge=1, le=1024, description="1: off; N: deployments split by a stable hash into N shards."
+    )
+    advertise_address: str | None = Field(
+        default=None,
+        description="host:port where the other instances reach this one's KEDA gRPC server; unset: `$POD_IP`, else "
+        "the host name, with `api.grpc_port`.",
+    )
+    forward_timeout_s: float = Field(
+        default=2.0, gt=0, description="A KEDA call forwarded to a shard's owner waits this long, s."
+    )
 
     @property
     def enabled(self) -> bool:
@@ -425,6 +614,7 @@ class ShardingSettings(_Section):
 
 
 def _default_data_dir() -> Path:
+    """`$XDG_DATA_HOME/kvpilot`, else `~/.local/share/kvpilot`."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "kvpilot"
 
@@ -505,6 +695,8 @@ def _paths_from_folder(data: dict[str, Any], folder: Path) -> None:
 
 
 class Settings(BaseSettings):
+    """Everything `kvpilot run` reads at start."""
+
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
         env_nested_delimiter="__",
@@ -513,19 +705,28 @@ class Settings(BaseSettings):
         nested_model_default_partial_update=True,
     )
 
-    environment: Literal["development", "production"] = "development"
-    data_dir: Path = Field(default_factory=_default_data_dir)
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    collector: CollectorSettings = CollectorSettings()
-    detectors: DetectorSettings = DetectorSettings()
-    scaler: ScalerSettings = ScalerSettings()
-    store: StoreSettings = StoreSettings()
-    api: ApiSettings = ApiSettings()
-    drains: DrainSettings = DrainSettings()
-    ha: HaSettings = HaSettings()
-    sharding: ShardingSettings = ShardingSettings()
-    keda: KedaSettings = KedaSettings()
-    cost: CostSettings = CostSettings()
+    environment: Literal["development", "production"] = Field(
+        default="development",
+        description="`production` refuses to start without admin tokens and with well-known or short tokens.",
+    )
+    data_dir: Path = Field(
+        default_factory=_default_data_dir,
+        description="Folder for the default SQLite store (`kvpilot.db`); unset: `$XDG_DATA_HOME/kvpilot`, else "
+        "`~/.local/share/kvpilot`.",
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO", description="Log level of every kvpilot logger."
+    )
+    collector: CollectorSettings = Field(default=CollectorSettings(), description="Scraping and discovery.")
+    detectors: DetectorSettings = Field(default=DetectorSettings(), description="The detectors and their thresholds.")
+    scaler: ScalerSettings = Field(default=ScalerSettings(), description="Scaling decisions.")
+    store: StoreSettings = Field(default=StoreSettings(), description="The database.")
+    api: ApiSettings = Field(default=ApiSettings(), description="The HTTP and gRPC servers and their tokens.")
+    drains: DrainSettings = Field(default=DrainSettings(), description="Node drains.")
+    ha: HaSettings = Field(default=HaSettings(), description="High availability by leader election.")
+    sharding: ShardingSettings = Field(default=ShardingSettings(), description="Splitting the fleet between instances.")
+    keda: KedaSettings = Field(default=KedaSettings(), description="The KEDA external scaler.")
+    cost: CostSettings = Field(default=CostSettings(), description="GPU prices and assignments.")
 
     @classmethod
     def settings_customise_sources(
@@ -556,6 +757,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _secrets_not_at_defaults(self) -> Settings:
+        """outside development, admin tokens are set and none is weak"""
         if self.environment == "development":
             return self
         if not self.api.admin_tokens:
@@ -577,6 +779,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _read_is_not_admin(self) -> Settings:
+        """no token is both a read and an admin token"""
         read = {t.get_secret_value() for t in self.api.read_tokens}
         for i, token in enumerate(self.api.admin_tokens):
             if token.get_secret_value() in read:

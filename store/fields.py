@@ -172,13 +172,17 @@ class TargetSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    url: TargetUrl
-    kind: Literal["engine", "gpu"] = "engine"
-    engine: Engine = None
-    namespace: Namespace = "default"
-    deployment: DeploymentName = ""
-    pod: PodName = ""
-    node: NodeName = ""
+    url: TargetUrl = Field(description="The target's /metrics URL.")
+    kind: Literal["engine", "gpu"] = Field(
+        default="engine", description="`engine` (an inference server) or `gpu` (dcgm-exporter)."
+    )
+    engine: Engine = Field(
+        default=None, description="Engine name (see docs/engines.md); unset: detected from the page."
+    )
+    namespace: Namespace = Field(default="default", description="Namespace the replica is reported under.")
+    deployment: DeploymentName = Field(default="", description="Deployment the replica belongs to (the scaling unit).")
+    pod: PodName = Field(default="", description="Replica name; unset: the URL.")
+    node: NodeName = Field(default="", description="Node the replica or GPUs run on (joins replicas to GPUs).")
 
 
 def is_deployment_key(key: str) -> bool:

@@ -1,96 +1,142 @@
-"""The generated docs: every setting documented and reachable by the env name the page gives; the engine page says
-"not exported" exactly where an adapter leaves a field unknown on a real page; the committed pages are current."""
+"""The generated docs: every setting documented (a description on every field, rendered from the settings' JSON
+schema with its default) and reachable by the env name the page gives; the engine page says "not exported" exactly
+where an adapter leaves a field unknown on a real page; the committed pages are current."""
 
 from __future__ import annotations
 
 import dataclasses
+import types
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Union, get_args, get_origin
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr, TypeAdapter
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 
 from collector.engines import ENGINES
 from collector.engines._declarative import HISTOGRAM_FIELDS, SCALAR_FIELDS, DeclarativeAdapter
 from collector.exposition import parse
 from collector.samples import ReplicaSample, TargetInfo
-from kvpilot import docs_engines, docs_fallbacks, docs_gen
+from kvpilot import docs_engines, docs_gen
+from kvpilot import settings as settings_mod
 from kvpilot.settings import FLAT_ALIASES, Settings, SettingsError, load_settings
 
 ROOT = Path(__file__).resolve().parents[3]
 ROWS = [row for section in docs_gen.iter_sections() for row in section.rows]
 
 
-def _leaf_paths(model: type[BaseModel], prefix: str = "") -> list[str]:
-    """Every leaf of the settings model, walked independently of the generator."""
+def _models_in(tp: Any) -> tuple[type[BaseModel], str] | None:
+    """The model a field annotation holds, walked from the Python types (not the schema the generator reads), and
+    how: "" (directly, or optional), "[]" (tuple items) or "{}" (dict values)."""
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return tp, ""
+    origin, args = get_origin(tp), get_args(tp)
+    if origin in (Union, types.UnionType):
+        models = [m for m in map(_models_in, args) if m is not None]
+        return models[0] if models else None
+    if origin is tuple and args and isinstance(args[0], type) and issubclass(args[0], BaseModel):
+        return args[0], "[]"
+    if origin is dict and isinstance(args[1], type) and issubclass(args[1], BaseModel):
+        return args[1], "{}"
+    return None
+
+
+def _fields(model: type[BaseModel], prefix: str = "") -> list[tuple[str, FieldInfo, bool]]:
+    """(YAML path, field, is a leaf) for every field of the settings, sections included."""
     out = []
     for name, field in model.model_fields.items():
         path = f"{prefix}.{name}" if prefix else name
-        sub, how = docs_gen._model_in(field.annotation)
-        if sub is not None and how == "":
-            out += _leaf_paths(sub, path)
-            continue
-        out.append(path)
-        if sub is not None:
-            out += _leaf_paths(sub, path + how)
+        held = _models_in(field.annotation)
+        out.append((path, field, held is None or held[1] != ""))
+        if held is not None:
+            out += _fields(held[0], path + held[1])
     return out
 
 
-def test_every_settings_field_is_a_row_and_on_the_page() -> None:
-    page = docs_gen.configuration_reference()
-    paths = {r.path for r in ROWS}
-    for leaf in _leaf_paths(Settings):
-        assert leaf in paths, leaf
-        assert f"| `{leaf}` |" in page, leaf
+FIELDS = _fields(Settings)
+LEAVES = [(path, field) for path, field, leaf in FIELDS if leaf]
 
 
-def test_every_row_has_a_description_type_and_default() -> None:
-    missing = [r.path for r in ROWS if not r.description]
-    assert not missing, f"settings without a description (add a Field description or a comment): {missing}"
-    assert all(r.type and r.default for r in ROWS)
+def _page_rows(page: str) -> dict[str, list[str]]:
+    """YAML path -> the cells of its row in the settings tables of the reference."""
+    rows = {}
+    for line in page.splitlines():
+        if line.startswith("| `") and line.count(" | ") == 5:
+            cells = [c.strip() for c in line.strip("| ").split(" | ")]
+            rows[cells[0].strip("`")] = cells
+    return rows
 
 
-def test_fallback_descriptions_are_not_stale() -> None:
-    # a fallback must name a real row, and give way once the source documents the field itself
-    by_path = {r.path: r for r in ROWS}
-    stale = [p for p in docs_fallbacks.FALLBACK_DESCRIPTIONS if p not in by_path]
-    assert not stale, f"FALLBACK_DESCRIPTIONS names no setting: {stale}"
-    for section_model, prefix in _models_with_prefix(Settings, ""):
-        comments = docs_gen.source_comments(section_model)
-        for name, field in section_model.model_fields.items():
-            path = f"{prefix}.{name}" if prefix else name
-            if path in docs_fallbacks.FALLBACK_DESCRIPTIONS:
-                assert not field.description, f"{path} has a Field description now"
-                assert not comments.get(name), f"{path} has a source comment now"
+def test_every_settings_field_has_a_description() -> None:
+    # sections too: the schema (and editors that read it) carry it, and the page shows a model's without a docstring
+    missing = [path for path, field, _ in FIELDS if not (field.description or "").strip()]
+    assert not missing, f"settings fields without Field(description=...): {missing}"
+    assert len(FIELDS) > 100  # the walk reached every section
 
 
-def _models_with_prefix(model: type[BaseModel], prefix: str) -> list[tuple[type[BaseModel], str]]:
-    out = [(model, prefix)]
-    for name, field in model.model_fields.items():
-        sub, how = docs_gen._model_in(field.annotation)
-        if sub is not None:
-            out += _models_with_prefix(sub, (f"{prefix}.{name}" if prefix else name) + how)
-    return out
+def _expected_default(field: FieldInfo) -> str:
+    """The default the page must give, from the field itself."""
+    value: Any
+    if field.default_factory is not None:
+        if field.default_factory in (dict, list, tuple, settings_mod._default_gpus):  # none depends on the host
+            value = field.default_factory()
+        else:
+            return "computed at start"
+    elif field.default is PydanticUndefined:
+        return "required"
+    else:
+        value = field.default
+    return f"`{docs_gen.yaml_value(TypeAdapter(Any).dump_python(value, mode='json'))}`"
 
 
-def test_every_validator_is_described_and_fallback_checks_name_real_validators() -> None:
-    models = {m.__name__: m for m, _ in _models_with_prefix(Settings, "")}
-    for key in docs_fallbacks.FALLBACK_CHECKS:
-        model_name, _, validator = key.partition(".")
-        assert validator in docs_gen.validator_names(models[model_name]), key
+def test_the_reference_lists_every_field_with_its_default_type_and_description() -> None:
+    rows = _page_rows(docs_gen.configuration_reference())
+    for path, field in LEAVES:
+        assert path in rows, f"{path} is not on the page"
+        _, _, type_, default, _, description = rows[path]
+        assert default == _expected_default(field), path
+        assert type_, path
+        assert description == docs_gen.md_cell(field.description or ""), path
+    assert set(rows) == {path for path, _ in LEAVES}, "a row names no settings field"
+
+
+@pytest.mark.parametrize(
+    ("path", "default"),
+    [
+        ("collector.interval_s", "`5.0`"),  # a plain default
+        ("collector.discovery.static_targets", "`[]`"),  # an empty tuple is a YAML list
+        ("detectors.kv", "`{}`"),  # a default_factory=dict is shown, not "computed"
+        ("cost.gpus", "`{H100: {price_per_hour_usd: 2.69, power_w: 700.0}, "),  # so is the price table, as declared
+        ("data_dir", "computed at start"),  # host-dependent: the description says how
+        ("ha.identity", "computed at start"),
+        ("scaler.default.profile.kv_tokens", "required"),  # required inside an optional section
+    ],
+)
+def test_defaults_as_the_page_gives_them(path: str, default: str) -> None:
+    rows = _page_rows(docs_gen.configuration_reference())
+    assert rows[path][3].startswith(default)
+
+
+def test_every_validator_says_what_it_checks() -> None:
+    # the "Checked at start" line of each section is the validators' docstrings
+    models: dict[str, type[BaseModel]] = {"Settings": Settings}
+    for _, field, _ in FIELDS:
+        if (held := _models_in(field.annotation)) is not None:
+            models[held[0].__name__] = held[0]
     for name, model in models.items():
         for validator in docs_gen.validator_names(model):
             decorators = model.__pydantic_decorators__
             dec = decorators.model_validators.get(validator) or decorators.field_validators[validator]
-            assert dec.func.__doc__ or f"{name}.{validator}" in docs_fallbacks.FALLBACK_CHECKS, f"{name}.{validator}"
+            assert (dec.func.__doc__ or "").strip(), f"{name}.{validator} has no docstring"
 
 
-def _is_checked_scalar(tp: Any) -> bool:
-    tp, _ = docs_gen._strip_optional(tp)
-    return tp in (int, float, bool) or getattr(tp, "__origin__", None) is Literal
+def _is_checked_scalar(schema: dict[str, Any]) -> bool:
+    node, _ = docs_gen._without_null(schema)
+    return node.get("type") in ("integer", "number", "boolean") or "enum" in node
 
 
-ENV_ROWS = [r for r in ROWS if r.env and _is_checked_scalar(r.python_type)]
+ENV_ROWS = [r for r in ROWS if r.env and _is_checked_scalar(r.schema)]
 
 
 @pytest.mark.parametrize("row", ENV_ROWS, ids=[r.path for r in ENV_ROWS])
@@ -149,15 +195,20 @@ def test_source_comments(source: str, expected: dict[str, str], monkeypatch: pyt
     ("tp", "expected"),
     [
         (int, "int"),  # plain
+        (float, "float"),  # JSON's "number" in the operator's word
         (int | None, "int or null"),  # optional says null, the YAML word
         (Literal["a", "b"], "one of `a`, `b`"),  # enums list their values
+        (Literal["a", "b"] | None, "one of `a`, `b` or null"),
         (tuple[str, ...], "list of str"),  # tuples are YAML lists
+        (tuple[SecretStr, ...], "list of secret string"),  # secrets say so
         (dict[str, float], "map of str to float"),
+        (dict[Literal["x", "y"], int], "map of one of `x`, `y` to int"),  # restricted keys
+        (dict[str, float | str], "map of str to float or str"),  # unions of several
         (Path | None, "path or null"),
     ],
 )
-def test_type_name(tp: Any, expected: str) -> None:
-    assert docs_gen.type_name(tp) == expected
+def test_schema_type(tp: Any, expected: str) -> None:
+    assert docs_gen.schema_type(TypeAdapter(tp).json_schema()) == expected
 
 
 # -- engines page -------------------------------------------------------------------------------------------------
