@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -103,6 +104,21 @@ def freeze_startup_heap() -> bool:
     return True
 
 
+# How long a thread may hold the GIL while another waits for it (CPython's default: 5 ms). The event loop gives the
+# GIL up at every system call (select, recv, send) and then waits up to this long to get it back from a stage or
+# a decode running in a worker thread, several times per request: at 5 ms a round trip on the loop against one
+# busy thread took 35-60 ms at its p99, at 1 ms 5-10 ms (issue 17, BENCHMARKS.md "Fleet scale").
+GIL_SWITCH_S = 0.001
+
+
+def shorten_gil_switch(seconds: float = GIL_SWITCH_S) -> float:
+    """Set the interpreter's switch interval (process-wide) to at most ``seconds``; returns the one before. The
+    cost is more hand-overs of the GIL, and only while threads contend for it."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(min(before, seconds))
+    return before
+
+
 def publishable(decisions: dict[str, Decision]) -> dict[str, Decision]:
     """The restored decisions that can be published again; a row an older version stored for a name that is not
     ``namespace/name`` (``probe/a/b``) is skipped with an error naming it, so that it can never stop a start."""
@@ -164,8 +180,10 @@ class Service:
         store_hang_s: float = 10.0,
         store_probe_every_s: float = 2.0,
         freeze_heap: bool = True,
+        gil_switch_s: float | None = GIL_SWITCH_S,
     ) -> None:
-        """``freeze_heap``: after the first tick, ``freeze_startup_heap()`` (once per process)."""
+        """``freeze_heap``: after the first tick, ``freeze_startup_heap()`` (once per process). ``gil_switch_s``: at
+        start, ``shorten_gil_switch(gil_switch_s)`` (None: the interpreter's default)."""
         self.clock = clock
         self.loop = loop
         self.engine = engine
@@ -196,6 +214,7 @@ class Service:
         self._probe_started: float | None = None  # time.monotonic() of the probe in flight
         self._probe_ok = True
         self.freeze_heap = freeze_heap
+        self.gil_switch_s = gil_switch_s
         self.tasks: list[asyncio.Task[None]] = []
         loop.node_drains = self.node_drains
 
@@ -257,6 +276,8 @@ class Service:
 
     async def start(self, restored: Restored) -> None:
         """Resume from what a previous run left (see ``restore``) and start the tasks."""
+        if self.gil_switch_s is not None:
+            shorten_gil_switch(self.gil_switch_s)
         first = _in_daemon_thread(partial(ping, self.engine))
         done, _ = await asyncio.wait({first}, timeout=self.store_hang_s)
         self.writer.up = bool(done) and first.result()
