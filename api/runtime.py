@@ -85,6 +85,6 @@ class Runtime(Protocol):
     @property
     def registry(self) -> CollectorRegistry: ...
 
-    def exposition(self) -> bytes:
-        """The /metrics page (``api.exposition.OwnMetrics.exposition``): cheap enough to call on the event loop."""
+    async def exposition(self) -> bytes:
+        """The /metrics page, rendered off the event loop (``api.exposition.OwnMetrics.page``)."""
         ...

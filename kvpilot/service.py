@@ -235,8 +235,8 @@ class Service:
     def snapshot(self) -> Snapshot | None:
         return self.loop.latest
 
-    def exposition(self) -> bytes:
-        return self.metrics.exposition()
+    async def exposition(self) -> bytes:
+        return await self.metrics.page()
 
     def now(self) -> float:
         return self.clock.now()

@@ -107,8 +107,8 @@ class FakeRuntime:
     def snapshot(self) -> Snapshot | None:
         return self.snap
 
-    def exposition(self) -> bytes:
-        return self.metrics.exposition()
+    async def exposition(self) -> bytes:
+        return await self.metrics.page()
 
     def health(self) -> RuntimeHealth:
         return self.state
