@@ -56,6 +56,67 @@ def test_malformed_pages_name_the_line(page: str, line_no: int, words: str) -> N
     assert words.lower() in str(caught.value).lower()
 
 
+# Errors a selective read still finds in the families it passes over unread: what decides where families begin
+# and end (read with wanted={"kept"}; the malformed family is not wanted, nor those around it)
+_BEFORE = "# HELP a A.\n# TYPE a gauge\na 1\n"
+_AFTER = "# TYPE kept gauge\nkept 1\n"
+MALFORMED_WHERE_SKIPPED = [
+    # an unknown type, in a run of unwanted families
+    (_BEFORE + "# HELP m M.\n# TYPE m fancy\nm 1\n" + _AFTER, 5, "type"),
+    # a counter called just "_total"
+    (_BEFORE + "# TYPE _total counter\n_total 1\n" + _AFTER, 4, "empty"),
+    # a sample line no family admits, with an invalid name
+    (_BEFORE + "9a 1\n" + _AFTER, 4, "metric name"),
+    # a TYPE naming an invalid metric name
+    (_BEFORE + "# TYPE 9m gauge\n" + _AFTER, 4, "metric name"),
+]
+
+
+@pytest.mark.parametrize(("page", "line_no", "words"), MALFORMED_WHERE_SKIPPED)
+def test_selective_reads_still_refuse_malformed_family_boundaries(page: str, line_no: int, words: str) -> None:
+    with pytest.raises(ParseError) as caught:
+        parse(page, wanted={"kept"})
+    assert caught.value.line_no == line_no
+    assert words.lower() in str(caught.value).lower()
+    with pytest.raises(ParseError) as full:
+        parse(page)
+    assert str(full.value) == str(caught.value)
+
+
+# A wanted family's usual lines are read as a run (_text._read_block): an error inside it names its own line
+MALFORMED_IN_A_RUN = [
+    # a value float() refuses
+    ('# TYPE h histogram\nh_bucket{le="1"} 1\nh_bucket{le="2"} 1x\nh_bucket{le="+Inf"} 2\n', 3, "value"),
+    # digit separators
+    ('# TYPE h histogram\nh_bucket{le="1"} 1\nh_bucket{le="2"} 1_0\nh_bucket{le="+Inf"} 2\n', 3, "value"),
+    # the bound twice, after a bucket whose series' labels were read
+    (
+        '# TYPE h histogram\nh_bucket{a="1",le="1"} 1\nh_bucket{a="1",le="2",le="3"} 1\nh_count{a="1"} 2\n',
+        3,
+        "duplicate",
+    ),
+    # the bound first and again later
+    (
+        '# TYPE h histogram\nh_bucket{le="1",a="1"} 1\nh_bucket{le="2",a="1",le="3"} 1\nh_count{a="1"} 2\n',
+        3,
+        "duplicate",
+    ),
+    # an empty label term
+    ('# TYPE g gauge\ng{a="1"} 1\ng{a="2",,b="1"} 1\ng{a="3"} 2\n', 3, "label"),
+    # a duplicated series
+    ('# TYPE g gauge\ng{a="1"} 1\ng{a="2"} 1\ng{a="1"} 2\n', 1, "duplicate series"),
+]
+
+
+@pytest.mark.parametrize(("page", "line_no", "words"), MALFORMED_IN_A_RUN)
+def test_errors_inside_a_run_of_read_lines_name_their_line(page: str, line_no: int, words: str) -> None:
+    for wanted in (None, {"h", "g"}):
+        with pytest.raises(ParseError) as caught:
+            parse(page, wanted=wanted)
+        assert caught.value.line_no == line_no
+        assert words.lower() in str(caught.value).lower()
+
+
 def test_invalid_utf8_names_its_line() -> None:
     page = GOOD.encode() + b'm{a="\xff"} 1\n'
     with pytest.raises(ParseError) as caught:

@@ -144,6 +144,55 @@ def test_edge_cases_agree(text: str) -> None:
     assert_agrees(text)
 
 
+def _run(a: str, b: str) -> str:
+    """Two families, for runs of unwanted ones."""
+    return f'# HELP {a} A.\n# TYPE {a} gauge\n{a}{{x="1"}} 1\n# TYPE {b} counter\n{b}_total 2\n'
+
+
+_RUN = _run("a", "b")
+SELECTIVE_CASES = [
+    # (page, wanted) -- runs of unwanted families passed over whole (_text._pass_families) must leave the
+    # last family current: a line after the run may still be its own
+    # a leading blank ends the run inside histogram a; its a_sum is a's, not a family "a_sum"
+    (
+        '# HELP a A.\n# TYPE a histogram\na_bucket{le="+Inf"} 1\na_count 1\n a_sum 1\n# TYPE k gauge\nk 1\n',
+        {"a_sum", "k"},
+    ),
+    # HELP after TYPE for the same name continues the family (the run stops before it)
+    ('# TYPE a histogram\na_count 1\n# HELP a A.\na_bucket{le="+Inf"} 1\na 2\n', {"a_bucket"}),
+    # a TYPE after samples for the same name changes what the family admits
+    ("# HELP a A.\na 1\n# TYPE a summary\na_count 1\na_sum 2\n# TYPE k gauge\nk 1\n", {"a_count", "k"}),
+    # a HELP-only family, then a sample it does not admit (a family of its own, wanted)
+    ('# HELP a A.\na{x="1"} 1\na_count 2\n', {"a_count"}),
+    # a blank line and a comment between families; CRLF ends a run
+    (_RUN + "\n# note\n" + _run("c", "d") + "# TYPE k gauge\r\nk 1\r\n", {"k"}),
+    # wanted counters named with and without _total, right after runs
+    (_RUN + "# TYPE k_total counter\nk_total 3\n" + _run("c", "d") + "# TYPE m counter\nm 4\n", {"k", "m"}),
+    # a wanted family between unwanted ones, its samples in the usual shape, with a timestamp, and odd
+    (
+        _RUN + '# TYPE k gauge\nk{x="1"} 1\nk{x="2"} 2\nk{x="3"} 3 1000\nk{x="4"}\t4\nk{x="5"} 5\n' + _run("c", "d"),
+        {"k"},
+    ),
+    # buckets with the bound first (prometheus_client sorts label names): an empty rest, blanks, escapes, a
+    # comma inside the bound, and a bound with a quote or backslash (read whole)
+    (
+        '# TYPE h histogram\nh_bucket{le="1",} 1\nh_bucket{le="2", a="x"} 1\nh_bucket{le="3",a="x\\"y"} 1\n'
+        'h_bucket{le="4,5",a="x"} 1\nh_bucket{le="a\\\\",b="1"} 1\nh_count 2\n',
+        {"h"},
+    ),
+    # a summary read as a run; a family named like another's sum
+    ('# TYPE s summary\ns{quantile="0.5"} 1\ns_sum 2\ns_count 3\n# TYPE s_sum gauge\ns_sum 4\n', {"s", "s_sum"}),
+]
+
+
+@pytest.mark.parametrize(("text", "wanted"), SELECTIVE_CASES)
+def test_selective_edge_cases_agree(text: str, wanted: set[str]) -> None:
+    assert_agrees(text)
+    assert_agrees(text, frozenset(wanted))
+    # a predicate goes family by family instead of through one pattern knowing the names
+    assert canonical(parse(text, wanted=lambda name: name in wanted)) == canonical(parse(text, wanted=wanted))
+
+
 # --- generated valid pages ------------------------------------------------------------------------
 
 _NAME_START = "abcxyz_:"
@@ -243,6 +292,7 @@ def test_selective_read_is_the_full_read_filtered(text: str, data: st.DataObject
     full = parse(text)
     assert canonical(parse(text, wanted=wanted)) == {k: v for k, v in canonical(full).items() if k in wanted}
     assert canonical(parse(text, wanted=wanted.__contains__)) == canonical(parse(text, wanted=wanted))
+    assert canonical(parse(text, wanted=lambda name: name in wanted)) == canonical(parse(text, wanted=wanted))
 
 
 # --- arbitrary and mutated text: whatever we accept, the oracle accepts identically -------------------
