@@ -78,6 +78,15 @@ class Demand:
 
 
 @dataclass(frozen=True, slots=True)
+class Step:
+    """A replica count and why: what each stage of `ReplicaPolicy.recommend` hands the next."""
+
+    replicas: int
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class Recommendation:
     desired_replicas: int
     warm_pool: int
@@ -115,94 +124,120 @@ class ReplicaPolicy:
         self._history: deque[tuple[float, int]] = deque(maxlen=max_history)
 
     def recommend(self, demand: Demand, *, now: float) -> Recommendation:
-        c = self.config
-        current = demand.current_replicas
+        """Staged as the HPA's replica calculator: raw need → hold on missing data or within tolerance →
+        stabilise scale-down → limit the step → clamp to the bounds. Each stage takes the count and the reason
+        so far and returns them, changed where it binds."""
         cap = demand.capacity_rps
         if cap is None or not math.isfinite(cap) or cap <= 0:
             return self._hold(demand, now, "no_capacity", "capacity per replica is unknown yet; holding")
-
-        predictive = None
-        if demand.forecast_upper_rate is not None:
-            predictive = self._need(demand.forecast_upper_rate, cap, demand.forecast_rate)
-            # Nothing arriving and nothing forecast: the upper band (sized from past errors, which a busy period
-            # left wide) must not keep one replica forever; with min_replicas 0 the deployment may sleep.
-            # "Away" = nothing arriving now, and a forecast worth less than a twentieth of one replica.
-            point = demand.forecast_rate
-            if (
-                point is not None
-                and point < max(c.idle_below_rps, IDLE_SHARE_OF_REPLICA * cap * c.target_utilisation)
-                and (demand.arrival_rate or 0.0) < c.idle_below_rps
-                and not demand.requests_waiting
-            ):
-                predictive = 0
-        reactive = None
-        if demand.arrival_rate is not None or demand.requests_waiting is not None:
-            rate = (demand.arrival_rate or 0.0) + (demand.requests_waiting or 0.0) / c.queue_drain_s
-            if not demand.requests_waiting:
-                reactive = self._need(rate, cap)
-            elif c.headroom == "pooled":
-                reactive = pooled_replicas(rate / cap, c.target_utilisation)
-            else:
-                reactive = _replicas_for(rate, cap, c.target_utilisation)
+        predictive, reactive = self._predictive(demand, cap), self._reactive(demand, cap)
         if predictive is None and reactive is None:
             return self._hold(demand, now, "no_metrics", "no arrival rate, forecast or queue is known; holding")
+        parts = (predictive, reactive)
+        warm_pool = max(0, (predictive or 0) - (reactive or 0))
+        raw = self._raw(demand, cap, predictive, reactive)
+        kept = self._keep_current(demand, raw)
+        if kept is not None:
+            self._history.append((now, max(raw.replicas, demand.current_replicas)))
+            return self._clamp(kept, warm_pool, *parts)
+        self._history.append((now, raw.replicas))
+        step = self._limit_step(self._stabilise(raw, demand.current_replicas, now), demand.current_replicas)
+        return self._clamp(step, warm_pool, *parts)
 
-        # A stuck replica keeps its pod (and its place in the count) until it is drained or restarted: the
-        # serving replicas the demand needs come on top of it.
-        raw = max(predictive or 0, reactive or 0) + demand.stuck_replicas
+    # -- stages ---------------------------------------------------------------------------------------------
+    def _predictive(self, demand: Demand, cap: float) -> int | None:
+        """Replicas for the forecast at the horizon (its upper bound), or None without a forecast."""
+        c = self.config
+        if demand.forecast_upper_rate is None:
+            return None
+        # Nothing arriving and nothing forecast: the upper band (sized from past errors, which a busy period left
+        # wide) must not keep one replica forever; with min_replicas 0 the deployment may sleep.
+        # "Away" = nothing arriving now, and a forecast worth less than a twentieth of one replica.
+        point = demand.forecast_rate
+        if (
+            point is not None
+            and point < max(c.idle_below_rps, IDLE_SHARE_OF_REPLICA * cap * c.target_utilisation)
+            and (demand.arrival_rate or 0.0) < c.idle_below_rps
+            and not demand.requests_waiting
+        ):
+            return 0
+        return self._need(demand.forecast_upper_rate, cap, point)
+
+    def _reactive(self, demand: Demand, cap: float) -> int | None:
+        """Replicas for today's arrivals plus clearing today's queue within ``queue_drain_s``, or None when
+        neither is known."""
+        c = self.config
+        if demand.arrival_rate is None and demand.requests_waiting is None:
+            return None
+        rate = (demand.arrival_rate or 0.0) + (demand.requests_waiting or 0.0) / c.queue_drain_s
+        if not demand.requests_waiting:
+            return self._need(rate, cap)
+        if c.headroom == "pooled":
+            return pooled_replicas(rate / cap, c.target_utilisation)
+        return _replicas_for(rate, cap, c.target_utilisation)
+
+    @staticmethod
+    def _raw(demand: Demand, cap: float, predictive: int | None, reactive: int | None) -> Step:
+        """The larger need. A stuck replica keeps its pod (and its place in the count) until it is drained or
+        restarted: the serving replicas the demand needs come on top of it."""
+        replicas = max(predictive or 0, reactive or 0) + demand.stuck_replicas
         reason = "predictive" if (predictive or 0) >= (reactive or 0) else "reactive"
         msg = f"forecast needs {predictive}, queue and arrivals need {reactive} (capacity {cap:.2f} req/s/replica)"
         if demand.stuck_replicas:
             msg = f"{msg}; plus {demand.stuck_replicas} stuck replica(s) that serve nothing"
-        warm_pool = max(0, (predictive or 0) - (reactive or 0))
+        return Step(replicas, reason, msg)
 
-        # Missing data is conservative: an empty queue without an arrival rate proves nothing (the rate window
-        # is still filling), and replicas we cannot see might be busy: neither pushes a scale-down.
-        if raw < current and demand.arrival_rate is None:
-            return self._finish(
-                now,
+    def _keep_current(self, demand: Demand, raw: Step) -> Step | None:
+        """The current count where the data cannot justify a change: missing data is conservative (an empty queue
+        without an arrival rate proves nothing, as the rate window is still filling; replicas we cannot see might
+        be busy: neither pushes a scale-down), and a change within tolerance is not made."""
+        current = demand.current_replicas
+        if raw.replicas < current and demand.arrival_rate is None:
+            return Step(current, "no_arrival_rate", "arrival rate unknown yet; not scaling down on the queue alone")
+        if raw.replicas < current and demand.replicas_without_metrics > 0:
+            return Step(
                 current,
-                current,
-                warm_pool,
-                "no_arrival_rate",
-                (predictive, reactive),
-                "arrival rate unknown yet; not scaling down on the queue alone",
-            )
-        if raw < current and demand.replicas_without_metrics > 0:
-            return self._finish(
-                now,
-                current,
-                current,
-                warm_pool,
                 "missing_metrics",
-                (predictive, reactive),
                 f"{demand.replicas_without_metrics} replica(s) report no metrics; not scaling down",
             )
-        if current > 0 and c.tolerances.is_within(raw / current):
-            return self._finish(
-                now,
-                raw,
-                current,
-                warm_pool,
-                "within_tolerance",
-                (predictive, reactive),
-                f"{msg}; within tolerance of {current}",
+        if current > 0 and self.config.tolerances.is_within(raw.replicas / current):
+            return Step(current, "within_tolerance", f"{raw.message}; within tolerance of {current}")
+        return None
+
+    def _stabilise(self, step: Step, current: int, now: float) -> Step:
+        """A scale-down goes no lower than the highest need over the stabilisation window (never above the
+        current count)."""
+        c = self.config
+        if step.replicas >= current:
+            return step
+        window_max = max(
+            (r for t, r in self._history if now - t <= c.scale_down_stabilisation_s), default=step.replicas
+        )
+        if window_max <= step.replicas:
+            return step
+        held = min(window_max, current)
+        return Step(
+            held,
+            "stabilised",
+            f"{step.message}; holding {held} for the {c.scale_down_stabilisation_s:.0f} s scale-down window",
+        )
+
+    def _limit_step(self, step: Step, current: int) -> Step:
+        """At most ``scale_up_max_step`` added and ``scale_down_max_step`` removed per decision (0: unlimited)."""
+        c = self.config
+        if c.scale_up_max_step and step.replicas > current + c.scale_up_max_step:
+            return Step(
+                current + c.scale_up_max_step,
+                "step_limited",
+                f"{step.message}; adding at most {c.scale_up_max_step} per step",
             )
-        desired = raw
-        self._history.append((now, raw))
-        if desired < current:
-            window_max = max((r for t, r in self._history if now - t <= c.scale_down_stabilisation_s), default=raw)
-            if window_max > desired:
-                desired = min(window_max, current)
-                reason = "stabilised"
-                msg = f"{msg}; holding {desired} for the {c.scale_down_stabilisation_s:.0f} s scale-down window"
-        if c.scale_up_max_step and desired > current + c.scale_up_max_step:
-            desired, reason = current + c.scale_up_max_step, "step_limited"
-            msg = f"{msg}; adding at most {c.scale_up_max_step} per step"
-        if c.scale_down_max_step and desired < current - c.scale_down_max_step:
-            desired, reason = current - c.scale_down_max_step, "step_limited"
-            msg = f"{msg}; removing at most {c.scale_down_max_step} per step"
-        return self._clamp(desired, warm_pool, reason, msg, predictive, reactive)
+        if c.scale_down_max_step and step.replicas < current - c.scale_down_max_step:
+            return Step(
+                current - c.scale_down_max_step,
+                "step_limited",
+                f"{step.message}; removing at most {c.scale_down_max_step} per step",
+            )
+        return step
 
     # -- helpers -------------------------------------------------------------------------------------------
     def _need(self, rate: float, capacity_rps: float, point: float | None = None) -> int:
@@ -227,37 +262,17 @@ class ReplicaPolicy:
         load = rate / capacity_rps
         return replicas >= load + spare_replicas(load, c.target_utilisation)
 
-    def _finish(
-        self,
-        now: float,
-        raw: int,
-        desired: int,
-        warm_pool: int,
-        reason: str,
-        parts: tuple[int | None, int | None],
-        message: str,
-    ) -> Recommendation:
-        self._history.append((now, max(raw, desired)))
-        return self._clamp(desired, warm_pool, reason, message, *parts)
-
     def _hold(self, demand: Demand, now: float, reason: str, message: str) -> Recommendation:
         self._history.append((now, demand.current_replicas))
-        return self._clamp(demand.current_replicas, 0, reason, message, None, None)
+        return self._clamp(Step(demand.current_replicas, reason, message), 0, None, None)
 
-    def _clamp(
-        self, desired: int, warm_pool: int, reason: str, message: str, predictive: int | None, reactive: int | None
-    ) -> Recommendation:
+    def _clamp(self, step: Step, warm_pool: int, predictive: int | None, reactive: int | None) -> Recommendation:
+        """The last stage: min_replicas and max_replicas bind whatever came before."""
         c = self.config
-        if desired < c.min_replicas:
-            desired, reason, message = (
-                c.min_replicas,
-                "clamped_min",
-                f"{message}; raised to min_replicas {c.min_replicas}",
-            )
-        if c.max_replicas is not None and desired > c.max_replicas:
-            desired, reason, message = (
-                c.max_replicas,
-                "clamped_max",
-                f"{message}; capped at max_replicas {c.max_replicas}",
-            )
-        return Recommendation(desired, min(warm_pool, desired), reason, message, predictive, reactive)
+        if step.replicas < c.min_replicas:
+            step = Step(c.min_replicas, "clamped_min", f"{step.message}; raised to min_replicas {c.min_replicas}")
+        if c.max_replicas is not None and step.replicas > c.max_replicas:
+            step = Step(c.max_replicas, "clamped_max", f"{step.message}; capped at max_replicas {c.max_replicas}")
+        return Recommendation(
+            step.replicas, min(warm_pool, step.replicas), step.reason, step.message, predictive, reactive
+        )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from scaler.policy import Demand, PolicyConfig, ReplicaPolicy, Tolerances, spare_replicas
@@ -129,6 +131,24 @@ def test_replica_without_metrics_never_pushes_a_scale_down() -> None:
 def test_limits(config: PolicyConfig, demand: Demand, desired: int, reason: str) -> None:
     rec = ReplicaPolicy(config).recommend(demand, now=0.0)
     assert (rec.desired_replicas, rec.reason) == (desired, reason)
+
+
+def test_stages_apply_in_the_hpas_order_each_naming_the_reason_that_bound_last() -> None:
+    """raw → stabilise → step limit → clamp: a scale-down the window holds at 8 is then cut to one step below
+    the current 10, and a floor above that raises it once more; each stage's reason replaces the one before."""
+    cfg = PolicyConfig(
+        target_utilisation=1.0, scale_down_stabilisation_s=300.0, scale_down_max_step=1, headroom="fixed"
+    )
+    policy = ReplicaPolicy(cfg)
+    busy = _demand(current_replicas=10, ready_replicas=10, arrival_rate=8.0, forecast_upper_rate=8.0)
+    assert policy.recommend(busy, now=0.0).desired_replicas == 9  # a need of 8 (remembered), one step down from 10
+    quiet = _demand(current_replicas=10, ready_replicas=10, arrival_rate=2.0, forecast_upper_rate=2.0)
+    rec = policy.recommend(quiet, now=10.0)  # raw 2, stabilised at 8 (the need 10 s ago), then one step: 9
+    assert (rec.desired_replicas, rec.reason) == (9, "step_limited")
+    assert "holding 8 for the 300 s scale-down window" in rec.message  # the stabilisation stage ran first
+    floored = ReplicaPolicy(dataclasses.replace(cfg, min_replicas=10, scale_down_max_step=0))
+    rec = floored.recommend(quiet, now=0.0)
+    assert (rec.desired_replicas, rec.reason) == (10, "clamped_min")
 
 
 @pytest.mark.parametrize(
