@@ -30,8 +30,7 @@ we cannot tell which copy is right, so the page is not read.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import cast
+from collections.abc import Callable, Hashable
 
 from collector.exposition._lex import (
     LABEL_PAIR_RE,
@@ -100,7 +99,7 @@ class _TextParser:
         self.bodies: dict[str, dict[str, str]] = {}
         # Body text -> its label set as a frozenset of pairs (the same for `a="1",b="2"` and `b="2",a="1"`), so a
         # series is a cheap (name, label set, timestamp) key: the frozenset hashes once and keeps its hash.
-        self.canonical: dict[str, LabelKey] = {}
+        self.canonical: dict[str, Hashable] = {}
         self.layouts: dict[str, list[str]] = {}  # "a=,b=" -> ["a", "b"]
         # The series each emitted family holds so far: a family may come back later on the page.
         self.series: dict[str, set[SeriesKey]] = {}
@@ -143,13 +142,14 @@ class _TextParser:
                         self.typ = rest
                         self.type_line = line_no
                         self.allowed = _admitted(candidate, rest)
+                    elif candidate == self.name:
+                        self._metadata(keyword, candidate, rest, line, line_no)
                     elif (
-                        candidate == self.name
-                        or keep(candidate)
-                        or (candidate.endswith("_total") and keep(candidate[:-6]))
+                        # the family's final name depends on its type only through a counter's "_total"
+                        (is_wanted := keep(candidate) or (candidate.endswith("_total") and keep(candidate[:-6])))
                         or raw[:1] != "#"
                     ):
-                        self._metadata(keyword, candidate, rest, line, line_no)
+                        self._metadata(keyword, candidate, rest, line, line_no, is_wanted)
                         # the usual TYPE right after the HELP, taken with it (as the inline TYPE above would)
                         if keyword == "HELP" and text.startswith("# TYPE ", pos):
                             head = "# TYPE " + candidate + " "
@@ -335,7 +335,7 @@ class _TextParser:
         inside a quoted value, nor can the first quote-and-comma after a well-formed first label (see
         test_exposition_text); any body this does not take, or that would repeat a name, is validated whole.
         """
-        bodies = self.bodies
+        bodies, canonical = self.bodies, self.canonical
         if body.startswith('le="'):
             cut = body.find('",', 4)
             value = body[4:cut]
@@ -348,7 +348,21 @@ class _TextParser:
                     labels = {"le": value}
                     labels.update(base)
                     bodies[body] = labels
-                    self.canonical[body] = (cast(LabelSet, self.canonical[rest]), value)  # no le in rest
+                    canonical[body] = (canonical[rest], value)  # a pair, as _label_set makes for a set with le
+                    return labels
+        cut = body.rfind(',le="')  # the usual last label, found without a pattern
+        if cut > 0 and body[cut - 1] == '"' and body[-1] == '"' and len(body) - cut > 5:
+            value = body[cut + 5 : -1]
+            if '"' not in value and "\\" not in value:
+                prefix = body[:cut]
+                base = bodies.get(prefix)
+                if base is None:
+                    base = self._labels(prefix, line, line_no)
+                if "le" not in base:
+                    labels = base.copy()
+                    labels["le"] = value
+                    bodies[body] = labels
+                    canonical[body] = (canonical[prefix], value)
                     return labels
         cut = body.rfind(",")
         if cut > 0 and body[cut - 1] == '"':
@@ -363,12 +377,10 @@ class _TextParser:
                     labels = base.copy()
                     labels[name] = value
                     bodies[body] = labels
-                    self.canonical[body] = (
-                        (cast(LabelSet, self.canonical[prefix]), value) if name == "le" else _label_set(labels)
-                    )
+                    canonical[body] = (canonical[prefix], value) if name == "le" else _label_set(labels)
                     return labels
         labels = self._validate(body, line, line_no)
-        self.canonical[body] = _label_set(labels)
+        canonical[body] = _label_set(labels)
         return labels
 
     def _add(self, sample: Sample) -> None:
@@ -452,16 +464,20 @@ class _TextParser:
         if keyword in ("TYPE", "HELP"):
             self._metadata(keyword, candidate, parts[3] if len(parts) == 4 else None, line, line_no)
 
-    def _metadata(self, keyword: str, candidate: str, rest: str | None, line: str, line_no: int) -> None:
-        """A HELP or TYPE line: a new name ends the current family and starts another."""
+    def _metadata(
+        self, keyword: str, candidate: str, rest: str | None, line: str, line_no: int, wanted: bool | None = None
+    ) -> None:
+        """A HELP or TYPE line: a new name ends the current family and starts another (``wanted``: whether it
+        is wanted, when the caller knows)."""
         if keyword == "TYPE" and rest is None:
             raise ParseError("TYPE needs a metric name and a type", line_no=line_no, line=line)
         if candidate != self.name:
             self._close()
             self.name, self.help, self.typ, self.samples, self.keys = candidate, "", "untyped", [], []
-            # The family's final name depends on its type only through a counter's "_total".
-            keep = self.keep
-            self.wanted = keep(candidate) or (candidate.endswith("_total") and keep(candidate[:-6]))
+            if wanted is None:  # the family's final name depends on its type only through a counter's "_total"
+                keep = self.keep
+                wanted = keep(candidate) or (candidate.endswith("_total") and keep(candidate[:-6]))
+            self.wanted = wanted
             if keyword == "HELP":
                 self.allowed = (candidate,)
         if keyword == "HELP":
@@ -541,8 +557,9 @@ _BLOCK_RE = {
 _PLAIN_BLOCK_RE = re.compile(rf"({NAME}){_LINE_REST}(?:\1{_LINE_REST})*+")
 
 # The same runs for a wanted family, of the usual sample line only: `name{labels} value`, the labels ending at
-# the line's last "}" as in the line loop, no timestamp, no blank before the line's end.
-_USUAL_REST = r'\{[^\n]*\} [^ \t\n{}"]++\n'
+# the line's last "}" as in the line loop (a value holds no "}"), no timestamp, no blank (as str.strip() sees
+# blanks) in the value or before the line's end, so that each line is exactly what the line loop would read.
+_USUAL_REST = r'\{[^\n]*\} [^\s{}"]++\n'
 _READ_BLOCK_RE = {
     "histogram": re.compile(
         rf"([a-zA-Z_:][a-zA-Z0-9_:]*?)(?:_bucket|_count|_sum){_USUAL_REST}(?:\1(?:_bucket|_count|_sum){_USUAL_REST})*+"
@@ -552,7 +569,7 @@ _READ_BLOCK_RE = {
     ),
 }
 _PLAIN_READ_BLOCK_RE = re.compile(rf"({NAME}){_USUAL_REST}(?:\1{_USUAL_REST})*+")
-_USUAL_SAMPLE_RE = re.compile(rf'({NAME})\{{([^\n]*)\}} ([^ \t\n{{}}"]++)\n')
+_USUAL_SAMPLE_RE = re.compile(rf'({NAME})\{{([^\n]*)\}} ([^\s{{}}"]++)\n')
 
 
 # One whole family of the usual shape, as the oracle groups lines into families: an optional HELP, an
@@ -638,15 +655,13 @@ def _skip_block(text: str, start: int, family: str, typ: str) -> tuple[int, int]
     return text.count("\n", start, m.end()), m.end()
 
 
-LabelSet = frozenset[tuple[str, str]]
-# A label set as a cheap hashable key; one with "le" is its other labels and the bound, so that a bucket's key
-# is a pair built from its series' (see _TextParser._labels). Equal label sets get equal keys, others not.
-LabelKey = LabelSet | tuple[LabelSet, str]
-SeriesKey = tuple[str, LabelKey, float | None]  # sample name, label set, timestamp
+SeriesKey = tuple[str, Hashable, float | None]  # sample name, label set (see _label_set), timestamp
 
 
-def _label_set(labels: dict[str, str]) -> LabelKey:
-    """The key of a label set (see LabelKey): no sort, no numbering table, 2-3x cheaper than a sorted tuple."""
+def _label_set(labels: dict[str, str]) -> Hashable:
+    """A label set as a cheap hashable key: equal sets get equal keys, others not. No sort, no numbering table:
+    2-3x cheaper than a sorted tuple. A set with "le" is the pair (its other labels, the bound), so that a
+    bucket's key is built from its series' (see _TextParser._labels)."""
     bound = labels.get("le")
     if bound is None:
         return frozenset(labels.items())

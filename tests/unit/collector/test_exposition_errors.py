@@ -105,6 +105,8 @@ MALFORMED_IN_A_RUN = [
     ('# TYPE g gauge\ng{a="1"} 1\ng{a="2",,b="1"} 1\ng{a="3"} 2\n', 3, "label"),
     # a duplicated series
     ('# TYPE g gauge\ng{a="1"} 1\ng{a="2"} 1\ng{a="1"} 2\n', 1, "duplicate series"),
+    # a value that is only a blank str.strip() removes: the line loop's "missing value", not an invalid value
+    ('# TYPE g gauge\ng{a="1"} 1\ng{a="2"} \x0c\ng{a="3"} 2\n', 3, "missing value"),
 ]
 
 
