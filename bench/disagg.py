@@ -268,6 +268,14 @@ def replay_schedule(trace: object, prefill: Sequence[int], decode: Sequence[int]
     """A pair of schedules replayed through the policies' loop and measure."""
     run = run_disaggregated(trace, Scheduled(prefill, decode))
     held = {"prefill": tuple(prefill), "decode": tuple(decode)}
+    # Every whole replay on stderr as it ends, so a search stopped part way still shows what it replayed.
+    print(
+        f"    replayed: SLO {run.slo_attainment:7.2%}  ${run.cost_usd:7.2f}  replica-h prefill "
+        f"{run.replica_hours['prefill']:.2f} (max {max(prefill)}), decode {run.replica_hours['decode']:.2f} "
+        f"(max {max(decode)})  [{run.seconds:.0f} s]",
+        file=sys.stderr,
+        flush=True,
+    )
     return PoolRun(held, run.slo_attainment, run.cost_usd, dict(run.replica_hours))
 
 
@@ -330,6 +338,8 @@ def main() -> None:
             run_disaggregated(trace, KvpilotPools()),
             run_disaggregated(trace, DynamoRule(args.dynamo_predictor)),
         ]
+        for r in runs:  # before the frontier's long search, in case it is stopped
+            print(f"  {r.name}: {json.dumps(r.__dict__)}", file=sys.stderr, flush=True)
         front, started = None, time.perf_counter()
         if not args.no_frontier:
             front = measure_frontier(trace, args.frontier_prices)
