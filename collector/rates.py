@@ -5,6 +5,9 @@ Pure functions over points ``(t, value)`` given oldest first. A counter that goe
 increase over that step, so a restart never produces a negative rate. Unlike Prometheus we do not
 extrapolate to the window's edges: the rate is the increase divided by the time actually covered, which
 is what a controller comparing two ticks wants. Too few points gives ``None`` (unknown), never 0.
+
+What a restart is, and what a step across one adds, is decided here once: `counter_step` for counters,
+`histogram_reset` and `histogram_step` for histograms; the planner's and the backtest's windows use them too.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import operator
 from collections import deque
 from collections.abc import Iterable, Sequence
 
+from collector import validity
 from collector.samples import Histogram
 
 Point = tuple[float, float]
@@ -32,6 +36,12 @@ def counter_points(points: Iterable[tuple[float, float | None]]) -> list[Point]:
     return [(t, v) for t, v in finite_points(points) if v >= 0]
 
 
+def counter_step(previous: float, current: float) -> float:
+    """A counter's increase from one sample to the next. A fall is a restart: the counter started again from 0,
+    so all of ``current`` is new (Prometheus' ``increase()``)."""
+    return current - previous if current >= previous else current
+
+
 def increase(points: Sequence[Point]) -> float | None:
     """Total increase of a counter over ``points`` (oldest first); ``None`` with fewer than two points."""
     if len(points) < 2:
@@ -39,8 +49,7 @@ def increase(points: Sequence[Point]) -> float | None:
     total = 0.0
     previous = points[0][1]
     for _, value in points[1:]:
-        # A decrease is a restart: the counter started again from 0, so all of `value` is new.
-        total += value - previous if value >= previous else value
+        total += counter_step(previous, value)
         previous = value
     return total
 
@@ -76,42 +85,68 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
     return numerator / denominator
 
 
-def _is_reset(previous: Histogram, current: Histogram) -> bool:
-    if current.count < previous.count:
-        return True
-    return any(map(operator.lt, current.counts, previous.counts))  # same bounds, so same length
+def histogram_reset(previous: Histogram, current: Histogram) -> bool:
+    """Whether a cumulative histogram restarted between two samples with the same bounds: its count or any of its
+    buckets fell.
+
+    While the process lives every bucket and the count only grow, so a fall in any of them proves a restart. The
+    count (+Inf) alone is not enough: by the next scrape a restarted process can have seen more observations in all
+    than the old one had (the old one ran briefly, or traffic rose) while a lower bucket is still below its old
+    value; subtracting there gives that bucket a negative increase. Prometheus decides the same for native histograms
+    (``DetectReset``: the count or any bucket smaller; never the sum, which negative observations may lower). PromQL
+    on classic histograms sees each bucket as a counter of its own and resets each alone; a restart zeroes all
+    buckets at once, so that would take the buckets that fell in full and subtract the others, undercounting the
+    step.
+    """
+    return current.count < previous.count or any(map(operator.lt, current.counts, previous.counts))
+
+
+def histogram_step(previous: Histogram, current: Histogram) -> Histogram | None:
+    """A cumulative histogram's bucket-wise increase from one sample to the next, reset-aware: after a restart
+    (`histogram_reset`) all of ``current`` is new, as a counter's value is (`counter_step`). ``None`` when the
+    bounds differ: buckets that appeared or disappeared cannot be subtracted."""
+    return _step(previous, current) if current.bounds == previous.bounds else None
+
+
+def _step(previous: Histogram, current: Histogram) -> Histogram:
+    """`histogram_step` of two histograms known to share their bounds."""
+    if histogram_reset(previous, current):
+        return current
+    return Histogram(
+        bounds=current.bounds,
+        counts=tuple(map(operator.sub, current.counts, previous.counts)),
+        sum=current.sum - previous.sum,
+        count=current.count - previous.count,
+    )
 
 
 def histogram_increase(histograms: Sequence[Histogram]) -> Histogram | None:
-    """Bucket-wise increase of a cumulative histogram over a window (oldest first), reset-aware.
+    """Bucket-wise increase of a cumulative histogram over a window (oldest first): the sum of its `histogram_step`s.
 
-    A step where the count or any bucket went down is a restart and contributes the later histogram in
-    full. Buckets that changed their bounds mid-window cannot be subtracted: the window then starts at
-    the change. ``None`` with fewer than two comparable histograms.
+    A histogram with an impossible count (NaN, infinite, negative, buckets not cumulative: see
+    `collector.validity.histogram`) is no sample and is skipped, as `counter_points` skips such counter values.
+    Buckets that changed their bounds mid-window cannot be subtracted: the window then starts at the change. ``None``
+    with fewer than two comparable histograms.
     """
-    if len(histograms) < 2:
+    usable = [h for h in histograms if validity.histogram(h) is not None]
+    if len(usable) < 2:
         return None
-    bounds = histograms[-1].bounds
-    start = len(histograms) - 1
-    while start > 0 and histograms[start - 1].bounds == bounds:
+    bounds = usable[-1].bounds
+    start = len(usable) - 1
+    while start > 0 and usable[start - 1].bounds == bounds:
         start -= 1
-    window = histograms[start:]
+    window = usable[start:]
     if len(window) < 2:
         return None
     counts = [0.0] * len(bounds)
     total_sum = 0.0
     total_count = 0.0
     for previous, current in itertools.pairwise(window):
-        if _is_reset(previous, current):
-            step_counts: Sequence[float] = current.counts
-            step_sum, step_count = current.sum, current.count
-        else:
-            step_counts = [c - p for c, p in zip(current.counts, previous.counts, strict=True)]
-            step_sum, step_count = current.sum - previous.sum, current.count - previous.count
-        for i, c in enumerate(step_counts):
+        step = _step(previous, current)
+        for i, c in enumerate(step.counts):
             counts[i] += c
-        total_sum += step_sum
-        total_count += step_count
+        total_sum += step.sum
+        total_count += step.count
     return Histogram(bounds=bounds, counts=tuple(counts), sum=total_sum, count=total_count)
 
 
@@ -238,7 +273,7 @@ class GaugeWindow:
 
 
 class HistogramWindow:
-    """A cumulative histogram's points since a start time (those with the newest bounds), with
+    """A cumulative histogram's possible points since a start time (those with the newest bounds), with
     `histogram_increase` over them."""
 
     __slots__ = ("_points", "_restarts")
@@ -249,7 +284,7 @@ class HistogramWindow:
         self._restarts = 0
 
     def add(self, t: float, histogram: Histogram | None) -> None:
-        if histogram is None:
+        if histogram is None or validity.histogram(histogram) is None:
             return
         points = self._points
         restart = None
@@ -258,7 +293,7 @@ class HistogramWindow:
             if previous.bounds != histogram.bounds:  # incomparable: the window starts again here
                 points.clear()
                 self._restarts = 0
-            elif _is_reset(previous, histogram):
+            elif histogram_reset(previous, histogram):
                 restart = previous
                 self._restarts += 1
         points.append((t, histogram, restart))

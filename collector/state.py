@@ -18,7 +18,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from collector.aggregates import DeploymentAggregate
-from collector.rates import CounterWindow, GaugeWindow, HistogramWindow, histogram_add, ratio
+from collector.rates import CounterWindow, GaugeWindow, HistogramWindow, histogram_add, histogram_reset, ratio
 from collector.roles import BOTH, split_pool_key
 from collector.samples import GpuSample, Histogram, ReplicaSample, TargetInfo
 
@@ -501,7 +501,7 @@ class FleetState:
         counts = list(map(operator.sub, last.counts, first.counts))
         total_sum, total_count = last.sum - first.sum, last.count - first.count
         for current, previous in itertools.pairwise(newest):
-            if current.count < previous.count or any(map(operator.lt, current.counts, previous.counts)):
+            if histogram_reset(previous, current):
                 counts = list(map(operator.add, counts, previous.counts))  # a restart: `current` counts in full
                 total_sum += previous.sum
                 total_count += previous.count

@@ -12,6 +12,8 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 
+from collector import validity
+from collector.rates import histogram_step
 from collector.samples import Histogram
 from collector.state import DeploymentView, FleetState, ReplicaView
 from scaler.capacity import CapacityConfig, CapacityModel, SloFeedback, TokenMix, share_above
@@ -133,13 +135,14 @@ def token_mix(view: DeploymentView) -> TokenMix | None:
 class WindowedHistogram:
     """The increase of replicas' cumulative histograms over the last ``window_s``, summed over replicas.
 
-    Counter resets (a restarted replica) count from zero, as Prometheus' increase() does; replicas whose bucket
-    bounds differ from the first seen are skipped rather than mixed.
+    Each replica's step from one tick to the next is `collector.rates.histogram_step` (a restarted replica's counts
+    are new in full, as in Prometheus' increase()); impossible histograms are skipped as missing, and replicas whose
+    bucket bounds differ from the first seen are skipped rather than mixed.
     """
 
     def __init__(self, window_s: float) -> None:
         self.window_s = window_s
-        self._last: dict[str, tuple[float, ...]] = {}
+        self._last: dict[str, Histogram] = {}
         self._bounds: tuple[float, ...] | None = None
         self._ticks: deque[tuple[float, list[float]]] = deque()
 
@@ -148,19 +151,18 @@ class WindowedHistogram:
     ) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
         delta: list[float] | None = None
         for key, h in histograms:
-            if h is None:
+            if h is None or validity.histogram(h) is None:
                 continue
             if self._bounds is None:
                 self._bounds = h.bounds
             if h.bounds != self._bounds:
                 continue
             before = self._last.get(key)
-            self._last[key] = h.counts
-            if before is None:
+            self._last[key] = h
+            step = None if before is None else histogram_step(before, h)
+            if step is None:
                 continue
-            reset = h.counts[-1] < before[-1]
-            inc = list(h.counts) if reset else [a - b for a, b in zip(h.counts, before, strict=True)]
-            delta = inc if delta is None else [a + b for a, b in zip(delta, inc, strict=True)]
+            delta = list(step.counts) if delta is None else [a + b for a, b in zip(delta, step.counts, strict=True)]
         if delta is not None:
             self._ticks.append((now, delta))
         while self._ticks and now - self._ticks[0][0] >= self.window_s:

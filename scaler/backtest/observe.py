@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from collector.rates import counter_step
+
 
 @dataclass(frozen=True, slots=True)
 class ReplicaObs:
@@ -49,7 +51,7 @@ class Observation:
 
 class FleetCounters:
     """Fleet-wide counters that survive scale-down: the sum of per-replica increases (a replica that is gone
-    keeps what it served), with counter resets taken as increases from zero, as Prometheus does."""
+    keeps what it served), each step reset-aware as the collector's (`collector.rates.counter_step`)."""
 
     _NAMES = ("requests_finished_total", "prompt_tokens_total", "generation_tokens_total")
 
@@ -62,7 +64,8 @@ class FleetCounters:
             for name in self._NAMES:
                 value = float(getattr(r, name, 0.0) or 0.0)
                 before = self._last.get((r.name, name))
-                self.totals[name] += value if before is None or value < before else value - before
+                # a replica seen for the first time counts from 0: what it served before this tick is the fleet's too
+                self.totals[name] += value if before is None else counter_step(before, value)
                 self._last[(r.name, name)] = value
         return dict(self.totals)
 

@@ -14,11 +14,14 @@ from collector.rates import (
     GaugeWindow,
     HistogramWindow,
     counter_points,
+    counter_step,
     derivative,
     finite_points,
     histogram_add,
     histogram_increase,
     histogram_quantile,
+    histogram_reset,
+    histogram_step,
     increase,
     rate,
     ratio,
@@ -116,6 +119,23 @@ HISTOGRAM_CASES = [
     ),
     # one histogram: no delta
     ([_h((1, 2, 3), 1.0)], None),
+    # a restart seen in one bucket only (the count grew): the later histogram in full, no bucket goes negative
+    ([_h((5, 6, 10), 5.0), _h((1, 9, 12), 6.0)], _h((1, 9, 12), 6.0)),
+    # buckets disappeared mid-window: the window restarts at the change
+    (
+        [_h((1, 2, 3, 4), 1.0, (0.1, 0.5, 1.0, INF)), _h((1, 3, 4), 1.0), _h((3, 5, 7), 2.0)],
+        _h((2, 2, 3), 1.0),
+    ),
+    # bounds changed and changed back: only the run since the last change counts
+    ([_h((1, 2, 3), 1.0), _h((5, 5), 2.0, (0.5, INF)), _h((1, 2, 3), 1.0), _h((2, 2, 4), 1.5)], _h((1, 0, 1), 0.5)),
+    # a NaN bucket is no sample: skipped, the steps around it join up
+    ([_h((1, 2, 3), 1.0), _h((2, math.nan, 5), 2.0), _h((2, 5, 7), 4.0)], _h((1, 3, 4), 3.0)),
+    # a NaN count and a negative bucket likewise
+    ([_h((1, 2, math.nan), 1.0), _h((1, 2, 3), 1.0), _h((-1, 2, 3), 1.0), _h((2, 5, 7), 4.0)], _h((1, 3, 4), 3.0)),
+    # NaN only in the sum (an engine that exports no _sum): the buckets still count, the sum is unknown
+    ([_h((1, 2, 3), math.nan), _h((2, 5, 7), math.nan)], _h((1, 3, 4), math.nan)),
+    # garbage leaves fewer than two samples: unknown
+    ([_h((1, 2, 3), 1.0), _h((math.nan, math.nan, math.nan), 1.0)], None),
 ]
 
 
@@ -128,8 +148,59 @@ def test_histogram_increase(hists: list[Histogram], expected: Histogram | None) 
         assert got is not None
         assert got.bounds == expected.bounds
         assert got.counts == pytest.approx(expected.counts)
-        assert got.sum == pytest.approx(expected.sum)
+        assert got.sum == pytest.approx(expected.sum, nan_ok=True)
         assert got.count == pytest.approx(expected.count)
+
+
+STEP_CASES = [
+    # plain step: bucket-wise difference, sum and count too
+    (_h((1, 2, 3), 1.0), _h((2, 5, 7), 4.0), _h((1, 3, 4), 3.0)),
+    # no change: a known zero increase
+    (_h((1, 2, 3), 1.0), _h((1, 2, 3), 1.0), _h((0, 0, 0), 0.0)),
+    # the count (+Inf) fell: a restart, the later histogram is all new
+    (_h((5, 9, 10), 8.0), _h((1, 1, 2), 0.5), _h((1, 1, 2), 0.5)),
+    # only a lower bucket fell while the count grew: a restart too (buckets only grow while a process lives)
+    (_h((5, 6, 10), 5.0), _h((1, 9, 12), 6.0), _h((1, 9, 12), 6.0)),
+    # the sum fell with the buckets growing: no restart (negative observations lower a sum)
+    (_h((1, 2, 3), 5.0), _h((2, 5, 7), 4.0), _h((1, 3, 4), -1.0)),
+    # a bucket appeared: incomparable, no step
+    (_h((1, 2, 3), 1.0), _h((1, 1, 2, 4), 2.0, (0.1, 0.5, 1.0, INF)), None),
+]
+
+
+@pytest.mark.parametrize(("previous", "current", "expected"), STEP_CASES)
+def test_histogram_step(previous: Histogram, current: Histogram, expected: Histogram | None) -> None:
+    assert histogram_step(previous, current) == expected
+
+
+RESET_CASES = [
+    # growth in every bucket is no restart
+    (_h((1, 2, 3), 1.0), _h((2, 5, 7), 4.0), False),
+    # the count (+Inf) falling is one
+    (_h((5, 9, 10), 8.0), _h((5, 9, 9), 8.0), True),
+    # one bucket falling is one, whatever the count does
+    (_h((5, 6, 10), 5.0), _h((4, 9, 12), 6.0), True),
+    # the count field alone falling is one (an exporter whose count and +Inf bucket disagree)
+    (_h((1, 2, 3), 1.0), Histogram((0.1, 1.0, INF), (1, 2, 3), 1.0, 2.0), True),
+]
+
+
+@pytest.mark.parametrize(("previous", "current", "expected"), RESET_CASES)
+def test_histogram_reset(previous: Histogram, current: Histogram, expected: bool) -> None:
+    assert histogram_reset(previous, current) is expected
+
+
+@pytest.mark.parametrize(
+    ("previous", "current", "expected"),
+    [
+        (10.0, 15.0, 5.0),  # growth: the difference
+        (10.0, 10.0, 0.0),  # flat: a known zero
+        (10.0, 4.0, 4.0),  # a fall is a restart: all of the later value is new
+        (10.0, 0.0, 0.0),  # a restart straight to zero adds nothing
+    ],
+)
+def test_counter_step(previous: float, current: float, expected: float) -> None:
+    assert counter_step(previous, current) == expected
 
 
 def test_histogram_add_skips_none_and_other_bounds() -> None:
@@ -224,6 +295,8 @@ def _histograms(draw: st.DrawFn) -> Histogram | None:
     bounds = draw(_BOUNDS) if draw(st.integers(0, 9)) == 0 else (0.1, 1.0, math.inf)
     steps = draw(st.lists(st.integers(0, 1000), min_size=len(bounds), max_size=len(bounds)))
     counts = tuple(float(c) for c in itertools.accumulate(steps))
+    if draw(st.integers(0, 9)) == 0:  # now and then a garbage bucket, which both must skip alike
+        counts = (math.nan, *counts[1:])
     return Histogram(bounds=bounds, counts=counts, sum=float(draw(st.integers(0, 10**6))), count=counts[-1])
 
 

@@ -140,6 +140,29 @@ def test_windowed_histogram_sums_increases_and_survives_resets() -> None:
 
 
 @pytest.mark.parametrize(
+    ("after", "expected"),
+    [
+        # growth: the bucket-wise difference
+        ((5.0, 6.0, 12.0), (1.0, 0.0, 2.0)),
+        # a restart the count does not show (it grew past the old total) but a lower bucket does: all new, never
+        # a negative bucket (the +Inf-only rule gave (-4, 1, 2))
+        ((0.0, 7.0, 12.0), (0.0, 7.0, 12.0)),
+        # a restart the count shows
+        ((1.0, 1.0, 1.0), (1.0, 1.0, 1.0)),
+        # an impossible histogram (NaN bucket) is missing, not a step: nothing known yet
+        ((math.nan, 6.0, 12.0), None),
+    ],
+)
+def test_windowed_histogram_steps_as_the_collector_does(
+    after: tuple[float, ...], expected: tuple[float, ...] | None
+) -> None:
+    w = WindowedHistogram(window_s=60.0)
+    w.update(0.0, [("a", _hist((4.0, 6.0, 10.0)))])
+    got = w.update(15.0, [("a", _hist(after))])
+    assert got == (None if expected is None else ((0.5, 1.0, math.inf), expected))
+
+
+@pytest.mark.parametrize(
     ("per_tick", "loading", "cut"),
     [
         (10, 0, True),  # every planned replica serving, and enough by the model: queueing proves it optimistic
