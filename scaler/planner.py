@@ -344,6 +344,15 @@ def servable_queue(view: DeploymentView) -> float | None:
     return max(0.0, view.requests_waiting - stuck)
 
 
+@dataclass(frozen=True, slots=True)
+class DeploymentLimits:
+    """What the rollout stage needs of a deployment's planner: how long a new replica takes to serve, and how many
+    replicas it may have (``None``: no ceiling)."""
+
+    cold_start_s: float
+    max_replicas: int | None
+
+
 class Planner:
     """Decides every deployment in a FleetState; remembers per-deployment models between ticks."""
 
@@ -351,6 +360,11 @@ class Planner:
         self.config = config or PlannerConfig()
         self.overrides = dict(overrides)
         self._planners: dict[str, _DeploymentPlanner] = {}
+
+    def limits(self, key: str) -> DeploymentLimits:
+        """The deployment's cold start and replica ceiling, as its configuration sets them."""
+        config = self.overrides.get(key, self.config)
+        return DeploymentLimits(cold_start_s=config.cold_start_s, max_replicas=config.policy.max_replicas)
 
     def planner_for(self, key: str) -> _DeploymentPlanner:
         planner = self._planners.get(key)

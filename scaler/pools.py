@@ -26,7 +26,7 @@ from scaler.capacity import ServingProfile
 from scaler.decision import Decision
 from scaler.forecast import Forecaster, make
 from scaler.forecast.live_error import LiveMase
-from scaler.planner import Planner, _DeploymentPlanner, completion_rate, empty_view, replica_count
+from scaler.planner import DeploymentLimits, Planner, _DeploymentPlanner, completion_rate, empty_view, replica_count
 from scaler.policy import Demand, PolicyConfig, ReplicaPolicy
 
 
@@ -237,6 +237,16 @@ class PooledPlanner:
         self.config = config
         self.overrides = dict(overrides or {})  # by deployment key (namespace/name), both pools
         self._pools: dict[str, _PoolPlanner] = {}
+
+    def limits(self, key: str) -> DeploymentLimits:
+        """A pool's cold start and replica ceiling from its own pool configuration; another deployment's from
+        ``inner``."""
+        deployment, pool = split_pool_key(key)
+        if pool == BOTH:
+            return self.inner.limits(key)
+        config = self.overrides.get(deployment, self.config)
+        own = config.prefill if pool == PREFILL else config.decode
+        return DeploymentLimits(cold_start_s=own.cold_start_s, max_replicas=own.policy.max_replicas)
 
     def planner_for(self, key: str) -> _PoolPlanner | _DeploymentPlanner:
         deployment, pool = split_pool_key(key)

@@ -21,12 +21,13 @@ import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from collector.state import FleetState
 from detectors import rollout as rollout_detector
 from detectors.thresholds import DEFAULT, Thresholds
 from scaler.decision import Decision
+from scaler.planner import DeploymentLimits
 
 
 def surge_replicas(
@@ -418,8 +419,8 @@ class RolloutStage:
         deployments: Mapping[str, DeploymentRollout] | None = None,
     ) -> list[Decision]:
         """The decisions, each raised by its deployment's rollout surge (unchanged where none runs).
-        ``planner``: where it has ``planner_for(key).config``, each deployment's cold start and max_replicas come
-        from there; ``deployments``: the Deployment objects' rollout status, where the scale source read them."""
+        ``planner``: where it has ``limits(key)`` (`Planner.limits`), each deployment's cold start and max_replicas
+        come from there; ``deployments``: the Deployment objects' rollout status, where the scale source read them."""
         views = state.deployments()
         out: list[Decision] = []
         for d in decisions:
@@ -481,10 +482,15 @@ class RolloutStage:
         return out
 
 
-def _limits(planner: Any, key: str) -> tuple[float, int | None]:
-    """(cold start, max_replicas) of a deployment from ``Planner.planner_for(key).config``, where there is one."""
-    planner_for = getattr(planner, "planner_for", None)
-    if planner_for is None:
+@runtime_checkable
+class _KnowsLimits(Protocol):
+    def limits(self, key: str) -> DeploymentLimits: ...
+
+
+def _limits(planner: object, key: str) -> tuple[float, int | None]:
+    """(cold start, max_replicas) of a deployment from its planner's ``limits`` (`Planner`, `PooledPlanner`), where
+    it has one, else the defaults."""
+    if not isinstance(planner, _KnowsLimits):
         return DEFAULT_COLD_START_S, None
-    config = planner_for(key).config
-    return float(config.cold_start_s), config.policy.max_replicas
+    limits = planner.limits(key)
+    return float(limits.cold_start_s), limits.max_replicas

@@ -11,6 +11,7 @@ from collector.samples import Histogram, ReplicaSample
 from collector.state import FleetState
 from scaler.capacity import CapacityConfig, TokenMix
 from scaler.planner import (
+    DeploymentLimits,
     Planner,
     PlannerConfig,
     WindowedHistogram,
@@ -160,6 +161,14 @@ def test_windowed_histogram_steps_as_the_collector_does(
     w.update(0.0, [("a", _hist((4.0, 6.0, 10.0)))])
     got = w.update(15.0, [("a", _hist(after))])
     assert got == (None if expected is None else ((0.5, 1.0, math.inf), expected))
+
+
+def test_limits_are_the_deployments_own_configuration() -> None:
+    # the rollout stage reads a deployment's cold start and ceiling here; an override wins for its deployment only
+    fast = PlannerConfig(cold_start_s=30.0, policy=PolicyConfig(max_replicas=4))
+    planner = Planner(PlannerConfig(cold_start_s=200.0), overrides={"prod/small": fast})
+    assert planner.limits("prod/small") == DeploymentLimits(cold_start_s=30.0, max_replicas=4)
+    assert planner.limits("prod/llm") == DeploymentLimits(cold_start_s=200.0, max_replicas=None)  # no ceiling set
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,11 @@ from collector.samples import ReplicaSample
 from collector.state import FleetState
 from scaler.backtest.sim import serving_profile_fields
 from scaler.capacity import ServingProfile
-from scaler.planner import Planner
+from scaler.decision import Decision
+from scaler.planner import DeploymentLimits, Planner, PlannerConfig
 from scaler.policy import PolicyConfig
 from scaler.pools import PoolConfig, PooledPlanner, PoolsConfig, sequences_within_itl
+from scaler.rollout import RolloutStage
 from simulator.profile import PROFILES
 
 # what a benchmark of each simulated replica reads (the calibrated profiles: H100 for prefill, H200 for decode)
@@ -130,3 +132,14 @@ def test_the_control_loop_can_ask_any_key_for_its_capacity_and_forecaster() -> N
     assert pool.capacity.requests_per_s() is None  # no requests/s figure for a pool: nothing stored
     pool.forecaster.observe(0.0, 3.0)  # accepted, and the pool's own signal is untouched
     assert planner.planner_for("llm/solo").capacity.source == "unknown"  # the wrapped planner's own model
+
+
+def test_each_pool_has_its_own_limits_and_the_rollout_stage_reads_them() -> None:
+    # the rollout stage times its surge by a pool's own cold start and ceiling (it read PoolsConfig as a
+    # PlannerConfig and raised, which skipped the stage for every deployment of the tick)
+    planner = PooledPlanner(Planner(PlannerConfig(cold_start_s=90.0)), CONFIG)
+    assert planner.limits("llm/chat@prefill") == DeploymentLimits(cold_start_s=60, max_replicas=32)
+    assert planner.limits("llm/chat@decode") == DeploymentLimits(cold_start_s=180, max_replicas=32)
+    assert planner.limits("llm/solo") == DeploymentLimits(cold_start_s=90.0, max_replicas=None)
+    planned = [Decision(key, 0.0, 2, 2, 2, 0, "predictive", "steady") for key in ("llm/chat@prefill", "llm/solo")]
+    assert RolloutStage().apply(FleetState(), planned, 0.0, planner=planner) == planned
