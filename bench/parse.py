@@ -28,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from collector.exposition import DEFAULT_MAX_SAMPLES, LayoutCache, parse  # noqa: E402
+from collector.exposition import DEFAULT_MAX_SAMPLES, LayoutCache, _text, parse  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "metrics"
 
@@ -147,6 +147,9 @@ def main() -> None:
     pages = page_mix() * args.repeat
     total = theirs_all(pages)  # every sample of every page, counted by the peer: the work both must do
     size = sum(len(p) for p in pages)
+    # A build older than any compiled module's source is ignored (collector/__init__.py): say which parser ran.
+    compiled = not _text.__file__.endswith(".py")
+    print(f"parser: {'compiled' if compiled else 'pure Python'} ({Path(_text.__file__).name})")
     print(f"pages: {len(pages)} ({args.repeat} x {len(pages) // args.repeat} fixtures), {size} bytes, {total} samples")
     ratios: dict[str, float] = {}
     for case, ours, theirs in (("all", ours_all, theirs_all), ("selective", ours_selective, theirs_selective)):
