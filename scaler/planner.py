@@ -66,6 +66,12 @@ class PlannerConfig:
         return out
 
 
+# "safe" (the default): the forecast's upper bound at the target utilisation, capacity never lifted above the
+# profile. "lean": one margin (scaler.policy.lean_replicas) and capacity learnt up to the full profile; cheaper on
+# every backtest, less SLO through a replica's failure (docs/scaling.md, "Sizing"; BENCHMARKS.md, "Backtest").
+SIZINGS = ("safe", "lean")
+
+
 def planner_config(
     *,
     cold_start_s: float,
@@ -77,12 +83,16 @@ def planner_config(
     forecaster: str = "auto",
     target_utilisation: float = 0.8,
     slo_feedback: bool = True,
+    sizing: str = "safe",
     horizon_s: float | None = None,
     rate_window_s: float = 60.0,
 ) -> PlannerConfig:
     """The planner configuration from the facts of a deployment (cold start, tick, replica bounds, capacity, SLO)
     and the few choices an operator makes. The defaults here are kvpilot's defaults: settings leave a field unset
     to get them, so there is one place they live."""
+    if sizing not in SIZINGS:
+        raise ValueError(f"planner: sizing must be one of {', '.join(SIZINGS)}, got {sizing!r}")
+    lean = sizing == "lean"
     # A rate over a window of w seconds reads the demand of about w/2 ago: to have replicas serving when demand
     # arrives, forecast that much further than the cold start and the tick.
     lag = rate_window_s / 2.0
@@ -93,7 +103,11 @@ def planner_config(
         scaling_delay_s=horizon - cold_start_s,
         capacity=capacity,
         slo_ttft_s=slo_ttft_s if slo_feedback else None,
+        # Lean: clean traffic may lift capacity up to the full profile (the planned utilisation learnt, not
+        # assumed); the N+1 floor of the "lean" headroom keeps room for a lost replica.
+        feedback_ceiling=1.0 / target_utilisation if lean else 1.0,
         policy=PolicyConfig(
+            headroom="lean" if lean else "fixed",
             min_replicas=min_replicas,
             max_replicas=max_replicas,
             target_utilisation=target_utilisation,

@@ -12,6 +12,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
+HEADROOMS = ("fixed", "pooled", "lean")
 IDLE_SHARE_OF_REPLICA = 0.05  # a forecast under this share of one replica's capacity does not keep a replica awake
 
 
@@ -39,6 +40,9 @@ class PolicyConfig:
     # "pooled": the spare a fleet keeps grows with the square root of its load (one replica's spare at one replica),
     # and a forecast's margin combines with it as an independent deviation. Not the default: on ServeGen's 6 h
     # (~25 replicas) it kept 92.5 % in SLO at 150 replica-h against 99.8 % at 180 (BENCHMARKS.md, "Backtest").
+    # "lean": one margin, not two stacked: the point forecast at target_utilisation, the upper bound at full
+    # capacity, and never fewer than carry the point with one replica lost once the load spans two (N+1). What
+    # the planner's `sizing: lean` selects (docs/scaling.md, "Sizing").
     headroom: str = "fixed"
     tolerances: Tolerances = Tolerances(scale_down=0.1, scale_up=0.0)
     scale_down_stabilisation_s: float = 300.0
@@ -54,8 +58,8 @@ class PolicyConfig:
             raise ValueError(f"policy: max_replicas {self.max_replicas} is below min_replicas {self.min_replicas}")
         if not (0 < self.target_utilisation <= 1):
             raise ValueError(f"policy: target_utilisation must be in (0, 1], got {self.target_utilisation}")
-        if self.headroom not in ("pooled", "fixed"):
-            raise ValueError(f"policy: headroom must be 'pooled' or 'fixed', got {self.headroom!r}")
+        if self.headroom not in HEADROOMS:
+            raise ValueError(f"policy: headroom must be one of {', '.join(HEADROOMS)}, got {self.headroom!r}")
         if self.scale_down_stabilisation_s < 0 or self.queue_drain_s <= 0:
             raise ValueError("policy: scale_down_stabilisation_s must be >= 0 and queue_drain_s > 0")
         if self.scale_up_max_step < 0 or self.scale_down_max_step < 0:
@@ -114,6 +118,17 @@ def pooled_replicas(load: float, utilisation: float, margin: float = 0.0) -> int
     replicas): two independent deviations above the mean add as variances do, not as sums or products."""
     spare = math.hypot(spare_replicas(load, utilisation), max(margin, 0.0))
     return max(0, math.ceil(max(load, 0.0) + spare - 1e-9))
+
+
+def lean_replicas(point: float, upper: float, capacity_rps: float, utilisation: float) -> int:
+    """Replicas for a forecast with one margin: the point at ``utilisation`` (the queueing headroom of a steady
+    load), the upper bound at full capacity (it is already the margin for the forecast's error), and — once the
+    point needs two replicas — enough that the point is carried at full capacity with one replica lost for a cold
+    start (N+1: a fleet sized to the point alone has no room for an XID or a hang)."""
+    need = max(_replicas_for(point, capacity_rps, utilisation), _replicas_for(upper, capacity_rps, 1.0))
+    if need >= 2:
+        need = max(need, _replicas_for(point, capacity_rps, 1.0) + 1)
+    return need
 
 
 class ReplicaPolicy:
@@ -246,8 +261,10 @@ class ReplicaPolicy:
         c = self.config
         if rate < c.idle_below_rps:
             return 0
-        if c.headroom == "fixed":
+        if c.headroom == "fixed" or (c.headroom == "lean" and point is None):
             return _replicas_for(rate, capacity_rps, c.target_utilisation)
+        if c.headroom == "lean":
+            return lean_replicas(min(max(point or 0.0, 0.0), rate), rate, capacity_rps, c.target_utilisation)
         mean = rate if point is None else min(max(point, 0.0), rate)
         return pooled_replicas(mean / capacity_rps, c.target_utilisation, (rate - mean) / capacity_rps)
 
@@ -257,7 +274,7 @@ class ReplicaPolicy:
         c = self.config
         if capacity_rps <= 0:
             return False
-        if c.headroom == "fixed":
+        if c.headroom != "pooled":
             return replicas * capacity_rps * c.target_utilisation >= rate
         load = rate / capacity_rps
         return replicas >= load + spare_replicas(load, c.target_utilisation)

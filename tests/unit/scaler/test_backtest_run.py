@@ -70,7 +70,7 @@ def test_the_cli_and_config_show_print_the_same_planner(tmp_path) -> None:  # ty
     runner = CliRunner()
     settings = tmp_path / "kvpilot.yaml"
     settings.write_text(
-        "scaler:\n  planner: {forecaster: holt, target_utilisation: 0.7}\n"
+        "scaler:\n  planner: {forecaster: holt, target_utilisation: 0.7, sizing: lean}\n"
         "  default:\n    max_replicas: 12\n    profile: {prefill_tokens_per_s: 30000, decode_step_s: 0.008,"
         " decode_tokens_per_s: 9000, kv_tokens: 400000}\n"
     )
@@ -85,6 +85,9 @@ def test_the_cli_and_config_show_print_the_same_planner(tmp_path) -> None:  # ty
     assert json.loads(tested.output)["kvpilot_config"] == planner
     assert planner["forecaster"] == "holt"
     assert planner["policy"]["max_replicas"] == 12
+    # `sizing: lean`: one margin, and capacity learnt up to the full profile (1 / the target utilisation).
+    assert planner["policy"]["headroom"] == "lean"
+    assert planner["feedback_ceiling"] == pytest.approx(1 / 0.7)
 
 
 def test_cli_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]

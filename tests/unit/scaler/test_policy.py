@@ -6,7 +6,9 @@ import dataclasses
 
 import pytest
 
-from scaler.policy import Demand, PolicyConfig, ReplicaPolicy, Tolerances, spare_replicas
+from scaler.capacity import CapacityConfig
+from scaler.planner import planner_config
+from scaler.policy import Demand, PolicyConfig, ReplicaPolicy, Tolerances, lean_replicas, spare_replicas
 
 
 def _demand(**kw: float | int | None) -> Demand:
@@ -246,3 +248,47 @@ def test_a_heavier_mix_moves_pooled_replicas_up_and_a_lighter_one_down() -> None
         return policy.recommend(d, now=0.0).desired_replicas
 
     assert [desired(c) for c in (16.0, 10.0, 8.0)] == [3, 5, 6]  # 2.5 + 0.47, 4 + 0.64, 5 + 0.75
+
+
+@pytest.mark.parametrize(
+    ("point", "upper", "replicas", "why"),
+    [
+        (0.5, 0.7, 1, "under one replica's planned load: one replica, no N+1 (min_replicas decides redundancy)"),
+        (3.0, 3.0, 4, "the point at 0.8: ceil(3 / 0.8) = 4, already N+1 of ceil(3) = 3"),
+        (3.0, 4.6, 5, "the upper bound at full capacity: ceil(4.6) = 5 (the fixed rule would order ceil(4.6/0.8) = 6)"),
+        (8.4, 8.4, 11, "the point at 0.8: ceil(8.4 / 0.8) = 11 > N+1 = 10"),
+        (1.7, 1.7, 3, "two replicas carry 1.7 at 0.8, but not with one lost: N+1 = ceil(1.7) + 1 = 3"),
+    ],
+)
+def test_lean_keeps_one_margin_and_room_for_a_lost_replica(point: float, upper: float, replicas: int, why: str) -> None:
+    assert lean_replicas(point, upper, 1.0, 0.8) == replicas, why
+
+
+def test_lean_orders_fewer_than_fixed_for_the_same_forecast_and_the_same_for_a_queue() -> None:
+    forecast = _demand(
+        current_replicas=4, ready_replicas=4, arrival_rate=3.0, forecast_upper_rate=4.6, forecast_rate=3.0
+    )
+    fixed = ReplicaPolicy(PolicyConfig(headroom="fixed")).recommend(forecast, now=0.0)
+    lean = ReplicaPolicy(PolicyConfig(headroom="lean")).recommend(forecast, now=0.0)
+    assert (fixed.desired_replicas, lean.desired_replicas) == (6, 5)
+    queued = _demand(current_replicas=2, ready_replicas=2, requests_waiting=8.0)  # the reactive part: one rule
+    assert ReplicaPolicy(PolicyConfig(headroom="lean")).recommend(queued, now=0.0).desired_replicas == 7
+    assert ReplicaPolicy(PolicyConfig(headroom="fixed")).recommend(queued, now=0.0).desired_replicas == 7
+
+
+@pytest.mark.parametrize(("sizing", "headroom", "ceiling"), [("safe", "fixed", 1.0), ("lean", "lean", 1.25)])
+def test_sizing_selects_the_headroom_and_how_far_feedback_may_lift_capacity(
+    sizing: str, headroom: str, ceiling: float
+) -> None:
+    cfg = planner_config(
+        cold_start_s=120.0, tick_s=5.0, min_replicas=1, max_replicas=None, capacity=CapacityConfig(), sizing=sizing
+    )
+    assert cfg.policy.headroom == headroom
+    assert cfg.feedback_ceiling == pytest.approx(ceiling)
+
+
+def test_an_unknown_sizing_is_refused_with_the_choices() -> None:
+    with pytest.raises(ValueError, match="safe, lean"):
+        planner_config(
+            cold_start_s=120.0, tick_s=5.0, min_replicas=1, max_replicas=None, capacity=CapacityConfig(), sizing="cheap"
+        )
