@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from sqlalchemy.orm import Session
 
@@ -73,6 +73,16 @@ class Decide(Protocol):
         current_replicas: Mapping[str, int] | None = None,
         arrival_rates: Mapping[str, float] | None = None,
     ) -> list[Decision]: ...
+
+
+@runtime_checkable
+class Remembers(Protocol):
+    """What a planner that keeps per-deployment models offers beyond deciding (``scaler.planner.Planner``,
+    ``scaler.pools.PooledPlanner``): stored rates to warm its forecasters, and the capacity it works with."""
+
+    def warm(self, key: str, t: float, arrival_rate: float) -> None: ...
+
+    def capacity(self, key: str) -> tuple[float, str] | None: ...
 
 
 class Publish(Protocol):
@@ -352,14 +362,15 @@ class ControlLoop:
 
     def _persist_capacity(self, now: float) -> None:
         """Once a minute, what one replica of each deployment sustains (learned or configured), for operators."""
-        planner_for = getattr(self.planner, "planner_for", None)
-        if planner_for is None or now - self._capacity_at < self.config.decision_heartbeat_s:
+        planner = self.planner
+        if not isinstance(planner, Remembers) or now - self._capacity_at < self.config.decision_heartbeat_s:
             return
         self._capacity_at = now
         for key in self.state.deployments():
-            model = planner_for(key).capacity
-            rps, source = model.requests_per_s(), {"learned": "observed", "configured": "configured"}.get(model.source)
-            if rps is not None and source is not None:
+            known = planner.capacity(key)
+            source = None if known is None else {"learned": "observed", "configured": "configured"}.get(known[1])
+            if known is not None and source is not None:
+                rps = known[0]
                 self.writer.submit(
                     f"capacity {key}", partial(_record_capacity, deployment=key, rps=rps, source=source, now=now)
                 )

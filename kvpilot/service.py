@@ -40,7 +40,7 @@ from collector.discovery import Discovery
 from collector.scrape import Sleep, sleep_unless_stopped, spawn_guarded
 from detectors.finding import Finding
 from kvpilot.actuation import Actuation
-from kvpilot.loop import ControlLoop, Decide, Detect, LoopConfig, Publish
+from kvpilot.loop import ControlLoop, Decide, Detect, LoopConfig, Publish, Remembers
 from scaler.decision import Decision
 from store import repo
 from store.buffer import BufferedWriter
@@ -134,16 +134,15 @@ def publishable(decisions: dict[str, Decision]) -> dict[str, Decision]:
 def warm_start(planner: Decide, rollups: list[RollupPoint]) -> int:
     """Feed the stored per-minute arrival rates to each deployment's forecaster; returns points fed.
 
-    Works with ``scaler.planner.Planner`` (``planner_for(key).forecaster.observe``); other planners are skipped.
+    Works with planners that keep per-deployment models (``kvpilot.loop.Remembers``); others are skipped.
     """
-    planner_for = getattr(planner, "planner_for", None)
-    if planner_for is None:
+    if not isinstance(planner, Remembers):
         return 0
     fed = 0
     for p in rollups:
         rate = p.values.get("arrival_rate")
         if rate is not None:
-            planner_for(p.deployment).forecaster.observe(p.t + 30.0, rate)  # the minute's midpoint
+            planner.warm(p.deployment, p.t + 30.0, rate)  # the minute's midpoint
             fed += 1
     return fed
 

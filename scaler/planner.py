@@ -380,6 +380,18 @@ class Planner:
         config = self.overrides.get(key, self.config)
         return DeploymentLimits(cold_start_s=config.cold_start_s, max_replicas=config.policy.max_replicas)
 
+    def warm(self, key: str, t: float, arrival_rate: float) -> None:
+        """Feed one stored arrival rate (requests/s at ``t``) to the deployment's forecaster: the history restored
+        at start, so that the first forecasts after a restart are not blind."""
+        self.planner_for(key).forecaster.observe(t, arrival_rate)
+
+    def capacity(self, key: str) -> tuple[float, str] | None:
+        """What one replica of the deployment sustains at the reference mix (requests/s) and where that comes from
+        (``CapacityModel.source``); None while unknown."""
+        model = self.planner_for(key).capacity
+        rps = model.requests_per_s()
+        return None if rps is None else (rps, model.source)
+
     def planner_for(self, key: str) -> _DeploymentPlanner:
         planner = self._planners.get(key)
         if planner is None:

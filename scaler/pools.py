@@ -112,11 +112,6 @@ class _PoolPlanner:
         self.policy = ReplicaPolicy(self.own.policy)
         self.signal = _Signal(make(self.own.forecaster), LiveMase(self.own.horizon_s))
         self._kv_per_seq: float | None = None
-        # What the control loop asks of any deployment's planner: its capacity in requests/s (a pool's is in its
-        # own units, so none is stored) and a forecaster the stored per-minute request rates warm-start (a pool
-        # forecasts tokens or sequences, which those rates are not: they go to a forecaster nobody reads).
-        self.capacity = _NoRequestCapacity()
-        self.forecaster = make("last_value")
 
     def decide(self, view: DeploymentView, now: float, current_replicas: int | None) -> Decision:
         current = replica_count(view) if current_replicas is None else current_replicas
@@ -206,13 +201,6 @@ class _PoolPlanner:
         return running, waiting, max(per_replica, 1e-9), numbers
 
 
-class _NoRequestCapacity:
-    source = "pool"
-
-    def requests_per_s(self) -> float | None:
-        return None
-
-
 def _n(value: float | None) -> str:
     return "?" if value is None else f"{value:.0f}"
 
@@ -247,6 +235,16 @@ class PooledPlanner:
         config = self.overrides.get(deployment, self.config)
         own = config.prefill if pool == PREFILL else config.decode
         return DeploymentLimits(cold_start_s=own.cold_start_s, max_replicas=own.policy.max_replicas)
+
+    def warm(self, key: str, t: float, arrival_rate: float) -> None:
+        """A deployment's stored request rate to its forecaster; a pool forecasts tokens or sequences, which stored
+        request rates are not, so a pool's key is passed over."""
+        if split_pool_key(key)[1] == BOTH:
+            self.inner.warm(key, t, arrival_rate)
+
+    def capacity(self, key: str) -> tuple[float, str] | None:
+        """A deployment's capacity in requests/s; None for a pool (its capacity is in its own units)."""
+        return self.inner.capacity(key) if split_pool_key(key)[1] == BOTH else None
 
     def planner_for(self, key: str) -> _PoolPlanner | _DeploymentPlanner:
         deployment, pool = split_pool_key(key)

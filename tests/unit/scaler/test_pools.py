@@ -11,7 +11,7 @@ import pytest
 from collector.samples import ReplicaSample
 from collector.state import FleetState
 from scaler.backtest.sim import serving_profile_fields
-from scaler.capacity import ServingProfile
+from scaler.capacity import CapacityConfig, ServingProfile
 from scaler.decision import Decision
 from scaler.planner import DeploymentLimits, Planner, PlannerConfig
 from scaler.policy import PolicyConfig
@@ -125,13 +125,16 @@ def test_config_refuses_an_itl_no_replica_meets() -> None:
         replace(CONFIG, itl_target_s=H200.decode_step_s / 2)
 
 
-def test_the_control_loop_can_ask_any_key_for_its_capacity_and_forecaster() -> None:
-    # kvpilot.loop persists planner_for(key).capacity and warm-starts planner_for(key).forecaster for every key
-    planner = PooledPlanner(Planner(), CONFIG)
-    pool = planner.planner_for("llm/chat@decode")
-    assert pool.capacity.requests_per_s() is None  # no requests/s figure for a pool: nothing stored
-    pool.forecaster.observe(0.0, 3.0)  # accepted, and the pool's own signal is untouched
-    assert planner.planner_for("llm/solo").capacity.source == "unknown"  # the wrapped planner's own model
+def test_the_control_loop_can_ask_any_key_for_its_capacity_and_warm_any_key() -> None:
+    # kvpilot.loop persists Planner.capacity(key) and warm-starts Planner.warm(key, ...) for every key it knows
+    inner = Planner(PlannerConfig(capacity=CapacityConfig(requests_per_s=4.0)))
+    planner = PooledPlanner(inner, CONFIG)
+    assert planner.capacity("llm/chat@decode") is None  # a pool's capacity is in its own units: nothing stored
+    planner.warm("llm/chat@decode", 0.0, 3.0)  # accepted and passed over (a pool forecasts tokens, not requests)
+    assert "llm/chat@decode" not in inner._planners
+    assert planner.capacity("llm/solo") == (4.0, "configured")  # the wrapped planner's own model
+    planner.warm("llm/solo", 30.0, 3.0)
+    assert inner.planner_for("llm/solo").forecaster.predict(60.0).point == pytest.approx(3.0)
 
 
 def test_each_pool_has_its_own_limits_and_the_rollout_stage_reads_them() -> None:
