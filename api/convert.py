@@ -7,7 +7,7 @@ import math
 
 from api import schemas
 from collector.roles import split_pool_key
-from collector.state import DeploymentView, GpuView, ReplicaView
+from collector.state import SIGNALS, DeploymentView, GpuView, ReplicaView
 from detectors.xid import triage
 from scaler.cost import DeploymentCost, GpuOption
 from scaler.decision import Decision
@@ -65,12 +65,7 @@ def deployment(
         live=view is not None,
         replicas=len(view.replicas) if view else 0,
         ready_replicas=view.ready_replicas if view else 0,
-        requests_waiting=_num(view.requests_waiting) if view else None,
-        requests_running=_num(view.requests_running) if view else None,
-        kv_usage_mean=_num(view.kv_usage_mean) if view else None,
-        kv_usage_max=_num(view.kv_usage_max) if view else None,
-        arrival_rate=_num(view.arrival_rate) if view else None,
-        prefix_hit_ratio=_num(view.prefix_hit_ratio) if view else None,
+        **{name: _num(getattr(view, name)) if view else None for name in SIGNALS if name != "ready_replicas"},
         desired_replicas=dec.desired_replicas if dec else None,
         first_seen=row.first_seen if row else None,
         last_seen=row.last_seen if row else None,

@@ -124,13 +124,17 @@ class DeploymentSummary(Out):
     pool: str = "both"  # prefill | decode | both (co-located); docs/disaggregated.md
     live: bool  # seen in the latest tick
     replicas: int
+    # The deployment's signals (collector.state.DeploymentSignals, every one of them: a test checks the two lists)
     ready_replicas: int
     requests_waiting: float | None
     requests_running: float | None
     kv_usage_mean: float | None
     kv_usage_max: float | None
     arrival_rate: float | None
+    prompt_tokens_rate: float | None = None
+    generation_tokens_rate: float | None = None
     prefix_hit_ratio: float | None
+    preemptions_rate: float | None = None
     desired_replicas: int | None
     first_seen: float | None
     last_seen: float | None

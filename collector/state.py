@@ -15,7 +15,7 @@ import itertools
 import operator
 from collections import deque
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from collector.aggregates import DeploymentAggregate
 from collector.rates import CounterWindow, GaugeWindow, HistogramWindow, histogram_add, histogram_reset, ratio
@@ -57,18 +57,12 @@ class ReplicaView:
         return self.sample.deployment_key
 
 
-@dataclass(frozen=True, slots=True)
-class DeploymentView:
-    """A deployment now: aggregates over its *ready* replicas (a stale replica's last values would lie).
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeploymentSignals:
+    """A deployment's scalar signals at one tick: the one list that its view aggregates, its history keeps
+    (``DeploymentPoint``), the store's per-minute rollups record (``values``) and the API shows
+    (``api.schemas.DeploymentSummary``, checked by a test). Add a signal here and it flows everywhere."""
 
-    Sums are ``None`` when no ready replica exports the value; ratios are recomputed from summed
-    increases rather than averaged, so a busy replica weighs more than an idle one.
-    """
-
-    key: str  # "namespace/name"
-    namespace: str
-    name: str
-    replicas: tuple[ReplicaView, ...]  # every known replica, ready or not, sorted by key
     ready_replicas: int
     requests_waiting: float | None
     requests_running: float | None
@@ -79,6 +73,35 @@ class DeploymentView:
     generation_tokens_rate: float | None
     prefix_hit_ratio: float | None
     preemptions_rate: float | None
+
+    def values(self) -> dict[str, float | None]:
+        """Every signal by name, as floats (the store's rollup row)."""
+        out: dict[str, float | None] = {}
+        for name in SIGNALS:
+            v = getattr(self, name)
+            out[name] = None if v is None else float(v)
+        return out
+
+    def signals(self) -> dict[str, float | int | None]:
+        """Every signal by name, as it is typed here (to build another ``DeploymentSignals`` from this one)."""
+        return {name: getattr(self, name) for name in SIGNALS}
+
+
+SIGNALS: tuple[str, ...] = tuple(f.name for f in fields(DeploymentSignals))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeploymentView(DeploymentSignals):
+    """A deployment now: aggregates over its *ready* replicas (a stale replica's last values would lie).
+
+    Sums are ``None`` when no ready replica exports the value; ratios are recomputed from summed
+    increases rather than averaged, so a busy replica weighs more than an idle one.
+    """
+
+    key: str  # "namespace/name"
+    namespace: str
+    name: str
+    replicas: tuple[ReplicaView, ...]  # every known replica, ready or not, sorted by key
     ttft_window: Histogram | None
     itl_window: Histogram | None = None
     # Set only by ``observe_deployments`` (signals Prometheus aggregated), where ``replicas`` holds only the replicas
@@ -91,22 +114,12 @@ class DeploymentView:
     pool: str = BOTH
 
 
-@dataclass(frozen=True, slots=True)
-class DeploymentPoint:
-    """A deployment's scalars at one tick (the time series forecasters and detectors read)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeploymentPoint(DeploymentSignals):
+    """A deployment's signals at one tick (the time series forecasters and detectors read)."""
 
     t: float
     replica_count: int
-    ready_replicas: int
-    requests_waiting: float | None
-    requests_running: float | None
-    kv_usage_mean: float | None
-    kv_usage_max: float | None
-    arrival_rate: float | None
-    prompt_tokens_rate: float | None
-    generation_tokens_rate: float | None
-    prefix_hit_ratio: float | None
-    preemptions_rate: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -608,17 +621,4 @@ def _aggregate_view(agg: DeploymentAggregate, members: tuple[ReplicaView, ...]) 
 
 
 def _point(t: float, view: DeploymentView) -> DeploymentPoint:
-    return DeploymentPoint(
-        t=t,
-        replica_count=len(view.replicas),
-        ready_replicas=view.ready_replicas,
-        requests_waiting=view.requests_waiting,
-        requests_running=view.requests_running,
-        kv_usage_mean=view.kv_usage_mean,
-        kv_usage_max=view.kv_usage_max,
-        arrival_rate=view.arrival_rate,
-        prompt_tokens_rate=view.prompt_tokens_rate,
-        generation_tokens_rate=view.generation_tokens_rate,
-        prefix_hit_ratio=view.prefix_hit_ratio,
-        preemptions_rate=view.preemptions_rate,
-    )
+    return DeploymentPoint(t=t, replica_count=len(view.replicas), **view.signals())  # type: ignore[arg-type]

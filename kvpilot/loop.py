@@ -334,18 +334,7 @@ class ControlLoop:
         if seen:
             w.submit("deployments", lambda s: repo.upsert_deployments(session=s, seen=seen, now=now))
         for key, v in deployments.items():
-            signals = {
-                "arrival_rate": v.arrival_rate,
-                "requests_waiting": v.requests_waiting,
-                "requests_running": v.requests_running,
-                "kv_usage_mean": v.kv_usage_mean,
-                "kv_usage_max": v.kv_usage_max,
-                "prompt_tokens_rate": v.prompt_tokens_rate,
-                "generation_tokens_rate": v.generation_tokens_rate,
-                "prefix_hit_ratio": v.prefix_hit_ratio,
-                "preemptions_rate": v.preemptions_rate,
-                "ready_replicas": float(v.ready_replicas),
-            }
+            signals = v.values()
             w.submit(f"rollup {key}", partial(_record_rollup, deployment=key, t=now, signals=signals))
         for d in decisions:
             prior = self._stored.get(d.deployment)

@@ -8,7 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import sessionmaker
 
-from api import series
+from api import schemas, series
+from collector.state import SIGNALS
 from store.db import make_engine
 from tests.unit.api.conftest import ADMIN, FINDING, NOW, READ, TARGET, FakeRuntime, auth
 
@@ -26,6 +27,19 @@ def test_deployments_list_and_detail(client: TestClient) -> None:
     assert detail["decision"]["forecast"]["arrival_rate"] == 4.0
     assert [r["replica"] for r in detail["replicas"]] == ["chat-0", "chat-1"]
     assert [f["id"] for f in detail["findings"]] == [FINDING.id]
+
+
+def test_a_deployment_shows_every_signal_the_collector_aggregates(client: TestClient, runtime: FakeRuntime) -> None:
+    # One list (collector.state.DeploymentSignals) from the view to the API: a signal added there and not here fails
+    assert set(SIGNALS) <= set(schemas.DeploymentSummary.model_fields)
+    (d,) = client.get("/v1/deployments", headers=R).json()["items"]
+    assert runtime.snap is not None
+    view = runtime.snap.deployments["llm/chat"]
+    for name in SIGNALS:
+        shown, held = d[name], getattr(view, name)
+        assert shown == (None if held is None or not math.isfinite(held) else pytest.approx(held)), name
+    assert view.arrival_rate is not None  # the fixture's fleet shows values, not only Nones
+    assert view.kv_usage_max is not None
 
 
 @pytest.mark.parametrize(
