@@ -18,8 +18,10 @@ from collector.engines import ENGINES
 from collector.engines._declarative import HISTOGRAM_FIELDS, SCALAR_FIELDS, DeclarativeAdapter
 from collector.exposition import parse
 from collector.samples import ReplicaSample, TargetInfo
-from kvpilot import docs_engines, docs_gen
 from kvpilot import settings as settings_mod
+from kvpilot.generate import engines_doc as docs_engines
+from kvpilot.generate import markdown as md
+from kvpilot.generate import settings_doc as docs_gen
 from kvpilot.settings import FLAT_ALIASES, Settings, SettingsError, load_settings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -97,7 +99,7 @@ def test_the_reference_lists_every_field_with_its_default_type_and_description()
         _, _, type_, default, _, description = rows[path]
         assert default == _expected_default(field), path
         assert type_, path
-        assert description == docs_gen.md_cell(field.description or ""), path
+        assert description == md.md_cell(field.description or ""), path
     assert set(rows) == {path for path, _ in LEAVES}, "a row names no settings field"
 
 
@@ -187,8 +189,8 @@ def test_every_overridable_threshold_is_documented() -> None:
     ],
 )
 def test_source_comments(source: str, expected: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("kvpilot.docs_gen.inspect.getsource", lambda _cls: source)
-    assert docs_gen.source_comments(type("C", (), {})) == expected
+    monkeypatch.setattr("kvpilot.generate.markdown.inspect.getsource", lambda _cls: source)
+    assert md.source_comments(type("C", (), {})) == expected
 
 
 @pytest.mark.parametrize(
@@ -252,7 +254,7 @@ def test_not_exported_means_unknown_on_a_real_page(metrics_fixtures: Path, engin
 
 
 def test_committed_pages_are_what_the_code_generates() -> None:
-    for rel, content in docs_gen.files().items():
+    for rel, content in {**docs_gen.files(), **docs_engines.files()}.items():
         assert (ROOT / rel).read_text() == content, f"{rel} is stale: run `make generate`"
 
 

@@ -1,4 +1,6 @@
-"""Writes (or, with --check, verifies) every generated artefact that is committed to the repository.
+"""Writes (or, with --check, verifies) every generated artefact that is committed to the repository
+(`python -m kvpilot.generate`). The generators of kvpilot's own pages live beside this driver: the configuration
+reference (`settings_doc`), the engines page (`engines_doc`) and the deployment manifests (`manifests`).
 
 Each generator returns {relative path: file content}. `make generate` writes them;
 `make check-generated` (part of `make test`) fails when a committed file differs from what the code generates.
@@ -12,7 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # "module:function" returning dict[str, str] of repository-relative path -> content.
 GENERATORS: list[str] = [
@@ -20,8 +22,9 @@ GENERATORS: list[str] = [
     "dashboards.generate:files",
     "alerts.rules:generate",
     "alerts.recording:generate",
-    "kvpilot.manifests:files",
-    "kvpilot.docs_gen:files",
+    "kvpilot.generate.manifests:files",
+    "kvpilot.generate.settings_doc:files",
+    "kvpilot.generate.engines_doc:files",
 ]
 
 
@@ -50,7 +53,3 @@ def main(argv: list[str] | None = None) -> int:
         print("stale generated files (run `make generate` and commit):", *stale, sep="\n  ", file=sys.stderr)
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
