@@ -21,7 +21,8 @@ from collector.state import FleetState
 from detectors.drain_rails import DrainRails
 from detectors.registry import Detection
 from kvpilot.actuation import Actuation, NoClusterDrainer, SimulatorScaler
-from kvpilot.actuators.drain import NodeDrainer
+from kvpilot.actuation.drain import NodeDrainer
+from kvpilot.actuation.scale import make_actuator
 from kvpilot.cost import cost_config
 from kvpilot.lease import LeaseElector
 from kvpilot.loop import Collect, ControlLoop, Decide, Detect, LoopConfig
@@ -30,7 +31,6 @@ from kvpilot.service import Restored, Service, restore
 from kvpilot.settings import DeploymentScaling, Settings, SettingsError
 from kvpilot.shards import OwnedCollect, OwnedTargets, ShardCoordinator
 from kvpilot.sources import Sources
-from scaler.actuate import make_actuator
 from scaler.capacity import CapacityConfig, ServingProfile
 from scaler.planner import Planner, PlannerConfig
 from scaler.planner import planner_config as scaler_planner_config

@@ -10,8 +10,8 @@ import pytest
 from kubernetes import client
 
 from collector.clock import VirtualClock
-from kvpilot.actuators.audit import Outcome
-from kvpilot.actuators.drain import TAINT_KEY, Backoff, NodeDrainer
+from kvpilot.actuation.audit import Outcome
+from kvpilot.actuation.drain import TAINT_KEY, Backoff, NodeDrainer
 from tests.fakekube.eviction import install
 from tests.fakekube.server import FakeKube
 

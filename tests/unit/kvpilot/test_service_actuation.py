@@ -78,7 +78,7 @@ async def test_approved_drain_cordons_and_evicts_through_the_api_server(tmp_path
 
     from detectors.drain_rails import DrainRails
     from kvpilot.actuation import Actuation
-    from kvpilot.actuators.drain import NodeDrainer
+    from kvpilot.actuation.drain import NodeDrainer
     from tests.fakekube.eviction import install
     from tests.fakekube.server import FakeKube
 

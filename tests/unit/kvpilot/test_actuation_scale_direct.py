@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from scaler.actuate import ActuationError, make_actuator
+from kvpilot.actuation.scale import ActuationError, make_actuator
 from tests.fakekube.scale import ScaleSubresource, deployment, install_scale
 from tests.fakekube.server import FakeKube
 from tests.unit.scaler.test_keda_harness import decision

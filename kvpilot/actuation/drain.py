@@ -27,7 +27,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from collector.clock import Clock, WallClock
-from kvpilot.actuators.audit import AuditRecord, Outcome
+from kvpilot.actuation.audit import AuditRecord, Outcome
 
 TAINT_KEY = "kvpilot.io/unhealthy-gpu"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"

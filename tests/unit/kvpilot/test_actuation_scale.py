@@ -1,6 +1,6 @@
 """Actuation modes: advisory and keda change nothing and say what would happen; the registry refuses unknown modes.
 
-Direct actuation through deployments/scale is exercised against the fake API server in test_actuate_direct.py.
+Direct actuation through deployments/scale is exercised against the fake API server in test_actuation_scale_direct.py.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from scaler.actuate import ACTUATORS, AdvisoryActuator, ScaleSubresourceActuator, make_actuator
+from kvpilot.actuation.scale import ACTUATORS, AdvisoryActuator, ScaleSubresourceActuator, make_actuator
 from tests.unit.scaler.test_keda_harness import decision
 
 ADVISORY_CASES = [
@@ -28,7 +28,7 @@ def test_advisory_modes_report_and_change_nothing(
 ) -> None:
     actuator = make_actuator(mode, include_warm_pool=include_warm)
     d = decision(desired=desired, warm=warm)
-    with caplog.at_level(logging.INFO, logger="scaler.actuate"):
+    with caplog.at_level(logging.INFO, logger="kvpilot.actuation.scale"):
         result = actuator.apply(d)
     assert (result.target_replicas, result.previous_replicas, result.applied, result.mode) == (
         target,

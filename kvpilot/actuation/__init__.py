@@ -1,5 +1,7 @@
-"""What only the leader does after a tick: request drains for flagged nodes (through the safety rails), execute
-approved drains, and apply scaling decisions in ``direct`` mode.
+"""Actuation: the only code that changes the world outside kvpilot — direct scaling (``scale``), node drains
+(``drain``) and their audit records (``audit``) — and what only the leader does with it after a tick: request
+drains for flagged nodes (through the safety rails), execute approved drains, and apply scaling decisions in
+``direct`` mode.
 
 Two parts, each run by its own guarded task in ``kvpilot.service`` and never awaited by the control loop:
 ``after_tick`` (requests and scaling, once per tick) and ``execute_approved`` (the drain worker: one approved
@@ -23,9 +25,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.runtime import Snapshot
 from collector.clock import Clock
 from detectors.drain_rails import DrainDecision, DrainRails, Placement, decide
-from kvpilot.actuators.audit import AuditRecord, Outcome
-from kvpilot.actuators.drain import DrainResult
-from scaler.actuate import ActuationError, ActuationResult, Actuator
+from kvpilot.actuation.audit import AuditRecord, Outcome
+from kvpilot.actuation.drain import DrainResult
+from kvpilot.actuation.scale import ActuationError, ActuationResult, Actuator
 from scaler.decision import Decision
 from scaler.publish import scale_target
 from store import repo
@@ -39,7 +41,7 @@ ACTOR = "kvpilot"
 
 
 class Drainer(Protocol):
-    """``kvpilot.actuators.drain.NodeDrainer``."""
+    """``kvpilot.actuation.drain.NodeDrainer``."""
 
     def drain(
         self, node: str, *, dry_run: bool = True, reason: str = "", interrupt: threading.Event | None = None
