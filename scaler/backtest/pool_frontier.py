@@ -10,8 +10,8 @@ one pool at a time with the other's schedule fixed, each pool's replica-hours th
 
 1. decode held at an ample constant (the smallest count past which, with prefill sized for the trace's busiest
    minute, more decode replicas buy under a twentieth of a point), prefill's schedule searched;
-2. for each of prefill's envelope schedules (at most ``MOST_REFINED``, the highest attainment first), decode's
-   schedule searched with that prefill schedule fixed;
+2. for each of prefill's envelope schedules (at most ``MOST_REFINED``, the highest attainment first, each cheaper
+   than the one before it), decode's schedule searched with that prefill schedule fixed;
 3. once more: prefill searched again with decode fixed at the schedule of the cheapest pair found so far at the
    highest attainment reached.
 
@@ -116,6 +116,26 @@ class OnePool:
         return OnePool(twin, self.pool, self.other, self.window_s)
 
 
+def to_refine(
+    runs: Sequence[PoolRun], prefills: Sequence[tuple[int, ...]], decode: tuple[int, ...], most: int = MOST_REFINED
+) -> list[tuple[int, ...]]:
+    """Prefill's envelope schedules (replayed with ``decode``) whose decode schedule is searched: the highest
+    attainment first, each cheaper than every one taken before it. One that reaches no more than a cheaper one is
+    dominated (the one-pool envelope keeps a dearer schedule at an equal attainment), and refining it would spend
+    one of the ``most`` searches where the frontier cannot move."""
+    by_held = {r.held["prefill"]: r for r in runs if r.held["decode"] == decode}
+    ranked = sorted(
+        {p for p in prefills if p in by_held}, key=lambda p: (-by_held[p].slo_attainment, by_held[p].cost_usd)
+    )
+    out: list[tuple[int, ...]] = []
+    for p in ranked:
+        if len(out) == most:
+            break
+        if not out or by_held[p].cost_usd < by_held[out[-1]].cost_usd:
+            out.append(p)
+    return out
+
+
 def pool_frontier(
     trace: Any,
     make_fleet: Callable[[int, int], Any],
@@ -192,8 +212,7 @@ def pool_frontier(
     prefills = search("prefill", decode_fixed)
     say(f"prefill searched: {len(prefills)} envelope schedules")
     # 2. decode refined under the best prefill schedules
-    by_held = {r.held["prefill"]: r for r in runs if r.held["decode"] == tuple(decode_fixed)}
-    top = sorted({p for p in prefills if p in by_held}, key=lambda p: -by_held[p].slo_attainment)[:MOST_REFINED]
+    top = to_refine(runs, prefills, tuple(decode_fixed))
     for p in top:
         search("decode", p)
     say(f"decode searched under {len(top)} prefill schedules")

@@ -59,3 +59,31 @@ def test_no_policy_lands_below_the_pool_frontier(
     top = front.runs[-1]
     again = d.replay_schedule(trace, top.held["prefill"], top.held["decode"])
     assert (again.slo_attainment, again.cost_usd) == (top.slo_attainment, top.cost_usd)
+
+
+def _run(prefill: tuple[int, ...], attainment: float, cost_usd: float, decode: tuple[int, ...] = (1, 1)) -> Any:
+    from scaler.backtest.pool_frontier import PoolRun
+
+    return PoolRun({"prefill": prefill, "decode": decode}, attainment, cost_usd, {})
+
+
+# (runs as (prefill schedule, attainment, $), prefill's envelope schedules, most, expected to refine)
+REFINE_CASES = [
+    # a dearer schedule at the top attainment (Azure code x4: 99.96 % at $18.61 and at $43.83) is passed over
+    ([((6,), 0.9996, 18.61), ((16,), 0.9996, 43.83), ((3,), 0.9786, 9.64)], [(16,), (6,), (3,)], 2, [(6,), (3,)]),
+    # a lower attainment at a higher cost is dominated too
+    ([((6,), 0.99, 10.0), ((8,), 0.98, 12.0), ((2,), 0.90, 7.0)], [(6,), (8,), (2,)], 2, [(6,), (2,)]),
+    # the highest attainment first, as many as asked
+    ([((6,), 0.99, 10.0), ((4,), 0.97, 9.0), ((2,), 0.90, 7.0)], [(2,), (4,), (6,)], 2, [(6,), (4,)]),
+    # a schedule replayed only with another decode schedule is not one of these
+    ([((6,), 0.99, 10.0, (2, 2)), ((4,), 0.97, 9.0)], [(6,), (4,)], 2, [(4,)]),
+]
+
+
+@pytest.mark.parametrize(("runs", "prefills", "most", "expected"), REFINE_CASES)
+def test_decode_is_refined_under_undominated_prefill_schedules(
+    runs: list[tuple[Any, ...]], prefills: list[tuple[int, ...]], most: int, expected: list[tuple[int, ...]]
+) -> None:
+    from scaler.backtest.pool_frontier import to_refine
+
+    assert to_refine([_run(*r) for r in runs], prefills, (1, 1), most) == expected
