@@ -22,6 +22,29 @@ ENGINE = TargetInfo(url="http://10.0.0.1:8000/metrics", namespace="llm", deploym
 GPU = TargetInfo(url="http://10.0.0.1:9400/metrics", kind="gpu", node="n0")
 
 
+def serving_sample(
+    pod: str, node: str, t: float, *, rate: float = 4.0, waiting: float = 0, model: str = "m"
+) -> ReplicaSample:
+    """A vLLM replica of llm/chat at time ``t`` finishing ``rate`` requests/s since START (500 prompt and 100 output
+    tokens each), 4 running, KV 40 %: the sample every scripted fleet here serves."""
+    elapsed = t - START
+    return ReplicaSample(
+        namespace="llm",
+        deployment="chat",
+        replica=pod,
+        node=node,
+        engine="vllm",
+        model=model,
+        timestamp=t,
+        requests_waiting=waiting,
+        requests_running=4,
+        kv_usage=0.4,
+        requests_finished=rate * elapsed,
+        prompt_tokens=500 * rate * elapsed,
+        generation_tokens=100 * rate * elapsed,
+    )
+
+
 @dataclass
 class ScriptedFleet:
     clock: VirtualClock
@@ -37,25 +60,7 @@ class ScriptedFleet:
         if self.gate is not None:
             await self.gate.wait()
         t = self.clock.now()
-        elapsed = t - START
-        samples = tuple(
-            ReplicaSample(
-                namespace="llm",
-                deployment="chat",
-                replica=pod,
-                node=node,
-                engine="vllm",
-                model="m",
-                timestamp=t,
-                requests_waiting=1,
-                requests_running=4,
-                kv_usage=0.4,
-                requests_finished=self.rate * elapsed,
-                prompt_tokens=500 * self.rate * elapsed,
-                generation_tokens=100 * self.rate * elapsed,
-            )
-            for pod, node in self.replicas
-        )
+        samples = tuple(serving_sample(pod, node, t, rate=self.rate, waiting=1) for pod, node in self.replicas)
         gpu = GpuSample(
             node="n0", index="0", uuid="GPU-0", model_name="H100", timestamp=t, utilisation=0.5, last_xid=self.xid
         )

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from collector.clock import VirtualClock
-from collector.samples import GpuSample, ReplicaSample, TargetInfo
+from collector.samples import GpuSample, TargetInfo
 from collector.scrape import CollectResult, ScrapeResult, VirtualTimer
 from kvpilot.scale_view import ScaleView
 from kvpilot.service import AlwaysLeader
@@ -25,7 +25,7 @@ from store.db import transaction
 from tests.fakekube.eviction import install
 from tests.fakekube.server import FakeKube
 from tests.helpers.poll import until
-from tests.unit.kvpilot.fleet_double import START, run_ticks, settings_for
+from tests.unit.kvpilot.fleet_double import START, run_ticks, serving_sample, settings_for
 from tests.unit.kvpilot.test_loop_scale import KEY, ContractPlanner
 
 PODS = {"chat-0": "n0", "chat-1": "n1"}  # pod -> node; node n0's GPU is the one an XID takes down
@@ -86,7 +86,6 @@ class PodFleet:
 
     async def collect_once(self, targets: Sequence[TargetInfo]) -> CollectResult:
         t = self.clock.now()
-        elapsed = t - START
         results = [
             ScrapeResult(
                 target,
@@ -94,23 +93,7 @@ class PodFleet:
                 t,
                 0.01,
                 engine="vllm",
-                replicas=(
-                    ReplicaSample(
-                        namespace="llm",
-                        deployment="chat",
-                        replica=target.pod or "",
-                        node=target.node or "",
-                        engine="vllm",
-                        model="m",
-                        timestamp=t,
-                        requests_waiting=0,
-                        requests_running=4,
-                        kv_usage=0.4,
-                        requests_finished=4.0 * elapsed,
-                        prompt_tokens=2000.0 * elapsed,
-                        generation_tokens=400.0 * elapsed,
-                    ),
-                ),
+                replicas=(serving_sample(target.pod or "", target.node or "", t),),
             )
             for target in targets
             if target.kind == "engine"

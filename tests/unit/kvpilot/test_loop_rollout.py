@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from collector.clock import VirtualClock
-from collector.samples import ReplicaSample, TargetInfo
+from collector.samples import TargetInfo
 from collector.scrape import CollectResult, ScrapeResult
 from detectors.kv_exhaustion import Demand
 from detectors.registry import Detection
 from kvpilot.scale_view import ScaleView
 from scaler.rollout import DeploymentRollout
-from tests.unit.kvpilot.fleet_double import ENGINE, START, make_service, run_ticks
+from tests.unit.kvpilot.fleet_double import ENGINE, START, make_service, run_ticks, serving_sample
 from tests.unit.kvpilot.test_loop_scale import KEY, ContractPlanner
 
 COLD_TICKS = 24  # 120 s at 5 s ticks: the loop's default cold start for a planner without one
@@ -35,25 +35,7 @@ class RollingFleet:
 
     async def collect_once(self, targets: Sequence[TargetInfo]) -> CollectResult:
         t = self.clock.now()
-        elapsed = t - START
-        samples = tuple(
-            ReplicaSample(
-                namespace="llm",
-                deployment="chat",
-                replica=pod,
-                node="n0",
-                engine="vllm",
-                model=model,
-                timestamp=t,
-                requests_waiting=0,
-                requests_running=4,
-                kv_usage=0.4,
-                requests_finished=4.0 * elapsed,
-                prompt_tokens=2000.0 * elapsed,
-                generation_tokens=400.0 * elapsed,
-            )
-            for pod, model in self.replicas
-        )
+        samples = tuple(serving_sample(pod, "n0", t, model=model) for pod, model in self.replicas)
         return CollectResult(
             timestamp=t, results=(ScrapeResult(ENGINE, True, t, 0.01, replicas=samples, engine="vllm"),)
         )
