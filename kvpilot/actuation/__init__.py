@@ -272,14 +272,7 @@ class Actuation:
 
     def _audit_steps(self, action_id: int, result: DrainResult) -> None:
         with transaction(self._sessions) as s:
-            for r in result.records:
-                repo.note_drain(
-                    session=s,
-                    action_id=action_id,
-                    actor=r.actor,
-                    now=r.at,
-                    message=f"{r.step} {r.target}: {r.outcome.value} {r.message}".strip(),
-                )
+            _note_steps(s, action_id, result)
 
     def _transition(self, action_id: int, to: DrainState, message: str) -> None:
         with transaction(self._sessions) as s:
@@ -292,14 +285,7 @@ class Actuation:
         with transaction(self._sessions) as s:
             if repo.get_drain(session=s, action_id=action_id).state != DrainState.EXECUTING:
                 return  # cancelled meanwhile: the operator's word stands
-            for r in result.records:
-                repo.note_drain(
-                    session=s,
-                    action_id=action_id,
-                    actor=r.actor,
-                    now=r.at,
-                    message=f"{r.step} {r.target}: {r.outcome.value} {r.message}".strip(),
-                )
+            _note_steps(s, action_id, result)
             if result.complete:
                 done = "dry run complete" if result.dry_run else f"evicted {len(result.evicted)} pod(s)"
                 to, message = DrainState.DONE, done
@@ -351,3 +337,15 @@ class SimulatorScaler:
         message = f"simulator: {decision.deployment} {decision.current_replicas} -> {target} replicas"
         log.info(message)
         return ActuationResult(decision.deployment, self.mode, decision.current_replicas, target, True, 1, message)
+
+
+def _note_steps(session: Session, action_id: int, result: DrainResult) -> None:
+    """Each step of a drain (cordon, taint, each eviction) as a note on its action's audit trail."""
+    for r in result.records:
+        repo.note_drain(
+            session=session,
+            action_id=action_id,
+            actor=r.actor,
+            now=r.at,
+            message=f"{r.step} {r.target}: {r.outcome.value} {r.message}".strip(),
+        )
