@@ -546,29 +546,27 @@ def _admitted(family: str, typ: str) -> tuple[str, ...]:
 # A run of sample lines of one family, from its first sample on: the family name is captured from the
 # first line and must start every following one, followed by a suffix the type admits.
 _LINE_REST = r"[{ \t][^\n]*+\n"
-_BLOCK_RE = {
-    "histogram": re.compile(
-        rf"([a-zA-Z_:][a-zA-Z0-9_:]*?)(?:_bucket|_count|_sum){_LINE_REST}(?:\1(?:_bucket|_count|_sum){_LINE_REST})*+"
-    ),
-    "summary": re.compile(
-        rf"([a-zA-Z_:][a-zA-Z0-9_:]*?)(?:_count|_sum|){_LINE_REST}(?:\1(?:_count|_sum|){_LINE_REST})*+"
-    ),
-}
-_PLAIN_BLOCK_RE = re.compile(rf"({NAME}){_LINE_REST}(?:\1{_LINE_REST})*+")
+
+
+def _run_patterns(rest: str) -> tuple[dict[str, re.Pattern[str]], re.Pattern[str]]:
+    """Patterns for a run of one family's lines, each line its name (with a suffix its type admits) then ``rest``:
+    per histogram/summary type, and for every other type."""
+    typed = {
+        "histogram": re.compile(
+            rf"([a-zA-Z_:][a-zA-Z0-9_:]*?)(?:_bucket|_count|_sum){rest}(?:\1(?:_bucket|_count|_sum){rest})*+"
+        ),
+        "summary": re.compile(rf"([a-zA-Z_:][a-zA-Z0-9_:]*?)(?:_count|_sum|){rest}(?:\1(?:_count|_sum|){rest})*+"),
+    }
+    return typed, re.compile(rf"({NAME}){rest}(?:\1{rest})*+")
+
+
+_BLOCK_RE, _PLAIN_BLOCK_RE = _run_patterns(_LINE_REST)
 
 # The same runs for a wanted family, of the usual sample line only: `name{labels} value`, the labels ending at
 # the line's last "}" as in the line loop (a value holds no "}"), no timestamp, no blank (as str.strip() sees
 # blanks) in the value or before the line's end, so that each line is exactly what the line loop would read.
 _USUAL_REST = r'\{[^\n]*\} [^\s{}"]++\n'
-_READ_BLOCK_RE = {
-    "histogram": re.compile(
-        rf"([a-zA-Z_:][a-zA-Z0-9_:]*?)(?:_bucket|_count|_sum){_USUAL_REST}(?:\1(?:_bucket|_count|_sum){_USUAL_REST})*+"
-    ),
-    "summary": re.compile(
-        rf"([a-zA-Z_:][a-zA-Z0-9_:]*?)(?:_count|_sum|){_USUAL_REST}(?:\1(?:_count|_sum|){_USUAL_REST})*+"
-    ),
-}
-_PLAIN_READ_BLOCK_RE = re.compile(rf"({NAME}){_USUAL_REST}(?:\1{_USUAL_REST})*+")
+_READ_BLOCK_RE, _PLAIN_READ_BLOCK_RE = _run_patterns(_USUAL_REST)
 _USUAL_SAMPLE_RE = re.compile(rf'({NAME})\{{([^\n]*)\}} ([^\s{{}}"]++)\n')
 
 
