@@ -131,10 +131,10 @@ class DeploymentSummary(Out):
     kv_usage_mean: float | None
     kv_usage_max: float | None
     arrival_rate: float | None
-    prompt_tokens_rate: float | None = None
-    generation_tokens_rate: float | None = None
+    prompt_tokens_rate: float | None
+    generation_tokens_rate: float | None
     prefix_hit_ratio: float | None
-    preemptions_rate: float | None = None
+    preemptions_rate: float | None
     desired_replicas: int | None
     first_seen: float | None
     last_seen: float | None
