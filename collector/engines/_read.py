@@ -14,6 +14,7 @@ from functools import partial
 from typing import TypeVar, cast
 
 from collector.exposition import MetricFamily, Sample
+from collector.exposition._page import LaidOutPage
 from collector.samples import Histogram
 
 Families = Mapping[str, MetricFamily]
@@ -87,6 +88,8 @@ _STRUCTURAL: dict[tuple[object, ...], object] = {}
 
 def page_shape(families: Families) -> tuple[object, ...] | None:
     """The shapes of a page's families when it was read off a known layout (see ``MetricFamily.shape``), else None."""
+    if type(families) is LaidOutPage:  # the layout's own tuple, not rebuilt per page and per question
+        return families.shape or None
     shapes = tuple(f.shape for f in families.values())
     return shapes if shapes and None not in shapes else None
 

@@ -24,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
 from collector.exposition._model import MetricFamily, ParseError, Sample, Wanted, decode_utf8
+from collector.exposition._page import LaidOutPage
 
 # A value the fast path reads: a plain decimal, Inf or NaN (float() reads each exactly as the parser does);
 # a page's values are checked at once, joined by newlines.
@@ -65,6 +66,7 @@ class PageLayout:
         "families",
         "key",
         "line_count",
+        "page_shape",
         "pick_pinned",
         "pick_read",
         "pick_skipped",
@@ -90,11 +92,12 @@ class PageLayout:
         self.read_starts = tuple(read.values())
         self.cuts = tuple(slice(len(start), None) for start in read.values())
         self.families = families
+        self.page_shape = tuple(spec[5] for spec in families)
         # What makes two layouts one (a deployment's replicas serve one layout): they then share the families'
         # shapes, and so what readers plan per shape.
         self.key = (tuple(pinned), self.pinned, tuple(skipped.items()), tuple(read.items()))
 
-    def read(self, text: str) -> dict[str, MetricFamily] | None:
+    def read(self, text: str) -> LaidOutPage | None:
         """The families of ``text`` if it has this layout, else None. Label dicts are shared between pages
         of one layout (samples are read-only)."""
         lines = text.split("\n")
@@ -109,12 +112,13 @@ class PageLayout:
         if values and _VALUES_RE.fullmatch("\n".join(values)) is None:
             return None
         numbers = list(map(float, values))
-        return {
+        families = {
             name: MetricFamily(
                 name, typ, help_text, [Sample(n, labels, numbers[i], ts) for n, labels, ts, i in samples], unit, shape
             )
             for name, typ, help_text, unit, samples, shape in self.families
         }
+        return LaidOutPage(families, self.page_shape)
 
 
 def learn_layout(text: str, wanted: Wanted, parse: _Parse, max_samples: int) -> PageLayout | None:
@@ -206,7 +210,7 @@ class LayoutCache:
                 self._sources.popitem(last=False)
         layout = entry[0]
         if isinstance(layout, PageLayout) and len(layout.read_starts) <= max_samples:
-            families = layout.read(text)
+            families: dict[str, MetricFamily] | None = layout.read(text)
             if families is not None:
                 self.hits += 1
                 entry[1] = 0

@@ -17,8 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collector.adapt import WANTED_FAMILIES, adapt_page
+from collector.engines._read import page_shape
 from collector.exposition import DEFAULT_MAX_SAMPLES, LayoutCache, ParseError, parse
 from collector.exposition._layout import MAX_MISSES
+from collector.exposition._page import LaidOutPage
 from collector.samples import TargetInfo
 from tests.unit.collector.test_exposition_text import canonical, duplicated, oracle
 
@@ -54,6 +56,22 @@ def test_a_page_read_off_its_layout_is_the_page_parsed(page: Path) -> None:
         changed = with_values(text, seed=seed)
         assert read(cache, changed) == canonical(parse(changed, wanted=WANTED_FAMILIES))
     assert cache.hits == 3, "every fixture page has a layout, and pages that differ only in values fit it"
+
+
+def test_a_page_read_off_its_layout_carries_the_shape_readers_would_work_out() -> None:
+    text = (FIXTURES / "vllm__DataDog__integrations-core__vllm_metrics.txt").read_text()
+    cache = LayoutCache(parse)
+    first = cache.parse("target", text, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    assert page_shape(first) is None  # parsed, not read off a layout
+    pages = [
+        cache.parse("target", with_values(text, seed=s), wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+        for s in range(2)
+    ]
+    assert all(type(p) is LaidOutPage for p in pages)
+    computed = tuple(f.shape for f in pages[0].values())
+    assert page_shape(pages[0]) == computed
+    assert page_shape(pages[1]) is page_shape(pages[0])
+    assert page_shape(dict(pages[0])) == computed  # a plain dict of the same families: worked out, same answer
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name[:60])
