@@ -25,7 +25,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 from sqlalchemy.orm import Session
 
-from api.exposition import OwnMetrics, render_snapshot
+from api.exposition import OwnMetrics
 from api.runtime import Snapshot
 from collector.clock import Clock
 from collector.discovery import Discovery
@@ -266,10 +266,9 @@ class ControlLoop:
         for d in decisions:
             self._guard("publish", partial(self.board.publish, d), None)
             self.metrics.decisions.labels(d.deployment, d.reason).inc()
-        snapshot, exposition = await self._snapshot_off_loop(now, result, findings, decisions)
-        if exposition is not None:
-            self.metrics.use_rendered(snapshot, exposition)  # with the snapshot, on the loop: a scrape sees both
-        self.latest = snapshot
+        # in a worker thread: at 10,000 replicas 3 ms of CPU that held the event loop (issue 17)
+        snapshot = await asyncio.to_thread(self._snapshot, now, result, findings, decisions)
+        self.latest = snapshot  # its /metrics gauges are rendered at its first scrape (OwnMetrics.exposition)
         self.tick_count += 1
         elapsed = time.perf_counter() - started
         self.metrics.tick_seconds.observe(elapsed)
@@ -363,20 +362,6 @@ class ControlLoop:
                 self.writer.submit(
                     f"capacity {key}", partial(_record_capacity, deployment=key, rps=rps, source=source, now=now)
                 )
-
-    async def _snapshot_off_loop(
-        self, now: float, result: CollectResult, findings: list[Finding], decisions: list[Decision]
-    ) -> tuple[Snapshot, bytes | None]:
-        """The tick's snapshot and its gauges as /metrics shows them (None: rendering failed, so a scrape renders
-        them), built in a worker thread: at 10,000 replicas 3 ms and 12-15 ms of CPU that held the event loop, the
-        rendering at every scrape (issue 17)."""
-
-        def build() -> tuple[Snapshot, bytes | None]:
-            snapshot = self._snapshot(now, result, findings, decisions)
-            no_exposition: bytes | None = None
-            return snapshot, self._guard("publish", partial(render_snapshot, snapshot), no_exposition)
-
-        return await asyncio.to_thread(build)
 
     def _snapshot(
         self, now: float, result: CollectResult, findings: list[Finding], decisions: list[Decision]

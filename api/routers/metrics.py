@@ -15,6 +15,6 @@ router = APIRouter(tags=["metrics"])
 @router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
 async def metrics(request: Request) -> Response:
     # Without a (threaded) dependency: never queued behind threads a hung store holds. The page is rendered in a
-    # thread of its own, the snapshot's gauges once per tick (api.exposition.OwnMetrics): the loop only sends it.
+    # thread of its own, the snapshot's gauges once per snapshot (api.exposition.OwnMetrics): the loop only sends it.
     runtime: Runtime = request.app.state.runtime
     return Response(await runtime.exposition(), media_type=CONTENT_TYPE_LATEST)
