@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from collector.engines._read import structural
 from collector.exposition import MetricFamily, Sample
 from collector.samples import GpuSample, TargetInfo
 
@@ -108,13 +110,6 @@ FAMILIES: frozenset[str] = frozenset(
 _Key = tuple[str, str, str]  # node, index ("gpu" or "gpu/instance"), uuid
 
 
-@dataclass(slots=True)
-class _Gpu:
-    sample: GpuSample
-    values: dict[str, Any] = field(default_factory=dict)
-    xid_count: float | None = None
-
-
 def _key(s: Sample, default_node: str) -> _Key | None:
     labels = s.labels
     gpu = labels.get("gpu")
@@ -126,23 +121,21 @@ def _key(s: Sample, default_node: str) -> _Key | None:
     return node, index, labels.get("UUID") or labels.get("uuid") or ""
 
 
-def _new(key: _Key, s: Sample, timestamp: float) -> _Gpu:
+def _label_fields(key: _Key, s: Sample) -> dict[str, Any]:
+    """A GPU's ``GpuSample`` fields that its first sample's labels give."""
     labels = s.labels
     node, index, uuid = key
-    return _Gpu(
-        GpuSample(
-            node=node,
-            index=index,
-            uuid=uuid or None,
-            model_name=labels.get("modelName") or None,
-            timestamp=timestamp,
-            pod=labels.get("pod") or None,
-            namespace=labels.get("namespace") or None,
-            container=labels.get("container") or None,
-            mig_profile=labels.get("GPU_I_PROFILE") or None,
-            mig_instance=labels.get("GPU_I_ID") or None,
-        )
-    )
+    return {
+        "node": node,
+        "index": index,
+        "uuid": uuid or None,
+        "model_name": labels.get("modelName") or None,
+        "pod": labels.get("pod") or None,
+        "namespace": labels.get("namespace") or None,
+        "container": labels.get("container") or None,
+        "mig_profile": labels.get("GPU_I_PROFILE") or None,
+        "mig_instance": labels.get("GPU_I_ID") or None,
+    }
 
 
 def _positive_int(raw: str | float | None) -> int | None:
@@ -165,40 +158,75 @@ def _last_xid(s: Sample) -> int | None:
     return 0 if value == 0 else None
 
 
+# What a page's names and labels alone decide, worked out once per page layout (``structural``): its GPUs in page
+# order (key and label-given fields), and each read in the order the adapter makes it — which family, which of its
+# samples, for which GPU, and what the value becomes. Values (blank or not, an XID's number) are looked at per page.
+_Step = tuple[str, str, tuple[tuple[int, int], ...]]  # (family key, action, ((gpu, sample index), ...))
+_FIELD, _EXTRA, _LAST_XID, _COUNT_XIDS = "field", "extra", "last_xid", "xid_count"
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    gpus: tuple[dict[str, Any], ...]  # each GPU's GpuSample fields that labels give (node, index, pod, ...)
+    steps: tuple[tuple[_Step, Any], ...]  # a step and its argument: a _Map, an EXTRA key, or None
+
+
+def _plan(families: Mapping[str, MetricFamily], default_node: str) -> _Plan:
+    gpus: dict[_Key, int] = {}
+    labels_of: list[dict[str, Any]] = []
+
+    def each(family: str, action: str) -> _Step:
+        key = family if family in families else family + "_total"
+        fam = families.get(key)
+        reads = []
+        for i, s in enumerate(fam.samples if fam is not None else ()):
+            gpu_key = _key(s, default_node)
+            if gpu_key is None:
+                continue
+            at = gpus.get(gpu_key)
+            if at is None:
+                at = gpus[gpu_key] = len(labels_of)
+                labels_of.append(_label_fields(gpu_key, s))
+            reads.append((at, i))
+        return key, action, tuple(reads)
+
+    steps: list[tuple[_Step, Any]] = [(each(name, _FIELD), m) for m in FIELDS for name in m.families]
+    steps.extend((each(name, _EXTRA), key) for name, key in EXTRA.items())
+    steps.append((each(_XID, _LAST_XID), None))
+    steps.append((each(_XID_COUNT, _COUNT_XIDS), None))
+    return _Plan(tuple(labels_of), tuple((step, arg) for step, arg in steps if step[2]))
+
+
 def adapt_dcgm(families: Mapping[str, MetricFamily], target: TargetInfo, timestamp: float) -> list[GpuSample]:
     """Every GPU on a dcgm-exporter page, in page order."""
-    gpus: dict[_Key, _Gpu] = {}
-
-    def each(family: str) -> list[tuple[_Gpu, Sample]]:
-        fam = families.get(family) or families.get(family + "_total")
-        out = []
-        for s in fam.samples if fam is not None else ():
-            key = _key(s, target.node)
-            if key is None:
-                continue
-            gpu = gpus.get(key)
-            if gpu is None:
-                gpu = gpus[key] = _new(key, s, timestamp)
-            out.append((gpu, s))
-        return out
-
-    for m in FIELDS:
-        for name in m.families:
-            for gpu, s in each(name):
-                if m.field not in gpu.values and not is_blank(s.value):
-                    gpu.values[m.field] = m.convert(s.value)
-    for name, key in EXTRA.items():
-        for gpu, s in each(name):
-            if not is_blank(s.value):
-                gpu.sample.extra.setdefault(key, s.value)
-    for gpu, s in each(_XID):
-        xid = _last_xid(s)
-        if xid is not None and (gpu.values.get("last_xid") in (None, 0)):
-            gpu.values["last_xid"] = xid
-    for gpu, s in each(_XID_COUNT):
-        if not is_blank(s.value):
-            gpu.xid_count = (gpu.xid_count or 0.0) + s.value
+    plan = structural(families, ("dcgm", target.node), partial(_plan, families, target.node))
+    values: list[dict[str, Any]] = [{} for _ in plan.gpus]
+    extras: list[dict[str, float]] = [{} for _ in plan.gpus]
+    xid_counts: list[float | None] = [None] * len(plan.gpus)
+    for (family, action, reads), arg in plan.steps:
+        samples = families[family].samples
+        if action == _FIELD:
+            name, convert = arg.field, arg.convert
+            for at, i in reads:
+                v = samples[i].value
+                if name not in values[at] and not is_blank(v):
+                    values[at][name] = convert(v)
+        elif action == _EXTRA:
+            for at, i in reads:
+                v = samples[i].value
+                if not is_blank(v):
+                    extras[at].setdefault(arg, v)
+        elif action == _LAST_XID:
+            for at, i in reads:
+                xid = _last_xid(samples[i])
+                if xid is not None and values[at].get("last_xid") in (None, 0):
+                    values[at]["last_xid"] = xid
+        else:
+            for at, i in reads:
+                v = samples[i].value
+                if not is_blank(v):
+                    xid_counts[at] = (xid_counts[at] or 0.0) + v
     return [
-        replace(g.sample, xid_count=g.xid_count, **g.values)  # extra dict carried over by replace
-        for g in gpus.values()
+        GpuSample(**fields, timestamp=timestamp, extra=extras[at], xid_count=xid_counts[at], **values[at])
+        for at, fields in enumerate(plan.gpus)
     ]

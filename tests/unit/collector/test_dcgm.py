@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from collector.adapt import adapt_page
-from collector.exposition import parse
+from collector.adapt import WANTED_FAMILIES, adapt_page
+from collector.exposition import DEFAULT_MAX_SAMPLES, LayoutCache, MetricFamily, parse
+from collector.exposition._page import LaidOutPage
 from collector.gpus.dcgm import adapt_dcgm, is_blank
 from collector.samples import GpuSample, TargetInfo
 
@@ -115,3 +118,46 @@ def test_node_label_variants(labels: str, node: str) -> None:
     families = parse(f"# TYPE DCGM_FI_DEV_GPU_TEMP gauge\nDCGM_FI_DEV_GPU_TEMP{{{labels}}} 40\n")
     (gpu,) = adapt_dcgm(families, GPU_TARGET, 1.0)
     assert (gpu.node, gpu.temperature_c) == (node, 40.0)
+
+
+def _laid_out(cache: LayoutCache, source: str, text: str) -> Mapping[str, MetricFamily]:
+    return cache.parse(source, text, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+
+
+def test_a_page_read_off_its_layout_is_adapted_from_its_own_values(metrics_fixtures: Path) -> None:
+    # The adapter plans per layout (which GPU each sample feeds); blanks and XIDs are still read per page: a
+    # value blank on the first page and real on the next (and the reverse) comes out as on a freshly parsed page.
+    first = (metrics_fixtures / "dcgm-mig-hostname__handwritten.txt").read_text()
+    moved = [
+        ('pod="llama-8b-6d9f7c-x2k4p"} 87\n', 'pod="llama-8b-6d9f7c-x2k4p"} 2147483632\n'),  # GPU 0: now blank
+        ('pod="qwen-7b-5c8d9b-m7q2z"} 2147483632\n', 'pod="qwen-7b-5c8d9b-m7q2z"} 33\n'),  # MIG 2/1: now a value
+        ('err_msg="Graphics Engine Exception"} 9223372036854775794', 'err_msg="Graphics Engine Exception"} 43'),
+        ('DCGM_FI_DRIVER_VERSION="550.90.07"} 9223372036854775794', 'DCGM_FI_DRIVER_VERSION="550.90.07"} 0.5'),
+    ]
+    second = first
+    for old, new in moved:
+        assert second.count(old) == 1
+        second = second.replace(old, new)
+    cache = LayoutCache(parse)
+    adapt_dcgm(_laid_out(cache, "t", first), GPU_TARGET, 1.0)
+    families = _laid_out(cache, "t", second)
+    assert isinstance(families, LaidOutPage)  # read off the first page's layout, not parsed
+    gpus = adapt_dcgm(families, GPU_TARGET, 2.0)
+    assert gpus == adapt_dcgm(parse(second, wanted=WANTED_FAMILIES), GPU_TARGET, 2.0)
+    by_index = {g.index: g for g in gpus}
+    assert (by_index["0"].utilisation, by_index["2/1"].utilisation) == (None, 0.33)
+    assert (by_index["2/2"].last_xid, by_index["1"].sm_active) == (43, 0.5)
+
+
+def test_targets_sharing_a_layout_keep_their_own_node(metrics_fixtures: Path) -> None:
+    # a page without a hostname label: its GPUs are on the target's node, though the plan is per layout
+    page = "# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n" + "".join(
+        f'DCGM_FI_DEV_GPU_TEMP{{gpu="{i}",UUID="GPU-{i}"}} {40 + i}\n' for i in range(2)
+    )
+    cache = LayoutCache(parse)
+    nodes = []
+    for node in ("node-a", "node-b", "node-a"):
+        families = _laid_out(cache, node, page)
+        nodes.append([g.node for g in adapt_dcgm(families, replace(GPU_TARGET, node=node), 1.0)])
+    assert isinstance(families, LaidOutPage)
+    assert nodes == [["node-a"] * 2, ["node-b"] * 2, ["node-a"] * 2]
