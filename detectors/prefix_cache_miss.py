@@ -4,11 +4,13 @@ It fires on the pattern that routing can fix: shared prefixes still exist (the d
 residue of hits) but every replica's ratio fell together, because requests that share a prefix are spread
 over replicas (a scale-out, or a router that lost affinity). It stays silent when the ratio falls to ~0:
 spreading cannot erase the hits of a prefix that is reused, so that is traffic that stopped sharing
-prefixes, and no routing change would bring the hits back.
+prefixes, and no routing change would bring the hits back. It also stays silent while the deployment preempts:
+KV pressure evicts cached prefixes and floods the window with unshared prompt tokens, and kv_exhaustion reports it.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 
@@ -33,12 +35,32 @@ def baseline(history: Sequence[DeploymentPoint], th: PrefixThresholds, now: floa
     )
 
 
+def settle_window_s(th: PrefixThresholds, rate_window_s: float) -> float:
+    """``settle_s``, and never less than two rate windows: traffic that stops sharing prefixes crosses the band
+    between the bar and ``no_sharing_ratio`` within one rate window, so it never fills half of the settle window,
+    and the median rule below stays silent on it whatever the configured rate window."""
+    return max(th.settle_s, 2.0 * rate_window_s)
+
+
 def _queries_rate(view: DeploymentView) -> float:
     return sum(finite(r.prefix_queries_rate) or 0.0 for r in view.replicas if r.ready)
 
 
+def _preempted(view: DeploymentView, recent: Sequence[DeploymentPoint]) -> bool:
+    """Whether the ready replicas preempted within the settle window (each point's rate covers the rate window
+    before it, as its hit ratio does)."""
+    rates = [view.preemptions_rate, *(p.preemptions_rate for p in recent)]
+    return any((finite(r) or 0.0) > 0.0 for r in rates)
+
+
+def _settled_ratio(recent: Sequence[DeploymentPoint]) -> float:
+    """The median hit ratio over the settle window (the baseline is a median too): a fall that holds for most of the
+    window counts, whatever the noise above the bar in the rest. A point without a ratio counts as above any bar."""
+    return statistics.median(r if (r := fraction(p.prefix_hit_ratio)) is not None else math.inf for p in recent)
+
+
 def _deployment_finding(
-    view: DeploymentView, history: Sequence[DeploymentPoint], th: PrefixThresholds, now: float
+    view: DeploymentView, history: Sequence[DeploymentPoint], th: PrefixThresholds, now: float, settle_s: float
 ) -> Finding | None:
     current = fraction(view.prefix_hit_ratio)
     if current is None or _queries_rate(view) < th.min_queries_rate:
@@ -47,12 +69,19 @@ def _deployment_finding(
     if base is None:
         return None
     base_ratio, base_replicas = base
-    if base_ratio < th.min_baseline or current >= base_ratio * (1.0 - th.relative_drop):
+    if base_ratio < th.min_baseline:
         return None
     threshold = base_ratio * (1.0 - th.relative_drop)
-    recent = [fraction(p.prefix_hit_ratio) for p in history if p.t >= now - th.settle_s]
-    if any(r is None or r >= threshold or r <= th.no_sharing_ratio for r in recent) or current <= th.no_sharing_ratio:
-        return None  # not settled in the band yet, or the traffic stopped sharing prefixes (routing cannot help)
+    recent = [p for p in history if p.t >= now - settle_s]
+    settled = _settled_ratio(recent) if recent else math.inf
+    if settled >= threshold:
+        return None  # not fallen for most of the settle window
+    if current <= th.no_sharing_ratio or any(
+        (r := fraction(p.prefix_hit_ratio)) is not None and r <= th.no_sharing_ratio for p in recent
+    ):
+        return None  # the traffic stopped sharing prefixes: routing cannot bring hits back
+    if _preempted(view, recent):
+        return None  # KV pressure evicted the cached prefixes: kv_exhaustion reports it, routing is not the cause
     per_replica = [v for r in view.replicas if r.ready and (v := fraction(r.prefix_hit_ratio)) is not None]
     spread = max(per_replica) - min(per_replica) if per_replica else 0.0
     scaled_out = view.ready_replicas > base_replicas
@@ -65,19 +94,21 @@ def _deployment_finding(
         if scaled_out
         else f"on all {len(per_replica)} replicas together"
     )
-    drop = 1.0 - current / base_ratio
+    drop = 1.0 - settled / base_ratio
     return Finding(
         kind=KIND,
         severity=Severity.WARNING,
         subject=Subject(deployment=view.key),
         since=now,
         summary=(
-            f"prefix-cache hit ratio of {view.key} fell from {base_ratio:.0%} to {current:.0%} {how} "
+            f"prefix-cache hit ratio of {view.key} fell from {base_ratio:.0%} to {settled:.0%} {how} "
             f"(down {drop:.0%}, warns from {th.relative_drop:.0%}): shared prefixes are spread over replicas, "
             "their prompts recomputed; use prefix-aware or sticky routing"
         ),
         evidence={
             "hit_ratio": current,
+            "settled_hit_ratio": settled,
+            "settle_window_s": settle_s,
             "baseline_hit_ratio": base_ratio,
             "baseline_ready_replicas": base_replicas,
             "ready_replicas": float(view.ready_replicas),
@@ -93,8 +124,9 @@ def _deployment_finding(
 
 def detect(state: FleetState, *, thresholds: Thresholds, now: float) -> list[Finding]:
     out: list[Finding] = []
+    settle_s = settle_window_s(thresholds.prefix, state.rate_window_s)
     for key, view in state.deployments().items():
-        finding = _deployment_finding(view, state.deployment_history(key), thresholds.prefix, now)
+        finding = _deployment_finding(view, state.deployment_history(key), thresholds.prefix, now, settle_s)
         if finding is not None:
             out.append(finding)
     return out

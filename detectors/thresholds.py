@@ -144,9 +144,10 @@ class PrefixThresholds:
     # leaves a residue of hits (each replica still caches the prefixes it sees; 0.05 on the Mooncake trace
     # over 4-8 round-robin replicas in the simulator), while prefix-free traffic leaves none.
     no_sharing_ratio: float = 0.02
-    # The fallen ratio must hold for this long before it counts: the windowed ratio of traffic that stops
-    # sharing prefixes passes through the intermediate band for one rate window on its way to zero.
-    settle_s: float = 90.0
+    # The fallen ratio must hold for most of this window (its median below the bar) before it counts: the windowed
+    # ratio of traffic that stops sharing prefixes passes through the intermediate band for up to one rate window
+    # on its way to zero, so the detector takes at least twice the rate window, whatever is set here.
+    settle_s: float = 120.0
     # Per-replica ratios "collapsed together" when their spread (max - min) is within this.
     replica_spread: float = 0.25
 

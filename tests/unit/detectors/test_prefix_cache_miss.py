@@ -2,34 +2,58 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import pytest
 
+from collector.samples import GpuSample, ReplicaSample
+from collector.state import FleetState
 from detectors import prefix_cache_miss
 from detectors.thresholds import DEFAULT
 from tests.unit.detectors.detector_fleet import TICK_S, drive, replica
 
 QUERIES_PER_TICK = 5000.0  # tokens: 1000 tokens/s per replica, above min_queries_rate
 BASELINE_TICKS = 120  # 10 minutes of baseline
-AFTER_TICKS = 48  # 4 minutes after the change (60 s rate window + 90 s settle, with margin)
+AFTER_TICKS = 48  # 4 minutes after the change (60 s rate window + 120 s settle, with margin)
+
+Ratios = Callable[[int], Sequence[float]]  # per-replica hit ratios at tick i after the change
 
 
-def _run(before: list[float], after: list[float], after_ticks: int = AFTER_TICKS):
-    """Per-replica hit ratios before and after a change at BASELINE_TICKS; a replica list that grows is a scale-out."""
+def _series(
+    before: Sequence[float],
+    after: Ratios,
+    after_ticks: int = AFTER_TICKS,
+    *,
+    preempting: Callable[[int], bool] = lambda i: False,
+    state: FleetState | None = None,
+    each: Callable[[FleetState, float], None] | None = None,
+) -> tuple[FleetState, float]:
+    """Per-replica hit ratios before a change at BASELINE_TICKS and ``after(i)`` at the i-th tick after it (a replica
+    list that grows is a scale-out); the replicas preempt once a tick while ``preempting(i)``."""
     hits: dict[str, float] = {}
     queries: dict[str, float] = {}
+    preemptions: dict[str, float] = {}
 
-    def tick(i: int, t: float):
-        ratios = before if i < BASELINE_TICKS else after
+    def tick(i: int, t: float) -> tuple[list[ReplicaSample], list[GpuSample]]:
+        after_i = i - BASELINE_TICKS
+        ratios = before if after_i < 0 else after(after_i)
         out = []
         for k, r in enumerate(ratios):
             name = f"r{k}"
             queries[name] = queries.get(name, 0.0) + QUERIES_PER_TICK
             hits[name] = hits.get(name, 0.0) + QUERIES_PER_TICK * r
-            out.append(replica(name, t, prefix_queries=queries[name], prefix_hits=hits[name]))
+            preemptions[name] = preemptions.get(name, 0.0) + (after_i >= 0 and preempting(after_i))
+            out.append(
+                replica(name, t, prefix_queries=queries[name], prefix_hits=hits[name], preemptions=preemptions[name])
+            )
         return out, []
 
     n = BASELINE_TICKS + after_ticks
-    return drive(tick, n), (n - 1) * TICK_S
+    return drive(tick, n, state=state, each=each), (n - 1) * TICK_S
+
+
+def _run(before: list[float], after: list[float], after_ticks: int = AFTER_TICKS) -> tuple[FleetState, float]:
+    return _series(before, lambda i: after, after_ticks)
 
 
 CASES = [
@@ -80,3 +104,66 @@ def test_the_finding_states_the_fall_and_the_bar():
     assert f.evidence["drop"] == pytest.approx(0.5, abs=0.01)
     assert f.evidence["drop_threshold"] == pytest.approx(0.4)
     assert "fell from 80% to 40% on all 3 replicas together (down 50%, warns from 40%)" in f.summary
+
+
+def _noisy_routing(i: int) -> list[float]:
+    # Lost affinity on 4 replicas: 0.2 against a 0.5 baseline (bar 0.30), with one 30 s swing back to 0.5 every
+    # 150 s, which lifts the 60 s window above the bar for 11 of the settle window's 25 samples.
+    r = 0.5 if i % 30 < 6 else 0.2
+    return [r, r, r, r]
+
+
+def test_a_fall_that_holds_for_most_of_the_window_fires_through_noise() -> None:
+    # The median of the settle window is below the bar although some samples are above it: fire.
+    state, now = _series([0.5] * 4, _noisy_routing)
+    recent = [p.prefix_hit_ratio for p in state.deployment_history("ml/chat") if p.t >= now - 120]
+    assert any(r is not None and r >= 0.3 for r in recent)  # the noise does cross the bar
+    (f,) = prefix_cache_miss.detect(state, thresholds=DEFAULT, now=now)
+    assert float(f.evidence["settled_hit_ratio"] or 1.0) < 0.3 <= max(r for r in recent if r is not None)
+
+
+def _stop_sharing(i: int) -> list[float]:
+    return [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    "rate_window_s",
+    [
+        60.0,  # the default: settle_s (120 s) is twice the rate window
+        150.0,  # a longer rate window: the transition lasts longer, the detector's settle window grows with it
+    ],
+)
+def test_traffic_that_stops_sharing_is_silent_through_the_transition(rate_window_s: float) -> None:
+    # The windowed ratio slides from 0.8 to 0 over one rate window, crossing the band on the way: silent at every
+    # tick, not only once it reached zero.
+    fired: list[float] = []
+
+    def each(state: FleetState, t: float) -> None:
+        if prefix_cache_miss.detect(state, thresholds=DEFAULT, now=t):
+            fired.append(t)
+
+    _series([0.8] * 3, _stop_sharing, after_ticks=80, state=FleetState(rate_window_s=rate_window_s), each=each)
+    assert fired == []
+
+
+@pytest.mark.parametrize(
+    ("preempting", "fires"),
+    [
+        # the replicas preempt throughout: the misses are KV pressure's (kv_exhaustion says so) -> silent
+        (lambda i: True, False),
+        # one preemption a minute before now: still within the settle window -> silent
+        (lambda i: i == 36, False),
+        # preemptions stopped more than a settle window and a rate window ago: the fall is the routing's -> fire
+        (lambda i: i < 10, True),
+        # none at all -> fire
+        (lambda i: False, True),
+    ],
+)
+def test_silent_while_the_replicas_preempt(preempting: Callable[[int], bool], fires: bool) -> None:
+    state, now = _series([0.8] * 3, lambda i: [0.35, 0.3, 0.4], preempting=preempting)
+    assert bool(prefix_cache_miss.detect(state, thresholds=DEFAULT, now=now)) is fires
+
+
+def test_settle_window_is_at_least_two_rate_windows() -> None:
+    assert prefix_cache_miss.settle_window_s(DEFAULT.prefix, 60.0) == DEFAULT.prefix.settle_s
+    assert prefix_cache_miss.settle_window_s(DEFAULT.prefix, 150.0) == 300.0
