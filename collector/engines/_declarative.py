@@ -10,16 +10,23 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from collector.engines._read import (
     Families,
+    HistogramsPlan,
     SampleFilter,
     Series,
+    ValuesPlan,
     family_names,
     first_label,
+    page_shape,
+    plan_histograms,
+    plan_values,
     read_histogram,
     read_mean,
+    read_planned_histogram,
+    read_planned_values,
     read_sum,
     structural,
 )
@@ -147,15 +154,34 @@ class DeclarativeAdapter:
     def values(self, families: Families) -> dict[str, Any]:
         keep = self.prepare(families)
         out: dict[str, Any] = {}
-        for name, f in self.fields.items():
-            if f.combine == "histogram":
-                out[name] = read_histogram(families, f.sources, keep, scale=f.scale)
-            elif f.combine == "mean":
-                out[name] = read_mean(families, f.sources, keep)
-            else:
-                out[name] = read_sum(families, f.sources, keep)
+        if keep is None and page_shape(families) is not None:  # read off a known layout: by plan
+            plan = structural(families, (self.name, "fields"), partial(self._plan, families))
+            for name, f, planned in plan:
+                if f.combine == "histogram":
+                    out[name] = read_planned_histogram(families, cast(HistogramsPlan, planned), scale=f.scale)
+                else:
+                    out[name] = read_planned_values(families, cast(ValuesPlan, planned), mean=f.combine == "mean")
+        else:
+            for name, f in self.fields.items():
+                if f.combine == "histogram":
+                    out[name] = read_histogram(families, f.sources, keep, scale=f.scale)
+                elif f.combine == "mean":
+                    out[name] = read_mean(families, f.sources, keep)
+                else:
+                    out[name] = read_sum(families, f.sources, keep)
         out.update(self.derive(families, out))
         return out
+
+    def _plan(self, families: Families) -> tuple[tuple[str, Field, ValuesPlan | HistogramsPlan], ...]:
+        """Each field's sources as this page layout has them (``values`` then reads only values per page)."""
+        return tuple(
+            (
+                name,
+                f,
+                plan_histograms(families, f.sources) if f.combine == "histogram" else plan_values(families, f.sources),
+            )
+            for name, f in self.fields.items()
+        )
 
     def model(self, families: Families) -> str | None:
         return structural(families, (self.name, "model"), partial(self._model, families))

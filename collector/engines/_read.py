@@ -268,7 +268,10 @@ def _histogram_plan(fam: MetricFamily, match: Mapping[str, str]) -> _HistogramPl
 
 def _planned_histograms(fam: MetricFamily, match: Mapping[str, str]) -> list[Histogram]:
     plan = cast(_HistogramPlan, _planned(fam, "histogram", match, partial(_histogram_plan, fam, match)))
-    samples = fam.samples
+    return _histograms_at(plan, fam.samples)
+
+
+def _histograms_at(plan: _HistogramPlan, samples: list[Sample]) -> list[Histogram]:
     out = []
     for bounds, places, sum_at, count_at in plan:
         counts = tuple([samples[i].value for i in places])
@@ -281,6 +284,53 @@ def _planned_histograms(fam: MetricFamily, match: Mapping[str, str]) -> list[His
             )
         )
     return out
+
+
+# A field's sources as one page layout has them, in mapping order (current names first): for a value, each present
+# source's family key and the positions of its plain-value samples; for a histogram, each present histogram family's
+# key and label sets (``_HistogramPlan``). ``read_sum``, ``read_mean`` and ``read_histogram`` without a sample
+# filter, with the names and labels worked out once per layout (``structural``): per page only values are read.
+ValuesPlan = tuple[tuple[str, tuple[int, ...]], ...]
+HistogramsPlan = tuple[tuple[str, _HistogramPlan], ...]
+
+
+def plan_values(families: Families, sources: Iterable[Series]) -> ValuesPlan:
+    plan = []
+    for series in sources:
+        for key in family_names(series.family):
+            fam = families.get(key)
+            if fam is not None:
+                plan.append((key, _value_indices(fam, series.match)))
+                break
+    return tuple(plan)
+
+
+def read_planned_values(families: Families, plan: ValuesPlan, *, mean: bool) -> float | None:
+    """``read_mean`` (``mean``) or ``read_sum`` of the page, from the sources' plan."""
+    for key, places in plan:
+        samples = families[key].samples
+        values = [v for v in [samples[i].value for i in places] if math.isfinite(v)]
+        if values:
+            return _fsum(values) / len(values) if mean else _fsum(values)
+    return None
+
+
+def plan_histograms(families: Families, sources: Iterable[Series]) -> HistogramsPlan:
+    plan = []
+    for series in sources:
+        fam = families.get(series.family)
+        if fam is not None and fam.type == "histogram":
+            plan.append((series.family, _histogram_plan(fam, series.match)))
+    return tuple(plan)
+
+
+def read_planned_histogram(families: Families, plan: HistogramsPlan, *, scale: float = 1.0) -> Histogram | None:
+    """``read_histogram`` of the page, from the sources' plan."""
+    for key, groups in plan:
+        merged = merge_histograms(_histograms_at(groups, families[key].samples))
+        if merged is not None:
+            return scale_histogram(merged, scale)
+    return None
 
 
 def merge_histograms(parts: list[Histogram]) -> Histogram | None:

@@ -78,3 +78,59 @@ def test_merged_inf_bucket_is_the_sum_of_the_parts(parts_counts: list[list[int]]
     assert merged is not None
     assert merged.counts[-1] == sum(c[-1] for c in parts_counts)
     assert list(merged.counts) == sorted(merged.counts)  # still cumulative
+
+
+# Two engines of one pod (summed, or averaged for KV usage), a current and an older name for KV usage, and a
+# histogram whose +Inf bucket is missing on the older name; values are filled in per case below.
+_TWO_SOURCES = """# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{{engine="0",model_name="m"}} {w0}
+vllm:num_requests_waiting{{engine="1",model_name="m"}} {w1}
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} {kv0}
+vllm:kv_cache_usage_perc{{engine="1",model_name="m"}} {kv1}
+# TYPE vllm:gpu_cache_usage_perc gauge
+vllm:gpu_cache_usage_perc{{engine="0",model_name="m"}} {old_kv}
+# TYPE vllm:inter_token_latency_seconds histogram
+vllm:inter_token_latency_seconds_bucket{{engine="0",model_name="m",le="0.1"}} {b0}
+vllm:inter_token_latency_seconds_bucket{{engine="0",model_name="m",le="+Inf"}} {b1}
+vllm:inter_token_latency_seconds_sum{{engine="0",model_name="m"}} 3.5
+vllm:inter_token_latency_seconds_count{{engine="0",model_name="m"}} {b1}
+"""
+
+
+@pytest.mark.parametrize(
+    ("values", "kv_usage"),
+    [
+        # every value finite: the current names, summed and averaged over the engines
+        ({"w0": 1, "w1": 2, "kv0": 0.5, "kv1": 0.25, "old_kv": 0.9, "b0": 4, "b1": 9}, 0.375),
+        # the current KV name NaN on one engine: the mean of the finite one
+        ({"w0": 1, "w1": 2, "kv0": "NaN", "kv1": 0.25, "old_kv": 0.9, "b0": 4, "b1": 9}, 0.25),
+        # the current KV name NaN on both: the older name's value (mapping order, first with a finite value)
+        ({"w0": 1, "w1": 2, "kv0": "NaN", "kv1": "NaN", "old_kv": 0.9, "b0": 4, "b1": 9}, 0.9),
+        # nothing finite anywhere for a field: None, as on a parsed page
+        ({"w0": "NaN", "w1": "NaN", "kv0": "NaN", "kv1": "NaN", "old_kv": "NaN", "b0": "+Inf", "b1": "NaN"}, None),
+    ],
+)
+def test_values_read_by_layout_plan_equal_values_read_off_the_parsed_page(
+    values: dict[str, object], kv_usage: float | None
+) -> None:
+    # the declarative adapter reads a laid-out page by a plan made once per layout; what it reads per page (which
+    # source has a finite value) must still follow that page's values
+    from collector.adapt import WANTED_FAMILIES
+    from collector.engines.vllm import ADAPTER
+    from collector.exposition import DEFAULT_MAX_SAMPLES, LayoutCache
+    from collector.exposition._page import LaidOutPage
+
+    first = {"w0": 0, "w1": 0, "kv0": 0.1, "kv1": 0.1, "old_kv": 0.1, "b0": 1, "b1": 2}
+    cache = LayoutCache(parse)
+    pages = [_TWO_SOURCES.format(**first), _TWO_SOURCES.format(**values)]
+    laid_out = [cache.parse("t", p, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES) for p in pages][-1]
+    assert isinstance(laid_out, LaidOutPage)
+    planned = ADAPTER.values(laid_out)
+    assert _same(planned, ADAPTER.values(parse(pages[-1], wanted=WANTED_FAMILIES)))
+    assert planned["kv_usage"] == kv_usage
+
+
+def _same(a: dict[str, object], b: dict[str, object]) -> bool:
+    """Equal, NaN equal to NaN (a histogram's sum)."""
+    return repr(a) == repr(b)
