@@ -19,6 +19,7 @@ import argparse
 import gzip
 import json
 import math
+import re
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -123,7 +124,7 @@ class FakeFleet:
         self.down = idx[idx % down_every == 13]
         self.faulty_gpus = idx[idx % (10 * sick_every) == 21]
         self.calls: dict[str, int] = {}
-        self._cache: dict[str, _Rows] = {}
+        self._cache: dict[tuple[str, str | None], _Rows] = {}
         self._labels_cache: dict[str, list[str]] = {}
 
     # -- per replica -------------------------------------------------------------------------------------------
@@ -169,8 +170,10 @@ class FakeFleet:
             self._sick_faulty = (set(self.sick.tolist()), set(self.faulty_gpus.tolist()))
         return self._sick_faulty
 
-    def _rows(self, kind: str) -> _Rows:
-        rows = self._cache.get(kind)
+    def _rows(self, kind: str, names: str | None = None) -> _Rows:
+        """The rows of one kind of query; ``names``: the query's ``__name__=~`` regex, which Prometheus anchors (a
+        series whose name it does not match in full is not in the answer)."""
+        rows = self._cache.get((kind, names))
         if rows is not None:
             return rows
         built: list[Row]
@@ -189,7 +192,10 @@ class FakeFleet:
                     built += self._replica_rows(i) + self._gpu_rows(i)
         else:
             raise KeyError(kind)
-        rows = self._cache[kind] = _Rows.build(built)
+        if names is not None:
+            wanted = re.compile(names)
+            built = [r for r in built if wanted.fullmatch(r[0]["__name__"])]
+        rows = self._cache[(kind, names)] = _Rows.build(built)
         return rows
 
     def _values(self, rows: _Rows, t: float) -> np.ndarray:
@@ -322,7 +328,7 @@ class FakeFleet:
         if kind in ("adhoc", "rules"):
             items = self._aggregate_text(t, named=kind == "rules") if kind == "adhoc" or self.rules else []
         else:
-            rows = self._rows(kind)
+            rows = self._rows(kind, _names_regex(query))
             ts = json.dumps(t)
             items = [
                 f'{{"metric":{m},"value":[{ts},"{_fmt(v)}"]}}'
@@ -333,6 +339,15 @@ class FakeFleet:
     def metadata(self) -> bytes:
         data = {name: [{"type": kind, "help": "", "unit": ""}] for name, kind in self.types.items()}
         return json.dumps({"status": "success", "data": data}).encode()
+
+
+_NAMES = re.compile(r'__name__=~"((?:[^"\\]|\\.)*)"')
+
+
+def _names_regex(query: str) -> str | None:
+    """The first ``__name__=~"..."`` matcher of a query, unquoted (PromQL string escapes), or None."""
+    m = _NAMES.search(query)
+    return None if m is None else json.loads(f'"{m.group(1)}"')
 
 
 def _fmt(v: float) -> str:

@@ -238,3 +238,31 @@ async def test_a_failed_round_keeps_the_last_aggregates_and_fleetstate_ages_them
         view = state.deployments().get("prod/llm-0")
         ready.append(None if view is None else view.ready_replicas)
     assert ready == [99, 0, None]
+
+
+def test_the_loopback_prometheus_answers_only_the_names_the_query_matches_in_full() -> None:
+    """As Prometheus does (its ``=~`` is anchored): a sick replica's answer holds the families kvpilot reads, not
+    every series the replica serves; before, the loopback server sent both and doubled the bench's answers."""
+    import re
+
+    import orjson
+
+    from collector.adapt import WANTED_FAMILIES
+    from collector.discovery.promql import names_regex
+    from collector.promql import expressions as ex
+
+    f = FakeFleet(300, per_deployment=100, sick_every=50, down_every=100)
+
+    def names(families: frozenset[str]) -> set[str]:
+        query = ex.replica_series(names_regex(families), "60s", "", kv_from=0.4, limit=500)
+        return {s["metric"]["__name__"] for s in orjson.loads(f.render(query, NOW))["data"]["result"]}
+
+    # one family asked: its series only
+    assert names(frozenset({"vllm:kv_cache_usage_perc"})) == {"vllm:kv_cache_usage_perc"}
+    # every family kvpilot reads: a name the regex matches only in part (request_prompt_tokens_bucket contains
+    # prompt_tokens) is left out, and the families read are all there
+    engines = WANTED_FAMILIES - {n for n in WANTED_FAMILIES if n.startswith("DCGM_")}
+    got = names(frozenset(engines))
+    assert "vllm:request_prompt_tokens_bucket" not in got
+    assert {"vllm:kv_cache_usage_perc", "vllm:time_to_first_token_seconds_bucket", "vllm:num_requests_running"} <= got
+    assert all(re.fullmatch(names_regex(engines), n) for n in got)
