@@ -55,6 +55,9 @@ class Run:
     ticks: list[tuple[float, float]] = field(default_factory=list)  # (end wall time, duration)
     api_during: list[float] = field(default_factory=list)  # ms
     api_outside: list[float] = field(default_factory=list)  # ms, requests that overlapped no tick
+    decisions_during: list[float] = field(default_factory=list)  # ms, the GET /v1/decisions among api_during
+    healthz_during: list[float] = field(default_factory=list)  # ms, the GET /healthz among api_during
+    decisions_outside: list[float] = field(default_factory=list)  # ms, the GET /v1/decisions among api_outside
     overruns: float = 0.0
     rss_mb: float = 0.0
     stage_errors: float = 0.0
@@ -117,7 +120,7 @@ async def _measure(run: Run, base: str, pid: int, ticks: int, interval_s: float,
     async with httpx.AsyncClient(base_url=base, timeout=30.0, trust_env=False) as client:
         last: tuple[float, float] | None = None
         seen = 0
-        requests: list[tuple[float, float, float]] = []  # (sent, done, ms)
+        requests: list[tuple[float, float, float, str]] = []  # (sent, done, ms, path)
         stop = asyncio.Event()
         cpu0 = [0.0]
 
@@ -162,16 +165,20 @@ async def _measure(run: Run, base: str, pid: int, ticks: int, interval_s: float,
                 done = time.monotonic()
                 run.api_errors += failed
                 if seen > warmup:
-                    requests.append((sent, done, (done - sent) * 1000))
+                    requests.append((sent, done, (done - sent) * 1000, path))
                 i += 1
                 await asyncio.sleep(max(0.0, 0.025 - (done - sent)))
 
         deadline = (ticks + warmup + 3) * max(interval_s, 1.0) * 4 + 120
         await asyncio.wait_for(asyncio.gather(poll_ticks(), client_load()), deadline)
         windows = [(end - d - 0.55, end) for end, d in run.ticks]  # the poll sees a tick's end up to 0.5 s late
-        for sent, done, ms in requests:
+        for sent, done, ms, path in requests:
             during = any(sent < end and done > start for start, end in windows)
             (run.api_during if during else run.api_outside).append(ms)
+            if during:
+                (run.healthz_during if path == "/healthz" else run.decisions_during).append(ms)
+            elif path != "/healthz":
+                run.decisions_outside.append(ms)
         run.rss_mb = _hwm_mb(pid)
         run.cpu_s = _cpu_s(pid) - cpu0[0]
 
@@ -233,7 +240,10 @@ def _report(run: Run, interval_s: float) -> None:
         f"overruns {run.overruns:g}, peak RSS {run.rss_mb:.0f} MB, "
         f"API p50/p99 during ticks {_quantile(run.api_during, 0.5):.1f}/{run.api_p99():.1f} ms "
         f"({len(run.api_during)} requests; outside ticks {_quantile(run.api_outside, 0.5):.1f}/"
-        f"{_quantile(run.api_outside, 0.99):.1f} ms, {len(run.api_outside)}), "
+        f"{_quantile(run.api_outside, 0.99):.1f} ms, {len(run.api_outside)}; during ticks /healthz p99 "
+        f"{_quantile(run.healthz_during, 0.99):.1f} ms, /v1/decisions p50/p99 "
+        f"{_quantile(run.decisions_during, 0.5):.1f}/{_quantile(run.decisions_during, 0.99):.1f} ms, outside "
+        f"{_quantile(run.decisions_outside, 0.5):.1f}/{_quantile(run.decisions_outside, 0.99):.1f} ms), "
         f"answers {run.answer_bytes / 1e6:.2f} MB/tick, rules in use {run.rules_in_use}, "
         f"stage errors {run.stage_errors:g}, API errors {run.api_errors}",
         flush=True,
