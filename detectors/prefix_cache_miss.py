@@ -4,8 +4,9 @@ It fires on the pattern that routing can fix: shared prefixes still exist (the d
 residue of hits) but every replica's ratio fell together, because requests that share a prefix are spread
 over replicas (a scale-out, or a router that lost affinity). It stays silent when the ratio falls to ~0:
 spreading cannot erase the hits of a prefix that is reused, so that is traffic that stopped sharing
-prefixes, and no routing change would bring the hits back. It also stays silent while the deployment preempts:
-KV pressure evicts cached prefixes and floods the window with unshared prompt tokens, and kv_exhaustion reports it.
+prefixes, and no routing change would bring the hits back. It also stays silent while the deployment preempts
+more than in its baseline: KV pressure evicts cached prefixes and floods the window with unshared prompt tokens,
+and kv_exhaustion reports it.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from typing import NamedTuple
 
-from collector.state import DeploymentPoint, DeploymentView, FleetState
+from collector.state import DeploymentPoint, DeploymentSignals, DeploymentView, FleetState
 from detectors._values import finite, fraction
 from detectors.finding import Finding, Severity, Subject
 from detectors.thresholds import PrefixThresholds, Thresholds
@@ -22,16 +24,27 @@ from detectors.thresholds import PrefixThresholds, Thresholds
 KIND = "prefix_cache_miss"
 
 
-def baseline(history: Sequence[DeploymentPoint], th: PrefixThresholds, now: float) -> tuple[float, float] | None:
-    """(median hit ratio, median ready replicas) over the history older than ``baseline_exclude_recent_s``;
-    None when that history spans less than ``min_baseline_s``."""
+class Baseline(NamedTuple):
+    """The deployment before the recent window, in medians: a burst somewhere in that history moves none of them
+    (with it, the bar a new burst of preemption must clear). A background too sparse to show in half of its rate
+    windows has a median of zero, and then any preemption in the settle window silences the detector."""
+
+    hit_ratio: float  # median
+    ready_replicas: float  # median
+    preemptions_per_replica_s: float  # median of the deployment's preemption rate over its ready replicas
+
+
+def baseline(history: Sequence[DeploymentPoint], th: PrefixThresholds, now: float) -> Baseline | None:
+    """Medians over the history older than ``baseline_exclude_recent_s``; None when that history spans less than
+    ``min_baseline_s``."""
     cutoff = now - th.baseline_exclude_recent_s
     points = [p for p in history if p.t <= cutoff and fraction(p.prefix_hit_ratio) is not None]
     if not points or points[-1].t - points[0].t < th.min_baseline_s:
         return None
-    return (
-        statistics.median(fraction(p.prefix_hit_ratio) or 0.0 for p in points),
-        statistics.median(p.ready_replicas for p in points),
+    return Baseline(
+        hit_ratio=statistics.median(fraction(p.prefix_hit_ratio) or 0.0 for p in points),
+        ready_replicas=statistics.median(p.ready_replicas for p in points),
+        preemptions_per_replica_s=statistics.median(_preemptions_per_replica(p) for p in points),
     )
 
 
@@ -46,11 +59,19 @@ def _queries_rate(view: DeploymentView) -> float:
     return sum(finite(r.prefix_queries_rate) or 0.0 for r in view.replicas if r.ready)
 
 
-def _preempted(view: DeploymentView, recent: Sequence[DeploymentPoint]) -> bool:
-    """Whether the ready replicas preempted within the settle window (each point's rate covers the rate window
-    before it, as its hit ratio does)."""
-    rates = [view.preemptions_rate, *(p.preemptions_rate for p in recent)]
-    return any((finite(r) or 0.0) > 0.0 for r in rates)
+def _preemptions_per_replica(signals: DeploymentSignals) -> float:
+    """Preemptions per second per ready replica (a missing rate counts as none): a scale-out adds replicas that
+    preempt in the background as the others do, and that is no new KV pressure."""
+    rate = finite(signals.preemptions_rate) or 0.0
+    return rate / signals.ready_replicas if signals.ready_replicas > 0 else 0.0
+
+
+def _window_preemptions(view: DeploymentView, recent: Sequence[DeploymentPoint]) -> float:
+    """Preemptions per second per ready replica over the settle window (each point's rate covers the rate window
+    before it, as its hit ratio does). The mean, not the peak: the mean is about the window's count over its span,
+    so a burst adds all of its preemptions to it while a steady background averages out; the peak of many
+    overlapping rate windows of a steady background sits above that background's median by chance."""
+    return statistics.fmean([_preemptions_per_replica(view), *(_preemptions_per_replica(p) for p in recent)])
 
 
 def _settled_ratio(recent: Sequence[DeploymentPoint]) -> float:
@@ -68,7 +89,7 @@ def _deployment_finding(
     base = baseline(history, th, now)
     if base is None:
         return None
-    base_ratio, base_replicas = base
+    base_ratio, base_replicas = base.hit_ratio, base.ready_replicas
     if base_ratio < th.min_baseline:
         return None
     threshold = base_ratio * (1.0 - th.relative_drop)
@@ -80,8 +101,9 @@ def _deployment_finding(
         (r := fraction(p.prefix_hit_ratio)) is not None and r <= th.no_sharing_ratio for p in recent
     ):
         return None  # the traffic stopped sharing prefixes: routing cannot bring hits back
-    if _preempted(view, recent):
-        return None  # KV pressure evicted the cached prefixes: kv_exhaustion reports it, routing is not the cause
+    preemptions = _window_preemptions(view, recent)
+    if preemptions > base.preemptions_per_replica_s * th.preemption_rise_factor:
+        return None  # new KV pressure evicted the cached prefixes: kv_exhaustion reports it, routing is not the cause
     per_replica = [v for r in view.replicas if r.ready and (v := fraction(r.prefix_hit_ratio)) is not None]
     spread = max(per_replica) - min(per_replica) if per_replica else 0.0
     scaled_out = view.ready_replicas > base_replicas
@@ -111,6 +133,8 @@ def _deployment_finding(
             "settle_window_s": settle_s,
             "baseline_hit_ratio": base_ratio,
             "baseline_ready_replicas": base_replicas,
+            "preemptions_per_replica_s": preemptions,
+            "baseline_preemptions_per_replica_s": base.preemptions_per_replica_s,
             "ready_replicas": float(view.ready_replicas),
             "replica_ratio_min": min(per_replica) if per_replica else None,
             "replica_ratio_max": max(per_replica) if per_replica else None,

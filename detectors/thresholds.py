@@ -150,12 +150,20 @@ class PrefixThresholds:
     settle_s: float = 120.0
     # Per-replica ratios "collapsed together" when their spread (max - min) is within this.
     replica_spread: float = 0.25
+    # Silent while the settle window's preemptions per ready replica (their mean) exceed this many times the
+    # baseline's (its median): KV pressure that evicts cached prefixes is preemption the baseline did not have, while
+    # a steady background (vLLM preempting a little all day on a busy pool) was there when the baseline ratio was
+    # measured. With none in the baseline, any preemption silences. Twice: the window's mean counts ~3 minutes of
+    # preemptions (settle window plus rate window), so a steady background stays within it, and a burst that
+    # evicts enough prefixes to move the ratio by relative_drop preempts far more often than a background does.
+    preemption_rise_factor: float = 2.0
 
     def __post_init__(self) -> None:
         for name in ("relative_drop", "min_baseline", "no_sharing_ratio", "replica_spread"):
             _check(self, name, lo=0.0, hi=1.0)
         for name in ("min_queries_rate", "baseline_exclude_recent_s", "min_baseline_s", "settle_s"):
             _check(self, name, lo=0.0)
+        _check(self, "preemption_rise_factor", lo=1.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,11 +25,13 @@ def _series(
     after_ticks: int = AFTER_TICKS,
     *,
     preempting: Callable[[int], bool] = lambda i: False,
+    background: Callable[[int], float] = lambda i: 0.0,
     state: FleetState | None = None,
     each: Callable[[FleetState, float], None] | None = None,
 ) -> tuple[FleetState, float]:
     """Per-replica hit ratios before a change at BASELINE_TICKS and ``after(i)`` at the i-th tick after it (a replica
-    list that grows is a scale-out); the replicas preempt once a tick while ``preempting(i)``."""
+    list that grows is a scale-out); the replicas preempt once a tick while ``preempting(i)``, and ``background(i)``
+    times at every tick, before the change too (i negative there)."""
     hits: dict[str, float] = {}
     queries: dict[str, float] = {}
     preemptions: dict[str, float] = {}
@@ -42,7 +44,8 @@ def _series(
             name = f"r{k}"
             queries[name] = queries.get(name, 0.0) + QUERIES_PER_TICK
             hits[name] = hits.get(name, 0.0) + QUERIES_PER_TICK * r
-            preemptions[name] = preemptions.get(name, 0.0) + (after_i >= 0 and preempting(after_i))
+            new = background(after_i) + (after_i >= 0 and preempting(after_i))
+            preemptions[name] = preemptions.get(name, 0.0) + new
             out.append(
                 replica(name, t, prefix_queries=queries[name], prefix_hits=hits[name], preemptions=preemptions[name])
             )
@@ -162,6 +165,37 @@ def test_traffic_that_stops_sharing_is_silent_through_the_transition(rate_window
 def test_silent_while_the_replicas_preempt(preempting: Callable[[int], bool], fires: bool) -> None:
     state, now = _series([0.8] * 3, lambda i: [0.35, 0.3, 0.4], preempting=preempting)
     assert bool(prefix_cache_miss.detect(state, thresholds=DEFAULT, now=now)) is fires
+
+
+def _every_30_s(i: int) -> float:
+    return float(i % 6 == 0)  # each replica preempts twice a minute, at every tick of the run
+
+
+@pytest.mark.parametrize(
+    ("background", "preempting", "fires"),
+    [
+        # a steady background through the baseline and the window, then the router lost affinity -> fire
+        (_every_30_s, lambda i: False, True),
+        # the same background and a burst in the window, once a tick (12 a minute) on every replica for 60 s -> silent
+        (_every_30_s, lambda i: 30 <= i < 42, False),
+        # no preemption in the baseline, preemptions that start in the window -> silent
+        (lambda i: 0.0, lambda i: i >= 30, False),
+    ],
+)
+def test_silent_only_on_preemption_the_baseline_did_not_have(
+    background: Callable[[int], float], preempting: Callable[[int], bool], fires: bool
+) -> None:
+    state, now = _series([0.8] * 3, lambda i: [0.35, 0.3, 0.4], preempting=preempting, background=background)
+    assert bool(prefix_cache_miss.detect(state, thresholds=DEFAULT, now=now)) is fires
+
+
+def test_background_preemption_of_added_replicas_is_no_new_pressure() -> None:
+    # A scale-out from 2 to 5 replicas, each preempting in the background as before: the deployment preempts 2.5
+    # times as often, its replicas do not -> fire, pattern "scale_out".
+    state, now = _series([0.8] * 2, lambda i: [0.4, 0.4, 0.45, 0.4, 0.4], background=_every_30_s)
+    assert [f.evidence["pattern"] for f in prefix_cache_miss.detect(state, thresholds=DEFAULT, now=now)] == [
+        "scale_out"
+    ]
 
 
 def test_settle_window_is_at_least_two_rate_windows() -> None:
