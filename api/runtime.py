@@ -1,5 +1,5 @@
 """What the API reads from the running service, as a small interface: the API never imports the composition root
-(``kvpilot.service`` implements ``Runtime``), so it can be tested against a hand-built one.
+(``kvpilot.runtime.service`` implements ``Runtime``), so it can be tested against a hand-built one.
 
 The loop publishes one immutable ``Snapshot`` per tick; handlers read whichever is current, never a half-built one.
 """

@@ -98,7 +98,7 @@ API_AUTH_REFUSALS = Series(
     ("status",),
     "API requests refused: 401 (no or unknown token) or 403 (read token on a change); each is logged with client.",
 )
-# Every value the `stage` label takes (kvpilot.loop and kvpilot.service).
+# Every value the `stage` label takes (kvpilot.runtime.loop and kvpilot.runtime.service).
 LOOP_STAGES = (
     "discover", "collect", "observe", "detect", "decide", "publish", "kv_projection", "drains", "actuate", "cost"
 )  # fmt: skip

@@ -41,9 +41,9 @@ from collector.state import FleetState, ReplicaView  # noqa: E402
 from detectors.registry import Detection  # noqa: E402
 from detectors.thresholds import DEFAULT, Thresholds  # noqa: E402
 from kvpilot.commands.detect import samples_from_snapshot  # noqa: E402
-from kvpilot.planner_hints import demand_hints  # noqa: E402
+from kvpilot.runtime.planner_hints import demand_hints  # noqa: E402
+from kvpilot.runtime.wiring import planner_config  # noqa: E402
 from kvpilot.settings import load_settings  # noqa: E402
-from kvpilot.wiring import planner_config  # noqa: E402
 from scaler.backtest.sim import serving_profile_fields  # noqa: E402
 from scaler.capacity import ServingProfile  # noqa: E402
 from scaler.planner import Planner  # noqa: E402
@@ -130,7 +130,7 @@ def episode_planner(episode: Episode) -> Planner:
         scaler={"cold_start_s": 120.0, "default": {"min_replicas": 2, "max_replicas": 2}},
         collector={"interval_s": TICK_S},
     )
-    config = planner_config(settings, settings.scaler.default)  # kvpilot.wiring's: the one `kvpilot run` builds
+    config = planner_config(settings, settings.scaler.default)  # kvpilot.runtime.wiring's: the one `kvpilot run` builds
     return Planner(dataclasses.replace(config, capacity=dataclasses.replace(config.capacity, profile=profile)))
 
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kvpilot.service import GIL_SWITCH_S
+from kvpilot.runtime.service import GIL_SWITCH_S
 
 
 def _busy(stop: threading.Event) -> None:

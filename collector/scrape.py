@@ -2,7 +2,7 @@
 
 `Collector.collect_once(targets)` scrapes every target once, each at its stable offset within the
 configured spread (``ScrapeConfig.spread_s``) so a tick's scrapes trickle instead of bursting; it is the
-scrape step of the control loop's tick (`kvpilot.loop.ControlLoop`, the one loop `kvpilot run` runs) and
+scrape step of the control loop's tick (`kvpilot.runtime.loop.ControlLoop`, the one loop `kvpilot run` runs) and
 all of `kvpilot scrape`. Pages are turned into canonical samples by `collector.adapt.adapt_page`, the
 same adapters `kvpilot parse` and the PromQL source use; the GET itself is `collector.scrape_http` (a lean
 asyncio client by default, httpx on request).

@@ -599,8 +599,8 @@ class HaSettings(_Section):
 
 
 class ShardingSettings(_Section):
-    """Several kvpilot instances splitting the fleet by deployment (kvpilot.shards): each holds the Leases of some
-    shards (named after `ha.lease_name`, in `ha.lease_namespace`, held for `ha.lease_duration_s`, renewed every
+    """Several kvpilot instances splitting the fleet by deployment (kvpilot.runtime.shards): each holds the Leases of
+    some shards (named after `ha.lease_name`, in `ha.lease_namespace`, held for `ha.lease_duration_s`, renewed every
     `ha.renew_every_s` by `ha.identity`), scrapes, decides and actuates only their deployments, and forwards KEDA's
     calls for the others to their owner. Needs a Kubernetes API, like `ha`."""
 

@@ -8,7 +8,8 @@ values, so the planner, the backtest and a test all call the same arithmetic.
 
 ``RolloutTracker`` turns what the control loop sees each tick (the versions among a deployment's replicas, and
 the Deployment's own rollout status where the scale source reads Kubernetes) into those values, and
-``surge_decision`` raises the planner's decision by the surge: the stage ``kvpilot.loop`` runs after the planner.
+``surge_decision`` raises the planner's decision by the surge: the stage ``kvpilot.runtime.loop`` runs after the
+planner.
 ``OwnRemovals`` remembers the pods kvpilot's own actuation removed (a drain's evictions), so that the stage does
 not read their disappearance as a rollout wave's drain.
 """
@@ -358,9 +359,9 @@ class OwnRemovals:
 
 
 class RolloutStage:
-    """The control loop's rollout stage (``kvpilot.rollout_stage``): after the planner decides, each deployment's
-    decision raised by the surge its rolling update needs. Here, below the composition root, so that the backtest
-    runs the same stage."""
+    """The control loop's rollout stage (``kvpilot.runtime.rollout_stage``): after the planner decides, each
+    deployment's decision raised by the surge its rolling update needs. Here, below the composition root, so that the
+    backtest runs the same stage."""
 
     def __init__(self, thresholds: Thresholds = DEFAULT, *, own_removal_memory_s: float = OWN_REMOVAL_MEMORY_S) -> None:
         self.thresholds = thresholds

@@ -35,7 +35,7 @@ def make_engine(
     up again), ``statement_timeout`` and ``lock_timeout`` on every session, and a bounded wait for a pooled
     connection. ``statement_timeout_s=None`` (migrations: an index build or another replica's migration lock may
     take longer) sets no statement timeout. A server that stops answering altogether (SIGSTOP) is bounded by the
-    callers, which run store calls in threads with their own deadlines (``kvpilot.service``, ``api``).
+    callers, which run store calls in threads with their own deadlines (``kvpilot.runtime.service``, ``api``).
     """
     try:
         parsed = make_url(url)

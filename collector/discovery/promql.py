@@ -58,7 +58,8 @@ DEFAULT_MAX_REPLICAS = 500
 # Results of the reader process per pickled piece: at most ~0.3 ms of CPU to unpickle (at 10,000 replicas a round
 # is ~120 results, 1.7 KB apiece).
 RESULTS_PER_PIECE = 16
-DEFAULT_KV_FROM = 0.40  # detectors.thresholds.KvThresholds.project_from_usage; kvpilot.sources passes the live one
+# detectors.thresholds.KvThresholds.project_from_usage; kvpilot.runtime.sources passes the live one
+DEFAULT_KV_FROM = 0.40
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ The file is a list of targets, or a mapping with ``defaults`` (applied to every 
 Errors name the file, the line, the target index and the field, so a typo is found without guessing; an engine
 kvpilot has no adapter for is one (``vLLM`` is read as ``vllm``, as the API does). A bad edit of a file that loaded
 before keeps the previous targets (and says why) rather than dropping the fleet. The names and URL rules the API
-applies (``store.fields.TargetSpec``) are applied above this package, by ``kvpilot.sources``.
+applies (``store.fields.TargetSpec``) are applied above this package, by ``kvpilot.runtime.sources``.
 """
 
 from __future__ import annotations

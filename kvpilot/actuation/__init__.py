@@ -3,7 +3,7 @@
 drains for flagged nodes (through the safety rails), execute approved drains, and apply scaling decisions in
 ``direct`` mode.
 
-Two parts, each run by its own guarded task in ``kvpilot.service`` and never awaited by the control loop:
+Two parts, each run by its own guarded task in ``kvpilot.runtime.service`` and never awaited by the control loop:
 ``after_tick`` (requests and scaling, once per tick) and ``execute_approved`` (the drain worker: one approved
 drain at a time in a worker thread, polled for an operator's cancel and for the stop flag, either of which
 interrupts its backoff at once). Everything here is audited in the store. A replica that is not the Lease holder

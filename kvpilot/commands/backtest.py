@@ -114,8 +114,8 @@ def backtest_planner(
 ) -> tuple[PlannerConfig, dict[str, Any]]:
     """kvpilot's planner configuration for the backtest, built by the function `kvpilot run` uses from the same
     settings; the backtest's own flags override the deployment facts (cold start, SLO, ceiling) in those settings."""
+    from kvpilot.runtime.wiring import planner_config
     from kvpilot.settings import load_settings
-    from kvpilot.wiring import planner_config
 
     settings = load_settings(config)
     scaler = settings.scaler

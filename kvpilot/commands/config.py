@@ -15,8 +15,8 @@ app = typer.Typer(help="Show the effective configuration.", no_args_is_help=True
 def effective(config: Path | None) -> dict[str, Any]:
     """Settings as `kvpilot run` would read them, plus ``planner`` (the default deployment's planner
     configuration) and ``planner_deployments`` (one per configured deployment)."""
+    from kvpilot.runtime.wiring import planner_config
     from kvpilot.settings import load_settings
-    from kvpilot.wiring import planner_config
 
     settings = load_settings(config)
     out: dict[str, Any] = settings.model_dump(mode="json")  # SecretStr fields come out masked

@@ -11,8 +11,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from api.runtime import Snapshot
-    from kvpilot.demo import DemoSummary
-    from kvpilot.view import Event
+    from kvpilot.demo.replay import DemoSummary
+    from kvpilot.demo.view import Event
 
 # Plain-text mode (a pipe, CI, --json): one status line per this many simulated seconds, besides every event.
 STATUS_EVERY_S = 60.0
@@ -59,8 +59,8 @@ def command(
     from rich.console import Console
     from rich.live import Live
 
-    from kvpilot.demo import DEFAULT_TRACE, DemoConfig, DemoError, run_demo
-    from kvpilot.view import layout
+    from kvpilot.demo.replay import DEFAULT_TRACE, DemoConfig, DemoError, run_demo
+    from kvpilot.demo.view import layout
 
     try:
         cfg = DemoConfig(
@@ -116,7 +116,7 @@ def command(
     else:
         _print_summary(console, summary)
     if plot is not None:
-        from kvpilot.demo_plot import write_plot
+        from kvpilot.demo.plot import write_plot
 
         try:
             write_plot(summary, plot, title=f"kvpilot demo — {cfg.trace.name} ×{cfg.rate_scale:g}, seed {cfg.seed}")
@@ -138,7 +138,7 @@ class _PlainText:
         self.status_t = -STATUS_EVERY_S
 
     def update(self, snap: Snapshot | None, events: list[Event], header: str) -> None:
-        from kvpilot.view import status_line
+        from kvpilot.demo.view import status_line
 
         title = header.split(" · t=", 1)[0]
         if title != self.header:

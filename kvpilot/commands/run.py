@@ -25,7 +25,7 @@ def command(
 
     from sqlalchemy.exc import SQLAlchemyError
 
-    from kvpilot.runner import run
+    from kvpilot.runtime.runner import run
     from kvpilot.settings import SettingsError, load_settings
     from store.db import StoreConfigError
 

@@ -1,4 +1,5 @@
-"""KEDA calls for a deployment another kvpilot instance owns (sharding, ``kvpilot.shards``): forwarded to the owner.
+"""KEDA calls for a deployment another kvpilot instance owns (sharding, ``kvpilot.runtime.shards``): forwarded to
+the owner.
 
 KEDA's ScaledObject names one ``scalerAddress`` (the kvpilot Service) and its gRPC client keeps one connection,
 which kube-proxy pins to one pod; KEDA cannot follow a redirect, and an error only triggers its ``fallback``. So
@@ -33,7 +34,7 @@ _HOP_HEADERS = frozenset({"user-agent", "grpc-accept-encoding", "grpc-encoding",
 
 
 class RouteView(Protocol):
-    """``kvpilot.shards.Route``: where a deployment's calls are answered."""
+    """``kvpilot.runtime.shards.Route``: where a deployment's calls are answered."""
 
     @property
     def shard(self) -> int: ...
@@ -46,7 +47,7 @@ class RouteView(Protocol):
 
 
 class Router(Protocol):
-    """``kvpilot.shards.ShardCoordinator``."""
+    """``kvpilot.runtime.shards.ShardCoordinator``."""
 
     identity: str
 

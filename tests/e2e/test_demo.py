@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from kvpilot.demo import DemoConfig, DemoSummary, ScheduledFault, run_demo
-from kvpilot.demo_plot import plot_data, write_plot
+from kvpilot.demo.plot import plot_data, write_plot
+from kvpilot.demo.replay import DemoConfig, DemoSummary, ScheduledFault, run_demo
 
 pytestmark = pytest.mark.e2e
 

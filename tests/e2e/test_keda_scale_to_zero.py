@@ -31,11 +31,11 @@ import pytest
 from collector.clock import VirtualClock
 from collector.scrape import VirtualTimer
 from collector.state import FleetState
-from kvpilot.scale_view import ScaleView, SimulatorScale
+from kvpilot.runtime.scale_view import ScaleView, SimulatorScale
+from kvpilot.runtime.sources import SimulatorTargets, Sources
+from kvpilot.runtime.targets import StaticTargets
+from kvpilot.runtime.wiring import build_planner, build_service
 from kvpilot.settings import Settings, load_settings
-from kvpilot.sources import SimulatorTargets, Sources
-from kvpilot.targets import StaticTargets
-from kvpilot.wiring import build_planner, build_service
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
 from scaler.keda.server import build_endpoint

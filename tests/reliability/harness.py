@@ -25,11 +25,11 @@ from collector.clock import WallClock
 from collector.health import TargetHealth
 from collector.samples import ReplicaSample, TargetInfo
 from collector.scrape import CollectResult, ScrapeResult
-from kvpilot.service import Service
+from kvpilot.runtime.service import Service
+from kvpilot.runtime.sources import Sources
+from kvpilot.runtime.targets import StaticTargets
+from kvpilot.runtime.wiring import build_service
 from kvpilot.settings import load_settings
-from kvpilot.sources import Sources
-from kvpilot.targets import StaticTargets
-from kvpilot.wiring import build_service
 from tests.services.ports import free_port
 
 READ = "9f2c41d7e3b85a06c1d4f7e2a9b3c580"

@@ -15,7 +15,7 @@ from kubernetes import client
 from detectors.drain_rails import DrainRails
 from kvpilot.actuation import Actuation
 from kvpilot.actuation.drain import Backoff, NodeDrainer
-from kvpilot.service import Service
+from kvpilot.runtime.service import Service
 from tests.fakekube.eviction import install
 from tests.fakekube.server import FakeKube
 from tests.helpers.poll import wait_for

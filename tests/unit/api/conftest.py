@@ -19,7 +19,7 @@ from collector.health import TargetHealth
 from collector.samples import GpuSample, ReplicaSample, TargetInfo
 from collector.state import FleetState
 from detectors.finding import Finding, Severity, Subject
-from kvpilot.targets import StaticTargets
+from kvpilot.runtime.targets import StaticTargets
 from scaler.decision import Decision
 from store import repo
 from store.db import make_engine, session_factory, transaction

@@ -296,7 +296,7 @@ def test_metrics_of_gone_replicas_disappear(client: TestClient, runtime: FakeRun
 
 
 def test_api_targets_persist_and_config_targets_are_pinned(runtime: FakeRuntime) -> None:
-    from kvpilot.targets import StaticTargets
+    from kvpilot.runtime.targets import StaticTargets
     from tests.unit.api.conftest import make_client
 
     pinned = TARGET

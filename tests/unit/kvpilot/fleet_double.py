@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from collector.clock import VirtualClock
 from collector.samples import GpuSample, ReplicaSample, TargetInfo
 from collector.scrape import CollectResult, ScrapeResult, VirtualTimer
-from kvpilot.service import Restored, Service
+from kvpilot.runtime.service import Restored, Service
+from kvpilot.runtime.sources import Sources
+from kvpilot.runtime.targets import StaticTargets
+from kvpilot.runtime.wiring import build_service
 from kvpilot.settings import Settings, load_settings
-from kvpilot.sources import Sources
-from kvpilot.targets import StaticTargets
-from kvpilot.wiring import build_service
 from tests.helpers.poll import until
 
 START = 1_700_000_000.0

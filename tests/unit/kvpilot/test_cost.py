@@ -7,7 +7,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from collector.clock import VirtualClock
-from kvpilot.cost import cost_config, profile_candidates
+from kvpilot.runtime.cost import cost_config, profile_candidates
 from kvpilot.settings import SettingsError, load_settings
 from scaler.cost import DEFAULT_GPU_PRICES, deployment_cost
 from tests.helpers.poll import until

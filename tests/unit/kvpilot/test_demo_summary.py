@@ -10,8 +10,8 @@ import pytest
 from api.runtime import Snapshot
 from collector.samples import ReplicaSample
 from collector.state import FleetState
-from kvpilot.demo import DemoSummary, _count_requests, _evict_stuck, _Tracker, decision_group
-from kvpilot.view import Event
+from kvpilot.demo.replay import DemoSummary, _count_requests, _evict_stuck, _Tracker, decision_group
+from kvpilot.demo.view import Event
 from scaler.decision import Decision
 from simulator import Fleet, FleetConfig, load_trace, parse_fault
 
@@ -167,7 +167,7 @@ def test_piped_output_tells_the_story_url_first_then_events_with_simulated_time(
 
 
 def test_each_fault_is_credited_only_with_its_own_kind_before_the_next_fault() -> None:
-    from kvpilot.demo import attribute_findings
+    from kvpilot.demo.replay import attribute_findings
 
     faults = [(900.0, "xid"), (1500.0, "routing"), (2100.0, "kv_pressure"), (2700.0, "hung_gpu")]
     findings = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from kvpilot.runner import _listen
+from kvpilot.runtime.runner import _listen
 
 
 async def test_accepted_connections_have_tcp_nodelay() -> None:

@@ -15,11 +15,11 @@ import pytest
 from collector.clock import VirtualClock
 from collector.samples import GpuSample, TargetInfo
 from collector.scrape import CollectResult, ScrapeResult, VirtualTimer
-from kvpilot.scale_view import ScaleView
-from kvpilot.service import AlwaysLeader
-from kvpilot.sources import Sources
-from kvpilot.targets import StaticTargets
-from kvpilot.wiring import build_service
+from kvpilot.runtime.scale_view import ScaleView
+from kvpilot.runtime.service import AlwaysLeader
+from kvpilot.runtime.sources import Sources
+from kvpilot.runtime.targets import StaticTargets
+from kvpilot.runtime.wiring import build_service
 from store import repo
 from store.db import transaction
 from tests.fakekube.eviction import install
@@ -131,7 +131,7 @@ async def test_a_pod_kvpilots_drain_evicts_raises_no_rollout_surge(
     surge: bool,
 ) -> None:
     api = kube.api_client()
-    monkeypatch.setattr("kvpilot.wiring._kube_api_client", lambda: api)  # build_actuation's NodeDrainer
+    monkeypatch.setattr("kvpilot.runtime.wiring._kube_api_client", lambda: api)  # build_actuation's NodeDrainer
     clock = VirtualClock(START)
     timer = VirtualTimer(clock)
     settings = settings_for(

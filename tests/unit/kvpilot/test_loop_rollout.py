@@ -18,7 +18,7 @@ from collector.samples import TargetInfo
 from collector.scrape import CollectResult, ScrapeResult
 from detectors.kv_exhaustion import Demand
 from detectors.registry import Detection
-from kvpilot.scale_view import ScaleView
+from kvpilot.runtime.scale_view import ScaleView
 from scaler.rollout import DeploymentRollout
 from tests.unit.kvpilot.fleet_double import ENGINE, START, make_service, run_ticks, serving_sample
 from tests.unit.kvpilot.test_loop_scale import KEY, ContractPlanner

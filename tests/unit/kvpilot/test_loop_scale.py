@@ -18,7 +18,7 @@ import pytest
 
 from collector.clock import VirtualClock
 from collector.state import FleetState
-from kvpilot.scale_view import ScaleView
+from kvpilot.runtime.scale_view import ScaleView
 from scaler.decision import Decision
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc

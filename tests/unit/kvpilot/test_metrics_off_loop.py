@@ -21,7 +21,7 @@ from api.auth import TokenAuth
 from api.main import create_app
 from api.runtime import Snapshot
 from collector.clock import VirtualClock
-from kvpilot.service import Service
+from kvpilot.runtime.service import Service
 from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks
 
 SLOW_S = 0.3

@@ -9,7 +9,7 @@ import pytest
 
 from collector.samples import ReplicaSample
 from collector.state import FleetState
-from kvpilot.rollout_stage import RolloutStage
+from kvpilot.runtime.rollout_stage import RolloutStage
 from scaler.decision import Decision
 from scaler.rollout import OwnRemovals
 

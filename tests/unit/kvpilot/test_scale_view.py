@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from kvpilot.scale_view import KubernetesScale, SimulatorScale
+from kvpilot.runtime.scale_view import KubernetesScale, SimulatorScale
 from simulator import PROFILES, Fleet, FleetConfig
 from simulator.server import LiveFleet, make_server
 from simulator.trace import load_trace

@@ -197,10 +197,10 @@ async def test_a_failing_stage_is_counted_and_the_tick_goes_on(db) -> None:
 
 
 def test_without_auto_migration_an_old_schema_is_refused(db) -> None:
+    from kvpilot.runtime.sources import Sources
+    from kvpilot.runtime.targets import StaticTargets
+    from kvpilot.runtime.wiring import build_service
     from kvpilot.settings import SettingsError
-    from kvpilot.sources import Sources
-    from kvpilot.targets import StaticTargets
-    from kvpilot.wiring import build_service
     from tests.unit.kvpilot.fleet_double import settings_for
 
     url, _ = db

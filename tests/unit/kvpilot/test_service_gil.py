@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from collector.clock import VirtualClock
-from kvpilot.service import GIL_SWITCH_S, shorten_gil_switch
+from kvpilot.runtime.service import GIL_SWITCH_S, shorten_gil_switch
 from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from collector.clock import VirtualClock
-from kvpilot.service import FULL_COLLECTION_AFTER, freeze_startup_heap
+from kvpilot.runtime.service import FULL_COLLECTION_AFTER, freeze_startup_heap
 from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks
 
 

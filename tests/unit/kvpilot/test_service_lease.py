@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 
 from collector.clock import VirtualClock
-from kvpilot.lease import LeaseElector
+from kvpilot.runtime.lease import LeaseElector
 from tests.fakekube import FakeKube
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from kvpilot.runtime.sources import EmbeddedSimulator, build
+from kvpilot.runtime.wiring import build_service
 from kvpilot.settings import load_settings
-from kvpilot.sources import EmbeddedSimulator, build
-from kvpilot.wiring import build_service
 from tests.helpers.poll import until
 from tests.services.prometheus import run_prometheus
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from kvpilot.runtime.sources import build
 from kvpilot.settings import load_settings
-from kvpilot.sources import build
 
 
 def test_static_file_beside_the_config_is_found_from_any_working_directory(

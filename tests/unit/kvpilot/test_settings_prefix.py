@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from kvpilot.runtime.sources import _target as static_target_info
 from kvpilot.settings import StaticTarget
-from kvpilot.sources import _target as static_target_info
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from kubernetes import client
 from collector.clock import VirtualClock
 from collector.samples import ReplicaSample, TargetInfo
 from collector.scrape import CollectResult, ScrapeResult
-from kvpilot.shards import OwnedCollect, ShardCoordinator, assign, owned_targets, shard_of
+from kvpilot.runtime.shards import OwnedCollect, ShardCoordinator, assign, owned_targets, shard_of
 from tests.fakekube import FakeKube
 
 DEPLOYMENTS = [f"ns{i % 7}/model-{i}" for i in range(2000)]

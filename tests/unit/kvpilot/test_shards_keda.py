@@ -12,9 +12,9 @@ import grpc
 import pytest
 
 from collector.clock import VirtualClock
+from kvpilot.runtime.shards import Route
+from kvpilot.runtime.wiring import build_shards
 from kvpilot.settings import SettingsError, load_settings
-from kvpilot.shards import Route
-from kvpilot.wiring import build_shards
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
 from scaler.keda.forward import DECISION_AT, Forwarding

@@ -18,11 +18,11 @@ from kubernetes import client
 from collector.clock import VirtualClock
 from collector.samples import ReplicaSample, TargetInfo
 from collector.scrape import CollectResult, ScrapeResult, VirtualTimer
-from kvpilot.service import Service
-from kvpilot.shards import ShardCoordinator, shard_of
-from kvpilot.sources import Sources
-from kvpilot.targets import StaticTargets
-from kvpilot.wiring import build_service
+from kvpilot.runtime.service import Service
+from kvpilot.runtime.shards import ShardCoordinator, shard_of
+from kvpilot.runtime.sources import Sources
+from kvpilot.runtime.targets import StaticTargets
+from kvpilot.runtime.wiring import build_service
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
 from scaler.keda.forward import DECISION_AT, Forwarding

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from kvpilot.sources import SimulatorTargets
+from kvpilot.runtime.sources import SimulatorTargets
 from tests.services.pages import serve_pages
 
 LISTING = [

@@ -8,7 +8,7 @@ from api.runtime import Snapshot
 from collector.samples import GpuSample, ReplicaSample
 from collector.state import FleetState
 from detectors.finding import Finding, Severity, Subject
-from kvpilot.view import Event, fmt, layout, replicas_table
+from kvpilot.demo.view import Event, fmt, layout, replicas_table
 from scaler.decision import Decision
 
 
@@ -96,7 +96,7 @@ def test_before_the_first_tick_the_view_says_it_is_waiting():
 
 def test_a_ready_replica_making_no_progress_is_not_counted_as_serving():
     # Two scrapes with frozen counters while 3 requests run: ready to Kubernetes, serving nobody.
-    from kvpilot.view import serving_replicas, status_line
+    from kvpilot.demo.view import serving_replicas, status_line
 
     state = FleetState()
     for t in (0.0, 5.0, 10.0):

@@ -9,9 +9,9 @@ import pytest
 
 from collector.samples import ReplicaSample
 from collector.state import FleetState
-from kvpilot.cost import cost_config
+from kvpilot.runtime.cost import cost_config
+from kvpilot.runtime.wiring import build_planner
 from kvpilot.settings import SettingsError, load_settings
-from kvpilot.wiring import build_planner
 from scaler.planner import Planner
 from scaler.pools import PooledPlanner
 

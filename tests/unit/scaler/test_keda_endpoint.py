@@ -19,7 +19,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from collector.clock import VirtualClock, WallClock
-from kvpilot.runner import _keda_endpoint, keda_reader
+from kvpilot.runtime.runner import _keda_endpoint, keda_reader
 from kvpilot.settings import SettingsError, load_settings
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc

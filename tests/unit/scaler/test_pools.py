@@ -126,7 +126,7 @@ def test_config_refuses_an_itl_no_replica_meets() -> None:
 
 
 def test_the_control_loop_can_ask_any_key_for_its_capacity_and_warm_any_key() -> None:
-    # kvpilot.loop persists Planner.capacity(key) and warm-starts Planner.warm(key, ...) for every key it knows
+    # kvpilot.runtime.loop persists Planner.capacity(key) and warm-starts Planner.warm(key, ...) for every key it knows
     inner = Planner(PlannerConfig(capacity=CapacityConfig(requests_per_s=4.0)))
     planner = PooledPlanner(inner, CONFIG)
     assert planner.capacity("llm/chat@decode") is None  # a pool's capacity is in its own units: nothing stored

@@ -167,7 +167,7 @@ def test_surge_decision_raises_desired_and_says_why() -> None:
 
 
 def test_kubernetes_deployment_objects_are_read_into_a_rollout() -> None:
-    from kvpilot.scale_view import deployment_rollout
+    from kvpilot.runtime.scale_view import deployment_rollout
 
     obj = SimpleNamespace(
         metadata=SimpleNamespace(name="chat", generation=3),
@@ -209,7 +209,7 @@ def test_a_paused_rollout_gets_one_wave_ahead_and_its_own_loading_surge_is_no_wa
 
 
 def test_a_deployment_the_controller_never_reported_on_has_no_rollout_status() -> None:
-    from kvpilot.scale_view import deployment_rollout
+    from kvpilot.runtime.scale_view import deployment_rollout
 
     obj = SimpleNamespace(
         metadata=SimpleNamespace(name="chat", generation=1), spec=SimpleNamespace(replicas=2), status=None

@@ -41,9 +41,9 @@ from typing import Any
 import httpx
 
 from api.runtime import Snapshot
-from kvpilot.view import Event, serving_replicas
+from kvpilot.demo.view import Event, serving_replicas
 
-DEFAULT_TRACE = Path(__file__).resolve().parent / "data" / "azure2023_conv.csv"
+DEFAULT_TRACE = Path(__file__).resolve().parents[1] / "data" / "azure2023_conv.csv"
 # Simulated t=0 on kvpilot's clock (2026-01-01T00:00:00Z): fixed, so that nothing depends on when the demo runs.
 SIM_EPOCH = 1_767_225_600.0
 # Decision reasons by group in the summary: everything that is neither predictive nor reactive held the count
@@ -356,11 +356,11 @@ async def run_demo(
     from api.main import create_app
     from collector.clock import VirtualClock
     from collector.scrape import Collector, ScrapeConfig
-    from kvpilot.scale_view import SimulatorScale
+    from kvpilot.runtime.scale_view import SimulatorScale
+    from kvpilot.runtime.sources import SimulatorTargets, Sources
+    from kvpilot.runtime.targets import StaticTargets
+    from kvpilot.runtime.wiring import build_service
     from kvpilot.settings import load_settings
-    from kvpilot.sources import SimulatorTargets, Sources
-    from kvpilot.targets import StaticTargets
-    from kvpilot.wiring import build_service
     from simulator import PROFILES
 
     if not cfg.trace.exists():
@@ -612,7 +612,7 @@ def _count_requests(s: DemoSummary, fleet: Any, *, now: float, slo_s: float) -> 
 async def _serve_api(app: Any, port: int) -> tuple[str, asyncio.Task[None], Any]:
     import uvicorn
 
-    from kvpilot.runner import UvicornServer
+    from kvpilot.runtime.runner import UvicornServer
 
     server = UvicornServer(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False, lifespan="off")

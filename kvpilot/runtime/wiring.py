@@ -23,14 +23,14 @@ from detectors.registry import Detection
 from kvpilot.actuation import Actuation, NoClusterDrainer, SimulatorScaler
 from kvpilot.actuation.drain import NodeDrainer
 from kvpilot.actuation.scale import make_actuator
-from kvpilot.cost import cost_config
-from kvpilot.lease import LeaseElector
-from kvpilot.loop import Collect, ControlLoop, Decide, Detect, LoopConfig
-from kvpilot.scale_view import KubernetesScale, ScaleSource, SimulatorScale
-from kvpilot.service import Restored, Service, restore
+from kvpilot.runtime.cost import cost_config
+from kvpilot.runtime.lease import LeaseElector
+from kvpilot.runtime.loop import Collect, ControlLoop, Decide, Detect, LoopConfig
+from kvpilot.runtime.scale_view import KubernetesScale, ScaleSource, SimulatorScale
+from kvpilot.runtime.service import Restored, Service, restore
+from kvpilot.runtime.shards import OwnedCollect, OwnedTargets, ShardCoordinator
+from kvpilot.runtime.sources import Sources
 from kvpilot.settings import DeploymentScaling, Settings, SettingsError
-from kvpilot.shards import OwnedCollect, OwnedTargets, ShardCoordinator
-from kvpilot.sources import Sources
 from scaler.capacity import CapacityConfig, ServingProfile
 from scaler.planner import Planner, PlannerConfig
 from scaler.planner import planner_config as scaler_planner_config

@@ -18,8 +18,8 @@ import httpx
 from pydantic import ValidationError
 
 from collector.samples import TargetInfo
+from kvpilot.runtime.targets import StaticTargets
 from kvpilot.settings import DiscoverySettings, Settings, SettingsError, StaticTarget
-from kvpilot.targets import StaticTargets
 from store.fields import TargetSpec, redact_url
 
 log = logging.getLogger(__name__)

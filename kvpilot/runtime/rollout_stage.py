@@ -13,8 +13,8 @@ stage after it.
 
 From the replicas alone, a ready replica that discovery stops listing while the count asked for holds reads as a
 wave's drain — unless kvpilot removed it itself: the drain actuator tells the stage each pod it evicts
-(``RolloutStage.note_removed``, wired in ``kvpilot.wiring``; the demo's stand-in eviction calls it too), and such a
-disappearance within ``OWN_REMOVAL_MEMORY_S`` raises no surge.
+(``RolloutStage.note_removed``, wired in ``kvpilot.runtime.wiring``; the demo's stand-in eviction calls it too),
+and such a disappearance within ``OWN_REMOVAL_MEMORY_S`` raises no surge.
 
 The stage itself lives in ``scaler.rollout`` (below the composition root), so that the backtest replays the same
 stage; this module is where the control loop takes it from.

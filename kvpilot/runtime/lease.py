@@ -57,7 +57,7 @@ class LeaseElector:
         self.leader = False
         self._renewed_at: float | None = None
         # Written on every create and take-over/renewal: shards find each other's Leases by label and the
-        # holder's KEDA address in an annotation (kvpilot.shards).
+        # holder's KEDA address in an annotation (kvpilot.runtime.shards).
         self.labels = dict(labels or {})
         self.annotations = dict(annotations or {})
 

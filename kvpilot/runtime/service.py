@@ -40,7 +40,7 @@ from collector.discovery import Discovery
 from collector.scrape import Sleep, sleep_unless_stopped, spawn_guarded
 from detectors.finding import Finding
 from kvpilot.actuation import Actuation
-from kvpilot.loop import ControlLoop, Decide, Detect, LoopConfig, Publish, Remembers
+from kvpilot.runtime.loop import ControlLoop, Decide, Detect, LoopConfig, Publish, Remembers
 from scaler.decision import Decision
 from store import repo
 from store.buffer import BufferedWriter
@@ -134,7 +134,7 @@ def publishable(decisions: dict[str, Decision]) -> dict[str, Decision]:
 def warm_start(planner: Decide, rollups: list[RollupPoint]) -> int:
     """Feed the stored per-minute arrival rates to each deployment's forecaster; returns points fed.
 
-    Works with planners that keep per-deployment models (``kvpilot.loop.Remembers``); others are skipped.
+    Works with planners that keep per-deployment models (``kvpilot.runtime.loop.Remembers``); others are skipped.
     """
     if not isinstance(planner, Remembers):
         return 0
@@ -148,7 +148,7 @@ def warm_start(planner: Decide, rollups: list[RollupPoint]) -> int:
 
 
 class Leadership(Protocol):
-    """Who may actuate: ``kvpilot.lease.LeaseElector`` with HA, ``AlwaysLeader`` without."""
+    """Who may actuate: ``kvpilot.runtime.lease.LeaseElector`` with HA, ``AlwaysLeader`` without."""
 
     leader: bool
 

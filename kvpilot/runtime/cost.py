@@ -33,7 +33,7 @@ def profile_candidates(known_types: list[str]) -> dict[str, tuple[Candidate, ...
 
 def cost_config(settings: Settings, *, candidates: bool | None = None) -> CostConfig:
     """`settings.cost` as `scaler.cost.CostConfig`; the planner's target utilisation and TTFT SLO size the options."""
-    from kvpilot.wiring import planner_config
+    from kvpilot.runtime.wiring import planner_config
 
     c = settings.cost
     gpus = {k: GpuPrice(g.price_per_hour_usd, g.power_w) for k, g in c.gpus.items()}

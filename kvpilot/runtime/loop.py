@@ -1,7 +1,7 @@
 """One tick of the control loop: discover → collect → FleetState.observe → scale → detect → decide → persist →
 publish.
 
-The scale stage (a ``kvpilot.scale_view.ScaleSource``, where there is one) says how many replicas every known
+The scale stage (a ``kvpilot.runtime.scale_view.ScaleSource``, where there is one) says how many replicas every known
 deployment runs, zero included: the planner decides each of them even when the collector sees no replica (scaled
 to zero, or loading after scale-from-zero), and a deployment the source reports deleted is forgotten (its
 decision leaves the board, so KEDA gets NOT_FOUND, and the planner drops its state).
@@ -36,9 +36,9 @@ from detectors.finding import Finding
 from detectors.hysteresis import Transitions
 from detectors.kv_exhaustion import time_to_exhaustion_s
 from detectors.thresholds import DEFAULT, KvThresholds
-from kvpilot.planner_hints import demand_hints
-from kvpilot.rollout_stage import RolloutStage
-from kvpilot.scale_view import ScaleSource, ScaleView
+from kvpilot.runtime.planner_hints import demand_hints
+from kvpilot.runtime.rollout_stage import RolloutStage
+from kvpilot.runtime.scale_view import ScaleSource, ScaleView
 from scaler.cost import CostConfig, DeploymentCost, discovered_gpus, fleet_costs
 from scaler.decision import Decision
 from store import repo
@@ -161,10 +161,10 @@ class ControlLoop:
         self.config = config
         self.node_drains = node_drains
         self.scale = scale
-        # After the planner: a rollout's surge on top of its decision (kvpilot.rollout_stage).
+        # After the planner: a rollout's surge on top of its decision (kvpilot.runtime.rollout_stage).
         self.rollout = rollout if rollout is not None else RolloutStage(getattr(detection, "thresholds", DEFAULT))
         self._known: set[str] = set(managed)  # deployments whose replica count the scale source is asked for
-        self.owns = owns  # sharding (kvpilot.shards): this instance decides only the deployments of its shards
+        self.owns = owns  # sharding (kvpilot.runtime.shards): this instance decides only the deployments of its shards
         self.cost = cost  # what each deployment costs, in the snapshot (scaler.cost); None: not computed
         self.tick_count = 0
         self.latest: Snapshot | None = None

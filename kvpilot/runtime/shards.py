@@ -10,7 +10,7 @@ shards, one joining takes over only what the others hold beyond their share.
 
 Who is alive: every instance holds a member Lease of its own (``<lease_name>-member-<identity>``); one list by label
 per round reads every member and shard Lease. Each shard Lease (``<lease_name>-shard-<i>``) is taken and renewed by
-``kvpilot.lease.LeaseElector`` (client-go's protocol: every write carries the resourceVersion just read, so two
+``kvpilot.runtime.lease.LeaseElector`` (client-go's protocol: every write carries the resourceVersion just read, so two
 instances racing for a shard cannot both win) and carries its holder's KEDA gRPC address in an annotation, which
 the KEDA servicer forwards calls to (``scaler.keda.forward``). A survivor wakes just after the earliest expiry it
 has read, so a dead instance's shard is taken over one lease period after its last renewal plus at most one round.
@@ -31,7 +31,7 @@ from typing import Any
 from collector.clock import Clock
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult, ScrapeResult, Sleep, sleep_unless_stopped
-from kvpilot.lease import LeaseElector, _epoch
+from kvpilot.runtime.lease import LeaseElector, _epoch
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kvpilot.demo import DemoSummary
+from kvpilot.demo.replay import DemoSummary
 
 # Findings by kind: one colour each, so that a kind's markers read as one story.
 _FINDING_COLOURS = {

@@ -19,10 +19,10 @@ import uvicorn
 from api.auth import TokenAuth
 from api.main import create_app
 from collector.clock import Clock
-from kvpilot import sources as sources_mod
+from kvpilot.runtime import sources as sources_mod
+from kvpilot.runtime.shards import ShardCoordinator
+from kvpilot.runtime.wiring import advertised_address, build_service
 from kvpilot.settings import Settings, SettingsError
-from kvpilot.shards import ShardCoordinator
-from kvpilot.wiring import advertised_address, build_service
 from scaler.keda.reader import DecisionReader
 from scaler.publish import DecisionBoard
 
