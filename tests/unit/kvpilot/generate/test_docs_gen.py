@@ -24,7 +24,7 @@ from kvpilot.generate import markdown as md
 from kvpilot.generate import settings_doc as docs_gen
 from kvpilot.settings import FLAT_ALIASES, Settings, SettingsError, load_settings
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 ROWS = [row for section in docs_gen.iter_sections() for row in section.rows]
 
 

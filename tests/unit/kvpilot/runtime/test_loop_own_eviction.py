@@ -26,7 +26,7 @@ from tests.fakekube.eviction import install
 from tests.fakekube.server import FakeKube
 from tests.helpers.poll import until
 from tests.unit.kvpilot.fleet_double import START, run_ticks, serving_sample, settings_for
-from tests.unit.kvpilot.test_loop_scale import KEY, ContractPlanner
+from tests.unit.kvpilot.runtime.test_loop_scale import KEY, ContractPlanner
 
 PODS = {"chat-0": "n0", "chat-1": "n1"}  # pod -> node; node n0's GPU is the one an XID takes down
 GPU = TargetInfo(url="http://10.0.0.9:9400/metrics", kind="gpu", node="n0")

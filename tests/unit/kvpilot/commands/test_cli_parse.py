@@ -66,7 +66,7 @@ def test_json_of_the_dcgm_page(metrics_fixtures: Path, engine: str) -> None:
 
 @pytest.mark.parametrize(
     "fixture",
-    sorted(p.name for p in (Path(__file__).resolve().parents[2] / "fixtures" / "metrics").glob("*.txt")),
+    sorted(p.name for p in (Path(__file__).resolve().parents[3] / "fixtures" / "metrics").glob("*.txt")),
 )
 def test_every_fixture_parses_to_strict_json(metrics_fixtures: Path, fixture: str) -> None:
     result = _run(str(metrics_fixtures / fixture), "--json")

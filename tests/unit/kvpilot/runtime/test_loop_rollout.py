@@ -21,7 +21,7 @@ from detectors.registry import Detection
 from kvpilot.runtime.scale_view import ScaleView
 from scaler.rollout import DeploymentRollout
 from tests.unit.kvpilot.fleet_double import ENGINE, START, make_service, run_ticks, serving_sample
-from tests.unit.kvpilot.test_loop_scale import KEY, ContractPlanner
+from tests.unit.kvpilot.runtime.test_loop_scale import KEY, ContractPlanner
 
 COLD_TICKS = 24  # 120 s at 5 s ticks: the loop's default cold start for a planner without one
 
