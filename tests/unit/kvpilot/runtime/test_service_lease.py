@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
@@ -13,20 +12,6 @@ from kubernetes import client
 from collector.clock import VirtualClock
 from kvpilot.runtime.lease import LeaseElector
 from tests.fakekube import FakeKube
-
-
-@pytest.fixture
-def kube() -> Iterator[FakeKube]:
-    kube = FakeKube().start()
-    try:
-        yield kube
-    finally:
-        kube.stop()
-
-
-@pytest.fixture
-def clock() -> VirtualClock:
-    return VirtualClock(1_700_000_000.0)
 
 
 def _elector(kube: FakeKube, clock: VirtualClock, who: str) -> LeaseElector:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
@@ -16,20 +15,6 @@ from kvpilot.runtime.shards import OwnedCollect, ShardCoordinator, assign, owned
 from tests.fakekube import FakeKube
 
 DEPLOYMENTS = [f"ns{i % 7}/model-{i}" for i in range(2000)]
-
-
-@pytest.fixture
-def kube() -> Iterator[FakeKube]:
-    kube = FakeKube().start()
-    try:
-        yield kube
-    finally:
-        kube.stop()
-
-
-@pytest.fixture
-def clock() -> VirtualClock:
-    return VirtualClock(1_700_000_000.0)
 
 
 def _coordinator(kube: FakeKube, clock: VirtualClock, who: str, shards: int = 3) -> ShardCoordinator:

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import grpc
-import pytest
 from kubernetes import client
 
 from collector.clock import VirtualClock
@@ -98,15 +97,6 @@ class Instance:
     stub: pb_grpc.ExternalScalerStub
     channel: grpc.aio.Channel
     alive: bool = True
-
-
-@pytest.fixture
-def kube() -> Iterator[FakeKube]:
-    kube = FakeKube().start()
-    try:
-        yield kube
-    finally:
-        kube.stop()
 
 
 async def _instance(name: str, kube: FakeKube, clock: VirtualClock, timer: VirtualTimer, url: str) -> Instance:
