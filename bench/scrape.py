@@ -16,6 +16,8 @@ line is ``ratio: N.NN``, CPU seconds per 1,000 scrapes, ours / Prometheus (goal 
 
     .venv/bin/python bench/scrape.py                  # 1,000 targets, 60 s each
     .venv/bin/python bench/scrape.py --duration 20    # shorter
+    git worktree add /tmp/before HEAD~1 && .venv/bin/python bench/scrape.py --trees /tmp/before . --rounds 5
+                                                      # A/B: kvpilot alone, the code before and after alternating
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -241,14 +244,21 @@ def server_counts(base: str) -> Counter[str]:
     return Counter(httpx.get(f"{base}/stats", timeout=10, trust_env=False).json())
 
 
-def measure_ours(base: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+def measure_ours(base: str, args: argparse.Namespace, tmp: Path, tree: Path | None = None) -> dict[str, Any]:
     import httpx
 
     config, http_port = kvpilot_config(base, args, tmp)
     log = (tmp / "kvpilot.log").open("wb")
-    kvpilot = str(Path(sys.executable).with_name("kvpilot"))
+    kvpilot = [str(Path(sys.executable).with_name("kvpilot"))]
+    env = None
+    if tree is not None:  # another checkout's code, with this venv's packages (``--trees``)
+        kvpilot, env = [sys.executable, "-m", "kvpilot.cli"], {**os.environ, "PYTHONPATH": str(tree)}
     proc = subprocess.Popen(
-        ["taskset", "-c", args.core, kvpilot, "run", "--config", str(config)], stdout=log, stderr=subprocess.STDOUT
+        ["taskset", "-c", args.core, *kvpilot, "run", "--config", str(config)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=tree,
     )
     try:
         deadline = time.monotonic() + 120
@@ -337,6 +347,24 @@ def measure_prometheus(base: str, args: argparse.Namespace, tmp: Path) -> dict[s
     return {"cpu_s": cpu1 - cpu0, "scrapes": n1 - n0, "wall_s": wall, "rss_mb": rss}
 
 
+def compare_trees(base: str, args: argparse.Namespace) -> None:
+    """kvpilot alone, one checkout after the other for ``args.rounds`` rounds (same page server, same conditions):
+    between two runs of the same code the bench's ratio moves by up to 25 % on a shared VM, so a change is measured
+    against the code before it by alternating them, and compared by medians."""
+    per_k: dict[Path, list[float]] = {tree: [] for tree in args.trees}
+    for r in range(args.rounds):
+        for tree in args.trees:
+            load = Path("/proc/loadavg").read_text().split()[0]
+            with tempfile.TemporaryDirectory(prefix="kvpilot-bench-ab-") as tmp:
+                m = measure_ours(base, args, Path(tmp), tree)
+            per_k[tree].append(m["cpu_s"] / m["scrapes"] * 1000 if m["scrapes"] else float("nan"))
+            print(f"round {r} {tree}: {per_k[tree][-1]:.3f} CPU s/1000 scrapes ({m['scrapes']}), load {load}")
+    first = statistics.median(per_k[args.trees[0]])
+    for tree, values in per_k.items():
+        med = statistics.median(values)
+        print(f"median {tree}: {med:.3f} CPU s/1000 scrapes, {med / first:.3f} of {args.trees[0]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--role", choices=["all", "server"], default="all")
@@ -351,6 +379,14 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16, help="our scrapes in flight at once")
     parser.add_argument("--core", default="0", help="the core ours and Prometheus are pinned to")
     parser.add_argument("--server-core", default="1")
+    parser.add_argument(
+        "--trees",
+        nargs="+",
+        type=Path,
+        help="A/B instead: `kvpilot run` from each of these checkouts in turn (e.g. `git worktree add /tmp/before "
+        "HEAD~1`), --rounds times, against the one page server; no Prometheus; medians of CPU s per 1,000 scrapes",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="with --trees: alternating rounds")
     args = parser.parse_args()
 
     if args.role == "server":
@@ -384,6 +420,9 @@ def main() -> None:
             f"{args.duration:g} s each after {args.warmup:g} s of warm-up, pinned to core {args.core}; "
             f"server on core {args.server_core}; values move every scrape"
         )
+        if args.trees:
+            compare_trees(base, args)
+            return
         with tempfile.TemporaryDirectory(prefix="kvpilot-bench-run-") as tmp:
             ours = measure_ours(base, args, Path(tmp))
         with tempfile.TemporaryDirectory(prefix="kvpilot-bench-prom-") as tmp:
