@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.helpers.poll import wait_for
 from tests.services.ports import free_port, wait_http
 
 pytestmark = pytest.mark.e2e
@@ -131,14 +132,13 @@ def test_an_acknowledged_finding_survives_sigkill(tmp_path: Path) -> None:
         _ready(url, proc)
         fault = {"type": "xid", "node": "node-0", "gpu": 0, "xid": 79}
         assert httpx.post(f"{_simulator_url(tmp_path)}/control/faults", json=fault).status_code == 200
-        found: list[dict] = []
-        for _ in range(600):  # poll: the finding opens after its hysteresis ticks
-            found = httpx.get(f"{url}/v1/findings", params={"kind": "stuck_gpu", "state": "open"}).json()["items"]
-            if found or proc.poll() is not None:
-                break
-            wait_http(f"{url}/healthz", proc=proc)
-        assert found, "the XID never became a finding"
-        fid = found[0]["id"]
+
+        def open_stuck_gpu() -> list[dict]:
+            assert proc.poll() is None, "kvpilot exited"
+            return httpx.get(f"{url}/v1/findings", params={"kind": "stuck_gpu", "state": "open"}).json()["items"]
+
+        wait_for(open_stuck_gpu, what="the XID as an open stuck_gpu finding", timeout_s=120)  # after its hysteresis
+        fid = open_stuck_gpu()[0]["id"]
         r = httpx.post(f"{url}/v1/findings/{fid}/acknowledge", json={"note": "RMA filed"})
         assert r.status_code == 200
         proc.send_signal(signal.SIGKILL)
@@ -184,13 +184,12 @@ def test_postgres_outage_shows_in_readyz_and_metrics_then_recovers(tmp_path: Pat
         return r.status_code, r.json()
 
     def poll(url: str, proc: subprocess.Popen[bytes], want: int) -> dict:
-        for _ in range(3000):
+        def answers() -> bool:
             assert proc.poll() is None, "kvpilot exited"
-            code, body = status(url)
-            if code == want:
-                return body
-            wait_http(f"{url}/healthz", proc=proc)  # a round trip between polls, not a sleep
-        raise AssertionError(f"/readyz never answered {want}")
+            return status(url)[0] == want
+
+        wait_for(answers, what=f"/readyz answering {want}", timeout_s=120)
+        return status(url)[1]
 
     with run_postgres() as pg:
         db = fresh_database(pg)
