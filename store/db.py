@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,9 +12,9 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 
 
 class StoreConfigError(ValueError):
@@ -31,7 +32,8 @@ def make_engine(
 
     SQLite: the parent folder is created, foreign keys enforced, WAL journal (readers do not block the loop's
     writer), and a busy timeout of ``statement_timeout_s`` (a lock held by another connection fails the statement
-    then, instead of waiting forever). PostgreSQL: a short connect timeout, pre-ping (a restarted server is picked
+    then, instead of waiting forever); connections pooled, each handed out only while the path still names the
+    file it opened. PostgreSQL: a short connect timeout, pre-ping (a restarted server is picked
     up again), ``statement_timeout`` and ``lock_timeout`` on every session, and a bounded wait for a pooled
     connection. ``statement_timeout_s=None`` (migrations: an index build or another replica's migration lock may
     take longer) sets no statement timeout. A server that stops answering altogether (SIGSTOP) is bounded by the
@@ -54,9 +56,13 @@ def make_engine(
                     f"cannot create the folder for the SQLite store {parsed.database}: {e.strerror or e}"
                 ) from None
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": statement_timeout_s or 60.0}
-        # A connection per use: opening the file is cheap, and a file that went away is noticed at once
-        # instead of being written through a descriptor that still points at the old one.
-        kwargs["poolclass"] = NullPool
+        if parsed.database and parsed.database != ":memory:":
+            # Pooled, as SQLAlchemy pools a SQLite file by default: a connection per use cost every API read an
+            # open, two PRAGMAs and a fresh page cache. _same_file keeps what that bought: a file that went away
+            # or was replaced is noticed at the next checkout, not written through a descriptor to the old one.
+            kwargs["poolclass"] = QueuePool
+            kwargs["pool_size"] = 5
+            kwargs["pool_timeout"] = pool_timeout_s
     else:
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
@@ -74,6 +80,8 @@ def make_engine(
         raise StoreConfigError(f"database URL {_safe(url)!r}: {str(e).splitlines()[0]}") from None
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
+        if parsed.database and parsed.database != ":memory:":
+            _check_same_file(engine, parsed.database)
     return engine
 
 
@@ -82,6 +90,30 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA journal_mode=WAL")
     cur.close()
+
+
+def _file_identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _check_same_file(engine: Engine, path: str) -> None:
+    """A pooled SQLite connection is handed out only while its path still names the file it opened; otherwise the
+    pool opens a new one, which fails at once if the file or its folder is gone (the store is then 'away')."""
+
+    def opened(_conn: Any, record: ConnectionPoolEntry) -> None:
+        record.info["file"] = _file_identity(path)
+
+    def checked_out(_conn: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+        opened_file = record.info.get("file")
+        if opened_file is None or opened_file != _file_identity(path):
+            raise DisconnectionError(f"the SQLite file {path} was moved, replaced or removed")
+
+    event.listen(engine, "connect", opened)
+    event.listen(engine, "checkout", checked_out)
 
 
 def _safe(url: str) -> str:
