@@ -28,6 +28,14 @@ class Page(Out, Generic[T]):
     next_offset: int | None
 
 
+class CursorPage(Out, Generic[T]):
+    """A page of a list that only grows (decisions): no total, and the next page asked for by ``cursor``."""
+
+    items: list[T]
+    limit: int
+    next_cursor: str | None = Field(description="pass as `cursor` for the next page; null on the last one")
+
+
 class Error(Out):
     detail: str | list[Any]
 

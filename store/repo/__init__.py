@@ -17,12 +17,13 @@ from store.repo.drains import (
     transition_drain,
 )
 from store.repo.findings import acknowledge_finding, get_finding, list_findings, open_findings, upsert_findings
-from store.repo.page import Page
+from store.repo.page import KeysetPage, Page
 from store.repo.retention import prune
 from store.repo.rollups import RollupPoint, load_rollups, record_rollup
 from store.repo.targets import add_static_target, list_static_targets, remove_static_target
 
 __all__ = [
+    "KeysetPage",
     "Page",
     "RollupPoint",
     "acknowledge_finding",

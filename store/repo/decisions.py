@@ -6,13 +6,13 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from scaler.decision import Decision
 from store.fields import fit
 from store.models import DecisionRow
-from store.repo.page import Page, paginate
+from store.repo.page import KeysetPage, check_window
 
 
 def finite(values: Mapping[str, float]) -> dict[str, float]:
@@ -65,9 +65,13 @@ def list_decisions(
     since: float | None = None,
     reason: str | None = None,
     limit: int = 100,
-    offset: int = 0,
-) -> Page[Decision]:
-    """Newest first."""
+    after: tuple[float, int] | None = None,
+) -> KeysetPage[Decision]:
+    """Newest first, ``limit`` of them, starting after the position ``after`` (a page's ``next_after``).
+
+    Ordered by (timestamp, id), which the timestamp index serves as it stands (SQLite keeps the row id in every
+    index; PostgreSQL sorts only the ties of one timestamp), so a page reads its own rows and no more."""
+    check_window(limit, 0)
     stmt = select(DecisionRow)
     if deployment is not None:
         stmt = stmt.where(DecisionRow.deployment == deployment)
@@ -75,6 +79,12 @@ def list_decisions(
         stmt = stmt.where(DecisionRow.timestamp >= since)
     if reason is not None:
         stmt = stmt.where(DecisionRow.reason == reason)
-    stmt = stmt.order_by(DecisionRow.timestamp.desc(), DecisionRow.id.desc())
-    rows, total = paginate(session, stmt, limit=limit, offset=offset)
-    return Page([to_decision(r) for r in rows], total, limit, offset)
+    if after is not None:
+        t, row_id = after
+        # the first term bounds the index range; the second cuts the rows of that timestamp already served
+        stmt = stmt.where(DecisionRow.timestamp <= t, or_(DecisionRow.timestamp < t, DecisionRow.id < row_id))
+    stmt = stmt.order_by(DecisionRow.timestamp.desc(), DecisionRow.id.desc()).limit(limit + 1)
+    rows = list(session.scalars(stmt))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return KeysetPage([to_decision(r) for r in rows], limit, (rows[-1].timestamp, rows[-1].id) if more else None)

@@ -27,6 +27,16 @@ class Page(Generic[T]):
         return nxt if nxt < self.total else None
 
 
+@dataclass(frozen=True, slots=True)
+class KeysetPage(Generic[T]):
+    """One page of a list that only grows (decisions), read from a position instead of an offset: each page costs
+    its own rows whatever the list's length, so it carries no total (counting every row is what it avoids)."""
+
+    items: Sequence[T]
+    limit: int
+    next_after: tuple[float, int] | None  # the last item's (timestamp, id) when more follow, else None
+
+
 def check_window(limit: int, offset: int) -> None:
     if not 1 <= limit <= MAX_LIMIT:
         raise ValueError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")

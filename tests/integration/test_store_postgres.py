@@ -1,14 +1,15 @@
 """The store and the service against a real PostgreSQL (Debian's, started by tests/services/postgres.py):
-repository round trips, and the database stopped mid-run then started again."""
+repository round trips, decision pages by cursor, and the database stopped mid-run then started again."""
 
 from __future__ import annotations
 
 import asyncio
 import math
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, insert, select, text
 
 import migrations
 from collector.clock import VirtualClock
@@ -16,7 +17,7 @@ from detectors.finding import Finding, Severity, Subject
 from scaler.decision import Decision
 from store import repo
 from store.db import make_engine, session_factory, transaction
-from store.models import RollupRow
+from store.models import DecisionRow, RollupRow
 from tests.helpers.poll import until
 from tests.services.postgres import PostgresServer, fresh_database, run_postgres
 from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks
@@ -101,3 +102,64 @@ async def test_restart_resumes_from_postgres(url: str) -> None:
     assert set(restored.decisions) == {"llm/chat"}
     assert restored.rollups
     second.engine.dispose()
+
+
+def _decision_rows(n: int) -> list[dict[str, object]]:
+    """``n`` decisions as ticks write them: three deployments at each timestamp."""
+    deps = ("a/x", "a/y", "a/z")
+    return [
+        {
+            "deployment": deps[i % 3],
+            "timestamp": 1_000.0 + (i // 3) * 5.0,
+            "current_replicas": 1,
+            "ready_replicas": 1,
+            "desired_replicas": 1,
+            "warm_pool": 0,
+            "reason": "steady",
+            "message": f"row {i}",
+            "forecast": {},
+        }
+        for i in range(n)
+    ]
+
+
+def test_decision_pages_by_cursor_read_only_their_rows(url: str) -> None:
+    engine = make_engine(url)
+    sessions = session_factory(engine)
+    opened: list[object] = []
+    event.listen(engine, "connect", lambda conn, _record: opened.append(conn))
+    with transaction(sessions) as s:
+        s.execute(insert(DecisionRow), _decision_rows(30_000))
+        s.execute(text("ANALYZE decisions"))
+    served: list[str] = []
+    for deployment in (None, "a/y"):
+        after = None
+        for _ in range(25):  # 25 pages of 7: pages end inside a timestamp's ties
+            with transaction(sessions) as s:
+                page = repo.list_decisions(session=s, deployment=deployment, limit=7, after=after)
+            served += [d.message for d in page.items]
+            after = page.next_after
+        assert after is not None
+    newest = [f"row {i}" for i in range(29_999, 29_999 - 175, -1)]  # ids rise with i: ties newest row first
+    newest_y = [f"row {i}" for i in range(29_999, 0, -1) if i % 3 == 1][:175]
+    assert served == newest + newest_y
+    assert len(opened) == 1  # 51 transactions, one pooled connection
+
+    # The plan of the statement a page deep in the list runs: the rows it reads are the page's, not the 30,000 kept.
+    run: list[tuple[str, Any]] = []
+    event.listen(engine, "before_cursor_execute", lambda _c, _cur, sql, params, *_: run.append((sql, params)))
+    with transaction(sessions) as s:
+        repo.list_decisions(session=s, limit=7, after=(20_000.0, 12_345))
+    (sql, params), *_ = [(q, p) for q, p in run if "FROM decisions" in q]
+    with engine.connect() as conn:
+        (plan,) = conn.exec_driver_sql(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params).scalar_one()
+
+    def nodes(n: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        yield n
+        for child in n.get("Plans", []):
+            yield from nodes(child)
+
+    read = [n["Actual Rows"] for n in nodes(plan["Plan"]) if "Scan" in n["Node Type"]]
+    assert read, plan
+    assert max(read) <= 50, plan  # one timestamp's ties and the next, at most
+    engine.dispose()

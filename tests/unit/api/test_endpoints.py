@@ -163,8 +163,12 @@ def test_finding_unknown_or_malformed(client: TestClient, finding_id: str, statu
 def test_decisions(client: TestClient) -> None:
     (d,) = client.get("/v1/decisions?deployment=llm/chat", headers=R).json()["items"]
     assert (d["desired_replicas"], d["warm_pool"], d["message"]) == (3, 1, "forecast rises")
-    assert client.get(f"/v1/decisions?since={NOW + 1}", headers=R).json()["total"] == 0
-    assert client.get("/v1/decisions?reason=reactive", headers=R).json()["total"] == 0
+    assert client.get(f"/v1/decisions?since={NOW + 1}", headers=R).json()["items"] == []
+    assert client.get("/v1/decisions?reason=reactive", headers=R).json() == {
+        "items": [],
+        "limit": 100,
+        "next_cursor": None,
+    }
 
 
 def test_drain_lifecycle(client: TestClient) -> None:
