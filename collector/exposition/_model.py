@@ -18,11 +18,21 @@ class ParseError(ValueError):
     """Malformed exposition text; names the 1-based line where parsing failed."""
 
     def __init__(self, message: str, *, line_no: int | None = None, line: str | None = None) -> None:
-        where = f"line {line_no}: " if line_no is not None else ""
-        shown = f" ({line[:200]!r})" if line is not None else ""
-        super().__init__(f"{where}{message}{shown}")
+        super().__init__(_described(message, line_no, line))
+        self.message = message
         self.line_no = line_no
         self.line = line
+
+    def move_to(self, line_no: int) -> None:
+        """Say the error is on line ``line_no`` (for a parser that learns the true number only once it fails)."""
+        self.line_no = line_no
+        self.args = (_described(self.message, line_no, self.line),)
+
+
+def _described(message: str, line_no: int | None, line: str | None) -> str:
+    where = f"line {line_no}: " if line_no is not None else ""
+    shown = f" ({line[:200]!r})" if line is not None else ""
+    return f"{where}{message}{shown}"
 
 
 @dataclass(slots=True)
@@ -102,7 +112,8 @@ class Sink:
     def __init__(self, max_samples: int) -> None:
         self.families: dict[str, MetricFamily] = {}
         self.max_samples = max_samples
-        self.watchdog: Watchdog | None = getattr(_watchdogs, "current", None)
+        # the thread's own attributes as a dict: getattr with a default raises and catches inside when unset
+        self.watchdog: Watchdog | None = _watchdogs.__dict__.get("current")
 
     def check_budget(self, line_no: int) -> None:
         """Stop the parse if the thread's watchdog says so (see ``watched_by``)."""

@@ -5,9 +5,10 @@ Speed comes from stepping through as few lines in Python as possible. A run of w
 names, unread; so is a run of an unwanted family's samples that the loop meets otherwise (a sample line's
 family is decided from its metric-name prefix alone). A run of a wanted family's usual lines,
 ``name{labels} value``, is cut into names, label bodies and values by one pattern and read without the
-loop's per-line checks. Label sets, and the layouts of label names, are validated once per page and then
-looked up (a bucket's as its series' labels plus its bound); anything unusual goes through one possessive
-(backtracking-free) pattern that also says what is wrong.
+loop's per-line checks (a bucket whose ``le`` comes last cut into its series' labels and its bound). The
+lines passed over are counted only when an error needs a line number. Label sets, and the layouts of label
+names, are validated once per page and then looked up (a bucket's as its series' labels plus its bound);
+anything unusual goes through one possessive (backtracking-free) pattern that also says what is wrong.
 
 Where the oracle accepts a line only by accident of its implementation, we reject it (each case is
 a documented test in tests/unit/collector/test_exposition_divergences.py): metric names inside the
@@ -100,7 +101,7 @@ class _TextParser:
         # Body text -> its label set as a frozenset of pairs (the same for `a="1",b="2"` and `b="2",a="1"`), so a
         # series is a cheap (name, label set, timestamp) key: the frozenset hashes once and keeps its hash.
         self.canonical: dict[str, Hashable] = {}
-        self.layouts: dict[str, list[str]] = {}  # "a=,b=" -> ["a", "b"]
+        self.layouts: dict[str, tuple[list[str], list[str]]] = {}  # "a=,b=" -> (["a", "b"], ["a=", ",b="])
         # The series each emitted family holds so far: a family may come back later on the page.
         self.series: dict[str, set[SeriesKey]] = {}
         # Runs of unwanted families are passed over in C: by one pattern that knows the wanted names when
@@ -109,10 +110,22 @@ class _TextParser:
         self.unwanted_run = _unwanted_run(names) if isinstance(names, frozenset) else None
 
     def run(self, text: str) -> None:
+        # Lines are counted as they are stepped; a run of lines passed over by a pattern counts as one line
+        # until an error needs the true number: counting its newlines would cost a pass over it of its own.
+        passed: list[tuple[int, int, int]] = []  # (the run's line number as counted, its first offset, its end)
+        try:
+            self._run(text, passed)
+        except ParseError as e:
+            if passed and e.line_no:
+                counted = e.line_no
+                e.move_to(counted + sum(text.count("\n", start, end) - 1 for at, start, end in passed if at < counted))
+            raise
+
+    def _run(self, text: str, passed: list[tuple[int, int, int]]) -> None:
         # Lines are cut from the text one at a time, not split up front: most of a selective read's lines
         # are passed over by a pattern and never become strings.
         size = len(text)
-        pos = line_no = 0  # the next line's offset; the current line's 1-based number
+        pos = line_no = 0  # the next line's offset; the current line's 1-based number, as counted (see run)
         room = self.sink.max_samples
         checkpoint = max(0, room - BUDGET_CHECK_EVERY)  # one comparison per line serves the cap and the budget
         name_match = NAME_RE.match
@@ -166,7 +179,7 @@ class _TextParser:
                         if end == start:
                             self._metadata(keyword, candidate, rest, line, line_no)
                         else:
-                            line_no += text.count("\n", start, end) - 1  # this line counted already
+                            passed.append((line_no, start, end))
                             pos = end
                 block_skippable = True
                 allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
@@ -189,17 +202,25 @@ class _TextParser:
                     # family has a single sample, the usual case.
                     if block_skippable and text[pos : pos + 1] not in ("#", "\n", ""):
                         block_skippable = False
-                        skipped, pos = _skip_block(text, start, self.name, self.typ)
-                        line_no += skipped - 1
+                        pos = _skip_block(text, start, self.name, self.typ)
+                        passed.append((line_no, start, pos))
                     continue
                 # A run of the usual lines of this family is cut into (name, body, value) by one pattern in C.
                 if block_skippable and text[pos : pos + 1] not in ("#", "\n", ""):
                     block_skippable = False
                     run = _READ_BLOCK_RE.get(self.typ, _PLAIN_READ_BLOCK_RE).match(text, start)
                     if run is not None and run.group(1) == self.name:
-                        found = _USUAL_SAMPLE_RE.findall(text, start, run.end())
-                        if room - len(found) >= checkpoint:  # the cap and the budget are not reached inside
-                            self._read_block(found, line_no)
+                        if self.typ == "histogram":
+                            found = _USUAL_BUCKET_RE.findall(text, start, run.end())
+                            fits = room - len(found) >= checkpoint  # the cap and the budget are not reached inside
+                            if fits:
+                                self._read_buckets(found, line_no)
+                        else:
+                            found = _USUAL_SAMPLE_RE.findall(text, start, run.end())
+                            fits = room - len(found) >= checkpoint
+                            if fits:
+                                self._read_block(found, line_no)
+                        if fits:
                             room -= len(found)
                             line_no += len(found) - 1
                             pos = run.end()
@@ -223,6 +244,22 @@ class _TextParser:
                             raise ParseError(f"invalid value {value!r}", line_no=line_no, line=line)
                         samples.append(Sample(sample_name, labels, number))
                         keys.append((sample_name, canonical[body], None))
+                elif (
+                    brace < 0
+                    and line[at : at + 1] == " "
+                    and " " not in (value := line[at + 1 :])
+                    and "\t" not in value
+                ):
+                    # the usual line without labels, `name value`: the same steps
+                    try:
+                        number = float(value)
+                    except ValueError:
+                        self._add(self._sample(line, line_no, sample_name))
+                    else:
+                        if "_" in value:
+                            raise ParseError(f"invalid value {value!r}", line_no=line_no, line=line)
+                        samples.append(Sample(sample_name, {}, number))
+                        keys.append((sample_name, _NO_LABELS, None))
                 else:
                     self._add(self._sample(line, line_no, sample_name))
             else:
@@ -246,8 +283,54 @@ class _TextParser:
     def _read_block(self, found: list[tuple[str, str, str]], line_no: int) -> None:
         """Read the usual sample lines of the current family, cut by _USUAL_SAMPLE_RE, from line ``line_no``.
 
-        The same steps as the line loop's usual line (see ``run``), without its per-line checks.
+        The same steps as the line loop's usual line (see ``run``), without its per-line checks; a block that holds
+        an error is read again line by line (_read_lines), which says where.
         """
+        bodies, canonical, samples, keys = self.bodies, self.canonical, self.samples, self.keys
+        add_sample, add_key = samples.append, keys.append
+        before = len(samples)
+        try:
+            for name, body, value in found:
+                labels = bodies.get(body)
+                # the first sample may own a new label dict: later ones copy it before parse returns
+                labels = self._labels(body, "", line_no) if labels is None else labels.copy()
+                add_sample(Sample(name, labels, float(value)))  # no "_" in the value (_USUAL_SAMPLE_RE)
+                add_key((name, canonical[body], None))
+        except ValueError:  # ParseError included
+            del samples[before:], keys[before:]
+            self._read_lines(found, line_no)
+
+    def _read_buckets(self, found: list[tuple[str, str, str, str, str]], line_no: int) -> None:
+        """_read_block for a histogram's lines, cut by _USUAL_BUCKET_RE: a bucket whose ``le`` comes last (most
+        client libraries write it so) is read as its series' labels plus its bound, as _labels would make it,
+        without looking up or validating its own body, which no other line has."""
+        bodies, canonical, samples, keys = self.bodies, self.canonical, self.samples, self.keys
+        add_sample, add_key = samples.append, keys.append
+        before = len(samples)
+        try:
+            for name, series, bound, body, value in found:
+                if series:  # `{series,le="bound"}`
+                    base = bodies.get(series)
+                    if base is None:
+                        base = self._labels(series, "", line_no)
+                    if "le" in base:
+                        raise ValueError("duplicate label name")  # said with its line below
+                    labels = base.copy()
+                    labels["le"] = bound
+                    add_sample(Sample(name, labels, float(value)))
+                    add_key((name, (canonical[series], bound), None))  # a pair, as _label_set makes for a set with le
+                else:
+                    known = bodies.get(body)
+                    labels = self._labels(body, "", line_no) if known is None else known.copy()
+                    add_sample(Sample(name, labels, float(value)))
+                    add_key((name, canonical[body], None))
+        except ValueError:  # ParseError included
+            del samples[before:], keys[before:]
+            lines = [(n, f'{series},le="{bound}"' if series else body, v) for n, series, bound, body, v in found]
+            self._read_lines(lines, line_no)
+
+    def _read_lines(self, found: list[tuple[str, str, str]], line_no: int) -> None:
+        """_read_block one line at a time, for a block that holds an error: the line loop's error, at its line."""
         bodies, canonical, samples, keys = self.bodies, self.canonical, self.samples, self.keys
         for name, body, value in found:
             labels = bodies.get(body)
@@ -336,6 +419,10 @@ class _TextParser:
         test_exposition_text); any body this does not take, or that would repeat a name, is validated whole.
         """
         bodies, canonical = self.bodies, self.canonical
+        if 'le="' not in body and 'quantile="' not in body:  # most bodies: none of the ways below applies
+            labels = self._validate(body, line, line_no)
+            canonical[body] = _label_set(labels)
+            return labels
         if body.startswith('le="'):
             cut = body.find('",', 4)
             value = body[4:cut]
@@ -398,23 +485,27 @@ class _TextParser:
                 self.bodies[body] = labels
                 return labels
             between = "".join(parts[0::2])
-            names = self.layouts.get(between)  # the label names of a body, validated once per page
-            if names is None:
+            layout = self.layouts.get(between)  # the label names of a body, validated once per page
+            if layout is None:
                 names = between.rstrip(",")[:-1].split("=,") if between else []
                 if not _NAMES_RE.fullmatch(between):
-                    names = None
+                    layout = None
                 elif len(set(names)) != len(names):
                     raise ParseError("duplicate label name", line_no=line_no, line=line)
                 else:
-                    self.layouts[between] = names
+                    # what each stretch between two values must be: `a=`, `,b=`, ...
+                    layout = self.layouts[between] = (
+                        names,
+                        [("," if i else "") + n + "=" for i, n in enumerate(names)],
+                    )
             # each value must follow its own "name=" (`a="1",b=,""` joins to the same "a=,b=," as `a="1",b="",`)
             if (
-                names is not None
-                and len(parts) == 2 * len(names) + 1
+                layout is not None
+                and len(parts) & 1  # an even number of quotes
                 and parts[-1] in ("", ",")
-                and all(piece[-1:] == "=" for piece in parts[0:-1:2])
+                and parts[0:-1:2] == layout[1]
             ):
-                labels = dict(zip(names, parts[1::2]))  # noqa: B905  # equal lengths, checked above
+                labels = dict(zip(layout[0], parts[1::2]))  # noqa: B905  # equal lengths, checked above
                 self.bodies[body] = labels
                 return labels
         if _BODY_RE.fullmatch(body) is None:
@@ -564,10 +655,15 @@ _BLOCK_RE, _PLAIN_BLOCK_RE = _run_patterns(_LINE_REST)
 
 # The same runs for a wanted family, of the usual sample line only: `name{labels} value`, the labels ending at
 # the line's last "}" as in the line loop (a value holds no "}"), no timestamp, no blank (as str.strip() sees
-# blanks) in the value or before the line's end, so that each line is exactly what the line loop would read.
-_USUAL_REST = r'\{[^\n]*\} [^\s{}"]++\n'
+# blanks) in the value or before the line's end, so that each line is exactly what the line loop would read. No
+# "_" in the value either: float() reads digit separators, which the format has not (the line loop says so).
+_USUAL_REST = r'\{[^\n]*\} [^\s{}"_]++\n'
 _READ_BLOCK_RE, _PLAIN_READ_BLOCK_RE = _run_patterns(_USUAL_REST)
-_USUAL_SAMPLE_RE = re.compile(rf'({NAME})\{{([^\n]*)\}} ([^\s{{}}"]++)\n')
+_USUAL_SAMPLE_RE = re.compile(rf'({NAME})\{{([^\n]*)\}} ([^\s{{}}"_]++)\n')
+# The same lines, a bucket's `le` label cut off when it comes last: (name, series labels, bound, "", value), or
+# (name, "", "", labels, value) as _USUAL_SAMPLE_RE cuts any other line. The bound is taken as _labels takes it
+# (no quote, no backslash); the series labels are the body before the last `,le="` (the bound holds no quote).
+_USUAL_BUCKET_RE = re.compile(rf'({NAME})\{{(?:([^\n]*"),le="([^"\\\n]*+)"|([^\n]*))\}} ([^\s{{}}"_]++)\n')
 
 
 # One whole family of the usual shape, as the oracle groups lines into families: an optional HELP, an
@@ -639,21 +735,22 @@ def _trie_pattern(node: _Trie) -> str:
     return body + "?" if "" in node else body
 
 
-def _skip_block(text: str, start: int, family: str, typ: str) -> tuple[int, int]:
+def _skip_block(text: str, start: int, family: str, typ: str) -> int:
     """Pass over the run of ``family``'s sample lines that begins at offset ``start``, unread.
 
-    Returns (lines in the run, offset after it), or (1, offset of the next line) when the run could not
-    be established (the caller then reads on line by line). One regex pass in C instead of a Python
-    step per line is what makes unwanted families nearly free.
+    Returns the offset after it, or the next line's when the run could not be established (the caller then
+    reads on line by line). One regex pass in C instead of a Python step per line is what makes unwanted
+    families nearly free.
     """
     m = _BLOCK_RE.get(typ, _PLAIN_BLOCK_RE).match(text, start)
     if m is None or m.group(1) != family:
         end = text.find("\n", start)
-        return 1, (end + 1 if end >= 0 else len(text))
-    return text.count("\n", start, m.end()), m.end()
+        return end + 1 if end >= 0 else len(text)
+    return m.end()
 
 
 SeriesKey = tuple[str, Hashable, float | None]  # sample name, label set (see _label_set), timestamp
+_NO_LABELS: Hashable = frozenset()  # _label_set({})
 
 
 def _label_set(labels: dict[str, str]) -> Hashable:

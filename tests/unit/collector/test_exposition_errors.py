@@ -119,6 +119,70 @@ def test_errors_inside_a_run_of_read_lines_name_their_line(page: str, line_no: i
         assert words.lower() in str(caught.value).lower()
 
 
+# A selective read counts a run of lines it passes over only when an error needs the true line number (_text.run):
+# errors after such runs, found at a sample line, at a family's close and at its TYPE line (read with wanted={"kept"})
+
+
+def _runs(a: str = "a", b: str = "b", c: str = "c") -> str:
+    """18 lines of unwanted families, passed over in runs."""
+    return (
+        f"# HELP {a} A.\n# TYPE {a} gauge\n{a} 1\n# HELP {b} B.\n# TYPE {b} histogram\n"
+        + "".join(f'{b}_bucket{{le="{i}"}} {i}\n' for i in range(5))
+        + f"{b}_count 5\n{b}_sum 1\n"
+        # an unwanted family's samples after a blank line: passed over from its first sample, not from its HELP
+        + f"# HELP {c} C.\n# TYPE {c} gauge\n\n"
+        + "".join(f'{c}{{x="{i}"}} {i}\n' for i in range(3))
+    )
+
+
+_RUNS = _runs()
+AFTER_PASSED_RUNS = [
+    # a label set that never closes, on line 21
+    (_RUNS + '# TYPE kept gauge\nkept{x="1"} 1\nkept{x="1} 2\n', 21),
+    # a duplicated series, named at the family's TYPE line (19), read as a run of usual lines
+    (_RUNS + '# TYPE kept gauge\nkept{x="1"} 1\nkept{x="1"} 2\n', 19),
+    # an unknown type, named at its TYPE line once the family ends, after two more runs passed over
+    (_RUNS + "# TYPE kept fancy\nkept 1\n" + _runs("d", "e", "f"), 19),
+    # an invalid value, the last line, after runs passed over before and after another wanted family
+    (_RUNS + "# TYPE kept gauge\nkept 1\n" + _runs("d", "e", "f") + 'kept{y="2"} 2\nkept x\n', 40),
+]
+
+
+@pytest.mark.parametrize(("page", "line_no"), AFTER_PASSED_RUNS)
+def test_errors_after_lines_passed_over_name_their_true_line(page: str, line_no: int) -> None:
+    with pytest.raises(ParseError) as caught:
+        parse(page, wanted={"kept"})
+    assert caught.value.line_no == line_no
+    assert str(caught.value).startswith(f"line {line_no}: ")
+    with pytest.raises(ParseError) as full:
+        parse(page)  # reads every line, one at a time: its numbers are counted line by line
+    assert str(full.value) == str(caught.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 4), st.booleans(), st.booleans()), max_size=6),
+    st.integers(1, 3),  # the first right line is the one the wrong line "kept{x="0"} 1" repeats
+    st.sampled_from(['kept{x="0"} 1', 'kept{x="0} 1', "kept 1x", 'kept{x="1",,} 1']),
+)
+def test_selective_errors_name_the_line_a_full_read_names(
+    families: list[tuple[int, bool, bool]], good: int, bad: str
+) -> None:
+    # unwanted families (some samples, with or without HELP, a blank line before the samples or not), then a
+    # wanted family with a wrong line after ``good`` right ones: both reads name the same line
+    page = ""
+    for i, (samples, with_help, blank) in enumerate(families):
+        page += (f"# HELP u{i} U.\n" if with_help else "") + f"# TYPE u{i} gauge\n" + ("\n" if blank else "")
+        page += "".join(f'u{i}{{x="{j}"}} {j}\n' for j in range(samples))
+    page += "# TYPE kept gauge\n" + "".join(f'kept{{x="{j}"}} {j}\n' for j in range(good)) + bad + "\n"
+    with pytest.raises(ParseError) as full:
+        parse(page)
+    with pytest.raises(ParseError) as caught:
+        parse(page, wanted={"kept"})
+    assert str(caught.value) == str(full.value)
+    assert caught.value.line_no == full.value.line_no
+
+
 def test_invalid_utf8_names_its_line() -> None:
     page = GOOD.encode() + b'm{a="\xff"} 1\n'
     with pytest.raises(ParseError) as caught:

@@ -136,6 +136,11 @@ EDGE_CASES = [
     'h_bucket{a="1",le="3"} 2\n',
     '# TYPE s summary\ns{a="1",b="2",quantile="0.5"} 1\ns{a="1",b="2",quantile="0.9"} 2\ns_count{a="1",b="2"} 3\n',
     '# TYPE h histogram\nh_bucket{le="1",a="1"} 1\nh_bucket{a="1",le="2"} 2\nh_bucket{le="",a=""} 0\n',
+    # the same inside a histogram's run of usual lines, cut by _text._USUAL_BUCKET_RE: le="..." and a "}" inside a
+    # value before the last le, an escaped quote, a blank before le, a trailing comma, le first, an empty bound
+    '# TYPE h histogram\nh_bucket{a="x,le=\\"1\\"",le="2"} 1\nh_bucket{a="}",le="3"} 2\nh_bucket{m="a\\"b",le="4"} 3\n'
+    'h_bucket{a="1", le="5"} 4\nh_bucket{a="1",le="6",} 5\nh_bucket{le="7",a="1"} 6\nh_bucket{a="1",le=""} 7\n'
+    'h_count{a="1"} 7\nh_sum{a="1"} 8\nh_bucket{le="+Inf"} 9\n',
 ]
 
 
@@ -364,12 +369,19 @@ def test_selective_read_of_mutated_pages_is_the_full_read_filtered(text: str, da
 def test_a_label_repeated_around_le_is_refused(text: str) -> None:
     with pytest.raises(ParseError, match="duplicate label name"):
         parse(text)
+    # and inside a histogram's run of usual lines (_text._read_buckets), at its line
+    with pytest.raises(ParseError, match="duplicate label name") as caught:
+        parse('# TYPE h histogram\nh_bucket{z="0",le="0"} 0\n' + text)
+    assert caught.value.line_no == 2 + text.count("\n")
 
 
 @pytest.mark.parametrize("body", ['a="1,le="2"', 'a="1"x,le="2"', '__a="1",le="2"', 'a="1\\",le="2"'])
 def test_a_bad_body_ending_in_le_is_refused(body: str) -> None:
     with pytest.raises(ParseError):
         parse(f"h_bucket{{{body}}} 1\n")
+    with pytest.raises(ParseError) as caught:  # inside a histogram's run of usual lines, at its line
+        parse(f'# TYPE h histogram\nh_bucket{{z="0",le="0"}} 0\nh_bucket{{{body}}} 1\nh_count 1\n')
+    assert caught.value.line_no == 3
 
 
 def test_samples_never_share_label_dicts() -> None:
