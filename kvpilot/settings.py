@@ -319,13 +319,15 @@ class PlannerSettings(_Section):
     slo_feedback: bool | None = Field(
         default=None, description="Correct capacity by queueing seen at the SLO; unset: on."
     )
-    sizing: Literal["safe", "lean"] | None = Field(
+    sizing: Literal["safe", "lean", "adaptive"] | None = Field(
         default=None,
         description="How much spare the planner keeps; unset: `safe`. `safe` sizes for the forecast's upper bound "
         "at the target utilisation and never lifts capacity above the profile. `lean` keeps one margin instead of "
         "two (the point forecast at the target utilisation, the upper bound at full capacity, never fewer than "
         "carry the point with one replica lost) and lets clean traffic lift capacity up to the full profile: fewer "
-        'replica-hours, less SLO while a replica fails (measured in docs/scaling.md, "Sizing").',
+        'replica-hours, less SLO while a replica fails (measured in docs/scaling.md, "Sizing"). `adaptive` starts '
+        "as `safe`, gives up a twentieth of its margin above the point forecast per minute the SLO is met and "
+        "restores all of it after any minute it is missed, for an hour (needs `slo_feedback`; without it, `safe`).",
     )
 
     @field_validator("forecaster")

@@ -20,6 +20,7 @@ from scaler.capacity import CapacityConfig, CapacityModel, SloFeedback, TokenMix
 from scaler.decision import Decision
 from scaler.forecast import Forecaster, make
 from scaler.forecast.live_error import LiveMase
+from scaler.margin import MarginFeedback
 from scaler.policy import Demand, PolicyConfig, ReplicaPolicy
 
 
@@ -45,6 +46,8 @@ class PlannerConfig:
     feedback_ceiling: float = 1.0
     upper_weight: float = 1.0  # size for point + w·(upper − point): 1 = the q90 upper bound, 0 = the point
     queue_budget_share: float = 0.25  # a request queued longer than this share of the TTFT SLO was delayed by load
+    # The "adaptive" headroom: share of its margin given up per clean minute (scaler.margin.MarginFeedback).
+    margin_release: float = 0.05
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.cold_start_s) and self.cold_start_s >= 0):
@@ -69,7 +72,10 @@ class PlannerConfig:
 # "safe" (the default): the forecast's upper bound at the target utilisation, capacity never lifted above the
 # profile. "lean": one margin (scaler.policy.lean_replicas) and capacity learnt up to the full profile; cheaper on
 # every backtest, less SLO through a replica's failure (docs/scaling.md, "Sizing"; BENCHMARKS.md, "Backtest").
-SIZINGS = ("safe", "lean")
+# "adaptive": the safe margin at start and after any minute the SLO was missed, given up slowly while it is met
+# (scaler.margin); without an SLO to learn from it stays the safe rule.
+SIZINGS = ("safe", "lean", "adaptive")
+_HEADROOM = {"safe": "fixed", "lean": "lean", "adaptive": "adaptive"}
 
 
 def planner_config(
@@ -107,7 +113,7 @@ def planner_config(
         # assumed); the N+1 floor of the "lean" headroom keeps room for a lost replica.
         feedback_ceiling=1.0 / target_utilisation if lean else 1.0,
         policy=PolicyConfig(
-            headroom="lean" if lean else "fixed",
+            headroom=_HEADROOM[sizing],
             min_replicas=min_replicas,
             max_replicas=max_replicas,
             target_utilisation=target_utilisation,
@@ -199,6 +205,7 @@ class _DeploymentPlanner:
         )
         self.queue_time = WindowedHistogram(window_s=60.0)
         self.live_error = LiveMase(config.horizon_s)
+        self.margin = MarginFeedback(target_miss=config.slo_target_miss, release=config.margin_release)
         self._mix: TokenMix | None = None
         self._mix_t: float | None = None
         self._seen_arrival = False
@@ -272,17 +279,26 @@ class _DeploymentPlanner:
             and self.policy.enough(serving, arrival, capacity_rps * self.feedback.multiplier)
         )
         settled = serving > 0 and enough
-        if cfg.slo_ttft_s is not None and queued is not None and settled:
-            # Load shows as queueing: a request that waited a share of its TTFT budget before its prefill began
-            # was delayed by too little capacity (a long prompt that misses the SLO on an idle replica was not).
-            # Only when first tokens miss the SLO too: a long-prompt workload queues a little at the right size.
-            bounds, counts = queued
-            late = share_above(bounds, counts, cfg.slo_ttft_s * cfg.queue_budget_share)
+        if cfg.slo_ttft_s is not None and serving > 0:
             ttft = view.ttft_window
             missed = None if ttft is None else share_above(ttft.bounds, ttft.counts, cfg.slo_ttft_s)
-            if late is not None and missed is not None:
-                late = min(late, missed)
-            self.feedback.update(now, late, counts[-1], serving)
+            late, requests = None, 0.0
+            if queued is not None:
+                # Load shows as queueing: a request that waited a share of its TTFT budget before its prefill began
+                # was delayed by too little capacity (a long prompt that misses the SLO on an idle replica was
+                # not). Only when first tokens miss the SLO too: a long-prompt workload queues a little at the
+                # right size.
+                bounds, counts = queued
+                late, requests = share_above(bounds, counts, cfg.slo_ttft_s * cfg.queue_budget_share), counts[-1]
+                if late is not None and missed is not None:
+                    late = min(late, missed)
+                if settled:
+                    self.feedback.update(now, late, requests, serving)
+            # The margin answers every miss, settled or not (a fleet short of its forecast was short of margin);
+            # where no engine reports queue time, first tokens late are the misses.
+            if late is None and ttft is not None:
+                late, requests = missed, ttft.counts[-1]
+            self.margin.update(now, late, requests)
         if capacity_rps is not None:
             capacity_rps *= self.feedback.multiplier
         blind = sum(1 for r in view.replicas if not r.ready or r.sample.requests_waiting is None)
@@ -303,6 +319,7 @@ class _DeploymentPlanner:
                 replicas_without_metrics=blind,
                 stuck_replicas=stuck,
                 forecast_rate=max(0.0, forecast.point) if forecast_known else None,
+                margin_scale=self.margin.scale,
             ),
             now=now,
         )
@@ -318,6 +335,8 @@ class _DeploymentPlanner:
             "stuck_replicas": float(stuck),
             "stranded_requests": (view.requests_waiting or 0.0) - (queue or 0.0),
         }
+        if cfg.policy.headroom == "adaptive":
+            numbers["margin_scale"] = self.margin.scale
         mase = self.live_error.value()
         if mase is not None:
             numbers[f"mase_{cfg.forecaster}"] = mase

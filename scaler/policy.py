@@ -12,7 +12,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-HEADROOMS = ("fixed", "pooled", "lean")
+HEADROOMS = ("fixed", "pooled", "lean", "adaptive")
 IDLE_SHARE_OF_REPLICA = 0.05  # a forecast under this share of one replica's capacity does not keep a replica awake
 
 
@@ -43,6 +43,8 @@ class PolicyConfig:
     # "lean": one margin, not two stacked: the point forecast at target_utilisation, the upper bound at full
     # capacity, and never fewer than carry the point with one replica lost once the load spans two (N+1). What
     # the planner's `sizing: lean` selects (docs/scaling.md, "Sizing").
+    # "adaptive": the fixed rule's margin above the point forecast at full capacity, scaled by the share the
+    # workload's SLO shows it needs (`Demand.margin_scale`, learnt by `scaler.margin.MarginFeedback`): 1 is "fixed".
     headroom: str = "fixed"
     tolerances: Tolerances = Tolerances(scale_down=0.1, scale_up=0.0)
     scale_down_stabilisation_s: float = 300.0
@@ -79,6 +81,7 @@ class Demand:
     replicas_without_metrics: int = 0
     stuck_replicas: int = 0  # ready pods making no progress: they hold a replica slot and serve nothing
     forecast_rate: float | None = None  # requests/s at the horizon, point forecast (the zero decision reads it)
+    margin_scale: float = 1.0  # share of the fixed rule's margin the "adaptive" headroom keeps (others ignore it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +134,15 @@ def lean_replicas(point: float, upper: float, capacity_rps: float, utilisation: 
     return need
 
 
+def adaptive_replicas(point: float | None, upper: float, capacity_rps: float, utilisation: float, share: float) -> int:
+    """Replicas for the point forecast at full capacity plus ``share`` of the fixed rule's margin above it (the
+    upper bound at ``utilisation``): share 1 is the fixed rule, 0 the point alone. Without a point (today's
+    arrivals) the margin is the utilisation's alone."""
+    full = upper / (capacity_rps * utilisation)
+    base = (upper if point is None else min(max(point, 0.0), upper)) / capacity_rps
+    return max(0, math.ceil(base + min(max(share, 0.0), 1.0) * (full - base) - 1e-9))
+
+
 class ReplicaPolicy:
     """Stateful only in its bounded history of recommendations (for scale-down stabilisation)."""
 
@@ -176,7 +188,7 @@ class ReplicaPolicy:
             and not demand.requests_waiting
         ):
             return 0
-        return self._need(demand.forecast_upper_rate, cap, point)
+        return self._need(demand.forecast_upper_rate, cap, point, demand.margin_scale)
 
     def _reactive(self, demand: Demand, cap: float) -> int | None:
         """Replicas for today's arrivals plus clearing today's queue within ``queue_drain_s``, or None when
@@ -185,8 +197,10 @@ class ReplicaPolicy:
         if demand.arrival_rate is None and demand.requests_waiting is None:
             return None
         rate = (demand.arrival_rate or 0.0) + (demand.requests_waiting or 0.0) / c.queue_drain_s
-        if not demand.requests_waiting:
-            return self._need(rate, cap)
+        if not demand.requests_waiting or c.headroom == "adaptive":
+            # The adaptive margin scales a queue's too: at tens of requests/s a few always wait, so a rule that
+            # kept the full margin for any queue would keep it all the time.
+            return self._need(rate, cap, margin_scale=demand.margin_scale)
         if c.headroom == "pooled":
             return pooled_replicas(rate / cap, c.target_utilisation)
         return _replicas_for(rate, cap, c.target_utilisation)
@@ -255,12 +269,14 @@ class ReplicaPolicy:
         return step
 
     # -- helpers -------------------------------------------------------------------------------------------
-    def _need(self, rate: float, capacity_rps: float, point: float | None = None) -> int:
+    def _need(self, rate: float, capacity_rps: float, point: float | None = None, margin_scale: float = 1.0) -> int:
         """Replicas for a rate (a forecast's upper bound, whose ``point`` is given); a trickle under
         ``idle_below_rps`` (less than a request per horizon) needs none."""
         c = self.config
         if rate < c.idle_below_rps:
             return 0
+        if c.headroom == "adaptive":
+            return adaptive_replicas(point, rate, capacity_rps, c.target_utilisation, margin_scale)
         if c.headroom == "fixed" or (c.headroom == "lean" and point is None):
             return _replicas_for(rate, capacity_rps, c.target_utilisation)
         if c.headroom == "lean":

@@ -287,3 +287,50 @@ def test_a_deployment_prometheus_aggregated_is_decided_as_its_replicas_would_be(
         desired.append(a.desired_replicas)
         assert (b.desired_replicas, b.reason) == (a.desired_replicas, a.reason), t
     assert desired[-1] > desired[0]  # the ramp moved the decision: the comparison is not between two constants
+
+
+def _steady_with_queue_times(
+    planner: Planner, state: FleetState, ticks: range, *, late_from: int | None = None
+) -> list[dict[str, float]]:
+    """8 req/s on 10 replicas; from tick ``late_from`` on, every request queues past a quarter of the 2 s SLO."""
+    out = []
+    for i in ticks:
+        t = i * TICK_S
+        done = 8.0 * t
+        late = 0.0 if late_from is None or i < late_from else 8.0 * (i - late_from) * TICK_S
+        samples = _samples(t, done, 0.0, 10)
+        samples = [
+            dataclasses.replace(
+                s,
+                queue_time=Histogram(
+                    bounds=(0.5, 1.0, math.inf),
+                    counts=((done - late) / 10, (done - late) / 10, done / 10),
+                    sum=0.0,
+                    count=done / 10,
+                ),
+            )
+            for s in samples
+        ]
+        state.observe(samples, [], now=t)
+        (d,) = planner.decide(state, t, current_replicas={"prod/llm": 10})
+        out.append(d.forecast | {"predictive": float(d.predictive_replicas or 0)})
+    return out
+
+
+def test_adaptive_sizing_gives_up_its_margin_while_the_slo_holds_and_restores_it_on_a_miss() -> None:
+    config = PlannerConfig(
+        forecaster="last_value",
+        capacity=CapacityConfig(requests_per_s=1.0, reference_mix=MIX),
+        slo_ttft_s=2.0,
+        policy=PolicyConfig(headroom="adaptive", target_utilisation=0.8),
+    )
+    state, planner = FleetState(), Planner(config)
+    clean = _steady_with_queue_times(planner, state, range(120))  # 30 clean minutes at a steady 8 req/s
+    assert clean[4]["predictive"] == 10  # at start, the whole margin: ceil(8 / 0.8), as the safe rule
+    assert clean[-1]["margin_scale"] == 0.0
+    assert clean[-1]["predictive"] == 8  # the point at full capacity: the steady rate never needed more
+    missed = _steady_with_queue_times(planner, state, range(120, 130), late_from=120)
+    # a late minute: all of it back, the safe rule's ceil(8 / (0.8 x capacity)) with the SLO feedback's cut
+    last = missed[-1]
+    assert last["margin_scale"] == 1.0
+    assert last["predictive"] == math.ceil(8.0 / (0.8 * last["capacity_multiplier"]) - 1e-9)

@@ -8,7 +8,15 @@ import pytest
 
 from scaler.capacity import CapacityConfig
 from scaler.planner import planner_config
-from scaler.policy import Demand, PolicyConfig, ReplicaPolicy, Tolerances, lean_replicas, spare_replicas
+from scaler.policy import (
+    Demand,
+    PolicyConfig,
+    ReplicaPolicy,
+    Tolerances,
+    adaptive_replicas,
+    lean_replicas,
+    spare_replicas,
+)
 
 
 def _demand(**kw: float | int | None) -> Demand:
@@ -276,7 +284,9 @@ def test_lean_orders_fewer_than_fixed_for_the_same_forecast_and_the_same_for_a_q
     assert ReplicaPolicy(PolicyConfig(headroom="fixed")).recommend(queued, now=0.0).desired_replicas == 7
 
 
-@pytest.mark.parametrize(("sizing", "headroom", "ceiling"), [("safe", "fixed", 1.0), ("lean", "lean", 1.25)])
+@pytest.mark.parametrize(
+    ("sizing", "headroom", "ceiling"), [("safe", "fixed", 1.0), ("lean", "lean", 1.25), ("adaptive", "adaptive", 1.0)]
+)
 def test_sizing_selects_the_headroom_and_how_far_feedback_may_lift_capacity(
     sizing: str, headroom: str, ceiling: float
 ) -> None:
@@ -288,7 +298,39 @@ def test_sizing_selects_the_headroom_and_how_far_feedback_may_lift_capacity(
 
 
 def test_an_unknown_sizing_is_refused_with_the_choices() -> None:
-    with pytest.raises(ValueError, match="safe, lean"):
+    with pytest.raises(ValueError, match="safe, lean, adaptive"):
         planner_config(
             cold_start_s=120.0, tick_s=5.0, min_replicas=1, max_replicas=None, capacity=CapacityConfig(), sizing="cheap"
         )
+
+
+# -- adaptive headroom (sizing: adaptive) ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("share", "replicas", "why"),
+    [
+        (1.0, 8, "the whole margin: the fixed rule's ceil(6 / 0.8)"),
+        (0.0, 4, "none of it: the point 3.2 at full capacity"),
+        (0.5, 6, "half of it: 3.2 + 0.5 * (7.5 - 3.2) = 5.35"),
+        (1.7, 8, "a share is at most the whole margin"),
+    ],
+)
+def test_adaptive_keeps_a_share_of_the_fixed_margin(share: float, replicas: int, why: str) -> None:
+    # point 3.2 req/s, upper bound 6 req/s, capacity 1 req/s per replica, utilisation 0.8
+    assert adaptive_replicas(3.2, 6.0, 1.0, 0.8, share) == replicas, why
+
+
+def test_adaptive_with_its_whole_margin_decides_as_fixed_and_thins_the_queues_share_too() -> None:
+    forecast = _demand(
+        current_replicas=4, ready_replicas=4, arrival_rate=3.0, forecast_upper_rate=4.6, forecast_rate=3.0
+    )
+    queued = _demand(current_replicas=2, ready_replicas=2, requests_waiting=8.0)  # (1.6 + 8 / 2) req/s
+    for demand, fixed_replicas in ((forecast, 6), (queued, 7)):
+        full = dataclasses.replace(demand, margin_scale=1.0)
+        assert (
+            ReplicaPolicy(PolicyConfig(headroom="adaptive")).recommend(full, now=0.0).desired_replicas
+            == (ReplicaPolicy(PolicyConfig(headroom="fixed")).recommend(demand, now=0.0).desired_replicas)
+            == fixed_replicas
+        )
+    thin = dataclasses.replace(queued, margin_scale=0.0)
+    # a few requests always wait at tens of requests/s: the queue's share is thinned as well, ceil(5.6)
+    assert ReplicaPolicy(PolicyConfig(headroom="adaptive")).recommend(thin, now=0.0).desired_replicas == 6
