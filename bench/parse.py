@@ -10,6 +10,7 @@ learns the layout) untimed. Rounds alternate the two parsers; medians are compar
 ``ratio: N.NN``, ours over prometheus_client's samples per second in the selective case (b).
 
     .venv/bin/python bench/parse.py [--repeat 20] [--rounds 7]
+    .venv/bin/python bench/parse.py --passes N [--case selective|all]   # untimed, for callgrind
 """
 
 from __future__ import annotations
@@ -139,11 +140,30 @@ def interleaved_medians(
     return statistics.median(t_ours), statistics.median(t_theirs), kept_ours, kept_theirs
 
 
+def count_passes(passes: int, case: str) -> None:
+    """Parse the fixture mix ``passes`` times with nothing else timed or printed: under callgrind, the instructions of
+    two such runs differ by the parser's own (start-up, imports and the caches a first page fills cancel out)."""
+    pages = page_mix()
+    read = ours_selective if case == "selective" else ours_all
+    read(pages)  # the cached run pattern and the like, made before the counted passes
+    for _ in range(passes):
+        read(pages)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=20, help="copies of the fixture mix in one page")
     ap.add_argument("--rounds", type=int, default=7, help="timed rounds per parser and case (median)")
+    ap.add_argument(
+        "--passes",
+        type=int,
+        help="instead: parse the fixture mix this many times, untimed, for instruction counts (see BENCHMARKS.md)",
+    )
+    ap.add_argument("--case", choices=("selective", "all"), default="selective", help="with --passes")
     args = ap.parse_args()
+    if args.passes is not None:
+        count_passes(args.passes, args.case)
+        return
     pages = page_mix() * args.repeat
     total = theirs_all(pages)  # every sample of every page, counted by the peer: the work both must do
     size = sum(len(p) for p in pages)
