@@ -1,4 +1,5 @@
-"""Helpers the process-level benches share: start a process with its log, wait for a line in it, read a metric."""
+"""Helpers the process-level benches share: start a process with its log, wait for a line in it, read a metric,
+and the CPU and peak memory of a process with its children (kvpilot's answer reader)."""
 
 from __future__ import annotations
 
@@ -33,3 +34,39 @@ def metric(text: str, name: str) -> float | None:
     """The first sample of ``name`` on a /metrics page (any labels), or None."""
     m = re.search(rf"^{re.escape(name)}(?:\{{[^}}]*\}})? (\S+)$", text, re.M)
     return float(m.group(1)) if m else None
+
+
+def tree(pid: int) -> list[int]:
+    """The process and its children (kvpilot's answer reader, spawned on the first round)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return [pid, *kids]
+
+
+def tree_cpu_s(pid: int) -> float:
+    """utime + stime of the process and its live children."""
+    total = 0.0
+    for p in tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def tree_hwm_mb(pid: int) -> float:
+    """Peak RSS (VmHWM) of the process plus its live children's."""
+    total = 0.0
+    for p in tree(pid):
+        try:
+            lines = Path(f"/proc/{p}/status").read_text().splitlines()
+        except OSError:
+            continue
+        total += sum(int(line.split()[1]) / 1024 for line in lines if line.startswith("VmHWM:"))
+    return total

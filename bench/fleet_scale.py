@@ -15,7 +15,8 @@ gRPC) reads it with the PromQL source. Meanwhile this process:
 N replicas, and checks that the recorded series and the ad-hoc query agree and that kvpilot reads them.
 
   .venv/bin/python bench/fleet_scale.py --replicas 1000 10000 --mode aggregates --ticks 12
-  .venv/bin/python bench/fleet_scale.py --replicas 1000 --mode replicas --ticks 6     # the old path, for the ratio
+  .venv/bin/python bench/fleet_scale.py --replicas 1000 --mode replicas --ticks 5 --interval 30 --no-api-load
+  .venv/bin/python bench/fleet_scale.py --replicas 1000 --ticks 5 --interval 30 --no-api-load   # the ratio's peer
 
 Last line: ``replicas N tick_p50_s X rss_mb Y api_p99_ms Z`` (for the largest size run).
 """
@@ -25,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import os
 import re
 import signal
 import statistics
@@ -41,7 +41,7 @@ import httpx
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench._process import metric, spawn, wait_line
+from bench._process import metric, spawn, tree_cpu_s, tree_hwm_mb, wait_line
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -80,43 +80,9 @@ def _quantile(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def _tree(pid: int) -> list[int]:
-    """The process and its children (kvpilot's answer reader, spawned on the first round)."""
-    kids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                kids.append(int(stat.parent.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return [pid, *kids]
-
-
-def _cpu_s(pid: int) -> float:
-    """utime + stime of the process and its live children."""
-    total = 0.0
-    for p in _tree(pid):
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
-
-
-def _hwm_mb(pid: int) -> float:
-    """Peak RSS (VmHWM) of the process plus its live children's."""
-    total = 0.0
-    for p in _tree(pid):
-        try:
-            lines = Path(f"/proc/{p}/status").read_text().splitlines()
-        except OSError:
-            continue
-        total += sum(int(line.split()[1]) / 1024 for line in lines if line.startswith("VmHWM:"))
-    return total
-
-
-async def _measure(run: Run, base: str, pid: int, ticks: int, interval_s: float, warmup: int) -> None:
+async def _measure(
+    run: Run, base: str, pid: int, ticks: int, interval_s: float, warmup: int, *, api_load: bool = True
+) -> None:
     async with httpx.AsyncClient(base_url=base, timeout=30.0, trust_env=False) as client:
         last: tuple[float, float] | None = None
         seen = 0
@@ -137,7 +103,7 @@ async def _measure(run: Run, base: str, pid: int, ticks: int, interval_s: float,
                     if last is not None and count > last[0]:
                         seen += int(count - last[0])
                         if seen == warmup:
-                            cpu0[0] = _cpu_s(pid)
+                            cpu0[0] = tree_cpu_s(pid)
                         if seen > warmup:
                             # several ticks between polls (never at these intervals) would average: fine for p50
                             run.ticks.append((time.monotonic(), (total - last[1]) / (count - last[0])))
@@ -154,7 +120,7 @@ async def _measure(run: Run, base: str, pid: int, ticks: int, interval_s: float,
 
         async def client_load() -> None:
             i = 0
-            while not stop.is_set():
+            while api_load and not stop.is_set():
                 path = "/v1/decisions?limit=10" if i % 10 == 9 else "/healthz"
                 sent = time.monotonic()
                 try:
@@ -179,11 +145,13 @@ async def _measure(run: Run, base: str, pid: int, ticks: int, interval_s: float,
                 (run.healthz_during if path == "/healthz" else run.decisions_during).append(ms)
             elif path != "/healthz":
                 run.decisions_outside.append(ms)
-        run.rss_mb = _hwm_mb(pid)
-        run.cpu_s = _cpu_s(pid) - cpu0[0]
+        run.rss_mb = tree_hwm_mb(pid)
+        run.cpu_s = tree_cpu_s(pid) - cpu0[0]
 
 
-def run_one(replicas: int, mode: str, ticks: int, interval_s: float, tmp: Path, *, rules: bool = True) -> Run:
+def run_one(
+    replicas: int, mode: str, ticks: int, interval_s: float, tmp: Path, *, rules: bool = True, api_load: bool = True
+) -> Run:
     run = Run(replicas, mode)
     fake_log = tmp / f"promapi-{replicas}.log"
     fake_argv = [PY, "-m", "tests.services.promapi", "--replicas", str(replicas)]
@@ -215,7 +183,7 @@ def run_one(replicas: int, mode: str, ticks: int, interval_s: float, tmp: Path, 
         gc.collect()
         gc.freeze()
         try:
-            asyncio.run(_measure(run, f"http://127.0.0.1:{http}", kv.pid, ticks, interval_s, warmup=2))
+            asyncio.run(_measure(run, f"http://127.0.0.1:{http}", kv.pid, ticks, interval_s, 2, api_load=api_load))
         except Exception:
             print(f"kvpilot (exit {kv.poll()}) log tail:\n{kv_log.read_text(errors='replace')[-3000:]}", flush=True)
             raise
@@ -367,6 +335,11 @@ def main() -> None:
     p.add_argument("--ticks", type=int, default=12)
     p.add_argument("--interval", type=float, default=5.0)
     p.add_argument("--real-prometheus", type=int, default=0, metavar="N")
+    p.add_argument(
+        "--no-api-load",
+        action="store_true",
+        help="no API client: CPU per tick is the tick's own (and /metrics polled every 0.5 s), to compare modes",
+    )
     args = p.parse_args()
     last: Run | None = None
     with tempfile.TemporaryDirectory(prefix="fleet-scale-") as d:
@@ -374,7 +347,9 @@ def main() -> None:
         if args.real_prometheus:
             real_prometheus(args.real_prometheus, tmp)
         for n in args.replicas:
-            last = run_one(n, args.mode, args.ticks, args.interval, tmp, rules=not args.no_rules)
+            last = run_one(
+                n, args.mode, args.ticks, args.interval, tmp, rules=not args.no_rules, api_load=not args.no_api_load
+            )
             _report(last, args.interval)
     if last is not None:
         tail = f"tick_p50_s {last.tick_p50():.3f} rss_mb {last.rss_mb:.0f} api_p99_ms {last.api_p99():.1f}"

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
 import statistics
 import subprocess
@@ -35,7 +34,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._process import metric, spawn, wait_line  # noqa: E402
+from bench._process import metric, spawn, tree_cpu_s, tree_hwm_mb, wait_line  # noqa: E402
 from scaler.keda import externalscaler_pb2 as pb  # noqa: E402
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc  # noqa: E402
 from tests.fakekube import FakeKube  # noqa: E402
@@ -44,11 +43,6 @@ PY = sys.executable
 KVPILOT = str(Path(PY).parent / "kvpilot")
 LEASE_S = 6.0  # short leases keep the bench short; the takeover is read against this
 RENEW_S = 2.0
-
-
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def _kubeconfig(path: Path, url: str) -> Path:
@@ -74,7 +68,8 @@ class Instance:
         self.http = http
         self.grpc_port = grpc_port
         self.ticks: list[float] = []
-        self.cpu_s = 0.0  # the process's CPU over the measured ticks
+        self.cpu_s = 0.0  # CPU of the process and its answer reader over the measured ticks
+        self.rss_mb = 0.0  # peak RSS of the process plus its answer reader's
 
     @property
     def cpu_per_tick_s(self) -> float:
@@ -125,12 +120,13 @@ async def _ticks(instances: list[Instance], ticks: int, warmup: int) -> None:
                     if last is not None and count > last[0]:
                         seen += int(count - last[0])
                         if seen == warmup:
-                            cpu0 = _cpu_s(i.proc.pid)
+                            cpu0 = tree_cpu_s(i.proc.pid)
                         if seen > warmup:
                             i.ticks.append((total - last[1]) / (count - last[0]))
                     last = (count, total)
                 await asyncio.sleep(0.2)
-            i.cpu_s = _cpu_s(i.proc.pid) - cpu0
+            i.cpu_s = tree_cpu_s(i.proc.pid) - cpu0
+            i.rss_mb = tree_hwm_mb(i.proc.pid)
 
     await asyncio.wait_for(asyncio.gather(*(one(i) for i in instances)), 1800)
 
@@ -239,12 +235,12 @@ def main() -> None:
             for i in group:
                 print(
                     f"  {i.name}: tick p50 {statistics.median(i.ticks):.3f} s max {max(i.ticks):.3f} s, "
-                    f"CPU {i.cpu_per_tick_s:.2f} s per tick",
+                    f"CPU {i.cpu_per_tick_s:.2f} s per tick, peak RSS {i.rss_mb:.0f} MB",
                     flush=True,
                 )
             print(
                 f"  peer (one instance, whole fleet): tick p50 {peer_tick:.3f} s max {max(peer.ticks):.3f} s, "
-                f"CPU {peer.cpu_per_tick_s:.2f} s per tick"
+                f"CPU {peer.cpu_per_tick_s:.2f} s per tick, peak RSS {peer.rss_mb:.0f} MB"
             )
             cpu = statistics.mean(i.cpu_per_tick_s for i in group)
             print(f"  per-instance / peer: tick {tick / peer_tick:.2f}, CPU per tick {cpu / peer.cpu_per_tick_s:.2f}")
