@@ -325,7 +325,8 @@ class PlannerSettings(_Section):
         "at the target utilisation and never lifts capacity above the profile. `lean` keeps one margin instead of "
         "two (the point forecast at the target utilisation, the upper bound at full capacity, never fewer than "
         "carry the point with one replica lost) and lets clean traffic lift capacity up to the full profile: fewer "
-        'replica-hours, less SLO while a replica fails (measured in docs/scaling.md, "Sizing"). `adaptive` starts '
+        "replica-hours, less SLO on bursty traffic and while a replica fails (measured in docs/scaling.md, "
+        '"Policy"). `adaptive` starts '
         "as `safe`, gives up a twentieth of its margin above the point forecast per minute the SLO is met and "
         "restores all of it after any minute it is missed, for an hour (needs `slo_feedback`; without it, `safe`).",
     )
