@@ -101,6 +101,10 @@ class _TextParser:
         # Body text -> its label set as a frozenset of pairs (the same for `a="1",b="2"` and `b="2",a="1"`), so a
         # series is a cheap (name, label set, timestamp) key: the frozenset hashes once and keeps its hash.
         self.canonical: dict[str, Hashable] = {}
+        # A bucket's series labels (its body before `",le="`) -> (its labels, their label set), and the text after
+        # `",le="` -> the bound it holds, each checked once per page (see _read_buckets).
+        self.series_labels: dict[str, tuple[dict[str, str], Hashable]] = {}
+        self.bounds: dict[str, str] = {}
         self.layouts: dict[str, tuple[list[str], list[str]]] = {}  # "a=,b=" -> (["a", "b"], ["a=", ",b="])
         # The series each emitted family holds so far: a family may come back later on the page.
         self.series: dict[str, set[SeriesKey]] = {}
@@ -210,17 +214,13 @@ class _TextParser:
                     block_skippable = False
                     run = _READ_BLOCK_RE.get(self.typ, _PLAIN_READ_BLOCK_RE).match(text, start)
                     if run is not None and run.group(1) == self.name:
-                        if self.typ == "histogram":
-                            found = _USUAL_BUCKET_RE.findall(text, start, run.end())
-                            fits = room - len(found) >= checkpoint  # the cap and the budget are not reached inside
-                            if fits:
+                        # the pattern checked every line's shape: plain string cuts take them apart
+                        found = text[start : run.end() - 1].split("\n")
+                        if room - len(found) >= checkpoint:  # the cap and the budget are not reached inside
+                            if self.typ == "histogram":
                                 self._read_buckets(found, line_no)
-                        else:
-                            found = _USUAL_SAMPLE_RE.findall(text, start, run.end())
-                            fits = room - len(found) >= checkpoint
-                            if fits:
+                            else:
                                 self._read_block(found, line_no)
-                        if fits:
                             room -= len(found)
                             line_no += len(found) - 1
                             pos = run.end()
@@ -280,8 +280,9 @@ class _TextParser:
                 checkpoint = max(0, room - BUDGET_CHECK_EVERY)
         self._close()
 
-    def _read_block(self, found: list[tuple[str, str, str]], line_no: int) -> None:
-        """Read the usual sample lines of the current family, cut by _USUAL_SAMPLE_RE, from line ``line_no``.
+    def _read_block(self, lines: list[str], line_no: int) -> None:
+        """Read the usual sample lines of the current family, from line ``line_no``: each `name{labels} value`, as
+        _READ_BLOCK_RE checked it (the value holds no "}", blank or "_").
 
         The same steps as the line loop's usual line (see ``run``), without its per-line checks; a block that holds
         an error is read again line by line (_read_lines), which says where.
@@ -290,66 +291,98 @@ class _TextParser:
         add_sample, add_key = samples.append, keys.append
         before = len(samples)
         try:
-            for name, body, value in found:
+            for line in lines:
+                head, _, value = line.rpartition("} ")
+                name, _, body = head.partition("{")
                 labels = bodies.get(body)
                 # the first sample may own a new label dict: later ones copy it before parse returns
                 labels = self._labels(body, "", line_no) if labels is None else labels.copy()
-                add_sample(Sample(name, labels, float(value)))  # no "_" in the value (_USUAL_SAMPLE_RE)
+                add_sample(Sample(name, labels, float(value)))
                 add_key((name, canonical[body], None))
         except ValueError:  # ParseError included
             del samples[before:], keys[before:]
-            self._read_lines(found, line_no)
+            self._read_lines(lines, line_no)
 
-    def _read_buckets(self, found: list[tuple[str, str, str, str, str]], line_no: int) -> None:
-        """_read_block for a histogram's lines, cut by _USUAL_BUCKET_RE: a bucket whose ``le`` comes last (most
-        client libraries write it so) is read as its series' labels plus its bound, as _labels would make it,
-        without looking up or validating its own body, which no other line has."""
+    def _read_buckets(self, lines: list[str], line_no: int) -> None:
+        """_read_block for a histogram's lines: a bucket whose ``le`` comes last (most client libraries write it so)
+        is read as its series' labels plus its bound, as _labels would make it, without looking up or validating
+        its own body, which no other line has. Its series' labels (the body before `",le="`) and its bound (what
+        follows) are each checked once per page and then looked up."""
         bodies, canonical, samples, keys = self.bodies, self.canonical, self.samples, self.keys
+        series_labels, bounds = self.series_labels, self.bounds
         add_sample, add_key = samples.append, keys.append
         before = len(samples)
         try:
-            for name, series, bound, body, value in found:
-                if series:  # `{series,le="bound"}`
-                    base = bodies.get(series)
-                    if base is None:
-                        base = self._labels(series, "", line_no)
-                    if "le" in base:
-                        raise ValueError("duplicate label name")  # said with its line below
-                    labels = base.copy()
-                    labels["le"] = bound
-                    add_sample(Sample(name, labels, float(value)))
-                    add_key((name, (canonical[series], bound), None))  # a pair, as _label_set makes for a set with le
-                else:
-                    known = bodies.get(body)
-                    labels = self._labels(body, "", line_no) if known is None else known.copy()
-                    add_sample(Sample(name, labels, float(value)))
-                    add_key((name, canonical[body], None))
+            for line in lines:
+                head, _, value = line.rpartition("} ")
+                name, _, body = head.partition("{")
+                series, le, tail = body.rpartition('",le="')
+                if le:
+                    bound = bounds.get(tail)
+                    if bound is None:
+                        bound = self._bound(tail)
+                    if bound is not None:
+                        known = series_labels.get(series)
+                        if known is None:
+                            known = self._series(series)
+                        if known is not None:  # `{series,le="bound"}`
+                            labels = known[0].copy()
+                            labels["le"] = bound
+                            add_sample(Sample(name, labels, float(value)))
+                            add_key((name, (known[1], bound), None))  # a pair, as _label_set makes for a set with le
+                            continue
+                plain = bodies.get(body)
+                labels = self._labels(body, "", line_no) if plain is None else plain.copy()
+                add_sample(Sample(name, labels, float(value)))
+                add_key((name, canonical[body], None))
         except ValueError:  # ParseError included
             del samples[before:], keys[before:]
-            lines = [(n, f'{series},le="{bound}"' if series else body, v) for n, series, bound, body, v in found]
             self._read_lines(lines, line_no)
 
-    def _read_lines(self, found: list[tuple[str, str, str]], line_no: int) -> None:
+    def _bound(self, tail: str) -> str | None:
+        """The bound of a bucket whose body ends `,le="` + ``tail``, as _labels takes it (no quote, no backslash), or
+        None."""
+        bound = tail[:-1]
+        if tail[-1:] != '"' or '"' in bound or "\\" in bound:
+            return None
+        self.bounds[tail] = bound
+        return bound
+
+    def _series(self, series: str) -> tuple[dict[str, str], Hashable] | None:
+        """A bucket's series labels, from its body before `",le="` (the closing quote of its last value left off),
+        validated once per page; None when they hold ``le`` already (the whole body then says what is wrong)."""
+        body = series + '"'
+        labels = self.bodies.get(body)
+        if labels is None:
+            labels = self._labels(body, "", 0)
+        if "le" in labels:
+            return None
+        known = self.series_labels[series] = (labels, self.canonical[body])
+        return known
+
+    def _read_lines(self, lines: list[str], line_no: int) -> None:
         """_read_block one line at a time, for a block that holds an error: the line loop's error, at its line."""
         bodies, canonical, samples, keys = self.bodies, self.canonical, self.samples, self.keys
-        for name, body, value in found:
+        for line in lines:
+            head, _, value = line.rpartition("} ")
+            name, _, body = head.partition("{")
             labels = bodies.get(body)
             if labels is None:
                 # the first sample may own a new label dict: later ones copy it before parse returns
                 try:
-                    labels = self._labels(body, "", line_no)  # the line is only put together for an error
+                    labels = self._labels(body, "", line_no)
                 except ParseError:
-                    self._labels(body, f"{name}{{{body}}} {value}", line_no)  # the same error, with its line
+                    self._labels(body, line, line_no)  # the same error, with its line
                     raise
             else:
                 labels = labels.copy()
             try:
                 number = float(value)
             except ValueError:
-                self._add(self._sample(f"{name}{{{body}}} {value}", line_no, name))
+                self._add(self._sample(line, line_no, name))
             else:
                 if "_" in value:  # float() reads digit separators; the format has none
-                    raise ParseError(f"invalid value {value!r}", line_no=line_no, line=f"{name}{{{body}}} {value}")
+                    raise ParseError(f"invalid value {value!r}", line_no=line_no, line=line)
                 samples.append(Sample(name, labels, number))
                 keys.append((name, canonical[body], None))
             line_no += 1
@@ -657,13 +690,10 @@ _BLOCK_RE, _PLAIN_BLOCK_RE = _run_patterns(_LINE_REST)
 # the line's last "}" as in the line loop (a value holds no "}"), no timestamp, no blank (as str.strip() sees
 # blanks) in the value or before the line's end, so that each line is exactly what the line loop would read. No
 # "_" in the value either: float() reads digit separators, which the format has not (the line loop says so).
+# Lines so checked are cut by plain string operations (see _read_block): the name ends at the first "{", the
+# value follows the last "} ".
 _USUAL_REST = r'\{[^\n]*\} [^\s{}"_]++\n'
 _READ_BLOCK_RE, _PLAIN_READ_BLOCK_RE = _run_patterns(_USUAL_REST)
-_USUAL_SAMPLE_RE = re.compile(rf'({NAME})\{{([^\n]*)\}} ([^\s{{}}"_]++)\n')
-# The same lines, a bucket's `le` label cut off when it comes last: (name, series labels, bound, "", value), or
-# (name, "", "", labels, value) as _USUAL_SAMPLE_RE cuts any other line. The bound is taken as _labels takes it
-# (no quote, no backslash); the series labels are the body before the last `,le="` (the bound holds no quote).
-_USUAL_BUCKET_RE = re.compile(rf'({NAME})\{{(?:([^\n]*"),le="([^"\\\n]*+)"|([^\n]*))\}} ([^\s{{}}"_]++)\n')
 
 
 # One whole family of the usual shape, as the oracle groups lines into families: an optional HELP, an

@@ -136,11 +136,16 @@ EDGE_CASES = [
     'h_bucket{a="1",le="3"} 2\n',
     '# TYPE s summary\ns{a="1",b="2",quantile="0.5"} 1\ns{a="1",b="2",quantile="0.9"} 2\ns_count{a="1",b="2"} 3\n',
     '# TYPE h histogram\nh_bucket{le="1",a="1"} 1\nh_bucket{a="1",le="2"} 2\nh_bucket{le="",a=""} 0\n',
-    # the same inside a histogram's run of usual lines, cut by _text._USUAL_BUCKET_RE: le="..." and a "}" inside a
-    # value before the last le, an escaped quote, a blank before le, a trailing comma, le first, an empty bound
+    # the same inside a histogram's run of usual lines (_text._read_buckets, cut at `",le="`): le="..." and a "}" inside
+    # a value before the last le, an escaped quote, a blank before le, a trailing comma, le first, an empty bound
     '# TYPE h histogram\nh_bucket{a="x,le=\\"1\\"",le="2"} 1\nh_bucket{a="}",le="3"} 2\nh_bucket{m="a\\"b",le="4"} 3\n'
     'h_bucket{a="1", le="5"} 4\nh_bucket{a="1",le="6",} 5\nh_bucket{le="7",a="1"} 6\nh_bucket{a="1",le=""} 7\n'
     'h_count{a="1"} 7\nh_sum{a="1"} 8\nh_bucket{le="+Inf"} 9\n',
+    # ... and a bound holding `,le=` or an escape, "} " and `",le="` inside values, le alone, a series seen as a whole
+    # body first, and buckets of two series sharing bounds
+    '# TYPE h histogram\nh_bucket{a="1",le="x,le="} 1\nh_bucket{a="1",le="y\\\\z"} 2\nh_bucket{a="} 1",le="3"} 3\n'
+    'h_bucket{a="q\\",le=\\"",le="4"} 4\nh_bucket{le="5"} 5\nh_count{a="2"} 1\nh_bucket{a="2",le="1"} 1\n'
+    'h_bucket{a="2",le="3"} 1\nh_bucket{a="1",le="+Inf"} 6\n',
 ]
 
 
