@@ -330,6 +330,12 @@ class PlannerSettings(_Section):
         "as `safe`, gives up a twentieth of its margin above the point forecast per minute the SLO is met and "
         "restores all of it after any minute it is missed, for an hour (needs `slo_feedback`; without it, `safe`).",
     )
+    burst_floor: bool | None = Field(
+        default=None,
+        description="Never fewer replicas than serve, at full capacity, the highest arrival rate measured over half "
+        "the rate window during the last scale-down window plus cold start (less the wait the TTFT SLO allows); "
+        'unset: off. For on/off traffic whose forecast falls between bursts (docs/scaling.md, "Policy").',
+    )
 
     @field_validator("forecaster")
     @classmethod

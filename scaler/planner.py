@@ -16,6 +16,7 @@ from collector import validity
 from collector.rates import histogram_step
 from collector.samples import Histogram
 from collector.state import DeploymentView, FleetState, ReplicaView
+from scaler.burst import BurstPeak, burst_need
 from scaler.capacity import CapacityConfig, CapacityModel, SloFeedback, TokenMix, share_above
 from scaler.decision import Decision
 from scaler.forecast import Forecaster, make
@@ -48,6 +49,10 @@ class PlannerConfig:
     queue_budget_share: float = 0.25  # a request queued longer than this share of the TTFT SLO was delayed by load
     # The "adaptive" headroom: share of its margin given up per clean minute (scaler.margin.MarginFeedback).
     margin_release: float = 0.05
+    # The burst floor's measure (`policy.burst_floor`): arrivals over `burst_window_s`, their peak held
+    # `burst_hold_s` (docs/scaling.md, "Policy"; `planner_config` derives both).
+    burst_window_s: float = 30.0
+    burst_hold_s: float = 420.0
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.cold_start_s) and self.cold_start_s >= 0):
@@ -71,7 +76,7 @@ class PlannerConfig:
 
 # "safe" (the default): the forecast's upper bound at the target utilisation, capacity never lifted above the
 # profile. "lean": one margin (scaler.policy.lean_replicas) and capacity learnt up to the full profile; cheaper on
-# every backtest, less SLO through a replica's failure (docs/scaling.md, "Sizing"; BENCHMARKS.md, "Backtest").
+# every backtest, less SLO through a replica's failure (docs/scaling.md, "Policy"; BENCHMARKS.md, "Backtest").
 # "adaptive": the safe margin at start and after any minute the SLO was missed, given up slowly while it is met
 # (scaler.margin); without an SLO to learn from it stays the safe rule.
 SIZINGS = ("safe", "lean", "adaptive")
@@ -92,6 +97,7 @@ def planner_config(
     sizing: str = "safe",
     horizon_s: float | None = None,
     rate_window_s: float = 60.0,
+    burst_floor: bool = False,
 ) -> PlannerConfig:
     """The planner configuration from the facts of a deployment (cold start, tick, replica bounds, capacity, SLO)
     and the few choices an operator makes. The defaults here are kvpilot's defaults: settings leave a field unset
@@ -103,6 +109,7 @@ def planner_config(
     # arrives, forecast that much further than the cold start and the tick.
     lag = rate_window_s / 2.0
     horizon = cold_start_s + tick_s + lag if horizon_s is None else max(horizon_s, cold_start_s)
+    defaults = PolicyConfig()
     return PlannerConfig(
         forecaster=forecaster,
         cold_start_s=cold_start_s,
@@ -112,7 +119,13 @@ def planner_config(
         # Lean: clean traffic may lift capacity up to the full profile (the planned utilisation learnt, not
         # assumed); the N+1 floor of the "lean" headroom keeps room for a lost replica.
         feedback_ceiling=1.0 / target_utilisation if lean else 1.0,
+        # The burst floor's window: half the rate window (a burst the rate window halves is seen whole), at least
+        # two ticks (a rate, not one scrape's noise). Its memory: the scale-down window plus a cold start, so a
+        # burst recurring before a replica released after the window could be back still finds it.
+        burst_window_s=max(rate_window_s / 2.0, 2.0 * tick_s),
+        burst_hold_s=defaults.scale_down_stabilisation_s + cold_start_s,
         policy=PolicyConfig(
+            burst_floor=burst_floor,
             headroom=_HEADROOM[sizing],
             min_replicas=min_replicas,
             max_replicas=max_replicas,
@@ -206,6 +219,7 @@ class _DeploymentPlanner:
         self.queue_time = WindowedHistogram(window_s=60.0)
         self.live_error = LiveMase(config.horizon_s)
         self.margin = MarginFeedback(target_miss=config.slo_target_miss, release=config.margin_release)
+        self.burst = BurstPeak(config.burst_window_s, config.burst_hold_s)
         self._mix: TokenMix | None = None
         self._mix_t: float | None = None
         self._seen_arrival = False
@@ -301,6 +315,7 @@ class _DeploymentPlanner:
             self.margin.update(now, late, requests)
         if capacity_rps is not None:
             capacity_rps *= self.feedback.multiplier
+        peak = self.burst.update(now, _arrival_counters(view))
         blind = sum(1 for r in view.replicas if not r.ready or r.sample.requests_waiting is None)
         # Replicas still loading are expected to be blind; only count those beyond the ones we know are new.
         blind = max(0, blind - max(0, current - view.ready_replicas))
@@ -320,6 +335,7 @@ class _DeploymentPlanner:
                 stuck_replicas=stuck,
                 forecast_rate=max(0.0, forecast.point) if forecast_known else None,
                 margin_scale=self.margin.scale,
+                burst_rate=(None if peak is None else burst_need(peak, cfg.burst_window_s, cfg.slo_ttft_s or 0.0)),
             ),
             now=now,
         )
@@ -337,6 +353,8 @@ class _DeploymentPlanner:
         }
         if cfg.policy.headroom == "adaptive":
             numbers["margin_scale"] = self.margin.scale
+        if rec.burst_floor_replicas is not None:
+            numbers["burst_floor_replicas"] = float(rec.burst_floor_replicas)
         mase = self.live_error.value()
         if mase is not None:
             numbers[f"mase_{cfg.forecaster}"] = mase
@@ -353,6 +371,20 @@ class _DeploymentPlanner:
             reactive_replicas=rec.reactive_replicas,
             forecast=numbers,
         )
+
+
+def _arrival_counters(view: DeploymentView) -> list[tuple[str, float | None, float | None]]:
+    """Each replica's finished-requests counter and requests in flight, for `BurstPeak` (missing ones as None)."""
+    out: list[tuple[str, float | None, float | None]] = []
+    for r in view.replicas:
+        s = r.sample
+        flight = (
+            None
+            if s.requests_waiting is None or s.requests_running is None
+            else s.requests_waiting + s.requests_running
+        )
+        out.append((r.key, s.requests_finished, flight))
+    return out
 
 
 def making_no_progress(replica: ReplicaView) -> bool:

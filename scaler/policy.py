@@ -2,8 +2,9 @@
 
 desired = max(predictive — demand forecast at the horizon (cold start + scaling delay),
               reactive   — what the current queue and arrival rate need now),
-then tolerance, scale-down stabilisation, step limits and min/max, each of which, when it binds, becomes the
-reason an operator reads. Time is an argument: the policy never reads a clock.
+raised, where the burst floor is on, to what the recent short-window peak of arrivals needed; then tolerance,
+scale-down stabilisation, step limits and min/max, each of which, when it binds, becomes the reason an operator reads.
+Time is an argument: the policy never reads a clock.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class PolicyConfig:
     # (~25 replicas) it kept 92.5 % in SLO at 150 replica-h against 99.8 % at 180 (BENCHMARKS.md, "Backtest").
     # "lean": one margin, not two stacked: the point forecast at target_utilisation, the upper bound at full
     # capacity, and never fewer than carry the point with one replica lost once the load spans two (N+1). What
-    # the planner's `sizing: lean` selects (docs/scaling.md, "Sizing").
+    # the planner's `sizing: lean` selects (docs/scaling.md, "Policy").
     # "adaptive": the fixed rule's margin above the point forecast at full capacity, scaled by the share the
     # workload's SLO shows it needs (`Demand.margin_scale`, learnt by `scaler.margin.MarginFeedback`): 1 is "fixed".
     headroom: str = "fixed"
@@ -52,6 +53,9 @@ class PolicyConfig:
     scale_down_max_step: int = 0  # most removed per decision; 0 = unlimited (stabilisation already paces it)
     queue_drain_s: float = 2.0  # reactive part clears the current queue within this time (use the TTFT SLO)
     idle_below_rps: float = 0.0  # demand under this needs no replica at all (only min_replicas 0 lets it show)
+    # Never fewer than serve `Demand.burst_rate` at full capacity: on/off traffic, whose minute-scale forecast
+    # falls in every silence, keeps the replicas its last burst needed (docs/scaling.md, "Policy").
+    burst_floor: bool = False
 
     def __post_init__(self) -> None:
         if self.min_replicas < 0:
@@ -82,6 +86,7 @@ class Demand:
     stuck_replicas: int = 0  # ready pods making no progress: they hold a replica slot and serve nothing
     forecast_rate: float | None = None  # requests/s at the horizon, point forecast (the zero decision reads it)
     margin_scale: float = 1.0  # share of the fixed rule's margin the "adaptive" headroom keeps (others ignore it)
+    burst_rate: float | None = None  # requests/s the recent short-window peak needs served (`scaler.burst`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +106,7 @@ class Recommendation:
     message: str
     predictive_replicas: int | None
     reactive_replicas: int | None
+    burst_floor_replicas: int | None = None  # what the burst floor asked (None: off or no peak yet)
 
 
 def _replicas_for(rate: float, capacity_rps: float, utilisation: float) -> int:
@@ -162,14 +168,15 @@ class ReplicaPolicy:
             return self._hold(demand, now, "no_metrics", "no arrival rate, forecast or queue is known; holding")
         parts = (predictive, reactive)
         warm_pool = max(0, (predictive or 0) - (reactive or 0))
-        raw = self._raw(demand, cap, predictive, reactive)
+        floor = self._burst_replicas(demand, cap)
+        raw = self._burst_floor(self._raw(demand, cap, predictive, reactive), floor, demand.burst_rate)
         kept = self._keep_current(demand, raw)
         if kept is not None:
             self._history.append((now, max(raw.replicas, demand.current_replicas)))
-            return self._clamp(kept, warm_pool, *parts)
+            return self._clamp(kept, warm_pool, *parts, floor)
         self._history.append((now, raw.replicas))
         step = self._limit_step(self._stabilise(raw, demand.current_replicas, now), demand.current_replicas)
-        return self._clamp(step, warm_pool, *parts)
+        return self._clamp(step, warm_pool, *parts, floor)
 
     # -- stages ---------------------------------------------------------------------------------------------
     def _predictive(self, demand: Demand, cap: float) -> int | None:
@@ -215,6 +222,25 @@ class ReplicaPolicy:
         if demand.stuck_replicas:
             msg = f"{msg}; plus {demand.stuck_replicas} stuck replica(s) that serve nothing"
         return Step(replicas, reason, msg)
+
+    def _burst_replicas(self, demand: Demand, cap: float) -> int | None:
+        """Replicas that serve the recent burst peak at full capacity (its need already allows for the SLO's
+        wait), stuck ones on top; None when the floor is off or no peak is known."""
+        if not self.config.burst_floor or demand.burst_rate is None or not math.isfinite(demand.burst_rate):
+            return None
+        return _replicas_for(demand.burst_rate, cap, 1.0) + demand.stuck_replicas
+
+    @staticmethod
+    def _burst_floor(step: Step, floor: int | None, burst_rate: float | None) -> Step:
+        """No fewer replicas than the recent burst peak needed: a forecast that falls in the silence between
+        bursts would otherwise meet the next one a cold start short."""
+        if floor is None or floor <= step.replicas:
+            return step
+        return Step(
+            floor,
+            "burst_floor",
+            f"{step.message}; holding {floor} for the recent burst (its peak needs {burst_rate or 0.0:.2f} req/s)",
+        )
 
     def _keep_current(self, demand: Demand, raw: Step) -> Step | None:
         """The current count where the data cannot justify a change: missing data is conservative (an empty queue
@@ -299,7 +325,9 @@ class ReplicaPolicy:
         self._history.append((now, demand.current_replicas))
         return self._clamp(Step(demand.current_replicas, reason, message), 0, None, None)
 
-    def _clamp(self, step: Step, warm_pool: int, predictive: int | None, reactive: int | None) -> Recommendation:
+    def _clamp(
+        self, step: Step, warm_pool: int, predictive: int | None, reactive: int | None, burst: int | None = None
+    ) -> Recommendation:
         """The last stage: min_replicas and max_replicas bind whatever came before."""
         c = self.config
         if step.replicas < c.min_replicas:
@@ -307,5 +335,5 @@ class ReplicaPolicy:
         if c.max_replicas is not None and step.replicas > c.max_replicas:
             step = Step(c.max_replicas, "clamped_max", f"{step.message}; capped at max_replicas {c.max_replicas}")
         return Recommendation(
-            step.replicas, min(warm_pool, step.replicas), step.reason, step.message, predictive, reactive
+            step.replicas, min(warm_pool, step.replicas), step.reason, step.message, predictive, reactive, burst
         )

@@ -1,0 +1,68 @@
+"""The recent peak of a deployment's arrival rate over a short window: what the burst floor of `scaler.policy` holds.
+
+Arrivals per tick come from the counters every engine exports and the planner already reads (requests finished,
+plus the change in requests waiting and running), summed over the replicas seen at both ends of the tick, so the
+live loop and the backtest measure them the same way (docs/scaling.md, "Policy").
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable
+
+
+class BurstPeak:
+    """Requests/s over the last ``window_s``, and the highest such rate over the last ``hold_s``.
+
+    ``update`` takes each replica's cumulative finished count and its requests in flight (waiting + running). A
+    replica first seen after the first tick brings its counts in full (it joined empty, so all of it arrived since);
+    a finished counter that went down is a restarted engine, also counted in full; a replica not reported is gone
+    and leaves no step. The rate is None until one whole window has been seen.
+    """
+
+    def __init__(self, window_s: float, hold_s: float) -> None:
+        if not (window_s > 0 and hold_s >= 0):
+            raise ValueError(f"burst peak: window_s must be > 0 and hold_s >= 0, got {window_s}, {hold_s}")
+        self.window_s = window_s
+        self.hold_s = hold_s
+        self._last: dict[str, tuple[float, float]] = {}
+        self._first_t: float | None = None
+        self._steps: deque[tuple[float, float]] = deque()  # (t, arrivals since the previous tick)
+        self._rates: deque[tuple[float, float]] = deque()  # (t, requests/s over the window ending at t)
+
+    def update(self, now: float, replicas: Iterable[tuple[str, float | None, float | None]]) -> float | None:
+        """Record one tick of ``(replica key, finished total, in flight)`` and return the peak (requests/s)."""
+        first_tick = self._first_t is None
+        if first_tick:
+            self._first_t = now
+        arrived, seen = 0.0, {}
+        for key, finished, in_flight in replicas:
+            if finished is None or in_flight is None or not (math.isfinite(finished) and math.isfinite(in_flight)):
+                continue
+            seen[key] = (finished, in_flight)
+            before = self._last.get(key)
+            if before is None:
+                arrived += 0.0 if first_tick else finished + in_flight
+            elif finished < before[0]:
+                arrived += finished + in_flight
+            else:
+                arrived += finished - before[0] + in_flight - before[1]
+        self._last = seen
+        if not first_tick:
+            self._steps.append((now, arrived))
+        while self._steps and now - self._steps[0][0] >= self.window_s:
+            self._steps.popleft()
+        assert self._first_t is not None
+        if now - self._first_t >= self.window_s:
+            self._rates.append((now, max(0.0, sum(a for _, a in self._steps)) / self.window_s))
+        while self._rates and now - self._rates[0][0] > self.hold_s:
+            self._rates.popleft()
+        return max((r for _, r in self._rates), default=None)
+
+
+def burst_need(peak_rps: float, window_s: float, slo_ttft_s: float) -> float:
+    """The service rate a burst at ``peak_rps`` lasting ``window_s`` needs for its last request to wait no more
+    than the SLO: a queue built at (r − c) for B seconds drains at c, so its wait at the end, B·(r − c)/c, stays
+    within S iff c ≥ r·B/(B + S)."""
+    return peak_rps * window_s / (window_s + slo_ttft_s)
