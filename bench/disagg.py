@@ -3,6 +3,7 @@ decode pool of H200s, against a co-located fleet of H100s scaled by kvpilot (BEN
 
     .venv/bin/python bench/disagg.py                    # Mooncake (long prompts) and Azure code x4
     .venv/bin/python bench/disagg.py --trace mooncake --json
+    .venv/bin/python bench/disagg.py --trace conv10 --only kvpilot --no-colocated --no-frontier   # kvpilot alone
 
 Every policy is scored as `kvpilot backtest` scores: the share of arrived requests whose first token came within
 the TTFT SLO (2 s; never-served requests count as misses), and dollars = replica-hours x GPUs x the GPU type's
@@ -39,13 +40,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collector.samples import ReplicaSample
+from collector.adapt import adapt_page
+from collector.samples import ReplicaSample, TargetInfo
 from collector.state import FleetState
 from scaler.backtest.policies.dynamo_sla import ArimaLoadPredictor
 from scaler.backtest.pool_frontier import PoolFrontier, PoolRun, pool_frontier
 from scaler.backtest.result import ttft_stats
 from scaler.backtest.run import BacktestConfig, backtest
-from scaler.backtest.sim import serving_profile_fields
+from scaler.backtest.sim import render_page, serving_profile_fields
 from scaler.capacity import ServingProfile
 from scaler.cost import DEFAULT_GPU_PRICES
 from scaler.planner import Planner
@@ -57,7 +59,12 @@ from simulator.profile import PROFILES
 from simulator.trace import load_trace
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
-CASES = {"mooncake": ("mooncake_synthetic_trace.jsonl", 1.0), "code4": ("azure2023_code.csv", 4.0)}
+CASES = {
+    "mooncake": ("mooncake_synthetic_trace.jsonl", 1.0),
+    "code4": ("azure2023_code.csv", 4.0),
+    "conv10": ("azure2023_conv.csv", 10.0),  # not in the default run: a check that a change generalises
+}
+DEFAULT_CASES = ("mooncake", "code4")
 SLO_TTFT_S = 2.0
 TICK_S = 5.0
 PREFILL = PROFILES["llama3-8b-h100"]
@@ -83,37 +90,26 @@ class Run:
 
 
 def _samples(fleet: DisaggregatedFleet, t: float) -> list[ReplicaSample]:
+    """Every ready replica's /metrics page as the simulator serves it, parsed and adapted as the collector does
+    (TTFT and queue-time histograms included: the prefill pool's SLO feedback reads them), each with its pool's
+    role, as discovery labels it."""
     out = []
     for role, snap in fleet.snapshots().items():
         for r in snap.replicas:
             if r.state == "loading":
                 continue  # discovery lists only Ready pods
-            out.append(
-                ReplicaSample(
-                    "llm",
-                    "chat",
-                    r.name,
-                    r.node,
-                    "vllm",
-                    r.model_name,
-                    t,
-                    requests_waiting=float(r.requests_waiting),
-                    requests_running=float(r.requests_running),
-                    kv_usage=r.kv_usage,
-                    kv_capacity_tokens=float(r.kv_capacity_tokens),
-                    prompt_tokens=float(r.prompt_tokens_total),
-                    generation_tokens=float(r.generation_tokens_total),
-                    requests_finished=float(r.requests_finished_total),
-                    role=role,
-                )
-            )
+            target = TargetInfo(
+                url=f"http://{r.name}/metrics", engine="vllm", namespace="llm", deployment="chat", pod=r.name,
+                node=r.node, role=role,
+            )  # fmt: skip
+            out.extend(adapt_page(render_page(r, "vllm"), target, t, engine="vllm").replicas)
     return out
 
 
 class KvpilotPools:
     name = "kvpilot per pool"
 
-    def __init__(self) -> None:
+    def __init__(self, *, prefill_spare: bool = True, slo_feedback: bool = False) -> None:
         policy = PolicyConfig(min_replicas=1, max_replicas=MAX_REPLICAS, queue_drain_s=SLO_TTFT_S)
         self.planner = PooledPlanner(
             Planner(),
@@ -121,6 +117,8 @@ class KvpilotPools:
                 prefill=PoolConfig(_serving(PREFILL), cold_start_s=PREFILL_COLD_S, policy=policy),
                 decode=PoolConfig(_serving(DECODE), cold_start_s=DECODE_COLD_S, policy=policy),
                 ttft_target_s=SLO_TTFT_S / 2,  # half the SLO for prefill's queue; the link and decode's step follow
+                prefill_spare=prefill_spare,
+                slo_feedback=slo_feedback,
             ),
         )
         self.state = FleetState(rate_window_s=60.0)
@@ -326,18 +324,24 @@ def main() -> None:
     )
     ap.add_argument("--no-colocated", action="store_true", help="skip the co-located backtest")
     ap.add_argument("--dynamo-predictor", choices=("arima", "constant"), default="arima")
+    ap.add_argument("--only", choices=("kvpilot", "dynamo"), help="run one pooled policy, not both")
+    ap.add_argument(
+        "--no-prefill-spare", action="store_true", help="kvpilot without PoolsConfig.prefill_spare (as before it)"
+    )
+    ap.add_argument("--prefill-slo-feedback", action="store_true", help="kvpilot with PoolsConfig.slo_feedback")
     args = ap.parse_args()
     global DECODE, DECODE_GPU
     DECODE, DECODE_GPU = DECODE_GPUS[args.decode_gpu], args.decode_gpu
     out: dict[str, dict[str, object]] = {}
-    for case in args.trace or list(CASES):
+    for case in args.trace or DEFAULT_CASES:
         file, scale = CASES[case]
         trace = load_trace(TRACES / file, rate_scale=scale)
         runs = [] if args.no_colocated else [run_colocated(TRACES / file, scale)]
-        runs += [
-            run_disaggregated(trace, KvpilotPools()),
-            run_disaggregated(trace, DynamoRule(args.dynamo_predictor)),
-        ]
+        if args.only in (None, "kvpilot"):
+            pools = KvpilotPools(prefill_spare=not args.no_prefill_spare, slo_feedback=args.prefill_slo_feedback)
+            runs.append(run_disaggregated(trace, pools))
+        if args.only in (None, "dynamo"):
+            runs.append(run_disaggregated(trace, DynamoRule(args.dynamo_predictor)))
         for r in runs:  # before the frontier's long search, in case it is stopped
             print(f"  {r.name}: {json.dumps(r.__dict__)}", file=sys.stderr, flush=True)
         front, started = None, time.perf_counter()

@@ -22,12 +22,20 @@ from dataclasses import dataclass, field, replace
 
 from collector.roles import BOTH, DECODE, PREFILL, split_pool_key
 from collector.state import DeploymentView, FleetState
-from scaler.capacity import ServingProfile
+from scaler.capacity import ServingProfile, SloFeedback, share_above
 from scaler.decision import Decision
 from scaler.forecast import Forecaster, make
 from scaler.forecast.live_error import LiveMase
-from scaler.planner import DeploymentLimits, Planner, _DeploymentPlanner, completion_rate, empty_view, replica_count
-from scaler.policy import Demand, PolicyConfig, ReplicaPolicy
+from scaler.planner import (
+    DeploymentLimits,
+    Planner,
+    WindowedHistogram,
+    _DeploymentPlanner,
+    completion_rate,
+    empty_view,
+    replica_count,
+)
+from scaler.policy import Demand, PolicyConfig, Recommendation, ReplicaPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +67,30 @@ class PoolsConfig:
     ttft_target_s: float = 2.0
     itl_target_s: float = 0.05
     kv_target_usage: float = 0.85  # plan KV below this share of the pool: past it vLLM starts preempting
+    # A prefill pool that serves holds at least two replicas (within max_replicas; a pool scaled to zero stays at
+    # zero). Its one replica is every request's only way to a first token, and it prefills a burst's prompts one
+    # batch after another, so that a burst past one replica's tokens/s queues at once; decode batches a burst's
+    # sequences (its capacity is concurrency, with ITL and KV headroom planned). A co-located fleet of the same two
+    # GPUs has both to prefill a burst and one left after a failure. BENCHMARKS.md, "Disaggregated pools".
+    prefill_spare: bool = True
+    # The prefill pool's SLO feedback, as the co-located planner's (PlannerConfig's slo_target_miss and
+    # queue_budget_share, same defaults): a prompt queued longer than this share of ttft_target_s, and whose first
+    # token missed it, was delayed by too little capacity. The prefill replicas' own TTFT (arrival to the one
+    # token they compute) and queue time are what the engine exports. Off by default: on Azure code x4 and
+    # Mooncake it bought attainment at more than the frontier's price for it (BENCHMARKS.md).
+    slo_feedback: bool = False
+    slo_target_miss: float = 0.01
+    queue_budget_share: float = 0.25
 
     def __post_init__(self) -> None:
         for name in ("ttft_target_s", "itl_target_s"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0):
                 raise ValueError(f"pool planner: {name} must be > 0, got {v!r}")
+        if not 0 < self.slo_target_miss < 1:
+            raise ValueError(f"pool planner: slo_target_miss must be in (0, 1), got {self.slo_target_miss!r}")
+        if not 0 < self.queue_budget_share <= 1:
+            raise ValueError(f"pool planner: queue_budget_share must be in (0, 1], got {self.queue_budget_share!r}")
         if not 0 < self.kv_target_usage <= 1:
             raise ValueError(f"pool planner: kv_target_usage must be in (0, 1], got {self.kv_target_usage!r}")
         if self.itl_target_s <= self.decode.profile.decode_step_s:
@@ -112,6 +138,13 @@ class _PoolPlanner:
         self.policy = ReplicaPolicy(self.own.policy)
         self.signal = _Signal(make(self.own.forecaster), LiveMase(self.own.horizon_s))
         self._kv_per_seq: float | None = None
+        # A cut is judged one horizon later, when the replicas it ordered serve (as the co-located planner's).
+        self.feedback = (
+            SloFeedback(target_miss=config.slo_target_miss, settle_s=self.own.horizon_s)
+            if pool == PREFILL and config.slo_feedback
+            else None
+        )
+        self.queue_time = WindowedHistogram(window_s=60.0)
 
     def decide(self, view: DeploymentView, now: float, current_replicas: int | None) -> Decision:
         current = replica_count(view) if current_replicas is None else current_replicas
@@ -123,6 +156,9 @@ class _PoolPlanner:
         # Queued work is drained within the TTFT target (prefill) or joins the sequences held (decode): either way
         # it is demand now, in the pool's units; the policy's own queue term is for requests, so it gets none.
         demand_now = None if now_value is None else now_value + queued
+        if self.feedback is not None:
+            capacity = self._slo_corrected(view, now, demand_now, capacity)
+            numbers["capacity_multiplier"] = self.feedback.multiplier
         rec = self.policy.recommend(
             Demand(
                 current_replicas=current,
@@ -135,6 +171,8 @@ class _PoolPlanner:
             ),
             now=now,
         )
+        if self.pool == PREFILL and self.config.prefill_spare:
+            rec = _with_spare(rec, self.own.policy.max_replicas)
         unit = "prompt tokens/s" if self.pool == PREFILL else "sequences"
         numbers.update(
             {
@@ -166,6 +204,31 @@ class _PoolPlanner:
             reactive_replicas=rec.reactive_replicas,
             forecast=numbers,
         )
+
+    def _slo_corrected(self, view: DeploymentView, now: float, demand: float | None, capacity: float) -> float:
+        """Capacity per replica times the SLO feedback's multiplier, after this tick's reading. Only a pool that
+        held enough replicas for what arrived (at the capacity planned) can prove that capacity wrong: one still
+        waiting for the replicas a forecast ordered late was short of replicas, not of capacity per replica."""
+        feedback, cfg = self.feedback, self.config
+        assert feedback is not None
+        queued = (
+            (view.queue_time_window.bounds, view.queue_time_window.counts)  # already an increase, by Prometheus
+            if view.queue_time_window is not None
+            else self.queue_time.update(now, [(r.key, r.sample.queue_time) for r in view.replicas])
+        )
+        serving = view.ready_replicas
+        settled = (
+            serving > 0 and demand is not None and self.policy.enough(serving, demand, capacity * feedback.multiplier)
+        )
+        if settled and queued is not None:
+            bounds, counts = queued
+            late = share_above(bounds, counts, cfg.ttft_target_s * cfg.queue_budget_share)
+            ttft = view.ttft_window
+            missed = None if ttft is None else share_above(ttft.bounds, ttft.counts, cfg.ttft_target_s)
+            if late is not None and missed is not None:
+                late = min(late, missed)
+            feedback.update(now, late, counts[-1], serving)
+        return capacity * feedback.multiplier
 
     def _prefill(self, view: DeploymentView) -> tuple[float | None, float, float, dict[str, float]]:
         profile = self.own.profile
@@ -199,6 +262,15 @@ class _PoolPlanner:
             "queue": waiting,
         }
         return running, waiting, max(per_replica, 1e-9), numbers
+
+
+def _with_spare(rec: Recommendation, max_replicas: int | None) -> Recommendation:
+    """A serving prefill pool's second replica (``PoolsConfig.prefill_spare``), where the ceiling allows one."""
+    floor = 2 if max_replicas is None else min(2, max_replicas)
+    if not 0 < rec.desired_replicas < floor:
+        return rec
+    message = f"{rec.message}; raised to {floor}: a serving prefill pool keeps a spare replica"
+    return replace(rec, desired_replicas=floor, reason="prefill_spare", message=message)
 
 
 def _n(value: float | None) -> str:

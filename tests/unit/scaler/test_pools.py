@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from collector.samples import ReplicaSample
+from collector.samples import Histogram, ReplicaSample
 from collector.state import FleetState
 from scaler.backtest.sim import serving_profile_fields
 from scaler.capacity import CapacityConfig, ServingProfile
@@ -37,6 +37,7 @@ class _Pools:
         self.t = 0.0
         self.prompt = 0.0
         self.finished = 0.0
+        self.extra: dict[str, Histogram] = {}  # on each prefill replica's samples
 
     def tick(self, *, prompt_rate: float, req_rate: float, prefill_waiting: float, decode_running: float) -> None:
         self.t += 5.0
@@ -53,13 +54,14 @@ class _Pools:
                     prompt_tokens=self.prompt,
                     requests_finished=self.finished,
                     kv_usage=0.05,
+                    **self.extra,
                 )
             )
             samples.append(self._sample(f"d{i}", "decode", requests_waiting=0.0, requests_running=decode_running / 2,
                                         kv_usage=0.3, requests_finished=self.finished))  # fmt: skip
         self.state.observe(samples, [], now=self.t)
 
-    def _sample(self, name: str, role: str, **values: float) -> ReplicaSample:
+    def _sample(self, name: str, role: str, **values: float | Histogram) -> ReplicaSample:
         base = ReplicaSample("llm", "chat", name, "n0", "vllm", "llama", self.t, role=role, kv_capacity_tokens=400_000)
         return replace(base, **values)  # type: ignore[arg-type]
 
@@ -146,3 +148,69 @@ def test_each_pool_has_its_own_limits_and_the_rollout_stage_reads_them() -> None
     assert planner.limits("llm/solo") == DeploymentLimits(cold_start_s=90.0, max_replicas=None)
     planned = [Decision(key, 0.0, 2, 2, 2, 0, "predictive", "steady") for key in ("llm/chat@prefill", "llm/solo")]
     assert RolloutStage().apply(FleetState(), planned, 0.0, planner=planner) == planned
+
+
+def _one_replica_of_prompts(planner: PooledPlanner, minutes: int = 5) -> dict[str, int]:
+    """Prefill at a quarter of one H100's prompt tokens, decode at a few sequences: each pool's load needs one."""
+    pools = _Pools()
+    for _ in range(12 * minutes):
+        pools.tick(prompt_rate=H100.prefill_tokens_per_s / 4, req_rate=5, prefill_waiting=0, decode_running=4)
+    return _desired(planner, pools)
+
+
+@pytest.mark.parametrize(
+    ("config", "prefill", "decode"),
+    [
+        # a serving prefill pool keeps a second replica (one alone meets a burst, or its own failure, alone);
+        # decode, which batches a burst's sequences, gets none
+        (CONFIG, 2, 1),
+        # without the rule, the load's one replica (what the pool held before it)
+        (replace(CONFIG, prefill_spare=False), 1, 1),
+        # the ceiling binds: an operator's max_replicas 1 is kept
+        (replace(CONFIG, prefill=replace(CONFIG.prefill, policy=replace(POLICY, max_replicas=1))), 1, 1),
+    ],
+)
+def test_a_serving_prefill_pool_keeps_a_spare_replica(config: PoolsConfig, prefill: int, decode: int) -> None:
+    desired = _one_replica_of_prompts(PooledPlanner(Planner(), config))
+    assert (desired["llm/chat@prefill"], desired["llm/chat@decode"]) == (prefill, decode)
+
+
+def test_the_spare_is_said_in_the_decision() -> None:
+    planner = PooledPlanner(Planner(), CONFIG)
+    pools = _Pools()
+    for _ in range(60):
+        pools.tick(prompt_rate=H100.prefill_tokens_per_s / 4, req_rate=5, prefill_waiting=0, decode_running=4)
+    decisions = {
+        d.deployment: d for d in planner.decide(pools.state, pools.t, current_replicas={"llm/chat@prefill": 1})
+    }
+    assert decisions["llm/chat@prefill"].reason == "prefill_spare"
+    assert decisions["llm/chat@prefill"].desired_replicas == 2
+
+
+def _late_prefill(pools: _Pools, late_per_tick: float) -> None:
+    """Each prefill replica's cumulative queue-time and TTFT histograms at the next tick: 25 requests a tick, of
+    which ``late_per_tick`` queued past the budget and missed the target."""
+    n = pools.t / 5.0 + 1
+    on_time = 25.0 - late_per_tick
+    queue = Histogram((0.3, 1.0, math.inf), (n * on_time, n * on_time, n * 25.0), 0.0, n * 25.0)
+    ttft = Histogram((1.0, 2.5, math.inf), (n * on_time, n * 25.0, n * 25.0), 0.0, n * 25.0)
+    pools.extra = {"queue_time": queue, "ttft": ttft}
+
+
+def test_prefill_slo_feedback_answers_late_first_tokens_with_more_replicas() -> None:
+    # a pool with enough replicas for its mean rate whose prompts still queue past the TTFT target (bursts within
+    # the rate window) cuts its capacity per replica, as the co-located planner's SloFeedback does; off, it holds
+    def run(config: PoolsConfig, late_per_tick: float) -> tuple[int, float]:
+        planner, pools = PooledPlanner(Planner(), config), _Pools()
+        for _ in range(72):
+            _late_prefill(pools, late_per_tick)
+            pools.tick(prompt_rate=40_000, req_rate=10, prefill_waiting=0, decode_running=20)
+            d = next(d for d in planner.decide(pools.state, pools.t) if d.deployment == "llm/chat@prefill")
+        return d.desired_replicas, d.forecast.get("capacity_multiplier", 1.0)
+
+    with_feedback = replace(CONFIG, slo_feedback=True, ttft_target_s=1.0)
+    assert run(with_feedback, late_per_tick=0.0) == (2, 1.0)  # on time: nothing to correct
+    desired, multiplier = run(with_feedback, late_per_tick=5.0)  # a fifth late
+    assert multiplier < 1.0
+    assert desired > 2
+    assert run(replace(with_feedback, slo_feedback=False), late_per_tick=5.0) == (2, 1.0)
