@@ -63,6 +63,15 @@ _SEP = "[\t\n\x0b\x0c\r ]"  # the oracle splits "#" lines on ASCII whitespace on
 # The usual HELP/TYPE line; anything else (quotes, odd spacing, plain comments) takes the exact slow path.
 _META_RE = re.compile(rf"#{_SEP}++(HELP|TYPE){_SEP}++({NAME})(?:{_SEP}++(.*+))?+", re.DOTALL)
 
+# The usual HELP line, taken as _META_RE takes the line stripped, and the usual TYPE line of the same family
+# after it (read as if its line had been read on its own), from the start of the HELP line: no blank before "#",
+# one space between the words, the help text not starting with a separator nor ending with a blank (str.strip()
+# would take it off); anything else, or the HELP line of the current family, takes the line loop's path.
+_HEAD_RE = re.compile(
+    rf"\# HELP ({NAME})(?: ([^\t\n\x0b\x0c\r ][^\n]*+))?+(?<!\s)\n"
+    r"(?:\# TYPE \1 (counter|gauge|summary|histogram|gaugehistogram|unknown|untyped|info|stateset)\n)?+"
+)
+
 # What the oracle's text parser accepts as TYPE (it maps "untyped" to "unknown").
 _TYPES = {
     "counter": "counter",
@@ -134,6 +143,7 @@ class _TextParser:
         checkpoint = max(0, room - BUDGET_CHECK_EVERY)  # one comparison per line serves the cap and the budget
         name_match = NAME_RE.match
         meta_match = _META_RE.fullmatch
+        head_match = _HEAD_RE.match
         bodies = self.bodies
         canonical = self.canonical
         keep = self.keep
@@ -149,6 +159,31 @@ class _TextParser:
             if not line:
                 continue
             if line[0] == "#":
+                # The usual HELP line of a new family, with the usual TYPE line after it, in one pattern
+                usual = head_match(text, start)
+                if usual is not None and (candidate := usual[1]) != self.name:
+                    if keep(candidate) or (candidate.endswith("_total") and keep(candidate[:-6])):
+                        self._close()
+                        typ = usual[3]
+                        self.name, self.help, self.samples, self.keys = candidate, usual[2] or "", [], []
+                        self.wanted = True
+                        if typ is None:
+                            self.typ, self.allowed = "untyped", (candidate,)
+                        else:
+                            self.typ, self.allowed = typ, _admitted(candidate, typ)
+                            line_no += 1
+                            self.type_line = line_no
+                            pos = usual.end()
+                    else:
+                        end = self._pass_families(text, start)
+                        if end == start:
+                            self._metadata("HELP", candidate, usual[2], line, line_no)
+                        else:
+                            passed.append((line_no, start, end))
+                            pos = end
+                    block_skippable = True
+                    allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
+                    continue
                 meta = meta_match(line)
                 if meta is None:
                     self._comment(line, line_no)

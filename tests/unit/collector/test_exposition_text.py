@@ -194,6 +194,15 @@ SELECTIVE_CASES = [
     ('# TYPE g gauge\ng{a="1"} 1\ng{a="2"} 2\r\ng{a="3"} 3\x0c\ng{a="4"} 4\n', {"g"}),
     # a summary read as a run; a family named like another's sum
     ('# TYPE s summary\ns{quantile="0.5"} 1\ns_sum 2\ns_count 3\n# TYPE s_sum gauge\ns_sum 4\n', {"s", "s_sum"}),
+    # HELP lines of wanted families around the usual shape (_text._HEAD_RE takes HELP and TYPE in one): two blanks
+    # or a tab before the help, blanks and other whitespace after it, a help starting with whitespace str.strip()
+    # keeps, no help, a TYPE with a blank after the type or of another name, HELP of the current family again
+    (
+        "# HELP a  Two.\n# TYPE a gauge\na 1\n# HELP b\tTab.\n# TYPE b counter\nb 2\n# HELP c Trail. \n# TYPE c gauge\n"
+        "c 3\n# HELP d Nbsp.\xa0\n# TYPE d gauge \nd 4\n# HELP e \x1cSep.\ne 5\n# HELP f\n# TYPE g gauge\ng 6\n"
+        "# HELP h H.\n# TYPE h summary\nh_sum 7\n# HELP h Again.\nh_count 8\n# HELP i I.\r\n# TYPE i gauge\ni 9\n",
+        {"a", "b", "c", "d", "e", "f", "g", "h", "i"},
+    ),
 ]
 
 
