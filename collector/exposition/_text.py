@@ -44,7 +44,7 @@ from collector.exposition._lex import (
     unescape_text_help,
     unquote_name,
 )
-from collector.exposition._model import BUDGET_CHECK_EVERY, ParseError, Sample, Sink
+from collector.exposition._model import BUDGET_CHECK_EVERY, MetricFamily, ParseError, Sample, Sink
 
 _LABEL = rf"(?!__){NAME}[ \t]*+=[ \t]*+{LABEL_VALUE}"
 _BODY = rf"[ \t]*+(?:{_LABEL}(?:[ \t]*+,[ \t]*+{_LABEL})*+(?:[ \t]*+,)?+[ \t]*+)?+"
@@ -152,6 +152,33 @@ class _TextParser:
         allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
         while pos < size:
             start = pos
+            # The usual HELP line of a new family, with the usual TYPE line after it, in one pattern
+            if text[start] == "#" and (usual := head_match(text, start)) is not None and usual[1] != self.name:
+                candidate = usual[1]
+                line_no += 1
+                if keep(candidate) or (candidate.endswith("_total") and keep(candidate[:-6])):
+                    self._close()
+                    typ = usual[3]
+                    self.name, self.help, self.samples, self.keys = candidate, usual[2] or "", [], []
+                    self.wanted = True
+                    pos = usual.end()
+                    if typ is None:
+                        self.typ, self.allowed = "untyped", (candidate,)
+                    else:
+                        self.typ, self.allowed = typ, _admitted(candidate, typ)
+                        line_no += 1
+                        self.type_line = line_no
+                else:
+                    end = self._pass_families(text, start)
+                    if end == start:
+                        self._metadata("HELP", candidate, usual[2], "", line_no)
+                        pos = text.find("\n", start) + 1  # the pattern took the line's newline
+                    else:
+                        passed.append((line_no, start, end))
+                        pos = end
+                block_skippable = True
+                allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
+                continue
             pos = text.find("\n", start) + 1 or size + 1
             raw = text[start : pos - 1]
             line_no += 1
@@ -159,31 +186,6 @@ class _TextParser:
             if not line:
                 continue
             if line[0] == "#":
-                # The usual HELP line of a new family, with the usual TYPE line after it, in one pattern
-                usual = head_match(text, start)
-                if usual is not None and (candidate := usual[1]) != self.name:
-                    if keep(candidate) or (candidate.endswith("_total") and keep(candidate[:-6])):
-                        self._close()
-                        typ = usual[3]
-                        self.name, self.help, self.samples, self.keys = candidate, usual[2] or "", [], []
-                        self.wanted = True
-                        if typ is None:
-                            self.typ, self.allowed = "untyped", (candidate,)
-                        else:
-                            self.typ, self.allowed = typ, _admitted(candidate, typ)
-                            line_no += 1
-                            self.type_line = line_no
-                            pos = usual.end()
-                    else:
-                        end = self._pass_families(text, start)
-                        if end == start:
-                            self._metadata("HELP", candidate, usual[2], line, line_no)
-                        else:
-                            passed.append((line_no, start, end))
-                            pos = end
-                    block_skippable = True
-                    allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
-                    continue
                 meta = meta_match(line)
                 if meta is None:
                     self._comment(line, line_no)
@@ -671,9 +673,20 @@ class _TextParser:
         if typ == "counter" and not declared_total:  # the oracle names counter samples "<family>_total"
             samples = [Sample(s.name + "_total", s.labels, s.value, s.timestamp) for s in samples]
             keys = [(n + "_total", labels, ts) for n, labels, ts in keys]
-        self._check_series(name, samples, keys, self.type_line)
+        # the usual case inline: the family's first block, no series twice (else _check_series says which)
+        if name in self.series or len(seen := set(keys)) != len(keys):
+            self._check_series(name, samples, keys, self.type_line)
+        else:
+            self.series[name] = seen
         help_text = self.help
-        self.sink.add(name, typ, unescape_text_help(help_text) if "\\" in help_text else help_text, samples)
+        if "\\" in help_text:
+            help_text = unescape_text_help(help_text)
+        families = self.sink.families  # Sink.add, inline
+        family = families.get(name)
+        if family is None:
+            families[name] = MetricFamily(name, typ, help_text, samples)
+        else:
+            family.samples.extend(samples)
 
     def _check_series(self, family: str, samples: list[Sample], keys: list[SeriesKey], line_no: int) -> None:
         """Refuse a series the family already holds (see the module docstring)."""
