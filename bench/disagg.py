@@ -109,8 +109,10 @@ def _samples(fleet: DisaggregatedFleet, t: float) -> list[ReplicaSample]:
 class KvpilotPools:
     name = "kvpilot per pool"
 
-    def __init__(self, *, prefill_spare: bool = True, slo_feedback: bool = False) -> None:
-        policy = PolicyConfig(min_replicas=1, max_replicas=MAX_REPLICAS, queue_drain_s=SLO_TTFT_S)
+    def __init__(self, *, prefill_spare: bool = True, slo_feedback: bool = False, burst_floor: bool = False) -> None:
+        policy = PolicyConfig(
+            min_replicas=1, max_replicas=MAX_REPLICAS, queue_drain_s=SLO_TTFT_S, burst_floor=burst_floor
+        )
         self.planner = PooledPlanner(
             Planner(),
             PoolsConfig(
@@ -329,6 +331,7 @@ def main() -> None:
         "--no-prefill-spare", action="store_true", help="kvpilot without PoolsConfig.prefill_spare (as before it)"
     )
     ap.add_argument("--prefill-slo-feedback", action="store_true", help="kvpilot with PoolsConfig.slo_feedback")
+    ap.add_argument("--burst-floor", action="store_true", help="kvpilot with the policy's burst floor (prefill)")
     args = ap.parse_args()
     global DECODE, DECODE_GPU
     DECODE, DECODE_GPU = DECODE_GPUS[args.decode_gpu], args.decode_gpu
@@ -338,7 +341,11 @@ def main() -> None:
         trace = load_trace(TRACES / file, rate_scale=scale)
         runs = [] if args.no_colocated else [run_colocated(TRACES / file, scale)]
         if args.only in (None, "kvpilot"):
-            pools = KvpilotPools(prefill_spare=not args.no_prefill_spare, slo_feedback=args.prefill_slo_feedback)
+            pools = KvpilotPools(
+                prefill_spare=not args.no_prefill_spare,
+                slo_feedback=args.prefill_slo_feedback,
+                burst_floor=args.burst_floor,
+            )
             runs.append(run_disaggregated(trace, pools))
         if args.only in (None, "dynamo"):
             runs.append(run_disaggregated(trace, DynamoRule(args.dynamo_predictor)))

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from collector.roles import BOTH, DECODE, PREFILL, split_pool_key
 from collector.state import DeploymentView, FleetState
+from scaler.burst import BurstPeak, burst_need
 from scaler.capacity import ServingProfile, SloFeedback, share_above
 from scaler.decision import Decision
 from scaler.forecast import Forecaster, make
@@ -47,6 +48,8 @@ class PoolConfig:
     scaling_delay_s: float = 35.0  # tick + half a rate window, as planner_config adds to the cold start
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     forecaster: str = "auto"
+    # The burst floor's window (`policy.burst_floor`, prefill only): half the 60 s rate window, as planner_config's.
+    burst_window_s: float = 30.0
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.cold_start_s) and self.cold_start_s >= 0):
@@ -54,10 +57,18 @@ class PoolConfig:
         if not (math.isfinite(self.scaling_delay_s) and self.scaling_delay_s >= 0):
             raise ValueError(f"pool planner: scaling_delay_s must be >= 0, got {self.scaling_delay_s!r}")
         make(self.forecaster)  # fail fast on a bad name
+        if not (math.isfinite(self.burst_window_s) and self.burst_window_s > 0):
+            raise ValueError(f"pool planner: burst_window_s must be > 0, got {self.burst_window_s!r}")
 
     @property
     def horizon_s(self) -> float:
         return self.cold_start_s + self.scaling_delay_s
+
+    @property
+    def burst_hold_s(self) -> float:
+        """How long a burst's peak is held: a scale-down window and a cold start, as planner_config holds it (a burst
+        recurring before a replica released after the window could be back still finds it)."""
+        return self.policy.scale_down_stabilisation_s + self.cold_start_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +156,9 @@ class _PoolPlanner:
             else None
         )
         self.queue_time = WindowedHistogram(window_s=60.0)
+        # Requests arriving over a short window, their peak held (the burst floor, when the policy has it on).
+        self.burst = BurstPeak(self.own.burst_window_s, self.own.burst_hold_s) if pool == PREFILL else None
+        self._mean_prompt: float | None = None
 
     def decide(self, view: DeploymentView, now: float, current_replicas: int | None) -> Decision:
         current = replica_count(view) if current_replicas is None else current_replicas
@@ -168,9 +182,12 @@ class _PoolPlanner:
                 forecast_upper_rate=upper,
                 requests_waiting=None,
                 forecast_rate=point,
+                burst_rate=self._burst_rate(view, now),
             ),
             now=now,
         )
+        if rec.burst_floor_replicas is not None:
+            numbers["burst_floor_replicas"] = float(rec.burst_floor_replicas)
         if self.pool == PREFILL and self.config.prefill_spare:
             rec = _with_spare(rec, self.own.policy.max_replicas)
         unit = "prompt tokens/s" if self.pool == PREFILL else "sequences"
@@ -230,11 +247,30 @@ class _PoolPlanner:
             feedback.update(now, late, counts[-1], serving)
         return capacity * feedback.multiplier
 
+    def _burst_rate(self, view: DeploymentView, now: float) -> float | None:
+        """Prompt tokens/s the recent burst peak needs prefilled for its last prompt to wait no more than the TTFT
+        target (`scaler.burst`): the peak of requests arriving (each replica's finished counter plus the change in
+        its requests in flight, as the co-located planner measures it) times the mean prompt over the rate window.
+        None for decode, whose capacity is concurrency, and until both are known."""
+        if self.burst is None:
+            return None
+        counters = []
+        for r in view.replicas:
+            s = r.sample
+            flight = None if s.requests_waiting is None else s.requests_waiting + (s.requests_running or 0.0)
+            counters.append((r.key, s.requests_finished, flight))
+        peak = self.burst.update(now, counters)
+        if peak is None or self._mean_prompt is None:
+            return None
+        return burst_need(peak * self._mean_prompt, self.own.burst_window_s, self.config.ttft_target_s)
+
     def _prefill(self, view: DeploymentView) -> tuple[float | None, float, float, dict[str, float]]:
         profile = self.own.profile
         rate = view.prompt_tokens_rate
         done = completion_rate(view) or 0.0
         mean_prompt = rate / done if rate and done else None
+        if mean_prompt is not None:
+            self._mean_prompt = mean_prompt
         waiting = view.requests_waiting or 0.0
         # Prompts waiting now are prefilled on top of what keeps arriving: within the TTFT target by the replicas
         # there are, but a replica ordered now serves only from the horizon on, so more than the horizon's worth of

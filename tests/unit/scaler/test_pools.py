@@ -214,3 +214,30 @@ def test_prefill_slo_feedback_answers_late_first_tokens_with_more_replicas() -> 
     assert multiplier < 1.0
     assert desired > 2
     assert run(replace(with_feedback, slo_feedback=False), late_per_tick=5.0) == (2, 1.0)
+
+
+def test_the_burst_floor_holds_prefill_for_its_last_burst_when_the_policy_has_it_on() -> None:
+    # on/off prompts: a minute at 6 replicas' worth of prompt tokens, then silence, two prefill replicas serving.
+    # The forecast falls in the silence; the policy's burst floor (off by default, as for a co-located deployment)
+    # keeps what the burst's peak needed, in prompt tokens/s (requests arriving x the mean prompt)
+    def after_a_burst(burst_floor: bool) -> tuple[int, float | None]:
+        policy = replace(POLICY, burst_floor=burst_floor)
+        config = replace(CONFIG, prefill=replace(CONFIG.prefill, policy=policy), prefill_spare=False)
+        planner, pools = PooledPlanner(Planner(), config), _Pools()
+        for _ in range(12):
+            pools.tick(prompt_rate=100, req_rate=0.05, prefill_waiting=0, decode_running=1)
+            planner.decide(pools.state, pools.t)
+        burst_rate = 6 * H100.prefill_tokens_per_s
+        for _ in range(12):
+            pools.tick(prompt_rate=burst_rate, req_rate=burst_rate / 2_000, prefill_waiting=0, decode_running=1)
+            planner.decide(pools.state, pools.t)
+        for _ in range(20):  # 100 s of silence
+            pools.tick(prompt_rate=0, req_rate=0, prefill_waiting=0, decode_running=0)
+            decisions = {d.deployment: d for d in planner.decide(pools.state, pools.t)}
+        prefill = decisions["llm/chat@prefill"]
+        return prefill.desired_replicas, prefill.forecast.get("burst_floor_replicas")
+
+    desired, floor = after_a_burst(burst_floor=True)
+    assert floor is not None
+    assert desired >= floor >= 5  # 6 replicas' worth x 30 / (30 + 2) at full capacity
+    assert after_a_burst(burst_floor=False)[1] is None  # off: no floor asked
