@@ -1,8 +1,9 @@
 """The recent peak of a deployment's arrival rate over a short window: what the burst floor of `scaler.policy` holds.
 
-Arrivals per tick come from the counters every engine exports and the planner already reads (requests finished,
-plus the change in requests waiting and running), summed over the replicas seen at both ends of the tick, so the
-live loop and the backtest measure them the same way (docs/scaling.md, "Policy").
+Arrivals per tick come from the gateway's request counter where the loop is given one (it counts requests queued
+in front of a fleet at zero too), else from the counters every engine exports and the planner already reads
+(requests finished, plus the change in requests waiting and running), summed over the replicas seen at both ends
+of the tick (docs/scaling.md, "Policy").
 """
 
 from __future__ import annotations
@@ -27,15 +28,36 @@ class BurstPeak:
         self.window_s = window_s
         self.hold_s = hold_s
         self._last: dict[str, tuple[float, float]] = {}
+        self._gateway: float | None = None
         self._first_t: float | None = None
         self._steps: deque[tuple[float, float]] = deque()  # (t, arrivals since the previous tick)
         self._rates: deque[tuple[float, float]] = deque()  # (t, requests/s over the window ending at t)
 
-    def update(self, now: float, replicas: Iterable[tuple[str, float | None, float | None]]) -> float | None:
-        """Record one tick of ``(replica key, finished total, in flight)`` and return the peak (requests/s)."""
+    def update(
+        self,
+        now: float,
+        replicas: Iterable[tuple[str, float | None, float | None]],
+        gateway_total: float | None = None,
+    ) -> float | None:
+        """Record one tick of ``(replica key, finished total, in flight)``, and of the gateway's cumulative request
+        count where given (it wins once it has a previous tick to step from), and return the peak (requests/s)."""
         first_tick = self._first_t is None
         if first_tick:
             self._first_t = now
+        from_replicas = self._replica_step(replicas, first_tick)
+        from_gateway = self._gateway_step(gateway_total)
+        if not first_tick:
+            self._steps.append((now, from_replicas if from_gateway is None else from_gateway))
+        while self._steps and now - self._steps[0][0] >= self.window_s:
+            self._steps.popleft()
+        assert self._first_t is not None
+        if now - self._first_t >= self.window_s:
+            self._rates.append((now, max(0.0, sum(a for _, a in self._steps)) / self.window_s))
+        while self._rates and now - self._rates[0][0] > self.hold_s:
+            self._rates.popleft()
+        return max((r for _, r in self._rates), default=None)
+
+    def _replica_step(self, replicas: Iterable[tuple[str, float | None, float | None]], first_tick: bool) -> float:
         arrived, seen = 0.0, {}
         for key, finished, in_flight in replicas:
             if finished is None or in_flight is None or not (math.isfinite(finished) and math.isfinite(in_flight)):
@@ -49,16 +71,15 @@ class BurstPeak:
             else:
                 arrived += finished - before[0] + in_flight - before[1]
         self._last = seen
-        if not first_tick:
-            self._steps.append((now, arrived))
-        while self._steps and now - self._steps[0][0] >= self.window_s:
-            self._steps.popleft()
-        assert self._first_t is not None
-        if now - self._first_t >= self.window_s:
-            self._rates.append((now, max(0.0, sum(a for _, a in self._steps)) / self.window_s))
-        while self._rates and now - self._rates[0][0] > self.hold_s:
-            self._rates.popleft()
-        return max((r for _, r in self._rates), default=None)
+        return arrived
+
+    def _gateway_step(self, total: float | None) -> float | None:
+        """Requests the gateway counted since its previous tick (a counter that went down restarted: in full); None
+        without a previous count (a gateway's counter runs since its own start, not since ours)."""
+        before, self._gateway = self._gateway, total if total is not None and math.isfinite(total) else None
+        if before is None or self._gateway is None:
+            return None
+        return self._gateway if self._gateway < before else self._gateway - before
 
 
 def burst_need(peak_rps: float, window_s: float, slo_ttft_s: float) -> float:

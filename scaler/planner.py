@@ -238,7 +238,12 @@ class _DeploymentPlanner:
         return self._mix
 
     def decide(
-        self, view: DeploymentView, now: float, current_replicas: int | None, arrival_rate: float | None = None
+        self,
+        view: DeploymentView,
+        now: float,
+        current_replicas: int | None,
+        arrival_rate: float | None = None,
+        arrivals_total: float | None = None,
     ) -> Decision:
         cfg = self.config
         current = replica_count(view) if current_replicas is None else current_replicas
@@ -315,7 +320,7 @@ class _DeploymentPlanner:
             self.margin.update(now, late, requests)
         if capacity_rps is not None:
             capacity_rps *= self.feedback.multiplier
-        peak = self.burst.update(now, _arrival_counters(view))
+        peak = self.burst.update(now, _arrival_counters(view), arrivals_total)
         blind = sum(1 for r in view.replicas if not r.ready or r.sample.requests_waiting is None)
         # Replicas still loading are expected to be blind; only count those beyond the ones we know are new.
         blind = max(0, blind - max(0, current - view.ready_replicas))
@@ -461,19 +466,22 @@ class Planner:
         *,
         current_replicas: Mapping[str, int] | None = None,
         arrival_rates: Mapping[str, float] | None = None,
+        arrivals_totals: Mapping[str, float] | None = None,
     ) -> list[Decision]:
         """One Decision per deployment, sorted by key. ``current_replicas``: counts from the scale subresource
         (replicas still loading have no metrics yet); by default the replicas the collector knows of. A
         deployment named there but absent from the fleet (scaled to zero, or every pod still loading) is decided
         too, on its own history, the gateway's rate and the count given. ``arrival_rates``: requests/s from the
-        gateway or router, where it exports them; by default the engines' estimate in FleetState."""
-        counts, rates = current_replicas or {}, arrival_rates or {}
+        gateway or router, where it exports them; by default the engines' estimate in FleetState.
+        ``arrivals_totals``: the same gateway's cumulative request counts, for the burst floor's short window; by
+        default the engines' counters."""
+        counts, rates, totals = current_replicas or {}, arrival_rates or {}, arrivals_totals or {}
         views = dict(state.deployments())
         for key in counts:
             if key not in views:
                 views[key] = empty_view(key)
         return [
-            self.planner_for(key).decide(view, now, counts.get(key), rates.get(key))
+            self.planner_for(key).decide(view, now, counts.get(key), rates.get(key), totals.get(key))
             for key, view in sorted(views.items())
         ]
 

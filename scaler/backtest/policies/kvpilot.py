@@ -3,7 +3,7 @@ live loop's input path: each tick every ready replica's snapshot is rendered as 
 simulator serves, parsed and adapted by the collector into `ReplicaSample`s, observed by a real `FleetState`
 (loading replicas serve no page yet, as their pods are not Ready), and the replica count comes from the "scale
 subresource" (the simulator's count). The router's request counter stands in for a gateway's, as in production
-where one exports it."""
+where one exports it: its rate, and its count for the burst floor's short window."""
 
 from __future__ import annotations
 
@@ -42,7 +42,10 @@ class Kvpilot(Policy):
         self.state.observe(samples, [], now=now, departed=self._departed(replicas))
         current = {DEPLOYMENT: history.latest.current}
         rates = {DEPLOYMENT: history.arrival_rate(60.0)} if len(history) > 1 else None
-        (d,) = self.planner.decide(self.state, now, current_replicas=current, arrival_rates=rates)
+        totals = {DEPLOYMENT: history.latest.arrivals_total}
+        (d,) = self.planner.decide(
+            self.state, now, current_replicas=current, arrival_rates=rates, arrivals_totals=totals
+        )
         self.forecasts.append(
             ForecastPoint(now, d.forecast["horizon_s"], d.forecast["arrival_rate"], d.forecast["arrival_rate_upper"])
         )

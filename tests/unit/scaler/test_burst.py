@@ -58,6 +58,18 @@ def test_arrivals_per_tick_from_engine_counters(ticks: list[list[tuple[str, floa
     assert rate == pytest.approx(arrivals / TICK_S)
 
 
+def test_the_gateways_counter_wins_and_losing_it_counts_nothing_twice() -> None:
+    # Replicas whose counters are shares of a fleet total (as a fluid simulator renders them) jump when the fleet
+    # changes; the gateway's counter does not. Without a previous gateway count, or once it is gone again, the
+    # engines' counters step from their own last tick (never counted in full for a replica seen all along).
+    peak = BurstPeak(window_s=TICK_S, hold_s=0.0)
+    peak.update(0.0, [("a", 100.0, 0.0)], gateway_total=1000.0)
+    assert peak.update(5.0, [("a", 50.0, 0.0), ("b", 50.0, 0.0)], gateway_total=1010.0) == pytest.approx(2.0)
+    assert peak.update(10.0, [("a", 55.0, 0.0), ("b", 55.0, 0.0)]) == pytest.approx(2.0)
+    assert peak.update(15.0, [("a", 60.0, 0.0), ("b", 60.0, 0.0)], gateway_total=2000.0) == pytest.approx(2.0)
+    assert peak.update(20.0, [("a", 60.0, 0.0), ("b", 60.0, 0.0)], gateway_total=2025.0) == pytest.approx(5.0)
+
+
 def test_burst_need_is_the_rate_whose_queue_at_the_bursts_end_waits_the_slo() -> None:
     rate, burst_s, slo_s = 30.0, 30.0, 2.0
     c = burst_need(rate, burst_s, slo_s)
@@ -185,3 +197,22 @@ def test_settings_turn_the_floor_on_for_kvpilot_run() -> None:
 
     settings = Settings.model_validate({"scaler": {"planner": {"burst_floor": True}}})
     assert run_config(settings, settings.scaler.default).policy.burst_floor is True
+
+
+def test_the_planner_takes_the_gateways_count_for_the_floor() -> None:
+    # Engines report nothing new; the gateway counts 90 requests per 5 s tick (18 req/s): the floor reads it,
+    # 18 · 30 / 32 = 16.9 req/s, 2 replicas at 10 a replica (what `kvpilot backtest` passes from its router).
+    config = planner_config(
+        cold_start_s=120.0,
+        tick_s=TICK_S,
+        min_replicas=1,
+        max_replicas=None,
+        capacity=CapacityConfig(requests_per_s=10.0, reference_mix=MIX),
+        burst_floor=True,
+    )
+    state, planner = FleetState(rate_window_s=60.0), Planner(config)
+    for i in range(20):
+        t = i * TICK_S
+        state.observe(_samples(t, 100.0, 1), [], now=t)
+        (d,) = planner.decide(state, t, arrivals_totals={"prod/llm": 90.0 * i})
+    assert d.forecast["burst_floor_replicas"] == 2.0
