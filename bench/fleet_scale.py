@@ -18,7 +18,8 @@ N replicas, and checks that the recorded series and the ad-hoc query agree and t
   .venv/bin/python bench/fleet_scale.py --replicas 1000 --mode replicas --ticks 5 --interval 30 --no-api-load
   .venv/bin/python bench/fleet_scale.py --replicas 1000 --ticks 5 --interval 30 --no-api-load   # the ratio's peer
 
-Last line: ``replicas N tick_p50_s X rss_mb Y api_p99_ms Z`` (for the largest size run).
+Last line: ``replicas N tick_p50_s X cpu_per_tick_s C rss_mb Y api_p99_ms Z`` (for the largest size run; no
+``api_p99_ms`` with ``--no-api-load``).
 """
 
 from __future__ import annotations
@@ -202,18 +203,25 @@ def run_one(
 
 def _report(run: Run, interval_s: float) -> None:
     durations = [d for _, d in run.ticks]
-    print(
+    head = (
         f"  {run.mode:10s} replicas {run.replicas:>6d}: tick p50 {run.tick_p50():.3f} s, max {max(durations):.3f} s "
         f"({len(durations)} ticks at {interval_s:g} s), CPU {run.cpu_s / max(len(durations), 1):.2f} s/tick, "
         f"overruns {run.overruns:g}, peak RSS {run.rss_mb:.0f} MB, "
-        f"API p50/p99 during ticks {_quantile(run.api_during, 0.5):.1f}/{run.api_p99():.1f} ms "
+    )
+    tail = (
+        f"answers {run.answer_bytes / 1e6:.2f} MB/tick, rules in use {run.rules_in_use}, "
+        f"stage errors {run.stage_errors:g}, API errors {run.api_errors}"
+    )
+    if not run.api_during and not run.api_outside:
+        print(f"{head}no API client (--no-api-load), {tail}", flush=True)
+        return
+    print(
+        f"{head}API p50/p99 during ticks {_quantile(run.api_during, 0.5):.1f}/{run.api_p99():.1f} ms "
         f"({len(run.api_during)} requests; outside ticks {_quantile(run.api_outside, 0.5):.1f}/"
         f"{_quantile(run.api_outside, 0.99):.1f} ms, {len(run.api_outside)}; during ticks /healthz p99 "
         f"{_quantile(run.healthz_during, 0.99):.1f} ms, /v1/decisions p50/p99 "
         f"{_quantile(run.decisions_during, 0.5):.1f}/{_quantile(run.decisions_during, 0.99):.1f} ms, outside "
-        f"{_quantile(run.decisions_outside, 0.5):.1f}/{_quantile(run.decisions_outside, 0.99):.1f} ms), "
-        f"answers {run.answer_bytes / 1e6:.2f} MB/tick, rules in use {run.rules_in_use}, "
-        f"stage errors {run.stage_errors:g}, API errors {run.api_errors}",
+        f"{_quantile(run.decisions_outside, 0.5):.1f}/{_quantile(run.decisions_outside, 0.99):.1f} ms), {tail}",
         flush=True,
     )
 
@@ -352,7 +360,10 @@ def main() -> None:
             )
             _report(last, args.interval)
     if last is not None:
-        tail = f"tick_p50_s {last.tick_p50():.3f} rss_mb {last.rss_mb:.0f} api_p99_ms {last.api_p99():.1f}"
+        cpu = last.cpu_s / max(len(last.ticks), 1)
+        tail = f"tick_p50_s {last.tick_p50():.3f} cpu_per_tick_s {cpu:.2f} rss_mb {last.rss_mb:.0f}"
+        if last.api_during or last.api_outside:
+            tail += f" api_p99_ms {last.api_p99():.1f}"
         print(f"replicas {last.replicas} {tail}")
 
 
