@@ -3,9 +3,10 @@
 Speed comes from stepping through as few lines in Python as possible. A run of whole unwanted families
 (HELP, TYPE and samples, family after family) is passed over by one pattern in C that knows the wanted
 names, unread; so is a run of an unwanted family's samples that the loop meets otherwise (a sample line's
-family is decided from its metric-name prefix alone). A run of a wanted family's usual lines,
-``name{labels} value``, is cut into names, label bodies and values by one pattern and read without the
-loop's per-line checks (a bucket whose ``le`` comes last cut into its series' labels and its bound). The
+family is decided from its metric-name prefix alone). A wanted family's usual HELP and TYPE lines are read by
+one pattern; a run of its usual lines, ``name{labels} value``, is checked by one pattern, cut into names, label
+bodies and values by plain string operations and read without the loop's per-line checks (a bucket whose ``le``
+comes last cut into its series' labels and its bound). The
 lines passed over are counted only when an error needs a line number. Label sets, and the layouts of label
 names, are validated once per page and then looked up (a bucket's as its series' labels plus its bound);
 anything unusual goes through one possessive (backtracking-free) pattern that also says what is wrong.
