@@ -109,7 +109,14 @@ def _samples(fleet: DisaggregatedFleet, t: float) -> list[ReplicaSample]:
 class KvpilotPools:
     name = "kvpilot per pool"
 
-    def __init__(self, *, prefill_spare: bool = True, slo_feedback: bool = False, burst_floor: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        prefill_spare: bool = True,
+        slo_feedback: bool = False,
+        burst_floor: bool = False,
+        decode_tokens: bool = False,
+    ) -> None:
         policy = PolicyConfig(
             min_replicas=1, max_replicas=MAX_REPLICAS, queue_drain_s=SLO_TTFT_S, burst_floor=burst_floor
         )
@@ -121,6 +128,7 @@ class KvpilotPools:
                 ttft_target_s=SLO_TTFT_S / 2,  # half the SLO for prefill's queue; the link and decode's step follow
                 prefill_spare=prefill_spare,
                 slo_feedback=slo_feedback,
+                decode_tokens=decode_tokens,
             ),
         )
         self.state = FleetState(rate_window_s=60.0)
@@ -332,6 +340,11 @@ def main() -> None:
     )
     ap.add_argument("--prefill-slo-feedback", action="store_true", help="kvpilot with PoolsConfig.slo_feedback")
     ap.add_argument("--burst-floor", action="store_true", help="kvpilot with the policy's burst floor (prefill)")
+    ap.add_argument(
+        "--decode-tokens",
+        action="store_true",
+        help="kvpilot with PoolsConfig.decode_tokens (decode in output tokens/s)",
+    )
     args = ap.parse_args()
     global DECODE, DECODE_GPU
     DECODE, DECODE_GPU = DECODE_GPUS[args.decode_gpu], args.decode_gpu
@@ -345,6 +358,7 @@ def main() -> None:
                 prefill_spare=not args.no_prefill_spare,
                 slo_feedback=args.prefill_slo_feedback,
                 burst_floor=args.burst_floor,
+                decode_tokens=args.decode_tokens,
             )
             runs.append(run_disaggregated(trace, pools))
         if args.only in (None, "dynamo"):

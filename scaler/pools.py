@@ -3,10 +3,16 @@
 - Prefill (compute-bound) is sized on prompt tokens: the forecast of the pool's prompt-token rate at its horizon,
   plus the prompt tokens queued now drained within the TTFT target, over what one replica prefills per second
   (``ServingProfile.prefill_tokens_per_s``) at the target utilisation. Output length does not enter.
-- Decode (memory-bound) is sized on concurrent sequences: the forecast of sequences held (running + waiting) over
-  the most one replica decodes within the ITL target (a step of n sequences costs ``decode_step_s`` plus n times
-  a sequence's share, as in ``ServingProfile``), or, when larger, the KV those sequences hold over one replica's KV
-  pool at ``kv_target_usage``. Prompt length enters only through KV per sequence.
+- Decode (memory-bound) is sized on sequences held (running, plus waiting) over its batch (below), or, with
+  ``PoolsConfig.decode_tokens``, on output tokens: the forecast of the pool's generated-token rate at its horizon,
+  plus the sequences waiting for admission (times the mean output) generated over the horizon, over what one
+  replica generates holding the policy's target utilisation of its batch, over that share. Its batch: the most
+  sequences whose step meets the ITL target (a step of n sequences costs ``decode_step_s`` plus n times a
+  sequence's share, as in ``ServingProfile``) and whose KV fits the replica's pool at ``kv_target_usage``. Why: a
+  sequence is held for its output times the step, and the step grows with the batch, so the sequences a load
+  holds depend on the replicas serving it (two replicas' sequences on one replica are more, not the same) and a
+  share of a replica's most sequences plans no share of its throughput. Prompt length enters only through KV
+  per sequence.
 
 Each pool has its own forecaster, cold start (its GPU type's) and live forecast error (``mase_<forecaster>`` in the
 decision, exported per pool key as every decision's). The replica arithmetic (stabilisation, bounds, warm pool) is
@@ -50,6 +56,9 @@ class PoolConfig:
     forecaster: str = "auto"
     # The burst floor's window (`policy.burst_floor`, prefill only): half the 60 s rate window, as planner_config's.
     burst_window_s: float = 30.0
+    # Decode measures the requests handed to it over this window (each replica's finished counter and requests in
+    # flight, as the burst floor measures arrivals): the collector's rate window.
+    arrival_window_s: float = 60.0
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.cold_start_s) and self.cold_start_s >= 0):
@@ -59,6 +68,8 @@ class PoolConfig:
         make(self.forecaster)  # fail fast on a bad name
         if not (math.isfinite(self.burst_window_s) and self.burst_window_s > 0):
             raise ValueError(f"pool planner: burst_window_s must be > 0, got {self.burst_window_s!r}")
+        if not (math.isfinite(self.arrival_window_s) and self.arrival_window_s > 0):
+            raise ValueError(f"pool planner: arrival_window_s must be > 0, got {self.arrival_window_s!r}")
 
     @property
     def horizon_s(self) -> float:
@@ -90,6 +101,11 @@ class PoolsConfig:
     # token they compute) and queue time are what the engine exports. Off by default: on Azure code x4 and
     # Mooncake it bought attainment at more than the frontier's price for it (BENCHMARKS.md).
     slo_feedback: bool = False
+    # Decode planned in output tokens/s at a replica's batch (see the module's docstring) rather than in sequences
+    # held. Off by default: on Azure conv x10 (decode H200) it keeps the pool from going to one replica and queueing
+    # sequences for admission (96.45 % -> 98.49 % in SLO, $16.03 -> $14.98), but it costs decode more on Mooncake
+    # (+10 % H200, +16 % A100 at the same attainment) and meets conv x10's A100 start later (BENCHMARKS.md).
+    decode_tokens: bool = False
     slo_target_miss: float = 0.01
     queue_budget_share: float = 0.25
 
@@ -111,12 +127,25 @@ class PoolsConfig:
             )
 
 
-def sequences_within_itl(profile: ServingProfile, itl_target_s: float, context_tokens: float) -> float:
-    """Most sequences one replica decodes together with a step no longer than ``itl_target_s``, each holding
-    ``context_tokens`` of KV (``ServingProfile``'s step model), at most ``max_num_seqs``."""
+def _sequence_step_s(profile: ServingProfile, context_tokens: float) -> float:
+    """What one more sequence holding ``context_tokens`` of KV adds to a decode step (``ServingProfile``'s model)."""
     per_seq = (profile.max_num_seqs / profile.decode_tokens_per_s - profile.decode_step_s) / profile.max_num_seqs
     if profile.kv_read_tokens_per_s is not None:
         per_seq += max(context_tokens, 0.0) / profile.kv_read_tokens_per_s
+    return per_seq
+
+
+def decode_tokens_per_s(profile: ServingProfile, sequences: float, context_tokens: float) -> float:
+    """Output tokens one replica generates per second decoding ``sequences`` together, each holding
+    ``context_tokens`` of KV: one token each per step."""
+    n = max(sequences, 1.0)
+    return n / (profile.decode_step_s + n * _sequence_step_s(profile, context_tokens))
+
+
+def sequences_within_itl(profile: ServingProfile, itl_target_s: float, context_tokens: float) -> float:
+    """Most sequences one replica decodes together with a step no longer than ``itl_target_s``, each holding
+    ``context_tokens`` of KV (``ServingProfile``'s step model), at most ``max_num_seqs``."""
+    per_seq = _sequence_step_s(profile, context_tokens)
     room = itl_target_s - profile.decode_step_s
     if per_seq <= 0:
         return float(profile.max_num_seqs)
@@ -159,16 +188,19 @@ class _PoolPlanner:
         # Requests arriving over a short window, their peak held (the burst floor, when the policy has it on).
         self.burst = BurstPeak(self.own.burst_window_s, self.own.burst_hold_s) if pool == PREFILL else None
         self._mean_prompt: float | None = None
+        self._mean_output: float | None = None
+        # Requests handed to decode per second: what it generates is capped by the replicas it has, this is not.
+        self.handed = BurstPeak(self.own.arrival_window_s, 0.0) if pool == DECODE else None
 
     def decide(self, view: DeploymentView, now: float, current_replicas: int | None) -> Decision:
         current = replica_count(view) if current_replicas is None else current_replicas
         if self.pool == PREFILL:
             now_value, queued, capacity, numbers = self._prefill(view)
         else:
-            now_value, queued, capacity, numbers = self._decode(view)
+            now_value, queued, capacity, numbers = self._decode(view, now)
         point, upper = self.signal.step(now, now_value, self.own.horizon_s)
-        # Queued work is drained within the TTFT target (prefill) or joins the sequences held (decode): either way
-        # it is demand now, in the pool's units; the policy's own queue term is for requests, so it gets none.
+        # Queued work (prompts waiting for prefill, sequences waiting for decode's admission) is demand now, in the
+        # pool's units; the policy's own queue term is for requests, so it gets none.
         demand_now = None if now_value is None else now_value + queued
         if self.feedback is not None:
             capacity = self._slo_corrected(view, now, demand_now, capacity)
@@ -190,7 +222,13 @@ class _PoolPlanner:
             numbers["burst_floor_replicas"] = float(rec.burst_floor_replicas)
         if self.pool == PREFILL and self.config.prefill_spare:
             rec = _with_spare(rec, self.own.policy.max_replicas)
-        unit = "prompt tokens/s" if self.pool == PREFILL else "sequences"
+        unit = (
+            "prompt tokens/s"
+            if self.pool == PREFILL
+            else "output tokens/s"
+            if self.config.decode_tokens
+            else "sequences"
+        )
         numbers.update(
             {
                 "horizon_s": self.own.horizon_s,
@@ -254,12 +292,7 @@ class _PoolPlanner:
         None for decode, whose capacity is concurrency, and until both are known."""
         if self.burst is None:
             return None
-        counters = []
-        for r in view.replicas:
-            s = r.sample
-            flight = None if s.requests_waiting is None else s.requests_waiting + (s.requests_running or 0.0)
-            counters.append((r.key, s.requests_finished, flight))
-        peak = self.burst.update(now, counters)
+        peak = self.burst.update(now, _in_flight(view))
         if peak is None or self._mean_prompt is None:
             return None
         return burst_need(peak * self._mean_prompt, self.own.burst_window_s, self.config.ttft_target_s)
@@ -280,24 +313,52 @@ class _PoolPlanner:
         numbers = {"prompt_tokens_rate": rate if rate is not None else math.nan, "queue": waiting}
         return rate, queued, profile.prefill_tokens_per_s, numbers
 
-    def _decode(self, view: DeploymentView) -> tuple[float | None, float, float, dict[str, float]]:
+    def _decode(self, view: DeploymentView, now: float) -> tuple[float | None, float, float, dict[str, float]]:
         profile = self.own.profile
         running, waiting = view.requests_running, view.requests_waiting or 0.0
         kv_held = _kv_tokens_held(view)
         if kv_held is not None and running:
             self._kv_per_seq = kv_held / running
         context = self._kv_per_seq if self._kv_per_seq is not None else 0.0
-        per_replica = sequences_within_itl(profile, self.config.itl_target_s, context)
+        batch = sequences_within_itl(profile, self.config.itl_target_s, context)
         if self._kv_per_seq:
             # KV binds before the ITL does when sequences are long: a replica then holds fewer of them.
-            per_replica = min(per_replica, profile.kv_tokens * self.config.kv_target_usage / self._kv_per_seq)
+            batch = min(batch, profile.kv_tokens * self.config.kv_target_usage / self._kv_per_seq)
+        rate = view.generation_tokens_rate
+        done = completion_rate(view) or 0.0
+        if rate and done:
+            self._mean_output = rate / done
+        assert self.handed is not None
+        handed = self.handed.update(now, _in_flight(view))
+        if rate is not None and handed is not None and self._mean_output:
+            # A saturated pool generates what its replicas can; the sequences handed to it still owe their tokens.
+            rate = max(rate, handed * self._mean_output)
+        # Sequences waiting for admission are generated on top of what keeps arriving, over the horizon at the
+        # soonest (a replica ordered now serves from then on), as prefill drains its queued prompts.
+        drain_s = max(self.config.ttft_target_s, self.own.horizon_s)
+        queued = waiting * self._mean_output / drain_s if self._mean_output else 0.0
         numbers = {
+            "generation_tokens_rate": view.generation_tokens_rate
+            if view.generation_tokens_rate is not None
+            else math.nan,
+            "requests_handed_rate": handed if handed is not None else math.nan,
             "sequences": (running or 0.0) + waiting,
+            "batch_per_replica": batch,
             "kv_tokens_held": kv_held if kv_held is not None else math.nan,
             "kv_tokens_per_sequence": self._kv_per_seq if self._kv_per_seq is not None else math.nan,
             "queue": waiting,
         }
-        return running, waiting, max(per_replica, 1e-9), numbers
+        # The policy plans a replica at target_utilisation of its capacity; decode's headroom is in its batch (free
+        # slots and KV for sequences handed over), so a replica's capacity is what it generates holding that share
+        # of its largest batch, over the share (a step shrinks with the batch: the same share of tokens/s would
+        # hold far fewer sequences where KV reads dominate the step).
+        share = self.own.policy.target_utilisation
+        capacity = decode_tokens_per_s(profile, batch * share, context) / share
+        numbers["tokens_per_s_at_batch"] = decode_tokens_per_s(profile, batch, context)
+        if not self.config.decode_tokens:
+            # sequences held (running) and waiting, over the batch
+            return running, waiting, max(batch, 1e-9), numbers
+        return rate, queued, capacity, numbers
 
 
 def _with_spare(rec: Recommendation, max_replicas: int | None) -> Recommendation:
@@ -311,6 +372,16 @@ def _with_spare(rec: Recommendation, max_replicas: int | None) -> Recommendation
 
 def _n(value: float | None) -> str:
     return "?" if value is None else f"{value:.0f}"
+
+
+def _in_flight(view: DeploymentView) -> list[tuple[str, float | None, float | None]]:
+    """Each replica's finished counter and requests in flight (waiting + running), as `scaler.burst` reads them."""
+    counters = []
+    for r in view.replicas:
+        s = r.sample
+        flight = None if s.requests_waiting is None else s.requests_waiting + (s.requests_running or 0.0)
+        counters.append((r.key, s.requests_finished, flight))
+    return counters
 
 
 def _kv_tokens_held(view: DeploymentView) -> float | None:

@@ -1,5 +1,6 @@
-"""Pool planners: prefill sized on prompt tokens and TTFT, decode on sequences, KV and ITL, each one cold start
-ahead with its own forecast error; a burst of long prompts grows prefill and leaves decode alone."""
+"""Pool planners: prefill sized on prompt tokens and TTFT, decode on output tokens at the batch that ITL and KV
+allow, each one cold start ahead with its own forecast error; a burst of long prompts grows prefill and leaves
+decode alone."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ CONFIG = PoolsConfig(
     prefill=PoolConfig(H100, cold_start_s=60, policy=POLICY, forecaster="last_value"),
     decode=PoolConfig(H200, cold_start_s=180, policy=POLICY, forecaster="last_value"),
 )
+TOKENS = replace(CONFIG, decode_tokens=True)  # decode planned in output tokens/s
 
 
 class _Pools:
@@ -37,12 +39,24 @@ class _Pools:
         self.t = 0.0
         self.prompt = 0.0
         self.finished = 0.0
+        self.generated = 0.0
         self.extra: dict[str, Histogram] = {}  # on each prefill replica's samples
 
-    def tick(self, *, prompt_rate: float, req_rate: float, prefill_waiting: float, decode_running: float) -> None:
+    def tick(
+        self,
+        *,
+        prompt_rate: float,
+        req_rate: float,
+        prefill_waiting: float,
+        decode_running: float,
+        output_rate: float | None = None,  # output tokens/s; 200-token outputs unless given
+        decode_waiting: float = 0.0,
+        decode_kv_usage: float = 0.3,
+    ) -> None:
         self.t += 5.0
         self.prompt += prompt_rate * 5.0 / 2
         self.finished += req_rate * 5.0 / 2
+        self.generated += (req_rate * 200 if output_rate is None else output_rate) * 5.0 / 2
         samples = []
         for i in range(2):
             samples.append(
@@ -57,8 +71,9 @@ class _Pools:
                     **self.extra,
                 )
             )
-            samples.append(self._sample(f"d{i}", "decode", requests_waiting=0.0, requests_running=decode_running / 2,
-                                        kv_usage=0.3, requests_finished=self.finished))  # fmt: skip
+            samples.append(self._sample(f"d{i}", "decode", requests_waiting=decode_waiting / 2,
+                                        requests_running=decode_running / 2, kv_usage=decode_kv_usage,
+                                        requests_finished=self.finished, generation_tokens=self.generated))  # fmt: skip
         self.state.observe(samples, [], now=self.t)
 
     def _sample(self, name: str, role: str, **values: float | Histogram) -> ReplicaSample:
@@ -89,7 +104,13 @@ def test_each_pool_forecasts_its_own_horizon_and_exports_its_error() -> None:
     planner = PooledPlanner(Planner(), CONFIG)
     pools = _Pools()
     for i in range(80):  # decided every tick, as the loop does: the error is scored one horizon later
-        pools.tick(prompt_rate=20_000 + 100 * i, req_rate=10, prefill_waiting=0, decode_running=100 + i)
+        pools.tick(
+            prompt_rate=20_000 + 100 * i,
+            req_rate=10,
+            prefill_waiting=0,
+            decode_running=100 + i,
+            output_rate=2_000 + 20 * i,
+        )
         decisions = {d.deployment: d for d in planner.decide(pools.state, pools.t)}
     prefill, decode = decisions["llm/chat@prefill"], decisions["llm/chat@decode"]
     assert (prefill.forecast["horizon_s"], decode.forecast["horizon_s"]) == (95.0, 215.0)  # cold start + delay
@@ -97,6 +118,7 @@ def test_each_pool_forecasts_its_own_horizon_and_exports_its_error() -> None:
     assert decode.forecast["mase_last_value"] > 0
     assert "prefill pool" in prefill.message
     assert "prompt tokens/s" in prefill.message
+    assert "sequences" in decode.message
     assert decode.forecast["kv_tokens_per_sequence"] == pytest.approx(0.3 * 400_000 * 2 / (100 + 79), rel=0.05)
 
 
@@ -110,7 +132,78 @@ def test_decode_is_held_by_kv_when_sequences_are_long() -> None:
         pools.tick(prompt_rate=1_000, req_rate=1, prefill_waiting=0, decode_running=12)
     # kv_usage 0.3 of 400k on two replicas = 240k tokens for 12 sequences: 20k a sequence
     decode = next(d for d in planner.decide(pools.state, pools.t) if d.deployment == "llm/chat@decode")
-    assert decode.forecast["capacity_per_replica"] == pytest.approx(H200.kv_tokens * 0.85 / 20_000, rel=0.01)
+    assert decode.forecast["batch_per_replica"] == pytest.approx(H200.kv_tokens * 0.85 / 20_000, rel=0.01)
+
+
+def _step_s(profile: ServingProfile, batch: float, context: float) -> float:
+    """A decode step of ``batch`` sequences of ``context`` KV tokens each (ServingProfile's model), spelt out."""
+    per_seq = (profile.max_num_seqs / profile.decode_tokens_per_s - profile.decode_step_s) / profile.max_num_seqs
+    return profile.decode_step_s + batch * (per_seq + context / (profile.kv_read_tokens_per_s or math.inf))
+
+
+def _decode_after(minutes: int, config: PoolsConfig = TOKENS, **tick: float) -> Decision:
+    planner, pools = PooledPlanner(Planner(), config), _Pools()
+    for _ in range(12 * minutes):
+        pools.tick(prompt_rate=20_000, prefill_waiting=0, **{"req_rate": 10, **tick})
+    counts = {"llm/chat@prefill": 2, "llm/chat@decode": 2}
+    return next(d for d in planner.decide(pools.state, pools.t, current_replicas=counts) if "decode" in d.deployment)
+
+
+def _planned_tokens_per_s(profile: ServingProfile, batch: float, context: float) -> float:
+    """What the policy plans a decode replica to generate: its tokens/s holding 80 % (POLICY's target utilisation)
+    of its largest batch."""
+    return 0.8 * batch / _step_s(profile, 0.8 * batch, context)
+
+
+def test_decode_is_sized_on_the_tokens_it_generates_not_the_sequences_its_replicas_hold() -> None:
+    # Two H200s each decode 75 sequences of 1,600 KV tokens. 150 sequences are well under 80 % of one replica's
+    # 256, but a sequence is held for its output times the step, and the step grows with the batch: the tokens
+    # those two generate are more than one replica generates holding 80 % of its batch, so one would hold more
+    # (Azure conv x10 went from two to one this way and queued 450 sequences for admission; BENCHMARKS.md)
+    context = 0.3 * 400_000 / 75
+    generated = 150 / _step_s(H200, 75, context)
+    assert 0.8 * H200.max_num_seqs > 150
+    assert generated > _planned_tokens_per_s(H200, H200.max_num_seqs, context)
+    decode = _decode_after(5, decode_running=150, output_rate=generated)
+    assert decode.forecast["capacity_per_replica"] * 0.8 == pytest.approx(
+        _planned_tokens_per_s(H200, H200.max_num_seqs, context), rel=1e-6
+    )
+    assert decode.desired_replicas == 2
+    assert "output tokens/s" in decode.message
+    assert _decode_after(5, CONFIG, decode_running=150, output_rate=generated).desired_replicas == 1  # on sequences
+    assert decode.forecast["tokens_per_s_at_batch"] == pytest.approx(
+        H200.max_num_seqs / _step_s(H200, H200.max_num_seqs, context), rel=1e-6
+    )
+
+
+def test_sequences_waiting_for_decode_are_generated_over_the_horizon_not_held_at_once() -> None:
+    # One replica's full batch and 2,000 sequences waiting for admission (a start a cold start short): the queue's
+    # tokens are owed over the horizon (215 s), on top of what arrives, not 2,000 more sequences held together
+    context = 0.85 * 400_000 / 128
+    full = H200.max_num_seqs / _step_s(H200, H200.max_num_seqs, context)
+    decode = _decode_after(
+        3, decode_running=256, decode_waiting=2_000, output_rate=full, req_rate=full / 200, decode_kv_usage=0.85
+    )
+    owed = full + 2_000 * 200 / 215.0
+    assert decode.desired_replicas == math.ceil(owed / _planned_tokens_per_s(H200, H200.max_num_seqs, context))
+    assert decode.desired_replicas < (256 + 2_000) / (256 * 0.8)
+
+
+def test_a_saturated_decode_pool_is_sized_on_the_sequences_handed_to_it() -> None:
+    # Decode generates all its replicas can (a full batch each) and finishes 200-token sequences at that pace, while
+    # sequences handed to it pile up 10 a second: what it generates is capped by the replicas it has, the tokens
+    # owed are those of every sequence handed over (finished + the change in flight, over the rate window)
+    context = 0.85 * 400_000 / 128
+    full = H200.max_num_seqs / _step_s(H200, H200.max_num_seqs, context)
+    planner, pools = PooledPlanner(Planner(), TOKENS), _Pools()
+    for i in range(36):
+        pools.tick(
+            prompt_rate=20_000, req_rate=full / 200, prefill_waiting=0, decode_running=256,
+            decode_waiting=50.0 * i, output_rate=full, decode_kv_usage=0.85,
+        )  # fmt: skip
+        decode = next(d for d in planner.decide(pools.state, pools.t) if "decode" in d.deployment)
+    assert decode.forecast["requests_handed_rate"] == pytest.approx(full / 200 + 10, rel=0.01)
+    assert decode.forecast["signal_now"] == pytest.approx(full + 10 * 200, rel=0.01)
 
 
 def test_a_deployment_without_pools_goes_to_the_wrapped_planner() -> None:
@@ -151,10 +244,13 @@ def test_each_pool_has_its_own_limits_and_the_rollout_stage_reads_them() -> None
 
 
 def _one_replica_of_prompts(planner: PooledPlanner, minutes: int = 5) -> dict[str, int]:
-    """Prefill at a quarter of one H100's prompt tokens, decode at a few sequences: each pool's load needs one."""
+    """Prefill at a quarter of one H100's prompt tokens, decode at a few sequences (100 tokens/s): each pool's load
+    needs one."""
     pools = _Pools()
     for _ in range(12 * minutes):
-        pools.tick(prompt_rate=H100.prefill_tokens_per_s / 4, req_rate=5, prefill_waiting=0, decode_running=4)
+        pools.tick(
+            prompt_rate=H100.prefill_tokens_per_s / 4, req_rate=5, prefill_waiting=0, decode_running=4, output_rate=100
+        )
     return _desired(planner, pools)
 
 
@@ -179,7 +275,9 @@ def test_the_spare_is_said_in_the_decision() -> None:
     planner = PooledPlanner(Planner(), CONFIG)
     pools = _Pools()
     for _ in range(60):
-        pools.tick(prompt_rate=H100.prefill_tokens_per_s / 4, req_rate=5, prefill_waiting=0, decode_running=4)
+        pools.tick(
+            prompt_rate=H100.prefill_tokens_per_s / 4, req_rate=5, prefill_waiting=0, decode_running=4, output_rate=100
+        )
     decisions = {
         d.deployment: d for d in planner.decide(pools.state, pools.t, current_replicas={"llm/chat@prefill": 1})
     }
