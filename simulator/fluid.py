@@ -50,6 +50,9 @@ class _FluidReplica:
         self.started_s = now
         self.ready_at = ready_at
         self.hung = False
+        # Counters as the engine process keeps them: what it served while it served (FluidFleet._credit).
+        self.credited: np.ndarray | None = None  # over past serving periods
+        self.serving_since: np.ndarray | None = None  # the per-replica running total when this period began
 
 
 class FluidFleet:
@@ -81,6 +84,11 @@ class FluidFleet:
         self._kv_usage = 0.0
         self._util = 0.0
         self._itl = Histogram(ITL_GRID)
+        # Running total of what one serving replica served (each step's fleet increments over the replicas
+        # serving it): a replica's counters are this total's growth while it served, so they never fall when
+        # the fleet grows or shrinks (a share of the fleet's totals would, and read as a counter reset).
+        self._per_replica = np.zeros(len(self._fleet_totals()))
+        self._roster_due = 0.0  # when a replica's serving state may next change (_credit); 0: check now
         for _ in range(config.replicas):
             self._add(0.0 if config.start_ready else config.cold_start_s)
 
@@ -89,6 +97,7 @@ class FluidFleet:
         name = f"{self.cfg.deployment}-{self._serial:04d}"
         self._serial += 1
         self.replicas.append(_FluidReplica(name, self.time, ready_at))
+        self._roster_due = 0.0
         self._gpus[name] = self.nodes.place(name, self.p.gpus_per_replica)
 
     def set_replicas(self, n: int) -> None:
@@ -98,6 +107,7 @@ class FluidFleet:
             self._add(self.time + self.cfg.cold_start_s)
         if n < len(self.replicas):
             order = sorted(self.replicas, key=lambda r: (r.ready_at <= self.time, -r.started_s))
+            self._roster_due = 0.0
             for r in order[: len(self.replicas) - n]:
                 self.replicas.remove(r)
                 self.nodes.release(self._gpus.pop(r.name))
@@ -130,6 +140,34 @@ class FluidFleet:
     def _serving(self) -> int:
         return sum(1 for r in self.replicas if r.ready_at <= self.time and not r.hung)
 
+    def _fleet_totals(self) -> np.ndarray:
+        """The fleet's counters as one vector: tokens, prefix queries and hits, finished, TTFT and ITL buckets."""
+        t = self._tot
+        head = (t["prompt"], t["gen"], t["queries"], t["hits"], t["finished"])
+        return np.array(
+            [*head, *self._ttft_counts, self._ttft_sum, *self._itl.counts, self._itl.total], dtype=np.float64
+        )
+
+    def _credit(self) -> None:
+        """Open or close each replica's serving period at the current time (ready and not hung)."""
+        if self.time < self._roster_due:
+            return
+        self._roster_due = min((r.ready_at for r in self.replicas if r.ready_at > self.time), default=math.inf)
+        for r in self.replicas:
+            serving = r.ready_at <= self.time and not r.hung
+            if serving and r.serving_since is None:
+                r.serving_since = self._per_replica.copy()
+            elif not serving and r.serving_since is not None:
+                past = r.credited if r.credited is not None else 0.0
+                r.credited = past + (self._per_replica - r.serving_since)
+                r.serving_since = None
+
+    def _replica_totals(self, r: _FluidReplica) -> np.ndarray:
+        out = np.zeros_like(self._per_replica) if r.credited is None else r.credited.copy()
+        if r.serving_since is not None:
+            out += self._per_replica - r.serving_since
+        return out
+
     # -- dynamics ----------------------------------------------------------------------------------------------
     def advance_to(self, t: float) -> None:
         if t < self.time:
@@ -140,6 +178,8 @@ class FluidFleet:
             self._step(nxt - self.time)
 
     def _step(self, dt: float) -> None:
+        self._credit()
+        before = self._fleet_totals()
         p = self.p
         i = int(self.time // self.dt)
         past_end = i >= len(self._rate) and not self.cfg.loop
@@ -176,6 +216,8 @@ class FluidFleet:
         if n > 0:
             self._itl.observe(m.step_time(n), max(1, round(served * output)))
         self._record_ttft(arrivals, backlog_before, m, a, n, n_rep)
+        if n_rep:
+            self._per_replica += (self._fleet_totals() - before) / n_rep
         self.time += dt
 
     def _record_ttft(
@@ -236,6 +278,7 @@ class FluidFleet:
         return []
 
     def snapshot(self, replicas: Collection[str] | None = None) -> FleetSnapshot:
+        self._credit()
         n = max(len(self.replicas), 1)
         n_serving = max(self._serving(), 1)
         reps = []
@@ -255,9 +298,11 @@ class FluidFleet:
         return FleetSnapshot(self.time, round(self.arrivals), waiting_gateway, self.routing, reps, gpus)
 
     def _replica_snapshot(self, r: _FluidReplica, ready: bool, share: float, n: int) -> ReplicaSnapshot:
-        t = self._tot
         p = self.p
-        hist = Histogram(TTFT_BUCKETS, [round(c * share) for c in self._ttft_counts], self._ttft_sum * share)
+        v = self._replica_totals(r).tolist()
+        nt = len(self._ttft_counts)
+        ttft, itl = v[5 : 5 + nt + 1], v[6 + nt :]
+        hist = Histogram(TTFT_BUCKETS, [round(c) for c in ttft[:-1]], ttft[-1])
         empty = Histogram(LATENCY_GRID)
         return ReplicaSnapshot(
             name=r.name,
@@ -270,16 +315,16 @@ class FluidFleet:
             kv_capacity_tokens=p.kv_capacity_tokens,
             num_gpu_blocks=p.num_gpu_blocks,
             block_size=p.block_size,
-            prompt_tokens_total=round(t["prompt"] * share),
-            generation_tokens_total=round(t["gen"] * share),
-            prefix_queries_total=round(t["queries"] * share),
-            prefix_hits_total=round(t["hits"] * share),
+            prompt_tokens_total=round(v[0]),
+            generation_tokens_total=round(v[1]),
+            prefix_queries_total=round(v[2]),
+            prefix_hits_total=round(v[3]),
             preemptions_total=0,
-            requests_finished_total=round(t["finished"] * share),
+            requests_finished_total=round(v[4]),
             requests_aborted_total=0,
             started_s=r.started_s,
             ttft=hist,
-            itl=Histogram(ITL_GRID, [round(c * share) for c in self._itl.counts], self._itl.total * share),
+            itl=Histogram(ITL_GRID, [round(c) for c in itl[:-1]], itl[-1]),
             e2e=empty,
             queue_time=empty,
             prefill_time=empty,
@@ -292,6 +337,7 @@ class FluidFleet:
 
     # -- faults --------------------------------------------------------------------------------------------------
     def inject(self, fault: Fault) -> None:
+        self._roster_due = 0.0  # a crash or a hung GPU changes who serves
         if fault.type == "routing":
             self.routing = fault.routing
         elif fault.type == "crash":
@@ -299,6 +345,7 @@ class FluidFleet:
             if r is None:
                 raise KeyError(f"no replica {fault.replica!r}")
             r.started_s, r.ready_at, r.hung = self.time, self.time + self.cfg.cold_start_s, False
+            r.credited = r.serving_since = None  # a new engine process counts from zero
         elif fault.type == "rollout":
             raise ValueError("fault 'rollout' needs the request level (fidelity 'request')")
         elif fault.type == "kv_pressure":

@@ -237,3 +237,34 @@ def test_snapshot_can_be_limited_to_some_replicas(conv: Trace, fidelity: str) ->
     assert [r.name for r in one.replicas] == ["llama-0001"]
     assert one.replicas[0] == full.replicas[1]
     assert len(one.gpus) == len(full.gpus)
+
+
+@pytest.mark.parametrize("fidelity", ["request", "fluid"])
+def test_replica_counters_never_fall_as_the_fleet_changes(fidelity: str) -> None:
+    """An engine's counters only grow while its process lives: growing the fleet, shrinking it or hanging a
+    replica's GPU must not lower another replica's counter (a fall reads as a reset to every rate it feeds)."""
+    trace = load_trace("synthetic:duration_s=900,rate=8,bursts=0", seed=3)
+    f = Fleet(FleetConfig(replicas=2, fidelity=fidelity, cold_start_s=30, start_ready=True), trace)
+    last: dict[str, tuple[int, ...]] = {}
+
+    def check() -> None:
+        for r in f.snapshot().replicas:
+            now = (r.requests_finished_total, r.generation_tokens_total, r.prompt_tokens_total, r.ttft.count)
+            before = last.get(r.name)
+            assert before is None or all(a >= b for a, b in zip(now, before, strict=True)), (r.name, before, now)
+            last[r.name] = now
+
+    t = 0.0
+    for target, until in ((2, 120), (5, 300), (3, 500), (6, 700)):
+        f.set_replicas(target)
+        while t < until:
+            t += 10
+            f.advance_to(t)
+            check()
+    assert sum(v[0] for v in last.values()) > 0  # the replicas served something
+    gpu = f.snapshot().gpus[0]
+    f.inject(parse_fault({"type": "hung_gpu", "node": gpu.node, "gpu": gpu.index}))
+    for _ in range(10):
+        t += 10
+        f.advance_to(t)
+        check()
