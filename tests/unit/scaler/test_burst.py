@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -142,20 +143,25 @@ def _samples(t: float, finished: float, replicas: int) -> list[ReplicaSample]:
     ]
 
 
+def _config(**overrides: Any) -> PlannerConfig:
+    """The planner these tests drive: 120 s cold start, 10 req/s a replica at the reference mix, the floor on."""
+    fields: dict[str, Any] = {
+        "cold_start_s": 120.0,
+        "tick_s": TICK_S,
+        "min_replicas": 1,
+        "max_replicas": None,
+        "capacity": CapacityConfig(requests_per_s=10.0, reference_mix=MIX),
+        "burst_floor": True,
+    }
+    return planner_config(**(fields | overrides))
+
+
 def _on_off(burst_floor: bool) -> list[tuple[int, float | None]]:
     """Bursts of 30 s at 80 req/s every 600 s (capacity 10 req/s a replica), fed through a real FleetState, sized
     for the point forecast (no upper band, to isolate the floor); every decision after the warm-up. Three replicas
     serve and report throughout; the count the planner is told (the scale subresource's) is its last decision.
     Each decision's replicas and what the floor asked."""
-    config = planner_config(
-        cold_start_s=120.0,
-        tick_s=TICK_S,
-        min_replicas=1,
-        max_replicas=None,
-        capacity=CapacityConfig(requests_per_s=10.0, reference_mix=MIX),
-        forecaster="last_value",
-        burst_floor=burst_floor,
-    )
+    config = _config(forecaster="last_value", burst_floor=burst_floor)
     state, planner = FleetState(rate_window_s=60.0), Planner(dataclasses.replace(config, upper_weight=0.0))
     finished, replicas, out = 0.0, 3, []
     for i in range(int(2400 / TICK_S)):
@@ -202,14 +208,7 @@ def test_settings_turn_the_floor_on_for_kvpilot_run() -> None:
 def test_the_planner_takes_the_gateways_count_for_the_floor() -> None:
     # Engines report nothing new; the gateway counts 90 requests per 5 s tick (18 req/s): the floor reads it,
     # 18 · 30 / 32 = 16.9 req/s, 2 replicas at 10 a replica (what `kvpilot backtest` passes from its router).
-    config = planner_config(
-        cold_start_s=120.0,
-        tick_s=TICK_S,
-        min_replicas=1,
-        max_replicas=None,
-        capacity=CapacityConfig(requests_per_s=10.0, reference_mix=MIX),
-        burst_floor=True,
-    )
+    config = _config()
     state, planner = FleetState(rate_window_s=60.0), Planner(config)
     for i in range(20):
         t = i * TICK_S
