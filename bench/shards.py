@@ -70,6 +70,8 @@ class Instance:
         self.ticks: list[float] = []
         self.cpu_s = 0.0  # CPU of the process and its answer reader over the measured ticks
         self.rss_mb = 0.0  # peak RSS of the process plus its answer reader's
+        self.answer_mb: list[float] = []  # inflated PromQL answers of each measured tick
+        self.deployments_read: float | None = None  # what its queries were narrowed to (sharded only)
 
     @property
     def cpu_per_tick_s(self) -> float:
@@ -123,6 +125,8 @@ async def _ticks(instances: list[Instance], ticks: int, warmup: int) -> None:
                             cpu0 = tree_cpu_s(i.proc.pid)
                         if seen > warmup:
                             i.ticks.append((total - last[1]) / (count - last[0]))
+                            i.answer_mb.append((metric(text, "kvpilot_promql_answer_bytes") or 0.0) / 1e6)
+                            i.deployments_read = metric(text, "kvpilot_promql_deployments_read")
                     last = (count, total)
                 await asyncio.sleep(0.2)
             i.cpu_s = tree_cpu_s(i.proc.pid) - cpu0
@@ -235,12 +239,15 @@ def main() -> None:
             for i in group:
                 print(
                     f"  {i.name}: tick p50 {statistics.median(i.ticks):.3f} s max {max(i.ticks):.3f} s, "
-                    f"CPU {i.cpu_per_tick_s:.2f} s per tick, peak RSS {i.rss_mb:.0f} MB",
+                    f"CPU {i.cpu_per_tick_s:.2f} s per tick, peak RSS {i.rss_mb:.0f} MB, "
+                    f"answers {statistics.median(i.answer_mb):.2f} MB per tick "
+                    f"({i.deployments_read or 0:.0f} deployments asked for)",
                     flush=True,
                 )
             print(
                 f"  peer (one instance, whole fleet): tick p50 {peer_tick:.3f} s max {max(peer.ticks):.3f} s, "
-                f"CPU {peer.cpu_per_tick_s:.2f} s per tick, peak RSS {peer.rss_mb:.0f} MB"
+                f"CPU {peer.cpu_per_tick_s:.2f} s per tick, peak RSS {peer.rss_mb:.0f} MB, "
+                f"answers {statistics.median(peer.answer_mb):.2f} MB per tick"
             )
             cpu = statistics.mean(i.cpu_per_tick_s for i in group)
             print(f"  per-instance / peer: tick {tick / peer_tick:.2f}, CPU per tick {cpu / peer.cpu_per_tick_s:.2f}")

@@ -11,6 +11,10 @@ Two modes (``collector.discovery.promql_mode``):
   else the same expressions ad hoc: ``collector.promql.expressions``), and only the replicas and GPUs a
   detector must see are read series by series. Cost grows with the deployments and the sick replicas.
 
+``collect_owned(owns)`` (a shard's instance, ``kvpilot.runtime.shards.OwnedCollect``) narrows either mode to the
+deployments ``owns`` accepts: one small query names every deployment, and every later query of the tick carries
+label matchers of those owned, so Prometheus selects, computes and sends only the shard's series.
+
 Answers are asked for gzip-compressed, read up to a size cap (``collector.timeout_s`` bounds each whole answer),
 then decoded with orjson, regrouped and adapted in a reader process (``reader="thread"``: a worker thread), so the
 event loop (HTTP API, KEDA's gRPC) keeps answering during a tick; ``abort()`` (SIGTERM) ends the tick's queries
@@ -212,9 +216,7 @@ class PromQLSource:
             timeout=timeout_s, trust_env=False, headers={"Accept-Encoding": "gzip"}
         )
         self.extra_selector = extra_selector
-        self._selector = families_selector()
-        if extra_selector:  # e.g. 'namespace="prod"' to restrict a shared Prometheus
-            self._selector = self._selector[:-1] + "," + extra_selector + "}"
+        self._selector = _with(families_selector(), extra_selector)  # e.g. 'namespace="prod"': a shared Prometheus
         self.jobs = frozenset(jobs)
         self.health = HealthBook()
         self._metadata: dict[str, str] = {}
@@ -233,6 +235,9 @@ class PromQLSource:
         self.reader = reader
         self._reader: concurrent.futures.ProcessPoolExecutor | None = None  # started with the first round
         self.results_per_piece = RESULTS_PER_PIECE
+        self.max_matcher_bytes = expressions.MAX_MATCHER_BYTES
+        # narrowed rounds (collect_owned): how many deployments the latest one's queries were narrowed to
+        self.deployments_read: int | None = None
 
     async def aclose(self) -> None:
         if self._own_client:
@@ -323,16 +328,51 @@ class PromQLSource:
 
     async def collect_once(self, targets: Sequence[TargetInfo] = ()) -> CollectResult:
         """Query, group by target, adapt. ``targets`` is ignored: Prometheus already knows them."""
+        return await self._collect(None)
+
+    async def collect_owned(self, owns: Callable[[str], bool], targets: Sequence[TargetInfo] = ()) -> CollectResult:
+        """``collect_once`` narrowed to the deployments ``owns`` accepts (``"namespace/name"``): a first query names
+        every deployment (one small series each), and every later query of the tick carries matchers of those owned
+        (split over several queries past ``max_matcher_bytes``; each sent as a POST form). What carries no
+        deployment label is read as before, for the caller to cut: GPU series (only the faulty ones in
+        ``aggregates`` mode), and in ``replicas`` mode the targets whose deployment comes from their pod's name.
+        A deployment first seen after the naming query is read from the next tick."""
+        return await self._collect(owns)
+
+    async def _collect(self, owns: Callable[[str], bool] | None) -> CollectResult:
         self.last_answer_bytes = 0
         now = self.clock.now()
-        if self._metadata_at is None or now - self._metadata_at > self.metadata_ttl_s:
+        stale = self._metadata_at is None or now - self._metadata_at > self.metadata_ttl_s
+        scopes: list[str] | None = None
+        if owns is not None:
+            if stale:
+                known, _ = await asyncio.gather(self._known_deployments(now), self._refresh_metadata())
+            else:
+                known = await self._known_deployments(now)
+            mine = [(ns, d) for ns, d in known if owns(f"{ns or 'default'}/{d}")]
+            scopes = [self._with_extra(m) for m in expressions.deployment_matchers(mine, self.max_matcher_bytes)]
+            self.deployments_read = len(mine)
+        elif stale:
             await self._refresh_metadata()
         if self.mode == "aggregates":
-            return await self._collect_aggregates(now)
+            return await self._collect_aggregates(now, scopes)
         t0 = time.perf_counter()
-        body = await self._query_body(self._selector, now)
-        results = await self._in_reader(partial(_read_answers, [body], None, self._metadata, now, self.jobs, t0))
+        if scopes is None:
+            selectors = [self._selector]
+        else:  # targets without a deployment label (GPUs, deployments named by their pods) cannot be narrowed
+            selectors = [_with(families_selector(), extra) for extra in [*scopes, self._with_extra('deployment=""')]]
+        bodies = await asyncio.gather(*(self._query_body(q, now) for q in selectors))
+        results = await self._in_reader(partial(_read_answers, bodies, None, self._metadata, now, self.jobs, t0))
         return self._collected(results, now)
+
+    def _with_extra(self, matchers: str) -> str:
+        return f"{self.extra_selector},{matchers}" if self.extra_selector else matchers
+
+    async def _known_deployments(self, now: float) -> list[tuple[str, str]]:
+        """``(namespace, deployment)`` of every inference target (namespace "" where it has none)."""
+        series = await self._vector(expressions.known_deployments(self.extra_selector), now)
+        names = {(s["metric"].get("namespace", ""), s["metric"].get(expressions.DEPLOYMENT_LABEL, "")) for s in series}
+        return sorted(names)
 
     async def _query_body(self, query: str, now: float) -> tuple[str, bytes]:
         where = f"{self.url} query {query[:80]!r}"
@@ -362,31 +402,35 @@ class PromQLSource:
         self.health.retain(t.url for t in self._last_targets)
         return CollectResult(timestamp=now, results=tuple(results), health=self.health.snapshot())
 
-    async def _collect_aggregates(self, now: float) -> CollectResult:
+    async def _collect_aggregates(self, now: float, scopes: list[str] | None) -> CollectResult:
+        """``scopes``: the matchers of a narrowed round (the queries of each asked apart), else None."""
         t0 = time.perf_counter()
-        extra = self.extra_selector
+        extras = [self.extra_selector] if scopes is None else scopes
         engines = names_regex(WANTED_FAMILIES - _gpu_families())
-        queries = [
-            expressions.replica_series(engines, self.window, extra, kv_from=self.kv_from, limit=self.max_replicas),
-            expressions.gpu_series(names_regex(_gpu_families()), extra),
-            expressions.down_targets(extra),
-        ]
-        deployments_task = asyncio.ensure_future(self._deployments(now))
+        limit = max(1, self.max_replicas // max(1, len(extras)))
+        sick = [expressions.replica_series(engines, self.window, e, kv_from=self.kv_from, limit=limit) for e in extras]
+        # GPU series carry no deployment label: the faulty ones are read whole, for the caller to cut by node
+        queries = [*sick, expressions.gpu_series(names_regex(_gpu_families()), self.extra_selector)]
+        down = [expressions.down_targets(e) for e in extras]
+        deployments_task = asyncio.ensure_future(self._deployments(now, extras))
         try:
-            replicas, gpus, down = await asyncio.gather(*(self._query_body(q, now) for q in queries))
+            bodies = await asyncio.gather(*(self._query_body(q, now) for q in [*queries, *down]))
             deployments = await deployments_task
         finally:
             deployments_task.cancel()
-        job = partial(_read_answers, [replicas, gpus], down, self._metadata, now, self.jobs, t0)
+        answers, downs = bodies[: len(queries)], bodies[len(queries) :]
+        job = partial(_read_answers, answers, downs, self._metadata, now, self.jobs, t0)
         result = self._collected(await self._in_reader(job), now)
         self.last_aggregates = await asyncio.to_thread(decode.aggregates, deployments, now, self._stop)
         return result
 
-    async def _deployments(self, now: float) -> list[decode.Series]:
+    async def _deployments(self, now: float, extras: Sequence[str]) -> list[decode.Series]:
         """The deployments' series: recorded where kvpilot's rules answer, else the same expressions ad hoc."""
+        if not extras:  # a narrowed round that owns no deployment
+            return []
         recheck = self._rules_checked_at is None or now - self._rules_checked_at > self.metadata_ttl_s
         if self.rules_in_use or recheck:
-            series = await self._vector(expressions.rules_query(self.extra_selector), now)
+            series = await self._vectors([expressions.rules_query(e) for e in extras], now)
             found = bool(series)
             if found != self.rules_in_use:
                 log.info(
@@ -399,7 +443,11 @@ class PromQLSource:
             self.rules_in_use, self._rules_checked_at = found, now
             if found:
                 return series
-        return await self._vector(expressions.adhoc_query(self.window, self.extra_selector), now)
+        return await self._vectors([expressions.adhoc_query(self.window, e) for e in extras], now)
+
+    async def _vectors(self, queries: Sequence[str], now: float) -> list[decode.Series]:
+        answers = await asyncio.gather(*(self._vector(q, now) for q in queries))
+        return [s for answer in answers for s in answer]
 
 
 def _pickled_in_pieces(job: Callable[[], list[ScrapeResult]], per_piece: int) -> list[bytes]:
@@ -420,19 +468,24 @@ def _unpickled(pieces: Sequence[bytes]) -> list[ScrapeResult]:
     return results
 
 
+def _with(selector: str, matchers: str) -> str:
+    """``{...}`` with ``matchers`` added."""
+    return selector[:-1] + "," + matchers + "}" if matchers else selector
+
+
 def _read_answers(
     answers: Sequence[tuple[str, bytes]],
-    down: tuple[str, bytes] | None,
+    down: Sequence[tuple[str, bytes]] | None,
     metadata: Mapping[str, str],
     now: float,
     jobs: frozenset[str],
     started: float,
 ) -> list[ScrapeResult]:
     """In the reader (process or thread): decode the answers, regroup their series by target, adapt each target's
-    as its page. ``down`` (aggregates mode): the ``up == 0`` series of inference targets, reported down; in
+    as its page. ``down`` (aggregates mode): answers of the ``up == 0`` series of inference targets, reported down; in
     ``replicas`` mode (``down`` None) only ``jobs``' targets, or those serving a wanted family, are kept."""
     by_target: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for where, body in [*answers, *([down] if down is not None else [])]:
+    for where, body in [*answers, *(down or ())]:
         for s in decode.vector(decode.answer(body, where), where):
             m = s["metric"]
             by_target.setdefault((m.get("job", ""), m.get("instance", "")), []).append(s)
@@ -487,6 +540,12 @@ class _SourceMetrics(Collector):
                 "1 when kvpilot's recording rules answer (deployment:kvpilot_* series), 0 when it computes the same "
                 "expressions ad hoc each tick.",
                 value=float(self.source.rules_in_use),
+            )
+        if self.source.deployments_read is not None:
+            yield GaugeMetricFamily(
+                "kvpilot_promql_deployments_read",
+                "Deployments the latest tick's queries were narrowed to (this instance's shards' deployments).",
+                value=float(self.source.deployments_read),
             )
         yield GaugeMetricFamily(
             "kvpilot_promql_answer_bytes",

@@ -14,7 +14,9 @@ remap. vLLM V1 names; the ``deployment`` label comes from relabelling (docs/scal
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 DEPLOYMENT_LABEL = "deployment"
@@ -140,3 +142,45 @@ def gpu_series(names_regex: str, extra: str = "") -> str:
 
 def down_targets(extra: str = "") -> str:
     return f"up{{{selector(extra)}}} == 0"
+
+
+# -- narrowing to some deployments (a shard's) -------------------------------------------------------------------
+
+# Bytes of deployment names per matcher. Past it, the deployments are split over several matchers, each asked in
+# its own queries: the ad-hoc aggregate query repeats its selector ~40 times, so 8 KiB of names is ~350 KB of POST
+# body, well under the 10 MiB a Go server (Prometheus, Thanos, Mimir) parses of a form.
+MAX_MATCHER_BYTES = 8 * 1024
+_RE2_SPECIAL = re.compile(r"[\\.^$|?*+()\[\]{}]")
+
+
+def known_deployments(extra: str = "") -> str:
+    """Every deployment with an inference target, one small series each (``count`` of its targets): what a shard's
+    matchers are chosen from."""
+    return f"count by ({BY}) (up{{{selector(extra)}}})"
+
+
+def deployment_matchers(deployments: Iterable[tuple[str, str]], max_bytes: int = MAX_MATCHER_BYTES) -> list[str]:
+    """Label matchers that select these ``(namespace, deployment)`` pairs, split so that no matcher's names pass
+    ``max_bytes``; none for none. Each is ``namespace=~"...",deployment=~"..."``: a plain alternation of literals,
+    which Prometheus answers from its index (set matches) rather than by running the regex. Names shared across
+    namespaces may select a little more than asked (a pair's name with another pair's namespace): a superset, which
+    the caller cuts exactly."""
+    pairs = sorted(set(deployments))
+    chunks: list[list[tuple[str, str]]] = []
+    size = max_bytes
+    for ns, name in pairs:
+        if size + len(name) + 1 > max_bytes and (not chunks or chunks[-1]):
+            chunks.append([])
+            size = 0
+        chunks[-1].append((ns, name))
+        size += len(name) + 1
+    return [
+        f"namespace=~{_any_of(ns for ns, _ in chunk)},{DEPLOYMENT_LABEL}=~{_any_of(name for _, name in chunk)}"
+        for chunk in chunks
+    ]
+
+
+def _any_of(values: Iterable[str]) -> str:
+    """A PromQL string holding an RE2 regex (anchored by Prometheus) matching exactly these values."""
+    alternatives = "|".join(_RE2_SPECIAL.sub(lambda m: "\\" + m.group(), v) for v in sorted(set(values)))
+    return json.dumps(alternatives)

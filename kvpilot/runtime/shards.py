@@ -104,6 +104,18 @@ class Route:
 
 
 @dataclass(frozen=True, slots=True)
+class Held:
+    """The shards an instance held at one moment: one tick's queries and its cut agree on what is ours even when a
+    Lease round changes ``ShardCoordinator.owned`` in between."""
+
+    shards: int
+    owned: frozenset[int]
+
+    def owns(self, deployment: str) -> bool:
+        return shard_of(deployment, self.shards) in self.owned
+
+
+@dataclass(frozen=True, slots=True)
 class _Seen:
     holder: str | None
     expires_at: float
@@ -182,6 +194,9 @@ class ShardCoordinator:
 
     def owns(self, deployment: str) -> bool:
         return shard_of(deployment, self.shards) in self.owned
+
+    def held(self) -> Held:
+        return Held(self.shards, self.owned)
 
     def route(self, deployment: str) -> Route:
         shard = shard_of(deployment, self.shards)
@@ -310,7 +325,7 @@ class OwnedTargets:
         return owned_targets(await self._discovery.targets(), self._shards)
 
 
-def owned_targets(targets: Sequence[TargetInfo], shards: ShardCoordinator) -> list[TargetInfo]:
+def owned_targets(targets: Sequence[TargetInfo], shards: ShardCoordinator | Held) -> list[TargetInfo]:
     engines = [t for t in targets if t.kind != "gpu"]
     all_nodes = {t.node for t in engines if t.node}
     mine = [t for t in engines if shards.owns(t.deployment_key)]
@@ -319,23 +334,32 @@ def owned_targets(targets: Sequence[TargetInfo], shards: ShardCoordinator) -> li
     return [*mine, *gpus]
 
 
-def _gpu_is_mine(t: TargetInfo, my_nodes: set[str], all_nodes: set[str], shards: ShardCoordinator) -> bool:
+def _gpu_is_mine(t: TargetInfo, my_nodes: set[str], all_nodes: set[str], shards: ShardCoordinator | Held) -> bool:
     if t.node and t.node in my_nodes:
         return True
     return t.node not in all_nodes and shard_of(f"node/{t.node or t.url}", shards.shards) in shards.owned
 
 
 class OwnedCollect:
-    """A collect stage whose source reads the whole fleet at once (the PromQL source ignores the targets it is
-    given): its results cut to this instance's deployments, and GPUs to the nodes of their replicas."""
+    """A collect stage whose source reads the fleet from Prometheus (it ignores the targets it is given). Where the
+    source can narrow its queries (``collect_owned``: the PromQL source adds label matchers of the deployments of
+    the shards held when the tick starts), Prometheus sends only ours, and a shard taken over is read from the next
+    tick; else the whole fleet is read. Either way the results are cut here to the deployments of the same shards,
+    and GPUs to the nodes of their replicas (a narrowed answer holds no other instance's replicas, so a faulty GPU
+    on a node shared with one may also be kept by the instance its node hashes to: seen twice, never missed)."""
 
     def __init__(self, collector: Any, shards: ShardCoordinator) -> None:
         self._collector = collector
         self._shards = shards
+        self._held = shards.held()
 
     async def collect_once(self, targets: Sequence[TargetInfo]) -> CollectResult:
-        result: CollectResult = await self._collector.collect_once(targets)
-        owns = self._shards.owns
+        held = self._held = self._shards.held()
+        narrowed = getattr(self._collector, "collect_owned", None)
+        result: CollectResult = await (
+            narrowed(held.owns, targets) if narrowed is not None else self._collector.collect_once(targets)
+        )
+        owns = held.owns
         engines: list[ScrapeResult] = []
         all_nodes: set[str] = set()
         for r in result.results:
@@ -348,9 +372,7 @@ class OwnedCollect:
                 engines.append(r if len(mine) == len(r.replicas) else replace(r, replicas=mine))
         my_nodes = {s.node for r in engines for s in r.replicas} | {r.target.node for r in engines}
         gpus = [
-            r
-            for r in result.results
-            if r.target.kind == "gpu" and _gpu_is_mine(r.target, my_nodes, all_nodes, self._shards)
+            r for r in result.results if r.target.kind == "gpu" and _gpu_is_mine(r.target, my_nodes, all_nodes, held)
         ]
         results = (*engines, *gpus)
         keep = {r.target.url for r in results}
@@ -359,9 +381,9 @@ class OwnedCollect:
 
     @property
     def last_aggregates(self) -> list[Any]:
-        """The PromQL source's per-deployment aggregates (its ``aggregates`` mode), ours only."""
+        """The PromQL source's per-deployment aggregates (its ``aggregates`` mode), ours only (as of the last tick)."""
         every = getattr(self._collector, "last_aggregates", None) or []
-        return [a for a in every if self._shards.owns(f"{a.namespace}/{a.deployment}")]
+        return [a for a in every if self._held.owns(f"{a.namespace}/{a.deployment}")]
 
     def __getattr__(self, name: str) -> Any:  # targets(), aclose(), health: the wrapped source's
         return getattr(self._collector, name)

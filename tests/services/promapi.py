@@ -6,9 +6,13 @@ with the query's ``time`` (counters grow at a per-replica rate, gauges wobble), 
 
 It answers exactly the queries kvpilot's PromQL source issues (``collector.promql.expressions``): the raw
 selector of ``replicas`` mode, the recorded series (when ``rules`` is on; else an empty answer, as a Prometheus
-without kvpilot's rules gives), the ad-hoc aggregate query, the sick replicas' and faulty GPUs' series and the
-down targets, plus ``/api/v1/metadata``; anything else is a 400 ``bad_data`` as Prometheus answers. Answers are
-gzip-compressed when asked for. Aggregates are computed from the same per-replica values the raw answer holds.
+without kvpilot's rules gives), the ad-hoc aggregate query, the sick replicas' and faulty GPUs' series, the
+down targets and the deployments' names (a shard's narrowing), plus ``/api/v1/metadata``; anything else is a 400
+``bad_data`` as Prometheus answers. Label matchers (``=``, ``!=``, ``=~``, ``!~``, regexes anchored, a missing
+label read as "") narrow every answer as Prometheus' would; the matchers of all of a query's selectors apply
+together (kvpilot's put the same ones in each). Answers are gzip-compressed when asked for. Aggregates are
+computed from the same per-replica values the raw answer holds. ``sent`` counts the series answered per query
+kind and ``log`` keeps the latest queries with their series counts.
 
 Run as a process: ``python -m tests.services.promapi --replicas 10000 --port 0`` prints ``listening PORT``.
 """
@@ -16,11 +20,13 @@ Run as a process: ``python -m tests.services.promapi --replicas 10000 --port 0``
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import json
 import math
 import re
 import threading
+from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -124,8 +130,11 @@ class FakeFleet:
         self.down = idx[idx % down_every == 13]
         self.faulty_gpus = idx[idx % (10 * sick_every) == 21]
         self.calls: dict[str, int] = {}
-        self._cache: dict[tuple[str, str | None], _Rows] = {}
-        self._labels_cache: dict[str, list[str]] = {}
+        self.sent: dict[str, int] = {}  # series answered, per query kind
+        self.log: deque[tuple[str, str, int]] = deque(maxlen=10_000)  # (kind, query, series answered)
+        self._count = threading.Lock()
+        self._cache: dict[tuple[str, str | None, Matchers], _Rows] = {}
+        self._labels_cache: dict[tuple[bool, Matchers], list[str]] = {}
 
     # -- per replica -------------------------------------------------------------------------------------------
 
@@ -170,14 +179,22 @@ class FakeFleet:
             self._sick_faulty = (set(self.sick.tolist()), set(self.faulty_gpus.tolist()))
         return self._sick_faulty
 
-    def _rows(self, kind: str, names: str | None = None) -> _Rows:
+    def _rows(self, kind: str, names: str | None = None, matchers: Matchers = ()) -> _Rows:
         """The rows of one kind of query; ``names``: the query's ``__name__=~`` regex, which Prometheus anchors (a
-        series whose name it does not match in full is not in the answer)."""
-        rows = self._cache.get((kind, names))
+        series whose name it does not match in full is not in the answer); ``matchers``: its other label matchers."""
+        key = (kind, names, matchers)
+        rows = self._cache.get(key)
         if rows is not None:
             return rows
         built: list[Row]
-        if kind == "sick":
+        if kind == "deployments":
+            n_dep = math.ceil(self.n / self.per_deployment)
+            counts = np.bincount(np.arange(self.n) // self.per_deployment, minlength=n_dep)
+            # matched against the `up` series counted, answered with the labels counted by
+            targets = [(self._labels(d * self.per_deployment), float(c)) for d, c in enumerate(counts.tolist())]
+            built = [({k: up[k] for k in _BY}, c, FIXED, 0) for up, c in targets if _matches(up, matchers)]
+            matchers = ()
+        elif kind == "sick":
             built = [r for i in self.sick.tolist() for r in self._replica_rows(i)]
         elif kind == "gpus":
             built = [r for i in self.faulty_gpus.tolist() for r in self._gpu_rows(i)]
@@ -195,7 +212,9 @@ class FakeFleet:
         if names is not None:
             wanted = re.compile(names)
             built = [r for r in built if wanted.fullmatch(r[0]["__name__"])]
-        rows = self._cache[(kind, names)] = _Rows.build(built)
+        if matchers:
+            built = [r for r in built if _matches(r[0], matchers)]
+        rows = self._cache[key] = _Rows.build(built)
         return rows
 
     def _values(self, rows: _Rows, t: float) -> np.ndarray:
@@ -284,12 +303,22 @@ class FakeFleet:
                 )
         return out
 
-    def _aggregate_text(self, t: float, *, named: bool) -> list[str]:
+    def _aggregate_text(self, t: float, *, named: bool, matchers: Matchers = ()) -> list[str]:
+        """The deployments' series; ``matchers`` select deployments by the labels their targets share (``job``,
+        ``namespace``, ``deployment``), as they would select the raw series the aggregates are computed from."""
         records = {s.name: s.record for s in ex.SIGNALS}
         n_dep = math.ceil(self.n / self.per_deployment)
         ts = json.dumps(t)
         computed = self._aggregate_values(t)
-        key = f"aggregates-{named}"
+        unknown = {label for label, _, _ in matchers} - {"job", *_BY}
+        if unknown:
+            raise ValueError(f"this test server does not select deployments by {sorted(unknown)}")
+        keep = (
+            np.asarray([_matches(self._labels(d * self.per_deployment), matchers) for d in range(n_dep)], bool)
+            if matchers
+            else np.ones(n_dep, bool)
+        )
+        key = (named, matchers)
         metrics = self._labels_cache.get(key)
         if metrics is None:
             metrics = self._labels_cache[key] = [
@@ -299,8 +328,9 @@ class FakeFleet:
                 )
                 for signal, extra, _ in computed
                 for d in range(n_dep)
+                if keep[d]
             ]
-        values = np.concatenate([v for _, _, v in computed]).tolist()
+        values = np.concatenate([v[keep] for _, _, v in computed]).tolist()
         return [f'{{"metric":{m},"value":[{ts},"{_fmt(v)}"]}}' for m, v in zip(metrics, values, strict=True)]
 
     # -- queries -------------------------------------------------------------------------------------------------
@@ -311,29 +341,36 @@ class FakeFleet:
             return "adhoc"
         if query.startswith(f'{{__name__=~"{ex.RECORD_PREFIX}'):
             return "rules"
+        if query.startswith(f"count by ({ex.BY}) (up{{"):
+            return "deployments"
         if "and on (namespace, pod)" in query:
             return "sick"
         if "and on (instance, gpu)" in query:
             return "gpus"
         if query.startswith("up{") and query.endswith("== 0"):
             return "down"
-        if query.startswith('{__name__=~"') and query.endswith('|up"}'):
+        if query.startswith('{__name__=~"') and '|up"' in query and query.endswith("}"):
             return "raw"
         raise ValueError(f"this test server does not evaluate {query[:120]!r}")
 
     def render(self, query: str, t: float) -> bytes:
         """The JSON body Prometheus 2.x writes for an instant query (its series order is not promised)."""
         kind = self.kind(query)
-        self.calls[kind] = self.calls.get(kind, 0) + 1
+        matchers = _label_matchers(query)
         if kind in ("adhoc", "rules"):
-            items = self._aggregate_text(t, named=kind == "rules") if kind == "adhoc" or self.rules else []
+            wanted = kind == "adhoc" or self.rules
+            items = self._aggregate_text(t, named=kind == "rules", matchers=matchers) if wanted else []
         else:
-            rows = self._rows(kind, _names_regex(query))
+            rows = self._rows(kind, _names_regex(query), matchers)
             ts = json.dumps(t)
             items = [
                 f'{{"metric":{m},"value":[{ts},"{_fmt(v)}"]}}'
                 for m, v in zip(rows.metrics, self._values(rows, t).tolist(), strict=True)
             ]
+        with self._count:
+            self.calls[kind] = self.calls.get(kind, 0) + 1
+            self.sent[kind] = self.sent.get(kind, 0) + len(items)
+            self.log.append((kind, query, len(items)))
         return ('{"status":"success","data":{"resultType":"vector","result":[' + ",".join(items) + "]}}").encode()
 
     def metadata(self) -> bytes:
@@ -342,6 +379,40 @@ class FakeFleet:
 
 
 _NAMES = re.compile(r'__name__=~"((?:[^"\\]|\\.)*)"')
+_SELECTOR = re.compile(r'\{((?:[^{}"]|"(?:[^"\\]|\\.)*")*)\}')
+_MATCHER = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
+_BY = ("namespace", "deployment")
+Matchers = tuple[tuple[str, str, str], ...]  # (label, op, value), sorted
+
+
+def _label_matchers(query: str) -> Matchers:
+    """Every label matcher but ``__name__``'s in the query's selectors, values unquoted (PromQL string escapes)."""
+    found = {
+        (label, op, json.loads(f'"{value}"'))
+        for body in _SELECTOR.findall(query)
+        for label, op, value in _MATCHER.findall(body)
+        if label != "__name__"
+    }
+    return tuple(sorted(found))
+
+
+def _matches(labels: dict[str, str], matchers: Matchers) -> bool:
+    """As Prometheus selects: a missing label is "", regexes match the whole value."""
+    for label, op, value in matchers:
+        have = labels.get(label, "")
+        if op == "=":
+            ok = have == value
+        elif op == "!=":
+            ok = have != value
+        else:
+            ok = _regex(value).fullmatch(have) is not None
+            ok = ok if op == "=~" else not ok
+        if not ok:
+            return False
+    return True
+
+
+_regex = functools.lru_cache(maxsize=256)(re.compile)
 
 
 def _names_regex(query: str) -> str | None:
