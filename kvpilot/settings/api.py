@@ -1,0 +1,31 @@
+"""`api`: the HTTP and gRPC servers, their ports and bearer tokens."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+
+from kvpilot.settings._section import _Section
+from kvpilot.settings.tokens import TokenList, split_tokens
+
+
+class ApiSettings(_Section):
+    """The HTTP API, its /metrics, and the KEDA gRPC port."""
+
+    host: str = Field(default="0.0.0.0", description="Address the HTTP and gRPC servers bind.")
+    http_port: int = Field(default=8080, ge=0, le=65535, description="HTTP API and /metrics port (0: any free port).")
+    grpc_port: int = Field(
+        default=9090, ge=0, le=65535, description="KEDA external-scaler gRPC port (0: any free port)."
+    )
+    read_tokens: TokenList = Field(
+        default=(), description="Bearer tokens allowed to read; comma-separated in the environment."
+    )
+    admin_tokens: TokenList = Field(
+        default=(),
+        description="Bearer tokens allowed to read and to act (approve drains); comma-separated in the environment.",
+    )
+    anonymous_read: bool = Field(
+        default=False, description="Outside development, reads need a token unless this is set."
+    )
+    max_body_bytes: int = Field(default=64 * 1024, ge=256, description="Largest request body the API accepts.")
+
+    _split_read = field_validator("read_tokens", "admin_tokens", mode="before")(split_tokens)

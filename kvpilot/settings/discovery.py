@@ -1,0 +1,80 @@
+"""`collector.discovery`: where the targets come from (static, Kubernetes pods, PromQL, the built-in simulator)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from kvpilot.settings._section import _Section
+from store.fields import TargetSpec
+
+
+class StaticTarget(TargetSpec):
+    """The same checks as ``POST /v1/targets`` (``store.fields.TargetSpec``): one model for API and config."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prefix: str | None = Field(
+        default=None,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_:]*$",
+        description="Text before the engine's metric names (Ray Serve LLM: `ray_`); unset: found on the page; "
+        '`""`: none, and no search.',
+    )
+
+
+class DiscoverySettings(_Section):
+    """Where the targets come from. ``simulator`` runs the built-in fake fleet in-process (the zero-config demo)."""
+
+    kind: Literal["simulator", "static", "kubernetes", "promql"] = Field(
+        default="simulator",
+        description="`static` (listed targets), `kubernetes` (labelled pods), `promql` (targets from a "
+        "Prometheus-compatible API) or `simulator` (the built-in fleet).",
+    )
+    static_file: Path | None = Field(
+        default=None, description="YAML list of static targets (fields as below), re-read when it changes."
+    )
+    static_targets: tuple[StaticTarget, ...] = Field(
+        default=(), description="Targets listed inline (also added to any discovered ones)."
+    )
+    kubernetes_namespace: str | None = Field(
+        default=None, description="Namespace to discover pods in; unset: all namespaces."
+    )
+    kubernetes_label_selector: str = Field(
+        default="kvpilot.io/scrape=true", description="Pods carrying these labels are scraped."
+    )
+    promql_url: str | None = Field(
+        default=None, description="Base URL of Prometheus, Thanos or Mimir for `kind: promql`."
+    )
+    promql_mode: Literal["replicas", "aggregates"] = Field(
+        default="replicas",
+        description="`replicas`: every raw series of every replica, each tick (exact, cost grows with the fleet); "
+        "`aggregates`: per-deployment signals computed by Prometheus (kvpilot's recording rules, else ad hoc) plus "
+        "only the replicas and GPUs a detector must see (docs/scaling-large-fleets.md).",
+    )
+    promql_selector: str = Field(
+        default="", description='Label matchers added to every PromQL query, e.g. `namespace="prod"`.'
+    )
+    promql_max_answer_bytes: int = Field(
+        default=256 * 1024 * 1024, ge=1024, description="Largest PromQL answer read; a larger one fails the tick."
+    )
+    promql_max_replicas: int = Field(
+        default=500, ge=1, description="`aggregates` mode: most replicas read series by series."
+    )
+    simulator_replicas: int = Field(
+        default=4, ge=1, le=1000, description="Replicas of the built-in simulator (`kind: simulator`)."
+    )
+    simulator_trace: Path | None = Field(
+        default=None,
+        description="Trace the simulator replays (a file, or `synthetic[:k=v]`); unset: the simulator's built-in "
+        "default.",
+    )
+
+    @model_validator(mode="after")
+    def _source_configured(self) -> DiscoverySettings:
+        """`kind: promql` needs `promql_url`"""
+        if self.kind == "promql" and not self.promql_url:
+            raise ValueError("discovery.kind is 'promql' but discovery.promql_url is not set")
+        return self
