@@ -18,11 +18,11 @@ from collector.engines import ENGINES
 from collector.engines._declarative import HISTOGRAM_FIELDS, SCALAR_FIELDS, DeclarativeAdapter
 from collector.exposition import parse
 from collector.samples import ReplicaSample, TargetInfo
-from kvpilot import settings as settings_mod
 from kvpilot.generate import engines_doc as docs_engines
 from kvpilot.generate import markdown as md
 from kvpilot.generate import settings_doc as docs_gen
 from kvpilot.settings import FLAT_ALIASES, Settings, SettingsError, load_settings
+from kvpilot.settings.cost import default_gpus
 
 ROOT = Path(__file__).resolve().parents[4]
 ROWS = [row for section in docs_gen.iter_sections() for row in section.rows]
@@ -81,7 +81,7 @@ def _expected_default(field: FieldInfo) -> str:
     """The default the page must give, from the field itself."""
     value: Any
     if field.default_factory is not None:
-        if field.default_factory in (dict, list, tuple, settings_mod._default_gpus):  # none depends on the host
+        if field.default_factory in (dict, list, tuple, default_gpus):  # none depends on the host
             value = field.default_factory()
         else:
             return "computed at start"
