@@ -237,6 +237,13 @@ def _table(report: Report) -> None:
             f"{100 * p.slo_attainment:.2f} % at {p.replica_hours:.2f} replica-h" for p in report.frontier.points
         )
         console.print(f"frontier (fewest replica-hours any scaler needs for each attainment): {points}")
+    for name, r in report.policies.items():
+        if r.worst_minutes:
+            minutes = "; ".join(
+                f"{m.start_s:.0f} s: {m.outside:,} of {m.arrived:,} (down to {m.ready} ready)"
+                for m in r.worst_minutes[:3]
+            )
+            console.print(f"{name}'s worst minutes (outside the SLO of those arriving): {minutes}")
     console.print(
         f"forecast ({report.mase_forecaster}) MASE at the {report.horizon_s:.0f} s horizon: {report.mase:.3f} "
         "(last value = 1.000)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 
@@ -27,6 +28,8 @@ class PolicyResult:
     # With a rollout injected (``BacktestConfig.rollout_at_s``): the window from its start until every replica
     # serves the new version (the trace's end if it never does), and TTFT over the requests arriving within it.
     rollout: RolloutWindow | None = None
+    # Where the policy missed (request level only): the minutes with the most requests outside the SLO.
+    worst_minutes: list[MissedMinute] = field(default_factory=list)
 
     def summary(self) -> dict[str, float | int]:
         """The five numbers of the `--json` contract, JSON-safe (finite)."""
@@ -55,6 +58,53 @@ class RolloutWindow:
             "p99_ttft_s": round(_finite(self.p99_ttft_s), 4),
             "requests": self.requests,
         }
+
+
+@dataclass(frozen=True)
+class MissedMinute:
+    """One minute of arrivals and how many of them got their first token outside the SLO (or never)."""
+
+    start_s: float
+    arrived: int
+    outside: int
+    ready: int  # the fewest replicas serving during the minute
+
+    def to_json(self) -> dict[str, float | int]:
+        return {"start_s": self.start_s, "arrived": self.arrived, "outside": self.outside, "ready": self.ready}
+
+
+def worst_minutes(
+    served: list[tuple[float, float]],
+    never_served: list[float],
+    slo_s: float,
+    ready_at: tuple[list[float], list[int]],
+    keep: int = 5,
+) -> list[MissedMinute]:
+    """The `keep` minutes with the most requests outside the SLO, most first (ties: earlier first).
+
+    `served` is (arrival, TTFT) per request that got a first token, `never_served` the arrivals of those that
+    did not (always outside); `ready_at` the replay's (times, ready replicas) series. Minutes with none outside
+    are left out, so a policy that never missed reports an empty list."""
+    arrived: dict[int, int] = {}
+    outside: dict[int, int] = {}
+    for arrival, ttft in served:
+        m = int(arrival // 60.0)
+        arrived[m] = arrived.get(m, 0) + 1
+        if ttft > slo_s:
+            outside[m] = outside.get(m, 0) + 1
+    for arrival in never_served:
+        m = int(arrival // 60.0)
+        arrived[m] = arrived.get(m, 0) + 1
+        outside[m] = outside.get(m, 0) + 1
+    times, ready = ready_at
+    worst = sorted(outside.items(), key=lambda kv: (-kv[1], kv[0]))[:keep]
+    out = []
+    for m, n in worst:
+        # The fewest replicas serving at any tick of the minute (the tick before it if none falls within).
+        lo = max(0, bisect.bisect_right(times, m * 60.0) - 1)
+        hi = max(lo + 1, bisect.bisect_left(times, (m + 1) * 60.0))
+        out.append(MissedMinute(m * 60.0, arrived[m], n, min(ready[lo:hi]) if ready[lo:hi] else 0))
+    return out
 
 
 def _finite(x: float) -> float:

@@ -23,7 +23,7 @@ from scaler.backtest.mase import forecast_mase
 from scaler.backtest.observe import FleetCounters, History, from_snapshot
 from scaler.backtest.policies import POLICIES, Context, Policy
 from scaler.backtest.policies.kvpilot import DEPLOYMENT, Kvpilot
-from scaler.backtest.result import PolicyResult, RolloutWindow, ttft_stats
+from scaler.backtest.result import PolicyResult, RolloutWindow, ttft_stats, worst_minutes
 from scaler.capacity import CapacityConfig, ServingProfile, TokenMix
 from scaler.cost import DEFAULT_GPU_PRICES, GpuPrice, gpu_type_of
 from scaler.decision import Decision
@@ -125,7 +125,8 @@ class Report:
         return None if self.frontier is None else self.frontier.ratio(r.slo_attainment, r.replica_hours)
 
     def to_json(self) -> dict[str, Any]:
-        """{"policies": {name: {five numbers, "cost_usd", "frontier_ratio"}}, "forecast": {"mase": x},
+        """{"policies": {name: {five numbers, "cost_usd", "frontier_ratio",
+        "worst_minutes" at the request level}}, "forecast": {"mase": x},
         "kvpilot_config": {...}, "cost": {"gpu_type", "gpus_per_replica", "price_per_gpu_hour_usd"},
         "frontier": [{"slo_target", "slo_attainment", "replica_hours", "cost_usd"}…]}."""
         mase = round(self.mase, 4) if math.isfinite(self.mase) else None
@@ -139,6 +140,8 @@ class Report:
             }
             if r.rollout is not None:
                 policies[name]["rollout"] = r.rollout.to_json()
+            if self.fidelity == "request":
+                policies[name]["worst_minutes"] = [m.to_json() for m in r.worst_minutes]
         out: dict[str, Any] = {
             "trace": self.trace,
             "fidelity": self.fidelity,
@@ -321,6 +324,9 @@ def _measure(fleet: Any, trace: Any, cfg: BacktestConfig, fidelity: str, result:
     unfinished = [end + 4 * cfg.slo_ttft_s - a for a, n in left.items() for _ in range(max(n, 0))]
     att, p50, p99, n = ttft_stats(ttfts, unfinished, cfg.slo_ttft_s)
     result.slo_attainment, result.p50_ttft_s, result.p99_ttft_s, result.requests = att, p50, p99, n
+    served = [(f.arrival_s, f.ttft_s) for f in finished] + [(a, t) for a, t in running if t is not None]
+    never = [a for a, k in left.items() for _ in range(max(k, 0))]
+    result.worst_minutes = worst_minutes(served, never, cfg.slo_ttft_s, (result.times, result.ready))
 
 
 def _rolled(replica: Any) -> bool:

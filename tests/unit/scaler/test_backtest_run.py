@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from kvpilot.cli import app
 from kvpilot.commands.config import effective
 from scaler.backtest.frontier import Frontier, FrontierPoint, envelope, fleet_counts
+from scaler.backtest.result import MissedMinute, worst_minutes
 from scaler.backtest.run import BacktestConfig, backtest
 
 # 20 minutes, a 4× burst: enough for every policy to scale, small enough for a unit test.
@@ -30,8 +31,14 @@ def test_json_contract(report) -> None:  # type: ignore[no-untyped-def]
     out = report.to_json()
     assert {"policies", "forecast", "kvpilot_config", "frontier"} <= set(out)
     assert set(out["policies"]) == {"reactive", "kvpilot", "wva"}
-    for numbers in out["policies"].values():
-        assert set(numbers) == KEYS
+    for name, numbers in out["policies"].items():
+        assert set(numbers) == KEYS | {"worst_minutes"}  # request level: where each policy missed
+        outside = round((1 - report.policies[name].slo_attainment) * report.policies[name].requests)
+        minutes = numbers["worst_minutes"]
+        assert bool(minutes) == (outside > 0)
+        assert sum(m["outside"] for m in minutes) <= outside
+        assert all(0 < m["outside"] <= m["arrived"] and m["start_s"] % 60 == 0 for m in minutes)
+        assert [m["outside"] for m in minutes] == sorted((m["outside"] for m in minutes), reverse=True)
         assert 0.0 <= numbers["slo_attainment"] <= 1.0
         assert numbers["replica_hours"] > 0
         assert numbers["p50_ttft_s"] <= numbers["p99_ttft_s"]
@@ -138,3 +145,17 @@ def test_envelope_keeps_points_below_the_chord() -> None:
 def test_fleet_counts_order_each_window_a_cold_start_ahead() -> None:
     # 120 s cold start, 60 s windows: a window's replicas are held from two windows before it.
     assert fleet_counts([1, 1, 1, 5, 1, 1], 120.0) == [1, 5, 5, 5, 1, 1]
+
+
+def test_worst_minutes_count_misses_and_never_served_by_arrival_minute() -> None:
+    served = [(5.0, 0.1), (10.0, 3.0), (61.0, 2.5), (62.0, 2.6), (70.0, 0.2), (130.0, 0.3)]
+    never = [119.0, 125.0]  # queued to the end: outside, in the minute they arrived
+    times, ready = [0.0, 30.0, 60.0, 90.0, 120.0, 150.0], [2, 2, 3, 1, 4, 4]
+    got = worst_minutes(served, never, 2.0, (times, ready))
+    assert got == [
+        MissedMinute(60.0, arrived=4, outside=3, ready=1),  # fewest ready during 60-120 s
+        MissedMinute(0.0, arrived=2, outside=1, ready=2),
+        MissedMinute(120.0, arrived=2, outside=1, ready=4),
+    ]
+    assert worst_minutes(served, never, 2.0, (times, ready), keep=1) == got[:1]
+    assert worst_minutes([(1.0, 0.5)], [], 2.0, (times, ready)) == []  # nothing missed, nothing listed
