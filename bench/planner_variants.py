@@ -9,6 +9,11 @@ through the same loop and measure instead (the frontier's own `_Scheduled` polic
     .venv/bin/python bench/planner_variants.py code4 '{}' '{"policy.headroom": "lean", "feedback_ceiling": 1.25}'
     .venv/bin/python bench/planner_variants.py conv10 '{"upper_weight": 0}'
     .venv/bin/python bench/planner_variants.py code4 --constant 2,3,4
+    .venv/bin/python bench/planner_variants.py azure2023_code.csv:rate_scale=2 '{}'   # any shared trace
+    .venv/bin/python bench/planner_variants.py servegen_m-large_days1-10:start_s=259200,duration_s=21600 '{}'
+
+A case not named in CASES is `<file in ../shared/traces>[:field=value,...]` with BacktestConfig's `rate_scale`,
+`start_s` and `duration_s`; it has no recorded frontier, so its ratio prints as null.
 
 Prints one JSON line per variant: in SLO (%), replica-hours, frontier ratio, forecast MASE, wall seconds.
 """
@@ -60,6 +65,22 @@ RECORDED: dict[str, list[tuple[float, float]]] = {
 }
 
 
+def case(text: str) -> tuple[str, dict[str, Any]]:
+    """A named case, or a trace of ../shared/traces with BacktestConfig's replay fields as `:k=v,k=v`."""
+    if text in CASES:
+        return CASES[text]
+    name, _, spec = text.partition(":")
+    if not (TRACES / name).exists():
+        raise SystemExit(f"{text!r}: neither a case ({', '.join(sorted(CASES))}) nor a file in {TRACES}")
+    fields: dict[str, Any] = {}
+    for item in filter(None, spec.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or key not in ("rate_scale", "start_s", "duration_s"):
+            raise SystemExit(f"{item!r}: use rate_scale=, start_s= or duration_s=")
+        fields[key] = float(value)
+    return name, fields
+
+
 def variant(base: PlannerConfig, changes: dict[str, Any]) -> PlannerConfig:
     """``base`` with fields replaced: "policy.x" and "capacity.x" reach the nested configurations."""
     nested: dict[str, dict[str, Any]] = {"policy": {}, "capacity": {}}
@@ -84,11 +105,11 @@ def ratio(case: str, slo: float, hours: float) -> float | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("case", help=f"one of {', '.join(sorted(CASES))}, or <trace file>[:rate_scale=N,start_s=S,...]")
     ap.add_argument("variants", nargs="*", default=["{}"], help="JSON objects of fields to replace")
     ap.add_argument("--constant", help="replay fixed fleets of these sizes instead (comma-separated)")
     args = ap.parse_args()
-    name, kw = CASES[args.case]
+    name, kw = case(args.case)
     base, facts = backtest_planner(None, cold_start=None, slo_ttft=None, max_replicas=None)
     path = str(TRACES / name)
     if args.constant:
