@@ -217,6 +217,12 @@ class ControlLoop:
         # Replicas whose targets discovery stopped listing were scaled down or deleted: forget them at once.
         engine_keys = {replica_key(t.namespace, t.pod) for t in self._targets if t.kind == "engine" and t.pod}
         departed, self._engine_keys = self._engine_keys - engine_keys, engine_keys
+        if self.owns is not None:
+            # A shard handed over takes its replicas with it. Discovery cannot say so when the collect stage
+            # discovers (PromQL narrowed to our shards: a replica read in the tick a shard was held never was a
+            # target before it), and FleetState would keep them, and the planner decide them, until they aged out.
+            owns = self.owns
+            departed |= {v.key for v in self.state.replicas() if not owns(v.deployment_key)}
         await self._off_loop(
             "observe",
             lambda: self.state.observe(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +16,12 @@ from collector.discovery.promql import PromQLSource
 from collector.promql import expressions as ex
 from collector.scrape import CollectResult
 from kvpilot.runtime.shards import OwnedCollect, ShardCoordinator, shard_of
+from kvpilot.runtime.sources import Sources
+from kvpilot.runtime.targets import StaticTargets
+from kvpilot.runtime.wiring import build_service
+from scaler.publish import DecisionBoard
 from tests.services.promapi import T0, FakeFleet, _label_matchers, _matches, serve
+from tests.unit.kvpilot.fleet_double import settings_for
 
 NOW = T0 + 600.0
 SHARDS = 3
@@ -248,3 +254,32 @@ def test_the_loopback_prometheus_selects_by_label_as_prometheus_does(
     matcher: str, labels: dict[str, str], selected: bool
 ) -> None:
     assert _matches(labels, _label_matchers("up{" + matcher + "}")) is selected
+
+
+async def test_a_shard_handed_over_leaves_fleetstate_and_is_decided_no_more(
+    fleet: tuple[FakeFleet, str], tmp_path: Path
+) -> None:
+    # the loop's discovery is the narrowed source's last round: a replica read in the only tick its shard was held
+    # never was a target, so it cannot "depart"; the loop drops the replicas of deployments it no longer owns
+    _, url = fleet
+    clock = VirtualClock(NOW)
+    source = PromQLSource(url, mode="aggregates", reader="thread", clock=clock)
+    shards = _holding(0, 1)
+    service, _ = build_service(
+        settings_for(f"sqlite:///{tmp_path / 'kv.db'}"),
+        Sources(discovery=source, static=StaticTargets(), collector=source),
+        clock=clock,
+        leadership=shards,
+    )
+    try:
+        await service.loop.tick()
+        assert set(service.loop.state.deployments()) == _of(0, 1)
+        shards.owned = frozenset({1})  # shard 0 handed over to an instance that joined
+        clock.advance(5.0)
+        await service.loop.tick()
+    finally:
+        await source.aclose()
+    assert set(service.loop.state.deployments()) == _of(1)
+    board = service.loop.board
+    assert isinstance(board, DecisionBoard)
+    assert set(board.deployments()) <= _of(1)
