@@ -147,7 +147,7 @@ def down_targets(extra: str = "") -> str:
 # -- narrowing to some deployments (a shard's) -------------------------------------------------------------------
 
 # Bytes of deployment names per matcher. Past it, the deployments are split over several matchers, each asked in
-# its own queries: the ad-hoc aggregate query repeats its selector ~40 times, so 8 KiB of names is ~350 KB of POST
+# its own queries: the ad-hoc aggregate query repeats its selector 24 times, so 8 KiB of names is ~200 KB of POST
 # body, well under the 10 MiB a Go server (Prometheus, Thanos, Mimir) parses of a form.
 MAX_MATCHER_BYTES = 8 * 1024
 _RE2_SPECIAL = re.compile(r"[\\.^$|?*+()\[\]{}]")
