@@ -161,22 +161,24 @@ def known_deployments(extra: str = "") -> str:
 
 def deployment_matchers(deployments: Iterable[tuple[str, str]], max_bytes: int = MAX_MATCHER_BYTES) -> list[str]:
     """Label matchers that select these ``(namespace, deployment)`` pairs, split so that no matcher's names pass
-    ``max_bytes``; none for none. Each is ``namespace=~"...",deployment=~"..."``: a plain alternation of literals,
-    which Prometheus answers from its index (set matches) rather than by running the regex. Names shared across
-    namespaces may select a little more than asked (a pair's name with another pair's namespace): a superset, which
-    the caller cuts exactly."""
-    pairs = sorted(set(deployments))
-    chunks: list[list[tuple[str, str]]] = []
+    ``max_bytes`` (a longer name gets a matcher of its own); none for none. Each is
+    ``namespace=~"...",deployment=~"..."``: a plain alternation of literals, which Prometheus answers from its index
+    (set matches) rather than by running the regex. A name shared across namespaces may select a little more than
+    asked (a pair's name with another pair's namespace): a superset, which the caller cuts exactly. Every pair of a
+    name goes to the same matcher, so no two matchers select the same series."""
+    by_name: dict[str, set[str]] = {}
+    for ns, name in deployments:
+        by_name.setdefault(name, set()).add(ns)
+    chunks: list[dict[str, set[str]]] = []
     size = max_bytes
-    for ns, name in pairs:
-        if size + len(name) + 1 > max_bytes and (not chunks or chunks[-1]):
-            chunks.append([])
+    for name in sorted(by_name):
+        if size + len(name) + 1 > max_bytes:
+            chunks.append({})
             size = 0
-        chunks[-1].append((ns, name))
+        chunks[-1][name] = by_name[name]
         size += len(name) + 1
     return [
-        f"namespace=~{_any_of(ns for ns, _ in chunk)},{DEPLOYMENT_LABEL}=~{_any_of(name for _, name in chunk)}"
-        for chunk in chunks
+        f"namespace=~{_any_of(set().union(*chunk.values()))},{DEPLOYMENT_LABEL}=~{_any_of(chunk)}" for chunk in chunks
     ]
 
 

@@ -20,7 +20,7 @@ from kvpilot.runtime.sources import Sources
 from kvpilot.runtime.targets import StaticTargets
 from kvpilot.runtime.wiring import build_service
 from scaler.publish import DecisionBoard
-from tests.services.promapi import T0, FakeFleet, _label_matchers, _matches, serve
+from tests.services.promapi import T0, FakeFleet, Matchers, _label_matchers, _matches, serve
 from tests.unit.kvpilot.fleet_double import settings_for
 
 NOW = T0 + 600.0
@@ -233,6 +233,20 @@ def test_deployment_matchers_are_split_under_the_byte_bound_and_cover_every_depl
     assert all(len("|".join(n)) <= 1024 for n in names)
     assert sorted(n.replace("\\", "") for chunk in names for n in chunk) == sorted(name for _, name in pairs)
     assert ex.deployment_matchers([]) == []
+
+
+def test_no_two_matchers_select_the_same_series_when_names_repeat_across_namespaces() -> None:
+    # split by namespace, (a, y) + (b, a0) would select (b, y) too, and (b, y)'s own matcher again: read twice.
+    # Each name keeps all its namespaces in one matcher, so what one selects beyond its pairs is no other's pair.
+    pairs = [("a", "y"), ("b", "a0"), ("b", "y"), ("c", "z")]
+    for max_bytes in (2, 6, 1024):
+        matchers = [_label_matchers("{" + m + "}") for m in ex.deployment_matchers(pairs, max_bytes=max_bytes)]
+
+        def times_selected(ns: str, name: str, matchers: list[Matchers] = matchers) -> int:
+            return sum(_matches({"namespace": ns, "deployment": name}, m) for m in matchers)
+
+        assert [times_selected(*p) for p in pairs] == [1, 1, 1, 1]
+        assert all(times_selected(ns, name) <= 1 for ns in "abcd" for name in ("y", "a0", "z"))
 
 
 # label matchers the loopback server honours, as Prometheus does: (matcher, labels, selected?)
