@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
-import migrations
 from api.auth import TokenAuth
 from api.exposition import OwnMetrics
 from api.main import create_app
@@ -24,6 +24,7 @@ from scaler.decision import Decision
 from store import repo
 from store.db import make_engine, session_factory, transaction
 from store.repo.deployments import SeenDeployment
+from tests.helpers.sqlite_store import copy_store, migrated
 
 READ = "r" * 24
 ADMIN = "a" * 24
@@ -120,11 +121,24 @@ class FakeRuntime:
         self.state = replace(self.state, **changes)
 
 
+@pytest.fixture(scope="session")
+def _seeded_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The store every API test starts from, migrated and seeded once; each test gets its own copy."""
+    path = tmp_path_factory.mktemp("api-template") / "api.db"
+    engine = make_engine(migrated(path))
+    with transaction(session_factory(engine)) as s:
+        repo.upsert_findings(session=s, active=[FINDING], now=NOW)
+        repo.record_decision(session=s, decision=DECISION)
+        repo.upsert_deployments(session=s, seen=[SeenDeployment("llm/chat", "vllm", "llama")], now=NOW - 120)
+        for t, rate in ((NOW - 120, 3.0), (NOW - 60, 4.0), (NOW - 50, 6.0)):
+            repo.record_rollup(session=s, deployment="llm/chat", t=t, signals={"arrival_rate": rate})
+    engine.dispose()
+    return path
+
+
 @pytest.fixture
-def runtime(tmp_path) -> Iterator[FakeRuntime]:
-    url = f"sqlite:///{tmp_path / 'api.db'}"
-    migrations.upgrade(url)
-    engine = make_engine(url)
+def runtime(tmp_path: Path, _seeded_store: Path) -> Iterator[FakeRuntime]:
+    engine = make_engine(copy_store(_seeded_store, tmp_path / "api.db"))
     rt = FakeRuntime(session_factory(engine))
     state = fleet_state()
     rt.snap = Snapshot(
@@ -140,12 +154,6 @@ def runtime(tmp_path) -> Iterator[FakeRuntime]:
         node_drains={"node-0": "requested"},
         kv_time_to_exhaustion={("llm/chat", "chat-1"): 42.0},
     )
-    with transaction(rt.sessions) as s:
-        repo.upsert_findings(session=s, active=[FINDING], now=NOW)
-        repo.record_decision(session=s, decision=DECISION)
-        repo.upsert_deployments(session=s, seen=[SeenDeployment("llm/chat", "vllm", "llama")], now=NOW - 120)
-        for t, rate in ((NOW - 120, 3.0), (NOW - 60, 4.0), (NOW - 50, 6.0)):
-            repo.record_rollup(session=s, deployment="llm/chat", t=t, signals={"arrival_rate": rate})
     yield rt
     engine.dispose()
 
