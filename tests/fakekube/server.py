@@ -121,7 +121,11 @@ class FakeKube:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Bound)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="fakekube", daemon=True).start()
+        # stop() waits for serve_forever to notice the shutdown: at its default 0.5 s poll that was most of a
+        # test's teardown; at 20 ms it costs nothing measurable while idle.
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="fakekube", daemon=True
+        ).start()
         return self
 
     def stop(self) -> None:
