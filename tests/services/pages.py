@@ -29,7 +29,10 @@ def serve_pages(pages: Mapping[str, Path | bytes], *, missing_status: int = 404)
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
-    threading.Thread(target=server.serve_forever, name="test-pages", daemon=True).start()
+    # shutdown() waits for serve_forever's next poll: 20 ms rather than the default 0.5 s of every test's teardown
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="test-pages", daemon=True
+    ).start()
     try:
         yield "127.0.0.1", int(server.server_address[1])
     finally:
