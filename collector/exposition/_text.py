@@ -170,13 +170,11 @@ class _TextParser:
                         line_no += 1
                         self.type_line = line_no
                 else:
-                    end = self._pass_families(text, start)
-                    if end == start:
+                    end = self._pass_families(text, start, passed, line_no)
+                    if end == start:  # no run: the line is read instead, and the pattern took its newline
                         self._metadata("HELP", candidate, usual[2], "", line_no)
-                        pos = text.find("\n", start) + 1  # the pattern took the line's newline
-                    else:
-                        passed.append((line_no, start, end))
-                        pos = end
+                        end = text.find("\n", start) + 1
+                    pos = end
                 block_skippable = True
                 allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
                 continue
@@ -217,11 +215,10 @@ class _TextParser:
                                     self.type_line = line_no
                                     pos = end
                     else:
-                        end = self._pass_families(text, start)
-                        if end == start:
+                        end = self._pass_families(text, start, passed, line_no)
+                        if end == start:  # no run: the line is read instead
                             self._metadata(keyword, candidate, rest, line, line_no)
                         else:
-                            passed.append((line_no, start, end))
                             pos = end
                 block_skippable = True
                 allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
@@ -425,8 +422,9 @@ class _TextParser:
                 keys.append((name, canonical[body], None))
             line_no += 1
 
-    def _pass_families(self, text: str, start: int) -> int:
-        """Pass over the run of whole unwanted families whose first line starts at offset ``start``, unread.
+    def _pass_families(self, text: str, start: int, passed: list[tuple[int, int, int]], line_no: int) -> int:
+        """Pass over the run of whole unwanted families whose first line, line ``line_no`` as counted, starts at offset
+        ``start``, unread, and note the run in ``passed``.
 
         Returns the offset after the run (``start`` when the first family is wanted or not of the usual
         shape), the last family passed over left current as if its lines had been read one by one: a
@@ -450,6 +448,7 @@ class _TextParser:
             if found is None:
                 return start
             last = found
+        passed.append((line_no, start, end))
         self._close()  # the family before the run
         name: str = last.group("p")
         # The type group keeps its value from an earlier family of the run: it is this family's only when
