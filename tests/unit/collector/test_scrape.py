@@ -138,7 +138,10 @@ class Pages:
 @pytest.fixture
 def pages() -> Iterator[Pages]:
     server = _Server()
-    thread = threading.Thread(target=server.serve_forever, name="test-pages", daemon=True)
+    # shutdown() waits for serve_forever's next poll: 20 ms, not the default 0.5 s added to every teardown
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="test-pages", daemon=True
+    )
     thread.start()
     try:
         yield Pages(f"http://127.0.0.1:{server.server_address[1]}", server)
