@@ -14,6 +14,17 @@ from hypothesis import strategies as st
 from simulator import Fleet, FleetConfig, load_trace
 from simulator.server import LiveFleet, make_server
 
+# One client for the module: httpx.get() and httpx.post() build a client (and its TLS context) per call, ~45 ms on
+# the CI runner, which the hypothesis tests below paid on every example. The server sets no cookies: nothing of one
+# request carries into the next.
+HTTP = httpx.Client(timeout=5.0)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_client() -> Iterator[None]:
+    yield
+    HTTP.close()
+
 
 @pytest.fixture(scope="module")
 def base() -> Iterator[tuple[str, LiveFleet]]:
@@ -31,13 +42,13 @@ def base() -> Iterator[tuple[str, LiveFleet]]:
 
 def test_targets_list_every_replica_and_node(base: tuple[str, LiveFleet]) -> None:
     url, _ = base
-    targets = httpx.get(f"{url}/targets").json()
+    targets = HTTP.get(f"{url}/targets").json()
     kinds = sorted((t["kind"], t["pod"]) for t in targets)
     assert kinds == [("dcgm", "dcgm-exporter-node-0"), ("engine", "llama-0000"), ("engine", "llama-0001")]
     for t in targets:
         assert set(t) == {"url", "kind", "engine", "namespace", "deployment", "pod", "node", "ready"}
         assert t["ready"] is True
-        assert httpx.get(t["url"]).status_code == 200
+        assert HTTP.get(t["url"]).status_code == 200
 
 
 def test_a_loading_replica_is_listed_not_ready_like_a_pod_before_its_readiness_probe() -> None:
@@ -51,17 +62,17 @@ def test_a_loading_replica_is_listed_not_ready_like_a_pod_before_its_readiness_p
             fleet.set_replicas(2)
             fleet.advance_to(20)  # the new replica is 10 s into a 120 s cold start
         host, port = server.server_address[:2]
-        engines = [t for t in httpx.get(f"http://{host}:{port}/targets").json() if t["kind"] == "engine"]
+        engines = [t for t in HTTP.get(f"http://{host}:{port}/targets").json() if t["kind"] == "engine"]
         assert {t["pod"]: t["ready"] for t in engines} == {"llama-0000": True, "llama-0001": False}
         loading = next(t for t in engines if not t["ready"])
-        assert httpx.get(loading["url"]).status_code == 503
+        assert HTTP.get(loading["url"]).status_code == 503
     finally:
         server.shutdown()
 
 
 def test_sd_is_prometheus_http_sd(base: tuple[str, LiveFleet]) -> None:
     url, _ = base
-    groups = httpx.get(f"{url}/sd").json()
+    groups = HTTP.get(f"{url}/sd").json()
     host = url.split("://")[1]
     assert all(g["targets"] == [host] for g in groups)
     paths = {g["labels"]["__metrics_path__"] for g in groups}
@@ -71,29 +82,29 @@ def test_sd_is_prometheus_http_sd(base: tuple[str, LiveFleet]) -> None:
 
 def test_replica_metrics_are_vllm_text(base: tuple[str, LiveFleet]) -> None:
     url, _ = base
-    r = httpx.get(f"{url}/replicas/llama-0000/metrics")
+    r = HTTP.get(f"{url}/replicas/llama-0000/metrics")
     assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
     assert "vllm:num_requests_running{" in r.text
 
 
 def test_scale_up_then_loading_replica_answers_503(base: tuple[str, LiveFleet]) -> None:
     url, live = base
-    state = httpx.post(f"{url}/control/replicas", json={"count": 3}).json()
+    state = HTTP.post(f"{url}/control/replicas", json={"count": 3}).json()
     assert [r["state"] for r in state["replicas"]] == ["ready", "ready", "loading"]
-    assert httpx.get(f"{url}/replicas/llama-0002/metrics").status_code == 503
+    assert HTTP.get(f"{url}/replicas/llama-0002/metrics").status_code == 503
     with live.lock:
         live.fleet.advance_to(live.fleet.time + 31)
-    assert httpx.get(f"{url}/replicas/llama-0002/metrics").status_code == 200
+    assert HTTP.get(f"{url}/replicas/llama-0002/metrics").status_code == 200
 
 
 def test_fault_injection_shows_in_state(base: tuple[str, LiveFleet]) -> None:
     url, _ = base
-    r = httpx.post(f"{url}/control/faults", json={"type": "xid", "node": "node-0", "gpu": 0, "xid": 79})
+    r = HTTP.post(f"{url}/control/faults", json={"type": "xid", "node": "node-0", "gpu": 0, "xid": 79})
     assert r.status_code == 200
-    gpus = httpx.get(f"{url}/control/state").json()["gpus"]
+    gpus = HTTP.get(f"{url}/control/state").json()["gpus"]
     assert gpus[0]["last_xid"] == 79
     assert gpus[0]["vanished"]
-    httpx.post(f"{url}/control/faults", json={"type": "recover", "node": "node-0", "gpu": 0})
+    HTTP.post(f"{url}/control/faults", json={"type": "recover", "node": "node-0", "gpu": 0})
 
 
 @pytest.mark.parametrize(
@@ -115,7 +126,7 @@ def test_garbage_gets_json_errors(
     base: tuple[str, LiveFleet], path: str, body: bytes, status: int, message: str
 ) -> None:
     url, _ = base
-    r = httpx.post(f"{url}{path}", content=body)
+    r = HTTP.post(f"{url}{path}", content=body)
     assert r.status_code == status
     assert message in r.json()["error"]
 
@@ -123,7 +134,7 @@ def test_garbage_gets_json_errors(
 @pytest.mark.parametrize("path", ["/replicas/nobody/metrics", "/nodes/node-9/metrics", "/metrics", "/replicas"])
 def test_unknown_paths_are_404(base: tuple[str, LiveFleet], path: str) -> None:
     url, _ = base
-    assert httpx.get(f"{url}{path}").status_code == 404
+    assert HTTP.get(f"{url}{path}").status_code == 404
 
 
 _json = st.recursive(
@@ -154,11 +165,11 @@ def test_fault_endpoint_answers_200_or_json_400(base: tuple[str, LiveFleet], bod
     url, _ = base
     if isinstance(body, dict) and body.get("type") == "kv_pressure":
         body = {**body, "count": 1}  # keep the fleet light across examples
-    r = httpx.post(f"{url}/control/faults", content=json.dumps(body))
+    r = HTTP.post(f"{url}/control/faults", content=json.dumps(body))
     assert r.status_code in (200, 400)
     if r.status_code == 400:
         assert isinstance(r.json()["error"], str)
-    httpx.post(f"{url}/control/faults", json={"type": "routing", "routing": "round_robin"})
+    HTTP.post(f"{url}/control/faults", json={"type": "routing", "routing": "round_robin"})
 
 
 @settings(max_examples=60, deadline=None)
@@ -166,7 +177,7 @@ def test_fault_endpoint_answers_200_or_json_400(base: tuple[str, LiveFleet], bod
                                  "%00", "sd", "targets", "x" * 300]), max_size=4))  # fmt: skip
 def test_any_get_path_answers_cleanly(base: tuple[str, LiveFleet], parts: list[str]) -> None:
     url, _ = base
-    r = httpx.get(f"{url}/{'/'.join(parts)}")
+    r = HTTP.get(f"{url}/{'/'.join(parts)}")
     assert r.status_code in (200, 404, 503)
     if r.status_code != 200:
         assert "error" in r.json()
