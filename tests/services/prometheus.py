@@ -6,7 +6,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +21,15 @@ class Prometheus:
     url: str
     process: subprocess.Popen[bytes]
     log: Path
+    # One client for every query: httpx.get() builds one (and its TLS context) per call, ~45 ms each on loopback,
+    # which the tests that poll dozens of dashboard queries paid on every poll.
+    http: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=10), repr=False)
 
     def query(self, promql: str, *, at: float | None = None) -> list[dict[str, Any]]:
         params: dict[str, Any] = {"query": promql}
         if at is not None:
             params["time"] = at
-        r = httpx.get(f"{self.url}/api/v1/query", params=params, timeout=10)
+        r = self.http.get(f"{self.url}/api/v1/query", params=params)
         r.raise_for_status()
         body = r.json()
         assert body["status"] == "success", body
@@ -44,7 +47,7 @@ class Prometheus:
         raise TimeoutError(f"no result for {promql!r} within {timeout_s} s; log: {self.log.read_text()[-2000:]}")
 
     def targets(self) -> list[dict[str, Any]]:
-        r = httpx.get(f"{self.url}/api/v1/targets", timeout=10)
+        r = self.http.get(f"{self.url}/api/v1/targets")
         r.raise_for_status()
         active: list[dict[str, Any]] = r.json()["data"]["activeTargets"]
         return active
@@ -82,4 +85,8 @@ def run_prometheus(
         "--web.enable-lifecycle",
     ]
     with running(argv, log=log, ready_url=f"{url}/-/ready") as proc:
-        yield Prometheus(url, proc, log)
+        prom = Prometheus(url, proc, log)
+        try:
+            yield prom
+        finally:
+            prom.http.close()
