@@ -78,6 +78,7 @@ class FluidFleet:
         self._serial = 0
         self._ttft_v: list[np.ndarray] = []
         self._ttft_w: list[np.ndarray] = []
+        self._ttft_t: list[float] = []  # when each recorded step's requests arrived (its start)
         self._ttft_counts = [0.0] * (len(TTFT_BUCKETS) + 1)
         self._ttft_sum = 0.0
         self._tot = {k: 0.0 for k in ("prompt", "gen", "queries", "hits", "finished", "preempt", "busy")}
@@ -132,6 +133,7 @@ class FluidFleet:
         memo: dict[int, object] = {id(x): x for x in shared}
         memo[id(self._ttft_v)] = []
         memo[id(self._ttft_w)] = []
+        memo[id(self._ttft_t)] = []
         twin = copy.deepcopy(self, memo)
         if cold_start_s is not None:
             twin.cfg = dataclasses.replace(self.cfg, cold_start_s=cold_start_s)
@@ -243,6 +245,7 @@ class FluidFleet:
         weights = np.full(len(_U), arrivals / len(_U))
         self._ttft_v.append(values)
         self._ttft_w.append(weights)
+        self._ttft_t.append(self.time)
         for v, w in zip(values.tolist(), weights.tolist(), strict=True):
             self._ttft_counts[_bucket(v)] += w
             self._ttft_sum += v * w
@@ -273,6 +276,10 @@ class FluidFleet:
         if not self._ttft_v:
             return np.zeros(0), np.zeros(0)
         return np.concatenate(self._ttft_v), np.concatenate(self._ttft_w)
+
+    def ttft_arrivals(self) -> np.ndarray:
+        """When the requests behind each of `ttft_samples` arrived (their step's start), in the same order."""
+        return np.repeat(np.asarray(self._ttft_t, dtype=np.float64), len(_U))
 
     def finished(self) -> list[FinishedRequest]:
         return []

@@ -360,3 +360,6 @@ class RequestFleet:
     def ttft_samples(self) -> tuple[np.ndarray, np.ndarray]:
         v = np.fromiter((f.ttft_s for f in self._finished), dtype=np.float64, count=len(self._finished))
         return v, np.ones_like(v)
+
+    def ttft_arrivals(self) -> np.ndarray:
+        return np.fromiter((f.arrival_s for f in self._finished), dtype=np.float64, count=len(self._finished))

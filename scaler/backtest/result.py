@@ -28,7 +28,7 @@ class PolicyResult:
     # With a rollout injected (``BacktestConfig.rollout_at_s``): the window from its start until every replica
     # serves the new version (the trace's end if it never does), and TTFT over the requests arriving within it.
     rollout: RolloutWindow | None = None
-    # Where the policy missed (request level only): the minutes with the most requests outside the SLO.
+    # Where the policy missed: the minutes with the most requests outside the SLO (fluid level: estimated).
     worst_minutes: list[MissedMinute] = field(default_factory=list)
 
     def summary(self) -> dict[str, float | int]:
@@ -74,36 +74,38 @@ class MissedMinute:
 
 
 def worst_minutes(
-    served: list[tuple[float, float]],
-    never_served: list[float],
+    arrivals: np.ndarray,
+    ttfts: np.ndarray,
+    weights: np.ndarray,
     slo_s: float,
     ready_at: tuple[list[float], list[int]],
     keep: int = 5,
 ) -> list[MissedMinute]:
     """The `keep` minutes with the most requests outside the SLO, most first (ties: earlier first).
 
-    `served` is (arrival, TTFT) per request that got a first token, `never_served` the arrivals of those that
-    did not (always outside); `ready_at` the replay's (times, ready replicas) series. Minutes with none outside
-    are left out, so a policy that never missed reports an empty list."""
-    arrived: dict[int, int] = {}
-    outside: dict[int, int] = {}
-    for arrival, ttft in served:
-        m = int(arrival // 60.0)
-        arrived[m] = arrived.get(m, 0) + 1
-        if ttft > slo_s:
-            outside[m] = outside.get(m, 0) + 1
-    for arrival in never_served:
-        m = int(arrival // 60.0)
-        arrived[m] = arrived.get(m, 0) + 1
-        outside[m] = outside.get(m, 0) + 1
+    One entry per request (or, at the fluid level, per quantile point weighted by the requests it stands for):
+    when it arrived, its TTFT (infinite for one that never got a first token: always outside) and its weight;
+    `ready_at` is the replay's (times, ready replicas) series. Minutes with none outside are left out, so a policy
+    that never missed reports an empty list. Counts are rounded to whole requests."""
+    if len(arrivals) == 0:
+        return []
+    minute = np.floor(np.asarray(arrivals, dtype=np.float64) / 60.0).astype(np.int64)
+    minute -= minute.min()  # bincount wants non-negative bins; added back below
+    base = int(np.floor(float(np.min(arrivals)) / 60.0))
+    arrived = np.bincount(minute, weights=weights)
+    outside = np.bincount(minute, weights=np.where(np.asarray(ttfts) > slo_s, weights, 0.0), minlength=len(arrived))
+    counted = np.round(outside).astype(np.int64)
+    order = sorted((m for m in np.flatnonzero(counted > 0).tolist()), key=lambda m: (-counted[m], m))[:keep]
     times, ready = ready_at
-    worst = sorted(outside.items(), key=lambda kv: (-kv[1], kv[0]))[:keep]
     out = []
-    for m, n in worst:
+    for m in order:
+        start = (m + base) * 60.0
         # The fewest replicas serving at any tick of the minute (the tick before it if none falls within).
-        lo = max(0, bisect.bisect_right(times, m * 60.0) - 1)
-        hi = max(lo + 1, bisect.bisect_left(times, (m + 1) * 60.0))
-        out.append(MissedMinute(m * 60.0, arrived[m], n, min(ready[lo:hi]) if ready[lo:hi] else 0))
+        lo = max(0, bisect.bisect_right(times, start) - 1)
+        hi = max(lo + 1, bisect.bisect_left(times, start + 60.0))
+        out.append(
+            MissedMinute(start, round(float(arrived[m])), int(counted[m]), min(ready[lo:hi]) if ready[lo:hi] else 0)
+        )
     return out
 
 

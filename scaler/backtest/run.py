@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from scaler.backtest import sim
 from scaler.backtest.frontier import WINDOW_S, Frontier
 from scaler.backtest.frontier import frontier as find_frontier
@@ -126,7 +128,7 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         """{"policies": {name: {five numbers, "cost_usd", "frontier_ratio",
-        "worst_minutes" at the request level}}, "forecast": {"mase": x},
+        "worst_minutes"}}, "forecast": {"mase": x},
         "kvpilot_config": {...}, "cost": {"gpu_type", "gpus_per_replica", "price_per_gpu_hour_usd"},
         "frontier": [{"slo_target", "slo_attainment", "replica_hours", "cost_usd"}…]}."""
         mase = round(self.mase, 4) if math.isfinite(self.mase) else None
@@ -140,8 +142,7 @@ class Report:
             }
             if r.rollout is not None:
                 policies[name]["rollout"] = r.rollout.to_json()
-            if self.fidelity == "request":
-                policies[name]["worst_minutes"] = [m.to_json() for m in r.worst_minutes]
+            policies[name]["worst_minutes"] = [m.to_json() for m in r.worst_minutes]
         out: dict[str, Any] = {
             "trace": self.trace,
             "fidelity": self.fidelity,
@@ -312,6 +313,9 @@ def _measure(fleet: Any, trace: Any, cfg: BacktestConfig, fidelity: str, result:
         q = fleet.ttft_quantiles((0.5, 0.99))
         result.p50_ttft_s, result.p99_ttft_s = float(q[0.5]), float(q[0.99])
         result.requests = int(trace.expected_requests())
+        values, weights = fleet.ttft_samples()
+        ready_at = (result.times, result.ready)
+        result.worst_minutes = worst_minutes(fleet.ttft_arrivals(), values, weights, cfg.slo_ttft_s, ready_at)
         return
     finished = fleet.finished()
     running = fleet.in_flight()
@@ -324,9 +328,15 @@ def _measure(fleet: Any, trace: Any, cfg: BacktestConfig, fidelity: str, result:
     unfinished = [end + 4 * cfg.slo_ttft_s - a for a, n in left.items() for _ in range(max(n, 0))]
     att, p50, p99, n = ttft_stats(ttfts, unfinished, cfg.slo_ttft_s)
     result.slo_attainment, result.p50_ttft_s, result.p99_ttft_s, result.requests = att, p50, p99, n
-    served = [(f.arrival_s, f.ttft_s) for f in finished] + [(a, t) for a, t in running if t is not None]
+    arrived = [f.arrival_s for f in finished] + [a for a, t in running if t is not None]
     never = [a for a, k in left.items() for _ in range(max(k, 0))]
-    result.worst_minutes = worst_minutes(served, never, cfg.slo_ttft_s, (result.times, result.ready))
+    result.worst_minutes = worst_minutes(
+        np.asarray(arrived + never, dtype=np.float64),
+        np.asarray(ttfts + [math.inf] * len(never), dtype=np.float64),
+        np.ones(len(arrived) + len(never)),
+        cfg.slo_ttft_s,
+        (result.times, result.ready),
+    )
 
 
 def _rolled(replica: Any) -> bool:

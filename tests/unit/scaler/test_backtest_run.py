@@ -4,7 +4,9 @@ and the frontier as a bound no policy beats."""
 from __future__ import annotations
 
 import json
+from math import inf
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -150,14 +152,33 @@ def test_fleet_counts_order_each_window_a_cold_start_ahead() -> None:
 
 
 def test_worst_minutes_count_misses_and_never_served_by_arrival_minute() -> None:
-    served = [(5.0, 0.1), (10.0, 3.0), (61.0, 2.5), (62.0, 2.6), (70.0, 0.2), (130.0, 0.3)]
-    never = [119.0, 125.0]  # queued to the end: outside, in the minute they arrived
+    # (arrival, TTFT): the last two never got a first token (infinite TTFT), each counted in its arrival minute.
+    served = [(5.0, 0.1), (10.0, 3.0), (61.0, 2.5), (62.0, 2.6), (70.0, 0.2), (130.0, 0.3), (119.0, inf), (125.0, inf)]
+    arrivals, ttfts = (np.array(x) for x in zip(*served, strict=True))
     times, ready = [0.0, 30.0, 60.0, 90.0, 120.0, 150.0], [2, 2, 3, 1, 4, 4]
-    got = worst_minutes(served, never, 2.0, (times, ready))
+    got = worst_minutes(arrivals, ttfts, np.ones(len(served)), 2.0, (times, ready))
     assert got == [
         MissedMinute(60.0, arrived=4, outside=3, ready=1),  # fewest ready during 60-120 s
         MissedMinute(0.0, arrived=2, outside=1, ready=2),
         MissedMinute(120.0, arrived=2, outside=1, ready=4),
     ]
-    assert worst_minutes(served, never, 2.0, (times, ready), keep=1) == got[:1]
-    assert worst_minutes([(1.0, 0.5)], [], 2.0, (times, ready)) == []  # nothing missed, nothing listed
+    assert worst_minutes(arrivals, ttfts, np.ones(len(served)), 2.0, (times, ready), keep=1) == got[:1]
+    nothing_late = worst_minutes(np.array([1.0]), np.array([0.5]), np.ones(1), 2.0, (times, ready))
+    assert nothing_late == []
+
+
+def test_worst_minutes_weigh_fluid_points_and_start_where_the_replay_starts() -> None:
+    # Fluid level: quantile points standing for fractions of requests; a replay that starts at minute 10.
+    arrivals = np.array([600.0, 600.0, 660.0, 660.0])
+    ttfts = np.array([0.5, 9.0, 3.0, 4.0])
+    weights = np.array([30.0, 10.4, 5.0, 5.0])
+    got = worst_minutes(arrivals, ttfts, weights, 2.0, ([600.0, 660.0], [3, 5]))
+    assert got == [MissedMinute(600.0, arrived=40, outside=10, ready=3), MissedMinute(660.0, 10, 10, 5)]
+
+
+def test_a_fluid_replay_says_where_it_missed() -> None:
+    trace = "synthetic:duration_s=900,rate=20,amplitude=0,bursts=1,burst_factor=6,burst_s=120"
+    r = backtest(trace, BacktestConfig(policies=("reactive",), fidelity="fluid", frontier=False)).policies["reactive"]
+    outside = (1 - r.slo_attainment) * r.requests
+    assert r.worst_minutes  # the burst found reactive short
+    assert sum(m.outside for m in r.worst_minutes) <= outside + len(r.worst_minutes)  # each rounded, never more
