@@ -26,7 +26,9 @@ def live_simulator(replicas: int) -> Iterator[str]:
     live = LiveFleet(Fleet(config, load_trace("synthetic:duration_s=7200,rate=6")), speed=1.0)
     server = make_server(live, "127.0.0.1", 0)
     live.start()
-    thread = threading.Thread(target=server.serve_forever, name="simulator-http", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="simulator-http", daemon=True
+    )
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

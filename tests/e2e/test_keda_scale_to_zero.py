@@ -149,7 +149,7 @@ def simulator() -> Iterator[tuple[str, LiveFleet]]:
     )
     live = LiveFleet(Fleet(config, on_off_trace()))  # not started: the test moves its time with kvpilot's clock
     server = make_server(live, "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", live
     finally:

@@ -60,7 +60,7 @@ def live_url() -> Iterator[str]:
     trace = load_trace("synthetic:duration_s=7200,rate=6,amplitude=0", seed=1)
     live = LiveFleet(Fleet(FleetConfig(replicas=2), trace), engine="vllm", speed=5.0)
     server = make_server(live)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     live.start()
     host, port = server.server_address[:2]
     yield f"http://{host}:{port}"

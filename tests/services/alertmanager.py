@@ -78,7 +78,7 @@ def run_webhook() -> Iterator[Webhook]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     hook.url = f"http://127.0.0.1:{server.server_address[1]}/alerts"
-    thread = threading.Thread(target=server.serve_forever, name="webhook", daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="webhook", daemon=True)
     thread.start()
     try:
         yield hook

@@ -83,7 +83,7 @@ def test_evict_route(trace: Trace) -> None:
 
     live = LiveFleet(_hung_fleet(trace))
     server = make_server(live)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
     try:
         hung = next(r["name"] for r in httpx.get(f"{base}/control/state").json()["replicas"] if r["state"] == "hung")

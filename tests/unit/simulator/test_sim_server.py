@@ -31,7 +31,7 @@ def base() -> Iterator[tuple[str, LiveFleet]]:
     fleet = Fleet(FleetConfig(replicas=2, cold_start_s=30), load_trace("synthetic:duration_s=3600,rate=4"))
     live = LiveFleet(fleet, engine="vllm", speed=1.0)
     server = make_server(live)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     with live.lock:  # drive virtual time directly: the background ticker stays off in tests
         fleet.advance_to(60)
@@ -55,7 +55,7 @@ def test_a_loading_replica_is_listed_not_ready_like_a_pod_before_its_readiness_p
     fleet = Fleet(FleetConfig(replicas=1, cold_start_s=120), load_trace("synthetic:duration_s=3600,rate=1"))
     live = LiveFleet(fleet)
     server = make_server(live)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     try:
         with live.lock:
             fleet.advance_to(10)

@@ -64,7 +64,7 @@ def simulator() -> Iterator[tuple[str, LiveFleet]]:
     fleet = Fleet(FleetConfig(profile=PROFILES["llama3-8b-h100"], replicas=2), load_trace("synthetic"))
     live = LiveFleet(fleet, speed=1.0)
     server = make_server(live, "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", live
     finally:
