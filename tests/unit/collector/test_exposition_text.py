@@ -20,11 +20,12 @@ from collector.exposition import MetricFamily, ParseError, parse
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "metrics"
 PAGES = sorted(FIXTURES.glob("*.txt"))
 
-Canonical = dict[str, tuple[str, str, list[tuple[str, dict[str, str], Any, float | None]]]]
+Canonical = dict[str, tuple[str, str, list[tuple[str, dict[str, str], Any, Any]]]]
 
 
 def _value(v: float) -> Any:
-    """NaN compares equal to NaN; everything else by value."""
+    """NaN compares equal to NaN; everything else by value (values and timestamps: both parsers take `NaN` as a
+    timestamp, as prometheus_client does)."""
     return "NaN" if math.isnan(v) else v
 
 
@@ -34,7 +35,7 @@ def oracle(text: str) -> Canonical:
     for fam in text_string_to_metric_families(text):
         entry = out.setdefault(fam.name, (fam.type, fam.documentation, []))
         for s in fam.samples:
-            ts = None if s.timestamp is None else float(s.timestamp)
+            ts = None if s.timestamp is None else _value(float(s.timestamp))
             entry[2].append((s.name, dict(s.labels), _value(float(s.value)), ts))
     return out
 
@@ -43,7 +44,10 @@ def canonical(families: dict[str, MetricFamily]) -> Canonical:
     out: Canonical = {}
     for key, fam in families.items():
         assert key == fam.name
-        samples = [(s.name, s.labels, _value(s.value), s.timestamp) for s in fam.samples]
+        samples = [
+            (s.name, s.labels, _value(s.value), None if s.timestamp is None else _value(s.timestamp))
+            for s in fam.samples
+        ]
         out[key] = (fam.type, fam.help, samples)
     return out
 
