@@ -25,13 +25,16 @@ def command(
 
     from sqlalchemy.exc import SQLAlchemyError
 
-    from kvpilot.runtime.runner import run
     from kvpilot.settings import SettingsError, load_settings
     from store.db import StoreConfigError
 
     overrides = {"api": {"http_port": port}} if port is not None else {}
     try:
         settings = load_settings(config, **overrides)
+        # The service (FastAPI, gRPC, the collector) is imported only for settings that hold: a bad file is told
+        # at once, not after ~2 s of imports.
+        from kvpilot.runtime.runner import run
+
         raise typer.Exit(asyncio.run(run(settings, config_file=config)))
     except (SettingsError, StoreConfigError) as e:
         typer.echo(f"error: {e}", err=True)

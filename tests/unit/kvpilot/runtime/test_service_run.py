@@ -176,6 +176,23 @@ def test_invalid_configuration_exits_2_naming_the_field(
     assert named in out.stderr
 
 
+def test_an_invalid_configuration_is_refused_before_the_service_is_imported(tmp_path: Path) -> None:
+    # The service's imports (FastAPI, gRPC, the collector) take seconds; a bad file must be told without them.
+    path = tmp_path / "kvpilot.yaml"
+    path.write_text("collector:\n  interval_s: -1\n")
+    probe = (
+        "import sys\n"
+        "from kvpilot.cli import app\n"
+        "try:\n"
+        "    app(['run', '--config', sys.argv[1]])\n"
+        "except SystemExit as e:\n"
+        "    print(e.code, 'api.main' in sys.modules, 'kvpilot.runtime.runner' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["2", "False", "False"], out.stderr
+    assert "collector.interval_s" in out.stderr
+
+
 def test_postgres_outage_shows_in_readyz_and_metrics_then_recovers(tmp_path: Path) -> None:
     from tests.services.postgres import fresh_database, run_postgres
 
