@@ -90,8 +90,8 @@ def worst_minutes(
     if len(arrivals) == 0:
         return []
     minute = np.floor(np.asarray(arrivals, dtype=np.float64) / 60.0).astype(np.int64)
-    minute -= minute.min()  # bincount wants non-negative bins; added back below
-    base = int(np.floor(float(np.min(arrivals)) / 60.0))
+    base = int(minute.min())
+    minute -= base  # bincount wants non-negative bins; added back below
     arrived = np.bincount(minute, weights=weights)
     outside = np.bincount(minute, weights=np.where(np.asarray(ttfts) > slo_s, weights, 0.0), minlength=len(arrived))
     counted = np.round(outside).astype(np.int64)

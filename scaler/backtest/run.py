@@ -325,11 +325,11 @@ def _measure(fleet: Any, trace: Any, cfg: BacktestConfig, fidelity: str, result:
     left.subtract(f.arrival_s for f in finished)
     left.subtract(a for a, ttft in running if ttft is not None)
     # Never got a first token (still queued, or dropped): counted with the time they waited, outside the SLO.
-    unfinished = [end + 4 * cfg.slo_ttft_s - a for a, n in left.items() for _ in range(max(n, 0))]
+    never = [a for a, n in left.items() for _ in range(max(n, 0))]
+    unfinished = [end + 4 * cfg.slo_ttft_s - a for a in never]
     att, p50, p99, n = ttft_stats(ttfts, unfinished, cfg.slo_ttft_s)
     result.slo_attainment, result.p50_ttft_s, result.p99_ttft_s, result.requests = att, p50, p99, n
     arrived = [f.arrival_s for f in finished] + [a for a, t in running if t is not None]
-    never = [a for a, k in left.items() for _ in range(max(k, 0))]
     result.worst_minutes = worst_minutes(
         np.asarray(arrived + never, dtype=np.float64),
         np.asarray(ttfts + [math.inf] * len(never), dtype=np.float64),
