@@ -132,7 +132,7 @@ _layouts = LayoutCache(parse)
 
 def _parse_wanted(
     text: str | bytes, source: tuple[str, str], wanted: Wanted, openmetrics: bool
-) -> dict[str, MetricFamily]:
+) -> Mapping[str, MetricFamily]:
     if openmetrics:
         return parse(text, wanted=wanted, openmetrics=True)
     return _layouts.parse(source, text, wanted=wanted, max_samples=DEFAULT_MAX_SAMPLES)

@@ -8,7 +8,7 @@ name a series once.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar, cast
@@ -92,6 +92,14 @@ def page_shape(families: Families) -> tuple[object, ...] | None:
         return families.shape or None
     shapes = tuple(f.shape for f in families.values())
     return shapes if shapes and None not in shapes else None
+
+
+def family_values(families: Families, key: str) -> Sequence[float]:
+    """The values of family ``key``'s samples, in order: off a laid-out page by position, without building its
+    samples (``LaidOutPage.family_values``)."""
+    if type(families) is LaidOutPage:
+        return families.family_values(key)
+    return [s.value for s in families[key].samples]
 
 
 def structural(families: Families, what: Hashable, compute: Callable[[], _T]) -> _T:
@@ -268,19 +276,20 @@ def _histogram_plan(fam: MetricFamily, match: Mapping[str, str]) -> _HistogramPl
 
 def _planned_histograms(fam: MetricFamily, match: Mapping[str, str]) -> list[Histogram]:
     plan = cast(_HistogramPlan, _planned(fam, "histogram", match, partial(_histogram_plan, fam, match)))
-    return _histograms_at(plan, fam.samples)
+    return _histograms_at(plan, [s.value for s in fam.samples])
 
 
-def _histograms_at(plan: _HistogramPlan, samples: list[Sample]) -> list[Histogram]:
+def _histograms_at(plan: _HistogramPlan, values: Sequence[float]) -> list[Histogram]:
+    """The plan's histograms, from the values of the family's samples (by position)."""
     out = []
     for bounds, places, sum_at, count_at in plan:
-        counts = tuple([samples[i].value for i in places])
+        counts = tuple([values[i] for i in places])
         out.append(
             Histogram(
                 bounds=bounds,
                 counts=counts,
-                sum=samples[sum_at].value if sum_at >= 0 else math.nan,
-                count=samples[count_at].value if count_at >= 0 else counts[-1],
+                sum=values[sum_at] if sum_at >= 0 else math.nan,
+                count=values[count_at] if count_at >= 0 else counts[-1],
             )
         )
     return out
@@ -289,7 +298,8 @@ def _histograms_at(plan: _HistogramPlan, samples: list[Sample]) -> list[Histogra
 # A field's sources as one page layout has them, in mapping order (current names first): for a value, each present
 # source's family key and the positions of its plain-value samples; for a histogram, each present histogram family's
 # key and label sets (``_HistogramPlan``). ``read_sum``, ``read_mean`` and ``read_histogram`` without a sample
-# filter, with the names and labels worked out once per layout (``structural``): per page only values are read.
+# filter, with the names and labels worked out once per layout (``structural``): per page only values are read, by
+# position (``family_values``: off a laid-out page, no sample is built).
 ValuesPlan = tuple[tuple[str, tuple[int, ...]], ...]
 HistogramsPlan = tuple[tuple[str, _HistogramPlan], ...]
 
@@ -308,8 +318,8 @@ def plan_values(families: Families, sources: Iterable[Series]) -> ValuesPlan:
 def read_planned_values(families: Families, plan: ValuesPlan, *, mean: bool) -> float | None:
     """``read_mean`` (``mean``) or ``read_sum`` of the page, from the sources' plan."""
     for key, places in plan:
-        samples = families[key].samples
-        values = [v for v in [samples[i].value for i in places] if math.isfinite(v)]
+        family = family_values(families, key)
+        values = [v for v in [family[i] for i in places] if math.isfinite(v)]
         if values:
             return _fsum(values) / len(values) if mean else _fsum(values)
     return None
@@ -327,7 +337,7 @@ def plan_histograms(families: Families, sources: Iterable[Series]) -> Histograms
 def read_planned_histogram(families: Families, plan: HistogramsPlan, *, scale: float = 1.0) -> Histogram | None:
     """``read_histogram`` of the page, from the sources' plan."""
     for key, groups in plan:
-        merged = merge_histograms(_histograms_at(groups, families[key].samples))
+        merged = merge_histograms(_histograms_at(groups, family_values(families, key)))
         if merged is not None:
             return scale_histogram(merged, scale)
     return None

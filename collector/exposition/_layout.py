@@ -21,10 +21,11 @@ from __future__ import annotations
 import operator
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
 
-from collector.exposition._model import MetricFamily, ParseError, Sample, Wanted, decode_utf8
-from collector.exposition._page import LaidOutPage
+from collector.exposition._model import MetricFamily, ParseError, Wanted, decode_utf8
+from collector.exposition._page import FamilySpec, LaidOutPage
 
 # A value the fast path reads: a plain decimal, Inf or NaN (float() reads each exactly as the parser does);
 # a page's values are checked at once, joined by newlines.
@@ -37,14 +38,12 @@ _LEAD_RE = re.compile(r"[ \t]*+[a-zA-Z_:][a-zA-Z0-9_:]*+[^a-zA-Z0-9_:]")
 
 MAX_LAYOUT_CHARS = 512 * 1024  # larger pages are parsed every time (a layout holds its page's lines)
 
-_Parse = Callable[..., dict[str, MetricFamily]]
-_SampleSpec = tuple[str, dict[str, str], float | None, int]  # name, labels, timestamp, index of its value
-_FamilySpec = tuple[str, str, str, str, list[_SampleSpec], object]  # name, type, help, unit, samples, shape
-_Pick = Callable[[list[str]], tuple[str, ...]]
+_Parse = Callable[..., Mapping[str, MetricFamily]]
+_Pick = Callable[[list[Any]], tuple[Any, ...]]
 
 
 def _picker(indices: list[int]) -> _Pick:
-    """The lines at ``indices``, as a tuple, picked in C."""
+    """The items at ``indices`` (lines of a page, values of a family), as a tuple, picked in C."""
     if not indices:
         return lambda _lines: ()
     if len(indices) == 1:
@@ -59,7 +58,8 @@ class PageLayout:
     A page has the layout when it has as many lines; its comment, blank and otherwise odd lines are the
     same; each skipped line starts with the same name (the parser decides a line's family from its name
     alone, and skips the rest); each line read starts with the same name and labels and ends in a plain
-    number. Every check runs in C over all lines at once (``itemgetter``, ``map``, one regex)."""
+    number. Every check runs in C over all lines at once (``itemgetter``, ``map``, one regex). The page is then
+    its values (``LaidOutPage``): no sample is built unless a reader asks for its family."""
 
     __slots__ = (
         "cuts",
@@ -81,7 +81,7 @@ class PageLayout:
         pinned: list[int],
         skipped: dict[int, str],
         read: dict[int, str],
-        families: list[_FamilySpec],
+        families: dict[str, FamilySpec],
     ) -> None:
         self.line_count = len(lines)
         self.pick_pinned = _picker(pinned)
@@ -92,14 +92,15 @@ class PageLayout:
         self.read_starts = tuple(read.values())
         self.cuts = tuple(slice(len(start), None) for start in read.values())
         self.families = families
-        self.page_shape = tuple(spec[5] for spec in families)
+        self.page_shape = tuple(spec[5] for spec in families.values())
         # What makes two layouts one (a deployment's replicas serve one layout): they then share the families'
         # shapes, and so what readers plan per shape.
         self.key = (tuple(pinned), self.pinned, tuple(skipped.items()), tuple(read.items()))
 
     def read(self, text: str) -> LaidOutPage | None:
-        """The families of ``text`` if it has this layout, else None. Label dicts are shared between pages
-        of one layout (samples are read-only)."""
+        """The families of ``text`` if it has this layout, else None: its values, from which a family's samples
+        are built when it is looked up (``LaidOutPage``). Label dicts are shared between pages of one layout
+        (samples are read-only)."""
         lines = text.split("\n")
         if len(lines) != self.line_count or self.pick_pinned(lines) != self.pinned:
             return None
@@ -111,14 +112,7 @@ class PageLayout:
         values: list[str] = list(map(operator.getitem, read, self.cuts))
         if values and _VALUES_RE.fullmatch("\n".join(values)) is None:
             return None
-        numbers = list(map(float, values))
-        families = {
-            name: MetricFamily(
-                name, typ, help_text, [Sample(n, labels, numbers[i], ts) for n, labels, ts, i in samples], unit, shape
-            )
-            for name, typ, help_text, unit, samples, shape in self.families
-        }
-        return LaidOutPage(families, self.page_shape)
+        return LaidOutPage(self.families, self.page_shape, list(map(float, values)))
 
 
 def learn_layout(text: str, wanted: Wanted, parse: _Parse, max_samples: int) -> PageLayout | None:
@@ -165,7 +159,10 @@ def learn_layout(text: str, wanted: Wanted, parse: _Parse, max_samples: int) -> 
             pinned.append(i)
         else:
             skipped[i] = lead.group()
-    final = [(n, t, h, u, [(sn, sl, st, order[line]) for sn, sl, st, line in ss], object()) for n, t, h, u, ss in specs]
+    final: dict[str, FamilySpec] = {}
+    for n, t, h, u, ss in specs:
+        positions = [order[line] for _sn, _sl, _st, line in ss]
+        final[n] = (n, t, h, u, [(sn, sl, st, order[line]) for sn, sl, st, line in ss], object(), _picker(positions))
     return PageLayout(lines, pinned, skipped, read, final)
 
 
@@ -198,7 +195,7 @@ class LayoutCache:
 
     def parse(
         self, source: Hashable, text: str | bytes, *, wanted: Wanted, max_samples: int
-    ) -> dict[str, MetricFamily]:
+    ) -> Mapping[str, MetricFamily]:
         """``text``'s families as ``parse(text, wanted=wanted, max_samples=max_samples)`` returns them."""
         if isinstance(text, bytes):
             text = decode_utf8(text)
@@ -210,7 +207,7 @@ class LayoutCache:
                 self._sources.popitem(last=False)
         layout = entry[0]
         if isinstance(layout, PageLayout) and len(layout.read_starts) <= max_samples:
-            families: dict[str, MetricFamily] | None = layout.read(text)
+            families: Mapping[str, MetricFamily] | None = layout.read(text)
             if families is not None:
                 self.hits += 1
                 entry[1] = 0

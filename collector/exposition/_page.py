@@ -1,19 +1,63 @@
-"""A page read off a layout (collector.exposition._layout). Its own module, left out of the mypyc build: a
-compiled class cannot subclass ``dict``."""
+"""A page read off a layout (collector.exposition._layout): its values by position, its families built only when
+asked for. Its own module, left out of the mypyc build: a compiled class cannot subclass ``Mapping``'s mixins."""
 
 from __future__ import annotations
 
-from collector.exposition._model import MetricFamily
+from collections.abc import Callable, Iterator, KeysView, Mapping
+
+from collector.exposition._model import MetricFamily, Sample
+
+SampleSpec = tuple[str, dict[str, str], float | None, int]  # name, labels, timestamp, position of its value
+# name, type, help, unit, samples, shape, and the family's values picked off the page's values in sample order
+FamilySpec = tuple[str, str, str, str, list[SampleSpec], object, Callable[[list[float]], tuple[float, ...]]]
 
 
-class LaidOutPage(dict[str, MetricFamily]):
-    """A page's families as read off a layout: a plain dict of them, plus ``shape``, the tuple of its families'
-    shapes in order (what ``collector.engines._read.page_shape`` would work out from them), the same object on
-    every page of the layout, so that readers keying plans on it need not build it per page. Treat as read-only
-    (adding or removing a family would leave ``shape`` describing the page it was)."""
+class LaidOutPage(Mapping[str, MetricFamily]):
+    """A page's families as read off a layout, read-only. ``shape`` is the tuple of its families' shapes in order
+    (what ``collector.engines._read.page_shape`` would work out from them), the same object on every page of the
+    layout, so that readers keying plans on it need not build it per page.
 
-    __slots__ = ("shape",)
+    The page is its values, in the layout's order: readers that planned per layout take a family's values by
+    position (``family_values``) and never build its samples; a family is built (and kept) the first time it is
+    looked up, so a page read as a plain mapping equals the page the parser returns."""
 
-    def __init__(self, families: dict[str, MetricFamily], shape: tuple[object, ...]) -> None:
-        super().__init__(families)
+    __slots__ = ("_built", "_specs", "_values", "shape")
+
+    def __init__(self, specs: dict[str, FamilySpec], shape: tuple[object, ...], values: list[float]) -> None:
+        self._specs = specs
+        self._values = values
+        self._built: dict[str, MetricFamily] = {}
         self.shape = shape
+
+    def family_values(self, name: str) -> tuple[float, ...]:
+        """The values of family ``name``'s samples, in the order of its samples, without building them."""
+        return self._specs[name][6](self._values)
+
+    def __getitem__(self, name: str) -> MetricFamily:
+        family = self._built.get(name)
+        if family is None:
+            fam, typ, help_text, unit, samples, shape, _pick = self._specs[name]
+            values = self._values
+            family = MetricFamily(
+                fam, typ, help_text, [Sample(n, labels, values[i], ts) for n, labels, ts, i in samples], unit, shape
+            )
+            self._built[name] = family
+        return family
+
+    def get(self, name: str, default: MetricFamily | None = None) -> MetricFamily | None:  # type: ignore[override]
+        return self[name] if name in self._specs else default
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def keys(self) -> KeysView[str]:
+        return self._specs.keys()
+
+    def __repr__(self) -> str:
+        return f"LaidOutPage({dict(self)!r})"
