@@ -20,6 +20,7 @@ from collector.clock import VirtualClock
 from collector.exposition import parse
 from collector.samples import GpuSample, ReplicaSample, TargetInfo
 from collector.scrape import (
+    SPREAD_SLOT_S,
     Collector,
     ScrapeConfig,
     VirtualTimer,
@@ -342,12 +343,82 @@ async def test_collect_once_spreads_targets_over_the_configured_spread(pages: Pa
     config = ScrapeConfig(spread_s=4.0)
     async with Collector(config, clock=clock, adapt=adapt, sleep=timer.sleep) as c:
         task = asyncio.create_task(c.collect_once(targets))
-        await timer.until_sleepers(3)
+        await timer.until_sleepers(1)  # one sleep at a time: each until the next slot of targets
         await timer.advance(4.0)
         result = await task
     # each scraped at its own stable offset within the 4 s, not all at t=0
     assert [r.timestamp for r in result.results] == [pytest.approx(jitter_offset(t.url, 4.0, 1.0)) for t in targets]
     assert len({r.timestamp for r in result.results}) == 3
+
+
+class _Answers:
+    """A stand-in fetcher: the vLLM test page for every URL, or a wait that never ends (``hang``)."""
+
+    def __init__(self, *, hang: bool = False) -> None:
+        self.hang = hang
+        self.started: list[str] = []
+        self.cancelled: list[str] = []
+
+    async def get(self, url: str, *, max_bytes: int) -> tuple[bytes, str | None]:
+        self.started.append(url)
+        if self.hang:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.cancelled.append(url)
+                raise
+        return PAGE, "text/plain"
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_targets_within_one_slot_start_together_on_one_timer() -> None:
+    # 40 targets over 0.1 s: one sleep per slot (SPREAD_SLOT_S), not one per target; each target starts at its
+    # offset or up to one slot sooner, every tick the same, and the results keep the targets' order
+    clock = VirtualClock(0.0)
+    timer = VirtualTimer(clock)
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        await timer.sleep(seconds)
+
+    targets = [TargetInfo(url=f"http://t{i}/metrics", pod=f"p{i}", deployment="d") for i in range(40)]
+    async with Collector(ScrapeConfig(spread_s=0.1), clock=clock, adapt=adapt, fetcher=_Answers(), sleep=sleep) as c:
+        starts = []
+        for tick in range(2):
+            sleeps.clear()
+            clock.set(10.0 * tick)
+            task = asyncio.create_task(c.collect_once(targets))
+            await timer.until_sleepers(1)
+            await timer.advance(0.1)
+            result = await task
+            assert [r.target for r in result.results] == targets
+            assert all(r.ok for r in result.results)
+            starts.append([r.timestamp - 10.0 * tick for r in result.results])
+    assert len(sleeps) <= 0.1 / SPREAD_SLOT_S + 1
+    assert starts[0] == pytest.approx(starts[1])  # the same slot every tick
+    for target, start in zip(targets, starts[0], strict=True):
+        offset = jitter_offset(target.url, 0.1, 1.0)
+        assert offset - SPREAD_SLOT_S - 1e-9 <= start <= offset + 1e-9
+    assert len(set(starts[0])) == len(sleeps) + (min(starts[0]) == 0.0)  # one start time per timer
+
+
+async def test_a_spread_tick_cancelled_cancels_the_scrapes_it_started() -> None:
+    clock = VirtualClock(0.0)
+    timer = VirtualTimer(clock)
+    answers = _Answers(hang=True)
+    targets = [TargetInfo(url=f"http://t{i}/metrics", pod=f"p{i}", deployment="d") for i in range(20)]
+    async with Collector(ScrapeConfig(spread_s=4.0), clock=clock, adapt=adapt, fetcher=answers, sleep=timer.sleep) as c:
+        task = asyncio.create_task(c.collect_once(targets))
+        await timer.until_sleepers(1)
+        await timer.advance(2.0)  # about half the targets started, and hang
+        assert 0 < len(answers.started) < len(targets)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert sorted(answers.cancelled) == sorted(answers.started)
 
 
 def test_jitter_offsets_are_stable_and_spread() -> None:
