@@ -29,6 +29,7 @@ from detectors import rollout as rollout_detector
 from detectors.thresholds import DEFAULT, Thresholds
 from scaler.decision import Decision
 from scaler.planner import DeploymentLimits
+from scaler.version_speed import SpeedThresholds, SpeedTracker, VersionSpeed, scale_factor, window_running
 
 
 def surge_replicas(
@@ -363,10 +364,19 @@ class RolloutStage:
     deployment's decision raised by the surge its rolling update needs. Here, below the composition root, so that the
     backtest runs the same stage."""
 
-    def __init__(self, thresholds: Thresholds = DEFAULT, *, own_removal_memory_s: float = OWN_REMOVAL_MEMORY_S) -> None:
+    def __init__(
+        self,
+        thresholds: Thresholds = DEFAULT,
+        *,
+        own_removal_memory_s: float = OWN_REMOVAL_MEMORY_S,
+        speed: SpeedThresholds | None = None,
+    ) -> None:
         self.thresholds = thresholds
         self.tracker = RolloutTracker()
         self.own_removals = OwnRemovals(own_removal_memory_s)
+        self.speeds = SpeedTracker(speed)
+        self._capacity_ref: dict[str, tuple[str, float | None]] = {}  # (new version, learned capacity when first seen)
+        self._scaled: dict[str, int] = {}  # the count last published for a slower version, per deployment
         self._surging: set[str] = set()
         self._held: dict[str, int] = {}  # the largest surge published during each deployment's rollout
         self._ready_keys: dict[str, set[str]] = {}  # each deployment's ready replicas at the last tick
@@ -380,6 +390,9 @@ class RolloutStage:
         self._ready_keys.pop(key, None)
         self._asked.pop(key, None)
         self._lowered_at.pop(key, None)
+        self.speeds.forget(key)
+        self._capacity_ref.pop(key, None)
+        self._scaled.pop(key, None)
 
     def note_removed(self, pod: str, now: float) -> None:
         """kvpilot's own actuation removed ``pod`` ("namespace/name") or is removing it now (a drain's eviction):
@@ -429,8 +442,13 @@ class RolloutStage:
             seen = None
             cold_start_s, max_replicas = _limits(planner, d.deployment)
             drained = self._drained(view, d, now, cold_start_s)
+            speed: VersionSpeed | None = None
             if view is not None:
                 obs = rollout_detector.observe(state, view, self.thresholds, now)
+                speed = self.speeds.update(
+                    d.deployment, view.replicas, rollout_detector.version, obs.new_version, window_running(state)
+                )
+                self._note_capacity(planner, d.deployment, obs.new_version)
                 # current_replicas: the scale source's count (loading replicas included) where there is one
                 seen = VersionsSeen(
                     obs.ready_by_version,
@@ -443,6 +461,8 @@ class RolloutStage:
                 )
             else:  # no replica serves (a one-replica fleet whose only replica drained): what was asked for
                 seen = VersionsSeen({}, None, 0, 0, "", d.current_replicas, drained=drained)
+                self.speeds.update(d.deployment, (), rollout_detector.version, None)
+            d = self._for_speed(d, speed, planner, max_replicas)
             status = self.tracker.update(
                 d.deployment,
                 now,
@@ -482,10 +502,71 @@ class RolloutStage:
             out.append(raised)
         return out
 
+    def _note_capacity(self, planner: object, key: str, new_version: str | None) -> None:
+        """The planner's learned capacity when a new version is first seen serving: what it knew of the old one."""
+        if new_version is None or self._capacity_ref.get(key, ("", None))[0] == new_version:
+            return
+        capacity = _capacity(planner, key)
+        learned = capacity[0] if capacity is not None and capacity[1] == "learned" else None
+        self._capacity_ref[key] = (new_version, learned)
+
+    def _planner_learnt(self, planner: object, key: str) -> float:
+        """The slowdown already in the planner's count (``scale_factor``'s ``planner_learnt``): a configured or
+        profiled capacity never moves (1); a learned one, its value when the new version first served over its
+        value now; a capacity first learned since, with the new version serving, has learnt it (infinite)."""
+        capacity = _capacity(planner, key)
+        if capacity is None or capacity[1] != "learned" or capacity[0] <= 0:
+            return 1.0
+        before = self._capacity_ref.get(key, ("", None))[1]
+        return math.inf if before is None else before / capacity[0]
+
+    def _for_speed(
+        self, d: Decision, speed: VersionSpeed | None, planner: object, max_replicas: int | None
+    ) -> Decision:
+        """The planner's decision scaled for a measured slower version, so that the fleet once rolled serves what
+        the old one did (unchanged for a faster version, one within noise, or one the planner has learnt)."""
+        key = d.deployment
+        factor = scale_factor(speed, planner_learnt=self._planner_learnt(planner, key))
+        if speed is None or factor <= 1.0:
+            if self._scaled.pop(key, None) is not None:
+                log.info("%s: the count is no longer scaled for a slower version (desired %d)", key, d.desired_replicas)
+            return d
+        desired = max(d.desired_replicas, 0)
+        # To the nearest replica, at least one more: the ratio is known to within its noise (single comparisons
+        # 1.1-1.45 on Azure code for a true 1.25), so a ceiling would add a replica for the noise; the planner's
+        # target utilisation is the headroom below what a replica serves at saturation.
+        target = max(desired + 1, math.floor(desired * factor + 0.5)) if desired > 0 else 0
+        if max_replicas is not None:
+            target = max(desired, min(target, max_replicas))
+        forecast = {**d.forecast, "version_speed_ratio": speed.ratio, "version_scale": factor}
+        if target <= desired:
+            return dataclasses.replace(d, forecast=forecast)
+        message = (
+            f"{d.message}; slower version: {speed.text}; count scaled by {factor:.2f} ({desired} -> {target}) so that "
+            f"the fleet serves what the version it was sized for did"
+        )
+        if self._scaled.get(key) != target:
+            log.warning("%s: %s", key, message)
+            self._scaled[key] = target
+        return dataclasses.replace(
+            d, desired_replicas=target, reason="version_slower", message=message, forecast=forecast
+        )
+
 
 @runtime_checkable
 class _KnowsLimits(Protocol):
     def limits(self, key: str) -> DeploymentLimits: ...
+
+
+@runtime_checkable
+class _KnowsCapacity(Protocol):
+    def capacity(self, key: str) -> tuple[float, str] | None: ...
+
+
+def _capacity(planner: object, key: str) -> tuple[float, str] | None:
+    """A deployment's per-replica capacity at the reference mix and its source (``Planner.capacity``), where the
+    planner tells it."""
+    return planner.capacity(key) if isinstance(planner, _KnowsCapacity) else None
 
 
 def _limits(planner: object, key: str) -> tuple[float, int | None]:

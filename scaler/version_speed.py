@@ -1,0 +1,232 @@
+"""How fast a rollout's new version serves against the old one, from what the replicas report (issue 16).
+
+A new build can be slower (a different kernel, quantisation, a larger model under the same name): once the rollout
+ends the fleet serves less with the same replica count, and a planner that sized it from a configured profile (or a
+capacity learned only under saturation) does not know until users wait. While both versions serve, each tick
+compares their decode step time — the mean inter-token latency over the rate window, ``Δsum / Δcount`` of the
+engine's ITL histogram — at comparable load (running sequences per replica within ``load_tolerance``): step time
+grows with the batch, so a version given more work would read slower for it. Only a sustained difference counts:
+``min_samples`` comparisons, the median ratio at least ``1 + min_slowdown`` and that share of them above it in at
+least ``sustained_share``. The measurement is kept as long as any ready replica serves the new version.
+
+A faster new version is measured too but never shrinks a count (``scale_factor`` is at least 1): the planner's
+capacity learns that in its own time, and a fleet briefly too large costs money, not users.
+
+Not seen: a version whose prefill alone is slower (ITL is the decode step's time; a prefill chunk rides in a step,
+so only its share shows), and one that differs only in KV pool size.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from collector.state import FleetState, ReplicaView
+
+
+@dataclass(frozen=True, slots=True)
+class SpeedThresholds:
+    """When a measured step-time difference between two versions is believed (defaults; see the module)."""
+
+    # Ticks where both versions were compared at comparable load: two minutes at 5 s. Successive ticks share most
+    # of their rate window (60 s), so 12 would be one independent look.
+    min_samples: int = 24
+    min_tokens: float = 200.0  # ITL observations (tokens decoded) per version within a tick's rate window
+    load_tolerance: float = 0.25  # running sequences per replica of the two versions within this share
+    min_slowdown: float = 0.10  # the new version's step time at least 10 % above the old one's ...
+    sustained_share: float = 0.75  # ... in at least this share of the comparisons
+    max_samples: int = 240  # comparisons kept (the median is over these)
+
+    def __post_init__(self) -> None:
+        if self.min_samples < 1 or self.max_samples < self.min_samples:
+            raise ValueError(f"speed thresholds: need 1 <= min_samples <= max_samples, got {self}")
+        for name in ("min_tokens", "load_tolerance", "min_slowdown"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"speed thresholds: {name} must be a finite number >= 0, got {value!r}")
+        if not 0 < self.sustained_share <= 1:
+            raise ValueError(f"speed thresholds: sustained_share must be in (0, 1], got {self.sustained_share!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class VersionLoad:
+    """One version's ready replicas at one tick: decode step time and load."""
+
+    itl_mean_s: float  # mean inter-token latency over the rate window (Δsum / Δcount)
+    tokens: float  # ITL observations in the window
+    running_per_replica: float
+
+
+def window_running(state: FleetState) -> Callable[[ReplicaView], float | None]:
+    """A replica's running sequences averaged over the rate window, the window its ITL increase covers: a bursty
+    trace's gauge at one instant says little of the batches the window's steps ran."""
+
+    def running(r: ReplicaView) -> float | None:
+        since = r.last_seen - state.rate_window_s
+        values = [s.requests_running for s in state.replica_history(r.key) if s.timestamp >= since]
+        known = [v for v in values if v is not None]
+        return sum(known) / len(known) if known else r.sample.requests_running
+
+    return running
+
+
+def _latest_running(r: ReplicaView) -> float | None:
+    return r.sample.requests_running
+
+
+def version_loads(
+    replicas: Iterable[ReplicaView],
+    version_of: Callable[[ReplicaView], str],
+    running_of: Callable[[ReplicaView], float | None] = _latest_running,
+) -> dict[str, VersionLoad]:
+    """Per version, the ready replicas' ITL over the window and running sequences per replica (``running_of``: the
+    latest gauge unless told); a version none of whose replicas reports an ITL increase (or running sequences) is
+    left out."""
+    sums: dict[str, list[float]] = {}  # version -> [itl sum, itl count, running, replicas]
+    for r in replicas:
+        window, running = r.itl_window, running_of(r)
+        if not r.ready or window is None or running is None or window.count <= 0:
+            continue
+        acc = sums.setdefault(version_of(r), [0.0, 0.0, 0.0, 0.0])
+        acc[0] += window.sum
+        acc[1] += window.count
+        acc[2] += running
+        acc[3] += 1
+    return {
+        v: VersionLoad(itl_mean_s=s / n, tokens=n, running_per_replica=running / k)
+        for v, (s, n, running, k) in sums.items()
+        if n > 0 and math.isfinite(s) and s > 0
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class VersionSpeed:
+    """A measured, sustained difference: the new version's step time over the old one's (``ratio`` > 1: slower)."""
+
+    version: str
+    old_version: str
+    ratio: float  # against the version the fleet was sized for (earlier rollouts' ratios compound)
+    samples: int
+    step_ratio: float  # the median inter-token latency against old_version's over the comparisons
+
+    @property
+    def text(self) -> str:
+        text = (
+            f"{self.version} decodes at {1 / self.step_ratio:.2f}x the speed of {self.old_version} "
+            f"(inter-token latency {self.step_ratio:.2f}x, median of {self.samples} comparisons at comparable load)"
+        )
+        if abs(self.ratio - self.step_ratio) > 1e-9:
+            text += f", {1 / self.ratio:.2f}x the speed of the version before it"
+        return text
+
+
+@dataclass
+class _Track:
+    version: str
+    old_version: str
+    base: float = 1.0  # the old version's own ratio, where an earlier rollout measured one (ratios compound)
+    carried: VersionSpeed | None = None  # that earlier measurement: it holds while its version still serves
+    ratios: deque[float] = field(default_factory=deque)
+    measured: VersionSpeed | None = None
+
+
+class SpeedTracker:
+    """Per deployment, the comparisons of a rollout's new version against the old one, and what they showed."""
+
+    def __init__(self, thresholds: SpeedThresholds | None = None) -> None:
+        self.thresholds = thresholds or SpeedThresholds()
+        self._tracks: dict[str, _Track] = {}
+
+    def forget(self, key: str) -> None:
+        self._tracks.pop(key, None)
+
+    def update(
+        self,
+        key: str,
+        replicas: Iterable[ReplicaView],
+        version_of: Callable[[ReplicaView], str],
+        new_version: str | None,
+        running_of: Callable[[ReplicaView], float | None] = _latest_running,
+    ) -> VersionSpeed | None:
+        """One tick: compare ``new_version`` (None: one version serves) against the other version with the most
+        ITL observations, and return the measurement that holds for the deployment now (None: none yet, or its
+        version no longer serves). Ratios compound across rollouts: a version measured against one that was
+        itself measured slower is reported against the version before it, the one the planner was sized for."""
+        replicas = list(replicas)
+        serving = {version_of(r) for r in replicas if r.ready}
+        loads = version_loads(replicas, version_of, running_of)
+        track = self._tracks.get(key)
+        if new_version is not None and (track is None or track.version != new_version):
+            before = None if track is None else (track.measured or track.carried)
+            if before is not None and before.version not in serving:
+                before = None
+            track = None
+            self._tracks.pop(key, None)
+            others = sorted(v for v in serving if v != new_version)
+            if others:
+                # the old version: the one measured before where it still serves, else the one decoding the most
+                old = (
+                    before.version
+                    if before is not None and before.version in others
+                    else max(others, key=lambda v: loads[v].tokens if v in loads else 0.0)
+                )
+                base = before.ratio if before is not None and before.version == old else 1.0
+                track = self._tracks[key] = _Track(new_version, old, base=base, carried=before)
+        if track is not None and new_version == track.version and new_version in loads and track.old_version in loads:
+            self._compare(track, loads[new_version], loads[track.old_version])
+        if track is None:
+            return None
+        if track.measured is not None and track.version in serving:
+            return track.measured
+        if track.carried is not None and track.carried.version in serving:
+            return track.carried
+        if track.version not in serving:
+            self._tracks.pop(key, None)  # rolled back (or gone): nothing measured describes the replicas now
+        return None
+
+    def _compare(self, track: _Track, new: VersionLoad, old: VersionLoad) -> None:
+        th = self.thresholds
+        if min(new.tokens, old.tokens) < th.min_tokens:
+            return
+        busier = max(new.running_per_replica, old.running_per_replica)
+        if busier <= 0 or abs(new.running_per_replica - old.running_per_replica) > th.load_tolerance * busier:
+            return  # not comparable: a step's time grows with its batch
+        track.ratios.append(new.itl_mean_s / old.itl_mean_s)
+        while len(track.ratios) > th.max_samples:
+            track.ratios.popleft()
+        if len(track.ratios) < th.min_samples:
+            return
+        median = statistics.median(track.ratios)
+        slow, fast = 1.0 + th.min_slowdown, 1.0 / (1.0 + th.min_slowdown)
+        enough = th.sustained_share * len(track.ratios)
+        slower = median >= slow and sum(r >= slow for r in track.ratios) >= enough
+        faster = median <= fast and sum(r <= fast for r in track.ratios) >= enough
+        was = track.measured.step_ratio if track.measured is not None and track.measured.samples else None
+        if was is not None:
+            # A difference once measured stands until the median comes back within half the floor: a tail of
+            # quick comparisons (a lull on a bursty trace) must not flip the count down and up again.
+            slower = was > 1.0 and median >= 1.0 + th.min_slowdown / 2
+            faster = was < 1.0 and median <= 1.0 / (1.0 + th.min_slowdown / 2)
+        if slower or faster:
+            track.measured = VersionSpeed(
+                track.version, track.old_version, track.base * median, len(track.ratios), median
+            )
+        else:  # within noise of the old version: as fast as the one it replaces
+            base = track.base
+            track.measured = (
+                None if base == 1.0 else VersionSpeed(track.version, track.old_version, base, len(track.ratios), 1.0)
+            )
+
+
+def scale_factor(speed: VersionSpeed | None, *, planner_learnt: float = 1.0) -> float:
+    """How much to raise the planner's count for a slower version without counting twice what the planner learnt
+    itself. ``planner_learnt``: the slowdown already in the planner's count — its per-replica capacity before the
+    new version served over its capacity now (1 for a configured profile, which never moves; ``math.inf`` where
+    the planner first learnt a capacity once the new version served). Never below 1: a faster version does not
+    shrink the planner's count."""
+    if speed is None or not (planner_learnt > 0):
+        return 1.0
+    return max(1.0, speed.ratio / planner_learnt)

@@ -1,0 +1,245 @@
+"""The rollout stage and a new version of another speed: once the new version's decode step is measurably and
+steadily slower than the old one's at comparable load, the published count is the planner's scaled by the ratio
+(and stays so once the rollout is done), without counting twice what the planner's learned capacity already
+shows; noise, too few comparisons, a faster version or a load too different to compare change nothing."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collector.samples import Histogram, ReplicaSample
+from collector.state import FleetState
+from kvpilot.runtime.rollout_stage import RolloutStage
+from scaler.decision import Decision
+from scaler.planner import DeploymentLimits
+from simulator import Fleet as SimFleet
+from simulator import FleetConfig, load_trace, parse_fault
+
+KEY = "llm/chat"
+TICK = 5.0
+OLD_ITL_S = 0.020
+TOKENS_PER_TICK = 400.0  # per replica: 80 tokens/s decoded
+DESIRED = 8
+
+
+class Planner:
+    """What the stage reads of a planner: limits, and its per-replica capacity (requests/s) and where it is from."""
+
+    def __init__(self, capacity: tuple[float, str] | None = None) -> None:
+        self.capacity_now = capacity
+
+    def limits(self, key: str) -> DeploymentLimits:
+        return DeploymentLimits(cold_start_s=60.0, max_replicas=None)
+
+    def capacity(self, key: str) -> tuple[float, str] | None:
+        return self.capacity_now
+
+
+class Fleet:
+    """Replicas reporting a version, running sequences and an ITL histogram that grows each tick."""
+
+    def __init__(self, planner: Planner | None = None, *, seed: int = 0) -> None:
+        self.state = FleetState(stale_after_s=3 * TICK, forget_after_s=3600)
+        self.stage = RolloutStage()
+        self.planner = planner or Planner()
+        self.rng = random.Random(seed)
+        self.t = 0.0
+        self.replicas: dict[str, tuple[str, float, float]] = {}  # pod -> (version, ITL s, running)
+        self.itl: dict[str, tuple[float, float]] = {}  # pod -> (sum, count) so far
+
+    def serve(self, pods: range, version: str, itl_s: float = OLD_ITL_S, running: float = 8.0) -> None:
+        for i in pods:
+            self.replicas[f"chat-{i}"] = (version, itl_s, running)
+
+    def tick(self, *, noise: float = 0.0, departed: tuple[str, ...] = ()) -> Decision:
+        self.t += TICK
+        samples = []
+        for pod, (version, itl_s, running) in self.replicas.items():
+            total, count = self.itl.get(pod, (0.0, 0.0))
+            step = itl_s * (1.0 + self.rng.uniform(-noise, noise))
+            total, count = total + step * TOKENS_PER_TICK, count + TOKENS_PER_TICK
+            self.itl[pod] = (total, count)
+            histogram = Histogram((0.05, float("inf")), (count, count), total, count)
+            samples.append(
+                ReplicaSample(
+                    "llm", "chat", pod, "n0", "vllm", version, self.t, requests_running=running, itl=histogram
+                )
+            )
+        self.state.observe(samples, [], now=self.t, departed={f"llm/{p}" for p in departed})
+        n = len(self.replicas)
+        planned = Decision(KEY, self.t, n, n, DESIRED, 0, "predictive", "steady demand")
+        (decision,) = self.stage.apply(self.state, [planned], self.t, planner=self.planner)
+        return decision
+
+
+def roll(fleet: Fleet, *, ratio: float, ticks: int, noise: float = 0.0, new_running: float = 8.0) -> Decision:
+    """Eight replicas on v1; half replaced by v2 (step time x ``ratio``) serving beside v1 for ``ticks``; then the
+    v1 half replaced too and ticks past the rollout: the count the stage publishes once it is over."""
+    fleet.serve(range(8), "v1")
+    for _ in range(20):
+        fleet.tick(noise=noise)
+    for i in range(4):
+        del fleet.replicas[f"chat-{i}"]
+    fleet.serve(range(8, 12), "v2", OLD_ITL_S * ratio, new_running)
+    for _ in range(ticks):
+        fleet.tick(noise=noise, departed=tuple(f"chat-{i}" for i in range(4)))
+    for i in range(4, 8):
+        del fleet.replicas[f"chat-{i}"]
+    fleet.serve(range(12, 16), "v2", OLD_ITL_S * ratio, new_running)
+    decision = fleet.tick(noise=noise, departed=tuple(f"chat-{i}" for i in range(4, 8)))
+    for _ in range(20):
+        decision = fleet.tick(noise=noise)
+    return decision
+
+
+@pytest.mark.parametrize(
+    ("ratio", "ticks", "noise", "new_running", "expected"),
+    [
+        # 25 % slower decode steps, steady, over 40 comparisons: 8 x 1.25 = 10
+        (1.25, 40, 0.03, 8.0, 10),
+        # the same slowdown seen over 20 comparisons only (fewer than the 24 asked for): no change
+        (1.25, 20, 0.0, 8.0, DESIRED),
+        # as fast, with +-8 % noise on every step time: no change
+        (1.0, 60, 0.08, 8.0, DESIRED),
+        # 5 % slower: under the 10 % floor, no change
+        (1.05, 60, 0.0, 8.0, DESIRED),
+        # faster (0.8x the step time): never below the planner's count
+        (0.8, 60, 0.0, 8.0, DESIRED),
+        # slower steps, but the new replicas run twice the sequences (not comparable load): no change
+        (1.25, 60, 0.0, 16.0, DESIRED),
+    ],
+)
+def test_the_count_follows_a_measured_sustained_slowdown_only(
+    ratio: float, ticks: int, noise: float, new_running: float, expected: int
+) -> None:
+    decision = roll(Fleet(), ratio=ratio, ticks=ticks, noise=noise, new_running=new_running)
+    assert decision.desired_replicas == expected
+    if expected > DESIRED:
+        assert decision.reason == "version_slower"
+        assert "vllm:v2 decodes at 0.80x the speed of vllm:v1" in decision.message
+        assert decision.forecast["version_scale"] == pytest.approx(1.25, abs=0.02)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        # a configured profile never moves: the whole ratio applies
+        ((2.0, "profile"), (2.0, "profile"), 10),
+        # the planner learnt the whole slowdown itself (capacity 2.0 -> 1.6): nothing more
+        ((2.0, "learned"), (1.6, "learned"), DESIRED),
+        # it learnt part of it (2.0 -> 1.8): the rest, 1.25 / (2.0 / 1.8) = 1.125: 9
+        ((2.0, "learned"), (1.8, "learned"), 9),
+        # no capacity known when v2 began serving, one learnt since (with v2 serving): the planner's own
+        (None, (1.6, "learned"), DESIRED),
+    ],
+)
+def test_what_the_planner_learnt_is_not_counted_twice(
+    before: tuple[float, str] | None, after: tuple[float, str], expected: int
+) -> None:
+    planner = Planner(before)
+    fleet = Fleet(planner)
+    fleet.serve(range(8), "v1")
+    for _ in range(20):
+        fleet.tick()
+    for i in range(4):
+        del fleet.replicas[f"chat-{i}"]
+    fleet.serve(range(8, 12), "v2", OLD_ITL_S * 1.25)
+    fleet.tick(departed=tuple(f"chat-{i}" for i in range(4)))  # v2 first seen: the planner's capacity noted
+    planner.capacity_now = after
+    for _ in range(40):
+        fleet.tick()
+    for i in range(4, 8):
+        del fleet.replicas[f"chat-{i}"]
+    fleet.serve(range(12, 16), "v2", OLD_ITL_S * 1.25)
+    decision = fleet.tick(departed=tuple(f"chat-{i}" for i in range(4, 8)))
+    for _ in range(20):
+        decision = fleet.tick()
+    assert decision.desired_replicas == expected
+
+
+def test_a_rollback_withdraws_the_scaling() -> None:
+    fleet = Fleet()
+    assert roll(fleet, ratio=1.25, ticks=40).desired_replicas == 10
+    gone = tuple(fleet.replicas)
+    fleet.replicas.clear()
+    fleet.serve(range(20, 28), "v1")  # rolled back: every replica serves v1 again
+    decision = fleet.tick(departed=gone)
+    for _ in range(30):
+        decision = fleet.tick()
+    assert decision.desired_replicas == DESIRED
+
+
+BENCH = Path(__file__).resolve().parents[4] / "bench" / "rollout.py"
+
+
+def _bench() -> Any:
+    if "bench_rollout" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("bench_rollout", BENCH)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["bench_rollout"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["bench_rollout"]
+
+
+@pytest.mark.parametrize(
+    ("speed", "expected"),
+    [
+        # the simulator's new version at 0.8x: the rolled fleet is asked for 4 x 1.25 = 5
+        (0.8, 5),
+        # the same rollout at the same speed: back to the planner's 4
+        (1.0, 4),
+    ],
+)
+def test_on_the_simulator_a_slower_version_keeps_the_fleet_larger(speed: float, expected: int) -> None:
+    """bench/rollout.py's kvpilot (FleetState from the simulator's pages, ITL included, and the stage on a planner
+    that holds 4) through a rollout in waves of 1 with the stage's default 120 s cold start."""
+    bench = _bench()
+    trace = load_trace("synthetic:duration_s=1100,rate=5,amplitude=0,bursts=0,prompt_mean=400,output_mean=150", seed=5)
+    sim = SimFleet(FleetConfig(replicas=4, cold_start_s=120.0, routing="least_loaded", seed=5), trace)
+    kvpilot = bench._Kvpilot(4, wave=1, k8s=False)
+    t = 0.0
+    while t < 1100.0:
+        t += TICK
+        if t == 100.0:
+            sim.inject(parse_fault({"type": "rollout", "wave_size": 1, "model_name": "next", "speed": speed}))
+        sim.advance_to(t)
+        kvpilot.tick(sim, sim.snapshot(), t)
+    assert {r.model_name for r in sim.snapshot().replicas} == {"next"}
+    assert kvpilot.published[-1][1] == expected
+
+
+@pytest.mark.parametrize(
+    ("v3_ratio", "expected"),
+    [
+        # v3 decodes as v2 did (no difference measured against v2): v2's slowdown still stands, 10
+        (1.25, 10),
+        # v3 back at v1's speed (0.8x v2's step time): the planner's own count again
+        (1.0, DESIRED),
+    ],
+)
+def test_a_second_rollout_compounds_with_the_first(v3_ratio: float, expected: int) -> None:
+    fleet = Fleet()
+    assert roll(fleet, ratio=1.25, ticks=40).desired_replicas == 10
+    pods = sorted(fleet.replicas)
+    for pod in pods[:4]:
+        del fleet.replicas[pod]
+    fleet.serve(range(20, 24), "v3", OLD_ITL_S * v3_ratio)
+    decision = fleet.tick(departed=tuple(pods[:4]))
+    assert decision.desired_replicas >= 10  # v2 still serves: its slowdown holds while v3 is measured
+    for _ in range(40):
+        fleet.tick()
+    for pod in pods[4:]:
+        del fleet.replicas[pod]
+    fleet.serve(range(24, 28), "v3", OLD_ITL_S * v3_ratio)
+    decision = fleet.tick(departed=tuple(pods[4:]))
+    for _ in range(20):
+        decision = fleet.tick()
+    assert decision.desired_replicas == expected
