@@ -526,7 +526,7 @@ class RolloutStage:
         """The planner's decision scaled for a measured slower version, so that the fleet once rolled serves what
         the old one did (unchanged for a faster version, one within noise, or one the planner has learnt)."""
         key = d.deployment
-        factor = scale_factor(speed, planner_learnt=self._planner_learnt(planner, key))
+        factor = 1.0 if speed is None else scale_factor(speed, planner_learnt=self._planner_learnt(planner, key))
         if speed is None or factor <= 1.0:
             if self._scaled.pop(key, None) is not None:
                 log.info("%s: the count is no longer scaled for a slower version (desired %d)", key, d.desired_replicas)

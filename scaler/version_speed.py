@@ -155,10 +155,12 @@ class SpeedTracker:
         ITL observations, and return the measurement that holds for the deployment now (None: none yet, or its
         version no longer serves). Ratios compound across rollouts: a version measured against one that was
         itself measured slower is reported against the version before it, the one the planner was sized for."""
+        track = self._tracks.get(key)
+        if new_version is None and track is None:
+            return None  # one version and nothing measured: the common tick costs no pass over the replicas
         replicas = list(replicas)
         serving = {version_of(r) for r in replicas if r.ready}
-        loads = version_loads(replicas, version_of, running_of)
-        track = self._tracks.get(key)
+        loads = version_loads(replicas, version_of, running_of) if new_version is not None else {}
         if new_version is not None and (track is None or track.version != new_version):
             before = None if track is None else (track.measured or track.carried)
             if before is not None and before.version not in serving:

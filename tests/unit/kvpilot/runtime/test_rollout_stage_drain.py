@@ -55,6 +55,16 @@ def test_a_drained_replica_surges_a_cold_start_before_the_new_version_serves() -
     assert fleet.tick() >= 5
 
 
+def test_a_drained_wave_of_two_surges_that_wave_and_the_next() -> None:
+    fleet = Fleet()
+    warm(fleet)
+    del fleet.serving["chat-0"]  # a wave of 2 drains two replicas at once (maxUnavailable 2)
+    del fleet.serving["chat-1"]
+    # desired 4 + the drained wave (2, loading) + the next wave (2, within a cold start): not +1
+    assert fleet.tick(departed=("chat-0", "chat-1")) == 8
+    assert min(fleet.tick() for _ in range(23)) == 8  # held while the wave loads
+
+
 def test_a_crashed_replica_is_no_rollout() -> None:
     fleet = Fleet()
     warm(fleet)
