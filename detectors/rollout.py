@@ -13,7 +13,7 @@ drained ones are gone, their successors still load weights. Two findings:
 
 Both say the versions and how many replicas each serves, so the operator sees how far the rollout has got.
 
-``observe`` is what the control loop's rollout stage reads (``scaler.rollout.RolloutTracker``): ready replicas per
+``observe`` is what the control loop's rollout stage reads (``scaler.rollout_stage.RolloutStage``): ready replicas per
 version, which version is the new one (the one whose first replica appeared last), and the ready replicas now
 against the window's peak.
 """

@@ -12,7 +12,7 @@ A drain runs in a worker thread (``kvpilot.actuation``'s drain worker, never the
 whose PodDisruptionBudget keeps refusing at once rather than after the backoff (up to ``Backoff.deadline_s``).
 
 Before each eviction request it tells ``on_evict`` the pod and the time: kvpilot's own removal, which the rollout
-stage must not read as a rolling update draining the pod (``scaler.rollout.RolloutStage.note_removed``).
+stage must not read as a rolling update draining the pod (``scaler.rollout_stage.RolloutStage.note_removed``).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from scaler.capacity import CapacityConfig, ServingProfile, TokenMix
 from scaler.cost import DEFAULT_GPU_PRICES, GpuPrice, gpu_type_of
 from scaler.decision import Decision
 from scaler.planner import PlannerConfig, planner_config
-from scaler.rollout import RolloutStage
+from scaler.rollout_stage import RolloutStage
 
 TICK_S = 5.0
 # The fluid level replays days: a 30 s tick keeps a 10-day trace within minutes per policy. Every policy's

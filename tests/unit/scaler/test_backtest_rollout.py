@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from scaler import rollout
+from scaler import rollout_stage
 from scaler.backtest.run import BacktestConfig, backtest
 
 # Four minutes of long prompts: two replicas at steady demand, a 40 s cold start, the rollout at 80 s.
@@ -21,7 +21,7 @@ STAGED: list[tuple[float, int, int]] = []
 
 @pytest.fixture(scope="module")
 def report():  # type: ignore[no-untyped-def]
-    apply = rollout.RolloutStage.apply
+    apply = rollout_stage.RolloutStage.apply
 
     def recording(self, state, decisions, now, **kw):  # type: ignore[no-untyped-def]
         out = apply(self, state, decisions, now, **kw)
@@ -29,7 +29,7 @@ def report():  # type: ignore[no-untyped-def]
         return out
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(rollout.RolloutStage, "apply", recording)
+        mp.setattr(rollout_stage.RolloutStage, "apply", recording)
         return backtest(
             TRACE, BacktestConfig(policies=("kvpilot",), frontier=False, rollout_at_s=AT_S, cold_start_s=COLD_S)
         )

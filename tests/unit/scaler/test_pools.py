@@ -17,7 +17,7 @@ from scaler.decision import Decision
 from scaler.planner import DeploymentLimits, Planner, PlannerConfig
 from scaler.policy import PolicyConfig
 from scaler.pools import PoolConfig, PooledPlanner, PoolsConfig, sequences_within_itl
-from scaler.rollout import RolloutStage
+from scaler.rollout_stage import RolloutStage
 from simulator.profile import PROFILES
 
 # what a benchmark of each simulated replica reads (the calibrated profiles: H100 for prefill, H200 for decode)

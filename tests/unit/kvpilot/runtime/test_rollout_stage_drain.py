@@ -11,7 +11,7 @@ from collector.samples import ReplicaSample
 from collector.state import FleetState
 from kvpilot.runtime.rollout_stage import RolloutStage
 from scaler.decision import Decision
-from scaler.rollout import OwnRemovals
+from scaler.rollout_stage import OwnRemovals
 
 KEY = "llm/chat"
 TICK = 5.0
