@@ -28,7 +28,6 @@ import concurrent.futures
 import logging
 import multiprocessing as mp
 import pickle
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -39,21 +38,15 @@ import httpx
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from collector.adapt import WANTED_FAMILIES, adapt_families
+from collector.adapt import WANTED_FAMILIES
 from collector.aggregates import DeploymentAggregate
 from collector.clock import Clock, WallClock
-from collector.exposition import MetricFamily, Sample
 from collector.health import HealthBook
 from collector.promql import decode, expressions
 from collector.promql.decode import PromQLError, Stopped
+from collector.promql.series import families_selector, names_regex, read_answers
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult, ScrapeResult
-
-# Labels Prometheus attaches to every series of a target (not part of the page the target served).
-TARGET_LABELS = frozenset(
-    {"job", "instance", "namespace", "pod", "node", "container", "service", "endpoint", expressions.DEPLOYMENT_LABEL}
-)
-SUFFIXES = ("_bucket", "_sum", "_count", "_total")
 
 Mode = Literal["replicas", "aggregates"]
 MODES: tuple[Mode, ...] = ("replicas", "aggregates")
@@ -67,106 +60,7 @@ DEFAULT_KV_FROM = 0.40
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PromQLError", "PromQLSource", "Stopped", "families_selector", "from_settings", "rebuild_families"]
-
-
-def families_selector(wanted: Sequence[str] | frozenset[str] = WANTED_FAMILIES) -> str:
-    """``{__name__=~"..."}`` matching every sample name of the wanted families (and ``up``)."""
-    return '{__name__=~"' + names_regex(wanted) + '|up"}'
-
-
-def names_regex(wanted: Sequence[str] | frozenset[str] = WANTED_FAMILIES) -> str:
-    """An RE2 regex (Prometheus anchors it) matching every sample name of the wanted families."""
-    bases = sorted({_strip_total(n) for n in wanted})
-    alternatives = "|".join(re.escape(b) for b in bases)
-    # RE2 has non-capturing groups. `\:` is not valid RE2: unescape ':'.
-    return "(?:" + alternatives.replace("\\:", ":") + ")(?:_total|_bucket|_sum|_count)?"
-
-
-def _strip_total(name: str) -> str:
-    return name[: -len("_total")] if name.endswith("_total") else name
-
-
-def _split(name: str, wanted: frozenset[str]) -> tuple[str, str]:
-    """(family base name, suffix) of a sample name, preferring the longest wanted family."""
-    if name in wanted and not name.endswith("_total"):
-        return name, ""
-    for suffix in SUFFIXES:
-        if name.endswith(suffix):
-            base = name[: -len(suffix)]
-            if base in wanted or base + "_total" in wanted:
-                return base, suffix
-    return name, ""
-
-
-def rebuild_families(
-    series: Sequence[Mapping[str, Any]],
-    metadata: Mapping[str, str],
-    wanted: frozenset[str] = WANTED_FAMILIES,
-) -> dict[str, MetricFamily]:
-    """Families as the text parser would build them from the page these series were scraped from.
-
-    ``series`` are Prometheus query results (``metric`` labels incl. ``__name__``, ``value``);
-    ``metadata`` maps a metric name to its type. Without metadata the type is inferred from suffixes."""
-    grouped: dict[str, list[tuple[str, str, dict[str, str], float]]] = {}
-    for s in series:
-        labels = dict(s["metric"])
-        name = labels.pop("__name__")
-        for label in TARGET_LABELS:
-            labels.pop(label, None)
-        base, suffix = _split(name, wanted)
-        grouped.setdefault(base, []).append((name, suffix, labels, float(s["value"][1])))
-    families: dict[str, MetricFamily] = {}
-    for base, samples in grouped.items():
-        kind = metadata.get(base) or metadata.get(base + "_total") or _infer(samples)
-        if (kind == "counter" and any(suffix == "_total" for _, suffix, _, _ in samples)) or kind in (
-            "histogram",
-            "summary",
-        ):
-            fam_name = base
-        else:
-            fam_name = samples[0][0] if len({n for n, _, _, _ in samples}) == 1 else base
-        fam = families.setdefault(fam_name, MetricFamily(fam_name, kind))
-        fam.samples.extend(Sample(name, labels, value) for name, _, labels, value in samples)
-    return families
-
-
-def _infer(samples: Sequence[tuple[str, str, dict[str, str], float]]) -> str:
-    suffixes = {suffix for _, suffix, _, _ in samples}
-    if "_bucket" in suffixes:
-        return "histogram"
-    if any("quantile" in labels for _, _, labels, _ in samples):
-        return "summary"
-    if suffixes == {"_total"}:
-        return "counter"
-    return "gauge"
-
-
-def _target(key: tuple[str, str], series: Sequence[Mapping[str, Any]]) -> TargetInfo:
-    job, instance = key
-    first = series[0]["metric"]
-    names = {s["metric"].get("__name__", "") for s in series}
-    # A target relabelled with a deployment is a replica, even when all Prometheus has of it is `up == 0`.
-    is_gpu = all(n.startswith("DCGM_") or n == "up" for n in names) and not first.get(expressions.DEPLOYMENT_LABEL)
-    pod = first.get("pod") or instance
-    return TargetInfo(
-        # Prometheus does not keep the metrics path, and one instance may serve several jobs' pages:
-        # the identity is where the series came from, not a URL to scrape.
-        url=f"promql://{job}/{instance}",
-        kind="gpu" if is_gpu else "engine",
-        namespace=first.get("namespace") or "default",
-        deployment=first.get("deployment") or _deployment_from_pod(pod) or job,
-        pod=pod,
-        node=first.get("node") or first.get("Hostname") or "",
-    )
-
-
-_POD_SUFFIX = re.compile(r"-(?:[a-z0-9]{6,10}-[a-z0-9]{5}|\d+)$")
-
-
-def _deployment_from_pod(pod: str) -> str:
-    """``llama-7d9f8c6b5-x2x9q`` -> ``llama`` (Deployment), ``llama-3`` -> ``llama`` (StatefulSet)."""
-    return _POD_SUFFIX.sub("", pod) if _POD_SUFFIX.search(pod) else ""
+__all__ = ["PromQLError", "PromQLSource", "Stopped", "from_settings"]
 
 
 class PromQLSource:
@@ -362,7 +256,7 @@ class PromQLSource:
         else:  # targets without a deployment label (GPUs, deployments named by their pods) cannot be narrowed
             selectors = [_with(families_selector(), extra) for extra in [*scopes, self._with_extra('deployment=""')]]
         bodies = await asyncio.gather(*(self._query_body(q, now) for q in selectors))
-        results = await self._in_reader(partial(_read_answers, bodies, None, self._metadata, now, self.jobs, t0))
+        results = await self._in_reader(partial(read_answers, bodies, None, self._metadata, now, self.jobs, t0))
         return self._collected(results, now)
 
     def _with_extra(self, matchers: str) -> str:
@@ -419,7 +313,7 @@ class PromQLSource:
         finally:
             deployments_task.cancel()
         answers, downs = bodies[: len(queries)], bodies[len(queries) :]
-        job = partial(_read_answers, answers, downs, self._metadata, now, self.jobs, t0)
+        job = partial(read_answers, answers, downs, self._metadata, now, self.jobs, t0)
         result = self._collected(await self._in_reader(job), now)
         self.last_aggregates = await asyncio.to_thread(decode.aggregates, deployments, now, self._stop)
         return result
@@ -471,56 +365,6 @@ def _unpickled(pieces: Sequence[bytes]) -> list[ScrapeResult]:
 def _with(selector: str, matchers: str) -> str:
     """``{...}`` with ``matchers`` added."""
     return selector[:-1] + "," + matchers + "}" if matchers else selector
-
-
-def _read_answers(
-    answers: Sequence[tuple[str, bytes]],
-    down: Sequence[tuple[str, bytes]] | None,
-    metadata: Mapping[str, str],
-    now: float,
-    jobs: frozenset[str],
-    started: float,
-) -> list[ScrapeResult]:
-    """In the reader (process or thread): decode the answers, regroup their series by target, adapt each target's
-    as its page. ``down`` (aggregates mode): answers of the ``up == 0`` series of inference targets, reported down; in
-    ``replicas`` mode (``down`` None) only ``jobs``' targets, or those serving a wanted family, are kept."""
-    by_target: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for where, body in [*answers, *(down or ())]:
-        for s in decode.vector(decode.answer(body, where), where):
-            m = s["metric"]
-            by_target.setdefault((m.get("job", ""), m.get("instance", "")), []).append(s)
-    duration = time.perf_counter() - started
-    return [
-        _adapt(key, group, metadata, now, duration)
-        for key, group in sorted(by_target.items())
-        if down is not None or key[0] in jobs or (not jobs and any(s["metric"].get("__name__") != "up" for s in group))
-    ]
-
-
-def _adapt(
-    key: tuple[str, str], series: Sequence[Mapping[str, Any]], metadata: Mapping[str, str], now: float, duration: float
-) -> ScrapeResult:
-    target = _target(key, series)
-    up = [float(s["value"][1]) for s in series if s["metric"].get("__name__") == "up"]
-    if up and up[0] == 0:
-        error = "down in Prometheus (up == 0)"
-        return ScrapeResult(target=target, ok=False, timestamp=now, duration_s=duration, error=error)
-    page = [s for s in series if s["metric"].get("__name__") != "up"]
-    try:
-        adapted = adapt_families(rebuild_families(page, metadata), target, now)
-    except ValueError as e:
-        return ScrapeResult(
-            target=target, ok=False, timestamp=now, duration_s=duration, error=f"unreadable series: {e}"
-        )
-    return ScrapeResult(
-        target=target,
-        ok=True,
-        timestamp=now,
-        duration_s=duration,
-        engine=adapted.engine,
-        replicas=tuple(adapted.replicas),
-        gpus=tuple(adapted.gpus),
-    )
 
 
 class _SourceMetrics(Collector):

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from collector.clock import VirtualClock
-from collector.discovery.promql import PromQLSource, families_selector, rebuild_families
+from collector.discovery.promql import PromQLSource
+from collector.promql.series import families_selector, rebuild_families
 from collector.samples import TargetInfo
 from collector.scrape import Collector
 from tests.conftest import FIXTURES

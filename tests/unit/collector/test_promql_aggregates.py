@@ -248,8 +248,8 @@ def test_the_loopback_prometheus_answers_only_the_names_the_query_matches_in_ful
     import orjson
 
     from collector.adapt import WANTED_FAMILIES
-    from collector.discovery.promql import names_regex
     from collector.promql import expressions as ex
+    from collector.promql.series import names_regex
 
     f = FakeFleet(300, per_deployment=100, sick_every=50, down_every=100)
 
