@@ -5,22 +5,20 @@ Precedence, highest first: keyword arguments, nested environment variables (``KV
 the flat aliases operators expect (``KVPILOT_HTTP_PORT``, ``KVPILOT_DATABASE_URL``, ``KVPILOT_READ_TOKENS``, …),
 the YAML file, the defaults.
 
-This module holds the root (`Settings`), its sources and `load_settings`; each top-level section is a model in
-the module named after it (`kvpilot.settings.collector`, `.scaler`, `.cost`, …).
+This module holds the root (`Settings`) and `load_settings`; the flat aliases and the YAML file are read by the
+sources in `kvpilot.settings.sources`; each top-level section is a model in the module named after it
+(`kvpilot.settings.collector`, `.scaler`, `.cost`, …).
 """
 
 from __future__ import annotations
 
 import os
 from contextvars import ContextVar
-from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, model_validator
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings import SettingsError as PydanticSettingsError
 
 from kvpilot.settings.api import ApiSettings
@@ -33,6 +31,7 @@ from kvpilot.settings.ha import HaSettings
 from kvpilot.settings.keda import KedaSettings
 from kvpilot.settings.scaler import DeploymentScaling, ScalerSettings
 from kvpilot.settings.sharding import ShardingSettings
+from kvpilot.settings.sources import FLAT_ALIASES, FlatAliasSource, SettingsError, YamlFileSource, yaml_lines
 from kvpilot.settings.store import StoreSettings
 from kvpilot.settings.tokens import INSECURE_TOKENS, MIN_TOKEN_ENTROPY_BITS, MIN_TOKEN_LENGTH, token_entropy_bits
 
@@ -60,99 +59,11 @@ __all__ = [
 
 ENV_PREFIX = "KVPILOT_"
 
-# Flat variables that map onto a nested field: the names the issue, the Helm chart and the docs promise.
-FLAT_ALIASES: dict[str, tuple[str, ...]] = {
-    "KVPILOT_HTTP_PORT": ("api", "http_port"),
-    "KVPILOT_GRPC_PORT": ("api", "grpc_port"),
-    "KVPILOT_READ_TOKENS": ("api", "read_tokens"),
-    "KVPILOT_ADMIN_TOKENS": ("api", "admin_tokens"),
-    "KVPILOT_DATABASE_URL": ("store", "database_url"),
-}
-
-
-class SettingsError(ValueError):
-    """The configuration is invalid; the message lists every offending field and why."""
-
 
 def _default_data_dir() -> Path:
     """`$XDG_DATA_HOME/kvpilot`, else `~/.local/share/kvpilot`."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "kvpilot"
-
-
-class _FlatAliasSource(PydanticBaseSettingsSource):
-    """Maps the flat ``KVPILOT_HTTP_PORT``-style variables onto their nested fields."""
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for env, path in FLAT_ALIASES.items():
-            if env in os.environ:
-                node = out
-                for part in path[:-1]:
-                    node = node.setdefault(part, {})
-                node[path[-1]] = os.environ[env]
-        return out
-
-
-class _YamlFileSource(YamlConfigSettingsSource):
-    """pydantic-settings' YAML source, with errors that name the file: one that is missing, unreadable, not YAML or
-    not a mapping at the top fails the start (the library skips a missing file and trips over a list). Its keys are
-    taken as written, so a misspelt or miscased one is refused like any unknown key (the library would match the top
-    level case-insensitively, as it does environment variables). Relative file paths in it are read from its
-    folder."""
-
-    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
-        if path is not None:
-            try:
-                path.open("rb").close()
-            except OSError as e:
-                raise SettingsError(f"cannot read config file {path}: {e.strerror}") from e
-        super().__init__(settings_cls, yaml_file=path)
-        self.init_kwargs = dict(self.yaml_data)
-
-    def _read_file(self, file_path: Path | Traversable) -> dict[str, Any]:
-        try:
-            data = super()._read_file(file_path)
-        except OSError as e:
-            raise SettingsError(f"cannot read config file {file_path}: {e.strerror}") from e
-        except yaml.YAMLError as e:
-            raise SettingsError(f"config file {file_path} is not valid YAML: {e}") from e
-        if not isinstance(data, dict):
-            raise SettingsError(f"config file {file_path} must hold a mapping at the top, not {type(data).__name__}")
-        data = {str(key): value for key, value in data.items()}  # `1:` or `true:` is an unknown key like any other
-        if isinstance(file_path, Path):
-            _paths_from_folder(data, file_path.parent)
-        return data
-
-
-# File paths the YAML file names are read from the file's folder, as kubectl and Prometheus read theirs, so
-# `kvpilot run -c deploy/kvpilot.yaml` finds `static_file: targets.yaml` beside it from any working directory. The
-# same settings from KVPILOT_* variables or the command line stay relative to the working directory.
-_FILE_RELATIVE = (
-    ("data_dir",),
-    ("collector", "discovery", "static_file"),
-    ("collector", "discovery", "simulator_trace"),
-    ("keda", "tls_cert_file"),
-    ("keda", "tls_key_file"),
-    ("keda", "tls_client_ca_file"),
-)
-
-
-def _paths_from_folder(data: dict[str, Any], folder: Path) -> None:
-    for path in _FILE_RELATIVE:
-        node: Any = data
-        for part in path[:-1]:
-            node = node.get(part) if isinstance(node, dict) else None
-        value = node.get(path[-1]) if isinstance(node, dict) else None
-        # `synthetic[:k=v]` is the simulator's built-in trace, not a file
-        if not isinstance(value, str) or not value or value.startswith("synthetic"):
-            continue
-        p = Path(value).expanduser()
-        if not p.is_absolute():
-            node[path[-1]] = str(folder / p)
 
 
 class Settings(BaseSettings):
@@ -201,8 +112,8 @@ class Settings(BaseSettings):
         return (
             init_settings,
             env_settings,
-            _FlatAliasSource(settings_cls),
-            _YamlFileSource(settings_cls, _config_file.get()),
+            FlatAliasSource(settings_cls),
+            YamlFileSource(settings_cls, _config_file.get()),
         )
 
     @model_validator(mode="after")
@@ -282,7 +193,7 @@ _config_file: ContextVar[Path | None] = ContextVar("kvpilot_config_file", defaul
 def _format_errors(err: ValidationError, path: Path | None) -> str:
     where = f" (config file {path} and KVPILOT_* environment)" if path else " (KVPILOT_* environment)"
     lines = [f"invalid configuration{where}:"]
-    line_of = _yaml_lines(path)
+    line_of = yaml_lines(path)
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
@@ -290,33 +201,6 @@ def _format_errors(err: ValidationError, path: Path | None) -> str:
         at = f" ({path.name}:{line})" if path is not None and line is not None else ""
         lines.append(f"  {loc}{at}: {msg}" if loc else f"  {msg}")
     return "\n".join(lines)
-
-
-def _yaml_lines(path: Path | None) -> Any:
-    """loc -> the line in the YAML file of the value at ``loc`` (None when the file does not hold it)."""
-    root: Any = None
-    if path is not None:
-        try:
-            root = yaml.compose(path.read_text(), Loader=yaml.SafeLoader)
-        except (OSError, yaml.YAMLError):
-            root = None
-
-    def line_of(loc: tuple[int | str, ...]) -> int | None:
-        node, line = root, None
-        for part in loc:
-            if isinstance(node, yaml.MappingNode):
-                found = next(((k, v) for k, v in node.value if k.value == str(part)), None)
-                if found is None:
-                    return None
-                line, node = found[0].start_mark.line + 1, found[1]
-            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
-                node = node.value[part]
-                line = node.start_mark.line + 1
-            else:
-                return None  # not (all) in the file: the environment or a default set it
-        return line
-
-    return line_of
 
 
 def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Settings:
