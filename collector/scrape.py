@@ -50,7 +50,8 @@ SPREAD_FRACTION = 0.5  # `kvpilot run` spreads a tick's scrapes over this share 
 # Targets whose offsets lie within this of the first of them start together, on one timer: a thousand targets spread
 # over 2.5 s cost ~50 wake-ups of the event loop instead of 1,000 timers, and their requests and answers share the
 # loop's polls. A target starts at most this much before its offset, at the same time every tick. bench/scrape.py,
-# 5 interleaved pairs each: one timer per target -> 20 ms slots -27 % CPU per scrape, 20 -> 50 ms a further -6 %.
+# 5 interleaved pairs each: one timer per target -> 20 ms slots (and requests kept per URL) -27 % CPU per scrape,
+# 20 -> 50 ms a further -6 % (BENCHMARKS.md, "Scrape loop").
 SPREAD_SLOT_S = 0.05
 
 
