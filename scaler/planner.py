@@ -39,6 +39,9 @@ class PlannerConfig:
     capacity: CapacityConfig = field(default_factory=CapacityConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     mix_half_life_s: float = 600.0  # smoothing of the prompt/output token mix (heavy tails swing a minute's mean)
+    # A fleet saturated this long (a rate window: its token and completion counts all come from full batches) reads
+    # the mix it is serving, heavier only (`_DeploymentPlanner._mix_reading`); 0: never.
+    saturated_mix_after_s: float = 60.0
     slo_ttft_s: float | None = None  # with it, requests queued > a share of it correct the capacity (SloFeedback)
     slo_target_miss: float = 0.01
     # Above 1: clean traffic may lift capacity past the planned share of the profile. Not the default: calm
@@ -124,6 +127,7 @@ def planner_config(
         # burst recurring before a replica released after the window could be back still finds it.
         burst_window_s=max(rate_window_s / 2.0, 2.0 * tick_s),
         burst_hold_s=defaults.scale_down_stabilisation_s + cold_start_s,
+        saturated_mix_after_s=rate_window_s,
         policy=PolicyConfig(
             burst_floor=burst_floor,
             headroom=_HEADROOM[sizing],
@@ -223,6 +227,7 @@ class _DeploymentPlanner:
         self._mix: TokenMix | None = None
         self._mix_t: float | None = None
         self._seen_arrival = False
+        self._saturated_since: float | None = None
 
     def _observe_mix(self, now: float, mix: TokenMix | None) -> TokenMix | None:
         if mix is not None:
@@ -236,6 +241,35 @@ class _DeploymentPlanner:
                 )
             self._mix_t = now
         return self._mix
+
+    def _mix_reading(self, now: float, view: DeploymentView, arrival: float | None, saturated: bool) -> TokenMix | None:
+        """The mix this tick's counters show, where they can be believed.
+
+        Tokens per finished request read the mix in a steady state. While the load rises or falls, or as a queue
+        builds, prefill runs ahead of (or behind) completions and the ratio misstates it. But a fleet saturated by
+        a heavier mix is where the mix matters most: with the rate and the mix stepping together (ServeGen's
+        600 s windows) a mix read only when steady stayed at the light one through the whole overload, and the
+        planner sized for requests a third cheaper than those queueing. So once the fleet has been saturated for
+        ``saturated_mix_after_s`` — its counters' window filled from full batches, where admissions keep pace with
+        completions — the reading counts, heavier components only: a reading that overstates costs replicas for a
+        while, one that understates would cost the SLO. A burst's first seconds (Azure code's on/off minutes)
+        never count."""
+        if not saturated:
+            self._saturated_since = None
+            done = completion_rate(view)
+            steady = done is not None and arrival is not None and abs(arrival - done) <= 0.2 * arrival
+            return token_mix(view) if steady else None
+        if self._saturated_since is None:
+            self._saturated_since = now
+        after = self.config.saturated_mix_after_s
+        if self._mix is None or after <= 0 or now - self._saturated_since < after:
+            return None
+        seen = token_mix(view)
+        if seen is None:
+            return None
+        return TokenMix(
+            max(seen.prompt_tokens, self._mix.prompt_tokens), max(seen.output_tokens, self._mix.output_tokens)
+        )
 
     def decide(
         self,
@@ -258,12 +292,8 @@ class _DeploymentPlanner:
         queue = servable_queue(view)
         stuck = sum(1 for r in view.replicas if making_no_progress(r))
         serving = view.ready_replicas - stuck
-        # Tokens per finished request read the mix only in a steady state: under saturation, or while the load
-        # rises or falls, prefill runs ahead of (or behind) completions and the ratio misstates it.
         saturated = (queue or 0.0) >= max(serving, 1)
-        done = completion_rate(view)
-        steady = not saturated and done is not None and arrival is not None and abs(arrival - done) <= 0.2 * arrival
-        mix = self._observe_mix(now, token_mix(view) if steady else None)
+        mix = self._observe_mix(now, self._mix_reading(now, view, arrival, saturated))
         self.capacity.observe(
             ready_replicas=serving,
             requests_waiting=queue,

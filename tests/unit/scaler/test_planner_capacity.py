@@ -198,3 +198,64 @@ def test_min_replicas_zero_lets_a_trickle_scale_to_zero(rate: float, waiting: fl
         requests_waiting=waiting,
     )
     assert policy.recommend(demand, now=0.0).desired_replicas == desired
+
+
+def _capacity_after_a_mix_step(heavy: TokenMix, *, queue_per_tick: float, minutes_after: float) -> float:
+    """The capacity one replica is planned with ``minutes_after`` a step in the mix: 20 minutes of 2 req/s at
+    1,000 prompt / 200 output tokens, then 2 req/s completed at ``heavy``, the queue growing ``queue_per_tick``."""
+    state, planner = FleetState(), _planner()
+    finished = prompt = generated = waiting = 0.0
+    step_at = 20 * 60.0
+    t = 0.0
+    while t <= step_at + minutes_after * 60.0:
+        mix = TokenMix(1000, 200) if t < step_at else heavy
+        if t >= step_at:
+            waiting += queue_per_tick
+        sample = ReplicaSample(
+            namespace="prod",
+            deployment="llm",
+            replica="llm-0",
+            node="n",
+            engine="vllm",
+            model=None,
+            timestamp=t,
+            requests_waiting=waiting,
+            requests_running=4.0,
+            requests_finished=finished,
+            prompt_tokens=prompt,
+            generation_tokens=generated,
+        )
+        state.observe([sample], [], now=t)
+        (d,) = planner.decide(state, t)
+        finished, prompt, generated = (
+            finished + 10.0,
+            prompt + 10.0 * mix.prompt_tokens,
+            generated + 10.0 * mix.output_tokens,
+        )
+        t += TICK_S
+    return d.forecast["capacity_rps"]
+
+
+
+def test_a_heavier_mix_is_read_once_it_has_saturated_the_fleet_for_a_rate_window() -> None:
+    # ServeGen's rate and mix step together: the heavier requests queue at once, and a mix read only in a steady
+    # state stayed at the light one through the whole overload (day 7 of the trace: docs/scaling.md, "Capacity").
+    light, heavy = PROFILE.requests_per_s(TokenMix(1000, 200)), PROFILE.requests_per_s(TokenMix(4000, 200))
+    planned = _capacity_after_a_mix_step(TokenMix(4000, 200), queue_per_tick=5.0, minutes_after=10)
+    assert planned < light - 0.25 * (light - heavy)
+
+
+def test_the_first_rate_window_of_a_saturation_does_not_move_the_mix() -> None:
+    # A burst's first seconds read heavy (prefill runs ahead of completions): Azure code's on/off minutes would
+    # hold an extra replica after each.
+    light = PROFILE.requests_per_s(TokenMix(1000, 200))
+    planned = _capacity_after_a_mix_step(TokenMix(4000, 200), queue_per_tick=5.0, minutes_after=0.9)
+    assert planned == pytest.approx(light, rel=0.01)
+
+
+def test_a_lighter_mix_read_under_saturation_is_not_believed() -> None:
+    # Under saturation a reading may only make the mix heavier: one that overstates costs replicas for a while,
+    # one that understates would cost the SLO.
+    light = PROFILE.requests_per_s(TokenMix(1000, 200))
+    planned = _capacity_after_a_mix_step(TokenMix(250, 50), queue_per_tick=5.0, minutes_after=10)
+    assert planned == pytest.approx(light, rel=0.01)
