@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from collector.engines._read import structural
+from collector.engines._read import family_values, structural
 from collector.exposition import MetricFamily, Sample
 from collector.samples import GpuSample, TargetInfo
 
@@ -146,21 +146,22 @@ def _positive_int(raw: str | float | None) -> int | None:
     return int(value) if math.isfinite(value) and value > 0 and value == int(value) else None
 
 
-def _last_xid(s: Sample) -> int | None:
-    """The XID number: the gauge's value, or the ``err_code`` label when the value carries none."""
-    value = None if is_blank(s.value) else s.value
-    from_value = _positive_int(value)
+def _last_xid(value: float, err_code: int | None) -> int | None:
+    """The XID number: the gauge's value, or its ``err_code`` label's (read once per layout) when the value
+    carries none."""
+    read = None if is_blank(value) else value
+    from_value = _positive_int(read)
     if from_value is not None:
         return from_value
-    from_label = _positive_int(s.labels.get("err_code"))
-    if from_label is not None:
-        return from_label
-    return 0 if value == 0 else None
+    if err_code is not None:
+        return err_code
+    return 0 if read == 0 else None
 
 
 # What a page's names and labels alone decide, worked out once per page layout (``structural``): its GPUs in page
 # order (key and label-given fields), and each read in the order the adapter makes it — which family, which of its
-# samples, for which GPU, and what the value becomes. Values (blank or not, an XID's number) are looked at per page.
+# samples, for which GPU, and what the value becomes. Values (blank or not, an XID's number) are looked at per page,
+# by position (``family_values``: off a laid-out page, no ``Sample`` is built).
 _Step = tuple[str, str, tuple[tuple[int, int], ...]]  # (family key, action, ((gpu, sample index), ...))
 _FIELD, _EXTRA, _LAST_XID, _COUNT_XIDS = "field", "extra", "last_xid", "xid_count"
 
@@ -168,7 +169,8 @@ _FIELD, _EXTRA, _LAST_XID, _COUNT_XIDS = "field", "extra", "last_xid", "xid_coun
 @dataclass(frozen=True, slots=True)
 class _Plan:
     gpus: tuple[dict[str, Any], ...]  # each GPU's GpuSample fields that labels give (node, index, pod, ...)
-    steps: tuple[tuple[_Step, Any], ...]  # a step and its argument: a _Map, an EXTRA key, or None
+    # a step and its argument: a _Map, an EXTRA key, the XID reads' ``err_code`` labels (as numbers), or None
+    steps: tuple[tuple[_Step, Any], ...]
 
 
 def _plan(families: Mapping[str, MetricFamily], default_node: str) -> _Plan:
@@ -192,7 +194,9 @@ def _plan(families: Mapping[str, MetricFamily], default_node: str) -> _Plan:
 
     steps: list[tuple[_Step, Any]] = [(each(name, _FIELD), m) for m in FIELDS for name in m.families]
     steps.extend((each(name, _EXTRA), key) for name, key in EXTRA.items())
-    steps.append((each(_XID, _LAST_XID), None))
+    xid = each(_XID, _LAST_XID)
+    xid_samples = families[xid[0]].samples if xid[2] else ()
+    steps.append((xid, tuple(_positive_int(xid_samples[i].labels.get("err_code")) for _at, i in xid[2])))
     steps.append((each(_XID_COUNT, _COUNT_XIDS), None))
     return _Plan(tuple(labels_of), tuple((step, arg) for step, arg in steps if step[2]))
 
@@ -204,26 +208,26 @@ def adapt_dcgm(families: Mapping[str, MetricFamily], target: TargetInfo, timesta
     extras: list[dict[str, float]] = [{} for _ in plan.gpus]
     xid_counts: list[float | None] = [None] * len(plan.gpus)
     for (family, action, reads), arg in plan.steps:
-        samples = families[family].samples
+        page_values = family_values(families, family)
         if action == _FIELD:
             name, convert = arg.field, arg.convert
             for at, i in reads:
-                v = samples[i].value
+                v = page_values[i]
                 if name not in values[at] and not is_blank(v):
                     values[at][name] = convert(v)
         elif action == _EXTRA:
             for at, i in reads:
-                v = samples[i].value
+                v = page_values[i]
                 if not is_blank(v):
                     extras[at].setdefault(arg, v)
         elif action == _LAST_XID:
-            for at, i in reads:
-                xid = _last_xid(samples[i])
+            for (at, i), err_code in zip(reads, arg, strict=True):
+                xid = _last_xid(page_values[i], err_code)
                 if xid is not None and values[at].get("last_xid") in (None, 0):
                     values[at]["last_xid"] = xid
         else:
             for at, i in reads:
-                v = samples[i].value
+                v = page_values[i]
                 if not is_blank(v):
                     xid_counts[at] = (xid_counts[at] or 0.0) + v
     return [

@@ -161,3 +161,32 @@ def test_targets_sharing_a_layout_keep_their_own_node(metrics_fixtures: Path) ->
         nodes.append([g.node for g in adapt_dcgm(families, replace(GPU_TARGET, node=node), 1.0)])
     assert isinstance(families, LaidOutPage)
     assert nodes == [["node-a"] * 2, ["node-b"] * 2, ["node-a"] * 2]
+
+
+def test_a_laid_out_page_is_adapted_from_its_values_without_building_samples(
+    metrics_fixtures: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the plan (GPUs, XID err_code labels) is worked out per layout; each page after is read by position, and a page
+    # whose XID value is blank still takes the XID from its err_code label, as a parsed page does
+    import collector.exposition._page
+
+    built: list[object] = []
+    sample = collector.exposition._page.Sample
+
+    def counting(*args: object) -> object:
+        built.append(args)
+        return sample(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(collector.exposition._page, "Sample", counting)
+    text = (metrics_fixtures / "dcgm-mig-hostname__handwritten.txt").read_text()
+    cache = LayoutCache(parse)
+    for xid in ("79", "43", "31"):  # the first page is parsed and planned by; the others are read by the plan
+        built.clear()
+        page = text.replace(" 79\n", f" {xid}\n", 1)  # GPU 0's last XID moves
+        families = _laid_out(cache, "t", page)
+        gpus = adapt_dcgm(families, GPU_TARGET, 1.0)
+    assert isinstance(families, LaidOutPage)
+    assert built == []
+    assert gpus == adapt_dcgm(parse(page, wanted=WANTED_FAMILIES), GPU_TARGET, 1.0)
+    by_index = {g.index: g for g in gpus}
+    assert (by_index["0"].last_xid, by_index["2/2"].last_xid) == (31, 13)  # 2/2's value is blank: its err_code

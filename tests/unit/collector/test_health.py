@@ -38,3 +38,21 @@ def test_a_healthy_target_logs_nothing(caplog: pytest.LogCaptureFixture) -> None
     for t in range(3):
         book.record("http://a/m", ok=True, started_ts=t, duration_s=0.1)
     assert _messages(caplog) == []
+
+
+def test_each_scrape_carries_the_fields_it_does_not_set() -> None:
+    # the last error outlives a recovery, the last success outlives a failure; counters add up
+    book = HealthBook()
+    book.record("http://a/m", ok=True, started_ts=1.0, duration_s=0.1, body_bytes=10)
+    down = book.record("http://a/m", ok=False, started_ts=2.0, duration_s=2.0, error="timed out")
+    assert (down.up, down.last_error, down.last_success_ts, down.last_body_bytes) == (False, "timed out", 1.0, None)
+    up = book.record("http://a/m", ok=True, started_ts=3.0, duration_s=0.2, body_bytes=12)
+    assert (up.url, up.up, up.last_error, up.last_scrape_ts, up.last_scrape_duration_s, up.last_success_ts) == (
+        "http://a/m",
+        True,
+        "timed out",
+        3.0,
+        0.2,
+        3.0,
+    )
+    assert (up.consecutive_failures, up.scrapes_total, up.failures_total, up.last_body_bytes) == (0, 3, 1, 12)
