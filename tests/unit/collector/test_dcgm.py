@@ -164,20 +164,12 @@ def test_targets_sharing_a_layout_keep_their_own_node(metrics_fixtures: Path) ->
 
 
 def test_a_laid_out_page_is_adapted_from_its_values_without_building_samples(
-    metrics_fixtures: Path, monkeypatch: pytest.MonkeyPatch
+    metrics_fixtures: Path, samples_built: list[object]
 ) -> None:
     # the plan (GPUs, XID err_code labels) is worked out per layout; each page after is read by position, and a page
     # whose XID value is blank still takes the XID from its err_code label, as a parsed page does
-    import collector.exposition._page
 
-    built: list[object] = []
-    sample = collector.exposition._page.Sample
-
-    def counting(*args: object) -> object:
-        built.append(args)
-        return sample(*args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(collector.exposition._page, "Sample", counting)
+    built = samples_built
     text = (metrics_fixtures / "dcgm-mig-hostname__handwritten.txt").read_text()
     cache = LayoutCache(parse)
     for xid in ("79", "43", "31"):  # the first page is parsed and planned by; the others are read by the plan

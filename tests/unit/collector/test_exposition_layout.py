@@ -259,21 +259,13 @@ def test_a_page_over_the_sample_cap_is_refused_even_with_a_known_layout() -> Non
         cache.parse("other", VLLM, wanted=WANTED_FAMILIES, max_samples=5)
 
 
-def test_a_page_read_off_its_layout_is_its_values_until_a_family_is_looked_up(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_page_read_off_its_layout_is_its_values_until_a_family_is_looked_up(samples_built: list[object]) -> None:
     # the planned readers take a laid-out page's values by position: adapting a vLLM page builds no Sample, and a
     # family looked up is built once, from the same values
-    import collector.exposition._page
     from collector.adapt import adapt_families
     from collector.engines._read import family_values
 
-    built: list[object] = []
-    sample = collector.exposition._page.Sample
-
-    def counting(*args: object) -> object:
-        built.append(args)
-        return sample(*args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(collector.exposition._page, "Sample", counting)
+    built = samples_built
     cache = LayoutCache(parse)
     target = TargetInfo(url="http://t/metrics", kind="engine", namespace="ns", deployment="d", pod="p")
     for seed in range(3):  # the first page is parsed and the second planned by; the third is read by the plans

@@ -87,6 +87,8 @@ def _sample(
     running: float = 4.0,
     tokens: float | None = None,
     waiting: float = 0.0,
+    prompt: float | None = None,
+    generated: float | None = None,
 ) -> ReplicaSample:
     made = finished if tokens is None else tokens
     return ReplicaSample(
@@ -100,8 +102,8 @@ def _sample(
         requests_waiting=waiting,
         requests_running=running,
         requests_finished=finished,
-        prompt_tokens=made * 1000.0,
-        generation_tokens=made * 200.0,
+        prompt_tokens=made * 1000.0 if prompt is None else prompt,
+        generation_tokens=made * 200.0 if generated is None else generated,
     )
 
 
@@ -211,20 +213,7 @@ def _capacity_after_a_mix_step(heavy: TokenMix, *, queue_per_tick: float, minute
         mix = TokenMix(1000, 200) if t < step_at else heavy
         if t >= step_at:
             waiting += queue_per_tick
-        sample = ReplicaSample(
-            namespace="prod",
-            deployment="llm",
-            replica="llm-0",
-            node="n",
-            engine="vllm",
-            model=None,
-            timestamp=t,
-            requests_waiting=waiting,
-            requests_running=4.0,
-            requests_finished=finished,
-            prompt_tokens=prompt,
-            generation_tokens=generated,
-        )
+        sample = _sample(t, finished, waiting=waiting, prompt=prompt, generated=generated)
         state.observe([sample], [], now=t)
         (d,) = planner.decide(state, t)
         finished, prompt, generated = (
@@ -234,7 +223,6 @@ def _capacity_after_a_mix_step(heavy: TokenMix, *, queue_per_tick: float, minute
         )
         t += TICK_S
     return d.forecast["capacity_rps"]
-
 
 
 def test_a_heavier_mix_is_read_once_it_has_saturated_the_fleet_for_a_rate_window() -> None:
