@@ -19,10 +19,10 @@ from collector.state import DeploymentView, FleetState, ReplicaView
 from scaler.burst import BurstPeak, burst_need
 from scaler.capacity import CapacityConfig, CapacityModel, SloFeedback, TokenMix, share_above
 from scaler.decision import Decision
-from scaler.forecast import Forecaster, make
+from scaler.forecast import Forecast, Forecaster, make
 from scaler.forecast.live_error import LiveMase
 from scaler.margin import MarginFeedback
-from scaler.policy import Demand, PolicyConfig, ReplicaPolicy
+from scaler.policy import Demand, PolicyConfig, Recommendation, ReplicaPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,42 +271,12 @@ class _DeploymentPlanner:
             max(seen.prompt_tokens, self._mix.prompt_tokens), max(seen.output_tokens, self._mix.output_tokens)
         )
 
-    def decide(
-        self,
-        view: DeploymentView,
-        now: float,
-        current_replicas: int | None,
-        arrival_rate: float | None = None,
-        arrivals_total: float | None = None,
-    ) -> Decision:
+    def _corrected_capacity(
+        self, now: float, view: DeploymentView, mix: TokenMix | None, arrival: float | None, serving: int
+    ) -> float | None:
+        """Requests/s a serving replica sustains for this mix, corrected by what the SLO showed (`SloFeedback`);
+        the SLO's misses also feed the adaptive margin. None while unknown."""
         cfg = self.config
-        current = replica_count(view) if current_replicas is None else current_replicas
-        # The gateway's request counter, where there is one, beats the engines' estimate (finished + Δqueue),
-        # which lurches while replicas join and leave.
-        arrival = view.arrival_rate if arrival_rate is None else arrival_rate
-        if arrival is not None:
-            self.forecaster.observe(now, arrival)
-            self._seen_arrival = True
-        # A replica that makes no progress is neither capacity nor a source of servable queue: counting it would
-        # read its ever-growing queue as saturation and learn a capacity far below what the others sustain.
-        queue = servable_queue(view)
-        stuck = sum(1 for r in view.replicas if making_no_progress(r))
-        serving = view.ready_replicas - stuck
-        saturated = (queue or 0.0) >= max(serving, 1)
-        mix = self._observe_mix(now, self._mix_reading(now, view, arrival, saturated))
-        self.capacity.observe(
-            ready_replicas=serving,
-            requests_waiting=queue,
-            completion_rate=completion_rate(view),
-            mix=mix,
-            prompt_tokens_rate=view.prompt_tokens_rate,
-            generation_tokens_rate=view.generation_tokens_rate,
-        )
-        forecast = self.forecaster.predict(cfg.horizon_s)
-        # Scaled to zero with no gateway counter, nothing arrives that a replica could see: the forecaster still
-        # predicts from the history it has (a daily pattern wakes the deployment one horizon ahead).
-        forecast_known = arrival is not None or self._seen_arrival
-        self.live_error.record(now, arrival, forecast.point)
         # A profile turns a mix into requests/s; until a mix was seen there is nothing to turn (hold, not guess).
         capacity_rps = (
             None
@@ -350,6 +320,78 @@ class _DeploymentPlanner:
             self.margin.update(now, late, requests)
         if capacity_rps is not None:
             capacity_rps *= self.feedback.multiplier
+        return capacity_rps
+
+    def _numbers(
+        self,
+        view: DeploymentView,
+        forecast: Forecast,
+        arrival: float | None,
+        capacity_rps: float | None,
+        queue: float | None,
+        stuck: int,
+        rec: Recommendation,
+    ) -> dict[str, float]:
+        """What a decision tells beside its count (the API's, /metrics' and the backtest's numbers)."""
+        cfg = self.config
+        numbers = {
+            "arrival_rate": forecast.point,
+            "arrival_rate_upper": forecast.upper,
+            "horizon_s": cfg.horizon_s,
+            "arrival_rate_now": arrival if arrival is not None else math.nan,
+            "queue": view.requests_waiting if view.requests_waiting is not None else math.nan,
+            "capacity_rps": capacity_rps if capacity_rps is not None else math.nan,
+            "forecast_fallbacks": float(self.forecaster.fallbacks),
+            "capacity_multiplier": self.feedback.multiplier,
+            "stuck_replicas": float(stuck),
+            "stranded_requests": (view.requests_waiting or 0.0) - (queue or 0.0),
+        }
+        if cfg.policy.headroom == "adaptive":
+            numbers["margin_scale"] = self.margin.scale
+        if rec.burst_floor_replicas is not None:
+            numbers["burst_floor_replicas"] = float(rec.burst_floor_replicas)
+        mase = self.live_error.value()
+        if mase is not None:
+            numbers[f"mase_{cfg.forecaster}"] = mase
+        return numbers
+
+    def decide(
+        self,
+        view: DeploymentView,
+        now: float,
+        current_replicas: int | None,
+        arrival_rate: float | None = None,
+        arrivals_total: float | None = None,
+    ) -> Decision:
+        cfg = self.config
+        current = replica_count(view) if current_replicas is None else current_replicas
+        # The gateway's request counter, where there is one, beats the engines' estimate (finished + Δqueue),
+        # which lurches while replicas join and leave.
+        arrival = view.arrival_rate if arrival_rate is None else arrival_rate
+        if arrival is not None:
+            self.forecaster.observe(now, arrival)
+            self._seen_arrival = True
+        # A replica that makes no progress is neither capacity nor a source of servable queue: counting it would
+        # read its ever-growing queue as saturation and learn a capacity far below what the others sustain.
+        queue = servable_queue(view)
+        stuck = sum(1 for r in view.replicas if making_no_progress(r))
+        serving = view.ready_replicas - stuck
+        saturated = (queue or 0.0) >= max(serving, 1)
+        mix = self._observe_mix(now, self._mix_reading(now, view, arrival, saturated))
+        self.capacity.observe(
+            ready_replicas=serving,
+            requests_waiting=queue,
+            completion_rate=completion_rate(view),
+            mix=mix,
+            prompt_tokens_rate=view.prompt_tokens_rate,
+            generation_tokens_rate=view.generation_tokens_rate,
+        )
+        forecast = self.forecaster.predict(cfg.horizon_s)
+        # Scaled to zero with no gateway counter, nothing arrives that a replica could see: the forecaster still
+        # predicts from the history it has (a daily pattern wakes the deployment one horizon ahead).
+        forecast_known = arrival is not None or self._seen_arrival
+        self.live_error.record(now, arrival, forecast.point)
+        capacity_rps = self._corrected_capacity(now, view, mix, arrival, serving)
         peak = self.burst.update(now, _arrival_counters(view), arrivals_total)
         blind = sum(1 for r in view.replicas if not r.ready or r.sample.requests_waiting is None)
         # Replicas still loading are expected to be blind; only count those beyond the ones we know are new.
@@ -374,25 +416,7 @@ class _DeploymentPlanner:
             ),
             now=now,
         )
-        numbers = {
-            "arrival_rate": forecast.point,
-            "arrival_rate_upper": forecast.upper,
-            "horizon_s": cfg.horizon_s,
-            "arrival_rate_now": arrival if arrival is not None else math.nan,
-            "queue": view.requests_waiting if view.requests_waiting is not None else math.nan,
-            "capacity_rps": capacity_rps if capacity_rps is not None else math.nan,
-            "forecast_fallbacks": float(self.forecaster.fallbacks),
-            "capacity_multiplier": self.feedback.multiplier,
-            "stuck_replicas": float(stuck),
-            "stranded_requests": (view.requests_waiting or 0.0) - (queue or 0.0),
-        }
-        if cfg.policy.headroom == "adaptive":
-            numbers["margin_scale"] = self.margin.scale
-        if rec.burst_floor_replicas is not None:
-            numbers["burst_floor_replicas"] = float(rec.burst_floor_replicas)
-        mase = self.live_error.value()
-        if mase is not None:
-            numbers[f"mase_{cfg.forecaster}"] = mase
+        numbers = self._numbers(view, forecast, arrival, capacity_rps, queue, stuck, rec)
         return Decision(
             deployment=self.key,
             timestamp=now,
