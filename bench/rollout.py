@@ -34,7 +34,6 @@ Run: `.venv/bin/python bench/rollout.py [--trace NAME|all|FILE] [--rate-scale X]
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -45,7 +44,6 @@ import numpy as np
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collector.samples import Histogram  # noqa: E402
 from collector.state import FleetState  # noqa: E402
 from kvpilot.commands.detect import samples_from_snapshot  # noqa: E402
 from kvpilot.runtime.rollout_stage import RolloutStage  # noqa: E402
@@ -166,9 +164,6 @@ class _Kvpilot:
     def tick(self, fleet: Fleet, snap: Any, t: float) -> None:
         ready = {r.name for r in snap.replicas if r.state == "ready"}
         samples, _, _ = samples_from_snapshot(snap, now=t)
-        # The inter-token latency histogram too, as a vLLM page exports it (the rollout stage compares versions by it).
-        itl = {r.name: r.itl for r in snap.replicas}
-        samples = [dataclasses.replace(s, itl=_histogram(itl[s.replica])) for s in samples]
         # Discovery lists every pod but a terminating one (a draining replica leaves the endpoints at once); a
         # crashed replica restarts in place, listed, its target down while it loads.
         listed = {r.name for r in snap.replicas if r.state != "draining"}
@@ -201,12 +196,6 @@ class _Kvpilot:
             max_surge=0,
             max_unavailable=self.wave,
         )
-
-
-def _histogram(h: Any) -> Histogram:
-    """A simulator histogram as a scraped one."""
-    counts = tuple(float(c) for c in h.cumulative())
-    return Histogram((*(float(b) for b in h.bounds), float("inf")), counts, float(h.total), float(h.count))
 
 
 def main() -> None:

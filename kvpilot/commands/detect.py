@@ -72,6 +72,7 @@ def _replica(r: Any, now: float, namespace: str, deployment: str) -> ReplicaSamp
         generation_tokens=float(r.generation_tokens_total),
         requests_finished=float(r.requests_finished_total),
         ttft=_hist(r.ttft),
+        itl=_hist(r.itl),
     )
 
 

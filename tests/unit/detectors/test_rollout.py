@@ -109,3 +109,17 @@ def test_a_simulated_rollout_of_half_the_fleet_at_once_is_flagged():
 
 def test_a_simulated_rollout_one_replica_at_a_time_is_not():
     assert _simulated(wave_size=1) == []
+
+
+def test_a_simulated_replica_reads_as_its_page_would_with_its_decode_step_histogram():
+    # The rollout stage compares versions by inter-token latency: the simulator's samples carry it, as vLLM's page
+    # does, for `kvpilot detect` and the benches alike (bench/rollout.py no longer patches it in).
+    fleet = Fleet(
+        FleetConfig(replicas=1, cold_start_s=0.0, seed=5),
+        load_trace("synthetic:duration_s=120,rate=4,amplitude=0,bursts=0,prompt_mean=400,output_mean=80", seed=5),
+    )
+    fleet.advance_to(60.0)
+    snap = fleet.snapshot()
+    (rep,), _, _ = samples_from_snapshot(snap, now=60.0)
+    assert rep.itl is not None
+    assert rep.itl.count == snap.replicas[0].itl.count > 0
