@@ -52,7 +52,11 @@ TRACE_FILES: dict[str, tuple[str, float, float, str]] = {
 CALIBRATION_KV = 0.75
 CALIBRATION_STEPS = 6
 TUNING_SEEDS = (1, 2)
-REPORTING_SEEDS = (3, 4)
+# Reporting seeds, declared 2026-12-03 before anyone simulated them (BENCHMARKS.md "Detectors"): 3-4 were read
+# when choosing between two rules, so they are kept for continuity only. The Azure and ServeGen segments are chosen
+# by seed % 4: 7 and 8 replay the segments of 3 and 4 (not those of the tuning seeds, as 5 and 6 would), resampled.
+REPORTING_SEEDS = (7, 8)
+CONTINUITY_SEEDS = (3, 4)
 
 Shape = Callable[[float], float]
 
@@ -236,21 +240,23 @@ def library(
     units: dict[str, float] | None = None,
 ) -> list[Episode]:
     """Every shape on every trace for every seed (quick: one plateau, one ramp, one burst per trace). With
-    ``cache_dir``, each trace's episodes are kept in a pickle named after the trace, seeds and mode, and read back
-    on the next run (the simulation is deterministic: the same code and seeds give the same episodes)."""
+    ``cache_dir``, each trace's episodes for one seed are kept in a pickle named after the trace, the seed and the
+    mode, and read back on the next run (the simulation is deterministic: the same code and seed give the same
+    episodes); one file per seed lets seeds be simulated by separate processes and read back together."""
     shapes = [SHAPES[i] for i in (2, 3, 6)] if quick else list(SHAPES)
     out: list[Episode] = []
     for name in traces:
-        cached = None
-        if cache_dir is not None:
-            cached = cache_dir / f"{name}-{'-'.join(map(str, seeds))}{'-quick' if quick else ''}.pkl"
-            if cached.exists():
+        unit = None if units is None else units[name]
+        for seed in seeds:
+            cached = None if cache_dir is None else cache_dir / f"{name}-{seed}{'-quick' if quick else ''}.pkl"
+            if cached is not None and cached.exists():
                 out.extend(pickle.loads(cached.read_bytes()))
                 continue
-        unit = calibrate(name) if units is None else units[name]
-        episodes = [build(name, family, level, shape, seed, unit) for seed in seeds for family, level, shape in shapes]
-        if cached is not None:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            cached.write_bytes(pickle.dumps(episodes))
-        out.extend(episodes)
+            if unit is None:
+                unit = calibrate(name)
+            episodes = [build(name, family, level, shape, seed, unit) for family, level, shape in shapes]
+            if cached is not None:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                cached.write_bytes(pickle.dumps(episodes))
+            out.extend(episodes)
     return out
