@@ -18,6 +18,8 @@ line is ``ratio: N.NN``, CPU seconds per 1,000 scrapes, ours / Prometheus (goal 
     .venv/bin/python bench/scrape.py --duration 20    # shorter
     git worktree add /tmp/before HEAD~1 && .venv/bin/python bench/scrape.py --trees /tmp/before . --rounds 5
                                                       # A/B: kvpilot alone, the code before and after alternating
+    nice .venv/bin/python bench/scrape.py --soak --duration 3600   # kvpilot alone for an hour: RSS every minute,
+                                                      # final/peak vs 300 MB, slope over the last 20 min
 """
 
 from __future__ import annotations
@@ -238,13 +240,39 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def memory_mb(pid: int) -> dict[str, float]:
+    """VmRSS, VmHWM and RssAnon (the heap's part of the RSS) in MB, from /proc/PID/status."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key = line.split(":", 1)[0]
+        if key in ("VmRSS", "VmHWM", "RssAnon"):
+            out[key] = int(line.split()[1]) / 1024
+    return out
+
+
+def slope_per_h(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (seconds, MB) points, in MB per hour: a leak shows as a positive slope."""
+    if len(points) < 2:
+        return float("nan")
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_v = sum(v for _, v in points) / n
+    var_t = sum((t - mean_t) ** 2 for t, _ in points)
+    if var_t == 0:
+        return float("nan")
+    return sum((t - mean_t) * (v - mean_v) for t, v in points) / var_t * 3600
+
+
 def server_counts(base: str) -> Counter[str]:
     import httpx
 
     return Counter(httpx.get(f"{base}/stats", timeout=10, trust_env=False).json())
 
 
-def measure_ours(base: str, args: argparse.Namespace, tmp: Path, tree: Path | None = None) -> dict[str, Any]:
+def start_ours(
+    base: str, args: argparse.Namespace, tmp: Path, tree: Path | None = None
+) -> tuple[subprocess.Popen[bytes], int]:
+    """The real `kvpilot run` on the bench's targets, pinned to ``args.core``, once its /healthz answers."""
     import httpx
 
     config, http_port = kvpilot_config(base, args, tmp)
@@ -260,19 +288,30 @@ def measure_ours(base: str, args: argparse.Namespace, tmp: Path, tree: Path | No
         env=env,
         cwd=tree,
     )
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{http_port}/healthz", timeout=2, trust_env=False).status_code == 200:
+                return proc, http_port
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline or proc.poll() is not None:
+            stop(proc)
+            log.flush()
+            tail = (tmp / "kvpilot.log").read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"kvpilot run did not become ready; its log ends:\n{tail}")
+        time.sleep(0.2)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    proc.wait(60)
+
+
+def measure_ours(base: str, args: argparse.Namespace, tmp: Path, tree: Path | None = None) -> dict[str, Any]:
+    proc, http_port = start_ours(base, args, tmp, tree)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{http_port}/healthz", timeout=2, trust_env=False).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                log.flush()
-                tail = (tmp / "kvpilot.log").read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"kvpilot run did not become ready; its log ends:\n{tail}")
-            time.sleep(0.2)
         time.sleep(args.warmup)
         before = loop_summary(http_port)
         cpu0, n0, t0 = cpu_s(proc.pid), server_counts(base)["other"], time.monotonic()
@@ -281,11 +320,78 @@ def measure_ours(base: str, args: argparse.Namespace, tmp: Path, tree: Path | No
         rss = peak_rss_mb(proc.pid)
         after = loop_summary(http_port)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(60)
+        stop(proc)
     summary = {k: after[k] - before[k] for k in ("ticks", "overruns", "failures")}
     summary["tick_s_mean"] = after["tick_s_mean"]
     return {"cpu_s": cpu1 - cpu0, "scrapes": n1 - n0, "wall_s": wall, "rss_mb": rss, **summary}
+
+
+def store_rows(db: Path) -> dict[str, int]:
+    """Rows per table in the run's SQLite store: the history it kept."""
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        return {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+
+
+def soak(base: str, args: argparse.Namespace, tmp: Path) -> None:
+    """`kvpilot run` alone for ``--duration`` s, its memory read from outside every ``--sample-every`` s; then the
+    final and peak RSS against the goal, the slope over the last ``--slope-window`` s, and the store it kept."""
+    proc, http_port = start_ours(base, args, tmp)
+    samples: list[tuple[float, dict[str, float]]] = []
+    try:
+        time.sleep(args.warmup)
+        before = loop_summary(http_port)
+        cpu0, n0, t0 = cpu_s(proc.pid), server_counts(base)["other"], time.monotonic()
+        print(
+            f"{'min':>5} {'VmRSS MB':>9} {'VmHWM MB':>9} {'RssAnon MB':>10} {'scrapes':>8} {'CPU s':>7} load",
+            flush=True,
+        )
+        while True:
+            elapsed = time.monotonic() - t0
+            if proc.poll() is not None:
+                raise RuntimeError(f"kvpilot run exited ({proc.returncode}); see {tmp / 'kvpilot.log'}")
+            mem = memory_mb(proc.pid)
+            samples.append((elapsed, mem))
+            load = Path("/proc/loadavg").read_text().split()[0]
+            scrapes, cpu = server_counts(base)["other"] - n0, cpu_s(proc.pid) - cpu0
+            print(
+                f"{elapsed / 60:>5.1f} {mem['VmRSS']:>9.1f} {mem['VmHWM']:>9.1f} {mem['RssAnon']:>10.1f} "
+                f"{scrapes:>8} {cpu:>7.1f} {load}",
+                flush=True,
+            )
+            if elapsed >= args.duration:
+                break
+            time.sleep(min(args.sample_every, max(0.0, args.duration - elapsed)))
+        cpu1, n1, wall = cpu_s(proc.pid), server_counts(base)["other"], time.monotonic() - t0
+        after = loop_summary(http_port)
+    finally:
+        stop(proc)
+    scrapes = n1 - n0
+    expected = args.targets * wall / args.interval
+    print(
+        f"kvpilot run: {scrapes} scrapes in {wall:.0f} s (expected {expected:.0f}), "
+        f"{(cpu1 - cpu0) / scrapes * 1000 if scrapes else float('nan'):.3f} CPU s per 1,000 scrapes; "
+        f"ticks {after['ticks'] - before['ticks']}, overruns {after['overruns'] - before['overruns']}, "
+        f"failed scrapes {after['failures'] - before['failures']}, mean tick {after['tick_s_mean']} s"
+    )
+    db = tmp / "kvpilot.db"
+    rows = store_rows(db)
+    print(
+        f"store: {db.stat().st_size / 2**20:.1f} MB SQLite, rows " + ", ".join(f"{t} {n}" for t, n in rows.items() if n)
+    )
+    final, peak = samples[-1][1]["VmRSS"], max(m["VmHWM"] for _, m in samples)
+    tail_from = wall - args.slope_window
+    for key in ("VmRSS", "RssAnon"):
+        tail = [(t, m[key]) for t, m in samples if t >= tail_from]
+        print(
+            f"{key} slope over the last {args.slope_window / 60:g} min ({len(tail)} samples): "
+            f"{slope_per_h(tail):+.1f} MB/h; over all {len(samples)} samples: "
+            f"{slope_per_h([(t, m[key]) for t, m in samples]):+.1f} MB/h"
+        )
+    verdict = "met" if peak <= args.rss_goal_mb else "MISSED"
+    print(f"rss: final {final:.1f} MB, peak (VmHWM) {peak:.1f} MB; goal <= {args.rss_goal_mb:g} MB {verdict}")
 
 
 def measure_prometheus(base: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
@@ -387,6 +493,15 @@ def main() -> None:
         "HEAD~1`), --rounds times, against the one page server; no Prometheus; medians of CPU s per 1,000 scrapes",
     )
     parser.add_argument("--rounds", type=int, default=3, help="with --trees: alternating rounds")
+    parser.add_argument(
+        "--soak",
+        action="store_true",
+        help="instead: `kvpilot run` alone for --duration s (e.g. 3600), VmRSS/VmHWM sampled every --sample-every s, "
+        "the final and peak RSS against --rss-goal-mb and the slope over the last --slope-window s",
+    )
+    parser.add_argument("--sample-every", type=float, default=60.0, help="with --soak: seconds between samples")
+    parser.add_argument("--slope-window", type=float, default=1200.0, help="with --soak: seconds the slope is fit over")
+    parser.add_argument("--rss-goal-mb", type=float, default=300.0)
     args = parser.parse_args()
 
     if args.role == "server":
@@ -422,6 +537,10 @@ def main() -> None:
         )
         if args.trees:
             compare_trees(base, args)
+            return
+        if args.soak:
+            with tempfile.TemporaryDirectory(prefix="kvpilot-bench-soak-") as tmp:
+                soak(base, args, Path(tmp))
             return
         with tempfile.TemporaryDirectory(prefix="kvpilot-bench-run-") as tmp:
             ours = measure_ours(base, args, Path(tmp))
