@@ -18,9 +18,10 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from api import series as S  # noqa: N812  (the catalogue reads best as S.NAME)
 from api.auth import TokenAuth
-from api.runtime import RuntimeHealth, Snapshot
+from api.runtime import RuntimeHealth
 from collector.rates import histogram_quantile
 from detectors.xid import triage
+from kvpilot.runtime.snapshot import Snapshot
 from store.fields import redact_url
 
 

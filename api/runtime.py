@@ -1,42 +1,20 @@
 """What the API reads from the running service, as a small interface: the API never imports the composition root
 (``kvpilot.runtime.service`` implements ``Runtime``), so it can be tested against a hand-built one.
 
-The loop publishes one immutable ``Snapshot`` per tick; handlers read whichever is current, never a half-built one.
+The loop publishes one immutable ``Snapshot`` per tick (``kvpilot.runtime.snapshot``, the one module of the runtime
+the API imports); handlers read whichever is current, never a half-built one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from prometheus_client.registry import CollectorRegistry
 from sqlalchemy.orm import Session, sessionmaker
 
-from collector.health import TargetHealth
 from collector.samples import TargetInfo
-from collector.state import DeploymentView, GpuView, ReplicaView
-from detectors.finding import Finding
-from scaler.cost import DeploymentCost
-from scaler.decision import Decision
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """The fleet as of one completed tick."""
-
-    tick: int
-    t: float
-    deployments: Mapping[str, DeploymentView] = field(default_factory=dict)
-    replicas: Sequence[ReplicaView] = ()
-    gpus: Sequence[GpuView] = ()
-    decisions: Mapping[str, Decision] = field(default_factory=dict)
-    findings: Sequence[Finding] = ()
-    targets: Sequence[TargetInfo] = ()
-    target_health: Mapping[str, TargetHealth] = field(default_factory=dict)
-    node_drains: Mapping[str, str] = field(default_factory=dict)  # node -> drain state, for live drains
-    kv_time_to_exhaustion: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (deployment, replica)
-    costs: Mapping[str, DeploymentCost] = field(default_factory=dict)  # deployment -> cost now (scaler.cost)
+from kvpilot.runtime.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)

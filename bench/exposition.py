@@ -23,9 +23,9 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest  # noqa:
 
 from api import series as S  # noqa: N812, E402
 from api.exposition import snapshot_families  # noqa: E402
-from api.runtime import Snapshot  # noqa: E402
 from collector.samples import GpuSample, ReplicaSample  # noqa: E402
 from collector.state import FleetState  # noqa: E402
+from kvpilot.runtime.snapshot import Snapshot  # noqa: E402
 
 
 def _fleet(replicas: int, deployments: int) -> FleetState:

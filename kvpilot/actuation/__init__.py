@@ -22,12 +22,12 @@ from typing import Protocol
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.runtime import Snapshot
 from collector.clock import Clock
 from detectors.drain_rails import DrainDecision, DrainRails, Placement, decide
 from kvpilot.actuation.audit import AuditRecord, Outcome
 from kvpilot.actuation.drain import DrainResult
 from kvpilot.actuation.scale import ActuationError, ActuationResult, Actuator
+from kvpilot.runtime.snapshot import Snapshot
 from scaler.decision import Decision
 from scaler.publish import scale_target
 from store import repo

@@ -10,9 +10,9 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from api.runtime import Snapshot
     from kvpilot.demo.replay import DemoSummary
     from kvpilot.demo.view import Event
+    from kvpilot.runtime.snapshot import Snapshot
 
 # Plain-text mode (a pipe, CI, --json): one status line per this many simulated seconds, besides every event.
 STATUS_EVERY_S = 60.0

@@ -40,8 +40,8 @@ from typing import Any
 
 import httpx
 
-from api.runtime import Snapshot
 from kvpilot.demo.view import Event, serving_replicas
+from kvpilot.runtime.snapshot import Snapshot
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[1] / "data" / "azure2023_conv.csv"
 # Simulated t=0 on kvpilot's clock (2026-01-01T00:00:00Z): fixed, so that nothing depends on when the demo runs.

@@ -26,7 +26,6 @@ from typing import Protocol, TypeVar, runtime_checkable
 from sqlalchemy.orm import Session
 
 from api.exposition import OwnMetrics
-from api.runtime import Snapshot
 from collector.clock import Clock
 from collector.discovery import Discovery
 from collector.samples import TargetInfo
@@ -39,6 +38,7 @@ from detectors.thresholds import DEFAULT, KvThresholds
 from kvpilot.runtime.planner_hints import demand_hints
 from kvpilot.runtime.rollout_stage import RolloutStage
 from kvpilot.runtime.scale_view import ScaleSource, ScaleView
+from kvpilot.runtime.snapshot import Snapshot
 from scaler.cost import CostConfig, DeploymentCost, discovered_gpus, fleet_costs
 from scaler.decision import Decision
 from store import repo

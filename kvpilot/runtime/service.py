@@ -34,13 +34,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.exposition import OwnMetrics
-from api.runtime import RuntimeHealth, Snapshot, TargetRegistry
+from api.runtime import RuntimeHealth, TargetRegistry
 from collector.clock import Clock
 from collector.discovery import Discovery
 from collector.scrape import Sleep, sleep_unless_stopped, spawn_guarded
 from detectors.finding import Finding
 from kvpilot.actuation import Actuation
 from kvpilot.runtime.loop import ControlLoop, Decide, Detect, LoopConfig, Publish, Remembers
+from kvpilot.runtime.snapshot import Snapshot
 from scaler.decision import Decision
 from store import repo
 from store.buffer import BufferedWriter

@@ -14,11 +14,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.auth import TokenAuth
 from api.exposition import OwnMetrics
 from api.main import create_app
-from api.runtime import RuntimeHealth, Snapshot
+from api.runtime import RuntimeHealth
 from collector.health import TargetHealth
 from collector.samples import GpuSample, ReplicaSample, TargetInfo
 from collector.state import FleetState
 from detectors.finding import Finding, Severity, Subject
+from kvpilot.runtime.snapshot import Snapshot
 from kvpilot.runtime.targets import StaticTargets
 from scaler.decision import Decision
 from store import repo

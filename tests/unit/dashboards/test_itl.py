@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from api.exposition import snapshot_families
-from api.runtime import Snapshot
 from collector.samples import Histogram, ReplicaSample
 from collector.state import FleetState
 from dashboards.definitions import DASHBOARDS
+from kvpilot.runtime.snapshot import Snapshot
 
 BOUNDS = (0.01, 0.05, 0.1, float("inf"))
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from alerts.rules import alert_for_finding, expand
 from api.exposition import snapshot_families
-from api.runtime import Snapshot
 from detectors.finding import Finding, Severity, Subject
+from kvpilot.runtime.snapshot import Snapshot
 
 GPU = Subject(node="node-0", gpu="GPU-14a2")
 SERVING = Finding(

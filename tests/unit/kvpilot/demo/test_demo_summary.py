@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from api.runtime import Snapshot
 from collector.samples import ReplicaSample
 from collector.state import FleetState
 from kvpilot.demo.replay import DemoSummary, _count_requests, _evict_stuck, _Tracker, decision_group
 from kvpilot.demo.view import Event
+from kvpilot.runtime.snapshot import Snapshot
 from scaler.decision import Decision
 from simulator import Fleet, FleetConfig, load_trace, parse_fault
 

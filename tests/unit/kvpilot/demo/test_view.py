@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from api.runtime import Snapshot
 from collector.samples import GpuSample, ReplicaSample
 from collector.state import FleetState
 from detectors.finding import Finding, Severity, Subject
 from kvpilot.demo.view import Event, fmt, layout, replicas_table
+from kvpilot.runtime.snapshot import Snapshot
 from scaler.decision import Decision
 
 

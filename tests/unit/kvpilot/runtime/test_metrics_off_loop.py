@@ -19,9 +19,9 @@ from prometheus_client.registry import Collector
 import api.exposition
 from api.auth import TokenAuth
 from api.main import create_app
-from api.runtime import Snapshot
 from collector.clock import VirtualClock
 from kvpilot.runtime.service import Service
+from kvpilot.runtime.snapshot import Snapshot
 from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks
 
 SLOW_S = 0.3
