@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol, TypeVar, runtime_checkable
 
+from prometheus_client import Counter, Histogram
 from sqlalchemy.orm import Session
 
-from api.exposition import OwnMetrics
 from collector.clock import Clock
 from collector.discovery import Discovery
 from collector.samples import TargetInfo
@@ -93,6 +93,17 @@ class Publish(Protocol):
     def forget(self, deployment: str) -> None: ...
 
 
+class LoopMetrics(Protocol):
+    """The counters the loop increments (``api.exposition.OwnMetrics`` holds them in the registry /metrics renders);
+    named here so that the loop needs nothing of the API."""
+
+    tick_seconds: Histogram
+    overruns: Counter
+    scrape_failures: Counter
+    decisions: Counter  # labels: deployment, reason
+    stage_errors: Counter  # labels: stage
+
+
 @dataclass(frozen=True, slots=True)
 class LoopConfig:
     interval_s: float = 5.0
@@ -140,7 +151,7 @@ class ControlLoop:
         planner: Decide,
         board: Publish,
         writer: BufferedWriter,
-        metrics: OwnMetrics,
+        metrics: LoopMetrics,
         config: LoopConfig,
         node_drains: Callable[[], dict[str, str]] = dict,
         scale: ScaleSource | None = None,
@@ -274,7 +285,7 @@ class ControlLoop:
             self.metrics.decisions.labels(d.deployment, d.reason).inc()
         # in a worker thread: at 10,000 replicas 3 ms of CPU that held the event loop (issue 17)
         snapshot = await asyncio.to_thread(self._snapshot, now, result, findings, decisions)
-        self.latest = snapshot  # its /metrics gauges are rendered at its first scrape (OwnMetrics.exposition)
+        self.latest = snapshot  # its /metrics gauges are rendered at its first scrape (api.exposition.OwnMetrics)
         self.tick_count += 1
         elapsed = time.perf_counter() - started
         self.metrics.tick_seconds.observe(elapsed)
