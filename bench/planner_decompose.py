@@ -40,7 +40,7 @@ STAGES = ("point", "+util", "+upper", "+feedback", "+reactive", "+window")
 
 def main() -> None:
     case, changes = sys.argv[1], json.loads(sys.argv[2] if len(sys.argv) > 2 else "{}")
-    name, kw = pv.CASES[case]
+    name, kw = pv.case(case)
     base, facts = backtest_planner(None, cold_start=None, slo_ttft=None, max_replicas=None)
     cfg = pv.variant(base, changes)
     rows: list[dict[str, float]] = []
