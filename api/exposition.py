@@ -163,24 +163,12 @@ class AuthRefusals(Collector):
         yield c
 
 
-class OwnMetrics:
-    """The registry behind /metrics: counters the loop increments plus the snapshot-rendered gauges.
+class LoopCounters:
+    """kvpilot's own counters (ticks, overruns, scrape failures, decisions, stage errors, drain refusals), in the
+    registry that /metrics renders. They depend on nothing, so the wiring builds them first and hands them to the
+    loop (``kvpilot.runtime.loop.LoopMetrics``), actuation and the service, before any of those exists."""
 
-    ``registry`` alone renders everything at once (``generate_latest``); ``exposition()`` is what /metrics sends
-    (through ``page()``, off the event loop): the live series (counters, the store's and the lease's state,
-    anything registered later) rendered at the scrape, followed by the snapshot's gauges as ``render_snapshot``
-    rendered them for the current snapshot — at its first scrape, then kept until a tick publishes the next one.
-    At 10,000 replicas the snapshot's gauges cost 12-15 ms of CPU to render, on the event loop at every scrape
-    before (issue 17); then once per tick, in the tick's worker thread, whether anyone scraped or not (~10 % of
-    ``kvpilot run``'s CPU at 1,000 targets with nobody scraping, issue 12); now at most once per snapshot, in the
-    page's thread, and not at all for the ticks between two scrapes of a Prometheus that scrapes less often than
-    the loop ticks. Nothing is older than before: the gauges are exactly those of the current snapshot, and
-    counters are read at the scrape, so they never go backwards."""
-
-    def __init__(self, snapshot: Callable[[], Snapshot | None], health: Callable[[], RuntimeHealth]) -> None:
-        self._snapshot = snapshot
-        self._rendered: tuple[Snapshot, bytes] | None = None
-        self._page_thread: ThreadPoolExecutor | None = None
+    def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         r = self.registry
         self.tick_seconds = Histogram(
@@ -198,7 +186,35 @@ class OwnMetrics:
         )
         for stage in S.LOOP_STAGES:  # exported at 0 from the start: no series would read as "unknown", not "none"
             self.stage_errors.labels(stage)
-        r.register(_SnapshotCollector(snapshot, health))
+
+
+class OwnMetrics:
+    """The registry behind /metrics: the ``LoopCounters`` plus the snapshot-rendered gauges, built by the runtime
+    that has the snapshot and the health to render (``kvpilot.runtime.service.Service``).
+
+    ``registry`` alone renders everything at once (``generate_latest``); ``exposition()`` is what /metrics sends
+    (through ``page()``, off the event loop): the live series (counters, the store's and the lease's state,
+    anything registered later) rendered at the scrape, followed by the snapshot's gauges as ``render_snapshot``
+    rendered them for the current snapshot — at its first scrape, then kept until a tick publishes the next one.
+    At 10,000 replicas the snapshot's gauges cost 12-15 ms of CPU to render, on the event loop at every scrape
+    before (issue 17); then once per tick, in the tick's worker thread, whether anyone scraped or not (~10 % of
+    ``kvpilot run``'s CPU at 1,000 targets with nobody scraping, issue 12); now at most once per snapshot, in the
+    page's thread, and not at all for the ticks between two scrapes of a Prometheus that scrapes less often than
+    the loop ticks. Nothing is older than before: the gauges are exactly those of the current snapshot, and
+    counters are read at the scrape, so they never go backwards."""
+
+    def __init__(
+        self,
+        counters: LoopCounters,
+        snapshot: Callable[[], Snapshot | None],
+        health: Callable[[], RuntimeHealth],
+    ) -> None:
+        self.counters = counters
+        self._snapshot = snapshot
+        self._rendered: tuple[Snapshot, bytes] | None = None
+        self._page_thread: ThreadPoolExecutor | None = None
+        self.registry = counters.registry
+        self.registry.register(_SnapshotCollector(snapshot, health))
 
     def exposition(self) -> bytes:
         """The whole page for /metrics; the current snapshot's gauges rendered at its first scrape only."""

@@ -94,8 +94,8 @@ class Publish(Protocol):
 
 
 class LoopMetrics(Protocol):
-    """The counters the loop increments (``api.exposition.OwnMetrics`` holds them in the registry /metrics renders);
-    named here so that the loop needs nothing of the API."""
+    """The counters the loop increments (``api.exposition.LoopCounters``, in the registry /metrics renders); named
+    here so that the loop needs nothing of the API."""
 
     tick_seconds: Histogram
     overruns: Counter

@@ -33,7 +33,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.exposition import OwnMetrics
+from api.exposition import LoopCounters, OwnMetrics
 from api.runtime import RuntimeHealth, TargetRegistry
 from collector.clock import Clock
 from collector.discovery import Discovery
@@ -167,7 +167,7 @@ class Service:
         engine: Engine,
         sessions: sessionmaker[Session],
         writer: BufferedWriter,
-        metrics: OwnMetrics,
+        counters: LoopCounters,
         targets: TargetRegistry,
         interval_s: float,
         max_body_bytes: int = 64 * 1024,
@@ -182,14 +182,17 @@ class Service:
         freeze_heap: bool = True,
         gil_switch_s: float | None = GIL_SWITCH_S,
     ) -> None:
-        """``freeze_heap``: after the first tick, ``freeze_startup_heap()`` (once per process). ``gil_switch_s``: at
-        start, ``shorten_gil_switch(gil_switch_s)`` (None: the interpreter's default)."""
+        """``counters``: those ``loop`` increments; the service adds the snapshot's gauges and its health to their
+        registry (``metrics``, what /metrics renders). ``freeze_heap``: after the first tick, ``freeze_startup_heap()``
+        (once per process). ``gil_switch_s``: at start, ``shorten_gil_switch(gil_switch_s)`` (None: the
+        interpreter's default)."""
         self.clock = clock
         self.loop = loop
         self.engine = engine
         self._sessions = sessions
         self.writer = writer
-        self.metrics = metrics
+        self.counters = counters
+        self.metrics = OwnMetrics(counters, self.snapshot, self.health)
         self._targets = targets
         self.interval_s = interval_s
         self.settings_max_body_bytes = max_body_bytes
@@ -209,7 +212,7 @@ class Service:
         self.store_hang_s = store_hang_s
         register = getattr(loop.collector, "register_metrics", None)  # a PromQL source's own gauges on /metrics
         if register is not None:
-            register(metrics.registry)
+            register(self.metrics.registry)
         self._probe_every_s = store_probe_every_s
         self._probe_started: float | None = None  # time.monotonic() of the probe in flight
         self._probe_ok = True
@@ -284,7 +287,7 @@ class Service:
         decisions = publishable(restored.decisions)
         skipped = len(restored.decisions) - len(decisions)
         if skipped:
-            self.metrics.stage_errors.labels("restore").inc(skipped)
+            self.counters.stage_errors.labels("restore").inc(skipped)
         self.loop.resume(decisions)
         fed = warm_start(self.loop.planner, restored.rollups)
         log.info(
@@ -381,7 +384,7 @@ class Service:
                 try:
                     await self.actuation.after_tick(snapshot)
                 except Exception:
-                    self.metrics.stage_errors.labels("actuate").inc()
+                    self.counters.stage_errors.labels("actuate").inc()
                     log.exception("actuation stage failed; retrying next tick")
             self.actuator_passes_done += 1
             self._wake_drains.set()
@@ -400,7 +403,7 @@ class Service:
             except SQLAlchemyError as e:
                 log.warning("drain worker: store unavailable, retrying next tick: %s", str(e).splitlines()[0])
             except Exception:
-                self.metrics.stage_errors.labels("drain").inc()
+                self.counters.stage_errors.labels("drain").inc()
                 log.exception("drain worker failed; retrying next tick")
 
     async def _refresh_drains(self) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 import migrations
-from api.exposition import OwnMetrics
+from api.exposition import LoopCounters
 from collector.clock import Clock, WallClock
 from collector.scrape import Collector, ScrapeConfig
 from collector.state import FleetState
@@ -169,8 +169,7 @@ def build_service(
     if collector is None:
         collector = build_collector(settings, clock, sleep)
     writer = BufferedWriter(sessions, max_pending=settings.store.buffer_max_writes)
-    holder: dict[str, Service] = {}
-    metrics = OwnMetrics(lambda: holder["s"].snapshot(), lambda: holder["s"].health())
+    counters = LoopCounters()  # first: the loop, actuation and the service count into them; they read none of those
     loop = ControlLoop(
         clock=clock,
         state=FleetState(rate_window_s=c.rate_window_s, history_s=c.history_s, stale_after_s=c.stale_after_s),
@@ -180,7 +179,7 @@ def build_service(
         planner=planner or build_planner(settings),
         board=board if board is not None else DecisionBoard(),
         writer=writer,
-        metrics=metrics,
+        metrics=counters,
         config=LoopConfig(
             interval_s=c.interval_s, retention_s=settings.store.retention_days * 86400.0, kv=thresholds.kv
         ),
@@ -198,7 +197,7 @@ def build_service(
             sources,
             sessions,
             clock,
-            on_refusal=lambda node, rail: metrics.drain_refusals.labels(node, rail).inc(),
+            on_refusal=lambda node, rail: counters.drain_refusals.labels(node, rail).inc(),
             on_evict=loop.rollout.note_removed,  # a pod kvpilot evicts is no rollout's drain
         )
     service = Service(
@@ -207,7 +206,7 @@ def build_service(
         engine=engine,
         sessions=sessions,
         writer=writer,
-        metrics=metrics,
+        counters=counters,
         targets=sources.static,
         interval_s=c.interval_s,
         max_body_bytes=settings.api.max_body_bytes,
@@ -218,7 +217,6 @@ def build_service(
         renew_every_s=settings.ha.renew_every_s,
         **extra,
     )
-    holder["s"] = service
     return service, restored
 
 

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.auth import TokenAuth
-from api.exposition import OwnMetrics
+from api.exposition import LoopCounters, OwnMetrics
 from api.main import create_app
 from api.runtime import RuntimeHealth
 from collector.health import TargetHealth
@@ -100,7 +100,8 @@ class FakeRuntime:
     drain_max_concurrent: int = 1
 
     def __post_init__(self) -> None:
-        self.metrics = OwnMetrics(self.snapshot, self.health)
+        self.counters = LoopCounters()
+        self.metrics = OwnMetrics(self.counters, self.snapshot, self.health)
 
     @property
     def registry(self):

@@ -259,8 +259,8 @@ def test_store_unavailable_is_503_with_a_body(runtime: FakeRuntime, tmp_path) ->
 
 
 def test_metrics_exports_the_catalogue(client: TestClient, runtime: FakeRuntime) -> None:
-    runtime.metrics.decisions.labels("llm/chat", "predictive").inc()
-    runtime.metrics.tick_seconds.observe(0.2)
+    runtime.counters.decisions.labels("llm/chat", "predictive").inc()
+    runtime.counters.tick_seconds.observe(0.2)
     text = client.get("/metrics").text
     expected = [
         'kvpilot_replica_kv_usage_ratio{deployment="llm/chat",engine="vllm",replica="chat-1"} 0.95',

@@ -176,6 +176,6 @@ async def test_a_failing_scale_source_is_counted_and_decisions_follow_what_is_se
     assert planner.calls[-1] == (None, None)  # decided from FleetState alone
     board = service.loop.board
     assert board.latest(KEY) is not None  # type: ignore[attr-defined]
-    assert service.metrics.stage_errors.labels("scale")._value.get() == 2
+    assert service.counters.stage_errors.labels("scale")._value.get() == 2
     service.stop.set()
     await service.wait()
