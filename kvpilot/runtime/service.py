@@ -41,6 +41,7 @@ from collector.scrape import Sleep, sleep_unless_stopped, spawn_guarded
 from detectors.finding import Finding
 from kvpilot.actuation import Actuation
 from kvpilot.runtime.loop import ControlLoop, Decide, Detect, LoopConfig, Publish, Remembers
+from kvpilot.runtime.node_drains import NodeDrains
 from kvpilot.runtime.snapshot import Snapshot
 from scaler.decision import Decision
 from store import repo
@@ -168,6 +169,7 @@ class Service:
         sessions: sessionmaker[Session],
         writer: BufferedWriter,
         counters: LoopCounters,
+        node_drains: NodeDrains,
         targets: TargetRegistry,
         interval_s: float,
         max_body_bytes: int = 64 * 1024,
@@ -183,7 +185,8 @@ class Service:
         gil_switch_s: float | None = GIL_SWITCH_S,
     ) -> None:
         """``counters``: those ``loop`` increments; the service adds the snapshot's gauges and its health to their
-        registry (``metrics``, what /metrics renders). ``freeze_heap``: after the first tick, ``freeze_startup_heap()``
+        registry (``metrics``, what /metrics renders). ``node_drains``: the map the actuator task refreshes and
+        ``loop`` reads for its snapshots. ``freeze_heap``: after the first tick, ``freeze_startup_heap()``
         (once per process). ``gil_switch_s``: at start, ``shorten_gil_switch(gil_switch_s)`` (None: the
         interpreter's default)."""
         self.clock = clock
@@ -208,7 +211,7 @@ class Service:
         self.actuator_passes_started = 0  # passes begin after the wake is cleared: one begun after a tick saw it
         self.actuator_passes_done = 0
         self._wake_drains = asyncio.Event()
-        self._node_drains: dict[str, str] = {}
+        self.node_drains = node_drains
         self.store_hang_s = store_hang_s
         register = getattr(loop.collector, "register_metrics", None)  # a PromQL source's own gauges on /metrics
         if register is not None:
@@ -219,7 +222,6 @@ class Service:
         self.freeze_heap = freeze_heap
         self.gil_switch_s = gil_switch_s
         self.tasks: list[asyncio.Task[None]] = []
-        loop.node_drains = self.node_drains
 
     # -- Runtime (what the API reads) ---------------------------------------------------------------------------
 
@@ -271,9 +273,6 @@ class Service:
             last_tick_at=snap.t if snap else None,
             leader=self.leadership.leader,
         )
-
-    def node_drains(self) -> dict[str, str]:
-        return dict(self._node_drains)
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -417,7 +416,7 @@ class Service:
         if not self.writer.up:
             return
         with contextlib.suppress(SQLAlchemyError):
-            self._node_drains = await asyncio.to_thread(read)
+            self.node_drains.replace(await asyncio.to_thread(read))
 
 
 def _in_daemon_thread(fn: Callable[[], T]) -> asyncio.Future[T]:

@@ -26,6 +26,7 @@ from kvpilot.actuation.scale import make_actuator
 from kvpilot.runtime.cost import cost_config
 from kvpilot.runtime.lease import LeaseElector
 from kvpilot.runtime.loop import Collect, ControlLoop, Decide, Detect, LoopConfig
+from kvpilot.runtime.node_drains import NodeDrains
 from kvpilot.runtime.scale_view import KubernetesScale, ScaleSource, SimulatorScale
 from kvpilot.runtime.service import Restored, Service, restore
 from kvpilot.runtime.shards import OwnedCollect, OwnedTargets, ShardCoordinator
@@ -170,6 +171,7 @@ def build_service(
         collector = build_collector(settings, clock, sleep)
     writer = BufferedWriter(sessions, max_pending=settings.store.buffer_max_writes)
     counters = LoopCounters()  # first: the loop, actuation and the service count into them; they read none of those
+    node_drains = NodeDrains()  # the service's actuator task writes it, the loop reads it into each snapshot
     loop = ControlLoop(
         clock=clock,
         state=FleetState(rate_window_s=c.rate_window_s, history_s=c.history_s, stale_after_s=c.stale_after_s),
@@ -180,6 +182,7 @@ def build_service(
         board=board if board is not None else DecisionBoard(),
         writer=writer,
         metrics=counters,
+        node_drains=node_drains.current,
         config=LoopConfig(
             interval_s=c.interval_s, retention_s=settings.store.retention_days * 86400.0, kv=thresholds.kv
         ),
@@ -207,6 +210,7 @@ def build_service(
         sessions=sessions,
         writer=writer,
         counters=counters,
+        node_drains=node_drains,
         targets=sources.static,
         interval_s=c.interval_s,
         max_body_bytes=settings.api.max_body_bytes,

@@ -46,6 +46,30 @@ async def test_flagged_node_is_requested_approved_and_drained_in_dry_run(tmp_pat
     await service.wait()
 
 
+async def test_a_live_drain_reaches_the_next_snapshot(tmp_path) -> None:
+    # The actuator task reads the live drains from the store and the loop copies them into its snapshot
+    # (kvpilot_node_drain_state, actuation's draining nodes): the two only share what the wiring hands both.
+    clock = VirtualClock(START)
+    fleet = ScriptedFleet(clock, xid=79, replicas=TWO_NODES)
+    service, restored, timer = make_service(f"sqlite:///{tmp_path / 'k.db'}", clock, fleet)
+    await service.start(restored)
+    await run_ticks(service, timer, 4)
+
+    def requested() -> bool:
+        with transaction(service.sessions) as s:
+            return repo.list_drains(session=s).total == 1
+
+    await until(requested, what="the drain requested (by the actuator task, after the tick)")
+    assert service.snapshot().node_drains == {}
+    begun = service.actuator_passes_started  # the pass that requested it, or an earlier one
+    await run_ticks(service, timer, 1)
+    await until(lambda: service.actuator_passes_done > begun, what="a pass begun after the request, done")
+    await run_ticks(service, timer, 1)
+    assert service.snapshot().node_drains == {"n0": "requested"}
+    service.stop.set()
+    await service.wait()
+
+
 async def test_last_ready_replica_is_never_drained(tmp_path) -> None:
     clock = VirtualClock(START)
     fleet = ScriptedFleet(clock, xid=79)  # the only replica runs on the flagged node
