@@ -168,7 +168,7 @@ def test_the_shipped_configmap_is_a_valid_configuration(monkeypatch: pytest.Monk
     # deploy/base/configmap.yaml must load with the Secret's variables set, or every install would crash-loop.
     import yaml
 
-    repo = Path(__file__).resolve().parents[3]
+    repo = Path(__file__).resolve().parents[4]
     configmap = yaml.safe_load((repo / "deploy" / "base" / "configmap.yaml").read_text())
     cfg = tmp_path / "config.yaml"
     cfg.write_text(configmap["data"]["config.yaml"])
