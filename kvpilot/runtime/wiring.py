@@ -11,11 +11,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
 
 import migrations
 from api.exposition import LoopCounters
 from collector.clock import Clock, WallClock
+from collector.discovery import Discovery
 from collector.scrape import Collector, ScrapeConfig
 from collector.state import FleetState
 from detectors.drain_rails import DrainRails
@@ -126,6 +129,46 @@ def build_collector(settings: Settings, clock: Clock, sleep: Any = None) -> Coll
     return Collector(scrape, clock=clock, **({"sleep": sleep} if sleep is not None else {}))
 
 
+def _open_store(settings: Settings, sources: Sources, clock: Clock) -> tuple[Engine, sessionmaker[Session], Restored]:
+    """The schema upgraded (or checked), the engine and its sessions, what a previous run left, and the static
+    targets added through the API; an unreachable store is logged here and buffered for later, never fatal."""
+    url = settings.database_url
+    if settings.store.auto_migrate:
+        migrations.upgrade(url)
+    else:
+        _require_head(url)
+    engine = make_engine(url)
+    sessions = session_factory(engine)
+    restored = restore(sessions, now=clock.now(), history_s=settings.scaler.warm_start_s)
+    sources.static.attach(sessions, clock)
+    try:
+        log.info("restored %d static targets added through the API", sources.static.load())
+    except SQLAlchemyError as e:
+        log.error("store unreachable at start: API-added targets not restored: %s", str(e).splitlines()[0])
+    return engine, sessions, restored
+
+
+def _scrape_stages(
+    settings: Settings,
+    sources: Sources,
+    clock: Clock,
+    *,
+    shards: ShardCoordinator | None,
+    collector: Collect | None,
+    sleep: Any,
+) -> tuple[Discovery, Collect]:
+    """The loop's discover and collect stages: those given or the sources' (PromQL), else the scrape collector;
+    with sharding, each narrowed to this instance's deployments."""
+    discovery: Discovery = sources.discovery if shards is None else OwnedTargets(sources.discovery, shards)
+    if collector is None:
+        collector = sources.collector
+        if collector is not None and shards is not None:  # PromQL reads the whole fleet: keep our deployments
+            collector = OwnedCollect(collector, shards)
+    if collector is None:
+        collector = build_collector(settings, clock, sleep)
+    return discovery, collector
+
+
 def build_service(
     settings: Settings,
     sources: Sources,
@@ -142,33 +185,15 @@ def build_service(
 ) -> tuple[Service, Restored]:
     """A ready-to-start service and what it restored from the store (schema upgraded first if configured)."""
     clock = clock or WallClock()
-    url = settings.database_url
-    if settings.store.auto_migrate:
-        migrations.upgrade(url)
-    else:
-        _require_head(url)
-    engine = make_engine(url)
-    sessions = session_factory(engine)
+    engine, sessions, restored = _open_store(settings, sources, clock)
     c = settings.collector
-    restored = restore(sessions, now=clock.now(), history_s=settings.scaler.warm_start_s)
-    sources.static.attach(sessions, clock)
-    try:
-        log.info("restored %d static targets added through the API", sources.static.load())
-    except SQLAlchemyError as e:
-        log.error("store unreachable at start: API-added targets not restored: %s", str(e).splitlines()[0])
     thresholds = settings.detectors.thresholds(tick_s=c.interval_s)
     if detection is None:
         detection = Detection(thresholds, only=settings.detectors.only, restore=restored.findings)
     if leadership is None and settings.sharding.enabled:
         leadership = build_shards(settings, clock)
     shards = leadership if isinstance(leadership, ShardCoordinator) else None
-    discovery: Any = sources.discovery if shards is None else OwnedTargets(sources.discovery, shards)
-    if collector is None:
-        collector = sources.collector
-        if collector is not None and shards is not None:  # PromQL reads the whole fleet: keep our deployments
-            collector = OwnedCollect(collector, shards)
-    if collector is None:
-        collector = build_collector(settings, clock, sleep)
+    discovery, collector = _scrape_stages(settings, sources, clock, shards=shards, collector=collector, sleep=sleep)
     writer = BufferedWriter(sessions, max_pending=settings.store.buffer_max_writes)
     counters = LoopCounters()  # first: the loop, actuation and the service count into them; they read none of those
     node_drains = NodeDrains()  # the service's actuator task writes it, the loop reads it into each snapshot
