@@ -6,6 +6,9 @@ The pod is one replica to the scaler, so counts, counters and histograms are sum
 number of blocks, which makes the mean of per-engine usage equal the usage of the pod's whole pool (a
 max would flag a pod whose other engines still have room; a sum would exceed 1).
 
+The model is in ``model_name``; Triton's vLLM backend (triton-inference-server/vllm_backend) writes the same series
+with Triton's own ``model``/``version`` labels, one set per Triton model: each model is then a replica of its own.
+
 V0's ``gpu_prefix_cache_hit_rate`` is a gauge of a ratio, not a pair of counters: it is deliberately
 not mapped, so ``prefix_queries``/``prefix_hits`` stay ``None`` on such pages rather than invented.
 """
@@ -103,7 +106,7 @@ def _derive(families: Families, _values: dict[str, Any]) -> dict[str, Any]:
 ADAPTER = DeclarativeAdapter(
     name="vllm",
     fields=FIELDS,
-    model_labels=("model_name",),
+    model_labels=("model_name", "model"),
     extra_families=frozenset({_CACHE_CONFIG}),
     derive=_derive,
 )

@@ -96,6 +96,71 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    "vllm-v0-2024__DataDog__integrations-core__vllm_metrics.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "facebook/opt-125m",
+                "requests_waiting": 0.0,  # vllm:num_requests_waiting
+                "requests_running": 0.0,
+                "kv_usage": 0.0,  # vllm:gpu_cache_usage_perc, the only KV gauge of V0
+                "kv_capacity_tokens": 7281 * 16.0,  # cache_config_info num_gpu_blocks x block_size, typed gauge
+                "prefix_queries": None,  # V0 before the prefix-cache counters
+                "prefix_hits": None,
+                "preemptions": 0.0,  # vllm:num_preemptions_total
+                "prompt_tokens": 5.0,
+                "generation_tokens": 7.0,
+                "requests_finished": 1.0,  # request_success_total{finished_reason="length"}
+                "ttft.count": 1.0,
+                "ttft.sum": 0.31326723098754883,
+                "itl.count": 6.0,  # time_per_output_token_seconds_count: V0 has no inter_token_latency
+                "e2e.count": 1.0,
+                "queue_time": None,  # no request_queue_time_seconds on this page
+            }
+        ]
+    ),
+    "vllm-triton-backend__triton-inference-server__vllm_backend__README__trimmed.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "vllm_model",  # Triton's label model=, not vLLM's model_name=
+                "requests_waiting": None,  # the README's sample has no scheduler gauges
+                "kv_usage": None,
+                "prompt_tokens": 10.0,  # vllm:prompt_tokens_total
+                "generation_tokens": 16.0,
+                "requests_finished": None,  # the backend exports no request_success counter
+                "ttft.count": 1.0,
+                "itl.count": 15.0,  # vllm:time_per_output_token_seconds_count
+                "e2e.count": 1.0,
+            }
+        ]
+    ),
+    "vllm-triton-backend-two-models__handwritten.txt": Page(
+        [
+            {
+                "replica": "#llama3",  # one replica per Triton model, never their sum
+                "engine": "vllm",
+                "model": "llama3",
+                "requests_waiting": 5.0,
+                "requests_running": 14.0,
+                "kv_usage": 0.72,  # vllm:gpu_cache_usage_perc of llama3, not the mean of both models
+                "preemptions": 2.0,
+                "prompt_tokens": 61200.0,
+                "requests_finished": None,  # nv_inference_request_success is Triton's, not read for vLLM
+                "ttft.count": 120.0,
+            },
+            {
+                "replica": "#mistral",
+                "model": "mistral",
+                "requests_waiting": 0.0,
+                "requests_running": 3.0,
+                "kv_usage": 0.18,
+                "generation_tokens": 9050.0,
+                "ttft.count": 45.0,
+            },
+        ],
+        gpus=2,  # nv_gpu_* of both GPUs still read
+    ),
     "ray-serve-vllm__DataDog__integrations-core__ray_vllm_metrics__trimmed.txt": Page(
         [
             {
@@ -189,6 +254,27 @@ EXPECTED: dict[str, Page] = {
                 "ttft.count": 2124.0,  # sglang:time_to_first_token_seconds_count
                 "queue_time.count": 2104.0,  # sglang:waiting_request_latency_seconds_count
                 "queue_time.sum": 24885.007263183594,  # sglang:waiting_request_latency_seconds_sum
+            }
+        ]
+    ),
+    "sglang-v04__sgl-project__sglang__production_metrics.txt": Page(
+        [
+            {
+                "engine": "sglang",
+                "model": "meta-llama/Llama-3.1-8B-Instruct",
+                "requests_waiting": 2826.0,  # sglang:num_queue_reqs
+                "requests_running": 162.0,  # sglang:num_running_reqs
+                "kv_usage": 0.28,  # sglang:token_usage
+                "kv_capacity_tokens": None,  # no max_total_num_tokens on this page (num_used_tokens alone)
+                "prefix_queries": None,  # cache_hit_rate is a gauge; no cached_tokens counter
+                "prefix_hits": None,
+                "prompt_tokens": 8128902.0,  # sglang:prompt_tokens_total 8.128902e+06
+                "generation_tokens": 7557572.0,
+                "requests_finished": None,  # no num_requests_total in this release
+                "ttft.count": 11008.0,
+                "itl.count": 7400757.0,  # time_per_output_token_seconds_count, not func_latency's 14007
+                "e2e.count": 11228.0,
+                "queue_time": None,
             }
         ]
     ),
