@@ -24,7 +24,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
@@ -38,45 +37,19 @@ from api.runtime import RuntimeHealth, TargetRegistry
 from collector.clock import Clock
 from collector.discovery import Discovery
 from collector.scrape import Sleep, sleep_unless_stopped, spawn_guarded
-from detectors.finding import Finding
 from kvpilot.actuation import Actuation
-from kvpilot.runtime.loop import ControlLoop, Decide, Detect, LoopConfig, Publish, Remembers
+from kvpilot.runtime.loop import ControlLoop, Detect, LoopConfig, Publish
 from kvpilot.runtime.node_drains import NodeDrains
+from kvpilot.runtime.restore import Restored, publishable, warm_start
 from kvpilot.runtime.snapshot import Snapshot
-from scaler.decision import Decision
 from store import repo
 from store.buffer import BufferedWriter
 from store.db import ping, transaction
 from store.drain_states import ACTIVE
-from store.fields import is_deployment_key
-from store.repo.rollups import RollupPoint
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Restored:
-    """What a previous run left in the store."""
-
-    findings: list[Finding] = field(default_factory=list)
-    decisions: dict[str, Decision] = field(default_factory=dict)
-    rollups: list[RollupPoint] = field(default_factory=list)
-
-
-def restore(sessions: sessionmaker[Session], *, now: float, history_s: float) -> Restored:
-    """Read the resumable state; an unreachable store means starting empty (and saying so), not failing."""
-    try:
-        with transaction(sessions) as s:
-            return Restored(
-                findings=repo.open_findings(session=s),
-                decisions=repo.latest_decisions(session=s),
-                rollups=repo.load_rollups(session=s, since=now - history_s),
-            )
-    except SQLAlchemyError as e:
-        log.error("store unreachable at start, starting without history: %s", str(e).splitlines()[0])
-        return Restored()
 
 
 # Full collections at most once per this many generation-1 collections (CPython's default: 10). Its other rule (a
@@ -119,34 +92,6 @@ def shorten_gil_switch(seconds: float = GIL_SWITCH_S) -> float:
     before = sys.getswitchinterval()
     sys.setswitchinterval(min(before, seconds))
     return before
-
-
-def publishable(decisions: dict[str, Decision]) -> dict[str, Decision]:
-    """The restored decisions that can be published again; a row an older version stored for a name that is not
-    ``namespace/name`` (``probe/a/b``) is skipped with an error naming it, so that it can never stop a start."""
-    good: dict[str, Decision] = {}
-    for key, d in decisions.items():
-        if is_deployment_key(key):
-            good[key] = d
-        else:
-            log.error("stored decision for %r skipped: not a Kubernetes namespace/name; it is not published", key)
-    return good
-
-
-def warm_start(planner: Decide, rollups: list[RollupPoint]) -> int:
-    """Feed the stored per-minute arrival rates to each deployment's forecaster; returns points fed.
-
-    Works with planners that keep per-deployment models (``kvpilot.runtime.loop.Remembers``); others are skipped.
-    """
-    if not isinstance(planner, Remembers):
-        return 0
-    fed = 0
-    for p in rollups:
-        rate = p.values.get("arrival_rate")
-        if rate is not None:
-            planner.warm(p.deployment, p.t + 30.0, rate)  # the minute's midpoint
-            fed += 1
-    return fed
 
 
 class Leadership(Protocol):
@@ -445,4 +390,4 @@ def _in_daemon_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
     return future
 
 
-__all__ = ["Detect", "Discovery", "LoopConfig", "Publish", "Restored", "Service", "restore", "warm_start"]
+__all__ = ["Detect", "Discovery", "LoopConfig", "Publish", "Service"]

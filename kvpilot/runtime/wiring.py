@@ -30,8 +30,9 @@ from kvpilot.runtime.cost import cost_config
 from kvpilot.runtime.lease import LeaseElector
 from kvpilot.runtime.loop import Collect, ControlLoop, Decide, Detect, LoopConfig
 from kvpilot.runtime.node_drains import NodeDrains
+from kvpilot.runtime.restore import Restored, restore
 from kvpilot.runtime.scale_view import KubernetesScale, ScaleSource, SimulatorScale
-from kvpilot.runtime.service import Restored, Service, restore
+from kvpilot.runtime.service import Service
 from kvpilot.runtime.shards import OwnedCollect, OwnedTargets, ShardCoordinator
 from kvpilot.runtime.sources import Sources
 from kvpilot.settings import DeploymentScaling, Settings, SettingsError

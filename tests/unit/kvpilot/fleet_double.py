@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from collector.clock import VirtualClock
 from collector.samples import GpuSample, ReplicaSample, TargetInfo
 from collector.scrape import CollectResult, ScrapeResult, VirtualTimer
-from kvpilot.runtime.service import Restored, Service
+from kvpilot.runtime.restore import Restored
+from kvpilot.runtime.service import Service
 from kvpilot.runtime.sources import Sources
 from kvpilot.runtime.targets import StaticTargets
 from kvpilot.runtime.wiring import build_service
