@@ -74,8 +74,8 @@ clean-native:
 
 # The collector's tests on the compiled modules and then on the pure ones (differential tests included).
 test-native: compile
-	KVPILOT_EXPECT_NATIVE=1 $(BIN)/pytest -q tests/unit/collector
-	KVPILOT_PURE=1 $(BIN)/pytest -q tests/unit/collector
+	KVPILOT_EXPECT_NATIVE=1 $(BIN)/pytest -q tests/unit/collector tests/unit/kvpilot/commands/test_scrape.py
+	KVPILOT_PURE=1 $(BIN)/pytest -q tests/unit/collector tests/unit/kvpilot/commands/test_scrape.py
 
 # Generated artefacts (dashboards, alert rules, gRPC stubs) are committed; CI fails when they are stale.
 generate: $(STAMP)
