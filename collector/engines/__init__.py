@@ -7,6 +7,7 @@ from typing import Protocol
 
 from collector.engines import dynamo, llamacpp, nim, sglang, tgi, trtllm, trtllm_pytorch, vllm
 from collector.engines._prefix import common_stems, find_prefix, is_kvpilot_page, strip_prefix
+from collector.engines._read import family_names
 from collector.exposition import MetricFamily
 from collector.samples import ReplicaSample, TargetInfo
 
@@ -47,7 +48,29 @@ ENGINES: dict[str, EngineAdapter] = {
     )
 }
 
-ENGINE_FAMILIES: frozenset[str] = frozenset().union(*(a.families for a in ENGINES.values()))
+# Pages that carry an engine's own names yet are no replica of it: a router re-exporting each backend's queue under
+# its own ``server`` label. The families only such a page has, and what it is. Such a page is an error, never a replica
+# summing the backends it routes to (the scaler would count their requests twice: the backends are scraped too).
+_NOT_A_REPLICA: dict[str, tuple[frozenset[str], str]] = {
+    "vllm-router": (
+        frozenset(
+            key
+            for name in (
+                "vllm:current_qps",
+                "vllm:healthy_pods",
+                "vllm:num_decoding_requests",
+                "vllm:avg_decoding_length",
+            )
+            for key in family_names(name)
+        ),
+        "it is the vLLM production-stack router (vllm:current_qps, vllm:healthy_pods_total), whose vllm:* gauges are"
+        " its backends' figures by `server`, not an engine's: scrape the vLLM engines behind it",
+    ),
+}
+
+ENGINE_FAMILIES: frozenset[str] = frozenset().union(
+    *(a.families for a in ENGINES.values()), *(markers for markers, _ in _NOT_A_REPLICA.values())
+)
 # Engine namespaces (``vllm`` of ``vllm:…``): a stack that sanitises names writes them ``vllm_…``.
 NAMESPACES: frozenset[str] = frozenset(n.split(":", 1)[0] for n in ENGINE_FAMILIES if ":" in n)
 # The names that make a page some engine's (what detection counts): a prefix is looked for against these only.
@@ -64,6 +87,14 @@ _NOT_AN_ENGINE = {
 
 class UnknownEngine(ValueError):
     """A page whose families match no engine adapter (or not the one asked for)."""
+
+
+def _not_a_replica(families: Mapping[str, MetricFamily]) -> str | None:
+    """What the page is when it carries an engine's names but is no replica of it (see ``_NOT_A_REPLICA``)."""
+    for markers, what in _NOT_A_REPLICA.values():
+        if any(name in families for name in markers):
+            return what
+    return None
 
 
 def _families(n: int) -> str:
@@ -86,6 +117,9 @@ def describe_page(families: Mapping[str, MetricFamily]) -> str:
         return f"found only runtime families ({', '.join(sorted(names)[:3])}), no engine's series"
     first, rest = stems[0], stems[1:]
     seen = f"found {_families(first[1])} starting with `{first[0]}`" + "".join(f", {n} with `{s}`" for s, n in rest)
+    router = _not_a_replica(families)
+    if router is not None:
+        return f"{seen}: {router}"
     score, name = _best(families)
     if score:
         return f"{seen}; it reads as {name}: try `--engine {name}` or leave the engine out"
@@ -107,6 +141,8 @@ def detect_engine(families: Mapping[str, MetricFamily]) -> str:
     A page is reported rather than guessed: adapting the wrong engine would yield a replica whose every
     value is unknown, which downstream reads as "no data" instead of "misconfigured target".
     """
+    if _not_a_replica(families) is not None:
+        raise UnknownEngine(f"no engine adapter matches this page: {describe_page(families)}")
     scores = sorted(((a.score(families), name) for name, a in ENGINES.items() if not a.fallback), reverse=True)
     if scores[0][0] == 0:  # no engine's own series: a stack's (Dynamo frontend) may still be there
         scores = sorted(((a.score(families), name) for name, a in ENGINES.items() if a.fallback), reverse=True)
@@ -123,7 +159,7 @@ def require_engine(name: str, families: Mapping[str, MetricFamily]) -> EngineAda
     adapter = ENGINES.get(name)
     if adapter is None:
         raise UnknownEngine(f"unknown engine {name!r}; known: {', '.join(ENGINES)}")
-    if adapter.score(families) == 0:
+    if adapter.score(families) == 0 or _not_a_replica(families) is not None:
         raise UnknownEngine(f"page has none of the {name} families: {describe_page(families)}")
     return adapter
 

@@ -189,3 +189,11 @@ def test_plain_triton_asked_for_as_trtllm_says_why(metrics_fixtures: Path) -> No
     page = (metrics_fixtures / name).read_bytes()
     with pytest.raises(UnknownEngine, match=r"none of the trtllm families.*Triton without an LLM backend"):
         adapt_page(page, TargetInfo(url="http://triton-plain/metrics"), 0.0, engine="trtllm")
+
+
+def test_a_router_page_asked_for_as_vllm_is_still_no_replica(metrics_fixtures: Path) -> None:
+    # production-stack's router writes vllm:num_requests_running per backend `server`: `--engine vllm` must not turn
+    # it into one replica holding every backend's queue (the backends are scraped as themselves)
+    page = (metrics_fixtures / "vllm-production-stack-router__handwritten.txt").read_bytes()
+    with pytest.raises(UnknownEngine, match=r"production-stack router.*scrape the vLLM engines behind it"):
+        adapt_page(page, TargetInfo(url="http://router/metrics"), 0.0, engine="vllm")

@@ -161,6 +161,8 @@ EXPECTED: dict[str, Page] = {
         ],
         gpus=2,  # nv_gpu_* of both GPUs still read
     ),
+    # vLLM production-stack router: vllm:* names per backend `server`; not a replica summing its backends
+    "vllm-production-stack-router__handwritten.txt": Page(error="production-stack router"),
     "ray-serve-vllm__DataDog__integrations-core__ray_vllm_metrics__trimmed.txt": Page(
         [
             {
