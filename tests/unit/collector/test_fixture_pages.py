@@ -364,6 +364,22 @@ EXPECTED: dict[str, Page] = {
     "llamacpp-without-kv__handwritten.txt": Page(
         [{"engine": "llamacpp", "requests_running": 4.0, "kv_usage": None, "prompt_tokens": 88120.0}]
     ),
+    "llamacpp-prompt-cache__handwritten.txt": Page(
+        [
+            {
+                "engine": "llamacpp",
+                "requests_waiting": 2.0,  # llamacpp:requests_deferred
+                "requests_running": 3.0,  # llamacpp:requests_processing
+                "kv_usage": None,  # no kv_cache_usage_ratio in current releases
+                # prompt_tokens_total excludes cached tokens here: every prompt token is 41,200 + 123,600 cached
+                "prompt_tokens": 164800.0,
+                "prefix_queries": 164800.0,  # lookups in tokens, as vLLM's: every prompt token
+                "prefix_hits": 123600.0,  # llamacpp:prompt_tokens_cached_total
+                "generation_tokens": 20480.0,  # llamacpp:tokens_predicted_total
+                "requests_finished": None,
+            }
+        ]
+    ),
     # plain Triton (ONNX, graphdef): its one GPU (nv_gpu_*), no LLM replica summing eight unrelated models
     "triton-plain__DataDog__integrations-core__nvidia_triton_metrics__trimmed.txt": Page([], gpus=1),
     # Triton's TTFT histogram alone: not a replica whose every value is unknown, but an error that says why
