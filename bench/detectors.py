@@ -14,8 +14,8 @@
    (fluid level, 5 s ticks): drain findings from kvpilot's stuck_gpu (must be 0) and from a naive peer that
    drains on any non-zero XID or on a GPU at >= 95 % utilisation for two ticks.
 
-Run: `.venv/bin/python bench/detectors.py [--quick] [--only kv] [--cache-dir DIR] [--seeds tuning|3,4]`; prints a
-table to paste into BENCHMARKS.md.
+Run: `.venv/bin/python bench/detectors.py [--quick] [--only kv] [--cache-dir DIR] [--seeds tuning|continuity|7,8]`;
+prints a table to paste into BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -35,7 +35,15 @@ from typing import Protocol
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.kv_episodes import MIN_HISTORY_S, REPORTING_SEEDS, TRACE_FILES, TUNING_SEEDS, Episode, library  # noqa: E402
+from bench.kv_episodes import (  # noqa: E402
+    CONTINUITY_SEEDS,
+    MIN_HISTORY_S,
+    REPORTING_SEEDS,
+    TRACE_FILES,
+    TUNING_SEEDS,
+    Episode,
+    library,
+)
 from collector.samples import ReplicaSample  # noqa: E402
 from collector.state import FleetState, ReplicaView  # noqa: E402
 from detectors.registry import Detection  # noqa: E402
@@ -160,8 +168,16 @@ def _littles_law(episode: Episode | None = None) -> _Kvpilot:
     return _Kvpilot(episode, dataclasses.replace(DEFAULT, kv=kv))
 
 
+def _before(episode: Episode | None = None) -> _Kvpilot:
+    """kv_exhaustion as it was before 2026-12-03 (the default it replaced): the planner's load rule reads the
+    forecast as given, not carried along its trend (`demand_trend_ahead_s` 0)."""
+    kv = dataclasses.replace(DEFAULT.kv, demand_trend_ahead_s=0.0)
+    return _Kvpilot(episode, dataclasses.replace(DEFAULT, kv=kv))
+
+
 WARNERS: dict[str, Callable[[Episode], _Warner]] = {
     "kvpilot": _Kvpilot,
+    "kvpilot_before": _before,
     "littles_law": _littles_law,
     "projection": _Projection,
     "static": _Static,
@@ -194,6 +210,7 @@ class KvScore:
     quiet: int = 0
     leads: list[float] = field(default_factory=list)
     sudden: int = 0
+    sudden_caught: int = 0  # sudden episodes warned >= LEAD_S ahead all the same (the goal counts them)
     sudden_delays: list[float] = field(default_factory=list)  # first warning - first preemption (<= 0: before)
     trace_bursts: int = 0  # preempting episodes whose preemption came on a burst of the trace (Episode.trace_burst)
     caught_bursts: int = 0
@@ -201,6 +218,11 @@ class KvScore:
     @property
     def recall(self) -> float:
         return self.caught / max(self.preempting, 1)
+
+    @property
+    def goal_recall(self) -> float:
+        """Issue 16's goal counts every usable preempting episode, the sudden ones included."""
+        return (self.caught + self.sudden_caught) / max(self.preempting + self.sudden, 1)
 
     @property
     def false_rate(self) -> float:
@@ -215,6 +237,8 @@ class KvScore:
         flagged = len(self.sudden_delays)
         late = f", median {statistics.median(self.sudden_delays):+.0f} s" if self.sudden_delays else ""
         return (
+            f"all preempting {self.caught + self.sudden_caught}/{self.preempting + self.sudden} "
+            f"({self.goal_recall:.0%}) warned >= {LEAD_S:g} s ahead (the goal); "
             f"recall {self.caught}/{self.preempting} ({self.recall:.0%}) warned >= {LEAD_S:g} s ahead, median lead "
             f"{lead}; warned {self.false}/{self.quiet} non-preempting ({self.false_rate:.0%}); "
             f"precision {self.precision:.0%}; sudden: {flagged}/{self.sudden} flagged{late} from first preemption; "
@@ -237,6 +261,7 @@ def score(episodes: Sequence[Episode]) -> dict[str, KvScore]:
                 sc.sudden += 1
                 if tw is not None:
                     sc.sudden_delays.append(tw - ep.first_preempt_s)
+                    sc.sudden_caught += ep.first_preempt_s - tw >= LEAD_S
             else:
                 sc.preempting += 1
                 burst = ep.trace_burst(LEAD_S)
@@ -433,12 +458,12 @@ def main() -> None:
     parser.add_argument(
         "--seeds",
         default="reporting",
-        help="KV episodes: the reporting seeds (default), the seeds the thresholds were tuned on ('tuning'), or a "
-        "comma-separated list of seeds (e.g. 3: one of the reporting seeds)",
+        help="KV episodes: the reporting seeds (default, 7-8), the seeds the thresholds were tuned on ('tuning'), "
+        "the reporting seeds before 2026-12-03 ('continuity', 3-4), or a comma-separated list of seeds",
     )
     parser.add_argument("--cache-dir", type=Path, help="keep the KV episodes here and reuse them on the next run")
     args = parser.parse_args()
-    named = {"reporting": REPORTING_SEEDS, "tuning": TUNING_SEEDS}
+    named = {"reporting": REPORTING_SEEDS, "tuning": TUNING_SEEDS, "continuity": CONTINUITY_SEEDS}
     seeds = named[args.seeds] if args.seeds in named else tuple(int(s) for s in args.seeds.split(","))
     parts: dict[str, Callable[[bool], dict[str, str]]] = {
         "kv": lambda quick: bench_kv(quick, seeds, args.cache_dir),

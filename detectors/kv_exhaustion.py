@@ -26,6 +26,7 @@ A KV usage outside 0..1 (a doubled gauge, a broken exporter) is unknown here, ne
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -140,12 +141,15 @@ def arrival_spread(history: Sequence[ReplicaSample], rate_window_s: float, over_
 class Demand:
     """What the planner knows of one deployment's demand, handed to the detector by the control loop as plain
     numbers (``detectors`` may not import ``scaler``): what one ready replica serves (requests/s at the current
-    token mix, the planner's ``capacity_rps``) and the arrival rate it forecasts ``horizon_s`` ahead. Either may be
-    unknown (None or NaN): the detector then reads the engine alone."""
+    token mix, the planner's ``capacity_rps``) and the arrival rate it forecasts ``horizon_s`` ahead, plus how fast
+    that demand, in replicas' worth (forecast over capacity), has been moving (``replicas_slope_per_s``, filled in
+    by ``DemandTrend`` from the last few minutes). Any may be unknown (None or NaN): the detector then reads what it
+    has."""
 
     capacity_rps: float | None
     forecast_rps: float | None
     horizon_s: float
+    replicas_slope_per_s: float | None = None
 
     def load(self, ready_replicas: int) -> float | None:
         """Forecast arrivals over what ``ready_replicas`` serve (1 = exactly at capacity); None when unknown."""
@@ -153,6 +157,20 @@ class Demand:
         if cap is None or fc is None or cap <= 0 or ready_replicas <= 0:
             return None
         return max(fc, 0.0) / (cap * ready_replicas)
+
+    def load_ahead(self, ready_replicas: int, ahead_s: float) -> float | None:
+        """``load`` with the demand carried ``ahead_s`` further along its own recent trend (rising or falling);
+        the plain load when the trend is unknown, None when the load is."""
+        cap, fc, slope = finite(self.capacity_rps), finite(self.forecast_rps), finite(self.replicas_slope_per_s)
+        if cap is None or fc is None or cap <= 0 or ready_replicas <= 0:
+            return None
+        ahead = max(fc, 0.0) / cap + (slope or 0.0) * ahead_s
+        return max(ahead, 0.0) / ready_replicas
+
+    def replicas(self) -> float | None:
+        """The forecast in replicas' worth: forecast arrivals over what one ready replica serves; None if unknown."""
+        cap, fc = finite(self.capacity_rps), finite(self.forecast_rps)
+        return None if cap is None or fc is None or cap <= 0 else max(fc, 0.0) / cap
 
     def projected_usage(
         self, usage: float, arrival_rps: float | None, ready_replicas: int, burst_rps: float = 0.0
@@ -164,6 +182,43 @@ class Demand:
         if cap is None or fc is None or now is None or cap <= 0 or ready_replicas <= 0:
             return None
         return projected_usage(usage, now, max(fc, 0.0) / ready_replicas + burst_rps, cap)
+
+
+class DemandTrend:
+    """The planner's demand per deployment over the last ``window_s``, in replicas' worth (``Demand.replicas``: the
+    forecast over what one replica serves at the current token mix, so longer requests count as more demand), kept
+    by whoever holds the detector across ticks (``Detection``): each tick's ``Demand`` comes back with
+    ``replicas_slope_per_s``, the Theil-Sen slope of that demand within the window (None with fewer than
+    ``min_samples``). Demand that has been rising for minutes keeps rising past the horizon more often than not;
+    demand that holds does not, and that is what tells a ramp from a plateau at the same load. Deployments without
+    numbers this tick are forgotten."""
+
+    def __init__(self, window_s: float, min_samples: int = 3) -> None:
+        if not window_s > 0:
+            raise ValueError(f"DemandTrend: window_s must be > 0, got {window_s}")
+        self.window_s = window_s
+        self.min_samples = min_samples
+        self._seen: dict[str, list[tuple[float, float]]] = {}
+
+    def observe(self, now: float, demand: Mapping[str, Demand]) -> dict[str, Demand]:
+        out: dict[str, Demand] = {}
+        for key, d in demand.items():
+            points = [(t, v) for t, v in self._seen.get(key, []) if now - self.window_s <= t < now]
+            replicas = d.replicas()
+            if replicas is not None:
+                points.append((now, replicas))
+            self._seen[key] = points
+            out[key] = dataclasses.replace(d, replicas_slope_per_s=_theil_sen_slope(points, self.min_samples))
+        for key in [k for k in self._seen if k not in demand]:
+            del self._seen[key]
+        return out
+
+
+def _theil_sen_slope(points: Sequence[tuple[float, float]], min_samples: int) -> float | None:
+    if len(points) < min_samples:
+        return None
+    slopes = [(v2 - v1) / (t2 - t1) for i, (t1, v1) in enumerate(points) for t2, v2 in points[i + 1 :] if t2 > t1]
+    return statistics.median(slopes) if slopes else None
 
 
 def projected_usage(usage: float, arrival_rps: float, forecast_rps: float, capacity_rps: float) -> float | None:
@@ -209,6 +264,7 @@ class KvReading:
     in_flight_growth: float | None  # arrival_rate - requests_finished_rate, requests/s
     arrival_rate: float | None
     load: float | None = None  # the deployment's forecast arrivals over what its ready replicas serve (Demand)
+    load_ahead: float | None = None  # the same with the forecast carried further along its trend (Demand.load_ahead)
     demand: Demand | None = None
     projected_usage: float | None = None  # usage at the horizon by Little's law (Demand.projected_usage)
 
@@ -257,6 +313,7 @@ def read(
         in_flight_growth=None if arrivals is None or finished is None else arrivals - finished,
         arrival_rate=arrivals,
         load=None if demand is None else demand.load(ready_replicas),
+        load_ahead=None if demand is None else demand.load_ahead(ready_replicas, th.demand_trend_ahead_s),
         demand=demand,
         projected_usage=None if demand is None else demand.projected_usage(usage, arrivals, ready_replicas, burst),
     )
@@ -284,11 +341,13 @@ def judge(r: KvReading, th: KvThresholds) -> tuple[Severity, str] | None:
         and proj >= th.projected_usage
         and r.peak_usage >= th.projected_min_usage
     )
-    # ... or demand at the horizon passes what the ready replicas serve, on a pool that already feels it.
+    # ... or demand at the horizon, carried along its own trend, passes what the ready replicas serve, on a pool
+    # that already feels it.
+    load = r.load if r.load_ahead is None else r.load_ahead
     demand = (
-        r.load is not None
+        load is not None
         and th.demand_load is not None  # None: off
-        and r.load >= th.demand_load
+        and load >= th.demand_load
         and r.peak_usage >= th.demand_min_usage
     )
     if littles_law or demand:
@@ -318,9 +377,13 @@ def _demand(r: KvReading) -> str:
     d = r.demand
     if d is None or r.load is None:
         return ""
+    ahead = ""
+    slope = finite(d.replicas_slope_per_s)
+    if slope is not None and r.load_ahead is not None and slope != 0:
+        ahead = f", {r.load_ahead:.0%} along its trend ({slope * 60:+.2g} replicas' worth per minute)"
     return (
         f"; demand {d.forecast_rps:.3g} requests/s forecast in {d.horizon_s:.0f} s, "
-        f"{r.load:.0%} of what the ready replicas serve"
+        f"{r.load:.0%} of what the ready replicas serve{ahead}"
     )
 
 
@@ -367,6 +430,8 @@ def _replica_finding(
             "preemptions_rate": r.preemptions_rate,
             "in_flight_growth": r.in_flight_growth,
             "demand_load": r.load,
+            "demand_load_ahead": r.load_ahead,
+            "demand_replicas_slope_per_s": None if r.demand is None else finite(r.demand.replicas_slope_per_s),
             "projected_usage": r.projected_usage,
             "capacity_rps": None if r.demand is None else finite(r.demand.capacity_rps),
             "forecast_rps": None if r.demand is None else finite(r.demand.forecast_rps),

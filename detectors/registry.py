@@ -77,6 +77,7 @@ class Detection:
         self._hysteresis = Hysteresis(thresholds.policy)
         self._hysteresis.restore(restore)
         self._demand: dict[str, kv_exhaustion.Demand] = {}
+        self._demand_trend = kv_exhaustion.DemandTrend(thresholds.kv.demand_trend_window_s)
 
     def set_demand(self, demand: Mapping[str, kv_exhaustion.Demand]) -> None:
         """The planner's capacity and forecast per deployment, read by the next ``tick`` (the control loop sets
@@ -84,7 +85,8 @@ class Detection:
         self._demand = dict(demand)
 
     def tick(self, state: FleetState, *, now: float) -> Transitions:
-        candidates = run_all(state, now=now, thresholds=self.thresholds, only=self._only, demand=self._demand)
+        demand = self._demand_trend.observe(now, self._demand)
+        candidates = run_all(state, now=now, thresholds=self.thresholds, only=self._only, demand=demand)
         return self._hysteresis.update(candidates, now=now)
 
     def active(self) -> list[Finding]:
