@@ -52,9 +52,28 @@ class Series:
         return self.family + "{" + ",".join(f"{k}={v}" for k, v in self.match.items()) + "}"
 
 
-def family_names(name: str) -> tuple[str, str]:
-    """The two keys a family can be found under: typed (``x``) and untyped counter (``x_total``)."""
-    return (name, name + "_total")
+def _keys(name: str) -> tuple[str, ...]:
+    keys = (name, name + "_total")
+    namespace, colon, rest = name.partition(":")
+    if not (colon and namespace and rest):
+        return keys
+    flat = f"{namespace}_{rest}"
+    return (*keys, flat, flat + "_total")
+
+
+_FAMILY_KEYS: dict[str, tuple[str, ...]] = {}  # adapters ask for a fixed set of names: worked out once each
+
+
+def family_names(name: str) -> tuple[str, ...]:
+    """The keys a family can be found under: typed (``x``) and untyped counter (``x_total``); for an engine's
+    namespaced name (``vllm:x``) also the same written ``vllm_x``, as stacks that sanitise metric names serve it
+    (Ray's ``ray_vllm_x`` is that behind a prefix). The engine's own spelling is tried first."""
+    keys = _FAMILY_KEYS.get(name)
+    if keys is None:
+        if len(_FAMILY_KEYS) >= 10_000:  # only adapters' constant names come here; bounded all the same
+            _FAMILY_KEYS.clear()
+        keys = _FAMILY_KEYS[name] = _keys(name)
+    return keys
 
 
 def find_family(families: Families, name: str) -> MetricFamily | None:
@@ -325,12 +344,21 @@ def read_planned_values(families: Families, plan: ValuesPlan, *, mean: bool) -> 
     return None
 
 
+def _find_histogram(families: Families, name: str) -> tuple[str, MetricFamily] | None:
+    """The histogram family ``name`` is served as (its key on the page), under any of ``family_names``."""
+    for key in family_names(name):
+        fam = families.get(key)
+        if fam is not None and fam.type == "histogram":
+            return key, fam
+    return None
+
+
 def plan_histograms(families: Families, sources: Iterable[Series]) -> HistogramsPlan:
     plan = []
     for series in sources:
-        fam = families.get(series.family)
-        if fam is not None and fam.type == "histogram":
-            plan.append((series.family, _histogram_plan(fam, series.match)))
+        found = _find_histogram(families, series.family)
+        if found is not None:
+            plan.append((found[0], _histogram_plan(found[1], series.match)))
     return tuple(plan)
 
 
@@ -378,9 +406,10 @@ def read_histogram(
 ) -> Histogram | None:
     """The first source that is a histogram with data, merged over its label sets."""
     for series in sources:
-        fam = families.get(series.family)
-        if fam is None or fam.type != "histogram":
+        found = _find_histogram(families, series.family)
+        if found is None:
             continue
+        fam = found[1]
         if fam.shape is not None and keep is None:
             merged = merge_histograms(_planned_histograms(fam, series.match))
         else:

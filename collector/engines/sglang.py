@@ -57,7 +57,7 @@ def _rank(raw: str) -> float:
 def _lowest_tp_rank_only(families: Families) -> Callable[[Sample], bool] | None:
     lowest: dict[str | None, float] = {}
     for name, fam in families.items():
-        if not name.startswith("sglang:"):
+        if not name.startswith(("sglang:", "sglang_")):
             continue
         for s in fam.samples:
             raw = s.labels.get("tp_rank")

@@ -197,3 +197,23 @@ def test_a_router_page_asked_for_as_vllm_is_still_no_replica(metrics_fixtures: P
     page = (metrics_fixtures / "vllm-production-stack-router__handwritten.txt").read_bytes()
     with pytest.raises(UnknownEngine, match=r"production-stack router.*scrape the vLLM engines behind it"):
         adapt_page(page, TargetInfo(url="http://router/metrics"), 0.0, engine="vllm")
+
+
+@pytest.mark.parametrize(
+    ("text", "engine", "running"),
+    [
+        # vLLM's vllm:x written vllm_x with no prefix in front: vLLM's page, not NIM's bare names behind "vllm_"
+        ('vllm_num_requests_running{model_name="m"} 3\nvllm_kv_cache_usage_perc{model_name="m"} 0.5\n', "vllm", 3.0),
+        # SGLang's sglang:x written sglang_x: every TP rank reports the same batch, the lowest rank alone is read
+        (
+            'sglang_num_running_reqs{model_name="m",tp_rank="0"} 4\n'
+            'sglang_num_running_reqs{model_name="m",tp_rank="1"} 4\n'
+            'sglang_token_usage{model_name="m",tp_rank="0"} 0.2\nsglang_token_usage{model_name="m",tp_rank="1"} 0.2\n',
+            "sglang",
+            4.0,
+        ),
+    ],
+)
+def test_sanitised_engine_names_read_as_the_engine(text: str, engine: str, running: float) -> None:
+    page = adapt_page(text, TargetInfo(url=f"http://sanitised-{engine}/metrics"), 0.0)
+    assert (page.engine, page.replicas[0].requests_running) == (engine, running)

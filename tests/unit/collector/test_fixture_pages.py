@@ -205,6 +205,22 @@ EXPECTED: dict[str, Page] = {
             },
         ]
     ),
+    "vllm-sanitised-names__handwritten.txt": Page(
+        [
+            {
+                "engine": "vllm",  # vllm_* is vLLM's vllm:* with the namespace sanitised, not NIM's bare names
+                "model": "Qwen/Qwen3-8B",
+                "requests_waiting": 2.0,  # vllm_num_requests_waiting
+                "requests_running": 6.0,
+                "kv_usage": 0.37,
+                "kv_capacity_tokens": 4096 * 16.0,  # vllm_cache_config_info
+                "prefix_queries": 52000.0,
+                "prefix_hits": 13000.0,
+                "requests_finished": 150.0,  # vllm_request_success_total, stop + length
+                "ttft.count": 150.0,
+            }
+        ]
+    ),
     "nim__DataDog__integrations-core__nim_metrics.txt": Page(
         [
             {
