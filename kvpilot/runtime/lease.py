@@ -61,11 +61,15 @@ class LeaseElector:
         self.labels = dict(labels or {})
         self.annotations = dict(annotations or {})
 
-    def try_acquire_or_renew(self) -> bool:
-        """One round of the election (blocking: run it in a worker thread). Returns whether we lead now."""
+    def try_acquire_or_renew(self, current: client.V1Lease | None = None) -> bool:
+        """One round of the election (blocking: run it in a worker thread). Returns whether we lead now.
+
+        ``current``: the Lease as the caller has just read it (``ShardCoordinator`` lists its whole group each
+        round), which saves reading it again; the write still carries its resourceVersion, so a stale one is refused
+        with 409 exactly as a stale read would be. None reads it (and creates it when absent)."""
         now = self._clock.now()
         try:
-            won = self._round(now)
+            won = self._round(now, current)
             if won:
                 self._renewed_at = now  # only a write the API server accepted extends our lease
         except ApiException as e:
@@ -97,9 +101,9 @@ class LeaseElector:
             lease_transitions=transitions,
         )
 
-    def _round(self, now: float) -> bool:
+    def _round(self, now: float, current: client.V1Lease | None) -> bool:
         try:
-            lease = self._api.read_namespaced_lease(self.name, self.namespace)
+            lease = current if current is not None else self._api.read_namespaced_lease(self.name, self.namespace)
         except ApiException as e:
             if e.status != 404:
                 raise
@@ -130,6 +134,7 @@ class LeaseElector:
             meta.labels = {**(meta.labels or {}), **self.labels}
             meta.annotations = {**(meta.annotations or {}), **self.annotations}
             lease.metadata = meta
+        lease.api_version, lease.kind = "coordination.k8s.io/v1", "Lease"  # a list's items come without them
         self._api.replace_namespaced_lease(self.name, self.namespace, lease)  # carries metadata.resourceVersion
         return True
 

@@ -173,6 +173,9 @@ class ShardCoordinator:
         self.address = address
         self.owned: frozenset[int] = frozenset()
         self._seen: dict[int, _Seen] = {}
+        # The group's Leases as this round's list read them, by name: renewals write from these (with their
+        # resourceVersion) instead of reading each Lease again. Empty when the list failed: each one reads its own.
+        self._listed: dict[str, Any] = {}
         self._members_before: frozenset[str] = frozenset()
         self.rounds = 0
 
@@ -224,9 +227,9 @@ class ShardCoordinator:
         """Renew membership, read every Lease of the group, renew, give up or take shards; returns those held."""
         now = self._clock.now()
         self.rounds += 1
-        self._member.try_acquire_or_renew()
         members = self._read(now)
         members.add(self.identity)
+        self._member.try_acquire_or_renew(self._listed.get(self._member.name))
         held = {i: s.holder for i, s in self._seen.items() if s.holder is not None and s.expires_at >= now}
         for i, e in enumerate(self._electors):
             if e.leader:
@@ -243,7 +246,7 @@ class ShardCoordinator:
                 log.info("shard %d: handing over to %s (its fair share)", i, target)
                 e.release()
             elif e.leader or (not joining and target == self.identity and held.get(i) in (None, self.identity)):
-                e.try_acquire_or_renew()
+                e.try_acquire_or_renew(self._listed.get(e.name))
         self._members_before = frozenset(members)
         owned = frozenset(i for i, e in enumerate(self._electors) if e.leader)
         if owned != self.owned:
@@ -253,6 +256,7 @@ class ShardCoordinator:
 
     def _read(self, now: float) -> set[str]:
         """Every member and shard Lease of the group, in one list; returns the live members."""
+        self._listed = {}
         try:
             leases = self._api.list_namespaced_lease(self.namespace, label_selector=f"{GROUP_LABEL}={self.lease_name}")
         except Exception as e:  # the API server is away: keep what was read, renewals decide what we keep
@@ -263,6 +267,8 @@ class ShardCoordinator:
         seen: dict[int, _Seen] = {}
         for lease in leases.items:
             meta, spec = lease.metadata, lease.spec
+            if meta is not None and meta.name:
+                self._listed[meta.name] = lease
             labels = (meta.labels if meta is not None else None) or {}
             holder = spec.holder_identity if spec is not None else None
             renewed = _epoch(spec.renew_time) if spec is not None else None

@@ -11,6 +11,7 @@ from kubernetes import client
 from collector.clock import VirtualClock
 from collector.samples import ReplicaSample, TargetInfo
 from collector.scrape import CollectResult, ScrapeResult
+from kvpilot.runtime.lease import _epoch
 from kvpilot.runtime.shards import OwnedCollect, ShardCoordinator, assign, owned_targets, shard_of
 from tests.fakekube import FakeKube
 
@@ -141,6 +142,50 @@ def test_clean_shutdown_hands_shards_over_at_once(kube: FakeKube, clock: Virtual
     clock.advance(0.5)
     _rounds([b], 2)  # a's member Lease is released too: b is the only member, takes everything
     assert b.owned == frozenset({0, 1, 2})
+
+
+def test_a_steady_round_renews_from_its_list_without_reading_each_lease(kube: FakeKube, clock: VirtualClock) -> None:
+    # one list of the group, then one write per Lease held (membership, the shard): nothing read twice
+    a, b, c = (_coordinator(kube, clock, who) for who in "abc")
+    _rounds([a, b, c], 3)
+    clock.advance(5)
+    _rounds([a, b, c])
+    assert sorted(len(x.owned) for x in (a, b, c)) == [1, 1, 1]
+    before = len(kube.requests)
+    clock.advance(5)
+    a.round()
+    leases = "/apis/coordination.k8s.io/v1/namespaces/kv/leases"
+    shard = next(iter(a.owned))
+    assert kube.requests[before:] == [
+        ("GET", leases),
+        ("PUT", f"{leases}/kvpilot-member-a"),
+        ("PUT", f"{leases}/kvpilot-shard-{shard}"),
+    ]
+    renewed = kube.get("leases", f"kvpilot-shard-{shard}", namespace="kv")["spec"]
+    assert (renewed["holderIdentity"], _epoch(renewed["renewTime"])) == ("a", clock.now())
+
+
+def test_a_lease_written_after_the_list_is_not_overwritten_from_it(kube: FakeKube, clock: VirtualClock) -> None:
+    # renewing from the list keeps client-go's guarantee: the write carries the listed resourceVersion, so a
+    # Lease changed in between (here: taken by another writer) answers 409 and the shard is given up, not stolen back
+    a, b, c = (_coordinator(kube, clock, who) for who in "abc")
+    _rounds([a, b, c], 3)
+    clock.advance(5)
+    _rounds([a, b, c])
+    shard = next(iter(a.owned))
+    api = a._api
+    listed = api.list_namespaced_lease
+
+    def list_then_taken(*args: object, **kwargs: object) -> object:
+        answer = listed(*args, **kwargs)
+        kube.patch("leases", f"kvpilot-shard-{shard}", {"spec": {"holderIdentity": "x"}}, namespace="kv")
+        return answer
+
+    api.list_namespaced_lease = list_then_taken
+    clock.advance(5)
+    a.round()
+    assert shard not in a.owned
+    assert kube.get("leases", f"kvpilot-shard-{shard}", namespace="kv")["spec"]["holderIdentity"] == "x"
 
 
 def _engine(deployment: str, pod: str, node: str) -> TargetInfo:
