@@ -106,29 +106,43 @@ def _start(name: str, tmp: Path, prom: int, shards: int, interval_s: float, kube
     return Instance(name, proc, http, grpc_port)
 
 
-async def _ticks(instances: list[Instance], ticks: int, warmup: int) -> None:
-    """Each tick's duration from the steps of kvpilot_loop_tick_seconds (polled every 0.2 s), after ``warmup``."""
+async def _ticks(instances: list[Instance], ticks: int, warmup: int, metrics_every_s: float) -> None:
+    """Each tick's duration from the steps of kvpilot_loop_tick_seconds, after ``warmup``. /metrics is read once per
+    tick: ``/readyz`` (its ``last_tick_at``) is watched every 0.5 s and /metrics read when it moves, until the page
+    shows the new tick. A page render costs the instance CPU that is counted in its ticks (3-5 ms each at 10,000
+    replicas), so the bench should not add many; ``metrics_every_s`` > 0 polls /metrics at that period instead
+    (0.2 reproduces the bench before 2026-12-03 evening: 24 more renders per 5 s tick)."""
 
     async def one(i: Instance) -> None:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{i.http}", timeout=30, trust_env=False) as c:
             last: tuple[float, float] | None = None
             seen = 0
             cpu0 = 0.0
+            tick_at: float | None = None
+            pending = True  # a tick ended that /metrics has not shown yet
             while len(i.ticks) < ticks:
-                text = (await c.get("/metrics")).text
-                count = metric(text, "kvpilot_loop_tick_seconds_count")
-                total = metric(text, "kvpilot_loop_tick_seconds_sum")
-                if count is not None and total is not None:
-                    if last is not None and count > last[0]:
-                        seen += int(count - last[0])
-                        if seen == warmup:
-                            cpu0 = tree_cpu_s(i.proc.pid)
-                        if seen > warmup:
-                            i.ticks.append((total - last[1]) / (count - last[0]))
-                            i.answer_mb.append((metric(text, "kvpilot_promql_answer_bytes") or 0.0) / 1e6)
-                            i.deployments_read = metric(text, "kvpilot_promql_deployments_read")
-                    last = (count, total)
-                await asyncio.sleep(0.2)
+                if metrics_every_s <= 0:
+                    now_at = (await c.get("/readyz")).json().get("last_tick_at")
+                    pending = pending or now_at != tick_at
+                    tick_at = now_at
+                if pending or metrics_every_s > 0:
+                    text = (await c.get("/metrics")).text
+                    count = metric(text, "kvpilot_loop_tick_seconds_count")
+                    total = metric(text, "kvpilot_loop_tick_seconds_sum")
+                    if count is not None and total is not None:
+                        if last is not None and count > last[0]:
+                            pending = False
+                            seen += int(count - last[0])
+                            if seen == warmup:
+                                cpu0 = tree_cpu_s(i.proc.pid)
+                            if seen > warmup:
+                                i.ticks.append((total - last[1]) / (count - last[0]))
+                                i.answer_mb.append((metric(text, "kvpilot_promql_answer_bytes") or 0.0) / 1e6)
+                                i.deployments_read = metric(text, "kvpilot_promql_deployments_read")
+                        elif last is None:
+                            pending = False
+                        last = (count, total)
+                await asyncio.sleep(metrics_every_s if metrics_every_s > 0 else 0.5)
             i.cpu_s = tree_cpu_s(i.proc.pid) - cpu0
             i.rss_mb = tree_hwm_mb(i.proc.pid)
 
@@ -191,6 +205,12 @@ def main() -> None:
     p.add_argument("--ticks", type=int, default=6)
     p.add_argument("--interval", type=float, default=5.0)
     p.add_argument("--calls", type=int, default=200, help="KEDA GetMetrics calls per kind (local, forwarded)")
+    p.add_argument(
+        "--metrics-every",
+        type=float,
+        default=0.0,
+        help="poll /metrics every S s (0.2: as the bench did before 2026-12-03 evening); 0: read it once per tick",
+    )
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="kvpilot-shards-") as t, FakeKube() as kube:
         tmp = Path(t)
@@ -202,13 +222,13 @@ def main() -> None:
             # the peer: one instance, no sharding, the same fleet
             peer = _start("peer", tmp, port, 1, args.interval, None)
             started.append(peer)
-            asyncio.run(_ticks([peer], args.ticks, warmup=2))
+            asyncio.run(_ticks([peer], args.ticks, warmup=2, metrics_every_s=args.metrics_every))
             peer.proc.terminate()
             peer.proc.wait(60)
             kubeconfig = _kubeconfig(tmp / "kubeconfig", kube.url)
             group = [_start(f"kv-{n}", tmp, port, args.shards, args.interval, kubeconfig) for n in range(args.shards)]
             started += group
-            asyncio.run(_ticks(group, args.ticks, warmup=3))
+            asyncio.run(_ticks(group, args.ticks, warmup=3, metrics_every_s=args.metrics_every))
             holders = _holders(kube, args.shards)
             owners = {name: [s for s, h in holders.items() if h == name] for name in (i.name for i in group)}
             decided = {i.name: _decided(i, args.interval) for i in group}
