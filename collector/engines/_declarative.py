@@ -126,6 +126,9 @@ class DeclarativeAdapter:
     identifying: frozenset[str] = frozenset()
     # A serving stack whose pages usually also carry an engine's series: detected only when no engine is.
     fallback: bool = False
+    # Labels on the adapter's own series whose value names the worker's phase in a disaggregated deployment
+    # (SGLang's engine_type: prefill, decode or unified), read where no Dynamo component label tells it.
+    role_labels: tuple[str, ...] = ()
     families: frozenset[str] = field(init=False)
     _mapped: frozenset[str] = field(init=False, repr=False)  # families the field mapping reads (no info series)
 
@@ -195,14 +198,23 @@ class DeclarativeAdapter:
         return None
 
     def role(self, families: Families) -> str | None:
-        """The role the page's own labels tell (a Dynamo worker's ``dynamo_component``), else None."""
+        """The role the page's own labels tell (a Dynamo worker's ``dynamo_component``, else the engine's own
+        ``role_labels``), else None."""
         return structural(families, (self.name, "role"), partial(self._role, families))
 
     def _role(self, families: Families) -> str | None:
         # Every family, not only this adapter's: a Dynamo worker's engine series (``vllm:``) carry no Dynamo labels,
         # its ``dynamo_component_*`` series on the same page do.
         names = sorted(n for n in families if n.startswith("dynamo_component"))
-        return role_from_component(first_label(families, names, DYNAMO_METRIC_COMPONENT))
+        role = role_from_component(first_label(families, names, DYNAMO_METRIC_COMPONENT))
+        if role is not None or not self.role_labels:
+            return role
+        own = sorted(n for n in families if n in self._mapped)
+        for label in self.role_labels:
+            role = role_from_component(first_label(families, own, label))
+            if role is not None:
+                return role
+        return None
 
     def groups(self, families: Families) -> list[Group]:
         """The replicas a page holds, as the label values that tell them apart (model, Ray worker).

@@ -15,6 +15,8 @@ Mapping decisions:
   again as ``queue_req``), the batch ``num_requests_running`` and the queue-time histogram
   ``waiting_request_latency_seconds``; they are read after the current names. Their ``cached_token`` and
   ``cache_hit_rate`` are gauges over an unstated window: not mapped.
+- Disaggregated serving: the ``engine_type`` label says ``prefill`` or ``decode`` (``unified`` when co-located),
+  which is the replica's role where discovery has not given one.
 - Tensor parallelism: by default only TP rank 0 reports scheduler series; with
   ``--enable-metrics-for-all-schedulers`` every rank reports the same state, so only the lowest
   ``tp_rank`` of each ``dp_rank`` is read (data-parallel ranks are summed, like vLLM engines).
@@ -84,6 +86,7 @@ ADAPTER = DeclarativeAdapter(
     name="sglang",
     fields=FIELDS,
     model_labels=("model_name", "name"),
+    role_labels=("engine_type",),
     prepare=_lowest_tp_rank_only,
     derive=_no_queries_without_hits,
 )

@@ -296,6 +296,23 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    "sglang-pd-prefill__handwritten.txt": Page(
+        [
+            {
+                "engine": "sglang",
+                "model": "deepseek-ai/DeepSeek-V3",
+                "role": "prefill",  # engine_type="prefill": a disaggregated prefill worker, not a pool of both
+                "requests_waiting": 11.0,  # num_queue_reqs of TP rank 0 (rank 1 repeats it)
+                "requests_running": 6.0,
+                "kv_usage": 0.18,
+                "kv_capacity_tokens": 420000.0,
+                "prefix_queries": 9600000.0,  # prompt_tokens_total
+                "prefix_hits": 4800000.0,  # cached_tokens_total
+                "requests_finished": 3200.0,
+                "ttft.count": 3200.0,
+            }
+        ]
+    ),
     "tgi__DataDog__integrations-core__payload__partial.txt": Page(
         [
             {
