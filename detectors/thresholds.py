@@ -80,14 +80,14 @@ class KvThresholds:
     demand_load: float | None = 0.8
     # The pool "feels it": its usage peaked at or above this within the rate window (with demand_load).
     demand_min_usage: float = 0.5
-    # demand_load reads the forecast carried this many seconds further along its own Theil-Sen trend over
-    # demand_trend_window_s (kv_exhaustion.DemandTrend; 0: the forecast as the planner gives it). A ramp's forecast
-    # has been rising for minutes before its pool fills; a plateau's holds. Chosen on tuning seeds 1-2 by the rule
-    # written down before (BENCHMARKS.md "Detectors", 2026-12-03): 19/30 preempting episodes warned >= 60 s ahead
-    # (sudden bursts apart) and 6/38 quiet ones warned, against 17/30 and 4/38 without it; ~240 configurations of
-    # six rule families tried offline on the same seeds, none better by that rule.
+    # demand_load reads the demand (the forecast in replicas' worth) carried this many seconds further along its
+    # own Theil-Sen trend over demand_trend_window_s (kv_exhaustion.DemandTrend; 0: the forecast as the planner
+    # gives it). A ramp's demand has been rising for minutes before its pool fills; a plateau's holds. Chosen on
+    # tuning seeds 1-2 by the rule written down before measuring (BENCHMARKS.md "Detectors", 2026-12-03): 19/30
+    # preempting episodes warned >= 60 s ahead (sudden bursts apart) and 6/38 quiet ones warned, against 17/30 and
+    # 4/38 without it; ~370 configurations of seven rule families were replayed offline on those seeds.
     demand_trend_ahead_s: float = 60.0
-    # The window of forecasts whose trend demand_trend_ahead_s follows.
+    # The window of demand whose trend demand_trend_ahead_s follows.
     demand_trend_window_s: float = 180.0
     # Little's law (kv_exhaustion.projected_usage): warn when the KV usage the forecast arrivals would hold at the
     # horizon reaches this, on a pool that peaked at projected_min_usage or more within the rate window; None
