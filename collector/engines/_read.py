@@ -76,11 +76,32 @@ def family_names(name: str) -> tuple[str, ...]:
     return keys
 
 
-def find_family(families: Families, name: str) -> MetricFamily | None:
+def _lookup(families: Families, name: str) -> tuple[str, MetricFamily] | None:
+    """``name``'s family on the page and its key: the first with samples, else the first present.
+
+    A declared family without samples gives way to one that has them: prometheus_client serving OpenMetrics
+    with underscore escaping (what it answers an Accept header that lists OpenMetrics, from 0.22 on) writes the
+    metadata as ``# TYPE vllm:x gauge`` and the samples as ``vllm_x``, which the parser keeps as two families.
+    """
+    first = None
     for key in family_names(name):
         fam = families.get(key)
         if fam is not None:
-            return fam
+            if fam.samples:
+                return key, fam
+            if first is None:
+                first = (key, fam)
+    return first
+
+
+def find_family(families: Families, name: str) -> MetricFamily | None:
+    for key in family_names(name):  # ``_lookup`` inlined for the usual page, where the first family found has samples
+        fam = families.get(key)
+        if fam is not None:
+            if fam.samples:
+                return fam
+            found = _lookup(families, name)
+            return None if found is None else found[1]
     return None
 
 
@@ -326,11 +347,9 @@ HistogramsPlan = tuple[tuple[str, _HistogramPlan], ...]
 def plan_values(families: Families, sources: Iterable[Series]) -> ValuesPlan:
     plan = []
     for series in sources:
-        for key in family_names(series.family):
-            fam = families.get(key)
-            if fam is not None:
-                plan.append((key, _value_indices(fam, series.match)))
-                break
+        found = _lookup(families, series.family)
+        if found is not None:
+            plan.append((found[0], _value_indices(found[1], series.match)))
     return tuple(plan)
 
 
