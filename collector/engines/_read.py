@@ -80,8 +80,9 @@ def _lookup(families: Families, name: str) -> tuple[str, MetricFamily] | None:
     """``name``'s family on the page and its key: the first with samples, else the first present.
 
     A declared family without samples gives way to one that has them: prometheus_client serving OpenMetrics
-    with underscore escaping (what it answers an Accept header that lists OpenMetrics, from 0.22 on) writes the
-    metadata as ``# TYPE vllm:x gauge`` and the samples as ``vllm_x``, which the parser keeps as two families.
+    with underscore escaping (what it answers an Accept header that lists OpenMetrics) writes the metadata as
+    ``# TYPE vllm:x gauge`` and the samples as ``vllm_x`` (prometheus/client_python#1177), which the parser keeps
+    as two families. Once both are escaped, ``family_names``' ``vllm_x`` finds the family whole.
     """
     first = None
     for key in family_names(name):
