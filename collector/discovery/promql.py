@@ -215,6 +215,11 @@ class PromQLSource:
         data = await self._data("/api/v1/query", {"query": query, "time": now})
         return decode.vector(data, f"{self.url} query {query[:80]!r}")
 
+    async def query_vector(self, query: str, now: float) -> list[decode.Series]:
+        """One instant query's series, through this source's client, timeout and size cap (another reader of the
+        same Prometheus: ``kvpilot.runtime.scale_view.KubeStateMetricsScale``); PromQLError when it fails."""
+        return await self._vector(query, now)
+
     async def _refresh_metadata(self) -> None:
         data = await self._data("/api/v1/metadata")
         self._metadata = {name: entries[0]["type"] for name, entries in data.items() if entries}

@@ -31,7 +31,7 @@ from kvpilot.runtime.lease import LeaseElector
 from kvpilot.runtime.loop import Collect, ControlLoop, Decide, Detect, LoopConfig
 from kvpilot.runtime.node_drains import NodeDrains
 from kvpilot.runtime.restore import Restored, restore
-from kvpilot.runtime.scale_view import KubernetesScale, ScaleSource, SimulatorScale
+from kvpilot.runtime.scale_view import KubernetesScale, KubeStateMetricsScale, ScaleSource, SimulatorScale
 from kvpilot.runtime.service import Service
 from kvpilot.runtime.shards import OwnedCollect, OwnedTargets, ShardCoordinator
 from kvpilot.runtime.sources import Sources
@@ -267,14 +267,22 @@ def _kube_api_client() -> Any:
 
 
 def build_scale(settings: Settings, sources: Sources) -> ScaleSource | None:
-    """Where replica counts (zero included) come from: the simulator's control API, or the Deployments on the
-    cluster; None for static and PromQL fleets (nothing to read; decisions follow the replicas seen)."""
+    """Where replica counts (zero included) come from: the simulator's control API, the Deployments on the cluster,
+    or, for a PromQL fleet, kube-state-metrics' Deployment series in the same Prometheus (through the PromQL
+    source's client); None for static fleets and PromQL without kube-state-metrics (decisions follow the replicas
+    seen)."""
+    d = settings.collector.discovery
     if sources.simulator_url is not None:
         return SimulatorScale(sources.simulator_url)
-    if settings.collector.discovery.kind == "kubernetes":
+    if d.kind == "kubernetes":
         from kubernetes import client
 
         return KubernetesScale(client.AppsV1Api(_kube_api_client()))
+    promql = sources.collector
+    if d.kind == "promql" and d.promql_kube_state_metrics and promql is not None:
+        return KubeStateMetricsScale(
+            promql.query_vector, selector=promql.extra_selector, max_matcher_bytes=promql.max_matcher_bytes
+        )
     return None
 
 

@@ -63,6 +63,12 @@ class DiscoverySettings(_Section):
     promql_max_replicas: int = Field(
         default=500, ge=1, description="`aggregates` mode: most replicas read series by series."
     )
+    promql_kube_state_metrics: bool = Field(
+        default=True,
+        description="Read the deployments' replica counts and rollout status from kube-state-metrics' "
+        "`kube_deployment_*` series in the same Prometheus, where they exist (one line is logged when they do not); "
+        "`false`: never ask (docs/scaling-large-fleets.md).",
+    )
     simulator_replicas: int = Field(
         default=4, ge=1, le=1000, description="Replicas of the built-in simulator (`kind: simulator`)."
     )

@@ -7,7 +7,8 @@ with the query's ``time`` (counters grow at a per-replica rate, gauges wobble), 
 It answers exactly the queries kvpilot's PromQL source issues (``collector.promql.expressions``): the raw
 selector of ``replicas`` mode, the recorded series (when ``rules`` is on; else an empty answer, as a Prometheus
 without kvpilot's rules gives), the ad-hoc aggregate query, the sick replicas' and faulty GPUs' series, the
-down targets and the deployments' names (a shard's narrowing), plus ``/api/v1/metadata``; anything else is a 400
+down targets and the deployments' names (a shard's narrowing), the kube-state-metrics Deployment series and their
+exporter's ``up`` a test puts in ``ksm``, plus ``/api/v1/metadata``; anything else is a 400
 ``bad_data`` as Prometheus answers. Label matchers (``=``, ``!=``, ``=~``, ``!~``, regexes anchored, a missing
 label read as "") narrow every answer as Prometheus' would; the matchers of all of a query's selectors apply
 together (kvpilot's put the same ones in each). Answers are gzip-compressed when asked for. Aggregates are
@@ -129,6 +130,8 @@ class FakeFleet:
         self.sick = idx[idx % sick_every == 7]  # a KV pool near full
         self.down = idx[idx % down_every == 13]
         self.faulty_gpus = idx[idx % (10 * sick_every) == 21]
+        # kube-state-metrics' series (and its own `up`), as a test sets them: (labels with __name__, value)
+        self.ksm: list[tuple[dict[str, str], float]] = []
         self.calls: dict[str, int] = {}
         self.sent: dict[str, int] = {}  # series answered, per query kind
         self.log: deque[tuple[str, str, int]] = deque(maxlen=10_000)  # (kind, query, series answered)
@@ -337,6 +340,8 @@ class FakeFleet:
 
     def kind(self, query: str) -> str:
         """Which of kvpilot's queries this is; ValueError for anything else."""
+        if query.startswith('{__name__=~"kube_deployment_') or (query.startswith("up{job=~") and "==" not in query):
+            return "ksm"
         if query.startswith("label_replace("):
             return "adhoc"
         if query.startswith(f'{{__name__=~"{ex.RECORD_PREFIX}'):
@@ -360,6 +365,14 @@ class FakeFleet:
         if kind in ("adhoc", "rules"):
             wanted = kind == "adhoc" or self.rules
             items = self._aggregate_text(t, named=kind == "rules", matchers=matchers) if wanted else []
+        elif kind == "ksm":
+            name = _regex(_names_regex(query) or "up")
+            ts = json.dumps(t)
+            items = [
+                f'{{"metric":{_dumps(m)},"value":[{ts},"{_fmt(v)}"]}}'
+                for m, v in self.ksm
+                if name.fullmatch(m["__name__"]) and _matches(m, matchers)
+            ]
         else:
             rows = self._rows(kind, _names_regex(query), matchers)
             ts = json.dumps(t)
