@@ -347,22 +347,29 @@ class KubeStateMetricsScale:
         return found
 
     async def _gone(self, missing: Mapping[str, tuple[str, str]], now: float) -> set[str]:
-        """Those of ``missing`` whose exporter still answers: deleted. A target without job and instance (series
-        recorded or federated) cannot be checked, so what it exported is never taken for deleted."""
-        targets = {t for t in missing.values() if t[0] and t[1]}
-        if not targets:
+        """Those of ``missing`` whose exporter still answers: deleted. Where the series carry no ``instance`` (dropped
+        by relabelling, as OpenShift's monitoring does), every target of their ``job`` must answer; without a
+        ``job`` (series recorded or federated) nothing can be checked, so nothing is taken for deleted."""
+        jobs = {job for job, _ in missing.values() if job}
+        if not jobs:
             return set()
-        jobs = _any_of(t[0] for t in targets)
-        instances = _any_of(t[1] for t in targets)
         try:
-            ups = await self._query(f"up{{job=~{jobs},instance=~{instances}}}", now)
+            ups = await self._query(f"up{{job=~{_any_of(jobs)}}}", now)
         except PromQLError as e:
             log.warning("kube-state-metrics: cannot tell deleted Deployments this tick: %s", e)
             return set()
-        alive = {
-            (s["metric"].get("job", ""), s["metric"].get("instance", "")) for s in ups if float(s["value"][1]) == 1.0
-        }
-        return {key for key, target in missing.items() if target in alive}
+        up: dict[tuple[str, str], bool] = {}
+        for s in ups:
+            m = s["metric"]
+            up[(m.get("job", ""), m.get("instance", ""))] = float(s["value"][1]) == 1.0
+
+        def answers(job: str, instance: str) -> bool:
+            if instance:
+                return up.get((job, instance), False)
+            of_job = [v for (j, _), v in up.items() if j == job]
+            return bool(of_job) and all(of_job)
+
+        return {key for key, (job, instance) in missing.items() if job and answers(job, instance)}
 
 
 def _any_of(values: Iterable[str]) -> str:

@@ -89,6 +89,7 @@ def ksm_series(
             rolling.max_unavailable, spec.replicas, round_up=False
         )
     labels = {"job": job, "instance": instance, "namespace": d.metadata.namespace, "deployment": d.metadata.name}
+    labels = {k: v for k, v in labels.items() if v}  # an instance dropped by relabelling: no label at all
     return [({"__name__": name, **labels}, float(v)) for name, v in values.items()]
 
 

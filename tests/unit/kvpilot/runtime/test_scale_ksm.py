@@ -149,6 +149,24 @@ async def test_deleted_is_told_from_an_exporter_that_went_away(ksm: tuple[FakeFl
     assert (dict(view.replicas), view.gone) == ({}, frozenset())
 
 
+async def test_without_an_instance_label_every_exporter_of_the_job_must_answer(
+    ksm: tuple[FakeFleet, PromQLSource],
+) -> None:
+    fleet, source = ksm
+    a, b = deployment("a", replicas=2), deployment("b", replicas=3)
+    # the instance label dropped from kube-state-metrics' series (OpenShift's monitoring does); its `up` keeps it
+    ups = [ksm_up(instance="ksm-0:8080"), ksm_up(instance="ksm-1:8080")]
+    fleet.ksm = [*ksm_series(a, instance=""), *ksm_series(b, instance=""), *ups]
+    scale = KubeStateMetricsScale(source.query_vector)
+    assert dict((await scale.read(["llm/a", "llm/b"], T0)).replicas) == {"llm/a": 2, "llm/b": 3}
+    # one exporter of the job down: which one exported a is unknown, so a is not taken for deleted
+    fleet.ksm = [*ksm_series(b, instance=""), ups[0], ksm_up(instance="ksm-1:8080", up=False)]
+    assert (await scale.read(["llm/a", "llm/b"], T0 + 5)).gone == frozenset()
+    # every exporter answers and a is still missing: deleted
+    fleet.ksm = [*ksm_series(b, instance=""), *ups]
+    assert (await scale.read(["llm/a", "llm/b"], T0 + 10)).gone == frozenset({"llm/a"})
+
+
 async def test_no_kube_state_metrics_is_one_log_line_and_no_answer(
     ksm: tuple[FakeFleet, PromQLSource], caplog: pytest.LogCaptureFixture
 ) -> None:
