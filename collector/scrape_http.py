@@ -22,8 +22,11 @@ from urllib.parse import urlsplit
 
 import httpx
 
-# Prefer the classic text format (what every engine serves); accept OpenMetrics, as Prometheus does.
-ACCEPT = "text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"
+# The classic text format, what every engine serves; anything else a target insists on is still parsed. OpenMetrics
+# is not listed: prometheus_client >= 0.22 (vLLM, SGLang, NIM, TensorRT-LLM's exporters) ignores q-values and answers
+# any Accept naming it with OpenMetrics whose sample names are underscore-escaped ("vllm_x" samples under
+# "# TYPE vllm:x"; prometheus/client_python#1177), which loses the histograms' families.
+ACCEPT = "text/plain;version=0.0.4,*/*;q=0.1"
 USER_AGENT = "kvpilot"
 MAX_HEADER_BYTES = 64 * 1024
 MAX_PREPARED_REQUESTS = 10_000  # URLs whose request is kept ready (StreamFetcher)
