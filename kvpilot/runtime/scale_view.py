@@ -372,9 +372,13 @@ class KubeStateMetricsScale:
         return {key for key, (job, instance) in missing.items() if job and answers(job, instance)}
 
 
+_RE2_SPECIAL = re.compile(r"[\\.^$|?*+()\[\]{}]")
+
+
 def _any_of(values: Iterable[str]) -> str:
-    """A PromQL string holding a regex (anchored by Prometheus) that matches exactly these values."""
-    return json.dumps("|".join(re.escape(v) for v in sorted(set(values))))
+    """A PromQL string holding an RE2 regex (anchored by Prometheus) that matches exactly these values (re.escape
+    would also escape characters RE2 refuses escaped, such as a space)."""
+    return json.dumps("|".join(_RE2_SPECIAL.sub(lambda m: "\\" + m.group(), v) for v in sorted(set(values))))
 
 
 def _reason(error: BaseException) -> str:
