@@ -10,6 +10,7 @@ learns the layout) untimed. Rounds alternate the two parsers; medians are compar
 ``ratio: N.NN``, ours over prometheus_client's samples per second in the selective case (b).
 
     .venv/bin/python bench/parse.py [--repeat 20] [--rounds 7]
+    .venv/bin/python bench/parse.py --pages-at 92e949e   # the fixture mix as it was at a commit (comparable runs)
     .venv/bin/python bench/parse.py --passes N [--case selective|all]   # untimed, for callgrind
 """
 
@@ -19,6 +20,7 @@ import argparse
 import math
 import re
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -77,8 +79,26 @@ WANTED = frozenset(
 )
 
 
+# The fixture mix grows as stacks are added (the ratio moves with it): ``--pages-at REV`` holds it to a commit's.
+_PAGES_AT: str | None = None
+
+
 def page_mix() -> list[str]:
-    return [p.read_text(encoding="utf-8") for p in sorted(FIXTURES.glob("*.txt"))]
+    if _PAGES_AT is None:
+        return [p.read_text(encoding="utf-8") for p in sorted(FIXTURES.glob("*.txt"))]
+    rel = FIXTURES.relative_to(REPO).as_posix()
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-tree", "--name-only", _PAGES_AT, f"{rel}/"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    return [
+        subprocess.run(
+            ["git", "-C", str(REPO), "show", f"{_PAGES_AT}:{name}"], check=True, capture_output=True
+        ).stdout.decode()
+        for name in sorted(n for n in listed if n.endswith(".txt"))
+    ]
 
 
 def theirs_all(pages: list[str]) -> int:
@@ -160,7 +180,10 @@ def main() -> None:
         help="instead: parse the fixture mix this many times, untimed, for instruction counts (see BENCHMARKS.md)",
     )
     ap.add_argument("--case", choices=("selective", "all"), default="selective", help="with --passes")
+    ap.add_argument("--pages-at", metavar="REV", help="the fixture pages as they were at this git revision")
     args = ap.parse_args()
+    global _PAGES_AT
+    _PAGES_AT = args.pages_at
     if args.passes is not None:
         count_passes(args.passes, args.case)
         return
