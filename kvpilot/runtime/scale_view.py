@@ -269,8 +269,9 @@ class KubeStateMetricsScale:
     PromQL source narrows its own (``expressions.deployment_matchers``), through ``query`` (its client, timeout and
     size cap). A deployment listed before and now missing is gone only when the kube-state-metrics target that
     exported it still answers (``up == 1``): series that vanish with their exporter (kube-state-metrics down,
-    rescheduled) say nothing of the Deployment. No series at all for any deployment asked about (no
-    kube-state-metrics, or not scraped by this Prometheus) answers nothing, said once in the log. A query that
+    rescheduled) say nothing of the Deployment. No series at all for any deployment asked about answers nothing,
+    said once in the log (no kube-state-metrics, or not scraped by this Prometheus), unless their exporter still
+    answers: then they were deleted. A query that
     fails answers nothing for that tick. Reads lag the cluster by kube-state-metrics' scrape interval."""
 
     def __init__(self, query: Query, *, selector: str = "", max_matcher_bytes: int = expressions.MAX_MATCHER_BYTES):
@@ -298,8 +299,13 @@ class KubeStateMetricsScale:
             log.warning("kube-state-metrics: cannot read the Deployment series this tick: %s", e)
             return ScaleView()
         series = [s for answer in answers for s in answer]
-        if not self._note_series(bool(series), len(pairs)):
-            return ScaleView()
+        if not series:
+            # every deployment asked was deleted (its exporter answers), or there is no kube-state-metrics to ask
+            gone = await self._gone({k: self._listed[k] for k in known if k in self._listed}, now)
+            if not gone:
+                self._note_series(False, len(pairs))
+            return self._forgetting(ScaleView(gone=frozenset(gone)))
+        self._note_series(True, len(pairs))
         found, bad = ksm_deployments(series)
         replicas: dict[str, int] = {}
         rollouts: dict[str, DeploymentRollout] = {}
@@ -324,15 +330,19 @@ class KubeStateMetricsScale:
                     "kube-state-metrics exports no Deployment %s: its replica count comes from the replicas seen", key
                 )
         gone = await self._gone(missing, now)
-        for key in gone:
+        return self._forgetting(ScaleView(replicas=replicas, gone=frozenset(gone), rollouts=rollouts))
+
+    def _forgetting(self, view: ScaleView) -> ScaleView:
+        """``view``, its deleted Deployments no longer taken as listed (reported once)."""
+        for key in view.gone:
             del self._listed[key]
-        return ScaleView(replicas=replicas, gone=frozenset(gone), rollouts=rollouts)
+        return view
 
     def _deployments_query(self, matchers: str) -> str:
         extra = f"{self._selector}," if self._selector else ""
         return f'{{__name__=~"{self._names}",{extra}{matchers}}}'
 
-    def _note_series(self, found: bool, asked: int) -> bool:
+    def _note_series(self, found: bool, asked: int) -> None:
         if found != self.series_found:
             if found:
                 log.info("kube-state-metrics: reading replica counts and rollout status from kube_deployment_* series")
@@ -344,7 +354,6 @@ class KubeStateMetricsScale:
                     asked,
                 )
             self.series_found = found
-        return found
 
     async def _gone(self, missing: Mapping[str, tuple[str, str]], now: float) -> set[str]:
         """Those of ``missing`` whose exporter still answers: deleted. Where the series carry no ``instance`` (dropped

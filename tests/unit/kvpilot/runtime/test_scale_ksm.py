@@ -143,9 +143,15 @@ async def test_deleted_is_told_from_an_exporter_that_went_away(ksm: tuple[FakeFl
     assert (dict(view.replicas), view.gone) == ({"llm/b": 3}, frozenset({"llm/a"}))
     view = await scale.read(["llm/a", "llm/b"], T0 + 15)
     assert view.gone == frozenset()
-    # no series at all (every exporter gone, or the last deployment deleted): nothing is taken for deleted
-    fleet.ksm = []
+    # the last deployment asked deleted, its exporter answering: gone, although the answer holds no series
+    fleet.ksm = [ksm_up(instance="ksm-0:8080"), ksm_up(instance="ksm-1:8080")]
     view = await scale.read(["llm/b"], T0 + 20)
+    assert (dict(view.replicas), view.gone) == ({}, frozenset({"llm/b"}))
+    # no series and no exporter at all: nothing is taken for deleted
+    fleet.ksm = [*ksm_series(a, instance="ksm-0:8080"), ksm_up(instance="ksm-0:8080")]
+    assert dict((await scale.read(["llm/a"], T0 + 25)).replicas) == {"llm/a": 2}
+    fleet.ksm = []
+    view = await scale.read(["llm/a"], T0 + 30)
     assert (dict(view.replicas), view.gone) == ({}, frozenset())
 
 
