@@ -7,21 +7,34 @@ per-request prefix ids (template prefixes stay shared), plus a seeded thinning f
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from simulator.trace.azure import load_azure
+from simulator.trace import azure, burstgpt
 from simulator.trace.model import RequestColumns, Trace
 from simulator.trace.mooncake import load_mooncake
 from simulator.trace.servegen import ServeGenSource, read_servegen
 from simulator.trace.synthetic import SyntheticSpec, generate
 
-# Loaders of request-level files, keyed by suffix.
-FILE_LOADERS: dict[str, Callable[[Path], Callable[..., RequestColumns]]] = {
-    ".csv": lambda p: load_azure,
-    ".jsonl": lambda p: load_mooncake,
+
+@dataclass(frozen=True)
+class CsvFormat:
+    """A request-level CSV trace, recognised by its header (never by its file name)."""
+
+    header: str  # as error messages and docs show it
+    matches: Callable[[list[str]], bool]
+    load: Callable[..., RequestColumns]
+
+
+CSV_FORMATS: dict[str, CsvFormat] = {
+    "Azure 2023/2024": CsvFormat(",".join(azure.HEADER), azure.matches, azure.load_azure),
+    "BurstGPT": CsvFormat(
+        ",".join(burstgpt.HEADER) + " (columns by name; extra ones ignored)", burstgpt.matches, burstgpt.load_burstgpt
+    ),
 }
 _TEMPLATE_BASE = 1 << 40
 
@@ -35,7 +48,8 @@ def load_trace(
     start_s: float | None = None,
     duration_s: float | None = None,
 ) -> Trace:
-    """Load an Azure `.csv`, a Mooncake `.jsonl`, a ServeGen directory, or `synthetic[:k=v,...]`.
+    """Load a request-level file (Azure 2023/2024 or BurstGPT CSV, Mooncake JSON lines; told apart by their first
+    line, whatever the file is called), a ServeGen directory, or `synthetic[:k=v,...]`.
 
     Raises FileNotFoundError for a missing path and ValueError (naming the file and line) for bad content.
     """
@@ -57,15 +71,39 @@ def load_trace(
         raise FileNotFoundError(f"trace not found: {p}")
     if p.is_dir():
         return _servegen(p, time_scale, rate_scale, seed, start_s, duration_s)
-    loader = FILE_LOADERS.get(p.suffix.lower())
-    if loader is None:
-        raise ValueError(
-            f"{p}: unknown trace format {p.suffix!r} (expected .csv Azure, .jsonl Mooncake, a ServeGen directory, "
-            "or synthetic:...)"
-        )
-    cols = loader(p)(p, seed=seed)
+    cols = file_loader(p)(p, seed=seed)
     duration = float(cols.arrival_s[-1]) + 1e-9 if len(cols) else 0.0
     return _finish(p.name, cols, duration, time_scale, rate_scale, seed, start_s, duration_s)
+
+
+def file_loader(p: Path) -> Callable[..., RequestColumns]:
+    """The loader for a request-level file, from its first non-blank line: JSON is Mooncake (whose loader names a
+    line that is not an object), anything else must be one of the CSV_FORMATS headers."""
+    first = _first_line(p)
+    if first is None:
+        raise ValueError(f"{p}: no requests (empty file)")
+    if first.startswith(("{", "[")):
+        return load_mooncake
+    header = next(csv.reader([first]), [])
+    for fmt in CSV_FORMATS.values():
+        if fmt.matches(header):
+            return fmt.load
+    accepted = "; ".join(f"{name}: {fmt.header}" for name, fmt in CSV_FORMATS.items())
+    raise ValueError(
+        f"{p}:1: unknown trace format: first line {first[:120]!r} is neither a JSON object (Mooncake JSON lines) nor "
+        f"an accepted CSV header ({accepted}); a ServeGen trace is a directory, a synthetic one `synthetic:...`"
+    )
+
+
+def _first_line(p: Path) -> str | None:
+    try:
+        with p.open(encoding="utf-8-sig") as f:
+            for line in f:
+                if line.strip():
+                    return line.strip()
+    except UnicodeDecodeError:
+        raise ValueError(f"{p}: unknown trace format: not UTF-8 text (a compressed or binary file?)") from None
+    return None
 
 
 def _finish(

@@ -1,0 +1,236 @@
+"""The trace formats beyond the shared ones: Azure 2024, BurstGPT, Mooncake's real traces. Excerpts in
+tests/fixtures/traces (README: sources, commits, licences); formats are told apart by content, not by file name."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from kvpilot.cli import app
+from simulator import load_trace
+from simulator.trace.azure import parse_ts
+
+EXCERPTS = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
+AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+BURST_HEADER = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "rows", "arrivals", "prompts", "outputs", "last"),
+    [
+        # 2024 code week: 6 fractional digits and +00:00; the last row is 6 d 23:59:59.919571 after the first.
+        (
+            "azure2024_code_head_tail.csv",
+            10,
+            [0.0, 0.007405, 0.012384, 0.027915, 0.07396],
+            [2162, 2399, 76, 2376, 7670],
+            [5, 6, 15, 1, 8],
+            (604799.919571, 4725, 8),
+        ),
+        (
+            "azure2024_conv_head_tail.csv",
+            10,
+            [0.0, 0.04052, 0.156825, 0.157769, 0.247116],
+            [1452, 584, 862, 1569, 617],
+            [3, 3, 38, 3, 104],
+            (604799.994297, 2688, 366),
+        ),
+        # BurstGPT: seconds from the first day's midnight, rebased to the first request (5 s).
+        ("burstgpt_1_head.csv", 3, [0.0, 40.0, 113.0], [472, 1087, 417], [18, 230, 276], None),
+        # Mooncake FAST'25 conversation trace: milliseconds, ten requests at 0, then 3000, ..., 12000 ms.
+        ("mooncake_conversation_head.jsonl", 40, [0.0] * 10 + [3.0], [6758, 7322], [500, 490], (12.0, 2038, 524)),
+        # Mooncake arXiv trace excerpt: starts at 1,178,625 ms, rebased to 0; the next batch is 3.053 s later.
+        ("mooncake_arxiv_excerpt.jsonl", 20, [0.0] * 9 + [3.053], [2105, 9456], [650, 560], (3.053, 5501, 559)),
+    ],
+)
+def test_excerpts_load_with_relative_arrivals_and_tokens(
+    name: str,
+    rows: int,
+    arrivals: list[float],
+    prompts: list[int],
+    outputs: list[int],
+    last: tuple[float, int, int] | None,
+) -> None:
+    cols = load_trace(EXCERPTS / name).columns
+    assert len(cols) == rows
+    assert cols.arrival_s[: len(arrivals)].tolist() == pytest.approx(arrivals, abs=1e-6)
+    assert cols.prompt_tokens[: len(prompts)].tolist() == prompts
+    assert cols.output_tokens[: len(outputs)].tolist() == outputs
+    if last is not None:
+        assert float(cols.arrival_s[-1]) == pytest.approx(last[0], abs=1e-6)
+        assert (int(cols.prompt_tokens[-1]), int(cols.output_tokens[-1])) == last[1:]
+    assert np.all(np.diff(cols.arrival_s) >= 0)
+
+
+def test_mooncake_arxiv_hash_ids_are_the_shared_prefix_blocks() -> None:
+    requests = load_trace(EXCERPTS / "mooncake_arxiv_excerpt.jsonl").requests
+    # Rows 6 and 8 of the excerpt share the 12-block prefix 46..57, then diverge.
+    assert requests[5].prefix_blocks == (*range(46, 58), 77614)
+    assert requests[7].prefix_blocks[:12] == requests[5].prefix_blocks[:12]
+    assert requests[7].prefix_blocks[12:] == (77617, 77618, 77619)
+
+
+@pytest.mark.parametrize(
+    ("text", "utc", "zoned"),
+    [
+        ("2024-05-12 00:00:00+00:00", datetime(2024, 5, 12, tzinfo=UTC), True),  # zero microseconds: no fraction
+        ("2024-05-10 00:00:00.009930+00:00", datetime(2024, 5, 10, 0, 0, 0, 9930, tzinfo=UTC), True),  # 6 digits
+        ("2023-11-16 18:17:03.9799600", datetime(2023, 11, 16, 18, 17, 3, 979960, tzinfo=UTC), False),  # naive: UTC
+        ("2024-05-12 02:00:00.25+02:00", datetime(2024, 5, 12, 0, 0, 0, 250000, tzinfo=UTC), True),  # offset taken off
+        ("2024-05-11 17:00:00-07:00", datetime(2024, 5, 12, tzinfo=UTC), True),  # negative offset, across midnight
+        ("2024-05-12T00:00:00Z", datetime(2024, 5, 12, tzinfo=UTC), True),  # ISO `T` and `Z`
+        ("2024-05-12 05:30:00+0530", datetime(2024, 5, 12, tzinfo=UTC), True),  # offset without a colon
+    ],
+)
+def test_timestamps_of_both_azure_years(text: str, utc: datetime, zoned: bool) -> None:
+    seconds, has_offset = parse_ts(text)
+    assert seconds == pytest.approx(utc.timestamp(), abs=1e-6)
+    assert has_offset is zoned
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31)),
+    st.integers(-14 * 60, 14 * 60).map(lambda m: timezone(timedelta(minutes=m))),
+)
+def test_timestamps_agree_with_datetime_isoformat(local: datetime, zone: timezone) -> None:
+    # Oracle: whatever datetime writes (and pandas' to_csv of the 2024 trace wrote), parse_ts reads to the same instant.
+    aware = local.replace(tzinfo=zone)
+    assert parse_ts(aware.isoformat(sep=" "))[0] == pytest.approx(aware.timestamp(), abs=1e-6)
+    assert parse_ts(local.isoformat(sep=" "))[0] == pytest.approx(local.replace(tzinfo=UTC).timestamp(), abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("body", "arrivals", "prompts", "outputs"),
+    [
+        # Failed requests (0 response tokens, BurstGPT's definition) are skipped; a 0-token prompt counts as 1.
+        (
+            BURST_HEADER + "5,ChatGPT,472,18,490,Conversation log\n7,GPT-4,300,0,300,API log\n"
+            "9,ChatGPT,0,0,0,API log\n12,ChatGPT,0,40,40,API log\n",
+            [0.0, 7.0],
+            [472, 1],
+            [18, 40],
+        ),
+        # BurstGPT_3 (release v2.0) inserts Session ID and Elapsed time after Timestamp: columns go by name.
+        (
+            "Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+            "10,3f1c,1.5,ChatGPT,100,50,150,Conversation log\n20,,,GPT-4,300,40,340,API log\n",
+            [0.0, 10.0],
+            [100, 300],
+            [50, 40],
+        ),
+        # Fractional seconds and rows out of order are accepted; arrivals come out sorted.
+        (BURST_HEADER + "8.5,GPT-4,10,2,12,API log\n2.25,ChatGPT,20,3,23,API log\n", [0.0, 6.25], [20, 10], [3, 2]),
+    ],
+)
+def test_burstgpt_rows(
+    tmp_path: Path, body: str, arrivals: list[float], prompts: list[int], outputs: list[int]
+) -> None:
+    p = tmp_path / "burst.csv"
+    p.write_text(body)
+    cols = load_trace(p).columns
+    assert cols.arrival_s.tolist() == pytest.approx(arrivals)
+    assert cols.prompt_tokens.tolist() == prompts
+    assert cols.output_tokens.tolist() == outputs
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("trace.txt", (EXCERPTS / "burstgpt_1_head.csv").read_text()),  # BurstGPT under any name
+        ("requests.csv", (EXCERPTS / "mooncake_arxiv_excerpt.jsonl").read_text()),  # JSON lines named .csv
+        ("AzureLLMInferenceTrace_code_1week", (EXCERPTS / "azure2024_code_head_tail.csv").read_text()),  # no suffix
+        ("bom.csv", "\ufeff" + BURST_HEADER + "5,ChatGPT,472,18,490,Conversation log\n"),  # a byte-order mark
+    ],
+)
+def test_format_is_recognised_by_content_not_name(tmp_path: Path, name: str, content: str) -> None:
+    p = tmp_path / name
+    p.write_text(content)
+    assert len(load_trace(p).columns) >= 1
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (BURST_HEADER + "5,ChatGPT,472,18,490,Conversation log\n45,ChatGPT,x,230,1317,API log\n", r"burst.csv:3: "),
+        (BURST_HEADER + "-5,ChatGPT,472,18,490,Conversation log\n", r":2: timestamp must be finite and >= 0"),
+        (BURST_HEADER + "nan,ChatGPT,472,18,490,Conversation log\n", r":2: timestamp must be finite"),
+        (BURST_HEADER + "5,ChatGPT,472,18,490\n", r":2: expected 6 fields, got 5"),
+        (BURST_HEADER + "5,ChatGPT,-1,18,17,API log\n", r":2: negative token count"),
+        (BURST_HEADER + "5,GPT-4,300,0,300,API log\n", r"no requests \(1 failed requests"),  # every row failed
+        (AZURE_HEADER + "2024-05-10 00:00:00.1+25:00,5,3\n", r":2: bad UTC offset"),
+        (AZURE_HEADER + "2024-05-10 00:00:00+00:00,5,3\n2024-05-10 00:00:01,5,3\n", r":3: timestamps mix"),
+        (AZURE_HEADER + "2024-13-10 00:00:00+00:00,5,3\n", r":2: "),  # month 13
+        (AZURE_HEADER + "2024-05-10 00:00:61+00:00,5,3\n", r":2: bad timestamp"),
+        ("", r"no requests \(empty file\)"),
+        # An unknown header: the message lists every accepted one.
+        (
+            "time,prompt,output\n1,2,3\n",
+            r"burst.csv:1: unknown trace format.*TIMESTAMP,ContextTokens,GeneratedTokens.*Timestamp,Model,Request",
+        ),
+    ],
+)
+def test_bad_files_name_the_file_line_and_problem(tmp_path: Path, content: str, message: str) -> None:
+    p = tmp_path / "burst.csv"
+    p.write_text(content)
+    with pytest.raises(ValueError, match=message):
+        load_trace(p)
+
+
+def test_binary_file_is_refused_as_unknown(tmp_path: Path) -> None:
+    p = tmp_path / "trace.csv.gz"
+    p.write_bytes(b"\x1f\x8b\x08\x00\xff\xfe\x00")
+    with pytest.raises(ValueError, match="not UTF-8 text"):
+        load_trace(p)
+
+
+def test_missing_file_of_any_name_is_not_found(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"BurstGPT_1\.csv"):
+        load_trace(tmp_path / "BurstGPT_1.csv")
+
+
+_FIELD = st.one_of(
+    st.integers(-3, 10**6).map(str), st.floats(allow_nan=True).map(str), st.text(max_size=4), st.just("")
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.lists(_FIELD, min_size=0, max_size=7), max_size=5))
+def test_burstgpt_parser_never_fails_uncontrolled(
+    tmp_path_factory: pytest.TempPathFactory, rows: list[list[str]]
+) -> None:
+    p = tmp_path_factory.mktemp("fuzz") / "t.csv"
+    p.write_text(BURST_HEADER + "\n".join(",".join(r) for r in rows))
+    with contextlib.suppress(ValueError):
+        cols = load_trace(p).columns
+        assert np.all(cols.prompt_tokens >= 1)
+        assert np.all(cols.output_tokens >= 1)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.text(max_size=200))
+def test_sniffing_never_fails_uncontrolled(tmp_path_factory: pytest.TempPathFactory, body: str) -> None:
+    p = tmp_path_factory.mktemp("fuzz") / "t.dat"
+    p.write_text(body)
+    with contextlib.suppress(ValueError):
+        load_trace(p)
+
+
+def test_backtest_runs_on_the_burstgpt_excerpt() -> None:
+    trace = str(EXCERPTS / "burstgpt_1_head.csv")
+    out = CliRunner().invoke(
+        app, ["backtest", "--trace", trace, "--policies", "reactive,kvpilot", "--no-frontier", "--json"]
+    )
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    assert report["trace"] == "burstgpt_1_head.csv"
+    assert set(report["policies"]) == {"reactive", "kvpilot"}
+    assert all(0.0 <= r["slo_attainment"] <= 1.0 for r in report["policies"].values())
