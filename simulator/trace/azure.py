@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.trace.model import RequestColumns
+from simulator.trace.model import MAX_TOKENS, RequestColumns
 from simulator.trace.prefixes import synthesize_prefixes
 
 HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -85,6 +85,8 @@ def load_azure(path: Path, *, seed: int) -> RequestColumns:
                 p, o = int(row[1]), int(row[2])
                 if p < 0 or o < 0:
                     raise ValueError("negative token count")
+                if max(p, o) > MAX_TOKENS:
+                    raise ValueError(f"token count above {MAX_TOKENS:.0e}")
             except ValueError as e:
                 raise ValueError(f"{path}:{lineno}: {e}: {','.join(row)[:200]!r}") from None
             arrivals.append(t)

@@ -72,7 +72,9 @@ def load_trace(
     if p.is_dir():
         return _servegen(p, time_scale, rate_scale, seed, start_s, duration_s)
     cols = file_loader(p)(p, seed=seed)
-    duration = float(cols.arrival_s[-1]) + 1e-9 if len(cols) else 0.0
+    # Just past the last arrival, so that the window keeps it; nextafter where 1e-9 is below the spacing of floats.
+    last = float(cols.arrival_s[-1]) if len(cols) else 0.0
+    duration = max(last + 1e-9, float(np.nextafter(last, np.inf))) if len(cols) else 0.0
     return _finish(p.name, cols, duration, time_scale, rate_scale, seed, start_s, duration_s)
 
 

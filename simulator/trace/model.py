@@ -17,6 +17,9 @@ from numpy.typing import NDArray
 # loader feeds the prefix cache the same unit.
 PREFIX_BLOCK_TOKENS = 512
 
+# A token count above this is a corrupt row, not a prompt (and would overflow the int64 columns).
+MAX_TOKENS = 10**9
+
 # Refuse to materialise more request objects than this (about 1 GB of Python objects): use the fluid level.
 MAX_MATERIALISED_REQUESTS = 5_000_000
 

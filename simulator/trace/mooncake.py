@@ -1,6 +1,10 @@
 """Mooncake traces (FAST'25): JSON lines `{"timestamp": ms, "input_length", "output_length", "hash_ids"}`.
 
-Each hash id names one 512-token block of the prompt; shared leading ids mean a shared KV prefix.
+Each hash id names one 512-token block of the prompt; shared leading ids mean a shared KV prefix. Checked against
+kvcache-ai/Mooncake: FAST25-release/traces/synthetic_trace.jsonl (@ 3b5a5941, in ../shared/traces) and
+conversation_trace.jsonl (@ a2a4b18a; integer milliseconds from 0, e.g. 5999), and an excerpt of the arXiv trace
+mooncake_trace.jsonl as copied in hiverge/dynamo @ 4915d8fa (starts at 1,178,625 ms): the same four fields.
+toolagent_trace.jsonl was not in our index; public tools read it with the same fields.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.trace.model import RequestColumns
+from simulator.trace.model import MAX_TOKENS, RequestColumns
 
 
 def load_mooncake(path: Path, *, seed: int) -> RequestColumns:
@@ -35,6 +39,8 @@ def load_mooncake(path: Path, *, seed: int) -> RequestColumns:
                     raise ValueError("hash_ids must be a list of integers")
                 if p < 0 or o < 0 or not np.isfinite(t):
                     raise ValueError("negative length or non-finite timestamp")
+                if max(p, o) > MAX_TOKENS:
+                    raise ValueError(f"length above {MAX_TOKENS:.0e}")
             except (ValueError, KeyError, TypeError) as e:
                 raise ValueError(f"{path}:{lineno}: {type(e).__name__}: {e}: {line[:200]!r}") from None
             arrivals.append(t)

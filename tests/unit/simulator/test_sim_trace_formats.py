@@ -127,6 +127,8 @@ def test_timestamps_agree_with_datetime_isoformat(local: datetime, zone: timezon
             [100, 300],
             [50, 40],
         ),
+        # A span where 1e-9 s is below the spacing of floats still keeps its last request.
+        (BURST_HEADER + "0,GPT-4,10,2,12,API log\n10000000000,GPT-4,20,3,23,API log\n", [0.0, 1e10], [10, 20], [2, 3]),
         # Fractional seconds and rows out of order are accepted; arrivals come out sorted.
         (BURST_HEADER + "8.5,GPT-4,10,2,12,API log\n2.25,ChatGPT,20,3,23,API log\n", [0.0, 6.25], [20, 10], [3, 2]),
     ],
@@ -166,10 +168,12 @@ def test_format_is_recognised_by_content_not_name(tmp_path: Path, name: str, con
         (BURST_HEADER + "5,ChatGPT,472,18,490\n", r":2: expected 6 fields, got 5"),
         (BURST_HEADER + "5,ChatGPT,-1,18,17,API log\n", r":2: negative token count"),
         (BURST_HEADER + "5,GPT-4,300,0,300,API log\n", r"no requests \(1 failed requests"),  # every row failed
+        (BURST_HEADER + "5,ChatGPT,99999999999999999999,18,17,API log\n", r":2: token count above 1e\+09"),
         (AZURE_HEADER + "2024-05-10 00:00:00.1+25:00,5,3\n", r":2: bad UTC offset"),
         (AZURE_HEADER + "2024-05-10 00:00:00+00:00,5,3\n2024-05-10 00:00:01,5,3\n", r":3: timestamps mix"),
         (AZURE_HEADER + "2024-13-10 00:00:00+00:00,5,3\n", r":2: "),  # month 13
         (AZURE_HEADER + "2024-05-10 00:00:61+00:00,5,3\n", r":2: bad timestamp"),
+        ('{"timestamp": 0, "input_length": 10000000000, "output_length": 1}\n', r":1: ValueError: length above"),
         ("", r"no requests \(empty file\)"),
         # An unknown header: the message lists every accepted one.
         (
