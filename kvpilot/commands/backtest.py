@@ -17,7 +17,13 @@ if TYPE_CHECKING:
 
 
 def command(
-    trace: Annotated[str, typer.Option("--trace", help="Azure .csv, Mooncake .jsonl or ServeGen directory")],
+    trace: Annotated[
+        str,
+        typer.Option(
+            "--trace",
+            help="Azure 2023/2024 or BurstGPT .csv, Mooncake .jsonl, or a ServeGen directory",
+        ),
+    ],
     config: Annotated[
         Path | None,
         typer.Option("--config", "-c", help="the settings file `kvpilot run` reads: kvpilot is backtested with it"),

@@ -21,7 +21,10 @@ STATUS_EVERY_S = 60.0
 def command(
     trace: Annotated[
         Path | None,
-        typer.Option(help="Trace to replay (Azure .csv, Mooncake .jsonl, ServeGen dir). Default: Azure 2023 conv."),
+        typer.Option(
+            help="Trace to replay (Azure 2023/2024 or BurstGPT .csv, Mooncake .jsonl, ServeGen dir). "
+            "Default: Azure 2023 conv."
+        ),
     ] = None,
     speed: Annotated[
         float, typer.Option(min=0, help="Simulated seconds per wall-clock second (0: as fast as possible).")

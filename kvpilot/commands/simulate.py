@@ -39,7 +39,12 @@ def _fail(message: str) -> typer.Exit:
 
 
 def command(
-    trace: Annotated[str, typer.Option(help="Azure .csv, Mooncake .jsonl, ServeGen directory, or synthetic[:k=v,...]")],
+    trace: Annotated[
+        str,
+        typer.Option(
+            help="Azure 2023/2024 or BurstGPT .csv, Mooncake .jsonl, ServeGen directory, or synthetic[:k=v,...]"
+        ),
+    ],
     replicas: Annotated[int, typer.Option(min=0, max=1024, help="Initial replica count.")] = 4,
     engine: Annotated[Engine, typer.Option(help="/metrics format of the replicas (live mode).")] = Engine.vllm,
     serve: Annotated[int | None, typer.Option(min=0, max=65535, help="Serve live on this port.")] = None,
