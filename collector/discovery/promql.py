@@ -217,7 +217,7 @@ class PromQLSource:
 
     async def query_vector(self, query: str, now: float) -> list[decode.Series]:
         """One instant query's series, through this source's client, timeout and size cap (another reader of the
-        same Prometheus: ``kvpilot.runtime.scale_view.KubeStateMetricsScale``); PromQLError when it fails."""
+        same Prometheus: ``kvpilot.runtime.scale_ksm.KubeStateMetricsScale``); PromQLError when it fails."""
         return await self._vector(query, now)
 
     async def _refresh_metadata(self) -> None:

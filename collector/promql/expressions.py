@@ -178,11 +178,11 @@ def deployment_matchers(deployments: Iterable[tuple[str, str]], max_bytes: int =
         chunks[-1][name] = by_name[name]
         size += len(name) + 1
     return [
-        f"namespace=~{_any_of(set().union(*chunk.values()))},{DEPLOYMENT_LABEL}=~{_any_of(chunk)}" for chunk in chunks
+        f"namespace=~{any_of(set().union(*chunk.values()))},{DEPLOYMENT_LABEL}=~{any_of(chunk)}" for chunk in chunks
     ]
 
 
-def _any_of(values: Iterable[str]) -> str:
+def any_of(values: Iterable[str]) -> str:
     """A PromQL string holding an RE2 regex (anchored by Prometheus) matching exactly these values."""
     alternatives = "|".join(_RE2_SPECIAL.sub(lambda m: "\\" + m.group(), v) for v in sorted(set(values)))
     return json.dumps(alternatives)

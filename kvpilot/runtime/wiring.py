@@ -31,7 +31,8 @@ from kvpilot.runtime.lease import LeaseElector
 from kvpilot.runtime.loop import Collect, ControlLoop, Decide, Detect, LoopConfig
 from kvpilot.runtime.node_drains import NodeDrains
 from kvpilot.runtime.restore import Restored, restore
-from kvpilot.runtime.scale_view import KubernetesScale, KubeStateMetricsScale, ScaleSource, SimulatorScale
+from kvpilot.runtime.scale_ksm import KubeStateMetricsScale
+from kvpilot.runtime.scale_view import KubernetesScale, ScaleSource, SimulatorScale
 from kvpilot.runtime.service import Service
 from kvpilot.runtime.shards import OwnedCollect, OwnedTargets, ShardCoordinator
 from kvpilot.runtime.sources import Sources

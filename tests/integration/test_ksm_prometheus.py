@@ -14,7 +14,8 @@ import pytest
 from kubernetes import client
 
 from collector.discovery.promql import PromQLSource
-from kvpilot.runtime.scale_view import KubeStateMetricsScale, ScaleView, deployment_rollout
+from kvpilot.runtime.scale_ksm import KubeStateMetricsScale
+from kvpilot.runtime.scale_view import ScaleView, deployment_rollout
 from tests.services.pages import serve_pages
 from tests.services.prometheus import run_prometheus
 from tests.unit.kvpilot.runtime.ksm_double import deployment, ksm_series

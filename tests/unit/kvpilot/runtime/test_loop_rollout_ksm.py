@@ -13,7 +13,8 @@ from kubernetes import client
 
 from collector.clock import VirtualClock
 from collector.discovery.promql import PromQLSource
-from kvpilot.runtime.scale_view import KubernetesScale, KubeStateMetricsScale
+from kvpilot.runtime.scale_ksm import KubeStateMetricsScale
+from kvpilot.runtime.scale_view import KubernetesScale
 from tests.services.promapi import FakeFleet, serve
 from tests.unit.kvpilot.fleet_double import START, make_service, run_ticks
 from tests.unit.kvpilot.runtime.ksm_double import deployment, ksm_series, ksm_up

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from collector.discovery.promql import PromQLSource
-from kvpilot.runtime.scale_view import KubernetesScale, KubeStateMetricsScale, deployment_rollout
+from kvpilot.runtime.scale_ksm import KubeStateMetricsScale
+from kvpilot.runtime.scale_view import KubernetesScale, deployment_rollout
 from kvpilot.runtime.sources import Sources
 from kvpilot.runtime.targets import StaticTargets
 from kvpilot.runtime.wiring import build_scale
@@ -178,10 +179,10 @@ async def test_no_kube_state_metrics_is_one_log_line_and_no_answer(
 ) -> None:
     _, source = ksm
     scale = KubeStateMetricsScale(source.query_vector)
-    with caplog.at_level(logging.INFO, logger="kvpilot.runtime.scale_view"):
+    with caplog.at_level(logging.INFO, logger="kvpilot.runtime.scale_ksm"):
         views = [await scale.read(["llm/chat", "llm/code"], T0 + 5 * i) for i in range(4)]
     assert all((dict(v.replicas), dict(v.rollouts), v.gone) == ({}, {}, frozenset()) for v in views)
-    lines = [r for r in caplog.records if r.name == "kvpilot.runtime.scale_view"]
+    lines = [r for r in caplog.records if r.name == "kvpilot.runtime.scale_ksm"]
     assert len(lines) == 1
     assert lines[0].levelno == logging.WARNING
     assert "no kube_deployment_* series" in lines[0].getMessage()
@@ -190,7 +191,7 @@ async def test_no_kube_state_metrics_is_one_log_line_and_no_answer(
 
 async def test_a_prometheus_that_fails_answers_nothing_for_the_tick(caplog: pytest.LogCaptureFixture) -> None:
     source = PromQLSource("http://127.0.0.1:9", reader="thread", timeout_s=1.0)  # nothing listens
-    with caplog.at_level(logging.WARNING, logger="kvpilot.runtime.scale_view"):
+    with caplog.at_level(logging.WARNING, logger="kvpilot.runtime.scale_ksm"):
         view = await KubeStateMetricsScale(source.query_vector).read(["llm/chat"], T0)
     await source.aclose()
     assert (dict(view.replicas), view.gone) == ({}, frozenset())
@@ -226,7 +227,7 @@ async def test_unreadable_series_leave_their_deployment_out(
     ]
     keys = [f"llm/{n}" for n in good]
     scale = KubeStateMetricsScale(source.query_vector)
-    with caplog.at_level(logging.WARNING, logger="kvpilot.runtime.scale_view"):
+    with caplog.at_level(logging.WARNING, logger="kvpilot.runtime.scale_ksm"):
         view = await scale.read(keys, T0)
         again = await scale.read(keys, T0 + 5)
     assert set(view.replicas) == set(view.rollouts) == {"llm/twin", "llm/ok"}
