@@ -11,7 +11,7 @@ by ``history_s`` and by ``max_points``, and replicas/GPUs not seen for ``forget_
 
 from __future__ import annotations
 
-import itertools
+import math
 import operator
 from collections import deque
 from collections.abc import Collection, Iterable, Sequence
@@ -161,7 +161,19 @@ class _ReplicaTrack:
     - ``older``: one sample per ``history_step_s`` up to ``history_s``, TTFT only (SLO burn windows).
     """
 
-    __slots__ = ("counters", "in_flight", "itl", "middle", "older", "recent", "target_up", "ttft")
+    __slots__ = (
+        "counters",
+        "in_flight",
+        "itl",
+        "middle",
+        "older",
+        "recent",
+        "target_up",
+        "ttft",
+        "ttft_bounds_since",
+        "ttft_last",
+        "ttft_restarts",
+    )
 
     def __init__(self, max_points: int) -> None:
         self.recent: deque[ReplicaSample] = deque(maxlen=max_points)
@@ -173,6 +185,13 @@ class _ReplicaTrack:
         self.in_flight = GaugeWindow()
         self.ttft = HistogramWindow()
         self.itl = HistogramWindow()
+        # For TTFT increases over the whole history (`FleetState.ttft_increase`), restarts found as samples arrive,
+        # between each TTFT histogram and the one before it, so a window's increase is last − first plus the value
+        # before each restart inside it, with no pass over the window's pairs; and where the bucket bounds last
+        # changed (a window starts there).
+        self.ttft_last: Histogram | None = None
+        self.ttft_restarts: deque[tuple[float, Histogram]] = deque()  # (restarted at, the histogram before it)
+        self.ttft_bounds_since = -math.inf
 
     @property
     def latest(self) -> ReplicaSample:
@@ -193,6 +212,7 @@ class _ReplicaTrack:
         self.in_flight.trim(start)
         self.ttft.add(t, sample.ttft)
         self.ttft.trim(start)
+        self._note_ttft(t, sample.ttft, history_s)
         self.itl.add(t, sample.itl)
         self.itl.trim(start)
         while self.middle and self.middle[0].timestamp < t - full_resolution_s:
@@ -204,6 +224,20 @@ class _ReplicaTrack:
 
     def samples(self) -> tuple[ReplicaSample, ...]:
         return (*self.older, *self.middle, *self.recent)
+
+    def _note_ttft(self, t: float, h: Histogram | None, history_s: float) -> None:
+        if h is not None:
+            previous = self.ttft_last
+            if previous is not None:
+                if h.bounds is not previous.bounds and h.bounds != previous.bounds:
+                    self.ttft_bounds_since = t
+                    self.ttft_restarts.clear()
+                elif histogram_reset(previous, h):
+                    self.ttft_restarts.append((t, previous))
+            self.ttft_last = h
+        restarts = self.ttft_restarts
+        while restarts and restarts[0][0] < t - history_s:
+            restarts.popleft()
 
 
 class _GpuTrack:
@@ -484,40 +518,39 @@ class FleetState:
         return tuple(self._deployment_history.get(key, ()))
 
     def ttft_increase(self, key: str, since: float) -> Histogram | None:
-        """The replica's TTFT histogram increase over its samples taken at or after ``since``: what
-        ``histogram_increase`` returns for their TTFT histograms (``replica_history``), without a pass that
-        subtracts every pair. Walking back from the newest sample, it stops at ``since`` or at a change of
-        bucket bounds (the window starts there), and adds the value before each restart to last minus first."""
+        """The replica's TTFT histogram increase from its oldest kept sample taken at or after ``since`` (and
+        after the bucket bounds last changed) to its newest: last minus first, plus the value before each restart
+        between them. Restarts are found as samples arrive, between each histogram and the one before it, so a
+        restart between two samples the history later thinned out still counts (a pass over the kept samples, as
+        ``histogram_increase`` of ``replica_history`` makes, can miss it), and a window costs no pass over pairs."""
         track = self._replicas.get(key)
         if track is None:
             return None
-        newest: list[Histogram] = []  # newest first
-        bounds: tuple[float, ...] | None = None
+        start = max(since, track.ttft_bounds_since)
+        last: Histogram | None = None
+        first: Histogram | None = None
+        last_t = first_t = start
         for tier in (track.recent, track.middle, track.older):
             for sample in reversed(tier):
-                if sample.timestamp < since:
+                if sample.timestamp < start:
                     break
                 h = sample.ttft
-                if h is None:
-                    continue
-                if bounds is None:
-                    bounds = h.bounds
-                elif h.bounds is not bounds and h.bounds != bounds:
-                    break
-                newest.append(h)
+                if h is not None:
+                    first, first_t = h, sample.timestamp
+                    if last is None:
+                        last, last_t = h, sample.timestamp
             else:
                 continue
             break
-        if len(newest) < 2:
+        if first is None or last is None or first_t >= last_t:
             return None
-        last, first = newest[0], newest[-1]
         counts = list(map(operator.sub, last.counts, first.counts))
         total_sum, total_count = last.sum - first.sum, last.count - first.count
-        for current, previous in itertools.pairwise(newest):
-            if histogram_reset(previous, current):
-                counts = list(map(operator.add, counts, previous.counts))  # a restart: `current` counts in full
-                total_sum += previous.sum
-                total_count += previous.count
+        for t, before in track.ttft_restarts:
+            if first_t < t <= last_t:
+                counts = list(map(operator.add, counts, before.counts))  # a restart: what follows counts in full
+                total_sum += before.sum
+                total_count += before.count
         return Histogram(bounds=last.bounds, counts=tuple(counts), sum=total_sum, count=total_count)
 
     def replica_history(self, key: str) -> Sequence[ReplicaSample]:

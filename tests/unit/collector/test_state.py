@@ -394,20 +394,27 @@ def _ttft(draw: st.DrawFn) -> Histogram | None:
     return Histogram(bounds=bounds, counts=counts, sum=float(draw(st.integers(0, 10**4))), count=counts[-1])
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(hists=st.lists(_ttft(), min_size=1, max_size=60), window_s=st.sampled_from([30.0, 100.0, 300.0, 1000.0]))
-def test_ttft_increase_agrees_with_histogram_increase_over_the_history(
+def test_ttft_increase_is_the_increase_over_every_sample_from_the_oldest_kept_one_in_the_window(
     hists: list[Histogram | None], window_s: float
 ) -> None:
     # a short history and coarse steps, so that all three tiers (recent, middle, thinned older) are crossed
     state = FleetState(rate_window_s=20, full_resolution_s=40, history_step_s=15, history_s=600, stale_after_s=30)
+    added: list[tuple[float, Histogram]] = []
     for i, h in enumerate(hists):
-        state.observe([rs(t=5.0 * i, ttft=h)], [], now=5.0 * i)
         now = 5.0 * i
+        state.observe([rs(t=now, ttft=h)], [], now=now)
+        if h is not None:
+            added.append((now, h))
         key = state.replicas()[0].key
-        expected = histogram_increase(
-            [s.ttft for s in state.replica_history(key) if s.timestamp >= now - window_s and s.ttft is not None]
+        # the window starts at `since` or where the bounds last changed, at the oldest sample still kept there
+        changed = max(
+            (t for (t, h1), (_, h0) in zip(added[1:], added, strict=False) if h1.bounds != h0.bounds), default=-1.0
         )
+        kept = [s.timestamp for s in state.replica_history(key) if s.ttft is not None]
+        start = [t for t in kept if t >= max(now - window_s, changed)]
+        expected = histogram_increase([h1 for t, h1 in added if start and t >= start[0]])
         got = state.ttft_increase(key, now - window_s)
         assert (got is None) == (expected is None)
         if got is not None and expected is not None:
@@ -415,3 +422,28 @@ def test_ttft_increase_agrees_with_histogram_increase_over_the_history(
             assert got.counts == pytest.approx(expected.counts)
             assert (got.sum, got.count) == pytest.approx((expected.sum, expected.count))
     assert state.ttft_increase("nobody/none", 0.0) is None
+
+
+def test_a_restart_between_two_thinned_samples_counts_in_the_ttft_increase() -> None:
+    # An hour's window crosses the thinned tier (one sample kept a minute, at 1,980 s and 2,040 s here): the engine
+    # restarted at 2,010 s. Comparing the kept samples alone sees the restart but takes the old process' count at
+    # 1,980 s, losing what it counted up to 2,005 s; every sample as it arrived tells the value before the restart.
+    state = FleetState(rate_window_s=60, history_s=3600, history_step_s=60.0, stale_after_s=30)
+    bounds = (1.0, INF)
+
+    def ttft(fast: float, total: float) -> Histogram:
+        return Histogram(bounds=bounds, counts=(fast, total), sum=total, count=total)
+
+    t = 0.0
+    fast = total = 0.0
+    while t <= 3000.0:
+        if t == 2010.0:  # the restart
+            fast = total = 0.0
+        fast, total = fast + 5.0, total + 10.0
+        state.observe([rs(t=t, ttft=ttft(fast, total))], [], now=t)
+        t += 5.0
+    key = state.replicas()[0].key
+    got = state.ttft_increase(key, 0.0)
+    assert got is not None
+    assert got.count == pytest.approx(10.0 * 600)  # every observation after the first sample (601 samples)
+    assert got.counts[0] == pytest.approx(5.0 * 600)
