@@ -21,13 +21,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
+from typing import TYPE_CHECKING, Any
 
 from collector.clock import Clock, WallClock
 from kvpilot.actuation.audit import AuditRecord, Outcome
+
+if TYPE_CHECKING:
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+# The client is imported where a drain runs (~33 MB a process that never drains does not pay for).
 
 TAINT_KEY = "kvpilot.io/unhealthy-gpu"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -145,6 +147,9 @@ class NodeDrainer:
         )
 
     def _cordon(self, node: str, result: DrainResult, *, reason: str) -> bool:
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
         step = "cordon"
         for attempt in range(self._backoff.max_conflicts + 1):
             try:
@@ -186,6 +191,8 @@ class NodeDrainer:
         return False
 
     def _pods_to_evict(self, node: str, result: DrainResult) -> list[tuple[str, str]] | None:
+        from kubernetes.client.exceptions import ApiException
+
         try:
             pods = self._core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
         except ApiException as e:
@@ -206,6 +213,9 @@ class NodeDrainer:
         return out
 
     def _evict(self, node: str, namespace: str, name: str, result: DrainResult, stop: Callable[[], bool]) -> None:
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
         ref = f"{namespace}/{name}"
         if result.dry_run:
             self._record(result, "evict", ref, Outcome.DRY_RUN, f"would evict {ref}")

@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from typing import Any
-
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
+from typing import TYPE_CHECKING, Any
 
 from collector.clock import Clock
 from collector.scrape import Sleep, sleep_unless_stopped
+
+if TYPE_CHECKING:
+    from kubernetes import client
+# The client is imported where a round runs (~33 MB a process that never elects does not pay for).
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ class LeaseElector:
         ``current``: the Lease as the caller has just read it (``ShardCoordinator`` lists its whole group each
         round), which saves reading it again; the write still carries its resourceVersion, so a stale one is refused
         with 409 exactly as a stale read would be. None reads it (and creates it when absent)."""
+        from kubernetes.client.exceptions import ApiException
+
         now = self._clock.now()
         try:
             won = self._round(now, current)
@@ -93,6 +96,8 @@ class LeaseElector:
         return keep
 
     def _spec(self, now: float, *, acquire_time: Any, transitions: int) -> client.V1LeaseSpec:
+        from kubernetes import client
+
         return client.V1LeaseSpec(
             holder_identity=self.identity,
             lease_duration_seconds=max(1, round(self.lease_duration_s)),
@@ -102,6 +107,9 @@ class LeaseElector:
         )
 
     def _round(self, now: float, current: client.V1Lease | None) -> bool:
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
         try:
             lease = current if current is not None else self._api.read_namespaced_lease(self.name, self.namespace)
         except ApiException as e:
