@@ -60,7 +60,8 @@ async def test_a_live_drain_reaches_the_next_snapshot(tmp_path) -> None:
             return repo.list_drains(session=s).total == 1
 
     await until(requested, what="the drain requested (by the actuator task, after the tick)")
-    assert service.snapshot().node_drains == {}
+    # Not asserted here that the snapshot has no drain yet: the actuator pass that requested it may already have
+    # handed it over (about 1 run in 10 did), and the snapshot below is what the test is about.
     begun = service.actuator_passes_started  # the pass that requested it, or an earlier one
     await run_ticks(service, timer, 1)
     await until(lambda: service.actuator_passes_done > begun, what="a pass begun after the request, done")
