@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.trace.model import MAX_TOKENS, RequestColumns
+from simulator.trace.model import RequestColumns, check_tokens
 from simulator.trace.prefixes import synthesize_prefixes
 
 HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -83,10 +83,7 @@ def load_azure(path: Path, *, seed: int) -> RequestColumns:
                     # Mixing would shift some rows by the machine-independent but unknown local offset.
                     raise ValueError("timestamps mix rows with and without a UTC offset")
                 p, o = int(row[1]), int(row[2])
-                if p < 0 or o < 0:
-                    raise ValueError("negative token count")
-                if max(p, o) > MAX_TOKENS:
-                    raise ValueError(f"token count above {MAX_TOKENS:.0e}")
+                check_tokens(p, o)
             except ValueError as e:
                 raise ValueError(f"{path}:{lineno}: {e}: {','.join(row)[:200]!r}") from None
             arrivals.append(t)

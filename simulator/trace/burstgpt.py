@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.trace.model import MAX_TOKENS, RequestColumns
+from simulator.trace.model import RequestColumns, check_tokens
 from simulator.trace.prefixes import synthesize_prefixes
 
 HEADER = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
@@ -54,10 +54,7 @@ def load_burstgpt(path: Path, *, seed: int) -> RequestColumns:
                 t, p, o = float(row[i_t]), int(row[i_p]), int(row[i_o])
                 if not math.isfinite(t) or t < 0:
                     raise ValueError("timestamp must be finite and >= 0")
-                if p < 0 or o < 0:
-                    raise ValueError("negative token count")
-                if max(p, o) > MAX_TOKENS:
-                    raise ValueError(f"token count above {MAX_TOKENS:.0e}")
+                check_tokens(p, o)
             except ValueError as e:
                 raise ValueError(f"{path}:{lineno}: {e}: {','.join(row)[:200]!r}") from None
             if o == 0:

@@ -20,6 +20,15 @@ PREFIX_BLOCK_TOKENS = 512
 # A token count above this is a corrupt row, not a prompt (and would overflow the int64 columns).
 MAX_TOKENS = 10**9
 
+
+def check_tokens(prompt: int, output: int) -> None:
+    """A request row's token counts, as every loader accepts them: ValueError for a negative or corrupt count."""
+    if prompt < 0 or output < 0:
+        raise ValueError("negative token count")
+    if max(prompt, output) > MAX_TOKENS:
+        raise ValueError(f"token count above {MAX_TOKENS:.0e}")
+
+
 # Refuse to materialise more request objects than this (about 1 GB of Python objects): use the fluid level.
 MAX_MATERIALISED_REQUESTS = 5_000_000
 
