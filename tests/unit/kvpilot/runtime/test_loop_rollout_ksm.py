@@ -4,18 +4,16 @@ server answering the series kube-state-metrics would export for each state of th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from kubernetes import client
 
 from collector.clock import VirtualClock
 from collector.discovery.promql import PromQLSource
 from kvpilot.runtime.scale_ksm import KubeStateMetricsScale
 from kvpilot.runtime.scale_view import KubernetesScale
-from tests.services.promapi import FakeFleet, serve
+from tests.services.promapi import FakeFleet
 from tests.unit.kvpilot.fleet_double import START, make_service, run_ticks
 from tests.unit.kvpilot.runtime.ksm_double import deployment, ksm_series, ksm_up
 from tests.unit.kvpilot.runtime.test_loop_rollout import RollingFleet, latest, published
@@ -28,16 +26,6 @@ EDITED = deployment("chat", replicas=4, generation=2, observed=1, updated=0, max
 WAVE = deployment("chat", replicas=4, generation=2, observed=2, updated=1, ready=3, max_surge=0, max_unavailable=1)
 DONE = deployment("chat", replicas=4, generation=2, observed=2, max_surge=0, max_unavailable=1)
 TIMELINE = [STEADY] * 4 + [EDITED, WAVE, WAVE, DONE, DONE]
-
-
-@pytest.fixture(scope="module")
-def prometheus() -> Iterator[tuple[FakeFleet, str]]:
-    fleet = FakeFleet(1, per_deployment=1)
-    server = serve(fleet)
-    try:
-        yield fleet, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
 
 
 class DeploymentNow:
@@ -70,13 +58,13 @@ async def _published(db: str, scale: Any, show: Any) -> list[tuple[int, str]]:
 
 
 async def test_kube_state_metrics_reach_the_same_surge_as_the_deployment_object(
-    tmp_path: Path, prometheus: tuple[FakeFleet, str]
+    tmp_path: Path, promapi_fleet: tuple[FakeFleet, str]
 ) -> None:
     apps = DeploymentNow()
     from_kubernetes = await _published(
         f"sqlite:///{tmp_path / 'k8s.db'}", KubernetesScale(apps), lambda d: setattr(apps, "now", d)
     )
-    fleet, url = prometheus
+    fleet, url = promapi_fleet
     source = PromQLSource(url, reader="thread", timeout_s=5.0)
 
     def export(d: client.V1Deployment) -> None:

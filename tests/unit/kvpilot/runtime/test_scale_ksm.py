@@ -5,7 +5,7 @@ the object, deletions told from an exporter that went away, and no kube-state-me
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -16,24 +16,14 @@ from kvpilot.runtime.scale_view import KubernetesScale, deployment_rollout
 from kvpilot.runtime.sources import Sources
 from kvpilot.runtime.targets import StaticTargets
 from kvpilot.runtime.wiring import build_scale
-from tests.services.promapi import T0, FakeFleet, serve
+from tests.services.promapi import T0, FakeFleet
 from tests.unit.kvpilot.fleet_double import settings_for
 from tests.unit.kvpilot.runtime.ksm_double import deployment, ksm_series, ksm_up
 
 
-@pytest.fixture(scope="module")
-def prometheus() -> Iterator[tuple[FakeFleet, str]]:
-    fleet = FakeFleet(1, per_deployment=1)
-    server = serve(fleet)
-    try:
-        yield fleet, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-
-
 @pytest.fixture
-async def ksm(prometheus: tuple[FakeFleet, str]) -> AsyncIterator[tuple[FakeFleet, PromQLSource]]:
-    fleet, url = prometheus
+async def ksm(promapi_fleet: tuple[FakeFleet, str]) -> AsyncIterator[tuple[FakeFleet, PromQLSource]]:
+    fleet, url = promapi_fleet
     fleet.ksm, fleet.calls = [], {}
     source = PromQLSource(url, reader="thread", timeout_s=5.0)
     yield fleet, source
