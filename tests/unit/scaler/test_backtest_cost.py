@@ -3,12 +3,8 @@ from the GPU type and price in settings (the simulated replica's H100 unless `co
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from typer.testing import CliRunner
 
-from kvpilot.cli import app
 from scaler.backtest.run import BacktestConfig, backtest
 from scaler.cost import DEFAULT_GPU_PRICES, GpuPrice
 
@@ -33,22 +29,6 @@ def test_an_unpriced_gpu_type_is_refused() -> None:
         BacktestConfig(gpu_type="B200")
     with pytest.raises(ValueError, match="has no price"):
         BacktestConfig(gpu_type="H100", gpu_prices={"L4": GpuPrice(0.4, 72)})
-
-
-def test_the_cli_prices_at_the_settings_price(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    settings = tmp_path / "kvpilot.yaml"
-    settings.write_text("cost:\n  gpus: {H100: {price_per_hour_usd: 10.0}}\n")
-    argv = ["backtest", "--trace", TRACE, "--policies", "reactive", "--no-frontier", "--json", "-c", str(settings)]
-    result = CliRunner().invoke(app, argv)
-    assert result.exit_code == 0, result.output
-    out = json.loads(result.output)
-    numbers = out["policies"]["reactive"]
-    assert out["cost"]["price_per_gpu_hour_usd"] == 10.0
-    assert numbers["cost_usd"] == pytest.approx(round(numbers["replica_hours"] * 10.0, 2), abs=0.01)
-    table = CliRunner().invoke(app, [*argv[:-3], "-c", str(settings)])
-    assert table.exit_code == 0, table.output
-    assert f"{numbers['cost_usd']:,.2f}" in table.output  # the table's cost column
-    assert "$10 per GPU-hour" in table.output
 
 
 def test_the_frontier_is_priced_the_same_way() -> None:

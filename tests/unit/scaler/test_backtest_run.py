@@ -8,9 +8,7 @@ from math import inf
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from kvpilot.cli import app
 from kvpilot.commands.config import effective
 from scaler.backtest.frontier import Frontier, FrontierPoint, envelope, fleet_counts
 from scaler.backtest.result import MissedMinute, worst_minutes
@@ -74,41 +72,6 @@ def test_the_backtest_runs_the_configuration_kvpilot_run_uses(report) -> None:  
     assert tested["capacity"]["profile"] is not None
     live["capacity"]["profile"] = tested["capacity"]["profile"]
     assert tested == live
-
-
-def test_the_cli_and_config_show_print_the_same_planner(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    # With the profile in the settings file, `config show` and the backtest print one and the same configuration.
-    runner = CliRunner()
-    settings = tmp_path / "kvpilot.yaml"
-    settings.write_text(
-        "scaler:\n  planner: {forecaster: holt, target_utilisation: 0.7, sizing: lean}\n"
-        "  default:\n    max_replicas: 12\n    profile: {prefill_tokens_per_s: 30000, decode_step_s: 0.008,"
-        " decode_tokens_per_s: 9000, kv_tokens: 400000}\n"
-    )
-    shown = runner.invoke(app, ["config", "show", "--config", str(settings), "--json"])
-    assert shown.exit_code == 0, shown.output
-    tested = runner.invoke(
-        app,
-        ["backtest", "--trace", TRACE, "--config", str(settings), "--policies", "kvpilot", "--no-frontier", "--json"],
-    )
-    assert tested.exit_code == 0, tested.output
-    planner = json.loads(shown.output)["planner"]
-    assert json.loads(tested.output)["kvpilot_config"] == planner
-    assert planner["forecaster"] == "holt"
-    assert planner["policy"]["max_replicas"] == 12
-    # `sizing: lean`: one margin, and capacity learnt up to the full profile (1 / the target utilisation).
-    assert planner["policy"]["headroom"] == "lean"
-    assert planner["feedback_ceiling"] == pytest.approx(1 / 0.7)
-
-
-def test_cli_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    runner = CliRunner()
-    missing = runner.invoke(app, ["backtest", "--trace", str(tmp_path / "nope.csv"), "--json", "--no-frontier"])
-    assert missing.exit_code == 2
-    assert "nope.csv" in missing.output
-    bad = runner.invoke(app, ["backtest", "--trace", TRACE, "--policies", "reactive,nonsense"])
-    assert bad.exit_code != 0
-    assert "nonsense" in bad.output
 
 
 @pytest.mark.parametrize(
