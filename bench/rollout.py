@@ -18,6 +18,14 @@ cold-starts as many new ones; the next wave starts once they are ready). Three r
   (generation, updatedReplicas, the strategy's wave), emulated from the simulator's replicas, for the common
   `kubectl rollout pause` / `set image` / `rollout resume` sequence: the template changes one cold start before
   the operator resumes. kvpilot sees a rollout pending (replicas not on the newest template) at once and surges.
+- rollout + kvpilot in PromQL mode reading kube-state-metrics (`kvpilot-ksm`): the same Deployment status, but as
+  PromQL mode gets it: kube-state-metrics' `kube_deployment_*` series of it, scraped by Prometheus every
+  `--ksm-scrape-s` (30 s: kube-prometheus' ServiceMonitor for kube-state-metrics,
+  manifests/kubeStateMetrics-serviceMonitor.yaml @ 02cfa422; OpenShift's is 1m), each scrape holding the status
+  as of the last tick at or before it, read every tick through `KubeStateMetricsScale` (its query answered with
+  the last scrape's series, as an instant query is) and handed to the stage with the count it reads. By default
+  the scrapes fall just before the template change and the first drain (the worst phase: the status is seen a
+  whole interval late); `--ksm-phase-s` sets the first scrape's time.
 
 Reported: TTFT SLO attainment of the requests arriving during the rollout window (a request still without a first
 token at the end counts as a miss), and what the surge cost in replica-hours (replicas alive, loading included,
@@ -28,12 +36,13 @@ Every shared trace (`--trace all`, or one name of SHARED) from the segment bench
 one rule (REFERENCE): its busiest minute asks for the GPU work per replica the reference's does.
 
 Run: `.venv/bin/python bench/rollout.py [--trace NAME|all|FILE] [--rate-scale X] [--replicas N] [--wave N]
-[--speed X] [--modes baseline,rollout,surge,kvpilot,kvpilot-k8s]`.
+[--speed X] [--modes baseline,rollout,surge,kvpilot,kvpilot-k8s,kvpilot-ksm] [--ksm-scrape-s S] [--ksm-phase-s S]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import time
 from pathlib import Path
@@ -44,9 +53,11 @@ import numpy as np
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from collector.promql.decode import Series  # noqa: E402
 from collector.state import FleetState  # noqa: E402
 from kvpilot.commands.detect import samples_from_snapshot  # noqa: E402
 from kvpilot.runtime.rollout_stage import RolloutStage  # noqa: E402
+from kvpilot.runtime.scale_ksm import KSM_DEPLOYMENT_SERIES, KubeStateMetricsScale  # noqa: E402
 from scaler.decision import Decision  # noqa: E402
 from scaler.rollout import DeploymentRollout, surge_replicas  # noqa: E402
 from simulator import Fleet, FleetConfig, load_trace, parse_fault  # noqa: E402
@@ -57,6 +68,10 @@ TICK_S = 5.0
 COLD_S = 120.0
 T_ROLLOUT = 300.0
 SLO_S = 2.0
+KEY = "inference/llama"
+# kube-prometheus' ServiceMonitor for kube-state-metrics (manifests/kubeStateMetrics-serviceMonitor.yaml @ 02cfa422):
+# interval 30s. A Deployment's status reaches PromQL mode up to that much later than the API server has it.
+KSM_SCRAPE_S = 30.0
 # Every shared trace, from the segment bench/kv_episodes.py uses for it (Mooncake: the whole 1,022 s trace).
 SHARED: dict[str, tuple[str, float]] = {
     "azure_code": ("azure2023_code.csv", 600.0),
@@ -106,6 +121,9 @@ def run(
     *,
     start_s: float = 600.0,
     speed: float = 1.0,
+    ksm_scrape_s: float = KSM_SCRAPE_S,
+    ksm_phase_s: float | None = None,
+    lead_s: float = COLD_S,
 ) -> tuple[float, float, float]:
     """(attainment in the rollout window, replica-hours, end of the rollout window) for one mode."""
     end = window_end(replicas, wave)
@@ -121,7 +139,14 @@ def run(
     )
     replica_s = 0.0
     rolled = False
-    kvpilot = _Kvpilot(replicas, wave=wave, k8s=mode == "kvpilot-k8s") if mode.startswith("kvpilot") else None
+    ksm = None
+    if mode == "kvpilot-ksm":
+        ksm = _KsmPrometheus(ksm_scrape_s, worst_phase(ksm_scrape_s, lead_s) if ksm_phase_s is None else ksm_phase_s)
+    kvpilot = (
+        _Kvpilot(replicas, wave=wave, k8s=mode in ("kvpilot-k8s", "kvpilot-ksm"), ksm=ksm, lead_s=lead_s)
+        if mode.startswith("kvpilot")
+        else None
+    )
     t = 0.0
     while t < trace.duration_s:
         t += TICK_S
@@ -149,13 +174,78 @@ def run(
     return attained, replica_s / 3600.0, end
 
 
+def worst_phase(interval_s: float, lead_s: float = COLD_S) -> float:
+    """The first kube-state-metrics scrape's time that puts a scrape just before the template change (and, for a
+    lead and T_ROLLOUT that are multiples of the interval, before the first drain): each is seen a whole interval
+    late."""
+    return (T_ROLLOUT - lead_s - 1e-3) % interval_s
+
+
+def ksm_series(d: DeploymentRollout, at: float) -> list[Series]:
+    """The `kube_deployment_*` series kube-state-metrics exports for ``d`` (RollingUpdate: the strategy's fenceposts
+    as counts), as a Prometheus instant query answers them, sampled at ``at``."""
+    fields = {
+        "replicas": d.replicas,
+        "generation": d.generation,
+        "observed_generation": d.observed_generation,
+        "status_replicas": d.status_replicas,
+        "updated_replicas": d.updated_replicas,
+        "ready_replicas": d.ready_replicas,
+        "available_replicas": d.ready_replicas,
+        "max_surge": d.max_surge,
+        "max_unavailable": d.max_unavailable,
+    }
+    namespace, _, name = KEY.partition("/")
+    labels = {"job": "kube-state-metrics", "instance": "10.0.0.9:8080", "namespace": namespace, "deployment": name}
+    return [
+        {"metric": {"__name__": metric, **labels}, "value": [at, str(fields[field])]}
+        for metric, field in KSM_DEPLOYMENT_SERIES.items()
+    ]
+
+
+class _KsmPrometheus:
+    """kube-state-metrics scraped by Prometheus every ``interval_s`` from ``phase_s``: each scrape holds the
+    Deployment's status as of the last tick at or before it (the simulator moves at ticks), and an instant query
+    answers the last scrape's series (within Prometheus' 5-minute lookback)."""
+
+    def __init__(self, interval_s: float, phase_s: float) -> None:
+        if not interval_s > 0:
+            raise ValueError(f"--ksm-scrape-s must be > 0, got {interval_s!r}")
+        self.interval_s = interval_s
+        self.next_scrape = phase_s % interval_s - interval_s  # one scrape before the run: kvpilot starts with it
+        self.series: list[Series] = []
+        self.before: DeploymentRollout | None = None  # the status at the previous tick
+
+    def observe(self, status: DeploymentRollout, t: float) -> None:
+        while self.next_scrape <= t:
+            seen = self.before if self.before is not None and self.next_scrape < t else status
+            self.series = ksm_series(seen, self.next_scrape)
+            self.next_scrape += self.interval_s
+        self.before = status
+
+    async def query(self, promql: str, now: float) -> list[Series]:
+        if promql.startswith("up{"):
+            return [
+                {
+                    "metric": {"__name__": "up", "job": "kube-state-metrics", "instance": "10.0.0.9:8080"},
+                    "value": [now, "1"],
+                }
+            ]
+        return self.series
+
+
 class _Kvpilot:
     """What `kvpilot run` publishes for the fleet each tick, applied as KEDA would (spec.replicas = desired)."""
 
-    def __init__(self, desired: int, *, wave: int, k8s: bool) -> None:
+    def __init__(
+        self, desired: int, *, wave: int, k8s: bool, ksm: _KsmPrometheus | None = None, lead_s: float = COLD_S
+    ) -> None:
         self.desired = desired
+        self.lead_s = lead_s
         self.wave = wave
         self.k8s = k8s
+        self.ksm = ksm
+        self.ksm_scale = KubeStateMetricsScale(ksm.query) if ksm is not None else None
         self.state = FleetState(stale_after_s=3 * TICK_S, forget_after_s=3600)
         self.stage = RolloutStage()
         self.listed: set[str] = set()
@@ -173,8 +263,15 @@ class _Kvpilot:
             [s for s in samples if s.replica in ready], [], now=t, gpu_nodes_scraped=set(), departed=departed
         )
         spec = sum(1 for r in snap.replicas if r.state != "draining")
-        planned = Decision("inference/llama", t, spec, len(ready), self.desired, 0, "predictive", "steady demand")
-        deployments = {"inference/llama": self._deployment(snap, t, spec)} if self.k8s else None
+        deployments = {KEY: self._deployment(snap, t, spec)} if self.k8s else None
+        current = spec
+        if self.ksm is not None and self.ksm_scale is not None and deployments is not None:
+            # PromQL mode: the status and spec.replicas as the last kube-state-metrics scrape holds them
+            self.ksm.observe(deployments[KEY], t)
+            view = asyncio.run(self.ksm_scale.read([KEY], t))
+            deployments = dict(view.rollouts)
+            current = view.replicas.get(KEY, spec)
+        planned = Decision(KEY, t, current, len(ready), self.desired, 0, "predictive", "steady demand")
         (decision,) = self.stage.apply(self.state, [planned], t, deployments=deployments)
         if not self.published or self.published[-1][1] != decision.desired_replicas:
             self.published.append((t, decision.desired_replicas))
@@ -183,8 +280,9 @@ class _Kvpilot:
 
     def _deployment(self, snap: Any, t: float, spec: int) -> DeploymentRollout:
         """The Deployment's status as the apiserver would report it: the template changed (generation 2) at
-        T_ROLLOUT - COLD_S (paused until T_ROLLOUT); updated = replicas on the new version, loading included."""
-        changed = t >= T_ROLLOUT - COLD_S
+        T_ROLLOUT - lead_s (paused until T_ROLLOUT; 0: `kubectl set image` with no pause); updated = replicas on
+        the new version, loading included."""
+        changed = t >= T_ROLLOUT - self.lead_s
         live = [r for r in snap.replicas if r.state != "draining"]
         return DeploymentRollout(
             generation=2 if changed else 1,
@@ -208,6 +306,18 @@ def main() -> None:
     parser.add_argument(
         "--modes", default="baseline,rollout,kvpilot,kvpilot-k8s", help="comma-separated; baseline first"
     )
+    parser.add_argument(
+        "--ksm-scrape-s", type=float, default=KSM_SCRAPE_S, help="kvpilot-ksm: kube-state-metrics' scrape interval"
+    )
+    parser.add_argument(
+        "--ksm-phase-s", type=float, default=None, help="kvpilot-ksm: the first scrape's time (default: the worst)"
+    )
+    parser.add_argument(
+        "--lead-s",
+        type=float,
+        default=COLD_S,
+        help="kvpilot-k8s/-ksm: the template changes this long before the rollout resumes (0: no pause)",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     names = list(SHARED) if args.trace == "all" else [args.trace]
@@ -222,10 +332,21 @@ def main() -> None:
         )
         base = None
         for mode in args.modes.split(","):
-            attained, hours, end = run(path, scale, args.replicas, args.wave, mode, start_s=start, speed=args.speed)
+            attained, hours, end = run(
+                path,
+                scale,
+                args.replicas,
+                args.wave,
+                mode,
+                start_s=start,
+                speed=args.speed,
+                ksm_scrape_s=args.ksm_scrape_s,
+                ksm_phase_s=args.ksm_phase_s,
+                lead_s=args.lead_s,
+            )
             base = hours if base is None else base
             print(
-                f"{mode:<9} TTFT <= {SLO_S:g} s for {attained:.2%} of requests arriving {T_ROLLOUT:.0f}-{end:.0f} s; "
+                f"{mode:<11} TTFT <= {SLO_S:g} s for {attained:.2%} of requests arriving {T_ROLLOUT:.0f}-{end:.0f} s; "
                 f"{hours:.2f} replica-hours ({hours - base:+.2f})",
                 flush=True,
             )
