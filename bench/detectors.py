@@ -14,8 +14,8 @@
    (fluid level, 5 s ticks): drain findings from kvpilot's stuck_gpu (must be 0) and from a naive peer that
    drains on any non-zero XID or on a GPU at >= 95 % utilisation for two ticks.
 
-Run: `.venv/bin/python bench/detectors.py [--quick] [--only kv] [--cache-dir DIR] [--seeds tuning|continuity|7,8]`;
-prints a table to paste into BENCHMARKS.md.
+Run: `.venv/bin/python bench/detectors.py [--quick] [--only kv] [--cache-dir DIR]
+[--seeds tuning|earlier|continuity|11,12]`; prints a table to paste into BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.kv_episodes import (  # noqa: E402
     CONTINUITY_SEEDS,
+    EARLIER_REPORTING_SEEDS,
     MIN_HISTORY_S,
     REPORTING_SEEDS,
     TRACE_FILES,
@@ -169,9 +170,9 @@ def _littles_law(episode: Episode | None = None) -> _Kvpilot:
 
 
 def _before(episode: Episode | None = None) -> _Kvpilot:
-    """kv_exhaustion as it was before 2026-12-03 (the default it replaced): the planner's load rule reads the
-    forecast as given, not carried along its trend (`demand_trend_ahead_s` 0)."""
-    kv = dataclasses.replace(DEFAULT.kv, demand_trend_ahead_s=0.0)
+    """kv_exhaustion as it was before 2026-12-03 22:00 UTC (the default it replaced): the planner's load rule
+    along the demand's trend, open whether or not the demand still rises (`demand_min_rise` off)."""
+    kv = dataclasses.replace(DEFAULT.kv, demand_min_rise=None)
     return _Kvpilot(episode, dataclasses.replace(DEFAULT, kv=kv))
 
 
@@ -458,12 +459,18 @@ def main() -> None:
     parser.add_argument(
         "--seeds",
         default="reporting",
-        help="KV episodes: the reporting seeds (default, 7-8), the seeds the thresholds were tuned on ('tuning'), "
-        "the reporting seeds before 2026-12-03 ('continuity', 3-4), or a comma-separated list of seeds",
+        help="KV episodes: the reporting seeds (default, 11-12), the seeds the thresholds were tuned on ('tuning'), "
+        "the reporting seeds of 2026-12-03 18:16 ('earlier', 7-8), those before ('continuity', 3-4), or a "
+        "comma-separated list of seeds",
     )
     parser.add_argument("--cache-dir", type=Path, help="keep the KV episodes here and reuse them on the next run")
     args = parser.parse_args()
-    named = {"reporting": REPORTING_SEEDS, "tuning": TUNING_SEEDS, "continuity": CONTINUITY_SEEDS}
+    named = {
+        "reporting": REPORTING_SEEDS,
+        "tuning": TUNING_SEEDS,
+        "earlier": EARLIER_REPORTING_SEEDS,
+        "continuity": CONTINUITY_SEEDS,
+    }
     seeds = named[args.seeds] if args.seeds in named else tuple(int(s) for s in args.seeds.split(","))
     parts: dict[str, Callable[[bool], dict[str, str]]] = {
         "kv": lambda quick: bench_kv(quick, seeds, args.cache_dir),

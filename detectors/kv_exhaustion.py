@@ -167,6 +167,12 @@ class Demand:
         ahead = max(fc, 0.0) / cap + (slope or 0.0) * ahead_s
         return max(ahead, 0.0) / ready_replicas
 
+    def rise_per_min(self, ready_replicas: int) -> float | None:
+        """How much load the demand's trend adds a minute (replicas' worth per ready replica): the demand still
+        rising, or levelled off; None when the trend or the replicas are unknown."""
+        slope = finite(self.replicas_slope_per_s)
+        return None if slope is None or ready_replicas <= 0 else slope * 60.0 / ready_replicas
+
     def replicas(self) -> float | None:
         """The forecast in replicas' worth: forecast arrivals over what one ready replica serves; None if unknown."""
         cap, fc = finite(self.capacity_rps), finite(self.forecast_rps)
@@ -267,6 +273,7 @@ class KvReading:
     load_ahead: float | None = None  # the same with the forecast carried further along its trend (Demand.load_ahead)
     demand: Demand | None = None
     projected_usage: float | None = None  # usage at the horizon by Little's law (Demand.projected_usage)
+    demand_rise: float | None = None  # load the demand's trend adds a minute (Demand.rise_per_min)
 
     @property
     def preempting(self) -> bool:
@@ -316,6 +323,7 @@ def read(
         load_ahead=None if demand is None else demand.load_ahead(ready_replicas, th.demand_trend_ahead_s),
         demand=demand,
         projected_usage=None if demand is None else demand.projected_usage(usage, arrivals, ready_replicas, burst),
+        demand_rise=None if demand is None else demand.rise_per_min(ready_replicas),
     )
 
 
@@ -342,13 +350,15 @@ def judge(r: KvReading, th: KvThresholds) -> tuple[Severity, str] | None:
         and r.peak_usage >= th.projected_min_usage
     )
     # ... or demand at the horizon, carried along its own trend, passes what the ready replicas serve, on a pool
-    # that already feels it.
+    # that already feels it, while that demand is still rising (one that has levelled off holds its pool).
     load = r.load if r.load_ahead is None else r.load_ahead
+    rising = th.demand_min_rise is None or r.demand_rise is None or r.demand_rise >= th.demand_min_rise
     demand = (
         load is not None
         and th.demand_load is not None  # None: off
         and load >= th.demand_load
         and r.peak_usage >= th.demand_min_usage
+        and rising
     )
     if littles_law or demand:
         severity = (
@@ -432,6 +442,7 @@ def _replica_finding(
             "demand_load": r.load,
             "demand_load_ahead": r.load_ahead,
             "demand_replicas_slope_per_s": None if r.demand is None else finite(r.demand.replicas_slope_per_s),
+            "demand_rise_per_min": r.demand_rise,
             "projected_usage": r.projected_usage,
             "capacity_rps": None if r.demand is None else finite(r.demand.capacity_rps),
             "forecast_rps": None if r.demand is None else finite(r.demand.forecast_rps),

@@ -91,6 +91,14 @@ class KvThresholds:
     demand_trend_ahead_s: float = 60.0
     # The window of demand whose trend demand_trend_ahead_s follows.
     demand_trend_window_s: float = 180.0
+    # demand_load opens only while the demand is still rising: its trend adds at least this much load a minute
+    # (replicas' worth per ready replica; unknown trend: not required). A demand that has levelled off holds its
+    # pool where it is, whatever share of the planner's steady-state capacity it reads (quiet plateaus at 0.8-1.2
+    # of it). 0.05 is where level demand's own slope noise ends (|slope| on tuning seeds 1-2's plateaus once level:
+    # median 0.015, 90th percentile 0.044, 95th 0.058). Passed the rule written down before measuring (BENCHMARKS.md
+    # "Detectors", 2026-12-03 22:00): seeds 1-2 19/30 caught and 5/38 quiet warned (against 19/30, 6/38), seeds
+    # 3-4 14/38 and 10/42 (against 14/38, 12/42). None turns it off.
+    demand_min_rise: float | None = 0.05
     # Little's law (kv_exhaustion.projected_usage): warn when the KV usage the forecast arrivals would hold at the
     # horizon reaches this, on a pool that peaked at projected_min_usage or more within the rate window; None
     # (the default) turns the rule off. Below 1 where used: the usage read at a tick is a point on a sawtooth.
@@ -122,6 +130,8 @@ class KvThresholds:
         _check(self, "demand_min_usage", lo=0.0, hi=1.0)
         _check(self, "demand_trend_ahead_s", lo=0.0)
         _check(self, "demand_trend_window_s", lo=0.0, strict_lo=True)
+        if self.demand_min_rise is not None:
+            _check(self, "demand_min_rise", lo=0.0)
         _check(self, "projected_min_usage", lo=0.0, hi=1.0)
         if self.projected_usage is not None:
             _check(self, "projected_usage", lo=0.0, strict_lo=True)

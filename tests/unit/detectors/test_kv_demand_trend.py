@@ -129,3 +129,68 @@ def test_load_ahead_follows_the_trend_and_falls_back_to_the_load() -> None:
     assert falling.load_ahead(2, 60.0) == 0.0  # never below no demand at all
     assert Demand(capacity_rps=math.nan, forecast_rps=6.0, horizon_s=155.0).load_ahead(2, 60.0) is None
     assert kv_exhaustion.Demand(capacity_rps=10.0, forecast_rps=None, horizon_s=0.0).replicas() is None
+
+
+def _plateau_at(level: float) -> Callable[[float], float]:
+    """Demand rising by 0.3 replicas' worth a minute from 40 % until ``level``, then holding."""
+    return lambda t: min(level, 0.4 + 0.3 * t / 60.0)
+
+
+@pytest.mark.parametrize("level", [0.9, 1.1])
+def test_a_demand_that_levelled_off_above_the_load_rule_is_not_warned(level: float) -> None:
+    # A plateau read at 0.9-1.1 of the planner's steady-state capacity, its pool holding at 60 %: warned while the
+    # demand rose (the trend carried it past 0.8), let go once it levelled off (a flat trend adds nothing), and
+    # never opened again for the minutes it held (before demand_min_rise: open for as long as it held).
+    from collector.state import FleetState
+
+    state, det = FleetState(), Detection(only=["kv_exhaustion"])
+    load = _plateau_at(level)
+    levelled = (level - 0.4) / 0.3 * 60.0
+    open_at: list[float] = []
+    t = 0.0
+    while t <= levelled + 600.0:
+        state.observe([replica("r0", t, kv_usage=0.6, requests_finished=4.0 * t)], [], now=t)
+        if det.tick(state, now=t).active:
+            open_at.append(t)
+        det.set_demand(_demand(load(t) * CAPACITY_RPS))
+        t += TICK_S
+    assert open_at, "the rise itself is warned"
+    assert max(open_at) < levelled + DEFAULT.kv.demand_trend_window_s + 30.0
+
+
+def test_without_demand_min_rise_the_same_plateau_stays_warned() -> None:
+    import dataclasses
+
+    from collector.state import FleetState
+
+    th = dataclasses.replace(DEFAULT, kv=dataclasses.replace(DEFAULT.kv, demand_min_rise=None))
+    state, det = FleetState(), Detection(th, only=["kv_exhaustion"])
+    load = _plateau_at(0.9)
+    t, last = 0.0, False
+    while t <= 1200.0:
+        state.observe([replica("r0", t, kv_usage=0.6, requests_finished=4.0 * t)], [], now=t)
+        last = bool(det.tick(state, now=t).active)
+        det.set_demand(_demand(load(t) * CAPACITY_RPS))
+        t += TICK_S
+    assert last
+
+
+def test_a_rising_demand_opens_the_load_rule_and_the_text_says_so() -> None:
+    # The load rule on one reading: demand at 85 % of capacity, the pool at 60 %. Rising 0.1 replicas' worth a
+    # minute (over demand_min_rise): warned, and the finding still says the projected time to exhaustion and that
+    # nothing was preempted yet; flat: not warned by the load rule; trend unknown: the rule as without the gate.
+    from tests.unit.detectors.detector_fleet import drive
+
+    state = drive(lambda i, t: ([replica("r0", t, kv_usage=0.6)], []), 5)  # flat: no usage trend, nothing waiting
+
+    def detect(slope_per_min: float | None) -> list[str]:
+        slope = None if slope_per_min is None else slope_per_min / 60.0
+        demand = {"ml/chat": Demand(CAPACITY_RPS, 8.5, 155.0, replicas_slope_per_s=slope)}
+        return [f.summary for f in kv_exhaustion.detect(state, thresholds=DEFAULT, now=20, demand=demand)]
+
+    (summary,) = detect(0.1)
+    assert "along its trend (+0.1 replicas' worth per minute)" in summary
+    assert summary.endswith("exhaustion not projected; no preemptions measured yet")
+    assert detect(0.0) == []
+    assert detect(0.02) == []
+    assert len(detect(None)) == 1
