@@ -153,20 +153,25 @@ def histogram_increase(histograms: Sequence[Histogram]) -> Histogram | None:
 def histogram_add(histograms: Iterable[Histogram | None]) -> Histogram | None:
     """Sum histograms that share the first one's bounds (deployment aggregation). Histograms with other
     bounds cannot be added bucket-wise and are left out; ``None`` when there is nothing to add."""
-    result: Histogram | None = None
+    first: Histogram | None = None
+    counts: list[float] = []
+    total_sum = total_count = 0.0
+    added = False
     for h in histograms:
         if h is None:
             continue
-        if result is None:
-            result = h
-        elif h.bounds == result.bounds:
-            result = Histogram(
-                bounds=result.bounds,
-                counts=tuple(map(operator.add, result.counts, h.counts)),  # equal bounds: equal lengths
-                sum=result.sum + h.sum,
-                count=result.count + h.count,
-            )
-    return result
+        if first is None:
+            first = h
+            counts, total_sum, total_count = list(h.counts), h.sum, h.count
+        elif h.bounds is first.bounds or h.bounds == first.bounds:
+            # One running sum, one histogram at the end (a deployment's window adds a thousand replicas' ones).
+            counts = list(map(operator.add, counts, h.counts))  # equal bounds: equal lengths
+            total_sum += h.sum
+            total_count += h.count
+            added = True
+    if first is None or not added:
+        return first
+    return Histogram(bounds=first.bounds, counts=tuple(counts), sum=total_sum, count=total_count)
 
 
 def histogram_quantile(q: float, histogram: Histogram | None) -> float | None:

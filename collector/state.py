@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import operator
 from array import array
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
@@ -564,30 +565,34 @@ class FleetState:
         last: tuple[float, float, Sequence[float]] | None = None
         first: tuple[float, float, Sequence[float]] | None = None
         last_t = first_t = start
-        done = False
-        for sample in reversed(track.recent):
-            if sample.timestamp < start:
-                done = True
-                break
-            h = sample.ttft
-            if h is not None:
-                first, first_t = (h.sum, h.count, h.counts), sample.timestamp
-                if last is None:
-                    last, last_t = first, first_t
-        if not done:
-            for samples, packed in ((track.middle, track.middle_ttft), (track.older, track.older_ttft)):
-                for i in range(len(samples) - 1, -1, -1):
-                    t = samples[i].timestamp
-                    if t < start:
-                        done = True
-                        break
-                    p = packed[i]
-                    if p is not None:
-                        first, first_t = (p[0], p[1], p[2:]), t
-                        if last is None:
-                            last, last_t = first, first_t
-                if done:
+        tiers = ((track.recent, None), (track.middle, track.middle_ttft), (track.older, track.older_ttft))
+        for samples, packed in tiers:  # the newest first: nearly always the latest sample
+            for i in range(len(samples) - 1, -1, -1):
+                sample = samples[i]
+                if sample.timestamp < start:
                     break
+                h = sample.ttft if packed is None else packed[i]
+                if h is not None:
+                    last, last_t = _ttft_values(h), sample.timestamp
+                    break
+            else:
+                continue
+            break
+        if last is None:
+            return None
+        for samples, packed in reversed(tiers):  # the oldest at or after `start`: found by bisection
+            if not samples or samples[-1].timestamp < start:
+                continue
+            lo = bisect_left(samples, start, key=_timestamp) if samples[0].timestamp < start else 0
+            for i in range(lo, len(samples)):
+                sample = samples[i]
+                h = sample.ttft if packed is None else packed[i]
+                if h is not None:
+                    first, first_t = _ttft_values(h), sample.timestamp
+                    break
+            else:
+                continue
+            break
         if first is None or last is None or first_t >= last_t:
             return None
         counts = list(map(operator.sub, last[2], first[2]))
@@ -611,6 +616,16 @@ class FleetState:
         ``history_step_s``; outside the rate window without histograms (the TTFT ones: ``ttft_history``)."""
         track = self._replicas.get(key)
         return track.samples() if track is not None else ()
+
+
+_timestamp = operator.attrgetter("timestamp")
+
+
+def _ttft_values(h: Histogram | array[float]) -> tuple[float, float, Sequence[float]]:
+    """(sum, count, cumulative counts) of a histogram as scraped or as packed (sum, count, *counts)."""
+    if isinstance(h, Histogram):
+        return h.sum, h.count, h.counts
+    return h[0], h[1], h[2:]
 
 
 def _gpu_views(gpus: dict[str, _GpuTrack], replicas: list[ReplicaView]) -> list[GpuView]:
