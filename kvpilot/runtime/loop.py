@@ -24,6 +24,7 @@ from functools import partial
 from typing import Protocol, TypeVar, runtime_checkable
 
 from prometheus_client import Counter, Histogram
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from collector.clock import Clock
@@ -43,6 +44,8 @@ from scaler.cost import CostConfig, DeploymentCost, discovered_gpus, fleet_costs
 from scaler.decision import Decision
 from store import repo
 from store.buffer import BufferedWriter
+from store.fields import fit
+from store.models import RollupRow
 from store.repo.deployments import SeenDeployment
 
 log = logging.getLogger(__name__)
@@ -115,6 +118,19 @@ class LoopConfig:
 
 def _record_rollup(session: Session, *, deployment: str, t: float, signals: dict[str, float | None]) -> None:
     repo.record_rollup(session=session, deployment=deployment, t=t, signals=signals)
+
+
+def _prefetch_rollups(session: Session, *, deployments: Sequence[str], t: float) -> None:
+    """The minute's roll-up rows of ``deployments`` read in one SELECT and held for the session: each
+    ``_record_rollup`` after it in the same flush finds its row in the session instead of asking the database (one
+    query a tick instead of a SELECT and an autoflush per deployment: 0.85 ms of CPU each). A write applied alone
+    later (``BufferedWriter`` isolating a bad one) reads its row itself, as before."""
+    minute = int(t // 60)
+    keys = [fit(k, 253) for k in deployments]
+    held = session.info.setdefault("rollups", [])  # the session's identity map holds its objects weakly
+    for i in range(0, len(keys), 500):
+        chunk = keys[i : i + 500]
+        held += session.scalars(select(RollupRow).where(RollupRow.minute == minute, RollupRow.deployment.in_(chunk)))
 
 
 def _record_decision(session: Session, *, decision: Decision) -> None:
@@ -349,6 +365,8 @@ class ControlLoop:
         ]
         if seen:
             w.submit("deployments", lambda s: repo.upsert_deployments(session=s, seen=seen, now=now))
+        if len(deployments) > 1:
+            w.submit("rollups", partial(_prefetch_rollups, deployments=list(deployments), t=now))
         for key, v in deployments.items():
             signals = v.values()
             w.submit(f"rollup {key}", partial(_record_rollup, deployment=key, t=now, signals=signals))
