@@ -151,7 +151,15 @@ async def _measure(
 
 
 def run_one(
-    replicas: int, mode: str, ticks: int, interval_s: float, tmp: Path, *, rules: bool = True, api_load: bool = True
+    replicas: int,
+    mode: str,
+    ticks: int,
+    interval_s: float,
+    tmp: Path,
+    *,
+    rules: bool = True,
+    api_load: bool = True,
+    ksm: bool = True,
 ) -> Run:
     run = Run(replicas, mode)
     fake_log = tmp / f"promapi-{replicas}.log"
@@ -169,6 +177,7 @@ def run_one(
                     "promql_url": f"http://127.0.0.1:{port}",
                     "promql_mode": mode,
                     "promql_max_answer_bytes": 2 * 1024**3,
+                    "promql_kube_state_metrics": ksm,
                 },
             },
             "api": {"host": "127.0.0.1", "http_port": 0, "grpc_port": 0, "anonymous_read": True},
@@ -348,6 +357,11 @@ def main() -> None:
         action="store_true",
         help="no API client: CPU per tick is the tick's own (and /metrics polled every 0.5 s), to compare modes",
     )
+    p.add_argument(
+        "--no-kube-state-metrics",
+        action="store_true",
+        help="collector.discovery.promql_kube_state_metrics: false (no Deployment series query each tick)",
+    )
     args = p.parse_args()
     last: Run | None = None
     with tempfile.TemporaryDirectory(prefix="fleet-scale-") as d:
@@ -356,7 +370,14 @@ def main() -> None:
             real_prometheus(args.real_prometheus, tmp)
         for n in args.replicas:
             last = run_one(
-                n, args.mode, args.ticks, args.interval, tmp, rules=not args.no_rules, api_load=not args.no_api_load
+                n,
+                args.mode,
+                args.ticks,
+                args.interval,
+                tmp,
+                rules=not args.no_rules,
+                api_load=not args.no_api_load,
+                ksm=not args.no_kube_state_metrics,
             )
             _report(last, args.interval)
     if last is not None:

@@ -69,16 +69,19 @@ class Instance:
         self.grpc_port = grpc_port
         self.ticks: list[float] = []
         self.cpu_s = 0.0  # CPU of the process and its answer reader over the measured ticks
+        self.cpu_ticks = 0  # ticks ended in that window
         self.rss_mb = 0.0  # peak RSS of the process plus its answer reader's
         self.answer_mb: list[float] = []  # inflated PromQL answers of each measured tick
         self.deployments_read: float | None = None  # what its queries were narrowed to (sharded only)
 
     @property
     def cpu_per_tick_s(self) -> float:
-        return self.cpu_s / max(1, len(self.ticks))
+        return self.cpu_s / max(1, self.cpu_ticks)
 
 
-def _start(name: str, tmp: Path, prom: int, shards: int, interval_s: float, kubeconfig: Path | None) -> Instance:
+def _start(
+    name: str, tmp: Path, prom: int, shards: int, interval_s: float, kubeconfig: Path | None, *, ksm: bool = True
+) -> Instance:
     config: dict[str, Any] = {
         "collector": {
             "interval_s": interval_s,
@@ -88,6 +91,7 @@ def _start(name: str, tmp: Path, prom: int, shards: int, interval_s: float, kube
                 "promql_url": f"http://127.0.0.1:{prom}",
                 "promql_mode": "aggregates",
                 "promql_max_answer_bytes": 2 * 1024**3,
+                "promql_kube_state_metrics": ksm,
             },
         },
         "api": {"host": "127.0.0.1", "http_port": 0, "grpc_port": 0, "anonymous_read": True},
@@ -106,18 +110,25 @@ def _start(name: str, tmp: Path, prom: int, shards: int, interval_s: float, kube
     return Instance(name, proc, http, grpc_port)
 
 
-async def _ticks(instances: list[Instance], ticks: int, warmup: int, metrics_every_s: float) -> None:
+async def _ticks(
+    instances: list[Instance], ticks: int, warmup: int, metrics_every_s: float, *, interval_s: float, near_end: bool
+) -> None:
     """Each tick's duration from the steps of kvpilot_loop_tick_seconds, after ``warmup``. /metrics is read once per
     tick: ``/readyz`` (its ``last_tick_at``) is watched every 0.5 s and /metrics read when it moves, until the page
     shows the new tick. A page render costs the instance CPU that is counted in its ticks (3-5 ms each at 10,000
-    replicas), so the bench should not add many; ``metrics_every_s`` > 0 polls /metrics at that period instead
-    (0.2 reproduces the bench before 2026-12-03 evening: 24 more renders per 5 s tick)."""
+    replicas), and so does each ``/readyz`` (~1.2 ms), so the bench should not add many: with ``near_end`` the watch
+    sleeps from a tick's end until 0.75 s before the next one is due (ticks start every ``interval_s``), ~3 reads per
+    tick instead of 10 (a kubelet probes every 10 s); without it, every 0.5 s as on 2026-12-03 evening.
+    ``metrics_every_s`` > 0 polls /metrics at that period instead (0.2 reproduces the bench before 2026-12-03
+    evening: 24 more renders per 5 s tick). CPU per tick divides by the ticks counted in the window."""
 
     async def one(i: Instance) -> None:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{i.http}", timeout=30, trust_env=False) as c:
             last: tuple[float, float] | None = None
             seen = 0
             cpu0 = 0.0
+            counted = 0  # ticks seen when cpu0 was read
+            ended: float | None = None  # when the latest tick's end was seen
             tick_at: float | None = None
             pending = True  # a tick ended that /metrics has not shown yet
             while len(i.ticks) < ticks:
@@ -132,18 +143,25 @@ async def _ticks(instances: list[Instance], ticks: int, warmup: int, metrics_eve
                     if count is not None and total is not None:
                         if last is not None and count > last[0]:
                             pending = False
+                            ended = time.monotonic()
                             seen += int(count - last[0])
-                            if seen == warmup:
-                                cpu0 = tree_cpu_s(i.proc.pid)
-                            if seen > warmup:
+                            if seen >= warmup and not counted:
+                                cpu0, counted = tree_cpu_s(i.proc.pid), seen
+                            elif seen > warmup:
                                 i.ticks.append((total - last[1]) / (count - last[0]))
                                 i.answer_mb.append((metric(text, "kvpilot_promql_answer_bytes") or 0.0) / 1e6)
                                 i.deployments_read = metric(text, "kvpilot_promql_deployments_read")
                         elif last is None:
                             pending = False
                         last = (count, total)
-                await asyncio.sleep(metrics_every_s if metrics_every_s > 0 else 0.5)
+                if metrics_every_s > 0:
+                    await asyncio.sleep(metrics_every_s)
+                elif near_end and ended is not None and not pending:
+                    await asyncio.sleep(max(0.5, ended + interval_s - 0.75 - time.monotonic()))
+                else:
+                    await asyncio.sleep(0.5)
             i.cpu_s = tree_cpu_s(i.proc.pid) - cpu0
+            i.cpu_ticks = seen - counted
             i.rss_mb = tree_hwm_mb(i.proc.pid)
 
     await asyncio.wait_for(asyncio.gather(*(one(i) for i in instances)), 1800)
@@ -211,7 +229,19 @@ def main() -> None:
         default=0.0,
         help="poll /metrics every S s (0.2: as the bench did before 2026-12-03 evening); 0: read it once per tick",
     )
+    p.add_argument(
+        "--readyz-steady",
+        action="store_true",
+        help="watch /readyz every 0.5 s all tick long (as on 2026-12-03 evening); default: only near each tick's end",
+    )
+    p.add_argument(
+        "--no-kube-state-metrics",
+        action="store_true",
+        help="collector.discovery.promql_kube_state_metrics: false (no Deployment series query each tick)",
+    )
     args = p.parse_args()
+    ksm = not args.no_kube_state_metrics
+    watch = {"metrics_every_s": args.metrics_every, "interval_s": args.interval, "near_end": not args.readyz_steady}
     with tempfile.TemporaryDirectory(prefix="kvpilot-shards-") as t, FakeKube() as kube:
         tmp = Path(t)
         prom_log = tmp / "promapi.log"
@@ -220,15 +250,18 @@ def main() -> None:
         try:
             port = int(wait_line(prom_log, r"listening (\d+)", prom, 300).group(1))
             # the peer: one instance, no sharding, the same fleet
-            peer = _start("peer", tmp, port, 1, args.interval, None)
+            peer = _start("peer", tmp, port, 1, args.interval, None, ksm=ksm)
             started.append(peer)
-            asyncio.run(_ticks([peer], args.ticks, warmup=2, metrics_every_s=args.metrics_every))
+            asyncio.run(_ticks([peer], args.ticks, warmup=2, **watch))
             peer.proc.terminate()
             peer.proc.wait(60)
             kubeconfig = _kubeconfig(tmp / "kubeconfig", kube.url)
-            group = [_start(f"kv-{n}", tmp, port, args.shards, args.interval, kubeconfig) for n in range(args.shards)]
+            group = [
+                _start(f"kv-{n}", tmp, port, args.shards, args.interval, kubeconfig, ksm=ksm)
+                for n in range(args.shards)
+            ]
             started += group
-            asyncio.run(_ticks(group, args.ticks, warmup=3, metrics_every_s=args.metrics_every))
+            asyncio.run(_ticks(group, args.ticks, warmup=3, **watch))
             holders = _holders(kube, args.shards)
             owners = {name: [s for s, h in holders.items() if h == name] for name in (i.name for i in group)}
             decided = {i.name: _decided(i, args.interval) for i in group}
