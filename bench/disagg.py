@@ -51,7 +51,7 @@ from scaler.backtest.sim import render_page, serving_profile_fields
 from scaler.capacity import ServingProfile
 from scaler.cost import DEFAULT_GPU_PRICES
 from scaler.planner import Planner
-from scaler.policy import PolicyConfig
+from scaler.policy import HEADROOMS, PolicyConfig
 from scaler.pools import PoolConfig, PooledPlanner, PoolsConfig, sequences_within_itl
 from simulator.config import FleetConfig
 from simulator.disagg import DisaggConfig, DisaggregatedFleet
@@ -357,9 +357,7 @@ def main() -> None:
         action="store_true",
         help="kvpilot with PoolsConfig.decode_tokens (decode in output tokens/s)",
     )
-    ap.add_argument(
-        "--prefill-headroom", choices=("fixed", "lean"), default="fixed", help="the prefill pool's policy headroom"
-    )
+    ap.add_argument("--prefill-headroom", choices=HEADROOMS, default="fixed", help="the prefill pool's policy headroom")
     ap.add_argument("--prefill-forecaster", default="auto", help="the prefill pool's forecaster (scaler.forecast)")
     args = ap.parse_args()
     global DECODE, DECODE_GPU
