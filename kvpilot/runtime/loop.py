@@ -24,8 +24,6 @@ from functools import partial
 from typing import Protocol, TypeVar, runtime_checkable
 
 from prometheus_client import Counter, Histogram
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from collector.clock import Clock
 from collector.discovery import Discovery
@@ -36,17 +34,14 @@ from detectors.finding import Finding
 from detectors.hysteresis import Transitions
 from detectors.kv_exhaustion import time_to_exhaustion_s
 from detectors.thresholds import DEFAULT, KvThresholds
+from kvpilot.runtime.persist import TickWrites
 from kvpilot.runtime.planner_hints import demand_hints
 from kvpilot.runtime.rollout_stage import RolloutStage
 from kvpilot.runtime.scale_view import ScaleSource, ScaleView
 from kvpilot.runtime.snapshot import Snapshot
 from scaler.cost import CostConfig, DeploymentCost, discovered_gpus, fleet_costs
 from scaler.decision import Decision
-from store import repo
 from store.buffer import BufferedWriter
-from store.fields import fit
-from store.models import RollupRow
-from store.repo.deployments import SeenDeployment
 
 log = logging.getLogger(__name__)
 
@@ -116,45 +111,6 @@ class LoopConfig:
     kv: KvThresholds = field(default_factory=KvThresholds)
 
 
-def _record_rollup(session: Session, *, deployment: str, t: float, signals: dict[str, float | None]) -> None:
-    repo.record_rollup(session=session, deployment=deployment, t=t, signals=signals)
-
-
-def _prefetch_rollups(session: Session, *, deployments: Sequence[str], t: float) -> None:
-    """The minute's roll-up rows of ``deployments`` read in one SELECT and held for the session: each
-    ``_record_rollup`` after it in the same flush finds its row in the session instead of asking the database (one
-    query a tick instead of a SELECT and an autoflush per deployment: 0.85 ms of CPU each). A write applied alone
-    later (``BufferedWriter`` isolating a bad one) reads its row itself, as before."""
-    minute = int(t // 60)
-    keys = [fit(k, 253) for k in deployments]
-    held = session.info.setdefault("rollups", [])  # the session's identity map holds its objects weakly
-    for i in range(0, len(keys), 500):
-        chunk = keys[i : i + 500]
-        held += session.scalars(select(RollupRow).where(RollupRow.minute == minute, RollupRow.deployment.in_(chunk)))
-
-
-def _record_decision(session: Session, *, decision: Decision) -> None:
-    repo.record_decision(session=session, decision=decision)
-
-
-def _record_capacity(session: Session, *, deployment: str, rps: float, source: str, now: float) -> None:
-    repo.upsert_capacity(
-        session=session, deployment=deployment, requests_per_s=rps, tokens_per_s=None, source=source, now=now
-    )
-
-
-def _changed(a: Decision | None, b: Decision) -> bool:
-    if a is None:
-        return True
-    return (a.desired_replicas, a.warm_pool, a.reason, a.current_replicas, a.ready_replicas) != (
-        b.desired_replicas,
-        b.warm_pool,
-        b.reason,
-        b.current_replicas,
-        b.ready_replicas,
-    )
-
-
 class ControlLoop:
     def __init__(
         self,
@@ -197,13 +153,16 @@ class ControlLoop:
         self.latest: Snapshot | None = None
         self._targets: list[TargetInfo] = []
         self._engine_keys: set[str] = set()  # replicas discovery listed last tick
-        self._stored: dict[str, Decision] = {}
-        self._last_prune: float | None = None
-        self._capacity_at = float("-inf")
+        self.writes = TickWrites(
+            writer,
+            retention_s=config.retention_s,
+            prune_every_s=config.prune_every_s,
+            decision_heartbeat_s=config.decision_heartbeat_s,
+        )
 
     def resume(self, decisions: dict[str, Decision]) -> None:
         """Start from the decisions a previous run stored: published at once, not re-stored unless they change."""
-        self._stored = dict(decisions)
+        self.writes.stored = dict(decisions)
         for d in decisions.values():
             self.board.publish(d)
         if self.scale is not None:  # a deployment at zero replicas when kvpilot restarted is still managed
@@ -330,18 +289,18 @@ class ControlLoop:
     def _release_unowned(self, owns: Callable[[str], bool]) -> None:
         """Deployments whose shard moved to another instance: decision off the board (KEDA calls are forwarded to
         the new owner), planner state dropped, no longer asked of the scale source."""
-        for key in [k for k in self._known | set(self._stored) if not owns(k)]:
+        for key in [k for k in self._known | set(self.writes.stored) if not owns(k)]:
             self._known.discard(key)
-            self._stored.pop(key, None)
+            self.writes.stored.pop(key, None)
             self._guard("publish", partial(self.board.forget, key), None)
             forget = getattr(self.planner, "forget", None)
             if forget is not None:
                 self._guard("decide", partial(forget, key), None)
 
     def _forget(self, key: str) -> None:
-        if key in self._known or key in self._stored:
+        if key in self._known or key in self.writes.stored:
             log.info("deployment %s was deleted: its decision is withdrawn and its planner state dropped", key)
-        self._stored.pop(key, None)
+        self.writes.stored.pop(key, None)
         self.rollout.forget(key)
         self._guard("publish", partial(self.board.forget, key), None)
         forget = getattr(self.planner, "forget", None)  # Planner.forget(key), where the planner has it
@@ -349,54 +308,11 @@ class ControlLoop:
             self._guard("decide", partial(forget, key), None)
 
     def _persist(self, now: float, findings: list[Finding], decisions: list[Decision], *, detected: bool) -> None:
-        """Queue this tick's writes; the writer task applies them (or holds them while the store is away)."""
-        w = self.writer
-        if detected:
-            active = list(findings)
-            w.submit("findings", lambda s: repo.upsert_findings(session=s, active=active, now=now))
-        deployments = self.state.deployments()
-        seen = [
-            SeenDeployment(
-                key,
-                v.replicas[0].sample.engine if v.replicas else None,
-                v.replicas[0].sample.model if v.replicas else None,
-            )
-            for key, v in deployments.items()
-        ]
-        if seen:
-            w.submit("deployments", lambda s: repo.upsert_deployments(session=s, seen=seen, now=now))
-        if len(deployments) > 1:
-            w.submit("rollups", partial(_prefetch_rollups, deployments=list(deployments), t=now))
-        for key, v in deployments.items():
-            signals = v.values()
-            w.submit(f"rollup {key}", partial(_record_rollup, deployment=key, t=now, signals=signals))
-        for d in decisions:
-            prior = self._stored.get(d.deployment)
-            if _changed(prior, d) or prior is None or d.timestamp - prior.timestamp >= self.config.decision_heartbeat_s:
-                self._stored[d.deployment] = d
-                w.submit(f"decision {d.deployment}", partial(_record_decision, decision=d))
-        self._persist_capacity(now)
-        if self._last_prune is None or now - self._last_prune >= self.config.prune_every_s:
-            self._last_prune = now
-            horizon = self.config.retention_s
-            w.submit(
-                "retention", lambda s: log.info("retention: %s", repo.prune(session=s, now=now, horizon_s=horizon))
-            )
-
-    def _persist_capacity(self, now: float) -> None:
-        """Once a minute, what one replica of each deployment sustains (learned or configured), for operators."""
+        """Queue this tick's writes (``kvpilot.runtime.persist``); the writer task applies them."""
         planner = self.planner
-        if not isinstance(planner, Remembers) or now - self._capacity_at < self.config.decision_heartbeat_s:
-            return
-        self._capacity_at = now
-        for key in self.state.deployments():
-            known = planner.capacity(key)
-            source = None if known is None else {"learned": "observed", "configured": "configured"}.get(known[1])
-            if known is not None and source is not None:
-                rps = known[0]
-                self.writer.submit(
-                    f"capacity {key}", partial(_record_capacity, deployment=key, rps=rps, source=source, now=now)
-                )
+        capacity = planner.capacity if isinstance(planner, Remembers) else None
+        deployments = self.state.deployments()
+        self.writes.persist(now, deployments, findings, decisions, detected=detected, capacity=capacity)
 
     def _snapshot(
         self, now: float, result: CollectResult, findings: list[Finding], decisions: list[Decision]
@@ -415,7 +331,7 @@ class ControlLoop:
         # The newest decision of every deployment still in the fleet (a restart's resumed ones until re-decided),
         # those at zero replicas included.
         live = set(self.state.deployments()) | self._known
-        latest = {k: d for k, d in self._stored.items() if k in live or not live}
+        latest = {k: d for k, d in self.writes.stored.items() if k in live or not live}
         latest.update({d.deployment: d for d in decisions})
         deployments = self.state.deployments()
         cost = self.cost

@@ -1,0 +1,140 @@
+"""What each tick of the control loop writes to the store: open findings, the deployments seen, per-minute roll-ups,
+decisions that changed (or whose heartbeat is due), each deployment's capacity once a minute, and the retention pass.
+
+Writes are queued on the ``BufferedWriter``, which applies them in order in a worker thread (or holds them while the
+store is away); nothing here waits for the database. Split out of ``kvpilot.runtime.loop`` (issue 15), unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from collector.state import DeploymentView
+from detectors.finding import Finding
+from scaler.decision import Decision
+from store import repo
+from store.buffer import BufferedWriter
+from store.fields import fit
+from store.models import RollupRow
+from store.repo.deployments import SeenDeployment
+
+log = logging.getLogger(__name__)
+
+Capacity = Callable[[str], tuple[float, str] | None]  # ``Remembers.capacity``: (requests/s, "learned"|"configured")
+
+
+def _record_rollup(session: Session, *, deployment: str, t: float, signals: dict[str, float | None]) -> None:
+    repo.record_rollup(session=session, deployment=deployment, t=t, signals=signals)
+
+
+def _prefetch_rollups(session: Session, *, deployments: Sequence[str], t: float) -> None:
+    """The minute's roll-up rows of ``deployments`` read in one SELECT and held for the session: each
+    ``_record_rollup`` after it in the same flush finds its row in the session instead of asking the database (one
+    query a tick instead of a SELECT and an autoflush per deployment: 0.85 ms of CPU each). A write applied alone
+    later (``BufferedWriter`` isolating a bad one) reads its row itself, as before."""
+    minute = int(t // 60)
+    keys = [fit(k, 253) for k in deployments]
+    held = session.info.setdefault("rollups", [])  # the session's identity map holds its objects weakly
+    for i in range(0, len(keys), 500):
+        chunk = keys[i : i + 500]
+        held += session.scalars(select(RollupRow).where(RollupRow.minute == minute, RollupRow.deployment.in_(chunk)))
+
+
+def _record_decision(session: Session, *, decision: Decision) -> None:
+    repo.record_decision(session=session, decision=decision)
+
+
+def _record_capacity(session: Session, *, deployment: str, rps: float, source: str, now: float) -> None:
+    repo.upsert_capacity(
+        session=session, deployment=deployment, requests_per_s=rps, tokens_per_s=None, source=source, now=now
+    )
+
+
+def _changed(a: Decision | None, b: Decision) -> bool:
+    if a is None:
+        return True
+    return (a.desired_replicas, a.warm_pool, a.reason, a.current_replicas, a.ready_replicas) != (
+        b.desired_replicas,
+        b.warm_pool,
+        b.reason,
+        b.current_replicas,
+        b.ready_replicas,
+    )
+
+
+class TickWrites:
+    """The loop's writes, and the decisions last stored (``stored``: the loop publishes and forgets from it too)."""
+
+    def __init__(
+        self, writer: BufferedWriter, *, retention_s: float, prune_every_s: float, decision_heartbeat_s: float
+    ) -> None:
+        self.writer = writer
+        self.retention_s = retention_s
+        self.prune_every_s = prune_every_s
+        self.decision_heartbeat_s = decision_heartbeat_s  # an unchanged decision is still stored this often
+        self.stored: dict[str, Decision] = {}
+        self._last_prune: float | None = None
+        self._capacity_at = float("-inf")
+
+    def persist(
+        self,
+        now: float,
+        deployments: Mapping[str, DeploymentView],
+        findings: list[Finding],
+        decisions: list[Decision],
+        *,
+        detected: bool,
+        capacity: Capacity | None,
+    ) -> None:
+        """Queue this tick's writes; the writer task applies them (or holds them while the store is away)."""
+        w = self.writer
+        if detected:
+            active = list(findings)
+            w.submit("findings", lambda s: repo.upsert_findings(session=s, active=active, now=now))
+        seen = [
+            SeenDeployment(
+                key,
+                v.replicas[0].sample.engine if v.replicas else None,
+                v.replicas[0].sample.model if v.replicas else None,
+            )
+            for key, v in deployments.items()
+        ]
+        if seen:
+            w.submit("deployments", lambda s: repo.upsert_deployments(session=s, seen=seen, now=now))
+        if len(deployments) > 1:
+            w.submit("rollups", partial(_prefetch_rollups, deployments=list(deployments), t=now))
+        for key, v in deployments.items():
+            signals = v.values()
+            w.submit(f"rollup {key}", partial(_record_rollup, deployment=key, t=now, signals=signals))
+        for d in decisions:
+            prior = self.stored.get(d.deployment)
+            if _changed(prior, d) or prior is None or d.timestamp - prior.timestamp >= self.decision_heartbeat_s:
+                self.stored[d.deployment] = d
+                w.submit(f"decision {d.deployment}", partial(_record_decision, decision=d))
+        if capacity is not None:
+            self._persist_capacity(now, deployments, capacity)
+        if self._last_prune is None or now - self._last_prune >= self.prune_every_s:
+            self._last_prune = now
+            horizon = self.retention_s
+            w.submit(
+                "retention", lambda s: log.info("retention: %s", repo.prune(session=s, now=now, horizon_s=horizon))
+            )
+
+    def _persist_capacity(self, now: float, deployments: Mapping[str, DeploymentView], capacity: Capacity) -> None:
+        """Once a minute, what one replica of each deployment sustains (learned or configured), for operators."""
+        if now - self._capacity_at < self.decision_heartbeat_s:
+            return
+        self._capacity_at = now
+        for key in deployments:
+            known = capacity(key)
+            source = None if known is None else {"learned": "observed", "configured": "configured"}.get(known[1])
+            if known is not None and source is not None:
+                rps = known[0]
+                self.writer.submit(
+                    f"capacity {key}", partial(_record_capacity, deployment=key, rps=rps, source=source, now=now)
+                )
