@@ -97,7 +97,8 @@ class KvThresholds:
     # of it). 0.05 is where level demand's own slope noise ends (|slope| on tuning seeds 1-2's plateaus once level:
     # median 0.015, 90th percentile 0.044, 95th 0.058). Passed the rule written down before measuring (BENCHMARKS.md
     # "Detectors", 2026-12-03 22:00): seeds 1-2 19/30 caught and 5/38 quiet warned (against 19/30, 6/38), seeds
-    # 3-4 14/38 and 10/42 (against 14/38, 12/42). None turns it off.
+    # 3-4 14/38 and 10/42 (against 14/38, 12/42); then on the fresh reporting seeds 11-12, 19/45 and 9/35 (against
+    # 19/45, 11/35). None turns it off.
     demand_min_rise: float | None = 0.05
     # Little's law (kv_exhaustion.projected_usage): warn when the KV usage the forecast arrivals would hold at the
     # horizon reaches this, on a pool that peaked at projected_min_usage or more within the rate window; None
