@@ -4,28 +4,19 @@ attainment (bench/disagg.py's fleet, loop and measure); and a schedule below a w
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from simulator.trace import load_trace
+from tests.helpers.bench import load_bench
 
 TOL = 1e-3  # the frontier's interpolation rounding, as in test_backtest_frontier
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "disagg.py"
 
 
 def _bench() -> Any:
-    if "bench_disagg" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_disagg", BENCH)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["bench_disagg"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["bench_disagg"]
+    return load_bench("disagg")
 
 
 # (trace, slice start, length, rate scale): long prompts from the start; code's bursts from nothing at ×4

@@ -5,9 +5,6 @@ interval later than from the API server (`kvpilot-k8s`), and never earlier."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +13,8 @@ from kvpilot.runtime.scale_ksm import KubeStateMetricsScale, ksm_deployments
 from scaler.rollout import DeploymentRollout
 from simulator import Fleet as SimFleet
 from simulator import FleetConfig, load_trace
+from tests.helpers.bench import load_bench
 
-BENCH = Path(__file__).resolve().parents[4] / "bench" / "rollout.py"
 PENDING = DeploymentRollout(
     generation=2,
     observed_generation=2,
@@ -32,14 +29,7 @@ STEADY = DeploymentRollout(1, 1, 4, 4, 4, 4, 0, 1)
 
 
 def _bench() -> Any:
-    if "bench_rollout" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_rollout", BENCH)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["bench_rollout"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["bench_rollout"]
+    return load_bench("rollout")
 
 
 def test_the_generated_series_read_back_as_the_status_they_were_written_from() -> None:

@@ -5,10 +5,7 @@ shows; noise, too few comparisons, a faster version or a load too different to c
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +17,7 @@ from scaler.decision import Decision
 from scaler.planner import DeploymentLimits
 from simulator import Fleet as SimFleet
 from simulator import FleetConfig, load_trace, parse_fault
+from tests.helpers.bench import load_bench
 
 KEY = "llm/chat"
 TICK = 5.0
@@ -175,18 +173,8 @@ def test_a_rollback_withdraws_the_scaling() -> None:
     assert decision.desired_replicas == DESIRED
 
 
-BENCH = Path(__file__).resolve().parents[4] / "bench" / "rollout.py"
-
-
 def _bench() -> Any:
-    if "bench_rollout" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_rollout", BENCH)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["bench_rollout"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["bench_rollout"]
+    return load_bench("rollout")
 
 
 @pytest.mark.parametrize(
