@@ -57,6 +57,9 @@ class LeaseElector:
         self.lease_duration_s = lease_duration_s
         self.leader = False
         self._renewed_at: float | None = None
+        # The Lease as our latest accepted write left it (its new resourceVersion): the next renewal can write from
+        # it without reading it again (``ShardCoordinator`` between its lists). None until a write is accepted.
+        self.written: client.V1Lease | None = None
         # Written on every create and take-over/renewal: shards find each other's Leases by label and the
         # holder's KEDA address in an annotation (kvpilot.runtime.shards).
         self.labels = dict(labels or {})
@@ -82,6 +85,8 @@ class LeaseElector:
         if won != self.leader:
             log.info("lease %s/%s: %s", self.namespace, self.name, "acquired, actuating" if won else "lost, following")
         self.leader = won
+        if not won:
+            self.written = None
         return won
 
     def _keep_until_expiry(self, now: float, why: str) -> bool:
@@ -124,7 +129,7 @@ class LeaseElector:
                 ),
                 spec=self._spec(now, acquire_time=_micro_time(now), transitions=0),
             )
-            self._api.create_namespaced_lease(self.namespace, body)
+            self.written = self._api.create_namespaced_lease(self.namespace, body)
             return True
         spec = lease.spec or client.V1LeaseSpec()
         holder = spec.holder_identity
@@ -143,7 +148,8 @@ class LeaseElector:
             meta.annotations = {**(meta.annotations or {}), **self.annotations}
             lease.metadata = meta
         lease.api_version, lease.kind = "coordination.k8s.io/v1", "Lease"  # a list's items come without them
-        self._api.replace_namespaced_lease(self.name, self.namespace, lease)  # carries metadata.resourceVersion
+        # carries metadata.resourceVersion; the answer carries the next one
+        self.written = self._api.replace_namespaced_lease(self.name, self.namespace, lease)
         return True
 
     def release(self) -> None:
@@ -159,6 +165,7 @@ class LeaseElector:
         except Exception as e:
             log.warning("lease %s/%s: release failed: %s", self.namespace, self.name, e)
         self.leader = False
+        self.written = None
 
     async def run(self, stop: asyncio.Event, *, every_s: float, sleep: Sleep = asyncio.sleep) -> None:
         """Campaign and renew every ``every_s`` until ``stop``; then release."""

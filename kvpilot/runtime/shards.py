@@ -40,6 +40,7 @@ ROLE_LABEL = "kvpilot.io/lease-role"
 SHARD_LABEL = "kvpilot.io/shard"
 ADDRESS_ANNOTATION = "kvpilot.io/grpc-address"
 WAKE_AFTER_EXPIRY_S = 0.05  # a foreign Lease is read as expired once strictly past its duration
+_DUE_SLACK_S = 1e-3  # a round woken for a list due at t (``next_wake_s``) may see the clock a hair before t
 
 
 def _score(*parts: str) -> int:
@@ -176,7 +177,11 @@ class ShardCoordinator:
         # The group's Leases as this round's list read them, by name: renewals write from these (with their
         # resourceVersion) instead of reading each Lease again. Empty when the list failed: each one reads its own.
         self._listed: dict[str, Any] = {}
+        self._listed_ok = False
         self._members_before: frozenset[str] = frozenset()
+        # Whether the last list found nothing to settle (then the next one waits until ``_list_due_at``).
+        self._settled = False
+        self._list_due_at = float("-inf")
         self.rounds = 0
 
     @property
@@ -224,12 +229,19 @@ class ShardCoordinator:
     # -- one round (blocking: run it in a worker thread) ----------------------------------------------------------
 
     def round(self) -> frozenset[int]:
-        """Renew membership, read every Lease of the group, renew, give up or take shards; returns those held."""
+        """Read the group's Leases when due, renew, give up or take shards; returns those held.
+
+        The group is listed when the last list left something to settle (a member came or went, a shard without a
+        live holder or not where the assignment puts it, a write refused), just after the earliest foreign Lease
+        it read would expire, and at least every half lease period (a joining instance is seen within it). Between
+        lists only the shards held are renewed, each from the Lease its previous write returned (a Lease changed
+        since answers 409 and is given up, as after a list). A holder's shard Leases say it is alive, so its member
+        Lease is renewed only while it holds none."""
         now = self._clock.now()
         self.rounds += 1
-        members = self._read(now)
+        listing = not self._settled or now >= self._list_due_at - _DUE_SLACK_S
+        members = self._read(now) if listing else set(self._members_before)
         members.add(self.identity)
-        self._member.try_acquire_or_renew(self._listed.get(self._member.name))
         held = {i: s.holder for i, s in self._seen.items() if s.holder is not None and s.expires_at >= now}
         for i, e in enumerate(self._electors):
             if e.leader:
@@ -238,6 +250,7 @@ class ShardCoordinator:
         # The first round only says who we are: instances starting together see each other before any takes a
         # shard, instead of the first one taking all and handing them out again.
         joining = self.rounds == 1
+        refused = False
         for i, e in enumerate(self._electors):
             target = wanted.get(i)
             # a shard goes only to a member seen in the previous round too: one that flickers in for a single
@@ -246,25 +259,45 @@ class ShardCoordinator:
                 log.info("shard %d: handing over to %s (its fair share)", i, target)
                 e.release()
             elif e.leader or (not joining and target == self.identity and held.get(i) in (None, self.identity)):
-                e.try_acquire_or_renew(self._listed.get(e.name))
-        self._members_before = frozenset(members)
+                was = e.leader
+                refused |= not e.try_acquire_or_renew(self._current(e, listing)) and was
+        if joining or not any(e.leader for e in self._electors):
+            self._member.try_acquire_or_renew(self._current(self._member, listing))
+        before, self._members_before = self._members_before, frozenset(members)
         owned = frozenset(i for i, e in enumerate(self._electors) if e.leader)
         if owned != self.owned:
             log.info("shards held by %s: %s", self.identity, sorted(owned) or "none")
         self.owned = owned
+        if listing:  # settled: the same members as the list before, every shard held where the assignment puts it
+            after = {i: self.identity if i in owned else (h if h != self.identity else None) for i, h in held.items()}
+            same = self._members_before == before
+            self._settled = self._listed_ok and same and all(after.get(i) == wanted.get(i) for i in wanted)
+        if refused:
+            self._settled = False
         return owned
 
+    def _current(self, elector: LeaseElector, listing: bool) -> Any:
+        """The Lease to write from: as this round's list read it, else as our own last write left it (None: the
+        elector reads it, and creates it when absent)."""
+        if listing and self._listed_ok:
+            return self._listed.get(elector.name)
+        return elector.written if elector.leader else None
+
     def _read(self, now: float) -> set[str]:
-        """Every member and shard Lease of the group, in one list; returns the live members."""
+        """Every member and shard Lease of the group, in one list; returns the live members (the holders of member
+        Leases and of shard Leases) and sets when the next list is due."""
         self._listed = {}
+        self._listed_ok = False
         try:
             leases = self._api.list_namespaced_lease(self.namespace, label_selector=f"{GROUP_LABEL}={self.lease_name}")
         except Exception as e:  # the API server is away: keep what was read, renewals decide what we keep
             why = str(e).splitlines()[0] if str(e) else type(e).__name__
             log.warning("shards: cannot list Leases (%s); keeping the last view", why)
             return set(self._members_before)
+        self._listed_ok = True
         members: set[str] = set()
         seen: dict[int, _Seen] = {}
+        due = now + self.lease_duration_s / 2
         for lease in leases.items:
             meta, spec = lease.metadata, lease.spec
             if meta is not None and meta.name:
@@ -275,6 +308,8 @@ class ShardCoordinator:
             duration = (spec.lease_duration_seconds if spec is not None else None) or self.lease_duration_s
             expires = renewed + duration if renewed is not None else float("-inf")
             live = holder is not None and expires >= now
+            if live and holder != self.identity:
+                due = min(due, expires + WAKE_AFTER_EXPIRY_S)
             if labels.get(ROLE_LABEL) == "member":
                 if live and holder is not None:
                     members.add(holder)
@@ -283,9 +318,12 @@ class ShardCoordinator:
                     index = int(labels.get(SHARD_LABEL, ""))
                 except ValueError:
                     continue
+                if live and holder is not None:
+                    members.add(holder)
                 address = ((meta.annotations if meta is not None else None) or {}).get(ADDRESS_ANNOTATION)
                 seen[index] = _Seen(holder if live else None, expires, address)
         self._seen = seen
+        self._list_due_at = due
         return members
 
     def next_wake_s(self, every_s: float) -> float:

@@ -137,32 +137,102 @@ def test_a_joining_instance_gets_its_share_without_a_gap_elsewhere(kube: FakeKub
 def test_clean_shutdown_hands_shards_over_at_once(kube: FakeKube, clock: VirtualClock) -> None:
     a, b = _coordinator(kube, clock, "a"), _coordinator(kube, clock, "b")
     _rounds([a, b], 3)
+    released_at = clock.now()
     a.release()
     assert a.owned == frozenset()
-    clock.advance(0.5)
-    _rounds([b], 2)  # a's member Lease is released too: b is the only member, takes everything
-    assert b.owned == frozenset({0, 1, 2})
+    while b.owned != frozenset({0, 1, 2}):  # a's member Lease is released too: b is the only member, takes everything
+        clock.advance(b.next_wake_s(5))
+        b.round()
+        # not a lease period: b lists the group at least every half lease, and takes what no one holds at once
+        assert clock.now() - released_at <= 15 / 2 + 5, "released shards not taken within half a lease and a round"
 
 
-def test_a_steady_round_renews_from_its_list_without_reading_each_lease(kube: FakeKube, clock: VirtualClock) -> None:
-    # one list of the group, then one write per Lease held (membership, the shard): nothing read twice
-    a, b, c = (_coordinator(kube, clock, who) for who in "abc")
-    _rounds([a, b, c], 3)
+def _settled(kube: FakeKube, clock: VirtualClock, who: str = "abc") -> list[ShardCoordinator]:
+    coordinators = [_coordinator(kube, clock, w) for w in who]
+    _rounds(coordinators, 3)  # members register, then shards are taken, the first to arrive hands over the surplus
     clock.advance(5)
-    _rounds([a, b, c])
+    _rounds(coordinators, 2)
+    return coordinators
+
+
+def test_steady_rounds_write_each_held_shard_and_list_the_group_every_half_lease(
+    kube: FakeKube, clock: VirtualClock
+) -> None:
+    # between lists a round is one write per shard held, from the Lease its previous write returned (no read); the
+    # member Lease waits while a shard Lease says we are alive; the group is listed at least every half lease (7.5 s)
+    a, b, c = _settled(kube, clock)
     assert sorted(len(x.owned) for x in (a, b, c)) == [1, 1, 1]
-    before = len(kube.requests)
-    clock.advance(5)
-    a.round()
-    leases = "/apis/coordination.k8s.io/v1/namespaces/kv/leases"
     shard = next(iter(a.owned))
-    assert kube.requests[before:] == [
-        ("GET", leases),
-        ("PUT", f"{leases}/kvpilot-member-a"),
-        ("PUT", f"{leases}/kvpilot-shard-{shard}"),
-    ]
+    before = _partition([a, b, c])
+    lists = 0
+    listed = a._api.list_namespaced_lease
+
+    def counted(*args: object, **kwargs: object) -> object:
+        nonlocal lists
+        lists += 1
+        return listed(*args, **kwargs)
+
+    a._api.list_namespaced_lease = counted
+    start = len(kube.requests)
+    for _ in range(6):  # 30 s of 5 s rounds: two lease periods
+        clock.advance(5)
+        _rounds([a, b, c])
+    assert 2 <= lists <= 3  # was one a round
+    leases = "/apis/coordination.k8s.io/v1/namespaces/kv/leases"
+    writes = [path for method, path in kube.requests[start:] if method == "PUT"]
+    assert writes.count(f"{leases}/kvpilot-shard-{shard}") == 6  # renewed every round
+    assert f"{leases}/kvpilot-member-a" not in writes
+    assert not [path for method, path in kube.requests[start:] if method == "GET" and path != leases]  # no reads
     renewed = kube.get("leases", f"kvpilot-shard-{shard}", namespace="kv")["spec"]
     assert (renewed["holderIdentity"], _epoch(renewed["renewTime"])) == ("a", clock.now())
+    assert _partition([a, b, c]) == before  # a lapsed member Lease is no death while its holder renews a shard
+
+
+def test_holders_whose_member_leases_lapsed_still_count_when_an_instance_joins(
+    kube: FakeKube, clock: VirtualClock
+) -> None:
+    # the fair share counts the holders of live shard Leases as members: with a and b seen as alive, c's arrival
+    # makes the share 1 and the holder of two hands one over; counting member Leases alone it would stay 2
+    a, b = _settled(kube, clock, "ab")
+    for _ in range(4):  # 20 s: both member Leases (15 s) lapse while their shard Leases are renewed
+        clock.advance(5)
+        _rounds([a, b])
+    member = kube.get("leases", "kvpilot-member-a", namespace="kv")["spec"]
+    assert clock.now() - _epoch(member["renewTime"]) > 15
+    c = _coordinator(kube, clock, "c")
+    for _ in range(4):
+        clock.advance(5)
+        _rounds([a, b, c])
+        assert all(len(h) <= 1 for h in _partition([a, b, c]).values())  # never two holders
+    assert sorted(len(x.owned) for x in (a, b, c)) == [1, 1, 1]
+
+
+def test_an_instance_that_loses_its_last_shard_renews_its_membership_at_once(
+    kube: FakeKube, clock: VirtualClock
+) -> None:
+    # a renewal written from our last write's answer carries its resourceVersion: a Lease taken meanwhile answers 409,
+    # the shard is given up (not stolen back), the member Lease renewed in the same round, and the next round lists
+    a, b, c = _settled(kube, clock)
+    for _ in range(4):
+        clock.advance(5)
+        _rounds([a, b, c])
+    listed = a._api.list_namespaced_lease
+    lists: list[float] = []
+    a._api.list_namespaced_lease = lambda *args, **kwargs: lists.append(clock.now()) or listed(*args, **kwargs)
+    clock.advance(8)
+    _rounds([a, b, c])  # listed: the next list is due in half a lease
+    shard = next(iter(a.owned))
+    kube.patch("leases", f"kvpilot-shard-{shard}", {"spec": {"holderIdentity": "x"}}, namespace="kv")
+    clock.advance(1)
+    a.round()
+    assert lists == [clock.now() - 1]  # this round wrote from its last write's answer, without a list
+    assert a.owned == frozenset()
+    assert kube.get("leases", f"kvpilot-shard-{shard}", namespace="kv")["spec"]["holderIdentity"] == "x"
+    member = kube.get("leases", "kvpilot-member-a", namespace="kv")["spec"]
+    assert (member["holderIdentity"], _epoch(member["renewTime"])) == ("a", clock.now())
+    clock.advance(0.5)
+    a.round()
+    assert lists[-1] == clock.now()  # something to settle: listed at once, not half a lease later
 
 
 def test_a_lease_written_after_the_list_is_not_overwritten_from_it(kube: FakeKube, clock: VirtualClock) -> None:
@@ -182,7 +252,7 @@ def test_a_lease_written_after_the_list_is_not_overwritten_from_it(kube: FakeKub
         return answer
 
     api.list_namespaced_lease = list_then_taken
-    clock.advance(5)
+    clock.advance(8)  # a list is due: half a lease (7.5 s) since the last one
     a.round()
     assert shard not in a.owned
     assert kube.get("leases", f"kvpilot-shard-{shard}", namespace="kv")["spec"]["holderIdentity"] == "x"
