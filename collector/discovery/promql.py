@@ -307,18 +307,26 @@ class PromQLSource:
         extras = [self.extra_selector] if scopes is None else scopes
         engines = names_regex(WANTED_FAMILIES - _gpu_families())
         limit = max(1, self.max_replicas // max(1, len(extras)))
-        sick = [expressions.replica_series(engines, self.window, e, kv_from=self.kv_from, limit=limit) for e in extras]
         # GPU series carry no deployment label: the faulty ones are read whole, for the caller to cut by node
-        queries = [*sick, expressions.gpu_series(names_regex(_gpu_families()), self.extra_selector)]
-        down = [expressions.down_targets(e) for e in extras]
+        gpus = expressions.gpu_series(names_regex(_gpu_families()), self.extra_selector)
+        # One request per scope: its sick replicas' series, its down targets' `up` (tagged: a down target's `up` could
+        # otherwise share its label set with a series of the same target) and, in the first, the faulty GPUs'
+        # (another exporter's targets, so no label set in common).
+        queries = [
+            expressions.union(
+                expressions.replica_series(engines, self.window, e, kv_from=self.kv_from, limit=limit),
+                *([gpus] if n == 0 else []),
+                expressions.tagged(expressions.down_targets(e), "down"),
+            )
+            for n, e in enumerate(extras)
+        ] or [gpus]
         deployments_task = asyncio.ensure_future(self._deployments(now, extras))
         try:
-            bodies = await asyncio.gather(*(self._query_body(q, now) for q in [*queries, *down]))
+            answers = await asyncio.gather(*(self._query_body(q, now) for q in queries))
             deployments = await deployments_task
         finally:
             deployments_task.cancel()
-        answers, downs = bodies[: len(queries)], bodies[len(queries) :]
-        job = partial(read_answers, answers, downs, self._metadata, now, self.jobs, t0)
+        job = partial(read_answers, answers, (), self._metadata, now, self.jobs, t0)
         result = self._collected(await self._in_reader(job), now)
         self.last_aggregates = await asyncio.to_thread(decode.aggregates, deployments, now, self._stop)
         return result

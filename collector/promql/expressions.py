@@ -144,6 +144,24 @@ def down_targets(extra: str = "") -> str:
     return f"up{{{selector(extra)}}} == 0"
 
 
+# -- several queries in one request --------------------------------------------------------------------------------
+
+PART_LABEL = "kvpilot_part"
+
+
+def tagged(query: str, part: str) -> str:
+    """``query``'s series with the label ``kvpilot_part="<part>"`` added (``label_replace`` keeps the metric name): in
+    a ``union``, no series of this part can have a label set equal to another part's, so none is dropped."""
+    return f'label_replace({query}, "{PART_LABEL}", "{part}", "", "")'
+
+
+def union(*queries: str) -> str:
+    """One query answering every series of each of ``queries``: ``(a) or (b) or ...``. ``or`` keeps every series of
+    its left side and those of its right side whose label set, the metric name aside, the left has not: the parts
+    must not share label sets (different targets, or a part ``tagged``), or a part loses series."""
+    return " or ".join(f"({q})" for q in queries)
+
+
 # -- narrowing to some deployments (a shard's) -------------------------------------------------------------------
 
 # Bytes of deployment names per matcher. Past it, the deployments are split over several matchers, each asked in

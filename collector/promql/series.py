@@ -132,12 +132,15 @@ def read_answers(
     started: float,
 ) -> list[ScrapeResult]:
     """In the reader (process or thread): decode the answers, regroup their series by target, adapt each target's
-    as its page. ``down`` (aggregates mode): answers of the ``up == 0`` series of inference targets, reported down; in
-    ``replicas`` mode (``down`` None) only ``jobs``' targets, or those serving a wanted family, are kept."""
+    as its page. ``down`` (aggregates mode, where every target answered is kept): more answers; an inference
+    target's ``up == 0`` series, here or in ``answers`` (a part of a union, tagged), reports it down. In ``replicas``
+    mode (``down`` None) only ``jobs``' targets, or those serving a wanted family, are kept."""
     by_target: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for where, body in [*answers, *(down or ())]:
         for s in decode.vector(decode.answer(body, where), where):
             m = s["metric"]
+            if expressions.PART_LABEL in m:  # kvpilot's own tag of a part of a union, no label of the target's
+                del m[expressions.PART_LABEL]
             by_target.setdefault((m.get("job", ""), m.get("instance", "")), []).append(s)
     duration = time.perf_counter() - started
     return [

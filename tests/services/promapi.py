@@ -360,6 +360,11 @@ class FakeFleet:
 
     def render(self, query: str, t: float) -> bytes:
         """The JSON body Prometheus 2.x writes for an instant query (its series order is not promised)."""
+        items = [item for part, tag in _union_parts(query) for item in self._items(part, t, tag)]
+        return ('{"status":"success","data":{"resultType":"vector","result":[' + ",".join(items) + "]}}").encode()
+
+    def _items(self, query: str, t: float, tag: str | None) -> list[str]:
+        """One query's series as JSON objects; ``tag``: the value of ``expressions.PART_LABEL`` it adds."""
         kind = self.kind(query)
         matchers = _label_matchers(query)
         if kind in ("adhoc", "rules"):
@@ -384,11 +389,49 @@ class FakeFleet:
             self.calls[kind] = self.calls.get(kind, 0) + 1
             self.sent[kind] = self.sent.get(kind, 0) + len(items)
             self.log.append((kind, query, len(items)))
-        return ('{"status":"success","data":{"resultType":"vector","result":[' + ",".join(items) + "]}}").encode()
+        if tag is not None:
+            label = f'{{"{ex.PART_LABEL}":{json.dumps(tag)},'
+            items = [item.replace('{"metric":{', '{"metric":' + label, 1) for item in items]  # never without labels
+        return items
 
     def metadata(self) -> bytes:
         data = {name: [{"type": kind, "help": "", "unit": ""}] for name, kind in self.types.items()}
         return json.dumps({"status": "success", "data": data}).encode()
+
+
+_TAGGED = re.compile(rf'label_replace\((.*), "{ex.PART_LABEL}", "(\w+)", "", ""\)', re.S)
+
+
+def _union_parts(query: str) -> list[tuple[str, str | None]]:
+    """The queries of ``expressions.union`` (``(a) or (b) ...``, each part in parentheses; a top-level ``or`` of
+    other shapes, as the ad-hoc aggregates' ``label_replace(...) or ...``, is one query), each with its tag."""
+    parts: list[str] = []
+    depth, start, i, quoted = 0, 0, 0, False
+    while i < len(query):
+        ch = query[i]
+        if quoted:
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                quoted = False
+        elif ch == '"':
+            quoted = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif depth == 0 and query.startswith(" or ", i):
+            parts.append(query[start:i])
+            start = i + 4
+        i += 1
+    parts.append(query[start:])
+    if len(parts) == 1 or not all(p.startswith("(") and p.endswith(")") for p in parts):
+        return [(query, None)]
+    out: list[tuple[str, str | None]] = []
+    for p in parts:
+        tagged = _TAGGED.fullmatch(p[1:-1])
+        out.append((tagged.group(1), tagged.group(2)) if tagged else (p[1:-1], None))
+    return out
 
 
 _NAMES = re.compile(r'__name__=~"((?:[^"\\]|\\.)*)"')

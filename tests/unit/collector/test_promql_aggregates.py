@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from collector.aggregates import DeploymentAggregate
@@ -266,3 +267,46 @@ def test_the_loopback_prometheus_answers_only_the_names_the_query_matches_in_ful
     assert "vllm:request_prompt_tokens_bucket" not in got
     assert {"vllm:kv_cache_usage_perc", "vllm:time_to_first_token_seconds_bucket", "vllm:num_requests_running"} <= got
     assert all(re.fullmatch(names_regex(engines), n) for n in got)
+
+
+async def test_sick_replicas_faulty_gpus_and_down_targets_come_in_one_request_read_as_when_asked_apart() -> None:
+    # one union per tick instead of three queries: the same targets, replicas, GPUs and down targets as reading the
+    # three answers apart (the ``up == 0`` part tagged, the tag gone from what is read)
+    from collector.promql.series import read_answers
+
+    f = FakeFleet(600, per_deployment=100, sick_every=50, down_every=100)  # faulty GPUs at 21 and 521
+    server = serve(f)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    requests: list[str] = []
+
+    async def count(request: Any) -> None:
+        requests.append(request.url.path)
+
+    client = httpx.AsyncClient(timeout=10, event_hooks={"request": [count]})
+    source = PromQLSource(url, mode="aggregates", clock=VirtualClock(NOW), reader="thread", client=client)
+    try:
+        await source.collect_once()  # first tick: metadata
+        requests.clear()
+        f.log.clear()
+        result = await source.collect_once()
+    finally:
+        await source.aclose()
+        await client.aclose()
+        server.shutdown()
+    assert requests == ["/api/v1/query"] * 2  # the recorded deployments, and one for everything read per replica
+    parts = {kind: query for kind, query, _ in f.log}
+    assert sorted(parts) == ["down", "gpus", "rules", "sick"]
+    apart = read_answers(
+        [("sick", f.render(parts["sick"], NOW)), ("gpus", f.render(parts["gpus"], NOW))],
+        [("down", f.render(parts["down"], NOW))],
+        source._metadata,
+        NOW,
+        frozenset(),
+        0.0,
+    )
+
+    def read(results: Any) -> dict[str, tuple[Any, ...]]:
+        return {r.target.url: (r.target, r.ok, r.error, r.replicas, r.gpus) for r in results}
+
+    assert read(result.results) == read(apart)
+    assert (len(result.down_targets), len(result.gpus) > 0, len(result.replicas) > 0) == (6, True, True)
