@@ -6,7 +6,8 @@ One loopback Prometheus-API server (``tests.services.promapi``, as bench/fleet_s
 the Kubernetes API is the in-process fake (``tests.fakekube``, Leases through the official client, reached by
 ``kvpilot run`` through a kubeconfig). Each kvpilot is the real ``kvpilot run`` (PromQL source in aggregates mode,
 its own SQLite store), so ticks, Leases and gRPC are what production runs; the machine is shared, so read the
-ratios, not the absolute figures.
+ratios, not the absolute figures. The peer runs before the instances and again after them (``--peer-once``: before
+only), and the instances' CPU is read against the mean of the two.
 
   .venv/bin/python bench/shards.py --replicas 10000 --shards 3 --ticks 6
 
@@ -167,6 +168,18 @@ async def _ticks(
     await asyncio.wait_for(asyncio.gather(*(one(i) for i in instances)), 1800)
 
 
+def _peer(
+    name: str, tmp: Path, port: int, args: Any, ksm: bool, watch: dict[str, Any], started: list[Instance]
+) -> Instance:
+    """One instance without sharding on the same fleet, its ticks measured, then stopped."""
+    peer = _start(name, tmp, port, 1, args.interval, None, ksm=ksm)
+    started.append(peer)
+    asyncio.run(_ticks([peer], args.ticks, warmup=2, **watch))
+    peer.proc.terminate()
+    peer.proc.wait(60)
+    return peer
+
+
 def _holders(kube: FakeKube, shards: int) -> dict[int, str | None]:
     out: dict[int, str | None] = {}
     for i in range(shards):
@@ -239,6 +252,11 @@ def main() -> None:
         action="store_true",
         help="collector.discovery.promql_kube_state_metrics: false (no Deployment series query each tick)",
     )
+    p.add_argument(
+        "--peer-once",
+        action="store_true",
+        help="measure the peer before the instances only (as until 2026-12-04); default: before and after them",
+    )
     args = p.parse_args()
     ksm = not args.no_kube_state_metrics
     watch = {"metrics_every_s": args.metrics_every, "interval_s": args.interval, "near_end": not args.readyz_steady}
@@ -250,11 +268,7 @@ def main() -> None:
         try:
             port = int(wait_line(prom_log, r"listening (\d+)", prom, 300).group(1))
             # the peer: one instance, no sharding, the same fleet
-            peer = _start("peer", tmp, port, 1, args.interval, None, ksm=ksm)
-            started.append(peer)
-            asyncio.run(_ticks([peer], args.ticks, warmup=2, **watch))
-            peer.proc.terminate()
-            peer.proc.wait(60)
+            peer = _peer("peer", tmp, port, args, ksm, watch, started)
             kubeconfig = _kubeconfig(tmp / "kubeconfig", kube.url)
             group = [
                 _start(f"kv-{n}", tmp, port, args.shards, args.interval, kubeconfig, ksm=ksm)
@@ -287,8 +301,16 @@ def main() -> None:
                 if time.monotonic() - killed > 10 * LEASE_S:
                     raise RuntimeError(f"shards {lost} not taken over: {now}")
                 time.sleep(0.02)
+            for i in group:
+                if i.proc.poll() is None:
+                    i.proc.terminate()
+                    i.proc.wait(60)
+            # the peer again after them, unless --peer-once: the VM's load moves between the phases, and a ratio
+            # against the mean of a peer measured on both sides of the instances moves less with it
+            peers = [peer] if args.peer_once else [peer, _peer("peer-after", tmp, port, args, ksm, watch, started)]
             tick = statistics.median(d for i in group for d in i.ticks)
-            peer_tick = statistics.median(peer.ticks)
+            peer_tick = statistics.median(d for one in peers for d in one.ticks)
+            peer_cpu = statistics.mean(one.cpu_per_tick_s for one in peers)
             for i in group:
                 print(
                     f"  {i.name}: tick p50 {statistics.median(i.ticks):.3f} s max {max(i.ticks):.3f} s, "
@@ -297,13 +319,14 @@ def main() -> None:
                     f"({i.deployments_read or 0:.0f} deployments asked for)",
                     flush=True,
                 )
-            print(
-                f"  peer (one instance, whole fleet): tick p50 {peer_tick:.3f} s max {max(peer.ticks):.3f} s, "
-                f"CPU {peer.cpu_per_tick_s:.2f} s per tick, peak RSS {peer.rss_mb:.0f} MB, "
-                f"answers {statistics.median(peer.answer_mb):.2f} MB per tick"
-            )
+            for one in peers:
+                print(
+                    f"  {one.name} (one instance, whole fleet): tick p50 {statistics.median(one.ticks):.3f} s "
+                    f"max {max(one.ticks):.3f} s, CPU {one.cpu_per_tick_s:.2f} s per tick, "
+                    f"peak RSS {one.rss_mb:.0f} MB, answers {statistics.median(one.answer_mb):.2f} MB per tick"
+                )
             cpu = statistics.mean(i.cpu_per_tick_s for i in group)
-            print(f"  per-instance / peer: tick {tick / peer_tick:.2f}, CPU per tick {cpu / peer.cpu_per_tick_s:.2f}")
+            print(f"  per-instance / peer: tick {tick / peer_tick:.2f}, CPU per tick {cpu / peer_cpu:.3f}")
             print(
                 f"  takeover of shards {lost} after SIGKILL: {takeover_s:.2f} s "
                 f"(lease {LEASE_S:g} s, renew {RENEW_S:g} s)"
@@ -314,7 +337,7 @@ def main() -> None:
             )
             print(
                 f"replicas {args.replicas} shards {args.shards} tick_p50_s {tick:.3f} peer_tick_p50_s {peer_tick:.3f} "
-                f"cpu_per_tick_s {cpu:.2f} peer_cpu_per_tick_s {peer.cpu_per_tick_s:.2f} "
+                f"cpu_per_tick_s {cpu:.3f} peer_cpu_per_tick_s {peer_cpu:.3f} "
                 f"takeover_s {takeover_s:.2f} lease_s {LEASE_S:g} forward_p50_ms {forward_ms:.2f} "
                 f"local_p50_ms {local_ms:.2f}",
                 flush=True,
