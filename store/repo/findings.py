@@ -61,7 +61,11 @@ def upsert_findings(*, session: Session, active: Sequence[Finding], now: float) 
     A finding that recurs after it closed opens a new episode (its acknowledgement belonged to the old one).
     """
     by_id = {f.id: f for f in active}
-    rows = {r.id: r for r in session.scalars(select(FindingRow).where(FindingRow.id.in_(list(by_id))))}
+    # one SELECT a tick for both sets: the active ones' rows (closed ones reopen) and every live row (those not
+    # active close)
+    wanted = FindingRow.state.in_(LIVE) | FindingRow.id.in_(list(by_id)) if by_id else FindingRow.state.in_(LIVE)
+    rows = {r.id: r for r in session.scalars(select(FindingRow).where(wanted))}
+    stale = [r for fid, r in rows.items() if fid not in by_id and r.state in LIVE]
     for fid, f in by_id.items():
         row = rows.get(fid)
         if row is None:
@@ -83,10 +87,7 @@ def upsert_findings(*, session: Session, active: Sequence[Finding], now: float) 
             row.closed_at = None
             row.acknowledged_at = row.acknowledged_by = row.acknowledge_note = None
         _refresh(row, f, now)
-    stale = select(FindingRow).where(FindingRow.state.in_(LIVE))
-    if by_id:
-        stale = stale.where(FindingRow.id.not_in(list(by_id)))
-    for row in session.scalars(stale):
+    for row in stale:
         row.state = CLOSED
         row.closed_at = now
 

@@ -65,6 +65,34 @@ def test_findings_open_refresh_close_and_reopen(factory: sessionmaker[Session]) 
         assert repo.get_finding(session=s, finding_id=f1.id).acknowledged_by == "alice"  # the ack record stays
 
 
+def test_a_tick_of_findings_reads_the_store_once(factory: sessionmaker[Session]) -> None:
+    # the rows to refresh and the live rows to close come from one SELECT (the writer runs this every tick)
+    from sqlalchemy import event
+
+    f1, f2, f3 = (_finding("stuck_gpu", n) for n in ("n1", "n2", "n3"))
+    with transaction(factory) as s:
+        repo.upsert_findings(session=s, active=[f1, f2], now=20)
+        repo.upsert_findings(session=s, active=[], now=21)  # both closed
+        repo.upsert_findings(session=s, active=[f1, f3], now=22)  # f1 reopens, f3 opens
+    selects: list[str] = []
+    with transaction(factory) as s:
+        engine = s.get_bind()
+        listen = (engine, "before_cursor_execute")
+
+        def count(conn: object, cursor: object, statement: str, *args: object) -> None:
+            selects.extend([statement] if statement.lstrip().upper().startswith("SELECT") else [])
+
+        event.listen(*listen, count)
+        try:
+            repo.upsert_findings(session=s, active=[f2, f3], now=30)  # f1 closes, f2 reopens, f3 refreshes
+            s.flush()
+        finally:
+            event.remove(*listen, count)
+        assert len(selects) == 1, selects
+        states = {f.id: repo.get_finding(session=s, finding_id=f.id).state for f in (f1, f2, f3)}
+    assert states == {f1.id: "closed", f2.id: "open", f3.id: "open"}
+
+
 def test_acknowledge_errors(factory: sessionmaker[Session]) -> None:
     f = _finding("stuck_gpu", "n1")
     with transaction(factory) as s:
