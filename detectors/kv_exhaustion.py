@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import statistics
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -37,52 +39,23 @@ from collector.state import FleetState, ReplicaView
 from collector.validity import fraction
 from detectors._values import finite
 from detectors.finding import Finding, Severity, Subject
+from detectors.kv_trend import window_trend
 from detectors.thresholds import KvThresholds, Thresholds
 
 KIND = "kv_exhaustion"
+
+_timestamp = operator.attrgetter("timestamp")
 
 
 def kv_trend(
     history: Sequence[ReplicaSample], kv: KvThresholds, window_s: float | None = None
 ) -> tuple[float, float] | None:
     """Theil-Sen (slope per second, fitted usage at the latest sample) of kv_usage over the trend window (or
-    ``window_s``);
-    None when too few points. The median of pairwise slopes ignores a noisy scrape or two (least squares
-    would let one spike at the window's end set the slope), and the fitted level, not the last raw value,
-    is what is projected. O(n^2) pairs over ~18 samples per replica: cheap."""
+    ``window_s``) of ``history`` (oldest first); None when too few points. Read from the window's samples alone,
+    once per replica and tick (``detectors.kv_trend``): the detector and the exported projection both ask for it."""
     if not history:
         return None
-    window = kv.trend_window_s if window_s is None else window_s
-    # The detector and the exported projection ask for the same replica's trend several times a tick: the same
-    # history (its first and last sample objects, its length) gives the same answer.
-    first, latest = history[0], history[-1]
-    key = (latest.namespace, latest.replica, window, kv.min_trend_samples)
-    known = _TRENDS.get(key)
-    if known is not None and known[0] is latest and known[1] is first and known[2] == len(history):
-        return known[3]
-    trend = _kv_trend(history, window, kv.min_trend_samples)
-    if len(_TRENDS) >= _MAX_TRENDS:
-        _TRENDS.clear()
-    _TRENDS[key] = (latest, first, len(history), trend)
-    return trend
-
-
-_TRENDS: dict[tuple[str, str, float, int], tuple[ReplicaSample, ReplicaSample, int, tuple[float, float] | None]] = {}
-_MAX_TRENDS = 50_000
-
-
-def _kv_trend(history: Sequence[ReplicaSample], window_s: float, min_samples: int) -> tuple[float, float] | None:
-    start = history[-1].timestamp - window_s
-    pts = [(s.timestamp, v) for s in history if s.timestamp >= start and (v := fraction(s.kv_usage)) is not None]
-    if len(pts) < min_samples:
-        return None
-    slopes = [(v2 - v1) / (t2 - t1) for i, (t1, v1) in enumerate(pts) for t2, v2 in pts[i + 1 :] if t2 > t1]
-    if not slopes:
-        return None
-    slope = statistics.median(slopes)
-    t_last = pts[-1][0]
-    level = statistics.median(v + slope * (t_last - t) for t, v in pts)
-    return slope, level
+    return window_trend(history, kv.trend_window_s if window_s is None else window_s, kv.min_trend_samples)
 
 
 def kv_slope_per_s(history: Sequence[ReplicaSample], kv: KvThresholds) -> float | None:
@@ -296,13 +269,19 @@ def read(
     rate_window_s: float,
     demand: Demand | None = None,
     ready_replicas: int = 0,
+    *,
+    confirm: bool = True,
 ) -> KvReading | None:
-    """The replica's reading, or None when its KV usage is unknown (not exported, or impossible)."""
+    """The replica's reading from its ``history`` (oldest first, as ``FleetState`` keeps it), or None when its KV
+    usage is unknown (not exported, or impossible); without the longer trend's projection
+    (``confirm_time_to_exhaustion_s`` None) unless ``confirm``."""
     usage = fraction(view.sample.kv_usage)
     if usage is None:
         return None
+    # The rate window's samples: the history is oldest first, so they are found by bisection, not by a pass over it.
     start = view.sample.timestamp - rate_window_s
-    window = [v for s in history if s.timestamp >= start and (v := fraction(s.kv_usage)) is not None]
+    recent = history[bisect_left(history, start, key=_timestamp) :]
+    window = [v for s in recent if (v := fraction(s.kv_usage)) is not None]
     arrivals, finished = finite(view.arrival_rate), finite(view.requests_finished_rate)
     burst = 0.0
     if demand is not None and th.burst_margin > 0:
@@ -313,7 +292,7 @@ def read(
         peak_usage=max([usage, *window]),
         slope_per_s=kv_slope_per_s(history, th),
         time_to_exhaustion_s=time_to_exhaustion_s(history, th),
-        confirm_time_to_exhaustion_s=time_to_exhaustion_s(history, th, th.confirm_window_s),
+        confirm_time_to_exhaustion_s=time_to_exhaustion_s(history, th, th.confirm_window_s) if confirm else None,
         requests_waiting=finite(view.sample.requests_waiting),
         requests_running=finite(view.sample.requests_running),
         preemptions_rate=finite(view.preemptions_rate),
@@ -383,6 +362,13 @@ def judge(r: KvReading, th: KvThresholds) -> tuple[Severity, str] | None:
     )
 
 
+def _awaits_confirmation(r: KvReading, th: KvThresholds) -> bool:
+    """Whether ``judge`` reads the longer trend's projection: the short one projects the pool full, filling, within
+    the warning time, and not full already (``judge``'s last rule)."""
+    tte = r.time_to_exhaustion_s
+    return tte is not None and 0 < tte <= th.warn_time_to_exhaustion_s and r.filling(th)
+
+
 def _demand(r: KvReading) -> str:
     d = r.demand
     if d is None or r.load is None:
@@ -418,9 +404,17 @@ def _replica_finding(
     demand: Demand | None = None,
     ready_replicas: int = 0,
 ) -> Finding | None:
-    r = read(view, history, th, rate_window_s, demand, ready_replicas)
-    verdict = None if r is None else judge(r, th)
-    if r is None or verdict is None:
+    r = read(view, history, th, rate_window_s, demand, ready_replicas, confirm=False)
+    if r is None:
+        return None
+    verdict = judge(r, th)
+    if verdict is None and not _awaits_confirmation(r, th):
+        return None
+    # The longer trend is worked out only where it is read: where it decides (a projection alone), and for the
+    # evidence of a finding. Nearly every replica at every tick is neither, and its fit costs 4x the short one's.
+    r = dataclasses.replace(r, confirm_time_to_exhaustion_s=time_to_exhaustion_s(history, th, th.confirm_window_s))
+    verdict = judge(r, th)
+    if verdict is None:
         return None
     severity, text = verdict
     return Finding(
