@@ -562,39 +562,16 @@ class FleetState:
         start = max(since, track.ttft_bounds_since)
         # The newest and the oldest histogram at or after `start`, as (sum, count, counts): the recent tier's as
         # scraped, the others packed (sum, count, *counts); every one has the bounds of `ttft_last` (see `start`).
-        last: tuple[float, float, Sequence[float]] | None = None
-        first: tuple[float, float, Sequence[float]] | None = None
-        last_t = first_t = start
         tiers = ((track.recent, None), (track.middle, track.middle_ttft), (track.older, track.older_ttft))
-        for samples, packed in tiers:  # the newest first: nearly always the latest sample
-            for i in range(len(samples) - 1, -1, -1):
-                sample = samples[i]
-                if sample.timestamp < start:
-                    break
-                h = sample.ttft if packed is None else packed[i]
-                if h is not None:
-                    last, last_t = _ttft_values(h), sample.timestamp
-                    break
-            else:
-                continue
-            break
-        if last is None:
+        newest = _ttft_found(((s, p, range(len(s) - 1, -1, -1)) for s, p in tiers), start)  # nearly always the latest
+        if newest is None:
             return None
-        for samples, packed in reversed(tiers):  # the oldest at or after `start`: found by bisection
-            if not samples or samples[-1].timestamp < start:
-                continue
-            lo = bisect_left(samples, start, key=_timestamp) if samples[0].timestamp < start else 0
-            for i in range(lo, len(samples)):
-                sample = samples[i]
-                h = sample.ttft if packed is None else packed[i]
-                if h is not None:
-                    first, first_t = _ttft_values(h), sample.timestamp
-                    break
-            else:
-                continue
-            break
-        if first is None or last is None or first_t >= last_t:
+        oldest = _ttft_found(  # found by bisection
+            ((s, p, range(bisect_left(s, start, key=_timestamp), len(s))) for s, p in reversed(tiers)), start
+        )
+        if oldest is None or oldest[0] >= newest[0]:
             return None
+        (first_t, first), (last_t, last) = oldest, newest
         counts = list(map(operator.sub, last[2], first[2]))
         total_sum, total_count = last[0] - first[0], last[1] - first[1]
         for t, before in track.ttft_restarts:
@@ -619,6 +596,23 @@ class FleetState:
 
 
 _timestamp = operator.attrgetter("timestamp")
+
+
+def _ttft_found(
+    scan: Iterable[tuple[deque[ReplicaSample], deque[array[float] | None] | None, range]], start: float
+) -> tuple[float, tuple[float, float, Sequence[float]]] | None:
+    """The first TTFT histogram in ``scan`` (each tier's samples, their packed histograms or None for those as
+    scraped, and the positions to look at in order), with its sample's time; None once a sample before ``start`` is
+    reached (the tiers go from newest to oldest or the reverse)."""
+    for samples, packed, positions in scan:
+        for i in positions:
+            sample = samples[i]
+            if sample.timestamp < start:
+                return None
+            h = sample.ttft if packed is None else packed[i]
+            if h is not None:
+                return sample.timestamp, _ttft_values(h)
+    return None
 
 
 def _ttft_values(h: Histogram | array[float]) -> tuple[float, float, Sequence[float]]:
