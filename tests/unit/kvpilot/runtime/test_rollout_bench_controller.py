@@ -65,3 +65,31 @@ def test_the_deployment_controller_finishes_the_rollout_on_the_new_version() -> 
     names = [r.model_name for r in fleet.snapshot().replicas]
     assert names == ["next"] * 4
     assert fleet._rollout is None
+
+
+@pytest.mark.parametrize(("controller", "fewest_ready"), [("deployment", 4), ("waves", 2)])
+def test_kvpilot_through_kube_state_metrics_holds_the_fleet_only_where_the_controller_honours_the_count(
+    controller: str, fewest_ready: int
+) -> None:
+    """The bench's kvpilot reading kube-state-metrics at a 30 s scrape's worst phase (the template change at 180 s
+    seen at 210 s) surges 4 -> 6 before the resume at 300 s; waves of 2. Under the Deployment controller no tick
+    of the rollout has fewer than the 4 replicas demand needs ready; under the fixed waves the first wave leaves 2
+    while the surge still loads (300-325 s)."""
+    bench = load_bench("rollout")
+    config = FleetConfig(replicas=4, cold_start_s=120.0, routing="least_loaded", seed=3)
+    trace = load_trace(TRACE, seed=3)
+    fleet: Any = bench._DeploymentController(config, trace) if controller == "deployment" else Fleet(config, trace)
+    kvpilot = bench._Kvpilot(4, wave=2, k8s=True, ksm=bench._KsmPrometheus(30.0, bench.worst_phase(30.0)))
+    ready: list[int] = []
+    t = 0.0
+    while t < 690.0:
+        t += 5.0
+        if t == 300.0:
+            fleet.inject(parse_fault({"type": "rollout", "wave_size": 2, "model_name": "next"}))
+        fleet.advance_to(t)
+        snap = fleet.snapshot()
+        kvpilot.tick(fleet, snap, t)
+        if t >= 300.0:
+            ready.append(sum(1 for r in snap.replicas if r.state == "ready"))
+    assert kvpilot.published[1] == (210.0, 6)
+    assert min(ready) == fewest_ready
