@@ -12,7 +12,10 @@ and kv_exhaustion reports it.
 from __future__ import annotations
 
 import math
+import operator
 import statistics
+from bisect import bisect_left, bisect_right, insort
+from collections import deque
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -36,7 +39,7 @@ class Baseline(NamedTuple):
 
 def baseline(history: Sequence[DeploymentPoint], th: PrefixThresholds, now: float) -> Baseline | None:
     """Medians over the history older than ``baseline_exclude_recent_s``; None when that history spans less than
-    ``min_baseline_s``."""
+    ``min_baseline_s``. Worked out from the whole history (``_KeptBaseline`` keeps the same answer tick by tick)."""
     cutoff = now - th.baseline_exclude_recent_s
     points = [p for p in history if p.t <= cutoff and fraction(p.prefix_hit_ratio) is not None]
     if not points or points[-1].t - points[0].t < th.min_baseline_s:
@@ -46,6 +49,104 @@ def baseline(history: Sequence[DeploymentPoint], th: PrefixThresholds, now: floa
         ready_replicas=statistics.median(p.ready_replicas for p in points),
         preemptions_per_replica_s=statistics.median(_preemptions_per_replica(p) for p in points),
     )
+
+
+class _KeptBaseline:
+    """One deployment's baseline kept from tick to tick: the points it last covered and each median's values, sorted.
+
+    The baseline covers up to an hour of points (720 at 5 s) and moves by a point or two a tick, so a tick adds the
+    points that aged past the cutoff and drops those the history let go, instead of three medians over all of them.
+    The sorted lists stay what ``sorted`` makes of the values in history order (a new value goes after its equals,
+    the oldest of equals leaves first), so each median is ``statistics.median``'s, to the sign of a zero."""
+
+    __slots__ = ("counted", "covered", "preemptions", "ratios", "replicas")
+
+    def __init__(self) -> None:
+        self.covered: list[DeploymentPoint] = []  # the history's points at or before the last cutoff, oldest first
+        self.counted: deque[DeploymentPoint] = deque()  # those with a hit ratio
+        self.ratios: list[float] = []
+        self.replicas: list[int] = []
+        self.preemptions: list[float] = []
+
+    def _clear(self) -> None:
+        self.covered, self.ratios, self.replicas, self.preemptions = [], [], [], []
+        self.counted.clear()
+
+    def update(self, history: Sequence[DeploymentPoint], th: PrefixThresholds, now: float) -> Baseline | None:
+        """``baseline(history, th, now)`` for a ``history`` oldest first (its times checked)."""
+        cutoff = now - th.baseline_exclude_recent_s
+        if not math.isfinite(cutoff) or not _in_order(history):
+            self._clear()
+            return baseline(history, th, now)
+        covered = history[: bisect_right(history, cutoff, key=_t)]
+        old = self.covered
+        gone = bisect_left(old, covered[0].t, key=_t) if covered else len(old)
+        kept = len(old) - gone
+        # The points covered last that are still covered must start the points covered now, the very same objects;
+        # otherwise this is another history (a deployment gone and back, another FleetState): start again.
+        if kept <= len(covered) and all(map(operator.is_, old[gone:], covered[:kept])):
+            for p in old[:gone]:
+                self._drop(p)
+        else:
+            self._clear()
+            kept = 0
+        for p in covered[kept:]:
+            self._add(p)
+        self.covered = list(covered)
+        counted = self.counted
+        if not counted or counted[-1].t - counted[0].t < th.min_baseline_s:
+            return None
+        return Baseline(
+            hit_ratio=_median(self.ratios),
+            ready_replicas=_median(self.replicas),
+            preemptions_per_replica_s=_median(self.preemptions),
+        )
+
+    def _add(self, p: DeploymentPoint) -> None:
+        ratio = fraction(p.prefix_hit_ratio)
+        if ratio is not None:
+            self.counted.append(p)
+            insort(self.ratios, ratio or 0.0)
+            insort(self.replicas, p.ready_replicas)
+            insort(self.preemptions, _preemptions_per_replica(p))
+
+    def _drop(self, p: DeploymentPoint) -> None:
+        ratio = fraction(p.prefix_hit_ratio)
+        if ratio is not None:
+            self.counted.popleft()
+            for values, value in (
+                (self.ratios, ratio or 0.0),
+                (self.replicas, p.ready_replicas),
+                (self.preemptions, _preemptions_per_replica(p)),
+            ):
+                del values[bisect_left(values, value)]
+
+
+def _median(values: Sequence[float]) -> float:
+    """``statistics.median`` of values already sorted."""
+    n = len(values)
+    return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
+
+
+def _in_order(history: Sequence[DeploymentPoint]) -> bool:
+    times = list(map(_t, history))
+    return all(map(operator.le, times, times[1:]))
+
+
+_t = operator.attrgetter("t")
+
+# One kept baseline per deployment and cutoff; a bound rather than forgetting deployments one by one.
+_BASELINES: dict[tuple[str, float], _KeptBaseline] = {}
+_MAX_BASELINES = 10_000
+
+
+def _kept_baseline(key: str, history: Sequence[DeploymentPoint], th: PrefixThresholds, now: float) -> Baseline | None:
+    kept = _BASELINES.get((key, th.baseline_exclude_recent_s))
+    if kept is None:
+        if len(_BASELINES) >= _MAX_BASELINES:
+            _BASELINES.clear()
+        kept = _BASELINES[(key, th.baseline_exclude_recent_s)] = _KeptBaseline()
+    return kept.update(history, th, now)
 
 
 def settle_window_s(th: PrefixThresholds, rate_window_s: float) -> float:
@@ -86,7 +187,7 @@ def _deployment_finding(
     current = fraction(view.prefix_hit_ratio)
     if current is None or _queries_rate(view) < th.min_queries_rate:
         return None
-    base = baseline(history, th, now)
+    base = _kept_baseline(view.key, history, th, now)
     if base is None:
         return None
     base_ratio, base_replicas = base.hit_ratio, base.ready_replicas

@@ -114,7 +114,7 @@ def _found(state: FleetState, th: Thresholds, now: float, demand: dict[str, kv_e
     ]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(ticks=histories(), th=thresholds, forecast=st.one_of(st.none(), st.floats(0.0, 40.0)))
 def test_findings_equal_a_fresh_recomputation_over_the_whole_history(
     ticks: list[tuple[float, list[ReplicaSample]]], th: Thresholds, forecast: float | None
