@@ -218,6 +218,116 @@ def test_selective_edge_cases_agree(text: str, wanted: set[str]) -> None:
     assert canonical(parse(text, wanted=lambda name: name in wanted)) == canonical(parse(text, wanted=wanted))
 
 
+def _hist(*lines: str) -> str:
+    return "# HELP h H.\n# TYPE h histogram\n" + "".join(line + "\n" for line in lines) + "# TYPE g gauge\ng 1\n"
+
+
+_S = 'a="x",b="y"'
+# Histogram runs read by _text._read_buckets, which cuts a bucket into its series and bound by string operations and
+# takes the series' labels from the line before when its text is the same: each case is a way that could mis-read.
+BUCKET_CASES = [
+    # le last, bounds out of order, two series interleaved (the series changes on every line)
+    _hist(
+        'h_bucket{a="1",le="+Inf"} 3',
+        'h_bucket{a="2",le="0.5"} 1',
+        'h_bucket{a="1",le="0.5"} 2',
+        'h_bucket{a="2",le="+Inf"} 4',
+        'h_count{a="1"} 3',
+        'h_sum{a="1"} 1',
+        'h_count{a="2"} 4',
+        'h_sum{a="2"} 2',
+    ),
+    # le first (prometheus_client's order), the same
+    _hist(
+        'h_bucket{le="+Inf",a="1"} 3',
+        'h_bucket{le="0.5",a="2"} 1',
+        'h_bucket{le="0.5",a="1"} 2',
+        'h_bucket{le="+Inf",a="2"} 4',
+        'h_count{a="1"} 3',
+        'h_count{a="2"} 4',
+    ),
+    # both shapes in one run, and one series' text a prefix of the next one's
+    _hist(
+        'h_bucket{a="1",le="1"} 1', 'h_bucket{le="1",a="10"} 2', 'h_bucket{a="10",le="2"} 3', 'h_bucket{le="2",a="1"} 4'
+    ),
+    # escapes in the series (a quote, a backslash, a newline), le last and first; a bound with an escape (read whole)
+    _hist(
+        r'h_bucket{a="x\"y",le="1"} 1',
+        r'h_bucket{a="x\"y",le="2"} 2',
+        r'h_bucket{le="1",a="p\\"} 3',
+        r'h_bucket{le="2",a="p\\"} 4',
+        r'h_bucket{a="n\nl",le="1"} 5',
+        r'h_bucket{a="q",le="1\\"} 6',
+    ),
+    # `",le="` and `"} ` inside a series' values, le last and first
+    _hist(
+        r'h_bucket{a="x\",le=\"0",le="1"} 1',
+        r'h_bucket{a="x\",le=\"0",le="2"} 2',
+        r'h_bucket{le="1",a="v\"} 9"} 3',
+        r'h_bucket{le="2",a="v\"} 9"} 4',
+        'h_bucket{a="} ",le="1"} 5',
+    ),
+    # values and bounds: NaN, infinities, exponents, a negative zero, a bound written oddly
+    _hist(
+        f'h_bucket{{{_S},le="-Inf"}} NaN',
+        f'h_bucket{{{_S},le="1e-3"}} +Inf',
+        f'h_bucket{{{_S},le="NaN"}} -Inf',
+        f'h_bucket{{{_S},le="+Inf"}} 1.5e3',
+        f"h_count{{{_S}}} -0.0",
+        f'h_bucket{{le="",{_S}}} 7',
+    ),
+    # le first with a blank or a trailing comma after it, le alone, and le first of a _count line
+    _hist(
+        'h_bucket{le="1", a="x"} 1',
+        'h_bucket{le="2",a="x",} 2',
+        'h_bucket{le="3"} 3',
+        'h_bucket{le="4",} 4',
+        'h_count{le="5",a="x"} 5',
+    ),
+    # `{le="` inside the first label's value: le is not the first label
+    _hist('h_bucket{a="x{le=",b="2"} 1', 'h_bucket{a="x{le=",b="2",le="+Inf"} 2'),
+    # the same series and bound twice: refused as a duplicate series, le last and le first
+    _hist(f'h_bucket{{{_S},le="1"}} 1', f'h_bucket{{{_S},le="1"}} 2'),
+    _hist(f'h_bucket{{le="1",{_S}}} 1', f'h_bucket{{le="1",{_S}}} 2'),
+    # the family split across the page: it comes back after another family, its series read again
+    _hist(f'h_bucket{{{_S},le="1"}} 1', f"h_count{{{_S}}} 1")
+    + f'# TYPE h histogram\nh_bucket{{{_S},le="2"}} 2\nh_bucket{{le="3",{_S}}} 3\n',
+    # a line with a timestamp ends the run; the rest is read line by line
+    _hist(f'h_bucket{{{_S},le="1"}} 1', f'h_bucket{{{_S},le="2"}} 2 1000', f'h_bucket{{{_S},le="3"}} 3'),
+]
+
+
+@pytest.mark.parametrize("text", BUCKET_CASES)
+def test_histogram_runs_agree(text: str) -> None:
+    assert_agrees(text)
+    assert_agrees(text, frozenset({"h"}))
+    if not duplicated(oracle(text)):  # labels in the page's order, as the oracle keeps them
+        ours = [list(s.labels) for f in parse(text, wanted={"h"}).values() for s in f.samples]
+        theirs = [list(s.labels) for f in text_string_to_metric_families(text) if f.name == "h" for s in f.samples]
+        assert ours == theirs
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'h_bucket{a="1",le="2"} x",b="3"} 7',  # the bound's `"} ` is not the body's end
+        'h_bucket{le="2",a="1"} x",b="3"} 7',
+        'h_bucket{le="1",a="1",le="2"} 1',  # le twice, first and last
+        'h_bucket{le="1", le="2"} 1',  # le twice, a blank between
+        'h_bucket{le="1",a="1", le="2"} 1',
+        'h_bucket{le="1",a="1"x} 1',  # a bad series after a first le
+        'h_bucket{a="1",le="1"} 1 # {trace_id="t"} 0.5',  # an OpenMetrics exemplar
+    ],
+)
+def test_bad_bucket_lines_in_a_run_are_refused_at_their_line(line: str) -> None:
+    text = _hist('h_bucket{a="1",le="0"} 0', line, 'h_count{a="1"} 1')
+    with pytest.raises(ParseError) as caught:
+        parse(text)
+    assert caught.value.line_no == 4
+    with pytest.raises(ParseError):
+        parse(text, wanted={"h"})
+
+
 # --- generated valid pages ------------------------------------------------------------------------
 
 _NAME_START = "abcxyz_:"
