@@ -27,12 +27,13 @@ cold-starts as many new ones; the next wave starts once they are ready). Three r
   the scrapes fall just before the template change and the first drain (the worst phase: the status is seen a
   whole interval late); `--ksm-phase-s` sets the first scrape's time.
 
-Two models of the rollout controller (`--controller`): `waves` (the simulator's fault, the default, as every figure
-before 2026-12-04 was measured): each wave drains `wave` old replicas once the previous wave is ready, whatever
-spec.replicas says; `deployment`: the Deployment controller's own fenceposts (DeploymentController), under which
-old pods are scaled down only while more than spec.replicas - maxUnavailable pods are available (unhealthy old pods
-first) and new ones are created up to spec.replicas + maxSurge, so a count raised before a wave holds the fleet's
-availability. The two agree while spec.replicas is the fleet's size; they part once a surge raises it.
+Two models of the rollout controller (`--controller`, the simulator's `rollout` fault field): `deployment` (the
+default since 2026-12-04): the Deployment controller's own fenceposts, under which old pods are scaled down only
+while more than spec.replicas - maxUnavailable pods are available (unhealthy old pods first) and new ones are
+created up to spec.replicas, so a count raised before a wave holds the fleet's availability; `waves` (the model
+every figure before 2026-12-04 was measured with): each wave drains `wave` old replicas once the previous wave is
+ready, whatever spec.replicas says. The two agree while spec.replicas is the fleet's size; they part once a surge
+raises it.
 
 Reported: TTFT SLO attainment of the requests arriving during the rollout window (a request still without a first
 token at the end counts as a miss), and what the surge cost in replica-hours (replicas alive, loading included,
@@ -44,7 +45,7 @@ one rule (REFERENCE): its busiest minute asks for the GPU work per replica the r
 
 Run: `.venv/bin/python bench/rollout.py [--trace NAME|all|FILE] [--rate-scale X] [--replicas N] [--wave N]
 [--speed X] [--modes baseline,rollout,surge,kvpilot,kvpilot-k8s,kvpilot-ksm] [--ksm-scrape-s S] [--ksm-phase-s S]
-[--controller waves|deployment]`.
+[--controller deployment|waves]`.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ from kvpilot.runtime.scale_ksm import KSM_DEPLOYMENT_SERIES, KubeStateMetricsSca
 from scaler.decision import Decision  # noqa: E402
 from scaler.rollout import DeploymentRollout, surge_replicas  # noqa: E402
 from simulator import Fleet, FleetConfig, load_trace, parse_fault  # noqa: E402
+from simulator.faults import ROLLOUT_CONTROLLERS  # noqa: E402
 from simulator.profile import ReplicaProfile  # noqa: E402
 from simulator.request_fleet import RequestFleet  # noqa: E402
 
@@ -94,42 +96,7 @@ SHARED: dict[str, tuple[str, float]] = {
 # replicas, a fleet with no replica to spare (one replica short for a cold start, two requests in three miss the
 # SLO). The busiest minute, not the mean: Azure code is on/off, its mean is a third of its bursts.
 REFERENCE = ("azure_conv", 12.0, 4)
-CONTROLLERS = ("waves", "deployment")
-
-
-class _DeploymentController(RequestFleet):
-    """The request-level fleet whose rollout runs as Kubernetes' Deployment controller runs a RollingUpdate
-    (pkg/controller/deployment/rolling.go: NewRSNewReplicas, reconcileOldReplicaSets, cleanupUnhealthyReplicas,
-    scaleDownOldReplicaSetsForRollingUpdate), maxSurge 0 and maxUnavailable the fault's wave size: old pods go only
-    while allPods - (spec.replicas - maxUnavailable) - unavailable new pods > 0, unhealthy (loading) old pods first,
-    then ready ones down to spec.replicas - maxUnavailable available; new pods are created up to spec.replicas.
-    spec.replicas is the fleet's count of live pods (``set_replicas`` keeps them at it; with maxSurge 0 the
-    controller never exceeds it). The simulator's own rollout drains a whole wave whatever spec.replicas says."""
-
-    def _rollout_wave(self) -> None:
-        ro = self._rollout
-        assert ro is not None
-        now = self.time
-        live = [r for r in self.replicas if not r.draining]
-        old = [r for r in live if r.name in ro.old]
-        if not old:
-            self.profile = ro.profile
-            self._rollout = None
-            return
-        spec = len(live)
-        min_available = spec - ro.wave_size
-        new_unavailable = sum(1 for r in live if r.name not in ro.old and not r.ready(now))
-        max_scaled_down = spec - min_available - new_unavailable
-        if max_scaled_down > 0:
-            for r in [r for r in old if not r.ready(now)][:max_scaled_down]:
-                r.draining = True  # an unhealthy old pod: removing it costs no availability
-            available = sum(1 for r in live if r.ready(now))
-            for r in [r for r in old if r.ready(now)][: max(available - min_available, 0)]:
-                r.draining = True
-        left = sum(1 for r in self.replicas if not r.draining)
-        for _ in range(spec - left):
-            self._add_replica(ready_at=now + self.cfg.cold_start_s, profile=ro.profile)
-        self._reap()
+CONTROLLERS = ROLLOUT_CONTROLLERS
 
 
 def window_end(replicas: int, wave: int) -> float:
@@ -169,7 +136,7 @@ def run(
     ksm_scrape_s: float = KSM_SCRAPE_S,
     ksm_phase_s: float | None = None,
     lead_s: float = COLD_S,
-    controller: str = "waves",
+    controller: str = "deployment",
 ) -> tuple[float, float, float]:
     """(attainment in the rollout window, replica-hours, end of the rollout window) for one mode."""
     if controller not in CONTROLLERS:
@@ -177,9 +144,7 @@ def run(
     end = window_end(replicas, wave)
     trace = load_trace(trace_path, seed=7, rate_scale=rate_scale, start_s=start_s, duration_s=end + 60.0)
     config = FleetConfig(replicas=replicas, cold_start_s=COLD_S, routing="least_loaded", seed=7)
-    fleet: Fleet | RequestFleet = (
-        _DeploymentController(config, trace) if controller == "deployment" else Fleet(config, trace)
-    )
+    fleet = Fleet(config, trace)
     surge = surge_replicas(
         desired=replicas,
         old_remaining=replicas,
@@ -204,7 +169,17 @@ def run(
         if mode == "surge" and t == T_ROLLOUT - COLD_S:
             fleet.set_replicas(surge)
         if mode != "baseline" and t == T_ROLLOUT:
-            fleet.inject(parse_fault({"type": "rollout", "wave_size": wave, "model_name": "next", "speed": speed}))
+            fleet.inject(
+                parse_fault(
+                    {
+                        "type": "rollout",
+                        "wave_size": wave,
+                        "model_name": "next",
+                        "speed": speed,
+                        "controller": controller,
+                    }
+                )
+            )
         fleet.advance_to(t)
         snap = fleet.snapshot()
         if kvpilot is not None:
@@ -372,8 +347,8 @@ def main() -> None:
     parser.add_argument(
         "--controller",
         choices=CONTROLLERS,
-        default="waves",
-        help="the rollout's controller: the simulator's fixed waves, or the Deployment controller's fenceposts",
+        default="deployment",
+        help="the rollout's controller: the Deployment controller's fenceposts, or fixed waves (before 2026-12-04)",
     )
     args = parser.parse_args()
     started = time.perf_counter()

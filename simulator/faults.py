@@ -8,9 +8,12 @@
 - `kv_pressure` (count=50, prompt_tokens=30000, output_tokens=200, duration_s=10): a burst of long prompts.
 - `routing` (routing: round_robin | least_loaded | prefix_affinity): the gateway's policy changes.
 - `recover` (node, gpu): clears hung / vanished / XID on that GPU.
-- `rollout` (wave_size=1, model_name="", speed=1): a rolling update (maxSurge 0, maxUnavailable wave_size): each
-  wave drains `wave_size` old replicas and starts as many new ones (cold start), optionally serving `model_name`
-  with step times divided by `speed`; the next wave starts once the previous one is ready. Request level only.
+- `rollout` (wave_size=1, model_name="", speed=1, controller="deployment"): a rolling update (maxSurge 0,
+  maxUnavailable wave_size) whose new replicas cold-start, optionally serving `model_name` with step times divided
+  by `speed`. `controller` "deployment" runs it as Kubernetes' Deployment controller does: old replicas go only
+  while more than the live count - wave_size stay ready, so a count raised before a wave keeps the fleet's
+  availability; "waves" drains `wave_size` old replicas per wave whatever the count (the model before
+  2026-12-04). Request level only.
 """
 
 from __future__ import annotations
@@ -35,8 +38,10 @@ class Fault:
     wave_size: int = 1
     model_name: str = ""
     speed: float = 1.0
+    controller: str = "deployment"
 
 
+ROLLOUT_CONTROLLERS = ("deployment", "waves")
 _REQUIRED: dict[str, tuple[str, ...]] = {
     "xid": ("node", "gpu", "xid"),
     "hung_gpu": ("node", "gpu"),
@@ -58,6 +63,7 @@ _TYPES: dict[str, type] = {
     "duration_s": float,
     "routing": str,
     "wave_size": int,
+    "controller": str,
     "model_name": str,
     "speed": float,
 }
@@ -96,6 +102,8 @@ def parse_fault(body: Any) -> Fault:
         raise ValueError("fault 'xid' needs xid > 0")
     if kind == "rollout" and (f.wave_size < 1 or not f.speed > 0):
         raise ValueError("fault 'rollout': wave_size must be >= 1 and speed > 0")
+    if kind == "rollout" and f.controller not in ROLLOUT_CONTROLLERS:
+        raise ValueError(f"fault 'rollout': controller must be one of {', '.join(ROLLOUT_CONTROLLERS)}")
     if f.count > 100_000:
         raise ValueError("fault 'kv_pressure': count must be <= 100000")
     return f

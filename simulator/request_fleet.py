@@ -26,7 +26,8 @@ class _Rollout:
     old: list[str]  # replicas to replace, by name
     wave_size: int
     profile: ReplicaProfile
-    wave: set[str] = dataclasses.field(default_factory=set)  # the current wave's new replicas
+    controller: str = "deployment"
+    wave: set[str] = dataclasses.field(default_factory=set)  # the current wave's new replicas (controller "waves")
 
 
 class RequestFleet:
@@ -332,11 +333,48 @@ class RequestFleet:
             kv_read_s_per_token=p.kv_read_s_per_token / f.speed,
         )
         old = [r.name for r in self.replicas if not r.draining]
-        self._rollout = _Rollout(old=old, wave_size=f.wave_size, profile=new)
+        self._rollout = _Rollout(old=old, wave_size=f.wave_size, profile=new, controller=f.controller)
         self._rollout_wave()
 
     def _rollout_wave(self) -> None:
-        """Start the next wave once the previous wave's replicas are ready (as a Deployment waits for readiness)."""
+        if self._rollout is not None and self._rollout.controller == "waves":
+            self._fixed_wave()
+        else:
+            self._controller_step()
+
+    def _controller_step(self) -> None:
+        """One reconcile of Kubernetes' Deployment controller running a RollingUpdate with maxSurge 0 and
+        maxUnavailable the wave size (pkg/controller/deployment/rolling.go: reconcileOldReplicaSets,
+        cleanupUnhealthyReplicas, scaleDownOldReplicaSetsForRollingUpdate, NewRSNewReplicas). spec.replicas is the
+        fleet's count of live pods (``set_replicas`` keeps it). Old pods go only while more than spec.replicas -
+        maxUnavailable pods would stay available, unhealthy (loading) old pods first since removing them costs no
+        availability; new pods are created up to spec.replicas. So a count raised before a wave holds the fleet's
+        availability, where fixed waves would drain a whole wave whatever spec.replicas says."""
+        ro = self._rollout
+        assert ro is not None
+        now = self.time
+        live = [r for r in self.replicas if not r.draining]
+        old = [r for r in live if r.name in ro.old]
+        if not old:
+            self.profile = ro.profile
+            self._rollout = None
+            return
+        spec = len(live)
+        min_available = spec - ro.wave_size
+        new_unavailable = sum(1 for r in live if r.name not in ro.old and not r.ready(now))
+        if spec - min_available - new_unavailable > 0:
+            for r in [r for r in old if not r.ready(now)][: spec - min_available - new_unavailable]:
+                r.draining = True
+            available = sum(1 for r in live if not r.draining and r.ready(now))
+            for r in [r for r in old if r.ready(now) and not r.draining][: max(available - min_available, 0)]:
+                r.draining = True
+        for _ in range(spec - sum(1 for r in self.replicas if not r.draining)):
+            self._add_replica(ready_at=now + self.cfg.cold_start_s, profile=ro.profile)
+        self._reap()
+
+    def _fixed_wave(self) -> None:
+        """Start the next wave once the previous wave's replicas are ready, whatever spec.replicas says (the
+        simulator's rollout until 2026-12-04, kept as controller "waves" to reproduce earlier figures)."""
         ro = self._rollout
         assert ro is not None
         if any(r.name in ro.wave and not r.ready(self.time) for r in self.replicas):

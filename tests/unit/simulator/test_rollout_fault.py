@@ -51,6 +51,8 @@ def test_a_wide_wave_takes_out_that_many_at_once():
         ({"type": "rollout", "speed": 0}, "speed"),
         ({"type": "rollout", "speed": "fast"}, "speed"),
         ({"type": "rollout", "waves": 2}, "waves"),
+        ({"type": "rollout", "controller": "argo"}, "controller"),
+        ({"type": "rollout", "controller": 1}, "controller"),
     ],
 )
 def test_bad_rollouts_are_refused_by_field(body, match):

@@ -1,10 +1,9 @@
-"""bench/rollout.py's `--controller deployment`: the simulated rollout follows the Deployment controller's fenceposts
-(old pods go only while more than spec.replicas - maxUnavailable are available), so a count raised before the
-rollout resumes holds the fleet's availability, where the simulator's fixed waves drain a whole wave regardless."""
+"""The simulator's rollout under `controller: deployment` (its default, and bench/rollout.py's) follows the
+Deployment controller's fenceposts (old pods go only while more than spec.replicas - maxUnavailable are available),
+so a count raised before the rollout resumes holds the fleet's availability, where `controller: waves` (the model
+before 2026-12-04) drains a whole wave regardless."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import pytest
 
@@ -18,10 +17,9 @@ def _ready_during_rollout(controller: str, *, surge_to: int | None, wave: int = 
     """Ready replicas at each 5 s tick from the rollout's start (300 s) to its end, 4 replicas asked for, raised
     to ``surge_to`` at 210 s (the template change at 180 s seen a 30 s scrape late: the surge is still loading when
     the rollout resumes) when given."""
-    bench = load_bench("rollout")
     config = FleetConfig(replicas=4, cold_start_s=120.0, routing="least_loaded", seed=3)
     trace = load_trace(TRACE, seed=3)
-    fleet: Any = bench._DeploymentController(config, trace) if controller == "deployment" else Fleet(config, trace)
+    fleet = Fleet(config, trace)
     ready: list[int] = []
     t = 0.0
     while t < 690.0:
@@ -29,7 +27,9 @@ def _ready_during_rollout(controller: str, *, surge_to: int | None, wave: int = 
         if surge_to is not None and t == 210.0:
             fleet.set_replicas(surge_to)
         if t == 300.0:
-            fleet.inject(parse_fault({"type": "rollout", "wave_size": wave, "model_name": "next"}))
+            fleet.inject(
+                parse_fault({"type": "rollout", "wave_size": wave, "model_name": "next", "controller": controller})
+            )
         fleet.advance_to(t)
         if t >= 300.0:
             ready.append(sum(1 for r in fleet.snapshot().replicas if r.state == "ready"))
@@ -57,14 +57,14 @@ def test_a_count_raised_before_the_rollout_holds_availability_only_under_the_dep
 
 def test_the_deployment_controller_finishes_the_rollout_on_the_new_version() -> None:
     """Every old pod replaced, one wave of 2 at a time (3 cold starts for 4 replicas and 2 surge pods' slots)."""
-    bench = load_bench("rollout")
     config = FleetConfig(replicas=4, cold_start_s=120.0, routing="least_loaded", seed=3)
-    fleet = bench._DeploymentController(config, load_trace(TRACE, seed=3))
-    fleet.inject(parse_fault({"type": "rollout", "wave_size": 2, "model_name": "next"}))
+    fleet = Fleet(config, load_trace(TRACE, seed=3))
+    fleet.inject(parse_fault({"type": "rollout", "wave_size": 2, "model_name": "next"}))  # the default controller
     fleet.advance_to(250.0)
-    names = [r.model_name for r in fleet.snapshot().replicas]
-    assert names == ["next"] * 4
-    assert fleet._rollout is None
+    assert [r.model_name for r in fleet.snapshot().replicas] == ["next"] * 4
+    fleet.set_replicas(5)  # the rollout is over: a replica added now is simply the new version
+    fleet.advance_to(260.0)
+    assert [r.model_name for r in fleet.snapshot().replicas] == ["next"] * 5
 
 
 @pytest.mark.parametrize(("controller", "fewest_ready"), [("deployment", 4), ("waves", 2)])
@@ -78,14 +78,16 @@ def test_kvpilot_through_kube_state_metrics_holds_the_fleet_only_where_the_contr
     bench = load_bench("rollout")
     config = FleetConfig(replicas=4, cold_start_s=120.0, routing="least_loaded", seed=3)
     trace = load_trace(TRACE, seed=3)
-    fleet: Any = bench._DeploymentController(config, trace) if controller == "deployment" else Fleet(config, trace)
+    fleet = Fleet(config, trace)
     kvpilot = bench._Kvpilot(4, wave=2, k8s=True, ksm=bench._KsmPrometheus(30.0, bench.worst_phase(30.0)))
     ready: list[int] = []
     t = 0.0
     while t < 690.0:
         t += 5.0
         if t == 300.0:
-            fleet.inject(parse_fault({"type": "rollout", "wave_size": 2, "model_name": "next"}))
+            fleet.inject(
+                parse_fault({"type": "rollout", "wave_size": 2, "model_name": "next", "controller": controller})
+            )
         fleet.advance_to(t)
         snap = fleet.snapshot()
         kvpilot.tick(fleet, snap, t)
