@@ -4,12 +4,13 @@ Speed comes from stepping through as few lines in Python as possible. A run of w
 (HELP, TYPE and samples, family after family) is passed over by one pattern in C that knows the wanted
 names, unread; so is a run of an unwanted family's samples that the loop meets otherwise (a sample line's
 family is decided from its metric-name prefix alone). A wanted family's usual HELP and TYPE lines are read by
-one pattern; a run of its usual lines, ``name{labels} value``, is checked by one pattern, cut into names, label
-bodies and values by plain string operations and read without the loop's per-line checks (a bucket whose ``le``
-comes last cut into its series' labels and its bound). The
-lines passed over are counted only when an error needs a line number. Label sets, and the layouts of label
-names, are validated once per page and then looked up (a bucket's as its series' labels plus its bound);
-anything unusual goes through one possessive (backtracking-free) pattern that also says what is wrong.
+one pattern, and so is the run of its usual lines, ``name{labels} value``, that follows them; the run is cut into
+names, label bodies and values by plain string operations and read without the loop's per-line checks (a bucket
+whose ``le`` comes first or last cut into its series and its bound, the series' labels taken from the line before
+when its text is the same). The lines passed over are counted only when an error needs a line number. Label
+sets, and the layouts of label names, are validated once per page and then looked up (a bucket's as its series'
+labels plus its bound); anything unusual goes through one possessive (backtracking-free) pattern that also says
+what is wrong.
 
 Where the oracle accepts a line only by accident of its implementation, we reject it (each case is
 a documented test in tests/unit/collector/test_exposition_divergences.py): metric names inside the
