@@ -337,12 +337,14 @@ class RequestFleet:
         self._rollout_wave()
 
     def _rollout_wave(self) -> None:
-        if self._rollout is not None and self._rollout.controller == "waves":
-            self._fixed_wave()
+        ro = self._rollout
+        assert ro is not None
+        if ro.controller == "waves":
+            self._fixed_wave(ro)
         else:
-            self._controller_step()
+            self._controller_step(ro)
 
-    def _controller_step(self) -> None:
+    def _controller_step(self, ro: _Rollout) -> None:
         """One reconcile of Kubernetes' Deployment controller running a RollingUpdate with maxSurge 0 and
         maxUnavailable the wave size (pkg/controller/deployment/rolling.go: reconcileOldReplicaSets,
         cleanupUnhealthyReplicas, scaleDownOldReplicaSetsForRollingUpdate, NewRSNewReplicas). spec.replicas is the
@@ -350,8 +352,6 @@ class RequestFleet:
         maxUnavailable pods would stay available, unhealthy (loading) old pods first since removing them costs no
         availability; new pods are created up to spec.replicas. So a count raised before a wave holds the fleet's
         availability, where fixed waves would drain a whole wave whatever spec.replicas says."""
-        ro = self._rollout
-        assert ro is not None
         now = self.time
         live = [r for r in self.replicas if not r.draining]
         old = [r for r in live if r.name in ro.old]
@@ -361,9 +361,10 @@ class RequestFleet:
             return
         spec = len(live)
         min_available = spec - ro.wave_size
-        new_unavailable = sum(1 for r in live if r.name not in ro.old and not r.ready(now))
-        if spec - min_available - new_unavailable > 0:
-            for r in [r for r in old if not r.ready(now)][: spec - min_available - new_unavailable]:
+        # maxUnavailable, less the new pods not ready yet: how many old pods may go this reconcile
+        may_go = ro.wave_size - sum(1 for r in live if r.name not in ro.old and not r.ready(now))
+        if may_go > 0:
+            for r in [r for r in old if not r.ready(now)][:may_go]:
                 r.draining = True
             available = sum(1 for r in live if not r.draining and r.ready(now))
             for r in [r for r in old if r.ready(now) and not r.draining][: max(available - min_available, 0)]:
@@ -372,11 +373,9 @@ class RequestFleet:
             self._add_replica(ready_at=now + self.cfg.cold_start_s, profile=ro.profile)
         self._reap()
 
-    def _fixed_wave(self) -> None:
+    def _fixed_wave(self, ro: _Rollout) -> None:
         """Start the next wave once the previous wave's replicas are ready, whatever spec.replicas says (the
         simulator's rollout until 2026-12-04, kept as controller "waves" to reproduce earlier figures)."""
-        ro = self._rollout
-        assert ro is not None
         if any(r.name in ro.wave and not r.ready(self.time) for r in self.replicas):
             return
         remaining = [r for r in self.replicas if r.name in ro.old and not r.draining]
