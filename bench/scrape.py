@@ -20,6 +20,9 @@ line is ``ratio: N.NN``, CPU seconds per 1,000 scrapes, ours / Prometheus (goal 
                                                       # A/B: kvpilot alone, the code before and after alternating
     nice .venv/bin/python bench/scrape.py --soak --duration 3600   # kvpilot alone for an hour: RSS every minute,
                                                       # final/peak vs 300 MB, slope over the last 20 min
+    nice .venv/bin/python bench/scrape.py --side-by-side --warmup 3600 --duration 60
+                                                      # both at once on one core, each with an hour of history,
+                                                      # measured over the same minute; kvpilot's RSS vs 300 MB
 """
 
 from __future__ import annotations
@@ -395,6 +398,18 @@ def soak(base: str, args: argparse.Namespace, tmp: Path) -> None:
 
 
 def measure_prometheus(base: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    proc = start_prometheus(base, args, tmp, args.core)
+    time.sleep(args.warmup)
+    cpu0, n0, t0 = cpu_s(proc.pid), server_counts(base)["prometheus"], time.monotonic()
+    time.sleep(args.duration)
+    cpu1, n1, wall = cpu_s(proc.pid), server_counts(base)["prometheus"], time.monotonic() - t0
+    rss = peak_rss_mb(proc.pid)
+    stop(proc)
+    return {"cpu_s": cpu1 - cpu0, "scrapes": n1 - n0, "wall_s": wall, "rss_mb": rss}
+
+
+def start_prometheus(base: str, args: argparse.Namespace, tmp: Path, core: str) -> subprocess.Popen[bytes]:
+    """Debian's `prometheus` on the bench's targets, pinned to ``core``, once its /-/ready answers."""
     prometheus = shutil.which("prometheus")
     if prometheus is None:
         raise SystemExit("bench/scrape.py: Debian's `prometheus` is not installed (apt-get install prometheus)")
@@ -421,7 +436,7 @@ def measure_prometheus(base: str, args: argparse.Namespace, tmp: Path) -> dict[s
         [
             "taskset",
             "-c",
-            args.core,
+            core,
             prometheus,
             f"--config.file={tmp / 'prometheus.yml'}",
             f"--storage.tsdb.path={tmp / 'tsdb'}",
@@ -441,16 +456,65 @@ def measure_prometheus(base: str, args: argparse.Namespace, tmp: Path) -> dict[s
         except httpx.HTTPError:
             pass
         if time.monotonic() > deadline or proc.poll() is not None:
+            stop(proc)
             raise RuntimeError(f"prometheus did not become ready; see {tmp / 'prometheus.log'}")
         time.sleep(0.2)
-    time.sleep(args.warmup)
-    cpu0, n0, t0 = cpu_s(proc.pid), server_counts(base)["prometheus"], time.monotonic()
-    time.sleep(args.duration)
-    cpu1, n1, wall = cpu_s(proc.pid), server_counts(base)["prometheus"], time.monotonic() - t0
-    rss = peak_rss_mb(proc.pid)
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(30)
-    return {"cpu_s": cpu1 - cpu0, "scrapes": n1 - n0, "wall_s": wall, "rss_mb": rss}
+    return proc
+
+
+def side_by_side(base: str, args: argparse.Namespace, tmp: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`kvpilot run` and Prometheus at the same time on the one page server: both warm up for ``--warmup`` s (so
+    both hold that much history) and are measured over the same ``--duration`` s window. Ours is pinned to
+    ``--core``, Prometheus to ``--peer-core`` (default: the same core, so they share it as on one node; each one's
+    CPU is still its own utime + stime). During the warm-up, every ``--sample-every`` s: both RSS and the load."""
+    ours_proc, http_port = start_ours(base, args, tmp)
+    prom_proc: subprocess.Popen[bytes] | None = None
+    try:
+        prom_proc = start_prometheus(base, args, tmp, args.peer_core or args.core)
+        t_ready = time.monotonic()
+        print(f"{'min':>5} {'kvpilot VmRSS MB':>17} {'prometheus VmRSS MB':>20} {'kvpilot ticks':>14} load", flush=True)
+        while True:
+            for name, proc in (("kvpilot run", ours_proc), ("prometheus", prom_proc)):
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{name} exited ({proc.returncode}) during the warm-up; see {tmp}")
+            elapsed = time.monotonic() - t_ready
+            load = Path("/proc/loadavg").read_text().split()[0]
+            print(
+                f"{elapsed / 60:>5.1f} {memory_mb(ours_proc.pid)['VmRSS']:>17.1f} "
+                f"{memory_mb(prom_proc.pid)['VmRSS']:>20.1f} {loop_summary(http_port)['ticks']:>14} {load}",
+                flush=True,
+            )
+            if elapsed >= args.warmup:
+                break
+            time.sleep(min(args.sample_every, max(0.0, args.warmup - elapsed)))
+        before = loop_summary(http_port)
+        counts0 = server_counts(base)
+        ours0, prom0, t0 = cpu_s(ours_proc.pid), cpu_s(prom_proc.pid), time.monotonic()
+        load0 = Path("/proc/loadavg").read_text().strip()
+        time.sleep(args.duration)
+        ours1, prom1, wall = cpu_s(ours_proc.pid), cpu_s(prom_proc.pid), time.monotonic() - t0
+        counts1 = server_counts(base)
+        load1 = Path("/proc/loadavg").read_text().strip()
+        ours_mem, prom_rss = memory_mb(ours_proc.pid), peak_rss_mb(prom_proc.pid)
+        after = loop_summary(http_port)
+    finally:
+        stop(ours_proc)
+        if prom_proc is not None:
+            stop(prom_proc)
+    print(f"load (/proc/loadavg) at the window's start: {load0}; at its end: {load1}")
+    summary = {k: after[k] - before[k] for k in ("ticks", "overruns", "failures")}
+    summary["tick_s_mean"] = after["tick_s_mean"]
+    ours = {
+        "cpu_s": ours1 - ours0,
+        "scrapes": counts1["other"] - counts0["other"],
+        "wall_s": wall,
+        "rss_mb": ours_mem["VmHWM"],
+        "rss_now_mb": ours_mem["VmRSS"],
+        **summary,
+    }
+    prom = {"cpu_s": prom1 - prom0, "scrapes": counts1["prometheus"] - counts0["prometheus"], "wall_s": wall}
+    prom["rss_mb"] = prom_rss
+    return ours, prom
 
 
 def compare_trees(base: str, args: argparse.Namespace) -> None:
@@ -502,6 +566,14 @@ def main() -> None:
     parser.add_argument("--sample-every", type=float, default=60.0, help="with --soak: seconds between samples")
     parser.add_argument("--slope-window", type=float, default=1200.0, help="with --soak: seconds the slope is fit over")
     parser.add_argument("--rss-goal-mb", type=float, default=300.0)
+    parser.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="ours and Prometheus at the same time on the one page server: both warm up for --warmup s and are "
+        "measured over the same --duration s window; RSS and load every --sample-every s during the warm-up, "
+        "kvpilot's RSS at the end against --rss-goal-mb",
+    )
+    parser.add_argument("--peer-core", default="", help="with --side-by-side: Prometheus' core (default: --core)")
     args = parser.parse_args()
 
     if args.role == "server":
@@ -542,10 +614,14 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="kvpilot-bench-soak-") as tmp:
                 soak(base, args, Path(tmp))
             return
-        with tempfile.TemporaryDirectory(prefix="kvpilot-bench-run-") as tmp:
-            ours = measure_ours(base, args, Path(tmp))
-        with tempfile.TemporaryDirectory(prefix="kvpilot-bench-prom-") as tmp:
-            prom = measure_prometheus(base, args, Path(tmp))
+        if args.side_by_side:
+            with tempfile.TemporaryDirectory(prefix="kvpilot-bench-sbs-") as tmp:
+                ours, prom = side_by_side(base, args, Path(tmp))
+        else:
+            with tempfile.TemporaryDirectory(prefix="kvpilot-bench-run-") as tmp:
+                ours = measure_ours(base, args, Path(tmp))
+            with tempfile.TemporaryDirectory(prefix="kvpilot-bench-prom-") as tmp:
+                prom = measure_prometheus(base, args, Path(tmp))
     finally:
         server.terminate()
         server.wait(10)
@@ -560,6 +636,12 @@ def main() -> None:
         f"kvpilot run: ticks {ours['ticks']}, overruns {ours['overruns']}, mean tick {ours['tick_s_mean']} s "
         f"(scrapes spread over the first half), failed scrapes {ours['failures']}"
     )
+    if args.side_by_side:
+        verdict = "met" if ours["rss_now_mb"] <= args.rss_goal_mb else "MISSED"
+        print(
+            f"kvpilot rss after {(args.warmup + args.duration) / 60:.1f} min: {ours['rss_now_mb']:.1f} MB "
+            f"(peak {ours['rss_mb']:.1f}); goal <= {args.rss_goal_mb:g} MB {verdict}"
+        )
     print(f"ratio: {ours['per_k'] / prom['per_k']:.2f}")
 
 
