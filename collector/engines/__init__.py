@@ -82,6 +82,11 @@ _NOT_AN_ENGINE = {
     "nv_inference_": "Triton without an LLM backend (no nv_trt_llm_* series); it is not an LLM replica",
     "DCGM_": "dcgm-exporter; give the target kind: gpu",
     "ray_": "Ray's own metrics; Ray Serve LLM pages carry ray_vllm:* (or ray_vllm_*) once a vLLM replica runs",
+    # routers in front of the engines: their queue and KV figures are the backends' (averaged or by worker)
+    "inference_pool_": "the Gateway API Inference Extension's endpoint picker (llm-d's inference scheduler), whose"
+    " inference_pool_* gauges average the model servers it routes to: scrape those servers",
+    "sgl_router_": "SGLang's router, whose figures are its workers' by worker_url: scrape the SGLang workers",
+    "smg_": "the SGLang Model Gateway (SGLang's router), whose figures are its workers': scrape the workers",
 }
 
 

@@ -129,6 +129,10 @@ class DeclarativeAdapter:
     # Labels on the adapter's own series whose value names the worker's phase in a disaggregated deployment
     # (SGLang's engine_type: prefill, decode or unified), read where no Dynamo component label tells it.
     role_labels: tuple[str, ...] = ()
+    # A label the engine writes on every series it serves (TensorRT-LLM's engine_type): one of the adapter's
+    # families that is not identifying by name (an older release's unprefixed name, which other engines also use)
+    # still identifies the engine when its samples carry this label.
+    identifying_label: str | None = None
     families: frozenset[str] = field(init=False)
     _mapped: frozenset[str] = field(init=False, repr=False)  # families the field mapping reads (no info series)
 
@@ -150,9 +154,18 @@ class DeclarativeAdapter:
         object.__setattr__(self, "identifying", frozenset(ident))
 
     def score(self, families: Families) -> int:
-        """How many of this adapter's identifying families the page carries (0: not this engine)."""
+        """How many of this adapter's identifying families the page carries (0: not this engine); with an
+        ``identifying_label``, also its other families whose samples carry that label."""
         wanted = self.identifying or self.families
-        return sum(1 for name in families if name in wanted)
+        found = sum(1 for name in families if name in wanted)
+        label = self.identifying_label
+        if label is not None:
+            found += sum(
+                1
+                for name, fam in families.items()
+                if name in self.families and name not in wanted and any(label in s.labels for s in fam.samples)
+            )
+        return found
 
     def values(self, families: Families) -> dict[str, Any]:
         keep = self.prepare(families)

@@ -16,6 +16,10 @@ Mapping decisions:
 - Older Dynamo releases re-exported the same series as ``trtllm:<name>`` (fy2462/dynamo, a fork of ai-dynamo/dynamo,
   docs/backends/trtllm/prometheus.md: "Dynamo automatically adds the ``trtllm:`` prefix"); both spellings are
   read, the current one first.
+- ``trtllm-serve`` up to 1.1 served its five request series without any prefix (``request_success_total``,
+  ``time_to_first_token_seconds``…; ``tensorrt_llm/metrics/collector.py`` @ 89fd9b7, and Dynamo's docs: "the
+  ``trtllm_`` prefix is added by Dynamo"), names NIM's vLLM-style page also carries. They are read last, and they
+  identify TensorRT-LLM only where their samples carry its ``engine_type`` label (NIM's carry ``model_name`` alone).
 """
 
 from __future__ import annotations
@@ -25,33 +29,45 @@ from typing import Any
 from collector.engines._declarative import DeclarativeAdapter, histogram, mean, total
 from collector.engines._read import Families, Series, read_mean, read_sum
 
+# The series trtllm-serve served unprefixed up to 1.1 (collector.py @ 89fd9b7): the rename table's third spelling.
+_UNPREFIXED = frozenset(
+    {
+        "request_success",
+        "time_to_first_token_seconds",
+        "time_per_output_token_seconds",
+        "e2e_request_latency_seconds",
+        "request_queue_time_seconds",
+    }
+)
 
-def _both(name: str) -> tuple[str, str]:
-    """The current ``trtllm_x`` and older Dynamo's ``trtllm:x``."""
-    return name, "trtllm:" + name.removeprefix("trtllm_")
+
+def _spellings(name: str) -> tuple[str, ...]:
+    """The current ``trtllm_x``, older Dynamo's ``trtllm:x`` and, for the series it had, trtllm-serve 1.1's ``x``."""
+    bare = name.removeprefix("trtllm_")
+    return (name, "trtllm:" + bare, bare) if bare in _UNPREFIXED else (name, "trtllm:" + bare)
 
 
-_MAX_BLOCKS = _both("trtllm_kv_cache_max_blocks")
-_USED_BLOCKS = _both("trtllm_kv_cache_used_blocks")
-_TOKENS_PER_BLOCK = _both("trtllm_kv_cache_tokens_per_block")
-_REUSED = _both("trtllm_kv_cache_reused_blocks")
-_MISSED = _both("trtllm_kv_cache_missed_blocks")
+_MAX_BLOCKS = _spellings("trtllm_kv_cache_max_blocks")
+_USED_BLOCKS = _spellings("trtllm_kv_cache_used_blocks")
+_TOKENS_PER_BLOCK = _spellings("trtllm_kv_cache_tokens_per_block")
+_REUSED = _spellings("trtllm_kv_cache_reused_blocks")
+_MISSED = _spellings("trtllm_kv_cache_missed_blocks")
 
 FIELDS = {
-    "requests_waiting": total(*_both("trtllm_num_requests_waiting")),
-    "requests_running": total(*_both("trtllm_num_requests_running")),
-    "kv_usage": mean(*_both("trtllm_kv_cache_utilization")),
-    "prompt_tokens": total(*_both("trtllm_prompt_tokens")),
-    "generation_tokens": total(*_both("trtllm_generation_tokens")),
-    "requests_finished": total(*_both("trtllm_request_success")),
-    "ttft": histogram(*_both("trtllm_time_to_first_token_seconds")),
-    "itl": histogram(*_both("trtllm_time_per_output_token_seconds")),
-    "e2e": histogram(*_both("trtllm_e2e_request_latency_seconds")),
-    "queue_time": histogram(*_both("trtllm_request_queue_time_seconds")),
+    "requests_waiting": total(*_spellings("trtllm_num_requests_waiting")),
+    "requests_running": total(*_spellings("trtllm_num_requests_running")),
+    "kv_usage": mean(*_spellings("trtllm_kv_cache_utilization")),
+    "prompt_tokens": total(*_spellings("trtllm_prompt_tokens")),
+    "generation_tokens": total(*_spellings("trtllm_generation_tokens")),
+    "requests_finished": total(*_spellings("trtllm_request_success")),
+    "ttft": histogram(*_spellings("trtllm_time_to_first_token_seconds")),
+    "itl": histogram(*_spellings("trtllm_time_per_output_token_seconds")),
+    "e2e": histogram(*_spellings("trtllm_e2e_request_latency_seconds")),
+    "queue_time": histogram(*_spellings("trtllm_request_queue_time_seconds")),
 }
 
 
-def _read(families: Families, names: tuple[str, str], combine: Any = read_sum) -> float | None:
+def _read(families: Families, names: tuple[str, ...], combine: Any = read_sum) -> float | None:
     value: float | None = combine(families, tuple(Series(n) for n in names))
     return value
 
@@ -79,4 +95,10 @@ ADAPTER = DeclarativeAdapter(
     model_labels=("model_name",),
     extra_families=frozenset({*_MAX_BLOCKS, *_USED_BLOCKS, *_TOKENS_PER_BLOCK, *_REUSED, *_MISSED}),
     derive=_derive,
+    # every prefixed name identifies the engine; the unprefixed ones only with TensorRT-LLM's own label
+    identifying=frozenset(
+        {s.family for f in FIELDS.values() for s in f.sources if s.family.startswith("trtllm")}
+        | {*_MAX_BLOCKS, *_USED_BLOCKS, *_TOKENS_PER_BLOCK, *_REUSED, *_MISSED}
+    ),
+    identifying_label="engine_type",
 )

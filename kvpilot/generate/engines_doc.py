@@ -252,6 +252,9 @@ def engines_page() -> str:
         "rather than one derived from other series (`num_gpu_blocks × block_size`, wrong for hybrid-KV models).",
         "- **Not an LLM replica.** Triton without TensorRT-LLM (`nv_inference_*` only) yields its GPUs and no replica; "
         "an LMCache-only page, a GPU exporter's page or kvpilot's own `/metrics` are named as such in the error. "
+        "So are routers in front of the engines, whose queue and KV figures are their backends' (the vLLM "
+        "production-stack router, llm-d's endpoint picker with `inference_pool_*`, SGLang's router `sgl_router_*` "
+        "or `smg_*`): scrape the engines behind them. "
         "LMCache's `lmcache:*` series beside vLLM's are a second cache tier and are not mixed into the prefix-cache "
         "counters.",
         "- **When no adapter matches**, the error lists the leading words of the page's families and what to try, "

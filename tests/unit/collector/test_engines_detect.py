@@ -43,11 +43,27 @@ def test_dcgm_page_is_no_engine_and_the_error_lists_families(metrics_fixtures: P
         ("# TYPE process_open_fds gauge\nprocess_open_fds 3\n", "only runtime families \\(process_open_fds"),
         # one family each of two engines: ambiguous, not guessed
         ("vllm:num_requests_running 1\nsglang:num_running_reqs 1\n", "equally"),
+        # routers in front of engines are named, not read as replicas (names from the projects' metric docs)
+        ('sgl_router_running_requests{worker="w1"} 3\nsgl_router_active_workers 2\n', "SGLang's router"),
+        ('smg_worker_requests_active{worker="w1"} 3\nsmg_router_requests_total 10\n', "SGLang Model Gateway"),
+        ('inference_pool_average_queue_size{name="p"} 3\ninference_pool_ready_pods{name="p"} 2\n', "endpoint picker"),
     ],
 )
 def test_unrecognised_pages_raise(page: str, message: str) -> None:
     with pytest.raises(UnknownEngine, match=message):
         detect_engine(parse(page))
+
+
+def test_unprefixed_trtllm_names_are_tensorrt_llm_only_with_its_label() -> None:
+    # trtllm-serve 1.1 wrote vLLM-style names unprefixed, as NIM does: TensorRT-LLM's own engine_type label tells them
+    # apart, and without it the same names stay NIM's
+    trt = "# TYPE time_to_first_token_seconds histogram\n"
+    trt += 'time_to_first_token_seconds_count{model_name="m",engine_type="pytorch"} 3\n'
+    trt += 'time_to_first_token_seconds_sum{model_name="m",engine_type="pytorch"} 0.3\n'
+    trt += "# TYPE request_success_total counter\n"
+    trt += 'request_success_total{model_name="m",engine_type="pytorch",finished_reason="stop"} 3\n'
+    assert detect_engine(parse(trt)) == "trtllm-pytorch"
+    assert detect_engine(parse(trt.replace(',engine_type="pytorch"', ""))) == "nim"
 
 
 def test_explicit_engine_must_match_the_page(metrics_fixtures: Path) -> None:
@@ -65,7 +81,12 @@ def test_registry_has_one_adapter_per_engine_with_disjoint_families() -> None:
     for i, a in enumerate(names):
         assert ENGINES[a].name == a
         for b in names[i + 1 :]:
-            assert not ENGINES[a].families & ENGINES[b].families, (a, b)
+            first, second = ENGINES[a], ENGINES[b]
+            # what identifies an engine by name alone is its own
+            assert not (first.identifying or first.families) & (second.identifying or second.families), (a, b)
+            # a name two engines read (trtllm-serve 1.1's unprefixed series, NIM's) identifies only by a label
+            if first.families & second.families:
+                assert getattr(first, "identifying_label", None) or getattr(second, "identifying_label", None), (a, b)
 
 
 def test_configuration_knows_every_registered_engine() -> None:

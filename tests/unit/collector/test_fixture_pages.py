@@ -354,6 +354,69 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    "trtllm-serve-1.1__NVIDIA__TensorRT-LLM__metrics_collector__from-source.txt": Page(
+        [
+            {
+                # unprefixed request_success_total & co. with engine_type="pytorch": TensorRT-LLM's, not NIM's
+                "engine": "trtllm-pytorch",
+                "model": "Qwen/Qwen3-8B",  # model_name label
+                "requests_waiting": None,  # no queue gauge before the iteration series
+                "kv_usage": None,
+                "requests_finished": 40.0,  # request_success_total: 38 stop + 2 length
+                "ttft.count": 40.0,  # time_to_first_token_seconds_count
+                "ttft.sum": 6.72,  # time_to_first_token_seconds_sum
+                "itl.count": 40.0,  # time_per_output_token_seconds_count
+                "itl.sum": 0.7775,
+                "e2e.sum": 87.0,  # e2e_request_latency_seconds_sum
+                "queue_time.sum": 1.6,  # request_queue_time_seconds_sum
+            }
+        ]
+    ),
+    "trtllm-serve__NVIDIA__TensorRT-LLM__metrics_collector__from-source.txt": Page(
+        [
+            {
+                "engine": "trtllm-pytorch",
+                "model": "nvidia/Llama-3.1-8B-Instruct-FP8",
+                "requests_waiting": 6.0,  # trtllm_num_requests_waiting
+                "requests_running": 24.0,  # trtllm_num_requests_running
+                "kv_usage": 0.65,  # trtllm_kv_cache_utilization (11,700 of 18,000 blocks)
+                "kv_capacity_tokens": 18000 * 32.0,  # kv_cache_max_blocks x kv_cache_tokens_per_block
+                "prefix_hits": 4200 * 32.0,  # kv_cache_reused_blocks_total x 32 tokens
+                "prefix_queries": (4200 + 5800) * 32.0,  # (reused + missed) blocks x 32 tokens
+                "prompt_tokens": 610000.0,  # trtllm_prompt_tokens_total
+                "generation_tokens": 240000.0,  # trtllm_generation_tokens_total
+                "requests_finished": 1200.0,  # trtllm_request_success_total: 1180 stop + 20 length
+                "ttft.count": 1200.0,
+                "ttft.sum": 2985.6,
+                "e2e.sum": 37410.0,
+                "queue_time.sum": 48.0,
+            }
+        ]
+    ),
+    "vllm-v1-current-dp2__vllm-project__vllm__v1_metrics_loggers__from-source.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "Qwen/Qwen3-32B",
+                "requests_waiting": 6.0,  # num_requests_waiting, engine 0 (4) + engine 1 (2)
+                "requests_running": 33.0,  # 18 + 15
+                "kv_usage": 0.70,  # kv_cache_usage_perc, mean of 0.74 and 0.66 (no gpu_cache_usage_perc any more)
+                "kv_capacity_tokens": 2 * 24576 * 16.0,  # two cache_config_info samples, num_gpu_blocks x block_size
+                "prefix_queries": 900000.0,  # prefix_cache_queries_total, not external_prefix_cache_queries_total
+                "prefix_hits": 360000.0,  # prefix_cache_hits_total, not the KV connector's 120,000
+                "preemptions": 7.0,
+                "prompt_tokens": 1000000.0,  # prompt_tokens_total (= the three prompt_tokens_by_source sums)
+                "generation_tokens": 310000.0,
+                "requests_finished": 2503.0,  # request_success_total, engines and finished_reason
+                "ttft.count": 2503.0,
+                "itl.count": 2000.0,  # inter_token_latency_seconds, not request_time_per_output_token_seconds
+                "e2e.count": 2503.0,
+                "queue_time.count": 2503.0,
+            }
+        ]
+    ),
+    # llm-d's inference scheduler (the Gateway API Inference Extension EPP): a router's averages, not a replica
+    "llm-d-epp__gateway-api-inference-extension__guides_metrics__from-source.txt": Page(error="endpoint picker"),
     "dynamo-frontend-two-models__handwritten.txt": Page(
         [
             {
