@@ -19,7 +19,12 @@ Mapping decisions:
   the worker's ``dynamo_component_requests_total``; ``generation_tokens`` = ``output_tokens_total``;
   ``prompt_tokens`` = the ``_sum`` of the ``input_sequence_tokens`` histogram (a counter in all but name).
 - Latency: ``ttft`` = ``time_to_first_token_seconds``, ``itl`` = ``inter_token_latency_seconds``, ``e2e`` =
-  ``request_duration_seconds`` (frontend, else worker). No prefix-cache counter or preemption series: ``None``.
+  ``request_duration_seconds`` (frontend, else worker). No preemption series: ``None``.
+- Prefix cache in tokens, as vLLM's: newer frontends (ai-dynamo/dynamo @ 4415465, ``frontend_service::CACHED_TOKENS``)
+  observe each request's cached prompt tokens once, when the engine reports them, in the ``cached_tokens``
+  histogram: ``prefix_hits`` = its ``_sum``, ``prefix_queries`` = ``input_sequence_tokens_sum``. Only where every
+  request past its first token has reported (``cached_tokens_count`` + in flight >= ``input_sequence_tokens_count``):
+  an engine that reports no cached count would otherwise read as a 0 % hit rate. Else both stay unknown.
 - Model label ``model``; a frontend serving several models yields one replica per model.
 """
 
@@ -37,6 +42,7 @@ _INFLIGHT = _F + "inflight_requests"
 _TOTAL_BLOCKS = _F + "model_total_kv_blocks"
 _BLOCK_SIZE = _F + "model_kv_cache_block_size"
 _INPUT_TOKENS = _F + "input_sequence_tokens"
+_CACHED_TOKENS = _F + "cached_tokens"
 
 FIELDS = {
     "requests_waiting": total(_QUEUED),
@@ -49,12 +55,27 @@ FIELDS = {
 }
 
 
-def _histogram_sum(families: Families, name: str) -> float | None:
+def _histogram_part(families: Families, name: str, part: str) -> float | None:
+    """The histogram's ``_sum`` or ``_count`` over its label sets, None where it has none."""
     fam = find_family(families, name)
     if fam is None:
         return None
-    sums = [s.value for s in fam.samples if s.name == name + "_sum"]
-    return sum(sums) if sums else None
+    values = [s.value for s in fam.samples if s.name == name + part]
+    return sum(values) if values else None
+
+
+def _prefix(families: Families, inflight: float | None) -> tuple[float | None, float | None]:
+    """(queries, hits) in tokens from the per-request histograms, where every answered request reported its
+    cached tokens; else (None, None)."""
+    hits = _histogram_part(families, _CACHED_TOKENS, "_sum")
+    queries = _histogram_part(families, _INPUT_TOKENS, "_sum")
+    reported = _histogram_part(families, _CACHED_TOKENS, "_count")
+    asked = _histogram_part(families, _INPUT_TOKENS, "_count")
+    if hits is None or queries is None or reported is None or asked is None:
+        return None, None
+    if reported + (inflight or 0.0) < asked:  # some requests came back without a cached count
+        return None, None
+    return queries, hits
 
 
 def _derive(families: Families, values: dict[str, Any]) -> dict[str, Any]:
@@ -62,10 +83,13 @@ def _derive(families: Families, values: dict[str, Any]) -> dict[str, Any]:
     queued = values.get("requests_waiting")
     blocks = read_sum(families, (Series(_TOTAL_BLOCKS),))
     block_size = read_mean(families, (Series(_BLOCK_SIZE),))
+    queries, hits = _prefix(families, inflight)
     return {
         "requests_running": max(0.0, inflight - queued) if inflight is not None and queued is not None else None,
         "kv_capacity_tokens": blocks * block_size if blocks is not None and block_size else None,
-        "prompt_tokens": _histogram_sum(families, _INPUT_TOKENS),
+        "prompt_tokens": _histogram_part(families, _INPUT_TOKENS, "_sum"),
+        "prefix_queries": queries,
+        "prefix_hits": hits,
     }
 
 
@@ -74,7 +98,15 @@ ADAPTER = DeclarativeAdapter(
     fields=FIELDS,
     model_labels=("model",),
     extra_families=frozenset(
-        {_INFLIGHT, _TOTAL_BLOCKS, _BLOCK_SIZE, _INPUT_TOKENS, _C + "inflight_requests", _C + "total_blocks"}
+        {
+            _INFLIGHT,
+            _TOTAL_BLOCKS,
+            _BLOCK_SIZE,
+            _INPUT_TOKENS,
+            _CACHED_TOKENS,
+            _C + "inflight_requests",
+            _C + "total_blocks",
+        }
     ),
     derive=_derive,
     fallback=True,

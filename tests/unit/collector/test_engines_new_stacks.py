@@ -64,6 +64,37 @@ def test_dynamo_frontend_running_needs_both_gauges() -> None:
     assert r.requests_running is None
 
 
+def _frontend(cached_count: int, inflight: int) -> str:
+    return (
+        f'dynamo_frontend_queued_requests{{model="m"}} 0\ndynamo_frontend_inflight_requests{{model="m"}} {inflight}\n'
+        "# TYPE dynamo_frontend_input_sequence_tokens histogram\n"
+        'dynamo_frontend_input_sequence_tokens_sum{model="m"} 10000\n'
+        'dynamo_frontend_input_sequence_tokens_count{model="m"} 10\n'
+        "# TYPE dynamo_frontend_cached_tokens histogram\n"
+        'dynamo_frontend_cached_tokens_sum{model="m"} 4000\n'
+        f'dynamo_frontend_cached_tokens_count{{model="m"}} {cached_count}\n'
+    )
+
+
+@pytest.mark.parametrize(
+    ("cached_count", "inflight", "prefix"),
+    [
+        # every request reported its cached tokens: hits and lookups in tokens
+        (10, 0, (10000.0, 4000.0)),
+        # two still in flight past their first token without a count yet: as many as it can be
+        (8, 2, (10000.0, 4000.0)),
+        # requests answered without a cached count (an engine that reports none for some): no rate rather than
+        # one that counts their prompt tokens as misses
+        (6, 2, (None, None)),
+    ],
+)
+def test_dynamo_frontend_prefix_from_cached_tokens(
+    cached_count: int, inflight: int, prefix: tuple[object, ...]
+) -> None:
+    r = _one(_frontend(cached_count, inflight), "dynamo")
+    assert (r.prefix_queries, r.prefix_hits) == prefix
+
+
 @pytest.mark.parametrize(
     ("page", "finished"),
     [

@@ -443,6 +443,53 @@ EXPECTED: dict[str, Page] = {
             },
         ]
     ),
+    "dynamo-frontend-cached-tokens__ai-dynamo__dynamo__prometheus_names__from-source.txt": Page(
+        [
+            {
+                "replica": "#meta-llama/llama-3.3-70b-instruct",
+                "requests_waiting": 9.0,  # dynamo_frontend_queued_requests
+                "requests_running": 16.0,  # inflight 25 - queued 9
+                "kv_capacity_tokens": 40000 * 32.0,  # model_total_kv_blocks x model_kv_cache_block_size
+                "prefix_queries": None,  # its engine reports no cached tokens: no cached_tokens series, no 0 % rate
+                "prefix_hits": None,
+                "prompt_tokens": 716 * 3000.0,  # input_sequence_tokens_sum
+                "requests_finished": 700.0,
+            },
+            {
+                "replica": "#qwen/qwen3-32b",
+                "engine": "dynamo",
+                "model": "qwen/qwen3-32b",
+                "requests_waiting": 3.0,
+                "requests_running": 17.0,  # inflight 20 - queued 3
+                "kv_capacity_tokens": 65536 * 16.0,
+                # cached_tokens_sum over input_sequence_tokens_sum: every request past its first token reported
+                # (cached_tokens_count 2,022 = input_sequence_tokens_count 2,022)
+                "prefix_queries": 2022000.0,
+                "prefix_hits": 1011000.0,
+                "prompt_tokens": 2022000.0,
+                "generation_tokens": 520000.0,  # output_tokens_total
+                "requests_finished": 2005.0,  # requests_total: 2,000 success + 5 error
+                "ttft.count": 2005.0,
+            },
+        ]
+    ),
+    "dynamo-worker-vllm-prefill__ai-dynamo__dynamo__prometheus_names__from-source.txt": Page(
+        [
+            {
+                "engine": "vllm",  # the engine's own vllm:* series win over Dynamo's dynamo_component_*
+                "model": "Qwen/Qwen3-32B",
+                "role": "prefill",  # dynamo_component="prefill" on Dynamo's series
+                "requests_waiting": 2.0,  # vllm:num_requests_waiting, not dynamo_component_inflight_requests
+                "requests_running": 5.0,
+                "kv_usage": 0.3,  # vllm:kv_cache_usage_perc (kvstats_gpu_cache_usage_percent says the same)
+                "kv_capacity_tokens": 30000 * 16.0,  # cache_config_info
+                "prefix_queries": 2000000.0,
+                "prefix_hits": 1100000.0,
+                "requests_finished": 900.0,  # vllm:request_success_total, 899 length + 1 abort
+                "ttft.count": 900.0,
+            }
+        ]
+    ),
     "dynamo-frontend__ai-dynamo__dynamo__docs_guides_metrics.txt": Page(
         [
             {
