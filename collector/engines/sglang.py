@@ -16,7 +16,12 @@ Mapping decisions:
   ``waiting_request_latency_seconds``; they are read after the current names. Their ``cached_token`` and
   ``cache_hit_rate`` are gauges over an unstated window: not mapped.
 - Disaggregated serving: the ``engine_type`` label says ``prefill`` or ``decode`` (``unified`` when co-located),
-  which is the replica's role where discovery has not given one.
+  which is the replica's role where discovery has not given one. A decode worker takes a request into its waiting
+  queue only once its KV has arrived; before that the request waits in the prealloc queue for decode KV memory
+  (``num_decode_prealloc_queue_reqs``, collector.py @ 00ae9c1), which is where a full decode pool's backlog piles up.
+  So ``requests_waiting`` = ``num_queue_reqs`` + ``num_decode_prealloc_queue_reqs``. Not added: the decode transfer
+  queue (KV allocated and arriving: paced by the prefill side) and the prefill worker's prealloc (bootstrap) and
+  inflight queues (waiting on the decode side, or done and sending KV), which say nothing about its own capacity.
 - Tensor parallelism: by default only TP rank 0 reports scheduler series; with
   ``--enable-metrics-for-all-schedulers`` every rank reports the same state, so only the lowest
   ``tp_rank`` of each ``dp_rank`` is read (data-parallel ranks are summed, like vLLM engines).
@@ -28,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from collector.engines._declarative import DeclarativeAdapter, histogram, mean, total
-from collector.engines._read import Families
+from collector.engines._read import Families, Series, read_sum
 from collector.exposition import Sample
 
 FIELDS = {
@@ -76,10 +81,19 @@ def _lowest_tp_rank_only(families: Families) -> Callable[[Sample], bool] | None:
     return keep
 
 
-def _no_queries_without_hits(_families: Families, values: dict[str, Any]) -> dict[str, Any]:
+_DECODE_PREALLOC = "sglang:num_decode_prealloc_queue_reqs"
+
+
+def _derive(families: Families, values: dict[str, Any]) -> dict[str, Any]:
     """Prompt tokens count as prefix lookups only where cached tokens are counted beside them (2024 releases
-    have no ``cached_tokens_total``): a lookup count without hits would read as a 0 % hit rate."""
-    return {} if values.get("prefix_hits") is not None else {"prefix_queries": None}
+    have no ``cached_tokens_total``): a lookup count without hits would read as a 0 % hit rate. A decode worker's
+    prealloc queue joins its waiting queue (see the module notes)."""
+    out: dict[str, Any] = {} if values.get("prefix_hits") is not None else {"prefix_queries": None}
+    waiting = values.get("requests_waiting")
+    prealloc = read_sum(families, (Series(_DECODE_PREALLOC),), _lowest_tp_rank_only(families))
+    # the key even so (the generated docs list what derive sets); the mapped value where no prealloc queue is
+    out["requests_waiting"] = waiting + prealloc if waiting is not None and prealloc else waiting
+    return out
 
 
 ADAPTER = DeclarativeAdapter(
@@ -87,6 +101,7 @@ ADAPTER = DeclarativeAdapter(
     fields=FIELDS,
     model_labels=("model_name", "name"),
     role_labels=("engine_type",),
+    extra_families=frozenset({_DECODE_PREALLOC}),
     prepare=_lowest_tp_rank_only,
-    derive=_no_queries_without_hits,
+    derive=_derive,
 )

@@ -58,3 +58,29 @@ def test_tp_ranks_counted_once_dp_ranks_summed() -> None:
     assert r.requests_running == 12.0  # 5 (dp 0) + 7 (dp 1), TP duplicates dropped
     assert r.kv_usage == pytest.approx(0.4)  # mean over the two DP ranks
     assert r.preemptions == 7.0  # retraction counter, summed over DP ranks
+
+
+@pytest.mark.parametrize(
+    ("engine_type", "queue", "prefill_prealloc", "decode_prealloc", "waiting"),
+    [
+        # a decode worker's requests waiting for KV memory are its backlog: waiting queue + prealloc queue
+        ("decode", 2, 0, 37, 39.0),
+        # a prefill worker's prealloc (bootstrap) queue waits on the decode side: not its own backlog
+        ("prefill", 3, 9, 0, 3.0),
+        # a unified worker writes the disaggregation gauges as 0: its queue as before
+        ("unified", 5, 0, 0, 5.0),
+    ],
+)
+def test_decode_prealloc_queue_is_waiting(
+    engine_type: str, queue: int, prefill_prealloc: int, decode_prealloc: int, waiting: float
+) -> None:
+    rank0 = f'{{engine_type="{engine_type}",model_name="m",tp_rank="0"}}'
+    rank1 = rank0.replace('tp_rank="0"', 'tp_rank="1"')
+    page = (
+        f"sglang:num_queue_reqs{rank0} {queue}\n"
+        f"sglang:num_prefill_prealloc_queue_reqs{rank0} {prefill_prealloc}\n"
+        f"sglang:num_decode_prealloc_queue_reqs{rank0} {decode_prealloc}\n"
+        # a second TP rank repeats the scheduler's state: counted once
+        f"sglang:num_decode_prealloc_queue_reqs{rank1} {decode_prealloc}\n"
+    )
+    assert _one(page).requests_waiting == waiting

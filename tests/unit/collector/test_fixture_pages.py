@@ -313,6 +313,25 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    "sglang-pd-decode__sgl-project__sglang__metrics_collector__from-source.txt": Page(
+        [
+            {
+                "engine": "sglang",
+                "model": "deepseek-ai/DeepSeek-V3",
+                "role": "decode",  # engine_type="decode"
+                # num_queue_reqs 2 + num_decode_prealloc_queue_reqs 37 (requests waiting for decode KV memory), of TP
+                # rank 0 (rank 1 repeats them); not the 5 in the transfer queue, whose KV is allocated and arriving
+                "requests_waiting": 39.0,
+                "requests_running": 48.0,
+                "kv_usage": 0.93,  # sglang:token_usage
+                "kv_capacity_tokens": 600000.0,  # sglang:max_total_num_tokens
+                "preemptions": 12.0,  # num_retracted_requests_total of TP rank 0
+                "generation_tokens": 1900000.0,
+                "requests_finished": 3100.0,  # sglang:num_requests_total
+                "queue_time.count": 3100.0,
+            }
+        ]
+    ),
     "tgi__DataDog__integrations-core__payload__partial.txt": Page(
         [
             {
