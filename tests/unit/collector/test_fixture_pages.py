@@ -344,6 +344,24 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    "tgi-3__huggingface__text-generation-inference__reference_metrics__from-source.txt": Page(
+        [
+            {
+                "engine": "tgi",
+                "model": None,  # TGI's series carry no model label
+                "requests_waiting": 14.0,  # tgi_queue_size
+                "requests_running": 32.0,  # tgi_batch_current_size
+                "kv_capacity_tokens": 131072.0,  # tgi_batch_max_total_tokens
+                "kv_usage": 0.75,  # tgi_batch_current_max_tokens 98,304 / 131,072
+                "prompt_tokens": 5200 * 900.0,  # tgi_request_input_length_sum
+                "generation_tokens": 5200 * 300.0,  # tgi_request_generated_tokens_sum
+                "requests_finished": 5200.0,  # tgi_request_success (no _total in this exporter)
+                "ttft": None,  # TGI exports no time to first token
+                "itl.count": 5200.0,  # tgi_request_mean_time_per_token_duration_count
+                "queue_time.sum": 1300.0,  # tgi_request_queue_duration_sum
+            }
+        ]
+    ),
     "trtllm-triton__triton-inference-server__tensorrtllm_backend__README.txt": Page(
         [
             {
