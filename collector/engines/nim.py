@@ -32,7 +32,8 @@ ADAPTER = DeclarativeAdapter(
     fields=FIELDS,
     model_labels=("model_name",),
     extra_families=frozenset({"num_request_max", "request_failure"}),
-    # names generic enough to appear on other pages do not identify NIM on their own
+    # names generic enough to appear on other pages do not identify NIM on their own: its scheduler and cache gauges
+    # do; its request histograms do not, trtllm-serve up to 1.1 wrote the same unprefixed (see trtllm_pytorch)
     identifying=frozenset(
         {
             "num_requests_running",
@@ -40,9 +41,7 @@ ADAPTER = DeclarativeAdapter(
             "num_request_max",
             "gpu_cache_usage_perc",
             "kv_cache_usage_perc",
-            "time_to_first_token_seconds",
-            "time_per_output_token_seconds",
-            "e2e_request_latency_seconds",
+            "request_finish",
         }
     ),
 )

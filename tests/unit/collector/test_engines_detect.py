@@ -54,16 +54,20 @@ def test_unrecognised_pages_raise(page: str, message: str) -> None:
         detect_engine(parse(page))
 
 
-def test_unprefixed_trtllm_names_are_tensorrt_llm_only_with_its_label() -> None:
-    # trtllm-serve 1.1 wrote vLLM-style names unprefixed, as NIM does: TensorRT-LLM's own engine_type label tells them
-    # apart, and without it the same names stay NIM's
+def test_unprefixed_trtllm_names_are_tensorrt_llm_only_with_its_label(metrics_fixtures: Path) -> None:
+    # trtllm-serve 1.1 wrote vLLM-style request series unprefixed, as NIM does: TensorRT-LLM's own engine_type label
+    # tells them apart; NIM is told by its scheduler and cache gauges
     trt = "# TYPE time_to_first_token_seconds histogram\n"
     trt += 'time_to_first_token_seconds_count{model_name="m",engine_type="pytorch"} 3\n'
     trt += 'time_to_first_token_seconds_sum{model_name="m",engine_type="pytorch"} 0.3\n'
     trt += "# TYPE request_success_total counter\n"
     trt += 'request_success_total{model_name="m",engine_type="pytorch",finished_reason="stop"} 3\n'
     assert detect_engine(parse(trt)) == "trtllm-pytorch"
-    assert detect_engine(parse(trt.replace(',engine_type="pytorch"', ""))) == "nim"
+    nim = parse((metrics_fixtures / "nim__DataDog__integrations-core__nim_metrics.txt").read_text())
+    assert detect_engine(nim) == "nim"
+    # neither label nor gauges (an idle trtllm-serve 1.1 has no samples yet): reported, not a replica of unknowns
+    with pytest.raises(UnknownEngine, match="no engine adapter"):
+        detect_engine(parse(trt.replace(',engine_type="pytorch"', "")))
 
 
 def test_explicit_engine_must_match_the_page(metrics_fixtures: Path) -> None:

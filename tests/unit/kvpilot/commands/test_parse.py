@@ -21,7 +21,11 @@ from kvpilot.render import sample_to_dict, samples_json
 REPLICA_KEYS = [f.name for f in fields(ReplicaSample)]
 # pages that are deliberately neither an LLM replica nor GPUs (tests/fixtures/metrics/README.md)
 # pages that are an error, with what they are: Triton's TTFT alone; the vLLM production-stack router's page
-NOT_A_REPLICA_NOR_GPUS = {"triton-ttft-only__handwritten.txt", "vllm-production-stack-router__handwritten.txt"}
+NOT_A_REPLICA_NOR_GPUS = {
+    "triton-ttft-only__handwritten.txt",
+    "vllm-production-stack-router__handwritten.txt",
+    "llm-d-epp__gateway-api-inference-extension__guides_metrics__from-source.txt",
+}
 GPU_KEYS = [f.name for f in fields(GpuSample)]
 KVPILOT = Path(sys.executable).with_name("kvpilot")
 
