@@ -1,5 +1,6 @@
-"""What each tick of the control loop writes to the store: open findings, the deployments seen, per-minute roll-ups,
-decisions that changed (or whose heartbeat is due), each deployment's capacity once a minute, and the retention pass.
+"""What each tick of the control loop writes to the store: open findings, the deployments seen (when new or changed,
+else once a minute), per-minute roll-ups, decisions that changed (or whose heartbeat is due), each deployment's
+capacity once a minute, and the retention pass.
 
 Writes are queued on the ``BufferedWriter``, which applies them in order in a worker thread (or holds them while the
 store is away); nothing here waits for the database. Split out of ``kvpilot.runtime.loop`` (issue 15), unchanged.
@@ -24,6 +25,9 @@ from store.models import RollupRow
 from store.repo.deployments import SeenDeployment
 
 log = logging.getLogger(__name__)
+
+# A deployment's last_seen is rewritten at most this often while nothing else about it changes (issue 17).
+SEEN_EVERY_S = 60.0
 
 Capacity = Callable[[str], tuple[float, str] | None]  # ``Remembers.capacity``: (requests/s, "learned"|"configured")
 
@@ -71,7 +75,13 @@ class TickWrites:
     """The loop's writes, and the decisions last stored (``stored``: the loop publishes and forgets from it too)."""
 
     def __init__(
-        self, writer: BufferedWriter, *, retention_s: float, prune_every_s: float, decision_heartbeat_s: float
+        self,
+        writer: BufferedWriter,
+        *,
+        retention_s: float,
+        prune_every_s: float,
+        decision_heartbeat_s: float,
+        seen_every_s: float = SEEN_EVERY_S,
     ) -> None:
         self.writer = writer
         self.retention_s = retention_s
@@ -80,6 +90,8 @@ class TickWrites:
         self.stored: dict[str, Decision] = {}
         self._last_prune: float | None = None
         self._capacity_at = float("-inf")
+        self.seen_every_s = seen_every_s  # an unchanged deployment's last_seen is rewritten this often
+        self._seen: dict[str, tuple[float, str | None, str | None]] = {}  # key -> (written at, engine, model)
 
     def persist(
         self,
@@ -96,14 +108,7 @@ class TickWrites:
         if detected:
             active = list(findings)
             w.submit("findings", lambda s: repo.upsert_findings(session=s, active=active, now=now))
-        seen = [
-            SeenDeployment(
-                key,
-                v.replicas[0].sample.engine if v.replicas else None,
-                v.replicas[0].sample.model if v.replicas else None,
-            )
-            for key, v in deployments.items()
-        ]
+        seen = self._seen_due(now, deployments)
         if seen:
             w.submit("deployments", lambda s: repo.upsert_deployments(session=s, seen=seen, now=now))
         if len(deployments) > 1:
@@ -124,6 +129,26 @@ class TickWrites:
             w.submit(
                 "retention", lambda s: log.info("retention: %s", repo.prune(session=s, now=now, horizon_s=horizon))
             )
+
+    def _seen_due(self, now: float, deployments: Mapping[str, DeploymentView]) -> list[SeenDeployment]:
+        """The deployments whose row needs a write: new to this process, a new engine or model, or last written
+        ``seen_every_s`` ago. The rest are left as they are: a SELECT and an UPDATE of every deployment each tick
+        was most of the store's work in a steady fleet, and ``last_seen`` is read by operators, to the minute."""
+        due = []
+        for key, v in deployments.items():
+            sample = v.replicas[0].sample if v.replicas else None
+            engine, model = (sample.engine, sample.model) if sample is not None else (None, None)
+            last = self._seen.get(key)
+            if last is not None:
+                # the store keeps a known engine and model when a tick reads none (upsert_deployments)
+                engine, model = engine or last[1], model or last[2]
+                if (engine, model) == last[1:] and now - last[0] < self.seen_every_s:
+                    continue
+            self._seen[key] = (now, engine, model)
+            due.append(SeenDeployment(key, engine, model))
+        if len(self._seen) > 2 * len(deployments) + 1000:  # deployments gone (or moved to another shard)
+            self._seen = {k: w for k, w in self._seen.items() if k in deployments}
+        return due
 
     def _persist_capacity(self, now: float, deployments: Mapping[str, DeploymentView], capacity: Capacity) -> None:
         """Once a minute, what one replica of each deployment sustains (learned or configured), for operators."""
