@@ -170,6 +170,7 @@ class _ReplicaTrack:
     """
 
     __slots__ = (
+        "_samples",
         "counters",
         "in_flight",
         "itl",
@@ -204,6 +205,9 @@ class _ReplicaTrack:
         self.ttft_last: Histogram | None = None
         self.ttft_restarts: deque[tuple[float, Histogram]] = deque()  # (restarted at, the histogram before it)
         self.ttft_bounds_since = -math.inf
+        # The history as one tuple, built at the first ask after a sample arrived: a tick asks for it several times
+        # per replica (the KV detector, the exported projection, the rollout detector, the version speed).
+        self._samples: tuple[ReplicaSample, ...] | None = None
 
     @property
     def latest(self) -> ReplicaSample:
@@ -213,6 +217,7 @@ class _ReplicaTrack:
         self, sample: ReplicaSample, *, rate_window_s: float, full_resolution_s: float, step_s: float, history_s: float
     ) -> None:
         t = sample.timestamp
+        self._samples = None
         self.recent.append(sample)
         while self.recent[0].timestamp < t - rate_window_s:
             leaving = self.recent.popleft()
@@ -241,7 +246,10 @@ class _ReplicaTrack:
             self.older_ttft.popleft()
 
     def samples(self) -> tuple[ReplicaSample, ...]:
-        return (*self.older, *self.middle, *self.recent)
+        samples = self._samples
+        if samples is None:
+            samples = self._samples = (*self.older, *self.middle, *self.recent)
+        return samples
 
     def ttft_samples(self) -> list[tuple[float, Histogram]]:
         """The TTFT histograms a window can read, with their samples' times, oldest first: every kept one taken

@@ -201,6 +201,24 @@ def test_deployment_aggregation() -> None:
     assert history[0].prompt_tokens_rate is None
 
 
+def test_a_replica_history_is_built_once_per_sample() -> None:
+    # A tick asks for each replica's history several times (KV detector, exported projection, rollout detector):
+    # after an hour each ask copied ~85 samples; the same tuple now serves every ask until the next sample.
+    state = FleetState(history_s=3600, stale_after_s=30)
+    for i in range(40):
+        state.observe([rs(t=i * 5.0, requests_running=float(i))], [], now=i * 5.0)
+    first = state.replica_history("prod/r0")
+    assert state.replica_history("prod/r0") is first
+    state.observe([rs(t=200.0, requests_running=40.0)], [], now=200.0)
+    after = state.replica_history("prod/r0")
+    assert after is not first  # a new sample: the history is built again, with it
+    assert [s.timestamp for s in after[-2:]] == [195.0, 200.0]
+    assert after[-1].requests_running == 40.0
+    assert state.replica_history("prod/r0") is after
+    state.observe([rs(t=200.0, requests_running=99.0)], [], now=200.0)  # a repeated time is dropped
+    assert state.replica_history("prod/r0") is after
+
+
 def test_histories_are_bounded_by_time_and_count() -> None:
     state = FleetState(history_s=100, max_points=8, stale_after_s=30)
     for i in range(50):
