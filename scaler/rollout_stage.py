@@ -9,7 +9,8 @@ status (generation/observedGeneration, updatedReplicas, the strategy's maxSurge 
 ``scaler.rollout.RolloutStatus`` and publishes ``surge_replicas``: desired plus the replicas a wave is loading
 (not capacity yet) plus the next wave's, once it is within a cold start. When the rollout is done the surge goes
 and the planner's own count is published again. Before the surge, a new version measured slower than the old one
-(``scaler.version_speed``) scales the planner's count by the ratio. The planner (``scaler.planner``) is not
+(``scaler.version_speed``) scales the planner's count by the ratio (from the rollout's end where it was measured
+only once the old version had left). The planner (``scaler.planner``) is not
 touched: this is a stage after it.
 
 From the replicas alone, a ready replica that discovery stops listing while the count asked for holds reads as a
@@ -178,7 +179,6 @@ class RolloutStage:
             else:  # no replica serves (a one-replica fleet whose only replica drained): what was asked for
                 seen = VersionsSeen({}, None, 0, 0, "", d.current_replicas, drained=drained)
                 self.speeds.update(d.deployment, (), rollout_detector.version, None)
-            d = self._for_speed(d, speed, planner, max_replicas)
             status = self.tracker.update(
                 d.deployment,
                 now,
@@ -186,6 +186,12 @@ class RolloutStage:
                 seen=seen,
                 deployment=(deployments or {}).get(d.deployment),
             )
+            if status is not None and speed is not None and speed.recorded:
+                # Measured only once the old version had left: what still rolls is the last wave's successors
+                # loading, which the held surge covers; the scaled count applies from the rollout's end (scaling now
+                # would ask for replicas on top of the surge that load only to be deleted unready when it ends).
+                speed = None
+            d = self._for_speed(d, speed, planner, max_replicas)
             if status is None:
                 self._held.pop(d.deployment, None)
                 if d.deployment in self._surging:

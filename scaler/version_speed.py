@@ -9,6 +9,15 @@ grows with the batch, so a version given more work would read slower for it. Onl
 ``min_samples`` comparisons, the median ratio at least ``1 + min_slowdown`` and that share of them above it in at
 least ``sustained_share``. The measurement is kept as long as any ready replica serves the new version.
 
+A rollout can end before ``min_samples`` comparisons: in waves of half the fleet the two versions serve side by
+side for about one cold start, less the time the new replicas take to reach comparable load (Mooncake in waves of
+2 of 4, speed 0.8: 17 comparisons before the last old replica left, 2026-12-04). The old version's step times
+are then the last ones it was measured at: each tick its recorded windows (those it served during this rollout,
+the last ``max_samples``) stand in for it, the one at the load nearest the new version's, within
+``load_tolerance``, so that the comparison runs to ``min_samples`` and is judged by the same thresholds; it stops
+there, and is not started where no comparison ran while both versions served. Such a measurement says so
+(``VersionSpeed.recorded``): the rollout stage applies it once the rollout ends.
+
 A faster new version is measured too but never shrinks a count (``scale_factor`` is at least 1): the planner's
 capacity learns that in its own time, and a fleet briefly too large costs money, not users.
 
@@ -111,6 +120,7 @@ class VersionSpeed:
     ratio: float  # against the version the fleet was sized for (earlier rollouts' ratios compound)
     samples: int
     step_ratio: float  # the median inter-token latency against old_version's over the comparisons
+    recorded: bool = False  # completed once the old version had left, against its recorded windows
 
     @property
     def text(self) -> str:
@@ -131,6 +141,19 @@ class _Track:
     carried: VersionSpeed | None = None  # that earlier measurement: it holds while its version still serves
     ratios: deque[float] = field(default_factory=deque)
     measured: VersionSpeed | None = None
+    old_loads: deque[VersionLoad] = field(default_factory=deque)  # the old version's windows while it served
+    recorded: bool = False  # comparisons against those windows ran (the old version had left)
+
+    def pending(self, th: SpeedThresholds, serving: set[str]) -> bool:
+        """The old version no longer serves and its comparison stopped short of ``min_samples``: it goes on
+        against the old version's recorded windows."""
+        return (
+            self.measured is None
+            and 0 < len(self.ratios) < th.min_samples
+            and bool(self.old_loads)
+            and self.old_version not in serving
+            and self.version in serving
+        )
 
 
 class SpeedTracker:
@@ -160,7 +183,10 @@ class SpeedTracker:
             return None  # one version and nothing measured: the common tick costs no pass over the replicas
         replicas = list(replicas)
         serving = {version_of(r) for r in replicas if r.ready}
-        loads = version_loads(replicas, version_of, running_of) if new_version is not None else {}
+        pending = track is not None and new_version in (None, track.version) and track.pending(self.thresholds, serving)
+        loads = version_loads(replicas, version_of, running_of) if new_version is not None or pending else {}
+        if pending and track is not None and track.version in loads:
+            self._compare_recorded(track, loads[track.version])
         if new_version is not None and (track is None or track.version != new_version):
             before = None if track is None else (track.measured or track.carried)
             if before is not None and before.version not in serving:
@@ -178,7 +204,12 @@ class SpeedTracker:
                 base = before.ratio if before is not None and before.version == old else 1.0
                 track = self._tracks[key] = _Track(new_version, old, base=base, carried=before)
         if track is not None and new_version == track.version and new_version in loads and track.old_version in loads:
-            self._compare(track, loads[new_version], loads[track.old_version])
+            old_load = loads[track.old_version]
+            if old_load.tokens >= self.thresholds.min_tokens:
+                track.old_loads.append(old_load)
+                while len(track.old_loads) > self.thresholds.max_samples:
+                    track.old_loads.popleft()
+            self._compare(track, loads[new_version], old_load)
         if track is None:
             return None
         if track.measured is not None and track.version in serving:
@@ -188,6 +219,13 @@ class SpeedTracker:
         if track.version not in serving:
             self._tracks.pop(key, None)  # rolled back (or gone): nothing measured describes the replicas now
         return None
+
+    def _compare_recorded(self, track: _Track, new: VersionLoad) -> None:
+        """The new version against the old version's recorded window at the load nearest its own (the latest
+        of equals), once the old version no longer serves."""
+        nearest = min(reversed(track.old_loads), key=lambda old: abs(old.running_per_replica - new.running_per_replica))
+        track.recorded = True
+        self._compare(track, new, nearest)
 
     def _compare(self, track: _Track, new: VersionLoad, old: VersionLoad) -> None:
         th = self.thresholds
@@ -214,7 +252,7 @@ class SpeedTracker:
             faster = was < 1.0 and median <= 1.0 / (1.0 + th.min_slowdown / 2)
         if slower or faster:
             track.measured = VersionSpeed(
-                track.version, track.old_version, track.base * median, len(track.ratios), median
+                track.version, track.old_version, track.base * median, len(track.ratios), median, track.recorded
             )
         else:  # within noise of the old version: as fast as the one it replaces
             base = track.base

@@ -15,6 +15,7 @@ from collector.state import FleetState
 from kvpilot.runtime.rollout_stage import RolloutStage
 from scaler.decision import Decision
 from scaler.planner import DeploymentLimits
+from scaler.rollout import DeploymentRollout
 from simulator import Fleet as SimFleet
 from simulator import FleetConfig, load_trace, parse_fault
 from tests.helpers.bench import load_bench
@@ -55,7 +56,9 @@ class Fleet:
         for i in pods:
             self.replicas[f"chat-{i}"] = (version, itl_s, running)
 
-    def tick(self, *, noise: float = 0.0, departed: tuple[str, ...] = ()) -> Decision:
+    def tick(
+        self, *, noise: float = 0.0, departed: tuple[str, ...] = (), deployment: DeploymentRollout | None = None
+    ) -> Decision:
         self.t += TICK
         samples = []
         for pod, (version, itl_s, running) in self.replicas.items():
@@ -72,13 +75,23 @@ class Fleet:
         self.state.observe(samples, [], now=self.t, departed={f"llm/{p}" for p in departed})
         n = len(self.replicas)
         planned = Decision(KEY, self.t, n, n, DESIRED, 0, "predictive", "steady demand")
-        (decision,) = self.stage.apply(self.state, [planned], self.t, planner=self.planner)
+        deployments = None if deployment is None else {KEY: deployment}
+        (decision,) = self.stage.apply(self.state, [planned], self.t, planner=self.planner, deployments=deployments)
         return decision
 
 
-def roll(fleet: Fleet, *, ratio: float, ticks: int, noise: float = 0.0, new_running: float = 8.0) -> Decision:
+def roll(
+    fleet: Fleet,
+    *,
+    ratio: float,
+    ticks: int,
+    noise: float = 0.0,
+    new_running: float = 8.0,
+    alone_running: float | None = None,
+) -> Decision:
     """Eight replicas on v1; half replaced by v2 (step time x ``ratio``) serving beside v1 for ``ticks``; then the
-    v1 half replaced too and ticks past the rollout: the count the stage publishes once it is over."""
+    v1 half replaced too and ticks past the rollout: the count the stage publishes once it is over.
+    ``alone_running``: v2's running sequences once it serves alone (default ``new_running``)."""
     fleet.serve(range(8), "v1")
     for _ in range(20):
         fleet.tick(noise=noise)
@@ -89,7 +102,7 @@ def roll(fleet: Fleet, *, ratio: float, ticks: int, noise: float = 0.0, new_runn
         fleet.tick(noise=noise, departed=tuple(f"chat-{i}" for i in range(4)))
     for i in range(4, 8):
         del fleet.replicas[f"chat-{i}"]
-    fleet.serve(range(12, 16), "v2", OLD_ITL_S * ratio, new_running)
+    fleet.serve(range(8, 16), "v2", OLD_ITL_S * ratio, new_running if alone_running is None else alone_running)
     decision = fleet.tick(noise=noise, departed=tuple(f"chat-{i}" for i in range(4, 8)))
     for _ in range(20):
         decision = fleet.tick(noise=noise)
@@ -97,26 +110,35 @@ def roll(fleet: Fleet, *, ratio: float, ticks: int, noise: float = 0.0, new_runn
 
 
 @pytest.mark.parametrize(
-    ("ratio", "ticks", "noise", "new_running", "expected"),
+    ("ratio", "ticks", "noise", "new_running", "alone_running", "expected"),
     [
         # 25 % slower decode steps, steady, over 40 comparisons: 8 x 1.25 = 10
-        (1.25, 40, 0.03, 8.0, 10),
-        # the same slowdown seen over 20 comparisons only (fewer than the 24 asked for): no change
-        (1.25, 20, 0.0, 8.0, DESIRED),
+        (1.25, 40, 0.03, 8.0, None, 10),
+        # the same slowdown seen over 20 comparisons only (fewer than the 24 asked for) before the last v1 replica
+        # drains: the comparison runs on against v1's recorded step times, 10
+        (1.25, 20, 0.0, 8.0, None, 10),
+        # ... and v2 alone runs twice the sequences v1 was recorded at: nothing comparable, no change
+        (1.25, 20, 0.0, 8.0, 16.0, DESIRED),
+        # ... no comparison while both served (v2 at twice the load), comparable once alone: none started, no change
+        (1.25, 20, 0.0, 16.0, 8.0, DESIRED),
         # as fast, with +-8 % noise on every step time: no change
-        (1.0, 60, 0.08, 8.0, DESIRED),
+        (1.0, 60, 0.08, 8.0, None, DESIRED),
+        # ... over 12 comparisons while both served, the rest against the recorded ones: no change
+        (1.0, 12, 0.08, 8.0, None, DESIRED),
         # 5 % slower: under the 10 % floor, no change
-        (1.05, 60, 0.0, 8.0, DESIRED),
+        (1.05, 60, 0.0, 8.0, None, DESIRED),
         # faster (0.8x the step time): never below the planner's count
-        (0.8, 60, 0.0, 8.0, DESIRED),
+        (0.8, 60, 0.0, 8.0, None, DESIRED),
         # slower steps, but the new replicas run twice the sequences (not comparable load): no change
-        (1.25, 60, 0.0, 16.0, DESIRED),
+        (1.25, 60, 0.0, 16.0, None, DESIRED),
     ],
 )
 def test_the_count_follows_a_measured_sustained_slowdown_only(
-    ratio: float, ticks: int, noise: float, new_running: float, expected: int
+    ratio: float, ticks: int, noise: float, new_running: float, alone_running: float | None, expected: int
 ) -> None:
-    decision = roll(Fleet(), ratio=ratio, ticks=ticks, noise=noise, new_running=new_running)
+    decision = roll(
+        Fleet(), ratio=ratio, ticks=ticks, noise=noise, new_running=new_running, alone_running=alone_running
+    )
     assert decision.desired_replicas == expected
     if expected > DESIRED:
         assert decision.reason == "version_slower"
@@ -159,6 +181,41 @@ def test_what_the_planner_learnt_is_not_counted_twice(
     for _ in range(20):
         decision = fleet.tick()
     assert decision.desired_replicas == expected
+
+
+def _status(*, spec: int, updated: int, pods: int, ready: int) -> DeploymentRollout:
+    """The Deployment as the API server reports it mid-rollout (template changed, observed; waves of 4)."""
+    return DeploymentRollout(2, 2, spec, updated, pods, ready, max_surge=0, max_unavailable=4)
+
+
+def test_a_slowdown_measured_once_the_old_version_left_applies_when_the_rollout_ends() -> None:
+    """Reading the Deployment, waves of 4 of 8: v2 (25 % slower steps) serves beside v1 for 16 comparisons only;
+    then v1's last pods drain, half the last wave ready. The comparison runs on against v1's recorded windows and
+    measures the slowdown while the surge is held: the count stays the held 8 + 8 = 16 (not the scaled 10 plus the
+    held 8 = 18, replicas that would load only to be deleted unready), and the scaled count is what is asked for
+    once the rollout is done."""
+    fleet = Fleet()
+    fleet.serve(range(8), "v1")
+    for _ in range(20):
+        fleet.tick()
+    for i in range(4):
+        del fleet.replicas[f"chat-{i}"]
+    fleet.serve(range(8, 12), "v2", OLD_ITL_S * 1.25)
+    first_wave = _status(spec=16, updated=8, pods=16, ready=8)  # 4 v1 + 4 v2 ready, the next 4 v2 loading
+    decision = fleet.tick(departed=tuple(f"chat-{i}" for i in range(4)), deployment=first_wave)
+    assert decision.desired_replicas == 16  # desired 8 + the wave loading + the next
+    for _ in range(15):
+        fleet.tick(deployment=first_wave)
+    for i in range(4, 8):
+        del fleet.replicas[f"chat-{i}"]
+    last_wave = _status(spec=16, updated=16, pods=16, ready=12)  # v1 gone, 4 of the last 8 v2 still loading
+    counts = [fleet.tick(departed=tuple(f"chat-{i}" for i in range(4, 8)), deployment=last_wave).desired_replicas]
+    counts += [fleet.tick(deployment=last_wave).desired_replicas for _ in range(20)]
+    assert max(counts) == 16
+    fleet.serve(range(12, 20), "v2", OLD_ITL_S * 1.25)
+    done = _status(spec=16, updated=16, pods=16, ready=16)
+    decision = fleet.tick(deployment=done)
+    assert (decision.desired_replicas, decision.reason) == (10, "version_slower")
 
 
 def test_a_rollback_withdraws_the_scaling() -> None:
