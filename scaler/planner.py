@@ -139,6 +139,9 @@ def planner_config(
             queue_drain_s=max(horizon, tick_s, 1.0),
             # Fewer than one request expected before a replica could be ready: with min_replicas 0, none is needed.
             idle_below_rps=1.0 / max(horizon, tick_s, 1.0),
+            # A count only the forecast asked for is held for the forecast's own look-ahead; what the measured
+            # arrivals and queue needed, for the whole scale-down window (docs/scaling.md, "Policy").
+            forecast_hold_s=min(horizon, defaults.scale_down_stabilisation_s),
         ),
     )
 

@@ -56,6 +56,10 @@ class PolicyConfig:
     # Never fewer than serve `Demand.burst_rate` at full capacity: on/off traffic, whose minute-scale forecast
     # falls in every silence, keeps the replicas its last burst needed (docs/scaling.md, "Policy").
     burst_floor: bool = False
+    # How long the scale-down window holds a count only the forecast asked for (its need above what the measured
+    # arrivals and queue need); None: the whole window, as a measured need. A forecast already looks one horizon
+    # ahead, so a replica released after the horizon could be back before what it foresaw (docs/scaling.md).
+    forecast_hold_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.min_replicas < 0:
@@ -70,6 +74,10 @@ class PolicyConfig:
             raise ValueError("policy: scale_down_stabilisation_s must be >= 0 and queue_drain_s > 0")
         if self.scale_up_max_step < 0 or self.scale_down_max_step < 0:
             raise ValueError("policy: step limits must be >= 0")
+        if self.forecast_hold_s is not None and not (0 <= self.forecast_hold_s <= self.scale_down_stabilisation_s):
+            raise ValueError(
+                f"policy: forecast_hold_s must be in [0, scale_down_stabilisation_s], got {self.forecast_hold_s}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +162,8 @@ class ReplicaPolicy:
 
     def __init__(self, config: PolicyConfig | None = None, *, max_history: int = 1024) -> None:
         self.config = config or PolicyConfig()
-        self._history: deque[tuple[float, int]] = deque(maxlen=max_history)
+        # (time, the need, the part of it the measured arrivals and queue asked for)
+        self._history: deque[tuple[float, int, int]] = deque(maxlen=max_history)
 
     def recommend(self, demand: Demand, *, now: float) -> Recommendation:
         """Staged as the HPA's replica calculator: raw need → hold on missing data or within tolerance →
@@ -172,9 +181,10 @@ class ReplicaPolicy:
         raw = self._burst_floor(self._raw(demand, cap, predictive, reactive), floor, demand.burst_rate)
         kept = self._keep_current(demand, raw)
         if kept is not None:
-            self._history.append((now, max(raw.replicas, demand.current_replicas)))
+            held = max(raw.replicas, demand.current_replicas)
+            self._history.append((now, held, held))
             return self._clamp(kept, warm_pool, *parts, floor)
-        self._history.append((now, raw.replicas))
+        self._history.append((now, raw.replicas, min(raw.replicas, (reactive or 0) + demand.stuck_replicas)))
         step = self._limit_step(self._stabilise(raw, demand.current_replicas, now), demand.current_replicas)
         return self._clamp(step, warm_pool, *parts, floor)
 
@@ -265,8 +275,14 @@ class ReplicaPolicy:
         c = self.config
         if step.replicas >= current:
             return step
+        hold = c.scale_down_stabilisation_s if c.forecast_hold_s is None else c.forecast_hold_s
         window_max = max(
-            (r for t, r in self._history if now - t <= c.scale_down_stabilisation_s), default=step.replicas
+            (
+                need if now - t <= hold else measured
+                for t, need, measured in self._history
+                if now - t <= c.scale_down_stabilisation_s
+            ),
+            default=step.replicas,
         )
         if window_max <= step.replicas:
             return step
@@ -322,7 +338,7 @@ class ReplicaPolicy:
         return replicas >= load + spare_replicas(load, c.target_utilisation)
 
     def _hold(self, demand: Demand, now: float, reason: str, message: str) -> Recommendation:
-        self._history.append((now, demand.current_replicas))
+        self._history.append((now, demand.current_replicas, demand.current_replicas))
         return self._clamp(Step(demand.current_replicas, reason, message), 0, None, None)
 
     def _clamp(

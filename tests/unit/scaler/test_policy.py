@@ -79,6 +79,34 @@ def test_scale_down_waits_for_the_stabilisation_window() -> None:
     assert released.desired_replicas == 1
 
 
+def test_forecast_hold_releases_a_forecast_only_need_after_the_hold() -> None:
+    # The forecast alone asked for 10 (arrivals and queue needed 2): held for the forecast's hold, not the window.
+    policy = ReplicaPolicy(dataclasses.replace(CFG, forecast_hold_s=150.0))
+    assert policy.recommend(_demand(current_replicas=2, forecast_upper_rate=8.0), now=0.0).desired_replicas == 10
+    low = _demand(current_replicas=10, ready_replicas=10, arrival_rate=0.5, forecast_upper_rate=0.5)
+    assert policy.recommend(low, now=100.0).desired_replicas == 10
+    released = policy.recommend(low, now=151.0)
+    assert (released.desired_replicas, released.reason) == (2, "stabilised")  # what was measured, for the window
+    assert policy.recommend(low, now=301.0).desired_replicas == 1
+
+
+def test_forecast_hold_keeps_a_measured_need_for_the_whole_window() -> None:
+    # A queue and arrivals that needed 8 are a measured need: the window holds them as the HPA would.
+    policy = ReplicaPolicy(dataclasses.replace(CFG, forecast_hold_s=150.0))
+    busy = _demand(current_replicas=2, arrival_rate=6.4, forecast_upper_rate=1.0)
+    assert policy.recommend(busy, now=0.0).desired_replicas == 8
+    low = _demand(current_replicas=8, ready_replicas=8, arrival_rate=0.5, forecast_upper_rate=0.5)
+    held = policy.recommend(low, now=200.0)
+    assert (held.desired_replicas, held.reason) == (8, "stabilised")
+    assert policy.recommend(low, now=301.0).desired_replicas == 1
+
+
+@pytest.mark.parametrize("hold", [-1.0, 301.0])
+def test_forecast_hold_outside_the_window_is_refused(hold: float) -> None:
+    with pytest.raises(ValueError, match="forecast_hold_s"):
+        dataclasses.replace(CFG, forecast_hold_s=hold)
+
+
 def test_scale_up_is_immediate_even_inside_the_window() -> None:
     policy = ReplicaPolicy(CFG)
     policy.recommend(_demand(forecast_upper_rate=0.1, arrival_rate=0.1), now=0.0)
