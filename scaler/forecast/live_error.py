@@ -21,6 +21,12 @@ class LiveMase:
         self.min_scored = min_scored
         self._pending: deque[tuple[float, float, float]] = deque()  # (due at, forecast, value when forecast)
         self._scored: deque[tuple[float, float, float]] = deque()  # (scored at, |model error|, |naive error|)
+        # Their sums, kept as scores come and go (an hour's window is ~720 scores a deployment, read every tick);
+        # summed afresh once the window has turned over, so rounding cannot accumulate.
+        self._model_sum = 0.0
+        self._naive_sum = 0.0
+        self._dropped = 0
+        self._naive_moved = 0  # scores whose naive error is not 0: none, and demand never moved (exactly)
 
     def record(self, now: float, actual: float | None, forecast: float | None) -> None:
         """The value observed at `now`, and the forecast made now for `now + horizon_s` (either may be unknown)."""
@@ -28,9 +34,21 @@ class LiveMase:
             return
         while self._pending and self._pending[0][0] <= now:
             _, predicted, then = self._pending.popleft()
-            self._scored.append((now, abs(predicted - actual), abs(then - actual)))
+            model, naive = abs(predicted - actual), abs(then - actual)
+            self._scored.append((now, model, naive))
+            self._model_sum += model
+            self._naive_sum += naive
+            self._naive_moved += naive > 0
         while self._scored and self._scored[0][0] < now - self.window_s:
-            self._scored.popleft()
+            _, model, naive = self._scored.popleft()
+            self._model_sum -= model
+            self._naive_sum -= naive
+            self._naive_moved -= naive > 0
+            self._dropped += 1
+        if self._dropped >= len(self._scored):
+            self._model_sum = math.fsum(s[1] for s in self._scored)
+            self._naive_sum = math.fsum(s[2] for s in self._scored)
+            self._dropped = 0
         if forecast is not None and math.isfinite(forecast):
             self._pending.append((now + self.horizon_s, forecast, actual))
 
@@ -38,7 +56,6 @@ class LiveMase:
         """MASE over the window; None until enough forecasts were scored, or when demand never moved."""
         if len(self._scored) < self.min_scored:
             return None
-        naive = sum(s[2] for s in self._scored)
-        if naive <= 0:
+        if not self._naive_moved or self._naive_sum <= 0:
             return None
-        return sum(s[1] for s in self._scored) / naive
+        return self._model_sum / self._naive_sum

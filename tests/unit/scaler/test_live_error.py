@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scaler.forecast.live_error import LiveMase
 
@@ -68,3 +70,29 @@ def test_old_scores_leave_the_window():
 def test_horizon_must_be_positive():
     with pytest.raises(ValueError, match="horizon_s must be > 0"):
         LiveMase(0.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(0.0, 1e4, allow_nan=False),  # the value observed
+            st.one_of(st.none(), st.floats(0.0, 1e4, allow_nan=False)),  # the forecast made then
+            st.floats(0.5, 20.0),  # seconds to the next tick
+        ),
+        max_size=120,
+    )
+)
+def test_kept_sums_read_as_the_window_summed_afresh(ticks):
+    # The sums are kept as scores come and go; the value must be the window's own, whatever the sequence.
+    m = LiveMase(HORIZON, window_s=60.0, min_scored=1)
+    now = 0.0
+    for value, forecast, gap in ticks:
+        m.record(now, value, forecast)
+        now += gap
+        scored = list(m._scored)
+        naive = sum(s[2] for s in scored)
+        if not scored or naive <= 0:
+            assert m.value() is None
+        else:
+            assert m.value() == pytest.approx(sum(s[1] for s in scored) / naive, rel=1e-9, abs=1e-12)
