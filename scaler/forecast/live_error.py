@@ -11,6 +11,10 @@ from __future__ import annotations
 import math
 from collections import deque
 
+# A kept sum is summed afresh when it falls under this share of its peak: each of the window's ~720 additions and
+# removals rounds by ~1e-16 of the peak, so what is read stays within ~1e-10 of the sum worked out afresh.
+_CANCELLED = 1e-3
+
 
 class LiveMase:
     def __init__(self, horizon_s: float, *, window_s: float = 3600.0, min_scored: int = 12) -> None:
@@ -22,10 +26,11 @@ class LiveMase:
         self._pending: deque[tuple[float, float, float]] = deque()  # (due at, forecast, value when forecast)
         self._scored: deque[tuple[float, float, float]] = deque()  # (scored at, |model error|, |naive error|)
         # Their sums, kept as scores come and go (an hour's window is ~720 scores a deployment, read every tick);
-        # summed afresh once the window has turned over, so rounding cannot accumulate.
+        # summed afresh once the window has turned over or they cancel (below), so rounding cannot accumulate.
         self._model_sum = 0.0
         self._naive_sum = 0.0
         self._dropped = 0
+        self._peaks = (0.0, 0.0)  # the largest each sum reached since it was last summed afresh (rounding's scale)
         self._naive_moved = 0  # scores whose naive error is not 0: none, and demand never moved (exactly)
 
     def record(self, now: float, actual: float | None, forecast: float | None) -> None:
@@ -39,16 +44,20 @@ class LiveMase:
             self._model_sum += model
             self._naive_sum += naive
             self._naive_moved += naive > 0
+        self._peaks = (max(self._peaks[0], self._model_sum), max(self._peaks[1], self._naive_sum))
         while self._scored and self._scored[0][0] < now - self.window_s:
             _, model, naive = self._scored.popleft()
             self._model_sum -= model
             self._naive_sum -= naive
             self._naive_moved -= naive > 0
             self._dropped += 1
-        if self._dropped >= len(self._scored):
+        # Summed afresh once the window has turned over, and whenever what is left is small beside what came and
+        # went (1 + 1e-20 - 1 is 0 when kept, 1e-20 summed afresh).
+        cancelled = self._model_sum < _CANCELLED * self._peaks[0] or self._naive_sum < _CANCELLED * self._peaks[1]
+        if self._dropped and (self._dropped >= len(self._scored) or cancelled):
             self._model_sum = math.fsum(s[1] for s in self._scored)
             self._naive_sum = math.fsum(s[2] for s in self._scored)
-            self._dropped = 0
+            self._dropped, self._peaks = 0, (self._model_sum, self._naive_sum)
         if forecast is not None and math.isfinite(forecast):
             self._pending.append((now + self.horizon_s, forecast, actual))
 
