@@ -373,6 +373,10 @@ class _TextParser:
         # not read so).
         last_head, last_name, last_labels, last_set = "", "", _EMPTY, _NO_LABELS
         first_series, first_name, first_labels, first_set = "", "", _EMPTY, _NO_LABELS
+        # le between other labels: the text before `",le="`, the labels after the bound, the name, the series' labels
+        # before and after le, their label set
+        mid_head, mid_after, mid_name = "", "", ""
+        mid_before_labels, mid_after_labels, mid_set = _EMPTY, _EMPTY, _NO_LABELS
         try:
             for line in lines:
                 # `name{series,le="bound"} value`: _READ_BLOCK_RE checked that the line ends `} value`, the value
@@ -397,6 +401,29 @@ class _TextParser:
                             add_sample(Sample(last_name, labels, float(value)))
                             add_key((last_name, (last_set, bound), None))  # a pair, as _label_set makes with le
                             continue
+                    else:
+                        # `name{before,le="bound",after} value`, as prometheus_client writes a bucket whose series has
+                        # label names on both sides of "le" (it sorts them). The `",le="` found is a label's start when
+                        # the text before it holds no backslash and an odd number of quotes (its quote closes a
+                        # value); its bound, without a quote, then ends at the next quote, which `",` must follow.
+                        bound, closed, rest = rest.partition('",')
+                        if closed and '"' not in bound and "\\" not in bound:
+                            after, _, value = rest.rpartition("} ")
+                            if head != mid_head or after != mid_after:
+                                mid_head = ""
+                                name, _, ahead = head.partition("{")
+                                if "\\" not in ahead and ahead.count('"') & 1:
+                                    split = self._split_series(ahead, after)
+                                    if split is not None:  # else its series holds le already: read whole below
+                                        mid_head, mid_after, mid_name = head, after, name
+                                        mid_before_labels, mid_after_labels, mid_set = split
+                            if mid_head:
+                                labels = mid_before_labels.copy()
+                                labels["le"] = bound
+                                labels.update(mid_after_labels)
+                                add_sample(Sample(mid_name, labels, float(value)))
+                                add_key((mid_name, (mid_set, bound), None))
+                                continue
                 else:
                     # `name{le="bound",series} value`: the line starts with a name the family admits and "{"
                     head, le, rest = line.partition('{le="')
@@ -441,6 +468,21 @@ class _TextParser:
             return None
         known = self.series_labels[series] = (labels, self.canonical[body])
         return known
+
+    def _split_series(self, before: str, after: str) -> tuple[dict[str, str], dict[str, str], Hashable] | None:
+        """A bucket's series labels when its ``le`` sits between them, from its body's text before `",le="` (the
+        closing quote of its last value left off) and after the bound's `",`: the labels before le and those after
+        it (the oracle keeps the page's order), and their label set; validated once per page as one body. None
+        when they hold ``le`` already (the whole body then says what is wrong)."""
+        series = before + '",' + after
+        labels = self.bodies.get(series)
+        if labels is None:
+            labels = self._labels(series, "", 0)
+        if "le" in labels:
+            return None
+        items = list(labels.items())
+        count = (before.count('"') + 1) // 2  # the labels before le: two quotes each, none escaped
+        return dict(items[:count]), dict(items[count:]), self.canonical[series]
 
     def _read_lines(self, lines: list[str], line_no: int) -> None:
         """_read_block one line at a time, for a block that holds an error: the line loop's error, at its line."""
