@@ -19,8 +19,13 @@ from collector.samples import GpuSample
 RECOVERY_ACTION_FIELD = 230  # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
 _MAX_EVENTS_PER_COLLECT = 4096  # a driver flooding events must not stall the collector
 
-# Errors that mean "this GPU or driver cannot answer this question": the field is unknown, nothing more.
-_FIELD_UNAVAILABLE = ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_NO_PERMISSION", "NVML_ERROR_FUNCTION_NOT_FOUND")
+# Errors that mean "this GPU or driver cannot answer this question (in this form)": the field is unknown, no more.
+_FIELD_UNAVAILABLE = (
+    "NVML_ERROR_NOT_SUPPORTED",
+    "NVML_ERROR_NO_PERMISSION",
+    "NVML_ERROR_FUNCTION_NOT_FOUND",
+    "NVML_ERROR_ARGUMENT_VERSION_MISMATCH",
+)
 
 # clocks event reasons worth a flag of their own (bit names as in nvml.h)
 _CLOCK_REASONS = {
@@ -180,7 +185,7 @@ class NvmlCollector:
     def _read(self, nvml: ModuleType, gpu: _Gpu, timestamp: float) -> GpuSample:
         r = _Reading(nvml, gpu.handle)
         util = r.call("nvmlDeviceGetUtilizationRates")
-        memory = r.call("nvmlDeviceGetMemoryInfo")
+        memory = self._memory(nvml, r)
         temperature = r.call("nvmlDeviceGetTemperature", nvml.NVML_TEMPERATURE_GPU)
         power_mw = r.call("nvmlDeviceGetPowerUsage")
         rows = r.call("nvmlDeviceGetRemappedRows")
@@ -212,6 +217,15 @@ class NvmlCollector:
             recovery_action=self._recovery_action(nvml, r),
             extra=r.extra,
         )
+
+    @staticmethod
+    def _memory(nvml: ModuleType, r: _Reading) -> Any:
+        """Framebuffer use as nvidia-smi and dcgm-exporter count it: what the driver reserves for itself (616 MiB
+        on an H200 with driver 580) is neither used nor free. NVML's v2 query says so; a driver or pynvml without
+        it answers the v1 query, whose `used` includes the reserve (tests/fixtures/nvml/README.md)."""
+        version = getattr(nvml, "nvmlMemory_v2", None)
+        memory = None if version is None else r.call("nvmlDeviceGetMemoryInfo", version)
+        return memory if memory is not None else r.call("nvmlDeviceGetMemoryInfo")
 
     @staticmethod
     def _clock_reasons(nvml: ModuleType, r: _Reading) -> None:

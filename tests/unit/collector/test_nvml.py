@@ -29,6 +29,8 @@ class FakeGpu:
     util_pct: int = 50
     used: int = 60 * 2**30
     free: int = 20 * 2**30
+    reserved: int = 0  # held by the driver: neither used nor free (NVML's v2 memory query)
+    memory_v2: bool = True  # False: the driver answers only the v1 query
     temp: int = 60
     power_mw: int = 350_000
     rows: tuple[int, int, int, int] = (0, 0, 0, 0)
@@ -42,7 +44,7 @@ class FakeGpu:
 def make_nvml(gpus: list[FakeGpu], *, init_error: int | None = None) -> ModuleType:
     m = ModuleType("pynvml_stub")
     for name in dir(real):
-        if name.startswith(("NVML_", "nvmlEventType", "nvmlClocksEventReason", "NVMLError")):
+        if name.startswith(("NVML_", "nvmlEventType", "nvmlClocksEventReason", "NVMLError", "nvmlMemory_v")):
             setattr(m, name, getattr(real, name))
     m.events = []  # type: ignore[attr-defined]
     m.calls = []  # type: ignore[attr-defined]
@@ -91,7 +93,14 @@ def make_nvml(gpus: list[FakeGpu], *, init_error: int | None = None) -> ModuleTy
 
     @api
     def nvmlDeviceGetMemoryInfo(handle: FakeGpu, version: Any = None) -> Any:
-        return real.c_nvmlMemory_t(total=handle.used + handle.free, free=handle.free, used=handle.used)
+        total = handle.used + handle.free + handle.reserved
+        if not version:  # v1: `used` is everything not free, the driver's reserve included
+            return real.c_nvmlMemory_t(total=total, free=handle.free, used=handle.used + handle.reserved)
+        if not handle.memory_v2:
+            raise real.NVMLError(real.NVML_ERROR_FUNCTION_NOT_FOUND)
+        return real.c_nvmlMemory_v2_t(
+            version=version, total=total, reserved=handle.reserved, free=handle.free, used=handle.used
+        )
 
     @api
     def nvmlDeviceGetTemperature(handle: FakeGpu, sensor: int) -> int:
@@ -233,6 +242,14 @@ def test_unsupported_call_leaves_only_its_field_unknown(
         assert getattr(s, name) is None, name
     assert getattr(s, present_field) is not None
     assert "nvml_errors" not in s.extra  # "not supported" is not an error
+
+
+@pytest.mark.parametrize(("memory_v2", "used_gib"), [(True, 60), (False, 61)])
+def test_memory_used_leaves_out_the_driver_reserve_where_nvml_says_it(memory_v2: bool, used_gib: int) -> None:
+    gpu = FakeGpu("GPU-a", reserved=2**30, memory_v2=memory_v2)
+    (s,) = NvmlCollector("n", nvml=make_nvml([gpu])).collect(1.0)
+    assert (s.memory_used_bytes, s.memory_free_bytes) == (used_gib * 2**30, 20 * 2**30)
+    assert "nvml_errors" not in s.extra  # a driver without the v2 query is not an error
 
 
 def test_xid_events_drained_each_collect_and_remembered() -> None:
