@@ -11,6 +11,7 @@ and KV bytes (decode); the LM head and embedding once per step; two all-reduces 
 from __future__ import annotations
 
 import csv
+import json
 import math
 import statistics
 from collections import defaultdict
@@ -154,7 +155,11 @@ class CalibrationCase:
     measured: ModelShape
     target: ModelShape
     tp: int = 1
+    directory: Path | None = None  # where the CSV lives when it is not one of Vidur's (../shared/profiles/vidur)
 
+
+# Op timings kvpilot measured itself in Vidur's format (bench/gpu_ops.py; simulator/profiles/README.md).
+MEASURED_HERE = Path(__file__).resolve().parent / "profiles"
 
 CASES = (
     # No H100 profile of Llama-3-8B exists in Vidur: its ops are Llama-2-7B's rescaled to Llama-3-8B's sizes (GQA
@@ -169,6 +174,10 @@ CASES = (
     CalibrationCase("llama3-8b-a100", "a100_meta-llama_Meta-Llama-3-8B__mlp.csv", A100_SXM_80GB, LLAMA3_8B, LLAMA3_8B),
     CalibrationCase(
         "llama3-70b-a100-tp4", "a100_meta-llama_Meta-Llama-3-70B__mlp.csv", A100_SXM_80GB, LLAMA3_70B, LLAMA3_70B, tp=4
+    ),
+    # Measured by kvpilot on one H200 (PyTorch 2.11 cuBLAS GEMMs, compiled elementwise ops; bench/gpu_ops.py).
+    CalibrationCase(
+        "llama3-8b-h200", "h200_llama3-8b__mlp.csv", H200_SXM, LLAMA3_8B, LLAMA3_8B, directory=MEASURED_HERE
     ),
 )
 
@@ -281,7 +290,7 @@ def fit(points: tuple[StepPoint, ...], kv_read_s_per_token: float) -> StepConsta
 
 
 def calibrate(case: CalibrationCase, profiles_dir: Path) -> Calibration:
-    ops = load_vidur(profiles_dir / case.csv_name, case.tp)
+    ops = load_vidur((case.directory or profiles_dir) / case.csv_name, case.tp)
     points, bandwidth = step_points(case, ops)
     kv_read = case.target.kv_bytes_per_token / case.tp / bandwidth
     return Calibration(case, fit(points, kv_read), points, bandwidth / case.gpu.hbm_bytes_per_s)
@@ -298,7 +307,7 @@ def extrapolate(c: StepConstants, source: GpuModel, target: GpuModel) -> StepCon
     )  # fmt: skip
 
 
-EXTRAPOLATED = {"llama3-8b-h200": ("llama3-8b-h100", H200_SXM), "llama3-8b-l4": ("llama3-8b-h100", L4)}
+EXTRAPOLATED = {"llama3-8b-l4": ("llama3-8b-h100", L4)}
 
 
 def rescaling_check(
@@ -312,6 +321,22 @@ def rescaling_check(
         predicted = sum(source.seconds[n][op] * dst[op] / src[op] for op in LAYER_OPS)
         out[n] = predicted / sum(target.seconds[n][op] for op in LAYER_OPS) - 1
     return out
+
+
+def gemm_ratios(ours: VidurOps, reference: VidurOps) -> dict[int, float]:
+    """Per num_tokens both measured, the summed weight-GEMM time of one layer in `ours` over `reference` (the same
+    model shape): how a timing method compares with Vidur's where the GPUs' figures say what to expect."""
+    common = ours.seconds.keys() & reference.seconds.keys()
+    return {
+        n: sum(ours.seconds[n][op] for op in GEMM_OPS) / sum(reference.seconds[n][op] for op in GEMM_OPS)
+        for n in sorted(common)
+    }
+
+
+def whole_steps(path: Path) -> dict[tuple[str, int, int], float]:
+    """Whole-model step times from bench/gpu_ops.py's JSON: (kind, n, context tokens) -> median ms."""
+    report = json.loads(path.read_text())
+    return {(s["kind"], int(s["n"]), int(s["context"])): float(s["ms"]) for s in report["steps"]}
 
 
 def calibrate_all(profiles_dir: Path) -> dict[str, StepConstants]:

@@ -5,12 +5,13 @@ Step time of one engine iteration (a Vidur-style linear model, Agrawal et al., M
     t = base_s + prefill_tokens · prefill_s_per_token + decode_seqs · decode_s_per_seq
         + context_tokens · kv_read_s_per_token
 
-The constants are fitted to GPU operator timings measured by Vidur (../shared/profiles/vidur, MIT) by
-`simulator/calibration.py`: measured per-layer GEMMs, attention from FLOPs and KV bytes at datasheet figures, LM
-head once per step. `tests/unit/simulator/test_calibration.py` refits them from the CSVs and fails if these
-literals drift; `bench/calibrate.py` prints the fit and its residuals (BENCHMARKS.md, "Simulator calibration").
-The default profile is Llama-3-8B (BF16) on one H100 SXM 80 GB. H200 and L4 profiles are extrapolated from the
-H100 fit by bandwidth and FLOPs ratios, not measured. See docs/simulator.md.
+The constants are fitted to GPU operator timings measured by Vidur (../shared/profiles/vidur, MIT) — and, for the
+H200, by kvpilot on an H200 (simulator/profiles/) — by `simulator/calibration.py`: measured per-layer GEMMs,
+attention from FLOPs and KV bytes at datasheet figures, LM head once per step.
+`tests/unit/simulator/test_calibration.py` refits them from the CSVs and fails if these literals drift;
+`bench/calibrate.py` prints the fit and its residuals (BENCHMARKS.md, "Simulator calibration"). The default
+profile is Llama-3-8B (BF16) on one H100 SXM 80 GB. The L4 profile is extrapolated from the H100 fit by bandwidth
+and FLOPs ratios, not measured. See docs/simulator.md.
 """
 
 from __future__ import annotations
@@ -172,16 +173,20 @@ LLAMA3_70B_A100_TP4 = replace(
     kv_read_s_per_token=5.457e-8,
 )
 
-# Extrapolated, not measured: the H100 Llama-3-8B fit with base and KV reads scaled by HBM bandwidth and the
-# prefill and decode terms by dense BF16 peak (`calibration.extrapolate`).
+# Llama-3-8B on one H200 141 GB: fitted, as the Vidur profiles are, to op timings kvpilot measured on an H200
+# (simulator/profiles/h200_llama3-8b__mlp.csv, bench/gpu_ops.py, 2026-12-04); residual 8.2 % / 25.9 %. Against
+# whole-model steps measured on the same GPU: within -21 % / +14 % (BENCHMARKS.md, "Simulator calibration").
 LLAMA3_8B_H200 = replace(
     LLAMA3_8B_H100,
     gpu=H200_SXM,
-    base_s=0.004059,
-    prefill_s_per_token=2.05e-5,
-    decode_s_per_seq=1.82e-5,
-    kv_read_s_per_token=3.526e-8,
+    base_s=0.003784,
+    prefill_s_per_token=1.944e-5,
+    decode_s_per_seq=1.329e-5,
+    kv_read_s_per_token=3.496e-8,
 )
+# Extrapolated, not measured: the H100 Llama-3-8B fit with base and KV reads scaled by HBM bandwidth and the
+# prefill and decode terms by dense BF16 peak (`calibration.extrapolate`; checked where a GPU was measured: the
+# H200, in BENCHMARKS.md "Simulator calibration").
 LLAMA3_8B_L4 = replace(
     LLAMA3_8B_H100,
     gpu=L4,

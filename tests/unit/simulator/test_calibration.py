@@ -1,5 +1,6 @@
 """The committed step-time constants are the fit to Vidur's measured profiles (../shared/profiles/vidur, MIT,
-microsoft/vidur), and the fit's residual stays within the bound BENCHMARKS.md reports."""
+microsoft/vidur) and to the H200 profile measured here (simulator/profiles/), and the fit's residual stays within
+the bound BENCHMARKS.md reports; on the H200, the model is checked against whole-model steps timed on that GPU."""
 
 from __future__ import annotations
 
@@ -12,20 +13,26 @@ from simulator.calibration import (
     CASES,
     LLAMA2_7B,
     LLAMA3_8B,
+    MEASURED_HERE,
     CalibrationCase,
     StepPoint,
     calibrate,
     calibrate_all,
     fit,
+    gemm_ratios,
     load_vidur,
     step_points,
+    whole_steps,
 )
 from simulator.profile import A100_SXM_80GB, H100_SXM, PROFILES, ReplicaProfile
 
 VIDUR = Path(__file__).resolve().parents[3].parent / "shared" / "profiles" / "vidur"
 STEP_FIELDS = ("base_s", "prefill_s_per_token", "decode_s_per_seq", "kv_read_s_per_token")
-# Bounds reported in BENCHMARKS.md ("Simulator calibration"): median and max |error| over all fitted points.
+# Bounds reported in BENCHMARKS.md ("Simulator calibration"): median and max |error| over all fitted points. The
+# linear model fits the H200 measured here less well (median 8.2 %): its weight reads stay the larger cost to more
+# tokens than on the H100, which one per-token prefill constant cannot follow.
 MEDIAN_BOUND, MAX_BOUND = 0.06, 0.30
+BOUNDS = {"llama3-8b-h200": (0.09, MAX_BOUND)}
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +61,9 @@ def test_default_profile_is_the_calibrated_h100_8b(vidur: Path) -> None:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.key)
 def test_residual_within_reported_bound(vidur: Path, case: CalibrationCase) -> None:
     cal = calibrate(case, vidur)
-    assert cal.median_abs_error <= MEDIAN_BOUND
-    assert cal.max_abs_error <= MAX_BOUND
+    median_bound, max_bound = BOUNDS.get(case.key, (MEDIAN_BOUND, MAX_BOUND))
+    assert cal.median_abs_error <= median_bound
+    assert cal.max_abs_error <= max_bound
     # The fit is not degenerate: it covers both kinds of step across the whole range.
     kinds = {(p.kind, p.n) for p in cal.points}
     assert {("prefill", 128), ("prefill", 4096), ("decode", 1), ("decode", 256)} <= kinds
@@ -108,3 +116,39 @@ def test_wrong_model_for_the_csv_is_refused(vidur: Path) -> None:
     case = CalibrationCase("x", "a100_meta-llama_Meta-Llama-3-8B__mlp.csv", A100_SXM_80GB, LLAMA2_7B, LLAMA2_7B)
     with pytest.raises(ValueError, match="is not meta-llama/Llama-2-7b-hf"):
         calibrate(case, vidur)
+
+
+H200_STEPS = ("h200_llama3-8b__steps.json", "h200_llama3-8b__steps_run2.json")
+
+
+def test_h200_ops_plus_modelled_attention_track_whole_model_steps(vidur: Path) -> None:
+    # The construction every profile is fitted to (measured ops, modelled attention, LM head) against the whole
+    # model timed on the same GPU: within 15 % at every prefill and decode point of the table (max seen: 12.5 %).
+    case = next(c for c in CASES if c.key == "llama3-8b-h200")
+    points = {(p.kind, p.n, p.context_tokens): p for p in calibrate(case, vidur).points}
+    steps = whole_steps(MEASURED_HERE / H200_STEPS[0])
+    checked = [(key, points[key].seconds * 1e3 / ms - 1) for key, ms in steps.items() if key in points]
+    assert len(checked) == 12  # six prefill sizes, six decode batches
+    assert all(abs(err) <= 0.15 for _, err in checked), checked
+
+
+def test_h200_whole_steps_reproduce_on_a_second_machine() -> None:
+    # Two lent H200s, an hour apart: the same steps within 5 % (seen: 0–3.6 %, the second slower throughout).
+    first, second = (whole_steps(MEASURED_HERE / name) for name in H200_STEPS)
+    common = first.keys() & second.keys()
+    assert len(common) == 12
+    assert all(abs(second[k] / first[k] - 1) <= 0.05 for k in common)
+
+
+def test_h200_timing_method_agrees_with_vidur_where_the_gpus_say_it_must(vidur: Path) -> None:
+    # The same Llama-2-7B GEMMs: memory-bound (few tokens) the H200 is faster by about its bandwidth (3.35 / 4.8 =
+    # 0.70 of the H100's time); compute-bound (≥ 2,048 tokens) both have 989 TFLOP/s dense BF16, so equal times.
+    ratios = gemm_ratios(
+        load_vidur(MEASURED_HERE / "h200_llama2-7b__mlp.csv", 1), load_vidur(vidur / CASES[1].csv_name, 1)
+    )
+    small = sorted(r for n, r in ratios.items() if n <= 64)
+    large = sorted(r for n, r in ratios.items() if n >= 2048)
+    assert small
+    assert large
+    assert 0.6 <= small[len(small) // 2] <= 0.8
+    assert 0.9 <= large[len(large) // 2] <= 1.1
