@@ -39,7 +39,7 @@ from collector.state import FleetState, ReplicaView
 from collector.validity import fraction
 from detectors._values import finite
 from detectors.finding import Finding, Severity, Subject
-from detectors.kv_trend import window_trend
+from detectors.kv_trend import KvTrends, window_trend
 from detectors.thresholds import KvThresholds, Thresholds
 
 KIND = "kv_exhaustion"
@@ -48,23 +48,34 @@ _timestamp = operator.attrgetter("timestamp")
 
 
 def kv_trend(
-    history: Sequence[ReplicaSample], kv: KvThresholds, window_s: float | None = None
+    history: Sequence[ReplicaSample],
+    kv: KvThresholds,
+    window_s: float | None = None,
+    *,
+    trends: KvTrends | None = None,
 ) -> tuple[float, float] | None:
     """Theil-Sen (slope per second, fitted usage at the latest sample) of kv_usage over the trend window (or
     ``window_s``) of ``history`` (oldest first); None when too few points. Read from the window's samples alone,
-    once per replica and tick (``detectors.kv_trend``): the detector and the exported projection both ask for it."""
+    and with ``trends`` (the state's ``KvTrends``) once per replica and tick: the detector and the exported
+    projection both ask for it."""
     if not history:
         return None
-    return window_trend(history, kv.trend_window_s if window_s is None else window_s, kv.min_trend_samples)
+    return window_trend(history, kv.trend_window_s if window_s is None else window_s, kv.min_trend_samples, trends)
 
 
-def kv_slope_per_s(history: Sequence[ReplicaSample], kv: KvThresholds) -> float | None:
-    trend = kv_trend(history, kv)
+def kv_slope_per_s(
+    history: Sequence[ReplicaSample], kv: KvThresholds, *, trends: KvTrends | None = None
+) -> float | None:
+    trend = kv_trend(history, kv, trends=trends)
     return None if trend is None else trend[0]
 
 
 def time_to_exhaustion_s(
-    history: Sequence[ReplicaSample], kv: KvThresholds, window_s: float | None = None
+    history: Sequence[ReplicaSample],
+    kv: KvThresholds,
+    window_s: float | None = None,
+    *,
+    trends: KvTrends | None = None,
 ) -> float | None:
     """Projected seconds until the pool reaches ``kv.full`` from the trend over ``kv.trend_window_s`` (or
     ``window_s``): 0 when already there, None when not filling (flat or draining, fitted usage below
@@ -74,7 +85,7 @@ def time_to_exhaustion_s(
         return None
     if latest >= kv.full:
         return 0.0
-    trend = kv_trend(history, kv, window_s)
+    trend = kv_trend(history, kv, window_s, trends=trends)
     if trend is None:
         return None
     slope, level = trend
@@ -271,13 +282,16 @@ def read(
     ready_replicas: int = 0,
     *,
     confirm: bool = True,
+    trends: KvTrends | None = None,
 ) -> KvReading | None:
     """The replica's reading from its ``history`` (oldest first, as ``FleetState`` keeps it), or None when its KV
     usage is unknown (not exported, or impossible); without the longer trend's projection
-    (``confirm_time_to_exhaustion_s`` None) unless ``confirm``."""
+    (``confirm_time_to_exhaustion_s`` None) unless ``confirm``. ``trends``: the state's ``KvTrends`` (without, this
+    reading's own: the slope and the projection share one fit)."""
     usage = fraction(view.sample.kv_usage)
     if usage is None:
         return None
+    trends = KvTrends() if trends is None else trends
     # The rate window's samples: the history is oldest first, so they are found by bisection, not by a pass over it.
     start = view.sample.timestamp - rate_window_s
     recent = history[bisect_left(history, start, key=_timestamp) :]
@@ -290,9 +304,11 @@ def read(
     return KvReading(
         usage=usage,
         peak_usage=max([usage, *window]),
-        slope_per_s=kv_slope_per_s(history, th),
-        time_to_exhaustion_s=time_to_exhaustion_s(history, th),
-        confirm_time_to_exhaustion_s=time_to_exhaustion_s(history, th, th.confirm_window_s) if confirm else None,
+        slope_per_s=kv_slope_per_s(history, th, trends=trends),
+        time_to_exhaustion_s=time_to_exhaustion_s(history, th, trends=trends),
+        confirm_time_to_exhaustion_s=(
+            time_to_exhaustion_s(history, th, th.confirm_window_s, trends=trends) if confirm else None
+        ),
         requests_waiting=finite(view.sample.requests_waiting),
         requests_running=finite(view.sample.requests_running),
         preemptions_rate=finite(view.preemptions_rate),
@@ -401,10 +417,11 @@ def _replica_finding(
     th: KvThresholds,
     now: float,
     rate_window_s: float,
-    demand: Demand | None = None,
-    ready_replicas: int = 0,
+    demand: Demand | None,
+    ready_replicas: int,
+    trends: KvTrends,
 ) -> Finding | None:
-    r = read(view, history, th, rate_window_s, demand, ready_replicas, confirm=False)
+    r = read(view, history, th, rate_window_s, demand, ready_replicas, confirm=False, trends=trends)
     if r is None:
         return None
     verdict = judge(r, th)
@@ -412,7 +429,8 @@ def _replica_finding(
         return None
     # The longer trend is worked out only where it is read: where it decides (a projection alone), and for the
     # evidence of a finding. Nearly every replica at every tick is neither, and its fit costs 4x the short one's.
-    r = dataclasses.replace(r, confirm_time_to_exhaustion_s=time_to_exhaustion_s(history, th, th.confirm_window_s))
+    confirm = time_to_exhaustion_s(history, th, th.confirm_window_s, trends=trends)
+    r = dataclasses.replace(r, confirm_time_to_exhaustion_s=confirm)
     verdict = judge(r, th)
     if verdict is None:
         return None
@@ -446,10 +464,17 @@ def _replica_finding(
 
 
 def detect(
-    state: FleetState, *, thresholds: Thresholds, now: float, demand: Mapping[str, Demand] | None = None
+    state: FleetState,
+    *,
+    thresholds: Thresholds,
+    now: float,
+    demand: Mapping[str, Demand] | None = None,
+    trends: KvTrends | None = None,
 ) -> list[Finding]:
     """Findings for every ready replica; ``demand``: the planner's numbers per deployment key, where the control
-    loop has them."""
+    loop has them; ``trends``: the trends kept for ``state`` across ticks (``Detection`` holds them; without, this
+    call's own)."""
+    trends = KvTrends() if trends is None else trends
     out: list[Finding] = []
     ready = {k: v.ready_replicas for k, v in state.deployments().items()} if demand else {}
     for view in state.replicas():
@@ -458,7 +483,9 @@ def detect(
         history = state.replica_history(view.key)
         key = view.deployment_key
         hint = None if demand is None else demand.get(key)
-        finding = _replica_finding(view, history, thresholds.kv, now, state.rate_window_s, hint, ready.get(key, 0))
+        finding = _replica_finding(
+            view, history, thresholds.kv, now, state.rate_window_s, hint, ready.get(key, 0), trends
+        )
         if finding is not None:
             out.append(finding)
     return out

@@ -2,7 +2,8 @@
 read it every tick.
 
 Its cost is bounded by the window, never by the history kept (an hour): the window's samples are found by bisection
-on the history's times, and a replica's trend is worked out once per tick however often it is asked for.
+on the history's times, and with a ``KvTrends`` (one per fleet state, held across ticks) a replica's trend is worked
+out once per tick however often it is asked for.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 import operator
 import statistics
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from collector.samples import ReplicaSample
+from collector.state import replica_key
 from collector.validity import fraction
 
 Trend = tuple[float, float]  # (slope per second, fitted usage at the latest sample)
@@ -37,25 +39,53 @@ def fit_trend(history: Sequence[ReplicaSample], window_s: float, min_samples: in
     return slope, statistics.median(v + slope * (t_last - t) for t, v in pts)
 
 
-def window_trend(history: Sequence[ReplicaSample], window_s: float, min_samples: int) -> Trend | None:
+def window_trend(
+    history: Sequence[ReplicaSample], window_s: float, min_samples: int, trends: KvTrends | None = None
+) -> Trend | None:
     """``fit_trend`` of ``history`` (a tuple or list, oldest first, as ``FleetState.replica_history`` gives it) over
-    the samples of its last ``window_s`` only, found by bisection; the same replica's history asked for again (its
-    first and latest sample objects and its length unchanged) gets the answer already worked out."""
+    the samples of its last ``window_s`` only, found by bisection; with ``trends``, the same replica's history asked
+    for again (its first and latest sample objects and its length unchanged) gets the answer already worked out."""
     if not history:
         return None
-    first, latest = history[0], history[-1]
-    key = (latest.namespace, latest.replica, window_s, min_samples)
-    known = _TRENDS.get(key)
-    if known is not None and known[0] is latest and known[1] is first and known[2] == len(history):
-        return known[3]
-    recent = history[bisect_left(history, latest.timestamp - window_s, key=_timestamp) :]
-    trend = fit_trend(recent, window_s, min_samples)
-    if len(_TRENDS) >= _MAX_TRENDS:
-        _TRENDS.clear()
-    _TRENDS[key] = (latest, first, len(history), trend)
-    return trend
+    if trends is not None:
+        return trends.trend(history, window_s, min_samples)
+    return _fit_window(history, window_s, min_samples)
 
 
-# The last trend per replica and window: the detector and the exported projection ask for the same one each tick.
-_TRENDS: dict[tuple[str, str, float, int], tuple[ReplicaSample, ReplicaSample, int, Trend | None]] = {}
-_MAX_TRENDS = 50_000
+def _fit_window(history: Sequence[ReplicaSample], window_s: float, min_samples: int) -> Trend | None:
+    recent = history[bisect_left(history, history[-1].timestamp - window_s, key=_timestamp) :]
+    return fit_trend(recent, window_s, min_samples)
+
+
+class KvTrends:
+    """The last trend per replica and window, kept by whoever holds one fleet's histories across ticks
+    (``detectors.registry.Detection``): the detector and the exported projection ask for the same one each tick.
+
+    A history is recognised by its first and latest sample objects and its length, which within one ``FleetState``
+    pin the samples in between; nothing pins them across states (or lists a caller builds), hence one ``KvTrends``
+    per state. A replica's entries go when the state lets the replica go (``keep_only``)."""
+
+    __slots__ = ("_replicas",)
+
+    def __init__(self) -> None:
+        # replica key (``namespace/replica``) -> (window_s, min_samples) -> (latest, first, length, trend)
+        self._replicas: dict[str, dict[tuple[float, int], tuple[ReplicaSample, ReplicaSample, int, Trend | None]]] = {}
+
+    def trend(self, history: Sequence[ReplicaSample], window_s: float, min_samples: int) -> Trend | None:
+        """``window_trend(history, window_s, min_samples)`` for a non-empty ``history``, worked out once."""
+        first, latest = history[0], history[-1]
+        windows = self._replicas.setdefault(replica_key(latest.namespace, latest.replica), {})
+        known = windows.get((window_s, min_samples))
+        if known is not None and known[0] is latest and known[1] is first and known[2] == len(history):
+            return known[3]
+        trend = _fit_window(history, window_s, min_samples)
+        windows[(window_s, min_samples)] = (latest, first, len(history), trend)
+        return trend
+
+    def keep_only(self, replicas: Collection[str]) -> None:
+        """Forget every replica whose key (``namespace/replica``) is not in ``replicas``: those the fleet let go."""
+        for key in [k for k in self._replicas if k not in replicas]:
+            del self._replicas[key]
+
+    def __contains__(self, replica: object) -> bool:
+        return replica in self._replicas

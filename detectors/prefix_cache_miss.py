@@ -16,7 +16,7 @@ import operator
 import statistics
 from bisect import bisect_left, bisect_right, insort
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import NamedTuple
 
 from collector.state import DeploymentPoint, DeploymentSignals, DeploymentView, FleetState
@@ -39,7 +39,7 @@ class Baseline(NamedTuple):
 
 def baseline(history: Sequence[DeploymentPoint], th: PrefixThresholds, now: float) -> Baseline | None:
     """Medians over the history older than ``baseline_exclude_recent_s``; None when that history spans less than
-    ``min_baseline_s``. Worked out from the whole history (``_KeptBaseline`` keeps the same answer tick by tick)."""
+    ``min_baseline_s``. Worked out from the whole history (``PrefixBaselines`` keeps the same answer tick by tick)."""
     cutoff = now - th.baseline_exclude_recent_s
     points = [p for p in history if p.t <= cutoff and fraction(p.prefix_hit_ratio) is not None]
     if not points or points[-1].t - points[0].t < th.min_baseline_s:
@@ -83,7 +83,7 @@ class _KeptBaseline:
         gone = bisect_left(old, covered[0].t, key=_t) if covered else len(old)
         kept = len(old) - gone
         # The points covered last that are still covered must start the points covered now, the very same objects;
-        # otherwise this is another history (a deployment gone and back, another FleetState): start again.
+        # otherwise this is another history (a deployment gone and back, one handed another state's): start again.
         if kept <= len(covered) and all(map(operator.is_, old[gone:], covered[:kept])):
             for p in old[:gone]:
                 self._drop(p)
@@ -135,18 +135,34 @@ def _in_order(history: Sequence[DeploymentPoint]) -> bool:
 
 _t = operator.attrgetter("t")
 
-# One kept baseline per deployment and cutoff; a bound rather than forgetting deployments one by one.
-_BASELINES: dict[tuple[str, float], _KeptBaseline] = {}
-_MAX_BASELINES = 10_000
 
+class PrefixBaselines:
+    """Each deployment's baseline kept from tick to tick (``_KeptBaseline``), per cutoff, by whoever holds one fleet
+    state across ticks (``detectors.registry.Detection``). A deployment's entries go when the state no longer has
+    it (``keep_only``); one back later starts again from its history, to the same medians."""
 
-def _kept_baseline(key: str, history: Sequence[DeploymentPoint], th: PrefixThresholds, now: float) -> Baseline | None:
-    kept = _BASELINES.get((key, th.baseline_exclude_recent_s))
-    if kept is None:
-        if len(_BASELINES) >= _MAX_BASELINES:
-            _BASELINES.clear()
-        kept = _BASELINES[(key, th.baseline_exclude_recent_s)] = _KeptBaseline()
-    return kept.update(history, th, now)
+    __slots__ = ("_deployments",)
+
+    def __init__(self) -> None:
+        self._deployments: dict[str, dict[float, _KeptBaseline]] = {}  # deployment key -> cutoff -> kept
+
+    def baseline(
+        self, key: str, history: Sequence[DeploymentPoint], th: PrefixThresholds, now: float
+    ) -> Baseline | None:
+        """``baseline(history, th, now)`` for deployment ``key``, from what was kept at its last ask."""
+        cutoffs = self._deployments.setdefault(key, {})
+        kept = cutoffs.get(th.baseline_exclude_recent_s)
+        if kept is None:
+            kept = cutoffs[th.baseline_exclude_recent_s] = _KeptBaseline()
+        return kept.update(history, th, now)
+
+    def keep_only(self, deployments: Collection[str]) -> None:
+        """Forget every deployment whose key is not in ``deployments``: those the fleet no longer has."""
+        for key in [k for k in self._deployments if k not in deployments]:
+            del self._deployments[key]
+
+    def __contains__(self, deployment: object) -> bool:
+        return deployment in self._deployments
 
 
 def settle_window_s(th: PrefixThresholds, rate_window_s: float) -> float:
@@ -182,12 +198,17 @@ def _settled_ratio(recent: Sequence[DeploymentPoint]) -> float:
 
 
 def _deployment_finding(
-    view: DeploymentView, history: Sequence[DeploymentPoint], th: PrefixThresholds, now: float, settle_s: float
+    view: DeploymentView,
+    history: Sequence[DeploymentPoint],
+    th: PrefixThresholds,
+    now: float,
+    settle_s: float,
+    baselines: PrefixBaselines,
 ) -> Finding | None:
     current = fraction(view.prefix_hit_ratio)
     if current is None or _queries_rate(view) < th.min_queries_rate:
         return None
-    base = _kept_baseline(view.key, history, th, now)
+    base = baselines.baseline(view.key, history, th, now)
     if base is None:
         return None
     base_ratio, base_replicas = base.hit_ratio, base.ready_replicas
@@ -247,11 +268,17 @@ def _deployment_finding(
     )
 
 
-def detect(state: FleetState, *, thresholds: Thresholds, now: float) -> list[Finding]:
+def detect(
+    state: FleetState, *, thresholds: Thresholds, now: float, baselines: PrefixBaselines | None = None
+) -> list[Finding]:
+    """Findings for every deployment; ``baselines``: those kept for ``state`` across ticks (``Detection`` holds
+    them; without, each is worked out afresh from the whole history)."""
+    baselines = PrefixBaselines() if baselines is None else baselines
     out: list[Finding] = []
     settle_s = settle_window_s(thresholds.prefix, state.rate_window_s)
     for key, view in state.deployments().items():
-        finding = _deployment_finding(view, state.deployment_history(key), thresholds.prefix, now, settle_s)
+        history = state.deployment_history(key)
+        finding = _deployment_finding(view, history, thresholds.prefix, now, settle_s, baselines)
         if finding is not None:
             out.append(finding)
     return out

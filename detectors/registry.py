@@ -1,7 +1,8 @@
 """Every detector, registered by kind, and the one entry point the control loop calls each tick.
 
 ``run_all`` returns this tick's raw candidates; ``Detection`` adds hysteresis (open after N bad ticks,
-close after M clean) so the caller only sees findings worth acting on, plus what opened and closed.
+close after M clean) so the caller only sees findings worth acting on, plus what opened and closed, and keeps what
+the detectors carry from tick to tick for its fleet state.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from detectors import (
 )
 from detectors.finding import Finding
 from detectors.hysteresis import Hysteresis, Transitions
+from detectors.kv_trend import KvTrends
+from detectors.prefix_cache_miss import PrefixBaselines
 from detectors.thresholds import DEFAULT, Thresholds
 
 
@@ -50,24 +53,34 @@ def run_all(
     only: Iterable[str] | None = None,
     detectors: Mapping[str, Detector] = DETECTORS,
     demand: Mapping[str, kv_exhaustion.Demand] | None = None,
+    kv_trends: KvTrends | None = None,
+    prefix_baselines: PrefixBaselines | None = None,
 ) -> list[Finding]:
     """Run the detectors (all, or the kinds in ``only``) once over ``state``; raw candidates, no hysteresis.
-    ``demand``: the planner's capacity and forecast per deployment, for kv_exhaustion (the loop passes them in)."""
+    ``demand``: the planner's capacity and forecast per deployment, for kv_exhaustion (the loop passes them in);
+    ``kv_trends``, ``prefix_baselines``: what kv_exhaustion and prefix_cache_miss keep for ``state`` from tick to
+    tick (``Detection`` holds them; without, this run's own)."""
     kinds = list(detectors) if only is None else list(only)
     unknown = [k for k in kinds if k not in detectors]
     if unknown:
         raise ValueError(f"unknown detector(s) {unknown}; known: {sorted(detectors)}")
+    # What a detector reads besides the state, where it has such inputs.
+    inputs: dict[Detector, Detector] = {
+        kv_exhaustion.detect: partial(kv_exhaustion.detect, demand=demand or None, trends=kv_trends),
+        prefix_cache_miss.detect: partial(prefix_cache_miss.detect, baselines=prefix_baselines),
+    }
     out: list[Finding] = []
     for kind in kinds:
         detect = detectors[kind]
-        if demand and detect is kv_exhaustion.detect:
-            detect = partial(kv_exhaustion.detect, demand=demand)
+        detect = inputs.get(detect, detect)
         out.extend(detect(state, thresholds=thresholds, now=now))
     return out
 
 
 class Detection:
-    """Detectors plus hysteresis: what the control loop owns across ticks."""
+    """Detectors plus hysteresis: what the control loop owns across ticks, for one fleet state. It keeps the KV
+    trends (``kv_trends``: the exported projection reuses them) and the prefix baselines of that state's replicas
+    and deployments, and lets each go with its replica or deployment."""
 
     def __init__(
         self, thresholds: Thresholds = DEFAULT, *, only: Iterable[str] | None = None, restore: Iterable[Finding] = ()
@@ -78,6 +91,8 @@ class Detection:
         self._hysteresis.restore(restore)
         self._demand: dict[str, kv_exhaustion.Demand] = {}
         self._demand_trend = kv_exhaustion.DemandTrend(thresholds.kv.demand_trend_window_s)
+        self.kv_trends = KvTrends()
+        self.prefix_baselines = PrefixBaselines()
 
     def set_demand(self, demand: Mapping[str, kv_exhaustion.Demand]) -> None:
         """The planner's capacity and forecast per deployment, read by the next ``tick`` (the control loop sets
@@ -86,7 +101,17 @@ class Detection:
 
     def tick(self, state: FleetState, *, now: float) -> Transitions:
         demand = self._demand_trend.observe(now, self._demand)
-        candidates = run_all(state, now=now, thresholds=self.thresholds, only=self._only, demand=demand)
+        self.kv_trends.keep_only({view.key for view in state.replicas()})
+        self.prefix_baselines.keep_only(state.deployments().keys())
+        candidates = run_all(
+            state,
+            now=now,
+            thresholds=self.thresholds,
+            only=self._only,
+            demand=demand,
+            kv_trends=self.kv_trends,
+            prefix_baselines=self.prefix_baselines,
+        )
         return self._hysteresis.update(candidates, now=now)
 
     def active(self) -> list[Finding]:

@@ -33,6 +33,7 @@ from collector.state import FleetState, replica_key
 from detectors.finding import Finding
 from detectors.hysteresis import Transitions
 from detectors.kv_exhaustion import time_to_exhaustion_s
+from detectors.kv_trend import KvTrends
 from detectors.thresholds import DEFAULT, KvThresholds
 from kvpilot.runtime.persist import TickWrites
 from kvpilot.runtime.planner_hints import demand_hints
@@ -137,6 +138,10 @@ class ControlLoop:
         self.discovery = discovery
         self.collector = collector
         self.detection = detection
+        # The KV trends the detection keeps for this state (``Detection.kv_trends``): the exported projection reuses
+        # the detector's fit of the same tick. A detection without them: the projection fits its own.
+        trends = getattr(detection, "kv_trends", None)
+        self._kv_trends = trends if isinstance(trends, KvTrends) else None
         self.planner = planner
         self.board = board
         self.writer = writer
@@ -321,7 +326,8 @@ class ControlLoop:
         for r in self.state.replicas():
             unknown: float | None = None
             history = self.state.replica_history(r.key)
-            seconds = self._guard("kv_projection", partial(time_to_exhaustion_s, history, self.config.kv), unknown)
+            project = partial(time_to_exhaustion_s, history, self.config.kv, trends=self._kv_trends)
+            seconds = self._guard("kv_projection", project, unknown)
             if seconds is None and r.sample.kv_usage is not None:
                 # Known usage that is not filling: "never at the current trend". Exported as +Inf so that the
                 # series exists (absence would read as "unknown") and `< threshold` alerts stay silent.

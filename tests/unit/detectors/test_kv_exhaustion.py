@@ -9,6 +9,7 @@ import pytest
 
 from collector.state import FleetState
 from detectors import kv_exhaustion
+from detectors.kv_trend import KvTrends
 from detectors.thresholds import DEFAULT
 from tests.unit.detectors.detector_fleet import TICK_S, drive, replica
 
@@ -181,7 +182,7 @@ def test_detection_passes_the_loops_demand_to_kv_exhaustion() -> None:
 
 
 def test_a_trend_asked_again_for_another_history_is_worked_out_again() -> None:
-    # kv_trend remembers the trend of a replica's latest history; a different history ending in the same sample
+    # KvTrends remembers the trend of a replica's latest history; a different history ending in the same sample
     # (shorter, or another list) must not get the remembered answer.
     from dataclasses import replace as with_
 
@@ -190,14 +191,15 @@ def test_a_trend_asked_again_for_another_history_is_worked_out_again() -> None:
     base = ReplicaSample(namespace="ns", deployment="d", replica="r", node="n", engine="vllm", model="m", timestamp=0)
     rising = [with_(base, timestamp=5.0 * i, kv_usage=0.3 + 0.02 * i) for i in range(20)]
     flat_then_latest = [with_(s, kv_usage=0.5) for s in rising[:-1]] + [rising[-1]]
-    first = kv_exhaustion.kv_trend(rising, DEFAULT.kv)
+    trends = KvTrends()
+    first = kv_exhaustion.kv_trend(rising, DEFAULT.kv, trends=trends)
     assert first is not None
     assert first[0] > 0
-    assert kv_exhaustion.kv_trend(rising, DEFAULT.kv) == first
-    other = kv_exhaustion.kv_trend(flat_then_latest, DEFAULT.kv)
+    assert kv_exhaustion.kv_trend(rising, DEFAULT.kv, trends=trends) == first
+    other = kv_exhaustion.kv_trend(flat_then_latest, DEFAULT.kv, trends=trends)
     assert other is not None
     assert other[0] == pytest.approx(0.0)
-    assert kv_exhaustion.kv_trend(rising[-2:], DEFAULT.kv) is None  # too few points, whatever came before
+    assert kv_exhaustion.kv_trend(rising[-2:], DEFAULT.kv, trends=trends) is None  # too few points
 
 
 def test_projected_usage_follows_littles_law_with_the_batch_slowdown() -> None:

@@ -16,7 +16,7 @@ from collector.samples import ReplicaSample
 from collector.state import FleetState
 from collector.validity import fraction
 from detectors import kv_exhaustion
-from detectors.kv_trend import fit_trend
+from detectors.kv_trend import KvTrends, fit_trend
 from detectors.thresholds import DEFAULT, Thresholds
 from tests.unit.detectors.detector_fleet import replica
 
@@ -79,7 +79,7 @@ def _straightforward(state: FleetState, th: Thresholds, demand: dict[str, kv_exh
     kv, out = th.kv, list[Seen]()
     ready = {k: v.ready_replicas for k, v in state.deployments().items()}
 
-    def fresh_trend(history: Sequence[ReplicaSample], window_s: float, min_samples: int) -> object:
+    def fresh_trend(history: Sequence[ReplicaSample], window_s: float, min_samples: int, trends: object) -> object:
         return fit_trend(history, window_s, min_samples) if history else None
 
     with mock.patch.object(kv_exhaustion, "window_trend", fresh_trend):
@@ -106,11 +106,13 @@ def _straightforward(state: FleetState, th: Thresholds, demand: dict[str, kv_exh
     return out
 
 
-def _found(state: FleetState, th: Thresholds, now: float, demand: dict[str, kv_exhaustion.Demand]) -> list[Seen]:
+def _found(
+    state: FleetState, th: Thresholds, now: float, demand: dict[str, kv_exhaustion.Demand], trends: KvTrends
+) -> list[Seen]:
     keys = ("kv_usage_peak", "kv_slope_per_s", "time_to_exhaustion_s", "confirm_time_to_exhaustion_s")
     return [
         (f.subject.replica, str(f.severity), f.summary, {k: f.evidence[k] for k in keys})
-        for f in kv_exhaustion.detect(state, thresholds=th, now=now, demand=demand)
+        for f in kv_exhaustion.detect(state, thresholds=th, now=now, demand=demand, trends=trends)
     ]
 
 
@@ -125,9 +127,10 @@ def test_findings_equal_a_fresh_recomputation_over_the_whole_history(
         if forecast is None
         else {"ml/chat": kv_exhaustion.Demand(capacity_rps=10.0, forecast_rps=forecast, horizon_s=120.0)}
     )
+    trends = KvTrends()  # kept across the ticks, as Detection keeps them
     for now, samples in ticks:
         state.observe(samples, [], now=now)
-        assert _found(state, th, now, demand) == _straightforward(state, th, demand)
+        assert _found(state, th, now, demand, trends) == _straightforward(state, th, demand)
 
 
 class _Counted(Sequence[ReplicaSample]):

@@ -61,7 +61,13 @@ def fleets(draw: st.DrawFn) -> list[tuple[float, list[ReplicaSample]]]:
     return ticks
 
 
-def _afresh(key: str, history: Sequence[DeploymentPoint], th: PrefixThresholds, now: float) -> object:
+def _afresh(
+    kept: prefix_cache_miss.PrefixBaselines,
+    key: str,
+    history: Sequence[DeploymentPoint],
+    th: PrefixThresholds,
+    now: float,
+) -> object:
     return prefix_cache_miss.baseline(history, th, now)
 
 
@@ -71,14 +77,15 @@ def test_baselines_and_findings_equal_those_worked_out_afresh(
     ticks: list[tuple[float, list[ReplicaSample]]], th: Thresholds, history_s: float
 ) -> None:
     state = FleetState(history_s=history_s)
+    # Asked every tick, and as the detector asks (not for a deployment without queries that tick).
+    asked, detected = prefix_cache_miss.PrefixBaselines(), prefix_cache_miss.PrefixBaselines()
     for now, samples in ticks:
         state.observe(samples, [], now=now)
         for key in state.deployments():
             history = state.deployment_history(key)
-            kept = prefix_cache_miss._kept_baseline(key, history, th.prefix, now)
-            assert kept == prefix_cache_miss.baseline(history, th.prefix, now)
-        found = prefix_cache_miss.detect(state, thresholds=th, now=now)
-        with mock.patch.object(prefix_cache_miss, "_kept_baseline", _afresh):
+            assert asked.baseline(key, history, th.prefix, now) == prefix_cache_miss.baseline(history, th.prefix, now)
+        found = prefix_cache_miss.detect(state, thresholds=th, now=now, baselines=detected)
+        with mock.patch.object(prefix_cache_miss.PrefixBaselines, "baseline", _afresh):
             afresh: list[Finding] = prefix_cache_miss.detect(state, thresholds=th, now=now)
         assert found == afresh
 
@@ -88,7 +95,7 @@ def test_a_tick_reads_as_many_points_with_an_hour_of_history_as_with_ten_minutes
     # after an hour, ~60 after ten minutes); now it adds the point that aged past the cutoff.
     reads = []
     for minutes in (10, 60):
-        state, t = FleetState(), 0.0
+        state, t, baselines = FleetState(), 0.0, prefix_cache_miss.PrefixBaselines()
         for i in range(minutes * 12 + 2):
             t = 5.0 * i
             samples = [
@@ -97,9 +104,9 @@ def test_a_tick_reads_as_many_points_with_an_hour_of_history_as_with_ten_minutes
             ]
             state.observe(samples, [], now=t)
             if i == minutes * 12:
-                prefix_cache_miss.detect(state, thresholds=DEFAULT, now=t)  # the baselines kept up to here
+                prefix_cache_miss.detect(state, thresholds=DEFAULT, now=t, baselines=baselines)  # kept up to here
         counted = mock.Mock(wraps=prefix_cache_miss._preemptions_per_replica)
         with mock.patch.object(prefix_cache_miss, "_preemptions_per_replica", counted):
-            assert prefix_cache_miss.detect(state, thresholds=DEFAULT, now=t) == []
+            assert prefix_cache_miss.detect(state, thresholds=DEFAULT, now=t, baselines=baselines) == []
         reads.append(counted.call_count)
     assert reads[1] == reads[0]
