@@ -294,9 +294,10 @@ class Service:
                 return
 
     async def _run_store_probe(self) -> None:
-        """Ask the store a trivial query every few seconds (real time), one at a time, in a daemon thread: a
-        store that hangs (a stopped server answers nothing, not even an error) shows in ``/readyz`` while the
-        probe is outstanding, and a hung probe never keeps the process from exiting."""
+        """Ask the store a trivial query every ``store_probe_every_s`` (real time; ``store.probe_every_s``), one at
+        a time, in a daemon thread: ``/readyz`` and ``kvpilot_store_up`` read its latest answer (``store_problem``),
+        a store that hangs (a stopped server answers nothing, not even an error) shows there while the probe is
+        outstanding, and a hung probe never keeps the process from exiting."""
         while not self.stop.is_set():
             self._probe_started = time.monotonic()
             probe: asyncio.Future[Any] = _in_daemon_thread(partial(ping, self.engine))

@@ -246,6 +246,7 @@ def build_service(
         leadership=leadership,
         actuation=actuation,
         renew_every_s=settings.ha.renew_every_s,
+        store_probe_every_s=settings.store.probe_every_s,
         **extra,
     )
     return service, restored

@@ -21,3 +21,13 @@ class StoreSettings(_Section):
         default=True,
         description="`kvpilot run` upgrades the schema to head at start (else: `kvpilot db upgrade`).",
     )
+    probe_every_s: float = Field(
+        default=2.0,
+        gt=0,
+        description=(
+            "How often the store is asked a trivial query (`SELECT 1`), one at a time: `/readyz` and"
+            " `kvpilot_store_up` read its latest answer, and a query outstanding for 10 s reads as a store that"
+            " hangs. Keep it under the readiness probe's period (5 s in `deploy/`) so that each check reads a"
+            " fresh answer."
+        ),
+    )

@@ -111,7 +111,7 @@ def running(
     """Build, start and serve; ``actuation(service)`` returns the Actuation to use (None: no actuation, so that
     approved drains stay approved and the rails can be counted)."""
     settings = load_settings(
-        store={"database_url": url},
+        store={"database_url": url, "probe_every_s": 0.25},
         collector={"interval_s": interval_s, "timeout_s": interval_s / 2, "discovery": {"kind": "static"}},
         drains={"dry_run": False, "max_concurrent": max_concurrent},
         api={"read_tokens": READ, "admin_tokens": ADMIN},
@@ -127,7 +127,6 @@ def running(
                 build_service, settings, Sources(targets, targets), clock=WallClock(), collector=fleet or WallFleet()
             )
             service.store_hang_s = store_hang_s
-            service._probe_every_s = 0.25
             service.actuation = actuation(service) if actuation is not None else None
             app = create_app(
                 service, TokenAuth([READ], [ADMIN], anonymous_read=False), request_timeout_s=request_timeout_s

@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 
 from collector.clock import VirtualClock
 from detectors.finding import Finding
+from kvpilot.runtime import service as service_module
 from store import repo
 from store.db import transaction
 from store.models import DecisionRow, RollupRow
@@ -208,3 +209,32 @@ def test_without_auto_migration_an_old_schema_is_refused(db) -> None:
     static = StaticTargets()
     with pytest.raises(SettingsError, match="kvpilot db upgrade"):
         build_service(settings, Sources(static, static))
+
+
+async def test_the_store_probe_asks_every_store_probe_every_s_and_readiness_reads_its_answer(db, monkeypatch) -> None:
+    # `store.probe_every_s` sets how often the probe asks the store (2 s by default: five probes would take 10 s);
+    # the health /readyz serves reads its latest answer, with no tick in between.
+    url, _ = db
+    clock = VirtualClock(START)
+    answers: list[bool] = []
+    store_answers = [True]
+
+    def ping(engine: object) -> bool:
+        answers.append(store_answers[0])
+        return store_answers[0]
+
+    monkeypatch.setattr(service_module, "ping", ping)
+    probe_fast = {"store": {"probe_every_s": 0.05}}
+    service, restored, _ = make_service(url, clock, ScriptedFleet(clock), overrides=probe_fast)
+    await service.start(restored)
+    try:
+        await until(lambda: len(answers) >= 6, what="the ping at start and five probes", timeout_s=5.0)
+        assert service.health().store_up
+        store_answers[0] = False
+        await until(lambda: not service.health().store_up, what="the failed probe read", timeout_s=5.0)
+        assert service.store_problem() == "the store does not answer"
+        store_answers[0] = True
+        await until(lambda: service.health().store_up, what="the store back", timeout_s=5.0)
+    finally:
+        service.stop.set()
+        await service.wait()
