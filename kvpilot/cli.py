@@ -30,6 +30,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("db", "db"),
     ("config", "config"),
     ("demo", "demo"),
+    ("gpu-agent", "gpu_agent"),
 ]
 
 

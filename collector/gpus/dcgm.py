@@ -9,7 +9,9 @@ XIDs: ``DCGM_FI_DEV_XID_ERRORS`` is a gauge holding the last XID seen (newer exp
 ``err_code``/``err_msg``); ``last_xid`` takes the value, or ``err_code`` when the value is blank.
 ``xid_count`` is ``DCGM_EXP_XID_ERRORS_COUNT`` summed over its ``xid`` label: dcgm-exporter counts XIDs
 within its ``--xid-count-window-size`` window, so it can fall back to 0 (read it as "XIDs recently",
-not as a lifetime counter to take rates of).
+not as a lifetime counter to take rates of). On a page from kvpilot's NVML agent it is
+``kvpilot_nvml_xid_events_total`` (every XID since the agent started), and ``recovery_action`` comes from
+``kvpilot_nvml_gpu_recovery_action`` (collector/gpus/nvml_page.py).
 """
 
 from __future__ import annotations
@@ -80,6 +82,8 @@ FIELDS: tuple[_Map, ...] = (
     _Map("row_remap_pending", ("DCGM_FI_DEV_ROW_REMAP_PENDING",), _flag),
     _Map("row_remap_failure", ("DCGM_FI_DEV_ROW_REMAP_FAILURE",), _flag),
     _Map("pcie_replay", ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER",)),
+    # kvpilot's NVML agent (collector/gpus/nvml_page.py): what dcgm-exporter does not export
+    _Map("recovery_action", ("kvpilot_nvml_gpu_recovery_action",), int),
 )
 
 # kept in GpuSample.extra under these keys (detectors and dashboards read some of them)
@@ -98,14 +102,19 @@ EXTRA: dict[str, str] = {
     "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "ecc_sbe_volatile",
     "DCGM_FI_DEV_POWER_VIOLATION": "power_violation_us",
     "DCGM_FI_DEV_THERMAL_VIOLATION": "thermal_violation_us",
+    "kvpilot_nvml_gpu_lost": "gpu_lost",
+    "kvpilot_nvml_read_errors": "nvml_errors",
+    "kvpilot_nvml_retired_pages_pending": "retired_pages_pending",
 }
 
 _XID = "DCGM_FI_DEV_XID_ERRORS"
 _XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
+_NVML_XID_EVENTS = "kvpilot_nvml_xid_events"  # kvpilot's NVML agent: every XID since it started, a counter
+_NVML_INFO = "kvpilot_nvml_gpu_info"  # kvpilot's NVML agent: one series per GPU, even one NVML could tell nothing of
 
 FAMILIES: frozenset[str] = frozenset(
-    {name for m in FIELDS for name in m.families} | set(EXTRA) | {_XID, _XID_COUNT}
-) | frozenset(f"{name}_total" for name in {_XID_COUNT, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"})
+    {name for m in FIELDS for name in m.families} | set(EXTRA) | {_XID, _XID_COUNT, _NVML_XID_EVENTS, _NVML_INFO}
+) | frozenset(f"{name}_total" for name in {_XID_COUNT, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", _NVML_XID_EVENTS})
 
 _Key = tuple[str, str, str]  # node, index ("gpu" or "gpu/instance"), uuid
 
@@ -163,7 +172,7 @@ def _last_xid(value: float, err_code: int | None) -> int | None:
 # samples, for which GPU, and what the value becomes. Values (blank or not, an XID's number) are looked at per page,
 # by position (``family_values``: off a laid-out page, no ``Sample`` is built).
 _Step = tuple[str, str, tuple[tuple[int, int], ...]]  # (family key, action, ((gpu, sample index), ...))
-_FIELD, _EXTRA, _LAST_XID, _COUNT_XIDS = "field", "extra", "last_xid", "xid_count"
+_FIELD, _EXTRA, _LAST_XID, _COUNT_XIDS, _PRESENT = "field", "extra", "last_xid", "xid_count", "present"
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,12 +201,14 @@ def _plan(families: Mapping[str, MetricFamily], default_node: str) -> _Plan:
             reads.append((at, i))
         return key, action, tuple(reads)
 
-    steps: list[tuple[_Step, Any]] = [(each(name, _FIELD), m) for m in FIELDS for name in m.families]
+    steps: list[tuple[_Step, Any]] = [(each(_NVML_INFO, _PRESENT), None)]  # the GPU exists, in page order
+    steps.extend((each(name, _FIELD), m) for m in FIELDS for name in m.families)
     steps.extend((each(name, _EXTRA), key) for name, key in EXTRA.items())
     xid = each(_XID, _LAST_XID)
     xid_samples = families[xid[0]].samples if xid[2] else ()
     steps.append((xid, tuple(_positive_int(xid_samples[i].labels.get("err_code")) for _at, i in xid[2])))
     steps.append((each(_XID_COUNT, _COUNT_XIDS), None))
+    steps.append((each(_NVML_XID_EVENTS, _COUNT_XIDS), None))
     return _Plan(tuple(labels_of), tuple((step, arg) for step, arg in steps if step[2]))
 
 
@@ -220,6 +231,8 @@ def adapt_dcgm(families: Mapping[str, MetricFamily], target: TargetInfo, timesta
                 v = page_values[i]
                 if not is_blank(v):
                     extras[at].setdefault(arg, v)
+        elif action == _PRESENT:
+            continue
         elif action == _LAST_XID:
             for (at, i), err_code in zip(reads, arg, strict=True):
                 xid = _last_xid(page_values[i], err_code)

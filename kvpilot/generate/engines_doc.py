@@ -212,8 +212,16 @@ def _gpu_section() -> list[str]:
         "dcgm-exporter. Unlike dcgm-exporter's XID gauge, which keeps only the last XID, it drains NVML's XID event "
         "queue on every collect, so two XIDs between scrapes are both seen; it also reads the GPU recovery action "
         "(NVML field 230) that newer drivers report. It does not enumerate MIG instances (health belongs to the "
-        "physical GPU) and needs the driver's library on the node. No GPU exists here, so it is tested against a "
-        "fake NVML module only.",
+        "physical GPU) and needs the driver's library on the node. Memory is counted as nvidia-smi and "
+        "dcgm-exporter count it (NVML's v2 query: the driver's reserve is neither used nor free).",
+        "",
+        "`kvpilot gpu-agent` (docs/gpu-agent.md) runs it on each node and serves the readings as a dcgm-exporter "
+        "page — dcgm-exporter's names, units and labels — so the dcgm adapter above reads it; what dcgm-exporter "
+        "does not export comes as `kvpilot_nvml_gpu_recovery_action`, `kvpilot_nvml_xid_events_total` (every XID "
+        "since the agent started: `xid_count`), `kvpilot_nvml_gpu_lost`, `kvpilot_nvml_read_errors` and "
+        "`kvpilot_nvml_retired_pages_pending`, with `kvpilot_nvml_gpu_info` so that a GPU NVML told nothing of "
+        "still appears. Tested against a stub of the pynvml functions and against NVML's answers recorded on a "
+        "real H200 beside nvidia-smi's (tests/fixtures/nvml/).",
         "",
     ]
     return lines
