@@ -20,10 +20,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collector.adapt import adapt_page
+from collector.clock import VirtualClock
 from collector.gpus.agent import GpuAgent, make_server
 from collector.gpus.nvml import NvmlCollector
 from collector.gpus.nvml_page import TEXT_CONTENT_TYPE, render_nvml_page
 from collector.samples import GpuSample, TargetInfo
+from collector.scrape import Collector
+from detectors.xid import Triage, XidClass, triage
 from tests.unit.collector.test_nvml import FakeGpu, make_nvml, xid
 from tests.unit.collector.test_nvml_recorded import FIXTURES, load, replay
 
@@ -198,3 +201,29 @@ def test_h200_capture_of_the_agent_matches_the_collector() -> None:
     assert gpu.memory_free_bytes is not None
     total = idle["memory_used_bytes"] + idle["memory_free_bytes"]
     assert abs(gpu.memory_used_bytes + gpu.memory_free_bytes - total) <= 2**20
+
+
+async def test_scraped_agent_gives_the_xid_triage_what_dcgm_exporter_cannot() -> None:
+    # The path a user runs: the agent on a node, kvpilot's collector scraping it as a GPU target, the XID triage on
+    # what comes back. XID 154 needs NVML's recovery action (dcgm-exporter has none: "unknown", notify only); a GSP
+    # XID needs the count of recent ones (the agent counts every one it drained).
+    g0, g1 = FakeGpu("GPU-0", recovery=2), FakeGpu("GPU-1")
+    nvml = make_nvml([g0, g1])
+    agent = GpuAgent("gpu-node-3", nvml=nvml, clock=lambda: 50.0)
+    agent.collector.start()
+    nvml.events.extend([xid(g0, 154), xid(g1, 119), xid(g1, 119)])
+    server = make_server(agent, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        target = TargetInfo(url=f"http://127.0.0.1:{server.server_port}/metrics", kind="gpu", node="gpu-node-3")
+        async with Collector(clock=VirtualClock(60.0)) as c:
+            result = await c.collect_once([target])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [r.error for r in result.results] == [None]
+    assert result.gpu_nodes_scraped == {"gpu-node-3"}
+    assert [g.node for g in result.gpus] == ["gpu-node-3", "gpu-node-3"]
+    by_uuid = {g.uuid: triage(g) for g in result.gpus}
+    assert by_uuid["GPU-0"] == Triage(154, XidClass.DRAIN, "drain_node", "XID 154 with NVML recovery action 2")
+    assert by_uuid["GPU-1"] == Triage(119, XidClass.DRAIN, "drain_node", "XID 119 (GSP) recurring")
