@@ -111,3 +111,24 @@ def test_helm_lint_is_clean() -> None:
     problems = [m for m in report["messages"] if m["severity"] >= 2]
     assert not problems
     assert not report["errors"]
+
+
+def test_the_gpu_agent_is_off_by_default_and_renders_deploy_gpu_agent_when_on() -> None:
+    assert not [k for k in _render() if k[0] == "DaemonSet"]
+    kubectl = shutil.which("kubectl")
+    assert kubectl
+    out = subprocess.run([kubectl, "kustomize", str(REPO / "deploy" / "gpu-agent")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    (expected,) = [d for d in yaml.safe_load_all(out.stdout) if d]
+    assert _render({"gpuAgent": {"enabled": True}})["DaemonSet", "kvpilot-gpu-agent"] == expected
+    values = {
+        "gpuAgent": {"enabled": True, "nodeSelector": {"pool": "gpu"}, "runtimeClassName": ""},
+        "image": {"repository": "registry.example.com/kvpilot", "tag": "0.2.0"},
+    }
+    moved = _render(values, namespace="inference-ops")["DaemonSet", "kvpilot-gpu-agent"]
+    spec = moved["spec"]["template"]["spec"]
+    assert moved["metadata"]["namespace"] == "inference-ops"
+    assert spec["nodeSelector"] == {"pool": "gpu"}
+    assert "runtimeClassName" not in spec
+    assert spec["containers"][0]["image"] == "registry.example.com/kvpilot:0.2.0"
+    kubernetes_validate.validate(moved, kubernetes_validate.utils.latest_version(), strict=True)
