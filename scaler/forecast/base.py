@@ -14,6 +14,8 @@ from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass
 
+from scaler.forecast.sorted_window import SortedWindow
+
 # One-sided z for the upper quantile: the scaler sizes for the 90th percentile of demand at the horizon.
 UPPER_Z = 1.2816
 # The horizon spread looks at this many recent changes: enough for a stable q90, cheap at every tick.
@@ -45,6 +47,8 @@ class Forecaster(ABC):
         self.fallbacks = 0  # predictions answered by the last value because the model failed
         self._observed = 0  # observations kept so far (keys the spread's cache)
         self._spread_cache: tuple[int, int, float] | None = None  # (observed, steps, spread)
+        # The spread's window of changes, kept sorted as the series moves: (observed, steps, changes) when built.
+        self._changes: tuple[int, int, SortedWindow] | None = None
         self._step_cache: tuple[int, float] | None = None  # (observed, step)
         # A forecaster fed exactly the same series (an ensemble's candidate) may read its spread from there.
         self.spread_from: Forecaster | None = None
@@ -132,11 +136,33 @@ class Forecaster(ABC):
         cached = self._spread_cache
         if cached is not None and cached[0] == self._observed and cached[1] == k:
             return cached[2]
-        vs = list(itertools.islice(reversed(self._values), k + _SPREAD_POINTS))[::-1]
-        changes = sorted(abs(vs[i + k] - vs[i]) for i in range(len(vs) - k))
+        changes = self._changes_over(k)
         spread = changes[min(len(changes) - 1, int(0.9 * len(changes)))]
         self._spread_cache = (self._observed, k, spread)
         return spread
+
+    def _changes_over(self, k: int) -> SortedWindow:
+        """|x(i+k) − x(i)| for the last ``_SPREAD_POINTS`` i (fewer while the history is short), sorted.
+
+        Kept from the last call: the changes of the observations since enter, the oldest leave; built afresh when
+        k changes or too much is new. Either way the same values, so the same sorted list as sorting them afresh.
+        """
+        vs = self._values
+        size = min(len(vs), k + _SPREAD_POINTS) - k
+        new = self._observed - self._changes[0] if self._changes is not None else size + 1
+        if self._changes is None or self._changes[1] != k or new > size:
+            window = SortedWindow()
+            recent = list(itertools.islice(reversed(vs), k + _SPREAD_POINTS))[::-1]
+            for i in range(len(recent) - k):
+                window.append(abs(recent[i + k] - recent[i]))
+        else:
+            window = self._changes[2]
+            for back in range(new, 0, -1):  # oldest new observation first, as the window is ordered
+                window.append(abs(vs[-back] - vs[-back - k]))
+            while len(window) > size:
+                window.popleft()
+        self._changes = (self._observed, k, window)
+        return window
 
     def _clip(self, x: float) -> float:
         return max(0.0, x) if self.non_negative else x

@@ -28,6 +28,7 @@ from scaler.forecast.holt import Holt
 from scaler.forecast.last_value import LastValue
 from scaler.forecast.linear_trend import LinearTrend
 from scaler.forecast.seasonal_naive import SeasonalNaive
+from scaler.forecast.sorted_window import SortedWindow
 from scaler.forecast.window_ramp import WindowRamp
 
 _BLEND_HALF_LIFE = 40.0  # scored predictions: how fast the blend's inverse-error weights follow
@@ -74,7 +75,7 @@ class _Scores:
     lean_to: int = 0  # with no option proven: the best so far, and how far towards it the answer leans
     lean: float = 0.0
     since_choice: int = 0  # scored since the choice was last made
-    residuals: deque[float] = field(default_factory=lambda: deque(maxlen=_RESIDUALS))  # truth − chosen point
+    residuals: SortedWindow = field(default_factory=lambda: SortedWindow(maxlen=_RESIDUALS))  # truth − chosen point
 
 
 class Ensemble(Forecaster):
@@ -209,8 +210,7 @@ class Ensemble(Forecaster):
         if not s.pending or s.pending[-1][0] < target:
             s.pending.append((target, options, point))
         if len(s.residuals) >= 20:
-            ordered = sorted(s.residuals)
-            margin = max(ordered[int(0.9 * (len(ordered) - 1))], 0.0)
+            margin = max(s.residuals[int(0.9 * (len(s.residuals) - 1))], 0.0)
         else:
             margin = self.horizon_spread(horizon_s)
         return point, point + margin
