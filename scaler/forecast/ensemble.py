@@ -67,7 +67,9 @@ class _Scores:
 
     horizon_s: float
     pending: deque[tuple[float, list[float], float]] = field(default_factory=deque)  # (due at, options, answer)
-    scored: deque[tuple[float, list[float]]] = field(default_factory=deque)  # (scored at, |error| per option)
+    scored: deque[float] = field(default_factory=deque)  # when each scored forecast was scored, oldest first
+    # Per option, the |error| of each scored forecast in the order of `scored`: the t statistic reads a column whole.
+    errors: list[deque[float]] = field(default_factory=list)
     sums: list[float] = field(default_factory=list)  # Σ |error| per option
     gain: list[float] = field(default_factory=list)  # Σ (|last value's error| − |option's error|)
     differs: list[int] = field(default_factory=list)  # scored where the option did not answer last value's
@@ -105,15 +107,19 @@ class Ensemble(Forecaster):
             while s.pending and s.pending[0][0] <= t + half_step:
                 _, points, answered = s.pending.popleft()
                 errors = [abs(p - value) for p in points]
-                s.scored.append((t, errors))
+                if not s.errors:
+                    s.errors = [deque() for _ in errors]
+                s.scored.append(t)
+                for column, err in zip(s.errors, errors, strict=True):
+                    column.append(err)
                 self._add(s, errors, 1.0)
                 s.residuals.append(value - answered)
                 for i, err in enumerate(errors[: len(self.candidates)]):
                     old = self._blend_scores[i]
                     self._blend_scores[i] = err if old is None else old + alpha * (err - old)
-            while s.scored and s.scored[0][0] < t - SCORE_WINDOW_S:
-                _, old_errors = s.scored.popleft()
-                self._add(s, old_errors, -1.0)
+            while s.scored and s.scored[0] < t - SCORE_WINDOW_S:
+                s.scored.popleft()
+                self._add(s, [column.popleft() for column in s.errors], -1.0)
             s.since_choice += len(s.scored) - scored
             steps = max(1, self.horizon_steps(s.horizon_s))
             # The test reads the whole window: redone every eighth of a horizon of new scores, not every tick.
@@ -140,7 +146,8 @@ class Ensemble(Forecaster):
             return 0.0
         import numpy as np
 
-        d = np.fromiter((e[0] - e[i] for _, e in s.scored), dtype=float, count=n) - mean
+        # Elementwise as e[0] − e[i] row by row would be (the same IEEE subtraction), read from the columns in C.
+        d = np.fromiter(s.errors[0], dtype=float, count=n) - np.fromiter(s.errors[i], dtype=float, count=n) - mean
         long_run = float(d @ d) / n
         for lag in range(1, min(steps, n // 4)):
             long_run += 2.0 * (1.0 - lag / steps) * float(d[lag:] @ d[:-lag]) / n
