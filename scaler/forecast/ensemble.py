@@ -163,18 +163,31 @@ class Ensemble(Forecaster):
         s.lean = 0.0
         if len(s.scored) < MIN_SCORED or not s.sums or s.sums[0] <= 0:
             return 0
-        passing = [i for i in range(1, self._n) if self._beats_last_value(s, i, steps)]
-        if not passing:
+        best = self._best_passing(s, steps)
+        if best is None:
             # None proven: lean from last value towards the best so far, as far as its evidence goes (half way
             # at most, at Z standard errors): a small bet where a model is probably better, none where not.
             best = min(range(1, self._n), key=lambda i: s.sums[i])
             s.lean_to = best
             s.lean = LEAN_MAX * min(max(self._t_stat(s, best, steps) / Z, 0.0), 1.0)
             return 0
-        best = min(passing, key=lambda i: s.sums[i])
-        if s.choice in passing and s.sums[best] > (1.0 - SWITCH_MARGIN) * s.sums[s.choice]:
+        if (
+            s.choice not in (0, best)
+            and s.sums[best] > (1.0 - SWITCH_MARGIN) * s.sums[s.choice]
+            and self._beats_last_value(s, s.choice, steps)
+        ):
             return s.choice
         return best
+
+    def _best_passing(self, s: _Scores, steps: int) -> int | None:
+        """The option of least summed error among those that beat last value (the first by index among equals)."""
+        options = range(1, self._n)
+        if any(math.isnan(x) for x in s.sums):  # no order to test them in: test them all
+            passing = [i for i in options if self._beats_last_value(s, i, steps)]
+            return min(passing, key=lambda i: s.sums[i]) if passing else None
+        # Tested from the least summed error up (a stable sort keeps equals in index order), the first to pass is
+        # that option: the test, which reads the whole window, stops there instead of running for every option.
+        return next((i for i in sorted(options, key=lambda i: s.sums[i]) if self._beats_last_value(s, i, steps)), None)
 
     def weights(self) -> list[float]:
         """The blend's inverse-squared-error weights over the candidates (uniform until each was scored)."""
