@@ -7,8 +7,10 @@ one-step updates chase the noise.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
+import operator
 
 from scaler.forecast.base import Forecaster
 
@@ -23,20 +25,21 @@ class LinearTrend(Forecaster):
         self.window_s, self.damping = window_s, damping
 
     def _predict(self, horizon_s: float) -> tuple[float, float]:
-        t_end = self._times[-1]
-        pts = list(
-            itertools.takewhile(
-                lambda p: t_end - p[0] <= self.window_s, zip(reversed(self._times), reversed(self._values), strict=True)
-            )
-        )
-        n = len(pts)
+        times, t_end = self._times, self._times[-1]
+        # Times rise, so "within the window" holds for a suffix: found by bisection rather than a test per point.
+        n = len(times) - bisect.bisect_left(times, True, key=lambda t: t_end - t <= self.window_s)
         if n < 3:
             last = self._values[-1]
             return last, last + self.horizon_spread(horizon_s)
-        mt = sum(t for t, _ in pts) / n
-        mv = sum(v for _, v in pts) / n
-        var = sum((t - mt) ** 2 for t, _ in pts)
-        slope = sum((t - mt) * (v - mv) for t, v in pts) / var if var > 0 else 0.0
+        # Newest first, each sum in the same order and each term the same operations as a loop over the points
+        # would do (map and list only move the loop into C), so the fit is bit for bit that loop's.
+        ts = list(itertools.islice(reversed(times), n))
+        vs = list(itertools.islice(reversed(self._values), n))
+        mt = sum(ts) / n
+        mv = sum(vs) / n
+        dts = [t - mt for t in ts]
+        var = sum(map(pow, dts, itertools.repeat(2)))
+        slope = sum(map(operator.mul, dts, [v - mv for v in vs])) / var if var > 0 else 0.0
         level = mv + slope * (t_end - mt)
         point = level + self.damping * slope * horizon_s
         return point, point + self.horizon_spread(horizon_s)
