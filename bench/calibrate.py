@@ -37,8 +37,8 @@ from simulator.calibration import (  # noqa: E402
     extrapolate,
     gemm_ratios,
     load_vidur,
+    read_whole_steps,
     rescaling_check,
-    whole_steps,
 )
 from simulator.profile import H200_SXM  # noqa: E402
 
@@ -132,7 +132,7 @@ def _measured_here(profiles: Path, fitted: dict[str, StepConstants]) -> list[str
               "|---|---:|---:|---:|---:|"]  # fmt: skip
     points = {(p.kind, p.n): p for p in cal.points}
     names = ("h200_llama3-8b__steps.json", "h200_llama3-8b__steps_run2.json")
-    runs = [whole_steps(MEASURED_HERE / name) for name in names]
+    runs = [read_whole_steps(MEASURED_HERE / name) for name in names]
     for step in [*runs[0], *(s for s in runs[1] if s not in runs[0])]:
         kind, n, context = step
         first, other = runs[0].get(step), runs[1].get(step)

@@ -333,7 +333,7 @@ def gemm_ratios(ours: VidurOps, reference: VidurOps) -> dict[int, float]:
     }
 
 
-def whole_steps(path: Path) -> dict[tuple[str, int, int], float]:
+def read_whole_steps(path: Path) -> dict[tuple[str, int, int], float]:
     """Whole-model step times from bench/gpu_ops.py's JSON: (kind, n, context tokens) -> median ms."""
     report = json.loads(path.read_text())
     return {(s["kind"], int(s["n"]), int(s["context"])): float(s["ms"]) for s in report["steps"]}

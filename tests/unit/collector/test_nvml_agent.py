@@ -120,7 +120,7 @@ def test_any_mix_of_unknown_fields_round_trips(
 
 @pytest.fixture
 def agent_url() -> Iterator[tuple[str, int, dict[str, Any]]]:
-    state: dict[str, Any] = {"gpus": [FakeGpu("GPU-a", util_pct=42)], "init_error": None}
+    state: dict[str, Any] = {"gpus": [FakeGpu("GPU-a", util_pct=42)]}
 
     class Switchable:
         """make_nvml per request, so a test can break NVML under a running agent."""

@@ -21,8 +21,8 @@ from simulator.calibration import (
     fit,
     gemm_ratios,
     load_vidur,
+    read_whole_steps,
     step_points,
-    whole_steps,
 )
 from simulator.profile import A100_SXM_80GB, H100_SXM, PROFILES, ReplicaProfile
 
@@ -126,7 +126,7 @@ def test_h200_ops_plus_modelled_attention_track_whole_model_steps(vidur: Path) -
     # model timed on the same GPU: within 15 % at every prefill and decode point of the table (max seen: 12.5 %).
     case = next(c for c in CASES if c.key == "llama3-8b-h200")
     points = {(p.kind, p.n, p.context_tokens): p for p in calibrate(case, vidur).points}
-    steps = whole_steps(MEASURED_HERE / H200_STEPS[0])
+    steps = read_whole_steps(MEASURED_HERE / H200_STEPS[0])
     checked = [(key, points[key].seconds * 1e3 / ms - 1) for key, ms in steps.items() if key in points]
     assert len(checked) == 12  # six prefill sizes, six decode batches
     assert all(abs(err) <= 0.15 for _, err in checked), checked
@@ -134,7 +134,7 @@ def test_h200_ops_plus_modelled_attention_track_whole_model_steps(vidur: Path) -
 
 def test_h200_whole_steps_reproduce_on_a_second_machine() -> None:
     # Two lent H200s, an hour apart: the same steps within 5 % (seen: 0–3.6 %, the second slower throughout).
-    first, second = (whole_steps(MEASURED_HERE / name) for name in H200_STEPS)
+    first, second = (read_whole_steps(MEASURED_HERE / name) for name in H200_STEPS)
     common = first.keys() & second.keys()
     assert len(common) == 12
     assert all(abs(second[k] / first[k] - 1) <= 0.05 for k in common)

@@ -146,6 +146,16 @@ def test_the_count_follows_a_measured_sustained_slowdown_only(
         assert decision.forecast["version_scale"] == pytest.approx(1.25, abs=0.02)
 
 
+def _first_wave_25_percent_slower(fleet: Fleet) -> None:
+    """Eight v1 replicas serve for 20 ticks; then the first four are replaced by v2 with 25 % slower steps."""
+    fleet.serve(range(8), "v1")
+    for _ in range(20):
+        fleet.tick()
+    for i in range(4):
+        del fleet.replicas[f"chat-{i}"]
+    fleet.serve(range(8, 12), "v2", OLD_ITL_S * 1.25)
+
+
 @pytest.mark.parametrize(
     ("before", "after", "expected"),
     [
@@ -164,12 +174,7 @@ def test_what_the_planner_learnt_is_not_counted_twice(
 ) -> None:
     planner = Planner(before)
     fleet = Fleet(planner)
-    fleet.serve(range(8), "v1")
-    for _ in range(20):
-        fleet.tick()
-    for i in range(4):
-        del fleet.replicas[f"chat-{i}"]
-    fleet.serve(range(8, 12), "v2", OLD_ITL_S * 1.25)
+    _first_wave_25_percent_slower(fleet)
     fleet.tick(departed=tuple(f"chat-{i}" for i in range(4)))  # v2 first seen: the planner's capacity noted
     planner.capacity_now = after
     for _ in range(40):
@@ -195,12 +200,7 @@ def test_a_slowdown_measured_once_the_old_version_left_applies_when_the_rollout_
     held 8 = 18, replicas that would load only to be deleted unready), and the scaled count is what is asked for
     once the rollout is done."""
     fleet = Fleet()
-    fleet.serve(range(8), "v1")
-    for _ in range(20):
-        fleet.tick()
-    for i in range(4):
-        del fleet.replicas[f"chat-{i}"]
-    fleet.serve(range(8, 12), "v2", OLD_ITL_S * 1.25)
+    _first_wave_25_percent_slower(fleet)
     first_wave = _status(spec=16, updated=8, pods=16, ready=8)  # 4 v1 + 4 v2 ready, the next 4 v2 loading
     decision = fleet.tick(departed=tuple(f"chat-{i}" for i in range(4)), deployment=first_wave)
     assert decision.desired_replicas == 16  # desired 8 + the wave loading + the next
