@@ -6,6 +6,7 @@ holds neither ``/healthz`` nor a second scrape."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 
@@ -24,22 +25,36 @@ from kvpilot.runtime.service import Service
 from kvpilot.runtime.snapshot import Snapshot
 from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks
 
-SLOW_S = 0.3
+GATE_S = 10.0  # the longest a slow render spins; on the loop, that long with no request answered
+
+
+def _spin_until(gate: threading.Event) -> None:
+    """Spends CPU until the test opens the gate (or GATE_S passes): pure Python, holding the GIL but for the
+    interpreter's switches, like rendering a very large fleet. The test opens the gate only once the requests it
+    counts were answered *while* this spun, so no machine is too slow or too fast for it: off the loop, they are
+    answered and the gate opens at once; on the loop, none could be, and the spin ends at GATE_S with none."""
+    start = time.perf_counter()
+    while not gate.is_set() and time.perf_counter() - start < GATE_S:
+        sum(i * i for i in range(1000))
 
 
 class CountedRender:
-    """Wraps ``api.exposition.snapshot_families``: counts the renders, notes when each ran, and can spend SLOW_S
-    of CPU first (a very large fleet)."""
+    """Wraps ``api.exposition.snapshot_families``: counts the renders, notes when each ran, and, when slow, spins
+    until the test opens its gate."""
 
     def __init__(self) -> None:
         self.original = api.exposition.snapshot_families
         self.slow = False
+        self.gate = threading.Event()
+        self.rendering = False
         self.ran: list[tuple[float, float]] = []
 
     def __call__(self, snap: Snapshot) -> list[GaugeMetricFamily]:
         start = time.perf_counter()
-        while self.slow and time.perf_counter() - start < SLOW_S:
-            sum(i * i for i in range(1000))  # pure Python: holds the GIL but for the interpreter's switches
+        self.rendering = True
+        if self.slow:
+            _spin_until(self.gate)
+        self.rendering = False
         families = self.original(snap)
         self.ran.append((start, time.perf_counter()))
         return families
@@ -111,6 +126,7 @@ async def test_a_slow_render_holds_neither_healthz_nor_a_second_scrape(tmp_path:
     clock = VirtualClock(START)
     service, restored, timer = make_service(f"sqlite:///{tmp_path / 'k.db'}", clock, ScriptedFleet(clock))
     answered: list[tuple[str, float, float]] = []
+    inside: list[float] = []
     stop = asyncio.Event()
 
     async def poll(client: httpx.AsyncClient, path: str) -> None:  # an operator's probe, or a Prometheus
@@ -118,6 +134,10 @@ async def test_a_slow_render_holds_neither_healthz_nor_a_second_scrape(tmp_path:
             sent = time.perf_counter()
             assert (await client.get(path)).status_code == 200
             answered.append((path, sent, time.perf_counter()))
+            if path == "/healthz" and render.rendering:
+                inside.append(sent)
+                if len(inside) >= 6:  # (one more than asserted: the first may have been sent before the render)
+                    render.gate.set()
             if sum(p == "/metrics" for p, _, _ in answered) >= 6:
                 stop.set()
             await asyncio.sleep(0.005)
@@ -134,19 +154,20 @@ async def test_a_slow_render_holds_neither_healthz_nor_a_second_scrape(tmp_path:
         await service.wait()
     ((start, end),) = render.ran  # two scrapers, six scrapes and more: one render of the one snapshot
     during = [(path, sent, got) for path, sent, got in answered if start < sent and got < end]
-    # On the loop, a 0.3 s render would let no request through; in the page's worker thread the loop gets the GIL
-    # back at every switch interval (5 ms), so requests keep being answered. The scrape that came while the first
-    # one rendered waited for that render rather than rendering again.
+    # On the loop, the spinning render would let no request through until GATE_S; in the page's worker thread the
+    # loop gets the GIL back at every switch interval (5 ms), so requests keep being answered. The scrape that came
+    # while the first one rendered waited for that render rather than rendering again.
     assert sum(path == "/healthz" for path, _, _ in during) >= 5, during
 
 
 class SlowLiveSeries(Collector):
-    """A live collector (counters, the lease, a source's gauges) that takes SLOW_S of CPU to collect."""
+    """A live collector (counters, the lease, a source's gauges) that spins until the test opens its gate."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
 
     def collect(self) -> list[Metric]:
-        start = time.perf_counter()
-        while time.perf_counter() - start < SLOW_S:
-            sum(i * i for i in range(1000))
+        _spin_until(self.gate)
         return []
 
 
@@ -157,16 +178,19 @@ async def test_a_slow_scrape_does_not_hold_healthz(tmp_path: Path) -> None:
     try:
         async with _client(service) as client:
             await run_ticks(service, timer, 1)
-            service.registry.register(SlowLiveSeries())
+            slow = SlowLiveSeries()
+            service.registry.register(slow)
             scrape = asyncio.create_task(client.get("/metrics"))
             answered = 0
             while not scrape.done():
                 await asyncio.sleep(0.005)  # a probe every 5 ms (in-process, a request alone never yields)
                 assert (await client.get("/healthz")).status_code == 200
                 answered += not scrape.done()
+                if answered >= 5:
+                    slow.gate.set()
             assert (await scrape).status_code == 200
     finally:
         service.stop.set()
         await service.wait()
-    # rendered on the loop, the 0.3 s scrape would let no /healthz through before it ended
+    # rendered on the loop, the spinning scrape would let no /healthz through before it ended (at GATE_S)
     assert answered >= 5
