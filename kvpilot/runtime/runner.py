@@ -117,7 +117,7 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
             [t.get_secret_value() for t in settings.api.admin_tokens],
             anonymous_read=settings.api.anonymous_read,
         )
-        app = create_app(service, auth)
+        app = create_app(service, auth, request_timeout_s=settings.api.request_timeout_s)
         app.state.keda_reader = reader  # the metrics-api route reads what gRPC reads, with the same limit
         server = UvicornServer(
             uvicorn.Config(

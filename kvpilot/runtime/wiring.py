@@ -247,6 +247,7 @@ def build_service(
         actuation=actuation,
         renew_every_s=settings.ha.renew_every_s,
         store_probe_every_s=settings.store.probe_every_s,
+        store_hang_s=settings.store.hang_after_s,
         **extra,
     )
     return service, restored

@@ -27,5 +27,15 @@ class ApiSettings(_Section):
         default=False, description="Outside development, reads need a token unless this is set."
     )
     max_body_bytes: int = Field(default=64 * 1024, ge=256, description="Largest request body the API accepts.")
+    request_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description=(
+            "An API request not answered in this time (one waiting on a hung store) gets a 503 with"
+            " `Retry-After`, and a change that would commit after it is rolled back, so a write the client saw fail"
+            " is not applied later. `/healthz`, `/readyz` and `/metrics` never wait on the store and are exempt."
+            " Keep it under your clients' and load balancer's own timeouts."
+        ),
+    )
 
     _split_read = field_validator("read_tokens", "admin_tokens", mode="before")(split_tokens)

@@ -26,8 +26,18 @@ class StoreSettings(_Section):
         gt=0,
         description=(
             "How often the store is asked a trivial query (`SELECT 1`), one at a time: `/readyz` and"
-            " `kvpilot_store_up` read its latest answer, and a query outstanding for 10 s reads as a store that"
-            " hangs. Keep it under the readiness probe's period (5 s in `deploy/`) so that each check reads a"
-            " fresh answer."
+            " `kvpilot_store_up` read its latest answer, and a query outstanding for `store.hang_after_s` reads"
+            " as a store that hangs. Keep it under the readiness probe's period (5 s in `deploy/`) so that each"
+            " check reads a fresh answer."
+        ),
+    )
+    hang_after_s: float = Field(
+        default=10.0,
+        gt=0,
+        description=(
+            "A probe or write outstanding this long reads as a store that hangs: `/readyz` answers 503 and"
+            " `kvpilot_store_up` reads 0. Also the longest `kvpilot run` waits for the store's first answer at"
+            " start and for its last flush at shutdown. Keep it above the slowest commit your database makes"
+            " when healthy but loaded. (An API request waiting on the store ends at `api.request_timeout_s`.)"
         ),
     )
