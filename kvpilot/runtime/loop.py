@@ -32,9 +32,9 @@ from collector.scrape import CollectResult
 from collector.state import FleetState, replica_key
 from detectors.finding import Finding
 from detectors.hysteresis import Transitions
-from detectors.kv_exhaustion import time_to_exhaustion_s
+from detectors.kv_exhaustion import Demand, time_to_exhaustion_s
 from detectors.kv_trend import KvTrends
-from detectors.thresholds import DEFAULT, KvThresholds
+from detectors.thresholds import KvThresholds, Thresholds
 from kvpilot.runtime.persist import TickWrites
 from kvpilot.runtime.planner_hints import demand_hints
 from kvpilot.runtime.rollout_stage import RolloutStage
@@ -54,7 +54,14 @@ class Collect(Protocol):
 
 
 class Detect(Protocol):
-    """``detectors.registry.Detection``: detectors plus hysteresis."""
+    """``detectors.registry.Detection``: detectors plus hysteresis, and what the loop reads from it: its thresholds
+    (the rollout stage's), the KV trends it fits each tick (the exported projection reuses them) and the planner's
+    demand it is handed after each decision."""
+
+    thresholds: Thresholds
+    kv_trends: KvTrends
+
+    def set_demand(self, demand: Mapping[str, Demand]) -> None: ...
 
     def tick(self, state: FleetState, *, now: float) -> Transitions: ...
 
@@ -138,10 +145,6 @@ class ControlLoop:
         self.discovery = discovery
         self.collector = collector
         self.detection = detection
-        # The KV trends the detection keeps for this state (``Detection.kv_trends``): the exported projection reuses
-        # the detector's fit of the same tick. A detection without them: the projection fits its own.
-        trends = getattr(detection, "kv_trends", None)
-        self._kv_trends = trends if isinstance(trends, KvTrends) else None
         self.planner = planner
         self.board = board
         self.writer = writer
@@ -150,7 +153,7 @@ class ControlLoop:
         self.node_drains = node_drains
         self.scale = scale
         # After the planner: a rollout's surge on top of its decision (kvpilot.runtime.rollout_stage).
-        self.rollout = rollout if rollout is not None else RolloutStage(getattr(detection, "thresholds", DEFAULT))
+        self.rollout = rollout if rollout is not None else RolloutStage(detection.thresholds)
         self._known: set[str] = set(managed)  # deployments whose replica count the scale source is asked for
         self.owns = owns  # sharding (kvpilot.runtime.shards): this instance decides only the deployments of its shards
         self.cost = cost  # what each deployment costs, in the snapshot (scaler.cost); None: not computed
@@ -256,9 +259,7 @@ class ControlLoop:
             lambda: self.rollout.apply(self.state, planned, now, planner=self.planner, deployments=rollouts),
             planned,
         )
-        set_demand = getattr(self.detection, "set_demand", None)  # Detection.set_demand, where it has one
-        if set_demand is not None:
-            self._guard("detect", partial(set_demand, demand_hints(decisions)), None)
+        self._guard("detect", partial(self.detection.set_demand, demand_hints(decisions)), None)
         self._persist(now, findings, decisions, detected=transitions is not None)
         for d in decisions:
             self._guard("publish", partial(self.board.publish, d), None)
@@ -326,7 +327,7 @@ class ControlLoop:
         for r in self.state.replicas():
             unknown: float | None = None
             history = self.state.replica_history(r.key)
-            project = partial(time_to_exhaustion_s, history, self.config.kv, trends=self._kv_trends)
+            project = partial(time_to_exhaustion_s, history, self.config.kv, trends=self.detection.kv_trends)
             seconds = self._guard("kv_projection", project, unknown)
             if seconds is None and r.sample.kv_usage is not None:
                 # Known usage that is not filling: "never at the current trend". Exported as +Inf so that the

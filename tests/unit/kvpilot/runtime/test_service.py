@@ -12,7 +12,7 @@ from prometheus_client import generate_latest
 from sqlalchemy import func, select
 
 from collector.clock import VirtualClock
-from detectors.finding import Finding
+from detectors.registry import Detection
 from kvpilot.runtime import service as service_module
 from store import repo
 from store.db import transaction
@@ -181,12 +181,9 @@ async def test_a_failing_stage_is_counted_and_the_tick_goes_on(db) -> None:
     url, _ = db
     clock = VirtualClock(START)
 
-    class BrokenDetection:
+    class BrokenDetection(Detection):
         def tick(self, state, *, now):
             raise RuntimeError("detector bug")
-
-        def active(self) -> list[Finding]:
-            return []
 
     service, restored, timer = make_service(url, clock, ScriptedFleet(clock), detection=BrokenDetection())
     await service.start(restored)
