@@ -18,6 +18,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
+from itertools import islice
 
 from collector.aggregates import DeploymentAggregate
 from collector.rates import CounterWindow, GaugeWindow, HistogramWindow, histogram_add, histogram_reset, ratio
@@ -468,7 +469,7 @@ class FleetState:
             view = _aggregate_view(agg, members.replicas if members is not None else ())
             self._deployment_views[agg.key] = view
             points = self._deployment_history.setdefault(agg.key, deque(maxlen=self.max_points))
-            if points and points[-1].t >= now:
+            while points and points[-1].t >= now:  # times stay increasing, which readers of windows rely on
                 points.pop()  # the point observe() built from the few replicas it saw
             points.append(replace(_point(now, view), replica_count=agg.replicas))
 
@@ -558,6 +559,12 @@ class FleetState:
         """Points oldest first, at most ``history_s`` old and ``max_points`` long; empty if unknown."""
         return tuple(self._deployment_history.get(key, ()))
 
+    def deployment_history_since(self, key: str, since: float) -> Sequence[DeploymentPoint]:
+        """The points of ``deployment_history`` at or after ``since``, oldest first: the first found by bisection (the
+        history's times increase: see ``observe_deployments``), so a window costs its own points, not the hour's."""
+        points = self._deployment_history.get(key, ())
+        return tuple(islice(points, bisect_left(points, since, key=_point_time), None))
+
     def ttft_increase(self, key: str, since: float) -> Histogram | None:
         """The replica's TTFT histogram increase from its oldest kept sample taken at or after ``since`` (and
         after the bucket bounds last changed) to its newest: last minus first, plus the value before each restart
@@ -604,6 +611,7 @@ class FleetState:
 
 
 _timestamp = operator.attrgetter("timestamp")
+_point_time = operator.attrgetter("t")
 
 
 def _ttft_found(

@@ -74,7 +74,7 @@ def observe(state: FleetState, view: DeploymentView, th: Thresholds, now: float)
         born = history[0].timestamp if history else r.last_seen
         first[v] = min(first.get(v, born), born)
     new = max(first, key=lambda v: (first[v], v)) if len(first) >= 2 else None
-    history_ready = [p.ready_replicas for p in state.deployment_history(view.key) if p.t >= since]
+    history_ready = [p.ready_replicas for p in state.deployment_history_since(view.key, since)]
     return Versions(seen, ready, new, view.ready_replicas, max([view.ready_replicas, *history_ready]))
 
 
