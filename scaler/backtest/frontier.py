@@ -17,8 +17,13 @@ replay. The search:
    ``replica-seconds + λ × misses`` falls, tried on a fork of the replay at that window over the windows it can
    affect (exactly, to the end, when it reaches the end); the sweep's schedule is then replayed whole.
 
-No policy's schedule seeds it: the seeds are constant fleets and what their replays show, so every policy —
-kvpilot and every peer alike — is compared with a search that never saw it. Not provably optimal, so the bound is
+It is also seeded by every policy run in the same backtest (``seeds``): the oracle may replay any schedule, so
+each policy's own one — the count it held after every tick's decision — is replayed whole, per tick (exactly the
+policy's point: the same loop, ticks and decisions), and, held at its most per ``WINDOW_S`` window, as a schedule
+the descents can start from. Every point of the frontier is still a schedule the oracle replayed (never a policy's
+reported point), and the descents improve on the policies' schedules where they can. Without its seeds the search
+missed schedules that follow a day's load (ServeGen afternoons: constant fleets' per-window misses, backlog
+included, never priced a smaller fleet in), and policies landed below it. Not provably optimal, so the bound is
 tested: every registered policy on a slice of every shared trace (tests/unit/scaler/test_backtest_frontier.py).
 """
 
@@ -26,7 +31,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +63,7 @@ class FrontierPoint:
 @dataclass(frozen=True)
 class Frontier:
     points: tuple[FrontierPoint, ...]  # lower envelope: attainment rising, replica-hours rising
+    seeds: tuple[str, ...] = ()  # the policies whose schedules seeded the search
 
     def replica_hours_at(self, attainment: float) -> float | None:
         """The frontier's replica-hours at ``attainment``, linearly interpolated between verified schedules
@@ -94,9 +100,10 @@ class Frontier:
 def envelope(points: Sequence[FrontierPoint]) -> tuple[FrontierPoint, ...]:
     """The lower convex envelope of (attainment, replica-hours): dominated points and points above a chord
     between two others go (a mixture of two schedules reaches the chord)."""
-    pts = sorted(points, key=lambda p: (p.slo_attainment, p.replica_hours))
+    # from the highest attainment down (the cheapest first at equal attainment), points cheaper than all above them
+    pts = sorted(points, key=lambda p: (-p.slo_attainment, p.replica_hours))
     pareto: list[FrontierPoint] = []
-    for p in reversed(pts):  # keep, from the highest attainment down, points cheaper than all above them
+    for p in pts:
         if not pareto or p.replica_hours < pareto[-1].replica_hours:
             pareto.append(p)
     pareto.reverse()
@@ -135,8 +142,25 @@ class _Search:
 
     def keep(self, run: Run, price: float) -> Run:
         if run.exact:
-            self.found.append(_Found(run.held, run.attainment, run.replica_s, float(run.window_misses.sum()), price))
+            misses = float(run.window_misses.sum())
+            self.found.append(_Found(run.held, run.attainment, run.replica_s, misses, price, self.rp.window_s))
         return run
+
+    def seeded(self, per_tick: Sequence[int], fine: Replayer) -> None:
+        """A policy's schedule (its count after every tick's decision) replayed whole per tick on ``fine`` (one
+        window a tick: exactly the policy's run), and held at its most per window here, for the descents."""
+        rp = self.rp
+        if len(per_tick) != len(rp.times):
+            raise ValueError(f"a seed holds {len(per_tick)} counts; the replay has {len(rp.times)} ticks")
+        held = [per_tick[fine.tick_of[w]] if w in fine.tick_of else fine.initial for w in range(fine.n_windows)]
+        run = fine.run(held, save=False)
+        self.found.append(_Found(run.held, run.attainment, run.replica_s, self.misses(run), math.nan, fine.window_s))
+        starts = [rp.tick_of[w] for w in rp.free] + [len(rp.times)]
+        coarse = [rp.initial] * rp.n_windows
+        for w, (i, j) in zip(rp.free, itertools.pairwise(starts), strict=True):
+            coarse[w] = max(per_tick[i:j])
+        if all(tuple(coarse) != f.held for f in self.found):
+            self.keep(rp.run(coarse, save=False), math.nan)
 
     def misses(self, run: Run) -> float:
         return float(run.window_misses.sum())
@@ -263,6 +287,7 @@ class _Found:
     replica_s: float
     misses: float
     price: float  # λ of the descent that found it; nan for a seed
+    window_s: float  # the schedule holds one count per window of this length
 
 
 def _prices(found: Sequence[_Found], most: int) -> list[float]:
@@ -308,35 +333,57 @@ def frontier(
     warmup_s: float,
     most_prices: int = MOST_PRICES,
     progress: Callable[[float], None] | None = None,
+    seeds: Mapping[str, Sequence[int]] | None = None,
+    replay_per_tick: Callable[[list[int]], tuple[float, float]] | None = None,
 ) -> Frontier:
     """The frontier for this trace: the lower envelope of every schedule the search replayed whole, each point
     then verified by ``replay(held replicas per window)`` → (attainment, replica-hours), measured as the
-    policies are."""
+    policies are. ``seeds``: policy → the count it held after each tick's decision (one per tick, the first at
+    0 s), replayed as schedules of their own and started from; a seed's schedule on the envelope is verified by
+    ``replay_per_tick(count per tick)``."""
     floor, ceiling = max(min_replicas, 0), max_replicas
-    rp = Replayer(
-        trace,
-        make_fleet,
-        initial=initial,
-        slo_s=slo_s,
-        fidelity=fidelity,
-        tick_s=tick_s,
-        warmup_s=warmup_s,
-        window_s=WINDOW_S,
-        clamp=lambda n: min(max(n, floor), ceiling),
-    )
+    seeds = seeds or {}
+    if seeds and replay_per_tick is None:
+        raise ValueError("seeded schedules need replay_per_tick to be verified")
+
+    def replayer(window_s: float) -> Replayer:
+        return Replayer(
+            trace,
+            make_fleet,
+            initial=initial,
+            slo_s=slo_s,
+            fidelity=fidelity,
+            tick_s=tick_s,
+            warmup_s=warmup_s,
+            window_s=window_s,
+            clamp=lambda n: min(max(n, floor), ceiling),
+        )
+
+    rp = replayer(WINDOW_S)
     search = _Search(rp, cold_start_s=cold_start_s, floor=floor, ceiling=ceiling)
     constants = search.constants()
     search.priced(constants, _prices(search.found, MOST_PRICED))
+    if seeds:
+        fine = replayer(tick_s)
+        for per_tick in seeds.values():
+            search.seeded(per_tick, fine)
     prices = _prices(search.found, most_prices)
     for i, price in enumerate(prices):
-        start = min(search.found, key=lambda f: f.replica_s + price * f.misses)
+        # from the cheapest schedule so far at this price that the descent can change (one count per window)
+        start = min(
+            (f for f in search.found if f.window_s == rp.window_s), key=lambda f: f.replica_s + price * f.misses
+        )
         search.descend(rp.run(start.held), price)
         if progress is not None:
             progress((i + 1) / (len(prices) + 1))
     verified = []
     for f in envelope_of(search.found):
-        attainment, hours = replay(list(f.held))
+        if f.window_s == rp.window_s:
+            attainment, hours = replay(list(f.held))
+        else:
+            assert replay_per_tick is not None
+            attainment, hours = replay_per_tick(list(f.held))
         verified.append(FrontierPoint(attainment, hours, f.price))
     if progress is not None:
         progress(1.0)
-    return Frontier(envelope(verified))
+    return Frontier(envelope(verified), tuple(seeds))

@@ -23,6 +23,7 @@ class PolicyResult:
     times: list[float] = field(default_factory=list)
     replicas: list[int] = field(default_factory=list)
     ready: list[int] = field(default_factory=list)
+    desired: list[int] = field(default_factory=list)  # the count the policy held after each tick's decision
     demand: list[float] = field(default_factory=list)  # arrival rate (req/s, 60 s window)
     forecasts: list[ForecastPoint] = field(default_factory=list)
     # With a rollout injected (``BacktestConfig.rollout_at_s``): the window from its start until every replica

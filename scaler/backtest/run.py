@@ -163,6 +163,7 @@ class Report:
                 for p in self.frontier.to_json()
             ]
             out["frontier_points"] = [p.to_json() for p in self.frontier.points]
+            out["frontier_seeds"] = list(self.frontier.seeds)
         return out
 
 
@@ -292,6 +293,7 @@ def run_policy(
                 desired = want
             fleet.set_replicas(desired)
             next_decision = t + policy.interval_s
+        result.desired.append(desired)
         if progress is not None and i % 50 == 0:
             progress(policy.name, i / steps)
     result.replica_hours = replica_s / 3600.0
@@ -387,39 +389,47 @@ def backtest(path: str, cfg: BacktestConfig, progress: Progress | None = None) -
     for name in cfg.policies:
         report.policies[name] = run_policy(trace, POLICIES[name](ctx), ctx, cfg, fidelity, progress)
     if cfg.frontier:
-        report.frontier = measure_frontier(trace, ctx, cfg, fidelity, progress)
+        seeds = {name: r.desired for name, r in report.policies.items()}
+        report.frontier = measure_frontier(trace, ctx, cfg, fidelity, progress, seeds)
     report.mase_forecaster, report.horizon_s = planner.forecaster, planner.horizon_s
     report.mase = forecast_mase(ctx.future_rate, forecaster=planner.forecaster, horizon_s=planner.horizon_s)
     return report
 
 
 class _Scheduled(Policy):
-    """Replays a frontier schedule (replicas held per window) through the same loop and measure as every policy."""
+    """Replays a frontier schedule (replicas held per window of ``window_s``) through the same loop and measure as
+    every policy."""
 
     name = "frontier"
-    interval_s = WINDOW_S
 
-    def __init__(self, ctx: Context, held: list[int]) -> None:
+    def __init__(self, ctx: Context, held: list[int], window_s: float = WINDOW_S) -> None:
         super().__init__(ctx)
-        self.held = held
+        self.held, self.interval_s = held, window_s
 
     def decide(self, history: History, now: float) -> int:
-        w = min(int(now // WINDOW_S), len(self.held) - 1)
+        w = min(int(now // self.interval_s), len(self.held) - 1)
         return self.held[w]
 
 
 def measure_frontier(
-    trace: Any, ctx: Context, cfg: BacktestConfig, fidelity: str, progress: Progress | None = None
+    trace: Any,
+    ctx: Context,
+    cfg: BacktestConfig,
+    fidelity: str,
+    progress: Progress | None = None,
+    seeds: Mapping[str, list[int]] | None = None,
 ) -> Frontier:
+    """The frontier, seeded by ``seeds`` (policy → its ``PolicyResult.desired``, the count it held per tick)."""
     start = initial_replicas(ctx)
+    tick = FLUID_TICK_S if fidelity == "fluid" else TICK_S
 
     def make_fleet(replicas: int) -> Any:
         return sim.make_fleet(
             trace, replicas=replicas, cold_start_s=cfg.cold_start_s, fidelity=fidelity, seed=cfg.seed, routing=ROUTING
         )
 
-    def replay(held: list[int]) -> tuple[float, float]:
-        r = run_policy(trace, _Scheduled(ctx, held), ctx, cfg, fidelity)
+    def replay(held: list[int], window_s: float = WINDOW_S) -> tuple[float, float]:
+        r = run_policy(trace, _Scheduled(ctx, held, window_s), ctx, cfg, fidelity)
         return r.slo_attainment, r.replica_hours
 
     return find_frontier(
@@ -432,7 +442,9 @@ def measure_frontier(
         min_replicas=cfg.min_replicas,
         max_replicas=cfg.max_replicas,
         cold_start_s=cfg.cold_start_s,
-        tick_s=FLUID_TICK_S if fidelity == "fluid" else TICK_S,
+        tick_s=tick,
         warmup_s=WARMUP_S,
         progress=None if progress is None else (lambda done: progress("frontier", done)),
+        seeds=seeds,
+        replay_per_tick=lambda held: replay(held, tick),
     )
