@@ -138,6 +138,10 @@ class Pages:
 
 @pytest.fixture
 def pages() -> Iterator[Pages]:
+    # Built before any scrape's clock starts, not at the first request: on a starved runner the bomb's 0.12 s of
+    # gzip stretched past the 3 s scrape timeout ("timed out after 3 s" instead of the cap's error).
+    _bomb()
+    big_page()
     server = _Server()
     # shutdown() waits for serve_forever's next poll: 20 ms, not the default 0.5 s added to every teardown
     thread = threading.Thread(
