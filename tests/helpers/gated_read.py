@@ -35,9 +35,14 @@ def gated_adapt_page(
     return adapt_page(body, target, timestamp, content_type=content_type)
 
 
+def waiting_reads(folder: Path) -> frozenset[str]:
+    """The gated reads waiting now, each by a name of its own (one read's wait is told from the next one's)."""
+    return frozenset(p.name for p in folder.glob("reading-*"))
+
+
 def reading(folder: Path) -> bool:
     """Whether a gated read is waiting now."""
-    return any(folder.glob("reading-*"))
+    return bool(waiting_reads(folder))
 
 
 def open_gate(folder: Path) -> None:

@@ -4,6 +4,7 @@ from a separate process, as exporters do (a server thread in the test process wo
 
 from __future__ import annotations
 
+import functools
 import statistics
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import httpx
 from collector.clock import WallClock
 from collector.samples import TargetInfo
 from collector.scrape import Collector, ScrapeConfig
+from tests.helpers.gated_read import GATE_S, gated_adapt_page, open_gate, waiting_reads
 from tests.helpers.poll import wait_for
 from tests.reliability.conftest import Recorder, Store
 from tests.reliability.harness import running
@@ -54,10 +56,25 @@ def test_healthz_answers_while_the_largest_pages_are_read(store: Store, record: 
             for i in range(4)
         ]
         interval = 2.0
+        gates = tmp_path / "gates"
+        gates.mkdir()
         collector = Collector(
-            ScrapeConfig.for_interval(interval, 1.5, max_bytes=8 * 1024 * 1024, max_concurrency=4), clock=WallClock()
+            ScrapeConfig.for_interval(interval, 1.5, max_bytes=8 * 1024 * 1024, max_concurrency=4),
+            clock=WallClock(),
+            adapt=functools.partial(gated_adapt_page, str(gates)),
         )
         with running(store.url, interval_s=interval, fleet=collector, static=targets) as r, r.client() as c:
+            # The first reads wait at a gate (tests/helpers/gated_read.py) that opens once /healthz answered five
+            # times while one read waited: off the loop it answers at once; parsed on the loop it could answer only
+            # between reads (one read's wait is told from the next one's), never during one, and the test fails.
+            wait_for(lambda: waiting_reads(gates), timeout_s=60, what="a page read waiting at the gate")
+            during_a_read = 0
+            give_up = time.monotonic() + 4 * GATE_S  # only ends a failing run: on the loop, each read waits GATE_S
+            while during_a_read < 5 and time.monotonic() < give_up:
+                before = waiting_reads(gates)
+                assert c.get("/healthz").status_code == 200
+                during_a_read += bool(before & waiting_reads(gates))
+            open_gate(gates)
             wait_for(lambda: r.ticks() >= 2, timeout_s=60, what="two ticks with the big pages")
             latencies = []
             deadline = time.monotonic() + 3 * interval
@@ -67,14 +84,15 @@ def test_healthz_answers_while_the_largest_pages_are_read(store: Store, record: 
                 latencies.append(time.monotonic() - t0)
                 time.sleep(0.02)
             p99 = statistics.quantiles(latencies, n=100)[98]
-            # The issue's goal is 50 ms (met in CI: 6-8 ms). The assertion holds the bound that separates "read off
-            # the loop" from "parsed on it" (a 7.5 MB parse on the loop takes seconds), since the client and the
-            # service share this process's GIL on a loaded runner; the table reports the goal.
+            # The issue's goal is 50 ms (met in CI: 6-8 ms), reported, not asserted: a loaded runner stretches any
+            # latency (a 250 ms bound failed at 425 ms with two test processes on one core). What separates "read
+            # off the loop" from "parsed on it" is asserted instead, without a clock: answers during a read.
             record(
                 "/healthz while four 7.5 MB pages are read each tick",
-                "p99 < 250 ms (goal 50 ms)",
-                f"p99 {p99 * 1000:.1f} ms over {len(latencies)} calls ({'met' if p99 < 0.05 else 'missed'} 50 ms)",
-                p99 < 0.250,
+                ">= 5 answers during a read (p99 goal 50 ms)",
+                f"{during_a_read} during a read; p99 {p99 * 1000:.1f} ms over {len(latencies)} calls "
+                f"({'met' if p99 < 0.05 else 'missed'} 50 ms)",
+                during_a_read >= 5,
             )
     finally:
         server.terminate()
