@@ -57,9 +57,18 @@ class FrontierPoint:
     slo_attainment: float
     replica_hours: float
     price: float  # λ of the descent that found it (replica-seconds per missed request); nan for a seed
+    # Whose schedule it is: "search" (constant fleets, their per-window mixes and the descents, including those
+    # started from a seed), or a seeding policy's own — "kvpilot" its count per tick exactly, "kvpilot, per 60 s"
+    # held at its most per window. A policy whose own schedule is the frontier at its attainment has ratio 1 by
+    # construction: the search found nothing cheaper there, which is not the same as beating a search.
+    schedule: str = "search"
 
-    def to_json(self) -> dict[str, float]:
-        return {"slo_attainment": round(self.slo_attainment, 6), "replica_hours": round(self.replica_hours, 4)}
+    def to_json(self) -> dict[str, float | str]:
+        return {
+            "slo_attainment": round(self.slo_attainment, 6),
+            "replica_hours": round(self.replica_hours, 4),
+            "schedule": self.schedule,
+        }
 
 
 @dataclass(frozen=True)
@@ -142,13 +151,15 @@ class _Search:
         self.past = self.ahead + 1
         self.found: list[_Found] = []  # every schedule replayed whole
 
-    def keep(self, run: Run, price: float) -> Run:
+    def keep(self, run: Run, price: float, schedule: str = "search") -> Run:
         if run.exact:
             misses = float(run.window_misses.sum())
-            self.found.append(_Found(run.held, run.attainment, run.replica_s, misses, price, self.rp.window_s))
+            self.found.append(
+                _Found(run.held, run.attainment, run.replica_s, misses, price, self.rp.window_s, schedule)
+            )
         return run
 
-    def seeded(self, per_tick: Sequence[int], fine: Replayer) -> None:
+    def seeded(self, name: str, per_tick: Sequence[int], fine: Replayer) -> None:
         """A policy's schedule (its count after every tick's decision) replayed whole per tick on ``fine`` (one
         window a tick: exactly the policy's run), and held at its most per window here, for the descents."""
         rp = self.rp
@@ -156,13 +167,15 @@ class _Search:
             raise ValueError(f"a seed holds {len(per_tick)} counts; the replay has {len(rp.times)} ticks")
         held = [per_tick[fine.tick_of[w]] if w in fine.tick_of else fine.initial for w in range(fine.n_windows)]
         run = fine.run(held, save=False)
-        self.found.append(_Found(run.held, run.attainment, run.replica_s, self.misses(run), math.nan, fine.window_s))
+        self.found.append(
+            _Found(run.held, run.attainment, run.replica_s, self.misses(run), math.nan, fine.window_s, name)
+        )
         starts = [rp.tick_of[w] for w in rp.free] + [len(rp.times)]
         coarse = [rp.initial] * rp.n_windows
         for w, (i, j) in zip(rp.free, itertools.pairwise(starts), strict=True):
             coarse[w] = max(per_tick[i:j])
         if all(tuple(coarse) != f.held for f in self.found):
-            self.keep(rp.run(coarse, save=False), math.nan)
+            self.keep(rp.run(coarse, save=False), math.nan, f"{name}, per {rp.window_s:g} s")
 
     def misses(self, run: Run) -> float:
         return float(run.window_misses.sum())
@@ -290,6 +303,7 @@ class _Found:
     misses: float
     price: float  # λ of the descent that found it; nan for a seed
     window_s: float  # the schedule holds one count per window of this length
+    schedule: str = "search"  # FrontierPoint.schedule
 
 
 def _prices(found: Sequence[_Found], most: int) -> list[float]:
@@ -385,8 +399,8 @@ def frontier(
     descend_at(_prices(search.found, most_prices), 0.0, 0.5 if seeds else 1.0)
     if seeds:
         fine = replayer(tick_s)
-        for per_tick in seeds.values():
-            search.seeded(per_tick, fine)
+        for name, per_tick in seeds.items():
+            search.seeded(name, per_tick, fine)
         descend_at(_prices(search.found, most_prices), 0.5, 0.5)
     verified = []
     for f in envelope_of(search.found):
@@ -395,7 +409,7 @@ def frontier(
         else:
             assert replay_per_tick is not None
             attainment, hours = replay_per_tick(list(f.held))
-        verified.append(FrontierPoint(attainment, hours, f.price))
+        verified.append(FrontierPoint(attainment, hours, f.price, f.schedule))
     if progress is not None:
         progress(1.0)
     return Frontier(envelope(verified), tuple(seeds))

@@ -210,6 +210,12 @@ def test_the_seeded_frontier_is_not_above_any_seeds_schedule_nor_the_unseeded_on
     unseeded, seeded = search(None), search({name: r.desired for name, r in runs.items()})
     assert seeded.seeds == ("hpa-util", "kvpilot")
     assert not below_frontier(seeded, runs)
+    # every point says whose schedule it is; a seed's own one replays to exactly its policy's point
+    for p in seeded.points:
+        assert p.schedule == "search" or p.schedule.split(",")[0] in runs
+        if p.schedule in runs:
+            r = runs[p.schedule]
+            assert (p.slo_attainment, p.replica_hours) == pytest.approx((r.slo_attainment, r.replica_hours))
     for p in unseeded.points:
         bound = seeded.replica_hours_at(p.slo_attainment)
         assert bound is not None
