@@ -62,7 +62,9 @@ def test_the_loop_ticks_while_a_drain_waits_and_cancel_and_sigterm_end_it(store:
     interval = 0.25
 
     def actuation(service: Service) -> Actuation:
-        drainer = NodeDrainer(client.CoreV1Api(api), backoff=Backoff(initial_s=1.0, max_s=5.0, deadline_s=600.0))
+        # A PDB-refused eviction is retried after 30 s: a cancel or SIGTERM that did not cut the wait short would take
+        # ten times the 3 s they are allowed (with 1-5 s, one that waited out the backoff could still pass).
+        drainer = NodeDrainer(client.CoreV1Api(api), backoff=Backoff(initial_s=30.0, max_s=60.0, deadline_s=600.0))
         return Actuation(
             sessions=service.sessions, clock=service.clock, rails=DrainRails(dry_run=False), drainer=drainer,
             poll_s=0.1,
