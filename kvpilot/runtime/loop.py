@@ -69,7 +69,8 @@ class Detect(Protocol):
 
 
 class Decide(Protocol):
-    """``scaler.planner.Planner``: decides every deployment in ``state`` and every key of ``current_replicas``."""
+    """``scaler.planner.Planner``: decides every deployment in ``state`` and every key of ``current_replicas``, and
+    drops what it keeps for a deployment that was deleted or whose shard moved (``forget``)."""
 
     def decide(
         self,
@@ -79,6 +80,8 @@ class Decide(Protocol):
         current_replicas: Mapping[str, int] | None = None,
         arrival_rates: Mapping[str, float] | None = None,
     ) -> list[Decision]: ...
+
+    def forget(self, key: str) -> None: ...
 
 
 @runtime_checkable
@@ -299,9 +302,7 @@ class ControlLoop:
             self._known.discard(key)
             self.writes.stored.pop(key, None)
             self._guard("publish", partial(self.board.forget, key), None)
-            forget = getattr(self.planner, "forget", None)
-            if forget is not None:
-                self._guard("decide", partial(forget, key), None)
+            self._guard("decide", partial(self.planner.forget, key), None)
 
     def _forget(self, key: str) -> None:
         if key in self._known or key in self.writes.stored:
@@ -309,9 +310,7 @@ class ControlLoop:
         self.writes.stored.pop(key, None)
         self.rollout.forget(key)
         self._guard("publish", partial(self.board.forget, key), None)
-        forget = getattr(self.planner, "forget", None)  # Planner.forget(key), where the planner has it
-        if forget is not None:
-            self._guard("decide", partial(forget, key), None)
+        self._guard("decide", partial(self.planner.forget, key), None)
 
     def _persist(self, now: float, findings: list[Finding], decisions: list[Decision], *, detected: bool) -> None:
         """Queue this tick's writes (``kvpilot.runtime.persist``); the writer task applies them."""

@@ -37,6 +37,9 @@ class BusyPlanner:
         self.ran: list[tuple[float, float]] = []
         self.deciding: Deciding | None = None
 
+    def forget(self, key: str) -> None:
+        pass  # keeps nothing per deployment
+
     def decide(
         self,
         state: FleetState,
