@@ -105,25 +105,46 @@ def _replay(trace: Any, ctx: Any, cfg: BacktestConfig, held: list[int]) -> Polic
     return run_policy(trace, _Scheduled(ctx, held), ctx, cfg, "request")
 
 
+def _search(
+    trace: Any,
+    ctx: Any,
+    cfg: BacktestConfig,
+    *,
+    min_replicas: int,
+    max_replicas: int,
+    most_prices: int,
+    seeds: dict[str, list[int]] | None = None,
+) -> Frontier:
+    """The frontier search on a request-level slice, every schedule replayed as the policies are (per window, and
+    per tick for a seed's own schedule)."""
+
+    def measured(r: PolicyResult) -> tuple[float, float]:
+        return r.slo_attainment, r.replica_hours
+
+    return find_frontier(
+        trace,
+        _make_fleet(trace, cfg),
+        lambda held: measured(_replay(trace, ctx, cfg, held)),
+        initial=initial_replicas(ctx),
+        slo_s=cfg.slo_ttft_s,
+        fidelity="request",
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        cold_start_s=cfg.cold_start_s,
+        tick_s=TICK_S,
+        warmup_s=WARMUP_S,
+        most_prices=most_prices,
+        seeds=seeds,
+        replay_per_tick=lambda held: measured(run_policy(trace, _Scheduled(ctx, held, TICK_S), ctx, cfg, "request")),
+    )
+
+
 def test_a_schedule_below_a_weakened_frontier_is_caught(traces_dir: Path) -> None:
     # The search held to three replicas or more cannot find what two replicas reach; a hand-built schedule of two
     # replicas, replayed as the policies are, lands below that frontier and the bound check names it.
     trace, ctx, cfg = _slice(traces_dir)
     hand = _replay(trace, ctx, cfg, [2] * 7)
-    weakened = find_frontier(
-        trace,
-        _make_fleet(trace, cfg),
-        lambda held: (lambda r: (r.slo_attainment, r.replica_hours))(_replay(trace, ctx, cfg, held)),
-        initial=initial_replicas(ctx),
-        slo_s=cfg.slo_ttft_s,
-        fidelity="request",
-        min_replicas=3,
-        max_replicas=4,
-        cold_start_s=cfg.cold_start_s,
-        tick_s=TICK_S,
-        warmup_s=WARMUP_S,
-        most_prices=0,
-    )
+    weakened = _search(trace, ctx, cfg, min_replicas=3, max_replicas=4, most_prices=0)
     assert set(below_frontier(weakened, {"hand-built": hand})) == {"hand-built"}
 
 
@@ -188,24 +209,7 @@ def test_the_seeded_frontier_is_not_above_any_seeds_schedule_nor_the_unseeded_on
     runs = {name: run_policy(trace, POLICIES[name](ctx), ctx, cfg, "request") for name in ("hpa-util", "kvpilot")}
 
     def search(seeds: dict[str, list[int]] | None) -> Frontier:
-        return find_frontier(
-            trace,
-            _make_fleet(trace, cfg),
-            lambda held: (lambda r: (r.slo_attainment, r.replica_hours))(_replay(trace, ctx, cfg, held)),
-            initial=initial_replicas(ctx),
-            slo_s=cfg.slo_ttft_s,
-            fidelity="request",
-            min_replicas=1,
-            max_replicas=100,
-            cold_start_s=cfg.cold_start_s,
-            tick_s=TICK_S,
-            warmup_s=WARMUP_S,
-            most_prices=1,
-            seeds=seeds,
-            replay_per_tick=lambda held: (lambda r: (r.slo_attainment, r.replica_hours))(
-                run_policy(trace, _Scheduled(ctx, held, TICK_S), ctx, cfg, "request")
-            ),
-        )
+        return _search(trace, ctx, cfg, min_replicas=1, max_replicas=100, most_prices=1, seeds=seeds)
 
     unseeded, seeded = search(None), search({name: r.desired for name, r in runs.items()})
     assert seeded.seeds == ("hpa-util", "kvpilot")
