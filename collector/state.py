@@ -155,6 +155,20 @@ def replica_key(namespace: str, replica: str) -> str:
     return f"{namespace}/{replica}"
 
 
+_SAMPLE_FIELDS = tuple(f.name for f in fields(ReplicaSample))
+_sample_values = operator.attrgetter(*_SAMPLE_FIELDS)
+_HISTOGRAM_AT = tuple(_SAMPLE_FIELDS.index(name) for name in _HISTOGRAM_FIELDS)
+
+
+def _without_histograms(sample: ReplicaSample) -> ReplicaSample:
+    """``replace(sample, ttft=None, itl=None, e2e=None, queue_time=None)``, built from the fields in order: every
+    sample leaving the rate window takes this (900 a tick at 1,000 targets), and ``replace`` reads them by name."""
+    values = list(_sample_values(sample))
+    for i in _HISTOGRAM_AT:
+        values[i] = None
+    return ReplicaSample(*values)
+
+
 class _ReplicaTrack:
     """A replica's samples in three tiers, because full samples carry four histograms and an hour of
     them for a thousand replicas would cost gigabytes:
@@ -223,7 +237,7 @@ class _ReplicaTrack:
         while self.recent[0].timestamp < t - rate_window_s:
             leaving = self.recent.popleft()
             h = leaving.ttft
-            self.middle.append(replace(leaving, ttft=None, itl=None, e2e=None, queue_time=None))
+            self.middle.append(_without_histograms(leaving))
             self.middle_ttft.append(None if h is None else array("d", (h.sum, h.count, *h.counts)))
         start = self.recent[0].timestamp
         for name, window in self.counters.items():
@@ -336,6 +350,7 @@ class FleetState:
         self._replicas: dict[str, _ReplicaTrack] = {}
         self._bounds: dict[tuple[float, ...], tuple[float, ...]] = {}  # one shared tuple per bucket layout
         self._shared_bounds: set[int] = set()  # ids of the tuples in self._bounds (no hashing of floats)
+        self._bounds_seen: dict[tuple[float, ...], tuple[float, ...]] = {}  # per layout, the last other tuple met
         self._gpus: dict[str, _GpuTrack] = {}
         self._gpu_nodes_answered: set[str] = set()  # nodes whose GPU exporter answered the latest tick
         self._deployment_history: dict[str, deque[DeploymentPoint]] = {}
@@ -415,6 +430,18 @@ class FleetState:
                     continue  # a pathological target inventing layouts: keep its own tuples
                 shared = self._bounds[h.bounds] = h.bounds
                 self._shared_bounds.add(id(shared))  # kept alive by self._bounds, so the id stays its own
+            elif self._bounds_seen.get(h.bounds) is h.bounds:
+                # The same tuple again in a later sample: one an adapter hands out for a page layout, every tick. It
+                # becomes the layout's shared tuple (the one before stays in the samples that hold it), so the samples
+                # it comes in are kept as they are, not copied (before, the first page's parse set the shared tuple,
+                # and every later sample read off the layout was rebuilt, 900 a tick at 1,000 targets).
+                self._shared_bounds.discard(id(shared))
+                self._bounds[h.bounds] = h.bounds  # the key stays the first tuple, alive: its id stays its own
+                self._shared_bounds.add(id(h.bounds))
+                del self._bounds_seen[h.bounds]
+                continue
+            else:
+                self._bounds_seen[h.bounds] = h.bounds
             if shared is not h.bounds:
                 changed[name] = Histogram(bounds=shared, counts=h.counts, sum=h.sum, count=h.count)
         return replace(sample, **changed) if changed else sample  # type: ignore[arg-type]

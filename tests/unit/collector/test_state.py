@@ -305,6 +305,29 @@ def test_equal_bucket_bounds_are_stored_once() -> None:
     assert state.replica_history("prod/a")[-1].ttft == hist()  # values unchanged
 
 
+def test_a_layouts_bounds_tuple_met_again_is_shared_and_its_samples_kept_as_they_are() -> None:
+    # A target's first page is parsed (its own bounds tuple); later pages are read off the layout, whose adapter plan
+    # hands out one tuple every tick. Met a second time, that tuple becomes the shared one: its samples are stored as
+    # they come (not copied to point at the first page's tuple, 900 copies a tick at 1,000 targets before).
+    first_page = (0.1, 1.0, INF)
+    plan = tuple([0.1, 1.0, INF])
+    assert plan == first_page
+    assert plan is not first_page
+    state = FleetState()
+    state.observe([rs("a", ttft=Histogram(first_page, (1, 2, 3), 1.0, 3))], [], now=0)
+    given = [rs("a", t=5.0 * i, ttft=Histogram(plan, (i, 2 * i, 3 * i), 1.0, 3 * i)) for i in range(1, 5)]
+    for sample in given:
+        state.observe([sample], [], now=sample.timestamp)
+    stored = state.replica_history("prod/a")
+    assert stored[2:] == tuple(given[1:])
+    assert all(s is g for s, g in zip(stored[2:], given[1:], strict=True))
+    assert stored[1] == given[0]
+    assert stored[1] is not given[0]
+    assert [s.ttft.bounds for s in stored] == [first_page] * 5  # every value unchanged
+    state.observe([rs("b", t=30, ttft=Histogram(tuple([0.1, 1.0, INF]), (1, 1, 1), 1.0, 1))], [], now=30)
+    assert state.replica_history("prod/b")[0].ttft.bounds is plan  # another page's own tuple: the shared one
+
+
 def test_out_of_order_sample_is_ignored() -> None:
     state = FleetState()
     state.observe([rs(t=10, prompt_tokens=100)], [], now=10)
