@@ -14,15 +14,21 @@ from typing import Any, Literal, cast
 
 from collector.engines._read import (
     Families,
+    FlatHistogramsPlan,
+    FlatValuesPlan,
     HistogramsPlan,
     SampleFilter,
     Series,
     ValuesPlan,
     family_names,
     first_label,
+    flat_histograms_plan,
+    flat_values_plan,
     page_shape,
     plan_histograms,
     plan_values,
+    read_flat_histogram,
+    read_flat_values,
     read_histogram,
     read_mean,
     read_planned_histogram,
@@ -31,6 +37,7 @@ from collector.engines._read import (
     structural,
 )
 from collector.exposition import MetricFamily
+from collector.exposition._page import LaidOutPage
 from collector.roles import DYNAMO_METRIC_COMPONENT, role_from_component
 from collector.samples import ReplicaSample, TargetInfo
 
@@ -170,7 +177,15 @@ class DeclarativeAdapter:
     def values(self, families: Families) -> dict[str, Any]:
         keep = self.prepare(families)
         out: dict[str, Any] = {}
-        if keep is None and page_shape(families) is not None:  # read off a known layout: by plan
+        if keep is None and type(families) is LaidOutPage and families.shape:  # off a known layout's values, by plan
+            flat = structural(families, (self.name, "flat fields"), partial(self._flat_plan, families))
+            values = families.page_values
+            for name, histogram, mean, scale, flat_plan in flat:
+                if histogram:
+                    out[name] = read_flat_histogram(values, cast(FlatHistogramsPlan, flat_plan), scale=scale)
+                else:
+                    out[name] = read_flat_values(values, cast(FlatValuesPlan, flat_plan), mean=mean)
+        elif keep is None and page_shape(families) is not None:  # a known layout's families: by plan
             plan = structural(families, (self.name, "fields"), partial(self._plan, families))
             for name, f, planned in plan:
                 if f.combine == "histogram":
@@ -197,6 +212,25 @@ class DeclarativeAdapter:
                 plan_histograms(families, f.sources) if f.combine == "histogram" else plan_values(families, f.sources),
             )
             for name, f in self.fields.items()
+        )
+
+    def _flat_plan(
+        self, page: LaidOutPage
+    ) -> tuple[tuple[str, bool, bool, float, FlatValuesPlan | FlatHistogramsPlan], ...]:
+        """``_plan`` with each source's positions in the page's values (``read_flat_values``, ``read_flat_histogram``):
+        per field its name, whether it is a histogram, whether a mean, its scale, and its plan."""
+        plan = structural(page, (self.name, "fields"), partial(self._plan, page))
+        return tuple(
+            (
+                name,
+                f.combine == "histogram",
+                f.combine == "mean",
+                f.scale,
+                flat_histograms_plan(page, cast(HistogramsPlan, planned))
+                if f.combine == "histogram"
+                else flat_values_plan(page, cast(ValuesPlan, planned)),
+            )
+            for name, f, planned in plan
         )
 
     def model(self, families: Families) -> str | None:

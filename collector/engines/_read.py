@@ -8,6 +8,7 @@ name a series once.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -361,6 +362,79 @@ def read_planned_values(families: Families, plan: ValuesPlan, *, mean: bool) -> 
         values = [v for v in [family[i] for i in places] if math.isfinite(v)]
         if values:
             return _fsum(values) / len(values) if mean else _fsum(values)
+    return None
+
+
+# The same plans for a page read off a layout (``LaidOutPage``), with each source's positions in the page's own values
+# (``LaidOutPage.page_values``) worked out once per layout: per page, a field is one pick of values, with no look-up of
+# its family and no pick of the family's values first. The same values in the same order as the plans' readers take.
+_Pick = Callable[[Sequence[float]], tuple[float, ...]]
+FlatValuesPlan = tuple[_Pick, ...]
+FlatHistogramsPlan = tuple[tuple[tuple[tuple[float, ...], _Pick, int, int], ...], ...]
+
+
+def _tuple_picker(positions: Sequence[int]) -> _Pick:
+    """The items at ``positions`` as a tuple (``itemgetter`` gives a lone item for one position)."""
+    if len(positions) == 1:
+        only = positions[0]
+        return lambda values: (values[only],)
+    if not positions:
+        return lambda _values: ()
+    return cast(_Pick, operator.itemgetter(*positions))
+
+
+def flat_values_plan(page: LaidOutPage, plan: ValuesPlan) -> FlatValuesPlan:
+    out = []
+    for key, places in plan:
+        positions = page.positions(key)
+        out.append(_tuple_picker([positions[i] for i in places]))
+    return tuple(out)
+
+
+def read_flat_values(values: Sequence[float], plan: FlatValuesPlan, *, mean: bool) -> float | None:
+    """``read_planned_values`` of a laid-out page's ``page_values``, from its flat plan."""
+    for pick in plan:
+        found = [v for v in pick(values) if math.isfinite(v)]
+        if found:
+            return _fsum(found) / len(found) if mean else _fsum(found)
+    return None
+
+
+def flat_histograms_plan(page: LaidOutPage, plan: HistogramsPlan) -> FlatHistogramsPlan:
+    out = []
+    for key, groups in plan:
+        at = page.positions(key)
+        out.append(
+            tuple(
+                (
+                    bounds,
+                    _tuple_picker([at[i] for i in places]),
+                    at[sum_at] if sum_at >= 0 else -1,
+                    at[count_at] if count_at >= 0 else -1,
+                )
+                for bounds, places, sum_at, count_at in groups
+            )
+        )
+    return tuple(out)
+
+
+def read_flat_histogram(values: Sequence[float], plan: FlatHistogramsPlan, *, scale: float = 1.0) -> Histogram | None:
+    """``read_planned_histogram`` of a laid-out page's ``page_values``, from its flat plan."""
+    for groups in plan:
+        parts = []
+        for bounds, pick, sum_at, count_at in groups:
+            counts = pick(values)
+            parts.append(
+                Histogram(
+                    bounds=bounds,
+                    counts=counts,
+                    sum=values[sum_at] if sum_at >= 0 else math.nan,
+                    count=values[count_at] if count_at >= 0 else counts[-1],
+                )
+            )
+        merged = merge_histograms(parts)
+        if merged is not None:
+            return scale_histogram(merged, scale)
     return None
 
 

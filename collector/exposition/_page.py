@@ -29,6 +29,16 @@ class LaidOutPage(Mapping[str, MetricFamily]):
         self._built: dict[str, MetricFamily] = {}
         self.shape = shape
 
+    @property
+    def page_values(self) -> list[float]:
+        """Every value the page read, in the layout's order (``positions`` says whose is where)."""
+        return self._values
+
+    def positions(self, name: str) -> tuple[int, ...]:
+        """Where the values of family ``name``'s samples are in ``page_values``, in the order of its samples (the
+        same on every page of the layout: readers work out their positions once per layout)."""
+        return tuple(spec[3] for spec in self._specs[name][4])
+
     def family_values(self, name: str) -> tuple[float, ...]:
         """The values of family ``name``'s samples, in the order of its samples, without building them."""
         return self._specs[name][6](self._values)
