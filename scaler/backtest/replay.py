@@ -6,17 +6,39 @@ first decision (after the warm-up minute), replicas counted at every tick (loadi
 same measure at the end (requests admitted by the end get ``4 × SLO`` to reach their first token; never served is a
 miss). A run from a checkpoint forks the fleet as it was at that window's decision and continues from there, so a
 whole run and a run resumed from its checkpoint give the same numbers (tested).
+
+Reuse (request level): there a replay of a schedule is the same whichever way it is computed — whole, or resumed
+from a checkpoint of any run that agrees with it before the checkpoint's window (a checkpoint is the fleet at that
+window's decision, before it, so it depends on the counts before that window only): the simulator is deterministic
+and a fork continues exactly as the fleet would have, the requests finished before the checkpoint are the prefix of
+the finished list, and replica-seconds are added tick by tick in the same order from the same partial sum. So a
+schedule replayed before is not replayed again (its run is returned, with the checkpoints the call would have
+given), a change tried before over the same windows from the same window is not tried again (a trial depends on the
+counts before ``until`` only), and a whole run that keeps checkpoints starts from the latest checkpoint of the last
+such runs that its schedule agrees with. Every number is bit-identical to replaying (tested). Not at the fluid level:
+a resumed run adds the TTFT weights recorded after its checkpoint to the checkpoint's sums, a whole run sums them
+all at once, and the two differ in the last bits.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from scaler.backtest import sim
+
+# Reuse at the request level (the module's docstring): schedules, tried changes and saved runs kept, the oldest
+# forgotten first (a run holds its finished requests' arrays; a saved one a fleet fork per window).
+KEEP_RUNS = 64
+KEEP_TRIALS = 256
+KEEP_SAVED = 2
 
 
 @dataclass(frozen=True)
@@ -69,6 +91,7 @@ class Replayer:
         warmup_s: float,
         window_s: float,
         clamp: Callable[[int], int],
+        reuse: bool = True,
     ) -> None:
         self.trace, self.make_fleet, self.initial = trace, make_fleet, initial
         self.slo_s, self.fluid, self.window_s, self.clamp = slo_s, fidelity == "fluid", window_s, clamp
@@ -98,12 +121,51 @@ class Replayer:
         edges[-1] = math.inf
         self.edges = edges
         self.window_arrivals = np.histogram(self.arrivals, bins=edges)[0] if not self.fluid else None
+        # Replays reused at the request level unless ``reuse`` is off (the module's docstring).
+        self.reuse = reuse and not self.fluid
+        self._runs: OrderedDict[tuple[int, ...], Run] = OrderedDict()  # schedule → its run, checkpoints dropped
+        self._trials: OrderedDict[tuple[tuple[int, ...], int, int], Local] = OrderedDict()
+        self._saved: list[Run] = []  # the last runs that kept a checkpoint at every window, newest last
 
     # -- whole and resumed runs --------------------------------------------------------------------------------
     def run(self, held: Sequence[int], base: Run | None = None, start: int | None = None, save: bool = True) -> Run:
         """Replay ``held`` to the end and measure it; from ``base``'s checkpoint at window ``start`` when given
         (``held`` must then agree with ``base.held`` before it). ``save``: keep a checkpoint at every window."""
         held = tuple(self.clamp(int(n)) for n in held)
+        whole_saved = self.reuse and save and (base is None or start is None)  # a checkpoint at every window
+        if self.reuse:
+            known = self._runs.get(held)
+            if known is not None and not save:
+                self._runs.move_to_end(held)
+                inherited = {} if base is None or start is None else _before(base.checkpoints, start)
+                return dataclasses.replace(known, checkpoints=inherited)
+            if whole_saved:
+                for kept in reversed(self._saved):
+                    if kept.held == held:
+                        return kept
+                base, start = self._deepest(held)
+        run = self._run(held, base, start, save)
+        if self.reuse:
+            self._runs[held] = dataclasses.replace(run, checkpoints={})
+            if len(self._runs) > KEEP_RUNS:
+                self._runs.popitem(last=False)
+            if whole_saved:
+                self._saved = [*self._saved[-(KEEP_SAVED - 1) :], run]
+        return run
+
+    def _deepest(self, held: tuple[int, ...]) -> tuple[Run | None, int | None]:
+        """The kept run and window whose checkpoint ``held`` can start from: the latest window before which the
+        two schedules agree (a checkpoint is the replay at its window's decision, before it: it depends on the
+        counts before that window only)."""
+        best: tuple[Run | None, int | None] = (None, None)
+        for kept in self._saved:
+            agree = next((w for w, (x, y) in enumerate(zip(kept.held, held, strict=True)) if x != y), len(held))
+            at = max((w for w in kept.checkpoints if w <= agree), default=None)
+            if at is not None and (best[1] is None or at > best[1]):
+                best = (kept, at)
+        return best
+
+    def _run(self, held: tuple[int, ...], base: Run | None, start: int | None, save: bool) -> Run:
         if base is not None and start is not None:
             cp = base.checkpoints[start]
             fleet, tick, replica_s = cp.fleet.fork(), cp.tick, cp.replica_s
@@ -111,7 +173,7 @@ class Replayer:
             fin_arr, fin_good = base.fin_arrival[: cp.finished], base.fin_good[: cp.finished]
             good_w, total_w = cp.good_w, cp.total_w
             cum_w = base.cum_w.copy()
-            checkpoints = {w: c for w, c in base.checkpoints.items() if w <= start}
+            checkpoints = _before(base.checkpoints, start)
             resumed = True
         else:
             fleet, tick, replica_s = self.make_fleet(self.initial), 0, 0.0
@@ -126,7 +188,7 @@ class Replayer:
             if not (resumed and i == tick):
                 t = float(self.times[i])
                 fleet.advance_to(t)
-                n = len(fleet.snapshot().replicas)
+                n = sim.replica_count(fleet)
                 counts[i] = n
                 if i > 0:
                     replica_s += n * (t - float(self.times[i - 1]))
@@ -184,6 +246,18 @@ class Replayer:
         ``self.local(base, start, until)``. Arrivals after ``until`` are not replayed, so this is exact for the
         windows it covers only when the change leaves no backlog past them."""
         held = tuple(self.clamp(int(n)) for n in held)
+        key = (held[:until], start, until)
+        if self.reuse and key in self._trials:
+            self._trials.move_to_end(key)
+            return self._trials[key]
+        local = self._trial(base, held, start, until)
+        if self.reuse:
+            self._trials[key] = local
+            if len(self._trials) > KEEP_TRIALS:
+                self._trials.popitem(last=False)
+        return local
+
+    def _trial(self, base: Run, held: tuple[int, ...], start: int, until: int) -> Local:
         cp = base.checkpoints[start]
         fleet = cp.fleet.fork()
         end_t = float(self.edges[until]) if until < self.n_windows else self.duration
@@ -193,7 +267,7 @@ class Replayer:
         for i in range(cp.tick, last + 1):
             if i > cp.tick:
                 fleet.advance_to(float(self.times[i]))
-                counts[i - cp.tick - 1] = len(fleet.snapshot().replicas)
+                counts[i - cp.tick - 1] = sim.replica_count(fleet)
             w = self.decision_at.get(i)
             if w is not None and i < last:
                 if self.fluid and i > cp.tick and self.tick_of.get(w) == i:
@@ -262,6 +336,10 @@ class Local:
     @property
     def misses(self) -> float:
         return float(self.window_misses.sum())
+
+
+def _before(checkpoints: dict[int, Checkpoint], start: int) -> dict[int, Checkpoint]:
+    return {w: c for w, c in checkpoints.items() if w <= start}
 
 
 def _weights(fleet: Any, slo_s: float) -> tuple[float, float]:

@@ -21,9 +21,10 @@ from scaler.backtest import sim
 from scaler.backtest.frontier import Frontier
 from scaler.backtest.frontier import frontier as find_frontier
 from scaler.backtest.policies import POLICIES
-from scaler.backtest.replay import Replayer
+from scaler.backtest.replay import Local, Replayer, Run
 from scaler.backtest.result import PolicyResult
 from scaler.backtest.run import (
+    FLUID_TICK_S,
     PLANNED_UTILISATION,
     TICK_S,
     WARMUP_S,
@@ -148,11 +149,8 @@ def test_a_schedule_below_a_weakened_frontier_is_caught(traces_dir: Path) -> Non
     assert set(below_frontier(weakened, {"hand-built": hand})) == {"hand-built"}
 
 
-def test_a_replay_resumed_from_a_checkpoint_measures_what_a_policy_replay_does(traces_dir: Path) -> None:
-    # The search trusts its own replays: a whole one equals run_policy's numbers for the same schedule, one resumed
-    # from a checkpoint equals a whole one, and a change tried over a few windows counts them as a whole run does.
-    trace, ctx, cfg = _slice(traces_dir)
-    rp = Replayer(
+def _replayer(trace: Any, ctx: Any, cfg: BacktestConfig, *, reuse: bool) -> Replayer:
+    return Replayer(
         trace,
         _make_fleet(trace, cfg),
         initial=initial_replicas(ctx),
@@ -162,7 +160,15 @@ def test_a_replay_resumed_from_a_checkpoint_measures_what_a_policy_replay_does(t
         warmup_s=WARMUP_S,
         window_s=60.0,
         clamp=lambda n: min(max(n, 1), 100),
+        reuse=reuse,
     )
+
+
+def test_a_replay_resumed_from_a_checkpoint_measures_what_a_policy_replay_does(traces_dir: Path) -> None:
+    # The search trusts its own replays: a whole one equals run_policy's numbers for the same schedule, one resumed
+    # from a checkpoint equals a whole one, and a change tried over a few windows counts them as a whole run does.
+    trace, ctx, cfg = _slice(traces_dir)
+    rp = _replayer(trace, ctx, cfg, reuse=False)  # every call replays
     held = [3, 3, 2, 2, 4, 4, 3]
     whole = rp.run(held)
     policy = _replay(trace, ctx, cfg, held)
@@ -175,6 +181,84 @@ def test_a_replay_resumed_from_a_checkpoint_measures_what_a_policy_replay_does(t
     tried, counted = rp.trial(whole, changed, 3, 5), rp.local(again, 3, 5)
     assert (tried.replica_s, tried.misses) == (counted.replica_s, counted.misses)
     assert not math.isclose(whole.replica_s, again.replica_s)  # the change did change something
+
+
+def test_a_fluid_replay_measures_what_a_policy_replay_does(traces_dir: Path) -> None:
+    # At the fluid level the replay counts replicas without the fleet's snapshot (sim.replica_count), which a policy
+    # run builds every tick: the same schedule still measures exactly the same, scaling up and down.
+    cfg = BacktestConfig(policies=("reactive",), start_s=3600.0, duration_s=420.0, fidelity="fluid", frontier=False)
+    path = str(traces_dir / "servegen_m-large_days1-10")
+    trace = sim.load_trace(path, seed=0, start_s=3600.0, duration_s=420.0)
+    profile = serving_profile()
+    ctx = build_context(trace, cfg, PLANNED_UTILISATION * profile.requests_per_s(mean_mix(trace)))
+    rp = Replayer(
+        trace,
+        lambda n: sim.make_fleet(
+            trace, replicas=n, cold_start_s=cfg.cold_start_s, fidelity="fluid", seed=0, routing="least_loaded"
+        ),
+        initial=initial_replicas(ctx),
+        slo_s=cfg.slo_ttft_s,
+        fidelity="fluid",
+        tick_s=FLUID_TICK_S,
+        warmup_s=WARMUP_S,
+        window_s=60.0,
+        clamp=lambda n: min(max(n, 1), 100),
+    )
+    start = initial_replicas(ctx)
+    held = [start, start, 2 * start, 2 * start, max(1, start // 2), start, start]
+    replayed = rp.run(held, save=False)
+    policy = run_policy(trace, _Scheduled(ctx, held), ctx, cfg, "fluid")
+    assert (replayed.attainment, replayed.replica_hours) == (policy.slo_attainment, policy.replica_hours)
+    assert len(set(policy.replicas)) > 2, "the fleet never scaled: the check would prove nothing"
+
+
+def _same(a: Run, b: Run) -> bool:
+    arrays = ("tick_replicas", "window_misses", "window_total", "fin_arrival", "fin_good", "cum_w")
+    return (
+        (a.held, a.attainment, a.replica_s, a.exact) == (b.held, b.attainment, b.replica_s, b.exact)
+        and all(np.array_equal(getattr(a, k), getattr(b, k)) for k in arrays)
+        and a.checkpoints.keys() == b.checkpoints.keys()
+    )
+
+
+def test_replays_reused_at_the_request_level_are_bit_identical(traces_dir: Path) -> None:
+    # The search asks for the same schedules and changes again (descents at several prices from one start), and for
+    # whole saved runs of schedules that share a prefix with one saved before: reused, every number is the one a
+    # fresh replay gives, and the replays run fewer.
+    trace, ctx, cfg = _slice(traces_dir)
+    held, changed, tried = [3, 3, 2, 2, 4, 4, 3], [3, 3, 2, 3, 5, 5, 5], [3, 3, 2, 2, 3, 4, 3]
+
+    def asked(rp: Replayer) -> tuple[list[Run], list[Local]]:
+        base = rp.run(held)
+        runs = [
+            base,
+            rp.run(changed, base, 3, save=False),
+            rp.run(changed, save=False),  # again, whole: reused
+            rp.run(changed, base, 3, save=False),  # again, resumed: reused, with the checkpoints it inherits
+            rp.run(changed),  # saved: from base's checkpoint at window 3 (they agree before it)
+            rp.run(changed),  # the same saved run
+        ]
+        return runs, [rp.trial(base, tried, 4, 6) for _ in range(2)]
+
+    reused = _replayer(trace, ctx, cfg, reuse=True)
+    replays, replay = 0, reused._run
+
+    def counted(*args: Any) -> Run:
+        nonlocal replays
+        replays += 1
+        return replay(*args)
+
+    reused._run = counted  # type: ignore[method-assign]
+    (fresh_runs, fresh_trials), (runs, trials) = asked(_replayer(trace, ctx, cfg, reuse=False)), asked(reused)
+    for a, b in zip(fresh_runs, runs, strict=True):
+        assert (a.held, a.attainment, a.replica_s, a.exact) == (b.held, b.attainment, b.replica_s, b.exact)
+        for k in ("tick_replicas", "window_misses", "window_total", "fin_arrival", "fin_good"):
+            assert np.array_equal(getattr(a, k), getattr(b, k)), k
+        assert a.checkpoints.keys() == b.checkpoints.keys()
+    for x, y in zip(fresh_trials, trials, strict=True):
+        assert (x.replica_s, x.misses, x.tick) == (y.replica_s, y.misses, y.tick)
+        assert np.array_equal(x.tick_replicas, y.tick_replicas)
+    assert replays == 3  # base, the resumed change, and the saved one from window 3
 
 
 @pytest.mark.parametrize("name", ["reactive", "hpa-util", "kvpilot"])  # 15 s, 15 s and a 5 s interval
