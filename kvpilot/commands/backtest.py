@@ -101,7 +101,7 @@ def command(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     try:
-        report = _run(trace, cfg, show_progress=not as_json and sys.stderr.isatty())
+        report = _run(trace, cfg, show_progress=not as_json)
     except (FileNotFoundError, ValueError, RuntimeError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -159,15 +159,33 @@ def backtest_cost(settings: Any) -> dict[str, Any]:
 
 
 def _run(trace: str, cfg: BacktestConfig, *, show_progress: bool) -> Report:
+    """The backtest, its progress on stderr unless ``show_progress`` is off (--json): bars on a terminal, else a
+    line per tenth of each stage (a log or CI keeps them; a search can take minutes)."""
     from scaler.backtest.run import backtest
 
     if not show_progress:
         return backtest(trace, cfg)
+    if not sys.stderr.isatty():
+        return backtest(trace, cfg, progress=StageLines())
+    from rich.console import Console
     from rich.progress import Progress
 
-    with Progress(transient=True) as bar:
+    with Progress(console=Console(stderr=True), transient=True) as bar:
         names = [*cfg.policies, "frontier"] if cfg.frontier else list(cfg.policies)
         return backtest(trace, cfg, progress=StageBars(bar, names))
+
+
+class StageLines:
+    """The backtest's progress as lines on stderr: ``frontier: 40 %`` each time a stage passes a tenth."""
+
+    def __init__(self) -> None:
+        self.shown: dict[str, int] = {}
+
+    def __call__(self, name: str, done: float) -> None:
+        tenth = int(10 * min(max(done, 0.0), 1.0) + 1e-9)
+        if tenth > self.shown.get(name, -1):
+            self.shown[name] = tenth
+            typer.echo(f"{name}: {10 * tenth} %", err=True)
 
 
 class StageBars:

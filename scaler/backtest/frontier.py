@@ -150,6 +150,7 @@ class _Search:
         # missed until one ordered a cold start later is ready, and the backlog takes a window to clear.
         self.past = self.ahead + 1
         self.found: list[_Found] = []  # every schedule replayed whole
+        self.report: Callable[[float], None] = lambda share: None  # share of the running stage done
 
     def keep(self, run: Run, price: float, schedule: str = "search") -> Run:
         if run.exact:
@@ -190,6 +191,7 @@ class _Search:
         while n <= self.ceiling:
             run = self.keep(self.rp.run([n] * self.rp.n_windows, save=False), math.nan)
             out.append(run)
+            self.report(1.0 - 1.0 / (len(out) + 1))  # the scan's length is not known ahead
             if run.attainment >= 1.0 - 1e-12:
                 break
             gained = best - self.misses(run) >= 5e-4 * float(run.window_total.sum())
@@ -239,7 +241,8 @@ class _Search:
         ``price`` × misses; the sweep's schedule is then replayed whole. Going backwards keeps every checkpoint
         before the window being changed valid."""
         rp, cur = self.rp, start
-        for a in reversed(rp.free):
+        for swept, a in enumerate(reversed(rp.free)):
+            self.report(swept / (len(rp.free) + 1))
             took = False
             for _ in range(MOST_DOWN):  # fewer replicas from a, one at a time while it pays
                 held = self._moved(cur.held, a, "down")
@@ -377,12 +380,19 @@ def frontier(
 
     rp = replayer(WINDOW_S)
     search = _Search(rp, cold_start_s=cold_start_s, floor=floor, ceiling=ceiling)
+
+    def stage(lo: float, hi: float) -> Callable[[float], None]:
+        """Progress within a stage of the search that spans [lo, hi] of the bar (shares guessed, not timed)."""
+        return lambda share: None if progress is None else progress(lo + (hi - lo) * min(max(share, 0.0), 1.0))
+
+    search.report = stage(0.0, 0.05)
     constants = search.constants()
     search.priced(constants, _prices(search.found, MOST_PRICED))
     descended: set[tuple[tuple[int, ...], float]] = set()
 
-    def descend_at(prices: list[float], done: float, share: float) -> None:
+    def descend_at(prices: list[float], lo: float, hi: float) -> None:
         for i, price in enumerate(prices):
+            search.report = stage(lo + (hi - lo) * i / len(prices), lo + (hi - lo) * (i + 1) / len(prices))
             # from the cheapest schedule so far at this price that the descent can change (one count per window)
             start = min(
                 (f for f in search.found if f.window_s == rp.window_s), key=lambda f: f.replica_s + price * f.misses
@@ -390,20 +400,22 @@ def frontier(
             if (start.held, price) not in descended:
                 descended.add((start.held, price))
                 search.descend(rp.run(start.held), price)
-            if progress is not None:
-                progress(done + share * (i + 1) / (len(prices) + 1))
+            search.report(1.0)
 
     # The search without seeds first, unchanged, so that seeds only add schedules: descents from seeds, at the
     # prices the seeds' trade-offs give, do not replace what the unseeded descents find (on ServeGen days 2 and 3
     # h 12-18 they would have raised the frontier at 99.9 % by 6 %).
-    descend_at(_prices(search.found, most_prices), 0.0, 0.5 if seeds else 1.0)
+    descend_at(_prices(search.found, most_prices), 0.1, 0.5 if seeds else 0.9)
     if seeds:
         fine = replayer(tick_s)
-        for name, per_tick in seeds.items():
+        for i, (name, per_tick) in enumerate(seeds.items()):
             search.seeded(name, per_tick, fine)
-        descend_at(_prices(search.found, most_prices), 0.5, 0.5)
+            stage(0.5, 0.6)((i + 1) / len(seeds))
+        descend_at(_prices(search.found, most_prices), 0.6, 0.9)
     verified = []
-    for f in envelope_of(search.found):
+    points = envelope_of(search.found)
+    for i, f in enumerate(points):
+        stage(0.9, 1.0)(i / len(points))
         if f.window_s == rp.window_s:
             attainment, hours = replay(list(f.held))
         else:
