@@ -255,7 +255,8 @@ class _Search:
                 nxt = None if held is None else self._try(cur, held, a, price)
                 cur = cur if nxt is None else nxt
         if not cur.exact:
-            cur = self.keep(rp.run(cur.held), price)
+            # checkpoints (a fleet fork per window) only where a later descent from this schedule can reuse them
+            cur = self.keep(rp.run(cur.held, save=rp.reuse), price)
         return cur
 
     def _try(self, cur: Run, held: list[int], a: int, price: float) -> Run | None:
