@@ -19,6 +19,9 @@ from simulator.trace.model import Trace
 class _Engine(Protocol):
     time: float
 
+    @property
+    def replicas(self) -> Sequence[Any]: ...  # every replica held: loading, ready and draining
+
     def set_replicas(self, n: int) -> None: ...
     def advance_to(self, t: float) -> None: ...
     def snapshot(self, replicas: Collection[str] | None = None) -> FleetSnapshot: ...
@@ -62,6 +65,13 @@ class Fleet:
         if cold_start_s is not None:
             twin.config = dataclasses.replace(self.config, cold_start_s=cold_start_s)
         return twin
+
+    def replica_count(self) -> int:
+        """Replicas the fleet holds now, loading and draining included: ``len(self.snapshot().replicas)`` without
+        building the snapshot (at the fluid level that renders every replica's histograms; both engines' snapshots
+        list exactly the replicas they hold). A fluid snapshot also books serving periods and sets GPU gauges, which
+        only snapshots read, so counting this way changes nothing else."""
+        return len(self._engine.replicas)
 
     def set_replicas(self, n: int) -> None:
         """Desired replica count: new replicas cold-start (not ready for cold_start_s); removed ones drain."""

@@ -92,6 +92,11 @@ class OnePool:
     def snapshot(self) -> Any:
         return self._own.snapshot()
 
+    def replica_count(self) -> int:
+        """The searched pool's replicas, as ``len(self.snapshot().replicas)`` counts them (a pool is a request-level
+        fleet, whose snapshot lists every replica it holds)."""
+        return len(self._own.replicas)
+
     def set_replicas(self, n: int) -> None:
         w = min(int(self.fleet.time // self.window_s + 1e-9), len(self.other) - 1)
         other = "decode" if self.pool == "prefill" else "prefill"

@@ -55,12 +55,10 @@ def make_fleet(trace: Any, *, replicas: int, cold_start_s: float, fidelity: str,
 
 
 def replica_count(fleet: Any) -> int:
-    """Replicas the fleet holds now, loading and draining included: ``len(fleet.snapshot().replicas)`` without
-    building the snapshot (at the fluid level that is most of a replay's time: every replica's histograms). Exact:
-    both engines list every replica they hold in ``replicas``, and their snapshots list that list. A fluid
-    snapshot also books serving periods and sets GPU gauges, which only snapshots read (its step books the same
-    periods itself), so a replay that skips it measures the same run."""
-    return len(fleet._engine.replicas)
+    """Replicas the fleet holds now, loading and draining included, as ``len(fleet.snapshot().replicas)`` counts
+    them but without building the snapshot: every fleet a replay drives (`simulator.Fleet`, the pool frontier's
+    `OnePool`) says it through ``replica_count()``."""
+    return int(fleet.replica_count())
 
 
 def stationary_trace(trace: Any, *, rate: float, duration_s: float, seed: int) -> Any:

@@ -78,3 +78,21 @@ def test_decode_is_refined_under_undominated_prefill_schedules(
     from scaler.backtest.pool_frontier import to_refine
 
     assert to_refine([_run(*r) for r in runs], prefills, (1, 1), most) == expected
+
+
+def test_one_pool_counts_the_searched_pools_replicas(traces_dir: Path) -> None:
+    # The replayer counts a fleet's replicas through replica_count(); for one pool of a disaggregated fleet that is
+    # the searched pool's count as its snapshot lists it, whatever the other pool holds.
+    from scaler.backtest.pool_frontier import OnePool
+    from scaler.backtest.sim import replica_count
+
+    d = _bench()
+    trace = load_trace(traces_dir / "azure2023_code.csv", rate_scale=4.0, start_s=660.0, duration_s=240.0)
+    for pool, other in (("prefill", [3, 3, 3, 3, 3]), ("decode", [1, 1, 1, 1, 1])):
+        one = OnePool(d.make_fleet(trace, 2, 2), pool, other)
+        counts = []
+        for t, n in [(20.0, 4), (70.0, 1), (130.0, 2)]:
+            one.set_replicas(n)
+            one.advance_to(t)
+            counts.append((replica_count(one), len(one.snapshot().replicas)))
+        assert all(a == b for a, b in counts), (pool, counts)

@@ -268,3 +268,17 @@ def test_replica_counters_never_fall_as_the_fleet_changes(fidelity: str) -> None
         t += 10
         f.advance_to(t)
         check()
+
+
+@pytest.mark.parametrize("fidelity", ["request", "fluid"])
+def test_replica_count_is_what_the_snapshot_lists(conv: Trace, fidelity: str) -> None:
+    # The frontier's replays count replicas this way instead of building a snapshot each tick: loading and
+    # draining replicas count as the snapshot lists them.
+    f = Fleet(FleetConfig(replicas=4, cold_start_s=60, fidelity=fidelity), conv)
+    seen = []
+    for t, n in [(30, 4), (100, 2), (105, 6), (130, 1), (400, 3)]:
+        f.set_replicas(n)
+        f.advance_to(t)
+        seen.append((f.replica_count(), len(f.snapshot().replicas)))
+    assert all(a == b for a, b in seen), seen
+    assert len({a for a, _ in seen}) > 2  # the counts moved
