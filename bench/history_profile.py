@@ -80,22 +80,32 @@ def _caught_up(service: Any, ticks: int) -> bool:
     )
 
 
-async def run(args: argparse.Namespace) -> None:
+def harness(targets: int, gpu_targets: int, prefix: str) -> tuple[Any, Any, PageFetcher, Any]:
+    """`kvpilot run`'s settings for this bench's targets (SQLite in a fresh temporary folder), a virtual clock at
+    START, the moving pages' fetcher and the real Collector reading through it: (settings, clock, fetcher,
+    collector). Shared with bench/replay_digest.py."""
     from collector.clock import VirtualClock
-    from collector.scrape import Collector, ScrapeConfig, VirtualTimer
+    from collector.scrape import Collector, ScrapeConfig
+    from kvpilot.settings import load_settings
+
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    ns = argparse.Namespace(targets=targets, gpu_targets=gpu_targets, interval=5.0, concurrency=16)
+    config, _ = kvpilot_config(BASE, ns, tmp)
+    settings = load_settings(config)
+    clock = VirtualClock(START)
+    fetcher = PageFetcher(targets, gpu_targets)
+    collector = Collector(ScrapeConfig(timeout_s=1000.0, max_concurrency=16), clock=clock, fetcher=fetcher)
+    return settings, clock, fetcher, collector
+
+
+async def run(args: argparse.Namespace) -> None:
+    from collector.scrape import VirtualTimer
     from kvpilot.runtime import loop as loop_module
     from kvpilot.runtime.service import freeze_startup_heap
     from kvpilot.runtime.sources import build as build_sources
     from kvpilot.runtime.wiring import build_service
-    from kvpilot.settings import load_settings
 
-    tmp = Path(tempfile.mkdtemp(prefix="kvpilot-hist-"))
-    ns = argparse.Namespace(targets=args.targets, gpu_targets=args.gpu_targets, interval=5.0, concurrency=16)
-    config, _ = kvpilot_config(BASE, ns, tmp)
-    settings = load_settings(config)
-    clock = VirtualClock(START)
-    fetcher = PageFetcher(args.targets, args.gpu_targets)
-    collector = Collector(ScrapeConfig(timeout_s=1000.0, max_concurrency=16), clock=clock, fetcher=fetcher)
+    settings, clock, fetcher, collector = harness(args.targets, args.gpu_targets, "kvpilot-hist-")
     sources = build_sources(settings)
     timer = VirtualTimer(clock)
     extra = {"sleep": timer.sleep} if args.service else {}

@@ -17,31 +17,20 @@ import argparse
 import asyncio
 import hashlib
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.history_profile import BASE, START, PageFetcher  # noqa: E402
-from bench.scrape import kvpilot_config  # noqa: E402
+from bench.history_profile import harness  # noqa: E402
 
 
 async def run(args: argparse.Namespace) -> None:
-    from collector.clock import VirtualClock
-    from collector.scrape import Collector, ScrapeConfig
     from kvpilot.runtime.service import freeze_startup_heap
     from kvpilot.runtime.sources import build as build_sources
     from kvpilot.runtime.wiring import build_service
-    from kvpilot.settings import load_settings
 
-    tmp = Path(tempfile.mkdtemp(prefix="kvpilot-digest-"))
-    ns = argparse.Namespace(targets=args.targets, gpu_targets=args.gpu_targets, interval=5.0, concurrency=16)
-    config, _ = kvpilot_config(BASE, ns, tmp)
-    settings = load_settings(config)
-    clock = VirtualClock(START)
-    fetcher = PageFetcher(args.targets, args.gpu_targets)
-    collector = Collector(ScrapeConfig(timeout_s=1000.0, max_concurrency=16), clock=clock, fetcher=fetcher)
+    settings, clock, fetcher, collector = harness(args.targets, args.gpu_targets, "kvpilot-digest-")
     service, _restored = build_service(settings, build_sources(settings), clock=clock, collector=collector)
     loop = service.loop
     everything = hashlib.md5()
