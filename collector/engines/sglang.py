@@ -22,6 +22,10 @@ Mapping decisions:
   So ``requests_waiting`` = ``num_queue_reqs`` + ``num_decode_prealloc_queue_reqs``. Not added: the decode transfer
   queue (KV allocated and arriving: paced by the prefill side) and the prefill worker's prealloc (bootstrap) and
   inflight queues (waiting on the decode side, or done and sending KV), which say nothing about its own capacity.
+- Priority scheduling (``--enable-priority-scheduling``): the scheduler's queue gauges (running, waiting, the
+  disaggregation queues) are written twice over, the total under ``priority=""`` and each priority's share under
+  ``priority="<n>"`` (``_log_gauge_queue_count`` in python/sglang/srt/observability/metrics_collector.py), so only the
+  total is read. The tokenizer's counters and histograms carry each request's own ``priority`` and no total: all read.
 - Tensor parallelism: by default only TP rank 0 reports scheduler series; with
   ``--enable-metrics-for-all-schedulers`` every rank reports the same state, so only the lowest
   ``tp_rank`` of each ``dp_rank`` is read (data-parallel ranks are summed, like vLLM engines).
@@ -33,7 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from collector.engines._declarative import DeclarativeAdapter, histogram, mean, total
-from collector.engines._read import Families, Series, read_sum
+from collector.engines._read import Families, Series, family_names, read_sum
 from collector.exposition import Sample
 
 FIELDS = {
@@ -61,7 +65,26 @@ def _rank(raw: str) -> float:
         return float("inf")
 
 
-def _lowest_tp_rank_only(families: Families) -> Callable[[Sample], bool] | None:
+_DECODE_PREALLOC = "sglang:num_decode_prealloc_queue_reqs"
+
+# The queue gauges SGLang splits by priority beside their total (see the module notes), under every key they may have.
+_BY_PRIORITY = frozenset(
+    key
+    for name in (
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:num_prefill_bootstrap_queue_reqs",
+        "sglang:num_prefill_prealloc_queue_reqs",
+        "sglang:num_prefill_inflight_queue_reqs",
+        _DECODE_PREALLOC,
+        "sglang:num_decode_transfer_queue_reqs",
+    )
+    for key in family_names(name)
+)
+
+
+def _lowest_tp_ranks(families: Families) -> dict[str | None, float]:
+    """The lowest ``tp_rank`` reporting, per ``dp_rank``; empty when no series carries ``tp_rank``."""
     lowest: dict[str | None, float] = {}
     for name, fam in families.items():
         if not name.startswith(("sglang:", "sglang_")):
@@ -71,17 +94,33 @@ def _lowest_tp_rank_only(families: Families) -> Callable[[Sample], bool] | None:
             if raw is not None:
                 dp = s.labels.get("dp_rank")
                 lowest[dp] = min(lowest.get(dp, float("inf")), _rank(raw))
-    if not lowest:
+    return lowest
+
+
+def _split_by_priority(families: Families) -> bool:
+    """Whether a queue gauge carries per-priority shares beside its total (``priority=""``)."""
+    for name in _BY_PRIORITY:
+        fam = families.get(name)
+        if fam is not None and any(s.labels.get("priority") for s in fam.samples):
+            return any(not s.labels.get("priority") for s in fam.samples)
+    return False
+
+
+def _read_filter(families: Families) -> Callable[[Sample], bool] | None:
+    """The samples to read: the lowest TP rank's of each DP rank, and of a queue gauge split by priority its total
+    only; None when the page needs neither."""
+    lowest = _lowest_tp_ranks(families)
+    by_priority = _split_by_priority(families)
+    if not lowest and not by_priority:
         return None
 
     def keep(s: Sample) -> bool:
+        if by_priority and s.labels.get("priority") and s.name in _BY_PRIORITY:
+            return False
         raw = s.labels.get("tp_rank")
         return raw is None or _rank(raw) == lowest.get(s.labels.get("dp_rank"))
 
     return keep
-
-
-_DECODE_PREALLOC = "sglang:num_decode_prealloc_queue_reqs"
 
 
 def _derive(families: Families, values: dict[str, Any]) -> dict[str, Any]:
@@ -90,7 +129,7 @@ def _derive(families: Families, values: dict[str, Any]) -> dict[str, Any]:
     prealloc queue joins its waiting queue (see the module notes)."""
     out: dict[str, Any] = {} if values.get("prefix_hits") is not None else {"prefix_queries": None}
     waiting = values.get("requests_waiting")
-    prealloc = read_sum(families, (Series(_DECODE_PREALLOC),), _lowest_tp_rank_only(families))
+    prealloc = read_sum(families, (Series(_DECODE_PREALLOC),), _read_filter(families))
     # the key even so (the generated docs list what derive sets); the mapped value where no prealloc queue is
     out["requests_waiting"] = waiting + prealloc if waiting is not None and prealloc else waiting
     return out
@@ -102,6 +141,6 @@ ADAPTER = DeclarativeAdapter(
     model_labels=("model_name", "name"),
     role_labels=("engine_type",),
     extra_families=frozenset({_DECODE_PREALLOC}),
-    prepare=_lowest_tp_rank_only,
+    prepare=_read_filter,
     derive=_derive,
 )

@@ -84,3 +84,43 @@ def test_decode_prealloc_queue_is_waiting(
         f"sglang:num_decode_prealloc_queue_reqs{rank1} {decode_prealloc}\n"
     )
     assert _one(page).requests_waiting == waiting
+
+
+_PRIORITY = """# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{model_name="m",priority="",tp_rank="0"} 6
+sglang:num_queue_reqs{model_name="m",priority="0",tp_rank="0"} 5
+sglang:num_queue_reqs{model_name="m",priority="1",tp_rank="0"} 1
+sglang:num_queue_reqs{model_name="m",priority="",tp_rank="1"} 6
+sglang:num_queue_reqs{model_name="m",priority="0",tp_rank="1"} 5
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{model_name="m",priority="",tp_rank="0"} 8
+sglang:num_running_reqs{model_name="m",priority="1",tp_rank="0"} 8
+# TYPE sglang:num_decode_prealloc_queue_reqs gauge
+sglang:num_decode_prealloc_queue_reqs{model_name="m",priority="",tp_rank="0"} 2
+sglang:num_decode_prealloc_queue_reqs{model_name="m",priority="1",tp_rank="0"} 2
+# TYPE sglang:num_requests_total counter
+sglang:num_requests_total{model_name="m",priority="0"} 30
+sglang:num_requests_total{model_name="m",priority="1"} 12
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "waiting", "running", "finished"),
+    [
+        # the queue gauges' priority="" totals, once per TP rank; the per-request counter's priorities summed
+        (_PRIORITY, 6.0 + 2.0, 8.0, 42.0),
+        # only per-priority shares, no total beside them (not what SGLang writes): summed rather than lost
+        (
+            '# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs{model_name="m",priority="0"} 5\n'
+            'sglang:num_queue_reqs{model_name="m",priority="1"} 1\n',
+            6.0,
+            None,
+            None,
+        ),
+    ],
+)
+def test_priority_shares_beside_the_total_are_not_added(
+    text: str, waiting: float, running: float | None, finished: float | None
+) -> None:
+    r = _one(text)
+    assert (r.requests_waiting, r.requests_running, r.requests_finished) == (waiting, running, finished)

@@ -332,6 +332,26 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    "sglang-priority__sgl-project__sglang__observability_metrics_collector__from-source.txt": Page(
+        [
+            {
+                "engine": "sglang",
+                "model": "Qwen/Qwen3-32B",
+                # the priority="" totals only, not those plus the shares of priority 0 and 10 (24 + 20 + 4, 9 + 9 + 0)
+                "requests_waiting": 9.0,  # sglang:num_queue_reqs{priority=""}
+                "requests_running": 24.0,  # sglang:num_running_reqs{priority=""}
+                "kv_usage": 0.77,
+                "kv_capacity_tokens": 400000.0,
+                "preemptions": 3.0,
+                # the tokenizer's series carry each request's priority and no total: summed
+                "prompt_tokens": 1000000.0,  # 900000 (priority 0) + 100000 (priority 10)
+                "prefix_hits": 400000.0,  # cached_tokens_total 380000 + 20000
+                "generation_tokens": 300000.0,
+                "requests_finished": 2000.0,  # num_requests_total 1800 + 200
+                "ttft.count": 2000.0,
+            }
+        ]
+    ),
     "tgi__DataDog__integrations-core__payload__partial.txt": Page(
         [
             {
