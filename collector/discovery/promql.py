@@ -15,10 +15,11 @@ Two modes (``collector.discovery.promql_mode``):
 deployments ``owns`` accepts: one small query names every deployment, and every later query of the tick carries
 label matchers of those owned, so Prometheus selects, computes and sends only the shard's series.
 
-Answers are asked for gzip-compressed, read up to a size cap (``collector.timeout_s`` bounds each whole answer),
-then decoded with orjson, regrouped and adapted in a reader process (``reader="thread"``: a worker thread), so the
-event loop (HTTP API, KEDA's gRPC) keeps answering during a tick; ``abort()`` (SIGTERM) ends the tick's queries
-and stops the reader at once.
+Answers are asked for gzip-compressed (plain HTTP through kvpilot's own client, ``collector.promql.plain_http``, at a
+tenth of httpx's CPU a request; TLS through httpx), read up to a size cap (``collector.timeout_s`` bounds each whole
+answer), then decoded with orjson, regrouped and adapted in a reader process (``reader="thread"``: a worker thread),
+so the event loop (HTTP API, KEDA's gRPC) keeps answering during a tick; ``abort()`` (SIGTERM) ends the tick's
+queries and stops the reader at once.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from collector.clock import Clock, WallClock
 from collector.health import HealthBook
 from collector.promql import decode, expressions
 from collector.promql.decode import PromQLError, Stopped
+from collector.promql.plain_http import HttpError, PlainHttpClient, TooLarge
 from collector.promql.series import families_selector, names_regex, read_answers
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult, ScrapeResult
@@ -59,7 +61,8 @@ RESULTS_PER_PIECE = 16
 # Form values at least this long (the queries, not their `time`) keep their URL-encoding, up to this many.
 _KEEP_ENCODED_FROM = 256
 _MAX_ENCODED = 64
-_FORM_HEADERS = {"Content-Type": "application/x-www-form-urlencoded"}
+_FORM_TYPE = "application/x-www-form-urlencoded"
+_FORM_HEADERS = {"Content-Type": _FORM_TYPE}
 # detectors.thresholds.KvThresholds.project_from_usage; kvpilot.runtime.sources passes the live one
 DEFAULT_KV_FROM = 0.40
 
@@ -114,6 +117,9 @@ class PromQLSource:
         self._client = client or httpx.AsyncClient(
             timeout=timeout_s, trust_env=False, headers={"Accept-Encoding": "gzip"}
         )
+        # Plain-HTTP URLs are read through kvpilot's own lean client (a tenth of httpx's CPU per request), unless a
+        # client is given (tests, a caller's own transport); TLS stays with httpx.
+        self._plain = PlainHttpClient() if client is None else None
         self.extra_selector = extra_selector
         self._selector = _with(families_selector(), extra_selector)  # e.g. 'namespace="prod"': a shared Prometheus
         self.jobs = frozenset(jobs)
@@ -142,6 +148,8 @@ class PromQLSource:
     async def aclose(self) -> None:
         if self._own_client:
             await self._client.aclose()
+        if self._plain is not None:
+            await self._plain.aclose()
         self._stop_reader()
 
     def _stop_reader(self) -> None:
@@ -168,6 +176,8 @@ class PromQLSource:
         """The answer's body (inflated), refused past ``max_answer_bytes``; GET without a form, else POST (a
         long ad-hoc query would not fit in a URL)."""
         where = f"{self.url}{path}"
+        if self._plain is not None and self._plain.serves(where):
+            return await self._read_plain(self._plain, where, form)
         chunks: list[bytes] = []
         size = 0
         if form is None:
@@ -183,10 +193,7 @@ class PromQLSource:
                 async for chunk in response.aiter_bytes():
                     size += len(chunk)
                     if size > self.max_answer_bytes:
-                        raise PromQLError(
-                            f"{where}: answer larger than max_answer_bytes ({self.max_answer_bytes} bytes): "
-                            "narrow the query (promql_mode: aggregates, extra selector) or raise the cap"
-                        )
+                        raise self._too_large(where)
                     chunks.append(chunk)
             finally:
                 await response.aclose()
@@ -194,6 +201,31 @@ class PromQLSource:
             raise PromQLError(f"{where}: {type(e).__name__}: {e}") from None
         self.last_answer_bytes += size
         return b"".join(chunks)
+
+    async def _read_plain(self, client: PlainHttpClient, where: str, form: Mapping[str, Any] | None) -> bytes:
+        """``_read`` through the lean client: the same requests, answers, cap and errors."""
+        try:
+            if form is None:
+                answer = await client.request("GET", where, max_bytes=self.max_answer_bytes)
+            else:
+                body = self._form_body(form)
+                answer = await client.request(
+                    "POST", where, body=body, content_type=_FORM_TYPE, max_bytes=self.max_answer_bytes
+                )
+        except TooLarge:
+            raise self._too_large(where) from None
+        except HttpError as e:
+            raise PromQLError(f"{where}: {e}") from None
+        if answer.status != 200:
+            raise PromQLError(f"{where}: HTTP {answer.status}: {answer.body[:300].decode(errors='replace')}")
+        self.last_answer_bytes += len(answer.body)
+        return answer.body
+
+    def _too_large(self, where: str) -> PromQLError:
+        return PromQLError(
+            f"{where}: answer larger than max_answer_bytes ({self.max_answer_bytes} bytes): "
+            "narrow the query (promql_mode: aggregates, extra selector) or raise the cap"
+        )
 
     def _form_body(self, form: Mapping[str, Any]) -> bytes:
         """``form`` URL-encoded as httpx would, each long value's encoding kept (``_encoded``): a tick asks the same

@@ -1,0 +1,319 @@
+"""The PromQL source's own HTTP client (issue 17): every answer framing a server may use reads as httpx reads it,
+connections are kept and reused (and replaced when the server closed one), the size cap holds on the inflated
+bytes, and the source reads the same fleet through it as through an injected httpx client."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any, cast
+
+import httpx
+import pytest
+
+from collector.clock import VirtualClock
+from collector.discovery.promql import PromQLError, PromQLSource
+from collector.promql.plain_http import HttpError, PlainHttpClient, TooLarge
+from kvpilot.runtime.shards import Held, OwnedCollect
+from tests.services.promapi import T0, FakeFleet, serve
+
+NOW = T0 + 600.0
+BODY = b'{"status":"success","data":{"resultType":"vector","result":[]}}' * 50
+
+
+def _head(status: str, *headers: str) -> bytes:
+    return ("\r\n".join([f"HTTP/1.1 {status}", *headers]) + "\r\n\r\n").encode()
+
+
+def _chunked(data: bytes, size: int, trailer: str = "") -> bytes:
+    out = b"".join(
+        b"%x;ext=1\r\n%s\r\n" % (len(data[i : i + size]), data[i : i + size]) for i in range(0, len(data), size)
+    )
+    return out + b"0\r\n" + (trailer.encode() + b"\r\n" if trailer else b"") + b"\r\n"
+
+
+class RawServer:
+    """Answers each request with the next of ``answers`` (bytes, sent as is; or None: close without answering),
+    on whatever connection it came; ``close_after`` closes a connection after its answer. Counts connections."""
+
+    def __init__(self, answers: list[bytes | None], *, close_after: bool = False) -> None:
+        self.answers = list(answers)
+        self.close_after = close_after
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen()
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self._listener.accept()
+                self.connections += 1
+                threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            pending = b""
+            while True:
+                while b"\r\n\r\n" not in pending:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    pending += data
+                head, _, pending = pending.partition(b"\r\n\r\n")
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length")
+                    ),
+                    0,
+                )
+                while len(pending) < length:
+                    pending += conn.recv(65536)
+                self.requests.append(head + b"\r\n\r\n" + pending[:length])
+                pending = pending[length:]
+                answer = self.answers.pop(0)
+                if answer is None:
+                    return
+                conn.sendall(answer)
+                if self.close_after:
+                    return
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+GZ = gzip.compress(BODY)
+FRAMINGS = [
+    # (what it proves, the answer's bytes)
+    ("Content-Length, identity", _head("200 OK", f"Content-Length: {len(BODY)}") + BODY),
+    ("Content-Length, gzip", _head("200 OK", "Content-Encoding: gzip", f"Content-Length: {len(GZ)}") + GZ),
+    (
+        "chunked gzip, as Prometheus sends",
+        _head("200 OK", "Content-Encoding: gzip", "Transfer-Encoding: chunked") + _chunked(GZ, 100),
+    ),
+    ("chunked identity with a trailer", _head("200 OK", "Transfer-Encoding: chunked") + _chunked(BODY, 333, "X-T: 1")),
+    (
+        "an interim 103 first",
+        _head("103 Early Hints", "Link: </x>") + _head("200 OK", f"Content-Length: {len(BODY)}") + BODY,
+    ),
+]
+
+
+@pytest.mark.parametrize(("why", "answer"), FRAMINGS, ids=[f[0] for f in FRAMINGS])
+async def test_each_framing_reads_as_httpx_reads_it_and_the_connection_is_reused(why: str, answer: bytes) -> None:
+    server = RawServer([answer] * 4)
+    client = PlainHttpClient()
+    try:
+        got = [
+            (
+                await client.request(
+                    "POST", f"{server.url}/api/v1/query", body=b"q=1", content_type="x/y", max_bytes=1 << 20
+                )
+            )
+            for _ in range(2)
+        ]
+        async with httpx.AsyncClient(headers={"Accept-Encoding": "gzip"}) as h:
+            want = [(await h.post(f"{server.url}/api/v1/query", content=b"q=1")).content for _ in range(2)]
+    finally:
+        await client.aclose()
+        server.close()
+    assert [a.body for a in got] == want == [BODY, BODY]
+    assert [a.status for a in got] == [200, 200]
+    assert server.connections == 2  # one kept by each client
+    first = server.requests[0]
+    assert first.startswith(b"POST /api/v1/query HTTP/1.1\r\n")
+    assert b"\r\nAccept-Encoding: gzip\r\n" in first
+    assert first.endswith(b"Content-Length: 3\r\n\r\nq=1")
+
+
+async def test_an_answer_framed_by_the_connections_end_is_read_whole_and_not_reused() -> None:
+    server = RawServer([_head("200 OK", "Connection: close") + BODY] * 2, close_after=True)
+    client = PlainHttpClient()
+    try:
+        for _ in range(2):
+            assert (await client.request("GET", f"{server.url}/api/v1/metadata", max_bytes=1 << 20)).body == BODY
+    finally:
+        await client.aclose()
+        server.close()
+    assert server.connections == 2
+    assert server.requests[0].startswith(b"GET /api/v1/metadata HTTP/1.1\r\nHost: 127.0.0.1:")
+
+
+async def test_a_kept_connection_the_server_closed_is_replaced_and_the_request_sent_once_more() -> None:
+    ok = _head("200 OK", f"Content-Length: {len(BODY)}") + BODY
+    server = RawServer([ok, None, ok])  # the second request finds its connection closed without an answer
+    client = PlainHttpClient()
+    try:
+        for _ in range(2):
+            assert (await client.request("GET", f"{server.url}/x", max_bytes=1 << 20)).body == BODY
+    finally:
+        await client.aclose()
+        server.close()
+    assert server.connections == 2
+
+
+async def test_a_new_connection_closed_without_an_answer_fails() -> None:
+    server = RawServer([None])
+    client = PlainHttpClient()
+    try:
+        with pytest.raises(HttpError, match="closed before an answer"):
+            await client.request("GET", f"{server.url}/x", max_bytes=1 << 20)
+    finally:
+        await client.aclose()
+        server.close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "cap", "error"),
+    [
+        # a plain answer one byte over the cap
+        (_head("200 OK", f"Content-Length: {len(BODY)}") + BODY, len(BODY) - 1, TooLarge),
+        # the cap counts inflated bytes: 10 MB of zeros in ~10 KB of gzip stop at the cap
+        (_head("200 OK", "Content-Encoding: gzip", "Content-Length: {n}"), 1 << 20, TooLarge),
+        # an encoding not asked for
+        (_head("200 OK", "Content-Encoding: br", "Content-Length: 1") + b"x", 1 << 20, HttpError),
+        # not HTTP at all
+        (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", 1 << 20, HttpError),
+        # a body cut short
+        (_head("200 OK", "Content-Length: 100") + b"{}", 1 << 20, HttpError),
+    ],
+)
+async def test_answers_past_the_cap_or_unreadable_fail(answer: bytes, cap: int, error: type[Exception]) -> None:
+    if b"{n}" in answer:
+        bomb = gzip.compress(bytes(10_000_000))
+        answer = answer.replace(b"{n}", str(len(bomb)).encode()) + bomb
+    server = RawServer([answer], close_after=b"Content-Length: 100" in answer)
+    client = PlainHttpClient()
+    try:
+        with pytest.raises(error):
+            await client.request("GET", f"{server.url}/x", max_bytes=cap)
+    finally:
+        await client.aclose()
+        server.close()
+
+
+async def test_a_failing_answer_reports_its_status_and_the_start_of_its_body() -> None:
+    server = RawServer([_head("400 Bad Request", "Content-Length: 37") + b'{"status":"error","error":"bad_data"}'])
+    source = PromQLSource(server.url, reader="thread", clock=VirtualClock(NOW))
+    try:
+        with pytest.raises(PromQLError, match=r'/api/v1/query: HTTP 400: \{"status":"error","error":"bad_data"\}'):
+            await source.query_vector("up", NOW)
+    finally:
+        await source.aclose()
+        server.close()
+
+
+async def test_credentials_in_the_url_are_sent_as_httpx_sends_them() -> None:
+    ok = _head("200 OK", "Content-Length: 2") + b"{}"
+    server = RawServer([ok, ok])
+    url = server.url.replace("http://", "http://kv%20pilot:s%3Acret@")
+    client = PlainHttpClient()
+    try:
+        await client.request("GET", f"{url}/x", max_bytes=1024)
+        async with httpx.AsyncClient() as h:
+            await h.get(f"{url}/x")
+    finally:
+        await client.aclose()
+        server.close()
+
+    def authorization(request: bytes) -> bytes:
+        return next(line for line in request.split(b"\r\n") if line.lower().startswith(b"authorization:"))
+
+    assert authorization(server.requests[0]) == authorization(server.requests[1])
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[tuple[FakeFleet, str]]:
+    f = FakeFleet(600, per_deployment=100, sick_every=50, down_every=100)
+    server = serve(f)
+    yield f, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+Make = Callable[[str], PromQLSource]
+
+
+async def _rounds(make: Make, url: str, owned: frozenset[int] | None) -> list[tuple[Any, ...]]:
+    """Three rounds' results, targets, aggregates and answer bytes; ``owned``: narrowed to those of 3 shards."""
+    source = make(url)
+    collect = source if owned is None else OwnedCollect(source, cast(Any, _Shards(Held(3, owned))))
+    seen: list[tuple[Any, ...]] = []
+    try:
+        for _ in range(3):
+            result = await collect.collect_once([])
+            results = [replace(r, duration_s=0.0) for r in result.results]  # wall time: not what was read
+            health = {u: replace(h, last_scrape_duration_s=None) for u, h in result.health.items()}
+            seen.append((results, health, collect.last_aggregates, source.last_answer_bytes))
+            source.clock.advance(5.0)  # type: ignore[attr-defined]
+    finally:
+        await source.aclose()
+    return seen
+
+
+class _Shards:
+    def __init__(self, held: Held) -> None:
+        self._held = held
+
+    def held(self) -> Held:
+        return self._held
+
+
+@pytest.mark.parametrize("owned", [None, frozenset({0}), frozenset({1, 2})])
+async def test_the_source_reads_the_same_fleet_through_its_client_as_through_httpx(
+    fleet: tuple[FakeFleet, str], owned: frozenset[int] | None
+) -> None:
+    # the bench's reads (aggregates mode, whole and narrowed to a shard's deployments): every result, health entry,
+    # aggregate and answer size equal, and the plain client kept its connections (none opened after the first round)
+    _, url = fleet
+    clients: list[httpx.AsyncClient] = []
+
+    def with_httpx(u: str) -> PromQLSource:
+        clients.append(httpx.AsyncClient(timeout=10, headers={"Accept-Encoding": "gzip"}))
+        return PromQLSource(u, mode="aggregates", reader="thread", clock=VirtualClock(NOW), client=clients[-1])
+
+    def plain(u: str) -> PromQLSource:
+        source = PromQLSource(u, mode="aggregates", reader="thread", clock=VirtualClock(NOW))
+        assert source._plain is not None
+        return source
+
+    want = await _rounds(with_httpx, url, owned)
+    got = await _rounds(plain, url, owned)
+    for c in clients:
+        await c.aclose()
+    assert got == want
+    assert len(got) == 3
+    assert all(answer_bytes > 0 for *_, answer_bytes in got)
+
+
+async def test_concurrent_requests_each_get_a_connection_and_keep_it(fleet: tuple[FakeFleet, str]) -> None:
+    _, url = fleet
+    client = PlainHttpClient()
+    opened = 0
+    real = asyncio.open_connection
+
+    async def counted(*args: object, **kwargs: object) -> object:
+        nonlocal opened
+        opened += 1
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(asyncio, "open_connection", counted)
+            for _ in range(3):
+                answers = await asyncio.gather(
+                    *(client.request("GET", f"{url}/api/v1/metadata", max_bytes=1 << 24) for _ in range(3))
+                )
+                assert all(a.status == 200 and a.body.startswith(b'{"status": "success"') for a in answers)
+    finally:
+        await client.aclose()
+    assert opened == 3
