@@ -599,29 +599,39 @@ class FleetState:
         restart between two samples the history later thinned out still counts (a pass over the kept samples, as
         ``histogram_increase`` of ``replica_history`` makes, can miss it), and a window costs no pass over pairs."""
         track = self._replicas.get(key)
-        if track is None or track.ttft_last is None:
+        found = None if track is None else _ttft_increase(track, since)
+        if found is None:
             return None
-        start = max(since, track.ttft_bounds_since)
-        # The newest and the oldest histogram at or after `start`, as (sum, count, counts): the recent tier's as
-        # scraped, the others packed (sum, count, *counts); every one has the bounds of `ttft_last` (see `start`).
-        tiers = ((track.recent, None), (track.middle, track.middle_ttft), (track.older, track.older_ttft))
-        newest = _ttft_found(((s, p, range(len(s) - 1, -1, -1)) for s, p in tiers), start)  # nearly always the latest
-        if newest is None:
+        bounds, counts, total_sum, total_count = found
+        return Histogram(bounds=bounds, counts=tuple(counts), sum=total_sum, count=total_count)
+
+    def ttft_increase_sum(self, keys: Iterable[str], since: float) -> Histogram | None:
+        """``histogram_add(self.ttft_increase(key, since) for key in keys)``, the same histogram, without a
+        histogram built per replica: a deployment's TTFT over a window (the SLO burn and rollout detectors ask
+        for two windows of every deployment each tick)."""
+        replicas = self._replicas
+        first: tuple[tuple[float, ...], list[float], float, float] | None = None
+        counts: list[float] = []
+        total_sum = total_count = 0.0
+        added = False
+        for key in keys:
+            track = replicas.get(key)
+            found = None if track is None else _ttft_increase(track, since)
+            if found is None:
+                continue
+            if first is None:
+                first = found
+                _, counts, total_sum, total_count = found
+            elif found[0] is first[0] or found[0] == first[0]:  # as histogram_add: other bounds are left out
+                counts = list(map(operator.add, counts, found[1]))
+                total_sum += found[2]
+                total_count += found[3]
+                added = True
+        if first is None:
             return None
-        oldest = _ttft_found(  # found by bisection
-            ((s, p, range(bisect_left(s, start, key=_timestamp), len(s))) for s, p in reversed(tiers)), start
-        )
-        if oldest is None or oldest[0] >= newest[0]:
-            return None
-        (first_t, first), (last_t, last) = oldest, newest
-        counts = list(map(operator.sub, last[2], first[2]))
-        total_sum, total_count = last[0] - first[0], last[1] - first[1]
-        for t, before in track.ttft_restarts:
-            if first_t < t <= last_t:
-                counts = list(map(operator.add, counts, before.counts))  # a restart: what follows counts in full
-                total_sum += before.sum
-                total_count += before.count
-        return Histogram(bounds=track.ttft_last.bounds, counts=tuple(counts), sum=total_sum, count=total_count)
+        if not added:
+            counts, total_sum, total_count = first[1], first[2], first[3]
+        return Histogram(bounds=first[0], counts=tuple(counts), sum=total_sum, count=total_count)
 
     def ttft_history(self, key: str) -> Sequence[tuple[float, Histogram]]:
         """The replica's TTFT histograms a window can read (``ttft_increase``), with their samples' times, oldest
@@ -639,6 +649,57 @@ class FleetState:
 
 _timestamp = operator.attrgetter("timestamp")
 _point_time = operator.attrgetter("t")
+
+
+def _ttft_increase(track: _ReplicaTrack, since: float) -> tuple[tuple[float, ...], list[float], float, float] | None:
+    """`FleetState.ttft_increase` of one track as (bounds, counts, sum, count), or None."""
+    last_h = track.ttft_last
+    if last_h is None:
+        return None
+    start = max(since, track.ttft_bounds_since)
+    # The newest and the oldest histogram at or after `start`, as (sum, count, counts): the recent tier's as scraped,
+    # the others packed (sum, count, *counts); every one has the bounds of `ttft_last` (see `start`).
+    latest = track.recent[-1]
+    h = latest.ttft
+    if h is not None and latest.timestamp >= start:  # nearly always: the latest sample's
+        newest: tuple[float, tuple[float, float, Sequence[float]]] | None = (
+            latest.timestamp,
+            (h.sum, h.count, h.counts),
+        )
+    else:
+        tiers = ((track.recent, None), (track.middle, track.middle_ttft), (track.older, track.older_ttft))
+        newest = _ttft_found(((s, p, range(len(s) - 1, -1, -1)) for s, p in tiers), start)
+    if newest is None:
+        return None
+    oldest = _ttft_oldest(track, start)
+    if oldest is None or oldest[0] >= newest[0]:
+        return None
+    (first_t, first), (last_t, last) = oldest, newest
+    counts = list(map(operator.sub, last[2], first[2]))
+    total_sum, total_count = last[0] - first[0], last[1] - first[1]
+    for t, before in track.ttft_restarts:
+        if first_t < t <= last_t:
+            counts = list(map(operator.add, counts, before.counts))  # a restart: what follows counts in full
+            total_sum += before.sum
+            total_count += before.count
+    return last_h.bounds, counts, total_sum, total_count
+
+
+def _ttft_oldest(track: _ReplicaTrack, start: float) -> tuple[float, tuple[float, float, Sequence[float]]] | None:
+    """The oldest TTFT histogram taken at or after ``start``, with its sample's time, found by bisection in each
+    tier from the oldest (every sample from there on is at or after ``start``)."""
+    for samples, packed in ((track.older, track.older_ttft), (track.middle, track.middle_ttft)):
+        for i in range(bisect_left(samples, start, key=_timestamp), len(samples)):
+            p = packed[i]
+            if p is not None:
+                return samples[i].timestamp, (p[0], p[1], p[2:])
+    recent = track.recent
+    for i in range(bisect_left(recent, start, key=_timestamp), len(recent)):
+        sample = recent[i]
+        h = sample.ttft
+        if h is not None:
+            return sample.timestamp, (h.sum, h.count, h.counts)
+    return None
 
 
 def _ttft_found(

@@ -295,7 +295,8 @@ def read(
     # The rate window's samples: the history is oldest first, so they are found by bisection, not by a pass over it.
     start = view.sample.timestamp - rate_window_s
     recent = history[bisect_left(history, start, key=_timestamp) :]
-    window = [v for s in recent if (v := fraction(s.kv_usage)) is not None]
+    # `fraction` only where it could change a usage (see `kv_trend.fit_trend`).
+    window = [v for s in recent if (v := s.kv_usage) is not None and (0.0 < v < 1.0 or (v := fraction(v)) is not None)]
     arrivals, finished = finite(view.arrival_rate), finite(view.requests_finished_rate)
     burst = 0.0
     if demand is not None and th.burst_margin > 0:

@@ -28,7 +28,13 @@ def fit_trend(history: Sequence[ReplicaSample], window_s: float, min_samples: in
     or two (least squares would let one spike at the window's end set the slope), and the fitted level, not the
     last raw value, is what is projected. O(n^2) pairs over the window's ~12-24 samples."""
     start = history[-1].timestamp - window_s
-    pts = [(s.timestamp, v) for s in history if s.timestamp >= start and (v := fraction(s.kv_usage)) is not None]
+    # `fraction` of each usage, called only where it could change one: a usage strictly inside (0, 1) is its own
+    # `fraction` (the same object), and nearly every sample's is, so the call is skipped for those.
+    pts = [
+        (s.timestamp, v)
+        for s in history
+        if s.timestamp >= start and (v := s.kv_usage) is not None and (0.0 < v < 1.0 or (v := fraction(v)) is not None)
+    ]
     if len(pts) < min_samples:
         return None
     slopes = [(v2 - v1) / (t2 - t1) for i, (t1, v1) in enumerate(pts) for t2, v2 in pts[i + 1 :] if t2 > t1]

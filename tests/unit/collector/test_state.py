@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collector.rates import histogram_increase
+from collector.rates import histogram_add, histogram_increase
 from collector.samples import GpuSample, Histogram, ReplicaSample, TargetInfo
 from collector.state import FleetState
 
@@ -531,3 +531,24 @@ def test_a_restart_between_two_thinned_samples_counts_in_the_ttft_increase() -> 
     assert got is not None
     assert got.count == pytest.approx(10.0 * 600)  # every observation after the first sample (601 samples)
     assert got.counts[0] == pytest.approx(5.0 * 600)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    per_replica=st.lists(st.lists(_ttft(), min_size=1, max_size=40), min_size=1, max_size=4),
+    window_s=st.sampled_from([10.0, 30.0, 100.0, 300.0, 1000.0]),
+)
+def test_ttft_increase_sum_is_histogram_add_of_each_replicas_ttft_increase(
+    per_replica: list[list[Histogram | None]], window_s: float
+) -> None:
+    # The deployment's window the SLO burn detector reads: the same histogram, float for float, as adding each
+    # replica's increase (replicas whose bounds differ from the first's left out, unknown ones skipped).
+    state = FleetState(rate_window_s=20, full_resolution_s=40, history_step_s=15, history_s=600, stale_after_s=30)
+    keys = [f"prod/r{i}" for i in range(len(per_replica))] + ["nobody/none"]
+    for tick in range(max(map(len, per_replica))):
+        now = 5.0 * tick
+        samples = [rs(replica=f"r{i}", t=now, ttft=hs[tick]) for i, hs in enumerate(per_replica) if tick < len(hs)]
+        state.observe(samples, [], now=now)
+        for order in (keys, keys[::-1]):
+            expected = histogram_add(state.ttft_increase(key, now - window_s) for key in order)
+            assert state.ttft_increase_sum(iter(order), now - window_s) == expected
