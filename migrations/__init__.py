@@ -18,7 +18,8 @@ INI = Path(__file__).resolve().parent / "alembic.ini"
 
 
 def alembic_config(url: str | None = None) -> Config:
-    """Alembic's Config for migrations/alembic.ini; ``url`` overrides the one from kvpilot's settings."""
+    """Alembic's Config for migrations/alembic.ini, for the database at ``url`` (None: one that reads no database,
+    such as ``head``'s)."""
     cfg = Config(str(INI))
     cfg.set_main_option("script_location", str(INI.parent))
     if url is not None:
@@ -53,21 +54,18 @@ def _exclusive(url: str) -> Iterator[Connection]:
         engine.dispose()
 
 
-def _run(action: Callable[[Config, str], None], url: str | None, revision: str) -> None:
+def _run(action: Callable[[Config, str], None], url: str, revision: str) -> None:
     cfg = alembic_config(url)
-    if url is None:  # the URL comes from kvpilot's settings inside env.py
-        action(cfg, revision)
-        return
     with _exclusive(url) as conn:
         cfg.attributes["connection"] = conn
         action(cfg, revision)
 
 
-def upgrade(url: str | None = None, revision: str = "head") -> None:
+def upgrade(url: str, revision: str = "head") -> None:
     _run(command.upgrade, url, revision)
 
 
-def downgrade(url: str | None = None, revision: str = "-1") -> None:
+def downgrade(url: str, revision: str = "-1") -> None:
     _run(command.downgrade, url, revision)
 
 

@@ -1,9 +1,12 @@
-"""Alembic environment: the URL comes from kvpilot's settings unless the caller set one on the Config
-(``migrations.alembic_config(url)``), and SQLite runs in batch mode so ALTERs work there too."""
+"""Alembic environment: the URL is the one the caller set on the Config (``migrations.alembic_config(url)``, which
+`kvpilot db` and `kvpilot run` fill from kvpilot's settings) or, run by hand, alembic's ``-x url=...``; SQLite runs
+in batch mode so ALTERs work there too. The schema history reads no settings of its own: migrations/ imports
+nothing of kvpilot/."""
 
 from __future__ import annotations
 
 from alembic import context
+from sqlalchemy import Connection
 
 from store.db import make_engine
 from store.models import Base
@@ -12,12 +15,13 @@ config = context.config
 
 
 def _url() -> str:
-    url = config.get_main_option("sqlalchemy.url")
+    url = config.get_main_option("sqlalchemy.url") or context.get_x_argument(as_dictionary=True).get("url")
     if url:
         return url
-    from kvpilot.settings import load_settings
-
-    return load_settings().database_url
+    raise RuntimeError(
+        "no database URL: run `kvpilot db upgrade` (it reads kvpilot's settings), or give alembic one: "
+        "alembic -c migrations/alembic.ini -x url=sqlite:///kvpilot.db upgrade head"
+    )
 
 
 def run_migrations_offline() -> None:
@@ -39,7 +43,7 @@ def run_migrations_online() -> None:
         engine.dispose()
 
 
-def _run(connection: object) -> None:
+def _run(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
     with context.begin_transaction():
         context.run_migrations()
