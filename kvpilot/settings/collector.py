@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from collector.scrape import DEFAULT_MAX_BYTES
+from collector.scrape import DEFAULT_MAX_BYTES, ScrapeConfig
 from kvpilot.settings._section import _Section
 from kvpilot.settings.discovery import DiscoverySettings
 
@@ -54,5 +54,23 @@ class CollectorSettings(_Section):
         if self.timeout_s >= self.interval_s:
             raise ValueError(
                 f"collector.timeout_s ({self.timeout_s}) must be shorter than collector.interval_s ({self.interval_s})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _readiness_outlasts_tick(self) -> CollectorSettings:
+        """`stale_after_s` > a tick's scrape spread + `timeout_s` (scraping discovery kinds)"""
+        # A sample is stamped when its scrape starts and the replica's readiness is judged when the tick's last
+        # scrape has ended; the scrapes spread over up to half the interval (ScrapeConfig.for_interval). A shorter
+        # limit counts replicas scraped early in every tick as not ready: half of them at interval_s 120 with the
+        # default 30 s. The PromQL kind does not spread its reads: its samples are as old as Prometheus' scrapes.
+        if self.discovery.kind == "promql":
+            return self
+        spread = ScrapeConfig.for_interval(self.interval_s, self.timeout_s).spread_s
+        if self.stale_after_s <= spread + self.timeout_s:
+            raise ValueError(
+                f"collector.stale_after_s ({self.stale_after_s:g}) must be longer than a tick's scrape spread plus "
+                f"collector.timeout_s ({spread:g} + {self.timeout_s:g} s at interval_s {self.interval_s:g}; interval_s "
+                "itself always is): replicas scraped early in a tick would count as not ready at its end"
             )
         return self

@@ -85,9 +85,9 @@ def test_reader_refusals_and_a_disabled_limit() -> None:
 def test_the_staleness_limit_always_spans_several_loop_intervals(interval_s: float) -> None:
     # The limit is counted in loop intervals (keda.stale_after_ticks >= 2), so however long the interval, a loop
     # that keeps its pace never has its answers refused as stale; a limit under two intervals is refused.
-    s = load_settings(collector={"interval_s": interval_s, "timeout_s": min(interval_s / 2, 60)})
+    # (A replica's own readiness limit must outlast the tick too: collector.stale_after_s, one interval here.)
+    collector = {"interval_s": interval_s, "timeout_s": min(interval_s / 2, 60), "stale_after_s": interval_s}
+    s = load_settings(collector=collector)
     assert s.decision_stale_after_s >= 2 * s.collector.interval_s
     with pytest.raises(ValueError, match="stale_after_ticks"):
-        load_settings(
-            collector={"interval_s": interval_s, "timeout_s": min(interval_s / 2, 60)}, keda={"stale_after_ticks": 1.5}
-        )
+        load_settings(collector=collector, keda={"stale_after_ticks": 1.5})

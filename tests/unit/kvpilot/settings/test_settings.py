@@ -84,6 +84,7 @@ def test_yaml_then_environment_precedence(monkeypatch: pytest.MonkeyPatch, tmp_p
     [
         ("collector: {interval_s: 0}\n", {}, "collector.interval_s"),  # must be > 0
         ("collector: {interval_s: 2, timeout_s: 3}\n", {}, "timeout_s"),  # a scrape must fit in a tick
+        ("collector: {interval_s: 120}\n", {}, "collector.stale_after_s"),  # readiness outlasts a tick's scrapes
         ("collector: {intervall_s: 2}\n", {}, "collector.intervall_s"),  # typos are refused, not ignored
         ("scaler: {mode: yolo}\n", {}, "scaler.mode"),  # only advisory|keda|direct
         ("scaler: {deployments: {chat: {}}}\n", {}, "namespace/name"),  # keys must be namespaced
