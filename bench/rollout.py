@@ -10,7 +10,7 @@ cold-starts as many new ones; the next wave starts once they are ready). Three r
   when the rollout starts;
 - rollout + kvpilot: the count `kvpilot run` publishes, from what it sees each tick: the ready replicas' metrics
   through FleetState (discovery lists every replica but a draining one) and the count the scale source reads,
-  through the control loop's rollout stage (``kvpilot.runtime.rollout_stage``) on top of a planner decision of the
+  through the control loop's rollout stage (``scaler.rollout_stage``) on top of a planner decision of the
   fleet's own size (demand is steady at peak; the planner's own arithmetic is measured in the backtest). It sees
   the rollout at the first drain (a ready replica gone while the count asked for held), so the first wave runs
   short for part of a cold start;
@@ -65,10 +65,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from collector.promql.decode import Series  # noqa: E402
 from collector.state import FleetState  # noqa: E402
 from kvpilot.commands.detect import samples_from_snapshot  # noqa: E402
-from kvpilot.runtime.rollout_stage import RolloutStage  # noqa: E402
 from kvpilot.runtime.scale_ksm import KSM_DEPLOYMENT_SERIES, KubeStateMetricsScale  # noqa: E402
 from scaler.decision import Decision  # noqa: E402
 from scaler.rollout import DeploymentRollout, surge_replicas  # noqa: E402
+from scaler.rollout_stage import RolloutStage  # noqa: E402
 from simulator import Fleet, FleetConfig, load_trace, parse_fault  # noqa: E402
 from simulator.faults import ROLLOUT_CONTROLLERS  # noqa: E402
 from simulator.profile import ReplicaProfile  # noqa: E402

@@ -37,11 +37,11 @@ from detectors.kv_trend import KvTrends
 from detectors.thresholds import KvThresholds, Thresholds
 from kvpilot.runtime.persist import TickWrites
 from kvpilot.runtime.planner_hints import demand_hints
-from kvpilot.runtime.rollout_stage import RolloutStage
 from kvpilot.runtime.scale_view import ScaleSource, ScaleView
 from kvpilot.runtime.snapshot import Snapshot
 from scaler.cost import CostConfig, DeploymentCost, discovered_gpus, fleet_costs
 from scaler.decision import Decision
+from scaler.rollout_stage import RolloutStage
 from store.buffer import BufferedWriter
 
 log = logging.getLogger(__name__)
@@ -155,7 +155,7 @@ class ControlLoop:
         self.config = config
         self.node_drains = node_drains
         self.scale = scale
-        # After the planner: a rollout's surge on top of its decision (kvpilot.runtime.rollout_stage).
+        # After the planner: a rollout's surge on top of its decision (scaler.rollout_stage).
         self.rollout = rollout if rollout is not None else RolloutStage(detection.thresholds)
         self._known: set[str] = set(managed)  # deployments whose replica count the scale source is asked for
         self.owns = owns  # sharding (kvpilot.runtime.shards): this instance decides only the deployments of its shards

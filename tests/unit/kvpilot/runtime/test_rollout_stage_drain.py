@@ -9,9 +9,8 @@ import pytest
 
 from collector.samples import ReplicaSample
 from collector.state import FleetState
-from kvpilot.runtime.rollout_stage import RolloutStage
 from scaler.decision import Decision
-from scaler.rollout_stage import OwnRemovals
+from scaler.rollout_stage import OwnRemovals, RolloutStage
 
 KEY = "llm/chat"
 TICK = 5.0

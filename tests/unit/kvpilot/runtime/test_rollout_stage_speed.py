@@ -12,10 +12,10 @@ import pytest
 
 from collector.samples import Histogram, ReplicaSample
 from collector.state import FleetState
-from kvpilot.runtime.rollout_stage import RolloutStage
 from scaler.decision import Decision
 from scaler.planner import DeploymentLimits
 from scaler.rollout import DeploymentRollout
+from scaler.rollout_stage import RolloutStage
 from simulator import Fleet as SimFleet
 from simulator import FleetConfig, load_trace, parse_fault
 from tests.helpers.bench import load_bench
