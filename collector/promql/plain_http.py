@@ -75,7 +75,7 @@ class PlainHttpClient:
             except _Unanswered:
                 _close(streams)
                 if not reused:
-                    raise HttpError("connection closed before an answer") from None
+                    raise
                 streams = await _open(target.origin)  # the server closed it while idle: once more, fresh
                 status, keep, body_reader = await _exchange(streams, request)
             if status == 200:
@@ -141,8 +141,11 @@ class PlainHttpClient:
             _close(streams)
 
 
-class _Unanswered(Exception):
+class _Unanswered(HttpError):
     """The connection ended before the first byte of an answer."""
+
+    def __init__(self) -> None:
+        super().__init__("connection closed before an answer")
 
 
 async def _open(origin: tuple[str, int]) -> Streams:
@@ -181,7 +184,9 @@ async def _exchange(streams: Streams, request: bytes) -> tuple[int, bool, _Body]
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError) as e:
             raise HttpError(f"connection failed in the answer's head: {type(e).__name__}") from None
         status, headers = _parse_head(head)
-    keep = "close" not in headers.get("connection", "").lower()
+    connection = headers.get("connection", "").lower()
+    # HTTP/1.1 keeps the connection unless told to close; HTTP/1.0 closes it unless told to keep it
+    keep = "close" not in connection and (not head.startswith(b"HTTP/1.0") or "keep-alive" in connection)
     encoding = headers.get("content-encoding", "").strip().lower()
     if encoding not in ("identity", "gzip", ""):
         raise HttpError(f"answer in an encoding not asked for: {encoding!r}")
@@ -225,7 +230,10 @@ class _Body:
                     raise TooLarge(f"answer larger than {max_bytes} bytes")
                 out.append(piece)
             if self._inflate is not None:
-                out.append(self._inflate.flush())
+                rest = self._inflate.flush()
+                if size + len(rest) > max_bytes and not cut:
+                    raise TooLarge(f"answer larger than {max_bytes} bytes")
+                out.append(rest[: max(0, max_bytes - size)])
         except zlib.error as e:
             raise HttpError(f"answer not valid gzip: {e}") from None
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError) as e:

@@ -136,8 +136,15 @@ async def test_each_framing_reads_as_httpx_reads_it_and_the_connection_is_reused
     assert first.endswith(b"Content-Length: 3\r\n\r\nq=1")
 
 
-async def test_an_answer_framed_by_the_connections_end_is_read_whole_and_not_reused() -> None:
-    server = RawServer([_head("200 OK", "Connection: close") + BODY] * 2, close_after=True)
+@pytest.mark.parametrize(
+    "head",
+    [
+        _head("200 OK", "Connection: close"),  # HTTP/1.1 told to close
+        b"HTTP/1.0 200 OK\r\n\r\n",  # HTTP/1.0 closes unless told to keep it
+    ],
+)
+async def test_an_answer_framed_by_the_connections_end_is_read_whole_and_not_reused(head: bytes) -> None:
+    server = RawServer([head + BODY] * 2, close_after=True)
     client = PlainHttpClient()
     try:
         for _ in range(2):
@@ -162,15 +169,25 @@ async def test_a_kept_connection_the_server_closed_is_replaced_and_the_request_s
     assert server.connections == 2
 
 
-async def test_a_new_connection_closed_without_an_answer_fails() -> None:
-    server = RawServer([None])
+@pytest.mark.parametrize(
+    "answers",
+    [
+        [None],  # a new connection closed without an answer: not sent again
+        [_head("200 OK", "Content-Length: 2") + b"{}", None, None],  # a kept one, and the fresh one after it, too
+    ],
+)
+async def test_a_connection_closed_without_an_answer_fails(answers: list[bytes | None]) -> None:
+    server = RawServer(answers)
     client = PlainHttpClient()
     try:
+        for _ in range(len(answers) - 2):
+            await client.request("GET", f"{server.url}/x", max_bytes=1 << 20)
         with pytest.raises(HttpError, match="closed before an answer"):
             await client.request("GET", f"{server.url}/x", max_bytes=1 << 20)
     finally:
         await client.aclose()
         server.close()
+    assert server.connections == answers.count(None)  # each None closed one connection
 
 
 @pytest.mark.parametrize(
