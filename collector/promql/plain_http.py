@@ -4,7 +4,9 @@ A PromQL read is one small request and one answer; through httpx (httpcore, anyi
 ~0.65 ms of CPU on an idle machine and ~1.6 ms on a busy one, ten times the request itself (/tmp/s3/A/mb.py), and a
 shard's instance sends four a tick. This client does only what those reads need: GET or POST, ``Accept-Encoding:
 gzip``, an answer framed by ``Content-Length``, chunked, or the connection's end, inflated and refused past a size
-cap. TLS and everything else stay with httpx (``collector.discovery.promql`` chooses).
+cap. TLS and everything else stay with httpx (``collector.discovery.promql`` chooses). The scrape's own client
+(``collector.scrape_http.StreamFetcher``) is the same idea for GETs of pages; it sends no form and keeps no error
+body, and Prometheus' ``bad_data`` message is what an operator needs to see, so the two are apart for now.
 """
 
 from __future__ import annotations
