@@ -12,11 +12,12 @@ sets, and the layouts of label names, are validated once per page and then looke
 labels plus its bound); anything unusual goes through one possessive (backtracking-free) pattern that also says
 what is wrong.
 
-Where the oracle accepts a line only by accident of its implementation, we reject it (each case is
-a documented test in tests/unit/collector/test_exposition_divergences.py): metric names inside the
-braces or quoted (UTF-8 names are served only to scrapers that negotiate them; kvpilot does not),
-missing blank between name and value, extra tokens after the timestamp, empty or leading-comma label
-terms, and blanks other than space and tab inside a sample line. Lines of families not wanted are
+A metric name written inside the braces, quoted (``{"name",a="b"} 1``: the UTF-8 names Prometheus 3 negotiates;
+kvpilot does not ask for them, but a saved page may hold them), is read as ``name{a="b"} 1``, as the oracle reads it;
+only a line that does not start with a name takes that step. Where the oracle accepts a line only by accident of its
+implementation, we reject it (each case is a documented test in tests/unit/collector/test_exposition_divergences.py):
+a name given as a ``__name__`` label, missing blank between name and value, extra tokens after the timestamp, empty
+or leading-comma label terms, and blanks other than space and tab inside a sample line. Lines of families not wanted are
 skipped unvalidated: a selective parse checks only what it reads, so a malformed sample line inside an
 unwanted family is not an error (the oracle, which reads everything, raises on it; a full parse does too).
 What decides where families begin and end is still checked when it is passed over: a HELP or TYPE line of
@@ -246,9 +247,10 @@ class _TextParser:
             sample_name = line[:brace]
             if brace < 0 or sample_name not in allowed:
                 m = name_match(line)
-                if m is None:
-                    raise ParseError(_diagnose(line), line_no=line_no, line=line)
-                sample_name = m.group()
+                if m is not None:
+                    sample_name = m.group()
+                else:  # `{"name",labels} value`: read as `name{labels} value`
+                    line, sample_name = _name_inside(line, line_no)
                 admitted = sample_name in allowed
             else:
                 admitted = True
@@ -959,12 +961,33 @@ def _timestamp(token: str) -> float:
 _LABELS_RE = re.compile(rf"\{{{_BODY}\}}", re.DOTALL)
 
 
+# A sample line whose metric name is written inside the braces, quoted (the text format as Prometheus 3 negotiates it,
+# `escaping=allow-utf-8`): `{"name"` then a comma and the labels, or the closing brace.
+_NAME_INSIDE_RE = re.compile(r'\{[ \t]*+"([^"\\\n]*+(?:\\.[^"\\\n]*+)*+)"[ \t]*+(?:,|(?=\}))')
+
+
+def _name_inside(line: str, line_no: int) -> tuple[str, str]:
+    """``{"name",a="b"} 1`` as ``name{a="b"} 1`` and the name (unescaped: any UTF-8, as the oracle reads it).
+
+    Servers quote a name only when a scraper asks for UTF-8 names, and then only a name the classic format cannot
+    write (client_golang and prometheus_client alike); a saved page may hold either, so both read the same. The
+    line goes on through the usual path: its labels are validated as any line's, its family decided by the name.
+    """
+    m = _NAME_INSIDE_RE.match(line)
+    if m is None:
+        raise ParseError(_diagnose(line), line_no=line_no, line=line)
+    name = unescape_label_value(m[1]) if "\\" in m[1] else m[1]
+    if not name:
+        raise ParseError("empty metric name inside the braces", line_no=line_no, line=line)
+    return name + "{" + line[m.end() :], name
+
+
 def _diagnose(line: str) -> str:
     """Say what is wrong with a sample line the fast pattern refused."""
     m = NAME_RE.match(line)
     if m is None:
         if line.startswith("{"):
-            return "a metric name inside the braces is not supported; expected name{labels} value"
+            return 'invalid metric name inside the braces; expected {"name",labels} value'
         return "invalid metric name"
     end = m.end()
     if end < len(line) and line[end] not in " \t{":

@@ -193,3 +193,41 @@ def test_engine_reported_capacity_is_summed_over_data_parallel_engines() -> None
         for e, t in (("0", 500), ("1", 700))
     )
     assert _one(page).kv_capacity_tokens == 1200.0
+
+
+def _names_quoted(text: str) -> str:
+    """The page as a server negotiating UTF-8 names (Prometheus 3's ``escaping=allow-utf-8``) could write it: every
+    name quoted, the sample's inside the braces (servers quote only names the classic format cannot write; a saved
+    page may hold either)."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith(("# HELP ", "# TYPE ")):
+            keyword, name, rest = line[2:].split(" ", 2)
+            out.append(f'# {keyword} "{name}" {rest}')
+        elif line and not line.startswith("#"):
+            name, brace, rest = line.partition("{")
+            if brace:
+                out.append("{" + f'"{name}",' + rest)
+            else:
+                name, value = line.split(" ", 1)
+                out.append("{" + f'"{name}"' + "} " + value)
+        else:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        "vllm-v1-current-dp2__vllm-project__vllm__v1_metrics_loggers__from-source.txt",
+        "vllm__DataDog__integrations-core__vllm_metrics.txt",
+    ],
+)
+def test_names_inside_the_braces_read_as_the_classic_page(metrics_fixtures: Path, fixture: str) -> None:
+    classic = (metrics_fixtures / fixture).read_text()
+    quoted = _names_quoted(classic)
+    assert '{"vllm:num_requests_waiting",' in quoted
+    expected = adapt_page(classic, TARGET, 1000.0).replicas
+    target = TargetInfo(url="http://quoted/" + fixture, namespace="inference", deployment="llama-8b", pod="llama-8b-0")
+    for _ in range(2):  # the second page of a target is read off the layout learnt from the first
+        assert adapt_page(quoted, target, 1000.0).replicas == expected

@@ -14,10 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from collector.exposition import ParseError, parse
 
 ORACLE_ACCEPTS_WE_REFUSE = [
-    # UTF-8 metric names inside the braces: Prometheus serves them only to scrapers that negotiate
-    # `escaping=allow-utf-8`; kvpilot does not, so on its pages this is corruption.
-    '{"my.metric",a="b"} 1\n',
-    # the same for a legacy name given as __name__
+    # a legacy name given as a __name__ label: no exposition writes it (a quoted name inside the braces, as Prometheus
+    # 3 negotiates UTF-8 names, is read: test_exposition_text)
     '{__name__="up",a="b"} 1\n',
     # no blank between name and value: the oracle cuts the last character off the name ("in" = +Inf)
     "inf\n",

@@ -44,6 +44,13 @@ MALFORMED = [
     ("# TYPE _total counter\n", 1, "empty"),
     # garbage after the timestamp
     ("m 1 2 3\n", 1, "unexpected"),
+    # a quoted name inside the braces that is not followed by a comma or the closing brace
+    (GOOD + '{"m" a="b"} 1\n', 4, "inside the braces"),
+    # ... that is empty, or never closes
+    (GOOD + '{"",a="b"} 1\n', 4, "empty metric name"),
+    (GOOD + '{"m,a="b"} 1\n', 4, "inside the braces"),
+    # ... whose labels are not labels
+    (GOOD + '{"m",a} 1\n', 4, "label"),
 ]
 
 
