@@ -9,9 +9,12 @@ XIDs: ``DCGM_FI_DEV_XID_ERRORS`` is a gauge holding the last XID seen (newer exp
 ``err_code``/``err_msg``); ``last_xid`` takes the value, or ``err_code`` when the value is blank.
 ``xid_count`` is ``DCGM_EXP_XID_ERRORS_COUNT`` summed over its ``xid`` label: dcgm-exporter counts XIDs
 within its ``--xid-count-window-size`` window, so it can fall back to 0 (read it as "XIDs recently",
-not as a lifetime counter to take rates of). On a page from kvpilot's NVML agent it is
-``kvpilot_nvml_xid_events_total`` (every XID since the agent started), and ``recovery_action`` comes from
-``kvpilot_nvml_gpu_recovery_action`` (collector/gpus/nvml_page.py).
+not as a lifetime counter to take rates of). With ``--kubernetes-virtual-gpus`` (time-sliced GPUs) the exporter
+writes every series of a shared GPU once per container using it, labelled with that container's
+``pod``/``namespace``/``container`` and ``vgpu`` (internal/pkg/transformation/kubernetes.go @ eb95c71): the copies
+are one series, counted once (the GPU's other fields take the first copy's value, the same in every copy).
+On a page from kvpilot's NVML agent it is ``kvpilot_nvml_xid_events_total`` (every XID since the agent started),
+and ``recovery_action`` comes from ``kvpilot_nvml_gpu_recovery_action`` (collector/gpus/nvml_page.py).
 """
 
 from __future__ import annotations
@@ -118,6 +121,12 @@ FAMILIES: frozenset[str] = frozenset(
 
 _Key = tuple[str, str, str]  # node, index ("gpu" or "gpu/instance"), uuid
 
+# Labels dcgm-exporter adds to say who uses a GPU (internal/pkg/transformation/const.go), not which series it is: a
+# shared GPU's series is written once per user with these alone differing.
+_ATTRIBUTION = frozenset(
+    {"pod", "namespace", "container", "vgpu", "pod_uid", "pod_name", "pod_namespace", "container_name", "hpc_job"}
+)
+
 
 def _key(s: Sample, default_node: str) -> _Key | None:
     labels = s.labels
@@ -207,9 +216,26 @@ def _plan(families: Mapping[str, MetricFamily], default_node: str) -> _Plan:
     xid = each(_XID, _LAST_XID)
     xid_samples = families[xid[0]].samples if xid[2] else ()
     steps.append((xid, tuple(_positive_int(xid_samples[i].labels.get("err_code")) for _at, i in xid[2])))
-    steps.append((each(_XID_COUNT, _COUNT_XIDS), None))
-    steps.append((each(_NVML_XID_EVENTS, _COUNT_XIDS), None))
+    steps.append((_once_per_series(each(_XID_COUNT, _COUNT_XIDS), families), None))
+    steps.append((_once_per_series(each(_NVML_XID_EVENTS, _COUNT_XIDS), families), None))
     return _Plan(tuple(labels_of), tuple((step, arg) for step, arg in steps if step[2]))
+
+
+def _once_per_series(step: _Step, families: Mapping[str, MetricFamily]) -> _Step:
+    """``step`` with each of a GPU's series read once: the copies of a shared GPU's series (see the module notes),
+    which differ only in the labels saying who uses it, are one series."""
+    key, action, reads = step
+    if not reads:
+        return step
+    samples = families[key].samples
+    seen: set[tuple[int, frozenset[tuple[str, str]]]] = set()
+    kept = []
+    for at, i in reads:
+        series = (at, frozenset(kv for kv in samples[i].labels.items() if kv[0] not in _ATTRIBUTION))
+        if series not in seen:
+            seen.add(series)
+            kept.append((at, i))
+    return key, action, tuple(kept)
 
 
 def adapt_dcgm(families: Mapping[str, MetricFamily], target: TargetInfo, timestamp: float) -> list[GpuSample]:

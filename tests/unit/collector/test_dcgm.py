@@ -85,6 +85,20 @@ def test_handwritten_mig_hostname_sentinels(metrics_fixtures: Path) -> None:
     assert (mig2.last_xid, mig2.pod, mig2.memory_used_bytes) == (13, None, 512 * MIB)  # err_code when value is blank
 
 
+def test_time_sliced_gpus_fanned_out_per_container_count_each_xid_once(metrics_fixtures: Path) -> None:
+    gpus = _page(metrics_fixtures, "dcgm-virtual-gpus__handwritten.txt")
+    # one GPU each, not one per container copy of its series
+    assert [(g.node, g.index) for g in gpus] == [("gpu-node-3", "0"), ("gpu-node-3", "1")]
+    shared, single = gpus
+    # the copies carry the same values: the first copy's are the GPU's (and its first user's pod)
+    assert (shared.utilisation, shared.memory_used_bytes, shared.last_xid) == (0.93, 72723 * MIB, 119)
+    assert shared.pod == "qwen-7b-6f8d9c-k2m4n"
+    # XID 119 once in the window, written once per container using the GPU: 1, not 2 (which would make a lone GSP
+    # timeout look recurring and the XID triage drain the node)
+    assert shared.xid_count == 1.0
+    assert (single.utilisation, single.last_xid, single.xid_count) == (0.41, 0, 0.0)
+
+
 @pytest.mark.parametrize(
     ("value", "blank"),
     [

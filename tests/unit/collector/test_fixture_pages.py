@@ -586,6 +586,7 @@ EXPECTED: dict[str, Page] = {
     "triton-ttft-only__handwritten.txt": Page(error="Triton without an LLM backend"),
     "dcgm__DataDog__integrations-core__metrics.txt": Page([], gpus=3),
     "dcgm-mig-hostname__handwritten.txt": Page([], gpus=4),  # two H100s and two MIG instances of an A100
+    "dcgm-virtual-gpus__handwritten.txt": Page([], gpus=2),  # two H100s, one written once per each of its two users
 }
 
 
