@@ -36,7 +36,7 @@ from collector.engines._read import (
     read_sum,
     structural,
 )
-from collector.exposition import MetricFamily
+from collector.exposition import MetricFamily, Sample
 from collector.exposition._page import LaidOutPage
 from collector.roles import DYNAMO_METRIC_COMPONENT, role_from_component
 from collector.samples import ReplicaSample, TargetInfo
@@ -98,6 +98,7 @@ def _no_prepare(_families: Families) -> SampleFilter | None:
 # Labels that tell apart replicas sharing one page beyond the model: Ray's actor id and Ray Serve's replica id (one
 # vLLM engine per actor; all of a node's actors on the node's one metrics page).
 REPLICA_LABELS = ("ReplicaId", "WorkerId")
+_REPLICA_ID, _WORKER_ID = REPLICA_LABELS
 
 Group = tuple[tuple[str, str], ...]
 
@@ -110,6 +111,27 @@ def _narrow(families: Families, group: Group) -> dict[str, MetricFamily]:
         samples = [s for s in fam.samples if all(s.labels.get(k, v) == v for k, v in group)]
         out[name] = MetricFamily(fam.name, fam.type, fam.help, samples, fam.unit)
     return out
+
+
+def _helper_workers(samples: list[Sample]) -> bool:
+    """Whether the page's Ray workers are not one per Serve replica: a worker writing without a replica id beside
+    ones writing with it, or a replica written by several workers. Then a worker is a helper actor of some replica
+    (SGLang's schedulers run as Ray actors of their own under Ray Serve LLM, writing the scheduler gauges with an
+    empty ``ReplicaId`` while the replica's actor writes the tokenizer's series: ray-project/ray
+    python/ray/llm/_internal/serve/engines/sglang/ray_metrics.py, sgl-project/sglang @ 18cc7bf
+    python/sglang/srt/observability/ray_wrappers.py), and replicas are told apart by ``ReplicaId`` alone."""
+    replica_of: dict[str, str] = {}
+    for s in samples:
+        worker = s.labels.get(_WORKER_ID)
+        if not worker:
+            continue
+        replica = s.labels.get(_REPLICA_ID, "")
+        if replica_of.setdefault(worker, replica) != replica or not replica:
+            return True
+    workers_of: dict[str, set[str]] = {}
+    for worker, replica in replica_of.items():
+        workers_of.setdefault(replica, set()).add(worker)
+    return any(len(workers) > 1 for workers in workers_of.values())
 
 
 @dataclass(frozen=True)
@@ -290,6 +312,8 @@ class DeclarativeAdapter:
                     if v:
                         values[k].add(v)
         split = [k for k in labels if len(values[k]) > 1]
+        if _WORKER_ID in split and values[_REPLICA_ID] and _helper_workers(samples):
+            split.remove(_WORKER_ID)
         if not split:
             return []
         seen = {tuple((k, s.labels[k]) for k in split) for s in samples if all(s.labels.get(k) for k in split)}

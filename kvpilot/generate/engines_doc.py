@@ -255,7 +255,9 @@ def engines_page() -> str:
         "- **One replica per model, per Ray worker.** A page whose series carry several values of the model label "
         "(Triton with two TensorRT-LLM models, a Dynamo frontend serving two models) or of Ray's `ReplicaId` or "
         "`WorkerId` yields one replica each, named `<pod>#<label values>`; their queues and counters are never "
-        'summed. Data-parallel engines of one vLLM pod (`engine="N"`) stay one replica.',
+        'summed. Data-parallel engines of one vLLM pod (`engine="N"`) stay one replica. Ray workers that are helper '
+        "actors of a Serve replica (SGLang's schedulers as Ray actors, writing with an empty `ReplicaId`) are not "
+        "replicas of their own: there `ReplicaId` alone tells replicas apart.",
         "- **Engine-reported facts win.** Where an engine states a value (vLLM's `kv_cache_size_tokens`), it is used "
         "rather than one derived from other series (`num_gpu_blocks × block_size`, wrong for hybrid-KV models).",
         "- **Not an LLM replica.** Triton without TensorRT-LLM (`nv_inference_*` only) yields its GPUs and no replica; "

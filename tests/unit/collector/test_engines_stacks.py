@@ -86,6 +86,38 @@ def test_ray_workers_on_one_node_page_are_one_replica_each() -> None:
     assert got == {("node-1#aaa", 3.0, 1600.0), ("node-1#bbb", 5.0, 1600.0)}  # named by what differs
 
 
+def _ray_sglang(replicas: tuple[str, ...], scheduler_replica_id: str | None) -> str:
+    """SGLang under Ray Serve LLM with its schedulers as Ray actors: the tokenizer's series from each replica's actor
+    (its ReplicaId), the scheduler's gauges from a scheduler actor of its own (no or an empty ReplicaId)."""
+    lines = []
+    for n, replica in enumerate(replicas):
+        own = "" if scheduler_replica_id is None else f'ReplicaId="{scheduler_replica_id}",'
+        lines += [
+            f'ray_sglang_num_queue_reqs{{{own}WorkerId="sched{n}",model_name="m",tp_rank="0"}} {n + 4}',
+            f'ray_sglang_prompt_tokens_total{{ReplicaId="{replica}",WorkerId="actor{n}",model_name="m"}}'
+            f" {1000 * (n + 1)}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("replicas", "scheduler_replica_id", "expected"),
+    [
+        # one Serve replica: its scheduler actor's gauges and its own actor's counters are one replica, not two
+        (("app#S#r1",), "", {("node-1", 4.0, 1000.0)}),
+        (("app#S#r1",), None, {("node-1", 4.0, 1000.0)}),
+        # two: told apart by ReplicaId; which scheduler serves which cannot be told, so the queues stay unknown
+        (("app#S#r1", "app#S#r2"), "", {("node-1#app#S#r1", None, 1000.0), ("node-1#app#S#r2", None, 2000.0)}),
+    ],
+)
+def test_ray_helper_actors_of_a_serve_replica_are_not_replicas(
+    replicas: tuple[str, ...], scheduler_replica_id: str | None, expected: set[tuple[str, float | None, float]]
+) -> None:
+    page = adapt_page(_ray_sglang(replicas, scheduler_replica_id), TargetInfo(url="http://n/metrics", pod="node-1"), 0)
+    assert page.engine == "sglang"
+    assert {(r.replica, r.requests_waiting, r.prompt_tokens) for r in page.replicas} == expected
+
+
 def test_two_tensorrt_llm_models_on_one_triton_are_two_replicas() -> None:
     text = ""
     for model, waiting, success in (("llama", 2, 10), ("mistral", 7, 30)):

@@ -205,6 +205,24 @@ EXPECTED: dict[str, Page] = {
             },
         ]
     ),
+    "ray-serve-sglang-ray-actors__handwritten.txt": Page(
+        [
+            {
+                "replica": "",  # one Serve replica: the scheduler actor (WorkerId 5be1) is not a replica of its own
+                "engine": "sglang",  # ray_sglang_* read as sglang:* (prefix "ray_", namespace separator restored)
+                "model": "Qwen/Qwen3-8B",
+                "requests_waiting": 6.0,  # ray_sglang_num_queue_reqs, from the scheduler actor (ReplicaId="")
+                "requests_running": 18.0,
+                "kv_usage": 0.83,
+                "kv_capacity_tokens": 285000.0,  # ray_sglang_max_total_num_tokens
+                "preemptions": 2.0,
+                "prompt_tokens": 740000.0,  # ray_sglang_prompt_tokens_total, from the replica's actor (WorkerId a03f)
+                "prefix_hits": 296000.0,  # ray_sglang_cached_tokens_total{cache_source="device"}
+                "requests_finished": 1650.0,
+                "ttft.count": 1650.0,
+            }
+        ]
+    ),
     "vllm-sanitised-names__handwritten.txt": Page(
         [
             {
