@@ -7,6 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from collector.adapt import WANTED_FAMILIES, adapt_page
 from collector.exposition import DEFAULT_MAX_SAMPLES, LayoutCache, MetricFamily, parse
@@ -196,3 +198,19 @@ def test_a_laid_out_page_is_adapted_from_its_values_without_building_samples(
     assert gpus == adapt_dcgm(parse(page, wanted=WANTED_FAMILIES), GPU_TARGET, 1.0)
     by_index = {g.index: g for g in gpus}
     assert (by_index["0"].last_xid, by_index["2/2"].last_xid) == (31, 13)  # 2/2's value is blank: its err_code
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(1, 6),  # containers sharing GPU 0, each written its copy of every series
+    st.dictionaries(st.sampled_from(["13", "31", "79", "119"]), st.integers(1, 5), max_size=3),  # XIDs in the window
+)
+def test_xids_of_a_shared_gpu_are_counted_once_however_many_use_it(users: int, xids: dict[str, int]) -> None:
+    lines = ["# TYPE DCGM_EXP_XID_ERRORS_COUNT gauge"]
+    for n in range(users):
+        labels = f'gpu="0",UUID="GPU-1",Hostname="h",pod="p{n}",namespace="ns",container="c",vgpu="{n}"'
+        lines += [f'DCGM_EXP_XID_ERRORS_COUNT{{{labels},xid="{xid}"}} {count}' for xid, count in xids.items()]
+        lines.append(f"DCGM_FI_DEV_GPU_TEMP{{{labels}}} 60")
+    gpus = adapt_page("\n".join(lines) + "\n", GPU_TARGET, 0.0).gpus
+    assert len(gpus) == 1
+    assert gpus[0].xid_count == (float(sum(xids.values())) if xids else None)

@@ -6,6 +6,8 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from collector.adapt import adapt_page
 from collector.samples import ReplicaSample, TargetInfo
@@ -124,3 +126,22 @@ def test_priority_shares_beside_the_total_are_not_added(
 ) -> None:
     r = _one(text)
     assert (r.requests_waiting, r.requests_running, r.requests_finished) == (waiting, running, finished)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(0, 50), min_size=1, max_size=5),  # each priority's waiting share
+    st.lists(st.integers(0, 50), min_size=1, max_size=5),  # each priority's running share
+    st.lists(st.integers(0, 10**6), min_size=1, max_size=5),  # each priority's prompt tokens (tokenizer series)
+)
+def test_priority_shares_never_add_to_their_total(waiting: list[int], running: list[int], tokens: list[int]) -> None:
+    def gauge(name: str, shares: list[int]) -> list[str]:
+        lines = [f'sglang:{name}{{model_name="m",priority="",tp_rank="0"}} {sum(shares)}']
+        return lines + [f'sglang:{name}{{model_name="m",priority="{p}",tp_rank="0"}} {v}' for p, v in enumerate(shares)]
+
+    lines = ["# TYPE sglang:num_queue_reqs gauge", *gauge("num_queue_reqs", waiting)]
+    lines += ["# TYPE sglang:num_running_reqs gauge", *gauge("num_running_reqs", running)]
+    lines += ["# TYPE sglang:prompt_tokens_total counter"]
+    lines += [f'sglang:prompt_tokens_total{{model_name="m",priority="{p}"}} {v}' for p, v in enumerate(tokens)]
+    r = _one("\n".join(lines) + "\n")
+    assert (r.requests_waiting, r.requests_running, r.prompt_tokens) == (sum(waiting), sum(running), sum(tokens))
