@@ -11,6 +11,14 @@ set, before "{" or more than one before the value; metric names inside the brace
 (experimental, and kvpilot never asks for them); escaped quotes in exemplar labels (the oracle's
 exemplar scanner ignores escapes); and a negative timestamp above -1, which the oracle reads with the
 wrong sign.
+
+One reading differs: prometheus_client since 0.22 answers an Accept that names OpenMetrics with its samples'
+names escaped (``:`` written ``_``, ``vllm_x_bucket``) under metadata that keeps them (``# TYPE vllm:x
+histogram``; client_python#1177). The oracle reads each such sample name as a family of its own, untyped, so a
+histogram falls apart into ``_bucket``, ``_count`` and ``_sum`` families; here the samples that follow their
+family's metadata and carry its name so escaped are read as that family's, under the declared name, as the
+classic text page reads them. A family that had samples under its declared name first is read as the oracle reads
+it.
 """
 
 from __future__ import annotations
@@ -65,7 +73,7 @@ class _Family:
     """The family being read: its metadata, and the state the format's grouping rules need."""
 
     __slots__ = (
-        "allowed", "first_line", "group", "group_series", "group_stamp", "has_samples", "help", "name",
+        "allowed", "escaped", "first_line", "group", "group_series", "group_stamp", "has_samples", "help", "name",
         "samples", "seen_groups", "stamps", "typ", "unit", "wanted",
     )  # fmt: skip
 
@@ -78,6 +86,7 @@ class _Family:
         self.unit: str | None = None
         self.allowed: tuple[str, ...] = (name,)
         self.has_samples = False
+        self.escaped = False  # its samples are written under its name with ":" escaped (see the module notes)
         self.samples: list[Sample] = []
         self.stamps: list[TimeKey | None] = []  # comparison keys, beside samples, for the histogram check
         self.group: tuple[tuple[str, str], ...] | None = None
@@ -171,8 +180,13 @@ class _OpenMetricsParser:
         sample_name = m.group()
         family = self.family
         if family is None or sample_name not in family.allowed:
-            self._close()
-            family = self.family = _Family(sample_name, line_no, self.keep(sample_name), "unknown")
+            declared = None if family is None else _declared_name(family, sample_name)
+            if family is None or declared is None:
+                self._close()
+                family = self.family = _Family(sample_name, line_no, self.keep(sample_name), "unknown")
+            else:
+                family.escaped = True
+                line = declared + line[len(sample_name) :]
         family.has_samples = True
         if not family.wanted:
             return False
@@ -207,6 +221,19 @@ class _OpenMetricsParser:
             raise ParseError(f"family {name!r}: {e}", line_no=family.first_line) from None
         if family.wanted:
             self.sink.add(name, typ, family.help or "", family.samples, unit)
+
+
+def _declared_name(family: _Family, sample_name: str) -> str | None:
+    """The name ``sample_name`` has in ``family`` when it is one of the family's sample names with the family's ``:``
+    written ``_`` (prometheus_client's escaped OpenMetrics, see the module notes), and the family's samples so far, if
+    any, were written so too; else None."""
+    if ":" not in family.name or (family.has_samples and not family.escaped):
+        return None
+    escaped = family.name.replace(":", "_")
+    if not sample_name.startswith(escaped):
+        return None
+    declared = family.name + sample_name[len(escaped) :]
+    return declared if declared in family.allowed else None
 
 
 def _read_sample(family: _Family, line: str) -> None:

@@ -231,3 +231,42 @@ def test_names_inside_the_braces_read_as_the_classic_page(metrics_fixtures: Path
     target = TargetInfo(url="http://quoted/" + fixture, namespace="inference", deployment="llama-8b", pod="llama-8b-0")
     for _ in range(2):  # the second page of a target is read off the layout learnt from the first
         assert adapt_page(quoted, target, 1000.0).replicas == expected
+
+
+def _registry() -> object:
+    """A V1 engine's series in a registry of their own (names and labels as vllm/v1/metrics/loggers.py has them)."""
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+    registry = CollectorRegistry()
+    labels = ["model_name", "engine"]
+    for name, value in (("num_requests_running", 6), ("num_requests_waiting", 2), ("kv_cache_usage_perc", 0.4)):
+        Gauge(f"vllm:{name}", name, labels, registry=registry).labels("m", "0").set(value)
+    for name, value in (("prompt_tokens", 5000), ("generation_tokens", 900), ("prefix_cache_queries", 4000)):
+        Counter(f"vllm:{name}", name, labels, registry=registry).labels("m", "0").inc(value)
+    Counter("vllm:request_success", "s", [*labels, "finished_reason"], registry=registry).labels("m", "0", "stop").inc(
+        9
+    )
+    for name in ("time_to_first_token_seconds", "inter_token_latency_seconds", "e2e_request_latency_seconds"):
+        histogram = Histogram(f"vllm:{name}", name, labels, buckets=[0.1, 1.0], registry=registry)
+        for value in (0.05, 0.5, 2.0):
+            histogram.labels("m", "0").observe(value)
+    info = Gauge("vllm:cache_config_info", "c", ["block_size", "num_gpu_blocks", "engine"], registry=registry)
+    info.labels("16", "1000", "0").set(1)
+    return registry
+
+
+def test_escaped_openmetrics_page_reads_as_the_classic_page() -> None:
+    """prometheus_client (>= 0.22) answers an Accept naming OpenMetrics with sample names whose ``:`` is written
+    ``_`` under metadata that keeps it (client_python#1177): read as the classic page, histograms included."""
+    from prometheus_client import generate_latest as classic_text
+    from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_text
+
+    registry = _registry()
+    page = openmetrics_text(registry, escaping="underscores").decode()  # type: ignore[arg-type]
+    assert "vllm_time_to_first_token_seconds_bucket{" in page
+    assert "# TYPE vllm:time_to_first_token_seconds histogram" in page
+    om = adapt_page(page, TARGET, 1000.0, content_type="application/openmetrics-text; version=1.0.0").replicas
+    assert om == adapt_page(classic_text(registry), TARGET, 1000.0).replicas  # type: ignore[arg-type]
+    assert om[0].ttft is not None  # the histograms too, not only gauges and counters
+    assert om[0].itl is not None
+    assert (om[0].requests_running, om[0].kv_capacity_tokens, om[0].requests_finished) == (6.0, 16000.0, 9.0)
