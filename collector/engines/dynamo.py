@@ -26,6 +26,9 @@ Mapping decisions:
   request past its first token has reported (``cached_tokens_count`` + in flight >= ``input_sequence_tokens_count``):
   an engine that reports no cached count would otherwise read as a 0 % hit rate. Else both stay unknown.
 - Model label ``model``; a frontend serving several models yields one replica per model.
+- The frontend's prefix can be overridden (``DYN_METRICS_PREFIX``, "added for NIM compatibility (PR #2432)",
+  prometheus_names.rs ``frontend_service``): NIM's Dynamo-based frontend writes ``nv_llm_http_service_*``, as Dynamo's
+  own prefix test sets it. Both spellings are read, Dynamo's first.
 """
 
 from __future__ import annotations
@@ -35,33 +38,43 @@ from typing import Any
 from collector.engines._declarative import DeclarativeAdapter, histogram, mean, total
 from collector.engines._read import Families, Series, find_family, read_mean, read_sum
 
-_F = "dynamo_frontend_"
+# The frontend's prefixes: Dynamo's, and NIM's through DYN_METRICS_PREFIX (see the module notes).
+_FRONTENDS = ("dynamo_frontend_", "nv_llm_http_service_")
 _C = "dynamo_component_"
-_QUEUED = _F + "queued_requests"
-_INFLIGHT = _F + "inflight_requests"
-_TOTAL_BLOCKS = _F + "model_total_kv_blocks"
-_BLOCK_SIZE = _F + "model_kv_cache_block_size"
-_INPUT_TOKENS = _F + "input_sequence_tokens"
-_CACHED_TOKENS = _F + "cached_tokens"
+
+
+def _front(name: str) -> tuple[str, ...]:
+    """A frontend series under each prefix the frontend may have, Dynamo's first."""
+    return tuple(prefix + name for prefix in _FRONTENDS)
+
+
+_QUEUED = _front("queued_requests")
+_INFLIGHT = _front("inflight_requests")
+_TOTAL_BLOCKS = _front("model_total_kv_blocks")
+_BLOCK_SIZE = _front("model_kv_cache_block_size")
+_INPUT_TOKENS = _front("input_sequence_tokens")
+_CACHED_TOKENS = _front("cached_tokens")
 
 FIELDS = {
-    "requests_waiting": total(_QUEUED),
+    "requests_waiting": total(*_QUEUED),
     "kv_usage": mean(_C + "gpu_cache_usage_percent", _C + "kvstats_gpu_cache_usage_percent"),
-    "generation_tokens": total(_F + "output_tokens"),
-    "requests_finished": total(_F + "requests", _C + "requests"),
-    "ttft": histogram(_F + "time_to_first_token_seconds"),
-    "itl": histogram(_F + "inter_token_latency_seconds"),
-    "e2e": histogram(_F + "request_duration_seconds", _C + "request_duration_seconds"),
+    "generation_tokens": total(*_front("output_tokens")),
+    "requests_finished": total(*_front("requests"), _C + "requests"),
+    "ttft": histogram(*_front("time_to_first_token_seconds")),
+    "itl": histogram(*_front("inter_token_latency_seconds")),
+    "e2e": histogram(*_front("request_duration_seconds"), _C + "request_duration_seconds"),
 }
 
 
-def _histogram_part(families: Families, name: str, part: str) -> float | None:
-    """The histogram's ``_sum`` or ``_count`` over its label sets, None where it has none."""
-    fam = find_family(families, name)
-    if fam is None:
-        return None
-    values = [s.value for s in fam.samples if s.name == name + part]
-    return sum(values) if values else None
+def _histogram_part(families: Families, names: tuple[str, ...], part: str) -> float | None:
+    """The histogram's ``_sum`` or ``_count`` over its label sets (the first of ``names`` on the page), None where it
+    has none."""
+    for name in names:
+        fam = find_family(families, name)
+        if fam is not None:
+            values = [s.value for s in fam.samples if s.name == name + part]
+            return sum(values) if values else None
+    return None
 
 
 def _prefix(families: Families, inflight: float | None) -> tuple[float | None, float | None]:
@@ -78,11 +91,15 @@ def _prefix(families: Families, inflight: float | None) -> tuple[float | None, f
     return queries, hits
 
 
+def _series(names: tuple[str, ...]) -> tuple[Series, ...]:
+    return tuple(Series(name) for name in names)
+
+
 def _derive(families: Families, values: dict[str, Any]) -> dict[str, Any]:
-    inflight = read_sum(families, (Series(_INFLIGHT),))
+    inflight = read_sum(families, _series(_INFLIGHT))
     queued = values.get("requests_waiting")
-    blocks = read_sum(families, (Series(_TOTAL_BLOCKS),))
-    block_size = read_mean(families, (Series(_BLOCK_SIZE),))
+    blocks = read_sum(families, _series(_TOTAL_BLOCKS))
+    block_size = read_mean(families, _series(_BLOCK_SIZE))
     queries, hits = _prefix(families, inflight)
     return {
         "requests_running": max(0.0, inflight - queued) if inflight is not None and queued is not None else None,
@@ -99,11 +116,11 @@ ADAPTER = DeclarativeAdapter(
     model_labels=("model",),
     extra_families=frozenset(
         {
-            _INFLIGHT,
-            _TOTAL_BLOCKS,
-            _BLOCK_SIZE,
-            _INPUT_TOKENS,
-            _CACHED_TOKENS,
+            *_INFLIGHT,
+            *_TOTAL_BLOCKS,
+            *_BLOCK_SIZE,
+            *_INPUT_TOKENS,
+            *_CACHED_TOKENS,
             _C + "inflight_requests",
             _C + "total_blocks",
         }

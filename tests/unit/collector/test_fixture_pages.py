@@ -223,6 +223,23 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    "dynamo-frontend-nim-prefix__handwritten.txt": Page(
+        [
+            {
+                "engine": "dynamo",  # nv_llm_http_service_*: Dynamo's frontend names under NIM's prefix
+                "model": "meta/llama-3.1-8b-instruct",
+                "requests_waiting": 7.0,  # nv_llm_http_service_queued_requests
+                "requests_running": 24.0,  # inflight_requests 31 - queued 7
+                "kv_capacity_tokens": 8000 * 64.0,  # model_total_kv_blocks x model_kv_cache_block_size
+                "prompt_tokens": 900000.0,  # input_sequence_tokens_sum
+                "generation_tokens": 160000.0,  # output_tokens_total
+                "requests_finished": 800.0,  # requests_total
+                "ttft.count": 800.0,
+                "itl.count": 160000.0,
+                "e2e.count": 800.0,
+            }
+        ]
+    ),
     "vllm-sanitised-names__handwritten.txt": Page(
         [
             {
