@@ -292,11 +292,7 @@ async def _chunked(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
             while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers, then the blank line
                 pass
             return
-        while size > 0:
-            data = await reader.read(min(size, _READ_BYTES))
-            if not data:
-                raise asyncio.IncompleteReadError(b"", size)
-            size -= len(data)
+        async for data in _sized(reader, size):
             yield data
         if await reader.readexactly(2) != b"\r\n":
             raise HttpError("chunk not followed by CRLF")
