@@ -4,8 +4,14 @@ TensorRT-LLM reports through a few gauge families, each split by a category labe
 (``request_type``, ``kv_cache_block_type``, ...); Triton core adds ``nv_inference_*`` per model.
 
 Mapping decisions:
-- ``requests_waiting`` = ``request_type="waiting"`` (queued in the executor), else Triton's
-  ``nv_inference_pending_request_count`` (older backends without the waiting category).
+- ``requests_waiting`` = ``request_type="waiting"`` (queued in the executor), else unknown (``None``). Triton's
+  ``nv_inference_pending_request_count`` is not that queue: it counts requests the core holds until the model's
+  execute starts (triton-inference-server/server @ dcc9123, docs/user_guide/metrics.md, "Pending Request Count"),
+  and TensorRT-LLM's execute hands every request to the executor at once (triton-inference-server/tensorrtllm_backend
+  @ 0677fdc, inflight_batcher_llm/src/model_instance_state.cc, ``ModelInstanceState::enqueue``;
+  NVIDIA/TensorRT-LLM @ 89fd9b7, triton_backend/all_models/inflight_batcher_llm/tensorrt_llm/1/model.py,
+  ``execute``), so it reads about 0 while the executor queues. Backends before the waiting category
+  (tensorrtllm_backend @ 7f9aa46, custom_metrics_reporter.cc: active, max, scheduled, context) leave the queue unknown.
 - ``requests_running`` = ``request_type="active"`` (every request in the in-flight batcher, context or
   generation phase); ``scheduled`` only counts those scheduled in the last iteration.
 - ``kv_usage`` = ``kv_cache_block_type="fraction"``, else ``used / max`` blocks;
@@ -45,7 +51,8 @@ def _req(kind: str) -> tuple[str, ...]:
 
 
 FIELDS = {
-    "requests_waiting": total(*_req("waiting"), "nv_inference_pending_request_count"),
+    # never nv_inference_pending_request_count: Triton's queue before execute, not the executor's (module docstring)
+    "requests_waiting": total(*_req("waiting")),
     "requests_running": total(*_req("active")),
     "kv_usage": mean(*_kv("fraction")),
     "requests_finished": total("nv_inference_request_success"),

@@ -430,6 +430,24 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    "trtllm-triton-no-waiting__triton-inference-server__tensorrtllm_backend__from-source.txt": Page(
+        [
+            {
+                "engine": "trtllm",
+                "model": "tensorrt_llm",
+                # no request_type="waiting" before that category: unknown. nv_inference_pending_request_count 0 is
+                # Triton's queue before the model's execute, which hands every request to the executor at once
+                "requests_waiting": None,
+                "requests_running": 16.0,  # request_type="active" (= "max" 16: the batch is full)
+                "kv_usage": 3900 / 4000,  # no "fraction": used / max blocks
+                "kv_capacity_tokens": 4000 * 64.0,  # max x tokens_per
+                "prefix_hits": 150 * 64.0,  # reused blocks x tokens_per
+                "prefix_queries": None,
+                "requests_finished": 2300.0,  # nv_inference_request_success{model="tensorrt_llm"} only
+            }
+        ],
+        gpus=1,  # nv_gpu_* of the one GPU
+    ),
     "trtllm-pytorch__ai-dynamo__dynamo__docs_backends_trtllm_prometheus.txt": Page(
         [
             {
