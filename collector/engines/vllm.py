@@ -11,6 +11,17 @@ with Triton's own ``model``/``version`` labels, one set per Triton model: each m
 
 V0's ``gpu_prefix_cache_hit_rate`` is a gauge of a ratio, not a pair of counters: it is deliberately
 not mapped, so ``prefix_queries``/``prefix_hits`` stay ``None`` on such pages rather than invented.
+
+Several API servers (``--api-server-count`` > 1) share one page through prometheus_client's multiprocess mode. From
+0.9.2 to 0.11.0 ``kv_cache_usage_perc`` was declared without a ``multiprocess_mode``, so the page carries one sample
+per API server process (label ``pid``), while ``gpu_cache_usage_perc`` and the request gauges are ``mostrecent`` (one
+sample per engine, the last value set by any process; vllm-0.9.2 to vllm-0.11.0 sdists, vllm/v1/metrics/loggers.py;
+``mostrecent`` for both from 0.11.1). Each engine returns a step's scheduler stats to one API server only
+(vllm/v1/core/sched/scheduler.py ``update_from_output``, "Return stats to only one of the front-ends"), so a ``pid``
+sample is that engine's usage as of the last stats its API server received: stale, or 0 if it never received any,
+and the page does not say which is newest. ``kv_usage`` then reads ``gpu_cache_usage_perc``, which ``record`` sets
+from the same value (on by default until 0.10.2); where it is hidden (0.11.0), each engine's highest ``pid`` sample,
+which may be stale but never hides the usage the newest stats report.
 """
 
 from __future__ import annotations
@@ -23,11 +34,14 @@ from collector.engines._declarative import DeclarativeAdapter, histogram, mean, 
 from collector.engines._read import Families, Series, find_family, structural, value_samples
 
 _CACHE_CONFIG = "vllm:cache_config_info"
+_KV_USAGE, _GPU_CACHE_USAGE = "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"
+# prometheus_client's multiprocess mode labels a gauge's samples with the writing process in its default "all" mode
+_PROCESS = "pid"
 
 FIELDS = {
     "requests_waiting": total("vllm:num_requests_waiting"),
     "requests_running": total("vllm:num_requests_running"),
-    "kv_usage": mean("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    "kv_usage": mean(_KV_USAGE, _GPU_CACHE_USAGE),  # per API server process: _kv_usage_of_api_servers
     "prefix_queries": total("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries"),
     "prefix_hits": total("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits"),
     "preemptions": total("vllm:num_preemptions"),
@@ -98,9 +112,39 @@ def _kv_capacity_tokens(families: Families) -> float | None:
     return math.fsum(per_engine.values())
 
 
+def _per_api_server(families: Families) -> bool:
+    """Whether ``kv_cache_usage_perc`` comes once per API server process (multiprocess mode "all")."""
+    return any(_PROCESS in s.labels for s in value_samples(families, Series(_KV_USAGE)))
+
+
+def _layout(families: Families) -> tuple[float | None, bool]:
+    """What follows from the page's names and labels: the KV capacity, and whether KV usage is per API server."""
+    return _kv_capacity_tokens(families), _per_api_server(families)
+
+
+def _kv_usage_of_api_servers(families: Families) -> float | None:
+    """KV usage when each API server process writes its own ``kv_cache_usage_perc`` (module docstring): the
+    ``mostrecent`` ``gpu_cache_usage_perc`` when the page has it, else each engine's highest sample, averaged over
+    engines like ``kv_usage``."""
+    recent = [s.value for s in value_samples(families, Series(_GPU_CACHE_USAGE)) if _PROCESS not in s.labels]
+    recent = [v for v in recent if math.isfinite(v)]
+    if recent:
+        return math.fsum(recent) / len(recent)
+    highest: dict[str | None, float] = {}
+    for s in value_samples(families, Series(_KV_USAGE)):
+        if math.isfinite(s.value):
+            engine = s.labels.get("engine")
+            highest[engine] = max(s.value, highest.get(engine, s.value))
+    return math.fsum(highest.values()) / len(highest) if highest else None
+
+
 def _derive(families: Families, _values: dict[str, Any]) -> dict[str, Any]:
     # read off the info series' labels (and the engines' label values) alone: once per page layout
-    return {"kv_capacity_tokens": structural(families, "vllm kv capacity", partial(_kv_capacity_tokens, families))}
+    kv_capacity_tokens, per_api_server = structural(families, "vllm layout", partial(_layout, families))
+    out: dict[str, Any] = {"kv_capacity_tokens": kv_capacity_tokens}
+    if per_api_server:
+        out["kv_usage"] = _kv_usage_of_api_servers(families)
+    return out
 
 
 ADAPTER = DeclarativeAdapter(

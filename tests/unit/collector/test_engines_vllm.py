@@ -270,3 +270,48 @@ def test_escaped_openmetrics_page_reads_as_the_classic_page() -> None:
     assert om[0].ttft is not None  # the histograms too, not only gauges and counters
     assert om[0].itl is not None
     assert (om[0].requests_running, om[0].kv_capacity_tokens, om[0].requests_finished) == (6.0, 16000.0, 9.0)
+
+
+_API_SERVERS = "vllm-0.10-api-servers__vllm-project__vllm__v1_metrics_loggers__from-source.txt"
+_LLAMA = 'model_name="meta-llama/Llama-3.1-8B-Instruct"'
+
+
+def _without_family(text: str, name: str) -> str:
+    return "".join(line for line in text.splitlines(keepends=True) if name not in line)
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        # 0.9.2-0.10.2: gpu_cache_usage_perc (mostrecent) holds the newest value of each engine: 0.62 and 0.58;
+        # the mean over API server processes read 0.695 (API server 4101's 0.81/0.77 are from an earlier peak)
+        (lambda t: t, (0.62 + 0.58) / 2),
+        # 0.11.0: gpu_cache_usage_perc hidden; each engine's highest process sample (0.81, 0.77)
+        (lambda t: _without_family(t, "vllm:gpu_cache_usage_perc"), (0.81 + 0.77) / 2),
+        # a third API server that never received an engine's stats holds 0: it does not pull the engines down
+        (
+            lambda t: (
+                _without_family(t, "vllm:gpu_cache_usage_perc")
+                + "".join(f'vllm:kv_cache_usage_perc{{engine="{e}",{_LLAMA},pid="4103"}} 0.0\n' for e in "01")
+            ),
+            (0.81 + 0.77) / 2,
+        ),
+    ],
+)
+def test_kv_usage_written_once_per_api_server_reads_the_engines_value(
+    metrics_fixtures: Path, edit: object, expected: float
+) -> None:
+    text = edit((metrics_fixtures / _API_SERVERS).read_text())  # type: ignore[operator]
+    r = _one(text)
+    assert r.kv_usage == pytest.approx(expected)
+    # the mostrecent request gauges and the counters summed over processes are read as on any page
+    assert (r.requests_running, r.requests_waiting) == (78.0, 8.0)
+    assert r.kv_capacity_tokens == 2 * 28000 * 16
+
+
+def test_a_single_process_page_is_read_as_before(metrics_fixtures: Path) -> None:
+    # without the pid label kv_cache_usage_perc's mean over engines stands (here 0.5 and 0.58), not gpu_cache's 0.6
+    text = _without_family((metrics_fixtures / _API_SERVERS).read_text(), 'pid="4101"')
+    single = text.replace('pid="4102"} 0.62', 'pid="4102"} 0.5').replace(',pid="4102"', "")
+    assert "pid=" not in single
+    assert _one(single).kv_usage == pytest.approx((0.5 + 0.58) / 2)

@@ -53,6 +53,27 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    "vllm-0.10-api-servers__vllm-project__vllm__v1_metrics_loggers__from-source.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "meta-llama/Llama-3.1-8B-Instruct",
+                "requests_waiting": 8.0,  # num_requests_waiting (mostrecent, no pid): 3 + 5
+                "requests_running": 78.0,  # num_requests_running: 40 + 38
+                # kv_cache_usage_perc comes once per API server (pid 4101: 0.81/0.77, 4102: 0.62/0.58; mean 0.695):
+                # gpu_cache_usage_perc, mostrecent, holds each engine's newest, 0.62 and 0.58
+                "kv_usage": 0.60,
+                "kv_capacity_tokens": 2 * 28000 * 16.0,  # cache_config_info per engine: num_gpu_blocks x block_size
+                "prefix_queries": 217000.0,  # prefix_cache_queries_total, summed over processes and engines
+                "prefix_hits": 109000.0,
+                "prompt_tokens": 2570000.0,  # 1.3e6 + 1.27e6
+                "generation_tokens": 514000.0,
+                "requests_finished": 2570.0,  # request_success_total: 1280 + 20 + 1250 + 20
+                "ttft.count": 2570.0,  # 1300 + 1270
+                "ttft.sum": 947.5,  # 475 + 472.5
+            }
+        ]
+    ),
     "vllm-v1-dp2__handwritten.txt": Page(
         [
             {
