@@ -23,11 +23,16 @@ from api.routers import (
     targets,
 )
 from api.runtime import Runtime
+from scaler.keda.reader import DecisionReader
 
 ROUTERS = (health, metrics, deployments, replicas, gpus, targets, findings, decisions, drains, metrics_api, cost)
 
 
-def create_app(runtime: Runtime, auth: TokenAuth, *, request_timeout_s: float = 10.0) -> FastAPI:
+def create_app(
+    runtime: Runtime, auth: TokenAuth, *, keda_reader: DecisionReader | None = None, request_timeout_s: float = 10.0
+) -> FastAPI:
+    """``keda_reader``: the decisions the metrics-api route answers from (`kvpilot run` hands it the reader the KEDA
+    gRPC servicer reads); without one that route answers 404."""
     app = FastAPI(
         title="kvpilot",
         summary="Observability and predictive autoscaling for LLM inference fleets",
@@ -37,6 +42,7 @@ def create_app(runtime: Runtime, auth: TokenAuth, *, request_timeout_s: float = 
     )
     app.state.runtime = runtime
     app.state.auth = auth
+    app.state.keda_reader = keda_reader
     runtime.registry.register(AuthRefusals(auth))
     errors.install(app)
     for module in ROUTERS:

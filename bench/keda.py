@@ -46,7 +46,9 @@ async def _serve(objects: int) -> None:
     """Server process: prints its port, serves until stdin closes."""
     from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+    from collector.clock import WallClock
     from scaler.decision import Decision
+    from scaler.keda.reader import DecisionReader
     from scaler.keda.server import build_server, register_external_scaler
     from scaler.keda.servicer import ExternalScalerServicer
     from scaler.publish import DecisionBoard
@@ -59,7 +61,7 @@ async def _serve(objects: int) -> None:
     server, port = build_server(
         "127.0.0.1:0",
         [
-            register_external_scaler(ExternalScalerServicer(board)),
+            register_external_scaler(ExternalScalerServicer(DecisionReader(board, WallClock()))),
             lambda s: health_pb2_grpc.add_HealthServicer_to_server(health_servicer, s),
         ],
     )

@@ -4,11 +4,12 @@
 `{"deployment": "llm/chat", "replicas": 7, "desiredReplicas": 5, "warmPool": 2, "arrivalRate": 4.5, ...}`.
 Point the trigger's `valueLocation` at `replicas` (desired + warm pool) or `desiredReplicas`, with
 `targetValue: "1"`: the HPA's AverageValue arithmetic, ceil(value / 1), then asks for exactly that many
-replicas (docs/keda.md). It reads through the same ``scaler.keda.reader.DecisionReader`` as the gRPC scaler
-(``app.state.keda_reader``, which `kvpilot run` sets: the loop's decision board, its clock and
-`Settings.decision_stale_after_s`), so both give the same answer: a deployment without a decision (never decided,
-or deleted and forgotten) is a 404 (gRPC NOT_FOUND); a decision older than the staleness limit is a 503 (gRPC
-UNAVAILABLE), so KEDA's `fallback` applies rather than a frozen number. An app built without a reader answers 404.
+replicas (docs/keda.md). It reads through the same ``scaler.keda.reader.DecisionReader`` object as the gRPC
+scaler (`create_app(keda_reader=...)`: `kvpilot run` hands both the one over the loop's decision board and clock,
+limited by `Settings.decision_stale_after_s`), so both give the same answer: a deployment without a decision (never
+decided, or deleted and forgotten) is a 404 (gRPC NOT_FOUND); a decision older than the staleness limit is a 503
+(gRPC UNAVAILABLE), so KEDA's `fallback` applies rather than a frozen number. An app built without a reader answers
+404.
 Reads need a read token like the rest of the API (KEDA: `authMode: bearer`).
 """
 

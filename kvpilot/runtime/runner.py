@@ -92,10 +92,10 @@ def keda_reader(board: DecisionBoard, settings: Settings, clock: Clock) -> Decis
 
 
 def _keda_endpoint(
-    reader: DecisionReader, board: DecisionBoard, settings: Settings, shards: ShardCoordinator | None = None
+    reader: DecisionReader, settings: Settings, shards: ShardCoordinator | None = None
 ) -> Endpoint | None:
-    """The KEDA gRPC endpoint, bound but not started, answering through ``reader``; None where it cannot be served
-    and the mode allows that.
+    """The KEDA gRPC endpoint, bound but not started, answering through ``reader`` (the very object the metrics-api
+    route reads); None where it cannot be served and the mode allows that.
 
     Raises SettingsError when `scaler.mode` is keda and the port cannot be bound or the TLS files read: KEDA
     would otherwise poll a port that another process answers, or nothing."""
@@ -107,10 +107,7 @@ def _keda_endpoint(
     tls = None
     if k.tls_cert_file is not None and k.tls_key_file is not None:
         tls = TlsFiles(k.tls_cert_file, k.tls_key_file, k.tls_client_ca_file)
-    servicer_settings = ServicerSettings(
-        stale_after_s=reader.stale_after_s,
-        tokens=frozenset(t.get_secret_value() for t in k.bearer_tokens),
-    )
+    servicer_settings = ServicerSettings(tokens=frozenset(t.get_secret_value() for t in k.bearer_tokens))
     address = f"{settings.api.host}:{settings.api.grpc_port}"
     forwarding = None
     if shards is not None:
@@ -118,7 +115,7 @@ def _keda_endpoint(
             shards, reader.clock, reader.stale_after_s, timeout_s=settings.sharding.forward_timeout_s
         )
     try:
-        endpoint = build_endpoint(address, board, servicer_settings, tls=tls, clock=reader.clock, forwarding=forwarding)
+        endpoint = build_endpoint(address, reader, servicer_settings, tls=tls, forwarding=forwarding)
     except ValueError as e:
         if settings.scaler.mode == "keda":
             raise SettingsError(f"{e} (scaler.mode is keda: KEDA would have no scaler to ask)") from None
@@ -145,7 +142,7 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
         reader = keda_reader(board, settings, service.clock)
         try:
             shards = service.leadership if isinstance(service.leadership, ShardCoordinator) else None
-            keda_endpoint = _keda_endpoint(reader, board, settings, shards)
+            keda_endpoint = _keda_endpoint(reader, settings, shards)
         except SettingsError as e:
             log.error("%s", e)
             service.engine.dispose()
@@ -155,8 +152,8 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
             [t.get_secret_value() for t in settings.api.admin_tokens],
             anonymous_read=settings.api.anonymous_read,
         )
-        app = create_app(service, auth, request_timeout_s=settings.api.request_timeout_s)
-        app.state.keda_reader = reader  # the metrics-api route reads what gRPC reads, with the same limit
+        # the metrics-api route reads what gRPC reads: the same reader object, so the same limit
+        app = create_app(service, auth, keda_reader=reader, request_timeout_s=settings.api.request_timeout_s)
         server = UvicornServer(
             uvicorn.Config(
                 app, host=settings.api.host, port=settings.api.http_port, log_config=None, access_log=False,

@@ -4,29 +4,20 @@ board they give the same decision, or the same refusal: no decision (gRPC NOT_FO
 than ``stale_after_s`` (gRPC UNAVAILABLE, HTTP 503, so KEDA's `fallback` replicas apply instead of a frozen number).
 
 ``kvpilot run`` builds one from settings (``Settings.decision_stale_after_s``: keda.stale_after_ticks loop
-intervals) over the loop's ``DecisionBoard`` and clock, and hands it to both. Staleness measures the control loop's
-liveness: a deployment at zero replicas, or loading its first replicas after scale-from-zero, is decided every tick
-and stays fresh.
+intervals) over the loop's ``DecisionBoard`` and clock, and hands that one object to both. Staleness measures the
+control loop's liveness: a deployment at zero replicas, or loading its first replicas after scale-from-zero, is
+decided every tick and stays fresh.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 from collector.clock import Clock
-from scaler.publish import Published
+from scaler.publish import DecisionSource, Published
 
 # The default settings' limit (6 ticks of 5 s); `kvpilot run` passes Settings.decision_stale_after_s.
 DEFAULT_STALE_AFTER_S = 30.0
-
-
-class Decisions(Protocol):
-    """What the reader needs of a ``scaler.publish.DecisionSource`` (the ``DecisionBoard``)."""
-
-    def latest(self, deployment: str) -> Published | None: ...
-
-    def deployments(self) -> list[str]: ...
 
 
 class NoDecision(LookupError):
@@ -52,7 +43,7 @@ class StaleDecision(Exception):
 
 @dataclass(frozen=True, slots=True)
 class DecisionReader:
-    source: Decisions
+    source: DecisionSource  # the loop's DecisionBoard; gRPC's StreamIsActive also waits on its changes
     clock: Clock
     stale_after_s: float = DEFAULT_STALE_AFTER_S  # 0 disables the check
 

@@ -18,12 +18,11 @@ from typing import Any
 
 import grpc
 
-from collector.clock import Clock
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
 from scaler.keda.forward import Forwarding
+from scaler.keda.reader import DecisionReader
 from scaler.keda.servicer import ExternalScalerServicer, ServicerSettings
-from scaler.publish import DecisionSource
 
 Registrar = Callable[[grpc.aio.Server], None]
 
@@ -131,19 +130,18 @@ class Endpoint:
 
 def build_endpoint(
     address: str,
-    source: DecisionSource,
+    reader: DecisionReader,
     settings: ServicerSettings,
     *,
     tls: TlsFiles | None = None,
-    clock: Clock | None = None,
     forwarding: Forwarding | None = None,
 ) -> Endpoint:
-    """The KEDA endpoint `kvpilot run` serves; raises ValueError naming the address when it cannot bind. `clock`
-    judges decision age: the control loop's own clock (a VirtualClock in tests), the wall clock by default.
-    ``forwarding`` (sharding): calls for deployments another instance owns are forwarded to it."""
+    """The KEDA endpoint `kvpilot run` serves; raises ValueError naming the address when it cannot bind. ``reader``
+    is the loop's decisions with its clock (a VirtualClock in tests) and staleness limit, the one the metrics-api
+    route reads too. ``forwarding`` (sharding): calls for deployments another instance owns are forwarded to it."""
     from grpc_health.v1 import health, health_pb2_grpc
 
-    servicer = ExternalScalerServicer(source, settings, clock, forwarding=forwarding)
+    servicer = ExternalScalerServicer(reader, settings, forwarding=forwarding)
     health_servicer = health.aio.HealthServicer()
 
     def add_health(server: grpc.aio.Server) -> None:

@@ -6,9 +6,9 @@ KEDA (pkg/scalers/external_scaler.go) asks `GetMetricSpec` once when it builds t
 
 Failures are status codes KEDA logs as they are: malformed metadata -> INVALID_ARGUMENT, a missing or wrong
 bearer token (when tokens are configured) -> UNAUTHENTICATED, a deployment kvpilot has no decision for (never
-decided, or deleted and forgotten) -> NOT_FOUND, a decision older than `stale_after_s` -> UNAVAILABLE (so KEDA's
-`fallback` replicas apply instead of a frozen number), `StreamMetricSpec` -> UNIMPLEMENTED (KEDA then keeps
-polling `GetMetricSpec`; the spec never changes while the metadata does not).
+decided, or deleted and forgotten) -> NOT_FOUND, a decision older than the reader's `stale_after_s` -> UNAVAILABLE
+(so KEDA's `fallback` replicas apply instead of a frozen number), `StreamMetricSpec` -> UNIMPLEMENTED (KEDA then
+keeps polling `GetMetricSpec`; the spec never changes while the metadata does not).
 
 Staleness is the control loop's liveness: a deployment at zero replicas, or loading its first replicas after
 scale-from-zero, still gets a fresh decision every tick, so its answer stays valid throughout.
@@ -31,11 +31,10 @@ from typing import Any
 
 import grpc
 
-from collector.clock import Clock, WallClock
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
 from scaler.keda.forward import DECISION_AT, ForwardFailed, Forwarding, RouteView, incoming, was_forwarded
-from scaler.keda.reader import DEFAULT_STALE_AFTER_S, DecisionReader, NoDecision, StaleDecision
+from scaler.keda.reader import DecisionReader, NoDecision, StaleDecision
 from scaler.keda.target import BEARER_TOKEN_KEY, MetadataError, ScalerTarget, int_field, parse_target
 from scaler.publish import DecisionSource, Published
 
@@ -45,18 +44,11 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class ServicerSettings:
     heartbeat_s: float = 15.0  # StreamIsActive re-sends the current state this often, even without a change
-    # A decision older than this is refused (UNAVAILABLE); 0 disables the check. `kvpilot run` passes
-    # Settings.decision_stale_after_s (keda.stale_after_ticks loop intervals), the metrics-api route's limit too.
-    stale_after_s: float = DEFAULT_STALE_AFTER_S
     tokens: frozenset[str] = frozenset()  # non-empty: every call must carry one of these bearer tokens
 
     def __post_init__(self) -> None:
         if not self.heartbeat_s > 0:
             raise ValueError(f"error parsing KEDA servicer settings: heartbeat_s must be > 0, got {self.heartbeat_s}")
-        if not self.stale_after_s >= 0:
-            raise ValueError(
-                f"error parsing KEDA servicer settings: stale_after_s must be >= 0, got {self.stale_after_s}"
-            )
 
 
 class _Refused(Exception):
@@ -67,20 +59,19 @@ class _Refused(Exception):
 
 
 class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
-    """Answers KEDA from a `DecisionSource`; holds no state of its own beyond settings."""
+    """Answers KEDA through a `DecisionReader`; holds no state of its own beyond settings."""
 
     def __init__(
         self,
-        source: DecisionSource,
+        reader: DecisionReader,
         settings: ServicerSettings | None = None,
-        clock: Clock | None = None,
         *,
         forwarding: Forwarding | None = None,
     ):
-        self._source = source
+        # `kvpilot run` hands the metrics-api route this same reader: one board, clock and staleness limit for both
+        self.reader = reader
+        self._source: DecisionSource = reader.source
         self._settings = settings or ServicerSettings()
-        # the decisions and the staleness check the metrics-api route reads through too (scaler/keda/reader.py)
-        self.reader = DecisionReader(source, clock or WallClock(), self._settings.stale_after_s)
         self._closing = asyncio.Event()
         self.forwarding = forwarding  # sharding: calls for another instance's deployments go to it
 

@@ -38,6 +38,7 @@ from kvpilot.runtime.wiring import build_planner, build_service
 from kvpilot.settings import Settings, load_settings
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
+from scaler.keda.reader import DecisionReader
 from scaler.keda.server import build_endpoint
 from scaler.keda.servicer import ServicerSettings
 from simulator import PROFILES, Fleet, FleetConfig
@@ -199,12 +200,8 @@ async def scenario(tmp: Path, url: str, live: LiveFleet, *, zero_at: float | Non
         sleep=timer.sleep,
         scale=scale,
     )
-    endpoint = build_endpoint(
-        "127.0.0.1:0",
-        service.loop.board,  # type: ignore[arg-type]
-        ServicerSettings(stale_after_s=settings.decision_stale_after_s),
-        clock=clock,
-    )
+    reader = DecisionReader(service.loop.board, clock, settings.decision_stale_after_s)  # type: ignore[arg-type]
+    endpoint = build_endpoint("127.0.0.1:0", reader, ServicerSettings())
     stop = asyncio.Event()
     serving = asyncio.create_task(endpoint.serve(stop, grace_s=1.0))
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{endpoint.port}")

@@ -23,6 +23,7 @@ from kvpilot.runtime.runner import _keda_endpoint, keda_reader
 from kvpilot.settings import SettingsError, load_settings
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
+from scaler.keda.reader import DecisionReader
 from scaler.keda.server import SERVICE_NAME, Endpoint, build_endpoint
 from scaler.keda.servicer import ServicerSettings
 from scaler.publish import DecisionBoard
@@ -38,7 +39,7 @@ async def serving(
 ) -> AsyncIterator[tuple[Endpoint, grpc.aio.Channel, asyncio.Event, DecisionBoard]]:
     board = board or DecisionBoard()
     board.publish(decision(desired=2, timestamp=WallClock().now()))
-    endpoint = build_endpoint("127.0.0.1:0", board, settings or ServicerSettings())
+    endpoint = build_endpoint("127.0.0.1:0", DecisionReader(board, WallClock()), settings or ServicerSettings())
     stop = asyncio.Event()
     task = asyncio.create_task(endpoint.serve(stop, grace_s=2.0))
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{endpoint.port}")
@@ -117,7 +118,7 @@ async def test_a_taken_port_is_a_bind_error_not_a_second_listener() -> None:
     async with serving() as (endpoint, _channel, _stop, board):
         # gRPC core would otherwise bind with SO_REUSEPORT beside the first server and share its connections
         with pytest.raises(ValueError, match=f"cannot bind the KEDA gRPC server to '127.0.0.1:{endpoint.port}'"):
-            build_endpoint(f"127.0.0.1:{endpoint.port}", board, ServicerSettings())
+            build_endpoint(f"127.0.0.1:{endpoint.port}", DecisionReader(board, WallClock()), ServicerSettings())
 
 
 @pytest.mark.e2e
@@ -184,9 +185,9 @@ async def test_settings_configure_mutual_tls_tokens_and_staleness(pki: Pki, tmp_
     board = DecisionBoard()
     board.publish(decision(desired=3, timestamp=clock.now()))
     reader = keda_reader(board, settings, clock)
-    endpoint = _keda_endpoint(reader, board, settings)
+    endpoint = _keda_endpoint(reader, settings)
     assert endpoint is not None
-    assert endpoint.servicer.reader == reader  # gRPC answers through the reader the metrics-api route gets
+    assert endpoint.servicer.reader is reader  # gRPC answers through the reader the metrics-api route gets
     stop = asyncio.Event()
     task = asyncio.create_task(endpoint.serve(stop))
     credentials = grpc.ssl_channel_credentials(
@@ -231,6 +232,6 @@ def test_unreadable_tls_file_is_fatal_only_in_keda_mode(tmp_path: Path) -> None:
     keda_mode = load_settings(scaler={"mode": "keda"}, api=api, keda=missing)
     board = DecisionBoard()
     with pytest.raises(SettingsError, match=r"TLS certificate .*no\.crt.*scaler\.mode is keda"):
-        _keda_endpoint(keda_reader(board, keda_mode, WallClock()), board, keda_mode)
+        _keda_endpoint(keda_reader(board, keda_mode, WallClock()), keda_mode)
     other = load_settings(api=api, keda=missing)
-    assert _keda_endpoint(keda_reader(board, other, WallClock()), board, other) is None
+    assert _keda_endpoint(keda_reader(board, other, WallClock()), other) is None

@@ -13,6 +13,7 @@ from collector.clock import VirtualClock
 from scaler.decision import Decision
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
+from scaler.keda.reader import DEFAULT_STALE_AFTER_S, DecisionReader
 from scaler.keda.server import TlsFiles, build_server, register_external_scaler
 from scaler.keda.servicer import ExternalScalerServicer, ServicerSettings
 from scaler.publish import DecisionBoard
@@ -43,6 +44,7 @@ def ref(name: str = "chat", namespace: str = "llm", **metadata: str) -> pb.Scale
 class Scaler:
     board: DecisionBoard
     clock: VirtualClock
+    reader: DecisionReader  # what the servicer answers through (the metrics-api route can be handed it too)
     stub: pb_grpc.ExternalScalerStub
     channel: grpc.aio.Channel
     port: int
@@ -53,10 +55,13 @@ async def running_scaler(
     settings: ServicerSettings | None = None,
     tls: TlsFiles | None = None,
     channel_credentials: grpc.ChannelCredentials | None = None,
+    *,
+    stale_after_s: float = DEFAULT_STALE_AFTER_S,
 ) -> AsyncIterator[Scaler]:
     board = DecisionBoard()
     clock = VirtualClock(NOW)
-    servicer = ExternalScalerServicer(board, settings, clock)
+    reader = DecisionReader(board, clock, stale_after_s)
+    servicer = ExternalScalerServicer(reader, settings)
     server, port = build_server("127.0.0.1:0", [register_external_scaler(servicer)], tls=tls)
     await server.start()
     target = f"localhost:{port}"
@@ -66,7 +71,7 @@ async def running_scaler(
         else grpc.aio.secure_channel(target, channel_credentials)
     )
     try:
-        yield Scaler(board, clock, pb_grpc.ExternalScalerStub(channel), channel, port)
+        yield Scaler(board, clock, reader, pb_grpc.ExternalScalerStub(channel), channel, port)
     finally:
         await channel.close()
         await server.stop(None)

@@ -15,7 +15,6 @@ from collector.clock import VirtualClock
 from kvpilot.settings import load_settings
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda.reader import DecisionReader, NoDecision, StaleDecision
-from scaler.keda.servicer import ServicerSettings
 from scaler.publish import DecisionBoard
 from tests.unit.scaler.test_keda_harness import NOW, decision, keda_poll, ref, running_scaler
 
@@ -39,8 +38,8 @@ async def _grpc_error(stub, so: pb.ScaledObjectRef) -> grpc.aio.AioRpcError:
 
 
 async def test_grpc_and_metrics_api_agree_on_answer_absence_and_staleness() -> None:
-    async with running_scaler(ServicerSettings(stale_after_s=STALE_S)) as scaler:
-        http = _http(DecisionReader(scaler.board, scaler.clock, STALE_S))
+    async with running_scaler(stale_after_s=STALE_S) as scaler:
+        http = _http(scaler.reader)  # the object gRPC answers through, as `kvpilot run` hands it to both
         scaler.board.publish(decision("llm/chat", desired=5, warm=2))
         scaler.clock.advance(STALE_S)  # at the limit: still served by both
         replicas, active, *_ = await keda_poll(scaler.stub, ref())

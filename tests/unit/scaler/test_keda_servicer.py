@@ -143,7 +143,7 @@ async def test_wrong_metric_name_is_not_found() -> None:
 
 
 async def test_stale_decision_is_unavailable_so_keda_fallback_applies() -> None:
-    async with running_scaler(ServicerSettings(stale_after_s=60)) as scaler:
+    async with running_scaler(stale_after_s=60) as scaler:
         scaler.board.publish(decision(timestamp=NOW))
         assert (await scaler.stub.IsActive(ref())).result  # fresh: served
         scaler.clock.advance(61)

@@ -22,8 +22,9 @@ from kvpilot.runtime.scale_view import ScaleView
 from scaler.decision import Decision
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
+from scaler.keda.reader import DecisionReader
 from scaler.keda.server import build_server, register_external_scaler
-from scaler.keda.servicer import ExternalScalerServicer, ServicerSettings
+from scaler.keda.servicer import ExternalScalerServicer
 from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks
 
 KEY = "llm/chat"
@@ -89,7 +90,7 @@ class ContractPlanner:
 @asynccontextmanager
 async def keda_client(board: object, clock: VirtualClock) -> AsyncIterator[pb_grpc.ExternalScalerStub]:
     # the limit `kvpilot run` passes: keda.stale_after_ticks (6) x collector.interval_s (5 s)
-    servicer = ExternalScalerServicer(board, ServicerSettings(stale_after_s=30.0), clock)  # type: ignore[arg-type]
+    servicer = ExternalScalerServicer(DecisionReader(board, clock, 30.0))  # type: ignore[arg-type]
     server, port = build_server("127.0.0.1:0", [register_external_scaler(servicer)])
     await server.start()
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")

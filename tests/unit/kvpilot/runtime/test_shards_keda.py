@@ -18,6 +18,7 @@ from kvpilot.settings import SettingsError, load_settings
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
 from scaler.keda.forward import DECISION_AT, Forwarding
+from scaler.keda.reader import DecisionReader
 from scaler.keda.server import Endpoint, build_endpoint
 from scaler.keda.servicer import ServicerSettings
 from scaler.publish import DecisionBoard
@@ -59,7 +60,7 @@ async def two_instances(clock: VirtualClock) -> AsyncIterator[tuple[Node, Node, 
         board = DecisionBoard()
         forwarding = Forwarding(Router(name, table, addresses), clock, STALE_S)
         endpoint = build_endpoint(
-            "127.0.0.1:0", board, ServicerSettings(stale_after_s=STALE_S), clock=clock, forwarding=forwarding
+            "127.0.0.1:0", DecisionReader(board, clock, STALE_S), ServicerSettings(), forwarding=forwarding
         )
         addresses[name] = f"127.0.0.1:{endpoint.port}"
         stop = asyncio.Event()

@@ -25,6 +25,7 @@ from kvpilot.runtime.wiring import build_service
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
 from scaler.keda.forward import DECISION_AT, Forwarding
+from scaler.keda.reader import DecisionReader
 from scaler.keda.server import Endpoint, build_endpoint
 from scaler.keda.servicer import ServicerSettings
 from tests.fakekube import FakeKube
@@ -121,9 +122,8 @@ async def _instance(name: str, kube: FakeKube, clock: VirtualClock, timer: Virtu
         leadership=shards,
     )
     forwarding = Forwarding(shards, clock, STALE_S)
-    endpoint = build_endpoint(
-        "127.0.0.1:0", service.loop.board, ServicerSettings(stale_after_s=STALE_S), clock=clock, forwarding=forwarding
-    )
+    reader = DecisionReader(service.loop.board, clock, STALE_S)  # type: ignore[arg-type]
+    endpoint = build_endpoint("127.0.0.1:0", reader, ServicerSettings(), forwarding=forwarding)
     shards.address = f"127.0.0.1:{endpoint.port}"
     stop_grpc = asyncio.Event()
     grpc_task = asyncio.create_task(endpoint.serve(stop_grpc, grace_s=0.5))

@@ -67,7 +67,7 @@ async def test_kvpilot_run_gives_the_api_the_configured_request_timeout(
     class Built(Exception):
         pass
 
-    def create_app(service: object, auth: object, *, request_timeout_s: float) -> object:
+    def create_app(service: object, auth: object, *, keda_reader: object, request_timeout_s: float) -> object:
         seen.append(request_timeout_s)
         raise Built  # the app is all this test needs; run() stops here
 
