@@ -20,7 +20,7 @@ class Outcome(StrEnum):
 class AuditRecord:
     at: float
     node: str
-    step: str  # cordon | taint | evict | uncordon | list_pods
+    step: str  # cordon (the cordon and the taint, one node update) | list_pods | evict
     target: str  # node name or namespace/pod
     outcome: Outcome
     message: str
