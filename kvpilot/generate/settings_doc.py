@@ -1,8 +1,8 @@
 """The configuration reference, generated from the settings model's JSON schema (``Settings.model_json_schema()``:
 descriptions, defaults, types, bounds and nested models), so the page cannot drift from the code.
 
-The detector thresholds are plain dataclasses: their descriptions are the comments on their fields
-(``kvpilot.generate.markdown.source_comments``). Registered in ``kvpilot.generate.GENERATORS``;
+The detector thresholds are plain dataclasses: their descriptions are their fields' metadata
+(``detectors.thresholds.described``), rendered the same way. Registered in ``kvpilot.generate.GENERATORS``;
 ``make check-generated`` fails when a committed page is stale.
 """
 
@@ -20,7 +20,7 @@ from pydantic_core import core_schema
 
 from detectors import thresholds as thresholds_mod
 from kvpilot import settings as settings_mod
-from kvpilot.generate.markdown import first_paragraph, md_cell, source_comments
+from kvpilot.generate.markdown import first_paragraph, md_cell
 from kvpilot.settings.cost import default_gpus
 
 CONFIG_REFERENCE = "docs/configuration-reference.md"
@@ -264,10 +264,10 @@ THRESHOLD_SECTIONS = ("kv", "prefix", "gpu", "ttft", "target")
 
 
 def threshold_rows(section: str) -> Iterator[tuple[str, str, str, str]]:
-    """(yaml path, type, default, description) for every threshold ``detectors.<section>`` may override."""
+    """(yaml path, type, default, description) for every threshold ``detectors.<section>`` may override; the
+    description is the field's metadata."""
     obj = getattr(thresholds_mod.DEFAULT, section)
     cls = type(obj)
-    comments = source_comments(cls)
     properties = TypeAdapter(cls).json_schema()["properties"]
     for f in dataclasses.fields(cls):
         value = getattr(obj, f.name)
@@ -277,7 +277,7 @@ def threshold_rows(section: str) -> Iterator[tuple[str, str, str, str]]:
             f"detectors.{section}.{f.name}",
             schema_type(properties[f.name]),
             yaml_value(value),
-            comments.get(f.name, ""),
+            f.metadata.get("description", ""),
         )
 
 

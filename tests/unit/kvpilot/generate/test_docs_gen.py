@@ -175,6 +175,24 @@ def test_every_overridable_threshold_is_documented() -> None:
                 assert f"`detectors.{section}.{f.name}`" in page
 
 
+def test_threshold_descriptions_are_their_fields_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the page renders what each dataclass field declares, as pydantic's Field(description=...) for the settings;
+    # no source is read for them (with getsource failing, descriptions read from comments would all be blank)
+    from detectors.thresholds import DEFAULT
+
+    def unreadable(_obj: object) -> str:
+        raise OSError("no source")
+
+    monkeypatch.setattr("kvpilot.generate.markdown.inspect.getsource", unreadable)
+    described = 0
+    for section in docs_gen.THRESHOLD_SECTIONS:
+        fields = {f.name: f for f in dataclasses.fields(getattr(DEFAULT, section))}
+        for path, _type, _default, description in docs_gen.threshold_rows(section):
+            assert description == fields[path.rsplit(".", 1)[1]].metadata.get("description", "")
+            described += bool(description)
+    assert described == 32  # every overridable threshold but ttft.target_s, ttft.objective and target.down_after_s
+
+
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
