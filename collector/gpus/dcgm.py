@@ -15,6 +15,14 @@ writes every series of a shared GPU once per container using it, labelled with t
 are one series, counted once (the GPU's other fields take the first copy's value, the same in every copy).
 On a page from kvpilot's NVML agent it is ``kvpilot_nvml_xid_events_total`` (every XID since the agent started),
 and ``recovery_action`` comes from ``kvpilot_nvml_gpu_recovery_action`` (collector/gpus/nvml_page.py).
+
+Node: the exporter pod's node as discovery knows it (its ``spec.nodeName``, ``TargetInfo.node``) wins over the
+``Hostname``/``hostname`` label, which is only as good as the exporter's environment: ``NODE_NAME`` when set (the Helm
+chart and the example manifest set it from ``spec.nodeName``: NVIDIA/dcgm-exporter @ 9190a38
+deployment/templates/daemonset.yaml, @ 8dc9e11 deployment/examples/dcgm-exporter.yaml), else ``os.Hostname()``, the
+pod's own name in a pod, or with ``--remote-hostengine-info`` the host-engine address (internal/pkg/hostname/
+hostname.go @ 5f9250c, ``GetHostname``). The label is read only when discovery gives no node (static targets, saved
+pages), and never when it is the exporter pod's own name: then the node stays unknown (``""``) and no finding names it.
 """
 
 from __future__ import annotations
@@ -128,12 +136,20 @@ _ATTRIBUTION = frozenset(
 )
 
 
-def _key(s: Sample, default_node: str) -> _Key | None:
+def _node(labels: Mapping[str, str], target: TargetInfo) -> str:
+    """The GPU's node: discovery's, else the exporter's hostname label unless that is the exporter pod's own name."""
+    if target.node:
+        return target.node
+    host = labels.get("Hostname") or labels.get("hostname") or ""
+    return "" if host == target.pod else host
+
+
+def _key(s: Sample, target: TargetInfo) -> _Key | None:
     labels = s.labels
     gpu = labels.get("gpu")
     if gpu is None or gpu == "":
         return None
-    node = labels.get("Hostname") or labels.get("hostname") or default_node
+    node = _node(labels, target)
     instance = labels.get("GPU_I_ID")
     index = f"{gpu}/{instance}" if instance not in (None, "") else gpu
     return node, index, labels.get("UUID") or labels.get("uuid") or ""
@@ -191,7 +207,7 @@ class _Plan:
     steps: tuple[tuple[_Step, Any], ...]
 
 
-def _plan(families: Mapping[str, MetricFamily], default_node: str) -> _Plan:
+def _plan(families: Mapping[str, MetricFamily], target: TargetInfo) -> _Plan:
     gpus: dict[_Key, int] = {}
     labels_of: list[dict[str, Any]] = []
 
@@ -200,7 +216,7 @@ def _plan(families: Mapping[str, MetricFamily], default_node: str) -> _Plan:
         fam = families.get(key)
         reads = []
         for i, s in enumerate(fam.samples if fam is not None else ()):
-            gpu_key = _key(s, default_node)
+            gpu_key = _key(s, target)
             if gpu_key is None:
                 continue
             at = gpus.get(gpu_key)
@@ -240,7 +256,10 @@ def _once_per_series(step: _Step, families: Mapping[str, MetricFamily]) -> _Step
 
 def adapt_dcgm(families: Mapping[str, MetricFamily], target: TargetInfo, timestamp: float) -> list[GpuSample]:
     """Every GPU on a dcgm-exporter page, in page order."""
-    plan = structural(families, ("dcgm", target.node), partial(_plan, families, target.node))
+    # the plan depends on the target only through _node: its node, or (none known) its pod
+    plan = structural(
+        families, ("dcgm", target.node, "" if target.node else target.pod), partial(_plan, families, target)
+    )
     values: list[dict[str, Any]] = [{} for _ in plan.gpus]
     extras: list[dict[str, float]] = [{} for _ in plan.gpus]
     xid_counts: list[float | None] = [None] * len(plan.gpus)

@@ -15,9 +15,14 @@ from collector.exposition import DEFAULT_MAX_SAMPLES, LayoutCache, MetricFamily,
 from collector.exposition._page import LaidOutPage
 from collector.gpus.dcgm import adapt_dcgm, is_blank
 from collector.samples import GpuSample, TargetInfo
+from collector.state import FleetState
+from detectors import stuck_gpu
+from detectors.drain_rails import decide
+from detectors.thresholds import Thresholds
 
 MIB = 1024 * 1024
-GPU_TARGET = TargetInfo(url="http://dcgm:9400/metrics", kind="gpu", node="fallback-node")
+# a static target: discovery gives no node, so the page's hostname label is read (see test_node_label_variants)
+GPU_TARGET = TargetInfo(url="http://dcgm:9400/metrics", kind="gpu")
 
 
 def _page(metrics_fixtures: Path, name: str) -> list[GpuSample]:
@@ -63,7 +68,7 @@ def test_handwritten_mig_hostname_sentinels(metrics_fixtures: Path) -> None:
     by_index = {g.index: g for g in gpus}
     # MIG instances share their parent's UUID: they are told apart by index "gpu/instance"
     assert [g.index for g in gpus] == ["0", "1", "2/1", "2/2"]
-    assert {g.node for g in gpus} == {"gpu-node-7"}  # lowercase hostname label, not the fallback
+    assert {g.node for g in gpus} == {"gpu-node-7"}  # no node from discovery: the lowercase hostname label
     h100 = by_index["0"]
     assert (h100.pod, h100.namespace, h100.container) == ("llama-8b-6d9f7c-x2k4p", "inference", "vllm")
     assert (h100.utilisation, h100.sm_active, h100.temperature_c, h100.power_w) == (0.87, 0.71, 64.0, 512.3)
@@ -119,20 +124,32 @@ def test_is_blank(value: float, blank: bool) -> None:
     assert is_blank(value) is blank
 
 
+EXPORTER_POD = "dcgm-exporter-x7k2p"
+
+
 @pytest.mark.parametrize(
-    ("labels", "node"),
+    ("labels", "target_node", "node"),
     [
-        # older exporters: capital Hostname
-        ('gpu="0",UUID="GPU-x",Hostname="h-old"', "h-old"),
-        # newest exporters: lowercase hostname
-        ('gpu="0",UUID="GPU-x",hostname="h-new"', "h-new"),
-        # neither: the discovered node
-        ('gpu="0",UUID="GPU-x"', "fallback-node"),
+        # no node from discovery (a static target, a saved page): older exporters' capital Hostname
+        ('gpu="0",UUID="GPU-x",Hostname="h-old"', "", "h-old"),
+        # ... the newest exporters' lowercase hostname
+        ('gpu="0",UUID="GPU-x",hostname="h-new"', "", "h-new"),
+        # neither label: the discovered node
+        ('gpu="0",UUID="GPU-x"', "gpu-node-7", "gpu-node-7"),
+        # discovery's node (the exporter pod's spec.nodeName) wins over the label, which is the NODE_NAME the Helm
+        # chart sets from that same field, or else the pod's own hostname ...
+        (f'gpu="0",UUID="GPU-x",Hostname="{EXPORTER_POD}"', "gpu-node-7", "gpu-node-7"),
+        # ... or the host engine's address under --remote-hostengine-info
+        ('gpu="0",UUID="GPU-x",Hostname="10.0.1.23"', "gpu-node-7", "gpu-node-7"),
+        ('gpu="0",UUID="GPU-x",Hostname="gpu-node-7"', "gpu-node-7", "gpu-node-7"),
+        # no node from discovery and the label is the exporter pod's own name (NODE_NAME unset): unknown, not the pod
+        (f'gpu="0",UUID="GPU-x",Hostname="{EXPORTER_POD}"', "", ""),
     ],
 )
-def test_node_label_variants(labels: str, node: str) -> None:
+def test_node_label_variants(labels: str, target_node: str, node: str) -> None:
     families = parse(f"# TYPE DCGM_FI_DEV_GPU_TEMP gauge\nDCGM_FI_DEV_GPU_TEMP{{{labels}}} 40\n")
-    (gpu,) = adapt_dcgm(families, GPU_TARGET, 1.0)
+    target = replace(GPU_TARGET, node=target_node, pod=EXPORTER_POD)
+    (gpu,) = adapt_dcgm(families, target, 1.0)
     assert (gpu.node, gpu.temperature_c) == (node, 40.0)
 
 
@@ -214,3 +231,37 @@ def test_xids_of_a_shared_gpu_are_counted_once_however_many_use_it(users: int, x
     gpus = adapt_page("\n".join(lines) + "\n", GPU_TARGET, 0.0).gpus
     assert len(gpus) == 1
     assert gpus[0].xid_count == (float(sum(xids.values())) if xids else None)
+
+
+_POD_HOSTNAME = "dcgm-pod-hostname__handwritten.txt"  # Hostname="dcgm-exporter-x7k2p": NODE_NAME unset
+
+
+def _drains(gpus: list[GpuSample]) -> list[tuple[str, str]]:
+    """(node, finding) for each drain the GPU findings would ask for, through the detector and the drain rails."""
+    state = FleetState()
+    state.observe([], gpus, now=10.0)
+    findings = stuck_gpu.detect(state, thresholds=Thresholds(), now=10.0)
+    decisions = decide(findings, nodes={g.node for g in gpus}, placements=[])
+    return [(d.node, d.reason) for d in decisions]
+
+
+def test_an_exporter_naming_itself_by_its_pod_drains_discoverys_node(metrics_fixtures: Path) -> None:
+    # NODE_NAME unset: every GPU's Hostname is the exporter pod's name. Discovery knows the pod's node, and that is
+    # the node GPU 1's XID 79 (fallen off the bus) asks to drain
+    text = (metrics_fixtures / _POD_HOSTNAME).read_text()
+    discovered = TargetInfo(url="http://10.0.4.9:9400/metrics", kind="gpu", pod=EXPORTER_POD, node="gpu-node-4")
+    gpus = adapt_page(text, discovered, 10.0).gpus
+    assert [(g.node, g.index, g.last_xid) for g in gpus] == [("gpu-node-4", "0", 0), ("gpu-node-4", "1", 79)]
+    ((node, reason),) = _drains(gpus)
+    assert node == "gpu-node-4"
+    assert EXPORTER_POD not in reason
+
+
+def test_an_exporter_naming_itself_by_its_pod_names_no_node_when_discovery_has_none(metrics_fixtures: Path) -> None:
+    # the exporter pod is known but not its node: the label is the pod's own name, so the node is unknown and the
+    # XID finding asks to drain nothing (a drain needs a node); before, the pod's name was taken for the node
+    text = (metrics_fixtures / _POD_HOSTNAME).read_text()
+    target = TargetInfo(url="http://10.0.4.9:9400/metrics", kind="gpu", pod=EXPORTER_POD)
+    gpus = adapt_page(text, target, 10.0).gpus
+    assert [g.node for g in gpus] == ["", ""]
+    assert _drains(gpus) == []

@@ -661,6 +661,7 @@ EXPECTED: dict[str, Page] = {
     "dcgm__DataDog__integrations-core__metrics.txt": Page([], gpus=3),
     "dcgm-mig-hostname__handwritten.txt": Page([], gpus=4),  # two H100s and two MIG instances of an A100
     "dcgm-virtual-gpus__handwritten.txt": Page([], gpus=2),  # two H100s, one written once per each of its two users
+    "dcgm-pod-hostname__handwritten.txt": Page([], gpus=2),  # two H100s named by the exporter pod, not a node
 }
 
 

@@ -30,7 +30,7 @@ from detectors.xid import Triage, XidClass, triage
 from tests.unit.collector.test_nvml import FakeGpu, make_nvml, xid
 from tests.unit.collector.test_nvml_recorded import FIXTURES, load, replay
 
-TARGET = TargetInfo(url="http://node-1:9400/metrics", kind="gpu", node="ignored-node")
+TARGET = TargetInfo(url="http://node-1:9400/metrics", kind="gpu")  # static: no node from discovery
 # GpuSample.extra keys the page carries (the collector's per-bit clock flags are the bitmask's, not repeated)
 PAGE_EXTRA = ("clock_event_reasons", "gpu_lost", "nvml_errors", "retired_pages_pending")
 
@@ -59,7 +59,7 @@ def test_h200_readings_survive_the_page(phase: str) -> None:
             break
     (back,) = read_back(render_nvml_page([sample]), sample.timestamp)
     assert_same(sample, back)
-    assert back.node == "gpu-node-7"  # the page's Hostname, not the scrape target's fallback
+    assert back.node == "gpu-node-7"  # no node from discovery: the page's Hostname
 
 
 def test_xids_and_the_recovery_action_reach_the_adapter() -> None:
