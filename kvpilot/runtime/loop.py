@@ -25,6 +25,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 from prometheus_client import Counter, Histogram
 
+from collector.aggregates import DeploymentAggregate
 from collector.clock import Clock
 from collector.discovery import Discovery
 from collector.samples import TargetInfo
@@ -51,6 +52,15 @@ T = TypeVar("T")
 
 class Collect(Protocol):
     async def collect_once(self, targets: Sequence[TargetInfo]) -> CollectResult: ...
+
+
+@runtime_checkable
+class Aggregates(Protocol):
+    """What a collect stage that also reads per-deployment sums offers (``collector.discovery.promql.PromQLSource``
+    in its aggregates mode, ``kvpilot.runtime.shards.OwnedCollect`` around it): those of its last collect."""
+
+    @property
+    def last_aggregates(self) -> Sequence[DeploymentAggregate]: ...
 
 
 class Detect(Protocol):
@@ -147,6 +157,8 @@ class ControlLoop:
         self.state = state
         self.discovery = discovery
         self.collector = collector
+        # judged once: a source either sums per deployment or not (reading an OwnedCollect's sums filters them)
+        self._aggregates: Aggregates | None = collector if isinstance(collector, Aggregates) else None
         self.detection = detection
         self.planner = planner
         self.board = board
@@ -232,8 +244,8 @@ class ControlLoop:
             ),
             None,
         )
-        aggregates = getattr(self.collector, "last_aggregates", None)  # collector.promql: deployments Prometheus summed
-        if aggregates:
+        aggregates = self._aggregates.last_aggregates if self._aggregates is not None else None
+        if aggregates:  # collector.promql: deployments Prometheus summed
             await self._off_loop("observe", lambda: self.state.observe_deployments(aggregates, now=now), None)
         view = await self._read_scale(now)
         no_transitions: Transitions | None = None

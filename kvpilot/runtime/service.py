@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from prometheus_client.registry import CollectorRegistry
 from sqlalchemy import Engine
@@ -100,6 +100,29 @@ class Leadership(Protocol):
     leader: bool
 
 
+@runtime_checkable
+class Campaigns(Protocol):
+    """Leadership that must be kept up (``LeaseElector``, ``ShardCoordinator``): the service runs it as its lease
+    task. ``AlwaysLeader`` has nothing to run."""
+
+    async def run(self, stop: asyncio.Event, *, every_s: float, sleep: Sleep = asyncio.sleep) -> None: ...
+
+
+@runtime_checkable
+class HasOwnMetrics(Protocol):
+    """A collect stage with gauges of its own for /metrics (``collector.discovery.promql.PromQLSource``)."""
+
+    def register_metrics(self, registry: CollectorRegistry) -> None: ...
+
+
+@runtime_checkable
+class Abortable(Protocol):
+    """A collect stage that can drop the tick's work at once on shutdown (the PromQL source: its queries and
+    decoding), so the tick in progress ends promptly."""
+
+    def abort(self) -> None: ...
+
+
 class AlwaysLeader:
     leader = True
 
@@ -158,9 +181,8 @@ class Service:
         self._wake_drains = asyncio.Event()
         self.node_drains = node_drains
         self.store_hang_s = store_hang_s
-        register = getattr(loop.collector, "register_metrics", None)  # a PromQL source's own gauges on /metrics
-        if register is not None:
-            register(self.metrics.registry)
+        if isinstance(loop.collector, HasOwnMetrics):  # a PromQL source's own gauges on /metrics
+            loop.collector.register_metrics(self.metrics.registry)
         self._probe_every_s = store_probe_every_s
         self._probe_started: float | None = None  # time.monotonic() of the probe in flight
         self._probe_ok = True
@@ -247,17 +269,15 @@ class Service:
             spawn_guarded("drain-worker", self._run_drain_worker, self.stop, sleep=self._sleep),
             spawn_guarded("store-probe", self._run_store_probe, self.stop, sleep=self._sleep),
         ]
-        run = getattr(self.leadership, "run", None)
-        if run is not None:
-            campaign = partial(run, self.stop, every_s=self.renew_every_s, sleep=self._sleep)
+        if isinstance(self.leadership, Campaigns):
+            campaign = partial(self.leadership.run, self.stop, every_s=self.renew_every_s, sleep=self._sleep)
             self.tasks.append(spawn_guarded("lease", campaign, self.stop, sleep=self._sleep))
 
     async def wait(self) -> None:
         """Until stop: then the tick in progress finishes and pending writes are flushed."""
         await self.stop.wait()
-        abort = getattr(self.loop.collector, "abort", None)  # a PromQL source drops the tick's queries at once
-        if abort is not None:
-            abort()
+        if isinstance(self.loop.collector, Abortable):  # a PromQL source drops the tick's queries at once
+            self.loop.collector.abort()
         for wake in (self._wake_writer, self._wake_actuator, self._wake_drains):
             wake.set()
         # A task waiting on a store that hangs would hold shutdown for as long as the store does: bounded, then

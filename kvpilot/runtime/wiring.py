@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -28,12 +28,12 @@ from kvpilot.actuation.drain import NodeDrainer
 from kvpilot.actuation.scale import make_actuator
 from kvpilot.runtime.cost import cost_config
 from kvpilot.runtime.lease import LeaseElector
-from kvpilot.runtime.loop import Collect, ControlLoop, Decide, Detect, LoopConfig
+from kvpilot.runtime.loop import Aggregates, Collect, ControlLoop, Decide, Detect, LoopConfig
 from kvpilot.runtime.node_drains import NodeDrains
 from kvpilot.runtime.restore import Restored, restore
 from kvpilot.runtime.scale_ksm import KubeStateMetricsScale
 from kvpilot.runtime.scale_view import KubernetesScale, ScaleSource, SimulatorScale
-from kvpilot.runtime.service import Service
+from kvpilot.runtime.service import Abortable, Campaigns, HasOwnMetrics, Service
 from kvpilot.runtime.shards import OwnedCollect, OwnedTargets, ShardCoordinator
 from kvpilot.runtime.sources import Sources
 from kvpilot.settings import DeploymentScaling, Settings, SettingsError
@@ -44,6 +44,15 @@ from scaler.pools import PoolConfig, PooledPlanner, PoolsConfig
 from scaler.publish import DecisionBoard
 from store.buffer import BufferedWriter
 from store.db import make_engine, session_factory
+
+if TYPE_CHECKING:
+    # The optional stages the loop and the service recognise by protocol (isinstance), checked here by mypy against
+    # the classes this root wires in: a renamed method or a changed signature fails the type check, not silently.
+    from collector.discovery.promql import PromQLSource
+
+    _promql: tuple[type[Aggregates], type[HasOwnMetrics], type[Abortable]] = (PromQLSource, PromQLSource, PromQLSource)
+    _owned: type[Aggregates] = OwnedCollect
+    _campaigns: tuple[type[Campaigns], type[Campaigns]] = (LeaseElector, ShardCoordinator)
 
 log = logging.getLogger(__name__)
 
