@@ -18,7 +18,7 @@ from api.routers.metrics_api import router
 from collector.clock import VirtualClock
 from scaler.keda.reader import DecisionReader
 from scaler.publish import DecisionBoard
-from tests.unit.scaler.test_keda_harness import NOW, decision, hpa_replicas
+from tests.unit.scaler.keda.harness import NOW, decision, hpa_replicas
 
 TOKEN = "k" * 24
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -4,7 +4,6 @@ tests/fixtures/traces (README: sources, commits, licences); formats are told apa
 from __future__ import annotations
 
 import contextlib
-import json
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -12,9 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from kvpilot.cli import app
 from simulator import load_trace
 from simulator.trace.azure import parse_ts
 
@@ -226,15 +223,3 @@ def test_sniffing_never_fails_uncontrolled(tmp_path_factory: pytest.TempPathFact
     p.write_text(body)
     with contextlib.suppress(ValueError):
         load_trace(p)
-
-
-def test_backtest_runs_on_the_burstgpt_excerpt() -> None:
-    trace = str(EXCERPTS / "burstgpt_1_head.csv")
-    out = CliRunner().invoke(
-        app, ["backtest", "--trace", trace, "--policies", "reactive,kvpilot", "--no-frontier", "--json"]
-    )
-    assert out.exit_code == 0, out.output
-    report = json.loads(out.output)
-    assert report["trace"] == "burstgpt_1_head.csv"
-    assert set(report["policies"]) == {"reactive", "kvpilot"}
-    assert all(0.0 <= r["slo_attainment"] <= 1.0 for r in report["policies"].values())

@@ -10,7 +10,7 @@ import logging
 import pytest
 
 from kvpilot.actuation.scale import ACTUATORS, AdvisoryActuator, ScaleSubresourceActuator, make_actuator
-from tests.unit.scaler.test_keda_harness import decision
+from tests.unit.scaler.keda.harness import decision
 
 ADVISORY_CASES = [
     # desired + warm pool above the current count: "would scale"

@@ -12,7 +12,7 @@ from kubernetes import client
 from kvpilot.actuation.scale import ActuationError, make_actuator
 from tests.fakekube.scale import ScaleSubresource, deployment, install_scale
 from tests.fakekube.server import FakeKube
-from tests.unit.scaler.test_keda_harness import decision
+from tests.unit.scaler.keda.harness import decision
 
 
 @dataclass

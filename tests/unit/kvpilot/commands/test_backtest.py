@@ -4,6 +4,7 @@ settings, and a bad trace or policy name is refused with its name."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -15,6 +16,7 @@ TRACE = (
     "synthetic:duration_s=600,rate=3,amplitude=0,bursts=1,burst_factor=4,burst_s=300,prompt_mean=4000,output_mean=100"
 )
 SHORT = "synthetic:duration_s=300,rate=2,amplitude=0"
+TRACES = Path(__file__).resolve().parents[3] / "fixtures" / "traces"  # real traces' excerpts (README there)
 
 
 def test_the_cli_and_config_show_print_the_same_planner(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -66,3 +68,15 @@ def test_the_cli_prices_at_the_settings_price(tmp_path) -> None:  # type: ignore
     assert table.exit_code == 0, table.output
     assert f"{numbers['cost_usd']:,.2f}" in table.output  # the table's cost column
     assert "$10 per GPU-hour" in table.output
+
+
+def test_backtest_runs_on_the_burstgpt_excerpt() -> None:
+    trace = str(TRACES / "burstgpt_1_head.csv")
+    out = CliRunner().invoke(
+        app, ["backtest", "--trace", trace, "--policies", "reactive,kvpilot", "--no-frontier", "--json"]
+    )
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    assert report["trace"] == "burstgpt_1_head.csv"
+    assert set(report["policies"]) == {"reactive", "kvpilot"}
+    assert all(0.0 <= r["slo_attainment"] <= 1.0 for r in report["policies"].values())

@@ -18,7 +18,7 @@ from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
 from scaler.keda.server import Endpoint
 from scaler.publish import DecisionBoard
-from tests.unit.scaler.test_keda_harness import decision, ref
+from tests.unit.scaler.keda.harness import decision, ref
 
 
 class Built(Exception):

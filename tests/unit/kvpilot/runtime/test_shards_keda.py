@@ -22,7 +22,7 @@ from scaler.keda.reader import DecisionReader
 from scaler.keda.server import Endpoint, build_endpoint
 from scaler.keda.servicer import ServicerSettings
 from scaler.publish import DecisionBoard
-from tests.unit.scaler.test_keda_harness import decision
+from tests.unit.scaler.keda.harness import decision
 
 NOW = 1_700_000_000.0
 STALE_S = 30.0

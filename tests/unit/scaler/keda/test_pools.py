@@ -6,7 +6,7 @@ import grpc
 import pytest
 
 from scaler.keda.target import MetadataError, parse_target
-from tests.unit.scaler.test_keda_harness import decision, keda_poll, ref, running_scaler
+from tests.unit.scaler.keda.harness import decision, keda_poll, ref, running_scaler
 
 
 async def test_each_pool_gets_its_own_decision() -> None:

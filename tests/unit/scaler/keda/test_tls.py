@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from scaler.keda.server import TlsFiles, build_server
-from tests.unit.scaler.test_keda_harness import decision, keda_poll, ref, running_scaler
+from tests.unit.scaler.keda.harness import decision, keda_poll, ref, running_scaler
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
 

@@ -16,7 +16,7 @@ from kvpilot.settings import load_settings
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda.reader import DecisionReader, NoDecision, StaleDecision
 from scaler.publish import DecisionBoard
-from tests.unit.scaler.test_keda_harness import NOW, decision, keda_poll, ref, running_scaler
+from tests.unit.scaler.keda.harness import NOW, decision, keda_poll, ref, running_scaler
 
 TOKEN = "r" * 24
 STALE_S = 60.0

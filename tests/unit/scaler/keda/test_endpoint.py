@@ -27,8 +27,8 @@ from scaler.keda.reader import DecisionReader
 from scaler.keda.server import SERVICE_NAME, Endpoint, build_endpoint
 from scaler.keda.servicer import ServicerSettings
 from scaler.publish import DecisionBoard
-from tests.unit.scaler.test_keda_harness import decision, ref
-from tests.unit.scaler.test_keda_tls import Pki, pki  # noqa: F401  (the module's certificates, made by openssl)
+from tests.unit.scaler.keda.harness import decision, ref
+from tests.unit.scaler.keda.test_tls import Pki, pki  # noqa: F401  (the module's certificates, made by openssl)
 
 TOKEN = "0123456789abcdef-kvpilot-test-token"
 

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from scaler.keda import codegen
 from scaler.keda.target import MetadataError, int_field, parse_target
-from tests.unit.scaler.test_keda_harness import decision, hpa_replicas
+from tests.unit.scaler.keda.harness import decision, hpa_replicas
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 
 @given(

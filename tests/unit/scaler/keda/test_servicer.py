@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda.servicer import ServicerSettings
-from tests.unit.scaler.test_keda_harness import NOW, decision, keda_poll, ref, running_scaler
+from tests.unit.scaler.keda.harness import NOW, decision, keda_poll, ref, running_scaler
 
 POLL_CASES = [
     # default metadata: the HPA lands on desired + warm pool, metric value = replicas with targetSize 1
