@@ -396,7 +396,13 @@ class _DeploymentPlanner:
         self.live_error.record(now, arrival, forecast.point)
         capacity_rps = self._corrected_capacity(now, view, mix, arrival, serving)
         peak = self.burst.update(now, _arrival_counters(view), arrivals_total)
-        blind = sum(1 for r in view.replicas if not r.ready or r.sample.requests_waiting is None)
+        # Blind: a replica whose load is not read at all. One that reports its batch but has no queue series (TensorRT-
+        # LLM behind Triton before its "waiting" category) is measured: its queue is unknown, not hidden load.
+        blind = sum(
+            1
+            for r in view.replicas
+            if not r.ready or (r.sample.requests_waiting is None and r.sample.requests_running is None)
+        )
         # Replicas still loading are expected to be blind; only count those beyond the ones we know are new.
         blind = max(0, blind - max(0, current - view.ready_replicas))
         rec = self.policy.recommend(

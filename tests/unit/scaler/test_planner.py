@@ -334,3 +334,27 @@ def test_adaptive_sizing_gives_up_its_margin_while_the_slo_holds_and_restores_it
     last = missed[-1]
     assert last["margin_scale"] == 1.0
     assert last["predictive"] == math.ceil(8.0 / (0.8 * last["capacity_multiplier"]) - 1e-9)
+
+
+@pytest.mark.parametrize(
+    ("blank", "scales_down"),
+    [
+        # TensorRT-LLM behind Triton before its "waiting" category: the batch is read, the queue is unknown.
+        ({"requests_waiting": None}, True),
+        # Neither queue nor batch: the replica's load is not seen at all, so its share could be hidden load.
+        ({"requests_waiting": None, "requests_running": None}, False),
+    ],
+)
+def test_a_replica_is_blind_only_when_neither_its_queue_nor_its_batch_is_read(
+    blank: dict[str, None], scales_down: bool
+) -> None:
+    state, planner = FleetState(rate_window_s=60.0), Planner(CONFIG)
+    finished, decision = 0.0, None
+    for i in range(40):
+        t = i * TICK_S
+        finished += 0.5 * TICK_S  # half a replica's worth of demand on four replicas
+        samples = [dataclasses.replace(s, **blank) for s in _samples(t, finished, 0.0, 4)]
+        state.observe(samples, [], now=t)
+        (decision,) = planner.decide(state, t, current_replicas={"prod/llm": 4})
+    assert decision is not None
+    assert (decision.desired_replicas < 4) is scales_down, decision
