@@ -119,8 +119,15 @@ def _target(key: tuple[str, str], series: Sequence[Mapping[str, Any]]) -> Target
         namespace=first.get("namespace") or "default",
         deployment=first.get("deployment") or _deployment_from_pod(pod) or job,
         pod=pod,
-        node=first.get("node") or first.get("Hostname") or "",
+        node=first.get("node") or _hostname_node(first, pod),
     )
+
+
+def _hostname_node(labels: Mapping[str, Any], pod: str) -> str:
+    """dcgm-exporter's ``Hostname`` as the node, unless it is the exporter pod's own name (``os.Hostname()`` in a pod
+    without ``NODE_NAME``; collector/gpus/dcgm.py): then the node is unknown and no finding names it."""
+    host = labels.get("Hostname") or labels.get("hostname") or ""
+    return "" if host == pod else host
 
 
 _POD_SUFFIX = re.compile(r"-(?:[a-z0-9]{6,10}-[a-z0-9]{5}|\d+)$")
