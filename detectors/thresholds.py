@@ -287,8 +287,10 @@ class TtftSlo:
     otherwise the next bound above it is used, which flatters the burn rate, never the reverse.
     """
 
-    target_s: float = 1.0
-    objective: float = 0.99
+    target_s: float = described(1.0, "Seconds to a first token that a request must meet; best a TTFT bucket bound.")
+    objective: float = described(
+        0.99, "Share of requests that must meet target_s (below 1: 1 - objective is the budget)."
+    )
     windows: tuple[BurnWindow, ...] = described(
         (
             BurnWindow(long_s=3600.0, short_s=300.0, factor=14.4, severity="critical"),
@@ -316,7 +318,7 @@ class TtftSlo:
 class TargetThresholds:
     """Scrape targets: a replica not scraped successfully within this long is down."""
 
-    down_after_s: float = 30.0
+    down_after_s: float = described(30.0, "Seconds without a successful scrape after which a target reads as down.")
 
     def __post_init__(self) -> None:
         _check(self, "down_after_s", lo=0.0, strict_lo=True)
