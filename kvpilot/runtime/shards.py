@@ -23,15 +23,16 @@ import hashlib
 import logging
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from collector.clock import Clock
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult, ScrapeResult, Sleep, sleep_unless_stopped
 from kvpilot.runtime.lease import LeaseElector, _epoch
+from kvpilot.runtime.loop import Aggregates
 
 log = logging.getLogger(__name__)
 
@@ -384,6 +385,14 @@ def _gpu_is_mine(t: TargetInfo, my_nodes: set[str], all_nodes: set[str], shards:
     return t.node not in all_nodes and shard_of(f"node/{t.node or t.url}", shards.shards) in shards.owned
 
 
+@runtime_checkable
+class CollectsOwned(Protocol):
+    """A collect stage that narrows its own reads to a shard's deployments (``collector.discovery.promql.PromQLSource``:
+    label matchers in its queries); any other is collected whole and filtered here."""
+
+    async def collect_owned(self, owns: Callable[[str], bool], targets: Sequence[TargetInfo] = ()) -> CollectResult: ...
+
+
 class OwnedCollect:
     """A collect stage whose source reads the fleet from Prometheus (it ignores the targets it is given). Where the
     source can narrow its queries (``collect_owned``: the PromQL source adds label matchers of the deployments of
@@ -399,9 +408,10 @@ class OwnedCollect:
 
     async def collect_once(self, targets: Sequence[TargetInfo]) -> CollectResult:
         held = self._held = self._shards.held()
-        narrowed = getattr(self._collector, "collect_owned", None)
         result: CollectResult = await (
-            narrowed(held.owns, targets) if narrowed is not None else self._collector.collect_once(targets)
+            self._collector.collect_owned(held.owns, targets)
+            if isinstance(self._collector, CollectsOwned)
+            else self._collector.collect_once(targets)
         )
         owns = held.owns
         engines: list[ScrapeResult] = []
@@ -426,7 +436,7 @@ class OwnedCollect:
     @property
     def last_aggregates(self) -> list[Any]:
         """The PromQL source's per-deployment aggregates (its ``aggregates`` mode), ours only (as of the last tick)."""
-        every = getattr(self._collector, "last_aggregates", None) or []
+        every = self._collector.last_aggregates if isinstance(self._collector, Aggregates) else ()
         return [a for a in every if self._held.owns(f"{a.namespace}/{a.deployment}")]
 
     def __getattr__(self, name: str) -> Any:  # targets(), aclose(), health: the wrapped source's

@@ -34,7 +34,7 @@ from kvpilot.runtime.restore import Restored, restore
 from kvpilot.runtime.scale_ksm import KubeStateMetricsScale
 from kvpilot.runtime.scale_view import KubernetesScale, ScaleSource, SimulatorScale
 from kvpilot.runtime.service import Abortable, Campaigns, HasOwnMetrics, Service
-from kvpilot.runtime.shards import OwnedCollect, OwnedTargets, ShardCoordinator
+from kvpilot.runtime.shards import CollectsOwned, OwnedCollect, OwnedTargets, ShardCoordinator
 from kvpilot.runtime.sources import Sources
 from kvpilot.settings import DeploymentScaling, Settings, SettingsError
 from scaler.capacity import CapacityConfig, ServingProfile
@@ -50,7 +50,12 @@ if TYPE_CHECKING:
     # the classes this root wires in: a renamed method or a changed signature fails the type check, not silently.
     from collector.discovery.promql import PromQLSource
 
-    _promql: tuple[type[Aggregates], type[HasOwnMetrics], type[Abortable]] = (PromQLSource, PromQLSource, PromQLSource)
+    _promql: tuple[type[Aggregates], type[HasOwnMetrics], type[Abortable], type[CollectsOwned]] = (
+        PromQLSource,
+        PromQLSource,
+        PromQLSource,
+        PromQLSource,
+    )
     _owned: type[Aggregates] = OwnedCollect
     _campaigns: tuple[type[Campaigns], type[Campaigns]] = (LeaseElector, ShardCoordinator)
 

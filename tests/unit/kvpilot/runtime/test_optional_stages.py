@@ -1,7 +1,7 @@
-"""What only some stages offer (a PromQL source's per-deployment sums, its own gauges, its abort on shutdown; a
-lease to keep up) is recognised by protocol, not looked up by name: the PromQL source is all three, the scraping
-collector none, and the service and loop act on exactly what they recognise. (mypy checks the classes against the
-protocols in kvpilot/runtime/wiring.py.)"""
+"""What only some stages offer (a PromQL source's per-deployment sums, its own gauges, its abort on shutdown, its
+reads narrowed to a shard's deployments; a lease to keep up) is recognised by protocol, not looked up by name: the
+PromQL source is all four, the scraping collector none, and the service and loop act on exactly what they recognise.
+(mypy checks the classes against the protocols in kvpilot/runtime/wiring.py.)"""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from kvpilot.runtime.lease import LeaseElector
 from kvpilot.runtime.loop import Aggregates
 from kvpilot.runtime.service import Abortable, AlwaysLeader, Campaigns, HasOwnMetrics
+from kvpilot.runtime.shards import CollectsOwned
 from kvpilot.runtime.sources import build
 from kvpilot.runtime.wiring import build_service
 from kvpilot.settings import load_settings
@@ -28,7 +29,7 @@ def _service(tmp_path: Path, discovery: dict[str, object]):  # type: ignore[no-u
 def test_a_promql_source_offers_its_sums_gauges_and_abort(tmp_path: Path) -> None:
     service = _service(tmp_path, {"kind": "promql", "promql_url": "http://127.0.0.1:9"})
     source = service.loop.collector
-    assert all(isinstance(source, offers) for offers in (Aggregates, HasOwnMetrics, Abortable))
+    assert all(isinstance(source, offers) for offers in (Aggregates, HasOwnMetrics, Abortable, CollectsOwned))
     assert service.loop._aggregates is source  # the loop reads its sums every tick
     assert any(m.name.startswith("kvpilot_promql") for m in service.metrics.registry.collect())  # its own gauges
 
@@ -36,7 +37,7 @@ def test_a_promql_source_offers_its_sums_gauges_and_abort(tmp_path: Path) -> Non
 def test_the_scraping_collector_offers_none_of_them(tmp_path: Path) -> None:
     service = _service(tmp_path, {"kind": "static"})
     collector = service.loop.collector
-    assert not isinstance(collector, Aggregates | HasOwnMetrics | Abortable)
+    assert not isinstance(collector, Aggregates | HasOwnMetrics | Abortable | CollectsOwned)
     assert service.loop._aggregates is None
     assert not any(m.name.startswith("kvpilot_promql") for m in service.metrics.registry.collect())
 
