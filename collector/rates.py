@@ -255,6 +255,19 @@ class CounterWindow:
         elapsed = self._points[-1][0] - self._points[0][0]
         return inc / elapsed if elapsed > 0 else None
 
+    def increase_and_rate(self) -> tuple[float | None, float | None]:
+        """``(self.increase(), self.rate())``, the increase worked out once (a replica's view reads both of a counter,
+        or only the rate of most, for every replica every tick)."""
+        points = self._points
+        if len(points) < 2:
+            return None, None
+        first, last = points[0], points[-1]
+        total = last[1] - first[1]
+        if self._restarts - (first[2] is not None):  # as `increase`: the first point's step lies outside
+            total += math.fsum(before for _, _, before in itertools.islice(points, 1, None) if before is not None)
+        elapsed = last[0] - first[0]
+        return total, (total / elapsed if elapsed > 0 else None)
+
 
 class GaugeWindow:
     """A gauge's finite points since a start time, with the two-point `derivative` over them."""
@@ -313,12 +326,18 @@ class HistogramWindow:
         if len(points) < 2:
             return None
         first, last = points[0][1], points[-1][1]
+        if not self._restarts - (points[0][2] is not None):  # nearly always: last minus first, one tuple built
+            return Histogram(
+                last.bounds,
+                tuple(map(operator.sub, last.counts, first.counts)),
+                last.sum - first.sum,
+                last.count - first.count,
+            )
         counts = list(map(operator.sub, last.counts, first.counts))
         total_sum, total_count = last.sum - first.sum, last.count - first.count
-        if self._restarts - (points[0][2] is not None):
-            for _, _, before in itertools.islice(points, 1, None):
-                if before is not None:
-                    counts = list(map(operator.add, counts, before.counts))
-                    total_sum += before.sum
-                    total_count += before.count
+        for _, _, before in itertools.islice(points, 1, None):
+            if before is not None:
+                counts = list(map(operator.add, counts, before.counts))
+                total_sum += before.sum
+                total_count += before.count
         return Histogram(bounds=last.bounds, counts=tuple(counts), sum=total_sum, count=total_count)

@@ -536,31 +536,32 @@ class FleetState:
             points.append(_point(now, dv))
 
     def _replica_view(self, track: _ReplicaTrack, now: float, gpus: tuple[GpuSample, ...]) -> ReplicaView:
-        # Every window is the rate window (`_ReplicaTrack.add` keeps them to the samples of ``recent``).
+        # Every window is the rate window (`_ReplicaTrack.add` keeps them to the samples of ``recent``). Each counter's
+        # increase is worked out once (`CounterWindow.increase_and_rate`): a thousand views a tick.
         latest = track.latest
         counters = track.counters
         hits = counters["prefix_hits"].increase()
-        queries = counters["prefix_queries"].increase()
-        finished_rate = counters["requests_finished"].rate()
+        queries, queries_rate = counters["prefix_queries"].increase_and_rate()
+        finished_rate = counters["requests_finished"].increase_and_rate()[1]
         in_flight = track.in_flight.derivative()
         arrival = None if finished_rate is None or in_flight is None else max(0.0, finished_rate + in_flight)
-        return ReplicaView(
-            sample=latest,
-            ready=now - latest.timestamp <= self.stale_after_s,
-            target_up=track.target_up,
-            last_seen=latest.timestamp,
-            prefix_hit_ratio=ratio(hits, queries),
-            prefix_hits_increase=hits,
-            prefix_queries_increase=queries,
-            prefix_queries_rate=counters["prefix_queries"].rate(),
-            preemptions_rate=counters["preemptions"].rate(),
-            prompt_tokens_rate=counters["prompt_tokens"].rate(),
-            generation_tokens_rate=counters["generation_tokens"].rate(),
-            requests_finished_rate=finished_rate,
-            arrival_rate=arrival,
-            ttft_window=track.ttft.increase(),
-            gpus=gpus,
-            itl_window=track.itl.increase(),
+        return ReplicaView(  # positional, in the order of its fields (a test pins it)
+            latest,  # sample
+            now - latest.timestamp <= self.stale_after_s,  # ready
+            track.target_up,
+            latest.timestamp,  # last_seen
+            ratio(hits, queries),  # prefix_hit_ratio
+            hits,  # prefix_hits_increase
+            queries,  # prefix_queries_increase
+            queries_rate,  # prefix_queries_rate
+            counters["preemptions"].increase_and_rate()[1],  # preemptions_rate
+            counters["prompt_tokens"].increase_and_rate()[1],  # prompt_tokens_rate
+            counters["generation_tokens"].increase_and_rate()[1],  # generation_tokens_rate
+            finished_rate,  # requests_finished_rate
+            arrival,  # arrival_rate
+            track.ttft.increase(),  # ttft_window
+            gpus,
+            track.itl.increase(),  # itl_window
         )
 
     # -- output --------------------------------------------------------------------------------------

@@ -273,6 +273,16 @@ def test_counter_window_agrees_with_increase_and_rate(values: list[float | None]
             assert w.rate() == pytest.approx(expected_rate, rel=1e-9, abs=1e-6)
 
 
+@given(values=st.lists(_COUNTER_VALUES, min_size=0, max_size=40), window=st.integers(1, 15))
+def test_counter_window_increase_and_rate_are_increase_and_rate(values: list[float | None], window: int) -> None:
+    # FleetState's views read both at once: the very same floats as the two calls (repr: -0.0 apart from 0.0).
+    w = CounterWindow()
+    for i, v in enumerate(values):
+        w.add(float(i), v)
+        w.trim(float(i) - window)
+        assert repr(w.increase_and_rate()) == repr((w.increase(), w.rate()))
+
+
 @given(values=st.lists(_COUNTER_VALUES, min_size=0, max_size=30), window=st.integers(1, 10))
 def test_gauge_window_agrees_with_derivative(values: list[float | None], window: int) -> None:
     w = GaugeWindow()

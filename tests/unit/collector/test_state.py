@@ -6,7 +6,7 @@ import gc
 import itertools
 import math
 import tracemalloc
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import pytest
 from hypothesis import given, settings
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from collector.rates import histogram_add, histogram_increase
 from collector.samples import GpuSample, Histogram, ReplicaSample, TargetInfo
-from collector.state import FleetState
+from collector.state import FleetState, ReplicaView
 
 INF = math.inf
 
@@ -36,6 +36,54 @@ def gs(index: str = "0", t: float = 0.0, node: str = "n0", **values: object) -> 
 def feed(state: FleetState, ticks: list[list[ReplicaSample]], *, step: float = 5.0) -> None:
     for i, samples in enumerate(ticks):
         state.observe(samples, [], now=i * step)
+
+
+def test_every_rate_of_a_replica_view_lands_in_its_own_field() -> None:
+    # FleetState builds its views by position (a thousand a tick): each counter moves at its own pace here, so a
+    # field added, moved or swapped there reads another counter's rate and fails.
+    paces = {
+        "prefix_hits": 1.0,
+        "prefix_queries": 4.0,
+        "preemptions": 0.5,
+        "prompt_tokens": 100.0,
+        "generation_tokens": 20.0,
+        "requests_finished": 2.0,
+    }
+    ticks = [
+        [rs(t=t, requests_waiting=1.0, requests_running=2.0 + t / 5, **{k: v * t for k, v in paces.items()})]
+        for t in (0.0, 5.0, 10.0)
+    ]
+    state = FleetState(rate_window_s=60, stale_after_s=30)
+    feed(state, ticks)
+    (view,) = state.replicas()
+    assert [f.name for f in fields(ReplicaView)] == [
+        "sample",
+        "ready",
+        "target_up",
+        "last_seen",
+        "prefix_hit_ratio",
+        "prefix_hits_increase",
+        "prefix_queries_increase",
+        "prefix_queries_rate",
+        "preemptions_rate",
+        "prompt_tokens_rate",
+        "generation_tokens_rate",
+        "requests_finished_rate",
+        "arrival_rate",
+        "ttft_window",
+        "gpus",
+        "itl_window",
+    ]
+    assert (view.sample, view.ready, view.target_up, view.last_seen) == (ticks[-1][0], True, True, 10.0)
+    assert (view.prefix_hits_increase, view.prefix_queries_increase) == (10.0, 40.0)
+    assert view.prefix_hit_ratio == 0.25
+    assert view.prefix_queries_rate == 4.0
+    assert view.preemptions_rate == 0.5
+    assert view.prompt_tokens_rate == 100.0
+    assert view.generation_tokens_rate == 20.0
+    assert view.requests_finished_rate == 2.0
+    assert view.arrival_rate == 2.2  # finished 2/s plus in flight growing 0.2/s
+    assert (view.ttft_window, view.gpus, view.itl_window) == (None, (), None)
 
 
 REPLICA_RATE_CASES = [
