@@ -41,7 +41,12 @@ def command(
     seed: Annotated[int, typer.Option(min=0, help="Seed of the trace sampling: same seed, same demo.")] = 0,
     replicas: Annotated[int, typer.Option(min=1, max=64, help="Replicas at the start.")] = 2,
     rate_scale: Annotated[
-        float, typer.Option(min=0.01, help="Multiply the trace's request rate (default: sized to the replica).")
+        float,
+        typer.Option(
+            min=0.01,
+            help="Multiply the trace's request rate. The default 8 sizes the default trace (Azure conversation) to a "
+            "few replicas; another trace needs its own (Mooncake about 1, ServeGen about 0.02).",
+        ),
     ] = 8.0,  # DemoConfig.rate_scale (why 8: see there)
     engine: Annotated[str, typer.Option(help="Engine format the simulator serves.")] = "vllm",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port of kvpilot's API during the demo (0: any).")] = 0,
