@@ -31,7 +31,14 @@ from kvpilot.settings.ha import HaSettings
 from kvpilot.settings.keda import KedaSettings
 from kvpilot.settings.scaler import DeploymentScaling, ScalerSettings
 from kvpilot.settings.sharding import ShardingSettings
-from kvpilot.settings.sources import FLAT_ALIASES, FlatAliasSource, SettingsError, YamlFileSource, yaml_lines
+from kvpilot.settings.sources import (
+    FLAT_ALIASES,
+    FieldError,
+    FlatAliasSource,
+    SettingsError,
+    YamlFileSource,
+    yaml_lines,
+)
 from kvpilot.settings.store import StoreSettings
 from kvpilot.settings.tokens import INSECURE_TOKENS, MIN_TOKEN_ENTROPY_BITS, MIN_TOKEN_LENGTH, token_entropy_bits
 
@@ -195,9 +202,11 @@ def _format_errors(err: ValidationError, path: Path | None) -> str:
     lines = [f"invalid configuration{where}:"]
     line_of = yaml_lines(path)
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"])
+        cause = e.get("ctx", {}).get("error")
+        full_loc = (*e["loc"], *cause.loc) if isinstance(cause, FieldError) else e["loc"]
+        loc = ".".join(str(p) for p in full_loc)
         msg = e["msg"].removeprefix("Value error, ")
-        line = line_of(e["loc"])
+        line = line_of(full_loc)
         at = f" ({path.name}:{line})" if path is not None and line is not None else ""
         lines.append(f"  {loc}{at}: {msg}" if loc else f"  {msg}")
     return "\n".join(lines)

@@ -3,13 +3,32 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
+from typing import Annotated, Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, ValidatorFunctionWrapHandler, WrapValidator, model_validator
 
 from detectors.thresholds import Thresholds
 from kvpilot.settings._section import _Section
+from kvpilot.settings.sources import FieldError
 
-Scalar = float | int | str | bool
+
+def _one_error(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """One line for a value no branch takes (a list, a map), not one per branch of the union."""
+    try:
+        return handler(value)
+    except ValidationError:
+        raise ValueError(f"must be a number, a string, true/false or null, not {type(value).__name__}") from None
+
+
+# null is taken here and refused, naming the field, where the threshold itself does not allow None
+Scalar = Annotated[float | int | str | bool | None, WrapValidator(_one_error)]
+
+
+def _nullable(cls: type) -> tuple[str, ...]:
+    """The fields of a thresholds dataclass that take None (`float | None`): None turns their rule off."""
+    hints = typing.get_type_hints(cls)
+    return tuple(f.name for f in dataclasses.fields(cls) if type(None) in typing.get_args(hints[f.name]))
 
 
 class DetectorSettings(_Section):
@@ -49,6 +68,11 @@ class DetectorSettings(_Section):
             unknown = sorted(set(overrides) - known)
             if unknown:
                 raise ValueError(f"detectors.{section}: unknown field(s) {unknown}; known: {sorted(known)}")
+            nullable = _nullable(type(current))
+            for name, value in overrides.items():
+                if value is None and name not in nullable:
+                    takes = f"only {', '.join(nullable)} take null" if nullable else "none of its fields takes null"
+                    raise FieldError((section, name), f"must be a number, not null (in detectors.{section} {takes})")
             try:
                 changes[section] = dataclasses.replace(current, **overrides)
             except (TypeError, ValueError) as e:

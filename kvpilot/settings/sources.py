@@ -27,6 +27,15 @@ class SettingsError(ValueError):
     """The configuration is invalid; the message lists every offending field and why."""
 
 
+class FieldError(ValueError):
+    """A model validator's error about one field below the model (``loc``, relative to it): ``load_settings`` names
+    that field, and its line in the YAML file, rather than the whole section."""
+
+    def __init__(self, loc: tuple[str, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
 class FlatAliasSource(PydanticBaseSettingsSource):
     """Maps the flat ``KVPILOT_HTTP_PORT``-style variables onto their nested fields."""
 
@@ -62,9 +71,19 @@ class YamlFileSource(YamlConfigSettingsSource):
 
     def _read_file(self, file_path: Path | Traversable) -> dict[str, Any]:
         try:
-            data = super()._read_file(file_path)
+            raw = file_path.read_bytes()
         except OSError as e:
             raise SettingsError(f"cannot read config file {file_path}: {e.strerror}") from e
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = raw.count(b"\n", 0, e.start) + 1
+            raise SettingsError(
+                f"config file {file_path} is not UTF-8 text: byte 0x{raw[e.start]:02x} on line {line}"
+            ) from None
+        try:
+            _refuse_duplicate_keys(yaml.compose(text, Loader=yaml.SafeLoader), file_path)
+            data = yaml.safe_load(text) or {}
         except yaml.YAMLError as e:
             raise SettingsError(f"config file {file_path} is not valid YAML: {e}") from e
         if not isinstance(data, dict):
@@ -73,6 +92,34 @@ class YamlFileSource(YamlConfigSettingsSource):
         if isinstance(file_path, Path):
             _paths_from_folder(data, file_path.parent)
         return data
+
+
+def _refuse_duplicate_keys(
+    node: yaml.Node | None, file_path: Path | Traversable, where: str = "", seen_nodes: set[int] | None = None
+) -> None:
+    """A key given twice in one mapping is refused with both lines: YAML loaders keep the last one silently, and
+    nothing in this file is silently ignored."""
+    seen_nodes = set() if seen_nodes is None else seen_nodes
+    if id(node) in seen_nodes:  # an alias of a node already walked (or of itself)
+        return
+    seen_nodes.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key, value in node.value:
+            name = str(key.value) if isinstance(key, yaml.ScalarNode) else None
+            if name is None or key.tag == "tag:yaml.org,2002:merge":
+                continue
+            line = key.start_mark.line + 1
+            path = f"{where}.{name}" if where else name
+            if name in seen:
+                raise SettingsError(
+                    f"config file {file_path}: {path} is given twice (lines {seen[name]} and {line}); keep one"
+                )
+            seen[name] = line
+            _refuse_duplicate_keys(value, file_path, path, seen_nodes)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _refuse_duplicate_keys(item, file_path, f"{where}[{i}]", seen_nodes)
 
 
 # File paths the YAML file names are read from the file's folder, as kubectl and Prometheus read theirs, so
@@ -107,8 +154,8 @@ def yaml_lines(path: Path | None) -> Any:
     root: Any = None
     if path is not None:
         try:
-            root = yaml.compose(path.read_text(), Loader=yaml.SafeLoader)
-        except (OSError, yaml.YAMLError):
+            root = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+        except (OSError, ValueError, yaml.YAMLError):
             root = None
 
     def line_of(loc: tuple[int | str, ...]) -> int | None:

@@ -1,0 +1,95 @@
+"""Hostile settings files: null where a threshold takes None (and only there), bytes that are not UTF-8, a key
+given twice. Each is read or refused in words that name the field and its line, never with a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvpilot.settings import SettingsError, load_settings
+
+
+def _load(tmp_path: Path, text: str | bytes) -> object:
+    path = tmp_path / "k.yaml"
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    return load_settings(path)
+
+
+def _refusal(tmp_path: Path, text: str | bytes) -> list[str]:
+    with pytest.raises(SettingsError) as e:
+        _load(tmp_path, text)
+    return str(e.value).splitlines()
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "field", "value"),
+    [
+        # the runbook's advice: demand_load off, projected_usage on (the union had no None: four lines of errors)
+        ("detectors: {kv: {projected_usage: 0.6, demand_load: null}}\n", "demand_load", None),
+        ("detectors: {kv: {demand_min_rise: null}}\n", "demand_min_rise", None),  # the rising-demand test off
+        ("detectors: {kv: {projected_usage: null}}\n", "projected_usage", None),  # its default, spelt out
+        ("detectors:\n  kv:\n    demand_load: ~\n", "demand_load", None),  # YAML's other null
+    ],
+)
+def test_null_turns_off_a_rule_that_takes_none(tmp_path: Path, yaml_text: str, field: str, value: object) -> None:
+    settings = _load(tmp_path, yaml_text)
+    assert getattr(settings.detectors.thresholds(tick_s=5.0).kv, field) is value  # type: ignore[attr-defined]
+
+
+def test_null_from_the_environment_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KVPILOT_DETECTORS__KV", '{"demand_load": null}')
+    assert load_settings().detectors.thresholds(tick_s=5.0).kv.demand_load is None
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "line"),
+    [
+        # a threshold that needs a number: the field and its line, in one line
+        ("log_level: INFO\ndetectors:\n  kv:\n    near_full: null\n",
+         "  detectors.kv.near_full (k.yaml:4): must be a number, not null (in detectors.kv only demand_load, "
+         "demand_min_rise, projected_usage take null)"),
+        # a section where nothing takes null says so
+        ("detectors:\n  gpu:\n    busy_utilisation: null\n",
+         "  detectors.gpu.busy_utilisation (k.yaml:3): must be a number, not null (in detectors.gpu none of its "
+         "fields takes null)"),
+        # a list where a number goes: one line, not one per branch of the union
+        ("detectors:\n  kv:\n    near_full: [1]\n",
+         "  detectors.kv.near_full (k.yaml:3): must be a number, a string, true/false or null, not list"),
+    ],
+)  # fmt: skip
+def test_null_or_a_list_where_a_number_goes_is_one_line(tmp_path: Path, yaml_text: str, line: str) -> None:
+    lines = _refusal(tmp_path, yaml_text)
+    assert lines[1:] == [line]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        # not UTF-8 (a UnicodeDecodeError traceback): the file and the line of the first bad byte
+        (b"\xff\xfe", "config file {path} is not UTF-8 text: byte 0xff on line 1"),
+        (b"collector:\n  interval_s: 5\n# caf\xe9\n", "config file {path} is not UTF-8 text: byte 0xe9 on line 3"),
+        # a key given twice (the last one won, silently): both lines
+        ("collector:\n  interval_s: 10\ncollector:\n  interval_s: 6\n",
+         "config file {path}: collector is given twice (lines 1 and 3); keep one"),
+        ("collector:\n  interval_s: 10\n  timeout_s: 2\n  interval_s: 6\n",
+         "config file {path}: collector.interval_s is given twice (lines 2 and 4); keep one"),
+        ("collector:\n  discovery:\n    static_targets:\n      - {url: 'http://a:1/m', url: 'http://b:1/m'}\n",
+         "config file {path}: collector.discovery.static_targets[0].url is given twice (lines 4 and 4); keep one"),
+    ],
+)  # fmt: skip
+def test_unreadable_or_ambiguous_files_are_refused_by_line(tmp_path: Path, content: str | bytes, message: str) -> None:
+    assert _refusal(tmp_path, content) == [message.format(path=tmp_path / "k.yaml")]
+
+
+def test_merge_keys_and_aliases_are_not_duplicates(tmp_path: Path) -> None:
+    # `<<: *base` then a key of its own overrides the merged one, as YAML means; a self-referencing alias ends
+    text = "x-common: &base {interval_s: 10, timeout_s: 2}\ncollector:\n  <<: *base\n  interval_s: 6\n"
+    with pytest.raises(SettingsError) as e:  # x-common is an unknown key, but that is the only complaint
+        _load(tmp_path, text)
+    assert "x-common" in str(e.value)
+    assert "given twice" not in str(e.value)
+    assert _refusal(tmp_path, "a: &a [*a]\n")[1].startswith("  a (k.yaml:1):")
