@@ -6,11 +6,46 @@ Command modules import heavy libraries inside their functions so that `kvpilot -
 from __future__ import annotations
 
 import importlib
+import sys
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
+
+# Exceptions that mean "the user's input is wrong", by module and name: any command that lets one through exits 2
+# with its message on one line (a settings error lists its fields below that line), never with a traceback. Looked
+# up in sys.modules, so `kvpilot --help` imports none of them; one whose module was never imported was not raised.
+USER_ERRORS: tuple[tuple[str, str], ...] = (
+    ("kvpilot.settings.sources", "SettingsError"),  # the YAML file, the KVPILOT_* environment
+    ("store.db", "StoreConfigError"),  # a database URL that cannot be used at all
+)
+
+
+def _user_error(e: BaseException) -> bool:
+    for module_name, class_name in USER_ERRORS:
+        module = sys.modules.get(module_name)
+        if module is not None and isinstance(e, getattr(module, class_name)):
+            return True
+    return False
+
+
+class _Group(TyperGroup):
+    """The root command: the one place where a user error that a command did not handle itself becomes
+    ``error: …`` on stderr and exit status 2."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except Exception as e:
+            if not _user_error(e):
+                raise
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
+
 
 app = typer.Typer(
     name="kvpilot",
+    cls=_Group,
     help="Observability and predictive autoscaling for LLM inference fleets.",
     no_args_is_help=True,
     add_completion=False,

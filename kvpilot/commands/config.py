@@ -35,13 +35,7 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON (default: YAML)")] = False,
 ) -> None:
     """Print the configuration `kvpilot run` would use, with the effective planner configuration."""
-    from kvpilot.settings import SettingsError
-
-    try:
-        data = effective(config)
-    except SettingsError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    data = effective(config)  # a SettingsError exits 2 in kvpilot.cli
     if as_json:
         typer.echo(json.dumps(data, indent=2, sort_keys=True))
         return

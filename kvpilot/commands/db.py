@@ -1,4 +1,9 @@
-"""`kvpilot db upgrade|downgrade|current`: the store's schema, through the Alembic migrations only."""
+"""`kvpilot db upgrade|downgrade|current`: the store's schema, through the Alembic migrations only.
+
+A bad configuration or a database URL that is not one exits 2 (kvpilot.cli says so in one line); so do an unknown
+revision and a SQLite file that does not exist for `current` and `downgrade`, which read it and create nothing. A
+database that fails once reached exits 1.
+"""
 
 from __future__ import annotations
 
@@ -20,13 +25,34 @@ def _url(config: Path | None) -> str:
 
 
 def _settings(config: Path | None) -> Settings:
-    from kvpilot.settings import SettingsError, load_settings
+    from kvpilot.settings import load_settings
+
+    return load_settings(config)  # a SettingsError exits 2 in kvpilot.cli
+
+
+def _missing_sqlite_file(url: str) -> Path | None:
+    """The SQLite file ``url`` names when it does not exist (the engine would create it and its folder)."""
+    from sqlalchemy.engine import make_url
 
     try:
-        return load_settings(config)
-    except SettingsError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+        parsed = make_url(url)
+    except Exception:  # not a URL: make_engine says so, as a StoreConfigError
+        return None
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    path = Path(parsed.database)
+    return None if path.exists() else path
+
+
+def _refuse_missing(url: str, default: str = "") -> None:
+    """`current` and `downgrade` read a database: a mistyped path is said, not created empty."""
+    from store.db import StoreConfigError
+
+    missing = _missing_sqlite_file(url)
+    if missing is not None:
+        raise StoreConfigError(
+            f"no database at {missing}{default}: the SQLite file does not exist (`kvpilot db upgrade` creates it)"
+        )
 
 
 def _redacted(url: str) -> str:
@@ -35,9 +61,17 @@ def _redacted(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-def _fail(action: str, url: str, e: Exception) -> typer.Exit:
+def _fail(action: str, url: str, e: Exception) -> Exception:
+    """The error to raise for ``e``: a StoreConfigError as it is (kvpilot.cli: exit 2); an unknown revision (Alembic's
+    CommandError) exit 2; anything else from the database exit 1; each in one line naming the database."""
+    from alembic.util.exc import CommandError
+
+    from store.db import StoreConfigError
+
+    if isinstance(e, StoreConfigError):
+        return e
     typer.echo(f"error: {action} {_redacted(url)} failed: {str(e).splitlines()[0]}", err=True)
-    return typer.Exit(1)
+    return typer.Exit(2 if isinstance(e, CommandError) else 1)
 
 
 @app.command()
@@ -62,6 +96,7 @@ def downgrade(
     import migrations
 
     url = _url(config)
+    _refuse_missing(url)
     try:
         migrations.downgrade(url, revision)
     except Exception as e:
@@ -78,6 +113,7 @@ def current(config: Config = None) -> None:
     url = settings.database_url
     # the default is easy to read by mistake (a forgotten -c or KVPILOT_DATABASE_URL): say so
     default = "" if settings.store.database_url else " (the default: no store.database_url or KVPILOT_DATABASE_URL)"
+    _refuse_missing(url, default)
     try:
         rev = migrations.current(url)
     except Exception as e:

@@ -18,6 +18,8 @@ def url(tmp_path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 def test_upgrade_current_downgrade(url: str) -> None:
     runner = CliRunner()
+    out = runner.invoke(app, ["db", "upgrade", "base"])  # creates the file, at no revision
+    assert out.exit_code == 0, out.output
     out = runner.invoke(app, ["db", "current"])
     assert out.exit_code == 0
     assert "base (empty)" in out.stdout
@@ -33,7 +35,7 @@ def test_upgrade_current_downgrade(url: str) -> None:
 @pytest.mark.parametrize(
     ("args", "env", "code", "message"),
     [
-        (["db", "upgrade", "nope"], {}, 1, "failed"),  # an unknown revision is an error that names the database
+        (["db", "upgrade", "nope"], {}, 2, "failed"),  # an unknown revision is the user's: names the database, exit 2
         (["db", "current"], {"KVPILOT_DATABASE_URL": "postgresql://u:secret@127.0.0.1:1/x"}, 1, "u:***@"),  # no pw
         (["db", "current"], {"KVPILOT_COLLECTOR__INTERVAL_S": "0"}, 2, "collector.interval_s"),  # bad settings
     ],
@@ -53,10 +55,34 @@ def test_current_names_the_database_it_read(tmp_path, monkeypatch: pytest.Monkey
     cfg = tmp_path / "kvpilot.yaml"
     cfg.write_text(f"store:\n  database_url: sqlite:///{db}\n")
     monkeypatch.delenv("KVPILOT_DATABASE_URL", raising=False)
+    assert CliRunner().invoke(app, ["db", "upgrade", "base", "-c", str(cfg)]).exit_code == 0
     out = CliRunner().invoke(app, ["db", "current", "-c", str(cfg)])
     assert out.exit_code == 0, out.output
     assert out.stdout.strip() == f"sqlite:///{db} is at base (empty) (newest is {migrations.head()})"
     # nothing configured: the default file under data_dir, and that it is the default
     monkeypatch.setenv("KVPILOT_DATA_DIR", str(tmp_path / "data"))
+    assert CliRunner().invoke(app, ["db", "upgrade", "base"]).exit_code == 0
     out = CliRunner().invoke(app, ["db", "current"])
     assert out.stdout.startswith(f"sqlite:///{tmp_path / 'data' / 'kvpilot.db'} (the default:")
+
+
+@pytest.mark.parametrize("action", [["current"], ["downgrade"], ["downgrade", "base"]])
+def test_reading_a_missing_sqlite_file_creates_nothing(tmp_path, monkeypatch: pytest.MonkeyPatch, action) -> None:
+    # a mistyped path is refused by name, and neither its folder nor an empty database is left behind
+    db = tmp_path / "nodir" / "x.db"
+    monkeypatch.setenv("KVPILOT_DATABASE_URL", f"sqlite:///{db}")
+    out = CliRunner().invoke(app, ["db", *action])
+    assert out.exit_code == 2, out.output
+    (line,) = out.stderr.splitlines()
+    assert line == f"error: no database at {db}: the SQLite file does not exist (`kvpilot db upgrade` creates it)"
+    assert not (tmp_path / "nodir").exists()
+
+
+@pytest.mark.parametrize("action", [["current"], ["upgrade"], ["downgrade"]])
+def test_a_url_that_is_not_one_exits_2_in_one_line(monkeypatch: pytest.MonkeyPatch, action) -> None:
+    # was a sqlalchemy ArgumentError traceback (the error path itself parsed the URL to hide its password)
+    monkeypatch.setenv("KVPILOT_DATABASE_URL", "garbage")
+    out = CliRunner().invoke(app, ["db", *action])
+    assert out.exit_code == 2
+    (line,) = out.stderr.splitlines()
+    assert line.startswith("error: database URL 'garbage' is not a URL SQLAlchemy understands")
