@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -76,6 +77,19 @@ def command(
     from kvpilot.settings import SettingsError
     from scaler.backtest.run import BacktestConfig
 
+    # NaN passes every range check (a comparison with NaN is false) and inf overflows the replay: refused by flag
+    for flag, value in (
+        ("--cold-start", cold_start),
+        ("--slo-ttft", slo_ttft),
+        ("--rate-scale", rate_scale),
+        ("--start", start),
+        ("--duration", duration),
+        ("--rollout-at", rollout_at),
+        ("--rollout-speed", rollout_speed),
+    ):
+        if value is not None and not math.isfinite(value):
+            typer.echo(f"error: {flag} must be a finite number, got {value}", err=True)
+            raise typer.Exit(2)
     if plot and not Path(plot).resolve().parent.is_dir():  # before minutes of replay, not after
         typer.echo(f"error: --plot {plot}: folder {Path(plot).resolve().parent} does not exist", err=True)
         raise typer.Exit(2)

@@ -69,7 +69,12 @@ def command(
 
     from kvpilot.demo.replay import DEFAULT_TRACE, DemoConfig, DemoError, run_demo
     from kvpilot.demo.view import layout
+    from simulator.exposition import ENGINES
 
+    if engine not in ENGINES:  # said now, in a line, not as a traceback once the simulator starts
+        known = ", ".join(ENGINES)
+        typer.echo(f"error: --engine {engine!r} is not one the simulator serves (known: {known})", err=True)
+        raise typer.Exit(2)
     try:
         cfg = DemoConfig(
             trace=trace or DEFAULT_TRACE,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict
@@ -119,6 +120,8 @@ def _parse_injections(specs: Iterable[str]) -> list[tuple[float, dict[str, Any]]
             out.append((float(at), json.loads(body)))
         except (ValueError, json.JSONDecodeError) as e:
             _usage(f"--inject {spec!r}: {e}")
+        if not (out[-1][0] >= 0 and math.isfinite(out[-1][0])):  # -5 fired at the first tick, inf never: said
+            _usage(f"--inject {spec!r}: the time after @ must be a finite number of seconds >= 0")
     return sorted(out, key=lambda x: x[0])
 
 
@@ -142,13 +145,17 @@ def run_sim(
     except (FileNotFoundError, ValueError) as e:  # a missing trace, an unknown fault or routing: the user's to fix
         _usage(str(e).splitlines()[0])
     # Keep vanished GPUs for an hour: forgetting one would silently close its drain finding.
-    state = FleetState(stale_after_s=3 * tick_s, forget_after_s=3600)
+    state = FleetState(stale_after_s=3 * tick_s, forget_after_s=max(3600, 3 * tick_s))
     detection = Detection()
     t = 0.0
     while t < duration_s:
         t += tick_s
         while faults and faults[0][0] <= t:
-            fleet.inject(faults.pop(0)[1])
+            at, fault = faults.pop(0)
+            try:
+                fleet.inject(fault)
+            except KeyError as e:  # a node, GPU or replica the fleet does not have (the simulator's API: 400)
+                _usage(f"--inject at {at:g}s: {str(e).strip(chr(34) + chr(39))}")
         fleet.advance_to(t)
         reps, gpus, nodes = samples_from_snapshot(fleet.snapshot(), now=t)
         state.observe(reps, gpus, now=t, gpu_nodes_scraped=nodes)
@@ -164,9 +171,9 @@ def _targets(urls: Sequence[str]) -> list[TargetInfo]:
     return [TargetInfo(url=url, pod=url, deployment="detect") for url in urls]
 
 
-async def _scrape(collector: Collector, targets: Sequence[TargetInfo], state: FleetState) -> float:
+async def _scrape(collector: Collector, targets: Sequence[TargetInfo], state: FleetState) -> tuple[float, bool]:
     """One round through the scrape loop's own collector (its timeout, page cap and adapters); a target that fails
-    is named on stderr and shows as target_down. Returns the round's time."""
+    is named on stderr and shows as target_down. Returns the round's time and whether any target answered."""
     result = await collector.collect_once(targets)
     for r in result.results:
         if not r.ok:
@@ -178,15 +185,15 @@ async def _scrape(collector: Collector, targets: Sequence[TargetInfo], state: Fl
         down_targets=result.down_targets,
         gpu_nodes_scraped=result.gpu_nodes_scraped,
     )
-    return result.timestamp
+    return result.timestamp, any(r.ok for r in result.results)
 
 
-async def run_urls(urls: Sequence[str], *, watch: bool, interval_s: float, as_json: bool) -> None:
+async def run_urls(urls: Sequence[str], *, watch: bool, interval_s: float, as_json: bool) -> bool:
     """Scrape ``urls`` twice one interval apart and print the detectors' raw output, or (``watch``) every interval,
-    printing findings as they open and close."""
+    printing findings as they open and close. Returns whether any URL was scraped (one-shot)."""
     from detectors.registry import Detection, run_all
 
-    state = FleetState(stale_after_s=3 * interval_s, forget_after_s=3600)
+    state = FleetState(stale_after_s=3 * interval_s, forget_after_s=max(3600, 3 * interval_s))
     targets = _targets(urls)
     # each failure is printed once by _scrape; the collector's own "target is down" log line would repeat it
     logging.getLogger("collector.health").setLevel(logging.ERROR)
@@ -194,16 +201,16 @@ async def run_urls(urls: Sequence[str], *, watch: bool, interval_s: float, as_js
         ScrapeConfig(timeout_s=SCRAPE_TIMEOUT_S, max_bytes=MAX_BODY_BYTES, max_concurrency=16)
     ) as collector:
         if not watch:
-            await _scrape(collector, targets, state)
+            _, first_ok = await _scrape(collector, targets, state)
             await asyncio.sleep(interval_s)  # rates need two samples one interval apart
-            now = await _scrape(collector, targets, state)
+            now, second_ok = await _scrape(collector, targets, state)
             for f in run_all(state, now=now):
                 _emit("raw", f, now, as_json)
-            return
+            return first_ok or second_ok
         detection = Detection()
         while True:
             started = time.monotonic()
-            now = await _scrape(collector, targets, state)
+            now, _ = await _scrape(collector, targets, state)
             tr = detection.tick(state, now=now)
             for f in tr.opened:
                 _emit("opened", f, now, as_json)
@@ -245,9 +252,10 @@ def command(
     duration_s: Annotated[float, typer.Option(help="sim: virtual seconds to run")] = 600.0,
     inject: Annotated[list[str] | None, typer.Option(help="sim: fault JSON@seconds (repeatable)")] = None,
 ) -> None:
-    """Run the detectors and print findings."""
-    if interval_s <= 0:
-        _usage(f"--interval-s must be > 0, got {interval_s}")
+    """Run the detectors and print findings. Exit status 2 when no --source URL could be scraped (one-shot)."""
+    for flag, value in (("--interval-s", interval_s), ("--duration-s", duration_s)):
+        if not (value > 0 and math.isfinite(value)):
+            _usage(f"{flag} must be a finite number > 0, got {value}")
     source = _sources(source)
     if source == [SIM]:
         active = run_sim(
@@ -262,4 +270,5 @@ def command(
         if not as_json:
             typer.echo(f"{len(active)} finding(s) open at the end")
         return
-    asyncio.run(run_urls(source, watch=watch, interval_s=interval_s, as_json=as_json))
+    if not asyncio.run(run_urls(source, watch=watch, interval_s=interval_s, as_json=as_json)):
+        raise typer.Exit(2)  # every URL failed, each named on stderr above, as `kvpilot scrape` exits

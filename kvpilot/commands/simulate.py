@@ -69,6 +69,10 @@ def command(
         raise _fail("choose exactly one of --serve PORT (live) or --virtual (replay and summarise)")
     if not (speed > 0 and math.isfinite(speed)):
         raise _fail(f"--speed must be > 0, got {speed}")
+    # NaN passes every range check below it (a comparison with NaN is false): refused here, by flag
+    for flag, value in (("--duration-s", duration_s), ("--cold-start-s", cold_start_s)):
+        if value is not None and not math.isfinite(value):
+            raise _fail(f"{flag} must be a finite number, got {value}")
     if profile not in PROFILES:
         raise _fail(f"unknown --profile {profile!r} (known: {', '.join(PROFILES)})")
     try:

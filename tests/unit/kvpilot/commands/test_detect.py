@@ -59,7 +59,7 @@ def test_several_urls_are_each_scraped(form) -> None:
     with serve_pages({}, missing_status=500) as (host, port):
         a, b = f"http://{host}:{port}/a", f"http://{host}:{port}/b"
         result = CliRunner().invoke(app, ["detect", *form(a, b), "--interval-s", "0.05", "--json"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 2, result.output  # no URL could be scraped, as `kvpilot scrape` exits
     # two rounds (rates need two samples), each URL once per round, one line each (no second line from httpx)
     assert _scraped(result.stderr) == [a, a, b, b]
     assert all(line.startswith("scrape ") for line in result.stderr.splitlines())
@@ -92,6 +92,16 @@ SIM_MISTAKES = [
     (["--inject", '{"type":"nope"}@5'], "error: unknown fault type 'nope' (known: xid"),
     # no @seconds: the expected form, with an example
     (["--inject", "{}"], 'error: --inject \'{}\': expected JSON@seconds, e.g. \'{"type":"xid"'),
+    # a GPU the fleet does not have: the simulator's own words, as its HTTP API answers 400 (was a KeyError traceback)
+    (
+        ["--inject", '{"type":"xid","node":"node-9","gpu":99,"xid":79}@5'],
+        "error: --inject at 5s: no GPU 99 on node 'node-9' (nodes: node-0)",
+    ),
+    # a negative, infinite or NaN duration or tick is refused (a negative one ran nothing and exited 0)
+    (["--duration-s", "-5"], "error: --duration-s must be a finite number > 0, got -5.0"),
+    (["--duration-s", "nan"], "error: --duration-s must be a finite number > 0, got nan"),
+    (["--interval-s", "nan"], "error: --interval-s must be a finite number > 0, got nan"),
+    (["--interval-s", "inf"], "error: --interval-s must be a finite number > 0, got inf"),
 ]
 
 
@@ -101,6 +111,23 @@ def test_sim_mistakes_exit_2_with_one_line(args: list[str], start: str) -> None:
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(start)
+
+
+def test_a_tick_longer_than_an_hour_runs() -> None:
+    # the fleet state's memory of vanished GPUs (an hour) was shorter than three ticks: a ValueError traceback
+    result = CliRunner().invoke(app, ["detect", "--source", "sim", "--interval-s", "2000", "--duration-s", "4000"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip().endswith("finding(s) open at the end")
+
+
+def test_a_url_that_answers_once_is_not_a_failure() -> None:
+    # one of two URLs scraped: the other is a target_down finding, not a failed command
+    page = b"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n"
+    with serve_pages({"/ok": page}, missing_status=500) as (host, port):
+        ok, bad = f"http://{host}:{port}/ok", f"http://{host}:{port}/bad"
+        result = CliRunner().invoke(app, ["detect", "--source", f"{ok},{bad}", "--interval-s", "0.05", "--json"])
+    assert result.exit_code == 0, result.output
+    assert _scraped(result.stderr) == [bad, bad]
 
 
 def test_url_sources_go_through_the_collector_and_its_page_cap(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,7 +140,7 @@ def test_url_sources_go_through_the_collector_and_its_page_cap(monkeypatch: pyte
     with serve_pages({"/big": big}) as (host, port):
         url = f"http://{host}:{port}/big"
         result = CliRunner().invoke(app, ["detect", "--source", url, "--interval-s", "0.05"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 2, result.output  # its only URL was never read
     lines = result.stderr.splitlines()
     assert len(lines) == 2
     assert all(line.startswith(f"scrape {url} failed: body exceeds 1024 bytes") for line in lines)
