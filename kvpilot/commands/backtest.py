@@ -77,18 +77,19 @@ def command(
     from kvpilot.settings import SettingsError
     from scaler.backtest.run import BacktestConfig
 
-    # NaN passes every range check (a comparison with NaN is false) and inf overflows the replay: refused by flag
-    for flag, value in (
-        ("--cold-start", cold_start),
-        ("--slo-ttft", slo_ttft),
-        ("--rate-scale", rate_scale),
-        ("--start", start),
-        ("--duration", duration),
-        ("--rollout-at", rollout_at),
-        ("--rollout-speed", rollout_speed),
+    # Said by flag, in one line, before the settings and the replay (whose checks name their own fields, two at a
+    # time); NaN passes a range check (a comparison with NaN is false) and inf overflowed the replay.
+    for flag, value, above_zero in (
+        ("--cold-start", cold_start, False),
+        ("--slo-ttft", slo_ttft, True),
+        ("--rate-scale", rate_scale, True),
+        ("--start", start, False),
+        ("--duration", duration, True),
+        ("--rollout-at", rollout_at, False),
+        ("--rollout-speed", rollout_speed, True),
     ):
-        if value is not None and not math.isfinite(value):
-            typer.echo(f"error: {flag} must be a finite number, got {value}", err=True)
+        if value is not None and not (math.isfinite(value) and (value > 0 if above_zero else value >= 0)):
+            typer.echo(f"error: {flag} must be a finite number {'>' if above_zero else '>='} 0, got {value}", err=True)
             raise typer.Exit(2)
     if plot and not Path(plot).resolve().parent.is_dir():  # before minutes of replay, not after
         typer.echo(f"error: --plot {plot}: folder {Path(plot).resolve().parent} does not exist", err=True)

@@ -104,7 +104,13 @@ ONE_LINE = [
      "error: --inject at 5s: no GPU 99 on node 'node-9' (nodes: node-0)"),
     (["detect", "--source", "sim", "--duration-s", "-5"], {},
      "error: --duration-s must be a finite number > 0, got -5.0"),
-    (["backtest", "--trace", SYNTH, "--slo-ttft", "inf"], {}, "error: --slo-ttft must be a finite number, got inf"),
+    (["backtest", "--trace", SYNTH, "--slo-ttft", "inf"], {}, "error: --slo-ttft must be a finite number > 0, got inf"),
+    # named by flag, not by the fields behind it ("cold_start_s must be >= 0 and slo_ttft_s > 0", "planner: ...")
+    (["backtest", "--trace", SYNTH, "--slo-ttft", "-1"], {}, "error: --slo-ttft must be a finite number > 0, got -1.0"),
+    (["backtest", "--trace", SYNTH, "--cold-start", "-5"], {},
+     "error: --cold-start must be a finite number >= 0, got -5.0"),
+    (["backtest", "--trace", SYNTH, "--rollout-speed", "0"], {},
+     "error: --rollout-speed must be a finite number > 0, got 0.0"),
 ]  # fmt: skip
 
 
