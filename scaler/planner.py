@@ -231,6 +231,9 @@ class _DeploymentPlanner:
         self._mix_t: float | None = None
         self._seen_arrival = False
         self._saturated_since: float | None = None
+        # The mix read under saturation while no mix is believed yet: a fleet overloaded from its first tick never
+        # reaches a steady state, so without it a profile would have nothing to turn into requests/s, ever.
+        self._mix_under_saturation: TokenMix | None = None
 
     def _observe_mix(self, now: float, mix: TokenMix | None) -> TokenMix | None:
         if mix is not None:
@@ -265,14 +268,25 @@ class _DeploymentPlanner:
         if self._saturated_since is None:
             self._saturated_since = now
         after = self.config.saturated_mix_after_s
-        if self._mix is None or after <= 0 or now - self._saturated_since < after:
+        if after <= 0 or now - self._saturated_since < after:
             return None
         seen = token_mix(view)
         if seen is None:
             return None
+        if self._mix is None:
+            # Nothing believed to be heavier than: the latest such reading sizes capacity (`_capacity_mix`) until a
+            # mix is believed, and is never kept as the mix. It errs heavy (a saturation's first windows read
+            # prefill ahead of completions): that costs replicas, not the SLO.
+            self._mix_under_saturation = seen
+            return None
         return TokenMix(
             max(seen.prompt_tokens, self._mix.prompt_tokens), max(seen.output_tokens, self._mix.output_tokens)
         )
+
+    def _capacity_mix(self, mix: TokenMix | None) -> TokenMix | None:
+        """The mix a profile is asked about: the believed one, else the last one read under saturation (a fleet
+        overloaded from the start), else none (hold, not guess)."""
+        return mix if mix is not None else self._mix_under_saturation
 
     def _corrected_capacity(
         self, now: float, view: DeploymentView, mix: TokenMix | None, arrival: float | None, serving: int
@@ -280,7 +294,9 @@ class _DeploymentPlanner:
         """Requests/s a serving replica sustains for this mix, corrected by what the SLO showed (`SloFeedback`);
         the SLO's misses also feed the adaptive margin. None while unknown."""
         cfg = self.config
-        # A profile turns a mix into requests/s; until a mix was seen there is nothing to turn (hold, not guess).
+        # A profile turns a mix into requests/s; until a mix was read there is nothing to turn (hold, not guess).
+        if self.capacity.source == "profile":
+            mix = self._capacity_mix(mix)
         capacity_rps = (
             None
             if mix is None and self.capacity.source == "profile"
@@ -324,6 +340,31 @@ class _DeploymentPlanner:
         if capacity_rps is not None:
             capacity_rps *= self.feedback.multiplier
         return capacity_rps
+
+    def _capacity_note(self, now: float, rec: Recommendation, mix: TokenMix | None, capacity_rps: float | None) -> str:
+        """The recommendation's message, saying where a profile's mix came from when it is not a believed one: why
+        it holds without one, or that it sized from the mix read under saturation."""
+        if self.capacity.source != "profile" or mix is not None:
+            return rec.message
+        first = self._mix_under_saturation
+        if first is not None and capacity_rps is not None:
+            return (
+                f"{rec.message}; capacity {capacity_rps:.2f} requests/s a replica from the serving profile at the mix "
+                f"read under saturation ({first.prompt_tokens:.0f} prompt, {first.output_tokens:.0f} output tokens a "
+                "request): no steady state yet to read one in"
+            )
+        if rec.reason != "no_capacity":
+            return rec.message
+        after = self.config.saturated_mix_after_s
+        if self._saturated_since is not None and after > 0:
+            saturated_s = now - self._saturated_since
+            when = f"is read after {after:.0f} s" if saturated_s < after else "finished no request to read it from"
+            return (
+                "capacity per replica is unknown yet: the serving profile needs the token mix, and the fleet, "
+                f"saturated for {saturated_s:.0f} s, {when}; holding"
+            )
+        read = "in a steady state (arrivals within 20 % of completions)" + (" or under saturation" if after > 0 else "")
+        return f"capacity per replica is unknown yet: the serving profile needs the token mix, read {read}; holding"
 
     def _numbers(
         self,
@@ -434,7 +475,7 @@ class _DeploymentPlanner:
             desired_replicas=rec.desired_replicas,
             warm_pool=rec.warm_pool,
             reason=rec.reason,
-            message=rec.message,
+            message=self._capacity_note(now, rec, mix, capacity_rps),
             predictive_replicas=rec.predictive_replicas,
             reactive_replicas=rec.reactive_replicas,
             forecast=numbers,

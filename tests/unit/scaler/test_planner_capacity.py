@@ -247,3 +247,56 @@ def test_a_lighter_mix_read_under_saturation_is_not_believed() -> None:
     light = PROFILE.requests_per_s(TokenMix(1000, 200))
     planned = _capacity_after_a_mix_step(TokenMix(250, 50), queue_per_tick=5.0, minutes_after=10)
     assert planned == pytest.approx(light, rel=0.01)
+
+
+def _saturated_from_the_start(ticks: int, *, heavy_ticks: int | None = None) -> list:
+    """Two replicas with a profile, overloaded from the first tick: each finishes 2 req/s at 4,000 prompt / 200
+    output tokens while its queue grows 20 a tick (no steady state, so no mix is ever believed there). After
+    ``heavy_ticks`` (if given) the queues are gone and 2 req/s a replica arrive and finish at 1,000 / 200."""
+    state, planner = FleetState(), _planner()
+    totals = {r: [0.0, 0.0, 0.0] for r in ("llm-0", "llm-1")}  # finished, prompt, generated
+    decisions = []
+    for i in range(ticks):
+        t = i * TICK_S
+        overloaded = heavy_ticks is None or i < heavy_ticks
+        samples = []
+        for r, total in totals.items():
+            samples.append(
+                _sample(
+                    t,
+                    total[0],
+                    replica=r,
+                    waiting=20.0 * (i + 1) if overloaded else 0.0,
+                    prompt=total[1],
+                    generated=total[2],
+                )
+            )
+            prompt = 4000.0 if overloaded else 1000.0
+            total[0], total[1], total[2] = total[0] + 10.0, total[1] + 10.0 * prompt, total[2] + 10.0 * 200.0
+        state.observe(samples, [], now=t)
+        (d,) = planner.decide(state, t, current_replicas={"prod/llm": 2})
+        decisions.append(d)
+    return decisions
+
+
+def test_a_fleet_saturated_from_its_first_tick_scales_from_the_mix_read_under_saturation() -> None:
+    # Before: no steady state, so no mix, so no capacity from the profile: holding (`no_capacity`) for as long as
+    # the overload lasted, while the queue grew (kvpilot demo on Mooncake ×8: 85 holds, 2,936 waiting on 2 replicas).
+    decisions = _saturated_from_the_start(20)
+    held = [d for d in decisions if d.reason == "no_capacity"]
+    # Holding only while the saturated reading is not yet a whole rate window (60 s) old, and saying why.
+    assert 0 < len(held) <= 60 / TICK_S + 1
+    assert "saturated for" in held[-1].message
+    last = decisions[-1]
+    assert last.reason != "no_capacity"
+    assert last.desired_replicas > 2
+    # The capacity is the profile's at the mix the counters show, as measured: no guess, and the message says so.
+    assert last.forecast["capacity_rps"] == pytest.approx(PROFILE.requests_per_s(TokenMix(4000, 200)), rel=0.02)
+    assert "mix read under saturation (4000 prompt, 200 output tokens" in last.message
+
+
+def test_the_mix_read_under_saturation_gives_way_to_the_first_steady_one() -> None:
+    # The saturated reading sizes the fleet only until a mix can be believed: it is not kept as a floor under it.
+    last = _saturated_from_the_start(40, heavy_ticks=20)[-1]
+    assert last.forecast["capacity_rps"] == pytest.approx(PROFILE.requests_per_s(TokenMix(1000, 200)), rel=0.05)
+    assert "under saturation" not in last.message
