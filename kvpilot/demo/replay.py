@@ -309,7 +309,10 @@ def _simulator(cfg: DemoConfig) -> Iterator[tuple[str, Any]]:
     from simulator.server import LiveFleet, make_server
 
     duration = cfg.duration_s
-    trace = load_trace(cfg.trace, rate_scale=cfg.rate_scale, seed=cfg.seed, duration_s=duration)
+    try:
+        trace = load_trace(cfg.trace, rate_scale=cfg.rate_scale, seed=cfg.seed, duration_s=duration)
+    except (OSError, ValueError) as e:  # a folder that is no ServeGen trace, an unreadable or malformed file
+        raise DemoError(f"unreadable trace: {e}") from None
     fleet = Fleet(
         FleetConfig(
             profile=PROFILES[cfg.profile],

@@ -43,6 +43,7 @@ GARBAGE: list[tuple[list[str], dict[str, str]]] = [
     (["demo", "--engine", "bogus", "--json"], {}),  # ValueError traceback
     (["demo", "--json", "--duration", "60"], {"KVPILOT_SCALER__PLANNER__SIZING": "bogus"}),  # SettingsError traceback
     (["demo", "--trace", "/nonexistent"], {}),
+    (["demo", "--trace", "{folder}", "--json"], {}),  # a folder that is no ServeGen trace: ValueError traceback
     (["gpu-agent", "--port", "-1"], {}),
     (["db", "current"], {"KVPILOT_DATABASE_URL": "garbage"}),  # sqlalchemy ArgumentError traceback
     (["db", "upgrade", "bogus"], {}),  # exit 1
@@ -59,7 +60,8 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     monkeypatch.setenv("KVPILOT_DATABASE_URL", f"sqlite:///{tmp_path / 'k.db'}")
     (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe")
     (tmp_path / "dup.yaml").write_text("collector:\n  interval_s: 10\ncollector:\n  interval_s: 6\n")
-    return {"bin": str(tmp_path / "bin.yaml"), "dup": str(tmp_path / "dup.yaml")}
+    (tmp_path / "folder").mkdir()
+    return {"bin": str(tmp_path / "bin.yaml"), "dup": str(tmp_path / "dup.yaml"), "folder": str(tmp_path / "folder")}
 
 
 def _fill(text: str, files: dict[str, str]) -> str:
