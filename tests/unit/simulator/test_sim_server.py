@@ -181,3 +181,20 @@ def test_any_get_path_answers_cleanly(base: tuple[str, LiveFleet], parts: list[s
     assert r.status_code in (200, 404, 503)
     if r.status_code != 200:
         assert "error" in r.json()
+
+
+@pytest.mark.parametrize(("error", "told"), [(BrokenPipeError(32, "Broken pipe"), False), (ValueError("bug"), True)])
+def test_a_scraper_hanging_up_is_not_reported_but_a_fault_is(
+    error: Exception, told: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # under a large simulated fleet, scrapers that time out hang up mid-answer: the demo printed a traceback for each
+    fleet = Fleet(FleetConfig(replicas=1), load_trace("synthetic:duration_s=60,rate=1"))
+    server = make_server(LiveFleet(fleet, engine="vllm", speed=1.0))
+    try:
+        try:
+            raise error
+        except Exception:
+            server.handle_error(None, ("127.0.0.1", 1))
+    finally:
+        server.server_close()
+    assert ("Traceback" in capsys.readouterr().err) is told
