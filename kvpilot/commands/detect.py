@@ -204,8 +204,11 @@ async def run_urls(urls: Sequence[str], *, watch: bool, interval_s: float, as_js
             _, first_ok = await _scrape(collector, targets, state)
             await asyncio.sleep(interval_s)  # rates need two samples one interval apart
             now, second_ok = await _scrape(collector, targets, state)
-            for f in run_all(state, now=now):
+            found = run_all(state, now=now)
+            for f in found:
                 _emit("raw", f, now, as_json)
+            if not as_json:  # a run that finds nothing says so, as the simulated run's closing count does
+                typer.echo(f"{len(found)} finding(s) from {len(targets)} target(s)")
             return first_ok or second_ok
         detection = Detection()
         while True:

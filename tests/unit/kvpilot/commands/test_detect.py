@@ -144,3 +144,14 @@ def test_url_sources_go_through_the_collector_and_its_page_cap(monkeypatch: pyte
     lines = result.stderr.splitlines()
     assert len(lines) == 2
     assert all(line.startswith(f"scrape {url} failed: body exceeds 1024 bytes") for line in lines)
+
+
+def test_a_one_shot_url_run_that_finds_nothing_says_so() -> None:
+    page = b"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n"
+    with serve_pages({"/ok": page}, missing_status=500) as (host, port):
+        url = f"http://{host}:{port}/ok"
+        text = CliRunner().invoke(app, ["detect", "--source", url, "--interval-s", "0.05"])
+        as_json = CliRunner().invoke(app, ["detect", "--source", url, "--interval-s", "0.05", "--json"])
+    assert text.exit_code == as_json.exit_code == 0, text.output
+    assert text.stdout.strip().splitlines()[-1] == "0 finding(s) from 1 target(s)"
+    assert as_json.stdout == ""  # --json prints one object per finding and nothing else
