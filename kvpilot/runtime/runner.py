@@ -108,7 +108,7 @@ def _keda_endpoint(
     if k.tls_cert_file is not None and k.tls_key_file is not None:
         tls = TlsFiles(k.tls_cert_file, k.tls_key_file, k.tls_client_ca_file)
     servicer_settings = ServicerSettings(tokens=frozenset(t.get_secret_value() for t in k.bearer_tokens))
-    address = f"{settings.api.host}:{settings.api.grpc_port}"
+    address = f"{settings.bind_host}:{settings.api.grpc_port}"
     forwarding = None
     if shards is not None:
         forwarding = Forwarding(
@@ -129,11 +129,14 @@ def _keda_endpoint(
 async def run(settings: Settings, *, config_file: Path | None = None) -> int:
     _configure_logging(settings.log_level)
     if not settings.auth_enabled:
-        log.warning("no API tokens configured: the API is open (development only; set KVPILOT_ADMIN_TOKENS)")
+        log.warning(
+            "no API tokens configured: the API is open (development only; set KVPILOT_ADMIN_TOKENS)%s",
+            "" if settings.api.host is not None else ", so it listens on 127.0.0.1 only (api.host to change it)",
+        )
     try:
-        sock = _listen(settings.api.host, settings.api.http_port)
+        sock = _listen(settings.bind_host, settings.api.http_port)
     except OSError as e:
-        log.error("cannot listen on %s:%d: %s", settings.api.host, settings.api.http_port, e.strerror or e)
+        log.error("cannot listen on %s:%d: %s", settings.bind_host, settings.api.http_port, e.strerror or e)
         return 1
     http_port = sock.getsockname()[1]
     with sock, sources_mod.build(settings) as srcs:
@@ -156,7 +159,7 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
         app = create_app(service, auth, keda_reader=reader, request_timeout_s=settings.api.request_timeout_s)
         server = UvicornServer(
             uvicorn.Config(
-                app, host=settings.api.host, port=settings.api.http_port, log_config=None, access_log=False,
+                app, host=settings.bind_host, port=settings.api.http_port, log_config=None, access_log=False,
                 lifespan="off",
             )
         )  # fmt: skip
@@ -173,14 +176,14 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
         fleet = f"the embedded simulator at {srcs.simulator_url}" if srcs.simulator_url else "the configured fleet"
         log.info(
             "kvpilot running: API on http://%s:%d (docs at /docs), store %s, watching %s",
-            settings.api.host, http_port, _redact(settings.database_url), fleet,
+            settings.bind_host, http_port, _redact(settings.database_url), fleet,
         )  # fmt: skip
         keda: asyncio.Task[None] | asyncio.Task[bool]
         if keda_endpoint is not None:
             keda = asyncio.create_task(keda_endpoint.serve(service.stop), name="keda-grpc")
             log.info(
                 "KEDA external scaler (gRPC%s) on %s:%d; decisions older than %g s are refused",
-                ", TLS" if settings.keda.tls_cert_file else "", settings.api.host, keda_endpoint.port,
+                ", TLS" if settings.keda.tls_cert_file else "", settings.bind_host, keda_endpoint.port,
                 reader.stale_after_s,
             )  # fmt: skip
         else:

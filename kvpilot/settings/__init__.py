@@ -180,6 +180,15 @@ class Settings(BaseSettings):
         return bool(self.api.read_tokens or self.api.admin_tokens)
 
     @property
+    def bind_host(self) -> str:
+        """Where the HTTP and gRPC servers listen: ``api.host`` if set; else loopback while the API is open (no
+        tokens: every caller is an admin who may approve drains), so an open API is not on the network by default;
+        else every interface."""
+        if self.api.host is not None:
+            return self.api.host
+        return "0.0.0.0" if self.auth_enabled else "127.0.0.1"
+
+    @property
     def decision_stale_after_s(self) -> float:
         """When a published decision stops being served (gRPC UNAVAILABLE, metrics-api 503) so KEDA's fallback
         applies: the loop has missed several ticks. Judged on the loop's liveness, never on ready replicas."""

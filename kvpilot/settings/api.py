@@ -11,7 +11,13 @@ from kvpilot.settings.tokens import TokenList, split_tokens
 class ApiSettings(_Section):
     """The HTTP API, its /metrics, and the KEDA gRPC port."""
 
-    host: str = Field(default="0.0.0.0", description="Address the HTTP and gRPC servers bind.")
+    host: str | None = Field(
+        default=None,
+        description=(
+            "Address the HTTP and gRPC servers bind. Unset: 127.0.0.1 while the API is open (no tokens, which only "
+            "development allows: anyone who reaches it may act), else 0.0.0.0."
+        ),
+    )
     http_port: int = Field(default=8080, ge=0, le=65535, description="HTTP API and /metrics port (0: any free port).")
     grpc_port: int = Field(
         default=9090, ge=0, le=65535, description="KEDA external-scaler gRPC port (0: any free port)."

@@ -116,7 +116,7 @@ def test_port_in_use_fails_at_once_with_a_clear_message(tmp_path: Path) -> None:
         env = {**os.environ, "XDG_DATA_HOME": str(tmp_path), "KVPILOT_GRPC_PORT": "0"}
         out = subprocess.run([KVPILOT, "run", "--port", str(port)], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 1
-    assert f"cannot listen on 0.0.0.0:{port}" in out.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in out.stderr  # open (no tokens): loopback only
     assert "Traceback" not in out.stderr
 
 
