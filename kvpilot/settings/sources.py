@@ -81,11 +81,15 @@ class YamlFileSource(YamlConfigSettingsSource):
             raise SettingsError(
                 f"config file {file_path} is not UTF-8 text: byte 0x{raw[e.start]:02x} on line {line}"
             ) from None
+        loader = yaml.SafeLoader(text)  # parsed once: the node tree is checked, then built (as yaml.safe_load does)
         try:
-            _refuse_duplicate_keys(yaml.compose(text, Loader=yaml.SafeLoader), file_path)
-            data = yaml.safe_load(text) or {}
+            node = loader.get_single_node()
+            _refuse_duplicate_keys(node, file_path)
+            data = (loader.construct_document(node) if node is not None else None) or {}
         except yaml.YAMLError as e:
             raise SettingsError(f"config file {file_path} is not valid YAML: {e}") from e
+        finally:
+            loader.dispose()
         if not isinstance(data, dict):
             raise SettingsError(f"config file {file_path} must hold a mapping at the top, not {type(data).__name__}")
         data = {str(key): value for key, value in data.items()}  # `1:` or `true:` is an unknown key like any other
