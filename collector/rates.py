@@ -249,23 +249,15 @@ class CounterWindow:
         return total
 
     def rate(self) -> float | None:
-        inc = self.increase()
-        if inc is None:
-            return None
-        elapsed = self._points[-1][0] - self._points[0][0]
-        return inc / elapsed if elapsed > 0 else None
+        return self.increase_and_rate()[1]
 
     def increase_and_rate(self) -> tuple[float | None, float | None]:
         """``(self.increase(), self.rate())``, the increase worked out once (a replica's view reads both of a counter,
         or only the rate of most, for every replica every tick)."""
-        points = self._points
-        if len(points) < 2:
+        total = self.increase()
+        if total is None:
             return None, None
-        first, last = points[0], points[-1]
-        total = last[1] - first[1]
-        if self._restarts - (first[2] is not None):  # as `increase`: the first point's step lies outside
-            total += math.fsum(before for _, _, before in itertools.islice(points, 1, None) if before is not None)
-        elapsed = last[0] - first[0]
+        elapsed = self._points[-1][0] - self._points[0][0]
         return total, (total / elapsed if elapsed > 0 else None)
 
 
