@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from kvpilot.commands._numbers import ABOVE_ZERO, AT_LEAST_ZERO, check_numbers
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -78,19 +79,16 @@ def command(
     from scaler.backtest.run import BacktestConfig
 
     # Said by flag, in one line, before the settings and the replay (whose checks name their own fields, two at a
-    # time); NaN passes a range check (a comparison with NaN is false) and inf overflowed the replay.
-    for flag, value, above_zero in (
-        ("--cold-start", cold_start, False),
-        ("--slo-ttft", slo_ttft, True),
-        ("--rate-scale", rate_scale, True),
-        ("--start", start, False),
-        ("--duration", duration, True),
-        ("--rollout-at", rollout_at, False),
-        ("--rollout-speed", rollout_speed, True),
-    ):
-        if value is not None and not (math.isfinite(value) and (value > 0 if above_zero else value >= 0)):
-            typer.echo(f"error: {flag} must be a finite number {'>' if above_zero else '>='} 0, got {value}", err=True)
-            raise typer.Exit(2)
+    # time; inf overflowed the replay).
+    check_numbers(
+        ("--cold-start", cold_start, AT_LEAST_ZERO),
+        ("--slo-ttft", slo_ttft, ABOVE_ZERO),
+        ("--rate-scale", rate_scale, ABOVE_ZERO),
+        ("--start", start, AT_LEAST_ZERO),
+        ("--duration", duration, ABOVE_ZERO),
+        ("--rollout-at", rollout_at, AT_LEAST_ZERO),
+        ("--rollout-speed", rollout_speed, ABOVE_ZERO),
+    )
     if plot and not Path(plot).resolve().parent.is_dir():  # before minutes of replay, not after
         typer.echo(f"error: --plot {plot}: folder {Path(plot).resolve().parent} does not exist", err=True)
         raise typer.Exit(2)

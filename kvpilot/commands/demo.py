@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from kvpilot.commands._numbers import AT_LEAST_ZERO, Bound, check_numbers
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -27,10 +29,10 @@ def command(
         ),
     ] = None,
     speed: Annotated[
-        float, typer.Option(min=0, help="Simulated seconds per wall-clock second (0: as fast as possible).")
+        float, typer.Option(help="Simulated seconds per wall-clock second, >= 0 (0: as fast as possible).")
     ] = 15.0,
     duration: Annotated[
-        float, typer.Option(min=1, help="Simulated seconds of trace to replay (at most the trace's length).")
+        float, typer.Option(help="Simulated seconds of trace to replay, >= 1 (at most the trace's length).")
     ] = 3600,
     forever: Annotated[bool, typer.Option("--forever", help="Loop the trace until Ctrl-C instead.")] = False,
     fast: Annotated[bool, typer.Option("--fast", help="As fast as possible (same as --speed 0).")] = False,
@@ -43,9 +45,8 @@ def command(
     rate_scale: Annotated[
         float,
         typer.Option(
-            min=0.01,
-            help="Multiply the trace's request rate. The default 8 sizes the default trace (Azure conversation) to a "
-            "few replicas; another trace needs its own (Mooncake about 1, ServeGen about 0.02).",
+            help="Multiply the trace's request rate, >= 0.01. The default 8 sizes the default trace (Azure "
+            "conversation) to a few replicas; another trace needs its own (Mooncake about 1, ServeGen about 0.02).",
         ),
     ] = 8.0,  # DemoConfig.rate_scale (why 8: see there)
     engine: Annotated[str, typer.Option(help="Engine format the simulator serves.")] = "vllm",
@@ -71,6 +72,11 @@ def command(
     from kvpilot.demo.view import layout
     from simulator.exposition import ENGINES
 
+    check_numbers(
+        ("--speed", speed, AT_LEAST_ZERO),
+        ("--duration", duration, Bound(1.0)),
+        ("--rate-scale", rate_scale, Bound(0.01)),
+    )
     if engine not in ENGINES:  # said now, in a line, not as a traceback once the simulator starts
         known = ", ".join(ENGINES)
         typer.echo(f"error: --engine {engine!r} is not one the simulator serves (known: {known})", err=True)

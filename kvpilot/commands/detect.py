@@ -27,6 +27,7 @@ from collector.samples import GpuSample, Histogram, ReplicaSample, TargetInfo
 from collector.scrape import DEFAULT_MAX_BYTES, Collector, ScrapeConfig
 from collector.state import FleetState
 from detectors.finding import Finding
+from kvpilot.commands._numbers import ABOVE_ZERO, check_numbers
 
 SIM = "sim"
 INJECT_EXAMPLE = '{"type":"xid","node":"node-0","gpu":0,"xid":79}@300'
@@ -256,9 +257,7 @@ def command(
     inject: Annotated[list[str] | None, typer.Option(help="sim: fault JSON@seconds (repeatable)")] = None,
 ) -> None:
     """Run the detectors and print findings. Exit status 2 when no --source URL could be scraped (one-shot)."""
-    for flag, value in (("--interval-s", interval_s), ("--duration-s", duration_s)):
-        if not (value > 0 and math.isfinite(value)):
-            _usage(f"{flag} must be a finite number > 0, got {value}")
+    check_numbers(("--interval-s", interval_s, ABOVE_ZERO), ("--duration-s", duration_s, ABOVE_ZERO))
     source = _sources(source)
     if source == [SIM]:
         active = run_sim(

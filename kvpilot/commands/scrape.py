@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from kvpilot.commands._numbers import Bound, check_numbers
 from kvpilot.commands.parse import EngineChoice
 
 
@@ -78,7 +79,7 @@ def command(
     kind: Annotated[
         KindChoice, typer.Option("--kind", help="engine: an inference server; gpu: a dcgm-exporter page.")
     ] = KindChoice.engine,
-    timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds per target, whole scrape.", min=0.1)] = 5.0,
+    timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds per target, whole scrape, >= 0.1.")] = 5.0,
     as_json: Annotated[
         bool, typer.Option("--json", help='Print {"replicas": [...], "gpus": [...]} with the sample field names.')
     ] = False,
@@ -93,6 +94,7 @@ def command(
     from collector.scrape import Collector, CollectResult, ScrapeConfig
     from kvpilot.render import print_tables, samples_json
 
+    check_numbers(("--timeout", timeout_s, Bound(0.1)))
     for url in urls:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:

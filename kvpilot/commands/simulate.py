@@ -13,6 +13,8 @@ from typing import Annotated, Any
 
 import typer
 
+from kvpilot.commands._numbers import ABOVE_ZERO, AT_LEAST_ZERO, check_numbers
+
 
 class Engine(StrEnum):
     vllm = "vllm"
@@ -67,12 +69,13 @@ def command(
 
     if (serve is None) == (not virtual):
         raise _fail("choose exactly one of --serve PORT (live) or --virtual (replay and summarise)")
-    if not (speed > 0 and math.isfinite(speed)):
-        raise _fail(f"--speed must be > 0, got {speed}")
-    # NaN passes every range check below it (a comparison with NaN is false): refused here, by flag
-    for flag, value in (("--duration-s", duration_s), ("--cold-start-s", cold_start_s)):
-        if value is not None and not math.isfinite(value):
-            raise _fail(f"{flag} must be a finite number, got {value}")
+    check_numbers(
+        ("--speed", speed, ABOVE_ZERO),
+        ("--time-scale", time_scale, ABOVE_ZERO),
+        ("--rate-scale", rate_scale, ABOVE_ZERO),
+        ("--duration-s", duration_s, ABOVE_ZERO),
+        ("--cold-start-s", cold_start_s, AT_LEAST_ZERO),
+    )
     if profile not in PROFILES:
         raise _fail(f"unknown --profile {profile!r} (known: {', '.join(PROFILES)})")
     try:

@@ -43,6 +43,9 @@ GARBAGE: list[tuple[list[str], dict[str, str]]] = [
     (["demo", "--engine", "bogus", "--json"], {}),  # ValueError traceback
     (["demo", "--json", "--duration", "60"], {"KVPILOT_SCALER__PLANNER__SIZING": "bogus"}),  # SettingsError traceback
     (["demo", "--trace", "/nonexistent"], {}),
+    (["demo", "--json", "--speed", "inf"], {}),  # ran
+    (["demo", "--json", "--duration", "inf"], {}),  # ran
+    (["scrape", "--timeout", "inf", "http://127.0.0.1:1/metrics"], {}),  # accepted: a hung target held it forever
     (["demo", "--trace", "{folder}", "--json"], {}),  # a folder that is no ServeGen trace: ValueError traceback
     (["gpu-agent", "--port", "-1"], {}),
     (["db", "current"], {"KVPILOT_DATABASE_URL": "garbage"}),  # sqlalchemy ArgumentError traceback
@@ -113,6 +116,18 @@ ONE_LINE = [
      "error: --cold-start must be a finite number >= 0, got -5.0"),
     (["backtest", "--trace", SYNTH, "--rollout-speed", "0"], {},
      "error: --rollout-speed must be a finite number > 0, got 0.0"),
+    # every number flag says it the same way (kvpilot/commands/_numbers.py); these two ran, and inf waited forever
+    (["demo", "--json", "--speed", "inf"], {}, "error: --speed must be a finite number >= 0, got inf"),
+    (["demo", "--json", "--duration", "nan"], {}, "error: --duration must be a finite number >= 1, got nan"),
+    (["demo", "--json", "--rate-scale", "0.001"], {}, "error: --rate-scale must be a finite number >= 0.01, got 0.001"),
+    (["scrape", "--timeout", "inf", "http://127.0.0.1:1/metrics"], {},
+     "error: --timeout must be a finite number >= 0.1, got inf"),
+    (["simulate", "--trace", SYNTH, "--virtual", "--speed", "nan"], {},
+     "error: --speed must be a finite number > 0, got nan"),
+    (["simulate", "--trace", SYNTH, "--virtual", "--time-scale", "inf"], {},
+     "error: --time-scale must be a finite number > 0, got inf"),
+    (["simulate", "--trace", SYNTH, "--virtual", "--cold-start-s", "-1"], {},
+     "error: --cold-start-s must be a finite number >= 0, got -1.0"),
 ]  # fmt: skip
 
 
