@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
@@ -20,6 +21,19 @@ from rich.table import Table
 from collector.samples import GpuSample, Histogram, ReplicaSample
 
 Sample = ReplicaSample | GpuSample
+
+# Columns for a table written to a pipe or a log, where rich would assume 80 and cut every header to "outsi…";
+# COLUMNS, when set, still wins.
+PIPE_WIDTH = 160
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A console for a command's tables: the terminal's width, or ``PIPE_WIDTH`` columns where output goes to a
+    pipe or a file and ``COLUMNS`` is not set."""
+    out = Console(stderr=stderr)
+    if out.is_terminal or "COLUMNS" in os.environ:
+        return out
+    return Console(stderr=stderr, width=PIPE_WIDTH)
 
 
 def _number(value: float) -> float | str | None:

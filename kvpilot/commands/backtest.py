@@ -222,8 +222,9 @@ class StageBars:
 
 
 def _table(report: Report) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from kvpilot.render import console as make_console
 
     table = Table(
         title=f"{report.trace} · {report.fidelity} level · {report.duration_s / 3600:.2f} h · "
@@ -263,7 +264,7 @@ def _table(report: Report) -> None:
             "–" if ratio is None else f"{ratio:.2f}",
             *during,
         )
-    console = Console()
+    console = make_console()
     console.print(table)
     console.print(
         f"cost: replica-h × {report.gpus_per_replica} {report.gpu_type} per replica × "

@@ -65,11 +65,11 @@ def command(
     import signal
     import sys
 
-    from rich.console import Console
     from rich.live import Live
 
     from kvpilot.demo.replay import DEFAULT_TRACE, DemoConfig, DemoError, run_demo
     from kvpilot.demo.view import layout
+    from kvpilot.render import console as make_console
     from simulator.exposition import ENGINES
 
     check_numbers(
@@ -103,9 +103,7 @@ def command(
         raise typer.Exit(2)
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    console = Console(stderr=json_out)
-    if not console.is_terminal:  # a pipe or a log: lines as long as they are, the summary table unwrapped
-        console = Console(stderr=json_out, width=160)
+    console = make_console(stderr=json_out)  # a pipe or a log: lines as long as they are, the summary unwrapped
     plain = _PlainText(console)
 
     async def main() -> DemoSummary:

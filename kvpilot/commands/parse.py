@@ -50,14 +50,12 @@ def command(
     ] = False,
 ) -> None:
     """Print the canonical replica and GPU samples of a saved /metrics page."""
-    from rich.console import Console
-
     from collector.adapt import adapt_page
     from collector.engines import UnknownEngine
     from collector.exposition import ParseError
     from collector.samples import TargetInfo
     from collector.scrape import DEFAULT_MAX_BYTES
-    from kvpilot.render import print_tables, samples_json
+    from kvpilot.render import console, print_tables, samples_json
 
     try:
         with file.open("rb") as f:
@@ -85,4 +83,4 @@ def command(
     if as_json:
         typer.echo(samples_json(page.replicas, page.gpus))
     else:
-        print_tables(Console(), page.replicas, page.gpus)
+        print_tables(console(), page.replicas, page.gpus)

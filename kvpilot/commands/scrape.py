@@ -88,11 +88,9 @@ def command(
     import asyncio
     from urllib.parse import urlsplit
 
-    from rich.console import Console
-
     from collector.samples import TargetInfo
     from collector.scrape import Collector, CollectResult, ScrapeConfig
-    from kvpilot.render import print_tables, samples_json
+    from kvpilot.render import console, print_tables, samples_json
 
     check_numbers(("--timeout", timeout_s, Bound(0.1)))
     for url in urls:
@@ -121,7 +119,7 @@ def command(
     if as_json:
         typer.echo(samples_json(result.replicas, result.gpus))
     elif result.replicas or result.gpus:
-        print_tables(Console(), result.replicas, result.gpus)
+        print_tables(console(), result.replicas, result.gpus)
     failed = [r for r in result.results if not r.ok]
     for r in failed:
         typer.echo(f"kvpilot scrape: {r.target.url}: {r.error}", err=True)

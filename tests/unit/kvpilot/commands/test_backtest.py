@@ -80,3 +80,22 @@ def test_backtest_runs_on_the_burstgpt_excerpt() -> None:
     assert report["trace"] == "burstgpt_1_head.csv"
     assert set(report["policies"]) == {"reactive", "kvpilot"}
     assert all(0.0 <= r["slo_attainment"] <= 1.0 for r in report["policies"].values())
+
+
+def test_the_table_written_to_a_pipe_keeps_its_headers(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Rich assumes 80 columns off a terminal and cut every header ("outsi…", "repli…"); `kvpilot backtest > out.txt`
+    # must read as the terminal does. COLUMNS, when set, still wins (not set here).
+    monkeypatch.delenv("COLUMNS", raising=False)
+    result = CliRunner().invoke(app, ["backtest", "--trace", SHORT, "--policies", "reactive,kvpilot", "--no-frontier"])
+    assert result.exit_code == 0, result.output
+    header = next(line for line in result.stdout.splitlines() if "policy" in line)
+    assert [cell.strip() for cell in header.strip("┃").split("┃")][:7] == [
+        "policy",
+        "in SLO",
+        "outside SLO",
+        "p50 TTFT s",
+        "p99 TTFT s",
+        "replica-h",
+        "cost $",
+    ]
+    assert not any("…" in line for line in result.stdout.splitlines())
