@@ -30,6 +30,12 @@ from simulator.fleet import Fleet
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MAX_BODY = 64 * 1024
 MAX_REPLICAS = 1024
+# Connections the listening socket holds until the accept loop takes them. socketserver's default, 5, is overflowed
+# by a scraper that opens one connection per page at once (kvpilot's collector, Prometheus): the kernel drops the
+# SYNs past it, and each of those connects waits for TCP to send its SYN again (1 s, then 3 s after the first), which
+# made ~80-replica demos time out at 4.5 s and report healthy replicas down. Room for every page of the largest fleet
+# (the kernel caps it at net.core.somaxconn).
+LISTEN_BACKLOG = MAX_REPLICAS + 64
 
 
 class LiveFleet:
@@ -79,6 +85,8 @@ class LiveFleet:
 
 
 class _Server(ThreadingHTTPServer):
+    request_queue_size = LISTEN_BACKLOG
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A scraper that gave up (its timeout, under a large simulated fleet) hangs up mid-answer: nothing to report.
         # Anything else is a fault of ours and keeps the standard traceback.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 
@@ -198,3 +199,34 @@ def test_a_scraper_hanging_up_is_not_reported_but_a_fault_is(
     finally:
         server.server_close()
     assert ("Traceback" in capsys.readouterr().err) is told
+
+
+def test_a_whole_fleets_scrapes_at_once_wait_in_the_listen_queue() -> None:
+    # A scraper opens one connection per page at once (kvpilot's collector: ~90 for an 80-replica demo). With
+    # socketserver's backlog of 5 the kernel dropped the connects past it while the accept loop was busy, each then
+    # waited out TCP's 1 s / 3 s SYN retransmits, and the demo's 4.5 s scrapes reported healthy replicas down.
+    # Here nothing accepts until every connect is made: each must complete in the queue, not hang.
+    fleet = Fleet(FleetConfig(replicas=1), load_trace("synthetic:duration_s=60,rate=1"))
+    server = make_server(LiveFleet(fleet, engine="vllm", speed=1.0))
+    address = server.server_address[:2]
+    conns: list[socket.socket] = []
+    try:
+        for _ in range(100):
+            conns.append(socket.create_connection(address, timeout=0.5))
+    except OSError:
+        for conn in conns:
+            conn.close()
+        server.server_close()
+        raise
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    try:
+        for conn in conns:
+            conn.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+        for conn in conns:
+            conn.settimeout(5.0)
+            assert conn.makefile("rb").readline().startswith(b"HTTP/1.0 200")
+    finally:
+        for conn in conns:
+            conn.close()
+        server.shutdown()
+        server.server_close()
