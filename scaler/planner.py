@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 
 from collector import validity
@@ -19,6 +19,7 @@ from collector.state import DeploymentView, FleetState, ReplicaView
 from scaler.burst import BurstPeak, burst_need
 from scaler.capacity import CapacityConfig, CapacityModel, SloFeedback, TokenMix, share_above
 from scaler.decision import Decision
+from scaler.first_tokens import PromptPerFirstToken
 from scaler.forecast import Forecast, Forecaster, make
 from scaler.forecast.live_error import LiveMase
 from scaler.margin import MarginFeedback
@@ -184,12 +185,15 @@ class WindowedHistogram:
         self.window_s = window_s
         self._last: dict[str, Histogram] = {}
         self._bounds: tuple[float, ...] | None = None
-        self._ticks: deque[tuple[float, list[float]]] = deque()
+        # (tick, the steps' sum, each replica's step)
+        self._ticks: deque[tuple[float, list[float], dict[str, tuple[float, ...]]]] = deque()
 
     def update(
-        self, now: float, histograms: Iterable[tuple[str, Histogram | None]]
+        self, now: float, histograms: Iterable[tuple[str, Histogram | None]], skip: Container[str] = ()
     ) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+        """One tick's histograms; the window's sum leaves out every step of the replicas in ``skip``."""
         delta: list[float] | None = None
+        steps: dict[str, tuple[float, ...]] = {}
         for key, h in histograms:
             if h is None or validity.histogram(h) is None:
                 continue
@@ -202,14 +206,21 @@ class WindowedHistogram:
             step = None if before is None else histogram_step(before, h)
             if step is None:
                 continue
+            steps[key] = step.counts
             delta = list(step.counts) if delta is None else [a + b for a, b in zip(delta, step.counts, strict=True)]
         if delta is not None:
-            self._ticks.append((now, delta))
+            self._ticks.append((now, delta, steps))
         while self._ticks and now - self._ticks[0][0] >= self.window_s:
             self._ticks.popleft()
         if not self._ticks or self._bounds is None:
             return None
-        total = [sum(col) for col in zip(*(d for _, d in self._ticks), strict=True)]
+        width = len(self._bounds)
+        total = [0.0] * width
+        for _, tick_sum, tick_steps in self._ticks:
+            if skip and any(k in skip for k in tick_steps):
+                kept = [c for k, c in tick_steps.items() if k not in skip]
+                tick_sum = [sum(col) for col in zip(*kept, strict=True)] if kept else [0.0] * width
+            total = [a + b for a, b in zip(total, tick_sum, strict=True)]
         return self._bounds, tuple(total)
 
 
@@ -234,6 +245,9 @@ class _DeploymentPlanner:
         # The mix read under saturation while no mix is believed yet: a fleet overloaded from its first tick never
         # reaches a steady state, so without it a profile would have nothing to turn into requests/s, ever.
         self._mix_under_saturation: TokenMix | None = None
+        self.first_tokens = PromptPerFirstToken(config.saturated_mix_after_s or 60.0)
+        # Replica → (its finished requests at the last tick, the count at which its stranded backlog is served).
+        self._stranded_until: dict[str, tuple[float, float]] = {}
 
     def _observe_mix(self, now: float, mix: TokenMix | None) -> TokenMix | None:
         if mix is not None:
@@ -248,7 +262,14 @@ class _DeploymentPlanner:
             self._mix_t = now
         return self._mix
 
-    def _mix_reading(self, now: float, view: DeploymentView, arrival: float | None, saturated: bool) -> TokenMix | None:
+    def _mix_reading(
+        self,
+        now: float,
+        view: DeploymentView,
+        arrival: float | None,
+        saturated: bool,
+        prompt_per_first_token: float | None = None,
+    ) -> TokenMix | None:
         """The mix this tick's counters show, where they can be believed.
 
         Tokens per finished request read the mix in a steady state. While the load rises or falls, or as a queue
@@ -275,9 +296,14 @@ class _DeploymentPlanner:
             return None
         if self._mix is None:
             # Nothing believed to be heavier than: the latest such reading sizes capacity (`_capacity_mix`) until a
-            # mix is believed, and is never kept as the mix. It errs heavy (a saturation's first windows read
-            # prefill ahead of completions): that costs replicas, not the SLO.
-            self._mix_under_saturation = seen
+            # mix is believed, and is never kept as the mix. A fleet that has only ever been saturated is filling
+            # from empty: it has prefilled more requests than it finished, so prompt tokens per finished request
+            # read heavy (28,655 at Mooncake ×8's first minute, then ~11,000 as completions caught up, and the
+            # fleet sized for the first: 2 → 52). Its prompt is read per request that reached its first token,
+            # where every replica's counters are seen (`PromptPerFirstToken`). Output tokens per finished request
+            # still err heavy while long answers are running: that costs replicas, not the SLO.
+            prompt = seen.prompt_tokens if prompt_per_first_token is None else prompt_per_first_token
+            self._mix_under_saturation = TokenMix(prompt, seen.output_tokens)
             return None
         return TokenMix(
             max(seen.prompt_tokens, self._mix.prompt_tokens), max(seen.output_tokens, self._mix.output_tokens)
@@ -287,6 +313,42 @@ class _DeploymentPlanner:
         """The mix a profile is asked about: the believed one, else the last one read under saturation (a fleet
         overloaded from the start), else none (hold, not guess)."""
         return mix if mix is not None else self._mix_under_saturation
+
+    def _saturated(self, view: DeploymentView, queue: float | None, serving: int) -> bool:
+        """At least a request waiting per serving replica, leaving out the replicas found serving a stranded
+        backlog at the last tick (`_stranded_replicas`) with their queues: such a queue keeps its replica busy, not
+        the others, which take the new arrivals (Mooncake ×8: two replicas held 4,600 requests beside 40 with
+        none, and the fleet's counters, read as saturated, sized it from the few prompts those two admitted)."""
+        stranded = [
+            r.sample.requests_waiting or 0.0
+            for r in view.replicas
+            if r.key in self._stranded_until and r.ready and not making_no_progress(r)
+        ]
+        return (queue or 0.0) - sum(stranded) >= max(serving - len(stranded), 1)
+
+    def _stranded_replicas(self, view: DeploymentView, capacity_rps: float | None) -> set[str]:
+        """Replicas that hold, or still serve, a backlog beyond what they drain by the horizon at the capacity
+        planned with: from such a tick until their finished-requests counter passes what they had finished, were
+        running and held then (a replica serves its queue first come, first served). A restart, or a replica gone,
+        ends it."""
+        marks, self._stranded_until = self._stranded_until, {}
+        drained = (
+            None if capacity_rps is None else capacity_rps * self.feedback.multiplier * self.config.policy.queue_drain_s
+        )
+        for r in view.replicas:
+            s = r.sample
+            finished = s.requests_finished
+            if finished is None:
+                continue
+            mark = marks.get(r.key)
+            if mark is not None and finished < mark[0]:  # restarted: its queue went with it
+                mark = None
+            if drained is not None and r.ready and (s.requests_waiting or 0.0) > drained:
+                held = finished + (s.requests_waiting or 0.0) + (s.requests_running or 0.0)
+                mark = (finished, max(held, mark[1] if mark else 0.0))
+            if mark is not None and finished < mark[1]:
+                self._stranded_until[r.key] = (finished, mark[1])
+        return set(self._stranded_until)
 
     def _corrected_capacity(
         self, now: float, view: DeploymentView, mix: TokenMix | None, arrival: float | None, serving: int
@@ -302,10 +364,15 @@ class _DeploymentPlanner:
             if mix is None and self.capacity.source == "profile"
             else self.capacity.requests_per_s(mix, view.prefix_hit_ratio)
         )
+        # A replica's backlog beyond what it drains by the horizon waits for it whatever the fleet's size: its
+        # queue times, until it has finished what it held, are a backlog's that predates the fleet being enough,
+        # no evidence about capacity (Mooncake ×8 in the demo: two replicas held ~2,300 requests each from the
+        # first minute, and cuts for their misses took the fleet from 52 to 98 replicas while the others idled).
+        stranded = self._stranded_replicas(view, capacity_rps)
         queued = (
             (view.queue_time_window.bounds, view.queue_time_window.counts)  # already an increase, by Prometheus
             if view.queue_time_window is not None
-            else self.queue_time.update(now, [(r.key, r.sample.queue_time) for r in view.replicas])
+            else self.queue_time.update(now, [(r.key, r.sample.queue_time) for r in view.replicas], skip=stranded)
         )
         # Only a fleet that, by the capacity model, was serving enough replicas for what arrived can prove the
         # model wrong: queueing while too few replicas serve (still loading after a forecast's timing miss) says
@@ -420,8 +487,11 @@ class _DeploymentPlanner:
         queue = servable_queue(view)
         stuck = sum(1 for r in view.replicas if making_no_progress(r))
         serving = view.ready_replicas - stuck
-        saturated = (queue or 0.0) >= max(serving, 1)
-        mix = self._observe_mix(now, self._mix_reading(now, view, arrival, saturated))
+        saturated = self._saturated(view, queue, serving)
+        prompt_per_first_token = self.first_tokens.update(now, _prompt_and_first_tokens(view))
+        if view.replica_count is not None:  # Prometheus' sums: the view names only the sick replicas
+            prompt_per_first_token = None
+        mix = self._observe_mix(now, self._mix_reading(now, view, arrival, saturated, prompt_per_first_token))
         self.capacity.observe(
             ready_replicas=serving,
             requests_waiting=queue,
@@ -436,6 +506,8 @@ class _DeploymentPlanner:
         forecast_known = arrival is not None or self._seen_arrival
         self.live_error.record(now, arrival, forecast.point)
         capacity_rps = self._corrected_capacity(now, view, mix, arrival, serving)
+        # What more replicas can relieve: each replica's queue up to what it alone drains by the horizon.
+        drainable = queue if capacity_rps is None else drainable_queue(view, capacity_rps * cfg.policy.queue_drain_s)
         peak = self.burst.update(now, _arrival_counters(view), arrivals_total)
         # Blind: a replica whose load is not read at all. One that reports its batch but has no queue series (TensorRT-
         # LLM behind Triton before its "waiting" category) is measured: its queue is unknown, not hidden load.
@@ -457,7 +529,7 @@ class _DeploymentPlanner:
                     if forecast_known
                     else None
                 ),
-                requests_waiting=queue,
+                requests_waiting=drainable,
                 replicas_without_metrics=blind,
                 stuck_replicas=stuck,
                 forecast_rate=max(0.0, forecast.point) if forecast_known else None,
@@ -466,7 +538,7 @@ class _DeploymentPlanner:
             ),
             now=now,
         )
-        numbers = self._numbers(view, forecast, arrival, capacity_rps, queue, stuck, rec)
+        numbers = self._numbers(view, forecast, arrival, capacity_rps, drainable, stuck, rec)
         return Decision(
             deployment=self.key,
             timestamp=now,
@@ -496,6 +568,14 @@ def _arrival_counters(view: DeploymentView) -> list[tuple[str, float | None, flo
     return out
 
 
+def _prompt_and_first_tokens(view: DeploymentView) -> list[tuple[str, float | None, float | None]]:
+    """Each replica's prompt-token counter and first tokens so far (its TTFT histogram's count), for
+    `PromptPerFirstToken` (missing ones as None)."""
+    return [
+        (r.key, r.sample.prompt_tokens, None if r.sample.ttft is None else r.sample.ttft.count) for r in view.replicas
+    ]
+
+
 def making_no_progress(replica: ReplicaView) -> bool:
     """Ready, holding requests, yet neither generating tokens nor finishing requests over the rate window: a hung
     GPU or a wedged engine. Unknown rates never count as stuck."""
@@ -516,6 +596,29 @@ def servable_queue(view: DeploymentView) -> float | None:
         return None
     stuck = sum(r.sample.requests_waiting or 0.0 for r in view.replicas if making_no_progress(r))
     return max(0.0, view.requests_waiting - stuck)
+
+
+def _serving_queues(view: DeploymentView) -> list[float]:
+    """The waiting requests of each serving replica (ready and making progress) that the view names."""
+    return [r.sample.requests_waiting or 0.0 for r in view.replicas if r.ready and not making_no_progress(r)]
+
+
+def stranded_excess(view: DeploymentView, drained_per_replica: float) -> float:
+    """Requests queued on serving replicas beyond ``drained_per_replica`` each (what one replica drains by the
+    horizon). vLLM's waiting queue is per engine and the router dispatches on arrival: a replica's queue is served
+    by that replica alone, so what it holds past what it drains by the time a new replica could serve still waits
+    for it, however many replicas are added."""
+    return sum(max(0.0, w - drained_per_replica) for w in _serving_queues(view))
+
+
+def drainable_queue(view: DeploymentView, drained_per_replica: float) -> float | None:
+    """The servable queue (`servable_queue`) less its `stranded_excess`: a replica's queue can occupy at most that
+    replica, so it asks for at most one replica's worth of capacity by the horizon. A queue no replica reports (a
+    router's, or Prometheus' sum beyond the replicas the view names) can go to any replica and counts whole."""
+    queue = servable_queue(view)
+    if queue is None:
+        return None
+    return max(0.0, queue - stranded_excess(view, drained_per_replica))
 
 
 @dataclass(frozen=True, slots=True)
