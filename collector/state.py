@@ -186,6 +186,7 @@ class _ReplicaTrack:
 
     __slots__ = (
         "_samples",
+        "_window",
         "counters",
         "in_flight",
         "itl",
@@ -220,9 +221,11 @@ class _ReplicaTrack:
         self.ttft_last: Histogram | None = None
         self.ttft_restarts: deque[tuple[float, Histogram]] = deque()  # (restarted at, the histogram before it)
         self.ttft_bounds_since = -math.inf
-        # The history as one tuple, built at the first ask after a sample arrived: a tick asks for it several times
-        # per replica (the KV detector, the exported projection, the rollout detector, the version speed).
+        # The history as one tuple, built at the first ask after a sample arrived (``replica_history``).
         self._samples: tuple[ReplicaSample, ...] | None = None
+        # The last window asked for, (since, its samples), until a sample arrives: a tick asks for the same recent
+        # window several times per replica (the KV detector, the exported projection, the version speed).
+        self._window: tuple[float, tuple[ReplicaSample, ...]] | None = None
 
     @property
     def latest(self) -> ReplicaSample:
@@ -232,7 +235,7 @@ class _ReplicaTrack:
         self, sample: ReplicaSample, *, rate_window_s: float, full_resolution_s: float, step_s: float, history_s: float
     ) -> None:
         t = sample.timestamp
-        self._samples = None
+        self._samples = self._window = None
         self.recent.append(sample)
         while self.recent[0].timestamp < t - rate_window_s:
             leaving = self.recent.popleft()
@@ -265,6 +268,44 @@ class _ReplicaTrack:
         if samples is None:
             samples = self._samples = (*self.older, *self.middle, *self.recent)
         return samples
+
+    def samples_since(self, since: float) -> tuple[ReplicaSample, ...]:
+        """The samples taken at or after ``since``, oldest first: the tier the window starts in found by its first
+        sample's time (times increase from ``older`` through ``recent``), the start by bisection in it; only the
+        window is copied."""
+        window = self._window
+        if window is not None and window[0] == since:
+            return window[1]
+        recent, middle, older = self.recent, self.middle, self.older
+        before = middle or older  # the tier the sample before ``recent`` is in
+        if recent[0].timestamp < since:
+            samples = tuple(islice(recent, bisect_left(recent, since, key=_timestamp), None))
+        elif not before or before[-1].timestamp < since:  # the rate window exactly: the readers' usual window
+            samples = tuple(recent)
+        elif middle and middle[0].timestamp < since:
+            samples = (*islice(middle, bisect_left(middle, since, key=_timestamp), None), *recent)
+        elif older and older[0].timestamp < since:
+            samples = (*islice(older, bisect_left(older, since, key=_timestamp), None), *middle, *recent)
+        else:
+            samples = self.samples()
+        self._window = (since, samples)
+        return samples
+
+    def newest(self, n: int) -> tuple[ReplicaSample, ...]:
+        """The newest ``n`` samples (all, when fewer are kept), oldest first."""
+        recent = self.recent
+        if len(recent) >= n:  # nearly always: the rate window's
+            return tuple(islice(recent, len(recent) - n, None))
+        out: list[ReplicaSample] = []
+        for tier in (self.recent, self.middle, self.older):  # newest first; a tier may be empty
+            if len(out) >= n:
+                break
+            out[:0] = islice(tier, max(0, len(tier) - (n - len(out))), None)
+        return tuple(out)
+
+    @property
+    def oldest(self) -> ReplicaSample:
+        return (self.older or self.middle or self.recent)[0]
 
     def ttft_samples(self) -> list[tuple[float, Histogram]]:
         """The TTFT histograms a window can read, with their samples' times, oldest first: every kept one taken
@@ -646,6 +687,24 @@ class FleetState:
         ``history_step_s``; outside the rate window without histograms (the TTFT ones: ``ttft_history``)."""
         track = self._replicas.get(key)
         return track.samples() if track is not None else ()
+
+    def replica_history_since(self, key: str, since: float) -> Sequence[ReplicaSample]:
+        """The samples of ``replica_history`` taken at or after ``since``, oldest first, found by bisection (times
+        increase: ``observe`` drops a sample not newer than the latest), so a window costs its own samples, not the
+        hour's; the same window asked for again before the next sample arrives is the same tuple. Empty if unknown."""
+        track = self._replicas.get(key)
+        return track.samples_since(since) if track is not None else ()
+
+    def replica_history_newest(self, key: str, n: int) -> Sequence[ReplicaSample]:
+        """The newest ``n`` samples of ``replica_history`` (all of them when fewer are kept), oldest first."""
+        track = self._replicas.get(key)
+        return track.newest(n) if track is not None else ()
+
+    def replica_history_start(self, key: str) -> float | None:
+        """When the replica's oldest kept sample was taken (``replica_history(key)[0].timestamp``); None if
+        unknown."""
+        track = self._replicas.get(key)
+        return track.oldest.timestamp if track is not None else None
 
 
 _timestamp = operator.attrgetter("timestamp")

@@ -414,14 +414,21 @@ def _exhausted(tte: float | None) -> str:
 
 def _replica_finding(
     view: ReplicaView,
-    history: Sequence[ReplicaSample],
+    state: FleetState,
     th: KvThresholds,
     now: float,
-    rate_window_s: float,
     demand: Demand | None,
     ready_replicas: int,
     trends: KvTrends,
 ) -> Finding | None:
+    # The history read: only the windows the reading looks at (rate and trend), not the hour kept; the whole history
+    # where the arrivals' spread is read (it needs the last counted sample before its window, wherever that is).
+    rate_window_s = state.rate_window_s
+    latest_t = view.sample.timestamp
+    if demand is not None and th.burst_margin > 0:
+        history = state.replica_history(view.key)
+    else:
+        history = state.replica_history_since(view.key, latest_t - max(th.trend_window_s, rate_window_s))
     r = read(view, history, th, rate_window_s, demand, ready_replicas, confirm=False, trends=trends)
     if r is None:
         return None
@@ -430,6 +437,8 @@ def _replica_finding(
         return None
     # The longer trend is worked out only where it is read: where it decides (a projection alone), and for the
     # evidence of a finding. Nearly every replica at every tick is neither, and its fit costs 4x the short one's.
+    if history[0].timestamp > latest_t - th.confirm_window_s:
+        history = state.replica_history_since(view.key, latest_t - th.confirm_window_s)
     confirm = time_to_exhaustion_s(history, th, th.confirm_window_s, trends=trends)
     r = dataclasses.replace(r, confirm_time_to_exhaustion_s=confirm)
     verdict = judge(r, th)
@@ -481,12 +490,9 @@ def detect(
     for view in state.replicas():
         if not view.ready:
             continue  # a stale sample's KV usage says nothing about now; target_down reports it
-        history = state.replica_history(view.key)
         key = view.deployment_key
         hint = None if demand is None else demand.get(key)
-        finding = _replica_finding(
-            view, history, thresholds.kv, now, state.rate_window_s, hint, ready.get(key, 0), trends
-        )
+        finding = _replica_finding(view, state, thresholds.kv, now, hint, ready.get(key, 0), trends)
         if finding is not None:
             out.append(finding)
     return out

@@ -48,28 +48,28 @@ def fit_trend(history: Sequence[ReplicaSample], window_s: float, min_samples: in
 def window_trend(
     history: Sequence[ReplicaSample], window_s: float, min_samples: int, trends: KvTrends | None = None
 ) -> Trend | None:
-    """``fit_trend`` of ``history`` (a tuple or list, oldest first, as ``FleetState.replica_history`` gives it) over
-    the samples of its last ``window_s`` only, found by bisection; with ``trends``, the same replica's history asked
-    for again (its first and latest sample objects and its length unchanged) gets the answer already worked out."""
+    """``fit_trend`` of ``history`` (a tuple or list, oldest first, as ``FleetState.replica_history`` or
+    ``replica_history_since`` gives it) over the samples of its last ``window_s`` only, found by bisection; with
+    ``trends``, the same replica's window asked for again (its first and latest sample objects and its length
+    unchanged, however long the history it was read from) gets the answer already worked out."""
     if not history:
         return None
     if trends is not None:
         return trends.trend(history, window_s, min_samples)
-    return _fit_window(history, window_s, min_samples)
-
-
-def _fit_window(history: Sequence[ReplicaSample], window_s: float, min_samples: int) -> Trend | None:
-    recent = history[bisect_left(history, history[-1].timestamp - window_s, key=_timestamp) :]
-    return fit_trend(recent, window_s, min_samples)
+    return fit_trend(
+        history[bisect_left(history, history[-1].timestamp - window_s, key=_timestamp) :], window_s, min_samples
+    )
 
 
 class KvTrends:
     """The last trend per replica and window, kept by whoever holds one fleet's histories across ticks
-    (``detectors.registry.Detection``): the detector and the exported projection ask for the same one each tick.
+    (``detectors.registry.Detection``): the detector and the exported projection ask for the same one each tick,
+    each passing the history window it reads (the detector's may be longer than the projection's).
 
-    A history is recognised by its first and latest sample objects and its length, which within one ``FleetState``
-    pin the samples in between; nothing pins them across states (or lists a caller builds), hence one ``KvTrends``
-    per state. A replica's entries go when the state lets the replica go (``keep_only``)."""
+    A trend is recognised by its window's first and latest sample objects and its length, which within one
+    ``FleetState`` pin the samples in between, whatever history the window was cut from; nothing pins them across
+    states (or lists a caller builds), hence one ``KvTrends`` per state. A replica's entries go when the state lets the
+    replica go (``keep_only``)."""
 
     __slots__ = ("_replicas",)
 
@@ -79,13 +79,19 @@ class KvTrends:
 
     def trend(self, history: Sequence[ReplicaSample], window_s: float, min_samples: int) -> Trend | None:
         """``window_trend(history, window_s, min_samples)`` for a non-empty ``history``, worked out once."""
-        first, latest = history[0], history[-1]
+        latest = history[-1]
+        start_t = latest.timestamp - window_s
         windows = self._replicas.setdefault(replica_key(latest.namespace, latest.replica), {})
         known = windows.get((window_s, min_samples))
-        if known is not None and known[0] is latest and known[1] is first and known[2] == len(history):
-            return known[3]
-        trend = _fit_window(history, window_s, min_samples)
-        windows[(window_s, min_samples)] = (latest, first, len(history), trend)
+        if known is not None and known[0] is latest:
+            # The known window, if it is this history's: its first sample where its length puts it, the one before
+            # (if any) outside the window. No bisection: the projection asks again for every replica every tick.
+            i = len(history) - known[2]
+            if i >= 0 and history[i] is known[1] and (i == 0 or history[i - 1].timestamp < start_t):
+                return known[3]
+        start = bisect_left(history, start_t, key=_timestamp)
+        trend = fit_trend(history[start:], window_s, min_samples)
+        windows[(window_s, min_samples)] = (latest, history[start], len(history) - start, trend)
         return trend
 
     def keep_only(self, replicas: Collection[str]) -> None:

@@ -70,8 +70,8 @@ def observe(state: FleetState, view: DeploymentView, th: Thresholds, now: float)
         v = version(r)
         if r.ready:
             ready[v] = ready.get(v, 0) + 1
-        history = state.replica_history(r.key)
-        born = history[0].timestamp if history else r.last_seen
+        started = state.replica_history_start(r.key)  # its oldest kept sample: all this reads of its history
+        born = r.last_seen if started is None else started
         first[v] = min(first.get(v, born), born)
     new = max(first, key=lambda v: (first[v], v)) if len(first) >= 2 else None
     history_ready = [p.ready_replicas for p in state.deployment_history_since(view.key, since)]

@@ -141,7 +141,7 @@ def detect(state: FleetState, *, thresholds: Thresholds, now: float) -> list[Fin
     out: list[Finding] = []
     for gpu in state.gpus():
         replica = replicas.get(gpu.replica) if gpu.replica is not None else None
-        progress = _made_progress(state.replica_history(replica.key)) if replica is not None else None
+        progress = _made_progress(state.replica_history_newest(replica.key, 2)) if replica is not None else None
         found = _conditions(gpu, replica, progress, thresholds.gpu)
         if found:
             out.append(_finding(gpu, replica, found, now, _stranded(replica, progress)))

@@ -75,7 +75,7 @@ def window_running(state: FleetState) -> Callable[[ReplicaView], float | None]:
 
     def running(r: ReplicaView) -> float | None:
         since = r.last_seen - state.rate_window_s
-        values = [s.requests_running for s in state.replica_history(r.key) if s.timestamp >= since]
+        values = [s.requests_running for s in state.replica_history_since(r.key, since)]
         known = [v for v in values if v is not None]
         return sum(known) / len(known) if known else r.sample.requests_running
 

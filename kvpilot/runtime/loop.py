@@ -337,7 +337,8 @@ class ControlLoop:
         tte: dict[tuple[str, str], float] = {}
         for r in self.state.replicas():
             unknown: float | None = None
-            history = self.state.replica_history(r.key)
+            # The window the projection reads (its trend's), not the hour kept.
+            history = self.state.replica_history_since(r.key, r.last_seen - self.config.kv.trend_window_s)
             project = partial(time_to_exhaustion_s, history, self.config.kv, trends=self.detection.kv_trends)
             seconds = self._guard("kv_projection", project, unknown)
             if seconds is None and r.sample.kv_usage is not None:

@@ -250,8 +250,8 @@ def test_deployment_aggregation() -> None:
 
 
 def test_a_replica_history_is_built_once_per_sample() -> None:
-    # A tick asks for each replica's history several times (KV detector, exported projection, rollout detector):
-    # after an hour each ask copied ~85 samples; the same tuple now serves every ask until the next sample.
+    # After an hour a history is ~85 samples: the same tuple serves every ask until the next sample (a tick's readers
+    # ask for windows of it instead: replica_history_since, tests/unit/collector/test_state_windows.py).
     state = FleetState(history_s=3600, stale_after_s=30)
     for i in range(40):
         state.observe([rs(t=i * 5.0, requests_running=float(i))], [], now=i * 5.0)

@@ -76,6 +76,23 @@ def test_the_projection_after_a_tick_reuses_the_detectors_fit() -> None:
     assert fits.call_count == 0
 
 
+def test_a_window_is_fitted_once_whatever_history_it_is_cut_from() -> None:
+    # The detector reads a replica's window of its rate and trend windows, the projection its trend window alone
+    # (FleetState.replica_history_since): the same trend window, one fit. A trend is known by its window's samples.
+    rising, flat = _alike_at_the_ends()
+    trends = KvTrends()
+    with mock.patch.object(kv_trend, "fit_trend", wraps=fit_trend) as fits:
+        whole = trend_of(rising, KV, trends=trends)
+        assert trend_of(rising[-13:], KV, trends=trends) == whole  # the trend window alone
+        assert trend_of(rising[-15:], KV, trends=trends) == whole  # cut a little longer
+        assert fits.call_count == 1
+        # shorter than the window: its own samples
+        assert trend_of(rising[-5:], KV, trends=trends) == fit_trend(rising[-5:], KV.trend_window_s, 3)
+        # the same latest sample, first sample and length, other samples in the window: fitted from its own
+        assert trend_of(flat, KV, trends=trends) == fit_trend(flat[-13:], KV.trend_window_s, KV.min_trend_samples)
+        assert fits.call_count == 3
+
+
 def test_a_replica_and_a_deployment_the_state_lets_go_leave_what_was_kept_for_them() -> None:
     # r1 (deployment "other") stops reporting at t=300 s; the state forgets it after forget_after_s. r0 reports on.
     state = FleetState(stale_after_s=15.0, forget_after_s=60.0)

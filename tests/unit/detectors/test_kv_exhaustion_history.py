@@ -35,6 +35,10 @@ thresholds = st.sampled_from(
         # a trend window shorter and a confirm window longer than the rate window, and the reverse
         dataclasses.replace(DEFAULT, kv=dataclasses.replace(DEFAULT.kv, trend_window_s=30.0, confirm_window_s=300.0)),
         dataclasses.replace(DEFAULT, kv=dataclasses.replace(DEFAULT.kv, trend_window_s=90.0, confirm_window_s=45.0)),
+        # burst-aware: the arrivals' spread reads the sample before its window, wherever it lies in the history
+        dataclasses.replace(
+            DEFAULT, kv=dataclasses.replace(DEFAULT.kv, burst_margin=1.0, burst_window_s=90.0, projected_usage=0.6)
+        ),
     ]
 )
 
@@ -101,6 +105,7 @@ def _straightforward(state: FleetState, th: Thresholds, demand: dict[str, kv_exh
                     "kv_slope_per_s": r.slope_per_s,
                     "time_to_exhaustion_s": r.time_to_exhaustion_s,
                     "confirm_time_to_exhaustion_s": r.confirm_time_to_exhaustion_s,
+                    "projected_usage": r.projected_usage,
                 }
                 out.append((view.sample.replica, str(verdict[0]), f"{view.sample.replica}: {verdict[1]}", evidence))
     return out
@@ -109,7 +114,13 @@ def _straightforward(state: FleetState, th: Thresholds, demand: dict[str, kv_exh
 def _found(
     state: FleetState, th: Thresholds, now: float, demand: dict[str, kv_exhaustion.Demand], trends: KvTrends
 ) -> list[Seen]:
-    keys = ("kv_usage_peak", "kv_slope_per_s", "time_to_exhaustion_s", "confirm_time_to_exhaustion_s")
+    keys = (
+        "kv_usage_peak",
+        "kv_slope_per_s",
+        "time_to_exhaustion_s",
+        "confirm_time_to_exhaustion_s",
+        "projected_usage",
+    )
     return [
         (f.subject.replica, str(f.severity), f.summary, {k: f.evidence[k] for k in keys})
         for f in kv_exhaustion.detect(state, thresholds=th, now=now, demand=demand, trends=trends)
@@ -167,3 +178,25 @@ def test_a_reading_costs_the_same_with_an_hour_of_history_as_with_ten_minutes() 
     (short, short_reads), (long, long_reads) = reads
     assert long > short + 40
     assert long_reads - short_reads <= 6
+
+
+def test_the_arrivals_spread_is_read_over_the_whole_history() -> None:
+    # Burst-aware (burst_margin on), each of the last 90 s of rates reaches back 60 s before it, past the windows the
+    # detector reads otherwise (rate and trend: 60 s): there it reads the history as the reading over all of it does.
+    kv = dataclasses.replace(DEFAULT.kv, burst_margin=1.0, burst_window_s=90.0, projected_usage=0.6)
+    state, finished = FleetState(), 0.0
+    for i in range(61):  # five minutes, arrivals of 1 and 3 a second by turns, a minute each
+        state.observe([replica("r0", 5.0 * i, kv_usage=0.5, requests_finished=finished)], [], now=5.0 * i)
+        finished += 5.0 * (1.0 if i // 12 % 2 == 0 else 3.0)
+    demand = kv_exhaustion.Demand(capacity_rps=10.0, forecast_rps=3.0, horizon_s=120.0)
+    (view,) = state.replicas()
+    whole = kv_exhaustion.read(view, state.replica_history(view.key), kv, state.rate_window_s, demand, 1)
+    calm = kv_exhaustion.read(
+        view, state.replica_history(view.key), dataclasses.replace(kv, burst_margin=0.0), 60, demand, 1
+    )
+    assert whole is not None
+    assert calm is not None
+    assert whole.projected_usage != calm.projected_usage  # the spread counts here
+    th = dataclasses.replace(DEFAULT, kv=kv)
+    (finding,) = kv_exhaustion.detect(state, thresholds=th, now=300.0, demand={"ml/chat": demand})
+    assert finding.evidence["projected_usage"] == whole.projected_usage
