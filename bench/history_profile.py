@@ -7,6 +7,13 @@ per generation, and each stage's thread CPU. ``--profile-at N`` cProfiles ticks 
 
     nice .venv/bin/python bench/history_profile.py --ticks 720          # an hour of 5 s ticks
     nice .venv/bin/python bench/history_profile.py --ticks 720 --profile-at 700 --profile-ticks 10
+
+``--ab code:DIR`` times this tree's code against another checkout's (DIR: e.g. ``git worktree add /tmp/before REV``)
+in the same process, in alternating blocks of ticks: every function of the ``--ab-modules`` whose code differs is
+given DIR's code in the baseline blocks (``__code__`` swapped, names only DIR's version has added), so both run
+against the same state, heap and load; per-stage CPU is compared too.
+
+    nice .venv/bin/python bench/history_profile.py --ticks 720 --ab code:/tmp/before --report-every 60
 """
 
 from __future__ import annotations
@@ -15,11 +22,15 @@ import argparse
 import asyncio
 import cProfile
 import gc
+import importlib
+import importlib.util
+import inspect
 import pstats
 import statistics
 import sys
 import tempfile
 import time
+import types
 from collections import defaultdict
 from collections.abc import Callable
 from functools import partial
@@ -54,6 +65,58 @@ class PageFetcher:
 
     async def aclose(self) -> None:
         pass
+
+
+def _code_swaps(root: Path, modules: list[str]) -> tuple[Callable[[], None], Callable[[], None]]:
+    """(use ``root``'s code, use this tree's) for every function, module-level or a class's method, of ``modules``
+    whose code differs between ``root``'s copy and the imported one. ``root``'s copy is loaded as a module of its own
+    (it imports this tree's packages); names its functions read that the imported module lacks are added to it."""
+    swaps: list[tuple[types.FunctionType, types.CodeType, Any, types.CodeType, Any]] = []
+    for name in modules:
+        module = importlib.import_module(name)
+        spec = importlib.util.spec_from_file_location(
+            f"_ab_{name.replace('.', '_')}", root / (name.replace(".", "/") + ".py")
+        )
+        assert spec is not None
+        assert spec.loader is not None
+        other = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look it up there
+        spec.loader.exec_module(other)
+        for key, value in vars(other).items():
+            if key not in vars(module):
+                setattr(module, key, value)
+        for new, old in _function_pairs(module, other, other.__name__):
+            theirs_src, mine_src = _source(old), _source(new)
+            if new.__module__ == name and theirs_src is not None and mine_src is not None and theirs_src != mine_src:
+                swaps.append((new, old.__code__, old.__defaults__, new.__code__, new.__defaults__))
+                print(f"A/B code: {name}.{new.__qualname__} differs", flush=True)
+
+    def theirs() -> None:
+        for fn, code, defaults, _, _ in swaps:
+            fn.__code__, fn.__defaults__ = code, defaults
+
+    def mine() -> None:
+        for fn, _, _, code, defaults in swaps:
+            fn.__code__, fn.__defaults__ = code, defaults
+
+    return theirs, mine
+
+
+def _source(fn: types.FunctionType) -> str | None:
+    """A function's source; None for one without (a dataclass's generated methods)."""
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return None
+
+
+def _function_pairs(mine: Any, theirs: Any, their_module: str) -> Any:
+    """(this tree's function, the other's) by name, module-level and in the classes both define, nested ones too."""
+    for attr, fn in vars(theirs).items():
+        new = vars(mine).get(attr)
+        if isinstance(fn, types.FunctionType) and isinstance(new, types.FunctionType):
+            yield new, fn
+        elif isinstance(fn, type) and isinstance(new, type) and fn.__module__ == their_module:
+            yield from _function_pairs(new, fn, their_module)
 
 
 async def _polled(done: Callable[[], bool]) -> None:
@@ -173,12 +236,29 @@ async def run(args: argparse.Namespace) -> None:
 
         FleetState.deployment_history_since = since_variant  # type: ignore[method-assign]
 
+    use_theirs = use_mine = None
+    if args.ab.startswith("code:"):
+        use_theirs, use_mine = _code_swaps(Path(args.ab.removeprefix("code:")), args.ab_modules.split(","))
+        snapshot = loop_module.ControlLoop._snapshot
+
+        def timed_snapshot(self: Any, *a: Any) -> Any:  # the snapshot runs in a worker thread, unguarded
+            t0 = time.thread_time()
+            try:
+                return snapshot(self, *a)
+            finally:
+                stage_cpu["snapshot"] += time.thread_time() - t0
+
+        loop_module.ControlLoop._snapshot = timed_snapshot  # type: ignore[method-assign,assignment]
+
     def set_variant(on: bool) -> None:
         variant_on[0] = on
+        if use_theirs is not None and use_mine is not None:
+            (use_mine if on else use_theirs)()
         if args.ab.startswith("young:"):
             gc.set_threshold(int(args.ab.split(":")[1]) if on else 700, 10, 100)
 
     ab: dict[bool, list[float]] = {False: [], True: []}
+    ab_stages: list[tuple[int, bool, dict[str, float]]] = []  # (tick, variant, stage CPU ms) of the counted ticks
 
     def is_variant(tick: int) -> bool:
         """In blocks of ``--ab-block`` ticks from ``--ab-from``, every other block the variant."""
@@ -199,6 +279,7 @@ async def run(args: argparse.Namespace) -> None:
             profiler.enable()
             profiling[0] = True
         t0 = time.process_time()
+        stages_before = dict(stage_cpu)
         if args.service:  # the whole service: its loop, writer, actuator, drain worker and store probe tasks
             await timer.advance(5.0)
             await _polled(partial(_caught_up, service, tick + 1))
@@ -210,6 +291,8 @@ async def run(args: argparse.Namespace) -> None:
         tick_ms.append((time.process_time() - t0) * 1000)
         if args.ab and counted(tick):
             ab[variant_on[0]].append(tick_ms[-1])
+            spent = {k: (v - stages_before.get(k, 0.0)) * 1000 for k, v in stage_cpu.items()}
+            ab_stages.append((tick, variant_on[0], spent))
         if profiler is not None and tick == args.profile_at + args.profile_ticks - 1:
             profiler.disable()
             profiling[0] = False
@@ -254,6 +337,17 @@ async def run(args: argparse.Namespace) -> None:
                     f"A/B {args.ab} ticks {window}: baseline {b:.1f} ms (n={len(base)}), "
                     f"variant {v:.1f} ms (n={len(var)}), ratio {v / b:.3f}"
                 )
+                for stage in sorted({k for _, _, spent in ab_stages for k in spent}):
+                    per = {
+                        flag: [spent.get(stage, 0.0) for t, on, spent in ab_stages if on is flag and lo <= t <= hi]
+                        for flag in (False, True)
+                    }
+                    if per[False] and per[True]:
+                        sb, sv = statistics.median(per[False]), statistics.median(per[True])
+                        print(
+                            f"    stage {stage}: baseline {sb:.2f} ms, variant {sv:.2f} ms, "
+                            f"ratio {sv / sb if sb else float('nan'):.3f}"
+                        )
 
 
 def main() -> None:
@@ -268,7 +362,14 @@ def main() -> None:
     p.add_argument(
         "--ab",
         default="",
-        help="variant blocks from --ab-from: young:N (gc threshold), inline (gc off in page reads), window",
+        help="variant blocks from --ab-from: young:N (gc threshold), inline (gc off in page reads), window, "
+        "code:DIR (this tree's code against DIR's, for the --ab-modules)",
+    )
+    p.add_argument(
+        "--ab-modules",
+        default="detectors.kv_exhaustion,detectors.kv_trend,detectors.rollout,detectors.stuck_gpu,"
+        "scaler.version_speed,kvpilot.runtime.loop",
+        help="with --ab code:DIR, the modules whose differing functions take DIR's code in the baseline blocks",
     )
     p.add_argument("--ab-from", type=int, default=60)
     p.add_argument("--ab-block", type=int, default=10, help="ticks per block; each block's first is not counted")
