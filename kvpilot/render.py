@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
@@ -22,16 +21,16 @@ from collector.samples import GpuSample, Histogram, ReplicaSample
 
 Sample = ReplicaSample | GpuSample
 
-# Columns for a table written to a pipe or a log, where rich would assume 80 and cut every header to "outsi…";
-# COLUMNS, when set, still wins.
+# Columns for a table written to a pipe or a log, where rich would take 80 (or COLUMNS, which a parent process's
+# readline exports as the size of its own terminal, not of this pipe) and cut every header to "outsi…".
 PIPE_WIDTH = 160
 
 
 def console(*, stderr: bool = False) -> Console:
     """A console for a command's tables: the terminal's width, or ``PIPE_WIDTH`` columns where output goes to a
-    pipe or a file and ``COLUMNS`` is not set."""
+    pipe or a file."""
     out = Console(stderr=stderr)
-    if out.is_terminal or "COLUMNS" in os.environ:
+    if out.is_terminal:
         return out
     return Console(stderr=stderr, width=PIPE_WIDTH)
 

@@ -83,9 +83,9 @@ def test_backtest_runs_on_the_burstgpt_excerpt() -> None:
 
 
 def test_the_table_written_to_a_pipe_keeps_its_headers(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Rich assumes 80 columns off a terminal and cut every header ("outsi…", "repli…"); `kvpilot backtest > out.txt`
-    # must read as the terminal does. COLUMNS, when set, still wins (not set here).
-    monkeypatch.delenv("COLUMNS", raising=False)
+    # Rich assumes 80 columns off a terminal (or COLUMNS, which readline exports to child processes) and cut every
+    # header ("outsi…", "repli…"); `kvpilot backtest > out.txt` must read as the terminal does.
+    monkeypatch.setenv("COLUMNS", "80")
     result = CliRunner().invoke(app, ["backtest", "--trace", SHORT, "--policies", "reactive,kvpilot", "--no-frontier"])
     assert result.exit_code == 0, result.output
     header = next(line for line in result.stdout.splitlines() if "policy" in line)
