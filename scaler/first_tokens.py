@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
+from collector.rates import counter_step
+
 
 class PromptPerFirstToken:
     """Summed over replicas, each replica's step from one tick to the next in its prompt-token counter and in its
     TTFT histogram's count (a request's first token; vLLM counts a request's prompt tokens as its prefill ends,
-    when its first token comes). A counter that went down is a restart: its value is all new, as Prometheus'
-    increase() reads it. A replica missing either, or absent from a tick, counts from its next two ticks on."""
+    when its first token comes), reset-aware as the collector's (`collector.rates.counter_step`). A replica missing
+    either, or absent from a tick, counts from its next two ticks on."""
 
     def __init__(self, window_s: float) -> None:
         self.window_s = window_s
@@ -30,8 +32,8 @@ class PromptPerFirstToken:
             self._last[key] = (p, f)
             if before is None:
                 continue
-            prompt += p - before[0] if p >= before[0] else p
-            first += f - before[1] if f >= before[1] else f
+            prompt += counter_step(before[0], p)
+            first += counter_step(before[1], f)
         self._ticks.append((now, prompt, first))
         while self._ticks and now - self._ticks[0][0] >= self.window_s:
             self._ticks.popleft()

@@ -33,7 +33,6 @@ class Bound:
         return f" {'>=' if self.inclusive else '>'} {self.low:g}"
 
 
-ANY = Bound()
 ABOVE_ZERO = Bound(0.0, inclusive=False)
 AT_LEAST_ZERO = Bound(0.0)
 

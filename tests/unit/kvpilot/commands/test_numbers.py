@@ -7,7 +7,9 @@ import math
 import pytest
 import typer
 
-from kvpilot.commands._numbers import ABOVE_ZERO, ANY, AT_LEAST_ZERO, Bound, check_numbers
+from kvpilot.commands._numbers import ABOVE_ZERO, AT_LEAST_ZERO, Bound, check_numbers
+
+ANY = Bound()  # any finite number
 
 
 @pytest.mark.parametrize(
