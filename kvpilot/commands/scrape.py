@@ -1,7 +1,8 @@
 """`kvpilot scrape URL...`: scrape live targets once and print their canonical samples.
 
 Uses the scrape loop's own collector (same timeout, size cap and adapters), so what it prints is what
-kvpilot would see. Exit status 2, with one line per failed target on stderr, when any target fails.
+kvpilot would see. Exit status 2, with one line per failed target on stderr, when any target fails, and when a
+page lacks the families of the adapter asked for (`--engine`, `--kind gpu`), as in `kvpilot parse`.
 """
 
 from __future__ import annotations
@@ -73,7 +74,9 @@ def command(
     engine: Annotated[
         EngineChoice,
         typer.Option(
-            "--engine", help="Adapter to use (any case); auto detects it from the page.", case_sensitive=False
+            "--engine",
+            help="Adapter to use (any case); auto detects it from the page. A page without its families is an error.",
+            case_sensitive=False,
         ),
     ] = EngineChoice.auto,
     kind: Annotated[
@@ -86,8 +89,10 @@ def command(
 ) -> None:
     """Scrape URLs once and print the canonical replica and GPU samples."""
     import asyncio
+    from functools import partial
     from urllib.parse import urlsplit
 
+    from collector.adapt import GPU_ONLY, adapt_page
     from collector.samples import TargetInfo
     from collector.scrape import Collector, CollectResult, ScrapeConfig
     from kvpilot.render import console, print_tables, samples_json
@@ -109,8 +114,13 @@ def command(
         for url, name in zip(urls, replica_names(urls), strict=True)
     ]
 
+    # `--engine X` (and `--kind gpu`, a GPU exporter's page) is checked against the page as `kvpilot parse` checks
+    # it: a page without X's families is an error naming what the page holds, not an empty answer with status 0.
+    named = None if engine is EngineChoice.auto else engine.value
+    adapt = partial(adapt_page, engine=GPU_ONLY if is_gpu else named)
+
     async def scrape() -> CollectResult:
-        async with Collector(ScrapeConfig(timeout_s=timeout_s, max_concurrency=16)) as collector:
+        async with Collector(ScrapeConfig(timeout_s=timeout_s, max_concurrency=16), adapt=adapt) as collector:
             return await collector.collect_once(targets)
 
     # each failure is printed below, once; the scrape loop's own "target is down" log line would repeat it

@@ -117,3 +117,36 @@ def test_engine_option_in_any_case(base: str) -> None:
     code, out, _ = run(f"{base}/vllm", "--engine", "vLLM", "--json")
     assert code == 0
     assert json.loads(out)["replicas"][0]["engine"] == "vllm"
+
+
+NOT_A_GPU_PAGE = [
+    # the adapter named on a page without its families is an error naming what the page holds, as in `kvpilot parse`
+    # (issue 12: `--engine dcgm` on a vLLM page exited 0 and printed nothing)
+    ("--engine", "dcgm"),
+    # a GPU exporter's page asked for (`--kind gpu`) on an engine's page: the same
+    ("--kind", "gpu"),
+]
+
+
+@pytest.mark.parametrize(("option", "value"), NOT_A_GPU_PAGE)
+def test_gpu_page_asked_for_on_an_engine_page_exits_2(base: str, option: str, value: str) -> None:
+    code, out, err = run(f"{base}/vllm", option, value, "--json")
+    assert code == 2
+    assert f"{base}/vllm: unreadable page: page has none of the GPU exporters' families" in err
+    assert "starting with `vllm:`" in err
+    assert json.loads(out) == {"replicas": [], "gpus": []}
+
+
+def test_engine_named_on_another_engines_page_exits_2(base: str) -> None:
+    code, _, err = run(f"{base}/vllm", "--engine", "sglang")
+    assert code == 2
+    assert "page has none of the sglang families" in err
+    assert "try `--engine vllm`" in err
+
+
+def test_engine_dcgm_reads_a_gpu_page(base: str) -> None:
+    code, out, _ = run(f"{base}/dcgm", "--engine", "dcgm", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["replicas"] == []
+    assert len(doc["gpus"]) >= 1
