@@ -79,8 +79,28 @@ def command(
     except ParseError as err:
         raise _fail(f"{file}: malformed page: {err}") from None
     except UnknownEngine as err:
-        raise _fail(f"{file}: {err}") from None
+        reason = _prefix_missing(body, openmetrics, file, mtime, prefix) if prefix else None
+        raise _fail(f"{file}: {reason or err}") from None
     if as_json:
         typer.echo(samples_json(page.replicas, page.gpus))
     else:
         print_tables(console(), page.replicas, page.gpus)
+
+
+def _prefix_missing(body: bytes, openmetrics: bool, file: Path, mtime: float, prefix: str) -> str | None:
+    """When no family starts with ``--prefix``, say so and how the page reads without it; else None. The adapters
+    see only the families under the prefix, so a wrong one would otherwise read as a page with no families at all."""
+    from collector.adapt import adapt_page
+    from collector.engines import UnknownEngine
+    from collector.exposition import parse
+    from collector.samples import TargetInfo
+
+    if any(name.startswith(prefix) for name in parse(body, openmetrics=openmetrics)):
+        return None
+    missing = f"no family on the page starts with `{prefix}` (--prefix)"
+    content_type = "application/openmetrics-text" if openmetrics else None
+    try:
+        page = adapt_page(body, TargetInfo(url=str(file), kind="engine"), mtime, content_type=content_type)
+    except UnknownEngine as err:
+        return f"{missing}; without it: {err}"
+    return f"{missing}; without it the page reads as {page.engine or 'GPUs only'}: leave --prefix out"

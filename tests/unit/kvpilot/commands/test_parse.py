@@ -92,6 +92,31 @@ def test_prefix_option_reads_a_ray_serve_page(metrics_fixtures: Path) -> None:
     assert (replica["engine"], replica["generation_tokens"]) == ("vllm", 300.0)
 
 
+WRONG_PREFIX = [
+    # a Ray Serve page read with a prefix none of its families carries: said so, and that it reads without it
+    # (the adapters saw no family under the prefix, which read as "the page has no metric families at all")
+    (
+        "ray-serve-vllm__DataDog__integrations-core__ray_vllm_metrics__trimmed.txt",
+        "no family on the page starts with `foo_` \\(--prefix\\); "
+        "without it the page reads as vllm: leave --prefix out",
+    ),
+    # a page that no adapter reads either way: the prefix is named, then what the page holds
+    (
+        "triton-ttft-only__handwritten.txt",
+        "no family on the page starts with `foo_` \\(--prefix\\); without it: no engine adapter matches this page: "
+        "found 1 family starting with `nv_`",
+    ),
+]
+
+
+@pytest.mark.parametrize(("fixture", "message"), WRONG_PREFIX)
+def test_a_prefix_the_page_lacks_is_named(metrics_fixtures: Path, fixture: str, message: str) -> None:
+    result = _run(str(metrics_fixtures / fixture), "--prefix", "foo_")
+    assert result.exit_code == 2
+    assert "no metric families at all" not in result.stderr
+    assert re.search(message, result.stderr), result.stderr
+
+
 def test_table_output_is_readable(metrics_fixtures: Path) -> None:
     result = _run(str(metrics_fixtures / "llamacpp-without-kv__handwritten.txt"))
     assert result.exit_code == 0, result.stderr
