@@ -1,0 +1,59 @@
+"""README.md says what kvpilot reads and how to run it: every engine adapter is named in its summary, and every
+command and option in its table of commands is one the CLI has."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import typer.main
+
+from collector.engines import ENGINES
+from kvpilot.cli import app
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+SUMMARY = README.split("\n## ", 1)[0]
+
+# How the README's summary names each engine adapter (collector.engines.ENGINES); a new adapter needs its line here
+# and its name in the summary, so a reader of the README learns that kvpilot reads it.
+NAMED_AS = {
+    "vllm": "vLLM",
+    "sglang": "SGLang",
+    "tgi": "TGI",
+    "trtllm": "TensorRT-LLM behind Triton",
+    "trtllm-pytorch": "trtllm-serve",
+    "llamacpp": "llama.cpp",
+    "nim": "NVIDIA NIM",
+    "dynamo": "NVIDIA Dynamo",
+}
+
+
+def test_every_engine_adapter_is_named_in_the_summary() -> None:
+    assert set(NAMED_AS) == set(ENGINES), "name the new adapter in NAMED_AS and in README.md's summary"
+    summary = " ".join(SUMMARY.split())  # line breaks as spaces
+    missing = sorted(name for name in NAMED_AS.values() if name not in summary)
+    assert not missing, f"README.md's summary does not name {missing}"
+    assert "Ray Serve LLM" in summary  # a stack, not an adapter: vLLM's names behind Ray's prefix
+
+
+def _table_rows() -> list[tuple[str, list[str]]]:
+    """(command, options) of each row of the README's table of commands."""
+    table = README.split("## Commands", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for cell in re.findall(r"^\| `kvpilot ([^`]+)` \|", table, re.M):
+        words = cell.split()
+        rows.append((words[0], re.findall(r"--[a-z][a-z-]*", cell)))
+    return rows
+
+
+def test_every_command_and_option_in_the_table_exists() -> None:
+    cli = typer.main.get_command(app)
+    commands = cli.commands  # type: ignore[attr-defined]
+    rows = _table_rows()
+    assert {command for command, _ in rows} == set(commands), "the table lists every command, and only those"
+    for command, options in rows:
+        group = commands[command]
+        params = [p for c in getattr(group, "commands", {}).values() for p in c.params] or group.params
+        known = {opt for p in params for opt in p.opts}
+        unknown = [o for o in options if o not in known]
+        assert not unknown, f"README.md: `kvpilot {command}` has no option {unknown}"
