@@ -82,6 +82,14 @@ def command(
     kind: Annotated[
         KindChoice, typer.Option("--kind", help="engine: an inference server; gpu: a dcgm-exporter page.")
     ] = KindChoice.engine,
+    prefix: Annotated[
+        str | None,
+        typer.Option(
+            "--prefix",
+            help="Text a serving stack puts before the engine's names (Ray Serve LLM: ray_); found on the page "
+            'when not given, "" not to look.',
+        ),
+    ] = None,
     timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds per target, whole scrape, >= 0.1.")] = 5.0,
     as_json: Annotated[
         bool, typer.Option("--json", help='Print {"replicas": [...], "gpus": [...]} with the sample field names.')
@@ -110,6 +118,7 @@ def command(
             kind="gpu" if is_gpu else "engine",
             engine=None if engine in (EngineChoice.auto, EngineChoice.dcgm) else engine.value,
             pod=name,
+            prefix=prefix,
         )
         for url, name in zip(urls, replica_names(urls), strict=True)
     ]

@@ -17,6 +17,7 @@ from tests.services.ports import free_port
 PAGES = {
     "/vllm": FIXTURES / "metrics" / "vllm__DataDog__integrations-core__vllm_metrics.txt",
     "/dcgm": FIXTURES / "metrics" / "dcgm__DataDog__integrations-core__metrics.txt",
+    "/ray": FIXTURES / "metrics" / "ray-serve-vllm__DataDog__integrations-core__ray_vllm_metrics__trimmed.txt",
 }
 
 
@@ -150,3 +151,14 @@ def test_engine_dcgm_reads_a_gpu_page(base: str) -> None:
     doc = json.loads(out)
     assert doc["replicas"] == []
     assert len(doc["gpus"]) >= 1
+
+
+def test_prefix_option_as_the_error_suggests(base: str) -> None:
+    # the search for a prefix turned off: the error suggests `--prefix ray_`, which scrape takes, as parse does
+    code, _, err = run(f"{base}/ray", "--prefix", "")
+    assert code == 2
+    assert "try `--prefix ray_`" in err
+    code, out, _ = run(f"{base}/ray", "--prefix", "ray_", "--engine", "vllm", "--json")
+    assert code == 0
+    (replica,) = json.loads(out)["replicas"]
+    assert (replica["engine"], replica["model"]) == ("vllm", "neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8")
