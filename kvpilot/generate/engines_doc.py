@@ -248,7 +248,8 @@ def engines_page() -> str:
         "- **Prefixed names.** Some stacks put text before the engine's names: Ray Serve LLM serves vLLM's series as "
         "`ray_vllm:…`, or `ray_vllm_…` on Ray releases that sanitise names (kvpilot restores the engine's `vllm:`), "
         "with Ray's labels (`Component`, `ReplicaId`, `WorkerId`…). Set `prefix: ray_` on the target "
-        "(targets file, `static_targets`, the pod annotation `kvpilot.io/prefix`; `kvpilot parse --prefix ray_`; "
+        "(targets file, `static_targets`, the pod annotation `kvpilot.io/prefix`; `kvpilot parse` and "
+        "`kvpilot scrape` with `--prefix ray_`; "
         "targets added through the API rely on the search), or leave it out: when no adapter reads a page, kvpilot "
         "looks for the leading text that turns the most names into an engine's, reads the page with it removed, and "
         'remembers it for that target. `prefix: ""` turns the search off.',
