@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from scaler.forecast.base import Forecaster
 from scaler.forecast.ewma import Ewma
+from scaler.forecast.float_window import FloatWindow
 from scaler.forecast.holt import Holt
 from scaler.forecast.last_value import LastValue
 from scaler.forecast.linear_trend import LinearTrend
@@ -69,7 +72,8 @@ class _Scores:
     pending: deque[tuple[float, list[float], float]] = field(default_factory=deque)  # (due at, options, answer)
     scored: deque[float] = field(default_factory=deque)  # when each scored forecast was scored, oldest first
     # Per option, the |error| of each scored forecast in the order of `scored`: the t statistic reads a column whole.
-    errors: list[deque[float]] = field(default_factory=list)
+    # Unboxed (`FloatWindow`): ten columns of up to 3 h of scores per deployment are most of what `auto` keeps.
+    errors: list[FloatWindow] = field(default_factory=list)
     sums: list[float] = field(default_factory=list)  # Σ |error| per option
     gain: list[float] = field(default_factory=list)  # Σ (|last value's error| − |option's error|)
     differs: list[int] = field(default_factory=list)  # scored where the option did not answer last value's
@@ -95,6 +99,7 @@ class Ensemble(Forecaster):
         self._n = n
         self._blend_scores: list[float | None] = [None] * len(self.candidates)
         self._by_horizon: dict[float, _Scores] = {}
+        self._t_memo: dict[tuple[int, int], float] | None = None  # while `_choose` runs: each option's t statistic
 
     # -- scoring -------------------------------------------------------------------------------------------
     def _update(self, t: float, value: float) -> None:
@@ -108,7 +113,7 @@ class Ensemble(Forecaster):
                 _, points, answered = s.pending.popleft()
                 errors = [abs(p - value) for p in points]
                 if not s.errors:
-                    s.errors = [deque() for _ in errors]
+                    s.errors = [FloatWindow() for _ in errors]
                 s.scored.append(t)
                 for column, err in zip(s.errors, errors, strict=True):
                     column.append(err)
@@ -138,7 +143,17 @@ class Ensemble(Forecaster):
     def _t_stat(self, s: _Scores, i: int, steps: int) -> float:
         """Diebold–Mariano: option i's mean gain over last value in standard errors (0 where untested). Forecasts
         `steps` ahead overlap, so their gains are correlated over as many lags: the variance of the mean is the
-        long-run one (Newey–West, Bartlett weights), not the one of independent draws."""
+        long-run one (Newey–West, Bartlett weights), not the one of independent draws. Within one `_choose`, each
+        option's is worked out once (the lean re-read the best option's, which the search had just tested)."""
+        memo = self._t_memo
+        if memo is None:
+            return self._t_stat_of(s, i, steps)
+        t = memo.get((i, steps))
+        if t is None:
+            t = memo[(i, steps)] = self._t_stat_of(s, i, steps)
+        return t
+
+    def _t_stat_of(self, s: _Scores, i: int, steps: int) -> float:
         n = len(s.scored)
         mean = s.gain[i] / n
         # Where the option answered last value (a model still warming up), it was not tested at all.
@@ -147,7 +162,7 @@ class Ensemble(Forecaster):
         import numpy as np
 
         # Elementwise as e[0] − e[i] row by row would be (the same IEEE subtraction), read from the columns in C.
-        d = np.fromiter(s.errors[0], dtype=float, count=n) - np.fromiter(s.errors[i], dtype=float, count=n) - mean
+        d = _column(np, s.errors[0], n) - _column(np, s.errors[i], n) - mean
         long_run = float(d @ d) / n
         for lag in range(1, min(steps, n // 4)):
             long_run += 2.0 * (1.0 - lag / steps) * float(d[lag:] @ d[:-lag]) / n
@@ -160,6 +175,13 @@ class Ensemble(Forecaster):
         return self._t_stat(s, i, steps) > Z
 
     def _choose(self, s: _Scores, steps: int) -> int:
+        self._t_memo = {}
+        try:
+            return self._choose_memo(s, steps)
+        finally:
+            self._t_memo = None
+
+    def _choose_memo(self, s: _Scores, steps: int) -> int:
         s.lean = 0.0
         if len(s.scored) < MIN_SCORED or not s.sums or s.sums[0] <= 0:
             return 0
@@ -234,3 +256,13 @@ class Ensemble(Forecaster):
         else:
             margin = self.horizon_spread(horizon_s)
         return point, point + margin
+
+
+def _column(np: Any, column: FloatWindow | Iterable[float], n: int) -> Any:
+    """An error column's first ``n`` values as a float64 array: a `FloatWindow`'s read in place (no float objects
+    made), any other iterable's copied. Read only within an expression: while a view of a `FloatWindow` is alive
+    its array cannot grow."""
+    if isinstance(column, FloatWindow):
+        values, head = column.unboxed()
+        return np.frombuffer(values, dtype=float, count=n, offset=8 * head)
+    return np.fromiter(column, dtype=float, count=n)
