@@ -30,11 +30,10 @@ import pytest
 
 from collector.clock import VirtualClock
 from collector.scrape import VirtualTimer
-from collector.state import FleetState
 from kvpilot.runtime.scale_view import ScaleView, SimulatorScale
 from kvpilot.runtime.sources import SimulatorTargets, Sources
 from kvpilot.runtime.targets import StaticTargets
-from kvpilot.runtime.wiring import build_planner, build_service
+from kvpilot.runtime.wiring import build_service
 from kvpilot.settings import Settings, load_settings
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
@@ -169,12 +168,6 @@ def settings_for(tmp: Path) -> Settings:
     )
 
 
-def planner_decides_deployments_without_replicas(settings: Settings) -> bool:
-    """The planner's side of the contract: every key of `current_replicas` is decided, pods or not."""
-    decisions = build_planner(settings).decide(FleetState(), START, current_replicas={KEY: 0})
-    return any(d.deployment == KEY for d in decisions)
-
-
 @dataclass
 class Run:
     keda: Keda
@@ -185,11 +178,6 @@ async def scenario(tmp: Path, url: str, live: LiveFleet, *, zero_at: float | Non
     """Runs the on/off workload with kvpilot and KEDA, then deletes the Deployment. `zero_at`: an operator (or a
     KEDA with another trigger) sets the Deployment to 0 replicas at that moment, whatever kvpilot answers."""
     settings = settings_for(tmp)
-    if not planner_decides_deployments_without_replicas(settings):
-        pytest.xfail(
-            "scaler.planner.Planner.decide does not yet decide keys of current_replicas that have no replica in "
-            "FleetState (the lead's planner rewrite adds it); without it a deployment at zero gets no decision"
-        )
     clock = VirtualClock(START)
     timer = VirtualTimer(clock)
     scale = Deletable(SimulatorScale(url))
