@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kvpilot.commands._numbers import AT_LEAST_ZERO, Bound, check_numbers
+from kvpilot.commands._numbers import ABOVE_ZERO, AT_LEAST_ZERO, Bound, check_numbers
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from kvpilot.demo.replay import DemoSummary
     from kvpilot.demo.view import Event
     from kvpilot.runtime.snapshot import Snapshot
+    from scaler.backtest.result import RolloutWindow
 
 # Plain-text mode (a pipe, CI, --json): one status line per this many simulated seconds, besides every event.
 STATUS_EVERY_S = 60.0
@@ -57,6 +58,21 @@ def command(
             help="Write a PNG at the end: demand, forecast, desired and ready replicas, queue, faults and findings."
         ),
     ] = None,
+    rollout_at: Annotated[
+        float | None,
+        typer.Option(
+            help="Start a rolling update (maxSurge 0) this many simulated seconds into the replay, within --duration; "
+            "the summary gains a rollout section: TTFT during it beside the window before it, and the surge's cost."
+        ),
+    ] = None,
+    rollout_wave: Annotated[int, typer.Option(min=1, help="Replicas the rolling update replaces at a time.")] = 1,
+    rollout_speed: Annotated[
+        float, typer.Option(help="The new version's speed against the old one, > 0 (step times divided by it).")
+    ] = 1.0,
+    no_surge: Annotated[
+        bool,
+        typer.Option("--no-surge", help="Withdraw kvpilot's rollout surge (publish the planner's count): to compare."),
+    ] = False,
 ) -> None:
     """Replay a real trace through a simulated GPU fleet that kvpilot watches, forecasts and scales live."""
     import asyncio
@@ -76,7 +92,15 @@ def command(
         ("--speed", speed, AT_LEAST_ZERO),
         ("--duration", duration, Bound(1.0)),
         ("--rate-scale", rate_scale, Bound(0.01)),
+        ("--rollout-at", rollout_at, AT_LEAST_ZERO),
+        ("--rollout-speed", rollout_speed, ABOVE_ZERO),
     )
+    if rollout_at is not None and not forever and rollout_at >= duration:
+        typer.echo(f"error: --rollout-at {rollout_at:g} is not within the replay (--duration {duration:g})", err=True)
+        raise typer.Exit(2)
+    if rollout_at is not None and forever:
+        typer.echo("error: --rollout-at needs a replay of known length, not --forever", err=True)
+        raise typer.Exit(2)
     if engine not in ENGINES:  # said now, in a line, not as a traceback once the simulator starts
         known = ", ".join(ENGINES)
         typer.echo(f"error: --engine {engine!r} is not one the simulator serves (known: {known})", err=True)
@@ -91,6 +115,10 @@ def command(
             engine=engine,
             seed=seed,
             http_port=port,
+            rollout_at_s=rollout_at,
+            rollout_wave=rollout_wave,
+            rollout_speed=rollout_speed,
+            surge=not no_surge,
         )
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)
@@ -196,5 +224,33 @@ def _print_summary(console: Console, s: DemoSummary) -> None:
     changes = ", ".join(f"{a}→{b} at {t_:,.0f}s" for t_, a, b in s.scale_changes[:8])
     t.add_row("desired-replica changes", f"{len(s.scale_changes)} ({changes})" if changes else "0")
     t.add_row("replica-hours", f"{s.replica_hours:.2f} (peak {s.peak_serving_replicas} serving)")
+    if s.rollout is not None:
+        for name, value in _rollout_rows(s):
+            t.add_row(name, value)
     t.add_row("store", f"{s.database} (temporary, removed at exit)")
     console.print(t)
+
+
+def _rollout_rows(s: DemoSummary) -> list[tuple[str, str]]:
+    ro = s.rollout
+    assert ro is not None
+    w, b = ro.window, ro.before
+    if w is None or b is None:
+        return [("rollout", f"not injected (asked for at {ro.at_s:,.0f}s)")]
+
+    def fared(x: RolloutWindow) -> str:
+        return f"{x.slo_attainment:.2%} in SLO, TTFT p99 {x.p99_ttft_s:.2f}s ({x.requests:,} requests)"
+
+    end = "" if ro.ended else ", not done by the end"
+    finding = "no rollout finding" if ro.finding_after_s is None else f"rollout finding +{ro.finding_after_s:g}s"
+    surge = (
+        f"peak +{ro.peak_surge_replicas} replicas, {ro.surge_replica_hours:.2f} replica-h above the planner"
+        if ro.surge
+        else "off (--no-surge)"
+    )
+    return [
+        ("rollout", f"t={w.start_s:,.0f}s to {w.end_s:,.0f}s{end}, waves of {ro.wave}; {finding}"),
+        ("  during it", fared(w)),
+        (f"  {b.start_s:,.0f}s to {b.end_s:,.0f}s before", fared(b)),
+        ("  kvpilot's surge", surge),
+    ]

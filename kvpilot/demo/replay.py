@@ -40,8 +40,10 @@ from typing import Any
 
 import httpx
 
+from kvpilot.demo.rollout import RolloutReport, SurgeOff, measure, measure_window, rolled, rollout_body, surge_now
 from kvpilot.demo.view import Event, serving_replicas
 from kvpilot.runtime.snapshot import Snapshot
+from scaler.backtest.result import RolloutWindow
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[1] / "data" / "azure2023_conv.csv"
 # Simulated t=0 on kvpilot's clock (2026-01-01T00:00:00Z): fixed, so that nothing depends on when the demo runs.
@@ -131,6 +133,16 @@ class DemoConfig:
     http_port: int = 0  # 0: a free port
     slo_ttft_s: float = 2.0  # the TTFT SLO the summary counts attainment against (as `kvpilot backtest`)
     profile: str = "llama3-8b-h100"  # simulator.PROFILES key
+    # A rolling update (the simulator's `rollout` fault, maxSurge 0) injected at this simulated second (None: none),
+    # in waves of `rollout_wave`, the new version `rollout_speed` times as fast; `surge` False withdraws the rollout
+    # stage's surge (kvpilot.demo.rollout.SurgeOff), so that a run without it compares.
+    rollout_at_s: float | None = None
+    rollout_wave: int = 1
+    rollout_speed: float = 1.0
+    surge: bool = True
+    # Arrival windows [start, end) whose TTFT the summary also reports ("windows"): the reference for a rollout's
+    # window, measured in a run without one (bench/demo_rollout.py).
+    windows: tuple[tuple[float, float], ...] = ()
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.speed) and self.speed >= 0):
@@ -143,6 +155,30 @@ class DemoConfig:
             raise ValueError("interval must be > 0 and drain >= 0 simulated seconds")
         if not self.slo_ttft_s > 0:
             raise ValueError(f"slo_ttft_s must be > 0, got {self.slo_ttft_s}")
+        if self.rollout_wave < 1 or not (math.isfinite(self.rollout_speed) and self.rollout_speed > 0):
+            raise ValueError("the rollout's wave must be >= 1 replica and its speed > 0")
+        if self.rollout_at_s is not None:
+            if self.duration_s is None:
+                raise ValueError("a rollout needs a replay of known length: drop --forever or --rollout-at")
+            if not (math.isfinite(self.rollout_at_s) and 0 <= self.rollout_at_s < self.duration_s):
+                raise ValueError(
+                    f"the rollout at {self.rollout_at_s:g} s is not within the replay (0 to {self.duration_s:g} s, "
+                    "--duration)"
+                )
+
+    def scheduled_faults(self) -> list[ScheduledFault]:
+        """The faults in the order they are due: the schedule's, and the rollout where one is asked for."""
+        faults = list(self.faults)
+        if self.rollout_at_s is not None:
+            surge = "kvpilot surges for each wave" if self.surge else "kvpilot's surge is off (--no-surge)"
+            faults.append(
+                ScheduledFault(
+                    self.rollout_at_s,
+                    rollout_body(wave_size=self.rollout_wave, speed=self.rollout_speed),
+                    f"a rolling update, maxSurge 0, waves of {self.rollout_wave}: {surge}; watch the rollout finding",
+                )
+            )
+        return sorted(faults, key=lambda f: f.at_s)
 
 
 @dataclass
@@ -181,29 +217,35 @@ class DemoSummary:
     peak_serving_replicas: int = 0
     replica_hours: float = 0.0  # pods held (loading or serving), integrated over simulated time
     database: str = ""
+    rollout: RolloutReport | None = None  # --rollout-at only
+    windows: list[RolloutWindow] = field(default_factory=list)  # DemoConfig.windows, measured
     series: DemoSeries = field(default_factory=DemoSeries)  # for --plot; not in the JSON
 
     def to_json(self) -> dict[str, Any]:
         """The one object `kvpilot demo --json` prints: the keys issue 10 asks for, then extras."""
-        return {
-            "requests": self.requests,
-            "served": self.served,
-            "never_served": self.never_served,
-            "slo_attainment": round(self.slo_attainment, 6),
-            "decisions": dict(self.decisions),
-            "first_scale_up": self.first_scale_up,
-            "findings": dict(sorted(self.finding_kinds.items())),
-            "fault_findings": list(self.fault_findings),
-            "seed": self.seed,
-            "simulated_s": round(self.simulated_s, 3),
-            "slo_ttft_s": self.slo_ttft_s,
-            "ttft_p50_s": self.ttft_s.get("p50"),
-            "ttft_p99_s": self.ttft_s.get("p99"),
-            "replica_hours": round(self.replica_hours, 4),
-            "peak_serving_replicas": self.peak_serving_replicas,
-            "faults_injected": self.faults_injected,
-            "evictions": list(self.evictions),
-        }
+        return (
+            {
+                "requests": self.requests,
+                "served": self.served,
+                "never_served": self.never_served,
+                "slo_attainment": round(self.slo_attainment, 6),
+                "decisions": dict(self.decisions),
+                "first_scale_up": self.first_scale_up,
+                "findings": dict(sorted(self.finding_kinds.items())),
+                "fault_findings": list(self.fault_findings),
+                "seed": self.seed,
+                "simulated_s": round(self.simulated_s, 3),
+                "slo_ttft_s": self.slo_ttft_s,
+                "ttft_p50_s": self.ttft_s.get("p50"),
+                "ttft_p99_s": self.ttft_s.get("p99"),
+                "replica_hours": round(self.replica_hours, 4),
+                "peak_serving_replicas": self.peak_serving_replicas,
+                "faults_injected": self.faults_injected,
+                "evictions": list(self.evictions),
+            }
+            | ({} if self.rollout is None else {"rollout": self.rollout.to_json()})
+            | ({"windows": [w.to_json() for w in self.windows]} if self.windows else {})
+        )
 
 
 def decision_group(reason: str) -> str:
@@ -359,11 +401,13 @@ async def run_demo(
     from api.main import create_app
     from collector.clock import VirtualClock
     from collector.scrape import Collector, ScrapeConfig
+    from kvpilot.runtime.runner import keda_reader
     from kvpilot.runtime.scale_view import SimulatorScale
     from kvpilot.runtime.sources import SimulatorTargets, Sources
     from kvpilot.runtime.targets import StaticTargets
     from kvpilot.runtime.wiring import build_service
     from kvpilot.settings import load_settings
+    from scaler.publish import DecisionBoard
     from simulator import PROFILES
 
     if not cfg.trace.exists():
@@ -372,6 +416,9 @@ async def run_demo(
     stop = stop or asyncio.Event()
     events: list[Event] = []
     with tempfile.TemporaryDirectory(prefix="kvpilot-demo-") as data_dir, _simulator(cfg) as (sim_url, live):
+        trace_s = live.fleet.trace.duration_s
+        if cfg.rollout_at_s is not None and cfg.rollout_at_s >= trace_s:
+            raise DemoError(f"the rollout at {cfg.rollout_at_s:g} s is not within the trace ({trace_s:g} s long)")
         settings = load_settings(
             None,
             environment="development",
@@ -393,12 +440,24 @@ async def run_demo(
         sources = Sources(discovery=targets, static=StaticTargets([]), simulator_url=sim_url)
         c = settings.collector
         collector = Collector(ScrapeConfig(timeout_s=c.timeout_s, max_bytes=c.max_body_bytes), clock=clock)
+        board = DecisionBoard()
         service, restored = await asyncio.to_thread(
-            build_service, settings, sources, clock=clock, sleep=lockstep.sleep, collector=collector, scale=scale
+            build_service,
+            settings,
+            sources,
+            clock=clock,
+            sleep=lockstep.sleep,
+            collector=collector,
+            scale=scale,
+            board=board,
         )
+        if not cfg.surge:
+            service.loop.rollout = SurgeOff(service.loop.rollout.thresholds)
+        # KEDA's metrics-api route reads the loop's decisions as under `kvpilot run`: the same reader over its board
+        reader = keda_reader(board, settings, service.clock)
         try:
             api_url, api_task, api_server = await _serve_api(
-                create_app(service, TokenAuth([], [], anonymous_read=True)), cfg.http_port
+                create_app(service, TokenAuth([], [], anonymous_read=True), keda_reader=reader), cfg.http_port
             )
         except BaseException:
             service.engine.dispose()
@@ -415,7 +474,11 @@ async def run_demo(
         tracker = _Tracker(events)
         tracker.summary.seed = cfg.seed
         tracker.summary.slo_ttft_s = cfg.slo_ttft_s
-        pending = sorted(cfg.faults, key=lambda f: f.at_s)
+        pending = cfg.scheduled_faults()
+        ro = None
+        if cfg.rollout_at_s is not None:
+            ro = RolloutReport(cfg.rollout_at_s, cfg.rollout_wave, cfg.rollout_speed, cfg.surge)
+            tracker.summary.rollout = ro
         evicted: set[str] = set()
         applied: dict[str, int] = {}
         last_t: float | None = None
@@ -435,6 +498,8 @@ async def run_demo(
                             client, snap, t, evicted, tracker.summary, events, service.loop.rollout.note_removed
                         )
                         await _apply_decisions(client, snap, applied, events, t)
+                        if ro is not None:
+                            ro.observe_surge(t, surge_now(snap.decisions), cfg.interval_s)
                     with live.lock:
                         state = live.fleet.snapshot(replicas=())
                         pods = sum(1 for g in state.gpus if g.pod)
@@ -463,6 +528,12 @@ async def run_demo(
                             kv = PROFILES[cfg.profile].kv_capacity_tokens * fault.fill_kv * max(ready, 1)
                             body["count"] = math.ceil(kv / int(body.get("prompt_tokens", 30000)))
                         await _inject(client, replace(fault, fault=body), t, tracker.summary, events)
+                        if ro is not None and ro.window is None and body["type"] == "rollout":
+                            ro.window = RolloutWindow(t, t)
+                    if ro is not None and ro.window is not None and not ro.ended:
+                        with live.lock:
+                            done = rolled(live.fleet.snapshot().replicas)
+                        ro.window.end_s, ro.ended = t, done
                     clock.set(SIM_EPOCH + t)
                     lockstep.resume()
             finally:
@@ -483,6 +554,18 @@ async def run_demo(
         with live.lock:
             _count_requests(s, live.fleet, now=t, slo_s=cfg.slo_ttft_s)
         s.fault_findings = attribute_findings(s.series.faults, s.series.findings)
+        if ro is not None:
+            if ro.window is not None and not ro.ended and end_s is not None:
+                ro.window.end_s = min(ro.window.end_s, end_s)  # as the backtest's: the replay's end
+            with live.lock:
+                measure(ro, live.fleet, live.fleet.trace, now=t, slo_s=cfg.slo_ttft_s)
+            ro.finding_after_s = next(
+                (f["after_s"] for f in s.fault_findings if f["fault"] == "rollout" and f["finding"]), None
+            )
+        for start, stop_s in cfg.windows:
+            s.windows.append(RolloutWindow(start, stop_s))
+            with live.lock:
+                measure_window(s.windows[-1], live.fleet, live.fleet.trace, now=t, slo_s=cfg.slo_ttft_s)
         return s
 
 

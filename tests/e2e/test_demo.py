@@ -159,6 +159,12 @@ def test_demo_api_answers_while_running():
         r = httpx.get(f"{url}/v1/deployments", timeout=10)
         assert r.status_code == 200
         assert "inference/llama" in r.text
+        # KEDA's metrics-api trigger reads the demo's decisions as it reads `kvpilot run`'s (it answered 404 "no
+        # reader": the demo did not wire the reader over the loop's decision board)
+        keda = httpx.get(f"{url}/v1/keda/inference/llama", timeout=10)
+        assert keda.status_code == 200, keda.text
+        assert keda.json()["deployment"] == "inference/llama"
+        assert keda.json()["replicas"] >= 1
     finally:
         while "stop" not in stop_holder:
             thread.join(0.1)
