@@ -52,6 +52,8 @@ class Forecaster(ABC):
         self._step_cache: tuple[int, float] | None = None  # (observed, step)
         # A forecaster fed exactly the same series (an ensemble's candidate) may read its spread from there.
         self.spread_from: Forecaster | None = None
+        # ... and keep no history of its own: it reads that forecaster's (`share_history`).
+        self.history_from: Forecaster | None = None
 
     # -- input ---------------------------------------------------------------------------------------------
     def observe(self, t: float, value: float) -> None:
@@ -69,6 +71,25 @@ class Forecaster(ABC):
             self._update(float(t), float(value))
         except (ArithmeticError, ValueError):
             # An online update that blows up must not lose the observation; _predict will fall back.
+            self.fallbacks += 1
+
+    def share_history(self, owner: Forecaster) -> bool:
+        """Read ``owner``'s history as this one's, where ``owner`` is fed exactly this series and keeps as much of it
+        (an ensemble's fresh candidate): the same points, kept once instead of once per candidate (at 5 s ticks,
+        4,096 points of two deques a candidate, per deployment). The owner then calls `observe_shared` where it
+        called `observe`. False (nothing shared) where either has points already or they keep different lengths."""
+        if self._times or owner._times or self._times.maxlen != owner._times.maxlen:
+            return False
+        self._times, self._values, self.history_from = owner._times, owner._values, owner
+        return True
+
+    def observe_shared(self, t: float, value: float) -> None:
+        """``observe`` for a forecaster sharing its history (`share_history`), once its owner has recorded the point:
+        what ``observe`` does past the append (the owner already took or dropped the point as ``observe`` would)."""
+        self._observed += 1
+        try:
+            self._update(float(t), float(value))
+        except (ArithmeticError, ValueError):
             self.fallbacks += 1
 
     def _update(self, t: float, value: float) -> None:  # noqa: B027 - optional hook, deliberately empty

@@ -95,6 +95,7 @@ class Ensemble(Forecaster):
         for c in self.candidates:
             if c.spread_from is None:
                 c.spread_from = self  # every candidate sees this series: one spread for all, not one each
+            c.share_history(self)  # and one history (a candidate keeping another length keeps its own)
         n = len(self.candidates) + 1  # the blend is the last option
         self._n = n
         self._blend_scores: list[float | None] = [None] * len(self.candidates)
@@ -104,7 +105,10 @@ class Ensemble(Forecaster):
     # -- scoring -------------------------------------------------------------------------------------------
     def _update(self, t: float, value: float) -> None:
         for c in self.candidates:
-            c.observe(t, value)
+            if c.history_from is self:
+                c.observe_shared(t, value)
+            else:
+                c.observe(t, value)
         half_step = 0.5 * self.step_s()
         alpha = 1.0 - 0.5 ** (1.0 / _BLEND_HALF_LIFE)
         for s in self._by_horizon.values():
