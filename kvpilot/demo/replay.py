@@ -528,8 +528,12 @@ async def run_demo(
                             kv = PROFILES[cfg.profile].kv_capacity_tokens * fault.fill_kv * max(ready, 1)
                             body["count"] = math.ceil(kv / int(body.get("prompt_tokens", 30000)))
                         await _inject(client, replace(fault, fault=body), t, tracker.summary, events)
-                        if ro is not None and ro.window is None and body["type"] == "rollout":
-                            ro.window = RolloutWindow(t, t)
+                        if (
+                            ro is not None
+                            and ro.window is None
+                            and tracker.summary.series.faults[-1:] == [(t, "rollout")]
+                        ):
+                            ro.window = RolloutWindow(t, t)  # the simulator took it (a refusal is an event)
                     if ro is not None and ro.window is not None and not ro.ended:
                         with live.lock:
                             done = rolled(live.fleet.snapshot().replicas)
