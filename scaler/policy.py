@@ -228,7 +228,11 @@ class ReplicaPolicy:
         restarted: the serving replicas the demand needs come on top of it."""
         replicas = max(predictive or 0, reactive or 0) + demand.stuck_replicas
         reason = "predictive" if (predictive or 0) >= (reactive or 0) else "reactive"
-        msg = f"forecast needs {predictive}, queue and arrivals need {reactive} (capacity {cap:.2f} req/s/replica)"
+        msg = (
+            f"{need_phrase('forecast', predictive, 'no forecast yet')}, "
+            f"{need_phrase('queue and arrivals', reactive, 'queue and arrivals not read')} "
+            f"(capacity {cap:.2f} req/s/replica)"
+        )
         if demand.stuck_replicas:
             msg = f"{msg}; plus {demand.stuck_replicas} stuck replica(s) that serve nothing"
         return Step(replicas, reason, msg)
@@ -353,3 +357,8 @@ class ReplicaPolicy:
         return Recommendation(
             step.replicas, min(warm_pool, step.replicas), step.reason, step.message, predictive, reactive, burst
         )
+
+
+def need_phrase(what: str, replicas: int | None, unknown: str) -> str:
+    """A part's need as the decision's message says it to an operator (never a bare None)."""
+    return unknown if replicas is None else f"{what} needs {replicas}"

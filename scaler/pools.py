@@ -42,7 +42,7 @@ from scaler.planner import (
     empty_view,
     replica_count,
 )
-from scaler.policy import Demand, PolicyConfig, Recommendation, ReplicaPolicy
+from scaler.policy import Demand, PolicyConfig, Recommendation, ReplicaPolicy, need_phrase
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,8 +243,9 @@ class _PoolPlanner:
             numbers[f"mase_{self.own.forecaster}"] = mase
         message = (
             f"{self.pool} pool: {rec.desired_replicas} replicas for {_n(demand_now)} {unit} now and {_n(upper)} at "
-            f"the {self.own.horizon_s:.0f} s horizon ({_n(capacity)} a replica; the forecast needs "
-            f"{rec.predictive_replicas}, now needs {rec.reactive_replicas}; {rec.reason})"
+            f"the {self.own.horizon_s:.0f} s horizon ({_n(capacity)} a replica; "
+            f"{need_phrase('the forecast', rec.predictive_replicas, 'no forecast yet')}, "
+            f"{need_phrase('now', rec.reactive_replicas, 'nothing read now')}; {rec.reason})"
         )
         return Decision(
             deployment=self.key,
@@ -371,7 +372,7 @@ def _with_spare(rec: Recommendation, max_replicas: int | None) -> Recommendation
 
 
 def _n(value: float | None) -> str:
-    return "?" if value is None else f"{value:.0f}"
+    return "unknown" if value is None else f"{value:.0f}"
 
 
 def _in_flight(view: DeploymentView) -> list[tuple[str, float | None, float | None]]:

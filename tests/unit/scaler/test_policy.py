@@ -362,3 +362,16 @@ def test_adaptive_with_its_whole_margin_decides_as_fixed_and_thins_the_queues_sh
     thin = dataclasses.replace(queued, margin_scale=0.0)
     # a few requests always wait at tens of requests/s: the queue's share is thinned as well, ceil(5.6)
     assert ReplicaPolicy(PolicyConfig(headroom="adaptive")).recommend(thin, now=0.0).desired_replicas == 6
+
+
+@pytest.mark.parametrize(
+    ("demand", "said"),
+    [
+        (_demand(forecast_upper_rate=None, requests_waiting=4.0), "no forecast yet"),
+        (_demand(arrival_rate=None, requests_waiting=None, forecast_upper_rate=4.0), "queue and arrivals not read"),
+    ],
+)
+def test_a_part_not_known_is_said_in_words_not_as_none(demand: Demand, said: str) -> None:
+    rec = ReplicaPolicy(CFG).recommend(demand, now=0.0)
+    assert said in rec.message
+    assert "None" not in rec.message

@@ -339,3 +339,12 @@ def test_the_burst_floor_holds_prefill_for_its_last_burst_when_the_policy_has_it
     assert floor is not None
     assert desired >= floor >= 5  # 6 replicas' worth x 30 / (30 + 2) at full capacity
     assert after_a_burst(burst_floor=False)[1] is None  # off: no floor asked
+
+
+def test_a_first_tick_says_what_is_not_known_yet_in_words() -> None:
+    planner = PooledPlanner(Planner(), CONFIG)
+    pools = _Pools()
+    pools.tick(prompt_rate=20_000, req_rate=10, prefill_waiting=0, decode_running=100)  # one sample: no rate yet
+    for decision in planner.decide(pools.state, pools.t):
+        assert "None" not in decision.message, decision.message
+        assert "?" not in decision.message, decision.message
