@@ -104,7 +104,16 @@ def adapt_page(
     if prefix:
         wanted = prefixed_wanted(prefix, WANTED_FAMILIES, NAMESPACES)
         families = _parse_wanted(text, (target.url, prefix), wanted, openmetrics)
-        return adapt_families(strip_prefix(families, prefix, NAMESPACES), target, timestamp, engine)
+        try:
+            return adapt_families(strip_prefix(families, prefix, NAMESPACES), target, timestamp, engine)
+        except UnknownEngine:
+            if families:
+                raise
+            # nothing under the prefix: say what the page holds, not "no metric families at all"
+            raise UnknownEngine(
+                f"no family starts with the prefix `{prefix}`; "
+                + _reason(parse(text, openmetrics=openmetrics), engine or target.engine)
+            ) from None
     families = _parse_wanted(text, (target.url, ""), WANTED_FAMILIES, openmetrics)
     try:
         return adapt_families(families, target, timestamp, engine)

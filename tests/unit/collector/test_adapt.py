@@ -17,6 +17,7 @@ ENGINE_TARGET = TargetInfo(url="http://x:8000/metrics", pod="p-0", node="n-1")
 GPU_TARGET = TargetInfo(url="http://x:9400/metrics", kind="gpu", node="n-1")
 VLLM = "vllm-v1-dp2__handwritten.txt"
 DCGM = "dcgm-mig-hostname__handwritten.txt"
+RAY = "ray-serve-vllm__DataDog__integrations-core__ray_vllm_metrics__trimmed.txt"
 
 
 def test_wanted_families_cover_every_adapter_and_skip_runtime_series() -> None:
@@ -72,6 +73,16 @@ def test_page_with_engine_and_dcgm_families_yields_both(metrics_fixtures: Path) 
     page = adapt_page(text, ENGINE_TARGET, 1.0)
     assert (page.engine, len(page.replicas), len(page.gpus)) == ("vllm", 1, 4)
     assert page.replicas[0].requests_running == 21.0
+
+
+def test_a_prefix_the_page_does_not_have_is_named_with_what_the_page_holds(metrics_fixtures: Path) -> None:
+    # a target configured with `prefix: foo_` on Ray Serve's page (every family under `ray_vllm:`): the error names
+    # the prefix and what the page holds, not "no metric families at all" (it has dozens)
+    target = TargetInfo(url="http://x:8000/metrics", pod="p-0", node="n-1", prefix="foo_")
+    with pytest.raises(UnknownEngine) as raised:
+        adapt_page((metrics_fixtures / RAY).read_text(), target, 1.0)
+    assert "prefix `foo_`" in str(raised.value)
+    assert "no metric families at all" not in str(raised.value)
 
 
 def test_explicit_engine_that_does_not_match_is_reported(metrics_fixtures: Path) -> None:
