@@ -280,11 +280,17 @@ class Service:
             self.loop.collector.abort()
         for wake in (self._wake_writer, self._wake_actuator, self._wake_drains):
             wake.set()
-        # A task waiting on a store that hangs would hold shutdown for as long as the store does: bounded, then
-        # cancelled (the tick in progress never waits on the store, so it always finishes first).
-        _, stuck = await asyncio.wait(self.tasks, timeout=self.store_hang_s + self.interval_s)
+        # A task waiting on a store that hangs, or a tick whose non-query stages run long (the tick in progress
+        # never waits on the store), would hold shutdown for as long: bounded, then cancelled.
+        bound_s = self.store_hang_s + self.interval_s
+        _, stuck = await asyncio.wait(self.tasks, timeout=bound_s)
         for task in stuck:
-            log.error("task %s still waiting on the store at shutdown; abandoned", task.get_name())
+            log.error(
+                "task %s had not ended %.0f s after shutdown began (a tick still running, or a store that hangs); "
+                "abandoned",
+                task.get_name(),
+                bound_s,
+            )
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         flushed = _in_daemon_thread(self.writer.flush)

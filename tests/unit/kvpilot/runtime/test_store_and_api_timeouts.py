@@ -4,7 +4,9 @@ store that hangs, so /readyz turns 503) and ``api.request_timeout_s`` (when an A
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -77,3 +79,24 @@ async def test_kvpilot_run_gives_the_api_the_configured_request_timeout(
     with pytest.raises(Built):
         await runner.run(settings)
     assert seen == [3.5]
+
+
+async def test_a_task_still_running_at_shutdown_is_abandoned_after_the_bound_and_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # shutdown waits for each task at most hang_after_s + one interval, then cancels what is left and says which,
+    # without blaming the store for a task that was not waiting on it
+    clock = VirtualClock(START)
+    overrides = {"store": {"hang_after_s": 0.3}}
+    service, restored, _ = make_service(
+        f"sqlite:///{tmp_path / 'k.db'}", clock, ScriptedFleet(clock), overrides=overrides
+    )
+    await service.start(restored)
+    slow = asyncio.create_task(asyncio.sleep(3600), name="slow-stage")
+    service.tasks.append(slow)
+    service.stop.set()
+    started = time.monotonic()
+    await service.wait()
+    assert slow.cancelled()
+    assert time.monotonic() - started < service.store_hang_s + service.interval_s + 5.0
+    assert "task slow-stage had not ended" in caplog.text
