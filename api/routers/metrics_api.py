@@ -71,7 +71,7 @@ def keda_metrics(
 ) -> KedaMetrics:
     """The latest decision for deployment `namespace/name`, for KEDA's `metrics-api` trigger."""
     deployment = f"{namespace}/{name}"
-    if reader is None:  # an app `kvpilot run` did not wire reads no decisions (the API's tests, the demo)
+    if reader is None:  # an app `kvpilot run` did not wire reads no decisions (the API's tests)
         raise HTTPException(status_code=404, detail=f"kvpilot has no decision for deployment {deployment}: no reader")
     try:
         published, age_s = reader.read(deployment)

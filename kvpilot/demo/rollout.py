@@ -32,11 +32,6 @@ def rollout_body(*, wave_size: int, speed: float) -> dict[str, Any]:
     return {"type": "rollout", "wave_size": wave_size, "model_name": ROLLOUT_MODEL, "speed": speed}
 
 
-def rolled(replicas: Sequence[Any]) -> bool:
-    """Every replica serves the new version and is ready: the rollout window's end (as the backtest's)."""
-    return bool(replicas) and all(r.model_name == ROLLOUT_MODEL and r.state == "ready" for r in replicas)
-
-
 def surge_now(decisions: Mapping[str, Decision]) -> int:
     """Replicas the rollout stage adds to the planner's count in the decisions published now (summed)."""
     return sum(max(0, round(d.forecast.get("rollout_surge", 0.0))) for d in decisions.values())

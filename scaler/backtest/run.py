@@ -272,7 +272,7 @@ def run_policy(
             fleet.inject(sim.rollout_fault(wave_size=cfg.rollout_wave, speed=cfg.rollout_speed))
             result.rollout, rolling = RolloutWindow(t, trace.duration_s), True
         snap = fleet.snapshot()
-        if rolling and result.rollout is not None and all(_rolled(r) for r in snap.replicas):
+        if rolling and result.rollout is not None and sim.rolled(snap.replicas):
             result.rollout.end_s, rolling = t, False
         obs = from_snapshot(snap, counters)
         history.add(obs)
@@ -339,10 +339,6 @@ def _measure(fleet: Any, trace: Any, cfg: BacktestConfig, fidelity: str, result:
         cfg.slo_ttft_s,
         (result.times, result.ready),
     )
-
-
-def _rolled(replica: Any) -> bool:
-    return bool(replica.model_name == sim.ROLLOUT_MODEL and replica.state == "ready")
 
 
 def _surge(stage: RolloutStage, policy: Kvpilot, snap: Any, want: int, ready: int, now: float) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -82,6 +83,12 @@ def stationary_trace(trace: Any, *, rate: float, duration_s: float, seed: int) -
 
 
 ROLLOUT_MODEL = "next"  # the model name the new version's replicas report
+
+
+def rolled(replicas: Sequence[Any]) -> bool:
+    """Every replica serves the new version and is ready: where a rollout's window ends (the backtest's and the
+    demo's)."""
+    return bool(replicas) and all(r.model_name == ROLLOUT_MODEL and r.state == "ready" for r in replicas)
 
 
 def rollout_fault(*, wave_size: int, speed: float, model_name: str = ROLLOUT_MODEL) -> Any:

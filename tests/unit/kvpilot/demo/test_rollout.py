@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from collector.state import FleetState
 from kvpilot.cli import app
 from kvpilot.demo.replay import DEFAULT_FAULTS, DemoConfig, DemoSummary
-from kvpilot.demo.rollout import SurgeOff, rolled, rollout_body, surge_now
-from scaler.backtest.sim import ROLLOUT_MODEL, rollout_fault
+from kvpilot.demo.rollout import SurgeOff, rollout_body, surge_now
+from scaler.backtest.sim import ROLLOUT_MODEL, rolled, rollout_fault
 from scaler.decision import Decision
 from simulator import parse_fault
 
