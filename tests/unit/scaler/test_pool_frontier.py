@@ -1,6 +1,7 @@
 """The two-pool frontier as a bound: kvpilot per pool and Dynamo's SLA rule (ARIMA and constant predictors), on a
 short slice of Mooncake and of Azure code ×4, land at or above the dollars the frontier reaches at their own
-attainment (bench/disagg.py's fleet, loop and measure); and a schedule below a weakened search is caught."""
+attainment (scaler.backtest.disagg's fleet, loop and measure, which bench/disagg.py and `kvpilot backtest --pools`
+run); and a schedule below a weakened search is caught."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from typing import Any
 import pytest
 
 from simulator.trace import load_trace
-from tests.helpers.bench import load_bench
 
 TOL = 1e-3  # the frontier's interpolation rounding, as in test_backtest_frontier
 
 
 def _bench() -> Any:
-    return load_bench("disagg")
+    from scaler.backtest import disagg
+
+    return disagg
 
 
 # (trace, slice start, length, rate scale): long prompts from the start; code's bursts from nothing at ×4
