@@ -14,6 +14,7 @@ from kvpilot.commands._numbers import ABOVE_ZERO, AT_LEAST_ZERO, check_numbers
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from scaler.backtest.pools_report import PoolsReport
     from scaler.backtest.run import BacktestConfig, Report
     from scaler.planner import PlannerConfig
 
@@ -37,11 +38,13 @@ def command(
         float | None, typer.Option("--slo-ttft", help="TTFT SLO in seconds (default: settings)")
     ] = None,
     policies: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--policies", help="comma-separated: reactive,hpa-util,kpa,kpa-knative,wva,dynamo,dynamo-sla,kvpilot"
+            "--policies",
+            help="comma-separated: reactive,hpa-util,kpa,kpa-knative,wva,dynamo,dynamo-sla,kvpilot "
+            "(default: reactive,kvpilot)",
         ),
-    ] = "reactive,kvpilot",
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the machine-readable result only")] = False,
     plot: Annotated[
         str | None,
@@ -56,8 +59,13 @@ def command(
     start: Annotated[float | None, typer.Option("--start", help="skip this many seconds of the trace")] = None,
     duration: Annotated[float | None, typer.Option("--duration", help="replay only this many seconds")] = None,
     frontier: Annotated[
-        bool, typer.Option("--frontier/--no-frontier", help="search the cost/SLO frontier (slow on long traces)")
-    ] = True,
+        bool | None,
+        typer.Option(
+            "--frontier/--no-frontier",
+            help="search the cost/SLO frontier (slow on long traces; default: on, and off with --pools, whose "
+            "two-pool search takes minutes to hours)",
+        ),
+    ] = None,
     rollout_at: Annotated[
         float | None,
         typer.Option(
@@ -71,6 +79,24 @@ def command(
     rollout_speed: Annotated[
         float, typer.Option("--rollout-speed", help="the new version's speed against the old one's")
     ] = 1.0,
+    pools: Annotated[
+        bool,
+        typer.Option(
+            "--pools",
+            help="replay a disaggregated fleet instead: a prefill pool handing KV to a decode pool, kvpilot per pool "
+            "vs Dynamo's SLA rule vs the co-located kvpilot, in dollars (docs/disaggregated.md)",
+        ),
+    ] = False,
+    prefill_gpu: Annotated[
+        str | None, typer.Option("--prefill-gpu", help="with --pools: the prefill pool's GPU type (default: H100)")
+    ] = None,
+    decode_gpu: Annotated[
+        str | None, typer.Option("--decode-gpu", help="with --pools: the decode pool's GPU type (default: H200)")
+    ] = None,
+    colocated: Annotated[
+        bool | None,
+        typer.Option("--colocated/--no-colocated", help="with --pools: also the co-located kvpilot run (default: on)"),
+    ] = None,
 ) -> None:
     """Backtest scaling policies on a real trace: SLO attainment, TTFT, replica-hours, scale events, and each
     policy's distance from the cost/SLO frontier. kvpilot runs with the planner configuration `kvpilot run`
@@ -89,20 +115,39 @@ def command(
         ("--rollout-at", rollout_at, AT_LEAST_ZERO),
         ("--rollout-speed", rollout_speed, ABOVE_ZERO),
     )
+    if pools:
+        refused: dict[str, object] = {
+            "--policies": policies, "--plot": plot, "--fidelity": fidelity, "--cold-start": cold_start,
+            "--slo-ttft": slo_ttft, "--max-replicas": max_replicas, "--rollout-at": rollout_at,
+        }  # fmt: skip
+        _pools(
+            trace, config, refused, as_json=as_json, prefill_gpu=prefill_gpu, decode_gpu=decode_gpu,
+            colocated=colocated is not False, frontier=frontier is True, rate_scale=rate_scale, seed=seed,
+            start=start, duration=duration,
+        )  # fmt: skip
+        return
+    for flag, value in (
+        ("--prefill-gpu", prefill_gpu),
+        ("--decode-gpu", decode_gpu),
+        ("--colocated/--no-colocated", colocated),
+    ):
+        if value is not None:
+            typer.echo(f"error: {flag} applies to --pools only", err=True)
+            raise typer.Exit(2)
     if plot and not Path(plot).resolve().parent.is_dir():  # before minutes of replay, not after
         typer.echo(f"error: --plot {plot}: folder {Path(plot).resolve().parent} does not exist", err=True)
         raise typer.Exit(2)
     try:
         planner, facts = backtest_planner(config, cold_start=cold_start, slo_ttft=slo_ttft, max_replicas=max_replicas)
         cfg = BacktestConfig(
-            policies=tuple(p.strip() for p in policies.split(",") if p.strip()),
+            policies=tuple(p.strip() for p in (policies or "reactive,kvpilot").split(",") if p.strip()),
             fidelity=fidelity,
             rate_scale=rate_scale,
             seed=seed,
             start_s=start,
             duration_s=duration,
             planner=planner,
-            frontier=frontier,
+            frontier=frontier is not False,
             rollout_at_s=rollout_at,
             rollout_wave=rollout_wave,
             rollout_speed=rollout_speed,
@@ -126,6 +171,62 @@ def command(
         typer.echo(json.dumps(report.to_json()))
         return
     _table(report)
+
+
+def _pools(
+    trace: str,
+    config: Path | None,
+    refused: dict[str, object],
+    *,
+    as_json: bool,
+    prefill_gpu: str | None,
+    decode_gpu: str | None,
+    colocated: bool,
+    frontier: bool,
+    rate_scale: float,
+    seed: int,
+    start: float | None,
+    duration: float | None,
+) -> None:
+    """`--pools`: the disaggregated replays (scaler.backtest.pools_report), priced at the settings' `cost.gpus`."""
+    from kvpilot.settings import SettingsError, load_settings
+    from scaler.backtest.disagg import PoolGpus
+    from scaler.backtest.pools_report import backtest_pools
+
+    given = [flag for flag, value in refused.items() if value is not None]
+    if given:
+        typer.echo(
+            f"error: {', '.join(given)} with --pools: the pooled replays run bench/disagg.py's fleet "
+            "(TTFT SLO 2 s, 120 s cold starts, up to 64 replicas a pool; docs/disaggregated.md)",
+            err=True,
+        )
+        raise typer.Exit(2)
+    try:
+        prices = backtest_cost(load_settings(config))["gpu_prices"]
+        gpus = PoolGpus(prefill=prefill_gpu or "H100", decode=decode_gpu or "H200", prices=prices)
+    except (SettingsError, ValueError) as exc:  # a bad settings file; a GPU type with no profile or price
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        report = backtest_pools(
+            trace, gpus=gpus, rate_scale=rate_scale, seed=seed, start_s=start, duration_s=duration,
+            colocated=colocated, frontier=frontier, progress=_quiet if as_json else _stage_line,
+        )  # fmt: skip
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(json.dumps(report.to_json()))
+        return
+    _pools_table(report)
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def _stage_line(line: str) -> None:
+    typer.echo(line, err=True)
 
 
 def backtest_planner(
@@ -286,3 +387,40 @@ def _table(report: Report) -> None:
         f"forecast ({report.mase_forecaster}) MASE at the {report.horizon_s:.0f} s horizon: {report.mase:.3f} "
         "(last value = 1.000)"
     )
+
+
+def _pools_table(report: PoolsReport) -> None:
+    from rich.table import Table
+
+    from kvpilot.render import console as make_console
+    from scaler.backtest.disagg import COLOCATED_GPU
+
+    g = report.gpus
+    table = Table(
+        title=f"{report.trace} · disaggregated: prefill {g.prefill}, decode {g.decode} · "
+        f"{report.duration_s / 3600:.2f} h · {report.requests:,} requests"
+    )
+    pools = [p for p in ("prefill", "decode", "both") if any(p in r.replica_hours for r in report.runs.values())]
+    names = {"prefill": "prefill replica-h", "decode": "decode replica-h", "both": "co-located replica-h"}
+    for col in ("policy", "in SLO", "p99 TTFT s", *(names[p] for p in pools), "cost $", "× pool frontier"):
+        table.add_column(col, justify="right")
+    for r in report.runs.values():
+        hours = [r.replica_hours.get(pool) for pool in pools]
+        table.add_row(
+            r.name,
+            f"{100 * r.slo_attainment:.2f} %",
+            f"{r.p99_ttft_s:.3f}",
+            *("–" if h is None else f"{h:.2f}" for h in hours),
+            f"{r.cost_usd:,.2f}",
+            "–" if r.frontier_ratio is None else f"{r.frontier_ratio:.3f}",
+        )
+    console = make_console()
+    console.print(table)
+    types = {g.prefill, g.decode, *((COLOCATED_GPU,) if "both" in pools else ())}
+    prices = ", ".join(f"{t} ${g.price(t):g}" for t in sorted(types))
+    console.print(
+        f"cost: replica-h × the pool's GPU price per hour (settings `cost.gpus`: {prices}); one GPU a replica"
+    )
+    if report.frontier is not None:
+        points = ", ".join(f"{100 * p.slo_attainment:.2f} % at ${p.cost_usd:,.2f}" for p in report.frontier.runs)
+        console.print(f"pool frontier (fewest dollars any scaler of the two pools needs): {points}")
