@@ -87,3 +87,11 @@ def test_the_bench_runs_the_package_replays() -> None:
     bench = load_bench("disagg")
     for name in ("KvpilotPools", "DynamoRule", "run_disaggregated", "measure_frontier", "replay_schedule"):
         assert getattr(bench, name) is getattr(disagg, name)
+
+
+def test_pools_frontier_only_when_asked() -> None:
+    # --frontier searches the two-pool frontier and gives each pooled policy its ratio to it (never below it).
+    out = _pools("--frontier", "--no-colocated")
+    assert out["frontier"], "no pair of schedules replayed"
+    for key in ("kvpilot", "dynamo-sla"):
+        assert out["policies"][key]["frontier_ratio"] >= 1.0 - 1e-3
