@@ -40,10 +40,11 @@ from typing import Any
 
 import httpx
 
-from kvpilot.demo.rollout import RolloutReport, SurgeOff, measure, measure_window, rollout_body, surge_now
+from kvpilot.demo.rollout import RolloutReport, SurgeOff, measure, rollout_body, surge_now
 from kvpilot.demo.view import Event, serving_replicas
 from kvpilot.runtime.snapshot import Snapshot
 from scaler.backtest.result import RolloutWindow
+from scaler.backtest.run import measure_window
 from scaler.backtest.sim import rolled
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[1] / "data" / "azure2023_conv.csv"

@@ -13,13 +13,13 @@ planner's count instead (`kvpilot demo --no-surge`), so that two runs compare.
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from collector.state import FleetState
-from scaler.backtest.result import RolloutWindow, ttft_stats
+from scaler.backtest.result import RolloutWindow
+from scaler.backtest.run import measure_window
 from scaler.backtest.sim import ROLLOUT_MODEL
 from scaler.decision import Decision
 from scaler.rollout import DeploymentRollout
@@ -84,23 +84,6 @@ def measure(report: RolloutReport, fleet: Any, trace: Any, *, now: float, slo_s:
     report.before = RolloutWindow(max(0.0, w.start_s - length), w.start_s)
     for window in (w, report.before):
         measure_window(window, fleet, trace, now=now, slo_s=slo_s)
-
-
-def measure_window(window: RolloutWindow, fleet: Any, trace: Any, *, now: float, slo_s: float) -> None:
-    """TTFT of the requests that arrived in ``[start_s, end_s)``: the trace's, and the injected ones that were
-    served (the trace's that never got a first token count with their wait, outside the SLO)."""
-
-    def inside(a: float) -> bool:
-        return window.start_s <= a < window.end_s
-
-    finished = [f for f in fleet.finished() if inside(f.arrival_s)]
-    running = [(a, ttft) for a, ttft in fleet.in_flight() if ttft is not None and inside(a)]
-    ttfts = [f.ttft_s for f in finished] + [ttft for _, ttft in running]
-    left = Counter(float(a) for a in trace.columns.arrival_s if inside(float(a)))
-    left.subtract(f.arrival_s for f in finished)
-    left.subtract(a for a, _ in running)
-    unfinished = [now - a for a, n in left.items() for _ in range(max(n, 0))]
-    window.slo_attainment, _, window.p99_ttft_s, window.requests = ttft_stats(ttfts, unfinished, slo_s)
 
 
 class SurgeOff(RolloutStage):

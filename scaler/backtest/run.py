@@ -352,7 +352,13 @@ def _surge(stage: RolloutStage, policy: Kvpilot, snap: Any, want: int, ready: in
 
 def _measure_rollout(fleet: Any, trace: Any, cfg: BacktestConfig, window: RolloutWindow) -> None:
     """TTFT over the requests arriving within the rollout window (``_measure`` has run: the fleet is at the end)."""
-    end = trace.duration_s + 4 * cfg.slo_ttft_s
+    measure_window(window, fleet, trace, now=trace.duration_s + 4 * cfg.slo_ttft_s, slo_s=cfg.slo_ttft_s)
+
+
+def measure_window(window: RolloutWindow, fleet: Any, trace: Any, *, now: float, slo_s: float) -> None:
+    """TTFT of the requests that arrived in ``[start_s, end_s)``, as the fleet stands at ``now``: the trace's, and
+    injected ones that were served; a trace request without a first token counts with its wait, outside the SLO.
+    The backtest's rollout window and `kvpilot demo`'s (``kvpilot.demo.rollout``) are measured by this."""
 
     def inside(a: float) -> bool:
         return window.start_s <= a < window.end_s
@@ -363,8 +369,8 @@ def _measure_rollout(fleet: Any, trace: Any, cfg: BacktestConfig, window: Rollou
     left = Counter(float(a) for a in trace.columns.arrival_s if inside(float(a)))
     left.subtract(f.arrival_s for f in finished)
     left.subtract(a for a, _ in running)
-    unfinished = [end - a for a, n in left.items() for _ in range(max(n, 0))]
-    window.slo_attainment, _, window.p99_ttft_s, window.requests = ttft_stats(ttfts, unfinished, cfg.slo_ttft_s)
+    unfinished = [now - a for a, n in left.items() for _ in range(max(n, 0))]
+    window.slo_attainment, _, window.p99_ttft_s, window.requests = ttft_stats(ttfts, unfinished, slo_s)
 
 
 def backtest(path: str, cfg: BacktestConfig, progress: Progress | None = None) -> Report:
