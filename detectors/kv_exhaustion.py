@@ -94,10 +94,10 @@ def time_to_exhaustion_s(
     return max(0.0, (kv.full - level) / slope)
 
 
-def arrival_spread(history: Sequence[ReplicaSample], rate_window_s: float, over_s: float) -> float | None:
-    """How bursty the replica's arrivals are: the standard deviation of its arrival rate (requests/s over
-    ``rate_window_s``: finished plus the change in flight, as FleetState measures it) at each sample of the last
-    ``over_s``; None with fewer than 3 rates (a counter missing or reset leaves its sample out)."""
+def arrival_rates(history: Sequence[ReplicaSample], rate_window_s: float, over_s: float) -> list[tuple[float, float]]:
+    """The replica's arrival rate (requests/s over ``rate_window_s``: finished plus the change in flight, as
+    FleetState measures it) at each sample of the last ``over_s``, as (time, rate); a counter missing or reset
+    leaves its sample out."""
     arrived = [
         (s.timestamp, fin + run + wait)
         for s in history
@@ -106,7 +106,7 @@ def arrival_spread(history: Sequence[ReplicaSample], rate_window_s: float, over_
         and (wait := finite(s.requests_waiting)) is not None
     ]
     if not arrived:
-        return None
+        return []
     start = arrived[-1][0] - over_s
     rates = []
     j = 0
@@ -117,7 +117,14 @@ def arrival_spread(history: Sequence[ReplicaSample], rate_window_s: float, over_
             j += 1
         t0, a0 = arrived[j]
         if t0 <= t - rate_window_s and a >= a0:
-            rates.append((a - a0) / (t - t0))
+            rates.append((t, (a - a0) / (t - t0)))
+    return rates
+
+
+def arrival_spread(history: Sequence[ReplicaSample], rate_window_s: float, over_s: float) -> float | None:
+    """How bursty the replica's arrivals are: the standard deviation of its ``arrival_rates`` over the last
+    ``over_s``; None with fewer than 3 rates."""
+    rates = [r for _, r in arrival_rates(history, rate_window_s, over_s)]
     return statistics.pstdev(rates) if len(rates) >= 3 else None
 
 
@@ -258,6 +265,7 @@ class KvReading:
     demand: Demand | None = None
     projected_usage: float | None = None  # usage at the horizon by Little's law (Demand.projected_usage)
     demand_rise: float | None = None  # load the demand's trend adds a minute (Demand.rise_per_min)
+    arrivals_rise: float | None = None  # load the replica's own arrivals added a minute (over the trend window)
 
     @property
     def preempting(self) -> bool:
@@ -271,6 +279,26 @@ class KvReading:
         if growth is None or arrivals is None:
             return True  # the engine does not say: the trend alone decides
         return growth > th.min_in_flight_growth * max(arrivals, 1e-9)
+
+    def keeps_up(self, th: KvThresholds, ahead_s: float) -> bool:
+        """Whether the pool levels off below full for ``ahead_s`` more seconds, by Little's law: a pool holds
+        (sequences in flight) x (tokens per sequence), and the sequences in flight follow the arrivals
+        (``projected_usage``), so the level the replica's load implies ``ahead_s`` from now is where a pool rising
+        with its arrivals stops. The load: the larger of the replica's own measured arrivals and its share of the
+        planner's forecast, over what one replica serves, carried along the faster of the rises of its own arrivals
+        and of the demand. Below ``th.full``: the pool is reaching its level, not its end. False where a number is
+        unknown (the trend alone then decides) or requests wait for admission (a queue)."""
+        d = self.demand
+        cap = None if d is None else finite(d.capacity_rps)
+        arrivals = self.arrival_rate
+        if cap is None or cap <= 0 or arrivals is None or arrivals <= 0 or self.arrivals_rise is None:
+            return False
+        if (self.requests_waiting or 0.0) > 0.0:
+            return False
+        rise = max(self.arrivals_rise, self.demand_rise or 0.0, 0.0)
+        load = max(arrivals / cap, self.load or 0.0) + rise * max(ahead_s, 0.0) / 60.0
+        level = projected_usage(self.usage, arrivals, load * cap, cap)
+        return level is not None and level < th.full
 
 
 def read(
@@ -370,6 +398,8 @@ def judge(r: KvReading, th: KvThresholds) -> tuple[Severity, str] | None:
     confirm = r.confirm_time_to_exhaustion_s
     if tte is None or tte > th.warn_time_to_exhaustion_s or not r.filling(th):
         return None
+    if tte > 0 and r.keeps_up(th, tte):
+        return None  # rising with a demand the replica serves: reaching its level (the demo's first minutes)
     if tte > 0 and (confirm is None or confirm > th.confirm_time_to_exhaustion_s):
         return None  # the one-minute slope alone: too often a few long prompts admitted together
     severity = Severity.CRITICAL if tte <= th.critical_time_to_exhaustion_s and waiting > 0 else Severity.WARNING
@@ -383,7 +413,7 @@ def _awaits_confirmation(r: KvReading, th: KvThresholds) -> bool:
     """Whether ``judge`` reads the longer trend's projection: the short one projects the pool full, filling, within
     the warning time, and not full already (``judge``'s last rule)."""
     tte = r.time_to_exhaustion_s
-    return tte is not None and 0 < tte <= th.warn_time_to_exhaustion_s and r.filling(th)
+    return tte is not None and 0 < tte <= th.warn_time_to_exhaustion_s and r.filling(th) and not r.keeps_up(th, tte)
 
 
 def _demand(r: KvReading) -> str:
@@ -440,7 +470,12 @@ def _replica_finding(
     if history[0].timestamp > latest_t - th.confirm_window_s:
         history = state.replica_history_since(view.key, latest_t - th.confirm_window_s)
     confirm = time_to_exhaustion_s(history, th, th.confirm_window_s, trends=trends)
-    r = dataclasses.replace(r, confirm_time_to_exhaustion_s=confirm)
+    rise = None
+    cap = None if demand is None else finite(demand.capacity_rps)
+    if cap is not None and cap > 0:
+        slope = _theil_sen_slope(arrival_rates(history, rate_window_s, th.trend_window_s), th.min_trend_samples)
+        rise = None if slope is None else slope * 60.0 / cap
+    r = dataclasses.replace(r, confirm_time_to_exhaustion_s=confirm, arrivals_rise=rise)
     verdict = judge(r, th)
     if verdict is None:
         return None

@@ -269,3 +269,54 @@ def test_arrival_spread_measures_burstiness_from_the_counters() -> None:
     assert spread > 1.0
     assert kv_exhaustion.arrival_spread([with_(s, requests_finished=None) for s in steady], 60.0, 60.0) is None
     assert kv_exhaustion.arrival_spread(steady[:13], 60.0, 60.0) is None  # one 60 s rate: too few to spread
+
+
+def _filling_with_demand(
+    capacity: float,
+    forecast: float,
+    rise_per_min: float | None = None,
+    arrivals_step: float = 0.0,
+    **kw: Any,
+) -> list[Any]:
+    # Two minutes of a pool rising 0.4 %/s to 52 % (projected full in ~115 s by both trends) on one replica whose
+    # flow still grows (one more request in flight per 5 s tick): 15 requests arrive in the first tick, each tick
+    # ``arrivals_step`` more. The planner's numbers: what one replica serves and the forecast (one ready replica).
+    def tick(i: int, t: float) -> tuple[list[Any], list[Any]]:
+        arrived = sum(15.0 + arrivals_step * k for k in range(i + 1))
+        fields = {"kv_usage": 0.04 + 0.02 * i, "requests_running": 40.0 + i, "requests_finished": arrived - i, **kw}
+        return [replica("r0", t, **fields)], []
+
+    state = drive(tick, 25)
+    slope = None if rise_per_min is None else rise_per_min / 60.0  # replicas' worth per second
+    demand = {
+        "ml/chat": kv_exhaustion.Demand(
+            capacity_rps=capacity, forecast_rps=forecast, horizon_s=155.0, replicas_slope_per_s=slope
+        )
+    }
+    return kv_exhaustion.detect(state, thresholds=DEFAULT, now=24 * TICK_S, demand=demand)
+
+
+def test_a_pool_rising_with_arrivals_its_replica_serves_is_reaching_its_level_not_warned() -> None:
+    # Issue 16's demo: pools rising from 20 % to 50 % in a minute at 30-45 % of what the replicas serve warned
+    # "exhausted in ~129 s" and closed 30 s later, before any fault. Here: 3 requests/s of 10 arriving, flat, and
+    # 3.3 forecast. By Little's law the sequences in flight, and the KV they hold, follow the arrivals: at ~33 %
+    # of what the replica serves the pool levels off near 60 %, whatever the straight line says.
+    assert _filling_with_demand(capacity=10.0, forecast=3.3, rise_per_min=0.0) == []
+    assert _filling_with_demand(capacity=10.0, forecast=3.3) == []  # the demand's trend unknown: its load alone
+
+
+@pytest.mark.parametrize(
+    ("capacity", "forecast", "kw"),
+    [
+        (10.0, 3.3, {"rise_per_min": 0.3}),  # the demand rising 0.3 a minute: ~90 % by the projected exhaustion
+        (10.0, 3.3, {"arrivals_step": 0.5}),  # the replica's own arrivals rising 0.12 a minute, the forecast not
+        (10.0, 3.3, {"requests_waiting": 2.0}),  # a queue: the replica is not serving what arrives
+        (float("nan"), 3.3, {}),  # what a replica serves unknown: the trend alone decides, as without the planner
+    ],
+)
+def test_a_pool_filling_toward_what_its_replica_serves_still_warns(
+    capacity: float, forecast: float, kw: dict[str, Any]
+) -> None:
+    (f,) = _filling_with_demand(capacity, forecast, **kw)
+    assert str(f.severity) == "warning"
+    assert f.summary.startswith("r0: KV cache 52% full and filling at 24%/min: exhausted in ~115 s")
