@@ -8,6 +8,7 @@ of guessing a price. See docs/cost.md.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -58,6 +59,13 @@ def gpu_type_of(name: str | None, known: Iterable[str]) -> str | None:
     "H100"; "NVIDIA L40S" is not "L4". None when no known type matches."""
     if not name:
         return None
+    return _gpu_type_in(name, tuple(known))
+
+
+@functools.lru_cache(maxsize=1024)
+def _gpu_type_in(name: str, known: tuple[str, ...]) -> str | None:
+    """``gpu_type_of`` worked out once per product name and list of types: the cost stage asks it for every GPU of
+    every replica each tick (8,100 asks a tick at 1,000 targets, ~30 ms of regular expressions), of a few names."""
     for gpu_type in sorted(known, key=len, reverse=True):
         if re.search(rf"(?<![A-Za-z0-9]){re.escape(gpu_type)}(?![A-Za-z0-9])", name, flags=re.IGNORECASE):
             return gpu_type

@@ -229,3 +229,18 @@ def test_a_pool_takes_its_own_settings_then_its_deployments_then_the_default():
     ]
     for key, want in cases:
         assert cfg.for_deployment(key) == want, key
+
+
+def test_gpu_type_of_reads_a_product_name_once(monkeypatch):
+    """The cost stage asks for every GPU of every replica each tick, of a few names: worked out once per name."""
+    import scaler.cost as cost_module
+
+    calls = []
+    search = cost_module.re.search
+    monkeypatch.setattr(cost_module.re, "search", lambda *a, **k: calls.append(a) or search(*a, **k))
+    name, known = "NVIDIA H100 80GB HBM3 (asked twice)", ("H100", "A100")
+    assert gpu_type_of(name, known) == "H100"
+    assert calls
+    asked = len(calls)
+    assert gpu_type_of(name, known) == "H100"
+    assert len(calls) == asked
