@@ -152,18 +152,27 @@ class PromQLSource:
             await self._plain.aclose()
         self._stop_reader()
 
-    def _stop_reader(self) -> None:
-        if self._reader is not None:
-            self._reader.shutdown(wait=False, cancel_futures=True)
-            self._reader = None
+    def _stop_reader(self, *, kill: bool = False) -> None:
+        """``kill``: end the reader process now, with the round it is reading (``shutdown`` alone lets that round
+        run to its end, seconds at thousands of replicas, and the interpreter waits for it at exit)."""
+        reader, self._reader = self._reader, None
+        if reader is None:
+            return
+        if kill:
+            # ProcessPoolExecutor names its workers only privately before Python 3.14's terminate_workers()
+            workers: dict[int, mp.process.BaseProcess] = getattr(reader, "_processes", None) or {}
+            for worker in list(workers.values()):
+                worker.terminate()
+        reader.shutdown(wait=False, cancel_futures=True)
 
     def abort(self) -> None:
-        """Stop now (SIGTERM): queries in flight are cancelled, decoding ends at its next check, and every later
-        ``collect_once`` raises ``Stopped`` at once."""
+        """Stop now (SIGTERM): queries in flight are cancelled, the reader process is ended with the round it was
+        reading (with ``reader="thread"``, reading ends at its next target), and every later ``collect_once`` raises
+        ``Stopped`` at once."""
         self._stop.set()
         for task in list(self._in_flight):
             task.cancel()
-        self._stop_reader()
+        self._stop_reader(kill=True)
 
     async def targets(self) -> list[TargetInfo]:
         return list(self._last_targets)
@@ -335,11 +344,14 @@ class PromQLSource:
         where = f"{self.url} query {query[:80]!r}"
         return where, await self._body("/api/v1/query", {"query": query, "time": now})
 
-    async def _in_reader(self, job: Callable[[], list[ScrapeResult]]) -> list[ScrapeResult]:
+    async def _in_reader(self, job: Callable[..., list[ScrapeResult]]) -> list[ScrapeResult]:
         """Decode, regroup and adapt the answers off the event loop: in the reader process (the GIL stays with the
-        loop, as for direct scraping's large pages, issue 11) or, with ``reader="thread"``, a worker thread."""
+        loop, as for direct scraping's large pages, issue 11) or, with ``reader="thread"``, a worker thread. ``job``
+        takes ``stop`` (``read_answers``): a thread's reading checks it; a process's is ended by ``abort()``."""
         if self.reader == "thread":
-            return await asyncio.to_thread(job)
+            return await asyncio.to_thread(partial(job, stop=self._stop))
+        if self._stop.is_set():
+            raise Stopped(f"{self.url}: stopping, no answer read")
         if self._reader is None:
             # spawn, not fork: the parent runs threads (the event loop's executors, the store writer)
             self._reader = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
@@ -348,6 +360,8 @@ class PromQLSource:
                 self._reader, partial(_pickled_in_pieces, job, self.results_per_piece)
             )
         except concurrent.futures.BrokenExecutor:
+            if self._stop.is_set():
+                raise Stopped(f"{self.url}: stopping, the reader's round abandoned") from None
             self._reader = None  # killed, out of memory: the next round starts another
             raise PromQLError(f"{self.url}: the answer reader process died while reading this round") from None
         return await asyncio.to_thread(_unpickled, pieces)

@@ -7,6 +7,7 @@ process."""
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -145,24 +146,34 @@ def read_answers(
     now: float,
     jobs: frozenset[str],
     started: float,
+    *,
+    stop: threading.Event | None = None,
 ) -> list[ScrapeResult]:
     """In the reader (process or thread): decode the answers, regroup their series by target, adapt each target's
     as its page. ``down`` (aggregates mode, where every target answered is kept): more answers; an inference
     target's ``up == 0`` series, here or in ``answers`` (a part of a union, tagged), reports it down. In ``replicas``
-    mode (``down`` None) only ``jobs``' targets, or those serving a wanted family, are kept."""
+    mode (``down`` None) only ``jobs``' targets, or those serving a wanted family, are kept. ``stop`` (a thread's
+    reader; a process is ended instead): set, reading ends with ``Stopped`` at the next answer or target."""
     by_target: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for where, body in [*answers, *(down or ())]:
+        _check(stop)
         for s in decode.vector(decode.answer(body, where), where):
             m = s["metric"]
             if expressions.PART_LABEL in m:  # kvpilot's own tag of a part of a union, no label of the target's
                 del m[expressions.PART_LABEL]
             by_target.setdefault((m.get("job", ""), m.get("instance", "")), []).append(s)
     duration = time.perf_counter() - started
-    return [
-        _adapt(key, group, metadata, now, duration)
-        for key, group in sorted(by_target.items())
-        if down is not None or key[0] in jobs or (not jobs and any(s["metric"].get("__name__") != "up" for s in group))
-    ]
+    results = []
+    for key, group in sorted(by_target.items()):
+        if down is not None or key[0] in jobs or (not jobs and any(s["metric"].get("__name__") != "up" for s in group)):
+            _check(stop)
+            results.append(_adapt(key, group, metadata, now, duration))
+    return results
+
+
+def _check(stop: threading.Event | None) -> None:
+    if stop is not None and stop.is_set():
+        raise decode.Stopped("stopping: the answers' reading abandoned")
 
 
 def _adapt(

@@ -9,7 +9,8 @@ decision leaves the board, so KEDA gets NOT_FOUND, and the planner drops its sta
 Each stage is an injected interface, so the real collector, detectors and planner plug in, and tests drive the
 loop with a ``VirtualClock`` and hand-made stages. A stage that raises is counted and logged and the tick goes on
 with what it has: a detector bug must not stop scaling, and a store outage must not stop either (writes go to
-the bounded ``BufferedWriter``).
+the bounded ``BufferedWriter``). On shutdown, ``abandon()`` ends the tick in progress at once if it has not reached
+its persist stage (``kvpilot.runtime.stopping``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from kvpilot.runtime.persist import TickWrites
 from kvpilot.runtime.planner_hints import demand_hints
 from kvpilot.runtime.scale_view import ScaleSource, ScaleView
 from kvpilot.runtime.snapshot import Snapshot
+from kvpilot.runtime.stopping import Abandon, Abortable, in_daemon_thread
 from scaler.cost import CostConfig, DeploymentCost, discovered_gpus, fleet_costs
 from scaler.decision import Decision
 from scaler.rollout_stage import RolloutStage
@@ -174,6 +176,7 @@ class ControlLoop:
         self.cost = cost  # what each deployment costs, in the snapshot (scaler.cost); None: not computed
         self.tick_count = 0
         self.latest: Snapshot | None = None
+        self._abandon = Abandon()
         self._targets: list[TargetInfo] = []
         self._engine_keys: set[str] = set()  # replicas discovery listed last tick
         self.writes = TickWrites(
@@ -191,6 +194,15 @@ class ControlLoop:
         if self.scale is not None:  # a deployment at zero replicas when kvpilot restarted is still managed
             self._known |= set(decisions)
 
+    def abandon(self) -> None:
+        """Shutdown: the tick in progress, if it has not reached its persist stage, ends at once with
+        ``TickAbandoned`` (its stage's work is cancelled, or left to end in its thread), and so does every later
+        tick; a collect stage that can drops its queries and its reader at once. A tick past persist finishes: its
+        writes are queued, and the store writer flushes them."""
+        self._abandon.set()
+        if isinstance(self.collector, Abortable):
+            self.collector.abort()
+
     def _guard(self, stage: str, fn: Callable[[], T], default: T) -> T:
         try:
             return fn()
@@ -203,24 +215,18 @@ class ControlLoop:
         """A CPU-heavy stage (observe, detect, decide) in a worker thread: the event loop keeps answering the HTTP API
         and KEDA's gRPC calls while it runs (issue 17: at 10,000 replicas each stage held the loop for 0.1-0.2 s).
         The tick awaits it, so stages keep their order; nothing else mutates FleetState, the detectors or the
-        planner meanwhile (the API reads the immutable Snapshot)."""
-        return await asyncio.to_thread(self._guard, stage, fn, default)
+        planner meanwhile (the API reads the immutable Snapshot). A daemon thread, not the default executor's: on
+        shutdown the tick stops waiting for it (``abandon``) and the process exits without waiting either."""
+        self._abandon.check(stage)
+        work = in_daemon_thread(partial(self._guard, stage, fn, default), name=f"tick-{stage}")
+        return await self._abandon.race(stage, work)
 
     async def tick(self) -> Snapshot:
         started = time.perf_counter()
         if self.owns is not None:
             self._release_unowned(self.owns)
-        try:
-            self._targets = await self.discovery.targets()
-        except Exception:
-            self.metrics.stage_errors.labels("discover").inc()
-            log.exception("discovery failed; scraping the previous %d targets", len(self._targets))
-        try:
-            result = await self.collector.collect_once(self._targets)
-        except Exception:
-            self.metrics.stage_errors.labels("collect").inc()
-            log.exception("collection failed; this tick has no samples")
-            result = CollectResult(timestamp=self.clock.now(), results=())
+        self._targets = await self._abandon.race("discover", self._discover())
+        result = await self._abandon.race("collect", self._collect())
         now = self.clock.now()
         self.metrics.scrape_failures.inc(sum(1 for r in result.results if not r.ok))
         # Replicas whose targets discovery stopped listing were scaled down or deleted: forget them at once.
@@ -247,7 +253,7 @@ class ControlLoop:
         aggregates = self._aggregates.last_aggregates if self._aggregates is not None else None
         if aggregates:  # collector.promql: deployments Prometheus summed
             await self._off_loop("observe", lambda: self.state.observe_deployments(aggregates, now=now), None)
-        view = await self._read_scale(now)
+        view = await self._abandon.race("scale", self._read_scale(now))
         no_transitions: Transitions | None = None
         no_findings: list[Finding] = []
         no_decisions: list[Decision] = []
@@ -275,6 +281,7 @@ class ControlLoop:
             planned,
         )
         self._guard("detect", partial(self.detection.set_demand, demand_hints(decisions)), None)
+        self._abandon.check("decide")  # the last point where nothing of this tick is stored yet
         self._persist(now, findings, decisions, detected=transitions is not None)
         for d in decisions:
             self._guard("publish", partial(self.board.publish, d), None)
@@ -288,6 +295,24 @@ class ControlLoop:
         if elapsed > self.config.interval_s:
             self.metrics.overruns.inc()
         return snapshot
+
+    async def _discover(self) -> list[TargetInfo]:
+        try:
+            return await self.discovery.targets()
+        except Exception:
+            self._abandon.check("discover")  # it failed because the service is stopping: not a discovery failure
+            self.metrics.stage_errors.labels("discover").inc()
+            log.exception("discovery failed; scraping the previous %d targets", len(self._targets))
+            return self._targets
+
+    async def _collect(self) -> CollectResult:
+        try:
+            return await self.collector.collect_once(self._targets)
+        except Exception:
+            self._abandon.check("collect")  # a PromQL source aborted (``Stopped``): the tick is abandoned, not empty
+            self.metrics.stage_errors.labels("collect").inc()
+            log.exception("collection failed; this tick has no samples")
+            return CollectResult(timestamp=self.clock.now(), results=())
 
     async def _read_scale(self, now: float) -> ScaleView | None:
         """Replica counts of every known deployment (zero included); forgets those the source says are deleted."""

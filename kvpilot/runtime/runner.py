@@ -1,5 +1,6 @@
 """What `kvpilot run` does once its settings are loaded: wire the service, serve HTTP (uvicorn) and KEDA gRPC,
-and shut all of it down in order on SIGTERM or SIGINT (loop finishes its tick → store flushed → servers stop)."""
+and shut all of it down in order on SIGTERM or SIGINT (the tick in progress abandoned → store flushed → servers
+stop)."""
 
 from __future__ import annotations
 
@@ -166,7 +167,7 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
         loop = asyncio.get_running_loop()
 
         def shutdown(signame: str) -> None:
-            log.info("%s: finishing the tick, flushing the store, stopping", signame)
+            log.info("%s: abandoning the tick in progress, flushing the store, stopping", signame)
             service.stop.set()
             server.should_exit = True
 

@@ -6,12 +6,12 @@ direct scaling, the node → drain-state map) and that wakes the ``drain-worker`
 time, in a thread); the loop awaits neither, so a drain whose PodDisruptionBudget keeps refusing, or a store call
 that hangs, never delays a tick.
 
-Shutdown: SIGTERM sets one stop flag. The tick in progress finishes (it is never cancelled half-way; a PromQL
-source abandons its queries and decoding at once, so that tick ends promptly with no samples), a running
-drain is interrupted (its action goes back to approved for the next leader), then the store writer flushes what is
-pending, then the tasks end. After SIGKILL, a restart restores open findings (so
-hysteresis does not flap them), the last decision of every deployment (published at once, so KEDA keeps its
-target) and the forecaster's history from the per-minute roll-ups.
+Shutdown: SIGTERM sets one stop flag. The tick in progress is abandoned at once, whatever stage it is in, unless
+it has already queued its writes (``kvpilot.runtime.stopping``: nothing of an abandoned tick is stored, and a PromQL
+source drops its queries and its reader), a running drain is interrupted (its action goes back to approved for the
+next leader), then the store writer flushes what earlier ticks queued, then the tasks end. After SIGKILL, a
+restart restores open findings (so hysteresis does not flap them), the last decision of every deployment
+(published at once, so KEDA keeps its target) and the forecaster's history from the per-minute roll-ups.
 """
 
 from __future__ import annotations
@@ -21,11 +21,9 @@ import contextlib
 import gc
 import logging
 import sys
-import threading
 import time
-from collections.abc import Callable
 from functools import partial
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from prometheus_client.registry import CollectorRegistry
 from sqlalchemy import Engine
@@ -42,14 +40,13 @@ from kvpilot.runtime.loop import ControlLoop, Detect, LoopConfig, Publish
 from kvpilot.runtime.node_drains import NodeDrains
 from kvpilot.runtime.restore import Restored, publishable, warm_start
 from kvpilot.runtime.snapshot import Snapshot
+from kvpilot.runtime.stopping import Abortable, TickAbandoned, in_daemon_thread
 from store import repo
 from store.buffer import BufferedWriter
 from store.db import ping, transaction
 from store.drain_states import ACTIVE
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 
 # Full collections at most once per this many generation-1 collections (CPython's default: 10). Its other rule (a
@@ -113,14 +110,6 @@ class HasOwnMetrics(Protocol):
     """A collect stage with gauges of its own for /metrics (``collector.discovery.promql.PromQLSource``)."""
 
     def register_metrics(self, registry: CollectorRegistry) -> None: ...
-
-
-@runtime_checkable
-class Abortable(Protocol):
-    """A collect stage that can drop the tick's work at once on shutdown (the PromQL source: its queries and
-    decoding), so the tick in progress ends promptly."""
-
-    def abort(self) -> None: ...
 
 
 class AlwaysLeader:
@@ -247,7 +236,7 @@ class Service:
         """Resume from what a previous run left (see ``restore``) and start the tasks."""
         if self.gil_switch_s is not None:
             shorten_gil_switch(self.gil_switch_s)
-        first = _in_daemon_thread(partial(ping, self.engine))
+        first = in_daemon_thread(partial(ping, self.engine), name="store-call")
         done, _ = await asyncio.wait({first}, timeout=self.store_hang_s)
         self.writer.up = bool(done) and first.result()
         decisions = publishable(restored.decisions)
@@ -274,26 +263,24 @@ class Service:
             self.tasks.append(spawn_guarded("lease", campaign, self.stop, sleep=self._sleep))
 
     async def wait(self) -> None:
-        """Until stop: then the tick in progress finishes and pending writes are flushed."""
+        """Until stop: then the tick in progress is abandoned (unless its writes are already queued) and pending
+        writes are flushed."""
         await self.stop.wait()
-        if isinstance(self.loop.collector, Abortable):  # a PromQL source drops the tick's queries at once
-            self.loop.collector.abort()
+        self.loop.abandon()
         for wake in (self._wake_writer, self._wake_actuator, self._wake_drains):
             wake.set()
-        # A task waiting on a store that hangs, or a tick whose non-query stages run long (the tick in progress
-        # never waits on the store), would hold shutdown for as long: bounded, then cancelled.
+        # A task waiting on a store that hangs (the tick never waits on the store, and is abandoned at once) would
+        # hold shutdown for as long: bounded, then cancelled.
         bound_s = self.store_hang_s + self.interval_s
         _, stuck = await asyncio.wait(self.tasks, timeout=bound_s)
         for task in stuck:
+            why = "its tick did not stop" if task.get_name() == "control-loop" else "waiting on a store that hangs"
             log.error(
-                "task %s had not ended %.0f s after shutdown began (a tick still running, or a store that hangs); "
-                "abandoned",
-                task.get_name(),
-                bound_s,
+                "task %s had not ended %.0f s after shutdown began (%s); abandoned", task.get_name(), bound_s, why
             )
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
-        flushed = _in_daemon_thread(self.writer.flush)
+        flushed = in_daemon_thread(self.writer.flush, name="store-call")
         done, _ = await asyncio.wait({flushed}, timeout=self.store_hang_s)
         if not done or not flushed.result():
             log.error("shutting down with %d writes the store did not take", self.writer.pending)
@@ -301,7 +288,11 @@ class Service:
     async def _run_loop(self) -> None:
         while not self.stop.is_set():
             started = self.clock.now()
-            await self.loop.tick()
+            try:
+                await self.loop.tick()
+            except TickAbandoned as e:
+                log.info("stopping: %s; nothing of that tick is stored (what earlier ticks decided is)", e)
+                return
             if self.freeze_heap:
                 self.freeze_heap = False
                 if freeze_startup_heap():
@@ -326,7 +317,7 @@ class Service:
         outstanding, and a hung probe never keeps the process from exiting."""
         while not self.stop.is_set():
             self._probe_started = time.monotonic()
-            probe: asyncio.Future[Any] = _in_daemon_thread(partial(ping, self.engine))
+            probe: asyncio.Future[Any] = in_daemon_thread(partial(ping, self.engine), name="store-call")
             stopper: asyncio.Future[Any] = asyncio.ensure_future(self.stop.wait())
             try:
                 await asyncio.wait([probe, stopper], return_when=asyncio.FIRST_COMPLETED)
@@ -391,30 +382,4 @@ class Service:
             self.node_drains.replace(await asyncio.to_thread(read))
 
 
-def _in_daemon_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
-    """``fn()`` in a daemon thread of its own, as a future of this loop: a store call that hangs neither holds a
-    shared executor's worker nor keeps the interpreter from exiting."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-
-    def settle(ok: bool, value: object) -> None:
-        if future.done():
-            return
-        if ok:
-            future.set_result(value)  # type: ignore[arg-type]
-        else:
-            future.set_exception(value)  # type: ignore[arg-type]
-
-    def run() -> None:
-        try:
-            value: object = fn()
-        except BaseException as e:  # handed to the awaiting task
-            loop.call_soon_threadsafe(settle, False, e)
-        else:
-            loop.call_soon_threadsafe(settle, True, value)
-
-    threading.Thread(target=run, name="store-call", daemon=True).start()
-    return future
-
-
-__all__ = ["Detect", "Discovery", "LoopConfig", "Publish", "Service"]
+__all__ = ["Abortable", "Detect", "Discovery", "LoopConfig", "Publish", "Service"]

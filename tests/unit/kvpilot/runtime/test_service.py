@@ -4,8 +4,11 @@ the migrations), write buffer and metrics; only the fleet is scripted (tests/uni
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import shutil
+import threading
+import time
 
 import pytest
 from prometheus_client import generate_latest
@@ -128,24 +131,71 @@ async def test_bounded_buffer_drops_oldest_and_counts(db) -> None:
     await service.wait()
 
 
-async def test_sigterm_finishes_the_tick_and_flushes(db) -> None:
+async def test_sigterm_abandons_the_tick_in_progress_and_flushes_the_ticks_before(db, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="kvpilot.runtime.service")
     url, _ = db
     clock = VirtualClock(START)
     fleet = ScriptedFleet(clock)
     service, restored, timer = make_service(url, clock, fleet)
     await service.start(restored)
     await run_ticks(service, timer, 1)
-    fleet.gate = asyncio.Event()
+    fleet.gate = asyncio.Event()  # never opened: a collection that would take as long as it likes
     fleet.started.clear()
     await timer.advance(service.interval_s)
     await until(fleet.started.is_set, what="the next tick collecting")
     service.stop.set()  # SIGTERM arrives mid-tick
-    fleet.gate.set()
-    await service.wait()
-    assert service.loop.tick_count == 2  # the tick in progress completed
+    await asyncio.wait_for(service.wait(), 5.0)
+    assert service.loop.tick_count == 1  # the tick in progress was abandoned, not finished
+    assert "the tick in progress was abandoned in its collect stage" in caplog.text
     assert service.writer.pending == 0
     with transaction(service.sessions) as s:
-        assert s.scalar(select(func.sum(RollupRow.samples))) == 2  # and its writes are in the store
+        assert s.scalar(select(func.sum(RollupRow.samples))) == 1  # the first tick's writes are in the store
+        assert s.scalar(select(func.count()).select_from(DecisionRow)) == 1
+
+
+class _BlockingPlanner:
+    """The real planner, whose ``decide`` waits for ``release`` once ``block`` is set (a long stage in a thread)."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.block = False
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def decide(self, *args: object, **kwargs: object) -> object:
+        if self.block:
+            self.entered.set()
+            self.release.wait(30)
+        return self.inner.decide(*args, **kwargs)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+async def test_sigterm_in_a_stage_running_in_a_thread_stores_nothing_of_that_tick(db, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="kvpilot.runtime.service")
+    url, _ = db
+    clock = VirtualClock(START)
+    service, restored, timer = make_service(url, clock, ScriptedFleet(clock))
+    planner = _BlockingPlanner(service.loop.planner)
+    service.loop.planner = planner
+    await service.start(restored)
+    await run_ticks(service, timer, 1)
+    planner.block = True
+    await timer.advance(service.interval_s)
+    assert await asyncio.to_thread(planner.entered.wait, 10)
+    t0 = time.monotonic()
+    service.stop.set()
+    try:
+        await asyncio.wait_for(service.wait(), 5.0)
+        assert time.monotonic() - t0 < 3.0  # not waiting for the decide stage to return
+    finally:
+        planner.release.set()
+    assert service.loop.tick_count == 1
+    assert "abandoned in its decide stage" in caplog.text
+    with transaction(service.sessions) as s:
+        assert s.scalar(select(func.sum(RollupRow.samples))) == 1  # nothing of the abandoned tick stored
+        assert s.scalar(select(func.count()).select_from(DecisionRow)) == 1  # the first tick's decision stays
 
 
 async def test_restart_restores_findings_decisions_and_history(db) -> None:

@@ -80,7 +80,7 @@ def test_zero_config_run_serves_the_simulated_fleet_and_stops_cleanly(tmp_path: 
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
     log = next(tmp_path.glob("run-*.log")).read_text()
-    assert "finishing the tick, flushing the store" in log
+    assert "SIGTERM: abandoning the tick in progress, flushing the store, stopping" in log
     assert "kvpilot stopped" in log
     assert (tmp_path / "data" / "kvpilot" / "kvpilot.db").exists()  # the embedded default store
 

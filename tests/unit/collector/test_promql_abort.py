@@ -1,0 +1,47 @@
+"""SIGTERM during a PromQL round's reading (collector.discovery.promql): ``abort()`` ends the reader process with
+the round it is reading, and a reader thread stops at its next target, instead of either running to its end."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from functools import partial
+
+import pytest
+
+from collector.clock import VirtualClock
+from collector.discovery.promql import PromQLSource, Stopped
+from collector.promql.series import read_answers
+from tests.helpers.poll import until
+
+NOW = 1_700_000_000.0
+
+
+async def test_abort_ends_the_reader_process_mid_round() -> None:
+    source = PromQLSource("http://127.0.0.1:9", reader="process", clock=VirtualClock(NOW))
+    try:
+        # A round that would read for a minute (what adapting thousands of replicas takes on a busy machine).
+        reading = asyncio.ensure_future(source._in_reader(partial(time.sleep, 60)))
+        await until(lambda: source._reader is not None and bool(source._reader._processes), what="the reader")
+        workers = list(source._reader._processes.values())  # type: ignore[union-attr]
+        await asyncio.sleep(1.0)  # the worker has started the round
+        t0 = time.monotonic()
+        source.abort()
+        with pytest.raises(Stopped, match="reader's round abandoned"):
+            await asyncio.wait_for(reading, 10.0)
+        assert time.monotonic() - t0 < 5.0
+        for w in workers:
+            w.join(5.0)
+            assert not w.is_alive()
+    finally:
+        await source.aclose()
+
+
+def test_a_reader_thread_stops_at_its_next_target() -> None:
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(Stopped, match="reading abandoned"):
+        read_answers([("q", b'{"status":"success","data":{"resultType":"vector","result":[]}}')], None, {}, NOW,
+                     frozenset(), 0.0, stop=stop)  # fmt: skip
+    assert read_answers([], None, {}, NOW, frozenset(), 0.0, stop=threading.Event()) == []
