@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
 
@@ -68,11 +68,19 @@ class Abandon:
             stopper.cancel()
             if not task.done():
                 task.cancel()
+                # It may still end with its own exception (a query aborted at the same moment raises ``Stopped``):
+                # retrieved, so that it is not logged as "never retrieved".
+                task.add_done_callback(_retrieve)
         if self._set.is_set():
-            if task.done() and not task.cancelled():
-                task.exception()  # retrieved: an abandoned stage's failure is not "never retrieved" noise
+            if task.done():
+                _retrieve(task)
             raise TickAbandoned(stage)
         return task.result()
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def in_daemon_thread(fn: Callable[[], T], *, name: str) -> asyncio.Future[T]:

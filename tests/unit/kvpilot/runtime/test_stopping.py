@@ -4,6 +4,7 @@ at once when the stop flag is set, and a stage's failure caused by the stop read
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 
@@ -115,3 +116,29 @@ def test_a_daemon_call_outliving_its_loop_ends_quietly() -> None:
         threading.excepthook = hook
     assert errors == []
     assert not done.is_set()
+
+
+async def test_a_stage_failing_as_it_is_cancelled_is_not_logged_as_never_retrieved(caplog) -> None:
+    flag = Abandon()
+    aborted = asyncio.Event()
+
+    async def stage() -> None:
+        try:
+            await aborted.wait()
+        except asyncio.CancelledError:
+            raise RuntimeError("Stopped: query abandoned") from None  # what a cancelled PromQL query raises
+
+    async def tick() -> bool:
+        try:
+            await flag.race("collect", stage())
+        except TickAbandoned:
+            return True  # no traceback kept: it would keep the stage's task alive, and its complaint unsaid
+        return False
+
+    running = asyncio.ensure_future(tick())
+    await asyncio.sleep(0.01)
+    flag.set()
+    assert await running
+    await asyncio.sleep(0.01)
+    gc.collect()  # "Task exception was never retrieved" is logged when the task is collected
+    assert "never retrieved" not in caplog.text
