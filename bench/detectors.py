@@ -15,7 +15,7 @@
    drains on any non-zero XID or on a GPU at >= 95 % utilisation for two ticks.
 
 Run: `.venv/bin/python bench/detectors.py [--quick] [--only kv] [--cache-dir DIR]
-[--seeds tuning|earlier|continuity|11,12]`; prints a table to paste into BENCHMARKS.md.
+[--seeds tuning|earlier|continuity|15,16]`; prints a table to paste into BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -459,8 +459,8 @@ def main() -> None:
     parser.add_argument(
         "--seeds",
         default="reporting",
-        help="KV episodes: the reporting seeds (default, 11-12), the seeds the thresholds were tuned on ('tuning'), "
-        "the reporting seeds of 2026-12-03 18:16 ('earlier', 7-8), those before ('continuity', 3-4), or a "
+        help="KV episodes: the reporting seeds (default, 15-16), the seeds the thresholds were tuned on ('tuning'), "
+        "the reporting seeds of 2026-12-03 21:51 ('earlier', 11-12), those before ('continuity', 3-4), or a "
         "comma-separated list of seeds",
     )
     parser.add_argument("--cache-dir", type=Path, help="keep the KV episodes here and reuse them on the next run")
