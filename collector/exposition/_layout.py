@@ -62,7 +62,6 @@ class PageLayout:
     its values (``LaidOutPage``): no sample is built unless a reader asks for its family."""
 
     __slots__ = (
-        "cuts",
         "families",
         "key",
         "line_count",
@@ -71,6 +70,7 @@ class PageLayout:
         "pick_read",
         "pick_skipped",
         "pinned",
+        "read_start_chars",
         "read_starts",
         "skipped_starts",
     )
@@ -90,7 +90,7 @@ class PageLayout:
         self.skipped_starts = tuple(skipped.values())
         self.pick_read = _picker(list(read))
         self.read_starts = tuple(read.values())
-        self.cuts = tuple(slice(len(start), None) for start in read.values())
+        self.read_start_chars = sum(map(len, read.values()))  # each start ends in a blank or "}": none is empty
         self.families = families
         self.page_shape = tuple(spec[5] for spec in families.values())
         # What makes two layouts one (a deployment's replicas serve one layout): they then share the families'
@@ -107,9 +107,11 @@ class PageLayout:
         if not all(map(str.startswith, self.pick_skipped(lines), self.skipped_starts)):
             return None
         read = self.pick_read(lines)
-        if not all(map(str.startswith, read, self.read_starts)):
+        # Each line less its start: a line that does not begin with it keeps its whole length, so the lengths taken
+        # off fall short of the starts' (one pass fewer than checking each start, then cutting it off).
+        values: list[str] = list(map(str.removeprefix, read, self.read_starts))
+        if sum(map(len, read)) - sum(map(len, values)) != self.read_start_chars:
             return None
-        values: list[str] = list(map(operator.getitem, read, self.cuts))
         if values and _VALUES_RE.fullmatch("\n".join(values)) is None:
             return None
         return LaidOutPage(self.families, self.page_shape, list(map(float, values)))

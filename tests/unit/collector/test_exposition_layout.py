@@ -104,6 +104,10 @@ def _first_line(prefix: str) -> str:
         lambda t: t.replace(_first_line(RUNNING) + "\n", ""),
         # a label value of a series read changes
         lambda t: t.replace(RUNNING, RUNNING.replace("125m", "350m")),
+        # ... to one as long: a line read that does not start as the layout's keeps all its characters
+        lambda t: t.replace(RUNNING, RUNNING.replace("125m", "126m")),
+        # a line read is a bare value: what is left of it without its start would pass for a value
+        lambda t: t.replace(_first_line(RUNNING), "NaN"),
         # a timestamp appears on a line read
         lambda t: t.replace(_first_line(RUNNING), _first_line(RUNNING) + " 1700000000000"),
         # values the fast path does not take: hex, digit separators, a word
