@@ -555,13 +555,22 @@ class FleetState:
                 gpus_by_node.setdefault(gpu.sample.node, []).append(gpu.sample)
 
         views: list[ReplicaView] = []
+        # Each pod's or node's GPUs sorted once, not once per replica that joins them: a node's GPUs join every replica
+        # on it (nine per node in bench/scrape.py), and a GPU's key is built anew each time it is read.
+        ordered: dict[int, tuple[GpuSample, ...]] = {}
         for key in sorted(self._replicas):
             track = self._replicas[key]
             latest = track.latest
             joined = gpus_by_pod.get((latest.namespace, latest.replica)) or gpus_by_pod.get((None, latest.replica))
-            if not joined:
-                joined = gpus_by_node.get(latest.node, []) if latest.node else []
-            views.append(self._replica_view(track, now, tuple(sorted(joined, key=lambda g: g.key))))
+            if not joined and latest.node:
+                joined = gpus_by_node.get(latest.node)
+            if joined:
+                gpus = ordered.get(id(joined))  # the lists stay alive (and so their ids their own) through the loop
+                if gpus is None:
+                    gpus = ordered[id(joined)] = tuple(sorted(joined, key=_gpu_key))
+            else:
+                gpus = ()
+            views.append(self._replica_view(track, now, gpus))
         self._replica_views = views
 
         self._gpu_views = _gpu_views(self._gpus, views)
@@ -708,6 +717,7 @@ class FleetState:
 
 
 _timestamp = operator.attrgetter("timestamp")
+_gpu_key = operator.attrgetter("key")
 _point_time = operator.attrgetter("t")
 
 

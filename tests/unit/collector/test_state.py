@@ -415,6 +415,21 @@ def test_replica_gets_node_gpus_when_unattributed() -> None:
     assert [g.index for g in state.replicas()[0].gpus] == ["0", "1"]
 
 
+def test_a_nodes_gpus_are_sorted_once_for_every_replica_on_it() -> None:
+    state = FleetState()
+    replicas = [rs("a", node="n0"), rs("b", node="n1"), rs("c", node="n0"), rs("d", node="")]
+    gpus = [gs("1"), gs("0"), gs("0", node="n1"), gs("2", node="n1", pod="b", namespace="prod")]
+    state.observe(replicas, gpus, now=0)
+    state.observe([replace(r, timestamp=5.0) for r in replicas], [replace(g, timestamp=5.0) for g in gpus], now=5.0)
+    a, b, c, d = state.replicas()
+    # the replicas of one node share one tuple (sorted by key), not a copy each
+    assert [g.index for g in a.gpus] == ["0", "1"]
+    assert a.gpus is c.gpus
+    # a pod's own GPUs win over its node's; a replica with no node and no pod GPUs has none
+    assert [g.index for g in b.gpus] == ["2"]
+    assert d.gpus == ()
+
+
 def test_vanished_gpu_stays_while_its_exporter_answers_then_is_forgotten_with_the_node() -> None:
     state = FleetState(stale_after_s=10, forget_after_s=60)
     state.observe([], [gs("0", t=0), gs("1", t=0)], now=0)
