@@ -8,12 +8,13 @@ metrics-api endpoint publish the resulting `Decision`s. No clock and no I/O here
 from __future__ import annotations
 
 import math
+import operator
 from collections import deque
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 
 from collector import validity
-from collector.rates import histogram_step
+from collector.rates import histogram_reset
 from collector.samples import Histogram
 from collector.state import DeploymentView, FleetState, ReplicaView
 from scaler.burst import BurstPeak, burst_need
@@ -194,20 +195,25 @@ class WindowedHistogram:
         """One tick's histograms; the window's sum leaves out every step of the replicas in ``skip``."""
         delta: list[float] | None = None
         steps: dict[str, tuple[float, ...]] = {}
+        # Every deployment's replicas, every tick: the sums run in C (``map``), in the same order as written out, and a
+        # step is its counts alone (``histogram_step`` less the Histogram). Histograms of the window's bounds all have
+        # as many counts, so the maps pair every count.
+        last = self._last
         for key, h in histograms:
             if h is None or validity.histogram(h) is None:
                 continue
-            if self._bounds is None:
-                self._bounds = h.bounds
-            if h.bounds != self._bounds:
+            bounds = self._bounds
+            if bounds is None:
+                bounds = self._bounds = h.bounds
+            if h.bounds is not bounds and h.bounds != bounds:
                 continue
-            before = self._last.get(key)
-            self._last[key] = h
-            step = None if before is None else histogram_step(before, h)
-            if step is None:
-                continue
-            steps[key] = step.counts
-            delta = list(step.counts) if delta is None else [a + b for a, b in zip(delta, step.counts, strict=True)]
+            before = last.get(key)
+            last[key] = h
+            if before is None or (before.bounds is not bounds and before.bounds != bounds):
+                continue  # a step needs the same bounds on both sides (``histogram_step``)
+            counts = h.counts if histogram_reset(before, h) else tuple(map(operator.sub, h.counts, before.counts))
+            steps[key] = counts
+            delta = list(counts) if delta is None else list(map(operator.add, delta, counts))
         if delta is not None:
             self._ticks.append((now, delta, steps))
         while self._ticks and now - self._ticks[0][0] >= self.window_s:
@@ -220,7 +226,7 @@ class WindowedHistogram:
             if skip and any(k in skip for k in tick_steps):
                 kept = [c for k, c in tick_steps.items() if k not in skip]
                 tick_sum = [sum(col) for col in zip(*kept, strict=True)] if kept else [0.0] * width
-            total = [a + b for a, b in zip(total, tick_sum, strict=True)]
+            total = list(map(operator.add, total, tick_sum))
         return self._bounds, tuple(total)
 
 
