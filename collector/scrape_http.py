@@ -195,8 +195,14 @@ class StreamFetcher:
                 if not declared.strip().isdigit():
                     raise ScrapeError(f"bad Content-Length {declared!r}")
                 length = int(declared)
-                if body.inflate is None and length > max_bytes:
-                    raise _too_big(max_bytes, declared)
+                if body.inflate is None:
+                    if length > max_bytes:
+                        raise _too_big(max_bytes, declared)
+                    # A plain body of a known length within the cap (the usual page): one read of all of it, no chunks
+                    # to collect and join.
+                    plain = await _read_plain(conn.reader, length)
+                    reusable = keep_alive
+                    return plain, headers.get("content-type")
                 await _read_exactly(conn.reader, length, body)
             else:
                 keep_alive = False  # the body ends when the connection does
@@ -247,6 +253,14 @@ def _parse_head(head: bytes) -> tuple[int, dict[str, str], bool]:
     connection = headers.get("connection", "").lower()
     keep_alive = "close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection
     return int(code), headers, keep_alive
+
+
+async def _read_plain(reader: asyncio.StreamReader, length: int) -> bytes:
+    """``length`` bytes as they come (``_read_exactly`` into a body that neither inflates nor caps)."""
+    try:
+        return await reader.readexactly(length)
+    except asyncio.IncompleteReadError as e:
+        raise ScrapeError(f"connection closed {length - len(e.partial)} bytes before the end of the body") from None
 
 
 async def _read_exactly(reader: asyncio.StreamReader, length: int, body: _Body) -> None:
