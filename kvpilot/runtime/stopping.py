@@ -24,7 +24,7 @@ class TickAbandoned(Exception):
     """The service is stopping: the tick in progress was left in ``stage``, before anything of it was stored."""
 
     def __init__(self, stage: str) -> None:
-        super().__init__(f"the tick in progress was abandoned in its {stage} stage: the service is stopping")
+        super().__init__(f"the tick in progress was abandoned in its {stage} stage")
         self.stage = stage
 
 
