@@ -452,9 +452,8 @@ async def run_demo(
             collector=collector,
             scale=scale,
             board=board,
+            rollout=None if cfg.surge else SurgeOff,
         )
-        if not cfg.surge:
-            service.loop.rollout = SurgeOff(service.loop.rollout.thresholds)
         # KEDA's metrics-api route reads the loop's decisions as under `kvpilot run`: the same reader over its board
         reader = keda_reader(board, settings, service.clock)
         try:

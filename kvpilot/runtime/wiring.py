@@ -23,6 +23,7 @@ from collector.scrape import Collector, ScrapeConfig
 from collector.state import FleetState
 from detectors.drain_rails import DrainRails
 from detectors.registry import Detection
+from detectors.thresholds import Thresholds
 from kvpilot.actuation import Actuation, NoClusterDrainer, SimulatorScaler
 from kvpilot.actuation.drain import NodeDrainer
 from kvpilot.actuation.scale import make_actuator
@@ -42,6 +43,7 @@ from scaler.planner import Planner, PlannerConfig
 from scaler.planner import planner_config as scaler_planner_config
 from scaler.pools import PoolConfig, PooledPlanner, PoolsConfig
 from scaler.publish import DecisionBoard
+from scaler.rollout_stage import RolloutStage
 from store.buffer import BufferedWriter
 from store.db import make_engine, session_factory
 
@@ -198,8 +200,11 @@ def build_service(
     leadership: Any = None,
     actuation: Any = None,
     scale: Any = None,
+    rollout: Callable[[Thresholds], RolloutStage] | None = None,
 ) -> tuple[Service, Restored]:
-    """A ready-to-start service and what it restored from the store (schema upgraded first if configured)."""
+    """A ready-to-start service and what it restored from the store (schema upgraded first if configured).
+    ``rollout``: the loop's rollout stage made from the detectors' thresholds (``kvpilot.demo.rollout.SurgeOff``:
+    `kvpilot demo --no-surge`); None: ``scaler.rollout_stage.RolloutStage``."""
     clock = clock or WallClock()
     engine, sessions, restored = _open_store(settings, sources, clock)
     c = settings.collector
@@ -230,6 +235,7 @@ def build_service(
         scale=scale if scale is not None else build_scale(settings, sources),
         managed=tuple(settings.scaler.deployments),
         owns=shards.owns if shards is not None else None,
+        rollout=None if rollout is None else rollout(detection.thresholds),
         cost=cost_config(settings),
     )
     extra: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}

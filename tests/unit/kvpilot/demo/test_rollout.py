@@ -8,13 +8,16 @@ from types import SimpleNamespace
 import pytest
 from typer.testing import CliRunner
 
+from collector.clock import VirtualClock
 from collector.state import FleetState
 from kvpilot.cli import app
 from kvpilot.demo.replay import DEFAULT_FAULTS, DemoConfig, DemoSummary
 from kvpilot.demo.rollout import SurgeOff, rollout_body, surge_now
 from scaler.backtest.sim import ROLLOUT_MODEL, rolled, rollout_fault
 from scaler.decision import Decision
+from scaler.rollout_stage import RolloutStage
 from simulator import parse_fault
+from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service
 
 
 def _decision(desired: int, reason: str = "predictive", **forecast: float) -> Decision:
@@ -62,6 +65,19 @@ def test_surge_off_publishes_the_planners_count(monkeypatch: pytest.MonkeyPatch)
         (4, "predictive", 0.0),
     ]
     assert "rollout surge of +2 not applied (--no-surge)" in out[0].message
+
+
+@pytest.mark.parametrize("stage", [None, SurgeOff])
+def test_build_service_makes_the_rollout_stage_it_is_given(tmp_path, stage: type[SurgeOff] | None) -> None:
+    # `--no-surge` hands SurgeOff to build_service: the loop runs it from the start, on the detectors' thresholds,
+    # and nothing is swapped after construction (the default stays the plain RolloutStage).
+    clock = VirtualClock(START)
+    service, _, _ = make_service(f"sqlite:///{tmp_path / 'kv.db'}", clock, ScriptedFleet(clock), rollout=stage)
+    try:
+        assert type(service.loop.rollout) is (stage or RolloutStage)
+        assert service.loop.rollout.thresholds is service.loop.detection.thresholds
+    finally:
+        service.engine.dispose()
 
 
 def test_without_a_rollout_the_summary_has_no_rollout_keys() -> None:
