@@ -1,4 +1,9 @@
-"""Dependencies shared by the routers, as ``Annotated`` aliases: the runtime, the store, auth and paging."""
+"""Dependencies shared by the routers, as ``Annotated`` aliases: the runtime, the store, auth and paging.
+
+Each is ``async def`` although none awaits anything: FastAPI runs a plain ``def`` dependency in its thread pool, a
+hand-off to a worker thread and back per dependency per request. During a tick each hand-off waits for the GIL and
+for a CPU (the tick's stages run in threads too); these do microseconds of work, so they run on the event loop.
+A handler's store read is what belongs in a thread (``api.routers.decisions``)."""
 
 from __future__ import annotations
 
@@ -16,13 +21,17 @@ from api.runtime import Runtime
 _bearer = HTTPBearer(auto_error=False, description="A read or admin token (KVPILOT_READ_TOKENS / _ADMIN_TOKENS).")
 
 
-def get_runtime(request: Request) -> Runtime:
+def _runtime(request: Request) -> Runtime:
     runtime: Runtime = request.app.state.runtime
     return runtime
 
 
-def get_sessions(request: Request) -> sessionmaker[Session]:
-    return get_runtime(request).sessions
+async def get_runtime(request: Request) -> Runtime:
+    return _runtime(request)
+
+
+async def get_sessions(request: Request) -> sessionmaker[Session]:
+    return _runtime(request).sessions
 
 
 def _auth(request: Request) -> TokenAuth:
@@ -34,11 +43,15 @@ def _header(request: Request) -> str | None:
     return request.headers.get("authorization")
 
 
-def require_read(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
+async def require_read(
+    request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Principal:
     return _auth(request).authenticate(_header(request), need_admin=False)
 
 
-def require_admin(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
+async def require_admin(
+    request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Principal:
     return _auth(request).authenticate(_header(request), need_admin=True)
 
 
@@ -48,7 +61,7 @@ class PageParams:
     offset: int
 
 
-def page_params(
+async def page_params(
     limit: Annotated[int, Query(ge=1, le=1000, description="Items per page.")] = 100,
     offset: Annotated[int, Query(ge=0, le=10_000_000, description="Items to skip.")] = 0,
 ) -> PageParams:

@@ -70,7 +70,7 @@ def _refused(name: str, value: object, msg: str) -> RequestValidationError:
     return RequestValidationError([{"type": "value_error", "loc": ("query", name), "msg": msg, "input": value}])
 
 
-def keyset_position(
+async def keyset_position(
     cursor: Annotated[
         str | None,
         Query(max_length=64, pattern=CURSOR_PATTERN, description="The previous page's `next_cursor`."),
