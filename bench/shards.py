@@ -9,22 +9,32 @@ its own SQLite store), so ticks, Leases and gRPC are what production runs; the m
 ratios, not the absolute figures. The peer runs before the instances and again after them (``--peer-once``: before
 only), and the instances' CPU is read against the mean of the two.
 
+The takeover is read two ways: from the SIGKILL (``takeover_s``), and against the Lease it takes over (``late_s``):
+the time the bench sees another holder on a shard Lease minus the victim's last ``renewTime`` on it plus its
+``leaseDurationSeconds``, which is when the Lease lets anyone take it. A kill just after a renewal gives a
+``takeover_s`` a little over the lease period and a small ``late_s``; ``late_s`` <= 0 would be a takeover the Lease
+forbids. ``renewTime`` is the victim's wall clock (RFC 3339, microseconds) on this machine, so it is compared with
+``time.time()``; across machines it would carry their clocks' skew.
+
   .venv/bin/python bench/shards.py --replicas 10000 --shards 3 --ticks 6
 
 Last line: ``replicas N shards S tick_p50_s X peer_tick_p50_s Y cpu_per_tick_s C peer_cpu_per_tick_s D
-takeover_s T lease_s L forward_p50_ms F local_p50_ms P``.
+takeover_s T late_s X lease_s L forward_p50_ms F local_p50_ms P`` (``late_s``: the latest of the victim's
+shards).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -180,16 +190,73 @@ def _peer(
     return peer
 
 
-def _holders(kube: FakeKube, shards: int) -> dict[int, str | None]:
-    out: dict[int, str | None] = {}
+def _shard_specs(kube: FakeKube, shards: int) -> dict[int, dict[str, Any]]:
+    """Each shard Lease's spec as the fake API server holds it ({} while the Lease is absent)."""
+    out: dict[int, dict[str, Any]] = {}
     for i in range(shards):
         try:
-            spec = kube.get("leases", f"kvpilot-shard-{i}")["spec"]
+            out[i] = kube.get("leases", f"kvpilot-shard-{i}")["spec"] or {}
         except Exception:
-            out[i] = None
-            continue
-        out[i] = spec.get("holderIdentity")
+            out[i] = {}
     return out
+
+
+def _holders(kube: FakeKube, shards: int) -> dict[int, str | None]:
+    return {i: spec.get("holderIdentity") for i, spec in _shard_specs(kube, shards).items()}
+
+
+def _epoch(micro_time: str) -> float:
+    """An RFC 3339 MicroTime (``renewTime``, ``acquireTime``) as seconds since the epoch."""
+    return dt.datetime.fromisoformat(micro_time.replace("Z", "+00:00")).timestamp()
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """One of the killed instance's shards, taken over."""
+
+    shard: int
+    by: str
+    after_kill_s: float  # monotonic, from the SIGKILL to the bench seeing the new holder
+    late_s: float  # time.time() at that sight - (the victim's last renewTime + leaseDurationSeconds)
+    written_late_s: float  # the taker's acquireTime (its clock when its round began) - the same expiry
+    age_at_kill_s: float  # time.time() at the SIGKILL - the victim's last renewTime
+    lease_s: float  # the victim's leaseDurationSeconds
+
+
+def _kill_and_watch(kube: FakeKube, shards: int, victim: Instance, poll_s: float = 0.02) -> list[Taken]:
+    """SIGKILL ``victim``, then poll its shard Leases until every one has another holder. The victim's last renewal
+    is its Lease as read after the kill, or a later write of its own (a renewal in flight at the kill lands after
+    it)."""
+    victim.proc.kill()  # SIGKILL: nothing released
+    killed, killed_wall = time.monotonic(), time.time()
+    last = {s: spec for s, spec in _shard_specs(kube, shards).items() if spec.get("holderIdentity") == victim.name}
+    if not last:
+        raise RuntimeError(f"{victim.name} held no shard when killed")
+    taken: dict[int, Taken] = {}
+    while len(taken) < len(last):
+        specs = _shard_specs(kube, shards)
+        seen, seen_wall = time.monotonic(), time.time()
+        for s in sorted(set(last) - set(taken)):
+            spec, holder = specs[s], specs[s].get("holderIdentity")
+            if holder == victim.name:
+                last[s] = spec
+            elif holder is not None:
+                mine = last[s]
+                lease_s = float(mine["leaseDurationSeconds"])
+                expiry = _epoch(mine["renewTime"]) + lease_s
+                taken[s] = Taken(
+                    shard=s,
+                    by=holder,
+                    after_kill_s=seen - killed,
+                    late_s=seen_wall - expiry,
+                    written_late_s=_epoch(spec["acquireTime"]) - expiry,
+                    age_at_kill_s=killed_wall - _epoch(mine["renewTime"]),
+                    lease_s=lease_s,
+                )
+        if time.monotonic() - killed > 10 * LEASE_S:
+            raise RuntimeError(f"shards {sorted(set(last) - set(taken))} not taken over: {_holders(kube, shards)}")
+        time.sleep(poll_s)
+    return [taken[s] for s in sorted(taken)]
 
 
 async def _keda_latency(via: Instance, owned: list[str], forwarded: list[str], calls: int) -> tuple[float, float]:
@@ -290,17 +357,9 @@ def main() -> None:
             others = sorted(set(every) - set(decided[via.name]))
             forward_ms, local_ms = asyncio.run(_keda_latency(via, decided[via.name], others, args.calls))
             victim = group[-1]
-            lost = owners[victim.name]
-            victim.proc.kill()  # SIGKILL: nothing released
-            killed = time.monotonic()
-            while True:
-                now = _holders(kube, args.shards)
-                if all(now[s] not in (None, victim.name) for s in lost):
-                    takeover_s = time.monotonic() - killed
-                    break
-                if time.monotonic() - killed > 10 * LEASE_S:
-                    raise RuntimeError(f"shards {lost} not taken over: {now}")
-                time.sleep(0.02)
+            taken = _kill_and_watch(kube, args.shards, victim)
+            takeover_s = max(x.after_kill_s for x in taken)
+            late_s = max(x.late_s for x in taken)
             for i in group:
                 if i.proc.poll() is None:
                     i.proc.terminate()
@@ -328,9 +387,16 @@ def main() -> None:
             cpu = statistics.mean(i.cpu_per_tick_s for i in group)
             print(f"  per-instance / peer: tick {tick / peer_tick:.2f}, CPU per tick {cpu / peer_cpu:.3f}")
             print(
-                f"  takeover of shards {lost} after SIGKILL: {takeover_s:.2f} s "
+                f"  takeover of shards {[x.shard for x in taken]} after SIGKILL: {takeover_s:.2f} s "
                 f"(lease {LEASE_S:g} s, renew {RENEW_S:g} s)"
             )
+            for x in taken:
+                print(
+                    f"    shard {x.shard} ({victim.name} -> {x.by}): seen taken {x.after_kill_s:.3f} s after SIGKILL, "
+                    f"its Lease renewed {x.age_at_kill_s:.3f} s before the kill; late against renewTime + "
+                    f"{x.lease_s:g} s: {x.late_s:.3f} s as seen, {x.written_late_s:.3f} s by the taker's acquireTime "
+                    "(wall clocks of one machine)"
+                )
             print(
                 f"  KEDA GetMetrics p50: forwarded {forward_ms:.2f} ms, local {local_ms:.2f} ms "
                 f"(x{forward_ms / local_ms:.2f})"
@@ -338,7 +404,7 @@ def main() -> None:
             print(
                 f"replicas {args.replicas} shards {args.shards} tick_p50_s {tick:.3f} peer_tick_p50_s {peer_tick:.3f} "
                 f"cpu_per_tick_s {cpu:.3f} peer_cpu_per_tick_s {peer_cpu:.3f} "
-                f"takeover_s {takeover_s:.2f} lease_s {LEASE_S:g} forward_p50_ms {forward_ms:.2f} "
+                f"takeover_s {takeover_s:.2f} late_s {late_s:.3f} lease_s {LEASE_S:g} forward_p50_ms {forward_ms:.2f} "
                 f"local_p50_ms {local_ms:.2f}",
                 flush=True,
             )
