@@ -3,7 +3,7 @@
 Each is ``async def`` although none awaits anything: FastAPI runs a plain ``def`` dependency in its thread pool, a
 hand-off to a worker thread and back per dependency per request. During a tick each hand-off waits for the GIL and
 for a CPU (the tick's stages run in threads too); these do microseconds of work, so they run on the event loop.
-A handler's store read is what belongs in a thread (``api.routers.decisions``)."""
+A handler's store read is what belongs in a thread (``api.handoff``)."""
 
 from __future__ import annotations
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from starlette.concurrency import run_in_threadpool
 
 from api import convert, schemas
 from api.deps import Reader, SessionsDep
+from api.handoff import in_thread
 from api.paging import KeysetPosition, of_keyset
 from store import repo
 from store.db import transaction
@@ -18,7 +18,8 @@ router = APIRouter(prefix="/v1/decisions", tags=["decisions"])
 
 
 @router.get("", response_model=schemas.CursorPage[schemas.DecisionOut])
-async def list_decisions(
+@in_thread
+def list_decisions(
     _: Reader,
     sessions: SessionsDep,
     after: KeysetPosition,
@@ -27,14 +28,8 @@ async def list_decisions(
     since: Annotated[float | None, Query(ge=0, le=1e11, description="epoch seconds")] = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="Items per page.")] = 100,
 ) -> schemas.CursorPage[object]:
-    """``async def`` with the store read in the thread pool: one hand-off to a worker thread per request, where a
-    plain ``def`` handler took two (the handler, then FastAPI validating its answer), on top of the dependencies'."""
-
-    def read() -> schemas.CursorPage[object]:
-        with transaction(sessions) as s:
-            found = repo.list_decisions(
-                session=s, deployment=deployment, reason=reason, since=since, limit=limit, after=after
-            )
-        return of_keyset(found, convert.decision)
-
-    return await run_in_threadpool(read)
+    with transaction(sessions) as s:
+        found = repo.list_decisions(
+            session=s, deployment=deployment, reason=reason, since=since, limit=limit, after=after
+        )
+    return of_keyset(found, convert.decision)

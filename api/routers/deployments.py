@@ -9,6 +9,7 @@ from fastapi import APIRouter, Path, Query
 
 from api import convert, schemas
 from api.deps import Paging, Reader, RuntimeDep, SessionsDep
+from api.handoff import in_thread
 from api.paging import of_list
 from store import repo
 from store.db import transaction
@@ -24,6 +25,7 @@ Name = Annotated[
 
 
 @router.get("", response_model=schemas.Page[schemas.DeploymentSummary])
+@in_thread
 def list_deployments(_: Reader, runtime: RuntimeDep, sessions: SessionsDep, page: Paging) -> schemas.Page[object]:
     snap = runtime.snapshot()
     live = dict(snap.deployments) if snap else {}
@@ -38,6 +40,7 @@ def list_deployments(_: Reader, runtime: RuntimeDep, sessions: SessionsDep, page
 
 
 @router.get("/{namespace}/{name}", response_model=schemas.DeploymentDetail, responses={404: {"model": schemas.Error}})
+@in_thread
 def get_deployment(
     namespace: Name, name: Name, _: Reader, runtime: RuntimeDep, sessions: SessionsDep
 ) -> schemas.DeploymentDetail:
@@ -67,6 +70,7 @@ def get_deployment(
     response_model=schemas.Page[schemas.HistoryPoint],
     responses={404: {"model": schemas.Error}},
 )
+@in_thread
 def get_history(
     namespace: Name,
     name: Name,

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Path, Query, status
 
 from api import convert, schemas
 from api.deps import Admin, Paging, Reader, RuntimeDep, SessionsDep
+from api.handoff import in_thread
 from api.paging import of_store
 from store import repo
 from store.db import transaction
@@ -25,6 +26,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": schemas.Error}, 409: 
 
 
 @router.get("", response_model=schemas.Page[schemas.DrainOut])
+@in_thread
 def list_drains(
     _: Reader,
     sessions: SessionsDep,
@@ -40,6 +42,7 @@ def list_drains(
 
 
 @router.post("", response_model=schemas.DrainOut, status_code=status.HTTP_201_CREATED, responses=_ERRORS)
+@in_thread
 def request_drain(body: schemas.DrainIn, who: Admin, runtime: RuntimeDep, sessions: SessionsDep) -> schemas.DrainOut:
     with transaction(sessions) as s:
         row = repo.request_drain(
@@ -56,6 +59,7 @@ def request_drain(body: schemas.DrainIn, who: Admin, runtime: RuntimeDep, sessio
 
 
 @router.get("/{action_id}", response_model=schemas.DrainOut, responses=_ERRORS)
+@in_thread
 def get_drain(action_id: ActionId, _: Reader, sessions: SessionsDep) -> schemas.DrainOut:
     with transaction(sessions) as s:
         row = repo.get_drain(session=s, action_id=action_id)
@@ -63,6 +67,7 @@ def get_drain(action_id: ActionId, _: Reader, sessions: SessionsDep) -> schemas.
 
 
 @router.post("/{action_id}/approve", response_model=schemas.DrainOut, responses=_ERRORS)
+@in_thread
 def approve(
     action_id: ActionId, body: schemas.DrainTransitionIn, who: Admin, runtime: RuntimeDep, sessions: SessionsDep
 ) -> schemas.DrainOut:
@@ -81,6 +86,7 @@ def approve(
 
 
 @router.post("/{action_id}/cancel", response_model=schemas.DrainOut, responses=_ERRORS)
+@in_thread
 def cancel(
     action_id: ActionId, body: schemas.DrainTransitionIn, who: Admin, runtime: RuntimeDep, sessions: SessionsDep
 ) -> schemas.DrainOut:

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Path, Query
 
 from api import convert, schemas
 from api.deps import Admin, Paging, Reader, RuntimeDep, SessionsDep
+from api.handoff import in_thread
 from api.paging import of_store
 from store import repo
 from store.db import transaction
@@ -19,6 +20,7 @@ Filter = Annotated[str | None, Query(max_length=253)]
 
 
 @router.get("", response_model=schemas.Page[schemas.FindingOut])
+@in_thread
 def list_findings(
     _: Reader,
     sessions: SessionsDep,
@@ -44,6 +46,7 @@ def list_findings(
 
 
 @router.get("/{finding_id}", response_model=schemas.FindingOut, responses={404: {"model": schemas.Error}})
+@in_thread
 def get_finding(finding_id: FindingId, _: Reader, sessions: SessionsDep) -> schemas.FindingOut:
     with transaction(sessions) as s:
         return convert.finding(repo.get_finding(session=s, finding_id=finding_id))
@@ -54,6 +57,7 @@ def get_finding(finding_id: FindingId, _: Reader, sessions: SessionsDep) -> sche
     response_model=schemas.FindingOut,
     responses={404: {"model": schemas.Error}, 409: {"model": schemas.Error}},
 )
+@in_thread
 def acknowledge(
     finding_id: FindingId, body: schemas.AcknowledgeIn, who: Admin, runtime: RuntimeDep, sessions: SessionsDep
 ) -> schemas.FindingOut:

@@ -38,6 +38,11 @@ def handoffs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         ("/v1/decisions?limit=10", auth(READ), 1),  # the store read only: dependencies, answer validation on the loop
         ("/v1/decisions?limit=10&cursor=1700000000.0_5", auth(READ), 1),  # the cursor is parsed on the loop too
         ("/v1/decisions?limit=10", auth(ADMIN), 1),  # whichever scope reads
+        ("/v1/deployments", auth(READ), 1),  # the other routes that read the store (api.handoff.in_thread)
+        ("/v1/deployments/llm/chat", auth(READ), 1),
+        ("/v1/deployments/llm/chat/history", auth(READ), 1),
+        ("/v1/findings", auth(READ), 1),
+        ("/v1/drains", auth(READ), 1),
         ("/healthz", {}, 0),  # on the loop, always
     ],
 )
@@ -59,3 +64,11 @@ def test_shared_dependencies_run_on_the_loop(runtime: FakeRuntime, handoffs: lis
     assert client.get("/v1/deployments", headers=auth(READ)).status_code == 200
     names = set(handoffs)
     assert not names & {"require_read", "require_admin", "get_runtime", "get_sessions", "page_params"}, handoffs
+
+
+def test_a_change_through_the_store_is_handed_off_once(runtime: FakeRuntime, handoffs: list[str]) -> None:
+    client = make_client(runtime)
+    handoffs.clear()
+    r = client.post("/v1/drains", json={"node": "node-0", "reason": "xid 79"}, headers=auth(ADMIN))
+    assert r.status_code == 201, r.text
+    assert handoffs == ["request_drain"]  # the handler itself, in the pool: never the store on the loop
