@@ -233,6 +233,26 @@ class KvScore:
     def precision(self) -> float:
         return self.caught / max(self.caught + self.false, 1)
 
+    def add(self, ep: Episode, tw: float | None) -> None:
+        """Count one usable episode whose first warning came at ``tw`` (None: never warned)."""
+        if ep.first_preempt_s is None:
+            self.quiet += 1
+            self.false += tw is not None
+        elif ep.sudden(LEAD_S):
+            self.sudden += 1
+            if tw is not None:
+                self.sudden_delays.append(tw - ep.first_preempt_s)
+                self.sudden_caught += ep.first_preempt_s - tw >= LEAD_S
+        else:
+            self.preempting += 1
+            burst = ep.trace_burst(LEAD_S)
+            self.trace_bursts += burst
+            if tw is not None and tw <= ep.first_preempt_s:
+                self.leads.append(ep.first_preempt_s - tw)
+                caught = ep.first_preempt_s - tw >= LEAD_S
+                self.caught += caught
+                self.caught_bursts += caught and burst
+
     def line(self) -> str:
         lead = f"{statistics.median(self.leads):.0f} s" if self.leads else "-"
         flagged = len(self.sudden_delays)
@@ -254,24 +274,7 @@ def score(episodes: Sequence[Episode]) -> dict[str, KvScore]:
         if not ep.usable:
             continue
         for name, tw in first_warnings(ep).items():
-            sc = scores[name]
-            if ep.first_preempt_s is None:
-                sc.quiet += 1
-                sc.false += tw is not None
-            elif ep.sudden(LEAD_S):
-                sc.sudden += 1
-                if tw is not None:
-                    sc.sudden_delays.append(tw - ep.first_preempt_s)
-                    sc.sudden_caught += ep.first_preempt_s - tw >= LEAD_S
-            else:
-                sc.preempting += 1
-                burst = ep.trace_burst(LEAD_S)
-                sc.trace_bursts += burst
-                if tw is not None and tw <= ep.first_preempt_s:
-                    sc.leads.append(ep.first_preempt_s - tw)
-                    caught = ep.first_preempt_s - tw >= LEAD_S
-                    sc.caught += caught
-                    sc.caught_bursts += caught and burst
+            scores[name].add(ep, tw)
     return scores
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.detectors import LEAD_S, KvScore, _Kvpilot, _state  # noqa: E402
+from bench.detectors import KvScore, _Kvpilot, _state  # noqa: E402
 from bench.kv_episodes import Episode, library  # noqa: E402
 from collector.state import FleetState, ReplicaView  # noqa: E402
 from detectors import kv_exhaustion  # noqa: E402
@@ -150,24 +150,7 @@ def score(recorded: Sequence[Recorded], judge: Judge) -> KvScore:
         ep = rec.episode
         if not ep.usable:
             continue
-        tw = first_warning(rec, judge)
-        if ep.first_preempt_s is None:
-            sc.quiet += 1
-            sc.false += tw is not None
-        elif ep.sudden(LEAD_S):
-            sc.sudden += 1
-            if tw is not None:
-                sc.sudden_delays.append(tw - ep.first_preempt_s)
-                sc.sudden_caught += ep.first_preempt_s - tw >= LEAD_S
-        else:
-            sc.preempting += 1
-            burst = ep.trace_burst(LEAD_S)
-            sc.trace_bursts += burst
-            if tw is not None and tw <= ep.first_preempt_s:
-                sc.leads.append(ep.first_preempt_s - tw)
-                caught = ep.first_preempt_s - tw >= LEAD_S
-                sc.caught += caught
-                sc.caught_bursts += caught and burst
+        sc.add(ep, first_warning(rec, judge))
     return sc
 
 

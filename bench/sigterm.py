@@ -27,19 +27,10 @@ from pathlib import Path
 
 PY = sys.executable
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench._process import wait_line  # noqa: E402
+
 SHUTDOWN_LINES = re.compile(r"SIGTERM|abandoned|had not ended|never retrieved|kvpilot stopped")
-
-
-def _wait_line(path: Path, pattern: str, proc: subprocess.Popen[bytes], timeout_s: float) -> re.Match[str]:
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        m = re.search(pattern, path.read_text(errors="replace")) if path.exists() else None
-        if m:
-            return m
-        if proc.poll() is not None:
-            raise SystemExit(f"{proc.args!r} exited {proc.returncode}:\n{path.read_text(errors='replace')[-2000:]}")
-        time.sleep(0.1)
-    raise SystemExit(f"no {pattern!r} in {path} within {timeout_s} s")
 
 
 def _config(port: int, mode: str) -> str:
@@ -104,7 +95,7 @@ def main() -> None:
         cwd=ROOT, stdout=fake_log.open("wb"), stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
-        port = int(_wait_line(fake_log, r"listening (\d+)", fake, 180).group(1))
+        port = int(wait_line(fake_log, r"listening (\d+)", fake, 180).group(1))
         print(f"loadavg at start {Path('/proc/loadavg').read_text().strip()}", flush=True)
         times: dict[str, list[float]] = {name: [] for name, _ in trees}
         for i, after_s in enumerate(offsets):
