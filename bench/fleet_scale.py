@@ -9,6 +9,11 @@ gRPC) reads it with the PromQL source. Meanwhile this process:
   exact duration (the step of ``_sum``) and when it ran; overruns from ``kvpilot_loop_overruns_total``;
 - sends ``GET /healthz`` (every tenth ``GET /v1/decisions?limit=10``) every 25 ms and keeps the latency of those
   that overlapped a tick (the API p99 "during ticks");
+- a gRPC client, in a process of its own so that this one's polling and parsing do not delay its calls, calls
+  KEDA's ``GetMetrics`` for one of the fleet's deployments every 25 ms on one channel to kvpilot's KEDA port, with
+  grpc's own ``Health.Check`` (kvpilot serves it) every 50 ms half-way between as the reference; its fixed schedule
+  is not the HTTP client's (that one drifts), so the two seldom send together; split during/outside ticks the same
+  way (``--no-grpc``: none);
 - reads the peak RSS (``VmHWM``) and CPU of kvpilot's process and its answer-reader process, summed.
 
 ``--real-prometheus N`` also runs Debian's real Prometheus with kvpilot's recording rules, scraping the simulator's
@@ -18,8 +23,8 @@ N replicas, and checks that the recorded series and the ad-hoc query agree and t
   .venv/bin/python bench/fleet_scale.py --replicas 1000 --mode replicas --ticks 5 --interval 30 --no-api-load
   .venv/bin/python bench/fleet_scale.py --replicas 1000 --ticks 5 --interval 30 --no-api-load   # the ratio's peer
 
-Last line: ``replicas N tick_p50_s X cpu_per_tick_s C rss_mb Y api_p99_ms Z`` (for the largest size run; no
-``api_p99_ms`` with ``--no-api-load``).
+Last line: ``replicas N tick_p50_s X cpu_per_tick_s C rss_mb Y api_p99_ms Z grpc_p99_ms G`` (for the largest size
+run; ``grpc_p99_ms`` is GetMetrics during ticks; neither API figure with ``--no-api-load``).
 """
 
 from __future__ import annotations
@@ -34,10 +39,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import yaml
 
@@ -47,6 +54,8 @@ from bench._process import metric, spawn, tree_cpu_s, tree_hwm_mb, wait_line
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 KVPILOT = str(Path(PY).parent / "kvpilot")
+GRPC_PERIOD_S = 0.025  # one GetMetrics per period; one Health.Check every other period, half a period later
+GRPC_METHODS = ("GetMetrics", "Health.Check")
 
 
 @dataclass
@@ -66,12 +75,21 @@ class Run:
     rules_in_use: float | None = None
     cpu_s: float = 0.0  # kvpilot's CPU over the measured ticks (API load included)
     api_errors: int = 0
+    measured_from: float = float("inf")  # monotonic time the first measured tick was seen (after the warm-up)
+    windows: list[tuple[float, float]] = field(default_factory=list)  # (start, end) of each measured tick
+    grpc_during: dict[str, list[float]] = field(default_factory=dict)  # ms per method, calls that overlapped a tick
+    grpc_outside: dict[str, list[float]] = field(default_factory=dict)
+    grpc_errors: dict[str, int] = field(default_factory=dict)  # status code name -> count, measured calls only
 
     def tick_p50(self) -> float:
         return statistics.median(d for _, d in self.ticks) if self.ticks else float("nan")
 
     def api_p99(self) -> float:
         return _quantile(self.api_during, 0.99)
+
+
+def _overlaps(sent: float, done: float, windows: list[tuple[float, float]]) -> bool:
+    return any(sent < end and done > start for start, end in windows)
 
 
 def _quantile(xs: list[float], q: float) -> float:
@@ -106,6 +124,8 @@ async def _measure(
                         if seen == warmup:
                             cpu0[0] = tree_cpu_s(pid)
                         if seen > warmup:
+                            run.measured_from = min(run.measured_from, time.monotonic())
+                        if seen > warmup:
                             # several ticks between polls (never at these intervals) would average: fine for p50
                             run.ticks.append((time.monotonic(), (total - last[1]) / (count - last[0])))
                     last = (count, total)
@@ -139,8 +159,9 @@ async def _measure(
         deadline = (ticks + warmup + 3) * max(interval_s, 1.0) * 4 + 120
         await asyncio.wait_for(asyncio.gather(poll_ticks(), client_load()), deadline)
         windows = [(end - d - 0.55, end) for end, d in run.ticks]  # the poll sees a tick's end up to 0.5 s late
+        run.windows = windows
         for sent, done, ms, path in requests:
-            during = any(sent < end and done > start for start, end in windows)
+            during = _overlaps(sent, done, windows)
             (run.api_during if during else run.api_outside).append(ms)
             if during:
                 (run.healthz_during if path == "/healthz" else run.decisions_during).append(ms)
@@ -148,6 +169,73 @@ async def _measure(
                 run.decisions_outside.append(ms)
         run.rss_mb = tree_hwm_mb(pid)
         run.cpu_s = tree_cpu_s(pid) - cpu0[0]
+
+
+def _grpc_client(port: int, namespace: str, name: str, out: Path) -> None:
+    """The gRPC client's process: calls on one channel until its stdin closes, then writes ``method sent done code``
+    lines (monotonic seconds, system-wide on Linux, so comparable with the tick windows) to ``out``.
+
+    A blocking client on a fixed schedule of its own: nothing else runs here, so a late answer is kvpilot's (or the
+    machine's), not this process's."""
+    import threading
+
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from scaler.keda import externalscaler_pb2 as pb
+    from scaler.keda import externalscaler_pb2_grpc as pb_grpc
+
+    closed = threading.Event()
+
+    def wait_for_eof() -> None:
+        sys.stdin.read()
+        closed.set()
+
+    threading.Thread(target=wait_for_eof, daemon=True).start()
+    records: list[tuple[str, float, float, str]] = []
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        grpc.channel_ready_future(channel).result(timeout=60)
+        get_metrics = pb_grpc.ExternalScalerStub(channel).GetMetrics
+        check = health_pb2_grpc.HealthStub(channel).Check
+        ref = pb.ScaledObjectRef(name=name, namespace=namespace, scalerMetadata={"scalerAddress": "kvpilot:9090"})
+        metrics_request = pb.GetMetricsRequest(scaledObjectRef=ref, metricName="kvpilot-replicas")
+        health_request = health_pb2.HealthCheckRequest(service="")
+        # slots half a period apart: GetMetrics every period, Health.Check every other period between them
+        metrics: tuple[str, Callable[[], object]] = ("GetMetrics", lambda: get_metrics(metrics_request, timeout=30))
+        health: tuple[str, Callable[[], object]] = ("Health.Check", lambda: check(health_request, timeout=30))
+        schedule = [metrics, health, metrics, None]
+        gc.collect()
+        gc.freeze()
+        slot, next_at = 0, time.monotonic()
+        while not closed.is_set():
+            planned = schedule[slot % len(schedule)]
+            slot += 1
+            if planned is not None:
+                method, call = planned
+                sent = time.monotonic()
+                try:
+                    call()
+                    code = "OK"
+                except grpc.RpcError as e:
+                    code = e.code().name
+                records.append((method, sent, time.monotonic(), code))
+            next_at = max(next_at + GRPC_PERIOD_S / 2, time.monotonic())  # behind: skip, never burst
+            time.sleep(max(0.0, next_at - time.monotonic()))
+    out.write_text("".join(f"{m} {s!r} {d!r} {c}\n" for m, s, d, c in records))
+
+
+def _split_grpc(run: Run, out: Path, until: float) -> None:
+    """The gRPC calls made while the ticks were measured, split during/outside ticks as the HTTP requests are."""
+    for method in GRPC_METHODS:
+        run.grpc_during[method], run.grpc_outside[method] = [], []
+    for line in out.read_text().splitlines():
+        method, sent_s, done_s, code = line.split()
+        sent, done = float(sent_s), float(done_s)
+        if sent < run.measured_from or done > until:
+            continue
+        if code != "OK":
+            run.grpc_errors[code] = run.grpc_errors.get(code, 0) + 1
+        ms = (done - sent) * 1000
+        (run.grpc_during if _overlaps(sent, done, run.windows) else run.grpc_outside)[method].append(ms)
 
 
 def run_one(
@@ -159,6 +247,7 @@ def run_one(
     *,
     rules: bool = True,
     api_load: bool = True,
+    grpc_load: bool = True,
     ksm: bool = True,
 ) -> Run:
     run = Run(replicas, mode)
@@ -166,6 +255,7 @@ def run_one(
     fake_argv = [PY, "-m", "tests.services.promapi", "--replicas", str(replicas)]
     fake = spawn([*fake_argv, *([] if rules else ["--no-rules"])], log=fake_log)
     kv: subprocess.Popen[bytes] | None = None
+    client: subprocess.Popen[bytes] | None = None
     try:
         port = int(wait_line(fake_log, r"listening (\d+)", fake, 120).group(1))
         config = {
@@ -188,6 +278,15 @@ def run_one(
         env = {"KVPILOT_DATABASE_URL": f"sqlite:///{tmp / f'kv-{replicas}-{mode}.db'}", "KVPILOT_LOG_LEVEL": "INFO"}
         kv = spawn([KVPILOT, "run", "--config", str(cfg)], env=env, log=kv_log)
         http = int(wait_line(kv_log, r"API on http://[^:]+:(\d+)", kv, 120).group(1))
+        grpc_out = tmp / f"grpc-{replicas}.txt"
+        if api_load and grpc_load:
+            keda = int(wait_line(kv_log, r"KEDA external scaler \(gRPC[^)]*\) on [^:]+:(\d+)", kv, 120).group(1))
+            # the fleet's first deployment (tests/services/promapi.py names them prod/llm-0, prod/llm-1, ...)
+            argv = [PY, __file__, "--grpc-client", str(keda), "--grpc-out", str(grpc_out)]
+            client_log = (tmp / f"grpc-{replicas}.log").open("wb")
+            client = subprocess.Popen(
+                argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=client_log, stderr=subprocess.STDOUT
+            )
         # This client's own full collections (its heap is the imports' and httpx's) would delay its requests and
         # count as kvpilot's latency: frozen as kvpilot freezes its own after the first tick.
         gc.collect()
@@ -197,13 +296,18 @@ def run_one(
         except Exception:
             print(f"kvpilot (exit {kv.poll()}) log tail:\n{kv_log.read_text(errors='replace')[-3000:]}", flush=True)
             raise
+        until = time.monotonic()
+        if client is not None and client.stdin is not None:
+            client.stdin.close()
+            client.wait(timeout=60)
+            _split_grpc(run, grpc_out, until)
         # SIGTERM: how long the process takes to end (a tick in flight is abandoned, not awaited)
         t0 = time.monotonic()
         kv.send_signal(signal.SIGTERM)
         kv.wait(timeout=60)
         print(f"  sigterm_exit_s {time.monotonic() - t0:.2f}", flush=True)
     finally:
-        for p in (kv, fake):
+        for p in (client, kv, fake):
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait()
@@ -233,6 +337,16 @@ def _report(run: Run, interval_s: float) -> None:
         f"{_quantile(run.decisions_outside, 0.5):.1f}/{_quantile(run.decisions_outside, 0.99):.1f} ms), {tail}",
         flush=True,
     )
+    for method in GRPC_METHODS if run.grpc_during or run.grpc_outside else ():
+        during, outside = run.grpc_during[method], run.grpc_outside[method]
+        print(
+            f"    gRPC {method:12s} p50/p99/max during ticks {_quantile(during, 0.5):.2f}/"
+            f"{_quantile(during, 0.99):.2f}/{max(during, default=float('nan')):.2f} ms ({len(during)} calls), outside "
+            f"{_quantile(outside, 0.5):.2f}/{_quantile(outside, 0.99):.2f} ms ({len(outside)})",
+            flush=True,
+        )
+    if run.grpc_errors:
+        print(f"    gRPC errors {run.grpc_errors}", flush=True)
 
 
 def real_prometheus(replicas: int, tmp: Path) -> None:
@@ -362,7 +476,13 @@ def main() -> None:
         action="store_true",
         help="collector.discovery.promql_kube_state_metrics: false (no Deployment series query each tick)",
     )
+    p.add_argument("--no-grpc", action="store_true", help="no gRPC client beside the HTTP one")
+    p.add_argument("--grpc-client", type=int, help=argparse.SUPPRESS)  # the gRPC client's own process: the port
+    p.add_argument("--grpc-out", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.grpc_client is not None:
+        _grpc_client(args.grpc_client, "prod", "llm-0", args.grpc_out)
+        return
     last: Run | None = None
     with tempfile.TemporaryDirectory(prefix="fleet-scale-") as d:
         tmp = Path(d)
@@ -377,6 +497,7 @@ def main() -> None:
                 tmp,
                 rules=not args.no_rules,
                 api_load=not args.no_api_load,
+                grpc_load=not args.no_grpc,
                 ksm=not args.no_kube_state_metrics,
             )
             _report(last, args.interval)
@@ -385,6 +506,8 @@ def main() -> None:
         tail = f"tick_p50_s {last.tick_p50():.3f} cpu_per_tick_s {cpu:.2f} rss_mb {last.rss_mb:.0f}"
         if last.api_during or last.api_outside:
             tail += f" api_p99_ms {last.api_p99():.1f}"
+        if last.grpc_during:
+            tail += f" grpc_p99_ms {_quantile(last.grpc_during['GetMetrics'], 0.99):.2f}"
         print(f"replicas {last.replicas} {tail}")
 
 
