@@ -7,6 +7,7 @@ import asyncio
 import threading
 import time
 from functools import partial
+from pathlib import Path
 
 import pytest
 
@@ -18,14 +19,21 @@ from tests.helpers.poll import until
 NOW = 1_700_000_000.0
 
 
-async def test_abort_ends_the_reader_process_mid_round() -> None:
+def _a_long_round(started: Path) -> list[object]:
+    """In the reader process: say the round has begun, then read for a minute (what adapting thousands of replicas
+    takes on a busy machine)."""
+    started.touch()
+    time.sleep(60)
+    return []
+
+
+async def test_abort_ends_the_reader_process_mid_round(tmp_path: Path) -> None:
     source = PromQLSource("http://127.0.0.1:9", reader="process", clock=VirtualClock(NOW))
     try:
-        # A round that would read for a minute (what adapting thousands of replicas takes on a busy machine).
-        reading = asyncio.ensure_future(source._in_reader(partial(time.sleep, 60)))
-        await until(lambda: source._reader is not None and bool(source._reader._processes), what="the reader")
+        started = tmp_path / "started"
+        reading = asyncio.ensure_future(source._in_reader(partial(_a_long_round, started)))  # type: ignore[arg-type]
+        await until(started.exists, what="the reader's round to begin")
         workers = list(source._reader._processes.values())  # type: ignore[union-attr]
-        await asyncio.sleep(1.0)  # the worker has started the round
         t0 = time.monotonic()
         source.abort()
         with pytest.raises(Stopped, match="reader's round abandoned"):

@@ -110,8 +110,10 @@ def test_a_daemon_call_outliving_its_loop_ends_quietly() -> None:
 
     try:
         asyncio.run(start())  # the loop closes with the call still running
+        (late,) = [t for t in threading.enumerate() if t.name == "late"]
         release.set()
-        time.sleep(0.2)
+        late.join(10)  # the call returned and tried to tell the closed loop
+        assert not late.is_alive()
     finally:
         threading.excepthook = hook
     assert errors == []
