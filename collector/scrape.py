@@ -13,7 +13,8 @@ process, started with the first such page, within a CPU-time budget (``parse_bud
 `collector.exposition.watched_by`). A process rather than a thread: a reader thread holds the GIL in long
 C calls (splitting and decoding megabytes, the garbage collector tracing the heap) and kept /healthz
 waiting 80 ms at the 99th percentile on the shared 2-core VM, against 15 ms with a process. The body goes
-over as bytes and the adapted samples come back, a few kilobytes.
+over as bytes and the adapted samples come back, a few kilobytes. ``Collector.abort()`` (SIGTERM) ends that
+process with the page it is reading, as the PromQL source ends its reader with its round.
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ SPREAD_FRACTION = 0.5  # `kvpilot run` spreads a tick's scrapes over this share 
 # 5 interleaved pairs each: one timer per target -> 20 ms slots (and requests kept per URL) -27 % CPU per scrape,
 # 20 -> 50 ms a further -6 % (BENCHMARKS.md, "Scrape loop").
 SPREAD_SLOT_S = 0.05
+
+
+class Stopped(Exception):
+    """The service is stopping (``Collector.abort()``): the tick's pages were abandoned. Not a target's fault: it is
+    raised out of ``scrape`` and ``collect_once``, and no target's health records it."""
 
 
 class AdaptedPageLike(Protocol):
@@ -195,6 +201,7 @@ class Collector:
         self._fetcher = fetcher or FETCHERS[self.config.http_client](max_connections=self.config.max_concurrency)
         self._semaphore = asyncio.Semaphore(self.config.max_concurrency)
         self._reader: concurrent.futures.ProcessPoolExecutor | None = None  # started with the first large page
+        self._stopping = False  # set once, by abort()
         self.health = HealthBook()
 
     async def __aenter__(self) -> Collector:
@@ -206,9 +213,31 @@ class Collector:
     async def aclose(self) -> None:
         if self._own_fetcher:
             await self._fetcher.aclose()
-        if self._reader is not None:
-            self._reader.shutdown(wait=False, cancel_futures=True)
-            self._reader = None
+        self._stop_reader()
+
+    def abort(self) -> None:
+        """Stop now (SIGTERM): the reader process is ended with the page it was reading, that page and those queued
+        behind it raise ``Stopped``, and so does every later ``collect_once`` or ``scrape``, at once. Scrapes still
+        fetching are left to whoever awaits them (the control loop cancels its abandoned tick)."""
+        self._stopping = True
+        self._stop_reader(kill=True)
+
+    def _stop_reader(self, *, kill: bool = False) -> None:
+        """``kill``: end the reader process now, with the page it is reading (``shutdown`` alone lets that page be
+        read to its end, up to ``parse_budget_s`` of CPU, and the interpreter waits for it at exit)."""
+        reader, self._reader = self._reader, None
+        if reader is None:
+            return
+        if kill:
+            # ProcessPoolExecutor names its workers only privately before Python 3.14's terminate_workers()
+            workers: dict[int, multiprocessing.process.BaseProcess] = getattr(reader, "_processes", None) or {}
+            for worker in list(workers.values()):
+                worker.terminate()
+        reader.shutdown(wait=False, cancel_futures=True)
+
+    def _refuse_if_stopping(self, what: str) -> None:
+        if self._stopping:
+            raise Stopped(f"{what}: stopping, no page read")
 
     async def _read(
         self, body: bytes, target: TargetInfo, started_ts: float, content_type: str | None
@@ -216,6 +245,7 @@ class Collector:
         """Parse and adapt a page: on the loop when small, else in the reader process within the CPU budget."""
         if len(body) <= self.config.inline_max_bytes:
             return self._adapt(body, target, started_ts, content_type=content_type)
+        self._refuse_if_stopping(target.url)  # abort() has ended the reader: no new one is started
         if self._reader is None:
             # spawn, not fork: the parent runs threads (the event loop's executors, the store writer)
             context = multiprocessing.get_context("spawn")
@@ -224,12 +254,23 @@ class Collector:
         try:
             return await asyncio.get_running_loop().run_in_executor(self._reader, partial(job, content_type))
         except concurrent.futures.BrokenExecutor:
+            if self._stopping:
+                raise Stopped(f"{target.url}: stopping, the page reader's read abandoned") from None
             self._reader = None  # the reader died (killed, out of memory): the next large page starts another
             raise ScrapeError("the page reader process died while reading this page") from None
+        except asyncio.CancelledError:
+            # abort() cancelled the pages queued behind the one being read: they end as that one does, unless this
+            # scrape itself is being cancelled (its timeout, an abandoned tick), which stays a cancellation
+            task = asyncio.current_task()
+            if self._stopping and task is not None and not task.cancelling():
+                raise Stopped(f"{target.url}: stopping, the page's read abandoned in the reader's queue") from None
+            raise
 
     async def scrape(self, target: TargetInfo) -> ScrapeResult:
-        """Scrape one target; never raises for the target's faults (they become ``ok=False``)."""
+        """Scrape one target; never raises for the target's faults (they become ``ok=False``); raises ``Stopped``
+        once the collector is aborted."""
         async with self._semaphore:
+            self._refuse_if_stopping(target.url)
             started_ts = self.clock.now()
             t0 = time.perf_counter()
             body: bytes | None = None
@@ -237,6 +278,8 @@ class Collector:
                 async with asyncio.timeout(self.config.timeout_s):
                     body, content_type = await self._fetcher.get(target.url, max_bytes=self.config.max_bytes)
                     page = await self._read(body, target, started_ts, content_type)
+            except Stopped:
+                raise
             except TimeoutError:
                 return self._failed(target, started_ts, t0, f"timed out after {self.config.timeout_s:g} s", body)
             except ScrapeError as exc:
@@ -276,7 +319,9 @@ class Collector:
 
         With a spread (``spread_s``, else the config's) > 0, each target starts at its stable offset within
         that many seconds (see `jitter_offset`; up to ``SPREAD_SLOT_S`` sooner, with the targets just before
-        it) instead of all at once, so a tick's load and the targets' see a steady trickle."""
+        it) instead of all at once, so a tick's load and the targets' see a steady trickle. After ``abort()`` it
+        raises ``Stopped`` at once."""
+        self._refuse_if_stopping(f"{len(targets)} targets")
         started = self.clock.now()
         spread_s = self.config.spread_s if spread_s is None else spread_s
         sleep = sleep or self._sleep

@@ -1,6 +1,7 @@
 """What only some stages offer (a PromQL source's per-deployment sums, its own gauges, its abort on shutdown, its
 reads narrowed to a shard's deployments; a lease to keep up) is recognised by protocol, not looked up by name: the
-PromQL source is all four, the scraping collector none, and the service and loop act on exactly what they recognise.
+PromQL source is all four, the scraping collector only the abort (its page reader), and the service and loop act on
+exactly what they recognise.
 (mypy checks the classes against the protocols in kvpilot/runtime/wiring.py.)"""
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ def test_a_promql_source_offers_its_sums_gauges_and_abort(tmp_path: Path) -> Non
     assert any(m.name.startswith("kvpilot_promql") for m in service.metrics.registry.collect())  # its own gauges
 
 
-def test_the_scraping_collector_offers_none_of_them(tmp_path: Path) -> None:
+def test_the_scraping_collector_offers_only_its_abort(tmp_path: Path) -> None:
     service = _service(tmp_path, {"kind": "static"})
     collector = service.loop.collector
-    assert not isinstance(collector, Aggregates | HasOwnMetrics | Abortable | CollectsOwned)
+    assert isinstance(collector, Abortable)  # SIGTERM ends its page reader process with the page it reads
+    assert not isinstance(collector, Aggregates | HasOwnMetrics | CollectsOwned)
     assert service.loop._aggregates is None
     assert not any(m.name.startswith("kvpilot_promql") for m in service.metrics.registry.collect())
 
