@@ -37,9 +37,10 @@ async def test_a_stage_after_the_flag_never_starts() -> None:
 
 
 async def test_the_flag_cancels_an_awaited_stage_at_once() -> None:
-    cancelled = asyncio.Event()
+    started, cancelled = asyncio.Event(), asyncio.Event()
 
     async def stage() -> None:
+        started.set()
         try:
             await asyncio.sleep(3600)
         finally:
@@ -47,7 +48,7 @@ async def test_the_flag_cancels_an_awaited_stage_at_once() -> None:
 
     flag = Abandon()
     running = asyncio.ensure_future(flag.race("collect", stage()))
-    await asyncio.sleep(0.01)
+    await asyncio.wait_for(started.wait(), 5.0)  # the stage is running when the flag is set
     flag.set()
     with pytest.raises(TickAbandoned):
         await asyncio.wait_for(running, 1.0)
@@ -56,16 +57,17 @@ async def test_the_flag_cancels_an_awaited_stage_at_once() -> None:
 
 async def test_the_flag_leaves_a_stage_in_a_thread_behind() -> None:
     release = threading.Event()
-    ended = threading.Event()
+    started, ended = threading.Event(), threading.Event()
 
     def stage() -> str:
+        started.set()
         release.wait(10)
         ended.set()
         return "late"
 
     flag = Abandon()
     running = asyncio.ensure_future(flag.race("observe", in_daemon_thread(stage, name="tick-observe")))
-    await asyncio.sleep(0.01)
+    assert await asyncio.to_thread(started.wait, 5.0)  # the stage's thread is running when the flag is set
     t0 = time.monotonic()
     flag.set()
     with pytest.raises(TickAbandoned):
@@ -122,9 +124,10 @@ def test_a_daemon_call_outliving_its_loop_ends_quietly() -> None:
 
 async def test_a_stage_failing_as_it_is_cancelled_is_not_logged_as_never_retrieved(caplog) -> None:
     flag = Abandon()
-    aborted = asyncio.Event()
+    started, aborted = asyncio.Event(), asyncio.Event()
 
     async def stage() -> None:
+        started.set()
         try:
             await aborted.wait()
         except asyncio.CancelledError:
@@ -138,7 +141,7 @@ async def test_a_stage_failing_as_it_is_cancelled_is_not_logged_as_never_retriev
         return False
 
     running = asyncio.ensure_future(tick())
-    await asyncio.sleep(0.01)
+    await asyncio.wait_for(started.wait(), 5.0)
     flag.set()
     assert await running
     await asyncio.sleep(0.01)
