@@ -21,6 +21,11 @@ from urllib.parse import unquote, urlsplit
 _READ_BYTES = 64 * 1024
 _MAX_IDLE_PER_ORIGIN = 8
 _ERROR_BODY_BYTES = 64 * 1024  # of a non-200 answer, enough to quote its start
+# An answer is inflated at most this many bytes at a time, the event loop answering between pieces. Read buffered,
+# a whole answer inflated in one step of the loop: 2.6 and 3.9 ms of the loop's CPU for the 1.7 and 3.9 MB answers
+# of a tick at 10,000 replicas, during which the API and KEDA's gRPC calls waited (issue 17, helper K's probe);
+# inflating runs at about 1 MB/ms there, so a piece is ~0.25 ms.
+INFLATE_STEP = 256 * 1024
 
 
 class HttpError(Exception):
@@ -223,14 +228,23 @@ class _Body:
         size = 0
         try:
             async for raw in self._chunks:
-                piece = raw if self._inflate is None else self._inflate.decompress(raw, max_bytes - size + 1)
-                size += len(piece)
-                if size > max_bytes:
-                    if cut:
-                        out.append(piece[: len(piece) - (size - max_bytes)])
-                        return b"".join(out)
-                    raise TooLarge(f"answer larger than {max_bytes} bytes")
-                out.append(piece)
+                data = raw
+                while True:
+                    if self._inflate is None:
+                        piece, data = data, b""
+                    else:
+                        piece = self._inflate.decompress(data, min(INFLATE_STEP, max_bytes - size + 1))
+                        data = self._inflate.unconsumed_tail
+                    size += len(piece)
+                    if size > max_bytes:
+                        if cut:
+                            out.append(piece[: len(piece) - (size - max_bytes)])
+                            return b"".join(out)
+                        raise TooLarge(f"answer larger than {max_bytes} bytes")
+                    out.append(piece)
+                    if not data:
+                        break
+                    await asyncio.sleep(0)  # the event loop's turn between two inflated pieces
             if self._inflate is not None:
                 rest = self._inflate.flush()
                 if size + len(rest) > max_bytes and not cut:
