@@ -7,11 +7,14 @@ exactly what they recognise.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
+from collector.clock import VirtualClock
+from collector.discovery.promql import PromQLSource
 from kvpilot.runtime.lease import LeaseElector
 from kvpilot.runtime.loop import Aggregates
 from kvpilot.runtime.service import Abortable, AlwaysLeader, Campaigns, HasOwnMetrics
-from kvpilot.runtime.shards import CollectsOwned
+from kvpilot.runtime.shards import CollectsOwned, OwnedCollect
 from kvpilot.runtime.sources import build
 from kvpilot.runtime.wiring import build_service
 from kvpilot.settings import load_settings
@@ -47,3 +50,21 @@ def test_the_scraping_collector_offers_only_its_abort(tmp_path: Path) -> None:
 def test_only_a_lease_is_campaigned_for() -> None:
     assert not isinstance(AlwaysLeader(), Campaigns)
     assert isinstance(LeaseElector.__new__(LeaseElector), Campaigns)
+
+
+class _NoShards:
+    def held(self) -> None:
+        return None
+
+
+async def test_a_sharded_collect_stage_passes_the_abort_to_its_source() -> None:
+    # With sharding on, the loop's collect stage is OwnedCollect around the source: SIGTERM's abort must reach it.
+    source = PromQLSource("http://127.0.0.1:9", clock=VirtualClock(1_700_000_000.0))
+    try:
+        owned = OwnedCollect(source, cast(Any, _NoShards()))
+        assert isinstance(owned, Abortable)
+        owned.abort()
+        assert source._stop.is_set()
+        assert not isinstance(OwnedCollect(object(), cast(Any, _NoShards())), Abortable)  # nothing to pass it to
+    finally:
+        await source.aclose()
