@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         PromQLSource,
     )
     _owned: type[Aggregates] = OwnedCollect
+    _scraping: type[Abortable] = Collector
     _campaigns: tuple[type[Campaigns], type[Campaigns]] = (LeaseElector, ShardCoordinator)
 
 log = logging.getLogger(__name__)
