@@ -61,6 +61,19 @@ class Stopped(Exception):
     raised out of ``scrape`` and ``collect_once``, and no target's health records it."""
 
 
+def end_reader(reader: concurrent.futures.ProcessPoolExecutor | None, *, kill: bool) -> None:
+    """Shut a reader process pool down without waiting; ``kill`` also ends its worker now, with whatever it is
+    reading (a page here, a PromQL round in `collector.discovery.promql`), instead of letting that run to its end."""
+    if reader is None:
+        return
+    if kill:
+        # ProcessPoolExecutor names its workers only privately before Python 3.14's terminate_workers()
+        workers: dict[int, multiprocessing.process.BaseProcess] = getattr(reader, "_processes", None) or {}
+        for worker in list(workers.values()):
+            worker.terminate()
+    reader.shutdown(wait=False, cancel_futures=True)
+
+
 class AdaptedPageLike(Protocol):
     """What `collector.adapt.AdaptedPage` offers; a Protocol so tests can pass a stand-in adapter."""
 
@@ -226,14 +239,7 @@ class Collector:
         """``kill``: end the reader process now, with the page it is reading (``shutdown`` alone lets that page be
         read to its end, up to ``parse_budget_s`` of CPU, and the interpreter waits for it at exit)."""
         reader, self._reader = self._reader, None
-        if reader is None:
-            return
-        if kill:
-            # ProcessPoolExecutor names its workers only privately before Python 3.14's terminate_workers()
-            workers: dict[int, multiprocessing.process.BaseProcess] = getattr(reader, "_processes", None) or {}
-            for worker in list(workers.values()):
-                worker.terminate()
-        reader.shutdown(wait=False, cancel_futures=True)
+        end_reader(reader, kill=kill)
 
     def _refuse_if_stopping(self, what: str) -> None:
         if self._stopping:

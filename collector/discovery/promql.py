@@ -49,7 +49,7 @@ from collector.promql.decode import PromQLError, Stopped
 from collector.promql.plain_http import HttpError, PlainHttpClient, TooLarge
 from collector.promql.series import families_selector, names_regex, read_answers
 from collector.samples import TargetInfo
-from collector.scrape import CollectResult, ScrapeResult
+from collector.scrape import CollectResult, ScrapeResult, end_reader
 
 Mode = Literal["replicas", "aggregates"]
 MODES: tuple[Mode, ...] = ("replicas", "aggregates")
@@ -156,14 +156,7 @@ class PromQLSource:
         """``kill``: end the reader process now, with the round it is reading (``shutdown`` alone lets that round
         run to its end, seconds at thousands of replicas, and the interpreter waits for it at exit)."""
         reader, self._reader = self._reader, None
-        if reader is None:
-            return
-        if kill:
-            # ProcessPoolExecutor names its workers only privately before Python 3.14's terminate_workers()
-            workers: dict[int, mp.process.BaseProcess] = getattr(reader, "_processes", None) or {}
-            for worker in list(workers.values()):
-                worker.terminate()
-        reader.shutdown(wait=False, cancel_futures=True)
+        end_reader(reader, kill=kill)
 
     def abort(self) -> None:
         """Stop now (SIGTERM): queries in flight are cancelled, the reader process is ended with the round it was
