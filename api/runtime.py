@@ -26,6 +26,7 @@ class RuntimeHealth:
     store_last_error: str | None
     last_tick_at: float | None
     leader: bool
+    keda_serving: bool | None = None  # keda.serve_from process: its server answers now; None: served in-process
 
 
 class TargetRegistry(Protocol):

@@ -103,6 +103,11 @@ LOOP_STAGES = (
     "discover", "collect", "observe", "detect", "decide", "publish", "kv_projection", "drains", "actuate", "cost"
 )  # fmt: skip
 LEADER = _g("kvpilot_leader", (), "1 while this replica holds the Lease and may actuate.")
+# keda.serve_from: process (scaler/keda/process.py); absent when KEDA is served in the loop's process.
+KEDA_SERVER_UP = _g("kvpilot_keda_server_up", (), "1 while KEDA's own server process serves.")
+KEDA_SERVER_RESTARTS = Series(
+    "kvpilot_keda_server_restarts_total", "counter", (), "Restarts of KEDA's server process after it exited."
+)
 # Cost (scaler.cost, docs/cost.md). `pool` is empty for a whole deployment (set for prefill/decode pools).
 COST = ("deployment", "pool", "gpu_type")
 COST_USD_PER_HOUR = _g("kvpilot_cost_usd_per_hour", COST, "Dollars per hour: replicas x GPUs per replica x GPU price.")

@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 from scaler.decision import Decision
 
@@ -56,6 +57,12 @@ class DecisionSource(Protocol):
         ...
 
 
+# What a mirrored board hands its sink, in order: ("reset", [Published, ...]) first, then ("publish", Published) and
+# ("forget", deployment) as they happen (``scaler.keda.process`` sends them to the KEDA server's own process).
+MirrorOp: TypeAlias = tuple[str, object]
+MirrorSink: TypeAlias = Callable[[MirrorOp], None]
+
+
 class DecisionBoard:
     """In-memory `DecisionSource`: latest decision per deployment, with change notification.
 
@@ -69,6 +76,7 @@ class DecisionBoard:
         self._sequence = 0
         self._latest: dict[str, Published] = {}
         self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+        self._mirror: MirrorSink | None = None
 
     def publish(self, decision: Decision) -> Published:
         """Stores `decision` as the newest for its deployment and wakes everyone waiting on it."""
@@ -78,6 +86,8 @@ class DecisionBoard:
             published = Published(decision, self._sequence)
             self._latest[decision.deployment] = published
             waiters = list(self._waiters.get(decision.deployment, ()))
+            if self._mirror is not None:
+                self._mirror(("publish", published))
         _wake(waiters)
         return published
 
@@ -86,6 +96,41 @@ class DecisionBoard:
         with self._lock:
             self._latest.pop(deployment, None)
             waiters = list(self._waiters.get(deployment, ()))
+            if self._mirror is not None:
+                self._mirror(("forget", deployment))
+        _wake(waiters)
+
+    def mirror_to(self, sink: MirrorSink | None) -> None:
+        """From now on `sink` gets every change, in order, starting with a reset to what the board holds (None:
+        stop mirroring). It is called under the board's lock, so it must only hand the change on (a queue put)."""
+        with self._lock:
+            self._mirror = sink
+            if sink is not None:
+                sink(("reset", list(self._latest.values())))
+
+    def apply(self, op: MirrorOp) -> None:
+        """A mirror's side: applies one change another board's `mirror_to` handed on, keeping its versions (so a
+        version seen here is the one the original board gave)."""
+        kind, payload = op
+        with self._lock:
+            if kind == "publish":
+                assert isinstance(payload, Published)
+                changed = [payload.decision.deployment]
+                self._latest[payload.decision.deployment] = payload
+                self._sequence = max(self._sequence, payload.version)
+            elif kind == "forget":
+                assert isinstance(payload, str)
+                changed = [payload]
+                self._latest.pop(payload, None)
+            elif kind == "reset":
+                assert isinstance(payload, list)
+                latest = {p.decision.deployment: p for p in _published(payload)}
+                changed = [d for d in self._latest.keys() | latest.keys() if self._latest.get(d) != latest.get(d)]
+                self._latest = latest
+                self._sequence = max([self._sequence, *(p.version for p in latest.values())])
+            else:
+                raise ValueError(f"unknown decision board change {kind!r}")
+            waiters = [w for d in changed for w in self._waiters.get(d, ())]
         _wake(waiters)
 
     def latest(self, deployment: str) -> Published | None:
@@ -116,6 +161,12 @@ class DecisionBoard:
                     if not waiters:
                         del self._waiters[deployment]
         return self.latest(deployment)
+
+
+def _published(items: Iterable[object]) -> Iterable[Published]:
+    for item in items:
+        assert isinstance(item, Published)
+        yield item
 
 
 def _wake(waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]) -> None:

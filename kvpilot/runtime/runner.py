@@ -10,16 +10,19 @@ import gc
 import logging
 import signal
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import uvicorn
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
+from api import series as S  # noqa: N812 (the series catalogue, as api.exposition names it)
 from api.auth import TokenAuth
 from api.main import create_app
-from collector.clock import Clock
+from collector.clock import Clock, WallClock
 from kvpilot.runtime import sources as sources_mod
 from kvpilot.runtime.shards import ShardCoordinator
 from kvpilot.runtime.wiring import advertised_address, build_service
@@ -28,7 +31,9 @@ from scaler.keda.reader import DecisionReader
 from scaler.publish import DecisionBoard
 
 if TYPE_CHECKING:
-    from scaler.keda.server import Endpoint
+    from scaler.keda.process import KedaProcess
+    from scaler.keda.server import Endpoint, TlsFiles
+    from scaler.keda.servicer import ServicerSettings
 
 log = logging.getLogger("kvpilot")
 
@@ -92,6 +97,25 @@ def keda_reader(board: DecisionBoard, settings: Settings, clock: Clock) -> Decis
     return DecisionReader(board, clock, settings.decision_stale_after_s)
 
 
+def _keda_security(settings: Settings) -> tuple[TlsFiles | None, ServicerSettings]:
+    from scaler.keda.server import TlsFiles
+    from scaler.keda.servicer import ServicerSettings
+
+    k = settings.keda
+    tls = None
+    if k.tls_cert_file is not None and k.tls_key_file is not None:
+        tls = TlsFiles(k.tls_cert_file, k.tls_key_file, k.tls_client_ca_file)
+    return tls, ServicerSettings(tokens=frozenset(t.get_secret_value() for t in k.bearer_tokens))
+
+
+def _not_served(e: Exception, settings: Settings) -> None:
+    """A KEDA server that cannot serve: fatal when `scaler.mode` is keda (KEDA would poll a port that another
+    process answers, or nothing), else logged."""
+    if settings.scaler.mode == "keda":
+        raise SettingsError(f"{e} (scaler.mode is keda: KEDA would have no scaler to ask)") from None
+    log.error("%s; the KEDA external scaler is not served (HTTP, the loop and decisions go on)", e)
+
+
 def _keda_endpoint(
     reader: DecisionReader, settings: Settings, shards: ShardCoordinator | None = None
 ) -> Endpoint | None:
@@ -101,14 +125,9 @@ def _keda_endpoint(
     Raises SettingsError when `scaler.mode` is keda and the port cannot be bound or the TLS files read: KEDA
     would otherwise poll a port that another process answers, or nothing."""
     from scaler.keda.forward import Forwarding
-    from scaler.keda.server import TlsFiles, build_endpoint
-    from scaler.keda.servicer import ServicerSettings
+    from scaler.keda.server import build_endpoint
 
-    k = settings.keda
-    tls = None
-    if k.tls_cert_file is not None and k.tls_key_file is not None:
-        tls = TlsFiles(k.tls_cert_file, k.tls_key_file, k.tls_client_ca_file)
-    servicer_settings = ServicerSettings(tokens=frozenset(t.get_secret_value() for t in k.bearer_tokens))
+    tls, servicer_settings = _keda_security(settings)
     address = f"{settings.bind_host}:{settings.api.grpc_port}"
     forwarding = None
     if shards is not None:
@@ -118,13 +137,55 @@ def _keda_endpoint(
     try:
         endpoint = build_endpoint(address, reader, servicer_settings, tls=tls, forwarding=forwarding)
     except ValueError as e:
-        if settings.scaler.mode == "keda":
-            raise SettingsError(f"{e} (scaler.mode is keda: KEDA would have no scaler to ask)") from None
-        log.error("%s; the KEDA external scaler is not served (HTTP, the loop and decisions go on)", e)
+        _not_served(e, settings)
         return None
     if shards is not None and settings.sharding.advertise_address is None:
         shards.address = advertised_address(endpoint.port)  # the port actually bound (0 picks one)
     return endpoint
+
+
+def keda_from_process(settings: Settings, clock: Clock, shards: ShardCoordinator | None) -> bool:
+    """`keda.serve_from: process` where it can apply: its process reads staleness on the wall clock, so the loop
+    must run on it; with sharding, forwarding needs the shard ownership the loop's process holds, so the server
+    stays there (docs/keda.md)."""
+    if settings.keda.serve_from != "process":
+        return False
+    if not isinstance(clock, WallClock) or shards is not None:
+        why = "sharding is on" if shards is not None else "the loop does not run on the wall clock"
+        log.info("keda.serve_from is process, but %s: KEDA is served from the loop's process", why)
+        return False
+    return True
+
+
+async def _keda_process(board: DecisionBoard, reader: DecisionReader, settings: Settings) -> KedaProcess | None:
+    """KEDA's own process, started and serving over a mirror of ``board``; None where it cannot be served and the
+    mode allows that (raises SettingsError as ``_keda_endpoint`` does)."""
+    from scaler.keda.process import ChildConfig, KedaProcess
+
+    tls, servicer_settings = _keda_security(settings)
+    config = ChildConfig(
+        f"{settings.bind_host}:{settings.api.grpc_port}", servicer_settings, reader.stale_after_s, tls=tls,
+        log_level=settings.log_level,
+    )  # fmt: skip
+    keda = KedaProcess(board, config)
+    try:
+        await keda.start()
+    except (ValueError, RuntimeError, OSError) as e:
+        _not_served(e, settings)
+        return None
+    return keda
+
+
+class _KedaProcessMetrics(Collector):
+    """``kvpilot_keda_server_up`` and ``kvpilot_keda_server_restarts_total`` of KEDA's own process."""
+
+    def __init__(self, keda: KedaProcess) -> None:
+        self._keda = keda
+
+    def collect(self) -> Iterable[Metric]:
+        yield GaugeMetricFamily(S.KEDA_SERVER_UP.name, S.KEDA_SERVER_UP.help, value=1 if self._keda.serving else 0)
+        name = S.KEDA_SERVER_RESTARTS.name.removesuffix("_total")
+        yield CounterMetricFamily(name, S.KEDA_SERVER_RESTARTS.help, value=self._keda.restarts_total)
 
 
 async def run(settings: Settings, *, config_file: Path | None = None) -> int:
@@ -144,9 +205,14 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
         board = DecisionBoard()
         service, restored = await asyncio.to_thread(partial(build_service, settings, srcs, board=board))
         reader = keda_reader(board, settings, service.clock)
+        keda_endpoint: Endpoint | None = None
+        keda_process: KedaProcess | None = None
         try:
             shards = service.leadership if isinstance(service.leadership, ShardCoordinator) else None
-            keda_endpoint = _keda_endpoint(reader, settings, shards)
+            if keda_from_process(settings, service.clock, shards):
+                keda_process = await _keda_process(board, reader, settings)
+            else:
+                keda_endpoint = _keda_endpoint(reader, settings, shards)
         except SettingsError as e:
             log.error("%s", e)
             service.engine.dispose()
@@ -180,7 +246,17 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
             settings.bind_host, http_port, _redact(settings.database_url), fleet,
         )  # fmt: skip
         keda: asyncio.Task[None] | asyncio.Task[bool]
-        if keda_endpoint is not None:
+        if keda_process is not None and keda_process.port is not None:
+            serving = keda_process
+            service.keda_serving = lambda: serving.serving
+            service.registry.register(_KedaProcessMetrics(keda_process))
+            keda = asyncio.create_task(keda_process.run(service.stop), name="keda-process")
+            log.info(
+                "KEDA external scaler (gRPC%s, own process %s) on %s:%d; decisions older than %g s are refused",
+                ", TLS" if settings.keda.tls_cert_file else "", keda_process.pid, settings.bind_host,
+                keda_process.port, reader.stale_after_s,
+            )  # fmt: skip
+        elif keda_endpoint is not None:
             keda = asyncio.create_task(keda_endpoint.serve(service.stop), name="keda-grpc")
             log.info(
                 "KEDA external scaler (gRPC%s) on %s:%d; decisions older than %g s are refused",

@@ -22,6 +22,7 @@ import gc
 import logging
 import sys
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
@@ -178,6 +179,7 @@ class Service:
         self.freeze_heap = freeze_heap
         self.gil_switch_s = gil_switch_s
         self.tasks: list[asyncio.Task[None]] = []
+        self.keda_serving: Callable[[], bool] | None = None  # set by `kvpilot run` when KEDA has its own process
 
     # -- Runtime (what the API reads) ---------------------------------------------------------------------------
 
@@ -228,6 +230,7 @@ class Service:
             store_last_error=problem,
             last_tick_at=snap.t if snap else None,
             leader=self.leadership.leader,
+            keda_serving=self.keda_serving() if self.keda_serving is not None else None,
         )
 
     # -- lifecycle ----------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -31,6 +32,16 @@ class KedaSettings(_Section):
     bearer_tokens: TokenList = Field(
         default=(),
         description="Set: every ExternalScaler call must carry one of these; comma-separated in the environment.",
+    )
+
+    serve_from: Literal["loop", "process"] = Field(
+        default="loop",
+        description=(
+            "`process`: the gRPC server runs in a small process of its own that mirrors the loop's decisions, so "
+            "a tick in progress cannot delay KEDA's answers (restarted if it dies; `/readyz` and "
+            "`kvpilot_keda_server_up` say when it is not serving). Only on the wall clock and without sharding; "
+            "elsewhere the server stays in the loop's process."
+        ),
     )
 
     _split_bearer = field_validator("bearer_tokens", mode="before")(split_tokens)

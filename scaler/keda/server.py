@@ -111,14 +111,19 @@ class Endpoint:
     servicer: ExternalScalerServicer
     health: Any = field(repr=False)  # grpc_health.v1.health.aio.HealthServicer
 
-    async def serve(self, stop: asyncio.Event, *, grace_s: float = 5.0) -> None:
-        """Serves until `stop` is set, then: health NOT_SERVING, streams end with OK, in-flight calls finish."""
+    async def serve(
+        self, stop: asyncio.Event, *, grace_s: float = 5.0, on_serving: Callable[[], None] | None = None
+    ) -> None:
+        """Serves until `stop` is set, then: health NOT_SERVING, streams end with OK, in-flight calls finish.
+        ``on_serving`` is called once the server answers (the KEDA process tells its parent so)."""
         from grpc_health.v1 import health_pb2
 
         await self.server.start()
         try:
             for service in ("", SERVICE_NAME):
                 await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+            if on_serving is not None:
+                on_serving()
             await stop.wait()
         finally:
             await self.health.enter_graceful_shutdown()

@@ -37,6 +37,7 @@ from kvpilot.runtime.wiring import build_service
 from kvpilot.settings import Settings, load_settings
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
+from scaler.keda.process import ChildConfig, KedaProcess
 from scaler.keda.reader import DecisionReader
 from scaler.keda.server import build_endpoint
 from scaler.keda.servicer import ServicerSettings
@@ -174,9 +175,12 @@ class Run:
     ready: dict[float, int]  # ready replicas at each poll (seconds since START)
 
 
-async def scenario(tmp: Path, url: str, live: LiveFleet, *, zero_at: float | None = None) -> Run:
+async def scenario(
+    tmp: Path, url: str, live: LiveFleet, *, zero_at: float | None = None, serve_from: str = "loop"
+) -> Run:
     """Runs the on/off workload with kvpilot and KEDA, then deletes the Deployment. `zero_at`: an operator (or a
-    KEDA with another trigger) sets the Deployment to 0 replicas at that moment, whatever kvpilot answers."""
+    KEDA with another trigger) sets the Deployment to 0 replicas at that moment, whatever kvpilot answers.
+    `serve_from` "process": KEDA is answered by its own process over a mirror of the board (keda.serve_from)."""
     settings = settings_for(tmp)
     clock = VirtualClock(START)
     timer = VirtualTimer(clock)
@@ -188,11 +192,19 @@ async def scenario(tmp: Path, url: str, live: LiveFleet, *, zero_at: float | Non
         sleep=timer.sleep,
         scale=scale,
     )
-    reader = DecisionReader(service.loop.board, clock, settings.decision_stale_after_s)  # type: ignore[arg-type]
-    endpoint = build_endpoint("127.0.0.1:0", reader, ServicerSettings())
     stop = asyncio.Event()
-    serving = asyncio.create_task(endpoint.serve(stop, grace_s=1.0))
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{endpoint.port}")
+    keda: KedaProcess | None = None
+    if serve_from == "process":
+        # its staleness runs on the wall clock, which this virtual day is not on: off here (test_process.py)
+        keda = KedaProcess(service.loop.board, ChildConfig("127.0.0.1:0", ServicerSettings(), 0.0, grace_s=1.0))  # type: ignore[arg-type]
+        port = await keda.start()
+        serving = asyncio.create_task(keda.run(stop))
+    else:
+        reader = DecisionReader(service.loop.board, clock, settings.decision_stale_after_s)  # type: ignore[arg-type]
+        endpoint = build_endpoint("127.0.0.1:0", reader, ServicerSettings())
+        port = endpoint.port
+        serving = asyncio.create_task(endpoint.serve(stop, grace_s=1.0))
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     stub = pb_grpc.ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
     run = Run(Keda(stub, f"{url}/control/replicas", replicas=1), {})
     await service.start(dataclasses.replace(restored, rollups=yesterday()))
@@ -203,6 +215,8 @@ async def scenario(tmp: Path, url: str, live: LiveFleet, *, zero_at: float | Non
         target = service.loop.tick_count + 1
         await timer.advance(TICK_S)
         await _ticked(service, target)
+        if keda is not None:
+            await keda.synced()  # KEDA polls right after the tick here; the mirror is a pipe away
 
     try:
         while clock.now() - START < ON[1][1]:
@@ -242,11 +256,12 @@ def _until_deleted(run: Run) -> list[tuple[float, str]]:
     return before
 
 
+@pytest.mark.parametrize("serve_from", ["loop", "process"])
 async def test_answers_stay_valid_at_zero_and_through_the_cold_start(
-    tmp_path: Path, simulator: tuple[str, LiveFleet]
+    tmp_path: Path, simulator: tuple[str, LiveFleet], serve_from: str
 ) -> None:
     url, live = simulator
-    run = await scenario(tmp_path, url, live, zero_at=400.0)
+    run = await scenario(tmp_path, url, live, zero_at=400.0, serve_from=serve_from)
     # every answer was valid: at zero replicas (no pod, no metrics) and while the first replica loaded
     assert _until_deleted(run) == []
     log = run.keda.log
@@ -258,9 +273,12 @@ async def test_answers_stay_valid_at_zero_and_through_the_cold_start(
     assert len(cold) >= COLD_START_S / POLLING_S - 2  # polled all through the cold start, all answered
 
 
-async def test_scale_to_zero_and_back_a_cold_start_ahead(tmp_path: Path, simulator: tuple[str, LiveFleet]) -> None:
+@pytest.mark.parametrize("serve_from", ["loop", "process"])
+async def test_scale_to_zero_and_back_a_cold_start_ahead(
+    tmp_path: Path, simulator: tuple[str, LiveFleet], serve_from: str
+) -> None:
     url, live = simulator
-    run = await scenario(tmp_path, url, live)
+    run = await scenario(tmp_path, url, live, serve_from=serve_from)
     assert _until_deleted(run) == []
     log = run.keda.log
     zero_at = next((t for t, _, _, replicas in log if replicas == 0), None)

@@ -235,6 +235,8 @@ def test_body_size_limit(client: TestClient) -> None:
         ({}, 200, []),  # ticked and the store answers
         ({"first_tick_done": False}, 503, ["first_tick_done"]),  # nothing true to say yet
         ({"store_up": False, "store_pending_writes": 12}, 503, ["store_reachable"]),  # store away
+        ({"keda_serving": True}, 200, []),  # KEDA's own process serves
+        ({"keda_serving": False}, 503, ["keda_serving"]),  # KEDA's own process died and is not back yet
     ],
 )
 def test_readyz(client: TestClient, runtime: FakeRuntime, changes: dict, status: int, failing: list[str]) -> None:
