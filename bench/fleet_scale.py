@@ -23,8 +23,10 @@ N replicas, and checks that the recorded series and the ad-hoc query agree and t
   .venv/bin/python bench/fleet_scale.py --replicas 1000 --mode replicas --ticks 5 --interval 30 --no-api-load
   .venv/bin/python bench/fleet_scale.py --replicas 1000 --ticks 5 --interval 30 --no-api-load   # the ratio's peer
 
-Last line: ``replicas N tick_p50_s X cpu_per_tick_s C rss_mb Y api_p99_ms Z grpc_p99_ms G`` (for the largest size
-run; ``grpc_p99_ms`` is GetMetrics during ticks; neither API figure with ``--no-api-load``).
+Last line: ``replicas N tick_p50_s X cpu_per_tick_s C rss_mb Y api_p99_ms Z grpc_p99_ms G grpc_outside_p99_ms O
+health_p99_ms H`` (for the largest size run; ``grpc_p99_ms`` is GetMetrics during ticks, ``health_p99_ms``
+Health.Check during ticks; no API figure with ``--no-api-load``). ``--keda-serve-from process``: KEDA's server in its
+own process (``keda.serve_from``), whose CPU and RSS count with kvpilot's (a direct child).
 """
 
 from __future__ import annotations
@@ -249,6 +251,7 @@ def run_one(
     api_load: bool = True,
     grpc_load: bool = True,
     ksm: bool = True,
+    keda_serve_from: str = "loop",
 ) -> Run:
     run = Run(replicas, mode)
     fake_log = tmp / f"promapi-{replicas}.log"
@@ -271,6 +274,7 @@ def run_one(
                 },
             },
             "api": {"host": "127.0.0.1", "http_port": 0, "grpc_port": 0, "anonymous_read": True},
+            "keda": {"serve_from": keda_serve_from},
         }
         cfg = tmp / f"kvpilot-{replicas}.yaml"
         cfg.write_text(yaml.safe_dump(config))
@@ -477,6 +481,12 @@ def main() -> None:
         help="collector.discovery.promql_kube_state_metrics: false (no Deployment series query each tick)",
     )
     p.add_argument("--no-grpc", action="store_true", help="no gRPC client beside the HTTP one")
+    p.add_argument(
+        "--keda-serve-from",
+        choices=["loop", "process"],
+        default="loop",
+        help="keda.serve_from: the gRPC server in kvpilot's process, or in its own (counted with kvpilot's tree)",
+    )
     p.add_argument("--grpc-client", type=int, help=argparse.SUPPRESS)  # the gRPC client's own process: the port
     p.add_argument("--grpc-out", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -499,6 +509,7 @@ def main() -> None:
                 api_load=not args.no_api_load,
                 grpc_load=not args.no_grpc,
                 ksm=not args.no_kube_state_metrics,
+                keda_serve_from=args.keda_serve_from,
             )
             _report(last, args.interval)
     if last is not None:
@@ -508,6 +519,8 @@ def main() -> None:
             tail += f" api_p99_ms {last.api_p99():.1f}"
         if last.grpc_during:
             tail += f" grpc_p99_ms {_quantile(last.grpc_during['GetMetrics'], 0.99):.2f}"
+            tail += f" grpc_outside_p99_ms {_quantile(last.grpc_outside['GetMetrics'], 0.99):.2f}"
+            tail += f" health_p99_ms {_quantile(last.grpc_during['Health.Check'], 0.99):.2f}"
         print(f"replicas {last.replicas} {tail}")
 
 

@@ -12,7 +12,10 @@ Two load shapes, each run alternately for ours and the peer (rounds, medians acr
 
 Last line: the ratio ours/peer of the paced p99 latency.
 
-    .venv/bin/python bench/keda.py [--objects 1000] [--interval 1.0] [--seconds 4] [--rounds 3]
+``--serve-from process``: the server process hands both services to KEDA's own process as `kvpilot run` does with
+``keda.serve_from: process`` (``scaler.keda.process``, over a mirror of its board), so both answer from that one.
+
+    .venv/bin/python bench/keda.py [--objects 1000] [--interval 1.0] [--seconds 4] [--rounds 3] [--serve-from loop]
 """
 
 from __future__ import annotations
@@ -42,20 +45,28 @@ def _name(i: int) -> str:
     return f"model-{i}"
 
 
-async def _serve(objects: int) -> None:
+async def _serve(objects: int, serve_from: str = "loop") -> None:
     """Server process: prints its port, serves until stdin closes."""
     from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
     from collector.clock import WallClock
     from scaler.decision import Decision
+    from scaler.keda.process import ChildConfig, KedaProcess
     from scaler.keda.reader import DecisionReader
     from scaler.keda.server import build_server, register_external_scaler
-    from scaler.keda.servicer import ExternalScalerServicer
+    from scaler.keda.servicer import ExternalScalerServicer, ServicerSettings
     from scaler.publish import DecisionBoard
 
     board = DecisionBoard()
     for i in range(objects):
         board.publish(Decision(f"{_namespace(i)}/{_name(i)}", time.time() + 3600, 3, 3, 4, 1, "predictive", "bench"))
+    if serve_from == "process":
+        keda = KedaProcess(board, ChildConfig("127.0.0.1:0", ServicerSettings(), 30.0))
+        print(await keda.start(), flush=True)
+        await keda.synced()
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        await keda.stop()
+        return
     health_servicer = health.aio.HealthServicer()
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     server, port = build_server(
@@ -162,13 +173,14 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between polls of one ScaledObject")
     parser.add_argument("--seconds", type=float, default=4.0, help="length of one paced phase")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--serve-from", choices=["loop", "process"], default="loop", help="keda.serve_from")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        asyncio.run(_serve(args.objects))
+        asyncio.run(_serve(args.objects, args.serve_from))
         return
     server = subprocess.Popen(
-        [sys.executable, __file__, "--serve", "--objects", str(args.objects)],
+        [sys.executable, __file__, "--serve", "--objects", str(args.objects), "--serve-from", args.serve_from],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
