@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -204,12 +207,12 @@ def _kvpilot_run(tmp_path: Path) -> tuple[subprocess.Popen[str], list[str]]:
         lines.append(line)
         if "KEDA external scaler" in line or time.monotonic() > deadline:
             break
+    # keep reading, so that kvpilot never blocks on a full pipe
+    threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True).start()
     return proc, lines
 
 
 def _child_pid(lines: list[str]) -> int:
-    import re
-
     found = re.search(r"own process (\d+)\) on [^:]+:(\d+)", "".join(lines))
     assert found, "".join(lines)[-3000:]
     return int(found.group(1))
@@ -236,6 +239,14 @@ def test_kvpilot_run_leaves_no_keda_process_behind(tmp_path: Path, sig: signal.S
     proc, lines = _kvpilot_run(tmp_path)
     try:
         pid = _child_pid(lines)
+        if sig == signal.SIGTERM:  # while it serves: readiness and kvpilot's own /metrics say so
+            api = re.search(r"API on (http://[^ ]+:\d+)", "".join(lines))
+            assert api, "".join(lines)[-3000:]
+            ready = httpx.get(f"{api.group(1)}/readyz", timeout=10, trust_env=False).json()
+            assert ready["checks"]["keda_serving"] is True
+            page = httpx.get(f"{api.group(1)}/metrics", timeout=10, trust_env=False).text
+            assert "kvpilot_keda_server_up 1.0" in page
+            assert "kvpilot_keda_server_restarts_total 0.0" in page
         proc.send_signal(sig)
         proc.wait(timeout=60)
         assert _gone(pid, 30), f"KEDA's process {pid} outlived kvpilot"
