@@ -1,11 +1,13 @@
-"""Test harness, no tests: a real grpc.aio KEDA external scaler on loopback and a client that calls it as KEDA does."""
+"""Test harness, no tests: a real grpc.aio KEDA external scaler on loopback and a client that calls it as KEDA does;
+served from the test's process, or (``serve_from="process"``) from KEDA's own process over a mirror of the board."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -13,6 +15,7 @@ from collector.clock import VirtualClock
 from scaler.decision import Decision
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
+from scaler.keda.process import ChildConfig, KedaProcess
 from scaler.keda.reader import DEFAULT_STALE_AFTER_S, DecisionReader
 from scaler.keda.server import TlsFiles, build_server, register_external_scaler
 from scaler.keda.servicer import ExternalScalerServicer, ServicerSettings
@@ -56,25 +59,75 @@ async def running_scaler(
     tls: TlsFiles | None = None,
     channel_credentials: grpc.ChannelCredentials | None = None,
     *,
-    stale_after_s: float = DEFAULT_STALE_AFTER_S,
+    stale_after_s: float | None = None,
+    serve_from: str = "loop",
 ) -> AsyncIterator[Scaler]:
+    """``serve_from="process"``: KEDA's own process (``scaler.keda.process``) serves over a mirror of ``board``, and
+    every call waits until it has applied what was published before; staleness is off there (decisions carry the
+    virtual ``NOW``, the process reads the wall clock: test_process.py tests it)."""
     board = DecisionBoard()
     clock = VirtualClock(NOW)
-    reader = DecisionReader(board, clock, stale_after_s)
-    servicer = ExternalScalerServicer(reader, settings)
-    server, port = build_server("127.0.0.1:0", [register_external_scaler(servicer)], tls=tls)
-    await server.start()
+    reader = DecisionReader(board, clock, DEFAULT_STALE_AFTER_S if stale_after_s is None else stale_after_s)
+    if serve_from == "process":
+        if stale_after_s is not None:
+            raise ValueError("staleness in KEDA's own process runs on the wall clock: test it in test_process.py")
+        keda = KedaProcess(board, ChildConfig("127.0.0.1:0", settings or ServicerSettings(), 0.0, tls=tls, grace_s=1.0))
+        port = await keda.start()
+        stop: Callable[[], Any] = keda.stop
+    else:
+        servicer = ExternalScalerServicer(reader, settings)
+        server, port = build_server("127.0.0.1:0", [register_external_scaler(servicer)], tls=tls)
+        await server.start()
+        stop = lambda: server.stop(None)  # noqa: E731
     target = f"localhost:{port}"
     channel = (
         grpc.aio.insecure_channel(target)
         if channel_credentials is None
         else grpc.aio.secure_channel(target, channel_credentials)
     )
+    stub: Any = pb_grpc.ExternalScalerStub(channel)
+    if serve_from == "process":
+        stub = _Synced(stub, keda)
     try:
-        yield Scaler(board, clock, reader, pb_grpc.ExternalScalerStub(channel), channel, port)
+        yield Scaler(board, clock, reader, stub, channel, port)
     finally:
         await channel.close()
-        await server.stop(None)
+        await stop()
+
+
+class _Synced:
+    """The stub, each call made once KEDA's process has caught up with the board (the in-loop server sees a publish
+    at once; the process a pipe later, as KEDA would on its next poll)."""
+
+    def __init__(self, stub: Any, keda: KedaProcess) -> None:
+        self._stub, self._keda = stub, keda
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._stub, name)
+        if name.startswith("Stream"):
+            return lambda *args, **kwargs: _SyncedStream(lambda: method(*args, **kwargs), self._keda)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            await self._keda.synced()
+            return await method(*args, **kwargs)
+
+        return call
+
+
+class _SyncedStream:
+    """A server stream opened at its first read, once the process has caught up."""
+
+    def __init__(self, start: Callable[[], Any], keda: KedaProcess) -> None:
+        self._start, self._keda, self._call = start, keda, None
+
+    async def read(self) -> Any:
+        if self._call is None:
+            await self._keda.synced()
+            self._call = self._start()
+        return await self._call.read()
+
+    def cancel(self) -> bool:
+        return bool(self._call.cancel()) if self._call is not None else False
 
 
 async def keda_poll(stub: pb_grpc.ExternalScalerStub, so: pb.ScaledObjectRef) -> tuple[int, bool, float, float]:

@@ -35,11 +35,6 @@ from tests.unit.scaler.keda.test_tls import Pki, pki  # noqa: F401  (the module'
 TOKEN = "0123456789abcdef-kvpilot-test-token"
 
 
-@pytest.fixture(params=["loop", "process"])
-def serve_from(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @asynccontextmanager
 async def serving(
     settings: ServicerSettings | None = None, board: DecisionBoard | None = None, serve_from: str = "loop"

@@ -9,8 +9,8 @@ from scaler.keda.target import MetadataError, parse_target
 from tests.unit.scaler.keda.harness import decision, keda_poll, ref, running_scaler
 
 
-async def test_each_pool_gets_its_own_decision() -> None:
-    async with running_scaler() as scaler:
+async def test_each_pool_gets_its_own_decision(serve_from: str) -> None:
+    async with running_scaler(serve_from=serve_from) as scaler:
         scaler.board.publish(decision("llm/chat@prefill", desired=6))
         scaler.board.publish(decision("llm/chat@decode", desired=2))
         scaler.board.publish(decision("llm/chat", desired=9))  # a co-located deployment of the same name

@@ -41,9 +41,9 @@ POLL_CASES = [
 
 @pytest.mark.parametrize(("metadata", "desired", "warm", "expected_replicas", "expected_active"), POLL_CASES)
 async def test_keda_poll_cycle_lands_on_the_decided_replicas(
-    metadata: dict[str, str], desired: int, warm: int, expected_replicas: int, expected_active: bool
+    metadata: dict[str, str], desired: int, warm: int, expected_replicas: int, expected_active: bool, serve_from: str
 ) -> None:
-    async with running_scaler() as scaler:
+    async with running_scaler(serve_from=serve_from) as scaler:
         scaler.board.publish(decision(desired=desired, warm=warm))
         replicas, active, value, target = await keda_poll(scaler.stub, ref(**metadata))
     assert replicas == expected_replicas
@@ -51,8 +51,8 @@ async def test_keda_poll_cycle_lands_on_the_decided_replicas(
     assert value == pytest.approx(expected_replicas * target)
 
 
-async def test_both_int_and_float_fields_are_set() -> None:
-    async with running_scaler() as scaler:
+async def test_both_int_and_float_fields_are_set(serve_from: str) -> None:
+    async with running_scaler(serve_from=serve_from) as scaler:
         scaler.board.publish(decision(desired=6, warm=1))
         so = ref(targetSize="2")
         spec = (await scaler.stub.GetMetricSpec(so)).metricSpecs[0]
@@ -75,9 +75,9 @@ DEPLOYMENT_CASES = [
 
 @pytest.mark.parametrize(("name", "namespace", "metadata", "expected"), DEPLOYMENT_CASES)
 async def test_metadata_selects_the_deployment(
-    name: str, namespace: str, metadata: dict[str, str], expected: str
+    name: str, namespace: str, metadata: dict[str, str], expected: str, serve_from: str
 ) -> None:
-    async with running_scaler() as scaler:
+    async with running_scaler(serve_from=serve_from) as scaler:
         scaler.board.publish(decision("llm/chat", desired=2))
         scaler.board.publish(decision("other/chat", desired=9))
         scaler.board.publish(decision("elsewhere/so", desired=7))
@@ -111,8 +111,10 @@ ERROR_CASES = [
 
 @pytest.mark.parametrize("method", ["GetMetrics", "IsActive", "StreamIsActive"])
 @pytest.mark.parametrize(("so", "code", "message"), ERROR_CASES)
-async def test_errors_map_to_status_codes(so: pb.ScaledObjectRef, code: grpc.StatusCode, message: str, method: str):
-    async with running_scaler() as scaler:
+async def test_errors_map_to_status_codes(
+    so: pb.ScaledObjectRef, code: grpc.StatusCode, message: str, method: str, serve_from: str
+):
+    async with running_scaler(serve_from=serve_from) as scaler:
         scaler.board.publish(decision("llm/chat"))
         calls = {
             "GetMetrics": lambda: scaler.stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=so)),
@@ -125,16 +127,16 @@ async def test_errors_map_to_status_codes(so: pb.ScaledObjectRef, code: grpc.Sta
     assert message in (raised.value.details() or "")
 
 
-async def test_unknown_deployment_lists_the_known_ones() -> None:
-    async with running_scaler() as scaler:
+async def test_unknown_deployment_lists_the_known_ones(serve_from: str) -> None:
+    async with running_scaler(serve_from=serve_from) as scaler:
         scaler.board.publish(decision("llm/chat"))
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await scaler.stub.IsActive(ref("code"))
     assert "deployments with decisions: llm/chat" in (raised.value.details() or "")
 
 
-async def test_wrong_metric_name_is_not_found() -> None:
-    async with running_scaler() as scaler:
+async def test_wrong_metric_name_is_not_found(serve_from: str) -> None:
+    async with running_scaler(serve_from=serve_from) as scaler:
         scaler.board.publish(decision())
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await scaler.stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=ref(), metricName="queue-length"))
@@ -153,15 +155,15 @@ async def test_stale_decision_is_unavailable_so_keda_fallback_applies() -> None:
     assert "61 s old" in (raised.value.details() or "")
 
 
-async def test_stream_metric_spec_is_unimplemented() -> None:
-    async with running_scaler() as scaler:
+async def test_stream_metric_spec_is_unimplemented(serve_from: str) -> None:
+    async with running_scaler(serve_from=serve_from) as scaler:
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await scaler.stub.StreamMetricSpec(ref()).read()
     assert raised.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 
-async def test_stream_is_active_pushes_on_activity_change_only() -> None:
-    async with running_scaler(ServicerSettings(heartbeat_s=3600)) as scaler:
+async def test_stream_is_active_pushes_on_activity_change_only(serve_from: str) -> None:
+    async with running_scaler(ServicerSettings(heartbeat_s=3600), serve_from=serve_from) as scaler:
         scaler.board.publish(decision(desired=2))
         stream = scaler.stub.StreamIsActive(ref())
         first = await stream.read()
@@ -175,8 +177,8 @@ async def test_stream_is_active_pushes_on_activity_change_only() -> None:
     assert [first.result, second.result, third.result] == [True, False, True]
 
 
-async def test_stream_is_active_heartbeats_the_current_state() -> None:
-    async with running_scaler(ServicerSettings(heartbeat_s=0.01)) as scaler:
+async def test_stream_is_active_heartbeats_the_current_state(serve_from: str) -> None:
+    async with running_scaler(ServicerSettings(heartbeat_s=0.01), serve_from=serve_from) as scaler:
         scaler.board.publish(decision(desired=0))
         stream = scaler.stub.StreamIsActive(ref())
         results = [(await stream.read()).result for _ in range(3)]  # no publish in between: heartbeats
@@ -184,8 +186,8 @@ async def test_stream_is_active_heartbeats_the_current_state() -> None:
     assert results == [False, False, False]
 
 
-async def test_stream_is_active_wakes_on_a_publish_from_another_thread() -> None:
-    async with running_scaler(ServicerSettings(heartbeat_s=3600)) as scaler:
+async def test_stream_is_active_wakes_on_a_publish_from_another_thread(serve_from: str) -> None:
+    async with running_scaler(ServicerSettings(heartbeat_s=3600), serve_from=serve_from) as scaler:
         scaler.board.publish(decision(desired=0))
         stream = scaler.stub.StreamIsActive(ref())
         assert not (await stream.read()).result
@@ -197,8 +199,8 @@ async def test_stream_is_active_wakes_on_a_publish_from_another_thread() -> None
     assert pushed.result
 
 
-async def test_stream_ends_not_found_when_the_deployment_is_forgotten() -> None:
-    async with running_scaler(ServicerSettings(heartbeat_s=3600)) as scaler:
+async def test_stream_ends_not_found_when_the_deployment_is_forgotten(serve_from: str) -> None:
+    async with running_scaler(ServicerSettings(heartbeat_s=3600), serve_from=serve_from) as scaler:
         scaler.board.publish(decision(desired=1))
         stream = scaler.stub.StreamIsActive(ref())
         await stream.read()
@@ -208,8 +210,8 @@ async def test_stream_ends_not_found_when_the_deployment_is_forgotten() -> None:
     assert raised.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-async def test_garbage_bytes_are_refused_and_the_server_keeps_serving() -> None:
-    async with running_scaler() as scaler:
+async def test_garbage_bytes_are_refused_and_the_server_keeps_serving(serve_from: str) -> None:
+    async with running_scaler(serve_from=serve_from) as scaler:
         scaler.board.publish(decision(desired=2))
         raw = scaler.channel.unary_unary("/externalscaler.ExternalScaler/GetMetrics")
         with pytest.raises(grpc.aio.AioRpcError) as raised:

@@ -65,17 +65,17 @@ def _client(pki: Pki, cert: Path | None = None, key: Path | None = None) -> grpc
     )
 
 
-async def test_tls_serves_a_client_that_trusts_the_ca(pki: Pki) -> None:
+async def test_tls_serves_a_client_that_trusts_the_ca(pki: Pki, serve_from: str) -> None:
     tls = TlsFiles(pki.server_cert, pki.server_key)
-    async with running_scaler(tls=tls, channel_credentials=_client(pki)) as scaler:
+    async with running_scaler(tls=tls, channel_credentials=_client(pki), serve_from=serve_from) as scaler:
         scaler.board.publish(decision(desired=4))
         replicas, active, *_ = await keda_poll(scaler.stub, ref())
     assert (replicas, active) == (4, True)
 
 
-async def test_plaintext_client_cannot_talk_to_a_tls_server(pki: Pki) -> None:
+async def test_plaintext_client_cannot_talk_to_a_tls_server(pki: Pki, serve_from: str) -> None:
     tls = TlsFiles(pki.server_cert, pki.server_key)
-    async with running_scaler(tls=tls) as scaler:  # insecure channel
+    async with running_scaler(tls=tls, serve_from=serve_from) as scaler:  # insecure channel
         scaler.board.publish(decision())
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await scaler.stub.IsActive(ref(), timeout=10)
@@ -93,14 +93,16 @@ CLIENT_CASES = [
 
 
 @pytest.mark.parametrize(("who", "served"), CLIENT_CASES)
-async def test_mutual_tls_requires_a_client_certificate_from_the_ca(pki: Pki, who: str | None, served: bool) -> None:
+async def test_mutual_tls_requires_a_client_certificate_from_the_ca(
+    pki: Pki, who: str | None, served: bool, serve_from: str
+) -> None:
     tls = TlsFiles(pki.server_cert, pki.server_key, client_ca_file=pki.ca)
     cert, key = {
         "client": (pki.client_cert, pki.client_key),
         "stranger": (pki.stranger_cert, pki.stranger_key),
         None: (None, None),
     }[who]
-    async with running_scaler(tls=tls, channel_credentials=_client(pki, cert, key)) as scaler:
+    async with running_scaler(tls=tls, channel_credentials=_client(pki, cert, key), serve_from=serve_from) as scaler:
         scaler.board.publish(decision(desired=2))
         try:
             outcome = grpc.StatusCode.OK if (await scaler.stub.IsActive(ref(), timeout=10)).result else None
