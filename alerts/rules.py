@@ -177,8 +177,14 @@ def alerts(th: Thresholds | None = None, c: MixinConfig = CONFIG) -> list[Alert]
             summary="Prefix-cache hit ratio of {{ $labels.deployment }} collapsed: routing spreads shared prefixes",
             description=(
                 "The prefix-cache hit ratio of {{ $labels.deployment }} fell by more than "
-                f"{th.prefix.relative_drop:.0%} against its own baseline on all replicas together, while shared "
-                "prefixes remain. Use prefix-aware or sticky routing."
+                f"{th.prefix.relative_drop:.0%} against its own baseline on all replicas together"
+                + (
+                    ""
+                    if th.prefix.lost_affinity_drop is None
+                    else f" (by more than {th.prefix.lost_affinity_drop:.0%} where the replicas' ratios also became "
+                    "alike: the router no longer keeps prefixes together)"
+                )
+                + ", while shared prefixes remain. Use prefix-aware or sticky routing."
             ),
             example=_ON_DEPLOYMENT,
         ),

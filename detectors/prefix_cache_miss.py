@@ -2,7 +2,10 @@
 
 It fires on the pattern that routing can fix: shared prefixes still exist (the deployment keeps a clear
 residue of hits) but every replica's ratio fell together, because requests that share a prefix are spread
-over replicas (a scale-out, or a router that lost affinity). It stays silent when the ratio falls to ~0:
+over replicas (a scale-out, or a router that lost affinity). A smaller fall counts where the replicas' ratios also
+became alike: a router that spreads requests regardless of their prefixes sends every replica the same mix, while
+one that keeps prefixes together leaves each its own ratio (``detectors._ratio_spread``). It stays silent when the
+ratio falls to ~0:
 spreading cannot erase the hits of a prefix that is reused, so that is traffic that stopped sharing
 prefixes, and no routing change would bring the hits back. It also stays silent while the deployment preempts
 more than in its baseline: KV pressure evicts cached prefixes and floods the window with unshared prompt tokens,
@@ -20,6 +23,7 @@ from collections.abc import Collection, Sequence
 from typing import NamedTuple
 
 from collector.state import DeploymentPoint, DeploymentSignals, DeploymentView, FleetState
+from detectors._ratio_spread import median_spread
 from detectors._values import finite, fraction
 from detectors.finding import Finding, Severity, Subject
 from detectors.thresholds import PrefixThresholds, Thresholds
@@ -197,7 +201,44 @@ def _settled_ratio(recent: Sequence[DeploymentPoint]) -> float:
     return statistics.median(r if (r := fraction(p.prefix_hit_ratio)) is not None else math.inf for p in recent)
 
 
+class Spreads(NamedTuple):
+    """How alike the replicas' hit ratios were (``detectors._ratio_spread``): medians over ``lost_affinity_window_s``
+    (every tick) and over the baseline (one time per rate window)."""
+
+    settled: float | None
+    baseline: float | None
+
+    def evened_out(self, th: PrefixThresholds) -> bool:
+        """The replicas' ratios became alike, from a baseline where they were not: lost affinity."""
+        return (
+            self.settled is not None
+            and self.baseline is not None
+            and self.baseline >= th.min_baseline_spread
+            and self.settled <= th.lost_affinity_spread * self.baseline
+        )
+
+
+def _spreads(
+    state: FleetState, view: DeploymentView, history: Sequence[DeploymentPoint], th: PrefixThresholds, now: float
+) -> Spreads:
+    """Read from the replicas' kept history, so only where a fall asks for it (not every tick of every deployment)."""
+    recent = [p.t for p in history if p.t >= now - th.lost_affinity_window_s]
+    cutoff = now - th.baseline_exclude_recent_s
+    baseline_times: list[float] = []
+    for p in history:
+        if p.t > cutoff:
+            break
+        if not baseline_times or p.t - baseline_times[-1] >= state.rate_window_s:
+            baseline_times.append(p.t)
+    replicas = [r.key for r in view.replicas]
+    return Spreads(
+        settled=median_spread(state, replicas, recent),
+        baseline=median_spread(state, replicas, baseline_times),
+    )
+
+
 def _deployment_finding(
+    state: FleetState,
     view: DeploymentView,
     history: Sequence[DeploymentPoint],
     th: PrefixThresholds,
@@ -215,9 +256,11 @@ def _deployment_finding(
     if base_ratio < th.min_baseline:
         return None
     threshold = base_ratio * (1.0 - th.relative_drop)
+    # With the replicas' ratios evened out, a smaller fall counts (lost_affinity_drop <= relative_drop)
+    even_threshold = threshold if th.lost_affinity_drop is None else base_ratio * (1.0 - th.lost_affinity_drop)
     recent = [p for p in history if p.t >= now - settle_s]
     settled = _settled_ratio(recent) if recent else math.inf
-    if settled >= threshold:
+    if settled >= max(threshold, even_threshold):
         return None  # not fallen for most of the settle window
     if current <= th.no_sharing_ratio or any(
         (r := fraction(p.prefix_hit_ratio)) is not None and r <= th.no_sharing_ratio for p in recent
@@ -230,14 +273,27 @@ def _deployment_finding(
     spread = max(per_replica) - min(per_replica) if per_replica else 0.0
     scaled_out = view.ready_replicas > base_replicas
     collapsed_together = len(per_replica) >= 2 and spread <= th.replica_spread
-    if not (scaled_out or collapsed_together):
-        return None  # one replica's cache, not the routing: the other detectors see that replica
-    pattern = "scale_out" if scaled_out else "spread"
-    how = (
-        f"as ready replicas rose from {base_replicas:g} to {view.ready_replicas}"
-        if scaled_out
-        else f"on all {len(per_replica)} replicas together"
-    )
+    spreads = _spreads(state, view, history, th, now)
+    fell_far = settled < threshold and (scaled_out or collapsed_together)
+    if fell_far:
+        pattern = "scale_out" if scaled_out else "spread"
+        how = (
+            f"as ready replicas rose from {base_replicas:g} to {view.ready_replicas}"
+            if scaled_out
+            else f"on all {len(per_replica)} replicas together"
+        )
+        bar = th.relative_drop
+    elif settled < even_threshold and th.lost_affinity_drop is not None and spreads.evened_out(th):
+        pattern = "lost_affinity"
+        how = (
+            f"while its {len(per_replica)} replicas' ratios became alike (spread {spreads.settled:.2f}, "
+            f"{spreads.baseline:.2f} before)"
+        )
+        bar = th.lost_affinity_drop
+    else:
+        # one replica's cache (the other detectors see that replica), or a smaller fall with the replicas' skew kept:
+        # traffic that shares less under a router that still keeps prefixes together
+        return None
     drop = 1.0 - settled / base_ratio
     return Finding(
         kind=KIND,
@@ -246,7 +302,7 @@ def _deployment_finding(
         since=now,
         summary=(
             f"prefix-cache hit ratio of {view.key} fell from {base_ratio:.0%} to {settled:.0%} {how} "
-            f"(down {drop:.0%}, warns from {th.relative_drop:.0%}): shared prefixes are spread over replicas, "
+            f"(down {drop:.0%}, warns from {bar:.0%}): shared prefixes are spread over replicas, "
             "their prompts recomputed; use prefix-aware or sticky routing"
         ),
         evidence={
@@ -260,9 +316,11 @@ def _deployment_finding(
             "ready_replicas": float(view.ready_replicas),
             "replica_ratio_min": min(per_replica) if per_replica else None,
             "replica_ratio_max": max(per_replica) if per_replica else None,
+            "replica_ratio_spread": spreads.settled,
+            "baseline_replica_ratio_spread": spreads.baseline,
             "pattern": pattern,
             "drop": drop,
-            "drop_threshold": th.relative_drop,
+            "drop_threshold": bar,
         },
         action="prefix_aware_routing",
     )
@@ -278,7 +336,7 @@ def detect(
     settle_s = settle_window_s(thresholds.prefix, state.rate_window_s)
     for key, view in state.deployments().items():
         history = state.deployment_history(key)
-        finding = _deployment_finding(view, history, thresholds.prefix, now, settle_s, baselines)
+        finding = _deployment_finding(state, view, history, thresholds.prefix, now, settle_s, baselines)
         if finding is not None:
             out.append(finding)
     return out

@@ -224,11 +224,48 @@ class PrefixThresholds:
         "that evicts enough prefixes to move the ratio by relative_drop preempts far more often than a background "
         "does.",
     )
+    lost_affinity_drop: float | None = described(
+        None,
+        "An option, off by default (null: only relative_drop counts): a smaller fall counts when the replicas' ratios "
+        "also became alike. A router that keeps prefixes together leaves each replica the ratio of the prefixes it "
+        "owns, one that spreads requests regardless of their prefixes (round-robin, a random pick) sends every replica "
+        "the same mix. Fire when the settled ratio falls below baseline × (1 - lost_affinity_drop) with that "
+        "evening-out (lost_affinity_spread). 0.2 raised the demo's round-robin on 12 of 12 seeds (BENCHMARKS.md "
+        '"Demo"), and opened again on 2 of them after the KV burst, the round-robin still holding.',
+    )
+    lost_affinity_spread: float = described(
+        0.5,
+        "The replicas' ratios count as alike when their spread (the coefficient of variation of the replicas' ratios "
+        "over a rate window, its median over lost_affinity_window_s) is at most this share of the baseline's (its "
+        "median over the baseline, one rate window a minute).",
+    )
+    lost_affinity_window_s: float = described(
+        240.0,
+        "The window over which the replicas' spread must have evened out, longer than the settle window: under prefix "
+        "affinity on 3 replicas of the demo's workload it dips to 0.02-0.05 for a minute or two at a time, while a "
+        "router that lost affinity keeps the replicas alike for as long as it runs.",
+    )
+    min_baseline_spread: float = described(
+        0.12,
+        "... and only where the baseline's spread was at least this: there must have been a skew to lose. Prefix "
+        "affinity on the demo's workload leaves 0.07-0.11 over 2 replicas (both cache the few popular system "
+        "prompts, and their ratios become alike with no routing change at all), 0.13-0.17 over 3, 0.20-0.22 over 4, "
+        "0.31 over 5.",
+    )
 
     def __post_init__(self) -> None:
-        for name in ("relative_drop", "min_baseline", "no_sharing_ratio", "replica_spread"):
+        for name in ("relative_drop", "min_baseline", "no_sharing_ratio", "replica_spread", "lost_affinity_spread"):
             _check(self, name, lo=0.0, hi=1.0)
-        for name in ("min_queries_rate", "baseline_exclude_recent_s", "min_baseline_s", "settle_s"):
+        _check(self, "min_baseline_spread", lo=0.0)
+        if self.lost_affinity_drop is not None:
+            _check(self, "lost_affinity_drop", lo=0.0, hi=1.0)
+        for name in (
+            "min_queries_rate",
+            "baseline_exclude_recent_s",
+            "min_baseline_s",
+            "settle_s",
+            "lost_affinity_window_s",
+        ):
             _check(self, name, lo=0.0)
         _check(self, "preemption_rise_factor", lo=1.0)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -201,3 +202,57 @@ def test_background_preemption_of_added_replicas_is_no_new_pressure() -> None:
 def test_settle_window_is_at_least_two_rate_windows() -> None:
     assert prefix_cache_miss.settle_window_s(DEFAULT.prefix, 60.0) == DEFAULT.prefix.settle_s
     assert prefix_cache_miss.settle_window_s(DEFAULT.prefix, 150.0) == 300.0
+
+
+# Prefix affinity's skew: the replica holding the popular prefixes hits more than the one taking the spill
+# (coefficient of variation 0.35 across the four replicas; their mean and the deployment's ratio 0.40).
+SKEWED = [0.6, 0.4, 0.2, 0.4]
+LOST_AFFINITY = replace(DEFAULT, prefix=replace(DEFAULT.prefix, lost_affinity_drop=0.2))  # the option, on
+
+LOST_AFFINITY_CASES = [
+    # the router stopped keeping prefixes together: ratios alike and 25 % lower -> fire, pattern "lost_affinity"
+    (SKEWED, [0.3, 0.3, 0.3, 0.3], "lost_affinity"),
+    # alike but for sampling noise (spread 0.02): still lost affinity
+    (SKEWED, [0.31, 0.29, 0.3, 0.3], "lost_affinity"),
+    # the same 25 % fall with the skew kept (traffic that shares less, routing unchanged) -> silent
+    (SKEWED, [0.45, 0.3, 0.15, 0.3], None),
+    # the ratios became alike without falling (the router evened out its load, the hits held) -> silent
+    (SKEWED, [0.4, 0.4, 0.4, 0.4], None),
+    # alike before as after (replicas that all cache the same prefixes): a 25 % fall is within the ratio's swing
+    ([0.4, 0.4, 0.4, 0.4], [0.3, 0.3, 0.3, 0.3], None),
+    # evened out but fell only 10 %, under lost_affinity_drop -> silent
+    (SKEWED, [0.36, 0.36, 0.36, 0.36], None),
+    # a fall past relative_drop with the ratios alike: the 40 % rule's pattern, whatever the spread did
+    (SKEWED, [0.2, 0.2, 0.2, 0.2], "spread"),
+]
+
+
+@pytest.mark.parametrize(("before", "after", "pattern"), LOST_AFFINITY_CASES)
+def test_lost_affinity_is_a_smaller_fall_with_the_replicas_alike(before, after, pattern) -> None:
+    state, now = _run(before, after)
+    found = prefix_cache_miss.detect(state, thresholds=LOST_AFFINITY, now=now)
+    assert [f.evidence["pattern"] for f in found] == ([pattern] if pattern else [])
+
+
+def test_lost_affinity_states_the_spread_and_its_bar() -> None:
+    state, now = _run(SKEWED, [0.3, 0.3, 0.3, 0.3])
+    (f,) = prefix_cache_miss.detect(state, thresholds=LOST_AFFINITY, now=now)
+    assert f.evidence["drop"] == pytest.approx(0.25, abs=0.01)
+    assert f.evidence["drop_threshold"] == pytest.approx(0.2)
+    assert f.evidence["replica_ratio_spread"] == pytest.approx(0.0, abs=1e-9)
+    assert f.evidence["baseline_replica_ratio_spread"] == pytest.approx(0.354, abs=0.001)
+    assert "fell from 40% to 30% while its 4 replicas' ratios became alike (spread 0.00, 0.35 before)" in f.summary
+    assert "(down 25%, warns from 20%)" in f.summary
+
+
+def test_lost_affinity_is_off_by_default() -> None:
+    # An option until measured further (docs/detectors.md): the default reads the 40 % bar alone.
+    assert DEFAULT.prefix.lost_affinity_drop is None
+    state, now = _run(SKEWED, [0.3, 0.3, 0.3, 0.3])
+    assert prefix_cache_miss.detect(state, thresholds=DEFAULT, now=now) == []
+
+
+def test_lost_affinity_waits_for_the_settle_window() -> None:
+    # 95 s after the change the settle window still holds the skewed ratios: silent; 4 minutes on it fires.
+    state, now = _run(SKEWED, [0.3, 0.3, 0.3, 0.3], after_ticks=19)
+    assert prefix_cache_miss.detect(state, thresholds=LOST_AFFINITY, now=now) == []

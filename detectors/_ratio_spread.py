@@ -1,0 +1,67 @@
+"""How alike a deployment's replicas' prefix-cache hit ratios are, over windows of their kept history.
+
+A router that keeps prefixes together gives each replica the ratio of the prefixes it owns (the one holding the
+most popular system prompt hits more than the one taking the spill), while one that spreads requests regardless
+of their prefixes (round-robin, kube-proxy's random pick) sends every replica the same mix, and their ratios differ
+by sampling noise alone. prefix_cache_miss reads the evening-out, beside the fall of the deployment's ratio, as lost
+affinity (docs/detectors.md).
+"""
+
+from __future__ import annotations
+
+import statistics
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
+
+from collector.samples import ReplicaSample
+from collector.state import FleetState
+
+
+def ratio_spread(ratios: Sequence[float]) -> float | None:
+    """The coefficient of variation (population standard deviation over mean) of per-replica hit ratios; None for
+    fewer than two replicas or a mean of zero (nothing cached anywhere: no spread to read)."""
+    if len(ratios) < 2:
+        return None
+    mean = statistics.fmean(ratios)
+    return statistics.pstdev(ratios, mean) / mean if mean > 0 else None
+
+
+class _Track:
+    """One replica's kept samples with their times, for windows found by bisection."""
+
+    __slots__ = ("samples", "times")
+
+    def __init__(self, samples: Sequence[ReplicaSample]) -> None:
+        self.samples = samples
+        self.times = [s.timestamp for s in samples]
+
+    def ratio(self, start: float, end: float) -> float | None:
+        """Δhits / Δqueries from the newest sample at or before ``start`` to the newest at or before ``end``: at least
+        the window, more where the history is thinned. None where the replica has no sample that old, served no
+        queries in between, or a counter went back (a restart)."""
+        j = bisect_right(self.times, end) - 1
+        i = bisect_right(self.times, start) - 1
+        if i < 0 or j <= i:
+            return None
+        first, last = self.samples[i], self.samples[j]
+        if None in (first.prefix_hits, first.prefix_queries, last.prefix_hits, last.prefix_queries):
+            return None
+        hits = (last.prefix_hits or 0.0) - (first.prefix_hits or 0.0)
+        queries = (last.prefix_queries or 0.0) - (first.prefix_queries or 0.0)
+        if queries <= 0 or hits < 0 or hits > queries:
+            return None
+        return hits / queries
+
+
+def median_spread(state: FleetState, replicas: Iterable[str], times: Iterable[float]) -> float | None:
+    """The median, over ``times``, of ``ratio_spread`` of the replicas' hit ratios over the rate window ending at each
+    time (replicas without queries in a window are left out of it); None where no time has two such replicas."""
+    window = state.rate_window_s
+    tracks = [track for key in replicas if (track := _Track(state.replica_history(key))).samples]
+    spreads = []
+    for t in times:
+        ratios = [r for track in tracks if (r := track.ratio(t - window, t)) is not None]
+        spread = ratio_spread(ratios)
+        if spread is not None:
+            spreads.append(spread)
+    return statistics.median(spreads) if spreads else None
