@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from typing import Any, Protocol
 
-from collector import priority
 from collector.clock import Clock, VirtualClock, WallClock
 from collector.exposition import watched_by
 from collector.health import HealthBook, TargetHealth
@@ -256,12 +255,7 @@ class Collector:
         if self._reader is None:
             # spawn, not fork: the parent runs threads (the event loop's executors, the store writer)
             context = multiprocessing.get_context("spawn")
-            self._reader = concurrent.futures.ProcessPoolExecutor(
-                max_workers=1,
-                mp_context=context,
-                initializer=priority.lower_this_process,  # background work: the loop's calls get a core first
-                initargs=(priority.background_nice(),),
-            )
+            self._reader = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context)
         job = partial(_read_within_budget, self._adapt, self.config.parse_budget_s, body, target, started_ts)
         try:
             return await asyncio.get_running_loop().run_in_executor(self._reader, partial(job, content_type))

@@ -40,7 +40,6 @@ import httpx
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from collector import priority
 from collector.adapt import WANTED_FAMILIES
 from collector.aggregates import DeploymentAggregate
 from collector.clock import Clock, WallClock
@@ -348,12 +347,7 @@ class PromQLSource:
             raise Stopped(f"{self.url}: stopping, no answer read")
         if self._reader is None:
             # spawn, not fork: the parent runs threads (the event loop's executors, the store writer)
-            self._reader = concurrent.futures.ProcessPoolExecutor(
-                max_workers=1,
-                mp_context=mp.get_context("spawn"),
-                initializer=priority.lower_this_process,  # background work: the loop's calls get a core first
-                initargs=(priority.background_nice(),),
-            )
+            self._reader = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
         try:
             pieces = await asyncio.get_running_loop().run_in_executor(
                 self._reader, partial(_pickled_in_pieces, job, self.results_per_piece)

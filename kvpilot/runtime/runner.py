@@ -22,7 +22,6 @@ from prometheus_client.registry import Collector
 from api import series as S  # noqa: N812 (the series catalogue, as api.exposition names it)
 from api.auth import TokenAuth
 from api.main import create_app
-from collector import priority
 from collector.clock import Clock, WallClock
 from kvpilot.runtime import sources as sources_mod
 from kvpilot.runtime.shards import ShardCoordinator
@@ -191,7 +190,6 @@ class _KedaProcessMetrics(Collector):
 
 async def run(settings: Settings, *, config_file: Path | None = None) -> int:
     _configure_logging(settings.log_level)
-    priority.configure(settings.collector.background_nice)
     if not settings.auth_enabled:
         log.warning(
             "no API tokens configured: the API is open (development only; set KVPILOT_ADMIN_TOKENS)%s",

@@ -17,8 +17,6 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from collector import priority
-
 T = TypeVar("T")
 
 
@@ -88,9 +86,7 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
 def in_daemon_thread(fn: Callable[[], T], *, name: str) -> asyncio.Future[T]:
     """``fn()`` in a daemon thread of its own, as a future of the running loop. Unlike a shared executor's worker,
     a call that hangs (a store) or that nobody waits for any more (an abandoned tick's stage) neither holds a worker
-    nor keeps the interpreter from exiting. Cancelling the future abandons the call; the thread runs to its end.
-    The thread is background work (the tick's CPU-heavy stages, the store calls nobody's request waits on): it runs
-    at ``collector.background_nice`` more niceness than the loop, whose calls get a busy core first (issue 17)."""
+    nor keeps the interpreter from exiting. Cancelling the future abandons the call; the thread runs to its end."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
 
@@ -103,7 +99,6 @@ def in_daemon_thread(fn: Callable[[], T], *, name: str) -> asyncio.Future[T]:
             future.set_exception(value)  # type: ignore[arg-type]
 
     def run() -> None:
-        priority.lower_this_thread()
         outcome: tuple[bool, object]
         try:
             outcome = (True, fn())

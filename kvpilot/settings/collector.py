@@ -46,15 +46,6 @@ class CollectorSettings(_Section):
         gt=0,
         description="A replica not scraped successfully for this long no longer counts as ready.",
     )
-    background_nice: int = Field(
-        default=0,
-        ge=0,
-        le=19,
-        description="Niceness added to the tick's background work (its stage threads, its answer and page reader "
-        "processes, the store calls in daemon threads; Linux, no privilege needed), so that the HTTP API, KEDA's "
-        "gRPC server and KEDA's own process (`keda.serve_from: process`) get a busy core before the tick does. "
-        "0: everything at the process's own priority.",
-    )
     discovery: DiscoverySettings = Field(default=DiscoverySettings(), description="Target discovery.")
 
     @model_validator(mode="after")
