@@ -35,6 +35,16 @@ from tests.unit.scaler.keda.test_tls import Pki, pki  # noqa: F401  (the module'
 TOKEN = "0123456789abcdef-kvpilot-test-token"
 
 
+def _mtls_channel(certs: Pki, port: int | None) -> grpc.aio.Channel:
+    """A channel to ``localhost:port`` that presents the test PKI's client certificate."""
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=certs.ca.read_bytes(),
+        private_key=certs.client_key.read_bytes(),
+        certificate_chain=certs.client_cert.read_bytes(),
+    )
+    return grpc.aio.secure_channel(f"localhost:{port}", credentials)
+
+
 @asynccontextmanager
 async def serving(
     settings: ServicerSettings | None = None, board: DecisionBoard | None = None, serve_from: str = "loop"
@@ -205,12 +215,7 @@ async def test_settings_configure_mutual_tls_tokens_and_staleness(pki: Pki, tmp_
     assert endpoint.servicer.reader is reader  # gRPC answers through the reader the metrics-api route gets
     stop = asyncio.Event()
     task = asyncio.create_task(endpoint.serve(stop))
-    credentials = grpc.ssl_channel_credentials(
-        root_certificates=pki.ca.read_bytes(),
-        private_key=pki.client_key.read_bytes(),
-        certificate_chain=pki.client_cert.read_bytes(),
-    )
-    channel = grpc.aio.secure_channel(f"localhost:{endpoint.port}", credentials)
+    channel = _mtls_channel(pki, endpoint.port)
     try:
         stub = pb_grpc.ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
         assert (await stub.IsActive(ref(bearerTokenFromEnv=TOKEN), timeout=10)).result is True
@@ -249,12 +254,7 @@ async def test_settings_configure_mutual_tls_tokens_and_staleness_in_a_process(p
     assert keda.port is not None
     stop = asyncio.Event()
     task = asyncio.create_task(keda.run(stop))
-    credentials = grpc.ssl_channel_credentials(
-        root_certificates=pki.ca.read_bytes(),
-        private_key=pki.client_key.read_bytes(),
-        certificate_chain=pki.client_cert.read_bytes(),
-    )
-    channel = grpc.aio.secure_channel(f"localhost:{keda.port}", credentials)
+    channel = _mtls_channel(pki, keda.port)
     try:
         stub = pb_grpc.ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
         assert (await stub.IsActive(ref(bearerTokenFromEnv=TOKEN), timeout=10)).result is True
