@@ -28,6 +28,7 @@ from scaler.keda import externalscaler_pb2_grpc as pb_grpc
 from scaler.keda.process import ChildConfig, KedaProcess
 from scaler.keda.servicer import ServicerSettings
 from scaler.publish import DecisionBoard, Published
+from tests.helpers.poll import until
 from tests.unit.scaler.keda.harness import decision, ref
 
 TOKEN = "0123456789abcdef-kvpilot-test-token"
@@ -143,10 +144,11 @@ async def test_a_killed_process_is_restarted_and_serves_the_board_again() -> Non
         assert first is not None
         os.kill(first, signal.SIGKILL)
         c.board.publish(fresh(7))  # type: ignore[arg-type]  # while it is down: the restarted one starts from this
-        for _ in range(200):
-            if c.keda.serving and c.keda.pid not in (None, first):
-                break
-            await asyncio.sleep(0.05)
+        await until(
+            lambda: c.keda.serving and c.keda.pid not in (None, first),
+            what="the killed KEDA process restarted and serving",
+            timeout_s=30,
+        )
         assert c.keda.restarts_total == 1
         assert c.keda.pid != first
         assert await metric(c.stub) == 7.0  # same port, same answers
