@@ -21,7 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from collector.clock import VirtualClock, WallClock
 from kvpilot.runtime.runner import _keda_endpoint, _keda_process, keda_from_process, keda_reader
-from kvpilot.settings import SettingsError, load_settings
+from kvpilot.settings import Settings, SettingsError, load_settings
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
 from scaler.keda.process import ChildConfig, KedaProcess
@@ -43,6 +43,22 @@ def _mtls_channel(certs: Pki, port: int | None) -> grpc.aio.Channel:
         certificate_chain=certs.client_cert.read_bytes(),
     )
     return grpc.aio.secure_channel(f"localhost:{port}", credentials)
+
+
+def _tls_settings(certs: Pki, tmp_path: Path, serve_from: str) -> Settings:
+    """`kvpilot run`'s settings with mTLS, one bearer token and 2 s ticks (a staleness limit of 12 s)."""
+    return load_settings(
+        store={"database_url": f"sqlite:///{tmp_path / 'k.db'}"},
+        api={"host": "127.0.0.1", "grpc_port": 0},
+        collector={"interval_s": 2, "timeout_s": 1},
+        keda={
+            "tls_cert_file": str(certs.server_cert),
+            "tls_key_file": str(certs.server_key),
+            "tls_client_ca_file": str(certs.ca),
+            "bearer_tokens": TOKEN,
+            "serve_from": serve_from,
+        },
+    )
 
 
 @asynccontextmanager
@@ -194,17 +210,7 @@ def test_kvpilot_run_with_the_grpc_port_taken(
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
 async def test_settings_configure_mutual_tls_tokens_and_staleness(pki: Pki, tmp_path: Path) -> None:  # noqa: F811
     """What `kvpilot run` builds from its settings: mTLS, a bearer token and the loop-derived staleness limit."""
-    settings = load_settings(
-        store={"database_url": f"sqlite:///{tmp_path / 'k.db'}"},
-        api={"host": "127.0.0.1", "grpc_port": 0},
-        collector={"interval_s": 2, "timeout_s": 1},
-        keda={
-            "tls_cert_file": str(pki.server_cert),
-            "tls_key_file": str(pki.server_key),
-            "tls_client_ca_file": str(pki.ca),
-            "bearer_tokens": TOKEN,
-        },
-    )
+    settings = _tls_settings(pki, tmp_path, "loop")
     assert settings.decision_stale_after_s == 12.0  # 6 ticks of 2 s
     clock = VirtualClock(1_700_000_000.0)
     board = DecisionBoard()
@@ -235,18 +241,7 @@ async def test_settings_configure_mutual_tls_tokens_and_staleness(pki: Pki, tmp_
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
 async def test_settings_configure_mutual_tls_tokens_and_staleness_in_a_process(pki: Pki, tmp_path: Path) -> None:  # noqa: F811
     """The same settings served from KEDA's own process: mTLS, the token, and the limit on the wall clock."""
-    settings = load_settings(
-        store={"database_url": f"sqlite:///{tmp_path / 'k.db'}"},
-        api={"host": "127.0.0.1", "grpc_port": 0},
-        collector={"interval_s": 2, "timeout_s": 1},
-        keda={
-            "tls_cert_file": str(pki.server_cert),
-            "tls_key_file": str(pki.server_key),
-            "tls_client_ca_file": str(pki.ca),
-            "bearer_tokens": TOKEN,
-            "serve_from": "process",
-        },
-    )
+    settings = _tls_settings(pki, tmp_path, "process")
     board = DecisionBoard()
     board.publish(decision(desired=3, timestamp=WallClock().now()))
     keda = await _keda_process(board, keda_reader(board, settings, WallClock()), settings)
