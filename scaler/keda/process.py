@@ -10,7 +10,9 @@ The child is a fresh interpreter (``python -m scaler.keda.process``: like multip
 large parent is forked, but the parent's ``__main__`` — the ``kvpilot`` script, all of the CLI — is not imported
 again) and a direct child, so process-tree accounting counts it. It stops when told, on SIGTERM, or when the
 parent's end of the pipe closes (the parent died, however it died), ending open ``StreamIsActive`` streams with OK.
-The parent restarts a child that dies, with a log line, counting restarts.
+The parent restarts a child that dies, with a log line, counting restarts. A child that lives but no longer runs
+its event loop (hung, stopped) does not answer the parent's pings, which its loop answers: after ``misses`` pings
+in a row go unanswered the parent kills it, and it is restarted as one that died.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 60.0  # a fresh interpreter importing grpc on a loaded node: seconds, not minutes
 STEADY_S = 60.0  # a child that served this long before dying restarts after the shortest backoff again
+PING_INTERVAL_S = 5.0  # the parent asks the child's event loop to answer this often ...
+PING_MISSES = 4  # ... and kills a child that left this many pings in a row unanswered (15-20 s: never a busy node)
 _STOP: MirrorOp = ("stop", None)
 
 
@@ -57,8 +61,17 @@ class KedaProcess:
     """The parent's side: starts the KEDA process, feeds it the board's changes, and restarts it when it dies."""
 
     def __init__(
-        self, board: DecisionBoard, config: ChildConfig, *, backoff_s: float = 1.0, max_backoff_s: float = 30.0
+        self,
+        board: DecisionBoard,
+        config: ChildConfig,
+        *,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 30.0,
+        ping_interval_s: float = PING_INTERVAL_S,
+        ping_misses: int = PING_MISSES,
     ) -> None:
+        if ping_interval_s <= 0 or ping_misses < 1:
+            raise ValueError("ping_interval_s must be positive and ping_misses at least 1")
         self.board = board
         self.config = config
         self.port: int | None = None
@@ -66,6 +79,10 @@ class KedaProcess:
         self.restarts_total = 0
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
+        self._ping_interval_s = ping_interval_s
+        self._ping_misses = ping_misses
+        self._pings_sent = self._pings_answered = 0
+        self._pinger: asyncio.Task[None] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._status: Connection | None = None
         self._outbox: queue.SimpleQueue[MirrorOp] | None = None
@@ -100,6 +117,8 @@ class KedaProcess:
         assert isinstance(detail, int)
         self.port = detail
         self._watch = asyncio.create_task(self._read_status(status), name="keda-process-status")
+        self._pings_sent = self._pings_answered = 0
+        self._pinger = asyncio.create_task(self._ping(proc, outbox), name="keda-process-ping")
         host, _, port = self.config.address.rpartition(":")
         if port == "0":
             self.config = replace(self.config, address=f"{host}:{detail}")
@@ -166,7 +185,9 @@ class KedaProcess:
                 kind, detail = await _message(status)
             except (EOFError, OSError):
                 break
-            if kind == "synced" and detail in self._syncs:
+            if kind == "pong" and isinstance(detail, int):
+                self._pings_answered = max(self._pings_answered, detail)
+            elif kind == "synced" and detail in self._syncs:
                 answered = self._syncs.pop(detail)
                 if not answered.done():
                     answered.set_result(None)
@@ -174,6 +195,24 @@ class KedaProcess:
             if not answered.done():
                 answered.set_exception(RuntimeError("the KEDA server process exited"))
         self._syncs.clear()
+
+    async def _ping(self, proc: subprocess.Popen[bytes], outbox: queue.SimpleQueue[MirrorOp]) -> None:
+        """Pings the child's event loop every ``ping_interval_s``; kills the child once ``ping_misses`` pings in a
+        row are unanswered (its exit is then handled as any other: a warning and a restart). Counting pings, not
+        seconds, a parent whose own loop stalled never blames the child for it: it sent nothing meanwhile."""
+        while True:
+            await asyncio.sleep(self._ping_interval_s)
+            if self._pings_sent - self._pings_answered >= self._ping_misses:
+                log.warning(
+                    "the KEDA server process (pid %d) left %d pings unanswered over %g s: its event loop is hung; "
+                    "killing it",
+                    proc.pid, self._pings_sent - self._pings_answered, self._ping_misses * self._ping_interval_s,
+                )  # fmt: skip
+                self.serving = False
+                proc.kill()
+                return
+            self._pings_sent += 1
+            outbox.put(("ping", self._pings_sent))
 
     async def _exited(self) -> None:
         """Returns when the process exited (or was killed)."""
@@ -184,6 +223,11 @@ class KedaProcess:
         """Stops mirroring, tells the process to stop, waits for it; its exit status."""
         proc, outbox, sender, status, watch = self._proc, self._outbox, self._sender, self._status, self._watch
         self._proc = self._outbox = self._sender = self._status = self._watch = None
+        pinger, self._pinger = self._pinger, None
+        if pinger is not None:
+            pinger.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pinger
         self.board.mirror_to(None)
         if outbox is not None:
             outbox.put(_STOP)
@@ -308,24 +352,42 @@ async def _serve(config: ChildConfig, ops: Connection, status: Connection) -> in
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    threading.Thread(target=_receive, args=(ops, status, board, loop, stop), name="keda-mirror", daemon=True).start()
+    answer = _Answers(status)
+    threading.Thread(target=_receive, args=(ops, answer, board, loop, stop), name="keda-mirror", daemon=True).start()
     gc.freeze()  # the imports' heap: full collections would walk it for nothing
-    await endpoint.serve(stop, grace_s=config.grace_s, on_serving=lambda: status.send(("serving", endpoint.port)))
+    await endpoint.serve(stop, grace_s=config.grace_s, on_serving=lambda: answer(("serving", endpoint.port)))
     return 0
 
 
+class _Answers:
+    """The child's status pipe, written from its event loop (serving, pongs) and its mirror thread (syncs)."""
+
+    def __init__(self, status: Connection) -> None:
+        self._status = status
+        self._lock = threading.Lock()
+
+    def __call__(self, message: tuple[str, Any]) -> None:
+        with self._lock, contextlib.suppress(OSError):  # the parent is gone: the mirror thread ends this process
+            self._status.send(message)
+
+
 def _receive(
-    ops: Connection, status: Connection, board: DecisionBoard, loop: asyncio.AbstractEventLoop, stop: asyncio.Event
+    ops: Connection, answer: _Answers, board: DecisionBoard, loop: asyncio.AbstractEventLoop, stop: asyncio.Event
 ) -> None:
     """The child's mirror thread: applies the parent's changes, in order, until told to stop or the parent is gone;
-    a sync is answered once everything sent before it is applied."""
+    a sync is answered once everything sent before it is applied, a ping by the event loop (so a hung loop is
+    seen as hung, not only a dead process)."""
     try:
         while True:
             for op in ops.recv():
                 if op == _STOP:
                     return
                 if op[0] == "sync":
-                    status.send(("synced", op[1]))
+                    answer(("synced", op[1]))
+                    continue
+                if op[0] == "ping":
+                    with contextlib.suppress(RuntimeError):  # the loop already closed: the process is ending
+                        loop.call_soon_threadsafe(answer, ("pong", op[1]))
                     continue
                 board.apply(op)
     except (EOFError, OSError):

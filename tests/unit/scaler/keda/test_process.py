@@ -5,6 +5,7 @@ killed child restarted, and no child outliving its parent."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -48,11 +49,13 @@ class Child:
 
 
 @asynccontextmanager
-async def child(settings: ServicerSettings | None = None, *, stale_after_s: float = 30.0) -> AsyncIterator[Child]:
+async def child(
+    settings: ServicerSettings | None = None, *, stale_after_s: float = 30.0, ping_interval_s: float = 5.0
+) -> AsyncIterator[Child]:
     board = DecisionBoard()
     board.publish(fresh(3))  # type: ignore[arg-type]
     keda = KedaProcess(board, ChildConfig("127.0.0.1:0", settings or ServicerSettings(), stale_after_s, grace_s=2.0),
-                       backoff_s=0.1)  # fmt: skip
+                       backoff_s=0.1, ping_interval_s=ping_interval_s, ping_misses=3)  # fmt: skip
     port = await keda.start()
     stop = asyncio.Event()
     supervisor = asyncio.create_task(keda.run(stop))
@@ -155,6 +158,54 @@ async def test_a_killed_process_is_restarted_and_serves_the_board_again() -> Non
         c.board.publish(fresh(2))  # type: ignore[arg-type]
         await c.keda.synced()
         assert await metric(c.stub) == 2.0
+
+
+async def test_a_hung_process_is_killed_and_restarted(caplog: pytest.LogCaptureFixture) -> None:
+    """A child that lives but runs nothing (SIGSTOP: as a deadlocked loop looks from outside) answers no pings;
+    after 3 unanswered at 0.2 s the parent kills it and it is restarted as one that died."""
+    async with child(ping_interval_s=0.2) as c:
+        first = c.keda.pid
+        assert first is not None
+        await asyncio.sleep(1.0)  # pings answered meanwhile: a live child is left alone
+        assert c.keda.pid == first
+        assert c.keda.restarts_total == 0
+        os.kill(first, signal.SIGSTOP)
+        try:
+            await until(
+                lambda: c.keda.serving and c.keda.pid not in (None, first),
+                what="the hung KEDA process killed, restarted and serving",
+                timeout_s=30,
+            )
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(first, signal.SIGKILL)
+        assert c.keda.restarts_total == 1
+        assert any("pings unanswered" in r.getMessage() and f"pid {first}" in r.getMessage() for r in caplog.records)
+        c.board.publish(fresh(4))  # type: ignore[arg-type]
+        await c.keda.synced()
+        assert await metric(c.stub) == 4.0
+
+
+async def test_a_stalled_parent_does_not_blame_the_child() -> None:
+    """The parent's own loop blocked for ten ping intervals sends no pings meanwhile, so the child's answers, read
+    once it runs again, keep it alive: pings are counted, not seconds."""
+    async with child(ping_interval_s=0.2) as c:
+        first = c.keda.pid
+        await asyncio.sleep(0.5)
+        time.sleep(2.0)  # noqa: ASYNC251  # the parent's loop stalls (a long tick on it, a GC pause, a loaded node)
+        await asyncio.sleep(1.0)
+        assert c.keda.pid == first
+        assert c.keda.serving
+        assert c.keda.restarts_total == 0
+        assert await metric(c.stub) == 3.0
+
+
+def test_ping_settings_are_checked() -> None:
+    config = ChildConfig("127.0.0.1:0", ServicerSettings(), 30.0)
+    with pytest.raises(ValueError, match="ping_interval_s must be positive"):
+        KedaProcess(DecisionBoard(), config, ping_interval_s=0)
+    with pytest.raises(ValueError, match="ping_misses at least 1"):
+        KedaProcess(DecisionBoard(), config, ping_misses=0)
 
 
 async def test_a_taken_port_is_a_bind_error() -> None:
