@@ -26,7 +26,9 @@ N replicas, and checks that the recorded series and the ad-hoc query agree and t
 Last line: ``replicas N tick_p50_s X cpu_per_tick_s C rss_mb Y api_p99_ms Z grpc_p99_ms G grpc_outside_p99_ms O
 health_p99_ms H`` (for the largest size run; ``grpc_p99_ms`` is GetMetrics during ticks, ``health_p99_ms``
 Health.Check during ticks; no API figure with ``--no-api-load``). ``--keda-serve-from process``: KEDA's server in its
-own process (``keda.serve_from``), whose CPU and RSS count with kvpilot's (a direct child).
+own process (``keda.serve_from``), whose CPU and RSS count with kvpilot's (a direct child). ``--keda-client native``:
+the gRPC probe is ``bench/native/keda_client.cc`` (C++ grpc, built on demand by ``bench/_native.py``) on the same
+schedule, as KEDA's compiled client calls, without grpcio's own per-call cost in each latency.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ import httpx
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import _native
 from bench._process import metric, spawn, tree_cpu_s, tree_hwm_mb, wait_line
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -252,6 +255,7 @@ def run_one(
     grpc_load: bool = True,
     ksm: bool = True,
     keda_serve_from: str = "loop",
+    keda_client: str = "python",
 ) -> Run:
     run = Run(replicas, mode)
     fake_log = tmp / f"promapi-{replicas}.log"
@@ -287,6 +291,8 @@ def run_one(
             keda = int(wait_line(kv_log, r"KEDA external scaler \(gRPC[^)]*\) on [^:]+:(\d+)", kv, 120).group(1))
             # the fleet's first deployment (tests/services/promapi.py names them prod/llm-0, prod/llm-1, ...)
             argv = [PY, __file__, "--grpc-client", str(keda), "--grpc-out", str(grpc_out)]
+            if keda_client == "native":  # the same schedule and output from C++ (bench/native/keda_client.cc)
+                argv = _native.schedule_argv(keda, GRPC_PERIOD_S, "prod", "llm-0", grpc_out)
             client_log = (tmp / f"grpc-{replicas}.log").open("wb")
             client = subprocess.Popen(
                 argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=client_log, stderr=subprocess.STDOUT
@@ -487,12 +493,23 @@ def main() -> None:
         default="loop",
         help="keda.serve_from: the gRPC server in kvpilot's process, or in its own (counted with kvpilot's tree)",
     )
+    p.add_argument(
+        "--keda-client",
+        choices=["python", "native"],
+        default="python",
+        help="the gRPC probe: grpcio, blocking (Python), or the same schedule from C++ grpc (bench/native)",
+    )
     p.add_argument("--grpc-client", type=int, help=argparse.SUPPRESS)  # the gRPC client's own process: the port
     p.add_argument("--grpc-out", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.grpc_client is not None:
         _grpc_client(args.grpc_client, "prod", "llm-0", args.grpc_out)
         return
+    if args.keda_client == "native" and not args.no_grpc and not args.no_api_load:
+        try:
+            _native.build()
+        except _native.NativeUnavailable as e:
+            p.exit(2, f"{e}\n")
     last: Run | None = None
     with tempfile.TemporaryDirectory(prefix="fleet-scale-") as d:
         tmp = Path(d)
@@ -510,6 +527,7 @@ def main() -> None:
                 grpc_load=not args.no_grpc,
                 ksm=not args.no_kube_state_metrics,
                 keda_serve_from=args.keda_serve_from,
+                keda_client=args.keda_client,
             )
             _report(last, args.interval)
     if last is not None:

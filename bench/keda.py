@@ -15,7 +15,14 @@ Last line: the ratio ours/peer of the paced p99 latency.
 ``--serve-from process``: the server process hands both services to KEDA's own process as `kvpilot run` does with
 ``keda.serve_from: process`` (``scaler.keda.process``, over a mirror of its board), so both answer from that one.
 
+``--client native`` (the default): the load comes from ``bench/native/keda_client.cc``, C++ grpc driven by one
+thread through one completion queue, built on demand (``bench/_native.py``; g++ and Debian's ``libgrpc++-dev``
+``protobuf-compiler-grpc``, which ``make system-deps`` installs) — as KEDA's compiled (Go) client calls, without an
+interpreter's per-call cost inside each latency. ``--client python``: the same workload from grpc.aio, 1,000
+coroutines in this process. Both print the client's own CPU in the paced phases.
+
     .venv/bin/python bench/keda.py [--objects 1000] [--interval 1.0] [--seconds 4] [--rounds 3] [--serve-from loop]
+        [--client native|python]
 """
 
 from __future__ import annotations
@@ -28,13 +35,27 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import _native
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
 
 Call = Callable[[int], Awaitable[object]]
+
+
+@dataclass
+class Table:
+    """Per row (kvpilot GetMetrics, then grpc Health.Check), one value per round."""
+
+    p50_ms: dict[str, list[float]]
+    p99_ms: dict[str, list[float]]
+    calls_s: dict[str, list[float]]
+    client_cpu: str = ""  # what the client itself cost in the paced phases
 
 
 def _namespace(i: int) -> str:
@@ -141,29 +162,53 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def _client(port: int, args: argparse.Namespace) -> None:
+async def _client(port: int, args: argparse.Namespace) -> Table:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         calls = _calls(channel, args.objects)
         for call in calls.values():  # warm up: connection, caches
             await asyncio.gather(*(call(i) for i in range(args.objects)))
-        p50: dict[str, list[float]] = {name: [] for name in calls}
-        p99: dict[str, list[float]] = {name: [] for name in calls}
-        rps: dict[str, list[float]] = {name: [] for name in calls}
+        table = Table({name: [] for name in calls}, {name: [] for name in calls}, {name: [] for name in calls})
+        cpu_s, n = 0.0, 0
         for _ in range(args.rounds):
             for name, call in calls.items():
+                cpu0 = time.process_time()
                 latencies = await _paced(call, args.objects, args.interval, args.seconds)
-                p50[name].append(_quantile(latencies, 0.50) * 1e3)
-                p99[name].append(_quantile(latencies, 0.99) * 1e3)
-                rps[name].append(await _saturated(call, args.objects, args.seconds / 2))
+                cpu_s += time.process_time() - cpu0
+                n += len(latencies)
+                table.p50_ms[name].append(_quantile(latencies, 0.50) * 1e3)
+                table.p99_ms[name].append(_quantile(latencies, 0.99) * 1e3)
+                table.calls_s[name].append(await _saturated(call, args.objects, args.seconds / 2))
+    table.client_cpu = _client_cpu(cpu_s, n, args.seconds * args.rounds * len(calls))
+    return table
+
+
+def _client_cpu(cpu_s: float, calls: int, paced_s: float) -> str:
+    per_call_us = cpu_s / max(calls, 1) * 1e6
+    return f"client CPU in the paced phases: {cpu_s / paced_s:.1%} of one core, {per_call_us:.0f} µs a call"
+
+
+def _native_client(port: int, args: argparse.Namespace) -> Table:
+    rounds = _native.run_rounds(port, args.objects, args.interval, args.seconds, args.rounds)
+    if any(rounds.errors.values()):
+        raise RuntimeError(f"gRPC errors in the native client's calls: {rounds.errors}")
+    cpu = _client_cpu(rounds.paced_cpu_s, rounds.paced_calls, args.seconds * args.rounds * len(rounds.p99_ms))
+    return Table(rounds.p50_ms, rounds.p99_ms, rounds.calls_s, cpu)
+
+
+def _print(table: Table, args: argparse.Namespace) -> None:
+    client = {"python": "grpc.aio (Python), 1,000 coroutines", "native": "C++ grpc, one thread, async CQ"}[args.client]
     print(f"{args.objects} ScaledObjects, one channel, paced at 1 poll / {args.interval:g} s each "
-          f"({args.objects / args.interval:.0f} calls/s), {args.rounds} rounds; medians across rounds")  # fmt: skip
+          f"({args.objects / args.interval:.0f} calls/s), {args.rounds} rounds; medians across rounds; "
+          f"serve_from {args.serve_from}; client {client}")  # fmt: skip
     print(f"{'':22} {'p50 ms':>8} {'p99 ms':>8} {'saturated calls/s':>18}   p99 ms per round")
-    for name in calls:
+    for name in table.p99_ms:
         print(
-            f"{name:22} {statistics.median(p50[name]):8.3f} {statistics.median(p99[name]):8.3f} "
-            f"{statistics.median(rps[name]):18.0f}   {' '.join(f'{v:.2f}' for v in p99[name])}"
+            f"{name:22} {statistics.median(table.p50_ms[name]):8.3f} {statistics.median(table.p99_ms[name]):8.3f} "
+            f"{statistics.median(table.calls_s[name]):18.0f}   {' '.join(f'{v:.2f}' for v in table.p99_ms[name])}"
         )
-    ours, peer = (statistics.median(p99[name]) for name in calls)
+    ours, peer = (statistics.median(table.p99_ms[name]) for name in table.p99_ms)
+    if table.client_cpu:
+        print(table.client_cpu)
     print(f"ratio ours/peer p99 (paced GetMetrics vs grpc Health.Check): {ours / peer:.2f}")
 
 
@@ -174,11 +219,22 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=4.0, help="length of one paced phase")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--serve-from", choices=["loop", "process"], default="loop", help="keda.serve_from")
+    parser.add_argument(
+        "--client",
+        choices=["native", "python"],
+        default="native",
+        help="the load client: C++ grpc (bench/native, built on demand; as KEDA's compiled Go client) or grpc.aio",
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         asyncio.run(_serve(args.objects, args.serve_from))
         return
+    if args.client == "native":
+        try:
+            _native.build()
+        except _native.NativeUnavailable as e:
+            parser.exit(2, f"{e}\n")
     server = subprocess.Popen(
         [sys.executable, __file__, "--serve", "--objects", str(args.objects), "--serve-from", args.serve_from],
         stdin=subprocess.PIPE,
@@ -188,7 +244,7 @@ def main() -> None:
     try:
         assert server.stdout is not None
         port = int(server.stdout.readline())
-        asyncio.run(_client(port, args))
+        _print(_native_client(port, args) if args.client == "native" else asyncio.run(_client(port, args)), args)
     finally:
         if server.stdin is not None:
             server.stdin.close()

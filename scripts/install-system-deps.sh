@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the integration tests start for real: Prometheus (+ promtool),
-# Alertmanager and PostgreSQL, and kubectl (for `kubectl kustomize`). Idempotent; does nothing when they are already there.
+# Alertmanager and PostgreSQL, and kubectl (for `kubectl kustomize`); and g++ with Debian's grpc (headers, protoc,
+# grpc_cpp_plugin) for the benches' native KEDA client (bench/native, built in ~16 s on first use).
+# Idempotent; does nothing when they are already there.
 set -euo pipefail
 need=()
 command -v prometheus >/dev/null || need+=(prometheus)
@@ -8,6 +10,9 @@ command -v promtool >/dev/null || need+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || need+=(prometheus-alertmanager)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v kubectl >/dev/null || need+=(kubernetes-client)  # `kubectl kustomize` renders deploy/ in the tests
+command -v g++ >/dev/null || need+=(g++)  # bench/native/keda_client.cc (bench/keda.py --client native)
+command -v grpc_cpp_plugin >/dev/null || need+=(protobuf-compiler-grpc)
+{ command -v pkg-config >/dev/null && pkg-config --exists grpc++ protobuf; } || need+=(libgrpc++-dev pkg-config)
 ((${#need[@]})) || exit 0
 if [[ $(id -u) -ne 0 ]]; then
   echo "missing Debian packages: ${need[*]} (run as root, or: sudo apt-get install ${need[*]})" >&2
