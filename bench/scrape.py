@@ -202,6 +202,8 @@ def kvpilot_config(base: str, args: argparse.Namespace, tmp: Path) -> tuple[Path
             "discovery": {"kind": "static", "static_targets": targets},
         },
     }
+    if args.event_loop:
+        config["runtime"] = {"event_loop": args.event_loop}
     path = tmp / "kvpilot.yaml"
     path.write_text(json.dumps(config))  # JSON is YAML
     return path, http_port
@@ -588,6 +590,12 @@ def main() -> None:
         "kvpilot's RSS at the end against --rss-goal-mb",
     )
     parser.add_argument("--peer-core", default="", help="with --side-by-side: Prometheus' core (default: --core)")
+    parser.add_argument(
+        "--event-loop",
+        choices=["auto", "uvloop", "asyncio"],
+        default="",
+        help="`kvpilot run`'s runtime.event_loop (unset: the setting's default)",
+    )
     args = parser.parse_args()
 
     if args.role == "server":
@@ -619,7 +627,8 @@ def main() -> None:
             f"{args.targets} targets ({args.targets - args.gpu_targets} vLLM pages of {len(vllm) / 1024:.1f} KiB, "
             f"{args.gpu_targets} dcgm pages of {len(dcgm) / 1024:.1f} KiB), every {args.interval:g} s, "
             f"{args.duration:g} s each after {args.warmup:g} s of warm-up, pinned to core {args.core}; "
-            f"server on core {args.server_core}; values move every scrape"
+            f"server on core {args.server_core}; values move every scrape; "
+            f"kvpilot's event loop: {args.event_loop or 'the default'}"
         )
         if args.trees:
             compare_trees(base, args)

@@ -21,8 +21,6 @@ def command(
     ] = None,
 ) -> None:
     """Run kvpilot: collect, detect, decide, persist and publish every tick; serve the API and KEDA."""
-    import asyncio
-
     from sqlalchemy.exc import SQLAlchemyError
 
     from kvpilot.settings import SettingsError, load_settings
@@ -33,9 +31,11 @@ def command(
         settings = load_settings(config, **overrides)
         # The service (FastAPI, gRPC, the collector) is imported only for settings that hold: a bad file is told
         # at once, not after ~2 s of imports.
+        from kvpilot.runtime import event_loop
         from kvpilot.runtime.runner import run
 
-        raise typer.Exit(asyncio.run(run(settings, config_file=config)))
+        # uvloop when installed (runtime.event_loop: auto), else asyncio's; the log line at start says which
+        raise typer.Exit(event_loop.run(run(settings, config_file=config), settings.runtime.event_loop))
     except (SettingsError, StoreConfigError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None

@@ -24,6 +24,7 @@ from api.auth import TokenAuth
 from api.main import create_app
 from collector.clock import Clock, WallClock
 from kvpilot.runtime import sources as sources_mod
+from kvpilot.runtime.event_loop import running_loop_name
 from kvpilot.runtime.shards import ShardCoordinator
 from kvpilot.runtime.wiring import advertised_address, build_service
 from kvpilot.settings import Settings, SettingsError
@@ -242,8 +243,8 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
         await service.start(restored)
         fleet = f"the embedded simulator at {srcs.simulator_url}" if srcs.simulator_url else "the configured fleet"
         log.info(
-            "kvpilot running: API on http://%s:%d (docs at /docs), store %s, watching %s",
-            settings.bind_host, http_port, _redact(settings.database_url), fleet,
+            "kvpilot running: API on http://%s:%d (docs at /docs), store %s, watching %s; event loop %s",
+            settings.bind_host, http_port, _redact(settings.database_url), fleet, running_loop_name(),
         )  # fmt: skip
         keda: asyncio.Task[None] | asyncio.Task[bool]
         if keda_process is not None and keda_process.port is not None:

@@ -7,7 +7,7 @@ the YAML file, the defaults.
 
 This module holds the root (`Settings`) and `load_settings`; the flat aliases and the YAML file are read by the
 sources in `kvpilot.settings.sources`; each top-level section is a model in the module named after it
-(`kvpilot.settings.collector`, `.scaler`, `.cost`, …).
+(`kvpilot.settings.collector`, `.scaler`, `.cost`, `.runtime`, …).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from kvpilot.settings.discovery import DiscoverySettings, StaticTarget
 from kvpilot.settings.drains import DrainSettings
 from kvpilot.settings.ha import HaSettings
 from kvpilot.settings.keda import KedaSettings
+from kvpilot.settings.runtime import RuntimeSettings
 from kvpilot.settings.scaler import DeploymentScaling, ScalerSettings
 from kvpilot.settings.sharding import ShardingSettings
 from kvpilot.settings.sources import (
@@ -55,6 +56,7 @@ __all__ = [
     "DrainSettings",
     "HaSettings",
     "KedaSettings",
+    "RuntimeSettings",
     "ScalerSettings",
     "Settings",
     "SettingsError",
@@ -106,6 +108,7 @@ class Settings(BaseSettings):
     sharding: ShardingSettings = Field(default=ShardingSettings(), description="Splitting the fleet between instances.")
     keda: KedaSettings = Field(default=KedaSettings(), description="The KEDA external scaler.")
     cost: CostSettings = Field(default=CostSettings(), description="GPU prices and assignments.")
+    runtime: RuntimeSettings = Field(default=RuntimeSettings(), description="The process itself: its event loop.")
 
     @classmethod
     def settings_customise_sources(

@@ -1,0 +1,23 @@
+"""`runtime`: how the `kvpilot run` process itself runs (kvpilot.runtime.event_loop)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from kvpilot.settings._section import _Section
+
+EventLoop = Literal["auto", "uvloop", "asyncio"]
+
+
+class RuntimeSettings(_Section):
+    """How the `kvpilot run` process runs: the event loop that the control loop, the scrapes, the HTTP API and the
+    KEDA gRPC server (in the loop's process) share."""
+
+    event_loop: EventLoop = Field(
+        default="asyncio",
+        description="`uvloop`: libuv's loop (`pip install uvloop`; refused at start when it is not installed); "
+        "`asyncio`: the standard library's; `auto`: uvloop when it is installed, else asyncio. The log line at "
+        "start says which one runs.",
+    )
