@@ -365,10 +365,11 @@ def _clip(v: float, lo: float, hi: float) -> float:
     return min(max(v, lo), hi)
 
 
-def fitted_features(r: KvReading) -> dict[str, float] | None:
-    """The fitted reading's inputs (``kv_fitted.COEFFICIENTS``' names), each a physical quantity of the pool and the
-    flow that fills it; None when any is unknown (no planner numbers yet, a counter missing, no arrivals to scale
-    from, a NaN): the fitted rule is then silent, as an unknown usage is never "full"."""
+def fitted_features(r: KvReading, th: KvThresholds) -> dict[str, float] | None:
+    """The fitted reading's inputs (``kv_fitted.COEFFICIENTS``' names): physical quantities of the pool and the flow
+    that fills it, and whether the rules (``th``'s, as ``rule: rules`` reads them) warn at this tick; None when any
+    is unknown (no planner numbers yet, a counter missing, no arrivals to scale from, a NaN): the fitted rule is then
+    silent, as an unknown usage is never "full"."""
     d = r.demand
     cap = None if d is None else finite(d.capacity_rps)
     arrivals = finite(r.arrival_rate)
@@ -408,6 +409,7 @@ def fitted_features(r: KvReading) -> dict[str, float] | None:
         "waiting": math.log1p(max(waiting, 0.0)),
         "in_flight_growth": _clip(growth / arrivals, -1.0, 1.0),
         "level_ahead": _FITTED_LEVEL_CAP if level is None else _clip(level, 0.0, _FITTED_LEVEL_CAP),
+        "rules": 0.0 if _rules_verdict(r, th) is None else 1.0,
     }
 
 
@@ -425,13 +427,13 @@ def fitted_probability(x: Mapping[str, float]) -> float:
     return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
 
 
-def _fitted_p(r: KvReading) -> float | None:
-    x = fitted_features(r)
+def _fitted_p(r: KvReading, th: KvThresholds) -> float | None:
+    x = fitted_features(r, th)
     return None if x is None else fitted_probability(x)
 
 
 def _fitted_verdict(r: KvReading, th: KvThresholds) -> tuple[Severity, str] | None:
-    p = _fitted_p(r)
+    p = _fitted_p(r, th)
     if p is None or p < kv_fitted.THRESHOLD:
         return None
     tte = r.time_to_exhaustion_s
@@ -464,6 +466,13 @@ def judge(r: KvReading, th: KvThresholds) -> tuple[Severity, str] | None:
         )
     if th.rule == "fitted":
         return _fitted_verdict(r, th)  # in place of the rules below (the two above read measured exhaustion)
+    return _rules_verdict(r, th)
+
+
+def _rules_verdict(r: KvReading, th: KvThresholds) -> tuple[Severity, str] | None:
+    """The rules for a pool not yet exhausted: demand against capacity, Little's law, the confirmed trend."""
+    tte = r.time_to_exhaustion_s
+    waiting = r.requests_waiting or 0.0
     proj = r.projected_usage
     # Little's law: the forecast arrivals at the horizon hold more KV than this pool has (an option) ...
     littles_law = (
@@ -602,7 +611,7 @@ def _replica_finding(
             "projected_usage": r.projected_usage,
             "capacity_rps": None if r.demand is None else finite(r.demand.capacity_rps),
             "forecast_rps": None if r.demand is None else finite(r.demand.forecast_rps),
-            **({"fitted_probability": _fitted_p(r)} if th.rule == "fitted" else {}),
+            **({"fitted_probability": _fitted_p(r, th)} if th.rule == "fitted" else {}),
         },
         action="scale_out",
     )

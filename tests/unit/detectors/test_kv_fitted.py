@@ -52,7 +52,7 @@ def coefficients(monkeypatch: pytest.MonkeyPatch) -> dict[str, float]:
 
 
 def test_the_features_are_the_readings_physical_quantities() -> None:
-    x = kv_exhaustion.fitted_features(_reading())
+    x = kv_exhaustion.fitted_features(_reading(), DEFAULT.kv)
     assert x is not None
     assert set(x) == set(kv_fitted.COEFFICIENTS)
     assert x["usage"] == 0.6
@@ -62,16 +62,24 @@ def test_the_features_are_the_readings_physical_quantities() -> None:
     assert x["own_load"] == pytest.approx(0.2)
     assert x["in_flight_growth"] == pytest.approx(0.25)
     assert x["waiting"] == 0.0
+    assert x["rules"] == 0.0  # the rules stay silent: load 0.6 under demand_load, the trend 380 s from full
+    loaded = kv_exhaustion.fitted_features(_reading(load=0.9, load_ahead=0.9), DEFAULT.kv)
+    assert loaded is not None
+    assert loaded["rules"] == 1.0  # the load rule: 0.9 of capacity, a pool that felt it, demand still rising
     # Little's law 120 s ahead: load max(0.2, 0.6) + 0.1/min x 2 min = 0.8 of capacity (rho 0.8) against 2 req/s
     # now (rho 0.2): 0.6 x (8 / 0.2) / (2 / 0.8) = 9.6, capped at twice full.
     assert x["level_ahead"] == 2.0
-    low = kv_exhaustion.fitted_features(_reading(load=0.25, load_ahead=0.25, arrivals_rise=0.0, demand_rise=0.0))
+    low = kv_exhaustion.fitted_features(
+        _reading(load=0.25, load_ahead=0.25, arrivals_rise=0.0, demand_rise=0.0), DEFAULT.kv
+    )
     assert low is not None
     assert low["level_ahead"] == pytest.approx(0.6 * (2.5 / 0.75) / (2.0 / 0.8))
 
 
 def test_the_formula_on_a_hand_built_reading(coefficients: dict[str, float]) -> None:
-    x = kv_exhaustion.fitted_features(_reading(load=0.25, load_ahead=0.25, arrivals_rise=0.0, demand_rise=0.0))
+    x = kv_exhaustion.fitted_features(
+        _reading(load=0.25, load_ahead=0.25, arrivals_rise=0.0, demand_rise=0.0), DEFAULT.kv
+    )
     assert x is not None
     z = -2.0 + 2.0 * 0.6 + 1.0 * (0.6 * (2.5 / 0.75) / (2.0 / 0.8))  # = 0.0
     assert z == pytest.approx(0.0)
@@ -80,6 +88,17 @@ def test_the_formula_on_a_hand_built_reading(coefficients: dict[str, float]) -> 
     # far out on either side, no overflow
     assert kv_exhaustion.fitted_probability({**x, "usage": 1e6}) == 1.0
     assert kv_exhaustion.fitted_probability({**x, "usage": -1e6}) == 0.0
+
+
+def test_the_committed_formula_is_a_probability_and_rises_with_the_pressure() -> None:
+    calm = kv_exhaustion.fitted_features(_reading(usage=0.3, peak_usage=0.3, load=0.3, load_ahead=0.3), DEFAULT.kv)
+    pressed = kv_exhaustion.fitted_features(
+        _reading(usage=0.9, peak_usage=0.95, time_to_exhaustion_s=20.0, confirm_time_to_exhaustion_s=40.0), DEFAULT.kv
+    )
+    assert calm is not None
+    assert pressed is not None
+    p_calm, p_pressed = kv_exhaustion.fitted_probability(calm), kv_exhaustion.fitted_probability(pressed)
+    assert 0.0 <= p_calm < p_pressed <= 1.0
 
 
 def test_the_fitted_warning_says_the_probability_and_the_projection(coefficients: dict[str, float]) -> None:
@@ -114,7 +133,7 @@ def test_the_fitted_warning_says_the_probability_and_the_projection(coefficients
 def test_an_unknown_input_never_warns(unknown: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kv_fitted, "INTERCEPT", 100.0)  # the formula alone would always warn
     r = _reading(**{"usage": 0.95, "peak_usage": 0.95, **unknown})
-    assert kv_exhaustion.fitted_features(r) is None
+    assert kv_exhaustion.fitted_features(r, DEFAULT.kv) is None
     assert kv_exhaustion.judge(r, FITTED.kv) is None
 
 
