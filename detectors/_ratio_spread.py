@@ -53,15 +53,40 @@ class _Track:
         return hits / queries
 
 
-def median_spread(state: FleetState, replicas: Iterable[str], times: Iterable[float]) -> float | None:
-    """The median, over ``times``, of ``ratio_spread`` of the replicas' hit ratios over the rate window ending at each
-    time (replicas without queries in a window are left out of it); None where no time has two such replicas."""
+def spreads(
+    state: FleetState, replicas: Iterable[str], times: Sequence[float], *, min_replicas: int = 2, warm_s: float = 0.0
+) -> list[float]:
+    """``ratio_spread`` of the replicas' hit ratios over the rate window ending at each of ``times`` (oldest first),
+    for the times where at least ``min_replicas`` replicas served queries in that window (the others are left out of
+    it). ``warm_s``: a replica counts in a window only once it has been scraped for this long before the window
+    starts (its oldest kept sample): a replica that just started hits less while its cache fills, whatever the
+    routing. Each replica's samples are read from the oldest window's start on (``replica_history_since``), not its
+    whole kept history: a window starts at the newest sample at or before it, so that sample is kept, found in the
+    whole history only where the thinned history has none since the start."""
+    if not times:
+        return []
     window = state.rate_window_s
-    tracks = [track for key in replicas if (track := _Track(state.replica_history(key))).samples]
-    spreads = []
+    start = min(times) - window
+    tracks = []
+    for key in replicas:
+        samples = state.replica_history_since(key, start - state.history_step_s)
+        if samples and samples[0].timestamp > start:
+            samples = state.replica_history(key)  # nothing at or before the start since then: an older one, if kept
+        first = state.replica_history_start(key)
+        if samples and first is not None:
+            tracks.append((first + warm_s, _Track(samples)))
+    out = []
     for t in times:
-        ratios = [r for track in tracks if (r := track.ratio(t - window, t)) is not None]
-        spread = ratio_spread(ratios)
+        ratios = [r for warm, track in tracks if warm <= t - window and (r := track.ratio(t - window, t)) is not None]
+        spread = ratio_spread(ratios) if len(ratios) >= min_replicas else None
         if spread is not None:
-            spreads.append(spread)
-    return statistics.median(spreads) if spreads else None
+            out.append(spread)
+    return out
+
+
+def median_spread(
+    state: FleetState, replicas: Iterable[str], times: Sequence[float], *, min_replicas: int = 2, warm_s: float = 0.0
+) -> float | None:
+    """The median of ``spreads`` over ``times``; None where no time has ``min_replicas`` replicas with queries."""
+    found = spreads(state, replicas, times, min_replicas=min_replicas, warm_s=warm_s)
+    return statistics.median(found) if found else None

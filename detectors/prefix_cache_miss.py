@@ -19,14 +19,16 @@ import operator
 import statistics
 from bisect import bisect_left, bisect_right, insort
 from collections import deque
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 from typing import NamedTuple
 
 from collector.state import DeploymentPoint, DeploymentSignals, DeploymentView, FleetState
 from detectors._ratio_spread import median_spread
 from detectors._values import finite, fraction
 from detectors.finding import Finding, Severity, Subject
-from detectors.thresholds import PrefixThresholds, Thresholds
+from detectors.hysteresis import Hysteresis
+from detectors.thresholds import HysteresisPolicy, PrefixThresholds, Thresholds
 
 KIND = "prefix_cache_miss"
 
@@ -143,12 +145,18 @@ _t = operator.attrgetter("t")
 class PrefixBaselines:
     """Each deployment's baseline kept from tick to tick (``_KeptBaseline``), per cutoff, by whoever holds one fleet
     state across ticks (``detectors.registry.Detection``). A deployment's entries go when the state no longer has
-    it (``keep_only``); one back later starts again from its history, to the same medians."""
+    it (``keep_only``); one back later starts again from its history, to the same medians.
 
-    __slots__ = ("_deployments",)
+    With the lost-affinity option on, it also knows which of this detector's findings are open: a ``Hysteresis``
+    under the control loop's policy, fed this detector's candidates as the loop's is (``note``), so it opens and
+    closes them on the same ticks. An open finding is held through ticks that cannot tell (``_held``)."""
+
+    __slots__ = ("_deployments", "_fed", "_open")
 
     def __init__(self) -> None:
         self._deployments: dict[str, dict[float, _KeptBaseline]] = {}  # deployment key -> cutoff -> kept
+        self._open: Hysteresis | None = None
+        self._fed: float | None = None  # the last tick noted
 
     def baseline(
         self, key: str, history: Sequence[DeploymentPoint], th: PrefixThresholds, now: float
@@ -159,6 +167,19 @@ class PrefixBaselines:
         if kept is None:
             kept = cutoffs[th.baseline_exclude_recent_s] = _KeptBaseline()
         return kept.update(history, th, now)
+
+    def open_findings(self) -> dict[str, Finding]:
+        """The findings open after the last tick noted, by deployment."""
+        return {} if self._open is None else {f.subject.deployment: f for f in self._open.active()}
+
+    def note(self, found: Sequence[Finding], policy: Callable[[str], HysteresisPolicy], now: float) -> None:
+        """One tick's candidates, once a tick (a second ask at the same tick changes nothing)."""
+        if self._fed is not None and now <= self._fed:
+            return
+        if self._open is None:
+            self._open = Hysteresis(policy)
+        self._open.update(found, now=now)
+        self._fed = now
 
     def keep_only(self, deployments: Collection[str]) -> None:
         """Forget every deployment whose key is not in ``deployments``: those the fleet no longer has."""
@@ -201,21 +222,38 @@ def _settled_ratio(recent: Sequence[DeploymentPoint]) -> float:
     return statistics.median(r if (r := fraction(p.prefix_hit_ratio)) is not None else math.inf for p in recent)
 
 
-class Spreads(NamedTuple):
-    """How alike the replicas' hit ratios were (``detectors._ratio_spread``): medians over ``lost_affinity_window_s``
-    (every tick) and over the baseline (one time per rate window)."""
+# The fewest replicas whose spread can say that they became alike. Two replicas' ratios are one difference, and
+# prefix affinity lets it close for minutes whenever the traffic's mix moves both together (the demo's workload over
+# 2 fixed affinity replicas: the lost-affinity reading opened with no routing change on 2 of 4 seeds); three or more
+# must all meet at once.
+MIN_SPREAD_REPLICAS = 3
 
+
+class Spreads(NamedTuple):
+    """How alike the replicas' hit ratios are (``detectors._ratio_spread``): over the rate window ending now, their
+    median over ``lost_affinity_window_s`` (every tick) and over the baseline (one time per rate window)."""
+
+    now: float | None
     settled: float | None
     baseline: float | None
 
-    def evened_out(self, th: PrefixThresholds) -> bool:
-        """The replicas' ratios became alike, from a baseline where they were not: lost affinity."""
+    def _alike(self, spread: float | None, th: PrefixThresholds) -> bool:
         return (
-            self.settled is not None
+            spread is not None
             and self.baseline is not None
             and self.baseline >= th.min_baseline_spread
-            and self.settled <= th.lost_affinity_spread * self.baseline
+            and spread <= th.lost_affinity_spread * self.baseline
         )
+
+    def evened_out(self, th: PrefixThresholds) -> bool:
+        """The replicas' ratios became alike, from a baseline where they were not, and are alike now: lost affinity.
+        A router that spreads prefixes keeps them alike for as long as it runs, while prefix affinity lets them meet
+        by chance for a few minutes, then part."""
+        return self._alike(self.settled, th) and self._alike(self.now, th)
+
+    def still_alike(self, th: PrefixThresholds) -> bool:
+        """Alike over most of the window (an open finding's hold: the fault read as still there)."""
+        return self._alike(self.settled, th)
 
 
 def _spreads(
@@ -231,10 +269,37 @@ def _spreads(
         if not baseline_times or p.t - baseline_times[-1] >= state.rate_window_s:
             baseline_times.append(p.t)
     replicas = [r.key for r in view.replicas]
-    return Spreads(
-        settled=median_spread(state, replicas, recent),
-        baseline=median_spread(state, replicas, baseline_times),
-    )
+
+    def spread(times: list[float]) -> float | None:
+        # a replica counts once it has served a rate window: its first one fills its cache
+        return median_spread(state, replicas, times, min_replicas=MIN_SPREAD_REPLICAS, warm_s=state.rate_window_s)
+
+    return Spreads(now=spread([now]), settled=spread(recent), baseline=spread(baseline_times))
+
+
+def _masked(
+    view: DeploymentView,
+    history: Sequence[DeploymentPoint],
+    base: Baseline,
+    th: PrefixThresholds,
+    now: float,
+    settle_s: float,
+) -> bool:
+    """New KV pressure in any window the lost-affinity reading looks at (the settle window, the spread's window):
+    preemption evicts cached prefixes unevenly and floods the windows with unshared prompts, so neither the ratio
+    nor the replicas' spread says anything about routing until it has left them."""
+    bar = base.preemptions_per_replica_s * th.preemption_rise_factor
+    for span in {settle_s, max(settle_s, th.lost_affinity_window_s)}:
+        recent = [p for p in history if p.t >= now - span]
+        if _window_preemptions(view, recent) > bar:
+            return True
+    return False
+
+
+def _held(finding: Finding, why: str) -> Finding:
+    """An open finding kept through a tick that did not confirm it but could not tell it was over: its reading as
+    last confirmed, with why it is held."""
+    return replace(finding, evidence={**finding.evidence, "held": why})
 
 
 def _deployment_finding(
@@ -245,7 +310,11 @@ def _deployment_finding(
     now: float,
     settle_s: float,
     baselines: PrefixBaselines,
+    held: Finding | None = None,
 ) -> Finding | None:
+    """The tick's finding for one deployment. ``held``: its finding open now, with the lost-affinity option on: kept
+    while new KV pressure masks the reading, and while the replicas' ratios stay alike below the baseline (the router
+    still spreads prefixes; the fall's size moves with the traffic) — closed only once a tick reads the fault over."""
     current = fraction(view.prefix_hit_ratio)
     if current is None or _queries_rate(view) < th.min_queries_rate:
         return None
@@ -260,8 +329,16 @@ def _deployment_finding(
     even_threshold = threshold if th.lost_affinity_drop is None else base_ratio * (1.0 - th.lost_affinity_drop)
     recent = [p for p in history if p.t >= now - settle_s]
     settled = _settled_ratio(recent) if recent else math.inf
+    if held is not None and _masked(view, history, base, th, now, settle_s):
+        return _held(held, "kv_pressure")
+
+    def still_lost() -> Finding | None:
+        if held is not None and settled < base_ratio and _spreads(state, view, history, th, now).still_alike(th):
+            return _held(held, "replicas_alike")
+        return None
+
     if settled >= max(threshold, even_threshold):
-        return None  # not fallen for most of the settle window
+        return still_lost()  # not fallen for most of the settle window
     if current <= th.no_sharing_ratio or any(
         (r := fraction(p.prefix_hit_ratio)) is not None and r <= th.no_sharing_ratio for p in recent
     ):
@@ -293,7 +370,7 @@ def _deployment_finding(
     else:
         # one replica's cache (the other detectors see that replica), or a smaller fall with the replicas' skew kept:
         # traffic that shares less under a router that still keeps prefixes together
-        return None
+        return still_lost()
     drop = 1.0 - settled / base_ratio
     return Finding(
         kind=KIND,
@@ -317,6 +394,7 @@ def _deployment_finding(
             "replica_ratio_min": min(per_replica) if per_replica else None,
             "replica_ratio_max": max(per_replica) if per_replica else None,
             "replica_ratio_spread": spreads.settled,
+            "replica_ratio_spread_now": spreads.now,
             "baseline_replica_ratio_spread": spreads.baseline,
             "pattern": pattern,
             "drop": drop,
@@ -332,11 +410,16 @@ def detect(
     """Findings for every deployment; ``baselines``: those kept for ``state`` across ticks (``Detection`` holds
     them; without, each is worked out afresh from the whole history)."""
     baselines = PrefixBaselines() if baselines is None else baselines
+    th = thresholds.prefix
+    keeps = th.lost_affinity_drop is not None  # the option holds open findings (PrefixBaselines knows which)
+    held = baselines.open_findings() if keeps else {}
     out: list[Finding] = []
-    settle_s = settle_window_s(thresholds.prefix, state.rate_window_s)
+    settle_s = settle_window_s(th, state.rate_window_s)
     for key, view in state.deployments().items():
         history = state.deployment_history(key)
-        finding = _deployment_finding(state, view, history, thresholds.prefix, now, settle_s, baselines)
+        finding = _deployment_finding(state, view, history, th, now, settle_s, baselines, held.get(key))
         if finding is not None:
             out.append(finding)
+    if keeps:
+        baselines.note(out, thresholds.policy, now)
     return out

@@ -10,6 +10,7 @@ import pytest
 from collector.samples import GpuSample, ReplicaSample
 from collector.state import FleetState
 from detectors import prefix_cache_miss
+from detectors.registry import Detection
 from detectors.thresholds import DEFAULT
 from tests.unit.detectors.detector_fleet import TICK_S, drive, replica
 
@@ -256,3 +257,85 @@ def test_lost_affinity_waits_for_the_settle_window() -> None:
     # 95 s after the change the settle window still holds the skewed ratios: silent; 4 minutes on it fires.
     state, now = _run(SKEWED, [0.3, 0.3, 0.3, 0.3], after_ticks=19)
     assert prefix_cache_miss.detect(state, thresholds=LOST_AFFINITY, now=now) == []
+
+
+# -- The lost-affinity option over time: one fault, one finding; a healthy affinity fleet, none -------------------
+
+
+def _opened_and_closed(
+    before: Sequence[float], after: Ratios, after_ticks: int, *, preempting: Callable[[int], bool] = lambda i: False
+) -> tuple[list[int], list[int]]:
+    """Ticks after the change at which the control loop's Detection (hysteresis included) opened and closed a
+    prefix_cache_miss finding, the option on."""
+    detection = Detection(LOST_AFFINITY, only=[prefix_cache_miss.KIND])
+    opened: list[int] = []
+    closed: list[int] = []
+
+    def each(state: FleetState, t: float) -> None:
+        i = round(t / TICK_S) - BASELINE_TICKS
+        changed = detection.tick(state, now=t)
+        opened.extend(i for _ in changed.opened)
+        closed.extend(i for _ in changed.closed)
+
+    _series(before, after, after_ticks, preempting=preempting, each=each)
+    return opened, closed
+
+
+BURST = range(60, 72)  # a minute of KV pressure, five minutes into the round-robin
+
+
+def _round_robin_through_a_burst(i: int) -> list[float]:
+    # Round-robin from the change on (the replicas alike): 25 % under the baseline, then a burst of long prompts
+    # evicts the cached prefixes unevenly, then the round-robin goes on with a fall that the traffic makes 12 % for
+    # three minutes and 25 % again after.
+    if i in BURST:
+        return [0.05, 0.12, 0.03, 0.09]
+    if 72 <= i < 108:
+        return [0.35, 0.35, 0.36, 0.35]
+    return [0.3, 0.3, 0.31, 0.3]
+
+
+def test_one_finding_for_a_round_robin_that_runs_through_a_kv_burst() -> None:
+    # Before, the burst's preemptions silenced the detector for 12 ticks and closed the finding; after them the
+    # 12 % fall was under the bar, and the same round-robin opened a second finding when the fall came back.
+    opened, closed = _opened_and_closed(SKEWED, _round_robin_through_a_burst, 160, preempting=lambda i: i in BURST)
+    assert len(opened) == 1
+    assert opened[0] < BURST[0]
+    assert closed == []
+
+
+def test_the_held_finding_closes_once_the_router_keeps_prefixes_together_again() -> None:
+    # The same fault and burst, then prefix affinity back at 108 ticks (the baseline's skew and ratio): closed 12
+    # ticks after the last tick that held it, and nothing opens again.
+    def restored(i: int) -> list[float]:
+        return SKEWED if i >= 108 else _round_robin_through_a_burst(i)
+
+    opened, closed = _opened_and_closed(SKEWED, restored, 200, preempting=lambda i: i in BURST)
+    assert len(opened) == 1
+    assert len(closed) == 1
+    assert 108 < closed[0] <= 108 + 24 + 12
+
+
+def _met_and_parted(i: int) -> list[float]:
+    # Prefix affinity over 3 replicas: for two and a half minutes the traffic's mix left their ratios alike at the
+    # baseline's level, then they part again while the traffic shares less (a 25 % fall with the skew back).
+    return [0.3, 0.3, 0.3] if i < 30 else [0.33, 0.22, 0.12]
+
+
+def test_an_affinity_fleet_whose_ratios_met_for_a_while_opens_nothing() -> None:
+    # Over most of the spread's window the replicas were alike; now they are not: no lost affinity (the shipped
+    # option read the window's median alone and opened here, as it did over 3 fixed affinity replicas in the
+    # simulator, seed 0, at 2,105 s).
+    opened, _ = _opened_and_closed([0.45, 0.3, 0.15], _met_and_parted, 60)
+    assert opened == []
+
+
+def test_two_replicas_never_read_as_alike() -> None:
+    # Two replicas' ratios are one difference, which prefix affinity lets close whenever the traffic's mix moves both
+    # together: the option leaves a 2-replica deployment to the 40 % rule.
+    state, now = _run([0.5, 0.3], [0.32, 0.32])
+    assert prefix_cache_miss.detect(state, thresholds=LOST_AFFINITY, now=now) == []
+    state, now = _run([0.5, 0.3, 0.4], [0.32, 0.32, 0.32])
+    assert [f.evidence["pattern"] for f in prefix_cache_miss.detect(state, thresholds=LOST_AFFINITY, now=now)] == [
+        "lost_affinity"
+    ]
