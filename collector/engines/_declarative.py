@@ -96,9 +96,12 @@ def _no_prepare(_families: Families) -> SampleFilter | None:
 
 
 # Labels that tell apart replicas sharing one page beyond the model: Ray's actor id and Ray Serve's replica id (one
-# vLLM engine per actor; all of a node's actors on the node's one metrics page).
-REPLICA_LABELS = ("ReplicaId", "WorkerId")
-_REPLICA_ID, _WORKER_ID = REPLICA_LABELS
+# vLLM engine per actor; all of a node's actors on the node's one metrics page), and the worker address a gateway
+# writes on each worker's series when it serves its workers' pages as one: SGLang Model Gateway's /engine_metrics
+# fans out to every worker's /metrics and labels each page's samples ``worker_addr`` (sgl-project/sglang @ 11010c0
+# sgl-router/src/core/worker_manager.rs, ``get_engine_metrics``), so two workers of one model are two replicas.
+REPLICA_LABELS = ("ReplicaId", "WorkerId", "worker_addr")
+_REPLICA_ID, _WORKER_ID = REPLICA_LABELS[:2]
 
 Group = tuple[tuple[str, str], ...]
 

@@ -253,9 +253,10 @@ def engines_page() -> str:
         "targets added through the API rely on the search), or leave it out: when no adapter reads a page, kvpilot "
         "looks for the leading text that turns the most names into an engine's, reads the page with it removed, and "
         'remembers it for that target. `prefix: ""` turns the search off.',
-        "- **One replica per model, per Ray worker.** A page whose series carry several values of the model label "
-        "(Triton with two TensorRT-LLM models, a Dynamo frontend serving two models) or of Ray's `ReplicaId` or "
-        "`WorkerId` yields one replica each, named `<pod>#<label values>`; their queues and counters are never "
+        "- **One replica per model, per Ray worker, per gateway worker.** A page whose series carry several values "
+        "of the model label (Triton with two TensorRT-LLM models, a Dynamo frontend serving two models), of Ray's "
+        "`ReplicaId` or `WorkerId`, or of `worker_addr` (SGLang Model Gateway's `/engine_metrics`, its workers' "
+        "pages on one) yields one replica each, named `<pod>#<label values>`; their queues and counters are never "
         'summed. Data-parallel engines of one vLLM pod (`engine="N"`) stay one replica. Ray workers that are helper '
         "actors of a Serve replica (SGLang's schedulers as Ray actors, writing with an empty `ReplicaId`) are not "
         "replicas of their own: there `ReplicaId` alone tells replicas apart.",

@@ -86,6 +86,23 @@ def test_ray_workers_on_one_node_page_are_one_replica_each() -> None:
     assert got == {("node-1#aaa", 3.0, 1600.0), ("node-1#bbb", 5.0, 1600.0)}  # named by what differs
 
 
+@pytest.mark.parametrize(
+    ("queue", "batch"),
+    [("sglang_num_queue_reqs", "sglang_num_running_reqs"), ("vllm_num_requests_waiting", "vllm_num_requests_running")],
+)
+def test_a_gateways_workers_on_one_page_are_one_replica_each(queue: str, batch: str) -> None:
+    # SGLang Model Gateway's /engine_metrics: each worker's page with a worker_addr label, whatever the engine;
+    # two replicas with their own queues, never one queue of 7 and one batch of 10
+    text = "".join(
+        f'{name}{{model_name="m",worker_addr="grpc://10.0.0.{n}:8001"}} {value}\n'
+        for n, (waiting, running) in enumerate([(3, 8), (4, 2)], start=1)
+        for name, value in ((queue, waiting), (batch, running))
+    )
+    page = adapt_page(text.encode(), TargetInfo(url="http://gw/engine_metrics", pod="gw-0"), 0.0)
+    got = {(r.replica, r.requests_waiting, r.requests_running) for r in page.replicas}
+    assert got == {("gw-0#grpc://10.0.0.1:8001", 3.0, 8.0), ("gw-0#grpc://10.0.0.2:8001", 4.0, 2.0)}
+
+
 def _ray_sglang(replicas: tuple[str, ...], scheduler_replica_id: str | None) -> str:
     """SGLang under Ray Serve LLM with its schedulers as Ray actors: the tokenizer's series from each replica's actor
     (its ReplicaId), the scheduler's gauges from a scheduler actor of its own (no or an empty ReplicaId)."""

@@ -30,6 +30,7 @@ class Page:
     replicas: list[dict[str, Any]] = field(default_factory=list)
     gpus: int = 0
     error: str | None = None  # regex the UnknownEngine message must match
+    gpu_fields: dict[str, dict[str, Any]] = field(default_factory=dict)  # GPU index -> GpuSample fields (extra.<key>)
 
 
 EXPECTED: dict[str, Page] = {
@@ -662,6 +663,136 @@ EXPECTED: dict[str, Page] = {
     "dcgm-mig-hostname__handwritten.txt": Page([], gpus=4),  # two H100s and two MIG instances of an A100
     "dcgm-virtual-gpus__handwritten.txt": Page([], gpus=2),  # two H100s, one written once per each of its two users
     "dcgm-pod-hostname__handwritten.txt": Page([], gpus=2),  # two H100s named by the exporter pod, not a node
+    # dcgm-exporter 3.x on eight A800s, GPU 0 split in three 2g.20gb MIG instances (GPU_I_ID 3, 5, 6): seven whole
+    # GPUs and three instances (the capture's unrenderable "ERROR - ..." samples: test_dcgm)
+    "dcgm-a800-mig-prof__gpu-dcgm-exporter-blog__index-5731120479__trimmed.txt": Page(
+        [],
+        gpus=10,
+        gpu_fields={
+            "0/3": {
+                "mig_profile": "2g.20gb",  # GPU_I_PROFILE
+                "mig_instance": "3",  # GPU_I_ID
+                "utilisation": None,  # no DCGM_FI_DEV_GPU_UTIL sample for a MIG instance on the page: unknown, not 0
+                "memory_used_bytes": 10 * 2**20,  # DCGM_FI_DEV_FB_USED 10 MiB, the instance's own
+                "memory_free_bytes": 19957 * 2**20,  # DCGM_FI_DEV_FB_FREE
+                "temperature_c": 33.0,
+                "power_w": 78.174,  # DCGM_FI_DEV_POWER_USAGE 78.174000 (the parent GPU's, repeated per instance)
+                "last_xid": 0,
+                "extra.gr_engine_active": 0.0,  # DCGM_FI_PROF_GR_ENGINE_ACTIVE
+                "extra.sm_clock_mhz": 1410.0,
+            },
+            "0/6": {"power_w": 78.446, "memory_free_bytes": 19957 * 2**20},
+            "1": {
+                "mig_profile": None,
+                "utilisation": 0.0,  # DCGM_FI_DEV_GPU_UTIL 0
+                "memory_used_bytes": 2 * 2**20,
+                "memory_free_bytes": 81226 * 2**20,
+                "temperature_c": 27.0,
+                "power_w": 55.942,
+                "remapped_rows_uncorrectable": 0.0,
+                "row_remap_failure": False,
+                "extra.energy_mj": 187554325.0,  # DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION
+                "extra.memory_temp_c": 25.0,
+            },
+            "7": {"temperature_c": 29.0, "power_w": 55.011, "extra.memory_temp_c": 28.0},
+        },
+    ),
+    # dcgm-exporter 4.x (pci_bus_id label), one T4, driver 580.105.08, profiling fields on
+    "dcgm-4x-t4__ai-conformance-evidence__index-52520954393__assembled.txt": Page(
+        [],
+        gpus=1,
+        gpu_fields={
+            "0": {
+                "node": "ip-10-200-3-41",  # Hostname (no discovered node for a saved page)
+                "model_name": "Tesla T4",
+                "utilisation": 0.0,
+                "memory_used_bytes": 0.0,  # DCGM_FI_DEV_FB_USED 0
+                "memory_free_bytes": 14912 * 2**20,  # DCGM_FI_DEV_FB_FREE
+                "temperature_c": 24.0,
+                "power_w": 14.512,
+                "last_xid": None,  # no XID family on the page
+                "extra.memory_reserved_mib": 447.0,  # DCGM_FI_DEV_FB_RESERVED
+                "extra.dram_active": 0.000001,  # DCGM_FI_PROF_DRAM_ACTIVE
+                "extra.energy_mj": 48287135.0,
+            }
+        },
+    ),
+    # a live llama-server page (current names): prompt_tokens_total excludes the cached tokens
+    "llamacpp-live__rust-test-parse_snapshot__index-63153620028.txt": Page(
+        [
+            {
+                "engine": "llamacpp",
+                "requests_running": 3.0,  # llamacpp:requests_processing
+                "requests_waiting": 0.0,  # llamacpp:requests_deferred
+                "kv_usage": None,  # no kv_cache_usage_ratio
+                "kv_capacity_tokens": None,  # n_tokens_max is the longest sequence seen, not the cache's size
+                "prompt_tokens": 77454.0 + 129725.0,  # prompt_tokens_total + prompt_tokens_cached_total
+                "prefix_queries": 77454.0 + 129725.0,
+                "prefix_hits": 129725.0,  # llamacpp:prompt_tokens_cached_total
+                "generation_tokens": 1426.0,  # llamacpp:tokens_predicted_total
+                "requests_finished": None,
+            }
+        ]
+    ),
+    # another server writing llama-server's names (older HELP texts, with the KV pair) beside its own halogen:*
+    "llamacpp-compatible-halogen__server-doc__index-70860439863.txt": Page(
+        [
+            {
+                "engine": "llamacpp",
+                "requests_running": 1.0,
+                "requests_waiting": 0.0,
+                "kv_usage": 0.864746,  # llamacpp:kv_cache_usage_ratio
+                "prompt_tokens": 806600.0,  # no llamacpp:prompt_tokens_cached_total: halogen's own is not read
+                "prefix_hits": None,
+                "generation_tokens": 24920.0,
+            }
+        ]
+    ),
+    # LiteLLM's proxy: a gateway's request counters, no replica
+    "litellm-proxy__DataDog__integrations-core__litellm_metrics_v1_95__trimmed.txt": Page(error="litellm_"),
+    # a Ray node's own page without Ray Serve LLM: Ray's metrics, no replica
+    "ray-node__DataDog__integrations-core__ray_worker__trimmed.txt": Page(error="Ray's own metrics"),
+    # the first released SGLang metrics (v0.3.5, model in label name=): the excerpt published in the pull request
+    "sglang-0.3.5__sgl-project__sglang__pull_1853__excerpt.txt": Page(
+        [
+            {
+                "engine": "sglang",
+                "model": "/shared/public/elr-models/meta-llama/Llama-3.2-3B/5cc0ffe09ee49f7be6ca7c794ee6bd7245e84e60/",
+                "kv_capacity_tokens": 570979.0,  # sglang:max_total_num_tokens
+                "prompt_tokens": 230794.0,
+                "requests_running": None,  # cut from the excerpt
+            }
+        ]
+    ),
+    # vLLM's docs show iteration_tokens_total then "...": no field of a replica, so an error, not a replica of unknowns
+    "vllm-docs-fragment__vllm-project__vllm__docs_source_serving_metrics__excerpt.txt": Page(error="vllm:"),
+    # SGLang Model Gateway's /engine_metrics: its two workers' pages on one, each sample labelled worker_addr; two
+    # replicas, not one summing both workers' queues
+    "sglang-gateway-two-workers__sgl-project__sglang__sgl_router_worker_manager__from-source.txt": Page(
+        [
+            {
+                "replica": "#grpc://127.0.0.1:8001",
+                "engine": "sglang",  # sglang_* (the gateway's renderer writes sglang: as sglang_)
+                "model": "meta-llama/Llama-3.1-8B-Instruct",
+                "requests_waiting": 11.0,  # sglang_num_queue_reqs of this worker only
+                "requests_running": 48.0,
+                "kv_usage": 0.65,
+                "kv_capacity_tokens": 310000.0,
+                "prefix_queries": 1250000.0,
+                "prefix_hits": 500000.0,  # sglang_cached_tokens_total
+                "generation_tokens": 380000.0,
+                "requests_finished": 2100.0,
+            },
+            {
+                "replica": "#grpc://127.0.0.1:8002",
+                "requests_waiting": 0.0,  # not 11: the other worker's queue is its own
+                "requests_running": 9.0,
+                "kv_usage": 0.12,  # not the mean 0.385
+                "kv_capacity_tokens": 310000.0,  # not 620,000
+                "requests_finished": 700.0,
+            },
+        ]
+    ),
 }
 
 
@@ -682,6 +813,12 @@ def test_every_page_reads_as_read_by_hand(page: Path) -> None:
         return
     adapted = adapt_page(page.read_bytes(), target, 0.0)
     assert len(adapted.gpus) == expected.gpus
+    gpus = {g.index: g for g in adapted.gpus}
+    for index, fields in expected.gpu_fields.items():
+        for key, value in fields.items():
+            name, _, extra = key.partition(".")
+            got = gpus[index].extra.get(extra) if extra else getattr(gpus[index], name)
+            assert got == (pytest.approx(value) if isinstance(value, float) else value), f"{page.name}: {index} {key}"
     replicas = sorted(adapted.replicas, key=lambda r: r.replica)
     assert len(replicas) == len(expected.replicas), [r.replica for r in replicas]
     for sample, want in zip(replicas, expected.replicas, strict=True):
