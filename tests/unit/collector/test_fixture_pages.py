@@ -141,6 +141,26 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    # vLLM behind opendatahub-io/vllm-tgis-adapter: its TGIS-compatible tgi_* series (written from vLLM's own stats)
+    # beside vLLM's; read as vLLM, the same values as the vLLM capture alone, not as TGI
+    "vllm-tgis-adapter__opendatahub-io__vllm-tgis-adapter__tgis_utils_metrics__from-source.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "facebook/opt-125m",
+                "requests_waiting": 0.0,  # vllm:num_requests_waiting (tgi_queue_size 0 says the same)
+                "requests_running": 0.0,
+                "kv_usage": 0.0,  # vllm:gpu_cache_usage_perc: TGI's names have no KV gauge
+                "kv_capacity_tokens": 7281 * 16.0,
+                "prompt_tokens": 5.0,
+                "generation_tokens": 7.0,
+                "requests_finished": 1.0,
+                "ttft.count": 1.0,
+                "itl.count": 6.0,
+                "queue_time": None,  # vLLM V0 has none; the adapter's tgi_request_queue_duration is TGI's name
+            }
+        ]
+    ),
     "vllm-triton-backend__triton-inference-server__vllm_backend__README__trimmed.txt": Page(
         [
             {
