@@ -110,6 +110,20 @@ def _best(families: Mapping[str, MetricFamily]) -> tuple[int, str]:
     return max((a.score(families), name) for name, a in ENGINES.items())
 
 
+def _ranked(families: Mapping[str, MetricFamily]) -> list[tuple[int, str]]:
+    """Adapters by how much of the page they read, best first, as detection ranks them: the engines, and a stack's
+    fallback adapter only where no engine reads anything."""
+    ranked = sorted(((a.score(families), name) for name, a in ENGINES.items() if not a.fallback), reverse=True)
+    if ranked[0][0] == 0:
+        ranked = sorted(((a.score(families), name) for name, a in ENGINES.items() if a.fallback), reverse=True)
+    return ranked
+
+
+def _two_best(families: Mapping[str, MetricFamily]) -> tuple[tuple[int, str], tuple[int, str]]:
+    ranked = _ranked(families)
+    return ranked[0], ranked[1] if len(ranked) > 1 else (0, "")
+
+
 def describe_page(families: Mapping[str, MetricFamily]) -> str:
     """What is on a page no adapter reads, and the nearest thing to try: prefixes, the closest adapter."""
     names = list(families)
@@ -125,7 +139,9 @@ def describe_page(families: Mapping[str, MetricFamily]) -> str:
     router = _not_a_replica(families)
     if router is not None:
         return f"{seen}: {router}"
-    score, name = _best(families)
+    (score, name), (second, other) = _two_best(families)
+    if score and second == score:  # detection refuses a tie: the engine must be named
+        return f"{seen}; it reads as {name} and as {other} equally ({_families(score)} each): pass `--engine`"
     if score:
         return f"{seen}; it reads as {name}: try `--engine {name}` or leave the engine out"
     found = find_prefix(names, IDENTIFYING_FAMILIES, NAMESPACES)
@@ -148,9 +164,7 @@ def detect_engine(families: Mapping[str, MetricFamily]) -> str:
     """
     if _not_a_replica(families) is not None:
         raise UnknownEngine(f"no engine adapter matches this page: {describe_page(families)}")
-    scores = sorted(((a.score(families), name) for name, a in ENGINES.items() if not a.fallback), reverse=True)
-    if scores[0][0] == 0:  # no engine's own series: a stack's (Dynamo frontend) may still be there
-        scores = sorted(((a.score(families), name) for name, a in ENGINES.items() if a.fallback), reverse=True)
+    scores = _ranked(families)  # no engine's own series: a stack's (Dynamo frontend) may still be there
     best, name = scores[0]
     if best == 0:
         raise UnknownEngine(f"no engine adapter matches this page: {describe_page(families)}")

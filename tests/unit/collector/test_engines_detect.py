@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from collector.adapt import adapt_page
 from collector.engines import ENGINES, UnknownEngine, detect_engine, require_engine
 from collector.exposition import parse
+from collector.samples import TargetInfo
 
 
 @pytest.mark.parametrize(
@@ -98,3 +100,14 @@ def test_configuration_knows_every_registered_engine() -> None:
     from store.fields import KNOWN_ENGINES
 
     assert set(KNOWN_ENGINES) == set(ENGINES)
+
+
+def test_a_tie_says_so_where_the_page_is_adapted_too() -> None:
+    # adapt_page reports a page it cannot adapt by what is on it; for a tie that must not be "leave the engine out"
+    # (the engine was left out): both engines are named and the way out is to pass one
+    page = "vllm:num_requests_running 1\nvllm:num_requests_waiting 0\ntgi_queue_size 0\ntgi_batch_current_size 1\n"
+    with pytest.raises(
+        UnknownEngine, match=r"reads as (tgi|vllm) and as (tgi|vllm) equally \(2 families each\)"
+    ) as err:
+        adapt_page(page, TargetInfo(url="http://tie/metrics"), 0.0)
+    assert "leave the engine out" not in str(err.value)
