@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from collector.state import DeploymentPoint, DeploymentSignals, DeploymentView, FleetState
-from detectors._ratio_spread import median_spread
+from detectors._ratio_spread import spreads
 from detectors._values import finite, fraction
 from detectors.finding import Finding, Severity, Subject
 from detectors.hysteresis import Hysteresis
@@ -270,11 +270,16 @@ def _spreads(
             baseline_times.append(p.t)
     replicas = [r.key for r in view.replicas]
 
-    def spread(times: list[float]) -> float | None:
+    def spread(times: list[float], *, least: int = 1) -> float | None:
         # a replica counts once it has served a rate window: its first one fills its cache
-        return median_spread(state, replicas, times, min_replicas=MIN_SPREAD_REPLICAS, warm_s=state.rate_window_s)
+        found = spreads(state, replicas, times, min_replicas=MIN_SPREAD_REPLICAS, warm_s=state.rate_window_s)
+        return statistics.median(found) if len(found) >= least else None
 
-    return Spreads(now=spread([now]), settled=spread(recent), baseline=spread(baseline_times))
+    # The baseline's spread is read over the replicas there now, at the times when enough of them served: like the
+    # baseline ratio, it needs min_baseline_s of such times before it is trusted (a fleet whose replicas were
+    # replaced or added within the baseline has a few such minutes at first, and their spread says little).
+    least = max(1, math.ceil(th.min_baseline_s / state.rate_window_s))
+    return Spreads(now=spread([now]), settled=spread(recent), baseline=spread(baseline_times, least=least))
 
 
 def _masked(

@@ -339,3 +339,24 @@ def test_two_replicas_never_read_as_alike() -> None:
     assert [f.evidence["pattern"] for f in prefix_cache_miss.detect(state, thresholds=LOST_AFFINITY, now=now)] == [
         "lost_affinity"
     ]
+
+
+def test_a_skew_seen_for_less_than_min_baseline_s_is_no_baseline() -> None:
+    # Two replicas for 500 s, a third from then (the skew of three read for 100 s), then their ratios alike and
+    # 25 % lower: the baseline's spread over the three replicas there now spans too little to trust -> silent.
+    queries: dict[str, float] = {}
+    hits: dict[str, float] = {}
+
+    def tick(i: int, t: float) -> tuple[list[ReplicaSample], list[GpuSample]]:
+        ratios = [0.6, 0.2] if i < 100 else [0.6, 0.2, 0.4] if i < BASELINE_TICKS else [0.3, 0.3, 0.3]
+        out = []
+        for k, r in enumerate(ratios):
+            name = f"r{k}"
+            queries[name] = queries.get(name, 0.0) + QUERIES_PER_TICK
+            hits[name] = hits.get(name, 0.0) + QUERIES_PER_TICK * r
+            out.append(replica(name, t, prefix_queries=queries[name], prefix_hits=hits[name]))
+        return out, []
+
+    n = BASELINE_TICKS + AFTER_TICKS
+    state = drive(tick, n)
+    assert prefix_cache_miss.detect(state, thresholds=LOST_AFFINITY, now=(n - 1) * TICK_S) == []
