@@ -235,32 +235,35 @@ class PrefixThresholds:
         "does.",
     )
     lost_affinity_drop: float | None = described(
-        None,
-        "An option, off by default (null: only relative_drop counts): a smaller fall counts when the replicas' ratios "
-        "also became alike. A router that keeps prefixes together leaves each replica the ratio of the prefixes it "
-        "owns, one that spreads requests regardless of their prefixes (round-robin, a random pick) sends every replica "
-        "the same mix. Fire when the settled ratio falls below baseline × (1 - lost_affinity_drop) with that "
-        "evening-out (lost_affinity_spread). 0.2 raised the demo's round-robin on 12 of 12 seeds (BENCHMARKS.md "
-        '"Demo"), and opened again on 2 of them after the KV burst, the round-robin still holding.',
+        0.2,
+        "A smaller fall counts when the replicas' ratios also became alike (null: only relative_drop counts). A router "
+        "that keeps prefixes together leaves each replica the ratio of the prefixes it owns, one that spreads requests "
+        "regardless of their prefixes (round-robin, a random pick) sends every replica the same mix. Fire when the "
+        "settled ratio falls below baseline × (1 - lost_affinity_drop) with that evening-out (lost_affinity_spread) "
+        "over 3 or more replicas; an open finding is held while new KV pressure masks the reading and while the "
+        "replicas stay alike under the baseline. 0.2 raised the demo's round-robin on 17 of 17 seeds, one finding "
+        'each (BENCHMARKS.md "Demo"; the 40 % rule alone: 13 of 17).',
     )
     lost_affinity_spread: float = described(
         0.5,
-        "The replicas' ratios count as alike when their spread (the coefficient of variation of the replicas' ratios "
-        "over a rate window, its median over lost_affinity_window_s) is at most this share of the baseline's (its "
-        "median over the baseline, one rate window a minute).",
+        "The replicas' ratios count as alike when their spread (the coefficient of variation of the ratios of 3 or "
+        "more replicas, each past its first rate window, over a rate window) is at most this share of the baseline's "
+        "(its median over the baseline, one rate window a minute, from min_baseline_s of such times), both over the "
+        "rate window ending now and as its median over lost_affinity_window_s.",
     )
     lost_affinity_window_s: float = described(
         240.0,
-        "The window over which the replicas' spread must have evened out, longer than the settle window: under prefix "
-        "affinity on 3 replicas of the demo's workload it dips to 0.02-0.05 for a minute or two at a time, while a "
-        "router that lost affinity keeps the replicas alike for as long as it runs.",
+        "The window over which the replicas' spread must have evened out (its median; alike now as well), longer than "
+        "the settle window: under prefix affinity on 3 replicas of the demo's workload it dips to 0.02-0.05 for a "
+        "minute or two at a time, while a router that lost affinity keeps the replicas alike for as long as it runs. "
+        "New preemption within it holds an open finding (KV pressure evens or parts the ratios, whatever the routing).",
     )
     min_baseline_spread: float = described(
         0.12,
         "... and only where the baseline's spread was at least this: there must have been a skew to lose. Prefix "
-        "affinity on the demo's workload leaves 0.07-0.11 over 2 replicas (both cache the few popular system "
-        "prompts, and their ratios become alike with no routing change at all), 0.13-0.17 over 3, 0.20-0.22 over 4, "
-        "0.31 over 5.",
+        "affinity on the demo's workload leaves 0.13-0.17 over 3 replicas, 0.20-0.22 over 4, 0.31 over 5 (2 replicas "
+        "are never read: both cache the few popular system prompts, and their ratios become alike with no routing "
+        "change at all).",
     )
 
     def __post_init__(self) -> None:

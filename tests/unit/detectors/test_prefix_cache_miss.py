@@ -246,11 +246,15 @@ def test_lost_affinity_states_the_spread_and_its_bar() -> None:
     assert "(down 25%, warns from 20%)" in f.summary
 
 
-def test_lost_affinity_is_off_by_default() -> None:
-    # An option until measured further (docs/detectors.md): the default reads the 40 % bar alone.
-    assert DEFAULT.prefix.lost_affinity_drop is None
+def test_lost_affinity_is_on_by_default_and_null_turns_it_off() -> None:
+    # The default since the demo's 17 seeds (docs/detectors.md); null reads the 40 % bar alone.
+    assert DEFAULT.prefix.lost_affinity_drop == 0.2
     state, now = _run(SKEWED, [0.3, 0.3, 0.3, 0.3])
-    assert prefix_cache_miss.detect(state, thresholds=DEFAULT, now=now) == []
+    assert [f.evidence["pattern"] for f in prefix_cache_miss.detect(state, thresholds=DEFAULT, now=now)] == [
+        "lost_affinity"
+    ]
+    off = replace(DEFAULT, prefix=replace(DEFAULT.prefix, lost_affinity_drop=None))
+    assert prefix_cache_miss.detect(state, thresholds=off, now=now) == []
 
 
 def test_lost_affinity_waits_for_the_settle_window() -> None:
