@@ -6,7 +6,15 @@ import dataclasses
 import typing
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError, ValidatorFunctionWrapHandler, WrapValidator, model_validator
+from pydantic import (
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    field_validator,
+    model_validator,
+)
 
 from detectors.thresholds import Thresholds
 from kvpilot.settings._section import _Section
@@ -23,6 +31,32 @@ def _one_error(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
 
 # null is taken here and refused, naming the field, where the threshold itself does not allow None
 Scalar = Annotated[float | int | str | bool | None, WrapValidator(_one_error)]
+
+
+_NULLS = frozenset({"null", "none", "~", ""})
+
+
+def _from_text(cls: type, name: str, value: Any) -> Any:
+    """A value given as text (every KVPILOT_* environment variable, a quoted YAML scalar) as the threshold's own
+    type: a number for a numeric field, None for "null" where the field takes it; text stays text for a field that
+    is text (a choice such as ``kv.rule``). Anything else is returned as is, for the threshold's own check."""
+    if not isinstance(value, str) or name not in {f.name for f in dataclasses.fields(cls)}:
+        return value
+    kinds = typing.get_args(typing.get_type_hints(cls)[name]) or (typing.get_type_hints(cls)[name],)
+    text = value.strip()
+    if type(None) in kinds and text.lower() in _NULLS:
+        return None
+    if int in kinds and float not in kinds:
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"{cls.__name__}.{name} must be a whole number, got {value!r}") from None
+    if float in kinds:
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"{cls.__name__}.{name} must be a number, got {value!r}") from None
+    return value
 
 
 def _nullable(cls: type) -> tuple[str, ...]:
@@ -49,6 +83,14 @@ class DetectorSettings(_Section):
     target: dict[str, Scalar] = Field(
         default_factory=dict, description="Overrides of the target-down threshold (table below)."
     )
+
+    @field_validator("kv", "prefix", "gpu", "ttft", "target", mode="after")
+    @classmethod
+    def _typed(cls, overrides: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        """numbers given as text (every KVPILOT_* variable) read as numbers, so what applies is what is shown"""
+        assert info.field_name is not None
+        section = typing.get_type_hints(Thresholds)[info.field_name]
+        return {name: _from_text(section, name, value) for name, value in overrides.items()}
 
     @model_validator(mode="after")
     def _applies(self) -> DetectorSettings:

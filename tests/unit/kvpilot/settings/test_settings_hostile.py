@@ -3,6 +3,7 @@ given twice. Each is read or refused in words that name the field and its line, 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,46 @@ def test_null_turns_off_a_rule_that_takes_none(tmp_path: Path, yaml_text: str, f
 def test_null_from_the_environment_too(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KVPILOT_DETECTORS__KV", '{"demand_load": null}')
     assert load_settings().detectors.thresholds(tick_s=5.0).kv.demand_load is None
+
+
+@pytest.mark.parametrize(
+    ("variable", "text", "section", "field", "value"),
+    [
+        # every KVPILOT_* variable is text: a threshold read from one takes its own type (a number was refused)
+        ("KVPILOT_DETECTORS__PREFIX__LOST_AFFINITY_DROP", "0.3", "prefix", "lost_affinity_drop", 0.3),
+        ("KVPILOT_DETECTORS__PREFIX__LOST_AFFINITY_DROP", "null", "prefix", "lost_affinity_drop", None),
+        ("KVPILOT_DETECTORS__KV__NEAR_FULL", " 0.85 ", "kv", "near_full", 0.85),
+        ("KVPILOT_DETECTORS__KV__MIN_TREND_SAMPLES", "4", "kv", "min_trend_samples", 4),
+        ("KVPILOT_DETECTORS__KV__RULE", "fitted", "kv", "rule", "fitted"),  # a choice stays text
+    ],
+)
+def test_one_threshold_from_its_own_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, text: str, section: str, field: str, value: object
+) -> None:
+    monkeypatch.setenv(variable, text)
+    settings = load_settings()
+    applied = getattr(getattr(settings.detectors.thresholds(tick_s=5.0), section), field)
+    assert applied == value
+    assert type(applied) is type(value)
+    assert getattr(settings.detectors, section)[field] == value  # what `kvpilot config show` prints
+
+
+@pytest.mark.parametrize(
+    ("variable", "text", "message"),
+    [
+        ("KVPILOT_DETECTORS__KV__NEAR_FULL", "ninety", "KvThresholds.near_full must be a number, got 'ninety'"),
+        ("KVPILOT_DETECTORS__KV__MIN_TREND_SAMPLES", "4.5",
+         "KvThresholds.min_trend_samples must be a whole number, got '4.5'"),
+        ("KVPILOT_DETECTORS__KV__NEAR_FULL", "nan", "KvThresholds.near_full must be a finite number, got nan"),
+        ("KVPILOT_DETECTORS__KV__NEAR_FULL", "null", "KvThresholds.near_full must be a number, got 'null'"),
+    ],
+)  # fmt: skip
+def test_a_bad_threshold_variable_is_refused_in_words(
+    monkeypatch: pytest.MonkeyPatch, variable: str, text: str, message: str
+) -> None:
+    monkeypatch.setenv(variable, text)
+    with pytest.raises(SettingsError, match=re.escape(message)):
+        load_settings()
 
 
 @pytest.mark.parametrize(
