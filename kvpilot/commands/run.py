@@ -34,7 +34,7 @@ def command(
         from kvpilot.runtime import event_loop
         from kvpilot.runtime.runner import run
 
-        # uvloop when installed (runtime.event_loop: auto), else asyncio's; the log line at start says which
+        # on the loop runtime.event_loop names (asyncio's by default, or uvloop); the log line at start says which
         raise typer.Exit(event_loop.run(run(settings, config_file=config), settings.runtime.event_loop))
     except (SettingsError, StoreConfigError) as e:
         typer.echo(f"error: {e}", err=True)

@@ -16,8 +16,9 @@ class RuntimeSettings(_Section):
     KEDA gRPC server (in the loop's process) share."""
 
     event_loop: EventLoop = Field(
-        default="auto",
-        description="`auto`: uvloop (libuv's loop, a dependency of kvpilot) when it can be imported, else asyncio's; "
-        "`uvloop`: uvloop or a refusal at start; `asyncio`: the standard library's. uvloop cut `kvpilot run`'s CPU "
-        "per 1,000 scrapes by 8 % (BENCHMARKS.md, Scrape loop). The log line at start says which loop runs.",
+        default="asyncio",
+        description="`asyncio`: the standard library's loop; `uvloop`: libuv's loop (`pip install uvloop`; refused "
+        "at start when it cannot be imported); `auto`: uvloop when it can be imported, else asyncio. uvloop cut "
+        "`kvpilot run`'s CPU per scrape by ~8 % on a loaded VM and by nothing measurable on a quiet one "
+        "(BENCHMARKS.md, Scrape loop), so it is not the default. The log line at start says which loop runs.",
     )

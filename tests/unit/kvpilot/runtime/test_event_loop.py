@@ -26,10 +26,10 @@ async def _name() -> str:
     return event_loop.running_loop_name()
 
 
-def test_the_default_is_auto_and_the_environment_overrides_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert load_settings().runtime.event_loop == "auto"
-    monkeypatch.setenv("KVPILOT_RUNTIME__EVENT_LOOP", "asyncio")
+def test_the_default_is_asyncio_and_the_environment_overrides_it(monkeypatch: pytest.MonkeyPatch) -> None:
     assert load_settings().runtime.event_loop == "asyncio"
+    monkeypatch.setenv("KVPILOT_RUNTIME__EVENT_LOOP", "uvloop")
+    assert load_settings().runtime.event_loop == "uvloop"
     monkeypatch.setenv("KVPILOT_RUNTIME__EVENT_LOOP", "tokio")
     with pytest.raises(SettingsError, match=r"runtime\.event_loop"):
         load_settings()
