@@ -176,16 +176,8 @@ def _before(episode: Episode | None = None) -> _Kvpilot:
     return _Kvpilot(episode, dataclasses.replace(DEFAULT, kv=kv))
 
 
-def _fitted(episode: Episode | None = None) -> _Kvpilot:
-    """kv_exhaustion with its fitted reading (`rule: fitted`, coefficients in detectors/kv_fitted.py) in place of
-    the load, Little's-law and trend rules; the critical rules on measured exhaustion as in the default."""
-    kv = dataclasses.replace(DEFAULT.kv, rule="fitted")
-    return _Kvpilot(episode, dataclasses.replace(DEFAULT, kv=kv))
-
-
 WARNERS: dict[str, Callable[[Episode], _Warner]] = {
     "kvpilot": _Kvpilot,
-    "kvpilot_fitted": _fitted,
     "kvpilot_before": _before,
     "littles_law": _littles_law,
     "projection": _Projection,

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from collector.samples import ReplicaSample
 from collector.state import FleetState, ReplicaView
 from collector.validity import fraction
-from detectors import kv_fitted
 from detectors._values import finite
 from detectors.finding import Finding, Severity, Subject
 from detectors.kv_trend import KvTrends, window_trend
@@ -352,104 +351,6 @@ def read(
     )
 
 
-# The fitted reading (``KvThresholds.rule`` "fitted"): a logistic regression over what the reading already carries,
-# with its coefficients in ``detectors.kv_fitted`` (written by bench/kv_fit.py). The label it was fitted to: the
-# replica-tick lies within FITTED_HORIZON_S of its episode's first preemption (a 120 s cold start plus the 60 s lead).
-FITTED_HORIZON_S = 180.0
-FITTED_LEVEL_AHEAD_S = 120.0  # the Little's-law level is read this far along the faster rise (``keeps_up``'s level)
-_FITTED_LEVEL_CAP = 2.0  # a forecast at or past saturation projects an unbounded pool: read as twice full
-_FITTED_LOAD_CAP = 3.0
-
-
-def _clip(v: float, lo: float, hi: float) -> float:
-    return min(max(v, lo), hi)
-
-
-def fitted_features(r: KvReading, th: KvThresholds) -> dict[str, float] | None:
-    """The fitted reading's inputs (``kv_fitted.COEFFICIENTS``' names): physical quantities of the pool and the flow
-    that fills it, and whether the rules (``th``'s, as ``rule: rules`` reads them) warn at this tick; None when any
-    is unknown (no planner numbers yet, a counter missing, no arrivals to scale from, a NaN): the fitted rule is then
-    silent, as an unknown usage is never "full"."""
-    d = r.demand
-    cap = None if d is None else finite(d.capacity_rps)
-    arrivals = finite(r.arrival_rate)
-    slope = finite(r.slope_per_s)
-    load = finite(r.load_ahead if r.load_ahead is not None else r.load)
-    demand_rise, own_rise = finite(r.demand_rise), finite(r.arrivals_rise)
-    growth, waiting, usage = finite(r.in_flight_growth), finite(r.requests_waiting), finite(r.usage)
-    peak = finite(r.peak_usage)
-    if (
-        cap is None
-        or cap <= 0
-        or arrivals is None
-        or arrivals <= 1e-9
-        or slope is None
-        or load is None
-        or demand_rise is None
-        or own_rise is None
-        or growth is None
-        or waiting is None
-        or usage is None
-        or peak is None
-    ):
-        return None
-    own = arrivals / cap
-    rise = max(own_rise, demand_rise, 0.0)
-    level = projected_usage(usage, arrivals, (max(own, load) + rise * FITTED_LEVEL_AHEAD_S / 60.0) * cap, cap)
-    return {
-        "usage": usage,
-        "peak_usage": peak,
-        "slope_per_min": _clip(slope * 60.0, -1.0, 1.0),
-        "urgency_60s": _urgency(r.time_to_exhaustion_s),
-        "urgency_120s": _urgency(r.confirm_time_to_exhaustion_s),
-        "load_ahead": _clip(load, 0.0, _FITTED_LOAD_CAP),
-        "demand_rise": _clip(demand_rise, -1.0, 1.0),
-        "arrivals_rise": _clip(own_rise, -1.0, 1.0),
-        "own_load": _clip(own, 0.0, _FITTED_LOAD_CAP),
-        "waiting": math.log1p(max(waiting, 0.0)),
-        "in_flight_growth": _clip(growth / arrivals, -1.0, 1.0),
-        "level_ahead": _FITTED_LEVEL_CAP if level is None else _clip(level, 0.0, _FITTED_LEVEL_CAP),
-        "rules": 0.0 if _rules_verdict(r, th) is None else 1.0,
-    }
-
-
-def _urgency(tte: float | None) -> float:
-    """How soon a trend projects the pool full: exp(-t / FITTED_HORIZON_S); 0 when it projects nothing (flat,
-    draining, or a pool too cold to project from), 1 when already full."""
-    t = finite(tte)
-    return 0.0 if t is None else math.exp(-max(t, 0.0) / FITTED_HORIZON_S)
-
-
-def fitted_probability(x: Mapping[str, float]) -> float:
-    """The fitted reading: the probability that the replica preempts within ``FITTED_HORIZON_S``, from
-    ``fitted_features`` and the committed coefficients."""
-    z = kv_fitted.INTERCEPT + sum(c * x[name] for name, c in kv_fitted.COEFFICIENTS.items())
-    return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
-
-
-def _fitted_p(r: KvReading, th: KvThresholds) -> float | None:
-    x = fitted_features(r, th)
-    return None if x is None else fitted_probability(x)
-
-
-def _fitted_verdict(r: KvReading, th: KvThresholds) -> tuple[Severity, str] | None:
-    p = _fitted_p(r, th)
-    if p is None or p < kv_fitted.THRESHOLD:
-        return None
-    tte = r.time_to_exhaustion_s
-    waiting = r.requests_waiting or 0.0
-    severity = (
-        Severity.CRITICAL
-        if tte is not None and tte <= th.critical_time_to_exhaustion_s and waiting > 0
-        else (Severity.WARNING)
-    )
-    return severity, (
-        f"KV cache {r.usage:.0%} full ({r.peak_usage:.0%} within the last minute): preemption within "
-        f"{FITTED_HORIZON_S:.0f} s read at {p:.0%} (fitted reading){_demand(r)}; {_exhausted(tte)}; "
-        "no preemptions measured yet"
-    )
-
-
 def judge(r: KvReading, th: KvThresholds) -> tuple[Severity, str] | None:
     """(severity, what the operator reads) for a reading, or None when the pool is fine."""
     tte = r.time_to_exhaustion_s
@@ -464,15 +365,6 @@ def judge(r: KvReading, th: KvThresholds) -> tuple[Severity, str] | None:
             f"KV cache {r.usage:.0%} full with {waiting:g} requests waiting for blocks: {_exhausted(tte)}; "
             f"no preemptions measured yet{_demand(r)}"
         )
-    if th.rule == "fitted":
-        return _fitted_verdict(r, th)  # in place of the rules below (the two above read measured exhaustion)
-    return _rules_verdict(r, th)
-
-
-def _rules_verdict(r: KvReading, th: KvThresholds) -> tuple[Severity, str] | None:
-    """The rules for a pool not yet exhausted: demand against capacity, Little's law, the confirmed trend."""
-    tte = r.time_to_exhaustion_s
-    waiting = r.requests_waiting or 0.0
     proj = r.projected_usage
     # Little's law: the forecast arrivals at the horizon hold more KV than this pool has (an option) ...
     littles_law = (
@@ -570,11 +462,11 @@ def _replica_finding(
     r = read(view, history, th, rate_window_s, demand, ready_replicas, confirm=False, trends=trends)
     if r is None:
         return None
-    # The longer trend is worked out only where it is read: where it decides (a projection alone, or the fitted
-    # reading, which reads it at every tick), and for the evidence of a finding. With the rules, nearly every replica
-    # at every tick is neither, and its fit costs 4x the short one's.
-    if th.rule != "fitted" and judge(r, th) is None and not _awaits_confirmation(r, th):
+    verdict = judge(r, th)
+    if verdict is None and not _awaits_confirmation(r, th):
         return None
+    # The longer trend is worked out only where it is read: where it decides (a projection alone), and for the
+    # evidence of a finding. Nearly every replica at every tick is neither, and its fit costs 4x the short one's.
     if history[0].timestamp > latest_t - th.confirm_window_s:
         history = state.replica_history_since(view.key, latest_t - th.confirm_window_s)
     confirm = time_to_exhaustion_s(history, th, th.confirm_window_s, trends=trends)
@@ -611,7 +503,6 @@ def _replica_finding(
             "projected_usage": r.projected_usage,
             "capacity_rps": None if r.demand is None else finite(r.demand.capacity_rps),
             "forecast_rps": None if r.demand is None else finite(r.demand.forecast_rps),
-            **({"fitted_probability": _fitted_p(r, th)} if th.rule == "fitted" else {}),
         },
         action="scale_out",
     )

@@ -38,8 +38,8 @@ _NULLS = frozenset({"null", "none", "~", ""})
 
 def _from_text(cls: type, name: str, value: Any) -> Any:
     """A value given as text (every KVPILOT_* environment variable, a quoted YAML scalar) as the threshold's own
-    type: a number for a numeric field, None for "null" where the field takes it; text stays text for a field that
-    is text (a choice such as ``kv.rule``). Anything else is returned as is, for the threshold's own check."""
+    type: a number for a numeric field, None for "null" where the field takes it. Anything else is returned as is,
+    for the threshold's own check."""
     if not isinstance(value, str) or name not in {f.name for f in dataclasses.fields(cls)}:
         return value
     kinds = typing.get_args(typing.get_type_hints(cls)[name]) or (typing.get_type_hints(cls)[name],)

@@ -54,7 +54,6 @@ def test_null_from_the_environment_too(monkeypatch: pytest.MonkeyPatch) -> None:
         ("KVPILOT_DETECTORS__PREFIX__LOST_AFFINITY_DROP", "null", "prefix", "lost_affinity_drop", None),
         ("KVPILOT_DETECTORS__KV__NEAR_FULL", " 0.85 ", "kv", "near_full", 0.85),
         ("KVPILOT_DETECTORS__KV__MIN_TREND_SAMPLES", "4", "kv", "min_trend_samples", 4),
-        ("KVPILOT_DETECTORS__KV__RULE", "fitted", "kv", "rule", "fitted"),  # a choice stays text
     ],
 )
 def test_one_threshold_from_its_own_variable(
