@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.helpers.poll import wait_for
+from tests.services.pages import serve_pages
 from tests.services.ports import free_port
 from tests.unit.kvpilot.runtime.test_service_run import _keda_desired, _ready, kvpilot_run
 
@@ -64,25 +63,8 @@ def large_page_url() -> Iterator[str]:
     page = VLLM_PAGE + b"# TYPE bench_padding_total counter\n" + padding
     assert len(page) > 128 * 1024
 
-    class Page(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(page)))
-            self.end_headers()
-            self.wfile.write(page)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_pages({"/metrics": page}) as (host, port):
+        yield f"http://{host}:{port}/metrics"
 
 
 def _children(pid: int) -> list[int]:
