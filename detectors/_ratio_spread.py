@@ -82,11 +82,3 @@ def spreads(
         if spread is not None:
             out.append(spread)
     return out
-
-
-def median_spread(
-    state: FleetState, replicas: Iterable[str], times: Sequence[float], *, min_replicas: int = 2, warm_s: float = 0.0
-) -> float | None:
-    """The median of ``spreads`` over ``times``; None where no time has ``min_replicas`` replicas with queries."""
-    found = spreads(state, replicas, times, min_replicas=min_replicas, warm_s=warm_s)
-    return statistics.median(found) if found else None

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import statistics
 from unittest import mock
 
 import pytest
 
 from collector.state import FleetState
-from detectors._ratio_spread import _Track, median_spread, ratio_spread, spreads
+from detectors._ratio_spread import _Track, ratio_spread, spreads
 from tests.unit.detectors.detector_fleet import drive, replica
+
+
+def median_spread(state: FleetState, replicas: list[str], times: list[float], *, min_replicas: int = 2) -> float | None:
+    """The median of the spreads the prefix detector reads over ``times``; None where there is none."""
+    found = spreads(state, replicas, times, min_replicas=min_replicas)
+    return statistics.median(found) if found else None
 
 
 @pytest.mark.parametrize(
