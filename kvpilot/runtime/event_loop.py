@@ -21,11 +21,11 @@ T = TypeVar("T")
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 
 
-def loop_factory(choice: EventLoop) -> tuple[LoopFactory | None, str]:
-    """The factory of ``choice``'s loop (None: asyncio's own, as ``asyncio.run`` makes it) and its name. Raises
-    SettingsError when uvloop is asked for and cannot be imported."""
+def loop_factory(choice: EventLoop) -> LoopFactory | None:
+    """The factory of ``choice``'s loop (None: asyncio's own, as ``asyncio.run`` makes it; which one runs is
+    ``running_loop_name``'s to say). Raises SettingsError when uvloop is asked for and cannot be imported."""
     if choice == "asyncio":
-        return None, "asyncio"
+        return None
     try:
         import uvloop
     except ImportError as e:
@@ -34,14 +34,14 @@ def loop_factory(choice: EventLoop) -> tuple[LoopFactory | None, str]:
                 f"runtime.event_loop is uvloop, but uvloop cannot be imported ({e}): `pip install uvloop`, or set "
                 "runtime.event_loop to auto or asyncio"
             ) from None
-        return None, "asyncio"
-    return uvloop.new_event_loop, "uvloop"
+        return None
+    return uvloop.new_event_loop
 
 
 def run(main: Coroutine[Any, Any, T], choice: EventLoop) -> T:
     """``asyncio.run(main)`` on ``choice``'s loop."""
     try:
-        factory, _ = loop_factory(choice)
+        factory = loop_factory(choice)
     except SettingsError:
         main.close()  # never started: no "coroutine was never awaited" warning
         raise
