@@ -337,10 +337,11 @@ def _deployment_finding(
     if held is not None and _masked(view, history, base, th, now, settle_s):
         return _held(held, "kv_pressure")
 
-    def still_lost() -> Finding | None:
-        if held is not None and settled < base_ratio and _spreads(state, view, history, th, now).still_alike(th):
-            return _held(held, "replicas_alike")
-        return None
+    def still_lost(read: Spreads | None = None) -> Finding | None:
+        if held is None or settled >= base_ratio:
+            return None
+        alike = (read or _spreads(state, view, history, th, now)).still_alike(th)
+        return _held(held, "replicas_alike") if alike else None
 
     if settled >= max(threshold, even_threshold):
         return still_lost()  # not fallen for most of the settle window
@@ -375,7 +376,7 @@ def _deployment_finding(
     else:
         # one replica's cache (the other detectors see that replica), or a smaller fall with the replicas' skew kept:
         # traffic that shares less under a router that still keeps prefixes together
-        return still_lost()
+        return still_lost(spreads)
     drop = 1.0 - settled / base_ratio
     return Finding(
         kind=KIND,
