@@ -40,9 +40,10 @@ def _from_text(cls: type, name: str, value: Any) -> Any:
     """A value given as text (every KVPILOT_* environment variable, a quoted YAML scalar) as the threshold's own
     type: a number for a numeric field, None for "null" where the field takes it. Anything else is returned as is,
     for the threshold's own check."""
-    if not isinstance(value, str) or name not in {f.name for f in dataclasses.fields(cls)}:
+    declared = typing.get_type_hints(cls).get(name)
+    if not isinstance(value, str) or declared is None:  # an unknown field is refused by name afterwards
         return value
-    kinds = typing.get_args(typing.get_type_hints(cls)[name]) or (typing.get_type_hints(cls)[name],)
+    kinds = typing.get_args(declared) or (declared,)
     text = value.strip()
     if type(None) in kinds and text.lower() in _NULLS:
         return None
