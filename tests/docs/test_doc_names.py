@@ -1,6 +1,7 @@
-"""docs/decisions.md and docs/architecture.md name only what exists: every repository path in decisions.md, and every
-dotted name in backticks in either page (a module, a module's attribute, or a settings key such as
-`store.auto_migrate`). test_architecture.py checks architecture.md's paths."""
+"""The pages name only what exists: every repository path in docs/decisions.md, and every dotted name in backticks in
+README.md and every page under docs/ (a module, a module's attribute, a settings key such as `store.auto_migrate` or
+`scaler.pools.decode.gpu_type`, or a field of the API's deployment view such as `cost.problem`).
+test_architecture.py checks architecture.md's paths."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from api.schemas import CostOut
 from kvpilot.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,25 +70,62 @@ def _model_in(annotation: object) -> type[BaseModel] | None:
     return None
 
 
+def _mapping_keys(annotation: object) -> tuple[object, ...] | None:
+    """The keys a mapping field allows: () for any (`dict[str, …]`), the values of a Literal key type
+    (`dict[Literal["prefill", "decode"], …]`); None when the field is not a mapping."""
+    if typing.get_origin(annotation) is dict:
+        key = typing.get_args(annotation)[0]
+        return typing.get_args(key) if typing.get_origin(key) is typing.Literal else ()
+    for arg in typing.get_args(annotation):  # Optional[dict[…]]
+        found = _mapping_keys(arg)
+        if found is not None:
+            return found
+    return None
+
+
 def _is_setting(name: str) -> bool:
-    """A key of the settings file, section by section (a mapping's own keys are free: scaler.deployments.<name>)."""
+    """A key of the settings file, section by section; a mapping's own keys are free (scaler.deployments.<name>)
+    unless its key type lists them (scaler.pools.decode), and the model of its values goes on from there."""
     model: type[BaseModel] = Settings
     parts = name.split(".")
-    for i, part in enumerate(parts):
-        field = model.model_fields.get(part)
+    i = 0
+    while i < len(parts):
+        field = model.model_fields.get(parts[i])
         if field is None:
             return False
         if i == len(parts) - 1:
             return True
         inner = _model_in(field.annotation)
-        if inner is None:
-            return typing.get_origin(field.annotation) is dict
+        keys = _mapping_keys(field.annotation)
+        if keys is not None:
+            if keys and parts[i + 1] not in keys:
+                return False
+            if inner is None or i + 1 == len(parts) - 1:
+                return True
+            i += 1  # the key; the value's model goes on
+        elif inner is None:
+            return False
         model = inner
+        i += 1
     return True
 
 
+# The API's deployment view (GET /v1/deployments/{ns}/{name}) as the pages write its fields: `cost.problem`.
+_API_VIEWS: dict[str, type[BaseModel]] = {"cost": CostOut}
+# Dotted words in backticks that are neither code nor settings, and what they are.
+_NOT_NAMES = {
+    "kvpilot.db": "the SQLite file's name",
+    "kvpilot.kvpilot.svc.cluster.local": "the Service's name in the cluster's DNS",
+}
+
+
+def _is_api_field(name: str) -> bool:
+    view, _, field = name.partition(".")
+    return view in _API_VIEWS and field in _API_VIEWS[view].model_fields
+
+
 def _unresolved(names: set[str]) -> list[str]:
-    return sorted(n for n in names if not (_is_object(n) or _is_setting(n)))
+    return sorted(n for n in names if n not in _NOT_NAMES and not (_is_object(n) or _is_setting(n) or _is_api_field(n)))
 
 
 def test_every_path_in_decisions_exists() -> None:
@@ -96,11 +135,17 @@ def test_every_path_in_decisions_exists() -> None:
     assert not missing, f"docs/decisions.md names paths that do not exist: {missing}"
 
 
+ALL_PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_the_pattern_finds_the_pages_names(page: Path) -> None:
+    assert _dotted(page.read_text())
+
+
+@pytest.mark.parametrize("page", ALL_PAGES, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_dotted_name_resolves(page: Path) -> None:
-    names = _dotted(page.read_text())
-    assert names  # the pattern finds the page's names at all
-    missing = _unresolved(names)
+    missing = _unresolved(_dotted(page.read_text()))
     assert not missing, f"{page.name} names modules, attributes or settings that do not exist: {missing}"
 
 
@@ -110,3 +155,9 @@ def test_the_checks_catch_what_does_not_exist() -> None:
     assert _unresolved(_dotted(text)) == ["scaler.nothing_here", "scaler.planner.NoSuchThing", "store.auto_migrat"]
     real = "`scaler.backtest.sim.rolled`, `collector.discovery.kind`, `store.auto_migrate`, `scaler.planner`"
     assert _unresolved(_dotted(real)) == []
+    keyed = "`scaler.pools.decode.gpu_type`, `scaler.pools.both`, `scaler.deployments.chat.max_replicas`"
+    assert _unresolved(_dotted(keyed + ", `scaler.deployments.chat.max_replica`, `cost.problem`, `cost.problems`")) == [
+        "cost.problems",
+        "scaler.deployments.chat.max_replica",
+        "scaler.pools.both",
+    ]
