@@ -7,6 +7,9 @@ deadline rolls back (``store.db.request_deadline``), so a change the client saw 
 one window left, a COMMIT already sent when the server stopped, is covered by every mutating route being
 idempotent (drain requests per node, target adds per URL) or compare-and-set (approve, cancel): a retry is safe.
 
+A client still sending its body at the deadline (a slow or stalled client) gets a 408 instead: the request never
+reached its handler, so nothing in it is applied, and the connection is closed.
+
 Liveness, readiness and ``/metrics`` never touch the store and are left alone.
 """
 
@@ -40,6 +43,15 @@ class RequestDeadline:
             return
         started = False
         abandoned = False
+        awaiting_client = False  # inside receive(): the request's body has not all arrived
+
+        async def watched_receive() -> Message:
+            nonlocal awaiting_client
+            awaiting_client = True
+            try:
+                return await receive()
+            finally:
+                awaiting_client = False
 
         async def guarded_send(message: Message) -> None:
             nonlocal started
@@ -51,7 +63,7 @@ class RequestDeadline:
 
         token = request_deadline.set(time.monotonic() + self.timeout_s)
         try:
-            task = asyncio.ensure_future(self.app(scope, receive, guarded_send))
+            task = asyncio.ensure_future(self.app(scope, watched_receive, guarded_send))
         finally:
             request_deadline.reset(token)
         done, _ = await asyncio.wait({task}, timeout=self.timeout_s)
@@ -62,10 +74,20 @@ class RequestDeadline:
             await task
             return
         abandoned = True
+        if awaiting_client:
+            # Still waiting for the client's body (a slow or stalled client): its fault, and nothing was applied;
+            # the handler never ran, so cancelling it frees no thread but ends the wait.
+            task.cancel()
+            detail = f"the request body did not arrive within {self.timeout_s:g} s; nothing in this request is applied"
+            await _answer(send, 408, detail, [(b"connection", b"close")])
+            return
         task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved, never "never retrieved"
-        body = json.dumps(
-            {"detail": f"the store did not answer within {self.timeout_s:g} s; a change in this request is not applied"}
-        ).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 503, "headers": [*headers, (b"retry-after", b"5")]})
-        await send({"type": "http.response.body", "body": body})
+        detail = f"the store did not answer within {self.timeout_s:g} s; a change in this request is not applied"
+        await _answer(send, 503, detail, [(b"retry-after", b"5")])
+
+
+async def _answer(send: Send, status: int, detail: str, extra: list[tuple[bytes, bytes]]) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -23,7 +24,19 @@ class AsciiJSONResponse(JSONResponse):
     cannot be encoded as UTF-8 (the default response would fail with a 500 while reporting a 422)."""
 
     def render(self, content: Any) -> bytes:
-        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+        return json.dumps(_finite(content), ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinity written as the text JSON lacks a number for: a body such as
+    ``{"node": NaN}`` (Python's JSON reader accepts it) is refused with the value echoed, as "nan"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def install(app: FastAPI) -> None:

@@ -21,7 +21,8 @@ NUL = '"a\\u0000b"'
 def _bodies() -> list[tuple[str, str, str]]:
     """(what, path, raw JSON body) for every POST route."""
     out: list[tuple[str, str, str]] = []
-    for what, value in (("lone surrogate", LONE_SURROGATE), ("NUL", NUL)):
+    # NaN and 1e400 (infinity) are read by Python's JSON reader; the 422 that echoes them must still be JSON.
+    for what, value in (("lone surrogate", LONE_SURROGATE), ("NUL", NUL), ("NaN", "NaN"), ("1e400", "1e400")):
         out += [
             (f"target url {what}", "/v1/targets", f'{{"url": {value}}}'),
             (f"target deployment {what}", "/v1/targets", f'{{"url": "http://10.0.0.9:8000/m", "deployment": {value}}}'),

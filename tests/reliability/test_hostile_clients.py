@@ -1,0 +1,93 @@
+"""Clients that are slow, stalled or many at once: none of them holds up the others, a stalled body is the client's
+fault (408, nothing applied, never the store's 503), and every change a crowd of writers was told succeeded is
+there afterwards."""
+
+from __future__ import annotations
+
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+
+import httpx
+
+from tests.reliability.conftest import Recorder, Store
+from tests.reliability.harness import A, R, running
+
+
+def _slowest(c: httpx.Client, path: str, headers: dict[str, str] | None = None, n: int = 10) -> tuple[int, float]:
+    worst, status = 0.0, 0
+    for _ in range(n):
+        t0 = time.monotonic()
+        status = c.get(path, headers=headers or {}).status_code
+        worst = max(worst, time.monotonic() - t0)
+    return status, worst
+
+
+def test_slow_and_stalled_clients_block_nobody_and_a_stalled_body_is_a_408(store: Store, record: Recorder) -> None:
+    timeout_s = 1.0
+    with running(store.url, request_timeout_s=timeout_s) as r, r.client() as c, ExitStack() as open_sockets:
+        port = int(r.base.rsplit(":", 1)[1])
+
+        def connect(data: bytes) -> socket.socket:
+            s = open_sockets.enter_context(socket.create_connection(("127.0.0.1", port), timeout=5))
+            s.sendall(data)
+            return s
+
+        # Slowloris: headers that never end; and POSTs whose body never comes.
+        for _ in range(100):
+            connect(b"GET /v1/drains HTTP/1.1\r\nHost: x\r\nX-Slow: 1\r\n")
+        stalled = [
+            connect(
+                b"POST /v1/drains HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Authorization: {A['Authorization']}\r\nContent-Length: 100\r\n\r\n".encode()
+                + b'{"node": "stalled'
+            )
+            for _ in range(10)
+        ]
+        health, health_s = _slowest(c, "/healthz")
+        drains, drains_s = _slowest(c, "/v1/drains", R)
+        record("/healthz and /v1/drains beside 100 slow headers + 10 stalled bodies", "200, max < 0.5 s",
+               f"{health} in {health_s * 1000:.0f} ms, {drains} in {drains_s * 1000:.0f} ms",
+               health == drains == 200 and max(health_s, drains_s) < 0.5)  # fmt: skip
+
+        t0 = time.monotonic()
+        answer = b""
+        while chunk := stalled[0].recv(4096):  # the server closes the connection after the 408
+            answer += chunk
+        took = time.monotonic() - t0
+        first = answer.split(b"\r\n", 1)[0].decode(errors="replace")
+        record("a POST whose body stalls", f"408 within {timeout_s + 1:g} s, says the body did not arrive",
+               f"{first!r} after {took:.1f} s more", first.endswith("408 Request Timeout")
+               and b"body did not arrive" in answer and took < timeout_s + 1)  # fmt: skip
+        left = c.get("/v1/drains", headers=R).json()["total"]
+        record("stalled bodies stored nothing", "0 drains", f"{left} drains", left == 0)
+
+
+def test_many_clients_at_once_lose_nothing(store: Store, record: Recorder) -> None:
+    clients, each = 24, 10
+    with running(store.url) as r:
+
+        def client(i: int) -> list[tuple[str, int]]:
+            out = []
+            with r.client() as c:
+                for j in range(each):
+                    if j % 2 == 0:
+                        node = f"n{i}-{j}"
+                        out.append((node, c.post("/v1/drains", json={"node": node}, headers=A).status_code))
+                    else:
+                        path = ("/v1/deployments", "/v1/decisions", "/metrics", "/v1/targets", "/readyz")[j // 2]
+                        out.append((path, c.get(path, headers=R).status_code))
+            return out
+
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(clients) as pool:
+            answers = [a for batch in pool.map(client, range(clients)) for a in batch]
+        took = time.monotonic() - t0
+        bad = [a for a in answers if a[1] >= 400]
+        acked = {what for what, status in answers if status == 201}
+        with r.client() as c:
+            stored = {d["node"] for d in c.get("/v1/drains", params={"limit": 1000}, headers=R).json()["items"]}
+        record(f"{clients} clients x {each} requests at once (half POST)", "0 errors, every 201 stored",
+               f"{len(bad)} errors {bad[:3]}, {len(acked)} acknowledged, {len(acked - stored)} missing, {took:.1f} s",
+               not bad and len(acked) == clients * each // 2 and acked <= stored)  # fmt: skip
