@@ -16,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from detectors.registry import DETECTORS
 from detectors.thresholds import Thresholds
 from kvpilot.settings._section import _Section
 from kvpilot.settings.sources import FieldError
@@ -84,6 +85,15 @@ class DetectorSettings(_Section):
     target: dict[str, Scalar] = Field(
         default_factory=dict, description="Overrides of the target-down threshold (table below)."
     )
+
+    @field_validator("only", mode="after")
+    @classmethod
+    def _known_kinds(cls, only: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        """every kind in `only` is a detector's (an unknown one would fail every tick's detect stage)"""
+        unknown = [kind for kind in only or () if kind not in DETECTORS]
+        if unknown:
+            raise ValueError(f"unknown detector(s) {unknown}; known: {sorted(DETECTORS)}")
+        return only
 
     @field_validator("kv", "prefix", "gpu", "ttft", "target", mode="after")
     @classmethod

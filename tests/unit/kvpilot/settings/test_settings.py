@@ -110,6 +110,8 @@ def test_yaml_then_environment_precedence(monkeypatch: pytest.MonkeyPatch, tmp_p
         ("collector: {discovery: {static_targets: [{url: 'http://h:1/', engine: bogus}]}}\n", {}, "unknown engine"),
         ("collector: {discovery: {static_targets: [{url: 'http://h:1/', deployment: 'probe/a/b'}]}}\n", {},
          "not a Kubernetes name"),  # the name that once crashed every restart
+        ("detectors: {only: [stuck_gpu, kv_exhaustoin]}\n", {}, "detectors.only (k.yaml:1): unknown "
+         "detector(s) ['kv_exhaustoin']"),  # a typo once failed every tick's detect stage, after a clean start
     ],
 )  # fmt: skip
 def test_invalid_settings_name_the_field(
