@@ -95,3 +95,11 @@ def test_every_link_and_named_section_resolves(page: Path) -> None:
 def test_the_pages_have_links_and_named_sections() -> None:
     assert sum(len(_LINK.findall(_prose(p))) for p in PAGES) > 30
     assert sum(len(_SECTION.findall(" ".join(p.read_text().split()))) for p in PAGES) > 30
+
+
+def test_the_docs_index_links_every_page() -> None:
+    index = (REPO / "docs" / "README.md").read_text()
+    pages = [p.name for p in sorted((REPO / "docs").glob("*.md")) if p.name != "README.md"]
+    assert len(pages) > 15
+    missing = [name for name in pages if f"({name})" not in index]
+    assert not missing, f"docs/README.md does not link {missing}"
