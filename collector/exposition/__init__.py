@@ -3,14 +3,13 @@
 Only the families a caller asks for are read; the rest are skipped from their metric-name prefix.
 Families, types, help, sample names, labels, values and timestamps agree with prometheus_client's
 parsers (the correctness oracle) on every page they accept, except for the documented cases where the
-oracle accepts a line by accident. Malformed input raises ``ParseError`` naming the line. The work is
+oracle accepts a line by accident, and a page without TYPE lines, whose histograms and summaries are read whole
+(``_untyped``). Malformed input raises ``ParseError`` naming the line. The work is
 linear in the page; the page size itself is capped by the scrape loop, the sample count here, and the
 time, where a caller watches it, by ``watched_by``.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from collector.exposition._layout import LayoutCache
 from collector.exposition._model import (
@@ -26,6 +25,7 @@ from collector.exposition._model import (
 )
 from collector.exposition._openmetrics import parse_openmetrics
 from collector.exposition._text import parse_text
+from collector.exposition._untyped import assemble, has_untyped, keep_parts, widened
 
 __all__ = [
     "DEFAULT_MAX_SAMPLES",
@@ -39,9 +39,6 @@ __all__ = [
     "watched_by",
 ]
 
-_Backend = Callable[[str, Callable[[str], bool], Sink], None]
-_BACKENDS: dict[bool, _Backend] = {False: parse_text, True: parse_openmetrics}
-
 
 def parse(
     text: str | bytes,
@@ -53,13 +50,28 @@ def parse(
     """Parse an exposition page, keeping only the families ``wanted`` selects (all when None).
 
     ``wanted`` holds family names as prometheus_client names them (a text-format counter
-    ``foo_total`` is family ``foo``) or is a predicate over them. Bytes must be UTF-8.
+    ``foo_total`` is family ``foo``) or is a predicate over them. Bytes must be UTF-8. A text page without
+    TYPE lines has its histograms and summaries put back together (``collector.exposition._untyped``).
     """
     if isinstance(text, bytes):
         text = decode_utf8(text)
     sink = Sink(max_samples)
-    _BACKENDS[openmetrics](text, selector(wanted), sink)
-    return sink.families
+    if openmetrics:
+        parse_openmetrics(text, selector(wanted), sink)
+        return sink.families
+    # A page without TYPE lines splits a histogram into untyped parts: read them too, and put them together.
+    if type(wanted) is frozenset:  # the scrape loop's selection: one look, and none after a page of typed families
+        wider, pairs = widened(wanted)
+        parse_text(text, wider.__contains__, sink)
+        if not pairs and wanted.issuperset(sink.families):
+            return sink.families  # no part read for itself: nothing to put together, nothing to drop
+        return assemble(sink.families, wanted.__contains__)
+    if wanted is None:  # every family: there is nothing to drop, only parts to put together where a page has them
+        parse_text(text, selector(None), sink)
+        return assemble(sink.families, None) if has_untyped(sink.families) else sink.families
+    keep = selector(wanted)
+    parse_text(text, keep_parts(keep), sink)
+    return assemble(sink.families, keep)
 
 
 def is_openmetrics(content_type: str | None) -> bool:

@@ -111,3 +111,18 @@ def test_a_label_value_must_follow_its_name_and_equals_sign() -> None:
         list(text_string_to_metric_families(text))  # the oracle refuses it too (for its own reason)
     with pytest.raises(ParseError):
         parse(text)
+
+
+def test_untyped_histogram_parts_are_one_histogram() -> None:
+    # The one place we return other families than the oracle on purpose (collector/exposition/_untyped.py): a page
+    # without TYPE lines (`curl … | grep -v '^#'`) keeps a histogram's buckets, sum and count on it, and the text
+    # format says what they are; the oracle makes each sample name an untyped family of its own.
+    text = 'ttft_bucket{le="0.1"} 1\nttft_bucket{le="+Inf"} 3\nttft_sum 0.9\nttft_count 3\n'
+    assert {f.name: f.type for f in text_string_to_metric_families(text)} == {
+        "ttft_bucket": "unknown",
+        "ttft_sum": "unknown",
+        "ttft_count": "unknown",
+    }
+    ours = parse(text)
+    assert {name: f.type for name, f in ours.items()} == {"ttft": "histogram"}
+    assert [s.name for s in ours["ttft"].samples] == ["ttft_bucket", "ttft_bucket", "ttft_sum", "ttft_count"]

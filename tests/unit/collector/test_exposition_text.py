@@ -30,14 +30,41 @@ def _value(v: float) -> Any:
 
 
 def oracle(text: str) -> Canonical:
-    """prometheus_client's families collected by name the way kvpilot's interface promises."""
+    """prometheus_client's families collected by name the way kvpilot's interface promises, untyped parts of a
+    histogram or summary put together (the one difference on purpose: test_exposition_divergences.py)."""
     out: Canonical = {}
     for fam in text_string_to_metric_families(text):
         entry = out.setdefault(fam.name, (fam.type, fam.documentation, []))
         for s in fam.samples:
             ts = None if s.timestamp is None else _value(float(s.timestamp))
             entry[2].append((s.name, dict(s.labels), _value(float(s.value)), ts))
-    return out
+    return with_untyped_parts_whole(out)
+
+
+def with_untyped_parts_whole(families: Canonical) -> Canonical:
+    """The oracle's families with a page's untyped ``X_bucket`` (every sample with ``le``), ``X`` (every sample with
+    ``quantile``), ``X_sum`` and ``X_count`` made one histogram or summary ``X``, as collector/exposition/_untyped.py
+    documents; written from that description, not from its code."""
+    merged: Canonical = {}
+    for base in {n[: -len(p)] for n in families for p in ("_bucket", "_sum", "_count") if n.endswith(p)}:
+        head, bucket, total, count = (families.get(base + p) for p in ("", "_bucket", "_sum", "_count"))
+        present = [f for f in (head, bucket, total, count) if f is not None]
+        if any(f[0] != "unknown" for f in present) or (total is None and count is None):
+            continue  # a declared type, or neither X_sum nor X_count
+        rest = [s for f in (total, count) if f is not None for s in f[2]]
+        if any("le" in s[1] or "quantile" in s[1] for s in rest):
+            continue
+        help_text = "" if head is None else head[1]
+        if bucket is not None:
+            if (head is None or not head[2]) and bucket[2] and all("le" in s[1] for s in bucket[2]):
+                merged[base] = ("histogram", help_text, bucket[2] + rest)
+        elif head is not None and head[2]:
+            if all("quantile" in s[1] for s in head[2]):
+                merged[base] = ("summary", help_text, head[2] + rest)
+        elif total is not None and count is not None:
+            merged[base] = ("summary", help_text, rest)
+    parts = {base + p for base in merged for p in ("_bucket", "_sum", "_count")}
+    return {**{n: f for n, f in families.items() if n not in parts and n not in merged}, **merged}
 
 
 def canonical(families: dict[str, MetricFamily]) -> Canonical:
