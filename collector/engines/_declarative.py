@@ -102,6 +102,10 @@ def _no_prepare(_families: Families) -> SampleFilter | None:
 # sgl-router/src/core/worker_manager.rs, ``get_engine_metrics``), so two workers of one model are two replicas.
 REPLICA_LABELS = ("ReplicaId", "WorkerId", "worker_addr")
 _REPLICA_ID, _WORKER_ID = REPLICA_LABELS[:2]
+# Model label values that name no model: trtllm-serve up to 1.x wrote model_name="undefined" on every series
+# (NVIDIA/TensorRT-LLM PR #12545 fixed it; a real page: vllm-project/aibrix issue #2004). Read as no model, so that
+# replicas of different models are not one "undefined" model.
+_NO_MODEL = frozenset({"undefined"})
 
 Group = tuple[tuple[str, str], ...]
 
@@ -265,7 +269,7 @@ class DeclarativeAdapter:
         names = sorted(n for n in families if n in self.families)
         for label in self.model_labels:
             found = first_label(families, names, label)
-            if found:
+            if found and found not in _NO_MODEL:
                 return found
         return None
 

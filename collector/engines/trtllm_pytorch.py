@@ -20,6 +20,12 @@ Mapping decisions:
   ``time_to_first_token_seconds``…; ``tensorrt_llm/metrics/collector.py`` @ 89fd9b7, and Dynamo's docs: "the
   ``trtllm_`` prefix is added by Dynamo"), names NIM's vLLM-style page also carries. They are read last, and they
   identify TensorRT-LLM only where their samples carry its ``engine_type`` label (NIM's carry ``model_name`` alone).
+- A proposed ``/metrics`` of the PyTorch backend (NVIDIA/TensorRT-LLM PR #5560, closed unmerged; pages built on it
+  may still be served) wrote the scheduler's and token series in a namespace of its own, ``pytrtllm:``:
+  ``num_requests_running``, ``num_requests_waiting``, ``prompt_tokens_total``, ``generation_tokens_total``,
+  ``request_completed_total`` (every finished request; ``requests_finished`` reads it after
+  ``request_success_total``). Without this spelling the prefix search cut ``pytrtllm:`` off and read the bare
+  names as NIM's: values right, engine wrong.
 """
 
 from __future__ import annotations
@@ -41,10 +47,18 @@ _UNPREFIXED = frozenset(
 )
 
 
+# The series PR #5560's ``pytrtllm:`` namespace had.
+_PYTRTLLM = frozenset(
+    {"num_requests_running", "num_requests_waiting", "prompt_tokens", "generation_tokens", "request_success"}
+)
+
+
 def _spellings(name: str) -> tuple[str, ...]:
-    """The current ``trtllm_x``, older Dynamo's ``trtllm:x`` and, for the series it had, trtllm-serve 1.1's ``x``."""
+    """The current ``trtllm_x``, older Dynamo's ``trtllm:x`` and, for the series they had, trtllm-serve 1.1's ``x``
+    and PR #5560's ``pytrtllm:x``."""
     bare = name.removeprefix("trtllm_")
-    return (name, "trtllm:" + bare, bare) if bare in _UNPREFIXED else (name, "trtllm:" + bare)
+    spellings = (name, "trtllm:" + bare, bare) if bare in _UNPREFIXED else (name, "trtllm:" + bare)
+    return (*spellings, "pytrtllm:" + bare) if bare in _PYTRTLLM else spellings
 
 
 _MAX_BLOCKS = _spellings("trtllm_kv_cache_max_blocks")
@@ -59,7 +73,7 @@ FIELDS = {
     "kv_usage": mean(*_spellings("trtllm_kv_cache_utilization")),
     "prompt_tokens": total(*_spellings("trtllm_prompt_tokens")),
     "generation_tokens": total(*_spellings("trtllm_generation_tokens")),
-    "requests_finished": total(*_spellings("trtllm_request_success")),
+    "requests_finished": total(*_spellings("trtllm_request_success"), "pytrtllm:request_completed"),
     "ttft": histogram(*_spellings("trtllm_time_to_first_token_seconds")),
     "itl": histogram(*_spellings("trtllm_time_per_output_token_seconds")),
     "e2e": histogram(*_spellings("trtllm_e2e_request_latency_seconds")),
@@ -97,7 +111,7 @@ ADAPTER = DeclarativeAdapter(
     derive=_derive,
     # every prefixed name identifies the engine; the unprefixed ones only with TensorRT-LLM's own label
     identifying=frozenset(
-        {s.family for f in FIELDS.values() for s in f.sources if s.family.startswith("trtllm")}
+        {s.family for f in FIELDS.values() for s in f.sources if s.family.startswith(("trtllm", "pytrtllm:"))}
         | {*_MAX_BLOCKS, *_USED_BLOCKS, *_TOKENS_PER_BLOCK, *_REUSED, *_MISSED}
     ),
     identifying_label="engine_type",

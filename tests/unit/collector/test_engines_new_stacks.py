@@ -117,3 +117,20 @@ def test_trtllm_pytorch_older_dynamo_spelling() -> None:
     page = _TRTLLM_ITERATION.replace("trtllm_", "trtllm:")
     r = _one(page, "trtllm-pytorch")
     assert (r.requests_waiting, r.kv_capacity_tokens, r.prefix_hits) == (6.0, 32000, 1280)
+
+
+def test_pytrtllm_namespace_is_tensorrt_llm_not_nim() -> None:
+    # TensorRT-LLM PR #5560's proposed /metrics wrote `pytrtllm:<name>`; the prefix search used to cut `pytrtllm:` off
+    # and read NIM's bare names (engine nim, no finished count). A typed copy reads the same.
+    page = (
+        'pytrtllm:num_requests_running{model_name="m"} 2.0\n'
+        'pytrtllm:num_requests_waiting{model_name="m"} 1.0\n'
+        'pytrtllm:prompt_tokens_total{model_name="m"} 100.0\n'
+        'pytrtllm:request_completed_total{model_name="m"} 7.0\n'
+    )
+    for text in (page, "# TYPE pytrtllm:num_requests_running gauge\n" + page):
+        r = _one(text, "trtllm-pytorch")
+        assert (r.requests_running, r.requests_waiting, r.prompt_tokens, r.requests_finished) == (2.0, 1.0, 100.0, 7.0)
+    # request_success_total, where a page has it, comes first
+    both = page + 'pytrtllm:request_success_total{model_name="m",finished_reason="stop"} 6.0\n'
+    assert _one(both, "trtllm-pytorch").requests_finished == 6.0

@@ -813,6 +813,77 @@ EXPECTED: dict[str, Page] = {
             },
         ]
     ),
+    "trtllm-pytorch-pytrtllm__NVIDIA__TensorRT-LLM__pull_5560__excerpt.txt": Page(
+        [
+            {
+                "engine": "trtllm-pytorch",  # not nim: pytrtllm: is TensorRT-LLM's own namespace here
+                "model": "deepseek-ai/DeepSeek-V3-0324",  # model_name label
+                "requests_running": 1.0,  # pytrtllm:num_requests_running
+                "requests_waiting": 0.0,  # pytrtllm:num_requests_waiting
+                "prompt_tokens": 201121.0,  # pytrtllm:prompt_tokens_total
+                "generation_tokens": 81896.0,  # pytrtllm:generation_tokens_total
+                "requests_finished": 707.0,  # pytrtllm:request_completed_total (request_success_total cut off)
+                "kv_usage": None,  # the PR exported no KV series
+            }
+        ]
+    ),
+    "vllm-0.28-grep__index-70407796777.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "qwen3.8-27b-local",  # model_name label
+                "requests_running": 0.0,  # vllm:num_requests_running
+                "requests_waiting": 0.0,  # vllm:num_requests_waiting (not plus the by-reason split of the same queue)
+                "kv_usage": 0.0,  # vllm:kv_cache_usage_perc
+                "kv_capacity_tokens": None,  # no cache_config_info in the grep
+                "prefix_queries": 64929219.0,  # vllm:prefix_cache_queries_total 6.4929219e+07
+                "prefix_hits": 44041600.0,  # vllm:prefix_cache_hits_total 4.40416e+07
+                "preemptions": 0.0,  # vllm:num_preemptions_total
+                "prompt_tokens": None,  # not in the grep
+                "ttft": None,
+            }
+        ]
+    ),
+    "dcgm-4x-vgpu-a100-8c__index-39331438774.txt": Page(
+        [],
+        gpus=1,
+        gpu_fields={
+            "0": {
+                "node": "vks-cluster-0-0-np1-worker-xtxww-xw4wp-wn7j2",  # Hostname
+                "model_name": "GRID A100-8C",  # modelName: a vGPU profile
+                "utilisation": 0.0,  # DCGM_FI_DEV_GPU_UTIL
+                "memory_used_bytes": 0.0,  # DCGM_FI_DEV_FB_USED 0
+                "memory_free_bytes": 7531 * 2**20,  # DCGM_FI_DEV_FB_FREE 7531 MiB
+                "temperature_c": None,  # no GPU_TEMP on a vGPU page: unknown, not 0
+                "power_w": None,  # no POWER_USAGE either
+                "last_xid": 0,  # DCGM_FI_DEV_XID_ERRORS 0
+                "extra.sm_clock_mhz": 1410.0,
+                "extra.memory_temp_c": 0.0,  # DCGM_FI_DEV_MEMORY_TEMP 0, as the page says
+            }
+        },
+    ),
+    "sglang-nemotron-pid__index-54577339046__excerpt.txt": Page(
+        [
+            {
+                "engine": "sglang",
+                "model": "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4",  # model_name label
+                "requests_running": 2.0,  # sglang:num_running_reqs
+                "requests_waiting": 1.0,  # sglang:num_queue_reqs
+                "requests_finished": 579.0,  # sglang:num_requests_total
+                "kv_usage": None,  # no token_usage in the fragment
+            }
+        ]
+    ),
+    "trtllm-serve-undefined-labels__vllm-project__aibrix__issue_2004__excerpt.txt": Page(
+        [
+            {
+                "engine": "trtllm-pytorch",  # unprefixed TensorRT-LLM series, told apart by the engine_type label
+                "model": None,  # model_name="undefined" is trtllm-serve's placeholder, not a model
+                "e2e": None,  # three buckets and a sum, no +Inf nor _count: not a histogram to read
+                "requests_finished": None,
+            }
+        ]
+    ),
 }
 
 
