@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.trace.model import RequestColumns, check_tokens
+from simulator.trace.model import RequestColumns, SpanCheck, check_tokens
 from simulator.trace.prefixes import synthesize_prefixes
 
 HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -65,6 +65,7 @@ def load_azure(path: Path, *, seed: int) -> RequestColumns:
     prompts: list[int] = []
     outputs: list[int] = []
     zoned: bool | None = None
+    span = SpanCheck()
     with path.open(newline="", encoding="utf-8-sig") as f:
         reader = csv.reader(f)
         header = next(reader, None)
@@ -84,6 +85,7 @@ def load_azure(path: Path, *, seed: int) -> RequestColumns:
                     raise ValueError("timestamps mix rows with and without a UTC offset")
                 p, o = int(row[1]), int(row[2])
                 check_tokens(p, o)
+                span.add(t, lineno)
             except ValueError as e:
                 raise ValueError(f"{path}:{lineno}: {e}: {','.join(row)[:200]!r}") from None
             arrivals.append(t)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.trace.model import RequestColumns, check_tokens
+from simulator.trace.model import RequestColumns, SpanCheck, check_tokens
 from simulator.trace.prefixes import synthesize_prefixes
 
 HEADER = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
@@ -38,6 +38,7 @@ def load_burstgpt(path: Path, *, seed: int) -> RequestColumns:
     prompts: list[int] = []
     outputs: list[int] = []
     failed = 0
+    span = SpanCheck()
     with path.open(newline="", encoding="utf-8-sig") as f:
         reader = csv.reader(f)
         header = next(reader, None)
@@ -55,6 +56,7 @@ def load_burstgpt(path: Path, *, seed: int) -> RequestColumns:
                 if not math.isfinite(t) or t < 0:
                     raise ValueError("timestamp must be finite and >= 0")
                 check_tokens(p, o)
+                span.add(t, lineno)
             except ValueError as e:
                 raise ValueError(f"{path}:{lineno}: {e}: {','.join(row)[:200]!r}") from None
             if o == 0:

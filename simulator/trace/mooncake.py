@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.trace.model import MAX_TOKENS, RequestColumns
+from simulator.trace.model import MAX_TOKENS, RequestColumns, SpanCheck
 
 
 def load_mooncake(path: Path, *, seed: int) -> RequestColumns:
@@ -23,6 +23,7 @@ def load_mooncake(path: Path, *, seed: int) -> RequestColumns:
     prompts: list[int] = []
     outputs: list[int] = []
     blocks: list[tuple[int, ...]] = []
+    span = SpanCheck()
     with path.open() as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
@@ -41,6 +42,7 @@ def load_mooncake(path: Path, *, seed: int) -> RequestColumns:
                     raise ValueError("negative length or non-finite timestamp")
                 if max(p, o) > MAX_TOKENS:
                     raise ValueError(f"length above {MAX_TOKENS:.0e}")
+                span.add(t, lineno)
             except (ValueError, KeyError, TypeError) as e:
                 raise ValueError(f"{path}:{lineno}: {type(e).__name__}: {e}: {line[:200]!r}") from None
             arrivals.append(t)

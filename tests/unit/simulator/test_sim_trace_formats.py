@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from simulator import load_trace
 from simulator.trace.azure import parse_ts
+from simulator.trace.model import MAX_SPAN_S
 
 EXCERPTS = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
 AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
@@ -124,8 +125,8 @@ def test_timestamps_agree_with_datetime_isoformat(local: datetime, zone: timezon
             [100, 300],
             [50, 40],
         ),
-        # A span where 1e-9 s is below the spacing of floats still keeps its last request.
-        (BURST_HEADER + "0,GPT-4,10,2,12,API log\n10000000000,GPT-4,20,3,23,API log\n", [0.0, 1e10], [10, 20], [2, 3]),
+        # A span where 1e-9 s is below the spacing of floats (3.7e-9 at 347 days) still keeps its last request.
+        (BURST_HEADER + "0,GPT-4,10,2,12,API log\n30000000,GPT-4,20,3,23,API log\n", [0.0, 3e7], [10, 20], [2, 3]),
         # Fractional seconds and rows out of order are accepted; arrivals come out sorted.
         (BURST_HEADER + "8.5,GPT-4,10,2,12,API log\n2.25,ChatGPT,20,3,23,API log\n", [0.0, 6.25], [20, 10], [3, 2]),
     ],
@@ -171,6 +172,18 @@ def test_format_is_recognised_by_content_not_name(tmp_path: Path, name: str, con
         (AZURE_HEADER + "2024-13-10 00:00:00+00:00,5,3\n", r":2: "),  # month 13
         (AZURE_HEADER + "2024-05-10 00:00:61+00:00,5,3\n", r":2: bad timestamp"),
         ('{"timestamp": 0, "input_length": 10000000000, "output_length": 1}\n', r":1: ValueError: length above"),
+        # A corrupt timestamp that would stretch the trace to centuries (its rate series took 21 GB): the row's line
+        # and the line it is that far from, whichever of the two is the corrupt one.
+        (
+            AZURE_HEADER + "2024-05-10 00:00:00+00:00,5,3\n2999-05-10 00:00:00+00:00,5,3\n",
+            r"burst.csv:3: timestamp is 356,1\d\d days from line 2's; a trace spans at most 400 days",
+        ),
+        (BURST_HEADER + "1e300,ChatGPT,4,1,5,API log\n5,ChatGPT,4,1,5,API log\n", r":3: timestamp is 1.2e\+295 days"),
+        (
+            '{"timestamp": 0, "input_length": 1, "output_length": 1}\n'
+            '{"timestamp": 99000000000, "input_length": 1, "output_length": 1}\n',
+            r":2: ValueError: timestamp is 1,146 days from line 1's",
+        ),
         ("", r"no requests \(empty file\)"),
         # An unknown header: the message lists every accepted one.
         (
@@ -214,6 +227,7 @@ def test_burstgpt_parser_never_fails_uncontrolled(
         cols = load_trace(p).columns
         assert np.all(cols.prompt_tokens >= 1)
         assert np.all(cols.output_tokens >= 1)
+        assert cols.arrival_s[-1] <= MAX_SPAN_S  # a replay and its rate series stay bounded
 
 
 @settings(max_examples=80, deadline=None)
