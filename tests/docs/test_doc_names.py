@@ -161,3 +161,41 @@ def test_the_checks_catch_what_does_not_exist() -> None:
         "scaler.deployments.chat.max_replica",
         "scaler.pools.both",
     ]
+
+
+def _env_names(model: type[BaseModel] = Settings, prefix: str = "KVPILOT_") -> set[str]:
+    """Every KVPILOT_* variable the settings read: a section's fields below it, joined by `__`."""
+    names = set()
+    for name, field in model.model_fields.items():
+        env = prefix + name.upper()
+        names.add(env)
+        inner = _model_in(field.annotation)
+        if (
+            inner is not None
+            and _mapping_keys(field.annotation) is None
+            and typing.get_origin(field.annotation) is not tuple
+        ):
+            names |= _env_names(inner, env + "__")
+    return names
+
+
+# KVPILOT_* names the pages write that are not settings, and what reads them.
+_OTHER_ENV = {
+    "KVPILOT_PURE": "collector/__init__.py: ignore a compiled build",
+    "KVPILOT_DOCS_SLOW": "tests/docs/test_docs_run.py: run the minutes-long commands too",
+    "KVPILOT_KEDA_TOKEN": "deploy/examples/scaledobject.yaml: a variable of the scale target KEDA reads the token from",
+}
+
+
+def test_every_environment_variable_the_pages_name_is_read() -> None:
+    from kvpilot.settings import FLAT_ALIASES
+
+    known = _env_names() | set(FLAT_ALIASES) | set(_OTHER_ENV)
+    assert "KVPILOT_COLLECTOR__DISCOVERY__PROMQL_URL" in known
+    texts = {p: p.read_text() for p in [*ALL_PAGES, *sorted((REPO / "deploy").rglob("*.yaml"))]}
+    named = {(p, n) for p, text in texts.items() for n in re.findall(r"\bKVPILOT_[A-Z0-9_]*[A-Z0-9]", text)}
+    assert len(named) > 50  # the pattern finds the names at all
+    unknown = sorted(f"{p.relative_to(REPO)}: {n}" for p, n in named if n not in known)
+    assert not unknown, "KVPILOT_* variables nothing reads:\n" + "\n".join(unknown)
+    for name, why in _OTHER_ENV.items():
+        assert name in (REPO / why.split(":")[0]).read_text(), why
