@@ -124,7 +124,7 @@ def _line_finder(text: str) -> LineOf:
     """Lines of the targets and their fields, from the YAML's node tree (``safe_load`` keeps no positions)."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         return _no_lines
     items: list[yaml.Node] = []
     defaults: yaml.Node | None = None
@@ -152,13 +152,20 @@ def _line_finder(text: str) -> LineOf:
 
 def load_targets(path: Path) -> list[TargetInfo]:
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as e:
         raise TargetFileError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise TargetFileError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x})") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise TargetFileError(f"{path}: invalid YAML: {e}") from None
+    except RecursionError:  # PyYAML builds nested collections recursively
+        raise TargetFileError(f"{path}: nested too deeply for a list of targets") from None
     return parse_targets(data, source=str(path), line_of=_line_finder(text))
 
 

@@ -88,6 +88,9 @@ class YamlFileSource(YamlConfigSettingsSource):
             data = (loader.construct_document(node) if node is not None else None) or {}
         except yaml.YAMLError as e:
             raise SettingsError(f"config file {file_path} is not valid YAML: {e}") from e
+        except RecursionError:  # PyYAML builds nested collections recursively
+            line = loader.get_mark().line + 1
+            raise SettingsError(f"config file {file_path}: nested too deeply near line {line}") from None
         finally:
             loader.dispose()
         if not isinstance(data, dict):
@@ -159,7 +162,7 @@ def yaml_lines(path: Path | None) -> Any:
     if path is not None:
         try:
             root = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
-        except (OSError, ValueError, yaml.YAMLError):
+        except (OSError, ValueError, RecursionError, yaml.YAMLError):
             root = None
 
     def line_of(loc: tuple[int | str, ...]) -> int | None:

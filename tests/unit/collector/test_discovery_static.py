@@ -179,3 +179,24 @@ async def test_a_bad_engine_in_an_edit_keeps_the_previous_targets(tmp_path: Path
     assert [t.engine for t in await disc.targets()] == ["vllm"]
     assert disc.last_error is not None
     assert "unknown engine 'vlm'" in disc.last_error
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        # before: a UnicodeDecodeError, then a RecursionError, escaped the discovery (kvpilot run: no file named)
+        (b"- http://b/metrics\n- \xff\xfe\x00garbage\n", "{path}:2: not UTF-8 text (byte 0xff)"),
+        (b"[" * 5000 + b"]" * 5000, "{path}: nested too deeply for a list of targets"),
+    ],
+)
+async def test_an_edit_to_garbage_keeps_the_previous_targets_and_says_why(
+    tmp_path: Path, content: bytes, error: str
+) -> None:
+    path = tmp_path / "targets.yaml"
+    _write(path, ["http://a/metrics"])
+    disc = StaticFileDiscovery(path)
+    path.write_bytes(content)
+    assert [t.url for t in await disc.targets()] == ["http://a/metrics"]
+    assert disc.last_error == error.format(path=path)
+    with pytest.raises(TargetFileError, match=re.escape(error.format(path=path))):
+        StaticFileDiscovery(path)  # at start-up: refused with the same words

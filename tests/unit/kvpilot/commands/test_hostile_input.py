@@ -64,7 +64,18 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe")
     (tmp_path / "dup.yaml").write_text("collector:\n  interval_s: 10\ncollector:\n  interval_s: 6\n")
     (tmp_path / "folder").mkdir()
-    return {"bin": str(tmp_path / "bin.yaml"), "dup": str(tmp_path / "dup.yaml"), "folder": str(tmp_path / "folder")}
+    # a trace with one row typed in the year 2999 (its rate series took 21 GB), a config nested past PyYAML's
+    # recursion, and a config whose targets file is binary garbage
+    (tmp_path / "y2999.csv").write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10 00:00:00+00:00,5,3\n2999-05-10 00:00:00+00:00,5,3\n"
+    )
+    (tmp_path / "deep.yaml").write_text("collector:\n  x: " + "[" * 5000 + "]" * 5000 + "\n")
+    (tmp_path / "targets.yaml").write_bytes(b"\xff\xfe")
+    (tmp_path / "bintargets.yaml").write_text(
+        f"collector:\n  discovery:\n    kind: static\n    static_file: {tmp_path / 'targets.yaml'}\n"
+    )
+    names = ("bin.yaml", "dup.yaml", "folder", "y2999.csv", "deep.yaml", "targets.yaml", "bintargets.yaml")
+    return {name.split(".")[0]: str(tmp_path / name) for name in names}
 
 
 def _fill(text: str, files: dict[str, str]) -> str:
@@ -128,6 +139,14 @@ ONE_LINE = [
      "error: --time-scale must be a finite number > 0, got inf"),
     (["simulate", "--trace", SYNTH, "--virtual", "--cold-start-s", "-1"], {},
      "error: --cold-start-s must be a finite number >= 0, got -1.0"),
+    # helper C, session 13: a corrupt timestamp (21 GB and no answer), YAML nested too deeply (RecursionError
+    # traceback), a binary targets file (a UnicodeDecodeError's words, naming no file)
+    (["backtest", "--trace", "{y2999}", "--json"], {},
+     "error: {y2999}:3: timestamp is 356,111 days from line 2's; a trace spans at most 400 days (a corrupt "
+     "timestamp?): '2999-05-10 00:00:00+00:00,5,3'"),
+    (["config", "show", "-c", "{deep}"], {}, "error: config file {deep}: nested too deeply near line 2"),
+    (["run", "-c", "{bintargets}"], {},
+     "error: collector.discovery (static): {targets}:1: not UTF-8 text (byte 0xff)"),
 ]  # fmt: skip
 
 

@@ -119,6 +119,8 @@ def test_null_or_a_list_where_a_number_goes_is_one_line(tmp_path: Path, yaml_tex
          "config file {path}: collector.interval_s is given twice (lines 2 and 4); keep one"),
         ("collector:\n  discovery:\n    static_targets:\n      - {url: 'http://a:1/m', url: 'http://b:1/m'}\n",
          "config file {path}: collector.discovery.static_targets[0].url is given twice (lines 4 and 4); keep one"),
+        # nested past PyYAML's recursion (a RecursionError traceback): the line it got to
+        ("collector:\n  x: " + "[" * 5000 + "]" * 5000 + "\n", "config file {path}: nested too deeply near line 2"),
     ],
 )  # fmt: skip
 def test_unreadable_or_ambiguous_files_are_refused_by_line(tmp_path: Path, content: str | bytes, message: str) -> None:
