@@ -49,3 +49,23 @@ def test_every_settings_example_loads(name: str, block: str, tmp_path: Path, mon
     config.write_text(block)
     (tmp_path / "targets.yaml").write_text("targets: []\n")  # the static_file the examples name, beside them
     effective(config)  # raises SettingsError naming the path and line when the example is stale
+
+
+def _target_files() -> list[tuple[str, dict[str, object]]]:
+    found = []
+    for page in PAGES:
+        for block in re.findall(r"^```ya?ml\n(.*?)^```", page.read_text(), re.S | re.M):
+            doc = yaml.safe_load(block)
+            if isinstance(doc, dict) and "targets" in doc and set(doc) <= {"defaults", "targets"}:
+                found.append((str(page.relative_to(REPO)), doc))
+    return found
+
+
+def test_every_targets_file_example_loads() -> None:
+    # A static targets file (collector.discovery.static_file) as the pages show it is one kvpilot reads.
+    from collector.discovery.static import parse_targets
+
+    examples = _target_files()
+    assert len(examples) >= 2, [name for name, _ in examples]
+    for name, doc in examples:
+        assert parse_targets(doc, source=name), name
