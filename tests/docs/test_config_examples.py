@@ -69,3 +69,33 @@ def test_every_targets_file_example_loads() -> None:
     assert len(examples) >= 2, [name for name, _ in examples]
     for name, doc in examples:
         assert parse_targets(doc, source=name), name
+
+
+def _keda_triggers() -> list[tuple[str, dict[str, object]]]:
+    """(page, trigger) of every KEDA trigger in the pages' YAML: a ScaledObject's `spec.triggers` or a bare
+    `triggers:` excerpt."""
+    found = []
+    for page in PAGES:
+        for block in re.findall(r"^```ya?ml\n(.*?)^```", page.read_text(), re.S | re.M):
+            for doc in yaml.safe_load_all(block):
+                if not isinstance(doc, dict):
+                    continue
+                spec = doc.get("spec")
+                triggers = doc.get("triggers") or (spec.get("triggers") if isinstance(spec, dict) else None) or []
+                found += [(str(page.relative_to(REPO)), t) for t in triggers]
+    return found
+
+
+def test_every_keda_trigger_example_is_one_kvpilot_answers() -> None:
+    # The external scaler's metadata parses as kvpilot's servicer parses it; a metrics-api URL is the route it serves.
+    from scaler.keda.target import parse_target
+
+    triggers = _keda_triggers()
+    assert len(triggers) >= 4, triggers
+    for page, trigger in triggers:
+        metadata = {str(k): str(v) for k, v in dict(trigger["metadata"]).items()}
+        if trigger["type"] in ("external", "external-push"):
+            assert parse_target("chat", "llm", metadata), page
+        elif trigger["type"] == "metrics-api":
+            assert re.fullmatch(r"https?://[\w.-]+:8080/v1/keda/[\w-]+/[\w@-]+", metadata["url"]), (page, metadata)
+            assert metadata["valueLocation"] == "replicas", page

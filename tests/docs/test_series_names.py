@@ -25,10 +25,7 @@ RULES = [r for f in RULE_FILES for g in yaml.safe_load(f.read_text())["groups"] 
 RECORDED = {r["record"] for r in RULES if "record" in r}
 _SOURCE = SimpleNamespace(mode="aggregates", rules_in_use=True, deployments_read=1, last_answer_bytes=0)
 EXPORTED = (
-    {s.name for s in ALL}
-    | {m.name for m in _SourceMetrics(_SOURCE).collect()}  # type: ignore[arg-type]
-    | {f.name for f in NVML_PAGE}
-    | RECORDED
+    {s.name for s in ALL} | {m.name for m in _SourceMetrics(_SOURCE).collect()} | {f.name for f in NVML_PAGE} | RECORDED
 )
 # `kvpilot_…` words the pages write that are not series, and what they are.
 NOT_SERIES = {
