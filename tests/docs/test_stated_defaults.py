@@ -100,3 +100,13 @@ def test_every_default_the_pages_state_is_the_codes() -> None:
         if not _same(value, _default(key))
     ]
     assert not wrong, "defaults the pages state that the code does not have:\n" + "\n".join(wrong)
+
+
+def test_the_detectors_table_opens_and_closes_as_the_hysteresis_does() -> None:
+    # docs/detectors.md, "Thresholds": the last column of each detector's row is its HysteresisPolicy.
+    section = (REPO / "docs" / "detectors.md").read_text().split("## Thresholds", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `(\w+)` \|.*\| (\d+ / \d+)(?: ticks)? \|$", section, re.M))
+    assert len(rows) >= 6, rows
+    for kind, opens_closes in rows.items():
+        policy = DEFAULT.hysteresis[kind]
+        assert opens_closes == f"{policy.open_after_ticks} / {policy.close_after_ticks}", kind
