@@ -51,11 +51,26 @@ class ServicerSettings:
             raise ValueError(f"error parsing KEDA servicer settings: heartbeat_s must be > 0, got {self.heartbeat_s}")
 
 
+# gRPC refuses metadata over 16 KiB, a status message included: a refusal that echoed a 100 KB name reached KEDA as
+# RESOURCE_EXHAUSTED "Stream removed" instead of saying what is wrong. Messages are clipped well below that.
+MAX_MESSAGE_CHARS = 1024
+
+
+def status_message(message: str) -> str:
+    """``message`` as a status carries it: control and bidi characters escaped (KEDA logs it), the middle of a long
+    one left out so that both what was refused and why are kept."""
+    shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in message)
+    if len(shown) <= MAX_MESSAGE_CHARS:
+        return shown
+    half = MAX_MESSAGE_CHARS // 2
+    return f"{shown[:half]}...({len(shown) - 2 * half} characters left out)...{shown[-half:]}"
+
+
 class _Refused(Exception):
     def __init__(self, code: grpc.StatusCode, message: str) -> None:
         super().__init__(message)
         self.code = code
-        self.message = message
+        self.message = status_message(message)
 
 
 class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
@@ -111,7 +126,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
                 async for message in self.forwarding.stream(route, request, incoming(context)):
                     yield message
             except ForwardFailed as failed:
-                await context.abort(failed.code, failed.message)
+                await context.abort(failed.code, status_message(failed.message))
             return
         while True:
             try:

@@ -221,6 +221,38 @@ async def test_garbage_bytes_are_refused_and_the_server_keeps_serving(serve_from
     assert replicas == 2
 
 
+async def test_a_refusal_echoing_huge_or_hidden_text_stays_a_short_printable_status(serve_from: str) -> None:
+    # The refusals echo what they refuse; 100 KB of it is over gRPC's 16 KiB metadata limit, and KEDA got
+    # RESOURCE_EXHAUSTED "Stream removed" instead of the refusal. A bidi override or NUL went into KEDA's log raw.
+    huge = ref(deployment="llm/" + "x" * 100_000)
+    wrong_metric = pb.GetMetricsRequest(scaledObjectRef=ref(), metricName="m" * 100_000)
+    async with running_scaler(serve_from=serve_from) as scaler:
+        scaler.board.publish(decision())
+        refused = {}
+        for what, call in (
+            ("huge deployment", lambda: scaler.stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=huge))),
+            ("huge metricName", lambda: scaler.stub.GetMetrics(wrong_metric)),
+            ("hidden name", lambda: scaler.stub.IsActive(ref("ch\u202eat\x00"))),
+            ("huge stream", lambda: scaler.stub.StreamIsActive(huge).read()),
+        ):  # fmt: skip
+            with pytest.raises(grpc.aio.AioRpcError) as raised:
+                await call()
+            refused[what] = (raised.value.code(), raised.value.details() or "")
+    codes = {what: code for what, (code, _) in refused.items()}
+    assert codes == {
+        "huge deployment": grpc.StatusCode.INVALID_ARGUMENT,
+        "huge metricName": grpc.StatusCode.NOT_FOUND,
+        "hidden name": grpc.StatusCode.INVALID_ARGUMENT,
+        "huge stream": grpc.StatusCode.INVALID_ARGUMENT,
+    }
+    for _, details in refused.values():
+        assert len(details) < 1100
+        assert details.isprintable()
+    assert refused["huge deployment"][1].endswith("' is not a valid Kubernetes object name")
+    assert "characters left out" in refused["huge metricName"][1]
+    assert "llm/ch\\u202eat\\x00: deployment name" in refused["hidden name"][1]
+
+
 _text = st.text(max_size=40)
 _keys = ["deployment", "targetSize", "activationReplicas", "includeWarmPool", "metricName", "scalerAddress"]
 _metadata = st.dictionaries(
