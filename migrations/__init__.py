@@ -10,6 +10,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
 from sqlalchemy import Connection, text
 
 from store.db import make_engine
@@ -54,9 +55,20 @@ def _exclusive(url: str) -> Iterator[Connection]:
         engine.dispose()
 
 
+class UnknownRevision(CommandError):
+    """The database is at a revision these migrations do not hold: a newer kvpilot wrote it. (Alembic itself says
+    only "Can't locate revision", as a traceback under `kvpilot run`.)"""
+
+
 def _run(action: Callable[[Config, str], None], url: str, revision: str) -> None:
     cfg = alembic_config(url)
     with _exclusive(url) as conn:
+        at = MigrationContext.configure(conn).get_current_revision()
+        if at is not None and at not in {s.revision for s in ScriptDirectory.from_config(cfg).walk_revisions()}:
+            raise UnknownRevision(
+                f"the database is at schema revision {at!r}, which this kvpilot does not have (its newest is "
+                f"{head()}): a newer kvpilot wrote it; run that version or a newer one, or restore a backup"
+            )
         cfg.attributes["connection"] = conn
         action(cfg, revision)
 

@@ -21,6 +21,7 @@ def command(
     ] = None,
 ) -> None:
     """Run kvpilot: collect, detect, decide, persist and publish every tick; serve the API and KEDA."""
+    from alembic.util.exc import CommandError
     from sqlalchemy.exc import SQLAlchemyError
 
     from kvpilot.settings import SettingsError, load_settings
@@ -38,6 +39,9 @@ def command(
         raise typer.Exit(event_loop.run(run(settings, config_file=config), settings.runtime.event_loop))
     except (SettingsError, StoreConfigError) as e:
         typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    except CommandError as e:  # the schema upgrade at start: a database a newer kvpilot wrote
+        typer.echo(f"error: the store cannot be prepared: {_first_line(e)}", err=True)
         raise typer.Exit(2) from None
     except SQLAlchemyError as e:  # the schema upgrade at start needs the database: say which and why, in a line
         typer.echo(f"error: the store cannot be prepared: {_first_line(e)}", err=True)

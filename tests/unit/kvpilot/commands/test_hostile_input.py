@@ -3,11 +3,14 @@ and words on stderr, never a traceback (exit 1). The cases the newcomer's walk f
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+import migrations
 from kvpilot.cli import COMMANDS, app
 
 SYNTH = "synthetic:duration_s=60,rate=2"
@@ -74,8 +77,11 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     (tmp_path / "bintargets.yaml").write_text(
         f"collector:\n  discovery:\n    kind: static\n    static_file: {tmp_path / 'targets.yaml'}\n"
     )
-    names = ("bin.yaml", "dup.yaml", "folder", "y2999.csv", "deep.yaml", "targets.yaml", "bintargets.yaml")
-    return {name.split(".")[0]: str(tmp_path / name) for name in names}
+    with contextlib.closing(sqlite3.connect(tmp_path / "newer.db")) as db, db:  # a newer kvpilot's schema
+        db.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)")
+        db.execute("INSERT INTO alembic_version VALUES ('9999_future')")
+    names = ("bin.yaml", "dup.yaml", "folder", "y2999.csv", "deep.yaml", "targets.yaml", "bintargets.yaml", "newer.db")
+    return {"head": migrations.head(), **{name.split(".")[0]: str(tmp_path / name) for name in names}}
 
 
 def _fill(text: str, files: dict[str, str]) -> str:
@@ -147,6 +153,10 @@ ONE_LINE = [
     (["config", "show", "-c", "{deep}"], {}, "error: config file {deep}: nested too deeply near line 2"),
     (["run", "-c", "{bintargets}"], {},
      "error: collector.discovery (static): {targets}:1: not UTF-8 text (byte 0xff)"),
+    # a database a newer kvpilot migrated: was Alembic's CommandError traceback under `run`
+    (["run"], {"KVPILOT_DATABASE_URL": "sqlite:///{newer}", "KVPILOT_HTTP_PORT": "0"},
+     "error: the store cannot be prepared: the database is at schema revision '9999_future', which this kvpilot does "
+     "not have (its newest is {head}): a newer kvpilot wrote it; run that version or a newer one, or restore a backup"),
 ]  # fmt: skip
 
 
