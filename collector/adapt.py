@@ -9,13 +9,17 @@ on the page the first time no adapter matched (then remembered per target URL, s
 
 A target's page laid out as its previous one (the usual case: only values move) is read without parsing it,
 from the layout learnt off that page (``collector.exposition.LayoutCache``).
+
+A text page with a sample line no parser can read (dcgm-exporter's ``ERROR - FAILED TO CONVERT TO STRING`` as a value)
+is read without that line's family rather than not at all (``parse(..., drop_bad_lines=True)``); the page says so in
+``AdaptedPage.parse_errors``, which the scrape loop counts and shows per target.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from collector import validity
@@ -30,7 +34,15 @@ from collector.engines import (
 )
 from collector.engines._prefix import find_prefix, prefixed_wanted, strip_prefix
 from collector.engines._read import structural
-from collector.exposition import DEFAULT_MAX_SAMPLES, LayoutCache, MetricFamily, Wanted, is_openmetrics, parse
+from collector.exposition import (
+    DEFAULT_MAX_SAMPLES,
+    LayoutCache,
+    MetricFamily,
+    PartialPage,
+    Wanted,
+    is_openmetrics,
+)
+from collector.exposition import parse as strict_parse
 from collector.gpus import GPU_ADAPTERS, GpuAdapter
 from collector.samples import GpuSample, ReplicaSample, TargetInfo
 
@@ -44,6 +56,20 @@ class AdaptedPage:
     engine: str | None
     replicas: list[ReplicaSample] = field(default_factory=list)
     gpus: list[GpuSample] = field(default_factory=list)
+    # Sample lines the page was read around, each with the family it lost (empty: the whole page was read).
+    parse_errors: tuple[str, ...] = ()
+
+
+# Every parse here reads a text page around a bad sample line (OpenMetrics stays strict: see collector.exposition).
+parse = partial(strict_parse, drop_bad_lines=True)
+
+
+def _told(page: AdaptedPage, families: Mapping[str, MetricFamily]) -> AdaptedPage:
+    """``page`` saying which lines of ``families``' page were read around, if any."""
+    if not isinstance(families, PartialPage):
+        return page
+    left_out = ", ".join(sorted(families.dropped))
+    return replace(page, parse_errors=(*(str(e) for e in families.errors), f"families left out: {left_out}"))
 
 
 def _gpu_adapters(families: Mapping[str, MetricFamily]) -> list[GpuAdapter]:
@@ -105,7 +131,8 @@ def adapt_page(
         wanted = prefixed_wanted(prefix, WANTED_FAMILIES, NAMESPACES)
         families = _parse_wanted(text, (target.url, prefix), wanted, openmetrics)
         try:
-            return adapt_families(strip_prefix(families, prefix, NAMESPACES), target, timestamp, engine)
+            page = adapt_families(strip_prefix(families, prefix, NAMESPACES), target, timestamp, engine)
+            return _told(page, families)
         except UnknownEngine:
             if families:
                 raise
@@ -116,7 +143,7 @@ def adapt_page(
             ) from None
     families = _parse_wanted(text, (target.url, ""), WANTED_FAMILIES, openmetrics)
     try:
-        return adapt_families(families, target, timestamp, engine)
+        return _told(adapt_families(families, target, timestamp, engine), families)
     except UnknownEngine:
         if target.kind == "gpu" or engine == GPU_ONLY:
             raise
@@ -130,7 +157,7 @@ def adapt_page(
             pass  # names that merely end like an engine's: report the page as it is
         else:
             _remember(target.url, found[0])
-            return page
+            return _told(page, everything)
     raise UnknownEngine(_reason(everything, engine or target.engine)) from None
 
 
@@ -149,8 +176,14 @@ def _parse_wanted(
 
 def _reason(families: Mapping[str, MetricFamily], engine: str | None) -> str:
     if engine is not None:
-        return f"page has none of the {engine} families: {describe_page(families)}"
-    return f"no engine adapter matches this page: {describe_page(families)}"
+        reason = f"page has none of the {engine} families: {describe_page(families)}"
+    else:
+        reason = f"no engine adapter matches this page: {describe_page(families)}"
+    if isinstance(families, PartialPage):  # the families that would have matched may be the ones left out
+        reason += "; read without the lines that could not be read: " + "; ".join(
+            _told(AdaptedPage(None), families).parse_errors
+        )
+    return reason
 
 
 # Prefixes found on pages, by target URL; bounded, the oldest forgotten first (a target that goes away leaves

@@ -298,7 +298,15 @@ class Collector:
                 log.exception("adapting the page of %s failed", target.url)
                 return self._failed(target, started_ts, t0, f"adapter error: {type(exc).__name__}: {exc}", body)
             duration = time.perf_counter() - t0
-            self.health.record(target.url, ok=True, started_ts=started_ts, duration_s=duration, body_bytes=len(body))
+            read_around = getattr(page, "parse_errors", ())  # a stand-in adapter in tests may not say
+            self.health.record(
+                target.url,
+                ok=True,
+                started_ts=started_ts,
+                duration_s=duration,
+                body_bytes=len(body),
+                error=f"page read in part: {'; '.join(read_around)}" if read_around else None,
+            )
             return ScrapeResult(
                 target=target,
                 ok=True,

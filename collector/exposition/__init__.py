@@ -11,6 +11,8 @@ time, where a caller watches it, by ``watched_by``.
 
 from __future__ import annotations
 
+from functools import partial
+
 from collector.exposition._layout import LayoutCache
 from collector.exposition._model import (
     DEFAULT_MAX_SAMPLES,
@@ -24,6 +26,7 @@ from collector.exposition._model import (
     watched_by,
 )
 from collector.exposition._openmetrics import parse_openmetrics
+from collector.exposition._partial import PartialPage, read_around
 from collector.exposition._text import parse_text
 from collector.exposition._untyped import assemble, has_untyped, keep_parts, widened
 
@@ -32,6 +35,7 @@ __all__ = [
     "LayoutCache",
     "MetricFamily",
     "ParseError",
+    "PartialPage",
     "Sample",
     "Wanted",
     "is_openmetrics",
@@ -46,19 +50,32 @@ def parse(
     wanted: Wanted = None,
     openmetrics: bool = False,
     max_samples: int = DEFAULT_MAX_SAMPLES,
+    drop_bad_lines: bool = False,
 ) -> dict[str, MetricFamily]:
     """Parse an exposition page, keeping only the families ``wanted`` selects (all when None).
 
     ``wanted`` holds family names as prometheus_client names them (a text-format counter
     ``foo_total`` is family ``foo``) or is a predicate over them. Bytes must be UTF-8. A text page without
     TYPE lines has its histograms and summaries put back together (``collector.exposition._untyped``).
+    ``drop_bad_lines`` (text format): a sample line that cannot be read loses its family, not the page; the result
+    is then a ``PartialPage`` that says what was left out (``collector.exposition._partial``).
     """
     if isinstance(text, bytes):
         text = decode_utf8(text)
-    sink = Sink(max_samples)
     if openmetrics:
+        sink = Sink(max_samples)
         parse_openmetrics(text, selector(wanted), sink)
         return sink.families
+    if not drop_bad_lines:
+        return _parse_text(text, wanted, max_samples)
+    try:
+        return _parse_text(text, wanted, max_samples)
+    except ParseError as e:
+        return read_around(text, partial(_parse_text, wanted=wanted, max_samples=max_samples), e)
+
+
+def _parse_text(text: str, wanted: Wanted, max_samples: int) -> dict[str, MetricFamily]:
+    sink = Sink(max_samples)
     # A page without TYPE lines splits a histogram into untyped parts: read them too, and put them together.
     if type(wanted) is frozenset:  # the scrape loop's selection: one look, and none after a page of typed families
         wider, pairs = widened(wanted)

@@ -138,6 +138,10 @@ def learn_layout(text: str, wanted: Wanted, parse: _Parse, max_samples: int) -> 
         families = parse("\n".join(probe), wanted=wanted, max_samples=max_samples)
     except ParseError:
         return None
+    if getattr(families, "errors", None):
+        # read around a bad line (``parse(..., drop_bad_lines=True)``): a layout would pass over the line's family
+        # on later pages, even once it reads again, and say nothing of it
+        return None
     read: dict[int, str] = {}  # line index -> what precedes its value
     specs: list[tuple[str, str, str, str, list[tuple[str, dict[str, str], float | None, int]]]] = []
     for fam in families.values():

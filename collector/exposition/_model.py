@@ -15,13 +15,17 @@ from dataclasses import dataclass, field
 
 
 class ParseError(ValueError):
-    """Malformed exposition text; names the 1-based line where parsing failed."""
+    """Malformed exposition text; names the 1-based line where parsing failed. ``whole_page``: the fault is the
+    page's, not the line's (the sample cap, the time budget), so no reader may read around the line."""
 
-    def __init__(self, message: str, *, line_no: int | None = None, line: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, line_no: int | None = None, line: str | None = None, whole_page: bool = False
+    ) -> None:
         super().__init__(_described(message, line_no, line))
         self.message = message
         self.line_no = line_no
         self.line = line
+        self.whole_page = whole_page
 
     def move_to(self, line_no: int) -> None:
         """Say the error is on line ``line_no`` (for a parser that learns the true number only once it fails)."""
@@ -120,7 +124,7 @@ class Sink:
         if self.watchdog is not None:
             reason = self.watchdog()
             if reason is not None:
-                raise ParseError(reason, line_no=line_no)
+                raise ParseError(reason, line_no=line_no, whole_page=True)
 
     def add(self, name: str, typ: str, help_text: str, samples: list[Sample], unit: str = "") -> None:
         family = self.families.get(name)

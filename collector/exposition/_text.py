@@ -329,7 +329,12 @@ class _TextParser:
             room -= 1
             if room < checkpoint:
                 if room < 0:
-                    raise ParseError(f"page has more than {self.sink.max_samples} samples", line_no=line_no, line=line)
+                    raise ParseError(
+                        f"page has more than {self.sink.max_samples} samples",
+                        line_no=line_no,
+                        line=line,
+                        whole_page=True,
+                    )
                 self.sink.check_budget(line_no)
                 checkpoint = max(0, room - BUDGET_CHECK_EVERY)
         self._close()

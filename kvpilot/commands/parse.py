@@ -81,6 +81,8 @@ def command(
     except UnknownEngine as err:
         reason = _prefix_missing(body, openmetrics, file, mtime, prefix) if prefix else None
         raise _fail(f"{file}: {reason or err}") from None
+    for error in page.parse_errors:  # a page read in part says so, as the scrape loop does per target
+        typer.echo(f"kvpilot parse: {file}: read in part: {error}", err=True)
     if as_json:
         typer.echo(samples_json(page.replicas, page.gpus))
     else:

@@ -134,3 +134,19 @@ def test_any_page_adapts_or_raises_a_reported_error(lines: list[str], target: Ta
         return
     for r in page.replicas:
         assert r.kv_usage is None or isinstance(r.kv_usage, float)
+
+
+def test_a_bad_sample_line_loses_its_family_and_the_page_says_so() -> None:
+    # dcgm-exporter's value for a field it cannot render: the page is read without that family (it was lost whole)
+    page = (
+        '# TYPE DCGM_FI_DEV_GPU_UTIL gauge\nDCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",Hostname="n1"} 88\n'
+        "# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n"
+        'DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="GPU-a",Hostname="n1"} ERROR - FAILED TO CONVERT TO STRING\n'
+    )
+    adapted = adapt_page(page, TargetInfo(url="http://n1:9400/metrics", kind="gpu"), 0.0)
+    (gpu,) = adapted.gpus
+    assert (gpu.utilisation, gpu.power_w) == (0.88, None)  # GPU_UTIL 88 %
+    assert adapted.parse_errors[-1] == "families left out: DCGM_FI_DEV_POWER_USAGE"
+    assert "line 4" in adapted.parse_errors[0]
+    whole = page.replace("ERROR - FAILED TO CONVERT TO STRING", "70")
+    assert adapt_page(whole, TargetInfo(url="http://n2:9400/metrics", kind="gpu"), 0.0).parse_errors == ()

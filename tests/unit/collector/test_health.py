@@ -56,3 +56,16 @@ def test_each_scrape_carries_the_fields_it_does_not_set() -> None:
         3.0,
     )
     assert (up.consecutive_failures, up.scrapes_total, up.failures_total, up.last_body_bytes) == (0, 3, 1, 12)
+
+
+def test_a_page_read_in_part_is_counted_and_logged_once_per_reason(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="collector.health")
+    book = HealthBook()
+    url = "http://10.0.0.2:9400/metrics"
+    for t in range(3):  # the same bad line every scrape: counted each time, logged once
+        after = book.record(url, ok=True, started_ts=t, duration_s=0.1, error="page read in part: line 4: …")
+    assert (after.up, after.partial_pages_total, after.failures_total) == (True, 3, 0)
+    assert after.last_error == "page read in part: line 4: …"
+    after = book.record(url, ok=True, started_ts=3, duration_s=0.1)  # read whole again: the reason stays shown
+    assert (after.partial_pages_total, after.last_error) == (3, "page read in part: line 4: …")
+    assert _messages(caplog) == ["target http://10.0.0.2:9400/metrics read in part: page read in part: line 4: …"]

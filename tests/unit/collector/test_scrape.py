@@ -54,6 +54,14 @@ def _bomb() -> bytes:
     return gzip.compress(b"#" * (64 << 20), compresslevel=1)
 
 
+# dcgm-exporter writes this as the value of a field it cannot render as text (a real capture: the A800 MIG page)
+BAD_VALUE_PAGE = (
+    b'# TYPE DCGM_FI_DEV_GPU_UTIL gauge\nDCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",Hostname="n1"} 88\n'
+    b"# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n"
+    b'DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="GPU-a",Hostname="n1"} ERROR - FAILED TO CONVERT TO STRING\n'
+)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
@@ -77,6 +85,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(500, b"boom")
         elif route.startswith("/fixture/"):
             self._send(200, (FIXTURES / route.removeprefix("/fixture/")).read_bytes())
+        elif route == "/bad-value":
+            self._send(200, BAD_VALUE_PAGE)
         elif route == "/other":
             self._send(200, b"# TYPE foo gauge\nfoo 1\n")
         elif route == "/garbage":
@@ -526,3 +536,22 @@ def test_one_page_cap_for_run_scrape_and_parse() -> None:
     from kvpilot.settings import CollectorSettings
 
     assert CollectorSettings().max_body_bytes == ScrapeConfig().max_bytes
+
+
+async def test_a_bad_sample_line_costs_its_family_and_is_counted_per_target(pages: Pages) -> None:
+    # One unconvertible value used to lose the whole page (every GPU field of the node); now only its family, and the
+    # target's health says what was left out, page after page.
+    target = pages.target("/bad-value", kind="gpu")
+    async with Collector(clock=VirtualClock(0.0)) as c:  # the real adapter, collector.adapt.adapt_page
+        for _ in range(2):
+            result = await c.collect_once([target])
+        health = c.health.get(target.url)
+    (res,) = result.results
+    assert res.ok
+    (gpu,) = res.gpus
+    assert (gpu.utilisation, gpu.power_w) == (0.88, None)  # the power family left out: unknown, not 0
+    assert health is not None
+    assert (health.up, health.partial_pages_total, health.failures_total) == (True, 2, 0)
+    assert health.last_error is not None
+    assert "line 4" in health.last_error
+    assert "families left out: DCGM_FI_DEV_POWER_USAGE" in health.last_error

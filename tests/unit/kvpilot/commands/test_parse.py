@@ -143,8 +143,13 @@ _MALFORMED = 'vllm:num_requests_running{model_name="m" 3\n'
         (lambda d: d / "absent.txt", [], "cannot read .*absent.txt: No such file or directory"),
         # a directory is not a page
         (lambda d: d, [], "cannot read .*: Is a directory"),
-        # malformed line in a family the adapters read: the parser names the line
-        (lambda d: _write(d / "bad.txt", "# TYPE x gauge\nx 1\n" + _MALFORMED), [], "malformed page: line 3"),
+        # malformed line in a family the adapters read: the page is read without its family, and the error names the
+        # line and the family left out
+        (
+            lambda d: _write(d / "bad.txt", "# TYPE x gauge\nx 1\n" + _MALFORMED),
+            [],
+            "no engine adapter matches .*line 3: .*families left out: vllm:num_requests_running",
+        ),
         # a page no adapter recognises lists what it saw
         (lambda d: _write(d / "proc.txt", "process_open_fds 3\n"), [], "no engine adapter matches .*process_open_fds"),
         # an explicit engine the page does not carry
@@ -220,3 +225,16 @@ def test_engine_choices_are_the_registered_adapters() -> None:
     from kvpilot.commands.parse import EngineChoice
 
     assert {c.value for c in EngineChoice} == {*ENGINES, "auto", "dcgm"}
+
+
+def test_a_page_read_in_part_says_what_it_left_out(tmp_path: Path) -> None:
+    page = _write(
+        tmp_path / "dcgm.txt",
+        '# TYPE DCGM_FI_DEV_GPU_UTIL gauge\nDCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",Hostname="n1"} 88\n'
+        '# TYPE DCGM_FI_DEV_POWER_USAGE gauge\nDCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="GPU-a",Hostname="n1"} ERROR - x\n',
+    )
+    result = _run(str(page), "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["gpus"][0]["utilisation"] == 0.88
+    assert "read in part: line 4:" in result.stderr
+    assert "families left out: DCGM_FI_DEV_POWER_USAGE" in result.stderr
