@@ -884,6 +884,23 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    "dynamo-frontend-aiperf__index-38217043958.txt": Page(
+        [
+            {
+                "engine": "dynamo",
+                "model": "qwen/qwen3-0.6b",  # model label
+                "requests_waiting": None,  # no dynamo_frontend_queued_requests on this page
+                "requests_running": None,  # inflight (0) less queued: the queue is not on the page
+                "prompt_tokens": 18408629.0,  # dynamo_frontend_input_sequence_tokens_sum
+                "itl.count": 16637145.0,  # dynamo_frontend_inter_token_latency_seconds_count
+                "itl.sum": 813545.702521758,
+                # dynamo_frontend_request_success_count counts successes only, under a name Dynamo's
+                # prometheus_names.rs does not write: not read as every finished request
+                "requests_finished": None,
+                "generation_tokens": None,  # no output_tokens_total
+            }
+        ]
+    ),
 }
 
 
