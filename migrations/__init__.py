@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +14,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
 from sqlalchemy import Connection, text
+from sqlalchemy.engine import make_url
 
 from store.db import make_engine
 
@@ -33,12 +36,34 @@ _LOCK_KEY = 0x6B7670696C6F74
 
 
 @contextmanager
+def _sqlite_file_lock(url: str) -> Iterator[None]:
+    """For a SQLite file, an exclusive ``flock`` on ``<file>-migrate-lock`` beside it: Alembic's SQLite DDL is not
+    transactional, so two `kvpilot run` started together on one file raced ("table capacity_profiles already
+    exists", exit 1). Nothing for other databases, or where the lock file cannot be made (the migration then
+    fails or succeeds on its own)."""
+    database = make_url(url).database if url.startswith("sqlite") else None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        yield
+        return
+    try:
+        fd = os.open(f"{database}-migrate-lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+@contextmanager
 def _exclusive(url: str) -> Iterator[Connection]:
     """A connection holding the migration lock. Several kvpilot replicas start at once in HA: without the lock
-    two would race to create the same tables. SQLite serialises writers itself."""
+    two would race to create the same tables (PostgreSQL: an advisory lock; SQLite: a lock file)."""
     engine = make_engine(url, statement_timeout_s=None)
     try:
-        with engine.connect() as conn:
+        with _sqlite_file_lock(url), engine.connect() as conn:
             postgres = conn.dialect.name == "postgresql"
             if postgres:
                 conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _LOCK_KEY})
