@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from kvpilot.runtime.stopping import Abandon, TickAbandoned, in_daemon_thread
+from kvpilot.runtime import stopping
+from kvpilot.runtime.stopping import IDLE_NAME, Abandon, TickAbandoned, in_daemon_thread
 
 
 async def test_a_stage_runs_to_its_result_while_the_flag_is_clear() -> None:
@@ -97,13 +98,17 @@ async def test_a_failure_without_the_stop_is_raised_as_it_is() -> None:
         await Abandon().race("collect", stage())
 
 
-def test_a_daemon_call_outliving_its_loop_ends_quietly() -> None:
+def test_a_daemon_call_outliving_its_loop_ends_quietly(monkeypatch) -> None:
+    monkeypatch.setattr(stopping, "IDLE_S", 0.01)
     release = threading.Event()
     done = threading.Event()
     errors: list[object] = []
     hook, threading.excepthook = threading.excepthook, errors.append
 
+    running: list[threading.Thread] = []
+
     def call() -> int:
+        running.append(threading.current_thread())
         release.wait(10)
         return 1
 
@@ -112,9 +117,13 @@ def test_a_daemon_call_outliving_its_loop_ends_quietly() -> None:
 
     try:
         asyncio.run(start())  # the loop closes with the call still running
-        (late,) = [t for t in threading.enumerate() if t.name == "late"]
+        deadline = time.monotonic() + 10
+        while not running and time.monotonic() < deadline:
+            time.sleep(0.001)
+        (late,) = running
+        assert late.name == "late"
         release.set()
-        late.join(10)  # the call returned and tried to tell the closed loop
+        late.join(10)  # the call returned and tried to tell the closed loop (then, idle IDLE_S, the thread ended)
         assert not late.is_alive()
     finally:
         threading.excepthook = hook
@@ -147,3 +156,41 @@ async def test_a_stage_failing_as_it_is_cancelled_is_not_logged_as_never_retriev
     await asyncio.sleep(0.01)
     gc.collect()  # "Task exception was never retrieved" is logged when the task is collected
     assert "never retrieved" not in caplog.text
+
+
+async def test_a_daemon_thread_is_reused_once_idle_and_a_busy_one_never_waited_for() -> None:
+    """A call runs in an idle thread left by an earlier call (no thread started per call); while a call hangs, the
+    next one gets a thread of its own at once; each call runs in a fresh context, as in a new thread."""
+    import contextvars
+
+    seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
+
+    def where() -> tuple[int, str]:
+        before = seen.get()
+        seen.set("set by an earlier call")
+        return threading.get_ident(), before
+
+    first, _ = await in_daemon_thread(where, name="a")
+    assert {t.ident: t.name for t in threading.enumerate()}[first] == IDLE_NAME  # idle before it told us
+    existing = {t.ident for t in threading.enumerate()}
+    second, before = await in_daemon_thread(where, name="b")
+    assert second in existing  # an idle thread took it (the first call's, or one an earlier test left)
+    assert before == "unset"
+    release = threading.Event()
+    hung = in_daemon_thread(lambda: release.wait(10), name="hung")
+    third, _ = await asyncio.wait_for(in_daemon_thread(where, name="c"), 5)
+    assert not hung.done()
+    release.set()
+    assert await hung is True
+    assert third != threading.get_ident()
+
+
+def test_an_idle_daemon_thread_ends_after_idle_s(monkeypatch) -> None:
+    monkeypatch.setattr(stopping, "IDLE_S", 0.05)
+
+    async def one() -> threading.Thread:
+        return await in_daemon_thread(threading.current_thread, name="brief")
+
+    t = asyncio.run(one())
+    t.join(10)  # whichever thread ran it (new, or idle from an earlier call) waits IDLE_S for another, then ends
+    assert not t.is_alive()
