@@ -242,7 +242,7 @@ class Actuation:
 
     def _approved(self) -> list[tuple[int, str, bool, str]]:
         with transaction(self._sessions) as s:
-            rows = repo.list_drains(session=s, state=DrainState.APPROVED.value, limit=100).items
+            rows = repo.drains_in(session=s, states=(DrainState.APPROVED.value,), limit=100)
             return [(r.id, r.node, r.dry_run, r.reason) for r in sorted(rows, key=lambda r: r.id)]
 
     def _state(self, action_id: int) -> str | None:

@@ -47,6 +47,8 @@ from store.buffer import BufferedWriter
 from store.db import ping, transaction
 from store.drain_states import ACTIVE
 
+LIVE_DRAINS = frozenset(a.value for a in ACTIVE)
+
 log = logging.getLogger(__name__)
 
 
@@ -375,9 +377,8 @@ class Service:
         """Node → state of live drain actions (kvpilot_node_drain_state); kept as is while the store is away."""
 
         def read() -> dict[str, str]:
-            with transaction(self._sessions) as s:
-                rows = repo.list_drains(session=s, limit=1000).items
-                return {r.node: r.state for r in rows if r.state in {a.value for a in ACTIVE}}
+            with transaction(self._sessions) as s:  # one live action per node (the store's unique index)
+                return {r.node: r.state for r in repo.drains_in(session=s, states=LIVE_DRAINS, limit=1000)}
 
         if not self.writer.up:
             return

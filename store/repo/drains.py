@@ -8,6 +8,7 @@ are checked and claimed in one transaction, never counted in one and written in 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from sqlalchemy import func, select, update
@@ -155,6 +156,14 @@ def list_drains(
     stmt = stmt.order_by(DrainActionRow.id.desc())
     rows, total = paginate(session, stmt, limit=limit, offset=offset)
     return Page(rows, total, limit, offset)
+
+
+def drains_in(*, session: Session, states: Collection[str], limit: int) -> list[DrainActionRow]:
+    """The newest ``limit`` actions in ``states``, newest first: what ``list_drains`` pages, without the total it
+    counts (a second query) and without the rows of other states; for the runtime's reads each tick (the live
+    drains' map, the approved drains to execute)."""
+    stmt = select(DrainActionRow).where(DrainActionRow.state.in_(list(states)))
+    return list(session.scalars(stmt.order_by(DrainActionRow.id.desc()).limit(limit)))
 
 
 def list_drain_events(*, session: Session, action_id: int) -> list[DrainEventRow]:
