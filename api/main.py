@@ -8,6 +8,7 @@ from api import errors
 from api.auth import TokenAuth
 from api.deadline import RequestDeadline
 from api.exposition import AuthRefusals
+from api.head import HeadAsGet
 from api.limits import BodySizeLimit
 from api.routers import (
     cost,
@@ -49,4 +50,5 @@ def create_app(
         app.include_router(module.router)
     app.add_middleware(BodySizeLimit, max_bytes=runtime.settings_max_body_bytes)
     app.add_middleware(RequestDeadline, timeout_s=request_timeout_s)
+    app.add_middleware(HeadAsGet)
     return app

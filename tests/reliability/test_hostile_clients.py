@@ -91,3 +91,18 @@ def test_many_clients_at_once_lose_nothing(store: Store, record: Recorder) -> No
         record(f"{clients} clients x {each} requests at once (half POST)", "0 errors, every 201 stored",
                f"{len(bad)} errors {bad[:3]}, {len(acked)} acknowledged, {len(acked - stored)} missing, {took:.1f} s",
                not bad and len(acked) == clients * each // 2 and acked <= stored)  # fmt: skip
+
+
+def test_head_is_answered_as_get_without_a_body(store: Store, record: Recorder) -> None:
+    # RFC 9110 9.3.2; `curl -I /healthz` and uptime checks that send HEAD got 405 Method Not Allowed.
+    with running(store.url) as r, r.client() as c:
+        answers = {}
+        for path, headers in (("/healthz", {}), ("/metrics", {}), ("/v1/drains", R), ("/v1/drains", {})):
+            get, head = c.get(path, headers=headers), c.head(path, headers=headers)
+            same = head.headers.get("content-length") == get.headers.get("content-length") or path == "/metrics"
+            answers[path + (" (no token)" if path.startswith("/v1") and not headers else "")] = (
+                head.status_code if head.status_code == get.status_code and same and not head.content else None
+            )
+    record("HEAD on GET routes", "GET's status and length, no body",
+           ", ".join(f"{p} {s}" for p, s in answers.items()),
+           answers == {"/healthz": 200, "/metrics": 200, "/v1/drains": 200, "/v1/drains (no token)": 401})  # fmt: skip
