@@ -43,7 +43,7 @@ def load_mooncake(path: Path, *, seed: int) -> RequestColumns:
                 if max(p, o) > MAX_TOKENS:
                     raise ValueError(f"length above {MAX_TOKENS:.0e}")
                 span.add(t, lineno)
-            except (ValueError, KeyError, TypeError) as e:
+            except (ValueError, KeyError, TypeError, OverflowError) as e:  # Overflow: a length of Infinity
                 raise ValueError(f"{path}:{lineno}: {type(e).__name__}: {e}: {line[:200]!r}") from None
             arrivals.append(t)
             prompts.append(max(p, 1))

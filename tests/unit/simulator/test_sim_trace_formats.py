@@ -4,6 +4,7 @@ tests/fixtures/traces (README: sources, commits, licences); formats are told apa
 from __future__ import annotations
 
 import contextlib
+import json
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -172,6 +173,7 @@ def test_format_is_recognised_by_content_not_name(tmp_path: Path, name: str, con
         (AZURE_HEADER + "2024-13-10 00:00:00+00:00,5,3\n", r":2: "),  # month 13
         (AZURE_HEADER + "2024-05-10 00:00:61+00:00,5,3\n", r":2: bad timestamp"),
         ('{"timestamp": 0, "input_length": 10000000000, "output_length": 1}\n', r":1: ValueError: length above"),
+        ('{"timestamp": 0, "input_length": Infinity, "output_length": 1}\n', r":1: OverflowError: cannot convert"),
         # A corrupt timestamp that would stretch the trace to centuries (its rate series took 21 GB): the row's line
         # and the line it is that far from, whichever of the two is the corrupt one.
         (
@@ -237,3 +239,47 @@ def test_sniffing_never_fails_uncontrolled(tmp_path_factory: pytest.TempPathFact
     p.write_text(body)
     with contextlib.suppress(ValueError):
         load_trace(p)
+
+
+_STAMP = st.one_of(
+    st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31)).map(str),
+    st.datetimes(timezones=st.just(UTC)).map(lambda d: d.isoformat(sep=" ")),
+    st.text(max_size=30),
+)
+_TOKENS = st.one_of(st.integers(-5, 2 * 10**9).map(str), st.floats().map(str), st.text(max_size=4))
+_NUMBER = st.one_of(st.integers(-(10**15), 10**15), st.floats(), st.text(max_size=6), st.none(), st.booleans())
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(_STAMP, _TOKENS, _TOKENS), max_size=5))
+def test_azure_parser_never_fails_uncontrolled(
+    tmp_path_factory: pytest.TempPathFactory, rows: list[tuple[str, str, str]]
+) -> None:
+    p = tmp_path_factory.mktemp("fuzz") / "t.csv"
+    p.write_text(AZURE_HEADER + "\n".join(",".join(r) for r in rows))
+    with contextlib.suppress(ValueError):
+        cols = load_trace(p).columns
+        assert np.all(cols.prompt_tokens >= 1)
+        assert cols.arrival_s[-1] <= MAX_SPAN_S
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"timestamp": _NUMBER, "input_length": _NUMBER, "output_length": _NUMBER},
+            optional={"hash_ids": st.lists(_NUMBER, max_size=3) | _NUMBER},
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_mooncake_parser_never_fails_uncontrolled(
+    tmp_path_factory: pytest.TempPathFactory, rows: list[dict[str, object]]
+) -> None:
+    p = tmp_path_factory.mktemp("fuzz") / "t.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in rows))
+    with contextlib.suppress(ValueError):
+        cols = load_trace(p).columns
+        assert np.all(cols.output_tokens >= 1)
+        assert cols.arrival_s[-1] <= MAX_SPAN_S
