@@ -35,6 +35,9 @@ _CLIENT_SPREAD_SIGMA = 0.5
 _MIN_SHAPE = 0.05
 _FILE_RE = re.compile(r"chunk-(\d+)-trace\.csv")
 _DISTS = {"": 0, "Exponential": 1, "Gamma": 2, "Weibull": 3}
+# One client's rate in one window above this is a corrupt row (the published days peak at 465 requests/s): 1e300 was
+# replayed at the fluid level into a p50 TTFT of 2e299 s, and sampling it request by request cannot end.
+MAX_WINDOW_RATE = 1e5
 
 
 @dataclass
@@ -74,6 +77,10 @@ def read_servegen(directory: Path, *, seed: int) -> ServeGenWindows:
                 a1, a2 = float(parts[4]), float(parts[5])
                 if not (math.isfinite(start) and math.isfinite(r_win)) or r_win < 0:
                     raise ValueError("window start and rate must be finite, rate >= 0")
+                if r_win > MAX_WINDOW_RATE:
+                    raise ValueError(f"rate above {MAX_WINDOW_RATE:.0e} requests/s")
+                if r_win > 0 and _DISTS[name] >= 2 and not (0 < a1 < math.inf and 0 < a2 < math.inf):
+                    raise ValueError(f"{name} parameters must be finite and > 0")
             except ValueError as e:
                 raise ValueError(f"{path}:{lineno}: {e}: {line[:200]!r}") from None
             rows.append((start, r_win, _DISTS[name], a1, a2))

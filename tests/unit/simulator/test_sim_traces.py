@@ -139,9 +139,19 @@ def test_bad_specs_raise(path: str, error: type[Exception]) -> None:
         load_trace(path)
 
 
-def test_servegen_bad_row_names_file_and_line(tmp_path: Path) -> None:
-    (tmp_path / "chunk-0-trace.csv").write_text("0,1.0,1.0,Gamma,1.0,1.0\n600,1.0,1.0,Pareto,1,1\n")
-    with pytest.raises(ValueError, match=r"chunk-0-trace.csv:2: unknown inter-arrival distribution"):
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("600,1.0,1.0,Pareto,1,1", "unknown inter-arrival distribution"),
+        # corrupt rows that were replayed: a p50 TTFT of 2e299 s at the fluid level; NaN or 0 shapes sampled anyway
+        ("600,1e300,1.0,Weibull,0.5,0.5", r"rate above 1e\+05 requests/s"),
+        ("600,1.0,1.0,Weibull,nan,0.5", "Weibull parameters must be finite and > 0"),
+        ("600,1.0,1.0,Gamma,-1,-1", "Gamma parameters must be finite and > 0"),
+    ],
+)
+def test_servegen_bad_row_names_file_and_line(tmp_path: Path, row: str, message: str) -> None:
+    (tmp_path / "chunk-0-trace.csv").write_text(f"0,1.0,1.0,Gamma,1.0,1.0\n{row}\n")
+    with pytest.raises(ValueError, match=rf"chunk-0-trace.csv:2: {message}"):
         load_trace(tmp_path)
 
 
