@@ -11,12 +11,27 @@ Mapping decisions:
   prefill included); ``requests_running`` = ``inflight_requests - queued_requests`` (in flight and past their
   first token), else unknown: in-flight alone counts the queue twice. Dynamo's metrics guide
   (docs/guides/metrics.md, "Concurrency Example") shows the subset: 10 clients, a backend allowing 3, queued 7,
-  in flight 10.
+  in flight 10. In flight is counted from the HTTP handler's start until the response is complete and the queue
+  from the same start until the first token, "a subset of inflight time" (ai-dynamo/dynamo @ 0014908 :
+  lib/llm/src/http/service/metrics.rs, the comment above ``HttpQueueGuard``). So a frontend whose in flight is 0
+  has nothing queued either: both read 0 even on pages without the queue gauge (NVIDIA AIPerf's real frontend
+  page has none); with requests in flight and no queue gauge, both stay unknown (the page cannot split them).
+  Releases after 0014908 name the same count ``active_requests`` ("Clearer name for what inflight_requests
+  measures", prometheus_names.rs ``frontend_service::ACTIVE_REQUESTS``; ``inflight_requests`` is kept,
+  deprecated): read when ``inflight_requests`` is absent. These are the frontend's figures, not an engine's:
+  ``requests_running`` counts requests past their first token on every worker behind the frontend (an engine's
+  running batch also holds requests still in prefill, which the frontend counts as queued), and
+  ``requests_waiting`` counts requests in prefill as well as those queued. Point kvpilot at the workers for
+  their own batch and queue.
 - ``kv_usage`` = the worker's ``gpu_cache_usage_percent`` (0..1); the frontend exports none.
 - ``kv_capacity_tokens`` = ``model_total_kv_blocks`` (summed over the workers it lists) x
   ``model_kv_cache_block_size``.
 - ``requests_finished`` = ``dynamo_frontend_requests_total`` (counted when a request ends, any status), else
-  the worker's ``dynamo_component_requests_total``; ``generation_tokens`` = ``output_tokens_total``;
+  the worker's ``dynamo_component_requests_total``. Not ``dynamo_frontend_request_success_count`` (on AIPerf's
+  page; a name prometheus_names.rs does not write, "Number of successful requests"): it leaves out requests that
+  failed, and kvpilot's arrival rate is the finished rate plus the change in flight, so under overload (the
+  frontend's 503s and 529s) arrivals would read low exactly when demand is highest. ``generation_tokens`` =
+  ``output_tokens_total``;
   ``prompt_tokens`` = the ``_sum`` of the ``input_sequence_tokens`` histogram (a counter in all but name).
 - Latency: ``ttft`` = ``time_to_first_token_seconds``, ``itl`` = ``inter_token_latency_seconds``, ``e2e`` =
   ``request_duration_seconds`` (frontend, else worker). No preemption series: ``None``.
@@ -49,7 +64,8 @@ def _front(name: str) -> tuple[str, ...]:
 
 
 _QUEUED = _front("queued_requests")
-_INFLIGHT = _front("inflight_requests")
+# In flight at the frontend, under its deprecated name first, then the name later releases give the same count.
+_INFLIGHT = (*_front("inflight_requests"), *_front("active_requests"))
 _TOTAL_BLOCKS = _front("model_total_kv_blocks")
 _BLOCK_SIZE = _front("model_kv_cache_block_size")
 _INPUT_TOKENS = _front("input_sequence_tokens")
@@ -98,10 +114,13 @@ def _series(names: tuple[str, ...]) -> tuple[Series, ...]:
 def _derive(families: Families, values: dict[str, Any]) -> dict[str, Any]:
     inflight = read_sum(families, _series(_INFLIGHT))
     queued = values.get("requests_waiting")
+    if inflight == 0 and queued is None:  # the queue is a subset of in flight (module notes): nothing queued
+        queued = 0.0
     blocks = read_sum(families, _series(_TOTAL_BLOCKS))
     block_size = read_mean(families, _series(_BLOCK_SIZE))
     queries, hits = _prefix(families, inflight)
     return {
+        "requests_waiting": queued,
         "requests_running": max(0.0, inflight - queued) if inflight is not None and queued is not None else None,
         "kv_capacity_tokens": blocks * block_size if blocks is not None and block_size else None,
         "prompt_tokens": _histogram_part(families, _INPUT_TOKENS, "_sum"),

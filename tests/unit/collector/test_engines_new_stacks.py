@@ -61,7 +61,30 @@ def test_dynamo_worker_without_engine_series() -> None:
 def test_dynamo_frontend_running_needs_both_gauges() -> None:
     # in-flight alone would count queued requests as running too
     r = _one('dynamo_frontend_inflight_requests{model="m"} 9\n', "dynamo")
-    assert r.requests_running is None
+    assert (r.requests_waiting, r.requests_running) == (None, None)
+
+
+def test_dynamo_frontend_nothing_in_flight_is_nothing_queued() -> None:
+    # the queue is a subset of in flight: with 0 in flight both are 0, queue gauge or not (AIPerf's real page)
+    r = _one('dynamo_frontend_inflight_requests{model="m"} 0\n', "dynamo")
+    assert (r.requests_waiting, r.requests_running) == (0.0, 0.0)
+
+
+def test_dynamo_frontend_active_requests_is_in_flight_under_its_later_name() -> None:
+    page = 'dynamo_frontend_queued_requests{model="m"} 2\ndynamo_frontend_active_requests{model="m"} 7\n'
+    assert (_one(page, "dynamo").requests_waiting, _one(page, "dynamo").requests_running) == (2.0, 5.0)
+    both = page + 'dynamo_frontend_inflight_requests{model="m"} 9\n'
+    assert _one(both, "dynamo").requests_running == 7.0  # inflight_requests first, as Dynamo still writes it
+
+
+def test_dynamo_frontend_success_count_is_not_every_finished_request() -> None:
+    # successes only: read as finished, failed requests under overload would make arrivals read low
+    page = (
+        'dynamo_frontend_inflight_requests{model="m"} 0\n'
+        "# TYPE dynamo_frontend_request_success_count counter\n"
+        'dynamo_frontend_request_success_count{model="m"} 170\n'
+    )
+    assert _one(page, "dynamo").requests_finished is None
 
 
 def _frontend(cached_count: int, inflight: int) -> str:

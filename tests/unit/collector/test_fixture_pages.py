@@ -889,8 +889,10 @@ EXPECTED: dict[str, Page] = {
             {
                 "engine": "dynamo",
                 "model": "qwen/qwen3-0.6b",  # model label
-                "requests_waiting": None,  # no dynamo_frontend_queued_requests on this page
-                "requests_running": None,  # inflight (0) less queued: the queue is not on the page
+                # no dynamo_frontend_queued_requests on this page, but nothing is in flight (inflight 0) and the
+                # queue is a subset of in flight (Dynamo's metrics.rs): nothing queued, nothing running
+                "requests_waiting": 0.0,
+                "requests_running": 0.0,
                 "prompt_tokens": 18408629.0,  # dynamo_frontend_input_sequence_tokens_sum
                 "itl.count": 16637145.0,  # dynamo_frontend_inter_token_latency_seconds_count
                 "itl.sum": 813545.702521758,
