@@ -46,6 +46,13 @@ def make_engine(
         raise StoreConfigError(f"database URL {_safe(url)!r} is not a URL SQLAlchemy understands: {e}") from None
     if backend not in ("sqlite", "postgresql"):
         raise StoreConfigError(f"database URL {_safe(url)!r}: only sqlite:/// and postgresql:// are supported")
+    if backend == "sqlite" and (parsed.database or "").startswith("file:"):
+        # a URI filename (with ?uri=true): the checks on the file below would stat "file:..." and refuse every
+        # connection ("This connection is closed"); kvpilot writes its store, so ?mode=ro has no use either
+        raise StoreConfigError(
+            f"database URL {_safe(url)!r}: SQLite URI filenames (file:...) are not supported; give the file's path, "
+            "e.g. sqlite:////var/lib/kvpilot/kvpilot.db"
+        )
     kwargs: dict[str, Any] = {"pool_pre_ping": True}
     if backend == "sqlite":
         if parsed.database and parsed.database != ":memory:":

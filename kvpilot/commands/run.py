@@ -28,8 +28,10 @@ def command(
     from store.db import StoreConfigError
 
     overrides = {"api": {"http_port": port}} if port is not None else {}
+    url = ""
     try:
         settings = load_settings(config, **overrides)
+        url = settings.database_url
         # The service (FastAPI, gRPC, the collector) is imported only for settings that hold: a bad file is told
         # at once, not after ~2 s of imports.
         from kvpilot.runtime import event_loop
@@ -44,12 +46,32 @@ def command(
         typer.echo(f"error: the store cannot be prepared: {_first_line(e)}", err=True)
         raise typer.Exit(2) from None
     except SQLAlchemyError as e:  # the schema upgrade at start needs the database: say which and why, in a line
-        typer.echo(f"error: the store cannot be prepared: {_first_line(e)}", err=True)
+        typer.echo(f"error: the store cannot be prepared: {_first_line(e)}{_which(url)}", err=True)
         raise typer.Exit(1) from None
     except OSError as e:  # an unwritable data_dir and the like
         where = f" {e.filename}" if e.filename else ""
         typer.echo(f"error: {e.strerror or e}{where}", err=True)
         raise typer.Exit(1) from None
+
+
+def _which(url: str) -> str:
+    """Which store, without a password; for a SQLite file whose folder cannot be written, that too (SQLite's own
+    words are "unable to open database file": it writes the -wal and -shm files beside the store)."""
+    import os
+
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except Exception:
+        return ""
+    shown = parsed.render_as_string(hide_password=True)
+    database = parsed.database or ""
+    if parsed.get_backend_name() == "sqlite" and database not in ("", ":memory:") and not database.startswith("file:"):
+        folder = Path(database).resolve().parent
+        if folder.is_dir() and not os.access(folder, os.W_OK):
+            return f" ({shown}: its folder {folder} is read-only, and SQLite writes its -wal and -shm files there)"
+    return f" ({shown})"
 
 
 def _first_line(e: BaseException) -> str:

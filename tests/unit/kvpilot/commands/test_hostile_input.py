@@ -153,6 +153,10 @@ ONE_LINE = [
     (["config", "show", "-c", "{deep}"], {}, "error: config file {deep}: nested too deeply near line 2"),
     (["run", "-c", "{bintargets}"], {},
      "error: collector.discovery (static): {targets}:1: not UTF-8 text (byte 0xff)"),
+    # a SQLite URI filename: every connection was refused, "This connection is closed" (exit 1)
+    (["run"], {"KVPILOT_DATABASE_URL": "sqlite:///file:{folder}/k.db?mode=ro&uri=true", "KVPILOT_HTTP_PORT": "0"},
+     "error: database URL 'sqlite:///file%3A{folder}/k.db?mode=ro&uri=true': SQLite URI filenames (file:...) are not "
+     "supported; give the file's path, e.g. sqlite:////var/lib/kvpilot/kvpilot.db"),
     # a database a newer kvpilot migrated: was Alembic's CommandError traceback under `run`
     (["run"], {"KVPILOT_DATABASE_URL": "sqlite:///{newer}", "KVPILOT_HTTP_PORT": "0"},
      "error: the store cannot be prepared: the database is at schema revision '9999_future', which this kvpilot does "
@@ -192,3 +196,16 @@ def test_null_where_the_docs_allow_it_is_read(tmp_path: Path, files, monkeypatch
     result = CliRunner().invoke(app, ["config", "show", "-c", str(cfg), "--json"])
     assert result.exit_code == 0, result.output
     assert '"demand_load": null' in result.stdout
+
+
+def test_a_store_in_a_read_only_folder_is_named_with_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # SQLite says only "unable to open database file" (it writes -wal and -shm beside the store); a read-only
+    # mount is what makes the folder unwritable even for root, so the check is made to see one here
+    from kvpilot.commands.run import _which
+
+    monkeypatch.setattr("os.access", lambda path, mode: str(path) != str(tmp_path))
+    assert _which(f"sqlite:///{tmp_path}/k.db") == (
+        f" (sqlite:///{tmp_path}/k.db: its folder {tmp_path} is read-only, and SQLite writes its -wal and -shm files "
+        "there)"
+    )
+    assert _which("postgresql://u:secret@db/k") == " (postgresql://u:***@db/k)"
