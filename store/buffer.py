@@ -178,17 +178,25 @@ class BufferedWriter:
                 if isinstance(e, SQLAlchemyError) and is_connectivity_error(e, self._factory):
                     raise
                 self.failed_total += 1
-                log.error("store write %s failed and was dropped: %s", p.label, str(e).splitlines()[0] if str(e) else e)
+                log.error("store write %s failed and was dropped: %s", p.label, _cause(e))
             self._done([p])
 
     def _mark_down(self, e: BaseException) -> None:
+        self.last_error = _cause(e)
         if self.up:
-            log.error("store unreachable, buffering writes: %s", e)
+            log.error("store unreachable, buffering writes: %s", self.last_error)
         self.up = False
-        self.last_error = str(e).splitlines()[0] if str(e) else type(e).__name__
 
     def _mark_up(self) -> None:
         if not self.up:
             log.info("store reachable again")
         self.up = True
         self.last_error = None
+
+
+def _cause(e: BaseException) -> str:
+    """The driver's words ("database is locked"), not SQLAlchemy's wrapping of them: its first line can be advice
+    about autoflush, and the lines after it echo the statement and its parameters into the log."""
+    orig = getattr(e, "orig", None)
+    words = str(orig if orig is not None else e).strip()
+    return f"{words.splitlines()[0]} ({type(orig or e).__name__})" if words else type(orig or e).__name__

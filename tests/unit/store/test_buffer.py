@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session, sessionmaker
 
+import migrations
 from scaler.decision import Decision
 from store import repo
 from store.buffer import BufferedWriter
@@ -88,3 +91,21 @@ def test_a_bad_row_among_good_ones_is_dropped_alone_even_when_it_is_not_a_databa
     assert w.flush()
     assert (w.failed_total, w.lost_total, w.pending) == (1, 1, 0)
     assert _timestamps(factory) == [1, 2]  # each good write applied exactly once
+
+
+def test_a_locked_store_is_reported_in_the_drivers_words(tmp_path, caplog) -> None:
+    # Was "(raised as a result of Query-invoked autoflush; consider using a session.no_autoflush block ...)" as the
+    # error, with the statement and its parameters after it in the log.
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    migrations.upgrade(url)
+    holder = sqlite3.connect(tmp_path / "k.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        w = BufferedWriter(session_factory(make_engine(url, statement_timeout_s=0.1)), max_pending=3)
+        w.submit("d0", _write(0))
+        assert not w.flush()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert (w.up, w.last_error) == (False, "database is locked (OperationalError)")
+    assert "INSERT" not in caplog.text
