@@ -97,10 +97,21 @@ def file_loader(p: Path) -> Callable[..., RequestColumns]:
     )
 
 
+# A trace's first line is a CSV header or one JSON object; one longer than this is no trace (/dev/zero was read
+# until memory ran out: a MemoryError traceback).
+MAX_FIRST_LINE = 1 << 20
+
+
 def _first_line(p: Path) -> str | None:
     try:
         with p.open(encoding="utf-8-sig") as f:
-            for line in f:
+            lineno = 0
+            while line := f.readline(MAX_FIRST_LINE + 1):
+                lineno += 1
+                if len(line) > MAX_FIRST_LINE:
+                    raise ValueError(
+                        f"{p}:{lineno}: unknown trace format: a line longer than {MAX_FIRST_LINE} characters"
+                    )
                 if line.strip():
                     return line.strip()
     except UnicodeDecodeError:

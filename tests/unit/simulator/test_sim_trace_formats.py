@@ -208,6 +208,14 @@ def test_binary_file_is_refused_as_unknown(tmp_path: Path) -> None:
         load_trace(p)
 
 
+def test_a_first_line_without_end_is_refused_before_it_is_read_whole(tmp_path: Path) -> None:
+    # /dev/zero (or a dump with no newline) was read as one line until memory ran out: a MemoryError traceback
+    p = tmp_path / "zeros.csv"
+    p.write_bytes(b"\0" * (2 << 20))
+    with pytest.raises(ValueError, match=r"zeros.csv:1: unknown trace format: a line longer than 1048576 characters"):
+        load_trace(p)
+
+
 def test_missing_file_of_any_name_is_not_found(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"BurstGPT_1\.csv"):
         load_trace(tmp_path / "BurstGPT_1.csv")
