@@ -2,10 +2,12 @@
 
 Selectors, thresholds and series names come from ``dashboards.mixin.CONFIG`` (the one config the dashboards read
 too); the `for` of every alert and every numeric threshold from its ``thresholds`` (``detectors.thresholds``), so
-the alert and the finding it pages on agree. All but one alert page on an open finding and share one shape
-(``_on_finding``). ``generate()`` (registered in ``kvpilot.generate.GENERATORS``) writes the rule file and its
-``promtool test rules`` cases: for every alert, silent before `for` elapses, firing after, and silent on healthy
-input.
+the alert and the finding it pages on agree. All but two alerts page on an open finding and share one shape
+(``_on_finding``); the two on scrape health read the per-target series (a target down; a target's pages read in
+part, whose `for` is the mixin's ``rate_window``: a partial page keeps the increase above 0 for one window, so
+only pages read in part again and again fire it). ``generate()`` (registered in
+``kvpilot.generate.GENERATORS``) writes the rule file and its ``promtool test rules`` cases: for every alert,
+silent before `for` elapses, firing after, and silent on healthy input.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Alert:
     labels: dict[str, str] = field(default_factory=dict)  # the series' labels, expected on the alert
     finding: tuple[str, str] | None = None  # (kind, severity) of the finding it pages on
     runbook_base: str = CONFIG.runbook_base
+    counter: bool = False  # `series` is a counter: the promtool cases grow it by `bad` (or `good`) a step
 
     @property
     def runbook_url(self) -> str:
@@ -260,7 +263,37 @@ def alerts(th: Thresholds | None = None, c: MixinConfig = CONFIG) -> list[Alert]
             labels={"target": "http://10.0.0.7:8000/metrics"},
             runbook_base=c.runbook_base,
         ),
+        Alert(
+            # Pages that keep arriving in part for a whole window; a one-off garbled page is over before `for`.
+            name="KvpilotScrapeTargetPartial",
+            expr=f"increase({c.select(series.SCRAPE_PARTIAL_PAGES)}[{c.rate_window}]) > 0",
+            for_s=_window_s(c.rate_window),
+            severity="warning",
+            summary="kvpilot reads only part of {{ $labels.target }}'s page",
+            description=(
+                f"For {c.rate_window}, pages of {{{{ $labels.target }}}} have kept losing a family to a bad sample "
+                "line: kvpilot reads the rest and the target stays up, but the signals that family carries are "
+                "unknown. /v1/targets' last_error names the family and the line."
+            ),
+            series=series.SCRAPE_PARTIAL_PAGES.name,
+            bad=1,
+            good=0,
+            labels={"target": "http://10.0.0.7:8000/metrics"},
+            runbook_base=c.runbook_base,
+            counter=True,
+        ),
     ]
+
+
+_WINDOW = re.compile(r"(\d+)([smh])")
+
+
+def _window_s(window: str) -> float:
+    """A PromQL duration such as ``5m`` in seconds (the forms the mixin's ``rate_window`` takes)."""
+    m = _WINDOW.fullmatch(window)
+    if m is None:
+        raise ValueError(f"a window such as 30s, 5m or 1h, got {window!r}")
+    return float(int(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)])
 
 
 def _duration(seconds: float) -> str:
@@ -323,7 +356,10 @@ def _test_case(a: Alert, c: MixinConfig, *, value: float, fires: bool) -> dict[s
     }
     return {
         "interval": f"{TEST_INTERVAL_S}s",
-        "input_series": [{"series": _series_selector(a, c), "values": f"{value:g}x{steps}"}],
+        # a counter grows by `value` every step (0+0x… stays at 0): its increase is what the alert reads
+        "input_series": [
+            {"series": _series_selector(a, c), "values": f"0+{value:g}x{steps}" if a.counter else f"{value:g}x{steps}"}
+        ],
         "alert_rule_test": [
             # silent while pending: the condition has not yet held for `for`
             {"eval_time": f"{before}s", "alertname": a.name, "exp_alerts": []},

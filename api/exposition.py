@@ -31,22 +31,27 @@ def _known(v: float | None) -> bool:
 
 class _Families:
     def __init__(self) -> None:
-        self._by_name: dict[str, GaugeMetricFamily] = {}
+        self._by_name: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
 
     def add(self, s: S.Series, labels: Iterable[str], value: float | None, *, allow_inf: bool = False) -> None:
         if not (_known(value) or (allow_inf and value == math.inf)):
             return
         fam = self._by_name.get(s.name)
         if fam is None:
-            fam = self._by_name[s.name] = GaugeMetricFamily(s.name, s.help, labels=list(s.labels))
+            fam = self._by_name[s.name] = (
+                # a counter kept by the snapshot (per target): the family's name without `_total`, as the client's
+                CounterMetricFamily(s.name.removesuffix("_total"), s.help, labels=list(s.labels))
+                if s.type == "counter"
+                else GaugeMetricFamily(s.name, s.help, labels=list(s.labels))
+            )
         assert value is not None
         fam.add_metric(list(labels), float(value))
 
-    def __iter__(self) -> Iterator[GaugeMetricFamily]:
+    def __iter__(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         return iter(self._by_name.values())
 
 
-def snapshot_families(snap: Snapshot) -> list[GaugeMetricFamily]:
+def snapshot_families(snap: Snapshot) -> list[GaugeMetricFamily | CounterMetricFamily]:
     f = _Families()
     for r in snap.replicas:
         s = r.sample
@@ -105,6 +110,7 @@ def snapshot_families(snap: Snapshot) -> list[GaugeMetricFamily]:
         shown = redact_url(url)  # /metrics is unauthenticated: never a password in a label
         f.add(S.SCRAPE_UP, (shown,), 1 if h.up else 0)
         f.add(S.SCRAPE_DURATION, (shown,), h.last_scrape_duration_s)
+        f.add(S.SCRAPE_PARTIAL_PAGES, (shown,), h.partial_pages_total)  # from 0: an increase() sees the first
     return list(f)
 
 
@@ -115,7 +121,7 @@ def render_snapshot(snap: Snapshot) -> bytes:
 
 
 class _Rendered(Collector):
-    def __init__(self, families: list[GaugeMetricFamily]) -> None:
+    def __init__(self, families: list[GaugeMetricFamily | CounterMetricFamily]) -> None:
         self._families = families
 
     def collect(self) -> Iterable[Metric]:

@@ -219,6 +219,8 @@ class TargetOut(Out):
     last_scrape_ts: float | None
     last_scrape_duration_s: float | None
     consecutive_failures: int
+    # pages read in part since the target was discovered: a bad sample line cost its family (last_error names it)
+    partial_pages_total: int
 
 
 class AcknowledgeIn(In):

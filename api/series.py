@@ -74,6 +74,12 @@ NODE_DRAIN_STATE = _g("kvpilot_node_drain_state", ("node", "state"), "1 for a no
 SCRAPE_UP = _g("kvpilot_scrape_up", ("target",), "1 when the latest scrape of a target succeeded.")
 SCRAPE_DURATION = _g("kvpilot_scrape_duration_seconds", ("target",), "Duration of the latest scrape of a target.")
 SCRAPE_FAILURES = Series("kvpilot_scrape_failures_total", "counter", (), "Failed scrapes over all targets.")
+SCRAPE_PARTIAL_PAGES = Series(
+    "kvpilot_scrape_partial_pages_total",
+    "counter",
+    ("target",),
+    "Pages of a target read in part: a bad sample line cost its family, the rest was read (/v1/targets' last_error).",
+)
 LOOP_TICK_SECONDS = Series("kvpilot_loop_tick_seconds", "histogram", (), "Wall time of one control-loop tick.")
 LOOP_OVERRUNS = Series("kvpilot_loop_overruns_total", "counter", (), "Ticks that took longer than the interval.")
 STORE_UP = _g("kvpilot_store_up", (), "1 when the latest write to the store succeeded.")

@@ -393,6 +393,20 @@ def kvpilot_self(c: MixinConfig = CONFIG) -> Dashboard:
                         unit="short",
                         min=0,
                     ),
+                    Panel(
+                        "Pages read in part",
+                        "The ten targets with the most pages that lost a family to a bad sample line over the window "
+                        "(0 when every page was read whole); the rest of each page was read and the target stays up. "
+                        "/v1/targets' last_error names what was left out.",
+                        (
+                            _q(
+                                f"topk(10, sum by (target) (increase({c.select(series.SCRAPE_PARTIAL_PAGES)}[{w}])))",
+                                "{{target}}",
+                            ),
+                        ),
+                        unit="short",
+                        min=0,
+                    ),
                 ),
             ),
             Row(

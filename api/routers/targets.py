@@ -36,6 +36,7 @@ def _out(t: TargetInfo, health: TargetHealth | None, static: bool) -> schemas.Ta
         last_scrape_ts=health.last_scrape_ts if health else None,
         last_scrape_duration_s=health.last_scrape_duration_s if health else None,
         consecutive_failures=health.consecutive_failures if health else 0,
+        partial_pages_total=health.partial_pages_total if health else 0,
     )
 
 

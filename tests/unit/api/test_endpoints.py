@@ -102,6 +102,7 @@ def test_targets_add_list_remove(client: TestClient) -> None:
     assert items[new["url"]]["static"] is True
     assert items[TARGET.url]["up"] is False  # health from the latest tick
     assert items[TARGET.url]["last_error"] == "timed out after 2 s"
+    assert items[TARGET.url]["partial_pages_total"] == 0
     assert client.delete("/v1/targets", params={"url": new["url"]}, headers=A).status_code == 204
     r = client.delete("/v1/targets", params={"url": new["url"]}, headers=A)
     assert r.status_code == 404
@@ -277,6 +278,7 @@ def test_metrics_exports_the_catalogue(client: TestClient, runtime: FakeRuntime)
         'kvpilot_gpu_last_xid{gpu="GPU-0",node="node-0",xid_class="drain"} 79.0',
         'kvpilot_node_drain_state{node="node-0",state="requested"} 1.0',
         f'kvpilot_scrape_up{{target="{TARGET.url}"}} 0.0',
+        f'kvpilot_scrape_partial_pages_total{{target="{TARGET.url}"}} 0.0',  # from 0: increase() sees the first
         "kvpilot_store_up 1.0",
         'kvpilot_decisions_total{deployment="llm/chat",reason="predictive"} 1.0',
         "kvpilot_loop_tick_seconds_count 1.0",
