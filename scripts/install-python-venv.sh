@@ -7,12 +7,5 @@ python=${1:-python3}
 "$python" -c 'import ensurepip, venv' 2>/dev/null && exit 0
 version=$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 packages=(python3-venv "python${version}-venv")
-if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
-  echo "$python cannot create a virtual environment (no ensurepip); install ${packages[*]} (as root: apt-get install ${packages[*]})" >&2
-  exit 1
-fi
-echo "installing Debian packages: ${packages[*]} ($python has no ensurepip)"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+bash "$(dirname "$0")/apt-install.sh" "$python cannot create a virtual environment (no ensurepip)" "${packages[@]}"
 "$python" -c 'import ensurepip, venv'

@@ -14,14 +14,7 @@ command -v g++ >/dev/null || need+=(g++)  # bench/native/keda_client.cc (bench/k
 command -v grpc_cpp_plugin >/dev/null || need+=(protobuf-compiler-grpc)
 { command -v pkg-config >/dev/null && pkg-config --exists grpc++ protobuf; } || need+=(libgrpc++-dev pkg-config)
 ((${#need[@]})) || exit 0
-if [[ $(id -u) -ne 0 ]]; then
-  echo "missing Debian packages: ${need[*]} (run as root, or: sudo apt-get install ${need[*]})" >&2
-  exit 1
-fi
-echo "installing Debian packages: ${need[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+bash "$(dirname "$0")/apt-install.sh" "missing Debian packages" "${need[@]}"
 # Debian starts the packaged services on install; the tests start their own on loopback.
 for svc in prometheus prometheus-alertmanager postgresql; do
   (service "$svc" stop || true) >/dev/null 2>&1

@@ -29,10 +29,10 @@ def _run(python: str, path: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _bin_with(tmp_path: Path) -> Path:
-    """A PATH holding only what the script calls besides apt-get."""
+    """A PATH holding only what the scripts call besides apt-get."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("id",):
+    for tool in ("id", "bash", "dirname"):
         found = shutil.which(tool)
         assert found is not None
         os.symlink(found, bin_dir / tool)
