@@ -92,15 +92,17 @@ IDLE_S = 30.0
 IDLE_NAME = "daemon-idle"  # an idle thread's name (a busy one carries its call's)
 _idle_lock = threading.Lock()
 _idle = 0  # threads waiting on _calls, each counted on to take one call
-_calls: queue.SimpleQueue[tuple[str, Callable[[], Callable[[], None]]]] = queue.SimpleQueue()
+_Call = Callable[[], Callable[[], None]]  # runs, and returns what tells its caller
+_calls: queue.SimpleQueue[tuple[str, _Call]] = queue.SimpleQueue()
 
 
-def _serve(name: str, call: Callable[[], Callable[[], None]]) -> None:
-    """Run ``call``, then the calls handed to this thread while it waits idle, until none comes for ``IDLE_S``. A
-    call returns what tells its caller; the thread counts itself idle before telling, so that the caller's next call
-    finds it idle instead of starting another thread."""
+def _serve(name: str, first: list[_Call]) -> None:
+    """Run the call in ``first``, then the calls handed to this thread while it waits idle, until none comes for
+    ``IDLE_S``. The thread counts itself idle before telling a call's caller, so that the caller's next call finds it
+    idle instead of starting another thread."""
     global _idle
     me = threading.current_thread()
+    call = first.pop()  # taken out: the Thread keeps its arguments as long as it lives
     while True:
         me.name = name
         tell = contextvars.Context().run(call)  # as a new thread would: nothing an earlier call set is seen
@@ -108,6 +110,9 @@ def _serve(name: str, call: Callable[[], Callable[[], None]]) -> None:
         with _idle_lock:
             _idle += 1
         tell()
+        # Idle, the thread holds nothing of the call it ran: its function and result (a tick's stage holds the tick's
+        # pages and snapshot) are freed now, not when the next call comes.
+        del call, tell
         try:
             name, call = _calls.get(timeout=IDLE_S)
         except queue.Empty:
@@ -119,7 +124,7 @@ def _serve(name: str, call: Callable[[], Callable[[], None]]) -> None:
                     return
 
 
-def _start(name: str, call: Callable[[], Callable[[], None]]) -> None:
+def _start(name: str, call: _Call) -> None:
     """``call`` in an idle daemon thread, or in a new one when none is idle: a call never waits for another."""
     global _idle
     with _idle_lock:
@@ -127,7 +132,7 @@ def _start(name: str, call: Callable[[], Callable[[], None]]) -> None:
             _idle -= 1
             _calls.put((name, call))
             return
-    threading.Thread(target=_serve, args=(name, call), name=name, daemon=True).start()
+    threading.Thread(target=_serve, args=(name, [call]), name=name, daemon=True).start()
 
 
 def in_daemon_thread(fn: Callable[[], T], *, name: str) -> asyncio.Future[T]:

@@ -7,6 +7,7 @@ import asyncio
 import gc
 import threading
 import time
+import weakref
 
 import pytest
 
@@ -194,3 +195,28 @@ def test_an_idle_daemon_thread_ends_after_idle_s(monkeypatch) -> None:
     t = asyncio.run(one())
     t.join(10)  # whichever thread ran it (new, or idle from an earlier call) waits IDLE_S for another, then ends
     assert not t.is_alive()
+
+
+async def test_an_idle_daemon_thread_holds_nothing_of_the_call_it_ran() -> None:
+    """A tick's stage hands its thread a tick's data and gets a result of the same size: once the caller has both
+    and drops them, they are freed while the thread waits idle for its next call (up to IDLE_S)."""
+
+    class Big:
+        pass
+
+    given, got = Big(), Big()
+    given_ref, got_ref = weakref.ref(given), weakref.ref(got)
+
+    def stage(data: Big = given, result: Big = got) -> Big:
+        return result
+
+    future = in_daemon_thread(stage, name="held")
+    del given, got, stage
+    assert (await future) is got_ref()
+    del future
+    deadline = time.monotonic() + 5  # the thread drops them just after telling us
+    while (given_ref() is not None or got_ref() is not None) and time.monotonic() < deadline:
+        await asyncio.sleep(0.001)
+        gc.collect()
+    assert given_ref() is None
+    assert got_ref() is None
