@@ -5,7 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from alembic import command
@@ -39,8 +39,8 @@ _LOCK_KEY = 0x6B7670696C6F74
 def _sqlite_file_lock(url: str) -> Iterator[None]:
     """For a SQLite file, an exclusive ``flock`` on ``<file>-migrate-lock`` beside it: Alembic's SQLite DDL is not
     transactional, so two `kvpilot run` started together on one file raced ("table capacity_profiles already
-    exists", exit 1). Nothing for other databases, or where the lock file cannot be made (the migration then
-    fails or succeeds on its own)."""
+    exists", exit 1). Nothing for other databases, or where the lock file cannot be made or locked (a read-only
+    folder; NFS without its lock daemon answers ENOLCK): the migration then fails or succeeds on its own."""
     database = make_url(url).database if url.startswith("sqlite") else None
     if not database or database == ":memory:" or database.startswith("file:"):
         yield
@@ -51,7 +51,8 @@ def _sqlite_file_lock(url: str) -> Iterator[None]:
         yield
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        with suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # releases the lock
