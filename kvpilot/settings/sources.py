@@ -53,6 +53,9 @@ class FlatAliasSource(PydanticBaseSettingsSource):
         return out
 
 
+MAX_CONFIG_BYTES = 4 << 20
+
+
 class YamlFileSource(YamlConfigSettingsSource):
     """pydantic-settings' YAML source, with errors that name the file: one that is missing, unreadable, not YAML or
     not a mapping at the top fails the start (the library skips a missing file and trips over a list). Its keys are
@@ -69,11 +72,20 @@ class YamlFileSource(YamlConfigSettingsSource):
         super().__init__(settings_cls, yaml_file=path)
         self.init_kwargs = dict(self.yaml_data)
 
+    @staticmethod
+    def _existing_files(files: Any) -> list[Path | Traversable]:
+        # The library reads regular files only: a config given as `-c <(...)` or `-c /dev/stdin` (a pipe) was
+        # ignored in silence, and kvpilot ran on its defaults. __init__ has checked the one path can be opened.
+        return [] if files is None else [Path(files).expanduser() if isinstance(files, str) else files]
+
     def _read_file(self, file_path: Path | Traversable) -> dict[str, Any]:
         try:
-            raw = file_path.read_bytes()
+            with file_path.open("rb") as f:
+                raw = f.read(MAX_CONFIG_BYTES + 1)  # bounded: `-c /dev/zero` read until memory ran out
         except OSError as e:
             raise SettingsError(f"cannot read config file {file_path}: {e.strerror}") from e
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise SettingsError(f"config file {file_path} is larger than {MAX_CONFIG_BYTES} bytes: not a configuration")
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:

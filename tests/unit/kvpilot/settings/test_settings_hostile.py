@@ -3,7 +3,9 @@ given twice. Each is read or refused in words that name the field and its line, 
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -135,3 +137,21 @@ def test_merge_keys_and_aliases_are_not_duplicates(tmp_path: Path) -> None:
     assert "x-common" in str(e.value)
     assert "given twice" not in str(e.value)
     assert _refusal(tmp_path, "a: &a [*a]\n")[1].startswith("  a (k.yaml:1):")
+
+
+def test_a_config_given_through_a_pipe_is_read_not_ignored(tmp_path: Path) -> None:
+    # `kvpilot run -c <(...)` and `-c /dev/stdin` name a pipe: the settings library skips what is not a regular file,
+    # and kvpilot ran on its defaults without a word
+    fifo = tmp_path / "k.yaml"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_text, args=("collector:\n  interval_s: 7\n",))
+    writer.start()
+    try:
+        assert load_settings(fifo).collector.interval_s == 7.0
+    finally:
+        writer.join(5)
+
+
+def test_an_endless_config_is_refused_by_size() -> None:
+    with pytest.raises(SettingsError, match=r"^config file /dev/zero is larger than 4194304 bytes"):
+        load_settings(Path("/dev/zero"))  # was read until memory ran out
