@@ -24,6 +24,7 @@ from collector.samples import TargetInfo
 
 log = logging.getLogger(__name__)
 
+MAX_FILE_BYTES = 32 << 20  # some 300,000 targets of a line or so each
 FIELDS = ("url", "kind", "engine", "namespace", "deployment", "pod", "node", "prefix", "role")
 KINDS = ("engine", "gpu")
 
@@ -152,9 +153,12 @@ def _line_finder(text: str) -> LineOf:
 
 def load_targets(path: Path) -> list[TargetInfo]:
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)  # bounded: /dev/zero was read until memory ran out
     except OSError as e:
         raise TargetFileError(f"{path}: cannot read: {e.strerror or e}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise TargetFileError(f"{path}: larger than {MAX_FILE_BYTES} bytes: not a list of targets")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -200,3 +200,8 @@ async def test_an_edit_to_garbage_keeps_the_previous_targets_and_says_why(
     assert disc.last_error == error.format(path=path)
     with pytest.raises(TargetFileError, match=re.escape(error.format(path=path))):
         StaticFileDiscovery(path)  # at start-up: refused with the same words
+
+
+def test_an_endless_file_is_refused_by_size() -> None:
+    with pytest.raises(TargetFileError, match=r"^/dev/zero: larger than 33554432 bytes: not a list of targets$"):
+        StaticFileDiscovery("/dev/zero")  # was read until memory ran out (MemoryError)
