@@ -39,7 +39,8 @@ class ApiSettings(_Section):
         description=(
             "An API request not answered in this time (one waiting on a hung store) gets a 503 with"
             " `Retry-After`, and a change that would commit after it is rolled back, so a write the client saw fail"
-            " is not applied later. `/healthz`, `/readyz` and `/metrics` never wait on the store and are exempt."
+            " is not applied later; a request whose body has not all arrived by then gets a 408 (nothing applied,"
+            " connection closed). `/healthz`, `/readyz` and `/metrics` never wait on the store and are exempt."
             " Keep it under your clients' and load balancer's own timeouts."
         ),
     )
