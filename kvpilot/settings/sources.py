@@ -5,6 +5,7 @@ folder; and the line in that file of a field, for the errors ``load_settings`` t
 from __future__ import annotations
 
 import os
+import stat
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,10 @@ class YamlFileSource(YamlConfigSettingsSource):
     def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
         if path is not None:
             try:
-                path.open("rb").close()
+                # a pipe is not opened to check it: once its writer has written and closed, closing the check's end
+                # loses what it wrote, and the read that follows waits for a writer forever
+                if stat.S_ISREG(path.stat().st_mode):
+                    path.open("rb").close()
             except OSError as e:
                 raise SettingsError(f"cannot read config file {path}: {e.strerror}") from e
         super().__init__(settings_cls, yaml_file=path)
@@ -171,7 +175,7 @@ def _paths_from_folder(data: dict[str, Any], folder: Path) -> None:
 def yaml_lines(path: Path | None) -> Any:
     """loc -> the line in the YAML file of the value at ``loc`` (None when the file does not hold it)."""
     root: Any = None
-    if path is not None:
+    if path is not None and path.is_file():  # a pipe was read once, for the settings: reading it again would wait
         try:
             root = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
         except (OSError, ValueError, RecursionError, yaml.YAMLError):

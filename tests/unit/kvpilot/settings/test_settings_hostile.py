@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -155,3 +157,57 @@ def test_a_config_given_through_a_pipe_is_read_not_ignored(tmp_path: Path) -> No
 def test_an_endless_config_is_refused_by_size() -> None:
     with pytest.raises(SettingsError, match=r"^config file /dev/zero is larger than 4194304 bytes"):
         load_settings(Path("/dev/zero"))  # was read until memory ran out
+
+
+def _in_a_thread(fn: Callable[[], object]) -> list[object]:
+    """``fn()``'s result or exception, or [] when it has not returned in 10 s (a read waiting for a writer)."""
+    out: list[object] = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except Exception as e:
+            out.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(10)
+    return out
+
+
+def test_a_pipe_whose_writer_is_done_before_the_check_is_still_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `cat k.yaml > fifo & kvpilot run -c fifo`: the writer writes and closes at once; a reader that opened the pipe
+    # to check it and closed it after that lost what was written, and the read that followed waited forever
+    fifo = tmp_path / "k.yaml"
+    os.mkfifo(fifo)
+    written = threading.Event()
+
+    def write() -> None:
+        with fifo.open("w") as f:
+            f.write("collector:\n  interval_s: 7\n")
+        written.set()
+
+    opened = Path.open
+
+    def reader_after_writer(self: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        f = opened(self, mode, *args, **kwargs)
+        if self == fifo and "r" in mode:
+            written.wait(5)  # the writer is done before this reader goes on
+        return f
+
+    monkeypatch.setattr(Path, "open", reader_after_writer)
+    threading.Thread(target=write, daemon=True).start()
+    got = _in_a_thread(lambda: load_settings(fifo).collector.interval_s)
+    assert got == [7.0]
+
+
+def test_a_bad_value_in_a_pipe_is_told_not_waited_on(tmp_path: Path) -> None:
+    # the error's line numbers came from reading the file again: a pipe, read once already, waited for a new writer
+    fifo = tmp_path / "k.yaml"
+    os.mkfifo(fifo)
+    threading.Thread(target=fifo.write_text, args=("collector:\n  interval_s: -1\n",), daemon=True).start()
+    (got,) = _in_a_thread(lambda: load_settings(fifo)) or ["still waiting after 10 s"]
+    assert isinstance(got, SettingsError)
+    assert "collector.interval_s" in str(got)
