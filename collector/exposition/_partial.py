@@ -66,7 +66,7 @@ def read_around(text: str, read: Callable[[str], dict[str, MetricFamily]], first
             error = e
             continue
         break
-    left_out = {f for f in families if _belongs(f, names)}
+    left_out = set().union(*(_families_of(n, families) for n in names))
     kept = {n: f for n, f in families.items() if n not in left_out}
     # a family none of whose lines is left (no HELP or TYPE line either) is named by its lines' metric name
     left_out.update(n for n in names if not any(_belongs(f, (n,)) for f in left_out))
@@ -87,6 +87,15 @@ def _line_name(lines: list[str], error: ParseError) -> str | None:
     if error.whole_page or error.line_no is None or not 0 < error.line_no <= len(lines):
         return None
     return _sample_name(lines[error.line_no - 1])
+
+
+def _families_of(name: str, families: dict[str, MetricFamily]) -> set[str]:
+    """The family the sample lines named ``name`` belonged to: the page's family of that very name where it declares
+    one (a gauge ``x_info`` or ``x_count`` of its own, beside a healthy gauge ``x``), else the family its suffix says
+    (``x_total``: counter ``x``; ``x_bucket``: histogram ``x``)."""
+    if name in families:
+        return {name}
+    return {f for f in families if _belongs(f, (name,))}
 
 
 def _belongs(family: str, names: Iterable[str]) -> bool:

@@ -44,6 +44,15 @@ def test_an_unconvertible_value_loses_its_family_not_the_page() -> None:
     assert not isinstance(parse(DCGM, wanted={"DCGM_FI_DEV_GPU_UTIL"}, drop_bad_lines=True), PartialPage)
 
 
+def test_a_bad_gauge_named_like_a_part_loses_only_itself() -> None:
+    # a gauge of its own whose name ends like a part (X_info, X_count) is not the healthy gauge X's part: was both lost
+    for own in ("gpu_info", "gpu_count"):
+        page = parse(f'# TYPE gpu gauge\ngpu{{a="1"}} 1\n# TYPE {own} gauge\n{own}{{a="1"}} x\n', drop_bad_lines=True)
+        assert isinstance(page, PartialPage)
+        assert (list(page), page.dropped) == (["gpu"], {own})
+    # a part without a TYPE line of its own is still its family's (a bucket: the histogram, below)
+
+
 def test_a_page_without_bad_lines_is_a_plain_dict() -> None:
     page = parse(DCGM.replace("ERROR - FAILED TO CONVERT TO STRING", "70"), drop_bad_lines=True)
     assert type(page) is dict
