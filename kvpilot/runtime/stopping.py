@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import os
 import queue
 import threading
 from collections.abc import Awaitable, Callable
@@ -122,6 +123,18 @@ def _serve(name: str, first: list[_Call]) -> None:
                 except queue.Empty:
                     _idle -= 1
                     return
+
+
+def _forget_idle_threads() -> None:
+    """In a forked child: the parent's idle threads were not copied, so none is counted on to take a call (else the
+    child's next call would be handed to a thread that does not exist, and wait for ever)."""
+    global _idle, _idle_lock, _calls
+    _idle_lock = threading.Lock()
+    _idle = 0
+    _calls = queue.SimpleQueue()
+
+
+os.register_at_fork(after_in_child=_forget_idle_threads)
 
 
 def _start(name: str, call: _Call) -> None:

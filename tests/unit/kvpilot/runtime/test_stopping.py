@@ -220,3 +220,24 @@ async def test_an_idle_daemon_thread_holds_nothing_of_the_call_it_ran() -> None:
         gc.collect()
     assert given_ref() is None
     assert got_ref() is None
+
+
+def test_a_forked_child_does_not_hand_its_call_to_the_parents_idle_threads() -> None:
+    """A fork copies the idle count but not the threads: without the reset, the child's first call would be queued
+    for a thread that is not there and never run."""
+    import os
+
+    async def one() -> int:
+        return await asyncio.wait_for(in_daemon_thread(threading.get_ident, name="fork"), 5)
+
+    asyncio.run(one())  # leaves an idle thread in this process
+    assert stopping._idle >= 1
+    pid = os.fork()
+    if pid == 0:  # the child: 0 when its call ran, 1 when it waited in vain
+        try:
+            asyncio.run(one())
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
