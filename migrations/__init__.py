@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -33,6 +34,7 @@ def alembic_config(url: str | None = None) -> Config:
 
 # pg_advisory_lock key: "kvpilot" in ASCII, so that replicas starting together migrate one at a time.
 _LOCK_KEY = 0x6B7670696C6F74
+log = logging.getLogger(__name__)
 
 
 @contextmanager
@@ -45,14 +47,21 @@ def _sqlite_file_lock(url: str) -> Iterator[None]:
     if not database or database == ":memory:" or database.startswith("file:"):
         yield
         return
+    path = f"{database}-migrate-lock"
     try:
-        fd = os.open(f"{database}-migrate-lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError:
         yield
         return
     try:
-        with suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # said once, so that a start held by a stuck migrator is not silent
+            log.warning("waiting for the migration lock %s: another kvpilot is migrating this store", path)
+            with suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
         yield
     finally:
         os.close(fd)  # releases the lock

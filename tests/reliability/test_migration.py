@@ -67,7 +67,7 @@ def test_four_kvpilots_starting_together_on_an_empty_store_all_start(
         assert p.stdout.readline() == "ready\n"
     go.touch()  # all four migrate at once
     errors = [
-        next(line for line in reversed(err.splitlines() or [""]) if "Error" in line or line is err.splitlines()[0])
+        next((line for line in reversed(err.splitlines()) if "Error" in line), err.splitlines()[-1])
         for p in procs
         if (err := p.communicate(timeout=60)[1].strip()) and p.returncode
     ]

@@ -15,7 +15,8 @@ import pytest
 import migrations
 
 
-def test_an_upgrade_waits_for_the_lock_another_process_holds(tmp_path: Path) -> None:
+def test_an_upgrade_waits_for_the_lock_another_process_holds(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("WARNING", logger="migrations")
     db = tmp_path / "k.db"
     url = f"sqlite:///{db}"
     fd = os.open(f"{db}-migrate-lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -26,6 +27,7 @@ def test_an_upgrade_waits_for_the_lock_another_process_holds(tmp_path: Path) -> 
         upgrading.join(1.0)
         assert upgrading.is_alive()  # waiting for the lock
         assert migrations.current(url) is None
+        assert f"waiting for the migration lock {db}-migrate-lock" in caplog.text  # said, not silent
     finally:
         os.close(fd)  # the other one is done
     upgrading.join(60)
