@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from api import errors
+from api.allow import AllowAllMethods
 from api.auth import TokenAuth
 from api.deadline import RequestDeadline
 from api.exposition import AuthRefusals
@@ -51,4 +52,5 @@ def create_app(
     app.add_middleware(BodySizeLimit, max_bytes=runtime.settings_max_body_bytes)
     app.add_middleware(RequestDeadline, timeout_s=request_timeout_s)
     app.add_middleware(HeadAsGet)
+    app.add_middleware(AllowAllMethods, routes=app.router.routes)
     return app
