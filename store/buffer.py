@@ -26,6 +26,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from store.errors import driver_words
+
 log = logging.getLogger(__name__)
 
 Write = Callable[[Session], None]
@@ -195,8 +197,6 @@ class BufferedWriter:
 
 
 def _cause(e: BaseException) -> str:
-    """The driver's words ("database is locked"), not SQLAlchemy's wrapping of them: its first line can be advice
-    about autoflush, and the lines after it echo the statement and its parameters into the log."""
-    orig = getattr(e, "orig", None)
-    words = str(orig if orig is not None else e).strip()
-    return f"{words.splitlines()[0]} ({type(orig or e).__name__})" if words else type(orig or e).__name__
+    """The driver's words and the error's type: "database is locked (OperationalError)"."""
+    words, name = driver_words(e), type(getattr(e, "orig", None) or e).__name__
+    return name if words == name else f"{words} ({name})"

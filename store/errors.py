@@ -28,3 +28,12 @@ class RailFull(StoreError):
         super().__init__(f"{active} drain(s) already approved or executing; drains.max_concurrent is {limit}")
         self.limit = limit
         self.active = active
+
+
+def driver_words(e: BaseException) -> str:
+    """What the database driver said ("database is locked", "could not connect to server…"), on one line: not
+    SQLAlchemy's wrapping of it, whose first line can be advice about autoflush and whose later lines echo the
+    statement, its parameters and a link. The error's type name where it says nothing."""
+    said = getattr(e, "orig", None) or e
+    line = (str(said).strip().splitlines() or [""])[0]
+    return line.split("(Background on this error")[0].strip() or type(said).__name__

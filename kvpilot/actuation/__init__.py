@@ -33,7 +33,7 @@ from scaler.publish import scale_target
 from store import repo
 from store.db import transaction
 from store.drain_states import DrainState
-from store.errors import InvalidTransition, RailFull
+from store.errors import InvalidTransition, RailFull, driver_words
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class Actuation:
         try:
             await asyncio.to_thread(self._request_drains, snapshot)
         except SQLAlchemyError as e:  # the store is away: drains wait for it (their audit must not be lost)
-            log.warning("drain requests skipped, store unavailable: %s", str(e).splitlines()[0])
+            log.warning("drain requests skipped, store unavailable: %s", driver_words(e))
         if self._scaler is not None:
             await self._scale(list(snapshot.decisions.values()))
 

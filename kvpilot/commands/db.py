@@ -67,10 +67,11 @@ def _fail(action: str, url: str, e: Exception) -> Exception:
     from alembic.util.exc import CommandError
 
     from store.db import StoreConfigError
+    from store.errors import driver_words
 
     if isinstance(e, StoreConfigError):
         return e
-    typer.echo(f"error: {action} {_redacted(url)} failed: {str(e).splitlines()[0]}", err=True)
+    typer.echo(f"error: {action} {_redacted(url)} failed: {driver_words(e)}", err=True)
     return typer.Exit(2 if isinstance(e, CommandError) else 1)
 
 

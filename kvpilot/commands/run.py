@@ -26,6 +26,7 @@ def command(
 
     from kvpilot.settings import SettingsError, load_settings
     from store.db import StoreConfigError
+    from store.errors import driver_words
 
     overrides = {"api": {"http_port": port}} if port is not None else {}
     url = ""
@@ -43,10 +44,10 @@ def command(
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     except CommandError as e:  # the schema upgrade at start: a database a newer kvpilot wrote
-        typer.echo(f"error: the store cannot be prepared: {_first_line(e)}", err=True)
+        typer.echo(f"error: the store cannot be prepared: {driver_words(e)}", err=True)
         raise typer.Exit(2) from None
     except SQLAlchemyError as e:  # the schema upgrade at start needs the database: say which and why, in a line
-        typer.echo(f"error: the store cannot be prepared: {_first_line(e)}{_which(url)}", err=True)
+        typer.echo(f"error: the store cannot be prepared: {driver_words(e)}{_which(url)}", err=True)
         raise typer.Exit(1) from None
     except OSError as e:  # an unwritable data_dir and the like
         where = f" {e.filename}" if e.filename else ""
@@ -72,10 +73,3 @@ def _which(url: str) -> str:
         if folder.is_dir() and not os.access(folder, os.W_OK):
             return f" ({shown}: its folder {folder} is read-only, and SQLite writes its -wal and -shm files there)"
     return f" ({shown})"
-
-
-def _first_line(e: BaseException) -> str:
-    """The driver's own message without SQLAlchemy's SQL echo and background link, and without a password."""
-    orig = getattr(e, "orig", None) or e
-    line = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
-    return line.split("(Background on this error")[0].strip()

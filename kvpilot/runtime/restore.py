@@ -16,6 +16,7 @@ from kvpilot.runtime.loop import Decide, Remembers
 from scaler.decision import Decision
 from store import repo
 from store.db import transaction
+from store.errors import driver_words
 from store.fields import is_deployment_key
 from store.repo.rollups import RollupPoint
 
@@ -41,7 +42,7 @@ def restore(sessions: sessionmaker[Session], *, now: float, history_s: float) ->
                 rollups=repo.load_rollups(session=s, since=now - history_s),
             )
     except SQLAlchemyError as e:
-        log.error("store unreachable at start, starting without history: %s", str(e).splitlines()[0])
+        log.error("store unreachable at start, starting without history: %s", driver_words(e))
         return Restored()
 
 

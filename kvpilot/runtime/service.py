@@ -46,6 +46,7 @@ from store import repo
 from store.buffer import BufferedWriter
 from store.db import ping, transaction
 from store.drain_states import ACTIVE
+from store.errors import driver_words
 
 LIVE_DRAINS = frozenset(a.value for a in ACTIVE)
 
@@ -368,7 +369,7 @@ class Service:
             try:
                 await self.actuation.execute_approved(self.stop, leading=lambda: self.leadership.leader)
             except SQLAlchemyError as e:
-                log.warning("drain worker: store unavailable, retrying next tick: %s", str(e).splitlines()[0])
+                log.warning("drain worker: store unavailable, retrying next tick: %s", driver_words(e))
             except Exception:
                 self.counters.stage_errors.labels("drain").inc()
                 log.exception("drain worker failed; retrying next tick")

@@ -46,6 +46,7 @@ from scaler.publish import DecisionBoard
 from scaler.rollout_stage import RolloutStage
 from store.buffer import BufferedWriter
 from store.db import make_engine, session_factory
+from store.errors import driver_words
 
 if TYPE_CHECKING:
     # The optional stages the loop and the service recognise by protocol (isinstance), checked here by mypy against
@@ -163,7 +164,7 @@ def _open_store(settings: Settings, sources: Sources, clock: Clock) -> tuple[Eng
     try:
         log.info("restored %d static targets added through the API", sources.static.load())
     except SQLAlchemyError as e:
-        log.error("store unreachable at start: API-added targets not restored: %s", str(e).splitlines()[0])
+        log.error("store unreachable at start: API-added targets not restored: %s", driver_words(e))
     return engine, sessions, restored
 
 
