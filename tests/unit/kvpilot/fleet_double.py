@@ -110,6 +110,15 @@ async def actuator_caught_up(service: Service) -> None:
     )
 
 
+async def snapshot_after_a_fresh_actuator_pass(service: Service, timer: VirtualTimer) -> None:
+    """One tick, a whole actuator pass begun after it, then one more tick: the snapshot then holds what that pass
+    handed over (a pass already running when the tick came may have read the store before the change under test)."""
+    begun = service.actuator_passes_started
+    await run_ticks(service, timer, 1)
+    await until(lambda: service.actuator_passes_done > begun, what="an actuator pass begun after the tick, done")
+    await run_ticks(service, timer, 1)
+
+
 async def run_ticks(service: Service, timer: VirtualTimer, n: int) -> None:
     """Let the loop complete ``n`` more ticks in virtual time; returns with the loop asleep between ticks."""
     target = service.loop.tick_count + n

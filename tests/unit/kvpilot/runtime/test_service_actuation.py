@@ -8,7 +8,13 @@ from store import repo
 from store.db import transaction
 from store.drain_states import DrainState
 from tests.helpers.poll import until
-from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks
+from tests.unit.kvpilot.fleet_double import (
+    START,
+    ScriptedFleet,
+    make_service,
+    run_ticks,
+    snapshot_after_a_fresh_actuator_pass,
+)
 
 TWO_NODES = (("chat-0", "n0"), ("chat-1", "n1"))
 
@@ -62,10 +68,7 @@ async def test_a_live_drain_reaches_the_next_snapshot(tmp_path) -> None:
     await until(requested, what="the drain requested (by the actuator task, after the tick)")
     # Not asserted here that the snapshot has no drain yet: the actuator pass that requested it may already have
     # handed it over (about 1 run in 10 did), and the snapshot below is what the test is about.
-    begun = service.actuator_passes_started  # the pass that requested it, or an earlier one
-    await run_ticks(service, timer, 1)
-    await until(lambda: service.actuator_passes_done > begun, what="a pass begun after the request, done")
-    await run_ticks(service, timer, 1)
+    await snapshot_after_a_fresh_actuator_pass(service, timer)  # not the pass that requested it
     assert service.snapshot().node_drains == {"n0": "requested"}
     service.stop.set()
     await service.wait()

@@ -8,8 +8,13 @@ from collector.clock import VirtualClock
 from store import repo
 from store.db import transaction
 from store.models import DrainActionRow
-from tests.helpers.poll import until
-from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks
+from tests.unit.kvpilot.fleet_double import (
+    START,
+    ScriptedFleet,
+    make_service,
+    run_ticks,
+    snapshot_after_a_fresh_actuator_pass,
+)
 
 
 async def test_a_live_drain_behind_a_long_history_reaches_the_snapshot(tmp_path) -> None:
@@ -25,10 +30,7 @@ async def test_a_live_drain_behind_a_long_history_reaches_the_snapshot(tmp_path)
         )  # fmt: skip
     await service.start(restored)
     await run_ticks(service, timer, 2)
-    begun = service.actuator_passes_started
-    await run_ticks(service, timer, 1)
-    await until(lambda: service.actuator_passes_done > begun, what="an actuator pass begun after the first ticks, done")
-    await run_ticks(service, timer, 1)
+    await snapshot_after_a_fresh_actuator_pass(service, timer)
     assert service.snapshot().node_drains == {"n1": "requested"}
     service.stop.set()
     await service.wait()
