@@ -439,10 +439,17 @@ def read_flat_histogram(values: Sequence[float], plan: FlatHistogramsPlan, *, sc
 
 
 def _find_histogram(families: Families, name: str) -> tuple[str, MetricFamily] | None:
-    """The histogram family ``name`` is served as (its key on the page), under any of ``family_names``."""
+    """The histogram family ``name`` is served as (its key on the page), under any of ``family_names``.
+
+    A histogram served without buckets (``_count`` and ``_sum`` only: a vLLM page listed so, index 52461312685) is,
+    once a grep drops its TYPE line, a summary without quantiles to the parser (``collector.exposition._untyped``):
+    the two cannot be told apart, and their ``_count`` and ``_sum`` mean the same. Such a summary is read as the
+    histogram it stands for (every request under +Inf); a summary with quantiles is not."""
     for key in family_names(name):
         fam = families.get(key)
-        if fam is not None and fam.type == "histogram":
+        if fam is None:
+            continue
+        if fam.type == "histogram" or (fam.type == "summary" and not any("quantile" in s.labels for s in fam.samples)):
             return key, fam
     return None
 

@@ -50,6 +50,24 @@ def test_histogram_without_buckets_keeps_count_as_inf_bucket() -> None:
     assert read_histogram(parse(page), [Series("h")]) == Histogram((INF,), (4.0,), 2.5, 4.0)
 
 
+@pytest.mark.parametrize(
+    "page",
+    [
+        "h_sum 2.5\nh_count 4\n",  # no TYPE line (grep -v '^#'): the parser makes it a summary without quantiles
+        "# TYPE h summary\nh_sum 2.5\nh_count 4\n",
+    ],
+)
+def test_a_histogram_without_buckets_is_read_where_it_reads_as_a_quantile_less_summary(page: str) -> None:
+    # a vLLM page served its histograms as _count and _sum only (index 52461312685); stripped of its comment lines
+    # it read no TTFT, ITL or E2E although the typed page does
+    assert read_histogram(parse(page), [Series("h")]) == Histogram((INF,), (4.0,), 2.5, 4.0)
+
+
+def test_a_summary_with_quantiles_is_no_histogram() -> None:
+    page = '# TYPE h summary\nh{quantile="0.5"} 0.4\nh_sum 2.5\nh_count 4\n'
+    assert read_histogram(parse(page), [Series("h")]) is None
+
+
 def test_histogram_bounds_sorted_from_an_unsorted_page() -> None:
     page = '# TYPE h histogram\nh_bucket{le="+Inf"} 3\nh_bucket{le="2"} 2\nh_bucket{le="0.5"} 1\nh_sum 2\nh_count 3\n'
     h = read_histogram(parse(page), [Series("h")])
