@@ -32,7 +32,7 @@ TEXT_MAX = 2000
 
 # The engines kvpilot has adapters for (collector.engines.ENGINES); kept here as names so that validating a
 # configuration does not import the parsers.
-KNOWN_ENGINES = ("vllm", "sglang", "tgi", "trtllm", "trtllm-pytorch", "llamacpp", "nim", "dynamo")
+KNOWN_ENGINES = ("vllm", "sglang", "tgi", "trtllm", "trtllm-pytorch", "llamacpp", "nim", "mindie", "dynamo")
 
 _BIDI_CONTROLS = frozenset({"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"})
 

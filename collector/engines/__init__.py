@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from collector.engines import dynamo, llamacpp, nim, sglang, tgi, trtllm, trtllm_pytorch, vllm
+from collector.engines import dynamo, llamacpp, mindie, nim, sglang, tgi, trtllm, trtllm_pytorch, vllm
 from collector.engines._prefix import common_stems, find_prefix, is_kvpilot_page, strip_prefix
 from collector.engines._read import family_names
 from collector.exposition import MetricFamily
@@ -44,6 +44,7 @@ ENGINES: dict[str, EngineAdapter] = {
         trtllm_pytorch.ADAPTER,
         llamacpp.ADAPTER,
         nim.ADAPTER,
+        mindie.ADAPTER,
         dynamo.ADAPTER,
     )
 }

@@ -23,6 +23,7 @@ class EngineChoice(StrEnum):
     trtllm_pytorch = "trtllm-pytorch"
     llamacpp = "llamacpp"
     nim = "nim"
+    mindie = "mindie"
     dynamo = "dynamo"
     dcgm = "dcgm"
 

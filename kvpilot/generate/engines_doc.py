@@ -55,6 +55,14 @@ ENABLE: dict[str, tuple[str, str]] = {
         "On by default: NIM LLM containers serve `/metrics` on their HTTP port (8000), vLLM's series without the "
         "`vllm:` namespace. NIM builds that serve `vllm:` names are read by the vLLM adapter.",
     ),
+    "mindie": (
+        "Huawei MindIE (Ascend NPUs)",
+        "The MindIE server serves `/metrics` (GPUStack's MindIE backend serves it on the instance's port, "
+        "gpustack/gpustack#1785): vLLM V0's names without a namespace, the KV gauge named for the NPU "
+        "(`npu_cache_usage_perc`). MindIE's documentation turns the service monitor on with "
+        "`MIES_SERVICE_MONITOR_MODE=1` before the service starts; its Coordinator's `/metrics` then sums the nodes' "
+        "pages under the same names: scrape the servers, not the Coordinator, or their requests count twice.",
+    ),
     "dynamo": (
         "NVIDIA Dynamo (frontend and workers)",
         "The frontend serves `/metrics` on its HTTP port (8000); workers serve theirs on `DYN_SYSTEM_PORT` (set it, "

@@ -24,6 +24,7 @@ NAMED_AS = {
     "trtllm-pytorch": "trtllm-serve",
     "llamacpp": "llama.cpp",
     "nim": "NVIDIA NIM",
+    "mindie": "Huawei MindIE",
     "dynamo": "NVIDIA Dynamo",
 }
 

@@ -1,10 +1,13 @@
-"""Adapters for NIM, TensorRT-LLM's PyTorch backend and Dynamo, on the series the fixture pages do not carry."""
+"""Adapters for NIM, MindIE, TensorRT-LLM's PyTorch backend and Dynamo, on the series the fixture pages do not carry."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from collector.adapt import adapt_page
+from collector.engines import UnknownEngine
 from collector.samples import ReplicaSample, TargetInfo
 
 TARGET = TargetInfo(url="http://10.0.0.9:8000/metrics", pod="p-0")
@@ -133,6 +136,43 @@ def test_dynamo_frontend_prefix_from_cached_tokens(
 )
 def test_nim_finished_requests(page: str, finished: float) -> None:
     assert _one(page, "nim").requests_finished == finished
+
+
+_MINDIE = """# TYPE request_received_total counter
+request_received_total{model_name="m"} 20
+# TYPE request_success_total counter
+request_success_total{model_name="m"} 10
+# TYPE request_failed_total counter
+request_failed_total{model_name="m"} 3
+num_requests_running{model_name="m"} 4
+num_requests_waiting{model_name="m"} 2
+npu_cache_usage_perc{model_name="m"} 0.35
+npu_prefix_cache_hit_rate{model_name="m"} 0.5
+"""
+
+
+def test_mindie_reads_its_npu_cache_gauge_and_counts_failed_requests_as_finished() -> None:
+    # MindIE writes NIM's unprefixed vLLM names beside its own: read as NIM, its KV gauge (npu_cache_usage_perc) was
+    # lost and a failed request (request_failed_total, apart from request_success_total) never finished
+    r = _one(_MINDIE, "mindie")
+    assert (r.requests_running, r.requests_waiting, r.kv_usage) == (4.0, 2.0, 0.35)
+    assert r.requests_finished == 13.0
+    assert (r.prefix_queries, r.prefix_hits) == (None, None)  # the hit-rate gauge is no pair of counters
+    assert _one(_MINDIE.replace("request_failed_total", "other_total"), "mindie").requests_finished == 10.0
+
+
+def test_unprefixed_vllm_names_alone_stay_nim() -> None:
+    # the names MindIE shares with NIM do not identify MindIE: such a page reads as before, as NIM
+    page = 'num_requests_running{model_name="m"} 1\nnum_requests_waiting{model_name="m"} 0\n'
+    page += 'request_success_total{model_name="m"} 5\n'
+    r = _one(page, "nim")
+    assert (r.requests_running, r.requests_finished) == (1.0, 5.0)
+
+
+def test_engine_mindie_on_a_nim_page_is_an_error(metrics_fixtures: Path) -> None:
+    nim = (metrics_fixtures / "nim__DataDog__integrations-core__nim_metrics.txt").read_bytes()
+    with pytest.raises(UnknownEngine, match="none of the mindie families"):
+        adapt_page(nim, TARGET, 0.0, engine="mindie")
 
 
 def test_trtllm_pytorch_older_dynamo_spelling() -> None:

@@ -903,6 +903,172 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    # -- session 14: pages from stacks and versions not read before ------------------------------------------------
+    "vllm-0.10-glm45__vllm-project__production-stack__issue_617__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "zai-org/GLM-4.5",  # model_name label, engine="0"
+                "kv_usage": 9.75010481363281e-06,  # vllm:kv_cache_usage_perc
+                "prefix_queries": 32.0,  # vllm:prefix_cache_queries_total
+                # the deprecated vllm:gpu_prefix_cache_hits_total (tokens, like the new name in 0.10; the new
+                # prefix_cache_hits_total is cut off the excerpt), not its _created timestamp gauge
+                "prefix_hits": 0.0,
+                "requests_running": None,  # not in the excerpt
+                "kv_capacity_tokens": None,
+            }
+        ]
+    ),
+    "vllm-v1-0.8__vllm-project__production-stack__issue_318__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "Qwen/Qwen2.5-Coder-32B-Instruct",
+                "requests_running": 0.0,  # vllm:num_requests_running
+                "requests_waiting": 0.0,
+                "kv_usage": 0.0,  # vllm:gpu_cache_usage_perc, the only KV gauge of early V1
+                "prefix_queries": None,  # gpu_prefix_cache_queries_total declared, its sample cut off the excerpt
+            }
+        ]
+    ),
+    "vllm-aura-by-reason__index-57981567209.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "aura-llm",
+                "requests_running": 24.0,
+                "requests_waiting": 72.0,  # num_requests_waiting, not plus its split by reason (capacity 72)
+                "kv_usage": 0.0,
+            }
+        ]
+    ),
+    "vllm-v1-no-labels__index-52461312685__numbering-removed.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": None,  # no label at all on the page
+                "prefix_queries": 413.0,
+                "prefix_hits": 96.0,
+                "prompt_tokens": 413.0,
+                "generation_tokens": 10752.0,
+                "requests_finished": None,  # no request_success_total
+                # _count and _sum without buckets: the count and mean are known, every quantile is not
+                "ttft.count": 21.0,
+                "ttft.sum": 0.5709736347198486,
+                "ttft.bounds": (float("inf"),),
+                "itl.count": 10731.0,  # inter_token_latency_seconds, not request_time_per_output_token_seconds' 21
+                "e2e.sum": 63.41587209701538,
+                "queue_time": None,
+            }
+        ]
+    ),
+    "vllm-tgis-ibm__IBM__vllm__pull_18__excerpt.txt": Page(
+        [
+            {
+                "engine": "tgi",  # the excerpt holds only the fork's TGIS-compatible tgi_* series
+                "model": None,
+                "requests_waiting": 0.0,  # tgi_queue_size
+                "requests_running": 0.0,  # tgi_batch_current_size
+                "kv_usage": None,
+            }
+        ]
+    ),
+    "sglang-0.5.1-tp-pp__sgl-project__sglang__issue_13485__excerpt.txt": Page(
+        [
+            {
+                "engine": "sglang",
+                "model": "Qwen-32B",
+                "requests_running": 1.0,  # sglang:num_running_reqs, tp_rank 0
+                "kv_usage": 0.0,  # sglang:token_usage (num_used_tokens 1 of a large pool)
+                "requests_waiting": None,  # cut off before num_queue_reqs
+                "kv_capacity_tokens": None,
+            }
+        ]
+    ),
+    "sglang-deepseek-r1-counters__sgl-project__sglang__pull_7944__excerpt.txt": Page(
+        [
+            {
+                "engine": "sglang",
+                "model": "/home/moyun.zty/models/deepseek-ai__DeepSeek-R1",
+                "requests_running": 0.0,
+                "kv_usage": 0.0,
+                "requests_finished": 217.0,  # sglang:num_requests_total (its 157 aborted ones among them)
+                "prefix_hits": 2688.0,  # sglang:cached_tokens_total
+                "prefix_queries": None,  # no prompt_tokens_total in the excerpt
+            }
+        ]
+    ),
+    "sglang-dp8-pid__vllm-project__aibrix__issue_1614__excerpt.txt": Page(
+        [
+            {
+                "engine": "sglang",
+                "model": "deepseek-r1",
+                "requests_waiting": 0.0,  # num_queue_reqs of the two DP ranks the excerpt shows, summed
+                "requests_running": None,  # not in the excerpt; gen_throughput and the pid-labelled gauges are not read
+                "kv_usage": None,
+            }
+        ]
+    ),
+    "llamacpp-ik-fork__ikawrakow__ik_llama.cpp__pull_695__excerpt.txt": Page(
+        [
+            {
+                "engine": "llamacpp",
+                "prompt_tokens": 6886.0,  # llamacpp:prompt_tokens_total
+                "generation_tokens": 3469.0,  # llamacpp:tokens_predicted_total
+                "requests_running": None,
+                "kv_usage": None,
+            }
+        ]
+    ),
+    "llamacpp-vulkan-2025__ggml-org__llama.cpp__pull_13196__excerpt.txt": Page(
+        [
+            {
+                "engine": "llamacpp",
+                "prompt_tokens": 143.0,
+                "generation_tokens": 673.0,
+                "kv_usage": None,  # removed from llama-server in mid-2025 (the commenter's question)
+            }
+        ]
+    ),
+    "jetstream__AI-Hypercomputer__JetStream__pull_121__excerpt.txt": Page(
+        error=r"1 family starting with `jetstream_`; no engine adapter"
+    ),
+    # MindIE: vLLM V0's unprefixed names (as NIM) beside its own npu_* and request_received/failed series
+    "mindie-coordinator__index-53612400031.txt": Page(
+        [
+            {
+                "engine": "mindie",  # not nim: npu_cache_usage_perc, request_received_total, request_failed_total...
+                "model": "llama3-8b",
+                "requests_running": 0.0,
+                "requests_waiting": 0.0,
+                "kv_usage": 1.0,  # npu_cache_usage_perc 1 ("1 means 100 percent usage")
+                "kv_capacity_tokens": None,
+                "prefix_queries": None,  # npu_prefix_cache_hit_rate is a ratio gauge, not counters
+                "preemptions": 637.0,
+                "prompt_tokens": 9564.0,
+                "generation_tokens": 84425.0,
+                "requests_finished": 2267.0,  # request_success_total 2267 + request_failed_total 0
+                "ttft.count": 2523.0,  # no _sum on the page: the mean is unknown, the buckets are read
+                "itl.count": 85800.0,  # time_per_output_token_seconds
+                "e2e.sum": 12684.5319980979,
+                "queue_time": None,
+            }
+        ]
+    ),
+    "mindie-server__gpustack__gpustack__issue_1785__excerpt.txt": Page(
+        [
+            {
+                "engine": "mindie",  # request_received_total and request_failed_total are MindIE's own
+                "model": "qwen2.5-0.5b-instruct-mindie",
+                "requests_running": 0.0,
+                "requests_waiting": None,  # cut off
+                "prompt_tokens": 195.0,
+                "generation_tokens": 578.0,
+                "preemptions": 0.0,
+                "requests_finished": 4.0,  # success 4 + failed 0
+            }
+        ]
+    ),
 }
 
 
