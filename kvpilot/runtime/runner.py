@@ -25,6 +25,7 @@ from api.main import create_app
 from collector.clock import Clock, WallClock
 from kvpilot.runtime import sources as sources_mod
 from kvpilot.runtime.event_loop import running_loop_name
+from kvpilot.runtime.http_server import ApiServerConfig
 from kvpilot.runtime.shards import ShardCoordinator
 from kvpilot.runtime.wiring import advertised_address, build_service
 from kvpilot.settings import Settings, SettingsError
@@ -226,9 +227,9 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
         # the metrics-api route reads what gRPC reads: the same reader object, so the same limit
         app = create_app(service, auth, keda_reader=reader, request_timeout_s=settings.api.request_timeout_s)
         server = UvicornServer(
-            uvicorn.Config(
-                app, host=settings.bind_host, port=settings.api.http_port, log_config=None, access_log=False,
-                lifespan="off",
+            ApiServerConfig(
+                app, host=settings.bind_host, port=settings.api.http_port,
+                header_timeout_s=settings.api.header_timeout_s, max_connections=settings.api.max_connections,
             )
         )  # fmt: skip
         loop = asyncio.get_running_loop()

@@ -45,4 +45,26 @@ class ApiSettings(_Section):
         ),
     )
 
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description=(
+            "A connection whose request line and headers have not all arrived this long after it opened (or after"
+            " the request's first byte, on a keep-alive connection) gets a 408 and is closed, so a client that"
+            " trickles its headers (slowloris) or connects and sends nothing cannot hold a file descriptor for ever."
+            " A keep-alive connection idle between requests is closed after 5 s (uvicorn's own timeout); a slow body"
+            " is `request_timeout_s`'s."
+        ),
+    )
+    max_connections: int = Field(
+        default=1000,
+        ge=1,
+        description=(
+            "Open HTTP connections at most; one more is answered 503 with `Retry-After: 1` and closed at once, while"
+            " those already open are served. Bounds the descriptors the API can take (one per connection, and ~5 KiB"
+            " of memory), far above what kvpilot's clients open (Prometheus, probes, KEDA's metrics-api trigger,"
+            " operators: tens), and far below a container's descriptor limit, which scrapes and the store share."
+        ),
+    )
+
     _split_read = field_validator("read_tokens", "admin_tokens", mode="before")(split_tokens)

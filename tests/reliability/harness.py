@@ -25,6 +25,7 @@ from collector.clock import WallClock
 from collector.health import TargetHealth
 from collector.samples import ReplicaSample, TargetInfo
 from collector.scrape import CollectResult, ScrapeResult
+from kvpilot.runtime.http_server import ApiServerConfig, HttpImpl
 from kvpilot.runtime.service import Service
 from kvpilot.runtime.sources import Sources
 from kvpilot.runtime.targets import StaticTargets
@@ -107,15 +108,22 @@ def running(
     actuation: Callable[[Service], Any] | None = None,
     fleet: Any = None,
     static: Sequence[TargetInfo] = (),
+    header_timeout_s: float = 10.0,
+    max_connections: int = 1000,
+    http: HttpImpl = "auto",
 ) -> Iterator[Running]:
     """Build, start and serve; ``actuation(service)`` returns the Actuation to use (None: no actuation, so that
-    approved drains stay approved and the rails can be counted)."""
+    approved drains stay approved and the rails can be counted); ``http`` picks uvicorn's protocol as `kvpilot run`
+    serves it (``auto``: httptools where installed, else h11)."""
     settings = load_settings(
         store={"database_url": url, "probe_every_s": 0.25},
         collector={"interval_s": interval_s, "timeout_s": interval_s / 2, "discovery": {"kind": "static"}},
         drains={"dry_run": False, "max_concurrent": max_concurrent},
-        api={"read_tokens": READ, "admin_tokens": ADMIN},
-    )
+        api={
+            "read_tokens": READ, "admin_tokens": ADMIN, "header_timeout_s": header_timeout_s,
+            "max_connections": max_connections,
+        },
+    )  # fmt: skip
     ready = threading.Event()
     box: dict[str, Any] = {}
 
@@ -133,8 +141,11 @@ def running(
             )
             port = free_port()
             server = uvicorn.Server(
-                uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False, lifespan="off")
-            )
+                ApiServerConfig(
+                    app, host="127.0.0.1", port=port, header_timeout_s=settings.api.header_timeout_s,
+                    max_connections=settings.api.max_connections, http=http,
+                )
+            )  # fmt: skip
             await service.start(restored)
             serving = asyncio.create_task(server.serve())
             while not server.started:  # noqa: ASYNC110  (uvicorn offers no event for it)

@@ -1,0 +1,175 @@
+"""The HTTP API's connections, bounded: a request head that has not all arrived `api.header_timeout_s` after it
+began gets a 408 and the connection is closed, and past `api.max_connections` open connections a new one is answered
+503 at once.
+
+uvicorn (0.55) does neither: a connection that never finished its request line and headers (slowloris, or a client
+that connects and sends nothing) held its file descriptor for ever, and nothing bounded how many were open, so enough
+of them would exhaust the process's descriptors and stop /healthz, /metrics, the scrapes and the store alike. These
+are uvicorn's own protocol classes (h11's, and httptools' where that is installed, as uvicorn's ``auto`` picks) with
+a deadline and a bound added, as nginx's `client_header_timeout` and Go's `ReadHeaderTimeout` do."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib.util
+import logging
+from typing import Any, Literal
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+log = logging.getLogger("kvpilot.http")
+
+HttpImpl = Literal["auto", "h11", "httptools"]
+
+# A refused connection is half-closed after its 503, so that the client reads the answer rather than a reset; it is
+# closed outright this long after, whatever the client does.
+REFUSED_LINGER_S = 1.0
+
+
+class ApiServerConfig(uvicorn.Config):
+    """uvicorn's configuration of kvpilot's API: no access log or lifespan, and the bounded protocol."""
+
+    def __init__(
+        self, app: Any, *, host: str, port: int, header_timeout_s: float, max_connections: int, http: HttpImpl = "auto"
+    ) -> None:
+        super().__init__(
+            app, host=host, port=port, http=protocol_class(http), log_config=None, access_log=False, lifespan="off"
+        )
+        self.header_timeout_s = header_timeout_s
+        self.max_connections = max_connections
+
+
+def protocol_class(http: HttpImpl = "auto") -> type[asyncio.Protocol]:
+    """The bounded protocol: httptools' where it is installed (``auto``, as uvicorn chooses), else h11's."""
+    if http == "httptools" or (http == "auto" and importlib.util.find_spec("httptools") is not None):
+        return _httptools_bounded()
+    return H11Bounded
+
+
+def _plain(status: bytes, text: str, *extra: bytes) -> bytes:
+    body = text.encode()
+    head = [b"HTTP/1.1 " + status, b"content-type: text/plain; charset=utf-8", b"connection: close", *extra]
+    head.append(b"content-length: " + str(len(body)).encode())
+    return b"\r\n".join(head) + b"\r\n\r\n" + body
+
+
+class _Bounds:
+    """What both protocols add. The deadline runs from the connection's opening, and from the first byte of each
+    later request, to the end of that request's headers; a keep-alive connection idle between requests is closed by
+    uvicorn's own `timeout_keep_alive` (5 s), and a body that trickles is the app's (api/deadline.py answers 408)."""
+
+    transport: asyncio.Transport
+    loop: asyncio.AbstractEventLoop
+    connections: set[Any]
+    config: uvicorn.Config
+    cycle: Any
+
+    def _init_bounds(self) -> None:
+        bounded = self.config if isinstance(self.config, ApiServerConfig) else None  # uvicorn's own: as uvicorn
+        self._header_timeout_s = bounded.header_timeout_s if bounded else None
+        self._max_connections = bounded.max_connections if bounded else None
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._refused = False
+
+    def _refuse_if_full(self, transport: asyncio.Transport) -> bool:
+        """Past the bound: a 503 before anything is read, half-closed, closed for good shortly after."""
+        if self._max_connections is None or len(self.connections) < self._max_connections:
+            return False
+        self._refused = True
+        log.debug("refused an HTTP connection: %d open (api.max_connections)", len(self.connections))
+        transport.write(_plain(b"503 Service Unavailable", "too many open connections\n", b"retry-after: 1"))
+        if transport.can_write_eof():
+            transport.write_eof()
+            self.loop.call_later(REFUSED_LINGER_S, transport.close)
+        else:
+            transport.close()
+        return True
+
+    def _arm_head_timer(self) -> None:
+        if self._head_timer is None and self._header_timeout_s is not None:
+            self._head_timer = self.loop.call_later(self._header_timeout_s, self._head_timed_out)
+
+    def _disarm_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        log.debug("closed an HTTP connection: its request head took over %g s", self._header_timeout_s)
+        if self.cycle is None or self.cycle.response_complete:  # nothing is being answered: say why it ends
+            why = f"the request head did not arrive within {self._header_timeout_s:g} s\n"
+            self.transport.write(_plain(b"408 Request Timeout", why))
+        self.transport.close()
+
+
+class H11Bounded(_Bounds, H11Protocol):
+    """uvicorn's h11 protocol (what it runs without httptools, as in kvpilot's image) with the deadline and bound."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._init_bounds()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if self._refuse_if_full(transport):
+            return
+        super().connection_made(transport)
+        self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_head_timer()
+        if not self._refused:
+            super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        super().data_received(data)
+        state = self.conn.their_state
+        if state is h11.IDLE:
+            if self.conn.trailing_data[0]:  # part of a head, buffered
+                self._arm_head_timer()
+        else:  # the head is in (the body and the answer are the app's), or the connection is ending
+            self._disarm_head_timer()
+
+
+@functools.cache
+def _httptools_bounded() -> type[asyncio.Protocol]:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class HttpToolsBounded(_Bounds, HttpToolsProtocol):
+        """uvicorn's httptools protocol with the deadline and bound: its parser says where a head begins and ends."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._init_bounds()
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            if self._refuse_if_full(transport):
+                return
+            super().connection_made(transport)
+            self._arm_head_timer()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm_head_timer()
+            if not self._refused:
+                super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if not self._refused:
+                super().data_received(data)
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._arm_head_timer()
+
+        def on_headers_complete(self) -> None:
+            self._disarm_head_timer()
+            super().on_headers_complete()
+
+    return HttpToolsBounded

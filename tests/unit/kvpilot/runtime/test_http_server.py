@@ -1,0 +1,186 @@
+"""The API's connections are bounded (kvpilot.runtime.http_server): a request head that does not arrive within the
+deadline gets a 408 and the connection is closed, and past the bound a new connection gets a 503 at once, while
+keep-alive clients, slow bodies and the connections already open are served as before. On uvicorn 0.55 without it
+the silent and the trickling connection stayed open for ever, and every connection was accepted.
+
+Each case runs on h11 (what kvpilot's image runs) and on httptools (what uvicorn picks where it is installed), over
+real sockets on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import uvicorn
+
+from kvpilot.runtime.http_server import ApiServerConfig, H11Bounded, HttpImpl, protocol_class
+
+DEADLINE_S = 0.5
+
+
+def _impls() -> list[Any]:
+    try:
+        import httptools  # noqa: F401
+    except ImportError:
+        return ["h11", pytest.param("httptools", marks=pytest.mark.skip(reason="httptools is not installed"))]
+    return ["h11", "httptools"]
+
+
+async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Reads the whole body, answers its length."""
+    size, more = 0, True
+    while more:
+        message = await receive()
+        size += len(message.get("body", b""))
+        more = message.get("more_body", False)
+    body = str(size).encode()
+    headers = [(b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+@contextlib.asynccontextmanager
+async def _serving(http: HttpImpl, *, max_connections: int = 100) -> AsyncIterator[int]:
+    config = ApiServerConfig(
+        _app, host="127.0.0.1", port=0, header_timeout_s=DEADLINE_S, max_connections=max_connections, http=http
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:  # noqa: ASYNC110  (uvicorn offers no event for it)
+        await asyncio.sleep(0.01)
+    try:
+        yield server.servers[0].sockets[0].getsockname()[1]
+    finally:
+        server.should_exit = True
+        await task
+
+
+GET = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+async def _answer(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    """Status line and body of one answer."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(int(h.split(b":")[1]) for h in head.lower().split(b"\r\n") if h.startswith(b"content-length"))
+    return head.split(b"\r\n", 1)[0], await reader.readexactly(length)
+
+
+async def _until_closed(reader: asyncio.StreamReader, limit_s: float = 5.0) -> tuple[bytes, float]:
+    t0 = time.monotonic()
+    data = await asyncio.wait_for(reader.read(), limit_s)
+    return data, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("http", _impls())
+async def test_a_connection_that_sends_nothing_is_closed_with_a_408_at_the_deadline(http: HttpImpl) -> None:
+    async with _serving(http) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        data, took = await _until_closed(reader)
+        writer.close()
+    assert data.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+    assert b"connection: close" in data
+    assert DEADLINE_S * 0.8 <= took <= DEADLINE_S + 1
+
+
+@pytest.mark.parametrize("http", _impls())
+async def test_a_head_that_trickles_is_cut_off_at_the_deadline_from_its_first_byte(http: HttpImpl) -> None:
+    async with _serving(http) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(GET)  # one whole request first: the deadline is per head, not per connection
+        assert (await _answer(reader))[0] == b"HTTP/1.1 200 OK"
+        await asyncio.sleep(DEADLINE_S * 0.6)  # idle within uvicorn's keep-alive (5 s): not the head's deadline
+        t0 = time.monotonic()
+        trickle = b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100
+
+        async def slowloris() -> None:
+            with contextlib.suppress(ConnectionError):
+                for byte in trickle:
+                    writer.write(bytes([byte]))
+                    await asyncio.sleep(DEADLINE_S / 10)
+
+        sending = asyncio.create_task(slowloris())
+        data = await asyncio.wait_for(reader.read(), 5)
+        took = time.monotonic() - t0
+        sending.cancel()
+        writer.close()
+    assert data.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), data
+    assert DEADLINE_S * 0.8 <= took <= DEADLINE_S + 1
+
+
+@pytest.mark.parametrize("http", _impls())
+async def test_keep_alive_requests_and_a_slow_body_outlast_the_deadline(http: HttpImpl) -> None:
+    async with _serving(http) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        t0, answers = time.monotonic(), []
+        while time.monotonic() - t0 < DEADLINE_S * 3:  # one connection, well past the deadline
+            writer.write(GET)
+            answers.append(await _answer(reader))
+            await asyncio.sleep(DEADLINE_S / 5)
+        # the head at once, then a body over twice the head's deadline: the body is the app's to time
+        writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n")
+        for _ in range(10):
+            await asyncio.sleep(DEADLINE_S / 5)
+            writer.write(b"b")
+        answers.append(await _answer(reader))
+        writer.close()
+    assert answers[-1] == (b"HTTP/1.1 200 OK", b"10")
+    assert len(answers) >= 10
+    assert set(answers[:-1]) == {(b"HTTP/1.1 200 OK", b"0")}
+
+
+@pytest.mark.parametrize("http", _impls())
+async def test_past_the_bound_a_connection_gets_a_503_and_those_open_are_served(http: HttpImpl) -> None:
+    bound = 5
+    async with _serving(http, max_connections=bound) as port:
+        open_ = [await asyncio.open_connection("127.0.0.1", port) for _ in range(bound)]
+        await asyncio.sleep(0.1)  # all accepted
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(GET)
+        refused, took = await _until_closed(reader)
+        writer.close()
+        for _r, w in open_:
+            w.write(GET)
+        served = [await _answer(r) for r, _ in open_]
+        for _, w in open_:
+            w.close()
+        await asyncio.sleep(0.2)  # closed ones leave the count: a new connection is served again
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(GET)
+        again = await _answer(reader)
+        writer.close()
+    assert refused.startswith(b"HTTP/1.1 503 Service Unavailable\r\n"), refused
+    assert b"retry-after: 1" in refused
+    assert took < 1.5
+    assert served == [(b"HTTP/1.1 200 OK", b"0")] * bound
+    assert again == (b"HTTP/1.1 200 OK", b"0")
+
+
+def test_auto_is_uvicorns_choice() -> None:
+    try:
+        import httptools  # noqa: F401
+    except ImportError:
+        assert protocol_class("auto") is H11Bounded
+    else:
+        assert protocol_class("auto").__name__ == "HttpToolsBounded"
+
+
+async def test_uvicorns_own_config_is_served_as_uvicorn_serves_it() -> None:
+    # The protocol without ApiServerConfig (a test's or a tool's server): no deadline, no bound.
+    config = uvicorn.Config(_app, host="127.0.0.1", port=0, http=H11Bounded, log_config=None, lifespan="off")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(reader.read(), 1.0)
+    writer.write(GET)
+    assert (await _answer(reader))[0] == b"HTTP/1.1 200 OK"
+    writer.close()
+    server.should_exit = True
+    await task
