@@ -1030,6 +1030,29 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    "dcgm-4x-rtx4000ada-pod__linode__lke-ai-conformance__index-16996232183.txt": Page(
+        [],
+        gpus=1,
+        gpu_fields={
+            "0": {
+                "node": "lke529760-766837-0a634ab30000",  # Hostname (the GPU Operator sets it to the node)
+                "model_name": "NVIDIA RTX 4000 Ada Generation",
+                "pod": "cuda-75454ffb9f-8ljq7",  # the pod using the GPU; pod_uid="" left aside
+                "namespace": "default",
+                "container": "cuda",
+                "utilisation": 0.0,  # DCGM_FI_DEV_GPU_UTIL
+                "memory_used_bytes": 1 * 2**20,  # FB_USED 1 MiB
+                "memory_free_bytes": 20015 * 2**20,
+                "temperature_c": 48.0,
+                "power_w": 40.979,
+                "last_xid": 0,  # XID_ERRORS 0 (err_msg "No Error")
+                "sm_active": None,  # no PROF_SM_ACTIVE on the page
+                "extra.gr_engine_active": 0.004656,
+                "extra.dram_active": 0.003074,
+                "extra.memory_reserved_mib": 457.0,
+            }
+        },
+    ),
     "jetstream__AI-Hypercomputer__JetStream__pull_121__excerpt.txt": Page(
         error=r"1 family starting with `jetstream_`; no engine adapter"
     ),
