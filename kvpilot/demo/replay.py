@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -46,6 +46,9 @@ from kvpilot.runtime.snapshot import Snapshot
 from scaler.backtest.result import RolloutWindow
 from scaler.backtest.run import measure_window
 from scaler.backtest.sim import rolled
+
+if TYPE_CHECKING:
+    from kvpilot.settings.api import ApiSettings
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[1] / "data" / "azure2023_conv.csv"
 # Simulated t=0 on kvpilot's clock (2026-01-01T00:00:00Z): fixed, so that nothing depends on when the demo runs.
@@ -458,8 +461,9 @@ async def run_demo(
         reader = keda_reader(board, settings, service.clock)
         try:
             api_url, api_task, api_server = await _serve_api(
-                create_app(service, TokenAuth([], [], anonymous_read=True), keda_reader=reader), cfg.http_port
-            )
+                create_app(service, TokenAuth([], [], anonymous_read=True), keda_reader=reader), cfg.http_port,
+                settings.api,
+            )  # fmt: skip
         except BaseException:
             service.engine.dispose()
             await targets.aclose()
@@ -700,14 +704,17 @@ def _count_requests(s: DemoSummary, fleet: Any, *, now: float, slo_s: float) -> 
         s.ttft_s[name] = round(v, 6) if math.isfinite(v) else None
 
 
-async def _serve_api(app: Any, port: int) -> tuple[str, asyncio.Task[None], Any]:
-    import uvicorn
-
+async def _serve_api(app: Any, port: int, api: ApiSettings) -> tuple[str, asyncio.Task[None], Any]:
+    from kvpilot.runtime.http_server import ApiServerConfig
     from kvpilot.runtime.runner import UvicornServer
 
+    # bounded as under `kvpilot run`: a head that never ends, or a crowd of connections, cannot pin it either
     server = UvicornServer(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False, lifespan="off")
-    )
+        ApiServerConfig(
+            app, host="127.0.0.1", port=port, header_timeout_s=api.header_timeout_s,
+            max_connections=api.max_connections,
+        )
+    )  # fmt: skip
     task = asyncio.create_task(server.serve(), name="demo-api")
     while not server.started:
         if task.done():
