@@ -36,6 +36,12 @@ SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
     # gRPC core sets SO_REUSEPORT by default, so a second kvpilot on the same port would bind beside the first and
     # share its connections; off, a taken port is a bind error.
     ("grpc.so_reuseport", 0),
+    # As the HTTP API's `api.header_timeout_s` and `api.max_connections` (kvpilot/runtime/http_server.py): a
+    # connection that has not finished its HTTP/2 (and TLS) handshake in 10 s is closed (gRPC's default: 60 s after
+    # it opened), and past 1000 open connections a new one is closed at once (default: no bound). KEDA keeps one
+    # channel per scaler address; sharding peers, one per peer.
+    ("grpc.server_handshake_timeout_ms", 10_000),
+    ("grpc.max_allowed_incoming_connections", 1000),
 )
 
 
