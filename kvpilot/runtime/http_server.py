@@ -27,6 +27,8 @@ HttpImpl = Literal["auto", "h11", "httptools"]
 # A refused connection is half-closed after its 503, so that the client reads the answer rather than a reset; it is
 # closed outright this long after, whatever the client does.
 REFUSED_LINGER_S = 1.0
+# Refusals are logged at most this often: a crowd at the bound is one line a minute, not one per connection.
+REFUSAL_LOG_EVERY_S = 60.0
 
 
 class ApiServerConfig(uvicorn.Config):
@@ -47,6 +49,23 @@ def protocol_class(http: HttpImpl = "auto") -> type[asyncio.Protocol]:
     if http == "httptools" or (http == "auto" and importlib.util.find_spec("httptools") is not None):
         return _httptools_bounded()
     return H11Bounded
+
+
+class _Refusals:
+    def __init__(self) -> None:
+        self.unlogged = 0
+        self.logged_at: float | None = None
+
+    def note(self, bound: int, now: float) -> None:
+        self.unlogged += 1
+        if self.logged_at is None or now - self.logged_at >= REFUSAL_LOG_EVERY_S:
+            log.warning(
+                "%d HTTP connection(s) refused with 503: %d already open (api.max_connections)", self.unlogged, bound
+            )
+            self.unlogged, self.logged_at = 0, now
+
+
+_refusals = _Refusals()
 
 
 def _plain(status: bytes, text: str, *extra: bytes) -> bytes:
@@ -79,7 +98,7 @@ class _Bounds:
         if self._max_connections is None or len(self.connections) < self._max_connections:
             return False
         self._refused = True
-        log.debug("refused an HTTP connection: %d open (api.max_connections)", len(self.connections))
+        _refusals.note(self._max_connections, self.loop.time())
         transport.write(_plain(b"503 Service Unavailable", "too many open connections\n", b"retry-after: 1"))
         if transport.can_write_eof():
             transport.write_eof()

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import uvicorn
 
+from kvpilot.runtime import http_server
 from kvpilot.runtime.http_server import ApiServerConfig, H11Bounded, HttpImpl, protocol_class
 
 DEADLINE_S = 0.5
@@ -133,7 +134,10 @@ async def test_keep_alive_requests_and_a_slow_body_outlast_the_deadline(http: Ht
 
 
 @pytest.mark.parametrize("http", _impls())
-async def test_past_the_bound_a_connection_gets_a_503_and_those_open_are_served(http: HttpImpl) -> None:
+async def test_past_the_bound_a_connection_gets_a_503_and_those_open_are_served(
+    http: HttpImpl, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http_server, "_refusals", http_server._Refusals())
     bound = 5
     async with _serving(http, max_connections=bound) as port:
         open_ = [await asyncio.open_connection("127.0.0.1", port) for _ in range(bound)]
@@ -157,6 +161,8 @@ async def test_past_the_bound_a_connection_gets_a_503_and_those_open_are_served(
     assert took < 1.5
     assert served == [(b"HTTP/1.1 200 OK", b"0")] * bound
     assert again == (b"HTTP/1.1 200 OK", b"0")
+    warned = [r.getMessage() for r in caplog.records if r.name == "kvpilot.http"]
+    assert warned == ["1 HTTP connection(s) refused with 503: 5 already open (api.max_connections)"]
 
 
 def test_auto_is_uvicorns_choice() -> None:
