@@ -75,7 +75,7 @@ def _plain(status: bytes, text: str, *extra: bytes) -> bytes:
     return b"\r\n".join(head) + b"\r\n\r\n" + body
 
 
-class _Bounds:
+class _Bounds(asyncio.Protocol):
     """What both protocols add. The deadline runs from the connection's opening, and from the first byte of each
     later request, to the end of that request's headers; a keep-alive connection idle between requests is closed by
     uvicorn's own `timeout_keep_alive` (5 s), and a body that trickles is the app's (api/deadline.py answers 408)."""
@@ -85,6 +85,21 @@ class _Bounds:
     connections: set[Any]
     config: uvicorn.Config
     cycle: Any
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # uvicorn's protocol, next in the subclass's order
+        self._init_bounds()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if self._refuse_if_full(transport):
+            return
+        super().connection_made(transport)
+        self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_head_timer()
+        if not self._refused:
+            super().connection_lost(exc)
 
     def _init_bounds(self) -> None:
         bounded = self.config if isinstance(self.config, ApiServerConfig) else None  # uvicorn's own: as uvicorn
@@ -130,21 +145,6 @@ class _Bounds:
 class H11Bounded(_Bounds, H11Protocol):
     """uvicorn's h11 protocol (what it runs without httptools, as in kvpilot's image) with the deadline and bound."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._init_bounds()
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        if self._refuse_if_full(transport):
-            return
-        super().connection_made(transport)
-        self._arm_head_timer()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm_head_timer()
-        if not self._refused:
-            super().connection_lost(exc)
-
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
@@ -163,21 +163,6 @@ def _httptools_bounded() -> type[asyncio.Protocol]:
 
     class HttpToolsBounded(_Bounds, HttpToolsProtocol):
         """uvicorn's httptools protocol with the deadline and bound: its parser says where a head begins and ends."""
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self._init_bounds()
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            if self._refuse_if_full(transport):
-                return
-            super().connection_made(transport)
-            self._arm_head_timer()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm_head_timer()
-            if not self._refused:
-                super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
             if not self._refused:
