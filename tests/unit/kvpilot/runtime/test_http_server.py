@@ -190,3 +190,25 @@ async def test_uvicorns_own_config_is_served_as_uvicorn_serves_it() -> None:
     writer.close()
     server.should_exit = True
     await task
+
+
+def test_on_uvloop_too() -> None:
+    # `kvpilot run`'s loop is uvloop where installed (runtime.event_loop: auto): its transports half-close and time
+    # out the same way.
+    uvloop = pytest.importorskip("uvloop")
+
+    async def probe() -> tuple[bytes, bytes]:
+        async with _serving("h11", max_connections=1) as port:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            extra_reader, extra_writer = await asyncio.open_connection("127.0.0.1", port)
+            extra_writer.write(GET)
+            refused, _ = await _until_closed(extra_reader)
+            timed_out, _ = await _until_closed(reader)
+            writer.close()
+            extra_writer.close()
+        return refused, timed_out
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        refused, timed_out = runner.run(probe())
+    assert refused.startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
+    assert timed_out.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
