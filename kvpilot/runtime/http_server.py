@@ -135,10 +135,14 @@ class _Bounds(asyncio.Protocol):
         self._head_timer = None
         if self.transport.is_closing():
             return
+        if self.cycle is not None and not self.cycle.response_complete:
+            # a pipelined head (httptools parses it while the answer before it is being made): that answer is not
+            # cut off for it, the head gets another deadline (the answer itself is bounded by api.request_timeout_s)
+            self._arm_head_timer()
+            return
         log.debug("closed an HTTP connection: its request head took over %g s", self._header_timeout_s)
-        if self.cycle is None or self.cycle.response_complete:  # nothing is being answered: say why it ends
-            why = f"the request head did not arrive within {self._header_timeout_s:g} s\n"
-            self.transport.write(_plain(b"408 Request Timeout", why))
+        why = f"the request head did not arrive within {self._header_timeout_s:g} s\n"
+        self.transport.write(_plain(b"408 Request Timeout", why))
         self.transport.close()
 
 
