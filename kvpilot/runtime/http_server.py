@@ -145,6 +145,13 @@ class _Bounds(asyncio.Protocol):
         self.transport.write(_plain(b"408 Request Timeout", why))
         self.transport.close()
 
+    def _bound_the_unread_body(self) -> None:
+        """An answer went before its request's body was all in (a 404 or a 401 reads none): uvicorn then waits for
+        the rest with no deadline, and once it is in keeps the connection with no keep-alive timeout, so a body that
+        trickles, or a client idle after it, held the connection for ever. The head's deadline bounds both."""
+        if not self.transport.is_closing():
+            self._arm_head_timer()
+
 
 class H11Bounded(_Bounds, H11Protocol):
     """uvicorn's h11 protocol (what it runs without httptools, as in kvpilot's image) with the deadline and bound."""
@@ -157,8 +164,14 @@ class H11Bounded(_Bounds, H11Protocol):
         if state is h11.IDLE:
             if self.conn.trailing_data[0]:  # part of a head, buffered
                 self._arm_head_timer()
-        else:  # the head is in (the body and the answer are the app's), or the connection is ending
+        # the head is in: the body and the answer are the app's (unless the answer went first: see on_response_complete)
+        elif self.cycle is None or not self.cycle.response_complete:
             self._disarm_head_timer()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.conn.their_state is h11.SEND_BODY:
+            self._bound_the_unread_body()
 
 
 @functools.cache
@@ -179,5 +192,10 @@ def _httptools_bounded() -> type[asyncio.Protocol]:
         def on_headers_complete(self) -> None:
             self._disarm_head_timer()
             super().on_headers_complete()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if self.cycle.more_body:  # its parser stops marking the body once the answer is complete
+                self._bound_the_unread_body()
 
     return HttpToolsBounded

@@ -35,6 +35,10 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Reads the whole body, answers its length (/slow: after three head deadlines)."""
     if scope["path"] == "/slow":
         await asyncio.sleep(DEADLINE_S * 3)
+    if scope["path"] == "/early":  # answers before reading the body, as a 404 or a 401 does
+        await send({"type": "http.response.start", "status": 404, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+        return
     size, more = 0, True
     while more:
         message = await receive()
@@ -144,6 +148,44 @@ async def test_a_pipelined_head_does_not_cut_off_the_answer_before_it(http: Http
         first = await asyncio.wait_for(_answer(reader), 5)
         writer.close()
     assert first == (b"HTTP/1.1 200 OK", b"0")
+
+
+@pytest.mark.parametrize("http", _impls())
+@pytest.mark.parametrize("rest", ["trickled", "then idle"])
+async def test_a_body_left_unread_by_an_early_answer_cannot_hold_the_connection(http: HttpImpl, rest: str) -> None:
+    # uvicorn waits for the rest of a body its app answered without reading (a 404, a 401) with no deadline, and once
+    # it is in keeps the connection with no keep-alive timeout: either way it stayed open for ever
+    async with _serving(http) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"POST /early HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+        assert (await _answer(reader))[0] == b"HTTP/1.1 404 Not Found"
+
+        async def send_rest() -> None:
+            with contextlib.suppress(ConnectionError):
+                if rest == "then idle":
+                    writer.write(b"b" * 1000)
+                    return
+                for _ in range(1000):
+                    writer.write(b"b")
+                    await asyncio.sleep(DEADLINE_S / 10)
+
+        sending = asyncio.create_task(send_rest())
+        data, took = await _until_closed(reader)
+        sending.cancel()
+        writer.close()
+    assert data.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), data
+    assert took <= DEADLINE_S + 1
+
+
+@pytest.mark.parametrize("http", _impls())
+async def test_a_connection_answered_early_serves_its_next_request(http: HttpImpl) -> None:
+    async with _serving(http) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"POST /early HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+        assert (await _answer(reader))[0] == b"HTTP/1.1 404 Not Found"
+        writer.write(b"b" * 1000 + GET)
+        assert await _answer(reader) == (b"HTTP/1.1 200 OK", b"0")
+        writer.close()
 
 
 @pytest.mark.parametrize("http", _impls())
