@@ -507,6 +507,7 @@ class _DeploymentPlanner:
             generation_tokens_rate=view.generation_tokens_rate,
         )
         forecast = self.forecaster.predict(cfg.horizon_s)
+        tail = self.forecaster.tail_margin(cfg.horizon_s, cfg.slo_target_miss)
         # Scaled to zero with no gateway counter, nothing arrives that a replica could see: the forecaster still
         # predicts from the history it has (a daily pattern wakes the deployment one horizon ahead).
         forecast_known = arrival is not None or self._seen_arrival
@@ -541,6 +542,11 @@ class _DeploymentPlanner:
                 forecast_rate=max(0.0, forecast.point) if forecast_known else None,
                 margin_scale=self.margin.scale,
                 burst_rate=(None if peak is None else burst_need(peak, cfg.burst_window_s, cfg.slo_ttft_s or 0.0)),
+                forecast_tail_rate=(
+                    max(0.0, forecast.point + tail)
+                    if forecast_known and tail is not None and not forecast.fallback
+                    else None
+                ),
             ),
             now=now,
         )

@@ -95,6 +95,9 @@ class Demand:
     forecast_rate: float | None = None  # requests/s at the horizon, point forecast (the zero decision reads it)
     margin_scale: float = 1.0  # share of the fixed rule's margin the "adaptive" headroom keeps (others ignore it)
     burst_rate: float | None = None  # requests/s the recent short-window peak needs served (`scaler.burst`)
+    # requests/s at the horizon that the forecast's measured errors exceeded in only the SLO's share of misses
+    # (`Forecaster.tail_margin`); None while too few errors are measured
+    forecast_tail_rate: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +208,14 @@ class ReplicaPolicy:
             and not demand.requests_waiting
         ):
             return 0
-        return self._need(demand.forecast_upper_rate, cap, point, demand.margin_scale)
+        need = self._need(demand.forecast_upper_rate, cap, point, demand.margin_scale)
+        tail = demand.forecast_tail_rate
+        if c.headroom != "fixed" or tail is None or point is None or demand.forecast_upper_rate < c.idle_below_rps:
+            return need
+        # The fixed rule's two margins assume the forecast's error; where its measured tail is smaller, plan for
+        # that: the rate the horizon exceeded in no more than the SLO's share of misses, at full capacity, and the
+        # point at the target utilisation (a steady load's queueing headroom). Never more than the fixed rule.
+        return min(need, max(_replicas_for(point, cap, c.target_utilisation), _replicas_for(tail, cap, 1.0)))
 
     def _reactive(self, demand: Demand, cap: float) -> int | None:
         """Replicas for today's arrivals plus clearing today's queue within ``queue_drain_s``, or None when

@@ -118,6 +118,12 @@ class Forecaster(ABC):
     def _predict(self, horizon_s: float) -> tuple[float, float]:
         """Return (point, upper) for the horizon; may raise or return non-finite values to request a fallback."""
 
+    def tail_margin(self, horizon_s: float, share: float) -> float | None:
+        """How far above its point this forecaster's answers at ``horizon_s`` fell short in the worst ``share`` of
+        the forecasts measured so far (the realised under-forecast's 1 − share quantile); None where it does not
+        measure its own errors, or has too few of them to tell that quantile from the largest."""
+        return None
+
     # -- helpers for subclasses ----------------------------------------------------------------------------
     @property
     def values(self) -> list[float]:

@@ -261,6 +261,12 @@ class Ensemble(Forecaster):
             margin = self.horizon_spread(horizon_s)
         return point, point + margin
 
+    def tail_margin(self, horizon_s: float, share: float) -> float | None:
+        s = self._by_horizon.get(round(horizon_s, 3))
+        if s is None or not 0 < share < 1 or len(s.residuals) < math.ceil(1.0 / share):
+            return None
+        return max(s.residuals[int((1.0 - share) * (len(s.residuals) - 1))], 0.0)
+
 
 def _column(np: Any, column: FloatWindow | Iterable[float], n: int) -> Any:
     """An error column's first ``n`` values as a float64 array: a `FloatWindow`'s read in place (no float objects

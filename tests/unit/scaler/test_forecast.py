@@ -297,3 +297,24 @@ def test_auto_smooths_poisson_noise_around_a_steady_rate() -> None:
     mase, auto = _mase(series, 10, skip=200)
     assert mase < 0.9
     assert auto.chosen(150.0).startswith("ewma") or auto.chosen(150.0) in ("linear_trend", "holt", "blend")
+
+
+def test_auto_measures_its_tail_only_once_it_has_enough_errors_to_tell_it_from_the_largest() -> None:
+    # Under-forecasts of 0, 1, ..., 9 repeating (the series rises by its step's noise, last value answers):
+    # the 1 % tail needs 100 scored forecasts; the 10 % tail is the 90th percentile of the same residuals.
+    model = make("auto")
+    assert make("last_value").tail_margin(15.0, 0.01) is None  # a forecaster that measures no errors of its own
+    assert isinstance(model, Ensemble)
+    horizon = 15.0
+    for i in range(60):
+        model.observe(i * 15.0, 100.0 + (i % 10))
+        model.predict(horizon)
+    assert model.tail_margin(horizon, 0.01) is None  # 59 residuals: fewer than 1 / 0.01
+    for i in range(60, 400):
+        model.observe(i * 15.0, 100.0 + (i % 10))
+        model.predict(horizon)
+    tail, q90 = model.tail_margin(horizon, 0.01), model.tail_margin(horizon, 0.1)
+    assert tail is not None
+    assert q90 is not None
+    assert q90 <= tail <= max(abs(a - b) for a in range(10) for b in range(10))
+    assert model.tail_margin(60.0, 0.01) is None  # a horizon never asked for has no errors measured

@@ -375,3 +375,25 @@ def test_a_part_not_known_is_said_in_words_not_as_none(demand: Demand, said: str
     rec = ReplicaPolicy(CFG).recommend(demand, now=0.0)
     assert said in rec.message
     assert "None" not in rec.message
+
+
+@pytest.mark.parametrize(
+    ("tail", "replicas", "why"),
+    [
+        (None, 3, "no measured tail: the fixed rule, upper 2.2 / 0.8"),
+        (3.5, 3, "a tail above what the fixed count serves at full capacity: never more than the fixed rule"),
+        (1.9, 2, "the measured tail fits 2 replicas at full capacity, and the point 1.5 fits them at 0.8"),
+        (1.0, 2, "a tail under the point: the point keeps its 0.8 headroom, 1.5 / 0.8"),
+    ],
+)
+def test_a_measured_tail_replaces_the_fixed_rules_margin_where_it_is_smaller(
+    tail: float | None, replicas: int, why: str
+) -> None:
+    demand = _demand(current_replicas=3, forecast_rate=1.5, forecast_upper_rate=2.2, forecast_tail_rate=tail)
+    assert ReplicaPolicy(CFG).recommend(demand, now=0.0).predictive_replicas == replicas, why
+
+
+def test_a_measured_tail_is_read_by_the_fixed_rule_only() -> None:
+    demand = _demand(forecast_rate=1.5, forecast_upper_rate=2.2, forecast_tail_rate=1.6)
+    lean = dataclasses.replace(CFG, headroom="lean")
+    assert ReplicaPolicy(lean).recommend(demand, now=0.0).predictive_replicas == lean_replicas(1.5, 2.2, 1.0, 0.8)
