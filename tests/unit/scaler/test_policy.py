@@ -397,3 +397,9 @@ def test_a_measured_tail_is_read_by_the_fixed_rule_only() -> None:
     demand = _demand(forecast_rate=1.5, forecast_upper_rate=2.2, forecast_tail_rate=1.6)
     lean = dataclasses.replace(CFG, headroom="lean")
     assert ReplicaPolicy(lean).recommend(demand, now=0.0).predictive_replicas == lean_replicas(1.5, 2.2, 1.0, 0.8)
+
+
+def test_under_a_measured_tail_the_point_keeps_the_target_utilisation() -> None:
+    # point 1.9 fits 2 replicas at full capacity but needs 3 at 0.8; the tail (1.95) needs 2 and the fixed rule 4
+    demand = _demand(current_replicas=4, forecast_rate=1.9, forecast_upper_rate=2.6, forecast_tail_rate=1.95)
+    assert ReplicaPolicy(CFG).recommend(demand, now=0.0).predictive_replicas == 3
