@@ -5,6 +5,10 @@ The protocol is client-go's leader election, through the official client: read t
 take it when it expired, renew it when ours, each write carrying the resourceVersion just read so that two
 candidates racing for an expired Lease cannot both win (the loser gets 409 and stays a follower). A leader that
 cannot renew steps down once its own lease would have expired, before anyone else can take it over.
+
+Leases travel as the API server's JSON (``Leases``: dicts, decoded with orjson) through the official client's
+``ApiClient`` (its host, TLS, credentials and retries), not as its model classes: building and reading those was
+a quarter of a Lease round's CPU, paid by every sharded instance a few times a tick (issue 17).
 """
 
 from __future__ import annotations
@@ -12,10 +16,16 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import orjson
 
 from collector.clock import Clock
 from collector.scrape import Sleep, sleep_unless_stopped
+from kvpilot.runtime.stopping import in_daemon_thread
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -23,9 +33,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+Lease = dict[str, Any]  # a coordination.k8s.io/v1 Lease as the API server's JSON
+_LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 
-def _micro_time(t: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(t, tz=dt.UTC)
+
+def _micro_time(t: float) -> str:
+    """``t`` as a Lease's MicroTime (RFC 3339, microseconds, UTC), as client-go writes it."""
+    return dt.datetime.fromtimestamp(t, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _epoch(value: Any) -> float | None:
@@ -36,10 +50,59 @@ def _epoch(value: Any) -> float | None:
     return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
 
 
+class Leases:
+    """The four Lease calls an election makes, on the official client's ``ApiClient`` (its configuration: host,
+    TLS, the kubeconfig's or the pod's credentials, a refreshed token included, retries), with bodies and answers
+    as JSON dicts. Method names and arguments are ``CoordinationV1Api``'s; errors are its ``ApiException`` (404,
+    409 carry ``status``)."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.api_client = api_client
+
+    def read_namespaced_lease(self, name: str, namespace: str) -> Lease:
+        return self._call("GET", namespace, name)
+
+    def list_namespaced_lease(self, namespace: str, *, label_selector: str) -> Lease:
+        return self._call("GET", namespace, query=[("labelSelector", label_selector)])
+
+    def create_namespaced_lease(self, namespace: str, body: Lease) -> Lease:
+        return self._call("POST", namespace, body=body)
+
+    def replace_namespaced_lease(self, name: str, namespace: str, body: Lease) -> Lease:
+        return self._call("PUT", namespace, name, body=body)
+
+    def _call(
+        self,
+        method: str,
+        namespace: str,
+        name: str | None = None,
+        *,
+        body: Lease | None = None,
+        query: list[tuple[str, str]] | None = None,
+    ) -> Lease:
+        from kubernetes.client.exceptions import ApiException
+
+        path = _LEASES.format(namespace=quote(namespace, safe=""))
+        if name is not None:
+            path += "/" + quote(name, safe="")
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        request = self.api_client.param_serialize(
+            method, path, query_params=query, header_params=headers, body=body, auth_settings=["BearerToken"]
+        )
+        response = self.api_client.call_api(*request)
+        data: bytes = response.read()  # type: ignore[no-untyped-call]
+        if not 200 <= response.status <= 299:
+            raise ApiException.from_response(http_resp=response, body=data.decode("utf-8", "replace"), data=None)
+        answer: Lease = orjson.loads(data)
+        return answer
+
+
 class LeaseElector:
     def __init__(
         self,
-        api: client.CoordinationV1Api,
+        api: Leases,
         *,
         name: str,
         namespace: str,
@@ -59,13 +122,13 @@ class LeaseElector:
         self._renewed_at: float | None = None
         # The Lease as our latest accepted write left it (its new resourceVersion): the next renewal can write from
         # it without reading it again (``ShardCoordinator`` between its lists). None until a write is accepted.
-        self.written: client.V1Lease | None = None
+        self.written: Lease | None = None
         # Written on every create and take-over/renewal: shards find each other's Leases by label and the
         # holder's KEDA address in an annotation (kvpilot.runtime.shards).
         self.labels = dict(labels or {})
         self.annotations = dict(annotations or {})
 
-    def try_acquire_or_renew(self, current: client.V1Lease | None = None) -> bool:
+    def try_acquire_or_renew(self, current: Lease | None = None) -> bool:
         """One round of the election (blocking: run it in a worker thread). Returns whether we lead now.
 
         ``current``: the Lease as the caller has just read it (``ShardCoordinator`` lists its whole group each
@@ -100,19 +163,17 @@ class LeaseElector:
         )
         return keep
 
-    def _spec(self, now: float, *, acquire_time: Any, transitions: int) -> client.V1LeaseSpec:
-        from kubernetes import client
+    def _spec(self, now: float, *, acquire_time: Any, transitions: int) -> dict[str, Any]:
+        spec = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, round(self.lease_duration_s)),
+            "acquireTime": acquire_time,
+            "renewTime": _micro_time(now),
+            "leaseTransitions": transitions,
+        }
+        return {k: v for k, v in spec.items() if v is not None}
 
-        return client.V1LeaseSpec(
-            holder_identity=self.identity,
-            lease_duration_seconds=max(1, round(self.lease_duration_s)),
-            acquire_time=acquire_time,
-            renew_time=_micro_time(now),
-            lease_transitions=transitions,
-        )
-
-    def _round(self, now: float, current: client.V1Lease | None) -> bool:
-        from kubernetes import client
+    def _round(self, now: float, current: Lease | None) -> bool:
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -120,36 +181,39 @@ class LeaseElector:
         except ApiException as e:
             if e.status != 404:
                 raise
-            body = client.V1Lease(
-                metadata=client.V1ObjectMeta(
-                    name=self.name,
-                    namespace=self.namespace,
-                    labels=self.labels or None,
-                    annotations=self.annotations or None,
-                ),
-                spec=self._spec(now, acquire_time=_micro_time(now), transitions=0),
-            )
+            meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+            if self.labels:
+                meta["labels"] = self.labels
+            if self.annotations:
+                meta["annotations"] = self.annotations
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": meta,
+                "spec": self._spec(now, acquire_time=_micro_time(now), transitions=0),
+            }
             self.written = self._api.create_namespaced_lease(self.namespace, body)
             return True
-        spec = lease.spec or client.V1LeaseSpec()
-        holder = spec.holder_identity
-        renewed = _epoch(spec.renew_time)
-        duration = spec.lease_duration_seconds or self.lease_duration_s
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity")
+        renewed = _epoch(spec.get("renewTime"))
+        duration = spec.get("leaseDurationSeconds") or self.lease_duration_s
         expired = renewed is None or now - renewed > duration
         if holder and holder != self.identity and not expired:
             return False
         taking_over = holder != self.identity
-        transitions = (spec.lease_transitions or 0) + (1 if taking_over else 0)
-        acquire = _micro_time(now) if taking_over else spec.acquire_time
-        lease.spec = self._spec(now, acquire_time=acquire, transitions=transitions)
+        transitions = (spec.get("leaseTransitions") or 0) + (1 if taking_over else 0)
+        acquire = _micro_time(now) if taking_over else spec.get("acquireTime")
+        # a new object: ``current`` may be a list's item or our last write, which stay as they were read
+        body = {**lease, "apiVersion": "coordination.k8s.io/v1", "kind": "Lease"}  # a list's items come without them
+        body["spec"] = self._spec(now, acquire_time=acquire, transitions=transitions)
         if self.labels or self.annotations:
-            meta = lease.metadata or client.V1ObjectMeta(name=self.name, namespace=self.namespace)
-            meta.labels = {**(meta.labels or {}), **self.labels}
-            meta.annotations = {**(meta.annotations or {}), **self.annotations}
-            lease.metadata = meta
-        lease.api_version, lease.kind = "coordination.k8s.io/v1", "Lease"  # a list's items come without them
+            meta = dict(lease.get("metadata") or {"name": self.name, "namespace": self.namespace})
+            meta["labels"] = {**(meta.get("labels") or {}), **self.labels}
+            meta["annotations"] = {**(meta.get("annotations") or {}), **self.annotations}
+            body["metadata"] = meta
         # carries metadata.resourceVersion; the answer carries the next one
-        self.written = self._api.replace_namespaced_lease(self.name, self.namespace, lease)
+        self.written = self._api.replace_namespaced_lease(self.name, self.namespace, body)
         return True
 
     def release(self) -> None:
@@ -158,9 +222,10 @@ class LeaseElector:
             return
         try:
             lease = self._api.read_namespaced_lease(self.name, self.namespace)
-            if lease.spec is not None and lease.spec.holder_identity == self.identity:
-                lease.spec.holder_identity = None
-                lease.spec.renew_time = None
+            spec = lease.get("spec")
+            if spec is not None and spec.get("holderIdentity") == self.identity:
+                spec.pop("holderIdentity", None)
+                spec.pop("renewTime", None)
                 self._api.replace_namespaced_lease(self.name, self.namespace, lease)
         except Exception as e:
             log.warning("lease %s/%s: release failed: %s", self.namespace, self.name, e)
@@ -169,7 +234,49 @@ class LeaseElector:
 
     async def run(self, stop: asyncio.Event, *, every_s: float, sleep: Sleep = asyncio.sleep) -> None:
         """Campaign and renew every ``every_s`` until ``stop``; then release."""
+        await campaign(self.try_acquire_or_renew, lambda: every_s, self.release, stop, sleep=sleep, name="lease")
+
+
+async def campaign(
+    round_: Callable[[], object],
+    wait_s: Callable[[], float],
+    release: Callable[[], None],
+    stop: asyncio.Event,
+    *,
+    sleep: Sleep,
+    name: str,
+) -> None:
+    """``round_()``, then a wait of ``wait_s()``, until ``stop``; then ``release()``. Rounds block (HTTP to the API
+    server). In real time (``sleep`` is ``asyncio.sleep``) the rounds and the waits between them run in one daemon
+    thread of their own, which ``stop`` wakes at once: the event loop is not involved between rounds (a worker-thread
+    hand-off and a sleep's tasks each round cost a sharded instance ~1 ms of loop CPU a tick, issue 17). A virtual
+    ``sleep`` (tests, replays) keeps each round on the loop, a worker thread per round, and waits on its clock.
+    An exception from a round ends the campaign with it (``spawn_guarded`` restarts it); a cancelled campaign, like
+    a crash, releases nothing."""
+    if sleep is not asyncio.sleep:
         while not stop.is_set():
-            await asyncio.to_thread(self.try_acquire_or_renew)
-            await sleep_unless_stopped(sleep, every_s, stop)
-        await asyncio.to_thread(self.release)
+            await asyncio.to_thread(round_)
+            await sleep_unless_stopped(sleep, wait_s(), stop)
+        await asyncio.to_thread(release)
+        return
+    halt = threading.Event()
+    abandoned = False
+
+    def rounds() -> None:
+        while not halt.is_set():
+            round_()
+            halt.wait(wait_s())
+        if not abandoned:
+            release()
+
+    done: asyncio.Future[None] = in_daemon_thread(rounds, name=name)
+    stopper: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([done, stopper], return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        abandoned = True
+        raise
+    finally:
+        halt.set()
+        stopper.cancel()
+    await done

@@ -30,8 +30,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from collector.clock import Clock
 from collector.samples import TargetInfo
-from collector.scrape import CollectResult, ScrapeResult, Sleep, sleep_unless_stopped
-from kvpilot.runtime.lease import LeaseElector, _epoch
+from collector.scrape import CollectResult, ScrapeResult, Sleep
+from kvpilot.runtime.lease import Lease, LeaseElector, Leases, _epoch, campaign
 from kvpilot.runtime.loop import Aggregates
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ class ShardCoordinator:
 
     def __init__(
         self,
-        api: Any,
+        api: Leases,
         *,
         lease_name: str,
         namespace: str,
@@ -177,7 +177,7 @@ class ShardCoordinator:
         self._seen: dict[int, _Seen] = {}
         # The group's Leases as this round's list read them, by name: renewals write from these (with their
         # resourceVersion) instead of reading each Lease again. Empty when the list failed: each one reads its own.
-        self._listed: dict[str, Any] = {}
+        self._listed: dict[str, Lease] = {}
         self._listed_ok = False
         self._members_before: frozenset[str] = frozenset()
         # Whether the last list found nothing to settle (then the next one waits until ``_list_due_at``).
@@ -277,7 +277,7 @@ class ShardCoordinator:
             self._settled = False
         return owned
 
-    def _current(self, elector: LeaseElector, listing: bool) -> Any:
+    def _current(self, elector: LeaseElector, listing: bool) -> Lease | None:
         """The Lease to write from: as this round's list read it, else as our own last write left it (None: the
         elector reads it, and creates it when absent)."""
         if listing and self._listed_ok:
@@ -299,14 +299,14 @@ class ShardCoordinator:
         members: set[str] = set()
         seen: dict[int, _Seen] = {}
         due = now + self.lease_duration_s / 2
-        for lease in leases.items:
-            meta, spec = lease.metadata, lease.spec
-            if meta is not None and meta.name:
-                self._listed[meta.name] = lease
-            labels = (meta.labels if meta is not None else None) or {}
-            holder = spec.holder_identity if spec is not None else None
-            renewed = _epoch(spec.renew_time) if spec is not None else None
-            duration = (spec.lease_duration_seconds if spec is not None else None) or self.lease_duration_s
+        for lease in leases.get("items") or ():
+            meta, spec = lease.get("metadata") or {}, lease.get("spec") or {}
+            if meta.get("name"):
+                self._listed[meta["name"]] = lease
+            labels = meta.get("labels") or {}
+            holder = spec.get("holderIdentity")
+            renewed = _epoch(spec.get("renewTime"))
+            duration = spec.get("leaseDurationSeconds") or self.lease_duration_s
             expires = renewed + duration if renewed is not None else float("-inf")
             live = holder is not None and expires >= now
             if live and holder != self.identity:
@@ -321,7 +321,7 @@ class ShardCoordinator:
                     continue
                 if live and holder is not None:
                     members.add(holder)
-                address = ((meta.annotations if meta is not None else None) or {}).get(ADDRESS_ANNOTATION)
+                address = (meta.get("annotations") or {}).get(ADDRESS_ANNOTATION)
                 seen[index] = _Seen(holder if live else None, expires, address)
         self._seen = seen
         self._list_due_at = due
@@ -346,12 +346,10 @@ class ShardCoordinator:
         self.owned = frozenset()
 
     async def run(self, stop: asyncio.Event, *, every_s: float, sleep: Sleep = asyncio.sleep) -> None:
-        """Rounds until ``stop``, then release. A crash (SIGKILL, a cancelled task) releases nothing: the others
-        take the shards over when their Leases expire."""
-        while not stop.is_set():
-            await asyncio.to_thread(self.round)
-            await sleep_unless_stopped(sleep, self.next_wake_s(every_s), stop)
-        await asyncio.to_thread(self.release)
+        """Rounds until ``stop``, then release (``kvpilot.runtime.lease.campaign``: in real time, in a thread of
+        their own). A crash (SIGKILL, a cancelled task) releases nothing: the others take the shards over when their
+        Leases expire."""
+        await campaign(self.round, lambda: self.next_wake_s(every_s), self.release, stop, sleep=sleep, name="shards")
 
 
 # -- the control loop's side: only the deployments of held shards are scraped, decided and actuated --------------

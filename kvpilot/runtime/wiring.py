@@ -28,7 +28,7 @@ from kvpilot.actuation import Actuation, NoClusterDrainer, SimulatorScaler
 from kvpilot.actuation.drain import NodeDrainer
 from kvpilot.actuation.scale import make_actuator
 from kvpilot.runtime.cost import cost_config
-from kvpilot.runtime.lease import LeaseElector
+from kvpilot.runtime.lease import LeaseElector, Leases
 from kvpilot.runtime.loop import Aggregates, Collect, ControlLoop, Decide, Detect, LoopConfig
 from kvpilot.runtime.node_drains import NodeDrains
 from kvpilot.runtime.restore import Restored, restore
@@ -312,10 +312,8 @@ def build_scale(settings: Settings, sources: Sources) -> ScaleSource | None:
 
 
 def build_elector(settings: Settings, clock: Clock, api_client: Any = None) -> LeaseElector:
-    from kubernetes import client
-
     ha = settings.ha
-    api = client.CoordinationV1Api(api_client or _kube_api_client())
+    api = Leases(api_client or _kube_api_client())
     return LeaseElector(
         api,
         name=ha.lease_name,
@@ -328,8 +326,6 @@ def build_elector(settings: Settings, clock: Clock, api_client: Any = None) -> L
 
 def build_shards(settings: Settings, clock: Clock, api_client: Any = None) -> ShardCoordinator:
     """This instance's side of sharding; its KEDA address is set again once the gRPC port is bound (runner)."""
-    from kubernetes import client
-
     if settings.keda.tls_cert_file is not None:
         raise SettingsError(
             "sharding.shards > 1 with keda.tls_cert_file: forwarding KEDA calls between shards does not speak TLS "
@@ -337,7 +333,7 @@ def build_shards(settings: Settings, clock: Clock, api_client: Any = None) -> Sh
         )
     ha, sh = settings.ha, settings.sharding
     return ShardCoordinator(
-        client.CoordinationV1Api(api_client or _kube_api_client()),
+        Leases(api_client or _kube_api_client()),
         lease_name=ha.lease_name,
         namespace=ha.lease_namespace,
         identity=ha.identity,

@@ -10,12 +10,12 @@ import pytest
 from kubernetes import client
 
 from collector.clock import VirtualClock
-from kvpilot.runtime.lease import LeaseElector
+from kvpilot.runtime.lease import LeaseElector, Leases
 from tests.fakekube import FakeKube
 
 
 def _elector(kube: FakeKube, clock: VirtualClock, who: str) -> LeaseElector:
-    api = client.CoordinationV1Api(kube.api_client())
+    api = Leases(kube.api_client())
     return LeaseElector(api, name="kvpilot-leader", namespace="kv", identity=who, clock=clock, lease_duration_s=15)
 
 
@@ -53,7 +53,7 @@ def test_racing_for_an_expired_lease_has_one_winner(kube: FakeKube, clock: Virtu
 def test_leader_keeps_leading_through_a_short_api_outage_then_steps_down(kube: FakeKube, clock: VirtualClock) -> None:
     a = _elector(kube, clock, "a")
     assert a.try_acquire_or_renew()
-    a._api = client.CoordinationV1Api(client.ApiClient(client.Configuration(host="http://127.0.0.1:9")))  # gone
+    a._api = Leases(client.ApiClient(client.Configuration(host="http://127.0.0.1:9")))  # gone
     a._api.api_client.configuration.retries = False
     clock.advance(10)
     assert a.try_acquire_or_renew()  # within its lease: nobody else can hold it yet

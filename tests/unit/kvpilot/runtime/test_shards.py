@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from kubernetes import client
 
 from collector.clock import VirtualClock
 from collector.samples import ReplicaSample, TargetInfo
 from collector.scrape import CollectResult, ScrapeResult
-from kvpilot.runtime.lease import _epoch
+from kvpilot.runtime.lease import Leases, _epoch
 from kvpilot.runtime.shards import OwnedCollect, ShardCoordinator, assign, owned_targets, shard_of
 from tests.fakekube import FakeKube
 
@@ -19,7 +18,7 @@ DEPLOYMENTS = [f"ns{i % 7}/model-{i}" for i in range(2000)]
 
 
 def _coordinator(kube: FakeKube, clock: VirtualClock, who: str, shards: int = 3) -> ShardCoordinator:
-    api = client.CoordinationV1Api(kube.api_client())
+    api = Leases(kube.api_client())
     return ShardCoordinator(
         api,
         lease_name="kvpilot",

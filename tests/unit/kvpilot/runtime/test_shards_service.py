@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import grpc
-from kubernetes import client
 
 from collector.clock import VirtualClock
 from collector.samples import ReplicaSample, TargetInfo
 from collector.scrape import CollectResult, ScrapeResult, VirtualTimer
+from kvpilot.runtime.lease import Leases
 from kvpilot.runtime.service import Service
 from kvpilot.runtime.shards import ShardCoordinator, shard_of
 from kvpilot.runtime.sources import Sources
@@ -102,7 +102,7 @@ class Instance:
 
 async def _instance(name: str, kube: FakeKube, clock: VirtualClock, timer: VirtualTimer, url: str) -> Instance:
     shards = ShardCoordinator(
-        client.CoordinationV1Api(kube.api_client()),
+        Leases(kube.api_client()),
         lease_name="kvpilot",
         namespace="kv",
         identity=name,

@@ -9,19 +9,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kubernetes import client
 
-from collector.clock import VirtualClock
-from kvpilot.runtime.lease import LeaseElector, _epoch
+from collector.clock import Clock, VirtualClock
+from kvpilot.runtime.lease import LeaseElector, Leases, _epoch
 from kvpilot.runtime.shards import WAKE_AFTER_EXPIRY_S, ShardCoordinator
 from tests.fakekube import FakeKube
 
 SETTLE_S = 40.0  # every instance holds one shard well before this
 
 
-def _coordinator(kube: FakeKube, clock: VirtualClock, who: str, lease_s: float) -> ShardCoordinator:
+def _coordinator(kube: FakeKube, clock: Clock, who: str, lease_s: float) -> ShardCoordinator:
     return ShardCoordinator(
-        client.CoordinationV1Api(kube.api_client()),
+        Leases(kube.api_client()),
         lease_name="kvpilot",
         namespace="kv",
         identity=who,
@@ -101,7 +100,7 @@ def test_a_killed_instances_shard_is_taken_when_its_lease_expires_not_before_nor
 def test_an_elector_takes_a_lease_only_after_renew_time_plus_duration(
     kube: FakeKube, clock: VirtualClock, after_expiry_s: float, taken: bool
 ) -> None:
-    api = client.CoordinationV1Api(kube.api_client())
+    api = Leases(kube.api_client())
     a, b = (
         LeaseElector(api, name="kvpilot-leader", namespace="kv", identity=who, clock=clock, lease_duration_s=6)
         for who in "ab"
