@@ -104,6 +104,23 @@ API_AUTH_REFUSALS = Series(
     ("status",),
     "API requests refused: 401 (no or unknown token) or 403 (read token on a change); each is logged with client.",
 )
+# The HTTP API's connections (kvpilot.runtime.http_server): api.max_connections and api.header_timeout_s at work.
+API_CONNECTIONS_OPEN = _g(
+    "kvpilot_api_connections_open", (), "HTTP connections open now (api.max_connections bounds them)."
+)
+API_CONNECTIONS_REFUSED = Series(
+    "kvpilot_api_connections_refused_total",
+    "counter",
+    (),
+    "HTTP connections answered 503 and closed unread: api.max_connections were already open.",
+)
+API_REQUEST_HEAD_TIMEOUTS = Series(
+    "kvpilot_api_request_head_timeouts_total",
+    "counter",
+    (),
+    "HTTP connections answered 408 and closed: a request head (or the unread rest of a body answered early) had "
+    "not all arrived within api.header_timeout_s.",
+)
 # Every value the `stage` label takes (kvpilot.runtime.loop and kvpilot.runtime.service).
 LOOP_STAGES = (
     "discover", "collect", "observe", "detect", "decide", "publish", "kv_projection", "drains", "actuate", "cost"

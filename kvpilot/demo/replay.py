@@ -48,6 +48,8 @@ from scaler.backtest.run import measure_window
 from scaler.backtest.sim import rolled
 
 if TYPE_CHECKING:
+    from prometheus_client.registry import CollectorRegistry
+
     from kvpilot.settings.api import ApiSettings
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[1] / "data" / "azure2023_conv.csv"
@@ -462,7 +464,7 @@ async def run_demo(
         try:
             api_url, api_task, api_server = await _serve_api(
                 create_app(service, TokenAuth([], [], anonymous_read=True), keda_reader=reader), cfg.http_port,
-                settings.api,
+                settings.api, service.registry,
             )  # fmt: skip
         except BaseException:
             service.engine.dispose()
@@ -704,7 +706,9 @@ def _count_requests(s: DemoSummary, fleet: Any, *, now: float, slo_s: float) -> 
         s.ttft_s[name] = round(v, 6) if math.isfinite(v) else None
 
 
-async def _serve_api(app: Any, port: int, api: ApiSettings) -> tuple[str, asyncio.Task[None], Any]:
+async def _serve_api(
+    app: Any, port: int, api: ApiSettings, registry: CollectorRegistry
+) -> tuple[str, asyncio.Task[None], Any]:
     from kvpilot.runtime.http_server import ApiServerConfig
     from kvpilot.runtime.runner import UvicornServer
 
@@ -712,7 +716,7 @@ async def _serve_api(app: Any, port: int, api: ApiSettings) -> tuple[str, asynci
     server = UvicornServer(
         ApiServerConfig(
             app, host="127.0.0.1", port=port, header_timeout_s=api.header_timeout_s,
-            max_connections=api.max_connections,
+            max_connections=api.max_connections, registry=registry,
         )
     )  # fmt: skip
     task = asyncio.create_task(server.serve(), name="demo-api")

@@ -6,7 +6,9 @@ uvicorn (0.55) does neither: a connection that never finished its request line a
 that connects and sends nothing) held its file descriptor for ever, and nothing bounded how many were open, so enough
 of them would exhaust the process's descriptors and stop /healthz, /metrics, the scrapes and the store alike. These
 are uvicorn's own protocol classes (h11's, and httptools' where that is installed, as uvicorn's ``auto`` picks) with
-a deadline and a bound added, as nginx's `client_header_timeout` and Go's `ReadHeaderTimeout` do."""
+a deadline and a bound added, as nginx's `client_header_timeout` and Go's `ReadHeaderTimeout` do. Both are counted
+on kvpilot's own /metrics (``ConnectionMetrics``), with the connections open now: a refused Prometheus or KEDA
+connection is otherwise seen only as a scrape that is missing."""
 
 from __future__ import annotations
 
@@ -14,11 +16,17 @@ import asyncio
 import functools
 import importlib.util
 import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import h11
 import uvicorn
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from api import series as S  # noqa: N812 (the series catalogue, as api.exposition names it)
 
 log = logging.getLogger("kvpilot.http")
 
@@ -31,17 +39,50 @@ REFUSED_LINGER_S = 1.0
 REFUSAL_LOG_EVERY_S = 60.0
 
 
+@dataclass(slots=True)
+class ConnectionCounts:
+    """One server's connections: open now (what the bound counts), refused at the bound, closed at the deadline. Only
+    its event loop writes them; /metrics reads them from its page thread (whole ints: no lock needed)."""
+
+    open: int = 0
+    refused_total: int = 0
+    head_timeouts_total: int = 0
+
+
+class ConnectionMetrics(Collector):
+    """``kvpilot_api_connections_open``, ``kvpilot_api_connections_refused_total`` and
+    ``kvpilot_api_request_head_timeouts_total``, read from the counts at the scrape (the counters from 0, so that an
+    increase() sees the first)."""
+
+    def __init__(self, counts: ConnectionCounts) -> None:
+        self._counts = counts
+
+    def collect(self) -> Iterable[Metric]:
+        c = self._counts
+        yield GaugeMetricFamily(S.API_CONNECTIONS_OPEN.name, S.API_CONNECTIONS_OPEN.help, value=c.open)
+        for s, n in (
+            (S.API_CONNECTIONS_REFUSED, c.refused_total),
+            (S.API_REQUEST_HEAD_TIMEOUTS, c.head_timeouts_total),
+        ):
+            yield CounterMetricFamily(s.name.removesuffix("_total"), s.help, value=n)
+
+
 class ApiServerConfig(uvicorn.Config):
-    """uvicorn's configuration of kvpilot's API: no access log or lifespan, and the bounded protocol."""
+    """uvicorn's configuration of kvpilot's API: no access log or lifespan, and the bounded protocol. ``registry``:
+    the one /metrics renders, where its connection counts are exported (``ConnectionMetrics``)."""
 
     def __init__(
-        self, app: Any, *, host: str, port: int, header_timeout_s: float, max_connections: int, http: HttpImpl = "auto"
-    ) -> None:
+        self, app: Any, *, host: str, port: int, header_timeout_s: float, max_connections: int,
+        http: HttpImpl = "auto", registry: CollectorRegistry | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(
             app, host=host, port=port, http=protocol_class(http), log_config=None, access_log=False, lifespan="off"
         )
         self.header_timeout_s = header_timeout_s
         self.max_connections = max_connections
+        self.connections = ConnectionCounts()
+        if registry is not None:
+            registry.register(ConnectionMetrics(self.connections))
 
 
 def protocol_class(http: HttpImpl = "auto") -> type[asyncio.Protocol]:
@@ -94,17 +135,22 @@ class _Bounds(asyncio.Protocol):
         if self._refuse_if_full(transport):
             return
         super().connection_made(transport)
+        if self._counts is not None:
+            self._counts.open += 1
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_timer()
         if not self._refused:
+            if self._counts is not None:
+                self._counts.open -= 1
             super().connection_lost(exc)
 
     def _init_bounds(self) -> None:
         bounded = self.config if isinstance(self.config, ApiServerConfig) else None  # uvicorn's own: as uvicorn
         self._header_timeout_s = bounded.header_timeout_s if bounded else None
         self._max_connections = bounded.max_connections if bounded else None
+        self._counts = bounded.connections if bounded else None
         self._head_timer: asyncio.TimerHandle | None = None
         self._refused = False
 
@@ -113,6 +159,8 @@ class _Bounds(asyncio.Protocol):
         if self._max_connections is None or len(self.connections) < self._max_connections:
             return False
         self._refused = True
+        if self._counts is not None:
+            self._counts.refused_total += 1
         _refusals.note(self._max_connections, self.loop.time())
         transport.write(_plain(b"503 Service Unavailable", "too many open connections\n", b"retry-after: 1"))
         if transport.can_write_eof():
@@ -141,6 +189,8 @@ class _Bounds(asyncio.Protocol):
             self._arm_head_timer()
             return
         log.debug("closed an HTTP connection: its request head took over %g s", self._header_timeout_s)
+        if self._counts is not None:
+            self._counts.head_timeouts_total += 1
         why = f"the request head did not arrive within {self._header_timeout_s:g} s\n"
         self.transport.write(_plain(b"408 Request Timeout", why))
         self.transport.close()

@@ -230,6 +230,7 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
             ApiServerConfig(
                 app, host=settings.bind_host, port=settings.api.http_port,
                 header_timeout_s=settings.api.header_timeout_s, max_connections=settings.api.max_connections,
+                registry=service.registry,
             )
         )  # fmt: skip
         loop = asyncio.get_running_loop()

@@ -143,7 +143,7 @@ def running(
             server = uvicorn.Server(
                 ApiServerConfig(
                     app, host="127.0.0.1", port=port, header_timeout_s=settings.api.header_timeout_s,
-                    max_connections=settings.api.max_connections, http=http,
+                    max_connections=settings.api.max_connections, http=http, registry=service.registry,
                 )
             )  # fmt: skip
             await service.start(restored)

@@ -2,14 +2,19 @@
 byte a second, or never sent, is answered 408 and closed at `api.header_timeout_s` while /healthz stays fast, and
 past `api.max_connections` a new connection is answered 503 at once while those open are served. Keep-alive clients
 and a slow body within `api.request_timeout_s` are not affected. (uvicorn 0.55 alone held both kinds of connection
-for ever, and accepted every connection: session 13's probe.)"""
+for ever, and accepted every connection: session 13's probe.) Each 408 and 503 is counted on kvpilot's own /metrics
+(`kvpilot_api_request_head_timeouts_total`, `kvpilot_api_connections_refused_total`), beside the connections open
+now (`kvpilot_api_connections_open`): before, operators saw them only as a missing scrape."""
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
 from contextlib import ExitStack
+
+import httpx
 
 from tests.reliability.conftest import Recorder, Store
 from tests.reliability.harness import A, running
@@ -27,6 +32,12 @@ def _read_all(s: socket.socket) -> tuple[bytes, float]:
 
 def _status(answer: bytes) -> str:
     return answer.split(b"\r\n", 1)[0].decode(errors="replace")
+
+
+def _exported(c: httpx.Client, name: str) -> float | None:
+    """One unlabelled sample of kvpilot's own /metrics page (None: not on the page)."""
+    m = re.search(rf"^{name} (\S+)$", c.get("/metrics").text, re.M)
+    return float(m.group(1)) if m else None
 
 
 def _one_answer(s: socket.socket) -> str:
@@ -51,6 +62,7 @@ def test_a_head_one_byte_a_second_is_cut_off_at_the_deadline_and_healthz_stays_f
         slow = es.enter_context(socket.create_connection(("127.0.0.1", port), timeout=deadline_s + 5))
         silent = es.enter_context(socket.create_connection(("127.0.0.1", port), timeout=deadline_s + 5))
         head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 60
+        timeouts_before = _exported(c, "kvpilot_api_request_head_timeouts_total")
 
         def slowloris() -> None:
             for byte in head:
@@ -80,6 +92,9 @@ def test_a_head_one_byte_a_second_is_cut_off_at_the_deadline_and_healthz_stays_f
         record("a connection that sends nothing", f"408, closed by {deadline_s + 1:g} s",
                f"{_status(quiet)!r} after {took + quiet_took:.1f} s",
                _status(quiet).endswith("408 Request Timeout") and took + quiet_took <= deadline_s + 1)  # fmt: skip
+        timeouts = _exported(c, "kvpilot_api_request_head_timeouts_total")
+        record("kvpilot_api_request_head_timeouts_total on /metrics", "0 before, 2 after the two 408s",
+               f"{timeouts_before} before, {timeouts} after", (timeouts_before, timeouts) == (0, 2))  # fmt: skip
         worst = max(t for _, t in health)
         record("/healthz meanwhile (40 requests)", "200, max < 0.5 s",
                f"{sorted({s for s, _ in health})} in max {worst * 1000:.0f} ms",
@@ -113,6 +128,8 @@ def test_past_max_connections_a_new_one_is_refused_and_those_open_are_served(sto
     bound = 20
     with running(store.url, max_connections=bound) as r, ExitStack() as es:
         port = int(r.base.rsplit(":", 1)[1])
+        with r.client() as c:  # its connection is closed before the bound is filled
+            refused_before = _exported(c, "kvpilot_api_connections_refused_total")
         held = [es.enter_context(socket.create_connection(("127.0.0.1", port), timeout=5)) for _ in range(bound)]
         first = [_one_answer(s) for s in held if s.sendall(HEALTHZ) is None]  # all open and answered once
         extra = es.enter_context(socket.create_connection(("127.0.0.1", port), timeout=5))
@@ -129,4 +146,11 @@ def test_past_max_connections_a_new_one_is_refused_and_those_open_are_served(sto
         time.sleep(0.2)
         with r.client() as c:
             after = c.get("/healthz").status_code
+            refused_after = _exported(c, "kvpilot_api_connections_refused_total")
+            open_now = _exported(c, "kvpilot_api_connections_open")
         record("a new connection once one has closed", "200", str(after), after == 200)
+        record("kvpilot_api_connections_refused_total on /metrics", "0 before, 1 after the 503",
+               f"{refused_before} before, {refused_after} after",
+               (refused_before, refused_after) == (0, 1))  # fmt: skip
+        record("kvpilot_api_connections_open on /metrics", f"{bound}: {bound - 1} held and the page's own",
+               str(open_now), open_now == bound)  # fmt: skip

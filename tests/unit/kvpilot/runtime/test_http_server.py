@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import uvicorn
+from prometheus_client import CollectorRegistry, generate_latest
 
 from kvpilot.runtime import http_server
 from kvpilot.runtime.http_server import ApiServerConfig, H11Bounded, HttpImpl, protocol_class
@@ -51,9 +52,17 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _serving(http: HttpImpl, *, max_connections: int = 100) -> AsyncIterator[int]:
+async def _serving(
+    http: HttpImpl, *, max_connections: int = 100, registry: CollectorRegistry | None = None
+) -> AsyncIterator[int]:
     config = ApiServerConfig(
-        _app, host="127.0.0.1", port=0, header_timeout_s=DEADLINE_S, max_connections=max_connections, http=http
+        _app,
+        host="127.0.0.1",
+        port=0,
+        header_timeout_s=DEADLINE_S,
+        max_connections=max_connections,
+        http=http,
+        registry=registry,
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
@@ -218,6 +227,42 @@ async def test_past_the_bound_a_connection_gets_a_503_and_those_open_are_served(
     assert again == (b"HTTP/1.1 200 OK", b"0")
     warned = [r.getMessage() for r in caplog.records if r.name == "kvpilot.http"]
     assert warned == ["1 HTTP connection(s) refused with 503: 5 already open (api.max_connections)"]
+
+
+COUNTED = ("kvpilot_api_connections_open", "kvpilot_api_connections_refused_total")
+COUNTED += ("kvpilot_api_request_head_timeouts_total",)
+
+
+def _samples(registry: CollectorRegistry) -> list[float | None]:
+    """The values of ``COUNTED`` as /metrics renders them (None: not there)."""
+    lines = generate_latest(registry).decode().splitlines()
+    found = {line.split()[0]: float(line.split()[1]) for line in lines if not line.startswith("#")}
+    return [found.get(n) for n in COUNTED]
+
+
+@pytest.mark.parametrize("http", _impls())
+async def test_refusals_head_timeouts_and_open_connections_are_counted_for_metrics(http: HttpImpl) -> None:
+    # What /metrics exports (the reliability harness reads the served page): from 0, so an increase() sees the first.
+    registry = CollectorRegistry()
+    async with _serving(http, max_connections=2, registry=registry) as port:
+        at_start = _samples(registry)
+        silent = await asyncio.open_connection("127.0.0.1", port)
+        served = await asyncio.open_connection("127.0.0.1", port)
+        served[1].write(GET)
+        await _answer(served[0])
+        both_open = _samples(registry)
+        extra_reader, extra_writer = await asyncio.open_connection("127.0.0.1", port)
+        refused, _ = await _until_closed(extra_reader)  # 503: two already open
+        timed_out, _ = await _until_closed(silent[0])  # 408 at the deadline
+        for _, w in (silent, served, (extra_reader, extra_writer)):
+            w.close()
+        await asyncio.sleep(0.2)
+        at_end = _samples(registry)
+    assert refused.startswith(b"HTTP/1.1 503")
+    assert timed_out.startswith(b"HTTP/1.1 408")
+    assert at_start == [0, 0, 0]
+    assert both_open == [2, 0, 0]  # the refused one is never counted open
+    assert at_end == [0, 1, 1]
 
 
 def test_auto_is_uvicorns_choice() -> None:
