@@ -2,10 +2,11 @@
 
 Selectors, thresholds and series names come from ``dashboards.mixin.CONFIG`` (the one config the dashboards read
 too); the `for` of every alert and every numeric threshold from its ``thresholds`` (``detectors.thresholds``), so
-the alert and the finding it pages on agree. All but two alerts page on an open finding and share one shape
+the alert and the finding it pages on agree. All but three alerts page on an open finding and share one shape
 (``_on_finding``); the two on scrape health read the per-target series (a target down; a target's pages read in
 part, whose `for` is the mixin's ``rate_window``: a partial page keeps the increase above 0 for one window, so
-only pages read in part again and again fire it). ``generate()`` (registered in
+only pages read in part again and again fire it), and one reads kvpilot's own API (connections refused at
+`api.max_connections`: any refusal at all, kept for ``API_REFUSALS_FOR_S``). ``generate()`` (registered in
 ``kvpilot.generate.GENERATORS``) writes the rule file and its ``promtool test rules`` cases: for every alert,
 silent before `for` elapses, firing after, and silent on healthy input.
 """
@@ -24,6 +25,9 @@ RULES_PATH = "alerts/kvpilot-rules.yaml"
 TESTS_PATH = "alerts/kvpilot-rules.test.yaml"
 TEST_INTERVAL_S = 5
 TEST_INSTANCE = "kvpilot:8080"  # the promtool cases' instance label
+# A refusal at api.max_connections (1000 open at once, where kvpilot's clients open tens) is never routine: one keeps
+# the rate window's increase above 0 for the window, so it fires this long after and stays firing for the rest of it.
+API_REFUSALS_FOR_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +283,24 @@ def alerts(th: Thresholds | None = None, c: MixinConfig = CONFIG) -> list[Alert]
             bad=1,
             good=0,
             labels={"target": "http://10.0.0.7:8000/metrics"},
+            runbook_base=c.runbook_base,
+            counter=True,
+        ),
+        Alert(
+            name="KvpilotApiConnectionsRefused",
+            expr=f"increase({c.select(series.API_CONNECTIONS_REFUSED)}[{c.rate_window}]) > 0",
+            for_s=API_REFUSALS_FOR_S,
+            severity="warning",
+            summary="kvpilot {{ $labels.instance }} refuses HTTP connections: api.max_connections are open",
+            description=(
+                f"Within {c.rate_window}, kvpilot {{{{ $labels.instance }}}} has answered new HTTP connections 503 "
+                "and closed them, because api.max_connections were already open. The refused may be Prometheus' "
+                "scrapes of /metrics, KEDA's metrics-api trigger or the kubelet's probes as well as whoever holds "
+                "the connections: kvpilot_api_connections_open shows how many are open."
+            ),
+            series=series.API_CONNECTIONS_REFUSED.name,
+            bad=1,
+            good=0,
             runbook_base=c.runbook_base,
             counter=True,
         ),

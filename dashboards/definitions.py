@@ -365,7 +365,7 @@ def kvpilot_self(c: MixinConfig = CONFIG) -> Dashboard:
         refresh=c.dashboard_refresh,
         uid="kvpilot-self",
         title="kvpilot / kvpilot itself",
-        description="Is the watcher healthy: scrape health, control-loop timing, store lag.",
+        description="Is the watcher healthy: scrape health, control-loop timing, store lag, its API's connections.",
         rows=[
             Row(
                 "Collection",
@@ -454,6 +454,34 @@ def kvpilot_self(c: MixinConfig = CONFIG) -> Dashboard:
                         (_q(c.select(series.LEADER), "{{instance}}"),),
                         min=0,
                         max=1,
+                    ),
+                ),
+            ),
+            Row(
+                "HTTP API",
+                (
+                    Panel(
+                        "API connections",
+                        "HTTP connections open on each kvpilot instance (api.max_connections bounds them, 1000 by "
+                        "default); kvpilot's clients (Prometheus, probes, KEDA's metrics-api trigger) open tens.",
+                        (_q(c.select(series.API_CONNECTIONS_OPEN), "{{instance}}"),),
+                        unit="short",
+                        min=0,
+                    ),
+                    Panel(
+                        "API connections refused and timed out",
+                        "New connections answered 503 at api.max_connections (a scrape or a probe among them is "
+                        "lost: KvpilotApiConnectionsRefused), and connections answered 408 because a request head "
+                        "did not arrive within api.header_timeout_s, over the window.",
+                        (
+                            _q(f"increase({c.select(series.API_CONNECTIONS_REFUSED)}[{w}])", "refused: {{instance}}"),
+                            _q(
+                                f"increase({c.select(series.API_REQUEST_HEAD_TIMEOUTS)}[{w}])",
+                                "head timed out: {{instance}}",
+                            ),
+                        ),
+                        unit="short",
+                        min=0,
                     ),
                 ),
             ),
