@@ -50,6 +50,16 @@ def _epoch(value: Any) -> float | None:
     return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
 
 
+def _is_lease(item: object) -> bool:
+    """Whether a list's item has the shape the shards read (objects where the model classes wanted objects)."""
+    if not isinstance(item, dict):
+        return False
+    meta, spec = item.get("metadata") or {}, item.get("spec") or {}
+    if not isinstance(meta, dict) or not isinstance(spec, dict):
+        return False
+    return all(isinstance(meta.get(key) or {}, dict) for key in ("labels", "annotations"))
+
+
 class Leases:
     """The four Lease calls an election makes, on the official client's ``ApiClient`` (its configuration: host,
     TLS, the kubeconfig's or the pod's credentials, a refreshed token included, retries), with bodies and answers
@@ -63,7 +73,11 @@ class Leases:
         return self._call("GET", namespace, name)
 
     def list_namespaced_lease(self, namespace: str, *, label_selector: str) -> Lease:
-        return self._call("GET", namespace, query=[("labelSelector", label_selector)])
+        answer = self._call("GET", namespace, query=[("labelSelector", label_selector)])
+        items = answer.get("items")
+        if items is not None and not (isinstance(items, list) and all(map(_is_lease, items))):
+            raise ValueError(f"Lease list in {namespace}: its items are not all Lease objects")
+        return answer
 
     def create_namespaced_lease(self, namespace: str, body: Lease) -> Lease:
         return self._call("POST", namespace, body=body)
@@ -95,7 +109,9 @@ class Leases:
         data: bytes = response.read()  # type: ignore[no-untyped-call]
         if not 200 <= response.status <= 299:
             raise ApiException.from_response(http_resp=response, body=data.decode("utf-8", "replace"), data=None)
-        answer: Lease = orjson.loads(data)
+        answer = orjson.loads(data)
+        if not isinstance(answer, dict):  # the model classes refused it; a round must fail here, not read it
+            raise ValueError(f"{method} {path}: the API server answered a JSON {type(answer).__name__}, not an object")
         return answer
 
 
