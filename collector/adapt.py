@@ -12,7 +12,9 @@ from the layout learnt off that page (``collector.exposition.LayoutCache``).
 
 A text page with a sample line no parser can read (dcgm-exporter's ``ERROR - FAILED TO CONVERT TO STRING`` as a value)
 is read without that line's family rather than not at all (``parse(..., drop_bad_lines=True)``); the page says so in
-``AdaptedPage.parse_errors``, which the scrape loop counts and shows per target.
+``AdaptedPage.parse_errors``, which the scrape loop counts and shows per target. While the exporter keeps writing it,
+the target's next pages cost what its clean page costs: read off the layout learnt from the page read around (the bad
+lines pinned word for word), or, off it, with the names set aside last time tried first (``LayoutCache``).
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from collector.exposition import (
     DEFAULT_MAX_SAMPLES,
     LayoutCache,
     MetricFamily,
-    PartialPage,
     Wanted,
     is_openmetrics,
 )
@@ -65,11 +66,13 @@ parse = partial(strict_parse, drop_bad_lines=True)
 
 
 def _told(page: AdaptedPage, families: Mapping[str, MetricFamily]) -> AdaptedPage:
-    """``page`` saying which lines of ``families``' page were read around, if any."""
-    if not isinstance(families, PartialPage):
+    """``page`` saying which lines of ``families``' page were read around, if any (a ``PartialPage``, or a page read
+    off the layout of one: both say ``errors`` and ``dropped``)."""
+    errors: tuple[Exception, ...] = getattr(families, "errors", ())
+    if not errors:
         return page
-    left_out = ", ".join(sorted(families.dropped))
-    return replace(page, parse_errors=(*(str(e) for e in families.errors), f"families left out: {left_out}"))
+    left_out = ", ".join(sorted(getattr(families, "dropped", ())))
+    return replace(page, parse_errors=(*(str(e) for e in errors), f"families left out: {left_out}"))
 
 
 def _gpu_adapters(families: Mapping[str, MetricFamily]) -> list[GpuAdapter]:
@@ -179,7 +182,7 @@ def _reason(families: Mapping[str, MetricFamily], engine: str | None) -> str:
         reason = f"page has none of the {engine} families: {describe_page(families)}"
     else:
         reason = f"no engine adapter matches this page: {describe_page(families)}"
-    if isinstance(families, PartialPage):  # the families that would have matched may be the ones left out
+    if getattr(families, "errors", ()):  # the families that would have matched may be the ones left out
         reason += "; read without the lines that could not be read: " + "; ".join(
             _told(AdaptedPage(None), families).parse_errors
         )

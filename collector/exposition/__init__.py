@@ -11,6 +11,7 @@ time, where a caller watches it, by ``watched_by``.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from functools import partial
 
 from collector.exposition._layout import LayoutCache
@@ -51,6 +52,7 @@ def parse(
     openmetrics: bool = False,
     max_samples: int = DEFAULT_MAX_SAMPLES,
     drop_bad_lines: bool = False,
+    expect_bad: Collection[str] = (),
 ) -> dict[str, MetricFamily]:
     """Parse an exposition page, keeping only the families ``wanted`` selects (all when None).
 
@@ -58,7 +60,9 @@ def parse(
     ``foo_total`` is family ``foo``) or is a predicate over them. Bytes must be UTF-8. A text page without
     TYPE lines has its histograms and summaries put back together (``collector.exposition._untyped``).
     ``drop_bad_lines`` (text format): a sample line that cannot be read loses its family, not the page; the result
-    is then a ``PartialPage`` that says what was left out (``collector.exposition._partial``).
+    is then a ``PartialPage`` that says what was left out (``collector.exposition._partial``). ``expect_bad``: the
+    metric names set aside on the source's last page (its ``PartialPage.names``), tried first so that the page is
+    read once if their lines still fail, and read whole if they read again.
     """
     if isinstance(text, bytes):
         text = decode_utf8(text)
@@ -68,6 +72,8 @@ def parse(
         return sink.families
     if not drop_bad_lines:
         return _parse_text(text, wanted, max_samples)
+    if expect_bad:
+        return read_around(text, partial(_parse_text, wanted=wanted, max_samples=max_samples), None, expect_bad)
     try:
         return _parse_text(text, wanted, max_samples)
     except ParseError as e:

@@ -14,6 +14,14 @@ sample came from off its value. Lines the probe does not return are lines the se
 their name is pinned (the parser decides a line's family from its name alone) and the rest may change.
 Values of the samples read must be plain numbers (``1``, ``-2.5e-3``, ``+Inf``, ``NaN``); anything else
 does not match and takes the parser, which accepts it or says what is wrong.
+
+A page read around bad lines (``parse(..., drop_bad_lines=True)``, collector.exposition._partial) has a layout too:
+every sample line of a name set aside, and of a family left out, is pinned word for word (the probe keeps it as it
+is), so a later page has the layout only while those lines are what they were, and then fails as that page failed
+and reads as it read: the same families, the same errors. A field that heals, or a new bad line, changes a line the
+layout pins or checks, and the page takes the parser. The cache also remembers, per source, the names set aside
+on its last page and hands them to the parser (``expect_bad``), so that a page too large for a layout, or off it,
+is read once rather than once more per bad name.
 """
 
 from __future__ import annotations
@@ -24,8 +32,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
+from collector.exposition._lex import NAME_RE
 from collector.exposition._model import MetricFamily, ParseError, Wanted, decode_utf8
-from collector.exposition._page import FamilySpec, LaidOutPage
+from collector.exposition._page import FamilySpec, LaidOutPage, ReadAround
+from collector.exposition._partial import _belongs
 
 # A value the fast path reads: a plain decimal, Inf or NaN (float() reads each exactly as the parser does);
 # a page's values are checked at once, joined by newlines.
@@ -66,6 +76,7 @@ class PageLayout:
         "key",
         "line_count",
         "page_shape",
+        "partial",
         "pick_pinned",
         "pick_read",
         "pick_skipped",
@@ -82,8 +93,11 @@ class PageLayout:
         skipped: dict[int, str],
         read: dict[int, str],
         families: dict[str, FamilySpec],
+        partial: ReadAround | None = None,
     ) -> None:
         self.line_count = len(lines)
+        # a page read around bad lines: its errors, the families left out and the metric names set aside
+        self.partial = partial
         self.pick_pinned = _picker(pinned)
         self.pinned = tuple(lines[i] for i in pinned)
         self.pick_skipped = _picker(list(skipped))
@@ -114,14 +128,23 @@ class PageLayout:
             return None
         if values and _VALUES_RE.fullmatch("\n".join(values)) is None:
             return None
-        return LaidOutPage(self.families, self.page_shape, list(map(float, values)))
+        if self.partial is None:
+            return LaidOutPage(self.families, self.page_shape, list(map(float, values)))
+        return LaidOutPage(self.families, self.page_shape, list(map(float, values)), self.partial)
 
 
-def learn_layout(text: str, wanted: Wanted, parse: _Parse, max_samples: int) -> PageLayout | None:
+def learn_layout(
+    text: str, wanted: Wanted, parse: _Parse, max_samples: int, page: Mapping[str, MetricFamily] | None = None
+) -> PageLayout | None:
     """``text``'s layout (``parse`` is the parser, called on a probe page: see the module docstring), or None
-    when the page does not lend itself to one (too large, a timestamp on a line read, an odd line)."""
+    when the page does not lend itself to one (too large, a timestamp on a line read, an odd line). ``page`` is
+    what ``parse`` made of ``text``, where the caller has it: a page read around bad lines says which."""
     if len(text) > MAX_LAYOUT_CHARS:
         return None
+    names: tuple[str, ...] = getattr(page, "names", ())
+    partial: ReadAround | None = None
+    if names:
+        partial = (getattr(page, "errors"), getattr(page, "dropped"), names)  # noqa: B009 (a PartialPage's)
     lines = text.split("\n")
     probe = list(lines)
     split: dict[int, tuple[str, str]] = {}  # line index -> (before the value, after it)
@@ -129,19 +152,32 @@ def learn_layout(text: str, wanted: Wanted, parse: _Parse, max_samples: int) -> 
         stripped = raw.strip()
         if not stripped or stripped[0] == "#":
             continue
+        if partial is not None:
+            # a line of a name set aside or of a family left out: pinned word for word, kept as is in the probe
+            lead = NAME_RE.match(raw.lstrip())
+            if lead is not None and (lead.group() in names or any(_belongs(f, (lead.group(),)) for f in partial[1])):
+                continue
         m = _SPLIT_RE.fullmatch(raw)
         if m is None:
             return None
         split[i] = (m[1], m[3])
         probe[i] = f"{m[1]}{i}{m[3]}"
     try:
-        families = parse("\n".join(probe), wanted=wanted, max_samples=max_samples)
+        if partial is None:
+            families = parse("\n".join(probe), wanted=wanted, max_samples=max_samples)
+        else:
+            families = parse("\n".join(probe), wanted=wanted, max_samples=max_samples, expect_bad=names)
     except ParseError:
         return None
-    if getattr(families, "errors", None):
-        # read around a bad line (``parse(..., drop_bad_lines=True)``): a layout would pass over the line's family
-        # on later pages, even once it reads again, and say nothing of it
-        return None
+    if partial is None:
+        if getattr(families, "errors", None):
+            return None  # read around a line the page itself did not break (a value the probe changed)
+    elif (
+        getattr(families, "names", ()) != names
+        or getattr(families, "dropped", None) != partial[1]
+        or [(e.line_no, str(e)) for e in getattr(families, "errors", ())] != [(e.line_no, str(e)) for e in partial[0]]
+    ):
+        return None  # the probe did not fail as the page did
     read: dict[int, str] = {}  # line index -> what precedes its value
     specs: list[tuple[str, str, str, str, list[tuple[str, dict[str, str], float | None, int]]]] = []
     for fam in families.values():
@@ -169,7 +205,7 @@ def learn_layout(text: str, wanted: Wanted, parse: _Parse, max_samples: int) -> 
     for n, t, h, u, ss in specs:
         positions = [order[line] for _sn, _sl, _st, line in ss]
         final[n] = (n, t, h, u, [(sn, sl, st, order[line]) for sn, sl, st, line in ss], object(), _picker(positions))
-    return PageLayout(lines, pinned, skipped, read, final)
+    return PageLayout(lines, pinned, skipped, read, final, partial)
 
 
 MAX_MISSES = 3  # pages in a row that did not fit their source's layout, after which it is no longer learnt...
@@ -190,7 +226,8 @@ class LayoutCache:
     def __init__(self, parse: _Parse, max_sources: int = 10_000) -> None:
         self._parse = parse
         self._max_sources = max_sources
-        # source -> [layout or None, misses in a row, pages since the last miss beyond MAX_MISSES]
+        # source -> [layout or None, misses in a row, pages since the last miss beyond MAX_MISSES, the metric names
+        # its last page was read around (``PartialPage.names``)]
         self._sources: OrderedDict[Hashable, list[object]] = OrderedDict()
         # One layout per distinct layout seen (bounded: forgotten all at once when full; sources keep theirs).
         self._shared: dict[Hashable, PageLayout] = {}
@@ -207,7 +244,7 @@ class LayoutCache:
             text = decode_utf8(text)
         entry = self._sources.get(source)
         if entry is None:
-            entry = [None, 0, 0]
+            entry = [None, 0, 0, ()]
             self._sources[source] = entry
             if len(self._sources) > self._max_sources:
                 self._sources.popitem(last=False)
@@ -225,9 +262,15 @@ class LayoutCache:
                 if known_wanted is wanted and len(known.read_starts) <= max_samples and (families := known.read(text)):
                     self.hits += 1
                     entry[0] = known
+                    entry[3] = getattr(families, "names", ())
                     return families
         self.misses += 1
-        families = self._parse(text, wanted=wanted, max_samples=max_samples)
+        expected: tuple[str, ...] = entry[3]  # type: ignore[assignment]
+        if expected:  # the names set aside on the last page: tried first (collector.exposition._partial)
+            families = self._parse(text, wanted=wanted, max_samples=max_samples, expect_bad=expected)
+        else:
+            families = self._parse(text, wanted=wanted, max_samples=max_samples)
+        entry[3] = getattr(families, "names", ())
         misses = entry[1] = int(entry[1]) + 1  # type: ignore[call-overload]
         if misses > MAX_MISSES:
             waited = entry[2] = int(entry[2]) + 1  # type: ignore[call-overload]
@@ -235,7 +278,7 @@ class LayoutCache:
                 return families
             entry[2] = 0
         self.learnt += 1
-        layout = learn_layout(text, wanted, self._parse, max_samples)
+        layout = learn_layout(text, wanted, self._parse, max_samples, families)
         if layout is not None:
             if len(self._shared) >= self._max_sources:
                 self._shared.clear()

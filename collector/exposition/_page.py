@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, KeysView, Mapping
 
-from collector.exposition._model import MetricFamily, Sample
+from collector.exposition._model import MetricFamily, ParseError, Sample
 
 SampleSpec = tuple[str, dict[str, str], float | None, int]  # name, labels, timestamp, position of its value
 # name, type, help, unit, samples, shape, and the family's values picked off the page's values in sample order
 FamilySpec = tuple[str, str, str, str, list[SampleSpec], object, Callable[[list[float]], tuple[float, ...]]]
+# What a page read around bad lines says of them (collector.exposition._partial.PartialPage): its errors, the families
+# left out, the metric names set aside.
+ReadAround = tuple[tuple[ParseError, ...], frozenset[str], tuple[str, ...]]
+_WHOLE: ReadAround = ((), frozenset(), ())
 
 
 class LaidOutPage(Mapping[str, MetricFamily]):
@@ -19,15 +23,26 @@ class LaidOutPage(Mapping[str, MetricFamily]):
 
     The page is its values, in the layout's order: readers that planned per layout take a family's values by
     position (``family_values``) and never build its samples; a family is built (and kept) the first time it is
-    looked up, so a page read as a plain mapping equals the page the parser returns."""
+    looked up, so a page read as a plain mapping equals the page the parser returns.
 
-    __slots__ = ("_built", "_specs", "_values", "shape")
+    A page of the layout of a page read around bad lines says what was left out as ``PartialPage`` says it:
+    ``errors``, ``dropped`` and ``names`` (empty on a page read whole). The class stays one (readers test
+    ``type(page) is LaidOutPage`` for their fast path)."""
 
-    def __init__(self, specs: dict[str, FamilySpec], shape: tuple[object, ...], values: list[float]) -> None:
+    __slots__ = ("_built", "_specs", "_values", "dropped", "errors", "names", "shape")
+
+    def __init__(
+        self,
+        specs: dict[str, FamilySpec],
+        shape: tuple[object, ...],
+        values: list[float],
+        read_around: ReadAround = _WHOLE,
+    ) -> None:
         self._specs = specs
         self._values = values
         self._built: dict[str, MetricFamily] = {}
         self.shape = shape
+        self.errors, self.dropped, self.names = read_around
 
     @property
     def page_values(self) -> list[float]:

@@ -10,67 +10,185 @@ or averaged as if it had one series fewer (a queue read short, a mean KV usage o
 where a missing family reads as unknown, which every reader already handles.
 
 What was left out is on the result (``PartialPage``): ``errors``, one ``ParseError`` per metric name set aside,
-each naming its first bad line, and ``dropped``, the families left out. What still loses the page, as before: a
-fault in a HELP or TYPE line (they decide where families begin and end), a series a typed family carries twice
-(which copy is right is unknowable), the sample cap and the time budget (``ParseError.whole_page``), invalid UTF-8,
-and faults under more than ``MAX_BAD_NAMES`` metric names (a page that broken is not one to guess at). OpenMetrics
-pages are read strictly: the format's strictness is its point.
+each naming its first bad line, in the page's order, ``names``, those metric names, and ``dropped``, the families left
+out. What still loses the page, as before: a fault in a HELP or TYPE line (they decide where families begin and end),
+a series a typed family carries twice (which copy is right is unknowable), the sample cap and the time budget
+(``ParseError.whole_page``), invalid UTF-8, and faults under more than ``MAX_BAD_NAMES`` metric names (a page that
+broken is not one to guess at). OpenMetrics pages are read strictly: the format's strictness is its point.
+
+What it costs: a page with bad lines is read twice, however many names they break, not once more per name. Once the
+first read has failed, one pattern in C finds the sample lines that are not of the usual shape (``name{labels}
+value``); each of their metric names is tried on its own, its lines read under the page's HELP and TYPE lines and
+nothing else (the fault of a line that fails there is its own), and every name whose lines fail, and whose first bad
+line comes after the first read's (lines before it were read in place), is set aside with it before the page is read
+again. A name this misses is found as before, by that read failing on it. A caller that knows which names were set
+aside on a source's last page (the scrape loop, per target: ``collector.exposition._layout.LayoutCache``) passes them
+as ``expected``: each is tried on its own first, set aside if its lines still fail, and the page is then read once;
+a name whose lines read again (a field that healed) is read with the page on that very scrape.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Collection, Iterable
+from itertools import islice
 
-from collector.exposition._lex import NAME_RE
+from collector.exposition._lex import NAME, NAME_RE
 from collector.exposition._model import MetricFamily, ParseError
 
 MAX_BAD_NAMES = 8
+# Names of lines of an unusual shape tried on their own after a page's first read fails, at most (a page whose every
+# line is unusual, `{a="1", b="2"}` say, is then read around as before, one more read per bad name).
+MAX_SUSPECTS = 2 * MAX_BAD_NAMES
 
 # What follows a family's name in its samples' names (a counter's _total, a histogram's parts, OpenMetrics' _created).
 _SUFFIXES = ("_total", "_bucket", "_sum", "_count", "_created", "_info", "_gsum", "_gcount")
 
+_NAME_END = r"(?![a-zA-Z0-9_:])"
+# A line's start and the blanks str.lstrip() takes off (``\s`` is str.isspace): patterns run over the page with a
+# newline put in front, so that they start with a character sought in C rather than tried at every offset.
+_LEAD = r"\n[^\S\n]*+"
+# The usual sample line, `name{labels} value` with an optional timestamp; a line of another shape is a suspect.
+_PLAIN_VALUE = r"[-+]?(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][-+]?[0-9]++)?+|[-+]?Inf|NaN"
+_PLAIN_LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*+="(?:[^"\\\n]++|\\.)*+"'
+_PLAIN_LINE = rf"{NAME}(?:\{{(?:{_PLAIN_LABEL}(?:,{_PLAIN_LABEL})*+,?+)?+\}})? (?:{_PLAIN_VALUE})(?: -?[0-9]++)?+\r?$"
+_SUSPECT_RE = re.compile(rf"{_LEAD}(?![#\n])(?!{_PLAIN_LINE})({NAME})", re.MULTILINE)
+
 
 class PartialPage(dict[str, MetricFamily]):
-    """A page's families less those some of its lines broke: ``errors`` says which lines and why, ``dropped`` which
-    families were left out (see the module docstring)."""
+    """A page's families less those some of its lines broke: ``errors`` says which lines and why, ``names`` the
+    metric names set aside, ``dropped`` which families were left out (see the module docstring)."""
 
-    __slots__ = ("dropped", "errors")
+    __slots__ = ("dropped", "errors", "names")
 
     def __init__(
-        self, families: dict[str, MetricFamily], errors: tuple[ParseError, ...], dropped: frozenset[str]
+        self,
+        families: dict[str, MetricFamily],
+        errors: tuple[ParseError, ...],
+        dropped: frozenset[str],
+        names: tuple[str, ...] = (),
     ) -> None:
         super().__init__(families)
         self.errors = errors
         self.dropped = dropped
+        self.names = names
 
 
-def read_around(text: str, read: Callable[[str], dict[str, MetricFamily]], first: ParseError) -> PartialPage:
-    """``text`` read by ``read`` without the families of the sample lines that broke it; ``first`` is the error the
-    whole page ended in. Raises the error that cannot be read around (see the module docstring)."""
-    lines = text.split("\n")
-    errors: list[ParseError] = []
-    names: set[str] = set()
-    error = first
+def read_around(
+    text: str,
+    read: Callable[[str], dict[str, MetricFamily]],
+    first: ParseError | None,
+    expected: Collection[str] = (),
+) -> dict[str, MetricFamily]:
+    """``text`` read by ``read`` without the families of the sample lines that break it; ``first`` is the error the
+    whole page ended in (None: not read yet), ``expected`` the names set aside on the source's last page. A plain
+    dict when no line breaks it, else a ``PartialPage``. Raises the error that cannot be read around (see the module
+    docstring)."""
+    lines: list[str] = []  # the page's lines, split when an error needs its line's name
+    found: dict[str, ParseError] = {}  # metric name set aside -> its first bad line's error
+    if first is not None:
+        lines = text.split("\n")
+        name = _line_name(lines, first)
+        if name is None:
+            raise first
+        found[name] = first
+        # the names of the lines of an unusual shape after the bad line, tried on their own
+        after = sum(map(len, lines[: first.line_no])) + (first.line_no or 0)  # the offset of the line after it
+        candidates: Iterable[str] = expected or list(
+            islice(dict.fromkeys(m[1] for m in _SUSPECT_RE.finditer("\n" + text, after) if m[1] != name), MAX_SUSPECTS)
+        )
+    else:
+        candidates = expected
+    tried = [n for n in candidates if n not in found]
+    blanked = ""
+    if tried:
+        marked = _marked(text, [*found, *tried])
+        for name, error in _failing_alone(marked, tried, read, text).items():
+            # a line before the first read's bad line was read in place: one failing alone there is not bad in place
+            if first is None or (error.line_no or 0) > (first.line_no or 0):
+                found[name] = error
+        if found:
+            blanked = _blanked(text, marked, found)
+    ordered = sorted(found.values(), key=lambda e: e.line_no or 0)
+    if len(ordered) > MAX_BAD_NAMES:
+        raise ordered[MAX_BAD_NAMES]
     while True:
-        name = _line_name(lines, error)
-        if name is None or name in names or len(names) >= MAX_BAD_NAMES:
-            raise error
-        errors.append(error)
-        names.add(name)
-        for i, raw in enumerate(lines):  # blank, not removed: every other line keeps its number
-            if _sample_name(raw) == name:
-                lines[i] = ""
         try:
-            families = read("\n".join(lines))
+            families = read(blanked or (_blanked(text, _marked(text, found), found) if found else text))
         except ParseError as e:
-            error = e
+            blanked = ""
+            lines = lines or text.split("\n")
+            name = _line_name(lines, e)
+            if name is None or name in found or len(found) >= MAX_BAD_NAMES:
+                raise
+            found[name] = e
             continue
         break
+    if not found:
+        return families  # the names expected all read again
+    names = tuple(sorted(found, key=lambda n: found[n].line_no or 0))
     left_out = set().union(*(_families_of(n, families) for n in names))
     kept = {n: f for n, f in families.items() if n not in left_out}
     # a family none of whose lines is left (no HELP or TYPE line either) is named by its lines' metric name
     left_out.update(n for n in names if not any(_belongs(f, (n,)) for f in left_out))
-    return PartialPage(kept, tuple(errors), frozenset(left_out))
+    return PartialPage(kept, tuple(found[n] for n in names), frozenset(left_out), names)
+
+
+def _names_re(names: Iterable[str]) -> str:
+    return "(?:" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + ")" + _NAME_END
+
+
+# A line of the page found by ``_marked``: its number, its start and end offsets, its metric name (None: a ``#`` line).
+_Marked = list[tuple[int, int, int, str | None]]
+
+
+def _marked(text: str, names: Iterable[str]) -> _Marked:
+    """Every ``#`` line of ``text`` and every sample line of the metric ``names``, in order, by one pattern in C."""
+    pattern = re.compile(rf"{_LEAD}(?:#|({_names_re(names)}))[^\n]*+")
+    out: _Marked = []
+    line_no, at = 1, 0
+    for m in pattern.finditer("\n" + text):
+        start = m.start()  # the line's offset in ``text`` (the newline before it is the one put in front)
+        line_no += text.count("\n", at, start)
+        at = start
+        out.append((line_no, start, m.end() - 1, m[1]))
+    return out
+
+
+def _blanked(text: str, marked: _Marked, names: Collection[str]) -> str:
+    """``text`` with every sample line of the metric ``names`` blank (not removed: every other line keeps its
+    number)."""
+    pieces, at = [], 0
+    for _, start, end, name in marked:
+        if name is not None and name in names:
+            pieces.append(text[at:start])
+            at = end
+    pieces.append(text[at:])
+    return "".join(pieces)
+
+
+def _failing_alone(
+    marked: _Marked, names: list[str], read: Callable[[str], dict[str, MetricFamily]], text: str
+) -> dict[str, ParseError]:
+    """The ``names`` whose sample lines fail read on their own, under the page's ``#`` lines and nothing else, each
+    with the error at its line's number on the page."""
+    comments = [(line_no, text[start:end]) for line_no, start, end, name in marked if name is None]
+    failing: dict[str, ParseError] = {}
+    for name in names:
+        mine = [(line_no, text[start:end]) for line_no, start, end, n in marked if n == name]
+        if not mine:
+            continue
+        page = sorted(comments + mine)
+        try:
+            read("\n".join(line for _, line in page))
+        except ParseError as e:
+            if e.whole_page or e.line_no is None or not 0 < e.line_no <= len(page):
+                continue
+            line_no, line = page[e.line_no - 1]
+            if _sample_name(line) == name:
+                e.move_to(line_no)
+                failing[name] = e
+    return failing
 
 
 def _sample_name(raw: str) -> str | None:

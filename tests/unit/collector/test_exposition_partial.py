@@ -4,16 +4,19 @@ result. ``parse`` without the flag stays strict (test_exposition_errors.py)."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collector.adapt import WANTED_FAMILIES
-from collector.exposition import LayoutCache, ParseError, parse
+from collector.adapt import WANTED_FAMILIES, adapt_families, adapt_page
+from collector.exposition import DEFAULT_MAX_SAMPLES, LayoutCache, MetricFamily, ParseError, parse
 from collector.exposition._lex import NAME_RE
-from collector.exposition._partial import MAX_BAD_NAMES, PartialPage, _belongs
+from collector.exposition._partial import MAX_BAD_NAMES, PartialPage, _belongs, _families_of
+from collector.samples import TargetInfo
 
 _TESTS = Path(__file__).resolve().parents[2]
 DIRS = (_TESTS / "fixtures" / "metrics", _TESTS.parent.parent / "shared" / "fixtures" / "metrics")
@@ -104,17 +107,113 @@ def test_openmetrics_stays_strict() -> None:
         parse("# TYPE m gauge\nm one\n# EOF\n", openmetrics=True, drop_bad_lines=True)
 
 
-def test_the_layout_cache_never_learns_a_page_it_read_around() -> None:
-    # A layout learnt from such a page would pass over the bad line's family on later scrapes, even once it reads
-    # again; so each scrape is parsed, and says what it left out.
-    cache = LayoutCache(lambda text, **kw: parse(text, drop_bad_lines=True, **kw))
-    for _ in range(3):
-        page = cache.parse("dcgm", DCGM, wanted=None, max_samples=10_000)
-        assert isinstance(page, PartialPage)
-        assert page.dropped == {"DCGM_FI_DEV_POWER_USAGE"}
-    assert cache.hits == 0
+def _cached_parse(text: str, **kw: object) -> object:
+    return parse(text, drop_bad_lines=True, **kw)  # type: ignore[arg-type]
+
+
+def _said(page: object) -> tuple[object, ...]:
+    """What a page read in part says of it: its errors (line and words), the names set aside, the families left out."""
+    errors = getattr(page, "errors", ())
+    return ([(e.line_no, str(e)) for e in errors], getattr(page, "names", ()), getattr(page, "dropped", frozenset()))
+
+
+def test_a_page_read_around_is_read_off_its_layout_until_its_field_heals() -> None:
+    # dcgm-exporter writes the broken field scrape after scrape: the page is read off the layout learnt from it
+    # (the bad lines pinned word for word), says what it left out every time, and the field is back on the
+    # scrape it heals
+    cache = LayoutCache(_cached_parse)
+    direct = parse(DCGM, drop_bad_lines=True)
+    for scrape in range(4):
+        text = DCGM.replace("} 88", "} " + str(88 + scrape))
+        page = cache.parse("dcgm", text, wanted=None, max_samples=10_000)
+        assert dict(page) == dict(parse(text, drop_bad_lines=True))
+        assert _said(page) == _said(direct)
+        assert page["DCGM_FI_DEV_GPU_UTIL"].samples[0].value == 88 + scrape
+    assert (cache.misses, cache.hits) == (1, 3)
     fixed = DCGM.replace("ERROR - FAILED TO CONVERT TO STRING", "70")
-    assert "DCGM_FI_DEV_POWER_USAGE" in cache.parse("dcgm", fixed, wanted=None, max_samples=10_000)
+    healed = cache.parse("dcgm", fixed, wanted=None, max_samples=10_000)
+    assert type(healed) is dict
+    assert healed == parse(fixed)
+    # a new bad line on a page read off its layout: the page takes the parser, which reads around both
+    both = DCGM.replace("} 88", "} x")
+    page = cache.parse("dcgm", both, wanted=None, max_samples=10_000)
+    assert (dict(page), _said(page)) == (
+        dict(parse(both, drop_bad_lines=True)),
+        _said(parse(both, drop_bad_lines=True)),
+    )
+    assert page.dropped == {"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_UTIL"}  # type: ignore[attr-defined]
+
+
+def test_the_scrape_loop_reads_a_broken_dcgm_field_off_its_layout_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    # dcgm-exporter's real failure, one field on every GPU, scrape after scrape: the GPUs read as from the page parsed,
+    # the page still counts as read in part (parse_errors) each scrape, and from the second scrape on it is read off
+    # its layout, by the adapter's plan (no parse)
+    import collector.adapt
+
+    cache = LayoutCache(collector.adapt.parse)
+    monkeypatch.setattr(collector.adapt, "_layouts", cache)
+    page = next(p for p in PAGES if p.name.startswith("dcgm-a800-mig-prof")).read_text(encoding="utf-8")
+    target = TargetInfo(url="http://dcgm:9400/metrics", kind="gpu")
+    said = []
+    for scrape in range(3):
+        lines = page.replace(" 0\n", f" {scrape}\n").split("\n")
+        bad = "\n".join(
+            line.rsplit(" ", 1)[0] + " ERROR - FAILED TO CONVERT TO STRING"
+            if line.startswith("DCGM_FI_DEV_GPU_TEMP{")
+            else line
+            for line in lines
+        )
+        adapted = adapt_page(bad, target, 1.0)
+        families = parse(bad, wanted=WANTED_FAMILIES, drop_bad_lines=True)
+        assert adapted.gpus == adapt_families(families, target, 1.0).gpus
+        assert all(g.temperature_c is None for g in adapted.gpus)
+        assert adapted.gpus
+        said.append(adapted.parse_errors)
+    assert said[0]
+    assert said[0] == said[1] == said[2]
+    assert (cache.misses, cache.hits) == (1, 2)
+
+
+def _big_page(families: int, series: int, bad: set[int]) -> str:
+    out = []
+    for f in range(families):
+        out.append(f"# HELP fam{f} a gauge.\n# TYPE fam{f} gauge\n")
+        out.extend(f'fam{f}{{pod="p{i}"}} {i}\n' for i in range(series - 1))
+        out.append(f'fam{f}{{pod="last"}} {"ERROR - FAILED TO CONVERT TO STRING" if f in bad else "1"}\n')
+    return "".join(out)
+
+
+def test_every_bad_name_costs_no_read_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    # bad lines under 8 names at the end of a page: the page is read twice (the read that fails, the read around
+    # them), not once more per name; with the names known from the last scrape, once
+    import collector.exposition as exposition
+
+    text = _big_page(12, 200, set(range(4, 12)))
+    reads: list[int] = []
+    real = exposition.parse_text
+
+    def counted(page: str, keep: object, sink: object) -> None:
+        if page.count("\n") == text.count("\n"):  # the page (some lines blanked), not a name's lines on their own
+            reads.append(len(page))
+        real(page, keep, sink)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(exposition, "parse_text", counted)
+    page = parse(text, drop_bad_lines=True)
+    assert isinstance(page, PartialPage)
+    assert list(page) == [f"fam{f}" for f in range(4)]
+    assert page.names == tuple(f"fam{f}" for f in range(4, 12))
+    assert [e.line_no for e in page.errors] == [202 * f + 202 for f in range(4, 12)]
+    assert len(reads) == 2
+    reads.clear()
+    again = parse(text, drop_bad_lines=True, expect_bad=page.names)
+    assert (dict(again), _said(again)) == (dict(page), _said(page))
+    assert len(reads) == 1
+    # a name expected but healed is read with the page; one not expected is found as before
+    reads.clear()
+    moved = _big_page(12, 200, {2, 5})
+    later = parse(moved, drop_bad_lines=True, expect_bad=page.names)
+    assert (dict(later), _said(later)) == (dict(parse(moved, drop_bad_lines=True)), _said(_reference(moved, None)))
+    assert later.names == ("fam2", "fam5")  # type: ignore[attr-defined]
 
 
 # --- fuzz: one sample line garbled, every other family as before ---------------------------------------------------
@@ -173,3 +272,93 @@ def test_a_bad_created_gauge_line_leaves_its_histogram_whole() -> None:
         after["vllm:time_to_first_token_seconds"]
         == parse(page.read_text(encoding="utf-8"))["vllm:time_to_first_token_seconds"]
     )
+
+
+# --- scrape after scrape: the page read around, off its layout, healed, and a second bad name --------------------
+
+
+def _reference(text: str, wanted: frozenset[str] | None) -> dict[str, MetricFamily]:
+    """The page as session 13 read it (8477dd7, b54af33): one more read per bad name, each name's lines blanked by a
+    pass over every line. The oracle the faster reading must agree with (errors compared in the page's order)."""
+    try:
+        return parse(text, wanted=wanted)
+    except ParseError as e:
+        error = e
+    lines = text.split("\n")
+    errors: list[ParseError] = []
+    names: list[str] = []
+    while True:
+        at = error.line_no
+        raw = lines[at - 1].lstrip() if at is not None and 0 < at <= len(lines) and not error.whole_page else ""
+        m = NAME_RE.match(raw) if raw[:1] not in ("", "#") else None
+        if m is None or m.group() in names or len(names) >= MAX_BAD_NAMES:
+            raise error
+        errors.append(error)
+        names.append(m.group())
+        for i, line in enumerate(lines):
+            own = line.lstrip()
+            if own[:1] not in ("", "#") and (n := NAME_RE.match(own)) is not None and n.group() == m.group():
+                lines[i] = ""
+        try:
+            families = parse("\n".join(lines), wanted=wanted)
+        except ParseError as e:
+            error = e
+            continue
+        break
+    left_out = set().union(*(_families_of(n, families) for n in names))
+    kept = {n: f for n, f in families.items() if n not in left_out}
+    left_out.update(n for n in names if not any(_belongs(f, (n,)) for f in left_out))
+    order = sorted(range(len(names)), key=lambda k: errors[k].line_no or 0)
+    return PartialPage(kept, tuple(errors[k] for k in order), frozenset(left_out), tuple(names[k] for k in order))
+
+
+def _moved(text: str, scrape: int) -> str:
+    """The next scrape of a page: every plain value moved, nothing else."""
+    return re.sub(
+        r"(?m)^([a-zA-Z_:][^#\n]*[ }])([0-9]+(?:\.[0-9]+)?)$", lambda m: f"{m[1]}{float(m[2]) + scrape}", text
+    )
+
+
+def _outcome(read: Callable[[], object]) -> tuple[object, ...]:
+    try:
+        page = read()
+    except ParseError as e:
+        return ("refused", str(e))
+    return (dict(page), _said(page))  # type: ignore[call-overload]
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.sampled_from(PAGES), st.data())
+def test_scrape_after_scrape_a_garbled_page_reads_as_on_its_own(page: Path, data: st.DataObject) -> None:
+    # scrape N garbled, N+1 the same (read off its layout, or with the names expected), N+2 healed, N+3 with a
+    # second bad name too: each reads exactly as the page read on its own, by the one-read-per-bad-name oracle
+    text = page.read_text(encoding="utf-8")
+    candidates = _sample_lines(text)
+    if len(candidates) < 2:
+        return
+    at = data.draw(st.sampled_from(candidates))
+    second = data.draw(st.sampled_from(candidates))
+    garble = data.draw(st.sampled_from(_GARBLES))
+    other = data.draw(st.sampled_from(_GARBLES))
+
+    def scrape(n: int, bad: tuple[tuple[int, Callable[[str], str]], ...]) -> str:
+        lines = _moved(text, n).split("\n")
+        for i, how in bad:
+            lines[i] = how(lines[i])
+        return "\n".join(lines)
+
+    pages = [
+        scrape(0, ((at, garble),)),
+        scrape(1, ((at, garble),)),
+        scrape(2, ()),
+        scrape(3, ((at, garble),)),
+        scrape(4, ((at, garble), (second, other))),
+        scrape(5, ((at, garble), (second, other))),
+    ]
+    for wanted in (None, WANTED_FAMILIES):
+        cache = LayoutCache(_cached_parse)
+        for n, garbled in enumerate(pages):
+            expected = _outcome(lambda: _reference(garbled, wanted))  # noqa: B023 (called at once)
+            assert _outcome(lambda: parse(garbled, wanted=wanted, drop_bad_lines=True)) == expected, n  # noqa: B023
+            cached = _outcome(lambda: cache.parse("t", garbled, wanted=wanted, max_samples=DEFAULT_MAX_SAMPLES))  # noqa: B023
+            assert cached == expected, n
