@@ -204,7 +204,8 @@ class _Bounds(asyncio.Protocol):
 
 
 class H11Bounded(_Bounds, H11Protocol):
-    """uvicorn's h11 protocol (what it runs without httptools, as in kvpilot's image) with the deadline and bound."""
+    """uvicorn's h11 protocol (what uvicorn runs where httptools is not installed; kvpilot installs it) with the
+    deadline and bound."""
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
