@@ -318,3 +318,18 @@ def test_auto_measures_its_tail_only_once_it_has_enough_errors_to_tell_it_from_t
     assert q90 is not None
     assert q90 <= tail <= max(abs(a - b) for a in range(10) for b in range(10))
     assert model.tail_margin(60.0, 0.01) is None  # a horizon never asked for has no errors measured
+
+
+def test_auto_tail_is_the_measured_quantile_not_the_largest_error() -> None:
+    # 200 measured under-forecasts of 0 .. 199 (shuffled): the 1 % tail is the 99th percentile's rank (int(0.99 x 199)
+    # = 197), the 10 % tail rank 179; the largest (199) would over-provision
+    model = make("auto")
+    assert isinstance(model, Ensemble)
+    for i in range(10):
+        model.observe(i * 15.0, 100.0)
+    model.predict(15.0)  # the horizon's scores exist from its first forecast
+    scores = model._by_horizon[15.0]
+    for r in (i * 37 % 200 for i in range(200)):
+        scores.residuals.append(float(r))
+    assert model.tail_margin(15.0, 0.01) == 197.0
+    assert model.tail_margin(15.0, 0.1) == 179.0
