@@ -3,8 +3,8 @@ deadline gets a 408 and the connection is closed, and past the bound a new conne
 keep-alive clients, slow bodies and the connections already open are served as before. On uvicorn 0.55 without it
 the silent and the trickling connection stayed open for ever, and every connection was accepted.
 
-Each case runs on h11 (what kvpilot's image runs) and on httptools (what uvicorn picks where it is installed), over
-real sockets on loopback."""
+Each case runs on httptools (what uvicorn picks where it is installed, as kvpilot installs it) and on h11 (uvicorn's
+fallback), over real sockets on loopback."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from kvpilot.runtime import http_server
 from kvpilot.runtime.http_server import ApiServerConfig, H11Bounded, HttpImpl, protocol_class
+from tests.helpers.poll import until
 
 DEADLINE_S = 0.5
 
@@ -202,10 +203,10 @@ async def test_past_the_bound_a_connection_gets_a_503_and_those_open_are_served(
     http: HttpImpl, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(http_server, "_refusals", http_server._Refusals())
-    bound = 5
-    async with _serving(http, max_connections=bound) as port:
+    bound, registry = 5, CollectorRegistry()
+    async with _serving(http, max_connections=bound, registry=registry) as port:
         open_ = [await asyncio.open_connection("127.0.0.1", port) for _ in range(bound)]
-        await asyncio.sleep(0.1)  # all accepted
+        await until(lambda: _samples(registry)[0] == bound, what=f"{bound} connections accepted")
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(GET)
         refused, took = await _until_closed(reader)
@@ -215,7 +216,8 @@ async def test_past_the_bound_a_connection_gets_a_503_and_those_open_are_served(
         served = [await _answer(r) for r, _ in open_]
         for _, w in open_:
             w.close()
-        await asyncio.sleep(0.2)  # closed ones leave the count: a new connection is served again
+        # closed ones leave the count: a new connection is served again
+        await until(lambda: _samples(registry)[0] == 0, what="the closed connections left the count")
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(GET)
         again = await _answer(reader)
@@ -229,8 +231,11 @@ async def test_past_the_bound_a_connection_gets_a_503_and_those_open_are_served(
     assert warned == ["1 HTTP connection(s) refused with 503: 5 already open (api.max_connections)"]
 
 
-COUNTED = ("kvpilot_api_connections_open", "kvpilot_api_connections_refused_total")
-COUNTED += ("kvpilot_api_request_head_timeouts_total",)
+COUNTED = (
+    "kvpilot_api_connections_open",
+    "kvpilot_api_connections_refused_total",
+    "kvpilot_api_request_head_timeouts_total",
+)
 
 
 def _samples(registry: CollectorRegistry) -> list[float | None]:
@@ -256,7 +261,7 @@ async def test_refusals_head_timeouts_and_open_connections_are_counted_for_metri
         timed_out, _ = await _until_closed(silent[0])  # 408 at the deadline
         for _, w in (silent, served, (extra_reader, extra_writer)):
             w.close()
-        await asyncio.sleep(0.2)
+        await until(lambda: _samples(registry)[0] == 0, what="every connection closed")
         at_end = _samples(registry)
     assert refused.startswith(b"HTTP/1.1 503")
     assert timed_out.startswith(b"HTTP/1.1 408")
