@@ -13,9 +13,11 @@ import socket
 import threading
 import time
 from contextlib import ExitStack
+from functools import partial
 
 import httpx
 
+from tests.helpers.poll import wait_for
 from tests.reliability.conftest import Recorder, Store
 from tests.reliability.harness import A, running
 
@@ -143,7 +145,8 @@ def test_past_max_connections_a_new_one_is_refused_and_those_open_are_served(sto
         record(f"the {bound} open connections meanwhile", "all 200", f"{sorted(set(first + again))}",
                set(first + again) == {"HTTP/1.1 200 OK"} and len(again) == bound)  # fmt: skip
         held.pop().close()
-        time.sleep(0.2)
+        open_gauge = partial(r.service.registry.get_sample_value, "kvpilot_api_connections_open")
+        wait_for(lambda: open_gauge() == bound - 1, what="the closed connection left the server's count")
         with r.client() as c:
             after = c.get("/healthz").status_code
             refused_after = _exported(c, "kvpilot_api_connections_refused_total")
