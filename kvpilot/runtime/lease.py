@@ -64,10 +64,13 @@ class Leases:
     """The four Lease calls an election makes, on the official client's ``ApiClient`` (its configuration: host,
     TLS, the kubeconfig's or the pod's credentials, a refreshed token included, retries), with bodies and answers
     as JSON dicts. Method names and arguments are ``CoordinationV1Api``'s; errors are its ``ApiException`` (404,
-    409 carry ``status``)."""
+    409 carry ``status``). ``timeout_s`` bounds each call (connect and read): a call to an API server that stopped
+    answering fails, and the election's rules for a failed call apply, instead of the round hanging while the
+    holder keeps acting on a Lease that expires meanwhile (the client's default: no timeout)."""
 
-    def __init__(self, api_client: client.ApiClient) -> None:
+    def __init__(self, api_client: client.ApiClient, *, timeout_s: float | None = None) -> None:
         self.api_client = api_client
+        self.timeout_s = timeout_s
 
     def read_namespaced_lease(self, name: str, namespace: str) -> Lease:
         return self._call("GET", namespace, name)
@@ -105,7 +108,7 @@ class Leases:
         request = self.api_client.param_serialize(
             method, path, query_params=query, header_params=headers, body=body, auth_settings=["BearerToken"]
         )
-        response = self.api_client.call_api(*request)
+        response = self.api_client.call_api(*request, _request_timeout=self.timeout_s)
         data: bytes = response.read()  # type: ignore[no-untyped-call]
         if not 200 <= response.status <= 299:
             raise ApiException.from_response(http_resp=response, body=data.decode("utf-8", "replace"), data=None)
@@ -134,7 +137,7 @@ class LeaseElector:
         self.identity = identity
         self._clock = clock
         self.lease_duration_s = lease_duration_s
-        self.leader = False
+        self._leader = False
         self._renewed_at: float | None = None
         # The Lease as our latest accepted write left it (its new resourceVersion): the next renewal can write from
         # it without reading it again (``ShardCoordinator`` between its lists). None until a write is accepted.
@@ -143,6 +146,18 @@ class LeaseElector:
         # holder's KEDA address in an annotation (kvpilot.runtime.shards).
         self.labels = dict(labels or {})
         self.annotations = dict(annotations or {})
+
+    @property
+    def leader(self) -> bool:
+        """Whether we lead now: our last round won, and its renewal is younger than the lease (a round that hangs
+        or fails past that leaves us following as the Lease expires, when another instance may take it)."""
+        if not self._leader or self._renewed_at is None:
+            return False
+        return self._clock.now() - self._renewed_at < self.lease_duration_s
+
+    @leader.setter
+    def leader(self, value: bool) -> None:
+        self._leader = value
 
     def try_acquire_or_renew(self, current: Lease | None = None) -> bool:
         """One round of the election (blocking: run it in a worker thread). Returns whether we lead now.
@@ -161,7 +176,7 @@ class LeaseElector:
             won = False if e.status == 409 else self._keep_until_expiry(now, f"HTTP {e.status} {e.reason}")
         except Exception as e:  # the API server is unreachable
             won = self._keep_until_expiry(now, str(e).splitlines()[0] if str(e) else type(e).__name__)
-        if won != self.leader:
+        if won != self._leader:
             log.info("lease %s/%s: %s", self.namespace, self.name, "acquired, actuating" if won else "lost, following")
         self.leader = won
         if not won:
@@ -169,7 +184,7 @@ class LeaseElector:
         return won
 
     def _keep_until_expiry(self, now: float, why: str) -> bool:
-        keep = self.leader and self._renewed_at is not None and now - self._renewed_at < self.lease_duration_s
+        keep = self._leader and self._renewed_at is not None and now - self._renewed_at < self.lease_duration_s
         log.warning(
             "lease %s/%s: cannot renew (%s)%s",
             self.namespace,
@@ -234,7 +249,7 @@ class LeaseElector:
 
     def release(self) -> None:
         """On shutdown: hand the Lease back so a follower takes over at once instead of after expiry."""
-        if not self.leader:
+        if not self._leader:
             return
         try:
             lease = self._api.read_namespaced_lease(self.name, self.namespace)

@@ -311,9 +311,15 @@ def build_scale(settings: Settings, sources: Sources) -> ScaleSource | None:
     return None
 
 
+def lease_call_timeout_s(lease_duration_s: float) -> float:
+    """Each Lease call's timeout: a third of the lease, so that a round of a read and a write that both time out
+    still ends inside the lease it renews (client-go's renew deadline is 2/3 of the lease by default)."""
+    return lease_duration_s / 3
+
+
 def build_elector(settings: Settings, clock: Clock, api_client: Any = None) -> LeaseElector:
     ha = settings.ha
-    api = Leases(api_client or _kube_api_client())
+    api = Leases(api_client or _kube_api_client(), timeout_s=lease_call_timeout_s(ha.lease_duration_s))
     return LeaseElector(
         api,
         name=ha.lease_name,
@@ -333,7 +339,7 @@ def build_shards(settings: Settings, clock: Clock, api_client: Any = None) -> Sh
         )
     ha, sh = settings.ha, settings.sharding
     return ShardCoordinator(
-        Leases(api_client or _kube_api_client()),
+        Leases(api_client or _kube_api_client(), timeout_s=lease_call_timeout_s(ha.lease_duration_s)),
         lease_name=ha.lease_name,
         namespace=ha.lease_namespace,
         identity=ha.identity,

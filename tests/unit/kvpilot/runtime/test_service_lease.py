@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import socket
+import time
 
 import pytest
 from kubernetes import client
 
 from collector.clock import VirtualClock
 from kvpilot.runtime.lease import LeaseElector, Leases
+from kvpilot.runtime.wiring import build_elector, lease_call_timeout_s
+from kvpilot.settings import load_settings
 from tests.fakekube import FakeKube
 
 
@@ -116,3 +120,38 @@ async def test_two_replicas_one_actuates_and_the_other_takes_over(
     assert kube.get("leases", "kvpilot-leader", namespace="kv")["spec"]["holderIdentity"] == follower
     service.stop.set()
     await service.wait()
+
+
+def test_a_leader_whose_rounds_stop_follows_once_its_lease_expires(kube: FakeKube, clock: VirtualClock) -> None:
+    # A round that hangs (an API server that stopped answering) ends no sooner than its calls' timeout: meanwhile
+    # the Lease it last renewed expires and another instance may take it, so leading is read against that renewal.
+    a = _elector(kube, clock, "a")
+    assert a.try_acquire_or_renew()
+    clock.advance(14.9)
+    assert a.leader
+    clock.advance(0.2)  # no round since: the lease written 15.1 s ago has expired
+    assert not a.leader
+    assert _elector(kube, clock, "b").try_acquire_or_renew()
+
+
+def test_a_lease_call_to_an_api_server_that_never_answers_fails_at_its_timeout() -> None:
+    with socket.socket() as silent:  # accepts (the kernel's backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        config = client.Configuration(host=f"http://127.0.0.1:{silent.getsockname()[1]}")
+        config.retries = False
+        api = Leases(client.ApiClient(config), timeout_s=0.3)
+        t0 = time.monotonic()
+        with pytest.raises(Exception, match=r"(?i)timed out"):
+            api.read_namespaced_lease("kvpilot-leader", "kv")
+        assert time.monotonic() - t0 < 3
+
+
+def test_kvpilot_run_bounds_each_lease_call_within_the_lease() -> None:
+    assert lease_call_timeout_s(15) == 5
+    elector = build_elector(
+        load_settings(ha={"enabled": True, "lease_duration_s": 6, "renew_every_s": 2}),
+        VirtualClock(0),
+        client.ApiClient(),
+    )
+    assert elector._api.timeout_s == 2
