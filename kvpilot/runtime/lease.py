@@ -159,6 +159,10 @@ class LeaseElector:
     def leader(self, value: bool) -> None:
         self._leader = value
 
+    def expired(self, now: float) -> bool:
+        """Whether the Lease we last renewed has expired by ``now`` (False before any renewal)."""
+        return self._renewed_at is not None and now - self._renewed_at >= self.lease_duration_s
+
     def try_acquire_or_renew(self, current: Lease | None = None) -> bool:
         """One round of the election (blocking: run it in a worker thread). Returns whether we lead now.
 

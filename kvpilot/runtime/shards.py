@@ -173,7 +173,7 @@ class ShardCoordinator:
             for i in range(shards)
         ]
         self.address = address
-        self.owned: frozenset[int] = frozenset()
+        self._owned: frozenset[int] = frozenset()
         self._seen: dict[int, _Seen] = {}
         # The group's Leases as this round's list read them, by name: renewals write from these (with their
         # resourceVersion) instead of reading each Lease again. Empty when the list failed: each one reads its own.
@@ -195,6 +195,21 @@ class ShardCoordinator:
         self._address = value
         for e in self._electors:
             e.annotations[ADDRESS_ANNOTATION] = value
+
+    @property
+    def owned(self) -> frozenset[int]:
+        """The shards held: those the last round held whose renewal is still younger than the lease (a round that
+        hangs past it gives them up as their Leases expire, when other instances may take them)."""
+        owned = self._owned
+        if owned:
+            now = self._clock.now()
+            if any(self._electors[i].expired(now) for i in owned):
+                return frozenset(i for i in owned if not self._electors[i].expired(now))
+        return owned
+
+    @owned.setter
+    def owned(self, value: frozenset[int]) -> None:
+        self._owned = value
 
     @property
     def leader(self) -> bool:
