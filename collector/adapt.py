@@ -5,7 +5,9 @@ runtime series, per-request token histograms and the like, is skipped without be
 
 A page whose engine names carry a stack's prefix (Ray Serve LLM's ``ray_vllm:``, or ``ray_vllm_`` where Ray
 sanitised the name) is read with the prefix removed: the target's ``prefix`` when configured, else the one found
-on the page the first time no adapter matched (then remembered per target URL, so later scrapes parse once).
+on the page the first time no adapter matched (then remembered per target URL, so later scrapes parse once). A
+vLLM-compatible server writing vLLM's names under its own namespace (``lmdeploy:``, ``fastdeploy:``, ``aphrodite:``)
+is read the same way, its namespace standing for vLLM's; ``AdaptedPage.prefix`` says what was removed.
 
 A target's page laid out as its previous one (the usual case: only values move) is read without parsing it,
 from the layout learnt off that page (``collector.exposition.LayoutCache``).
@@ -28,7 +30,7 @@ from collector import validity
 from collector.engines import (
     ENGINE_FAMILIES,
     IDENTIFYING_FAMILIES,
-    NAMESPACES,
+    NAMESPACE_ORDER,
     UnknownEngine,
     describe_page,
     detect_engine,
@@ -59,6 +61,10 @@ class AdaptedPage:
     gpus: list[GpuSample] = field(default_factory=list)
     # Sample lines the page was read around, each with the family it lost (empty: the whole page was read).
     parse_errors: tuple[str, ...] = ()
+    # The text removed in front of the engine's names before they were read (Ray Serve's ``ray_``), or the namespace
+    # of a vLLM-compatible server that stood in place of the engine's (``lmdeploy:``); None when the names were read
+    # as they are.
+    prefix: str | None = None
 
 
 # Every parse here reads a text page around a bad sample line (OpenMetrics stays strict: see collector.exposition).
@@ -131,11 +137,11 @@ def adapt_page(
     openmetrics = is_openmetrics(content_type)
     prefix = target.prefix if target.prefix is not None else _found_prefixes.get(target.url)
     if prefix:
-        wanted = prefixed_wanted(prefix, WANTED_FAMILIES, NAMESPACES)
+        wanted = prefixed_wanted(prefix, WANTED_FAMILIES, NAMESPACE_ORDER)
         families = _parse_wanted(text, (target.url, prefix), wanted, openmetrics)
         try:
-            page = adapt_families(strip_prefix(families, prefix, NAMESPACES), target, timestamp, engine)
-            return _told(page, families)
+            page = adapt_families(_stripped(families, prefix), target, timestamp, engine)
+            return replace(_told(page, families), prefix=prefix)
         except UnknownEngine:
             if families:
                 raise
@@ -152,16 +158,22 @@ def adapt_page(
             raise
         # Read the whole page once, to find a stack's prefix or else to say what the page holds.
         everything = parse(text, openmetrics=openmetrics)
-    found = find_prefix(everything, IDENTIFYING_FAMILIES, NAMESPACES) if target.prefix is None else None
+    found = find_prefix(everything, IDENTIFYING_FAMILIES, NAMESPACE_ORDER) if target.prefix is None else None
     if found is not None:
         try:
-            page = adapt_families(strip_prefix(everything, found[0], NAMESPACES), target, timestamp, engine)
+            page = adapt_families(_stripped(everything, found[0]), target, timestamp, engine)
         except UnknownEngine:
             pass  # names that merely end like an engine's: report the page as it is
         else:
             _remember(target.url, found[0])
-            return _told(page, everything)
+            return replace(_told(page, everything), prefix=found[0])
     raise UnknownEngine(_reason(everything, engine or target.engine)) from None
+
+
+def _stripped(families: Mapping[str, MetricFamily], prefix: str) -> dict[str, MetricFamily]:
+    """The page without ``prefix`` (``collector.engines._prefix.strip_prefix``): a namespace of its own stands for the
+    engine namespace under which the most of the page's names are an adapter's."""
+    return strip_prefix(families, prefix, NAMESPACE_ORDER, IDENTIFYING_FAMILIES)
 
 
 # Each target's page layout, so that a page laid out as the target's previous one is read without parsing

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Protocol
 
@@ -74,8 +75,21 @@ ENGINE_FAMILIES: frozenset[str] = frozenset().union(
 )
 # Engine namespaces (``vllm`` of ``vllm:…``): a stack that sanitises names writes them ``vllm_…``.
 NAMESPACES: frozenset[str] = frozenset(n.split(":", 1)[0] for n in ENGINE_FAMILIES if ":" in n)
+# The same, in the order of ENGINES (vLLM's first): the one a namespace of a vLLM-compatible server stands for where
+# several read as many of its names (``_prefix.namespace_behind``).
+NAMESPACE_ORDER: tuple[str, ...] = tuple(
+    dict.fromkeys(n.split(":", 1)[0] for a in ENGINES.values() for n in sorted(a.families) if ":" in n)
+)
 # The names that make a page some engine's (what detection counts): a prefix is looked for against these only.
 IDENTIFYING_FAMILIES: frozenset[str] = frozenset().union(*(a.identifying or a.families for a in ENGINES.values()))
+
+# How many adapters read each name. A name only one adapter reads is that adapter's own: NIM's `num_requests_running` is
+# read by MindIE too (MindIE writes vLLM V0's unprefixed names beside its npu_* gauges), MindIE's
+# `npu_cache_usage_perc` by no other adapter.
+_READERS: Counter[str] = Counter(name for a in ENGINES.values() for name in a.families)
+_OWN_NAMES: dict[str, frozenset[str]] = {
+    name: frozenset(n for n in (a.identifying or a.families) if _READERS[n] == 1) for name, a in ENGINES.items()
+}
 
 # Pages that are not an engine's but are often pointed at by mistake: their leading word, and what they are.
 _NOT_AN_ENGINE = {
@@ -107,22 +121,43 @@ def _families(n: int) -> str:
     return "1 family" if n == 1 else f"{n} families"
 
 
-def _best(families: Mapping[str, MetricFamily]) -> tuple[int, str]:
-    return max((a.score(families), name) for name, a in ENGINES.items())
+Evidence = tuple[int, int]
 
 
-def _ranked(families: Mapping[str, MetricFamily]) -> list[tuple[int, str]]:
-    """Adapters by how much of the page they read, best first, as detection ranks them: the engines, and a stack's
-    fallback adapter only where no engine reads anything."""
-    ranked = sorted(((a.score(families), name) for name, a in ENGINES.items() if not a.fallback), reverse=True)
-    if ranked[0][0] == 0:
-        ranked = sorted(((a.score(families), name) for name, a in ENGINES.items() if a.fallback), reverse=True)
+def _evidence(name: str, families: Mapping[str, MetricFamily]) -> Evidence:
+    """How strongly the page is adapter ``name``'s: first the families only that adapter reads (and those it is told
+    by its own label), then every family that identifies it (``score``).
+
+    Names several adapters read decide only between adapters the page has no name of their own for: a sparse MindIE
+    page (running, waiting and `npu_cache_usage_perc`) carries two names NIM identifies and MindIE reads too, and one
+    only MindIE reads; it is MindIE's, not NIM's by a count of shared names.
+    """
+    adapter = ENGINES[name]
+    score = adapter.score(families)
+    if not score:
+        return (0, 0)
+    named = adapter.identifying or adapter.families
+    by_label = score - sum(1 for n in families if n in named)  # identifying_label: the engine's own label
+    own = _OWN_NAMES[name]
+    return (sum(1 for n in families if n in own) + by_label, score)
+
+
+def _best(families: Mapping[str, MetricFamily]) -> tuple[Evidence, str]:
+    return max((_evidence(name, families), name) for name in ENGINES)
+
+
+def _ranked(families: Mapping[str, MetricFamily]) -> list[tuple[Evidence, str]]:
+    """Adapters by how much of the page is theirs (``_evidence``), best first, as detection ranks them: the engines,
+    and a stack's fallback adapter only where no engine reads anything."""
+    ranked = sorted(((_evidence(n, families), n) for n, a in ENGINES.items() if not a.fallback), reverse=True)
+    if ranked[0][0][1] == 0:
+        ranked = sorted(((_evidence(n, families), n) for n, a in ENGINES.items() if a.fallback), reverse=True)
     return ranked
 
 
-def _two_best(families: Mapping[str, MetricFamily]) -> tuple[tuple[int, str], tuple[int, str]]:
+def _two_best(families: Mapping[str, MetricFamily]) -> tuple[tuple[Evidence, str], tuple[Evidence, str]]:
     ranked = _ranked(families)
-    return ranked[0], ranked[1] if len(ranked) > 1 else (0, "")
+    return ranked[0], ranked[1] if len(ranked) > 1 else ((0, 0), "")
 
 
 def describe_page(families: Mapping[str, MetricFamily]) -> str:
@@ -140,15 +175,16 @@ def describe_page(families: Mapping[str, MetricFamily]) -> str:
     router = _not_a_replica(families)
     if router is not None:
         return f"{seen}: {router}"
-    (score, name), (second, other) = _two_best(families)
-    if score and second == score:  # detection refuses a tie: the engine must be named
+    (evidence, name), (second, other) = _two_best(families)
+    score = evidence[1]
+    if score and second == evidence:  # detection refuses a tie: the engine must be named
         return f"{seen}; it reads as {name} and as {other} equally ({_families(score)} each): pass `--engine`"
     if score:
         return f"{seen}; it reads as {name}: try `--engine {name}` or leave the engine out"
-    found = find_prefix(names, IDENTIFYING_FAMILIES, NAMESPACES)
+    found = find_prefix(names, IDENTIFYING_FAMILIES, NAMESPACE_ORDER)
     if found is not None:
         prefix, _ = found
-        score, name = _best(strip_prefix(families, prefix, NAMESPACES))
+        (_, score), name = _best(strip_prefix(families, prefix, NAMESPACE_ORDER, IDENTIFYING_FAMILIES))
         if score:
             return f"{seen}; try `--prefix {prefix}` or `--engine {name}` (prefix `{prefix}` before {name}'s names)"
     for stem, what in _NOT_AN_ENGINE.items():  # no adapter matched: the first kind of page present says what it is
@@ -158,7 +194,8 @@ def describe_page(families: Mapping[str, MetricFamily]) -> str:
 
 
 def detect_engine(families: Mapping[str, MetricFamily]) -> str:
-    """The engine whose families the page carries most; ``UnknownEngine`` when none or a tie.
+    """The engine whose families the page carries most, names only it reads first (``_evidence``); ``UnknownEngine``
+    when none or a tie.
 
     A page is reported rather than guessed: adapting the wrong engine would yield a replica whose every
     value is unknown, which downstream reads as "no data" instead of "misconfigured target".
@@ -167,7 +204,7 @@ def detect_engine(families: Mapping[str, MetricFamily]) -> str:
         raise UnknownEngine(f"no engine adapter matches this page: {describe_page(families)}")
     scores = _ranked(families)  # no engine's own series: a stack's (Dynamo frontend) may still be there
     best, name = scores[0]
-    if best == 0:
+    if best[1] == 0:
         raise UnknownEngine(f"no engine adapter matches this page: {describe_page(families)}")
     if len(scores) > 1 and scores[1][0] == best:
         raise UnknownEngine(f"page matches {name} and {scores[1][1]} equally; pass the engine explicitly")
@@ -189,6 +226,7 @@ __all__ = [
     "ENGINE_FAMILIES",
     "IDENTIFYING_FAMILIES",
     "NAMESPACES",
+    "NAMESPACE_ORDER",
     "EngineAdapter",
     "UnknownEngine",
     "describe_page",

@@ -5,6 +5,13 @@ Ray Serve LLM re-exports vLLM's series as ``ray_vllm:…``, and Ray releases tha
 either configured per target (``prefix:``) or found on the page: the text whose removal turns the most family names
 into an adapter's names (restoring a sanitised ``<namespace>:`` where that is what makes them match). Removing it
 leaves a page the engine's adapter reads as is.
+
+A prefix that is a namespace of its own (``lmdeploy:``, ``fastdeploy:``, ``aphrodite:``: one word and a colon) stands
+in place of an engine's namespace rather than in front of it: vLLM-compatible servers keep vLLM's names under their
+own (LMDeploy's ``lmdeploy:num_requests_waiting``, FastDeploy's ``fastdeploy:gpu_cache_usage_perc``). Removing it puts
+back the engine namespace under which the page's names are most often an adapter's (vLLM's before SGLang's where as
+many are), so such a page reads as vLLM, not as NIM (whose names are vLLM's without any namespace). Where one of
+these projects names a series differently from vLLM, ``RENAMED`` says what vLLM calls it.
 """
 
 from __future__ import annotations
@@ -19,6 +26,51 @@ Families = Mapping[str, MetricFamily]
 # Families every Python, Go or Rust exporter adds: they say nothing about which engine serves the page.
 RUNTIME_PREFIXES = ("python_", "process_", "go_", "promhttp_", "tokio_")
 _KVPILOT_PREFIX = "kvpilot_"
+
+
+# vLLM-compatible servers' own names for what vLLM names otherwise, by their namespace: name there -> vLLM's name.
+# Several of a server's names for one vLLM name are summed (read as one family).
+RENAMED: dict[str, dict[str, str]] = {
+    # LMDeploy (InternLM/lmdeploy lmdeploy/metrics/loggers.py, PrometheusStatLogger): `time_per_output_token_seconds`
+    # is observed once per request (its mean time per output token), `iter_token_latency` per token: vLLM's
+    # inter-token latency. `num_api_requests_waiting` counts requests its API server holds until an engine instance
+    # (request handle) is free, beside the engine's own `num_requests_waiting`: both are queued at this replica
+    # (the server's log line: "API server (completed/routed/waiting): 1 / 50 / 50, Engine (running/waiting): 45 / 5",
+    # InternLM/lmdeploy pull request #4297), so both are the replica's waiting requests.
+    "lmdeploy": {
+        "iter_token_latency": "inter_token_latency_seconds",
+        "num_api_requests_waiting": "num_requests_waiting",
+    },
+    # FastDeploy (PaddlePaddle/FastDeploy): `num_requests_enqueued` holds requests queued and not yet scheduled,
+    # `num_requests_waiting` those scheduled and waiting for KV blocks; with `num_requests_running` they cover every
+    # request the server holds (its metrics test, tests/ci_use/metrics: "enqueued + waiting cover the non-running").
+    "fastdeploy": {"num_requests_enqueued": "num_requests_waiting"},
+}
+
+
+def is_namespace(prefix: str) -> bool:
+    """Whether ``prefix`` is a namespace of its own (one word and a colon, ``lmdeploy:``), standing in place of an
+    engine's namespace rather than in front of it."""
+    return len(prefix) > 1 and prefix.endswith(":") and ":" not in prefix[:-1]
+
+
+def _renamed(prefix: str, rest: str) -> str:
+    return RENAMED.get(prefix[:-1], {}).get(rest, rest)
+
+
+def namespace_behind(names: Iterable[str], prefix: str, namespaces: Iterable[str], known: Collection[str]) -> str:
+    """The engine namespace that ``prefix``, a namespace of its own, stands in for on a page of these family names
+    (``"vllm:"``): the one under which the most of them are ``known`` names, the first of ``namespaces`` where
+    several are as good; ``""`` when none (then the names are read bare, as NIM's or MindIE's are)."""
+    if not is_namespace(prefix) or not known:
+        return ""
+    rests = [_renamed(prefix, n[len(prefix) :]) for n in names if len(n) > len(prefix) and n.startswith(prefix)]
+    best, most = "", 0
+    for namespace in namespaces:
+        count = sum(1 for rest in rests if f"{namespace}:{rest}" in known)
+        if count > most:
+            best, most = f"{namespace}:", count
+    return best
 
 
 def restore_namespace(bare: str, namespaces: Collection[str]) -> str:
@@ -36,37 +88,70 @@ def unprefixed(name: str, prefix: str, namespaces: Collection[str]) -> str | Non
 
 
 def prefixed_wanted(prefix: str, wanted: Collection[str], namespaces: Collection[str]) -> Callable[[str], bool]:
-    """A parser selector for a prefixed page: wanted names, with or without the prefix."""
+    """A parser selector for a prefixed page: wanted names, with or without the prefix (for a namespace of its own,
+    also with any engine namespace in its place)."""
+    swapped = is_namespace(prefix)
 
     def keep(name: str) -> bool:
         if name in wanted:
             return True
         bare = unprefixed(name, prefix, namespaces)
-        return bare is not None and bare in wanted
+        if bare is None:
+            return False
+        if bare in wanted:
+            return True
+        if swapped:
+            rest = _renamed(prefix, name[len(prefix) :])
+            return any(f"{namespace}:{rest}" in wanted for namespace in namespaces)
+        return False
 
     return keep
 
 
-def strip_prefix(families: Families, prefix: str, namespaces: Collection[str] = ()) -> dict[str, MetricFamily]:
+def strip_prefix(
+    families: Families, prefix: str, namespaces: Collection[str] = (), known: Collection[str] = ()
+) -> dict[str, MetricFamily]:
     """The page as the engine itself would have served it: ``prefix`` removed from family and sample names (and a
-    sanitised engine namespace restored).
+    sanitised engine namespace restored; for a prefix that is a namespace of its own, the engine namespace it stands
+    for put back, ``namespace_behind`` against ``known``, and the server's own names renamed, ``RENAMED``).
 
     Families without the prefix are kept as they are (a stack's own series, GPU series); where both a prefixed
     and an unprefixed family of one name exist, the unprefixed one (the engine's own) wins.
     """
+    into = namespace_behind(families, prefix, namespaces, known)
+    renames = RENAMED.get(prefix[:-1], {}) if into else {}
+
+    def bare_name(name: str) -> str | None:
+        if not into:
+            return unprefixed(name, prefix, namespaces)
+        if len(name) <= len(prefix) or not name.startswith(prefix):
+            return None
+        return into + name[len(prefix) :]
+
     out: dict[str, MetricFamily] = {}
+    merged: dict[str, MetricFamily] = {}
     for name, fam in families.items():
-        bare = unprefixed(name, prefix, namespaces)
+        bare = bare_name(name)
         if bare is None:
             out.setdefault(name, fam)
             continue
         if bare in families:
             continue
+        renamed = into + renames[name[len(prefix) :]] if renames.get(name[len(prefix) :]) else bare
         samples = [
-            Sample(unprefixed(s.name, prefix, namespaces) or s.name, s.labels, s.value, s.timestamp)
+            Sample(
+                renamed + s.name[len(name) :] if s.name.startswith(name) else bare_name(s.name) or s.name,
+                s.labels,
+                s.value,
+                s.timestamp,
+            )
             for s in fam.samples
         ]
-        out[bare] = MetricFamily(bare, fam.type, fam.help, samples, fam.unit)
+        if renamed in merged:  # two of the server's names for one of vLLM's: one family of both
+            first = merged[renamed]
+            samples = [*first.samples, *samples]
+            fam = first
+        merged[renamed] = out[renamed] = MetricFamily(renamed, fam.type, fam.help, samples, fam.unit)
     return out
 
 
@@ -83,15 +168,23 @@ def find_prefix(
     """The prefix that turns the most family names into ``known`` names, and how many; None when none does.
 
     The shortest cut that matches wins for each name, so ``ray_vllm_num_requests_running`` counts for ``ray_``
-    (vLLM's name, namespace restored) rather than ``ray_vllm_`` (which would leave NIM's bare name).
+    (vLLM's name, namespace restored) rather than ``ray_vllm_`` (which would leave NIM's bare name). A cut after a
+    namespace of its own (``lmdeploy:``) also matches where an engine namespace in its place makes a known name.
     """
+
+    def _behind_namespace(head: str, rest: str) -> bool:
+        if not is_namespace(head):
+            return False
+        rest = _renamed(head, rest)
+        return any(f"{namespace}:{rest}" in known for namespace in namespaces)
+
     counts: Counter[str] = Counter()
     for name in names:
         if name in known:
             continue
         for cut in _boundaries(name):
             bare = name[cut:]
-            if bare in known or restore_namespace(bare, namespaces) in known:
+            if bare in known or restore_namespace(bare, namespaces) in known or _behind_namespace(name[:cut], bare):
                 counts[name[:cut]] += 1
                 break
     if not counts:

@@ -84,10 +84,21 @@ def command(
         raise _fail(f"{file}: {reason or err}") from None
     for error in page.parse_errors:  # a page read in part says so, as the scrape loop does per target
         typer.echo(f"kvpilot parse: {file}: read in part: {error}", err=True)
+    if page.prefix:  # names read behind a stack's prefix, or a compatible server's namespace, say so
+        typer.echo(f"kvpilot parse: {file}: {_behind(page.prefix, page.engine)}", err=True)
     if as_json:
         typer.echo(samples_json(page.replicas, page.gpus))
     else:
         print_tables(console(), page.replicas, page.gpus)
+
+
+def _behind(prefix: str, engine: str | None) -> str:
+    from collector.engines._prefix import is_namespace
+
+    what = engine or "GPUs only"
+    if is_namespace(prefix):
+        return f"read as {what}: its names are {what}'s under the namespace `{prefix}` (a compatible server's)"
+    return f"read as {what}: its names are {what}'s behind the prefix `{prefix}`"
 
 
 def _prefix_missing(body: bytes, openmetrics: bool, file: Path, mtime: float, prefix: str) -> str | None:
