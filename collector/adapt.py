@@ -141,7 +141,9 @@ def adapt_page(
         families = _parse_wanted(text, (target.url, prefix), wanted, openmetrics)
         try:
             page = adapt_families(_stripped(families, prefix), target, timestamp, engine)
-            return replace(_told(page, families), prefix=prefix)
+            # a configured prefix the page does not carry removed nothing: the names were read as they are
+            carried = any(name.startswith(prefix) for name in families)
+            return replace(_told(page, families), prefix=prefix if carried else None)
         except UnknownEngine:
             if families:
                 raise

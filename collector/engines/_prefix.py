@@ -135,9 +135,9 @@ def strip_prefix(
         if bare is None:
             out.setdefault(name, fam)
             continue
-        if bare in families:
-            continue
         renamed = into + renames[name[len(prefix) :]] if renames.get(name[len(prefix) :]) else bare
+        if bare in families or renamed in families:  # the engine's own family of that name wins
+            continue
         samples = [
             Sample(
                 renamed + s.name[len(name) :] if s.name.startswith(name) else bare_name(s.name) or s.name,
