@@ -42,6 +42,7 @@ MAX_BAD_NAMES = 8
 MAX_SUSPECTS = 2 * MAX_BAD_NAMES
 
 # What follows a family's name in its samples' names (a counter's _total, a histogram's parts, OpenMetrics' _created).
+_PARTS = ("_bucket", "_sum", "_count")  # a histogram's or summary's parts (collector.exposition._untyped)
 _SUFFIXES = ("_total", "_bucket", "_sum", "_count", "_created", "_info", "_gsum", "_gcount")
 
 _NAME_END = r"(?![a-zA-Z0-9_:])"
@@ -127,11 +128,19 @@ def read_around(
     if not found:
         return families  # the names expected all read again
     names = tuple(sorted(found, key=lambda n: found[n].line_no or 0))
-    left_out = set().union(*(_families_of(n, families) for n in names))
+    left_out, dropped = _left_out(names, families, text)
     kept = {n: f for n, f in families.items() if n not in left_out}
-    # a family none of whose lines is left (no HELP or TYPE line either) is named by its lines' metric name
-    left_out.update(n for n in names if not any(_belongs(f, (n,)) for f in left_out))
-    return PartialPage(kept, tuple(found[n] for n in names), frozenset(left_out), names)
+    return PartialPage(kept, tuple(found[n] for n in names), dropped, names)
+
+
+def _left_out(names: Iterable[str], families: dict[str, MetricFamily], text: str) -> tuple[set[str], frozenset[str]]:
+    """The families read that the bad lines' metric ``names`` leave out (``_families_of``), and the families said to
+    be left out: an untyped histogram's parts as that histogram; a family none of whose lines is left (no HELP or
+    TYPE line either) by its lines' metric name."""
+    left_out = set().union(*(_families_of(n, families, text) for n in names))
+    said = {n for n in left_out if not (_untyped_part(n, families) and _untyped_base(n, families, text) in left_out)}
+    said.update(n for n in names if not any(_belongs(f, (n,)) for f in said))
+    return left_out, frozenset(said)
 
 
 def _names_re(names: Iterable[str]) -> str:
@@ -207,13 +216,48 @@ def _line_name(lines: list[str], error: ParseError) -> str | None:
     return _sample_name(lines[error.line_no - 1])
 
 
-def _families_of(name: str, families: dict[str, MetricFamily]) -> set[str]:
+def _families_of(name: str, families: dict[str, MetricFamily], text: str = "") -> set[str]:
     """The family the sample lines named ``name`` belonged to: the page's family of that very name where it declares
     one (a gauge ``x_info`` or ``x_count`` of its own, beside a healthy gauge ``x``), else the family its suffix says
-    (``x_total``: counter ``x``; ``x_bucket``: histogram ``x``)."""
-    if name in families:
+    (``x_total``: counter ``x``; ``x_bucket``: histogram ``x``). ``x_created`` is a family of its own on a text page
+    (``_untyped``), whether or not a TYPE line says so: a garbled ``vllm:prompt_tokens_created`` line under counter
+    ``vllm:prompt_tokens`` (no TYPE of its own) lost the counter too.
+
+    On a page without TYPE lines a histogram is put together from its parts (``_untyped``): where the bad lines were
+    its ``x_sum``, its ``x_bucket`` alone is not put together again and would stay as a family of its own. The
+    untyped parts left of ``x`` are then ``x``'s, and left out with it, and ``x`` is the family said to be left out
+    where the page ``text`` has sample lines of another part of ``x`` (a garbled ``lmcache:time_to_retrieve_sum``
+    line, LMCache issue #729's grepped page, left ``lmcache:time_to_retrieve_bucket`` behind)."""
+    if name in families or name.endswith("_created"):  # a text page reads x_created as a family of its own
         return {name}
-    return {f for f in families if _belongs(f, (name,))}
+    own = {f for f in families if _belongs(f, (name,))}
+    base = _untyped_base(name, families, text)
+    if base is not None:
+        own.add(base)
+        own.update(base + part for part in _PARTS if _untyped_part(base + part, families))
+    return own
+
+
+def _untyped_part(name: str, families: dict[str, MetricFamily]) -> bool:
+    fam = families.get(name)
+    return fam is not None and fam.type == "unknown"
+
+
+def _untyped_base(name: str, families: dict[str, MetricFamily], text: str) -> str | None:
+    """``x`` for a part ``x_bucket``, ``x_sum`` or ``x_count`` of an untyped histogram or summary: where no family
+    ``x`` was read and another part of ``x`` is read untyped, or has sample lines in the page ``text`` (a selective
+    read drops a part it does not want); else None."""
+    for part in _PARTS:
+        if name.endswith(part):
+            base = name[: -len(part)]
+            if base in families:
+                return None
+            others = [base + p for p in _PARTS if p != part]
+            if any(_untyped_part(o, families) for o in others):
+                return base
+            if text and re.search(_LEAD + _names_re(others), "\n" + text):
+                return base
+    return None
 
 
 def _belongs(family: str, names: Iterable[str]) -> bool:

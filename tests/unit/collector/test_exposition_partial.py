@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from collector.adapt import WANTED_FAMILIES, adapt_families, adapt_page
 from collector.exposition import DEFAULT_MAX_SAMPLES, LayoutCache, MetricFamily, ParseError, parse
 from collector.exposition._lex import NAME_RE
-from collector.exposition._partial import MAX_BAD_NAMES, PartialPage, _belongs, _families_of
+from collector.exposition._partial import MAX_BAD_NAMES, PartialPage, _belongs, _left_out
 from collector.samples import TargetInfo
 
 _TESTS = Path(__file__).resolve().parents[2]
@@ -305,11 +305,10 @@ def _reference(text: str, wanted: frozenset[str] | None) -> dict[str, MetricFami
             error = e
             continue
         break
-    left_out = set().union(*(_families_of(n, families) for n in names))
+    left_out, said = _left_out(names, families, text)
     kept = {n: f for n, f in families.items() if n not in left_out}
-    left_out.update(n for n in names if not any(_belongs(f, (n,)) for f in left_out))
     order = sorted(range(len(names)), key=lambda k: errors[k].line_no or 0)
-    return PartialPage(kept, tuple(errors[k] for k in order), frozenset(left_out), tuple(names[k] for k in order))
+    return PartialPage(kept, tuple(errors[k] for k in order), said, tuple(names[k] for k in order))
 
 
 def _moved(text: str, scrape: int) -> str:
@@ -362,3 +361,32 @@ def test_scrape_after_scrape_a_garbled_page_reads_as_on_its_own(page: Path, data
             assert _outcome(lambda: parse(garbled, wanted=wanted, drop_bad_lines=True)) == expected, n  # noqa: B023
             cached = _outcome(lambda: cache.parse("t", garbled, wanted=wanted, max_samples=DEFAULT_MAX_SAMPLES))  # noqa: B023
             assert cached == expected, n
+
+
+def test_a_bad_sum_line_of_an_untyped_histogram_leaves_no_part_behind() -> None:
+    # LMCache issue #729's grepped page (no TYPE lines): its _sum line garbled, the buckets alone were left as a family
+    # `lmcache:time_to_retrieve_bucket` of their own; they are the histogram's, left out with it
+    page = (
+        'lmcache:time_to_retrieve_sum{worker_id="0"} ERROR\n'
+        'lmcache:time_to_retrieve_bucket{le="0.001",worker_id="0"} 1.0\n'
+        'lmcache:time_to_retrieve_bucket{le="+Inf",worker_id="0"} 2.0\n'
+        "other_gauge 3\n"
+    )
+    partial = parse(page, drop_bad_lines=True)
+    assert isinstance(partial, PartialPage)
+    assert set(partial) == {"other_gauge"}
+    assert "lmcache:time_to_retrieve" in partial.dropped
+
+
+def test_a_bad_created_line_without_a_type_of_its_own_leaves_its_counter_whole() -> None:
+    # a text page reads x_created as a family of its own, TYPE line or not (vllm-v1-dp2__handwritten.txt writes the
+    # counter's _created samples under the counter's TYPE): its bad line loses it alone, not the prompt-token counter
+    page = (
+        "# TYPE vllm:prompt_tokens_total counter\n"
+        'vllm:prompt_tokens_total{engine="0"} 150000.0\n'
+        'vllm:prompt_tokens_created{engine="0"} ERROR - FAILED TO CONVERT TO STRING\n'
+    )
+    partial = parse(page, drop_bad_lines=True)
+    assert isinstance(partial, PartialPage)
+    assert set(partial) == {"vllm:prompt_tokens"}
+    assert partial.dropped == frozenset({"vllm:prompt_tokens_created"})
