@@ -261,6 +261,16 @@ def engines_page() -> str:
         "targets added through the API rely on the search), or leave it out: when no adapter reads a page, kvpilot "
         "looks for the leading text that turns the most names into an engine's, reads the page with it removed, and "
         'remembers it for that target. `prefix: ""` turns the search off.',
+        "- **vLLM-compatible servers under their own namespace.** LMDeploy (`lmdeploy:`), FastDeploy (`fastdeploy:`) "
+        "and vLLM forks such as Aphrodite (`aphrodite:`) write vLLM's names under a namespace of their own: that "
+        "namespace stands in place of `vllm:` (the engine namespace under which most of the page's names are an "
+        "adapter's), so the page reads as vLLM, and `kvpilot parse` says under which namespace it read it. Where "
+        "such a server names a series differently, its name is read as vLLM's: LMDeploy's per-token "
+        "`iter_token_latency` is the ITL (its `time_per_output_token_seconds` is observed once per request), and "
+        "the requests its API server holds for a free engine instance (`num_api_requests_waiting`) are waiting "
+        "requests beside the engine's own; FastDeploy's `num_requests_enqueued` (queued, not yet scheduled) too. "
+        "What such a server does not export stays unknown (LMDeploy and FastDeploy write no cache config, so "
+        "`kv_capacity_tokens` is unknown; neither writes prefix-cache counters).",
         "- **One replica per model, per Ray worker, per gateway worker.** A page whose series carry several values "
         "of the model label (Triton with two TensorRT-LLM models, a Dynamo frontend serving two models), of Ray's "
         "`ReplicaId` or `WorkerId`, or of `worker_addr` (SGLang Model Gateway's `/engine_metrics`, its workers' "
@@ -277,6 +287,10 @@ def engines_page() -> str:
         "or `smg_*`): scrape the engines behind them. "
         "LMCache's `lmcache:*` series beside vLLM's are a second cache tier and are not mixed into the prefix-cache "
         "counters.",
+        "- **Which engine a page is.** The names only one adapter reads decide first, then every name that "
+        "identifies an adapter: a MindIE page with only its scheduler gauges (vLLM V0's unprefixed names, which NIM "
+        "writes too) and `npu_cache_usage_perc` is MindIE's, not NIM's by a count of shared names. Two adapters "
+        "with as much of the page each are a tie, and the engine must be named.",
         "- **When no adapter matches**, the error lists the leading words of the page's families and what to try, "
         "e.g. found 53 families starting with `ray_vllm:`; try `--prefix ray_` or `--engine vllm`. Naming an "
         "engine (`--engine`, a target's `engine:`) whose series the page lacks is an error too.",

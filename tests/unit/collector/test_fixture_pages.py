@@ -1092,6 +1092,133 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    # Session 15: pages nobody had shown the adapters. vLLM-compatible servers under their own namespace read as vLLM
+    # (before: as NIM, the namespace cut off), a sparse MindIE page as MindIE (before: NIM by two shared names)
+    "lmdeploy__InternLM__lmdeploy__metrics_loggers__from-source.txt": Page(
+        [
+            {
+                "engine": "vllm",  # lmdeploy:* are vLLM's names under LMDeploy's namespace
+                "model": "internlm/internlm2_5-7b-chat",  # model_name
+                "requests_running": 45.0,  # lmdeploy:num_requests_running
+                # lmdeploy:num_requests_waiting 5 (in the engine) + num_api_requests_waiting 50 (held by the API
+                # server for a free engine instance): both queued here
+                "requests_waiting": 55.0,
+                "kv_usage": 0.216,  # lmdeploy:gpu_cache_usage_perc
+                "kv_capacity_tokens": None,  # no cache config on LMDeploy's page
+                "prompt_tokens": 92370.0,
+                "generation_tokens": 55126.0,
+                "requests_finished": 1.0,  # request_success_total over finished_reason: FINISH 1
+                "ttft.count": 46.0,
+                "itl.count": 1196.0,  # iter_token_latency (per token), not time_per_output_token_seconds' 1 request
+                "e2e.count": 1.0,
+                "queue_time.count": 1.0,  # request_queue_time_seconds
+                "prefix_queries": None,  # LMDeploy writes no prefix-cache counters
+            }
+        ]
+    ),
+    "fastdeploy__PaddlePaddle__FastDeploy__metrics__from-source.txt": Page(
+        [
+            {
+                "engine": "vllm",  # fastdeploy:* are vLLM's names under FastDeploy's namespace
+                "model": None,  # FastDeploy labels none of its series
+                "requests_running": 64.0,
+                "requests_waiting": 9.0,  # no num_requests_enqueued on this release's page
+                "kv_usage": 0.8,  # gpu_cache_usage_perc
+                "kv_capacity_tokens": None,  # max_gpu_block_num 8000 but no block size on the page
+                "generation_tokens": 262144.0,
+                "prompt_tokens": None,
+                "requests_finished": 500.0,  # request_success_total
+                "ttft.count": 564.0,
+                "itl.count": 500.0,  # time_per_output_token_seconds
+                "queue_time.count": 564.0,
+                "prefix_queries": None,  # hit_token_rate is a ratio gauge, not counters
+            }
+        ]
+    ),
+    "aphrodite-engine__index-1001090545__comment-markers-removed.txt": Page(
+        [
+            {
+                "engine": "vllm",  # aphrodite:* (Aphrodite, a vLLM fork): vLLM V0's names under its namespace
+                "model": "./Models/llama3-8b-instruct-exl2-6.0bpw",
+                "requests_running": 1.0,
+                "requests_waiting": 0.0,  # num_requests_swapped 0 is not read (vLLM V0's is not either)
+                "kv_usage": None,
+            }
+        ]
+    ),
+    "mindie-sparse-scheduler__handwritten.txt": Page(
+        [
+            {
+                "engine": "mindie",  # npu_cache_usage_perc only MindIE reads; the two scheduler gauges NIM's too
+                "model": "qwen2.5-7b-instruct",
+                "requests_running": 3.0,
+                "requests_waiting": 1.0,
+                "kv_usage": 0.4,  # npu_cache_usage_perc (as NIM: unknown)
+            }
+        ]
+    ),
+    "sglang-0.4.4-queue__sgl-project__sglang__pull_4444__excerpt.txt": Page(
+        [
+            {
+                "engine": "sglang",
+                "model": "/shared/public/models/Meta-Llama-3-8B-Instruct",  # model_name
+                "requests_running": 0.0,  # num_running_reqs
+                "requests_waiting": None,  # num_queue_reqs cut off
+                "kv_usage": 0.0,  # token_usage
+                "role": None,  # engine_type="unified": neither prefill nor decode
+            }
+        ]
+    ),
+    "sglang-2024-wip__sgl-project__sglang__pull_1461__excerpt.txt": Page(
+        [
+            {
+                "engine": "sglang",
+                "model": "google/gemma-2-9b-it",  # label name=
+                "requests_running": 0.0,  # num_requests_running
+                "requests_waiting": 0.0,  # num_requests_waiting (queue_req 0 too)
+                "kv_usage": 0.0,  # token_usage
+                "prefix_queries": None,  # cache_hit_rate 87.6 is a percentage gauge, cached_token a gauge
+                "prefix_hits": None,
+            }
+        ]
+    ),
+    "trtllm-serve-core-metrics__NVIDIA__TensorRT-LLM__pull_5785__excerpt.txt": Page(
+        [
+            {
+                "engine": "trtllm-pytorch",  # unprefixed names with TensorRT-LLM's engine_type label
+                "model": None,  # model_name="undefined"
+                # time_to_first_token_seconds_count (its buckets up to +Inf as quoted); its _sum line is before the
+                # excerpt starts, so the sum is unknown (NaN), not 0
+                "ttft.count": 2.0,
+                "itl": None,  # time_per_output_token_seconds declared, its samples cut off
+            }
+        ]
+    ),
+    "dynamo-worker-kvstats__ai-dynamo__dynamo__pull_2704__excerpt.txt": Page(
+        [
+            {
+                "engine": "dynamo",  # dynamo_component_kvstats_* of a worker whose engine series are off
+                "model": None,
+                "kv_usage": 0.00007755545084364712,  # kvstats_gpu_cache_usage_percent: a fraction, 1 of 12894 blocks
+                "kv_capacity_tokens": None,  # total_blocks 12894, but no block size on the page
+                "requests_running": None,
+                "requests_waiting": None,
+            }
+        ]
+    ),
+    "dynamo-frontend-mocker-config__volcano-sh__kthena__issue_913__excerpt.txt": Page(
+        [
+            {
+                "engine": "dynamo",
+                "model": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",  # model label of the config gauges
+                "kv_capacity_tokens": None,  # block size 64, no model_total_kv_blocks in the excerpt
+                "requests_waiting": None,  # cut before the request series: nothing known, not zero
+                "requests_running": None,
+            }
+        ]
+    ),
+    "lmcache-server__LMCache__LMCache__pull_1318__excerpt.txt": Page(error="LMCache's own metrics server"),
+    "lmcache-retrieve__LMCache__LMCache__issue_729__excerpt.txt": Page(error="LMCache's own metrics server"),
 }
 
 

@@ -22,7 +22,7 @@ REPLICA_KEYS = [f.name for f in fields(ReplicaSample)]
 # pages that are deliberately neither an LLM replica nor GPUs (tests/fixtures/metrics/README.md)
 # pages that are an error, with what they are: Triton's TTFT alone; the vLLM production-stack router's page; llm-d's
 # endpoint picker; LiteLLM's proxy; a Ray node without Serve LLM; vLLM's docs excerpt with no field of a replica;
-# JetStream's page
+# JetStream's page; LMCache's own pages
 NOT_A_REPLICA_NOR_GPUS = {
     "triton-ttft-only__handwritten.txt",
     "vllm-production-stack-router__handwritten.txt",
@@ -31,6 +31,8 @@ NOT_A_REPLICA_NOR_GPUS = {
     "ray-node__DataDog__integrations-core__ray_worker__trimmed.txt",
     "vllm-docs-fragment__vllm-project__vllm__docs_source_serving_metrics__excerpt.txt",
     "jetstream__AI-Hypercomputer__JetStream__pull_121__excerpt.txt",  # JetStream: no adapter reads jetstream_*
+    "lmcache-server__LMCache__LMCache__pull_1318__excerpt.txt",  # LMCache's own metrics server
+    "lmcache-retrieve__LMCache__LMCache__issue_729__excerpt.txt",  # LMCache's series alone
 }
 GPU_KEYS = [f.name for f in fields(GpuSample)]
 KVPILOT = Path(sys.executable).with_name("kvpilot")
