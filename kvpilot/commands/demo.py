@@ -197,6 +197,9 @@ class _PlainText:
             self.console.print(status_line(snap, header), highlight=False, soft_wrap=True)
 
 
+_CHANGES_LISTED = 8  # desired-replica changes the summary lists (the event lines above it show each)
+
+
 def _print_summary(console: Console, s: DemoSummary) -> None:
     from rich.table import Table
 
@@ -221,7 +224,9 @@ def _print_summary(console: Console, s: DemoSummary) -> None:
     t.add_row("findings opened", ", ".join(f"{k} ×{n}" for k, n in sorted(s.finding_kinds.items())) or "none")
     evictions = ", ".join(f"{e['replica']} at {e['t']:,.0f}s ({e['requests_retried']} retried)" for e in s.evictions)
     t.add_row("stuck pods evicted", evictions or "none")
-    changes = ", ".join(f"{a}→{b} at {t_:,.0f}s" for t_, a, b in s.scale_changes[:8])
+    changes = ", ".join(f"{a}→{b} at {t_:,.0f}s" for t_, a, b in s.scale_changes[:_CHANGES_LISTED])
+    if len(s.scale_changes) > _CHANGES_LISTED:  # the count says how many; the list says it stops short
+        changes += f", … {len(s.scale_changes) - _CHANGES_LISTED} more"
     t.add_row("desired-replica changes", f"{len(s.scale_changes)} ({changes})" if changes else "0")
     t.add_row("replica-hours", f"{s.replica_hours:.2f} (peak {s.peak_serving_replicas} serving)")
     if s.rollout is not None:
