@@ -14,10 +14,19 @@ import typer
 
 def command(
     config: Annotated[
-        Path | None, typer.Option("--config", "-c", help="YAML settings file (KVPILOT_* variables override it).")
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="YAML settings file (KVPILOT_* variables override it). With neither: the built-in simulator is "
+            "the fleet, the store a SQLite file under ~/.local/share/kvpilot, the API open (no tokens) on 127.0.0.1.",
+        ),
     ] = None,
     port: Annotated[
-        int | None, typer.Option("--port", min=0, max=65535, help="HTTP port (also KVPILOT_HTTP_PORT).")
+        int | None,
+        typer.Option(
+            "--port", min=0, max=65535, help="HTTP port (default: api.http_port, 8080; also KVPILOT_HTTP_PORT)."
+        ),
     ] = None,
 ) -> None:
     """Run kvpilot: collect, detect, decide, persist and publish every tick; serve the API and KEDA."""
