@@ -4,6 +4,9 @@ decided too."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+
 import pytest
 
 from collector.samples import ReplicaSample
@@ -202,20 +205,23 @@ def test_min_replicas_zero_lets_a_trickle_scale_to_zero(rate: float, waiting: fl
     assert policy.recommend(demand, now=0.0).desired_replicas == desired
 
 
-def _capacity_after_a_mix_step(heavy: TokenMix, *, queue_per_tick: float, minutes_after: float) -> float:
-    """The capacity one replica is planned with ``minutes_after`` a step in the mix: 20 minutes of 2 req/s at
-    1,000 prompt / 200 output tokens, then 2 req/s completed at ``heavy``, the queue growing ``queue_per_tick``."""
-    state, planner = FleetState(), _planner()
+def _one_replica_at_2_rps(
+    planner: Planner,
+    until_s: float,
+    mix_at: Callable[[float], TokenMix],
+    queue_per_tick_at: Callable[[float], float] = lambda t: 0.0,
+) -> float:
+    """One replica finishing 2 req/s at ``mix_at(t)`` while its queue grows ``queue_per_tick_at(t)`` a tick, until
+    ``until_s``: the capacity planned at the last tick."""
+    state = FleetState()
     finished = prompt = generated = waiting = 0.0
-    step_at = 20 * 60.0
     t = 0.0
-    while t <= step_at + minutes_after * 60.0:
-        mix = TokenMix(1000, 200) if t < step_at else heavy
-        if t >= step_at:
-            waiting += queue_per_tick
+    while t <= until_s:
+        waiting += queue_per_tick_at(t)
         sample = _sample(t, finished, waiting=waiting, prompt=prompt, generated=generated)
         state.observe([sample], [], now=t)
         (d,) = planner.decide(state, t)
+        mix = mix_at(t)
         finished, prompt, generated = (
             finished + 10.0,
             prompt + 10.0 * mix.prompt_tokens,
@@ -223,6 +229,18 @@ def _capacity_after_a_mix_step(heavy: TokenMix, *, queue_per_tick: float, minute
         )
         t += TICK_S
     return d.forecast["capacity_rps"]
+
+
+def _capacity_after_a_mix_step(heavy: TokenMix, *, queue_per_tick: float, minutes_after: float) -> float:
+    """The capacity one replica is planned with ``minutes_after`` a step in the mix: 20 minutes of 2 req/s at
+    1,000 prompt / 200 output tokens, then 2 req/s completed at ``heavy``, the queue growing ``queue_per_tick``."""
+    step_at = 20 * 60.0
+    return _one_replica_at_2_rps(
+        _planner(),
+        step_at + minutes_after * 60.0,
+        lambda t: TokenMix(1000, 200) if t < step_at else heavy,
+        lambda t: queue_per_tick if t >= step_at else 0.0,
+    )
 
 
 def test_a_heavier_mix_is_read_once_it_has_saturated_the_fleet_for_a_rate_window() -> None:
@@ -300,3 +318,40 @@ def test_the_mix_read_under_saturation_gives_way_to_the_first_steady_one() -> No
     last = _saturated_from_the_start(40, heavy_ticks=20)[-1]
     assert last.forecast["capacity_rps"] == pytest.approx(PROFILE.requests_per_s(TokenMix(1000, 200)), rel=0.05)
     assert "under saturation" not in last.message
+
+
+def _capacity_after_a_light_opening(minutes: float, *, evidence_weighted: bool) -> float:
+    """One replica started empty: its counters show 250 prompt / 50 output tokens a request over the first 15 s
+    (only short requests finished yet), then 1,000 / 200, at a steady 2 req/s; the capacity planned ``minutes`` in."""
+    planner = Planner(replace(_planner().config, mix_evidence_weighted=evidence_weighted))
+    return _one_replica_at_2_rps(
+        planner, minutes * 60.0, lambda t: TokenMix(250, 50) if t < 15.0 else TokenMix(1000, 200)
+    )
+
+
+def test_with_mix_evidence_weighted_the_first_reading_weighs_the_service_its_window_holds() -> None:
+    # `kvpilot demo --seed 64`: the first steady reading covered the 15 s the fleet had served (683 prompt / 87
+    # output tokens a request, against ~1,000 / 260 from the next minute on) and, as the seed of a 600 s half-life,
+    # held capacity at about twice the profile's through the opening rise. Weighed by the 15 s it covers, it gives
+    # way to the full windows within minutes; by default (the seeded belief) it does not.
+    light, heavy = PROFILE.requests_per_s(TokenMix(250, 50)), PROFILE.requests_per_s(TokenMix(1000, 200))
+    assert _capacity_after_a_light_opening(0.25, evidence_weighted=True) > 1.5 * heavy  # all there is to read yet
+    assert _capacity_after_a_light_opening(3.0, evidence_weighted=True) < heavy + 0.1 * (light - heavy)
+    assert _capacity_after_a_light_opening(3.0, evidence_weighted=False) > heavy + 0.4 * (light - heavy)
+
+
+def test_once_readings_fill_the_half_life_the_weighted_mix_steps_as_the_seeded_one() -> None:
+    # The evidence weighting changes only the start: after a few half-lives a reading moves the belief by
+    # 1 - 0.5^(gap / half-life), the exponentially weighted mean's own step.
+    config = replace(_planner().config, mix_evidence_weighted=True)
+    planner = Planner(config).planner_for("prod/llm")
+    t = 0.0
+    while t <= 3 * 3600.0:
+        planner._observe_mix(t, TokenMix(1000, 200), ready=1)
+        t += TICK_S
+    t += 55.0  # a minute without a reading (saturated, or not steady)
+    belief = planner._observe_mix(t, TokenMix(3000, 400), ready=1)
+    assert belief is not None
+    step = 1.0 - 0.5 ** (60.0 / config.mix_half_life_s)
+    assert belief.prompt_tokens == pytest.approx(1000 + step * 2000, rel=1e-3)
+    assert belief.output_tokens == pytest.approx(200 + step * 200, rel=1e-3)
