@@ -6,20 +6,25 @@ take it when it expired, renew it when ours, each write carrying the resourceVer
 candidates racing for an expired Lease cannot both win (the loser gets 409 and stays a follower). A leader that
 cannot renew steps down once its own lease would have expired, before anyone else can take it over.
 
-Leases travel as the API server's JSON (``Leases``: dicts, decoded with orjson) through the official client's
-``ApiClient`` (its host, TLS, credentials and retries), not as its model classes: building and reading those was
-a quarter of a Lease round's CPU, paid by every sharded instance a few times a tick (issue 17).
+Leases travel as the API server's JSON (``Leases``: dicts, decoded with orjson), not as the official client's model
+classes: building and reading those was a quarter of a Lease round's CPU, paid by every sharded instance a few times a
+tick (issue 17). The official client's ``ApiClient`` still makes each request (its host, credentials with a refreshed
+token, headers); where its configuration allows (no proxy, no custom socket options or SNI name), the request goes
+over one kept HTTP/1.1 connection (``http.client``, TLS from the same CA, client certificate and verification
+settings) instead of urllib3, which cost two thirds of a call's CPU (issue 17, session 15).
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import http.client
 import logging
+import ssl
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import orjson
 
@@ -62,15 +67,22 @@ def _is_lease(item: object) -> bool:
 
 class Leases:
     """The four Lease calls an election makes, on the official client's ``ApiClient`` (its configuration: host,
-    TLS, the kubeconfig's or the pod's credentials, a refreshed token included, retries), with bodies and answers
-    as JSON dicts. Method names and arguments are ``CoordinationV1Api``'s; errors are its ``ApiException`` (404,
-    409 carry ``status``). ``timeout_s`` bounds each call (connect and read): a call to an API server that stopped
+    TLS, the kubeconfig's or the pod's credentials, a refreshed token included), with bodies and answers as JSON
+    dicts. Method names and arguments are ``CoordinationV1Api``'s; errors are its ``ApiException`` (404, 409 carry
+    ``status``). ``timeout_s`` bounds each call (connect and each read): a call to an API server that stopped
     answering fails, and the election's rules for a failed call apply, instead of the round hanging while the
-    holder keeps acting on a Lease that expires meanwhile (the client's default: no timeout)."""
+    holder keeps acting on a Lease that expires meanwhile (the client's default: no timeout).
+
+    The request (URL, headers, credentials) is the ``ApiClient``'s; it is sent over one kept connection of our own
+    (``_KeptConnection``) unless the configuration asks for what only urllib3 does (a proxy, socket options, an SNI
+    name or hostname to assert other than the host's): then through ``ApiClient.call_api``. A kept connection the
+    server closed meanwhile is reopened and the request sent again once, as urllib3 does; there are no other
+    retries: a failed call is a failed round, and the next round retries."""
 
     def __init__(self, api_client: client.ApiClient, *, timeout_s: float | None = None) -> None:
         self.api_client = api_client
         self.timeout_s = timeout_s
+        self._kept = _KeptConnection.for_config(api_client.configuration, timeout_s)
 
     def read_namespaced_lease(self, name: str, namespace: str) -> Lease:
         return self._call("GET", namespace, name)
@@ -87,6 +99,14 @@ class Leases:
 
     def replace_namespaced_lease(self, name: str, namespace: str, body: Lease) -> Lease:
         return self._call("PUT", namespace, name, body=body)
+
+    def _send(self, method: str, url: str, headers: dict[str, str], body: Lease | None) -> tuple[Any, bytes]:
+        """One request: the answer (``status``, ``reason``, ``headers``) and its body."""
+        if self._kept is not None:
+            return self._kept.request(method, url, headers, orjson.dumps(body) if body is not None else None)
+        response = self.api_client.call_api(method, url, headers, body, _request_timeout=self.timeout_s)
+        data: bytes = response.read()  # type: ignore[no-untyped-call]
+        return response, data
 
     def _call(
         self,
@@ -105,17 +125,101 @@ class Leases:
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = "application/json"
-        request = self.api_client.param_serialize(
-            method, path, query_params=query, header_params=headers, body=body, auth_settings=["BearerToken"]
+        # the ApiClient's URL, headers and credentials; the body is JSON already (dicts of str, int and None)
+        _, url, sent_headers, _, _ = self.api_client.param_serialize(
+            method, path, query_params=query, header_params=headers, auth_settings=["BearerToken"]
         )
-        response = self.api_client.call_api(*request, _request_timeout=self.timeout_s)
-        data: bytes = response.read()  # type: ignore[no-untyped-call]
-        if not 200 <= response.status <= 299:
+        response, data = self._send(method, url, sent_headers, body)
+        status: int = response.status
+        if not 200 <= status <= 299:
             raise ApiException.from_response(http_resp=response, body=data.decode("utf-8", "replace"), data=None)
         answer = orjson.loads(data)
         if not isinstance(answer, dict):  # the model classes refused it; a round must fail here, not read it
             raise ValueError(f"{method} {path}: the API server answered a JSON {type(answer).__name__}, not an object")
         return answer
+
+
+class _KeptConnection:
+    """One HTTP/1.1 connection to the API server, kept between calls (``http.client``; one call at a time). TLS as
+    the official client's urllib3 pool sets it up from the same configuration: the CA file or data, the client
+    certificate, ``verify_ssl``, ``assert_hostname: False``."""
+
+    _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, http.client.BadStatusLine)
+
+    def __init__(self, scheme: str, host: str, port: int | None, timeout_s: float | None, context: Any) -> None:
+        self._scheme = scheme
+        self._host = host
+        self._port = port
+        self._timeout_s = timeout_s
+        self._context = context
+        self._lock = threading.Lock()
+        self._conn: http.client.HTTPConnection | None = None
+
+    @classmethod
+    def for_config(cls, config: Any, timeout_s: float | None) -> _KeptConnection | None:
+        """None where the configuration needs urllib3 (a proxy, socket options, SNI, a hostname to assert)."""
+        try:
+            url = urlsplit(config.host)
+            port = url.port
+        except (TypeError, ValueError, AttributeError):
+            return None
+        if url.scheme not in ("http", "https") or not url.hostname:
+            return None
+        if getattr(config, "proxy", None) or getattr(config, "socket_options", None) is not None:
+            return None
+        if getattr(config, "keep_alive", False) or getattr(config, "tls_server_name", None):
+            return None
+        if getattr(config, "assert_hostname", None) not in (None, True, False):
+            return None
+        context = None
+        if url.scheme == "https":
+            data = getattr(config, "ca_cert_data", None)
+            context = ssl.create_default_context(cafile=getattr(config, "ssl_ca_cert", None), cadata=data)
+            if getattr(config, "cert_file", None):
+                context.load_cert_chain(config.cert_file, getattr(config, "key_file", None))
+            if not getattr(config, "verify_ssl", True):
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            elif config.assert_hostname is False:
+                context.check_hostname = False
+        return cls(url.scheme, url.hostname, port, timeout_s, context)
+
+    def _open(self) -> http.client.HTTPConnection:
+        if self._scheme == "https":
+            return http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout_s, context=self._context)
+        return http.client.HTTPConnection(self._host, self._port, timeout=self._timeout_s)
+
+    def request(
+        self, method: str, url: str, headers: dict[str, str], body: bytes | None
+    ) -> tuple[http.client.HTTPResponse, bytes]:
+        parts = urlsplit(url)
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        with self._lock:
+            for attempt in (0, 1):
+                kept = self._conn is not None
+                conn = self._conn if self._conn is not None else self._open()
+                self._conn = conn
+                try:
+                    conn.request(method, target, body=body, headers=headers)
+                    response = conn.getresponse()
+                    data = response.read()
+                except self._STALE:
+                    self._drop()
+                    if kept and attempt == 0:  # closed by the server while kept: send it again on a new one
+                        continue
+                    raise
+                except BaseException:
+                    self._drop()
+                    raise
+                if response.will_close:
+                    self._drop()
+                return response, data
+        raise AssertionError("unreachable")
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
 
 class LeaseElector:

@@ -49,7 +49,7 @@ def test_an_answer_that_is_no_object_is_a_failed_call_and_the_shards_go_at_expir
     kube: FakeKube, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch, body: bytes
 ) -> None:
     coordinator = _holding_all(kube, clock)
-    monkeypatch.setattr(coordinator._api.api_client, "call_api", lambda *a, **k: _Answer(body))
+    monkeypatch.setattr(coordinator._api, "_send", lambda *a, **k: (_Answer(body), body))
     held = _rounds(coordinator, clock)
     assert held[0] == 3  # kept while its Leases may still be its own
     assert held[-1] == 0  # and not after they expired
@@ -67,14 +67,14 @@ def test_a_list_of_no_leases_is_a_failed_list_and_the_renewals_go_on(
     kube: FakeKube, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch, body: bytes
 ) -> None:
     coordinator = _holding_all(kube, clock)
-    api_client = coordinator._api.api_client
-    call_api = api_client.call_api
+    api = coordinator._api
+    send = api._send
 
     def garbled_lists(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         if method == "GET" and "labelSelector" in url:
-            return _Answer(body)
-        return call_api(method, url, *args, **kwargs)
+            return _Answer(body), body
+        return send(method, url, *args, **kwargs)
 
-    monkeypatch.setattr(api_client, "call_api", garbled_lists)
+    monkeypatch.setattr(api, "_send", garbled_lists)
     coordinator._settled = False  # the next round lists
     assert _rounds(coordinator, clock) == [3] * 6
