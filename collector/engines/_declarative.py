@@ -99,8 +99,10 @@ def _no_prepare(_families: Families) -> SampleFilter | None:
 # vLLM engine per actor; all of a node's actors on the node's one metrics page), and the worker address a gateway
 # writes on each worker's series when it serves its workers' pages as one: SGLang Model Gateway's /engine_metrics
 # fans out to every worker's /metrics and labels each page's samples ``worker_addr`` (sgl-project/sglang @ 11010c0
-# sgl-router/src/core/worker_manager.rs, ``get_engine_metrics``), so two workers of one model are two replicas.
-REPLICA_LABELS = ("ReplicaId", "WorkerId", "worker_addr")
+# sgl-router/src/core/worker_manager.rs, ``get_engine_metrics``), so two workers of one model are two replicas. A
+# GPUStack worker serves every model instance it runs on one page, each sample labelled with its
+# ``model_instance_name`` (gpustack/gpustack gpustack/worker/runtime_metrics_aggregator.py): an instance is a server.
+REPLICA_LABELS = ("ReplicaId", "WorkerId", "worker_addr", "model_instance_name")
 _REPLICA_ID, _WORKER_ID = REPLICA_LABELS[:2]
 # Model label values that name no model: trtllm-serve up to 1.x wrote model_name="undefined" on every series
 # (NVIDIA/TensorRT-LLM PR #12545 fixed it; a real page: vllm-project/aibrix issue #2004). Read as no model, so that

@@ -45,6 +45,17 @@ RENAMED: dict[str, dict[str, str]] = {
     # `num_requests_waiting` those scheduled and waiting for KV blocks; with `num_requests_running` they cover every
     # request the server holds (its metrics test, tests/ci_use/metrics: "enqueued + waiting cover the non-running").
     "fastdeploy": {"num_requests_enqueued": "num_requests_waiting"},
+    # GPUStack (gpustack/gpustack gpustack/assets/metrics_config/metrics_config.yaml): a worker's unified page renames
+    # each engine's series into `gpustack:` (vLLM's, SGLang's and MindIE's alike), mostly to vLLM's names; these
+    # three differ. `kv_cache_usage_ratio` is vLLM's `kv_cache_usage_perc` (SGLang's `token_usage`, MindIE's
+    # `npu_cache_usage_perc`: a fraction in each); `request_preemptions` is `num_preemptions`; and
+    # `time_per_output_token_seconds` is vLLM's per-request `request_time_per_output_token_seconds` (what vLLM 0.11+
+    # maps there), so it is not read as the inter-token latency (`inter_token_latency_seconds` is that).
+    "gpustack": {
+        "kv_cache_usage_ratio": "kv_cache_usage_perc",
+        "request_preemptions": "num_preemptions",
+        "time_per_output_token_seconds": "request_time_per_output_token_seconds",
+    },
 }
 
 
@@ -54,8 +65,21 @@ def is_namespace(prefix: str) -> bool:
     return len(prefix) > 1 and prefix.endswith(":") and ":" not in prefix[:-1]
 
 
+_SAMPLE_SUFFIXES = ("_total", "_bucket", "_count", "_sum", "_created")
+
+
 def _renamed(prefix: str, rest: str) -> str:
-    return RENAMED.get(prefix[:-1], {}).get(rest, rest)
+    """vLLM's name for the server's ``rest`` (a family's or a sample's: ``request_preemptions_total`` is renamed with
+    its family ``request_preemptions``, as the parser's selector asks by either)."""
+    renames = RENAMED.get(prefix[:-1])
+    if not renames:
+        return rest
+    if rest in renames:
+        return renames[rest]
+    for suffix in _SAMPLE_SUFFIXES:
+        if rest.endswith(suffix) and rest[: -len(suffix)] in renames:
+            return renames[rest[: -len(suffix)]] + suffix
+    return rest
 
 
 def namespace_behind(names: Iterable[str], prefix: str, namespaces: Iterable[str], known: Collection[str]) -> str:
@@ -119,7 +143,6 @@ def strip_prefix(
     and an unprefixed family of one name exist, the unprefixed one (the engine's own) wins.
     """
     into = namespace_behind(families, prefix, namespaces, known)
-    renames = RENAMED.get(prefix[:-1], {}) if into else {}
 
     def bare_name(name: str) -> str | None:
         if not into:
@@ -135,7 +158,7 @@ def strip_prefix(
         if bare is None:
             out.setdefault(name, fam)
             continue
-        renamed = into + renames[name[len(prefix) :]] if renames.get(name[len(prefix) :]) else bare
+        renamed = into + _renamed(prefix, name[len(prefix) :]) if into else bare
         if bare in families or renamed in families:  # the engine's own family of that name wins
             continue
         samples = [

@@ -11,6 +11,10 @@ Mapping decisions:
   other engines count), ``prefix_queries`` = the same and ``prefix_hits`` = cached, a token hit rate as vLLM's.
   Without the cached counter, prefix fields stay ``None`` (older releases counted only processed tokens).
 - No KV capacity, preemption, finished-request or latency-histogram series: ``None``.
+- llama-server writes no labels, but servers that run several llama-server instances and serve their pages as one
+  add a ``model`` label to every sample: Docker Model Runner's ``/metrics`` aggregates its active runners' pages with
+  ``backend``, ``mode`` and ``model`` labels (docker/model-runner pull request #78). The model is read from that
+  label, and two models on one such page are two replicas, never one sum of unrelated models' queues.
 """
 
 from __future__ import annotations
@@ -56,4 +60,5 @@ ADAPTER = DeclarativeAdapter(
         }
     ),
     derive=_derive,
+    model_labels=("model",),
 )

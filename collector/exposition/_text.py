@@ -33,6 +33,7 @@ we cannot tell which copy is right, so the page is not read.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Hashable
 
@@ -987,10 +988,42 @@ def _name_inside(line: str, line_no: int) -> tuple[str, str]:
     return name + "{" + line[m.end() :], name
 
 
+def _json_page(line: str) -> str | None:
+    """What a line that is JSON says about the page, or None for a line that is not JSON.
+
+    Only on the error path. Two real pages: llama-server from build 7010 until ggml-org/llama.cpp pull request
+    #17386 answered ``/metrics`` with its exposition text serialised as one JSON string (quoted, ``\\n`` for each
+    newline: issue #17384), which Prometheus cannot read either; trtllm-serve answers ``/metrics`` with its iteration
+    stats as JSON (``[]`` before any, NVIDIA/TensorRT-LLM issue #6364, vllm-project/aibrix issue #2004) and serves
+    Prometheus text at ``/prometheus/metrics``.
+    """
+    if not line.startswith(('"', "[", "{")):
+        return None
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, str) and ("# TYPE " in value or "# HELP " in value or "\n" in value):
+        return (
+            "the page is a JSON string holding exposition text (quoted, newlines escaped), not the text itself;"
+            " llama-server from build 7010 served /metrics this way until ggml-org/llama.cpp pull request #17386"
+            " (issue #17384): upgrade the server"
+        )
+    return (
+        "the page is JSON, not the Prometheus text format; trtllm-serve answers /metrics with JSON iteration"
+        " stats and serves its Prometheus page at /prometheus/metrics"
+    )
+
+
 def _diagnose(line: str) -> str:
     """Say what is wrong with a sample line the fast pattern refused."""
     m = NAME_RE.match(line)
     if m is None:
+        json_page = _json_page(line)
+        if json_page is not None:
+            return json_page
         if line.startswith("{"):
             return 'invalid metric name inside the braces; expected {"name",labels} value'
         return "invalid metric name"

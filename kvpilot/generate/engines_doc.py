@@ -271,10 +271,17 @@ def engines_page() -> str:
         "requests beside the engine's own; FastDeploy's `num_requests_enqueued` (queued, not yet scheduled) too. "
         "What such a server does not export stays unknown (LMDeploy and FastDeploy write no cache config, so "
         "`kv_capacity_tokens` is unknown; neither writes prefix-cache counters).",
+        "- **GPUStack.** A GPUStack worker's page renames each model instance's series into `gpustack:` (vLLM's, "
+        "SGLang's and MindIE's alike, mostly to vLLM's names) and reads as vLLM under that namespace: "
+        "`kv_cache_usage_ratio` is the KV usage, `request_preemptions` the preemptions, and its "
+        "`time_per_output_token_seconds` (vLLM's per-request figure) is not read as the ITL "
+        "(`inter_token_latency_seconds` is). Each `model_instance_name` is a replica of its own.",
         "- **One replica per model, per Ray worker, per gateway worker.** A page whose series carry several values "
         "of the model label (Triton with two TensorRT-LLM models, a Dynamo frontend serving two models), of Ray's "
-        "`ReplicaId` or `WorkerId`, or of `worker_addr` (SGLang Model Gateway's `/engine_metrics`, its workers' "
-        "pages on one) yields one replica each, named `<pod>#<label values>`; their queues and counters are never "
+        "`ReplicaId` or `WorkerId`, of `worker_addr` (SGLang Model Gateway's `/engine_metrics`, its workers' "
+        "pages on one), of GPUStack's `model_instance_name`, or of `model` on llama.cpp pages (Docker Model Runner "
+        "serves its runners' pages as one, labelled by `model`) "
+        "yields one replica each, named `<pod>#<label values>`; their queues and counters are never "
         'summed. Data-parallel engines of one vLLM pod (`engine="N"`) stay one replica. Ray workers that are helper '
         "actors of a Serve replica (SGLang's schedulers as Ray actors, writing with an empty `ReplicaId`) are not "
         "replicas of their own: there `ReplicaId` alone tells replicas apart.",
@@ -291,6 +298,9 @@ def engines_page() -> str:
         "identifies an adapter: a MindIE page with only its scheduler gauges (vLLM V0's unprefixed names, which NIM "
         "writes too) and `npu_cache_usage_perc` is MindIE's, not NIM's by a count of shared names. Two adapters "
         "with as much of the page each are a tie, and the engine must be named.",
+        "- **A page that is JSON** is an error that says so: llama-server from build 7010 until ggml-org/llama.cpp "
+        "pull request #17386 served `/metrics` as one JSON-quoted string (upgrade the server); trtllm-serve's "
+        "`/metrics` is JSON iteration stats, its Prometheus page `/prometheus/metrics`.",
         "- **When no adapter matches**, the error lists the leading words of the page's families and what to try, "
         "e.g. found 53 families starting with `ray_vllm:`; try `--prefix ray_` or `--engine vllm`. Naming an "
         "engine (`--engine`, a target's `engine:`) whose series the page lacks is an error too.",

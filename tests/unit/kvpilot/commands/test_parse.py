@@ -33,6 +33,8 @@ NOT_A_REPLICA_NOR_GPUS = {
     "jetstream__AI-Hypercomputer__JetStream__pull_121__excerpt.txt",  # JetStream: no adapter reads jetstream_*
     "lmcache-server__LMCache__LMCache__pull_1318__excerpt.txt",  # LMCache's own metrics server
     "lmcache-retrieve__LMCache__LMCache__issue_729__excerpt.txt",  # LMCache's series alone
+    "sglang-grpc-sidecar-sanitised__smg-project__smg__pull_813__excerpt.txt",  # only SGLang families read by nothing
+    "triton-trtllm-ensemble-no-backend-metrics__triton-inference-server__tensorrtllm_backend__issue_49__excerpt.txt",
 }
 GPU_KEYS = [f.name for f in fields(GpuSample)]
 KVPILOT = Path(sys.executable).with_name("kvpilot")
