@@ -105,7 +105,7 @@ def adapt_families(
     """
     if target.kind == "gpu" or engine == GPU_ONLY:
         gpus = _adapt_gpus(families, target, timestamp)
-        if engine == GPU_ONLY and families and not any(g.present(families) for g in GPU_ADAPTERS.values()):
+        if engine == GPU_ONLY and not any(g.present(families) for g in GPU_ADAPTERS.values()):
             raise UnknownEngine(f"page has none of the GPU exporters' families: {describe_page(families)}")
         return AdaptedPage(None, [], gpus)
     gpus = _adapt_gpus(families, target, timestamp)
@@ -156,6 +156,11 @@ def adapt_page(
     try:
         return _told(adapt_families(families, target, timestamp, engine), families)
     except UnknownEngine:
+        if engine == GPU_ONLY and not families:
+            # none of the names any adapter reads (a DCGM page with its field names in lower case): say what the
+            # page holds, not "no metric families at all"
+            everything = parse(text, openmetrics=openmetrics)
+            raise UnknownEngine(f"page has none of the GPU exporters' families: {describe_page(everything)}") from None
         if target.kind == "gpu" or engine == GPU_ONLY:
             raise
         # Read the whole page once, to find a stack's prefix or else to say what the page holds.

@@ -96,6 +96,14 @@ _NOT_AN_ENGINE = {
     "lmcache:": "LMCache's own metrics server; scrape the vLLM server it sits beside",
     "nv_inference_": "Triton without an LLM backend (no nv_trt_llm_* series); it is not an LLM replica",
     "DCGM_": "dcgm-exporter; give the target kind: gpu",
+    # KServe's Python model server times each request's steps (kserve/kserve python/kserve/kserve/metrics.py):
+    # a model behind it that is no LLM engine writes nothing else (kserve/kserve qpext/cmd/qpext/main_test.go)
+    "request_predict_seconds": "KServe's model server (request_*_seconds around its predict step) without an LLM"
+    " engine's series: no queue, KV or token figure; with the Hugging Face runtime's vLLM backend the vllm:*"
+    " series are served beside these",
+    # a real page (NVIDIA/dcgm-exporter issue #272): DCGM's field names in lower case, with pod_name/pod_namespace
+    "dcgm_": "DCGM fields named in lower case (dcgm_fi_*); kvpilot reads them under the names dcgm-exporter writes"
+    " (DCGM_FI_*)",
     "ray_": "Ray's own metrics; Ray Serve LLM pages carry ray_vllm:* (or ray_vllm_*) once a vLLM replica runs",
     # routers in front of the engines: their queue and KV figures are the backends' (averaged or by worker)
     "inference_pool_": "the Gateway API Inference Extension's endpoint picker (llm-d's inference scheduler), whose"

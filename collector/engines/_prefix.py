@@ -59,10 +59,22 @@ RENAMED: dict[str, dict[str, str]] = {
 }
 
 
+# The vLLM-compatible servers known to write vLLM's names under a namespace of their own. Written sanitised
+# (``lmdeploy_num_requests_running``, as a stack that rewrites names for Prometheus would), such a namespace reads
+# exactly like a stack's prefix in front of NIM's bare names (vLLM's without ``vllm:``); nothing on the page tells
+# the two apart (NIM writes vLLM V0's and V1's names alike). So it is read as a namespace only for these servers,
+# whose own names (``RENAMED``) then count as on a page written with the colon: an unknown ``foo_`` before vLLM's
+# bare names is still a prefix before NIM's.
+SANITISED_NAMESPACES = frozenset({"lmdeploy", "fastdeploy", "aphrodite", "gpustack"})
+
+
 def is_namespace(prefix: str) -> bool:
-    """Whether ``prefix`` is a namespace of its own (one word and a colon, ``lmdeploy:``), standing in place of an
-    engine's namespace rather than in front of it."""
-    return len(prefix) > 1 and prefix.endswith(":") and ":" not in prefix[:-1]
+    """Whether ``prefix`` is a namespace of its own (one word and a colon, ``lmdeploy:``; or ``lmdeploy_``, a known
+    compatible server's namespace written sanitised), standing in place of an engine's namespace rather than in
+    front of it."""
+    if len(prefix) > 1 and prefix.endswith(":"):
+        return ":" not in prefix[:-1]
+    return prefix.endswith("_") and prefix[:-1] in SANITISED_NAMESPACES
 
 
 _SAMPLE_SUFFIXES = ("_total", "_bucket", "_count", "_sum", "_created")

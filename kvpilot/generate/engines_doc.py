@@ -270,7 +270,10 @@ def engines_page() -> str:
         "the requests its API server holds for a free engine instance (`num_api_requests_waiting`) are waiting "
         "requests beside the engine's own; FastDeploy's `num_requests_enqueued` (queued, not yet scheduled) too. "
         "What such a server does not export stays unknown (LMDeploy and FastDeploy write no cache config, so "
-        "`kv_capacity_tokens` is unknown; neither writes prefix-cache counters).",
+        "`kv_capacity_tokens` is unknown; neither writes prefix-cache counters). Written sanitised by a stack that "
+        "rewrites names (`lmdeploy_…`), the namespace of a server known to do this (LMDeploy, FastDeploy, Aphrodite, "
+        "GPUStack) reads the same; any other word before vLLM's bare names is read as a prefix before NIM's (whose "
+        "names are the same strings: nothing on the page tells the two apart).",
         "- **GPUStack.** A GPUStack worker's page renames each model instance's series into `gpustack:` (vLLM's, "
         "SGLang's and MindIE's alike, mostly to vLLM's names) and reads as vLLM under that namespace: "
         "`kv_cache_usage_ratio` is the KV usage, `request_preemptions` the preemptions, and its "
@@ -288,7 +291,9 @@ def engines_page() -> str:
         "- **Engine-reported facts win.** Where an engine states a value (vLLM's `kv_cache_size_tokens`), it is used "
         "rather than one derived from other series (`num_gpu_blocks × block_size`, wrong for hybrid-KV models).",
         "- **Not an LLM replica.** Triton without TensorRT-LLM (`nv_inference_*` only) yields its GPUs and no replica; "
-        "an LMCache-only page, a GPU exporter's page or kvpilot's own `/metrics` are named as such in the error. "
+        "an LMCache-only page, a GPU exporter's page, KServe's model server without an engine "
+        "(`request_predict_seconds` only), DCGM fields named in lower case (`dcgm_fi_*`) or kvpilot's own "
+        "`/metrics` are named as such in the error. "
         "So are routers in front of the engines, whose queue and KV figures are their backends' (the vLLM "
         "production-stack router, llm-d's endpoint picker with `inference_pool_*`, SGLang's router `sgl_router_*` "
         "or `smg_*`): scrape the engines behind them. "

@@ -149,7 +149,9 @@ def test_strip_prefix_with_a_namespace_keeps_sample_names_in_step() -> None:
 def test_find_prefix_takes_a_namespace_for_an_engines() -> None:
     known = frozenset({"vllm:prompt_tokens", "vllm:prompt_tokens_total"})
     assert find_prefix(["aphrodite:prompt_tokens_total"], known, ("vllm",)) == ("aphrodite:", 1)
-    assert find_prefix(["aphrodite_prompt_tokens_total"], known, ("vllm",)) is None  # no namespace: no swap
+    # a known compatible server's namespace written sanitised swaps too (helper A2); any other word does not
+    assert find_prefix(["aphrodite_prompt_tokens_total"], known, ("vllm",)) == ("aphrodite_", 1)
+    assert find_prefix(["acme_prompt_tokens_total"], known, ("vllm",)) is None  # no namespace: no swap
 
 
 def test_kvpilot_parse_says_the_names_were_read_under_another_namespace(tmp_path: Path) -> None:

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
 from collector.adapt import adapt_page
+from collector.engines import UnknownEngine
 from collector.exposition import ParseError
 from collector.samples import TargetInfo
 
@@ -155,3 +157,50 @@ def test_gpustack_untyped_renamed_counter_is_read() -> None:
     first, second = (adapt_page(page, target, float(t)).replicas[0] for t in (0, 15))
     assert (first.preemptions, first.kv_usage) == (2.0, 0.2)
     assert (second.preemptions, second.kv_usage) == (2.0, 0.2)
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "metrics"
+LMDEPLOY = FIXTURES / "lmdeploy__InternLM__lmdeploy__metrics_loggers__from-source.txt"
+
+
+@pytest.mark.parametrize("scrape", [0, 1])
+def test_a_known_servers_namespace_written_sanitised_reads_as_with_the_colon(scrape: int) -> None:
+    """``lmdeploy_…`` (a stack that rewrites names for Prometheus) reads as ``lmdeploy:…`` does: the API server's 50
+    held requests are waiting too, and the ITL is the per-token ``iter_token_latency`` (before: read as NIM behind a
+    prefix, waiting 5 and the ITL the per-request TPOT of 1 observation), on the first scrape and the later ones."""
+    page = LMDEPLOY.read_text().replace("lmdeploy:", "lmdeploy_")
+    target = TargetInfo(url="http://10.0.0.4:23333/metrics", pod="pod-3")
+    for t in range(scrape + 1):
+        adapted = adapt_page(page, target, float(t))
+    assert (adapted.engine, adapted.prefix) == ("vllm", "lmdeploy_")
+    (replica,) = adapted.replicas
+    assert (replica.requests_running, replica.requests_waiting) == (45.0, 55.0)
+    assert replica.itl is not None
+    assert replica.itl.count == 1196.0
+
+
+def test_an_unknown_word_before_vllms_bare_names_is_still_a_prefix_before_nims() -> None:
+    page = LMDEPLOY.read_text().replace("lmdeploy:", "acme_")
+    adapted = adapt_page(page, TargetInfo(url="http://10.0.0.5:8000/metrics", pod="pod-4"), 0.0)
+    assert (adapted.engine, adapted.prefix) == ("nim", "acme_")
+
+
+DCGM_LOWER = (
+    'dcgm_fi_prof_gr_engine_active{gpu="0",uuid="GPU-ed13",modelName="NVIDIA A100 80GB PCIe",GPU_I_PROFILE="3g.40gb",'
+    'GPU_I_ID="1",container_name="",pod_name="",pod_namespace=""} 0.000000\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (DCGM_LOWER, "none of the GPU exporters' families: found 1 family starting with `dcgm_`: DCGM fields named"),
+        ("", "none of the GPU exporters' families: the page has no metric families at all"),
+        ('acme_widgets{a="b"} 1\n', "none of the GPU exporters' families: found 1 family starting with `acme_`"),
+    ],
+)
+def test_engine_dcgm_on_a_page_without_gpu_families_is_an_error(body: str, says: str) -> None:
+    """``--engine dcgm`` on a page none of whose names any adapter reads (DCGM's fields in lower case, an empty page)
+    said nothing and exited 0: now an error naming what the page holds."""
+    with pytest.raises(UnknownEngine, match=says):
+        adapt_page(body, TargetInfo(url="http://10.0.0.6:9400/metrics", pod="pod-5"), 0.0, engine="dcgm")

@@ -49,6 +49,8 @@ def _values(page: AdaptedPage | type[Exception]) -> Any:
 def test_a_page_without_comment_lines_reads_as_the_page(page: Path) -> None:
     text = page.read_text(encoding="utf-8")
     stripped = strip_comments(text)
+    if not stripped.strip():
+        pytest.skip("only comment lines (vLLM with stats off): without them nothing is left to read")
     expected = _values(_read(text, f"typed/{page.name}"))
     url = f"stripped/{page.name}"
     assert _values(_read(stripped, url)) == expected

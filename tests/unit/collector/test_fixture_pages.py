@@ -1293,6 +1293,59 @@ EXPECTED: dict[str, Page] = {
         # prefill prealloc queue of a unified engine, the hit-rate gauge, realtime tokens): an error naming the stem
         error="4 families starting with `sglang_`"
     ),
+    "dcgm-4x-mixed-models-mig__NVIDIA__dcgm-exporter__pull_736__excerpt.txt": Page(
+        [],
+        gpus=2,
+        gpu_fields={
+            "1": {
+                "node": "dcgm-exporter-wwwjh",  # lowercase hostname label
+                "model_name": "NVIDIA RTX 2000 Ada Generation",
+                "memory_free_bytes": 11275 * 2**20,  # DCGM_FI_DEV_FB_FREE 11275 MiB
+                "utilisation": None,  # no GPU_UTIL on the excerpt (DEC/ENC_UTIL are the video engines): unknown, not 0
+                "mig_profile": None,
+            },
+            "2/3": {  # an A30 MIG instance (GPU_I_ID 3) beside a whole GPU on one node
+                "model_name": "NVIDIA A30",
+                "mig_profile": "1g.6gb",
+                "pod": "triton-server-f7cb5d77-95xcf",
+                "namespace": "default",
+                "container": "triton-server",
+                "memory_free_bytes": 2207 * 2**20,
+            },
+        },
+    ),
+    "dcgm-h100-mig-driver-label__NVIDIA__dcgm-exporter__issue_512__excerpt.txt": Page(
+        [],
+        gpus=3,
+        gpu_fields={
+            "0/7": {
+                "node": "gsrh100-074",  # Hostname
+                "mig_profile": "1g.10gb",
+                "pod": "text-embedding-predictor-00008-deployment-57946f6c67-vdtjl",
+                "extra.gr_engine_active": 0.0,  # DCGM_FI_PROF_GR_ENGINE_ACTIVE 0.000000
+                "memory_free_bytes": None,  # the issue: FB_* missing for GPU instances; unknown, not 0
+            },
+            "0/8": {"pod": None, "mig_instance": "8"},  # an instance no pod holds
+            "0/9": {"pod": "tts-predictor-00011-deployment-5554f75554-8j8pl"},
+        },
+    ),
+    "dcgm-lowercase-names-mig__NVIDIA__dcgm-exporter__issue_272__excerpt.txt": Page(
+        error="`dcgm_`: DCGM fields named in lower case"  # no GPU read from dcgm_fi_*: said, not an empty page
+    ),
+    "vllm-stats-disabled-no-samples__MeetKai__functionary__pull_263__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",  # HELP/TYPE lines of vLLM V0's scheduler and cache gauges, no sample at all
+                "model": None,
+                "requests_running": None,  # unknown, not 0: the page has no value
+                "requests_waiting": None,
+                "kv_usage": None,
+            }
+        ]
+    ),
+    "kserve-model-server__kserve__kserve__qpext_main_test.txt": Page(
+        error="KServe's model server"  # request_{pre,post}process/predict_seconds only: no LLM engine's series
+    ),
     "triton-trtllm-ensemble-no-backend-metrics__triton-inference-server__tensorrtllm_backend__issue_49__excerpt.txt": (
         Page(error="no nv_trt_llm_\\* series")  # nv_inference_* of the ensemble only: no queue, KV or token series
     ),

@@ -35,6 +35,8 @@ NOT_A_REPLICA_NOR_GPUS = {
     "lmcache-retrieve__LMCache__LMCache__issue_729__excerpt.txt",  # LMCache's series alone
     "sglang-grpc-sidecar-sanitised__smg-project__smg__pull_813__excerpt.txt",  # only SGLang families read by nothing
     "triton-trtllm-ensemble-no-backend-metrics__triton-inference-server__tensorrtllm_backend__issue_49__excerpt.txt",
+    "dcgm-lowercase-names-mig__NVIDIA__dcgm-exporter__issue_272__excerpt.txt",  # DCGM fields in lower case
+    "kserve-model-server__kserve__kserve__qpext_main_test.txt",  # KServe's own latency histograms only
 }
 GPU_KEYS = [f.name for f in fields(GpuSample)]
 KVPILOT = Path(sys.executable).with_name("kvpilot")
