@@ -67,6 +67,28 @@ class AdaptedPage:
     prefix: str | None = None
 
 
+class NoGpuFamilies(UnknownEngine):
+    """A GPU target's page (or ``--engine dcgm``'s) with none of the GPU exporters' families, saying what it holds.
+
+    ``empty``: the page holds no metric families at all, which dcgm-exporter serves until its first collection (one
+    collect interval, 30 s by default, after it starts) and after a failed one; the scrape loop gives that a grace
+    (``collector.scrape.ScrapeConfig.empty_gpu_page_grace_s``) before it calls the target down."""
+
+    def __init__(self, families: Mapping[str, MetricFamily]) -> None:
+        super().__init__(f"page has none of the GPU exporters' families: {describe_page(families)}")
+        self.empty = not families
+
+    def __reduce__(self) -> tuple[object, ...]:  # back from the reader process with its text and ``empty``
+        return (_no_gpu_families, (self.args[0], self.empty))
+
+
+def _no_gpu_families(message: str, empty: bool) -> NoGpuFamilies:
+    error = NoGpuFamilies.__new__(NoGpuFamilies)
+    UnknownEngine.__init__(error, message)
+    error.empty = empty
+    return error
+
+
 # Every parse here reads a text page around a bad sample line (OpenMetrics stays strict: see collector.exposition).
 parse = partial(strict_parse, drop_bad_lines=True)
 
@@ -97,16 +119,17 @@ def adapt_families(
 ) -> AdaptedPage:
     """Adapt parsed families.
 
-    GPU targets (``target.kind == "gpu"`` or ``engine == "dcgm"``) yield GPUs only. Engine targets use
-    ``engine``, else ``target.engine``, else detection; they also yield the GPUs the page carries
+    GPU targets (``target.kind == "gpu"`` or ``engine == "dcgm"``) yield GPUs only; a page without any GPU
+    exporter's family raises ``NoGpuFamilies`` (one with the families but no GPU on them reads as no GPUs). Engine
+    targets use ``engine``, else ``target.engine``, else detection; they also yield the GPUs the page carries
     (Triton's ``nv_gpu_*``). A page with neither engine nor GPU families raises ``UnknownEngine``,
     as does a page that lacks every family of an engine named explicitly. Impossible values (negative
     counts, KV usage of 3, NaN where a count is meant) come out as None: see ``collector.validity``.
     """
     if target.kind == "gpu" or engine == GPU_ONLY:
         gpus = _adapt_gpus(families, target, timestamp)
-        if engine == GPU_ONLY and not any(g.present(families) for g in GPU_ADAPTERS.values()):
-            raise UnknownEngine(f"page has none of the GPU exporters' families: {describe_page(families)}")
+        if not gpus and not any(g.present(families) for g in GPU_ADAPTERS.values()):
+            raise NoGpuFamilies(families)
         return AdaptedPage(None, [], gpus)
     gpus = _adapt_gpus(families, target, timestamp)
     name = engine or target.engine
@@ -156,11 +179,10 @@ def adapt_page(
     try:
         return _told(adapt_families(families, target, timestamp, engine), families)
     except UnknownEngine:
-        if engine == GPU_ONLY and not families:
+        if (target.kind == "gpu" or engine == GPU_ONLY) and not families:
             # none of the names any adapter reads (a DCGM page with its field names in lower case): say what the
             # page holds, not "no metric families at all"
-            everything = parse(text, openmetrics=openmetrics)
-            raise UnknownEngine(f"page has none of the GPU exporters' families: {describe_page(everything)}") from None
+            raise NoGpuFamilies(parse(text, openmetrics=openmetrics)) from None
         if target.kind == "gpu" or engine == GPU_ONLY:
             raise
         # Read the whole page once, to find a stack's prefix or else to say what the page holds.

@@ -26,6 +26,7 @@ import hashlib
 import heapq
 import itertools
 import logging
+import math
 import multiprocessing
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -96,7 +97,9 @@ class ScrapeConfig:
     """Limits for every scrape, validated once. ``timeout_s`` bounds the whole scrape (connect, headers,
     body and reading the page), so a target trickling an endless body cannot hold a worker;
     ``parse_budget_s`` bounds the CPU time of reading one page off the loop (see the module docstring);
-    ``spread_s`` is the window over which `Collector.collect_once` staggers the targets' starts."""
+    ``spread_s`` is the window over which `Collector.collect_once` staggers the targets' starts;
+    ``empty_gpu_page_grace_s`` is how long a GPU target may serve an empty page before it is down (see
+    `Collector.scrape`)."""
 
     timeout_s: float = 3.0
     max_bytes: int = DEFAULT_MAX_BYTES
@@ -105,6 +108,9 @@ class ScrapeConfig:
     parse_budget_s: float = DEFAULT_PARSE_BUDGET_S
     inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES
     spread_s: float = 0.0
+    # dcgm-exporter serves an empty page until its first collection, one collect interval (30 s by default) after it
+    # starts, and after a failed one: twice that default
+    empty_gpu_page_grace_s: float = 60.0
 
     def __post_init__(self) -> None:
         if self.http_client not in FETCHERS:
@@ -121,6 +127,8 @@ class ScrapeConfig:
             raise ValueError(f"scrape config: inline_max_bytes must be >= 0, got {self.inline_max_bytes}")
         if not self.spread_s >= 0:
             raise ValueError(f"scrape config: spread_s must be >= 0, got {self.spread_s}")
+        if not self.empty_gpu_page_grace_s >= 0:
+            raise ValueError(f"scrape config: empty_gpu_page_grace_s must be >= 0, got {self.empty_gpu_page_grace_s}")
 
     @classmethod
     def for_interval(cls, interval_s: float, timeout_s: float, **limits: Any) -> ScrapeConfig:
@@ -216,6 +224,9 @@ class Collector:
         self._reader: concurrent.futures.ProcessPoolExecutor | None = None  # started with the first large page
         self._stopping = False  # set once, by abort()
         self.health = HealthBook()
+        # GPU targets serving empty pages (``collector.adapt.NoGpuFamilies``): since when, without a page read in
+        # between; infinity where the run began right after a page was read (see ``_starting``)
+        self._empty_since: dict[str, float] = {}
 
     async def __aenter__(self) -> Collector:
         return self
@@ -293,11 +304,16 @@ class Collector:
             except OSError as exc:
                 return self._failed(target, started_ts, t0, f"connection failed: {exc.strerror or exc}", body)
             except ValueError as exc:  # parse errors and pages no adapter recognises
-                return self._failed(target, started_ts, t0, f"unreadable page: {exc}", body)
+                empty = getattr(exc, "empty", False)  # collector.adapt.NoGpuFamilies
+                if empty and self._starting(target.url, started_ts):
+                    return self._read_as_no_gpus(target, started_ts, t0, body)
+                return self._failed(target, started_ts, t0, f"unreadable page: {exc}", body, empty_page=empty)
             except Exception as exc:  # an adapter bug must cost one target, not the whole tick
                 log.exception("adapting the page of %s failed", target.url)
                 return self._failed(target, started_ts, t0, f"adapter error: {type(exc).__name__}: {exc}", body)
             duration = time.perf_counter() - t0
+            if self._empty_since:
+                self._empty_since.pop(target.url, None)
             read_around = getattr(page, "parse_errors", ())  # a stand-in adapter in tests may not say
             self.health.record(
                 target.url,
@@ -318,8 +334,38 @@ class Collector:
                 gpus=tuple(page.gpus),
             )
 
-    def _failed(self, target: TargetInfo, started_ts: float, t0: float, error: str, body: bytes | None) -> ScrapeResult:
+    def _starting(self, url: str, started_ts: float) -> bool:
+        """Whether an empty page from GPU target ``url`` reads as no GPUs (as it did before it could be an error).
+
+        Right after a page was read, it does for as long as it lasts: the exporter answered without its GPUs, which
+        ``FleetState`` keeps as GPUs fallen off the bus, their findings open. Else (the target's first pages, or
+        after a failure: an exporter starting, whose page stays empty until its first collection, one collect
+        interval) it does for ``empty_gpu_page_grace_s``; then the target is down with the page's description."""
+        since = self._empty_since.get(url)
+        if since is None:
+            before = self.health.get(url)
+            since = self._empty_since[url] = math.inf if before is not None and before.up else started_ts
+        return started_ts - since < self.config.empty_gpu_page_grace_s
+
+    def _read_as_no_gpus(self, target: TargetInfo, started_ts: float, t0: float, body: bytes | None) -> ScrapeResult:
         duration = time.perf_counter() - t0
+        size = len(body) if body is not None else None
+        self.health.record(target.url, ok=True, started_ts=started_ts, duration_s=duration, body_bytes=size)
+        return ScrapeResult(target=target, ok=True, timestamp=started_ts, duration_s=duration, body_bytes=size)
+
+    def _failed(
+        self,
+        target: TargetInfo,
+        started_ts: float,
+        t0: float,
+        error: str,
+        body: bytes | None,
+        *,
+        empty_page: bool = False,
+    ) -> ScrapeResult:
+        duration = time.perf_counter() - t0
+        if self._empty_since and not empty_page:  # a run of empty pages ends with a failure too
+            self._empty_since.pop(target.url, None)
         size = len(body) if body is not None else None
         self.health.record(
             target.url, ok=False, started_ts=started_ts, duration_s=duration, error=error, body_bytes=size
@@ -345,6 +391,9 @@ class Collector:
         else:
             results = await asyncio.gather(*(self.scrape(t) for t in unique))
         self.health.retain(t.url for t in targets)
+        if self._empty_since:
+            listed = {t.url for t in targets}
+            self._empty_since = {url: ts for url, ts in self._empty_since.items() if url in listed}
         return CollectResult(timestamp=started, results=tuple(results), health=self.health.snapshot())
 
     async def _scrape_spread(self, targets: list[TargetInfo], spread_s: float, sleep: Sleep) -> list[ScrapeResult]:

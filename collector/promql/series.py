@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from collector.adapt import WANTED_FAMILIES, adapt_families
+from collector.adapt import WANTED_FAMILIES, AdaptedPage, NoGpuFamilies, adapt_families
 from collector.exposition import MetricFamily, Sample
 from collector.promql import decode, expressions
 from collector.samples import TargetInfo
@@ -188,9 +188,13 @@ def _adapt(
     try:
         adapted = adapt_families(rebuild_families(page, metadata), target, now)
     except ValueError as e:
-        return ScrapeResult(
-            target=target, ok=False, timestamp=now, duration_s=duration, error=f"unreadable series: {e}"
-        )
+        if not (isinstance(e, NoGpuFamilies) and e.empty):
+            return ScrapeResult(
+                target=target, ok=False, timestamp=now, duration_s=duration, error=f"unreadable series: {e}"
+            )
+        # Prometheus is asked only for the families the adapters read, so a "GPU" target with none is an inference
+        # job's target of which Prometheus has only `up` (``_target`` cannot tell): no GPUs and no error, as before
+        adapted = AdaptedPage(None)
     return ScrapeResult(
         target=target,
         ok=True,

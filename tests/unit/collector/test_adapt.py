@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collector.adapt import WANTED_FAMILIES, adapt_families, adapt_page
+from collector.adapt import WANTED_FAMILIES, NoGpuFamilies, adapt_families, adapt_page
 from collector.engines import ENGINES, UnknownEngine
 from collector.exposition import ParseError, parse
 from collector.samples import TargetInfo
@@ -41,8 +41,6 @@ def test_bytes_and_str_give_the_same_page(metrics_fixtures: Path) -> None:
         (ENGINE_TARGET, "vllm", 1, 0),
         # the target's configured engine is used when no override is given
         (TargetInfo(url="u", engine="vllm"), None, 1, 0),
-        # a GPU target ignores engine families
-        (GPU_TARGET, None, 0, 0),
     ],
 )
 def test_routing_on_an_engine_page(
@@ -50,6 +48,12 @@ def test_routing_on_an_engine_page(
 ) -> None:
     page = adapt_page((metrics_fixtures / VLLM).read_text(), target, 1.0, engine=engine)
     assert (len(page.replicas), len(page.gpus)) == (replicas, gpus)
+
+
+def test_a_gpu_target_on_an_engine_page_says_what_the_page_is(metrics_fixtures: Path) -> None:
+    # it ignored the engine families and read as a node without GPUs, without a word (issue 12)
+    with pytest.raises(NoGpuFamilies, match=r"page has none of the GPU exporters' families: .*it reads as vllm"):
+        adapt_page((metrics_fixtures / VLLM).read_text(), GPU_TARGET, 1.0)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from collector import adapt
-from collector.adapt import adapt_page
+from collector.adapt import NoGpuFamilies, adapt_page
 from collector.engines import UnknownEngine, describe_page, detect_engine
 from collector.engines._prefix import find_prefix, strip_prefix
 from collector.exposition import parse
@@ -191,8 +191,11 @@ def test_an_engine_asked_for_on_a_page_without_it_is_an_error_everywhere(metrics
         adapt_page(vllm_page, TargetInfo(url="x"), 0.0, engine="dcgm")
     with pytest.raises(UnknownEngine, match="none of the sglang families"):
         adapt_page(vllm_page, TargetInfo(url="x", engine="sglang"), 0.0)
-    # a GPU target whose exporter lists no GPU at all is still a valid, empty page
-    assert adapt_page("", TargetInfo(url="x", kind="gpu"), 0.0).gpus == []
+    # a GPU target's empty page says it is empty; the scrape loop reads it as no GPUs for a grace first, or for as
+    # long as it lasts right after a page (tests/unit/collector/test_scrape_gpu_page.py)
+    with pytest.raises(NoGpuFamilies, match="the page has no metric families at all") as empty:
+        adapt_page("", TargetInfo(url="x", kind="gpu"), 0.0)
+    assert empty.value.empty
 
 
 def test_names_that_only_end_like_an_engines_are_reported_not_read() -> None:

@@ -4,18 +4,16 @@ see the page was read in part where they look: `partial_pages_total` and `last_e
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from tests.helpers.poll import wait_for
+from tests.helpers.static_run import run_with_target, target_once
 from tests.services.pages import serve_pages
-from tests.unit.kvpilot.runtime.test_service_run import _ready, kvpilot_run
 
 pytestmark = pytest.mark.e2e
 
@@ -35,19 +33,10 @@ def garbled_page_url() -> Iterator[str]:
 
 def test_a_page_read_in_part_shows_in_targets_and_metrics(tmp_path: Path, garbled_page_url: str) -> None:
     target = {"url": garbled_page_url, "kind": "engine", "namespace": "ns", "deployment": "chat", "pod": "chat-0"}
-    config = tmp_path / "kvpilot.yaml"
-    config.write_text(json.dumps({"collector": {"discovery": {"kind": "static", "static_targets": [target]}}}))
-    with kvpilot_run(tmp_path, "--config", str(config)) as (proc, url):
-        _ready(url, proc)
-
-        def listed() -> dict[str, Any] | None:
-            items = httpx.get(f"{url}/v1/targets").json()["items"]
-            item = next((t for t in items if t["url"] == garbled_page_url), None)
-            return item if item is not None and item["partial_pages_total"] >= 2 else None
-
-        wait_for(listed, timeout_s=30, every_s=0.2, what="two pages read in part in /v1/targets")
-        item = listed()
-        assert item is not None
+    with run_with_target(tmp_path, target) as url:
+        item = target_once(
+            url, garbled_page_url, lambda t: t["partial_pages_total"] >= 2, "two pages read in part in /v1/targets"
+        )
         assert item["up"] is True  # read in part, not down
         assert item["consecutive_failures"] == 0
         assert "vllm:gpu_cache_usage_perc" in (item["last_error"] or "")
