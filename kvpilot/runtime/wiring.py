@@ -275,8 +275,11 @@ def build_service(
     return service, restored
 
 
-def _kube_api_client() -> Any:
-    """The official client's configuration: in-cluster first, else the local kubeconfig."""
+def _kube_api_client(*, retries: bool = True) -> Any:
+    """The official client's configuration: in-cluster first, else the local kubeconfig. ``retries=False`` for Lease
+    calls: a call is one try within its timeout (the next round is the retry); urllib3's default three retries, on the
+    path that still goes through it (a proxy, socket options, an SNI name), made a silent API server cost four
+    timeouts, past the lease a round must end within."""
     from kubernetes import client, config
 
     try:
@@ -288,7 +291,11 @@ def _kube_api_client() -> Any:
             raise SettingsError(
                 f"a Kubernetes API is needed (ha.enabled, scaler.mode=direct or drains) but: {e}"
             ) from e
-    return client.ApiClient()
+    if retries:
+        return client.ApiClient()
+    configuration = client.Configuration.get_default_copy()
+    configuration.retries = False
+    return client.ApiClient(configuration)
 
 
 def build_scale(settings: Settings, sources: Sources) -> ScaleSource | None:
@@ -319,7 +326,7 @@ def lease_call_timeout_s(lease_duration_s: float) -> float:
 
 def build_elector(settings: Settings, clock: Clock, api_client: Any = None) -> LeaseElector:
     ha = settings.ha
-    api = Leases(api_client or _kube_api_client(), timeout_s=lease_call_timeout_s(ha.lease_duration_s))
+    api = Leases(api_client or _kube_api_client(retries=False), timeout_s=lease_call_timeout_s(ha.lease_duration_s))
     return LeaseElector(
         api,
         name=ha.lease_name,
@@ -339,7 +346,7 @@ def build_shards(settings: Settings, clock: Clock, api_client: Any = None) -> Sh
         )
     ha, sh = settings.ha, settings.sharding
     return ShardCoordinator(
-        Leases(api_client or _kube_api_client(), timeout_s=lease_call_timeout_s(ha.lease_duration_s)),
+        Leases(api_client or _kube_api_client(retries=False), timeout_s=lease_call_timeout_s(ha.lease_duration_s)),
         lease_name=ha.lease_name,
         namespace=ha.lease_namespace,
         identity=ha.identity,

@@ -56,3 +56,38 @@ def test_a_call_to_a_silent_api_server_fails_once_within_its_timeout(
         mine = marker.getsockname()
         wait_for(lambda: any(c.getpeername() == mine for c in list(accepted)), what="our own connection accepted")
     assert len(accepted) == 2  # the call's one connection, then ours
+
+
+def test_kvpilot_runs_lease_calls_through_urllib3_once_within_their_timeout(
+    silent_server: tuple[str, list[socket.socket]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the configuration needs urllib3 (here socket options), `kvpilot run`'s Leases call once: on 4164289
+    urllib3's default retries made a silent API server cost four timeouts (2.0 s for 0.5 s), past the lease."""
+    from kubernetes import config as kube_config
+
+    from collector.clock import VirtualClock
+    from kvpilot.runtime.wiring import build_elector
+    from kvpilot.settings import load_settings
+
+    url, accepted = silent_server
+    configuration = client.Configuration(host=url)
+    configuration.socket_options = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]  # only urllib3 applies these
+
+    def load_incluster_config() -> None:
+        client.Configuration.set_default(configuration)
+
+    monkeypatch.setattr(kube_config, "load_incluster_config", load_incluster_config)
+    default = client.Configuration.get_default_copy()
+    try:
+        settings = load_settings(ha={"enabled": True, "lease_duration_s": 1.5, "renew_every_s": 0.5})
+        elector = build_elector(settings, VirtualClock(0))
+        started = time.monotonic()
+        with pytest.raises((OSError, HTTPError)):
+            elector._api.read_namespaced_lease("l", "kv")
+        assert time.monotonic() - started < 1.5  # one 0.5 s timeout and slack; four were 2.0 s
+    finally:
+        client.Configuration.set_default(default)
+    with socket.create_connection(("127.0.0.1", urlsplit(url).port or 0), timeout=5) as marker:
+        mine = marker.getsockname()
+        wait_for(lambda: any(c.getpeername() == mine for c in list(accepted)), what="our own connection accepted")
+    assert len(accepted) == 2  # the call's one connection, then ours
