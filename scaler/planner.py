@@ -44,6 +44,7 @@ class PlannerConfig:
     # A fleet saturated this long (a rate window: its token and completion counts all come from full batches) reads
     # the mix it is serving, heavier only (`_DeploymentPlanner._mix_reading`); 0: never.
     saturated_mix_after_s: float = 60.0
+    rate_window_s: float = 60.0  # the collector's rate window: the most service one mix reading can hold
     # Off (the default): the mix belief is seeded with its first reading, which then weighs as all the history the
     # half-life holds. On: the first reading weighs the seconds of service its window holds (`_observe_mix`). It
     # brings the demo's first scale-up before its queue, but costs ~12 % replica-hours for the same SLO there (and
@@ -136,6 +137,7 @@ def planner_config(
         burst_window_s=max(rate_window_s / 2.0, 2.0 * tick_s),
         burst_hold_s=defaults.scale_down_stabilisation_s + cold_start_s,
         saturated_mix_after_s=rate_window_s,
+        rate_window_s=rate_window_s,
         policy=PolicyConfig(
             burst_floor=burst_floor,
             headroom=_HEADROOM[sizing],
@@ -285,7 +287,7 @@ class _DeploymentPlanner:
         if self._mix is None or self._mix_t is None:
             self._mix, self._mix_evidence = mix, 1.0
             if self.config.mix_evidence_weighted:
-                window = self.config.saturated_mix_after_s or 60.0
+                window = self.config.rate_window_s
                 since = self._serving_since
                 served = window if since is None else min(max(now - since, 0.0), window)
                 self._mix_evidence = 1.0 - 0.5 ** (served / half_life)

@@ -355,3 +355,19 @@ def test_once_readings_fill_the_half_life_the_weighted_mix_steps_as_the_seeded_o
     step = 1.0 - 0.5 ** (60.0 / config.mix_half_life_s)
     assert belief.prompt_tokens == pytest.approx(1000 + step * 2000, rel=1e-3)
     assert belief.output_tokens == pytest.approx(200 + step * 200, rel=1e-3)
+
+
+def test_the_first_readings_weight_is_bounded_by_the_rate_window_not_the_saturation_setting() -> None:
+    # A fleet that had served long before its first reading: the reading holds one rate window of service. With
+    # the saturated-mix reading turned off (saturated_mix_after_s 0) that window was taken as 60 s whatever the
+    # collector's rate window (review G, session 15); it is the rate window.
+    def first_weight(**changes: float) -> float:
+        config = replace(_planner().config, mix_evidence_weighted=True, **changes)
+        planner = Planner(config).planner_for("prod/llm")
+        planner._observe_mix(0.0, None, ready=1)  # serving from 0 s, no steady reading yet
+        planner._observe_mix(500.0, TokenMix(1000, 200), ready=1)  # its window holds a rate window of service
+        return planner._mix_evidence
+
+    half_life = _planner().config.mix_half_life_s
+    assert first_weight(rate_window_s=120.0, saturated_mix_after_s=0.0) == pytest.approx(1 - 0.5 ** (120 / half_life))
+    assert first_weight(rate_window_s=120.0) == first_weight(rate_window_s=120.0, saturated_mix_after_s=0.0)
