@@ -135,6 +135,9 @@ class _TextParser:
             if passed and e.line_no:
                 counted = e.line_no
                 e.move_to(counted + sum(text.count("\n", start, end) - 1 for at, start, end in passed if at < counted))
+            # pretty-printed JSON (a first line `{` or `[`): its first line alone is no JSON, the whole body is
+            if not e.whole_page and _JSON_START.match(text) and (json_page := _json_page(text.strip())) is not None:
+                raise ParseError(json_page, line_no=e.line_no, line=e.line) from None
             raise
 
     def _run(self, text: str, passed: list[tuple[int, int, int]]) -> None:
@@ -986,6 +989,9 @@ def _name_inside(line: str, line_no: int) -> tuple[str, str]:
     if not name:
         raise ParseError("empty metric name inside the braces", line_no=line_no, line=line)
     return name + "{" + line[m.end() :], name
+
+
+_JSON_START = re.compile(r"\s*+[\[{]")  # a body that may be JSON: its first non-space character
 
 
 def _json_page(line: str) -> str | None:

@@ -126,6 +126,11 @@ LLAMA_TEXT = "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_proce
         (json.dumps([LLAMA_TEXT]), "JSON string holding exposition text"),
         ("[]\n", "the page is JSON.*trtllm-serve.*/prometheus/metrics"),
         ('{"iter":60,"kvCacheStats":{"usedNumBlocks":3},"numQueuedRequests":0}\n', "the page is JSON"),
+        # pretty-printed: a first line `{` or `[` alone (was "invalid metric name inside the braces" / "invalid
+        # metric name")
+        (json.dumps({"iter": 60, "kvCacheStats": {"usedNumBlocks": 3}}, indent=2), "line 1: the page is JSON"),
+        ("\n" + json.dumps([{"iter": 60}], indent=2) + "\n", "line 2: the page is JSON.*trtllm-serve"),
+        (json.dumps([LLAMA_TEXT], indent=2), "JSON string holding exposition text"),
     ],
 )
 def test_a_json_page_says_it_is_json(body: str, says: str) -> None:
