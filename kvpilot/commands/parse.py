@@ -95,10 +95,12 @@ def command(
 def _behind(prefix: str, engine: str | None) -> str:
     from collector.engines._prefix import is_namespace
 
-    what = engine or "GPUs only"
+    where = f"under the namespace `{prefix}`" if is_namespace(prefix) else f"behind the prefix `{prefix}`"
+    if engine is None:  # no engine's names: only a GPU exporter's, read behind the prefix
+        return f"read as GPUs only: no engine's names, a GPU exporter's {where}"
     if is_namespace(prefix):
-        return f"read as {what}: its names are {what}'s under the namespace `{prefix}` (a compatible server's)"
-    return f"read as {what}: its names are {what}'s behind the prefix `{prefix}`"
+        return f"read as {engine}: its names are {engine}'s {where} (a compatible server's)"
+    return f"read as {engine}: its names are {engine}'s {where}"
 
 
 def _prefix_missing(body: bytes, openmetrics: bool, file: Path, mtime: float, prefix: str) -> str | None:

@@ -246,3 +246,16 @@ def test_a_page_read_in_part_says_what_it_left_out(tmp_path: Path) -> None:
     assert json.loads(result.stdout)["gpus"][0]["utilisation"] == 0.88
     assert "read in part: line 4:" in result.stderr
     assert "families left out: DCGM_FI_DEV_POWER_USAGE" in result.stderr
+
+
+def test_a_gpu_only_page_behind_a_prefix_says_so_plainly(tmp_path: Path) -> None:
+    """No engine: the note names a GPU exporter's names, not "its names are GPUs only's"."""
+    page = _write(
+        tmp_path / "p.txt",
+        '# TYPE foo_DCGM_FI_DEV_GPU_UTIL gauge\nfoo_DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",Hostname="n1"} 88\n',
+    )
+    result = _run(str(page), "--json", "--prefix", "foo_")
+    assert result.exit_code == 0, result.stderr
+    assert [g["utilisation"] for g in _strict_json(result.stdout)["gpus"]] == [0.88]
+    assert "read as GPUs only: no engine's names, a GPU exporter's behind the prefix `foo_`" in result.stderr
+    assert "GPUs only's" not in result.stderr
