@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the integration tests start for real: Prometheus (+ promtool),
-# Alertmanager and PostgreSQL, and kubectl (for `kubectl kustomize`); and g++ with Debian's grpc (headers, protoc,
-# grpc_cpp_plugin) for the benches' native KEDA client (bench/native, built in ~16 s on first use).
+# Alertmanager and PostgreSQL, kubectl (for `kubectl kustomize`) and openssl (test certificates); and g++ with
+# Debian's grpc (headers, protoc, grpc_cpp_plugin) for the benches' native KEDA client (bench/native, built in ~16 s
+# on first use).
 # Idempotent; does nothing when they are already there.
 set -euo pipefail
 need=()
@@ -13,6 +14,7 @@ command -v kubectl >/dev/null || need+=(kubernetes-client)  # `kubectl kustomize
 command -v g++ >/dev/null || need+=(g++)  # bench/native/keda_client.cc (bench/keda.py --client native)
 command -v grpc_cpp_plugin >/dev/null || need+=(protobuf-compiler-grpc)
 { command -v pkg-config >/dev/null && pkg-config --exists grpc++ protobuf; } || need+=(libgrpc++-dev pkg-config)
+command -v openssl >/dev/null || need+=(openssl)  # a throwaway CA and certificate for the Lease transport's TLS test
 ((${#need[@]})) || exit 0
 bash "$(dirname "$0")/apt-install.sh" "missing Debian packages" "${need[@]}"
 # Debian starts the packaged services on install; the tests start their own on loopback.
