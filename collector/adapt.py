@@ -29,6 +29,7 @@ from functools import partial
 from collector import validity
 from collector.engines import (
     ENGINE_FAMILIES,
+    ENGINES,
     IDENTIFYING_FAMILIES,
     NAMESPACE_ORDER,
     UnknownEngine,
@@ -134,13 +135,18 @@ def adapt_families(
     gpus = _adapt_gpus(families, target, timestamp)
     name = engine or target.engine
     if name is None:
+        previous = _found_engines.get(target.url)  # a page that could be either stays the engine it was
         try:
-            name = structural(families, "engine", partial(detect_engine, families))
+            name = structural(families, ("engine", previous), partial(detect_engine, families, previous))
         except UnknownEngine:
             if gpus:
                 return AdaptedPage(None, [], gpus)
             raise
-    adapter = structural(families, ("adapter", name), partial(require_engine, name, families))
+        if name != previous:
+            _remember(_found_engines, target.url, name)
+        adapter = ENGINES[name]  # detected: the page is its (or, kept from the last page, names it reads)
+    else:
+        adapter = structural(families, ("adapter", name), partial(require_engine, name, families))
     return AdaptedPage(name, [validity.replica(r) for r in adapter.adapt(families, target, timestamp)], gpus)
 
 
@@ -194,7 +200,7 @@ def adapt_page(
         except UnknownEngine:
             pass  # names that merely end like an engine's: report the page as it is
         else:
-            _remember(target.url, found[0])
+            _remember(_found_prefixes, target.url, found[0])
             return replace(_told(page, everything), prefix=found[0])
     raise UnknownEngine(_reason(everything, engine or target.engine)) from None
 
@@ -230,17 +236,18 @@ def _reason(families: Mapping[str, MetricFamily], engine: str | None) -> str:
     return reason
 
 
-# Prefixes found on pages, by target URL; bounded, the oldest forgotten first (a target that goes away leaves
-# one short string behind until then).
+# Prefixes found on pages, and the engines pages were detected as, by target URL; bounded, the oldest forgotten
+# first (a target that goes away leaves one short string behind until then).
 _found_prefixes: OrderedDict[str, str] = OrderedDict()
+_found_engines: OrderedDict[str, str] = OrderedDict()
 _MAX_FOUND_PREFIXES = 10_000
 
 
-def _remember(url: str, prefix: str) -> None:
-    _found_prefixes[url] = prefix
-    _found_prefixes.move_to_end(url)
-    while len(_found_prefixes) > _MAX_FOUND_PREFIXES:
-        _found_prefixes.popitem(last=False)
+def _remember(found: OrderedDict[str, str], url: str, value: str) -> None:
+    found[url] = value
+    found.move_to_end(url)
+    while len(found) > _MAX_FOUND_PREFIXES:
+        found.popitem(last=False)
 
 
 __all__ = ["GPU_ONLY", "WANTED_FAMILIES", "AdaptedPage", "adapt_families", "adapt_page"]

@@ -201,12 +201,17 @@ def describe_page(families: Mapping[str, MetricFamily]) -> str:
     return f"{seen}; no engine adapter ({', '.join(ENGINES)}) reads these names"
 
 
-def detect_engine(families: Mapping[str, MetricFamily]) -> str:
+def detect_engine(families: Mapping[str, MetricFamily], previous: str | None = None) -> str:
     """The engine whose families the page carries most, names only it reads first (``_evidence``); ``UnknownEngine``
     when none or a tie.
 
     A page is reported rather than guessed: adapting the wrong engine would yield a replica whose every
     value is unknown, which downstream reads as "no data" instead of "misconfigured target".
+
+    ``previous``: the engine the same target's last page read as. Where the page has no name only one adapter reads
+    (a sparse MindIE page without `npu_cache_usage_perc` is NIM's names and MindIE's alike), or ties between
+    ``previous`` and another, it stays ``previous`` if that adapter reads any of the page's names: a live target does
+    not flip engine between scrapes. A page with a name only another adapter reads still reads as that one.
     """
     if _not_a_replica(families) is not None:
         raise UnknownEngine(f"no engine adapter matches this page: {describe_page(families)}")
@@ -214,9 +219,19 @@ def detect_engine(families: Mapping[str, MetricFamily]) -> str:
     best, name = scores[0]
     if best[1] == 0:
         raise UnknownEngine(f"no engine adapter matches this page: {describe_page(families)}")
+    if previous is not None and _still(previous, best, families):
+        return previous
     if len(scores) > 1 and scores[1][0] == best:
         raise UnknownEngine(f"page matches {name} and {scores[1][1]} equally; pass the engine explicitly")
     return name
+
+
+def _still(previous: str, best: Evidence, families: Mapping[str, MetricFamily]) -> bool:
+    """Whether a page whose best evidence is ``best`` stays the engine ``previous`` (see ``detect_engine``)."""
+    adapter = ENGINES.get(previous)
+    if adapter is None or not any(n in adapter.families for n in families):
+        return False
+    return best[0] == 0 or _evidence(previous, families) == best
 
 
 def require_engine(name: str, families: Mapping[str, MetricFamily]) -> EngineAdapter:

@@ -6,7 +6,8 @@ gpustack/gpustack issue #1785, and the complete ``/metrics`` response sample of 
 Coordinator's page, which sums the nodes' pages under the same names). NIM writes the same unprefixed vLLM names, so
 the names the two share (the scheduler gauges, token counters, latency histograms) do not identify MindIE; its own do
 (``npu_cache_usage_perc``, ``npu_prefix_cache_hit_rate``, ``request_received``, ``request_failed``,
-``failed_request_perc``), and a page with only the shared names reads as NIM, with the same values.
+``failed_request_perc``), and a page with only the shared names reads as NIM, with the same values, unless its
+target's last page read as MindIE (``collector.engines.detect_engine``'s ``previous``).
 
 Mapping decisions:
 - ``kv_usage`` = ``npu_cache_usage_perc`` (KV blocks in use on the NPU, "1 means 100 percent usage");

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+import collector.adapt
 import collector.exposition._page
+
+
+@pytest.fixture(autouse=True)
+def _fresh_targets() -> None:
+    """Each test's targets are new ones: an engine a page of another test was read as (by the same URL) is not kept
+    (``collector.adapt`` remembers it per target so that a live target does not flip engine)."""
+    collector.adapt._found_engines.clear()
 
 
 @pytest.fixture

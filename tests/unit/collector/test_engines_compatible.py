@@ -184,3 +184,29 @@ def test_names_only_one_adapter_reads_decide_before_shared_ones() -> None:
     # a tie between two adapters' own names is still refused
     with pytest.raises(UnknownEngine, match="equally"):
         detect_engine(parse("vllm:num_requests_running 1\ntgi_queue_size 0\n"))
+
+
+def test_a_live_target_keeps_its_engine_when_a_page_could_be_either() -> None:
+    """A sparse MindIE page without `npu_cache_usage_perc` is NIM's names and MindIE's alike: scraped alternately with
+    and without it, one target stays MindIE (was: MindIE, NIM, MindIE, NIM). A page with a name only MindIE reads
+    switches a target read as NIM."""
+    without = _SPARSE_MINDIE.replace('npu_cache_usage_perc{model_name="qwen"} 0.4\n', "")
+    target = TargetInfo(url="http://mindie-alternating/metrics")
+    pages = [adapt_page(body, target, float(t)) for t, body in enumerate([_SPARSE_MINDIE, without] * 3)]
+    assert [p.engine for p in pages] == ["mindie"] * 6
+    assert [p.replicas[0].requests_running for p in pages] == [3.0] * 6
+    assert [p.replicas[0].kv_usage for p in pages] == [0.4, None] * 3
+    # read first without it: NIM, until a page names MindIE; then MindIE
+    other = TargetInfo(url="http://mindie-late/metrics")
+    assert [adapt_page(b, other, 0.0).engine for b in (without, _SPARSE_MINDIE, without)] == ["nim", "mindie", "mindie"]
+
+
+def test_the_previous_engine_decides_only_a_page_without_another_engines_own_names() -> None:
+    sparse = parse(_SPARSE_MINDIE.replace('npu_cache_usage_perc{model_name="qwen"} 0.4\n', ""))
+    assert detect_engine(sparse, previous="mindie") == "mindie"
+    assert detect_engine(sparse, previous="tgi") == "nim"  # TGI reads none of these names
+    assert detect_engine(parse(_SPARSE_MINDIE), previous="nim") == "mindie"  # a name only MindIE reads
+    tie = parse("vllm:num_requests_running 1\ntgi_queue_size 0\n")
+    assert detect_engine(tie, previous="vllm") == "vllm"  # a tie with the previous engine: it stays
+    with pytest.raises(UnknownEngine, match="equally"):
+        detect_engine(tie, previous="sglang")
