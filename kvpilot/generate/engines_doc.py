@@ -302,7 +302,10 @@ def engines_page() -> str:
         "- **Which engine a page is.** The names only one adapter reads decide first, then every name that "
         "identifies an adapter: a MindIE page with only its scheduler gauges (vLLM V0's unprefixed names, which NIM "
         "writes too) and `npu_cache_usage_perc` is MindIE's, not NIM's by a count of shared names. Two adapters "
-        "with as much of the page each are a tie, and the engine must be named.",
+        "with as much of the page each are a tie, and the engine must be named. A live target keeps the engine its "
+        "last page read as where a page could be either (none of the names only one adapter reads, or a tie with "
+        "that engine): a MindIE target whose page lacks `npu_cache_usage_perc` on one scrape stays MindIE rather "
+        "than flipping to NIM and back; a page with a name only another adapter reads switches it.",
         "- **A page that is JSON** is an error that says so: llama-server from build 7010 until ggml-org/llama.cpp "
         "pull request #17386 served `/metrics` as one JSON-quoted string (upgrade the server); trtllm-serve's "
         "`/metrics` is JSON iteration stats, its Prometheus page `/prometheus/metrics`.",
