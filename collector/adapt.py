@@ -240,13 +240,13 @@ def _reason(families: Mapping[str, MetricFamily], engine: str | None) -> str:
 # first (a target that goes away leaves one short string behind until then).
 _found_prefixes: OrderedDict[str, str] = OrderedDict()
 _found_engines: OrderedDict[str, str] = OrderedDict()
-_MAX_FOUND_PREFIXES = 10_000
+_MAX_FOUND = 10_000
 
 
 def _remember(found: OrderedDict[str, str], url: str, value: str) -> None:
     found[url] = value
     found.move_to_end(url)
-    while len(found) > _MAX_FOUND_PREFIXES:
+    while len(found) > _MAX_FOUND:
         found.popitem(last=False)
 
 
