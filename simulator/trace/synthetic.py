@@ -12,8 +12,12 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from simulator.trace.model import RequestColumns
+from simulator.trace.model import MAX_SPAN_DAYS, MAX_SPAN_S, RequestColumns
 from simulator.trace.prefixes import synthesize_prefixes
+
+# The thinning draws every candidate arrival at once: `rate=1e12` asked numpy for 437 TiB (a MemoryError traceback).
+MAX_CANDIDATES = 20_000_000  # a 400-day trace at 0.5 requests/s; some 1 GB of columns at the peak
+MAX_BURSTS = 10_000  # each burst is a pass over the candidates
 
 
 @dataclass(frozen=True)
@@ -29,14 +33,32 @@ class SyntheticSpec:
     output_mean: float = 250.0
 
     def __post_init__(self) -> None:
+        values = [getattr(self, f.name) for f in fields(self)]
+        if not all(math.isfinite(v) for v in values):  # `duration_s=inf`: an OverflowError traceback; nan passed
+            raise ValueError("synthetic: every parameter must be a finite number")
+        if self.duration_s > MAX_SPAN_S:
+            raise ValueError(f"synthetic: duration_s above {MAX_SPAN_S:.0f} ({MAX_SPAN_DAYS} days), the longest trace")
         if self.duration_s <= 0 or self.rate < 0 or self.period_s <= 0 or self.burst_s <= 0:
             raise ValueError("synthetic: duration_s, period_s, burst_s must be > 0 and rate >= 0")
         if not 0 <= self.amplitude <= 1:
             raise ValueError(f"synthetic: amplitude must be in [0, 1], got {self.amplitude}")
         if self.bursts < 0 or self.burst_factor < 0:
             raise ValueError("synthetic: bursts and burst_factor must be >= 0")
+        if self.bursts > MAX_BURSTS:
+            raise ValueError(f"synthetic: bursts above {MAX_BURSTS}")
         if self.prompt_mean < 1 or self.output_mean < 1:
             raise ValueError("synthetic: mean lengths must be >= 1")
+        candidates = self.peak_rate * self.duration_s
+        if candidates > MAX_CANDIDATES:
+            raise ValueError(
+                f"synthetic: {candidates:.3g} arrivals at the peak rate (rate x (1 + amplitude) x burst_factor x "
+                f"duration_s); at most {MAX_CANDIDATES:.0e}"
+            )
+
+    @property
+    def peak_rate(self) -> float:
+        """Requests per second at the crest of the cycle inside a burst: the rate candidates are drawn at."""
+        return self.rate * (1 + self.amplitude) * max(1.0, self.burst_factor)
 
     @classmethod
     def parse(cls, spec: str) -> SyntheticSpec:
@@ -58,7 +80,7 @@ class SyntheticSpec:
 def generate(spec: SyntheticSpec, *, seed: int) -> RequestColumns:
     rng = np.random.default_rng([seed, 0x517])
     burst_starts = rng.uniform(0, spec.duration_s, spec.bursts)
-    peak = spec.rate * (1 + spec.amplitude) * max(1.0, spec.burst_factor)
+    peak = spec.peak_rate
     # Thinning (Lewis & Shedler): candidates at the peak rate, kept with probability rate(t)/peak.
     n_cand = rng.poisson(peak * spec.duration_s)
     cand = np.sort(rng.uniform(0, spec.duration_s, n_cand))
