@@ -110,7 +110,25 @@ _NOT_AN_ENGINE = {
     " inference_pool_* gauges average the model servers it routes to: scrape those servers",
     "sgl_router_": "SGLang's router, whose figures are its workers' by worker_url: scrape the SGLang workers",
     "smg_": "the SGLang Model Gateway (SGLang's router), whose figures are its workers': scrape the workers",
+    # ScaleLLM's server (vectorch-ai/ScaleLLM pull request #210): its own names, no adapter for them
+    "request_handling_latency_seconds": "ScaleLLM's server (request_status_total, request_handling_latency_seconds,"
+    " scheduling_latency_seconds); kvpilot has no ScaleLLM adapter",
+    # Intel Gaudi's Prometheus metric exporter (docs.habana.ai "Prometheus Metric Exporter": habanalabs_utilization,
+    # habanalabs_memory_used_bytes, habanalabs_power_mW, ...): Gaudi devices, not GPUs kvpilot reads
+    "habanalabs_": "Intel Gaudi's metric exporter (habanalabs_*): kvpilot reads no Gaudi device, and no engine is"
+    " on it",
 }
+
+# GPU exporters kvpilot reads no GPU of, told by the labels only their series carry, whatever the names' prefix (AMD's
+# device-metrics-exporter writes `gpu_gfx_activity`, or `amd_gpu_gfx_activity` with a configured prefix, each sample
+# labelled by the GPU's partition modes: ROCm/device-metrics-exporter issues #171, #259, #353, pull request #236).
+_GPU_EXPORTERS_NOT_READ: tuple[tuple[frozenset[str], str], ...] = (
+    (
+        frozenset(("gpu_compute_partition_type", "gpu_memory_partition_type")),
+        "AMD's device-metrics-exporter (gpu_* labelled gpu_id, gpu_compute_partition_type): kvpilot reads no AMD GPU,"
+        " and no engine is on it",
+    ),
+)
 
 
 class UnknownEngine(ValueError):
@@ -122,6 +140,15 @@ def _not_a_replica(families: Mapping[str, MetricFamily]) -> str | None:
     for markers, what in _NOT_A_REPLICA.values():
         if any(name in families for name in markers):
             return what
+    return None
+
+
+def _gpu_exporter_not_read(families: Mapping[str, MetricFamily]) -> str | None:
+    """What GPU exporter the page is, where kvpilot reads none of its GPUs (see ``_GPU_EXPORTERS_NOT_READ``)."""
+    for labels, what in _GPU_EXPORTERS_NOT_READ:
+        for family in families.values():
+            if any(not labels.isdisjoint(sample.labels) for sample in family.samples[:1]):
+                return what
     return None
 
 
@@ -195,6 +222,9 @@ def describe_page(families: Mapping[str, MetricFamily]) -> str:
         (_, score), name = _best(strip_prefix(families, prefix, NAMESPACE_ORDER, IDENTIFYING_FAMILIES))
         if score:
             return f"{seen}; try `--prefix {prefix}` or `--engine {name}` (prefix `{prefix}` before {name}'s names)"
+    what_gpus = _gpu_exporter_not_read(families)
+    if what_gpus is not None:
+        return f"{seen}: {what_gpus}"
     for stem, what in _NOT_AN_ENGINE.items():  # no adapter matched: the first kind of page present says what it is
         if any(n.startswith(stem) for n in names):
             return f"{seen}: {what}"

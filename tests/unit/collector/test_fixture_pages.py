@@ -1349,6 +1349,55 @@ EXPECTED: dict[str, Page] = {
     "triton-trtllm-ensemble-no-backend-metrics__triton-inference-server__tensorrtllm_backend__issue_49__excerpt.txt": (
         Page(error="no nv_trt_llm_\\* series")  # nv_inference_* of the ensemble only: no queue, KV or token series
     ),
+    # session 16, helper A: stacks and versions not shown before
+    "amd-dme-mi300x-vf__ROCm__device-metrics-exporter__issue_171__excerpt.txt": Page(
+        # gpu_edge_temperature of an MI300X VF, labelled gpu_compute_partition_type="spx": AMD's exporter, named as such
+        error="AMD's device-metrics-exporter"
+    ),
+    "amd-dme-ryzen-ai-max-395__ROCm__device-metrics-exporter__issue_353__excerpt.txt": Page(
+        error="AMD's device-metrics-exporter"  # gpu_average_package_power of an AMD AI 395+ iGPU
+    ),
+    "amd-dme-radeon-no-card-model__ROCm__device-metrics-exporter__issue_259__excerpt.txt": Page(
+        error="5 families starting with `gpu_`: AMD's device-metrics-exporter"  # used_gtt/vram, vcn_activity, voltage
+    ),
+    "amd-dme-mi300x-gfx-grep__ROCm__device-metrics-exporter__pull_236__excerpt.txt": Page(
+        error="AMD's device-metrics-exporter"  # one grep'd gpu_gfx_activity line, no comment lines
+    ),
+    "scalellm__vectorch-ai__ScaleLLM__pull_210__excerpt.txt": Page(
+        # ScaleLLM's own names; its bare prompt_tokens_total is NIM's and MindIE's name too, yet no adapter reads it
+        # as theirs (it identifies neither): an error naming ScaleLLM
+        error="ScaleLLM's server"
+    ),
+    "sgl-router-2025-05__sgl-project__sglang__pull_6537__excerpt.txt": Page(
+        error="SGLang's router"  # sgl_router_running_requests by worker: its workers' figures
+    ),
+    "llm-d-inference-sim__volcano-sh__kthena__issue_1129__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",  # llm-d's inference simulator writes vLLM's names
+                "model": "kthena-mock-test",
+                "requests_running": 0.0,
+                "requests_waiting": 0.0,
+                "prefix_hits": 8.0,  # vllm:prefix_cache_hits, a counter written without _total
+                "prefix_queries": None,  # its HELP line only: the excerpt is cut there
+                "kv_usage": None,  # not on the page
+                "generation_tokens": None,  # max_num_generation_tokens is a per-request histogram, not a count
+            }
+        ]
+    ),
+    "triton-20.03-gpu-only__triton-inference-server__server__issue_2755__excerpt.txt": Page(
+        [],  # Triton 20.03: nv_inference_* HELP/TYPE only, no model served; its one GPU is read
+        gpus=1,
+        gpu_fields={"GPU-d4d0dbb0-037e-652e-6df4-a742b597738c": {"utilisation": 0.12}},  # nv_gpu_utilization 0.120000
+    ),
+    "triton-2021-cache-metrics__triton-inference-server__server__pull_3569__excerpt.txt": Page(
+        error="Triton without an LLM backend"  # simple_* models, values written 40.000000: no LLM replica
+    ),
+    "vllm-0.2-aioprometheus__vllm-project__vllm__pull_1890__excerpt.txt": Page(
+        # vLLM's first metrics (aioprometheus, Dec 2023): HTTP counters, and the throughput gauge's HELP/TYPE with
+        # its sample cut from the excerpt: nothing kvpilot reads, an error
+        error="no engine adapter"
+    ),
 }
 
 

@@ -1,0 +1,65 @@
+"""Pages of exporters and servers kvpilot reads nothing from say what they are (issue 12, session 16 helper A).
+
+- AMD's device-metrics-exporter writes `gpu_*` gauges (`amd_gpu_*` with a configured prefix), every sample labelled
+  by the GPU's partition modes (`gpu_compute_partition_type`, `gpu_memory_partition_type`): told by those labels, not
+  by the generic `gpu_` word, on an engine target and on a GPU target alike.
+- Intel Gaudi's exporter writes `habanalabs_*`; ScaleLLM its own `request_handling_latency_seconds`...
+Before, each was "no engine adapter ... reads these names" (or "none of the GPU exporters' families") without a word
+of what the page is.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from collector.adapt import NoGpuFamilies, adapt_page
+from collector.engines import UnknownEngine
+from collector.samples import TargetInfo
+
+TARGET = TargetInfo(url="http://10.0.0.9:5000/metrics", pod="node-0")
+GPU_TARGET = TargetInfo(url="http://10.0.0.9:5000/metrics", pod="node-0", kind="gpu")
+
+# label layout of ROCm/device-metrics-exporter issue #353's page (AMD AI 395+), values chosen here
+_AMD_LABELS = (
+    'card_model="",gpu_compute_partition_type="none",gpu_id="0",gpu_memory_partition_type="none",'
+    'gpu_partition_id="0",hostname="node-0"'
+)
+
+
+@pytest.mark.parametrize("prefix", ["", "amd_"])
+def test_amd_device_metrics_exporter_is_named(prefix: str) -> None:
+    page = f"# TYPE {prefix}gpu_gfx_activity gauge\n{prefix}gpu_gfx_activity{{{_AMD_LABELS}}} 12\n"
+    with pytest.raises(UnknownEngine, match=r"AMD's device-metrics-exporter.*reads no AMD GPU"):
+        adapt_page(page, TARGET, 0.0)
+
+
+def test_amd_page_on_a_gpu_target_is_named_too() -> None:
+    page = f"gpu_used_vram{{{_AMD_LABELS}}} 26\n"
+    with pytest.raises(NoGpuFamilies, match="AMD's device-metrics-exporter"):
+        adapt_page(page, GPU_TARGET, 0.0)
+    with pytest.raises(UnknownEngine, match="AMD's device-metrics-exporter"):
+        adapt_page(page, TARGET, 0.0, engine="dcgm")
+
+
+def test_a_gpu_word_alone_is_not_taken_for_amd() -> None:
+    # some other exporter's gpu_* without AMD's partition labels: not named AMD's
+    with pytest.raises(UnknownEngine) as raised:
+        adapt_page('gpu_utilization{gpu="0"} 50\n', TARGET, 0.0)
+    assert "AMD" not in str(raised.value)
+
+
+def test_intel_gaudi_exporter_is_named() -> None:
+    # names as docs.habana.ai's Prometheus Metric Exporter lists them; labels and values chosen here
+    page = 'habanalabs_utilization{bus_id="0000:19:00.0"} 37\nhabanalabs_power_mW{bus_id="0000:19:00.0"} 210000\n'
+    with pytest.raises(UnknownEngine, match="Intel Gaudi's metric exporter"):
+        adapt_page(page, TARGET, 0.0)
+
+
+def test_scalellm_is_named() -> None:
+    # names of vectorch-ai/ScaleLLM pull request #210's page; its bare prompt_tokens_total is not read as NIM's
+    page = (
+        'request_handling_latency_seconds{type="chat"} 0\nscheduling_latency_seconds 6.9e-05\n'
+        "# TYPE prompt_tokens_total counter\nprompt_tokens_total 0\n"
+    )
+    with pytest.raises(UnknownEngine, match="ScaleLLM's server"):
+        adapt_page(page, TARGET, 0.0)
