@@ -460,6 +460,9 @@ def _unique(targets: Sequence[TargetInfo]) -> list[TargetInfo]:
 async def sleep_unless_stopped(sleep: Sleep, seconds: float, stop: asyncio.Event) -> None:
     """``sleep(seconds)``, ended early when ``stop`` is set (a shutdown does not wait out a loop's interval)."""
     sleeper = asyncio.ensure_future(sleep(seconds))
+    current = asyncio.current_task()
+    if current is not None and isinstance(sleeper, asyncio.Task):
+        sleeper.set_name(current.get_name())  # whose sleep it is, in task dumps and to `VirtualTimer.asleep`
     stopper = asyncio.ensure_future(stop.wait())
     try:
         await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -502,7 +505,7 @@ class VirtualTimer:
 
     def __init__(self, clock: VirtualClock) -> None:
         self.clock = clock
-        self._waiters: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._waiters: list[tuple[float, int, asyncio.Future[None], str]] = []
         self._seq = itertools.count()
 
     async def sleep(self, seconds: float) -> None:
@@ -510,12 +513,20 @@ class VirtualTimer:
             await asyncio.sleep(0)
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiters, (self.clock.now() + seconds, next(self._seq), future))
+        task = asyncio.current_task()
+        name = task.get_name() if task is not None else ""
+        heapq.heappush(self._waiters, (self.clock.now() + seconds, next(self._seq), future, name))
         await future
 
     @property
     def sleepers(self) -> int:
-        return sum(1 for _, _, f in self._waiters if not f.done())
+        return sum(1 for _, _, f, _ in self._waiters if not f.done())
+
+    def asleep(self, name: str) -> bool:
+        """Whether the task named ``name`` sleeps here now (`spawn_guarded`'s names; `sleep_unless_stopped` gives
+        its sleeper its caller's name). A count of sleepers cannot tell a loop mid-tick from one asleep while
+        another task sleeps."""
+        return any(n == name and not f.done() for _, _, f, n in self._waiters)
 
     async def until_sleepers(self, count: int, *, max_yields: int = 10_000) -> None:
         """Yield to other tasks until at least ``count`` are asleep here (a started loop has reached its
@@ -530,7 +541,7 @@ class VirtualTimer:
         """Move time forward, waking sleepers in deadline order and letting each run before the next."""
         target = self.clock.now() + seconds
         while self._waiters and self._waiters[0][0] <= target:
-            deadline, _, future = heapq.heappop(self._waiters)
+            deadline, _, future, _ = heapq.heappop(self._waiters)
             self.clock.set(max(deadline, self.clock.now()))
             if not future.done():
                 future.set_result(None)

@@ -123,7 +123,8 @@ async def run_ticks(service: Service, timer: VirtualTimer, n: int) -> None:
     """Let the loop complete ``n`` more ticks in virtual time; returns with the loop asleep between ticks."""
     target = service.loop.tick_count + n
     while True:
-        await until(lambda: timer.sleepers > 0, what="the loop asleep between ticks")
+        # the loop's own sleep: any sleeper (a Lease task) would let time advance under a tick still running
+        await until(lambda: timer.asleep("control-loop"), what="the loop asleep between ticks")
         if service.loop.tick_count >= target:
             return
         await timer.advance(service.interval_s)

@@ -96,9 +96,9 @@ async def test_two_replicas_one_actuates_and_the_other_takes_over(
     for _ in range(4):
         for service, _, timer in services.values():
             await run_ticks(service, timer, 1)
-            # its Lease round done too (loop and Lease task both asleep): the other timer's advance moves the
-            # shared clock, and a renewal still in flight then would come one round late and let the Lease expire
-            await until(lambda t=timer: t.sleepers >= 2, what="the loop and the Lease task asleep")
+            # its Lease round done too: the other timer's advance moves the shared clock, and a renewal still in
+            # flight then would come one round late and let the Lease expire
+            await until(lambda t=timer: t.asleep("lease"), what="the Lease task asleep")
     leader = next(w for w, e in electors.items() if e.leader)
     follower = "b" if leader == "a" else "a"
 
@@ -118,6 +118,35 @@ async def test_two_replicas_one_actuates_and_the_other_takes_over(
     await run_ticks(service, timer, 2)  # its next renewal finds the Lease free
     await until(lambda: electors[follower].leader, what="the follower took over")
     assert kube.get("leases", "kvpilot-leader", namespace="kv")["spec"]["holderIdentity"] == follower
+    service.stop.set()
+    await service.wait()
+
+
+async def test_ticks_advance_time_only_while_the_loop_sleeps(kube: FakeKube, clock: VirtualClock, tmp_path) -> None:
+    # The Lease task sleeps on the same timer as the loop: time advanced while a tick still runs (a slow scrape)
+    # moves the shared clock past renewals the other instance's Lease task has not made yet (the flake above
+    # came from a helper that advanced on any sleeper).
+    import asyncio
+
+    from tests.helpers.poll import until
+    from tests.unit.kvpilot.fleet_double import ScriptedFleet, make_service, run_ticks
+
+    fleet = ScriptedFleet(clock, gate=asyncio.Event())
+    service, restored, timer = make_service(
+        f"sqlite:///{tmp_path / 's.db'}", clock, fleet, leadership=_elector(kube, clock, "a")
+    )
+    await service.start(restored)
+    await until(lambda: fleet.started.is_set() and timer.asleep("lease"), what="a tick in its scrape, the Lease asleep")
+    before = clock.now()
+    ticking = asyncio.create_task(run_ticks(service, timer, 1))
+    for _ in range(50):
+        await asyncio.sleep(0.001)
+    assert clock.now() == before  # the tick has not ended: no time passes
+    assert not ticking.done()
+    fleet.gate.set()
+    await ticking
+    assert service.loop.tick_count >= 1
+    assert timer.asleep("control-loop")
     service.stop.set()
     await service.wait()
 
