@@ -121,6 +121,32 @@ def _check_fields(item: Mapping[str, Any], where: Callable[[str | None], str], *
             raise TargetFileError(f"{where('url')}: url: must be an http(s) URL with a host, got {url!r}")
 
 
+# Values YAML aliases may add to a file once expanded. An anchor repeated by aliases of aliases ("a billion laughs")
+# loads as one shared list, but whatever walks it (an error's repr, the settings library's dump) expands it: 10 lines
+# took 60 s and 4-7 GB before the process was killed.
+MAX_ALIAS_VALUES = 100_000
+
+
+def alias_values(root: yaml.Node | None) -> int:
+    """How many values the aliases of a composed YAML document add when expanded (0 without aliases): each node is
+    counted once, so a bomb is measured without being expanded. A node an alias points back into (a cycle) counts 1."""
+    sizes: dict[int, int] = {}  # node id -> values at and below it, expanded (1 while being counted)
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        sizes[id(node)] = 1
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(item) for item in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        sizes[id(node)] = total
+        return total
+
+    return 0 if root is None else size(root) - len(sizes)
+
+
 def _line_finder(text: str) -> LineOf:
     """Lines of the targets and their fields, from the YAML's node tree (``safe_load`` keeps no positions)."""
     try:
@@ -164,12 +190,18 @@ def load_targets(path: Path) -> list[TargetInfo]:
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
         raise TargetFileError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x})") from None
+    loader = yaml.SafeLoader(text)  # parsed once: the node tree is checked, then built (as yaml.safe_load does)
     try:
-        data = yaml.safe_load(text)
+        root = loader.get_single_node()
+        if alias_values(root) > MAX_ALIAS_VALUES:
+            raise TargetFileError(f"{path}: its aliases expand to more than {MAX_ALIAS_VALUES} values")
+        data = loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as e:
         raise TargetFileError(f"{path}: invalid YAML: {e}") from None
     except RecursionError:  # PyYAML builds nested collections recursively
         raise TargetFileError(f"{path}: nested too deeply for a list of targets") from None
+    finally:
+        loader.dispose()
     return parse_targets(data, source=str(path), line_of=_line_finder(text))
 
 

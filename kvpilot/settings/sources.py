@@ -14,6 +14,8 @@ import yaml
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, YamlConfigSettingsSource
 
+from collector.discovery.static import MAX_ALIAS_VALUES, alias_values
+
 # Flat variables that map onto a nested field: the names the issue, the Helm chart and the docs promise.
 FLAT_ALIASES: dict[str, tuple[str, ...]] = {
     "KVPILOT_HTTP_PORT": ("api", "http_port"),
@@ -101,6 +103,10 @@ class YamlFileSource(YamlConfigSettingsSource):
         try:
             node = loader.get_single_node()
             _refuse_duplicate_keys(node, file_path)
+            if alias_values(node) > MAX_ALIAS_VALUES:
+                raise SettingsError(
+                    f"config file {file_path}: its aliases expand to more than {MAX_ALIAS_VALUES} values"
+                )
             data = (loader.construct_document(node) if node is not None else None) or {}
         except yaml.YAMLError as e:
             raise SettingsError(f"config file {file_path} is not valid YAML: {e}") from e

@@ -181,12 +181,27 @@ async def test_a_bad_engine_in_an_edit_keeps_the_previous_targets(tmp_path: Path
     assert "unknown engine 'vlm'" in disc.last_error
 
 
+def _laughs(levels: int) -> str:
+    """A target whose `kind` is an alias of 10**levels strings, built of anchors of aliases in its `role`."""
+    anchors = ['&a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    anchors += [f"&a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, levels)]
+    return f"- url: http://a/metrics\n  role: [{', '.join(anchors)}]\n  kind: *a{levels - 1}\n"
+
+
+def test_small_aliases_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "targets.yaml"
+    path.write_text("- {url: http://a/metrics, namespace: &ns prod}\n- {url: http://b/metrics, namespace: *ns}\n")
+    assert [t.namespace for t in StaticFileDiscovery(path).current()] == ["prod", "prod"]
+
+
 @pytest.mark.parametrize(
     ("content", "error"),
     [
         # before: a UnicodeDecodeError, then a RecursionError, escaped the discovery (kvpilot run: no file named)
         (b"- http://b/metrics\n- \xff\xfe\x00garbage\n", "{path}:2: not UTF-8 text (byte 0xff)"),
         (b"[" * 5000 + b"]" * 5000, "{path}: nested too deeply for a list of targets"),
+        # a billion laughs, a million here: the error's repr expanded it (10 levels: 60 s and 4.6 GB, then killed)
+        (_laughs(6).encode(), "{path}: its aliases expand to more than 100000 values"),
     ],
 )
 async def test_an_edit_to_garbage_keeps_the_previous_targets_and_says_why(

@@ -141,6 +141,17 @@ def test_merge_keys_and_aliases_are_not_duplicates(tmp_path: Path) -> None:
     assert _refusal(tmp_path, "a: &a [*a]\n")[1].startswith("  a (k.yaml:1):")
 
 
+def test_aliases_that_expand_past_a_bound_are_refused(tmp_path: Path) -> None:
+    # a billion laughs, a million here: the settings library's dump of the file expanded the shared lists (10 levels:
+    # 60 s and 6.7 GB, then killed); a million loaded in a second and was refused as six unknown keys
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 6)]
+    path = tmp_path / "k.yaml"
+    assert _refusal(tmp_path, "\n".join(lines) + "\n") == [
+        f"config file {path}: its aliases expand to more than 100000 values"
+    ]
+
+
 def test_a_config_given_through_a_pipe_is_read_not_ignored(tmp_path: Path) -> None:
     # `kvpilot run -c <(...)` and `-c /dev/stdin` name a pipe: the settings library skips what is not a regular file,
     # and kvpilot ran on its defaults without a word
