@@ -1017,14 +1017,52 @@ def _json_page(line: str) -> str | None:
             " llama-server from build 7010 served /metrics this way until ggml-org/llama.cpp pull request #17386"
             " (issue #17384): upgrade the server"
         )
+    if isinstance(value, dict) and value.keys() <= _ERROR_BODY_KEYS and not value.keys().isdisjoint(_ERROR_KEYS):
+        # an error answered as JSON: FastAPI's `{"detail":"Not Found"}` for a path it does not serve (SGLang 0.4.6
+        # without metrics on that node: sgl-project/sglang issue #7305), an OpenAI-style `{"error": ...}`
+        return (
+            "the page is an error answered in JSON, not metrics: nothing is served at this path, or the server's"
+            " metrics are off (SGLang serves /metrics only with --enable-metrics)"
+        )
     return (
         "the page is JSON, not the Prometheus text format; trtllm-serve answers /metrics with JSON iteration"
         " stats and serves its Prometheus page at /prometheus/metrics"
     )
 
 
+_ERROR_KEYS = frozenset(("detail", "error", "message"))
+_ERROR_BODY_KEYS = _ERROR_KEYS | {"object", "type", "param", "code", "status"}
+# A whole line that is an HTTP error's text, not a sample: Go's net/http and gin answer a path they do not serve with
+# `404 page not found` (a real answer to /metrics: eko/pihole-exporter issue #33), Starlette with `Not Found`.
+_ERROR_TEXT = re.compile(
+    r"(?i)\s*(?:\d{3}\s+)?(?:page not found|not found|unauthorized|forbidden|bad gateway|service unavailable"
+    r"|internal server error|method not allowed)\.?\s*"
+)
+
+
+def _not_metrics(line: str) -> str | None:
+    """What the page is when its bad line says it is no exposition at all: HTML, or an HTTP error's text.
+
+    Only on the error path. A real HTML answer: a Squid proxy's error page to a MindIE server's /metrics
+    (gpustack/gpustack issue #1785)."""
+    if line[:1] == "<" and line[1:15].lower().startswith(("!doctype html", "html", "head", "body", "?xml")):
+        return (
+            "the page is HTML, not the Prometheus text format: an error or login page of the server or of a proxy"
+            " in between; check the URL and that no proxy answers for the target"
+        )
+    if _ERROR_TEXT.fullmatch(line):
+        return (
+            "the page is an HTTP error's text, not metrics: nothing is served at this path (Go servers such as"
+            " Ollama's answer `404 page not found` for a path they lack)"
+        )
+    return None
+
+
 def _diagnose(line: str) -> str:
     """Say what is wrong with a sample line the fast pattern refused."""
+    not_metrics = _not_metrics(line)
+    if not_metrics is not None:
+        return not_metrics
     m = NAME_RE.match(line)
     if m is None:
         json_page = _json_page(line)

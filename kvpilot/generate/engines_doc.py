@@ -311,7 +311,9 @@ def engines_page() -> str:
         "than flipping to NIM and back; a page with a name only another adapter reads switches it.",
         "- **A page that is JSON** is an error that says so: llama-server from build 7010 until ggml-org/llama.cpp "
         "pull request #17386 served `/metrics` as one JSON-quoted string (upgrade the server); trtllm-serve's "
-        "`/metrics` is JSON iteration stats, its Prometheus page `/prometheus/metrics`.",
+        "`/metrics` is JSON iteration stats, its Prometheus page `/prometheus/metrics`. An error answered in JSON "
+        '(FastAPI\'s `{"detail":"Not Found"}`: SGLang without `--enable-metrics`), an HTML page (a proxy\'s error '
+        "page) or an HTTP error's text (`404 page not found`, Go's answer for a path it lacks) is named as such.",
         "- **When no adapter matches**, the error lists the leading words of the page's families and what to try, "
         "e.g. found 53 families starting with `ray_vllm:`; try `--prefix ray_` or `--engine vllm`. Naming an "
         "engine (`--engine`, a target's `engine:`) whose series the page lacks is an error too.",

@@ -1398,6 +1398,16 @@ EXPECTED: dict[str, Page] = {
         # its sample cut from the excerpt: nothing kvpilot reads, an error
         error="no engine adapter"
     ),
+    # answers to /metrics that are no exposition at all (not-exposition/), each said for what it is
+    "sglang-0.4.6-metrics-off-json-404__sgl-project__sglang__issue_7305.txt": Page(
+        error="an error answered in JSON"  # {"detail":"Not Found"}: was "trtllm-serve answers /metrics with JSON"
+    ),
+    "mindie-behind-squid-proxy-html__gpustack__gpustack__issue_1785__excerpt.txt": Page(
+        error="the page is HTML"  # a Squid proxy's error page: was "invalid metric name"
+    ),
+    "go-404-page-not-found__eko__pihole-exporter__issue_33.txt": Page(
+        error="an HTTP error's text"  # `404 page not found`: was "invalid metric name"
+    ),
 }
 
 
