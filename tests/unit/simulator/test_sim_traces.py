@@ -131,10 +131,11 @@ def test_bad_files_fail_naming_the_problem(tmp_path: Path, content: str, suffix:
         ("synthetic:rate=abc", ValueError),  # non-numeric parameter
         ("synthetic:bogus=1", ValueError),  # unknown parameter
         ("synthetic:amplitude=2", ValueError),  # out of range
-        # a MemoryError traceback (437 TiB asked of numpy), an OverflowError one, a NaN replayed, 1e9 passes
+        # a MemoryError traceback (437 TiB asked of numpy), an OverflowError, numpy's words, a NaN replayed, 1e9 passes
         ("synthetic:rate=1e12,duration_s=10", ValueError),
         ("synthetic:duration_s=inf", ValueError),
         ("synthetic:rate=nan", ValueError),
+        ("synthetic:prompt_mean=nan,duration_s=60", ValueError),  # replayed with prompts of -9.2e18 tokens
         ("synthetic:bursts=1000000000", ValueError),
         ("synthetic:duration_s=1e9,rate=0", ValueError),  # past the longest span a trace may have
         ("/nonexistent/trace.csv", FileNotFoundError),  # missing path
