@@ -152,6 +152,26 @@ def _gpu_exporter_not_read(families: Mapping[str, MetricFamily]) -> str | None:
     return None
 
 
+def _engine_names_behind_prefix(names: list[str]) -> str | None:
+    """An engine's names behind a stack's prefix that no adapter reads, said as such.
+
+    A real grep of a Ray Serve LLM 2.52 page (vllm-project/vllm pull request #24267) holds one
+    `ray_vllm_time_to_first_token_seconds_count` line and no TYPE line: vLLM's names behind Ray's prefix, yet no
+    family any adapter reads. Before, the page was "Ray's own metrics; Ray Serve LLM pages carry ray_vllm_*"."""
+    for name in names:
+        for namespace in NAMESPACE_ORDER:
+            for sep in (":", "_"):
+                at = name.find(namespace + sep, 1)
+                if at > 0 and name[at - 1] == "_":
+                    prefix = name[:at]
+                    return (
+                        f"{namespace}'s names behind the prefix `{prefix}` (`{prefix}{namespace}{sep}*`, as Ray Serve"
+                        " LLM writes them), but none that kvpilot reads a replica from (scheduler gauges, KV usage,"
+                        " token counters, whole histograms: a `_count` line without its TYPE line is no histogram)"
+                    )
+    return None
+
+
 def _families(n: int) -> str:
     return "1 family" if n == 1 else f"{n} families"
 
@@ -225,6 +245,9 @@ def describe_page(families: Mapping[str, MetricFamily]) -> str:
     what_gpus = _gpu_exporter_not_read(families)
     if what_gpus is not None:
         return f"{seen}: {what_gpus}"
+    behind = _engine_names_behind_prefix(names)
+    if behind is not None:
+        return f"{seen}: {behind}"
     for stem, what in _NOT_AN_ENGINE.items():  # no adapter matched: the first kind of page present says what it is
         if any(n.startswith(stem) for n in names):
             return f"{seen}: {what}"

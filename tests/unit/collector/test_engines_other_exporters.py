@@ -63,3 +63,11 @@ def test_scalellm_is_named() -> None:
     )
     with pytest.raises(UnknownEngine, match="ScaleLLM's server"):
         adapt_page(page, TARGET, 0.0)
+
+
+def test_engine_names_behind_a_prefix_that_no_adapter_reads_are_said_so() -> None:
+    # the one line of a Ray Serve LLM 2.52 grep (vllm-project/vllm pull request #24267), labels shortened
+    page = 'ray_vllm_time_to_first_token_seconds_count{ReplicaId="3r4e76ag",engine="0",model_name="qwen-0.5b"} 266.0\n'
+    with pytest.raises(UnknownEngine, match="vllm's names behind the prefix `ray_`") as raised:
+        adapt_page(page, TARGET, 0.0)
+    assert "Ray's own metrics" not in str(raised.value)  # before: it said the page lacked what it carries

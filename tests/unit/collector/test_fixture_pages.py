@@ -1398,6 +1398,11 @@ EXPECTED: dict[str, Page] = {
         # its sample cut from the excerpt: nothing kvpilot reads, an error
         error="no engine adapter"
     ),
+    "ray-serve-llm-2.52-sanitised-grep__vllm-project__vllm__pull_24267__excerpt.txt": Page(
+        # one grep'd ray_vllm_time_to_first_token_seconds_count line, no TYPE line: vLLM's names behind Ray's prefix,
+        # none read; was "Ray's own metrics; Ray Serve LLM pages carry ray_vllm_*", which this page does
+        error="vllm's names behind the prefix `ray_`"
+    ),
     # answers to /metrics that are no exposition at all (not-exposition/), each said for what it is
     "sglang-0.4.6-metrics-off-json-404__sgl-project__sglang__issue_7305.txt": Page(
         error="an error answered in JSON"  # {"detail":"Not Found"}: was "trtllm-serve answers /metrics with JSON"

@@ -46,6 +46,7 @@ NOT_A_REPLICA_NOR_GPUS = {
     "sgl-router-2025-05__sgl-project__sglang__pull_6537__excerpt.txt",  # SGLang's router
     "triton-2021-cache-metrics__triton-inference-server__server__pull_3569__excerpt.txt",  # Triton, no LLM, no GPU
     "vllm-0.2-aioprometheus__vllm-project__vllm__pull_1890__excerpt.txt",  # HTTP counters, no figure of a replica
+    "ray-serve-llm-2.52-sanitised-grep__vllm-project__vllm__pull_24267__excerpt.txt",  # one TTFT _count line
 }
 GPU_KEYS = [f.name for f in fields(GpuSample)]
 KVPILOT = Path(sys.executable).with_name("kvpilot")
