@@ -113,6 +113,10 @@ _NOT_AN_ENGINE = {
     # ScaleLLM's server (vectorch-ai/ScaleLLM pull request #210): its own names, no adapter for them
     "request_handling_latency_seconds": "ScaleLLM's server (request_status_total, request_handling_latency_seconds,"
     " scheduling_latency_seconds); kvpilot has no ScaleLLM adapter",
+    # AMD's amd_smi_exporter (amd/amd_smi_exporter src/cpu_data.go: amd_gpu_power_avg, amd_gpu_current_temperature,
+    # amd_core_energy, amd_num_gpus...); device-metrics-exporter behind its amd_ prefix is told by its labels first
+    "amd_": "an AMD exporter (amd_*: amd_smi_exporter's GPU and CPU gauges): kvpilot reads no AMD GPU, and no engine is"
+    " on it",
     # Intel Gaudi's Prometheus metric exporter (docs.habana.ai "Prometheus Metric Exporter": habanalabs_utilization,
     # habanalabs_memory_used_bytes, habanalabs_power_mW, ...): Gaudi devices, not GPUs kvpilot reads
     "habanalabs_": "Intel Gaudi's metric exporter (habanalabs_*): kvpilot reads no Gaudi device, and no engine is"

@@ -71,3 +71,10 @@ def test_engine_names_behind_a_prefix_that_no_adapter_reads_are_said_so() -> Non
     with pytest.raises(UnknownEngine, match="vllm's names behind the prefix `ray_`") as raised:
         adapt_page(page, TARGET, 0.0)
     assert "Ray's own metrics" not in str(raised.value)  # before: it said the page lacked what it carries
+
+
+def test_amd_smi_exporter_is_named() -> None:
+    # names and label dimensions of amd/amd_smi_exporter src/cpu_data.go (each gauge labelled by its own name)
+    page = 'amd_num_gpus{num_gpus=""} 1\namd_gpu_power_avg{gpu_power_avg="0"} 150\n'
+    with pytest.raises(UnknownEngine, match="an AMD exporter"):
+        adapt_page(page, TARGET, 0.0)
