@@ -43,6 +43,10 @@ class TargetRegistry(Protocol):
         it cannot be removed here (it comes from the configuration file)."""
         ...
 
+    def refresh(self) -> None:
+        """Take up the targets other instances on the same store added or removed (the service calls it each tick)."""
+        ...
+
 
 class Runtime(Protocol):
     settings_max_body_bytes: int

@@ -347,6 +347,7 @@ class Service:
                 return
             self.actuator_passes_started += 1
             await self._refresh_drains()
+            await self._refresh_targets()
             snapshot = self.loop.latest
             if self.actuation is not None and self.leadership.leader and snapshot is not None:
                 try:
@@ -373,6 +374,14 @@ class Service:
             except Exception:
                 self.counters.stage_errors.labels("drain").inc()
                 log.exception("drain worker failed; retrying next tick")
+
+    async def _refresh_targets(self) -> None:
+        """The targets other kvpilots on the store added or removed through the API; kept as they are while the store
+        is away."""
+        if not self.writer.up:
+            return
+        with contextlib.suppress(SQLAlchemyError):
+            await asyncio.to_thread(self._targets.refresh)
 
     async def _refresh_drains(self) -> None:
         """Node → state of live drain actions (kvpilot_node_drain_state); kept as is while the store is away."""

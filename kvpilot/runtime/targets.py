@@ -42,27 +42,57 @@ class StaticTargets:
         self._pinned = frozenset(self._by_url)
         self._sessions = sessions
         self._clock = clock or WallClock()
+        self._generation = 0  # counts this instance's changes, so that a refresh read before one does not undo it
+        self._refused: set[str] = set()
 
     def load(self) -> int:
         """Add the targets stored by earlier runs; returns how many. A stored target that today's checks refuse
         (an older version accepted it) is left out with an error naming it, never a failed start."""
         if self._sessions is None:
             return 0
+        good = self._stored()
+        with self._lock:
+            for t in good.values():
+                self._by_url.setdefault(t.url, t)
+        return len(good)
+
+    def refresh(self) -> None:
+        """Take up what other kvpilots on the same store (HA replicas, shards, a second `kvpilot run`) added or removed
+        through the API: their POST and DELETE reach the one instance that served them, and the others went on without
+        the target (or with it: DELETE there said 404) until restarted. The targets added through the API are made the
+        stored ones; the configuration's stay. A change made here while the store was read wins until the next one."""
+        if self._sessions is None:
+            return
+        with self._lock:
+            generation = self._generation
+        stored = self._stored()
+        with self._lock:
+            if generation != self._generation:
+                return
+            for url in [u for u in self._by_url if u not in self._pinned and u not in stored]:
+                del self._by_url[url]
+            for t in stored.values():
+                self._by_url.setdefault(t.url, t)
+
+    def _stored(self) -> dict[str, TargetInfo]:
+        """The stored targets today's checks accept, by URL; one they refuse is named in the log once."""
+        assert self._sessions is not None
         with transaction(self._sessions) as s:
             stored = repo.list_static_targets(session=s)
-        good: list[TargetInfo] = []
+        good: dict[str, TargetInfo] = {}
         for t in stored:
             try:
                 TargetSpec(**{k: getattr(t, k) for k in TargetSpec.model_fields})
             except ValidationError as e:
-                why = "; ".join(err["msg"].removeprefix("Value error, ") for err in e.errors())
-                log.error("stored target %r skipped (remove it with DELETE /v1/targets): %s", redact_url(t.url), why)
+                if t.url not in self._refused:
+                    self._refused.add(t.url)
+                    why = "; ".join(err["msg"].removeprefix("Value error, ") for err in e.errors())
+                    log.error(
+                        "stored target %r skipped (remove it with DELETE /v1/targets): %s", redact_url(t.url), why
+                    )
                 continue
-            good.append(t)
-        with self._lock:
-            for t in good:
-                self._by_url.setdefault(t.url, t)
-        return len(good)
+            good[t.url] = t
+        return good
 
     def attach(self, sessions: sessionmaker[Session], clock: Clock) -> None:
         """Persist API changes from now on (the store is built after discovery)."""
@@ -74,30 +104,38 @@ class StaticTargets:
             return list(self._by_url.values())
 
     def add(self, target: TargetInfo, *, by: str = "api") -> bool:
+        """False when the URL is present here or stored already (another kvpilot on the store added it)."""
         with self._lock:
             if target.url in self._by_url:
                 return False
+            added = True
             if self._sessions is not None:
                 with transaction(self._sessions) as s:
                     now = self._clock.now()
-                    repo.add_static_target(session=s, target=target, added_by=by, now=now)
-                    repo.record_audit(session=s, at=now, actor=by, action="target.add", subject=target.url,
-                                      message=f"{target.kind} {target.namespace}/{target.deployment}")  # fmt: skip
+                    added = repo.add_static_target(session=s, target=target, added_by=by, now=now)
+                    if added:
+                        repo.record_audit(session=s, at=now, actor=by, action="target.add", subject=target.url,
+                                          message=f"{target.kind} {target.namespace}/{target.deployment}")  # fmt: skip
             self._by_url[target.url] = target
-            return True
+            self._generation += 1
+            return added
 
     def remove(self, url: str, *, by: str = "api") -> bool:
+        """False when the URL is neither here nor stored; a target another kvpilot on the store added is removed."""
         with self._lock:
-            if url not in self._by_url:
-                return False
             if url in self._pinned:
                 raise PinnedTarget(f"target {url!r} is defined in the configuration; remove it there")
+            removed = url in self._by_url
             if self._sessions is not None:
                 with transaction(self._sessions) as s:
-                    repo.remove_static_target(session=s, url=url)
-                    repo.record_audit(session=s, at=self._clock.now(), actor=by, action="target.remove", subject=url)
-            del self._by_url[url]
-            return True
+                    removed = repo.remove_static_target(session=s, url=url) or removed
+                    if removed:
+                        repo.record_audit(
+                            session=s, at=self._clock.now(), actor=by, action="target.remove", subject=url
+                        )
+            self._by_url.pop(url, None)
+            self._generation += 1
+            return removed
 
     async def targets(self) -> list[TargetInfo]:
         """The loop's discovery interface."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from collector.samples import TargetInfo
@@ -26,28 +27,31 @@ def list_static_targets(*, session: Session) -> list[TargetInfo]:
 
 
 def add_static_target(*, session: Session, target: TargetInfo, added_by: str, now: float) -> bool:
-    """False when a target with this URL is already stored."""
+    """False when a target with this URL is already stored, also by another kvpilot on the same store at the same
+    moment (its insert won: the primary key is the last word, as it was a 503 'store unavailable')."""
     if session.get(StaticTargetRow, target.url) is not None:
         return False
-    session.add(
-        StaticTargetRow(
-            url=target.url,
-            kind=target.kind,
-            engine=target.engine,
-            namespace=target.namespace,
-            deployment=target.deployment,
-            pod=target.pod,
-            node=target.node,
-            added_by=added_by,
-            added_at=now,
-        )
+    row = StaticTargetRow(
+        url=target.url,
+        kind=target.kind,
+        engine=target.engine,
+        namespace=target.namespace,
+        deployment=target.deployment,
+        pod=target.pod,
+        node=target.node,
+        added_by=added_by,
+        added_at=now,
     )
+    try:
+        with session.begin_nested():
+            session.add(row)
+            session.flush()
+    except IntegrityError:
+        return False
     return True
 
 
 def remove_static_target(*, session: Session, url: str) -> bool:
-    row = session.get(StaticTargetRow, url)
-    if row is None:
-        return False
-    session.delete(row)
-    return True
+    """False when no target with this URL is stored (also when another kvpilot removed it a moment before)."""
+    done = session.execute(delete(StaticTargetRow).where(StaticTargetRow.url == url))
+    return bool(getattr(done, "rowcount", 0))
