@@ -110,6 +110,21 @@ _NOT_AN_ENGINE = {
     " inference_pool_* gauges average the model servers it routes to: scrape those servers",
     "sgl_router_": "SGLang's router, whose figures are its workers' by worker_url: scrape the SGLang workers",
     "smg_": "the SGLang Model Gateway (SGLang's router), whose figures are its workers': scrape the workers",
+    # llm-d's endpoint picker from EPP 0.9 writes only llm_d_epp_* (llm_d_epp_request_total,
+    # llm_d_epp_per_endpoint_queue_size, llm_d_epp_flow_control_queue_size...: llm-d/llm-d issue #2269, "only
+    # llm_d_epp_* remains"); before it, inference_objective_* (inference_model_* before that) and
+    # inference_extension_* beside the pool's gauges
+    **dict.fromkeys(
+        (
+            "llm_d_epp_",
+            "inference_objective_",
+            "inference_model_",
+            "inference_extension_",
+            "llm_d_inference_scheduler_",
+        ),
+        "llm-d's endpoint picker (the Gateway API Inference Extension's EPP), a router whose queue and KV figures are"
+        " the model servers' it routes to: scrape those servers",
+    ),
     # ScaleLLM's server (vectorch-ai/ScaleLLM pull request #210): its own names, no adapter for them
     "request_handling_latency_seconds": "ScaleLLM's server (request_status_total, request_handling_latency_seconds,"
     " scheduling_latency_seconds); kvpilot has no ScaleLLM adapter",

@@ -78,3 +78,18 @@ def test_amd_smi_exporter_is_named() -> None:
     page = 'amd_num_gpus{num_gpus=""} 1\namd_gpu_power_avg{gpu_power_avg="0"} 150\n'
     with pytest.raises(UnknownEngine, match="an AMD exporter"):
         adapt_page(page, TARGET, 0.0)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # EPP 0.9 and later write only llm_d_epp_* (descriptor names of the llm-d router's metrics package)
+        'llm_d_epp_per_endpoint_queue_size{name="pool",model_server_endpoint="10.0.0.5:8000"} 3\n',
+        'llm_d_epp_flow_control_queue_size{priority="-10"} 7\n',
+        # before: the objective's request counter alone, as a grep of it shows
+        'inference_objective_request_total{model_name="m",target_model_name="m"} 12\n',
+    ],
+)
+def test_llm_d_endpoint_picker_pages_are_named(line: str) -> None:
+    with pytest.raises(UnknownEngine, match="llm-d's endpoint picker"):
+        adapt_page(line, TARGET, 0.0)
