@@ -110,6 +110,10 @@ _NOT_AN_ENGINE = {
     " inference_pool_* gauges average the model servers it routes to: scrape those servers",
     "sgl_router_": "SGLang's router, whose figures are its workers' by worker_url: scrape the SGLang workers",
     "smg_": "the SGLang Model Gateway (SGLang's router), whose figures are its workers': scrape the workers",
+    # the vLLM Router (vllm-project/router, grown from SGLang's router): vllm_router_running_requests{worker},
+    # vllm_router_processed_requests_total{worker}, vllm_router_active_workers... Its `vllm_` is no sanitised `vllm:`
+    "vllm_router_": "the vLLM Router (vllm_router_*), whose figures are its workers' by `worker`: scrape the vLLM"
+    " engines behind it",
     # llm-d's endpoint picker from EPP 0.9 writes only llm_d_epp_* (llm_d_epp_request_total,
     # llm_d_epp_per_endpoint_queue_size, llm_d_epp_flow_control_queue_size...: llm-d/llm-d issue #2269, "only
     # llm_d_epp_* remains"); before it, inference_objective_* (inference_model_* before that) and

@@ -301,7 +301,7 @@ def engines_page() -> str:
         "stack's prefix none of which an adapter reads (one grep'd `ray_vllm_..._count` line). "
         "So are routers in front of the engines, whose queue and KV figures are their backends' (the vLLM "
         "production-stack router, llm-d's endpoint picker with `inference_pool_*`, `inference_objective_*` or, from "
-        "EPP 0.9, `llm_d_epp_*`, SGLang's router `sgl_router_*` "
+        "EPP 0.9, `llm_d_epp_*`, the vLLM Router's `vllm_router_*`, SGLang's router `sgl_router_*` "
         "or `smg_*`): scrape the engines behind them. "
         "LMCache's `lmcache:*` series beside vLLM's are a second cache tier and are not mixed into the prefix-cache "
         "counters.",

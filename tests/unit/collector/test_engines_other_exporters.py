@@ -93,3 +93,13 @@ def test_amd_smi_exporter_is_named() -> None:
 def test_llm_d_endpoint_picker_pages_are_named(line: str) -> None:
     with pytest.raises(UnknownEngine, match="llm-d's endpoint picker"):
         adapt_page(line, TARGET, 0.0)
+
+
+def test_the_vllm_router_is_named_not_taken_for_sanitised_vllm() -> None:
+    # names and labels of vllm-project/router's metrics (vllm_router_running_requests{worker}, ...), values chosen here
+    page = (
+        'vllm_router_running_requests{worker="http://10.0.0.5:8000"} 3\n'
+        'vllm_router_processed_requests_total{worker="http://10.0.0.5:8000"} 120\nvllm_router_active_workers 2\n'
+    )
+    with pytest.raises(UnknownEngine, match="the vLLM Router"):
+        adapt_page(page, TARGET, 0.0)
