@@ -273,7 +273,7 @@ class PromQLSource:
 
     async def _vector(self, query: str, now: float) -> list[decode.Series]:
         data = await self._data("/api/v1/query", {"query": query, "time": now})
-        return decode.vector(data, f"{self.url} query {query[:80]!r}")
+        return decode.vector(data, f"{self.url} query {query[:80]!r}", check_series=True)
 
     async def query_vector(self, query: str, now: float) -> list[decode.Series]:
         """One instant query's series, through this source's client, timeout and size cap (another reader of the
@@ -282,7 +282,10 @@ class PromQLSource:
 
     async def _refresh_metadata(self) -> None:
         data = await self._data("/api/v1/metadata")
-        self._metadata = {name: entries[0]["type"] for name, entries in data.items() if entries}
+        try:
+            self._metadata = {name: entries[0]["type"] for name, entries in data.items() if entries}
+        except _LAYOUT_ERRORS as e:
+            raise _unreadable(f"{self.url}/api/v1/metadata", e) from e
         self._metadata_at = self.clock.now()
 
     async def collect_once(self, targets: Sequence[TargetInfo] = ()) -> CollectResult:
@@ -342,7 +345,10 @@ class PromQLSource:
         loop, as for direct scraping's large pages, issue 11) or, with ``reader="thread"``, a worker thread. ``job``
         takes ``stop`` (``read_answers``): a thread's reading checks it; a process's is ended by ``abort()``."""
         if self.reader == "thread":
-            return await asyncio.to_thread(partial(job, stop=self._stop))
+            try:
+                return await asyncio.to_thread(partial(job, stop=self._stop))
+            except _LAYOUT_ERRORS as e:
+                raise _unreadable(f"{self.url} query answers", e) from e
         if self._stop.is_set():
             raise Stopped(f"{self.url}: stopping, no answer read")
         if self._reader is None:
@@ -357,6 +363,8 @@ class PromQLSource:
                 raise Stopped(f"{self.url}: stopping, the reader's round abandoned") from None
             self._reader = None  # killed, out of memory: the next round starts another
             raise PromQLError(f"{self.url}: the answer reader process died while reading this round") from None
+        except _LAYOUT_ERRORS as e:
+            raise _unreadable(f"{self.url} query answers", e) from e
         return await asyncio.to_thread(_unpickled, pieces)
 
     def _collected(self, results: Sequence[ScrapeResult], now: float) -> CollectResult:
@@ -420,6 +428,15 @@ class PromQLSource:
     async def _vectors(self, queries: Sequence[str], now: float) -> list[decode.Series]:
         answers = await asyncio.gather(*(self._vector(q, now) for q in queries))
         return [s for answer in answers for s in answer]
+
+
+# What reading an answer laid out otherwise than the Prometheus API's raises (a series whose labels are null, a value
+# that is not [time, "value"]), in the per-replica reading that takes the answers whole (``collector.promql.series``).
+_LAYOUT_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError)
+
+
+def _unreadable(where: str, e: Exception) -> PromQLError:
+    return PromQLError(f"{where}: not laid out as the Prometheus API's ({type(e).__name__}: {str(e)[:120]})")
 
 
 def _pickled_in_pieces(job: Callable[[], list[ScrapeResult]], per_piece: int) -> list[bytes]:

@@ -78,18 +78,42 @@ def answer(body: bytes, where: str) -> Any:
         decoded = None  # not the layout the cuts assumed: read it whole, which says what is wrong with it
     if decoded is None:
         decoded = _loads(body, where)
-    if not isinstance(decoded, dict) or decoded.get("status") != "success":
-        kind = decoded.get("errorType") if isinstance(decoded, dict) else None
-        error = decoded.get("error") if isinstance(decoded, dict) else str(decoded)[:200]
-        raise PromQLError(f"{where}: {kind}: {error}")
+    if not isinstance(decoded, dict):  # was "None: [1, 2, 3]"
+        raise PromQLError(f"{where}: not a Prometheus API answer: {str(decoded)[:200]}")
+    if decoded.get("status") != "success":
+        raise PromQLError(f"{where}: {decoded.get('errorType')}: {decoded.get('error')}")
     return decoded["data"]
 
 
-def vector(data: Any, where: str) -> list[Series]:
-    """The series of an instant-vector answer."""
+def _is_series(s: Any) -> bool:
+    """``{"metric": {labels: str}, "value": [time, "value"]}``, as Prometheus writes a series of a vector."""
+    if not isinstance(s, dict):
+        return False
+    metric, value = s.get("metric"), s.get("value")
+    return (
+        isinstance(metric, dict)
+        and all(isinstance(v, str) for v in metric.values())
+        and isinstance(value, list)
+        and len(value) == 2
+        and isinstance(value[1], str)
+    )
+
+
+def vector(data: Any, where: str, *, check_series: bool = False) -> list[Series]:
+    """The series of an instant-vector answer. ``check_series``: each series is checked too, PromQLError for one
+    laid out otherwise (a series without labels or value was a TypeError or AttributeError deep in whatever read it,
+    every tick, naming no URL); for the small answers, one series a deployment. The replicas' answers are not walked
+    twice: their reader's errors are turned into PromQLError where it is called (``collector.discovery.promql``)."""
     if not isinstance(data, dict) or data.get("resultType") != "vector":
         raise PromQLError(f"{where}: expected an instant vector, got {str(data)[:120]}")
-    result: list[Series] = data["result"]
+    result = data.get("result")
+    if not isinstance(result, list):
+        raise PromQLError(f"{where}: expected a list of series, got {str(result)[:120]}")
+    bad = next((s for s in result if not _is_series(s)), None) if check_series else None
+    if bad is not None:
+        raise PromQLError(
+            f'{where}: a series not laid out as {{"metric": {{...}}, "value": [t, "v"]}}: {str(bad)[:120]}'
+        )
     return result
 
 

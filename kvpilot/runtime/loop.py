@@ -29,6 +29,7 @@ from prometheus_client import Counter, Histogram
 from collector.aggregates import DeploymentAggregate
 from collector.clock import Clock
 from collector.discovery import Discovery
+from collector.promql.decode import PromQLError
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult
 from collector.state import FleetState, replica_key
@@ -308,10 +309,13 @@ class ControlLoop:
     async def _collect(self) -> CollectResult:
         try:
             return await self.collector.collect_once(self._targets)
-        except Exception:
+        except Exception as e:
             self._abandon.check("collect")  # a PromQL source aborted (``Stopped``): the tick is abandoned, not empty
             self.metrics.stage_errors.labels("collect").inc()
-            log.exception("collection failed; this tick has no samples")
+            if isinstance(e, PromQLError):  # Prometheus away or answering garbage: one line naming the URL and why
+                log.error("collection failed; this tick has no samples: %s", e)  # (was 30 lines of traceback a tick)
+            else:
+                log.exception("collection failed; this tick has no samples")
             return CollectResult(timestamp=self.clock.now(), results=())
 
     async def _read_scale(self, now: float) -> ScaleView | None:

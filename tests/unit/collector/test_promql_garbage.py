@@ -1,0 +1,142 @@
+"""A Prometheus (or what stands at its URL) answering garbage: JSON laid out otherwise than the Prometheus API's is a
+PromQLError naming the URL (it was a TypeError or AttributeError deep in the reading, every tick, naming nothing), and
+`kvpilot run`'s loop says so in one line a tick (it logged some 30 lines of traceback a tick)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collector.clock import VirtualClock
+from collector.discovery.promql import PromQLError, PromQLSource
+from kvpilot.runtime.sources import build
+from kvpilot.runtime.wiring import build_service
+from kvpilot.settings import load_settings
+from tests.helpers.poll import until
+
+NOW = 1_700_000_600.0
+METADATA = {"status": "success", "data": {"vllm:num_requests_running": [{"type": "gauge", "help": "", "unit": ""}]}}
+
+
+def _vector(*series: Any) -> dict[str, Any]:
+    return {"status": "success", "data": {"resultType": "vector", "result": list(series)}}
+
+
+GOOD = {"metric": {"__name__": "vllm:num_requests_running", "namespace": "ns", "pod": "p0"}, "value": [NOW, "1"]}
+
+
+class Garbage:
+    """Answers /api/v1/metadata with ``metadata`` and every query with ``query`` (JSON-encoded, 200)."""
+
+    def __init__(self, query: Any, metadata: Any = METADATA) -> None:
+        answers = {"/api/v1/metadata": json.dumps(metadata).encode(), "": json.dumps(query).encode()}
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _answer(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                body = answers.get(self.path.partition("?")[0], answers[""])
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = _answer  # noqa: N815  (http.server's names)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def garbage(request: pytest.FixtureRequest) -> Iterator[Garbage]:
+    server = Garbage(*request.param)
+    yield server
+    server.close()
+
+
+@pytest.mark.parametrize(
+    ("garbage", "reader", "error"),
+    [
+        # metadata that is a vector (AttributeError: 'str' object has no attribute 'items' ... a TypeError)
+        ((_vector(GOOD), _vector(GOOD)), "thread", r"/api/v1/metadata: not laid out as the Prometheus API's"),
+        # a series with null labels and no value, read by the replicas' reader (TypeError: argument of type 'NoneType'
+        # is not iterable), in the reader process as kvpilot run reads it and in a thread
+        ((_vector(GOOD, {"metric": None, "value": [NOW, None]}),), "process", r"query answers: not laid out as the"),
+        ((_vector(GOOD, {"metric": None, "value": [NOW, None]}),), "thread", r"query answers: not laid out as the"),
+        ((_vector({"metric": {"pod": "p1"}, "value": "oops"}),), "thread", r"query answers: not laid out as the"),
+        # not an object at all (was "None: [1, 2, 3]")
+        (([1, 2, 3],), "thread", r"query .*: not a Prometheus API answer: \[1, 2, 3\]$"),
+    ],
+    indirect=["garbage"],
+)
+async def test_answers_laid_out_otherwise_are_a_promql_error_naming_the_url(
+    garbage: Garbage, reader: Any, error: str
+) -> None:
+    source = PromQLSource(garbage.url, reader=reader, clock=VirtualClock(NOW))
+    try:
+        with pytest.raises(PromQLError, match=error):
+            await source.collect_once()
+    finally:
+        await source.aclose()
+
+
+@pytest.mark.parametrize(
+    "series",
+    [
+        {"metric": None, "value": [NOW, "1"]},
+        {"metric": {"namespace": 5}, "value": [NOW, "1"]},
+        {"metric": {}, "value": [NOW]},
+        {"metric": {}, "value": [NOW, None]},
+        "a string",
+    ],
+)
+async def test_a_vector_with_a_series_laid_out_otherwise_is_refused_naming_it(series: Any) -> None:
+    server = Garbage(_vector(GOOD, series))
+    source = PromQLSource(server.url, reader="thread", clock=VirtualClock(NOW))
+    try:
+        with pytest.raises(PromQLError, match=r"query 'up': a series not laid out as"):
+            await source.query_vector("up", NOW)  # the kube-state-metrics reader's and the aggregates' way in
+    finally:
+        await source.aclose()
+        server.close()
+
+
+async def test_the_loop_says_a_failing_prometheus_in_one_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    server = Garbage("<html>Sign in</html>")
+    settings = load_settings(
+        store={"database_url": f"sqlite:///{tmp_path / 'k.db'}"},
+        collector={"interval_s": 0.5, "timeout_s": 0.4, "discovery": {"kind": "promql", "promql_url": server.url}},
+    )
+    caplog.set_level(logging.ERROR, logger="kvpilot.runtime.loop")
+    try:
+        with build(settings) as sources:
+            service, restored = build_service(settings, sources)
+            await service.start(restored)
+            try:
+                await until(lambda: service.loop.tick_count >= 2, what="two ticks", timeout_s=20)
+            finally:
+                service.stop.set()
+                await service.wait()
+    finally:
+        server.close()
+    failed = [r for r in caplog.records if r.getMessage().startswith("collection failed")]
+    assert failed
+    assert all(r.exc_info is None for r in failed)  # no traceback
+    assert failed[0].getMessage().endswith(": not a Prometheus API answer: <html>Sign in</html>")
