@@ -6,6 +6,7 @@ Command modules import heavy libraries inside their functions so that `kvpilot -
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 from typing import Any
 
@@ -76,7 +77,14 @@ def _register() -> None:
         if isinstance(sub, typer.Typer):
             app.add_typer(sub, name=name)
         else:
-            app.command(name)(module.command)
+            app.command(name, short_help=_summary(module.command.__doc__))(module.command)
+
+
+def _summary(doc: str | None) -> str | None:
+    """A command's docstring's first paragraph on one line: the command list keeps a docstring's line breaks."""
+    if not doc:
+        return None
+    return " ".join(inspect.cleandoc(doc).split("\n\n", 1)[0].split())
 
 
 @app.callback()
