@@ -60,7 +60,9 @@ class StaticTargets:
         """Take up what other kvpilots on the same store (HA replicas, shards, a second `kvpilot run`) added or removed
         through the API: their POST and DELETE reach the one instance that served them, and the others went on without
         the target (or with it: DELETE there said 404) until restarted. The targets added through the API are made the
-        stored ones; the configuration's stay. A change made here while the store was read wins until the next one."""
+        stored ones, labels included (a target removed and added again with another deployment through one instance
+        is scraped under the new labels by all); the configuration's stay. A change made here while the store was
+        read wins until the next one."""
         if self._sessions is None:
             return
         with self._lock:
@@ -72,7 +74,8 @@ class StaticTargets:
             for url in [u for u in self._by_url if u not in self._pinned and u not in stored]:
                 del self._by_url[url]
             for t in stored.values():
-                self._by_url.setdefault(t.url, t)
+                if t.url not in self._pinned:
+                    self._by_url[t.url] = t
 
     def _stored(self) -> dict[str, TargetInfo]:
         """The stored targets today's checks accept, by URL; one they refuse is named in the log once."""
@@ -104,7 +107,8 @@ class StaticTargets:
             return list(self._by_url.values())
 
     def add(self, target: TargetInfo, *, by: str = "api") -> bool:
-        """False when the URL is present here or stored already (another kvpilot on the store added it)."""
+        """False when the URL is present here or stored already (another kvpilot on the store added it: its row,
+        as stored, is the one scraped here too, whatever this call's labels)."""
         with self._lock:
             if target.url in self._by_url:
                 return False
@@ -116,6 +120,8 @@ class StaticTargets:
                     if added:
                         repo.record_audit(session=s, at=now, actor=by, action="target.add", subject=target.url,
                                           message=f"{target.kind} {target.namespace}/{target.deployment}")  # fmt: skip
+                    else:
+                        target = repo.get_static_target(session=s, url=target.url) or target
             self._by_url[target.url] = target
             self._generation += 1
             return added

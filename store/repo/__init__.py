@@ -21,7 +21,7 @@ from store.repo.findings import acknowledge_finding, get_finding, list_findings,
 from store.repo.page import KeysetPage, Page
 from store.repo.retention import prune
 from store.repo.rollups import RollupPoint, load_rollups, record_rollup
-from store.repo.targets import add_static_target, list_static_targets, remove_static_target
+from store.repo.targets import add_static_target, get_static_target, list_static_targets, remove_static_target
 
 __all__ = [
     "KeysetPage",
@@ -38,6 +38,7 @@ __all__ = [
     "get_deployment",
     "get_drain",
     "get_finding",
+    "get_static_target",
     "latest_decisions",
     "latest_drain_for_node",
     "list_audit",

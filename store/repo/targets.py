@@ -26,6 +26,11 @@ def list_static_targets(*, session: Session) -> list[TargetInfo]:
     return [_to_target(r) for r in session.scalars(select(StaticTargetRow).order_by(StaticTargetRow.url))]
 
 
+def get_static_target(*, session: Session, url: str) -> TargetInfo | None:
+    row = session.get(StaticTargetRow, url)
+    return _to_target(row) if row is not None else None
+
+
 def add_static_target(*, session: Session, target: TargetInfo, added_by: str, now: float) -> bool:
     """False when a target with this URL is already stored, also by another kvpilot on the same store at the same
     moment (its insert won: the primary key is the last word, as it was a 503 'store unavailable')."""
