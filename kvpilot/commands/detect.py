@@ -227,8 +227,12 @@ def _sources(values: Sequence[str]) -> list[str]:
     """``--source`` values, each 'sim', a URL or URLs separated by commas; a mistake exits 2 with one line."""
     out = list(dict.fromkeys(v.strip() for value in values for v in value.split(",") if v.strip()))
     for v in out:
-        parts = urlsplit(v)
-        if v != SIM and (parts.scheme not in ("http", "https") or not parts.hostname):
+        try:  # `http://[::1` (an unclosed IPv6 host) and a port past 65535 are ValueErrors: a traceback
+            parts = urlsplit(v)
+            url = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+        except ValueError:
+            url = False
+        if v != SIM and not url:
             _usage(f"--source {v!r} is neither 'sim' nor an http(s) URL (e.g. http://10.0.3.17:8000/metrics)")
     if not out:
         _usage("--source is empty; give 'sim' or one or more /metrics URLs")

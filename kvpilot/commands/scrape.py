@@ -107,8 +107,12 @@ def command(
 
     check_numbers(("--timeout", timeout_s, Bound(0.1)))
     for url in urls:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        try:  # `http://[::1` (an unclosed IPv6 host) and a port past 65535 are ValueErrors: a traceback
+            parts = urlsplit(url)
+            ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+        except ValueError:
+            ok = False
+        if not ok:
             raise _fail(f"{url}: not an http(s) URL with a host")
     is_gpu = kind is KindChoice.gpu or engine is EngineChoice.dcgm
     urls = list(dict.fromkeys(urls))  # the same URL twice is one target, not two identical columns

@@ -37,9 +37,13 @@ GARBAGE: list[tuple[list[str], dict[str, str]]] = [
     (["detect", "--source", "sim", "--inject", '{"type":"xid","node":"node-0","gpu":0,"xid":79}@-5'], {}),
     (["detect", "--source", "sim", "--inject", '{"type":"xid","node":"node-0","gpu":0,"xid":79}@inf'], {}),
     (["detect", "--source", "bogus"], {}),
+    (["detect", "--source", "http://[::1"], {}),  # urlsplit's ValueError (an unclosed IPv6 host): a traceback
+    (["detect", "--source", "http://[::1]:99999/metrics"], {}),  # a port past 65535
     (["parse", "/nonexistent"], {}),
     (["parse", "{bin}"], {}),
     (["scrape", "bogus"], {}),
+    (["scrape", "http://[::1"], {}),  # urlsplit's ValueError: a traceback
+    (["scrape", "http://h:0/metrics"], {}),
     (["run", "-c", "{bin}"], {}),  # UnicodeDecodeError traceback
     (["run", "-c", "{dup}"], {}),  # was accepted, the last key winning
     (["run", "--port", "-1"], {}),
