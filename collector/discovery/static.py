@@ -116,8 +116,12 @@ def _check_fields(item: Mapping[str, Any], where: Callable[[str | None], str], *
         url = item.get("url")
         if not isinstance(url, str) or not url:
             raise TargetFileError(f"{where(None)}: url: required")
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        try:  # `http://[::1/m` (an unclosed IPv6 host): a ValueError the discovery let through
+            parts = urlsplit(url)
+            ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        except ValueError:
+            ok = False
+        if not ok:
             raise TargetFileError(f"{where('url')}: url: must be an http(s) URL with a host, got {url!r}")
 
 

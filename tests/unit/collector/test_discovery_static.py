@@ -60,6 +60,8 @@ BAD_CASES = [
     ("just a string", "expected a list of targets"),
     # the index and the field are named
     ([{"url": "http://a/m"}, {"url": "ftp://b/m"}], "target 1: url: must be an http(s) URL"),
+    # urlsplit's ValueErrors escaped: a traceback, and an edit to such a URL was then ignored without a word
+    ([{"url": "http://[::1/m"}], "target 0: url: must be an http(s) URL with a host, got 'http://[::1/m'"),
     # a typo in a field name is caught, not ignored
     ([{"url": "http://a/m", "namesapce": "x"}], "target 0: unknown field 'namesapce'"),
     # kind must be engine or gpu
