@@ -107,7 +107,12 @@ def run(host: str, port: int, node: str, *, once: bool = False, nvml: ModuleType
         (sys.stdout if status == 200 else sys.stderr).write(body.decode())
         agent.close()
         return 0 if status == 200 else 1
-    server = make_server(agent, host, port)
+    try:
+        server = make_server(agent, host, port)
+    except OSError as e:  # the port taken (dcgm-exporter's 9400), an address not this host's: was a traceback
+        agent.close()
+        print(f"kvpilot gpu-agent: cannot listen on {host}:{port}: {e.strerror or e}", file=sys.stderr)
+        return 2
     print(f"kvpilot gpu-agent: node {node}, serving http://{host}:{server.server_port}/metrics", file=sys.stderr)
     try:
         server.serve_forever()

@@ -4,6 +4,7 @@ and words on stderr, never a traceback (exit 1). The cases the newcomer's walk f
 from __future__ import annotations
 
 import contextlib
+import socket
 import sqlite3
 from pathlib import Path
 
@@ -213,3 +214,15 @@ def test_a_store_in_a_read_only_folder_is_named_with_why(tmp_path: Path, monkeyp
         "there)"
     )
     assert _which("postgresql://u:secret@db/k") == " (postgresql://u:***@db/k)"
+
+
+def test_gpu_agent_on_a_taken_port_says_so_in_one_line() -> None:
+    with socket.socket() as taken:  # dcgm-exporter already on the node holds 9400: was an OSError traceback
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["gpu-agent", "--host", "127.0.0.1", "--port", str(port)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == (
+        f"kvpilot gpu-agent: cannot listen on 127.0.0.1:{port}: Address already in use"
+    )
