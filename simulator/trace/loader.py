@@ -69,9 +69,12 @@ def load_trace(
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"trace not found: {p}")
-    if p.is_dir():
-        return _servegen(p, time_scale, rate_scale, seed, start_s, duration_s)
-    cols = file_loader(p)(p, seed=seed)
+    try:
+        if p.is_dir():
+            return _servegen(p, time_scale, rate_scale, seed, start_s, duration_s)
+        cols = file_loader(p)(p, seed=seed)
+    except csv.Error as e:  # a field past the csv module's 128 KiB limit: an _csv.Error traceback, exit 1
+        raise ValueError(f"{p}: unreadable CSV: {e}") from None
     # Just past the last arrival, so that the window keeps it; nextafter where 1e-9 is below the spacing of floats.
     last = float(cols.arrival_s[-1]) if len(cols) else 0.0
     duration = max(last + 1e-9, float(np.nextafter(last, np.inf))) if len(cols) else 0.0

@@ -116,6 +116,12 @@ def test_synthetic_has_diurnal_shape() -> None:
         ("[1, 2]\n", ".jsonl", "not a JSON object"),  # not an object
         ('{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": ["a"]}\n', ".jsonl", "hash_ids"),
         ("x", ".parquet", "unknown trace format"),  # unknown suffix
+        # a field past the csv module's limit: an _csv.Error traceback
+        (
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46," + "1" * 200_000 + ",1\n",
+            ".csv",
+            r"unreadable CSV: field larger than field limit",
+        ),
     ],
 )
 def test_bad_files_fail_naming_the_problem(tmp_path: Path, content: str, suffix: str, message: str) -> None:
