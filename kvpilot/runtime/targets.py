@@ -44,6 +44,7 @@ class StaticTargets:
         self._clock = clock or WallClock()
         self._generation = 0  # counts this instance's changes, so that a refresh read before one does not undo it
         self._refused: set[str] = set()
+        self._accepted: dict[str, TargetInfo] = {}  # the stored targets the last read accepted
 
     def load(self) -> int:
         """Add the targets stored by earlier runs; returns how many. A stored target that today's checks refuse
@@ -84,6 +85,9 @@ class StaticTargets:
             stored = repo.list_static_targets(session=s)
         good: dict[str, TargetInfo] = {}
         for t in stored:
+            if self._accepted.get(t.url) == t:  # checked at an earlier read: each tick reads them all
+                good[t.url] = t
+                continue
             try:
                 TargetSpec(**{k: getattr(t, k) for k in TargetSpec.model_fields})
             except ValidationError as e:
@@ -95,6 +99,7 @@ class StaticTargets:
                     )
                 continue
             good[t.url] = t
+        self._accepted = good
         return good
 
     def attach(self, sessions: sessionmaker[Session], clock: Clock) -> None:
