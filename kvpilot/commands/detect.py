@@ -208,9 +208,12 @@ async def run_urls(urls: Sequence[str], *, watch: bool, interval_s: float, as_js
             found = run_all(state, now=now)
             for f in found:
                 _emit("raw", f, now, as_json)
-            if not as_json:  # a run that finds nothing says so, as the simulated run's closing count does
+            scraped = first_ok or second_ok
+            # a run that finds nothing says so, as the simulated run's closing count does; one that read nothing
+            # does not (its failures are on stderr and it exits 2): "0 finding(s)" would read as a healthy fleet
+            if scraped and not as_json:
                 typer.echo(f"{len(found)} finding(s) from {len(targets)} target(s)")
-            return first_ok or second_ok
+            return scraped
         detection = Detection()
         while True:
             started = time.monotonic()

@@ -144,6 +144,8 @@ def test_url_sources_go_through_the_collector_and_its_page_cap(monkeypatch: pyte
     lines = result.stderr.splitlines()
     assert len(lines) == 2
     assert all(line.startswith(f"scrape {url} failed: body exceeds 1024 bytes") for line in lines)
+    # nothing was read, so no "0 finding(s) from 1 target(s)": an operator would read that as a healthy target
+    assert result.stdout == ""
 
 
 def test_a_one_shot_url_run_that_finds_nothing_says_so() -> None:
