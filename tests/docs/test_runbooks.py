@@ -58,3 +58,31 @@ def test_each_runbook_is_its_alerts(name: str) -> None:
     else:
         assert f"`{alert.series}`" in first_paragraph, f"the runbook opens on the series it reads: `{alert.series}`"
     assert not _unknown_thresholds(text), "thresholds detectors/thresholds.py does not have"
+
+
+def _wrong_settings(text: str) -> list[str]:
+    """Settings a runbook names (`detectors.kv.near_full`) that detectors.thresholds.DEFAULT does not have, and
+    defaults it states (`detectors.kv.near_full`, default 0.9) that are not the field's default."""
+    wrong = []
+    named = r"`detectors\.(\w+)\.(\w+)`(?:,? (?:default )?([0-9]+(?:\.[0-9]+)?))?"
+    for section, attr, stated in re.findall(named, text):
+        group = getattr(detectors.thresholds.DEFAULT, section, None)
+        if not (dataclasses.is_dataclass(group) and attr in {f.name for f in dataclasses.fields(group)}):
+            wrong.append(f"detectors.{section}.{attr}")
+        elif stated and float(stated) != getattr(group, attr):
+            wrong.append(f"detectors.{section}.{attr}: {stated} is not its default {getattr(group, attr)}")
+    return wrong
+
+
+def test_the_settings_check_catches_a_wrong_name_or_default() -> None:
+    text = "`detectors.kv.near_full`, default 0.9; `detectors.kv.nearly_full`; `detectors.gpu.busy_utilisation`, 0.5"
+    assert _wrong_settings(text) == [
+        "detectors.kv.nearly_full",
+        "detectors.gpu.busy_utilisation: 0.5 is not its default 0.95",
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(RUNBOOKS))
+def test_each_runbook_names_settings_an_operator_can_set(name: str) -> None:
+    # an SRE cannot set `KvThresholds.near_full`; the runbooks name the setting and its default beside it
+    assert not _wrong_settings(RUNBOOKS[name].read_text())
