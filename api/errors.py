@@ -39,10 +39,22 @@ def _finite(value: Any) -> Any:
     return value
 
 
+_BODY_HINT = "; send a JSON object with Content-Type: application/json (`{}` where every field is optional)"
+
+
+def _with_hint(error: Any) -> Any:
+    """A body missing, or not read as JSON (curl's -d without the header sends a form), is refused as a whole
+    (`loc` ["body"]): say what to send, where pydantic's own words ("Field required") name no fix."""
+    if isinstance(error, dict) and tuple(error.get("loc", ())) == ("body",) and error.get("type") != "json_invalid":
+        return {**error, "msg": f"{error.get('msg', '')}{_BODY_HINT}"}
+    return error
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, e: RequestValidationError) -> JSONResponse:
-        return AsciiJSONResponse({"detail": jsonable_encoder(e.errors())}, status_code=422)
+        errors = [_with_hint(error) for error in e.errors()]
+        return AsciiJSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
 
     @app.exception_handler(UnicodeError)
     async def _unencodable(_: Request, e: UnicodeError) -> JSONResponse:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query
@@ -13,6 +14,7 @@ from api.paging import of_store
 from store import repo
 from store.db import transaction
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/findings", tags=["findings"])
 
 FindingId = Annotated[str, Path(pattern=r"^[0-9a-f]{16}$", description="Finding.id: 16 hex digits")]
@@ -63,4 +65,6 @@ def acknowledge(
 ) -> schemas.FindingOut:
     with transaction(sessions) as s:
         row = repo.acknowledge_finding(session=s, finding_id=finding_id, by=who.name, note=body.note, now=runtime.now())
-        return convert.finding(row)
+        out = convert.finding(row)
+    log.info("audit: %s acknowledged finding %s (%s)", who.name, finding_id, out.kind)
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 import pytest
@@ -127,9 +128,33 @@ def test_targets_malformed_bodies(client: TestClient, body: object) -> None:
     assert r.json()["detail"]
 
 
+@pytest.mark.parametrize(
+    ("content", "headers"),
+    [
+        (b'{"node": "node-0"}', {"Content-Type": "application/x-www-form-urlencoded"}),  # curl -d without -H
+        (b"", {}),  # no body at all
+    ],
+)
+def test_a_body_that_is_not_json_says_what_to_send(client: TestClient, content: bytes, headers: dict[str, str]) -> None:
+    # was 'Input should be a valid dictionary or object to extract fields from' / 'Field required', naming no fix
+    r = client.post("/v1/drains", content=content, headers={**A, **headers})
+    assert r.status_code == 422
+    (error,) = r.json()["detail"]
+    assert error["loc"] == ["body"]
+    assert "send a JSON object with Content-Type: application/json" in error["msg"]
+
+
 def test_invalid_json_is_422(client: TestClient) -> None:
     r = client.post("/v1/drains", content=b"{not json", headers={**A, "Content-Type": "application/json"})
     assert r.status_code == 422
+
+
+def test_an_acknowledgement_is_logged_with_who_made_it(client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
+    # docs/api.md: every change is logged with who made it, as targets and drains are (an acknowledgement was not)
+    caplog.set_level(logging.INFO, logger="api.routers.findings")
+    r = client.post(f"/v1/findings/{FINDING.id}/acknowledge", json={"note": "replacing GPU"}, headers=A)
+    assert r.status_code == 200
+    assert f"audit: admin#0 acknowledged finding {FINDING.id}" in caplog.text
 
 
 def test_findings_filter_get_acknowledge(client: TestClient) -> None:
