@@ -358,7 +358,14 @@ class ControlLoop:
         planner = self.planner
         capacity = planner.capacity if isinstance(planner, Remembers) else None
         deployments = self.state.deployments()
-        self.writes.persist(now, deployments, findings, decisions, detected=detected, capacity=capacity)
+        closes = None if self.owns is None or not detected else self._closes(self.owns)  # read on this thread
+        self.writes.persist(now, deployments, findings, decisions, detected=detected, capacity=capacity, closes=closes)
+
+    def _closes(self, owns: Callable[[str], bool]) -> Callable[[str, str], bool]:
+        """Sharding: the live findings this instance may close, by (deployment, node): its deployments', and a node's
+        (a GPU's) where it reads that node. Another shard's are that instance's to close."""
+        nodes = {g.sample.node for g in self.state.gpus()} | {r.sample.node for r in self.state.replicas()}
+        return lambda deployment, node: owns(deployment) if deployment else node in nodes
 
     def _snapshot(
         self, now: float, result: CollectResult, findings: list[Finding], decisions: list[Decision]

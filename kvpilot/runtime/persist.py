@@ -102,12 +102,14 @@ class TickWrites:
         *,
         detected: bool,
         capacity: Capacity | None,
+        closes: Callable[[str, str], bool] | None = None,
     ) -> None:
-        """Queue this tick's writes; the writer task applies them (or holds them while the store is away)."""
+        """Queue this tick's writes; the writer task applies them (or holds them while the store is away).
+        ``closes(deployment, node)``: the live findings this instance may close (sharding; None: all)."""
         w = self.writer
         if detected:
             active = list(findings)
-            w.submit("findings", lambda s: repo.upsert_findings(session=s, active=active, now=now))
+            w.submit("findings", lambda s: repo.upsert_findings(session=s, active=active, now=now, closes=closes))
         seen = self._seen_due(now, deployments)
         if seen:
             w.submit("deployments", lambda s: repo.upsert_deployments(session=s, seen=seen, now=now))

@@ -4,7 +4,7 @@ close. An operator's acknowledgement survives until the condition clears, and it
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -55,17 +55,30 @@ def _refresh(row: FindingRow, f: Finding, now: float) -> None:
     row.last_seen = now
 
 
-def upsert_findings(*, session: Session, active: Sequence[Finding], now: float) -> None:
+def upsert_findings(
+    *,
+    session: Session,
+    active: Sequence[Finding],
+    now: float,
+    closes: Callable[[str, str], bool] | None = None,
+) -> None:
     """Make the store's live findings equal to ``active``: new ones open, known ones refresh, missing ones close.
 
     A finding that recurs after it closed opens a new episode (its acknowledgement belonged to the old one).
+    ``closes(deployment, node)``: whether a live finding about that subject missing from ``active`` is this writer's
+    to close (None: every one). A sharded instance sees only its deployments: it closed every other shard's findings
+    each tick, and their instance opened them again the next, as new episodes without their acknowledgement.
     """
     by_id = {f.id: f for f in active}
     # one SELECT a tick for both sets: the active ones' rows (closed ones reopen) and every live row (those not
     # active close)
     wanted = FindingRow.state.in_(LIVE) | FindingRow.id.in_(list(by_id)) if by_id else FindingRow.state.in_(LIVE)
     rows = {r.id: r for r in session.scalars(select(FindingRow).where(wanted))}
-    stale = [r for fid, r in rows.items() if fid not in by_id and r.state in LIVE]
+    stale = [
+        r
+        for fid, r in rows.items()
+        if fid not in by_id and r.state in LIVE and (closes is None or closes(r.deployment, r.node))
+    ]
     for fid, f in by_id.items():
         row = rows.get(fid)
         if row is None:

@@ -221,3 +221,28 @@ def test_pagination_window_is_validated(factory: sessionmaker[Session], limit: i
 def test_decision_page_size_is_validated(factory: sessionmaker[Session], limit: int) -> None:
     with transaction(factory) as s, pytest.raises(ValueError, match="limit"):
         repo.list_decisions(session=s, limit=limit)
+
+
+def test_a_shard_closes_only_its_own_findings(factory: sessionmaker[Session]) -> None:
+    # Two sharded instances on one store, each writing its findings a tick: before, each closed the other's (every
+    # live row missing from its own list), and the other opened them again as new episodes, acknowledgement gone.
+    mine = Finding("target_down", Severity.WARNING, Subject(deployment="a/x", replica="x-0"), 10.0, "x-0 down")
+    gpu = _finding("xid", "n1")
+    owns_a = {"a/x"}.__contains__
+
+    def shard_b(deployment: str, node: str) -> bool:  # owns b/y and reads node n2's GPUs only
+        return deployment == "b/y" if deployment else node == "n2"
+
+    with transaction(factory) as s:
+        repo.upsert_findings(session=s, active=[mine, gpu], now=20, closes=lambda d, n: owns_a(d) if d else n == "n1")
+    with transaction(factory) as s:
+        repo.acknowledge_finding(session=s, finding_id=mine.id, by="ops", note="on it", now=21)
+    with transaction(factory) as s:
+        repo.upsert_findings(session=s, active=[], now=22, closes=shard_b)  # shard B's tick
+    with transaction(factory) as s:
+        row, node_row = (repo.get_finding(session=s, finding_id=f.id) for f in (mine, gpu))
+        assert (row.state, row.acknowledged_by, node_row.state) == ("acknowledged", "ops", "open")
+    with transaction(factory) as s:  # shard A's tick without them: its own to close
+        repo.upsert_findings(session=s, active=[], now=23, closes=lambda d, n: owns_a(d) if d else n == "n1")
+    with transaction(factory) as s:
+        assert {repo.get_finding(session=s, finding_id=f.id).state for f in (mine, gpu)} == {"closed"}
