@@ -285,7 +285,10 @@ def from_settings(settings: Any) -> KubernetesDiscovery:
     try:
         config.load_incluster_config()  # type: ignore[no-untyped-call]
     except config.ConfigException:
-        config.load_kube_config()  # type: ignore[no-untyped-call]
+        try:
+            config.load_kube_config()  # type: ignore[no-untyped-call]
+        except (config.ConfigException, OSError) as e:  # none, or one without a context: was a traceback, exit 1
+            raise ValueError(f"not in a cluster and no usable kubeconfig: {e}") from None
     return KubernetesDiscovery(
         client.ApiClient(),
         namespace=getattr(settings, "kubernetes_namespace", None),

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from collector.discovery.kubernetes import KubernetesDiscovery, pod_target
+from collector.discovery.kubernetes import KubernetesDiscovery, from_settings, pod_target
 from collector.samples import TargetInfo
 from tests.fakekube import FakeKube
 from tests.helpers.poll import wait_for
@@ -213,3 +213,18 @@ def test_all_namespaces(kube: FakeKube) -> None:
         )
     finally:
         disc.stop()
+
+
+@pytest.mark.parametrize("kubeconfig", ["", "apiVersion: v1\nclusters: []\n"])
+def test_no_cluster_and_no_usable_kubeconfig_is_a_value_error(
+    kubeconfig: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `kvpilot run` with `kind: kubernetes` off a cluster: a ConfigException traceback, exit 1; now the settings
+    # error kvpilot run prints in one line ("collector.discovery (kubernetes): ...", exit 2)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    path = tmp_path / "kubeconfig"
+    if kubeconfig:
+        path.write_text(kubeconfig)
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    with pytest.raises(ValueError, match=r"^not in a cluster and no usable kubeconfig: Invalid kube-config file"):
+        from_settings(object())
