@@ -13,7 +13,6 @@ from api.deps import Admin, Paging, Reader, RuntimeDep
 from api.paging import of_list
 from collector.health import TargetHealth
 from collector.samples import TargetInfo
-from store.errors import NotFound
 from store.fields import redact_url
 
 log = logging.getLogger(__name__)
@@ -76,7 +75,12 @@ def remove_target(
         removed = runtime.targets.remove(url, by=who.name)
     except ValueError as e:  # defined in the configuration file
         raise HTTPException(status.HTTP_409_CONFLICT, str(e)) from None
-    if not removed:
-        raise NotFound("static target", url)
+    if not removed:  # a target found by discovery (a static_file, Kubernetes, PromQL) is removed there
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND,
+            f"static target {url!r} not found: only targets added through the API (or the configuration's"
+            " static_targets) are removed here; one found by discovery (collector.discovery: a static_file, a pod's"
+            " labels, the PromQL source) is removed there",
+        )
     log.info("audit: %s removed target %s", who.name, url)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

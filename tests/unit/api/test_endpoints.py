@@ -328,6 +328,14 @@ def test_metrics_of_gone_replicas_disappear(client: TestClient, runtime: FakeRun
     assert 'replica="chat-1"' not in client.get("/metrics").text
 
 
+def test_removing_a_discovered_target_says_where_to_remove_it(client: TestClient) -> None:
+    # TARGET is in the latest tick (from discovery: a static_file, Kubernetes, PromQL), not added through the API;
+    # its DELETE said only "static target '...' not found" while GET /v1/targets listed it
+    r = client.delete("/v1/targets", params={"url": TARGET.url}, headers=A)
+    assert r.status_code == 404
+    assert "one found by discovery (collector.discovery: a static_file" in r.json()["detail"]
+
+
 def test_api_targets_persist_and_config_targets_are_pinned(runtime: FakeRuntime) -> None:
     from kvpilot.runtime.targets import StaticTargets
     from tests.unit.api.conftest import make_client
