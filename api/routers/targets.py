@@ -78,9 +78,8 @@ def remove_target(
     if not removed:  # a target found by discovery (a static_file, Kubernetes, PromQL) is removed there
         raise HTTPException(
             status.HTTP_404_NOT_FOUND,
-            f"static target {url!r} not found: only targets added through the API (or the configuration's"
-            " static_targets) are removed here; one found by discovery (collector.discovery: a static_file, a pod's"
-            " labels, the PromQL source) is removed there",
+            f"static target {url!r} not found: only targets added through the API are removed here; one found by"
+            " discovery (collector.discovery: a static_file, a pod's labels, the PromQL source) is removed there",
         )
     log.info("audit: %s removed target %s", who.name, url)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

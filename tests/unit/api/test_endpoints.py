@@ -334,6 +334,7 @@ def test_removing_a_discovered_target_says_where_to_remove_it(client: TestClient
     r = client.delete("/v1/targets", params={"url": TARGET.url}, headers=A)
     assert r.status_code == 404
     assert "one found by discovery (collector.discovery: a static_file" in r.json()["detail"]
+    assert "static_targets" not in r.json()["detail"]  # the configuration's are not removed here: a 409 says so
 
 
 def test_api_targets_persist_and_config_targets_are_pinned(runtime: FakeRuntime) -> None:
