@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from kvpilot.settings._section import _Section
 from store.fields import TargetSpec
@@ -77,6 +78,21 @@ class DiscoverySettings(_Section):
         description="Trace the simulator replays (a file, or `synthetic[:k=v]`); unset: the simulator's built-in "
         "default.",
     )
+
+    @field_validator("promql_url")
+    @classmethod
+    def _promql_url_is_http(cls, value: str | None) -> str | None:
+        """`promql_url` is an http(s) URL with a host (and a port within 1-65535)"""
+        if value is None:
+            return value
+        try:  # was accepted, and every tick failed (`http://[::1`, a port past 65535: a traceback a tick)
+            parts = urlsplit(value)
+            ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"must be an http(s) URL with a host, e.g. http://prometheus:9090, got {value[:200]!r}")
+        return value
 
     @model_validator(mode="after")
     def _source_configured(self) -> DiscoverySettings:

@@ -93,6 +93,10 @@ def test_yaml_then_environment_precedence(monkeypatch: pytest.MonkeyPatch, tmp_p
         ("detectors: {gpu: {nonsense: 1}}\n", {}, "nonsense"),  # unknown detector field
         ("ha: {lease_duration_s: 5, renew_every_s: 10}\n", {}, "renew_every_s"),  # renew inside the lease
         ("collector: {discovery: {kind: promql}}\n", {}, "promql_url"),  # promql needs a URL
+        # ... an http(s) one: each was accepted and failed every tick (`http://[::1`, a port past 65535: tracebacks)
+        ("collector: {discovery: {kind: promql, promql_url: prometheus}}\n", {}, "promql_url (k.yaml:1): must be"),
+        ("collector: {discovery: {kind: promql, promql_url: 'http://[::1'}}\n", {}, "promql_url (k.yaml:1): must"),
+        ("collector: {discovery: {kind: promql, promql_url: 'http://h:99999'}}\n", {}, "promql_url (k.yaml:1): must"),
         ("- a list\n", {}, "mapping"),  # the file must be a mapping
         ("Collector: {interval_s: 3}\n", {}, "Collector (k.yaml:1): Extra inputs"),  # keys as written, case too
         ("1: a\n", {}, "1 (k.yaml:1): Extra inputs"),  # a key that is no string is an unknown key, not a crash
