@@ -76,7 +76,7 @@ class NoGpuFamilies(UnknownEngine):
     (``collector.scrape.ScrapeConfig.empty_gpu_page_grace_s``) before it calls the target down."""
 
     def __init__(self, families: Mapping[str, MetricFamily]) -> None:
-        super().__init__(f"page has none of the GPU exporters' families: {describe_page(families)}")
+        super().__init__(f"page has none of the GPU exporters' families: {describe_page(families, gpu_target=True)}")
         self.empty = not families
 
     def __reduce__(self) -> tuple[object, ...]:  # back from the reader process with its text and ``empty``

@@ -238,8 +238,16 @@ def _two_best(families: Mapping[str, MetricFamily]) -> tuple[tuple[Evidence, str
     return ranked[0], ranked[1] if len(ranked) > 1 else ((0, 0), "")
 
 
-def describe_page(families: Mapping[str, MetricFamily]) -> str:
-    """What is on a page no adapter reads, and the nearest thing to try: prefixes, the closest adapter."""
+_AS_ENGINE = (
+    "an engine's page, not a GPU exporter's: scrape it as an engine (`kind: engine`, the default, in a targets file"
+    " or POST /v1/targets; the pod's `kvpilot.io/kind`; kvpilot scrape and parse without `--kind gpu` or"
+    " `--engine dcgm`)"
+)
+
+
+def describe_page(families: Mapping[str, MetricFamily], *, gpu_target: bool = False) -> str:
+    """What is on a page no adapter reads, and the nearest thing to try: prefixes, the closest adapter. For a GPU
+    target (``gpu_target``) an engine's page is the wrong kind of target, not the wrong engine."""
     names = list(families)
     if not names:
         return "the page has no metric families at all"
@@ -255,6 +263,8 @@ def describe_page(families: Mapping[str, MetricFamily]) -> str:
         return f"{seen}: {router}"
     (evidence, name), (second, other) = _two_best(families)
     score = evidence[1]
+    if score and gpu_target:
+        return f"{seen}; it reads as {name}, {_AS_ENGINE}"
     if score and second == evidence:  # detection refuses a tie: the engine must be named
         return f"{seen}; it reads as {name} and as {other} equally ({_families(score)} each): pass `--engine`"
     if score:
