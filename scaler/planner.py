@@ -24,7 +24,8 @@ from scaler.first_tokens import PromptPerFirstToken
 from scaler.forecast import Forecast, Forecaster, make
 from scaler.forecast.live_error import LiveMase
 from scaler.margin import MarginFeedback
-from scaler.policy import Demand, PolicyConfig, Recommendation, ReplicaPolicy
+from scaler.policy import Demand, PolicyConfig, Recommendation, ReplicaPolicy, release_replicas
+from scaler.rise import LoadRise
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +253,10 @@ class _DeploymentPlanner:
         self.live_error = LiveMase(config.horizon_s)
         self.margin = MarginFeedback(target_miss=config.slo_target_miss, release=config.margin_release)
         self.burst = BurstPeak(config.burst_window_s, config.burst_hold_s)
+        w = config.policy.scale_down_stabilisation_s
+        self.rise = LoadRise(w) if w > 0 else None
+        self._slo_read_since: float | None = None
+        self._last_late_t: float | None = None
         self._mix: TokenMix | None = None
         self._mix_t: float | None = None
         # The share of the smoothing's full weight (a half-life's exponential window) that the readings fill:
@@ -441,6 +446,10 @@ class _DeploymentPlanner:
                 late, requests = share_above(bounds, counts, cfg.slo_ttft_s * cfg.queue_budget_share), counts[-1]
                 if late is not None and missed is not None:
                     late = min(late, missed)
+                if late is not None and requests >= self.feedback.min_requests:
+                    self._slo_read_since = now if self._slo_read_since is None else self._slo_read_since
+                    if late > cfg.slo_target_miss:
+                        self._last_late_t = now
                 if settled:
                     self.feedback.update(now, late, requests, serving)
             # The margin answers every miss, settled or not (a fleet short of its forecast was short of margin);
@@ -451,6 +460,26 @@ class _DeploymentPlanner:
         if capacity_rps is not None:
             capacity_rps *= self.feedback.multiplier
         return capacity_rps
+
+    def _release_replicas(
+        self, now: float, arrival: float | None, queue: float | None, capacity_rps: float | None
+    ) -> int | None:
+        """The replicas (at full capacity, stuck ones not counted) a scale-down must still hold: today's load
+        (arrivals and queue) plus the rise within the scale-down window that the measured load exceeded in only the
+        SLO's share of ticks (`LoadRise`), and, once that load needs more than one replica, never fewer than carry it
+        with one replica lost for a cold start (`release_replicas`: the spare an XID 79, a hung GPU or an evicted
+        pod needs until its replacement serves). None while unknown, or before a whole window of SLO readings
+        within target: the whole scale-down window holds."""
+        if self.rise is None or arrival is None or capacity_rps is None or capacity_rps <= 0:
+            return None
+        load = (arrival + (queue or 0.0) / self.config.policy.queue_drain_s) / capacity_rps
+        self.rise.observe(now, load)
+        margin = self.rise.margin(self.config.slo_target_miss)
+        window = self.config.policy.scale_down_stabilisation_s
+        clean_since = self._slo_read_since if self._last_late_t is None else self._last_late_t
+        if margin is None or clean_since is None or now - clean_since < window:
+            return None
+        return release_replicas(load, margin)
 
     def _capacity_note(self, now: float, rec: Recommendation, mix: TokenMix | None, capacity_rps: float | None) -> str:
         """The recommendation's message, saying where a profile's mix came from when it is not a believed one: why
@@ -556,6 +585,7 @@ class _DeploymentPlanner:
         # What more replicas can relieve: each replica's queue up to what it alone drains by the horizon.
         drainable = queue if capacity_rps is None else drainable_queue(view, capacity_rps * cfg.policy.queue_drain_s)
         peak = self.burst.update(now, _arrival_counters(view), arrivals_total)
+        release_replicas = self._release_replicas(now, arrival, drainable, capacity_rps)
         # Blind: a replica whose load is not read at all. One that reports its batch but has no queue series (TensorRT-
         # LLM behind Triton before its "waiting" category) is measured: its queue is unknown, not hidden load.
         blind = sum(
@@ -587,6 +617,7 @@ class _DeploymentPlanner:
                     if forecast_known and tail is not None and not forecast.fallback
                     else None
                 ),
+                release_replicas=release_replicas,
             ),
             now=now,
         )

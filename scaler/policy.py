@@ -98,6 +98,10 @@ class Demand:
     # requests/s at the horizon that the forecast's measured errors exceeded in only the SLO's share of misses
     # (`Forecaster.tail_margin`); None while too few errors are measured
     forecast_tail_rate: float | None = None
+    # replicas (at full capacity, stuck ones not counted) a scale-down must still hold: today's load plus its rise
+    # within the window that the measured load exceeded in only the SLO's share of ticks (`scaler.rise.LoadRise`),
+    # and never fewer than carry today's load with one replica lost (N+1); None: the whole window holds
+    release_replicas: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +155,16 @@ def lean_replicas(point: float, upper: float, capacity_rps: float, utilisation: 
     return need
 
 
+def release_replicas(load: float, rise: float) -> int:
+    """Replicas a scale-down must still hold for ``load`` (replicas at full capacity, today's) and its measured
+    ``rise`` within the window, and, once the load needs more than one replica, never fewer than carry it with one
+    replica lost until its replacement serves (N+1: an XID 79, a hung GPU, an evicted pod; the rise and a loss are
+    not stacked). A load one replica carries keeps the redundancy ``min_replicas`` gives it, as `lean_replicas`."""
+    replicas = _replicas_for(load + max(rise, 0.0), 1.0, 1.0)
+    alone = _replicas_for(load, 1.0, 1.0)
+    return max(replicas, alone + 1) if alone >= 2 else replicas
+
+
 def adaptive_replicas(point: float | None, upper: float, capacity_rps: float, utilisation: float, share: float) -> int:
     """Replicas for the point forecast at full capacity plus ``share`` of the fixed rule's margin above it (the
     upper bound at ``utilisation``): share 1 is the fixed rule, 0 the point alone. Without a point (today's
@@ -188,7 +202,7 @@ class ReplicaPolicy:
             self._history.append((now, held, held))
             return self._clamp(kept, warm_pool, *parts, floor)
         self._history.append((now, raw.replicas, min(raw.replicas, (reactive or 0) + demand.stuck_replicas)))
-        step = self._limit_step(self._stabilise(raw, demand.current_replicas, now), demand.current_replicas)
+        step = self._limit_step(self._stabilise(raw, demand, now), demand.current_replicas)
         return self._clamp(step, warm_pool, *parts, floor)
 
     # -- stages ---------------------------------------------------------------------------------------------
@@ -283,10 +297,14 @@ class ReplicaPolicy:
             return Step(current, "within_tolerance", f"{raw.message}; within tolerance of {current}")
         return None
 
-    def _stabilise(self, step: Step, current: int, now: float) -> Step:
+    def _stabilise(self, step: Step, demand: Demand, now: float) -> Step:
         """A scale-down goes no lower than the highest need over the stabilisation window (never above the
-        current count)."""
+        current count), and, where the planner measured it, the window holds no more than what today's load plus
+        its measured rise within the window needs, never fewer than carry today's load with one replica lost
+        (`Demand.release_replicas`): the window holds against the load returning before a released replica could,
+        and the N+1 spare against a replica lost until its replacement serves."""
         c = self.config
+        current = demand.current_replicas
         if step.replicas >= current:
             return step
         hold = c.scale_down_stabilisation_s if c.forecast_hold_s is None else c.forecast_hold_s
@@ -301,6 +319,19 @@ class ReplicaPolicy:
         if window_max <= step.replicas:
             return step
         held = min(window_max, current)
+        if demand.release_replicas is not None:
+            returns = demand.release_replicas + demand.stuck_replicas
+            if returns < held:
+                held = max(step.replicas, returns)
+                if held <= step.replicas:
+                    return step
+                return Step(
+                    held,
+                    "stabilised",
+                    f"{step.message}; holding {held} for the load's measured rise within the "
+                    f"{c.scale_down_stabilisation_s:.0f} s window and one replica lost ({demand.release_replicas} "
+                    "serving at full capacity)",
+                )
         return Step(
             held,
             "stabilised",

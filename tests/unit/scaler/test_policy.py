@@ -15,6 +15,7 @@ from scaler.policy import (
     Tolerances,
     adaptive_replicas,
     lean_replicas,
+    release_replicas,
     spare_replicas,
 )
 
@@ -99,6 +100,34 @@ def test_forecast_hold_keeps_a_measured_need_for_the_whole_window() -> None:
     held = policy.recommend(low, now=200.0)
     assert (held.desired_replicas, held.reason) == (8, "stabilised")
     assert policy.recommend(low, now=301.0).desired_replicas == 1
+
+
+def test_measured_release_lowers_what_the_window_holds_never_below_the_need() -> None:
+    # A measured need of 8 is held for the window, unless the planner measured that fewer carry the load now plus
+    # its rise within the window (one replica lost included): then the window holds those, never less than today's
+    # need, and a stuck replica keeps its pod on top.
+    policy = ReplicaPolicy(dataclasses.replace(CFG, forecast_hold_s=150.0))
+    busy = _demand(current_replicas=2, arrival_rate=6.4, forecast_upper_rate=1.0)
+    assert policy.recommend(busy, now=0.0).desired_replicas == 8
+    low = _demand(current_replicas=8, ready_replicas=8, arrival_rate=0.5, forecast_upper_rate=0.5)
+    held = policy.recommend(dataclasses.replace(low, release_replicas=3), now=200.0)
+    assert (held.desired_replicas, held.reason) == (3, "stabilised")
+    assert "measured rise" in held.message
+    assert "one replica lost" in held.message
+    stuck = policy.recommend(dataclasses.replace(low, release_replicas=3, stuck_replicas=1), now=210.0)
+    assert stuck.desired_replicas == 4
+    assert policy.recommend(dataclasses.replace(low, release_replicas=0), now=220.0).desired_replicas == 1
+    # A release as large as the window's hold changes nothing.
+    assert policy.recommend(dataclasses.replace(low, release_replicas=9), now=230.0).desired_replicas == 8
+
+
+def test_measured_release_never_raises_a_decision() -> None:
+    # Scale-ups and decisions the window does not hold ignore it.
+    policy = ReplicaPolicy(CFG)
+    rec = policy.recommend(_demand(forecast_upper_rate=4.0, release_replicas=0), now=0.0)
+    assert rec.desired_replicas == 5
+    low = _demand(current_replicas=8, ready_replicas=8, arrival_rate=0.5, forecast_upper_rate=0.5, release_replicas=30)
+    assert ReplicaPolicy(CFG).recommend(low, now=0.0).desired_replicas == 1
 
 
 @pytest.mark.parametrize("hold", [-1.0, 301.0])
@@ -403,3 +432,21 @@ def test_under_a_measured_tail_the_point_keeps_the_target_utilisation() -> None:
     # point 1.9 fits 2 replicas at full capacity but needs 3 at 0.8; the tail (1.95) needs 2 and the fixed rule 4
     demand = _demand(current_replicas=4, forecast_rate=1.9, forecast_upper_rate=2.6, forecast_tail_rate=1.95)
     assert ReplicaPolicy(CFG).recommend(demand, now=0.0).predictive_replicas == 3
+
+
+@pytest.mark.parametrize(
+    ("load", "rise", "expected"),
+    [
+        (1.2, 0.3, 3),  # 2 carry 1.5, but 1.2 with one of them lost needs 3 (N+1)
+        (1.2, 1.5, 3),  # the rise above the spare: 2.7 needs 3 (the rise and a loss are not stacked)
+        (1.2, 2.5, 4),
+        (2.0, 0.0, 3),
+        (0.9, 0.0, 1),  # a load one replica carries: its redundancy is min_replicas' business
+        (0.9, 0.3, 2),
+        (0.0, 0.0, 0),
+        (0.0, 0.4, 1),
+        (1.5, -1.0, 3),  # a negative rise is none
+    ],
+)
+def test_release_replicas_carry_the_rise_or_one_lost(load: float, rise: float, expected: int) -> None:
+    assert release_replicas(load, rise) == expected
