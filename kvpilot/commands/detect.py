@@ -258,7 +258,7 @@ def command(
     watch: Annotated[bool, typer.Option("--watch", help="keep scraping; print findings as they open/close")] = False,
     interval_s: Annotated[float, typer.Option(help="scrape interval (URL sources) / tick (sim)")] = 5.0,
     trace: Annotated[str, typer.Option(help="sim: trace path or synthetic spec")] = "synthetic:duration_s=1800,rate=8",
-    replicas: Annotated[int, typer.Option(help="sim: replica count", min=1)] = 4,
+    replicas: Annotated[int, typer.Option(help="sim: replica count", min=1, max=1024)] = 4,  # as simulate
     routing: Annotated[str, typer.Option(help="sim: round_robin | least_loaded | prefix_affinity")] = "least_loaded",
     duration_s: Annotated[float, typer.Option(help="sim: virtual seconds to run")] = 600.0,
     inject: Annotated[list[str] | None, typer.Option(help="sim: fault JSON@seconds (repeatable)")] = None,

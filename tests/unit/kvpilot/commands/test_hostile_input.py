@@ -38,6 +38,7 @@ GARBAGE: list[tuple[list[str], dict[str, str]]] = [
     (["detect", "--source", "sim", "--inject", '{"type":"xid","node":"node-0","gpu":0,"xid":79}@-5'], {}),
     (["detect", "--source", "sim", "--inject", '{"type":"xid","node":"node-0","gpu":0,"xid":79}@inf'], {}),
     (["detect", "--source", "bogus"], {}),
+    (["detect", "--source", "sim", "--replicas", "100000"], {}),  # no bound (simulate's is 1024): ran past 100 s
     (["detect", "--source", "http://[::1"], {}),  # urlsplit's ValueError (an unclosed IPv6 host): a traceback
     (["detect", "--source", "http://[::1]:99999/metrics"], {}),  # a port past 65535
     (["parse", "/nonexistent"], {}),
