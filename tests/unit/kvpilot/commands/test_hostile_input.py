@@ -157,7 +157,8 @@ ONE_LINE = [
      "error: {y2999}:3: timestamp is 356,111 days from line 2's; a trace spans at most 400 days (a corrupt "
      "timestamp?): '2999-05-10 00:00:00+00:00,5,3'"),
     (["config", "show", "-c", "{deep}"], {}, "error: config file {deep}: nested too deeply near line 2"),
-    (["run", "-c", "{bintargets}"], {},
+    # the port any free one: with 8080 taken (another kvpilot run on the machine) it said "cannot listen" instead
+    (["run", "-c", "{bintargets}"], {"KVPILOT_HTTP_PORT": "0"},
      "error: collector.discovery (static): {targets}:1: not UTF-8 text (byte 0xff)"),
     # a SQLite URI filename: every connection was refused, "This connection is closed" (exit 1)
     (["run"], {"KVPILOT_DATABASE_URL": "sqlite:///file:{folder}/k.db?mode=ro&uri=true", "KVPILOT_HTTP_PORT": "0"},
