@@ -174,6 +174,8 @@ class ControlLoop:
         self.rollout = rollout if rollout is not None else RolloutStage(detection.thresholds)
         self._known: set[str] = set(managed)  # deployments whose replica count the scale source is asked for
         self.owns = owns  # sharding (kvpilot.runtime.shards): this instance decides only the deployments of its shards
+        # HA replicas (kvpilot.runtime.wiring): whether this one writes the findings now, the Lease holder alone
+        self.writes_findings: Callable[[], bool] | None = None
         self.cost = cost  # what each deployment costs, in the snapshot (scaler.cost); None: not computed
         self.tick_count = 0
         self.latest: Snapshot | None = None
@@ -358,6 +360,8 @@ class ControlLoop:
         planner = self.planner
         capacity = planner.capacity if isinstance(planner, Remembers) else None
         deployments = self.state.deployments()
+        if detected and self.writes_findings is not None and not self.writes_findings():
+            detected = False  # a follower: two writers closed what the other's list lacked, and the other reopened it
         closes = None if self.owns is None or not detected else self._closes(self.owns)  # read on this thread
         self.writes.persist(now, deployments, findings, decisions, detected=detected, capacity=capacity, closes=closes)
 

@@ -243,6 +243,9 @@ def build_service(
     extra: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
     if leadership is None and settings.ha.enabled:
         leadership = build_elector(settings, clock)
+    if leadership is not None and shards is None:  # HA replicas: the findings are the Lease holder's to write
+        elector = leadership
+        loop.writes_findings = lambda: bool(elector.leader)
     if actuation is None:
         actuation = build_actuation(
             settings,

@@ -184,3 +184,43 @@ def test_kvpilot_run_bounds_each_lease_call_within_the_lease() -> None:
         client.ApiClient(),
     )
     assert elector._api.timeout_s == 2
+
+
+async def test_only_the_lease_holder_writes_findings(kube: FakeKube, clock: VirtualClock, tmp_path) -> None:
+    # Two replicas on one store whose views differ (scrape timing at a finding's edges; here one sees an XID the
+    # other does not): every replica wrote its findings, each closing what the other's list lacked, so the finding
+    # flapped closed/open a tick and every reopening was a new episode that dropped the operator's acknowledgement.
+    from store import repo
+    from store.db import transaction
+    from tests.helpers.poll import until
+    from tests.unit.kvpilot.fleet_double import ScriptedFleet, make_service, run_ticks
+
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    electors = {who: _elector(kube, clock, who) for who in ("a", "b")}
+    fleets = {"a": ScriptedFleet(clock, xid=79), "b": ScriptedFleet(clock, xid=79)}
+    services = {who: make_service(url, clock, fleets[who], leadership=e) for who, e in electors.items()}
+    for service, restored, _ in services.values():
+        await service.start(restored)
+    await until(lambda: sum(e.leader for e in electors.values()) == 1, what="one leader elected")
+
+    async def tick_both(n: int) -> None:
+        for _ in range(n):
+            for service, _, timer in services.values():
+                await run_ticks(service, timer, 1)
+                await until(lambda t=timer: t.asleep("lease"), what="the Lease task asleep")
+
+    def rows() -> list:
+        with transaction(services["a"][0].sessions) as s:
+            return list(repo.list_findings(session=s).items)
+
+    await tick_both(4)
+    await until(lambda: len(rows()) == 1, what="the finding stored")
+    with transaction(services["a"][0].sessions) as s:
+        repo.acknowledge_finding(session=s, finding_id=rows()[0].id, by="ops", note="", now=clock.now())
+    leader = next(w for w, e in electors.items() if e.leader)
+    fleets["b" if leader == "a" else "a"].xid = None  # the follower no longer sees it
+    await tick_both(4)
+    assert [(r.state, r.acknowledged_by) for r in rows()] == [("acknowledged", "ops")]
+    for service, _, _ in services.values():
+        service.stop.set()
+        await service.wait()
