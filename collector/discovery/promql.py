@@ -284,7 +284,7 @@ class PromQLSource:
         data = await self._data("/api/v1/metadata")
         try:
             self._metadata = {name: entries[0]["type"] for name, entries in data.items() if entries}
-        except _LAYOUT_ERRORS as e:
+        except LAYOUT_ERRORS as e:
             raise _unreadable(f"{self.url}/api/v1/metadata", e) from e
         self._metadata_at = self.clock.now()
 
@@ -347,7 +347,7 @@ class PromQLSource:
         if self.reader == "thread":
             try:
                 return await asyncio.to_thread(partial(job, stop=self._stop))
-            except _LAYOUT_ERRORS as e:
+            except LAYOUT_ERRORS as e:
                 raise _unreadable(f"{self.url} query answers", e) from e
         if self._stop.is_set():
             raise Stopped(f"{self.url}: stopping, no answer read")
@@ -363,7 +363,7 @@ class PromQLSource:
                 raise Stopped(f"{self.url}: stopping, the reader's round abandoned") from None
             self._reader = None  # killed, out of memory: the next round starts another
             raise PromQLError(f"{self.url}: the answer reader process died while reading this round") from None
-        except _LAYOUT_ERRORS as e:
+        except LAYOUT_ERRORS as e:
             raise _unreadable(f"{self.url} query answers", e) from e
         return await asyncio.to_thread(_unpickled, pieces)
 
@@ -432,7 +432,7 @@ class PromQLSource:
 
 # What reading an answer laid out otherwise than the Prometheus API's raises (a series whose labels are null, a value
 # that is not [time, "value"]), in the per-replica reading that takes the answers whole (``collector.promql.series``).
-_LAYOUT_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError)
+LAYOUT_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError)
 
 
 def _unreadable(where: str, e: Exception) -> PromQLError:

@@ -19,6 +19,7 @@ import asyncio
 import logging
 import math
 import time
+import traceback
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -29,6 +30,7 @@ from prometheus_client import Counter, Histogram
 from collector.aggregates import DeploymentAggregate
 from collector.clock import Clock
 from collector.discovery import Discovery
+from collector.discovery.promql import LAYOUT_ERRORS
 from collector.promql.decode import PromQLError
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult
@@ -135,6 +137,22 @@ class LoopConfig:
     kv: KvThresholds = field(default_factory=KvThresholds)
 
 
+class FirstSeen:
+    """Whether an exception is the first from its line of code (its type and innermost frame; ``limit`` remembered)."""
+
+    def __init__(self, limit: int = 64) -> None:
+        self._seen: set[tuple[str, str]] = set()
+        self._limit = limit
+
+    def first(self, e: BaseException) -> bool:
+        frames = traceback.extract_tb(e.__traceback__)
+        key = (type(e).__name__, f"{frames[-1].filename}:{frames[-1].lineno}" if frames else str(e)[:200])
+        if key in self._seen or len(self._seen) >= self._limit:
+            return False
+        self._seen.add(key)
+        return True
+
+
 class ControlLoop:
     def __init__(
         self,
@@ -180,6 +198,7 @@ class ControlLoop:
         self.tick_count = 0
         self.latest: Snapshot | None = None
         self._abandon = Abandon()
+        self._causes = FirstSeen()
         self._targets: list[TargetInfo] = []
         self._engine_keys: set[str] = set()  # replicas discovery listed last tick
         self.writes = TickWrites(
@@ -315,7 +334,11 @@ class ControlLoop:
             self._abandon.check("collect")  # a PromQL source aborted (``Stopped``): the tick is abandoned, not empty
             self.metrics.stage_errors.labels("collect").inc()
             if isinstance(e, PromQLError):  # Prometheus away or answering garbage: one line naming the URL and why
-                log.error("collection failed; this tick has no samples: %s", e)  # (was 30 lines of traceback a tick)
+                # (was 30 lines of traceback a tick); an answer the reader could not read, the first time its error
+                # comes from a given line, keeps its traceback: a bug of kvpilot's own reader would read the same
+                cause = e.__cause__
+                first = isinstance(cause, LAYOUT_ERRORS) and self._causes.first(cause)
+                log.error("collection failed; this tick has no samples: %s", e, exc_info=e if first else None)
             else:
                 log.exception("collection failed; this tick has no samples")
             return CollectResult(timestamp=self.clock.now(), results=())
