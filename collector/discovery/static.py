@@ -14,13 +14,13 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import yaml
 
 from collector.engines import ENGINES
 from collector.roles import parse_role
 from collector.samples import TargetInfo
+from collector.urls import is_http_url
 
 log = logging.getLogger(__name__)
 
@@ -116,12 +116,7 @@ def _check_fields(item: Mapping[str, Any], where: Callable[[str | None], str], *
         url = item.get("url")
         if not isinstance(url, str) or not url:
             raise TargetFileError(f"{where(None)}: url: required")
-        try:  # `http://[::1/m` (an unclosed IPv6 host): a ValueError the discovery let through
-            parts = urlsplit(url)
-            ok = parts.scheme in ("http", "https") and bool(parts.hostname)
-        except ValueError:
-            ok = False
-        if not ok:
+        if not is_http_url(url):  # `http://[::1/m` (an unclosed IPv6 host) was a ValueError let through
             raise TargetFileError(f"{where('url')}: url: must be an http(s) URL with a host, got {url!r}")
 
 

@@ -19,13 +19,13 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from typing import Annotated, Any, NoReturn
-from urllib.parse import urlsplit
 
 import typer
 
 from collector.samples import GpuSample, Histogram, ReplicaSample, TargetInfo
 from collector.scrape import DEFAULT_MAX_BYTES, Collector, ScrapeConfig
 from collector.state import FleetState
+from collector.urls import is_http_url
 from detectors.finding import Finding
 from kvpilot.commands._numbers import ABOVE_ZERO, check_numbers
 
@@ -230,12 +230,7 @@ def _sources(values: Sequence[str]) -> list[str]:
     """``--source`` values, each 'sim', a URL or URLs separated by commas; a mistake exits 2 with one line."""
     out = list(dict.fromkeys(v.strip() for value in values for v in value.split(",") if v.strip()))
     for v in out:
-        try:  # `http://[::1` (an unclosed IPv6 host) and a port past 65535 are ValueErrors: a traceback
-            parts = urlsplit(v)
-            url = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
-        except ValueError:
-            url = False
-        if v != SIM and not url:
+        if v != SIM and not is_http_url(v):
             _usage(f"--source {v!r} is neither 'sim' nor an http(s) URL (e.g. http://10.0.3.17:8000/metrics)")
     if not out:
         _usage("--source is empty; give 'sim' or one or more /metrics URLs")

@@ -98,21 +98,16 @@ def command(
     """Scrape URLs once and print the canonical replica and GPU samples."""
     import asyncio
     from functools import partial
-    from urllib.parse import urlsplit
 
     from collector.adapt import GPU_ONLY, adapt_page
     from collector.samples import TargetInfo
     from collector.scrape import Collector, CollectResult, ScrapeConfig
+    from collector.urls import is_http_url
     from kvpilot.render import console, print_tables, samples_json
 
     check_numbers(("--timeout", timeout_s, Bound(0.1)))
     for url in urls:
-        try:  # `http://[::1` (an unclosed IPv6 host) and a port past 65535 are ValueErrors: a traceback
-            parts = urlsplit(url)
-            ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
-        except ValueError:
-            ok = False
-        if not ok:
+        if not is_http_url(url):
             raise _fail(f"{url}: not an http(s) URL with a host")
     is_gpu = kind is KindChoice.gpu or engine is EngineChoice.dcgm
     urls = list(dict.fromkeys(urls))  # the same URL twice is one target, not two identical columns

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from collector.urls import is_http_url
 from kvpilot.settings._section import _Section
 from store.fields import TargetSpec
 
@@ -85,12 +85,7 @@ class DiscoverySettings(_Section):
         """`promql_url` is an http(s) URL with a host (and a port within 1-65535)"""
         if value is None:
             return value
-        try:  # was accepted, and every tick failed (`http://[::1`, a port past 65535: a traceback a tick)
-            parts = urlsplit(value)
-            ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
-        except ValueError:
-            ok = False
-        if not ok:
+        if not is_http_url(value):  # was accepted, and every tick failed (`http://[::1`: a traceback a tick)
             raise ValueError(f"must be an http(s) URL with a host, e.g. http://prometheus:9090, got {value[:200]!r}")
         return value
 
