@@ -45,7 +45,7 @@ from collector.aggregates import DeploymentAggregate
 from collector.clock import Clock, WallClock
 from collector.health import HealthBook
 from collector.promql import decode, expressions
-from collector.promql.decode import PromQLError, Stopped
+from collector.promql.decode import LAYOUT_ERRORS, PromQLError, Stopped
 from collector.promql.plain_http import HttpError, PlainHttpClient, TooLarge
 from collector.promql.series import families_selector, names_regex, read_answers
 from collector.samples import TargetInfo
@@ -428,11 +428,6 @@ class PromQLSource:
     async def _vectors(self, queries: Sequence[str], now: float) -> list[decode.Series]:
         answers = await asyncio.gather(*(self._vector(q, now) for q in queries))
         return [s for answer in answers for s in answer]
-
-
-# What reading an answer laid out otherwise than the Prometheus API's raises (a series whose labels are null, a value
-# that is not [time, "value"]), in the per-replica reading that takes the answers whole (``collector.promql.series``).
-LAYOUT_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError)
 
 
 def _unreadable(where: str, e: Exception) -> PromQLError:

@@ -22,6 +22,11 @@ Series = Mapping[str, Any]  # {"metric": {labels}, "value": [t, "v"]}
 _CHECK_EVERY = 4096
 
 
+# What reading an answer laid out otherwise than the Prometheus API's raises (a series whose labels are null, a value
+# that is not [time, "value"]), in the per-replica reading that takes the answers whole (``collector.promql.series``).
+LAYOUT_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError)
+
+
 class PromQLError(RuntimeError):
     """Prometheus could not be queried or answered something unreadable; the message says which URL and why."""
 

@@ -30,8 +30,7 @@ from prometheus_client import Counter, Histogram
 from collector.aggregates import DeploymentAggregate
 from collector.clock import Clock
 from collector.discovery import Discovery
-from collector.discovery.promql import LAYOUT_ERRORS
-from collector.promql.decode import PromQLError
+from collector.promql.decode import LAYOUT_ERRORS, PromQLError
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult
 from collector.state import FleetState, replica_key
@@ -146,7 +145,12 @@ class FirstSeen:
 
     def first(self, e: BaseException) -> bool:
         frames = traceback.extract_tb(e.__traceback__)
-        key = (type(e).__name__, f"{frames[-1].filename}:{frames[-1].lineno}" if frames else str(e)[:200])
+        where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else str(e)[:200]
+        remote = e.__cause__  # raised in a reader process: its traceback comes as text (concurrent.futures')
+        if remote is not None and type(remote).__name__ == "_RemoteTraceback":
+            lines = [line.strip() for line in str(remote).splitlines() if line.strip().startswith('File "')]
+            where = lines[-1] if lines else where
+        key = (type(e).__name__, where)
         if key in self._seen or len(self._seen) >= self._limit:
             return False
         self._seen.add(key)

@@ -57,3 +57,20 @@ def test_first_seen_is_bounded() -> None:
     assert seen.first(_unreadable(1))
     assert not seen.first(_unreadable(1))
     assert not seen.first(_unreadable(2))  # full: nothing more is remembered, nor logged with its traceback
+
+
+def _remote(line: int) -> TypeError:
+    from concurrent.futures.process import _RemoteTraceback  # how a reader process's error arrives
+
+    text = f'\n"""\nTraceback (most recent call last):\n  File "/k/collector/promql/series.py", line {line}, in r\n"""'
+    try:
+        raise TypeError("'NoneType' object is not subscriptable") from _RemoteTraceback(text)
+    except TypeError as e:
+        return e  # re-raised here, one line for every remote error: the remote line tells them apart
+
+
+def test_errors_from_a_reader_process_are_told_apart_by_their_remote_line() -> None:
+    seen = FirstSeen()
+    assert seen.first(_remote(160))
+    assert not seen.first(_remote(160))
+    assert seen.first(_remote(212))
