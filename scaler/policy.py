@@ -329,8 +329,8 @@ class ReplicaPolicy:
                     held,
                     "stabilised",
                     f"{step.message}; holding {held} for the load's measured rise within the "
-                    f"{c.scale_down_stabilisation_s:.0f} s window and one replica lost ({demand.release_replicas} "
-                    "serving at full capacity)",
+                    f"{c.scale_down_stabilisation_s:.0f} s window, or for one replica lost once the load spans two "
+                    f"({demand.release_replicas} serving at full capacity)",
                 )
         return Step(
             held,
