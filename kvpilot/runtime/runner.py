@@ -197,13 +197,20 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
             "no API tokens configured: the API is open (development only; set KVPILOT_ADMIN_TOKENS)%s",
             "" if settings.api.host is not None else ", so it listens on 127.0.0.1 only (api.host to change it)",
         )
+    # The sources first: a bad targets file or kubeconfig is told before anything listens (it was hidden behind
+    # "cannot listen" when the port was taken); then the port, before the store is prepared.
+    srcs = sources_mod.build(settings)
     try:
         sock = _listen(settings.bind_host, settings.api.http_port)
     except OSError as e:
-        log.error("cannot listen on %s:%d: %s", settings.bind_host, settings.api.http_port, e.strerror or e)
+        with srcs:  # closed on the way out (the embedded simulator stops)
+            log.error(
+                "cannot listen on %s:%d (api.http_port: --port or KVPILOT_HTTP_PORT): %s",
+                settings.bind_host, settings.api.http_port, e.strerror or e,
+            )  # fmt: skip
         return 1
     http_port = sock.getsockname()[1]
-    with sock, sources_mod.build(settings) as srcs:
+    with sock, srcs:
         board = DecisionBoard()
         service, restored = await asyncio.to_thread(partial(build_service, settings, srcs, board=board))
         reader = keda_reader(board, settings, service.clock)
