@@ -13,13 +13,14 @@ from fastapi import APIRouter, Path, Query, status
 from api import convert, schemas
 from api.deps import Admin, Paging, Reader, RuntimeDep, SessionsDep
 from api.handoff import in_thread
+from api.json_body import JSONBodyRoute
 from api.paging import of_store
 from store import repo
 from store.db import transaction
 from store.drain_states import DrainState
 
 log = logging.getLogger(__name__)
-router = APIRouter(prefix="/v1/drains", tags=["drains"])
+router = APIRouter(prefix="/v1/drains", tags=["drains"], route_class=JSONBodyRoute)
 
 ActionId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": schemas.Error}, 409: {"model": schemas.Error}}

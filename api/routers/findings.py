@@ -10,12 +10,13 @@ from fastapi import APIRouter, Path, Query
 from api import convert, schemas
 from api.deps import Admin, Paging, Reader, RuntimeDep, SessionsDep
 from api.handoff import in_thread
+from api.json_body import JSONBodyRoute
 from api.paging import of_store
 from store import repo
 from store.db import transaction
 
 log = logging.getLogger(__name__)
-router = APIRouter(prefix="/v1/findings", tags=["findings"])
+router = APIRouter(prefix="/v1/findings", tags=["findings"], route_class=JSONBodyRoute)
 
 FindingId = Annotated[str, Path(pattern=r"^[0-9a-f]{16}$", description="Finding.id: 16 hex digits")]
 Filter = Annotated[str | None, Query(max_length=253)]

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, Response
 
 from api import schemas
 from api.deps import Admin, Paging, Reader, RuntimeDep
+from api.json_body import JSONBodyRoute
 from api.paging import of_list
 from collector.health import TargetHealth
 from collector.samples import TargetInfo
@@ -17,7 +18,7 @@ from store.fields import redact_url
 
 log = logging.getLogger(__name__)
 
-router = APIRouter(prefix="/v1/targets", tags=["targets"])
+router = APIRouter(prefix="/v1/targets", tags=["targets"], route_class=JSONBodyRoute)
 
 
 def _out(t: TargetInfo, health: TargetHealth | None, static: bool) -> schemas.TargetOut:

@@ -76,6 +76,38 @@ def test_bad_bodies_are_refused_with_4xx_never_5xx(store: Store, record: Recorde
                drains == 1 and not static)  # fmt: skip
 
 
+DUPLICATED = [  # (path, raw body, the key given twice): every POST route with a body
+    ("/v1/targets", '{"url": "http://10.0.0.9:8000/m", "url": "http://10.0.0.8:8000/m"}', "url"),
+    ("/v1/targets", '{"url": "http://10.0.0.9:8000/m", "namespace": "a", "namespace": "a"}', "namespace"),
+    ("/v1/drains", '{"node": "n1", "reason": "r", "node": "n2"}', "node"),
+    ("/v1/drains/1/approve", '{"message": "yes", "message": "no"}', "message"),
+    ("/v1/drains/1/cancel", '{"message": {"a": 1, "a": 2}}', "a"),  # in a nested object too
+    ("/v1/findings/0123456789abcdef/acknowledge", '{"note": "x", "note": "y"}', "note"),
+]
+
+
+def test_a_key_given_twice_is_refused_naming_it(store: Store, record: Recorder) -> None:
+    # Before: the last value was taken ({"url": a, "url": b} added b: 201), where another reader of the same bytes
+    # (a proxy, an audit log) may keep the first. The settings file already refused a duplicated key.
+    with running(store.url) as r, r.client() as c:
+        assert c.post("/v1/drains", json={"node": "n9"}, headers=A).status_code == 201  # drain 1 exists
+        answers = []
+        for path, raw, key in DUPLICATED:
+            got = c.post(path, content=raw.encode(), headers={**A, "content-type": "application/json"})
+            detail = got.json().get("detail")
+            named = isinstance(detail, list) and detail[0]["loc"] == ["body", key] and repr(key) in detail[0]["msg"]
+            answers.append((path, got.status_code, named))
+        refused = [a for a in answers if a[1] == 422 and a[2]]
+        drains = c.get("/v1/drains", headers=R).json()
+        static = [t for t in c.get("/v1/targets", headers=R).json()["items"] if t["static"]]
+        record(f"{len(DUPLICATED)} bodies with a key given twice", "all 422 naming the key, nothing stored",
+               f"{len(refused)}/{len(answers)} refused naming it; {drains['total']} drain, {len(static)} targets",
+               len(refused) == len(answers) and drains["total"] == 1 and not static)  # fmt: skip
+        assert answers == [(path, 422, True) for path, _, _ in DUPLICATED]
+        assert drains["items"][0]["state"] == "requested"
+        assert not static
+
+
 def test_credentials_in_a_target_url_are_never_shown(store: Store, record: Recorder) -> None:
     with running(store.url, static=[ENGINE]) as r, r.client() as c:
         wait_for(lambda: r.ticks() >= 2, timeout_s=20, what="two ticks with the credentialed target")

@@ -1,0 +1,87 @@
+"""Request bodies read as JSON with every key given once.
+
+Python's JSON reader (and FastAPI through it) keeps the last of a key given twice: ``{"url": "a", "url": "b"}``
+added target b. Which one a client meant is ambiguous (another reader of the same bytes, a proxy or an audit log,
+may keep the first), so such a body is refused with a 422 naming the key, as the settings file refuses a
+duplicated key. Every router whose routes take a body uses ``JSONBodyRoute``.
+"""
+
+from __future__ import annotations
+
+import email.message
+import json
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
+
+
+class _Duplicate(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Duplicate(key)
+            seen.add(key)
+    return out
+
+
+def _is_json(content_type: str | None) -> bool:
+    """Whether FastAPI reads a body of this type as JSON (application/json or application/*+json)."""
+    if not content_type:
+        return False  # FastAPI's strict_content_type (its default): such a body is not read as JSON
+    message = email.message.Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json"))
+
+
+class _Request(Request):
+    async def refuse_duplicate_keys(self) -> None:
+        """Read the body as JSON once, keeping what was read for FastAPI; a key given twice in any object raises
+        RequestValidationError (422). A body that is not JSON is left for FastAPI to refuse in its own words."""
+        if not _is_json(self.headers.get("content-type")):
+            return
+        body = await self.body()
+        if not body:
+            return
+        try:
+            self._json = json.loads(body, object_pairs_hook=_once)
+        except _Duplicate as e:
+            shown = e.key if len(e.key) <= 64 else f"{e.key[:64]}..."
+            raise RequestValidationError(
+                [
+                    {
+                        "type": "json_duplicate_key",
+                        "loc": ("body", shown),
+                        "msg": f"the key {shown!r} is given more than once in one object; send each key once",
+                        "input": shown,
+                    }
+                ]
+            ) from None
+        except ValueError:  # not JSON (JSONDecodeError, or bytes in no Unicode encoding): FastAPI says so
+            return
+
+
+class JSONBodyRoute(APIRoute):
+    """An APIRoute whose JSON body is refused when a key is given twice (see the module's docstring)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        if self.body_field is None:
+            return handler
+
+        async def once(request: Request) -> Response:
+            strict = _Request(request.scope, request.receive)
+            await strict.refuse_duplicate_keys()
+            return await handler(strict)
+
+        return once
