@@ -88,16 +88,113 @@ def upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")] = 
     typer.echo(f"{_redacted(url)} is at {migrations.current(url) or 'base (empty)'}")
 
 
+# Where SQLite's unix VFS locks a WAL store's -shm file: every connection holds a shared lock on this byte (the "DMS"
+# slot, https://www.sqlite.org/walformat.html) while it is open, so a lock there held by another process is a process
+# with the store open. struct flock on Linux: l_type, l_whence, l_start, l_len, l_pid (padded to 32 bytes).
+_SHM_DMS_BYTE = 128
+_FLOCK = "hhqqi4x"
+
+
+def _sqlite_holder(url: str) -> int | None:
+    """The pid of a process that has the SQLite store at ``url`` open, if any (None: none, not SQLite, or no way to
+    tell). F_GETLK only asks: it takes no lock, and no connection of this process is open on the file (closing a
+    descriptor would drop this process's own locks on it)."""
+    import fcntl
+    import os
+    import struct
+
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except Exception:  # not a URL: the downgrade says so, as a StoreConfigError
+        return None
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    try:
+        fd = os.open(f"{parsed.database}-shm", os.O_RDONLY)
+    except OSError:  # no -shm file: no connection open in WAL mode
+        return None
+    try:
+        ask = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, _SHM_DMS_BYTE, 1, 0)
+        kind, _, _, _, pid = struct.unpack(_FLOCK, fcntl.fcntl(fd, fcntl.F_GETLK, ask))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None if kind == fcntl.F_UNLCK else pid
+
+
+def _postgres_clients(url: str) -> list[str]:
+    """The other client connections to the PostgreSQL database at ``url`` (a running kvpilot keeps its pooled ones
+    open), as "address (application)"; none for SQLite or where the server cannot be asked."""
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from store.db import make_engine
+
+    try:
+        if make_url(url).get_backend_name() != "postgresql":
+            return []
+    except Exception:  # not a URL: the downgrade says so, as a StoreConfigError
+        return []
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT coalesce(host(client_addr), 'local socket'), application_name FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+                )
+            ).all()
+    except SQLAlchemyError:  # the downgrade itself says why the database cannot be reached
+        return []
+    finally:
+        engine.dispose()
+    return sorted(f"{addr} ({app})" if app else str(addr) for addr, app in rows)
+
+
+def _in_use(url: str) -> str | None:
+    """What shows that a process (a running kvpilot) has the store open, in words; None when nothing does."""
+    pid = _sqlite_holder(url)
+    if pid is not None:
+        return f"the file is open in process {pid}"
+    clients = _postgres_clients(url)
+    if clients:
+        shown = ", ".join(clients[:5]) + (f" and {len(clients) - 5} more" if len(clients) > 5 else "")
+        return f"{len(clients)} other connection{'s' if len(clients) > 1 else ''} to the database: {shown}"
+    return None
+
+
 @app.command()
 def downgrade(
     revision: Annotated[str, typer.Argument(help="Target revision: -1 for one step, base for empty.")] = "-1",
     config: Config = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Downgrade even while another process has the store open (a running kvpilot run)."
+        ),
+    ] = False,
 ) -> None:
-    """Downgrade the schema (default: one revision)."""
+    """Downgrade the schema (default: one revision). Refused while another process has the store open: a running
+    kvpilot needs the newest schema (its store changes fail with 503 until `kvpilot db upgrade`), and restarted it
+    upgrades the store again (store.auto_migrate). Stop every instance first, or pass --force."""
     import migrations
 
     url = _url(config)
     _refuse_missing(url)
+    busy = _in_use(url)
+    if busy is not None and not force:
+        typer.echo(
+            f"error: not downgrading {_redacted(url)}: {busy}. A kvpilot running on it needs the newest schema (its "
+            "store changes would fail with 503 until `kvpilot db upgrade`); stop every instance first, or pass --force",
+            err=True,
+        )
+        raise typer.Exit(2)
+    if busy is not None:
+        typer.echo(f"warning: downgrading {_redacted(url)} although {busy} (--force)", err=True)
     try:
         migrations.downgrade(url, revision)
     except Exception as e:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,9 @@ from sqlalchemy import text
 
 import migrations
 from store.db import make_engine
+from tests.helpers.poll import wait_for
 from tests.reliability.conftest import Recorder, Store
+from tests.reliability.harness import running
 
 
 def test_0003_resolves_duplicate_live_drains_and_steps_down_and_up(store: Store, record: Recorder) -> None:
@@ -74,3 +77,34 @@ def test_four_kvpilots_starting_together_on_an_empty_store_all_start(
     record("4 processes upgrade one empty store at once", "all 4 succeed, schema at head",
            f"{4 - len(errors)} succeeded {errors[:1]}, at head: {migrations.is_at_head(store.url)}",
            not errors and migrations.is_at_head(store.url))  # fmt: skip
+
+
+def _downgrade(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    kvpilot = str(Path(sys.executable).with_name("kvpilot"))
+    env = {**os.environ, "KVPILOT_DATABASE_URL": url}
+    return subprocess.run([kvpilot, "db", "downgrade", *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_db_downgrade_is_refused_while_an_instance_has_the_store_open(store: Store, record: Recorder) -> None:
+    # Before: `kvpilot db downgrade` ran at once under a running instance, whose store changes then failed with 503
+    # until the next upgrade. Now: refused (exit 2) unless --force; after the instance stops, it downgrades.
+    head = migrations.head()
+    with running(store.url) as r:
+        wait_for(lambda: r.ticks() >= 2, timeout_s=20, what="two ticks")
+        refused = _downgrade(store.url)
+        at_after_refusal = migrations.current(store.url)
+        forced = _downgrade(store.url, "--force")
+        at_after_force = migrations.current(store.url)
+        migrations.upgrade(store.url)
+    stopped = _downgrade(store.url)
+    record("db downgrade under a running instance", "refused (exit 2), schema unchanged; --force and after a stop: 0",
+           f"exit {refused.returncode} at {at_after_refusal}; --force exit {forced.returncode}; "
+           f"stopped exit {stopped.returncode}",
+           refused.returncode == 2 and at_after_refusal == head and forced.returncode == 0
+           and at_after_force != head and stopped.returncode == 0)  # fmt: skip
+    assert "not downgrading" in refused.stderr
+    assert "pass --force" in refused.stderr
+    assert "Traceback" not in refused.stderr + forced.stderr + stopped.stderr
+    assert forced.stderr.startswith("warning: downgrading")
+    assert stopped.stderr == ""
+    assert migrations.current(store.url) != head
