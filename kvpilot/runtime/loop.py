@@ -392,11 +392,25 @@ class ControlLoop:
         closes = None if self.owns is None or not detected else self._closes(self.owns)  # read on this thread
         self.writes.persist(now, deployments, findings, decisions, detected=detected, capacity=capacity, closes=closes)
 
-    def _closes(self, owns: Callable[[str], bool]) -> Callable[[str, str], bool]:
-        """Sharding: the live findings this instance may close, by (deployment, node): its deployments', and a node's
-        (a GPU's) where it reads that node. Another shard's are that instance's to close."""
-        nodes = {g.sample.node for g in self.state.gpus()} | {r.sample.node for r in self.state.replicas()}
-        return lambda deployment, node: owns(deployment) if deployment else node in nodes
+    def _closes(self, owns: Callable[[str], bool]) -> Callable[[str, str, str], bool]:
+        """Sharding: the live findings this instance may close, by (deployment, node, gpu): its deployments', a node's
+        (a GPU's) where it reads that node, and a GPU's whose node is unknown (dcgm-exporter without ``NODE_NAME``)
+        where it reads that GPU. Another shard's are that instance's to close. A finding with no subject at all (a
+        node-less GPU exporter down) is one instance's: the holder of the shard the empty name hashes to
+        (``owns("")``); before, every instance that read anything without a node closed it."""
+        gpus = self.state.gpus()
+        nodes = {g.sample.node for g in gpus} | {r.sample.node for r in self.state.replicas()}
+        nodes.discard("")
+        nodeless = {g.sample.uuid or g.sample.index for g in gpus if not g.sample.node}
+
+        def closes(deployment: str, node: str, gpu: str) -> bool:
+            if deployment:
+                return owns(deployment)
+            if node:
+                return node in nodes
+            return gpu in nodeless if gpu else owns("")
+
+        return closes
 
     def _snapshot(
         self, now: float, result: CollectResult, findings: list[Finding], decisions: list[Decision]

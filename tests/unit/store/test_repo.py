@@ -230,11 +230,14 @@ def test_a_shard_closes_only_its_own_findings(factory: sessionmaker[Session]) ->
     gpu = _finding("xid", "n1")
     owns_a = {"a/x"}.__contains__
 
-    def shard_b(deployment: str, node: str) -> bool:  # owns b/y and reads node n2's GPUs only
+    def shard_a(deployment: str, node: str, gpu: str) -> bool:  # owns a/x and reads node n1's GPUs only
+        return owns_a(deployment) if deployment else node == "n1"
+
+    def shard_b(deployment: str, node: str, gpu: str) -> bool:  # owns b/y and reads node n2's GPUs only
         return deployment == "b/y" if deployment else node == "n2"
 
     with transaction(factory) as s:
-        repo.upsert_findings(session=s, active=[mine, gpu], now=20, closes=lambda d, n: owns_a(d) if d else n == "n1")
+        repo.upsert_findings(session=s, active=[mine, gpu], now=20, closes=shard_a)
     with transaction(factory) as s:
         repo.acknowledge_finding(session=s, finding_id=mine.id, by="ops", note="on it", now=21)
     with transaction(factory) as s:
@@ -243,6 +246,6 @@ def test_a_shard_closes_only_its_own_findings(factory: sessionmaker[Session]) ->
         row, node_row = (repo.get_finding(session=s, finding_id=f.id) for f in (mine, gpu))
         assert (row.state, row.acknowledged_by, node_row.state) == ("acknowledged", "ops", "open")
     with transaction(factory) as s:  # shard A's tick without them: its own to close
-        repo.upsert_findings(session=s, active=[], now=23, closes=lambda d, n: owns_a(d) if d else n == "n1")
+        repo.upsert_findings(session=s, active=[], now=23, closes=shard_a)
     with transaction(factory) as s:
         assert {repo.get_finding(session=s, finding_id=f.id).state for f in (mine, gpu)} == {"closed"}
