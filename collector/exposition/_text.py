@@ -948,6 +948,11 @@ def _sample(name: str, labels: dict[str, str], value: str, stamp: str | None, li
             return Sample(name, labels, float(value))
         number = float(value)
     except ValueError:
+        # Starlette's plain `Not Found` reads as a sample `Not` valued `Found`: as a page's first line, the page is
+        # the error (further down a page, only that line is bad and is read around)
+        not_metrics = _not_metrics(line) if line_no == 1 else None
+        if not_metrics is not None:
+            raise ParseError(not_metrics, line_no=line_no, line=line, whole_page=True) from None
         raise ParseError(f"invalid value {value!r}", line_no=line_no, line=line) from None
     if "_" in value:  # float() reads digit separators; the format has none
         raise ParseError(f"invalid value {value!r}", line_no=line_no, line=line)
@@ -1019,10 +1024,12 @@ def _json_page(line: str) -> str | None:
         )
     if isinstance(value, dict) and value.keys() <= _ERROR_BODY_KEYS and not value.keys().isdisjoint(_ERROR_KEYS):
         # an error answered as JSON: FastAPI's `{"detail":"Not Found"}` for a path it does not serve (SGLang 0.4.6
-        # without metrics on that node: sgl-project/sglang issue #7305), an OpenAI-style `{"error": ...}`
+        # without metrics on that node: sgl-project/sglang issue #7305, the second node of a two-node dp=2 server),
+        # an OpenAI-style `{"error": ...}`
         return (
             "the page is an error answered in JSON, not metrics: nothing is served at this path, or the server's"
-            " metrics are off (SGLang serves /metrics only with --enable-metrics)"
+            " metrics are off (SGLang serves /metrics only with --enable-metrics, and a multi-node SGLang server only"
+            " on its first node: the other nodes answer this, sgl-project/sglang issue #7305)"
         )
     return (
         "the page is JSON, not the Prometheus text format; trtllm-serve answers /metrics with JSON iteration"
@@ -1053,7 +1060,7 @@ def _not_metrics(line: str) -> str | None:
     if _ERROR_TEXT.fullmatch(line):
         return (
             "the page is an HTTP error's text, not metrics: nothing is served at this path (Go servers such as"
-            " Ollama's answer `404 page not found` for a path they lack)"
+            " Ollama's answer `404 page not found` for a path they lack, Starlette's `Not Found`)"
         )
     return None
 

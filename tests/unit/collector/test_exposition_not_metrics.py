@@ -52,3 +52,27 @@ def test_an_http_error_text_is_named(body: str) -> None:
 def test_a_bad_sample_line_is_still_diagnosed_as_before() -> None:
     with pytest.raises(ParseError, match="invalid metric name"):
         parse("# TYPE x gauge\n9x 1\n")
+
+
+@pytest.mark.parametrize("body", ["Not Found", "Not Found\n", "Not Found\r\n"])
+def test_a_starlette_error_text_is_named_not_read_as_a_sample(body: str) -> None:
+    # Starlette answers a path it lacks with the plain text `Not Found` (Router.not_found's PlainTextResponse): it
+    # reads as a sample `Not` valued `Found`, which was "invalid value 'Found'" (session 16's report); as the page's
+    # first line the page is the error, with the read-around parse too
+    for read in (parse, lambda text: parse(text, drop_bad_lines=True)):
+        with pytest.raises(ParseError, match="an HTTP error's text") as raised:
+            read(body)
+        assert "invalid value" not in str(raised.value)
+
+
+def test_the_same_words_further_down_a_page_are_one_bad_line() -> None:
+    families = parse("# TYPE up gauge\nup 1\nNot Found\n", drop_bad_lines=True)
+    assert families["up"].samples[0].value == 1.0
+    errors: tuple[Exception, ...] = getattr(families, "errors", ())
+    assert "invalid value 'Found'" in str(errors[0])
+
+
+def test_the_json_404_names_sglangs_other_nodes() -> None:
+    # sgl-project/sglang issue #7305: the second node of a two-node dp=2 server answers /metrics this way
+    with pytest.raises(ParseError, match=r"multi-node SGLang server only on its first node.*#7305"):
+        parse('{"detail":"Not Found"}')
