@@ -132,24 +132,28 @@ _NOT_AN_ENGINE = {
     # ScaleLLM's server (vectorch-ai/ScaleLLM pull request #210): its own names, no adapter for them
     "request_handling_latency_seconds": "ScaleLLM's server (request_status_total, request_handling_latency_seconds,"
     " scheduling_latency_seconds); kvpilot has no ScaleLLM adapter",
-    # AMD's amd_smi_exporter (amd/amd_smi_exporter src/cpu_data.go: amd_gpu_power_avg, amd_gpu_current_temperature,
-    # amd_core_energy, amd_num_gpus...); device-metrics-exporter behind its amd_ prefix is told by its labels first
-    "amd_": "an AMD exporter (amd_*: amd_smi_exporter's GPU and CPU gauges): kvpilot reads no AMD GPU, and no engine is"
-    " on it",
+    # AMD's amd_smi_exporter (amd/amd_smi_exporter src/cpu_data.go: amd_gpu_power, amd_gpu_current_temperature,
+    # amd_core_energy, amd_num_gpus...), whose GPUs collector.gpus.amd reads: a page reaching this has none of them (a
+    # CPU-only node); device-metrics-exporter behind its amd_ prefix is told by its labels first
+    "amd_": "an AMD exporter (amd_*) without a GPU series kvpilot reads: amd_smi_exporter's CPU gauges"
+    " (amd_core_energy, amd_socket_power) or a node it found no GPU on; no engine is on it",
     # Intel Gaudi's Prometheus metric exporter (docs.habana.ai "Prometheus Metric Exporter": habanalabs_utilization,
     # habanalabs_memory_used_bytes, habanalabs_power_mW, ...): Gaudi devices, not GPUs kvpilot reads
     "habanalabs_": "Intel Gaudi's metric exporter (habanalabs_*): kvpilot reads no Gaudi device, and no engine is"
     " on it",
 }
 
-# GPU exporters kvpilot reads no GPU of, told by the labels only their series carry, whatever the names' prefix (AMD's
-# device-metrics-exporter writes `gpu_gfx_activity`, or `amd_gpu_gfx_activity` with a configured prefix, each sample
-# labelled by the GPU's partition modes: ROCm/device-metrics-exporter issues #171, #259, #353, pull request #236).
+# GPU exporters told by the labels only their series carry, whatever the names' prefix, on a page none of whose
+# GPUs was read (AMD's device-metrics-exporter writes `gpu_gfx_activity`, or `amd_gpu_gfx_activity` with a configured
+# prefix, each sample labelled by the GPU's partition modes: ROCm/device-metrics-exporter issues #171, #259, #353, pull
+# request #236; collector.gpus.amd reads it, under either prefix: a page reaching this carries none of the fields read).
 _GPU_EXPORTERS_NOT_READ: tuple[tuple[frozenset[str], str], ...] = (
     (
         frozenset(("gpu_compute_partition_type", "gpu_memory_partition_type")),
-        "AMD's device-metrics-exporter (gpu_* labelled gpu_id, gpu_compute_partition_type): kvpilot reads no AMD GPU,"
-        " and no engine is on it",
+        "AMD's device-metrics-exporter (gpu_* labelled gpu_id, gpu_compute_partition_type), but none of the fields"
+        " kvpilot reads a GPU from (gpu_gfx_activity, gpu_used_vram, gpu_junction_temperature, gpu_power_usage,"
+        " gpu_ecc_uncorrect_total...) under the names it knows (no prefix, or `amd_`): enable them in the exporter's"
+        " GPUConfig.Fields, or set the target's prefix to the exporter's MetricsFieldPrefix; no engine is on it",
     ),
 )
 

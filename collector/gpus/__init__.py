@@ -1,4 +1,5 @@
-"""GPU sources: page adapters registered in ``GPU_ADAPTERS`` (dcgm-exporter, Triton) and the NVML collector."""
+"""GPU sources: page adapters registered in ``GPU_ADAPTERS`` (dcgm-exporter, Triton, AMD's device-metrics-exporter and
+amd_smi_exporter) and the NVML collector."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from collector.exposition import MetricFamily
-from collector.gpus import dcgm, triton
+from collector.gpus import amd, dcgm, triton
 from collector.samples import GpuSample, TargetInfo
 
 AdaptGpus = Callable[[Mapping[str, MetricFamily], TargetInfo, float], list[GpuSample]]
@@ -25,6 +26,8 @@ class GpuAdapter:
 GPU_ADAPTERS: dict[str, GpuAdapter] = {
     "dcgm": GpuAdapter("dcgm", dcgm.FAMILIES, dcgm.adapt_dcgm),
     "triton": GpuAdapter("triton", triton.FAMILIES, triton.adapt_triton_gpus),
+    "amd_dme": GpuAdapter("amd_dme", amd.DME_FAMILIES, amd.adapt_dme),
+    "amd_smi": GpuAdapter("amd_smi", amd.SMI_FAMILIES, amd.adapt_amd_smi),
 }
 
 __all__ = ["GPU_ADAPTERS", "GpuAdapter"]

@@ -35,6 +35,7 @@ from typing import Any
 
 from collector.engines._read import family_values, structural
 from collector.exposition import MetricFamily, Sample
+from collector.gpus._assign import assign
 from collector.samples import GpuSample, TargetInfo
 
 _MIB = 1024.0 * 1024.0
@@ -214,17 +215,8 @@ def _plan(families: Mapping[str, MetricFamily], target: TargetInfo) -> _Plan:
     def each(family: str, action: str) -> _Step:
         key = family if family in families else family + "_total"
         fam = families.get(key)
-        reads = []
-        for i, s in enumerate(fam.samples if fam is not None else ()):
-            gpu_key = _key(s, target)
-            if gpu_key is None:
-                continue
-            at = gpus.get(gpu_key)
-            if at is None:
-                at = gpus[gpu_key] = len(labels_of)
-                labels_of.append(_label_fields(gpu_key, s))
-            reads.append((at, i))
-        return key, action, tuple(reads)
+        samples = fam.samples if fam is not None else ()
+        return key, action, assign(samples, partial(_key, target=target), gpus, labels_of, _label_fields)
 
     steps: list[tuple[_Step, Any]] = [(each(_NVML_INFO, _PRESENT), None)]  # the GPU exists, in page order
     steps.extend((each(name, _FIELD), m) for m in FIELDS for name in m.families)

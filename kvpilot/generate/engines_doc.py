@@ -14,7 +14,7 @@ from types import ModuleType
 import collector.engines as engines_pkg
 from collector.engines import ENGINES
 from collector.engines._declarative import HISTOGRAM_FIELDS, SCALAR_FIELDS, DeclarativeAdapter, Field
-from collector.gpus import GPU_ADAPTERS, dcgm, triton
+from collector.gpus import GPU_ADAPTERS, amd, dcgm, triton
 from collector.samples import GpuSample
 from kvpilot.generate.markdown import md_cell, source_comments
 
@@ -177,7 +177,7 @@ _CONVERT = {"_percent": "÷ 100 (percent → ratio)", "_mib": "× 2²⁰ (MiB �
 def _gpu_section() -> list[str]:
     gpu_meaning = source_comments(GpuSample)
     lines = [
-        "## GPUs: dcgm-exporter, Triton and NVML",
+        "## GPUs: dcgm-exporter, Triton, NVML and AMD's exporters",
         "",
         "GPU pages are recognised by their families (" + ", ".join(f"`{n}`" for n in GPU_ADAPTERS) + "). "
         "dcgm-exporter is the usual source: a DaemonSet on every GPU node serving `/metrics` on port 9400. ",
@@ -231,8 +231,65 @@ def _gpu_section() -> list[str]:
         "still appears. Tested against a stub of the pynvml functions and against NVML's answers recorded on a "
         "real H200 beside nvidia-smi's (tests/fixtures/nvml/).",
         "",
+        *_amd_section(),
     ]
     return lines
+
+
+_AMD_CONVERT = {
+    "_percent": "÷ 100 (percent → ratio)",
+    "_mib": "× 2²⁰ (MB → bytes, read as MiB)",
+    "_milli": "÷ 1000 from 1000 up (millidegrees)",
+    "_micro": "÷ 10⁶ from 100,000 up (microwatts)",
+    "_same": "",
+}
+
+
+def _amd_rows(reads: tuple[amd._Read, ...]) -> list[str]:
+    rows = []
+    for read in reads:
+        field = f"`extra[{read.field!r}]`" if read.extra else f"`{read.field}`"
+        names = ", then ".join(f"`{n}`" for n in read.names)
+        unknown = ["0 is no reading"] if read.zero_unknown else []
+        conv = "; ".join(c for c in [_AMD_CONVERT.get(read.convert.__name__, read.convert.__name__), *unknown] if c)
+        rows.append(f"| {field} | {names} | {conv} |")
+    return rows
+
+
+def _amd_section() -> list[str]:
+    return [
+        "### AMD: device-metrics-exporter and amd_smi_exporter",
+        "",
+        _notes(amd.__doc__),
+        "",
+        "| GpuSample field | device-metrics-exporter name (also with the `amd_` prefix; first a GPU has wins) | "
+        "conversion |",
+        "|---|---|---|",
+        *_amd_rows(amd.DME_READS),
+        "",
+        "| GpuSample field | amd_smi_exporter name | conversion |",
+        "|---|---|---|",
+        *_amd_rows(amd.SMI_READS),
+        "",
+        "**Detectors on AMD GPUs.** The stuck-GPU detector's `hang` (a GPU pinned busy while its replica makes no "
+        "token progress) and `idle_while_running` read `utilisation`, which is AMD's gfx activity as it is DCGM's "
+        "GPU utilisation (the graphics/compute engine's busy share): both are on for AMD GPUs, joined to replicas "
+        "by the exporter's `pod`/`namespace` labels (or the node), as for NVIDIA. `vanished` (a GPU its exporter "
+        "stops listing) is on too. The XID conditions are NVIDIA's: the triage table (ENGINES.md) classes NVIDIA "
+        "driver error codes, and no AMD reading is one, so none is made up: `last_xid` stays unknown on AMD GPUs "
+        "and no XID finding (restart, reset or drain) comes from them. AMD's error readings are read and shown "
+        "(`kvpilot parse`, the GPU views): uncorrectable ECC errors (`ecc_dbe_volatile`, every block's; "
+        "`extra['ecc_uncorrectable_xgmi']` for the XGMI links), correctable ones, and the exporter's own "
+        "`gpu_health` (`extra['amd_health']`, 0 = unhealthy). None of them drains a node on its own, because none "
+        "maps onto a drain signal safely: `gpu_health` 0 is what AMD's device plugin withdraws a GPU on (an "
+        "uncorrectable ECC count over a threshold, 0 by default; a critical event; a fatal CPER record), but the "
+        "exporter also writes 0 for every GPU of the node when its gpuagent is unreachable or reports no GPU "
+        "(ROCm/device-metrics-exporter pkg/amdgpu/gpuagent/gpuagent_health.go, `setUnhealthyGPU`), so it does not "
+        "tell a sick GPU from a sick exporter; and an ECC count carries no class of the kind XID triage acts on "
+        "(page retirement is the driver's, not kvpilot's). Alert on `amd_gpu_health == 0` or a rising "
+        "`gpu_ecc_uncorrect_total` in Prometheus and drain by hand.",
+        "",
+    ]
 
 
 def engines_page() -> str:
@@ -293,11 +350,12 @@ def engines_page() -> str:
         "- **Not an LLM replica.** Triton without TensorRT-LLM (`nv_inference_*` only) yields its GPUs and no replica; "
         "an LMCache-only page, a GPU exporter's page, KServe's model server without an engine "
         "(`request_predict_seconds` only), DCGM fields named in lower case (`dcgm_fi_*`) or kvpilot's own "
-        "`/metrics` are named as such in the error. So are GPU exporters kvpilot reads no device of: AMD's "
-        "device-metrics-exporter (`gpu_*` or `amd_gpu_*`, told by its `gpu_compute_partition_type` and "
-        "`gpu_memory_partition_type` labels, not by the word `gpu_`), AMD's amd_smi_exporter (`amd_*`) and Intel "
-        "Gaudi's (`habanalabs_*`), on an "
-        "engine target and a GPU target alike; engines without an adapter (ScaleLLM); and an engine's names behind a "
+        "`/metrics` are named as such in the error. AMD's device-metrics-exporter and amd_smi_exporter pages yield "
+        "their GPUs (below), on an engine target and a GPU target alike; a device-metrics-exporter page with none of "
+        "the fields read (told by its `gpu_compute_partition_type` and `gpu_memory_partition_type` labels, not by "
+        "the word `gpu_`) and an amd_smi_exporter page without a GPU (`amd_*` CPU gauges) are named as such. So is "
+        "Intel Gaudi's exporter (`habanalabs_*`), whose devices kvpilot does not read; "
+        "engines without an adapter (ScaleLLM); and an engine's names behind a "
         "stack's prefix none of which an adapter reads (one grep'd `ray_vllm_..._count` line). "
         "So are routers in front of the engines, whose queue and KV figures are their backends' (the vLLM "
         "production-stack router, llm-d's endpoint picker with `inference_pool_*`, `inference_objective_*` or, from "
@@ -315,8 +373,10 @@ def engines_page() -> str:
         "- **A page that is JSON** is an error that says so: llama-server from build 7010 until ggml-org/llama.cpp "
         "pull request #17386 served `/metrics` as one JSON-quoted string (upgrade the server); trtllm-serve's "
         "`/metrics` is JSON iteration stats, its Prometheus page `/prometheus/metrics`. An error answered in JSON "
-        '(FastAPI\'s `{"detail":"Not Found"}`: SGLang without `--enable-metrics`), an HTML page (a proxy\'s error '
-        "page) or an HTTP error's text (`404 page not found`, Go's answer for a path it lacks) is named as such.",
+        '(FastAPI\'s `{"detail":"Not Found"}`: SGLang without `--enable-metrics`, or a node of a multi-node SGLang '
+        "server other than its first, which serves no `/metrics`), an HTML page (a proxy's error "
+        "page) or an HTTP error's text (`404 page not found`, Go's answer for a path it lacks; Starlette's plain "
+        "`Not Found`) is named as such.",
         "- **When no adapter matches**, the error lists the leading words of the page's families and what to try, "
         "e.g. found 53 families starting with `ray_vllm:`; try `--prefix ray_` or `--engine vllm`. Naming an "
         "engine (`--engine`, a target's `engine:`) whose series the page lacks is an error too.",

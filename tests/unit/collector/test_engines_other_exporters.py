@@ -1,8 +1,9 @@
 """Pages of exporters and servers kvpilot reads nothing from say what they are (issue 12, session 16 helper A).
 
 - AMD's device-metrics-exporter writes `gpu_*` gauges (`amd_gpu_*` with a configured prefix), every sample labelled
-  by the GPU's partition modes (`gpu_compute_partition_type`, `gpu_memory_partition_type`): told by those labels, not
-  by the generic `gpu_` word, on an engine target and on a GPU target alike.
+  by the GPU's partition modes (`gpu_compute_partition_type`, `gpu_memory_partition_type`): its GPUs are read since
+  session 17 (helper A); a page of it with none of the fields read is told by those labels, not by the generic `gpu_`
+  word, on an engine target and on a GPU target alike.
 - Intel Gaudi's exporter writes `habanalabs_*`; ScaleLLM its own `request_handling_latency_seconds`...
 Before, each was "no engine adapter ... reads these names" (or "none of the GPU exporters' families") without a word
 of what the page is.
@@ -27,14 +28,26 @@ _AMD_LABELS = (
 
 
 @pytest.mark.parametrize("prefix", ["", "amd_"])
-def test_amd_device_metrics_exporter_is_named(prefix: str) -> None:
-    page = f"# TYPE {prefix}gpu_gfx_activity gauge\n{prefix}gpu_gfx_activity{{{_AMD_LABELS}}} 12\n"
-    with pytest.raises(UnknownEngine, match=r"AMD's device-metrics-exporter.*reads no AMD GPU"):
+def test_amd_device_metrics_exporter_without_a_field_read_is_named(prefix: str) -> None:
+    # since session 17 the exporter's GPUs are read (collector/gpus/amd.py, tests/unit/collector/test_amd.py); a page
+    # of it with none of the fields read (voltage, VCN activity) is still named, and says what to enable
+    page = f"# TYPE {prefix}gpu_voltage gauge\n{prefix}gpu_voltage{{{_AMD_LABELS}}} 12\n"
+    with pytest.raises(UnknownEngine, match=r"AMD's device-metrics-exporter.*none of the fields kvpilot reads"):
         adapt_page(page, TARGET, 0.0)
 
 
+@pytest.mark.parametrize("prefix", ["", "amd_"])
+def test_amd_device_metrics_exporter_gpus_are_read(prefix: str) -> None:
+    page = f"# TYPE {prefix}gpu_gfx_activity gauge\n{prefix}gpu_gfx_activity{{{_AMD_LABELS}}} 12\n"
+    for target in (TARGET, GPU_TARGET):
+        adapted = adapt_page(page, target, 0.0)
+        assert adapted.engine is None
+        assert adapted.replicas == []
+        assert [(g.index, g.utilisation) for g in adapted.gpus] == [("0", 0.12)]
+
+
 def test_amd_page_on_a_gpu_target_is_named_too() -> None:
-    page = f"gpu_used_vram{{{_AMD_LABELS}}} 26\n"
+    page = f"gpu_vcn_activity{{{_AMD_LABELS}}} 26\n"
     with pytest.raises(NoGpuFamilies, match="AMD's device-metrics-exporter"):
         adapt_page(page, GPU_TARGET, 0.0)
     with pytest.raises(UnknownEngine, match="AMD's device-metrics-exporter"):
@@ -73,33 +86,14 @@ def test_engine_names_behind_a_prefix_that_no_adapter_reads_are_said_so() -> Non
     assert "Ray's own metrics" not in str(raised.value)  # before: it said the page lacked what it carries
 
 
-def test_amd_smi_exporter_is_named() -> None:
-    # names and label dimensions of amd/amd_smi_exporter src/cpu_data.go (each gauge labelled by its own name)
+def test_amd_smi_exporter_without_a_gpu_is_named() -> None:
+    # names and label dimensions of amd/amd_smi_exporter src/cpu_data.go (each gauge labelled by its own name): a
+    # node without GPUs writes only the CPU gauges and amd_num_gpus 0
+    page = 'amd_num_gpus{num_gpus=""} 0\namd_socket_power{socket="0"} 150\namd_core_energy{thread="0"} 12\n'
+    with pytest.raises(UnknownEngine, match=r"an AMD exporter .* without a GPU series kvpilot reads"):
+        adapt_page(page, TARGET, 0.0)
+
+
+def test_amd_smi_exporter_gpus_are_read() -> None:
     page = 'amd_num_gpus{num_gpus=""} 1\namd_gpu_power_avg{gpu_power_avg="0"} 150\n'
-    with pytest.raises(UnknownEngine, match="an AMD exporter"):
-        adapt_page(page, TARGET, 0.0)
-
-
-@pytest.mark.parametrize(
-    "line",
-    [
-        # EPP 0.9 and later write only llm_d_epp_* (descriptor names of the llm-d router's metrics package)
-        'llm_d_epp_per_endpoint_queue_size{name="pool",model_server_endpoint="10.0.0.5:8000"} 3\n',
-        'llm_d_epp_flow_control_queue_size{priority="-10"} 7\n',
-        # before: the objective's request counter alone, as a grep of it shows
-        'inference_objective_request_total{model_name="m",target_model_name="m"} 12\n',
-    ],
-)
-def test_llm_d_endpoint_picker_pages_are_named(line: str) -> None:
-    with pytest.raises(UnknownEngine, match="llm-d's endpoint picker"):
-        adapt_page(line, TARGET, 0.0)
-
-
-def test_the_vllm_router_is_named_not_taken_for_sanitised_vllm() -> None:
-    # names and labels of vllm-project/router's metrics (vllm_router_running_requests{worker}, ...), values chosen here
-    page = (
-        'vllm_router_running_requests{worker="http://10.0.0.5:8000"} 3\n'
-        'vllm_router_processed_requests_total{worker="http://10.0.0.5:8000"} 120\nvllm_router_active_workers 2\n'
-    )
-    with pytest.raises(UnknownEngine, match="the vLLM Router"):
-        adapt_page(page, TARGET, 0.0)
+    assert [(g.index, g.power_w) for g in adapt_page(page, TARGET, 0.0).gpus] == [("0", 150.0)]

@@ -1350,18 +1350,130 @@ EXPECTED: dict[str, Page] = {
         Page(error="no nv_trt_llm_\\* series")  # nv_inference_* of the ensemble only: no queue, KV or token series
     ),
     # session 16, helper A: stacks and versions not shown before
+    # AMD's device-metrics-exporter (session 17, helper A: read, not only named; collector/gpus/amd.py)
     "amd-dme-mi300x-vf__ROCm__device-metrics-exporter__issue_171__excerpt.txt": Page(
-        # gpu_edge_temperature of an MI300X VF, labelled gpu_compute_partition_type="spx": AMD's exporter, named as such
-        error="AMD's device-metrics-exporter"
+        [],
+        gpus=1,
+        gpu_fields={
+            "0": {  # gpu_id="0", hostname="master-1", card_series "Aqua Vanjaram [Instinct MI300X VF]"
+                "node": "master-1",
+                "uuid": "17ff74b5-0000-1000-805c-37b0fbe69430",  # gpu_uuid
+                "model_name": "Aqua Vanjaram [Instinct MI300X VF]",
+                "temperature_c": None,  # gpu_edge_temperature 0: an MI3xx has no edge sensor, no reading
+                "extra.edge_temp_c": None,
+                "utilisation": None,  # no gpu_gfx_activity on the excerpt
+                "mig_instance": None,  # spx: not partitioned
+            }
+        },
     ),
     "amd-dme-ryzen-ai-max-395__ROCm__device-metrics-exporter__issue_353__excerpt.txt": Page(
-        error="AMD's device-metrics-exporter"  # gpu_average_package_power of an AMD AI 395+ iGPU
+        [],
+        gpus=1,  # gpu_average_package_power 0 of an AMD AI 395+ iGPU ("Power & temp metrics don't appear")
+        gpu_fields={"0": {"node": "18ab41be1b15", "power_w": None, "model_name": None}},  # 0 W is no reading
     ),
     "amd-dme-radeon-no-card-model__ROCm__device-metrics-exporter__issue_259__excerpt.txt": Page(
-        error="5 families starting with `gpu_`: AMD's device-metrics-exporter"  # used_gtt/vram, vcn_activity, voltage
+        [],
+        gpus=1,
+        gpu_fields={
+            "0": {
+                "node": "cb76105c40d0",  # hostname label (a container's id: the exporter ran in docker)
+                "memory_used_bytes": 26.0 * 2**20,  # gpu_used_vram 26 (MB, read as MiB)
+                "memory_free_bytes": None,  # gpu_free_vram is on the page's other part (the next row)
+                "utilisation": None,
+                "mig_instance": None,  # gpu_partition_id="NA", partition types none
+            }
+        },
+    ),
+    "amd-dme-radeon-free-vram__ROCm__device-metrics-exporter__issue_259__excerpt.txt": Page(
+        [],
+        gpus=1,
+        gpu_fields={
+            "0": {
+                "node": "cb76105c40d0",
+                "memory_free_bytes": 24534.0 * 2**20,  # gpu_free_vram 24534
+                "memory_used_bytes": None,  # gpu_used_vram is on the other part (26: 24,560 MiB in all)
+                "utilisation": None,  # gpu_gfx_activity's HELP/TYPE only: its sample is cut from the excerpt
+                "extra.energy_uj": 0.0,  # gpu_energy_consumed 0
+            }
+        },
     ),
     "amd-dme-mi300x-gfx-grep__ROCm__device-metrics-exporter__pull_236__excerpt.txt": Page(
-        error="AMD's device-metrics-exporter"  # one grep'd gpu_gfx_activity line, no comment lines
+        [],
+        gpus=1,
+        gpu_fields={
+            "0": {  # one grep'd gpu_gfx_activity line of an MI300X OAM, no comment lines
+                "utilisation": 0.0,
+                "node": "smc300x-clt-r4c3-18",
+                "model_name": "AMD Instinct MI300X OAM",  # card_series, not card_model's part number
+                "uuid": "a8ff74a1-0000-1000-807e-843c9b9a1d73",
+            }
+        },
+    ),
+    "amd-dme-mi300x-cpx-pods__silogen__kaiwo__metrics-watcher-comment__excerpt.txt": Page(
+        [],
+        gpus=3,
+        gpu_fields={
+            "2": {"node": "tw038", "utilisation": 0.0, "pod": None, "mig_profile": None},  # spx, no workload
+            "47": {  # a CPX partition: gpu_id 47 of node tw009, gpu_partition_id 0, nps4
+                "node": "tw009",
+                "utilisation": 0.0,
+                "mig_profile": "cpx/nps4",
+                "mig_instance": "0",
+                "uuid": "c3ff74a1-0000-0000-80ff-88426fc31c9e",
+            },
+            "0": {  # gpu_gfx_activity 100 for the workload the exporter maps to it
+                "node": "tw038",
+                "utilisation": 1.0,
+                "pod": "high-utilization-57ls6",
+                "namespace": "default",
+                "container": "workload",
+            },
+        },
+    ),
+    "amd-dme-mi300x-amd-prefix-ecc-health__handwritten.txt": Page(
+        [],
+        gpus=2,
+        gpu_fields={
+            "0": {
+                "node": "mi300x-node-1",
+                "pod": "vllm-llama-0",
+                "utilisation": 0.97,  # amd_gpu_gfx_activity 97
+                "memory_used_bytes": 180121.0 * 2**20,  # amd_gpu_used_vram
+                "memory_free_bytes": 16471.0 * 2**20,  # amd_gpu_free_vram
+                "temperature_c": 48.0,  # amd_gpu_junction_temperature
+                "extra.junction_temp_c": 48.0,
+                "extra.edge_temp_c": None,
+                "extra.memory_temp_c": 41.0,
+                "power_w": 611.0,  # amd_gpu_power_usage (before amd_gpu_package_power 612)
+                "ecc_dbe_volatile": 0.0,
+                "extra.amd_health": 1.0,
+            },
+            "1": {
+                "pod": None,  # pod="" written: no workload
+                "temperature_c": None,  # junction 4294967295: amd-smi's "not available"; memory temp 0
+                "extra.memory_temp_c": None,
+                "power_w": 702.0,  # amd_gpu_power_usage 65535 (a leaked sentinel): amd_gpu_package_power
+                "ecc_dbe_volatile": 2.0,  # amd_gpu_ecc_uncorrect_total
+                "extra.ecc_uncorrectable_xgmi": 2.0,
+                "extra.ecc_correctable": 12.0,
+                "extra.amd_health": 0.0,  # amd_gpu_health 0: the exporter's own "unhealthy"
+                "utilisation": 0.0,
+            },
+        },
+    ),
+    "amd-smi-exporter-two-mi210__handwritten.txt": Page(
+        [],
+        gpus=2,
+        gpu_fields={
+            "0": {  # each series labelled by the GPU index under its own name (gpu_use_percent="0"...)
+                "model_name": "AMD Instinct MI210",  # productname
+                "utilisation": 0.0,  # amd_gpu_use_percent 0
+                "temperature_c": 44.0,  # amd_gpu_current_temperature 44000 millidegrees (edge)
+                "power_w": 42.0,  # amd_gpu_power 4.2e+07 microwatts
+                "extra.power_cap_w": 300.0,
+            },
+            "1": {"utilisation": 0.88, "temperature_c": 51.0, "power_w": None},  # amd_gpu_power 0: no reading
+        },
     ),
     "scalellm__vectorch-ai__ScaleLLM__pull_210__excerpt.txt": Page(
         # ScaleLLM's own names; its bare prompt_tokens_total is NIM's and MindIE's name too, yet no adapter reads it

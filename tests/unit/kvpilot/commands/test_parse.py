@@ -37,11 +37,6 @@ NOT_A_REPLICA_NOR_GPUS = {
     "triton-trtllm-ensemble-no-backend-metrics__triton-inference-server__tensorrtllm_backend__issue_49__excerpt.txt",
     "dcgm-lowercase-names-mig__NVIDIA__dcgm-exporter__issue_272__excerpt.txt",  # DCGM fields in lower case
     "kserve-model-server__kserve__kserve__qpext_main_test.txt",  # KServe's own latency histograms only
-    # AMD's device-metrics-exporter: GPUs kvpilot does not read
-    "amd-dme-mi300x-vf__ROCm__device-metrics-exporter__issue_171__excerpt.txt",
-    "amd-dme-ryzen-ai-max-395__ROCm__device-metrics-exporter__issue_353__excerpt.txt",
-    "amd-dme-radeon-no-card-model__ROCm__device-metrics-exporter__issue_259__excerpt.txt",
-    "amd-dme-mi300x-gfx-grep__ROCm__device-metrics-exporter__pull_236__excerpt.txt",
     "scalellm__vectorch-ai__ScaleLLM__pull_210__excerpt.txt",  # ScaleLLM: no adapter
     "sgl-router-2025-05__sgl-project__sglang__pull_6537__excerpt.txt",  # SGLang's router
     "triton-2021-cache-metrics__triton-inference-server__server__pull_3569__excerpt.txt",  # Triton, no LLM, no GPU
