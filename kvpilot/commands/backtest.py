@@ -134,9 +134,15 @@ def command(
         if value is not None:
             typer.echo(f"error: {flag} applies to --pools only", err=True)
             raise typer.Exit(2)
-    if plot and not Path(plot).resolve().parent.is_dir():  # before minutes of replay, not after
-        typer.echo(f"error: --plot {plot}: folder {Path(plot).resolve().parent} does not exist", err=True)
-        raise typer.Exit(2)
+    plot_to = None
+    if plot:  # before minutes of replay, not after
+        from kvpilot.commands._plot import plot_file
+
+        try:
+            plot_to = plot_file(plot)
+        except ValueError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
     try:
         planner, facts = backtest_planner(config, cold_start=cold_start, slo_ttft=slo_ttft, max_replicas=max_replicas)
         cfg = BacktestConfig(
@@ -163,14 +169,19 @@ def command(
     except (FileNotFoundError, ValueError, RuntimeError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    if plot:
-        from scaler.backtest.plot import plot as draw
-
-        draw(report, plot, ceiling=cfg.max_replicas)
     if as_json:
         typer.echo(json.dumps(report.to_json()))
-        return
-    _table(report)
+    else:
+        _table(report)
+    if plot_to is not None:  # after the results: a plot that cannot be written loses them no more
+        from scaler.backtest.plot import plot as draw
+
+        try:
+            draw(report, plot_to, ceiling=cfg.max_replicas)
+        except OSError as e:
+            typer.echo(f"error: --plot {plot}: {e.strerror or e}", err=True)
+            raise typer.Exit(1) from None
+        typer.echo(f"plot written to {plot_to}", err=as_json)
 
 
 def _pools(

@@ -126,9 +126,14 @@ def command(
     if not cfg.trace.exists():
         typer.echo(f"error: trace not found: {cfg.trace}", err=True)
         raise typer.Exit(2)
-    if plot is not None and not plot.parent.resolve().is_dir():
-        typer.echo(f"error: --plot {plot}: folder {plot.parent} does not exist", err=True)
-        raise typer.Exit(2)
+    if plot is not None:
+        from kvpilot.commands._plot import plot_file
+
+        try:
+            plot = plot_file(plot)
+        except ValueError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     console = make_console(stderr=json_out)  # a pipe or a log: lines as long as they are, the summary unwrapped

@@ -1,0 +1,38 @@
+"""`--plot` of `kvpilot backtest` and `kvpilot demo`: the file written is the one named (``.png`` added where the
+name has none, and said), a type matplotlib cannot write is refused before the replay, and a plot that cannot be
+written after it loses none of the results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from kvpilot.cli import app
+
+SHORT = ["backtest", "--trace", "synthetic:duration_s=60,rate=2", "--no-frontier", "--policies", "reactive"]
+
+
+def test_a_plot_that_cannot_be_written_keeps_the_results() -> None:
+    # the folder exists, the file cannot be made there: was a FileNotFoundError traceback, and no JSON, after the replay
+    out = CliRunner().invoke(app, [*SHORT, "--json", "--plot", "/proc/kvpilot-backtest.png"])
+    assert out.exit_code == 1, out.output
+    assert "reactive" in json.loads(out.stdout)["policies"]
+    assert out.stderr.strip().splitlines()[-1] == "error: --plot /proc/kvpilot-backtest.png: No such file or directory"
+
+
+def test_a_plot_named_without_a_suffix_is_written_as_png_and_said(tmp_path: Path) -> None:
+    out = CliRunner().invoke(app, [*SHORT, "--json", "--plot", str(tmp_path / "figure")])
+    assert out.exit_code == 0, out.output
+    assert (tmp_path / "figure.png").stat().st_size > 0  # matplotlib added .png without a word before
+    assert out.stderr.strip().splitlines()[-1] == f"plot written to {tmp_path / 'figure.png'}"
+
+
+def test_a_type_matplotlib_cannot_write_is_refused_before_the_replay(tmp_path: Path) -> None:
+    for command in (SHORT, ["demo", "--json", "--duration", "60"]):
+        out = CliRunner().invoke(app, [*command, "--plot", str(tmp_path / "figure.foo")])
+        assert out.exit_code == 2, out.output
+        assert out.stderr.startswith(f"error: --plot {tmp_path / 'figure.foo'}: matplotlib writes no .foo files (png,")
+        assert "kvpilot: " not in out.stderr  # refused before the replay's progress
+    assert not list(tmp_path.iterdir())
