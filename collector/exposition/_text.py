@@ -1024,12 +1024,12 @@ def _json_page(line: str) -> str | None:
         )
     if isinstance(value, dict) and value.keys() <= _ERROR_BODY_KEYS and not value.keys().isdisjoint(_ERROR_KEYS):
         # an error answered as JSON: FastAPI's `{"detail":"Not Found"}` for a path it does not serve (SGLang 0.4.6
-        # without metrics on that node: sgl-project/sglang issue #7305, the second node of a two-node dp=2 server),
-        # an OpenAI-style `{"error": ...}`
+        # without metrics on that node: sgl-project/sglang issue #7305, the second node of a two-node dp=2 server;
+        # fixed by pull request #7720, July 2025), an OpenAI-style `{"error": ...}`
         return (
             "the page is an error answered in JSON, not metrics: nothing is served at this path, or the server's"
             " metrics are off (SGLang serves /metrics only with --enable-metrics, and a multi-node SGLang server only"
-            " on its first node: the other nodes answer this, sgl-project/sglang issue #7305)"
+            " on its first node before sgl-project/sglang pull request #7720: the other nodes answer this, issue #7305)"
         )
     return (
         "the page is JSON, not the Prometheus text format; trtllm-serve answers /metrics with JSON iteration"
