@@ -432,8 +432,8 @@ class OwnedCollect:
         for r in result.results:
             if r.target.kind == "gpu":
                 continue
-            nodes = {s.node for s in r.replicas} | {r.target.node}
-            all_nodes |= nodes
+            # a replica without a node names none: a GPU page without one goes by its URL's hash (as in owned_targets)
+            all_nodes |= {s.node for s in r.replicas if s.node} | ({r.target.node} if r.target.node else set())
             mine = tuple(s for s in r.replicas if owns(s.deployment_key))
             if mine or (not r.replicas and owns(r.target.deployment_key)):
                 engines.append(r if len(mine) == len(r.replicas) else replace(r, replicas=mine))

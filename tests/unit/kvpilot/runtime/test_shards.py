@@ -331,3 +331,32 @@ def test_shards_whose_rounds_stop_are_given_up_as_their_leases_expire(kube: Fake
     assert not a.leader
     assert not a.owns(DEPLOYMENTS[0])
     assert a.held().owned == frozenset()
+
+
+async def test_a_gpu_page_without_a_node_is_kept_by_exactly_one_instance() -> None:
+    # dcgm-exporter without NODE_NAME: its GPUs have no node, and neither have replicas whose series carry no node
+    # label. Before, a replica without a node put "" among the nodes read, so no instance kept such a GPU page.
+    def sample(key: str, pod: str) -> ReplicaSample:
+        ns, name = key.split("/")
+        return ReplicaSample(
+            namespace=ns, deployment=name, replica=pod, node="", engine="vllm", model=None, timestamp=1
+        )
+
+    engine = TargetInfo(url="promql://vllm/10.0.0.1:8000", deployment="chat", namespace="llm")
+    gpu = TargetInfo(url="promql://dcgm/10.0.0.9:9400", kind="gpu")
+
+    class Whole:
+        async def collect_once(self, targets: object) -> CollectResult:
+            replicas = (sample("llm/chat", "chat-0"),)
+            return CollectResult(
+                1, (ScrapeResult(engine, True, 1, 0, replicas=replicas), ScrapeResult(gpu, True, 1, 0))
+            )
+
+    keepers = []
+    for shard in range(16):
+        c = _mine(set())
+        c.owned = frozenset({shard})
+        result = await OwnedCollect(Whole(), c).collect_once([])
+        if any(r.target.kind == "gpu" for r in result.results):
+            keepers.append(shard)
+    assert keepers == [shard_of(f"node/{gpu.url}", 16)]
