@@ -43,6 +43,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from collector.adapt import WANTED_FAMILIES
 from collector.aggregates import DeploymentAggregate
 from collector.clock import Clock, WallClock
+from collector.gpus import amd
 from collector.health import HealthBook
 from collector.promql import decode, expressions
 from collector.promql.decode import LAYOUT_ERRORS, PromQLError, Stopped
@@ -496,7 +497,13 @@ class _SourceMetrics(Collector):
 
 
 def _gpu_families() -> frozenset[str]:
-    return frozenset(n for n in WANTED_FAMILIES if n.startswith("DCGM_"))
+    """GPU exporters' own families: read by the faulty-GPU query, kept out of the replicas' (AMD's
+    device-metrics-exporter labels a GPU with the pod using it, as dcgm-exporter does: its series must not join that
+    replica's). The faults are DCGM's (expressions.GPU_FAULTS): no AMD GPU is read in this mode."""
+    return frozenset(n for n in WANTED_FAMILIES if n.startswith("DCGM_") or n in _AMD_FAMILIES)
+
+
+_AMD_FAMILIES = amd.DME_FAMILIES | amd.SMI_FAMILIES
 
 
 def from_settings(settings: Any, collector: Any = None, *, kv_from: float = DEFAULT_KV_FROM) -> PromQLSource:

@@ -289,6 +289,10 @@ def _amd_section() -> list[str]:
         "(page retirement is the driver's, not kvpilot's). Alert on `amd_gpu_health == 0` or a rising "
         "`gpu_ecc_uncorrect_total` in Prometheus and drain by hand.",
         "",
+        "Read through Prometheus (`collector.discovery.promql_url`): `promql_mode: replicas` reads AMD GPUs as a "
+        "scrape does; `aggregates` reads only the GPUs that show a DCGM fault (XID, ECC, row remapping), so no AMD "
+        "GPU, and keeps AMD's series out of the replicas' query (the exporter labels a GPU with the pod using it).",
+        "",
     ]
 
 

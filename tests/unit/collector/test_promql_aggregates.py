@@ -310,3 +310,16 @@ async def test_sick_replicas_faulty_gpus_and_down_targets_come_in_one_request_re
 
     assert read(result.results) == read(apart)
     assert (len(result.down_targets), len(result.gpus) > 0, len(result.replicas) > 0) == (6, True, True)
+
+
+def test_amd_gpu_families_stay_out_of_the_replicas_query() -> None:
+    # AMD's device-metrics-exporter labels a GPU with the pod using it (pod, namespace): in the replicas' query
+    # (`... and on (namespace, pod) (sick replicas)`) its series would join that replica's. They go with the GPU
+    # exporters' families, as DCGM's do (session 17, helper A).
+    from collector.discovery.promql import _gpu_families
+    from collector.gpus import amd
+
+    gpus = _gpu_families()
+    assert {"gpu_gfx_activity", "amd_gpu_gfx_activity", "amd_gpu_use_percent", "DCGM_FI_DEV_GPU_UTIL"} <= gpus
+    assert gpus >= amd.DME_FAMILIES | amd.SMI_FAMILIES
+    assert "vllm:num_requests_running" not in gpus
