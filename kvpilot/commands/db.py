@@ -7,10 +7,12 @@ database that fails once reached exits 1.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 if TYPE_CHECKING:
     from kvpilot.settings import Settings
@@ -75,11 +77,31 @@ def _fail(action: str, url: str, e: Exception) -> Exception:
     return typer.Exit(2 if isinstance(e, CommandError) else 1)
 
 
+class _StepsBack(TyperCommand):
+    """`kvpilot db downgrade -1`, as its help says: a relative revision (-N) is the argument, not an unknown option
+    (click said "No such option: -1", and only `downgrade -- -1` worked)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # typer's own click's Context
+        steps = [a for a in args if re.fullmatch(r"-\d+", a)]
+        if "--" not in args and len(steps) == 1:
+            args = [a for a in args if a != steps[0]] + ["--", steps[0]]
+        return super().parse_args(ctx, args)
+
+
+def _revision(revision: str) -> str:
+    """An empty revision was Alembic's bare AssertionError (exit 1)."""
+    if not revision.strip():
+        typer.echo("error: the revision is empty: give head, base, an id (`kvpilot db current`) or +N/-N", err=True)
+        raise typer.Exit(2)
+    return revision
+
+
 @app.command()
 def upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")] = "head", config: Config = None) -> None:
     """Upgrade the schema (default: to the newest revision)."""
     import migrations
 
+    revision = _revision(revision)
     url = _url(config)
     try:
         migrations.upgrade(url, revision)
@@ -167,7 +189,7 @@ def _in_use(url: str) -> str | None:
     return None
 
 
-@app.command()
+@app.command(cls=_StepsBack)
 def downgrade(
     revision: Annotated[str, typer.Argument(help="Target revision: -1 for one step, base for empty.")] = "-1",
     config: Config = None,
@@ -183,6 +205,7 @@ def downgrade(
     upgrades the store again (store.auto_migrate). Stop every instance first, or pass --force."""
     import migrations
 
+    revision = _revision(revision)
     url = _url(config)
     _refuse_missing(url)
     busy = _in_use(url)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from alembic.script import ScriptDirectory
 from typer.testing import CliRunner
 
 import migrations
@@ -86,3 +87,24 @@ def test_a_url_that_is_not_one_exits_2_in_one_line(monkeypatch: pytest.MonkeyPat
     assert out.exit_code == 2
     (line,) = out.stderr.splitlines()
     assert line.startswith("error: database URL 'garbage' is not a URL SQLAlchemy understands")
+
+
+def test_downgrade_minus_one_is_the_revision_its_help_names(url: str) -> None:
+    # was "No such option: -1" (exit 2): only `kvpilot db downgrade -- -1` worked
+    assert CliRunner().invoke(app, ["db", "upgrade"]).exit_code == 0
+    out = CliRunner().invoke(app, ["db", "downgrade", "-1"])
+    assert out.exit_code == 0, out.output
+    out = CliRunner().invoke(app, ["db", "downgrade", "--force", "-1"])  # with an option before it, too
+    assert out.exit_code == 0, out.output
+    revisions = [s.revision for s in ScriptDirectory.from_config(migrations.alembic_config()).walk_revisions()]
+    assert migrations.current(url) == revisions[2]  # two steps below head
+
+
+@pytest.mark.parametrize("action", ["upgrade", "downgrade"])
+def test_an_empty_revision_is_refused_in_one_line(url: str, action: str) -> None:
+    # was "failed: AssertionError" (Alembic's bare assert), exit 1
+    assert CliRunner().invoke(app, ["db", "upgrade"]).exit_code == 0
+    out = CliRunner().invoke(app, ["db", action, " "])
+    assert out.exit_code == 2
+    assert out.stderr.strip() == "error: the revision is empty: give head, base, an id (`kvpilot db current`) or +N/-N"
+    assert migrations.is_at_head(url)
