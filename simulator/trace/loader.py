@@ -18,7 +18,7 @@ from simulator.trace import azure, burstgpt
 from simulator.trace.model import RequestColumns, Trace
 from simulator.trace.mooncake import load_mooncake
 from simulator.trace.servegen import ServeGenSource, read_servegen
-from simulator.trace.synthetic import SyntheticSpec, generate
+from simulator.trace.synthetic import MAX_CANDIDATES, SyntheticSpec, generate
 
 
 @dataclass(frozen=True)
@@ -145,6 +145,12 @@ def _finish(
 def scale_rate(cols: RequestColumns, rate_scale: float, duration: float, seed: int) -> RequestColumns:
     if rate_scale == 1.0 or not len(cols):
         return cols
+    expected = len(cols) * rate_scale
+    if expected > MAX_CANDIDATES:  # --rate-scale 1e9 of a 600 s trace took 5.8 GB in 130 s, then a MemoryError
+        raise ValueError(
+            f"rate scale {rate_scale:g} would replay some {expected:.3g} requests ({len(cols):,} scaled); at most "
+            f"{MAX_CANDIDATES:,} fit in memory (as many as a synthetic trace may hold)"
+        )
     rng = np.random.default_rng([seed, 0x2A7E])
     whole = int(rate_scale)
     frac = rate_scale - whole

@@ -151,6 +151,10 @@ ONE_LINE = [
      "error: --time-scale must be a finite number > 0, got inf"),
     (["simulate", "--trace", SYNTH, "--virtual", "--cold-start-s", "-1"], {},
      "error: --cold-start-s must be a finite number >= 0, got -1.0"),
+    # session 17 H: --rate-scale 1e9 of a 600 s synthetic trace took 5.8 GB in 130 s, then a MemoryError traceback
+    (["backtest", "--trace", SYNTH, "--rate-scale", "1e9"], {},
+     "error: rate scale 1e+09 would replay some 1.99e+11 requests (199 scaled); at most 20,000,000 fit in memory (as "
+     "many as a synthetic trace may hold)"),
     # helper C, session 13: a corrupt timestamp (21 GB and no answer), YAML nested too deeply (RecursionError
     # traceback), a binary targets file (a UnicodeDecodeError's words, naming no file)
     (["backtest", "--trace", "{y2999}", "--json"], {},
