@@ -17,13 +17,15 @@ workload to the GPU (empty otherwise). Samples without ``gpu_id`` (``gpu_nodes_t
 
 Which reading becomes which field: utilisation is ``gpu_gfx_activity`` ÷ 100 (the graphics/compute engine's busy
 share, as DCGM's ``GPU_UTIL``; on partitioned GPUs the exporter writes each partition's own: ROCm/device-metrics-
-exporter issue #139); memory is VRAM, MB read as MiB (DME's HELP text says MB; amd-smi, which it reads, counts
-VRAM in bytes / (1024 * 1024): ROCm/amdsmi's ``amdsmi_get_gpu_vram_usage``);
-``temperature_c`` is the **junction** (hotspot) temperature where the page has it (MI3xx), else the **edge**
-temperature (MI2xx, Radeon): each is also kept in ``extra`` (``junction_temp_c``, ``edge_temp_c``) so a reader can
-tell which it was; power is ``gpu_power_usage``, else ``gpu_package_power``, else ``gpu_average_package_power``;
-``ecc_dbe_volatile`` (the uncorrectable-ECC field dcgm fills with double-bit errors) is ``gpu_ecc_uncorrect_total``,
-every block's uncorrectable errors the driver counted; ``pcie_replay`` is ``pcie_replay_count``.
+exporter issue #139), else the mean of ``gpu_gfx_busy_instantaneous`` over the GPU's compute cores (``xcc_index``),
+the MI3xx field the metric list gives where gfx activity is "applicable for unpartitioned GPU" only; memory is VRAM,
+MB read as MiB (DME's HELP text says MB; amd-smi, which it reads, counts VRAM in bytes / (1024 * 1024): ROCm/amdsmi's
+``amdsmi_get_gpu_vram_usage``); ``temperature_c`` is the **junction** (hotspot) temperature where the page has it
+(MI3xx), else the **edge** temperature (MI2xx, Radeon): each is also kept in ``extra`` (``junction_temp_c``,
+``edge_temp_c``) so a reader can tell which it was; power is ``gpu_power_usage``, else ``gpu_package_power``, else
+``gpu_average_package_power``; ``ecc_dbe_volatile`` (the uncorrectable-ECC field dcgm fills with double-bit errors) is
+``gpu_ecc_uncorrect_total``, every block's uncorrectable errors the driver counted; ``pcie_replay`` is
+``pcie_replay_count``.
 
 Values that are no reading: DME leaves a field it cannot read off the page (its field logger), but amd-smi and
 gpuagent report an unavailable field as the all-ones value of its width and have leaked them (a ``gpu_clock
@@ -52,7 +54,7 @@ temperature of 1000 or more is read as millidegrees and a power of 100,000 or mo
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -93,10 +95,12 @@ class _Read:
     extra: bool = False
     limit: float = math.inf  # a converted value at or above it is no reading (a unit the page did not use)
     floor: float = -math.inf  # a value below it is no reading (amd_smi_exporter's are unsigned integers)
+    mean: bool = False  # a GPU's several series (one per compute core) averaged, not the first taken
 
 
 DME_READS: tuple[_Read, ...] = (
     _Read("utilisation", ("gpu_gfx_activity",), _percent, _NA_GAUGE),
+    _Read("utilisation", ("gpu_gfx_busy_instantaneous",), _percent, _NA_GAUGE, mean=True),  # by xcc_index
     _Read("memory_used_bytes", ("gpu_used_vram",), _mib),
     _Read("memory_free_bytes", ("gpu_free_vram",), _mib),
     _Read("temperature_c", ("gpu_junction_temperature", "gpu_edge_temperature"), na=_NA_GAUGE, zero_unknown=True),
@@ -283,6 +287,9 @@ def _adapt(plan: _Plan, families: Mapping[str, MetricFamily], timestamp: float) 
         page_values = family_values(families, key)
         into = extras if read.extra else values
         name = read.field
+        if read.mean:
+            _mean_into(into, name, read, reads, page_values)
+            continue
         for at, i in reads:
             if name in into[at]:
                 continue
@@ -292,6 +299,24 @@ def _adapt(plan: _Plan, families: Mapping[str, MetricFamily], timestamp: float) 
     return [
         GpuSample(**fields, timestamp=timestamp, extra=extras[at], **values[at]) for at, fields in enumerate(plan.gpus)
     ]
+
+
+def _mean_into(
+    into: list[dict[str, Any]],
+    name: str,
+    read: _Read,
+    reads: tuple[tuple[int, int], ...],
+    page_values: Sequence[float],
+) -> None:
+    """Each GPU's readings of ``read`` averaged into its field ``name``, where no earlier read set it."""
+    got: dict[int, list[float]] = {}
+    for at, i in reads:
+        if name not in into[at]:
+            value = _value(read, page_values[i])
+            if value is not None:
+                got.setdefault(at, []).append(value)
+    for at, readings in got.items():
+        into[at][name] = sum(readings) / len(readings)
 
 
 def _dme_key_of(_name: str) -> Callable[[Sample, TargetInfo], _Key | None]:

@@ -250,7 +250,7 @@ def _amd_rows(reads: tuple[amd._Read, ...]) -> list[str]:
     for read in reads:
         field = f"`extra[{read.field!r}]`" if read.extra else f"`{read.field}`"
         names = ", then ".join(f"`{n}`" for n in read.names)
-        unknown = ["0 is no reading"] if read.zero_unknown else []
+        unknown = (["0 is no reading"] if read.zero_unknown else []) + (["mean of its series"] if read.mean else [])
         conv = "; ".join(c for c in [_AMD_CONVERT.get(read.convert.__name__, read.convert.__name__), *unknown] if c)
         rows.append(f"| {field} | {names} | {conv} |")
     return rows

@@ -307,3 +307,15 @@ def test_amd_smi_fuzz(lines: list[tuple[str, str, str]]) -> None:
         assert g.utilisation is None or 0.0 <= g.utilisation <= 1.0
         assert g.power_w is None or (math.isfinite(g.power_w) and 0 < g.power_w < 100_000)
         assert g.temperature_c is None or (math.isfinite(g.temperature_c) and 0 < g.temperature_c < 1000)
+
+
+def test_a_partition_without_gfx_activity_reads_its_compute_cores_busy_share() -> None:
+    # DME's metric list: gfx activity "applicable for unpartitioned GPU"; gpu_gfx_busy_instantaneous per xcc_index
+    # is what a partition has. Its cores' mean is the utilisation; gfx activity, where written, still wins
+    cores = "".join(
+        f'gpu_gfx_busy_instantaneous{{{_labels(str(gpu), "0", "dpx", "nps2")},xcc_index="{x}"}} {busy}\n'
+        for gpu, x, busy in ((4, 0, 80), (4, 1, 100), (5, 0, 30), (5, 1, 65535))  # 65535: no reading
+    )
+    gpus = _gpus(cores + f"gpu_gfx_activity{{{_labels('5', '0', 'dpx', 'nps2')}}} 12\n")
+    assert (gpus["4"].utilisation, gpus["5"].utilisation) == (0.9, 0.12)
+    assert _gpus(cores)["5"].utilisation == 0.3
