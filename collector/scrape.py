@@ -30,7 +30,7 @@ import math
 import multiprocessing
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 from typing import Any, Protocol
 
@@ -168,7 +168,14 @@ class CollectResult:
 
     @property
     def gpus(self) -> list[GpuSample]:
-        return [g for res in self.results for g in res.gpus]
+        """Every page's GPUs; one that no label places on a node carries its page's URL (``GpuSample.page``)."""
+        out: list[GpuSample] = []
+        for res in self.results:
+            if res.target.node or not res.gpus:
+                out.extend(res.gpus)
+            else:
+                out.extend(g if g.node or g.page else replace(g, page=res.target.url) for g in res.gpus)
+        return out
 
     @property
     def down_targets(self) -> list[TargetInfo]:
@@ -176,9 +183,15 @@ class CollectResult:
 
     @property
     def gpu_nodes_scraped(self) -> frozenset[str]:
-        """Nodes whose GPU exporter answered: a GPU of theirs missing from the page has vanished."""
-        nodes = {g.node for res in self.results if res.ok for g in res.gpus}
-        nodes |= {res.target.node for res in self.results if res.ok and res.target.kind == "gpu" and res.target.node}
+        """Nodes whose GPU exporter answered: a GPU of theirs missing from the page has vanished. A page that places
+        its GPUs on no node stands for itself (its URL, as ``GpuSample.page``): before, "" stood for every such page,
+        and one answering made another's GPUs "vanished" (critical) instead of its exporter down."""
+        nodes = {g.node or res.target.url for res in self.results if res.ok for g in res.gpus}
+        nodes |= {
+            res.target.node or res.target.url  # a page that lists no GPU at all: its node, else itself
+            for res in self.results
+            if res.ok and res.target.kind == "gpu" and (res.target.node or not res.gpus)
+        }
         return frozenset(nodes)
 
 

@@ -420,8 +420,8 @@ class FleetState:
 
         ``down_targets``: targets that failed this tick; their replicas keep their last sample but show
         ``target_up=False`` (and turn not ready once stale). ``gpu_nodes_scraped``: nodes whose GPU
-        exporter answered this tick, so that a GPU missing from an answered page turns ``present=False``
-        even when the page lists no GPU at all; by default, the nodes of ``gpus``.
+        exporter answered this tick (a page on no node: its URL, ``GpuSample.page``), so that a GPU missing from an
+        answered page turns ``present=False`` even when the page lists no GPU at all; by default, the nodes of ``gpus``.
         """
         self._now = now
         for key in departed:
@@ -499,7 +499,7 @@ class FleetState:
         answered = scraped_nodes if scraped_nodes is not None else {g.node for g in gpus}
         self._gpu_nodes_answered = answered
         for key, track in self._gpus.items():
-            if key not in listed and track.sample.node in answered:
+            if key not in listed and (track.sample.node or track.sample.page) in answered:
                 track.present = False  # its exporter answered without it: the GPU fell off the bus
 
     def _forget(self, now: float) -> None:
@@ -510,7 +510,9 @@ class FleetState:
         # it stays (absent) for as long as the node is there, so its finding stays open until it is fixed.
         answered = self._gpu_nodes_answered
         for key in [
-            k for k, t in self._gpus.items() if t.last_seen < cutoff and (t.present or t.sample.node not in answered)
+            k
+            for k, t in self._gpus.items()
+            if t.last_seen < cutoff and (t.present or (t.sample.node or t.sample.page) not in answered)
         ]:
             del self._gpus[key]
         history_cutoff = now - self.history_s

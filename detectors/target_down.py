@@ -31,20 +31,23 @@ def detect(state: FleetState, *, thresholds: Thresholds, now: float) -> list[Fin
                 action="notify",
             )
         )
-    stale_nodes: dict[str, float] = {}
+    # A node whose exporter stopped answering keeps its GPUs "present" with an ageing last_seen. A page that places
+    # its GPUs on no node (dcgm-exporter without NODE_NAME, a static target) is named by its URL instead, as the
+    # subject's replica: each such page is a finding of its own, and a sharded instance closes it by its URL.
+    stale: dict[tuple[str, str], float] = {}
     for gpu in state.gpus():
-        # A node whose exporter stopped answering keeps its GPUs "present" with an ageing last_seen.
         if gpu.present and now - gpu.last_seen > limit:
-            node = gpu.sample.node
-            stale_nodes[node] = max(stale_nodes.get(node, gpu.last_seen), gpu.last_seen)
-    for node, last_seen in sorted(stale_nodes.items()):
+            where = (gpu.sample.node, "" if gpu.sample.node else gpu.sample.page)
+            stale[where] = max(stale.get(where, gpu.last_seen), gpu.last_seen)
+    for (node, page), last_seen in sorted(stale.items()):
         out.append(
             Finding(
                 kind=KIND,
                 severity=Severity.WARNING,
-                subject=Subject(node=node),
+                subject=Subject(replica=page, node=node),
                 since=now,
-                summary=f"GPU exporter on {node} unavailable (last scraped {now - last_seen:.0f} s ago)",
+                summary=f"GPU exporter {f'at {page} (node unknown)' if page else f'on {node}'} unavailable "
+                f"(last scraped {now - last_seen:.0f} s ago)",
                 evidence={"target": "gpu", "last_seen": last_seen, "age_s": now - last_seen},
                 action="notify",
             )

@@ -392,23 +392,28 @@ class ControlLoop:
         closes = None if self.owns is None or not detected else self._closes(self.owns)  # read on this thread
         self.writes.persist(now, deployments, findings, decisions, detected=detected, capacity=capacity, closes=closes)
 
-    def _closes(self, owns: Callable[[str], bool]) -> Callable[[str, str, str], bool]:
-        """Sharding: the live findings this instance may close, by (deployment, node, gpu): its deployments', a node's
-        (a GPU's) where it reads that node, and a GPU's whose node is unknown (dcgm-exporter without ``NODE_NAME``)
-        where it reads that GPU. Another shard's are that instance's to close. A finding with no subject at all (a
-        node-less GPU exporter down) is one instance's: the holder of the shard the empty name hashes to
-        (``owns("")``); before, every instance that read anything without a node closed it."""
+    def _closes(self, owns: Callable[[str], bool]) -> Callable[[str, str, str, str], bool]:
+        """Sharding: the live findings this instance may close, by (deployment, replica, node, gpu): its deployments',
+        a node's (a GPU's) where it reads that node, and a GPU's whose node is unknown (dcgm-exporter without
+        ``NODE_NAME``) where it reads that GPU. Another shard's are that instance's to close. A GPU page on no node
+        that is down names the page alone (its URL as the replica, ``detectors.target_down``): the instance that
+        keeps that page closes it, the holder of the URL's shard (``shards.owned_targets``). Before, the subject
+        was empty and the holder of the empty name's shard closed it while the keeper had it open: it flapped, a
+        new episode each tick, its acknowledgement lost. An empty subject (a row from before) is still that
+        holder's (``owns("")``); before 0e19cd1, every instance that read anything without a node closed it."""
         gpus = self.state.gpus()
         nodes = {g.sample.node for g in gpus} | {r.sample.node for r in self.state.replicas()}
         nodes.discard("")
         nodeless = {g.sample.uuid or g.sample.index for g in gpus if not g.sample.node}
 
-        def closes(deployment: str, node: str, gpu: str) -> bool:
+        def closes(deployment: str, replica: str, node: str, gpu: str) -> bool:
             if deployment:
                 return owns(deployment)
             if node:
                 return node in nodes
-            return gpu in nodeless if gpu else owns("")
+            if gpu:
+                return gpu in nodeless
+            return owns(f"node/{replica}") if replica else owns("")
 
         return closes
 

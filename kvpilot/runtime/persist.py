@@ -102,10 +102,10 @@ class TickWrites:
         *,
         detected: bool,
         capacity: Capacity | None,
-        closes: Callable[[str, str, str], bool] | None = None,
+        closes: Callable[[str, str, str, str], bool] | None = None,
     ) -> None:
         """Queue this tick's writes; the writer task applies them (or holds them while the store is away).
-        ``closes(deployment, node, gpu)``: the live findings this instance may close (sharding; None: all)."""
+        ``closes(deployment, replica, node, gpu)``: the live findings this instance may close (sharding; None: all)."""
         w = self.writer
         if detected:
             active = list(findings)

@@ -60,14 +60,15 @@ def upsert_findings(
     session: Session,
     active: Sequence[Finding],
     now: float,
-    closes: Callable[[str, str, str], bool] | None = None,
+    closes: Callable[[str, str, str, str], bool] | None = None,
 ) -> None:
     """Make the store's live findings equal to ``active``: new ones open, known ones refresh, missing ones close.
 
     A finding that recurs after it closed opens a new episode (its acknowledgement belonged to the old one).
-    ``closes(deployment, node, gpu)``: whether a live finding about that subject missing from ``active`` is this
-    writer's to close (None: every one). A sharded instance sees only its deployments: it closed every other shard's
-    findings each tick, and their instance opened them again the next, as new episodes without their acknowledgement.
+    ``closes(deployment, replica, node, gpu)``: whether a live finding about that subject missing from ``active`` is
+    this writer's to close (None: every one). A sharded instance sees only its deployments: it closed every other
+    shard's findings each tick, and their instance opened them again the next, as new episodes without their
+    acknowledgement.
     """
     by_id = {f.id: f for f in active}
     # one SELECT a tick for both sets: the active ones' rows (closed ones reopen) and every live row (those not
@@ -77,7 +78,7 @@ def upsert_findings(
     stale = [
         r
         for fid, r in rows.items()
-        if fid not in by_id and r.state in LIVE and (closes is None or closes(r.deployment, r.node, r.gpu))
+        if fid not in by_id and r.state in LIVE and (closes is None or closes(r.deployment, r.replica, r.node, r.gpu))
     ]
     for fid, f in by_id.items():
         row = rows.get(fid)
