@@ -45,9 +45,8 @@ PAGE = next(
 
 @pytest.fixture
 def factory(tmp_path: Path) -> Iterator[sessionmaker[Session]]:
-    path = tmp_path / "kvpilot.db"
-    migrated(path)
-    engine = make_engine(f"sqlite:///{path}")
+    """A store at head, this test's own (a SQLite file the instances share)."""
+    engine = make_engine(migrated(tmp_path / "kvpilot.db"))
     yield session_factory(engine)
     engine.dispose()
 
