@@ -67,7 +67,7 @@ class _Request(Request):
                     }
                 ]
             ) from None
-        except ValueError:  # not JSON (JSONDecodeError, or bytes in no Unicode encoding): FastAPI says so
+        except (ValueError, RecursionError):  # not JSON, or nested past the reader's depth: FastAPI says so (4xx)
             return
 
 

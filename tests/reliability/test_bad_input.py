@@ -48,6 +48,8 @@ def _bodies() -> list[tuple[str, str, str]]:
     }
     out += [(f"target {k}", "/v1/targets", json.dumps(v)) for k, v in hostile.items()]
     out += [("drain node with slash", "/v1/drains", json.dumps({"node": "a/b"}))]
+    # valid JSON nested past the reader's depth (40 KB, under the body limit): a RecursionError must stay a 4xx
+    out += [("target url nested 20,000 deep", "/v1/targets", '{"url": ' + "[" * 20_000 + "]" * 20_000 + "}")]
     return out
 
 
