@@ -18,9 +18,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 
 
-class _Duplicate(Exception):
+class DuplicateKey(ValueError):
+    """A JSON object gave ``key`` more than once."""
+
     def __init__(self, key: str) -> None:
-        self.key = key
+        self.key = key if len(key) <= 64 else f"{key[:64]}..."
+        super().__init__(f"the key {self.key!r} is given more than once in one object; send each key once")
 
 
 def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -29,9 +32,15 @@ def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise _Duplicate(key)
+                raise DuplicateKey(key)
             seen.add(key)
     return out
+
+
+def loads_once(data: str | bytes) -> Any:
+    """``json.loads`` that raises DuplicateKey (a ValueError) for a key given twice in any object: for every JSON a
+    user hands kvpilot (request bodies, `kvpilot detect --inject`)."""
+    return json.loads(data, object_pairs_hook=_once)
 
 
 def _is_json(content_type: str | None) -> bool:
@@ -54,18 +63,10 @@ class _Request(Request):
         if not body:
             return
         try:
-            self._json = json.loads(body, object_pairs_hook=_once)
-        except _Duplicate as e:
-            shown = e.key if len(e.key) <= 64 else f"{e.key[:64]}..."
+            self._json = loads_once(body)
+        except DuplicateKey as e:
             raise RequestValidationError(
-                [
-                    {
-                        "type": "json_duplicate_key",
-                        "loc": ("body", shown),
-                        "msg": f"the key {shown!r} is given more than once in one object; send each key once",
-                        "input": shown,
-                    }
-                ]
+                [{"type": "json_duplicate_key", "loc": ("body", e.key), "msg": str(e), "input": e.key}]
             ) from None
         except (ValueError, RecursionError):  # not JSON, or nested past the reader's depth: FastAPI says so (4xx)
             return

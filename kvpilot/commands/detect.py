@@ -112,13 +112,15 @@ def _emit(event: str, f: Finding, t: float, as_json: bool) -> None:
 
 
 def _parse_injections(specs: Iterable[str]) -> list[tuple[float, dict[str, Any]]]:
+    from api.json_body import loads_once  # FastAPI's import, only where --inject is given
+
     out: list[tuple[float, dict[str, Any]]] = []
     for spec in specs:
         body, sep, at = spec.rpartition("@")
         if not sep:
             _usage(f"--inject {spec!r}: expected JSON@seconds, e.g. '{INJECT_EXAMPLE}'")
         try:
-            out.append((float(at), json.loads(body)))
+            out.append((float(at), loads_once(body)))  # a key given twice is refused, as in API bodies
         except (ValueError, json.JSONDecodeError) as e:
             _usage(f"--inject {spec!r}: {e}")
         if not (out[-1][0] >= 0 and math.isfinite(out[-1][0])):  # -5 fired at the first tick, inf never: said

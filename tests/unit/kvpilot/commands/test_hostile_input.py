@@ -130,6 +130,10 @@ ONE_LINE = [
      "error: upgrading sqlite:///{bin}.db failed: Can't locate revision identified by 'bogus'"),
     (["detect", "--source", "sim", "--inject", '{"type":"xid","node":"node-9","gpu":99,"xid":79}@5'], {},
      "error: --inject at 5s: no GPU 99 on node 'node-9' (nodes: node-0)"),
+    # session 17 H: the last of a key given twice was taken ('xid' 48 here), as API bodies did
+    (["detect", "--source", "sim", "--inject", '{"type":"xid","node":"node-0","gpu":0,"xid":79,"xid":48}@5'], {},
+     "error: --inject '{\"type\":\"xid\",\"node\":\"node-0\",\"gpu\":0,\"xid\":79,\"xid\":48}@5': the key 'xid' is "
+     "given more than once in one object; send each key once"),
     (["detect", "--source", "sim", "--duration-s", "-5"], {},
      "error: --duration-s must be a finite number > 0, got -5.0"),
     (["backtest", "--trace", SYNTH, "--slo-ttft", "inf"], {}, "error: --slo-ttft must be a finite number > 0, got inf"),
