@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+
+from collector.urls import redacted
 
 log = logging.getLogger(__name__)
 
@@ -47,20 +48,15 @@ def initial(url: str) -> TargetHealth:
     )
 
 
-def _shown(url: str) -> str:
-    parts = urlsplit(url)
-    return parts._replace(netloc=f"redacted@{parts.netloc.rpartition('@')[2]}").geturl() if "@" in parts.netloc else url
-
-
 def _log_change(before: TargetHealth, after: TargetHealth) -> None:
     """A target going down, failing for a new reason, or coming back is logged once: the reason is then in the log
     as well as in ``/v1/targets``, without a line per failed scrape."""
     if not after.up and (before.up or before.scrapes_total == 0 or before.last_error != after.last_error):
-        log.warning("target %s is down: %s", _shown(after.url), after.last_error)
+        log.warning("target %s is down: %s", redacted(after.url), after.last_error)
     elif after.up and not before.up and before.failures_total:
-        log.info("target %s is up again after %d failed scrapes", _shown(after.url), before.consecutive_failures)
+        log.info("target %s is up again after %d failed scrapes", redacted(after.url), before.consecutive_failures)
     if after.up and after.partial_pages_total > before.partial_pages_total and after.last_error != before.last_error:
-        log.warning("target %s read in part: %s", _shown(after.url), after.last_error)
+        log.warning("target %s read in part: %s", redacted(after.url), after.last_error)
 
 
 class HealthBook:

@@ -127,8 +127,8 @@ class GpuSample:
     pcie_replay: float | None = None
     recovery_action: int | None = None  # NVML field 230: 0 none, 1 reset, 2 reboot, 3 drain P2P, 4 drain and reset
     extra: dict[str, float] = field(default_factory=dict)
-    # The URL of the page it was read from, where no node is known (``CollectResult.gpus``), else "": a down
-    # exporter's ``target_down`` names that page, and a sharded instance closes it by the page's shard.
+    # The URL of the page it was read from (its password redacted), where no node is known (``CollectResult.gpus``),
+    # else "": a down exporter's ``target_down`` names that page, and a sharded instance closes it by the page's shard.
     page: str = ""
 
     @property

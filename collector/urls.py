@@ -1,4 +1,5 @@
-"""Whether a string is a URL kvpilot can scrape or query: one check for every place a user gives one."""
+"""Whether a string is a URL kvpilot can scrape or query (one check for every place a user gives one), and a URL as
+kvpilot may show it."""
 
 from __future__ import annotations
 
@@ -13,3 +14,10 @@ def is_http_url(value: str) -> bool:
         return parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
     except ValueError:
         return False
+
+
+def redacted(url: str) -> str:
+    """``url`` without the user and password of a ``user:password@`` part (``redacted@host``), for logs, labels and
+    findings: targets from discovery are not held to the API's rules and may carry them."""
+    parts = urlsplit(url)
+    return parts._replace(netloc=f"redacted@{parts.netloc.rpartition('@')[2]}").geturl() if "@" in parts.netloc else url
