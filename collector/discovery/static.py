@@ -176,6 +176,33 @@ def _line_finder(text: str) -> LineOf:
     return line_of
 
 
+def _refuse_duplicate_keys(root: yaml.Node | None, path: Path) -> None:
+    """A key given twice in one mapping (`url:` twice in a target) is refused with both lines: YAML loaders keep the
+    last one silently, and the settings file refuses the same (kvpilot.settings.sources)."""
+    seen_nodes: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen_nodes:  # an alias of a node already walked
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            lines: dict[str, int] = {}
+            for key, value in node.value:
+                stack.append(value)
+                if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+                    continue
+                line = key.start_mark.line + 1
+                if key.value in lines:
+                    raise TargetFileError(
+                        f"{path}:{line}: {key.value!r} is given twice in one mapping (lines {lines[key.value]} and "
+                        f"{line}); keep one"
+                    )
+                lines[key.value] = line
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+
+
 def load_targets(path: Path) -> list[TargetInfo]:
     try:
         with path.open("rb") as f:
@@ -194,6 +221,7 @@ def load_targets(path: Path) -> list[TargetInfo]:
         root = loader.get_single_node()
         if alias_values(root) > MAX_ALIAS_VALUES:
             raise TargetFileError(f"{path}: its aliases expand to more than {MAX_ALIAS_VALUES} values")
+        _refuse_duplicate_keys(root, path)
         data = loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as e:
         raise TargetFileError(f"{path}: invalid YAML: {e}") from None

@@ -222,3 +222,42 @@ async def test_an_edit_to_garbage_keeps_the_previous_targets_and_says_why(
 def test_an_endless_file_is_refused_by_size() -> None:
     with pytest.raises(TargetFileError, match=r"^/dev/zero: larger than 33554432 bytes: not a list of targets$"):
         StaticFileDiscovery("/dev/zero")  # was read until memory ran out (MemoryError)
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        # before: the second url was kept silently (helper H, session 17: a careless edit pointed kvpilot elsewhere)
+        (
+            "- url: http://a/metrics\n  url: http://b/metrics\n",
+            "{path}:2: 'url' is given twice in one mapping (lines 1 and 2)",
+        ),
+        (
+            "targets:\n  - url: http://a/metrics\n    namespace: prod\n    namespace: dev\n",
+            "{path}:4: 'namespace' is given twice in one mapping (lines 3 and 4)",
+        ),
+        (
+            "targets: []\ntargets:\n  - url: http://a/metrics\n",
+            "{path}:2: 'targets' is given twice in one mapping (lines 1 and 2)",
+        ),
+    ],
+)
+def test_a_key_given_twice_is_refused_with_both_lines(tmp_path: Path, content: str, error: str) -> None:
+    path = tmp_path / "targets.yaml"
+    path.write_text(content)
+    with pytest.raises(TargetFileError, match=re.escape(error.format(path=path))):
+        StaticFileDiscovery(path)
+
+
+def test_an_alias_used_twice_and_a_merge_key_are_not_duplicates(tmp_path: Path) -> None:
+    path = tmp_path / "targets.yaml"
+    path.write_text(
+        "- &base {url: http://a/metrics, namespace: prod}\n"
+        "- <<: *base\n  url: http://b/metrics\n"
+        "- {url: http://c/metrics, namespace: prod}\n"
+    )
+    assert [(t.url, t.namespace) for t in StaticFileDiscovery(path).current()] == [
+        ("http://a/metrics", "prod"),
+        ("http://b/metrics", "prod"),
+        ("http://c/metrics", "prod"),
+    ]
