@@ -4,7 +4,8 @@ PromQL source runs ad hoc without them (``collector.promql.expressions``): one s
 ``generate()`` (registered in ``kvpilot.generate.GENERATORS``) writes the plain rule file, the PrometheusRule that
 carries it into a cluster, and ``promtool test rules`` cases proving, on a small deployment with known series,
 that every recorded signal has the value FleetState would compute, that the ad-hoc query gives the same
-series, and that the server-side selection picks exactly the sick replicas and the faulty GPU.
+series, and that the server-side selection picks exactly the sick replicas, the faulty NVIDIA GPU and the AMD GPUs
+a detector must see (serving a stuck replica, or with an uncorrectable ECC error).
 """
 
 from __future__ import annotations
@@ -36,6 +37,30 @@ def rule_groups() -> dict[str, Any]:
 # requests without making tokens (stuck). Samples every 15 s; values chosen so every expected figure is exact.
 _T = 'namespace="prod",deployment="chat",job="vllm"'
 _DCGM = 'job="dcgm",instance="node-1:9400",Hostname="node-1"'
+# AMD device-metrics-exporter, one without a prefix and one with ``amd_``; labels kept as the exporter writes them
+# (honor_labels), so a GPU in use carries its workload's namespace and pod.
+_DME = 'job="amd-dme",instance="node-2:5000",hostname="node-2",gpu_partition_id="0"'
+_DME_AMD = 'job="amd-dme",instance="node-3:5000",hostname="node-3",gpu_partition_id="0"'
+
+
+_AMD_INPUT = [
+    # node-2: GPU 0 serves chat-3 (stuck), GPU 1 serves chat-1 (busy, making progress)
+    (f'gpu_gfx_activity{{{_DME},gpu_id="0",namespace="prod",pod="chat-3"}}', "100x10"),
+    (f'gpu_ecc_uncorrect_total{{{_DME},gpu_id="0",namespace="prod",pod="chat-3"}}', "0x10"),
+    (f'gpu_health{{{_DME},gpu_id="0",namespace="prod",pod="chat-3"}}', "1x10"),
+    (f'gpu_gfx_activity{{{_DME},gpu_id="1",namespace="prod",pod="chat-1"}}', "90x10"),
+    (f'gpu_ecc_uncorrect_total{{{_DME},gpu_id="1",namespace="prod",pod="chat-1"}}', "0x10"),
+    (f'gpu_health{{{_DME},gpu_id="1",namespace="prod",pod="chat-1"}}', "1x10"),
+    # node-3: GPU 0 unallocated with 2 uncorrectable ECC errors, GPU 1 unallocated and healthy
+    (f'amd_gpu_gfx_activity{{{_DME_AMD},gpu_id="0"}}', "0x10"),
+    (f'amd_gpu_ecc_uncorrect_total{{{_DME_AMD},gpu_id="0"}}', "2x10"),
+    (f'amd_gpu_health{{{_DME_AMD},gpu_id="0"}}', "1x10"),
+    (f'amd_gpu_gfx_activity{{{_DME_AMD},gpu_id="1"}}', "0x10"),
+    (f'amd_gpu_ecc_uncorrect_total{{{_DME_AMD},gpu_id="1"}}', "0x10"),
+    (f'amd_gpu_health{{{_DME_AMD},gpu_id="1"}}', "1x10"),
+]
+# what the AMD selection answers: every series of the stuck replica's GPU and of the one with an ECC error
+EXPECTED_AMD = [series for series, _ in _AMD_INPUT if 'gpu_id="0"' in series]
 
 
 def _pod(metric: str, pod: str, values: str, **labels: str) -> tuple[str, str]:
@@ -92,6 +117,7 @@ _INPUT = [
     (f'DCGM_FI_DEV_XID_ERRORS{{{_DCGM},gpu="1"}}', "79x10"),
     (f'DCGM_FI_DEV_GPU_UTIL{{{_DCGM},gpu="0"}}', "90x10"),
     (f'DCGM_FI_DEV_GPU_UTIL{{{_DCGM},gpu="1"}}', "100x10"),
+    *_AMD_INPUT,
 ]
 
 _EVAL = "2m"
@@ -162,6 +188,12 @@ def _tests() -> dict[str, Any]:
             {"labels": f'DCGM_FI_DEV_XID_ERRORS{{{_DCGM},gpu="1"}}', "value": 79},
         ],
     }
+    values = dict(_AMD_INPUT)
+    amd_gpus = {
+        "expr": ex.amd_gpu_series("(?:amd_)?gpu_.+", ex.RULE_WINDOW, limit=10),
+        "eval_time": _EVAL,
+        "exp_samples": [{"labels": s, "value": float(values[s].split("x")[0])} for s in EXPECTED_AMD],
+    }
     down = {
         "expr": ex.down_targets(),
         "eval_time": _EVAL,
@@ -174,7 +206,7 @@ def _tests() -> dict[str, Any]:
             {
                 "interval": "15s",
                 "input_series": [{"series": s, "values": v} for s, v in _INPUT],
-                "promql_expr_test": [*recorded, adhoc, sick, gpus, down],
+                "promql_expr_test": [*recorded, adhoc, sick, gpus, amd_gpus, down],
             }
         ],
     }

@@ -9,7 +9,9 @@ Two modes (``collector.discovery.promql_mode``):
   scraped one. Cost grows with the fleet (every raw series, every tick).
 - ``aggregates``: Prometheus computes each deployment's signals (kvpilot's recording rules where installed,
   else the same expressions ad hoc: ``collector.promql.expressions``), and only the replicas and GPUs a
-  detector must see are read series by series. Cost grows with the deployments and the sick replicas.
+  detector must see are read series by series (NVIDIA GPUs with a DCGM fault, AMD GPUs serving a stuck replica or
+  with an uncorrectable ECC error; amd_smi_exporter's GPUs, which name no pod, are not read in this mode). Cost
+  grows with the deployments and the sick replicas.
 
 ``collect_owned(owns)`` (a shard's instance, ``kvpilot.runtime.shards.OwnedCollect``) narrows either mode to the
 deployments ``owns`` accepts: one small query names every deployment, and every later query of the tick carries
@@ -381,19 +383,24 @@ class PromQLSource:
         extras = [self.extra_selector] if scopes is None else scopes
         engines = names_regex(WANTED_FAMILIES - _gpu_families())
         limit = max(1, self.max_replicas // max(1, len(extras)))
-        # GPU series carry no deployment label: the faulty ones are read whole, for the caller to cut by node
-        gpus = expressions.gpu_series(names_regex(_gpu_families()), self.extra_selector)
+        # GPU series carry no deployment label: the selected ones are read whole, for the caller to cut by node
+        gpus = [
+            expressions.gpu_series(names_regex(_dcgm_families()), self.extra_selector),
+            expressions.amd_gpu_series(
+                names_regex(amd.DME_FAMILIES), self.window, self.extra_selector, limit=self.max_replicas
+            ),
+        ]
         # One request per scope: its sick replicas' series, its down targets' `up` (tagged: a down target's `up` could
-        # otherwise share its label set with a series of the same target) and, in the first, the faulty GPUs'
-        # (another exporter's targets, so no label set in common).
+        # otherwise share its label set with a series of the same target) and, in the first, the selected GPUs'
+        # (other exporters' targets, so no label set in common).
         queries = [
             expressions.union(
                 expressions.replica_series(engines, self.window, e, kv_from=self.kv_from, limit=limit),
-                *([gpus] if n == 0 else []),
+                *(gpus if n == 0 else []),
                 expressions.tagged(expressions.down_targets(e), "down"),
             )
             for n, e in enumerate(extras)
-        ] or [gpus]
+        ] or [expressions.union(*gpus)]
         deployments_task = asyncio.ensure_future(self._deployments(now, extras))
         try:
             answers = await asyncio.gather(*(self._query_body(q, now) for q in queries))
@@ -401,7 +408,7 @@ class PromQLSource:
         finally:
             deployments_task.cancel()
         job = partial(read_answers, answers, (), self._metadata, now, self.jobs, t0)
-        result = self._collected(await self._in_reader(job), now)
+        result = _Selected.of(self._collected(await self._in_reader(job), now))
         self.last_aggregates = await asyncio.to_thread(decode.aggregates, deployments, now, self._stop)
         return result
 
@@ -496,14 +503,30 @@ class _SourceMetrics(Collector):
         )
 
 
+class _Selected(CollectResult):
+    """An aggregates round: its GPUs are those a server-side selection chose, so a GPU missing from it has not left
+    its exporter (it is healthy, or its replica is no longer stuck): no node counts as answered, and no GPU is made
+    ``vanished`` by the selection moving on (a GPU of a node whose other GPU stays selected would be). A GPU no
+    longer selected keeps its last sample until ``FleetState`` forgets it."""
+
+    @classmethod
+    def of(cls, result: CollectResult) -> _Selected:
+        return cls(timestamp=result.timestamp, results=result.results, health=result.health)
+
+    @property
+    def gpu_nodes_scraped(self) -> frozenset[str]:
+        return frozenset()
+
+
 def _gpu_families() -> frozenset[str]:
-    """GPU exporters' own families: read by the faulty-GPU query, kept out of the replicas' (AMD's
+    """GPU exporters' own families: read by the GPU selections, kept out of the replicas' (AMD's
     device-metrics-exporter labels a GPU with the pod using it, as dcgm-exporter does: its series must not join that
-    replica's). The faults are DCGM's (expressions.GPU_FAULTS): no AMD GPU is read in this mode."""
-    return frozenset(n for n in WANTED_FAMILIES if n.startswith("DCGM_") or n in _AMD_FAMILIES)
+    replica's)."""
+    return _dcgm_families() | amd.DME_FAMILIES | amd.SMI_FAMILIES
 
 
-_AMD_FAMILIES = amd.DME_FAMILIES | amd.SMI_FAMILIES
+def _dcgm_families() -> frozenset[str]:
+    return frozenset(n for n in WANTED_FAMILIES if n.startswith("DCGM_"))
 
 
 def from_settings(settings: Any, collector: Any = None, *, kv_from: float = DEFAULT_KV_FROM) -> PromQLSource:

@@ -8,8 +8,9 @@ and queue-time histograms as bucket increases summed ``by (le, namespace, deploy
 
 Per replica, only where a detector needs one (chosen server-side, so the answer grows with the sick replicas,
 not the fleet): KV usage from the level where kv_exhaustion starts projecting, requests running with no token
-progress (stuck_gpu, the planner's stuck replicas), GPUs with an XID, a double-bit ECC error or a failed row
-remap. vLLM V1 names; the ``deployment`` label comes from relabelling (docs/scaling-large-fleets.md).
+progress (stuck_gpu, the planner's stuck replicas), NVIDIA GPUs with an XID, a double-bit ECC error or a failed
+row remap, AMD GPUs serving a stuck replica or with an uncorrectable ECC error. vLLM V1 names; the ``deployment``
+label comes from relabelling (docs/scaling-large-fleets.md).
 """
 
 from __future__ import annotations
@@ -110,13 +111,18 @@ def adhoc_query(window: str, extra: str = "") -> str:
 def sick_replicas(window: str, extra: str, *, kv_from: float, limit: int) -> str:
     """``(namespace, pod)`` of replicas a per-replica detector must see, at most ``limit`` (highest value
     first: stuck replicas by requests held, then the fullest KV pools)."""
+    kv = f"max by (namespace, pod) (vllm:kv_cache_usage_perc{{{selector(extra)}}}) >= {kv_from:g}"
+    return f"topk({limit}, ({stuck_replicas(window, extra)}) or ({kv}))"
+
+
+def stuck_replicas(window: str, extra: str) -> str:
+    """``(namespace, pod)`` of replicas holding running requests with no token generated over ``window``, valued
+    by the requests they hold."""
     s = selector(extra)
-    kv = f"max by (namespace, pod) (vllm:kv_cache_usage_perc{{{s}}}) >= {kv_from:g}"
-    stuck = (
+    return (
         f"max by (namespace, pod) (vllm:num_requests_running{{{s}}}) > 0 unless on (namespace, pod) "
         f"(sum by (namespace, pod) (rate(vllm:generation_tokens_total{{{s}}}[{window}])) > 0)"
     )
-    return f"topk({limit}, ({stuck}) or ({kv}))"
 
 
 def replica_series(names_regex: str, window: str, extra: str, *, kv_from: float, limit: int) -> str:
@@ -138,6 +144,32 @@ def gpu_series(names_regex: str, extra: str = "") -> str:
     sel = f",{extra}" if extra else ""
     faults = " or ".join(f"({f.replace(' ', f'{{{extra}}} ', 1) if extra else f})" for f in GPU_FAULTS)
     return f'{{__name__=~"{names_regex}"{sel}}} and on (instance, gpu) ({faults})'
+
+
+# AMD device-metrics-exporter (collector.gpus.amd): a GPU is one (exporter target, gpu_id, partition); its names with
+# either prefix the exporter ships (none, or ``amd_``).
+AMD_GPU = "instance, gpu_id, gpu_partition_id"
+AMD_PREFIXES = ("", "amd_")
+
+
+def _amd_names(*names: str) -> str:
+    return "|".join(p + n for n in names for p in AMD_PREFIXES)
+
+
+def amd_gpu_series(names_regex: str, window: str, extra: str = "", *, limit: int) -> str:
+    """Every device-metrics-exporter series of the AMD GPUs a detector must see, and nothing of the others: those
+    serving a stuck replica (the stuck-GPU detector's hang and idle-while-running read their utilisation; joined
+    by the ``namespace`` and ``pod`` the exporter labels a GPU with, the ``topk(limit)`` replicas holding the most
+    requests) and those with an uncorrectable ECC error (shown, as DCGM's double-bit errors are). No XID is read:
+    AMD has none. ``gpu_health`` comes with a selected GPU's series but selects none (the exporter writes 0 for
+    every GPU of a node whose gpuagent it cannot reach)."""
+    sel = f",{extra}" if extra else ""
+    serving = (
+        f'{{__name__=~"{_amd_names("gpu_gfx_activity", "gpu_gfx_busy_instantaneous")}"{sel}}} '
+        f"and on (namespace, pod) (topk({limit}, {stuck_replicas(window, extra)}))"
+    )
+    ecc = f'{{__name__=~"{_amd_names("gpu_ecc_uncorrect_total")}"{sel}}} > 0'
+    return f'{{__name__=~"{names_regex}"{sel}}} and on ({AMD_GPU}) (({serving}) or ({ecc}))'
 
 
 def down_targets(extra: str = "") -> str:

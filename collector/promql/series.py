@@ -9,12 +9,13 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
 from collector.adapt import WANTED_FAMILIES, AdaptedPage, NoGpuFamilies, adapt_families
 from collector.exposition import MetricFamily, Sample
+from collector.gpus import amd
 from collector.promql import decode, expressions
 from collector.samples import TargetInfo
 from collector.scrape import ScrapeResult
@@ -66,16 +67,24 @@ def rebuild_families(
     series: Sequence[Mapping[str, Any]],
     metadata: Mapping[str, str],
     wanted: frozenset[str] = WANTED_FAMILIES,
+    replica_pods: frozenset[tuple[str, str]] = frozenset(),
 ) -> dict[str, MetricFamily]:
     """Families as the text parser would build them from the page these series were scraped from.
 
     ``series`` are Prometheus query results (``metric`` labels incl. ``__name__``, ``value``);
-    ``metadata`` maps a metric name to its type. Without metadata the type is inferred from suffixes."""
+    ``metadata`` maps a metric name to its type. Without metadata the type is inferred from suffixes.
+    ``replica_pods``: ``(namespace, pod)`` of the replicas read with them: a GPU exporter's series naming one of
+    them keeps its ``namespace``, ``pod`` and ``container`` (the GPU's workload, as the page wrote it and
+    ``honor_labels`` kept it), so the GPU joins its replica by pod as when scraped; any other ``pod`` on a GPU
+    series is taken for the target's own (the exporter's pod) and dropped, as every other series' is."""
     grouped: dict[str, list[tuple[str, str, dict[str, str], float]]] = {}
     for s in series:
         labels = dict(s["metric"])
         name = labels.pop("__name__")
-        for label in TARGET_LABELS:
+        attributed = (
+            replica_pods and _is_gpu_name(name) and (labels.get("namespace", ""), labels.get("pod", "")) in replica_pods
+        )
+        for label in _NOT_WORKLOAD if attributed else TARGET_LABELS:
             labels.pop(label, None)
         base, suffix = _split(name, wanted)
         grouped.setdefault(base, []).append((name, suffix, labels, float(s["value"][1])))
@@ -94,6 +103,14 @@ def rebuild_families(
     return families
 
 
+_WORKLOAD_LABELS = frozenset({"namespace", "pod", "container"})
+_NOT_WORKLOAD = TARGET_LABELS - _WORKLOAD_LABELS
+
+
+def _is_gpu_name(name: str) -> bool:
+    return name.startswith("DCGM_") or name in _AMD_NAMES
+
+
 def _infer(samples: Sequence[tuple[str, str, dict[str, str], float]]) -> str:
     suffixes = {suffix for _, suffix, _, _ in samples}
     if "_bucket" in suffixes:
@@ -110,7 +127,7 @@ def _target(key: tuple[str, str], series: Sequence[Mapping[str, Any]]) -> Target
     first = series[0]["metric"]
     names = {s["metric"].get("__name__", "") for s in series}
     # A target relabelled with a deployment is a replica, even when all Prometheus has of it is `up == 0`.
-    is_gpu = all(n.startswith("DCGM_") or n == "up" for n in names) and not first.get(expressions.DEPLOYMENT_LABEL)
+    is_gpu = all(_is_gpu_name(n) or n == "up" for n in names) and not first.get(expressions.DEPLOYMENT_LABEL)
     pod = first.get("pod") or instance
     return TargetInfo(
         # Prometheus does not keep the metrics path, and one instance may serve several jobs' pages:
@@ -122,6 +139,10 @@ def _target(key: tuple[str, str], series: Sequence[Mapping[str, Any]]) -> Target
         pod=pod,
         node=first.get("node") or _hostname_node(first, pod),
     )
+
+
+# AMD's GPU exporters' sample names (their gauges have no suffix): a target serving only these is a GPU page.
+_AMD_NAMES = amd.DME_FAMILIES | amd.SMI_FAMILIES
 
 
 def _hostname_node(labels: Mapping[str, Any], pod: str) -> str:
@@ -163,12 +184,28 @@ def read_answers(
                 del m[expressions.PART_LABEL]
             by_target.setdefault((m.get("job", ""), m.get("instance", "")), []).append(s)
     duration = time.perf_counter() - started
+    pods = _replica_pods(by_target.values())
     results = []
     for key, group in sorted(by_target.items()):
         if down is not None or key[0] in jobs or (not jobs and any(s["metric"].get("__name__") != "up" for s in group)):
             _check(stop)
-            results.append(_adapt(key, group, metadata, now, duration))
+            results.append(_adapt(key, group, metadata, now, duration, pods))
     return results
+
+
+def _replica_pods(groups: Iterable[Sequence[Mapping[str, Any]]]) -> frozenset[tuple[str, str]]:
+    """``(namespace, pod)`` of the inference targets among the answers': those serving a series other than ``up``
+    and a GPU exporter's (a GPU exporter's ``up`` names its own pod, which no GPU serves)."""
+    pods = set()
+    for group in groups:
+        m = next((s["metric"] for s in group if _is_replica_name(s["metric"].get("__name__", ""))), None)
+        if m is not None and m.get("pod"):
+            pods.add((m.get("namespace", ""), m["pod"]))
+    return frozenset(pods)
+
+
+def _is_replica_name(name: str) -> bool:
+    return name != "up" and not _is_gpu_name(name)
 
 
 def _check(stop: threading.Event | None) -> None:
@@ -177,7 +214,12 @@ def _check(stop: threading.Event | None) -> None:
 
 
 def _adapt(
-    key: tuple[str, str], series: Sequence[Mapping[str, Any]], metadata: Mapping[str, str], now: float, duration: float
+    key: tuple[str, str],
+    series: Sequence[Mapping[str, Any]],
+    metadata: Mapping[str, str],
+    now: float,
+    duration: float,
+    replica_pods: frozenset[tuple[str, str]] = frozenset(),
 ) -> ScrapeResult:
     target = _target(key, series)
     up = [float(s["value"][1]) for s in series if s["metric"].get("__name__") == "up"]
@@ -186,7 +228,7 @@ def _adapt(
         return ScrapeResult(target=target, ok=False, timestamp=now, duration_s=duration, error=error)
     page = [s for s in series if s["metric"].get("__name__") != "up"]
     try:
-        adapted = adapt_families(rebuild_families(page, metadata), target, now)
+        adapted = adapt_families(rebuild_families(page, metadata, replica_pods=replica_pods), target, now)
     except ValueError as e:
         if not (isinstance(e, NoGpuFamilies) and e.empty):
             return ScrapeResult(

@@ -290,8 +290,16 @@ def _amd_section() -> list[str]:
         "`gpu_ecc_uncorrect_total` in Prometheus and drain by hand.",
         "",
         "Read through Prometheus (`collector.discovery.promql_url`): `promql_mode: replicas` reads AMD GPUs as a "
-        "scrape does; `aggregates` reads only the GPUs that show a DCGM fault (XID, ECC, row remapping), so no AMD "
-        "GPU, and keeps AMD's series out of the replicas' query (the exporter labels a GPU with the pod using it).",
+        "scrape does. `aggregates` selects server-side the device-metrics-exporter GPUs a detector needs and reads "
+        "every series of those only: a GPU serving a stuck replica (requests running, no token over the rate window; "
+        "joined by the `namespace` and `pod` the exporter labels it with, so its scrape config needs "
+        "`honor_labels: true`; kvpilot keeps them on the GPU, so it joins its replica by pod as when scraped), "
+        "whose utilisation the `hang` and `idle_while_running` conditions read, and a GPU with "
+        "an uncorrectable ECC error, shown as a DCGM double-bit error is; `gpu_health` and the other extras come with "
+        "them. The answer grows with the sick GPUs, not the fleet. No XID is read or made up, and `vanished` is not "
+        "served in this mode (for NVIDIA as for AMD): a GPU the selection stops naming is healthy again, not gone. "
+        "amd_smi_exporter's GPUs, which carry no pod, are not read in `aggregates` mode. AMD's series stay out of the "
+        "replicas' query (the exporter labels a GPU with the pod using it).",
         "",
     ]
 

@@ -444,7 +444,8 @@ class OwnedCollect:
         results = (*engines, *gpus)
         keep = {r.target.url for r in results}
         health = {url: h for url, h in result.health.items() if url in keep}
-        return CollectResult(timestamp=result.timestamp, results=results, health=health)
+        # replace(): a source's own kind of result (PromQL aggregates: no GPU page answered whole) stays that kind
+        return replace(result, results=results, health=health)
 
     @property
     def last_aggregates(self) -> list[Any]:

@@ -4,6 +4,7 @@ one by one equals the same page scraped directly."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,8 @@ from collector.discovery.promql import PromQLSource
 from collector.samples import TargetInfo
 from collector.scrape import Collector
 from collector.state import FleetState
+from detectors import stuck_gpu
+from detectors.thresholds import Thresholds
 from tests.conftest import FIXTURES
 from tests.services.pages import serve_pages
 from tests.services.prometheus import run_prometheus
@@ -71,3 +74,79 @@ async def test_aggregates_mode_on_a_real_prometheus(tmp_path: Path, pages: str) 
     state.observe_deployments(source.last_aggregates, now=source.clock.now())
     view = state.deployments()["prod/chat"]
     assert (view.replica_count, view.ready_replicas, len(view.replicas)) == (3, 2, 2)
+
+
+AMD_PAGE = FIXTURES / "metrics" / "amd-dme-mi300x-amd-prefix-ecc-health__handwritten.txt"
+AMD_IDLE_PAGE = FIXTURES / "metrics" / "amd-dme-mi300x-gfx-grep__ROCm__device-metrics-exporter__pull_236__excerpt.txt"
+
+
+def _gpu_fields(gpu: object) -> dict[str, object]:
+    # Prometheus stamps its own time; the rest is the page's
+    return {k: v for k, v in dataclasses.asdict(gpu).items() if k not in ("timestamp", "page")}  # type: ignore[call-overload]
+
+
+async def test_aggregates_mode_reads_the_amd_gpus_a_detector_needs(tmp_path: Path) -> None:
+    # AMD_PAGE: GPU 0 serves llm/vllm-llama-0 (gfx activity 97), GPU 1 is unallocated with 2 uncorrectable ECC
+    # errors; AMD_IDLE_PAGE (no prefix): one healthy unallocated GPU. vllm-llama-0 holds 3 running requests and its
+    # counters do not move: stuck.
+    stuck = PAGE.read_bytes().replace(
+        b'vllm:num_requests_running{model_name="facebook/opt-125m"} 0.0',
+        b'vllm:num_requests_running{model_name="facebook/opt-125m"} 3.0',
+    )
+    assert stuck != PAGE.read_bytes()
+    pages = {"/vllm-llama-0": stuck, "/amd": AMD_PAGE, "/amd-idle": AMD_IDLE_PAGE}
+    with serve_pages(pages) as (host, port):
+        where = f"{host}:{port}"
+        engine = {"namespace": "llm", "deployment": "llama", "pod": "vllm-llama-0", "node": "mi300x-node-1"}
+        jobs: list[dict[str, object]] = [
+            {
+                "job_name": "vllm",
+                "metrics_path": "/vllm-llama-0",
+                "static_configs": [{"targets": [where], "labels": engine}],
+            },
+            # honor_labels, as the exporter's chart's ServiceMonitor: a GPU keeps the workload's namespace and pod
+            {"job_name": "amd", "metrics_path": "/amd", "honor_labels": True, "static_configs": [{"targets": [where]}]},
+            {
+                "job_name": "amd-idle",
+                "metrics_path": "/amd-idle",
+                "honor_labels": True,
+                "static_configs": [{"targets": [where]}],
+            },
+        ]
+        with run_prometheus(tmp_path, scrape_configs=jobs) as prom:
+            prom.wait_for('amd_gpu_health{pod="vllm-llama-0"}')
+            prom.wait_for('gpu_gfx_activity{job="amd-idle"}')
+            prom.wait_for('vllm:num_requests_running{pod="vllm-llama-0"} == 3')
+            source = PromQLSource(prom.url, mode="aggregates", max_replicas=10, timeout_s=10.0, reader="thread")
+            state = FleetState()
+            try:
+                for _ in range(2):  # two ticks: the replica's progress is known from its second sample
+                    result = await source.collect_once()
+                    now = source.clock.now()
+                    state.observe(result.replicas, result.gpus, now=now, gpu_nodes_scraped=result.gpu_nodes_scraped)
+                    await asyncio.sleep(1.0)
+            finally:
+                await source.aclose()
+        async with Collector(clock=VirtualClock(0.0)) as collector:
+            direct = await collector.collect_once([TargetInfo(url=f"http://{where}/amd", kind="gpu")])
+
+    assert [r.replica for r in result.replicas] == ["vllm-llama-0"]
+    # Both GPUs of AMD_PAGE (one serving the stuck replica, one with ECC errors), none of AMD_IDLE_PAGE's
+    assert sorted((g.node, g.index) for g in result.gpus) == [("mi300x-node-1", "0"), ("mi300x-node-1", "1")]
+    assert [r.target.kind for r in result.results if r.gpus] == ["gpu"]
+    # The same GpuSample fields as the page scraped directly: utilisation, ECC, health, temperatures, power, VRAM
+    read = {g.index: _gpu_fields(g) for g in result.gpus}
+    scraped = {g.index: _gpu_fields(g) for g in direct.gpus}
+    assert read == scraped
+    assert read["0"]["utilisation"] == 0.97
+    assert read["1"]["ecc_dbe_volatile"] == 2
+    assert read["0"]["extra"]["amd_health"] == 1
+    assert read["0"]["last_xid"] is None  # no XID made up
+    # GPU 0 keeps its workload's pod (its replica is read with it): the stuck-GPU detector joins it to the stuck
+    # replica and finds it pinned busy without progress; GPU 1 (unallocated, ECC errors) joins no replica, though
+    # it is on the replica's node, and raises nothing (ECC is shown, not acted on)
+    assert (read["0"]["namespace"], read["0"]["pod"], read["1"]["pod"]) == ("llm", "vllm-llama-0", None)
+    findings = stuck_gpu.detect(state, thresholds=Thresholds(), now=now)
+    assert [(f.subject.gpu, f.evidence["condition"]) for f in findings] == [("0", "hang")]
+    # a GPU the selection no longer names has not vanished from its exporter
+    assert result.gpu_nodes_scraped == frozenset()

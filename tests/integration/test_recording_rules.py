@@ -58,3 +58,18 @@ def test_promtool_fails_a_wrong_expectation(tmp_path: Path, monkeypatch: pytest.
     )
     assert run.returncode != 0
     assert "arrival" in run.stdout + run.stderr
+
+
+@pytest.mark.integration
+def test_promtool_fails_an_amd_gpu_selected_wrongly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The AMD selection's case has teeth too: expecting the GPU of a replica that makes progress (node-2's GPU 1)
+    # fails, so the case shows that a busy, healthy GPU is not read.
+    busy = next(s for s, _ in recording._AMD_INPUT if 'gpu_id="1"' in s and "gfx_activity" in s)
+    monkeypatch.setattr(recording, "EXPECTED_AMD", [*recording.EXPECTED_AMD, busy])
+    for rel, content in recording.generate().items():
+        (tmp_path / Path(rel).name).write_text(content)
+    run = subprocess.run(
+        ["promtool", "test", "rules", "kvpilot-recording-rules.test.yaml"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert run.returncode != 0
+    assert 'gpu_id=\\"1\\"' in run.stdout + run.stderr or 'gpu_id="1"' in run.stdout + run.stderr

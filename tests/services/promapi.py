@@ -201,6 +201,8 @@ class FakeFleet:
             built = [r for i in self.sick.tolist() for r in self._replica_rows(i)]
         elif kind == "gpus":
             built = [r for i in self.faulty_gpus.tolist() for r in self._gpu_rows(i)]
+        elif kind == "amd_gpus":
+            built = []  # an NVIDIA fleet
         elif kind == "down":
             built = [({"__name__": "up", **self._labels(i)}, 0.0, FIXED, i) for i in self.down.tolist()]
         elif kind == "raw":
@@ -348,6 +350,8 @@ class FakeFleet:
             return "rules"
         if query.startswith(f"count by ({ex.BY}) (up{{"):
             return "deployments"
+        if f"and on ({ex.AMD_GPU})" in query:  # before "sick": it names the stuck replicas too
+            return "amd_gpus"
         if "and on (namespace, pod)" in query:
             return "sick"
         if "and on (instance, gpu)" in query:

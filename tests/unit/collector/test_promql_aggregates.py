@@ -295,9 +295,9 @@ async def test_sick_replicas_faulty_gpus_and_down_targets_come_in_one_request_re
         server.shutdown()
     assert requests == ["/api/v1/query"] * 2  # the recorded deployments, and one for everything read per replica
     parts = {kind: query for kind, query, _ in f.log}
-    assert sorted(parts) == ["down", "gpus", "rules", "sick"]
+    assert sorted(parts) == ["amd_gpus", "down", "gpus", "rules", "sick"]  # AMD's: none in this NVIDIA fleet
     apart = read_answers(
-        [("sick", f.render(parts["sick"], NOW)), ("gpus", f.render(parts["gpus"], NOW))],
+        [(kind, f.render(parts[kind], NOW)) for kind in ("sick", "gpus", "amd_gpus")],
         [("down", f.render(parts["down"], NOW))],
         source._metadata,
         NOW,

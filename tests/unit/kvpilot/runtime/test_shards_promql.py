@@ -100,7 +100,7 @@ async def test_each_instance_asks_only_for_its_deployments_and_together_they_rea
         assert replicas <= mine
         # every query that selects replicas or deployments asks for exactly ours; naming them and the faulty GPUs
         # (no deployment label) are the fleet's
-        assert {kind for kind, _ in queries} == {"deployments", "rules", "sick", "down", "gpus"}
+        assert {kind for kind, _ in queries} == {"deployments", "rules", "sick", "down", "gpus", "amd_gpus"}
         assert all(_asked(q) == mine for kind, q in queries if kind in NARROWED)
         # Prometheus sends our share of the deployments' series, not the fleet's
         assert sent["rules"] == whole_sent["rules"] * len(mine) // len(DEPLOYMENTS)
@@ -140,7 +140,7 @@ async def test_an_instance_holding_no_shard_asks_for_no_deployment(fleet: tuple[
         await source.aclose()
     assert aggregated == set()
     assert replicas == set()
-    assert set(sent) == {"deployments", "gpus"}
+    assert set(sent) == {"deployments", "gpus", "amd_gpus"}
 
 
 async def test_many_deployments_are_asked_in_several_bounded_queries(fleet: tuple[FakeFleet, str]) -> None:
@@ -298,3 +298,26 @@ async def test_a_shard_handed_over_leaves_fleetstate_and_is_decided_no_more(
     board = service.loop.board
     assert isinstance(board, DecisionBoard)
     assert set(board.deployments()) <= _of(1)
+
+
+async def test_a_gpu_the_selection_drops_has_not_vanished_sharded_or_not(fleet: tuple[FakeFleet, str]) -> None:
+    # aggregates mode reads only the GPUs a selection names (a DCGM fault; an AMD GPU serving a stuck replica): one
+    # it no longer names is healthy again, not fallen off the bus. Before, the other GPUs of a node still selected
+    # counted that node's exporter as answered, and the dropped GPU turned "vanished" (critical, drain the node).
+    from collector.state import FleetState
+
+    _, url = fleet
+    source = PromQLSource(url, mode="aggregates", reader="thread", clock=VirtualClock(NOW))
+    try:
+        for collect in (source, OwnedCollect(source, _holding(0, 1, 2))):
+            result = await collect.collect_once([])
+            assert result.gpus
+            assert result.gpu_nodes_scraped == frozenset()
+            state = FleetState()
+            first, *rest = result.gpus
+            state.observe([], result.gpus, now=NOW, gpu_nodes_scraped=result.gpu_nodes_scraped)
+            # the next tick's selection without the first GPU (its node's exporter still up in Prometheus)
+            state.observe([], rest, now=NOW + 5, gpu_nodes_scraped=result.gpu_nodes_scraped)
+            assert [g.present for g in state.gpus() if g.sample.key == first.key] == [True]
+    finally:
+        await source.aclose()
