@@ -37,7 +37,7 @@ from detectors.thresholds import DEFAULT, Thresholds
 from scaler.decision import Decision
 from scaler.planner import DeploymentLimits
 from scaler.rollout import DeploymentRollout, RolloutTracker, VersionsSeen, surge_decision
-from scaler.version_speed import SpeedThresholds, SpeedTracker, VersionSpeed, scale_factor, window_running
+from scaler.version_speed import SpeedThresholds, SpeedTracker, VersionSpeed, scale_factor, settled_windows
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +163,11 @@ class RolloutStage:
             if view is not None:
                 obs = rollout_detector.observe(state, view, self.thresholds, now)
                 speed = self.speeds.update(
-                    d.deployment, view.replicas, rollout_detector.version, obs.new_version, window_running(state)
+                    d.deployment,
+                    view.replicas,
+                    rollout_detector.version,
+                    obs.new_version,
+                    settled_windows(state, self.speeds.thresholds.settle_s),
                 )
                 self._note_capacity(planner, d.deployment, obs.new_version)
                 # current_replicas: the scale source's count (loading replicas included) where there is one

@@ -18,6 +18,20 @@ the last ``max_samples``) stand in for it, the one at the load nearest the new v
 there, and is not started where no comparison ran while both versions served. Such a measurement says so
 (``VersionSpeed.recorded``): the rollout stage applies it once the rollout ends.
 
+A new replica is not yet what its version is: for its first minute it warms up (compilation and CUDA graphs for new
+shapes; the simulator's 30 s at up to 1.5x) and its prefix cache is empty, so more prompt tokens ride in its decode
+steps, and it runs more sequences for it where the router does not balance by load. With ``settle_s`` set (off by
+default), each replica's window is read only from ``settle_s`` after its first kept sample (the part of the rate window
+after it; the replica is left out until then), its running sequences averaged over the same span. Diagnosed on `kvpilot
+demo --rollout-at 1645` with equal versions (2026-12-06, round-robin routing since the demo's 1,500 s fault; its run
+without the surge): the first comparisons read 1.76, 1.47, 1.50, 1.42, ... (the new replica's first 90 s, inside its
+window), then 1.08-1.15 at 5-11 % more running sequences, the median of 24 1.14 and of 59 1.08: "0.93x", the count
+scaled by 1.08. Not corrected for load within ``load_tolerance``: a correction by the old version's own slope of step
+time against running sequences over-corrected where the router sends a replica a different mix (prefix affinity on Azure
+conversation: the median of the first 24 went 1.02 -> 1.13 with it). Why off: a minute's settling reads an equal version
+at 1.00 but a slower one a minute or more later, and in waves of 1 at 0.8 the count scaled that much later cost up to 2
+points during the rollout (BENCHMARKS.md "Rolling updates", 2026-12-06).
+
 A faster new version is measured too but never shrinks a count (``scale_factor`` is at least 1): the planner's
 capacity learns that in its own time, and a fleet briefly too large costs money, not users.
 
@@ -33,6 +47,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from collector.rates import histogram_increase
 from collector.state import FleetState, ReplicaView
 
 
@@ -48,11 +63,17 @@ class SpeedThresholds:
     min_slowdown: float = 0.10  # the new version's step time at least 10 % above the old one's ...
     sustained_share: float = 0.75  # ... in at least this share of the comparisons
     max_samples: int = 240  # comparisons kept (the median is over these)
+    # Seconds of a replica's first serving left out of its window (warming up, an empty prefix cache: a freshly
+    # started replica of either version reads slower for it; the demo's equal versions 1.2-1.8x in its first 90 s).
+    # Off (0) by default: 60 s kept an equal version at 1.00 but measured a slower one 80 s later, and at 0.8 in
+    # waves of 1 cost Azure code 0.59 (API) and 2.06 (kube-state-metrics) points during the rollout (2026-12-06,
+    # BENCHMARKS.md "Rolling updates").
+    settle_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.min_samples < 1 or self.max_samples < self.min_samples:
             raise ValueError(f"speed thresholds: need 1 <= min_samples <= max_samples, got {self}")
-        for name in ("min_tokens", "load_tolerance", "min_slowdown"):
+        for name in ("min_tokens", "load_tolerance", "min_slowdown", "settle_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"speed thresholds: {name} must be a finite number >= 0, got {value!r}")
@@ -69,40 +90,62 @@ class VersionLoad:
     running_per_replica: float
 
 
-def window_running(state: FleetState) -> Callable[[ReplicaView], float | None]:
-    """A replica's running sequences averaged over the rate window, the window its ITL increase covers: a bursty
-    trace's gauge at one instant says little of the batches the window's steps ran."""
+# One replica's window: (ITL sum, ITL count, running sequences averaged over the same span); None: not usable yet.
+ReplicaWindow = tuple[float, float, float]
 
-    def running(r: ReplicaView) -> float | None:
+
+def _latest_window(r: ReplicaView) -> ReplicaWindow | None:
+    """The replica's ITL over the rate window and its latest running-sequences gauge (no settling, no history)."""
+    window, running = r.itl_window, r.sample.requests_running
+    if window is None or running is None:
+        return None
+    return window.sum, window.count, running
+
+
+def settled_windows(state: FleetState, settle_s: float) -> Callable[[ReplicaView], ReplicaWindow | None]:
+    """Per replica, its ITL increase over the rate window and its running sequences averaged over the same span
+    (a bursty trace's gauge at one instant says little of the batches the window's steps ran), the span starting
+    no earlier than ``settle_s`` after the replica's first kept sample: a replica's first minute of serving reads
+    slower whatever its version (module docstring). None while nothing of the window is past that."""
+
+    def window(r: ReplicaView) -> ReplicaWindow | None:
         since = r.last_seen - state.rate_window_s
-        values = [s.requests_running for s in state.replica_history_since(r.key, since)]
-        known = [v for v in values if v is not None]
-        return sum(known) / len(known) if known else r.sample.requests_running
+        first = state.replica_history_start(r.key)
+        settled = settle_s <= 0 or first is None or first + settle_s <= since
+        if not settled:
+            since = first + settle_s if first is not None else since
+            if since >= r.last_seen:
+                return None
+        samples = state.replica_history_since(r.key, since)
+        itl = r.itl_window if settled else histogram_increase([s.itl for s in samples if s.itl is not None])
+        known = [s.requests_running for s in samples if s.requests_running is not None]
+        running = sum(known) / len(known) if known else r.sample.requests_running
+        if itl is None or running is None:
+            return None
+        return itl.sum, itl.count, running
 
-    return running
-
-
-def _latest_running(r: ReplicaView) -> float | None:
-    return r.sample.requests_running
+    return window
 
 
 def version_loads(
     replicas: Iterable[ReplicaView],
     version_of: Callable[[ReplicaView], str],
-    running_of: Callable[[ReplicaView], float | None] = _latest_running,
+    window_of: Callable[[ReplicaView], ReplicaWindow | None] = _latest_window,
 ) -> dict[str, VersionLoad]:
-    """Per version, the ready replicas' ITL over the window and running sequences per replica (``running_of``: the
-    latest gauge unless told); a version none of whose replicas reports an ITL increase (or running sequences) is
-    left out."""
+    """Per version, the ready replicas' ITL over their windows and running sequences per replica (``window_of``:
+    the rate window and the latest gauge unless told); a replica without a usable window is left out, and a version
+    none of whose replicas has one."""
     sums: dict[str, list[float]] = {}  # version -> [itl sum, itl count, running, replicas]
     for r in replicas:
-        window, running = r.itl_window, running_of(r)
-        if not r.ready or window is None or running is None or window.count <= 0:
+        if not r.ready:
+            continue
+        window = window_of(r)
+        if window is None or window[1] <= 0:
             continue
         acc = sums.setdefault(version_of(r), [0.0, 0.0, 0.0, 0.0])
-        acc[0] += window.sum
-        acc[1] += window.count
-        acc[2] += running
+        acc[0] += window[0]
+        acc[1] += window[1]
+        acc[2] += window[2]
         acc[3] += 1
     return {
         v: VersionLoad(itl_mean_s=s / n, tokens=n, running_per_replica=running / k)
@@ -166,13 +209,23 @@ class SpeedTracker:
     def forget(self, key: str) -> None:
         self._tracks.pop(key, None)
 
+    def comparisons(self, key: str) -> tuple[float, ...]:
+        """The step-time ratios (new version over old) compared so far in ``key``'s rollout, oldest first."""
+        track = self._tracks.get(key)
+        return () if track is None else tuple(track.ratios)
+
+    def measured(self, key: str) -> VersionSpeed | None:
+        """What ``key``'s rollout has measured so far (None: no sustained difference), whether it applies now or not."""
+        track = self._tracks.get(key)
+        return None if track is None else track.measured
+
     def update(
         self,
         key: str,
         replicas: Iterable[ReplicaView],
         version_of: Callable[[ReplicaView], str],
         new_version: str | None,
-        running_of: Callable[[ReplicaView], float | None] = _latest_running,
+        window_of: Callable[[ReplicaView], ReplicaWindow | None] = _latest_window,
     ) -> VersionSpeed | None:
         """One tick: compare ``new_version`` (None: one version serves) against the other version with the most
         ITL observations, and return the measurement that holds for the deployment now (None: none yet, or its
@@ -184,7 +237,7 @@ class SpeedTracker:
         replicas = list(replicas)
         serving = {version_of(r) for r in replicas if r.ready}
         pending = track is not None and new_version in (None, track.version) and track.pending(self.thresholds, serving)
-        loads = version_loads(replicas, version_of, running_of) if new_version is not None or pending else {}
+        loads = version_loads(replicas, version_of, window_of) if new_version is not None or pending else {}
         if pending and track is not None and track.version in loads:
             self._compare_recorded(track, loads[track.version])
         if new_version is not None and (track is None or track.version != new_version):

@@ -6,6 +6,9 @@ shows; noise, too few comparisons, a faster version or a load too different to c
 from __future__ import annotations
 
 import random
+import statistics
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +19,7 @@ from scaler.decision import Decision
 from scaler.planner import DeploymentLimits
 from scaler.rollout import DeploymentRollout
 from scaler.rollout_stage import RolloutStage
+from scaler.version_speed import SpeedThresholds, VersionSpeed
 from simulator import Fleet as SimFleet
 from simulator import FleetConfig, load_trace, parse_fault
 from tests.helpers.bench import load_bench
@@ -234,6 +238,36 @@ def _bench() -> Any:
     return load_bench("rollout")
 
 
+def _rolled_on_the_simulator(
+    trace: Any,
+    *,
+    speed: float,
+    routing: str,
+    until_s: float,
+    each_tick: Callable[[Any], None] | None = None,
+    thresholds: SpeedThresholds | None = None,
+) -> tuple[SimFleet, Any]:
+    """bench/rollout.py's kvpilot (FleetState from the simulator's pages, ITL included, and the stage on a planner
+    that holds 4) on the simulator's fleet of 4 through a rollout in waves of 1 from 100 s to ``speed``, with the
+    stage's default 120 s cold start (``thresholds``: the stage's speed thresholds, the defaults unless told);
+    ``each_tick`` is called with it after every tick."""
+    bench = _bench()
+    sim = SimFleet(FleetConfig(replicas=4, cold_start_s=120.0, routing=routing, seed=5), trace)
+    kvpilot = bench._Kvpilot(4, wave=1, k8s=False)
+    if thresholds is not None:
+        kvpilot.stage = RolloutStage(speed=thresholds)
+    t = 0.0
+    while t < until_s:
+        t += TICK
+        if t == 100.0:
+            sim.inject(parse_fault({"type": "rollout", "wave_size": 1, "model_name": "next", "speed": speed}))
+        sim.advance_to(t)
+        kvpilot.tick(sim, sim.snapshot(), t)
+        if each_tick is not None:
+            each_tick(kvpilot)
+    return sim, kvpilot
+
+
 @pytest.mark.parametrize(
     ("speed", "expected"),
     [
@@ -246,17 +280,8 @@ def _bench() -> Any:
 def test_on_the_simulator_a_slower_version_keeps_the_fleet_larger(speed: float, expected: int) -> None:
     """bench/rollout.py's kvpilot (FleetState from the simulator's pages, ITL included, and the stage on a planner
     that holds 4) through a rollout in waves of 1 with the stage's default 120 s cold start."""
-    bench = _bench()
     trace = load_trace("synthetic:duration_s=1100,rate=5,amplitude=0,bursts=0,prompt_mean=400,output_mean=150", seed=5)
-    sim = SimFleet(FleetConfig(replicas=4, cold_start_s=120.0, routing="least_loaded", seed=5), trace)
-    kvpilot = bench._Kvpilot(4, wave=1, k8s=False)
-    t = 0.0
-    while t < 1100.0:
-        t += TICK
-        if t == 100.0:
-            sim.inject(parse_fault({"type": "rollout", "wave_size": 1, "model_name": "next", "speed": speed}))
-        sim.advance_to(t)
-        kvpilot.tick(sim, sim.snapshot(), t)
+    sim, kvpilot = _rolled_on_the_simulator(trace, speed=speed, routing="least_loaded", until_s=1100.0)
     assert {r.model_name for r in sim.snapshot().replicas} == {"next"}
     assert kvpilot.published[-1][1] == expected
 
@@ -288,3 +313,44 @@ def test_a_second_rollout_compounds_with_the_first(v3_ratio: float, expected: in
     for _ in range(20):
         decision = fleet.tick()
     assert decision.desired_replicas == expected
+
+
+DEMO_TRACE = Path(__file__).resolve().parents[4] / "kvpilot" / "data" / "azure2023_conv.csv"
+
+
+@pytest.mark.parametrize(("speed", "routing"), [(1.0, "round_robin"), (1.0, "least_loaded"), (0.8, "least_loaded")])
+def test_on_a_simulated_fleet_new_replicas_are_read_once_settled(speed: float, routing: str) -> None:
+    """The demo's trace (Azure conversation x10 from 1,545 s, the demo's rollout at 1,645 s) on 4 replicas, waves of 1,
+    with ``settle_s`` at 60 s. A freshly ready replica warms up (the simulator's 30 s at up to 1.5x), starts with an
+    empty prefix cache and, behind round-robin routing (the demo's since its routing fault), runs more sequences for
+    it. Read from its first rate window, an equal version's first 24 comparisons had a median of 1.06 there (the
+    demo: 1.14, then "0.93x" over 59, the count scaled by 1.08); read from a minute after its first sample, within
+    half the 10 % floor (the band a measured difference is held in), and nothing measured. A version at 0.8x is still
+    read slower than 0.9x and the rolled fleet kept at 5 (behind round-robin it runs over 25 % more sequences than
+    the old one and is never compared: docs/detectors.md "Rollouts"). ``settle_s`` is off by default (a slower
+    version is measured later for it: BENCHMARKS.md "Rolling updates", 2026-12-06); set to 60 s here."""
+    trace = load_trace(str(DEMO_TRACE), seed=7, rate_scale=10.0, start_s=1545.0, duration_s=960.0)
+    key = _bench().KEY
+    measured: list[VersionSpeed] = []
+    ratios: tuple[float, ...] = ()
+
+    def note(kvpilot: Any) -> None:
+        nonlocal ratios
+        now = kvpilot.stage.speeds.measured(key)
+        measured.extend(() if now is None else (now,))
+        ratios = max(ratios, kvpilot.stage.speeds.comparisons(key), key=len)
+
+    settled = SpeedThresholds(settle_s=60.0)
+    _, kvpilot = _rolled_on_the_simulator(
+        trace, speed=speed, routing=routing, until_s=900.0, each_tick=note, thresholds=settled
+    )
+    speeds = kvpilot.stage.speeds
+    assert len(ratios) >= speeds.thresholds.min_samples
+    first = statistics.median(ratios[: speeds.thresholds.min_samples])
+    if speed == 1.0:
+        assert abs(first - 1.0) <= speeds.thresholds.min_slowdown / 2
+        assert not measured
+    else:
+        assert measured
+        assert all(1 / m.step_ratio < 0.9 for m in measured)
+        assert kvpilot.published[-1][1] == 5
