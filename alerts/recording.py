@@ -41,6 +41,7 @@ _DCGM = 'job="dcgm",instance="node-1:9400",Hostname="node-1"'
 # (honor_labels), so a GPU in use carries its workload's namespace and pod.
 _DME = 'job="amd-dme",instance="node-2:5000",hostname="node-2",gpu_partition_id="0"'
 _DME_AMD = 'job="amd-dme",instance="node-3:5000",hostname="node-3",gpu_partition_id="0"'
+_DME_OTHER = 'job="amd-dme-other",instance="node-2:5000",hostname="node-2",gpu_partition_id="0"'
 
 
 _AMD_INPUT = [
@@ -58,9 +59,11 @@ _AMD_INPUT = [
     (f'amd_gpu_gfx_activity{{{_DME_AMD},gpu_id="1"}}', "0x10"),
     (f'amd_gpu_ecc_uncorrect_total{{{_DME_AMD},gpu_id="1"}}', "0x10"),
     (f'amd_gpu_health{{{_DME_AMD},gpu_id="1"}}', "1x10"),
+    # another job's page on node-2's address (one server, several pages): its GPU 0 is no GPU of the first's
+    (f'gpu_gfx_activity{{{_DME_OTHER},gpu_id="0"}}', "0x10"),
 ]
 # what the AMD selection answers: every series of the stuck replica's GPU and of the one with an ECC error
-EXPECTED_AMD = [series for series, _ in _AMD_INPUT if 'gpu_id="0"' in series]
+EXPECTED_AMD = [series for series, _ in _AMD_INPUT if 'gpu_id="0"' in series and _DME_OTHER not in series]
 
 
 def _pod(metric: str, pod: str, values: str, **labels: str) -> tuple[str, str]:

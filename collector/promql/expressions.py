@@ -146,9 +146,10 @@ def gpu_series(names_regex: str, extra: str = "") -> str:
     return f'{{__name__=~"{names_regex}"{sel}}} and on (instance, gpu) ({faults})'
 
 
-# AMD device-metrics-exporter (collector.gpus.amd): a GPU is one (exporter target, gpu_id, partition); its names with
-# either prefix the exporter ships (none, or ``amd_``).
-AMD_GPU = "instance, gpu_id, gpu_partition_id"
+# AMD device-metrics-exporter (collector.gpus.amd): a GPU is one (exporter target, its host, gpu_id, partition): the
+# target is (job, instance), as kvpilot reads it, so that two jobs on one address (or one exporter's several pages)
+# never share a GPU; the names with either prefix the exporter ships (none, or ``amd_``).
+AMD_GPU = "job, instance, hostname, gpu_id, gpu_partition_id"
 AMD_PREFIXES = ("", "amd_")
 
 
