@@ -184,12 +184,16 @@ def read_answers(
                 del m[expressions.PART_LABEL]
             by_target.setdefault((m.get("job", ""), m.get("instance", "")), []).append(s)
     duration = time.perf_counter() - started
-    pods = _replica_pods(by_target.values())
+    pods: frozenset[tuple[str, str]] | None = None  # the replicas' pods: looked for once a GPU target is read
     results = []
     for key, group in sorted(by_target.items()):
         if down is not None or key[0] in jobs or (not jobs and any(s["metric"].get("__name__") != "up" for s in group)):
             _check(stop)
-            results.append(_adapt(key, group, metadata, now, duration, pods))
+            target = _target(key, group)
+            if target.kind == "gpu" and pods is None:
+                pods = _replica_pods(by_target.values())
+            gpu_pods = pods if target.kind == "gpu" and pods is not None else frozenset()
+            results.append(_adapt(target, group, metadata, now, duration, gpu_pods))
     return results
 
 
@@ -214,14 +218,14 @@ def _check(stop: threading.Event | None) -> None:
 
 
 def _adapt(
-    key: tuple[str, str],
+    target: TargetInfo,
     series: Sequence[Mapping[str, Any]],
     metadata: Mapping[str, str],
     now: float,
     duration: float,
-    replica_pods: frozenset[tuple[str, str]] = frozenset(),
+    replica_pods: frozenset[tuple[str, str]],
 ) -> ScrapeResult:
-    target = _target(key, series)
+    """``replica_pods``: for a GPU target, the replicas' pods its GPUs may name (``rebuild_families``)."""
     up = [float(s["value"][1]) for s in series if s["metric"].get("__name__") == "up"]
     if up and up[0] == 0:
         error = "down in Prometheus (up == 0)"
