@@ -22,16 +22,21 @@ class BurstPeak:
     and leaves no step. The rate is None until one whole window has been seen.
     """
 
-    def __init__(self, window_s: float, hold_s: float) -> None:
-        if not (window_s > 0 and hold_s >= 0):
-            raise ValueError(f"burst peak: window_s must be > 0 and hold_s >= 0, got {window_s}, {hold_s}")
+    def __init__(self, window_s: float, hold_s: float, slo_s: float = 0.0) -> None:
+        if not (window_s > 0 and hold_s >= 0 and slo_s >= 0):
+            raise ValueError(
+                f"burst peak: window_s must be > 0, hold_s and slo_s >= 0, got {window_s}, {hold_s}, {slo_s}"
+            )
         self.window_s = window_s
         self.hold_s = hold_s
+        self.slo_s = slo_s
         self._last: dict[str, tuple[float, float]] = {}
         self._gateway: float | None = None
         self._first_t: float | None = None
-        self._steps: deque[tuple[float, float]] = deque()  # (t, arrivals since the previous tick)
+        self._steps: deque[tuple[float, float, float]] = deque()  # (previous tick, t, arrivals since the previous)
         self._rates: deque[tuple[float, float]] = deque()  # (t, requests/s over the window ending at t)
+        self._needs: deque[tuple[float, float]] = deque()  # (t, `service_need` of the window ending at t)
+        self._prev_t: float | None = None
 
     def update(
         self,
@@ -46,16 +51,38 @@ class BurstPeak:
             self._first_t = now
         from_replicas = self._replica_step(replicas, first_tick)
         from_gateway = self._gateway_step(gateway_total)
-        if not first_tick:
-            self._steps.append((now, from_replicas if from_gateway is None else from_gateway))
-        while self._steps and now - self._steps[0][0] >= self.window_s:
+        if not first_tick and self._prev_t is not None:
+            self._steps.append((self._prev_t, now, from_replicas if from_gateway is None else from_gateway))
+        while self._steps and now - self._steps[0][1] >= self.window_s:
             self._steps.popleft()
         assert self._first_t is not None
         if now - self._first_t >= self.window_s:
-            self._rates.append((now, max(0.0, sum(a for _, a in self._steps)) / self.window_s))
+            self._rates.append((now, max(0.0, sum(a for _, _, a in self._steps)) / self.window_s))
+            self._needs.append((now, self._service_need(now)))
         while self._rates and now - self._rates[0][0] > self.hold_s:
             self._rates.popleft()
+        while self._needs and now - self._needs[0][0] > self.hold_s:
+            self._needs.popleft()
+        self._prev_t = now
         return max((r for _, r in self._rates), default=None)
+
+    def _service_need(self, now: float) -> float:
+        """The least service rate (requests/s) under which no request of the window's arrivals waits more than
+        ``slo_s``: a queue served at c from the start of any run of ticks ending now holds, at its end, the run's
+        arrivals less c times its length, so the wait stays within S iff c ≥ A(d) / (d + S) for every run of d
+        seconds (a rate-latency server's delay bound). The 30 s rate halves a 5 s burst of a 30 s window; this does
+        not. Over the ticks of the window, each run ending at the latest tick."""
+        need, arrived = 0.0, 0.0
+        for start, _, a in reversed(self._steps):
+            arrived += max(a, 0.0)
+            span = now - start
+            if span > 0:
+                need = max(need, arrived / (span + self.slo_s))
+        return need
+
+    def need_since(self, t: float) -> float | None:
+        """The highest `_service_need` of a window ending at or after ``t`` (None: none held)."""
+        return max((n for at, n in self._needs if at >= t), default=None)
 
     def _replica_step(self, replicas: Iterable[tuple[str, float | None, float | None]], first_tick: bool) -> float:
         arrived, seen = 0.0, {}

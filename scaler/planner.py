@@ -25,6 +25,7 @@ from scaler.forecast import Forecast, Forecaster, make
 from scaler.forecast.live_error import LiveMase
 from scaler.margin import MarginFeedback
 from scaler.policy import Demand, PolicyConfig, Recommendation, ReplicaPolicy, release_replicas
+from scaler.regret import ReleaseRegret
 from scaler.rise import LoadRise
 
 
@@ -66,6 +67,10 @@ class PlannerConfig:
     # `burst_hold_s` (docs/scaling.md, "Policy"; `planner_config` derives both).
     burst_window_s: float = 30.0
     burst_hold_s: float = 420.0
+    # A release the next burst proved wrong (within `burst_hold_s` of it, the SLO missed while the burst window's
+    # arrivals needed more than the count released to) holds the count it released from for this long: the hour
+    # the adaptive margin keeps after a miss (`scaler.regret`; docs/scaling.md, "Policy"). 0: off.
+    release_regret_s: float = 3600.0
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.cold_start_s) and self.cold_start_s >= 0):
@@ -252,9 +257,11 @@ class _DeploymentPlanner:
         self.queue_time = WindowedHistogram(window_s=60.0)
         self.live_error = LiveMase(config.horizon_s)
         self.margin = MarginFeedback(target_miss=config.slo_target_miss, release=config.margin_release)
-        self.burst = BurstPeak(config.burst_window_s, config.burst_hold_s)
+        self.burst = BurstPeak(config.burst_window_s, config.burst_hold_s, config.slo_ttft_s or 0.0)
         w = config.policy.scale_down_stabilisation_s
         self.rise = LoadRise(w) if w > 0 else None
+        self.regret = ReleaseRegret(config.burst_hold_s, config.release_regret_s)
+        self._slo_missed = False  # this tick's SLO reading was above its target (requests queued late)
         self._slo_read_since: float | None = None
         self._last_late_t: float | None = None
         self._mix: TokenMix | None = None
@@ -450,6 +457,7 @@ class _DeploymentPlanner:
                     self._slo_read_since = now if self._slo_read_since is None else self._slo_read_since
                     if late > cfg.slo_target_miss:
                         self._last_late_t = now
+                        self._slo_missed = True
                 if settled:
                     self.feedback.update(now, late, requests, serving)
             # The margin answers every miss, settled or not (a fleet short of its forecast was short of margin);
@@ -480,6 +488,17 @@ class _DeploymentPlanner:
         if margin is None or clean_since is None or now - clean_since < window:
             return None
         return release_replicas(load, margin)
+
+    def _regret_floor(self, now: float, current: int, capacity_rps: float | None) -> int | None:
+        """The count a release proven wrong released from, while held (`ReleaseRegret`): judged on this tick's SLO
+        reading and the replicas, at the capacity planned with, that the arrivals of the SLO reading's window needed
+        for none to wait past the SLO (`BurstPeak.need_since`). None while off or none is held."""
+        cfg = self.config
+        if cfg.release_regret_s <= 0 or cfg.slo_ttft_s is None:
+            return None
+        rate = self.burst.need_since(now - self.queue_time.window_s)
+        need = None if rate is None or capacity_rps is None or capacity_rps <= 0 else rate / capacity_rps
+        return self.regret.judge(now, current, need, self._slo_missed)
 
     def _capacity_note(self, now: float, rec: Recommendation, mix: TokenMix | None, capacity_rps: float | None) -> str:
         """The recommendation's message, saying where a profile's mix came from when it is not a believed one: why
@@ -581,11 +600,13 @@ class _DeploymentPlanner:
         # predicts from the history it has (a daily pattern wakes the deployment one horizon ahead).
         forecast_known = arrival is not None or self._seen_arrival
         self.live_error.record(now, arrival, forecast.point)
+        self._slo_missed = False
         capacity_rps = self._corrected_capacity(now, view, mix, arrival, serving)
         # What more replicas can relieve: each replica's queue up to what it alone drains by the horizon.
         drainable = queue if capacity_rps is None else drainable_queue(view, capacity_rps * cfg.policy.queue_drain_s)
         peak = self.burst.update(now, _arrival_counters(view), arrivals_total)
         release_replicas = self._release_replicas(now, arrival, drainable, capacity_rps)
+        regret_floor = self._regret_floor(now, current - stuck, capacity_rps)
         # Blind: a replica whose load is not read at all. One that reports its batch but has no queue series (TensorRT-
         # LLM behind Triton before its "waiting" category) is measured: its queue is unknown, not hidden load.
         blind = sum(
@@ -618,9 +639,12 @@ class _DeploymentPlanner:
                     else None
                 ),
                 release_replicas=release_replicas,
+                regret_floor=regret_floor,
             ),
             now=now,
         )
+        if cfg.release_regret_s > 0:
+            self.regret.released(now, current, rec.desired_replicas)
         numbers = self._numbers(view, forecast, arrival, capacity_rps, drainable, stuck, rec)
         return Decision(
             deployment=self.key,

@@ -102,6 +102,9 @@ class Demand:
     # within the window that the measured load exceeded in only the SLO's share of ticks (`scaler.rise.LoadRise`),
     # and never fewer than carry today's load with one replica lost (N+1); None: the whole window holds
     release_replicas: int | None = None
+    # replicas (stuck ones not counted) no decision goes below: the count a scale-down released from, where the next
+    # burst proved the release wrong (`scaler.regret.ReleaseRegret`); None: none held
+    regret_floor: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +199,7 @@ class ReplicaPolicy:
         warm_pool = max(0, (predictive or 0) - (reactive or 0))
         floor = self._burst_replicas(demand, cap)
         raw = self._burst_floor(self._raw(demand, cap, predictive, reactive), floor, demand.burst_rate)
+        raw = self._regret_floor(raw, demand)
         kept = self._keep_current(demand, raw)
         if kept is not None:
             held = max(raw.replicas, demand.current_replicas)
@@ -278,6 +282,22 @@ class ReplicaPolicy:
             floor,
             "burst_floor",
             f"{step.message}; holding {floor} for the recent burst (its peak needs {burst_rate or 0.0:.2f} req/s)",
+        )
+
+    @staticmethod
+    def _regret_floor(step: Step, demand: Demand) -> Step:
+        """No fewer replicas than a scale-down released from where the next burst proved it wrong: the workload's
+        bursts recur after the scale-down window, so the window is no evidence to release on."""
+        if demand.regret_floor is None:
+            return step
+        floor = demand.regret_floor + demand.stuck_replicas
+        if floor <= step.replicas:
+            return step
+        return Step(
+            floor,
+            "release_regret",
+            f"{step.message}; holding {floor}: a release from {demand.regret_floor} met a burst it could not serve "
+            "within the SLO",
         )
 
     def _keep_current(self, demand: Demand, raw: Step) -> Step | None:

@@ -1,0 +1,67 @@
+"""A scale-down the next burst proved wrong, and the count it released from held for the SLO's hour.
+
+On on/off traffic (Azure's code trace: bursts of seconds to two minutes, silences of minutes) the scale-down window
+releases replicas in a silence, and the next burst meets the fleet it left: on code ×3.5 a release from 3 to 2
+replicas at minute 41 met 863 requests two minutes later (282 outside the SLO), and one from 2 to 1 at minute 56 the
+trace's last burst (737 outside of 844). No rate the planner reads foresees those bursts: the minute-scale rate falls
+in every silence, and a 30 s peak from before the window no longer binds. What can be measured is that a release
+was wrong: within a cold start and the scale-down window of it (a released replica could not be back in time), the
+fleet still at the count it released to, the SLO missed (requests queued past a share of it) while the last short
+window's arrivals needed more replicas than that count serves. `ReleaseRegret` records the planner's releases and
+judges each tick's SLO reading against them; once one is proven wrong, the count it released from is a floor for
+``hold_s`` (the hour the adaptive margin also keeps after a miss, `scaler.margin.MarginFeedback.hold_s`): the
+workload has shown that its bursts recur after the window, so the window is not the evidence to release on.
+
+A miss the fleet's size did not cause never counts: a burst that needed no more than the count released to (long
+prompts queued behind one another, a replica lost to a fault) is not one a release could have met, and a fleet
+that has grown since its release is not the one that was released.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+
+class ReleaseRegret:
+    """Releases of the last ``recent_s`` and the floor a wrong one leaves for ``hold_s``."""
+
+    def __init__(self, recent_s: float, hold_s: float) -> None:
+        if not (math.isfinite(recent_s) and recent_s > 0 and math.isfinite(hold_s) and hold_s >= 0):
+            raise ValueError(f"release regret: recent_s must be > 0 and hold_s >= 0, got {recent_s}, {hold_s}")
+        self.recent_s = recent_s
+        self.hold_s = hold_s
+        self._releases: deque[tuple[float, int, int]] = deque()  # (t, count before, count after)
+        self._floor: int | None = None
+        self._until = -math.inf
+        self.regrets = 0  # releases proven wrong so far
+
+    def released(self, now: float, before: int, after: int) -> None:
+        """The planner asked for ``after`` replicas where ``before`` were (a scale-down when after < before)."""
+        if after < before:
+            self._releases.append((now, before, after))
+        self._expire(now)
+
+    def judge(self, now: float, current: int, need: float | None, missed: bool) -> int | None:
+        """One tick: ``current`` replicas (stuck ones not counted), ``need`` the replicas at full capacity the last
+        short window's arrivals needed within the SLO (None: unknown), ``missed`` whether the SLO reading was above
+        its target. A release of the last ``recent_s`` to no more than ``current`` whose count was too few for
+        ``need`` while the SLO missed is wrong: the count it released from is held. Returns the floor now."""
+        self._expire(now)
+        if missed and need is not None and math.isfinite(need):
+            wrong = [before for _, before, after in self._releases if current <= after < need]
+            if wrong:
+                held = self.floor(now)
+                self._floor = max(max(wrong), 0 if held is None else held)
+                self._until = now + self.hold_s
+                self.regrets += 1
+                self._releases.clear()
+        return self.floor(now)
+
+    def floor(self, now: float) -> int | None:
+        """The count a wrong release released from, while held; None otherwise."""
+        return self._floor if now < self._until else None
+
+    def _expire(self, now: float) -> None:
+        while self._releases and now - self._releases[0][0] > self.recent_s:
+            self._releases.popleft()

@@ -1,0 +1,126 @@
+"""A release the next burst proved wrong (scaler.regret), the arrivals' service need it is judged on (scaler.burst)
+and the policy stage the floor feeds."""
+
+from __future__ import annotations
+
+import pytest
+
+from scaler.burst import BurstPeak
+from scaler.planner import Planner, PlannerConfig, _DeploymentPlanner
+from scaler.policy import Demand, PolicyConfig, ReplicaPolicy
+from scaler.regret import ReleaseRegret
+
+TICK_S = 5.0
+
+
+def test_a_release_met_by_a_burst_it_cannot_serve_holds_the_count_it_released_from() -> None:
+    regret = ReleaseRegret(recent_s=420.0, hold_s=3600.0)
+    regret.released(100.0, before=3, after=2)
+    assert regret.judge(200.0, current=2, need=2.4, missed=True) == 3
+    assert regret.floor(200.0 + 3599.0) == 3
+    assert regret.floor(200.0 + 3600.0) is None  # held for hold_s, then released again
+    assert regret.regrets == 1
+
+
+@pytest.mark.parametrize(
+    ("at", "current", "need", "missed"),
+    [
+        (200.0, 2, 2.4, False),  # the SLO held: nothing wrong
+        (200.0, 2, 1.9, True),  # the burst needed no more than the count released to: not the release's miss
+        (200.0, 3, 2.4, True),  # the fleet grew since: it is not the fleet that was released
+        (200.0, 2, None, True),  # the arrivals' need unknown
+        (521.0, 2, 2.4, True),  # the release is older than recent_s: a released replica could have been back
+    ],
+)
+def test_misses_a_release_did_not_cause_hold_nothing(at: float, current: int, need: float | None, missed: bool) -> None:
+    regret = ReleaseRegret(recent_s=420.0, hold_s=3600.0)
+    regret.released(100.0, before=3, after=2)
+    assert regret.judge(at, current=current, need=need, missed=missed) is None
+
+
+def test_a_scale_up_is_not_a_release_and_a_later_regret_keeps_the_higher_floor() -> None:
+    regret = ReleaseRegret(recent_s=420.0, hold_s=3600.0)
+    regret.released(0.0, before=2, after=4)  # up: nothing recorded
+    assert regret.judge(10.0, current=4, need=9.0, missed=True) is None
+    regret.released(20.0, before=5, after=4)
+    assert regret.judge(30.0, current=4, need=4.5, missed=True) == 5
+    regret.released(40.0, before=5, after=1)  # a release below the floor's count (the floor binds in the policy)
+    assert regret.judge(50.0, current=1, need=1.5, missed=True) == 5  # the higher floor is kept
+    with pytest.raises(ValueError, match="release regret"):
+        ReleaseRegret(recent_s=0.0, hold_s=1.0)
+
+
+def _need(per_tick: list[float], slo_s: float) -> float | None:
+    peak = BurstPeak(window_s=30.0, hold_s=60.0, slo_s=slo_s)
+    finished = 0.0
+    for i, n in enumerate(per_tick):
+        finished += n
+        peak.update(i * TICK_S, [("r0", finished, 0.0)])
+    return peak.need_since(0.0)
+
+
+def test_service_need_is_the_rate_no_run_of_arrivals_waits_past_the_slo_under() -> None:
+    # 100 arrivals in one 5 s tick of a 30 s window: the 30 s rate reads 3.3 req/s; served at c from the tick's
+    # start, the last request waits 100 / c − 5 s: within a 2 s SLO iff c ≥ 100 / 7.
+    assert _need([0.0] * 8 + [100.0] + [0.0] * 3, slo_s=2.0) == pytest.approx(100.0 / 7.0)
+    # a steady 10 requests a tick (2 req/s): the longest run binds, 2 · d / (d + S) → just under the rate
+    assert _need([10.0] * 12, slo_s=2.0) == pytest.approx(60.0 / 32.0)
+    # no SLO allowance: the highest single tick's rate
+    assert _need([0.0] * 7 + [10.0, 40.0, 10.0], slo_s=0.0) == pytest.approx(8.0)
+    assert BurstPeak(window_s=30.0, hold_s=60.0).need_since(0.0) is None
+
+
+def _demand(**kw: object) -> Demand:
+    fields: dict[str, object] = {
+        "current_replicas": 2,
+        "ready_replicas": 2,
+        "capacity_rps": 10.0,
+        "arrival_rate": 4.0,
+        "forecast_upper_rate": 4.0,
+        "requests_waiting": 0.0,
+    }
+    return Demand(**(fields | kw))  # type: ignore[arg-type]
+
+
+def test_the_floor_raises_the_need_and_names_itself() -> None:
+    policy = ReplicaPolicy(PolicyConfig(target_utilisation=0.8))
+    rec = policy.recommend(_demand(regret_floor=3, stuck_replicas=1), now=0.0)
+    assert (rec.desired_replicas, rec.reason) == (4, "release_regret")  # the stuck replica on top
+    assert "a release from 3" in rec.message
+    low = ReplicaPolicy(PolicyConfig(target_utilisation=0.8)).recommend(
+        _demand(regret_floor=1, arrival_rate=25.0, forecast_upper_rate=25.0), now=0.0
+    )
+    assert (low.desired_replicas, low.reason) == (4, "predictive")  # a floor below the need changes nothing
+
+
+def test_on_by_default_and_off_at_zero() -> None:
+    assert PlannerConfig().release_regret_s == 3600.0
+    off = ReleaseRegret(recent_s=420.0, hold_s=0.0)
+    off.released(0.0, before=3, after=1)
+    assert off.judge(1.0, current=1, need=9.0, missed=True) is None
+
+
+def test_the_planner_judges_its_release_on_the_minutes_arrivals_and_slo_reading() -> None:
+    # 10 req/s a replica; a release from 3 to 2 at 100 s; then 150 requests in one 5 s tick: 150 / 7 = 21.4 req/s,
+    # 2.1 replicas, more than the 2 released to. With the minute's SLO reading late the floor is 3; on time, none.
+    def planner(**kw: float) -> _DeploymentPlanner:
+        p = Planner(PlannerConfig(slo_ttft_s=2.0, **kw)).planner_for("prod/llm")
+        finished = 0.0
+        for i in range(30):
+            finished += 150.0 if i == 28 else 0.0
+            p.burst.update(i * TICK_S, [("r0", finished, 0.0)])
+        p.regret.released(100.0, before=3, after=2)
+        return p
+
+    late = planner()
+    late._slo_missed = True
+    assert late._regret_floor(145.0, 2, 10.0) == 3
+    assert late._regret_floor(146.0, 2, 10.0) == 3  # held
+    on_time = planner()
+    assert on_time._regret_floor(145.0, 2, 10.0) is None
+    slower = planner()
+    slower._slo_missed = True
+    assert slower._regret_floor(145.0, 2, 11.0) is None  # at 11 req/s a replica 2 serve 21.4 within the SLO
+    off = planner(release_regret_s=0.0)
+    off._slo_missed = True
+    assert off._regret_floor(145.0, 2, 10.0) is None
