@@ -16,6 +16,7 @@ its persist stage (``kvpilot.runtime.stopping``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import time
@@ -46,6 +47,7 @@ from kvpilot.runtime.snapshot import Snapshot
 from kvpilot.runtime.stopping import Abandon, Abortable, in_daemon_thread
 from scaler.cost import CostConfig, DeploymentCost, discovered_gpus, fleet_costs
 from scaler.decision import Decision
+from scaler.own_raise import OwnRaise
 from scaler.rollout_stage import RolloutStage
 from store.buffer import BufferedWriter
 
@@ -194,6 +196,7 @@ class ControlLoop:
         self.scale = scale
         # After the planner: a rollout's surge on top of its decision (scaler.rollout_stage).
         self.rollout = rollout if rollout is not None else RolloutStage(detection.thresholds)
+        self.own_raise = OwnRaise()  # what the rollout stage added to the planner's count (scaler.own_raise)
         self._known: set[str] = set(managed)  # deployments whose replica count the scale source is asked for
         self.owns = owns  # sharding (kvpilot.runtime.shards): this instance decides only the deployments of its shards
         # HA replicas (kvpilot.runtime.wiring): whether this one writes the findings now, the Lease holder alone
@@ -290,22 +293,34 @@ class ControlLoop:
             findings = self._guard("detect", self.detection.active, no_findings)
         if view is None:
             decisions = await self._off_loop("decide", lambda: self.planner.decide(self.state, now), no_decisions)
+            planned = decisions
         else:
-            counts, rates = dict(view.replicas), dict(view.arrival_rates)
+            # The count read is what kvpilot published: the planner's count plus what the rollout stage raised it
+            # by. The planner starts from its own (scaler.own_raise), or a hold would keep the raise and the stage
+            # add it again every tick; each decision then carries the count as read, which the stage and the
+            # actuation go by.
+            read, rates = dict(view.replicas), dict(view.arrival_rates)
+            counts = self.own_raise.planner_counts(read, now)
             decisions = await self._off_loop(
                 "decide",
                 lambda: self.planner.decide(self.state, now, current_replicas=counts, arrival_rates=rates or None),
                 no_decisions,
             )
             # terminating pods of a deleted deployment may still be in FleetState: no decision for it
-            decisions = [d for d in decisions if d.deployment not in view.gone]
-        planned = decisions
+            planned = [
+                dataclasses.replace(d, current_replicas=read[d.deployment])
+                if counts.get(d.deployment) != read.get(d.deployment)
+                else d
+                for d in decisions
+                if d.deployment not in view.gone
+            ]
         rollouts = None if view is None else view.rollouts
         decisions = self._guard(
             "decide",
             lambda: self.rollout.apply(self.state, planned, now, planner=self.planner, deployments=rollouts),
             planned,
         )
+        self._guard("decide", partial(self.own_raise.note, planned, decisions, now), None)
         self._guard("detect", partial(self.detection.set_demand, demand_hints(decisions)), None)
         self._abandon.check("decide")  # the last point where nothing of this tick is stored yet
         self._persist(now, findings, decisions, detected=transitions is not None)
@@ -371,6 +386,7 @@ class ControlLoop:
         for key in [k for k in self._known | set(self.writes.stored) if not owns(k)]:
             self._known.discard(key)
             self.writes.stored.pop(key, None)
+            self.own_raise.forget(key)
             self._guard("publish", partial(self.board.forget, key), None)
             self._guard("decide", partial(self.planner.forget, key), None)
 
@@ -379,6 +395,7 @@ class ControlLoop:
             log.info("deployment %s was deleted: its decision is withdrawn and its planner state dropped", key)
         self.writes.stored.pop(key, None)
         self.rollout.forget(key)
+        self.own_raise.forget(key)
         self._guard("publish", partial(self.board.forget, key), None)
         self._guard("decide", partial(self.planner.forget, key), None)
 

@@ -347,6 +347,7 @@ def _surge(stage: RolloutStage, policy: Kvpilot, snap: Any, want: int, ready: in
     asked = sum(1 for r in snap.replicas if r.state != "draining")
     planned = Decision(DEPLOYMENT, now, asked, ready, want, 0, "planned", "")
     (raised,) = stage.apply(policy.state, [planned], now, planner=policy.planner)
+    policy.own_raise.note([planned], [raised], now)  # the planner's next count leaves it out, as the loop's does
     return raised.desired_replicas
 
 

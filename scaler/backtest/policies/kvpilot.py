@@ -15,6 +15,7 @@ from collector.state import FleetState
 from scaler.backtest import sim
 from scaler.backtest.observe import History
 from scaler.backtest.policies.base import Context, ForecastPoint, Policy
+from scaler.own_raise import OwnRaise
 from scaler.planner import Planner, PlannerConfig
 from scaler.publish import scale_target
 
@@ -35,12 +36,14 @@ class Kvpilot(Policy):
         self.state = FleetState(rate_window_s=60.0, stale_after_s=6 * ctx.tick_s)
         self.planner = Planner(config)
         self.snapshot: Any = None  # set by the runner before each decide: the raw simulator snapshot
+        self.own_raise = OwnRaise()  # noted by the runner's rollout stage (scaler.backtest.run._surge)
 
     def decide(self, history: History, now: float) -> int:
         replicas = [r for r in getattr(self.snapshot, "replicas", ()) if r.state != "loading"]
         samples = [s for r in replicas for s in _scrape(r, now)]
         self.state.observe(samples, [], now=now, departed=self._departed(replicas))
-        current = {DEPLOYMENT: history.latest.current}
+        # the simulator's count less what the rollout stage added to the planner's (scaler.own_raise), as `kvpilot run`
+        current = {DEPLOYMENT: self.own_raise.planner_count(DEPLOYMENT, history.latest.current, now)}
         rates = {DEPLOYMENT: history.arrival_rate(60.0)} if len(history) > 1 else None
         totals = {DEPLOYMENT: history.latest.arrivals_total}
         (d,) = self.planner.decide(
