@@ -31,6 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 from collector.clock import Clock
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult, ScrapeResult, Sleep
+from collector.urls import redacted
 from kvpilot.runtime.lease import Lease, LeaseElector, Leases, _epoch, campaign
 from kvpilot.runtime.loop import Aggregates
 
@@ -395,7 +396,8 @@ def owned_targets(targets: Sequence[TargetInfo], shards: ShardCoordinator | Held
 def _gpu_is_mine(t: TargetInfo, my_nodes: set[str], all_nodes: set[str], shards: ShardCoordinator | Held) -> bool:
     if t.node and t.node in my_nodes:
         return True
-    return t.node not in all_nodes and shard_of(f"node/{t.node or t.url}", shards.shards) in shards.owned
+    # a page on no node goes by its URL as its down finding names it (password redacted), so its keeper closes it
+    return t.node not in all_nodes and shard_of(f"node/{t.node or redacted(t.url)}", shards.shards) in shards.owned
 
 
 @runtime_checkable
