@@ -149,7 +149,7 @@ def _sqlite_holder(url: str) -> int | None:
 
 def _postgres_clients(url: str) -> list[str]:
     """The other client connections to the PostgreSQL database at ``url`` (a running kvpilot keeps its pooled ones
-    open), as "address (application)"; none for SQLite or where the server cannot be asked."""
+    open), as "role@address (application)"; none for SQLite or where the server cannot be asked."""
     from sqlalchemy import text
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import SQLAlchemyError
@@ -166,7 +166,10 @@ def _postgres_clients(url: str) -> list[str]:
         with engine.connect() as conn:
             rows = conn.execute(
                 text(
-                    "SELECT coalesce(host(client_addr), 'local socket'), application_name FROM pg_stat_activity "
+                    # client_addr is NULL for a Unix socket, and for another role's session where this one lacks
+                    # pg_read_all_stats: both read as a local socket or a hidden address, never a wrong one
+                    "SELECT coalesce(host(client_addr), 'local socket or address hidden'), usename, application_name "
+                    "FROM pg_stat_activity "
                     "WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
                 )
             ).all()
@@ -174,7 +177,7 @@ def _postgres_clients(url: str) -> list[str]:
         return []
     finally:
         engine.dispose()
-    return sorted(f"{addr} ({app})" if app else str(addr) for addr, app in rows)
+    return sorted(f"{user}@{addr}" + (f" ({app})" if app else "") for addr, user, app in rows)
 
 
 def _in_use(url: str) -> str | None:
