@@ -15,11 +15,13 @@ partition: a CPX MI300X node has 64), ``gpu_partition_id`` (``NA`` where the GPU
 (optional), ``serial_number``, ``hostname``, and ``pod``/``namespace``/``container`` where the exporter maps a
 workload to the GPU (empty otherwise). Samples without ``gpu_id`` (``gpu_nodes_total``) belong to no GPU.
 
-Which reading becomes which field: utilisation is ``gpu_gfx_activity`` ÷ 100 (the graphics/compute engine's busy
-share, as DCGM's ``GPU_UTIL``; on partitioned GPUs the exporter writes each partition's own: ROCm/device-metrics-
-exporter issue #139), else the mean of ``gpu_gfx_busy_instantaneous`` over the GPU's compute cores (``xcc_index``),
-the MI3xx field the metric list gives where gfx activity is "applicable for unpartitioned GPU" only; memory is VRAM,
-MB read as MiB (DME's HELP text says MB; amd-smi, which it reads, counts VRAM in bytes / (1024 * 1024): ROCm/amdsmi's
+Which reading becomes which field: utilisation is ``gpu_gfx_activity`` ÷ 100 on a whole GPU (the graphics/compute
+engine's busy share, as DCGM's ``GPU_UTIL``), else the mean of ``gpu_gfx_busy_instantaneous`` over the GPU's compute
+cores (``xcc_index``), the MI3xx field the metric list gives where gfx activity is "applicable for unpartitioned GPU"
+only; on a partitioned GPU that mean wins where both are written (gfx activity is retired there: before v1.3.1 the
+exporter wrote the first partition's value in it, since then amd-smi's, 0 on DPX: ROCm/device-metrics-exporter issue
+#139, its v1.3.1 release notes, ROCm/amdsmi #134); memory is VRAM, MB read as MiB (DME's HELP text says MB;
+amd-smi, which it reads, counts VRAM in bytes / (1024 * 1024): ROCm/amdsmi's
 ``amdsmi_get_gpu_vram_usage``); ``temperature_c`` is the **junction** (hotspot) temperature where the page has it
 (MI3xx), else the **edge** temperature (MI2xx, Radeon): each is also kept in ``extra`` (``junction_temp_c``,
 ``edge_temp_c``) so a reader can tell which it was; power is ``gpu_power_usage``, else ``gpu_package_power``, else
@@ -96,11 +98,15 @@ class _Read:
     limit: float = math.inf  # a converted value at or above it is no reading (a unit the page did not use)
     floor: float = -math.inf  # a value below it is no reading (amd_smi_exporter's are unsigned integers)
     mean: bool = False  # a GPU's several series (one per compute core) averaged, not the first taken
+    # On a partitioned GPU (compute partition DPX/TPX/QPX/CPX) this reading replaces an earlier read's value
+    partitioned_first: bool = False
 
 
 DME_READS: tuple[_Read, ...] = (
     _Read("utilisation", ("gpu_gfx_activity",), _percent, _NA_GAUGE),
-    _Read("utilisation", ("gpu_gfx_busy_instantaneous",), _percent, _NA_GAUGE, mean=True),  # by xcc_index
+    # by xcc_index; on a partitioned GPU the cores' share wins over gfx activity, which DME retired there (0, or the
+    # first partition's value before v1.3.1: ROCm/device-metrics-exporter issue #139 and the v1.3.1 release notes)
+    _Read("utilisation", ("gpu_gfx_busy_instantaneous",), _percent, _NA_GAUGE, mean=True, partitioned_first=True),
     _Read("memory_used_bytes", ("gpu_used_vram",), _mib),
     _Read("memory_free_bytes", ("gpu_free_vram",), _mib),
     _Read("temperature_c", ("gpu_junction_temperature", "gpu_edge_temperature"), na=_NA_GAUGE, zero_unknown=True),
@@ -283,12 +289,13 @@ def _value(read: _Read, v: float) -> float | None:
 def _adapt(plan: _Plan, families: Mapping[str, MetricFamily], timestamp: float) -> list[GpuSample]:
     values: list[dict[str, Any]] = [{} for _ in plan.gpus]
     extras: list[dict[str, float]] = [{} for _ in plan.gpus]
+    partitioned = frozenset(at for at, fields in enumerate(plan.gpus) if fields.get("mig_profile") is not None)
     for read, key, reads in plan.steps:
         page_values = family_values(families, key)
         into = extras if read.extra else values
         name = read.field
         if read.mean:
-            _mean_into(into, name, read, reads, page_values)
+            _mean_into(into, name, read, reads, page_values, partitioned if read.partitioned_first else frozenset())
             continue
         for at, i in reads:
             if name in into[at]:
@@ -307,11 +314,13 @@ def _mean_into(
     read: _Read,
     reads: tuple[tuple[int, int], ...],
     page_values: Sequence[float],
+    replace: frozenset[int],
 ) -> None:
-    """Each GPU's readings of ``read`` averaged into its field ``name``, where no earlier read set it."""
+    """Each GPU's readings of ``read`` averaged into its field ``name``, where no earlier read set it or where the
+    GPU is in ``replace`` (and has a reading of its own here)."""
     got: dict[int, list[float]] = {}
     for at, i in reads:
-        if name not in into[at]:
+        if name not in into[at] or at in replace:
             value = _value(read, page_values[i])
             if value is not None:
                 got.setdefault(at, []).append(value)

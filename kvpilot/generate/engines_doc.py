@@ -251,6 +251,7 @@ def _amd_rows(reads: tuple[amd._Read, ...]) -> list[str]:
         field = f"`extra[{read.field!r}]`" if read.extra else f"`{read.field}`"
         names = ", then ".join(f"`{n}`" for n in read.names)
         unknown = (["0 is no reading"] if read.zero_unknown else []) + (["mean of its series"] if read.mean else [])
+        unknown += ["wins on a partitioned GPU"] if read.partitioned_first else []
         conv = "; ".join(c for c in [_AMD_CONVERT.get(read.convert.__name__, read.convert.__name__), *unknown] if c)
         rows.append(f"| {field} | {names} | {conv} |")
     return rows
@@ -273,7 +274,8 @@ def _amd_section() -> list[str]:
         "",
         "**Detectors on AMD GPUs.** The stuck-GPU detector's `hang` (a GPU pinned busy while its replica makes no "
         "token progress) and `idle_while_running` read `utilisation`, which is AMD's gfx activity as it is DCGM's "
-        "GPU utilisation (the graphics/compute engine's busy share): both are on for AMD GPUs, joined to replicas "
+        "GPU utilisation (the graphics/compute engine's busy share; on a partitioned GPU its compute cores' busy "
+        "share, `gpu_gfx_busy_instantaneous`): both are on for AMD GPUs, joined to replicas "
         "by the exporter's `pod`/`namespace` labels (or the node), as for NVIDIA. `vanished` (a GPU its exporter "
         "stops listing) is on too. The XID conditions are NVIDIA's: the triage table (ENGINES.md) classes NVIDIA "
         "driver error codes, and no AMD reading is one, so none is made up: `last_xid` stays unknown on AMD GPUs "

@@ -309,13 +309,21 @@ def test_amd_smi_fuzz(lines: list[tuple[str, str, str]]) -> None:
         assert g.temperature_c is None or (math.isfinite(g.temperature_c) and 0 < g.temperature_c < 1000)
 
 
-def test_a_partition_without_gfx_activity_reads_its_compute_cores_busy_share() -> None:
+def test_a_partition_reads_its_compute_cores_busy_share_before_gfx_activity() -> None:
     # DME's metric list: gfx activity "applicable for unpartitioned GPU"; gpu_gfx_busy_instantaneous per xcc_index
-    # is what a partition has. Its cores' mean is the utilisation; gfx activity, where written, still wins
+    # is what a partition has. Its cores' mean is the utilisation, and wins over gfx activity written beside it
+    # (retired on partitions: the first partition's value, or amd-smi's 0 since v1.3.1; review G, session 17).
     cores = "".join(
         f'gpu_gfx_busy_instantaneous{{{_labels(str(gpu), "0", "dpx", "nps2")},xcc_index="{x}"}} {busy}\n'
         for gpu, x, busy in ((4, 0, 80), (4, 1, 100), (5, 0, 30), (5, 1, 65535))  # 65535: no reading
     )
-    gpus = _gpus(cores + f"gpu_gfx_activity{{{_labels('5', '0', 'dpx', 'nps2')}}} 12\n")
-    assert (gpus["4"].utilisation, gpus["5"].utilisation) == (0.9, 0.12)
+    gpus = _gpus(cores + f"gpu_gfx_activity{{{_labels('5', '0', 'dpx', 'nps2')}}} 0\n")
+    assert (gpus["4"].utilisation, gpus["5"].utilisation) == (0.9, 0.3)
     assert _gpus(cores)["5"].utilisation == 0.3
+    only_gfx = _gpus(f"gpu_gfx_activity{{{_labels('5', '0', 'dpx', 'nps2')}}} 12\n")  # an exporter without cores
+    assert only_gfx["5"].utilisation == 0.12
+    # A whole GPU (SPX) keeps gfx activity, the engine's share over time, where both are written
+    whole = _gpus(
+        f'gpu_gfx_busy_instantaneous{{{_labels("6")},xcc_index="0"}} 20\ngpu_gfx_activity{{{_labels("6")}}} 97\n'
+    )
+    assert whole["6"].utilisation == 0.97
