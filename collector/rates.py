@@ -245,7 +245,12 @@ class CounterWindow:
         total = points[-1][1] - points[0][1]
         restarts = self._restarts - (points[0][2] is not None)  # the first point's step lies outside
         if restarts:
-            total += math.fsum(before for _, _, before in itertools.islice(points, 1, None) if before is not None)
+            try:
+                total += math.fsum(before for _, _, before in itertools.islice(points, 1, None) if before is not None)
+            except OverflowError:  # restarts from counters near float's limit (a garbage page): no increase to read
+                return None
+            if not math.isfinite(total):
+                return None
         return total
 
     def rate(self) -> float | None:

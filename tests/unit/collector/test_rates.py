@@ -326,3 +326,18 @@ def test_histogram_window_agrees_with_histogram_increase(hists: list[Histogram |
             assert got.bounds == expected.bounds
             assert got.counts == pytest.approx(expected.counts)
             assert (got.sum, got.count) == pytest.approx((expected.sum, expected.count))
+
+
+def test_restarts_of_counters_near_floats_limit_give_no_increase_not_an_overflow() -> None:
+    # Found by the detectors' fuzz (tests/unit/detectors/test_detectors_fuzz.py): two restarts from ~1.5e308 summed
+    # past float's limit and math.fsum raised OverflowError out of FleetState.observe, ending the tick.
+    w = CounterWindow()
+    for t, value in ((0.0, 1.5e308), (5.0, 0.0), (10.0, 1.5e308), (15.0, 0.0), (20.0, 1.0)):
+        w.add(t, value)
+    assert w.increase() is None
+    assert w.increase_and_rate() == (None, None)
+    # an ordinary restart still reads what it did
+    ok = CounterWindow()
+    for t, value in ((0.0, 10.0), (5.0, 2.0), (10.0, 5.0)):
+        ok.add(t, value)
+    assert ok.increase() == 5.0  # 10 -> restart -> 2 -> 5: the 2 counted from the restart, then 3
