@@ -488,6 +488,9 @@ class FleetState:
         return replace(sample, **changed) if changed else sample  # type: ignore[arg-type]
 
     def _take_gpus(self, gpus: Sequence[GpuSample], scraped_nodes: set[str] | None) -> None:
+        modes_before = _partition_modes(t.sample for t in self._gpus.values() if t.present)
+        modes_now = _partition_modes(gpus)
+        uuids_now = {(g.node or g.page, g.uuid) for g in gpus if g.uuid}
         listed: set[str] = set()
         for sample in gpus:
             listed.add(sample.key)
@@ -498,8 +501,21 @@ class FleetState:
                 track.sample, track.present, track.last_seen = sample, True, sample.timestamp
         answered = scraped_nodes if scraped_nodes is not None else {g.node for g in gpus}
         self._gpu_nodes_answered = answered
-        for key, track in self._gpus.items():
-            if key not in listed and (track.sample.node or track.sample.page) in answered:
+        for key, track in list(self._gpus.items()):
+            where = track.sample.node or track.sample.page
+            if key in listed or where not in answered:
+                continue
+            # A GPU re-cut, not lost: its UUID listed under another key of its node (NVIDIA MIG turned on or off, an
+            # instance destroyed), or every GPU of its node listed in other partition modes than before and none in
+            # its old one (AMD's SPX <-> CPX/DPX, done a node at a time). Its old key is forgotten; a `vanished`
+            # finding (critical, drain) for it would stay open until a restart. A partition that goes while its
+            # node keeps the mode it had stays absent: that is a GPU fallen off the bus.
+            recut_modes = modes_before.get(where, set()), modes_now.get(where, set())
+            if (where, track.sample.uuid) in uuids_now or (
+                all(recut_modes) and recut_modes[0].isdisjoint(recut_modes[1])
+            ):
+                del self._gpus[key]
+            else:
                 track.present = False  # its exporter answered without it: the GPU fell off the bus
 
     def _forget(self, now: float) -> None:
@@ -892,3 +908,11 @@ def _aggregate_view(agg: DeploymentAggregate, members: tuple[ReplicaView, ...]) 
 
 def _point(t: float, view: DeploymentView) -> DeploymentPoint:
     return DeploymentPoint(t=t, replica_count=len(view.replicas), **view.signals())  # type: ignore[arg-type]
+
+
+def _partition_modes(samples: Iterable[GpuSample]) -> dict[str, set[str | None]]:
+    """Each node's (or node-less page's) partition modes among ``samples``: ``mig_profile``, None for a whole GPU."""
+    modes: dict[str, set[str | None]] = {}
+    for g in samples:
+        modes.setdefault(g.node or g.page, set()).add(g.mig_profile)
+    return modes

@@ -615,3 +615,39 @@ def test_ttft_increase_sum_is_histogram_add_of_each_replicas_ttft_increase(
         for order in (keys, keys[::-1]):
             expected = histogram_add(state.ttft_increase(key, now - window_s) for key in order)
             assert state.ttft_increase_sum(iter(order), now - window_s) == expected
+
+
+def test_a_node_re_cut_into_partitions_forgets_the_old_keys_without_calling_them_vanished() -> None:
+    # AMD's device-metrics-exporter after SPX -> CPX (review G, session 17): the node's whole GPUs are listed no more,
+    # its partitions are, each with a UUID of its own. Before, each old key stayed absent ("fell off the bus",
+    # a critical drain finding) for as long as the node was there.
+    state = FleetState()
+    state.observe([], [gs("0"), gs("1")], now=0)
+    cpx = [gs(str(i), t=5, uuid=f"P-{i}", mig_profile="cpx/nps4", mig_instance=str(i % 4)) for i in range(8)]
+    state.observe([], cpx, now=5)
+    views = state.gpus()
+    assert sorted(g.sample.uuid or "" for g in views) == sorted(f"P-{i}" for i in range(8))
+    assert all(g.present for g in views)
+    # and back to whole GPUs
+    state.observe([], [gs("0", t=10), gs("1", t=10)], now=10)
+    assert sorted((g.sample.index, g.present) for g in state.gpus()) == [("0", True), ("1", True)]
+
+
+def test_mig_turned_on_or_an_instance_destroyed_is_a_re_cut_but_a_gpu_gone_from_a_mixed_node_is_vanished() -> None:
+    state = FleetState()
+    state.observe([], [gs("0"), gs("1")], now=0)
+    # GPU 0 turns MIG on: its UUID comes back under two instance keys
+    mig = [gs("0", t=5, mig_profile="3g.40gb", mig_instance=str(i)) for i in (1, 2)]
+    state.observe([], [*mig, gs("1", t=5)], now=5)
+    assert sorted((g.sample.key, g.present) for g in state.gpus()) == [
+        ("n0/GPU-n0-0/mig1", True),
+        ("n0/GPU-n0-0/mig2", True),
+        ("n0/GPU-n0-1", True),
+    ]
+    # GPU 0's MIG instances go, GPU 1 (whole) stays: the node kept the modes it had beside them, so GPU 0 is lost
+    state.observe([], [gs("1", t=10)], now=10)
+    assert sorted((g.sample.key, g.present) for g in state.gpus()) == [
+        ("n0/GPU-n0-0/mig1", False),
+        ("n0/GPU-n0-0/mig2", False),
+        ("n0/GPU-n0-1", True),
+    ]
