@@ -488,32 +488,25 @@ class FleetState:
         return replace(sample, **changed) if changed else sample  # type: ignore[arg-type]
 
     def _take_gpus(self, gpus: Sequence[GpuSample], scraped_nodes: set[str] | None) -> None:
-        modes_before = _partition_modes(t.sample for t in self._gpus.values() if t.present)
-        modes_now = _partition_modes(gpus)
-        uuids_now = {(g.node or g.page, g.uuid) for g in gpus if g.uuid}
-        listed: set[str] = set()
+        listed = {g.key for g in gpus}
+        answered = scraped_nodes if scraped_nodes is not None else {g.node for g in gpus}
+        self._gpu_nodes_answered = answered
+        # Keys an answering exporter no longer lists, read before this scrape updates anything (a healthy tick has
+        # none, and then nothing more is worked out).
+        gone = [
+            (key, track)
+            for key, track in self._gpus.items()
+            if key not in listed and (track.sample.node or track.sample.page) in answered
+        ]
+        recut = _recut_keys(gone, [t.sample for t in self._gpus.values() if t.present], gpus) if gone else set()
         for sample in gpus:
-            listed.add(sample.key)
             track = self._gpus.get(sample.key)
             if track is None:
                 self._gpus[sample.key] = _GpuTrack(sample)
             else:
                 track.sample, track.present, track.last_seen = sample, True, sample.timestamp
-        answered = scraped_nodes if scraped_nodes is not None else {g.node for g in gpus}
-        self._gpu_nodes_answered = answered
-        for key, track in list(self._gpus.items()):
-            where = track.sample.node or track.sample.page
-            if key in listed or where not in answered:
-                continue
-            # A GPU re-cut, not lost: its UUID listed under another key of its node (NVIDIA MIG turned on or off, an
-            # instance destroyed), or every GPU of its node listed in other partition modes than before and none in
-            # its old one (AMD's SPX <-> CPX/DPX, done a node at a time). Its old key is forgotten; a `vanished`
-            # finding (critical, drain) for it would stay open until a restart. A partition that goes while its
-            # node keeps the mode it had stays absent: that is a GPU fallen off the bus.
-            recut_modes = modes_before.get(where, set()), modes_now.get(where, set())
-            if (where, track.sample.uuid) in uuids_now or (
-                all(recut_modes) and recut_modes[0].isdisjoint(recut_modes[1])
-            ):
+        for key, track in gone:
+            if key in recut:
                 del self._gpus[key]
             else:
                 track.present = False  # its exporter answered without it: the GPU fell off the bus
@@ -916,3 +909,22 @@ def _partition_modes(samples: Iterable[GpuSample]) -> dict[str, set[str | None]]
     for g in samples:
         modes.setdefault(g.node or g.page, set()).add(g.mig_profile)
     return modes
+
+
+def _recut_keys(
+    gone: Sequence[tuple[str, _GpuTrack]], present_before: Sequence[GpuSample], listed: Sequence[GpuSample]
+) -> set[str]:
+    """The keys of ``gone`` that name a GPU re-cut, not lost: its UUID listed under another key of its node (NVIDIA
+    MIG turned on or off, an instance destroyed), or every GPU of its node listed in other partition modes than
+    before and none in its old one (AMD's SPX <-> CPX/DPX, done a node at a time). Their old keys are forgotten: a
+    `vanished` finding (critical, drain) for each would stay open until a restart. A partition that goes while its
+    node keeps the modes it had is a GPU fallen off the bus."""
+    before, now = _partition_modes(present_before), _partition_modes(listed)
+    uuids = {(g.node or g.page, g.uuid) for g in listed if g.uuid}
+    recut = set()
+    for key, track in gone:
+        where = track.sample.node or track.sample.page
+        was, now_modes = before.get(where, set()), now.get(where, set())
+        if (where, track.sample.uuid) in uuids or (was and now_modes and was.isdisjoint(now_modes)):
+            recut.add(key)
+    return recut
