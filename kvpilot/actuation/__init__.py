@@ -141,14 +141,23 @@ class Actuation:
         draining = {n for n, state in snap.node_drains.items() if state in ("approved", "executing")}
         decisions = decide(snap.findings, nodes=nodes, placements=placements, draining=draining, rails=self.rails)
         now = self._clock.now()
+        since = {f.id: f.since for f in snap.findings}
         self._refusals.tick([d for d in decisions if not d.approved])
         with transaction(self._sessions) as s:
             for d in decisions:
                 if not d.approved:
                     continue
                 last = repo.latest_drain_for_node(session=s, node=d.node)
-                if last is not None and last.finding_id in d.finding_ids:
-                    continue  # this condition already has its drain action (live or finished)
+                # This episode of the condition already has its drain action (live or finished); a finding's id is
+                # its kind and subject, so the same GPU failing again after a repair is a new episode (later since).
+                # Without approval, a request the store's rail held back (RailFull below) is approved when free.
+                if (
+                    last is not None
+                    and last.finding_id in d.finding_ids
+                    and last.requested_at >= since[last.finding_id]
+                    and (self._require_approval or last.state != DrainState.REQUESTED)
+                ):
+                    continue
                 row = repo.request_drain(
                     session=s,
                     node=d.node,

@@ -1,0 +1,93 @@
+"""The leader's drain requests (``Actuation.after_tick``) over several ticks: a finding's id is its kind and
+subject, so a GPU that fails again after its node was drained and repaired has the id of its first failure; and
+the live-drain map a snapshot carries was read before the previous pass approved anything (review G, session 18)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from collector.clock import VirtualClock
+from detectors.drain_rails import DrainRails
+from detectors.finding import Finding, Severity, Subject
+from kvpilot.actuation import Actuation, NoClusterDrainer
+from kvpilot.runtime.snapshot import Snapshot
+from store import repo
+from store.db import make_engine, session_factory, transaction
+from store.drain_states import DrainState
+from tests.helpers.sqlite_store import migrated
+
+
+def _sessions(tmp_path: Path) -> sessionmaker[Session]:
+    return session_factory(make_engine(migrated(tmp_path / "k.db")))
+
+
+def _stuck(node: str, since: float) -> Finding:
+    return Finding("stuck_gpu", Severity.CRITICAL, Subject(node=node, gpu="GPU-1"), since, f"XID 79 on {node}",
+                   action="drain_node")  # fmt: skip
+
+
+def _actuation(sessions: sessionmaker[Session], clock: VirtualClock, *, require_approval: bool = True) -> Actuation:
+    rails = DrainRails(dry_run=True)
+    return Actuation(sessions=sessions, clock=clock, rails=rails, drainer=NoClusterDrainer(clock),
+                     require_approval=require_approval)  # fmt: skip
+
+
+def _drains(sessions: sessionmaker[Session]) -> list[tuple[str, str]]:
+    with transaction(sessions) as s:
+        return [(r.node, r.state) for r in sorted(repo.list_drains(session=s).items, key=lambda r: r.id)]
+
+
+async def test_the_same_gpu_failing_again_after_its_drain_is_drained_again(tmp_path: Path) -> None:
+    sessions = _sessions(tmp_path)
+    clock = VirtualClock(1000.0)
+    act = _actuation(sessions, clock)
+    await act.after_tick(Snapshot(tick=1, t=clock.now(), findings=[_stuck("n0", 990.0)]))
+    await act.after_tick(Snapshot(tick=2, t=clock.now(), findings=[_stuck("n0", 990.0)]))
+    assert _drains(sessions) == [("n0", "requested")]  # one condition, one request
+    with transaction(sessions) as s:
+        (row,) = repo.list_drains(session=s).items
+        for to in (DrainState.APPROVED, DrainState.EXECUTING, DrainState.DONE):
+            repo.transition_drain(session=s, action_id=row.id, to=to, actor="admin#0", now=clock.now())
+    clock.advance(3600.0)  # repaired, uncordoned; the finding closed. A day later the same GPU fails again:
+    clock.advance(86400.0)
+    await act.after_tick(Snapshot(tick=3, t=clock.now(), findings=[_stuck("n0", clock.now() - 10.0)]))
+    assert _drains(sessions) == [("n0", "done"), ("n0", "requested")]
+
+
+async def test_a_finished_or_cancelled_drain_of_a_condition_still_open_is_not_requested_again(tmp_path: Path) -> None:
+    sessions = _sessions(tmp_path)
+    clock = VirtualClock(1000.0)
+    act = _actuation(sessions, clock)
+    await act.after_tick(Snapshot(tick=1, t=clock.now(), findings=[_stuck("n0", 990.0)]))
+    with transaction(sessions) as s:
+        (row,) = repo.list_drains(session=s).items
+        repo.transition_drain(session=s, action_id=row.id, to=DrainState.CANCELLED, actor="admin#0", now=clock.now())
+    clock.advance(600.0)
+    await act.after_tick(Snapshot(tick=2, t=clock.now(), findings=[_stuck("n0", 990.0)]))  # the operator's word stands
+    assert _drains(sessions) == [("n0", "cancelled")]
+
+
+async def test_without_approval_a_request_the_rail_held_back_is_approved_once_the_rail_frees(tmp_path: Path) -> None:
+    # One drain at a time, no approval needed. n0 is approved; its finding closes the next tick as n1's opens. The
+    # map of live drains that snapshot carries was read by the actuator pass before the one that approved n0, so
+    # n1 looks free to drain: it is requested and the store's rail holds its approval back. Once n0 is done, n1
+    # must be approved, as a request made while the rail was free would have been.
+    sessions = _sessions(tmp_path)
+    clock = VirtualClock(1000.0)
+    act = _actuation(sessions, clock, require_approval=False)
+    await act.after_tick(Snapshot(tick=1, t=clock.now(), findings=[_stuck("n0", 990.0)]))
+    assert _drains(sessions) == [("n0", "approved")]
+    n1 = [_stuck("n1", 1000.0)]
+    await act.after_tick(Snapshot(tick=2, t=clock.now(), findings=n1))  # the map read before n0's approval: {}
+    assert _drains(sessions) == [("n0", "approved"), ("n1", "requested")]  # held back by the store's rail
+    live = {"n0": "approved", "n1": "requested"}
+    await act.after_tick(Snapshot(tick=3, t=clock.now(), findings=n1, node_drains=live))  # refused: n0 drains
+    with transaction(sessions) as s:
+        n0 = repo.latest_drain_for_node(session=s, node="n0")
+        assert n0 is not None
+        for to in (DrainState.EXECUTING, DrainState.DONE):
+            repo.transition_drain(session=s, action_id=n0.id, to=to, actor="kvpilot", now=clock.now())
+    await act.after_tick(Snapshot(tick=4, t=clock.now(), findings=n1, node_drains={"n1": "requested"}))
+    assert _drains(sessions) == [("n0", "done"), ("n1", "approved")]
