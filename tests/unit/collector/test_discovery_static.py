@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -261,3 +263,78 @@ def test_an_alias_used_twice_and_a_merge_key_are_not_duplicates(tmp_path: Path) 
         ("http://b/metrics", "prod"),
         ("http://c/metrics", "prod"),
     ]
+
+
+def _urls(n: int, start: int = 0) -> str:
+    return "".join(f"- http://10.0.0.{i}:8000/metrics\n" for i in range(start, start + n))
+
+
+async def test_a_file_caught_mid_write_keeps_the_previous_targets(tmp_path: Path) -> None:
+    # `gen-targets > targets.yaml`: the shell empties the file at once, the generator writes it later. Before, a
+    # tick in between read no targets, and every replica was forgotten as departed (docs: "never empties the fleet")
+    path = tmp_path / "targets.yaml"
+    path.write_text(_urls(3))
+    disc = StaticFileDiscovery(path)
+    with path.open("w") as f:
+        assert len(await disc.targets()) == 3
+        assert (
+            disc.last_error
+            == f"{path}: empty (0 bytes), as while it is being written; a file of [] removes every target"
+        )
+        f.write(_urls(4))
+    assert len(await disc.targets()) == 4
+    assert disc.last_error is None
+    path.write_text("[]\n")  # emptying the fleet on purpose
+    assert await disc.targets() == []
+
+
+async def test_a_file_written_while_it_is_read_is_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "targets.yaml"
+    path.write_text(_urls(3))
+    disc = StaticFileDiscovery(path)
+    path.write_text(_urls(1))  # the first part of a longer write...
+    real_stat, looks = os.stat, []
+
+    def stat_while_written(p: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        looks.append(p)
+        if len(looks) == 2:  # ...the rest lands between the read and the look after it
+            with path.open("a") as f:
+                f.write(_urls(2, start=1))
+        return real_stat(p, *args, **kwargs)
+
+    monkeypatch.setattr("collector.discovery.static.os.stat", stat_while_written)
+    assert len(await disc.targets()) == 3  # not the one target read mid-write
+    monkeypatch.setattr("collector.discovery.static.os.stat", real_stat)
+    assert len(await disc.targets()) == 3
+    assert len(looks) == 2
+
+
+def test_a_fifo_in_place_of_the_file_is_not_waited_on(tmp_path: Path) -> None:
+    path = tmp_path / "targets.yaml"
+    path.write_text(_urls(2))
+    disc = StaticFileDiscovery(path)
+    path.unlink()
+    os.mkfifo(path)
+    done: list[list[TargetInfo]] = []
+    reader = threading.Thread(target=lambda: done.append(disc.current()), daemon=True)
+    reader.start()
+    reader.join(10)
+    waited = reader.is_alive()
+    if waited:  # before: open() waited for a writer forever, on the event loop of `kvpilot run`
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))  # let it go
+        reader.join(10)
+    assert not waited
+    assert [len(d) for d in done] == [2]
+    assert disc.last_error == f"{path}: not a regular file; not read"
+
+
+async def test_a_reread_leaves_the_event_loop_free(tmp_path: Path) -> None:
+    # 20,000 targets are some 10 s of YAML parsing, which held the API and KEDA (on the same loop) that long
+    path = tmp_path / "targets.yaml"
+    path.write_text(_urls(1))
+    disc = StaticFileDiscovery(path)
+    path.write_text("".join(f"- http://10.0.{i // 256}.{i % 256}:8000/metrics\n" for i in range(2000)))
+    turn = asyncio.Event()
+    asyncio.get_running_loop().call_soon(turn.set)
+    assert len(await disc.targets()) == 2000
+    assert turn.is_set()  # the loop had a turn while the file was read (before: not until it was parsed)
