@@ -644,7 +644,10 @@ class _DeploymentPlanner:
             now=now,
         )
         if cfg.release_regret_s > 0:
-            self.regret.released(now, current, rec.desired_replicas)
+            # In serving replicas, as judged and as held (the policy puts the stuck ones on top of both): counted
+            # with them, a release made while one was stuck would hold one too many for the hour, and judge a fleet
+            # whose stuck replica was counted in the release's count but not in the fleet's.
+            self.regret.released(now, max(0, current - stuck), max(0, rec.desired_replicas - stuck))
         numbers = self._numbers(view, forecast, arrival, capacity_rps, drainable, stuck, rec)
         return Decision(
             deployment=self.key,

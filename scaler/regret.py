@@ -37,7 +37,8 @@ class ReleaseRegret:
         self.regrets = 0  # releases proven wrong so far
 
     def released(self, now: float, before: int, after: int) -> None:
-        """The planner asked for ``after`` replicas where ``before`` were (a scale-down when after < before)."""
+        """The planner asked for ``after`` replicas where ``before`` were (a scale-down when after < before), both
+        in serving replicas (stuck ones not counted), the unit ``judge`` reads and the floor is held in."""
         if after < before:
             self._releases.append((now, before, after))
         self._expire(now)

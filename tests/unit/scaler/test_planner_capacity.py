@@ -371,3 +371,22 @@ def test_the_first_readings_weight_is_bounded_by_the_rate_window_not_the_saturat
     half_life = _planner().config.mix_half_life_s
     assert first_weight(rate_window_s=120.0, saturated_mix_after_s=0.0) == pytest.approx(1 - 0.5 ** (120 / half_life))
     assert first_weight(rate_window_s=120.0) == first_weight(rate_window_s=120.0, saturated_mix_after_s=0.0)
+
+
+def test_a_release_made_while_a_replica_is_stuck_is_recorded_in_serving_replicas() -> None:
+    # One replica serves 2 req/s, one is stuck; a third (not ready yet) joins the count at the last tick. One
+    # serving replica is enough: the planner asks for 2 (1 serving + the stuck one) where 3 are, a release from 2
+    # serving replicas to 1. The next burst that needs 1.5 replicas, met by the 1 serving replica, proves it wrong,
+    # and the floor is the 2 serving replicas released from (the policy puts the stuck one on top: 3, the count
+    # released from). Recorded with the stuck one (3 -> 2), the 1 serving replica that met a need of 1.5 read as
+    # enough for "2 released to", and a floor of 3 became 4 once the policy added the stuck one.
+    state, planner = FleetState(), _planner()
+    for i in range(15):
+        t = i * TICK_S
+        ok = _sample(t, 10.0 * i)
+        stuck = _sample(t, 0.0, replica="llm-1", running=8.0, tokens=0.0, waiting=300.0)
+        state.observe([ok, stuck], [], now=t)
+        (d,) = planner.decide(state, t, current_replicas={"prod/llm": 3 if i == 14 else 2})
+    assert (d.current_replicas, d.desired_replicas, d.forecast["stuck_replicas"]) == (3, 2, 1.0)
+    regret = planner.planner_for("prod/llm").regret
+    assert regret.judge(t + 1.0, current=1, need=1.5, missed=True) == 2
