@@ -35,6 +35,8 @@ def _ready(pod: Any) -> bool:
     status = pod.status
     if status is None or status.phase != "Running" or not status.pod_ip:
         return False
+    if pod.metadata is None or pod.spec is None:  # not from a real API server, whose pods always have both
+        return False
     if pod.metadata.deletion_timestamp is not None:
         return False  # terminating: it is about to stop answering
     return any(c.type == "Ready" and c.status == "True" for c in status.conditions or ())
@@ -77,8 +79,20 @@ def _gpu_request(pod: Any) -> tuple[str, int]:
     for container in spec.containers or ():
         limits = container.resources.limits if container.resources is not None else None
         value = str((limits or {}).get(GPU_RESOURCE, "0")).strip()
-        gpus += int(value) if value.isdigit() else 0
+        gpus += int(value) if value.isascii() and value.isdigit() else 0
     return str(product), gpus
+
+
+def _checked_target(pod: Any) -> TargetInfo | None:
+    """`pod_target`, an object it cannot read (a field no check foresaw) left out with a warning: one pod, not the
+    whole list or watch, which failed again on it at every relist."""
+    try:
+        return pod_target(pod)
+    except Exception as e:
+        meta = getattr(pod, "metadata", None)
+        log.warning("pod %s/%s: %s: %s; not scraping it", getattr(meta, "namespace", None),
+                    getattr(meta, "name", None), type(e).__name__, e)  # fmt: skip
+        return None
 
 
 def pod_target(pod: Any) -> TargetInfo | None:
@@ -92,7 +106,8 @@ def pod_target(pod: Any) -> TargetInfo | None:
     where = f"pod {meta.namespace}/{meta.name}"
     raw_port = annotations.get(ANNOTATION_PREFIX + "port")
     if raw_port is not None:
-        if not raw_port.isdigit() or not 0 < int(raw_port) < 65536:
+        # ASCII only: '²'.isdigit() is True and int('²') a ValueError, which ended every list and watch for good
+        if not (raw_port.isascii() and raw_port.isdigit()) or not 0 < int(raw_port) < 65536:
             log.warning("%s: annotation %sport=%r is not a port; not scraping it", where, ANNOTATION_PREFIX, raw_port)
             return None
         port: int | None = int(raw_port)
@@ -239,7 +254,7 @@ class KubernetesDiscovery:
         pods = call(*args, label_selector=self.label_selector, _request_timeout=30)
         fresh: dict[tuple[str, str], TargetInfo] = {}
         for pod in pods.items:
-            target = pod_target(pod)
+            target = _checked_target(pod)
             if target is not None:
                 fresh[(pod.metadata.namespace, pod.metadata.name)] = target
         with self._lock:
@@ -268,7 +283,7 @@ class KubernetesDiscovery:
                 break
             pod = event["object"]
             key = (pod.metadata.namespace, pod.metadata.name)
-            target = None if event["type"] == "DELETED" else pod_target(pod)
+            target = None if event["type"] == "DELETED" else _checked_target(pod)
             with self._lock:
                 if target is None:
                     self._pods.pop(key, None)

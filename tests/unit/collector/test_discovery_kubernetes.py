@@ -228,3 +228,41 @@ def test_no_cluster_and_no_usable_kubeconfig_is_a_value_error(
     monkeypatch.setenv("KUBECONFIG", str(path))
     with pytest.raises(ValueError, match=r"^not in a cluster and no usable kubeconfig: Invalid kube-config file"):
         from_settings(object())
+
+
+def _no_spec(name: str) -> dict[str, Any]:
+    pod = pod_dict(name, ports=[8000])
+    del pod["spec"]  # what a proxy or a broken API server may hand over; the official client reads it as None
+    return pod
+
+
+# Annotations are anyone's to write who may edit a pod: `'²'.isdigit()` is True and int('²') a ValueError
+HOSTILE_PODS = [
+    pod_dict("h", ports=[8000], annotations={"kvpilot.io/port": "²"}),
+    pod_dict("h", ports=[8000], annotations={"kvpilot.io/port": "８０００"}),  # fullwidth digits: int() reads them
+    _no_spec("h"),
+]
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_PODS)
+def test_a_hostile_pod_is_not_a_target_and_not_an_error(hostile: dict[str, Any]) -> None:
+    assert pod_target(as_pod(hostile)) is None
+
+
+@pytest.mark.parametrize("where", ["list", "watch"])
+async def test_one_hostile_pod_does_not_blind_discovery_to_the_others(kube: FakeKube, where: str) -> None:
+    # before: the ValueError ended the list (no targets at all, after 30 s) or the watch; each relist then failed
+    # on the same pod, for good: pods created or deleted later were never seen
+    kube.create("pods", pod_dict("a", ports=[8000]))
+    if where == "list":
+        kube.create("pods", HOSTILE_PODS[0])
+    disc = KubernetesDiscovery(kube.api_client(), namespace="prod", watch_timeout_s=30, retry_delay_s=0.05)
+    try:
+        assert [t.pod for t in await disc.targets()] == ["a"]
+        if where == "watch":
+            kube.create("pods", HOSTILE_PODS[0])
+        kube.create("pods", pod_dict("c", ports=[8000]))
+        wait_for(lambda: pods_of(disc) == ["a", "c"], what="pod c", timeout_s=10)
+        assert disc.last_error is None
+    finally:
+        disc.stop()
