@@ -192,7 +192,7 @@ class StreamFetcher:
             if "chunked" in headers.get("transfer-encoding", "").lower():
                 await _read_chunked(conn.reader, body)
             elif declared is not None:
-                if not declared.strip().isdigit():
+                if not (declared.isascii() and declared.strip().isdigit()):
                     raise ScrapeError(f"bad Content-Length {declared!r}")
                 length = int(declared)
                 if body.inflate is None:
@@ -243,7 +243,7 @@ def _parse_head(head: bytes) -> tuple[int, dict[str, str], bool]:
     lines = head.decode("latin-1").split("\r\n")
     version, _, rest = lines[0].partition(" ")
     code = rest[:3]
-    if not version.startswith("HTTP/") or not code.isdigit():
+    if not version.startswith("HTTP/") or not (code.isascii() and code.isdigit()):  # Latin-1 '²' is a str digit
         raise ScrapeError(f"not an HTTP response: {lines[0][:80]!r}")
     headers: dict[str, str] = {}
     for line in lines[1:]:
@@ -282,6 +282,8 @@ async def _read_chunked(reader: asyncio.StreamReader, body: _Body) -> None:
             size = int(size_line.split(b";", 1)[0].strip(), 16)
         except ValueError:
             raise ScrapeError(f"bad chunk size line {size_line[:40]!r}") from None
+        if size < 0:  # int() takes a sign; _read_exactly would read a negative length as "until the peer closes"
+            raise ScrapeError(f"bad chunk size line {size_line[:40]!r}")
         if size == 0:
             while (await reader.readline()).strip():  # trailers
                 pass

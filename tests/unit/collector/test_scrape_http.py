@@ -4,6 +4,7 @@ reuse, a kept-alive connection the server dropped, chunked and close-delimited b
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -125,6 +126,12 @@ BAD_CASES = [
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "bad chunk size"),  # bad chunk header
     (b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 1\r\n\r\nx", "unsupported Content-Encoding"),
     (b"HTTP/1.1 302 Found\r\nLocation: /x\r\nContent-Length: 0\r\n\r\n", "HTTP 302"),  # redirects not followed
+    # Latin-1 '²' is a digit to str.isdigit() and not to int(): these were ValueErrors ("unreadable page: invalid
+    # literal for int()"), not the scrape errors that name them
+    (b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\nab", "bad Content-Length"),
+    (b"HTTP/1.1 2\xb20 OK\r\nContent-Length: 2\r\n\r\nab", "not an HTTP response"),
+    # a negative chunk size was read as "until the connection closes", uncapped
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n" + b"x" * 4096, "bad chunk size"),
 ]
 
 
@@ -135,6 +142,29 @@ async def test_bad_responses_are_named(raw: RawServer, reply: bytes, reason: str
     with pytest.raises(ScrapeError, match=reason):
         await fetcher.get(raw.url, max_bytes=1024)
     await fetcher.aclose()
+
+
+async def test_a_negative_chunk_size_is_refused_before_reading_on() -> None:
+    # Before: StreamReader.read(-1) reads until the peer closes, so a target that answered a chunk size of -1 and
+    # kept sending was read into memory past max_bytes for as long as the scrape's timeout allowed.
+    async def endless(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n")
+        with contextlib.suppress(ConnectionError):
+            for _ in range(64):  # 4 MB, 4,000 times the cap, and the connection left open
+                writer.write(b"x" * 65536)
+                await writer.drain()
+            await reader.read()  # until the fetcher hangs up
+        writer.close()
+
+    server = await asyncio.start_server(endless, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/metrics"
+    fetcher = StreamFetcher()
+    async with server:
+        with pytest.raises(ScrapeError, match="bad chunk size"):
+            async with asyncio.timeout(5):
+                await fetcher.get(url, max_bytes=1024)
+        await fetcher.aclose()
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
