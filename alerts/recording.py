@@ -66,6 +66,20 @@ _AMD_INPUT = [
 EXPECTED_AMD = [series for series, _ in _AMD_INPUT if 'gpu_id="0"' in series and _DME_OTHER not in series]
 
 
+# GPUs that leave their exporter after a minute: node-1's GPU 2 (its exporter still up: vanished), node-1's GPU 3 re-cut
+# into a MIG instance (same UUID: not vanished), node-4's GPU 0 with its exporter down (target_down, not vanished)
+_DCGM_DOWN = 'job="dcgm",instance="node-4:9400",Hostname="node-4"'
+_GONE = f'DCGM_FI_DEV_GPU_UTIL{{{_DCGM},gpu="2",UUID="GPU-2"}}'
+_GONE_INPUT = [
+    ('up{job="dcgm",instance="node-1:9400"}', "1x10"),
+    ('up{job="dcgm",instance="node-4:9400"}', "1x4 0x5"),
+    (_GONE, "70x4 stale"),
+    (f'DCGM_FI_DEV_GPU_UTIL{{{_DCGM},gpu="3",UUID="GPU-3"}}', "60x4 stale"),
+    (f'DCGM_FI_DEV_GPU_UTIL{{{_DCGM},gpu="3",UUID="GPU-3",GPU_I_ID="1"}}', "_x4 60x5"),
+    (f'DCGM_FI_DEV_GPU_UTIL{{{_DCGM_DOWN},gpu="0",UUID="GPU-4"}}', "50x4 stale"),
+]
+
+
 def _pod(metric: str, pod: str, values: str, **labels: str) -> tuple[str, str]:
     extra = "".join(f',{k}="{v}"' for k, v in labels.items())
     return f'{metric}{{{_T},instance="{pod}:8000",pod="{pod}"{extra}}}', values
@@ -121,6 +135,7 @@ _INPUT = [
     (f'DCGM_FI_DEV_GPU_UTIL{{{_DCGM},gpu="0"}}', "90x10"),
     (f'DCGM_FI_DEV_GPU_UTIL{{{_DCGM},gpu="1"}}', "100x10"),
     *_AMD_INPUT,
+    *_GONE_INPUT,
 ]
 
 _EVAL = "2m"
@@ -197,6 +212,11 @@ def _tests() -> dict[str, Any]:
         "eval_time": _EVAL,
         "exp_samples": [{"labels": s, "value": float(values[s].split("x")[0])} for s in EXPECTED_AMD],
     }
+    vanished = {
+        "expr": ex.vanished_dcgm("DCGM_.+", "10m"),
+        "eval_time": _EVAL,
+        "exp_samples": [{"labels": _GONE, "value": 70}],
+    }
     down = {
         "expr": ex.down_targets(),
         "eval_time": _EVAL,
@@ -209,7 +229,7 @@ def _tests() -> dict[str, Any]:
             {
                 "interval": "15s",
                 "input_series": [{"series": s, "values": v} for s, v in _INPUT],
-                "promql_expr_test": [*recorded, adhoc, sick, gpus, amd_gpus, down],
+                "promql_expr_test": [*recorded, adhoc, sick, gpus, amd_gpus, vanished, down],
             }
         ],
     }

@@ -7,7 +7,7 @@ opposite decisions (a replica with unknown KV usage must not look idle).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from collector.roles import BOTH, POOL_SEPARATOR, pool_key, pool_of
 
@@ -136,3 +136,14 @@ class GpuSample:
         # MIG instances share their parent's UUID: the instance id keeps their keys apart.
         base = f"{self.node}/{self.uuid or self.index}"
         return f"{base}/mig{self.mig_instance}" if self.mig_instance is not None else base
+
+
+@dataclass(frozen=True, slots=True)
+class GoneGpuSample(GpuSample):
+    """A GPU its exporter stopped listing while it still answers, as its last sample read: a source that reads no
+    whole page (PromQL ``aggregates`` mode) hands it in the GPUs it read, and ``FleetState`` tracks it as absent
+    (``vanished``), as a GPU missing from a page its exporter answered."""
+
+    @classmethod
+    def of(cls, sample: GpuSample) -> GoneGpuSample:
+        return cls(**{f.name: getattr(sample, f.name) for f in fields(GpuSample)})

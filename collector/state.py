@@ -23,7 +23,7 @@ from itertools import islice
 from collector.aggregates import DeploymentAggregate
 from collector.rates import CounterWindow, GaugeWindow, HistogramWindow, histogram_add, histogram_reset, ratio
 from collector.roles import BOTH, split_pool_key
-from collector.samples import GpuSample, Histogram, ReplicaSample, TargetInfo
+from collector.samples import GoneGpuSample, GpuSample, Histogram, ReplicaSample, TargetInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,6 +394,7 @@ class FleetState:
         self._bounds_seen: dict[tuple[float, ...], tuple[float, ...]] = {}  # per layout, the last other tuple met
         self._gpus: dict[str, _GpuTrack] = {}
         self._gpu_nodes_answered: set[str] = set()  # nodes whose GPU exporter answered the latest tick
+        self._gpus_reported_gone: set[str] = set()  # keys of the GoneGpuSamples of the latest tick
         self._deployment_history: dict[str, deque[DeploymentPoint]] = {}
         self._replica_views: list[ReplicaView] = []
         self._deployment_views: dict[str, DeploymentView] = {}
@@ -488,6 +489,11 @@ class FleetState:
         return replace(sample, **changed) if changed else sample  # type: ignore[arg-type]
 
     def _take_gpus(self, gpus: Sequence[GpuSample], scraped_nodes: set[str] | None) -> None:
+        # GPUs a source saw leave an exporter that still answers (GoneGpuSample: PromQL aggregates mode, which reads
+        # no whole page): tracked absent while it reports them, as a GPU missing from an answered page is
+        reported = [g for g in gpus if isinstance(g, GoneGpuSample)]
+        if reported:
+            gpus = [g for g in gpus if not isinstance(g, GoneGpuSample)]
         listed = {g.key for g in gpus}
         answered = scraped_nodes if scraped_nodes is not None else {g.node for g in gpus}
         self._gpu_nodes_answered = answered
@@ -510,6 +516,13 @@ class FleetState:
                 del self._gpus[key]
             else:
                 track.present = False  # its exporter answered without it: the GPU fell off the bus
+        self._gpus_reported_gone = {g.key for g in reported if g.key not in listed}
+        for sample in reported:
+            if sample.key in self._gpus_reported_gone:
+                track = self._gpus.get(sample.key)
+                if track is None:
+                    track = self._gpus[sample.key] = _GpuTrack(sample)
+                track.present = False
 
     def _forget(self, now: float) -> None:
         cutoff = now - self.forget_after_s
@@ -521,7 +534,8 @@ class FleetState:
         for key in [
             k
             for k, t in self._gpus.items()
-            if t.last_seen < cutoff and (t.present or (t.sample.node or t.sample.page) not in answered)
+            if t.last_seen < cutoff
+            and (t.present or ((t.sample.node or t.sample.page) not in answered and k not in self._gpus_reported_gone))
         ]:
             del self._gpus[key]
         history_cutoff = now - self.history_s

@@ -10,8 +10,9 @@ Two modes (``collector.discovery.promql_mode``):
 - ``aggregates``: Prometheus computes each deployment's signals (kvpilot's recording rules where installed,
   else the same expressions ad hoc: ``collector.promql.expressions``), and only the replicas and GPUs a
   detector must see are read series by series (NVIDIA GPUs with a DCGM fault, AMD GPUs serving a stuck replica or
-  with an uncorrectable ECC error; amd_smi_exporter's GPUs, which name no pod, are not read in this mode). Cost
-  grows with the deployments and the sick replicas.
+  with an uncorrectable ECC error, amd_smi_exporter's GPUs on a stuck replica's node), and the GPUs their exporter
+  stopped listing while it answers (``vanished``: listed within ``vanished_lookback_s``, not now, ``up == 1``; a
+  re-cut GPU is not one), handed as `GoneGpuSample`. Cost grows with the deployments and the sick replicas and GPUs.
 
 ``collect_owned(owns)`` (a shard's instance, ``kvpilot.runtime.shards.OwnedCollect``) narrows either mode to the
 deployments ``owns`` accepts: one small query names every deployment, and every later query of the tick carries
@@ -58,6 +59,9 @@ Mode = Literal["replicas", "aggregates"]
 MODES: tuple[Mode, ...] = ("replicas", "aggregates")
 DEFAULT_MAX_ANSWER_BYTES = 256 * 1024 * 1024
 DEFAULT_MAX_REPLICAS = 500
+# aggregates mode: a GPU listed within this long and not now, by an exporter still up, is `vanished` (expressions.
+# vanished_dcgm); past it, the GPU is no longer reported and FleetState forgets it forget_after_s later
+DEFAULT_VANISHED_LOOKBACK_S = 3600.0
 # Results of the reader process per pickled piece: at most ~0.3 ms of CPU to unpickle (at 10,000 replicas a round
 # is ~120 results, 1.7 KB apiece).
 RESULTS_PER_PIECE = 16
@@ -87,6 +91,7 @@ class PromQLSource:
         timeout_s: float = 10.0,
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
         rate_window_s: float = 60.0,
+        vanished_lookback_s: float = DEFAULT_VANISHED_LOOKBACK_S,
         kv_from: float = DEFAULT_KV_FROM,
         max_replicas: int = DEFAULT_MAX_REPLICAS,
         reader: Literal["process", "thread"] = "process",
@@ -102,7 +107,11 @@ class PromQLSource:
         ``aggregates`` mode a down target is one with a ``deployment`` label and ``up == 0``)."""
         if mode not in MODES:
             raise ValueError(f"promql_mode must be one of {', '.join(MODES)}, got {mode!r}")
-        for name, value in (("timeout_s", timeout_s), ("rate_window_s", rate_window_s)):
+        for name, value in (
+            ("timeout_s", timeout_s),
+            ("rate_window_s", rate_window_s),
+            ("vanished_lookback_s", vanished_lookback_s),
+        ):
             if not value > 0:
                 raise ValueError(f"PromQL source: {name} must be > 0, got {value}")
         if max_answer_bytes < 1024 or max_replicas < 1:
@@ -112,6 +121,7 @@ class PromQLSource:
         self.timeout_s = timeout_s
         self.max_answer_bytes = max_answer_bytes
         self.window = f"{max(1, round(rate_window_s))}s"
+        self.lookback = f"{max(1, round(vanished_lookback_s))}s"
         self.kv_from = kv_from
         self.max_replicas = max_replicas
         self.clock: Clock = clock or WallClock()
@@ -384,10 +394,21 @@ class PromQLSource:
         engines = names_regex(WANTED_FAMILIES - _gpu_families())
         limit = max(1, self.max_replicas // max(1, len(extras)))
         # GPU series carry no deployment label: the selected ones are read whole, for the caller to cut by node
+        dcgm, dme = names_regex(_dcgm_families()), names_regex(amd.DME_FAMILIES)
         gpus = [
-            expressions.gpu_series(names_regex(_dcgm_families()), self.extra_selector),
-            expressions.amd_gpu_series(
-                names_regex(amd.DME_FAMILIES), self.window, self.extra_selector, limit=self.max_replicas
+            expressions.gpu_series(dcgm, self.extra_selector),
+            expressions.amd_gpu_series(dme, self.window, self.extra_selector, limit=self.max_replicas),
+            expressions.smi_gpu_series(
+                names_regex(amd.SMI_FAMILIES), self.window, self.extra_selector, limit=self.max_replicas
+            ),
+            # GPUs that left an exporter still up (`vanished`): tagged, read apart (GoneGpuSample)
+            *(
+                expressions.tagged(gone, expressions.VANISHED_PART)
+                for gone in (
+                    expressions.vanished_dcgm(dcgm, self.lookback, self.extra_selector),
+                    expressions.vanished_amd(dme, self.lookback, self.extra_selector),
+                    expressions.vanished_smi(self.lookback, self.extra_selector),
+                )
             ),
         ]
         # One request per scope: its sick replicas' series, its down targets' `up` (tagged: a down target's `up` could
@@ -507,7 +528,8 @@ class _Selected(CollectResult):
     """An aggregates round: its GPUs are those a server-side selection chose, so a GPU missing from it has not left
     its exporter (it is healthy, or its replica is no longer stuck): no node counts as answered, and no GPU is made
     ``vanished`` by the selection moving on (a GPU of a node whose other GPU stays selected would be). A GPU no
-    longer selected keeps its last sample until ``FleetState`` forgets it."""
+    longer selected keeps its last sample until ``FleetState`` forgets it. A GPU that did leave its exporter comes
+    as a `GoneGpuSample` (``expressions.vanished_dcgm``), which ``FleetState`` tracks absent."""
 
     @classmethod
     def of(cls, result: CollectResult) -> _Selected:

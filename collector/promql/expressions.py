@@ -173,6 +173,89 @@ def amd_gpu_series(names_regex: str, window: str, extra: str = "", *, limit: int
     return f'{{__name__=~"{names_regex}"{sel}}} and on ({AMD_GPU}) (({serving}) or ({ecc}))'
 
 
+# -- GPUs that left their exporter (``vanished``) -------------------------------------------------------------------
+
+# A GPU as each exporter names it (collector.gpus.dcgm, .amd): its exporter target (job, instance), its host, and its
+# index (and MIG instance, AMD partition, UUID). A series that changes only in other labels (the pod using the GPU, a
+# driver version) is the same GPU.
+DCGM_GPU = "job, instance, Hostname, gpu, UUID, uuid, GPU_I_ID"
+AMD_MODE = "gpu_compute_partition_type, gpu_memory_partition_type"
+VANISHED_PART = "vanished"
+
+
+def vanished_dcgm(names_regex: str, lookback: str, extra: str = "") -> str:
+    """The last series of every dcgm-exporter GPU listed within ``lookback`` and not now, by an exporter that
+    answers (``up == 1``): a GPU fallen off the bus (XID 79). Not one whose exporter is down (``target_down``), nor a
+    MIG re-cut: a GPU whose UUID its exporter now lists under another GPU or instance (MIG turned on or off, an
+    instance destroyed), as ``FleetState`` rules for a scraped page. The answer holds the gone GPUs' series only."""
+    was, now = _listed(names_regex, "gpu", lookback, extra)
+    gone = f"group by ({DCGM_GPU}) ({was}) unless on ({DCGM_GPU}) group by ({DCGM_GPU}) ({now})"
+    for uuid in ("UUID", "uuid"):
+        gone = f"({gone}) unless on (job, instance, {uuid}) group by (job, instance, {uuid}) ({_with(now, uuid)})"
+    return _gone_series(was, DCGM_GPU, gone)
+
+
+def vanished_amd(names_regex: str, lookback: str, extra: str = "") -> str:
+    """``vanished_dcgm`` for AMD's device-metrics-exporter: a GPU (or partition) listed within ``lookback`` and not
+    now, by an exporter that answers. Not a re-cut: its ``gpu_uuid`` listed now under another GPU or partition, or
+    its node listing GPUs now, none in its partition mode (SPX <-> CPX/DPX done a node at a time: the old keys go,
+    new ones come in another mode). A partition gone while its node still lists its mode is lost."""
+    was, now = _listed(names_regex, "gpu_id", lookback, extra)
+    node = "job, instance, hostname"
+    gone = f"group by ({AMD_GPU}, gpu_uuid, {AMD_MODE}) ({was}) unless on ({AMD_GPU}) group by ({AMD_GPU}) ({now})"
+    gone = f"({gone}) unless on (job, instance, gpu_uuid) group by (job, instance, gpu_uuid) ({_with(now, 'gpu_uuid')})"
+    lost = (
+        f"(({gone}) and on ({node}, {AMD_MODE}) group by ({node}, {AMD_MODE}) ({now})) "
+        f"or (({gone}) unless on ({node}) group by ({node}) ({now}))"
+    )
+    return _gone_series(was, AMD_GPU, lost)
+
+
+# amd_smi_exporter (collector.gpus.amd SMI_READS) names no pod, host, UUID or partition, and labels a GPU's index
+# with a label named after each metric (amd_gpu_use_percent{gpu_use_percent="0"}): a GPU is its target's node
+# (Prometheus' `node` label, relabelled from the pod's node) and that index. Its utilisation stands for the GPU.
+SMI_WITNESS = ("amd_gpu_use_percent", "gpu_use_percent")
+
+
+def smi_gpu_series(names_regex: str, window: str, extra: str = "", *, limit: int) -> str:
+    """Every amd_smi_exporter series of the GPUs on a node (the ``node`` label, on the exporter's and the replicas'
+    series alike) where one of the ``topk(limit)`` stuck replicas runs: the stuck-GPU detector joins a GPU that names
+    no pod to the replicas of its node, as when scraped. amd_smi_exporter exports no ECC or XID: no GPU is selected
+    by a fault. Without a ``node`` label nothing is selected."""
+    sel = f",{extra}" if extra else ""
+    s = selector(extra)
+    stuck = (
+        f'max by (namespace, pod, node) (vllm:num_requests_running{{{s},node!=""}}) > 0 unless on (namespace, pod) '
+        f"(sum by (namespace, pod) (rate(vllm:generation_tokens_total{{{s}}}[{window}])) > 0)"
+    )
+    return f'{{__name__=~"{names_regex}",node!=""{sel}}} and on (node) group by (node) (topk({limit}, {stuck}))'
+
+
+def vanished_smi(lookback: str, extra: str = "") -> str:
+    """``vanished_dcgm`` for amd_smi_exporter: a GPU whose utilisation its exporter listed within ``lookback`` and
+    not now, while the exporter answers; the answer is that series' last value. No re-cut rule: the exporter names
+    no partition or UUID."""
+    name, index = SMI_WITNESS
+    was, now = _listed(name, index, lookback, extra)
+    gpu = f"job, instance, {index}"
+    return _gone_series(was, gpu, f"group by ({gpu}) ({was}) unless on ({gpu}) group by ({gpu}) ({now})")
+
+
+def _listed(names_regex: str, index: str, lookback: str, extra: str) -> tuple[str, str]:
+    """(every GPU series' last value within ``lookback``, the series listed now)."""
+    now = f'{{__name__=~"{names_regex}",{index}!=""' + (f",{extra}" if extra else "") + "}"
+    return f"last_over_time({now}[{lookback}])", now
+
+
+def _with(selector: str, label: str) -> str:
+    return selector[:-1] + f',{label}!=""}}'
+
+
+def _gone_series(was: str, gpu: str, gone: str) -> str:
+    # last_over_time keeps the metric name: the answer reads as the GPU's page did when it was last listed
+    return f"{was} and on ({gpu}) (({gone}) and on (job, instance) (up == 1))"
+
+
 def down_targets(extra: str = "") -> str:
     return f"up{{{selector(extra)}}} == 0"
 

@@ -10,6 +10,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -17,7 +18,7 @@ from collector.adapt import WANTED_FAMILIES, AdaptedPage, NoGpuFamilies, adapt_f
 from collector.exposition import MetricFamily, Sample
 from collector.gpus import amd
 from collector.promql import decode, expressions
-from collector.samples import TargetInfo
+from collector.samples import GoneGpuSample, TargetInfo
 from collector.scrape import ScrapeResult
 
 # Labels Prometheus attaches to every series of a target (not part of the page the target served).
@@ -176,13 +177,14 @@ def read_answers(
     mode (``down`` None) only ``jobs``' targets, or those serving a wanted family, are kept. ``stop`` (a thread's
     reader; a process is ended instead): set, reading ends with ``Stopped`` at the next answer or target."""
     by_target: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    gone: dict[tuple[str, str], list[Mapping[str, Any]]] = {}  # the tagged part of GPUs that left their exporter
     for where, body in [*answers, *(down or ())]:
         _check(stop)
         for s in decode.vector(decode.answer(body, where), where):
             m = s["metric"]
-            if expressions.PART_LABEL in m:  # kvpilot's own tag of a part of a union, no label of the target's
-                del m[expressions.PART_LABEL]
-            by_target.setdefault((m.get("job", ""), m.get("instance", "")), []).append(s)
+            part = m.pop(expressions.PART_LABEL, None)  # kvpilot's own tag of a part of a union, no target's label
+            into = gone if part == expressions.VANISHED_PART else by_target
+            into.setdefault((m.get("job", ""), m.get("instance", "")), []).append(s)
     duration = time.perf_counter() - started
     pods: frozenset[tuple[str, str]] | None = None  # the replicas' pods: looked for once a GPU target is read
     results = []
@@ -194,6 +196,35 @@ def read_answers(
                 pods = _replica_pods(by_target.values())
             gpu_pods = pods if target.kind == "gpu" and pods is not None else frozenset()
             results.append(_adapt(target, group, metadata, now, duration, gpu_pods))
+    return _with_gone(results, gone, metadata, now, duration, stop)
+
+
+def _with_gone(
+    results: list[ScrapeResult],
+    gone: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]],
+    metadata: Mapping[str, str],
+    now: float,
+    duration: float,
+    stop: threading.Event | None,
+) -> list[ScrapeResult]:
+    """``results`` with the GPUs of ``gone`` (their exporter's last series of them, ``expressions.vanished_dcgm``)
+    added to their exporter's result as `GoneGpuSample`: ``FleetState`` tracks each as absent (``vanished``)."""
+    if not gone:
+        return results
+    at = {r.target.url: n for n, r in enumerate(results)}
+    for key, group in sorted(gone.items()):
+        _check(stop)
+        target = _target(key, group)
+        read = _adapt(target, group, metadata, now, duration, frozenset())
+        gpus = tuple(GoneGpuSample.of(g) for g in read.gpus)
+        if not gpus:
+            continue
+        n = at.get(target.url)
+        if n is None:
+            at[target.url] = len(results)
+            results.append(ScrapeResult(target=target, ok=True, timestamp=now, duration_s=duration, gpus=gpus))
+        elif results[n].ok:
+            results[n] = replace(results[n], gpus=results[n].gpus + gpus)
     return results
 
 

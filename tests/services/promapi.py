@@ -6,9 +6,10 @@ with the query's ``time`` (counters grow at a per-replica rate, gauges wobble), 
 
 It answers exactly the queries kvpilot's PromQL source issues (``collector.promql.expressions``): the raw
 selector of ``replicas`` mode, the recorded series (when ``rules`` is on; else an empty answer, as a Prometheus
-without kvpilot's rules gives), the ad-hoc aggregate query, the sick replicas' and faulty GPUs' series, the
-down targets and the deployments' names (a shard's narrowing), the kube-state-metrics Deployment series and their
-exporter's ``up`` a test puts in ``ksm``, plus ``/api/v1/metadata``; anything else is a 400
+without kvpilot's rules gives), the ad-hoc aggregate query, the sick replicas' and faulty GPUs' series, the GPUs
+gone from their exporters' (none), the down targets and the deployments' names (a shard's narrowing), the
+kube-state-metrics Deployment series and their exporter's ``up`` a test puts in ``ksm``, plus
+``/api/v1/metadata``; anything else is a 400
 ``bad_data`` as Prometheus answers. Label matchers (``=``, ``!=``, ``=~``, ``!~``, regexes anchored, a missing
 label read as "") narrow every answer as Prometheus' would; the matchers of all of a query's selectors apply
 together (kvpilot's put the same ones in each). Answers are gzip-compressed when asked for. Aggregates are
@@ -201,8 +202,8 @@ class FakeFleet:
             built = [r for i in self.sick.tolist() for r in self._replica_rows(i)]
         elif kind == "gpus":
             built = [r for i in self.faulty_gpus.tolist() for r in self._gpu_rows(i)]
-        elif kind == "amd_gpus":
-            built = []  # an NVIDIA fleet
+        elif kind in ("amd_gpus", "vanished"):
+            built = []  # an NVIDIA fleet, whose GPUs stay listed
         elif kind == "down":
             built = [({"__name__": "up", **self._labels(i)}, 0.0, FIXED, i) for i in self.down.tolist()]
         elif kind == "raw":
@@ -350,7 +351,9 @@ class FakeFleet:
             return "rules"
         if query.startswith(f"count by ({ex.BY}) (up{{"):
             return "deployments"
-        if f"and on ({ex.AMD_GPU})" in query:  # before "sick": it names the stuck replicas too
+        if query.startswith("last_over_time("):  # before the others: it names GPUs and joins like them
+            return "vanished"
+        if f"and on ({ex.AMD_GPU})" in query or "and on (node)" in query:  # before "sick": it names the stuck ones
             return "amd_gpus"
         if "and on (namespace, pod)" in query:
             return "sick"

@@ -100,7 +100,7 @@ async def test_each_instance_asks_only_for_its_deployments_and_together_they_rea
         assert replicas <= mine
         # every query that selects replicas or deployments asks for exactly ours; naming them and the faulty GPUs
         # (no deployment label) are the fleet's
-        assert {kind for kind, _ in queries} == {"deployments", "rules", "sick", "down", "gpus", "amd_gpus"}
+        assert {kind for kind, _ in queries} == {"deployments", "rules", "sick", "down", "gpus", "amd_gpus", "vanished"}
         assert all(_asked(q) == mine for kind, q in queries if kind in NARROWED)
         # Prometheus sends our share of the deployments' series, not the fleet's
         assert sent["rules"] == whole_sent["rules"] * len(mine) // len(DEPLOYMENTS)
@@ -140,7 +140,7 @@ async def test_an_instance_holding_no_shard_asks_for_no_deployment(fleet: tuple[
         await source.aclose()
     assert aggregated == set()
     assert replicas == set()
-    assert set(sent) == {"deployments", "gpus", "amd_gpus"}
+    assert set(sent) == {"deployments", "gpus", "amd_gpus", "vanished"}
 
 
 async def test_many_deployments_are_asked_in_several_bounded_queries(fleet: tuple[FakeFleet, str]) -> None:

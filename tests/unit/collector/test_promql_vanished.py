@@ -1,0 +1,124 @@
+"""A GPU that left an exporter still up, in PromQL ``aggregates`` mode: Prometheus selects it (listed within the
+lookback, not now, ``up == 1``; the real engine's answers in tests/integration/test_promql_aggregates_real.py), the
+reader hands it as a `GoneGpuSample` with its exporter's result, and ``FleetState`` tracks it absent, so the
+stuck-GPU detector raises ``vanished`` as for a scraped page that stopped listing it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from collector.clock import VirtualClock
+from collector.discovery.promql import PromQLSource
+from collector.promql import expressions
+from collector.promql.series import read_answers
+from collector.samples import GoneGpuSample, GpuSample, TargetInfo
+from collector.scrape import CollectResult, ScrapeResult
+from collector.state import FleetState
+from detectors import stuck_gpu
+from detectors.thresholds import Thresholds
+from tests.services.promapi import T0, FakeFleet, serve
+
+_DCGM = {"job": "dcgm", "instance": "10.0.0.5:9400", "Hostname": "gpu-node-1"}
+_TYPES = {"DCGM_FI_DEV_GPU_UTIL": "gauge", "DCGM_FI_DEV_XID_ERRORS": "gauge"}
+
+
+def _answer(*series: tuple[str, dict[str, str], float, str | None]) -> bytes:
+    result: list[dict[str, Any]] = []
+    for name, labels, value, part in series:
+        tag = {expressions.PART_LABEL: part} if part else {}
+        result.append({"metric": {"__name__": name, **labels, **tag}, "value": [1.0, str(value)]})
+    return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
+
+
+def test_a_vanished_part_is_read_as_gone_gpus_of_its_exporter() -> None:
+    # GPU 0 has an XID (selected, present); GPU 1 left the same exporter (the tagged part): one result for the
+    # exporter, GPU 1 a GoneGpuSample; another exporter with only a gone GPU gets a result of its own
+    other = {"job": "dcgm", "instance": "10.0.0.6:9400", "Hostname": "gpu-node-2"}
+    answer = _answer(
+        ("DCGM_FI_DEV_XID_ERRORS", {**_DCGM, "gpu": "0", "UUID": "GPU-0"}, 79, None),
+        ("DCGM_FI_DEV_GPU_UTIL", {**_DCGM, "gpu": "1", "UUID": "GPU-1"}, 40, expressions.VANISHED_PART),
+        ("DCGM_FI_DEV_GPU_UTIL", {**other, "gpu": "3", "UUID": "GPU-3"}, 0, expressions.VANISHED_PART),
+    )
+    results = read_answers([("part", answer)], (), _TYPES, 1.0, frozenset(), 0.0)
+    read = {r.target.url: [(g.node, g.index, type(g).__name__) for g in r.gpus] for r in results}
+    assert read == {
+        "promql://dcgm/10.0.0.5:9400": [("gpu-node-1", "0", "GpuSample"), ("gpu-node-1", "1", "GoneGpuSample")],
+        "promql://dcgm/10.0.0.6:9400": [("gpu-node-2", "3", "GoneGpuSample")],
+    }
+    assert all(r.ok and r.target.kind == "gpu" for r in results)
+    gone = next(g for r in results for g in r.gpus if g.index == "1")
+    assert (gone.uuid, gone.utilisation, gone.model_name) == ("GPU-1", 0.4, None)  # its last values, as read
+
+
+def _gpu(index: str, t: float, *, node: str = "n0", gone: bool = False) -> GpuSample:
+    sample = GpuSample(node=node, index=index, uuid=f"GPU-{index}", model_name="H100", timestamp=t)
+    return GoneGpuSample.of(sample) if gone else sample
+
+
+def _vanished(state: FleetState, now: float) -> list[str]:
+    findings = stuck_gpu.detect(state, thresholds=Thresholds(), now=now)
+    return sorted(f.subject.gpu for f in findings if f.evidence["condition"] == "vanished")
+
+
+def test_fleet_state_tracks_a_reported_gpu_absent_until_listed_again() -> None:
+    state = FleetState(stale_after_s=30)  # forget_after_s 300
+    # never seen before (healthy GPUs are not read in aggregates mode): absent from its first report
+    state.observe([], [_gpu("1", 0, gone=True)], now=0, gpu_nodes_scraped=())
+    assert [(g.sample.index, g.present) for g in state.gpus()] == [("1", False)]
+    assert _vanished(state, 0) == ["GPU-1"]
+    # a GPU read present (selected: an XID) and then reported gone turns absent
+    state.observe([], [_gpu("0", 5)], now=5, gpu_nodes_scraped=())
+    state.observe([], [_gpu("0", 10, gone=True), _gpu("1", 10, gone=True)], now=10, gpu_nodes_scraped=())
+    assert _vanished(state, 10) == ["GPU-0", "GPU-1"]
+    # kept past forget_after_s for as long as it is reported (its exporter still up, the GPU still gone)
+    state.observe([], [_gpu("0", 900, gone=True), _gpu("1", 900, gone=True)], now=900, gpu_nodes_scraped=())
+    assert _vanished(state, 900) == ["GPU-0", "GPU-1"]
+    # listed again (a report of it in the same tick loses): present; GPU 1 no longer reported is forgotten once
+    # forget_after_s has passed since it was last seen, as a GPU whose exporter stopped answering
+    state.observe([], [_gpu("0", 905), _gpu("0", 905, gone=True)], now=905, gpu_nodes_scraped=())
+    assert [(g.sample.index, g.present) for g in state.gpus()] == [("0", True)]
+    assert _vanished(state, 905) == []
+
+
+def test_a_gone_gpu_is_no_listed_gpu_for_the_direct_path_rules() -> None:
+    # a report never stands for a listing: its node does not count as answered, so no other GPU of the node turns
+    # absent by it (aggregates mode reads no healthy GPU)
+    state = FleetState()
+    state.observe([], [_gpu("0", 0), _gpu("1", 0)], now=0, gpu_nodes_scraped=())
+    state.observe([], [_gpu("1", 5, gone=True)], now=5, gpu_nodes_scraped=())
+    assert sorted((g.sample.index, g.present) for g in state.gpus()) == [("0", True), ("1", False)]
+
+
+def test_a_node_less_gone_gpu_keeps_its_kind_and_its_page() -> None:
+    # CollectResult.gpus names a node-less GPU by its page (replace() keeps the class): the same key as when listed
+    target = ScrapeResult(
+        target=_target(), ok=True, timestamp=0.0, duration_s=0.0, gpus=(_gpu("0", 0, node="", gone=True),)
+    )
+    (gpu,) = CollectResult(timestamp=0.0, results=(target,)).gpus
+    assert (type(gpu), gpu.page) == (GoneGpuSample, "promql://dcgm/10.0.0.5:9400")
+
+
+def _target() -> TargetInfo:
+    return TargetInfo(url="promql://dcgm/10.0.0.5:9400", kind="gpu")
+
+
+async def test_the_aggregates_round_asks_for_the_vanished_gpus_over_the_lookback() -> None:
+    f = FakeFleet(100, per_deployment=50)
+    server = serve(f)
+    source = PromQLSource(
+        f"http://127.0.0.1:{server.server_address[1]}",
+        mode="aggregates",
+        clock=VirtualClock(T0),
+        reader="thread",
+        vanished_lookback_s=900,
+    )
+    try:
+        await source.collect_once()
+    finally:
+        await source.aclose()
+        server.shutdown()
+    asked = [query for kind, query, _ in f.log if kind == "vanished"]
+    assert all("[900s]" in query for query in asked)
+    assert all("and on (job, instance) (up == 1)" in query for query in asked)
+    assert len(asked) == 3  # dcgm-exporter's, AMD device-metrics-exporter's and amd_smi_exporter's
