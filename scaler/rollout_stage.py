@@ -98,6 +98,7 @@ class RolloutStage:
         self._held: dict[str, int] = {}  # the largest surge published during each deployment's rollout
         self._ready_keys: dict[str, set[str]] = {}  # each deployment's ready replicas at the last tick
         self._asked: dict[str, int] = {}  # the count asked for at the last tick
+        self._published: dict[str, int] = {}  # the count this stage published at the last tick
         self._lowered_at: dict[str, float] = {}  # when the count asked for last fell (a scale-down)
 
     def forget(self, key: str) -> None:
@@ -106,6 +107,7 @@ class RolloutStage:
         self._held.pop(key, None)
         self._ready_keys.pop(key, None)
         self._asked.pop(key, None)
+        self._published.pop(key, None)
         self._lowered_at.pop(key, None)
         self.speeds.forget(key)
         self._capacity_ref.pop(key, None)
@@ -116,14 +118,12 @@ class RolloutStage:
         its disappearance within ``own_removal_memory_s`` is not a rollout wave's drain. Safe from any thread."""
         self.own_removals.note(pod, now)
 
-    def _drained(self, view: Any, d: Decision, now: float, cold_start_s: float) -> int:
+    def _drained(self, view: Any, key: str, asked: int, now: float, cold_start_s: float) -> int:
         """Ready replicas at the last tick that are gone from the fleet now (discovery stopped listing them, so
         FleetState forgot them) while the count asked for did not fall within a cold start: drained, as a rolling
         update's wave drains its old pods. A replica that crashed is still listed (down, restarting in place),
         a scale-down lowers the count first, and a pod kvpilot itself evicted was noted (``note_removed``), so
         none of them counts."""
-        key = d.deployment
-        asked = d.current_replicas
         before = self._asked.get(key)
         if before is not None and asked < before:
             self._lowered_at[key] = now
@@ -148,17 +148,26 @@ class RolloutStage:
         *,
         planner: Any = None,
         deployments: Mapping[str, DeploymentRollout] | None = None,
+        counted: bool = True,
     ) -> list[Decision]:
         """The decisions, each raised by its deployment's rollout surge (unchanged where none runs).
         ``planner``: where it has ``limits(key)`` (`Planner.limits`), each deployment's cold start and max_replicas
-        come from there; ``deployments``: the Deployment objects' rollout status, where the scale source read them."""
+        come from there; ``deployments``: the Deployment objects' rollout status, where the scale source read them.
+        ``counted``: each decision's ``current_replicas`` is the count of replicas asked for, loading ones included
+        (a scale source's; the backtest's simulator). False where nobody counts them (no scale source: the planner
+        counted the replicas the collector sees, drained ones still listed included): the count asked for is then
+        what this stage published last, and the replicas loading are not known (``VersionsSeen.replicas`` None)."""
         views = state.deployments()
         out: list[Decision] = []
         for d in decisions:
             view = views.get(d.deployment)
             seen = None
             cold_start_s, max_replicas = _limits(planner, d.deployment)
-            drained = self._drained(view, d, now, cold_start_s)
+            # the replicas asked for, loading ones included, where they are counted (uncounted: a scale-down is
+            # what this stage published falling)
+            asked = d.current_replicas if counted else None
+            lowers = asked if asked is not None else self._published.get(d.deployment, d.desired_replicas)
+            drained = self._drained(view, d.deployment, lowers, now, cold_start_s)
             speed: VersionSpeed | None = None
             if view is not None:
                 obs = rollout_detector.observe(state, view, self.thresholds, now)
@@ -170,18 +179,17 @@ class RolloutStage:
                     settled_windows(state, self.speeds.thresholds.settle_s),
                 )
                 self._note_capacity(planner, d.deployment, obs.new_version)
-                # current_replicas: the scale source's count (loading replicas included) where there is one
                 seen = VersionsSeen(
                     obs.ready_by_version,
                     obs.new_version,
                     obs.ready,
                     obs.peak_ready,
                     obs.text,
-                    d.current_replicas,
+                    asked,
                     drained=drained,
                 )
             else:  # no replica serves (a one-replica fleet whose only replica drained): what was asked for
-                seen = VersionsSeen({}, None, 0, 0, "", d.current_replicas, drained=drained)
+                seen = VersionsSeen({}, None, 0, 0, "", asked, drained=drained)
                 self.speeds.update(d.deployment, (), rollout_detector.version, None)
             status = self.tracker.update(
                 d.deployment,
@@ -226,6 +234,8 @@ class RolloutStage:
                 log.info("%s: %s", d.deployment, raised.message)
                 self._surging.add(d.deployment)
             out.append(raised)
+        for d in out:
+            self._published[d.deployment] = d.desired_replicas
         return out
 
     def _note_capacity(self, planner: object, key: str, new_version: str | None) -> None:

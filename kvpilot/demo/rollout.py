@@ -98,11 +98,11 @@ class SurgeOff(RolloutStage):
         *,
         planner: Any = None,
         deployments: Mapping[str, DeploymentRollout] | None = None,
+        counted: bool = True,
     ) -> list[Decision]:
         out = []
-        for planned, d in zip(
-            decisions, super().apply(state, decisions, now, planner=planner, deployments=deployments), strict=True
-        ):
+        raised = super().apply(state, decisions, now, planner=planner, deployments=deployments, counted=counted)
+        for planned, d in zip(decisions, raised, strict=True):
             surge = round(d.forecast.get("rollout_surge", 0.0))
             if d.reason != "rollout_surge" or surge <= 0:
                 out.append(d)

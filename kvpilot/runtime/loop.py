@@ -48,6 +48,7 @@ from kvpilot.runtime.stopping import Abandon, Abortable, in_daemon_thread
 from scaler.cost import CostConfig, DeploymentCost, discovered_gpus, fleet_costs
 from scaler.decision import Decision
 from scaler.own_raise import OwnRaise
+from scaler.planner import replica_count
 from scaler.rollout_stage import RolloutStage
 from store.buffer import BufferedWriter
 
@@ -220,6 +221,8 @@ class ControlLoop:
         self.writes.stored = dict(decisions)
         for d in decisions.values():
             self.board.publish(d)
+        # a raise published again is kvpilot's own, as it was for the instance that stored it (scaler.own_raise)
+        self.own_raise.resume(decisions.values(), self.clock.now())
         if self.scale is not None:  # a deployment at zero replicas when kvpilot restarted is still managed
             self._known |= set(decisions)
 
@@ -292,8 +295,7 @@ class ControlLoop:
         else:  # keep reporting what was open rather than closing everything on a detector crash
             findings = self._guard("detect", self.detection.active, no_findings)
         if view is None:
-            decisions = await self._off_loop("decide", lambda: self.planner.decide(self.state, now), no_decisions)
-            planned = decisions
+            planned = await self._off_loop("decide", partial(self._decide_seen, now), no_decisions)
         else:
             # The count read is what kvpilot published: the planner's count plus what the rollout stage raised it
             # by. The planner starts from its own (scaler.own_raise), or a hold would keep the raise and the stage
@@ -317,10 +319,13 @@ class ControlLoop:
         rollouts = None if view is None else view.rollouts
         decisions = self._guard(
             "decide",
-            lambda: self.rollout.apply(self.state, planned, now, planner=self.planner, deployments=rollouts),
+            lambda: self.rollout.apply(
+                self.state, planned, now, planner=self.planner, deployments=rollouts, counted=view is not None
+            ),
             planned,
         )
-        self._guard("decide", partial(self.own_raise.note, planned, decisions, now), None)
+        # each raised decision records the planner's count, stored with it: a new instance resumes the raise (resume)
+        decisions = self._guard("decide", partial(self.own_raise.note, planned, decisions, now), decisions)
         self._guard("detect", partial(self.detection.set_demand, demand_hints(decisions)), None)
         self._abandon.check("decide")  # the last point where nothing of this tick is stored yet
         self._persist(now, findings, decisions, detected=transitions is not None)
@@ -336,6 +341,18 @@ class ControlLoop:
         if elapsed > self.config.interval_s:
             self.metrics.overruns.inc()
         return snapshot
+
+    def _decide_seen(self, now: float) -> list[Decision]:
+        """Without a scale source the planner counts the replicas the collector sees, and those carry the rollout
+        stage's raise once its pods serve: where they do, the planner is told the count less the raise
+        (``scaler.own_raise``), and each decision then carries the count as seen, which the stage reads as the
+        replicas asked for."""
+        seen = {key: replica_count(v) for key, v in self.state.deployments().items()}
+        own = {key: n for key, n in self.own_raise.planner_counts(seen, now).items() if n != seen[key]}
+        decisions = self.planner.decide(self.state, now, current_replicas=own or None)
+        return [
+            dataclasses.replace(d, current_replicas=seen[d.deployment]) if d.deployment in own else d for d in decisions
+        ]
 
     async def _discover(self) -> list[TargetInfo]:
         try:

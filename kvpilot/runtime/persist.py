@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from collector.state import DeploymentView
 from detectors.finding import Finding
 from scaler.decision import Decision
+from scaler.own_raise import planner_replicas
 from store import repo
 from store.buffer import BufferedWriter
 from store.fields import fit
@@ -60,14 +61,17 @@ def _record_capacity(session: Session, *, deployment: str, rps: float, source: s
 
 
 def _changed(a: Decision | None, b: Decision) -> bool:
+    """Whether ``b`` is stored at once rather than at the heartbeat: its counts or reason moved, or the planner's
+    count under kvpilot's own raise (``scaler.own_raise``), which a restarted instance resumes from the row."""
     if a is None:
         return True
-    return (a.desired_replicas, a.warm_pool, a.reason, a.current_replicas, a.ready_replicas) != (
+    return (a.desired_replicas, a.warm_pool, a.reason, a.current_replicas, a.ready_replicas, planner_replicas(a)) != (
         b.desired_replicas,
         b.warm_pool,
         b.reason,
         b.current_replicas,
         b.ready_replicas,
+        planner_replicas(b),
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scaler.decision import Decision
-from scaler.own_raise import OwnRaise
+from scaler.own_raise import PLANNER_REPLICAS, OwnRaise, planner_replicas
 
 KEY = "llm/chat"
 
@@ -66,3 +66,29 @@ def test_the_raise_follows_the_planners_count() -> None:
 def test_a_memory_that_is_not_a_positive_finite_time_is_refused(memory_s: float) -> None:
     with pytest.raises(ValueError, match="memory_s"):
         OwnRaise(memory_s)
+
+
+def test_a_raised_decision_records_the_planners_count_and_an_unraised_one_nothing() -> None:
+    own = OwnRaise()
+    (out,) = own.note([decision(4)], [decision(6)], 0.0)
+    assert out.forecast == {PLANNER_REPLICAS: 4.0}
+    assert planner_replicas(out) == 4
+    (out,) = own.note([decision(4, 5.0)], [decision(4, 5.0)], 5.0)
+    assert PLANNER_REPLICAS not in out.forecast
+    assert planner_replicas(out) is None
+
+
+def test_a_new_instance_resumes_the_raise_from_the_decisions_stored() -> None:
+    (stored,) = OwnRaise().note([decision(4)], [decision(6)], 0.0)
+    fresh = OwnRaise(memory_s=60.0)
+    fresh.resume([stored, decision(3)], now=1000.0)  # published again at 1000 s: remembered from then
+    assert fresh.planner_count(KEY, 6, now=1005.0) == 4
+    assert fresh.planner_count(KEY, 6, now=1061.0) == 6  # its memory runs from the restart
+
+
+@pytest.mark.parametrize("value", [-1.0, 2.5, float("nan"), float("inf"), 7.0])
+def test_a_recorded_count_that_is_no_count_under_the_raise_resumes_nothing(value: float) -> None:
+    stored = Decision(KEY, 0.0, 0, 0, 6, 0, "rollout_surge", "", forecast={PLANNER_REPLICAS: value})
+    fresh = OwnRaise()
+    fresh.resume([stored], now=10.0)
+    assert fresh.planner_count(KEY, 6, now=15.0) == 6
