@@ -68,12 +68,21 @@ class ScaleSubresourceActuator:
 
     mode = "direct"
 
-    def __init__(self, apps: Any, *, include_warm_pool: bool = True, max_attempts: int = 5) -> None:
+    def __init__(
+        self, apps: Any, *, include_warm_pool: bool = True, max_attempts: int = 5, request_timeout_s: float = 10.0
+    ) -> None:
         if max_attempts < 1:
             raise ValueError(f"error parsing direct actuation settings: max_attempts must be >= 1, got {max_attempts}")
+        if not request_timeout_s > 0:
+            raise ValueError(
+                f"error parsing direct actuation settings: request_timeout_s must be > 0, got {request_timeout_s}"
+            )
         self._apps = apps
         self._include_warm_pool = include_warm_pool
         self._max_attempts = max_attempts
+        # The client waits for ever by default: an API server that took the request and never answered held the
+        # actuation pass, every later deployment's scaling and every drain request with it, until kvpilot restarted.
+        self._request_timeout_s = request_timeout_s
 
     def apply(self, decision: Decision) -> ActuationResult:
         namespace, _, name = decision.deployment.partition("/")
@@ -82,7 +91,11 @@ class ScaleSubresourceActuator:
             scale = self._call(
                 "read", decision.deployment, self._apps.read_namespaced_deployment_scale, name, namespace
             )
-            current = scale.spec.replicas if scale.spec is not None else None
+            if scale.spec is None:
+                raise ActuationError(
+                    f"read deployments/scale of {decision.deployment}: no spec in the answer", retryable=True
+                )
+            current = scale.spec.replicas
             if current == target:
                 message = f"direct: {decision.deployment} already at {target} replicas"
                 return ActuationResult(decision.deployment, self.mode, current, target, False, attempt, message)
@@ -108,12 +121,11 @@ class ScaleSubresourceActuator:
             retryable=True,
         )
 
-    @staticmethod
-    def _call(verb: str, deployment: str, fn: Callable[..., Any], *args: Any) -> Any:
+    def _call(self, verb: str, deployment: str, fn: Callable[..., Any], *args: Any) -> Any:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            return fn(*args)
+            return fn(*args, _request_timeout=self._request_timeout_s)
         except ApiException as error:
             status = int(error.status or 0)
             if status == 409 and verb == "update":
@@ -124,6 +136,11 @@ class ScaleSubresourceActuator:
                     f"{verb} deployments/scale of {deployment}: HTTP {status} {error.reason}", retryable=True
                 ) from error
             raise ActuationError(f"{verb} deployments/scale of {deployment}: {reason}", retryable=False) from error
+        except Exception as error:  # no answer in time, the connection refused or cut, an answer not a Scale: retried
+            # (was an exception out of the pass: a traceback each tick, and the deployments after this one not scaled)
+            words = f"{type(error).__name__}: {error}"
+            words = words if len(words) <= 300 else words[:300] + "..."
+            raise ActuationError(f"{verb} deployments/scale of {deployment}: {words}", retryable=True) from error
 
 
 class _Conflict(Exception):

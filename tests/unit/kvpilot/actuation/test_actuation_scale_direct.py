@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,3 +111,79 @@ def test_scale_subresource_refuses_negative_replicas(cluster: Cluster) -> None:
     with pytest.raises(client.ApiException) as raised:
         cluster.apps.replace_namespaced_deployment_scale("chat", "llm", body)
     assert raised.value.status == 422
+
+
+@contextmanager
+def _answering(answer: bytes | None) -> Iterator[Any]:
+    """An AppsV1Api whose API server takes every request and answers ``answer`` (raw HTTP), or never answers."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                held.append(conn)
+                conn.recv(65536)
+                if answer is not None:
+                    conn.sendall(answer)
+                    conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    config = client.Configuration()
+    config.host = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    api = client.ApiClient(config)
+    try:
+        yield client.AppsV1Api(api)
+    finally:
+        api.close()
+        listener.close()
+        for conn in held:
+            conn.close()
+
+
+def _http(body: bytes, content_type: str = "application/json") -> bytes:
+    head = (
+        f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def test_an_api_server_that_never_answers_is_a_retryable_error_in_time() -> None:
+    # before: the client waited for ever, and the actuation pass with it (no later scaling, no drain request)
+    with _answering(None) as apps:
+        done: list[BaseException | None] = []
+
+        def apply() -> None:
+            try:
+                make_actuator("direct", apps=apps, request_timeout_s=0.5).apply(decision("llm/chat", desired=3))
+                done.append(None)
+            except BaseException as e:  # reported below
+                done.append(e)
+
+        worker = threading.Thread(target=apply, daemon=True)
+        worker.start()
+        worker.join(20)  # urllib3 tries a read up to 4 times: 2 s
+        assert done, "still waiting for the API server after 20 s"
+        assert isinstance(done[0], ActuationError)
+        assert done[0].retryable
+        assert "read deployments/scale of llm/chat: " in str(done[0])
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        (_http(b"<html>bad gateway</html>", "text/html"), "ValidationError"),  # a proxy's page
+        (_http(b'{"kind": "PodList", "items": [1, 2]}'), "no spec in the answer"),  # another kind
+        (_http(b'{"kind": "Scale", "spec": {"replicas": "many"}}'), "ValidationError"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b'{"kind":"Sc', "IncompleteRead"),  # cut
+    ],
+)
+def test_a_garbled_answer_is_a_retryable_error_naming_the_deployment(answer: bytes, words: str) -> None:
+    # before: ValidationError, AttributeError, ProtocolError out of apply: a traceback each tick, and the
+    # deployments after this one in the pass were not scaled
+    with _answering(answer) as apps, pytest.raises(ActuationError, match=words) as raised:
+        make_actuator("direct", apps=apps).apply(decision("llm/chat", desired=3))
+    assert raised.value.retryable
+    assert str(raised.value).startswith("read deployments/scale of llm/chat: ")
+    assert len(str(raised.value)) < 400
