@@ -426,27 +426,35 @@ class ControlLoop:
         closes = None if self.owns is None or not detected else self._closes(self.owns)  # read on this thread
         self.writes.persist(now, deployments, findings, decisions, detected=detected, capacity=capacity, closes=closes)
 
-    def _closes(self, owns: Callable[[str], bool]) -> Callable[[str, str, str, str], bool]:
-        """Sharding: the live findings this instance may close, by (deployment, replica, node, gpu): its deployments',
-        a node's (a GPU's) where it reads that node, and a GPU's whose node is unknown (dcgm-exporter without
-        ``NODE_NAME``) where it reads that GPU. Another shard's are that instance's to close. A GPU page on no node
-        that is down names the page alone (its URL as the replica, ``detectors.target_down``): the instance that
-        keeps that page closes it, the holder of the URL's shard (``shards.owned_targets``). Before, the subject
-        was empty and the holder of the empty name's shard closed it while the keeper had it open: it flapped, a
-        new episode each tick, its acknowledgement lost. An empty subject (a row from before) is still that
-        holder's (``owns("")``); before 0e19cd1, every instance that read anything without a node closed it."""
-        gpus = self.state.gpus()
-        nodes = {g.sample.node for g in gpus} | {r.sample.node for r in self.state.replicas()}
-        nodes.discard("")
-        nodeless = {g.sample.uuid or g.sample.index for g in gpus if not g.sample.node}
+    def _closes(self, owns: Callable[[str], bool]) -> Callable[[str, str, str, str, float], bool]:
+        """Sharding: the live findings this instance may close, by (deployment, replica, node, gpu) and how long ago
+        any instance last reported them (``store.repo.findings.Closes``). Each is one instance's:
 
-        def closes(deployment: str, replica: str, node: str, gpu: str) -> bool:
+        - a deployment's: its shard's holder, which alone reads it;
+        - a node's (its GPUs, its GPU exporter down): several instances may read a node (every one with a replica
+          there keeps its GPU page for the join, and a page listed with no node is kept by its URL's shard, whatever
+          node its GPUs name), and they see different things (only the replica's owner sees a GPU hang), so each
+          reports what it sees and one closes: the holder of the shard ``node/<node>``, once no instance has reported
+          it for ``stale_after_s``. That holder exists whether or not anyone still reads the node: a node drained and
+          deleted has its findings closed too. Before, every instance that listed the node (its GPUs, or only its
+          replicas there) closed what it did not see: one that kept no page of the node closed the keeper's findings
+          each tick (a new episode, the acknowledgement lost), and a node nobody listed any more stayed open forever;
+        - a GPU whose node is unknown (dcgm-exporter without ``NODE_NAME``): the instance that reads it (the one
+          keeper of its page, by its URL's shard), at once; once nobody reads it, the holder of the empty name's shard
+          after the same ``stale_after_s``;
+        - a GPU page on no node that is down names the page (its URL as the replica, ``detectors.target_down``): the
+          holder of the URL's shard, its keeper (``shards.owned_targets``);
+        - no subject at all (a row from before 3658988): the holder of the empty name's shard."""
+        nodeless = {g.sample.uuid or g.sample.index for g in self.state.gpus() if not g.sample.node}
+        quiet_after_s = self.state.stale_after_s
+
+        def closes(deployment: str, replica: str, node: str, gpu: str, quiet_s: float) -> bool:
             if deployment:
                 return owns(deployment)
             if node:
-                return node in nodes
+                return quiet_s >= quiet_after_s and owns(f"node/{node}")
             if gpu:
-                return gpu in nodeless
+                return gpu in nodeless or (quiet_s >= quiet_after_s and owns(""))
             return owns(f"node/{replica}") if replica else owns("")
 
         return closes

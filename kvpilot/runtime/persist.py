@@ -106,10 +106,11 @@ class TickWrites:
         *,
         detected: bool,
         capacity: Capacity | None,
-        closes: Callable[[str, str, str, str], bool] | None = None,
+        closes: Callable[[str, str, str, str, float], bool] | None = None,
     ) -> None:
         """Queue this tick's writes; the writer task applies them (or holds them while the store is away).
-        ``closes(deployment, replica, node, gpu)``: the live findings this instance may close (sharding; None: all)."""
+        ``closes(deployment, replica, node, gpu, quiet_s)``: the live findings this instance may close (sharding;
+        None: all; ``store.repo.findings.Closes``)."""
         w = self.writer
         if detected:
             active = list(findings)

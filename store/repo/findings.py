@@ -15,6 +15,10 @@ from store.fields import fit
 from store.models import FindingRow
 from store.repo.page import Page, paginate
 
+# ``closes(deployment, replica, node, gpu, quiet_s)``: whether a live finding missing from a writer's active set is
+# that writer's to close; ``quiet_s`` is how long ago any writer last reported it (now - its ``last_seen``).
+Closes = Callable[[str, str, str, str, float], bool]
+
 OPEN = "open"
 ACKNOWLEDGED = "acknowledged"
 CLOSED = "closed"
@@ -60,15 +64,15 @@ def upsert_findings(
     session: Session,
     active: Sequence[Finding],
     now: float,
-    closes: Callable[[str, str, str, str], bool] | None = None,
+    closes: Closes | None = None,
 ) -> None:
     """Make the store's live findings equal to ``active``: new ones open, known ones refresh, missing ones close.
 
     A finding that recurs after it closed opens a new episode (its acknowledgement belonged to the old one).
-    ``closes(deployment, replica, node, gpu)``: whether a live finding about that subject missing from ``active`` is
-    this writer's to close (None: every one). A sharded instance sees only its deployments: it closed every other
-    shard's findings each tick, and their instance opened them again the next, as new episodes without their
-    acknowledgement.
+    ``closes(deployment, replica, node, gpu, quiet_s)``: whether a live finding about that subject missing from
+    ``active``, last reported by any writer ``quiet_s`` ago, is this writer's to close (None: every one). A sharded
+    instance sees only its deployments: it closed every other shard's findings each tick, and their instance opened
+    them again the next, as new episodes without their acknowledgement.
     """
     by_id = {f.id: f for f in active}
     # one SELECT a tick for both sets: the active ones' rows (closed ones reopen) and every live row (those not
@@ -78,7 +82,9 @@ def upsert_findings(
     stale = [
         r
         for fid, r in rows.items()
-        if fid not in by_id and r.state in LIVE and (closes is None or closes(r.deployment, r.replica, r.node, r.gpu))
+        if fid not in by_id
+        and r.state in LIVE
+        and (closes is None or closes(r.deployment, r.replica, r.node, r.gpu, now - r.last_seen))
     ]
     for fid, f in by_id.items():
         row = rows.get(fid)

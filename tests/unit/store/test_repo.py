@@ -230,10 +230,10 @@ def test_a_shard_closes_only_its_own_findings(factory: sessionmaker[Session]) ->
     gpu = _finding("xid", "n1")
     owns_a = {"a/x"}.__contains__
 
-    def shard_a(deployment: str, replica: str, node: str, gpu: str) -> bool:  # owns a/x and reads node n1's GPUs only
+    def shard_a(deployment: str, replica: str, node: str, *_: object) -> bool:  # owns a/x and reads node n1's GPUs only
         return owns_a(deployment) if deployment else node == "n1"
 
-    def shard_b(deployment: str, replica: str, node: str, gpu: str) -> bool:  # owns b/y and reads node n2's GPUs only
+    def shard_b(deployment: str, replica: str, node: str, *_: object) -> bool:  # owns b/y and reads node n2's GPUs only
         return deployment == "b/y" if deployment else node == "n2"
 
     with transaction(factory) as s:

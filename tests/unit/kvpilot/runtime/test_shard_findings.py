@@ -2,11 +2,14 @@
 deployment, else a node, else a GPU whose node is unknown, else nothing; each is one instance's to close. Before,
 one with neither deployment nor node was closed by every instance that read anything without a node, so one
 instance closed what another had open, and that one opened it again the next tick as a new episode, its
-acknowledgement gone (as 19dcc84 found for other shards' deployments)."""
+acknowledgement gone (as 19dcc84 found for other shards' deployments). A node's findings were closed by every
+instance that listed the node (its GPUs, or only its replicas there), and by none once it left the fleet."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,14 +17,14 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from collector.samples import GpuSample, TargetInfo
+from collector.samples import GpuSample, ReplicaSample, TargetInfo
 from collector.scrape import CollectResult, ScrapeResult
 from collector.state import FleetState
-from detectors import target_down
+from detectors import stuck_gpu, target_down
 from detectors.finding import Finding
 from detectors.thresholds import DEFAULT
 from kvpilot.runtime.loop import ControlLoop
-from kvpilot.runtime.shards import Held, owned_targets, shard_of
+from kvpilot.runtime.shards import Held, OwnedCollect, owned_targets, shard_of
 from store import repo
 from store.db import make_engine, session_factory, transaction
 from tests.helpers.sqlite_store import migrated
@@ -60,8 +63,12 @@ def _replica(node: str) -> Any:
 
 
 def _closes(held: Held, gpus: list[Any], replicas: list[Any]) -> Any:
-    state = SimpleNamespace(gpus=lambda: gpus, replicas=lambda: replicas)
+    state = SimpleNamespace(gpus=lambda: gpus, replicas=lambda: replicas, stale_after_s=30.0)
     return ControlLoop._closes(SimpleNamespace(state=state), held.owns)  # type: ignore[arg-type]
+
+
+def _node_shard(node: str) -> int:
+    return shard_of(f"node/{node}", SHARDS)
 
 
 def test_a_finding_without_deployment_or_node_is_one_instances_to_close() -> None:
@@ -70,20 +77,28 @@ def test_a_finding_without_deployment_or_node_is_one_instances_to_close() -> Non
     b = _closes(Held(SHARDS, frozenset(set(range(SHARDS)) - {NOBODY})), [_gpu("", "GPU-b")], [_replica("")])
     # a finding with no subject at all (a node-less GPU exporter down, stored before its page was named): the
     # holder of the empty name's shard alone
-    assert (a("", "", "", ""), b("", "", "", "")) == (True, False)
-    # a GPU whose node is unknown: the instance that reads that GPU alone
-    assert (a("", "", "", "GPU-a"), b("", "", "", "GPU-a")) == (True, False)
-    assert (a("", "", "", "GPU-b"), b("", "", "", "GPU-b")) == (False, True)
-    assert (a("", "", "", "GPU-c"), b("", "", "", "GPU-c")) == (False, False)  # read by neither: not theirs
+    assert (a("", "", "", "", 0.0), b("", "", "", "", 0.0)) == (True, False)
+    # a GPU whose node is unknown: the instance that reads that GPU alone, at once
+    assert (a("", "", "", "GPU-a", 0.0), b("", "", "", "GPU-a", 0.0)) == (True, False)
+    assert (a("", "", "", "GPU-b", 0.0), b("", "", "", "GPU-b", 0.0)) == (False, True)
+    assert (a("", "", "", "GPU-c", 0.0), b("", "", "", "GPU-c", 0.0)) == (False, False)  # read by neither, reported
+    # read by neither and reported by nobody for stale_after_s (its page is gone): the empty name's holder
+    assert (a("", "", "", "GPU-c", 30.0), b("", "", "", "GPU-c", 30.0)) == (True, False)
 
 
-def test_deployments_and_nodes_are_closed_where_they_are_read() -> None:
+def test_deployments_by_their_shard_and_nodes_by_theirs_once_nobody_reports_them() -> None:
     held = Held(SHARDS, frozenset({0}))
     mine = next(f"ns/d{i}" for i in range(100) if shard_of(f"ns/d{i}", SHARDS) == 0)
     theirs = next(f"ns/d{i}" for i in range(100) if shard_of(f"ns/d{i}", SHARDS) != 0)
     closes = _closes(held, [_gpu("n1", "GPU-1")], [_replica("n2"), _replica("")])
-    assert (closes(mine, "", "", ""), closes(theirs, "", "n1", "GPU-1")) == (True, False)
-    assert (closes("", "", "n1", "GPU-1"), closes("", "", "n2", ""), closes("", "", "n3", "")) == (True, True, False)
+    assert (closes(mine, "", "", "", 0.0), closes(theirs, "", "n1", "GPU-1", 99.0)) == (True, False)
+    [my_node, their_node] = (next(f"n{i}" for i in range(100) if _node_shard(f"n{i}") in s) for s in ({0}, {1, 2}))
+    # a node's, whoever reads it: the holder of node/<node>, once no instance has reported it for stale_after_s (30)
+    assert [closes("", "", my_node, gpu, quiet) for gpu in ("GPU-1", "") for quiet in (0.0, 29.9, 30.0)] == [
+        *(False, False, True),
+        *(False, False, True),
+    ]
+    assert (closes("", "", their_node, "GPU-1", 30.0), closes("", "", their_node, "", 1e9)) == (False, False)
 
 
 def _read(state: FleetState, t: float, *pages: tuple[TargetInfo, bool]) -> None:
@@ -172,3 +187,200 @@ def test_one_instance_keeps_one_episode_per_down_gpu_page_without_a_node(factory
         row = repo.get_finding(session=s, finding_id=down.id)
         assert (row.state, row.since, row.acknowledged_by) == ("closed", 35.0, "ops")
         assert [r.replica for r in repo.list_findings(session=s, state="open").items] == [other.url]
+
+
+# -- a node's findings: reported by whoever reads the node, closed by the holder of node/<node> --------------------
+
+
+class Instance:
+    """One sharded kvpilot as far as its findings go: the shards it holds, its own FleetState, the real detectors of
+    GPUs and targets, and its ``ControlLoop._closes`` on the shared store (each call it makes to close is noted)."""
+
+    def __init__(self, name: str, owned: set[int]) -> None:
+        self.name = name
+        self.held = Held(SHARDS, frozenset(owned))
+        self.state = FleetState(stale_after_s=30)
+
+    def observe(self, t: float, *results: ScrapeResult) -> None:
+        result = CollectResult(timestamp=t, results=results)
+        self.state.observe(
+            result.replicas,
+            result.gpus,
+            now=t,
+            down_targets=result.down_targets,
+            gpu_nodes_scraped=result.gpu_nodes_scraped,
+        )
+
+    def tick(self, factory: sessionmaker[Session], t: float, closed: list[tuple[str, str]]) -> None:
+        """Its detectors' findings written, what is its to close closed (``closed``: (instance, the row's deployment,
+        else its node) per close)."""
+        found = stuck_gpu.detect(self.state, thresholds=DEFAULT, now=t) + _down(self.state, t)
+        mine = ControlLoop._closes(SimpleNamespace(state=self.state), self.held.owns)  # type: ignore[arg-type]
+
+        def closes(*row: Any) -> bool:
+            if mine(*row):
+                closed.append((self.name, row[0] or row[2]))
+                return True
+            return False
+
+        with transaction(factory) as s:
+            repo.upsert_findings(session=s, active=found, now=t, closes=closes)
+
+
+def _pick(prefix: str, shard: int, key: Callable[[str], str] = lambda n: n) -> str:
+    return next(f"{prefix}{i}" for i in range(1000) if shard_of(key(f"{prefix}{i}"), SHARDS) == shard)
+
+
+def _engine(target: TargetInfo, t: float, *, running: float = 0.0, tokens: float = 0.0) -> ScrapeResult:
+    """A replica of ``target``'s with ``running`` requests, its progress counters at ``tokens``."""
+    pod = (target.namespace, target.deployment, target.pod, target.node)
+    sample = ReplicaSample(*pod, "vllm", "m", t, requests_waiting=0.0, requests_running=running)
+    sample = replace(sample, generation_tokens=tokens, prompt_tokens=tokens, requests_finished=tokens)
+    return ScrapeResult(target, ok=True, timestamp=t, duration_s=0.0, replicas=(sample,))
+
+
+def _gpu_page(target: TargetInfo, t: float, gpu: GpuSample) -> ScrapeResult:
+    return ScrapeResult(target, ok=True, timestamp=t, duration_s=0.0, gpus=(replace(gpu, timestamp=t),))
+
+
+def _live(factory: sessionmaker[Session], node: str) -> list[tuple[str, str, float, str | None]]:
+    with transaction(factory) as s:
+        rows = [r for state in ("open", "acknowledged") for r in repo.list_findings(session=s, state=state).items]
+        return sorted((r.kind, r.state, r.since, r.acknowledged_by) for r in rows if r.node == node)
+
+
+def test_a_gpu_finding_is_not_closed_by_an_instance_with_replicas_on_its_node_that_keeps_no_page(
+    factory: sessionmaker[Session],
+) -> None:
+    # A dcgm-exporter listed with no node (a static target) whose GPUs name their node (NODE_NAME, the Hostname
+    # label): a keeps it (its URL's shard). b holds every other shard, node/<node>'s too, and runs a replica there.
+    a, b = Instance("a", {_keeper(PAGE)}), Instance("b", set(range(SHARDS)) - {_keeper(PAGE)})
+    node = _pick("static-", next(iter(b.held.owned)), lambda n: f"node/{n}")
+    deployment = _pick("d", next(iter(b.held.owned)), lambda d: f"llm/{d}")
+    engine = TargetInfo(
+        url="http://10.0.1.1:8000/metrics", namespace="llm", deployment=deployment, pod="r-0", node=node
+    )
+    assert (owned_targets([PAGE, engine], a.held), owned_targets([PAGE, engine], b.held)) == ([PAGE], [engine])
+    sick = GpuSample(node=node, index="0", uuid="GPU-7", model_name="H100", timestamp=0.0, last_xid=79)
+    closed: list[tuple[str, str]] = []
+    for t in range(0, 20, 5):
+        a.observe(t, _gpu_page(PAGE, t, sick))
+        b.observe(t, _engine(engine, t))
+        a.tick(factory, t, closed)
+        b.tick(factory, t, closed)
+    with transaction(factory) as s:
+        [row] = repo.list_findings(session=s, node=node).items
+        repo.acknowledge_finding(session=s, finding_id=row.id, by="ops", note="on it", now=16.0)
+    for t in range(20, 100, 5):  # before, b closed it each tick (it listed the node for its replica) and a reopened it
+        a.observe(t, _gpu_page(PAGE, t, sick))
+        b.observe(t, _engine(engine, t))
+        b.tick(factory, t, closed)
+        a.tick(factory, t, closed)
+    assert _live(factory, node) == [("stuck_gpu", "acknowledged", 0.0, "ops")]
+    assert closed == []
+    healed = replace(sick, last_xid=0)  # the GPU is reset: a reports it no more; b, node/<node>'s holder, closes it
+    for t in range(100, 140, 5):
+        a.observe(t, _gpu_page(PAGE, t, healed))
+        b.observe(t, _engine(engine, t))
+        a.tick(factory, t, closed)
+        b.tick(factory, t, closed)
+        assert len(_live(factory, node)) == (1 if t < 95 + 30 else 0), t
+    assert closed == [("b", node)]
+
+
+def test_a_node_that_leaves_the_fleet_has_its_findings_closed_by_one_instance(
+    factory: sessionmaker[Session],
+) -> None:
+    # Three instances, one shard each. A node found by Kubernetes (its dcgm-exporter pod on it) runs a replica of a's;
+    # c holds node/<node>. The node is drained and deleted at 60 s: its pods leave discovery, nobody reads it again.
+    a, b, c = (Instance(name, {i}) for i, name in enumerate("abc"))
+    node = _pick("gpu-node-", 2, lambda n: f"node/{n}")
+    deployment = _pick("d", 0, lambda d: f"llm/{d}")
+    engine = TargetInfo(
+        url="http://10.0.2.1:8000/metrics", namespace="llm", deployment=deployment, pod="r-0", node=node
+    )
+    page = TargetInfo(url="http://10.0.2.9:9400/metrics", kind="gpu", namespace="gpu-operator", pod="dcgm-1", node=node)
+    assert [owned_targets([engine, page], i.held) for i in (a, b, c)] == [[engine, page], [], []]
+    sick = GpuSample(node=node, index="0", uuid="GPU-9", model_name="H100", timestamp=0.0, last_xid=48)
+    closed: list[tuple[str, str]] = []
+    for t in range(0, 600, 5):
+        if t < 60:
+            a.observe(t, _engine(engine, t), _gpu_page(page, t, sick))
+        else:
+            a.observe(t)
+        for i in (a, b, c):
+            i.tick(factory, t, closed)
+        if t == 55:
+            assert [k for k, *_ in _live(factory, node)] == ["stuck_gpu"]
+    # a reported its GPU, then its exporter down, until its FleetState forgot the node; then c closed them, alone
+    assert _live(factory, node) == []
+    assert {who for who, n in closed if n == node} == {"c"}
+    with transaction(factory) as s:
+        kinds = {r.kind for r in repo.list_findings(session=s, node=node, state="closed").items}
+    assert kinds == {"stuck_gpu", "target_down"}
+
+
+def test_unsharded_a_node_that_leaves_has_its_findings_closed_at_once(factory: sessionmaker[Session]) -> None:
+    state = FleetState(stale_after_s=30)
+    page = TargetInfo(url="http://10.0.3.9:9400/metrics", kind="gpu", node="n-gone")
+    sick = GpuSample(node="n-gone", index="0", uuid="GPU-3", model_name="H100", timestamp=0.0, last_xid=48)
+    for t in range(0, 400, 5):
+        results = (_gpu_page(page, t, sick),) if t < 30 else ()
+        result = CollectResult(timestamp=t, results=results)
+        state.observe(result.replicas, result.gpus, now=t, gpu_nodes_scraped=result.gpu_nodes_scraped)
+        found = stuck_gpu.detect(state, thresholds=DEFAULT, now=t) + _down(state, t)
+        with transaction(factory) as s:
+            repo.upsert_findings(session=s, active=found, now=t)  # no closes: every live row missing closes
+        if not found:
+            break
+    with transaction(factory) as s:
+        rows = repo.list_findings(session=s, node="n-gone").items
+    # closed the tick the node's GPUs were forgotten, as before sharding had a say
+    assert {(r.kind, r.state, r.closed_at) for r in rows} == {("stuck_gpu", "closed", t), ("target_down", "closed", t)}
+
+
+class Prometheus:
+    """A PromQL source narrowed to a shard's deployments (``collect_owned``), whose GPU series carry no deployment and
+    come whole to every instance, as ``PromQLSource``'s do."""
+
+    def __init__(self) -> None:
+        self.results: tuple[ScrapeResult, ...] = ()
+
+    async def collect_owned(self, owns: Callable[[str], bool], targets: Sequence[TargetInfo] = ()) -> CollectResult:
+        mine = [r for r in self.results if r.target.kind == "gpu" or owns(r.target.deployment_key)]
+        return CollectResult(timestamp=self.results[0].timestamp, results=tuple(mine))
+
+
+def test_promql_a_gpu_read_by_two_instances_stays_open_while_either_reports_it(factory: sessionmaker[Session]) -> None:
+    # PromQL, narrowed per shard: a's replica hangs on a GPU of a node whose shard c holds. Both keep that GPU (a for
+    # its replica, c as node/<node>'s holder, which no replica of its own places there); only a sees the hang.
+    a, b, c = (Instance(name, {i}) for i, name in enumerate("abc"))
+    node = _pick("pq-node-", 2, lambda n: f"node/{n}")
+    deployment = _pick("d", 0, lambda d: f"llm/{d}")
+    engine = TargetInfo(url="promql://vllm/10.0.4.1:8000", namespace="llm", deployment=deployment, pod="r-0", node=node)
+    page = TargetInfo(url="promql://dcgm/10.0.4.9:9400", kind="gpu", namespace="gpu-operator", pod="dcgm-4", node=node)
+    busy = GpuSample(node=node, index="0", uuid="GPU-4", model_name="H100", timestamp=0.0, utilisation=0.99)
+    busy = replace(busy, pod="r-0", namespace="llm")
+    source = Prometheus()
+    collects = {i.name: OwnedCollect(source, SimpleNamespace(held=lambda i=i: i.held)) for i in (a, b, c)}  # type: ignore[arg-type]
+    closed: list[tuple[str, str]] = []
+    tokens = 100.0
+    for t in range(0, 120, 5):
+        tokens += 50.0 if t >= 60 else 0.0  # stuck until 60 s: requests running, no token made
+        source.results = (_engine(engine, t, running=4.0, tokens=tokens), _gpu_page(page, t, busy))
+        for i in (a, b, c):
+            i.observe(t, *asyncio.run(collects[i.name].collect_once([])).results)
+        if t == 5:
+            assert [len(i.state.gpus()) for i in (a, b, c)] == [1, 0, 1]
+        for i in (a, c) if t % 10 else (c, a):
+            i.tick(factory, t, closed)
+        b.tick(factory, t, closed)
+        if t == 10:
+            with transaction(factory) as s:
+                [row] = repo.list_findings(session=s, node=node).items
+                repo.acknowledge_finding(session=s, finding_id=row.id, by="ops", note="on it", now=11.0)
+        # before, c closed a's hang each tick (it reads the GPU, sees no hang) and a reopened it; a reports it last
+        # at 55 s, and c, node/<node>'s holder, closes it stale_after_s later
+        live = [("stuck_gpu", "acknowledged", 5.0, "ops")] if 10 <= t < 55 + 30 else [] if t >= 85 else None
+        assert live is None or _live(factory, node) == live, t
+    assert (_live(factory, node), closed) == ([], [("c", node)])

@@ -16,7 +16,7 @@ SHARDS = 3
 
 
 def test_a_credentialed_gpu_page_on_no_node_is_closed_by_its_keeper() -> None:
-    state = SimpleNamespace(gpus=lambda: [], replicas=lambda: [])
+    state = SimpleNamespace(gpus=lambda: [], replicas=lambda: [], stale_after_s=30.0)
     for i in range(1, 40):
         page = TargetInfo(url=f"http://scraper:pw{i}@10.0.0.{i}:9400/metrics", kind="gpu")
         instances = [Held(SHARDS, frozenset({shard})) for shard in range(SHARDS)]
@@ -24,6 +24,6 @@ def test_a_credentialed_gpu_page_on_no_node_is_closed_by_its_keeper() -> None:
         closers = [
             n
             for n, held in enumerate(instances)
-            if ControlLoop._closes(SimpleNamespace(state=state), held.owns)("", redacted(page.url), "", "")  # type: ignore[arg-type]
+            if ControlLoop._closes(SimpleNamespace(state=state), held.owns)("", redacted(page.url), "", "", 0.0)  # type: ignore[arg-type]
         ]
         assert closers == keepers, page.url
