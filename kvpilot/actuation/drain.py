@@ -75,8 +75,12 @@ class NodeDrainer:
         actor: str = "kvpilot",
         taint_key: str = TAINT_KEY,
         on_evict: Callable[[str, float], None] | None = None,
+        request_timeout_s: float = 10.0,
     ) -> None:
         self._core = core
+        # the client waits for ever by default: an API server that took a request and never answered held the drain,
+        # deaf to the operator's cancel, and every approved drain after it
+        self._timeout = request_timeout_s
         self._on_evict = on_evict  # ("namespace/name", now) before each eviction request, retries included
         self._clock = clock or WallClock()
         self._sleep = sleep
@@ -153,7 +157,7 @@ class NodeDrainer:
         step = "cordon"
         for attempt in range(self._backoff.max_conflicts + 1):
             try:
-                obj = self._core.read_node(node)
+                obj = self._core.read_node(node, _request_timeout=self._timeout)
             except ApiException as e:
                 return self._node_error(result, step, node, e)
             spec = obj.spec = obj.spec or client.V1NodeSpec()
@@ -169,7 +173,7 @@ class NodeDrainer:
             spec.unschedulable = True
             spec.taints = taints
             try:
-                self._core.replace_node(node, obj)
+                self._core.replace_node(node, obj, _request_timeout=self._timeout)
             except ApiException as e:
                 if e.status == 409:
                     self._record(
@@ -194,7 +198,9 @@ class NodeDrainer:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            pods = self._core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
+            pods = self._core.list_pod_for_all_namespaces(
+                field_selector=f"spec.nodeName={node}", _request_timeout=self._timeout
+            ).items
         except ApiException as e:
             self._record(result, "list_pods", node, Outcome.ERROR, f"listing pods failed: HTTP {e.status}")
             result.failed = True
@@ -227,7 +233,7 @@ class NodeDrainer:
             if self._on_evict is not None:  # before the request: the pod may leave discovery before it returns
                 self._on_evict(ref, self._clock.now())
             try:
-                self._core.create_namespaced_pod_eviction(name, namespace, body)
+                self._core.create_namespaced_pod_eviction(name, namespace, body, _request_timeout=self._timeout)
             except ApiException as e:
                 if e.status == 404:
                     self._record(result, "evict", ref, Outcome.NOT_FOUND, f"{ref} already gone")

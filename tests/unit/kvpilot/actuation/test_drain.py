@@ -3,6 +3,9 @@ PDB-aware eviction with 429 backoff, resourceVersion conflicts, 404s, and dry-ru
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -294,3 +297,39 @@ def test_a_dry_run_tells_on_evict_nothing(kube: FakeKube, core: client.CoreV1Api
     NodeDrainer(core, clock=VirtualClock(), on_evict=lambda pod, now: told.append((pod, now))).drain("gpu-1")
     assert told == []
     assert kube.get("pods", "llm-0", "ml")
+
+
+def test_an_api_server_that_never_answers_ends_the_drain_in_time():
+    # before: the client waited for ever; the drain, deaf to a cancel, held every approved drain after it
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def take() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(listener.accept()[0])
+
+    threading.Thread(target=take, daemon=True).start()
+    config = client.Configuration()
+    config.host = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    api = client.ApiClient(config)
+    ended: list[BaseException | None] = []
+
+    def drain() -> None:
+        try:
+            NodeDrainer(client.CoreV1Api(api), clock=VirtualClock(), request_timeout_s=0.5).drain(
+                "gpu-1", dry_run=False
+            )
+            ended.append(None)
+        except Exception as e:  # the worker marks the drain failed with it (kvpilot.actuation.Actuation)
+            ended.append(e)
+
+    worker = threading.Thread(target=drain, daemon=True)
+    worker.start()
+    worker.join(20)  # urllib3 tries a read up to 4 times: 2 s
+    api.close()
+    listener.close()
+    for conn in held:
+        conn.close()
+    assert ended, "still waiting for the API server after 20 s"
+    assert "timed out" in str(ended[0])
