@@ -108,19 +108,30 @@ class NodeDrainer:
         result = DrainResult(node=node, dry_run=dry_run)
         stop = should_stop or (interrupt.is_set if interrupt is not None else (lambda: False))
         self._wait = self._waiter(interrupt)
+        try:
+            self._steps(node, result, reason, stop)
+        except Exception as e:  # no answer in time, a connection refused or cut, an answer that is no Node or PodList
+            # Ends the drain failed with the steps before it in the records (raised, they were lost: the audit said
+            # "drain raised" and not that the node was cordoned and which pods were evicted).
+            words = f"{type(e).__name__}: {e}"
+            words = words if len(words) <= 300 else words[:300] + "..."
+            self._record(result, "api", node, Outcome.ERROR, f"a Kubernetes API call failed: {words}")
+            result.failed = True
+        return result
+
+    def _steps(self, node: str, result: DrainResult, reason: str, stop: Callable[[], bool]) -> None:
         if not self._cordon(node, result, reason=reason):
-            return result
+            return
         pods = self._pods_to_evict(node, result)
         if pods is None:
-            return result
+            return
         for i, (namespace, name) in enumerate(pods):
             if stop():
                 self._cancel(result, len(pods) - i)
-                return result
+                return
             self._evict(node, namespace, name, result, stop)
             if result.cancelled:
-                return result
-        return result
+                return
 
     def _waiter(self, interrupt: threading.Event | None) -> Callable[[float], object]:
         if self._sleep is not None:  # injected (tests, virtual time)

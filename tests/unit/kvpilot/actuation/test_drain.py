@@ -14,7 +14,7 @@ from kubernetes import client
 
 from collector.clock import VirtualClock
 from kvpilot.actuation.audit import Outcome
-from kvpilot.actuation.drain import TAINT_KEY, Backoff, NodeDrainer
+from kvpilot.actuation.drain import TAINT_KEY, Backoff, DrainResult, NodeDrainer
 from tests.fakekube.eviction import install
 from tests.fakekube.server import FakeKube
 
@@ -313,16 +313,11 @@ def test_an_api_server_that_never_answers_ends_the_drain_in_time():
     config = client.Configuration()
     config.host = f"http://127.0.0.1:{listener.getsockname()[1]}"
     api = client.ApiClient(config)
-    ended: list[BaseException | None] = []
+    ended: list[DrainResult] = []
 
     def drain() -> None:
-        try:
-            NodeDrainer(client.CoreV1Api(api), clock=VirtualClock(), request_timeout_s=0.5).drain(
-                "gpu-1", dry_run=False
-            )
-            ended.append(None)
-        except Exception as e:  # the worker marks the drain failed with it (kvpilot.actuation.Actuation)
-            ended.append(e)
+        drainer = NodeDrainer(client.CoreV1Api(api), clock=VirtualClock(), request_timeout_s=0.5)
+        ended.append(drainer.drain("gpu-1", dry_run=False))  # failed, with the call that timed out in its records
 
     worker = threading.Thread(target=drain, daemon=True)
     worker.start()
@@ -332,4 +327,32 @@ def test_an_api_server_that_never_answers_ends_the_drain_in_time():
     for conn in held:
         conn.close()
     assert ended, "still waiting for the API server after 20 s"
-    assert "timed out" in str(ended[0])
+    assert ended[0].failed
+    assert "timed out" in ended[0].records[-1].message
+
+
+def test_a_call_that_times_out_mid_drain_keeps_the_steps_before_it(kube: FakeKube, core: client.CoreV1Api):
+    # Review G (session 18): a timeout (or a refused connection, an answer that is no Node) raised out of drain(), and
+    # the worker audited only "drain raised": the node it had cordoned and the pods it had evicted went unrecorded.
+    _node(kube)
+    _pod(kube, "llm-0", owner="ReplicaSet")
+    _pod(kube, "llm-1", owner="ReplicaSet")
+    evicted = threading.Event()
+    real = kube.subresources[("pods", "eviction")]
+
+    def evict_one_then_hang(fake: FakeKube, req: Any) -> Any:
+        if evicted.is_set():
+            threading.Event().wait(2.0)  # the second eviction: answered after the client gave up
+        evicted.set()
+        return real(fake, req)
+
+    kube.subresources[("pods", "eviction")] = evict_one_then_hang
+    result = NodeDrainer(core, clock=VirtualClock(), request_timeout_s=0.3).drain("gpu-1", dry_run=False)
+    assert result.failed
+    assert [(r.step, r.outcome) for r in result.records] == [
+        ("cordon", Outcome.OK),
+        ("evict", Outcome.OK),
+        ("api", Outcome.ERROR),
+    ]
+    assert "timed out" in result.records[-1].message
+    assert result.evicted == ["ml/llm-0"]
