@@ -149,6 +149,44 @@ def alias_values(root: yaml.Node | None) -> int:
     return 0 if root is None else size(root) - len(sizes)
 
 
+# What PyYAML's constructors raise, beside YAMLError, on a scalar its resolver or a tag sent to them: `2024-02-30`
+# (read as a date), `!!int abc`, `!!bool maybe`, `!!timestamp x`, an integer of more than 4,300 digits. Each ended the
+# command with a traceback (exit 1), and a targets file re-read so each tick.
+CONSTRUCT_ERRORS = (ValueError, TypeError, AttributeError, KeyError, OverflowError)
+
+
+def unreadable_scalar(loader: yaml.SafeLoader, root: yaml.Node) -> tuple[int, str]:
+    """(1-based line, what it says) of the first scalar of ``root`` that ``loader`` cannot construct, once
+    ``construct_document`` failed with one of CONSTRUCT_ERRORS (whose messages name no line); (0, "") if none does."""
+    scalars: list[yaml.ScalarNode] = []
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            scalars.append(node)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(n for pair in node.value for n in pair)
+    loader.recursive_objects = {}  # the failed construction left its node marked as being built
+    for node in sorted(scalars, key=lambda n: n.start_mark.index):
+        try:
+            loader.construct_object(node)
+        except yaml.YAMLError:
+            continue
+        except CONSTRUCT_ERRORS as e:
+            shown = node.value if len(node.value) <= 40 else node.value[:40] + "..."
+            said = str(e).split(";")[0]  # int()'s advice to raise its limit is not the user's to follow
+            said = said if len(said) <= 120 else said[:120] + "..."
+            tag = node.tag.rsplit(":", 1)[-1]
+            return node.start_mark.line + 1, f"{shown!r} cannot be read as {tag} ({type(e).__name__}: {said})"
+    return 0, ""
+
+
 def _line_finder(text: str) -> LineOf:
     """Lines of the targets and their fields, from the YAML's node tree (``safe_load`` keeps no positions)."""
     try:
@@ -230,6 +268,11 @@ def load_targets(path: Path) -> list[TargetInfo]:
         raise TargetFileError(f"{path}: invalid YAML: {e}") from None
     except RecursionError:  # PyYAML builds nested collections recursively
         raise TargetFileError(f"{path}: nested too deeply for a list of targets") from None
+    except TargetFileError:  # a ValueError too: already in words
+        raise
+    except CONSTRUCT_ERRORS as e:
+        line, why = unreadable_scalar(loader, root) if root is not None else (0, "")
+        raise TargetFileError(f"{path}:{line}: {why}" if line else f"{path}: {type(e).__name__}: {e}") from None
     finally:
         loader.dispose()
     return parse_targets(data, source=str(path), line_of=_line_finder(text))

@@ -14,7 +14,7 @@ import yaml
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, YamlConfigSettingsSource
 
-from collector.discovery.static import MAX_ALIAS_VALUES, alias_values
+from collector.discovery.static import CONSTRUCT_ERRORS, MAX_ALIAS_VALUES, alias_values, unreadable_scalar
 
 # Flat variables that map onto a nested field: the names the issue, the Helm chart and the docs promise.
 FLAT_ALIASES: dict[str, tuple[str, ...]] = {
@@ -113,6 +113,13 @@ class YamlFileSource(YamlConfigSettingsSource):
         except RecursionError:  # PyYAML builds nested collections recursively
             line = loader.get_mark().line + 1
             raise SettingsError(f"config file {file_path}: nested too deeply near line {line}") from None
+        except SettingsError:  # a ValueError too: already in words
+            raise
+        except CONSTRUCT_ERRORS as e:  # `2024-02-30`, `!!int abc`, 5,000 digits: was a traceback, exit 1
+            line, why = unreadable_scalar(loader, node) if node is not None else (0, "")
+            raise SettingsError(
+                f"config file {file_path}, line {line}: {why}" if line else f"config file {file_path}: {e}"
+            ) from None
         finally:
             loader.dispose()
         if not isinstance(data, dict):

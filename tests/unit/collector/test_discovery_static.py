@@ -206,6 +206,15 @@ def test_small_aliases_are_read(tmp_path: Path) -> None:
         (b"[" * 5000 + b"]" * 5000, "{path}: nested too deeply for a list of targets"),
         # a billion laughs, a million here: the error's repr expanded it (10 levels: 60 s and 4.6 GB, then killed)
         (_laughs(6).encode(), "{path}: its aliases expand to more than 100000 values"),
+        # a ValueError traceback at start-up; on a re-read, out of the discovery every tick
+        (
+            b"- url: http://b/metrics\n  node: 2024-02-30\n",
+            "{path}:2: '2024-02-30' cannot be read as timestamp (ValueError: day is out of range for month)",
+        ),
+        (
+            b"- url: http://b/metrics\n  pod: !!int p-0\n",
+            "{path}:2: 'p-0' cannot be read as int (ValueError: invalid literal for int() with base 10: 'p-0')",
+        ),
     ],
 )
 async def test_an_edit_to_garbage_keeps_the_previous_targets_and_says_why(

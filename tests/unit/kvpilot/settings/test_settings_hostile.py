@@ -125,6 +125,18 @@ def test_null_or_a_list_where_a_number_goes_is_one_line(tmp_path: Path, yaml_tex
          "config file {path}: collector.discovery.static_targets[0].url is given twice (lines 4 and 4); keep one"),
         # nested past PyYAML's recursion (a RecursionError traceback): the line it got to
         ("collector:\n  x: " + "[" * 5000 + "]" * 5000 + "\n", "config file {path}: nested too deeply near line 2"),
+        # scalars PyYAML's constructors fail on (a ValueError, AttributeError or KeyError traceback, exit 1): the line
+        ("collector:\n  interval_s: 2024-02-30\n",
+         "config file {path}, line 2: '2024-02-30' cannot be read as timestamp (ValueError: day is out of range for "
+         "month)"),
+        ("collector:\n  timeout_s: 1\n  interval_s: !!bool maybe\n",
+         "config file {path}, line 3: 'maybe' cannot be read as bool (KeyError: 'maybe')"),
+        ("api:\n  http_port: !!timestamp soon\n",
+         "config file {path}, line 2: 'soon' cannot be read as timestamp (AttributeError: 'NoneType' object has no "
+         "attribute 'groupdict')"),
+        ("collector:\n  interval_s: 1" + "0" * 5000 + "\n",
+         "config file {path}, line 2: '1" + "0" * 39 + "...' cannot be read as int (ValueError: Exceeds the limit "
+         "(4300 digits) for integer string conversion: value has 5001 digits)"),
     ],
 )  # fmt: skip
 def test_unreadable_or_ambiguous_files_are_refused_by_line(tmp_path: Path, content: str | bytes, message: str) -> None:
