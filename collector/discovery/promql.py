@@ -60,8 +60,9 @@ MODES: tuple[Mode, ...] = ("replicas", "aggregates")
 DEFAULT_MAX_ANSWER_BYTES = 256 * 1024 * 1024
 DEFAULT_MAX_REPLICAS = 500
 # aggregates mode: a GPU listed within this long and not now, by an exporter still up, is `vanished` (expressions.
-# vanished_dcgm); past it, the GPU is no longer reported and FleetState forgets it forget_after_s later
-DEFAULT_VANISHED_LOOKBACK_S = 3600.0
+# vanished_dcgm); past it, the GPU is no longer reported and FleetState forgets it forget_after_s later. Prometheus
+# reads every GPU series' samples over it: 235 ms at 400 GPUs over an hour's (bench/promql_vanished.py), so 15 min.
+DEFAULT_VANISHED_LOOKBACK_S = 900.0
 # Results of the reader process per pickled piece: at most ~0.3 ms of CPU to unpickle (at 10,000 replicas a round
 # is ~120 results, 1.7 KB apiece).
 RESULTS_PER_PIECE = 16

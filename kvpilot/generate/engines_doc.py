@@ -298,10 +298,14 @@ def _amd_section() -> list[str]:
         "`honor_labels: true`; kvpilot keeps them on the GPU, so it joins its replica by pod as when scraped), "
         "whose utilisation the `hang` and `idle_while_running` conditions read, and a GPU with "
         "an uncorrectable ECC error, shown as a DCGM double-bit error is; `gpu_health` and the other extras come with "
-        "them. The answer grows with the sick GPUs, not the fleet. No XID is read or made up, and `vanished` is not "
-        "served in this mode (for NVIDIA as for AMD): a GPU the selection stops naming is healthy again, not gone. "
-        "amd_smi_exporter's GPUs, which carry no pod, are not read in `aggregates` mode. AMD's series stay out of the "
-        "replicas' query (the exporter labels a GPU with the pod using it).",
+        "them. The answer grows with the sick GPUs, not the fleet. No XID is read or made up. A GPU the selection "
+        "stops naming is healthy again, not gone; a GPU its exporter stops listing while the exporter answers "
+        "(`up == 1`) is selected apart and raises `vanished`, for NVIDIA and both AMD exporters "
+        "(docs/scaling-large-fleets.md). amd_smi_exporter's GPUs carry no pod, no UUID and no ECC or XID reading: "
+        "in `aggregates` mode those on a node where a stuck replica runs are read, joined by Prometheus' `node` "
+        "label on the exporter's and the replica's targets (relabelled from the pod's node; without it none is), as "
+        "a scrape joins a GPU without a pod to the replicas of its node; none is selected by a fault. AMD's series "
+        "stay out of the replicas' query (the exporter labels a GPU with the pod using it).",
         "",
     ]
 
