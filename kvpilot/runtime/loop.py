@@ -51,6 +51,7 @@ from scaler.own_raise import OwnRaise
 from scaler.planner import replica_count
 from scaler.rollout_stage import RolloutStage
 from store.buffer import BufferedWriter
+from store.repo.findings import Reporter
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +203,8 @@ class ControlLoop:
         self.owns = owns  # sharding (kvpilot.runtime.shards): this instance decides only the deployments of its shards
         # HA replicas (kvpilot.runtime.wiring): whether this one writes the findings now, the Lease holder alone
         self.writes_findings: Callable[[], bool] | None = None
+        # sharding (kvpilot.runtime.wiring): this instance's name, with which it signs its view of a finding
+        self.reporter: str | None = None
         self.cost = cost  # what each deployment costs, in the snapshot (scaler.cost); None: not computed
         self.tick_count = 0
         self.latest: Snapshot | None = None
@@ -424,7 +427,18 @@ class ControlLoop:
         if detected and self.writes_findings is not None and not self.writes_findings():
             detected = False  # a follower: two writers closed what the other's list lacked, and the other reopened it
         closes = None if self.owns is None or not detected else self._closes(self.owns)  # read on this thread
-        self.writes.persist(now, deployments, findings, decisions, detected=detected, capacity=capacity, closes=closes)
+        me = self.reporter
+        reporter = None if closes is None or me is None else Reporter(me, self.state.stale_after_s)
+        self.writes.persist(
+            now,
+            deployments,
+            findings,
+            decisions,
+            detected=detected,
+            capacity=capacity,
+            closes=closes,
+            reporter=reporter,
+        )
 
     def _closes(self, owns: Callable[[str], bool]) -> Callable[[str, str, str, str, float], bool]:
         """Sharding: the live findings this instance may close, by (deployment, replica, node, gpu) and how long ago

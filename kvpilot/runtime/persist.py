@@ -24,6 +24,7 @@ from store.buffer import BufferedWriter
 from store.fields import fit
 from store.models import RollupRow
 from store.repo.deployments import SeenDeployment
+from store.repo.findings import Reporter
 
 log = logging.getLogger(__name__)
 
@@ -107,14 +108,19 @@ class TickWrites:
         detected: bool,
         capacity: Capacity | None,
         closes: Callable[[str, str, str, str, float], bool] | None = None,
+        reporter: Reporter | None = None,
     ) -> None:
         """Queue this tick's writes; the writer task applies them (or holds them while the store is away).
         ``closes(deployment, replica, node, gpu, quiet_s)``: the live findings this instance may close (sharding;
-        None: all; ``store.repo.findings.Closes``)."""
+        None: all; ``store.repo.findings.Closes``); ``reporter``: this instance, when sharded (another's view of a
+        finding, as severe, holds against its own: ``store.repo.findings.Reporter``)."""
         w = self.writer
         if detected:
             active = list(findings)
-            w.submit("findings", lambda s: repo.upsert_findings(session=s, active=active, now=now, closes=closes))
+            w.submit(
+                "findings",
+                lambda s: repo.upsert_findings(session=s, active=active, now=now, closes=closes, reporter=reporter),
+            )
         seen = self._seen_due(now, deployments)
         if seen:
             w.submit("deployments", lambda s: repo.upsert_deployments(session=s, seen=seen, now=now))

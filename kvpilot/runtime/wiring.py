@@ -246,6 +246,8 @@ def build_service(
     if leadership is not None and shards is None:  # HA replicas: the findings are the Lease holder's to write
         elector = leadership
         loop.writes_findings = lambda: bool(elector.leader)
+    if shards is not None:  # sharded: the instances' views of one finding are told apart (store.repo.findings)
+        loop.reporter = shards.identity
     if actuation is None:
         actuation = build_actuation(
             settings,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -18,6 +19,21 @@ from store.repo.page import Page, paginate
 # ``closes(deployment, replica, node, gpu, quiet_s)``: whether a live finding missing from a writer's active set is
 # that writer's to close; ``quiet_s`` is how long ago any writer last reported it (now - its ``last_seen``).
 Closes = Callable[[str, str, str, str, float], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Reporter:
+    """A sharded writer: its name (``ha.identity``) and how long another instance's view of a finding, as severe or
+    more, holds against its own (``collector.stale_after_s``, the time a finding stays open unreported)."""
+
+    name: str
+    holds_s: float
+
+
+# Evidence a sharded writer adds to the view it stores: whose it is and when that instance last reported it.
+REPORTED_BY = "reported_by"
+REPORTED_AT = "reported_at"
+_RANK = {"info": 0, "warning": 1, "critical": 2}
 
 OPEN = "open"
 ACKNOWLEDGED = "acknowledged"
@@ -51,12 +67,31 @@ def to_finding(row: FindingRow) -> Finding:
     )
 
 
-def _refresh(row: FindingRow, f: Finding, now: float) -> None:
+def _refresh(row: FindingRow, f: Finding, now: float, reporter: Reporter | None = None) -> None:
+    row.last_seen = now
+    if reporter is not None and _holds(row, f, now, reporter):
+        return
     row.severity = fit(f.severity.value, 16)
     row.summary = fit(f.summary, 10_000)
-    row.evidence = _json_safe(f.evidence)
+    evidence = _json_safe(f.evidence)
+    if reporter is not None:
+        evidence.update({REPORTED_BY: fit(reporter.name, 128), REPORTED_AT: now})
+    row.evidence = evidence
     row.action = fit(f.action, 32)
-    row.last_seen = now
+
+
+def _holds(row: FindingRow, f: Finding, now: float, reporter: Reporter) -> bool:
+    """Whether a live row keeps another instance's view (severity, summary, evidence, action) rather than take
+    ``reporter``'s ``f``: it does while that instance reported it less than ``holds_s`` ago and it is as severe or
+    more. Several instances read one node's GPUs and see them differently (only a replica's owner sees it hang:
+    critical, drain; another sees the GPU's XID alone: warning, reset), and each wrote its own view over the
+    other's every tick: the severity, action and summary an operator read flapped. An instance's own view always
+    replaces its earlier one (a hang that clears lowers it at once)."""
+    seen = row.evidence or {}
+    by, at = seen.get(REPORTED_BY), seen.get(REPORTED_AT)
+    if not isinstance(by, str) or by == reporter.name or not isinstance(at, int | float):
+        return False
+    return now - at < reporter.holds_s and _RANK.get(row.severity, -1) >= _RANK[f.severity.value]
 
 
 def upsert_findings(
@@ -65,6 +100,7 @@ def upsert_findings(
     active: Sequence[Finding],
     now: float,
     closes: Closes | None = None,
+    reporter: Reporter | None = None,
 ) -> None:
     """Make the store's live findings equal to ``active``: new ones open, known ones refresh, missing ones close.
 
@@ -72,7 +108,9 @@ def upsert_findings(
     ``closes(deployment, replica, node, gpu, quiet_s)``: whether a live finding about that subject missing from
     ``active``, last reported by any writer ``quiet_s`` ago, is this writer's to close (None: every one). A sharded
     instance sees only its deployments: it closed every other shard's findings each tick, and their instance opened
-    them again the next, as new episodes without their acknowledgement.
+    them again the next, as new episodes without their acknowledgement. ``reporter`` (sharding; None: this writer's
+    view replaces any other's, as unsharded): several instances report one finding, the most severe recent view
+    is kept (``_holds``).
     """
     by_id = {f.id: f for f in active}
     # one SELECT a tick for both sets: the active ones' rows (closed ones reopen) and every live row (those not
@@ -106,7 +144,8 @@ def upsert_findings(
             row.since = f.since
             row.closed_at = None
             row.acknowledged_at = row.acknowledged_by = row.acknowledge_note = None
-        _refresh(row, f, now)
+            row.evidence = {}  # the last episode's view holds nothing against this one's
+        _refresh(row, f, now, reporter)
     for row in stale:
         row.state = CLOSED
         row.closed_at = now

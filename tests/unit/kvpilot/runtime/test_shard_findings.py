@@ -21,12 +21,13 @@ from collector.samples import GpuSample, ReplicaSample, TargetInfo
 from collector.scrape import CollectResult, ScrapeResult
 from collector.state import FleetState
 from detectors import stuck_gpu, target_down
-from detectors.finding import Finding
+from detectors.finding import Finding, Severity, Subject
 from detectors.thresholds import DEFAULT
 from kvpilot.runtime.loop import ControlLoop
 from kvpilot.runtime.shards import Held, OwnedCollect, owned_targets, shard_of
 from store import repo
 from store.db import make_engine, session_factory, transaction
+from store.repo.findings import Reporter
 from tests.helpers.sqlite_store import migrated
 
 SHARDS = 3
@@ -224,7 +225,7 @@ class Instance:
             return False
 
         with transaction(factory) as s:
-            repo.upsert_findings(session=s, active=found, now=t, closes=closes)
+            repo.upsert_findings(session=s, active=found, now=t, closes=closes, reporter=Reporter(self.name, 30.0))
 
 
 def _pick(prefix: str, shard: int, key: Callable[[str], str] = lambda n: n) -> str:
@@ -351,25 +352,45 @@ class Prometheus:
         return CollectResult(timestamp=self.results[0].timestamp, results=tuple(mine))
 
 
+class PromqlFleet:
+    """Three instances, one shard each, reading one narrowed PromQL source: a's replica runs on GPU-4 of a node whose
+    shard c holds. Both keep that GPU (a for its replica, c as node/<node>'s holder, which no replica of its own
+    places there); only a sees the replica, so only a can see it hang."""
+
+    def __init__(self, **gpu: Any) -> None:
+        self.a, self.b, self.c = (Instance(name, {i}) for i, name in enumerate("abc"))
+        self.node = node = _pick("pq-node-", 2, lambda n: f"node/{n}")
+        deployment = _pick("d", 0, lambda d: f"llm/{d}")
+        self.engine = TargetInfo(
+            url="promql://vllm/10.0.4.1:8000", namespace="llm", deployment=deployment, pod="r-0", node=node
+        )
+        self.page = TargetInfo(
+            url="promql://dcgm/10.0.4.9:9400", kind="gpu", namespace="gpu-operator", pod="dcgm-4", node=node
+        )
+        busy = GpuSample(node=node, index="0", uuid="GPU-4", model_name="H100", timestamp=0.0, utilisation=0.99)
+        self.gpu = replace(busy, pod="r-0", namespace="llm", **gpu)
+        self.source = Prometheus()
+        self.collects = {
+            i.name: OwnedCollect(self.source, SimpleNamespace(held=lambda i=i: i.held))  # type: ignore[arg-type]
+            for i in (self.a, self.b, self.c)
+        }
+
+    def read(self, t: float, tokens: float, alive: Sequence[Instance]) -> None:
+        """Prometheus at ``t``: the replica runs 4 requests, its counters at ``tokens``; ``alive`` read it."""
+        self.source.results = (_engine(self.engine, t, running=4.0, tokens=tokens), _gpu_page(self.page, t, self.gpu))
+        for i in alive:
+            i.observe(t, *asyncio.run(self.collects[i.name].collect_once([])).results)
+
+
 def test_promql_a_gpu_read_by_two_instances_stays_open_while_either_reports_it(factory: sessionmaker[Session]) -> None:
-    # PromQL, narrowed per shard: a's replica hangs on a GPU of a node whose shard c holds. Both keep that GPU (a for
-    # its replica, c as node/<node>'s holder, which no replica of its own places there); only a sees the hang.
-    a, b, c = (Instance(name, {i}) for i, name in enumerate("abc"))
-    node = _pick("pq-node-", 2, lambda n: f"node/{n}")
-    deployment = _pick("d", 0, lambda d: f"llm/{d}")
-    engine = TargetInfo(url="promql://vllm/10.0.4.1:8000", namespace="llm", deployment=deployment, pod="r-0", node=node)
-    page = TargetInfo(url="promql://dcgm/10.0.4.9:9400", kind="gpu", namespace="gpu-operator", pod="dcgm-4", node=node)
-    busy = GpuSample(node=node, index="0", uuid="GPU-4", model_name="H100", timestamp=0.0, utilisation=0.99)
-    busy = replace(busy, pod="r-0", namespace="llm")
-    source = Prometheus()
-    collects = {i.name: OwnedCollect(source, SimpleNamespace(held=lambda i=i: i.held)) for i in (a, b, c)}  # type: ignore[arg-type]
+    # PromQL, narrowed per shard: a's replica hangs on a GPU both a and c read; only a sees the hang.
+    fleet = PromqlFleet()
+    a, b, c, node = fleet.a, fleet.b, fleet.c, fleet.node
     closed: list[tuple[str, str]] = []
     tokens = 100.0
     for t in range(0, 120, 5):
         tokens += 50.0 if t >= 60 else 0.0  # stuck until 60 s: requests running, no token made
-        source.results = (_engine(engine, t, running=4.0, tokens=tokens), _gpu_page(page, t, busy))
-        for i in (a, b, c):
-            i.observe(t, *asyncio.run(collects[i.name].collect_once([])).results)
+        fleet.read(t, tokens, (a, b, c))
         if t == 5:
             assert [len(i.state.gpus()) for i in (a, b, c)] == [1, 0, 1]
         for i in (a, c) if t % 10 else (c, a):
@@ -384,3 +405,69 @@ def test_promql_a_gpu_read_by_two_instances_stays_open_while_either_reports_it(f
         live = [("stuck_gpu", "acknowledged", 5.0, "ops")] if 10 <= t < 55 + 30 else [] if t >= 85 else None
         assert live is None or _live(factory, node) == live, t
     assert (_live(factory, node), closed) == ([], [("c", node)])
+
+
+def test_two_instances_that_see_one_gpu_differently_show_the_most_severe_view_not_each_in_turn(
+    factory: sessionmaker[Session],
+) -> None:
+    # PromQL, narrowed per shard, as above: a and c read the GPU of a's replica, which logs XID 119 (GSP). a sees its
+    # replica hang on it: the XID with the GPU wedged, critical, drain. c sees the XID alone: isolated, warning,
+    # reset. Before, each wrote its view over the other's: the row's severity, action and summary changed with every
+    # write, the same episode flapping critical/warning for the operator.
+    fleet = PromqlFleet(last_xid=119)
+    a, b, c, node = fleet.a, fleet.b, fleet.c, fleet.node
+    closed: list[tuple[str, str]] = []
+    shown: list[tuple[int, str, str, str, str]] = []  # (t, instance that wrote, severity, action, whose view)
+    tokens = 100.0
+    for t in range(0, 150, 5):
+        tokens += 50.0 if t >= 60 else 0.0  # hung until 60 s; a dies at 90 s (c's view is shown from 85 + 30 s)
+        alive = (a, b, c) if t < 90 else (b, c)
+        fleet.read(t, tokens, alive)
+        for i in (a, c) if t % 10 else (c, a):
+            if i in alive:
+                i.tick(factory, t, closed)
+                with transaction(factory) as s:
+                    [row] = repo.list_findings(session=s, node=node).items
+                    shown.append((t, i.name, row.severity, row.action, str(row.evidence.get("reported_by"))))
+        b.tick(factory, t, closed)
+        if t == 10:
+            with transaction(factory) as s:
+                repo.acknowledge_finding(session=s, finding_id=row.id, by="ops", note="on it", now=11.0)
+    # at 0 s both see the XID alone (a has no progress reading yet): c wrote first, a's view as severe leaves it
+    assert shown[:2] == [(0, "c", "warning", "reset_gpu", "c"), (0, "a", "warning", "reset_gpu", "c")]
+    # a's replica makes progress from 60 s: c writes first that tick (a's view of 55 s stands), then a
+    lowered = [t for t, *_ in shown].index(60) + 1
+    hung = {tuple(view) for _, _, *view in shown[2:lowered]}
+    recovered = {tuple(view) for t, _, *view in shown[lowered:] if t < 115}
+    alone = {tuple(view) for t, _, *view in shown[lowered:] if t >= 115}
+    # while a sees the hang: a's critical drain, whoever wrote last; once a's replica makes progress a's own view is
+    # the XID alone (lowered at once, its own); once a is gone for stale_after_s, c's
+    assert (hung, recovered, alone) == (
+        {("critical", "drain_node", "a")},
+        {("warning", "reset_gpu", "a")},
+        {("warning", "reset_gpu", "c")},
+    )
+    # one episode throughout, acknowledged, closed by nobody (c still reports it)
+    assert (_live(factory, node), closed) == ([("stuck_gpu", "acknowledged", 0.0, "ops")], [])
+
+
+def test_a_new_episode_shows_the_view_of_whoever_reports_it_not_the_last_episodes(
+    factory: sessionmaker[Session],
+) -> None:
+    # a reported a GPU critical, then the finding closed; 2 s later c reports it again, a warning: a new episode, c's
+    # view, though a's critical of the last episode is younger than stale_after_s
+    hung = Finding("stuck_gpu", Severity.CRITICAL, Subject(node="n-1", gpu="GPU-1"), 0.0, "hang", action="drain_node")
+    xid = replace(hung, severity=Severity.WARNING, since=2.0, summary="XID 119 (GSP), isolated", action="reset_gpu")
+    steps = [(0.0, [hung], "a"), (1.0, [], "c"), (2.0, [xid], "c")]
+    for t, found, who in steps:
+        with transaction(factory) as s:
+            repo.upsert_findings(session=s, active=found, now=t, closes=lambda *_: True, reporter=Reporter(who, 30.0))
+    with transaction(factory) as s:
+        row = repo.get_finding(session=s, finding_id=hung.id)
+        assert (row.state, row.since, row.severity, row.action, row.evidence["reported_by"]) == (
+            "open",
+            2.0,
+            "warning",
+            "reset_gpu",
+            "c",
+        )
