@@ -178,6 +178,8 @@ async def test_three_instances_partition_the_fleet_and_survive_one_killed(kube: 
         owners = _owners(instances)
         assert all(len(o) == 1 for o in owners.values()), owners
         assert sorted(len(i.shards.owned) for i in instances) == [1, 1, 1]
+        # each signs the view of a finding it stores with its name (store.repo.findings.Reporter)
+        assert [i.service.loop.reporter for i in instances] == ["a", "b", "c"]
         for i in instances:  # each scraped only its own deployments, and decided only those
             mine = {f"llm/{d}" for d, o in owners.items() if o == [i.name]}
             assert i.fleet.asked[-1] == mine
