@@ -12,6 +12,7 @@ import pytest
 from collector.samples import ReplicaSample
 from collector.state import FleetState
 from scaler.capacity import CapacityConfig, CapacityModel, ServingProfile, TokenMix
+from scaler.decision import Decision
 from scaler.planner import Planner, planner_config
 
 # Roughly Llama-3-8B on one H100: 31k prompt tokens/s, 8.9 ms decode step alone, 9.7k tokens/s at 256 sequences.
@@ -137,15 +138,21 @@ def test_a_profile_decides_as_soon_as_the_mix_is_seen() -> None:
     assert d.forecast["capacity_rps"] == pytest.approx(PROFILE.requests_per_s(TokenMix(1000, 200)), rel=0.01)
 
 
-def test_a_stuck_replica_is_neither_capacity_nor_demand_and_is_kept_on_top() -> None:
-    # Two replicas: one serves 2 req/s; the other holds 300 waiting requests and makes no progress at all.
-    state, planner = FleetState(), _planner()
-    for i in range(14):
+def _with_a_stuck_replica(planner: Planner, ticks: int, current: Callable[[int], int]) -> Decision:
+    """Two replicas: one serves 2 req/s; the other holds 300 waiting requests and makes no progress at all; the
+    scale subresource reads ``current(tick)``. The last tick's decision."""
+    state = FleetState()
+    for i in range(ticks):
         t = i * TICK_S
         ok = _sample(t, 10.0 * i)
         stuck = _sample(t, 0.0, replica="llm-1", running=8.0, tokens=0.0, waiting=300.0)
         state.observe([ok, stuck], [], now=t)
-        (d,) = planner.decide(state, t, current_replicas={"prod/llm": 2})
+        (d,) = planner.decide(state, t, current_replicas={"prod/llm": current(i)})
+    return d
+
+
+def test_a_stuck_replica_is_neither_capacity_nor_demand_and_is_kept_on_top() -> None:
+    d = _with_a_stuck_replica(_planner(), 14, lambda _: 2)
     assert d.ready_replicas == 1  # the stuck one is not counted as serving
     assert d.forecast["stuck_replicas"] == 1.0
     assert d.forecast["stranded_requests"] == 300.0
@@ -380,13 +387,8 @@ def test_a_release_made_while_a_replica_is_stuck_is_recorded_in_serving_replicas
     # and the floor is the 2 serving replicas released from (the policy puts the stuck one on top: 3, the count
     # released from). Recorded with the stuck one (3 -> 2), the 1 serving replica that met a need of 1.5 read as
     # enough for "2 released to", and a floor of 3 became 4 once the policy added the stuck one.
-    state, planner = FleetState(), _planner()
-    for i in range(15):
-        t = i * TICK_S
-        ok = _sample(t, 10.0 * i)
-        stuck = _sample(t, 0.0, replica="llm-1", running=8.0, tokens=0.0, waiting=300.0)
-        state.observe([ok, stuck], [], now=t)
-        (d,) = planner.decide(state, t, current_replicas={"prod/llm": 3 if i == 14 else 2})
+    planner = _planner()
+    d = _with_a_stuck_replica(planner, 15, lambda i: 3 if i == 14 else 2)
     assert (d.current_replicas, d.desired_replicas, d.forecast["stuck_replicas"]) == (3, 2, 1.0)
     regret = planner.planner_for("prod/llm").regret
-    assert regret.judge(t + 1.0, current=1, need=1.5, missed=True) == 2
+    assert regret.judge(d.timestamp + 1.0, current=1, need=1.5, missed=True) == 2
