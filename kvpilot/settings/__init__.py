@@ -34,6 +34,7 @@ from kvpilot.settings.scaler import DeploymentScaling, ScalerSettings
 from kvpilot.settings.sharding import ShardingSettings
 from kvpilot.settings.sources import (
     FLAT_ALIASES,
+    EnvSource,
     FieldError,
     FlatAliasSource,
     SettingsError,
@@ -121,7 +122,7 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (
             init_settings,
-            env_settings,
+            EnvSource(settings_cls),  # env_settings, refusing a key given twice in a JSON value
             FlatAliasSource(settings_cls),
             YamlFileSource(settings_cls, _config_file.get()),
         )

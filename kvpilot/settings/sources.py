@@ -12,8 +12,9 @@ from typing import Any
 
 import yaml
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, YamlConfigSettingsSource
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, YamlConfigSettingsSource
 
+from api.json_body import loads_once
 from collector.discovery.static import CONSTRUCT_ERRORS, MAX_ALIAS_VALUES, alias_values, unreadable_scalar
 
 # Flat variables that map onto a nested field: the names the issue, the Helm chart and the docs promise.
@@ -37,6 +38,17 @@ class FieldError(ValueError):
     def __init__(self, loc: tuple[str, ...], message: str) -> None:
         super().__init__(message)
         self.loc = loc
+
+
+class EnvSource(EnvSettingsSource):
+    """KVPILOT_* variables. A JSON value (``KVPILOT_COLLECTOR='{"interval_s": 5}'``) refuses a key given twice in any
+    object, as the settings file and the API do: ``json.loads`` kept the last of two in silence."""
+
+    def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
+        decoded = super().decode_complex_value(field_name, field, value)
+        if decoded is not value and isinstance(value, str | bytes):
+            loads_once(value)  # DuplicateKey (a ValueError): "error parsing value for field ..." with its words
+        return decoded
 
 
 class FlatAliasSource(PydanticBaseSettingsSource):

@@ -234,3 +234,25 @@ def test_a_bad_value_in_a_pipe_is_told_not_waited_on(tmp_path: Path) -> None:
     (got,) = _in_a_thread(lambda: load_settings(fifo)) or ["still waiting after 10 s"]
     assert isinstance(got, SettingsError)
     assert "collector.interval_s" in str(got)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "key"),
+    [
+        ("KVPILOT_COLLECTOR", '{"interval_s": 5, "interval_s": 6}', "interval_s"),  # 6 was taken, in silence
+        ("KVPILOT_COLLECTOR__DISCOVERY", '{"static_targets": [{"url": "http://a:1/m", "url": "http://b:1/m"}]}', "url"),
+    ],
+)
+def test_a_key_given_twice_in_a_variables_json_is_refused(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, key: str
+) -> None:
+    # as the settings file (above) and the API (api.json_body) refuse it
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError, match=f"the key '{key}' is given more than once in one object"):
+        load_settings()
+
+
+def test_a_variables_json_is_still_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KVPILOT_COLLECTOR", '{"interval_s": 6, "timeout_s": 2}')
+    settings: Any = load_settings()
+    assert (settings.collector.interval_s, settings.collector.timeout_s) == (6, 2)
