@@ -21,7 +21,7 @@ import logging
 import math
 import time
 import traceback
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol, TypeVar, runtime_checkable
@@ -201,6 +201,8 @@ class ControlLoop:
         self.own_raise = OwnRaise()  # what the rollout stage added to the planner's count (scaler.own_raise)
         self._known: set[str] = set(managed)  # deployments whose replica count the scale source is asked for
         self.owns = owns  # sharding (kvpilot.runtime.shards): this instance decides only the deployments of its shards
+        # sharding (kvpilot.runtime.shards.Takeover): at each tick's start, the stored decisions of a shard just taken
+        self.takes_over: Callable[[], Awaitable[Sequence[Decision]]] | None = None
         # HA replicas (kvpilot.runtime.wiring): whether this one writes the findings now, the Lease holder alone
         self.writes_findings: Callable[[], bool] | None = None
         # sharding (kvpilot.runtime.wiring): this instance's name, with which it signs its view of a finding
@@ -259,6 +261,9 @@ class ControlLoop:
     async def tick(self) -> Snapshot:
         started = time.perf_counter()
         if self.owns is not None:
+            if self.takes_over is not None:  # the raise its old holder stored is kvpilot's own (scaler.own_raise)
+                taken = await self._abandon.race("discover", self.takes_over())
+                self.own_raise.resume(taken, self.clock.now())
             self._release_unowned(self.owns)
         self._targets = await self._abandon.race("discover", self._discover())
         result = await self._abandon.race("collect", self._collect())

@@ -23,7 +23,7 @@ import hashlib
 import logging
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
@@ -34,6 +34,8 @@ from collector.scrape import CollectResult, ScrapeResult, Sleep
 from collector.urls import redacted
 from kvpilot.runtime.lease import Lease, LeaseElector, Leases, _epoch, campaign
 from kvpilot.runtime.loop import Aggregates
+from kvpilot.runtime.stopping import in_daemon_thread
+from scaler.decision import Decision
 
 log = logging.getLogger(__name__)
 
@@ -369,6 +371,50 @@ class ShardCoordinator:
 
 
 # -- the control loop's side: only the deployments of held shards are scraped, decided and actuated --------------
+
+
+class Takeover:
+    """The deployments the control loop decides (``owns``): those of the shards held, each from the tick after the
+    decisions stored for its deployments were read (``take``, at the start of every tick).
+
+    What kvpilot raised the planner's count by (a rollout's surge, ``scaler.own_raise``) is remembered in RAM: the
+    instance that takes a shard over (its holder died, or handed it over) read the count the scale source reports,
+    the old holder's planner count plus its surge, as the planner's own; a hold kept it and the rollout stage added
+    the surge once more (`test_shards_rollout`: 8 instead of 6 to the end of the rollout, 6 instead of 4 after it).
+    The stored decisions record the planner's count under their raise, so the new holder resumes from them, as a
+    restarted instance does (``ControlLoop.resume``). A restarted sharded instance holds no shard at its first tick
+    and forgot what it resumed at start: it reads them again the same way when it takes its shards."""
+
+    def __init__(
+        self, shards: ShardCoordinator, stored: Callable[[], Mapping[str, Decision]], *, timeout_s: float
+    ) -> None:
+        self._shards = shards
+        self._stored = stored  # the newest stored decision of every deployment (a blocking store read)
+        self.timeout_s = timeout_s
+        self._ready: frozenset[int] = frozenset()  # held shards whose stored decisions were read
+
+    def owns(self, deployment: str) -> bool:
+        shard = shard_of(deployment, self._shards.shards)
+        return shard in self._ready and shard in self._shards.owned
+
+    async def take(self) -> list[Decision]:
+        """The stored decisions of the deployments of the shards taken since the last call; from now they are
+        ours (``owns``). A store that fails or does not answer within ``timeout_s`` gives none: the shards are
+        decided anyway, a surge then possibly added once more, as before."""
+        owned = self._shards.owned
+        gained = owned - self._ready
+        taken: list[Decision] = []
+        if gained:
+            try:
+                stored = await asyncio.wait_for(in_daemon_thread(self._stored, name="store-call"), self.timeout_s)
+            except Exception as e:  # a store outage must not keep the shard from being decided
+                why = str(e).splitlines()[0] if str(e) else type(e).__name__
+                log.error("shards %s taken: stored decisions not read (%s); deciding without them", sorted(gained), why)
+            else:
+                n = self._shards.shards
+                taken = [d for key, d in stored.items() if shard_of(key, n) in gained]
+        self._ready = owned
+        return taken
 
 
 class OwnedTargets:

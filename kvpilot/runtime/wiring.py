@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
@@ -35,17 +36,19 @@ from kvpilot.runtime.restore import Restored, restore
 from kvpilot.runtime.scale_ksm import KubeStateMetricsScale
 from kvpilot.runtime.scale_view import KubernetesScale, ScaleSource, SimulatorScale
 from kvpilot.runtime.service import Abortable, Campaigns, HasOwnMetrics, Service
-from kvpilot.runtime.shards import CollectsOwned, OwnedCollect, OwnedTargets, ShardCoordinator
+from kvpilot.runtime.shards import CollectsOwned, OwnedCollect, OwnedTargets, ShardCoordinator, Takeover
 from kvpilot.runtime.sources import Sources
 from kvpilot.settings import DeploymentScaling, Settings, SettingsError
 from scaler.capacity import CapacityConfig, ServingProfile
+from scaler.decision import Decision
 from scaler.planner import Planner, PlannerConfig
 from scaler.planner import planner_config as scaler_planner_config
 from scaler.pools import PoolConfig, PooledPlanner, PoolsConfig
 from scaler.publish import DecisionBoard
 from scaler.rollout_stage import RolloutStage
+from store import repo
 from store.buffer import BufferedWriter
-from store.db import make_engine, session_factory
+from store.db import make_engine, session_factory, transaction
 from store.errors import driver_words
 
 if TYPE_CHECKING:
@@ -168,6 +171,12 @@ def _open_store(settings: Settings, sources: Sources, clock: Clock) -> tuple[Eng
     return engine, sessions, restored
 
 
+def _latest_decisions(sessions: sessionmaker[Session]) -> dict[str, Decision]:
+    """The newest stored decision of every deployment (``Takeover``: read when a shard is taken)."""
+    with transaction(sessions) as s:
+        return repo.latest_decisions(session=s)
+
+
 def _scrape_stages(
     settings: Settings,
     sources: Sources,
@@ -217,6 +226,12 @@ def build_service(
         leadership = build_shards(settings, clock)
     shards = leadership if isinstance(leadership, ShardCoordinator) else None
     discovery, collector = _scrape_stages(settings, sources, clock, shards=shards, collector=collector, sleep=sleep)
+    # a shard taken over resumes the raise its old holder stored, before the loop decides its deployments
+    takeover = (
+        None
+        if shards is None
+        else Takeover(shards, partial(_latest_decisions, sessions), timeout_s=settings.store.hang_after_s)
+    )
     writer = BufferedWriter(sessions, max_pending=settings.store.buffer_max_writes)
     counters = LoopCounters()  # first: the loop, actuation and the service count into them; they read none of those
     node_drains = NodeDrains()  # the service's actuator task writes it, the loop reads it into each snapshot
@@ -236,10 +251,12 @@ def build_service(
         ),
         scale=scale if scale is not None else build_scale(settings, sources),
         managed=tuple(settings.scaler.deployments),
-        owns=shards.owns if shards is not None else None,
+        owns=takeover.owns if takeover is not None else None,
         rollout=None if rollout is None else rollout(detection.thresholds),
         cost=cost_config(settings),
     )
+    if takeover is not None:
+        loop.takes_over = takeover.take
     extra: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
     if leadership is None and settings.ha.enabled:
         leadership = build_elector(settings, clock)
