@@ -17,10 +17,12 @@ import logging
 from collections import deque
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 import httpx
 
+from kvpilot.runtime.stopping import in_daemon_thread
 from scaler.rollout import DeploymentRollout, resolve_int_or_percent
 
 log = logging.getLogger(__name__)
@@ -93,15 +95,14 @@ class KubernetesScale:
         self._timeout_s = timeout_s
         self._listed: set[str] = set()  # deployments found as Deployment objects at least once
         self._not_found: set[str] = set()  # never found: logged once
+        self._pending: dict[str, asyncio.Future[Any]] = {}  # namespace -> its list, outstanding or last done
 
     async def read(self, known: Collection[str], now: float) -> ScaleView:
         by_namespace: dict[str, set[str]] = {}
         for key in known:
             namespace, _, name = key.partition("/")
             by_namespace.setdefault(namespace, set()).add(name)
-        listed = await asyncio.gather(
-            *(asyncio.to_thread(self._list, namespace) for namespace in sorted(by_namespace)), return_exceptions=True
-        )
+        listed = await self._lists(sorted(by_namespace))
         replicas: dict[str, int] = {}
         rollouts: dict[str, DeploymentRollout] = {}
         gone: set[str] = set()
@@ -124,6 +125,22 @@ class KubernetesScale:
                     self._not_found.add(key)
                     log.info("no Deployment %s: its replica count comes from the replicas seen", key)
         return ScaleView(replicas=replicas, gone=frozenset(gone), rollouts=rollouts)
+
+    async def _lists(self, namespaces: list[str]) -> list[Any]:
+        """Each namespace's list, or the exception that ended it, within ``timeout_s`` (and a second) in all: the
+        client retries a read that timed out three times, so an API server that took the request and never answered
+        held the tick's scale stage 4 x ``timeout_s`` (20 s at 5 s ticks: every KEDA answer went stale). A list still
+        outstanding is not asked again (one thread of its own, never a shared executor's worker)."""
+        loop, asked = asyncio.get_running_loop(), []
+        for namespace in namespaces:
+            last = self._pending.get(namespace)
+            if last is None or last.done() or last.get_loop() is not loop:
+                self._pending[namespace] = in_daemon_thread(partial(self._list, namespace), name="kvpilot-scale-list")
+                asked.append(self._pending[namespace])
+        if asked:
+            await asyncio.wait(asked, timeout=self._timeout_s + 1.0)
+        late = TimeoutError(f"no answer within {self._timeout_s:g} s")
+        return [(f.exception() or f.result()) if f.done() else late for f in (self._pending[n] for n in namespaces)]
 
     def _list(self, namespace: str) -> tuple[dict[str, int], dict[str, DeploymentRollout]]:
         items = self._apps.list_namespaced_deployment(namespace, _request_timeout=self._timeout_s).items

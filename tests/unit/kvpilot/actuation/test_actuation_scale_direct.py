@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +14,7 @@ from kubernetes import client
 from kvpilot.actuation.scale import ActuationError, make_actuator
 from tests.fakekube.scale import ScaleSubresource, deployment, install_scale
 from tests.fakekube.server import FakeKube
+from tests.helpers.silent_api import api_answering
 from tests.unit.scaler.keda.harness import decision
 
 
@@ -116,30 +115,8 @@ def test_scale_subresource_refuses_negative_replicas(cluster: Cluster) -> None:
 @contextmanager
 def _answering(answer: bytes | None) -> Iterator[Any]:
     """An AppsV1Api whose API server takes every request and answers ``answer`` (raw HTTP), or never answers."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-
-    def serve() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                conn, _ = listener.accept()
-                held.append(conn)
-                conn.recv(65536)
-                if answer is not None:
-                    conn.sendall(answer)
-                    conn.close()
-
-    threading.Thread(target=serve, daemon=True).start()
-    config = client.Configuration()
-    config.host = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    api = client.ApiClient(config)
-    try:
+    with api_answering(answer) as api:
         yield client.AppsV1Api(api)
-    finally:
-        api.close()
-        listener.close()
-        for conn in held:
-            conn.close()
 
 
 def _http(body: bytes, content_type: str = "application/json") -> bytes:

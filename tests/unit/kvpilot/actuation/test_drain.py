@@ -3,8 +3,6 @@ PDB-aware eviction with 429 backoff, resourceVersion conflicts, 404s, and dry-ru
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -17,6 +15,7 @@ from kvpilot.actuation.audit import Outcome
 from kvpilot.actuation.drain import TAINT_KEY, Backoff, DrainResult, NodeDrainer
 from tests.fakekube.eviction import install
 from tests.fakekube.server import FakeKube
+from tests.helpers.silent_api import api_answering
 
 
 @pytest.fixture
@@ -301,31 +300,16 @@ def test_a_dry_run_tells_on_evict_nothing(kube: FakeKube, core: client.CoreV1Api
 
 def test_an_api_server_that_never_answers_ends_the_drain_in_time():
     # before: the client waited for ever; the drain, deaf to a cancel, held every approved drain after it
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-
-    def take() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                held.append(listener.accept()[0])
-
-    threading.Thread(target=take, daemon=True).start()
-    config = client.Configuration()
-    config.host = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    api = client.ApiClient(config)
     ended: list[DrainResult] = []
 
     def drain() -> None:
         drainer = NodeDrainer(client.CoreV1Api(api), clock=VirtualClock(), request_timeout_s=0.5)
         ended.append(drainer.drain("gpu-1", dry_run=False))  # failed, with the call that timed out in its records
 
-    worker = threading.Thread(target=drain, daemon=True)
-    worker.start()
-    worker.join(20)  # urllib3 tries a read up to 4 times: 2 s
-    api.close()
-    listener.close()
-    for conn in held:
-        conn.close()
+    with api_answering(None) as api:
+        worker = threading.Thread(target=drain, daemon=True)
+        worker.start()
+        worker.join(20)  # urllib3 tries a read up to 4 times: 2 s
     assert ended, "still waiting for the API server after 20 s"
     assert ended[0].failed
     assert "timed out" in ended[0].records[-1].message

@@ -4,6 +4,7 @@ real HTTP) and against the live simulator's control API."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +16,7 @@ from simulator.server import LiveFleet, make_server
 from simulator.trace import load_trace
 from tests.fakekube.scale import deployment
 from tests.fakekube.server import FakeKube
+from tests.helpers.silent_api import api_answering
 
 
 @pytest.fixture
@@ -57,6 +59,26 @@ async def test_kubernetes_namespace_that_cannot_be_listed_answers_nothing() -> N
     view = await KubernetesScale(Refusing()).read(["llm/chat"], 0.0)
     # neither a count nor "deleted": the deployment keeps its last decision until it goes stale
     assert (dict(view.replicas), view.gone) == ({}, frozenset())
+
+
+async def test_an_api_server_that_never_answers_holds_the_tick_at_most_the_timeout(fake_kube: FakeKube) -> None:
+    # before: the client retries a read that timed out three times: 4 x timeout_s in the tick's scale stage (20 s
+    # at the default 5 s, with 5 s ticks: every KEDA answer went stale), and again at every tick
+    fake_kube.create("deployments", deployment("chat", "llm", replicas=2), namespace="llm")
+
+    class TwoServers(client.AppsV1Api):  # namespace "llm" on the fake, "prod" on the server that never answers
+        def list_namespaced_deployment(self, namespace: str, **kw: object) -> object:
+            return client.AppsV1Api(answering if namespace == "llm" else hung).list_namespaced_deployment(
+                namespace, **kw
+            )
+
+    with fake_kube.api_client() as answering, api_answering(None) as hung:
+        scale = KubernetesScale(TwoServers(), timeout_s=2.0)  # before: 8 s a read
+        for tick in range(2):  # the second does not ask again while the first list is still out
+            t0 = time.monotonic()
+            view = await scale.read(["llm/chat", "prod/x"], float(tick))
+            assert time.monotonic() - t0 < (4.5 if tick == 0 else 1.0)
+            assert (dict(view.replicas), view.gone) == ({"llm/chat": 2}, frozenset())
 
 
 @pytest.fixture

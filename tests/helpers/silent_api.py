@@ -1,0 +1,41 @@
+"""A Kubernetes API server on loopback that takes every request and answers with the given raw HTTP bytes, or never
+answers: the official client against a hung or garbled API server (tests/fakekube's always answers well)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+
+from kubernetes import client
+
+
+@contextlib.contextmanager
+def api_answering(answer: bytes | None = None) -> Iterator[client.ApiClient]:
+    """An ApiClient whose API server reads each request and sends ``answer`` then closes, or (None) holds the
+    connection open and says nothing."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                held.append(conn)
+                if answer is not None:
+                    conn.recv(65536)
+                    conn.sendall(answer)
+                    conn.close()
+
+    threading.Thread(target=serve, name="silent-api", daemon=True).start()
+    config = client.Configuration()
+    config.host = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    api = client.ApiClient(config)
+    try:
+        yield api
+    finally:
+        api.close()
+        listener.close()
+        for conn in held:
+            conn.close()
