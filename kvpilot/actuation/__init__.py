@@ -292,9 +292,9 @@ class Actuation:
     def _finish(self, action_id: int, result: DrainResult) -> None:
         now = self._clock.now()
         with transaction(self._sessions) as s:
+            _note_steps(s, action_id, result)  # whatever the state now: a cancel leaves the node cordoned, say so
             if repo.get_drain(session=s, action_id=action_id).state != DrainState.EXECUTING:
                 return  # cancelled meanwhile: the operator's word stands
-            _note_steps(s, action_id, result)
             if result.complete:
                 done = "dry run complete" if result.dry_run else f"evicted {len(result.evicted)} pod(s)"
                 to, message = DrainState.DONE, done

@@ -91,3 +91,54 @@ async def test_without_approval_a_request_the_rail_held_back_is_approved_once_th
             repo.transition_drain(session=s, action_id=n0.id, to=to, actor="kvpilot", now=clock.now())
     await act.after_tick(Snapshot(tick=4, t=clock.now(), findings=n1, node_drains={"n1": "requested"}))
     assert _drains(sessions) == [("n0", "done"), ("n1", "approved")]
+
+
+async def test_a_drain_cancelled_while_it_runs_keeps_what_it_did_in_its_audit_trail(tmp_path: Path) -> None:
+    # The node was cordoned and an eviction refused by its PodDisruptionBudget when the operator cancelled: the
+    # worker dropped the drain's records ("the operator's word stands"), so the audit did not say the node was
+    # left cordoned by kvpilot. NodeDrainer's docstring: "what was already evicted is in the records".
+    import asyncio
+
+    from kubernetes import client
+
+    from kvpilot.actuation.drain import Backoff, NodeDrainer
+    from tests.fakekube.eviction import install
+    from tests.fakekube.server import FakeKube
+
+    kube = install(FakeKube()).start()
+    api = kube.api_client()
+    try:
+        kube.create("nodes", {"metadata": {"name": "n0"}, "spec": {}})
+        owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "c", "uid": "u"}]
+        pod = {
+            "metadata": {"name": "chat-0", "namespace": "llm", "labels": {"app": "chat"}, "ownerReferences": owner},
+            "spec": {"nodeName": "n0", "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        kube.create("pods", pod, namespace="llm")
+        pdb = {"metadata": {"name": "chat"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "chat"}}}}
+        kube.create("poddisruptionbudgets", pdb, namespace="llm")  # every eviction is a 429
+        sessions = _sessions(tmp_path)
+        clock = VirtualClock(1000.0)
+        drainer = NodeDrainer(client.CoreV1Api(api), backoff=Backoff(initial_s=30.0, max_s=60.0))
+        act = Actuation(sessions=sessions, clock=clock, rails=DrainRails(dry_run=False), drainer=drainer, poll_s=0.05)
+        with transaction(sessions) as s:
+            action = repo.request_drain(session=s, node="n0", requested_by="admin#0", now=clock.now(), dry_run=False)
+            repo.approve_drain(session=s, action_id=action.id, actor="admin#0", now=clock.now(), max_concurrent=1)
+            action_id = action.id
+        worker = asyncio.ensure_future(act.execute_approved(asyncio.Event()))
+        for _ in range(200):  # until the PDB has refused once (the drain now waits 30 s)
+            if any(p.endswith("/eviction") for _, p in kube.requests):
+                break
+            await asyncio.sleep(0.05)
+        with transaction(sessions) as s:
+            repo.transition_drain(session=s, action_id=action_id, to=DrainState.CANCELLED, actor="admin#0",
+                                  now=clock.now())  # fmt: skip
+        await asyncio.wait_for(worker, 10)
+        with transaction(sessions) as s:
+            events = [e.message for e in repo.list_drain_events(session=s, action_id=action_id)]
+        assert any(m.startswith("cordon n0: ok cordoned n0") for m in events), events
+        assert any("PDB refused llm/chat-0" in m for m in events), events
+    finally:
+        api.close()
+        kube.stop()
