@@ -12,7 +12,8 @@ Two modes (``collector.discovery.promql_mode``):
   detector must see are read series by series (NVIDIA GPUs with a DCGM fault, AMD GPUs serving a stuck replica or
   with an uncorrectable ECC error, amd_smi_exporter's GPUs on a stuck replica's node), and the GPUs their exporter
   stopped listing while it answers (``vanished``: listed within ``vanished_lookback_s``, not now, ``up == 1``; a
-  re-cut GPU is not one), handed as `GoneGpuSample`. Cost grows with the deployments and the sick replicas and GPUs.
+  re-cut GPU is not one; asked every ``vanished_every_s``), handed as `GoneGpuSample`. Cost grows with the
+  deployments and the sick replicas and GPUs.
 
 ``collect_owned(owns)`` (a shard's instance, ``kvpilot.runtime.shards.OwnedCollect``) narrows either mode to the
 deployments ``owns`` accepts: one small query names every deployment, and every later query of the tick carries
@@ -51,7 +52,7 @@ from collector.health import HealthBook
 from collector.promql import decode, expressions
 from collector.promql.decode import LAYOUT_ERRORS, PromQLError, Stopped
 from collector.promql.plain_http import HttpError, PlainHttpClient, TooLarge
-from collector.promql.series import families_selector, names_regex, read_answers
+from collector.promql.series import families_selector, gone_gpus, names_regex, read_answers, with_gpus
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult, ScrapeResult, end_reader
 
@@ -63,6 +64,8 @@ DEFAULT_MAX_REPLICAS = 500
 # vanished_dcgm); past it, the GPU is no longer reported and FleetState forgets it forget_after_s later. Prometheus
 # reads every GPU series' samples over it: 235 ms at 400 GPUs over an hour's (bench/promql_vanished.py), so 15 min.
 DEFAULT_VANISHED_LOOKBACK_S = 900.0
+# ... and asked for once a minute, not every tick: the last answer's GPUs are handed again in between
+DEFAULT_VANISHED_EVERY_S = 60.0
 # Results of the reader process per pickled piece: at most ~0.3 ms of CPU to unpickle (at 10,000 replicas a round
 # is ~120 results, 1.7 KB apiece).
 RESULTS_PER_PIECE = 16
@@ -93,6 +96,7 @@ class PromQLSource:
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
         rate_window_s: float = 60.0,
         vanished_lookback_s: float = DEFAULT_VANISHED_LOOKBACK_S,
+        vanished_every_s: float = DEFAULT_VANISHED_EVERY_S,
         kv_from: float = DEFAULT_KV_FROM,
         max_replicas: int = DEFAULT_MAX_REPLICAS,
         reader: Literal["process", "thread"] = "process",
@@ -112,6 +116,7 @@ class PromQLSource:
             ("timeout_s", timeout_s),
             ("rate_window_s", rate_window_s),
             ("vanished_lookback_s", vanished_lookback_s),
+            ("vanished_every_s", vanished_every_s),
         ):
             if not value > 0:
                 raise ValueError(f"PromQL source: {name} must be > 0, got {value}")
@@ -123,6 +128,9 @@ class PromQLSource:
         self.max_answer_bytes = max_answer_bytes
         self.window = f"{max(1, round(rate_window_s))}s"
         self.lookback = f"{max(1, round(vanished_lookback_s))}s"
+        self.vanished_every_s = vanished_every_s
+        self._vanished_at: float | None = None  # when the vanished GPUs were last asked for
+        self._gone: list[ScrapeResult] = []  # what that answer read: each exporter's GoneGpuSamples
         self.kv_from = kv_from
         self.max_replicas = max_replicas
         self.clock: Clock = clock or WallClock()
@@ -396,13 +404,14 @@ class PromQLSource:
         limit = max(1, self.max_replicas // max(1, len(extras)))
         # GPU series carry no deployment label: the selected ones are read whole, for the caller to cut by node
         dcgm, dme = names_regex(_dcgm_families()), names_regex(amd.DME_FAMILIES)
+        ask_gone = self._vanished_at is None or now - self._vanished_at >= self.vanished_every_s
         gpus = [
             expressions.gpu_series(dcgm, self.extra_selector),
             expressions.amd_gpu_series(dme, self.window, self.extra_selector, limit=self.max_replicas),
             expressions.smi_gpu_series(
                 names_regex(amd.SMI_FAMILIES), self.window, self.extra_selector, limit=self.max_replicas
             ),
-            # GPUs that left an exporter still up (`vanished`): tagged, read apart (GoneGpuSample)
+            # GPUs that left an exporter still up (`vanished`), every vanished_every_s: tagged, read as GoneGpuSample
             *(
                 expressions.tagged(gone, expressions.VANISHED_PART)
                 for gone in (
@@ -410,6 +419,7 @@ class PromQLSource:
                     expressions.vanished_amd(dme, self.lookback, self.extra_selector),
                     expressions.vanished_smi(self.lookback, self.extra_selector),
                 )
+                if ask_gone
             ),
         ]
         # One request per scope: its sick replicas' series, its down targets' `up` (tagged: a down target's `up` could
@@ -430,7 +440,12 @@ class PromQLSource:
         finally:
             deployments_task.cancel()
         job = partial(read_answers, answers, (), self._metadata, now, self.jobs, t0)
-        result = _Selected.of(self._collected(await self._in_reader(job), now))
+        results = await self._in_reader(job)
+        if ask_gone:
+            self._gone, self._vanished_at = gone_gpus(results), now
+        else:  # not asked this tick: the last answer's
+            results = with_gpus(results, self._gone)
+        result = _Selected.of(self._collected(results, now))
         self.last_aggregates = await asyncio.to_thread(decode.aggregates, deployments, now, self._stop)
         return result
 

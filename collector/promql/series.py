@@ -209,23 +209,40 @@ def _with_gone(
 ) -> list[ScrapeResult]:
     """``results`` with the GPUs of ``gone`` (their exporter's last series of them, ``expressions.vanished_dcgm``)
     added to their exporter's result as `GoneGpuSample`: ``FleetState`` tracks each as absent (``vanished``)."""
-    if not gone:
-        return results
-    at = {r.target.url: n for n, r in enumerate(results)}
+    read = []
     for key, group in sorted(gone.items()):
         _check(stop)
         target = _target(key, group)
-        read = _adapt(target, group, metadata, now, duration, frozenset())
-        gpus = tuple(GoneGpuSample.of(g) for g in read.gpus)
-        if not gpus:
-            continue
-        n = at.get(target.url)
+        gpus = tuple(GoneGpuSample.of(g) for g in _adapt(target, group, metadata, now, duration, frozenset()).gpus)
+        if gpus:
+            read.append(ScrapeResult(target=target, ok=True, timestamp=now, duration_s=duration, gpus=gpus))
+    return with_gpus(results, read)
+
+
+def with_gpus(results: list[ScrapeResult], more: Sequence[ScrapeResult]) -> list[ScrapeResult]:
+    """``results`` with the GPUs of ``more`` added to the result of the same target (a target answering no other
+    series: its result from ``more``); a target reported down keeps none."""
+    if not more:
+        return results
+    at = {r.target.url: n for n, r in enumerate(results)}
+    for extra in more:
+        n = at.get(extra.target.url)
         if n is None:
-            at[target.url] = len(results)
-            results.append(ScrapeResult(target=target, ok=True, timestamp=now, duration_s=duration, gpus=gpus))
+            at[extra.target.url] = len(results)
+            results.append(extra)
         elif results[n].ok:
-            results[n] = replace(results[n], gpus=results[n].gpus + gpus)
+            results[n] = replace(results[n], gpus=results[n].gpus + extra.gpus)
     return results
+
+
+def gone_gpus(results: Sequence[ScrapeResult]) -> list[ScrapeResult]:
+    """Each target's `GoneGpuSample`s among ``results``, as results of their own (``with_gpus`` hands them again)."""
+    out = []
+    for r in results:
+        gone = tuple(g for g in r.gpus if isinstance(g, GoneGpuSample))
+        if gone:
+            out.append(ScrapeResult(target=r.target, ok=True, timestamp=r.timestamp, duration_s=0.0, gpus=gone))
+    return out
 
 
 def _replica_pods(groups: Iterable[Sequence[Mapping[str, Any]]]) -> frozenset[tuple[str, str]]:

@@ -233,7 +233,14 @@ async def test_aggregates_mode_finds_the_gpus_that_left_an_exporter_still_up(tmp
         ]
         with run_prometheus(tmp_path, scrape_configs=jobs) as prom:
             prom.wait_for('count(up{job=~"dcgm-.|dme-.|smi-f"} == 1) == 6')
-            source = PromQLSource(prom.url, mode="aggregates", timeout_s=10.0, reader="thread", vanished_lookback_s=120)
+            source = PromQLSource(
+                prom.url,
+                mode="aggregates",
+                timeout_s=10.0,
+                reader="thread",
+                vanished_lookback_s=120,
+                vanished_every_s=1,
+            )
             state = FleetState()
             try:
                 before = await source.collect_once()

@@ -351,7 +351,7 @@ class FakeFleet:
             return "rules"
         if query.startswith(f"count by ({ex.BY}) (up{{"):
             return "deployments"
-        if query.startswith("last_over_time("):  # before the others: it names GPUs and joins like them
+        if "last_over_time(" in query:  # before the others: it names GPUs and joins like them
             return "vanished"
         if f"and on ({ex.AMD_GPU})" in query or "and on (node)" in query:  # before "sick": it names the stuck ones
             return "amd_gpus"

@@ -6,12 +6,13 @@ stuck-GPU detector raises ``vanished`` as for a scraped page that stopped listin
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from collector.clock import VirtualClock
 from collector.discovery.promql import PromQLSource
 from collector.promql import expressions
-from collector.promql.series import read_answers
+from collector.promql.series import gone_gpus, read_answers, with_gpus
 from collector.samples import GoneGpuSample, GpuSample, TargetInfo
 from collector.scrape import CollectResult, ScrapeResult
 from collector.state import FleetState
@@ -122,3 +123,38 @@ async def test_the_aggregates_round_asks_for_the_vanished_gpus_over_the_lookback
     assert all("[900s]" in query for query in asked)
     assert all("and on (job, instance) (up == 1)" in query for query in asked)
     assert len(asked) == 3  # dcgm-exporter's, AMD device-metrics-exporter's and amd_smi_exporter's
+
+
+async def test_vanished_gpus_are_asked_for_every_vanished_every_s_and_handed_again_in_between() -> None:
+    f = FakeFleet(100, per_deployment=50)
+    server = serve(f)
+    clock = VirtualClock(T0)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    source = PromQLSource(url, mode="aggregates", clock=clock, reader="thread", vanished_every_s=60)
+    gone = ScrapeResult(target=_target(), ok=True, timestamp=T0, duration_s=0.0, gpus=(_gpu("1", T0, gone=True),))
+    asked = []
+    try:
+        for step in (0, 5, 30, 60, 65):
+            clock.set(T0 + step)
+            f.log.clear()
+            result = await source.collect_once()
+            asked.append(sum(1 for kind, _, _ in f.log if kind == "vanished") > 0)
+            if step == 0:
+                source._gone = [gone]  # as if the first answer had read one: the next ticks hand it again
+            if step == 30:
+                assert [g.key for g in result.gpus if isinstance(g, GoneGpuSample)] == ["n0/GPU-1"]
+    finally:
+        await source.aclose()
+        server.shutdown()
+    assert asked == [True, False, False, True, False]
+    assert not any(isinstance(g, GoneGpuSample) for g in result.gpus)  # none read at 60 s: none handed at 65 s
+
+
+def test_gone_gpus_are_handed_again_with_their_exporters_result() -> None:
+    present = ScrapeResult(target=_target(), ok=True, timestamp=5.0, duration_s=0.0, gpus=(_gpu("0", 5),))
+    kept = gone_gpus([replace(present, gpus=(_gpu("0", 0), _gpu("1", 0, gone=True)))])
+    assert [(r.target.url, [g.index for g in r.gpus]) for r in kept] == [("promql://dcgm/10.0.0.5:9400", ["1"])]
+    (merged,) = with_gpus([present], kept)
+    assert [(g.index, type(g).__name__) for g in merged.gpus] == [("0", "GpuSample"), ("1", "GoneGpuSample")]
+    down = replace(present, ok=False, gpus=())
+    assert with_gpus([down], kept) == [down]  # an exporter down has no gone GPU: target_down
