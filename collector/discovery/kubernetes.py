@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -29,6 +30,9 @@ KINDS = ("engine", "gpu")
 # internal/lm/resource.go @ 1b5b104afe2a8852b5495dc2f933afaadd21b1a5, newProductLabeler). Pods pick a GPU type by it.
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_RESOURCE = "nvidia.com/gpu"
+# A watch that ends sooner than this is followed by retry_delay_s before the next (client-go's reflector backs off
+# after a "very short watch" too).
+MIN_WATCH_S = 1.0
 
 
 def _ready(pod: Any) -> bool:
@@ -187,6 +191,7 @@ class KubernetesDiscovery:
         self._thread: threading.Thread | None = None
         self._watch: Any = None
         self.lists = 0  # how many full lists (1 + restarts after 410 or errors)
+        self.short_watches = 0  # watches that ended within MIN_WATCH_S (each followed by retry_delay_s)
         self.last_error: str | None = None
 
     # -- the loop's interface -------------------------------------------------------------------------
@@ -232,7 +237,12 @@ class KubernetesDiscovery:
             try:
                 if resource_version is None:
                     resource_version = self._relist()
+                started = time.monotonic()
                 resource_version = self._watch_from(resource_version)
+                if time.monotonic() - started < MIN_WATCH_S:
+                    # a server or proxy that ends each watch at once: paced, not opened again 20 times a second
+                    self.short_watches += 1
+                    self._stop.wait(self.retry_delay_s)
             except ApiException as e:
                 if e.status == 410:
                     log.info("pod watch expired (410 Gone); listing again")

@@ -6,15 +6,15 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from kubernetes import client
 
 
 @contextlib.contextmanager
-def api_answering(answer: bytes | None = None) -> Iterator[client.ApiClient]:
-    """An ApiClient whose API server reads each request and sends ``answer`` then closes, or (None) holds the
-    connection open and says nothing."""
+def api_answering(answer: bytes | Callable[[bytes], bytes] | None = None) -> Iterator[client.ApiClient]:
+    """An ApiClient whose API server reads each request and sends ``answer`` (or what ``answer(request)`` returns)
+    then closes, or (None) holds the connection open and says nothing."""
     listener = socket.create_server(("127.0.0.1", 0))
     held: list[socket.socket] = []
 
@@ -24,8 +24,8 @@ def api_answering(answer: bytes | None = None) -> Iterator[client.ApiClient]:
                 conn, _ = listener.accept()
                 held.append(conn)
                 if answer is not None:
-                    conn.recv(65536)
-                    conn.sendall(answer)
+                    request = conn.recv(65536)
+                    conn.sendall(answer(request) if callable(answer) else answer)
                     conn.close()
 
     threading.Thread(target=serve, name="silent-api", daemon=True).start()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +15,7 @@ from collector.discovery.kubernetes import KubernetesDiscovery, from_settings, p
 from collector.samples import TargetInfo
 from tests.fakekube import FakeKube
 from tests.helpers.poll import wait_for
+from tests.helpers.silent_api import api_answering
 
 
 def pod_dict(
@@ -266,3 +268,32 @@ async def test_one_hostile_pod_does_not_blind_discovery_to_the_others(kube: Fake
         assert disc.last_error is None
     finally:
         disc.stop()
+
+
+def _http_json(body: object) -> bytes:
+    data = json.dumps(body).encode()
+    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(data), data)
+
+
+def test_a_watch_the_server_ends_at_once_is_not_opened_again_at_once() -> None:
+    # before: a server or proxy that answered each watch with an empty 200 was watched again at once, some 20 times
+    # a second (client-go's reflector backs off after a "very short watch")
+    pods = {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "10"}, "items": []}
+    watches: list[bytes] = []
+
+    def answer(request: bytes) -> bytes:
+        if b"watch=true" in request.split(b"\r\n", 1)[0]:
+            watches.append(request)
+            return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 0\r\n\r\n"
+        return _http_json(pods)
+
+    with api_answering(answer) as api:
+        disc = KubernetesDiscovery(api, namespace="prod", watch_timeout_s=30, retry_delay_s=1.0)
+        disc.start()
+        try:
+            wait_for(lambda: watches, what="a watch", timeout_s=10)
+            time.sleep(2.5)  # 1 s apart: 3 or 4 watches (before: dozens)
+            assert len(watches) <= 4
+            assert disc.lists == 1
+        finally:
+            disc.stop()
