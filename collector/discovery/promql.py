@@ -61,7 +61,7 @@ MODES: tuple[Mode, ...] = ("replicas", "aggregates")
 DEFAULT_MAX_ANSWER_BYTES = 256 * 1024 * 1024
 DEFAULT_MAX_REPLICAS = 500
 # aggregates mode: a GPU listed within this long and not now, by an exporter still up, is `vanished` (expressions.
-# vanished_dcgm); past it, the GPU is no longer reported and FleetState forgets it forget_after_s later. Prometheus
+# vanished_dcgm); past it, kvpilot checks that GPU's exporter itself while it stays gone (_still_gone). Prometheus
 # reads every GPU series' samples over it: 235 ms at 400 GPUs over an hour's (bench/promql_vanished.py), so 15 min.
 DEFAULT_VANISHED_LOOKBACK_S = 900.0
 # ... and asked for once a minute, not every tick: the last answer's GPUs are handed again in between
@@ -442,12 +442,40 @@ class PromQLSource:
         job = partial(read_answers, answers, (), self._metadata, now, self.jobs, t0)
         results = await self._in_reader(job)
         if ask_gone:
-            self._gone, self._vanished_at = gone_gpus(results), now
+            fresh = gone_gpus(results)
+            carried = await self._still_gone(self._gone, fresh, now)
+            self._gone, self._vanished_at = [*fresh, *carried], now
+            results = with_gpus(results, carried)
         else:  # not asked this tick: the last answer's
             results = with_gpus(results, self._gone)
         result = _Selected.of(self._collected(results, now))
         self.last_aggregates = await asyncio.to_thread(decode.aggregates, deployments, now, self._stop)
         return result
+
+    async def _still_gone(
+        self, before: Sequence[ScrapeResult], fresh: Sequence[ScrapeResult], now: float
+    ) -> list[ScrapeResult]:
+        """The GPUs of ``before`` (the last answer's gone GPUs) that ``fresh`` no longer names, past the lookback, and
+        that are still gone: their exporter answers (``up == 1``) and does not list them. One query reads those
+        exporters' GPU series and ``up`` now (a few exporters: a small answer). A GPU stays `vanished` for as long as
+        it is gone, as a scraped one, not only for the lookback."""
+        named = {g.key for r in fresh for g in r.gpus}
+        left = [(r.target, tuple(g for g in r.gpus if g.key not in named)) for r in before]
+        left = [(target, gpus) for target, gpus in left if gpus]
+        if not left:
+            return []
+        targets = [target.url.removeprefix("promql://").rsplit("/", 1) for target, _ in left]
+        exporters = (
+            f"job=~{expressions.any_of(t[0] for t in targets)},instance=~{expressions.any_of(t[-1] for t in targets)}"
+        )
+        answer = await self._query_body(_with(families_selector(_gpu_families()), exporters), now)
+        read = await asyncio.to_thread(
+            read_answers, [answer], (), self._metadata, now, frozenset(), time.perf_counter()
+        )
+        up = {r.target.url for r in read if r.ok}
+        listed = {g.key for r in read for g in r.gpus}
+        kept = [(target, tuple(g for g in gpus if g.key not in listed)) for target, gpus in left if target.url in up]
+        return [ScrapeResult(target=t, ok=True, timestamp=now, duration_s=0.0, gpus=gpus) for t, gpus in kept if gpus]
 
     async def _deployments(self, now: float, extras: Sequence[str]) -> list[decode.Series]:
         """The deployments' series: recorded where kvpilot's rules answer, else the same expressions ad hoc."""

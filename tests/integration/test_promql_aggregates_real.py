@@ -17,7 +17,7 @@ from collector.discovery.promql import PromQLSource
 from collector.gpus import amd
 from collector.promql import expressions
 from collector.promql.series import names_regex
-from collector.samples import TargetInfo
+from collector.samples import GoneGpuSample, TargetInfo
 from collector.scrape import Collector, CollectResult
 from collector.state import FleetState
 from detectors import stuck_gpu
@@ -330,3 +330,47 @@ async def test_aggregates_mode_reads_amd_smi_gpus_on_a_stuck_replicas_node(tmp_p
         ("0", "idle_while_running"),
         ("1", "hang"),
     ]
+
+
+async def test_a_vanished_gpu_stays_reported_past_the_lookback_while_gone(tmp_path: Path) -> None:
+    # GPU 1 of two exporters falls off the bus; past the lookback (3 s) Prometheus' selection no longer names it,
+    # and kvpilot still reports it while its exporter answers without it. Then p's exporter goes down and q's GPU 1
+    # comes back: neither is reported any more.
+    two = [("0", "GPU-0", None), ("1", "GPU-1", None)]
+    pages: dict[str, Path | bytes] = {"/dcgm-p": _dcgm_page("node-p", two), "/dcgm-q": _dcgm_page("node-q", two)}
+    with serve_pages(pages) as (host, port):
+        where = f"{host}:{port}"
+        jobs = [
+            {"job_name": path[1:], "metrics_path": path, "honor_labels": True, "static_configs": [{"targets": [where]}]}
+            for path in pages
+        ]
+        with run_prometheus(tmp_path, scrape_configs=jobs) as prom:
+            prom.wait_for("count(DCGM_FI_DEV_GPU_UTIL) == 4")
+            source = PromQLSource(
+                prom.url, mode="aggregates", timeout_s=10.0, reader="thread", vanished_lookback_s=3, vanished_every_s=1
+            )
+
+            async def gone() -> list[str]:
+                result = await source.collect_once()
+                return sorted(f"{g.node}/{g.index}" for g in result.gpus if isinstance(g, GoneGpuSample))
+
+            try:
+                assert await gone() == []
+                for node in ("p", "q"):
+                    pages[f"/dcgm-{node}"] = _dcgm_page(f"node-{node}", two[:1])
+                prom.wait_for("count(DCGM_FI_DEV_GPU_UTIL) == 2")
+                first = await gone()
+                await asyncio.sleep(5.0)  # past the lookback: the selection names neither
+                assert prom.query(expressions.vanished_dcgm(names_regex(_DCGM), "3s")) == []
+                carried = await gone()
+                del pages["/dcgm-p"]
+                pages["/dcgm-q"] = _dcgm_page("node-q", two)
+                prom.wait_for('up{job="dcgm-p"} == 0')
+                prom.wait_for('count(DCGM_FI_DEV_GPU_UTIL{job="dcgm-q"}) == 2')
+                await asyncio.sleep(1.0)
+                after = await gone()
+            finally:
+                await source.aclose()
+
+    assert first == carried == ["node-p/1", "node-q/1"]
+    assert after == []
