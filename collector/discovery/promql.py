@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import math
 import multiprocessing as mp
 import pickle
 import threading
@@ -118,8 +119,13 @@ class PromQLSource:
             ("vanished_lookback_s", vanished_lookback_s),
             ("vanished_every_s", vanished_every_s),
         ):
-            if not value > 0:
-                raise ValueError(f"PromQL source: {name} must be > 0, got {value}")
+            if not 0 < value < math.inf:
+                raise ValueError(f"PromQL source: {name} must be > 0 and finite, got {value}")
+        if not vanished_lookback_s > vanished_every_s:
+            raise ValueError(
+                f"PromQL source: vanished_lookback_s ({vanished_lookback_s}) must be greater than vanished_every_s "
+                f"({vanished_every_s})"
+            )
         if max_answer_bytes < 1024 or max_replicas < 1:
             raise ValueError("PromQL source: max_answer_bytes must be >= 1024 and max_replicas >= 1")
         self.url = url.rstrip("/")
@@ -609,5 +615,7 @@ def from_settings(settings: Any, collector: Any = None, *, kv_from: float = DEFA
         max_answer_bytes=getattr(settings, "promql_max_answer_bytes", DEFAULT_MAX_ANSWER_BYTES),
         max_replicas=getattr(settings, "promql_max_replicas", DEFAULT_MAX_REPLICAS),
         extra_selector=getattr(settings, "promql_selector", ""),
+        vanished_lookback_s=getattr(settings, "promql_vanished_lookback_s", DEFAULT_VANISHED_LOOKBACK_S),
+        vanished_every_s=getattr(settings, "promql_vanished_every_s", DEFAULT_VANISHED_EVERY_S),
         kv_from=kv_from,
     )

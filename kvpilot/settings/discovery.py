@@ -64,6 +64,21 @@ class DiscoverySettings(_Section):
     promql_max_replicas: int = Field(
         default=500, ge=1, description="`aggregates` mode: most replicas read series by series."
     )
+    promql_vanished_lookback_s: float = Field(
+        default=900.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="`aggregates` mode: a GPU its exporter listed within this many seconds and does not list now "
+        "(its exporter up) is `vanished`; Prometheus reads every GPU series over it, so its cost grows with the "
+        "GPUs and with it (docs/scaling-large-fleets.md).",
+    )
+    promql_vanished_every_s: float = Field(
+        default=60.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="`aggregates` mode: how often the vanished GPUs are asked for (the last answer is handed "
+        "again in between); less than `promql_vanished_lookback_s`.",
+    )
     promql_kube_state_metrics: bool = Field(
         default=True,
         description="Read the deployments' replica counts and rollout status from kube-state-metrics' "
@@ -94,4 +109,15 @@ class DiscoverySettings(_Section):
         """`kind: promql` needs `promql_url`"""
         if self.kind == "promql" and not self.promql_url:
             raise ValueError("discovery.kind is 'promql' but discovery.promql_url is not set")
+        return self
+
+    @model_validator(mode="after")
+    def _vanished_lookback_past_interval(self) -> DiscoverySettings:
+        """`promql_vanished_lookback_s` > `promql_vanished_every_s`"""
+        # asked less often than the lookback, a GPU gone between two asks is never selected
+        if not self.promql_vanished_lookback_s > self.promql_vanished_every_s:
+            raise ValueError(
+                "discovery.promql_vanished_lookback_s must be greater than discovery.promql_vanished_every_s, got "
+                f"{self.promql_vanished_lookback_s} <= {self.promql_vanished_every_s}"
+            )
         return self

@@ -6,11 +6,14 @@ stuck-GPU detector raises ``vanished`` as for a scraped page that stopped listin
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from collector.clock import VirtualClock
-from collector.discovery.promql import PromQLSource
+from collector.discovery.promql import PromQLSource, from_settings
 from collector.promql import expressions
 from collector.promql.series import gone_gpus, read_answers, with_gpus
 from collector.samples import GoneGpuSample, GpuSample, TargetInfo
@@ -18,6 +21,8 @@ from collector.scrape import CollectResult, ScrapeResult
 from collector.state import FleetState
 from detectors import stuck_gpu
 from detectors.thresholds import Thresholds
+from kvpilot.settings import SettingsError, load_settings
+from kvpilot.settings.discovery import DiscoverySettings
 from tests.services.promapi import T0, FakeFleet, serve
 
 _DCGM = {"job": "dcgm", "instance": "10.0.0.5:9400", "Hostname": "gpu-node-1"}
@@ -158,3 +163,38 @@ def test_gone_gpus_are_handed_again_with_their_exporters_result() -> None:
     assert [(g.index, type(g).__name__) for g in merged.gpus] == [("0", "GpuSample"), ("1", "GoneGpuSample")]
     down = replace(present, ok=False, gpus=())
     assert with_gpus([down], kept) == [down]  # an exporter down has no gone GPU: target_down
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        ({"PROMQL_VANISHED_LOOKBACK_S": "0"}, "greater than 0"),
+        ({"PROMQL_VANISHED_EVERY_S": "-1"}, "greater than 0"),
+        ({"PROMQL_VANISHED_LOOKBACK_S": "inf"}, "finite"),
+        ({"PROMQL_VANISHED_EVERY_S": "nan"}, "finite"),
+        ({"PROMQL_VANISHED_LOOKBACK_S": "60", "PROMQL_VANISHED_EVERY_S": "60"}, "must be greater than"),
+        ({"PROMQL_VANISHED_LOOKBACK_S": "30"}, "must be greater than"),  # under the 60 s default interval
+    ],
+)
+def test_the_vanished_lookback_and_interval_settings_are_checked(
+    monkeypatch: pytest.MonkeyPatch, variables: dict[str, str], message: str
+) -> None:
+    for name, text in variables.items():
+        monkeypatch.setenv(f"KVPILOT_COLLECTOR__DISCOVERY__{name}", text)
+    with pytest.raises(SettingsError, match=message):
+        load_settings()
+
+
+def test_the_vanished_settings_reach_the_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KVPILOT_COLLECTOR__DISCOVERY__KIND", "promql")
+    monkeypatch.setenv("KVPILOT_COLLECTOR__DISCOVERY__PROMQL_URL", "http://prom:9090")
+    monkeypatch.setenv("KVPILOT_COLLECTOR__DISCOVERY__PROMQL_VANISHED_LOOKBACK_S", "1800")
+    monkeypatch.setenv("KVPILOT_COLLECTOR__DISCOVERY__PROMQL_VANISHED_EVERY_S", "120")
+    settings = load_settings()
+    source = from_settings(settings.collector.discovery, settings.collector)
+    assert (source.lookback, source.vanished_every_s) == ("1800s", 120.0)
+    default = from_settings(DiscoverySettings(kind="promql", promql_url="http://p"))
+    assert (default.lookback, default.vanished_every_s) == ("900s", 60.0)
+    for bad in ({"vanished_lookback_s": math.inf}, {"vanished_every_s": math.nan}, {"vanished_lookback_s": 60.0}):
+        with pytest.raises(ValueError, match="vanished"):
+            PromQLSource("http://p", **bad)  # type: ignore[arg-type]
