@@ -7,12 +7,16 @@ between) re-read and try again. Only RBAC `get`/`update` on `deployments/scale` 
 Deployment itself. Do not combine it with a KEDA ScaledObject or an HPA on the same deployment: they would
 fight over the replica count.
 
-The Kubernetes client is synchronous: from an event loop, call `apply` through `asyncio.to_thread`.
+The Kubernetes client is synchronous: from an event loop, call `apply` through `asyncio.to_thread`. Give it a client
+built with `retries = False` (as `kvpilot run` does): urllib3's default retries obey a 429's or 503's Retry-After up
+to three times, unbounded (`Retry-After: 30` held one call for 90 s); the actuator waits out a Retry-After itself,
+only while the call as a whole stays within `request_timeout_s`.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -87,9 +91,10 @@ class ScaleSubresourceActuator:
     def apply(self, decision: Decision) -> ActuationResult:
         namespace, _, name = decision.deployment.partition("/")
         target = scale_target(decision, include_warm_pool=self._include_warm_pool)
+        deadline = time.monotonic() + self._request_timeout_s  # for waiting out the server's Retry-After
         for attempt in range(1, self._max_attempts + 1):
             scale = self._call(
-                "read", decision.deployment, self._apps.read_namespaced_deployment_scale, name, namespace
+                "read", decision.deployment, deadline, self._apps.read_namespaced_deployment_scale, name, namespace
             )
             if scale.spec is None:
                 raise ActuationError(
@@ -104,6 +109,7 @@ class ScaleSubresourceActuator:
                 self._call(
                     "update",
                     decision.deployment,
+                    deadline,
                     self._apps.replace_namespaced_deployment_scale,
                     name,
                     namespace,
@@ -121,7 +127,28 @@ class ScaleSubresourceActuator:
             retryable=True,
         )
 
-    def _call(self, verb: str, deployment: str, fn: Callable[..., Any], *args: Any) -> Any:
+    def _call(self, verb: str, deployment: str, deadline: float, fn: Callable[..., Any], *args: Any) -> Any:
+        for _ in range(_MAX_RETRY_AFTERS):
+            try:
+                return self._call_once(verb, deployment, fn, *args)
+            except _RetryAfter as asked:
+                wait, left = asked.seconds, deadline - time.monotonic()
+                if wait > left:  # past what this scaling call may wait: the next pass is the retry
+                    raise ActuationError(
+                        f"{verb} deployments/scale of {deployment}: the API server asks to wait {wait:g} s "
+                        f"(HTTP {asked.status}, Retry-After), more than the {max(left, 0):.1f} s left of "
+                        f"request_timeout_s ({self._request_timeout_s:g} s); retried next pass",
+                        retryable=True,
+                    ) from None
+                log.info("direct: %s %s asked to wait %g s (HTTP %d), waiting", verb, deployment, wait, asked.status)
+                time.sleep(wait)
+        raise ActuationError(
+            f"{verb} deployments/scale of {deployment}: the API server still asks to wait after "
+            f"{_MAX_RETRY_AFTERS} tries (HTTP 429/503, Retry-After); retried next pass",
+            retryable=True,
+        )
+
+    def _call_once(self, verb: str, deployment: str, fn: Callable[..., Any], *args: Any) -> Any:
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -130,6 +157,9 @@ class ScaleSubresourceActuator:
             status = int(error.status or 0)
             if status == 409 and verb == "update":
                 raise _Conflict() from None
+            wait = _retry_after_s(error) if status in (429, 503) else None
+            if wait is not None:
+                raise _RetryAfter(status, wait) from None
             reason = _REASONS.get(status)
             if reason is None:
                 raise ActuationError(
@@ -145,6 +175,28 @@ class ScaleSubresourceActuator:
 
 class _Conflict(Exception):
     pass
+
+
+class _RetryAfter(Exception):
+    def __init__(self, status: int, seconds: float) -> None:
+        self.status, self.seconds = status, seconds
+
+
+_MAX_RETRY_AFTERS = 4  # tries of one call the server answers "wait" (urllib3's default: 3 retries)
+
+
+def _retry_after_s(error: Any) -> float | None:
+    """A 429's or 503's Retry-After in seconds (delay-seconds or an HTTP date, RFC 9110 10.2.3); None when absent or
+    unreadable (then the answer is an ordinary retryable HTTP error)."""
+    from urllib3.util.retry import Retry
+
+    value = (getattr(error, "headers", None) or {}).get("Retry-After")
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        return float(Retry().parse_retry_after(value))
+    except Exception:  # InvalidHeader, or an HTTP date out of range
+        return None
 
 
 _REASONS = {
@@ -166,7 +218,9 @@ def _direct(*, apps: Any = None, **settings: Any) -> Actuator:
     if apps is None:
         from kubernetes import client
 
-        apps = client.AppsV1Api()
+        configuration = client.Configuration.get_default_copy()
+        configuration.retries = False  # a 429's Retry-After is the actuator's to wait out, within request_timeout_s
+        apps = client.AppsV1Api(client.ApiClient(configuration))
     return ScaleSubresourceActuator(apps, **settings)
 
 

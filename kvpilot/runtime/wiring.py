@@ -301,7 +301,8 @@ def _kube_api_client(*, retries: bool = True) -> Any:
     """The official client's configuration: in-cluster first, else the local kubeconfig. ``retries=False`` for Lease
     calls: a call is one try within its timeout (the next round is the retry); urllib3's default three retries, on the
     path that still goes through it (a proxy, socket options, an SNI name), made a silent API server cost four
-    timeouts, past the lease a round must end within."""
+    timeouts, past the lease a round must end within. Also for direct scaling: they obey a 429's Retry-After three
+    times, unbounded (`Retry-After: 30` held one scaling call for 90 s)."""
     from kubernetes import client, config
 
     try:
@@ -416,7 +417,8 @@ def build_actuation(
         else:
             from kubernetes import client
 
-            scaler = make_actuator("direct", apps=client.AppsV1Api(_kube_api_client()))
+            # one try a request: the actuator waits out a 429's Retry-After itself, within its request_timeout_s
+            scaler = make_actuator("direct", apps=client.AppsV1Api(_kube_api_client(retries=False)))
     return Actuation(
         sessions=sessions,
         clock=clock,

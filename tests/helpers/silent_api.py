@@ -12,9 +12,12 @@ from kubernetes import client
 
 
 @contextlib.contextmanager
-def api_answering(answer: bytes | Callable[[bytes], bytes] | None = None) -> Iterator[client.ApiClient]:
+def api_answering(
+    answer: bytes | Callable[[bytes], bytes] | None = None, *, retries: bool | None = None
+) -> Iterator[client.ApiClient]:
     """An ApiClient whose API server reads each request and sends ``answer`` (or what ``answer(request)`` returns)
-    then closes, or (None) holds the connection open and says nothing."""
+    then closes, or (None) holds the connection open and says nothing. ``retries=False``: one try a request, as
+    ``kvpilot run`` builds its clients for Leases and direct scaling (None: urllib3's default retries)."""
     listener = socket.create_server(("127.0.0.1", 0))
     held: list[socket.socket] = []
 
@@ -31,6 +34,7 @@ def api_answering(answer: bytes | Callable[[bytes], bytes] | None = None) -> Ite
     threading.Thread(target=serve, name="silent-api", daemon=True).start()
     config = client.Configuration()
     config.host = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    config.retries = retries
     api = client.ApiClient(config)
     try:
         yield api

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +14,7 @@ import pytest
 from kubernetes import client
 
 from kvpilot.actuation.scale import ActuationError, make_actuator
+from kvpilot.runtime.targets import StaticTargets
 from tests.fakekube.scale import ScaleSubresource, deployment, install_scale
 from tests.fakekube.server import FakeKube
 from tests.helpers.silent_api import api_answering
@@ -164,3 +167,106 @@ def test_a_garbled_answer_is_a_retryable_error_naming_the_deployment(answer: byt
     assert raised.value.retryable
     assert str(raised.value).startswith("read deployments/scale of llm/chat: ")
     assert len(str(raised.value)) < 400
+
+
+def _answer(status: str, body: bytes = b"{}", headers: str = "") -> bytes:
+    head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n{headers}"
+    return head.encode() + b"Connection: close\r\n\r\n" + body
+
+
+def _scale(replicas: int) -> bytes:
+    body = {"kind": "Scale", "metadata": {"name": "chat", "namespace": "llm", "resourceVersion": "7"}}
+    return _answer("200 OK", json.dumps(body | {"spec": {"replicas": replicas}}).encode())
+
+
+def _in_a_thread(apply: Callable[[], Any], within_s: float) -> Any:
+    done: list[Any] = []
+
+    def run() -> None:
+        try:
+            done.append(apply())
+        except BaseException as e:  # reported by the caller
+            done.append(e)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(within_s)
+    assert done, f"still scaling after {within_s} s"
+    return done[0]
+
+
+def test_kvpilot_run_does_not_wait_out_a_long_retry_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 429 asking to wait 30 s, past what one scaling call may wait (request_timeout_s, 10 s), is a retryable error
+    naming the deployment and the wait, at once; on 98c4c42 urllib3 waited it out three times: 90 s for one call,
+    the pass (every later deployment, every drain request) held with it."""
+    from kubernetes import config as kube_config
+
+    from collector.clock import VirtualClock
+    from kvpilot.runtime.sources import Sources
+    from kvpilot.runtime.wiring import build_actuation
+    from kvpilot.settings import load_settings
+
+    asked: list[bytes] = []
+
+    def too_many(request: bytes) -> bytes:
+        asked.append(request.split(b" ", 1)[0])
+        return _answer("429 Too Many Requests", headers="Retry-After: 30\r\n")
+
+    with api_answering(too_many) as api:
+        host = api.configuration.host
+
+        def load_incluster_config() -> None:
+            client.Configuration.set_default(client.Configuration(host=host))
+
+        monkeypatch.setattr(kube_config, "load_incluster_config", load_incluster_config)
+        default = client.Configuration.get_default_copy()
+        try:
+            actuation = build_actuation(
+                load_settings(scaler={"mode": "direct"}), Sources(None, StaticTargets([])), None, VirtualClock(0)
+            )
+        finally:
+            client.Configuration.set_default(default)
+        started = time.monotonic()
+        error = _in_a_thread(lambda: actuation._scaler.apply(decision("llm/chat", desired=3)), within_s=20)
+        took = time.monotonic() - started
+    assert isinstance(error, ActuationError), error
+    assert error.retryable
+    assert str(error).startswith("read deployments/scale of llm/chat: the API server asks to wait 30 s (HTTP 429")
+    assert "retried next pass" in str(error)
+    assert took < 5  # one request, no wait; was 90 s
+    assert asked == [b"GET"]
+
+
+def test_a_short_retry_after_is_waited_out_within_the_call() -> None:
+    # an API server shedding load (API Priority and Fairness) asks for a second: the scaling still happens this pass
+    answers = iter([_answer("429 Too Many Requests", headers="Retry-After: 1\r\n"), _scale(2), _scale(3)])
+    with api_answering(lambda _: next(answers), retries=False) as api:
+        started = time.monotonic()
+        result = make_actuator("direct", apps=client.AppsV1Api(api)).apply(decision("llm/chat", desired=3))
+        took = time.monotonic() - started
+    assert (result.previous_replicas, result.target_replicas, result.applied) == (2, 3, True)
+    assert 0.9 < took < 5
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "words"),
+    [
+        ("30", "asks to wait 30 s (HTTP 503, Retry-After), more than the"),
+        ("0", "still asks to wait after 4 tries"),  # a server that keeps saying "now": tried a bounded number of times
+        ("soon", "HTTP 503 Service Unavailable"),  # unreadable: an ordinary retryable error
+    ],
+)
+def test_a_503_asking_to_wait_is_bounded_too(retry_after: str, words: str) -> None:
+    asked: list[bytes] = []
+
+    def unavailable(request: bytes) -> bytes:
+        asked.append(request)
+        return _answer("503 Service Unavailable", headers=f"Retry-After: {retry_after}\r\n")
+
+    with api_answering(unavailable, retries=False) as api:
+        actuator = make_actuator("direct", apps=client.AppsV1Api(api), request_timeout_s=2.0)
+        error = _in_a_thread(lambda: actuator.apply(decision("llm/chat", desired=3)), within_s=10)
+    assert isinstance(error, ActuationError), error
+    assert error.retryable
+    assert words in str(error)
+    assert len(asked) <= 4
