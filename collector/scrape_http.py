@@ -18,7 +18,7 @@ import ssl
 import zlib
 from collections.abc import Callable
 from typing import Protocol
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -219,15 +219,35 @@ class StreamFetcher:
                 conn.close()
 
 
+# What a request target keeps as it is (RFC 3986 3.3 pchar and "/", 3.4 query adds "?"; "%": an escape already made);
+# every other character is sent as its UTF-8 bytes percent-encoded (RFC 3986 2.5, RFC 3987 3.1).
+_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
+_QUERY_SAFE = _PATH_SAFE + "?"
+
+
 def _prepare(url: str) -> tuple[tuple[str, str, int], bytes]:
     """The connection key (scheme, host, port) of ``url`` and its GET request; raises `ScrapeError` for a URL
-    that is not http(s)."""
+    that is not http(s) or whose host cannot be sent. A path or query outside ASCII (`kvpilot.io/path: /指标`), or
+    with a space, is percent-encoded as UTF-8, as Prometheus sends a `__metrics_path__` and httpx a URL: before, it
+    could not be written as an HTTP request at all and was reported as an 'unreadable page'."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ScrapeError(f"not an http(s) URL: {url}")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as e:  # "http://h:x/": was also an 'unreadable page'
+        raise ScrapeError(f"not an http(s) URL: {url} ({e})") from None
+    path = quote(parts.path or "/", safe=_PATH_SAFE)
+    if parts.query:
+        path += "?" + quote(parts.query, safe=_QUERY_SAFE)
     host_header = parts.netloc.rpartition("@")[2]
+    if not host_header.isascii():  # an internationalised name: its IDNA form (xn--...), as the connection resolves it
+        try:
+            host_header = host_header.encode("idna").decode("ascii")
+        except UnicodeError:
+            raise ScrapeError(f"the target's host {host_header[:100]!r} is not a valid domain name") from None
+    if not host_header.isprintable() or " " in host_header:
+        raise ScrapeError(f"the target's host {host_header[:100]!r} cannot be sent in an HTTP Host header")
     request = (
         f"GET {path} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: {USER_AGENT}\r\nAccept: {ACCEPT}\r\n"
         "Accept-Encoding: gzip\r\nConnection: keep-alive\r\n\r\n"
@@ -333,6 +353,8 @@ class HttpxFetcher:
                 return b"".join(chunks), response.headers.get("content-type")
         except httpx.ConnectError as e:
             raise ScrapeError(f"connection failed: {e or type(e).__name__}") from None
+        except httpx.InvalidURL as e:  # "http://h:x/": was an 'adapter error' with a traceback each tick
+            raise ScrapeError(f"not an http(s) URL: {url} ({e})") from None
         except httpx.HTTPError as e:
             raise ScrapeError(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__) from None
 

@@ -85,6 +85,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(500, b"boom")
         elif route.startswith("/fixture/"):
             self._send(200, (FIXTURES / route.removeprefix("/fixture/")).read_bytes())
+        elif self.path == "/%E6%8C%87%E6%A0%87%20v1?model=%C3%A9":  # /指标 v1?model=é, percent-encoded as UTF-8
+            self._send(200, PAGE)
         elif route == "/bad-value":
             self._send(200, BAD_VALUE_PAGE)
         elif route == "/other":
@@ -266,6 +268,34 @@ async def test_connection_refused(http_client: str) -> None:
     assert not result.ok
     assert result.error is not None
     assert "connection failed" in result.error
+
+
+async def test_a_path_outside_ascii_is_sent_percent_encoded(pages: Pages, http_client: str) -> None:
+    # kvpilot.io/path: "/指标 v1": sent as UTF-8 percent-encoded (RFC 3986 2.5), as Prometheus sends a __metrics_path__
+    # and httpx a URL. Before, the asyncio backend could not write the request and said "unreadable page: 'latin-1'
+    # codec can't encode characters", though nothing had been sent
+    async with collector(http_client) as c:
+        result = await c.scrape(pages.target("/指标 v1?model=é"))
+    assert result.error is None
+    assert [r.requests_running for r in result.replicas] == [3.0]
+    assert pages.server.hits == {"/%E6%8C%87%E6%A0%87%20v1?model=%C3%A9": 1}
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://127.0.0.1:x/metrics", "not an http(s) URL: http://127.0.0.1:x/metrics ("),  # asyncio: unreadable page
+        ("http://" + "x" * 70 + "é/metrics", "x" * 60),  # no IDNA form: a label over 63 characters
+    ],
+)
+async def test_a_url_that_cannot_be_sent_says_so(http_client: str, url: str, reason: str) -> None:
+    # before: "unreadable page: Port could not be cast..." (asyncio); "adapter error: InvalidURL", a traceback (httpx)
+    async with collector(http_client) as c:
+        result = await c.scrape(TargetInfo(url=url))
+    assert result.error is not None
+    assert reason in result.error
+    assert "unreadable page" not in result.error
+    assert "adapter error" not in result.error
 
 
 async def test_collect_once_mixes_good_and_bad_targets(pages: Pages, http_client: str) -> None:

@@ -9,11 +9,12 @@ import gzip
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collector.scrape_http import ScrapeError, StreamFetcher
+from collector.scrape_http import ScrapeError, StreamFetcher, _prepare
 from tests.helpers.poll import until
 
 BODY = b"# TYPE up gauge\nup 1\n"
@@ -180,3 +181,30 @@ async def test_any_reply_gives_a_body_or_a_scrape_error(raw: RawServer, reply: b
         pass
     finally:
         await fetcher.aclose()
+
+
+@pytest.mark.parametrize(
+    ("path", "sent"),
+    [
+        ("/指标", b"/%E6%8C%87%E6%A0%87"),  # UTF-8, percent-encoded (RFC 3986 2.5, RFC 3987 3.1)
+        ("/a b?q=é x&y=%41", b"/a%20b?q=%C3%A9%20x&y=%41"),  # an escape already made is kept
+        ("/m;v=1:@!$&'()*+,=?a=/b?c", b"/m;v=1:@!$&'()*+,=?a=/b?c"),  # what a path and query may hold: as written
+        ("/metrics?x=\x00", b"/metrics?x=%00"),  # a control character is never written raw into the request line
+    ],
+)
+async def test_the_request_line_is_what_httpx_sends(raw: RawServer, path: str, sent: bytes) -> None:
+    url = raw.url.removesuffix("/metrics") + path
+    fetcher = StreamFetcher()
+    try:
+        await fetcher.get(url, max_bytes=1024)
+    finally:
+        await fetcher.aclose()
+    assert raw.seen[0].split(b"\r\n")[0] == b"GET " + sent + b" HTTP/1.1"
+    if path.isprintable():  # (httpx refuses a control character in a URL)
+        assert httpx.URL(url).raw_path == sent  # the other backend sends the same
+
+
+async def test_an_internationalised_host_is_sent_in_its_idna_form() -> None:
+    key, request = _prepare("http://user:pw@Bücher.example:8080/metrics")
+    assert key == ("http", "bücher.example", 8080)  # resolved by the connection, which applies IDNA itself
+    assert b"\r\nHost: xn--bcher-kva.example:8080\r\n" in request
