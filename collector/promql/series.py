@@ -6,6 +6,7 @@ process."""
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -25,7 +26,13 @@ from collector.scrape import ScrapeResult
 TARGET_LABELS = frozenset(
     {"job", "instance", "namespace", "pod", "node", "container", "service", "endpoint", expressions.DEPLOYMENT_LABEL}
 )
+log = logging.getLogger(__name__)
 SUFFIXES = ("_bucket", "_sum", "_count", "_total")
+# External labels that tell apart copies of one series kept by several Prometheus servers (an HA pair behind a
+# Thanos Querier or a federation without deduplication): prometheus-operator's `prometheus_replica`, the `replica`
+# of Thanos' docs, the Cortex/Mimir HA tracker's `__replica__`. Two series that differ only in these (or not at all)
+# are one series read twice: one is read, never their sum, as Thanos' `--query.replica-label` deduplication does.
+REPLICA_LABELS = ("prometheus_replica", "replica", "__replica__")
 
 
 def families_selector(wanted: Sequence[str] | frozenset[str] = WANTED_FAMILIES) -> str:
@@ -79,16 +86,28 @@ def rebuild_families(
     ``honor_labels`` kept it), so the GPU joins its replica by pod as when scraped; any other ``pod`` on a GPU
     series is taken for the target's own (the exporter's pod) and dropped, as every other series' is."""
     grouped: dict[str, list[tuple[str, str, dict[str, str], float]]] = {}
+    # each series once: (name, labels) -> (its copy's replica label values, where it is in grouped)
+    seen: dict[tuple[str, frozenset[tuple[str, str]]], tuple[tuple[str, ...], str, int]] = {}
     for s in series:
         labels = dict(s["metric"])
         name = labels.pop("__name__")
+        copy = tuple(labels.pop(label, "") for label in REPLICA_LABELS)
         attributed = (
             replica_pods and _is_gpu_name(name) and (labels.get("namespace", ""), labels.get("pod", "")) in replica_pods
         )
         for label in _NOT_WORKLOAD if attributed else TARGET_LABELS:
             labels.pop(label, None)
         base, suffix = _split(name, wanted)
-        grouped.setdefault(base, []).append((name, suffix, labels, float(s["value"][1])))
+        sample = (name, suffix, labels, float(s["value"][1]))
+        key = (name, frozenset(labels.items()))
+        earlier = seen.get(key)
+        if earlier is None:
+            samples = grouped.setdefault(base, [])
+            seen[key] = (copy, base, len(samples))
+            samples.append(sample)
+        elif copy < earlier[0]:  # the copy of the first replica in label order is read, the same one every tick
+            seen[key] = (copy, earlier[1], earlier[2])
+            grouped[earlier[1]][earlier[2]] = sample
     families: dict[str, MetricFamily] = {}
     for base, samples in grouped.items():
         kind = metadata.get(base) or metadata.get(base + "_total") or _infer(samples)
@@ -185,6 +204,7 @@ def read_answers(
             part = m.pop(expressions.PART_LABEL, None)  # kvpilot's own tag of a part of a union, no target's label
             into = gone if part == expressions.VANISHED_PART else by_target
             into.setdefault((m.get("job", ""), m.get("instance", "")), []).append(s)
+    _one_job_per_page(by_target)
     duration = time.perf_counter() - started
     pods: frozenset[tuple[str, str]] | None = None  # the replicas' pods: looked for once a GPU target is read
     results = []
@@ -245,6 +265,44 @@ def gone_gpus(results: Sequence[ScrapeResult]) -> list[ScrapeResult]:
     return out
 
 
+def _one_job_per_page(by_target: dict[tuple[str, str], list[Mapping[str, Any]]]) -> None:
+    """Two jobs scraping one pod's page (a ServiceMonitor and a PodMonitor on it): the same ``instance``, ``namespace``
+    and ``pod`` serving the same series names under two ``job``s is one target read twice. The first job in name
+    order is kept, the others dropped (one line logged), so its replica counts once, not twice. The same instance
+    serving different names (``instance`` relabelled to the pod, two ports), or other pods (one address, several
+    paths), or no ``pod`` label to tell, is read as that many pages, as before."""
+    jobs_of: dict[str, list[str]] = {}
+    for job, instance in by_target:
+        jobs_of.setdefault(instance, []).append(job)
+    for instance, jobs in jobs_of.items():
+        if len(jobs) < 2:
+            continue
+        kept: dict[tuple[str, str, frozenset[str]], str] = {}
+        for job in sorted(jobs):
+            group = by_target[(job, instance)]
+            pod = next((s["metric"].get("pod") for s in group if s["metric"].get("__name__") != "up"), None)
+            if not pod:
+                continue
+            names = frozenset(s["metric"].get("__name__", "") for s in group) - {"up"}
+            first = kept.setdefault((group[0]["metric"].get("namespace", ""), pod, names), job)
+            if first != job:
+                del by_target[(job, instance)]
+                _log_twice_scraped(instance, first, job)
+
+
+@lru_cache(maxsize=256)
+def _log_twice_scraped(instance: str, kept: str, dropped: str) -> None:
+    """Once per (instance, jobs): the read repeats it every tick."""
+    log.warning(
+        "PromQL source: instance %r is scraped by jobs %r and %r with the same series; reading %r only (a target "
+        "counted twice doubles its replica's queue and rates)",
+        instance[:200],
+        kept[:200],
+        dropped[:200],
+        kept[:200],
+    )
+
+
 def _replica_pods(groups: Iterable[Sequence[Mapping[str, Any]]]) -> frozenset[tuple[str, str]]:
     """``(namespace, pod)`` of the inference targets among the answers': those serving a series other than ``up``
     and a GPU exporter's (a GPU exporter's ``up`` names its own pod, which no GPU serves)."""
@@ -275,7 +333,7 @@ def _adapt(
 ) -> ScrapeResult:
     """``replica_pods``: for a GPU target, the replicas' pods its GPUs may name (``rebuild_families``)."""
     up = [float(s["value"][1]) for s in series if s["metric"].get("__name__") == "up"]
-    if up and up[0] == 0:
+    if up and max(up) == 0:  # every copy (REPLICA_LABELS) says down; one Prometheus scraping it reads its series
         error = "down in Prometheus (up == 0)"
         return ScrapeResult(target=target, ok=False, timestamp=now, duration_s=duration, error=error)
     page = [s for s in series if s["metric"].get("__name__") != "up"]

@@ -1,0 +1,77 @@
+"""``promql_mode: replicas`` against a REAL Prometheus holding one page twice: scraped by two jobs, and kept by an
+HA pair (two servers, `prometheus_replica` A and B) federated into a third, as a Thanos Querier without
+deduplication answers. The replica reads the page's values once; on f3f4b9b it read them doubled (a page scraped by
+two jobs was two replicas; the HA pair's copies were summed: 6 running, not 3)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from collector.discovery.promql import PromQLSource
+from collector.scrape import CollectResult
+from tests.services.pages import serve_pages
+from tests.services.prometheus import run_prometheus
+
+pytestmark = pytest.mark.integration
+
+PAGE = (
+    b"# TYPE vllm:num_requests_running gauge\n"
+    b'vllm:num_requests_running{model_name="m"} 3\n'
+    b"# TYPE vllm:num_requests_waiting gauge\n"
+    b'vllm:num_requests_waiting{model_name="m"} 5\n'
+)
+_LABELS = {"namespace": "prod", "pod": "chat-0"}
+
+
+@pytest.fixture
+def page() -> Iterator[str]:
+    with serve_pages({"/metrics": PAGE}) as (host, port):
+        yield f"{host}:{port}"
+
+
+async def _read(url: str) -> CollectResult:
+    source = PromQLSource(url, mode="replicas", reader="thread", timeout_s=10.0)
+    try:
+        return await source.collect_once()
+    finally:
+        await source.aclose()
+
+
+def _scrape(job: str, target: str, **extra: object) -> dict[str, object]:
+    return {"job_name": job, "static_configs": [{"targets": [target], "labels": _LABELS}], **extra}
+
+
+async def test_a_page_scraped_by_two_jobs_is_one_replica(tmp_path: Path, page: str) -> None:
+    with run_prometheus(tmp_path, scrape_configs=[_scrape("vllm", page), _scrape("vllm-pods", page)]) as prom:
+        prom.wait_for("count(vllm:num_requests_running) == 2")
+        result = await _read(prom.url)
+    assert [(r.replica, r.requests_running, r.requests_waiting) for r in result.replicas] == [("chat-0", 3.0, 5.0)]
+
+
+async def test_an_ha_pairs_copies_are_read_once(tmp_path: Path, page: str) -> None:
+    with contextlib.ExitStack() as stack:
+        pair = []
+        for name in ("a", "b"):
+            (tmp_path / name).mkdir()
+            pair.append(stack.enter_context(run_prometheus(tmp_path / name, scrape_configs=[_scrape("vllm", page)])))
+        federate = [
+            {
+                "job_name": f"federate-{name}",
+                "honor_labels": True,
+                "metrics_path": "/federate",
+                "params": {"match[]": ['{job="vllm"}']},
+                "static_configs": [
+                    {"targets": [prom.url.split("://", 1)[1]], "labels": {"prometheus_replica": f"prom-{name}"}}
+                ],
+            }
+            for name, prom in zip(("a", "b"), pair, strict=True)
+        ]
+        (tmp_path / "global").mkdir()
+        top = stack.enter_context(run_prometheus(tmp_path / "global", scrape_configs=federate))
+        top.wait_for('count(vllm:num_requests_running{job="vllm"}) == 2')  # the two copies, one per replica
+        result = await _read(top.url)
+    assert [(r.replica, r.requests_running, r.requests_waiting) for r in result.replicas] == [("chat-0", 3.0, 5.0)]
