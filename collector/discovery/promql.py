@@ -53,7 +53,14 @@ from collector.health import HealthBook
 from collector.promql import decode, expressions
 from collector.promql.decode import LAYOUT_ERRORS, PromQLError, Stopped
 from collector.promql.plain_http import HttpError, PlainHttpClient, TooLarge
-from collector.promql.series import families_selector, gone_gpus, names_regex, read_answers, with_gpus
+from collector.promql.series import (
+    REPLICA_LABELS,
+    families_selector,
+    gone_gpus,
+    names_regex,
+    read_answers,
+    with_gpus,
+)
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult, ScrapeResult, end_reader
 
@@ -105,6 +112,7 @@ class PromQLSource:
         client: httpx.AsyncClient | None = None,
         extra_selector: str = "",
         jobs: Sequence[str] = (),
+        replica_labels: Sequence[str] = REPLICA_LABELS,
     ) -> None:
         """``extra_selector``: label matchers added to every query (``namespace="prod"``). ``jobs``: the
         Prometheus jobs that scrape inference targets; when given, their targets with ``up == 0`` are
@@ -151,6 +159,7 @@ class PromQLSource:
         self.extra_selector = extra_selector
         self._selector = _with(families_selector(), extra_selector)  # e.g. 'namespace="prod"': a shared Prometheus
         self.jobs = frozenset(jobs)
+        self.replica_labels = tuple(replica_labels)  # copies of one series differ only in these: one is read
         self.health = HealthBook()
         self._metadata: dict[str, str] = {}
         self._metadata_at: float | None = None
@@ -352,7 +361,9 @@ class PromQLSource:
         else:  # targets without a deployment label (GPUs, deployments named by their pods) cannot be narrowed
             selectors = [_with(families_selector(), extra) for extra in [*scopes, self._with_extra('deployment=""')]]
         bodies = await asyncio.gather(*(self._query_body(q, now) for q in selectors))
-        results = await self._in_reader(partial(read_answers, bodies, None, self._metadata, now, self.jobs, t0))
+        results = await self._in_reader(
+            partial(read_answers, bodies, None, self._metadata, now, self.jobs, t0, replica_labels=self.replica_labels)
+        )
         return self._collected(results, now)
 
     def _with_extra(self, matchers: str) -> str:
@@ -445,7 +456,7 @@ class PromQLSource:
             deployments = await deployments_task
         finally:
             deployments_task.cancel()
-        job = partial(read_answers, answers, (), self._metadata, now, self.jobs, t0)
+        job = partial(read_answers, answers, (), self._metadata, now, self.jobs, t0, replica_labels=self.replica_labels)
         results = await self._in_reader(job)
         if ask_gone:
             fresh = gone_gpus(results)
@@ -476,7 +487,13 @@ class PromQLSource:
         )
         answer = await self._query_body(_with(families_selector(_gpu_families()), exporters), now)
         read = await asyncio.to_thread(
-            read_answers, [answer], (), self._metadata, now, frozenset(), time.perf_counter()
+            partial(read_answers, replica_labels=self.replica_labels),
+            [answer],
+            (),
+            self._metadata,
+            now,
+            frozenset(),
+            time.perf_counter(),
         )
         up = {r.target.url for r in read if r.ok}
         listed = {g.key for r in read for g in r.gpus}
@@ -617,5 +634,6 @@ def from_settings(settings: Any, collector: Any = None, *, kv_from: float = DEFA
         extra_selector=getattr(settings, "promql_selector", ""),
         vanished_lookback_s=getattr(settings, "promql_vanished_lookback_s", DEFAULT_VANISHED_LOOKBACK_S),
         vanished_every_s=getattr(settings, "promql_vanished_every_s", DEFAULT_VANISHED_EVERY_S),
+        replica_labels=getattr(settings, "promql_replica_labels", REPLICA_LABELS),
         kv_from=kv_from,
     )

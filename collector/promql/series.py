@@ -76,6 +76,7 @@ def rebuild_families(
     metadata: Mapping[str, str],
     wanted: frozenset[str] = WANTED_FAMILIES,
     replica_pods: frozenset[tuple[str, str]] = frozenset(),
+    replica_labels: Sequence[str] = REPLICA_LABELS,
 ) -> dict[str, MetricFamily]:
     """Families as the text parser would build them from the page these series were scraped from.
 
@@ -84,14 +85,15 @@ def rebuild_families(
     ``replica_pods``: ``(namespace, pod)`` of the replicas read with them: a GPU exporter's series naming one of
     them keeps its ``namespace``, ``pod`` and ``container`` (the GPU's workload, as the page wrote it and
     ``honor_labels`` kept it), so the GPU joins its replica by pod as when scraped; any other ``pod`` on a GPU
-    series is taken for the target's own (the exporter's pod) and dropped, as every other series' is."""
+    series is taken for the target's own (the exporter's pod) and dropped, as every other series' is.
+    ``replica_labels``: series that differ only in these (or not at all) are one, read once (``REPLICA_LABELS``)."""
     grouped: dict[str, list[tuple[str, str, dict[str, str], float]]] = {}
     # each series once: (name, labels) -> (its copy's replica label values, where it is in grouped)
     seen: dict[tuple[str, frozenset[tuple[str, str]]], tuple[tuple[str, ...], str, int]] = {}
     for s in series:
         labels = dict(s["metric"])
         name = labels.pop("__name__")
-        copy = tuple(labels.pop(label, "") for label in REPLICA_LABELS)
+        copy = tuple(labels.pop(label, "") for label in replica_labels)
         attributed = (
             replica_pods and _is_gpu_name(name) and (labels.get("namespace", ""), labels.get("pod", "")) in replica_pods
         )
@@ -189,12 +191,14 @@ def read_answers(
     started: float,
     *,
     stop: threading.Event | None = None,
+    replica_labels: Sequence[str] = REPLICA_LABELS,
 ) -> list[ScrapeResult]:
     """In the reader (process or thread): decode the answers, regroup their series by target, adapt each target's
     as its page. ``down`` (aggregates mode, where every target answered is kept): more answers; an inference
     target's ``up == 0`` series, here or in ``answers`` (a part of a union, tagged), reports it down. In ``replicas``
     mode (``down`` None) only ``jobs``' targets, or those serving a wanted family, are kept. ``stop`` (a thread's
-    reader; a process is ended instead): set, reading ends with ``Stopped`` at the next answer or target."""
+    reader; a process is ended instead): set, reading ends with ``Stopped`` at the next answer or target.
+    ``replica_labels``: the labels that tell copies of one series apart (``rebuild_families``)."""
     by_target: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     gone: dict[tuple[str, str], list[Mapping[str, Any]]] = {}  # the tagged part of GPUs that left their exporter
     for where, body in [*answers, *(down or ())]:
@@ -215,8 +219,8 @@ def read_answers(
             if target.kind == "gpu" and pods is None:
                 pods = _replica_pods(by_target.values())
             gpu_pods = pods if target.kind == "gpu" and pods is not None else frozenset()
-            results.append(_adapt(target, group, metadata, now, duration, gpu_pods))
-    return _with_gone(results, gone, metadata, now, duration, stop)
+            results.append(_adapt(target, group, metadata, now, duration, gpu_pods, replica_labels))
+    return _with_gone(results, gone, metadata, now, duration, stop, replica_labels)
 
 
 def _with_gone(
@@ -226,6 +230,7 @@ def _with_gone(
     now: float,
     duration: float,
     stop: threading.Event | None,
+    replica_labels: Sequence[str],
 ) -> list[ScrapeResult]:
     """``results`` with the GPUs of ``gone`` (their exporter's last series of them, ``expressions.vanished_dcgm``)
     added to their exporter's result as `GoneGpuSample`: ``FleetState`` tracks each as absent (``vanished``)."""
@@ -233,7 +238,10 @@ def _with_gone(
     for key, group in sorted(gone.items()):
         _check(stop)
         target = _target(key, group)
-        gpus = tuple(GoneGpuSample.of(g) for g in _adapt(target, group, metadata, now, duration, frozenset()).gpus)
+        gpus = tuple(
+            GoneGpuSample.of(g)
+            for g in _adapt(target, group, metadata, now, duration, frozenset(), replica_labels).gpus
+        )
         if gpus:
             read.append(ScrapeResult(target=target, ok=True, timestamp=now, duration_s=duration, gpus=gpus))
     return with_gpus(results, read)
@@ -330,6 +338,7 @@ def _adapt(
     now: float,
     duration: float,
     replica_pods: frozenset[tuple[str, str]],
+    replica_labels: Sequence[str] = REPLICA_LABELS,
 ) -> ScrapeResult:
     """``replica_pods``: for a GPU target, the replicas' pods its GPUs may name (``rebuild_families``)."""
     up = [float(s["value"][1]) for s in series if s["metric"].get("__name__") == "up"]
@@ -338,7 +347,9 @@ def _adapt(
         return ScrapeResult(target=target, ok=False, timestamp=now, duration_s=duration, error=error)
     page = [s for s in series if s["metric"].get("__name__") != "up"]
     try:
-        adapted = adapt_families(rebuild_families(page, metadata, replica_pods=replica_pods), target, now)
+        adapted = adapt_families(
+            rebuild_families(page, metadata, replica_pods=replica_pods, replica_labels=replica_labels), target, now
+        )
     except ValueError as e:
         if not (isinstance(e, NoGpuFamilies) and e.empty):
             return ScrapeResult(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -10,6 +11,8 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from collector.urls import is_http_url
 from kvpilot.settings._section import _Section
 from store.fields import TargetSpec
+
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 
 class StaticTarget(TargetSpec):
@@ -79,6 +82,13 @@ class DiscoverySettings(_Section):
         description="`aggregates` mode: how often the vanished GPUs are asked for (the last answer is handed "
         "again in between); less than `promql_vanished_lookback_s`.",
     )
+    promql_replica_labels: tuple[str, ...] = Field(
+        default=("prometheus_replica", "replica", "__replica__"),
+        max_length=16,
+        description="External labels that tell apart the copies of one series kept by several Prometheus servers (an "
+        "HA pair behind a query layer that does not deduplicate): series that differ only in these are read once, "
+        "the copy whose labels sort first, never summed (docs/scaling-large-fleets.md).",
+    )
     promql_kube_state_metrics: bool = Field(
         default=True,
         description="Read the deployments' replica counts and rollout status from kube-state-metrics' "
@@ -102,6 +112,15 @@ class DiscoverySettings(_Section):
             return value
         if not is_http_url(value):  # was accepted, and every tick failed (`http://[::1`: a traceback a tick)
             raise ValueError(f"must be an http(s) URL with a host, e.g. http://prometheus:9090, got {value[:200]!r}")
+        return value
+
+    @field_validator("promql_replica_labels")
+    @classmethod
+    def _replica_labels_are_label_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """`promql_replica_labels` are Prometheus label names"""
+        for name in value:
+            if not _LABEL_NAME.fullmatch(name):
+                raise ValueError(f"must be Prometheus label names ([a-zA-Z_][a-zA-Z0-9_]*), got {name[:200]!r}")
         return value
 
     @model_validator(mode="after")

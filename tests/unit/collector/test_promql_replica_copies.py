@@ -10,8 +10,11 @@ from typing import Any
 
 import pytest
 
-from collector.promql.series import read_answers, rebuild_families
+from collector.discovery.promql import from_settings
+from collector.promql.series import REPLICA_LABELS, read_answers, rebuild_families
 from collector.scrape import ScrapeResult
+from kvpilot.settings import SettingsError, load_settings
+from kvpilot.settings.discovery import DiscoverySettings
 
 _TYPES = {"vllm:num_requests_running": "gauge", "vllm:num_requests_waiting": "gauge"}
 _POD = {"job": "vllm", "instance": "10.0.0.7:8000", "namespace": "llm", "pod": "llama-0", "model_name": "m"}
@@ -119,3 +122,25 @@ def test_two_pages_of_one_instance_under_two_jobs_are_both_read() -> None:
 def test_one_instance_under_two_jobs_for_other_pods_is_two_pages(pod_of: dict[str, str], urls: list[str]) -> None:
     results = _read(*(_series("vllm:num_requests_running", 3.0, job=job, pod=pod) for job, pod in pod_of.items()))
     assert sorted(r.target.url for r in results) == urls
+
+
+def test_the_replica_labels_are_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert DiscoverySettings().promql_replica_labels == REPLICA_LABELS
+    monkeypatch.setenv("KVPILOT_COLLECTOR__DISCOVERY__KIND", "promql")
+    monkeypatch.setenv("KVPILOT_COLLECTOR__DISCOVERY__PROMQL_URL", "http://prom:9090")
+    monkeypatch.setenv("KVPILOT_COLLECTOR__DISCOVERY__PROMQL_REPLICA_LABELS", '["cluster_replica"]')
+    settings = load_settings()
+    assert from_settings(settings.collector.discovery).replica_labels == ("cluster_replica",)
+    monkeypatch.setenv("KVPILOT_COLLECTOR__DISCOVERY__PROMQL_REPLICA_LABELS", '["bad-name"]')
+    with pytest.raises(SettingsError, match="label names"):
+        load_settings()
+
+
+def test_copies_told_apart_by_a_configured_label_are_read_once() -> None:
+    series = [_series("vllm:num_requests_running", v, cluster_replica=c) for c, v in (("b", 4.0), ("a", 3.0))]
+    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": series}}).encode()
+    read = read_answers([("q", body)], None, _TYPES, 1.0, frozenset(), 0.0, replica_labels=("cluster_replica",))
+    assert _running_waiting(read) == [("promql://vllm/10.0.0.7:8000", 3.0, None)]
+    # not named: two series of the page (a label of its own), both read and added up as before
+    (page,) = _read(*series)
+    assert [p.requests_running for p in page.replicas] == [7.0]
