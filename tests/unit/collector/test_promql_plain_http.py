@@ -203,6 +203,18 @@ async def test_a_connection_closed_without_an_answer_fails(answers: list[bytes |
         (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", 1 << 20, HttpError),
         # a body cut short
         (_head("200 OK", "Content-Length: 100") + b"{}", 1 << 20, HttpError),
+        # Latin-1 superscripts, digits to str.isdigit but not to int (were ValueError, not HttpError)
+        (b"HTTP/1.1 \xb200 OK\r\nContent-Length: 2\r\n\r\n{}", 1 << 20, HttpError),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\n{}", 1 << 20, HttpError),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 1\xb3\r\n\r\n{}", 1 << 20, HttpError),
+        # more digits than int() reads (4,300)
+        (_head("200 OK", "Content-Length: " + "9" * 5000) + b"{}", 1 << 20, HttpError),
+        # chunk sizes int(_, 16) takes but HTTP does not: a sign (-5 was read as an empty chunk), "0x", "_"
+        (_head("200 OK", "Transfer-Encoding: chunked") + b"-5\r\n\r\n0\r\n\r\n", 1 << 20, HttpError),
+        (_head("200 OK", "Transfer-Encoding: chunked") + b"0x2\r\n{}\r\n0\r\n\r\n", 1 << 20, HttpError),
+        (_head("200 OK", "Transfer-Encoding: chunked") + b"+2\r\n{}\r\n0\r\n\r\n", 1 << 20, HttpError),
+        (_head("200 OK", "Transfer-Encoding: chunked") + b"0_2\r\n{}\r\n0\r\n\r\n", 1 << 20, HttpError),
+        (_head("200 OK", "Transfer-Encoding: chunked") + b"\xb2\r\n{}\r\n0\r\n\r\n", 1 << 20, HttpError),
     ],
 )
 async def test_answers_past_the_cap_or_unreadable_fail(answer: bytes, cap: int, error: type[Exception]) -> None:
@@ -224,6 +236,22 @@ async def test_a_failing_answer_reports_its_status_and_the_start_of_its_body() -
     source = PromQLSource(server.url, reader="thread", clock=VirtualClock(NOW))
     try:
         with pytest.raises(PromQLError, match=r'/api/v1/query: HTTP 400: \{"status":"error","error":"bad_data"\}'):
+            await source.query_vector("up", NOW)
+    finally:
+        await source.aclose()
+        server.close()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [b"HTTP/1.1 \xb200 OK\r\nContent-Length: 2\r\n\r\n{}", b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\n{}"],
+)
+async def test_a_superscript_digit_in_the_head_is_a_promql_error_naming_the_server(answer: bytes) -> None:
+    """Review G (session 18): was "invalid literal for int()", a ValueError the tick's collect failed with."""
+    server = RawServer([answer])
+    source = PromQLSource(server.url, reader="thread", clock=VirtualClock(NOW))
+    try:
+        with pytest.raises(PromQLError, match=rf"^{server.url}/api/v1/query: .*'.*\xb2"):
             await source.query_vector("up", NOW)
     finally:
         await source.aclose()
