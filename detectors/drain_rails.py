@@ -86,6 +86,16 @@ def _last_ready_on(node: str, ready_by_deployment: dict[str, set[str]], placemen
     return sorted(d for d, here in on_node.items() if here and ready_by_deployment.get(d, set()) <= here)
 
 
+def last_ready_on(node: str, placements: Sequence[Placement], *, draining: Collection[str] = ()) -> list[str]:
+    """Deployments whose every ready replica, off the nodes in ``draining``, is on ``node``: the rail ``decide``
+    applies, asked again for one node (the drain worker, before it runs a drain approved earlier)."""
+    ready_by_deployment: dict[str, set[str]] = {}
+    for p in placements:
+        if p.ready and p.node not in draining:
+            ready_by_deployment.setdefault(p.deployment, set()).add(p.replica)
+    return _last_ready_on(node, ready_by_deployment, placements)
+
+
 def decide(
     findings: Iterable[Finding],
     *,

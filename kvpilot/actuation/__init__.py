@@ -23,7 +23,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector.clock import Clock
-from detectors.drain_rails import DrainDecision, DrainRails, Placement, decide
+from detectors.drain_rails import DrainDecision, DrainRails, decide
+from kvpilot.actuation import recheck
 from kvpilot.actuation.audit import AuditRecord, Outcome
 from kvpilot.actuation.drain import DrainResult
 from kvpilot.actuation.scale import ActuationError, ActuationResult, Actuator
@@ -121,9 +122,12 @@ class Actuation:
         self._poll_s = poll_s
         self._recovered = False
         self._refusals = RefusalLog(clock, on_refusal)
+        self._snapshot: Snapshot | None = None  # the latest after_tick's: what the worker re-checks a drain against
+        self._held: dict[int, str] = {}  # approved drains held back, and the reason last audited
 
     async def after_tick(self, snapshot: Snapshot) -> None:
         """Request drains for flagged nodes and apply scaling; approved drains are the drain worker's."""
+        self._snapshot = snapshot
         try:
             await asyncio.to_thread(self._request_drains, snapshot)
         except SQLAlchemyError as e:  # the store is away: drains wait for it (their audit must not be lost)
@@ -134,9 +138,7 @@ class Actuation:
     # -- drains -------------------------------------------------------------------------------------------------
 
     def _request_drains(self, snap: Snapshot) -> None:
-        placements = [
-            Placement(r.sample.deployment_key, r.sample.replica, r.sample.node, r.ready) for r in snap.replicas
-        ]
+        placements = recheck.placements(snap)
         nodes = {p.node for p in placements} | {g.sample.node for g in snap.gpus}
         draining = {n for n, state in snap.node_drains.items() if state in ("approved", "executing")}
         decisions = decide(snap.findings, nodes=nodes, placements=placements, draining=draining, rails=self.rails)
@@ -181,6 +183,11 @@ class Actuation:
                             )
                     except (RailFull, InvalidTransition) as e:
                         log.info("drain of %s stays requested: %s", d.node, e)
+            flagged = recheck.flagged_nodes(snap)
+            for row in repo.drains_in(session=s, states=(DrainState.REQUESTED.value,), limit=1000):
+                why = recheck.withdrawn(s, row, actor=ACTOR, flagged=flagged)
+                if why is not None:
+                    self._withdraw(s, row.id, row.node, why)
 
     # -- the drain worker -----------------------------------------------------------------------------------
 
@@ -198,6 +205,8 @@ class Actuation:
         for action_id, node, dry_run, reason in await asyncio.to_thread(self._approved):
             if stop.is_set():
                 return
+            if not await asyncio.to_thread(self._still_wanted, action_id):
+                continue  # withdrawn (its finding closed) or held (the last-ready-replica rail): recheck
             if not await asyncio.to_thread(self._claim, action_id):
                 continue  # cancelled or claimed meanwhile
             interrupt = threading.Event()
@@ -257,6 +266,36 @@ class Actuation:
     def _state(self, action_id: int) -> str | None:
         with transaction(self._sessions) as s:
             return repo.get_drain(session=s, action_id=action_id).state
+
+    def _still_wanted(self, action_id: int) -> bool:
+        """A drain kvpilot requested, approved maybe hours later: withdrawn if its finding closed, held while its
+        node holds a deployment's last ready replica (``recheck``). An operator's drain is always wanted."""
+        with transaction(self._sessions) as s:
+            row = repo.get_drain(session=s, action_id=action_id)
+            if row.state != DrainState.APPROVED:
+                return False
+            why = recheck.withdrawn(s, row, actor=ACTOR, flagged=recheck.flagged_nodes(self._snapshot))
+            if why is not None:
+                self._held.pop(action_id, None)
+                self._withdraw(s, action_id, row.node, why)
+                return False
+            executing = repo.drains_in(session=s, states=(DrainState.EXECUTING.value,), limit=1000)
+            hold = recheck.held(row, self._snapshot, actor=ACTOR, draining={r.node for r in executing})
+            if hold is None:
+                self._held.pop(action_id, None)
+                return True
+            if self._held.get(action_id) != hold:  # said once, and again when the reason changes
+                log.info("drain of %s %s", row.node, hold)
+                repo.note_drain(session=s, action_id=action_id, actor=ACTOR, now=self._clock.now(), message=hold)
+                self._held[action_id] = hold
+            return False
+
+    def _withdraw(self, s: Session, action_id: int, node: str, why: str) -> None:
+        log.info("drain of %s %s", node, why)
+        with contextlib.suppress(InvalidTransition), s.begin_nested():  # cancelled or claimed meanwhile
+            repo.transition_drain(
+                session=s, action_id=action_id, to=DrainState.CANCELLED, actor=ACTOR, now=self._clock.now(), message=why
+            )
 
     def _claim(self, action_id: int) -> bool:
         try:
