@@ -51,8 +51,8 @@ from collector.clock import Clock, WallClock
 from collector.gpus import amd
 from collector.health import HealthBook
 from collector.promql import decode, expressions
-from collector.promql.decode import LAYOUT_ERRORS, PromQLError, Stopped
-from collector.promql.plain_http import HttpError, PlainHttpClient, TooLarge
+from collector.promql.decode import LAYOUT_ERRORS, PromQLError, Stopped, server_text
+from collector.promql.plain_http import ERROR_BODY_BYTES, HttpError, PlainHttpClient, TooLarge
 from collector.promql.series import (
     REPLICA_LABELS,
     families_selector,
@@ -82,6 +82,7 @@ _KEEP_ENCODED_FROM = 256
 _MAX_ENCODED = 64
 _FORM_TYPE = "application/x-www-form-urlencoded"
 _FORM_HEADERS = {"Content-Type": _FORM_TYPE}
+_ERROR_TEXT_CHARS = 300  # of a failing answer's body, quoted in its PromQLError
 # detectors.thresholds.KvThresholds.project_from_usage; kvpilot.runtime.sources passes the live one
 DEFAULT_KV_FROM = 0.40
 
@@ -227,8 +228,7 @@ class PromQLSource:
             response = await self._client.send(request, stream=True)
             try:
                 if response.status_code != 200:
-                    body = (await response.aread())[:300].decode(errors="replace")
-                    raise PromQLError(f"{where}: HTTP {response.status_code}: {body}")
+                    raise PromQLError(f"{where}: HTTP {response.status_code}: {await _error_start(response)}")
                 async for chunk in response.aiter_bytes():
                     size += len(chunk)
                     if size > self.max_answer_bytes:
@@ -237,7 +237,7 @@ class PromQLSource:
             finally:
                 await response.aclose()
         except httpx.HTTPError as e:
-            raise PromQLError(f"{where}: {type(e).__name__}: {e}") from None
+            raise PromQLError(f"{where}: {type(e).__name__}: {server_text(e)}") from None
         self.last_answer_bytes += size
         return b"".join(chunks)
 
@@ -254,9 +254,9 @@ class PromQLSource:
         except TooLarge:
             raise self._too_large(where) from None
         except HttpError as e:
-            raise PromQLError(f"{where}: {e}") from None
+            raise PromQLError(f"{where}: {server_text(e)}") from None
         if answer.status != 200:
-            raise PromQLError(f"{where}: HTTP {answer.status}: {answer.body[:300].decode(errors='replace')}")
+            raise PromQLError(f"{where}: HTTP {answer.status}: {_quoted_error(answer.body)}")
         self.last_answer_bytes += len(answer.body)
         return answer.body
 
@@ -527,7 +527,25 @@ class PromQLSource:
 
 
 def _unreadable(where: str, e: Exception) -> PromQLError:
-    return PromQLError(f"{where}: not laid out as the Prometheus API's ({type(e).__name__}: {str(e)[:120]})")
+    return PromQLError(f"{where}: not laid out as the Prometheus API's ({type(e).__name__}: {server_text(e, 120)})")
+
+
+async def _error_start(response: httpx.Response) -> str:
+    """A failing answer's body quoted (``_quoted_error``), read no further than ``ERROR_BODY_BYTES`` (was read
+    whole: a 1 GB error page, or one that inflates to it, was held in memory to quote 300 bytes of it)."""
+    body = b""
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) >= ERROR_BODY_BYTES:
+            break
+    return _quoted_error(body[:ERROR_BODY_BYTES])
+
+
+def _quoted_error(body: bytes) -> str:
+    """The start of a failing answer's body (at most ``ERROR_BODY_BYTES``, as both clients read it) for the error
+    message: its first ``_ERROR_TEXT_CHARS`` characters, escaped (``decode.server_text``)."""
+    whole = len(body) < ERROR_BODY_BYTES
+    return server_text(body.decode(errors="replace"), _ERROR_TEXT_CHARS, whole=whole)
 
 
 def _pickled_in_pieces(job: Callable[[], list[ScrapeResult]], per_piece: int) -> list[bytes]:

@@ -35,6 +35,28 @@ class Stopped(PromQLError):
     """The service is stopping: the tick's work was abandoned."""
 
 
+# Of a text the server wrote (its error, the start of an answer it should not have sent), at most this many
+# characters go into a PromQLError, which is logged every tick the fault lasts: a 3 MB `error` was a 3,000,034-
+# character log line (helper H, session 18).
+SERVER_TEXT_CHARS = 1000
+
+
+def server_text(text: object, limit: int = SERVER_TEXT_CHARS, *, whole: bool = True) -> str:
+    """``text`` (``str`` of it) fit for one log line: its first ``limit`` characters, saying how many more were cut
+    (``whole`` False: ``text`` is itself only the start of what the server sent, so "or more"), with every
+    character that is not printable written as its escape (``\\x1b``, ``\\n``, ``\\u202e``): a terminal control
+    sequence, a line break or a bidi override from the server reaches neither the terminal nor the log's layout."""
+    quoted = text if isinstance(text, str) else str(text)
+    cut = len(quoted) - limit
+    if cut > 0:
+        quoted = quoted[:limit]
+    if not quoted.isprintable():
+        quoted = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in quoted)
+    if cut <= 0 and whole:
+        return quoted
+    return f"{quoted}... ({max(cut, 0)} {'more' if whole else 'or more'} characters cut)"
+
+
 # A vector answer larger than this is decoded in pieces of about this size. One orjson.loads holds the GIL from
 # start to end: 26-38 ms of CPU for the 1.7 MB of 100 deployments' series (10,000 replicas, gc-timed in
 # ``kvpilot run`` on the benchmark VM), during which the event loop, in another thread, answers nothing. Between
@@ -84,9 +106,9 @@ def answer(body: bytes, where: str) -> Any:
     if decoded is None:
         decoded = _loads(body, where)
     if not isinstance(decoded, dict):  # was "None: [1, 2, 3]"
-        raise PromQLError(f"{where}: not a Prometheus API answer: {str(decoded)[:200]}")
+        raise PromQLError(f"{where}: not a Prometheus API answer: {server_text(decoded, 200)}")
     if decoded.get("status") != "success":
-        raise PromQLError(f"{where}: {decoded.get('errorType')}: {decoded.get('error')}")
+        raise PromQLError(f"{where}: {server_text(decoded.get('errorType'), 100)}: {server_text(decoded.get('error'))}")
     return decoded["data"]
 
 
@@ -110,14 +132,14 @@ def vector(data: Any, where: str, *, check_series: bool = False) -> list[Series]
     every tick, naming no URL); for the small answers, one series a deployment. The replicas' answers are not walked
     twice: their reader's errors are turned into PromQLError where it is called (``collector.discovery.promql``)."""
     if not isinstance(data, dict) or data.get("resultType") != "vector":
-        raise PromQLError(f"{where}: expected an instant vector, got {str(data)[:120]}")
+        raise PromQLError(f"{where}: expected an instant vector, got {server_text(data, 120)}")
     result = data.get("result")
     if not isinstance(result, list):
-        raise PromQLError(f"{where}: expected a list of series, got {str(result)[:120]}")
+        raise PromQLError(f"{where}: expected a list of series, got {server_text(result, 120)}")
     bad = next((s for s in result if not _is_series(s)), None) if check_series else None
     if bad is not None:
         raise PromQLError(
-            f'{where}: a series not laid out as {{"metric": {{...}}, "value": [t, "v"]}}: {str(bad)[:120]}'
+            f'{where}: a series not laid out as {{"metric": {{...}}, "value": [t, "v"]}}: {server_text(bad, 120)}'
         )
     return result
 

@@ -1,0 +1,204 @@
+"""What a Prometheus (or whatever stands at its URL) writes reaches kvpilot's errors and log clipped and escaped
+(helper H, session 18): a 3 MB ``error`` was a 3,000,034-character PromQLError, logged every tick, and terminal
+control sequences, line breaks and bidi overrides in it passed through raw. A failing answer's body is read no
+further than it is quoted."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from collector.clock import VirtualClock
+from collector.discovery.promql import PromQLError, PromQLSource
+from collector.promql import decode
+from collector.promql.decode import SERVER_TEXT_CHARS, server_text
+from kvpilot.runtime.sources import build
+from kvpilot.runtime.wiring import build_service
+from kvpilot.settings import load_settings
+from tests.helpers.poll import until
+
+NOW = 1_700_000_600.0
+HOSTILE = "\x1b[2J\x1b]0;owned\x07\r\nlevel=error fake line\u202egnp.exe\u2028\x00"  # clear screen, title, CRLF, RLO
+
+
+def test_server_text_is_clipped_saying_how_much_and_escaped() -> None:
+    assert server_text("bad_data: 1:5: parse error") == "bad_data: 1:5: parse error"  # the usual error untouched
+    text = server_text(HOSTILE + "x" * 3_000_000)
+    assert text.isprintable()
+    assert text.startswith(r"\x1b[2J\x1b]0;owned\x07\r\nlevel=error fake line\u202egnp.exe\u2028\x00xxx")
+    assert text.endswith(f"... ({len(HOSTILE) + 3_000_000 - SERVER_TEXT_CHARS} more characters cut)")
+    assert len(text) < SERVER_TEXT_CHARS + 200  # escapes widen at most the clipped part
+    assert server_text("é ☃ 指标") == "é ☃ 指标"  # printable non-ASCII kept as written
+    assert server_text("x" * 10, 4, whole=False) == "xxxx... (6 or more characters cut)"
+    assert server_text("xx", 4, whole=False) == "xx... (0 or more characters cut)"
+    assert server_text(None) == "None"
+
+
+@pytest.mark.parametrize(
+    ("answer", "starts"),
+    [
+        # Prometheus' error, 3 MB, control characters at its start (helper H's case)
+        ({"status": "error", "errorType": "bad_data", "error": HOSTILE + "e" * 3_000_000}, "http://prom: bad_data: "),
+        # the same in errorType
+        ({"status": "error", "errorType": HOSTILE + "t" * 3_000_000, "error": "x"}, "http://prom: "),
+        # a JSON string where an object belongs (was quoted raw)
+        (HOSTILE + "s" * 3_000_000, "http://prom: not a Prometheus API answer: "),
+    ],
+)
+def test_an_error_answer_is_one_bounded_printable_line(answer: Any, starts: str) -> None:
+    with pytest.raises(PromQLError) as caught:
+        decode.answer(json.dumps(answer).encode(), "http://prom")
+    message = str(caught.value)
+    assert message.startswith(starts)
+    assert message.isprintable()
+    assert r"\x1b[2J" in message
+    assert "more characters cut)" in message
+    assert len(message) < 2 * SERVER_TEXT_CHARS + 400
+
+
+@pytest.mark.parametrize(
+    "data",
+    [HOSTILE + "d" * 100_000, {"resultType": "vector", "result": HOSTILE + "r" * 100_000}],
+)
+def test_a_vector_answer_laid_out_otherwise_is_quoted_escaped(data: Any) -> None:
+    with pytest.raises(PromQLError) as caught:
+        decode.vector(data, "http://prom")
+    message = str(caught.value)
+    assert message.isprintable()
+    assert len(message) < 400
+
+
+class Failing:
+    """Answers every request ``500`` with ``body`` (Content-Length framed); records whether all of it was sent."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.sent_whole: list[bool] = []
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen()
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self._listener.accept()
+                threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            pending = b""
+            while b"\r\n\r\n" not in pending:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                pending += data
+            head = f"HTTP/1.1 500 Internal Server Error\r\nContent-Length: {len(self.body)}\r\n\r\n".encode()
+            try:
+                conn.sendall(head + self.body)
+            except OSError:
+                self.sent_whole.append(False)
+            else:
+                self.sent_whole.append(True)
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+@pytest.fixture
+def failing() -> Iterator[Failing]:
+    server = Failing((HOSTILE + "b" * 30_000_000).encode())
+    yield server
+    server.close()
+
+
+@pytest.mark.parametrize("through", ["plain", "httpx"])
+async def test_a_failing_answer_is_quoted_bounded_and_read_no_further(failing: Failing, through: str) -> None:
+    client = httpx.AsyncClient(timeout=10) if through == "httpx" else None
+    source = PromQLSource(failing.url, reader="thread", clock=VirtualClock(NOW), client=client)
+    try:
+        with pytest.raises(PromQLError) as caught:
+            await source.query_vector("up", NOW)
+    finally:
+        await source.aclose()
+        if client is not None:
+            await client.aclose()
+    message = str(caught.value)
+    assert message.startswith(f"{failing.url}/api/v1/query: HTTP 500: \\x1b[2J\\x1b]0;owned\\x07\\r\\nlevel=error")
+    assert message.endswith("or more characters cut)")
+    assert message.isprintable()
+    assert len(message) < 1000
+    # 30 MB offered; the client stopped reading at ERROR_BODY_BYTES and closed (httpx read it all: was True)
+    await until(lambda: bool(failing.sent_whole), what="the server's send to end", timeout_s=20)
+    assert failing.sent_whole == [False]
+
+
+class ErrorPrometheus:
+    """Answers /api/v1/metadata and every query ``{"status": "error", ...}`` with a 3 MB hostile error, 200."""
+
+    def __init__(self) -> None:
+        body = json.dumps({"status": "error", "errorType": "bad_data", "error": HOSTILE + "e" * 3_000_000}).encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _answer(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = _answer  # noqa: N815  (http.server's names)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+async def test_the_loop_logs_a_hostile_error_as_one_short_printable_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = ErrorPrometheus()
+    settings = load_settings(
+        store={"database_url": f"sqlite:///{tmp_path / 'k.db'}"},
+        collector={"interval_s": 2, "timeout_s": 1.5, "discovery": {"kind": "promql", "promql_url": server.url}},
+    )
+    caplog.set_level(logging.ERROR, logger="kvpilot.runtime.loop")
+    try:
+        with build(settings) as sources:
+            service, restored = build_service(settings, sources)
+            await service.start(restored)
+            try:
+                await until(lambda: service.loop.tick_count >= 2, what="two ticks", timeout_s=30)
+            finally:
+                service.stop.set()
+                await service.wait()
+    finally:
+        server.close()
+    failed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("collection failed")]
+    assert failed
+    for line in failed:
+        assert line.isprintable()
+        assert len(line) < 2 * SERVER_TEXT_CHARS + 400  # was 3,000,034 characters and more
+        assert ": bad_data: \\x1b[2J" in line
+        assert line.endswith(f"... ({len(HOSTILE) + 3_000_000 - SERVER_TEXT_CHARS} more characters cut)")
