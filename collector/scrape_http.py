@@ -192,7 +192,7 @@ class StreamFetcher:
             if "chunked" in headers.get("transfer-encoding", "").lower():
                 await _read_chunked(conn.reader, body)
             elif declared is not None:
-                if not (declared.isascii() and declared.strip().isdigit()):
+                if not (declared.isascii() and declared.strip().isdigit() and len(declared.strip()) <= 18):
                     raise ScrapeError(f"bad Content-Length {declared!r}")
                 length = int(declared)
                 if body.inflate is None:

@@ -131,6 +131,7 @@ BAD_CASES = [
     # literal for int()"), not the scrape errors that name them
     (b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\nab", "bad Content-Length"),
     (b"HTTP/1.1 2\xb20 OK\r\nContent-Length: 2\r\n\r\nab", "not an HTTP response"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\nab", "bad Content-Length"),  # int() refuses
     # a negative chunk size was read as "until the connection closes", uncapped
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n" + b"x" * 4096, "bad chunk size"),
 ]
