@@ -178,6 +178,26 @@ def test_pluggable_subresource(fake_kube: FakeKube, kube_api_client: Any) -> Non
     assert e.value.status == 404  # not registered: the fake says so rather than inventing an answer
 
 
+def test_a_client_that_hung_up_leaves_nothing_on_stderr(fake_kube: FakeKube, kube_api_client: Any, capfd: Any) -> None:
+    # A drain test's client gave up after 0.3 s; the handler answered at 2 s into a closed socket and socketserver
+    # printed the BrokenPipe traceback to stderr, inside the next test's CliRunner output (its JSON then unreadable).
+    answered = threading.Event()
+
+    def slow(kube: FakeKube, req: Request) -> tuple[int, dict[str, Any]]:
+        threading.Event().wait(0.5)
+        answered.set()
+        return 200, {"kind": "Status", "apiVersion": "v1", "status": "Success", "message": "x" * 1_000_000}
+
+    fake_kube.subresources[("pods", "eviction")] = slow
+    core = client.CoreV1Api(kube_api_client)
+    body = client.V1Eviction(metadata=client.V1ObjectMeta(name="a", namespace="prod"))
+    with pytest.raises(Exception, match=r"(?i)timed? ?out"):
+        core.create_namespaced_pod_eviction("a", "prod", body, _request_timeout=0.1)
+    assert answered.wait(5)
+    threading.Event().wait(0.3)  # the handler's write into the closed connection
+    assert "Traceback" not in capfd.readouterr().err
+
+
 SELECTOR_CASES = [
     ("app=llama", {"app": "llama"}, True),  # equality
     ("app==llama", {"app": "other"}, False),  # double-equals form
