@@ -68,9 +68,8 @@ class PlannerConfig:
     burst_window_s: float = 30.0
     burst_hold_s: float = 420.0
     # A release the next burst proved wrong (within `burst_hold_s` of it, the SLO missed while the burst window's
-    # arrivals needed more than the count released to) holds a floor for this long, the hour the adaptive margin
-    # keeps after a miss: the count it released from while that burst lasts, then what the bursts since needed
-    # (`scaler.regret`; docs/scaling.md, "Policy"). 0: off.
+    # arrivals needed more than the count released to) holds the count it released from for this long: the hour
+    # the adaptive margin keeps after a miss (`scaler.regret`; docs/scaling.md, "Policy"). 0: off.
     release_regret_s: float = 3600.0
 
     def __post_init__(self) -> None:

@@ -102,8 +102,8 @@ class Demand:
     # within the window that the measured load exceeded in only the SLO's share of ticks (`scaler.rise.LoadRise`),
     # and never fewer than carry today's load with one replica lost (N+1); None: the whole window holds
     release_replicas: int | None = None
-    # replicas (stuck ones not counted) no decision goes below where the next burst proved a scale-down wrong: the
-    # count it released from, then what the bursts since needed (`scaler.regret.ReleaseRegret`); None: none held
+    # replicas (stuck ones not counted) no decision goes below: the count a scale-down released from, where the next
+    # burst proved the release wrong (`scaler.regret.ReleaseRegret`); None: none held
     regret_floor: int | None = None
 
 

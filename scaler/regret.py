@@ -1,4 +1,4 @@
-"""A scale-down the next burst proved wrong, and the floor it leaves for the SLO's hour.
+"""A scale-down the next burst proved wrong, and the count it released from held for the SLO's hour.
 
 On on/off traffic (Azure's code trace: bursts of seconds to two minutes, silences of minutes) the scale-down window
 releases replicas in a silence, and the next burst meets the fleet it left: on code ×3.5 a release from 3 to 2
@@ -8,12 +8,9 @@ in every silence, and a 30 s peak from before the window no longer binds. What c
 was wrong: within a cold start and the scale-down window of it (a released replica could not be back in time), the
 fleet still at the count it released to, the SLO missed (requests queued past a share of it) while the last short
 window's arrivals needed more replicas than that count serves. `ReleaseRegret` records the planner's releases and
-judges each tick's SLO reading against them; once one is proven wrong, a floor holds for ``hold_s`` (the hour the
-adaptive margin also keeps after a miss, `scaler.margin.MarginFeedback.hold_s`): the workload has shown that its
-bursts recur after the window, so the window is not the evidence to release on. The floor is the count it released
-from while the burst that proved it lasts (needs more than the count released to), then the replicas the bursts
-read since needed (the ceiling of their highest need, never above that count; a burst needing that count again
-raises it back): on code ×4 that held 12.4 % fewer replica-hours at the same SLO (docs/scaling.md, "Policy").
+judges each tick's SLO reading against them; once one is proven wrong, the count it released from is a floor for
+``hold_s`` (the hour the adaptive margin also keeps after a miss, `scaler.margin.MarginFeedback.hold_s`): the
+workload has shown that its bursts recur after the window, so the window is not the evidence to release on.
 
 A miss the fleet's size did not cause never counts: a burst that needed no more than the count released to (long
 prompts queued behind one another, a replica lost to a fault) is not one a release could have met, and a fleet
@@ -27,7 +24,7 @@ from collections import deque
 
 
 class ReleaseRegret:
-    """Releases of the last ``recent_s``, and for ``hold_s`` after a wrong one the floor its recurring bursts need."""
+    """Releases of the last ``recent_s`` and the floor a wrong one leaves for ``hold_s``."""
 
     def __init__(self, recent_s: float, hold_s: float) -> None:
         if not (math.isfinite(recent_s) and recent_s > 0 and math.isfinite(hold_s) and hold_s >= 0):
@@ -35,10 +32,8 @@ class ReleaseRegret:
         self.recent_s = recent_s
         self.hold_s = hold_s
         self._releases: deque[tuple[float, int, int]] = deque()  # (t, count before, count after)
-        self._from = 0  # the count the wrong release released from: the floor is never above it
-        self._to = 0  # the count it released to: the burst that proved it wrong lasts while it needs more
+        self._floor: int | None = None
         self._until = -math.inf
-        self._after: float | None = None  # the highest need read since that burst ended (None: not ended yet)
         self.regrets = 0  # releases proven wrong so far
 
     def released(self, now: float, before: int, after: int) -> None:
@@ -52,36 +47,21 @@ class ReleaseRegret:
         """One tick: ``current`` replicas (stuck ones not counted), ``need`` the replicas at full capacity the last
         short window's arrivals needed within the SLO (None: unknown), ``missed`` whether the SLO reading was above
         its target. A release of the last ``recent_s`` to no more than ``current`` whose count was too few for
-        ``need`` while the SLO missed is wrong: for ``hold_s`` the count it released from is held while the burst
-        that proved it lasts, then the replicas the bursts read since needed (never more). Returns the floor."""
+        ``need`` while the SLO missed is wrong: the count it released from is held. Returns the floor now."""
         self._expire(now)
-        if need is None or not math.isfinite(need):
-            return self.floor(now)
-        if now < self._until:
-            if self._after is None and need <= self._to:
-                self._after = 0.0
-            if self._after is not None:
-                self._after = max(self._after, need)
-        if missed:
-            wrong = [(before, after) for _, before, after in self._releases if current <= after < need]
+        if missed and need is not None and math.isfinite(need):
+            wrong = [before for _, before, after in self._releases if current <= after < need]
             if wrong:
-                before, after = max(wrong)
-                if now >= self._until or before > self._from:
-                    self._from, self._to = before, after
-                self._after = None
+                held = self.floor(now)
+                self._floor = max(max(wrong), 0 if held is None else held)
                 self._until = now + self.hold_s
                 self.regrets += 1
                 self._releases.clear()
         return self.floor(now)
 
     def floor(self, now: float) -> int | None:
-        """While held: the count the wrong release released from until the burst that proved it ends, then the
-        replicas (up to that count) the bursts read since needed; None otherwise."""
-        if now >= self._until:
-            return None
-        if self._after is None:
-            return self._from
-        return min(self._from, math.ceil(self._after)) or None
+        """The count a wrong release released from, while held; None otherwise."""
+        return self._floor if now < self._until else None
 
     def _expire(self, now: float) -> None:
         while self._releases and now - self._releases[0][0] > self.recent_s:

@@ -22,18 +22,6 @@ def test_a_release_met_by_a_burst_it_cannot_serve_holds_the_count_it_released_fr
     assert regret.regrets == 1
 
 
-def test_after_the_proving_burst_the_floor_is_what_the_bursts_read_since_needed() -> None:
-    regret = ReleaseRegret(recent_s=420.0, hold_s=3600.0)
-    regret.released(100.0, before=6, after=4)
-    assert regret.judge(200.0, current=4, need=7.7, missed=True) == 6  # proven wrong: the count released from
-    assert regret.judge(260.0, current=6, need=10.5, missed=True) == 6  # while the burst lasts (needs more than 4)
-    assert regret.judge(320.0, current=6, need=3.0, missed=False) == 3  # it ended: what was needed since
-    assert regret.judge(900.0, current=3, need=2.6, missed=False) == 3
-    assert regret.judge(1500.0, current=3, need=5.4, missed=False) == 6  # a later burst needing 6: 6 again
-    assert regret.floor(200.0 + 3599.0) == 6
-    assert regret.floor(200.0 + 3600.0) is None  # the hour after the regret, then released again
-
-
 @pytest.mark.parametrize(
     ("at", "current", "need", "missed"),
     [
