@@ -198,7 +198,8 @@ class Actuation:
         worker thread; meanwhile its state is polled, and an operator's cancel or ``stop`` interrupts it. A
         drain stopped by ``stop``, or because this replica lost the Lease (``leading``), goes back to approved for
         the next leader; one found executing when the worker starts (the previous process died mid-drain)
-        likewise."""
+        likewise, and one the API server asked to wait longer than a call may take (``DrainResult.busy``), for the
+        next pass."""
         if not self._recovered:
             await asyncio.to_thread(self._requeue_executing, "found executing at start; resumed")
             self._recovered = True
@@ -226,6 +227,10 @@ class Actuation:
                     self._requeue, action_id, "interrupted by shutdown or a lost Lease; the next leader resumes"
                 )
                 return
+            if result.busy and cancelled_by != "cancel":  # the API server asked to wait longer than a call may take
+                await asyncio.to_thread(self._audit_steps, action_id, result)
+                await asyncio.to_thread(self._requeue, action_id, result.busy)
+                continue
             await asyncio.to_thread(self._finish, action_id, result)
 
     async def _watch(

@@ -11,6 +11,13 @@ A drain runs in a worker thread (``kvpilot.actuation``'s drain worker, never the
 ``interrupt`` event, its 429 backoff waits on that event instead of sleeping, so a cancel or SIGTERM ends a drain
 whose PodDisruptionBudget keeps refusing at once rather than after the backoff (up to ``Backoff.deadline_s``).
 
+Give it a client built with ``retries = False`` (as ``kvpilot run`` does): urllib3's default retries obey a 429's or
+503's Retry-After on the node read, the node update and the pod list up to three times, unbounded and deaf to a cancel
+(``Retry-After: 30`` held a drain for 90 s). The drainer waits out a Retry-After itself, through the same interruptible
+wait as its backoff, only while the call stays within ``request_timeout_s``; a longer one ends the drain with
+``DrainResult.busy`` (the worker puts it back to approved: retried next pass). Evictions are POSTs, which urllib3 never
+retries: a PodDisruptionBudget's 429 is the backoff's, as before.
+
 Before each eviction request it tells ``on_evict`` the pod and the time: kvpilot's own removal, which the rollout
 stage must not read as a rolling update draining the pod (``scaler.rollout_stage.RolloutStage.note_removed``).
 """
@@ -25,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from collector.clock import Clock, WallClock
 from kvpilot.actuation.audit import AuditRecord, Outcome
+from kvpilot.actuation.scale import MAX_RETRY_AFTERS, retry_after_s
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -58,10 +66,11 @@ class DrainResult:
     blocked: list[str] = field(default_factory=list)
     failed: bool = False
     cancelled: bool = False
+    busy: str = ""  # the API server asked to wait longer than a call may take: why, and retried next pass
 
     @property
     def complete(self) -> bool:
-        return not self.failed and not self.blocked and not self.cancelled
+        return not self.failed and not self.blocked and not self.cancelled and not self.busy
 
 
 class NodeDrainer:
@@ -88,6 +97,7 @@ class NodeDrainer:
         self._actor = actor
         self._taint_key = taint_key
         self._wait: Callable[[float], object] = self._waiter(None)
+        self._stop: Callable[[], bool] = lambda: False
 
     # -- public ----------------------------------------------------------------------------------------
 
@@ -107,9 +117,15 @@ class NodeDrainer:
         evicted is in the records). With ``interrupt`` and no injected ``sleep``, a backoff ends when it is set."""
         result = DrainResult(node=node, dry_run=dry_run)
         stop = should_stop or (interrupt.is_set if interrupt is not None else (lambda: False))
-        self._wait = self._waiter(interrupt)
+        self._wait, self._stop = self._waiter(interrupt), stop
         try:
             self._steps(node, result, reason, stop)
+        except _Busy as e:  # a longer wait than a call may take: the drain is tried again on the worker's next pass
+            self._record(result, e.step, node, Outcome.RETRY, e.words)
+            result.busy = e.words
+        except _Stopped as e:  # cancelled while the API server's Retry-After was waited out
+            self._record(result, e.step, node, Outcome.SKIPPED, "cancelled while the API server asked to wait")
+            result.cancelled = True
         except Exception as e:  # no answer in time, a connection refused or cut, an answer that is no Node or PodList
             # Ends the drain failed with the steps before it in the records (raised, they were lost: the audit said
             # "drain raised" and not that the node was cordoned and which pods were evicted).
@@ -168,7 +184,7 @@ class NodeDrainer:
         step = "cordon"
         for attempt in range(self._backoff.max_conflicts + 1):
             try:
-                obj = self._core.read_node(node, _request_timeout=self._timeout)
+                obj = self._call(step, f"read node {node}", self._core.read_node, node)
             except ApiException as e:
                 return self._node_error(result, step, node, e)
             spec = obj.spec = obj.spec or client.V1NodeSpec()
@@ -184,7 +200,7 @@ class NodeDrainer:
             spec.unschedulable = True
             spec.taints = taints
             try:
-                self._core.replace_node(node, obj, _request_timeout=self._timeout)
+                self._call(step, f"update node {node}", self._core.replace_node, node, obj)
             except ApiException as e:
                 if e.status == 409:
                     self._record(
@@ -199,6 +215,37 @@ class NodeDrainer:
         result.failed = True
         return False
 
+    def _call(self, step: str, what: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        """A node read, node update or pod list: each try waits at most ``request_timeout_s``; a 429's or 503's
+        Retry-After is waited out (interruptibly) only while the call as a whole stays within it, at most
+        ``MAX_RETRY_AFTERS`` tries. A longer wait raises ``_Busy``; a cancel during the wait, ``_Stopped``. Other
+        answers are the caller's ``ApiException``."""
+        from kubernetes.client.exceptions import ApiException
+
+        deadline = time.monotonic() + self._timeout
+        for _ in range(MAX_RETRY_AFTERS):
+            try:
+                return fn(*args, _request_timeout=self._timeout, **kw)
+            except ApiException as e:
+                wait = retry_after_s(e) if e.status in (429, 503) else None
+                if wait is None:
+                    raise
+                left = deadline - time.monotonic()
+                if wait > left:  # past what this call may wait: the worker's next pass is the retry
+                    raise _Busy(
+                        step,
+                        f"{what}: the API server asks to wait {wait:g} s (HTTP {e.status}, Retry-After), more than the "
+                        f"{max(left, 0):.1f} s left of request_timeout_s ({self._timeout:g} s); retried next pass",
+                    ) from None
+                self._wait(wait)
+                if self._stop():
+                    raise _Stopped(step) from None
+        raise _Busy(
+            step,
+            f"{what}: the API server still asks to wait after {MAX_RETRY_AFTERS} tries (HTTP 429/503, Retry-After); "
+            "retried next pass",
+        )
+
     def _node_error(self, result: DrainResult, step: str, node: str, e: ApiException) -> bool:
         outcome = Outcome.NOT_FOUND if e.status == 404 else Outcome.ERROR
         self._record(result, step, node, outcome, f"{step} {node} failed: HTTP {e.status} {e.reason}", status=e.status)
@@ -209,8 +256,11 @@ class NodeDrainer:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            pods = self._core.list_pod_for_all_namespaces(
-                field_selector=f"spec.nodeName={node}", _request_timeout=self._timeout
+            pods = self._call(
+                "list_pods",
+                f"list the pods of node {node}",
+                self._core.list_pod_for_all_namespaces,
+                field_selector=f"spec.nodeName={node}",
             ).items
         except ApiException as e:
             self._record(result, "list_pods", node, Outcome.ERROR, f"listing pods failed: HTTP {e.status}")
@@ -275,6 +325,18 @@ class NodeDrainer:
             self._record(result, "evict", ref, Outcome.OK, f"evicted {ref}")
             result.evicted.append(ref)
             return
+
+
+class _Busy(Exception):
+    def __init__(self, step: str, words: str) -> None:
+        super().__init__(words)
+        self.step, self.words = step, words
+
+
+class _Stopped(Exception):
+    def __init__(self, step: str) -> None:
+        super().__init__(step)
+        self.step = step
 
 
 def _skip_reason(pod: Any) -> str | None:

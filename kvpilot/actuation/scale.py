@@ -128,7 +128,7 @@ class ScaleSubresourceActuator:
         )
 
     def _call(self, verb: str, deployment: str, deadline: float, fn: Callable[..., Any], *args: Any) -> Any:
-        for _ in range(_MAX_RETRY_AFTERS):
+        for _ in range(MAX_RETRY_AFTERS):
             try:
                 return self._call_once(verb, deployment, fn, *args)
             except _RetryAfter as asked:
@@ -144,7 +144,7 @@ class ScaleSubresourceActuator:
                 time.sleep(wait)
         raise ActuationError(
             f"{verb} deployments/scale of {deployment}: the API server still asks to wait after "
-            f"{_MAX_RETRY_AFTERS} tries (HTTP 429/503, Retry-After); retried next pass",
+            f"{MAX_RETRY_AFTERS} tries (HTTP 429/503, Retry-After); retried next pass",
             retryable=True,
         )
 
@@ -157,7 +157,7 @@ class ScaleSubresourceActuator:
             status = int(error.status or 0)
             if status == 409 and verb == "update":
                 raise _Conflict() from None
-            wait = _retry_after_s(error) if status in (429, 503) else None
+            wait = retry_after_s(error) if status in (429, 503) else None
             if wait is not None:
                 raise _RetryAfter(status, wait) from None
             reason = _REASONS.get(status)
@@ -182,10 +182,10 @@ class _RetryAfter(Exception):
         self.status, self.seconds = status, seconds
 
 
-_MAX_RETRY_AFTERS = 4  # tries of one call the server answers "wait" (urllib3's default: 3 retries)
+MAX_RETRY_AFTERS = 4  # tries of one call the server answers "wait" (urllib3's default: 3 retries)
 
 
-def _retry_after_s(error: Any) -> float | None:
+def retry_after_s(error: Any) -> float | None:
     """A 429's or 503's Retry-After in seconds (delay-seconds or an HTTP date, RFC 9110 10.2.3); None when absent or
     unreadable (then the answer is an ordinary retryable HTTP error)."""
     from urllib3.util.retry import Retry

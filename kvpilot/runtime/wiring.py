@@ -301,8 +301,8 @@ def _kube_api_client(*, retries: bool = True) -> Any:
     """The official client's configuration: in-cluster first, else the local kubeconfig. ``retries=False`` for Lease
     calls: a call is one try within its timeout (the next round is the retry); urllib3's default three retries, on the
     path that still goes through it (a proxy, socket options, an SNI name), made a silent API server cost four
-    timeouts, past the lease a round must end within. Also for direct scaling: they obey a 429's Retry-After three
-    times, unbounded (`Retry-After: 30` held one scaling call for 90 s)."""
+    timeouts, past the lease a round must end within. Also for direct scaling and drains: they obey a 429's
+    Retry-After three times, unbounded (`Retry-After: 30` held one scaling call, or a drain, for 90 s)."""
     from kubernetes import client, config
 
     try:
@@ -407,7 +407,8 @@ def build_actuation(
     if on_cluster:
         from kubernetes import client
 
-        drainer = NodeDrainer(client.CoreV1Api(_kube_api_client()), clock=clock, on_evict=on_evict)
+        # one try a request: the drainer waits out a Retry-After itself, within request_timeout_s and heeding a cancel
+        drainer = NodeDrainer(client.CoreV1Api(_kube_api_client(retries=False)), clock=clock, on_evict=on_evict)
     else:
         drainer = NoClusterDrainer(clock)
     scaler: Any = None

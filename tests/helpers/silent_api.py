@@ -7,6 +7,7 @@ import contextlib
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from kubernetes import client
 
@@ -43,3 +44,27 @@ def api_answering(
         listener.close()
         for conn in held:
             conn.close()
+
+
+def kvpilot_run_actuation(api: client.ApiClient, monkeypatch: Any, **settings: Any) -> Any:
+    """``build_actuation`` as ``kvpilot run`` calls it (its own clients, from the in-cluster configuration), with the
+    in-cluster configuration pointing at ``api``'s server: what ``kvpilot run`` would do against it."""
+    from kubernetes import config as kube_config
+
+    from collector.clock import VirtualClock
+    from kvpilot.runtime.sources import Sources
+    from kvpilot.runtime.targets import StaticTargets
+    from kvpilot.runtime.wiring import build_actuation
+    from kvpilot.settings import load_settings
+
+    host = api.configuration.host
+
+    def load_incluster_config() -> None:
+        client.Configuration.set_default(client.Configuration(host=host))
+
+    monkeypatch.setattr(kube_config, "load_incluster_config", load_incluster_config)
+    default = client.Configuration.get_default_copy()
+    try:
+        return build_actuation(load_settings(**settings), Sources(None, StaticTargets([])), None, VirtualClock(0))
+    finally:
+        client.Configuration.set_default(default)

@@ -14,10 +14,9 @@ import pytest
 from kubernetes import client
 
 from kvpilot.actuation.scale import ActuationError, make_actuator
-from kvpilot.runtime.targets import StaticTargets
 from tests.fakekube.scale import ScaleSubresource, deployment, install_scale
 from tests.fakekube.server import FakeKube
-from tests.helpers.silent_api import api_answering
+from tests.helpers.silent_api import api_answering, kvpilot_run_actuation
 from tests.unit.scaler.keda.harness import decision
 
 
@@ -199,13 +198,6 @@ def test_kvpilot_run_does_not_wait_out_a_long_retry_after(monkeypatch: pytest.Mo
     """A 429 asking to wait 30 s, past what one scaling call may wait (request_timeout_s, 10 s), is a retryable error
     naming the deployment and the wait, at once; on 98c4c42 urllib3 waited it out three times: 90 s for one call,
     the pass (every later deployment, every drain request) held with it."""
-    from kubernetes import config as kube_config
-
-    from collector.clock import VirtualClock
-    from kvpilot.runtime.sources import Sources
-    from kvpilot.runtime.wiring import build_actuation
-    from kvpilot.settings import load_settings
-
     asked: list[bytes] = []
 
     def too_many(request: bytes) -> bytes:
@@ -213,19 +205,7 @@ def test_kvpilot_run_does_not_wait_out_a_long_retry_after(monkeypatch: pytest.Mo
         return _answer("429 Too Many Requests", headers="Retry-After: 30\r\n")
 
     with api_answering(too_many) as api:
-        host = api.configuration.host
-
-        def load_incluster_config() -> None:
-            client.Configuration.set_default(client.Configuration(host=host))
-
-        monkeypatch.setattr(kube_config, "load_incluster_config", load_incluster_config)
-        default = client.Configuration.get_default_copy()
-        try:
-            actuation = build_actuation(
-                load_settings(scaler={"mode": "direct"}), Sources(None, StaticTargets([])), None, VirtualClock(0)
-            )
-        finally:
-            client.Configuration.set_default(default)
+        actuation = kvpilot_run_actuation(api, monkeypatch, scaler={"mode": "direct"})
         started = time.monotonic()
         error = _in_a_thread(lambda: actuation._scaler.apply(decision("llm/chat", desired=3)), within_s=20)
         took = time.monotonic() - started

@@ -3,8 +3,12 @@ PDB-aware eviction with 429 backoff, resourceVersion conflicts, 404s, and dry-ru
 
 from __future__ import annotations
 
+import asyncio
+import json
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +19,7 @@ from kvpilot.actuation.audit import Outcome
 from kvpilot.actuation.drain import TAINT_KEY, Backoff, DrainResult, NodeDrainer
 from tests.fakekube.eviction import install
 from tests.fakekube.server import FakeKube
-from tests.helpers.silent_api import api_answering
+from tests.helpers.silent_api import api_answering, kvpilot_run_actuation
 
 
 @pytest.fixture
@@ -340,3 +344,139 @@ def test_a_call_that_times_out_mid_drain_keeps_the_steps_before_it(kube: FakeKub
     ]
     assert "timed out" in result.records[-1].message
     assert result.evicted == ["ml/llm-0"]
+
+
+# -- an API server asking to wait (429/503 Retry-After) on the node read, the node update, the pod list --------------
+
+
+def _answer(status: str, body: dict[str, Any] | None = None, headers: str = "") -> bytes:
+    data = json.dumps(body or {}).encode()
+    head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n{headers}"
+    return head.encode() + b"Connection: close\r\n\r\n" + data
+
+
+_NODE = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": "gpu-1", "resourceVersion": "1"}, "spec": {}}
+_NO_PODS = {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": []}
+
+
+def _wait_please(seconds: str, status: str = "429 Too Many Requests") -> bytes:
+    return _answer(status, {"kind": "Status", "code": int(status[:3])}, headers=f"Retry-After: {seconds}\r\n")
+
+
+def _drain_in_a_thread(drain: Callable[[], DrainResult], within_s: float) -> DrainResult:
+    ended: list[DrainResult] = []
+    worker = threading.Thread(target=lambda: ended.append(drain()), daemon=True)
+    worker.start()
+    worker.join(within_s)
+    assert ended, f"still draining after {within_s} s"
+    return ended[0]
+
+
+def test_kvpilot_run_drains_do_not_wait_out_a_long_retry_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 429 asking to wait 30 s, past what one call may take (request_timeout_s, 10 s), ends the drain at once with
+    a retry for the worker's next pass, naming the node and the wait. Before, kvpilot run's client (urllib3's default
+    retries) obeyed it three times: 90 s on the node read alone, deaf to a cancel, every later drain held with it."""
+    asked: list[bytes] = []
+
+    def too_many(request: bytes) -> bytes:
+        asked.append(request.split(b" ", 1)[0])
+        return _wait_please("30")
+
+    with api_answering(too_many) as api:
+        actuation = kvpilot_run_actuation(api, monkeypatch, collector={"discovery": {"kind": "kubernetes"}})
+        started = time.monotonic()
+        drainer = actuation._drainer
+        result = _drain_in_a_thread(lambda: drainer.drain("gpu-1", dry_run=False), within_s=20)
+        took = time.monotonic() - started
+    assert result.busy.startswith("read node gpu-1: the API server asks to wait 30 s (HTTP 429, Retry-After)")
+    assert "retried next pass" in result.busy
+    assert not result.complete
+    assert not result.failed
+    assert [(r.step, r.outcome) for r in result.records] == [("cordon", Outcome.RETRY)]
+    assert took < 5  # one request, no wait; was 90 s
+    assert asked == [b"GET"]
+
+
+def test_a_short_retry_after_is_waited_out_within_each_call() -> None:
+    # an API server shedding load (API Priority and Fairness) asks for a second on each call: the drain goes on
+    answers = iter(
+        [
+            *(_wait_please("1"), _answer("200 OK", _NODE)),  # read the node
+            *(_wait_please("1", "503 Service Unavailable"), _answer("200 OK", _NODE)),  # cordon it
+            *(_wait_please("1"), _answer("200 OK", _NO_PODS)),  # list its pods
+        ]
+    )
+    with api_answering(lambda _: next(answers), retries=False) as api:
+        drainer = NodeDrainer(client.CoreV1Api(api), clock=VirtualClock())
+        started = time.monotonic()
+        result = _drain_in_a_thread(
+            lambda: drainer.drain("gpu-1", dry_run=False, interrupt=threading.Event()), within_s=15
+        )
+        took = time.monotonic() - started
+    assert result.complete, result.records
+    assert [(r.step, r.outcome) for r in result.records] == [("cordon", Outcome.OK)]
+    assert 2.7 < took < 8
+
+
+def test_a_cancel_is_heard_while_the_api_server_asks_to_wait() -> None:
+    # Retry-After: 8 is within request_timeout_s (10 s), so it is waited out, on the drain's interrupt
+    with api_answering(lambda _: _wait_please("8"), retries=False) as api:
+        drainer = NodeDrainer(client.CoreV1Api(api), clock=VirtualClock())
+        interrupt = threading.Event()
+        threading.Timer(0.3, interrupt.set).start()
+        started = time.monotonic()
+        result = _drain_in_a_thread(lambda: drainer.drain("gpu-1", dry_run=False, interrupt=interrupt), within_s=15)
+        took = time.monotonic() - started
+    assert result.cancelled
+    assert not result.failed
+    assert [(r.step, r.outcome) for r in result.records] == [("cordon", Outcome.SKIPPED)]
+    assert "cancelled while the API server asked to wait" in result.records[0].message
+    assert took < 3  # was 24 s (urllib3, 3 x 8 s), deaf to the cancel
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "words"),
+    [
+        ("0", "list the pods of node gpu-1: the API server still asks to wait after 4 tries"),
+        ("30", "list the pods of node gpu-1: the API server asks to wait 30 s (HTTP 503, Retry-After)"),
+    ],
+)
+def test_a_pod_list_asked_to_wait_is_bounded(retry_after: str, words: str) -> None:
+    asked: list[bytes] = []
+
+    def answer(request: bytes) -> bytes:
+        asked.append(request.split(b" ", 1)[0])
+        if b"/pods" in request.split(b"\r\n", 1)[0]:
+            return _wait_please(retry_after, "503 Service Unavailable")
+        return _answer("200 OK", _NODE)
+
+    with api_answering(answer, retries=False) as api:
+        drainer = NodeDrainer(client.CoreV1Api(api), clock=VirtualClock(), request_timeout_s=2.0)
+        result = _drain_in_a_thread(lambda: drainer.drain("gpu-1", dry_run=False), within_s=10)
+    assert words in result.busy
+    assert [(r.step, r.outcome) for r in result.records] == [("cordon", Outcome.OK), ("list_pods", Outcome.RETRY)]
+    assert len(asked) <= 2 + 4
+
+
+async def test_the_worker_puts_a_drain_the_api_server_asks_to_wait_back_to_approved(tmp_path: Path) -> None:
+    from detectors.drain_rails import DrainRails
+    from kvpilot.actuation import Actuation
+    from store import repo
+    from store.db import make_engine, session_factory, transaction
+    from tests.helpers.sqlite_store import migrated
+
+    sessions = session_factory(make_engine(migrated(tmp_path / "k.db")))
+    clock = VirtualClock(1000.0)
+    with api_answering(lambda _: _wait_please("30"), retries=False) as api:
+        drainer = NodeDrainer(client.CoreV1Api(api), clock=clock)
+        act = Actuation(sessions=sessions, clock=clock, rails=DrainRails(dry_run=False), drainer=drainer, poll_s=0.05)
+        with transaction(sessions) as s:
+            action = repo.request_drain(session=s, node="gpu-1", requested_by="admin#0", now=clock.now(), dry_run=False)
+            repo.approve_drain(session=s, action_id=action.id, actor="admin#0", now=clock.now(), max_concurrent=1)
+            action_id = action.id
+        await asyncio.wait_for(act.execute_approved(asyncio.Event()), 10)
+    with transaction(sessions) as s:
+        state = repo.get_drain(session=s, action_id=action_id).state
+        events = [e.message for e in repo.list_drain_events(session=s, action_id=action_id)]
+    assert state == "approved"  # tried again on the next pass, as a scaling call is
+    assert any("asks to wait 30 s" in m and m.startswith("cordon gpu-1: retry") for m in events), events

@@ -131,7 +131,7 @@ async def test_a_pod_kvpilots_drain_evicts_raises_no_rollout_surge(
     surge: bool,
 ) -> None:
     api = kube.api_client()
-    monkeypatch.setattr("kvpilot.runtime.wiring._kube_api_client", lambda: api)  # build_actuation's NodeDrainer
+    monkeypatch.setattr("kvpilot.runtime.wiring._kube_api_client", lambda **_: api)  # build_actuation's NodeDrainer
     clock = VirtualClock(START)
     timer = VirtualTimer(clock)
     settings = settings_for(
