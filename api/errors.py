@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, SQLAlchemyError
 
 from api.auth import AuthError
-from store.errors import InvalidTransition, NotFound, RailFull
+from store.errors import BudgetSpent, InvalidTransition, NotFound, RailFull
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RailFull)
     async def _rail(_: Request, e: RailFull) -> JSONResponse:
-        return JSONResponse({"detail": f"{e} (drains.max_concurrent)"}, status_code=409)
+        rail = "drains.budget" if isinstance(e, BudgetSpent) else "drains.max_concurrent"
+        return JSONResponse({"detail": f"{e} ({rail})"}, status_code=409)
 
     @app.exception_handler(InvalidTransition)
     async def _conflict(_: Request, e: InvalidTransition) -> JSONResponse:

@@ -52,6 +52,8 @@ class Runtime(Protocol):
     settings_max_body_bytes: int
     drain_dry_run: bool
     drain_max_concurrent: int
+    drain_budget: int | None  # drains.budget (None: no budget)
+    drain_budget_window_s: float
 
     def snapshot(self) -> Snapshot | None: ...
 

@@ -4,6 +4,9 @@ Pure: findings, where replicas run and what is already draining go in; one decis
 out, each with a machine-readable verdict and a sentence an operator reads, for the audit trail. The rails:
 - dry-run by default: a decision says what *would* happen until an operator turns it off;
 - at most ``max_concurrent_nodes`` nodes draining at once (those already draining count);
+- a budget over time: at most ``budget`` drains started within ``budget_window_s`` (``budget_spent``, which the
+  caller counts in the store, includes those draining now), since a done drain leaves its node cordoned until an
+  operator uncordons it, so the concurrency limit alone frees a slot each time a drain ends;
 - a circuit breaker: when more than ``breaker_share`` of all nodes are flagged at once, the monitoring is more
   likely broken than the GPUs, so nothing is drained;
 - never drain the last ready replica of a deployment (counting replicas on nodes approved in the same pass).
@@ -25,6 +28,7 @@ class Verdict(StrEnum):
     ALREADY_DRAINING = "already_draining"
     REFUSED_CIRCUIT_BREAKER = "refused_circuit_breaker"
     REFUSED_MAX_CONCURRENT = "refused_max_concurrent"
+    REFUSED_BUDGET = "refused_budget"
     REFUSED_LAST_READY_REPLICA = "refused_last_ready_replica"
 
 
@@ -35,8 +39,15 @@ class DrainRails:
     breaker_share: float = 0.2
     # Below this many flagged nodes the breaker never trips (one bad node in a 3-node fleet is 33 %).
     breaker_min_flagged: int = 2
+    # At most this many drains started within budget_window_s (None: no budget).
+    budget: int | None = None
+    budget_window_s: float = 86400.0
 
     def __post_init__(self) -> None:
+        if self.budget is not None and (isinstance(self.budget, bool) or self.budget < 0):
+            raise ValueError(f"DrainRails.budget must be >= 0, got {self.budget!r}")
+        if not self.budget_window_s > 0:
+            raise ValueError(f"DrainRails.budget_window_s must be > 0, got {self.budget_window_s!r}")
         if isinstance(self.max_concurrent_nodes, bool) or self.max_concurrent_nodes < 0:
             raise ValueError(f"DrainRails.max_concurrent_nodes must be >= 0, got {self.max_concurrent_nodes!r}")
         if not (isinstance(self.breaker_share, int | float) and 0.0 <= self.breaker_share <= 1.0):
@@ -103,8 +114,10 @@ def decide(
     placements: Sequence[Placement],
     draining: Collection[str] = (),
     rails: DrainRails = DrainRails(),
+    budget_spent: int = 0,
 ) -> list[DrainDecision]:
-    """One decision per node flagged with a ``drain_node`` finding, oldest finding first."""
+    """One decision per node flagged with a ``drain_node`` finding, oldest finding first. ``budget_spent``: the
+    drains that count against ``rails.budget`` now (``store.repo.count_budget_drains``)."""
     flagged = _flagged_nodes(findings)
     if not flagged:
         return []
@@ -127,6 +140,7 @@ def decide(
         if p.ready and p.node not in draining:
             ready_by_deployment.setdefault(p.deployment, set()).add(p.replica)
     busy = set(draining)
+    spent = budget_spent
     out: list[DrainDecision] = []
     for node in order:
         ids = _ids(flagged[node])
@@ -137,6 +151,15 @@ def decide(
             reason = f"{len(busy)} node(s) already draining, the limit is {rails.max_concurrent_nodes}"
             out.append(DrainDecision(node, Verdict.REFUSED_MAX_CONCURRENT, reason, ids, dict(common)))
             continue
+        if rails.budget is not None and spent >= rails.budget:
+            reason = (
+                f"drain budget spent: {spent} drain(s) started or approved in the last "
+                f"{rails.budget_window_s / 3600:g} h, the budget is {rails.budget}; drained nodes stay cordoned "
+                "until an operator uncordons them"
+            )
+            evidence = {**common, "budget_spent": float(spent), "budget": float(rails.budget)}
+            out.append(DrainDecision(node, Verdict.REFUSED_BUDGET, reason, ids, evidence))
+            continue
         last = _last_ready_on(node, ready_by_deployment, placements)
         if last:
             reason = f"{node} holds the last ready replica of {', '.join(last)}"
@@ -144,6 +167,7 @@ def decide(
             out.append(DrainDecision(node, Verdict.REFUSED_LAST_READY_REPLICA, reason, ids, evidence))
             continue
         busy.add(node)
+        spent += 1
         for replicas in ready_by_deployment.values():
             replicas.difference_update(p.replica for p in placements if p.node == node)
         verdict = Verdict.DRY_RUN if rails.dry_run else Verdict.DRAIN

@@ -30,6 +30,21 @@ class RailFull(StoreError):
         self.active = active
 
 
+class BudgetSpent(RailFull):
+    """An approval would exceed ``drains.budget`` within ``drains.budget_window_s``: a ``RailFull``, so every caller
+    that holds a drain back on a full rail holds it back here too (the API answers 409)."""
+
+    def __init__(self, budget: int, spent: int, window_s: float) -> None:
+        StoreError.__init__(
+            self,
+            f"{spent} drain(s) started or approved in the last {window_s:.0f} s; drains.budget is {budget} "
+            "(a drained node stays cordoned until an operator uncordons it)",
+        )
+        self.limit = budget
+        self.active = spent
+        self.window_s = window_s
+
+
 def driver_words(e: BaseException) -> str:
     """What the database driver said ("database is locked", "could not connect to server…"), on one line: not
     SQLAlchemy's wrapping of it, whose first line can be advice about autoflush and whose later lines echo the

@@ -80,6 +80,8 @@ def approve(
             now=runtime.now(),
             max_concurrent=runtime.drain_max_concurrent,
             message=body.message,
+            budget=runtime.drain_budget,
+            budget_window_s=runtime.drain_budget_window_s,
         )
         out = convert.drain(row, repo.list_drain_events(session=s, action_id=action_id))
     log.info("audit: %s approved drain %d of %s", who.name, action_id, row.node)

@@ -141,8 +141,10 @@ class Actuation:
         placements = recheck.placements(snap)
         nodes = {p.node for p in placements} | {g.sample.node for g in snap.gpus}
         draining = {n for n, state in snap.node_drains.items() if state in ("approved", "executing")}
-        decisions = decide(snap.findings, nodes=nodes, placements=placements, draining=draining, rails=self.rails)
         now = self._clock.now()
+        spent = self._budget_spent(now)
+        decisions = decide(snap.findings, nodes=nodes, placements=placements, draining=draining, rails=self.rails,
+                           budget_spent=spent)  # fmt: skip
         since = {f.id: f.since for f in snap.findings}
         self._refusals.tick([d for d in decisions if not d.approved])
         with transaction(self._sessions) as s:
@@ -180,6 +182,8 @@ class Actuation:
                                 now=now,
                                 max_concurrent=self.rails.max_concurrent_nodes,
                                 message="drains.require_approval is off",
+                                budget=self.rails.budget,
+                                budget_window_s=self.rails.budget_window_s,
                             )
                     except (RailFull, InvalidTransition) as e:
                         log.info("drain of %s stays requested: %s", d.node, e)
@@ -188,6 +192,14 @@ class Actuation:
                 why = recheck.withdrawn(s, row, actor=ACTOR, flagged=flagged)
                 if why is not None:
                     self._withdraw(s, row.id, row.node, why)
+
+    def _budget_spent(self, now: float) -> int:
+        """The drains that count against ``rails.budget`` now (0 without a budget: nothing to read)."""
+        if self.rails.budget is None:
+            return 0
+        with transaction(self._sessions) as s:
+            since = now - self.rails.budget_window_s
+            return repo.count_budget_drains(session=s, since=since, dry_run=self.rails.dry_run)
 
     # -- the drain worker -----------------------------------------------------------------------------------
 

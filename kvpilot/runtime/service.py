@@ -136,6 +136,8 @@ class Service:
         max_body_bytes: int = 64 * 1024,
         drain_dry_run: bool = True,
         drain_max_concurrent: int = 1,
+        drain_budget: int | None = None,
+        drain_budget_window_s: float = 86400.0,
         leadership: Leadership | None = None,
         actuation: Actuation | None = None,
         renew_every_s: float = 5.0,
@@ -162,6 +164,8 @@ class Service:
         self.settings_max_body_bytes = max_body_bytes
         self.drain_dry_run = drain_dry_run
         self.drain_max_concurrent = drain_max_concurrent
+        self.drain_budget = drain_budget
+        self.drain_budget_window_s = drain_budget_window_s
         self.leadership: Leadership = leadership or AlwaysLeader()
         self.actuation = actuation
         self.renew_every_s = renew_every_s

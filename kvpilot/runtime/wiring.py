@@ -287,6 +287,8 @@ def build_service(
         max_body_bytes=settings.api.max_body_bytes,
         drain_dry_run=settings.drains.dry_run,
         drain_max_concurrent=settings.drains.max_concurrent,
+        drain_budget=settings.drains.budget,
+        drain_budget_window_s=settings.drains.budget_window_s,
         leadership=leadership,
         actuation=actuation,
         renew_every_s=settings.ha.renew_every_s,
@@ -401,7 +403,8 @@ def build_actuation(
     """Drains through the rails (on the cluster when there is one) and, in ``direct`` mode, scaling. ``on_evict``
     is told each pod a drain evicts ("namespace/name", now): the rollout stage's ``note_removed``."""
     d = settings.drains
-    rails = DrainRails(dry_run=d.dry_run, max_concurrent_nodes=d.max_concurrent, breaker_share=d.breaker_share)
+    rails = DrainRails(dry_run=d.dry_run, max_concurrent_nodes=d.max_concurrent, breaker_share=d.breaker_share,
+                       budget=d.budget, budget_window_s=d.budget_window_s)  # fmt: skip
     on_cluster = settings.collector.discovery.kind == "kubernetes" or settings.ha.enabled or settings.sharding.enabled
     drainer: Any
     if on_cluster:

@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from store.drain_states import ACTIVE, DrainState, can_transition
-from store.errors import InvalidTransition, NotFound, RailFull
+from store.errors import BudgetSpent, InvalidTransition, NotFound, RailFull
 from store.fields import fit
 from store.models import DrainActionRow, DrainEventRow, DrainRailRow
 from store.repo.page import Page, paginate
@@ -87,10 +87,12 @@ def _live_for_node(session: Session, node: str) -> DrainActionRow | None:
 
 
 def approve_drain(
-    *, session: Session, action_id: int, actor: str, now: float, max_concurrent: int, message: str = ""
-) -> DrainActionRow:
-    """requested → approved, unless ``max_concurrent`` actions are already approved or executing (``RailFull``):
-    counted and claimed under the rail, so parallel approvals can never exceed it."""
+    *, session: Session, action_id: int, actor: str, now: float, max_concurrent: int, message: str = "",
+    budget: int | None = None, budget_window_s: float = 86400.0,
+) -> DrainActionRow:  # fmt: skip
+    """requested → approved, unless ``max_concurrent`` actions are already approved or executing (``RailFull``), or
+    ``budget`` drains already count within ``budget_window_s`` (``BudgetSpent``, see ``count_budget_drains``; None:
+    no budget): counted and claimed under the rail, so parallel approvals can never exceed either."""
     claim_rail(session=session)
     row = get_drain(session=session, action_id=action_id)
     if row.state != DrainState.REQUESTED.value:
@@ -98,6 +100,10 @@ def approve_drain(
     active = count_active_drains(session=session)
     if active >= max_concurrent:
         raise RailFull(max_concurrent, active)
+    if budget is not None:
+        spent = count_budget_drains(session=session, since=now - budget_window_s, dry_run=row.dry_run)
+        if spent >= budget:
+            raise BudgetSpent(budget, spent, budget_window_s)
     return transition_drain(session=session, action_id=action_id, to=DrainState.APPROVED, actor=actor, now=now,
                             message=message)  # fmt: skip
 
@@ -141,6 +147,26 @@ def count_active_drains(*, session: Session) -> int:
         select(func.count())
         .select_from(DrainActionRow)
         .where(DrainActionRow.state.in_([DrainState.APPROVED.value, DrainState.EXECUTING.value]))
+    )
+    return int(session.scalar(stmt) or 0)
+
+
+def count_budget_drains(*, session: Session, since: float, dry_run: bool) -> int:
+    """Drains that count against the budget: approved or executing now, or started (executing) at or after ``since``
+    whatever they became, done, failed or cancelled midway: each took its node out of the pool, and a done drain
+    leaves it cordoned until an operator uncordons it. An approval cancelled before it ran does not count. Dry runs
+    count among dry runs only, so a dry run shows where the budget would refuse."""
+    started = select(DrainEventRow.action_id).where(
+        DrainEventRow.to_state == DrainState.EXECUTING.value, DrainEventRow.at >= since
+    )
+    stmt = (
+        select(func.count())
+        .select_from(DrainActionRow)
+        .where(
+            DrainActionRow.dry_run == dry_run,
+            DrainActionRow.state.in_([DrainState.APPROVED.value, DrainState.EXECUTING.value])
+            | DrainActionRow.id.in_(started),
+        )
     )
     return int(session.scalar(stmt) or 0)
 

@@ -98,6 +98,8 @@ class FakeRuntime:
     settings_max_body_bytes: int = 4096
     drain_dry_run: bool = True
     drain_max_concurrent: int = 1
+    drain_budget: int | None = None
+    drain_budget_window_s: float = 86400.0
 
     def __post_init__(self) -> None:
         self.counters = LoopCounters()
