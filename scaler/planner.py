@@ -594,10 +594,16 @@ class _DeploymentPlanner:
             prompt_tokens_rate=view.prompt_tokens_rate,
             generation_tokens_rate=view.generation_tokens_rate,
         )
-        forecast = self.forecaster.predict(cfg.horizon_s)
-        tail = self.forecaster.tail_margin(cfg.horizon_s, cfg.slo_target_miss)
         # Scaled to zero with no gateway counter, nothing arrives that a replica could see: the forecaster still
-        # predicts from the history it has (a daily pattern wakes the deployment one horizon ahead).
+        # predicts from the history it has, one horizon past now rather than past its last reading (which would
+        # look at the same moment for ever), so a daily pattern wakes the deployment one horizon ahead. Nothing is
+        # made up for the unread hours. Only at zero: with replicas a missing reading is an outage, and a trend
+        # carried across it would scale on demand nobody measured.
+        if arrival is None and current == 0:
+            forecast = self.forecaster.predict_from(now, cfg.horizon_s)
+        else:
+            forecast = self.forecaster.predict(cfg.horizon_s)
+        tail = self.forecaster.tail_margin(cfg.horizon_s, cfg.slo_target_miss)
         forecast_known = arrival is not None or self._seen_arrival
         self.live_error.record(now, arrival, forecast.point)
         self._slo_missed = False
@@ -755,8 +761,11 @@ class Planner:
 
     def warm(self, key: str, t: float, arrival_rate: float) -> None:
         """Feed one stored arrival rate (requests/s at ``t``) to the deployment's forecaster: the history restored
-        at start, so that the first forecasts after a restart are not blind."""
-        self.planner_for(key).forecaster.observe(t, arrival_rate)
+        at start, so that the first forecasts after a restart are not blind (a deployment restored at zero
+        replicas, where nothing is read, forecasts from this history instead of deciding ``no_metrics``)."""
+        planner = self.planner_for(key)
+        planner.forecaster.observe(t, arrival_rate)
+        planner._seen_arrival = True
 
     def capacity(self, key: str) -> tuple[float, str] | None:
         """What one replica of the deployment sustains at the reference mix (requests/s) and where that comes from

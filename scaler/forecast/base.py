@@ -114,6 +114,19 @@ class Forecaster(ABC):
         point = self._clip(point)
         return Forecast(point, max(point, self._clip(upper)), horizon_s)
 
+    def unread_s(self, now: float) -> float:
+        """Seconds from the last observation to ``now`` (0 before any, or where ``now`` is not later)."""
+        if not self._times or not math.isfinite(now):
+            return 0.0
+        return max(0.0, now - self._times[-1])
+
+    def predict_from(self, now: float, horizon_s: float) -> Forecast:
+        """Forecast ``horizon_s`` seconds after ``now`` rather than after the last observation: for a series that
+        has not been read since (a deployment scaled to zero with no gateway counter). No reading is made up for
+        the gap (a 0 written for hours nobody measured would teach a seasonal model that the burst it missed did
+        not come): the model answers that much further ahead of what it saw. `predict` where nothing is unread."""
+        return self.predict(horizon_s + self.unread_s(now))
+
     @abstractmethod
     def _predict(self, horizon_s: float) -> tuple[float, float]:
         """Return (point, upper) for the horizon; may raise or return non-finite values to request a fallback."""

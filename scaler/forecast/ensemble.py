@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaler.forecast.base import Forecaster
+from scaler.forecast.base import Forecast, Forecaster
 from scaler.forecast.ewma import Ewma
 from scaler.forecast.float_window import FloatWindow
 from scaler.forecast.holt import Holt
@@ -260,6 +260,29 @@ class Ensemble(Forecaster):
         else:
             margin = self.horizon_spread(horizon_s)
         return point, point + margin
+
+    def predict_from(self, now: float, horizon_s: float) -> Forecast:
+        """The option chosen at ``horizon_s`` answering that far past ``now``, the unread gap added to its horizon
+        (`Forecaster.predict_from`). The longer horizon is neither scored nor kept: no reading will come to score
+        it, and keeping one per tick would push the real horizon's scores out of `_by_horizon`."""
+        gap = self.unread_s(now)
+        if gap == 0.0:
+            return self.predict(horizon_s)
+        ahead = horizon_s + gap
+        s = self._by_horizon.get(round(horizon_s, 3))
+        points = [c.predict(ahead).point for c in self.candidates]
+        options = [*points, sum(w * p for w, p in zip(self.weights(), points, strict=True))]
+        point = points[0] if s is None else options[s.choice]
+        if s is not None and s.choice == 0 and s.lean > 0:
+            point = points[0] + s.lean * (options[s.lean_to] - points[0])
+        if not math.isfinite(point):
+            point = points[0]
+        if s is not None and len(s.residuals) >= 20:
+            margin = max(s.residuals[int(0.9 * (len(s.residuals) - 1))], 0.0)
+        else:
+            margin = self.horizon_spread(ahead)
+        point = self._clip(point)
+        return Forecast(point, max(point, self._clip(point + margin)), horizon_s)
 
     def tail_margin(self, horizon_s: float, share: float) -> float | None:
         s = self._by_horizon.get(round(horizon_s, 3))
