@@ -272,11 +272,19 @@ class NodeDrainer:
             if meta is None or not meta.name:
                 continue  # the API server never sends a pod without a name; nothing could be evicted anyway
             namespace = meta.namespace or "default"
+            ref = f"{namespace}/{meta.name}"
             skip = _skip_reason(pod)
             if skip:
-                self._record(result, "evict", f"{namespace}/{meta.name}", Outcome.SKIPPED, skip)
+                self._record(result, "evict", ref, Outcome.SKIPPED, skip)
+            elif not _has_controller(pod):
+                self._record(result, "evict", ref, Outcome.BLOCKED, _NO_CONTROLLER.format(ref=ref, node=node))
+                result.blocked.append(ref)
             else:
                 out.append((namespace, meta.name))
+        if result.blocked:  # as kubectl drain: an unmanaged pod refuses the whole drain, before any eviction
+            why = f"drain of {node} blocked by {len(result.blocked)} pod(s) with no controller; no pod evicted"
+            self._record(result, "evict", node, Outcome.SKIPPED, why)
+            return None
         return out
 
     def _evict(self, node: str, namespace: str, name: str, result: DrainResult, stop: Callable[[], bool]) -> None:
@@ -337,6 +345,19 @@ class _Stopped(Exception):
     def __init__(self, step: str) -> None:
         super().__init__(step)
         self.step = step
+
+
+_NO_CONTROLLER = (
+    "{ref} has no controller: nothing would recreate it, so an eviction would delete it for good (kubectl drain "
+    "refuses it without --force); the node stays cordoned: move or delete the pod, then drain {node} again"
+)
+
+
+def _has_controller(pod: Any) -> bool:
+    """A pod some controller recreates elsewhere once evicted. kubectl asks for an owner reference marked
+    ``controller: true``; one that leaves ``controller`` unset is counted as a controller here too (objects written
+    by hand or by older tools often omit it); no owner reference, or only ``controller: false`` ones, is none."""
+    return any(o.controller is not False for o in (pod.metadata.owner_references or []))
 
 
 def _skip_reason(pod: Any) -> str | None:

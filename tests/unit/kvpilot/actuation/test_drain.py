@@ -45,17 +45,26 @@ def _node(kube: FakeKube, name: str = "gpu-1") -> None:
 
 
 def _pod(
-    kube: FakeKube, name: str, node: str = "gpu-1", *, app: str = "llm", owner: str | None = None, **meta: Any
+    kube: FakeKube,
+    name: str,
+    node: str = "gpu-1",
+    *,
+    app: str = "llm",
+    owner: str | None = "ReplicaSet",
+    controller: bool | None = True,
+    phase: str = "Running",
+    **meta: Any,
 ) -> None:
     metadata: dict[str, Any] = {"name": name, "namespace": "ml", "labels": {"app": app}, **meta}
     if owner:
-        metadata["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": "x", "uid": "u"}]
+        ref = {"apiVersion": "apps/v1", "kind": owner, "name": "x", "uid": "u", "controller": controller}
+        metadata["ownerReferences"] = [{k: v for k, v in ref.items() if v is not None}]
     kube.create(
         "pods",
         {
             "metadata": metadata,
             "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+            "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True"}]},
         },
         namespace="ml",
     )
@@ -101,6 +110,38 @@ def test_drain_cordons_taints_and_evicts_what_a_drain_should_move(kube, core):
     assert remaining == {"dcgm", "static", "other-node"}
     assert ("ml/dcgm", Outcome.SKIPPED) in _outcomes(result.records, "evict")
     assert ("POST", "/api/v1/namespaces/ml/pods/llm-0/eviction") in kube.requests  # the Eviction API, not DELETE
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_pod_with_no_controller_blocks_the_drain_as_kubectl_does(kube, core, dry_run):
+    # Nothing recreates a bare pod: evicting it deletes it for good. kubectl drain refuses the node unless --force;
+    # so does kvpilot: the node stays cordoned, no pod is evicted, the drain ends blocked naming the pod and why.
+    _node(kube)
+    _pod(kube, "llm-0")
+    _pod(kube, "bare", owner=None)
+    _pod(kube, "orphaned", owner="ReplicaSet", controller=False)  # an owner that is no controller (GC only)
+    _pod(kube, "done-job", owner=None, phase="Succeeded")  # finished: nothing left to lose
+    result = _drainer(core, VirtualClock(), []).drain("gpu-1", dry_run=dry_run)
+    assert result.blocked == ["ml/bare", "ml/orphaned"]
+    assert not result.complete
+    assert result.evicted == []
+    assert not [path for method, path in kube.requests if method == "POST" and path.endswith("/eviction")]
+    remaining = {p["metadata"]["name"] for p in kube.store.list(kube.resource("pods"), "ml")[0]}
+    assert remaining == {"llm-0", "bare", "orphaned", "done-job"}
+    blocked = [r for r in result.records if r.outcome is Outcome.BLOCKED]
+    assert [r.target for r in blocked] == ["ml/bare", "ml/orphaned"]
+    assert "ml/bare has no controller" in blocked[0].message
+    assert "delete it for good" in blocked[0].message
+    assert ("ml/done-job", Outcome.SKIPPED) in _outcomes(result.records, "evict")
+    assert kube.get("nodes", "gpu-1")["spec"].get("unschedulable") is (None if dry_run else True)
+
+
+def test_an_owner_reference_without_the_controller_field_counts_as_a_controller(kube, core):
+    _node(kube)
+    _pod(kube, "llm-0", controller=None)
+    result = _drainer(core, VirtualClock(), []).drain("gpu-1", dry_run=False)
+    assert result.complete
+    assert result.evicted == ["ml/llm-0"]
 
 
 def test_dry_run_changes_nothing_and_says_what_it_would_do(kube, core):
