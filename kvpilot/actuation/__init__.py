@@ -123,7 +123,6 @@ class Actuation:
         self._recovered = False
         self._refusals = RefusalLog(clock, on_refusal)
         self._snapshot: Snapshot | None = None  # the latest after_tick's: what the worker re-checks a drain against
-        self._held: dict[int, str] = {}  # approved drains held back, and the reason last audited
 
     async def after_tick(self, snapshot: Snapshot) -> None:
         """Request drains for flagged nodes and apply scaling; approved drains are the drain worker's."""
@@ -154,12 +153,14 @@ class Actuation:
                 last = repo.latest_drain_for_node(session=s, node=d.node)
                 # This episode of the condition already has its drain action (live or finished); a finding's id is
                 # its kind and subject, so the same GPU failing again after a repair is a new episode (later since).
-                # Without approval, a request the store's rail held back (RailFull below) is approved when free.
+                # Without approval, a request the store's rail held back (RailFull below) is approved when free; so
+                # is, with approval, one the drain worker held back after its approval (recheck.held_back).
+                again = last is not None and recheck.held_back(s, last, actor=ACTOR)
                 if (
                     last is not None
                     and last.finding_id in d.finding_ids
                     and last.requested_at >= since[last.finding_id]
-                    and (self._require_approval or last.state != DrainState.REQUESTED)
+                    and (last.state != DrainState.REQUESTED or (self._require_approval and not again))
                 ):
                     continue
                 row = repo.request_drain(
@@ -172,7 +173,8 @@ class Actuation:
                     finding_id=d.finding_ids[0] if d.finding_ids else None,
                     evidence=dict(d.evidence),
                 )
-                if not self._require_approval and row.state == DrainState.REQUESTED:
+                again = again and last is not None and row.id == last.id
+                if (again or not self._require_approval) and row.state == DrainState.REQUESTED:
                     try:
                         with s.begin_nested():
                             repo.approve_drain(
@@ -181,7 +183,11 @@ class Actuation:
                                 actor=ACTOR,
                                 now=now,
                                 max_concurrent=self.rails.max_concurrent_nodes,
-                                message="drains.require_approval is off",
+                                message=(
+                                    "approved again: held back after its approval, the rails allow it now"
+                                    if again
+                                    else "drains.require_approval is off"
+                                ),
                                 budget=self.rails.budget,
                                 budget_window_s=self.rails.budget_window_s,
                             )
@@ -285,26 +291,27 @@ class Actuation:
             return repo.get_drain(session=s, action_id=action_id).state
 
     def _still_wanted(self, action_id: int) -> bool:
-        """A drain kvpilot requested, approved maybe hours later: withdrawn if its finding closed, held while its
-        node holds a deployment's last ready replica (``recheck``). An operator's drain is always wanted."""
+        """A drain kvpilot requested, approved maybe hours later: withdrawn if its finding closed, held back (to
+        requested, freeing its rail slot; approved again by ``_request_drains`` once the rails allow) while its node
+        holds a deployment's last ready replica (``recheck``). An operator's drain is always wanted."""
         with transaction(self._sessions) as s:
             row = repo.get_drain(session=s, action_id=action_id)
             if row.state != DrainState.APPROVED:
                 return False
             why = recheck.withdrawn(s, row, actor=ACTOR, flagged=recheck.flagged_nodes(self._snapshot))
             if why is not None:
-                self._held.pop(action_id, None)
                 self._withdraw(s, action_id, row.node, why)
                 return False
             executing = repo.drains_in(session=s, states=(DrainState.EXECUTING.value,), limit=1000)
             hold = recheck.held(row, self._snapshot, actor=ACTOR, draining={r.node for r in executing})
             if hold is None:
-                self._held.pop(action_id, None)
                 return True
-            if self._held.get(action_id) != hold:  # said once, and again when the reason changes
-                log.info("drain of %s %s", row.node, hold)
-                repo.note_drain(session=s, action_id=action_id, actor=ACTOR, now=self._clock.now(), message=hold)
-                self._held[action_id] = hold
+            log.info("drain of %s %s", row.node, hold)
+            with contextlib.suppress(InvalidTransition), s.begin_nested():  # cancelled or claimed meanwhile
+                repo.transition_drain(
+                    session=s, action_id=action_id, to=DrainState.REQUESTED, actor=ACTOR, now=self._clock.now(),
+                    message=hold,
+                )  # fmt: skip
             return False
 
     def _withdraw(self, s: Session, action_id: int, node: str, why: str) -> None:

@@ -9,10 +9,15 @@ a finding (``requested_by`` kvpilot, a ``finding_id``) are asked: an operator's 
   and nothing flags the node any more: no open ``drain_node`` finding on it, in this instance's snapshot or in the
   store (the store is the one view of every instance's findings under sharding). A finding row not written yet, or
   one closed before the request (a new episode not stored yet), withdraws nothing.
-- *Held* (stays approved, not run this pass, said once in its audit) while the node holds the last ready replica of
-  a deployment in the latest snapshot, off the nodes being drained (``detectors.drain_rails.last_ready_on``); it runs
-  once another replica is ready, and is withdrawn if its finding closes meanwhile. With sharding the snapshot holds
-  only this instance's deployments, so this rail is blind to the others' (as the request's was).
+- *Held back* (approved → requested, the reason in its audit) while the node holds the last ready replica of a
+  deployment in the latest snapshot, off the nodes being drained (``detectors.drain_rails.last_ready_on``). Back in
+  requested it no longer counts toward ``drains.max_concurrent`` or ``drains.budget`` (both count approved and
+  executing drains), so a node that may hold the last replica for ever does not keep every other node's drain
+  waiting; kept approved, it did (review G, round 8). Once another replica is ready, ``decide`` approves its node
+  again and kvpilot re-approves it (``held_back``) through the store's rails, as it would a fresh request, whether or
+  not ``drains.require_approval`` is on (an operator approved it once); it is withdrawn if its finding closes
+  meanwhile. With sharding the snapshot holds only this instance's deployments, so this rail is blind to the
+  others' (as the request's was).
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ from sqlalchemy.orm import Session
 
 from detectors.drain_rails import Placement, last_ready_on
 from kvpilot.runtime.snapshot import Snapshot
-from store.models import DrainActionRow, FindingRow
+from store.drain_states import DrainState
+from store.models import DrainActionRow, DrainEventRow, FindingRow
 from store.repo.findings import CLOSED, LIVE
 
 
@@ -68,4 +74,24 @@ def held(action: DrainActionRow, snap: Snapshot | None, *, actor: str, draining:
     last = last_ready_on(action.node, placements(snap), draining=set(draining) - {action.node})
     if not last:
         return None
-    return f"held: {action.node} now holds the last ready replica of {', '.join(last)}; it runs when it no longer does"
+    return (
+        f"held: {action.node} now holds the last ready replica of {', '.join(last)}; back to requested, freeing its "
+        "drains.max_concurrent slot, and approved again by kvpilot when it no longer does"
+    )
+
+
+def held_back(session: Session, action: DrainActionRow, *, actor: str) -> bool:
+    """True when ``action`` is requested because ``actor`` held it back after its approval (its latest transition
+    is approved → requested by ``actor``): kvpilot approves it again once the rails allow, an operator need not."""
+    if action.state != DrainState.REQUESTED:
+        return False
+    last = select(DrainEventRow).where(
+        DrainEventRow.action_id == action.id, DrainEventRow.from_state != DrainEventRow.to_state
+    )
+    event = session.scalars(last.order_by(DrainEventRow.id.desc()).limit(1)).first()
+    return (
+        event is not None
+        and event.from_state == DrainState.APPROVED
+        and event.to_state == DrainState.REQUESTED
+        and event.actor == actor
+    )

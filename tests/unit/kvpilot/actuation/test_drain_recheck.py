@@ -1,6 +1,7 @@
 """A drain kvpilot requested is asked again before it runs (review G, session 18, round 0 item 1): with approval
 required it can wait hours, and the worker cordoned and evicted whatever had happened meanwhile. Withdrawn when its
-finding closed, held while its node holds a deployment's last ready replica; an operator's drain keeps its word.
+finding closed, held back (to requested, freeing its rail slot) while its node holds a deployment's last ready
+replica; an operator's drain keeps its word.
 The store is the real one (SQLite), the cluster the fake API server with the real ``NodeDrainer``."""
 
 from __future__ import annotations
@@ -59,10 +60,10 @@ def _events(sessions: sessionmaker[Session], node: str) -> list[str]:
         return [e.message for e in repo.list_drain_events(session=s, action_id=row.id)]
 
 
-def _approve(sessions: sessionmaker[Session], node: str, now: float) -> None:
+def _approve(sessions: sessionmaker[Session], node: str, now: float, max_concurrent: int = 2) -> None:
     with transaction(sessions) as s:
         (row,) = [r for r in repo.list_drains(session=s).items if r.node == node]
-        repo.approve_drain(session=s, action_id=row.id, actor="admin#0", now=now, max_concurrent=2)
+        repo.approve_drain(session=s, action_id=row.id, actor="admin#0", now=now, max_concurrent=max_concurrent)
 
 
 @pytest.fixture
@@ -163,14 +164,66 @@ async def test_an_approved_drain_is_held_while_its_node_holds_the_last_ready_rep
     for tick in (2, 3):
         await act.after_tick(Snapshot(tick=tick, t=clock.now(), replicas=alone, findings=[sick]))
         await asyncio.wait_for(act.execute_approved(asyncio.Event()), 10)
-    assert _drains(sessions) == [("n0", "kvpilot", "approved")]
+    assert _drains(sessions) == [("n0", "kvpilot", "requested")]  # held back: its rail slot freed
     assert _touched(kube, "n0") == []
     held = [m for m in _events(sessions, "n0") if m.startswith("held:")]
-    assert held == ["held: n0 now holds the last ready replica of llm/chat; it runs when it no longer does"]
-    both = [_replica("chat-0", "n0"), _replica("chat-1", "n1")]  # chat-1 ready again: the drain runs
+    assert held == [
+        "held: n0 now holds the last ready replica of llm/chat; back to requested, freeing its drains.max_concurrent "
+        "slot, and approved again by kvpilot when it no longer does"
+    ]
+    both = [_replica("chat-0", "n0"), _replica("chat-1", "n1")]  # chat-1 ready again: approved again, and runs
     await act.after_tick(Snapshot(tick=4, t=clock.now(), replicas=both, findings=[sick]))
     await asyncio.wait_for(act.execute_approved(asyncio.Event()), 10)
     assert _drains(sessions) == [("n0", "kvpilot", "done")]
+    assert kube.get("nodes", "n0")["spec"]["unschedulable"] is True
+    assert "approved again: held back after its approval, the rails allow it now" in _events(sessions, "n0")
+
+
+def _live(sessions: sessionmaker[Session]) -> dict[str, str]:
+    """The live drains by node: what the loop puts in each snapshot's ``node_drains``."""
+    with transaction(sessions) as s:
+        rows = repo.drains_in(session=s, states=("requested", "approved", "executing"), limit=100)
+        return {r.node: r.state for r in rows}
+
+
+@pytest.mark.parametrize("require_approval", [True, False])
+async def test_a_held_drain_does_not_hold_back_another_nodes_drain(
+    tmp_path: Path, kube: FakeKube, require_approval: bool
+) -> None:
+    """Review G round 8: with drains.max_concurrent 1 (the default), a drain held because its node carries a
+    deployment's only ready replica kept its slot, so every other node's drain waited as long as that lasted."""
+    kube.create("nodes", {"metadata": {"name": "n2"}, "spec": {}})
+    sessions = _sessions(tmp_path)
+    clock = VirtualClock(1000.0)
+    drainer = NodeDrainer(client.CoreV1Api(kube.api_client()))
+    rails = DrainRails(dry_run=False, max_concurrent_nodes=1)
+    act = Actuation(sessions=sessions, clock=clock, rails=rails, drainer=drainer, poll_s=0.05,
+                    require_approval=require_approval)  # fmt: skip
+    a, b = _stuck("n0", 990.0), _stuck("n2", 1500.0)
+    both = [_replica("chat-0", "n0"), _replica("chat-1", "n1")]
+    alone = [_replica("chat-0", "n0"), _replica("chat-1", "n1", ready=False)]
+    _store_findings(sessions, clock.now(), a)
+    await act.after_tick(Snapshot(tick=1, t=clock.now(), replicas=both, findings=[a]))
+    if require_approval:
+        _approve(sessions, "n0", clock.now(), max_concurrent=1)
+    assert _drains(sessions) == [("n0", "kvpilot", "approved")]
+    clock.advance(600.0)  # chat-1 went unready before the worker's pass: n0 now carries chat's only ready replica
+    await act.after_tick(Snapshot(tick=2, t=clock.now(), replicas=alone, findings=[a], node_drains=_live(sessions)))
+    await asyncio.wait_for(act.execute_approved(asyncio.Event()), 10)
+    assert _touched(kube, "n0") == []
+    _store_findings(sessions, clock.now(), a, b)  # a worse failure on n2: its drain must not wait for n0's
+    snap = Snapshot(tick=3, t=clock.now(), replicas=alone, findings=[a, b], node_drains=_live(sessions))
+    await act.after_tick(snap)
+    if require_approval:
+        _approve(sessions, "n2", clock.now(), max_concurrent=1)  # RailFull while n0's held drain kept its slot
+    await asyncio.wait_for(act.execute_approved(asyncio.Event()), 10)
+    assert _drains(sessions) == [("n0", "kvpilot", "requested"), ("n2", "kvpilot", "done")]
+    assert kube.get("nodes", "n2")["spec"]["unschedulable"] is True
+    assert _touched(kube, "n0") == []
+    clock.advance(600.0)  # chat-1 ready again: n0's drain is approved again through the rails (n2's is done) and runs
+    await act.after_tick(Snapshot(tick=4, t=clock.now(), replicas=both, findings=[a], node_drains=_live(sessions)))
+    await asyncio.wait_for(act.execute_approved(asyncio.Event()), 10)
+    assert _drains(sessions) == [("n0", "kvpilot", "done"), ("n2", "kvpilot", "done")]
     assert kube.get("nodes", "n0")["spec"]["unschedulable"] is True
 
 
