@@ -5,7 +5,6 @@ PromQLError naming the URL (it was a TypeError or AttributeError deep in the rea
 from __future__ import annotations
 
 import json
-import logging
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,10 +15,7 @@ import pytest
 
 from collector.clock import VirtualClock
 from collector.discovery.promql import PromQLError, PromQLSource
-from kvpilot.runtime.sources import build
-from kvpilot.runtime.wiring import build_service
-from kvpilot.settings import load_settings
-from tests.helpers.poll import until
+from tests.helpers.promql_loop import collection_failures
 
 NOW = 1_700_000_600.0
 METADATA = {"status": "success", "data": {"vllm:num_requests_running": [{"type": "gauge", "help": "", "unit": ""}]}}
@@ -120,23 +116,10 @@ async def test_a_vector_with_a_series_laid_out_otherwise_is_refused_naming_it(se
 
 async def test_the_loop_says_a_failing_prometheus_in_one_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     server = Garbage("<html>Sign in</html>")
-    settings = load_settings(
-        store={"database_url": f"sqlite:///{tmp_path / 'k.db'}"},
-        collector={"interval_s": 0.5, "timeout_s": 0.4, "discovery": {"kind": "promql", "promql_url": server.url}},
-    )
-    caplog.set_level(logging.ERROR, logger="kvpilot.runtime.loop")
     try:
-        with build(settings) as sources:
-            service, restored = build_service(settings, sources)
-            await service.start(restored)
-            try:
-                await until(lambda: service.loop.tick_count >= 2, what="two ticks", timeout_s=20)
-            finally:
-                service.stop.set()
-                await service.wait()
+        failed = await collection_failures(server.url, tmp_path, caplog, interval_s=0.5, timeout_s=0.4, wait_s=20)
     finally:
         server.close()
-    failed = [r for r in caplog.records if r.getMessage().startswith("collection failed")]
     assert failed
     assert all(r.exc_info is None for r in failed)  # no traceback
     assert failed[0].getMessage().endswith(": not a Prometheus API answer: <html>Sign in</html>")

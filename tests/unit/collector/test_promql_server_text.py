@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import socket
 import threading
 from collections.abc import Iterator
@@ -22,10 +21,8 @@ from collector.clock import VirtualClock
 from collector.discovery.promql import PromQLError, PromQLSource
 from collector.promql import decode
 from collector.promql.decode import SERVER_TEXT_CHARS, server_text
-from kvpilot.runtime.sources import build
-from kvpilot.runtime.wiring import build_service
-from kvpilot.settings import load_settings
 from tests.helpers.poll import until
+from tests.helpers.promql_loop import collection_failures
 
 NOW = 1_700_000_600.0
 HOSTILE = "\x1b[2J\x1b]0;owned\x07\r\nlevel=error fake line\u202egnp.exe\u2028\x00"  # clear screen, title, CRLF, RLO
@@ -179,23 +176,11 @@ async def test_the_loop_logs_a_hostile_error_as_one_short_printable_line(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     server = ErrorPrometheus()
-    settings = load_settings(
-        store={"database_url": f"sqlite:///{tmp_path / 'k.db'}"},
-        collector={"interval_s": 2, "timeout_s": 1.5, "discovery": {"kind": "promql", "promql_url": server.url}},
-    )
-    caplog.set_level(logging.ERROR, logger="kvpilot.runtime.loop")
     try:
-        with build(settings) as sources:
-            service, restored = build_service(settings, sources)
-            await service.start(restored)
-            try:
-                await until(lambda: service.loop.tick_count >= 2, what="two ticks", timeout_s=30)
-            finally:
-                service.stop.set()
-                await service.wait()
+        records = await collection_failures(server.url, tmp_path, caplog, interval_s=2, timeout_s=1.5, wait_s=30)
     finally:
         server.close()
-    failed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("collection failed")]
+    failed = [r.getMessage() for r in records]
     assert failed
     for line in failed:
         assert line.isprintable()
