@@ -18,6 +18,11 @@ wait as its backoff, only while the call stays within ``request_timeout_s``; a l
 ``DrainResult.busy`` (the worker puts it back to approved: retried next pass). Evictions are POSTs, which urllib3 never
 retries: a PodDisruptionBudget's 429 is the backoff's, as before.
 
+Before any eviction it refuses, as ``kubectl drain`` does without ``--force``, a node holding a pod with no controller
+(evicted, nothing would recreate it); and it keeps each ready pod whose eviction would leave its Deployment no ready
+replica, read from the API server (Pod -> ReplicaSet -> Deployment ``status.readyReplicas``): the drain rails read a
+snapshot that may be old and, with sharding, holds only the instance's own deployments.
+
 Before each eviction request it tells ``on_evict`` the pod and the time: kvpilot's own removal, which the rollout
 stage must not read as a rolling update draining the pod (``scaler.rollout_stage.RolloutStage.note_removed``).
 """
@@ -141,10 +146,18 @@ class NodeDrainer:
         pods = self._pods_to_evict(node, result)
         if pods is None:
             return
-        for i, (namespace, name) in enumerate(pods):
+        refused = self._last_ready_replicas(node, pods, result)
+        if refused is None:
+            return
+        for i, (namespace, name, _) in enumerate(pods):
             if stop():
                 self._cancel(result, len(pods) - i)
                 return
+            ref = f"{namespace}/{name}"
+            if ref in refused:
+                self._record(result, "evict", ref, Outcome.BLOCKED, refused[ref])
+                result.blocked.append(ref)
+                continue
             self._evict(node, namespace, name, result, stop)
             if result.cancelled:
                 return
@@ -252,7 +265,7 @@ class NodeDrainer:
         result.failed = True
         return False
 
-    def _pods_to_evict(self, node: str, result: DrainResult) -> list[tuple[str, str]] | None:
+    def _pods_to_evict(self, node: str, result: DrainResult) -> list[tuple[str, str, Any]] | None:
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -266,7 +279,7 @@ class NodeDrainer:
             self._record(result, "list_pods", node, Outcome.ERROR, f"listing pods failed: HTTP {e.status}")
             result.failed = True
             return None
-        out: list[tuple[str, str]] = []
+        out: list[tuple[str, str, Any]] = []
         for pod in pods:
             meta = pod.metadata
             if meta is None or not meta.name:
@@ -280,12 +293,73 @@ class NodeDrainer:
                 self._record(result, "evict", ref, Outcome.BLOCKED, _NO_CONTROLLER.format(ref=ref, node=node))
                 result.blocked.append(ref)
             else:
-                out.append((namespace, meta.name))
+                out.append((namespace, meta.name, pod))
         if result.blocked:  # as kubectl drain: an unmanaged pod refuses the whole drain, before any eviction
             why = f"drain of {node} blocked by {len(result.blocked)} pod(s) with no controller; no pod evicted"
             self._record(result, "evict", node, Outcome.SKIPPED, why)
             return None
         return out
+
+    def _last_ready_replicas(
+        self, node: str, pods: list[tuple[str, str, Any]], result: DrainResult
+    ) -> dict[str, str] | None:
+        """The ready pods whose eviction would leave their Deployment no ready replica, read from the API server now
+        (Pod -> ReplicaSet -> Deployment, then the Deployment's ``status.readyReplicas``), with why. The drain rails
+        decided on a snapshot that may be old, and with sharding holds only the instance's own deployments: this sees
+        every deployment. A ReplicaSet or Deployment that is gone (404) is no Deployment; another failed read ends the
+        drain failed before any eviction (None)."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        apps = client.AppsV1Api(self._core.api_client)
+        owners: dict[tuple[str, str], str | None] = {}  # (namespace, replicaset) -> its Deployment
+        members: dict[tuple[str, str], list[str]] = {}  # (namespace, deployment) -> its ready pods here
+        try:
+            for namespace, name, pod in pods:
+                rs = _controller_name(pod.metadata, "ReplicaSet")
+                if rs is None or not _ready(pod):
+                    continue
+                if (namespace, rs) not in owners:
+                    what = f"read replicaset {namespace}/{rs}"
+                    got = self._get("evict", what, apps.read_namespaced_replica_set, rs, namespace)
+                    owners[namespace, rs] = None if got is None else _controller_name(got.metadata, "Deployment")
+                deployment = owners[namespace, rs]
+                if deployment is not None:
+                    members.setdefault((namespace, deployment), []).append(f"{namespace}/{name}")
+            refused: dict[str, str] = {}
+            for (namespace, deployment), refs in members.items():
+                what = f"read deployment {namespace}/{deployment}"
+                got = self._get("evict", what, apps.read_namespaced_deployment, deployment, namespace)
+                if got is None:
+                    continue
+                ready = int((got.status.ready_replicas if got.status is not None else None) or 0)
+                if ready <= len(refs):
+                    words = _last_replica_words(node, f"{namespace}/{deployment}", ready, len(refs))
+                    refused.update(dict.fromkeys(refs, words))
+        except ApiException as e:
+            self._record(
+                result,
+                "evict",
+                node,
+                Outcome.ERROR,
+                f"reading the owners of {node}'s pods failed: HTTP {e.status} {e.reason} (kvpilot needs get on "
+                "apps replicasets and deployments); no pod evicted",
+                status=e.status,
+            )
+            result.failed = True
+            return None
+        return refused
+
+    def _get(self, step: str, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """A read through ``_call``; None when the object is gone (404)."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self._call(step, what, fn, *args)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
 
     def _evict(self, node: str, namespace: str, name: str, result: DrainResult, stop: Callable[[], bool]) -> None:
         from kubernetes import client
@@ -358,6 +432,28 @@ def _has_controller(pod: Any) -> bool:
     ``controller: true``; one that leaves ``controller`` unset is counted as a controller here too (objects written
     by hand or by older tools often omit it); no owner reference, or only ``controller: false`` ones, is none."""
     return any(o.controller is not False for o in (pod.metadata.owner_references or []))
+
+
+def _last_replica_words(node: str, deployment: str, ready: int, here: int) -> str:
+    return (
+        f"deployment {deployment} has {ready} ready replica(s), {here} of them on {node}: evicting would leave it "
+        "none ready; kept until another replica is ready elsewhere (the API server's status, read now)"
+    )
+
+
+def _controller_name(meta: Any, kind: str) -> str | None:
+    """The name of ``meta``'s controller of ``kind`` (``controller`` unset counts, as in ``_has_controller``)."""
+    for o in (meta.owner_references if meta is not None else None) or []:
+        if o.kind == kind and o.controller is not False and o.name:
+            return str(o.name)
+    return None
+
+
+def _ready(pod: Any) -> bool:
+    """Running, Ready and not terminating: what a Deployment's ``readyReplicas`` counts."""
+    if pod.metadata.deletion_timestamp is not None or pod.status is None or pod.status.phase != "Running":
+        return False
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
 
 
 def _skip_reason(pod: Any) -> str | None:

@@ -72,6 +72,7 @@ def test_cluster_role_grants_exactly_what_kvpilot_uses(rendered):
         ("policy", "poddisruptionbudgets", "get"), ("policy", "poddisruptionbudgets", "list"),
         ("apps", "deployments", "get"), ("apps", "deployments", "list"),
         ("apps", "statefulsets", "get"), ("apps", "statefulsets", "list"),
+        ("apps", "replicasets", "get"),  # a drain's last-ready-replica check: Pod -> ReplicaSet -> Deployment
         ("apps", "deployments/scale", "get"), ("apps", "deployments/scale", "patch"),
         ("apps", "deployments/scale", "update"),
         ("apps", "statefulsets/scale", "get"), ("apps", "statefulsets/scale", "patch"),

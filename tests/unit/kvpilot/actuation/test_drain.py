@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from collector.clock import VirtualClock
 from kvpilot.actuation.audit import Outcome
@@ -142,6 +143,77 @@ def test_an_owner_reference_without_the_controller_field_counts_as_a_controller(
     result = _drainer(core, VirtualClock(), []).drain("gpu-1", dry_run=False)
     assert result.complete
     assert result.evicted == ["ml/llm-0"]
+
+
+def _deployment(kube: FakeKube, name: str, ready: int) -> None:
+    # A Deployment, its ReplicaSet, and the status the deployment controller writes (the fake runs no controller).
+    selector = {"matchLabels": {"app": "llm"}}
+    template = {"metadata": {"labels": {"app": "llm"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    spec = {"selector": selector, "template": template}
+    kube.create("deployments", {"metadata": {"name": name}, "spec": spec, "status": {"readyReplicas": ready}}, "ml")
+    owner = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "uid": "d", "controller": True}]
+    kube.create("replicasets", {"metadata": {"name": f"{name}-7d4f", "ownerReferences": owner}, "spec": spec}, "ml")
+
+
+def _replica(kube: FakeKube, name: str, deployment: str, node: str = "gpu-1", **kw: Any) -> None:
+    ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{deployment}-7d4f", "uid": "r", "controller": True}
+    _pod(kube, name, node, owner=None, ownerReferences=[ref], **kw)
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_the_last_ready_replica_of_a_deployment_is_read_again_and_kept(kube, core, dry_run):
+    # The drain rails decide on the instance's snapshot: with sharding it holds only the instance's own deployments,
+    # and an approved drain may run hours later. Before evicting, the drainer reads Pod -> ReplicaSet -> Deployment
+    # from the API server and keeps the pods whose eviction would leave their Deployment no ready replica.
+    _node(kube)
+    _deployment(kube, "chat", ready=2)  # both ready replicas on this node
+    _replica(kube, "chat-0", "chat")
+    _replica(kube, "chat-1", "chat")
+    _deployment(kube, "code", ready=2)  # one here, one elsewhere: may go
+    _replica(kube, "code-0", "code")
+    _replica(kube, "code-1", "code", node="gpu-2")
+    result = _drainer(core, VirtualClock(), []).drain("gpu-1", dry_run=dry_run)
+    assert result.blocked == ["ml/chat-0", "ml/chat-1"]
+    assert not result.complete
+    blocked = [r for r in result.records if r.outcome is Outcome.BLOCKED]
+    assert [r.target for r in blocked] == ["ml/chat-0", "ml/chat-1"]
+    assert blocked[0].message.startswith("deployment ml/chat has 2 ready replica(s), 2 of them on gpu-1")
+    if dry_run:
+        assert ("ml/code-0", Outcome.DRY_RUN) in _outcomes(result.records, "evict")
+    else:
+        assert result.evicted == ["ml/code-0"]
+    remaining = {p["metadata"]["name"] for p in kube.store.list(kube.resource("pods"), "ml")[0]}
+    assert {"chat-0", "chat-1"} <= remaining
+
+
+def test_a_replica_that_is_not_ready_counts_for_nothing(kube, core):
+    # chat's one ready replica is elsewhere; the one here is still starting: evicting it takes nothing ready away.
+    # code's one ready replica is here next to a starting one: the ready one stays, the starting one goes.
+    _node(kube)
+    _deployment(kube, "chat", ready=1)
+    _replica(kube, "chat-0", "chat", phase="Pending")
+    _replica(kube, "chat-1", "chat", node="gpu-2")
+    _deployment(kube, "code", ready=1)
+    _replica(kube, "code-0", "code")
+    _replica(kube, "code-1", "code", phase="Pending")
+    result = _drainer(core, VirtualClock(), []).drain("gpu-1", dry_run=False)
+    assert result.evicted == ["ml/chat-0", "ml/code-1"]
+    assert result.blocked == ["ml/code-0"]
+
+
+def test_owners_that_cannot_be_read_end_the_drain_before_any_eviction(kube, core, monkeypatch):
+    # A ClusterRole without get on replicasets (manifests older than this check): failed, said, nothing evicted.
+    def forbidden(*_: Any, **__: Any) -> None:
+        raise ApiException(status=403, reason="Forbidden")
+
+    monkeypatch.setattr(client.AppsV1Api, "read_namespaced_replica_set", forbidden)
+    _node(kube)
+    _deployment(kube, "chat", ready=3)
+    _replica(kube, "chat-0", "chat")
+    result = _drainer(core, VirtualClock(), []).drain("gpu-1", dry_run=False)
+    assert result.failed
+    assert result.evicted == []
+    assert "HTTP 403" in result.records[-1].message
 
 
 def test_dry_run_changes_nothing_and_says_what_it_would_do(kube, core):
