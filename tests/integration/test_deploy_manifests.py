@@ -68,6 +68,7 @@ def test_cluster_role_grants_exactly_what_kvpilot_uses(rendered):
     expected = {
         ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"),
         ("", "nodes", "get"), ("", "nodes", "list"), ("", "nodes", "watch"), ("", "nodes", "patch"),
+        ("", "nodes", "update"),  # NodeDrainer cordons with replace_node (PUT): the verb is update
         ("", "pods/eviction", "create"),
         ("policy", "poddisruptionbudgets", "get"), ("policy", "poddisruptionbudgets", "list"),
         ("apps", "deployments", "get"), ("apps", "deployments", "list"),
