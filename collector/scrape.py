@@ -153,6 +153,8 @@ class ScrapeResult:
     engine: str | None = None
     replicas: tuple[ReplicaSample, ...] = ()
     gpus: tuple[GpuSample, ...] = ()
+    # PromQL source: the replica label values of the Prometheus copy read (collector.promql.series.REPLICA_LABELS)
+    copy: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,7 @@ from collector.clock import Clock, WallClock
 from collector.gpus import amd
 from collector.health import HealthBook
 from collector.promql import decode, expressions
+from collector.promql.copies import CopySwitches
 from collector.promql.decode import LAYOUT_ERRORS, PromQLError, Stopped, server_text
 from collector.promql.plain_http import ERROR_BODY_BYTES, HttpError, PlainHttpClient, TooLarge
 from collector.promql.series import (
@@ -161,6 +162,7 @@ class PromQLSource:
         self._selector = _with(families_selector(), extra_selector)  # e.g. 'namespace="prod"': a shared Prometheus
         self.jobs = frozenset(jobs)
         self.replica_labels = tuple(replica_labels)  # copies of one series differ only in these: one is read
+        self._copies = CopySwitches()  # a target's copy kept while it answers, its counters even across a switch
         self.health = HealthBook()
         self._metadata: dict[str, str] = {}
         self._metadata_at: float | None = None
@@ -361,10 +363,26 @@ class PromQLSource:
         else:  # targets without a deployment label (GPUs, deployments named by their pods) cannot be narrowed
             selectors = [_with(families_selector(), extra) for extra in [*scopes, self._with_extra('deployment=""')]]
         bodies = await asyncio.gather(*(self._query_body(q, now) for q in selectors))
-        results = await self._in_reader(
-            partial(read_answers, bodies, None, self._metadata, now, self.jobs, t0, replica_labels=self.replica_labels)
-        )
+        results = await self._in_reader(self._reading(bodies, None, now, t0))
         return self._collected(results, now)
+
+    def _reading(
+        self, answers: Sequence[tuple[str, bytes]], down: Sequence[tuple[str, bytes]] | None, now: float, t0: float
+    ) -> Callable[..., list[ScrapeResult]]:
+        """``read_answers`` of these answers, for ``_in_reader``: each target read from the copy it was last read from
+        while that is as complete (``CopySwitches``)."""
+        prefer = self._copies.prefer()
+        return partial(
+            read_answers,
+            answers,
+            down,
+            self._metadata,
+            now,
+            self.jobs,
+            t0,
+            replica_labels=self.replica_labels,
+            prefer=prefer,
+        )
 
     def _with_extra(self, matchers: str) -> str:
         return f"{self.extra_selector},{matchers}" if self.extra_selector else matchers
@@ -407,6 +425,7 @@ class PromQLSource:
         return await asyncio.to_thread(_unpickled, pieces)
 
     def _collected(self, results: Sequence[ScrapeResult], now: float) -> CollectResult:
+        results = self._copies.apply(results, now)
         for r in results:
             self.health.record(r.target.url, ok=r.ok, started_ts=now, duration_s=r.duration_s, error=r.error)
         self._last_targets = [r.target for r in results]
@@ -456,8 +475,7 @@ class PromQLSource:
             deployments = await deployments_task
         finally:
             deployments_task.cancel()
-        job = partial(read_answers, answers, (), self._metadata, now, self.jobs, t0, replica_labels=self.replica_labels)
-        results = await self._in_reader(job)
+        results = await self._in_reader(self._reading(answers, (), now, t0))
         if ask_gone:
             fresh = gone_gpus(results)
             carried = await self._still_gone(self._gone, fresh, now)

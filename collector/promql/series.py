@@ -192,13 +192,15 @@ def read_answers(
     *,
     stop: threading.Event | None = None,
     replica_labels: Sequence[str] = REPLICA_LABELS,
+    prefer: Mapping[str, tuple[str, ...]] | None = None,
 ) -> list[ScrapeResult]:
     """In the reader (process or thread): decode the answers, regroup their series by target, adapt each target's
     as its page. ``down`` (aggregates mode, where every target answered is kept): more answers; an inference
     target's ``up == 0`` series, here or in ``answers`` (a part of a union, tagged), reports it down. In ``replicas``
     mode (``down`` None) only ``jobs``' targets, or those serving a wanted family, are kept. ``stop`` (a thread's
     reader; a process is ended instead): set, reading ends with ``Stopped`` at the next answer or target.
-    ``replica_labels``: the labels that tell copies of one series apart (``rebuild_families``)."""
+    ``replica_labels``: the labels that tell copies of one series apart (``rebuild_families``); each target's page
+    is read from one copy (``_one_copy``), ``prefer`` (target URL -> copy, the last read) kept while as complete."""
     by_target: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     gone: dict[tuple[str, str], list[Mapping[str, Any]]] = {}  # the tagged part of GPUs that left their exporter
     for where, body in [*answers, *(down or ())]:
@@ -219,8 +221,41 @@ def read_answers(
             if target.kind == "gpu" and pods is None:
                 pods = _replica_pods(by_target.values())
             gpu_pods = pods if target.kind == "gpu" and pods is not None else frozenset()
-            results.append(_adapt(target, group, metadata, now, duration, gpu_pods, replica_labels))
+            page, copy = _one_copy(group, replica_labels, (prefer or {}).get(target.url))
+            result = _adapt(target, page, metadata, now, duration, gpu_pods, replica_labels)
+            results.append(replace(result, copy=copy) if copy and any(copy) else result)
     return _with_gone(results, gone, metadata, now, duration, stop, replica_labels)
+
+
+def _one_copy(
+    group: Sequence[Mapping[str, Any]], replica_labels: Sequence[str], preferred: tuple[str, ...] | None
+) -> tuple[Sequence[Mapping[str, Any]], tuple[str, ...]]:
+    """A target's series from one Prometheus copy (its ``up`` from all: down only when every copy says so), and
+    that copy's replica label values: the copy with the most series, ``preferred`` (the last read) among the most,
+    else the first in label order. Per target, not per series: two servers scrape at different moments, so one
+    copy's counters are a few seconds behind the other's, and a page mixing them, or a series hopping between them,
+    reads as a counter going down, a restart (``collector.promql.copies`` evens out the switches left)."""
+    counts: dict[tuple[str, ...], int] = {}
+    for s in group:
+        m = s["metric"]
+        if m.get("__name__") != "up":
+            copy = tuple(m.get(label, "") for label in replica_labels)
+            counts[copy] = counts.get(copy, 0) + 1
+    if len(counts) < 2:
+        return group, next(iter(counts), ())
+    most = max(counts.values())
+    chosen = (
+        preferred
+        if preferred is not None and counts.get(preferred) == most
+        else min(c for c, n in counts.items() if n == most)
+    )
+    page = [
+        s
+        for s in group
+        if s["metric"].get("__name__") == "up"
+        or tuple(s["metric"].get(label, "") for label in replica_labels) == chosen
+    ]
+    return page, chosen
 
 
 def _with_gone(

@@ -75,3 +75,52 @@ async def test_an_ha_pairs_copies_are_read_once(tmp_path: Path, page: str) -> No
         top.wait_for('count(vllm:num_requests_running{job="vllm"}) == 2')  # the two copies, one per replica
         result = await _read(top.url)
     assert [(r.replica, r.requests_running, r.requests_waiting) for r in result.replicas] == [("chat-0", 3.0, 5.0)]
+
+
+def _counter_page(finished: int) -> bytes:
+    return (
+        b"# TYPE vllm:request_success counter\n"
+        + f'vllm:request_success_total{{model_name="m",finished_reason="stop"}} {finished}\n'.encode()
+        + b"# TYPE vllm:num_requests_running gauge\n"
+        + b'vllm:num_requests_running{model_name="m"} 3\n'
+    )
+
+
+async def test_a_switch_of_copy_behind_is_no_restart(tmp_path: Path) -> None:
+    # Review G (round 7): prom-a's copy is read; then prom-a's scrape fails (on that server only) and only prom-b's
+    # copy answers, its counter 10 requests behind (b scraped earlier). Read evened out (1000), not as a restart
+    # adding the whole 1000 to the rate window; on f6f95f6 the replica read 1000 then 990.
+    pages: dict[str, Path | bytes] = {"/a": _counter_page(1000), "/b": _counter_page(990)}
+    with serve_pages(pages) as (host, port), contextlib.ExitStack() as stack:
+        where = f"{host}:{port}"
+        pair = []
+        for name in ("a", "b"):
+            (tmp_path / name).mkdir()
+            job = _scrape("vllm", where, metrics_path=f"/{name}")
+            pair.append(stack.enter_context(run_prometheus(tmp_path / name, scrape_configs=[job])))
+        federate = [
+            {
+                "job_name": f"federate-{name}",
+                "honor_labels": True,
+                "honor_timestamps": False,  # else a series gone from a federated page is not stale for 5 min
+                "metrics_path": "/federate",
+                "params": {"match[]": ['{job="vllm"}']},
+                "static_configs": [
+                    {"targets": [prom.url.split("://", 1)[1]], "labels": {"prometheus_replica": f"prom-{name}"}}
+                ],
+            }
+            for name, prom in zip(("a", "b"), pair, strict=True)
+        ]
+        (tmp_path / "global").mkdir()
+        top = stack.enter_context(run_prometheus(tmp_path / "global", scrape_configs=federate))
+        top.wait_for('count(vllm:request_success_total{job="vllm"}) == 2')
+        source = PromQLSource(top.url, mode="replicas", reader="thread", timeout_s=10.0)
+        try:
+            first = await source.collect_once()
+            del pages["/a"]  # prom-a's scrape fails: its series go stale there, then in the global one
+            top.wait_for('count(vllm:request_success_total{job="vllm"}) == 1')
+            second = await source.collect_once()
+        finally:
+            await source.aclose()
+    assert [r.requests_finished for r in first.replicas] == [1000.0]
+    assert [r.requests_finished for r in second.replicas] == [1000.0]  # b's 990, evened at the switch

@@ -58,13 +58,15 @@ def test_identical_copies_are_read_once() -> None:
 
 
 def test_a_series_only_one_replica_has_is_read_from_it() -> None:
-    # prom-a lost the waiting series (restarted, a gap): prom-b's fills it, as Thanos' deduplication fills gaps
+    # prom-a lost the waiting series (restarted, a gap): the page is read from prom-b, the copy that has it all (one
+    # server's page, never a mix: a counter hopping between servers scraped seconds apart reads as a restart)
     results = _read(
         _series("vllm:num_requests_running", 3.0, prometheus_replica="prom-a"),
         _series("vllm:num_requests_running", 4.0, prometheus_replica="prom-b"),
         _series("vllm:num_requests_waiting", 6.0, prometheus_replica="prom-b"),
     )
-    assert _running_waiting(results) == [("promql://vllm/10.0.0.7:8000", 3.0, 6.0)]
+    assert _running_waiting(results) == [("promql://vllm/10.0.0.7:8000", 4.0, 6.0)]
+    assert [r.copy for r in results] == [("prom-b", "", "")]
 
 
 def test_a_target_is_down_only_when_every_copy_says_so() -> None:
