@@ -83,7 +83,11 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RailFull)
     async def _rail(_: Request, e: RailFull) -> JSONResponse:
-        rail = "drains.budget" if isinstance(e, BudgetSpent) else "drains.max_concurrent"
+        rail = (
+            'drains.budget; an admin may approve past it with {"over_budget": true}, audited'
+            if isinstance(e, BudgetSpent)
+            else "drains.max_concurrent"
+        )
         return JSONResponse({"detail": f"{e} ({rail})"}, status_code=409)
 
     @app.exception_handler(InvalidTransition)

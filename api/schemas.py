@@ -236,6 +236,13 @@ class DrainTransitionIn(In):
     message: Text = Field(default="", max_length=TEXT_MAX)
 
 
+class DrainApproveIn(DrainTransitionIn):
+    over_budget: bool = Field(
+        default=False,
+        description="Approve past drains.budget (never past drains.max_concurrent); the approval's audit event says so",
+    )
+
+
 class DrainEventOut(Out):
     at: float
     from_state: str | None

@@ -70,7 +70,7 @@ def get_drain(action_id: ActionId, _: Reader, sessions: SessionsDep) -> schemas.
 @router.post("/{action_id}/approve", response_model=schemas.DrainOut, responses=_ERRORS)
 @in_thread
 def approve(
-    action_id: ActionId, body: schemas.DrainTransitionIn, who: Admin, runtime: RuntimeDep, sessions: SessionsDep
+    action_id: ActionId, body: schemas.DrainApproveIn, who: Admin, runtime: RuntimeDep, sessions: SessionsDep
 ) -> schemas.DrainOut:
     with transaction(sessions) as s:
         row = repo.approve_drain(
@@ -82,9 +82,13 @@ def approve(
             message=body.message,
             budget=runtime.drain_budget,
             budget_window_s=runtime.drain_budget_window_s,
+            over_budget=body.over_budget,
         )
         out = convert.drain(row, repo.list_drain_events(session=s, action_id=action_id))
-    log.info("audit: %s approved drain %d of %s", who.name, action_id, row.node)
+    over = out.events[-1].message.startswith("approved over drains.budget") if out.events else False
+    log.info(
+        "audit: %s approved drain %d of %s%s", who.name, action_id, row.node, " over drains.budget" if over else ""
+    )
     return out
 
 

@@ -88,11 +88,14 @@ def _live_for_node(session: Session, node: str) -> DrainActionRow | None:
 
 def approve_drain(
     *, session: Session, action_id: int, actor: str, now: float, max_concurrent: int, message: str = "",
-    budget: int | None = None, budget_window_s: float = 86400.0,
+    budget: int | None = None, budget_window_s: float = 86400.0, over_budget: bool = False,
 ) -> DrainActionRow:  # fmt: skip
     """requested → approved, unless ``max_concurrent`` actions are already approved or executing (``RailFull``), or
     ``budget`` drains already count within ``budget_window_s`` (``BudgetSpent``, see ``count_budget_drains``; None:
-    no budget): counted and claimed under the rail, so parallel approvals can never exceed either."""
+    no budget): counted and claimed under the rail, so parallel approvals can never exceed either.
+
+    ``over_budget``: an operator's explicit approval past the budget (never max_concurrent): approved, and its audit
+    event says so (its actor is who approved). Only the API passes it; kvpilot's own approval never does."""
     claim_rail(session=session)
     row = get_drain(session=session, action_id=action_id)
     if row.state != DrainState.REQUESTED.value:
@@ -103,7 +106,13 @@ def approve_drain(
     if budget is not None:
         spent = count_budget_drains(session=session, since=now - budget_window_s, dry_run=row.dry_run)
         if spent >= budget:
-            raise BudgetSpent(budget, spent, budget_window_s)
+            if not over_budget:
+                raise BudgetSpent(budget, spent, budget_window_s)
+            note = (
+                f"approved over drains.budget: {spent} drain(s) started or approved in the last "
+                f"{budget_window_s:.0f} s, the budget is {budget}"
+            )
+            message = f"{note}; {message}" if message else note
     return transition_drain(session=session, action_id=action_id, to=DrainState.APPROVED, actor=actor, now=now,
                             message=message)  # fmt: skip
 
