@@ -493,7 +493,11 @@ class PromQLSource:
         """The GPUs of ``before`` (the last answer's gone GPUs) that ``fresh`` no longer names, past the lookback, and
         that are still gone: their exporter answers (``up == 1``) and does not list them. One query reads those
         exporters' GPU series and ``up`` now (a few exporters: a small answer). A GPU stays `vanished` for as long as
-        it is gone, as a scraped one, not only for the lookback."""
+        it is gone, as a scraped one, not only for the lookback. Where the check fails (its query, or an answer not
+        laid out as the API's), they are kept and the round goes on (it was the whole tick's samples): a GPU seen gone
+        stays `vanished`, a critical finding, until an answer shows it back or its exporter down: dropping it would
+        close the finding on no evidence, to open it again at the next check that answers (a critical
+        finding flapping once a minute for as long as the check fails)."""
         named = {g.key for r in fresh for g in r.gpus}
         left = [(r.target, tuple(g for g in r.gpus if g.key not in named)) for r in before]
         left = [(target, gpus) for target, gpus in left if gpus]
@@ -503,16 +507,28 @@ class PromQLSource:
         exporters = (
             f"job=~{expressions.any_of(t[0] for t in targets)},instance=~{expressions.any_of(t[-1] for t in targets)}"
         )
-        answer = await self._query_body(_with(families_selector(_gpu_families()), exporters), now)
-        read = await asyncio.to_thread(
-            partial(read_answers, replica_labels=self.replica_labels),
-            [answer],
-            (),
-            self._metadata,
-            now,
-            frozenset(),
-            time.perf_counter(),
-        )
+        try:
+            answer = await self._query_body(_with(families_selector(_gpu_families()), exporters), now)
+            read = await asyncio.to_thread(
+                partial(read_answers, replica_labels=self.replica_labels),
+                [answer],
+                (),
+                self._metadata,
+                now,
+                frozenset(),
+                time.perf_counter(),
+            )
+        except Stopped:
+            raise
+        except (PromQLError, *LAYOUT_ERRORS) as e:
+            log.warning(
+                "PromQL source: %s: the check of %d GPU(s) gone past the lookback failed, kept vanished: %s: %s",
+                self.url,
+                sum(len(gpus) for _, gpus in left),
+                type(e).__name__,
+                server_text(e, 300),
+            )
+            return [ScrapeResult(target=t, ok=True, timestamp=now, duration_s=0.0, gpus=gpus) for t, gpus in left]
         up = {r.target.url for r in read if r.ok}
         listed = {g.key for r in read for g in r.gpus}
         kept = [(target, tuple(g for g in gpus if g.key not in listed)) for target, gpus in left if target.url in up]

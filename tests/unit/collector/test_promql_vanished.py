@@ -198,3 +198,56 @@ def test_the_vanished_settings_reach_the_source(monkeypatch: pytest.MonkeyPatch)
     for bad in ({"vanished_lookback_s": math.inf}, {"vanished_every_s": math.nan}, {"vanished_lookback_s": 60.0}):
         with pytest.raises(ValueError, match="vanished"):
             PromQLSource("http://p", **bad)  # type: ignore[arg-type]
+
+
+class _CheckFails(FakeFleet):
+    """Answers every query as FakeFleet does but the check of gone GPUs' exporters (`_still_gone`'s raw selector):
+    a 400 ``bad_data``, or an answer not laid out as the API's."""
+
+    def __init__(self, failure: str) -> None:
+        super().__init__(100, per_deployment=50, sick_every=10)  # 10 sick replicas, 1 faulty GPU
+        self.failure, self.checks = failure, 0
+
+    def render(self, query: str, t: float) -> bytes:
+        if self.kind(query) == "raw":
+            self.checks += 1
+            if self.failure == "error":
+                raise ValueError("query processing would load too many samples \x1b[31m" + "x" * 2000)
+            return b'{"status":"success","data":{"resultType":"vector","result":[{"metric":7,"value":[1,"1"]}]}}'
+        return super().render(query, t)
+
+
+@pytest.mark.parametrize("failure", ["error", "layout"])
+async def test_a_failing_check_of_gone_gpus_keeps_them_and_costs_the_round_nothing(
+    failure: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the check is optional: its failure once cost the whole tick's samples (review G round 5). The round's replicas
+    # and other GPUs are read as on a tick without it, the gone GPU kept vanished until a check answers
+    f = _CheckFails(failure)
+    server = serve(f)
+    clock = VirtualClock(T0)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    source = PromQLSource(url, mode="aggregates", clock=clock, reader="thread", vanished_every_s=60)
+    gone = ScrapeResult(target=_target(), ok=True, timestamp=T0, duration_s=0.0, gpus=(_gpu("1", T0, gone=True),))
+    try:
+        first = await source.collect_once()
+        source._gone = [gone]  # as if the first answer had read one
+        clock.set(T0 + 60)
+        caplog.clear()
+        result = await source.collect_once()
+        after = await source.collect_once()  # handed again in between checks
+    finally:
+        await source.aclose()
+        server.shutdown()
+    assert f.checks == 1  # the check was asked (and failed)
+    assert {r.target.url for r in result.results if r.target.kind != "gpu"} == {
+        r.target.url for r in first.results if r.target.kind != "gpu"
+    }
+    assert len(result.replicas) == len(first.replicas) == 10
+    assert [g.key for g in result.gpus if not isinstance(g, GoneGpuSample)] == [g.key for g in first.gpus] != []
+    for r in (result, after):
+        assert [g.key for g in r.gpus if isinstance(g, GoneGpuSample)] == ["n0/GPU-1"]
+    (line,) = [r.getMessage() for r in caplog.records if "kept vanished" in r.getMessage()]
+    assert "1 GPU(s)" in line
+    assert "\x1b" not in line
+    assert len(line) < 600
