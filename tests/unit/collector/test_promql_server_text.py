@@ -10,7 +10,6 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from collector.promql import decode
 from collector.promql.decode import SERVER_TEXT_CHARS, server_text
 from tests.helpers.poll import until
 from tests.helpers.promql_loop import collection_failures
+from tests.unit.collector.test_promql_garbage import Garbage
 
 NOW = 1_700_000_600.0
 HOSTILE = "\x1b[2J\x1b]0;owned\x07\r\nlevel=error fake line\u202egnp.exe\u2028\x00"  # clear screen, title, CRLF, RLO
@@ -141,41 +141,12 @@ async def test_a_failing_answer_is_quoted_bounded_and_read_no_further(failing: F
     assert failing.sent_whole == [False]
 
 
-class ErrorPrometheus:
-    """Answers /api/v1/metadata and every query ``{"status": "error", ...}`` with a 3 MB hostile error, 200."""
-
-    def __init__(self) -> None:
-        body = json.dumps({"status": "error", "errorType": "bad_data", "error": HOSTILE + "e" * 3_000_000}).encode()
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _answer(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = _answer  # noqa: N815  (http.server's names)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 async def test_the_loop_logs_a_hostile_error_as_one_short_printable_line(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    server = ErrorPrometheus()
+    # Answers /api/v1/metadata and every query with a 3 MB hostile `status: error`, 200.
+    error = {"status": "error", "errorType": "bad_data", "error": HOSTILE + "e" * 3_000_000}
+    server = Garbage(error, metadata=error)
     try:
         records = await collection_failures(server.url, tmp_path, caplog, interval_s=2, timeout_s=1.5, wait_s=30)
     finally:
