@@ -220,3 +220,17 @@ def test_every_selector_selects_what_it_is_meant_to(base: list[dict[str, Any]]) 
     )
     ports = {p["name"] for p in service["spec"]["ports"]}
     assert {e["port"] for e in monitor["spec"]["endpoints"]} <= ports, "ServiceMonitor scrapes a named Service port"
+
+
+def test_the_service_monitor_is_selected_where_the_rules_are(base: list[dict[str, Any]]) -> None:
+    # kube-prometheus-stack's Prometheus selects ServiceMonitors and PrometheusRules alike by its `release` label
+    # (serviceMonitorSelectorNilUsesHelmValues, ruleSelectorNilUsesHelmValues: true by default). The rules carried
+    # it and the ServiceMonitor did not: the alerts were loaded over series never scraped, silent, and every
+    # dashboard empty. One overlay setting `release` for both must find the same label on each.
+    monitor = next(d for d in base if d["kind"] == "ServiceMonitor")
+    rules = [d for d in base if d["kind"] == "PrometheusRule"]
+    assert rules
+    for rule in rules:
+        release = rule["metadata"]["labels"].get("release")
+        assert release, f"{rule['metadata']['name']}: no release label"
+        assert monitor["metadata"]["labels"].get("release") == release, "ServiceMonitor and PrometheusRule"
