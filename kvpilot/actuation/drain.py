@@ -19,9 +19,10 @@ wait as its backoff, only while the call stays within ``request_timeout_s``; a l
 retries: a PodDisruptionBudget's 429 is the backoff's, as before.
 
 Before any eviction it refuses, as ``kubectl drain`` does without ``--force``, a node holding a pod with no controller
-(evicted, nothing would recreate it); and it keeps each ready pod whose eviction would leave its Deployment no ready
-replica, read from the API server (Pod -> ReplicaSet -> Deployment ``status.readyReplicas``): the drain rails read a
-snapshot that may be old and, with sharding, holds only the instance's own deployments.
+(evicted, nothing would recreate it); and it keeps each ready pod whose eviction would leave its workload no ready
+replica, read from the API server (a Deployment through its ReplicaSet, a ReplicaSet of no Deployment, a StatefulSet:
+their ``status.readyReplicas``): the drain rails read a snapshot that may be old and, with sharding, holds only the
+instance's own deployments.
 
 Before each eviction request it tells ``on_evict`` the pod and the time: kvpilot's own removal, which the rollout
 stage must not read as a rolling update draining the pod (``scaler.rollout_stage.RolloutStage.note_removed``).
@@ -303,38 +304,51 @@ class NodeDrainer:
     def _last_ready_replicas(
         self, node: str, pods: list[tuple[str, str, Any]], result: DrainResult
     ) -> dict[str, str] | None:
-        """The ready pods whose eviction would leave their Deployment no ready replica, read from the API server now
-        (Pod -> ReplicaSet -> Deployment, then the Deployment's ``status.readyReplicas``), with why. The drain rails
-        decided on a snapshot that may be old, and with sharding holds only the instance's own deployments: this sees
-        every deployment. A ReplicaSet or Deployment that is gone (404) is no Deployment; another failed read ends the
-        drain failed before any eviction (None)."""
+        """The ready pods whose eviction would leave their workload no ready replica, read from the API server now,
+        with why. A workload is the controller whose ``status.readyReplicas`` counts the pod: a Deployment (Pod ->
+        ReplicaSet -> Deployment), a ReplicaSet no Deployment owns, or a StatefulSet (Pod -> StatefulSet). The drain
+        rails decided on a snapshot that may be old, and with sharding holds only the instance's own deployments:
+        this sees every workload. An owner that is gone (404) counts for nothing; another failed read ends the drain
+        failed before any eviction (None). Pods of other controllers (a Job, a custom resource) are not checked."""
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
 
         apps = client.AppsV1Api(self._core.api_client)
-        owners: dict[tuple[str, str], str | None] = {}  # (namespace, replicaset) -> its Deployment
-        members: dict[tuple[str, str], list[str]] = {}  # (namespace, deployment) -> its ready pods here
+        reads = {
+            "deployment": apps.read_namespaced_deployment,
+            "replicaset": apps.read_namespaced_replica_set,
+            "statefulset": apps.read_namespaced_stateful_set,
+        }
+        objects: dict[tuple[str, str, str], Any] = {}  # (kind, namespace, name) -> as read now (None: gone)
+
+        def read(kind: str, namespace: str, name: str) -> Any:
+            if (kind, namespace, name) not in objects:
+                what = f"read {kind} {namespace}/{name}"
+                objects[kind, namespace, name] = self._get("evict", what, reads[kind], name, namespace)
+            return objects[kind, namespace, name]
+
+        members: dict[tuple[str, str, str], list[str]] = {}  # workload -> its ready pods on this node
         try:
             for namespace, name, pod in pods:
-                rs = _controller_name(pod.metadata, "ReplicaSet")
-                if rs is None or not _ready(pod):
+                if not _ready(pod):
                     continue
-                if (namespace, rs) not in owners:
-                    what = f"read replicaset {namespace}/{rs}"
-                    got = self._get("evict", what, apps.read_namespaced_replica_set, rs, namespace)
-                    owners[namespace, rs] = None if got is None else _controller_name(got.metadata, "Deployment")
-                deployment = owners[namespace, rs]
-                if deployment is not None:
-                    members.setdefault((namespace, deployment), []).append(f"{namespace}/{name}")
+                workload: tuple[str, str, str] | None = None
+                if (rs := _controller_name(pod.metadata, "ReplicaSet")) is not None:
+                    got = read("replicaset", namespace, rs)
+                    deployment = None if got is None else _controller_name(got.metadata, "Deployment")
+                    workload = ("deployment", namespace, deployment) if deployment else ("replicaset", namespace, rs)
+                elif (sts := _controller_name(pod.metadata, "StatefulSet")) is not None:
+                    workload = ("statefulset", namespace, sts)
+                if workload is not None:
+                    members.setdefault(workload, []).append(f"{namespace}/{name}")
             refused: dict[str, str] = {}
-            for (namespace, deployment), refs in members.items():
-                what = f"read deployment {namespace}/{deployment}"
-                got = self._get("evict", what, apps.read_namespaced_deployment, deployment, namespace)
+            for (kind, namespace, owner), refs in members.items():
+                got = read(kind, namespace, owner)
                 if got is None:
                     continue
                 ready = int((got.status.ready_replicas if got.status is not None else None) or 0)
                 if ready <= len(refs):
-                    words = _last_replica_words(node, f"{namespace}/{deployment}", ready, len(refs))
+                    words = _last_replica_words(node, f"{kind} {namespace}/{owner}", ready, len(refs))
                     refused.update(dict.fromkeys(refs, words))
         except ApiException as e:
             self._record(
@@ -343,7 +357,7 @@ class NodeDrainer:
                 node,
                 Outcome.ERROR,
                 f"reading the owners of {node}'s pods failed: HTTP {e.status} {e.reason} (kvpilot needs get on "
-                "apps replicasets and deployments); no pod evicted",
+                "apps replicasets, deployments and statefulsets); no pod evicted",
                 status=e.status,
             )
             result.failed = True
@@ -434,9 +448,9 @@ def _has_controller(pod: Any) -> bool:
     return any(o.controller is not False for o in (pod.metadata.owner_references or []))
 
 
-def _last_replica_words(node: str, deployment: str, ready: int, here: int) -> str:
+def _last_replica_words(node: str, workload: str, ready: int, here: int) -> str:
     return (
-        f"deployment {deployment} has {ready} ready replica(s), {here} of them on {node}: evicting would leave it "
+        f"{workload} has {ready} ready replica(s), {here} of them on {node}: evicting would leave it "
         "none ready; kept until another replica is ready elsewhere (the API server's status, read now)"
     )
 

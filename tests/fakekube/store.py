@@ -37,6 +37,7 @@ RESOURCES: dict[tuple[str, str], ResourceType] = {
         ResourceType("v1", "namespaces", "Namespace", namespaced=False),
         ResourceType("apps/v1", "deployments", "Deployment"),
         ResourceType("apps/v1", "replicasets", "ReplicaSet"),
+        ResourceType("apps/v1", "statefulsets", "StatefulSet"),
         ResourceType("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget"),
         ResourceType("coordination.k8s.io/v1", "leases", "Lease"),
     )

@@ -186,6 +186,62 @@ def test_the_last_ready_replica_of_a_deployment_is_read_again_and_kept(kube, cor
     assert {"chat-0", "chat-1"} <= remaining
 
 
+def _owned(kube: FakeKube, plural: str, name: str, ready: int) -> None:
+    # A StatefulSet, or a ReplicaSet no Deployment owns, with the status its controller writes.
+    selector = {"matchLabels": {"app": name}}
+    template = {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    spec = {"selector": selector, "template": template, "serviceName": name}
+    status = {"replicas": ready, "readyReplicas": ready}
+    kube.create(plural, {"metadata": {"name": name}, "spec": spec, "status": status}, "ml")
+
+
+def _member(kube: FakeKube, name: str, kind: str, owner: str, node: str = "gpu-1") -> None:
+    ref = {"apiVersion": "apps/v1", "kind": kind, "name": owner, "uid": "o", "controller": True}
+    _pod(kube, name, node, owner=None, app=owner, ownerReferences=[ref])
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_the_last_ready_replica_of_a_statefulset_or_a_bare_replicaset_is_kept(kube, core, dry_run):
+    # Review G (session 18): the execution-time check read Pod -> ReplicaSet -> Deployment only, so a node holding a
+    # StatefulSet's last ready pod (or a ReplicaSet's no Deployment owns) was drained of it. Now each controller with a
+    # ready count is read: db has its only ready replica here, kv both of its two; cache has one here, one elsewhere.
+    _node(kube)
+    _owned(kube, "statefulsets", "db", ready=1)
+    _member(kube, "db-0", "StatefulSet", "db")
+    _owned(kube, "replicasets", "kv", ready=2)
+    _member(kube, "kv-a", "ReplicaSet", "kv")
+    _member(kube, "kv-b", "ReplicaSet", "kv")
+    _owned(kube, "statefulsets", "cache", ready=2)
+    _member(kube, "cache-0", "StatefulSet", "cache")
+    _member(kube, "cache-1", "StatefulSet", "cache", node="gpu-2")
+    result = _drainer(core, VirtualClock(), []).drain("gpu-1", dry_run=dry_run)
+    assert result.blocked == ["ml/db-0", "ml/kv-a", "ml/kv-b"]
+    assert not result.complete
+    words = {r.target: r.message for r in result.records if r.outcome is Outcome.BLOCKED}
+    assert words["ml/db-0"].startswith("statefulset ml/db has 1 ready replica(s), 1 of them on gpu-1")
+    assert words["ml/kv-a"].startswith("replicaset ml/kv has 2 ready replica(s), 2 of them on gpu-1")
+    if dry_run:
+        assert ("ml/cache-0", Outcome.DRY_RUN) in _outcomes(result.records, "evict")
+    else:
+        assert result.evicted == ["ml/cache-0"]
+    remaining = {p["metadata"]["name"] for p in kube.store.list(kube.resource("pods"), "ml")[0]}
+    assert {"db-0", "kv-a", "kv-b"} <= remaining
+    reads = [p for m, p in kube.requests if m == "GET" and "/apis/apps/" in p]
+    assert sorted(reads) == [
+        "/apis/apps/v1/namespaces/ml/replicasets/kv",
+        "/apis/apps/v1/namespaces/ml/statefulsets/cache",
+        "/apis/apps/v1/namespaces/ml/statefulsets/db",
+    ]  # each owner read once
+
+
+def test_a_statefulset_gone_counts_for_nothing(kube, core):
+    _node(kube)
+    _member(kube, "db-0", "StatefulSet", "db")  # its StatefulSet was deleted (orphaned pods linger)
+    result = _drainer(core, VirtualClock(), []).drain("gpu-1", dry_run=False)
+    assert result.complete
+    assert result.evicted == ["ml/db-0"]
+
+
 def test_a_replica_that_is_not_ready_counts_for_nothing(kube, core):
     # chat's one ready replica is elsewhere; the one here is still starting: evicting it takes nothing ready away.
     # code's one ready replica is here next to a starting one: the ready one stays, the starting one goes.
