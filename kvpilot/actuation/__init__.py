@@ -35,6 +35,7 @@ from store import repo
 from store.db import transaction
 from store.drain_states import DrainState
 from store.errors import InvalidTransition, RailFull, driver_words
+from store.models import DrainActionRow
 
 log = logging.getLogger(__name__)
 
@@ -151,15 +152,13 @@ class Actuation:
                 if not d.approved:
                     continue
                 last = repo.latest_drain_for_node(session=s, node=d.node)
-                # This episode of the condition already has its drain action (live or finished); a finding's id is
-                # its kind and subject, so the same GPU failing again after a repair is a new episode (later since).
+                # This episode of the condition already has its drain action (live or finished): see _covered.
                 # Without approval, a request the store's rail held back (RailFull below) is approved when free; so
                 # is, with approval, one the drain worker held back after its approval (recheck.held_back).
                 again = last is not None and recheck.held_back(s, last, actor=ACTOR)
                 if (
                     last is not None
-                    and last.finding_id in d.finding_ids
-                    and last.requested_at >= since[last.finding_id]
+                    and _covered(last, d.finding_ids, since)
                     and (last.state != DrainState.REQUESTED or (self._require_approval and not again))
                 ):
                     continue
@@ -171,7 +170,7 @@ class Actuation:
                     dry_run=self.rails.dry_run,
                     reason=d.reason,
                     finding_id=d.finding_ids[0] if d.finding_ids else None,
-                    evidence=dict(d.evidence),
+                    evidence={**d.evidence, "finding_ids": ",".join(d.finding_ids)},
                 )
                 again = again and last is not None and row.id == last.id
                 if (again or not self._require_approval) and row.state == DrainState.REQUESTED:
@@ -409,6 +408,20 @@ class SimulatorScaler:
         message = f"simulator: {decision.deployment} {decision.current_replicas} -> {target} replicas"
         log.info(message)
         return ActuationResult(decision.deployment, self.mode, decision.current_replicas, target, True, 1, message)
+
+
+def _covered(action: DrainActionRow, finding_ids: Sequence[str], since: dict[str, float]) -> bool:
+    """Whether ``action`` (the node's latest drain) already answers the node's findings ``finding_ids``: one of them is
+    a finding it was requested for (every finding flagging the node then is recorded, in ``evidence["finding_ids"]``)
+    and this episode of it (a finding's id is its kind and subject, so the same GPU failing again after a repair is a
+    new episode: a later ``since``) began before the request; or the action has ended and every one of them opened
+    before it ended, so the drain ran, or was refused, while they were open. Before, only the first finding was
+    recorded: on a node flagged by two GPUs, once that one closed, a drained node was requested again."""
+    recorded = {action.finding_id, *str((action.evidence or {}).get("finding_ids") or "").split(",")} - {None, ""}
+    if any(f in recorded and action.requested_at >= since[f] for f in finding_ids):
+        return True
+    ended = action.state in (DrainState.DONE, DrainState.FAILED, DrainState.CANCELLED)
+    return ended and bool(finding_ids) and all(since[f] <= action.updated_at for f in finding_ids)
 
 
 def _note_steps(session: Session, action_id: int, result: DrainResult) -> None:

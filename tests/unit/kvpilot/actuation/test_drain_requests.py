@@ -142,3 +142,63 @@ async def test_a_drain_cancelled_while_it_runs_keeps_what_it_did_in_its_audit_tr
     finally:
         api.close()
         kube.stop()
+
+
+def _gpu(node: str, gpu: str, since: float) -> Finding:
+    return Finding("stuck_gpu", Severity.CRITICAL, Subject(node=node, gpu=gpu), since, f"XID 79 on {node} {gpu}",
+                   action="drain_node")  # fmt: skip
+
+
+async def test_a_node_with_two_sick_gpus_is_drained_once(tmp_path: Path) -> None:
+    # Review G (session 18): an action recorded one finding id; on a node flagged by two GPUs, once the recorded one
+    # closed (the other still open), a node already drained was requested (and, without approval, drained) again.
+    # Same for a second GPU whose finding opened while the drain was waiting or running.
+    import asyncio
+
+    from kubernetes import client
+
+    from kvpilot.actuation.drain import NodeDrainer
+    from tests.fakekube.eviction import install
+    from tests.fakekube.server import FakeKube
+
+    kube = install(FakeKube()).start()
+    api = kube.api_client()
+    try:
+        for node in ("n0", "n1"):
+            kube.create("nodes", {"metadata": {"name": node}, "spec": {}})
+        sessions = _sessions(tmp_path)
+        clock = VirtualClock(1000.0)
+        drainer = NodeDrainer(client.CoreV1Api(api), clock=clock)
+        act = Actuation(sessions=sessions, clock=clock, rails=DrainRails(dry_run=False, max_concurrent_nodes=2),
+                        drainer=drainer, require_approval=False, poll_s=0.05)  # fmt: skip
+        a, b = _gpu("n0", "GPU-1", 990.0), _gpu("n0", "GPU-2", 995.0)  # both flag n0 when it is requested
+        c = _gpu("n1", "GPU-1", 990.0)  # n1: a second GPU fails while its drain runs
+        await act.after_tick(Snapshot(tick=1, t=clock.now(), findings=[a, b, c]))
+        clock.advance(5.0)
+        d = _gpu("n1", "GPU-2", clock.now() - 2.0)
+        await act.after_tick(Snapshot(tick=2, t=clock.now(), findings=[a, b, c, d], node_drains=_live(sessions)))
+        await asyncio.wait_for(act.execute_approved(asyncio.Event()), 10)
+        assert _drains(sessions) == [("n0", "done"), ("n1", "done")]
+        for tick in (3, 4):  # the first GPU of each node came back; the second is still stuck
+            clock.advance(60.0)
+            await act.after_tick(Snapshot(tick=tick, t=clock.now(), findings=[b, d], node_drains=_live(sessions)))
+            await asyncio.wait_for(act.execute_approved(asyncio.Event()), 10)
+        assert _drains(sessions) == [("n0", "done"), ("n1", "done")]  # was a second request of each, drained again
+        with transaction(sessions) as s:
+            n0 = repo.latest_drain_for_node(session=s, node="n0")
+            assert n0 is not None
+            assert n0.evidence["finding_ids"] == ",".join(sorted([a.id, b.id]))
+        clock.advance(86400.0)  # repaired and uncordoned; GPU-2 of n0 fails again: a new episode, a new drain
+        again = _gpu("n0", "GPU-2", clock.now() - 10.0)
+        await act.after_tick(Snapshot(tick=5, t=clock.now(), findings=[again], node_drains=_live(sessions)))
+        assert _drains(sessions) == [("n0", "done"), ("n1", "done"), ("n0", "approved")]
+    finally:
+        api.close()
+        kube.stop()
+
+
+def _live(sessions: sessionmaker[Session]) -> dict[str, str]:
+    with transaction(sessions) as s:
+        return {
+            r.node: r.state for r in repo.drains_in(session=s, states=("requested", "approved", "executing"), limit=100)
+        }
