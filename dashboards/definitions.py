@@ -24,6 +24,11 @@ def _q(expr: str, legend: str = "") -> Query:
     return Query(expr, legend)
 
 
+def _increase(c: MixinConfig, s: series.Series, *matchers: str) -> str:
+    """One copy of a counter's increase over the rate window (``MixinConfig.one_copy``)."""
+    return c.one_copy(f"increase({c.select(s, *matchers)}[{c.rate_window}])")
+
+
 def _quantile(q: float, bucket_series: str, window: str) -> str:
     return f"histogram_quantile({q}, sum by (le) (rate({bucket_series}[{window}])))"
 
@@ -50,23 +55,23 @@ def fleet_overview(c: MixinConfig = CONFIG) -> Dashboard:
                         "kvpilot's desired replica count (what KEDA is told) against replicas that serve traffic. "
                         "A persistent gap means replicas are cold-starting or stuck pending.",
                         (
-                            _q(c.select(series.DESIRED_REPLICAS, d), "desired {{deployment}}"),
-                            _q(c.select(series.DEPLOYMENT_REPLICAS, d, _READY), "ready {{deployment}}"),
-                            _q(c.select(series.DEPLOYMENT_REPLICAS, d, _LOADING), "loading {{deployment}}"),
+                            _q(c.read(series.DESIRED_REPLICAS, d), "desired {{deployment}}"),
+                            _q(c.read(series.DEPLOYMENT_REPLICAS, d, _READY), "ready {{deployment}}"),
+                            _q(c.read(series.DEPLOYMENT_REPLICAS, d, _LOADING), "loading {{deployment}}"),
                         ),
                         min=0,
                     ),
                     Panel(
                         "Requests waiting",
                         "Requests queued in the engines, summed per deployment. Queueing means TTFT is growing.",
-                        (_q(c.select(series.DEPLOYMENT_REQUESTS_WAITING, d), "{{deployment}}"),),
+                        (_q(c.read(series.DEPLOYMENT_REQUESTS_WAITING, d), "{{deployment}}"),),
                         min=0,
                         thresholds=c.queue_steps,
                     ),
                     Panel(
                         "Requests running",
                         "Requests in the engines' running batches, summed per deployment.",
-                        (_q(c.select(series.DEPLOYMENT_REQUESTS_RUNNING, d), "{{deployment}}"),),
+                        (_q(c.read(series.DEPLOYMENT_REQUESTS_RUNNING, d), "{{deployment}}"),),
                         min=0,
                     ),
                     Panel(
@@ -74,8 +79,8 @@ def fleet_overview(c: MixinConfig = CONFIG) -> Dashboard:
                         "Share of the paged KV pool in use: mean over replicas and the fullest replica. "
                         "Near 1 the engine preempts requests.",
                         (
-                            _q(c.select(series.DEPLOYMENT_KV_USAGE, d), "mean {{deployment}}"),
-                            _q(c.select(series.DEPLOYMENT_KV_USAGE_MAX, d), "max {{deployment}}"),
+                            _q(c.read(series.DEPLOYMENT_KV_USAGE, d), "mean {{deployment}}"),
+                            _q(c.read(series.DEPLOYMENT_KV_USAGE_MAX, d), "max {{deployment}}"),
                         ),
                         unit="percentunit",
                         min=0,
@@ -91,7 +96,7 @@ def fleet_overview(c: MixinConfig = CONFIG) -> Dashboard:
                         "Prefix cache hit ratio",
                         "Windowed Δhits/Δqueries (tokens). A fall after a scale-out usually means routing spreads "
                         "shared prefixes across replicas: use prefix-aware routing.",
-                        (_q(c.select(series.PREFIX_CACHE_HIT_RATIO, d), "{{deployment}}"),),
+                        (_q(c.read(series.PREFIX_CACHE_HIT_RATIO, d), "{{deployment}}"),),
                         unit="percentunit",
                         min=0,
                         max=1,
@@ -99,7 +104,7 @@ def fleet_overview(c: MixinConfig = CONFIG) -> Dashboard:
                     Panel(
                         "Time to first token",
                         "TTFT quantiles over the rate window, from the engines' histograms.",
-                        (_q(c.select(series.TTFT_SECONDS, d), "p{{quantile}} {{deployment}}"),),
+                        (_q(c.read(series.TTFT_SECONDS, d), "p{{quantile}} {{deployment}}"),),
                         unit="s",
                         min=0,
                     ),
@@ -107,14 +112,14 @@ def fleet_overview(c: MixinConfig = CONFIG) -> Dashboard:
                         "Inter-token latency",
                         "Time between output tokens over the rate window, from the engines' histograms, per deployment"
                         " (kvpilot's series, so it follows $deployment as the other panels do).",
-                        (_q(c.select(series.ITL_SECONDS, d), "p{{quantile}} {{deployment}}"),),
+                        (_q(c.read(series.ITL_SECONDS, d), "p{{quantile}} {{deployment}}"),),
                         unit="s",
                         min=0,
                     ),
                     Panel(
                         "Token throughput",
                         "Prompt and generated tokens per second per deployment.",
-                        (_q(c.select(series.DEPLOYMENT_TOKENS_RATE, d), "{{direction}} {{deployment}}"),),
+                        (_q(c.read(series.DEPLOYMENT_TOKENS_RATE, d), "{{direction}} {{deployment}}"),),
                         unit="short",
                         min=0,
                     ),
@@ -129,7 +134,7 @@ def fleet_overview(c: MixinConfig = CONFIG) -> Dashboard:
                         "down, TTFT SLO burn). Details in the kvpilot API at /v1/findings.",
                         (
                             _q(
-                                f"sum by (kind, severity) ({c.select(series.FINDING_ACTIVE)})",
+                                f"sum by (kind, severity) ({c.read(series.FINDING_ACTIVE)})",
                                 "{{kind}} ({{severity}})",
                             ),
                         ),
@@ -145,7 +150,6 @@ def fleet_overview(c: MixinConfig = CONFIG) -> Dashboard:
 
 def deployment_detail(c: MixinConfig = CONFIG) -> Dashboard:
     d = c.deployment_selector
-    w = c.rate_window
     return Dashboard(
         tags=c.dashboard_tags,
         refresh=c.dashboard_refresh,
@@ -170,9 +174,9 @@ def deployment_detail(c: MixinConfig = CONFIG) -> Dashboard:
                         "Observed request arrival rate against kvpilot's forecast at the scaling horizon "
                         "(cold start + scaling delay) and its upper band.",
                         (
-                            _q(c.select(series.DEPLOYMENT_ARRIVAL_RATE, d), "actual"),
-                            _q(c.select(series.FORECAST_ARRIVAL_RATE, d), "forecast"),
-                            _q(c.select(series.FORECAST_ARRIVAL_RATE_UPPER, d), "forecast upper"),
+                            _q(c.read(series.DEPLOYMENT_ARRIVAL_RATE, d), "actual"),
+                            _q(c.read(series.FORECAST_ARRIVAL_RATE, d), "forecast"),
+                            _q(c.read(series.FORECAST_ARRIVAL_RATE_UPPER, d), "forecast upper"),
                         ),
                         unit="reqps",
                         min=0,
@@ -181,7 +185,7 @@ def deployment_detail(c: MixinConfig = CONFIG) -> Dashboard:
                     Panel(
                         "Forecast error (MASE)",
                         "Mean absolute scaled error at the horizon; below 1 beats the last-value forecast.",
-                        (_q(c.select(series.FORECAST_ERROR_MASE, d), "{{model}}"),),
+                        (_q(c.read(series.FORECAST_ERROR_MASE, d), "{{model}}"),),
                         min=0,
                         width=8,
                         thresholds=c.mase_steps,
@@ -196,10 +200,10 @@ def deployment_detail(c: MixinConfig = CONFIG) -> Dashboard:
                         "desired = max(predictive at the horizon, reactive from the current queue), after "
                         "stabilisation, step limits and min/max clamps.",
                         (
-                            _q(c.select(series.DESIRED_REPLICAS, d), "desired"),
-                            _q(c.select(series.PREDICTIVE_REPLICAS, d), "predictive"),
-                            _q(c.select(series.REACTIVE_REPLICAS, d), "reactive"),
-                            _q(c.select(series.DEPLOYMENT_REPLICAS, d, _READY), "ready"),
+                            _q(c.read(series.DESIRED_REPLICAS, d), "desired"),
+                            _q(c.read(series.PREDICTIVE_REPLICAS, d), "predictive"),
+                            _q(c.read(series.REACTIVE_REPLICAS, d), "reactive"),
+                            _q(c.read(series.DEPLOYMENT_REPLICAS, d, _READY), "ready"),
                         ),
                         min=0,
                         width=16,
@@ -207,7 +211,7 @@ def deployment_detail(c: MixinConfig = CONFIG) -> Dashboard:
                     Panel(
                         "Warm pool",
                         "Replicas loading now for the demand expected one cold start ahead.",
-                        (_q(c.select(series.WARM_POOL_REPLICAS, d), "warm pool"),),
+                        (_q(c.read(series.WARM_POOL_REPLICAS, d), "warm pool"),),
                         min=0,
                         width=8,
                     ),
@@ -215,13 +219,13 @@ def deployment_detail(c: MixinConfig = CONFIG) -> Dashboard:
                         "Decisions by reason",
                         "How often each reason decided the replica count (predictive, reactive, stabilised, "
                         "clamped...).",
-                        (_q(f"sum by (reason) (increase({c.select(series.DECISIONS, d)}[{w}]))", "{{reason}}"),),
+                        (_q(f"sum by (reason) ({_increase(c, series.DECISIONS, d)})", "{{reason}}"),),
                         min=0,
                     ),
                     Panel(
                         "Cold starts",
                         "Replicas loading weights (not ready yet).",
-                        (_q(c.select(series.DEPLOYMENT_REPLICAS, d, _LOADING), "loading"),),
+                        (_q(c.read(series.DEPLOYMENT_REPLICAS, d, _LOADING), "loading"),),
                         min=0,
                     ),
                     Panel(
@@ -233,11 +237,11 @@ def deployment_detail(c: MixinConfig = CONFIG) -> Dashboard:
                             _q(
                                 # 0, not "No data", while no rollout has happened: the counter's label appears
                                 # only with the first surge
-                                f"sum(increase({c.select(series.DECISIONS, _SURGE, d)}[{w}])) or vector(0)",
+                                f"sum({_increase(c, series.DECISIONS, _SURGE, d)}) or vector(0)",
                                 "surge ticks",
                             ),
                             _q(
-                                f"sum by (severity) ({c.select(series.FINDING_ACTIVE, _ROLLOUT, d)}) "
+                                f"sum by (severity) ({c.read(series.FINDING_ACTIVE, _ROLLOUT, d)}) "
                                 'or label_replace(vector(0), "severity", "none", "", "")',
                                 "rollout finding ({{severity}})",
                             ),
@@ -252,13 +256,13 @@ def deployment_detail(c: MixinConfig = CONFIG) -> Dashboard:
                     Panel(
                         "Queue per replica",
                         "Waiting requests on each replica: uneven queues point at routing.",
-                        (_q(c.select(series.REPLICA_REQUESTS_WAITING, d), "{{replica}}"),),
+                        (_q(c.read(series.REPLICA_REQUESTS_WAITING, d), "{{replica}}"),),
                         min=0,
                     ),
                     Panel(
                         "KV usage per replica",
                         "KV pool usage of each replica. Near 1 the engine preempts requests.",
-                        (_q(c.select(series.REPLICA_KV_USAGE, d), "{{replica}}"),),
+                        (_q(c.read(series.REPLICA_KV_USAGE, d), "{{replica}}"),),
                         unit="percentunit",
                         min=0,
                         max=1,
@@ -269,7 +273,7 @@ def deployment_detail(c: MixinConfig = CONFIG) -> Dashboard:
                         "The kv_exhaustion finding (and the KvCacheExhaustionImminent alert) opens below its "
                         "threshold only while the pool is still filling: arrivals outrunning completions, or "
                         "requests waiting for blocks.",
-                        (_q(c.select(series.KV_TIME_TO_EXHAUSTION, d), "{{replica}}"),),
+                        (_q(c.read(series.KV_TIME_TO_EXHAUSTION, d), "{{replica}}"),),
                         unit="s",
                         min=0,
                     ),
@@ -280,7 +284,7 @@ def deployment_detail(c: MixinConfig = CONFIG) -> Dashboard:
                         "findings) gives the usage, fill rate, time to exhaustion and preemption rate.",
                         (
                             _q(
-                                f"sum by (replica, severity) ({c.select(series.FINDING_ACTIVE, _KV_EXHAUSTION, d)})",
+                                f"sum by (replica, severity) ({c.read(series.FINDING_ACTIVE, _KV_EXHAUSTION, d)})",
                                 "{{replica}} ({{severity}})",
                             ),
                         ),
@@ -289,7 +293,7 @@ def deployment_detail(c: MixinConfig = CONFIG) -> Dashboard:
                     Panel(
                         "Requests running per replica",
                         "Requests in each replica's running batch: uneven batches point at routing or a slow GPU.",
-                        (_q(c.select(series.REPLICA_REQUESTS_RUNNING, d), "{{replica}}"),),
+                        (_q(c.read(series.REPLICA_REQUESTS_RUNNING, d), "{{replica}}"),),
                         min=0,
                     ),
                 ),
@@ -314,7 +318,7 @@ def gpu_health(c: MixinConfig = CONFIG) -> Dashboard:
                     Panel(
                         "GPU utilisation",
                         "Share of time each GPU was busy. Pinned at 1 with no token progress is a hang.",
-                        (_q(c.select(series.GPU_UTILISATION, n), "{{node}} gpu{{gpu}}"),),
+                        (_q(c.read(series.GPU_UTILISATION, n), "{{node}} gpu{{gpu}}"),),
                         unit="percentunit",
                         min=0,
                         max=1,
@@ -335,19 +339,19 @@ def gpu_health(c: MixinConfig = CONFIG) -> Dashboard:
                         "Last XID by class",
                         "Last XID seen per GPU, labelled with its triage class: application (restart the workload), "
                         "watch (reset when idle), drain (cordon, drain, reset).",
-                        (_q(f"{c.select(series.GPU_LAST_XID, n)} > 0", "{{node}} gpu{{gpu}} {{xid_class}}"),),
+                        (_q(f"{c.read(series.GPU_LAST_XID, n)} > 0", "{{node}} gpu{{gpu}} {{xid_class}}"),),
                         kind="table",
                     ),
                     Panel(
                         "Node drain state",
                         "Nodes kvpilot has flagged, cordoned or drained (dry-run included).",
-                        (_q(f"{c.select(series.NODE_DRAIN_STATE, n)} > 0", "{{node}} {{state}}"),),
+                        (_q(f"{c.read(series.NODE_DRAIN_STATE, n)} > 0", "{{node}} {{state}}"),),
                         kind="table",
                     ),
                     Panel(
                         "Stuck-GPU findings",
                         "Open stuck_gpu findings per node.",
-                        (_q(f"sum by (node) ({c.select(series.FINDING_ACTIVE, _STUCK_GPU)})", "{{node}}"),),
+                        (_q(f"sum by (node) ({c.read(series.FINDING_ACTIVE, _STUCK_GPU)})", "{{node}}"),),
                         kind="bargauge",
                         width=24,
                         height=6,
@@ -374,15 +378,15 @@ def kvpilot_self(c: MixinConfig = CONFIG) -> Dashboard:
                         "Targets up",
                         "Scrape targets answering, out of all known.",
                         (
-                            _q(f"sum({c.select(series.SCRAPE_UP)})", "up"),
-                            _q(f"count({c.select(series.SCRAPE_UP)})", "known"),
+                            _q(f"sum({c.read(series.SCRAPE_UP)})", "up"),
+                            _q(f"count({c.read(series.SCRAPE_UP)})", "known"),
                         ),
                         min=0,
                     ),
                     Panel(
                         "Slowest scrapes",
                         "The ten slowest targets' last scrape duration.",
-                        (_q(f"topk(10, {c.select(series.SCRAPE_DURATION)})", "{{target}}"),),
+                        (_q(f"topk(10, {c.read(series.SCRAPE_DURATION)})", "{{target}}"),),
                         unit="s",
                         min=0,
                     ),
@@ -400,7 +404,7 @@ def kvpilot_self(c: MixinConfig = CONFIG) -> Dashboard:
                         "/v1/targets' last_error names what was left out.",
                         (
                             _q(
-                                f"topk(10, sum by (target) (increase({c.select(series.SCRAPE_PARTIAL_PAGES)}[{w}])))",
+                                f"topk(10, sum by (target) ({_increase(c, series.SCRAPE_PARTIAL_PAGES)}))",
                                 "{{target}}",
                             ),
                         ),
@@ -511,7 +515,7 @@ def cost(c: MixinConfig = CONFIG) -> Dashboard:
                         "Fleet cost per hour",
                         "Replicas x GPUs per replica x price per GPU-hour, summed over the selected deployments. "
                         "Loading replicas count: they hold their GPUs.",
-                        (_q(f"sum({c.select(series.COST_USD_PER_HOUR, d)})"),),
+                        (_q(f"sum({c.read(series.COST_USD_PER_HOUR, d)})"),),
                         unit="currencyUSD",
                         kind="stat",
                         width=6,
@@ -520,7 +524,7 @@ def cost(c: MixinConfig = CONFIG) -> Dashboard:
                     Panel(
                         "Per day at this rate",
                         "The cost per hour now, times 24.",
-                        (_q(f"sum({c.select(series.COST_USD_PER_HOUR, d)}) * 24"),),
+                        (_q(f"sum({c.read(series.COST_USD_PER_HOUR, d)}) * 24"),),
                         unit="currencyUSD",
                         kind="stat",
                         width=6,
@@ -529,7 +533,7 @@ def cost(c: MixinConfig = CONFIG) -> Dashboard:
                     Panel(
                         "GPUs held",
                         "GPUs the selected deployments' replicas hold, by GPU type.",
-                        (_q(f"sum by (gpu_type) ({c.select(series.COST_GPUS, d)})", "{{gpu_type}}"),),
+                        (_q(f"sum by (gpu_type) ({c.read(series.COST_GPUS, d)})", "{{gpu_type}}"),),
                         kind="stat",
                         width=6,
                         height=6,
@@ -537,7 +541,7 @@ def cost(c: MixinConfig = CONFIG) -> Dashboard:
                     Panel(
                         "Power at full load",
                         "Datasheet board power of those GPUs (kW): what they draw flat out, not a measurement.",
-                        (_q(f"sum({c.select(series.COST_POWER_WATTS, d)}) / 1000"),),
+                        (_q(f"sum({c.read(series.COST_POWER_WATTS, d)}) / 1000"),),
                         unit="kwatt",
                         kind="stat",
                         width=6,
@@ -554,7 +558,7 @@ def cost(c: MixinConfig = CONFIG) -> Dashboard:
                         "absent (its `problem` in GET /v1/cost says why).",
                         (
                             _q(
-                                f"sum by (deployment, gpu_type) ({c.select(series.COST_USD_PER_HOUR, d)})",
+                                f"sum by (deployment, gpu_type) ({c.read(series.COST_USD_PER_HOUR, d)})",
                                 "{{deployment}} {{gpu_type}}",
                             ),
                         ),
@@ -565,7 +569,7 @@ def cost(c: MixinConfig = CONFIG) -> Dashboard:
                         "Cost per million output tokens",
                         "Cost per hour over output tokens generated per hour (the engines' counters). Rises when "
                         "replicas idle; absent while nothing is generated.",
-                        (_q(c.select(series.COST_USD_PER_MILLION_TOKENS, d), "{{deployment}} {{gpu_type}}"),),
+                        (_q(c.read(series.COST_USD_PER_MILLION_TOKENS, d), "{{deployment}} {{gpu_type}}"),),
                         unit="currencyUSD",
                         min=0,
                     ),
@@ -582,7 +586,7 @@ def cost(c: MixinConfig = CONFIG) -> Dashboard:
                         "never changes GPU types: GET /v1/deployments/{ns}/{name} says which one it advises.",
                         (
                             _q(
-                                c.select(series.COST_OPTION_USD_PER_HOUR, d),
+                                c.read(series.COST_OPTION_USD_PER_HOUR, d),
                                 "{{deployment}} {{gpu_type}} meets_slo={{meets_slo}}",
                             ),
                         ),

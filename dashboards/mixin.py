@@ -26,6 +26,10 @@ Steps = tuple[tuple[float, str], ...]  # (value, colour) steps above a panel's b
 class MixinConfig:
     # The Prometheus job that scrapes kvpilot's own /metrics; every query of a kvpilot series selects it.
     job: str = "kvpilot"
+    # The labels that tell kvpilot's own pods apart on its series. HA replicas each run the whole loop and export the
+    # same series (deploy/base runs 2), shards disjoint ones: a dashboard reads one copy (``one_copy``) so that
+    # neither doubles a sum nor draws a line twice.
+    instance_labels: tuple[str, ...] = ("instance", "pod")
     # Dashboard template variables, as the queries match them.
     deployment_selector: str = 'deployment=~"$deployment"'
     node_selector: str = 'node=~"$node"'
@@ -49,6 +53,16 @@ class MixinConfig:
         if suffix and s.type != "histogram":
             raise ValueError(f"{s.name} is a {s.type}: only a histogram has {suffix}")
         return f"{s.name}{suffix}{{{','.join((self.job_selector, *matchers))}}}"
+
+    def one_copy(self, expr: str) -> str:
+        """``expr`` (an instant vector of kvpilot's series) with the copies kvpilot's pods export of one series made
+        one: ``max without (instance, pod)``. Disjoint series (shards) pass through; an HA pair's identical ones
+        count once."""
+        return f"max without ({', '.join(self.instance_labels)}) ({expr})"
+
+    def read(self, s: Series, *matchers: str) -> str:
+        """One copy of ``name{job="…",matchers…}`` (``one_copy`` of ``select``)."""
+        return self.one_copy(self.select(s, *matchers))
 
 
 CONFIG = MixinConfig()
