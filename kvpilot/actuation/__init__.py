@@ -17,6 +17,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -40,6 +41,20 @@ from store.models import DrainActionRow
 log = logging.getLogger(__name__)
 
 ACTOR = "kvpilot"
+# A drain the API server asks to wait (DrainResult.busy) is tried again after this, doubling per try up to BUSY_MAX_S,
+# and never before the Retry-After it asked for: kubectl drain retries a refused eviction every 5 s; the cap keeps a
+# drain freed after a long refusal starting within minutes, at about 12 tries an hour while it lasts.
+BUSY_FIRST_S = 5.0
+BUSY_MAX_S = 300.0
+
+
+@dataclass(slots=True)
+class _Busy:
+    """A drain the API server asked to wait: when to try again, how many tries, and the steps of the last one."""
+
+    not_before: float
+    tries: int
+    steps: tuple[tuple[str, str, str], ...]
 
 
 class Drainer(Protocol):
@@ -124,6 +139,8 @@ class Actuation:
         self._recovered = False
         self._refusals = RefusalLog(clock, on_refusal)
         self._snapshot: Snapshot | None = None  # the latest after_tick's: what the worker re-checks a drain against
+        self._busy: dict[int, _Busy] = {}  # action id -> a drain the API server asked to wait (not tried before then)
+        self._stays: dict[str, str] = {}  # node -> why its request stays requested (logged once per change)
 
     async def after_tick(self, snapshot: Snapshot) -> None:
         """Request drains for flagged nodes and apply scaling; approved drains are the drain worker's."""
@@ -191,7 +208,11 @@ class Actuation:
                                 budget_window_s=self.rails.budget_window_s,
                             )
                     except (RailFull, InvalidTransition) as e:
-                        log.info("drain of %s stays requested: %s", d.node, e)
+                        if self._stays.get(d.node) != str(e):  # once per change, not every pass it lasts
+                            log.info("drain of %s stays requested: %s (logged again only when this changes)", d.node, e)
+                        self._stays[d.node] = str(e)
+                    else:
+                        self._stays.pop(d.node, None)
             flagged = recheck.flagged_nodes(snap)
             for row in repo.drains_in(session=s, states=(DrainState.REQUESTED.value,), limit=1000):
                 why = recheck.withdrawn(s, row, actor=ACTOR, flagged=flagged)
@@ -220,11 +241,17 @@ class Actuation:
         if not self._recovered:
             await asyncio.to_thread(self._requeue_executing, "found executing at start; resumed")
             self._recovered = True
-        for action_id, node, dry_run, reason in await asyncio.to_thread(self._approved):
+        approved = await asyncio.to_thread(self._approved)
+        for gone in set(self._busy) - {a[0] for a in approved}:  # cancelled, withdrawn or held meanwhile
+            del self._busy[gone]
+        for action_id, node, dry_run, reason in approved:
             if stop.is_set():
                 return
             if not await asyncio.to_thread(self._still_wanted, action_id):
                 continue  # withdrawn (its finding closed) or held (the last-ready-replica rail): recheck
+            busy = self._busy.get(action_id)
+            if busy is not None and self._clock.now() < busy.not_before:
+                continue  # the API server asked it to wait: not tried (nor audited) again before then
             if not await asyncio.to_thread(self._claim, action_id):
                 continue  # cancelled or claimed meanwhile
             interrupt = threading.Event()
@@ -245,9 +272,9 @@ class Actuation:
                 )
                 return
             if result.busy and cancelled_by != "cancel":  # the API server asked to wait longer than a call may take
-                await asyncio.to_thread(self._audit_steps, action_id, result)
-                await asyncio.to_thread(self._requeue, action_id, result.busy)
+                await asyncio.to_thread(self._wait_busy, action_id, result)
                 continue
+            self._busy.pop(action_id, None)
             await asyncio.to_thread(self._finish, action_id, result)
 
     async def _watch(
@@ -340,6 +367,26 @@ class Actuation:
             ids = [r.id for r in repo.list_drains(session=s, state=DrainState.EXECUTING.value, limit=1000).items]
         for action_id in ids:
             self._requeue(action_id, message)
+
+    def _wait_busy(self, action_id: int, result: DrainResult) -> None:
+        """Back to approved, not tried again before a backoff (``BUSY_FIRST_S`` doubling to ``BUSY_MAX_S``, at least
+        the Retry-After asked): before, it was tried every pass (each tick), each try writing its steps. Its steps are
+        audited when they differ from the last try's (a state change), not on every try."""
+        now = self._clock.now()
+        last = self._busy.get(action_id)
+        tries = 1 if last is None else last.tries + 1
+        delay = min(BUSY_MAX_S, BUSY_FIRST_S * 2 ** (tries - 1))
+        delay = max(delay, result.retry_after_s or 0.0)
+        steps = tuple((r.step, r.target, str(r.outcome)) for r in result.records)
+        self._busy[action_id] = _Busy(now + delay, tries, steps)
+        with transaction(self._sessions) as s:
+            if last is None or last.steps != steps:
+                _note_steps(s, action_id, result)
+            with contextlib.suppress(InvalidTransition):  # cancelled meanwhile: the operator's word stands
+                repo.transition_drain(
+                    session=s, action_id=action_id, to=DrainState.APPROVED, actor=ACTOR, now=now,
+                    message=f"{result.busy} (try {tries}; next try in {delay:g} s)",
+                )  # fmt: skip
 
     def _audit_steps(self, action_id: int, result: DrainResult) -> None:
         with transaction(self._sessions) as s:

@@ -15,8 +15,9 @@ Give it a client built with ``retries = False`` (as ``kvpilot run`` does): urlli
 503's Retry-After on the node read, the node update and the pod list up to three times, unbounded and deaf to a cancel
 (``Retry-After: 30`` held a drain for 90 s). The drainer waits out a Retry-After itself, through the same interruptible
 wait as its backoff, only while the call stays within ``request_timeout_s``; a longer one ends the drain with
-``DrainResult.busy`` (the worker puts it back to approved: retried next pass). Evictions are POSTs, which urllib3 never
-retries: a PodDisruptionBudget's 429 is the backoff's, as before.
+``DrainResult.busy`` (the worker puts it back to approved and tries it again after a backoff, at least the Retry-After).
+Evictions are POSTs, which urllib3 never retries: a PodDisruptionBudget's 429 is the backoff's, as before, one audit
+step for its refusals (not one per try), waiting at least a Retry-After the 429 carries.
 
 Before any eviction it refuses, as ``kubectl drain`` does without ``--force``, a node holding a pod with no controller
 (evicted, nothing would recreate it); and it keeps each ready pod whose eviction would leave its workload no ready
@@ -72,7 +73,8 @@ class DrainResult:
     blocked: list[str] = field(default_factory=list)
     failed: bool = False
     cancelled: bool = False
-    busy: str = ""  # the API server asked to wait longer than a call may take: why, and retried next pass
+    busy: str = ""  # the API server asked to wait longer than a call may take: why (tried again after a backoff)
+    retry_after_s: float | None = None  # with busy: how long it asked to wait (Retry-After), when it said
 
     @property
     def complete(self) -> bool:
@@ -128,7 +130,7 @@ class NodeDrainer:
             self._steps(node, result, reason, stop)
         except _Busy as e:  # a longer wait than a call may take: the drain is tried again on the worker's next pass
             self._record(result, e.step, node, Outcome.RETRY, e.words)
-            result.busy = e.words
+            result.busy, result.retry_after_s = e.words, e.wait
         except _Stopped as e:  # cancelled while the API server's Retry-After was waited out
             self._record(result, e.step, node, Outcome.SKIPPED, "cancelled while the API server asked to wait")
             result.cancelled = True
@@ -249,7 +251,8 @@ class NodeDrainer:
                     raise _Busy(
                         step,
                         f"{what}: the API server asks to wait {wait:g} s (HTTP {e.status}, Retry-After), more than the "
-                        f"{max(left, 0):.1f} s left of request_timeout_s ({self._timeout:g} s); retried next pass",
+                        f"{max(left, 0):.1f} s left of request_timeout_s ({self._timeout:g} s); tried again later",
+                        wait,
                     ) from None
                 self._wait(wait)
                 if self._stop():
@@ -257,7 +260,7 @@ class NodeDrainer:
         raise _Busy(
             step,
             f"{what}: the API server still asks to wait after {MAX_RETRY_AFTERS} tries (HTTP 429/503, Retry-After); "
-            "retried next pass",
+            "tried again later",
         )
 
     def _node_error(self, result: DrainResult, step: str, node: str, e: ApiException) -> bool:
@@ -385,7 +388,7 @@ class NodeDrainer:
             return
         body = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))
         start = self._clock.now()
-        attempt = 0
+        attempt = refusals = 0
         while True:
             if self._on_evict is not None:  # before the request: the pod may leave discovery before it returns
                 self._on_evict(ref, self._clock.now())
@@ -396,19 +399,23 @@ class NodeDrainer:
                     self._record(result, "evict", ref, Outcome.NOT_FOUND, f"{ref} already gone")
                     return
                 if e.status == 429:
+                    refusals += 1
                     waited = self._clock.now() - start
                     if waited >= self._backoff.deadline_s:
-                        self._record(
-                            result,
-                            "evict",
-                            ref,
-                            Outcome.BLOCKED,
-                            f"PodDisruptionBudget blocked {ref} for {waited:.0f} s",
-                        )
+                        why = f"PodDisruptionBudget blocked {ref} for {waited:.0f} s ({refusals} refusal(s))"
+                        self._record(result, "evict", ref, Outcome.BLOCKED, why)
                         result.blocked.append(ref)
                         return
-                    delay = self._backoff.delay(attempt)
-                    self._record(result, "evict", ref, Outcome.RETRY, f"PDB refused {ref}; retry in {delay:g} s")
+                    # at least what the API server asks (Retry-After: API Priority and Fairness shedding load), and
+                    # never past the deadline by more than the next try
+                    asked = retry_after_s(e) or 0.0
+                    delay = min(max(self._backoff.delay(attempt), asked), max(self._backoff.deadline_s - waited, 0.0))
+                    if refusals == 1:  # one step for the refusals, not one per try: the outcome says how many
+                        self._record(
+                            result, "evict", ref, Outcome.RETRY,
+                            f"PDB refused {ref}; retry in {delay:g} s, backing off to {self._backoff.max_s:g} s, "
+                            f"for up to {self._backoff.deadline_s:g} s",
+                        )  # fmt: skip
                     self._wait(delay)
                     if stop():
                         self._cancel(result, 1)
@@ -418,15 +425,16 @@ class NodeDrainer:
                 self._record(result, "evict", ref, Outcome.ERROR, f"evicting {ref}: HTTP {e.status} {e.reason}")
                 result.failed = True
                 return
-            self._record(result, "evict", ref, Outcome.OK, f"evicted {ref}")
+            after = f" after {refusals} PDB refusal(s) over {self._clock.now() - start:.0f} s" if refusals else ""
+            self._record(result, "evict", ref, Outcome.OK, f"evicted {ref}{after}")
             result.evicted.append(ref)
             return
 
 
 class _Busy(Exception):
-    def __init__(self, step: str, words: str) -> None:
+    def __init__(self, step: str, words: str, wait: float | None = None) -> None:
         super().__init__(words)
-        self.step, self.words = step, words
+        self.step, self.words, self.wait = step, words, wait
 
 
 class _Stopped(Exception):

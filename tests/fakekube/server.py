@@ -108,6 +108,9 @@ class FakeKube:
     store: Store = field(default_factory=Store)
     subresources: dict[tuple[str, str], Handler] = field(default_factory=dict)
     requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path) of every request
+    # A test's stand-in for an API server shedding load or refusing: (method, path) -> an ApiError answered instead
+    # of the request (None: served as usual). The store is not touched by a request it answers.
+    intercept: Callable[[str, str], ApiError | None] | None = None
     default_watch_timeout_s: float = 60.0
     _server: ThreadingHTTPServer | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
@@ -237,6 +240,9 @@ class _KubeHandler(BaseHTTPRequestHandler):
         self.fake.requests.append((method, split.path))
         try:
             body = self._body()
+            refused = self.fake.intercept(method, split.path) if self.fake.intercept is not None else None
+            if refused is not None:
+                raise refused
             route = _route(split.path)
             if method == "GET" and route.name is None and query.get("watch") in ("true", "1"):
                 self._watch(route, query)
@@ -294,6 +300,9 @@ class _KubeHandler(BaseHTTPRequestHandler):
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(raw)))
+        retry_after = (obj.get("details") or {}).get("retryAfterSeconds") if obj.get("kind") == "Status" else None
+        if retry_after:  # as the API server writes a Status with retryAfterSeconds (429, 503)
+            self.send_header("Retry-After", str(retry_after))
         self.end_headers()
         self.wfile.write(raw)
 

@@ -47,20 +47,29 @@ RESOURCES: dict[tuple[str, str], ResourceType] = {
 class ApiError(Exception):
     """Raised inside the store; the server turns it into a Kubernetes ``Status`` object."""
 
-    def __init__(self, code: int, reason: str, message: str, *, name: str = "", kind: str = "") -> None:
+    def __init__(
+        self, code: int, reason: str, message: str, *, name: str = "", kind: str = "", retry_after_s: int = 0
+    ) -> None:
         super().__init__(message)
         self.code, self.reason, self.message, self.name, self.kind = code, reason, message, name, kind
+        self.retry_after_s = retry_after_s  # > 0: details.retryAfterSeconds and a Retry-After header, as the API server
 
     def status(self) -> Obj:
-        return status_object(self.code, self.reason, self.message, name=self.name, kind=self.kind)
+        return status_object(
+            self.code, self.reason, self.message, name=self.name, kind=self.kind, retry_after_s=self.retry_after_s
+        )
 
 
-def status_object(code: int, reason: str, message: str, *, name: str = "", kind: str = "") -> Obj:
+def status_object(
+    code: int, reason: str, message: str, *, name: str = "", kind: str = "", retry_after_s: int = 0
+) -> Obj:
     details: Obj = {}
     if name:
         details["name"] = name
     if kind:
         details["kind"] = kind
+    if retry_after_s > 0:
+        details["retryAfterSeconds"] = retry_after_s
     return {
         "kind": "Status",
         "apiVersion": "v1",

@@ -20,6 +20,7 @@ from kvpilot.actuation.audit import Outcome
 from kvpilot.actuation.drain import TAINT_KEY, Backoff, DrainResult, NodeDrainer
 from tests.fakekube.eviction import install
 from tests.fakekube.server import FakeKube
+from tests.fakekube.store import ApiError
 from tests.helpers.silent_api import api_answering, kvpilot_run_actuation
 
 
@@ -302,7 +303,29 @@ def test_pdb_blocked_eviction_retries_with_backoff_until_the_budget_allows(kube,
     result = drainer.drain("gpu-1", dry_run=False)
     assert sleeps == [1, 2, 4]
     assert result.evicted == ["ml/llm-0"]
-    assert [o for _, o in _outcomes(result.records, "evict")] == [Outcome.RETRY] * 3 + [Outcome.OK]
+    # one step for the refusals (session 19: was one per try), the outcome saying how many and how long
+    assert [o for _, o in _outcomes(result.records, "evict")] == [Outcome.RETRY, Outcome.OK]
+    assert result.records[-1].message == "evicted ml/llm-0 after 3 PDB refusal(s) over 7 s"
+
+
+def test_a_pdb_refusal_that_says_retry_after_is_waited_at_least_that(kube, core):
+    # An eviction's 429 with Retry-After (API Priority and Fairness shedding load says one) waits at least that long.
+    _node(kube)
+    _pod(kube, "llm-0")
+    real = kube.subresources[("pods", "eviction")]
+    tries: list[float] = []
+
+    def shedding(fake: FakeKube, req: Any) -> Any:
+        tries.append(clock.now())
+        if len(tries) < 3:
+            raise ApiError(429, "TooManyRequests", "too many requests, please try again later", retry_after_s=7)
+        return real(fake, req)
+
+    kube.subresources[("pods", "eviction")] = shedding
+    clock, sleeps = VirtualClock(), list[float]()
+    result = _drainer(core, clock, sleeps, initial_s=1, factor=2, max_s=30).drain("gpu-1", dry_run=False)
+    assert result.evicted == ["ml/llm-0"]
+    assert sleeps == [7, 7]  # not 1 and 2
 
 
 def test_pdb_that_never_allows_is_reported_blocked_after_the_deadline(kube, core):
@@ -558,7 +581,7 @@ def test_kvpilot_run_drains_do_not_wait_out_a_long_retry_after(monkeypatch: pyte
         result = _drain_in_a_thread(lambda: drainer.drain("gpu-1", dry_run=False), within_s=20)
         took = time.monotonic() - started
     assert result.busy.startswith("read node gpu-1: the API server asks to wait 30 s (HTTP 429, Retry-After)")
-    assert "retried next pass" in result.busy
+    assert "tried again later" in result.busy
     assert not result.complete
     assert not result.failed
     assert [(r.step, r.outcome) for r in result.records] == [("cordon", Outcome.RETRY)]
