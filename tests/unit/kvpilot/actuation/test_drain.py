@@ -655,6 +655,7 @@ async def test_the_worker_puts_a_drain_the_api_server_asks_to_wait_back_to_appro
     from kvpilot.actuation import Actuation
     from store import repo
     from store.db import make_engine, session_factory, transaction
+    from tests.helpers.drains import admin_approved
     from tests.helpers.sqlite_store import migrated
 
     sessions = session_factory(make_engine(migrated(tmp_path / "k.db")))
@@ -662,10 +663,7 @@ async def test_the_worker_puts_a_drain_the_api_server_asks_to_wait_back_to_appro
     with api_answering(lambda _: _wait_please("30"), retries=False) as api:
         drainer = NodeDrainer(client.CoreV1Api(api), clock=clock)
         act = Actuation(sessions=sessions, clock=clock, rails=DrainRails(dry_run=False), drainer=drainer, poll_s=0.05)
-        with transaction(sessions) as s:
-            action = repo.request_drain(session=s, node="gpu-1", requested_by="admin#0", now=clock.now(), dry_run=False)
-            repo.approve_drain(session=s, action_id=action.id, actor="admin#0", now=clock.now(), max_concurrent=1)
-            action_id = action.id
+        action_id = admin_approved(sessions, "gpu-1", clock.now())
         await asyncio.wait_for(act.execute_approved(asyncio.Event()), 10)
     with transaction(sessions) as s:
         state = repo.get_drain(session=s, action_id=action_id).state

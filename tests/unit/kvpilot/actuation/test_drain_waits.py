@@ -26,6 +26,7 @@ from store.db import make_engine, session_factory, transaction
 from tests.fakekube.eviction import install
 from tests.fakekube.server import FakeKube
 from tests.fakekube.store import ApiError
+from tests.helpers.drains import admin_approved
 from tests.helpers.sqlite_store import migrated
 
 
@@ -68,10 +69,7 @@ async def test_a_drain_the_api_server_asks_to_wait_backs_off_and_audits_once(tmp
     try:
         drainer = NodeDrainer(client.CoreV1Api(api), clock=clock, request_timeout_s=2.0)
         act = Actuation(sessions=sessions, clock=clock, rails=DrainRails(dry_run=False), drainer=drainer, poll_s=0.05)
-        with transaction(sessions) as s:
-            action = repo.request_drain(session=s, node="n0", requested_by="admin#0", now=clock.now(), dry_run=False)
-            repo.approve_drain(session=s, action_id=action.id, actor="admin#0", now=clock.now(), max_concurrent=1)
-            action_id = action.id
+        action_id = admin_approved(sessions, "n0", clock.now())
         await asyncio.wait_for(act.execute_approved(asyncio.Event()), 10)
         first = _events(sessions, action_id)
         assert _state(sessions, action_id) == "approved"
