@@ -24,7 +24,10 @@ from detectors.thresholds import Thresholds
 RULES_PATH = "alerts/kvpilot-rules.yaml"
 TESTS_PATH = "alerts/kvpilot-rules.test.yaml"
 TEST_INTERVAL_S = 5
-TEST_INSTANCE = "kvpilot:8080"  # the promtool cases' instance label
+TEST_INSTANCE = "kvpilot:8080"  # the promtool cases' instance label (an alert about one kvpilot pod)
+# deploy/base's two HA replicas, as Prometheus labels them: each exports every series, and an alert about the fleet
+# fires once for both (the promtool cases give it both copies).
+TEST_PODS = (("kvpilot-0:8080", "kvpilot-0"), ("kvpilot-1:8080", "kvpilot-1"))
 # A refusal at api.max_connections (1000 open at once, where kvpilot's clients open tens) is never routine: one keeps
 # the rate window's increase above 0 for the window, so it fires this long after and stays firing for the rest of it.
 API_REFUSALS_FOR_S = 60.0
@@ -46,6 +49,7 @@ class Alert:
     finding: tuple[str, str] | None = None  # (kind, severity) of the finding it pages on
     runbook_base: str = CONFIG.runbook_base
     counter: bool = False  # `series` is a counter: the promtool cases grow it by `bad` (or `good`) a step
+    per_pod: bool = False  # about one kvpilot pod (its `instance` kept); else one alert for all pods' copies
 
     @property
     def runbook_url(self) -> str:
@@ -80,7 +84,7 @@ def _on_finding(
     selected = c.select(series.FINDING_ACTIVE, *(f'{k}="{v}"' for k, v in labels.items()))
     return Alert(
         name=name,
-        expr=f"{selected} > 0",
+        expr=f"{c.one_copy(selected)} > 0",
         for_s=th.for_seconds(kind),
         severity=severity,
         summary=summary,
@@ -253,7 +257,8 @@ def alerts(th: Thresholds | None = None, c: MixinConfig = CONFIG) -> list[Alert]
         ),
         Alert(
             name="KvpilotScrapeTargetDown",
-            expr=f"{c.select(series.SCRAPE_UP)} == 0",
+            # min: a target any kvpilot pod cannot scrape (that pod's detectors are blind to it), said once
+            expr=f"{c.one_copy(c.select(series.SCRAPE_UP), 'min')} == 0",
             for_s=th.target.down_after_s,
             severity="warning",
             summary="kvpilot cannot scrape {{ $labels.target }}",
@@ -270,7 +275,7 @@ def alerts(th: Thresholds | None = None, c: MixinConfig = CONFIG) -> list[Alert]
         Alert(
             # Pages that keep arriving in part for a whole window; a one-off garbled page is over before `for`.
             name="KvpilotScrapeTargetPartial",
-            expr=f"increase({c.select(series.SCRAPE_PARTIAL_PAGES)}[{c.rate_window}]) > 0",
+            expr=f"{c.one_copy(f'increase({c.select(series.SCRAPE_PARTIAL_PAGES)}[{c.rate_window}])')} > 0",
             for_s=_window_s(c.rate_window),
             severity="warning",
             summary="kvpilot reads only part of {{ $labels.target }}'s page",
@@ -303,6 +308,7 @@ def alerts(th: Thresholds | None = None, c: MixinConfig = CONFIG) -> list[Alert]
             good=0,
             runbook_base=c.runbook_base,
             counter=True,
+            per_pod=True,
         ),
     ]
 
@@ -340,14 +346,18 @@ def rule_groups(th: Thresholds | None = None, c: MixinConfig = CONFIG) -> dict[s
 
 
 def _example_labels(a: Alert, c: MixinConfig) -> dict[str, str]:
-    """The labels of the promtool cases' input series: as Prometheus scrapes kvpilot, then the alert's own."""
-    return {"job": c.job, "instance": TEST_INSTANCE, **a.labels}
+    """The labels of the alert the promtool cases expect: as Prometheus scrapes kvpilot, then the alert's own."""
+    return {"job": c.job, **({"instance": TEST_INSTANCE} if a.per_pod else {}), **a.labels}
 
 
-def _series_selector(a: Alert, c: MixinConfig) -> str:
-    labels = _example_labels(a, c)
-    inner = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    return f"{a.series}{{{inner}}}"
+def _series_selectors(a: Alert, c: MixinConfig) -> list[str]:
+    """The promtool cases' input series: one pod's for an alert about that pod, else every pod's copy."""
+    pods = [{"instance": TEST_INSTANCE}] if a.per_pod else [{"instance": i, "pod": p} for i, p in TEST_PODS]
+    out = []
+    for pod in pods:
+        inner = ",".join(f'{k}="{v}"' for k, v in {"job": c.job, **pod, **a.labels}.items())
+        out.append(f"{a.series}{{{inner}}}")
+    return out
 
 
 _IF_LABEL = re.compile(r"\{\{ if \$labels\.(\w+) \}\}(.*?)\{\{ end \}\}")
@@ -380,7 +390,8 @@ def _test_case(a: Alert, c: MixinConfig, *, value: float, fires: bool) -> dict[s
         "interval": f"{TEST_INTERVAL_S}s",
         # a counter grows by `value` every step (0+0x… stays at 0): its increase is what the alert reads
         "input_series": [
-            {"series": _series_selector(a, c), "values": f"0+{value:g}x{steps}" if a.counter else f"{value:g}x{steps}"}
+            {"series": s, "values": f"0+{value:g}x{steps}" if a.counter else f"{value:g}x{steps}"}
+            for s in _series_selectors(a, c)
         ],
         "alert_rule_test": [
             # silent while pending: the condition has not yet held for `for`

@@ -54,11 +54,11 @@ class MixinConfig:
             raise ValueError(f"{s.name} is a {s.type}: only a histogram has {suffix}")
         return f"{s.name}{suffix}{{{','.join((self.job_selector, *matchers))}}}"
 
-    def one_copy(self, expr: str) -> str:
+    def one_copy(self, expr: str, aggregation: str = "max") -> str:
         """``expr`` (an instant vector of kvpilot's series) with the copies kvpilot's pods export of one series made
-        one: ``max without (instance, pod)``. Disjoint series (shards) pass through; an HA pair's identical ones
-        count once."""
-        return f"max without ({', '.join(self.instance_labels)}) ({expr})"
+        one: ``max without (instance, pod)`` (or ``min``). Disjoint series (shards) pass through; an HA pair's
+        identical ones count once."""
+        return f"{aggregation} without ({', '.join(self.instance_labels)}) ({expr})"
 
     def read(self, s: Series, *matchers: str) -> str:
         """One copy of ``name{job="…",matchers…}`` (``one_copy`` of ``select``)."""

@@ -40,7 +40,8 @@ def test_thresholds_flow_into_the_rules():
     assert "within 240 s" in imminent.description
     assert imminent.for_s == 40.0
     # It pages on the finding (projection and a pool still filling), never on the raw projection alone.
-    assert imminent.expr == 'kvpilot_finding_active{job="kvpilot",kind="kv_exhaustion",severity="warning"} > 0'
+    selected = 'kvpilot_finding_active{job="kvpilot",kind="kv_exhaustion",severity="warning"}'
+    assert imminent.expr == f"max without (instance, pod) ({selected}) > 0"  # once for every kvpilot pod's copy
     assert rules.alert_for_finding("kv_exhaustion", "warning", th) == imminent
     default = {r["alert"]: r for r in rules.rule_groups(DEFAULT)["groups"][0]["rules"]}  # type: ignore[index]
     assert default["KvpilotKvCacheExhaustionImminent"]["for"] == "10s"

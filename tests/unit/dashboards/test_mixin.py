@@ -55,7 +55,8 @@ def test_finding_alerts_share_one_shape() -> None:
     assert len(on_findings) >= 6
     for a in on_findings:
         kind, severity = a.finding  # type: ignore[misc]
-        assert a.expr == f'kvpilot_finding_active{{job="kvpilot",kind="{kind}",severity="{severity}"}} > 0'
+        selected = f'kvpilot_finding_active{{job="kvpilot",kind="{kind}",severity="{severity}"}}'
+        assert a.expr == f"max without (instance, pod) ({selected}) > 0"  # one alert for every kvpilot pod's copy
         assert a.for_s == CONFIG.thresholds.for_seconds(kind)
         assert a.severity == severity
         assert tuple(a.labels) == series.FINDING_ACTIVE.labels
