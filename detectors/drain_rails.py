@@ -154,8 +154,8 @@ def decide(
         if rails.budget is not None and spent >= rails.budget:
             reason = (
                 f"drain budget spent: {spent} drain(s) started or approved in the last "
-                f"{rails.budget_window_s / 3600:g} h, the budget is {rails.budget}; drained nodes stay cordoned "
-                "until an operator uncordons them"
+                f"{rails.budget_window_s / 3600:g} h or node(s) still cordoned by kvpilot, the budget is "
+                f"{rails.budget}; drained nodes stay cordoned until an operator uncordons them"
             )
             evidence = {**common, "budget_spent": float(spent), "budget": float(rails.budget)}
             out.append(DrainDecision(node, Verdict.REFUSED_BUDGET, reason, ids, evidence))

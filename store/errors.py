@@ -37,8 +37,8 @@ class BudgetSpent(RailFull):
     def __init__(self, budget: int, spent: int, window_s: float) -> None:
         StoreError.__init__(
             self,
-            f"{spent} drain(s) started or approved in the last {window_s:.0f} s; drains.budget is {budget} "
-            "(a drained node stays cordoned until an operator uncordons it)",
+            f"{spent} drain(s) started or approved in the last {window_s:.0f} s or node(s) still cordoned by kvpilot; "
+            f"drains.budget is {budget} (a drained node stays cordoned until an operator uncordons it)",
         )
         self.limit = budget
         self.active = spent

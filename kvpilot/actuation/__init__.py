@@ -64,6 +64,10 @@ class Drainer(Protocol):
         self, node: str, *, dry_run: bool = True, reason: str = "", interrupt: threading.Event | None = None
     ) -> DrainResult: ...
 
+    def cordoned(self) -> set[str] | None:
+        """Nodes kvpilot cordoned that are still cordoned (None: unknown now)."""
+        ...
+
 
 class NoClusterDrainer:
     """For fleets without a Kubernetes API (the simulator, static targets): a dry run says what would happen;
@@ -81,6 +85,9 @@ class NoClusterDrainer:
             return DrainResult(node, True, [record])
         record = AuditRecord(now, node, "cordon", node, Outcome.ERROR, "no Kubernetes API configured", False)
         return DrainResult(node, False, [record], failed=True)
+
+    def cordoned(self) -> set[str] | None:
+        return set()  # no cluster, nothing cordoned
 
 
 class RefusalLog:
@@ -159,7 +166,8 @@ class Actuation:
         nodes = {p.node for p in placements} | {g.sample.node for g in snap.gpus}
         draining = {n for n, state in snap.node_drains.items() if state in ("approved", "executing")}
         now = self._clock.now()
-        spent = self._budget_spent(now)
+        cordoned = self._cordoned(snap)
+        spent = self._budget_spent(now, cordoned)
         decisions = decide(snap.findings, nodes=nodes, placements=placements, draining=draining, rails=self.rails,
                            budget_spent=spent)  # fmt: skip
         since = {f.id: f.since for f in snap.findings}
@@ -206,6 +214,7 @@ class Actuation:
                                 ),
                                 budget=self.rails.budget,
                                 budget_window_s=self.rails.budget_window_s,
+                                cordoned=cordoned,
                             )
                     except (RailFull, InvalidTransition) as e:
                         if self._stays.get(d.node) != str(e):  # once per change, not every pass it lasts
@@ -219,13 +228,22 @@ class Actuation:
                 if why is not None:
                     self._withdraw(s, row.id, row.node, why)
 
-    def _budget_spent(self, now: float) -> int:
-        """The drains that count against ``rails.budget`` now (0 without a budget: nothing to read)."""
+    def _cordoned(self, snap: Snapshot) -> set[str]:
+        """The nodes kvpilot cordoned that are still cordoned, read from the API server only when a node is flagged and
+        a real budget applies (dry runs cordon nothing); empty when the read fails (the store's count then stands
+        alone, as before session 19)."""
+        if self.rails.budget is None or self.rails.dry_run or not recheck.flagged_nodes(snap):
+            return set()
+        return self._drainer.cordoned() or set()
+
+    def _budget_spent(self, now: float, cordoned: set[str]) -> int:
+        """What counts against ``rails.budget`` now (0 without a budget: nothing to read): the store's drains
+        (``repo.count_budget_drains``) and the nodes in ``cordoned`` none of them is about."""
         if self.rails.budget is None:
             return 0
         with transaction(self._sessions) as s:
             since = now - self.rails.budget_window_s
-            return repo.count_budget_drains(session=s, since=since, dry_run=self.rails.dry_run)
+            return repo.count_budget_drains(session=s, since=since, dry_run=self.rails.dry_run, cordoned=cordoned)
 
     # -- the drain worker -----------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ stage must not read as a rolling update draining the pod (``scaler.rollout_stage
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 # The client is imported where a drain runs (~33 MB a process that never drains does not pay for).
+
+log = logging.getLogger(__name__)
 
 TAINT_KEY = "kvpilot.io/unhealthy-gpu"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -142,6 +145,28 @@ class NodeDrainer:
             self._record(result, "api", node, Outcome.ERROR, f"a Kubernetes API call failed: {words}")
             result.failed = True
         return result
+
+    def cordoned(self) -> set[str] | None:
+        """The nodes still cordoned (``spec.unschedulable``) and carrying kvpilot's taint: nodes kvpilot took out of the
+        pool that no operator has uncordoned yet, what ``drains.budget`` counts besides its window. One field-selected
+        list (``spec.unschedulable=true``, a handful of nodes), no Retry-After waited (the actuator pass must not
+        stall on it); None when it fails, for the caller to fall back on the store's count alone."""
+        try:
+            nodes = self._core.list_node(field_selector="spec.unschedulable=true", _request_timeout=self._timeout).items
+        except Exception as e:  # no answer, refused (403: no list on nodes), shedding load, garbled
+            words = f"{type(e).__name__}: {e}"
+            log.warning(
+                "listing the cordoned nodes failed (%s): drains.budget counts the store's drains only", words[:300]
+            )
+            return None
+        out: set[str] = set()
+        for node in nodes or []:
+            spec, meta = node.spec, node.metadata
+            if meta is None or not meta.name or spec is None or not spec.unschedulable:
+                continue
+            if any(t.key == self._taint_key for t in spec.taints or []):
+                out.add(str(meta.name))
+        return out
 
     def _steps(self, node: str, result: DrainResult, reason: str, stop: Callable[[], bool]) -> None:
         if not self._cordon(node, result, reason=reason):

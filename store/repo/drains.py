@@ -89,13 +89,15 @@ def _live_for_node(session: Session, node: str) -> DrainActionRow | None:
 def approve_drain(
     *, session: Session, action_id: int, actor: str, now: float, max_concurrent: int, message: str = "",
     budget: int | None = None, budget_window_s: float = 86400.0, over_budget: bool = False,
+    cordoned: Collection[str] = (),
 ) -> DrainActionRow:  # fmt: skip
     """requested → approved, unless ``max_concurrent`` actions are already approved or executing (``RailFull``), or
     ``budget`` drains already count within ``budget_window_s`` (``BudgetSpent``, see ``count_budget_drains``; None:
     no budget): counted and claimed under the rail, so parallel approvals can never exceed either.
 
     ``over_budget``: an operator's explicit approval past the budget (never max_concurrent): approved, and its audit
-    event says so (its actor is who approved). Only the API passes it; kvpilot's own approval never does."""
+    event says so (its actor is who approved). Only the API passes it; kvpilot's own approval never does.
+    ``cordoned``: nodes the caller read as still cordoned by kvpilot, counted against the budget too (real drains)."""
     claim_rail(session=session)
     row = get_drain(session=session, action_id=action_id)
     if row.state != DrainState.REQUESTED.value:
@@ -104,13 +106,14 @@ def approve_drain(
     if active >= max_concurrent:
         raise RailFull(max_concurrent, active)
     if budget is not None:
-        spent = count_budget_drains(session=session, since=now - budget_window_s, dry_run=row.dry_run)
+        out = () if row.dry_run else cordoned
+        spent = count_budget_drains(session=session, since=now - budget_window_s, dry_run=row.dry_run, cordoned=out)
         if spent >= budget:
             if not over_budget:
                 raise BudgetSpent(budget, spent, budget_window_s)
             note = (
                 f"approved over drains.budget: {spent} drain(s) started or approved in the last "
-                f"{budget_window_s:.0f} s, the budget is {budget}"
+                f"{budget_window_s:.0f} s or node(s) still cordoned by kvpilot, the budget is {budget}"
             )
             message = f"{note}; {message}" if message else note
     return transition_drain(session=session, action_id=action_id, to=DrainState.APPROVED, actor=actor, now=now,
@@ -160,24 +163,25 @@ def count_active_drains(*, session: Session) -> int:
     return int(session.scalar(stmt) or 0)
 
 
-def count_budget_drains(*, session: Session, since: float, dry_run: bool) -> int:
+def count_budget_drains(*, session: Session, since: float, dry_run: bool, cordoned: Collection[str] = ()) -> int:
     """Drains that count against the budget: approved or executing now, or started (executing) at or after ``since``
     whatever they became, done, failed or cancelled midway: each took its node out of the pool, and a done drain
     leaves it cordoned until an operator uncordons it. An approval cancelled before it ran does not count. Dry runs
-    count among dry runs only, so a dry run shows where the budget would refuse."""
+    count among dry runs only, so a dry run shows where the budget would refuse.
+
+    And each node of ``cordoned`` (the nodes kvpilot cordoned that are still cordoned, read from the API server by
+    the caller) that none of those drains is about: a node cordoned for days still counts after the window, since the
+    budget is about capacity out of the fleet (session 19; before, it counted from the store's window only)."""
     started = select(DrainEventRow.action_id).where(
         DrainEventRow.to_state == DrainState.EXECUTING.value, DrainEventRow.at >= since
     )
-    stmt = (
-        select(func.count())
-        .select_from(DrainActionRow)
-        .where(
-            DrainActionRow.dry_run == dry_run,
-            DrainActionRow.state.in_([DrainState.APPROVED.value, DrainState.EXECUTING.value])
-            | DrainActionRow.id.in_(started),
-        )
+    stmt = select(DrainActionRow.node).where(
+        DrainActionRow.dry_run == dry_run,
+        DrainActionRow.state.in_([DrainState.APPROVED.value, DrainState.EXECUTING.value])
+        | DrainActionRow.id.in_(started),
     )
-    return int(session.scalar(stmt) or 0)
+    nodes = list(session.scalars(stmt))
+    return len(nodes) + len(set(cordoned) - set(nodes))
 
 
 def list_drains(

@@ -164,13 +164,21 @@ def field_selector_matches(selector: str | None, obj: Obj) -> bool:
     for term in (t.strip() for t in selector.split(",") if t.strip()):
         if "!=" in term:
             path, _, want = term.partition("!=")
-            if str(_get_path(obj, path.strip()) or "") == want.strip():
+            if _field_text(_get_path(obj, path.strip())) == want.strip():
                 return False
         else:
             path, _, want = term.replace("==", "=").partition("=")
-            if str(_get_path(obj, path.strip()) or "") != want.strip():
+            if _field_text(_get_path(obj, path.strip())) != want.strip():
                 return False
     return True
+
+
+def _field_text(value: Any) -> str:
+    """A field's value as a field selector compares it: a boolean as the API server writes it (``spec.unschedulable=
+    true``), an absent field as empty."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value or "")
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

@@ -71,11 +71,22 @@ async def test_kvpilot_stops_cordoning_node_after_node_once_the_budget_is_spent(
         assert cordoned() == ["n0", "n1"]
         assert _drains(sessions) == [("n0", "done"), ("n1", "done")]
         assert set(refused) == {(n, str(Verdict.REFUSED_BUDGET)) for n in ("n2", "n3", "n4", "n5")}
-        # A day after the first drain started its slot is free again: the next flagged node is drained.
+        # A day after the first drain started, n0 and n1 are still cordoned: still out of the pool, they still count
+        # (session 19; before, the window alone counted and n6 was drained: three nodes out with a budget of 2).
         clock.advance(86400.0 - 6 * 300.0 + 60.0)
-        await act.after_tick(Snapshot(tick=7, t=clock.now(), findings=[_stuck("n6", clock.now() - 10.0)]))
+        n6 = [_stuck("n6", clock.now() - 10.0)]
+        refused.clear()
+        await act.after_tick(Snapshot(tick=7, t=clock.now(), findings=n6))
         await asyncio.wait_for(act.execute_approved(asyncio.Event()), 10)
-        assert cordoned() == ["n0", "n1", "n6"]
+        assert cordoned() == ["n0", "n1"]
+        assert refused == [("n6", str(Verdict.REFUSED_BUDGET))]
+        # The operator uncordons n0 (kubectl uncordon; the taint left): back in the pool, its slot is free.
+        kube.patch("nodes", "n0", {"spec": {"unschedulable": None}}, namespace="")
+        await act.after_tick(Snapshot(tick=8, t=clock.now(), findings=n6))
+        await asyncio.wait_for(act.execute_approved(asyncio.Event()), 10)
+        assert cordoned() == ["n1", "n6"]
+        lists = [p for m, p in kube.requests if m == "GET" and p == "/api/v1/nodes"]
+        assert len(lists) == 8  # one field-selected list per pass with a flagged node (8 passes), none without
     finally:
         api.close()
         kube.stop()
@@ -135,3 +146,56 @@ def test_decide_refuses_past_the_budget_with_its_own_verdict() -> None:
     assert verdicts == [Verdict.DRAIN] * 3
     with pytest.raises(ValueError, match="budget must be >= 0"):
         DrainRails(budget=-1)
+
+
+def test_a_node_still_cordoned_counts_once_and_only_against_real_drains(tmp_path: Path) -> None:
+    sessions = _sessions(tmp_path)
+    now = 10_000.0
+    with transaction(sessions) as s:
+        a = repo.request_drain(session=s, node="a", requested_by="admin#0", now=now, dry_run=False)
+        repo.approve_drain(session=s, action_id=a.id, actor="admin#0", now=now, max_concurrent=5)  # approved: counts
+        args = {"session": s, "since": now - 3600.0}
+        assert repo.count_budget_drains(**args, dry_run=False) == 1
+        assert repo.count_budget_drains(**args, dry_run=False, cordoned={"a", "old-1", "old-2"}) == 3  # a once
+        b = repo.request_drain(session=s, node="b", requested_by="admin#0", now=now, dry_run=False)
+        with pytest.raises(BudgetSpent, match="or node\\(s\\) still cordoned by kvpilot"):
+            repo.approve_drain(session=s, action_id=b.id, actor="admin#0", now=now, max_concurrent=5, budget=3,
+                               cordoned={"old-1", "old-2"})  # fmt: skip
+        repo.approve_drain(session=s, action_id=b.id, actor="admin#0", now=now, max_concurrent=5, budget=3,
+                           cordoned={"old-1"})  # fmt: skip
+
+
+async def test_nodes_that_cannot_be_listed_leave_the_stores_count_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A ClusterRole without list on nodes, or an API server away: the budget counts the store's window, as before.
+    from kubernetes import client
+
+    from kvpilot.actuation.drain import NodeDrainer
+    from tests.fakekube.eviction import install
+    from tests.fakekube.server import FakeKube
+    from tests.fakekube.store import ApiError
+
+    kube = install(FakeKube()).start()
+    api = kube.api_client()
+    try:
+        for n in ("n0", "n1"):
+            kube.create("nodes", {"metadata": {"name": n}, "spec": {}})
+        forbidden = ApiError(403, "Forbidden", 'nodes is forbidden: cannot list resource "nodes"')
+        kube.intercept = lambda method, path: forbidden if path == "/api/v1/nodes" else None
+        sessions = _sessions(tmp_path)
+        clock = VirtualClock(1000.0)
+        rails = DrainRails(dry_run=False, max_concurrent_nodes=1, budget=1, budget_window_s=3600.0)
+        drainer = NodeDrainer(client.CoreV1Api(api), clock=clock)
+        act = Actuation(sessions=sessions, clock=clock, rails=rails, drainer=drainer, require_approval=False,
+                        poll_s=0.05)  # fmt: skip
+        await act.after_tick(Snapshot(tick=1, t=clock.now(), findings=[_stuck("n0", 990.0)]))
+        await asyncio.wait_for(act.execute_approved(asyncio.Event()), 10)
+        clock.advance(3700.0)  # past the window; n0 still cordoned, but kvpilot cannot see it
+        await act.after_tick(Snapshot(tick=2, t=clock.now(), findings=[_stuck("n1", clock.now() - 10.0)]))
+        await asyncio.wait_for(act.execute_approved(asyncio.Event()), 10)
+        assert _drains(sessions) == [("n0", "done"), ("n1", "done")]
+        assert any("listing the cordoned nodes failed" in r.getMessage() for r in caplog.records)
+    finally:
+        api.close()
+        kube.stop()
