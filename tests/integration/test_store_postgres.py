@@ -17,6 +17,7 @@ from detectors.finding import Finding, Severity, Subject
 from scaler.decision import Decision
 from store import repo
 from store.db import make_engine, session_factory, transaction
+from store.errors import BudgetSpent
 from store.models import DecisionRow, RollupRow
 from tests.helpers.poll import until
 from tests.services.postgres import PostgresServer, fresh_database, run_postgres
@@ -163,3 +164,18 @@ def test_decision_pages_by_cursor_read_only_their_rows(url: str) -> None:
     assert read, plan
     assert max(read) <= 50, plan  # one timestamp's ties and the next, at most
     engine.dispose()
+
+
+def test_the_drain_budget_counts_a_still_cordoned_node_once(url: str) -> None:
+    # session 19: count_budget_drains adds the nodes kvpilot cordoned that are still cordoned (read by the caller)
+    sessions = session_factory(make_engine(url))
+    with transaction(sessions) as s:
+        a = repo.request_drain(session=s, node="a", requested_by="admin#0", now=10.0, dry_run=False)
+        repo.approve_drain(session=s, action_id=a.id, actor="admin#0", now=10.0, max_concurrent=5)
+    with transaction(sessions) as s:
+        assert repo.count_budget_drains(session=s, since=0.0, dry_run=False, cordoned={"a", "old"}) == 2
+        assert repo.count_budget_drains(session=s, since=0.0, dry_run=True, cordoned=()) == 0
+        b = repo.request_drain(session=s, node="b", requested_by="admin#0", now=20.0, dry_run=False)
+        with pytest.raises(BudgetSpent):
+            repo.approve_drain(session=s, action_id=b.id, actor="admin#0", now=20.0, max_concurrent=5, budget=2,
+                               cordoned={"old"})  # fmt: skip
