@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.trace.model import RequestColumns, SpanCheck, check_tokens
+from simulator.trace.model import RequestColumns, SpanCheck, check_tokens, text_lines
 from simulator.trace.prefixes import synthesize_prefixes
 
 HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -67,7 +67,7 @@ def load_azure(path: Path, *, seed: int) -> RequestColumns:
     zoned: bool | None = None
     span = SpanCheck()
     with path.open(newline="", encoding="utf-8-sig") as f:
-        reader = csv.reader(f)
+        reader = csv.reader(text_lines(path, f))
         header = next(reader, None)
         if header is None or not matches(header):
             raise ValueError(f"{path}: not an Azure trace (expected header {','.join(HEADER)}, got {header})")

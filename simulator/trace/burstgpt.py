@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.trace.model import RequestColumns, SpanCheck, check_tokens
+from simulator.trace.model import RequestColumns, SpanCheck, check_tokens, text_lines
 from simulator.trace.prefixes import synthesize_prefixes
 
 HEADER = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
@@ -40,7 +40,7 @@ def load_burstgpt(path: Path, *, seed: int) -> RequestColumns:
     failed = 0
     span = SpanCheck()
     with path.open(newline="", encoding="utf-8-sig") as f:
-        reader = csv.reader(f)
+        reader = csv.reader(text_lines(path, f))
         header = next(reader, None)
         if header is None or not matches(header):
             raise ValueError(f"{path}: not a BurstGPT trace (expected header {','.join(HEADER)}, got {header})")

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 from numpy.typing import NDArray
@@ -59,6 +61,44 @@ class SpanCheck:
                 f"timestamp is {shown} days from line {other}'s; a trace spans at most {MAX_SPAN_DAYS} days "
                 "(a corrupt timestamp?)"
             )
+
+
+# A request row is some dozens of characters (a Mooncake row with a long prompt's hash ids some kilobytes); a longer
+# line is a corrupt or sparse file, refused before it is read whole: a header followed by 400 MB of NULs (a file
+# `truncate`d to size) took 850 MB to refuse, and 20 GB of them would take the machine's memory.
+MAX_LINE = 1 << 20
+
+
+def text_lines(path: Path, f: TextIO) -> Iterator[str]:
+    """The lines of ``f`` (``path`` opened as UTF-8 text), each read at most ``MAX_LINE`` characters at a time:
+    ValueError naming the file and line for a longer line, or for bytes that are not UTF-8 (the decoder fails a chunk
+    ahead of the line it is read for: the line is found again in the raw bytes)."""
+    lineno = 0
+    while True:
+        try:
+            line = f.readline(MAX_LINE + 1)
+        except UnicodeDecodeError as e:
+            raise ValueError(
+                f"{path}:{_first_bad_utf8_line(path)}: not UTF-8 text ({e.reason}; a compressed or binary file?)"
+            ) from None
+        if not line:
+            return
+        lineno += 1
+        if len(line) > MAX_LINE:
+            raise ValueError(f"{path}:{lineno}: a line longer than {MAX_LINE} characters (a corrupt or sparse file?)")
+        yield line
+
+
+def _first_bad_utf8_line(path: Path) -> int:
+    with path.open("rb") as f:
+        lineno = 0
+        while raw := f.readline(4 * MAX_LINE + 4):
+            lineno += 1
+            try:
+                raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+            except UnicodeDecodeError:
+                return lineno
+    return lineno
 
 
 # Refuse to materialise more request objects than this (about 1 GB of Python objects): use the fluid level.

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.trace.model import MAX_TOKENS, RequestColumns, SpanCheck
+from simulator.trace.model import MAX_TOKENS, RequestColumns, SpanCheck, text_lines
 
 
 def load_mooncake(path: Path, *, seed: int) -> RequestColumns:
@@ -24,8 +24,8 @@ def load_mooncake(path: Path, *, seed: int) -> RequestColumns:
     outputs: list[int] = []
     blocks: list[tuple[int, ...]] = []
     span = SpanCheck()
-    with path.open() as f:
-        for lineno, line in enumerate(f, start=1):
+    with path.open(encoding="utf-8-sig") as f:  # a BOM, as the format sniff and the CSV loaders allow
+        for lineno, line in enumerate(text_lines(path, f), start=1):
             if not line.strip():
                 continue
             try:
@@ -43,7 +43,8 @@ def load_mooncake(path: Path, *, seed: int) -> RequestColumns:
                 if max(p, o) > MAX_TOKENS:
                     raise ValueError(f"length above {MAX_TOKENS:.0e}")
                 span.add(t, lineno)
-            except (ValueError, KeyError, TypeError, OverflowError) as e:  # Overflow: a length of Infinity
+            # Overflow: a length of Infinity; Recursion: a line nesting 100,000 arrays (json's own limit)
+            except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as e:
                 raise ValueError(f"{path}:{lineno}: {type(e).__name__}: {e}: {line[:200]!r}") from None
             arrivals.append(t)
             prompts.append(max(p, 1))

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from simulator.trace.model import RateSeries, RequestColumns
+from simulator.trace.model import MAX_SPAN_DAYS, MAX_SPAN_S, RateSeries, RequestColumns, text_lines
 from simulator.trace.prefixes import synthesize_prefixes
 
 WINDOW_S = 600.0
@@ -38,6 +38,10 @@ _DISTS = {"": 0, "Exponential": 1, "Gamma": 2, "Weibull": 3}
 # One client's rate in one window above this is a corrupt row (the published days peak at 465 requests/s): 1e300 was
 # replayed at the fluid level into a p50 TTFT of 2e299 s, and sampling it request by request cannot end.
 MAX_WINDOW_RATE = 1e5
+# The windows are held as (client, window) matrices, 32 bytes a cell: a client file of many windows and thousands of
+# one-row files would fill the machine's memory from a few hundred kilobytes of input. The published days are 162
+# clients × 1,440 windows (233,280 cells); this allows 40 times that and stays within 320 MB.
+MAX_CELLS = 10_000_000
 
 
 @dataclass
@@ -62,30 +66,23 @@ def read_servegen(directory: Path, *, seed: int) -> ServeGenWindows:
         raise ValueError(f"{directory}: no chunk-<N>-trace.csv files (not a ServeGen directory)")
     per_client: list[list[tuple[float, float, int, float, float]]] = []
     for _, path in files:
-        rows = []
-        for lineno, line in enumerate(path.read_text().splitlines(), start=1):
-            if not line.strip():
-                continue
-            parts = line.split(",")
-            try:
-                if len(parts) != 6:
-                    raise ValueError(f"expected 6 fields, got {len(parts)}")
-                start, r_win = float(parts[0]), float(parts[1])
-                name = parts[3].strip()
-                if name not in _DISTS:
-                    raise ValueError(f"unknown inter-arrival distribution {name!r}")
-                a1, a2 = float(parts[4]), float(parts[5])
-                if not (math.isfinite(start) and math.isfinite(r_win)) or r_win < 0:
-                    raise ValueError("window start and rate must be finite, rate >= 0")
-                if r_win > MAX_WINDOW_RATE:
-                    raise ValueError(f"rate above {MAX_WINDOW_RATE:.0e} requests/s")
-                if r_win > 0 and _DISTS[name] >= 2 and not (0 < a1 < math.inf and 0 < a2 < math.inf):
-                    raise ValueError(f"{name} parameters must be finite and > 0")
-            except ValueError as e:
-                raise ValueError(f"{path}:{lineno}: {e}: {line[:200]!r}") from None
-            rows.append((start, r_win, _DISTS[name], a1, a2))
+        if not path.is_file():  # a directory was an IsADirectoryError traceback; a FIFO would be waited on for good
+            raise ValueError(f"{path}: not a regular file")
+        rows: list[tuple[float, float, int, float, float]] = []
+        with path.open(encoding="utf-8-sig") as f:  # a BOM, as the request-level loaders allow
+            for lineno, line in enumerate(text_lines(path, f), start=1):
+                if not line.strip():
+                    continue
+                rows.append(_window_row(path, lineno, line, len(rows)))
+                if len(files) * len(rows) > MAX_CELLS:  # while reading: so are the rows held
+                    raise ValueError(
+                        f"{path}:{lineno}: {len(files):,} clients × {len(rows):,} windows is more than "
+                        f"{MAX_CELLS:,} (client, window) pairs; cut the trace to the days you replay"
+                    )
         per_client.append(rows)
     n_windows = max(len(r) for r in per_client)
+    if n_windows == 0:
+        raise ValueError(f"{directory}: no windows (every chunk-<N>-trace.csv file is empty)")
     starts = np.arange(n_windows, dtype=np.float64) * WINDOW_S
     shape = (len(files), n_windows)
     rate: NDArray[np.float64] = np.zeros(shape)
@@ -93,14 +90,38 @@ def read_servegen(directory: Path, *, seed: int) -> ServeGenWindows:
     arg2: NDArray[np.float64] = np.zeros(shape)
     dist = np.zeros(shape, dtype=np.int64)
     for c, rows in enumerate(per_client):
-        for w, (start, r, d, a1, a2) in enumerate(rows):
-            if abs(start - starts[w]) > 1e-6:
-                raise ValueError(f"{files[c][1]}: window {w} starts at {start}, expected {starts[w]}")
+        for w, (_, r, d, a1, a2) in enumerate(rows):
             rate[c, w], dist[c, w], arg1[c, w], arg2[c, w] = r, d, a1, a2
     rng = np.random.default_rng([seed, 0x5E2])
     prompt_mean = PROMPT_MEAN_TOKENS * np.exp(rng.normal(0.0, _CLIENT_SPREAD_SIGMA, len(files)))
     output_mean = OUTPUT_MEAN_TOKENS * np.exp(rng.normal(0.0, _CLIENT_SPREAD_SIGMA, len(files)))
     return ServeGenWindows([c for c, _ in files], starts, rate, dist, arg1, arg2, prompt_mean, output_mean)
+
+
+def _window_row(path: Path, lineno: int, line: str, window: int) -> tuple[float, float, int, float, float]:
+    """One window's row, the file's ``window``-th: ValueError naming the file and line where it cannot be read."""
+    parts = line.split(",")
+    try:
+        if len(parts) != 6:
+            raise ValueError(f"expected 6 fields, got {len(parts)}")
+        start, r_win = float(parts[0]), float(parts[1])
+        name = parts[3].strip()
+        if name not in _DISTS:
+            raise ValueError(f"unknown inter-arrival distribution {name!r}")
+        a1, a2 = float(parts[4]), float(parts[5])
+        if not (math.isfinite(start) and math.isfinite(r_win)) or r_win < 0:
+            raise ValueError("window start and rate must be finite, rate >= 0")
+        if start >= MAX_SPAN_S:  # as every request-level trace
+            raise ValueError(f"window start past {MAX_SPAN_DAYS} days, the longest trace (a corrupt row?)")
+        if abs(start - window * WINDOW_S) > 1e-6:  # here, not after the whole file: a bound on the rows kept
+            raise ValueError(f"window {window} starts at {start}, expected {window * WINDOW_S}")
+        if r_win > MAX_WINDOW_RATE:
+            raise ValueError(f"rate above {MAX_WINDOW_RATE:.0e} requests/s")
+        if r_win > 0 and _DISTS[name] >= 2 and not (0 < a1 < math.inf and 0 < a2 < math.inf):
+            raise ValueError(f"{name} parameters must be finite and > 0")
+    except ValueError as e:
+        raise ValueError(f"{path}:{lineno}: {e}: {line[:200]!r}") from None
+    return start, r_win, _DISTS[name], a1, a2
 
 
 class ServeGenSource:
