@@ -94,7 +94,10 @@ _OWN_NAMES: dict[str, frozenset[str]] = {
 # Pages that are not an engine's but are often pointed at by mistake: their leading word, and what they are.
 _NOT_AN_ENGINE = {
     "lmcache:": "LMCache's own metrics server; scrape the vLLM server it sits beside",
-    "nv_inference_": "Triton without an LLM backend (no nv_trt_llm_* series); it is not an LLM replica",
+    # a Triton of ONNX/graphdef models, or a grep of a vLLM-backend Triton's core series (triton-inference-server/server
+    # issue #8463): core series only either way
+    "nv_inference_": "Triton without an LLM backend's series on the page (no nv_trt_llm_* nor vllm:*: a Triton of"
+    " other models, or an excerpt without them); it is not an LLM replica",
     "DCGM_": "dcgm-exporter; give the target kind: gpu",
     # KServe's Python model server times each request's steps (kserve/kserve python/kserve/kserve/metrics.py):
     # a model behind it that is no LLM engine writes nothing else (kserve/kserve qpext/cmd/qpext/main_test.go)
@@ -285,10 +288,72 @@ def describe_page(families: Mapping[str, MetricFamily], *, gpu_target: bool = Fa
     behind = _engine_names_behind_prefix(names)
     if behind is not None:
         return f"{seen}: {behind}"
+    trtllm_models = _triton_trtllm_models(families)
+    if trtllm_models:
+        return f"{seen}: {_TRITON_TRTLLM_SILENT.format(models=', '.join(f'`{m}`' for m in trtllm_models))}"
     for stem, what in _NOT_AN_ENGINE.items():  # no adapter matched: the first kind of page present says what it is
         if any(n.startswith(stem) for n in names):
             return f"{seen}: {what}"
+    unread = _engine_namespace_unread(first[0])
+    if unread is not None:
+        return f"{seen}: {unread}"
     return f"{seen}; no engine adapter ({', '.join(ENGINES)}) reads these names"
+
+
+# TensorRT-LLM's Triton model repository names its models tensorrt_llm and tensorrt_llm_bls beside the ensemble's
+# preprocessing and postprocessing (triton-inference-server/tensorrtllm_backend all_models/inflight_batcher_llm/). A
+# page of Triton core's nv_inference_* series for such models but no nv_trt_llm_* series is that backend's page cut
+# before them, or a backend writing none: still no queue, KV or token figure, but not "Triton without an LLM backend".
+# Real pages: tensorrtllm_backend issues #49 and #667.
+_TRITON_TRTLLM_SILENT = (
+    "Triton serving TensorRT-LLM's models ({models}) but no nv_trt_llm_* series on the page (an excerpt, or a backend"
+    " writing none): no queue, KV or token figure, so it is not read as an LLM replica"
+)
+
+
+def _triton_trtllm_models(families: Mapping[str, MetricFamily]) -> list[str]:
+    models = {
+        s.labels["model"]
+        for name, fam in families.items()
+        if name.startswith("nv_inference_")
+        for s in fam.samples
+        if s.labels.get("model", "").startswith("tensorrt_llm")
+    }
+    return sorted(models)
+
+
+# The adapter that reads each engine namespace (``llamacpp`` of ``llamacpp:…``), the first in ENGINES' order.
+_NAMESPACE_READER: dict[str, str] = {}
+for _name, _adapter in ENGINES.items():
+    for _family in sorted(_adapter.families):
+        if ":" in _family:
+            _NAMESPACE_READER.setdefault(_family.split(":", 1)[0], _name)
+# Words of the names a replica is read from (scheduler gauges, KV usage), for the examples said: the shortest name
+# with each word.
+_REPLICA_WORDS = ("running", "processing", "waiting", "deferred", "usage")
+
+
+def _engine_namespace_unread(stem: str) -> str | None:
+    """An engine's own namespace whose names on the page no adapter reads, said as such (was "no engine adapter
+    (vllm, ..., llamacpp, ...) reads these names", as if llama.cpp had no adapter).
+
+    Real pages: llama-server's per-device memory gauges only (`llamacpp:memory_model_bytes`..., ggml-org/llama.cpp
+    issue #26129, a build of pull request #26130), vLLM's `vllm:lora_requests_info` alone (vllm-project/vllm pull
+    request #9477): the engine's names, but none that a replica's queue, KV or token figures come from."""
+    namespace = stem[:-1] if stem.endswith(":") else None
+    reader = _NAMESPACE_READER.get(namespace) if namespace else None
+    if reader is None:
+        return None
+    read = sorted((n for n in ENGINES[reader].families if n.startswith(stem)), key=lambda n: (len(n), n))
+    examples = list(dict.fromkeys(n for n in (_first(read, w) for w in _REPLICA_WORDS) if n is not None))
+    return (
+        f"{reader}'s namespace, but none of the names kvpilot's {reader} adapter reads a replica from"
+        f" ({', '.join((examples or read)[:3])}...): a build or an excerpt without the scheduler, KV and token series"
+    )
+
+
+def _first(names: list[str], word: str) -> str | None:
+    return next((n for n in names if word in n), None)
 
 
 def detect_engine(families: Mapping[str, MetricFamily], previous: str | None = None) -> str:

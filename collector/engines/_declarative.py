@@ -310,7 +310,9 @@ class DeclarativeAdapter:
         samples = []
         values: dict[str, set[str]] = {k: set() for k in labels}
         for name, fam in families.items():
-            if name not in self._mapped:  # info series (cache config) may come from another process
+            # info series (cache config) may come from another process: only the mapped families and those that
+            # identify the engine (its own per-model series) tell replicas apart
+            if name not in self._mapped and name not in self.identifying:
                 continue
             for s in fam.samples:
                 if "le" in s.labels or (keep is not None and not keep(s)):

@@ -1515,6 +1515,151 @@ EXPECTED: dict[str, Page] = {
         # none read; was "Ray's own metrics; Ray Serve LLM pages carry ray_vllm_*", which this page does
         error="vllm's names behind the prefix `ray_`"
     ),
+    # session 19, helper A: real pages of stacks and releases not shown before (issue 12)
+    "trtllm-triton-draft-target__triton-inference-server__tensorrtllm_backend__issue_416__excerpt.txt": Page(
+        # two TensorRT-LLM models on one Triton (speculative decoding's target and draft), inflight-batcher gauges
+        # only: one replica per model, never one (was: the target alone, the draft's series dropped)
+        [
+            {
+                "replica": "#tensorrt_llm_draft",
+                "engine": "trtllm",
+                "model": "tensorrt_llm_draft",
+                "requests_running": None,  # generation_requests 0 counts the last iteration's batch, not active
+                "requests_waiting": None,  # no request_type="waiting" on the excerpt
+                "kv_usage": None,
+            },
+            {
+                "replica": "#tensorrt_llm_target",
+                "model": "tensorrt_llm_target",
+                "requests_running": None,  # generation_requests 64: unknown, not read as active requests
+                "requests_finished": None,
+            },
+        ]
+    ),
+    "triton-trtllm-ensemble-bls__triton-inference-server__tensorrtllm_backend__issue_667__excerpt.txt": Page(
+        # nv_inference_* of ensemble, pre/postprocessing, tensorrt_llm and tensorrt_llm_bls (exec count 232), cut
+        # before any nv_trt_llm_* series: said as TensorRT-LLM's models without their series (was "Triton without an
+        # LLM backend")
+        error="Triton serving TensorRT-LLM's models \\(`tensorrt_llm`, `tensorrt_llm_bls`\\) but no nv_trt_llm_\\*"
+    ),
+    "dcgm-v100-four-gpus__NVIDIA__dcgm-exporter__issue_250__excerpt.txt": Page(
+        [],
+        gpus=4,  # four V100s on host r6i3n0 (PCIE_REPLAY_COUNTER of gpu 0-3)
+        gpu_fields={
+            "0": {
+                "node": "r6i3n0",  # Hostname
+                "model_name": "Tesla V100-SXM2-32GB",
+                "uuid": "GPU-a6158b59-2c1e-1e63-0068-9178c4298abd",
+                "utilisation": 0.0,  # DCGM_FI_DEV_GPU_UTIL 0
+                "pcie_replay": 0.0,
+                "memory_free_bytes": None,  # no FB_* on the excerpt: unknown, not 0
+                "temperature_c": None,
+            },
+            "3": {"utilisation": None, "pcie_replay": 0.0},  # its GPU_UTIL line is past the excerpt's end
+        },
+    ),
+    "dcgm-l40s-prof-grep__NVIDIA__DCGM__issue_226__excerpt.txt": Page(
+        [],
+        gpus=3,  # three complete GR_ENGINE_ACTIVE lines of four L40S (the fourth cut)
+        gpu_fields={
+            "0": {
+                "node": "l40s.example.com",
+                "model_name": "NVIDIA L40S",
+                "pod": "tensorflow-0",
+                "namespace": "redacted",
+                "extra.gr_engine_active": 0.0,  # DCGM_FI_PROF_GR_ENGINE_ACTIVE 0.000000
+                "utilisation": None,  # no GPU_UTIL on the grep: unknown, not 0
+            },
+            "2": {"pod": None, "extra.gr_engine_active": 0.0},  # no pod holds GPU 2
+        },
+    ),
+    "dcgm-a100-mig-dra__kubernetes-sigs__dra-driver-nvidia-gpu__issue_166__excerpt.txt": Page(
+        [],
+        gpus=3,  # MIG instances 8, 9, 10 of one A100 80GB PCIe
+        gpu_fields={
+            "0/8": {
+                "node": "k8s-dra-driver-cluster-worker",
+                "mig_profile": "1g.10gb",
+                "mig_instance": "8",
+                "extra.gr_engine_active": 0.029399,
+                "utilisation": None,  # no GPU_UTIL for a MIG instance: unknown, not 0
+            },
+            "0/9": {"extra.gr_engine_active": 0.033893},
+            "0/10": {"extra.gr_engine_active": 0.0},
+        },
+    ),
+    "dcgm-a30-mig-empty-pod-labels__NVIDIA__dcgm-exporter__issue_68__excerpt.txt": Page(
+        [],
+        gpus=1,
+        gpu_fields={
+            "0/1": {
+                "model_name": "NVIDIA A30",
+                "mig_profile": "2g.12gb",
+                "pod": None,  # pod="" (and namespace="", container=""): no pod, not a pod named ""
+                "namespace": None,
+                "extra.tensor_active": 0.0,  # DCGM_FI_PROF_PIPE_TENSOR_ACTIVE 0.000000
+                "extra.dram_active": 0.0,
+                "utilisation": None,
+            }
+        },
+    ),
+    "dcgm-2020-no-model-label__NVIDIA__gpu-monitoring-tools__issue_138__excerpt.txt": Page(
+        [],
+        gpus=1,
+        gpu_fields={
+            "0": {
+                "node": "",  # no Hostname label on the 2020 exporter's page: unknown
+                "model_name": None,  # no modelName label: unknown
+                "uuid": "GPU-6bf47ca9-ad3e-15db-beed-1079a7d74116",
+                "utilisation": 0.44,  # DCGM_FI_DEV_GPU_UTIL 44
+                "temperature_c": 55.0,  # DCGM_FI_DEV_GPU_TEMP
+                "power_w": 302.206,  # DCGM_FI_DEV_POWER_USAGE 302.206000
+                "pcie_replay": 0.0,
+                "pod": None,
+                "memory_free_bytes": None,  # no FB_* on the page
+                "extra.memory_temp_c": 54.0,
+                "extra.sm_clock_mhz": 1530.0,
+            }
+        },
+    ),
+    "dcgm-a30-mig-tensor-grep__NVIDIA__dcgm-exporter__issue_317__excerpt.txt": Page(
+        [],
+        gpus=5,  # GPU 0's 1g.6gb instances 3-6 and GPU 1's instance 3
+        gpu_fields={
+            "0/3": {"node": "yg-data-k8s-gpu-a30-node-test-test0003.mt", "mig_profile": "1g.6gb"},
+            "1/3": {"uuid": "GPU-2d20791a-b4a6-ba59-97f1-e95b99fe5b49", "extra.tensor_active": 0.0},
+        },
+    ),
+    "llamacpp-memory-gauges-m1pro__ggml-org__llama.cpp__issue_26129__excerpt.txt": Page(
+        # a build of llama.cpp PR #26130: per-device memory gauges and model_n_layer only; llama.cpp's names, none
+        # a replica is read from (was "no engine adapter (…, llamacpp, …) reads these names")
+        error="llamacpp's namespace, but none of the names kvpilot's llamacpp adapter reads"
+    ),
+    "vllm-0.6-lora-requests-info__vllm-project__vllm__pull_9477__excerpt.txt": Page(
+        # vllm:lora_requests_info{max_lora="1",running_adapters="",waiting_adapters=""} 1.0 alone (V0, Oct 2024)
+        error="vllm's namespace, but none of the names kvpilot's vllm adapter reads"
+    ),
+    "vllm-lora-adapter-loaded__vllm-project__vllm__pull_54830__excerpt.txt": Page(
+        # a scrape of the LoRA-residency PR stack before any request: num_gpu_loaded_lora_adapters 1, alice loaded
+        error="vllm's namespace"
+    ),
+    "triton-25.03-vllm-backend-grep__triton-inference-server__server__issue_8463__excerpt.txt": Page(
+        # a grep of a vLLM-backend Triton (model hbvllm): nv_inference_count 3075905 and the duration counter, no
+        # vllm:* line: no replica, said as no LLM backend's series on the page
+        error="Triton without an LLM backend's series on the page"
+    ),
+    "vllm-0.5.3-70b-lines__vllm-project__vllm__issue_8115__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",  # vLLM 0.5.3.post1, Llama 3 70B on H100: three lines quoted in the report
+                "model": "meta-llama/Meta-Llama-3-70B-Instruct",
+                "requests_finished": 3918.0,  # request_success_total 3810 stop + 108 length
+                "ttft": None,  # a _count (8060) without its TYPE line or buckets is no histogram
+                "requests_running": None,
+                "kv_usage": None,
+            }
+        ]
+    ),
     # answers to /metrics that are no exposition at all (not-exposition/), each said for what it is
     "sglang-0.4.6-metrics-off-json-404__sgl-project__sglang__issue_7305.txt": Page(
         error="an error answered in JSON"  # {"detail":"Not Found"}: was "trtllm-serve answers /metrics with JSON"

@@ -42,6 +42,12 @@ NOT_A_REPLICA_NOR_GPUS = {
     "triton-2021-cache-metrics__triton-inference-server__server__pull_3569__excerpt.txt",  # Triton, no LLM, no GPU
     "vllm-0.2-aioprometheus__vllm-project__vllm__pull_1890__excerpt.txt",  # HTTP counters, no figure of a replica
     "ray-serve-llm-2.52-sanitised-grep__vllm-project__vllm__pull_24267__excerpt.txt",  # one TTFT _count line
+    # TensorRT-LLM's models on Triton, no nv_trt_llm_* series; llama.cpp's memory gauges only; vLLM's LoRA gauges only
+    "triton-trtllm-ensemble-bls__triton-inference-server__tensorrtllm_backend__issue_667__excerpt.txt",
+    "llamacpp-memory-gauges-m1pro__ggml-org__llama.cpp__issue_26129__excerpt.txt",
+    "vllm-0.6-lora-requests-info__vllm-project__vllm__pull_9477__excerpt.txt",
+    "vllm-lora-adapter-loaded__vllm-project__vllm__pull_54830__excerpt.txt",
+    "triton-25.03-vllm-backend-grep__triton-inference-server__server__issue_8463__excerpt.txt",  # core series only
 }
 GPU_KEYS = [f.name for f in fields(GpuSample)]
 KVPILOT = Path(sys.executable).with_name("kvpilot")
