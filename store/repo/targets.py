@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 from sqlalchemy import delete, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from collector.samples import TargetInfo
 from store.models import StaticTargetRow
 
+# What a stored target keeps of a TargetInfo (the row's columns, beside who added it and when).
+_STORED = ("url", "kind", "engine", "namespace", "deployment", "pod", "node")
+
 
 def _to_target(row: StaticTargetRow) -> TargetInfo:
-    return TargetInfo(
-        url=row.url,
-        kind=row.kind,
-        engine=row.engine,
-        namespace=row.namespace,
-        deployment=row.deployment,
-        pod=row.pod,
-        node=row.node,
-    )
+    return TargetInfo(**{k: getattr(row, k) for k in _STORED})
 
 
 def list_static_targets(*, session: Session) -> list[TargetInfo]:
@@ -33,27 +28,22 @@ def get_static_target(*, session: Session, url: str) -> TargetInfo | None:
 
 def add_static_target(*, session: Session, target: TargetInfo, added_by: str, now: float) -> bool:
     """False when a target with this URL is already stored, also by another kvpilot on the same store at the same
-    moment (its insert won: the primary key is the last word, as it was a 503 'store unavailable')."""
+    moment (its insert won: the primary key is the last word, as it was a 503 'store unavailable').
+
+    One INSERT ... ON CONFLICT DO NOTHING in the caller's transaction, not a savepoint: on SQLite (pysqlite begins a
+    transaction only at a write) a savepoint opened before any write began the transaction itself and committed it
+    at its release, so the row was stored even when the caller's transaction then rolled back (a request past its
+    deadline answered 503 "nothing was applied") and its audit row went in a transaction of its own."""
     if session.get(StaticTargetRow, target.url) is not None:
         return False
-    row = StaticTargetRow(
-        url=target.url,
-        kind=target.kind,
-        engine=target.engine,
-        namespace=target.namespace,
-        deployment=target.deployment,
-        pod=target.pod,
-        node=target.node,
-        added_by=added_by,
-        added_at=now,
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    stmt = (
+        dialect.insert(StaticTargetRow)
+        .values(**{k: getattr(target, k) for k in _STORED}, added_by=added_by, added_at=now)
+        .on_conflict_do_nothing(index_elements=[StaticTargetRow.url])
+        .returning(StaticTargetRow.url)  # a row when inserted (an INSERT's rowcount reads -1 here)
     )
-    try:
-        with session.begin_nested():
-            session.add(row)
-            session.flush()
-    except IntegrityError:
-        return False
-    return True
+    return session.execute(stmt).first() is not None
 
 
 def remove_static_target(*, session: Session, url: str) -> bool:
