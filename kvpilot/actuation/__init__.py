@@ -172,6 +172,8 @@ class Actuation:
                            budget_spent=spent)  # fmt: skip
         since = {f.id: f.since for f in snap.findings}
         self._refusals.tick([d for d in decisions if not d.approved])
+        approved = {d.node for d in decisions if d.approved}
+        self._stays = {n: why for n, why in self._stays.items() if n in approved}  # held back no more: said again
         with transaction(self._sessions) as s:
             for d in decisions:
                 if not d.approved:
