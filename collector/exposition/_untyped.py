@@ -8,7 +8,9 @@ itself says what such names are (a ``_bucket`` series with ``le`` belongs to a h
 ``quantile`` to a summary, ``_sum`` and ``_count`` to one of the two), so they are put back together:
 
 - histogram ``X``: an untyped ``X_bucket`` whose every sample carries ``le``, beside an untyped ``X_sum`` or
-  ``X_count`` (or both), where the page has no family ``X`` with samples;
+  ``X_count`` (or both, or neither: buckets alone, as a page cut before a histogram's end leaves them: vLLM issue
+  #6337's TTFT buckets, ``# TYPE`` histogram, without ``+Inf``, ``_sum`` and ``_count``), where the page has no
+  family ``X`` with samples;
 - summary ``X``: an untyped ``X`` whose every sample carries ``quantile``, beside an untyped ``X_sum`` or
   ``X_count``; or, with no ``X`` and no ``X_bucket``, an untyped ``X_sum`` and ``X_count`` together (a summary
   without quantiles, as prometheus_client writes one).
@@ -128,16 +130,18 @@ def _put_together(families: dict[str, MetricFamily], base: str) -> MetricFamily 
     head, bucket, total, count = (families.get(base + part) for part in ("", *_PARTS))
     if any(fam is not None and fam.type != "unknown" for fam in (head, bucket, total, count)):
         return None  # a declared type for any of them: read as declared
-    if total is None and count is None:
+    if total is None and count is None and bucket is None:
         return None
     if not (_none_carry(total, ("le", "quantile")) and _none_carry(count, ("le", "quantile"))):
         return None
     rest = [*(total.samples if total is not None else ()), *(count.samples if count is not None else ())]
     help_text = head.help if head is not None else ""
-    if bucket is not None:
+    if bucket is not None:  # with X_sum or X_count, or buckets alone (a page cut before the histogram's end)
         if (head is not None and head.samples) or not _all_carry(bucket, "le"):
             return None
         return MetricFamily(base, "histogram", help_text, [*bucket.samples, *rest])
+    if total is None and count is None:
+        return None  # X (and no bucket) alone: nothing says it is a summary
     if head is not None and head.samples:
         if not _all_carry(head, "quantile"):
             return None

@@ -42,15 +42,15 @@ def oracle(text: str) -> Canonical:
 
 
 def with_untyped_parts_whole(families: Canonical) -> Canonical:
-    """The oracle's families with a page's untyped ``X_bucket`` (every sample with ``le``), ``X`` (every sample with
-    ``quantile``), ``X_sum`` and ``X_count`` made one histogram or summary ``X``, as collector/exposition/_untyped.py
-    documents; written from that description, not from its code."""
+    """The oracle's families with a page's untyped ``X_bucket`` (every sample with ``le``; alone or beside ``X_sum``
+    or ``X_count``), ``X`` (every sample with ``quantile``), ``X_sum`` and ``X_count`` made one histogram or summary
+    ``X``, as collector/exposition/_untyped.py documents; written from that description, not from its code."""
     merged: Canonical = {}
     for base in {n[: -len(p)] for n in families for p in ("_bucket", "_sum", "_count") if n.endswith(p)}:
         head, bucket, total, count = (families.get(base + p) for p in ("", "_bucket", "_sum", "_count"))
         present = [f for f in (head, bucket, total, count) if f is not None]
-        if any(f[0] != "unknown" for f in present) or (total is None and count is None):
-            continue  # a declared type, or neither X_sum nor X_count
+        if any(f[0] != "unknown" for f in present) or (total is None and count is None and bucket is None):
+            continue  # a declared type, or neither X_sum, X_count nor X_bucket
         rest = [s for f in (total, count) if f is not None for s in f[2]]
         if any("le" in s[1] or "quantile" in s[1] for s in rest):
             continue
@@ -58,6 +58,8 @@ def with_untyped_parts_whole(families: Canonical) -> Canonical:
         if bucket is not None:
             if (head is None or not head[2]) and bucket[2] and all("le" in s[1] for s in bucket[2]):
                 merged[base] = ("histogram", help_text, bucket[2] + rest)
+        elif total is None and count is None:
+            continue  # X alone: no summary
         elif head is not None and head[2]:
             if all("quantile" in s[1] for s in head[2]):
                 merged[base] = ("summary", help_text, head[2] + rest)

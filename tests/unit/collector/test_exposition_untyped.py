@@ -108,6 +108,18 @@ def test_sum_and_count_alone_are_a_summary_without_quantiles() -> None:
     assert got["lat"].type == "summary"
 
 
+def test_untyped_buckets_alone_are_a_histogram() -> None:
+    # a page cut inside a histogram keeps its first buckets only: vLLM 0.5.1's TTFT buckets in vllm-project/vllm
+    # issue #6337 (tests/fixtures/metrics), TYPE histogram, no +Inf, _sum or _count. Stripped of its comment lines
+    # the buckets still say what they are (le on every sample): histogram X, as the page with its TYPE line reads
+    text = 'ttft_bucket{model="m",le="0.001"} 208\nttft_bucket{model="m",le="0.005"} 208\n'
+    typed = parse("# TYPE ttft histogram\n" + text)
+    for wanted in (None, {"ttft"}, lambda name: name == "ttft"):
+        got = parse(text, wanted=wanted)
+        assert list(got) == ["ttft"]
+        assert _shape(got["ttft"]) == _shape(typed["ttft"])
+
+
 def test_what_stays_as_written() -> None:
     # a counter stays X_total (readers find it there), X_created stays its own family as on a typed text page
     got = parse("req_total 5\nreq_created 1.7e9\n")
@@ -118,8 +130,6 @@ AMBIGUOUS = [
     # a lone X_sum or X_count: a gauge as much as half of anything
     "lat_sum 4\n",
     "lat_count 10\n",
-    # buckets alone, without X_sum or X_count beside them
-    'ttft_bucket{le="+Inf"} 3\n',
     # a bucket line without le
     'ttft_bucket{le="+Inf"} 3\nttft_bucket{x="y"} 3\nttft_count 3\n',
     # X itself on the page with samples, and not quantiles: X_sum and X_count may be anything

@@ -1648,6 +1648,17 @@ EXPECTED: dict[str, Page] = {
         # vllm:* line: no replica, said as no LLM backend's series on the page
         error="Triton without an LLM backend's series on the page"
     ),
+    "vllm-0.5.1-ttft-cut-histogram__vllm-project__vllm__issue_6337__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "/secondary/thies/Hermes-2-Theta-Llama-3-70B/",  # model_name
+                "ttft": None,  # buckets 0.001-0.06 all 208, cut before +Inf/_count/_sum: no histogram to read
+                "requests_running": None,
+                "requests_finished": None,
+            }
+        ]
+    ),
     "vllm-0.5.3-70b-lines__vllm-project__vllm__issue_8115__excerpt.txt": Page(
         [
             {
