@@ -764,7 +764,7 @@ class Planner:
         at start, so that the first forecasts after a restart are not blind (a deployment restored at zero
         replicas, where nothing is read, forecasts from this history instead of deciding ``no_metrics``)."""
         planner = self.planner_for(key)
-        planner.forecaster.observe(t, arrival_rate)
+        planner.forecaster.warm(t, arrival_rate, planner.config.horizon_s)
         planner._seen_arrival = True
 
     def capacity(self, key: str) -> tuple[float, str] | None:

@@ -83,6 +83,12 @@ class Forecaster(ABC):
         self._times, self._values, self.history_from = owner._times, owner._values, owner
         return True
 
+    def warm(self, t: float, value: float, horizon_s: float) -> None:
+        """One point of a history restored at start (`observe` here). A forecaster that learns from its own
+        forecasts' errors (`auto`) forecasts ``horizon_s`` ahead first, as the live loop would have, so the restored
+        history is scored too."""
+        self.observe(t, value)
+
     def observe_shared(self, t: float, value: float) -> None:
         """``observe`` for a forecaster sharing its history (`share_history`), once its owner has recorded the point:
         what ``observe`` does past the append (the owner already took or dropped the point as ``observe`` would)."""
@@ -124,8 +130,17 @@ class Forecaster(ABC):
         """Forecast ``horizon_s`` seconds after ``now`` rather than after the last observation: for a series that
         has not been read since (a deployment scaled to zero with no gateway counter). No reading is made up for
         the gap (a 0 written for hours nobody measured would teach a seasonal model that the burst it missed did
-        not come): the model answers that much further ahead of what it saw. `predict` where nothing is unread."""
-        return self.predict(horizon_s + self.unread_s(now))
+        not come): the model answers that much further ahead of what it saw. `predict` where nothing is unread.
+
+        The upper bound keeps the real horizon's margin: the spread of a series over the unread hours (how far it
+        moves in 14 h, 20 req/s on a daily burst) is no forecast error of a model that looks a day back, and as a
+        margin it asked for a warm pool all night (session 19)."""
+        gap = self.unread_s(now)
+        if gap == 0.0:
+            return self.predict(horizon_s)
+        near, far = self.predict(horizon_s), self.predict(horizon_s + gap)
+        margin = max(near.upper - near.point, 0.0)
+        return Forecast(far.point, max(far.point, self._clip(far.point + margin)), horizon_s, fallback=far.fallback)
 
     @abstractmethod
     def _predict(self, horizon_s: float) -> tuple[float, float]:

@@ -81,6 +81,8 @@ class _Scores:
     lean_to: int = 0  # with no option proven: the best so far, and how far towards it the answer leans
     lean: float = 0.0
     since_choice: int = 0  # scored since the choice was last made
+    idle_s: float = 0.0  # time that carried no evidence (at rest, or unread): the window's clock stood still
+    last_scored: float | None = None  # when a forecast was last scored
     residuals: SortedWindow = field(default_factory=lambda: SortedWindow(maxlen=_RESIDUALS))  # truth − chosen point
 
 
@@ -112,28 +114,49 @@ class Ensemble(Forecaster):
         half_step = 0.5 * self.step_s()
         alpha = 1.0 - 0.5 ** (1.0 / _BLEND_HALF_LIFE)
         for s in self._by_horizon.values():
-            scored = len(s.scored)
+            added = 0
             while s.pending and s.pending[0][0] <= t + half_step:
                 _, points, answered = s.pending.popleft()
                 errors = [abs(p - value) for p in points]
+                s.residuals.append(value - answered)
+                # The window ages with evidence, not with the clock. A forecast no option got measurably more or less
+                # wrong than last value is no evidence either way (a deployment at rest): it is not recorded and the
+                # time it spans does not count, so a quiet night neither erases yesterday's evidence nor dilutes it;
+                # nor does time unread (a gap between scores longer than the horizon, at zero with nothing read).
+                gap = 0.0 if s.last_scored is None else t - s.last_scored
+                s.last_scored = t
+                if not _informative(errors, s.horizon_s):
+                    s.idle_s += gap
+                    continue
+                if gap > s.horizon_s:
+                    s.idle_s += gap - s.horizon_s
                 if not s.errors:
                     s.errors = [FloatWindow() for _ in errors]
-                s.scored.append(t)
+                s.scored.append(t - s.idle_s)
+                added += 1
                 for column, err in zip(s.errors, errors, strict=True):
                     column.append(err)
                 self._add(s, errors, 1.0)
-                s.residuals.append(value - answered)
                 for i, err in enumerate(errors[: len(self.candidates)]):
                     old = self._blend_scores[i]
                     self._blend_scores[i] = err if old is None else old + alpha * (err - old)
-            while s.scored and s.scored[0] < t - SCORE_WINDOW_S:
+            while s.scored and s.scored[0] < t - s.idle_s - SCORE_WINDOW_S:
                 s.scored.popleft()
                 self._add(s, [column.popleft() for column in s.errors], -1.0)
-            s.since_choice += len(s.scored) - scored
+            # New scores, not the window's growth: once the window is full each score pushes one out, and counting
+            # the growth left the choice as it stood when the window first filled.
+            s.since_choice += added
             steps = max(1, self.horizon_steps(s.horizon_s))
             # The test reads the whole window: redone every eighth of a horizon of new scores, not every tick.
             if s.since_choice >= max(1, steps // 8):
                 s.choice, s.since_choice = self._choose(s, steps), 0
+
+    def warm(self, t: float, value: float, horizon_s: float) -> None:
+        """A restored point, scored as a live tick would be: the forecast the planner would have asked for one point
+        earlier is scored on it, so a restart resumes the choice its history supports rather than last value."""
+        if self._values:
+            self.predict(horizon_s)
+        self.observe(t, value)
 
     @staticmethod
     def _add(s: _Scores, errors: list[float], sign: float) -> None:
@@ -161,7 +184,7 @@ class Ensemble(Forecaster):
         n = len(s.scored)
         mean = s.gain[i] / n
         # Where the option answered last value (a model still warming up), it was not tested at all.
-        if n < MIN_SCORED or s.differs[i] < MIN_SCORED or mean <= 0:
+        if n < MIN_SCORED or s.differs[i] < min(MIN_SCORED, MIN_HORIZONS * steps) or mean <= 0:
             return 0.0
         import numpy as np
 
@@ -289,6 +312,14 @@ class Ensemble(Forecaster):
         if s is None or not 0 < share < 1 or len(s.residuals) < math.ceil(1.0 / share):
             return None
         return max(s.residuals[int((1.0 - share) * (len(s.residuals) - 1))], 0.0)
+
+
+def _informative(errors: list[float], horizon_s: float) -> bool:
+    """Whether a scored forecast is evidence about any option against last value: some option's error differs from
+    last value's by one event over the horizon (the planner's own line between demand and none, `idle_below_rps`).
+    A deployment at rest (nothing arrives, every option answered nothing or a decaying trace of it) gives none."""
+    floor = 1.0 / max(horizon_s, 1.0)
+    return any(not abs(e - errors[0]) < floor for e in errors)  # a NaN error is kept (as it always was)
 
 
 def _column(np: Any, column: FloatWindow | Iterable[float], n: int) -> Any:

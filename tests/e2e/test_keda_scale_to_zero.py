@@ -58,9 +58,9 @@ RATE = 2.0  # requests/s while on
 POLLING_S, HPA_SYNC_S, COOLDOWN_S = 5.0, 15.0, 60.0  # KEDA pollingInterval, HPA sync period, cooldownPeriod
 
 
-def on_off_trace() -> Trace:
+def on_off_trace(on: tuple[tuple[float, float], ...] = ON) -> Trace:
     rng = np.random.default_rng(7)
-    arrivals = np.concatenate([np.sort(rng.uniform(a, b, int(RATE * (b - a)))) for a, b in ON])
+    arrivals = np.concatenate([np.sort(rng.uniform(a, b, int(RATE * (b - a)))) for a, b in on])
     n = len(arrivals)
     columns = RequestColumns(
         arrival_s=arrivals,
@@ -68,17 +68,16 @@ def on_off_trace() -> Trace:
         output_tokens=np.full(n, 120, dtype=np.int64),
         prefix_blocks=[()] * n,
     )
-    return Trace("on-off", ON[-1][1] + 600.0, _columns=columns)
+    return Trace("on-off", on[-1][1] + 600.0, _columns=columns)
 
 
-def yesterday() -> list[RollupPoint]:
-    """The per-minute arrival rates kvpilot stored the day before: the same on/off shape."""
-    day_before = START - 86_400.0
+def yesterday(on: tuple[tuple[float, float], ...] = ON, days: int = 1) -> list[RollupPoint]:
+    """The per-minute arrival rates kvpilot stored over the days before: the same on/off shape each day."""
     points = []
-    for minute in range(24 * 60):
-        t = day_before + 60.0 * minute
-        since = t - day_before
-        rate = RATE if any(a <= since < b for a, b in ON) else 0.0
+    for minute in range(days * 24 * 60):
+        t = START - days * 86_400.0 + 60.0 * minute
+        since = (t - START) % 86_400.0
+        rate = RATE if any(a <= since < b for a, b in on) else 0.0
         points.append(RollupPoint(KEY, t, 12, {"arrival_rate": rate}))
     return points
 
@@ -140,7 +139,8 @@ class Keda:
 
 
 @pytest.fixture
-def simulator() -> Iterator[tuple[str, LiveFleet]]:
+def simulator(request: pytest.FixtureRequest) -> Iterator[tuple[str, LiveFleet]]:
+    on = getattr(request, "param", ON)  # the workload's on windows (indirect parametrisation), ON by default
     config = FleetConfig(
         profile=PROFILES["llama3-8b-h100"],
         replicas=1,
@@ -148,7 +148,7 @@ def simulator() -> Iterator[tuple[str, LiveFleet]]:
         namespace="llm",
         deployment="chat",
     )
-    live = LiveFleet(Fleet(config, on_off_trace()))  # not started: the test moves its time with kvpilot's clock
+    live = LiveFleet(Fleet(config, on_off_trace(on)))  # not started: the test moves its time with kvpilot's clock
     server = make_server(live, "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     try:
@@ -173,14 +173,24 @@ def settings_for(tmp: Path) -> Settings:
 class Run:
     keda: Keda
     ready: dict[float, int]  # ready replicas at each poll (seconds since START)
+    end: float = ON[-1][1]  # when the workload ends and the deployment is deleted (seconds since START)
 
 
 async def scenario(
-    tmp: Path, url: str, live: LiveFleet, *, zero_at: float | None = None, serve_from: str = "loop"
+    tmp: Path,
+    url: str,
+    live: LiveFleet,
+    *,
+    zero_at: float | None = None,
+    serve_from: str = "loop",
+    on: tuple[tuple[float, float], ...] = ON,
+    history: list[RollupPoint] | None = None,
 ) -> Run:
     """Runs the on/off workload with kvpilot and KEDA, then deletes the Deployment. `zero_at`: an operator (or a
     KEDA with another trigger) sets the Deployment to 0 replicas at that moment, whatever kvpilot answers.
-    `serve_from` "process": KEDA is answered by its own process over a mirror of the board (keda.serve_from)."""
+    `serve_from` "process": KEDA is answered by its own process over a mirror of the board (keda.serve_from).
+    `on`: the workload's on windows (the simulator's trace must match); `history`: the roll-ups restored at start
+    (`yesterday()` by default)."""
     settings = settings_for(tmp)
     clock = VirtualClock(START)
     timer = VirtualTimer(clock)
@@ -206,8 +216,8 @@ async def scenario(
         serving = asyncio.create_task(endpoint.serve(stop, grace_s=1.0))
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     stub = pb_grpc.ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
-    run = Run(Keda(stub, f"{url}/control/replicas", replicas=1), {})
-    await service.start(dataclasses.replace(restored, rollups=yesterday()))
+    run = Run(Keda(stub, f"{url}/control/replicas", replicas=1), {}, on[-1][1])
+    await service.start(dataclasses.replace(restored, rollups=yesterday() if history is None else history))
 
     async def tick() -> None:
         await _asleep(timer)
@@ -219,7 +229,7 @@ async def scenario(
             await keda.synced()  # KEDA polls right after the tick here; the mirror is a pipe away
 
     try:
-        while clock.now() - START < ON[1][1]:
+        while clock.now() - START < on[-1][1]:
             await tick()
             t = clock.now() - START
             if zero_at is not None and t == zero_at:
@@ -251,7 +261,7 @@ async def scenario(
 def _until_deleted(run: Run) -> list[tuple[float, str]]:
     """KEDA's errors before the deletion; asserts the deletion itself was answered NOT_FOUND."""
     *before, deleted = run.keda.errors or [(math.inf, "no answer at all after the deletion")]
-    assert deleted[0] - START >= ON[1][1], run.keda.errors[:5]
+    assert deleted[0] - START >= run.end, run.keda.errors[:5]
     assert deleted[1].startswith("NOT_FOUND"), deleted
     return before
 
@@ -288,6 +298,32 @@ async def test_scale_to_zero_and_back_a_cold_start_ahead(
     assert next(metric for t, metric, _, _ in log if t == woke_at) >= 1
     # IsActive turned true, and GetMetrics asked for replicas, at least one cold start before demand returned
     assert woke_at <= RETURN_S - COLD_START_S, (woke_at, [e for e in log if e[0] > RETURN_S - 600][:40])
+
+
+QUIET_ON = ((1500.0, 1800.0),)  # nothing for 25 minutes, then the daily burst
+QUIET_RETURN_S = QUIET_ON[0][0]
+
+
+@pytest.mark.parametrize("simulator", [QUIET_ON], indirect=True)
+async def test_the_default_forecaster_wakes_a_deployment_at_zero_from_restored_days(
+    tmp_path: Path, simulator: tuple[str, LiveFleet]
+) -> None:
+    """A restart with the deployment quiet: the only evidence that demand returns at this minute is in the stored
+    history of the four days before (each quiet but for the same burst), and nothing is read until it returns.
+    The default forecaster (`auto`) scores its models on the restored days as the live loop would have, keeps what
+    they showed through the quiet ticks (which are evidence for no model), and wakes the deployment one cold start
+    ahead through the KEDA protocol (issue 10; session 19)."""
+    url, live = simulator
+    run = await scenario(tmp_path, url, live, on=QUIET_ON, history=yesterday(QUIET_ON, days=4))
+    assert _until_deleted(run) == []
+    log = run.keda.log
+    zero_at = next((t for t, _, _, replicas in log if replicas == 0), None)
+    assert zero_at is not None, "never at zero while quiet"
+    assert zero_at < QUIET_RETURN_S - COLD_START_S
+    woke_at = next((t for t, _, active, _ in log if t > zero_at and active), None)
+    assert woke_at is not None, "never woken"
+    assert next(metric for t, metric, _, _ in log if t == woke_at) >= 1
+    assert woke_at <= QUIET_RETURN_S - COLD_START_S, (woke_at, [e for e in log if e[0] > zero_at][:40])
 
 
 def _advance(live: LiveFleet, clock: VirtualClock) -> None:

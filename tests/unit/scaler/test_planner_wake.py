@@ -55,8 +55,12 @@ def _first_wanted(planner: Planner) -> tuple[float, str] | None:
 
 
 @pytest.mark.parametrize("restarted", [True, False])
-def test_a_daily_burst_wakes_a_deployment_at_zero_ahead_of_it(restarted: bool) -> None:
-    planner = _planner("seasonal_naive", restarted=restarted)
+@pytest.mark.parametrize("forecaster", ["seasonal_naive", "auto"])
+def test_a_daily_burst_wakes_a_deployment_at_zero_ahead_of_it(forecaster: str, restarted: bool) -> None:
+    """`auto` too (the default, session 19): the days before showed seasonal naive foreseeing each burst's start
+    and end where last value could not; the 22 quiet hours since are evidence for no model, so they neither erase
+    that nor replace it with last value's 0, and a restart scores the restored days as the live loop would have."""
+    planner = _planner(forecaster, restarted=restarted)
     horizon = planner.config.horizon_s
     first = _first_wanted(planner)
     assert first is not None  # frozen at the last reading's horizon, it never woke (restarted: never decided)
@@ -85,3 +89,22 @@ def test_predict_from_looks_past_now_and_records_nothing(name: str) -> None:
         assert list(f._by_horizon) == [120.0]  # the longer horizon neither scored nor kept
     if name == "seasonal_naive":
         assert later.point == pytest.approx(20.0)
+
+
+@pytest.mark.parametrize("forecaster", ["seasonal_naive", "auto"])
+def test_two_days_at_zero_unread_want_replicas_only_for_the_first_burst(forecaster: str) -> None:
+    """Left at zero with nothing read for two days: a replica is wanted from one horizon before the first day's
+    burst to its end, and never again: not at night (c7f6298: `seasonal_naive`'s upper bound took the spread of the
+    series over the unread hours, 20 req/s, and held a warm pool of 5 from 23:17 to 07:06), and not at the next
+    day's burst, which a day back lies in the hours never read (both answer the last reading, 0)."""
+    planner = _planner(forecaster, restarted=True)
+    horizon = planner.config.horizon_s
+    state, wanted = FleetState(), []
+    for i in range(int(2 * DAY / TICK_S)):
+        t = AT_ZERO + i * TICK_S
+        (d,) = planner.decide(state, t, current_replicas={KEY: 0})
+        if d.desired_replicas > 0:
+            wanted.append(t)
+    assert wanted, "never woken"
+    assert BURST_START - horizon - TICK_S <= wanted[0] - 3 * DAY < BURST_START
+    assert wanted[-1] - 3 * DAY < BURST_END
