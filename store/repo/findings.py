@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from detectors.finding import Finding, Severity, Subject
@@ -124,22 +125,15 @@ def upsert_findings(
         and r.state in LIVE
         and (closes is None or closes(r.deployment, r.replica, r.node, r.gpu, now - r.last_seen))
     ]
+    missing = [f for fid, f in by_id.items() if fid not in rows]
+    if missing:
+        _open(session, missing, now)
+        rows.update(
+            (r.id, r) for r in session.scalars(select(FindingRow).where(FindingRow.id.in_([f.id for f in missing])))
+        )
     for fid, f in by_id.items():
-        row = rows.get(fid)
-        if row is None:
-            s = f.subject
-            row = FindingRow(  # subjects come from scraped labels: fitted, never refused by the store
-                id=fid,
-                kind=fit(f.kind, 64),
-                deployment=fit(s.deployment, 253),
-                replica=fit(s.replica, 253),
-                node=fit(s.node, 253),
-                gpu=fit(s.gpu, 64),
-                since=f.since,
-                state=OPEN,
-            )
-            session.add(row)
-        elif row.state == CLOSED:
+        row = rows[fid]
+        if row.state == CLOSED:
             row.state = OPEN
             row.since = f.since
             row.closed_at = None
@@ -149,6 +143,33 @@ def upsert_findings(
     for row in stale:
         row.state = CLOSED
         row.closed_at = now
+
+
+def _open(session: Session, found: Sequence[Finding], now: float) -> None:
+    """Rows for findings no row holds yet, open; a row another writer inserted meanwhile is left as it is (the caller
+    reads it back and refreshes it, ``_holds`` deciding whose view stays). Two instances that read one node's GPUs
+    open its finding in the same moment: a plain INSERT lost that race on the primary key, and the store writer
+    dropped the whole tick's findings write as a bad row (one in two when their ticks coincided, SQLite and
+    PostgreSQL alike)."""
+    values = [
+        {  # subjects come from scraped labels: fitted, never refused by the store
+            "id": f.id,
+            "kind": fit(f.kind, 64),
+            "deployment": fit(f.subject.deployment, 253),
+            "replica": fit(f.subject.replica, 253),
+            "node": fit(f.subject.node, 253),
+            "gpu": fit(f.subject.gpu, 64),
+            "since": f.since,
+            "state": OPEN,
+            "severity": fit(f.severity.value, 16),
+            "summary": "",  # _refresh writes the view
+            "evidence": {},
+            "last_seen": now,
+        }
+        for f in found
+    ]
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    session.execute(dialect.insert(FindingRow).on_conflict_do_nothing(index_elements=[FindingRow.id]), values)
 
 
 def open_findings(*, session: Session) -> list[Finding]:

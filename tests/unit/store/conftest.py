@@ -9,6 +9,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from store.db import make_engine, session_factory
 from tests.helpers.sqlite_store import copy_store, migrated
 
+# `store`: a migrated SQLite file, and a real PostgreSQL database (marked integration), as the reliability suite's.
+from tests.reliability.conftest import postgres, store  # noqa: F401
+
 
 @pytest.fixture(scope="session")
 def _migrated_store(tmp_path_factory: pytest.TempPathFactory) -> Path:

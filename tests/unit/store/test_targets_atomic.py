@@ -9,36 +9,23 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-import migrations
 from collector.samples import TargetInfo
 from store import repo
 from store.db import DeadlinePassed, make_engine, request_deadline, session_factory, transaction
 from store.models import AuditEventRow, StaticTargetRow
-from tests.services.postgres import PostgresServer, fresh_database, run_postgres
+from tests.reliability.conftest import Store
 
 TARGET = TargetInfo(url="http://10.0.0.7:8000/metrics", engine="vllm", namespace="llm", deployment="chat")
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    with run_postgres() as server:
-        yield server
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
-def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sessionmaker[Session]]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'kvpilot.db'}"
-    else:
-        url = fresh_database(request.getfixturevalue("postgres"))
-    migrations.upgrade(url)
-    engine = make_engine(url)
+@pytest.fixture
+def sessions(store: Store) -> Iterator[sessionmaker[Session]]:
+    engine = make_engine(store.url)
     yield session_factory(engine)
     engine.dispose()
 
