@@ -93,7 +93,10 @@ _OWN_NAMES: dict[str, frozenset[str]] = {
 
 # Pages that are not an engine's but are often pointed at by mistake: their leading word, and what they are.
 _NOT_AN_ENGINE = {
-    "lmcache:": "LMCache's own metrics server; scrape the vLLM server it sits beside",
+    # LMCache's series alone: its own metrics server (LMCache PR #1318), or the vLLM server's page cut to its
+    # lmcache:* lines (LMCache issues #621 and #729, PR #1100: PROMETHEUS_MULTIPROC_DIR puts them on vLLM's page)
+    "lmcache:": "LMCache's own metrics server, or a vLLM page cut to its LMCache lines (lmcache:* without vllm:*);"
+    " scrape the vLLM server's whole /metrics",
     # a Triton of ONNX/graphdef models, or a grep of a vLLM-backend Triton's core series (triton-inference-server/server
     # issue #8463): core series only either way
     "nv_inference_": "Triton without an LLM backend's series on the page (no nv_trt_llm_* nor vllm:*: a Triton of"

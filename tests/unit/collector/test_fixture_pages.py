@@ -1648,6 +1648,13 @@ EXPECTED: dict[str, Page] = {
         # vllm:* line: no replica, said as no LLM backend's series on the page
         error="Triton without an LLM backend's series on the page"
     ),
+    "lmcache-in-vllm-v1-grep__LMCache__LMCache__issue_621__excerpt.txt": Page(
+        # vLLM's page grep'd for lmcache (one counter): not LMCache's own server, said as either
+        error="LMCache's own metrics server, or a vLLM page cut to its LMCache lines"
+    ),
+    "lmcache-in-vllm-metrics__LMCache__LMCache__pull_1100__excerpt.txt": Page(
+        error="or a vLLM page cut to its LMCache lines"  # lmcache:* counters and _created gauges, no vllm:* line
+    ),
     "vllm-0.5.1-ttft-cut-histogram__vllm-project__vllm__issue_6337__excerpt.txt": Page(
         [
             {

@@ -48,6 +48,8 @@ NOT_A_REPLICA_NOR_GPUS = {
     "vllm-0.6-lora-requests-info__vllm-project__vllm__pull_9477__excerpt.txt",
     "vllm-lora-adapter-loaded__vllm-project__vllm__pull_54830__excerpt.txt",
     "triton-25.03-vllm-backend-grep__triton-inference-server__server__issue_8463__excerpt.txt",  # core series only
+    "lmcache-in-vllm-v1-grep__LMCache__LMCache__issue_621__excerpt.txt",  # vLLM's page cut to LMCache's lines
+    "lmcache-in-vllm-metrics__LMCache__LMCache__pull_1100__excerpt.txt",
 }
 GPU_KEYS = [f.name for f in fields(GpuSample)]
 KVPILOT = Path(sys.executable).with_name("kvpilot")
