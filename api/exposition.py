@@ -102,6 +102,8 @@ def snapshot_families(snap: Snapshot) -> list[GaugeMetricFamily | CounterMetricF
             continue
         gpu = g.sample.uuid or g.sample.index
         f.add(S.GPU_UTILISATION, (g.sample.node, gpu), g.sample.utilisation)
+        f.add(S.GPU_MEMORY_USED, (g.sample.node, gpu), g.sample.memory_used_bytes)
+        f.add(S.GPU_MEMORY_FREE, (g.sample.node, gpu), g.sample.memory_free_bytes)
         if g.sample.last_xid is not None:
             f.add(S.GPU_LAST_XID, (g.sample.node, gpu, triage(g.sample).xid_class.value), g.sample.last_xid)
     for node, state in snap.node_drains.items():

@@ -69,6 +69,10 @@ FINDING_ACTIVE = _g(
     "1 for every open finding.",
 )
 GPU_UTILISATION = _g("kvpilot_gpu_utilisation_ratio", GPU, "GPU utilisation, 0..1.")
+GPU_MEMORY_USED = _g(
+    "kvpilot_gpu_memory_used_bytes", GPU, "Framebuffer memory in use on a GPU, from whichever GPU source reads it."
+)
+GPU_MEMORY_FREE = _g("kvpilot_gpu_memory_free_bytes", GPU, "Framebuffer memory free on a GPU.")
 GPU_LAST_XID = _g("kvpilot_gpu_last_xid", ("node", "gpu", "xid_class"), "Last XID error code a GPU reported.")
 NODE_DRAIN_STATE = _g("kvpilot_node_drain_state", ("node", "state"), "1 for a node's current drain action state.")
 SCRAPE_UP = _g("kvpilot_scrape_up", ("target",), "1 when the latest scrape of a target succeeded.")

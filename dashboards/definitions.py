@@ -325,9 +325,11 @@ def gpu_health(c: MixinConfig = CONFIG) -> Dashboard:
                     ),
                     Panel(
                         "Framebuffer memory used",
-                        "Memory in use on each GPU, from dcgm-exporter (MiB).",
-                        (_q('DCGM_FI_DEV_FB_USED{Hostname=~"$node"}', "{{Hostname}} gpu{{gpu}}"),),
-                        unit="decmbytes",
+                        "Memory in use on each GPU, as kvpilot read it from the node's GPU source (dcgm-exporter, "
+                        "AMD's exporter, NVML or Triton), labelled with kvpilot's node names like the panels beside "
+                        "it. kvpilot_gpu_memory_free_bytes holds what is free.",
+                        (_q(c.read(series.GPU_MEMORY_USED, n), "{{node}} gpu{{gpu}}"),),
+                        unit="bytes",
                         min=0,
                     ),
                 ),
