@@ -2,11 +2,12 @@
 
 Selectors, thresholds and series names come from ``dashboards.mixin.CONFIG`` (the one config the dashboards read
 too); the `for` of every alert and every numeric threshold from its ``thresholds`` (``detectors.thresholds``), so
-the alert and the finding it pages on agree. All but three alerts page on an open finding and share one shape
+the alert and the finding it pages on agree. All but four alerts page on an open finding and share one shape
 (``_on_finding``); the two on scrape health read the per-target series (a target down; a target's pages read in
 part, whose `for` is the mixin's ``rate_window``: a partial page keeps the increase above 0 for one window, so
 only pages read in part again and again fire it), and one reads kvpilot's own API (connections refused at
-`api.max_connections`: any refusal at all, kept for ``API_REFUSALS_FOR_S``). ``generate()`` (registered in
+`api.max_connections`: any refusal at all, kept for ``API_REFUSALS_FOR_S``), and one counts kvpilot's pods on SQLite
+(two or more each keep a store of their own, for ``STORE_NOT_SHARED_FOR_S``). ``generate()`` (registered in
 ``kvpilot.generate.GENERATORS``) writes the rule file and its ``promtool test rules`` cases: for every alert,
 silent before `for` elapses, firing after, and silent on healthy input.
 """
@@ -31,6 +32,8 @@ TEST_PODS = (("kvpilot-0:8080", "kvpilot-0"), ("kvpilot-1:8080", "kvpilot-1"))
 # A refusal at api.max_connections (1000 open at once, where kvpilot's clients open tens) is never routine: one keeps
 # the rate window's increase above 0 for the window, so it fires this long after and stays firing for the rest of it.
 API_REFUSALS_FOR_S = 60.0
+# Two pods with SQLite for a rolling update's surge (a minute or two with one replica) are no split store; longer is.
+STORE_NOT_SHARED_FOR_S = 900.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +312,23 @@ def alerts(th: Thresholds | None = None, c: MixinConfig = CONFIG) -> list[Alert]
             runbook_base=c.runbook_base,
             counter=True,
             per_pod=True,
+        ),
+        Alert(
+            name="KvpilotStoreNotShared",
+            expr=f"{c.one_copy(c.select(series.STORE_SQLITE) + ' == 1', 'count')} > 1",
+            for_s=STORE_NOT_SHARED_FOR_S,
+            severity="warning",
+            summary="kvpilot's pods each keep their own SQLite store",
+            description=(
+                "Two or more kvpilot pods of one job run with SQLite (no KVPILOT_DATABASE_URL), each store a file "
+                "of its own pod: only the Lease holder's has the findings and drains, the others answer "
+                "/v1/findings and /v1/drains 503, and a failover starts from a store without them. Give every "
+                "replica one PostgreSQL (KVPILOT_DATABASE_URL in the Secret), or run one replica."
+            ),
+            series=series.STORE_SQLITE.name,
+            bad=1,
+            good=0,
+            runbook_base=c.runbook_base,
         ),
     ]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, HTTPException, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -53,6 +53,15 @@ async def require_admin(
     request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Principal:
     return _auth(request).authenticate(_header(request), need_admin=True)
+
+
+async def holders_store(request: Request, _: Annotated[Principal, Depends(require_read)]) -> None:
+    """Refuse (503, after authentication) what only the Lease holder's store holds, on a replica whose store is its
+    own SQLite: its findings and drains would read as none, and a drain approved here would never reach the holder.
+    A retry through the Service may reach the holder; the fix is one PostgreSQL for all replicas, or one replica."""
+    why = _runtime(request).health().store_not_holders
+    if why is not None:
+        raise HTTPException(503, why, headers={"Retry-After": "1"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -146,6 +146,7 @@ class _SnapshotCollector(Collector):
         f.add(S.STORE_UP, (), 1 if h.store_up else 0)
         f.add(S.STORE_PENDING_WRITES, (), h.store_pending_writes)
         f.add(S.LEADER, (), 1 if h.leader else 0)
+        f.add(S.STORE_SQLITE, (), 1 if h.store_sqlite else 0)
         yield from f
         c = CounterMetricFamily(S.STORE_DROPPED_WRITES.name.removesuffix("_total"), S.STORE_DROPPED_WRITES.help)
         c.add_metric([], h.store_dropped_writes)

@@ -27,6 +27,10 @@ class RuntimeHealth:
     last_tick_at: float | None
     leader: bool
     keda_serving: bool | None = None  # keda.serve_from process: its server answers now; None: served in-process
+    store_sqlite: bool = False  # the store is SQLite: a file of this host, which no other pod shares
+    # Why this replica's store is not the one the Lease holder keeps (it campaigns, holds nothing, and its store is
+    # its own SQLite), or None: /v1/findings and /v1/drains answer 503 with it rather than from an empty store.
+    store_not_holders: str | None = None
 
 
 class TargetRegistry(Protocol):

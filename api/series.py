@@ -130,6 +130,11 @@ LOOP_STAGES = (
     "discover", "collect", "observe", "detect", "decide", "publish", "kv_projection", "drains", "actuate", "cost"
 )  # fmt: skip
 LEADER = _g("kvpilot_leader", (), "1 while this replica holds the Lease and may actuate.")
+STORE_SQLITE = _g(
+    "kvpilot_store_sqlite",
+    (),
+    "1 when the store is SQLite, a file no other pod shares (two or more such pods: KvpilotStoreNotShared).",
+)
 # keda.serve_from: process (scaler/keda/process.py); absent when KEDA is served in the loop's process.
 KEDA_SERVER_UP = _g("kvpilot_keda_server_up", (), "1 while KEDA's own server process serves.")
 KEDA_SERVER_RESTARTS = Series(

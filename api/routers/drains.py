@@ -8,10 +8,10 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, status
+from fastapi import APIRouter, Depends, Path, Query, status
 
 from api import convert, schemas
-from api.deps import Admin, Paging, Reader, RuntimeDep, SessionsDep
+from api.deps import Admin, Paging, Reader, RuntimeDep, SessionsDep, holders_store
 from api.handoff import in_thread
 from api.json_body import JSONBodyRoute
 from api.paging import of_store
@@ -20,7 +20,10 @@ from store.db import transaction
 from store.drain_states import DrainState
 
 log = logging.getLogger(__name__)
-router = APIRouter(prefix="/v1/drains", tags=["drains"], route_class=JSONBodyRoute)
+# Only the Lease holder proposes drains: a replica with its own SQLite answers 503 (api.deps.holders_store).
+router = APIRouter(
+    prefix="/v1/drains", tags=["drains"], route_class=JSONBodyRoute, dependencies=[Depends(holders_store)]
+)
 
 ActionId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": schemas.Error}, 409: {"model": schemas.Error}}

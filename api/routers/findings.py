@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Depends, Path, Query
 
 from api import convert, schemas
-from api.deps import Admin, Paging, Reader, RuntimeDep, SessionsDep
+from api.deps import Admin, Paging, Reader, RuntimeDep, SessionsDep, holders_store
 from api.handoff import in_thread
 from api.json_body import JSONBodyRoute
 from api.paging import of_store
@@ -16,7 +16,10 @@ from store import repo
 from store.db import transaction
 
 log = logging.getLogger(__name__)
-router = APIRouter(prefix="/v1/findings", tags=["findings"], route_class=JSONBodyRoute)
+# Only the Lease holder writes findings: a replica with its own SQLite answers 503 (api.deps.holders_store).
+router = APIRouter(
+    prefix="/v1/findings", tags=["findings"], route_class=JSONBodyRoute, dependencies=[Depends(holders_store)]
+)
 
 FindingId = Annotated[str, Path(pattern=r"^[0-9a-f]{16}$", description="Finding.id: 16 hex digits")]
 Filter = Annotated[str | None, Query(max_length=253)]

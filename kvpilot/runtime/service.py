@@ -85,6 +85,20 @@ def freeze_startup_heap() -> bool:
 # a decode running in a worker thread, several times per request: at 5 ms a round trip on the loop against one
 # busy thread took 35-60 ms at its p99, at 1 ms 5-10 ms (issue 17, BENCHMARKS.md "Fleet scale").
 GIL_SWITCH_S = 0.001
+# A replica that campaigns for a Lease (ha.enabled, sharding) with SQLite keeps a store of its own: only the holder
+# writes findings and proposes drains, in its own file. Said once at start (log) and by every follower's
+# /v1/findings and /v1/drains (503), so that an approval is never left where the holder does not read it.
+OWN_STORE_WARNING = (
+    "the store is SQLite (no KVPILOT_DATABASE_URL) while this replica campaigns for a Lease (ha.enabled or "
+    "sharding): each replica keeps its own store, only the holder's has the findings and drains, and /v1/findings "
+    "and /v1/drains answer 503 on the others. Give every replica one PostgreSQL (KVPILOT_DATABASE_URL), or run one "
+    "replica (docs/scaling-large-fleets.md, Lease-based HA)"
+)
+NOT_HOLDERS_STORE = (
+    "this replica does not hold the Lease and its store is its own SQLite: the holder's findings and drains are not "
+    "here, and a change made here would never reach it. Retry (the Service may pick the holder); fix: one PostgreSQL "
+    "for every replica (KVPILOT_DATABASE_URL), or one replica"
+)
 
 
 def shorten_gil_switch(seconds: float = GIL_SWITCH_S) -> float:
@@ -167,6 +181,10 @@ class Service:
         self.drain_budget = drain_budget
         self.drain_budget_window_s = drain_budget_window_s
         self.leadership: Leadership = leadership or AlwaysLeader()
+        self.store_sqlite = engine.dialect.name == "sqlite"
+        self.own_store = self.store_sqlite and leadership is not None
+        if self.own_store:
+            log.warning(OWN_STORE_WARNING)
         self.actuation = actuation
         self.renew_every_s = renew_every_s
         self._sleep = sleep
@@ -238,6 +256,8 @@ class Service:
             last_tick_at=snap.t if snap else None,
             leader=self.leadership.leader,
             keda_serving=self.keda_serving() if self.keda_serving is not None else None,
+            store_sqlite=self.store_sqlite,
+            store_not_holders=NOT_HOLDERS_STORE if self.own_store and not self.leadership.leader else None,
         )
 
     # -- lifecycle ----------------------------------------------------------------------------------------------

@@ -234,3 +234,17 @@ def test_the_service_monitor_is_selected_where_the_rules_are(base: list[dict[str
         release = rule["metadata"]["labels"].get("release")
         assert release, f"{rule['metadata']['name']}: no release label"
         assert monitor["metadata"]["labels"].get("release") == release, "ServiceMonitor and PrometheusRule"
+
+
+def test_the_base_runs_one_replica_on_its_default_sqlite_store(base: list[dict[str, Any]]) -> None:
+    # The quickstart's Secret holds no KVPILOT_DATABASE_URL unless one is given, so the base runs on SQLite in the
+    # pod's emptyDir. It ran two HA replicas that way: each kept its own store, only the Lease holder's had the
+    # findings and drains, and a drain approved through the Service on the other never reached the holder (review
+    # G, F2). One replica by default; two or three with one PostgreSQL (docs/scaling-large-fleets.md).
+    deployment = next(d for d in base if d["kind"] == "Deployment")
+    config = yaml.safe_load(next(d for d in base if d["metadata"]["name"] == "kvpilot-config")["data"]["config.yaml"])
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert "database_url" not in config
+    assert "KVPILOT_DATABASE_URL" not in {e["name"] for e in container["env"]}
+    assert config["ha"]["enabled"], "a second replica with a database URL needs no other change"
+    assert deployment["spec"]["replicas"] == 1

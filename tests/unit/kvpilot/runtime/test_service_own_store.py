@@ -1,0 +1,108 @@
+"""HA replicas on SQLite (review G, F2): each replica's store is a file of its own pod, and only the Lease holder
+writes findings and proposes drains there. A replica that holds no Lease says so instead of answering from an empty
+store: /v1/findings and /v1/drains answer 503 naming the fix (a drain approved there would never reach the holder),
+its start logs it once, and /metrics exports kvpilot_store_sqlite for the alert that counts such pods. With
+PostgreSQL (one store for all) and without a Lease (one process) nothing changes.
+
+The real service (``build_service``) on a real store, its API through the app `kvpilot run` serves."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.auth import TokenAuth
+from api.main import create_app
+from collector.clock import VirtualClock
+from tests.reliability.conftest import Store, postgres, store  # noqa: F401
+from tests.unit.kvpilot.fleet_double import ScriptedFleet, make_service
+
+ADMIN = "a" * 24
+A = {"Authorization": f"Bearer {ADMIN}"}
+HOLDER_ONLY = (
+    ("GET", "/v1/findings"),
+    ("GET", "/v1/findings/0123456789abcdef"),
+    ("GET", "/v1/drains"),
+    ("GET", "/v1/drains/1"),
+    ("POST", "/v1/drains"),
+    ("POST", "/v1/drains/1/approve"),
+    ("POST", "/v1/drains/1/cancel"),
+)
+
+
+@dataclass
+class Held:
+    """A Lease this replica holds or not (``LeaseElector.leader``)."""
+
+    leader: bool
+
+
+def _client(db: Store, leadership: Held | None) -> tuple[TestClient, object]:
+    clock = VirtualClock(1_700_000_000.0)
+    service, _, _ = make_service(db.url, clock, ScriptedFleet(clock), leadership=leadership)
+    return TestClient(create_app(service, TokenAuth((), (ADMIN,), anonymous_read=False))), service
+
+
+def _ask(client: TestClient, method: str, path: str) -> int:
+    body = {"node": "node-0", "reason": "xid 79"} if path == "/v1/drains" else {}
+    return client.request(method, path, headers=A, json=body if method == "POST" else None).status_code
+
+
+def _sqlite_gauge(client: TestClient) -> str:
+    page = client.get("/metrics", headers=A).text
+    return next(line for line in page.splitlines() if line.startswith("kvpilot_store_sqlite "))
+
+
+def test_a_follower_on_its_own_sqlite_refuses_what_only_the_holder_has(
+    store: Store,  # noqa: F811 (the reliability suite's fixture)
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="kvpilot.runtime.service")
+    client, _ = _client(store, Held(leader=False))
+    if store.backend == "postgresql":  # one store for every replica: the follower reads the holder's rows
+        assert all(_ask(client, m, p) in {200, 201, 404} for m, p in HOLDER_ONLY)
+        assert not [r for r in caplog.records if "KVPILOT_DATABASE_URL" in r.getMessage()]
+        assert _sqlite_gauge(client) == "kvpilot_store_sqlite 0.0"
+        return
+    # logged once, at start, naming the setting that fixes it
+    (warning,) = [r for r in caplog.records if "KVPILOT_DATABASE_URL" in r.getMessage()]
+    assert "PostgreSQL" in warning.getMessage()
+    for method, path in HOLDER_ONLY:
+        r = client.request(method, path, headers=A, json={} if method == "POST" else None)
+        assert r.status_code == 503, (method, path, r.status_code)
+        assert r.headers["retry-after"] == "1"
+        assert "does not hold the Lease" in r.json()["detail"]
+        assert "KVPILOT_DATABASE_URL" in r.json()["detail"]
+    assert client.get("/v1/findings").status_code == 401  # authentication first: no reason told to anyone
+    # what every replica computes itself is still served, and the replica stays ready (a rolling update waits for
+    # its new pod to be ready while the old holder keeps the Lease: a follower never ready would never finish one)
+    assert client.get("/v1/decisions", headers=A).status_code == 200
+    assert client.get("/readyz").json()["checks"]["store_reachable"] is True
+    assert _sqlite_gauge(client) == "kvpilot_store_sqlite 1.0"
+
+
+def test_the_holder_and_a_lone_process_answer_from_their_sqlite(
+    store: Store,  # noqa: F811 (the reliability suite's fixture)
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="kvpilot.runtime.service")
+    for leadership in (Held(leader=True), None):
+        client, _ = _client(store, leadership)
+        assert all(_ask(client, m, p) in {200, 201, 404, 409} for m, p in HOLDER_ONLY), leadership
+    # the holder on SQLite still warns (its followers refuse); one process without a Lease does not
+    assert len([r for r in caplog.records if "KVPILOT_DATABASE_URL" in r.getMessage()]) == (
+        1 if store.backend == "sqlite" else 0
+    )
+
+
+def test_the_holder_losing_the_lease_starts_refusing(store: Store) -> None:  # noqa: F811
+    held = Held(leader=True)
+    client, _ = _client(store, held)
+    assert client.get("/v1/findings", headers=A).status_code == 200
+    held.leader = False
+    assert client.get("/v1/findings", headers=A).status_code == (503 if store.backend == "sqlite" else 200)
+    held.leader = True
+    assert client.get("/v1/findings", headers=A).status_code == 200
