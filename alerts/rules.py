@@ -26,8 +26,8 @@ RULES_PATH = "alerts/kvpilot-rules.yaml"
 TESTS_PATH = "alerts/kvpilot-rules.test.yaml"
 TEST_INTERVAL_S = 5
 TEST_INSTANCE = "kvpilot:8080"  # the promtool cases' instance label (an alert about one kvpilot pod)
-# deploy/base's two HA replicas, as Prometheus labels them: each exports every series, and an alert about the fleet
-# fires once for both (the promtool cases give it both copies).
+# Two HA replicas (deploy/base with `replicas: 2` on PostgreSQL), as Prometheus labels them: each exports every
+# series, and an alert about the fleet fires once for both (the promtool cases give it both copies).
 TEST_PODS = (("kvpilot-0:8080", "kvpilot-0"), ("kvpilot-1:8080", "kvpilot-1"))
 # A refusal at api.max_connections (1000 open at once, where kvpilot's clients open tens) is never routine: one keeps
 # the rate window's increase above 0 for the window, so it fires this long after and stays firing for the rest of it.

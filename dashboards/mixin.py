@@ -27,8 +27,8 @@ class MixinConfig:
     # The Prometheus job that scrapes kvpilot's own /metrics; every query of a kvpilot series selects it.
     job: str = "kvpilot"
     # The labels that tell kvpilot's own pods apart on its series. HA replicas each run the whole loop and export the
-    # same series (deploy/base runs 2), shards disjoint ones: a dashboard reads one copy (``one_copy``) so that
-    # neither doubles a sum nor draws a line twice.
+    # same series (deploy/base with `replicas: 2` on PostgreSQL), shards disjoint ones: a dashboard reads one copy
+    # (``one_copy``) so that neither doubles a sum nor draws a line twice.
     instance_labels: tuple[str, ...] = ("instance", "pod")
     # Dashboard template variables, as the queries match them.
     deployment_selector: str = 'deployment=~"$deployment"'
