@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from store.fields import fit
 from store.models import CapacityProfileRow
+from store.repo.conflict import insert_or_skip
 
 
 def upsert_capacity(
@@ -21,9 +23,10 @@ def upsert_capacity(
         raise ValueError(f"capacity source must be 'observed' or 'configured', got {source!r}")
     deployment = fit(deployment, 253)
     row = session.get(CapacityProfileRow, deployment)
-    if row is None:
-        row = CapacityProfileRow(deployment=deployment, observations=0)
-        session.add(row)
+    if row is None:  # a first observation, unless another kvpilot wrote one meanwhile (store.repo.conflict)
+        first = insert_or_skip(session, CapacityProfileRow, [CapacityProfileRow.deployment])
+        session.execute(first.values(deployment=deployment, source=source, observations=0, updated_at=now))
+        row = session.scalars(select(CapacityProfileRow).where(CapacityProfileRow.deployment == deployment)).one()
     row.requests_per_s = requests_per_s
     row.tokens_per_s = tokens_per_s
     row.source = source

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from store.fields import fit, fit_optional
 from store.models import DeploymentRow
+from store.repo.conflict import insert_or_skip
 from store.repo.page import Page, paginate
 
 
@@ -28,25 +29,31 @@ def upsert_deployments(*, session: Session, seen: Iterable[SeenDeployment], now:
     if not wanted:
         return
     rows = {r.key: r for r in session.scalars(select(DeploymentRow).where(DeploymentRow.key.in_(list(wanted))))}
+    new = [d for key, d in wanted.items() if key not in rows]
+    if new:  # first sightings, unless another kvpilot wrote one meanwhile (store.repo.conflict): read back
+        session.execute(
+            insert_or_skip(session, DeploymentRow, [DeploymentRow.key]), [_first_sighting(d, now) for d in new]
+        )
+        fresh = select(DeploymentRow).where(DeploymentRow.key.in_([d.key for d in new]))
+        rows.update((r.key, r) for r in session.scalars(fresh))
     for key, d in wanted.items():
-        row = rows.get(key)
-        if row is None:
-            ns, _, name = key.partition("/")
-            session.add(
-                DeploymentRow(
-                    key=key,
-                    namespace=fit(ns, 63),
-                    name=fit(name, 189),
-                    engine=d.engine,
-                    model=d.model,
-                    first_seen=now,
-                    last_seen=now,
-                )
-            )
-        else:
-            row.last_seen = now
-            row.engine = d.engine or row.engine
-            row.model = d.model or row.model
+        row = rows[key]
+        row.last_seen = now
+        row.engine = d.engine or row.engine
+        row.model = d.model or row.model
+
+
+def _first_sighting(d: SeenDeployment, now: float) -> dict[str, object]:
+    ns, _, name = d.key.partition("/")
+    return {
+        "key": d.key,
+        "namespace": fit(ns, 63),
+        "name": fit(name, 189),
+        "engine": d.engine,
+        "model": d.model,
+        "first_seen": now,
+        "last_seen": now,
+    }
 
 
 def list_deployments(*, session: Session, limit: int = 100, offset: int = 0) -> Page[DeploymentRow]:

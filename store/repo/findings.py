@@ -8,13 +8,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from detectors.finding import Finding, Severity, Subject
 from store.errors import InvalidTransition, NotFound
 from store.fields import fit
 from store.models import FindingRow
+from store.repo.conflict import insert_or_skip
 from store.repo.page import Page, paginate
 
 # ``closes(deployment, replica, node, gpu, quiet_s)``: whether a live finding missing from a writer's active set is
@@ -146,11 +146,8 @@ def upsert_findings(
 
 
 def _open(session: Session, found: Sequence[Finding], now: float) -> None:
-    """Rows for findings no row holds yet, open; a row another writer inserted meanwhile is left as it is (the caller
-    reads it back and refreshes it, ``_holds`` deciding whose view stays). Two instances that read one node's GPUs
-    open its finding in the same moment: a plain INSERT lost that race on the primary key, and the store writer
-    dropped the whole tick's findings write as a bad row (one in two when their ticks coincided, SQLite and
-    PostgreSQL alike)."""
+    """Rows for findings no row holds yet, open; one another writer inserted meanwhile is left as it is
+    (``store.repo.conflict``; the caller reads it back and refreshes it, ``_holds`` deciding whose view stays)."""
     values = [
         {  # subjects come from scraped labels: fitted, never refused by the store
             "id": f.id,
@@ -168,8 +165,7 @@ def _open(session: Session, found: Sequence[Finding], now: float) -> None:
         }
         for f in found
     ]
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    session.execute(dialect.insert(FindingRow).on_conflict_do_nothing(index_elements=[FindingRow.id]), values)
+    session.execute(insert_or_skip(session, FindingRow, [FindingRow.id]), values)
 
 
 def open_findings(*, session: Session) -> list[Finding]:

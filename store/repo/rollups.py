@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from store.fields import fit
 from store.models import ROLLUP_SIGNALS, RollupRow
+from store.repo.conflict import insert_or_skip
 
 _MAX_SIGNALS = frozenset({"kv_usage_max"})
 
@@ -38,10 +39,14 @@ def record_rollup(*, session: Session, deployment: str, t: float, signals: Mappi
     minute = int(t // 60)
     deployment = fit(deployment, 253)
     row = session.get(RollupRow, (deployment, minute))
-    if row is None:
-        session.add(RollupRow(deployment=deployment, minute=minute, samples=1, **dict(signals)))
-        session.flush()
-        return
+    if row is None:  # the minute's first sample, unless another kvpilot wrote it meanwhile (store.repo.conflict)
+        first = insert_or_skip(session, RollupRow, [RollupRow.deployment, RollupRow.minute])
+        values = {"deployment": deployment, "minute": minute, "samples": 1, **signals}
+        if session.execute(first.values(values).returning(RollupRow.minute)).first() is not None:
+            return
+        row = session.scalars(
+            select(RollupRow).where(RollupRow.deployment == deployment, RollupRow.minute == minute)
+        ).one()
     for name in ROLLUP_SIGNALS:
         if name in signals:
             setattr(row, name, _fold(getattr(row, name), signals[name], row.samples, keep_max=name in _MAX_SIGNALS))

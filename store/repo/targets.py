@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from sqlalchemy import delete, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from collector.samples import TargetInfo
 from store.models import StaticTargetRow
+from store.repo.conflict import insert_or_skip
 
 # What a stored target keeps of a TargetInfo (the row's columns, beside who added it and when).
 _STORED = ("url", "kind", "engine", "namespace", "deployment", "pod", "node")
@@ -30,17 +30,14 @@ def add_static_target(*, session: Session, target: TargetInfo, added_by: str, no
     """False when a target with this URL is already stored, also by another kvpilot on the same store at the same
     moment (its insert won: the primary key is the last word, as it was a 503 'store unavailable').
 
-    One INSERT ... ON CONFLICT DO NOTHING in the caller's transaction, not a savepoint: on SQLite (pysqlite begins a
-    transaction only at a write) a savepoint opened before any write began the transaction itself and committed it
-    at its release, so the row was stored even when the caller's transaction then rolled back (a request past its
-    deadline answered 503 "nothing was applied") and its audit row went in a transaction of its own."""
+    One INSERT in the caller's transaction (``store.repo.conflict``): a savepoint before it committed the row on
+    SQLite even when the caller's transaction then rolled back (a request past its deadline, answered 503 "nothing
+    was applied"), and its audit row went in a transaction of its own."""
     if session.get(StaticTargetRow, target.url) is not None:
         return False
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
     stmt = (
-        dialect.insert(StaticTargetRow)
+        insert_or_skip(session, StaticTargetRow, [StaticTargetRow.url])
         .values(**{k: getattr(target, k) for k in _STORED}, added_by=added_by, added_at=now)
-        .on_conflict_do_nothing(index_elements=[StaticTargetRow.url])
         .returning(StaticTargetRow.url)  # a row when inserted (an INSERT's rowcount reads -1 here)
     )
     return session.execute(stmt).first() is not None
