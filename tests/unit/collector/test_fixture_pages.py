@@ -513,6 +513,23 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    "trtllm-dynamo-colon-prefix__fy2462__dynamo__docs_backends_trtllm_prometheus.txt": Page(
+        [
+            {
+                # older Dynamo's trtllm:<name> spelling of TensorRT-LLM's series
+                "engine": "trtllm-pytorch",
+                "model": "Qwen/Qwen3-0.6B",  # model_name label
+                "requests_waiting": None,  # no queue gauge on the page
+                "requests_running": None,
+                "kv_usage": None,
+                "requests_finished": None,  # no request_success_total on the page
+                "ttft.count": 150.0,  # trtllm:time_to_first_token_seconds_count (no +Inf bucket on the page)
+                "ttft.sum": 8.75,  # trtllm:time_to_first_token_seconds_sum
+                "e2e": None,  # trtllm:request_latency_seconds: not a name TensorRT-LLM's collector defines
+                "itl": None,
+            }
+        ]
+    ),
     "trtllm-serve-1.1__NVIDIA__TensorRT-LLM__metrics_collector__from-source.txt": Page(
         [
             {
@@ -1501,6 +1518,9 @@ EXPECTED: dict[str, Page] = {
         [],  # Triton 20.03: nv_inference_* HELP/TYPE only, no model served; its one GPU is read
         gpus=1,
         gpu_fields={"GPU-d4d0dbb0-037e-652e-6df4-a742b597738c": {"utilisation": 0.12}},  # nv_gpu_utilization 0.120000
+    ),
+    "triton-25.10-failure-reasons__triton-inference-server__server__issue_8561__excerpt.txt": Page(
+        error="Triton without an LLM backend"  # resnet_50 on TensorRT, failures by reason: no LLM replica
     ),
     "triton-2021-cache-metrics__triton-inference-server__server__pull_3569__excerpt.txt": Page(
         error="Triton without an LLM backend"  # simple_* models, values written 40.000000: no LLM replica

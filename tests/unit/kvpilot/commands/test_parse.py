@@ -40,6 +40,7 @@ NOT_A_REPLICA_NOR_GPUS = {
     "scalellm__vectorch-ai__ScaleLLM__pull_210__excerpt.txt",  # ScaleLLM: no adapter
     "sgl-router-2025-05__sgl-project__sglang__pull_6537__excerpt.txt",  # SGLang's router
     "triton-2021-cache-metrics__triton-inference-server__server__pull_3569__excerpt.txt",  # Triton, no LLM, no GPU
+    "triton-25.10-failure-reasons__triton-inference-server__server__issue_8561__excerpt.txt",  # Triton 25.10, ResNet
     "vllm-0.2-aioprometheus__vllm-project__vllm__pull_1890__excerpt.txt",  # HTTP counters, no figure of a replica
     "ray-serve-llm-2.52-sanitised-grep__vllm-project__vllm__pull_24267__excerpt.txt",  # one TTFT _count line
     # TensorRT-LLM's models on Triton, no nv_trt_llm_* series; llama.cpp's memory gauges only; vLLM's LoRA gauges only
