@@ -362,17 +362,18 @@ def _simulator(cfg: DemoConfig) -> Iterator[tuple[str, Any]]:
         trace = load_trace(cfg.trace, rate_scale=cfg.rate_scale, seed=cfg.seed, duration_s=duration)
     except (OSError, ValueError) as e:  # a folder that is no ServeGen trace, an unreadable or malformed file
         raise DemoError(f"unreadable trace: {e}") from None
-    fleet = Fleet(
-        FleetConfig(
-            profile=PROFILES[cfg.profile],
-            replicas=cfg.replicas,
-            cold_start_s=cfg.cold_start_s,
-            routing="prefix_affinity",
-            seed=cfg.seed,
-            loop=duration is None,  # --forever replays the trace again and again
-        ),
-        trace,
+    config = FleetConfig(
+        profile=PROFILES[cfg.profile],
+        replicas=cfg.replicas,
+        cold_start_s=cfg.cold_start_s,
+        routing="prefix_affinity",
+        seed=cfg.seed,
+        loop=duration is None,  # --forever replays the trace again and again
     )
+    try:
+        fleet = Fleet(config, trace)
+    except ValueError as e:  # more requests than the request level holds: was a traceback, exit 1
+        raise DemoError(f"{e}; for the demo, a smaller --rate-scale (now {cfg.rate_scale:g}) or --duration") from None
     live = LiveFleet(fleet, engine=cfg.engine)  # not started: the demo advances it in lockstep
     server = make_server(live, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, name="simulator-http", daemon=True)

@@ -1,0 +1,31 @@
+"""`kvpilot demo --trace` with a trace the demo cannot replay: one line and exit 2, before any fleet starts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvpilot.cli import app
+
+
+@pytest.mark.timeout(60)
+def test_a_trace_too_large_for_the_request_level_is_refused_in_a_line(tmp_path: Path) -> None:
+    # One ServeGen client at 100,000 requests/s (the most a window may hold): ×8 (the demo's default rate scale) for
+    # 60 s is 48 M requests. The simulator's refusal was raised outside the demo's trace check: a traceback, exit 1.
+    (tmp_path / "chunk-0-trace.csv").write_text("0,100000,1.0,Exponential,0,0\n")
+    result = CliRunner().invoke(app, ["demo", "--trace", str(tmp_path), "--json", "--port", "0", "--duration", "60"])
+    assert result.exit_code == 2, result.output
+    assert "holds 48,000,000 requests: too many for the request level" in result.output
+    assert "a smaller --rate-scale (now 8) or --duration" in result.output
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "trace.jsonl"
+    os.mkfifo(fifo)
+    result = CliRunner().invoke(app, ["demo", "--trace", str(fifo), "--json", "--port", "0", "--duration", "60"])
+    assert result.exit_code == 2, result.output
+    assert "trace.jsonl: not a regular file" in result.output
