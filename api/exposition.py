@@ -101,6 +101,8 @@ def snapshot_families(snap: Snapshot) -> list[GaugeMetricFamily | CounterMetricF
         if not g.present:
             continue
         gpu = g.sample.uuid or g.sample.index
+        if g.sample.uuid and g.sample.mig_instance is not None:
+            gpu = f"{gpu}/mig{g.sample.mig_instance}"  # MIG instances share their GPU's UUID: one series each
         f.add(S.GPU_UTILISATION, (g.sample.node, gpu), g.sample.utilisation)
         f.add(S.GPU_MEMORY_USED, (g.sample.node, gpu), g.sample.memory_used_bytes)
         f.add(S.GPU_MEMORY_FREE, (g.sample.node, gpu), g.sample.memory_free_bytes)

@@ -60,6 +60,23 @@ def test_every_gpu_source_exports_framebuffer_under_kvpilots_node(
     assert exported.get(FREE, {}) == ({} if free is None else {("gpu-node-3", gpu): free * MIB})
 
 
+def test_mig_instances_of_one_gpu_are_series_of_their_own() -> None:
+    """MIG instances share their GPU's UUID: each GPU series names the instance too, or two instances' values would
+    be one label set twice on kvpilot's page (Prometheus keeps one and counts the other a duplicate)."""
+    page = (PAGES / "dcgm-mig-hostname__handwritten.txt").read_text()
+    gpus = adapt_page(page, TargetInfo(url="http://10.0.0.9:9400/metrics", kind="gpu", node="gpu-node-3"), 0.0).gpus
+    state = FleetState()
+    state.observe([], gpus, now=0.0)
+    families = [f for f in snapshot_families(Snapshot(tick=1, t=0.0, gpus=state.gpus())) if "_gpu_" in f.name]
+    for family in families:
+        label_sets = [tuple(sorted(s.labels.items())) for s in family.samples]
+        assert len(label_sets) == len(set(label_sets)), family.name
+    used = {s.labels["gpu"]: s.value for f in families if f.name == USED for s in f.samples}
+    mig = [g for g in gpus if g.mig_instance is not None]
+    assert len(mig) == 2
+    assert {f"{g.uuid}/mig{g.mig_instance}": g.memory_used_bytes for g in mig}.items() <= used.items()
+
+
 def test_a_gpu_whose_memory_is_unknown_exports_none() -> None:
     gpu = GpuSample(node="n0", index="0", uuid="GPU-0", model_name=None, timestamp=0.0, utilisation=0.5)
     assert _exported([gpu]) == {}
