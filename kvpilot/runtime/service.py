@@ -86,13 +86,21 @@ def freeze_startup_heap() -> bool:
 # busy thread took 35-60 ms at its p99, at 1 ms 5-10 ms (issue 17, BENCHMARKS.md "Fleet scale").
 GIL_SWITCH_S = 0.001
 # A replica that campaigns for a Lease (ha.enabled, sharding) with SQLite keeps a store of its own: only the holder
-# writes findings and proposes drains, in its own file. Said once at start (log) and by every follower's
-# /v1/findings and /v1/drains (503), so that an approval is never left where the holder does not read it.
+# writes findings and proposes drains, in its own file. Fine for one replica (deploy/base's default), so the start
+# says it at INFO; a replica that has followed another holder for SPLIT_AFTER_LEASES lease periods proves a second
+# one and warns once (a rolling update's new pod follows the old holder for a few seconds, never that long). Every
+# follower's /v1/findings and /v1/drains say it too (503), so that an approval is never left where the holder does
+# not read it.
+SPLIT_AFTER_LEASES = 4
+OWN_STORE_NOTE = (
+    "the store is SQLite (no KVPILOT_DATABASE_URL) and this replica campaigns for a Lease (ha.enabled or sharding): "
+    "run one replica; two or more would each keep their own store (docs/scaling-large-fleets.md, Lease-based HA)"
+)
 OWN_STORE_WARNING = (
-    "the store is SQLite (no KVPILOT_DATABASE_URL) while this replica campaigns for a Lease (ha.enabled or "
-    "sharding): each replica keeps its own store, only the holder's has the findings and drains, and /v1/findings "
-    "and /v1/drains answer 503 on the others. Give every replica one PostgreSQL (KVPILOT_DATABASE_URL), or run one "
-    "replica (docs/scaling-large-fleets.md, Lease-based HA)"
+    "another replica has held the Lease for %.0f s while this one's store is its own SQLite (no "
+    "KVPILOT_DATABASE_URL): only the holder's store has the findings and drains, and /v1/findings and /v1/drains "
+    "answer 503 here. Give every replica one PostgreSQL (KVPILOT_DATABASE_URL), or run one replica "
+    "(docs/scaling-large-fleets.md, Lease-based HA)"
 )
 NOT_HOLDERS_STORE = (
     "this replica does not hold the Lease and its store is its own SQLite: the holder's findings and drains are not "
@@ -160,12 +168,14 @@ class Service:
         store_probe_every_s: float = 2.0,
         freeze_heap: bool = True,
         gil_switch_s: float | None = GIL_SWITCH_S,
+        split_after_s: float = SPLIT_AFTER_LEASES * 15.0,
     ) -> None:
         """``counters``: those ``loop`` increments; the service adds the snapshot's gauges and its health to their
         registry (``metrics``, what /metrics renders). ``node_drains``: the map the actuator task refreshes and
         ``loop`` reads for its snapshots. ``freeze_heap``: after the first tick, ``freeze_startup_heap()``
         (once per process). ``gil_switch_s``: at start, ``shorten_gil_switch(gil_switch_s)`` (None: the
-        interpreter's default)."""
+        interpreter's default). ``split_after_s``: how long a replica on its own SQLite follows another holder
+        before it warns (``SPLIT_AFTER_LEASES`` of ``ha.lease_duration_s``)."""
         self.clock = clock
         self.loop = loop
         self.engine = engine
@@ -183,8 +193,11 @@ class Service:
         self.leadership: Leadership = leadership or AlwaysLeader()
         self.store_sqlite = engine.dialect.name == "sqlite"
         self.own_store = self.store_sqlite and leadership is not None
+        self.split_after_s = split_after_s
+        self._following_since: float | None = None  # the first tick of this run of ticks without the Lease
+        self._split_said = False
         if self.own_store:
-            log.warning(OWN_STORE_WARNING)
+            log.info(OWN_STORE_NOTE)
         self.actuation = actuation
         self.renew_every_s = renew_every_s
         self._sleep = sleep
@@ -328,9 +341,22 @@ class Service:
                 if freeze_startup_heap():
                     frozen = gc.get_freeze_count()
                     log.info("heap frozen after the first tick: %d objects no collection will trace", frozen)
+            if self.own_store:
+                self._note_split(started)
             self._wake_writer.set()
             self._wake_actuator.set()  # never awaited: a slow drain or store cannot hold the next tick
             await sleep_unless_stopped(self._sleep, max(0.0, self.interval_s - (self.clock.now() - started)), self.stop)
+
+    def _note_split(self, now: float) -> None:
+        """Warn once when this replica, on its own SQLite, has ticked without the Lease for ``split_after_s``."""
+        if self.leadership.leader:
+            self._following_since = None
+            return
+        if self._following_since is None:
+            self._following_since = now
+        elif not self._split_said and now - self._following_since >= self.split_after_s:
+            self._split_said = True
+            log.warning(OWN_STORE_WARNING, now - self._following_since)
 
     async def _run_writer(self) -> None:
         while True:

@@ -35,7 +35,7 @@ from kvpilot.runtime.node_drains import NodeDrains
 from kvpilot.runtime.restore import Restored, restore
 from kvpilot.runtime.scale_ksm import KubeStateMetricsScale
 from kvpilot.runtime.scale_view import KubernetesScale, ScaleSource, SimulatorScale
-from kvpilot.runtime.service import Abortable, Campaigns, HasOwnMetrics, Service
+from kvpilot.runtime.service import SPLIT_AFTER_LEASES, Abortable, Campaigns, HasOwnMetrics, Service
 from kvpilot.runtime.shards import CollectsOwned, OwnedCollect, OwnedTargets, ShardCoordinator, Takeover
 from kvpilot.runtime.sources import Sources
 from kvpilot.settings import DeploymentScaling, Settings, SettingsError
@@ -292,6 +292,7 @@ def build_service(
         leadership=leadership,
         actuation=actuation,
         renew_every_s=settings.ha.renew_every_s,
+        split_after_s=SPLIT_AFTER_LEASES * settings.ha.lease_duration_s,
         store_probe_every_s=settings.store.probe_every_s,
         store_hang_s=settings.store.hang_after_s,
         **extra,

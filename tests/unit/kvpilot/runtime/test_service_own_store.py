@@ -1,7 +1,8 @@
 """HA replicas on SQLite (review G, F2): each replica's store is a file of its own pod, and only the Lease holder
 writes findings and proposes drains there. A replica that holds no Lease says so instead of answering from an empty
 store: /v1/findings and /v1/drains answer 503 naming the fix (a drain approved there would never reach the holder),
-its start logs it once, and /metrics exports kvpilot_store_sqlite for the alert that counts such pods. With
+its log warns once it has followed another holder for four lease periods (one replica, deploy/base's default, is
+only told at start, at INFO), and /metrics exports kvpilot_store_sqlite for the alert that counts such pods. With
 PostgreSQL (one store for all) and without a Lease (one process) nothing changes.
 
 The real service (``build_service``) on a real store, its API through the app `kvpilot run` serves."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -17,8 +19,9 @@ from fastapi.testclient import TestClient
 from api.auth import TokenAuth
 from api.main import create_app
 from collector.clock import VirtualClock
+from tests.helpers.sqlite_store import migrated
 from tests.reliability.conftest import Store, postgres, store  # noqa: F401
-from tests.unit.kvpilot.fleet_double import ScriptedFleet, make_service
+from tests.unit.kvpilot.fleet_double import ScriptedFleet, make_service, run_ticks
 
 ADMIN = "a" * 24
 A = {"Authorization": f"Bearer {ADMIN}"}
@@ -60,16 +63,16 @@ def test_a_follower_on_its_own_sqlite_refuses_what_only_the_holder_has(
     store: Store,  # noqa: F811 (the reliability suite's fixture)
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="kvpilot.runtime.service")
+    caplog.set_level(logging.INFO, logger="kvpilot.runtime.service")
     client, _ = _client(store, Held(leader=False))
     if store.backend == "postgresql":  # one store for every replica: the follower reads the holder's rows
         assert all(_ask(client, m, p) in {200, 201, 404} for m, p in HOLDER_ONLY)
         assert not [r for r in caplog.records if "KVPILOT_DATABASE_URL" in r.getMessage()]
         assert _sqlite_gauge(client) == "kvpilot_store_sqlite 0.0"
         return
-    # logged once, at start, naming the setting that fixes it
-    (warning,) = [r for r in caplog.records if "KVPILOT_DATABASE_URL" in r.getMessage()]
-    assert "PostgreSQL" in warning.getMessage()
+    # said once at start, naming the setting that fixes it (INFO: one replica is right on SQLite)
+    (note,) = [r for r in caplog.records if "KVPILOT_DATABASE_URL" in r.getMessage()]
+    assert note.levelno == logging.INFO
     for method, path in HOLDER_ONLY:
         r = client.request(method, path, headers=A, json={} if method == "POST" else None)
         assert r.status_code == 503, (method, path, r.status_code)
@@ -88,11 +91,11 @@ def test_the_holder_and_a_lone_process_answer_from_their_sqlite(
     store: Store,  # noqa: F811 (the reliability suite's fixture)
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="kvpilot.runtime.service")
+    caplog.set_level(logging.INFO, logger="kvpilot.runtime.service")
     for leadership in (Held(leader=True), None):
         client, _ = _client(store, leadership)
         assert all(_ask(client, m, p) in {200, 201, 404, 409} for m, p in HOLDER_ONLY), leadership
-    # the holder on SQLite still warns (its followers refuse); one process without a Lease does not
+    # the holder on SQLite is told at start (its followers would refuse); one process without a Lease is not
     assert len([r for r in caplog.records if "KVPILOT_DATABASE_URL" in r.getMessage()]) == (
         1 if store.backend == "sqlite" else 0
     )
@@ -106,3 +109,30 @@ def test_the_holder_losing_the_lease_starts_refusing(store: Store) -> None:  # n
     assert client.get("/v1/findings", headers=A).status_code == (503 if store.backend == "sqlite" else 200)
     held.leader = True
     assert client.get("/v1/findings", headers=A).status_code == 200
+
+
+async def test_a_replica_that_follows_for_four_lease_periods_on_its_own_sqlite_warns_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="kvpilot.runtime.service")
+    clock = VirtualClock(1_700_000_000.0)
+    held = Held(leader=False)
+    url = migrated(tmp_path / "kvpilot.db")
+    service, restored, timer = make_service(url, clock, ScriptedFleet(clock), leadership=held)
+    assert service.split_after_s == 60.0  # 4 x ha.lease_duration_s (15 s)
+    await service.start(restored)
+    try:
+        await run_ticks(service, timer, 12)  # 55 s of following: a rolling update's new pod, not yet a split
+        assert not caplog.records
+        held.leader = True  # it took the Lease: the count starts again when it follows again
+        await run_ticks(service, timer, 2)
+        held.leader = False
+        await run_ticks(service, timer, 12)
+        assert not caplog.records
+        await run_ticks(service, timer, 20)  # past 60 s, and long after: said once
+        (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert "another replica has held the Lease for 60 s" in warning
+        assert "KVPILOT_DATABASE_URL" in warning
+    finally:
+        service.stop.set()
+        await service.wait()
