@@ -161,6 +161,19 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _sharded_drains_share_a_store(self) -> Settings:
+        """outside development, sharding with drains that act (`drains.dry_run` false) names a database URL"""
+        if self.environment == "development" or not self.sharding.enabled or self.drains.dry_run:
+            return self
+        if self.store.database_url is None:
+            raise ValueError(
+                "sharding.shards > 1 with drains.dry_run false needs KVPILOT_DATABASE_URL (one PostgreSQL for "
+                "every instance): on the default SQLite each instance keeps its drain claims in a file of its own, "
+                "so one drain a node and drains.max_concurrent would hold per instance, not for the fleet"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _read_is_not_admin(self) -> Settings:
         """no token is both a read and an admin token"""
         read = {t.get_secret_value() for t in self.api.read_tokens}

@@ -107,6 +107,8 @@ def test_yaml_then_environment_precedence(monkeypatch: pytest.MonkeyPatch, tmp_p
         ("environment: production\n", {"KVPILOT_ADMIN_TOKENS": "x" * 30, "KVPILOT_READ_TOKENS": "short"},
          "api.read_tokens[0]"),  # read tokens too
         ("environment: production\n", {"KVPILOT_ADMIN_TOKENS": "a" * 40}, "too predictable"),  # long but no entropy
+        ("environment: production\nsharding: {shards: 3}\ndrains: {dry_run: false}\n",
+         {"KVPILOT_ADMIN_TOKENS": "9d1f0c3b7e5a2f84c6d0e1"}, "KVPILOT_DATABASE_URL"),  # drain claims in one store
         ("", {"KVPILOT_ADMIN_TOKENS": "9d1f0c3b7e5a2f84c6d0", "KVPILOT_READ_TOKENS": "9d1f0c3b7e5a2f84c6d0"},
          "also a read token"),  # read must not equal admin, in any environment
         ("collector: {discovery: {static_targets: [{url: 'http://u:pw@h:1/'}]}}\n", {}, "credentials"),  # no userinfo
@@ -128,6 +130,20 @@ def test_invalid_settings_name_the_field(
     with pytest.raises(SettingsError) as e:
         load_settings(cfg)
     assert named in str(e.value)
+
+
+def test_sharded_drains_that_act_load_with_a_database_url_or_in_dry_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # the refusal above is for the default SQLite only: one PostgreSQL, or drains that only record, start
+    cfg = tmp_path / "k.yaml"
+    cfg.write_text("environment: production\nsharding: {shards: 3}\ndrains: {dry_run: false}\n")
+    monkeypatch.setenv("KVPILOT_ADMIN_TOKENS", "9d1f0c3b7e5a2f84c6d0e1")
+    monkeypatch.setenv("KVPILOT_DATABASE_URL", "postgresql+psycopg://kvpilot@db/kvpilot")
+    assert load_settings(cfg).database_url == "postgresql+psycopg://kvpilot@db/kvpilot"
+    monkeypatch.delenv("KVPILOT_DATABASE_URL")
+    monkeypatch.setenv("KVPILOT_DRAINS__DRY_RUN", "true")
+    assert load_settings(cfg).drains.dry_run
 
 
 def test_missing_config_file_is_named(tmp_path: Path) -> None:
