@@ -375,11 +375,12 @@ class Actuation:
         return True
 
     def _requeue(self, action_id: int, message: str) -> None:
-        # InvalidTransition: cancelled meanwhile, and the operator's word stands.
+        # InvalidTransition: cancelled meanwhile, and the operator's word stands; or no longer executing (another
+        # worker requeued it and held it back to requested): approving it again is for the rails, not a requeue.
         with transaction(self._sessions) as s, contextlib.suppress(InvalidTransition):
             repo.transition_drain(
                 session=s, action_id=action_id, to=DrainState.APPROVED, actor=ACTOR, now=self._clock.now(),
-                message=message,
+                message=message, expect=DrainState.EXECUTING,
             )  # fmt: skip
 
     def _requeue_executing(self, message: str) -> None:
@@ -402,10 +403,10 @@ class Actuation:
         with transaction(self._sessions) as s:
             if last is None or last.steps != steps:
                 _note_steps(s, action_id, result)
-            with contextlib.suppress(InvalidTransition):  # cancelled meanwhile: the operator's word stands
+            with contextlib.suppress(InvalidTransition):  # cancelled or held back meanwhile, as in _requeue
                 repo.transition_drain(
                     session=s, action_id=action_id, to=DrainState.APPROVED, actor=ACTOR, now=now,
-                    message=f"{result.busy} (try {tries}; next try in {delay:g} s)",
+                    message=f"{result.busy} (try {tries}; next try in {delay:g} s)", expect=DrainState.EXECUTING,
                 )  # fmt: skip
 
     def _audit_steps(self, action_id: int, result: DrainResult) -> None:

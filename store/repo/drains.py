@@ -128,13 +128,25 @@ def get_drain(*, session: Session, action_id: int) -> DrainActionRow:
 
 
 def transition_drain(
-    *, session: Session, action_id: int, to: DrainState, actor: str, now: float, message: str = ""
+    *,
+    session: Session,
+    action_id: int,
+    to: DrainState,
+    actor: str,
+    now: float,
+    message: str = "",
+    expect: DrainState | None = None,
 ) -> DrainActionRow:
     """Move ``action_id`` to ``to`` if the state machine allows it from the state it is in *now*: the update is
-    conditional on the state read, so a racing transition makes this one fail (``InvalidTransition``)."""
+    conditional on the state read, so a racing transition makes this one fail (``InvalidTransition``).
+
+    ``expect``: the only state to move from (any other raises ``InvalidTransition``). The drain worker's requeue of a
+    drain it ran passes executing: approved is reachable from requested too, and a drain another worker requeued and
+    held back meanwhile (executing → approved → requested, its slot given to another drain) was approved again with
+    no rail check (session 19). Requested → approved is ``approve_drain``'s, under the rail lock."""
     row = get_drain(session=session, action_id=action_id)
     current = DrainState(row.state)
-    if not can_transition(current, to):
+    if (expect is not None and current != expect) or not can_transition(current, to):
         raise InvalidTransition("drain action", action_id, current.value, to.value)
     done = session.execute(
         update(DrainActionRow)
