@@ -8,14 +8,13 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
-from sqlalchemy import Connection, Engine, event, text
+from sqlalchemy import Connection, text
 from sqlalchemy.engine import make_url
 
 from store.db import make_engine
@@ -68,31 +67,11 @@ def _sqlite_file_lock(url: str) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def _sqlite_transactions(engine: Engine) -> None:
-    """Each transaction on ``engine`` one SQLite transaction, DDL included (SQLAlchemy's recipe for pysqlite).
-
-    Python's sqlite3 module begins a transaction only before an INSERT, UPDATE or DELETE, so each CREATE TABLE of a
-    migration was committed on its own: a process killed between two (SIGKILL, an OOM kill, SIGTERM before `kvpilot
-    run` handles signals) left tables without their alembic_version row, and every later upgrade failed with "table
-    ... already exists". With the driver's own transactions off and BEGIN IMMEDIATE (the write lock at once, waited
-    for as a busy store is) at each begin, a migration applies whole or not at all, as on PostgreSQL."""
-
-    @event.listens_for(engine, "connect")
-    def _no_driver_transactions(dbapi_conn: Any, _record: Any) -> None:
-        dbapi_conn.isolation_level = None
-
-    @event.listens_for(engine, "begin")
-    def _begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-
 @contextmanager
 def _exclusive(url: str) -> Iterator[Connection]:
     """A connection holding the migration lock. Several kvpilot replicas start at once in HA: without the lock
     two would race to create the same tables (PostgreSQL: an advisory lock; SQLite: a lock file)."""
-    engine = make_engine(url, statement_timeout_s=None)
-    if engine.dialect.name == "sqlite":
-        _sqlite_transactions(engine)
+    engine = make_engine(url, statement_timeout_s=None)  # on SQLite each migration one transaction, DDL included
     try:
         with _sqlite_file_lock(url), engine.connect() as conn:
             postgres = conn.dialect.name == "postgresql"

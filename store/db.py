@@ -10,7 +10,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -30,14 +30,15 @@ def make_engine(
 ) -> Engine:
     """An engine that fails fast when the database is away or stuck, so no caller waits on it unbounded.
 
-    SQLite: the parent folder is created, foreign keys enforced, WAL journal (readers do not block the loop's
-    writer), and a busy timeout of ``statement_timeout_s`` (a lock held by another connection fails the statement
-    then, instead of waiting forever); connections pooled, each handed out only while the path still names the
-    file it opened. PostgreSQL: a short connect timeout, pre-ping (a restarted server is picked
-    up again), ``statement_timeout`` and ``lock_timeout`` on every session, and a bounded wait for a pooled
-    connection. ``statement_timeout_s=None`` (migrations: an index build or another replica's migration lock may
-    take longer) sets no statement timeout. A server that stops answering altogether (SIGSTOP) is bounded by the
-    callers, which run store calls in threads with their own deadlines (``kvpilot.runtime.service``, ``api``).
+    SQLite: the parent folder is created, foreign keys enforced, WAL journal, each transaction one SQLite
+    transaction from its first statement (BEGIN IMMEDIATE: ``_sqlite_transactions``), and a busy timeout of
+    ``statement_timeout_s`` (a lock held by another connection fails the statement then, instead of waiting
+    forever); connections pooled, each handed out only while the path still names the file it opened. PostgreSQL: a
+    short connect timeout, pre-ping (a restarted server is picked up again), ``statement_timeout`` and
+    ``lock_timeout`` on every session, and a bounded wait for a pooled connection. ``statement_timeout_s=None``
+    (migrations: an index build or another replica's migration lock may take longer) sets no statement timeout. A
+    server that stops answering altogether (SIGSTOP) is bounded by the callers, which run store calls in threads
+    with their own deadlines (``kvpilot.runtime.service``, ``api``).
     """
     try:
         parsed = make_url(url)
@@ -87,6 +88,7 @@ def make_engine(
         raise StoreConfigError(f"database URL {_safe(url)!r}: {str(e).splitlines()[0]}") from None
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
+        _sqlite_transactions(engine)
         if parsed.database and parsed.database != ":memory:":
             _check_same_file(engine, parsed.database)
     return engine
@@ -97,6 +99,34 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA journal_mode=WAL")
     cur.close()
+
+
+def _sqlite_transactions(engine: Engine) -> None:
+    """Each transaction on ``engine`` one SQLite transaction from its first statement: SQLAlchemy's recipe for
+    pysqlite ("Transactions with SQLite and the sqlite3 driver"), the driver's own BEGIN off and one emitted at each
+    SQLAlchemy begin. (Its other recipe, ``connect_args={"autocommit": False}``, needs Python 3.12 and opens a
+    transaction at connect, where the WAL pragma cannot run.)
+
+    Python's sqlite3 module (legacy transaction control, its default through Python 3.15) begins a transaction only
+    before an INSERT, UPDATE or DELETE. So a savepoint opened before a transaction's first write (``begin_nested``)
+    began the transaction itself and its RELEASE committed it: a rollback of the enclosing transaction (a request past
+    its deadline, a later step failing) left the savepoint's rows stored. Reads before the first write ran outside
+    the transaction, each on a snapshot of its own; each DDL statement of a migration committed on its own (a process
+    killed between two CREATE TABLEs left tables without their alembic_version row), so migrations now apply whole.
+
+    BEGIN IMMEDIATE, not BEGIN: a transaction takes the write lock when it begins, waiting for it as for any busy
+    store (the busy timeout). A deferred BEGIN fails a transaction that reads, then writes after another connection
+    committed, with "database is locked" at once (SQLITE_BUSY_SNAPSHOT, no wait): the store's two-writer tests failed
+    9 of 73 that way (14 "database is locked"), 0 with BEGIN IMMEDIATE. The cost: a transaction that only reads waits
+    for a writing one to end (at most the busy timeout), where a WAL reader outside a transaction would not."""
+
+    @event.listens_for(engine, "connect")
+    def _no_driver_transactions(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def _file_identity(path: str) -> tuple[int, int] | None:
