@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, Depends, HTTPException, Query, status
 from fastapi.responses import JSONResponse, Response
 
 from api import schemas
-from api.deps import Admin, Paging, Reader, RuntimeDep
+from api.deps import Admin, Paging, Reader, RuntimeDep, holders_store
 from api.json_body import JSONBodyRoute
 from api.paging import of_list
 from collector.health import TargetHealth
@@ -56,6 +56,7 @@ def list_targets(_: Reader, runtime: RuntimeDep, page: Paging) -> schemas.Page[o
     response_model=schemas.TargetOut,
     status_code=status.HTTP_201_CREATED,
     responses={200: {"model": schemas.TargetOut, "description": "already present"}},
+    dependencies=[Depends(holders_store)],  # added to a follower's own SQLite, only that follower would scrape it
 )
 def add_target(body: schemas.TargetIn, who: Admin, runtime: RuntimeDep) -> JSONResponse:
     target = TargetInfo(**body.model_dump())
@@ -67,7 +68,10 @@ def add_target(body: schemas.TargetIn, who: Admin, runtime: RuntimeDep) -> JSONR
 
 
 @router.delete(
-    "", status_code=status.HTTP_204_NO_CONTENT, responses={404: {"model": schemas.Error}, 409: {"model": schemas.Error}}
+    "",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses={404: {"model": schemas.Error}, 409: {"model": schemas.Error}},
+    dependencies=[Depends(holders_store)],
 )
 def remove_target(
     who: Admin, runtime: RuntimeDep, url: Annotated[str, Query(min_length=1, max_length=2048)]

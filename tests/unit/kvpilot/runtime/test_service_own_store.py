@@ -33,6 +33,8 @@ HOLDER_ONLY = (
     ("POST", "/v1/drains"),
     ("POST", "/v1/drains/1/approve"),
     ("POST", "/v1/drains/1/cancel"),
+    ("POST", "/v1/targets"),  # a target added to a follower's own store would be scraped by that follower alone
+    ("DELETE", "/v1/targets?url=http://10.0.0.9:8000/metrics"),
 )
 
 
@@ -50,8 +52,8 @@ def _client(db: Store, leadership: Held | None) -> tuple[TestClient, object]:
 
 
 def _ask(client: TestClient, method: str, path: str) -> int:
-    body = {"node": "node-0", "reason": "xid 79"} if path == "/v1/drains" else {}
-    return client.request(method, path, headers=A, json=body if method == "POST" else None).status_code
+    body = {"/v1/drains": {"node": "node-0", "reason": "xid 79"}, "/v1/targets": {"url": "http://10.0.0.9:8000/m"}}
+    return client.request(method, path, headers=A, json=body.get(path, {}) if method == "POST" else None).status_code
 
 
 def _sqlite_gauge(client: TestClient) -> str:
@@ -66,7 +68,7 @@ def test_a_follower_on_its_own_sqlite_refuses_what_only_the_holder_has(
     caplog.set_level(logging.INFO, logger="kvpilot.runtime.service")
     client, _ = _client(store, Held(leader=False))
     if store.backend == "postgresql":  # one store for every replica: the follower reads the holder's rows
-        assert all(_ask(client, m, p) in {200, 201, 404} for m, p in HOLDER_ONLY)
+        assert all(_ask(client, m, p) in {200, 201, 204, 404} for m, p in HOLDER_ONLY)
         assert not [r for r in caplog.records if "KVPILOT_DATABASE_URL" in r.getMessage()]
         assert _sqlite_gauge(client) == "kvpilot_store_sqlite 0.0"
         return
@@ -74,7 +76,9 @@ def test_a_follower_on_its_own_sqlite_refuses_what_only_the_holder_has(
     (note,) = [r for r in caplog.records if "KVPILOT_DATABASE_URL" in r.getMessage()]
     assert note.levelno == logging.INFO
     for method, path in HOLDER_ONLY:
-        r = client.request(method, path, headers=A, json={} if method == "POST" else None)
+        r = client.request(
+            method, path, headers=A, json={"url": "http://10.0.0.9:8000/m"} if method == "POST" else None
+        )
         assert r.status_code == 503, (method, path, r.status_code)
         assert r.headers["retry-after"] == "1"
         assert "does not hold the Lease" in r.json()["detail"]
@@ -94,7 +98,7 @@ def test_the_holder_and_a_lone_process_answer_from_their_sqlite(
     caplog.set_level(logging.INFO, logger="kvpilot.runtime.service")
     for leadership in (Held(leader=True), None):
         client, _ = _client(store, leadership)
-        assert all(_ask(client, m, p) in {200, 201, 404, 409} for m, p in HOLDER_ONLY), leadership
+        assert all(_ask(client, m, p) in {200, 201, 204, 404, 409} for m, p in HOLDER_ONLY), leadership
     # the holder on SQLite is told at start (its followers would refuse); one process without a Lease is not
     assert len([r for r in caplog.records if "KVPILOT_DATABASE_URL" in r.getMessage()]) == (
         1 if store.backend == "sqlite" else 0
