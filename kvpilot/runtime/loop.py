@@ -39,6 +39,7 @@ from detectors.finding import Finding
 from detectors.hysteresis import Transitions
 from detectors.kv_exhaustion import Demand, time_to_exhaustion_s
 from detectors.kv_trend import KvTrends
+from detectors.stuck_gpu import gpu_subject, physical_subject
 from detectors.thresholds import KvThresholds, Thresholds
 from kvpilot.runtime.persist import TickWrites
 from kvpilot.runtime.planner_hints import demand_hints
@@ -464,7 +465,13 @@ class ControlLoop:
         - a GPU page on no node that is down names the page (its URL as the replica, ``detectors.target_down``): the
           holder of the URL's shard, its keeper (``shards.owned_targets``);
         - no subject at all (a row from before 3658988): the holder of the empty name's shard."""
-        nodeless = {g.sample.uuid or g.sample.index for g in self.state.gpus() if not g.sample.node}
+        # a finding's gpu: the GPU's UUID (or index), a MIG instance's <UUID>/mig<instance> (detectors.stuck_gpu)
+        nodeless = {
+            name
+            for g in self.state.gpus()
+            if not g.sample.node
+            for name in (gpu_subject(g.sample), physical_subject(g.sample))
+        }
         quiet_after_s = self.state.stale_after_s
 
         def closes(deployment: str, replica: str, node: str, gpu: str, quiet_s: float) -> bool:

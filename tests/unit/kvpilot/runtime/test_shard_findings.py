@@ -55,8 +55,9 @@ def factory(tmp_path: Path) -> Iterator[sessionmaker[Session]]:
     engine.dispose()
 
 
-def _gpu(node: str, uuid: str) -> Any:
-    return SimpleNamespace(sample=SimpleNamespace(node=node, uuid=uuid, index="0"))
+def _gpu(node: str, uuid: str, mig: str | None = None) -> Any:
+    index = "0" if mig is None else f"0/{mig}"
+    return SimpleNamespace(sample=SimpleNamespace(node=node, uuid=uuid, index=index, mig_instance=mig))
 
 
 def _replica(node: str) -> Any:
@@ -85,6 +86,18 @@ def test_a_finding_without_deployment_or_node_is_one_instances_to_close() -> Non
     assert (a("", "", "", "GPU-c", 0.0), b("", "", "", "GPU-c", 0.0)) == (False, False)  # read by neither, reported
     # read by neither and reported by nobody for stale_after_s (its page is gone): the empty name's holder
     assert (a("", "", "", "GPU-c", 30.0), b("", "", "", "GPU-c", 30.0)) == (True, False)
+
+
+def test_a_mig_gpu_without_a_node_is_its_readers_to_close_both_its_own_and_its_instances_findings() -> None:
+    # stuck_gpu names a MIG GPU's XID by its UUID and an instance's hang by <UUID>/mig<instance>: the instance that
+    # reads the instance closes both at once (before, only the UUID was known as read, and an instance's finding
+    # waited stale_after_s for the empty name's holder).
+    a = _closes(Held(SHARDS, frozenset(set(range(SHARDS)) - {NOBODY})), [_gpu("", "GPU-m", "3")], [_replica("")])
+    assert (a("", "", "", "GPU-m", 0.0), a("", "", "", "GPU-m/mig3", 0.0), a("", "", "", "GPU-m/mig5", 0.0)) == (
+        True,
+        True,
+        False,
+    )
 
 
 def test_deployments_by_their_shard_and_nodes_by_theirs_once_nobody_reports_them() -> None:
