@@ -42,6 +42,7 @@ def command(
     try:
         settings = load_settings(config, **overrides)
         url = settings.database_url
+        _refuse_memory_store(url)
         # The service (FastAPI, gRPC, the collector) is imported only for settings that hold: a bad file is told
         # at once, not after ~2 s of imports.
         from kvpilot.runtime import event_loop
@@ -62,6 +63,25 @@ def command(
         where = f" {e.filename}" if e.filename else ""
         typer.echo(f"error: {e.strerror or e}{where}", err=True)
         raise typer.Exit(1) from None
+
+
+def _refuse_memory_store(url: str) -> None:
+    """A SQLite database in memory (``sqlite:///:memory:``, ``sqlite://``) is one per connection: the schema upgrade
+    and each of the store's threads would each open an empty one of its own, so every write failed with "no such
+    table" while the process ran on as if stored. Refused before anything starts (`StoreConfigError`)."""
+    from sqlalchemy.engine import make_url
+
+    from store.db import StoreConfigError
+
+    try:
+        parsed = make_url(url)
+    except Exception:  # the engine says why at start, as for any URL it cannot read
+        return
+    if parsed.get_backend_name() == "sqlite" and (parsed.database or "") in ("", ":memory:"):
+        raise StoreConfigError(
+            f"database URL {url!r} is a SQLite database in memory, one per connection: kvpilot's store threads "
+            "would each see an empty one; give a file, e.g. sqlite:////var/lib/kvpilot/kvpilot.db"
+        )
 
 
 def _which(url: str) -> str:
