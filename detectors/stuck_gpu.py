@@ -106,7 +106,9 @@ def _instance_conditions(
         found.append(_vanished(name))
     live = replica is not None and replica.ready and replica.target_up
     running = finite(replica.sample.requests_running) if replica is not None and live else None
-    util = _activity(s)
+    util = fraction(s.utilisation)
+    if util is None and s.mig_instance is not None:
+        util = _activity(s)
     hung = bool(gpu.present and running and progress is False and util is not None and util >= th.busy_utilisation)
     if hung:
         found.append(
@@ -241,26 +243,34 @@ def _physical_finding(members: Sequence[_Seen], subject_gpu: str, found: list[_C
 def detect(state: FleetState, *, thresholds: Thresholds, now: float) -> list[Finding]:
     th = thresholds.gpu
     replicas = {r.key: r for r in state.replicas()}
-    physical: dict[tuple[str, str], list[_Seen]] = {}
-    for gpu in state.gpus():
+    out: list[Finding] = []
+    mig: dict[tuple[str, str], list[_Seen]] = {}
+    gpus = state.gpus()
+    for gpu in gpus:
+        s = gpu.sample
         replica = replicas.get(gpu.replica) if gpu.replica is not None else None
         progress = _made_progress(state.replica_history_newest(replica.key, 2)) if replica is not None else None
-        physical.setdefault((gpu.sample.node, physical_subject(gpu.sample)), []).append(_Seen(gpu, replica, progress))
-    out: list[Finding] = []
-    for (_node, subject_gpu), members in physical.items():
-        whole = [m for m in members if m.gpu.sample.mig_instance is None]
-        for m in whole:  # a GPU not partitioned: one finding, every condition, as always
-            s = m.gpu.sample
-            found = _instance_conditions(m.gpu, m.replica, m.progress, th, vanished=not m.gpu.present)
-            hung = any(c.name == "hang" for c in found)
-            xid = _xid_condition([s], f"GPU {s.index} on {s.node}", wedged=hung, th=th)
-            found += [xid] if xid is not None else []
-            if found:
-                out.append(_finding(m, gpu_subject(s), found, now, {}))
-        parts = [m for m in members if m.gpu.sample.mig_instance is not None]
-        if parts:
-            # A MIG GPU (the whole GPU listed beside its instances, while it is re-cut, keeps the GPU's finding).
-            out.extend(_mig_findings(parts, subject_gpu, now, th, physical=not whole))
+        if s.mig_instance is not None:
+            mig.setdefault((s.node, physical_subject(s)), []).append(_Seen(gpu, replica, progress))
+            continue
+        # a GPU not partitioned: one finding, every condition, as always
+        found = _instance_conditions(gpu, replica, progress, th, vanished=not gpu.present)
+        hung = bool(found) and found[-1].name == "hang"
+        t = triage(s, wedged=hung, gsp_recurring_count=th.gsp_recurring_count)
+        if t.xid_class is not XidClass.NONE and t.action != "none":
+            found.append(
+                _Condition("xid", _CLASS_SEVERITY[t.xid_class], t.action, f"GPU {s.index} on {s.node}: {t.reason}")
+            )
+        if found:
+            out.append(_finding(_Seen(gpu, replica, progress), s.uuid or s.index, found, now, {}))
+    whole = (
+        {(g.sample.node, g.sample.uuid or g.sample.index) for g in gpus if g.sample.mig_instance is None}
+        if mig
+        else set()
+    )
+    for key, members in mig.items():
+        # a MIG GPU (its whole GPU listed beside its instances, while it is re-cut, keeps the GPU's finding)
+        out.extend(_mig_findings(members, key[1], now, th, physical=key not in whole))
     return out
 
 
