@@ -248,3 +248,16 @@ def test_the_base_runs_one_replica_on_its_default_sqlite_store(base: list[dict[s
     assert "KVPILOT_DATABASE_URL" not in {e["name"] for e in container["env"]}
     assert config["ha"]["enabled"], "a second replica with a database URL needs no other change"
     assert deployment["spec"]["replicas"] == 1
+
+
+def test_a_pod_still_starting_is_not_killed_by_its_liveness_probe(base: list[dict[str, Any]]) -> None:
+    # The HTTP API serves only once the start is done, and the start scores every deployment's restored history
+    # (45bcc72): ~0.15 s a deployment-day on a loaded 2-core VM (session 19, H), ~146 s for 1,000 deployments. With
+    # the liveness probe alone (initial delay 10 s, 6 x 10 s) kubelet killed such a pod after ~70 s, and each restart
+    # began the history again: a crash loop. A startup probe holds the liveness probe off for 10 minutes.
+    deployment = next(d for d in base if d["kind"] == "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    startup = container.get("startupProbe")
+    assert startup is not None, "no startupProbe: liveness kills a pod still starting after ~70 s"
+    assert startup["httpGet"] == container["livenessProbe"]["httpGet"]
+    assert startup.get("periodSeconds", 10) * startup.get("failureThreshold", 3) >= 600
