@@ -17,12 +17,14 @@ from typing import Any
 
 import pytest
 
+from api.exposition import snapshot_families
 from collector.adapt import adapt_page
 from collector.samples import GpuSample, ReplicaSample, TargetInfo
 from detectors.drain_rails import DrainRails, Placement, decide
 from detectors.finding import Finding
 from detectors.registry import Detection
 from detectors.thresholds import DEFAULT
+from kvpilot.runtime.snapshot import Snapshot
 from tests.unit.detectors.detector_fleet import drive, replica
 
 PAGES = Path(__file__).resolve().parents[2] / "fixtures" / "metrics"
@@ -188,3 +190,23 @@ def test_a_whole_gpu_keeps_its_identity_beside_a_mig_gpu_on_one_page() -> None:
         ("GPU-63bc0b91-2265-1b94-831c-15c41fe92675", "restart_workload", "triton-server-f7cb5d77-95xcf"),
         ("GPU-fc60126e-514d-3522-2828-c5daa8e99d85", "drain_node", None),
     ]
+
+
+def test_two_instances_findings_are_two_finding_series_named_as_kvpilots_gpu_series() -> None:
+    # On kvpilot's page: one kvpilot_finding_active series per instance's finding, its gpu label the instance's
+    # kvpilot_gpu_utilisation_ratio label (b196094), so an alert joins the instance it names.
+    page = _page(H100)
+    states: list[Any] = []
+
+    def tick(i: int, t: float) -> tuple[list[ReplicaSample], list[GpuSample]]:
+        idle = {"utilisation": 0.0}
+        return [_pod(EMBED, t, stuck=i >= 2), _pod(TTS, t, stuck=i >= 2)], _at(page, t, **{"0_7": idle, "0_9": idle})
+
+    det = Detection(DEFAULT, only=["stuck_gpu"])
+    drive(tick, 8, each=lambda s, t: states.append((s.gpus(), det.tick(s, now=t).active)))
+    gpus, findings = states[-1]
+    families = {f.name: f for f in snapshot_families(Snapshot(tick=8, t=35.0, gpus=gpus, findings=findings))}
+    active = [s.labels for s in families["kvpilot_finding_active"].samples]
+    assert len({tuple(sorted(labels.items())) for labels in active}) == len(active) == 2
+    util = {s.labels["gpu"] for s in families["kvpilot_gpu_utilisation_ratio"].samples}
+    assert {labels["gpu"] for labels in active} == {f"{H100_UUID}/mig7", f"{H100_UUID}/mig9"} <= util
