@@ -126,7 +126,12 @@ def _sqlite_transactions(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get(READS_ONLY) else "BEGIN IMMEDIATE")
+
+
+# An execution option for a connection whose transaction only reads: on SQLite it begins deferred (BEGIN), so it
+# does not wait for a writer's lock (a write in it could fail with "database is locked" at once). Nothing elsewhere.
+READS_ONLY = "kvpilot_reads_only"
 
 
 def _file_identity(path: str) -> tuple[int, int] | None:
@@ -185,10 +190,11 @@ def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
 
 
 def ping(engine: Engine) -> bool:
-    """True when the database answers a trivial query now."""
+    """True when the database answers a trivial query now (on SQLite without waiting for a writer's lock: the store
+    probe asks whether the store answers, and a long write of another kvpilot is no outage)."""
     try:
         with engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
+            conn.execution_options(**{READS_ONLY: True}).execute(text("SELECT 1"))
         return True
     except SQLAlchemyError:
         return False

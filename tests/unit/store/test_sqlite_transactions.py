@@ -9,6 +9,7 @@ that, and to not answering "database is locked" when writers race on one file.""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -18,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from scaler.decision import Decision
 from store import repo
-from store.db import make_engine, session_factory, transaction
+from store.db import make_engine, ping, session_factory, transaction
 from store.models import DecisionRow
 from tests.reliability.conftest import Store
 
@@ -124,3 +125,19 @@ def test_writers_that_read_first_on_one_store_all_commit(store: Store) -> None:
             e.dispose()
     if store.backend == "sqlite":  # serializable: each transaction saw the ones before it (PostgreSQL reads committed)
         assert sorted(seen) == list(range(8 * rounds))
+
+
+def test_the_store_probe_does_not_wait_for_a_writer(store: Store) -> None:
+    """ping (the store probe behind /readyz and kvpilot_store_up) answers while another connection holds a write
+    transaction: with every SQLite transaction begun IMMEDIATE it waited the busy timeout (5 s) and said False."""
+    writer, prober = make_engine(store.url), make_engine(store.url)
+    try:
+        with transaction(session_factory(writer)) as s:
+            repo.record_decision(session=s, decision=_decision(1.0))
+            s.flush()  # the write lock held (SQLite) / a row locked (PostgreSQL) until the commit
+            start = time.monotonic()
+            assert ping(prober)
+            assert time.monotonic() - start < 2.0
+    finally:
+        writer.dispose()
+        prober.dispose()
