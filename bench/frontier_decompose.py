@@ -1,0 +1,190 @@
+"""Where kvpilot's replica-hours go against the frontier, cause by cause, on one backtest case (issue 10).
+
+Runs `kvpilot backtest --policies kvpilot` with the frontier (the same code path, in process) and, at every decision
+of kvpilot's planner, rebuilds its replica count one stage at a time from the inputs the policy read:
+
+    point       ⌈point forecast / measured capacity⌉ (the replica model's saturated requests/s at the trace's mean
+                mix: what one replica really serves)
+    capacity    ⌈point / the capacity kvpilot believed⌉           (belief below measured capacity)
+    util        ⌈point / (belief × target utilisation)⌉           (the 0.8 margin)
+    upper       the predictive need (upper bound / measured tail)  (the forecast's margin)
+    reactive    max(predictive, reactive) + stuck                  (today's queue and arrivals)
+    floors      burst floor, then the release regret's floor
+    hold        what the policy decided (tolerance, the scale-down window and its release rule, clamps)
+
+and sets it against the frontier's schedule at kvpilot's own attainment (the mixture of the two envelope schedules
+that bracket it, as `Frontier.ratio` interpolates). Per tick, kvpilot's count less the frontier's is the sum of
+(point − frontier) and each stage's increment; summed over ticks in replica-hours. The first term is split by sign:
+above the frontier (the forecast's point need exceeds what the oracle held: a late scale-down of the point, or a
+scale-up early against a cold start) or below (bursts and backlog the oracle bought and the point did not see).
+Held counts are compared (what each asked, loading replicas included), so the table's total differs from the billed
+replica-hours by what scaled in and out between ticks. Throwaway analysis, not a benchmark with goals:
+
+    .venv/bin/python bench/frontier_decompose.py --trace ../shared/traces/azure2023_conv.csv --rate-scale 10 \
+        [--start S --duration D] [--out rows.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from kvpilot.commands.backtest import backtest_planner  # noqa: E402
+from scaler import policy as pol  # noqa: E402
+from scaler.backtest import frontier as fr  # noqa: E402
+from scaler.backtest import run as bt  # noqa: E402
+
+CAUSES = ("point>frontier", "point<frontier", "capacity", "util", "upper", "reactive", "floors", "hold", "rest")
+
+
+class _Flat:
+    """A recorded frontier figure as a schedule holding its mean count throughout (no search run): only the total
+    against it is meaningful, the per-tick split is then kvpilot's stages alone."""
+
+    def __init__(self, attainment: float, hours: float, duration_s: float) -> None:
+        self.attainment, self.replica_s, self.schedule = attainment, hours * 3600.0, "recorded"
+        self.window_s = duration_s + 1.0
+        self.held = (hours * 3600.0 / max(duration_s, 1.0),)
+
+
+def ceil(x: float) -> int:
+    return max(0, math.ceil(x - 1e-9))
+
+
+def stages(demand: pol.Demand, rec: pol.Recommendation, measured: float, u: float) -> dict[str, Any]:
+    """kvpilot's count at one decision, rebuilt stage by stage (see the module's docstring)."""
+    cap = demand.capacity_rps
+    row: dict[str, Any] = {"reason": rec.reason, "desired": rec.desired_replicas}
+    if cap is None or not math.isfinite(cap) or cap <= 0:
+        return row | {"n": [rec.desired_replicas] * 7}
+    point = demand.forecast_rate if demand.forecast_rate is not None else (demand.arrival_rate or 0.0)
+    n0 = ceil(point / measured)
+    n1 = ceil(point / cap)
+    n2 = ceil(point / (cap * u))
+    n3 = rec.predictive_replicas if rec.predictive_replicas is not None else n2
+    n4 = max(n3, rec.reactive_replicas or 0) + demand.stuck_replicas
+    n5 = max(n4, rec.burst_floor_replicas or 0)
+    if demand.regret_floor is not None:
+        n5 = max(n5, demand.regret_floor + demand.stuck_replicas)
+    n6 = rec.desired_replicas
+    return row | {"n": [n0, n1, n2, n3, n4, n5, n6], "cap": cap, "point": point}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trace", required=True)
+    ap.add_argument("--rate-scale", type=float, default=1.0)
+    ap.add_argument("--start", type=float)
+    ap.add_argument("--duration", type=float)
+    ap.add_argument("--out")
+    ap.add_argument(
+        "--frontier-hours",
+        type=float,
+        help="no frontier search: the stages alone, against this recorded frontier figure at kvpilot's attainment",
+    )
+    a = ap.parse_args()
+    planner, facts = backtest_planner(None, cold_start=None, slo_ttft=None, max_replicas=None)
+    cfg = bt.BacktestConfig(
+        policies=("kvpilot",),
+        rate_scale=a.rate_scale,
+        start_s=a.start,
+        duration_s=a.duration,
+        planner=planner,
+        frontier=a.frontier_hours is None,
+        **facts,
+    )
+    measured: list[float] = []
+    decisions: list[tuple[float, dict[str, Any]]] = []
+    original = pol.ReplicaPolicy.recommend
+
+    def recommend(self: pol.ReplicaPolicy, demand: pol.Demand, *, now: float) -> pol.Recommendation:
+        rec = original(self, demand, now=now)
+        decisions.append((now, stages(demand, rec, measured[0], self.config.target_utilisation)))
+        return rec
+
+    original_context = bt.build_context
+
+    def build_context(trace: Any, c: Any, capacity_rps: float, p: Any = None) -> Any:
+        measured.append(capacity_rps / bt.PLANNED_UTILISATION)
+        return original_context(trace, c, capacity_rps, p)
+
+    envelopes: list[list[Any]] = []
+    original_envelope = fr.envelope_of
+
+    def envelope_of(found: Any) -> list[Any]:
+        out = original_envelope(found)
+        envelopes.append(out)
+        return out
+
+    pol.ReplicaPolicy.recommend = recommend  # type: ignore[method-assign]
+    bt.build_context = build_context  # type: ignore[assignment]
+    fr.envelope_of = envelope_of  # type: ignore[assignment]
+    report = bt.backtest(a.trace, cfg)
+    k = report.policies["kvpilot"]
+    att = k.slo_attainment
+    env = envelopes[-1] if envelopes else [_Flat(att, a.frontier_hours or 0.0, k.times[-1])]
+    lo = max((f for f in env if f.attainment <= att), key=lambda f: f.attainment, default=env[0])
+    hi = min((f for f in env if f.attainment >= att), key=lambda f: f.attainment, default=env[-1])
+    share = 0.0 if hi.attainment <= lo.attainment else (att - lo.attainment) / (hi.attainment - lo.attainment)
+
+    def held(f: Any, t: float) -> float:
+        return float(f.held[min(int(t // f.window_s), len(f.held) - 1)])
+
+    times, desired = k.times, k.desired
+    dtimes = [t for t, _ in decisions]
+    totals = dict.fromkeys(CAUSES, 0.0)
+    by_reason: dict[str, float] = {}
+    rows = []
+    for i in range(1, len(times)):
+        t0, dt = times[i - 1], times[i] - times[i - 1]
+        frontier_n = (1 - share) * held(lo, t0) + share * held(hi, t0)
+        kv = desired[i - 1]
+        j = bisect.bisect_right(dtimes, t0) - 1
+        d = decisions[j][1] if j >= 0 else None
+        if d is None or "cap" not in d:  # before the first decision, or no capacity known: nothing to split
+            totals["rest"] += (kv - frontier_n) * dt
+            continue
+        n = d["n"]
+        gap0 = n[0] - frontier_n
+        totals["point>frontier" if gap0 > 0 else "point<frontier"] += gap0 * dt
+        for name, x, y in zip(CAUSES[2:8], n[:-1], n[1:], strict=True):
+            totals[name] += (y - x) * dt
+        totals["rest"] += (kv - n[6]) * dt
+        extra = kv - frontier_n
+        by_reason[d["reason"]] = by_reason.get(d["reason"], 0.0) + extra * dt
+        rows.append({"t": t0, "kvpilot": kv, "frontier": round(frontier_n, 3), "n": n, "reason": d["reason"]})
+    hours = {c: round(v / 3600.0, 4) for c, v in totals.items()}
+    bound = report.frontier.replica_hours_at(att) if report.frontier is not None else a.frontier_hours
+    out = {
+        "case": {"trace": a.trace, "rate_scale": a.rate_scale, "start": a.start, "duration": a.duration},
+        "kvpilot": {"slo_attainment": att, "replica_hours": k.replica_hours, "held_hours": 0.0},
+        "frontier_ratio": report.frontier_ratio("kvpilot") if report.frontier is not None else None,
+        "frontier_at_attainment": bound,
+        "bracket": [
+            {"attainment": f.attainment, "replica_hours": f.replica_s / 3600.0, "schedule": f.schedule}
+            for f in (lo, hi)
+        ],
+        "share_hi": share,
+        "measured_capacity_rps": measured[0],
+        "extra_held_hours_by_cause": hours,
+        "extra_held_hours_total": round(sum(totals.values()) / 3600.0, 4),
+        "extra_held_hours_by_reason": {r: round(v / 3600.0, 4) for r, v in sorted(by_reason.items())},
+    }
+    out["kvpilot"]["held_hours"] = round(
+        sum(desired[i - 1] * (times[i] - times[i - 1]) for i in range(1, len(times))) / 3600.0, 4
+    )
+    print(json.dumps(out, indent=1))
+    if a.out:
+        Path(a.out).write_text(json.dumps({"summary": out, "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()
