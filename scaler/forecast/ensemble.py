@@ -242,8 +242,10 @@ class Ensemble(Forecaster):
         """The blend's inverse-squared-error weights over the candidates (uniform until each was scored)."""
         if any(s is None for s in self._blend_scores):
             return [1.0 / len(self.candidates)] * len(self.candidates)
-        inv = [1.0 / max(s or 0.0, 1e-9) ** 2 for s in self._blend_scores]
+        inv = [_inverse_square(s) for s in self._blend_scores]
         total = sum(inv)
+        if not (total > 0.0 and math.isfinite(total)):
+            return [1.0 / len(self.candidates)] * len(self.candidates)
         return [w / total for w in inv]
 
     def chosen(self, horizon_s: float) -> str:
@@ -312,6 +314,19 @@ class Ensemble(Forecaster):
         if s is None or not 0 < share < 1 or len(s.residuals) < math.ceil(1.0 / share):
             return None
         return max(s.residuals[int((1.0 - share) * (len(s.residuals) - 1))], 0.0)
+
+
+def _inverse_square(score: float | None) -> float:
+    """A candidate's blend weight before normalising: 1 / score². A score past ~1e154 (a reading of 1e300 scored)
+    squared raised OverflowError out of `predict_from` (session 19, H); one made NaN (inf - inf) weighed NaN. Either
+    now weighs nothing, and the answer is built from the others (uniform if none is left)."""
+    s = max(score or 0.0, 1e-9)
+    if not math.isfinite(s):
+        return 0.0
+    try:
+        return 1.0 / s**2  # as it always was, to the last bit, where it did not overflow
+    except OverflowError:
+        return 0.0
 
 
 def _informative(errors: list[float], horizon_s: float) -> bool:
