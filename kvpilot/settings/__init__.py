@@ -165,10 +165,12 @@ class Settings(BaseSettings):
         """outside development, sharding with drains that act (`drains.dry_run` false) names a database URL"""
         if self.environment == "development" or not self.sharding.enabled or self.drains.dry_run:
             return self
-        if self.store.database_url is None:
+        # an empty KVPILOT_DATABASE_URL means the default SQLite too, and a SQLite URL named outright is a file each
+        # instance opens on its own disk: neither is one store for the fleet
+        if self.database_url.strip().lower().startswith("sqlite"):
             raise ValueError(
                 "sharding.shards > 1 with drains.dry_run false needs KVPILOT_DATABASE_URL (one PostgreSQL for "
-                "every instance): on the default SQLite each instance keeps its drain claims in a file of its own, "
+                "every instance): on SQLite each instance keeps its drain claims in a file of its own, "
                 "so one drain a node and drains.max_concurrent would hold per instance, not for the fleet"
             )
         return self

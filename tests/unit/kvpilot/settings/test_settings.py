@@ -109,6 +109,12 @@ def test_yaml_then_environment_precedence(monkeypatch: pytest.MonkeyPatch, tmp_p
         ("environment: production\n", {"KVPILOT_ADMIN_TOKENS": "a" * 40}, "too predictable"),  # long but no entropy
         ("environment: production\nsharding: {shards: 3}\ndrains: {dry_run: false}\n",
          {"KVPILOT_ADMIN_TOKENS": "9d1f0c3b7e5a2f84c6d0e1"}, "KVPILOT_DATABASE_URL"),  # drain claims in one store
+        ("environment: production\nsharding: {shards: 3}\ndrains: {dry_run: false}\n",
+         {"KVPILOT_ADMIN_TOKENS": "9d1f0c3b7e5a2f84c6d0e1", "KVPILOT_DATABASE_URL": ""},
+         "KVPILOT_DATABASE_URL"),  # set but empty is the default SQLite (review H, session 19)
+        ("environment: production\nsharding: {shards: 3}\ndrains: {dry_run: false}\n",
+         {"KVPILOT_ADMIN_TOKENS": "9d1f0c3b7e5a2f84c6d0e1", "KVPILOT_DATABASE_URL": "sqlite:///data/k.db"},
+         "KVPILOT_DATABASE_URL"),  # a SQLite file named outright is still one file per instance
         ("", {"KVPILOT_ADMIN_TOKENS": "9d1f0c3b7e5a2f84c6d0", "KVPILOT_READ_TOKENS": "9d1f0c3b7e5a2f84c6d0"},
          "also a read token"),  # read must not equal admin, in any environment
         ("collector: {discovery: {static_targets: [{url: 'http://u:pw@h:1/'}]}}\n", {}, "credentials"),  # no userinfo
