@@ -126,11 +126,17 @@ def _sqlite_transactions(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get(READS_ONLY) else "BEGIN IMMEDIATE")
+        reads_only = bool(conn.get_execution_options().get(READS_ONLY))
+        if conn.info.get(READS_ONLY, False) != reads_only:  # the DBAPI connection's flag, kept while it is pooled
+            conn.exec_driver_sql(f"PRAGMA query_only={'ON' if reads_only else 'OFF'}")
+            conn.info[READS_ONLY] = reads_only
+        conn.exec_driver_sql("BEGIN" if reads_only else "BEGIN IMMEDIATE")
 
 
 # An execution option for a connection whose transaction only reads: on SQLite it begins deferred (BEGIN), so it
-# does not wait for a writer's lock (a write in it could fail with "database is locked" at once). Nothing elsewhere.
+# does not wait for a writer's lock, and under PRAGMA query_only, so a write in it fails at once, always ("attempt to
+# write a readonly database"), not only when another connection committed first (SQLITE_BUSY_SNAPSHOT, "database
+# is locked"). Nothing elsewhere (PostgreSQL readers never wait for writers).
 READS_ONLY = "kvpilot_reads_only"
 
 
@@ -180,9 +186,13 @@ class DeadlinePassed(TimeoutError):
 
 
 @contextmanager
-def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
-    """One unit of work: commit on success, roll back on any error or when the request's deadline has passed."""
+def transaction(factory: sessionmaker[Session], *, reads_only: bool = False) -> Iterator[Session]:
+    """One unit of work: commit on success, roll back on any error or when the request's deadline has passed.
+    ``reads_only``: a unit that only reads (the API's GETs); on SQLite it does not wait for a writer (``READS_ONLY``)
+    and a write in it fails."""
     with factory() as session, session.begin():
+        if reads_only:
+            session.connection(execution_options={READS_ONLY: True})
         yield session
         deadline = request_deadline.get()
         if deadline is not None and time.monotonic() > deadline:

@@ -28,7 +28,7 @@ def list_decisions(
     since: Annotated[float | None, Query(ge=0, le=1e11, description="epoch seconds")] = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="Items per page.")] = 100,
 ) -> schemas.CursorPage[object]:
-    with transaction(sessions) as s:
+    with transaction(sessions, reads_only=True) as s:
         found = repo.list_decisions(
             session=s, deployment=deployment, reason=reason, since=since, limit=limit, after=after
         )

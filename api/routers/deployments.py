@@ -31,7 +31,7 @@ def list_deployments(_: Reader, runtime: RuntimeDep, sessions: SessionsDep, page
     live = dict(snap.deployments) if snap else {}
     decisions = dict(snap.decisions) if snap else {}
     costs = dict(snap.costs) if snap else {}
-    with transaction(sessions) as s:
+    with transaction(sessions, reads_only=True) as s:
         rows = {r.key: r for r in repo.all_deployments(session=s)}
     keys = sorted(set(live) | set(rows))
     return of_list(
@@ -48,7 +48,7 @@ def get_deployment(
     snap = runtime.snapshot()
     view = snap.deployments.get(key) if snap else None
     dec = snap.decisions.get(key) if snap else None
-    with transaction(sessions) as s:
+    with transaction(sessions, reads_only=True) as s:
         row = repo.get_deployment(session=s, key=key)
         if view is None and row is None:
             raise NotFound("deployment", key)
@@ -81,7 +81,7 @@ def get_history(
 ) -> schemas.Page[object]:
     """Per-minute roll-ups of the deployment's signals, oldest first: what the forecaster trains on."""
     key = f"{namespace}/{name}"
-    with transaction(sessions) as s:
+    with transaction(sessions, reads_only=True) as s:
         if repo.get_deployment(session=s, key=key) is None:
             raise NotFound("deployment", key)
         points = repo.load_rollups(session=s, deployment=key, since=since)

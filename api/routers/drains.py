@@ -38,7 +38,7 @@ def list_drains(
     state: DrainState | None = None,
     node: Annotated[str | None, Query(max_length=253)] = None,
 ) -> schemas.Page[object]:
-    with transaction(sessions) as s:
+    with transaction(sessions, reads_only=True) as s:
         found = repo.list_drains(
             session=s, state=state.value if state else None, node=node, limit=page.limit, offset=page.offset
         )
@@ -65,7 +65,7 @@ def request_drain(body: schemas.DrainIn, who: Admin, runtime: RuntimeDep, sessio
 @router.get("/{action_id}", response_model=schemas.DrainOut, responses=_ERRORS)
 @in_thread
 def get_drain(action_id: ActionId, _: Reader, sessions: SessionsDep) -> schemas.DrainOut:
-    with transaction(sessions) as s:
+    with transaction(sessions, reads_only=True) as s:
         row = repo.get_drain(session=s, action_id=action_id)
         return convert.drain(row, repo.list_drain_events(session=s, action_id=action_id))
 

@@ -37,7 +37,7 @@ def list_findings(
     deployment: Filter = None,
     node: Filter = None,
 ) -> schemas.Page[object]:
-    with transaction(sessions) as s:
+    with transaction(sessions, reads_only=True) as s:
         found = repo.list_findings(
             session=s,
             state=state,
@@ -54,7 +54,7 @@ def list_findings(
 @router.get("/{finding_id}", response_model=schemas.FindingOut, responses={404: {"model": schemas.Error}})
 @in_thread
 def get_finding(finding_id: FindingId, _: Reader, sessions: SessionsDep) -> schemas.FindingOut:
-    with transaction(sessions) as s:
+    with transaction(sessions, reads_only=True) as s:
         return convert.finding(repo.get_finding(session=s, finding_id=finding_id))
 
 

@@ -81,7 +81,7 @@ class StaticTargets:
     def _stored(self) -> dict[str, TargetInfo]:
         """The stored targets today's checks accept, by URL; one they refuse is named in the log once."""
         assert self._sessions is not None
-        with transaction(self._sessions) as s:
+        with transaction(self._sessions, reads_only=True) as s:
             stored = repo.list_static_targets(session=s)
         good: dict[str, TargetInfo] = {}
         for t in stored:

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from scaler.decision import Decision
@@ -141,3 +142,45 @@ def test_the_store_probe_does_not_wait_for_a_writer(store: Store) -> None:
     finally:
         writer.dispose()
         prober.dispose()
+
+
+def _write_in(sessions: sessionmaker[Session], *, reads_only: bool) -> None:
+    with transaction(sessions, reads_only=reads_only) as s:
+        repo.record_decision(session=s, decision=_decision(1.0))
+        s.flush()
+
+
+def test_a_unit_that_reads_only_fails_when_it_writes_and_the_next_unit_writes(store: Store) -> None:
+    """A unit of work begun reads_only (the API's GETs) that writes by mistake fails at once, every time (SQLite:
+    PRAGMA query_only), not only when another connection committed first; the same pooled connection writes again
+    in the next ordinary unit. PostgreSQL: reads_only changes nothing (its readers never wait for writers)."""
+    engine = make_engine(store.url)
+    sessions = session_factory(engine)
+    try:
+        if store.backend == "sqlite":
+            with pytest.raises(OperationalError, match="readonly"):
+                _write_in(sessions, reads_only=True)
+        with transaction(sessions, reads_only=True) as s:
+            assert s.scalar(select(func.count()).select_from(DecisionRow)) == 0
+        with transaction(sessions) as s:
+            repo.record_decision(session=s, decision=_decision(2.0))
+        assert _count(sessions) == 1
+    finally:
+        engine.dispose()
+
+
+def test_a_unit_that_reads_only_does_not_wait_for_a_writer(store: Store) -> None:
+    """reads_only: on SQLite a deferred BEGIN, so it reads the last committed state while another connection holds
+    the write lock (begun IMMEDIATE it waited the busy timeout, 5 s, and failed)."""
+    writer, reader = make_engine(store.url), make_engine(store.url)
+    try:
+        with transaction(session_factory(writer)) as s:
+            repo.record_decision(session=s, decision=_decision(1.0))
+            s.flush()
+            start = time.monotonic()
+            with transaction(session_factory(reader), reads_only=True) as r:
+                assert r.scalar(select(func.count()).select_from(DecisionRow)) == 0
+            assert time.monotonic() - start < 2.0
+    finally:
+        writer.dispose()
+        reader.dispose()
