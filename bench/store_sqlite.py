@@ -8,11 +8,14 @@ each tree (it imports the tree it sits in), interleaved, under the measure lock:
 
   PYTHONPATH=<tree> .venv/bin/python <tree>/bench/store_sqlite.py
 
-One JSON line.
+The reading transaction is the API's read unit of the tree: ``transaction(sessions, reads_only=True)`` where the
+tree's store.db.transaction takes it (a deferred BEGIN on SQLite, since the commit after a944659), a plain
+``transaction(sessions)`` before. One JSON line ("reads_only": whether it was used).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 import tempfile
@@ -52,8 +55,11 @@ def main() -> None:
         for i in range(2000):
             repo.record_decision(session=s, decision=_decision(float(i)))
 
+    reads_only = "reads_only" in inspect.signature(transaction).parameters
+    read_unit: dict[str, bool] = {"reads_only": True} if reads_only else {}
+
     def read() -> int:
-        with transaction(sessions) as s:
+        with transaction(sessions, **read_unit) as s:
             return s.scalar(select(func.count()).select_from(DecisionRow)) or 0
 
     def write(rows: int = 10) -> None:
@@ -92,7 +98,7 @@ def main() -> None:
         "writes": writes[0],
         "errors": errors,
     }
-    print(json.dumps({k: round(v, 3) for k, v in out.items()}))
+    print(json.dumps({"reads_only": reads_only} | {k: round(v, 3) for k, v in out.items()}))
 
 
 if __name__ == "__main__":
