@@ -117,8 +117,9 @@ def _sqlite_transactions(engine: Engine) -> None:
     BEGIN IMMEDIATE, not BEGIN: a transaction takes the write lock when it begins, waiting for it as for any busy
     store (the busy timeout). A deferred BEGIN fails a transaction that reads, then writes after another connection
     committed, with "database is locked" at once (SQLITE_BUSY_SNAPSHOT, no wait): the store's two-writer tests failed
-    9 of 73 that way (14 "database is locked"), 0 with BEGIN IMMEDIATE. The cost: a transaction that only reads waits
-    for a writing one to end (at most the busy timeout), where a WAL reader outside a transaction would not."""
+    9 of 73 that way (14 "database is locked"), 0 with BEGIN IMMEDIATE. The cost, for a transaction that only reads:
+    it would wait for a writing one to end (at most the busy timeout); so one begun ``READS_ONLY`` (``transaction(...,
+    reads_only=True)``: the API's GETs, the probe) begins deferred and does not wait."""
 
     @event.listens_for(engine, "connect")
     def _no_driver_transactions(dbapi_conn: Any, _record: Any) -> None:
