@@ -79,7 +79,11 @@ def make_engine(
             "connect_timeout": max(1, int(connect_timeout_s)),
         }
         if statement_timeout_s is not None:
-            kwargs["connect_args"]["options"] = f"-c statement_timeout={ms} -c lock_timeout={ms}"
+            # the URL's own libpq options (a search_path, an application setting) are kept: connect_args would
+            # replace them. Ours go first, so a timeout the URL sets itself wins (PostgreSQL applies -c in order).
+            own = parsed.query.get("options") or ()
+            own = (own,) if isinstance(own, str) else own
+            kwargs["connect_args"]["options"] = " ".join((f"-c statement_timeout={ms} -c lock_timeout={ms}", *own))
         kwargs["pool_size"] = 5
         kwargs["pool_timeout"] = pool_timeout_s
     try:

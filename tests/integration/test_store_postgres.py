@@ -179,3 +179,17 @@ def test_the_drain_budget_counts_a_still_cordoned_node_once(url: str) -> None:
         with pytest.raises(BudgetSpent):
             repo.approve_drain(session=s, action_id=b.id, actor="admin#0", now=20.0, max_concurrent=5, budget=2,
                                cordoned={"old"})  # fmt: skip
+
+
+def test_the_urls_own_options_are_kept_beside_the_timeouts(postgres: PostgresServer, url: str) -> None:
+    # review H (session 19): a URL's ?options= (here a search_path) was silently replaced by kvpilot's timeouts
+    own = url + "?options=-c%20search_path%3Dkvp_own%2Cpublic%20-c%20lock_timeout%3D7000"
+    engine = make_engine(own, statement_timeout_s=3.0)
+    try:
+        with engine.connect() as conn:
+            got = [conn.execute(text(f"SHOW {name}")).scalar() for name in ("search_path", "statement_timeout")]
+            lock = conn.execute(text("SHOW lock_timeout")).scalar()
+    finally:
+        engine.dispose()
+    assert got == ["kvp_own,public", "3s"]
+    assert lock == "7s"  # the URL's own setting wins over kvpilot's default
