@@ -2,8 +2,9 @@
 prometheus_client pattern (long-lived labelled Gauges, cleared and set every tick so gone replicas vanish).
 
 Both export the same replica, deployment and GPU series for a synthetic fleet (the peer writes 0 where a value
-is unknown, ours leaves the sample out); the cost compared is one control loop tick's metric upkeep plus one
-Prometheus scrape. Medians over rounds; last line: the ratio ours/peer.
+is unknown, ours leaves the sample out). Every GPU carries framebuffer used and free, as a dcgm-exporter page always
+does (FB_USED/FB_FREE), so both export the GPU memory series kvpilot's catalogue has. The cost compared is one
+control loop tick's metric upkeep plus one Prometheus scrape. Medians over rounds; last line: the ratio ours/peer.
 
     .venv/bin/python bench/exposition.py [--replicas 2000] [--deployments 100] [--rounds 7]
 """
@@ -60,6 +61,8 @@ def _fleet(replicas: int, deployments: int) -> FleetState:
                     timestamp=t,
                     utilisation=0.7,
                     last_xid=0,
+                    memory_used_bytes=float((i % 80 + 1) * 2**30),  # an 80 GiB card, as FB_USED/FB_FREE give it
+                    memory_free_bytes=float((79 - i % 80) * 2**30),
                 )
             )
         state.observe(samples, gpus, now=t)
@@ -105,7 +108,10 @@ class _Peer:
             S.GPU_UTILISATION,
             S.GPU_LAST_XID,
         )
-        self.g = {s.name: Gauge(s.name, s.help, list(s.labels), registry=self.registry) for s in gauges}
+        self.memory = [s for s in S.ALL if s.name.startswith("kvpilot_gpu_memory_")]  # those ours exports
+        self.g = {
+            s.name: Gauge(s.name, s.help, list(s.labels), registry=self.registry) for s in (*gauges, *self.memory)
+        }
 
     def tick_and_scrape(self, snap: Snapshot) -> bytes:
         g = self.g
@@ -132,6 +138,9 @@ class _Peer:
             gpu = gv.sample.uuid or gv.sample.index
             g[S.GPU_UTILISATION.name].labels(gv.sample.node, gpu).set(gv.sample.utilisation or 0)
             g[S.GPU_LAST_XID.name].labels(gv.sample.node, gpu, "none").set(gv.sample.last_xid or 0)
+            for m in self.memory:
+                read = gv.sample.memory_used_bytes if m.name.endswith("_used_bytes") else gv.sample.memory_free_bytes
+                g[m.name].labels(gv.sample.node, gpu).set(read or 0)
         return generate_latest(self.registry)
 
 
