@@ -1,0 +1,124 @@
+"""A stop signal while `kvpilot run` restores the forecasters' stored day (session 19, after 3c4be6b).
+
+Since 3c4be6b the warm start runs in a daemon thread while HTTP and KEDA are already served, and a stop meanwhile
+does not wait for it. Here a real `kvpilot run` process scores a real (generated) day of 200 deployments, ~30 s of
+CPU in that thread, and gets SIGTERM (or SIGINT) once /healthz answered during it: the process exits with 0 within
+10 s, its log tells the stop during the warm start and the usual shutdown after the signal, no traceback and no
+write lost, the SQLite store is intact and both ports (HTTP, KEDA gRPC) are free again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.helpers.poll import wait_for
+from tests.services.ports import free_port
+
+pytestmark = pytest.mark.e2e
+
+# `kvpilot run` through its console entry point, its warm start fed a generated day of 200 deployments x 1,440
+# per-minute rates (lazily: the real warm_start and planner score each point as a restored roll-up).
+HELD_OPEN = """
+import math, sys, time
+from kvpilot.runtime import restore, service
+from store.repo.rollups import RollupPoint
+
+def day():
+    t0 = time.time() - 86_400.0
+    for m in range(1440):
+        for d in range(200):
+            rate = (2 + d % 8) * (1 + 0.6 * math.sin(2 * math.pi * m / 1440))
+            yield RollupPoint(f"ns/d{d}", t0 + 60.0 * m, 1, {"arrival_rate": rate})
+
+def held_open(planner, rollups):
+    sys.stderr.write("TEST: warm start entered\\n")
+    sys.stderr.flush()
+    fed = restore.warm_start(planner, day())
+    sys.stderr.write("TEST: warm start ended\\n")
+    return fed
+
+service.warm_start = held_open
+sys.argv = ["kvpilot", *sys.argv[1:]]
+from kvpilot._entry import main
+main()
+"""
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("sig", "serve_from"),
+    [(signal.SIGTERM, "loop"), (signal.SIGINT, "process")],
+    ids=["SIGTERM-loop", "SIGINT-process"],
+)
+def test_a_stop_during_the_warm_start_ends_run_promptly_and_cleanly(
+    tmp_path: Path, sig: signal.Signals, serve_from: str
+) -> None:
+    http_port, grpc_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "KVPILOT_GRPC_PORT": str(grpc_port),
+        "KVPILOT_KEDA__SERVE_FROM": serve_from,
+    }
+    log_path = tmp_path / "run.log"
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", HELD_OPEN, "run", "--port", str(http_port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_for(
+                lambda: "TEST: warm start entered" in log_path.read_text() or proc.poll() is not None,
+                timeout_s=60,
+                every_s=0.1,
+                what="the warm start entered",
+            )
+            assert proc.poll() is None, log_path.read_text()
+            assert httpx.get(f"http://127.0.0.1:{http_port}/healthz", timeout=5).status_code == 200
+            assert "TEST: warm start ended" not in log_path.read_text()  # still held open: the signal lands in it
+            signalled = time.monotonic()
+            proc.send_signal(sig)
+            code = proc.wait(timeout=30)
+            took_s = time.monotonic() - signalled
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    log = log_path.read_text()
+    assert code == 0, log
+    assert took_s < 10.0, f"{took_s:.1f} s from {sig.name} to exit\n{log}"
+    assert "TEST: warm start ended" not in log  # abandoned, not waited for
+    order = [
+        f"{sig.name}: abandoning the tick in progress, flushing the store, stopping",
+        "stopping during warm start: the forecasters' history was not all restored",
+        "kvpilot stopped",
+    ]
+    at = [log.find(line) for line in order]
+    assert -1 not in at, log
+    assert at == sorted(at), log
+    for bad in ("Traceback", "writes the store did not take", "Fatal Python error", " ERROR "):
+        assert bad not in log, log
+    with sqlite3.connect(tmp_path / "data" / "kvpilot" / "kvpilot.db") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert _free(http_port)
+    assert _free(grpc_port)
