@@ -33,9 +33,11 @@ class Restored:
 
 
 def restore(sessions: sessionmaker[Session], *, now: float, history_s: float) -> Restored:
-    """Read the resumable state; an unreachable store means starting empty (and saying so), not failing."""
+    """Read the resumable state; an unreachable store means starting empty (and saying so), not failing. It only
+    reads, so on SQLite it does not wait for another kvpilot's write lock (``store.db.transaction``'s
+    ``reads_only``)."""
     try:
-        with transaction(sessions) as s:
+        with transaction(sessions, reads_only=True) as s:
             return Restored(
                 findings=repo.open_findings(session=s),
                 decisions=repo.latest_decisions(session=s),

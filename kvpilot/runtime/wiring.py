@@ -172,8 +172,9 @@ def _open_store(settings: Settings, sources: Sources, clock: Clock) -> tuple[Eng
 
 
 def _latest_decisions(sessions: sessionmaker[Session]) -> dict[str, Decision]:
-    """The newest stored decision of every deployment (``Takeover``: read when a shard is taken)."""
-    with transaction(sessions) as s:
+    """The newest stored decision of every deployment (``Takeover``: read when a shard is taken); a read-only unit,
+    so on SQLite it does not wait for a writer's lock."""
+    with transaction(sessions, reads_only=True) as s:
         return repo.latest_decisions(session=s)
 
 
