@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from prometheus_client import Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.utils import floatToGoString
 
 from api import series as S  # noqa: N812  (the catalogue reads best as S.NAME)
 from api.auth import TokenAuth
@@ -121,15 +122,33 @@ def snapshot_families(snap: Snapshot) -> list[GaugeMetricFamily | CounterMetricF
 def render_snapshot(snap: Snapshot) -> bytes:
     """The snapshot's gauges in the text exposition format (0.0.4): a pure function of an immutable snapshot, so
     the bytes rendered once stay exact for as long as that snapshot is the current one."""
-    return generate_latest(_Rendered(snapshot_families(snap)))
+    return render_text(snapshot_families(snap))
 
 
-class _Rendered(Collector):
-    def __init__(self, families: list[GaugeMetricFamily | CounterMetricFamily]) -> None:
-        self._families = families
+_GO_FLOAT: Callable[[float], str] = floatToGoString  # untyped in prometheus_client
 
-    def collect(self) -> Iterable[Metric]:
-        return self._families
+
+def _escape(value: str) -> str:
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+def render_text(families: Iterable[GaugeMetricFamily | CounterMetricFamily]) -> bytes:
+    """Gauge and counter families in the text exposition format (0.0.4), byte for byte what prometheus_client's
+    ``generate_latest`` writes for them. The catalogue's metric and label names are valid legacy names (tests hold
+    it), so what ``generate_latest`` spends on checking and escaping every label name of every sample (~20 % of a
+    render) and on its general sample line (~80 % in all, review G F6) is not needed here."""
+    out: list[str] = []
+    for fam in families:
+        name = f"{fam.name}_total" if fam.type == "counter" else fam.name
+        doc = fam.documentation.replace("\\", r"\\").replace("\n", r"\n")
+        out.append(f"# HELP {name} {doc}\n# TYPE {name} {fam.type}\n")
+        for s in fam.samples:
+            if s.labels:
+                labels = ",".join([f'{k}="{_escape(v)}"' for k, v in sorted(s.labels.items())])
+                out.append(f"{s.name}{{{labels}}} {_GO_FLOAT(s.value)}\n")
+            else:
+                out.append(f"{s.name} {_GO_FLOAT(s.value)}\n")
+    return "".join(out).encode("utf-8")
 
 
 # Set while ``OwnMetrics.exposition`` renders the registry: the snapshot's gauges come from the bytes rendered once

@@ -23,7 +23,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 from prometheus_client import CollectorRegistry, Gauge, generate_latest  # noqa: E402
 
 from api import series as S  # noqa: N812, E402
-from api.exposition import snapshot_families  # noqa: E402
+from api.exposition import render_snapshot  # noqa: E402
 from collector.samples import GpuSample, ReplicaSample  # noqa: E402
 from collector.state import FleetState  # noqa: E402
 from kvpilot.runtime.snapshot import Snapshot  # noqa: E402
@@ -76,18 +76,10 @@ def _snapshot(state: FleetState) -> Snapshot:
 class _Ours:
     def __init__(self, snap: Snapshot) -> None:
         self.snap = snap
-        self.registry = CollectorRegistry(auto_describe=False)
-        outer = self
-
-        class _C:
-            def collect(self):  # type: ignore[no-untyped-def]
-                return snapshot_families(outer.snap)
-
-        self.registry.register(_C())  # type: ignore[arg-type]
 
     def tick_and_scrape(self, snap: Snapshot) -> bytes:
         self.snap = snap  # the loop publishes the snapshot it built anyway: no per-series upkeep
-        return generate_latest(self.registry)
+        return render_snapshot(snap)  # what /metrics sends for a snapshot at its first scrape (OwnMetrics)
 
 
 class _Peer:
