@@ -13,7 +13,7 @@ import socket
 from collections.abc import Iterable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -27,6 +27,7 @@ from kvpilot.runtime import sources as sources_mod
 from kvpilot.runtime.event_loop import running_loop_name
 from kvpilot.runtime.http_server import ApiServerConfig
 from kvpilot.runtime.shards import ShardCoordinator
+from kvpilot.runtime.stopping import in_daemon_thread
 from kvpilot.runtime.wiring import advertised_address, build_service
 from kvpilot.settings import Settings, SettingsError
 from scaler.keda.reader import DecisionReader
@@ -197,6 +198,18 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
             "no API tokens configured: the API is open (development only; set KVPILOT_ADMIN_TOKENS)%s",
             "" if settings.api.host is not None else ", so it listens on 127.0.0.1 only (api.host to change it)",
         )
+    # SIGTERM and SIGINT are handled from here on: one arriving while the store is prepared (migrations, the restore
+    # reads, which a large or slow store makes long) ends the run with 0 and a log line, not the signal's default
+    # (killed with no word, status 143) or a KeyboardInterrupt once the preparation ended.
+    loop = asyncio.get_running_loop()
+    signalled = asyncio.Event()
+
+    def stop_requested(signame: str) -> None:
+        log.info("%s: abandoning the tick in progress, flushing the store, stopping", signame)
+        signalled.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop_requested, sig.name)
     # The sources first: a bad targets file or kubeconfig is told before anything listens (it was hidden behind
     # "cannot listen" when the port was taken); then the port, before the store is prepared.
     srcs = sources_mod.build(settings)
@@ -212,7 +225,18 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
     http_port = sock.getsockname()[1]
     with sock, srcs:
         board = DecisionBoard()
-        service, restored = await asyncio.to_thread(partial(build_service, settings, srcs, board=board))
+        # In a daemon thread: a stop meanwhile abandons it (as a kill would: each migration is one transaction).
+        building = in_daemon_thread(partial(build_service, settings, srcs, board=board), name="build-service")
+        stop_signal = asyncio.ensure_future(signalled.wait())
+        either: set[asyncio.Future[Any]] = {building, stop_signal}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        stop_signal.cancel()
+        if not building.done():
+            building.cancel()
+            log.info("stopping while the store was prepared (migrations, restore): abandoned, nothing was started")
+            log.info("kvpilot stopped")
+            return 0
+        service, restored = building.result()
         reader = keda_reader(board, settings, service.clock)
         keda_endpoint: Endpoint | None = None
         keda_process: KedaProcess | None = None
@@ -240,15 +264,19 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
                 registry=service.registry,
             )
         )  # fmt: skip
-        loop = asyncio.get_running_loop()
 
-        def shutdown(signame: str) -> None:
-            log.info("%s: abandoning the tick in progress, flushing the store, stopping", signame)
+        def stop_now() -> None:
             service.stop.set()
             server.should_exit = True
 
+        def shutdown(signame: str) -> None:
+            stop_requested(signame)
+            stop_now()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, shutdown, sig.name)
+        if signalled.is_set():  # a signal since the service was built, before this handler
+            stop_now()
         fleet = f"the embedded simulator at {srcs.simulator_url}" if srcs.simulator_url else "the configured fleet"
         log.info(
             "kvpilot running: API on http://%s:%d (docs at /docs), store %s, watching %s; event loop %s",

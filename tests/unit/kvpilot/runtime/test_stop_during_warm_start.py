@@ -5,6 +5,9 @@ does not wait for it. Here a real `kvpilot run` process scores a real (generated
 CPU in that thread, and gets SIGTERM (or SIGINT) once /healthz answered during it: the process exits with 0 within
 10 s, its log tells the stop during the warm start and the usual shutdown after the signal, no traceback and no
 write lost, the SQLite store is intact and both ports (HTTP, KEDA gRPC) are free again.
+
+Before that, while the store is prepared (migrations and the restore reads, in a thread), SIGTERM had its default
+action: the process died with no log line and status 143. It is handled from the start of `kvpilot run` now.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -53,6 +57,25 @@ from kvpilot._entry import main
 main()
 """
 
+# `kvpilot run` whose store preparation (build_service: migrations, restore reads) takes a minute.
+SLOW_STORE = """
+import sys, time
+from kvpilot.runtime import runner
+
+real = runner.build_service
+
+def slow(*args, **kwargs):
+    sys.stderr.write("TEST: store preparation entered\\n")
+    sys.stderr.flush()
+    time.sleep(60.0)
+    return real(*args, **kwargs)
+
+runner.build_service = slow
+sys.argv = ["kvpilot", *sys.argv[1:]]
+from kvpilot._entry import main
+main()
+"""
+
 
 def _free(port: int) -> bool:
     with socket.socket() as s:
@@ -63,6 +86,51 @@ def _free(port: int) -> bool:
     return True
 
 
+def _signalled_while(
+    tmp_path: Path, code: str, stage: str, sig: signal.Signals, env: dict[str, str], check: Callable[[int], None]
+) -> tuple[int, str]:
+    """`kvpilot run` (``code``) signalled once its log says ``TEST: <stage> entered`` and ``check(http_port)``
+    passed; asserts it exits with 0 within 10 s, the shutdown lines in order, and no traceback or error. Returns
+    the HTTP port and the log."""
+    http_port = free_port()
+    log_path = tmp_path / "run.log"
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, "run", "--port", str(http_port)],
+            env={**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), **env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_for(
+                lambda: f"TEST: {stage} entered" in log_path.read_text() or proc.poll() is not None,
+                timeout_s=60,
+                every_s=0.1,
+                what=f"the {stage} entered",
+            )
+            assert proc.poll() is None, log_path.read_text()
+            check(http_port)
+            signalled = time.monotonic()
+            proc.send_signal(sig)
+            exit_code = proc.wait(timeout=30)
+            took_s = time.monotonic() - signalled
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    log = log_path.read_text()
+    assert exit_code == 0, log
+    assert took_s < 10.0, f"{took_s:.1f} s from {sig.name} to exit\n{log}"
+    order = [f"{sig.name}: abandoning the tick in progress, flushing the store, stopping", "kvpilot stopped"]
+    at = [log.find(line) for line in order]
+    assert -1 not in at, log
+    assert at == sorted(at), log
+    for bad in ("Traceback", "writes the store did not take", "Fatal Python error", " ERROR "):
+        assert bad not in log, log
+    assert _free(http_port)
+    return http_port, log
+
+
 @pytest.mark.parametrize(
     ("sig", "serve_from"),
     [(signal.SIGTERM, "loop"), (signal.SIGINT, "process")],
@@ -71,54 +139,24 @@ def _free(port: int) -> bool:
 def test_a_stop_during_the_warm_start_ends_run_promptly_and_cleanly(
     tmp_path: Path, sig: signal.Signals, serve_from: str
 ) -> None:
-    http_port, grpc_port = free_port(), free_port()
-    env = {
-        **os.environ,
-        "XDG_DATA_HOME": str(tmp_path / "data"),
-        "KVPILOT_GRPC_PORT": str(grpc_port),
-        "KVPILOT_KEDA__SERVE_FROM": serve_from,
-    }
-    log_path = tmp_path / "run.log"
-    with log_path.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", HELD_OPEN, "run", "--port", str(http_port)],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            wait_for(
-                lambda: "TEST: warm start entered" in log_path.read_text() or proc.poll() is not None,
-                timeout_s=60,
-                every_s=0.1,
-                what="the warm start entered",
-            )
-            assert proc.poll() is None, log_path.read_text()
-            assert httpx.get(f"http://127.0.0.1:{http_port}/healthz", timeout=5).status_code == 200
-            assert "TEST: warm start ended" not in log_path.read_text()  # still held open: the signal lands in it
-            signalled = time.monotonic()
-            proc.send_signal(sig)
-            code = proc.wait(timeout=30)
-            took_s = time.monotonic() - signalled
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    log = log_path.read_text()
-    assert code == 0, log
-    assert took_s < 10.0, f"{took_s:.1f} s from {sig.name} to exit\n{log}"
+    grpc_port = free_port()
+
+    def serving_while_held(http_port: int) -> None:
+        assert httpx.get(f"http://127.0.0.1:{http_port}/healthz", timeout=5).status_code == 200
+        assert "TEST: warm start ended" not in (tmp_path / "run.log").read_text()  # the signal lands in it
+
+    env = {"KVPILOT_GRPC_PORT": str(grpc_port), "KVPILOT_KEDA__SERVE_FROM": serve_from}
+    _, log = _signalled_while(tmp_path, HELD_OPEN, "warm start", sig, env, serving_while_held)
     assert "TEST: warm start ended" not in log  # abandoned, not waited for
-    order = [
-        f"{sig.name}: abandoning the tick in progress, flushing the store, stopping",
-        "stopping during warm start: the forecasters' history was not all restored",
-        "kvpilot stopped",
-    ]
-    at = [log.find(line) for line in order]
-    assert -1 not in at, log
-    assert at == sorted(at), log
-    for bad in ("Traceback", "writes the store did not take", "Fatal Python error", " ERROR "):
-        assert bad not in log, log
+    at = log.find("stopping during warm start: the forecasters' history was not all restored")
+    assert log.find(sig.name) < at < log.find("kvpilot stopped"), log
     with sqlite3.connect(tmp_path / "data" / "kvpilot" / "kvpilot.db") as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    assert _free(http_port)
     assert _free(grpc_port)
+
+
+def test_a_stop_while_the_store_is_prepared_ends_run_with_0_and_a_log_line(tmp_path: Path) -> None:
+    env = {"KVPILOT_GRPC_PORT": str(free_port())}
+    _, log = _signalled_while(tmp_path, SLOW_STORE, "store preparation", signal.SIGTERM, env, lambda _: None)
+    at = log.find("stopping while the store was prepared (migrations, restore): abandoned, nothing was started")
+    assert log.find("SIGTERM") < at < log.find("kvpilot stopped"), log
