@@ -33,9 +33,9 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from collector.exposition._lex import NAME_RE
-from collector.exposition._model import MetricFamily, ParseError, Wanted, decode_utf8
+from collector.exposition._model import MetricFamily, ParseError, Wanted, decode_utf8, selector
 from collector.exposition._page import FamilySpec, LaidOutPage, ReadAround
-from collector.exposition._partial import _belongs
+from collector.exposition._partial import _SUFFIXES, _belongs
 
 # A value the fast path reads: a plain decimal, Inf or NaN (float() reads each exactly as the parser does);
 # a page's values are checked at once, joined by newlines.
@@ -45,6 +45,8 @@ _VALUES_RE = re.compile(rf"(?:(?:{_VALUE})\n)*+(?:{_VALUE})")
 _SPLIT_RE = re.compile(r"(.*?(?<=[ \t}]))([^ \t\r\x0b\x0c{}\"]++)((?:[ \t]++[^ \t\r\x0b\x0c{}\"]++)?+[ \t\r]*+)")
 # A skipped line's start: its name and the character after it (which ends the name).
 _LEAD_RE = re.compile(r"[ \t]*+[a-zA-Z_:][a-zA-Z0-9_:]*+[^a-zA-Z0-9_:]")
+# A "# TYPE name type" line's name.
+_TYPE_RE = re.compile(r"[ \t]*+#[ \t]++TYPE[ \t]++([a-zA-Z_:][a-zA-Z0-9_:]*+)")
 
 MAX_LAYOUT_CHARS = 512 * 1024  # larger pages are parsed every time (a layout holds its page's lines)
 
@@ -189,6 +191,18 @@ def learn_layout(
             read[line] = split[line][0]
             samples.append((s.name, s.labels, s.timestamp, line))
         specs.append((fam.name, fam.type, fam.help, fam.unit, samples))
+    # Lines the parser reads but the probe did not return (see _read_unreturned) are checked as lines read are, their
+    # values plain numbers, though no sample takes them; with a timestamp after the value, pinned word for word.
+    want = selector(wanted)
+    typed = {m[1] for m in map(_TYPE_RE.match, lines) if m is not None}
+    checked_pinned: set[int] = set()
+    for i, (before, after) in split.items():
+        lead = _LEAD_RE.match(lines[i])
+        if i not in read and lead is not None and _read_unreturned(lead.group()[:-1].lstrip(), want, typed):
+            if after:
+                checked_pinned.add(i)
+            else:
+                read[i] = before
     read = dict(sorted(read.items()))
     order = {line: k for k, line in enumerate(read)}
     pinned: list[int] = []
@@ -197,7 +211,7 @@ def learn_layout(
         if i in read:
             continue
         lead = _LEAD_RE.match(raw) if i in split else None
-        if lead is None:
+        if lead is None or i in checked_pinned:
             pinned.append(i)
         else:
             skipped[i] = lead.group()
@@ -206,6 +220,18 @@ def learn_layout(
         positions = [order[line] for _sn, _sl, _st, line in ss]
         final[n] = (n, t, h, u, [(sn, sl, st, order[line]) for sn, sl, st, line in ss], object(), _picker(positions))
     return PageLayout(lines, pinned, skipped, read, final, partial)
+
+
+def _read_unreturned(name: str, want: Callable[[str], bool], typed: set[str]) -> bool:
+    """Whether the parser reads a line of this name although the probe did not return it: an untyped sample of a
+    wanted family's name, or of one with a family suffix (an ``x_count`` with no ``# TYPE`` may belong to a wanted
+    ``x``, so its value is read and a bad one is an error, yet alone it makes no sample). A line of a typed family
+    is read or skipped by that family alone (the probe tells which). Such a line is pinned word for word: skipped,
+    a later page with a bad value there would fit the layout and lose the error the parser reports."""
+    bases = [name[: -len(sfx)] for sfx in _SUFFIXES if name.endswith(sfx)]
+    if name in typed or any(b in typed for b in bases):
+        return False
+    return want(name) or any(map(want, bases))
 
 
 MAX_MISSES = 3  # pages in a row that did not fit their source's layout, after which it is no longer learnt...

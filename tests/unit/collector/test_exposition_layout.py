@@ -285,3 +285,23 @@ def test_a_page_read_off_its_layout_is_its_values_until_a_family_is_looked_up(sa
     assert page["vllm:num_requests_running"] is running  # built once
     for name, family in page.items():
         assert list(family_values(page, name)) == [s.value for s in family.samples]
+
+
+def test_a_bad_value_on_a_line_the_parser_reads_but_returns_nothing_of_is_not_read_off_the_layout() -> None:
+    # An x_count with no "# TYPE" may belong to a wanted histogram x: the parser reads its value (a bad one is an
+    # error) though alone it makes no sample. The layout took it for a skipped line, pinning only its name, so a
+    # later page with garbage there fit it and read clean where the parser refuses it (hypothesis found it on the
+    # vLLM 0.5.3 excerpt, tests/fixtures/metrics/vllm-0.5.3-70b-lines__...).
+    good = (
+        'vllm:time_to_first_token_seconds_count{model_name="m"} 8060.0\n\n'
+        'vllm:request_success_total{finished_reason="stop",model_name="m"} 3810.0\n'
+    )
+    bad = good.replace("8060.0", "ERROR - FAILED TO CONVERT TO STRING")
+    with pytest.raises(ParseError):
+        parse(bad, wanted=WANTED_FAMILIES)
+    cache = LayoutCache(parse)
+    for page in (good, good.replace("8060.0", "8061.0")):
+        assert read(cache, page) == canonical(parse(page, wanted=WANTED_FAMILIES))
+    assert cache.hits == 1  # a new value there still fits the layout
+    with pytest.raises(ParseError):
+        cache.parse("target", bad, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
