@@ -38,7 +38,8 @@ def main() -> None:
     dt = time.perf_counter() - t0
     n = args.deployments
     per_day = dt / n
-    print(f"{args.kind} n={n} total {dt:.2f} s, {per_day:.3f} s per deployment-day, {per_day / 1440 * 1e6:.0f} us a minute")
+    per_minute_us = per_day / 1440 * 1e6
+    print(f"{args.kind} n={n} total {dt:.2f} s, {per_day:.3f} s per deployment-day, {per_minute_us:.0f} us a minute")
 
 
 if __name__ == "__main__":
