@@ -23,6 +23,7 @@ from collector.samples import GpuSample, ReplicaSample
 from collector.state import FleetState
 from detectors import stuck_gpu
 from detectors.thresholds import DEFAULT
+from tests.unit.detectors.detector_fleet import gpu, replica
 
 
 def fleet(mig: bool) -> FleetState:
@@ -36,12 +37,11 @@ def fleet(mig: bool) -> FleetState:
                 for p in range(7) if mig else [None]:
                     pod = f"r-{n}-{g}-{p}" if (g + (p or 0)) % 4 == 0 else None
                     gpus.append(
-                        GpuSample(
-                            node=node,
+                        gpu(
+                            node,
+                            t,
                             index=f"{g}/{p}" if p is not None else str(g),
                             uuid=f"GPU-{n}-{g}",
-                            model_name="H100",
-                            timestamp=t,
                             utilisation=0.99 if g == 1 else 0.5,
                             mig_instance=None if p is None else str(p),
                             pod=pod,
@@ -50,21 +50,7 @@ def fleet(mig: bool) -> FleetState:
                         )
                     )
                     if pod:
-                        replicas.append(
-                            ReplicaSample(
-                                namespace="ml",
-                                deployment="d",
-                                replica=pod,
-                                node=node,
-                                engine="vllm",
-                                model="m",
-                                timestamp=t,
-                                requests_waiting=0.0,
-                                requests_running=4.0,
-                                kv_usage=0.3,
-                                generation_tokens=5.0,
-                            )
-                        )
+                        replicas.append(replica(pod, t, deployment="d", node=node, generation_tokens=5.0))
         state.observe(replicas, gpus, now=t)
     return state
 
