@@ -14,7 +14,7 @@ import pytest
 from collector.discovery.promql import PromQLSource
 from collector.scrape import CollectResult
 from tests.services.pages import serve_pages
-from tests.services.prometheus import run_prometheus
+from tests.services.prometheus import Prometheus, run_prometheus
 
 pytestmark = pytest.mark.integration
 
@@ -52,26 +52,35 @@ async def test_a_page_scraped_by_two_jobs_is_one_replica(tmp_path: Path, page: s
     assert [(r.replica, r.requests_running, r.requests_waiting) for r in result.replicas] == [("chat-0", 3.0, 5.0)]
 
 
+def _ha_pair_federated(
+    stack: contextlib.ExitStack, tmp_path: Path, jobs: dict[str, dict[str, object]], **federate_options: object
+) -> Prometheus:
+    """An HA pair (one Prometheus per entry of ``jobs``, each scraping its job) federated by a global Prometheus
+    that labels each copy ``prometheus_replica: prom-<name>``, as Thanos' dedup expects; the global one is returned."""
+    pair = {}
+    for name, job in jobs.items():
+        (tmp_path / name).mkdir()
+        pair[name] = stack.enter_context(run_prometheus(tmp_path / name, scrape_configs=[job]))
+    federate = [
+        {
+            "job_name": f"federate-{name}",
+            "honor_labels": True,
+            **federate_options,
+            "metrics_path": "/federate",
+            "params": {"match[]": ['{job="vllm"}']},
+            "static_configs": [
+                {"targets": [prom.url.split("://", 1)[1]], "labels": {"prometheus_replica": f"prom-{name}"}}
+            ],
+        }
+        for name, prom in pair.items()
+    ]
+    (tmp_path / "global").mkdir()
+    return stack.enter_context(run_prometheus(tmp_path / "global", scrape_configs=federate))
+
+
 async def test_an_ha_pairs_copies_are_read_once(tmp_path: Path, page: str) -> None:
     with contextlib.ExitStack() as stack:
-        pair = []
-        for name in ("a", "b"):
-            (tmp_path / name).mkdir()
-            pair.append(stack.enter_context(run_prometheus(tmp_path / name, scrape_configs=[_scrape("vllm", page)])))
-        federate = [
-            {
-                "job_name": f"federate-{name}",
-                "honor_labels": True,
-                "metrics_path": "/federate",
-                "params": {"match[]": ['{job="vllm"}']},
-                "static_configs": [
-                    {"targets": [prom.url.split("://", 1)[1]], "labels": {"prometheus_replica": f"prom-{name}"}}
-                ],
-            }
-            for name, prom in zip(("a", "b"), pair, strict=True)
-        ]
-        (tmp_path / "global").mkdir()
-        top = stack.enter_context(run_prometheus(tmp_path / "global", scrape_configs=federate))
+        top = _ha_pair_federated(stack, tmp_path, {"a": _scrape("vllm", page), "b": _scrape("vllm", page)})
         top.wait_for('count(vllm:num_requests_running{job="vllm"}) == 2')  # the two copies, one per replica
         result = await _read(top.url)
     assert [(r.replica, r.requests_running, r.requests_waiting) for r in result.replicas] == [("chat-0", 3.0, 5.0)]
@@ -93,26 +102,9 @@ async def test_a_switch_of_copy_behind_is_no_restart(tmp_path: Path) -> None:
     pages: dict[str, Path | bytes] = {"/a": _counter_page(1000), "/b": _counter_page(990)}
     with serve_pages(pages) as (host, port), contextlib.ExitStack() as stack:
         where = f"{host}:{port}"
-        pair = []
-        for name in ("a", "b"):
-            (tmp_path / name).mkdir()
-            job = _scrape("vllm", where, metrics_path=f"/{name}")
-            pair.append(stack.enter_context(run_prometheus(tmp_path / name, scrape_configs=[job])))
-        federate = [
-            {
-                "job_name": f"federate-{name}",
-                "honor_labels": True,
-                "honor_timestamps": False,  # else a series gone from a federated page is not stale for 5 min
-                "metrics_path": "/federate",
-                "params": {"match[]": ['{job="vllm"}']},
-                "static_configs": [
-                    {"targets": [prom.url.split("://", 1)[1]], "labels": {"prometheus_replica": f"prom-{name}"}}
-                ],
-            }
-            for name, prom in zip(("a", "b"), pair, strict=True)
-        ]
-        (tmp_path / "global").mkdir()
-        top = stack.enter_context(run_prometheus(tmp_path / "global", scrape_configs=federate))
+        jobs = {name: _scrape("vllm", where, metrics_path=f"/{name}") for name in ("a", "b")}
+        # honor_timestamps off: else a series gone from a federated page is not stale for 5 min
+        top = _ha_pair_federated(stack, tmp_path, jobs, honor_timestamps=False)
         top.wait_for('count(vllm:request_success_total{job="vllm"}) == 2')
         source = PromQLSource(top.url, mode="replicas", reader="thread", timeout_s=10.0)
         try:
