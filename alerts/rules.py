@@ -163,8 +163,8 @@ def alerts(th: Thresholds | None = None, c: MixinConfig = CONFIG) -> list[Alert]
                 f"{th.kv.near_full:.0%} within the last minute, or is at or above {th.kv.near_full:.0%} with "
                 "requests waiting for blocks, or is projected full within "
                 f"{th.kv.critical_time_to_exhaustion_s:g} s with requests waiting. Latency is already suffering: "
-                "scale out now. The finding's summary (kvpilot findings, /v1/findings) gives the measured "
-                "preemption rate and the projected time to exhaustion."
+                "scale out now. The finding's summary (kvpilot's API: GET /v1/findings?kind=kv_exhaustion) gives "
+                "the measured preemption rate and the projected time to exhaustion."
             ),
             example=_ON_REPLICA,
         ),

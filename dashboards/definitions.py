@@ -280,8 +280,9 @@ def deployment_detail(c: MixinConfig = CONFIG) -> Dashboard:
                     Panel(
                         "KV exhaustion findings per replica",
                         "Open kv_exhaustion findings: warning = projected full and still filling, critical = "
-                        "preempting on a full pool, or full with requests waiting. The finding's text (kvpilot "
-                        "findings) gives the usage, fill rate, time to exhaustion and preemption rate.",
+                        "preempting on a full pool, or full with requests waiting. The finding's text (kvpilot's API: "
+                        "GET /v1/findings?kind=kv_exhaustion) gives the usage, fill rate, time to exhaustion and "
+                        "preemption rate.",
                         (
                             _q(
                                 f"sum by (replica, severity) ({c.read(series.FINDING_ACTIVE, _KV_EXHAUSTION, d)})",
