@@ -243,7 +243,7 @@ class Actuation:
         (``repo.count_budget_drains``) and the nodes in ``cordoned`` none of them is about."""
         if self.rails.budget is None:
             return 0
-        with transaction(self._sessions) as s:
+        with transaction(self._sessions, reads_only=True) as s:  # approve_drain counts again under the rail
             since = now - self.rails.budget_window_s
             return repo.count_budget_drains(session=s, since=since, dry_run=self.rails.dry_run, cordoned=cordoned)
 
@@ -327,13 +327,17 @@ class Actuation:
                     interrupt.set()
         return why
 
+    # The worker's reads (the approved drains, the state polled for a cancel, the executing ones found at start) are
+    # read-only units: on SQLite they read the last committed state beside another connection's write (another
+    # kvpilot, the API's approval) rather than wait out the busy timeout behind it (store.db.READS_ONLY).
+
     def _approved(self) -> list[tuple[int, str, bool, str]]:
-        with transaction(self._sessions) as s:
+        with transaction(self._sessions, reads_only=True) as s:
             rows = repo.drains_in(session=s, states=(DrainState.APPROVED.value,), limit=100)
             return [(r.id, r.node, r.dry_run, r.reason) for r in sorted(rows, key=lambda r: r.id)]
 
     def _state(self, action_id: int) -> str | None:
-        with transaction(self._sessions) as s:
+        with transaction(self._sessions, reads_only=True) as s:
             return repo.get_drain(session=s, action_id=action_id).state
 
     def _still_wanted(self, action_id: int) -> bool:
@@ -384,7 +388,7 @@ class Actuation:
             )  # fmt: skip
 
     def _requeue_executing(self, message: str) -> None:
-        with transaction(self._sessions) as s:
+        with transaction(self._sessions, reads_only=True) as s:  # each requeue is its own writing unit
             ids = [r.id for r in repo.list_drains(session=s, state=DrainState.EXECUTING.value, limit=1000).items]
         for action_id in ids:
             self._requeue(action_id, message)

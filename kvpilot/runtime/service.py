@@ -448,10 +448,11 @@ class Service:
             await asyncio.to_thread(self._targets.refresh)
 
     async def _refresh_drains(self) -> None:
-        """Node → state of live drain actions (kvpilot_node_drain_state); kept as is while the store is away."""
+        """Node → state of live drain actions (kvpilot_node_drain_state); kept as is while the store is away. A
+        read-only unit: beside another kvpilot's write it reads the last committed map, not waiting behind it."""
 
         def read() -> dict[str, str]:
-            with transaction(self._sessions) as s:  # one live action per node (the store's unique index)
+            with transaction(self._sessions, reads_only=True) as s:  # one live action per node (a unique index)
                 return {r.node: r.state for r in repo.drains_in(session=s, states=LIVE_DRAINS, limit=1000)}
 
         if not self.writer.up:
