@@ -10,6 +10,8 @@ docs/configuration-targets.md for the annotations.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import json
 import logging
 import threading
 import time
@@ -99,6 +101,34 @@ def _checked_target(pod: Any) -> TargetInfo | None:
         return None
 
 
+def _metadata(raw: Any) -> dict[str, Any]:
+    meta = raw.get("metadata") if isinstance(raw, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
+def _pod_key(raw: Any) -> tuple[str, str]:
+    meta = _metadata(raw)
+    return str(meta.get("namespace")), str(meta.get("name"))
+
+
+def _read_pod(raw: Any) -> tuple[tuple[str, str], TargetInfo | None]:
+    """(namespace, name) of a pod as the API server sent it (JSON), and its target: each pod read into the client's
+    model on its own, one it refuses left out with a warning. Before, the client read the whole list (or event) into
+    its models, which refuse an object missing a field they require (a container port named but not numbered, a
+    container with no name, an annotation that is not a string: what a real API server refuses to store, but a proxy
+    or another server may send): one such pod failed every list and watch, for good, blind to all the others."""
+    from kubernetes.client import V1Pod
+
+    key = _pod_key(raw)
+    try:
+        pod = V1Pod.from_dict(raw)
+    except Exception as e:
+        why = " ".join(str(e).split())[:300]
+        log.warning("pod %s/%s: the client cannot read it (%s: %s); not scraping it", *key, type(e).__name__, why)
+        return key, None
+    return key, _checked_target(pod)
+
+
 def pod_target(pod: Any) -> TargetInfo | None:
     """The target a pod (a ``V1Pod``) describes, or None when it should not be scraped now (not Running
     and Ready, no IP, no port, or an annotation kvpilot cannot honour: logged, not guessed)."""
@@ -147,6 +177,11 @@ def pod_target(pod: Any) -> TargetInfo | None:
     if not path.startswith("/"):
         path = "/" + path
     ip = str(pod.status.pod_ip)
+    try:
+        ipaddress.ip_address(ip)
+    except ValueError:  # a real API server refuses it; in a URL its "/" or ":" would pick another host, port or path
+        log.warning("%s: status.podIP %r is not an IP address; not scraping it", where, ip[:100])
+        return None
     gpu_product, gpus = _gpu_request(pod)
     host = f"[{ip}]" if ":" in ip else ip
     return TargetInfo(
@@ -261,23 +296,29 @@ class KubernetesDiscovery:
 
     def _relist(self) -> str:
         call, args = self._list_call()
-        pods = call(*args, label_selector=self.label_selector, _request_timeout=30)
+        # the answer as JSON, each pod read on its own (`_read_pod`): one the client's models refuse is left out
+        answer = call(*args, label_selector=self.label_selector, _request_timeout=30, _preload_content=False)
+        try:
+            pods = json.loads(answer.data)
+        finally:
+            answer.release_conn()
         fresh: dict[tuple[str, str], TargetInfo] = {}
-        for pod in pods.items:
-            target = _checked_target(pod)
+        for raw in pods.get("items") or ():
+            key, target = _read_pod(raw)
             if target is not None:
-                fresh[(pod.metadata.namespace, pod.metadata.name)] = target
+                fresh[key] = target
         with self._lock:
             self._pods = fresh
         self.lists += 1
         self.last_error = None
         self._listed.set()
-        return str(pods.metadata.resource_version)
+        return str(_metadata(pods).get("resourceVersion"))
 
     def _watch_from(self, resource_version: str) -> str:
         from kubernetes import watch
 
-        w: Any = watch.Watch()  # type: ignore[no-untyped-call]
+        # "object": each event's pod as JSON (a dict), read by `_read_pod`, as the list's are
+        w: Any = watch.Watch(return_type="object")  # type: ignore[no-untyped-call]
         self._watch = w
         call, args = self._list_call()
         for event in w.stream(
@@ -291,15 +332,16 @@ class KubernetesDiscovery:
             if self._stop.is_set():
                 w.stop()
                 break
-            pod = event["object"]
-            key = (pod.metadata.namespace, pod.metadata.name)
-            target = None if event["type"] == "DELETED" else _checked_target(pod)
+            raw = event["object"]
+            resource_version = str(_metadata(raw).get("resourceVersion"))
+            if event["type"] == "BOOKMARK":  # not asked for; it carries only a resourceVersion
+                continue
+            key, target = (_pod_key(raw), None) if event["type"] == "DELETED" else _read_pod(raw)
             with self._lock:
                 if target is None:
                     self._pods.pop(key, None)
                 else:
                     self._pods[key] = target
-            resource_version = str(pod.metadata.resource_version)
         return resource_version
 
 

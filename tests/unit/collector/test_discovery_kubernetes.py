@@ -297,3 +297,56 @@ def test_a_watch_the_server_ends_at_once_is_not_opened_again_at_once() -> None:
             assert disc.lists == 1
         finally:
             disc.stop()
+
+
+def _odd(change: Any) -> dict[str, Any]:
+    pod = pod_dict("odd", ports=[8000])
+    change(pod)
+    return pod
+
+
+# Objects the client's models refuse to read (fields a real API server requires, so only a proxy, a broken or a
+# non-Kubernetes server sends them; tests/fakekube stores what it is given)
+UNREADABLE_PODS = {
+    "a port named, not numbered": _odd(lambda p: p["spec"]["containers"][0].update(ports=[{"name": "http"}])),
+    "a container with no name": _odd(lambda p: p["spec"]["containers"][0].pop("name")),
+    "a condition with no status": _odd(lambda p: p["status"]["conditions"][0].pop("status")),
+    "an owner with no uid": _odd(lambda p: p["metadata"].update(ownerReferences=[{"kind": "ReplicaSet", "name": "x"}])),
+    "an annotation that is a number": _odd(lambda p: p["metadata"].update(annotations={"kvpilot.io/port": 8000})),
+    "containers null": _odd(lambda p: p["spec"].update(containers=None)),
+}
+
+
+@pytest.mark.parametrize("where", ["list", "watch"])
+@pytest.mark.parametrize("odd", UNREADABLE_PODS.values(), ids=UNREADABLE_PODS.keys())
+async def test_a_pod_the_client_cannot_read_is_left_out_and_the_others_are_seen(
+    kube: FakeKube, where: str, odd: dict[str, Any]
+) -> None:
+    # before: the client read the whole list (or event) into its models, which refused it: no list at all, every
+    # relist failing on it for good ("no pod list yet (ValidationError: ... V1ContainerPort ...)"); in a watch, the
+    # pods created after it were never seen
+    kube.create("pods", pod_dict("a", ports=[8000]))
+    if where == "list":
+        kube.create("pods", odd)
+    disc = KubernetesDiscovery(kube.api_client(), namespace="prod", watch_timeout_s=30, retry_delay_s=0.05)
+    try:
+        assert [t.pod for t in await disc.targets()] == ["a"]
+        if where == "watch":
+            wait_for(lambda: pod_requests(kube) >= 2, what="the list, then the watch")
+            kube.create("pods", odd)
+        kube.create("pods", pod_dict("c", ports=[8000]))
+        wait_for(lambda: pods_of(disc) == ["a", "c"], what="pod c", timeout_s=10)
+        kube.delete("pods", "odd", "prod")
+        kube.delete("pods", "a", "prod")
+        wait_for(lambda: pods_of(disc) == ["c"], what="pod a gone", timeout_s=10)
+        assert disc.last_error is None
+        assert disc.lists == 1
+    finally:
+        disc.stop()
+
+
+def test_a_pod_ip_that_is_not_an_ip_is_not_a_target() -> None:
+    # in the URL, "/" or ":" would have picked another host, port or path than the pod's
+    for ip in ("10.0.0.9:9999/x#", "evil.example/a", "fe80::1%eth0/x"):
+        assert pod_target(as_pod(pod_dict(ip=ip, ports=[8000]))) is None
+    assert pod_target(as_pod(pod_dict(ip="fd00::1", ports=[8000]))).url == "http://[fd00::1]:8000/metrics"
