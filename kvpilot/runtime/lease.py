@@ -250,6 +250,10 @@ class LeaseElector:
         # holder's KEDA address in an annotation (kvpilot.runtime.shards).
         self.labels = dict(labels or {})
         self.annotations = dict(annotations or {})
+        # What the last round learned of the Lease (``kvpilot.runtime.service.SeesLease``): the identity of another
+        # holder it read holding it unexpired, and why it could not read or write it (None: it answered).
+        self.holder_seen: str | None = None
+        self.lease_failure: str | None = None
 
     @property
     def leader(self) -> bool:
@@ -276,14 +280,17 @@ class LeaseElector:
         from kubernetes.client.exceptions import ApiException
 
         now = self._clock.now()
+        self.holder_seen = self.lease_failure = None
         try:
             won = self._round(now, current)
             if won:
                 self._renewed_at = now  # only a write the API server accepted extends our lease
         except ApiException as e:
-            won = False if e.status == 409 else self._keep_until_expiry(now, f"HTTP {e.status} {e.reason}")
+            self.lease_failure = f"HTTP {e.status} {e.reason}"
+            won = False if e.status == 409 else self._keep_until_expiry(now, self.lease_failure)
         except Exception as e:  # the API server is unreachable
-            won = self._keep_until_expiry(now, str(e).splitlines()[0] if str(e) else type(e).__name__)
+            self.lease_failure = str(e).splitlines()[0] if str(e) else type(e).__name__
+            won = self._keep_until_expiry(now, self.lease_failure)
         if won != self._leader:
             log.info("lease %s/%s: %s", self.namespace, self.name, "acquired, actuating" if won else "lost, following")
         self.leader = won
@@ -339,6 +346,7 @@ class LeaseElector:
         duration = spec.get("leaseDurationSeconds") or self.lease_duration_s
         expired = renewed is None or now - renewed > duration
         if holder and holder != self.identity and not expired:
+            self.holder_seen = str(holder)
             return False
         taking_over = holder != self.identity
         transitions = (spec.get("leaseTransitions") or 0) + (1 if taking_over else 0)

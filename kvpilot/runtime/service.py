@@ -90,17 +90,24 @@ GIL_SWITCH_S = 0.001
 # says it at INFO; a replica that has followed another holder for SPLIT_AFTER_LEASES lease periods proves a second
 # one and warns once (a rolling update's new pod follows the old holder for a few seconds, never that long). Every
 # follower's /v1/findings and /v1/drains say it too (503), so that an approval is never left where the holder does
-# not read it.
+# not read it. Only a Lease read naming another holder proves a second replica (``SeesLease``): a lone replica that
+# cannot take the Lease (the API server away, no RBAC on leases) warns that it could not hold it, and why.
 SPLIT_AFTER_LEASES = 4
 OWN_STORE_NOTE = (
     "the store is SQLite (no KVPILOT_DATABASE_URL) and this replica campaigns for a Lease (ha.enabled or sharding): "
     "run one replica; two or more would each keep their own store (docs/scaling-large-fleets.md, Lease-based HA)"
 )
 OWN_STORE_WARNING = (
-    "another replica has held the Lease for %.0f s while this one's store is its own SQLite (no "
+    "another replica (%s) has held the Lease for %.0f s while this one's store is its own SQLite (no "
     "KVPILOT_DATABASE_URL): only the holder's store has the findings and drains, and /v1/findings and /v1/drains "
     "answer 503 here. Give every replica one PostgreSQL (KVPILOT_DATABASE_URL), or run one replica "
     "(docs/scaling-large-fleets.md, Lease-based HA)"
+)
+NOT_HELD_WARNING = (
+    "this replica could not hold the Lease for %.0f s (%s) and its store is its own SQLite (no KVPILOT_DATABASE_URL): "
+    "it writes no findings, requests no drains, and /v1/findings and /v1/drains answer 503 here. No other holder was "
+    "read: check that the API server is reachable and that kvpilot's Role may get, create and update "
+    "coordination.k8s.io leases (docs/scaling-large-fleets.md, Lease-based HA)"
 )
 NOT_HOLDERS_STORE = (
     "this replica does not hold the Lease and its store is its own SQLite: the holder's findings and drains are not "
@@ -129,6 +136,16 @@ class Campaigns(Protocol):
     task. ``AlwaysLeader`` has nothing to run."""
 
     async def run(self, stop: asyncio.Event, *, every_s: float, sleep: Sleep = asyncio.sleep) -> None: ...
+
+
+@runtime_checkable
+class SeesLease(Protocol):
+    """Leadership that says what its last round read of the Lease (``LeaseElector``): ``holder_seen``, another
+    replica's identity holding it unexpired (None: the round read no such holder); ``lease_failure``, why the round
+    could not read or write it (an HTTP status, the API server unreachable; None: it answered)."""
+
+    holder_seen: str | None
+    lease_failure: str | None
 
 
 @runtime_checkable
@@ -195,7 +212,7 @@ class Service:
         self.own_store = self.store_sqlite and leadership is not None
         self.split_after_s = split_after_s
         self._following_since: float | None = None  # the first tick of this run of ticks without the Lease
-        self._split_said = False
+        self._split_said: set[str] = set()  # the warnings said (each once: another holder read, the Lease not held)
         if self.own_store:
             log.info(OWN_STORE_NOTE)
         self.actuation = actuation
@@ -362,15 +379,28 @@ class Service:
             await sleep_unless_stopped(self._sleep, max(0.0, self.interval_s - (self.clock.now() - started)), self.stop)
 
     def _note_split(self, now: float) -> None:
-        """Warn once when this replica, on its own SQLite, has ticked without the Lease for ``split_after_s``."""
+        """Warn once when this replica, on its own SQLite, has ticked without the Lease for ``split_after_s``: that
+        another replica holds it when the Lease's last read named one, else that it could not hold it (and why)."""
         if self.leadership.leader:
             self._following_since = None
             return
         if self._following_since is None:
             self._following_since = now
-        elif not self._split_said and now - self._following_since >= self.split_after_s:
-            self._split_said = True
-            log.warning(OWN_STORE_WARNING, now - self._following_since)
+            return
+        following = now - self._following_since
+        if following < self.split_after_s:
+            return
+        seen = self.leadership if isinstance(self.leadership, SeesLease) else None
+        holder = seen.holder_seen if seen is not None else None
+        said = "split" if holder else "not held"
+        if said in self._split_said:
+            return
+        self._split_said.add(said)
+        if holder:
+            log.warning(OWN_STORE_WARNING, holder, following)
+        else:
+            why = seen.lease_failure if seen is not None else None
+            log.warning(NOT_HELD_WARNING, following, why or "the last read of the Lease named no other holder")
 
     async def _run_writer(self) -> None:
         while True:

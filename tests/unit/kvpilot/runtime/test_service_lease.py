@@ -65,6 +65,29 @@ def test_leader_keeps_leading_through_a_short_api_outage_then_steps_down(kube: F
     assert not a.try_acquire_or_renew()  # its lease would have expired: step down before another takes over
 
 
+def test_a_round_says_the_holder_it_read_or_why_it_could_not_read(kube: FakeKube, clock: VirtualClock) -> None:
+    """What the service's split-store warning reads (review G F7): another holder only when a read named one."""
+    from kubernetes.client.exceptions import ApiException
+
+    a, b = _elector(kube, clock, "a"), _elector(kube, clock, "b")
+    assert a.try_acquire_or_renew()
+    assert (a.holder_seen, a.lease_failure) == (None, None)
+    assert not b.try_acquire_or_renew()
+    assert (b.holder_seen, b.lease_failure) == ("a", None)
+
+    def forbidden(name: str, namespace: str) -> dict:
+        raise ApiException(status=403, reason="Forbidden")
+
+    b._api.read_namespaced_lease = forbidden  # type: ignore[method-assign]
+    assert not b.try_acquire_or_renew()
+    assert (b.holder_seen, b.lease_failure) == (None, "HTTP 403 Forbidden")
+    b._api = Leases(client.ApiClient(client.Configuration(host="http://127.0.0.1:9")))  # gone
+    b._api.api_client.configuration.retries = False
+    assert not b.try_acquire_or_renew()
+    assert b.holder_seen is None
+    assert b.lease_failure
+
+
 def test_release_hands_over_at_once(kube: FakeKube, clock: VirtualClock) -> None:
     a, b = _elector(kube, clock, "a"), _elector(kube, clock, "b")
     a.try_acquire_or_renew()

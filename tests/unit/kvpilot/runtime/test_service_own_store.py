@@ -40,9 +40,12 @@ HOLDER_ONLY = (
 
 @dataclass
 class Held:
-    """A Lease this replica holds or not (``LeaseElector.leader``)."""
+    """A Lease this replica holds or not (``LeaseElector.leader``), and what its last read saw of it
+    (``LeaseElector.holder_seen``, ``lease_failure``)."""
 
     leader: bool
+    holder_seen: str | None = None
+    lease_failure: str | None = None
 
 
 def _client(db: Store, leadership: Held | None) -> tuple[TestClient, object]:
@@ -120,7 +123,7 @@ async def test_a_replica_that_follows_for_four_lease_periods_on_its_own_sqlite_w
 ) -> None:
     caplog.set_level(logging.WARNING, logger="kvpilot.runtime.service")
     clock = VirtualClock(1_700_000_000.0)
-    held = Held(leader=False)
+    held = Held(leader=False, holder_seen="kvpilot-7d9f-0")
     url = migrated(tmp_path / "kvpilot.db")
     service, restored, timer = make_service(url, clock, ScriptedFleet(clock), leadership=held)
     assert service.split_after_s == 60.0  # 4 x ha.lease_duration_s (15 s)
@@ -135,8 +138,44 @@ async def test_a_replica_that_follows_for_four_lease_periods_on_its_own_sqlite_w
         assert not caplog.records
         await run_ticks(service, timer, 20)  # past 60 s, and long after: said once
         (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-        assert "another replica has held the Lease for 60 s" in warning
+        assert "another replica (kvpilot-7d9f-0) has held the Lease for 60 s" in warning
         assert "KVPILOT_DATABASE_URL" in warning
+    finally:
+        service.stop.set()
+        await service.wait()
+
+
+@pytest.mark.parametrize(
+    ("failure", "why"),
+    [
+        ("HTTP 403 Forbidden", "(HTTP 403 Forbidden)"),  # no RBAC on leases
+        ("[Errno 111] Connection refused", "([Errno 111] Connection refused)"),  # the API server away
+        (None, "(the last read of the Lease named no other holder)"),
+    ],
+)
+async def test_a_lone_replica_that_cannot_hold_the_lease_says_so_not_that_another_holds_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, failure: str | None, why: str
+) -> None:
+    """Review G F7 (session 19): a replica that never read another holder (its rounds failed) warned that another
+    replica held the Lease. It says the Lease could not be held and why; the split warning follows once a read names
+    another holder."""
+    caplog.set_level(logging.WARNING, logger="kvpilot.runtime.service")
+    clock = VirtualClock(1_700_000_000.0)
+    held = Held(leader=False, lease_failure=failure)
+    url = migrated(tmp_path / "kvpilot.db")
+    service, restored, timer = make_service(url, clock, ScriptedFleet(clock), leadership=held)
+    await service.start(restored)
+    try:
+        await run_ticks(service, timer, 20)  # past 60 s: said once
+        (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert f"this replica could not hold the Lease for 60 s {why}" in warning
+        assert "another replica" not in warning
+        assert "KVPILOT_DATABASE_URL" in warning
+        held.holder_seen, held.lease_failure = "kvpilot-7d9f-1", None  # the API server answers: another holds it
+        await run_ticks(service, timer, 10)
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 2
+        assert warnings[1].startswith("another replica (kvpilot-7d9f-1) has held the Lease for ")
     finally:
         service.stop.set()
         await service.wait()
