@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -28,6 +29,9 @@ from collector.clock import Clock
 log = logging.getLogger(__name__)
 
 MAX_CHANNELS = 64
+# A kept answer whose age on our clock is below minus this (the clock stepped back since) is not served; NTP daemons
+# step, rather than slew, only past 0.128 s (ntpd's default step threshold; chrony's makestep is configured likewise)
+CLOCK_STEP_S = 1.0
 FORWARDED_BY = "kvpilot-forwarded-by"
 DECISION_AT = "kvpilot-decision-at"
 _HOP_HEADERS = frozenset({"user-agent", "grpc-accept-encoding", "grpc-encoding", "grpc-timeout", "te", "content-type"})
@@ -98,16 +102,22 @@ class Forwarding:
         await asyncio.gather(*self._closing, return_exceptions=True)
 
     def keep(self, method: str, request: Any, response: Any, decision_at: float | None) -> None:
-        if decision_at is not None:
-            self._kept[(method, request.SerializeToString(deterministic=True))] = (response, decision_at)
+        """Keep the answer, its decision's time no later than now on this instance's clock: an owner whose clock runs
+        ahead (or steps forward) stamps its decisions in our future, and they were served as fresh, after its death,
+        for as long as it was ahead (an hour ahead: an hour); NaN compares false, so it was served forever."""
+        if decision_at is not None and math.isfinite(decision_at):
+            at = min(decision_at, self.clock.now())
+            self._kept[(method, request.SerializeToString(deterministic=True))] = (response, at)
 
     def kept(self, method: str, request: Any) -> tuple[Any, float] | None:
-        """The last answer to this request and its decision's time, if that is within the staleness limit."""
+        """The last answer to this request and its decision's time, if that is within the staleness limit. An age
+        below zero (this instance's clock stepped back since it kept it) is no age: not served either."""
         found = self._kept.get((method, request.SerializeToString(deterministic=True)))
         if found is None:
             return None
         response, decision_at = found
-        if self.stale_after_s and self.clock.now() - decision_at > self.stale_after_s:
+        age = self.clock.now() - decision_at
+        if self.stale_after_s and not -CLOCK_STEP_S <= age <= self.stale_after_s:
             return None
         self.served_kept_total += 1
         return response, decision_at
@@ -193,9 +203,10 @@ def _decision_at(trailing: Any) -> float | None:
     for key, value in trailing or ():
         if key == DECISION_AT:
             try:
-                return float(value)
+                at = float(value)
             except (TypeError, ValueError):
                 return None
+            return at if math.isfinite(at) else None
     return None
 
 

@@ -4,6 +4,7 @@ each with its own board, and a router that says who owns what (the ShardCoordina
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -178,3 +179,41 @@ def test_sharding_with_keda_tls_is_refused_in_one_line(tmp_path) -> None:
     )
     with pytest.raises(SettingsError, match=r"^sharding\.shards > 1 with keda\.tls_cert_file: .*[^\n]$"):
         build_shards(settings, VirtualClock(), api_client=object())
+
+
+class SteppedClock(VirtualClock):
+    """A wall clock that NTP may step backwards."""
+
+    def step_back(self, seconds: float) -> None:
+        self._now -= seconds
+
+
+@pytest.mark.parametrize("stamped", [NOW + 3600, math.nan, math.inf], ids=["owner's clock an hour ahead", "nan", "inf"])
+async def test_a_kept_answer_ages_on_this_instances_clock(stamped: float) -> None:
+    # before: a kept answer's age was our clock minus the owner's stamp, so an owner an hour ahead had its answer
+    # served for an hour after its death; NaN compared false and inf was never old: served forever
+    clock = VirtualClock(NOW)
+    async with two_instances(clock) as (a, b, _table):
+        b.board.publish(decision(desired=5, timestamp=stamped))
+        answer = await a.stub.GetMetrics(_metrics(), timeout=5)  # relayed from b (whose own reader serves it)
+        assert answer.metricValues[0].metricValue == 5
+        await b.endpoint.server.stop(0)
+        clock.advance(STALE_S + 1)
+        with pytest.raises(grpc.aio.AioRpcError) as failed:
+            await _get(a)
+        assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_a_kept_answer_is_not_served_after_this_instances_clock_steps_back() -> None:
+    # before: its age went below zero, so it was served as fresh for as long as the step (an hour)
+    clock = SteppedClock(NOW)
+    async with two_instances(clock) as (a, b, _table):
+        b.board.publish(decision(desired=5, timestamp=NOW))
+        assert await _get(a) == (5, NOW)
+        await b.endpoint.server.stop(0)
+        clock.advance(10)
+        assert await _get(a) == (5, NOW)  # kept, 10 s old
+        clock.step_back(3600)
+        with pytest.raises(grpc.aio.AioRpcError) as failed:
+            await _get(a)
+        assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
