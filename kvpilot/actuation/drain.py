@@ -17,7 +17,9 @@ Give it a client built with ``retries = False`` (as ``kvpilot run`` does): urlli
 wait as its backoff, only while the call stays within ``request_timeout_s``; a longer one ends the drain with
 ``DrainResult.busy`` (the worker puts it back to approved and tries it again after a backoff, at least the Retry-After).
 Evictions are POSTs, which urllib3 never retries: a PodDisruptionBudget's 429 is the backoff's, as before, one audit
-step for its refusals (not one per try), waiting at least a Retry-After the 429 carries.
+step for its refusals (not one per try), waiting at least a Retry-After the 429 carries. An eviction's 429 is a
+budget's refusal only when its Status names one (``budget_refusal``); any other 429 is the API server shedding load
+(API Priority and Fairness), backed off the same way and worded as throttling, not as a PDB.
 
 Before any eviction it refuses, as ``kubectl drain`` does without ``--force``, a node holding a pod with no controller
 (evicted, nothing would recreate it); and it keeps each ready pod whose eviction would leave its workload no ready
@@ -31,6 +33,7 @@ stage must not read as a rolling update draining the pod (``scaler.rollout_stage
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -51,6 +54,39 @@ log = logging.getLogger(__name__)
 
 TAINT_KEY = "kvpilot.io/unhealthy-gpu"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+# policy/v1 DisruptionBudgetCause: the cause an eviction's 429 Status carries when a PodDisruptionBudget refused it.
+DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
+_STATUS_BODY_MAX = 65536  # a Status is a few hundred bytes; a longer body is not read for a cause
+
+
+def budget_refusal(error: Any) -> str | None:
+    """What a PodDisruptionBudget said when it refused an eviction (its cause's words, or its message without one),
+    or None when the 429 is not a budget's. The API server's eviction handler (pkg/registry/core/pod/storage/
+    eviction.go) answers a Status "Cannot evict pod as it would violate the pod's disruption budget." whose
+    ``details.causes`` hold one of reason ``DisruptionBudget`` ("The disruption budget chat needs 2 healthy pods and
+    has 2 currently"; "... is still being processed by the server." with a Retry-After of 10 s). API Priority and
+    Fairness and ``--max-requests-inflight`` answer 429 "Too many requests, please try again later." as plain text
+    with a Retry-After: the API server shedding load, no budget involved."""
+    body = getattr(error, "body", None)
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if not isinstance(body, str) or len(body) > _STATUS_BODY_MAX:
+        return None
+    try:
+        status = json.loads(body)
+    except ValueError:
+        return None  # plain text: the API server's own throttling
+    if not isinstance(status, dict) or status.get("kind") != "Status":
+        return None
+    details = status.get("details")
+    causes = details.get("causes") if isinstance(details, dict) else None
+    for cause in causes if isinstance(causes, list) else []:
+        if isinstance(cause, dict) and cause.get("reason") == DISRUPTION_BUDGET_CAUSE:
+            return str(cause.get("message") or status.get("message") or "refused by its disruption budget")[:512]
+    message = status.get("message")
+    if isinstance(message, str) and "disruption budget" in message:  # a server that names no cause (before 1.19)
+        return message[:512]
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,7 +449,8 @@ class NodeDrainer:
             return
         body = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))
         start = self._clock.now()
-        attempt = refusals = 0
+        attempt = 0
+        refusals = {"pdb": 0, "throttled": 0}  # a PodDisruptionBudget's 429s; the API server's load shedding's
         while True:
             if self._on_evict is not None:  # before the request: the pod may leave discovery before it returns
                 self._on_evict(ref, self._clock.now())
@@ -424,21 +461,29 @@ class NodeDrainer:
                     self._record(result, "evict", ref, Outcome.NOT_FOUND, f"{ref} already gone")
                     return
                 if e.status == 429:
-                    refusals += 1
+                    budget = budget_refusal(e)
+                    kind = "pdb" if budget is not None else "throttled"
+                    refusals[kind] += 1
                     waited = self._clock.now() - start
                     if waited >= self._backoff.deadline_s:
-                        why = f"PodDisruptionBudget blocked {ref} for {waited:.0f} s ({refusals} refusal(s))"
-                        self._record(result, "evict", ref, Outcome.BLOCKED, why)
+                        self._record(result, "evict", ref, Outcome.BLOCKED, _blocked_words(ref, waited, refusals))
                         result.blocked.append(ref)
                         return
                     # at least what the API server asks (Retry-After: API Priority and Fairness shedding load), and
                     # never past the deadline by more than the next try
                     asked = retry_after_s(e) or 0.0
                     delay = min(max(self._backoff.delay(attempt), asked), max(self._backoff.deadline_s - waited, 0.0))
-                    if refusals == 1:  # one step for the refusals, not one per try: the outcome says how many
+                    if refusals[kind] == 1:  # one step per kind of refusal, not one per try: the outcome says how many
+                        if budget is not None:
+                            said = f"PDB refused {ref} ({budget})" if budget else f"PDB refused {ref}"
+                        else:
+                            said = (
+                                f"the API server throttled the eviction of {ref} (HTTP 429 naming no disruption "
+                                "budget: API Priority and Fairness shedding load)"
+                            )
                         self._record(
                             result, "evict", ref, Outcome.RETRY,
-                            f"PDB refused {ref}; retry in {delay:g} s, backing off to {self._backoff.max_s:g} s, "
+                            f"{said}; retry in {delay:g} s, backing off to {self._backoff.max_s:g} s, "
                             f"for up to {self._backoff.deadline_s:g} s",
                         )  # fmt: skip
                     self._wait(delay)
@@ -450,10 +495,28 @@ class NodeDrainer:
                 self._record(result, "evict", ref, Outcome.ERROR, f"evicting {ref}: HTTP {e.status} {e.reason}")
                 result.failed = True
                 return
-            after = f" after {refusals} PDB refusal(s) over {self._clock.now() - start:.0f} s" if refusals else ""
+            after = _refusal_words(refusals)
+            after = f" after {after} over {self._clock.now() - start:.0f} s" if after else ""
             self._record(result, "evict", ref, Outcome.OK, f"evicted {ref}{after}")
             result.evicted.append(ref)
             return
+
+
+def _refusal_words(refusals: dict[str, int]) -> str:
+    """How many refusals of each kind ("3 PDB refusal(s)", the throttled answers), or "" when there were none."""
+    words = [f"{refusals['pdb']} PDB refusal(s)"] if refusals["pdb"] else []
+    if refusals["throttled"]:
+        words.append(f"{refusals['throttled']} throttled answer(s) (HTTP 429, no disruption budget named)")
+    return " and ".join(words)
+
+
+def _blocked_words(ref: str, waited: float, refusals: dict[str, int]) -> str:
+    if refusals["pdb"]:
+        return f"PodDisruptionBudget blocked {ref} for {waited:.0f} s ({_refusal_words(refusals)})"
+    return (
+        f"the API server throttled the eviction of {ref} for {waited:.0f} s ({_refusal_words(refusals)}); no "
+        "PodDisruptionBudget refused it"
+    )
 
 
 class _Busy(Exception):

@@ -6,8 +6,11 @@ the server's subresource hook:
 What the real API server does, and this keeps: POST an ``Eviction`` to ``/api/v1/namespaces/<ns>/pods/<name>/
 eviction``; 404 when the pod is gone; 500 when more than one PDB selects the pod; 429 ``TooManyRequests`` when
 the pod's PDB allows no disruption now (healthy pods would drop below ``minAvailable``, or unavailable pods would
-exceed ``maxUnavailable``); otherwise the pod is deleted (nothing changes under ``dryRun=All``) and 201 returns a
-success ``Status``. A pod already terminating, or not yet healthy, is evicted regardless of its budget.
+exceed ``maxUnavailable``), a ``Status`` whose ``details.causes`` name the budget (reason ``DisruptionBudget``, "The
+disruption budget <name> needs <desired> healthy pods and has <current> currently", no Retry-After), as
+pkg/registry/core/pod/storage/eviction.go answers it; otherwise the pod is deleted (nothing changes under
+``dryRun=All``) and 201 returns a success ``Status``. A pod already terminating, or not yet healthy, is evicted
+regardless of its budget. (A 429 of the API server's own throttling is ``tests.fakekube.throttled``: plain text.)
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from tests.fakekube.server import FakeKube, Request
 from tests.fakekube.store import ApiError, Obj, status_object
 
 PDB_VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget."
+CAUSE = "DisruptionBudget"  # policy/v1 DisruptionBudgetCause
 
 
 def install(kube: FakeKube) -> FakeKube:
@@ -66,16 +70,23 @@ def _count(value: Any, total: int, *, what: str) -> int:
     raise ApiError(422, "Invalid", f"PodDisruptionBudget {what} must be an integer or a percentage, got {value!r}")
 
 
-def disruptions_allowed(pdb: Obj, pods: list[Obj]) -> int:
-    """How many of ``pods`` (those the PDB selects) may be disrupted now."""
+def healthy_counts(pdb: Obj, pods: list[Obj]) -> tuple[int, int]:
+    """(desiredHealthy, currentHealthy) of the PDB's status over ``pods`` (those it selects), as the disruption
+    controller computes them."""
     spec = pdb.get("spec") or {}
     total = len(pods)
     up = sum(1 for p in pods if healthy(p))
     if spec.get("minAvailable") is not None:
-        return up - _count(spec["minAvailable"], total, what="minAvailable")
+        return _count(spec["minAvailable"], total, what="minAvailable"), up
     if spec.get("maxUnavailable") is not None:
-        return _count(spec["maxUnavailable"], total, what="maxUnavailable") - (total - up)
-    return up  # a budget with neither field never blocks
+        return total - _count(spec["maxUnavailable"], total, what="maxUnavailable"), up
+    return 0, up  # a budget with neither field never blocks
+
+
+def disruptions_allowed(pdb: Obj, pods: list[Obj]) -> int:
+    """How many of ``pods`` (those the PDB selects) may be disrupted now."""
+    desired, current = healthy_counts(pdb, pods)
+    return current - desired
 
 
 def evict(kube: FakeKube, req: Request) -> tuple[int, Obj]:
@@ -107,7 +118,10 @@ def evict(kube: FakeKube, req: Request) -> tuple[int, Obj]:
                     if selector_matches(budgets[0]["spec"].get("selector"), p.get("metadata", {}).get("labels") or {})
                 ]
                 if disruptions_allowed(budgets[0], selected) <= 0:
-                    raise ApiError(429, "TooManyRequests", PDB_VIOLATION, name=req.name, kind="pods")
+                    desired, current = healthy_counts(budgets[0], selected)
+                    budget = budgets[0]["metadata"]["name"]
+                    words = f"The disruption budget {budget} needs {desired} healthy pods and has {current} currently"
+                    raise ApiError(429, "TooManyRequests", PDB_VIOLATION, causes=[{"reason": CAUSE, "message": words}])
         if req.query.get("dryRun") != "All":
             store.delete(pods_rt, req.namespace, req.name)
     return 201, status_object(201, "", f'pod "{req.name}" evicted', name=req.name, kind="pods")

@@ -249,6 +249,9 @@ class _KubeHandler(BaseHTTPRequestHandler):
                 return
             code, obj = self._dispatch(method, route, body, query)
         except ApiError as e:
+            if e.plain_text:
+                self._send_text(e.code, e.message, e.retry_after_s)
+                return
             code, obj = e.code, e.status()
         except (KeyError, TypeError, ValueError) as e:
             code, obj = 400, status_object(400, "BadRequest", f"{type(e).__name__}: {e}")
@@ -303,6 +306,18 @@ class _KubeHandler(BaseHTTPRequestHandler):
         retry_after = (obj.get("details") or {}).get("retryAfterSeconds") if obj.get("kind") == "Status" else None
         if retry_after:  # as the API server writes a Status with retryAfterSeconds (429, 503)
             self.send_header("Retry-After", str(retry_after))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _send_text(self, code: int, message: str, retry_after_s: int) -> None:
+        """As Go's http.Error writes it (the API server's throttling filters): text/plain, the message and a newline."""
+        raw = message.encode() + b"\n"
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Content-Length", str(len(raw)))
+        if retry_after_s > 0:
+            self.send_header("Retry-After", str(retry_after_s))
         self.end_headers()
         self.wfile.write(raw)
 

@@ -45,23 +45,53 @@ RESOURCES: dict[tuple[str, str], ResourceType] = {
 
 
 class ApiError(Exception):
-    """Raised inside the store; the server turns it into a Kubernetes ``Status`` object."""
+    """Raised inside the store; the server turns it into a Kubernetes ``Status`` object (``plain_text``: the message
+    as a text/plain body instead, as the API server's own filters write theirs, ``throttled``)."""
 
     def __init__(
-        self, code: int, reason: str, message: str, *, name: str = "", kind: str = "", retry_after_s: int = 0
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        *,
+        name: str = "",
+        kind: str = "",
+        retry_after_s: int = 0,
+        causes: list[Obj] | None = None,
+        plain_text: bool = False,
     ) -> None:
         super().__init__(message)
         self.code, self.reason, self.message, self.name, self.kind = code, reason, message, name, kind
         self.retry_after_s = retry_after_s  # > 0: details.retryAfterSeconds and a Retry-After header, as the API server
+        self.causes = causes  # details.causes: [{"reason": ..., "message": ...}] (metav1.StatusCause)
+        self.plain_text = plain_text
 
     def status(self) -> Obj:
         return status_object(
-            self.code, self.reason, self.message, name=self.name, kind=self.kind, retry_after_s=self.retry_after_s
-        )
+            self.code, self.reason, self.message, name=self.name, kind=self.kind, retry_after_s=self.retry_after_s,
+            causes=self.causes,
+        )  # fmt: skip
+
+
+# What API Priority and Fairness (and --max-requests-inflight) answer a request they reject: 429 with this text as a
+# plain body (http.Error, no Status object) and a Retry-After header (k8s.io/apiserver/pkg/server/filters).
+THROTTLED = "Too many requests, please try again later."
+
+
+def throttled(retry_after_s: int = 1) -> ApiError:
+    """The API server shedding load, as its filters answer it (for ``FakeKube.intercept``)."""
+    return ApiError(429, "TooManyRequests", THROTTLED, retry_after_s=retry_after_s, plain_text=True)
 
 
 def status_object(
-    code: int, reason: str, message: str, *, name: str = "", kind: str = "", retry_after_s: int = 0
+    code: int,
+    reason: str,
+    message: str,
+    *,
+    name: str = "",
+    kind: str = "",
+    retry_after_s: int = 0,
+    causes: list[Obj] | None = None,
 ) -> Obj:
     details: Obj = {}
     if name:
@@ -70,6 +100,8 @@ def status_object(
         details["kind"] = kind
     if retry_after_s > 0:
         details["retryAfterSeconds"] = retry_after_s
+    if causes:
+        details["causes"] = causes
     return {
         "kind": "Status",
         "apiVersion": "v1",

@@ -17,10 +17,10 @@ from kubernetes.client.exceptions import ApiException
 
 from collector.clock import VirtualClock
 from kvpilot.actuation.audit import Outcome
-from kvpilot.actuation.drain import TAINT_KEY, Backoff, DrainResult, NodeDrainer
-from tests.fakekube.eviction import install
+from kvpilot.actuation.drain import TAINT_KEY, Backoff, DrainResult, NodeDrainer, budget_refusal
+from tests.fakekube.eviction import PDB_VIOLATION, install
 from tests.fakekube.server import FakeKube
-from tests.fakekube.store import ApiError
+from tests.fakekube.store import ApiError, throttled
 from tests.helpers.silent_api import api_answering, kvpilot_run_actuation
 
 
@@ -305,27 +305,130 @@ def test_pdb_blocked_eviction_retries_with_backoff_until_the_budget_allows(kube,
     assert result.evicted == ["ml/llm-0"]
     # one step for the refusals (session 19: was one per try), the outcome saying how many and how long
     assert [o for _, o in _outcomes(result.records, "evict")] == [Outcome.RETRY, Outcome.OK]
+    retry = [r.message for r in result.records if r.outcome == Outcome.RETRY]
+    assert retry == [  # the budget's own words, from the Status's DisruptionBudget cause
+        "PDB refused ml/llm-0 (The disruption budget llm-pdb needs 2 healthy pods and has 2 currently); retry in 1 s, "
+        "backing off to 30 s, for up to 600 s"
+    ]
     assert result.records[-1].message == "evicted ml/llm-0 after 3 PDB refusal(s) over 7 s"
 
 
-def test_a_pdb_refusal_that_says_retry_after_is_waited_at_least_that(kube, core):
-    # An eviction's 429 with Retry-After (API Priority and Fairness shedding load says one) waits at least that long.
+def _throttling(kube: FakeKube, times: int, retry_after_s: int) -> list[int]:
+    """The API server sheds the first ``times`` evictions (API Priority and Fairness: a plain-text 429 with a
+    Retry-After, no Status, no budget named); returns the list its refusals are counted in."""
+    shed: list[int] = []
+
+    def intercept(method: str, path: str) -> ApiError | None:
+        if method == "POST" and path.endswith("/eviction") and len(shed) < times:
+            shed.append(1)
+            return throttled(retry_after_s)
+        return None
+
+    kube.intercept = intercept
+    return shed
+
+
+def test_a_throttled_eviction_waits_the_retry_after_and_is_not_called_a_pdb_refusal(kube, core):
+    # An eviction's 429 from API Priority and Fairness (Retry-After, no disruption budget named) waits at least the
+    # Retry-After, and the audit says the API server throttled it: before session 20 it read "PDB refused".
     _node(kube)
     _pod(kube, "llm-0")
-    real = kube.subresources[("pods", "eviction")]
-    tries: list[float] = []
-
-    def shedding(fake: FakeKube, req: Any) -> Any:
-        tries.append(clock.now())
-        if len(tries) < 3:
-            raise ApiError(429, "TooManyRequests", "too many requests, please try again later", retry_after_s=7)
-        return real(fake, req)
-
-    kube.subresources[("pods", "eviction")] = shedding
+    shed = _throttling(kube, 2, retry_after_s=7)
     clock, sleeps = VirtualClock(), list[float]()
     result = _drainer(core, clock, sleeps, initial_s=1, factor=2, max_s=30).drain("gpu-1", dry_run=False)
+    assert len(shed) == 2
     assert result.evicted == ["ml/llm-0"]
     assert sleeps == [7, 7]  # not 1 and 2
+    messages = [r.message for r in result.records if r.step == "evict"]
+    assert not any("PDB" in m or "PodDisruptionBudget" in m for m in messages), messages
+    assert messages[0].startswith(
+        "the API server throttled the eviction of ml/llm-0 (HTTP 429 naming no disruption budget: API Priority and "
+        "Fairness shedding load); retry in 7 s"
+    )
+    assert messages[-1] == (
+        "evicted ml/llm-0 after 2 throttled answer(s) (HTTP 429, no disruption budget named) over 14 s"
+    )
+
+
+def test_throttling_then_a_pdb_says_each_once(kube, core):
+    # Throttled first, then refused by the budget until a replacement is ready: one retry step for each kind.
+    _node(kube)
+    _pod(kube, "llm-0")
+    _pod(kube, "llm-1", node="gpu-2")
+    _pdb(kube, min_available=2)
+    _throttling(kube, 1, retry_after_s=3)
+    clock, sleeps = VirtualClock(), list[float]()
+
+    def sleep(s: float) -> None:
+        sleeps.append(s)
+        clock.advance(s)
+        if len(sleeps) == 3:
+            _pod(kube, "llm-2", node="gpu-3")
+
+    drainer = NodeDrainer(core, clock=clock, sleep=sleep, backoff=Backoff(initial_s=1, factor=2, max_s=30))
+    result = drainer.drain("gpu-1", dry_run=False)
+    assert result.evicted == ["ml/llm-0"]
+    retry = [r.message for r in result.records if r.outcome == Outcome.RETRY]
+    assert [m.split(";")[0] for m in retry] == [
+        "the API server throttled the eviction of ml/llm-0 (HTTP 429 naming no disruption budget: API Priority and "
+        "Fairness shedding load)",
+        "PDB refused ml/llm-0 (The disruption budget llm-pdb needs 2 healthy pods and has 2 currently)",
+    ]
+    assert result.records[-1].message == (
+        "evicted ml/llm-0 after 2 PDB refusal(s) and 1 throttled answer(s) (HTTP 429, no disruption budget named) "
+        "over 9 s"
+    )
+
+
+def test_an_eviction_throttled_to_the_deadline_is_blocked_in_the_right_words(kube, core):
+    _node(kube)
+    _pod(kube, "llm-0")
+    _throttling(kube, 10**6, retry_after_s=5)
+    result = _drainer(core, VirtualClock(), [], initial_s=5, factor=2, max_s=20, deadline_s=60).drain(
+        "gpu-1", dry_run=False
+    )
+    assert result.blocked == ["ml/llm-0"]
+    assert result.records[-1].outcome == Outcome.BLOCKED
+    assert result.records[-1].message.startswith("the API server throttled the eviction of ml/llm-0 for 60 s (")
+    assert result.records[-1].message.endswith("); no PodDisruptionBudget refused it")
+
+
+NEEDS = "The disruption budget chat needs 2 healthy pods and has 2 currently"
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        # pkg/registry/core/pod/storage/eviction.go: the budget allows no disruption now
+        (
+            {"kind": "Status", "code": 429, "reason": "TooManyRequests",
+             "message": PDB_VIOLATION,
+             "details": {"causes": [{"reason": "DisruptionBudget", "message": NEEDS}]}},
+            NEEDS,
+        ),
+        # ... its status not yet observed by the disruption controller (Retry-After 10)
+        (
+            {"kind": "Status", "code": 429, "reason": "TooManyRequests",
+             "message": PDB_VIOLATION,
+             "details": {"retryAfterSeconds": 10, "causes": [{"reason": "DisruptionBudget",
+                         "message": "The disruption budget chat is still being processed by the server."}]}},
+            "The disruption budget chat is still being processed by the server.",
+        ),
+        # a server that names no cause
+        (
+            {"kind": "Status", "code": 429, "message": PDB_VIOLATION},
+            PDB_VIOLATION,
+        ),
+        ("Too many requests, please try again later.\n", None),  # API Priority and Fairness, --max-requests-inflight
+        ({"kind": "Status", "code": 429, "reason": "TooManyRequests", "message": "too many requests"}, None),
+        ({"kind": "Status", "code": 429, "details": {"causes": "garbage"}}, None),
+        ("[1, 2]", None),
+        (None, None),
+    ],
+)  # fmt: skip
+def test_a_429_is_a_budgets_refusal_only_when_its_status_names_one(body: Any, said: str | None) -> None:
+    raw = json.dumps(body) if isinstance(body, dict) else body
+    assert budget_refusal(ApiException(status=429, reason="Too Many Requests", body=raw)) == said
 
 
 def test_pdb_that_never_allows_is_reported_blocked_after_the_deadline(kube, core):
