@@ -2,14 +2,24 @@
 
 Before (session 17, helper H): an interrupt in the first second of any command printed a KeyboardInterrupt
 traceback, because the console script imported kvpilot.cli (typer, click) outside any handler. The interrupt is
-delivered here at a fixed point (the import of typer), so the test does not race a timer."""
+delivered here at a fixed point (the import of typer), so the test does not race a timer.
+
+A SIGTERM there likewise (session 20): `kvpilot run` signalled while it imports its modules or reads its settings
+(before its runner handles signals) was killed with status 143 and no log line; it exits 0 with its stop's log
+lines, any other command 143 with one line. The signal is sent by the process to itself at a fixed import, and once
+to a real `kvpilot run` as soon as its SIGTERM handler is installed."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -44,3 +54,79 @@ def test_an_interrupt_while_importing_exits_130_without_a_traceback() -> None:
 def test_the_console_script_enters_through_the_guard() -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["kvpilot"] == "kvpilot._entry:main"
+
+
+_TERMINATE_AT_IMPORT = """
+import os, signal, sys
+
+class Terminate:
+    def find_spec(self, name, path=None, target=None):
+        if name == {module!r}:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return None
+
+sys.meta_path.insert(0, Terminate())
+sys.argv = ["kvpilot", *sys.argv[1:]]
+from kvpilot._entry import main
+main()
+"""
+
+
+def _terminated_at(module: str, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _TERMINATE_AT_IMPORT.format(module=module), *args],
+        capture_output=True, text=True, timeout=60, cwd=ROOT, env={**os.environ, "XDG_DATA_HOME": str(tmp_path)},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("module", ["typer", "kvpilot.settings"], ids=["importing", "reading settings"])
+def test_a_sigterm_while_run_starts_exits_0_with_its_log_lines(module: str, tmp_path: Path) -> None:
+    done = _terminated_at(module, ["run", "--port", "0"], tmp_path)
+    assert done.returncode == 0, (done.returncode, done.stderr)  # was -15: killed, no word
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert [line.split(" ", 3)[2:] for line in lines] == [
+        ["INFO", "kvpilot.runtime.runner: SIGTERM while starting (imports, settings): stopping, nothing was started"],
+        ["INFO", "kvpilot.runtime.runner: kvpilot stopped"],
+    ]
+    assert not (tmp_path / "kvpilot").exists()  # nothing was started: no store made
+
+
+def test_a_sigterm_while_another_command_starts_says_so_and_exits_143(tmp_path: Path) -> None:
+    done = _terminated_at("typer", ["version"], tmp_path)
+    assert done.returncode == 143
+    assert done.stderr.strip() == "terminated (SIGTERM)"
+
+
+def _catches_sigterm(pid: int) -> bool:
+    with open(f"/proc/{pid}/status") as f:
+        caught = next(line for line in f if line.startswith("SigCgt:"))
+    return bool(int(caught.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/<pid>/status")
+def test_a_real_run_signalled_as_soon_as_it_can_be_stops_cleanly(tmp_path: Path) -> None:
+    """The console script itself, SIGTERM sent the moment the process catches it (polled every ms)."""
+    script = Path(sys.executable).parent / "kvpilot"
+    log_path = tmp_path / "run.log"
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(script), "run", "--port", "0"], stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path,
+            env={**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "KVPILOT_GRPC_PORT": "0"},
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 30
+            while not _catches_sigterm(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.001)
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    log = log_path.read_text()
+    assert code == 0, log
+    assert "SIGTERM" in log, log
+    assert "kvpilot stopped" in log, log
+    assert "Traceback" not in log, log
