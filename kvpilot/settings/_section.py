@@ -7,3 +7,20 @@ from pydantic import BaseModel, ConfigDict
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def url_or_unset(value: str | None) -> str | None:
+    """A URL setting's value (``store.database_url``, ``collector.discovery.promql_url``,
+    ``sharding.advertise_address``): empty is unset, as an empty environment variable is (the setting's default); one
+    of only white space, or with white space around it, is refused. Before (session 20), ``KVPILOT_DATABASE_URL=" "``
+    passed validation and failed at the first use of the store; a Secret written with ``echo`` keeps its newline."""
+    if value is None or value == "":
+        return None
+    if not value.strip():
+        raise ValueError(f"is blank ({value[:20]!r}, only white space): unset it for the default, or give a value")
+    if value != value.strip():
+        raise ValueError(
+            f"has white space around it ({value[:10]!r}...{value[-10:]!r}): remove it (a value written with echo "
+            "keeps its newline)"
+        )
+    return value

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from collector.urls import is_http_url
-from kvpilot.settings._section import _Section
+from kvpilot.settings._section import _Section, url_or_unset
 from store.fields import TargetSpec
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -108,6 +108,7 @@ class DiscoverySettings(_Section):
     @classmethod
     def _promql_url_is_http(cls, value: str | None) -> str | None:
         """`promql_url` is an http(s) URL with a host (and a port within 1-65535)"""
+        value = url_or_unset(value)  # empty: unset (then `kind: promql` says it needs one); blank: refused
         if value is None:
             return value
         if not is_http_url(value):  # was accepted, and every tick failed (`http://[::1`: a traceback a tick)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from kvpilot.settings._section import _Section
+from kvpilot.settings._section import _Section, url_or_unset
 
 
 class ShardingSettings(_Section):
@@ -24,6 +24,12 @@ class ShardingSettings(_Section):
     forward_timeout_s: float = Field(
         default=2.0, gt=0, description="A KEDA call forwarded to a shard's owner waits this long, s."
     )
+
+    @field_validator("advertise_address")
+    @classmethod
+    def _advertise_address_not_blank(cls, value: str | None) -> str | None:
+        """`advertise_address` is an address or unset (empty: unset), never blank"""
+        return url_or_unset(value)
 
     @property
     def enabled(self) -> bool:

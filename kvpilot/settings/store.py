@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from kvpilot.settings._section import _Section
+from kvpilot.settings._section import _Section, url_or_unset
 
 
 class StoreSettings(_Section):
     """Where findings, decisions and roll-ups are kept."""
 
     database_url: str | None = Field(
-        default=None, description="SQLAlchemy URL of the store; unset: a SQLite file under `data_dir`."
+        default=None,
+        description="SQLAlchemy URL of the store; unset or empty: a SQLite file under `data_dir` (blank, or white "
+        "space around it, is refused).",
     )
     retention_days: float = Field(
         default=30.0, gt=0, description="Findings, decisions and roll-ups older than this are deleted."
@@ -41,3 +43,9 @@ class StoreSettings(_Section):
             " when healthy but loaded. (An API request waiting on the store ends at `api.request_timeout_s`.)"
         ),
     )
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url_not_blank(cls, value: str | None) -> str | None:
+        """`database_url` is a URL or unset, never blank"""
+        return url_or_unset(value)
