@@ -432,6 +432,23 @@ class FleetState:
         self._forget(now)
         self._rebuild_views(now)
 
+    def seed_absent(self, gpus: Iterable[GpuSample]) -> int:
+        """Before the first ``observe``: GPUs a previous run saw vanish (its open ``vanished`` findings, restored),
+        tracked absent as if this process had seen them leave. A process only knows a GPU is gone from a page by
+        having seen it there; without this, a restart forgot every GPU still off the bus and closed its finding. Each
+        then lives as any absent GPU: absent while its node's exporter answers without it, present again if listed,
+        forgotten (last seen ``forget_after_s`` ago) once its node's exporter stops answering, and dropped as a re-cut
+        if its UUID comes back under another key. A key already tracked is left as it is; returns how many were
+        seeded."""
+        seeded = 0
+        for sample in gpus:
+            if sample.key in self._gpus:
+                continue
+            track = self._gpus[sample.key] = _GpuTrack(sample)
+            track.present = False
+            seeded += 1
+        return seeded
+
     def _take_replicas(self, replicas: Sequence[ReplicaSample], down_targets: Sequence[TargetInfo]) -> None:
         seen: set[str] = set()
         for sample in replicas:

@@ -1,16 +1,20 @@
-"""What a previous run left in the store, read once at start: open findings (so hysteresis does not flap them), the
-last decision of every deployment (published again at once, so KEDA keeps its target) and the per-minute arrival
-rates that warm each deployment's forecaster. ``kvpilot.runtime.service.Service.start`` resumes from it.
+"""What a previous run left in the store, read once at start: open findings (so hysteresis does not flap them, and
+the GPUs their ``vanished`` findings name are known to be gone: ``vanished_gpus``), the last decision of every
+deployment (published again at once, so KEDA keeps its target) and the per-minute arrival rates that warm each
+deployment's forecaster. ``kvpilot.runtime.service.Service.start`` resumes from it.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from collector.samples import GpuSample
+from detectors import stuck_gpu
 from detectors.finding import Finding
 from kvpilot.runtime.loop import Decide, Remembers
 from scaler.decision import Decision
@@ -46,6 +50,40 @@ def restore(sessions: sessionmaker[Session], *, now: float, history_s: float) ->
     except SQLAlchemyError as e:
         log.error("store unreachable at start, starting without history: %s", driver_words(e))
         return Restored()
+
+
+def vanished_gpus(findings: Iterable[Finding]) -> list[GpuSample]:
+    """The GPUs the restored open ``stuck_gpu`` findings say vanished from their exporter, as absent GPUs for
+    ``FleetState.seed_absent``: keyed node/UUID (or node/index) as their exporter lists them, so that the new process
+    knows they are gone and the finding stays open (and its drain requested) until the GPU is listed again or its
+    node goes. A finding's subject names the GPU (``stuck_gpu.gpu_subject``, ``physical_subject``): a whole GPU, one
+    MIG instance (evidence ``physical_gpu``) or a MIG GPU with all its instances (evidence ``mig_instances``); its
+    index is not stored, so a GPU known by UUID is named by it in the summary. A finding on no node (a node-less GPU
+    page) cannot be keyed and is left out. Last seen: the finding's ``since``, about when the GPU vanished."""
+    out: list[GpuSample] = []
+    for f in findings:
+        conditions = str(f.evidence.get("conditions") or f.evidence.get("condition") or "").split(",")
+        node, gpu = f.subject.node, f.subject.gpu
+        if f.kind != stuck_gpu.KIND or "vanished" not in conditions or not node or not gpu:
+            continue
+        physical = f.evidence.get("physical_gpu")
+        instances = str(f.evidence.get("mig_instances") or "")
+        if isinstance(physical, str) and physical and "/mig" in gpu:  # one MIG instance, by UUID
+            instance = gpu.rsplit("/mig", 1)[1]
+            out.append(_absent(node, f"{physical}/{instance}", physical, instance, f.since))
+        elif isinstance(physical, str) and physical and "/" in gpu:  # one MIG instance, by gpu/instance index
+            out.append(_absent(node, gpu, None, gpu.split("/", 1)[1], f.since))
+        elif instances:  # a MIG GPU gone with all its instances
+            uuid = None if gpu.isdigit() else gpu
+            for instance in (i for i in instances.split(",") if i):
+                out.append(_absent(node, f"{gpu}/{instance}", uuid, instance, f.since))
+        else:  # a whole GPU: its UUID, or its index where the exporter names none
+            out.append(_absent(node, gpu, None if gpu.isdigit() else gpu, None, f.since))
+    return out
+
+
+def _absent(node: str, index: str, uuid: str | None, instance: str | None, since: float) -> GpuSample:
+    return GpuSample(node=node, index=index, uuid=uuid, model_name=None, timestamp=since, mig_instance=instance)
 
 
 def publishable(decisions: dict[str, Decision]) -> dict[str, Decision]:

@@ -32,7 +32,7 @@ from kvpilot.runtime.cost import cost_config
 from kvpilot.runtime.lease import LeaseElector, Leases
 from kvpilot.runtime.loop import Aggregates, Collect, ControlLoop, Decide, Detect, LoopConfig
 from kvpilot.runtime.node_drains import NodeDrains
-from kvpilot.runtime.restore import Restored, restore
+from kvpilot.runtime.restore import Restored, restore, vanished_gpus
 from kvpilot.runtime.scale_ksm import KubeStateMetricsScale
 from kvpilot.runtime.scale_view import KubernetesScale, ScaleSource, SimulatorScale
 from kvpilot.runtime.service import SPLIT_AFTER_LEASES, Abortable, Campaigns, HasOwnMetrics, Service
@@ -236,9 +236,12 @@ def build_service(
     writer = BufferedWriter(sessions, max_pending=settings.store.buffer_max_writes)
     counters = LoopCounters()  # first: the loop, actuation and the service count into them; they read none of those
     node_drains = NodeDrains()  # the service's actuator task writes it, the loop reads it into each snapshot
+    state = FleetState(rate_window_s=c.rate_window_s, history_s=c.history_s, stale_after_s=c.stale_after_s)
+    # the GPUs the restored open findings say vanished: known gone, so those findings stay open (their drains too)
+    state.seed_absent(vanished_gpus(restored.findings))
     loop = ControlLoop(
         clock=clock,
-        state=FleetState(rate_window_s=c.rate_window_s, history_s=c.history_s, stale_after_s=c.stale_after_s),
+        state=state,
         discovery=discovery,
         collector=collector,
         detection=detection,
