@@ -80,9 +80,12 @@ async def _serve(objects: int, serve_from: str = "loop") -> None:
 
     board = DecisionBoard()
     for i in range(objects):
-        board.publish(Decision(f"{_namespace(i)}/{_name(i)}", time.time() + 3600, 3, 3, 4, 1, "predictive", "bench"))
+        board.publish(Decision(f"{_namespace(i)}/{_name(i)}", time.time(), 3, 3, 4, 1, "predictive", "bench"))
+    # no loop decides again here: the staleness limit is off (0), so the decisions stay served for the whole run
+    # (they were stamped an hour ahead, which a reader now refuses: a decision from its future means the clock
+    # stepped back)
     if serve_from == "process":
-        keda = KedaProcess(board, ChildConfig("127.0.0.1:0", ServicerSettings(), 30.0))
+        keda = KedaProcess(board, ChildConfig("127.0.0.1:0", ServicerSettings(), 0.0))
         print(await keda.start(), flush=True)
         await keda.synced()
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
@@ -93,7 +96,7 @@ async def _serve(objects: int, serve_from: str = "loop") -> None:
     server, port = build_server(
         "127.0.0.1:0",
         [
-            register_external_scaler(ExternalScalerServicer(DecisionReader(board, WallClock()))),
+            register_external_scaler(ExternalScalerServicer(DecisionReader(board, WallClock(), 0))),
             lambda s: health_pb2_grpc.add_HealthServicer_to_server(health_servicer, s),
         ],
     )

@@ -25,13 +25,11 @@ from typing import Any, Protocol
 import grpc
 
 from collector.clock import Clock
+from scaler.keda.reader import CLOCK_STEP_S
 
 log = logging.getLogger(__name__)
 
 MAX_CHANNELS = 64
-# A kept answer whose age on our clock is below minus this (the clock stepped back since) is not served; NTP daemons
-# step, rather than slew, only past 0.128 s (ntpd's default step threshold; chrony's makestep is configured likewise)
-CLOCK_STEP_S = 1.0
 FORWARDED_BY = "kvpilot-forwarded-by"
 DECISION_AT = "kvpilot-decision-at"
 _HOP_HEADERS = frozenset({"user-agent", "grpc-accept-encoding", "grpc-encoding", "grpc-timeout", "te", "content-type"})
@@ -111,7 +109,7 @@ class Forwarding:
 
     def kept(self, method: str, request: Any) -> tuple[Any, float] | None:
         """The last answer to this request and its decision's time, if that is within the staleness limit. An age
-        below zero (this instance's clock stepped back since it kept it) is no age: not served either."""
+        below -CLOCK_STEP_S (this instance's clock stepped back since it kept it) is no age: not served either."""
         found = self._kept.get((method, request.SerializeToString(deterministic=True)))
         if found is None:
             return None

@@ -18,6 +18,10 @@ from scaler.publish import DecisionSource, Published
 
 # The default settings' limit (6 ticks of 5 s); `kvpilot run` passes Settings.decision_stale_after_s.
 DEFAULT_STALE_AFTER_S = 30.0
+# A decision stamped further than this in the future of the clock reading it is stale too: the wall clock stepped
+# back since (NTP daemons step, rather than slew, only past 0.128 s: ntpd's default step threshold), so its age is
+# unknown; the loop's next decision carries the new time.
+CLOCK_STEP_S = 1.0
 
 
 class NoDecision(LookupError):
@@ -33,10 +37,12 @@ class StaleDecision(Exception):
     """The newest decision is older than the limit: the control loop is not keeping up."""
 
     def __init__(self, deployment: str, age_s: float, limit_s: float) -> None:
-        super().__init__(
-            f"the decision for {deployment} is {age_s:.0f} s old (limit {limit_s:g} s): "
-            "kvpilot's control loop is not keeping up; KEDA's fallback applies"
+        why = (
+            f"is {age_s:.0f} s old (limit {limit_s:g} s): kvpilot's control loop is not keeping up"
+            if age_s >= 0
+            else f"is stamped {-age_s:.0f} s in the future: the clock stepped back since, so its age is unknown"
         )
+        super().__init__(f"the decision for {deployment} {why}; KEDA's fallback applies")
         self.deployment = deployment
         self.age_s = age_s
 
@@ -58,6 +64,8 @@ class DecisionReader:
         if published is None:
             raise NoDecision(deployment, self.source.deployments())
         age = self.clock.now() - published.decision.timestamp
-        if self.stale_after_s and age > self.stale_after_s:
+        # below -CLOCK_STEP_S: before, a decision made before the wall clock stepped back an hour was fresh for that
+        # hour, a loop that stopped deciding meanwhile included (the liveness this check is for)
+        if self.stale_after_s and not -CLOCK_STEP_S <= age <= self.stale_after_s:
             raise StaleDecision(deployment, age, self.stale_after_s)
         return published, age

@@ -4,7 +4,6 @@ each with its own board, and a router that says who owns what (the ShardCoordina
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from kvpilot.runtime.wiring import build_shards
 from kvpilot.settings import SettingsError, load_settings
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
-from scaler.keda.forward import DECISION_AT, Forwarding
+from scaler.keda.forward import DECISION_AT, Forwarding, _decision_at
 from scaler.keda.reader import DecisionReader
 from scaler.keda.server import Endpoint, build_endpoint
 from scaler.keda.servicer import ServicerSettings
@@ -53,15 +52,19 @@ class Node:
 
 
 @asynccontextmanager
-async def two_instances(clock: VirtualClock) -> AsyncIterator[tuple[Node, Node, dict[str, str | None]]]:
+async def two_instances(
+    clock: VirtualClock, b_clock: VirtualClock | None = None
+) -> AsyncIterator[tuple[Node, Node, dict[str, str | None]]]:
+    """``b_clock``: b's own clock (else both read ``clock``)."""
     table: dict[str, str | None] = {"owner": "b"}
     addresses: dict[str, str] = {}
     nodes, stops, tasks, channels = [], [], [], []
     for name in ("a", "b"):
+        own = (b_clock or clock) if name == "b" else clock
         board = DecisionBoard()
-        forwarding = Forwarding(Router(name, table, addresses), clock, STALE_S)
+        forwarding = Forwarding(Router(name, table, addresses), own, STALE_S)
         endpoint = build_endpoint(
-            "127.0.0.1:0", DecisionReader(board, clock, STALE_S), ServicerSettings(), forwarding=forwarding
+            "127.0.0.1:0", DecisionReader(board, own, STALE_S), ServicerSettings(), forwarding=forwarding
         )
         addresses[name] = f"127.0.0.1:{endpoint.port}"
         stop = asyncio.Event()
@@ -188,20 +191,31 @@ class SteppedClock(VirtualClock):
         self._now -= seconds
 
 
-@pytest.mark.parametrize("stamped", [NOW + 3600, math.nan, math.inf], ids=["owner's clock an hour ahead", "nan", "inf"])
-async def test_a_kept_answer_ages_on_this_instances_clock(stamped: float) -> None:
-    # before: a kept answer's age was our clock minus the owner's stamp, so an owner an hour ahead had its answer
-    # served for an hour after its death; NaN compared false and inf was never old: served forever
-    clock = VirtualClock(NOW)
-    async with two_instances(clock) as (a, b, _table):
-        b.board.publish(decision(desired=5, timestamp=stamped))
-        answer = await a.stub.GetMetrics(_metrics(), timeout=5)  # relayed from b (whose own reader serves it)
-        assert answer.metricValues[0].metricValue == 5
+async def test_a_kept_answer_ages_on_this_instances_clock() -> None:
+    # before: a kept answer's age was our clock minus the owner's stamp, so an owner whose clock ran an hour ahead
+    # had its answer served for an hour after its death
+    clock, b_clock = VirtualClock(NOW), VirtualClock(NOW + 3600)
+    async with two_instances(clock, b_clock) as (a, b, _table):
+        b.board.publish(decision(desired=5, timestamp=b_clock.now()))
+        assert await _get(a) == (5, NOW + 3600)  # relayed from b, with b's stamp
         await b.endpoint.server.stop(0)
-        clock.advance(STALE_S + 1)
+        clock.advance(STALE_S - 1)
+        assert (await _get(a))[0] == 5  # kept: 29 s old on a's clock
+        clock.advance(2)
         with pytest.raises(grpc.aio.AioRpcError) as failed:
             await _get(a)
         assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+@pytest.mark.parametrize("stamp", ["nan", "inf", "-inf", "1e999"])
+def test_a_stamp_that_is_not_a_finite_time_is_not_kept(stamp: str) -> None:
+    # before: 'nan' compared false and 'inf' was never old: the answer was served forever once its owner was gone
+    fw = Forwarding(Router("a", {}), VirtualClock(NOW), STALE_S)
+    request = _metrics()
+    fw.keep("GetMetrics", request, "answer", _decision_at(((DECISION_AT, stamp),)))
+    assert fw.kept("GetMetrics", request) is None
+    fw.keep("GetMetrics", request, "answer", _decision_at(((DECISION_AT, repr(NOW)),)))
+    assert fw.kept("GetMetrics", request) == ("answer", NOW)
 
 
 async def test_a_kept_answer_is_not_served_after_this_instances_clock_steps_back() -> None:

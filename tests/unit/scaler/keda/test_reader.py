@@ -90,3 +90,27 @@ def test_the_staleness_limit_always_spans_several_loop_intervals(interval_s: flo
     assert s.decision_stale_after_s >= 2 * s.collector.interval_s
     with pytest.raises(ValueError, match="stale_after_ticks"):
         load_settings(collector=collector, keda={"stale_after_ticks": 1.5})
+
+
+class SteppedClock(VirtualClock):
+    """A wall clock that NTP may step backwards."""
+
+    def step_back(self, seconds: float) -> None:
+        self._now -= seconds
+
+
+async def test_a_decision_made_before_the_clock_stepped_back_is_stale_until_the_next() -> None:
+    # before: its age was -3600 s, so it was served as fresh for the hour, a loop that stopped deciding meanwhile
+    # included (the liveness the limit is for); a step within CLOCK_STEP_S is no step
+    board, clock = DecisionBoard(), SteppedClock(NOW)
+    reader = DecisionReader(board, clock, 30)
+    board.publish(decision("llm/chat", desired=3))
+    clock.advance(10)
+    clock.step_back(10.5)
+    assert reader.read("llm/chat")[1] == -0.5
+    clock.step_back(3600)
+    with pytest.raises(StaleDecision, match="stamped 3600 s in the future: the clock stepped back since"):
+        reader.read("llm/chat")
+    assert DecisionReader(board, clock, 0).read("llm/chat")[1] == -3600.5  # 0 disables the check
+    board.publish(decision("llm/chat", desired=4, timestamp=clock.now()))  # the loop's next tick
+    assert reader.read("llm/chat")[0].decision.desired_replicas == 4
