@@ -23,12 +23,18 @@ line is ``ratio: N.NN``, CPU seconds per 1,000 scrapes, ours / Prometheus (goal 
     nice .venv/bin/python bench/scrape.py --side-by-side --warmup 3600 --duration 60
                                                       # both at once on one core, each with an hour of history,
                                                       # measured over the same minute; kvpilot's RSS vs 300 MB
+    .venv/bin/python bench/scrape.py --side-by-side --warmup 3600 --lock /tmp/measure.lock
+                                                      # the same, the lock (flock) held over the measured minute only
+
+With --side-by-side it also prints each one's user and system CPU seconds in the window (the kernel's share).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -40,6 +46,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -239,6 +246,24 @@ def cpu_s(pid: int) -> float:
     """utime + stime of the process and its live children (kvpilot's page reader, when a page is large enough to
     start it; the bench's pages are not: ``tree_size`` says how many processes were counted)."""
     return tree_cpu_s(pid)
+
+
+@contextlib.contextmanager
+def held(path: str, since: float) -> Iterator[None]:
+    """``path`` flocked for the block when given (``--lock``): only the measured window waits for and holds it, so a
+    long warm-up keeps no other measurement that takes the same lock waiting. Says how long it waited."""
+    if not path:
+        yield
+        return
+    with Path(path).open("a") as lock:
+        asked = time.monotonic()
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        print(
+            f"{path} taken after {time.monotonic() - asked:.0f} s; the window starts at "
+            f"{(time.monotonic() - since) / 60:.1f} min",
+            flush=True,
+        )
+        yield
 
 
 def user_system_s(pid: int) -> tuple[float, float]:
@@ -515,19 +540,20 @@ def side_by_side(base: str, args: argparse.Namespace, tmp: Path) -> tuple[dict[s
             if elapsed >= args.warmup:
                 break
             time.sleep(min(args.sample_every, max(0.0, args.warmup - elapsed)))
-        before = loop_summary(http_port)
-        counts0 = server_counts(base)
-        split0 = user_system_s(ours_proc.pid), user_system_s(prom_proc.pid)
-        ours0, prom0, t0 = cpu_s(ours_proc.pid), cpu_s(prom_proc.pid), time.monotonic()
-        load0 = Path("/proc/loadavg").read_text().strip()
-        time.sleep(args.duration)
-        ours1, prom1, wall = cpu_s(ours_proc.pid), cpu_s(prom_proc.pid), time.monotonic() - t0
-        split1 = user_system_s(ours_proc.pid), user_system_s(prom_proc.pid)
-        procs = tree_size(ours_proc.pid)
-        counts1 = server_counts(base)
-        load1 = Path("/proc/loadavg").read_text().strip()
-        ours_mem, prom_rss = memory_mb(ours_proc.pid), peak_rss_mb(prom_proc.pid)
-        after = loop_summary(http_port)
+        with held(args.lock, t_ready):  # the measured window only
+            before = loop_summary(http_port)
+            counts0 = server_counts(base)
+            split0 = user_system_s(ours_proc.pid), user_system_s(prom_proc.pid)
+            ours0, prom0, t0 = cpu_s(ours_proc.pid), cpu_s(prom_proc.pid), time.monotonic()
+            load0 = Path("/proc/loadavg").read_text().strip()
+            time.sleep(args.duration)
+            ours1, prom1, wall = cpu_s(ours_proc.pid), cpu_s(prom_proc.pid), time.monotonic() - t0
+            split1 = user_system_s(ours_proc.pid), user_system_s(prom_proc.pid)
+            procs = tree_size(ours_proc.pid)
+            counts1 = server_counts(base)
+            load1 = Path("/proc/loadavg").read_text().strip()
+            ours_mem, prom_rss = memory_mb(ours_proc.pid), peak_rss_mb(prom_proc.pid)
+            after = loop_summary(http_port)
     finally:
         stop(ours_proc)
         if prom_proc is not None:
@@ -608,6 +634,12 @@ def main() -> None:
         "kvpilot's RSS at the end against --rss-goal-mb",
     )
     parser.add_argument("--peer-core", default="", help="with --side-by-side: Prometheus' core (default: --core)")
+    parser.add_argument(
+        "--lock",
+        default="",
+        help="with --side-by-side: a file to flock around the measured window only (not the warm-up), so that an "
+        "hour's warm-up does not keep other measurements that take the same lock waiting",
+    )
     parser.add_argument(
         "--event-loop",
         choices=["auto", "uvloop", "asyncio"],
