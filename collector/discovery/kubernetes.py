@@ -302,8 +302,12 @@ class KubernetesDiscovery:
             pods = json.loads(answer.data)
         finally:
             answer.release_conn()
+        items = pods.get("items") if isinstance(pods, dict) else None
+        if not isinstance(items, list):  # a proxy's or another server's 200: the known targets stay, as on an error
+            kind = pods.get("kind") if isinstance(pods, dict) else type(pods).__name__
+            raise ValueError(f"the answer is not a PodList (kind {str(kind)[:60]!r}, no list of items)")
         fresh: dict[tuple[str, str], TargetInfo] = {}
-        for raw in pods.get("items") or ():
+        for raw in items:
             key, target = _read_pod(raw)
             if target is not None:
                 fresh[key] = target

@@ -350,3 +350,19 @@ def test_a_pod_ip_that_is_not_an_ip_is_not_a_target() -> None:
     for ip in ("10.0.0.9:9999/x#", "evil.example/a", "fe80::1%eth0/x"):
         assert pod_target(as_pod(pod_dict(ip=ip, ports=[8000]))) is None
     assert pod_target(as_pod(pod_dict(ip="fd00::1", ports=[8000]))).url == "http://[fd00::1]:8000/metrics"
+
+
+NOT_POD_LISTS = [{"kind": "Status", "apiVersion": "v1", "status": "Success"}, {"kind": "PodList", "items": None}, [1]]
+
+
+@pytest.mark.parametrize("body", NOT_POD_LISTS)
+def test_a_200_answer_that_is_not_a_pod_list_keeps_the_known_targets(body: Any) -> None:
+    # each pod is read on its own since 6965846; an answer with no list of items read as an empty list there, so a
+    # proxy's 200 forgot every target (the client's PodList model had refused it, keeping them)
+    known = {("prod", "a"): pod_target(as_pod(pod_dict("a", ports=[8000])))}
+    with api_answering(_http_json(body)) as api:
+        disc = KubernetesDiscovery(api, namespace="prod")
+        disc._pods = dict(known)
+        with pytest.raises(ValueError, match="not a PodList"):
+            disc._relist()
+        assert disc._pods == known
