@@ -15,7 +15,7 @@ import math
 import operator
 from array import array
 from bisect import bisect_left
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from itertools import islice
@@ -48,8 +48,13 @@ class ReplicaView:
     requests_finished_rate: float | None
     arrival_rate: float | None  # requests/s: finished rate + d(waiting + running)/dt
     ttft_window: Histogram | None  # bucket increase over the window
-    gpus: tuple[GpuSample, ...]  # present GPUs serving this replica (by pod, else by node)
+    # Present GPUs serving this replica: those its exporter attributes to its pod, else its node's when it is the only
+    # replica there and the node's exporter attributes none (the rules of the GPU side's join, ``_gpu_views``).
+    gpus: tuple[GpuSample, ...]
     itl_window: Histogram | None = None  # inter-token latency: bucket increase over the window
+    # Its node's present GPUs when they cannot be told apart: no pod attribution on a node of several replicas.
+    # Which (how many) are this replica's is unknown; their product is its GPU type (scaler.cost).
+    node_gpus: tuple[GpuSample, ...] = ()
 
     @property
     def key(self) -> str:
@@ -588,31 +593,38 @@ class FleetState:
     def _rebuild_views(self, now: float) -> None:
         gpus_by_pod: dict[tuple[str | None, str], list[GpuSample]] = {}
         gpus_by_node: dict[str, list[GpuSample]] = {}
+        attributing: set[str] = set()  # nodes whose exporter attributes GPUs to pods (as `_gpu_views` reads them)
         for gpu in self._gpus.values():
+            if gpu.sample.pod:
+                attributing.add(gpu.sample.node)
             if not gpu.present:
                 continue
             if gpu.sample.pod:
                 gpus_by_pod.setdefault((gpu.sample.namespace, gpu.sample.pod), []).append(gpu.sample)
             else:
                 gpus_by_node.setdefault(gpu.sample.node, []).append(gpu.sample)
+        # A node's pod-less GPUs join a replica on it only where they can be its own: on a node whose exporter
+        # attributes GPUs to pods they are unallocated; shared by several replicas, which are whose is unknown (each
+        # replica was priced with all of them: 8 single-GPU replicas on an 8-GPU node as 64 GPUs).
+        on_node: Counter[str] = Counter(t.latest.node for t in self._replicas.values() if t.latest.node)
 
         views: list[ReplicaView] = []
-        # Each pod's or node's GPUs sorted once, not once per replica that joins them: a node's GPUs join every replica
-        # on it (nine per node in bench/scrape.py), and a GPU's key is built anew each time it is read.
+        # Each pod's or node's GPUs sorted once, not once per replica that joins them: a node's GPUs are shared by every
+        # replica on it (nine per node in bench/scrape.py), and a GPU's key is built anew each time it is read.
         ordered: dict[int, tuple[GpuSample, ...]] = {}
         for key in sorted(self._replicas):
             track = self._replicas[key]
             latest = track.latest
             joined = gpus_by_pod.get((latest.namespace, latest.replica)) or gpus_by_pod.get((None, latest.replica))
-            if not joined and latest.node:
-                joined = gpus_by_node.get(latest.node)
-            if joined:
-                gpus = ordered.get(id(joined))  # the lists stay alive (and so their ids their own) through the loop
-                if gpus is None:
-                    gpus = ordered[id(joined)] = tuple(sorted(joined, key=_gpu_key))
-            else:
-                gpus = ()
-            views.append(self._replica_view(track, now, gpus))
+            shared = None
+            if not joined and latest.node and latest.node not in attributing:
+                if on_node[latest.node] == 1:
+                    joined = gpus_by_node.get(latest.node)
+                else:
+                    shared = gpus_by_node.get(latest.node)
+            gpus = _sorted_once(joined, ordered) if joined else ()
+            node_gpus = _sorted_once(shared, ordered) if shared else ()
+            views.append(self._replica_view(track, now, gpus, node_gpus))
         self._replica_views = views
 
         self._gpu_views = _gpu_views(self._gpus, views)
@@ -627,7 +639,9 @@ class FleetState:
                 continue
             points.append(_point(now, dv))
 
-    def _replica_view(self, track: _ReplicaTrack, now: float, gpus: tuple[GpuSample, ...]) -> ReplicaView:
+    def _replica_view(
+        self, track: _ReplicaTrack, now: float, gpus: tuple[GpuSample, ...], node_gpus: tuple[GpuSample, ...] = ()
+    ) -> ReplicaView:
         # Every window is the rate window (`_ReplicaTrack.add` keeps them to the samples of ``recent``). Each counter's
         # increase is worked out once (`CounterWindow.increase_and_rate`): a thousand views a tick.
         latest = track.latest
@@ -654,6 +668,7 @@ class FleetState:
             track.ttft.increase(),  # ttft_window
             gpus,
             track.itl.increase(),  # itl_window
+            node_gpus,
         )
 
     # -- output --------------------------------------------------------------------------------------
@@ -836,6 +851,15 @@ def _ttft_values(h: Histogram | array[float]) -> tuple[float, float, Sequence[fl
     if isinstance(h, Histogram):
         return h.sum, h.count, h.counts
     return h[0], h[1], h[2:]
+
+
+def _sorted_once(gpus: list[GpuSample], ordered: dict[int, tuple[GpuSample, ...]]) -> tuple[GpuSample, ...]:
+    """``gpus`` sorted by key, once per list (``ordered`` by its id: the lists stay alive, and so their ids their own,
+    through the loop that reads them)."""
+    done = ordered.get(id(gpus))
+    if done is None:
+        done = ordered[id(gpus)] = tuple(sorted(gpus, key=_gpu_key))
+    return done
 
 
 def _gpu_views(gpus: dict[str, _GpuTrack], replicas: list[ReplicaView]) -> list[GpuView]:

@@ -206,6 +206,8 @@ def deployment_cost(
         return DeploymentCost(
             view.key, pool, None, type_source, per_replica, count_source, replicas, None, None, None, None, problem
         )
+    if count_source == "assumed":
+        problem = _shared_gpus_problem(view)
     price = config.gpus[gpu_type]
     per_hour = replicas * per_replica * price.price_per_hour_usd
     rate = view.generation_tokens_rate
@@ -265,16 +267,16 @@ def discovered_gpus(targets: Iterable[TargetInfo], known: Iterable[str]) -> dict
 
 
 def _observed_gpus(view: DeploymentView, prices: Mapping[str, GpuPrice]) -> tuple[str | None, int | None, set[str]]:
-    """(the commonest known GPU type among the replicas' joined GPUs, the commonest GPU count of a replica with
-    GPUs, the product names seen)."""
+    """(the commonest known GPU type among the replicas' GPUs, for a replica without GPUs of its own those of its node
+    it shares with other replicas (``ReplicaView.node_gpus``); the commonest GPU count of a replica with GPUs of its
+    own; the product names seen). Shared node GPUs give the type, never a count: which of them are whose is unknown."""
     types: Counter[str] = Counter()
     counts: Counter[int] = Counter()
     names: set[str] = set()
     for replica in view.replicas:
-        if not replica.gpus:
-            continue
-        counts[len(replica.gpus)] += 1
-        for gpu in replica.gpus:
+        if replica.gpus:
+            counts[len(replica.gpus)] += 1
+        for gpu in replica.gpus or replica.node_gpus:
             if gpu.model_name:
                 names.add(gpu.model_name)
                 found = gpu_type_of(gpu.model_name, prices)
@@ -283,6 +285,20 @@ def _observed_gpus(view: DeploymentView, prices: Mapping[str, GpuPrice]) -> tupl
     gpu_type = types.most_common(1)[0][0] if types else None
     count = counts.most_common(1)[0][0] if counts else None
     return gpu_type, count, names
+
+
+def _shared_gpus_problem(view: DeploymentView) -> str | None:
+    """Why a deployment's GPUs per replica are assumed (1) though its replicas' nodes list GPUs: no pod attribution
+    on a node of several replicas (``ReplicaView.node_gpus``); None where no replica shares a node's GPUs."""
+    nodes = sorted({r.sample.node for r in view.replicas if r.node_gpus and r.sample.node})
+    if not nodes:
+        return None
+    named = ", ".join(nodes[:3]) + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
+    return (
+        f"GPUs per replica unknown for {view.key}: its replicas share the GPUs of {named} with other replicas and the "
+        f"GPU exporter names no pod, so 1 is assumed: set cost.deployments[{view.key!r}].gpus_per_replica, or have "
+        "the exporter attribute GPUs to pods (dcgm-exporter --kubernetes)"
+    )
 
 
 def _model_of(view: DeploymentView) -> str | None:

@@ -73,6 +73,7 @@ def test_every_rate_of_a_replica_view_lands_in_its_own_field() -> None:
         "ttft_window",
         "gpus",
         "itl_window",
+        "node_gpus",
     ]
     assert (view.sample, view.ready, view.target_up, view.last_seen) == (ticks[-1][0], True, True, 10.0)
     assert (view.prefix_hits_increase, view.prefix_queries_increase) == (10.0, 40.0)
@@ -83,7 +84,7 @@ def test_every_rate_of_a_replica_view_lands_in_its_own_field() -> None:
     assert view.generation_tokens_rate == 20.0
     assert view.requests_finished_rate == 2.0
     assert view.arrival_rate == 2.2  # finished 2/s plus in flight growing 0.2/s
-    assert (view.ttft_window, view.gpus, view.itl_window) == (None, (), None)
+    assert (view.ttft_window, view.gpus, view.itl_window, view.node_gpus) == (None, (), None, ())
 
 
 REPLICA_RATE_CASES = [
@@ -422,9 +423,11 @@ def test_a_nodes_gpus_are_sorted_once_for_every_replica_on_it() -> None:
     state.observe(replicas, gpus, now=0)
     state.observe([replace(r, timestamp=5.0) for r in replicas], [replace(g, timestamp=5.0) for g in gpus], now=5.0)
     a, b, c, d = state.replicas()
-    # the replicas of one node share one tuple (sorted by key), not a copy each
-    assert [g.index for g in a.gpus] == ["0", "1"]
-    assert a.gpus is c.gpus
+    # the replicas of one node share one tuple (sorted by key), not a copy each; two replicas on a node without pod
+    # attribution: its GPUs are neither's own (which are whose is unknown), only shared (node_gpus)
+    assert [g.index for g in a.node_gpus] == ["0", "1"]
+    assert a.node_gpus is c.node_gpus
+    assert a.gpus == c.gpus == ()
     # a pod's own GPUs win over its node's; a replica with no node and no pod GPUs has none
     assert [g.index for g in b.gpus] == ["2"]
     assert d.gpus == ()
