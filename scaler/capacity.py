@@ -138,6 +138,17 @@ class CapacityModel:
         self._learned_units: float | None = None
         self.learned_samples = 0
 
+    def seed_learned(self, requests_per_s: float) -> bool:
+        """Start from a learned capacity a previous run stored (requests/s one replica sustains at the reference mix,
+        as ``requests_per_s()`` gave it), as if learned from ``min_learned_samples`` saturated samples: used at once,
+        then moved by every saturated sample as a learned one is. Only into a model that has learned nothing yet
+        (a sample this process saw wins); returns whether it was taken."""
+        if self._learned_units is not None or not (math.isfinite(requests_per_s) and requests_per_s > 0):
+            return False
+        self._learned_units = requests_per_s * self.cost(self.config.reference_mix)
+        self.learned_samples = self.config.min_learned_samples
+        return True
+
     def cost(self, mix: TokenMix) -> float:
         """Work units of one request with this mix (at least a tiny positive number)."""
         c = self.config

@@ -1,7 +1,8 @@
-"""What a previous run left in the store, read once at start: open findings (so hysteresis does not flap them, and
-the GPUs their ``vanished`` findings name are known to be gone: ``vanished_gpus``), the last decision of every
-deployment (published again at once, so KEDA keeps its target) and the per-minute arrival rates that warm each
-deployment's forecaster. ``kvpilot.runtime.service.Service.start`` resumes from it.
+"""What a previous run left in the store, read once at start: open findings (so hysteresis does not flap them, and the
+GPUs their ``vanished`` findings name are known to be gone: ``vanished_gpus``), the last decision of every deployment
+(published again at once, so KEDA keeps its target), the per-minute arrival rates that warm each deployment's
+forecaster and each deployment's learned capacity (``seed_capacity``). ``kvpilot.runtime.service.Service.start``
+resumes from it.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -17,6 +19,7 @@ from collector.samples import GpuSample
 from detectors import stuck_gpu
 from detectors.finding import Finding
 from kvpilot.runtime.loop import Decide, Remembers
+from scaler.capacity import CapacityModel
 from scaler.decision import Decision
 from store import repo
 from store.db import transaction
@@ -34,18 +37,23 @@ class Restored:
     findings: list[Finding] = field(default_factory=list)
     decisions: dict[str, Decision] = field(default_factory=dict)
     rollups: list[RollupPoint] = field(default_factory=list)
+    # per deployment, the learned capacity (requests/s a replica at the reference mix) stored within history_s
+    capacities: dict[str, float] = field(default_factory=dict)
 
 
 def restore(sessions: sessionmaker[Session], *, now: float, history_s: float) -> Restored:
     """Read the resumable state; an unreachable store means starting empty (and saying so), not failing. It only
     reads, so on SQLite it does not wait for another kvpilot's write lock (``store.db.transaction``'s
-    ``reads_only``)."""
+    ``reads_only``). ``history_s`` (``scaler.warm_start_s``) bounds what still describes a deployment: the roll-ups
+    that warm its forecaster and its learned capacity (``seed_capacity``) stored within it."""
     try:
         with transaction(sessions, reads_only=True) as s:
+            learned = repo.learned_capacities(session=s, since=now - history_s) if history_s > 0 else {}
             return Restored(
                 findings=repo.open_findings(session=s),
                 decisions=repo.latest_decisions(session=s),
                 rollups=repo.load_rollups(session=s, since=now - history_s),
+                capacities={key: rps for key, (rps, _) in learned.items()},
             )
     except SQLAlchemyError as e:
         log.error("store unreachable at start, starting without history: %s", driver_words(e))
@@ -112,3 +120,28 @@ def warm_start(planner: Decide, rollups: list[RollupPoint]) -> int:
             planner.warm(p.deployment, p.t + 30.0, rate)  # the minute's midpoint
             fed += 1
     return fed
+
+
+@runtime_checkable
+class _Plans(Protocol):
+    """A planner that keeps a model per deployment (``scaler.planner.Planner``, ``scaler.pools.PooledPlanner``)."""
+
+    def planner_for(self, key: str) -> object: ...
+
+
+def seed_capacity(planner: Decide, capacities: dict[str, float]) -> int:
+    """Start each deployment's capacity model from the learned capacity a previous run stored (``Restored.capacities``,
+    written once a minute by ``kvpilot.runtime.persist``), so a restart during a burst sizes from the first tick
+    instead of holding (``no_capacity``) until the replicas saturate again for ``min_learned_samples`` ticks. A model
+    with a profile or a configured capacity plans with that as before (the seed is reported beside it as learned);
+    returns the deployments seeded."""
+    if not isinstance(planner, _Plans):
+        return 0
+    seeded = 0
+    for key, rps in capacities.items():
+        if not is_deployment_key(key):
+            continue
+        model = getattr(planner.planner_for(key), "capacity", None)
+        if isinstance(model, CapacityModel) and model.seed_learned(rps):
+            seeded += 1
+    return seeded

@@ -32,7 +32,7 @@ from kvpilot.runtime.cost import cost_config
 from kvpilot.runtime.lease import LeaseElector, Leases
 from kvpilot.runtime.loop import Aggregates, Collect, ControlLoop, Decide, Detect, LoopConfig
 from kvpilot.runtime.node_drains import NodeDrains
-from kvpilot.runtime.restore import Restored, restore, vanished_gpus
+from kvpilot.runtime.restore import Restored, restore, seed_capacity, vanished_gpus
 from kvpilot.runtime.scale_ksm import KubeStateMetricsScale
 from kvpilot.runtime.scale_view import KubernetesScale, ScaleSource, SimulatorScale
 from kvpilot.runtime.service import SPLIT_AFTER_LEASES, Abortable, Campaigns, HasOwnMetrics, Service
@@ -261,6 +261,9 @@ def build_service(
     )
     if takeover is not None:
         loop.takes_over = takeover.take
+    # the capacity a previous run learned (within scaler.warm_start_s): a restart during a burst sizes, not holds
+    if restored.capacities:
+        log.info("restored the learned capacity of %d deployments", seed_capacity(loop.planner, restored.capacities))
     extra: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
     if leadership is None and settings.ha.enabled:
         leadership = build_elector(settings, clock)

@@ -1,7 +1,7 @@
 """Keyword-only repository functions: the only code that turns domain types into rows and back."""
 
 from store.repo.audit import list_audit, record_audit
-from store.repo.capacity import get_capacity, upsert_capacity
+from store.repo.capacity import get_capacity, learned_capacities, upsert_capacity
 from store.repo.decisions import latest_decisions, list_decisions, record_decision
 from store.repo.deployments import all_deployments, get_deployment, list_deployments, upsert_deployments
 from store.repo.drains import (
@@ -43,6 +43,7 @@ __all__ = [
     "get_static_target",
     "latest_decisions",
     "latest_drain_for_node",
+    "learned_capacities",
     "list_audit",
     "list_decisions",
     "list_deployments",

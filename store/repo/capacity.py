@@ -37,3 +37,15 @@ def upsert_capacity(
 
 def get_capacity(*, session: Session, deployment: str) -> CapacityProfileRow | None:
     return session.get(CapacityProfileRow, deployment)
+
+
+def learned_capacities(*, session: Session, since: float) -> dict[str, tuple[float, float]]:
+    """Per deployment, the learned (``observed``) capacity stored at or after ``since``: (requests/s, updated_at)."""
+    rows = session.execute(
+        select(CapacityProfileRow.deployment, CapacityProfileRow.requests_per_s, CapacityProfileRow.updated_at).where(
+            CapacityProfileRow.source == "observed",
+            CapacityProfileRow.updated_at >= since,
+            CapacityProfileRow.requests_per_s.is_not(None),
+        )
+    )
+    return {d: (float(rps), float(at)) for d, rps, at in rows if rps is not None}
