@@ -114,7 +114,7 @@ class CostOut(Out):
     usd_per_hour: float | None
     usd_per_million_tokens: float | None  # output tokens, at the current generation rate
     power_w: float | None  # the GPUs' datasheet board power at full load
-    problem: str | None  # why the cost is unknown
+    problem: str | None  # why the cost is unknown, or why its GPUs per replica are assumed (a shared node)
     recommendation: RecommendationOut | None
 
 
