@@ -5,7 +5,6 @@ was withdrawn."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -19,9 +18,20 @@ from detectors.finding import Finding
 from detectors.registry import Detection
 from detectors.thresholds import DEFAULT
 from kvpilot.runtime.restore import vanished_gpus
+from kvpilot.runtime.service import Service
+from store import repo
+from store.db import transaction
 from tests.helpers.poll import until
 from tests.unit.detectors.detector_fleet import TICK_S, drive, gpu, replica
-from tests.unit.kvpilot.fleet_double import ENGINE, START, ScriptedFleet, make_service, run_ticks, serving_sample
+from tests.unit.kvpilot.fleet_double import (
+    ENGINE,
+    START,
+    ScriptedFleet,
+    actuator_caught_up,
+    make_service,
+    run_ticks,
+    serving_sample,
+)
 
 
 def _tick(vanished_from: int, gone: Sequence[GpuSample] = (), stay: Sequence[GpuSample] = ()):
@@ -165,7 +175,7 @@ GPU_PAGE = TargetInfo(url="http://10.0.0.1:9400/metrics", kind="gpu", node="n0")
 
 @dataclass
 class VanishingFleet(ScriptedFleet):
-    """llm/chat on n0, whose GPU exporter lists GPU-0 always and GPU-1 while ``listed`` is true."""
+    """llm/chat on n0 and n1; n0's GPU exporter lists GPU-0 always and GPU-1 while ``listed`` is true."""
 
     listed: bool = True
 
@@ -174,24 +184,32 @@ class VanishingFleet(ScriptedFleet):
         gpus = [GpuSample(node="n0", index="0", uuid="GPU-0", model_name="H100", timestamp=t, utilisation=0.5)]
         if self.listed:
             gpus.append(GpuSample(node="n0", index="1", uuid="GPU-1", model_name="H100", timestamp=t, utilisation=0.5))
+        samples = tuple(serving_sample(pod, node, t) for pod, node in (("chat-0", "n0"), ("chat-1", "n1")))
         self.collected += 1
         return CollectResult(
             timestamp=t,
             results=(
-                ScrapeResult(ENGINE, True, t, 0.01, replicas=(serving_sample("chat-0", "n0", t),), engine="vllm"),
+                ScrapeResult(ENGINE, True, t, 0.01, replicas=samples, engine="vllm"),
                 ScrapeResult(GPU_PAGE, True, t, 0.01, gpus=tuple(gpus)),
             ),
         )
+
+
+class Follower:
+    leader = False
 
 
 def _vanished(findings: Sequence[Finding]) -> list[Finding]:
     return [f for f in findings if f.kind == "stuck_gpu" and f.evidence.get("condition") == "vanished"]
 
 
-async def test_the_service_keeps_the_finding_open_after_a_restart(tmp_path) -> None:
-    url = f"sqlite:///{tmp_path / 'kvpilot.db'}"
-    clock = VirtualClock(START)
-    fleet = VanishingFleet(clock)
+def _drains(service: Service) -> list[tuple[str, str]]:
+    with transaction(service.sessions) as s:
+        return [(d.node, d.state) for d in repo.list_drains(session=s).items]
+
+
+async def _vanish_then_stop(url: str, clock: VirtualClock, fleet: VanishingFleet) -> Finding:
+    """A first run sees GPU-1 vanish, opens the finding and requests n0's drain (dry run), and stops."""
     first, restored, timer = make_service(url, clock, fleet)
     await first.start(restored)
     await run_ticks(first, timer, 3)
@@ -200,9 +218,18 @@ async def test_the_service_keeps_the_finding_open_after_a_restart(tmp_path) -> N
     (finding,) = _vanished(first.snapshot().findings)
     assert finding.subject.gpu == "GPU-1"
     assert finding.action == "drain_node"
+    await until(lambda: _drains(first) == [("n0", "requested")], what="n0's drain requested")
     await until(lambda: first.writer.pending == 0, what="flushed")
     first.stop.set()
     await first.wait()
+    return finding
+
+
+async def test_the_service_keeps_the_finding_and_its_drain_after_a_restart(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'kvpilot.db'}"
+    clock = VirtualClock(START)
+    fleet = VanishingFleet(clock)
+    finding = await _vanish_then_stop(url, clock, fleet)
 
     clock.advance(20)
     second, restored, timer = make_service(url, clock, fleet)
@@ -211,10 +238,29 @@ async def test_the_service_keeps_the_finding_open_after_a_restart(tmp_path) -> N
     assert [f.id for f in _vanished(second.snapshot().findings)] == [finding.id]
     gpus = {g.key: g.present for g in second.snapshot().gpus}
     assert gpus == {"n0/GPU-0": True, "n0/GPU-1": False}
+    await actuator_caught_up(second)
+    assert _drains(second) == [("n0", "requested")]  # not withdrawn by the restart
 
-    fleet.listed = True  # the GPU back on its exporter's page: the finding closes
+    fleet.listed = True  # the GPU back on its exporter's page: the finding closes, the drain is withdrawn
     await run_ticks(second, timer, 30)
     assert _vanished(second.snapshot().findings) == []
+    await until(lambda: _drains(second) == [("n0", "cancelled")], what="n0's drain withdrawn")
     second.stop.set()
     await second.wait()
-    await asyncio.sleep(0)
+
+
+async def test_an_ha_replica_started_after_the_gpu_vanished_knows_it_gone(tmp_path) -> None:
+    """A replica that starts (or restarts) as a follower restores the same way; when it takes the Lease it holds
+    the finding open, and so its drain, as the leader did."""
+    url = f"sqlite:///{tmp_path / 'kvpilot.db'}"
+    clock = VirtualClock(START)
+    fleet = VanishingFleet(clock)
+    finding = await _vanish_then_stop(url, clock, fleet)
+
+    clock.advance(20)
+    follower, restored, timer = make_service(url, clock, fleet, leadership=Follower())
+    await follower.start(restored)
+    await run_ticks(follower, timer, 30)
+    assert [f.id for f in _vanished(follower.snapshot().findings)] == [finding.id]
+    follower.stop.set()
+    await follower.wait()
