@@ -46,6 +46,11 @@ ACTOR = "kvpilot"
 # drain freed after a long refusal starting within minutes, at about 12 tries an hour while it lasts.
 BUSY_FIRST_S = 5.0
 BUSY_MAX_S = 300.0
+# The wait is kept in the drain's row too (its evidence, a JSON column: no schema change), so that a restart or the
+# next Lease holder does not try it again at once: the time before which it is not tried, and how many tries it had.
+# Cleared when the drain is claimed (executing) or held back (requested): only an approved drain waiting has them.
+BUSY_NOT_BEFORE = "busy_not_before"
+BUSY_TRIES = "busy_tries"
 
 
 @dataclass(slots=True)
@@ -264,12 +269,14 @@ class Actuation:
         approved = await asyncio.to_thread(self._approved)
         for gone in set(self._busy) - {a[0] for a in approved}:  # cancelled, withdrawn or held meanwhile
             del self._busy[gone]
-        for action_id, node, dry_run, reason in approved:
+        for action_id, node, dry_run, reason, stored in approved:
             if stop.is_set():
                 return
             if not await asyncio.to_thread(self._still_wanted, action_id):
                 continue  # withdrawn (its finding closed) or held (the last-ready-replica rail): recheck
             busy = self._busy.get(action_id)
+            if busy is None and stored is not None:  # told to wait before this process (or this holder) had it
+                busy = self._busy[action_id] = _Busy(stored[0], stored[1], ())
             if busy is not None and self._clock.now() < busy.not_before:
                 continue  # the API server asked it to wait: not tried (nor audited) again before then
             if not await asyncio.to_thread(self._claim, action_id):
@@ -331,10 +338,11 @@ class Actuation:
     # read-only units: on SQLite they read the last committed state beside another connection's write (another
     # kvpilot, the API's approval) rather than wait out the busy timeout behind it (store.db.READS_ONLY).
 
-    def _approved(self) -> list[tuple[int, str, bool, str]]:
+    def _approved(self) -> list[tuple[int, str, bool, str, tuple[float, int] | None]]:
+        """The approved drains, oldest first, each with the wait stored for it (``BUSY_NOT_BEFORE``), if any."""
         with transaction(self._sessions, reads_only=True) as s:
             rows = repo.drains_in(session=s, states=(DrainState.APPROVED.value,), limit=100)
-            return [(r.id, r.node, r.dry_run, r.reason) for r in sorted(rows, key=lambda r: r.id)]
+            return [(r.id, r.node, r.dry_run, r.reason, _stored_wait(r)) for r in sorted(rows, key=lambda r: r.id)]
 
     def _state(self, action_id: int) -> str | None:
         with transaction(self._sessions, reads_only=True) as s:
@@ -358,10 +366,11 @@ class Actuation:
                 return True
             log.info("drain of %s %s", row.node, hold)
             with contextlib.suppress(InvalidTransition), s.begin_nested():  # cancelled or claimed meanwhile
-                repo.transition_drain(
+                held = repo.transition_drain(
                     session=s, action_id=action_id, to=DrainState.REQUESTED, actor=ACTOR, now=self._clock.now(),
                     message=hold,
                 )  # fmt: skip
+                _forget_wait(held)
             return False
 
     def _withdraw(self, s: Session, action_id: int, node: str, why: str) -> None:
@@ -373,7 +382,12 @@ class Actuation:
 
     def _claim(self, action_id: int) -> bool:
         try:
-            self._transition(action_id, DrainState.EXECUTING, "executing")
+            with transaction(self._sessions) as s:
+                row = repo.transition_drain(
+                    session=s, action_id=action_id, to=DrainState.EXECUTING, actor=ACTOR, now=self._clock.now(),
+                    message="executing",
+                )  # fmt: skip
+                _forget_wait(row)  # tried now: a wait it is told next is written after this try
         except InvalidTransition:
             return False
         return True
@@ -408,10 +422,11 @@ class Actuation:
             if last is None or last.steps != steps:
                 _note_steps(s, action_id, result)
             with contextlib.suppress(InvalidTransition):  # cancelled or held back meanwhile, as in _requeue
-                repo.transition_drain(
+                row = repo.transition_drain(
                     session=s, action_id=action_id, to=DrainState.APPROVED, actor=ACTOR, now=now,
                     message=f"{result.busy} (try {tries}; next try in {delay:g} s)", expect=DrainState.EXECUTING,
                 )  # fmt: skip
+                row.evidence = {**(row.evidence or {}), BUSY_NOT_BEFORE: now + delay, BUSY_TRIES: tries}
 
     def _audit_steps(self, action_id: int, result: DrainResult) -> None:
         with transaction(self._sessions) as s:
@@ -456,6 +471,20 @@ class Actuation:
                 log.error("scaling %s failed (%s): %s", d.deployment, "will retry" if e.retryable else "giving up", e)
                 if not e.retryable:
                     self._applied[d.deployment] = target
+
+
+def _stored_wait(row: DrainActionRow) -> tuple[float, int] | None:
+    """(not before, tries) of the wait ``_wait_busy`` stored in the drain's row; None without one (or unreadable)."""
+    evidence = row.evidence if isinstance(row.evidence, dict) else {}
+    not_before, tries = evidence.get(BUSY_NOT_BEFORE), evidence.get(BUSY_TRIES)
+    if not isinstance(not_before, int | float) or isinstance(not_before, bool) or not isinstance(tries, int):
+        return None
+    return float(not_before), max(1, tries)
+
+
+def _forget_wait(row: DrainActionRow) -> None:
+    if isinstance(row.evidence, dict) and (BUSY_NOT_BEFORE in row.evidence or BUSY_TRIES in row.evidence):
+        row.evidence = {k: v for k, v in row.evidence.items() if k not in (BUSY_NOT_BEFORE, BUSY_TRIES)}
 
 
 class SimulatorScaler:

@@ -82,7 +82,7 @@ def test_the_budget_count_reads_beside_a_writer(store: Store, sessions: sessionm
 
 def test_the_approved_drains_are_read_beside_a_writer(store: Store, sessions: sessionmaker[Session]) -> None:
     approved = _beside_a_writer(store.url, _actuation(sessions)._approved)
-    assert [(node, dry_run) for _id, node, dry_run, _reason in approved] == [("n0", False)]
+    assert [(node, dry_run, stored) for _id, node, dry_run, _reason, stored in approved] == [("n0", False, None)]
 
 
 def test_the_cancel_poll_reads_beside_a_writer(store: Store, sessions: sessionmaker[Session]) -> None:

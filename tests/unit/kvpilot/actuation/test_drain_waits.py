@@ -1,8 +1,10 @@
 """A drain told to wait is not retried, nor audited, every pass (review G, session 18): the API server asking to wait
 (429/503 with Retry-After, longer than a call may take) put it back to approved and the worker tried it again at its
 next pass, each tick, writing its steps each time; a request the store's rail held back logged it every pass. Now it
-waits a backoff (5 s doubling to 300 s, at least the Retry-After) and writes its steps once per change.
-Real store (SQLite), the real NodeDrainer through the official client against the fake API server."""
+waits a backoff (5 s doubling to 300 s, at least the Retry-After) and writes its steps once per change; the wait is
+kept in the drain's row, so a restart or the next Lease holder honours it (session 20, below).
+Real store (SQLite; the session 20 tests PostgreSQL too), the real NodeDrainer through the official client against the
+fake API server."""
 
 from __future__ import annotations
 
@@ -18,16 +20,18 @@ from sqlalchemy.orm import Session, sessionmaker
 from collector.clock import VirtualClock
 from detectors.drain_rails import DrainRails
 from detectors.finding import Finding, Severity, Subject
-from kvpilot.actuation import Actuation, NoClusterDrainer
+from kvpilot.actuation import BUSY_NOT_BEFORE, BUSY_TRIES, Actuation, NoClusterDrainer, _forget_wait, _stored_wait
 from kvpilot.actuation.drain import NodeDrainer
 from kvpilot.runtime.snapshot import Snapshot
 from store import repo
 from store.db import make_engine, session_factory, transaction
+from store.models import DrainActionRow
 from tests.fakekube.eviction import install
 from tests.fakekube.server import FakeKube
-from tests.fakekube.store import ApiError
+from tests.fakekube.store import ApiError, throttled
 from tests.helpers.drains import admin_approved
 from tests.helpers.sqlite_store import migrated
+from tests.reliability.conftest import Store
 
 
 def _sessions(tmp_path: Path) -> sessionmaker[Session]:
@@ -114,3 +118,93 @@ async def test_a_request_the_rail_holds_back_is_logged_once(tmp_path: Path, capl
     stays = [r.getMessage() for r in caplog.records if "stays requested" in r.getMessage()]
     assert len(stays) == 1, stays  # was one a pass
     assert stays[0].startswith("drain of n1 stays requested:")
+
+
+# -- the wait kept across a restart and a change of Lease holder (session 20) ---------------------------------------
+# The backoff lived in the drain worker's memory only, so a restarted kvpilot (or the next holder) tried the drain
+# again at once, as often as it restarted, against an API server that had asked for room. The wait is stored in the
+# drain's row (its evidence, no schema change) and a fresh worker honours it, with the count of tries it had (the
+# backoff doubles on from there). SQLite and a real PostgreSQL.
+
+NODE = "/api/v1/nodes/n0"
+
+
+@pytest.fixture
+def core(kube: FakeKube) -> Iterator[client.CoreV1Api]:
+    config = client.Configuration()
+    config.host, config.retries = kube.url, False  # as kvpilot run builds it: urllib3 would obey the Retry-After
+    with client.ApiClient(config) as api:
+        yield client.CoreV1Api(api)
+
+
+def _worker(url: str, clock: VirtualClock, core: client.CoreV1Api) -> tuple[Actuation, sessionmaker[Session]]:
+    """A kvpilot process's drain worker: its own engine on the store (a restart, or the next Lease holder)."""
+    sessions = session_factory(make_engine(url))
+    drainer = NodeDrainer(core, clock=clock, request_timeout_s=2.0)
+    return Actuation(sessions=sessions, clock=clock, rails=DrainRails(dry_run=False), drainer=drainer), sessions
+
+
+def _row(sessions: sessionmaker[Session], action_id: int) -> tuple[str, dict, list[str]]:
+    with transaction(sessions) as s:
+        row = repo.get_drain(session=s, action_id=action_id)
+        events = [e.message for e in repo.list_drain_events(session=s, action_id=action_id)]
+        return row.state, dict(row.evidence or {}), events
+
+
+async def test_a_restarted_worker_keeps_the_wait_the_api_server_asked_for(
+    store: Store, kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    kube.intercept = lambda method, path: throttled(30) if path == NODE else None  # wait 30 s, longer than a call
+    clock = VirtualClock(1000.0)
+    first, sessions = _worker(store.url, clock, core)
+    action_id = admin_approved(sessions, "n0", clock.now())
+    await asyncio.wait_for(first.execute_approved(asyncio.Event()), 10)
+    state, evidence, events = _row(sessions, action_id)
+    assert state == "approved"
+    assert events[-1].endswith("(try 1; next try in 30 s)"), events
+    assert (evidence[BUSY_NOT_BEFORE], evidence[BUSY_TRIES]) == (1030.0, 1)
+    reads = kube.requests.count(("GET", NODE))
+
+    for _ in range(3):  # restarts within the wait (a crash loop, a rolling update, a new Lease holder)
+        clock.advance(5.0)
+        restarted, _ = _worker(store.url, clock, core)
+        await asyncio.wait_for(restarted.execute_approved(asyncio.Event()), 10)
+    assert kube.requests.count(("GET", NODE)) == reads  # not tried: before, each restart tried it at once
+    assert _row(sessions, action_id)[2] == events  # nor audited
+
+    clock.advance(20.0)  # past the wait: the next worker tries it, counting on from the stored try
+    later, _ = _worker(store.url, clock, core)
+    await asyncio.wait_for(later.execute_approved(asyncio.Event()), 10)
+    assert kube.requests.count(("GET", NODE)) > reads
+    state, evidence, events = _row(sessions, action_id)
+    assert events[-1].endswith("(try 2; next try in 30 s)"), events
+    assert (evidence[BUSY_NOT_BEFORE], evidence[BUSY_TRIES]) == (1065.0, 2)
+
+    kube.intercept = None  # room again: the drain goes on, and its row keeps no wait
+    clock.advance(31.0)
+    await asyncio.wait_for(later.execute_approved(asyncio.Event()), 10)
+    state, evidence, _ = _row(sessions, action_id)
+    assert state == "done"
+    assert BUSY_NOT_BEFORE not in evidence
+    assert BUSY_TRIES not in evidence
+
+
+@pytest.mark.parametrize(
+    ("evidence", "stored"),
+    [
+        ({BUSY_NOT_BEFORE: 1030.0, BUSY_TRIES: 2, "finding_ids": "f1"}, (1030.0, 2)),
+        ({BUSY_NOT_BEFORE: 1030, BUSY_TRIES: 0}, (1030.0, 1)),
+        ({"finding_ids": "f1"}, None),  # never told to wait
+        ({BUSY_NOT_BEFORE: "soon", BUSY_TRIES: 2}, None),  # unreadable: tried as before, not stuck
+        ({BUSY_NOT_BEFORE: True, BUSY_TRIES: 2}, None),
+        ({BUSY_NOT_BEFORE: 1030.0}, None),
+        (None, None),
+    ],
+)
+def test_a_stored_wait_is_read_only_when_whole(evidence: dict | None, stored: tuple[float, int] | None) -> None:
+    row = DrainActionRow(node="n0", state="approved", evidence=evidence)
+    assert _stored_wait(row) == stored
+    _forget_wait(row)
+    assert BUSY_NOT_BEFORE not in (row.evidence or {})
+    assert BUSY_TRIES not in (row.evidence or {})
+    assert (row.evidence or {}).get("finding_ids") == (evidence or {}).get("finding_ids")  # the rest is kept
