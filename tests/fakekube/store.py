@@ -49,17 +49,9 @@ class ApiError(Exception):
     as a text/plain body instead, as the API server's own filters write theirs, ``throttled``)."""
 
     def __init__(
-        self,
-        code: int,
-        reason: str,
-        message: str,
-        *,
-        name: str = "",
-        kind: str = "",
-        retry_after_s: int = 0,
-        causes: list[Obj] | None = None,
-        plain_text: bool = False,
-    ) -> None:
+        self, code: int, reason: str, message: str, *, name: str = "", kind: str = "", retry_after_s: int = 0,
+        causes: list[Obj] | None = None, plain_text: bool = False,
+    ) -> None:  # fmt: skip
         super().__init__(message)
         self.code, self.reason, self.message, self.name, self.kind = code, reason, message, name, kind
         self.retry_after_s = retry_after_s  # > 0: details.retryAfterSeconds and a Retry-After header, as the API server

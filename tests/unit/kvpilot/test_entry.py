@@ -110,21 +110,18 @@ def test_a_real_run_signalled_as_soon_as_it_can_be_stops_cleanly(tmp_path: Path)
     """The console script itself, SIGTERM sent the moment the process catches it (polled every ms)."""
     script = Path(sys.executable).parent / "kvpilot"
     log_path = tmp_path / "run.log"
-    with log_path.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(script), "run", "--port", "0"], stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path,
-            env={**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "KVPILOT_GRPC_PORT": "0"},
-        )  # fmt: skip
+    command = [str(script), "run", "--port", "0"]
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "KVPILOT_GRPC_PORT": "0"}
+    with log_path.open("wb") as out, subprocess.Popen(command, stdout=out, stderr=out, cwd=tmp_path, env=env) as proc:
+        deadline = time.monotonic() + 30
+        while not _catches_sigterm(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        proc.send_signal(signal.SIGTERM)
         try:
-            deadline = time.monotonic() + 30
-            while not _catches_sigterm(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.001)
-            proc.send_signal(signal.SIGTERM)
             code = proc.wait(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
     log = log_path.read_text()
     assert code == 0, log
     assert "SIGTERM" in log, log
