@@ -140,9 +140,10 @@ class Campaigns(Protocol):
 
 @runtime_checkable
 class SeesLease(Protocol):
-    """Leadership that says what its last round read of the Lease (``LeaseElector``): ``holder_seen``, another
-    replica's identity holding it unexpired (None: the round read no such holder); ``lease_failure``, why the round
-    could not read or write it (an HTTP status, the API server unreachable; None: it answered)."""
+    """Leadership that says what its last round read of the Lease (``LeaseElector``; with sharding
+    ``ShardCoordinator``, of its group's shard Leases): ``holder_seen``, another replica's identity holding it
+    unexpired (None: the round read no such holder); ``lease_failure``, why the round could not read or write it (an
+    HTTP status, the API server unreachable; None: it answered)."""
 
     holder_seen: str | None
     lease_failure: str | None

@@ -187,6 +187,8 @@ class ShardCoordinator:
         self._settled = False
         self._list_due_at = float("-inf")
         self.rounds = 0
+        # Why this round's list or one of its Lease writes failed (``lease_failure``; None: the API server answered).
+        self._failure: str | None = None
 
     @property
     def address(self) -> str:
@@ -234,6 +236,22 @@ class ShardCoordinator:
             return Route(shard, local=False)
         return Route(shard, local=False, owner=seen.holder, address=seen.address)
 
+    @property
+    def holder_seen(self) -> str | None:
+        """Another instance read holding a shard unexpired (``kvpilot.runtime.service.SeesLease``): an instance that
+        holds no shard because the others hold them all is told that another holds them, not to check its RBAC."""
+        now = self._clock.now()
+        others = sorted(
+            s.holder for s in self._seen.values() if s.holder not in (None, self.identity) and s.expires_at >= now
+        )
+        return others[0] if others else None
+
+    @property
+    def lease_failure(self) -> str | None:
+        """Why the last round could not list the group's Leases or write one of them (None: the API server
+        answered every call; ``kvpilot.runtime.service.SeesLease``)."""
+        return self._failure
+
     def holders(self) -> dict[int, str | None]:
         """Shard -> holder as last read (this instance's own shards included)."""
         now = self._clock.now()
@@ -258,6 +276,7 @@ class ShardCoordinator:
         Lease is renewed only while it holds none."""
         now = self._clock.now()
         self.rounds += 1
+        self._failure = None
         listing = not self._settled or now >= self._list_due_at - _DUE_SLACK_S
         members = self._read(now) if listing else set(self._members_before)
         members.add(self.identity)
@@ -280,8 +299,10 @@ class ShardCoordinator:
             elif e.leader or (not joining and target == self.identity and held.get(i) in (None, self.identity)):
                 was = e.leader
                 refused |= not e.try_acquire_or_renew(self._current(e, listing)) and was
+                self._failure = self._failure or e.lease_failure
         if joining or not any(e.leader for e in self._electors):
             self._member.try_acquire_or_renew(self._current(self._member, listing))
+            self._failure = self._failure or self._member.lease_failure
         before, self._members_before = self._members_before, frozenset(members)
         owned = frozenset(i for i, e in enumerate(self._electors) if e.leader)
         if owned != self.owned:
@@ -312,6 +333,8 @@ class ShardCoordinator:
         except Exception as e:  # the API server is away: keep what was read, renewals decide what we keep
             why = str(e).splitlines()[0] if str(e) else type(e).__name__
             log.warning("shards: cannot list Leases (%s); keeping the last view", why)
+            status = getattr(e, "status", None)  # an ApiException: said as LeaseElector says it
+            self._failure = f"HTTP {status} {getattr(e, 'reason', '')}".rstrip() if isinstance(status, int) else why
             return set(self._members_before)
         self._listed_ok = True
         members: set[str] = set()
