@@ -127,8 +127,22 @@ class Recommendation:
     burst_floor_replicas: int | None = None  # what the burst floor asked (None: off or no peak yet)
 
 
+# Kubernetes counts a Deployment's replicas in an int32: no count is more.
+MOST_REPLICAS = 2**31 - 1
+
+
+def _count(replicas: float) -> int:
+    """``replicas`` rounded up, as a count in [0, MOST_REPLICAS]. A load the float arithmetic carried past its range
+    (inf, or NaN from inf - inf: one deployment's PromQL aggregate of 1e308 requests/s and as many waiting) counts
+    as many as can be, for max_replicas to bind. Before, math.ceil raised: the planner's stage failed, and with it
+    every deployment's decision, each tick (KEDA's fallback for the whole fleet after the staleness limit)."""
+    if not replicas < MOST_REPLICAS:  # also NaN
+        return MOST_REPLICAS
+    return max(0, math.ceil(replicas - 1e-9))
+
+
 def _replicas_for(rate: float, capacity_rps: float, utilisation: float) -> int:
-    return max(0, math.ceil(rate / (capacity_rps * utilisation) - 1e-9))
+    return _count(rate / (capacity_rps * utilisation))
 
 
 def spare_replicas(load: float, utilisation: float) -> float:
@@ -144,7 +158,7 @@ def pooled_replicas(load: float, utilisation: float, margin: float = 0.0) -> int
     """Replicas for ``load`` (replicas at full capacity) with its spare, plus a forecast's ``margin`` (also in
     replicas): two independent deviations above the mean add as variances do, not as sums or products."""
     spare = math.hypot(spare_replicas(load, utilisation), max(margin, 0.0))
-    return max(0, math.ceil(max(load, 0.0) + spare - 1e-9))
+    return _count(max(load, 0.0) + spare)
 
 
 def lean_replicas(point: float, upper: float, capacity_rps: float, utilisation: float) -> int:
@@ -154,7 +168,7 @@ def lean_replicas(point: float, upper: float, capacity_rps: float, utilisation: 
     start (N+1: a fleet sized to the point alone has no room for an XID or a hang)."""
     need = max(_replicas_for(point, capacity_rps, utilisation), _replicas_for(upper, capacity_rps, 1.0))
     if need >= 2:
-        need = max(need, _replicas_for(point, capacity_rps, 1.0) + 1)
+        need = max(need, min(_replicas_for(point, capacity_rps, 1.0) + 1, MOST_REPLICAS))
     return need
 
 
@@ -165,7 +179,7 @@ def release_replicas(load: float, rise: float) -> int:
     not stacked). A load one replica carries keeps the redundancy ``min_replicas`` gives it, as `lean_replicas`."""
     replicas = _replicas_for(load + max(rise, 0.0), 1.0, 1.0)
     alone = _replicas_for(load, 1.0, 1.0)
-    return max(replicas, alone + 1) if alone >= 2 else replicas
+    return max(replicas, min(alone + 1, MOST_REPLICAS)) if alone >= 2 else replicas
 
 
 def adaptive_replicas(point: float | None, upper: float, capacity_rps: float, utilisation: float, share: float) -> int:
@@ -174,7 +188,7 @@ def adaptive_replicas(point: float | None, upper: float, capacity_rps: float, ut
     arrivals) the margin is the utilisation's alone."""
     full = upper / (capacity_rps * utilisation)
     base = (upper if point is None else min(max(point, 0.0), upper)) / capacity_rps
-    return max(0, math.ceil(base + min(max(share, 0.0), 1.0) * (full - base) - 1e-9))
+    return _count(base + min(max(share, 0.0), 1.0) * (full - base))
 
 
 class ReplicaPolicy:
