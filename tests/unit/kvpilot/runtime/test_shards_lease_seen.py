@@ -26,6 +26,16 @@ def _coordinator(api: Any, clock: VirtualClock, who: str) -> ShardCoordinator:
     )
 
 
+def _settled(kube: FakeKube, clock: VirtualClock) -> list[ShardCoordinator]:
+    """Three instances sharing 2 shards after a few rounds: one of them holds none."""
+    coordinators = [_coordinator(Leases(kube.api_client()), clock, f"kvpilot-{i}") for i in range(3)]
+    for _ in range(4):
+        for c in coordinators:
+            c.round()
+        clock.advance(1.0)
+    return coordinators
+
+
 class _Forbidden:
     """A Role without coordination.k8s.io leases: every call answers 403."""
 
@@ -39,11 +49,7 @@ class _Forbidden:
 def test_an_instance_holding_no_shard_names_another_holder() -> None:
     clock = VirtualClock(1_700_000_000.0)
     with FakeKube() as kube:
-        coordinators = [_coordinator(Leases(kube.api_client()), clock, f"kvpilot-{i}") for i in range(3)]
-        for _ in range(4):
-            for c in coordinators:
-                c.round()
-            clock.advance(1.0)
+        coordinators = _settled(kube, clock)
         (idle,) = [c for c in coordinators if not c.owned]  # 3 instances, 2 shards: one holds none
         assert isinstance(idle, SeesLease)
         holders = {c.identity for c in coordinators if c.owned}
@@ -70,12 +76,7 @@ def test_the_split_warning_of_an_instance_holding_no_shard_names_the_holder(
     caplog.set_level(logging.WARNING, logger="kvpilot.runtime.service")
     clock = VirtualClock(1_700_000_000.0)
     with FakeKube() as kube:
-        coordinators = [_coordinator(Leases(kube.api_client()), clock, f"kvpilot-{i}") for i in range(3)]
-        for _ in range(4):
-            for c in coordinators:
-                c.round()
-            clock.advance(1.0)
-        (idle,) = [c for c in coordinators if not c.owned]
+        (idle,) = [c for c in _settled(kube, clock) if not c.owned]
         service, _, _ = make_service(migrated(tmp_path / "kvpilot.db"), clock, ScriptedFleet(clock), leadership=idle)
         service._note_split(clock.now())
         service._note_split(clock.now() + service.split_after_s)
