@@ -115,20 +115,28 @@ def decide(
     draining: Collection[str] = (),
     rails: DrainRails = DrainRails(),
     budget_spent: int = 0,
+    fleet_nodes: Collection[str] | None = None,
+    fleet_flagged: Collection[str] = (),
 ) -> list[DrainDecision]:
     """One decision per node flagged with a ``drain_node`` finding, oldest finding first. ``budget_spent``: the
-    drains that count against ``rails.budget`` now (``store.repo.count_budget_drains``)."""
+    drains that count against ``rails.budget`` now (``store.repo.count_budget_drains``).
+
+    The circuit breaker's share is of ``nodes`` and the nodes ``findings`` flag; with sharding (``fleet_nodes`` not
+    None) of the fleet's: every live instance's nodes (``fleet_nodes``, with ``nodes``) and the nodes any instance's
+    findings flag (``fleet_flagged``, with this one's)."""
     flagged = _flagged_nodes(findings)
     if not flagged:
         return []
     order = sorted(flagged, key=lambda n: (min(f.since for f in flagged[n]), n))
-    total = max(len(set(nodes) | set(flagged)), 1)
-    share = len(flagged) / total
-    common: dict[str, float | str | None] = {"flagged_nodes": float(len(flagged)), "total_nodes": float(total)}
+    counted = set(flagged) if fleet_nodes is None else set(flagged) | set(fleet_flagged)
+    total = max(len(set(nodes) | counted | set(fleet_nodes or ())), 1)
+    share = len(counted) / total
+    common: dict[str, float | str | None] = {"flagged_nodes": float(len(counted)), "total_nodes": float(total)}
     limit = max(rails.breaker_min_flagged, math.floor(rails.breaker_share * total))
-    if len(flagged) > limit:
+    if len(counted) > limit:
+        whose = "nodes" if fleet_nodes is None else "nodes of the fleet (every shard's)"
         reason = (
-            f"circuit breaker: {len(flagged)} of {total} nodes ({share:.0%}) flagged at once, above "
+            f"circuit breaker: {len(counted)} of {total} {whose} ({share:.0%}) flagged at once, above "
             f"{rails.breaker_share:.0%}; the monitoring is more likely broken than the GPUs"
         )
         return [

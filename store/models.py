@@ -201,3 +201,14 @@ class AuditEventRow(Base):
     action: Mapped[str] = mapped_column(String(64))
     subject: Mapped[str] = mapped_column(String(2048))
     message: Mapped[str] = mapped_column(Text, default="")
+
+
+class InstanceNodesRow(Base):
+    """With sharding: the nodes one kvpilot instance's snapshot holds (its replicas' nodes and their GPUs'), so that
+    the drain circuit breaker's share is of the fleet's nodes (``kvpilot.actuation.FleetShare``). Refreshed by its
+    instance while it holds shards; a row not refreshed for ``stale_after_s`` is ignored and deleted by any reader."""
+
+    __tablename__ = "instance_nodes"
+    instance: Mapped[str] = mapped_column(String(253), primary_key=True)  # the instance's identity (its pod name)
+    nodes: Mapped[list[str]] = mapped_column(JSON, default=list)
+    refreshed_at: Mapped[float] = mapped_column(Float)

@@ -62,6 +62,18 @@ class _Busy:
     steps: tuple[tuple[str, str, str], ...]
 
 
+@dataclass(frozen=True, slots=True)
+class FleetShare:
+    """With sharding, the circuit breaker counts the fleet's nodes, not this instance's alone: each instance stores the
+    node set of its snapshot under its ``identity`` (``store.repo.refresh_instance_nodes``, again at least every
+    ``refresh_every_s``), and reads every set refreshed within ``stale_after_s`` (older rows, of an instance gone or
+    holding no shard, are ignored and deleted) and the nodes every instance's findings flag (``findings``)."""
+
+    identity: str
+    stale_after_s: float
+    refresh_every_s: float
+
+
 class Drainer(Protocol):
     """``kvpilot.actuation.drain.NodeDrainer``."""
 
@@ -139,8 +151,11 @@ class Actuation:
         scaler: Actuator | None = None,
         poll_s: float = 0.5,
         on_refusal: Callable[[str, str], None] | None = None,
+        fleet: FleetShare | None = None,
     ) -> None:
         self._sessions = sessions
+        self._fleet = fleet
+        self._fleet_stored: tuple[frozenset[str], float] | None = None  # the node set last stored, and when
         self._clock = clock
         self.rails = rails
         self._drainer = drainer
@@ -173,8 +188,13 @@ class Actuation:
         now = self._clock.now()
         cordoned = self._cordoned(snap)
         spent = self._budget_spent(now, cordoned)
+        fleet_nodes, fleet_flagged = (
+            self._fleet_nodes(nodes, now, read=bool(recheck.flagged_nodes(snap)))
+            if self._fleet is not None
+            else (None, set())
+        )
         decisions = decide(snap.findings, nodes=nodes, placements=placements, draining=draining, rails=self.rails,
-                           budget_spent=spent)  # fmt: skip
+                           budget_spent=spent, fleet_nodes=fleet_nodes, fleet_flagged=fleet_flagged)  # fmt: skip
         since = {f.id: f.since for f in snap.findings}
         self._refusals.tick([d for d in decisions if not d.approved])
         approved = {d.node for d in decisions if d.approved}
@@ -234,6 +254,30 @@ class Actuation:
                 why = recheck.withdrawn(s, row, actor=ACTOR, flagged=flagged)
                 if why is not None:
                     self._withdraw(s, row.id, row.node, why)
+
+    def _fleet_nodes(self, nodes: set[str], now: float, *, read: bool) -> tuple[set[str], set[str]]:
+        """With sharding: this instance's node set stored (when it changed, or ``refresh_every_s`` after the last
+        time: every pass, so that the others' breakers count it), then, when ``read`` (a node of ours is flagged: the
+        breaker has something to decide), the live instances' nodes and, among them, those any instance flags."""
+        fleet = self._fleet
+        assert fleet is not None
+        mine = frozenset(nodes)
+        stored = self._fleet_stored
+        due = stored is None or stored[0] != mine or now - stored[1] >= fleet.refresh_every_s
+        if not (due or read):
+            return set(mine), set()
+        sets: dict[str, set[str]] = {}
+        flagged: set[str] = set()
+        with transaction(self._sessions) as s:
+            if due:
+                repo.refresh_instance_nodes(session=s, instance=fleet.identity, nodes=mine, now=now)
+                stored = (mine, now)
+            if read:
+                sets = repo.live_instance_nodes(session=s, now=now, stale_after_s=fleet.stale_after_s)
+                flagged = repo.drain_flagged_nodes(session=s)
+        self._fleet_stored = stored
+        live = set(mine).union(*(v for k, v in sets.items() if k != fleet.identity))
+        return live, flagged & live  # a finding left open on a node no live instance holds is not counted
 
     def _cordoned(self, snap: Snapshot) -> set[str]:
         """The nodes kvpilot cordoned that are still cordoned, read from the API server only when a node is flagged and

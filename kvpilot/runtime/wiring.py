@@ -25,7 +25,7 @@ from collector.state import FleetState
 from detectors.drain_rails import DrainRails
 from detectors.registry import Detection
 from detectors.thresholds import Thresholds
-from kvpilot.actuation import Actuation, NoClusterDrainer, SimulatorScaler
+from kvpilot.actuation import Actuation, FleetShare, NoClusterDrainer, SimulatorScaler
 from kvpilot.actuation.drain import NodeDrainer
 from kvpilot.actuation.scale import make_actuator
 from kvpilot.runtime.cost import cost_config
@@ -280,6 +280,7 @@ def build_service(
             clock,
             on_refusal=lambda node, rail: counters.drain_refusals.labels(node, rail).inc(),
             on_evict=loop.rollout.note_removed,  # a pod kvpilot evicts is no rollout's drain
+            identity=None if shards is None else shards.identity,
         )
     service = Service(
         clock=clock,
@@ -407,10 +408,14 @@ def build_actuation(
     *,
     on_refusal: Callable[[str, str], None] | None = None,
     on_evict: Callable[[str, float], None] | None = None,
+    identity: str | None = None,
 ) -> Actuation:
     """Drains through the rails (on the cluster when there is one) and, in ``direct`` mode, scaling. ``on_evict``
-    is told each pod a drain evicts ("namespace/name", now): the rollout stage's ``note_removed``."""
+    is told each pod a drain evicts ("namespace/name", now): the rollout stage's ``note_removed``. ``identity``: a
+    sharded instance's; its circuit breaker then counts the fleet's nodes (``kvpilot.actuation.FleetShare``: its
+    node set kept in the store, refreshed every lease period, a set unrefreshed for 3 lease periods not counted)."""
     d = settings.drains
+    lease_s = settings.ha.lease_duration_s
     rails = DrainRails(dry_run=d.dry_run, max_concurrent_nodes=d.max_concurrent, breaker_share=d.breaker_share,
                        budget=d.budget, budget_window_s=d.budget_window_s)  # fmt: skip
     on_cluster = settings.collector.discovery.kind == "kubernetes" or settings.ha.enabled or settings.sharding.enabled
@@ -439,4 +444,5 @@ def build_actuation(
         require_approval=d.require_approval,
         scaler=scaler,
         on_refusal=on_refusal,
+        fleet=None if identity is None else FleetShare(identity, stale_after_s=3 * lease_s, refresh_every_s=lease_s),
     )

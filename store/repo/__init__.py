@@ -19,6 +19,7 @@ from store.repo.drains import (
     transition_drain,
 )
 from store.repo.findings import acknowledge_finding, get_finding, list_findings, open_findings, upsert_findings
+from store.repo.fleet import drain_flagged_nodes, live_instance_nodes, refresh_instance_nodes
 from store.repo.page import KeysetPage, Page
 from store.repo.retention import prune
 from store.repo.rollups import RollupPoint, load_rollups, record_rollup
@@ -35,6 +36,7 @@ __all__ = [
     "claim_rail",
     "count_active_drains",
     "count_budget_drains",
+    "drain_flagged_nodes",
     "drains_in",
     "get_capacity",
     "get_deployment",
@@ -51,6 +53,7 @@ __all__ = [
     "list_drains",
     "list_findings",
     "list_static_targets",
+    "live_instance_nodes",
     "load_rollups",
     "note_drain",
     "open_findings",
@@ -58,6 +61,7 @@ __all__ = [
     "record_audit",
     "record_decision",
     "record_rollup",
+    "refresh_instance_nodes",
     "remove_static_target",
     "request_drain",
     "transition_drain",

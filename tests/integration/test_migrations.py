@@ -26,6 +26,7 @@ TABLES = {
     "static_targets",
     "drain_rail",
     "audit_events",
+    "instance_nodes",
 }
 
 

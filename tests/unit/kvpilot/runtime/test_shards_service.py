@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import grpc
+from sqlalchemy import select
 
 from collector.clock import VirtualClock
 from collector.samples import ReplicaSample, TargetInfo
@@ -28,6 +29,8 @@ from scaler.keda.forward import DECISION_AT, Forwarding
 from scaler.keda.reader import DecisionReader
 from scaler.keda.server import Endpoint, build_endpoint
 from scaler.keda.servicer import ServicerSettings
+from store.db import make_engine, session_factory, transaction
+from store.models import InstanceNodesRow
 from tests.fakekube import FakeKube
 from tests.helpers.poll import until
 from tests.unit.kvpilot.fleet_double import START, settings_for
@@ -160,6 +163,15 @@ def _kept_served(i: Instance) -> int:
     return forwarding.served_kept_total if forwarding is not None else 0
 
 
+def _instance_nodes(url: str) -> dict[str, list[str]]:
+    engine = make_engine(url)
+    try:
+        with transaction(session_factory(engine), reads_only=True) as s:
+            return {r.instance: r.nodes for r in s.scalars(select(InstanceNodesRow))}
+    finally:
+        engine.dispose()
+
+
 def _owners(instances: list[Instance]) -> dict[str, list[str]]:
     return {d: [i.name for i in instances if i.alive and i.shards.owns(f"llm/{d}")] for d in DEPLOYMENTS}
 
@@ -180,6 +192,13 @@ async def test_three_instances_partition_the_fleet_and_survive_one_killed(kube: 
         assert sorted(len(i.shards.owned) for i in instances) == [1, 1, 1]
         # each signs the view of a finding it stores with its name (store.repo.findings.Reporter)
         assert [i.service.loop.reporter for i in instances] == ["a", "b", "c"]
+
+        # each stores the nodes its snapshot holds, for the drain breaker's fleet-wide share (actuation.FleetShare)
+        def stored() -> tuple[set[str], set[str]]:
+            rows = _instance_nodes(url)
+            return set(rows), set().union(*rows.values())
+
+        await until(lambda: stored() == ({"a", "b", "c"}, {"n0", "n1", "n2", "n3"}), what="every node set stored")
         for i in instances:  # each scraped only its own deployments, and decided only those
             mine = {f"llm/{d}" for d, o in owners.items() if o == [i.name]}
             assert i.fleet.asked[-1] == mine
