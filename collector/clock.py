@@ -11,10 +11,18 @@ class Clock(Protocol):
         """Seconds since the epoch (or since the start of a replay)."""
         ...
 
+    def monotonic(self) -> float:
+        """Seconds on a clock that never steps, for timing intervals: a wall clock stepped by NTP (an hour back)
+        must not stretch or shorten them."""
+        ...
+
 
 class WallClock:
     def now(self) -> float:
         return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
 
 
 class VirtualClock:
@@ -25,6 +33,9 @@ class VirtualClock:
 
     def now(self) -> float:
         return self._now
+
+    def monotonic(self) -> float:
+        return self._now  # only moves forward (``advance``, ``set``)
 
     def advance(self, seconds: float) -> float:
         if seconds < 0:

@@ -363,6 +363,7 @@ class Service:
     async def _run_loop(self) -> None:
         while not self.stop.is_set():
             started = self.clock.now()
+            began = self.clock.monotonic()  # the tick's length: a step of the wall clock must not stretch the sleep
             try:
                 await self.loop.tick()
             except TickAbandoned as e:
@@ -377,7 +378,9 @@ class Service:
                 self._note_split(started)
             self._wake_writer.set()
             self._wake_actuator.set()  # never awaited: a slow drain or store cannot hold the next tick
-            await sleep_unless_stopped(self._sleep, max(0.0, self.interval_s - (self.clock.now() - started)), self.stop)
+            await sleep_unless_stopped(
+                self._sleep, max(0.0, self.interval_s - (self.clock.monotonic() - began)), self.stop
+            )
 
     def _note_split(self, now: float) -> None:
         """Warn once when this replica, on its own SQLite, has ticked without the Lease for ``split_after_s``: that
