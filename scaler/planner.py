@@ -63,8 +63,9 @@ class PlannerConfig:
     queue_budget_share: float = 0.25  # a request queued longer than this share of the TTFT SLO was delayed by load
     # The "adaptive" headroom: share of its margin given up per clean minute (scaler.margin.MarginFeedback).
     margin_release: float = 0.05
-    # The burst floor's measure (`policy.burst_floor`): arrivals over `burst_window_s`, their peak held
-    # `burst_hold_s` (docs/scaling.md, "Policy"; `planner_config` derives both).
+    # The burst floor's measure (`policy.burst_floor`): arrivals per tick over runs of up to `burst_window_s`, the
+    # highest service need (the SLO known) or peak rate held `burst_hold_s` (docs/scaling.md, "Policy";
+    # `planner_config` derives both).
     burst_window_s: float = 30.0
     burst_hold_s: float = 420.0
     # A release the next burst proved wrong (within `burst_hold_s` of it, the SLO missed while the burst window's
@@ -115,7 +116,7 @@ def planner_config(
     sizing: str = "safe",
     horizon_s: float | None = None,
     rate_window_s: float = 60.0,
-    burst_floor: bool = False,
+    burst_floor: bool = True,
 ) -> PlannerConfig:
     """The planner configuration from the facts of a deployment (cold start, tick, replica bounds, capacity, SLO)
     and the few choices an operator makes. The defaults here are kvpilot's defaults: settings leave a field unset
@@ -489,6 +490,15 @@ class _DeploymentPlanner:
             return None
         return release_replicas(load, margin)
 
+    def _burst_rate(self, now: float, peak: float | None) -> float | None:
+        """The rate the burst floor holds: the highest service need of the last ``burst_hold_s`` (`BurstPeak`: the
+        least rate under which none of a run of ticks' arrivals waits past the SLO, a rate-latency bound that sees
+        a 5 s clump whole), where the SLO is known; else the short window's peak, allowed the SLO's wait."""
+        cfg = self.config
+        if cfg.slo_ttft_s:
+            return self.burst.need_since(now - cfg.burst_hold_s)
+        return None if peak is None else burst_need(peak, cfg.burst_window_s, 0.0)
+
     def _regret_floor(self, now: float, current: int, capacity_rps: float | None) -> int | None:
         """The count a release proven wrong released from, while held (`ReleaseRegret`): judged on this tick's SLO
         reading and the replicas, at the capacity planned with, that the arrivals of the SLO reading's window needed
@@ -638,7 +648,7 @@ class _DeploymentPlanner:
                 stuck_replicas=stuck,
                 forecast_rate=max(0.0, forecast.point) if forecast_known else None,
                 margin_scale=self.margin.scale,
-                burst_rate=(None if peak is None else burst_need(peak, cfg.burst_window_s, cfg.slo_ttft_s or 0.0)),
+                burst_rate=self._burst_rate(now, peak),
                 forecast_tail_rate=(
                     max(0.0, forecast.point + tail)
                     if forecast_known and tail is not None and not forecast.fallback

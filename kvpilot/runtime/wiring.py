@@ -111,6 +111,9 @@ def build_planner(settings: Settings) -> Planner | PooledPlanner:
     overrides = {k: planner_config(settings, v) for k, v in settings.scaler.deployments.items()}
     default = planner_config(settings, settings.scaler.default)
     planner = Planner(default, overrides=overrides)
+    # The pools' burst floor reads a 30 s peak of prompt tokens (docs/disaggregated.md), measured as an option: on
+    # only where the setting says so, not by the co-located default.
+    pool_policy = dataclasses.replace(default.policy, burst_floor=settings.scaler.planner.burst_floor is True)
 
     def pool(name: str) -> PoolConfig | None:
         own = settings.scaler.pools.get(name)  # type: ignore[call-overload]
@@ -118,7 +121,7 @@ def build_planner(settings: Settings) -> Planner | PooledPlanner:
             profile = default.capacity.profile
             return None if profile is None else PoolConfig(
                 profile, cold_start_s=default.cold_start_s, scaling_delay_s=default.scaling_delay_s,
-                policy=default.policy,
+                policy=pool_policy,
             )  # fmt: skip
         profile = default.capacity.profile if own.profile is None else ServingProfile(**own.profile.model_dump())
         if profile is None:
@@ -129,7 +132,7 @@ def build_planner(settings: Settings) -> Planner | PooledPlanner:
         cold = default.cold_start_s if own.cold_start_s is None else own.cold_start_s
         return PoolConfig(
             profile, cold_start_s=cold, scaling_delay_s=default.scaling_delay_s,
-            policy=dataclasses.replace(default.policy, **bounds),
+            policy=dataclasses.replace(pool_policy, **bounds),
         )  # fmt: skip
 
     prefill, decode = pool("prefill"), pool("decode")

@@ -104,9 +104,11 @@ class PlannerSettings(_Section):
     )
     burst_floor: bool | None = Field(
         default=None,
-        description="Never fewer replicas than serve, at full capacity, the highest arrival rate measured over half "
-        "the rate window during the last scale-down window plus cold start (less the wait the TTFT SLO allows); "
-        'unset: off. For on/off traffic whose forecast falls between bursts (docs/scaling.md, "Policy").',
+        description="Never fewer replicas than serve, at full capacity, the highest service need measured during "
+        "the last scale-down window plus cold start: the least rate at which none of the arrivals of any run of "
+        "ticks (up to half the rate window) waits past the TTFT SLO (without an SLO: the peak arrival rate over "
+        "half the rate window); unset: on (false: off). For on/off traffic whose forecast falls between bursts "
+        '(docs/scaling.md, "Policy"); disaggregated pools keep it only where it is set true.',
     )
 
     @field_validator("forecaster")

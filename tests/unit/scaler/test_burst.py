@@ -193,8 +193,27 @@ def test_planner_config_derives_the_floors_window_and_memory() -> None:
     # half the 60 s rate window; the 300 s scale-down window plus the cold start
     assert (config.policy.burst_floor, config.burst_window_s, config.burst_hold_s) == (True, 30.0, 420.0)
     slow = planner_config(cold_start_s=60.0, tick_s=30.0, min_replicas=1, max_replicas=None, capacity=CapacityConfig())
-    assert (slow.policy.burst_floor, slow.burst_window_s, slow.burst_hold_s) == (False, 60.0, 360.0)
+    # on by default in the planner `kvpilot run` builds (the policy alone keeps it off)
+    assert (slow.policy.burst_floor, slow.burst_window_s, slow.burst_hold_s) == (True, 60.0, 360.0)
     assert PlannerConfig().policy.burst_floor is False
+    off = planner_config(
+        cold_start_s=60.0, tick_s=30.0, min_replicas=1, max_replicas=None, capacity=CapacityConfig(), burst_floor=False
+    )
+    assert off.policy.burst_floor is False
+
+
+def test_the_floor_holds_a_short_clumps_service_need_not_its_30_s_rate() -> None:
+    # 300 requests in one 5 s tick, then silence: the 30 s rate reads 10 req/s (1 replica at 10 a replica), the
+    # service need 300 / (5 + 2) = 42.9 req/s (5 replicas at full capacity), held through the silence.
+    config = _config()
+    state, planner = FleetState(rate_window_s=60.0), Planner(config)
+    floors = []
+    for i in range(60):
+        t = i * TICK_S
+        state.observe(_samples(t, 100.0, 1), [], now=t)
+        (d,) = planner.decide(state, t, arrivals_totals={"prod/llm": 300.0 if i >= 40 else 0.0})
+        floors.append(d.forecast.get("burst_floor_replicas"))
+    assert (floors[40], floors[-1]) == (5.0, 5.0)
 
 
 def test_settings_turn_the_floor_on_for_kvpilot_run() -> None:
