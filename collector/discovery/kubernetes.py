@@ -1,6 +1,7 @@
 """Targets from Kubernetes pods: label selector plus ``kvpilot.io/*`` annotations, kept current by list+watch.
 
-The official client is synchronous, so one daemon thread lists the pods, then watches from the list's
+The official client is synchronous, so one daemon thread lists the pods (in pages of 500, as client-go's pager:
+``collector.discovery.pager``), then watches from the list's
 resourceVersion; a watch that ends (``timeoutSeconds``) resumes from the last version seen, and a watch
 answered ``410 Gone`` (the version was compacted away) starts over with a fresh list. The scrape loop
 only reads a snapshot, so a slow or failing API server never blocks a tick. See
@@ -11,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from collector.discovery.pager import PAGE_SIZE, list_pages
 from collector.engines import ENGINES
 from collector.roles import role_from_pod
 from collector.samples import TargetInfo
@@ -211,6 +212,7 @@ class KubernetesDiscovery:
         label_selector: str = DEFAULT_SELECTOR,
         watch_timeout_s: int = 300,
         retry_delay_s: float = 2.0,
+        page_size: int = PAGE_SIZE,
     ) -> None:
         from kubernetes import client
 
@@ -219,6 +221,7 @@ class KubernetesDiscovery:
         self.label_selector = label_selector
         self.watch_timeout_s = watch_timeout_s
         self.retry_delay_s = retry_delay_s
+        self.page_size = page_size  # objects a list request asks for (limit); 0: one unpaged list
         self._lock = threading.Lock()
         self._pods: dict[tuple[str, str], TargetInfo] = {}  # (namespace, name) -> target
         self._listed = threading.Event()
@@ -226,6 +229,7 @@ class KubernetesDiscovery:
         self._thread: threading.Thread | None = None
         self._watch: Any = None
         self.lists = 0  # how many full lists (1 + restarts after 410 or errors)
+        self.list_requests = 0  # the list requests they took (a page each)
         self.short_watches = 0  # watches that ended within MIN_WATCH_S (each followed by retry_delay_s)
         self.last_error: str | None = None
 
@@ -296,27 +300,20 @@ class KubernetesDiscovery:
 
     def _relist(self) -> str:
         call, args = self._list_call()
-        # the answer as JSON, each pod read on its own (`_read_pod`): one the client's models refuse is left out
-        answer = call(*args, label_selector=self.label_selector, _request_timeout=30, _preload_content=False)
-        try:
-            pods = json.loads(answer.data)
-        finally:
-            answer.release_conn()
-        items = pods.get("items") if isinstance(pods, dict) else None
-        if not isinstance(items, list):  # a proxy's or another server's 200: the known targets stay, as on an error
-            kind = pods.get("kind") if isinstance(pods, dict) else type(pods).__name__
-            raise ValueError(f"the answer is not a PodList (kind {str(kind)[:60]!r}, no list of items)")
-        fresh: dict[tuple[str, str], TargetInfo] = {}
-        for raw in items:
-            key, target = _read_pod(raw)
-            if target is not None:
-                fresh[key] = target
+        # in pages of `page_size` (limit + continue, as client-go's pager), each pod read on its own (`_read_pod`): one
+        # the client's models refuse is left out; an expired continue token is followed by one full list
+        listed = list_pages(
+            call, *args, read=_read_pod, kind="PodList", page_size=self.page_size,
+            label_selector=self.label_selector, _request_timeout=30,
+        )  # fmt: skip
+        fresh = {key: target for key, target in listed.items if target is not None}
         with self._lock:
             self._pods = fresh
         self.lists += 1
+        self.list_requests += listed.requests
         self.last_error = None
         self._listed.set()
-        return str(_metadata(pods).get("resourceVersion"))
+        return listed.resource_version
 
     def _watch_from(self, resource_version: str) -> str:
         from kubernetes import watch

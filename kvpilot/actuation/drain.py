@@ -39,9 +39,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from collector.clock import Clock, WallClock
+from collector.discovery.pager import list_pages, read_model, ref
 from kvpilot.actuation.audit import AuditRecord, Outcome
 from kvpilot.actuation.scale import MAX_RETRY_AFTERS, retry_after_s
 
@@ -188,21 +190,33 @@ class NodeDrainer:
         list (``spec.unschedulable=true``, a handful of nodes), no Retry-After waited (the actuator pass must not
         stall on it); None when it fails, for the caller to fall back on the store's count alone."""
         try:
-            nodes = self._core.list_node(field_selector="spec.unschedulable=true", _request_timeout=self._timeout).items
+            # in pages, each node read off its JSON for the three fields counted: no model to refuse one odd node
+            names = list_pages(
+                self._core.list_node, read=self._cordoned_name, kind="NodeList",
+                field_selector="spec.unschedulable=true", _request_timeout=self._timeout,
+            ).items  # fmt: skip
         except Exception as e:  # no answer, refused (403: no list on nodes), shedding load, garbled
             words = f"{type(e).__name__}: {e}"
             log.warning(
                 "listing the cordoned nodes failed (%s): drains.budget counts the store's drains only", words[:300]
             )
             return None
-        out: set[str] = set()
-        for node in nodes or []:
-            spec, meta = node.spec, node.metadata
-            if meta is None or not meta.name or spec is None or not spec.unschedulable:
-                continue
-            if any(t.key == self._taint_key for t in spec.taints or []):
-                out.add(str(meta.name))
-        return out
+        return set(names)
+
+    def _cordoned_name(self, node: Any) -> str | None:
+        """A listed node's name when it is cordoned and carries kvpilot's taint (None otherwise), read off the JSON the
+        API server sent: where a field is not what the API says, that node alone is not counted."""
+        if not isinstance(node, dict):  # already read into the client's model (a test double's answer)
+            from kubernetes import client
+
+            node = client.ApiClient().sanitize_for_serialization(node)  # type: ignore[no-untyped-call]
+        meta, spec = node.get("metadata"), node.get("spec")
+        if not isinstance(meta, dict) or not isinstance(spec, dict) or spec.get("unschedulable") is not True:
+            return None
+        name, taints = meta.get("name"), spec.get("taints")
+        if not isinstance(name, str) or not name or not isinstance(taints, list):
+            return None
+        return name if any(isinstance(t, dict) and t.get("key") == self._taint_key for t in taints) else None
 
     def _steps(self, node: str, result: DrainResult, reason: str, stop: Callable[[], bool]) -> None:
         if not self._cordon(node, result, reason=reason):
@@ -334,10 +348,12 @@ class NodeDrainer:
         from kubernetes.client.exceptions import ApiException
 
         try:
+            # in pages, each pod read on its own: one the client's models refuse is left out (audited below), where it
+            # failed the list and with it the whole drain
             pods = self._call(
                 "list_pods",
                 f"list the pods of node {node}",
-                self._core.list_pod_for_all_namespaces,
+                partial(list_pages, self._core.list_pod_for_all_namespaces, read=_read_pod, kind="PodList"),
                 field_selector=f"spec.nodeName={node}",
             ).items
         except ApiException as e:
@@ -346,6 +362,11 @@ class NodeDrainer:
             return None
         out: list[tuple[str, str, Any]] = []
         for pod in pods:
+            if isinstance(pod, _Unread):
+                words = f"the client cannot read pod {pod.ref} ({pod.why}); not evicted"
+                log.warning("drain of %s: %s", node, words)
+                self._record(result, "evict", pod.ref, Outcome.SKIPPED, words)
+                continue
             meta = pod.metadata
             if meta is None or not meta.name:
                 continue  # the API server never sends a pod without a name; nothing could be evicted anyway
@@ -517,6 +538,21 @@ def _blocked_words(ref: str, waited: float, refusals: dict[str, int]) -> str:
         f"the API server throttled the eviction of {ref} for {waited:.0f} s ({_refusal_words(refusals)}); no "
         "PodDisruptionBudget refused it"
     )
+
+
+@dataclass(frozen=True)
+class _Unread:
+    """A listed pod the client's models refuse (``ref`` namespace/name as sent, ``why`` their words)."""
+
+    ref: str
+    why: str
+
+
+def _read_pod(raw: Any) -> Any:
+    from kubernetes.client import V1Pod
+
+    got, why = read_model(V1Pod, raw)
+    return _Unread(ref(raw), why) if why else got
 
 
 class _Busy(Exception):

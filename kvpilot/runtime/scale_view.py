@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from collector.discovery.pager import list_pages, read_model, ref
 from kvpilot.runtime.stopping import in_daemon_thread
 from scaler.rollout import DeploymentRollout, resolve_int_or_percent
 
@@ -110,9 +111,11 @@ class KubernetesScale:
             if isinstance(result, BaseException):
                 log.warning("cannot list deployments in namespace %s: %s", namespace, _reason(result))
                 continue
-            counts, found_rollouts = result
+            counts, found_rollouts, unread = result
             for name in by_namespace[namespace]:
                 key, count = f"{namespace}/{name}", counts.get(name)
+                if name in unread:
+                    continue  # listed but unreadable: neither a count nor deleted, it keeps its last decision
                 if count is not None:
                     replicas[key] = count
                     self._listed.add(key)
@@ -142,17 +145,40 @@ class KubernetesScale:
         late = TimeoutError(f"no answer within {self._timeout_s:g} s")
         return [(f.exception() or f.result()) if f.done() else late for f in (self._pending[n] for n in namespaces)]
 
-    def _list(self, namespace: str) -> tuple[dict[str, int], dict[str, DeploymentRollout]]:
-        items = self._apps.list_namespaced_deployment(namespace, _request_timeout=self._timeout_s).items
+    def _list(self, namespace: str) -> tuple[dict[str, int], dict[str, DeploymentRollout], set[str]]:
+        """(replicas, rollouts, the names of Deployments the client cannot read) of one namespace, listed in pages
+        (``collector.discovery.pager``), each Deployment read on its own: one the client's models refuse (what a real
+        API server refuses to store; a proxy or another server may send it) answers nothing for itself alone, where it
+        failed the namespace's list, every deployment of it, every tick."""
+        from kubernetes.client import V1Deployment
+
+        unread: set[str] = set()
+
+        def read(raw: Any) -> Any:
+            got, why = read_model(V1Deployment, raw)
+            if why:
+                unread.add(ref(raw).partition("/")[2])
+                log.warning("deployment %s: the client cannot read it (%s); its replicas are not known", ref(raw), why)
+            return got
+
+        items = list_pages(
+            self._apps.list_namespaced_deployment, namespace, read=read, kind="DeploymentList",
+            _request_timeout=self._timeout_s,
+        ).items  # fmt: skip
         # spec.replicas is optional in the API (defaulted to 1 by the apiserver); None never reaches here in practice
-        counts = {d.metadata.name: int(d.spec.replicas if d.spec.replicas is not None else 1) for d in items}
+        counts: dict[str, int] = {}
         rollouts: dict[str, DeploymentRollout] = {}
         for d in items:
+            try:
+                counts[d.metadata.name] = int(d.spec.replicas if d.spec.replicas is not None else 1)
+            except (AttributeError, TypeError, ValueError):  # no metadata or spec: read, but not a Deployment's
+                unread.add(str(getattr(getattr(d, "metadata", None), "name", None)))
+                continue
             try:
                 rollouts[d.metadata.name] = deployment_rollout(d)
             except (AttributeError, TypeError, ValueError):
                 continue  # a partial object (an old apiserver, a test double): no rollout status, counts still serve
-        return counts, rollouts
+        return counts, rollouts, unread
 
 
 def deployment_rollout(d: Any) -> DeploymentRollout:

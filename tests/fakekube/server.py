@@ -1,8 +1,9 @@
 """An in-process fake Kubernetes API server that the official ``kubernetes`` client talks to over HTTP.
 
 Routes ``/api/v1/...`` and ``/apis/<group>/<version>/...`` for every type in ``store.RESOURCES``: list
-(label and field selectors), watch (JSON lines, from a resourceVersion, ``timeoutSeconds``, 410 Gone when
-compacted), get, create, replace (409 on a stale resourceVersion), patch (merge, strategic-as-merge, JSON
+(label and field selectors; ``limit`` and ``continue`` pages, 410 Expired for a compacted continue token: see
+``Store.list_page`` for what is simplified), watch (JSON lines, from a resourceVersion, ``timeoutSeconds``,
+410 Gone when compacted), get, create, replace (409 on a stale resourceVersion), patch (merge, strategic-as-merge, JSON
 patch) and delete, with errors as ``Status`` objects. Subresources are handlers in ``FakeKube.subresources``
 keyed by ``(plural, subresource)``; see README.md for how to add one (evictions, scale).
 """
@@ -271,18 +272,23 @@ class _KubeHandler(BaseHTTPRequestHandler):
             return handler(self.fake, req)
         if route.name is None:
             if method == "GET":
-                items, rv = store.list(
+                limit = query.get("limit") or "0"
+                if not limit.isdigit():
+                    raise ApiError(400, "BadRequest", f"limit {limit!r} is not a number")
+                items, rv, token, remaining = store.list_page(
                     rt,
                     route.namespace if (rt.namespaced and route.namespace) else None,
                     label_selector=query.get("labelSelector"),
                     field_selector=query.get("fieldSelector"),
+                    limit=int(limit),
+                    continue_token=query.get("continue"),
                 )
-                return 200, {
-                    "kind": f"{rt.kind}List",
-                    "apiVersion": rt.api_version,
-                    "metadata": {"resourceVersion": str(rv)},
-                    "items": items,
-                }
+                meta: Obj = {"resourceVersion": str(rv)}
+                if token is not None:
+                    meta["continue"] = token
+                if remaining is not None:
+                    meta["remainingItemCount"] = remaining
+                return 200, {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta, "items": items}
             if method == "POST":
                 if not isinstance(body, dict):
                     raise ApiError(400, "BadRequest", "create needs a JSON object")

@@ -4,8 +4,11 @@ selectors, and a bounded event log that watches replay from, answering 410 Gone 
 
 from __future__ import annotations
 
+import base64
+import bisect
 import copy
 import itertools
+import json
 import threading
 import uuid
 from collections import deque
@@ -73,6 +76,29 @@ THROTTLED = "Too many requests, please try again later."
 def throttled(retry_after_s: int = 1) -> ApiError:
     """The API server shedding load, as its filters answer it (for ``FakeKube.intercept``)."""
     return ApiError(429, "TooManyRequests", THROTTLED, retry_after_s=retry_after_s, plain_text=True)
+
+
+# The API server's message for a continue token whose resourceVersion was compacted (apiserver storage errors,
+# NewResourceExpiredError via etcd3's "continue" handling).
+CONTINUE_TOO_OLD = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new list "
+    "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
+    "results. Continuing with the provided token results in an inconsistent list - objects that were created, "
+    "modified, or deleted between the time the first chunk was returned and now may show up in the list."
+)
+
+
+def _continue_token(rv: int, start: str) -> str:
+    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start}).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _read_continue(token: str) -> tuple[int, str]:
+    try:
+        got = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return int(got["rv"]), str(got["start"])
+    except (ValueError, KeyError, TypeError):
+        raise ApiError(400, "BadRequest", f"continue key is not valid: {token[:60]}") from None
 
 
 def status_object(
@@ -260,6 +286,8 @@ class Store:
         self.changed = threading.Condition()
         self._compacted_below = 0  # watches from a resourceVersion below this get 410 Gone
         self.watch_epoch = 0  # open watches from an older epoch end with 410 Gone
+        self._keys: list[tuple[str, str]] = []  # _sorted_keys' last answer, for (resourceVersion, type, namespace)
+        self._keys_at: tuple[int, ResourceType, str | None] | None = None
 
     # -- versions ----------------------------------------------------------------------------------
 
@@ -301,23 +329,64 @@ class Store:
             return copy.deepcopy(obj)
 
     def list(
+        self, rt: ResourceType, namespace: str | None, *, label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[list[Obj], int]:  # fmt: skip
+        """Every object of ``rt`` (in ``namespace``; None: all) the selectors match, by namespace and name, and the
+        current resourceVersion."""
+        items, rv, _, _ = self.list_page(rt, namespace, label_selector=label_selector, field_selector=field_selector)
+        return items, rv
+
+    def list_page(
         self,
         rt: ResourceType,
         namespace: str | None,
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
-    ) -> tuple[list[Obj], int]:
+        limit: int = 0,
+        continue_token: str | None = None,
+    ) -> tuple[list[Obj], int, str | None, int | None]:
+        """One page of a list, as the API server answers ``limit`` and ``continue``: (items, resourceVersion, the
+        continue token when more objects follow, remainingItemCount). The token (base64 JSON, as the API server's:
+        the snapshot's resourceVersion and the key to start after) answers 410 ``Expired`` once its resourceVersion is
+        compacted (``compact()``, ``expire_watches()``). Simplified: the API server serves a continued page from etcd
+        at the token's resourceVersion (a consistent snapshot); the fake serves the objects stored now after the key,
+        stamped with the token's resourceVersion. remainingItemCount is given, as the API server gives it, only for a
+        list without selectors. ``limit`` 0: every object."""
         with self.changed:
-            items = [
-                copy.deepcopy(obj)
-                for (t, ns, _), obj in sorted(self._objects.items(), key=lambda kv: (kv[0][1], kv[0][2]))
-                if t == rt
-                and (namespace is None or ns == namespace)
-                and label_selector_matches(label_selector, obj.get("metadata", {}).get("labels"))
-                and field_selector_matches(field_selector, obj)
-            ]
-            return items, self._last_rv
+            rv, start = self._last_rv, ""
+            if continue_token:
+                rv, start = _read_continue(continue_token)  # "namespace/name" (a namespace has no "/")
+                if rv < self._compacted_below:
+                    raise ApiError(410, "Expired", CONTINUE_TOO_OLD)
+            ns_after, _, name_after = start.partition("/")
+            keys = self._sorted_keys(rt, namespace)
+            keys = keys[bisect.bisect_right(keys, (ns_after, name_after)) :] if start else keys
+            items: list[Obj] = []
+            for i, (ns, name) in enumerate(keys):
+                if limit and len(items) == limit:
+                    token = _continue_token(rv, f"{items[-1]['metadata'].get('namespace', '')}/"
+                                            f"{items[-1]['metadata']['name']}")  # fmt: skip
+                    remaining = None if (label_selector or field_selector) else len(keys) - i
+                    return items, rv, token, remaining
+                obj = self._objects[(rt, ns, name)]
+                if label_selector_matches(label_selector, obj.get("metadata", {}).get("labels")) and (
+                    field_selector_matches(field_selector, obj)
+                ):
+                    items.append(copy.deepcopy(obj))
+            return items, rv, None, None
+
+    def _sorted_keys(self, rt: ResourceType, namespace: str | None) -> list[tuple[str, str]]:
+        """(namespace, name) of ``rt``'s objects in order, kept while nothing is written (the pages of one list), so a
+        page costs its own objects, as the API server's range read from etcd does, not a sort of all of them."""
+        at = (self._last_rv, rt, namespace)
+        if self._keys_at != at:
+            self._keys = sorted(
+                (ns, name) for (t, ns, name) in self._objects if t == rt and (namespace is None or ns == namespace)
+            )
+            self._keys_at = at
+        return self._keys
 
     def events_since(self, rv: int) -> list[Event]:
         with self.changed:

@@ -773,3 +773,53 @@ async def test_the_worker_puts_a_drain_the_api_server_asks_to_wait_back_to_appro
         events = [e.message for e in repo.list_drain_events(session=s, action_id=action_id)]
     assert state == "approved"  # tried again on the next pass, as a scaling call is
     assert any("asks to wait 30 s" in m and m.startswith("cordon gpu-1: retry") for m in events), events
+
+
+# -- list reads with one object the client's models refuse (what a real API server refuses to store; a proxy or another
+# server may send it): that object alone is left out, audited, and the rest is used. Before, the pod list failed the
+# whole drain and the cordoned-node list fell back on the store's count alone.
+
+
+def _listed_pod(kube: FakeKube, name: str, *, ports: list[dict[str, Any]] | None = None) -> None:
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "x", "uid": "u", "controller": True}
+    container: dict[str, Any] = {"name": "c", "image": "i", **({"ports": ports} if ports else {})}
+    kube.create(
+        "pods",
+        {
+            "metadata": {"name": name, "namespace": "ml", "labels": {"app": "llm"}, "ownerReferences": [owner]},
+            "spec": {"nodeName": "gpu-1", "containers": [container]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]},  # no workload read
+        },
+        namespace="ml",
+    )
+
+
+def test_a_pod_the_client_refuses_is_left_out_audited_and_the_others_evicted(
+    kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    _node(kube)
+    _listed_pod(kube, "a")
+    _listed_pod(kube, "odd", ports=[{"name": "http"}])  # a port named but not numbered: V1ContainerPort refuses it
+    _listed_pod(kube, "b")
+    result = NodeDrainer(core, clock=VirtualClock(), sleep=lambda s: None).drain("gpu-1", dry_run=False)
+    assert not result.failed
+    evicts = {r.target: r for r in result.records if r.step == "evict"}
+    assert evicts["ml/odd"].outcome == Outcome.SKIPPED
+    assert "cannot read pod ml/odd" in evicts["ml/odd"].message
+    assert "ValidationError" in evicts["ml/odd"].message
+    remaining = {p["metadata"]["name"] for p in kube.store.list(kube.resource("pods"), "ml")[0]}
+    assert remaining == {"odd"}  # a and b evicted
+
+
+def test_the_cordoned_nodes_are_counted_with_one_node_the_client_refuses(
+    kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    taint = {"key": TAINT_KEY, "value": "true", "effect": "NoSchedule"}
+    kube.create("nodes", {"metadata": {"name": "n0"}, "spec": {"unschedulable": True, "taints": [taint]}})
+    # cordoned by kvpilot, with a condition that has no status: V1NodeCondition refuses it; still counted
+    odd = {"unschedulable": True, "taints": [taint]}
+    kube.create("nodes", {"metadata": {"name": "n1"}, "spec": odd, "status": {"conditions": [{"type": "Ready"}]}})
+    kube.create("nodes", {"metadata": {"name": "n2"}, "spec": {"unschedulable": True}})  # an operator's cordon
+    kube.create("nodes", {"metadata": {"name": "n3"}, "spec": {"taints": [taint]}})  # uncordoned, taint left
+    kube.create("nodes", {"metadata": {"name": "n4"}, "spec": {"unschedulable": True, "taints": "nonsense"}})
+    assert NodeDrainer(core, clock=VirtualClock()).cordoned() == {"n0", "n1"}
