@@ -55,6 +55,55 @@ def _epoch(value: Any) -> float | None:
     return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
 
 
+# A Lease's record, as client-go compares it to tell a renewal (any change) from a Lease left as it was.
+_RECORD = ("holderIdentity", "renewTime", "acquireTime", "leaseDurationSeconds", "leaseTransitions")
+
+
+class LeaseSightings:
+    """When each Lease was last renewed, on this instance's monotonic clock: another host's ``renewTime`` is its own
+    clock's, so expiry cannot compare it with ours (a reader whose clock runs ahead by more than the lease would take
+    it from a live holder; a dead holder whose clock ran an hour ahead would keep it for the hour).
+
+    As client-go (``observedTime``): a renewal is a change of the Lease's record since this instance last read it,
+    and the Lease expires once it has stayed unchanged for ``leaseDurationSeconds`` of local, monotonic time. The
+    renewal happened between that last read and this one: where ``renewTime`` places it inside that interval (the
+    clocks agree), it is taken from there, so a shard is taken as soon as its Lease allows; anywhere else (clock skew,
+    a step of either clock, an unreadable time) the renewal counts from this read, as client-go counts it. A Lease
+    read for the first time places a ``renewTime`` within one lease period before the read; an older one counts from
+    the read (client-go's wait of one lease period)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._seen: dict[str, tuple[tuple[Any, ...], float, float]] = {}  # name -> (record, renewed at, read at)
+
+    def renewed_at(self, name: str, spec: dict[str, Any], duration_s: float) -> float:
+        """The monotonic time the Lease ``name`` (``spec`` just read) was last renewed, as far as this instance can
+        tell (see the class)."""
+        now = self._clock.monotonic()
+        record = tuple(str(spec.get(key)) for key in _RECORD)
+        last = self._seen.get(name)
+        if last is not None and last[0] == record:
+            self._seen[name] = (record, last[1], now)
+            return last[1]
+        earliest = last[2] if last is not None else now - duration_s
+        renewed = now
+        try:
+            written = _epoch(spec.get("renewTime"))
+        except (TypeError, ValueError, OverflowError):
+            written = None
+        if written is not None:
+            placed = now - (self._clock.now() - written)
+            if earliest <= placed <= now:  # False for NaN too
+                renewed = placed
+        self._seen[name] = (record, renewed, now)
+        return renewed
+
+    def keep(self, names: set[str]) -> None:
+        """Forget the Leases not in ``names`` (a group's list no longer has them: members gone for good)."""
+        for name in self._seen.keys() - names:
+            del self._seen[name]
+
+
 def _is_lease(item: object) -> bool:
     """Whether a list's item has the shape the shards read (objects where the model classes wanted objects)."""
     if not isinstance(item, dict):
@@ -222,6 +271,14 @@ class _KeptConnection:
             self._conn = None
 
 
+def _duration(spec: dict[str, Any], default_s: float) -> float:
+    """A Lease's ``leaseDurationSeconds`` (``default_s`` where it is missing, zero or not a positive number)."""
+    value = spec.get("leaseDurationSeconds")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        return default_s
+    return float(value)
+
+
 class LeaseElector:
     def __init__(
         self,
@@ -234,7 +291,10 @@ class LeaseElector:
         lease_duration_s: float = 15.0,
         labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
+        sightings: LeaseSightings | None = None,
     ) -> None:
+        """``sightings``: shared with whoever else reads the same Leases in this process (``ShardCoordinator``'s
+        list), so that both count a renewal from the first read that saw it."""
         self._api = api
         self.name = name
         self.namespace = namespace
@@ -242,7 +302,8 @@ class LeaseElector:
         self._clock = clock
         self.lease_duration_s = lease_duration_s
         self._leader = False
-        self._renewed_at: float | None = None
+        self._renewed_at: float | None = None  # our last accepted write, on the monotonic clock
+        self.sightings = sightings or LeaseSightings(clock)
         # The Lease as our latest accepted write left it (its new resourceVersion): the next renewal can write from
         # it without reading it again (``ShardCoordinator`` between its lists). None until a write is accepted.
         self.written: Lease | None = None
@@ -261,14 +322,15 @@ class LeaseElector:
         or fails past that leaves us following as the Lease expires, when another instance may take it)."""
         if not self._leader or self._renewed_at is None:
             return False
-        return self._clock.now() - self._renewed_at < self.lease_duration_s
+        return self._clock.monotonic() - self._renewed_at < self.lease_duration_s
 
     @leader.setter
     def leader(self, value: bool) -> None:
         self._leader = value
 
     def expired(self, now: float) -> bool:
-        """Whether the Lease we last renewed has expired by ``now`` (False before any renewal)."""
+        """Whether the Lease we last renewed has expired by ``now`` (the clock's ``monotonic()``; False before any
+        renewal)."""
         return self._renewed_at is not None and now - self._renewed_at >= self.lease_duration_s
 
     def try_acquire_or_renew(self, current: Lease | None = None) -> bool:
@@ -279,18 +341,18 @@ class LeaseElector:
         with 409 exactly as a stale read would be. None reads it (and creates it when absent)."""
         from kubernetes.client.exceptions import ApiException
 
-        now = self._clock.now()
+        now, began = self._clock.now(), self._clock.monotonic()
         self.holder_seen = self.lease_failure = None
         try:
             won = self._round(now, current)
             if won:
-                self._renewed_at = now  # only a write the API server accepted extends our lease
+                self._renewed_at = began  # only a write the API server accepted extends our lease
         except ApiException as e:
             self.lease_failure = f"HTTP {e.status} {e.reason}"
-            won = False if e.status == 409 else self._keep_until_expiry(now, self.lease_failure)
+            won = False if e.status == 409 else self._keep_until_expiry(began, self.lease_failure)
         except Exception as e:  # the API server is unreachable
             self.lease_failure = str(e).splitlines()[0] if str(e) else type(e).__name__
-            won = self._keep_until_expiry(now, self.lease_failure)
+            won = self._keep_until_expiry(began, self.lease_failure)
         if won != self._leader:
             log.info("lease %s/%s: %s", self.namespace, self.name, "acquired, actuating" if won else "lost, following")
         self.leader = won
@@ -342,9 +404,8 @@ class LeaseElector:
             return True
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity")
-        renewed = _epoch(spec.get("renewTime"))
-        duration = spec.get("leaseDurationSeconds") or self.lease_duration_s
-        expired = renewed is None or now - renewed > duration
+        duration = _duration(spec, self.lease_duration_s)
+        expired = self._clock.monotonic() - self.sightings.renewed_at(self.name, spec, duration) > duration
         if holder and holder != self.identity and not expired:
             self.holder_seen = str(holder)
             return False

@@ -32,7 +32,7 @@ from collector.clock import Clock
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult, ScrapeResult, Sleep
 from collector.urls import redacted
-from kvpilot.runtime.lease import Lease, LeaseElector, Leases, _epoch, campaign
+from kvpilot.runtime.lease import Lease, LeaseElector, Leases, LeaseSightings, _duration, campaign
 from kvpilot.runtime.loop import Aggregates
 from kvpilot.runtime.stopping import in_daemon_thread
 from scaler.decision import Decision
@@ -151,8 +151,9 @@ class ShardCoordinator:
         self.namespace = namespace
         self.identity = identity
         self.shards = shards
-        self._clock = clock
+        self._clock = clock  # expiries and due times on its monotonic reading (``LeaseSightings``)
         self.lease_duration_s = lease_duration_s
+        self._sightings = LeaseSightings(clock)  # shared by the list and the electors: one reading per renewal
         group = {GROUP_LABEL: lease_name}
         self._member = LeaseElector(
             api,
@@ -162,6 +163,7 @@ class ShardCoordinator:
             clock=clock,
             lease_duration_s=lease_duration_s,
             labels={**group, ROLE_LABEL: "member"},
+            sightings=self._sightings,
         )
         self._electors = [
             LeaseElector(
@@ -172,6 +174,7 @@ class ShardCoordinator:
                 clock=clock,
                 lease_duration_s=lease_duration_s,
                 labels={**group, ROLE_LABEL: "shard", SHARD_LABEL: str(i)},
+                sightings=self._sightings,
             )
             for i in range(shards)
         ]
@@ -207,7 +210,7 @@ class ShardCoordinator:
         hangs past it gives them up as their Leases expire, when other instances may take them)."""
         owned = self._owned
         if owned:
-            now = self._clock.now()
+            now = self._clock.monotonic()
             if any(self._electors[i].expired(now) for i in owned):
                 return frozenset(i for i in owned if not self._electors[i].expired(now))
         return owned
@@ -232,7 +235,7 @@ class ShardCoordinator:
         if shard in self.owned:
             return Route(shard, local=True, owner=self.identity, address=self.address)
         seen = self._seen.get(shard)
-        if seen is None or seen.holder is None or seen.expires_at < self._clock.now():
+        if seen is None or seen.holder is None or seen.expires_at < self._clock.monotonic():
             return Route(shard, local=False)
         return Route(shard, local=False, owner=seen.holder, address=seen.address)
 
@@ -240,7 +243,7 @@ class ShardCoordinator:
     def holder_seen(self) -> str | None:
         """Another instance read holding a shard unexpired (``kvpilot.runtime.service.SeesLease``): an instance that
         holds no shard because the others hold them all is told that another holds them, not to check its RBAC."""
-        now = self._clock.now()
+        now = self._clock.monotonic()
         others = sorted(
             s.holder for s in self._seen.values() if s.holder not in (None, self.identity) and s.expires_at >= now
         )
@@ -254,7 +257,7 @@ class ShardCoordinator:
 
     def holders(self) -> dict[int, str | None]:
         """Shard -> holder as last read (this instance's own shards included)."""
-        now = self._clock.now()
+        now = self._clock.monotonic()
         out: dict[int, str | None] = {i: None for i in range(self.shards)}
         for i, seen in self._seen.items():
             if seen.holder is not None and seen.expires_at >= now:
@@ -274,7 +277,7 @@ class ShardCoordinator:
         lists only the shards held are renewed, each from the Lease its previous write returned (a Lease changed
         since answers 409 and is given up, as after a list). A holder's shard Leases say it is alive, so its member
         Lease is renewed only while it holds none."""
-        now = self._clock.now()
+        now = self._clock.monotonic()
         self.rounds += 1
         self._failure = None
         listing = not self._settled or now >= self._list_due_at - _DUE_SLACK_S
@@ -346,9 +349,8 @@ class ShardCoordinator:
                 self._listed[meta["name"]] = lease
             labels = meta.get("labels") or {}
             holder = spec.get("holderIdentity")
-            renewed = _epoch(spec.get("renewTime"))
-            duration = spec.get("leaseDurationSeconds") or self.lease_duration_s
-            expires = renewed + duration if renewed is not None else float("-inf")
+            duration = _duration(spec, self.lease_duration_s)
+            expires = self._sightings.renewed_at(str(meta.get("name")), spec, duration) + duration
             live = holder is not None and expires >= now
             if live and holder != self.identity:
                 due = min(due, expires + WAKE_AFTER_EXPIRY_S)
@@ -366,12 +368,13 @@ class ShardCoordinator:
                 seen[index] = _Seen(holder if live else None, expires, address)
         self._seen = seen
         self._list_due_at = due
+        self._sightings.keep({*self._listed, *(e.name for e in self._electors), self._member.name})
         return members
 
     def next_wake_s(self, every_s: float) -> float:
         """Seconds to the next round: ``every_s``, or sooner, just after the earliest foreign shard Lease expires
         (so a dead instance's shard is taken one lease period after its last renewal, not a round later)."""
-        now = self._clock.now()
+        now = self._clock.monotonic()
         expiries = [
             s.expires_at + WAKE_AFTER_EXPIRY_S
             for i, s in self._seen.items()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -60,8 +61,9 @@ async def test_shards_in_real_time_partition_survive_a_crash_and_hand_back_on_st
     spec = _spec(kube, f"kvpilot-shard-{lost}")
     # c's last accepted renewal (a round in flight at the crash may renew once more; one after the takeover is
     # refused): the renewTime the survivor read as expired
-    renewed = crashed._electors[lost]._renewed_at
+    renewed = crashed._electors[lost]._renewed_at  # on the monotonic clock: as epoch seconds
     assert renewed is not None
+    renewed += time.time() - time.monotonic()
     late = _at(spec, "acquireTime") - (renewed + LEASE_S)
     assert late > 0, f"taken {-late:.3f} s before c's Lease expired"
     # one lease period after c's last renewal, plus at most one round and a loaded machine's scheduling delay

@@ -46,6 +46,8 @@ def test_one_leader_then_takeover_after_expiry(kube: FakeKube, clock: VirtualClo
 def test_racing_for_an_expired_lease_has_one_winner(kube: FakeKube, clock: VirtualClock) -> None:
     old, a, b = _elector(kube, clock, "old"), _elector(kube, clock, "a"), _elector(kube, clock, "b")
     old.try_acquire_or_renew()
+    assert not a.try_acquire_or_renew()  # a and b read old's renewal
+    assert not b.try_acquire_or_renew()
     clock.advance(20)
     stale = b._api.read_namespaced_lease("kvpilot-leader", "kv")
     b._api.read_namespaced_lease = lambda name, ns: copy.deepcopy(stale)  # b read before a wrote
@@ -177,13 +179,14 @@ async def test_ticks_advance_time_only_while_the_loop_sleeps(kube: FakeKube, clo
 def test_a_leader_whose_rounds_stop_follows_once_its_lease_expires(kube: FakeKube, clock: VirtualClock) -> None:
     # A round that hangs (an API server that stopped answering) ends no sooner than its calls' timeout: meanwhile
     # the Lease it last renewed expires and another instance may take it, so leading is read against that renewal.
-    a = _elector(kube, clock, "a")
+    a, b = _elector(kube, clock, "a"), _elector(kube, clock, "b")
     assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()  # b reads a's write (a Lease is counted from when its renewal was read)
     clock.advance(14.9)
     assert a.leader
     clock.advance(0.2)  # no round since: the lease written 15.1 s ago has expired
     assert not a.leader
-    assert _elector(kube, clock, "b").try_acquire_or_renew()
+    assert b.try_acquire_or_renew()
 
 
 def test_a_lease_call_to_an_api_server_that_never_answers_fails_at_its_timeout() -> None:

@@ -108,6 +108,7 @@ def test_an_elector_takes_a_lease_only_after_renew_time_plus_duration(
     assert a.try_acquire_or_renew()
     clock.advance(1.5)
     assert a.try_acquire_or_renew()  # its last renewal: nothing more from a
+    assert not b.try_acquire_or_renew()  # b reads it (a renewal b never read would count from b's first read)
     spec = kube.get("leases", "kvpilot-leader", namespace="kv")["spec"]
     expiry = _epoch(spec["renewTime"]) + spec["leaseDurationSeconds"]
     clock.advance(expiry + after_expiry_s - clock.now())
