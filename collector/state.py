@@ -11,6 +11,7 @@ by ``history_s`` and by ``max_points``, and replicas/GPUs not seen for ``forget_
 
 from __future__ import annotations
 
+import logging
 import math
 import operator
 from array import array
@@ -24,6 +25,8 @@ from collector.aggregates import DeploymentAggregate
 from collector.rates import CounterWindow, GaugeWindow, HistogramWindow, histogram_add, histogram_reset, ratio
 from collector.roles import BOTH, split_pool_key
 from collector.samples import GoneGpuSample, GpuSample, Histogram, ReplicaSample, TargetInfo
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -454,8 +457,16 @@ class FleetState:
             seeded += 1
         return seeded
 
+    def _stepped_back(self, latest: float, timestamp: float) -> bool:
+        """Whether a sample stamped ``timestamp``, older than its replica's ``latest``, comes after a step back of the
+        clock rather than out of order: this tick's ``now`` (our clock) and the sample both more than
+        ``stale_after_s`` before ``latest`` (a PromQL source's repeated sample on another clock is not a step)."""
+        now = self._now
+        return now is not None and now < latest - self.stale_after_s and timestamp < latest - self.stale_after_s
+
     def _take_replicas(self, replicas: Sequence[ReplicaSample], down_targets: Sequence[TargetInfo]) -> None:
         seen: set[str] = set()
+        restarted = 0
         for sample in replicas:
             key = replica_key(sample.namespace, sample.replica)
             track = self._replicas.get(key)
@@ -465,13 +476,24 @@ class FleetState:
             track.target_up = True
             # Out-of-order or repeated samples would make rates go backwards: keep time strictly increasing.
             if track.recent and sample.timestamp <= track.latest.timestamp:
-                continue
+                if not self._stepped_back(track.latest.timestamp, sample.timestamp):
+                    continue
+                # The clock stepped back (NTP): every sample would be dropped for as long as the step while the
+                # replica stayed ready on its last reading. Its window starts again from this sample.
+                track = self._replicas[key] = _ReplicaTrack(self.max_points)
+                restarted += 1
             track.add(
                 self._share_bounds(sample),
                 rate_window_s=self.rate_window_s,
                 full_resolution_s=self.full_resolution_s,
                 step_s=self.history_step_s,
                 history_s=self.history_s,
+            )
+        if restarted:
+            log.warning(
+                "the clock stepped back over %.0f s: the windows of %d replicas start again from this tick's samples",
+                self.stale_after_s,
+                restarted,
             )
         for target in down_targets:
             for key in (replica_key(target.namespace, target.pod), replica_key(target.namespace, target.url)):
