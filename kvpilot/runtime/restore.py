@@ -8,7 +8,7 @@ resumes from it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -58,6 +58,21 @@ def restore(sessions: sessionmaker[Session], *, now: float, history_s: float) ->
     except SQLAlchemyError as e:
         log.error("store unreachable at start, starting without history: %s", driver_words(e))
         return Restored()
+
+
+def restore_taken(
+    sessions: sessionmaker[Session], *, now: float, history_s: float, ours: Callable[[str], bool]
+) -> Restored:
+    """What a shard taken over mid-run resumes besides its stored decisions (``kvpilot.runtime.shards.Takeover``), as
+    ``restore`` reads it at start: the open findings (their vanished GPUs: ``vanished_gpus``) and the learned
+    capacity of the deployments ``ours`` says are of the shards taken. A store error is raised (the takeover logs it
+    and decides without them)."""
+    with transaction(sessions, reads_only=True) as s:
+        learned = repo.learned_capacities(session=s, since=now - history_s) if history_s > 0 else {}
+        return Restored(
+            findings=repo.open_findings(session=s),
+            capacities={key: rps for key, (rps, _) in learned.items() if ours(key)},
+        )
 
 
 def vanished_gpus(findings: Iterable[Finding]) -> list[GpuSample]:

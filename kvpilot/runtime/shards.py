@@ -25,7 +25,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Protocol, runtime_checkable
 
 from collector.clock import Clock
@@ -409,13 +409,23 @@ class Takeover:
     the surge once more (`test_shards_rollout`: 8 instead of 6 to the end of the rollout, 6 instead of 4 after it).
     The stored decisions record the planner's count under their raise, so the new holder resumes from them, as a
     restarted instance does (``ControlLoop.resume``). A restarted sharded instance holds no shard at its first tick
-    and forgot what it resumed at start: it reads them again the same way when it takes its shards."""
+    and forgot what it resumed at start: it reads them again the same way when it takes its shards.
+
+    ``resumes`` (``kvpilot.runtime.wiring``): what else a restart restores, for the shards taken (the GPUs the open
+    ``vanished`` findings name, each deployment's learned capacity): a blocking store read, given whether a key
+    (deployment or ``node/<name>``) is of a shard taken, that returns what to apply in the loop."""
 
     def __init__(
-        self, shards: ShardCoordinator, stored: Callable[[], Mapping[str, Decision]], *, timeout_s: float
+        self,
+        shards: ShardCoordinator,
+        stored: Callable[[], Mapping[str, Decision]],
+        *,
+        timeout_s: float,
+        resumes: Callable[[Callable[[str], bool]], Callable[[], object]] | None = None,
     ) -> None:
         self._shards = shards
         self._stored = stored  # the newest stored decision of every deployment (a blocking store read)
+        self.resumes = resumes
         self.timeout_s = timeout_s
         self._ready: frozenset[int] = frozenset()  # held shards whose stored decisions were read
 
@@ -431,16 +441,27 @@ class Takeover:
         gained = owned - self._ready
         taken: list[Decision] = []
         if gained:
+            n = self._shards.shards
+            ours = partial(_of_shards, shards=n, gained=gained)
+
+            def read() -> tuple[Mapping[str, Decision], Callable[[], object] | None]:
+                return self._stored(), (self.resumes(ours) if self.resumes is not None else None)
+
             try:
-                stored = await asyncio.wait_for(in_daemon_thread(self._stored, name="store-call"), self.timeout_s)
+                stored, resume = await asyncio.wait_for(in_daemon_thread(read, name="store-call"), self.timeout_s)
             except Exception as e:  # a store outage must not keep the shard from being decided
                 why = str(e).splitlines()[0] if str(e) else type(e).__name__
                 log.error("shards %s taken: stored decisions not read (%s); deciding without them", sorted(gained), why)
             else:
-                n = self._shards.shards
-                taken = [d for key, d in stored.items() if shard_of(key, n) in gained]
+                taken = [d for key, d in stored.items() if ours(key)]
+                if resume is not None:
+                    resume()
         self._ready = owned
         return taken
+
+
+def _of_shards(key: str, *, shards: int, gained: frozenset[int]) -> bool:
+    return shard_of(key, shards) in gained
 
 
 class OwnedTargets:

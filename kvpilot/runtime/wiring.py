@@ -32,7 +32,7 @@ from kvpilot.runtime.cost import cost_config
 from kvpilot.runtime.lease import LeaseElector, Leases
 from kvpilot.runtime.loop import Aggregates, Collect, ControlLoop, Decide, Detect, LoopConfig
 from kvpilot.runtime.node_drains import NodeDrains
-from kvpilot.runtime.restore import Restored, restore, seed_capacity, vanished_gpus
+from kvpilot.runtime.restore import Restored, restore, restore_taken, seed_capacity, vanished_gpus
 from kvpilot.runtime.scale_ksm import KubeStateMetricsScale
 from kvpilot.runtime.scale_view import KubernetesScale, ScaleSource, SimulatorScale
 from kvpilot.runtime.service import SPLIT_AFTER_LEASES, Abortable, Campaigns, HasOwnMetrics, Service
@@ -181,6 +181,28 @@ def _latest_decisions(sessions: sessionmaker[Session]) -> dict[str, Decision]:
         return repo.latest_decisions(session=s)
 
 
+def _resume_taken(
+    sessions: sessionmaker[Session],
+    clock: Clock,
+    history_s: float,
+    state: FleetState,
+    planner: Decide,
+    ours: Callable[[str], bool],
+) -> Callable[[], None]:
+    """A shard taken over mid-run resumes what a restart restores (``Takeover.resumes``): the GPUs its open
+    ``vanished`` findings name, tracked absent, and its deployments' learned capacity, through the restart's functions.
+    Read in the takeover's store thread; the returned step seeds them in the loop's."""
+    taken = restore_taken(sessions, now=clock.now(), history_s=history_s, ours=ours)
+
+    def seed() -> None:
+        gpus = state.seed_absent(vanished_gpus(taken.findings))
+        learned = seed_capacity(planner, taken.capacities)
+        if gpus or learned:
+            log.info("shards taken: %d vanished GPUs and the learned capacity of %d deployments resumed", gpus, learned)
+
+    return seed
+
+
 def _scrape_stages(
     settings: Settings,
     sources: Sources,
@@ -264,6 +286,8 @@ def build_service(
     )
     if takeover is not None:
         loop.takes_over = takeover.take
+        # what a restart restores besides the decisions (G1, G2), for the shards taken over mid-run
+        takeover.resumes = partial(_resume_taken, sessions, clock, settings.scaler.warm_start_s, state, loop.planner)
     # the capacity a previous run learned (within scaler.warm_start_s): a restart during a burst sizes, not holds
     if restored.capacities:
         log.info("restored the learned capacity of %d deployments", seed_capacity(loop.planner, restored.capacities))
