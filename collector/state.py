@@ -16,7 +16,7 @@ import math
 import operator
 from array import array
 from bisect import bisect_left
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from itertools import islice
@@ -438,7 +438,10 @@ class FleetState:
         self._take_replicas(replicas, down_targets)
         self._take_gpus(gpus, set(gpu_nodes_scraped) if gpu_nodes_scraped is not None else None)
         self._forget(now)
-        self._rebuild_views(now)
+        # the replicas whose pods are there this tick (sampled, or listed and failing): they hold their node's GPUs
+        reported = {replica_key(s.namespace, s.replica) for s in replicas}
+        reported.update(replica_key(t.namespace, k) for t in down_targets for k in (t.pod, t.url))
+        self._rebuild_views(now, reported)
 
     def seed_absent(self, gpus: Iterable[GpuSample]) -> int:
         """Before the first ``observe``: GPUs a previous run saw vanish (its open ``vanished`` findings, restored),
@@ -612,7 +615,7 @@ class FleetState:
 
     # -- views ---------------------------------------------------------------------------------------
 
-    def _rebuild_views(self, now: float) -> None:
+    def _rebuild_views(self, now: float, reported: Collection[str]) -> None:
         gpus_by_pod: dict[tuple[str | None, str], list[GpuSample]] = {}
         gpus_by_node: dict[str, list[GpuSample]] = {}
         attributing: set[str] = set()  # nodes whose exporter attributes GPUs to pods (as `_gpu_views` reads them)
@@ -627,8 +630,9 @@ class FleetState:
                 gpus_by_node.setdefault(gpu.sample.node, []).append(gpu.sample)
         # A node's pod-less GPUs join a replica on it only where they can be its own: on a node whose exporter
         # attributes GPUs to pods they are unallocated; shared by several replicas, which are whose is unknown (each
-        # replica was priced with all of them: 8 single-GPU replicas on an 8-GPU node as 64 GPUs).
-        on_node: Counter[str] = Counter(t.latest.node for t in self._replicas.values() if t.latest.node)
+        # replica was priced with all of them: 8 single-GPU replicas on an 8-GPU node as 64 GPUs). A replaced pod's
+        # track, kept until forget_after_s, shares nothing with its successor (`_node_replicas`).
+        on_node = _node_replicas((key, t.latest.node, key in reported) for key, t in self._replicas.items())
 
         views: list[ReplicaView] = []
         # Each pod's or node's GPUs sorted once, not once per replica that joins them: a node's GPUs are shared by every
@@ -640,7 +644,7 @@ class FleetState:
             joined = gpus_by_pod.get((latest.namespace, latest.replica)) or gpus_by_pod.get((None, latest.replica))
             shared = None
             if not joined and latest.node and latest.node not in attributing:
-                if on_node[latest.node] == 1:
+                if on_node[latest.node] == [key]:
                     joined = gpus_by_node.get(latest.node)
                 else:
                     shared = gpus_by_node.get(latest.node)
@@ -649,7 +653,7 @@ class FleetState:
             views.append(self._replica_view(track, now, gpus, node_gpus))
         self._replica_views = views
 
-        self._gpu_views = _gpu_views(self._gpus, views)
+        self._gpu_views = _gpu_views(self._gpus, views, on_node)
 
         grouped: dict[str, list[ReplicaView]] = {}
         for view in views:
@@ -884,15 +888,29 @@ def _sorted_once(gpus: list[GpuSample], ordered: dict[int, tuple[GpuSample, ...]
     return done
 
 
-def _gpu_views(gpus: dict[str, _GpuTrack], replicas: list[ReplicaView]) -> list[GpuView]:
+def _node_replicas(replicas: Iterable[tuple[str, str | None, bool]]) -> dict[str, list[str]]:
+    """Each node's replicas (keys) that its pod-less GPUs may serve, from (key, node, holds) triples: those that
+    hold its GPUs (reported this tick: sampled, or their target listed and failing: the pod is still there), else
+    every one on it (a lone replica whose scrape is late keeps its own). A pod replaced by a new one (a restart, a
+    rollout, a reschedule) where nothing says it departed (a PromQL source) leaves a track until
+    forget_after_s that neither holds GPUs nor makes its successor one of several (G6: a TP-8 replica's 8 GPUs were
+    nobody's for 305 s, its deployment priced at 1 GPU, assumed)."""
+    holding: dict[str, list[str]] = {}
+    every: dict[str, list[str]] = {}
+    for key, node, holds in replicas:
+        if node:
+            every.setdefault(node, []).append(key)
+            if holds:
+                holding.setdefault(node, []).append(key)
+    return {node: holding.get(node) or keys for node, keys in every.items()}
+
+
+def _gpu_views(gpus: dict[str, _GpuTrack], replicas: list[ReplicaView], by_node: dict[str, list[str]]) -> list[GpuView]:
     """Name the replica each GPU serves: its pod when the exporter attributes one, else the only replica
-    on its node (several replicas on one node without attribution is ambiguous: None)."""
+    on its node (``_node_replicas``; several replicas on one node without attribution is ambiguous: None)."""
     by_pod: dict[str, list[str]] = {}
-    by_node: dict[str, list[str]] = {}
     for view in replicas:
         by_pod.setdefault(view.sample.replica, []).append(view.key)
-        if view.sample.node:
-            by_node.setdefault(view.sample.node, []).append(view.key)
     # On a node whose exporter attributes GPUs to pods, a GPU without a pod is unallocated, not the node's replica.
     attributing = {t.sample.node for t in gpus.values() if t.sample.pod}
     out: list[GpuView] = []
