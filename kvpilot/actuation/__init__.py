@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -51,6 +52,9 @@ BUSY_MAX_S = 300.0
 # Cleared when the drain is claimed (executing) or held back (requested): only an approved drain waiting has them.
 BUSY_NOT_BEFORE = "busy_not_before"
 BUSY_TRIES = "busy_tries"
+# The wait asked, kept beside its end: a stored end is never honoured past now + this wait (an end written on another
+# holder's clock running ahead, or before the wall clock stepped back, would otherwise block the drain for the skew).
+BUSY_WAIT_S = "busy_wait_s"
 
 
 @dataclass(slots=True)
@@ -386,7 +390,10 @@ class Actuation:
         """The approved drains, oldest first, each with the wait stored for it (``BUSY_NOT_BEFORE``), if any."""
         with transaction(self._sessions, reads_only=True) as s:
             rows = repo.drains_in(session=s, states=(DrainState.APPROVED.value,), limit=100)
-            return [(r.id, r.node, r.dry_run, r.reason, _stored_wait(r)) for r in sorted(rows, key=lambda r: r.id)]
+            now = self._clock.now()
+            return [
+                (r.id, r.node, r.dry_run, r.reason, _stored_wait(r, now=now)) for r in sorted(rows, key=lambda r: r.id)
+            ]
 
     def _state(self, action_id: int) -> str | None:
         with transaction(self._sessions, reads_only=True) as s:
@@ -470,7 +477,12 @@ class Actuation:
                     session=s, action_id=action_id, to=DrainState.APPROVED, actor=ACTOR, now=now,
                     message=f"{result.busy} (try {tries}; next try in {delay:g} s)", expect=DrainState.EXECUTING,
                 )  # fmt: skip
-                row.evidence = {**(row.evidence or {}), BUSY_NOT_BEFORE: now + delay, BUSY_TRIES: tries}
+                row.evidence = {
+                    **(row.evidence or {}),
+                    BUSY_NOT_BEFORE: now + delay,
+                    BUSY_TRIES: tries,
+                    BUSY_WAIT_S: delay,
+                }
 
     def _audit_steps(self, action_id: int, result: DrainResult) -> None:
         with transaction(self._sessions) as s:
@@ -517,18 +529,28 @@ class Actuation:
                     self._applied[d.deployment] = target
 
 
-def _stored_wait(row: DrainActionRow) -> tuple[float, int] | None:
-    """(not before, tries) of the wait ``_wait_busy`` stored in the drain's row; None without one (or unreadable)."""
+def _stored_wait(row: DrainActionRow, *, now: float | None = None) -> tuple[float, int] | None:
+    """(not before, tries) of the wait ``_wait_busy`` stored in the drain's row; None without one (or unreadable).
+    Read at ``now``, the end is never later than ``now`` plus the wait asked (``BUSY_WAIT_S``; ``BUSY_MAX_S`` where
+    the row has none): a wall clock that differs from the writer's delays the drain by one wait at most."""
     evidence = row.evidence if isinstance(row.evidence, dict) else {}
     not_before, tries = evidence.get(BUSY_NOT_BEFORE), evidence.get(BUSY_TRIES)
     if not isinstance(not_before, int | float) or isinstance(not_before, bool) or not isinstance(tries, int):
         return None
-    return float(not_before), max(1, tries)
+    end = float(not_before)
+    if now is not None:
+        wait = evidence.get(BUSY_WAIT_S)
+        most = BUSY_MAX_S
+        if isinstance(wait, int | float) and not isinstance(wait, bool) and math.isfinite(wait) and wait >= 0:
+            most = float(wait)
+        end = min(end, now + most) if math.isfinite(end) else now + BUSY_MAX_S
+    return end, max(1, tries)
 
 
 def _forget_wait(row: DrainActionRow) -> None:
-    if isinstance(row.evidence, dict) and (BUSY_NOT_BEFORE in row.evidence or BUSY_TRIES in row.evidence):
-        row.evidence = {k: v for k, v in row.evidence.items() if k not in (BUSY_NOT_BEFORE, BUSY_TRIES)}
+    keys = (BUSY_NOT_BEFORE, BUSY_TRIES, BUSY_WAIT_S)
+    if isinstance(row.evidence, dict) and any(k in row.evidence for k in keys):
+        row.evidence = {k: v for k, v in row.evidence.items() if k not in keys}
 
 
 class SimulatorScaler:

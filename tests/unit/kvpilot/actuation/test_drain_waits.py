@@ -20,7 +20,15 @@ from sqlalchemy.orm import Session, sessionmaker
 from collector.clock import VirtualClock
 from detectors.drain_rails import DrainRails
 from detectors.finding import Finding, Severity, Subject
-from kvpilot.actuation import BUSY_NOT_BEFORE, BUSY_TRIES, Actuation, NoClusterDrainer, _forget_wait, _stored_wait
+from kvpilot.actuation import (
+    BUSY_NOT_BEFORE,
+    BUSY_TRIES,
+    BUSY_WAIT_S,
+    Actuation,
+    NoClusterDrainer,
+    _forget_wait,
+    _stored_wait,
+)
 from kvpilot.actuation.drain import NodeDrainer
 from kvpilot.runtime.snapshot import Snapshot
 from store import repo
@@ -208,3 +216,42 @@ def test_a_stored_wait_is_read_only_when_whole(evidence: dict | None, stored: tu
     assert BUSY_NOT_BEFORE not in (row.evidence or {})
     assert BUSY_TRIES not in (row.evidence or {})
     assert (row.evidence or {}).get("finding_ids") == (evidence or {}).get("finding_ids")  # the rest is kept
+
+
+async def test_a_wait_stored_on_a_clock_an_hour_ahead_delays_the_drain_one_wait_not_the_hour(
+    store: Store, kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    """Review G7 (session 20): the stored end is the writer's wall clock plus the wait; another Lease holder's clock
+    running an hour ahead (or ours stepped back an hour since) wrote an end an hour away. Read at our now, the end is
+    clamped to now plus the wait asked, so the drain is tried after one wait, not after the hour."""
+    kube.intercept = lambda method, path: throttled(30) if path == NODE else None
+    ahead = VirtualClock(1000.0 + 3600.0)  # the holder that wrote the wait
+    first, sessions = _worker(store.url, ahead, core)
+    action_id = admin_approved(sessions, "n0", ahead.now())
+    await asyncio.wait_for(first.execute_approved(asyncio.Event()), 10)
+    _, evidence, _ = _row(sessions, action_id)
+    assert evidence[BUSY_NOT_BEFORE] == 4630.0
+    reads = kube.requests.count(("GET", NODE))
+
+    ours = VirtualClock(1000.0)  # the next holder, an hour behind the writer
+    later, _ = _worker(store.url, ours, core)
+    await asyncio.wait_for(later.execute_approved(asyncio.Event()), 10)
+    assert kube.requests.count(("GET", NODE)) == reads  # within the wait: not tried
+    ours.advance(31.0)
+    await asyncio.wait_for(later.execute_approved(asyncio.Event()), 10)
+    assert kube.requests.count(("GET", NODE)) > reads  # tried after one wait (it waited the hour before)
+
+
+@pytest.mark.parametrize(
+    ("evidence", "end"),
+    [
+        ({BUSY_NOT_BEFORE: 4630.0, BUSY_TRIES: 1, BUSY_WAIT_S: 30.0}, 1030.0),  # an hour ahead: one wait from now
+        ({BUSY_NOT_BEFORE: 1010.0, BUSY_TRIES: 1, BUSY_WAIT_S: 30.0}, 1010.0),  # within the wait: as stored
+        ({BUSY_NOT_BEFORE: 9e9, BUSY_TRIES: 1}, 1300.0),  # no wait stored (older rows): BUSY_MAX_S at most
+        ({BUSY_NOT_BEFORE: float("inf"), BUSY_TRIES: 1, BUSY_WAIT_S: 30.0}, 1300.0),
+        ({BUSY_NOT_BEFORE: 4630.0, BUSY_TRIES: 1, BUSY_WAIT_S: "x"}, 1300.0),
+    ],
+)
+def test_a_stored_end_is_clamped_to_now_plus_its_wait(evidence: dict, end: float) -> None:
+    stored = _stored_wait(DrainActionRow(node="n0", state="approved", evidence=evidence), now=1000.0)
+    assert stored == (end, 1)
