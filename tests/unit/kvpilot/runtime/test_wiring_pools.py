@@ -86,3 +86,21 @@ def test_per_pool_settings_are_validated() -> None:
     # a pool with a profile of its own but none in the default: still sized per pool only when both pools have one
     solo = load_settings(None, scaler={"pools": {"decode": {"profile": PROFILE}}})
     assert isinstance(build_planner(solo), Planner)
+
+
+@pytest.mark.parametrize(
+    ("setting", "colocated", "pools"), [(None, True, False), (True, True, True), (False, False, False)]
+)
+def test_the_burst_floor_is_on_for_colocated_deployments_and_on_pools_only_where_set(
+    setting: bool | None, colocated: bool, pools: bool
+) -> None:
+    # Since 2417015 the co-located default holds the burst floor (the measured service need); a pool's floor reads a
+    # 30 s peak of prompt tokens, measured only as an option (docs/disaggregated.md): on where the setting says so.
+    planner_settings = {} if setting is None else {"burst_floor": setting}
+    settings = load_settings(None, scaler={"default": {"profile": PROFILE}, "planner": planner_settings})
+    planner = build_planner(settings)
+    assert isinstance(planner, PooledPlanner)
+    assert isinstance(planner.inner, Planner)
+    assert planner.inner.config.policy.burst_floor is colocated
+    assert planner.config.prefill.policy.burst_floor is pools
+    assert planner.config.decode.policy.burst_floor is pools
