@@ -101,6 +101,20 @@ def test_values_move_the_release_and_make_the_secret() -> None:
             kubernetes_validate.validate(doc, kubernetes_validate.utils.latest_version(), strict=True)
 
 
+def test_values_set_the_label_the_prometheus_stack_selects_by() -> None:
+    """kube-prometheus-stack picks ServiceMonitors and PrometheusRules by `release: <its release>`: under another
+    release name the chart must say so on all three, or Prometheus ignores them (no scrape, no alert)."""
+    labels = {"release": "monitoring"}
+    docs = _render({"serviceMonitor": {"labels": labels}, "prometheusRule": {"labels": labels}})
+    selected = [d for (kind, _), d in docs.items() if kind in CUSTOM_KINDS]
+    assert len(selected) == 3, "the ServiceMonitor and both PrometheusRules"
+    for doc in selected:
+        assert doc["metadata"]["labels"]["release"] == "monitoring", doc["metadata"]["name"]
+        assert doc["metadata"]["labels"]["app.kubernetes.io/part-of"] == "kvpilot", "the base's labels are kept"
+    others = {k: d for k, d in _render().items() if k[0] not in CUSTOM_KINDS}
+    assert {k: d for k, d in docs.items() if k[0] not in CUSTOM_KINDS} == others, "nothing else changes"
+
+
 def test_the_made_secret_needs_an_admin_token() -> None:
     with pytest.raises(helm.HelmError, match=r"secret\.adminTokens"):
         _render({"secret": {"create": True}})
