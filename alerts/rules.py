@@ -101,6 +101,38 @@ def _on_finding(
     )
 
 
+def _imminent_description(th: Thresholds) -> str:
+    """What opens a KV warning, every rule that is on: the usage trend always; the planner's demand against what the
+    ready replicas serve (the default) and the Little's-law projection where their settings are set. A warning from
+    the demand alone comes with no time to exhaustion yet, and the description must not promise one."""
+    kv = th.kv
+    rules = []
+    if kv.demand_load is not None:
+        still_rising = "" if kv.demand_min_rise is None else ", still rising,"
+        rules.append(
+            f"the planner's forecast demand{still_rising} reaches {kv.demand_load:.0%} of what the ready replicas "
+            f"serve on a pool that peaked at {kv.demand_min_usage:.0%} or more within the minute"
+        )
+    if kv.projected_usage is not None:
+        rules.append(
+            f"the forecast arrivals would hold {kv.projected_usage:.0%} of the pool or more (Little's law) on a pool "
+            f"that peaked at {kv.projected_min_usage:.0%} or more"
+        )
+    rules.append(
+        f"its usage trend projects it full within {kv.warn_time_to_exhaustion_s:g} s "
+        "(kvpilot_kv_time_to_exhaustion_seconds) while requests arrive faster than they finish or wait for blocks"
+    )
+    return (
+        "The KV cache of replica {{ $labels.replica }} is filling towards exhaustion: "
+        + ", or ".join(rules)
+        + ". No preemptions measured yet; once full, vLLM preempts running requests and new ones queue. The "
+        "finding's summary (kvpilot's API: GET /v1/findings?kind=kv_exhaustion) gives the projected time to "
+        "exhaustion, or says the usage trend projects none yet. A warning can open less than a minute ahead, too "
+        "late for a new replica's cold start but not for shedding load: scale out, and shed load if the pool fills "
+        "first."
+    )
+
+
 def alerts(th: Thresholds | None = None, c: MixinConfig = CONFIG) -> list[Alert]:
     """Every alert, in the order they appear in the rule file (``th``: the detectors' thresholds, by default the
     config's)."""
@@ -143,12 +175,7 @@ def alerts(th: Thresholds | None = None, c: MixinConfig = CONFIG) -> list[Alert]
             # off; the finding also needs the pool to be still filling (requests arriving faster than they finish,
             # or waiting for blocks), which is what keeps plateaus quiet (bench/detectors.py, BENCHMARKS.md).
             summary="KV cache of {{ $labels.replica }} ({{ $labels.deployment }}) projected full soon",
-            description=(
-                "The KV-cache usage of replica {{ $labels.replica }} is projected full within "
-                f"{th.kv.warn_time_to_exhaustion_s:g} s (kvpilot_kv_time_to_exhaustion_seconds) and the pool is "
-                "still filling: requests arrive faster than they finish, or wait for blocks. No preemptions yet; "
-                "once full, vLLM preempts running requests and new ones queue. Scale out or shed load before then."
-            ),
+            description=_imminent_description(th),
             example=_ON_REPLICA,
         ),
         _on_finding(

@@ -437,8 +437,10 @@ def _projected(proj: float) -> str:
 
 
 def _exhausted(tte: float | None) -> str:
+    # A warning from the demand (or Little's law) opens before the usage trend projects anything: the text says the
+    # trend has no projection yet, not that the pool will not fill.
     if tte is None:
-        return "exhaustion not projected"
+        return "no exhaustion projected by the usage trend yet"
     return "exhausted now" if tte <= 0 else f"exhausted in ~{tte:.0f} s"
 
 

@@ -47,6 +47,28 @@ def test_thresholds_flow_into_the_rules():
     assert default["KvpilotKvCacheExhaustionImminent"]["for"] == "10s"
 
 
+@pytest.mark.parametrize(
+    ("kv", "says", "never_says"),
+    [
+        # The default: the demand rule warns with no usage projection yet, so the page says both rules and that
+        # the summary may carry no time to exhaustion, not "projected full within 180 s" alone.
+        (KvThresholds(), ["still rising, reaches 80% of what the ready replicas serve", "full within 180 s",
+                          "projects none yet", "No preemptions measured yet"], ["Little's law"]),
+        # Little's law in place of the demand rule (the runbook's option): that rule named, the demand's not.
+        (KvThresholds(demand_load=None, projected_usage=0.6), ["hold 60% of the pool or more (Little's law)",
+                                                               "full within 180 s"], ["ready replicas serve"]),
+        # The demand rule without its rise gate: not "still rising".
+        (KvThresholds(demand_min_rise=None), ["demand reaches 80%"], ["still rising"]),
+    ],
+)  # fmt: skip
+def test_the_kv_warning_says_every_rule_that_opens_it(kv, says, never_says):
+    (imminent,) = [a for a in rules.alerts(Thresholds(kv=kv)) if a.name == "KvpilotKvCacheExhaustionImminent"]
+    for text in says:
+        assert text in imminent.description
+    for text in never_says:
+        assert text not in imminent.description
+
+
 @pytest.mark.integration
 def test_promtool_check_and_test_rules(tmp_path):
     # Real promtool: the rules parse; every alert is silent before `for`, fires after, stays silent when healthy.

@@ -190,7 +190,7 @@ def test_a_rising_demand_opens_the_load_rule_and_the_text_says_so() -> None:
 
     (summary,) = detect(0.1)
     assert "along its trend (+0.1 replicas' worth per minute)" in summary
-    assert summary.endswith("exhaustion not projected; no preemptions measured yet")
+    assert summary.endswith("no exhaustion projected by the usage trend yet; no preemptions measured yet")
     assert detect(0.0) == []
     assert detect(0.02) == []
     assert len(detect(None)) == 1

@@ -150,7 +150,7 @@ def test_demand_forecast_near_capacity_warns_a_pool_that_feels_it_and_says_both(
     assert str(f.severity) == "warning"
     assert f.summary == (
         "r0: KV cache 60% full (60% within the last minute); demand 9 requests/s forecast in 155 s, 90% of what the "
-        "ready replicas serve: exhaustion not projected; no preemptions measured yet"
+        "ready replicas serve: no exhaustion projected by the usage trend yet; no preemptions measured yet"
     )
     assert f.evidence["demand_load"] == pytest.approx(0.9)
 
@@ -231,7 +231,7 @@ def test_littles_law_warns_when_the_forecast_would_fill_the_pool_and_says_both()
     assert f.evidence["projected_usage"] == pytest.approx(1.35)
     assert "~135% of the pool held at the forecast (Little's law)" in f.summary
     assert "demand 6 requests/s forecast in 155 s" in f.summary
-    assert f.summary.endswith("exhaustion not projected; no preemptions measured yet")
+    assert f.summary.endswith("no exhaustion projected by the usage trend yet; no preemptions measured yet")
     (sat,) = _little_case(12.0)
     assert "grow without bound" in sat.summary
 
