@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import statistics
 import sys
 import time
@@ -68,6 +69,9 @@ from simulator.trace.prefixes import PrefixModel, synthesize_prefixes  # noqa: E
 
 TICK_S = 5.0
 LEAD_S = 60.0
+# The leads at which every preempting episode (sudden ones included, as the goal counts them) is also scored: a
+# warning 30 s or 10 s ahead cannot bring a replica up in time, but it still lets an operator shed load first.
+AHEAD_S = (0.0, 30.0, 60.0)
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 SERVEGEN = TRACES / "servegen_m-large_days1-10"
 T_CHANGE = 900.0
@@ -215,6 +219,9 @@ class KvScore:
     sudden_delays: list[float] = field(default_factory=list)  # first warning - first preemption (<= 0: before)
     trace_bursts: int = 0  # preempting episodes whose preemption came on a burst of the trace (Episode.trace_burst)
     caught_bursts: int = 0
+    # Every preempting episode's lead (first preemption - first warning; -inf where nothing opened before it): the
+    # sudden ones included, so ``warned_ahead(LEAD_S)`` is the goal's count.
+    ahead: list[float] = field(default_factory=list)
 
     @property
     def recall(self) -> float:
@@ -229,6 +236,11 @@ class KvScore:
     def false_rate(self) -> float:
         return self.false / max(self.quiet, 1)
 
+    def warned_ahead(self, lead_s: float) -> int:
+        """Preempting episodes (sudden ones included) whose first warning opened at least ``lead_s`` before their
+        first preemption (0: at the latest on the tick the preemption was first counted)."""
+        return sum(lead >= lead_s for lead in self.ahead)
+
     @property
     def precision(self) -> float:
         return self.caught / max(self.caught + self.false, 1)
@@ -238,7 +250,9 @@ class KvScore:
         if ep.first_preempt_s is None:
             self.quiet += 1
             self.false += tw is not None
-        elif ep.sudden(LEAD_S):
+            return
+        self.ahead.append(ep.first_preempt_s - tw if tw is not None and tw <= ep.first_preempt_s else -math.inf)
+        if ep.sudden(LEAD_S):
             self.sudden += 1
             if tw is not None:
                 self.sudden_delays.append(tw - ep.first_preempt_s)
@@ -264,7 +278,9 @@ class KvScore:
             f"{lead}; warned {self.false}/{self.quiet} non-preempting ({self.false_rate:.0%}); "
             f"precision {self.precision:.0%}; sudden: {flagged}/{self.sudden} flagged{late} from first preemption; "
             f"without the {self.trace_bursts} on a burst of the trace itself: recall "
-            f"{self.caught - self.caught_bursts}/{self.preempting - self.trace_bursts}"
+            f"{self.caught - self.caught_bursts}/{self.preempting - self.trace_bursts}; all preempting warned "
+            + ", ".join(f">= {lead:g} s ahead {self.warned_ahead(lead)}" for lead in AHEAD_S)
+            + f" of {len(self.ahead)}"
         )
 
 
