@@ -99,7 +99,7 @@ def _run(action: Callable[[Config, str], None], url: str, revision: str) -> None
     cfg = alembic_config(url)
     with _exclusive(url) as conn:
         at = MigrationContext.configure(conn).get_current_revision()
-        if at is not None and at not in {s.revision for s in ScriptDirectory.from_config(cfg).walk_revisions()}:
+        if at is not None and at not in revisions():
             raise UnknownRevision(
                 f"the database is at schema revision {at!r}, which this kvpilot does not have (its newest is "
                 f"{head()}): a newer kvpilot wrote it; run that version or a newer one, or restore a backup"
@@ -114,6 +114,11 @@ def upgrade(url: str, revision: str = "head") -> None:
 
 def downgrade(url: str, revision: str = "-1") -> None:
     _run(command.downgrade, url, revision)
+
+
+def revisions() -> set[str]:
+    """Every revision these migrations hold."""
+    return {s.revision for s in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
 
 
 def head() -> str:

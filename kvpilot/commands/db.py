@@ -242,5 +242,9 @@ def current(config: Config = None) -> None:
         rev = migrations.current(url)
     except Exception as e:
         raise _fail("reading", url, e) from None
-    state = "newest" if rev == migrations.head() else f"newest is {migrations.head()}"
+    head = migrations.head()
+    if rev is not None and rev not in migrations.revisions():  # not "newest is 0004", as if 0005 were behind it
+        state = f"unknown to this kvpilot, whose newest is {head}: a newer kvpilot wrote it"
+    else:
+        state = "newest" if rev == head else f"newest is {head}"
     typer.echo(f"{_redacted(url)}{default} is at {rev or 'base (empty)'} ({state})")

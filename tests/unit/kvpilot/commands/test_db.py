@@ -33,6 +33,22 @@ def test_upgrade_current_downgrade(url: str) -> None:
     assert migrations.current(url) is None
 
 
+def test_current_says_a_revision_it_does_not_know_is_not_behind(url: str) -> None:
+    # after a rollback to an older kvpilot: the database is ahead, and `kvpilot db upgrade` cannot help
+    import sqlalchemy as sa
+
+    assert CliRunner().invoke(app, ["db", "upgrade"]).exit_code == 0
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999'"))
+    engine.dispose()
+    out = CliRunner().invoke(app, ["db", "current"])
+    assert out.exit_code == 0, out.output
+    assert out.stdout.strip() == (
+        f"{url} is at 9999 (unknown to this kvpilot, whose newest is {migrations.head()}: a newer kvpilot wrote it)"
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "env", "code", "message"),
     [
