@@ -102,7 +102,8 @@ def _run(action: Callable[[Config, str], None], url: str, revision: str) -> None
         if at is not None and at not in revisions():
             raise UnknownRevision(
                 f"the database is at schema revision {at!r}, which this kvpilot does not have (its newest is "
-                f"{head()}): a newer kvpilot wrote it; run that version or a newer one, or restore a backup"
+                f"{head()}): a newer kvpilot wrote it; run that version or a newer one, or step the schema down with "
+                f"that version's `kvpilot db downgrade {head()}` (every instance stopped), or restore a backup"
             )
         cfg.attributes["connection"] = conn
         action(cfg, revision)

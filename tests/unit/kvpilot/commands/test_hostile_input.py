@@ -175,7 +175,8 @@ ONE_LINE = [
     # a database a newer kvpilot migrated: was Alembic's CommandError traceback under `run`
     (["run"], {"KVPILOT_DATABASE_URL": "sqlite:///{newer}", "KVPILOT_HTTP_PORT": "0"},
      "error: the store cannot be prepared: the database is at schema revision '9999_future', which this kvpilot does "
-     "not have (its newest is {head}): a newer kvpilot wrote it; run that version or a newer one, or restore a backup"),
+     "not have (its newest is {head}): a newer kvpilot wrote it; run that version or a newer one, or step the schema "
+     "down with that version's `kvpilot db downgrade {head}` (every instance stopped), or restore a backup"),
 ]  # fmt: skip
 
 
