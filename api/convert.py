@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 from api import schemas
@@ -12,6 +13,7 @@ from detectors.xid import triage
 from scaler.cost import DeploymentCost, GpuOption
 from scaler.decision import Decision
 from store.models import DeploymentRow, DrainActionRow, DrainEventRow, FindingRow
+from store.repo.decisions import finite
 
 
 def _num(v: float | None) -> float | None:
@@ -113,7 +115,26 @@ def cost(c: DeploymentCost) -> schemas.CostOut:
 
 
 def finding(row: FindingRow) -> schemas.FindingOut:
-    return schemas.FindingOut.model_validate(row, from_attributes=True)
+    fields = {f: getattr(row, f) for f in schemas.FindingOut.model_fields}
+    fields["evidence"] = _evidence(row.evidence)
+    return schemas.FindingOut.model_validate(fields)
+
+
+def _evidence(stored: object) -> dict[str, float | str | None]:
+    """A finding's evidence as the API shows it. kvpilot stores finite numbers, text and null; a value of another kind
+    (a row another version or a hand wrote) is shown as its JSON text, and evidence that is not an object as none, so
+    that one such row never fails the page it is on."""
+    if not isinstance(stored, dict):
+        return {}
+    numbers = finite(stored)
+    return {
+        k: numbers[k] if k in numbers else v if v is None or isinstance(v, str) else _json_text(v)
+        for k, v in stored.items()
+    }
+
+
+def _json_text(v: object) -> str:
+    return json.dumps(v, separators=(",", ":"), default=str)[:2000]
 
 
 def gpu(g: GpuView) -> schemas.GpuOut:

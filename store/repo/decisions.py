@@ -15,9 +15,19 @@ from store.models import DecisionRow
 from store.repo.page import KeysetPage, check_window
 
 
-def finite(values: Mapping[str, float]) -> dict[str, float]:
-    """JSON (and PostgreSQL above all) has no NaN or infinity: unknown numbers are simply left out."""
-    return {k: float(v) for k, v in values.items() if isinstance(v, int | float) and math.isfinite(v)}
+def finite(values: Mapping[str, object]) -> dict[str, float]:
+    """JSON (and PostgreSQL above all) has no NaN or infinity: unknown numbers are simply left out (and so is an
+    integer past a float's range, which only a row written by hand holds)."""
+    out: dict[str, float] = {}
+    for k, v in values.items():
+        if isinstance(v, int | float):
+            try:
+                number = float(v)
+            except OverflowError:
+                continue
+            if math.isfinite(number):
+                out[k] = number
+    return out
 
 
 def _to_row(d: Decision) -> DecisionRow:
@@ -41,7 +51,8 @@ def to_decision(row: DecisionRow) -> Decision:
         message=row.message,
         predictive_replicas=row.predictive_replicas,
         reactive_replicas=row.reactive_replicas,
-        forecast={k: float(v) for k, v in (row.forecast or {}).items()},
+        # what a row another version (or a hand) wrote holds beside numbers is left out, as NaN is when written
+        forecast=finite(row.forecast) if isinstance(row.forecast, dict) else {},
     )
 
 

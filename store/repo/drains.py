@@ -145,7 +145,10 @@ def transition_drain(
     held back meanwhile (executing → approved → requested, its slot given to another drain) was approved again with
     no rail check (session 19). Requested → approved is ``approve_drain``'s, under the rail lock."""
     row = get_drain(session=session, action_id=action_id)
-    current = DrainState(row.state)
+    try:
+        current = DrainState(row.state)
+    except ValueError:  # a state another (newer) version wrote: this one knows no way out of it
+        raise InvalidTransition("drain action", action_id, row.state, to.value) from None
     if (expect is not None and current != expect) or not can_transition(current, to):
         raise InvalidTransition("drain action", action_id, current.value, to.value)
     done = session.execute(

@@ -3,6 +3,7 @@ close. An operator's acknowledgement survives until the condition clears, and it
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,10 @@ from store.errors import InvalidTransition, NotFound
 from store.fields import fit
 from store.models import FindingRow
 from store.repo.conflict import insert_or_skip
+from store.repo.decisions import finite
 from store.repo.page import Page, paginate
+
+log = logging.getLogger(__name__)
 
 # ``closes(deployment, replica, node, gpu, quiet_s)``: whether a live finding missing from a writer's active set is
 # that writer's to close; ``quiet_s`` is how long ago any writer last reported it (now - its ``last_seen``).
@@ -57,13 +61,25 @@ def _json_safe(evidence: Mapping[str, float | str | None]) -> dict[str, float | 
 
 
 def to_finding(row: FindingRow) -> Finding:
+    """The finding a row stores; ``ValueError`` saying why for a row this version cannot read (another version or a
+    hand wrote it): a severity it does not know, evidence that is not an object. Evidence values that are neither a
+    finite number, text nor null are left out, as NaN is when written."""
+    try:
+        severity = Severity(row.severity)
+    except ValueError:
+        known = ", ".join(s.value for s in Severity)
+        raise ValueError(f"severity {row.severity!r} is not one this kvpilot knows ({known})") from None
+    evidence = {} if row.evidence is None else row.evidence
+    if not isinstance(evidence, dict):
+        raise ValueError(f"evidence is a JSON {type(evidence).__name__}, not an object")
+    numbers = finite(evidence)
     return Finding(
         kind=row.kind,
-        severity=Severity(row.severity),
+        severity=severity,
         subject=Subject(deployment=row.deployment, replica=row.replica, node=row.node, gpu=row.gpu),
         since=row.since,
         summary=row.summary,
-        evidence=dict(row.evidence or {}),
+        evidence={k: numbers.get(k, v) for k, v in evidence.items() if k in numbers or v is None or isinstance(v, str)},
         action=row.action,
     )
 
@@ -88,7 +104,7 @@ def _holds(row: FindingRow, f: Finding, now: float, reporter: Reporter) -> bool:
     critical, drain; another sees the GPU's XID alone: warning, reset), and each wrote its own view over the
     other's every tick: the severity, action and summary an operator read flapped. An instance's own view always
     replaces its earlier one (a hang that clears lowers it at once)."""
-    seen = row.evidence or {}
+    seen = row.evidence if isinstance(row.evidence, dict) else {}  # not an object: a row another version wrote
     by, at = seen.get(REPORTED_BY), seen.get(REPORTED_AT)
     if not isinstance(by, str) or by == reporter.name or not isinstance(at, int | float):
         return False
@@ -169,9 +185,17 @@ def _open(session: Session, found: Sequence[Finding], now: float) -> None:
 
 
 def open_findings(*, session: Session) -> list[Finding]:
-    """Live findings (open or acknowledged): what a restarted kvpilot resumes its hysteresis from."""
-    rows = session.scalars(select(FindingRow).where(FindingRow.state.in_(LIVE)).order_by(FindingRow.since))
-    return [to_finding(r) for r in rows]
+    """Live findings (open or acknowledged): what a restarted kvpilot resumes its hysteresis from. A row this version
+    cannot read (``to_finding``) is skipped with an error naming it: one row never stops a start or a takeover."""
+    out: list[Finding] = []
+    for row in session.scalars(select(FindingRow).where(FindingRow.state.in_(LIVE)).order_by(FindingRow.since)):
+        try:
+            out.append(to_finding(row))
+        except ValueError as e:
+            log.error(
+                "stored finding %s skipped: %s; it is not resumed (detectors open it again if it holds)", row.id, e
+            )
+    return out
 
 
 def get_finding(*, session: Session, finding_id: str) -> FindingRow:
