@@ -46,6 +46,7 @@ def test_every_preempting_episode_keeps_its_lead() -> None:
     ("lead_s", "warned"),
     [
         (0.0, 4),  # 70, 20, 5 and 0 s ahead
+        (10.0, 2),  # 70 and 20 s ahead: their pages fire before the preemption
         (30.0, 1),  # only the one a minute ahead
         (60.0, 1),
         (90.0, 0),
@@ -59,4 +60,6 @@ def test_the_goals_count_is_the_score_at_its_lead_and_the_line_says_every_lead()
     detectors = load_bench("detectors")
     sc = _score()
     assert sc.warned_ahead(detectors.LEAD_S) == sc.caught + sc.sudden_caught
-    assert sc.line().endswith("all preempting warned >= 0 s ahead 4, >= 30 s ahead 1, >= 60 s ahead 1 of 6")
+    assert sc.line().endswith(
+        "all preempting warned >= 0 s ahead 4, >= 10 s ahead 2, >= 30 s ahead 1, >= 60 s ahead 1 of 6"
+    )
