@@ -8,13 +8,18 @@ cold-starts as many new ones; the next wave starts once they are ready). Three r
 - rollout + surge: `scaler.rollout.surge_replicas` asked for one cold start before the rollout (desired plus the
   first wave, which starts within a cold start) and dropped back once the rollout is done: an oracle that knows
   when the rollout starts;
-- rollout + kvpilot: the count `kvpilot run` publishes, from what it sees each tick: the ready replicas' metrics
-  through FleetState (discovery lists every replica but a draining one) and the count the scale source reads,
-  through the control loop's rollout stage (``scaler.rollout_stage``) on top of a planner decision of the
-  fleet's own size (demand is steady at peak; the planner's own arithmetic is measured in the backtest). It sees
-  the rollout at the first drain (a ready replica gone while the count asked for held), so the first wave runs
-  short for part of a cold start;
-- rollout + kvpilot reading the Deployment (`kvpilot-k8s`): as `KubernetesScale` reads a Deployment's status
+- kvpilot without a rollout (`kvpilot-base`): the planner `kvpilot run` builds from the same settings
+  (`backtest_planner`: settings -> `planner_config`, as `kvpilot backtest`), replayed through the backtest's own
+  loop (`scaler.backtest.run.run_policy`, the `kvpilot` policy: each ready replica's `/metrics` page parsed into a
+  real FleetState, the count from the simulator's) on the bench's fleet of `--replicas`: the same window without a
+  rollout, which the kvpilot modes below are judged against (issue 16);
+- rollout + kvpilot: the same planner and loop with the rollout injected and the control loop's rollout stage on
+  top, exactly as `kvpilot backtest --rollout-at` replays it (``scaler.backtest.run._surge``), from the replicas
+  alone. It sees the rollout at the first drain (a ready replica gone while the count asked for held), so the first
+  wave runs short for part of a cold start. (Before 2026-12-06 this mode and the two below handed the stage a fixed
+  decision of the fleet's size: no planner, so no planner setting reached them.)
+- rollout + kvpilot reading the Deployment (`kvpilot-k8s`): the same, and the stage also told the Deployment's status
+  as `KubernetesScale` reads it
   (generation, updatedReplicas, the strategy's wave), emulated from the simulator's replicas, for the common
   `kubectl rollout pause` / `set image` / `rollout resume` sequence: the template changes one cold start before
   the operator resumes. kvpilot sees a rollout pending (replicas not on the newest template) at once and surges.
@@ -36,16 +41,18 @@ ready, whatever spec.replicas says. The two agree while spec.replicas is the fle
 raises it.
 
 Reported: TTFT SLO attainment of the requests arriving during the rollout window (a request still without a first
-token at the end counts as a miss), and what the surge cost in replica-hours (replicas alive, loading included,
-integrated over the run, minus the baseline's). The rollout starts at T_ROLLOUT; the run ends a minute after the
-window.
+token at the end counts as a miss), and replica-hours (replicas alive, loading included, integrated over the run)
+over the first mode's; for the kvpilot modes also against `kvpilot-base` (where it ran): the points lost to the
+rollout and the surge's cost in replica-hours, and when the rollout finished (every replica on the new version and
+ready). The rollout starts at T_ROLLOUT; the run ends a minute after the window. `--config`: the settings file the
+planner is built from (default: kvpilot's defaults and `KVPILOT_*` environment variables, as `kvpilot backtest`).
 
 Every shared trace (`--trace all`, or one name of SHARED) from the segment bench/kv_episodes.py uses, scaled by
 one rule (REFERENCE): its busiest minute asks for the GPU work per replica the reference's does.
 
 Run: `.venv/bin/python bench/rollout.py [--trace NAME|all|FILE] [--rate-scale X] [--replicas N] [--wave N]
-[--speed X] [--modes baseline,rollout,surge,kvpilot,kvpilot-k8s,kvpilot-ksm] [--ksm-scrape-s S] [--ksm-phase-s S]
-[--controller deployment|waves]`.
+[--speed X] [--modes baseline,rollout,surge,kvpilot-base,kvpilot,kvpilot-k8s,kvpilot-ksm] [--ksm-scrape-s S]
+[--ksm-phase-s S] [--controller deployment|waves] [--config FILE]`.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ import argparse
 import asyncio
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,23 +71,24 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from collector.promql.decode import Series  # noqa: E402
-from collector.state import FleetState  # noqa: E402
-from kvpilot.commands.detect import samples_from_snapshot  # noqa: E402
+from kvpilot.commands.backtest import backtest_planner  # noqa: E402
 from kvpilot.runtime.scale_ksm import KSM_DEPLOYMENT_SERIES, KubeStateMetricsScale  # noqa: E402
-from scaler.decision import Decision  # noqa: E402
+from scaler.backtest.policies.kvpilot import DEPLOYMENT, Kvpilot  # noqa: E402
+from scaler.backtest.result import PolicyResult  # noqa: E402
+from scaler.backtest.run import BacktestConfig, context_for, run_policy  # noqa: E402
 from scaler.rollout import DeploymentRollout, surge_replicas  # noqa: E402
-from scaler.rollout_stage import RolloutStage  # noqa: E402
 from simulator import Fleet, FleetConfig, load_trace, parse_fault  # noqa: E402
 from simulator.faults import ROLLOUT_CONTROLLERS  # noqa: E402
 from simulator.profile import ReplicaProfile  # noqa: E402
-from simulator.request_fleet import RequestFleet  # noqa: E402
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 TICK_S = 5.0
 COLD_S = 120.0
 T_ROLLOUT = 300.0
 SLO_S = 2.0
-KEY = "inference/llama"
+KEY = DEPLOYMENT  # the deployment the backtest's kvpilot scrapes ("backtest/llm")
+KVPILOT_MODES = ("kvpilot-base", "kvpilot", "kvpilot-k8s", "kvpilot-ksm")
+MODES = ("baseline", "rollout", "surge", *KVPILOT_MODES)
 # kube-prometheus' ServiceMonitor for kube-state-metrics (manifests/kubeStateMetrics-serviceMonitor.yaml @ 02cfa422):
 # interval 30s. A Deployment's status reaches PromQL mode up to that much later than the API server has it.
 KSM_SCRAPE_S = 30.0
@@ -124,6 +133,19 @@ def peak_scale(name: str, replicas: int, duration_s: float) -> float:
     return ref * replicas / peak_work(str(TRACES / file), start, duration_s)
 
 
+@dataclass
+class Run:
+    """One mode's figures: attainment in the rollout window, replica-hours over the run, the window's end, and for
+    the kvpilot modes when the rollout finished (None: not within the run, or no rollout) and the counts published
+    ((time, count) at each change)."""
+
+    attained: float
+    replica_hours: float
+    window_end_s: float
+    rollout_end_s: float | None = None
+    published: list[tuple[float, int]] = field(default_factory=list)
+
+
 def run(
     trace_path: str,
     rate_scale: float,
@@ -137,14 +159,45 @@ def run(
     ksm_phase_s: float | None = None,
     lead_s: float = COLD_S,
     controller: str = "deployment",
-) -> tuple[float, float, float]:
-    """(attainment in the rollout window, replica-hours, end of the rollout window) for one mode."""
+    config: Path | None = None,
+) -> Run:
+    """One mode on the trace segment: the peers' loop here, kvpilot's through the backtest's (``_replay_kvpilot``)."""
     if controller not in CONTROLLERS:
         raise ValueError(f"--controller must be one of {', '.join(CONTROLLERS)}, got {controller!r}")
     end = window_end(replicas, wave)
     trace = load_trace(trace_path, seed=7, rate_scale=rate_scale, start_s=start_s, duration_s=end + 60.0)
-    config = FleetConfig(replicas=replicas, cold_start_s=COLD_S, routing="least_loaded", seed=7)
-    fleet = Fleet(config, trace)
+    config_ = FleetConfig(replicas=replicas, cold_start_s=COLD_S, routing="least_loaded", seed=7)
+    fleet = Fleet(config_, trace)
+    out = Run(0.0, 0.0, end)
+    if mode in KVPILOT_MODES:
+        ksm = None
+        if mode == "kvpilot-ksm":
+            phase = worst_phase(ksm_scrape_s, lead_s) if ksm_phase_s is None else ksm_phase_s
+            ksm = _KsmPrometheus(ksm_scrape_s, phase)
+        reader = ScaleReader(wave=wave, lead_s=lead_s, ksm=ksm) if mode in ("kvpilot-k8s", "kvpilot-ksm") else None
+        result = replay_kvpilot(
+            trace, fleet, wave=wave, speed=speed, controller=controller, rollout=mode != "kvpilot-base",
+            scale_read=reader, config=config,
+        )  # fmt: skip
+        out.replica_hours = result.replica_hours
+        # the window runs to the replay's end where the rollout did not finish before it
+        window = result.rollout
+        out.rollout_end_s = window.end_s if window is not None and window.end_s < trace.duration_s else None
+        out.published = published(result)
+    else:
+        _replay_peer(fleet, trace, replicas, wave, mode, speed=speed, controller=controller, out=out)
+        fleet.advance_to(trace.duration_s + 4 * SLO_S)
+    done = [f for f in fleet.finished() if T_ROLLOUT <= f.arrival_s < end]
+    # Requests of the window still waiting for a first token at the end count as missing the SLO.
+    arrived = sum(1 for a in trace.columns.arrival_s.tolist() if T_ROLLOUT <= a < end)
+    out.attained = sum(f.ttft_s <= SLO_S for f in done) / max(arrived, len(done), 1)
+    return out
+
+
+def _replay_peer(
+    fleet: Fleet, trace: Any, replicas: int, wave: int, mode: str, *, speed: float, controller: str, out: Run
+) -> None:
+    """baseline (no rollout), rollout (no surge) and surge (the oracle): the count held, or set by the oracle."""
     surge = surge_replicas(
         desired=replicas,
         old_remaining=replicas,
@@ -155,14 +208,6 @@ def run(
     )
     replica_s = 0.0
     rolled = False
-    ksm = None
-    if mode == "kvpilot-ksm":
-        ksm = _KsmPrometheus(ksm_scrape_s, worst_phase(ksm_scrape_s, lead_s) if ksm_phase_s is None else ksm_phase_s)
-    kvpilot = (
-        _Kvpilot(replicas, wave=wave, k8s=mode in ("kvpilot-k8s", "kvpilot-ksm"), ksm=ksm, lead_s=lead_s)
-        if mode.startswith("kvpilot")
-        else None
-    )
     t = 0.0
     while t < trace.duration_s:
         t += TICK_S
@@ -182,22 +227,54 @@ def run(
             )
         fleet.advance_to(t)
         snap = fleet.snapshot()
-        if kvpilot is not None:
-            kvpilot.tick(fleet, snap, t)
         replica_s += len(snap.replicas) * TICK_S
         new_and_ready = all(r.model_name == "next" and r.state == "ready" for r in snap.replicas)
         if mode == "surge" and not rolled and t > T_ROLLOUT and new_and_ready:
             rolled = True  # the rollout is done: back to what demand needs
             fleet.set_replicas(replicas)
-    if kvpilot is not None:
-        steps = ", ".join(f"{n} at {at:.0f} s" for at, n in kvpilot.published)
-        print(f"          kvpilot published desired: {steps}", flush=True)
-    fleet.advance_to(trace.duration_s + 4 * SLO_S)
-    done = [f for f in fleet.finished() if T_ROLLOUT <= f.arrival_s < end]
-    # Requests of the window still waiting for a first token at the end count as missing the SLO.
-    arrived = sum(1 for a in trace.columns.arrival_s.tolist() if T_ROLLOUT <= a < end)
-    attained = sum(f.ttft_s <= SLO_S for f in done) / max(arrived, len(done), 1)
-    return attained, replica_s / 3600.0, end
+    out.replica_hours = replica_s / 3600.0
+
+
+def replay_kvpilot(
+    trace: Any,
+    fleet: Fleet,
+    *,
+    wave: int,
+    speed: float,
+    controller: str = "deployment",
+    rollout: bool = True,
+    scale_read: Any = None,
+    config: Path | None = None,
+    planner: Any = None,
+) -> PolicyResult:
+    """kvpilot on ``fleet`` as `kvpilot backtest [--rollout-at T_ROLLOUT]` replays it: the planner built from the
+    settings (``config``; ``planner``: a PlannerConfig given instead) by the function `kvpilot run` uses, the
+    backtest's `kvpilot` policy and loop, and, with a rollout, the control loop's rollout stage on top, told what
+    ``scale_read`` reads of the Deployment where given. The fleet is left at the end (its requests measured)."""
+    built, facts = backtest_planner(config, cold_start=COLD_S, slo_ttft=SLO_S, max_replicas=None)
+    cfg = BacktestConfig(
+        policies=("kvpilot",),
+        fidelity="request",
+        seed=7,
+        planner=planner if planner is not None else built,
+        frontier=False,
+        rollout_at_s=T_ROLLOUT if rollout else None,
+        rollout_wave=wave,
+        rollout_speed=speed,
+        rollout_controller=controller,
+        **facts,
+    )
+    ctx = context_for(trace, cfg)
+    return run_policy(trace, Kvpilot(ctx), ctx, cfg, "request", fleet=fleet, scale_read=scale_read)
+
+
+def published(result: PolicyResult) -> list[tuple[float, int]]:
+    """(time, count) at each change of the count kvpilot asked for."""
+    steps: list[tuple[float, int]] = []
+    for at, n in zip(result.times, result.desired, strict=True):
+        if not steps or steps[-1][1] != n:
+            steps.append((at, n))
+    return steps
 
 
 def worst_phase(interval_s: float, lead_s: float = COLD_S) -> float:
@@ -260,49 +337,27 @@ class _KsmPrometheus:
         return self.series
 
 
-class _Kvpilot:
-    """What `kvpilot run` publishes for the fleet each tick, applied as KEDA would (spec.replicas = desired)."""
+class ScaleReader:
+    """What `kvpilot run`'s scale source reads of the Deployment at a tick (``scaler.backtest.run.ScaleRead``): its
+    status as the API server reports it (`kvpilot-k8s`, ``KubernetesScale``), emulated from the simulator's
+    replicas, or as kube-state-metrics exports it, scraped by Prometheus and read through
+    ``KubeStateMetricsScale`` with the count it holds (`kvpilot-ksm`, ``ksm`` given)."""
 
-    def __init__(
-        self, desired: int, *, wave: int, k8s: bool, ksm: _KsmPrometheus | None = None, lead_s: float = COLD_S
-    ) -> None:
-        self.desired = desired
-        self.lead_s = lead_s
+    def __init__(self, *, wave: int, lead_s: float = COLD_S, ksm: _KsmPrometheus | None = None) -> None:
         self.wave = wave
-        self.k8s = k8s
+        self.lead_s = lead_s
         self.ksm = ksm
         self.ksm_scale = KubeStateMetricsScale(ksm.query) if ksm is not None else None
-        self.state = FleetState(stale_after_s=3 * TICK_S, forget_after_s=3600)
-        self.stage = RolloutStage()
-        self.listed: set[str] = set()
-        self.published: list[tuple[float, int]] = []
 
-    def tick(self, fleet: Fleet | RequestFleet, snap: Any, t: float) -> None:
-        ready = {r.name for r in snap.replicas if r.state == "ready"}
-        samples, _, _ = samples_from_snapshot(snap, now=t)
-        # Discovery lists every pod but a terminating one (a draining replica leaves the endpoints at once); a
-        # crashed replica restarts in place, listed, its target down while it loads.
-        listed = {r.name for r in snap.replicas if r.state != "draining"}
-        departed = {f"inference/{n}" for n in self.listed - listed}
-        self.listed = listed
-        self.state.observe(
-            [s for s in samples if s.replica in ready], [], now=t, gpu_nodes_scraped=set(), departed=departed
-        )
+    def __call__(self, snap: Any, t: float) -> tuple[dict[str, DeploymentRollout], int | None]:
         spec = sum(1 for r in snap.replicas if r.state != "draining")
-        deployments = {KEY: self._deployment(snap, t, spec)} if self.k8s else None
-        current = spec
-        if self.ksm is not None and self.ksm_scale is not None and deployments is not None:
-            # PromQL mode: the status and spec.replicas as the last kube-state-metrics scrape holds them
-            self.ksm.observe(deployments[KEY], t)
-            view = asyncio.run(self.ksm_scale.read([KEY], t))
-            deployments = dict(view.rollouts)
-            current = view.replicas.get(KEY, spec)
-        planned = Decision(KEY, t, current, len(ready), self.desired, 0, "predictive", "steady demand")
-        (decision,) = self.stage.apply(self.state, [planned], t, deployments=deployments)
-        if not self.published or self.published[-1][1] != decision.desired_replicas:
-            self.published.append((t, decision.desired_replicas))
-        if decision.desired_replicas != spec:
-            fleet.set_replicas(decision.desired_replicas)
+        deployments = {KEY: self._deployment(snap, t, spec)}
+        if self.ksm is None or self.ksm_scale is None:
+            return deployments, None
+        # PromQL mode: the status and spec.replicas as the last kube-state-metrics scrape holds them
+        self.ksm.observe(deployments[KEY], t)
+        view = asyncio.run(self.ksm_scale.read([KEY], t))
+        return dict(view.rollouts), view.replicas.get(KEY, spec)
 
     def _deployment(self, snap: Any, t: float, spec: int) -> DeploymentRollout:
         """The Deployment's status as the apiserver would report it: the template changed (generation 2) at
@@ -330,7 +385,9 @@ def main() -> None:
     parser.add_argument("--wave", type=int, default=1)
     parser.add_argument("--speed", type=float, default=1.0, help="the new version's speed (step times divided)")
     parser.add_argument(
-        "--modes", default="baseline,rollout,kvpilot,kvpilot-k8s", help="comma-separated; baseline first"
+        "--modes",
+        default="baseline,rollout,kvpilot-base,kvpilot,kvpilot-k8s",
+        help=f"comma-separated, of {', '.join(MODES)}; baseline first, kvpilot-base before the kvpilot modes",
     )
     parser.add_argument(
         "--ksm-scrape-s", type=float, default=KSM_SCRAPE_S, help="kvpilot-ksm: kube-state-metrics' scrape interval"
@@ -350,7 +407,14 @@ def main() -> None:
         default="deployment",
         help="the rollout's controller: the Deployment controller's fenceposts, or fixed waves (before 2026-12-04)",
     )
+    parser.add_argument(
+        "--config", type=Path, default=None, help="kvpilot's settings file for the planner (as kvpilot backtest's)"
+    )
     args = parser.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        parser.error(f"unknown modes {', '.join(unknown)}; known: {', '.join(MODES)}")
     started = time.perf_counter()
     names = list(SHARED) if args.trace == "all" else [args.trace]
     for name in names:
@@ -362,9 +426,10 @@ def main() -> None:
             f"new version speed {args.speed:g}, {args.controller} controller",
             flush=True,
         )
-        base = None
-        for mode in args.modes.split(","):
-            attained, hours, end = run(
+        base: float | None = None
+        alone: Run | None = None  # kvpilot-base: the planner's own run without the rollout
+        for mode in modes:
+            r = run(
                 path,
                 scale,
                 args.replicas,
@@ -376,13 +441,30 @@ def main() -> None:
                 ksm_phase_s=args.ksm_phase_s,
                 lead_s=args.lead_s,
                 controller=args.controller,
+                config=args.config,
             )
-            base = hours if base is None else base
-            print(
-                f"{mode:<11} TTFT <= {SLO_S:g} s for {attained:.2%} of requests arriving {T_ROLLOUT:.0f}-{end:.0f} s; "
-                f"{hours:.2f} replica-hours ({hours - base:+.2f})",
-                flush=True,
+            base = r.replica_hours if base is None else base
+            if r.published:
+                steps = ", ".join(f"{n} at {at:.0f} s" for at, n in r.published)
+                print(f"          kvpilot published desired: {steps}", flush=True)
+            line = (
+                f"{mode:<12} TTFT <= {SLO_S:g} s for {r.attained:.2%} of requests arriving "
+                f"{T_ROLLOUT:.0f}-{r.window_end_s:.0f} s; {r.replica_hours:.2f} replica-hours "
+                f"({r.replica_hours - base:+.2f})"
             )
+            if mode == "kvpilot-base":
+                alone = r
+            elif mode in KVPILOT_MODES:
+                ended = "not by the run's end" if r.rollout_end_s is None else f"at {r.rollout_end_s:.0f} s"
+                line += f"; rollout done {ended}"
+                if alone is not None:
+                    points = (r.attained - alone.attained) * 100.0 + 0.0  # + 0.0: no "-0.00"
+                    goal = "met" if points >= -1.0 else "MISSED"
+                    line += (
+                        f"; against kvpilot-base {points:+.2f} points ({goal}: within 1), surge "
+                        f"{r.replica_hours - alone.replica_hours:+.2f} replica-hours"
+                    )
+            print(line, flush=True)
     print(f"(wall {time.perf_counter() - started:.0f} s)")
 
 

@@ -30,6 +30,7 @@ from scaler.capacity import CapacityConfig, ServingProfile, TokenMix
 from scaler.cost import DEFAULT_GPU_PRICES, GpuPrice, gpu_type_of
 from scaler.decision import Decision
 from scaler.planner import PlannerConfig, planner_config
+from scaler.rollout import DeploymentRollout
 from scaler.rollout_stage import RolloutStage
 
 TICK_S = 5.0
@@ -47,6 +48,10 @@ REQUEST_LEVEL_MAX_S = 12 * 3600.0
 ROUTING = "least_loaded"
 
 Progress = Callable[[str, float], None]  # (policy, share of its replay done)
+# What a scale source that reads Kubernetes tells the rollout stage at a tick, from the simulator's snapshot: each
+# Deployment's rollout status and the count asked for (None: the simulator's own, as without Kubernetes).
+# bench/rollout.py's kvpilot-k8s (the API server) and kvpilot-ksm (kube-state-metrics through Prometheus) give one.
+ScaleRead = Callable[[Any, float], tuple[Mapping[str, DeploymentRollout] | None, int | None]]
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,7 @@ class BacktestConfig:
     rollout_at_s: float | None = None
     rollout_wave: int = 1
     rollout_speed: float = 1.0
+    rollout_controller: str = "deployment"  # the simulator's model of the rollout's controller (docs/simulator.md)
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.policies if p not in POLICIES]
@@ -100,6 +106,9 @@ class BacktestConfig:
             raise ValueError("rollout_wave must be >= 1 and rollout_speed > 0")
         if self.rollout_at_s is not None and self.fidelity == "fluid":
             raise ValueError("a rollout needs the request level (fidelity 'request')")
+        if self.rollout_controller not in sim.rollout_controllers():
+            known = ", ".join(sim.rollout_controllers())
+            raise ValueError(f"rollout_controller must be one of {known}, got {self.rollout_controller!r}")
 
 
 @dataclass
@@ -224,6 +233,14 @@ def kvpilot_planner(cfg: BacktestConfig, profile: ServingProfile) -> PlannerConf
     return base
 
 
+def context_for(trace: Any, cfg: BacktestConfig) -> Context:
+    """Every policy's context for a replay of ``trace``: the capacity the peers plan on (the replica's serving
+    profile at the trace's mean mix, at the planned utilisation, unless configured) and kvpilot's planner."""
+    profile = serving_profile()
+    capacity = cfg.capacity_rps or PLANNED_UTILISATION * profile.requests_per_s(mean_mix(trace))
+    return build_context(trace, cfg, capacity, kvpilot_planner(cfg, profile))
+
+
 def build_context(
     trace: Any, cfg: BacktestConfig, capacity_rps: float, planner: PlannerConfig | None = None
 ) -> Context:
@@ -250,12 +267,26 @@ def initial_replicas(ctx: Context) -> int:
 
 
 def run_policy(
-    trace: Any, policy: Policy, ctx: Context, cfg: BacktestConfig, fidelity: str, progress: Progress | None = None
+    trace: Any,
+    policy: Policy,
+    ctx: Context,
+    cfg: BacktestConfig,
+    fidelity: str,
+    progress: Progress | None = None,
+    *,
+    fleet: Any = None,
+    scale_read: ScaleRead | None = None,
 ) -> PolicyResult:
-    start = initial_replicas(ctx)
-    fleet = sim.make_fleet(
-        trace, replicas=start, cold_start_s=cfg.cold_start_s, fidelity=fidelity, seed=cfg.seed, routing=ROUTING
-    )
+    """Replay ``policy`` over ``trace``. ``fleet``: a simulated fleet to replay on (bench/rollout.py's, of its own
+    size; None: one sized for the first minute, ``initial_replicas``); ``scale_read``: what a scale source reading
+    Kubernetes hands kvpilot's rollout stage each tick (None: the simulator's count alone)."""
+    if fleet is None:
+        start = initial_replicas(ctx)
+        fleet = sim.make_fleet(
+            trace, replicas=start, cold_start_s=cfg.cold_start_s, fidelity=fidelity, seed=cfg.seed, routing=ROUTING
+        )
+    else:
+        start = sim.replica_count(fleet)
     history, counters = History(max_s=3600.0), FleetCounters()
     result = PolicyResult(policy.name, 0.0, 0.0, 0.0, 0.0, 0, 0)
     policy.start(start, 0.0)
@@ -269,7 +300,11 @@ def run_policy(
         t = min(i * tick, trace.duration_s)
         fleet.advance_to(t)
         if cfg.rollout_at_s is not None and result.rollout is None and t + 1e-9 >= cfg.rollout_at_s:
-            fleet.inject(sim.rollout_fault(wave_size=cfg.rollout_wave, speed=cfg.rollout_speed))
+            fleet.inject(
+                sim.rollout_fault(
+                    wave_size=cfg.rollout_wave, speed=cfg.rollout_speed, controller=cfg.rollout_controller
+                )
+            )
             result.rollout, rolling = RolloutWindow(t, trace.duration_s), True
         snap = fleet.snapshot()
         if rolling and result.rollout is not None and sim.rolled(snap.replicas):
@@ -287,7 +322,7 @@ def run_policy(
                 policy.snapshot = snap
             want = ctx.clamp(policy.decide(history, t))
             if stage is not None and isinstance(policy, Kvpilot):
-                want = ctx.clamp(_surge(stage, policy, snap, want, len(obs.ready), t))
+                want = ctx.clamp(_surge(stage, policy, snap, want, len(obs.ready), t, scale_read))
             if want != desired:
                 result.scale_events += 1
                 desired = want
@@ -341,12 +376,25 @@ def _measure(fleet: Any, trace: Any, cfg: BacktestConfig, fidelity: str, result:
     )
 
 
-def _surge(stage: RolloutStage, policy: Kvpilot, snap: Any, want: int, ready: int, now: float) -> int:
+def _surge(
+    stage: RolloutStage,
+    policy: Kvpilot,
+    snap: Any,
+    want: int,
+    ready: int,
+    now: float,
+    scale_read: ScaleRead | None = None,
+) -> int:
     """kvpilot's count after the control loop's rollout stage, reading the policy's own FleetState (what kvpilot
-    scraped) and the replicas asked for (loading included), as `kvpilot run` does without Kubernetes."""
+    scraped) and the replicas asked for (loading included), as `kvpilot run` does without Kubernetes; with
+    ``scale_read``, also the Deployments' status and the count as that scale source reads them."""
     asked = sum(1 for r in snap.replicas if r.state != "draining")
+    deployments: Mapping[str, DeploymentRollout] | None = None
+    if scale_read is not None:
+        deployments, read = scale_read(snap, now)
+        asked = asked if read is None else read
     planned = Decision(DEPLOYMENT, now, asked, ready, want, 0, "planned", "")
-    (raised,) = stage.apply(policy.state, [planned], now, planner=policy.planner)
+    (raised,) = stage.apply(policy.state, [planned], now, planner=policy.planner, deployments=deployments)
     policy.own_raise.note([planned], [raised], now)  # the planner's next count leaves it out, as the loop's does
     return raised.desired_replicas
 
@@ -382,11 +430,10 @@ def backtest(path: str, cfg: BacktestConfig, progress: Progress | None = None) -
     fidelity = choose_fidelity(trace, cfg.fidelity)
     if cfg.rollout_at_s is not None and fidelity != "request":
         raise ValueError(f"a rollout needs the request level; this trace replays at the {fidelity} level")
-    profile = serving_profile()
-    capacity = cfg.capacity_rps or PLANNED_UTILISATION * profile.requests_per_s(mean_mix(trace))
-    planner = kvpilot_planner(cfg, profile)
-    ctx = build_context(trace, cfg, capacity, planner)
-    report = Report(getattr(trace, "name", path), fidelity, float(trace.duration_s), capacity)
+    ctx = context_for(trace, cfg)
+    planner = ctx.planner
+    assert planner is not None  # context_for always builds kvpilot's
+    report = Report(getattr(trace, "name", path), fidelity, float(trace.duration_s), ctx.capacity_rps)
     report.kvpilot_config = planner.to_json()
     report.gpu_type, report.gpus_per_replica, report.price_per_gpu_hour_usd = replica_gpus(cfg)
     for name in cfg.policies:

@@ -91,9 +91,21 @@ def rolled(replicas: Sequence[Any]) -> bool:
     return bool(replicas) and all(r.model_name == ROLLOUT_MODEL and r.state == "ready" for r in replicas)
 
 
-def rollout_fault(*, wave_size: int, speed: float, model_name: str = ROLLOUT_MODEL) -> Any:
+def rollout_controllers() -> tuple[str, ...]:
+    """The simulator's models of the rollout's controller (its `rollout` fault's ``controller``)."""
+    from simulator.faults import ROLLOUT_CONTROLLERS
+
+    return tuple(ROLLOUT_CONTROLLERS)
+
+
+def rollout_fault(
+    *, wave_size: int, speed: float, model_name: str = ROLLOUT_MODEL, controller: str = "deployment"
+) -> Any:
     """The simulator's `rollout` fault: a rolling update (maxSurge 0) in waves of ``wave_size`` to a new version
-    named ``model_name`` whose step times are divided by ``speed``."""
+    named ``model_name`` whose step times are divided by ``speed``, run by ``controller`` (the Deployment
+    controller's fenceposts, the simulator's default, or fixed ``waves``)."""
     from simulator import parse_fault
 
-    return parse_fault({"type": "rollout", "wave_size": wave_size, "model_name": model_name, "speed": speed})
+    return parse_fault(
+        {"type": "rollout", "wave_size": wave_size, "model_name": model_name, "speed": speed, "controller": controller}
+    )

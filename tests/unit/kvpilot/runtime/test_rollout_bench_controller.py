@@ -9,6 +9,7 @@ import pytest
 
 from simulator import Fleet, FleetConfig, load_trace, parse_fault
 from tests.helpers.bench import load_bench
+from tests.helpers.rollout_driver import StageDriver
 
 TRACE = "synthetic:duration_s=700,rate=2,amplitude=0,bursts=0,prompt_mean=300,output_mean=60"
 
@@ -71,15 +72,17 @@ def test_the_deployment_controller_finishes_the_rollout_on_the_new_version() -> 
 def test_kvpilot_through_kube_state_metrics_holds_the_fleet_only_where_the_controller_honours_the_count(
     controller: str, fewest_ready: int
 ) -> None:
-    """The bench's kvpilot reading kube-state-metrics at a 30 s scrape's worst phase (the template change at 180 s
-    seen at 210 s) surges 4 -> 6 before the resume at 300 s; waves of 2. Under the Deployment controller no tick
-    of the rollout has fewer than the 4 replicas demand needs ready; under the fixed waves the first wave leaves 2
-    while the surge still loads (300-325 s)."""
+    """The rollout stage on a planner that holds 4 (``StageDriver``) reading the bench's kube-state-metrics at a
+    30 s scrape's worst phase (the template change at 180 s seen at 210 s) surges 4 -> 6 before the resume at
+    300 s; waves of 2. Under the Deployment controller no tick of the rollout has fewer than the 4 replicas demand
+    needs ready; under the fixed waves the first wave leaves 2 while the surge still loads (300-325 s)."""
     bench = load_bench("rollout")
     config = FleetConfig(replicas=4, cold_start_s=120.0, routing="least_loaded", seed=3)
     trace = load_trace(TRACE, seed=3)
     fleet = Fleet(config, trace)
-    kvpilot = bench._Kvpilot(4, wave=2, k8s=True, ksm=bench._KsmPrometheus(30.0, bench.worst_phase(30.0)))
+    kvpilot = StageDriver(
+        4, scale_read=bench.ScaleReader(wave=2, ksm=bench._KsmPrometheus(30.0, bench.worst_phase(30.0)))
+    )
     ready: list[int] = []
     t = 0.0
     while t < 690.0:

@@ -14,6 +14,7 @@ from scaler.rollout import DeploymentRollout
 from simulator import Fleet as SimFleet
 from simulator import FleetConfig, load_trace
 from tests.helpers.bench import load_bench
+from tests.helpers.rollout_driver import StageDriver
 
 PENDING = DeploymentRollout(
     generation=2,
@@ -66,14 +67,15 @@ def test_the_status_is_read_from_the_last_scrape(phase_s: float | None, seen_at:
 
 
 def test_the_ksm_mode_surges_one_scrape_interval_after_the_api_servers() -> None:
-    """The bench's kvpilot on the simulator up to the first drain: reading the Deployment from the API server it
+    """The rollout stage on a planner that holds 4 (``StageDriver``), told the bench's Deployment status, on the
+    simulator up to the first drain: reading the Deployment from the API server it
     surges when the template changes (180 s), through kube-state-metrics at the worst phase 30 s later."""
     bench = _bench()
     trace = load_trace("synthetic:duration_s=320,rate=5,amplitude=0,bursts=0,prompt_mean=400,output_mean=150", seed=5)
     surged: dict[str, float] = {}
     for mode, ksm in (("k8s", None), ("ksm", bench._KsmPrometheus(30.0, bench.worst_phase(30.0)))):
         sim = SimFleet(FleetConfig(replicas=4, cold_start_s=120.0, routing="least_loaded", seed=5), trace)
-        kvpilot = bench._Kvpilot(4, wave=1, k8s=True, ksm=ksm)
+        kvpilot = StageDriver(4, scale_read=bench.ScaleReader(wave=1, ksm=ksm))
         t = 0.0
         while t < 290.0:
             t += 5.0

@@ -22,7 +22,8 @@ from scaler.rollout_stage import RolloutStage
 from scaler.version_speed import SpeedThresholds, VersionSpeed
 from simulator import Fleet as SimFleet
 from simulator import FleetConfig, load_trace, parse_fault
-from tests.helpers.bench import load_bench
+from tests.helpers.rollout_driver import KEY as DRIVER_KEY
+from tests.helpers.rollout_driver import StageDriver
 
 KEY = "llm/chat"
 TICK = 5.0
@@ -234,10 +235,6 @@ def test_a_rollback_withdraws_the_scaling() -> None:
     assert decision.desired_replicas == DESIRED
 
 
-def _bench() -> Any:
-    return load_bench("rollout")
-
-
 def _rolled_on_the_simulator(
     trace: Any,
     *,
@@ -247,13 +244,12 @@ def _rolled_on_the_simulator(
     each_tick: Callable[[Any], None] | None = None,
     thresholds: SpeedThresholds | None = None,
 ) -> tuple[SimFleet, Any]:
-    """bench/rollout.py's kvpilot (FleetState from the simulator's pages, ITL included, and the stage on a planner
-    that holds 4) on the simulator's fleet of 4 through a rollout in waves of 1 from 100 s to ``speed``, with the
+    """The rollout stage on a planner that holds 4 (``StageDriver``: FleetState from the simulator's pages, ITL
+    included) on the simulator's fleet of 4 through a rollout in waves of 1 from 100 s to ``speed``, with the
     stage's default 120 s cold start (``thresholds``: the stage's speed thresholds, the defaults unless told);
     ``each_tick`` is called with it after every tick."""
-    bench = _bench()
     sim = SimFleet(FleetConfig(replicas=4, cold_start_s=120.0, routing=routing, seed=5), trace)
-    kvpilot = bench._Kvpilot(4, wave=1, k8s=False)
+    kvpilot = StageDriver(4)
     if thresholds is not None:
         kvpilot.stage = RolloutStage(speed=thresholds)
     t = 0.0
@@ -278,8 +274,8 @@ def _rolled_on_the_simulator(
     ],
 )
 def test_on_the_simulator_a_slower_version_keeps_the_fleet_larger(speed: float, expected: int) -> None:
-    """bench/rollout.py's kvpilot (FleetState from the simulator's pages, ITL included, and the stage on a planner
-    that holds 4) through a rollout in waves of 1 with the stage's default 120 s cold start."""
+    """The rollout stage on a planner that holds 4 (``StageDriver``: FleetState from the simulator's pages, ITL
+    included) through a rollout in waves of 1 with the stage's default 120 s cold start."""
     trace = load_trace("synthetic:duration_s=1100,rate=5,amplitude=0,bursts=0,prompt_mean=400,output_mean=150", seed=5)
     sim, kvpilot = _rolled_on_the_simulator(trace, speed=speed, routing="least_loaded", until_s=1100.0)
     assert {r.model_name for r in sim.snapshot().replicas} == {"next"}
@@ -330,7 +326,7 @@ def test_on_a_simulated_fleet_new_replicas_are_read_once_settled(speed: float, r
     the old one and is never compared: docs/detectors.md "Rollouts"). ``settle_s`` is off by default (a slower
     version is measured later for it: BENCHMARKS.md "Rolling updates", 2026-12-06); set to 60 s here."""
     trace = load_trace(str(DEMO_TRACE), seed=7, rate_scale=10.0, start_s=1545.0, duration_s=960.0)
-    key = _bench().KEY
+    key = DRIVER_KEY
     measured: list[VersionSpeed] = []
     ratios: tuple[float, ...] = ()
 
