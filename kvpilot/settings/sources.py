@@ -42,12 +42,16 @@ class FieldError(ValueError):
 
 class EnvSource(EnvSettingsSource):
     """KVPILOT_* variables. A JSON value (``KVPILOT_COLLECTOR='{"interval_s": 5}'``) refuses a key given twice in any
-    object, as the settings file and the API do: ``json.loads`` kept the last of two in silence."""
+    object, as the settings file and the API do: ``json.loads`` kept the last of two in silence. One nested past
+    the JSON reader's recursion is refused in words, as the settings file's is (it was a RecursionError traceback)."""
 
     def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
-        decoded = super().decode_complex_value(field_name, field, value)
-        if decoded is not value and isinstance(value, str | bytes):
-            loads_once(value)  # DuplicateKey (a ValueError): "error parsing value for field ..." with its words
+        try:
+            decoded = super().decode_complex_value(field_name, field, value)
+            if decoded is not value and isinstance(value, str | bytes):
+                loads_once(value)  # DuplicateKey (a ValueError): "error parsing value for field ..." with its words
+        except RecursionError:
+            raise ValueError("its JSON is nested too deeply") from None
         return decoded
 
 

@@ -252,6 +252,22 @@ def test_a_key_given_twice_in_a_variables_json_is_refused(
         load_settings()
 
 
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("KVPILOT_COLLECTOR", "[" * 20_000 + "]" * 20_000),  # arrays past json.loads' recursion
+        ("KVPILOT_SCALER__PLANNER", '{"a":' * 10_000 + "1" + "}" * 10_000),  # objects, a nested section's variable
+    ],
+)
+def test_a_variables_json_nested_too_deeply_is_refused_in_words(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    # was a RecursionError traceback, exit 1; the settings file's own nesting is refused by line (above)
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError, match="its JSON is nested too deeply"):
+        load_settings()
+
+
 def test_a_variables_json_is_still_read(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KVPILOT_COLLECTOR", '{"interval_s": 6, "timeout_s": 2}')
     settings: Any = load_settings()
