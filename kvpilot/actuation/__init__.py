@@ -61,7 +61,7 @@ BUSY_WAIT_S = "busy_wait_s"
 class _Busy:
     """A drain the API server asked to wait: when to try again, how many tries, and the steps of the last one."""
 
-    not_before: float
+    not_before: float  # on the clock's monotonic reading: a step of the wall clock neither holds nor frees it
     tries: int
     steps: tuple[tuple[str, str, str], ...]
 
@@ -122,7 +122,7 @@ class RefusalLog:
         self._open: dict[str, tuple[str, int, float]] = {}  # node -> (rail, refusals, since)
 
     def tick(self, refused: Sequence[DrainDecision]) -> None:
-        now = self._clock.now()
+        now = self._clock.monotonic()  # for how long, in the log: a step of the wall clock is no refusal's length
         seen: set[str] = set()
         for d in refused:
             seen.add(d.node)
@@ -324,8 +324,9 @@ class Actuation:
                 continue  # withdrawn (its finding closed) or held (the last-ready-replica rail): recheck
             busy = self._busy.get(action_id)
             if busy is None and stored is not None:  # told to wait before this process (or this holder) had it
-                busy = self._busy[action_id] = _Busy(stored[0], stored[1], ())
-            if busy is not None and self._clock.now() < busy.not_before:
+                left = max(0.0, stored[0] - self._clock.now())  # the stored end is wall time
+                busy = self._busy[action_id] = _Busy(self._clock.monotonic() + left, stored[1], ())
+            if busy is not None and self._clock.monotonic() < busy.not_before:
                 continue  # the API server asked it to wait: not tried (nor audited) again before then
             if not await asyncio.to_thread(self._claim, action_id):
                 continue  # cancelled or claimed meanwhile
@@ -468,7 +469,7 @@ class Actuation:
         delay = min(BUSY_MAX_S, BUSY_FIRST_S * 2 ** (tries - 1))
         delay = max(delay, result.retry_after_s or 0.0)
         steps = tuple((r.step, r.target, str(r.outcome)) for r in result.records)
-        self._busy[action_id] = _Busy(now + delay, tries, steps)
+        self._busy[action_id] = _Busy(self._clock.monotonic() + delay, tries, steps)
         with transaction(self._sessions) as s:
             if last is None or last.steps != steps:
                 _note_steps(s, action_id, result)

@@ -469,7 +469,7 @@ class NodeDrainer:
             self._record(result, "evict", ref, Outcome.DRY_RUN, f"would evict {ref}")
             return
         body = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))
-        start = self._clock.now()
+        start = self._clock.monotonic()  # the deadline is a duration: a step of the wall clock must not move it
         attempt = 0
         refusals = {"pdb": 0, "throttled": 0}  # a PodDisruptionBudget's 429s; the API server's load shedding's
         while True:
@@ -485,7 +485,7 @@ class NodeDrainer:
                     budget = budget_refusal(e)
                     kind = "pdb" if budget is not None else "throttled"
                     refusals[kind] += 1
-                    waited = self._clock.now() - start
+                    waited = self._clock.monotonic() - start
                     if waited >= self._backoff.deadline_s:
                         self._record(result, "evict", ref, Outcome.BLOCKED, _blocked_words(ref, waited, refusals))
                         result.blocked.append(ref)
@@ -517,7 +517,7 @@ class NodeDrainer:
                 result.failed = True
                 return
             after = _refusal_words(refusals)
-            after = f" after {after} over {self._clock.now() - start:.0f} s" if after else ""
+            after = f" after {after} over {self._clock.monotonic() - start:.0f} s" if after else ""
             self._record(result, "evict", ref, Outcome.OK, f"evicted {ref}{after}")
             result.evicted.append(ref)
             return

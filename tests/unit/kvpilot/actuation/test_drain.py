@@ -21,7 +21,10 @@ from kvpilot.actuation.drain import TAINT_KEY, Backoff, DrainResult, NodeDrainer
 from tests.fakekube.eviction import PDB_VIOLATION, install
 from tests.fakekube.server import FakeKube
 from tests.fakekube.store import ApiError, throttled
+from tests.helpers.clocks import SteppingClock
 from tests.helpers.silent_api import api_answering, kvpilot_run_actuation
+
+START = 1_700_000_000.0
 
 
 @pytest.fixture
@@ -445,6 +448,29 @@ def test_pdb_that_never_allows_is_reported_blocked_after_the_deadline(kube, core
     assert sum(sleeps) >= 60
     assert max(sleeps) == 20  # capped
     assert kube.get("pods", "llm-0", "ml")
+
+
+@pytest.mark.parametrize("step_s", [-3600.0, 3600.0])
+def test_a_clock_step_while_a_budget_refuses_does_not_move_the_deadline(kube, core, step_s: float):
+    # NTP steps the wall clock during the first backoff. The deadline is 60 s of waiting, on the monotonic clock:
+    # before, waited was wall time, so a step back kept the eviction retrying for another hour and a step ahead gave
+    # it up after one try.
+    _node(kube)
+    _pod(kube, "llm-0")
+    _pdb(kube, min_available=1)
+    clock, sleeps = SteppingClock(START), []
+
+    def sleep(s: float) -> None:
+        sleeps.append(s)
+        if len(sleeps) == 1:
+            clock.step(step_s)
+        clock.advance(s)
+
+    backoff = Backoff(initial_s=5, factor=2, max_s=20, deadline_s=60)
+    result = NodeDrainer(core, clock=clock, sleep=sleep, backoff=backoff).drain("gpu-1", dry_run=False)
+    assert result.blocked == ["ml/llm-0"]
+    assert 60 <= sum(sleeps) <= 80  # the 60 s deadline, and no more than the last backoff past it
+    assert result.records[-1].outcome == Outcome.BLOCKED
 
 
 def test_conflict_on_the_node_is_retried_on_a_fresh_read(kube, core):

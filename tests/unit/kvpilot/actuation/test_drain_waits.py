@@ -37,6 +37,7 @@ from store.models import DrainActionRow
 from tests.fakekube.eviction import install
 from tests.fakekube.server import FakeKube
 from tests.fakekube.store import ApiError, throttled
+from tests.helpers.clocks import SteppingClock
 from tests.helpers.drains import admin_approved
 from tests.helpers.sqlite_store import migrated
 from tests.reliability.conftest import Store
@@ -104,6 +105,38 @@ async def test_a_drain_the_api_server_asks_to_wait_backs_off_and_audits_once(tmp
         await asyncio.wait_for(act.execute_approved(asyncio.Event()), 10)
         assert _state(sessions, action_id) == "done"
         assert kube.get("nodes", "n0", namespace="")["spec"]["unschedulable"] is True
+    finally:
+        api.close()
+
+
+@pytest.mark.parametrize("step_s", [-3600.0, 3600.0])
+async def test_a_clock_step_neither_holds_nor_frees_a_drain_told_to_wait(
+    tmp_path: Path, kube: FakeKube, step_s: float
+) -> None:
+    # The API server asks for 30 s; NTP steps the wall clock within them. The wait ran on wall time in the worker's
+    # memory: a step back held the drain for the hour more, a step ahead had it tried at once, against the wait.
+    kube.intercept = lambda method, path: (
+        ApiError(429, "TooManyRequests", "too many requests", retry_after_s=30) if path == NODE else None
+    )
+    sessions = _sessions(tmp_path)
+    clock = SteppingClock(1000.0)
+    config = client.Configuration()
+    config.host, config.retries = kube.url, False
+    api = client.ApiClient(config)
+    try:
+        drainer = NodeDrainer(client.CoreV1Api(api), clock=clock, request_timeout_s=2.0)
+        act = Actuation(sessions=sessions, clock=clock, rails=DrainRails(dry_run=False), drainer=drainer, poll_s=0.05)
+        action_id = admin_approved(sessions, "n0", clock.now())
+        await asyncio.wait_for(act.execute_approved(asyncio.Event()), 10)
+        reads = kube.requests.count(("GET", NODE))
+        clock.step(step_s)
+        clock.advance(20.0)  # within the wait
+        await asyncio.wait_for(act.execute_approved(asyncio.Event()), 10)
+        assert kube.requests.count(("GET", NODE)) == reads  # a step ahead had it tried here
+        kube.intercept = None
+        clock.advance(11.0)  # past the wait
+        await asyncio.wait_for(act.execute_approved(asyncio.Event()), 10)
+        assert _state(sessions, action_id) == "done"  # a step back held it for the hour
     finally:
         api.close()
 

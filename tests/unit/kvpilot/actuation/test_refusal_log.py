@@ -12,6 +12,7 @@ from detectors.drain_rails import DrainDecision, Verdict
 from kvpilot.actuation import RefusalLog
 from store import repo
 from store.db import transaction
+from tests.helpers.clocks import SteppingClock
 from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, actuator_caught_up, make_service, run_ticks
 
 LAST = DrainDecision("node-0", Verdict.REFUSED_LAST_READY_REPLICA, "node-0 holds the last ready replica", ("f",))
@@ -41,6 +42,20 @@ def test_once_per_node_and_rail_until_it_changes(caplog: pytest.LogCaptureFixtur
     assert len(counted) == 159
     assert counted[0] == ("node-0", "refused_last_ready_replica")
     assert counted[-1] == ("node-0", "refused_circuit_breaker")
+
+
+def test_how_long_a_refusal_lasted_leaves_out_a_step_of_the_clock(caplog: pytest.LogCaptureFixture) -> None:
+    # NTP steps the wall clock an hour back while the refusal lasts: it lasted 60 s, not -3540 s
+    caplog.set_level(logging.INFO, logger="kvpilot.actuation")
+    clock = SteppingClock(START)
+    refusals = RefusalLog(clock)
+    for i in range(12):
+        refusals.tick([LAST])
+        clock.advance(5)
+        if i == 5:
+            clock.step(-3600.0)
+    refusals.tick([])
+    assert _lines(caplog)[-1] == "drain of node-0 no longer refused (refused_last_ready_replica, 12 times over 60 s)"
 
 
 async def test_the_service_logs_the_last_ready_replica_refusal_once_and_counts_each(
