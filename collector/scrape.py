@@ -322,7 +322,7 @@ class Collector:
                 return self._failed(target, started_ts, t0, f"connection failed: {exc.strerror or exc}", body)
             except ValueError as exc:  # parse errors and pages no adapter recognises
                 empty = getattr(exc, "empty", False)  # collector.adapt.NoGpuFamilies
-                if empty and self._starting(target.url, started_ts):
+                if empty and self._starting(target.url):
                     return self._read_as_no_gpus(target, started_ts, t0, body)
                 return self._failed(target, started_ts, t0, f"unreadable page: {exc}", body, empty_page=empty)
             except Exception as exc:  # an adapter bug must cost one target, not the whole tick
@@ -351,18 +351,20 @@ class Collector:
                 gpus=tuple(page.gpus),
             )
 
-    def _starting(self, url: str, started_ts: float) -> bool:
+    def _starting(self, url: str) -> bool:
         """Whether an empty page from GPU target ``url`` reads as no GPUs (as it did before it could be an error).
 
         Right after a page was read, it does for as long as it lasts: the exporter answered without its GPUs, which
         ``FleetState`` keeps as GPUs fallen off the bus, their findings open. Else (the target's first pages, or
         after a failure: an exporter starting, whose page stays empty until its first collection, one collect
-        interval) it does for ``empty_gpu_page_grace_s``; then the target is down with the page's description."""
+        interval) it does for ``empty_gpu_page_grace_s``, timed on the monotonic clock (a step of the wall clock
+        neither stretches nor ends it); then the target is down with the page's description."""
+        now = self.clock.monotonic()
         since = self._empty_since.get(url)
         if since is None:
             before = self.health.get(url)
-            since = self._empty_since[url] = math.inf if before is not None and before.up else started_ts
-        return started_ts - since < self.config.empty_gpu_page_grace_s
+            since = self._empty_since[url] = math.inf if before is not None and before.up else now
+        return now - since < self.config.empty_gpu_page_grace_s
 
     def _read_as_no_gpus(self, target: TargetInfo, started_ts: float, t0: float, body: bytes | None) -> ScrapeResult:
         duration = time.perf_counter() - t0

@@ -662,7 +662,11 @@ class FleetState:
         for key, dv in self._deployment_views.items():
             points = self._deployment_history.setdefault(key, deque(maxlen=self.max_points))
             if points and points[-1].t >= now:
-                continue
+                if now >= points[-1].t - self.stale_after_s:
+                    continue
+                # The clock stepped back (NTP): no point would be kept for as long as the step, and the windows read
+                # from the history (the rollout detector's peak, the prefix baselines) would read the hour before.
+                points.clear()
             points.append(_point(now, dv))
 
     def _replica_view(

@@ -165,7 +165,7 @@ class PromQLSource:
         self._copies = CopySwitches()  # a target's copy kept while it answers, its counters even across a switch
         self.health = HealthBook()
         self._metadata: dict[str, str] = {}
-        self._metadata_at: float | None = None
+        self._metadata_at: float | None = None  # on the clock's monotonic reading, as the rules' last check
         self.metadata_ttl_s = 300.0  # new engines bring new families: re-read their types now and then
         self._last_targets: list[TargetInfo] = []
         # aggregates mode: the deployments of the last round that answered (kept through failed rounds with their
@@ -325,7 +325,7 @@ class PromQLSource:
             self._metadata = {name: entries[0]["type"] for name, entries in data.items() if entries}
         except LAYOUT_ERRORS as e:
             raise _unreadable(f"{self.url}/api/v1/metadata", e) from e
-        self._metadata_at = self.clock.now()
+        self._metadata_at = self.clock.monotonic()
 
     async def collect_once(self, targets: Sequence[TargetInfo] = ()) -> CollectResult:
         """Query, group by target, adapt. ``targets`` is ignored: Prometheus already knows them."""
@@ -343,7 +343,9 @@ class PromQLSource:
     async def _collect(self, owns: Callable[[str], bool] | None) -> CollectResult:
         self.last_answer_bytes = 0
         now = self.clock.now()
-        stale = self._metadata_at is None or now - self._metadata_at > self.metadata_ttl_s
+        # re-reads due on the monotonic clock: on wall time a step back of the clock put them off by the step
+        read_at = self.clock.monotonic()
+        stale = self._metadata_at is None or read_at - self._metadata_at > self.metadata_ttl_s
         scopes: list[str] | None = None
         if owns is not None:
             if stale:
@@ -538,7 +540,8 @@ class PromQLSource:
         """The deployments' series: recorded where kvpilot's rules answer, else the same expressions ad hoc."""
         if not extras:  # a narrowed round that owns no deployment
             return []
-        recheck = self._rules_checked_at is None or now - self._rules_checked_at > self.metadata_ttl_s
+        read_at = self.clock.monotonic()
+        recheck = self._rules_checked_at is None or read_at - self._rules_checked_at > self.metadata_ttl_s
         if self.rules_in_use or recheck:
             series = await self._vectors([expressions.rules_query(e) for e in extras], now)
             found = bool(series)
@@ -550,7 +553,7 @@ class PromQLSource:
                     else "kvpilot's recording rules are not installed (no deployment:kvpilot_* series): "
                     "computing the same expressions ad hoc each tick (deploy/base/prometheusrule-recording.yaml)",
                 )
-            self.rules_in_use, self._rules_checked_at = found, now
+            self.rules_in_use, self._rules_checked_at = found, read_at
             if found:
                 return series
         return await self._vectors([expressions.adhoc_query(self.window, e) for e in extras], now)

@@ -18,11 +18,13 @@ from collector.promql.series import read_answers
 from collector.samples import TargetInfo
 from collector.scrape import Collector, ScrapeConfig
 from tests.conftest import FIXTURES
+from tests.helpers.clocks import SteppingClock
 from tests.services.pages import serve_pages
 
 LOWER_CASE = FIXTURES / "metrics" / "dcgm-lowercase-names-mig__NVIDIA__dcgm-exporter__issue_272__excerpt.txt"
 DCGM = FIXTURES / "metrics" / "dcgm__DataDog__integrations-core__metrics.txt"
 VLLM = FIXTURES / "metrics" / "vllm__DataDog__integrations-core__vllm_metrics.txt"
+START = 1_700_000_000.0
 NO_SAMPLES = b"# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
 
 
@@ -100,6 +102,23 @@ async def test_an_empty_page_is_no_gpus_for_the_grace_then_down_once(
                 after_restart.append((await c.collect_once([target])).results[0].ok)
     assert ups == [True, True, True, True, False, False, False]  # 0-45 s within 60 s; 60 s on, down
     assert after_restart == [True, True, True, True, False]
+
+
+@pytest.mark.parametrize("step_s", [-3600.0, 3600.0])
+async def test_a_clock_step_neither_stretches_nor_ends_the_grace(served: tuple[dict, str], step_s: float) -> None:
+    # NTP steps the wall clock after the second empty page. The grace ran on the pages' wall stamps: a step back
+    # kept the target up on empty pages for the hour more, a step ahead took it down at once.
+    _, base = served
+    target = _gpu(base, "/empty")
+    clock, ups = SteppingClock(START), []
+    async with Collector(ScrapeConfig(empty_gpu_page_grace_s=60.0), clock=clock) as c:
+        for i in range(7):  # 0, 15, ..., 90 s
+            if i == 2:
+                clock.step(step_s)
+            (res,) = (await c.collect_once([target])).results
+            ups.append(res.ok)
+            clock.advance(15.0)
+    assert ups == [True, True, True, True, False, False, False]
 
 
 def test_the_error_keeps_what_it_says_across_the_reader_process() -> None:

@@ -61,3 +61,25 @@ def test_a_small_step_back_or_a_step_forward_keeps_the_window(step_s: float, cap
     assert all(ready for ready, _, _ in seen)
     assert seen[-1][2] == pytest.approx(4.0)
     assert not [r for r in caplog.records if "stepped back over" in r.getMessage()]
+
+
+@pytest.mark.parametrize("step_s", [-3600.0, -40.0])
+def test_the_deployment_history_starts_again_after_a_step_back(step_s: float) -> None:
+    # Its points were kept only when later than the last: after a step back none was for as long as the step, and
+    # the windows read from it (the rollout detector's recent peak, the prefix baselines) read the hour before.
+    state = FleetState()
+    for i in range(40):
+        wall = START + 5 * i + (step_s if i >= 30 else 0.0)
+        state.observe([_sample(START + 5 * i, wall, 4.0)], [], now=wall)
+    times = [p.t for p in state.deployment_history("llm/chat")]
+    assert times == [START + step_s + 5 * i for i in range(30, 40)]
+
+
+def test_a_small_step_back_keeps_the_deployment_history() -> None:
+    state = FleetState()
+    for i in range(40):
+        wall = START + 5 * i - (20.0 if i >= 30 else 0.0)
+        state.observe([_sample(START + 5 * i, wall, 4.0)], [], now=wall)
+    times = [p.t for p in state.deployment_history("llm/chat")]
+    assert times[:30] == [START + 5 * i for i in range(30)]
+    assert times == sorted(times)
