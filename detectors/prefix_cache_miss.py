@@ -173,8 +173,10 @@ class PrefixBaselines:
         return {} if self._open is None else {f.subject.deployment: f for f in self._open.active()}
 
     def note(self, found: Sequence[Finding], policy: Callable[[str], HysteresisPolicy], now: float) -> None:
-        """One tick's candidates, once a tick (a second ask at the same tick changes nothing)."""
-        if self._fed is not None and now <= self._fed:
+        """One tick's candidates, once a tick (a second ask at the same tick changes nothing). A tick is told by its
+        time, not ordered by it: after a step back of the wall clock (NTP) the ticks come earlier than the last one
+        noted, and refusing them held what was open for as long as the step, an hour after the loop closed it."""
+        if now == self._fed:
             return
         if self._open is None:
             self._open = Hysteresis(policy)
