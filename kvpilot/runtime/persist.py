@@ -76,6 +76,13 @@ def _changed(a: Decision | None, b: Decision) -> bool:
     )
 
 
+def _due(elapsed_s: float, every_s: float) -> bool:
+    """Whether a write made every ``every_s`` and last made ``elapsed_s`` ago (wall time, as stored) is due. A negative
+    time is due too: the wall clock stepped back since (NTP), and waiting until it passed the last write again left
+    nothing written for as long as the step (an hour)."""
+    return not 0.0 <= elapsed_s < every_s
+
+
 class TickWrites:
     """The loop's writes, and the decisions last stored (``stored``: the loop publishes and forgets from it too)."""
 
@@ -131,12 +138,12 @@ class TickWrites:
             w.submit(f"rollup {key}", partial(_record_rollup, deployment=key, t=now, signals=signals))
         for d in decisions:
             prior = self.stored.get(d.deployment)
-            if _changed(prior, d) or prior is None or d.timestamp - prior.timestamp >= self.decision_heartbeat_s:
+            if _changed(prior, d) or prior is None or _due(d.timestamp - prior.timestamp, self.decision_heartbeat_s):
                 self.stored[d.deployment] = d
                 w.submit(f"decision {d.deployment}", partial(_record_decision, decision=d))
         if capacity is not None:
             self._persist_capacity(now, deployments, capacity)
-        if self._last_prune is None or now - self._last_prune >= self.prune_every_s:
+        if self._last_prune is None or _due(now - self._last_prune, self.prune_every_s):
             self._last_prune = now
             horizon = self.retention_s
             w.submit(
@@ -155,7 +162,7 @@ class TickWrites:
             if last is not None:
                 # the store keeps a known engine and model when a tick reads none (upsert_deployments)
                 engine, model = engine or last[1], model or last[2]
-                if (engine, model) == last[1:] and now - last[0] < self.seen_every_s:
+                if (engine, model) == last[1:] and not _due(now - last[0], self.seen_every_s):
                     continue
             self._seen[key] = (now, engine, model)
             due.append(SeenDeployment(key, engine, model))
@@ -165,7 +172,7 @@ class TickWrites:
 
     def _persist_capacity(self, now: float, deployments: Mapping[str, DeploymentView], capacity: Capacity) -> None:
         """Once a minute, what one replica of each deployment sustains (learned or configured), for operators."""
-        if now - self._capacity_at < self.decision_heartbeat_s:
+        if not _due(now - self._capacity_at, self.decision_heartbeat_s):
             return
         self._capacity_at = now
         for key in deployments:

@@ -362,7 +362,6 @@ class Service:
 
     async def _run_loop(self) -> None:
         while not self.stop.is_set():
-            started = self.clock.now()
             began = self.clock.monotonic()  # the tick's length: a step of the wall clock must not stretch the sleep
             try:
                 await self.loop.tick()
@@ -375,7 +374,7 @@ class Service:
                     frozen = gc.get_freeze_count()
                     log.info("heap frozen after the first tick: %d objects no collection will trace", frozen)
             if self.own_store:
-                self._note_split(started)
+                self._note_split(began)
             self._wake_writer.set()
             self._wake_actuator.set()  # never awaited: a slow drain or store cannot hold the next tick
             await sleep_unless_stopped(
@@ -383,8 +382,9 @@ class Service:
             )
 
     def _note_split(self, now: float) -> None:
-        """Warn once when this replica, on its own SQLite, has ticked without the Lease for ``split_after_s``: that
-        another replica holds it when the Lease's last read named one, else that it could not hold it (and why)."""
+        """Warn once when this replica, on its own SQLite, has ticked without the Lease for ``split_after_s`` (``now``
+        on the monotonic clock: a step of the wall clock neither hastens nor delays it by the step): that another
+        replica holds it when the Lease's last read named one, else that it could not hold it (and why)."""
         if self.leadership.leader:
             self._following_since = None
             return

@@ -5,27 +5,14 @@ interval + 3600 s: no tick, no decision, no scrape for the hour, while /healthz 
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
-from collector.clock import VirtualClock
+from tests.helpers.clocks import SteppingClock
+from tests.helpers.sqlite_store import migrated
 from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks
-
-
-class SteppingClock(VirtualClock):
-    """A virtual wall clock that can also be stepped (either way) the way NTP steps one; its monotonic reading
-    never steps."""
-
-    def __init__(self, start: float) -> None:
-        super().__init__(start)
-        self.stepped = 0.0
-
-    def step(self, seconds: float) -> None:
-        self._now += seconds
-        self.stepped += seconds
-
-    def monotonic(self) -> float:
-        return self._now - self.stepped
+from tests.unit.kvpilot.runtime.test_service_own_store import Held
 
 
 @pytest.mark.parametrize("step_s", [-3600.0, 3600.0])
@@ -58,3 +45,36 @@ async def test_a_clock_step_during_a_tick_keeps_the_interval(tmp_path, step_s: f
     await service.wait()
     assert len(asked) >= 5
     assert asked[:5] == [service.interval_s] * 5  # the ticks take no virtual time: each sleep is the interval
+
+
+@pytest.mark.parametrize("step_s", [-3600.0, 3600.0])
+async def test_a_clock_step_neither_hastens_nor_delays_the_split_warning(tmp_path, caplog, step_s: float) -> None:
+    # A replica on its own SQLite warns once it has followed another holder for 60 s (4 lease periods). That time ran
+    # on the wall clock: a step ahead warned at the next tick ("held the Lease for 3605 s"), a step back an hour late.
+    caplog.set_level(logging.WARNING, logger="kvpilot.runtime.service")
+    clock = SteppingClock(START)
+    held = Held(leader=False, holder_seen="kvpilot-7d9f-0")
+    service, restored, timer = make_service(migrated(tmp_path / "kv.db"), clock, ScriptedFleet(clock), leadership=held)
+    tick = service.loop.tick
+
+    async def stepping_tick():  # type: ignore[no-untyped-def]
+        snap = await tick()
+        if service.loop.tick_count == 2:
+            clock.step(step_s)  # between the tick's start and its sleep
+        return snap
+
+    service.loop.tick = stepping_tick  # type: ignore[method-assign]
+    await service.start(restored)
+    try:
+        await run_ticks(service, timer, 11)  # 55 s of following
+        assert not _said(caplog)
+        await run_ticks(service, timer, 20)
+        (warning,) = _said(caplog)
+        assert "another replica (kvpilot-7d9f-0) has held the Lease for 60 s" in warning
+    finally:
+        service.stop.set()
+        await service.wait()
+
+
+def _said(caplog) -> list[str]:  # type: ignore[no-untyped-def]
+    return [r.getMessage() for r in caplog.records if r.name == "kvpilot.runtime.service"]
