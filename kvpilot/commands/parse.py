@@ -82,6 +82,8 @@ def command(
     except UnknownEngine as err:
         reason = _prefix_missing(body, openmetrics, file, mtime, prefix) if prefix else None
         raise _fail(f"{file}: {reason or err}") from None
+    except ValueError as err:  # an adapter's refusal (a page naming too many replicas), as the scrape loop says it
+        raise _fail(f"{file}: unreadable page: {err}") from None
     for error in page.parse_errors:  # a page read in part says so, as the scrape loop does per target
         typer.echo(f"kvpilot parse: {file}: read in part: {error}", err=True)
     if page.prefix:  # names read behind a stack's prefix, or a compatible server's namespace, say so

@@ -86,7 +86,14 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     with contextlib.closing(sqlite3.connect(tmp_path / "newer.db")) as db, db:  # a newer kvpilot's schema
         db.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)")
         db.execute("INSERT INTO alembic_version VALUES ('9999_future')")
-    names = ("bin.yaml", "dup.yaml", "folder", "y2999.csv", "deep.yaml", "targets.yaml", "bintargets.yaml", "newer.db")
+    # a page with a model label written per sample: 1,001 replicas (an adapter's ValueError traceback, exit 1)
+    (tmp_path / "replicas.txt").write_text(
+        "".join(f'vllm:num_requests_waiting{{model_name="m{i}"}} 1\n' for i in range(1001))
+    )
+    names = (
+        "bin.yaml", "dup.yaml", "folder", "y2999.csv", "deep.yaml", "targets.yaml", "bintargets.yaml", "newer.db",
+        "replicas.txt",
+    )  # fmt: skip
     return {"head": migrations.head(), **{name.split(".")[0]: str(tmp_path / name) for name in names}}
 
 
@@ -165,6 +172,10 @@ ONE_LINE = [
      "error: {y2999}:3: timestamp is 356,111 days from line 2's; a trace spans at most 400 days (a corrupt "
      "timestamp?): '2999-05-10 00:00:00+00:00,5,3'"),
     (["config", "show", "-c", "{deep}"], {}, "error: config file {deep}: nested too deeply near line 2"),
+    # session 21 E: an adapter's refusal was a ValueError traceback; said as the scrape loop says it
+    (["parse", "{replicas}"], {},
+     "kvpilot parse: {replicas}: unreadable page: the page names 1,001 replicas (values of model_name); at most "
+     "1,000 are read from one page (a label written per request?)"),
     # the port any free one: with 8080 taken (another kvpilot run on the machine) it said "cannot listen" instead
     (["run", "-c", "{bintargets}"], {"KVPILOT_HTTP_PORT": "0"},
      "error: collector.discovery (static): {targets}:1: not UTF-8 text (byte 0xff)"),
