@@ -431,6 +431,10 @@ async def run_demo(
             None,
             environment="development",
             data_dir=Path(data_dir),
+            # Its own SQLite file, whatever KVPILOT_DATABASE_URL says: a variable left exported for `kvpilot db` put
+            # the simulated fleet's decisions and findings (a vanished GPU on node-0, which the store's next reader
+            # restores and asks to drain) into that database, while the summary called it temporary.
+            store={"database_url": f"sqlite:///{Path(data_dir) / 'kvpilot.db'}"},
             # Loopback scrapes of a paused simulator: a generous timeout, so a busy machine cannot change results.
             collector={"interval_s": cfg.interval_s, "timeout_s": 0.9 * cfg.interval_s},
             scaler={
