@@ -14,6 +14,7 @@ Both raise `ScrapeError` with an operator-readable reason; the caller bounds the
 from __future__ import annotations
 
 import asyncio
+import operator
 import ssl
 import zlib
 from collections.abc import Callable
@@ -124,11 +125,17 @@ class StreamFetcher:
 
     def _take_idle(self, key: tuple[str, str, int]) -> _Conn | None:
         conns = self._idle.get(key)
+        conn = None
+        while conns and conn is None:
+            conn = conns.pop()
+            if _buffered(conn.reader):
+                # bytes the target sent after its last response ended, unasked (Go's transport: "Unsolicited response
+                # received on idle HTTP channel"; httpcore also drops such a connection): read as the next answer,
+                # they would be the next scrape's page, of any target behind this address
+                conn.close()
+                conn = None
         if not conns:
-            return None
-        conn = conns.pop()
-        if not conns:
-            del self._idle[key]
+            self._idle.pop(key, None)
         return conn
 
     def _give_back(self, key: tuple[str, str, int], conn: _Conn) -> None:
@@ -201,9 +208,11 @@ class StreamFetcher:
                     # A plain body of a known length within the cap (the usual page): one read of all of it, no chunks
                     # to collect and join.
                     plain = await _read_plain(conn.reader, length)
-                    reusable = keep_alive
+                    reusable = keep_alive if not _buffered(conn.reader) else _nothing_after(conn.reader, length)
                     return plain, headers.get("content-type")
                 await _read_exactly(conn.reader, length, body)
+                if _buffered(conn.reader):
+                    keep_alive = _nothing_after(conn.reader, length)
             else:
                 keep_alive = False  # the body ends when the connection does
                 while data := await conn.reader.read(65536):
@@ -273,6 +282,24 @@ def _parse_head(head: bytes) -> tuple[int, dict[str, str], bool]:
     connection = headers.get("connection", "").lower()
     keep_alive = "close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection
     return int(code), headers, keep_alive
+
+
+# Bytes received on a connection and not yet read: asyncio's reader keeps what arrives in its buffer.
+_buffered = operator.attrgetter("_buffer")
+
+
+def _nothing_after(reader: asyncio.StreamReader, length: int) -> bool:
+    """For a connection holding bytes after a body of ``length`` (``_buffered``): False for a stray line end (some
+    servers add one), left with the connection, which is not kept. A body longer than its Content-Length (one
+    counted in characters, not bytes) is refused: the page read is cut short, and the rest was read as the next
+    response on this connection, a failed scrape every other tick."""
+    extra = bytes(_buffered(reader))
+    if not extra.strip(b"\r\n"):
+        return False
+    raise ScrapeError(
+        f"the target sent more than its Content-Length of {length} bytes ({len(extra)} more at least; a length "
+        "counted in characters, not bytes?)"
+    )
 
 
 async def _read_plain(reader: asyncio.StreamReader, length: int) -> bytes:
