@@ -326,7 +326,7 @@ class Collector:
                     return self._read_as_no_gpus(target, started_ts, t0, body)
                 return self._failed(target, started_ts, t0, f"unreadable page: {exc}", body, empty_page=empty)
             except Exception as exc:  # an adapter bug must cost one target, not the whole tick
-                log.exception("adapting the page of %s failed", target.url)
+                log.exception("adapting the page of %s failed", redacted(target.url))
                 return self._failed(target, started_ts, t0, f"adapter error: {type(exc).__name__}: {exc}", body)
             duration = time.perf_counter() - t0
             if self._empty_since:

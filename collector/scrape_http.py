@@ -23,6 +23,8 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
+from collector.urls import redacted
+
 # The classic text format, what every engine serves; anything else a target insists on is still parsed. OpenMetrics
 # is not listed: prometheus_client >= 0.22 (vLLM, SGLang, NIM, TensorRT-LLM's exporters) ignores q-values and answers
 # any Accept naming it with OpenMetrics whose sample names are underscore-escaped ("vllm_x" samples under
@@ -241,11 +243,11 @@ def _prepare(url: str) -> tuple[tuple[str, str, int], bytes]:
     could not be written as an HTTP request at all and was reported as an 'unreadable page'."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ScrapeError(f"not an http(s) URL: {url}")
+        raise ScrapeError(f"not an http(s) URL: {redacted(url)}")
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as e:  # "http://h:x/": was also an 'unreadable page'
-        raise ScrapeError(f"not an http(s) URL: {url} ({e})") from None
+        raise ScrapeError(f"not an http(s) URL: {redacted(url)} ({e})") from None
     path = quote(parts.path or "/", safe=_PATH_SAFE)
     if parts.query:
         path += "?" + quote(parts.query, safe=_QUERY_SAFE)
@@ -381,7 +383,7 @@ class HttpxFetcher:
         except httpx.ConnectError as e:
             raise ScrapeError(f"connection failed: {e or type(e).__name__}") from None
         except httpx.InvalidURL as e:  # "http://h:x/": was an 'adapter error' with a traceback each tick
-            raise ScrapeError(f"not an http(s) URL: {url} ({e})") from None
+            raise ScrapeError(f"not an http(s) URL: {redacted(url)} ({e})") from None
         except httpx.HTTPError as e:
             raise ScrapeError(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__) from None
 

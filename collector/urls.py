@@ -3,7 +3,10 @@ kvpilot may show it."""
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
+
+_USERINFO = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:/@]*):.*@(?=[^@]*$)", re.S)
 
 
 def is_http_url(value: str) -> bool:
@@ -21,3 +24,11 @@ def redacted(url: str) -> str:
     findings: targets from discovery are not held to the API's rules and may carry them."""
     parts = urlsplit(url)
     return parts._replace(netloc=f"redacted@{parts.netloc.rpartition('@')[2]}").geturl() if "@" in parts.netloc else url
+
+
+def password_masked(url: str) -> str:
+    """``url`` with the password of its ``user:password@`` part as ``***`` (the user and host kept, to say which), for
+    the URLs an operator configures (``collector.discovery.promql_url``, whose password is sent as Basic auth, and
+    ``store.database_url``) wherever kvpilot shows them: log lines, error texts, ``kvpilot config show``. Read as
+    SQLAlchemy reads a database URL: the password runs to the last ``@`` (an unescaped ``/`` or ``@`` in it too)."""
+    return _USERINFO.sub(r"\g<scheme>\g<user>:***@", url, count=1) if url else url

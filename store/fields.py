@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from collector.roles import split_pool_key
+from collector.urls import redacted
 
 # Kubernetes' own rules: kubernetes/apimachinery, pkg/util/validation/validation.go (dns1123LabelFmt,
 # DNS1123LabelMaxLength = 63, dns1123SubdomainFmt, DNS1123SubdomainMaxLength = 253; unchanged since v0.17.2).
@@ -213,11 +214,7 @@ def fit_optional(value: str | None, width: int) -> str | None:
     return None if value is None else fit(value, width)
 
 
-def redact_url(url: str) -> str:
-    """``url`` without the user and password of a ``user:password@`` part, for labels, logs and listings (targets
-    from discovery are not checked by ``check_url`` and may carry them)."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return parts._replace(netloc=f"redacted@{host}").geturl()
+# ``url`` without the user and password of a ``user:password@`` part (``redacted@host``), for labels, logs and
+# listings: targets from discovery are not checked by ``check_url`` and may carry them. One helper for the collector's
+# messages and the store's (was a copy of it here).
+redact_url = redacted

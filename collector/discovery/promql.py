@@ -64,6 +64,7 @@ from collector.promql.series import (
 )
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult, ScrapeResult, end_reader
+from collector.urls import password_masked
 
 Mode = Literal["replicas", "aggregates"]
 MODES: tuple[Mode, ...] = ("replicas", "aggregates")
@@ -139,6 +140,8 @@ class PromQLSource:
         if max_answer_bytes < 1024 or max_replicas < 1:
             raise ValueError("PromQL source: max_answer_bytes must be >= 1024 and max_replicas >= 1")
         self.url = url.rstrip("/")
+        # what messages name: the URL's user:password@ is sent as Basic auth, never written (`password_masked`)
+        self.shown = password_masked(self.url)
         self.mode: Mode = mode
         self.timeout_s = timeout_s
         self.max_answer_bytes = max_answer_bytes
@@ -217,9 +220,9 @@ class PromQLSource:
     async def _read(self, path: str, form: Mapping[str, Any] | None) -> bytes:
         """The answer's body (inflated), refused past ``max_answer_bytes``; GET without a form, else POST (a
         long ad-hoc query would not fit in a URL)."""
-        where = f"{self.url}{path}"
+        where, shown = f"{self.url}{path}", f"{self.shown}{path}"
         if self._plain is not None and self._plain.serves(where):
-            return await self._read_plain(self._plain, where, form)
+            return await self._read_plain(self._plain, where, shown, form)
         chunks: list[bytes] = []
         size = 0
         if form is None:
@@ -230,20 +233,22 @@ class PromQLSource:
             response = await self._client.send(request, stream=True)
             try:
                 if response.status_code != 200:
-                    raise PromQLError(f"{where}: HTTP {response.status_code}: {await _error_start(response)}")
+                    raise PromQLError(f"{shown}: HTTP {response.status_code}: {await _error_start(response)}")
                 async for chunk in response.aiter_bytes():
                     size += len(chunk)
                     if size > self.max_answer_bytes:
-                        raise self._too_large(where)
+                        raise self._too_large(shown)
                     chunks.append(chunk)
             finally:
                 await response.aclose()
         except httpx.HTTPError as e:
-            raise PromQLError(f"{where}: {type(e).__name__}: {server_text(e)}") from None
+            raise PromQLError(f"{shown}: {type(e).__name__}: {server_text(e)}") from None
         self.last_answer_bytes += size
         return b"".join(chunks)
 
-    async def _read_plain(self, client: PlainHttpClient, where: str, form: Mapping[str, Any] | None) -> bytes:
+    async def _read_plain(
+        self, client: PlainHttpClient, where: str, shown: str, form: Mapping[str, Any] | None
+    ) -> bytes:
         """``_read`` through the lean client: the same requests, answers, cap and errors."""
         try:
             if form is None:
@@ -254,11 +259,11 @@ class PromQLSource:
                     "POST", where, body=body, content_type=_FORM_TYPE, max_bytes=self.max_answer_bytes
                 )
         except TooLarge:
-            raise self._too_large(where) from None
+            raise self._too_large(shown) from None
         except HttpError as e:
-            raise PromQLError(f"{where}: {server_text(e)}") from None
+            raise PromQLError(f"{shown}: {server_text(e)}") from None
         if answer.status != 200:
-            raise PromQLError(f"{where}: HTTP {answer.status}: {_quoted_error(answer.body)}")
+            raise PromQLError(f"{shown}: HTTP {answer.status}: {_quoted_error(answer.body)}")
         self.last_answer_bytes += len(answer.body)
         return answer.body
 
@@ -288,7 +293,7 @@ class PromQLSource:
     async def _body(self, path: str, form: Mapping[str, Any] | None = None) -> bytes:
         """The answer's bytes, cancelled by ``abort()``."""
         if self._stop.is_set():
-            raise Stopped(f"{self.url}: stopping, no query sent")
+            raise Stopped(f"{self.shown}: stopping, no query sent")
         # httpx's timeout bounds each read, not the answer: collector.timeout_s bounds the whole query.
         task = asyncio.ensure_future(asyncio.wait_for(self._read(path, form), self.timeout_s))
         self._in_flight.add(task)
@@ -296,11 +301,11 @@ class PromQLSource:
             body = await task
         except asyncio.CancelledError:
             if self._stop.is_set():
-                raise Stopped(f"{self.url}{path}: stopping, query abandoned") from None
+                raise Stopped(f"{self.shown}{path}: stopping, query abandoned") from None
             raise
         except TimeoutError:
             raise PromQLError(
-                f"{self.url}{path}: no complete answer within collector.timeout_s ({self.timeout_s} s)"
+                f"{self.shown}{path}: no complete answer within collector.timeout_s ({self.timeout_s} s)"
             ) from None
         finally:
             self._in_flight.discard(task)
@@ -308,11 +313,11 @@ class PromQLSource:
 
     async def _data(self, path: str, form: Mapping[str, Any] | None = None) -> Any:
         """Read, and decode in a worker thread."""
-        return await asyncio.to_thread(decode.answer, await self._body(path, form), f"{self.url}{path}")
+        return await asyncio.to_thread(decode.answer, await self._body(path, form), f"{self.shown}{path}")
 
     async def _vector(self, query: str, now: float) -> list[decode.Series]:
         data = await self._data("/api/v1/query", {"query": query, "time": now})
-        return decode.vector(data, f"{self.url} query {query[:80]!r}", check_series=True)
+        return decode.vector(data, f"{self.shown} query {query[:80]!r}", check_series=True)
 
     async def query_vector(self, query: str, now: float) -> list[decode.Series]:
         """One instant query's series, through this source's client, timeout and size cap (another reader of the
@@ -324,7 +329,7 @@ class PromQLSource:
         try:
             self._metadata = {name: entries[0]["type"] for name, entries in data.items() if entries}
         except LAYOUT_ERRORS as e:
-            raise _unreadable(f"{self.url}/api/v1/metadata", e) from e
+            raise _unreadable(f"{self.shown}/api/v1/metadata", e) from e
         self._metadata_at = self.clock.monotonic()
 
     async def collect_once(self, targets: Sequence[TargetInfo] = ()) -> CollectResult:
@@ -396,7 +401,7 @@ class PromQLSource:
         return sorted(names)
 
     async def _query_body(self, query: str, now: float) -> tuple[str, bytes]:
-        where = f"{self.url} query {query[:80]!r}"
+        where = f"{self.shown} query {query[:80]!r}"
         return where, await self._body("/api/v1/query", {"query": query, "time": now})
 
     async def _in_reader(self, job: Callable[..., list[ScrapeResult]]) -> list[ScrapeResult]:
@@ -407,9 +412,9 @@ class PromQLSource:
             try:
                 return await asyncio.to_thread(partial(job, stop=self._stop))
             except LAYOUT_ERRORS as e:
-                raise _unreadable(f"{self.url} query answers", e) from e
+                raise _unreadable(f"{self.shown} query answers", e) from e
         if self._stop.is_set():
-            raise Stopped(f"{self.url}: stopping, no answer read")
+            raise Stopped(f"{self.shown}: stopping, no answer read")
         if self._reader is None:
             # spawn, not fork: the parent runs threads (the event loop's executors, the store writer)
             self._reader = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
@@ -419,11 +424,11 @@ class PromQLSource:
             )
         except concurrent.futures.BrokenExecutor:
             if self._stop.is_set():
-                raise Stopped(f"{self.url}: stopping, the reader's round abandoned") from None
+                raise Stopped(f"{self.shown}: stopping, the reader's round abandoned") from None
             self._reader = None  # killed, out of memory: the next round starts another
-            raise PromQLError(f"{self.url}: the answer reader process died while reading this round") from None
+            raise PromQLError(f"{self.shown}: the answer reader process died while reading this round") from None
         except LAYOUT_ERRORS as e:
-            raise _unreadable(f"{self.url} query answers", e) from e
+            raise _unreadable(f"{self.shown} query answers", e) from e
         return await asyncio.to_thread(_unpickled, pieces)
 
     def _collected(self, results: Sequence[ScrapeResult], now: float) -> CollectResult:
@@ -525,7 +530,7 @@ class PromQLSource:
         except (PromQLError, *LAYOUT_ERRORS) as e:
             log.warning(
                 "PromQL source: %s: the check of %d GPU(s) gone past the lookback failed, kept vanished: %s: %s",
-                self.url,
+                self.shown,
                 sum(len(gpus) for _, gpus in left),
                 type(e).__name__,
                 server_text(e, 300),

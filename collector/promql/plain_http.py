@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
+from collector.urls import password_masked
+
 _READ_BYTES = 64 * 1024
 _MAX_IDLE_PER_ORIGIN = 8
 _HEX_DIGITS = b"0123456789abcdefABCDEF"
@@ -111,7 +113,7 @@ class PlainHttpClient:
         if target is None:
             parts = urlsplit(url)
             if parts.scheme != "http" or not parts.hostname:
-                raise HttpError(f"not a plain-HTTP URL: {url!r}")
+                raise HttpError(f"not a plain-HTTP URL: {password_masked(url)!r}")
             port = parts.port or 80
             host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
             path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")

@@ -4,13 +4,12 @@ the defaults merged — with the planner configuration every deployment gets, se
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-_USERINFO = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:/@]*):.*@(?=[^@]*$)", re.S)
+from collector.urls import password_masked
 
 app = typer.Typer(help="Show the effective configuration.", no_args_is_help=True)
 
@@ -25,21 +24,13 @@ def effective(config: Path | None) -> dict[str, Any]:
     out: dict[str, Any] = settings.model_dump(mode="json")  # SecretStr fields come out masked
     # URLs are plain strings: their passwords are masked here (a database URL's is a secret, docs/quickstart.md)
     store, discovery = out["store"], out["collector"]["discovery"]
-    store["database_url"] = _password_masked(store["database_url"])
-    discovery["promql_url"] = _password_masked(discovery["promql_url"])
+    store["database_url"] = password_masked(store["database_url"])
+    discovery["promql_url"] = discovery["promql_url"] and password_masked(discovery["promql_url"])
     out["planner"] = planner_config(settings, settings.scaler.default).to_json()
     out["planner_deployments"] = {
         key: planner_config(settings, scaling).to_json() for key, scaling in sorted(settings.scaler.deployments.items())
     }
     return out
-
-
-def _password_masked(url: str | None) -> str | None:
-    """``url`` with the password of its ``user:password@`` part as ``***`` (the user kept, to say which). Read as
-    SQLAlchemy reads a database URL: the password runs to the last ``@`` (an unescaped ``/`` or ``@`` in it too)."""
-    if not url:
-        return url
-    return _USERINFO.sub(r"\g<scheme>\g<user>:***@", url, count=1)
 
 
 @app.command("show")

@@ -71,6 +71,7 @@ def _refuse_memory_store(url: str) -> None:
     table" while the process ran on as if stored. Refused before anything starts (`StoreConfigError`)."""
     from sqlalchemy.engine import make_url
 
+    from collector.urls import password_masked
     from store.db import StoreConfigError
 
     try:
@@ -79,8 +80,8 @@ def _refuse_memory_store(url: str) -> None:
         return
     if parsed.get_backend_name() == "sqlite" and (parsed.database or "") in ("", ":memory:"):
         raise StoreConfigError(
-            f"database URL {url!r} is a SQLite database in memory, one per connection: kvpilot's store threads "
-            "would each see an empty one; give a file, e.g. sqlite:////var/lib/kvpilot/kvpilot.db"
+            f"database URL {password_masked(url)!r} is a SQLite database in memory, one per connection: kvpilot's "
+            "store threads would each see an empty one; give a file, e.g. sqlite:////var/lib/kvpilot/kvpilot.db"
         )
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from collector.urls import password_masked
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -19,8 +21,9 @@ def url_or_unset(value: str | None) -> str | None:
     if not value.strip():
         raise ValueError(f"is blank ({value[:20]!r}, only white space): unset it for the default, or give a value")
     if value != value.strip():
+        shown = value.replace(value.strip(), password_masked(value.strip()))  # never a password in the message
         raise ValueError(
-            f"has white space around it ({value[:10]!r}...{value[-10:]!r}): remove it (a value written with echo "
+            f"has white space around it ({shown[:10]!r}...{shown[-10:]!r}): remove it (a value written with echo "
             "keeps its newline)"
         )
     return value

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from collector.urls import is_http_url
+from collector.urls import is_http_url, password_masked
 from kvpilot.settings._section import _Section, url_or_unset
 from store.fields import TargetSpec
 
@@ -112,7 +112,9 @@ class DiscoverySettings(_Section):
         if value is None:
             return value
         if not is_http_url(value):  # was accepted, and every tick failed (`http://[::1`: a traceback a tick)
-            raise ValueError(f"must be an http(s) URL with a host, e.g. http://prometheus:9090, got {value[:200]!r}")
+            raise ValueError(
+                f"must be an http(s) URL with a host, e.g. http://prometheus:9090, got {password_masked(value)[:200]!r}"
+            )
         return value
 
     @field_validator("promql_replica_labels")
