@@ -56,6 +56,18 @@ def _epoch(value: Any) -> float | None:
 
 
 # A Lease's record, as client-go compares it to tell a renewal (any change) from a Lease left as it was.
+def forbidden_words(namespace: str) -> str:
+    """What a 403 on a Lease means and how to fix it, said once (a Lease call refused every round otherwise read as
+    one warning line every ``renew_every_s`` naming no cause: no replica led, drains and direct scaling never ran)."""
+    return (
+        f"kvpilot's service account may not use Leases in namespace {namespace!r} (HTTP 403): no instance leads, so "
+        "no drain and no direct scaling runs (KEDA's answers go on). Give it a Role granting get, list, create and "
+        f"update on leases (coordination.k8s.io) in {namespace!r}, bound to it (deploy/base/rbac.yaml: Role and "
+        "RoleBinding kvpilot-leader-election), or set ha.lease_namespace to the namespace whose Role grants them "
+        "(unset: kvpilot's own namespace)"
+    )
+
+
 _RECORD = ("holderIdentity", "renewTime", "acquireTime", "leaseDurationSeconds", "leaseTransitions")
 
 
@@ -315,6 +327,7 @@ class LeaseElector:
         # holder it read holding it unexpired, and why it could not read or write it (None: it answered).
         self.holder_seen: str | None = None
         self.lease_failure: str | None = None
+        self._forbidden_said = False  # a 403 is explained once, until a call is allowed again
 
     @property
     def leader(self) -> bool:
@@ -347,9 +360,14 @@ class LeaseElector:
             won = self._round(now, current)
             if won:
                 self._renewed_at = began  # only a write the API server accepted extends our lease
+            self._forbidden_said = False
         except ApiException as e:
             self.lease_failure = f"HTTP {e.status} {e.reason}"
-            won = False if e.status == 409 else self._keep_until_expiry(began, self.lease_failure)
+            forbidden = e.status == 403
+            if forbidden and not self._forbidden_said:
+                log.error("lease %s/%s: %s", self.namespace, self.name, forbidden_words(self.namespace))
+                self._forbidden_said = True
+            won = False if e.status == 409 else self._keep_until_expiry(began, self.lease_failure, quiet=forbidden)
         except Exception as e:  # the API server is unreachable
             self.lease_failure = str(e).splitlines()[0] if str(e) else type(e).__name__
             won = self._keep_until_expiry(began, self.lease_failure)
@@ -360,9 +378,11 @@ class LeaseElector:
             self.written = None
         return won
 
-    def _keep_until_expiry(self, now: float, why: str) -> bool:
+    def _keep_until_expiry(self, now: float, why: str, *, quiet: bool = False) -> bool:
+        """``quiet``: a failure already explained (a 403), logged at debug."""
         keep = self._leader and self._renewed_at is not None and now - self._renewed_at < self.lease_duration_s
-        log.warning(
+        log.log(
+            logging.DEBUG if quiet else logging.WARNING,
             "lease %s/%s: cannot renew (%s)%s",
             self.namespace,
             self.name,

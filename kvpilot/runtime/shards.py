@@ -32,7 +32,7 @@ from collector.clock import Clock
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult, ScrapeResult, Sleep
 from collector.urls import redacted
-from kvpilot.runtime.lease import Lease, LeaseElector, Leases, LeaseSightings, _duration, campaign
+from kvpilot.runtime.lease import Lease, LeaseElector, Leases, LeaseSightings, _duration, campaign, forbidden_words
 from kvpilot.runtime.loop import Aggregates
 from kvpilot.runtime.stopping import in_daemon_thread
 from scaler.decision import Decision
@@ -185,6 +185,7 @@ class ShardCoordinator:
         # resourceVersion) instead of reading each Lease again. Empty when the list failed: each one reads its own.
         self._listed: dict[str, Lease] = {}
         self._listed_ok = False
+        self._forbidden_said = False  # a list refused 403 is explained once, until one is allowed
         self._members_before: frozenset[str] = frozenset()
         # Whether the last list found nothing to settle (then the next one waits until ``_list_due_at``).
         self._settled = False
@@ -335,11 +336,16 @@ class ShardCoordinator:
             leases = self._api.list_namespaced_lease(self.namespace, label_selector=f"{GROUP_LABEL}={self.lease_name}")
         except Exception as e:  # the API server is away: keep what was read, renewals decide what we keep
             why = str(e).splitlines()[0] if str(e) else type(e).__name__
-            log.warning("shards: cannot list Leases (%s); keeping the last view", why)
             status = getattr(e, "status", None)  # an ApiException: said as LeaseElector says it
+            if status == 403 and not self._forbidden_said:  # said once, with the fix, until a list is allowed
+                log.error("shards: cannot list Leases: %s", forbidden_words(self.namespace))
+            elif status != 403:
+                log.warning("shards: cannot list Leases (%s); keeping the last view", why)
+            self._forbidden_said = status == 403
             self._failure = f"HTTP {status} {getattr(e, 'reason', '')}".rstrip() if isinstance(status, int) else why
             return set(self._members_before)
         self._listed_ok = True
+        self._forbidden_said = False
         members: set[str] = set()
         seen: dict[int, _Seen] = {}
         due = now + self.lease_duration_s / 2

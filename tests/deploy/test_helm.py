@@ -91,7 +91,7 @@ def test_values_move_the_release_and_make_the_secret() -> None:
     config = yaml.safe_load(docs["ConfigMap", "kvpilot-config"]["data"]["config.yaml"])
     assert config["collector"]["interval_s"] == 10
     assert config["collector"]["discovery"]["kind"] == "kubernetes", "values merge over deploy/base's config"
-    assert config["ha"]["lease_namespace"] == "inference-ops"
+    assert "lease_namespace" not in config["ha"], "unset: kvpilot's own namespace, where the Role is (ha.py)"
     assert ("ServiceMonitor", "kvpilot") not in docs
     assert not [k for k in docs if k[1].startswith("kvpilot-dashboard-")]
     secret = docs["Secret", "kvp-tokens"]
