@@ -245,7 +245,6 @@ def main() -> None:
             continue
         n = d["n"]
         gap0 = n[0] - frontier_n
-        totals["point>frontier" if gap0 > 0 else "point<frontier"] += gap0 * dt
         split = {"point>frontier" if gap0 > 0 else "point<frontier": gap0}
         for name, x, y in zip(CAUSES[2:9], n[:-1], n[1:], strict=True):
             split[name] = y - x
