@@ -269,6 +269,9 @@ def main() -> None:
             for f in (lo, hi)
         ],
         "share_hi": share,
+        "envelope": [
+            {"attainment": f.attainment, "replica_hours": f.replica_s / 3600.0, "schedule": f.schedule} for f in env
+        ],
         "measured_capacity_rps": measured[0],
         "extra_held_hours_by_cause": hours,
         "extra_held_hours_total": round(sum(totals.values()) / 3600.0, 4),
