@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+# A wall clock that moved more than this away from the monotonic one between two readings was stepped (NTP), not
+# slewed: slewing moves it by at most 0.5 ms a second.
+STEP_S = 1.0
 
 
 class Clock(Protocol):
@@ -47,3 +54,30 @@ class VirtualClock:
         if t < self._now:
             raise ValueError(f"cannot move a clock backwards from {self._now} to {t}")
         self._now = t
+
+
+class StepFreeTime:
+    """A wall clock's readings with its steps taken out, for what orders or ages a history of its own (the planner's
+    forecasters, windows and holds): equal to the wall time until the wall clock steps (NTP: an hour back or ahead),
+    then as far from it as the steps add up to, moving between two readings as the monotonic clock did. A step then
+    changes nothing but the stamps reported on the wall clock, where a step back of an hour had every new point
+    refused for the hour (stamped before the last one) and a step ahead read as an hour gone by."""
+
+    def __init__(self, step_s: float = STEP_S) -> None:
+        self.step_s = step_s
+        self.offset_s = 0.0  # this time less the wall time
+        self._last: tuple[float, float] | None = None  # the last (wall, monotonic) reading
+
+    def at(self, now: float, monotonic: float) -> float:
+        """The step-free time of the wall reading ``now``, taken with the monotonic reading ``monotonic``."""
+        last, self._last = self._last, (now, monotonic)
+        if last is not None:
+            step = (now - last[0]) - (monotonic - last[1])
+            if abs(step) > self.step_s:
+                self.offset_s -= step
+                log.warning(
+                    "the wall clock stepped %+.0f s: the planner's time goes on without the step, %+.0f s from it",
+                    step,
+                    self.offset_s,
+                )
+        return now + self.offset_s

@@ -29,7 +29,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 from prometheus_client import Counter, Histogram
 
 from collector.aggregates import DeploymentAggregate
-from collector.clock import Clock
+from collector.clock import Clock, StepFreeTime
 from collector.discovery import Discovery
 from collector.promql.decode import LAYOUT_ERRORS, PromQLError
 from collector.samples import TargetInfo
@@ -200,6 +200,10 @@ class ControlLoop:
         # After the planner: a rollout's surge on top of its decision (scaler.rollout_stage).
         self.rollout = rollout if rollout is not None else RolloutStage(detection.thresholds)
         self.own_raise = OwnRaise()  # what the rollout stage added to the planner's count (scaler.own_raise)
+        # The planner's time: its forecasters refuse a point stamped before their last, and its windows and holds age
+        # on it, so a step of the wall clock is taken out of it (its decisions are stamped on the wall clock). The
+        # memory of kvpilot's own raise ages on it too.
+        self._planner_time = StepFreeTime()
         self._known: set[str] = set(managed)  # deployments whose replica count the scale source is asked for
         self.owns = owns  # sharding (kvpilot.runtime.shards): this instance decides only the deployments of its shards
         # sharding (kvpilot.runtime.shards.Takeover): at each tick's start, the stored decisions of a shard just taken
@@ -228,7 +232,7 @@ class ControlLoop:
         for d in decisions.values():
             self.board.publish(d)
         # a raise published again is kvpilot's own, as it was for the instance that stored it (scaler.own_raise)
-        self.own_raise.resume(decisions.values(), self.clock.now())
+        self.own_raise.resume(decisions.values(), self._planner_time.at(self.clock.now(), self.clock.monotonic()))
         if self.scale is not None:  # a deployment at zero replicas when kvpilot restarted is still managed
             self._known |= set(decisions)
 
@@ -264,11 +268,12 @@ class ControlLoop:
         if self.owns is not None:
             if self.takes_over is not None:  # the raise its old holder stored is kvpilot's own (scaler.own_raise)
                 taken = await self._abandon.race("discover", self.takes_over())
-                self.own_raise.resume(taken, self.clock.now())
+                self.own_raise.resume(taken, self._planner_time.at(self.clock.now(), self.clock.monotonic()))
             self._release_unowned(self.owns)
         self._targets = await self._abandon.race("discover", self._discover())
         result = await self._abandon.race("collect", self._collect())
         now = self.clock.now()
+        planner_now = self._planner_time.at(now, self.clock.monotonic())
         self.metrics.scrape_failures.inc(sum(1 for r in result.results if not r.ok))
         # Replicas whose targets discovery stopped listing were scaled down or deleted: forget them at once.
         engine_keys = {replica_key(t.namespace, t.pod) for t in self._targets if t.kind == "engine" and t.pod}
@@ -304,17 +309,17 @@ class ControlLoop:
         else:  # keep reporting what was open rather than closing everything on a detector crash
             findings = self._guard("detect", self.detection.active, no_findings)
         if view is None:
-            planned = await self._off_loop("decide", partial(self._decide_seen, now), no_decisions)
+            planned = await self._off_loop("decide", partial(self._decide_seen, now, planner_now), no_decisions)
         else:
             # The count read is what kvpilot published: the planner's count plus what the rollout stage raised it
             # by. The planner starts from its own (scaler.own_raise), or a hold would keep the raise and the stage
             # add it again every tick; each decision then carries the count as read, which the stage and the
             # actuation go by.
             read, rates = dict(view.replicas), dict(view.arrival_rates)
-            counts = self.own_raise.planner_counts(read, now)
+            counts = self.own_raise.planner_counts(read, planner_now)
             decisions = await self._off_loop(
                 "decide",
-                lambda: self.planner.decide(self.state, now, current_replicas=counts, arrival_rates=rates or None),
+                lambda: self._decide(now, planner_now, current_replicas=counts, arrival_rates=rates or None),
                 no_decisions,
             )
             # terminating pods of a deleted deployment may still be in FleetState: no decision for it
@@ -334,7 +339,7 @@ class ControlLoop:
             planned,
         )
         # each raised decision records the planner's count, stored with it: a new instance resumes the raise (resume)
-        decisions = self._guard("decide", partial(self.own_raise.note, planned, decisions, now), decisions)
+        decisions = self._guard("decide", partial(self.own_raise.note, planned, decisions, planner_now), decisions)
         self._guard("detect", partial(self.detection.set_demand, demand_hints(decisions)), None)
         self._abandon.check("decide")  # the last point where nothing of this tick is stored yet
         self._persist(now, findings, decisions, detected=transitions is not None)
@@ -351,14 +356,31 @@ class ControlLoop:
             self.metrics.overruns.inc()
         return snapshot
 
-    def _decide_seen(self, now: float) -> list[Decision]:
+    def _decide(
+        self,
+        now: float,
+        planner_now: float,
+        *,
+        current_replicas: Mapping[str, int] | None,
+        arrival_rates: Mapping[str, float] | None = None,
+    ) -> list[Decision]:
+        """The planner's decisions, decided on its step-free time (``StepFreeTime``) and stamped ``now`` (wall time,
+        as everything the loop stores and publishes: KEDA's reader ages a decision on its stamp)."""
+        decisions = self.planner.decide(
+            self.state, planner_now, current_replicas=current_replicas, arrival_rates=arrival_rates
+        )
+        if planner_now == now:
+            return decisions
+        return [dataclasses.replace(d, timestamp=now) for d in decisions]
+
+    def _decide_seen(self, now: float, planner_now: float) -> list[Decision]:
         """Without a scale source the planner counts the replicas the collector sees, and those carry the rollout
         stage's raise once its pods serve: where they do, the planner is told the count less the raise
         (``scaler.own_raise``), and each decision then carries the count as seen, which the stage reads as the
         replicas asked for."""
         seen = {key: replica_count(v) for key, v in self.state.deployments().items()}
-        own = {key: n for key, n in self.own_raise.planner_counts(seen, now).items() if n != seen[key]}
-        decisions = self.planner.decide(self.state, now, current_replicas=own or None)
+        own = {key: n for key, n in self.own_raise.planner_counts(seen, planner_now).items() if n != seen[key]}
+        decisions = self._decide(now, planner_now, current_replicas=own or None)
         return [
             dataclasses.replace(d, current_replicas=seen[d.deployment]) if d.deployment in own else d for d in decisions
         ]
