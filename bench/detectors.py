@@ -480,7 +480,7 @@ def main() -> None:
     parser.add_argument(
         "--seeds",
         default="reporting",
-        help="KV episodes: the reporting seeds (default, 15-16), the seeds the thresholds were tuned on ('tuning'), "
+        help="KV episodes: the reporting seeds (default, 19-20), the seeds the thresholds were tuned on ('tuning'), "
         "the reporting seeds of 2026-12-03 21:51 ('earlier', 11-12), those before ('continuity', 3-4), or a "
         "comma-separated list of seeds",
     )
