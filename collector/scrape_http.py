@@ -130,7 +130,7 @@ class StreamFetcher:
         conn = None
         while conns and conn is None:
             conn = conns.pop()
-            if _buffered(conn.reader):
+            if buffered(conn.reader):
                 # bytes the target sent after its last response ended, unasked (Go's transport: "Unsolicited response
                 # received on idle HTTP channel"; httpcore also drops such a connection): read as the next answer,
                 # they would be the next scrape's page, of any target behind this address
@@ -210,10 +210,10 @@ class StreamFetcher:
                     # A plain body of a known length within the cap (the usual page): one read of all of it, no chunks
                     # to collect and join.
                     plain = await _read_plain(conn.reader, length)
-                    reusable = keep_alive if not _buffered(conn.reader) else _nothing_after(conn.reader, length)
+                    reusable = keep_alive if not buffered(conn.reader) else _nothing_after(conn.reader, length)
                     return plain, headers.get("content-type")
                 await _read_exactly(conn.reader, length, body)
-                if _buffered(conn.reader):
+                if buffered(conn.reader):
                     keep_alive = _nothing_after(conn.reader, length)
             else:
                 keep_alive = False  # the body ends when the connection does
@@ -286,16 +286,17 @@ def _parse_head(head: bytes) -> tuple[int, dict[str, str], bool]:
     return int(code), headers, keep_alive
 
 
-# Bytes received on a connection and not yet read: asyncio's reader keeps what arrives in its buffer.
-_buffered = operator.attrgetter("_buffer")
+# Bytes received on a connection and not yet read: asyncio's reader keeps what arrives in its buffer. Shared with
+# kvpilot's PromQL client (collector.promql.plain_http), which keeps connections the same way.
+buffered = operator.attrgetter("_buffer")
 
 
 def _nothing_after(reader: asyncio.StreamReader, length: int) -> bool:
-    """For a connection holding bytes after a body of ``length`` (``_buffered``): False for a stray line end (some
+    """For a connection holding bytes after a body of ``length`` (``buffered``): False for a stray line end (some
     servers add one), left with the connection, which is not kept. A body longer than its Content-Length (one
     counted in characters, not bytes) is refused: the page read is cut short, and the rest was read as the next
     response on this connection, a failed scrape every other tick."""
-    extra = bytes(_buffered(reader))
+    extra = bytes(buffered(reader))
     if not extra.strip(b"\r\n"):
         return False
     raise ScrapeError(

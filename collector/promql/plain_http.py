@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
+from collector.scrape_http import buffered
 from collector.urls import password_masked
 
 _READ_BYTES = 64 * 1024
@@ -137,7 +138,10 @@ class PlainHttpClient:
         idle = self._idle.get(origin)
         while idle:
             streams = idle.pop()
-            if streams[0].at_eof() or streams[1].is_closing():  # the server closed it while idle
+            if streams[0].at_eof() or streams[1].is_closing() or buffered(streams[0]):
+                # the server closed it while idle, or sent bytes unasked (a proxy's, a second answer, the rest of an
+                # answer longer than its Content-Length): read, they would be taken for the next answer (Go's
+                # transport and httpcore also drop such a connection)
                 _close(streams)
                 continue
             return streams, True

@@ -20,6 +20,7 @@ from collector.clock import VirtualClock
 from collector.discovery.promql import PromQLError, PromQLSource
 from collector.promql.plain_http import INFLATE_STEP, HttpError, PlainHttpClient, TooLarge, _Body
 from kvpilot.runtime.shards import Held, OwnedCollect
+from tests.helpers.poll import until
 from tests.services.promapi import T0, FakeFleet, serve
 
 NOW = T0 + 600.0
@@ -399,3 +400,76 @@ async def test_a_large_gzip_answer_is_inflated_in_pieces_the_loop_answering_betw
         task.cancel()
     pieces = min(cut or len(body), len(body)) // INFLATE_STEP
     assert turns - before >= pieces >= 1
+
+
+class _Unasked:
+    """A kept-alive server (a Prometheus behind a proxy that misbehaves) answering each request with ``answer(path)``
+    and, once the client holds the connection idle, sending ``after`` on it unasked. Counts connections."""
+
+    def __init__(self, answer: Callable[[bytes], bytes], after: bytes = b"") -> None:
+        self.answer, self.after, self.connections = answer, after, 0
+        self.url = ""
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                request = await reader.readuntil(b"\r\n\r\n")
+                writer.write(self.answer(request.split(b" ")[1]))
+                await writer.drain()
+                if self.after:
+                    await asyncio.sleep(0.05)  # after the client has read the answer and kept the connection
+                    writer.write(self.after)
+                    await writer.drain()
+        writer.close()
+
+    async def serving(self) -> asyncio.base_events.Server:
+        server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        return server
+
+
+def _answer(path: bytes, *, length: int | None = None, tail: bytes = b"") -> bytes:
+    body = b'{"status":"success","data":{"resultType":"vector","result":[],"path":"%s \xc3\xbc"}}' % path
+    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s%s" % (len(body) if length is None else length, body, tail)
+
+
+async def test_bytes_sent_unasked_on_a_kept_connection_are_never_read_as_the_next_answer() -> None:
+    # after the first answer the server (a proxy) sends a made-up one: the next query read it as its own answer
+    made_up = b'{"status":"success","data":{"resultType":"vector","result":[],"path":"made up"}}'
+    srv = _Unasked(_answer, after=b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(made_up), made_up))
+    client = PlainHttpClient()
+    async with await srv.serving():
+        assert b'"/a ' in (await client.request("GET", srv.url + "/a", max_bytes=1 << 20)).body
+        (held,) = [s for idle in client._idle.values() for s in idle]
+        await until(lambda: len(held[0]._buffer) > 0, what="the unasked answer reached the idle connection")
+        got = (await client.request("GET", srv.url + "/b", max_bytes=1 << 20)).body
+        await client.aclose()
+    assert b'"/b ' in got
+    assert srv.connections == 2  # the connection that held it was closed, not read
+
+
+async def test_the_rest_of_an_answer_longer_than_its_content_length_is_never_read_as_the_next_answer() -> None:
+    # a length counted in characters (the 'ü' is 2 bytes): the rest of the answer was read as the next answer ('not an
+    # HTTP/1.x answer'), a failed query every other tick; now each answer is read as long as it says (the JSON decode
+    # refuses it, cut short) and its rest closes the connection when it is next taken
+    srv = _Unasked(lambda path: _answer(path, length=len(_answer(path).split(b"\r\n\r\n", 1)[1].decode())))
+    client = PlainHttpClient()
+    async with await srv.serving():
+        for path in ("/q", "/r", "/s"):
+            got = await client.request("GET", srv.url + path, max_bytes=1 << 20)
+            assert got.status == 200
+            assert got.body.startswith(b'{"status"')  # its own answer, cut short by the byte it miscounted
+            assert path.encode() in got.body
+        await client.aclose()
+    assert srv.connections == 3
+
+
+async def test_a_stray_line_end_after_an_answer_is_read_past() -> None:
+    srv = _Unasked(lambda path: _answer(path, tail=b"\r\n"))
+    client = PlainHttpClient()
+    async with await srv.serving():
+        for _ in range(3):
+            assert b'"/m ' in (await client.request("GET", srv.url + "/m", max_bytes=1 << 20)).body
+        await client.aclose()
+    assert srv.connections == 3  # not kept: the line end would have been the next answer's status line
