@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Protocol
 
@@ -67,17 +68,19 @@ class StepFreeTime:
         self.step_s = step_s
         self.offset_s = 0.0  # this time less the wall time
         self._last: tuple[float, float] | None = None  # the last (wall, monotonic) reading
+        self._lock = threading.Lock()  # read from the control loop and the drain worker's thread
 
     def at(self, now: float, monotonic: float) -> float:
         """The step-free time of the wall reading ``now``, taken with the monotonic reading ``monotonic``."""
-        last, self._last = self._last, (now, monotonic)
-        if last is not None:
-            step = (now - last[0]) - (monotonic - last[1])
-            if abs(step) > self.step_s:
-                self.offset_s -= step
-                log.warning(
-                    "the wall clock stepped %+.0f s: the planner's time goes on without the step, %+.0f s from it",
-                    step,
-                    self.offset_s,
-                )
-        return now + self.offset_s
+        with self._lock:
+            last, self._last = self._last, (now, monotonic)
+            if last is not None:
+                step = (now - last[0]) - (monotonic - last[1])
+                if abs(step) > self.step_s:
+                    self.offset_s -= step
+                    log.warning(
+                        "the wall clock stepped %+.0f s: the planner's time goes on without the step, %+.0f s from it",
+                        step,
+                        self.offset_s,
+                    )
+            return now + self.offset_s

@@ -115,7 +115,8 @@ class RolloutStage:
 
     def note_removed(self, pod: str, now: float) -> None:
         """kvpilot's own actuation removed ``pod`` ("namespace/name") or is removing it now (a drain's eviction):
-        its disappearance within ``own_removal_memory_s`` is not a rollout wave's drain. Safe from any thread."""
+        its disappearance within ``own_removal_memory_s`` is not a rollout wave's drain. Safe from any thread.
+        ``now`` on the time ``apply`` is given as ``timer_now`` (the control loop's ``timer_now()``)."""
         self.own_removals.note(pod, now)
 
     def _drained(self, view: Any, key: str, asked: int, now: float, cold_start_s: float) -> int:
@@ -149,6 +150,7 @@ class RolloutStage:
         planner: Any = None,
         deployments: Mapping[str, DeploymentRollout] | None = None,
         counted: bool = True,
+        timer_now: float | None = None,
     ) -> list[Decision]:
         """The decisions, each raised by its deployment's rollout surge (unchanged where none runs).
         ``planner``: where it has ``limits(key)`` (`Planner.limits`), each deployment's cold start and max_replicas
@@ -156,7 +158,13 @@ class RolloutStage:
         ``counted``: each decision's ``current_replicas`` is the count of replicas asked for, loading ones included
         (a scale source's; the backtest's simulator). False where nobody counts them (no scale source: the planner
         counted the replicas the collector sees, drained ones still listed included): the count asked for is then
-        what this stage published last, and the replicas loading are not known (``VersionsSeen.replicas`` None)."""
+        what this stage published last, and the replicas loading are not known (``VersionsSeen.replicas`` None).
+        ``timer_now``: the time this stage's own timers run on (a wave's cold start, the last old replica seen, a
+        scale-down's, a pod kvpilot removed): the control loop's step-free time (``collector.clock.StepFreeTime``),
+        so that a step of the wall clock neither holds a finished rollout's surge for the step nor ends one early;
+        None: ``now``. ``now`` stays the wall time the collector stamps FleetState's history with (the rollout
+        detector's recent peak, the version speeds)."""
+        timer = now if timer_now is None else timer_now
         views = state.deployments()
         out: list[Decision] = []
         for d in decisions:
@@ -167,7 +175,7 @@ class RolloutStage:
             # what this stage published falling)
             asked = d.current_replicas if counted else None
             lowers = asked if asked is not None else self._published.get(d.deployment, d.desired_replicas)
-            drained = self._drained(view, d.deployment, lowers, now, cold_start_s)
+            drained = self._drained(view, d.deployment, lowers, timer, cold_start_s)
             speed: VersionSpeed | None = None
             if view is not None:
                 obs = rollout_detector.observe(state, view, self.thresholds, now)
@@ -193,7 +201,7 @@ class RolloutStage:
                 self.speeds.update(d.deployment, (), rollout_detector.version, None)
             status = self.tracker.update(
                 d.deployment,
-                now,
+                timer,
                 cold_start_s=cold_start_s,
                 seen=seen,
                 deployment=(deployments or {}).get(d.deployment),

@@ -99,9 +99,12 @@ class SurgeOff(RolloutStage):
         planner: Any = None,
         deployments: Mapping[str, DeploymentRollout] | None = None,
         counted: bool = True,
+        timer_now: float | None = None,
     ) -> list[Decision]:
         out = []
-        raised = super().apply(state, decisions, now, planner=planner, deployments=deployments, counted=counted)
+        raised = super().apply(
+            state, decisions, now, planner=planner, deployments=deployments, counted=counted, timer_now=timer_now
+        )
         for planned, d in zip(decisions, raised, strict=True):
             surge = round(d.forecast.get("rollout_surge", 0.0))
             if d.reason != "rollout_surge" or surge <= 0:

@@ -226,13 +226,18 @@ class ControlLoop:
             decision_heartbeat_s=config.decision_heartbeat_s,
         )
 
+    def timer_now(self) -> float:
+        """The planner's step-free time now (``StepFreeTime``), which the rollout stage's timers also run on: what
+        a pod kvpilot evicts is noted at (the drain worker's ``on_evict``). Safe from any thread."""
+        return self._planner_time.at(self.clock.now(), self.clock.monotonic())
+
     def resume(self, decisions: dict[str, Decision]) -> None:
         """Start from the decisions a previous run stored: published at once, not re-stored unless they change."""
         self.writes.stored = dict(decisions)
         for d in decisions.values():
             self.board.publish(d)
         # a raise published again is kvpilot's own, as it was for the instance that stored it (scaler.own_raise)
-        self.own_raise.resume(decisions.values(), self._planner_time.at(self.clock.now(), self.clock.monotonic()))
+        self.own_raise.resume(decisions.values(), self.timer_now())
         if self.scale is not None:  # a deployment at zero replicas when kvpilot restarted is still managed
             self._known |= set(decisions)
 
@@ -268,7 +273,7 @@ class ControlLoop:
         if self.owns is not None:
             if self.takes_over is not None:  # the raise its old holder stored is kvpilot's own (scaler.own_raise)
                 taken = await self._abandon.race("discover", self.takes_over())
-                self.own_raise.resume(taken, self._planner_time.at(self.clock.now(), self.clock.monotonic()))
+                self.own_raise.resume(taken, self.timer_now())
             self._release_unowned(self.owns)
         self._targets = await self._abandon.race("discover", self._discover())
         result = await self._abandon.race("collect", self._collect())
@@ -334,7 +339,13 @@ class ControlLoop:
         decisions = self._guard(
             "decide",
             lambda: self.rollout.apply(
-                self.state, planned, now, planner=self.planner, deployments=rollouts, counted=view is not None
+                self.state,
+                planned,
+                now,
+                planner=self.planner,
+                deployments=rollouts,
+                counted=view is not None,
+                timer_now=planner_now,  # its waves' and removals' timers: on step-free time, as the planner's
             ),
             planned,
         )

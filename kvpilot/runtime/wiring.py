@@ -306,7 +306,9 @@ def build_service(
             sessions,
             clock,
             on_refusal=lambda node, rail: counters.drain_refusals.labels(node, rail).inc(),
-            on_evict=loop.rollout.note_removed,  # a pod kvpilot evicts is no rollout's drain
+            # a pod kvpilot evicts is no rollout's drain; noted on the stage's step-free time (the drainer's wall
+            # reading is not)
+            on_evict=lambda pod, _now: loop.rollout.note_removed(pod, loop.timer_now()),
             identity=None if shards is None else shards.identity,
         )
     service = Service(
