@@ -19,8 +19,9 @@ from tests.unit.kvpilot.runtime.test_loop_rollout import COLD_TICKS, KEY, Rollin
 from tests.unit.kvpilot.runtime.test_loop_rollout_hold import ROLLING, AppliedScale, HoldingPlanner
 
 
-@pytest.mark.parametrize("step_s", [-3600.0, 3600.0])
-async def test_a_clock_step_during_a_rollout_adds_the_surge_once(tmp_path: Path, step_s: float) -> None:
+def _stepping_service(db: str, step_s: float, step_at_tick: int) -> tuple[Any, Any, Any, AppliedScale, SteppingClock]:
+    """A service over a rolling fleet whose wall clock steps by ``step_s`` after tick ``step_at_tick`` (between the
+    tick's start and its sleep); the scale source reads back what the loop published."""
     clock = SteppingClock(START)
     fleet: Any = RollingFleet(clock)
     service: Any = None
@@ -30,18 +31,22 @@ async def test_a_clock_step_during_a_rollout_adds_the_surge_once(tmp_path: Path,
         return None if board is None else int(board.decision.desired_replicas)
 
     scale = AppliedScale(last)
-    service, restored, timer = make_service(
-        f"sqlite:///{tmp_path / 'kv.db'}", clock, fleet, planner=HoldingPlanner(), scale=scale
-    )
+    service, restored, timer = make_service(db, clock, fleet, planner=HoldingPlanner(), scale=scale)
     tick = service.loop.tick
 
     async def stepping_tick():  # type: ignore[no-untyped-def]
         snap = await tick()
-        if service.loop.tick_count == 8:
-            clock.step(step_s)  # between the tick's start and its sleep
+        if service.loop.tick_count == step_at_tick:
+            clock.step(step_s)
         return snap
 
     service.loop.tick = stepping_tick
+    return service, restored, timer, scale, clock
+
+
+@pytest.mark.parametrize("step_s", [-3600.0, 3600.0])
+async def test_a_clock_step_during_a_rollout_adds_the_surge_once(tmp_path: Path, step_s: float) -> None:
+    service, restored, timer, scale, _ = _stepping_service(f"sqlite:///{tmp_path / 'kv.db'}", step_s, 8)
     await service.start(restored)
     try:
         await run_ticks(service, timer, 3)
@@ -63,25 +68,7 @@ LAST_WAVE = dataclasses.replace(ROLLING, updated_replicas=4)
 async def _last_wave_published(db: str, step_s: float) -> list[int]:
     """What the loop publishes, tick by tick, through a rollout whose last wave's successor stays loading, the wall
     clock stepped by ``step_s`` as the last old pod goes."""
-    clock = SteppingClock(START)
-    fleet: Any = RollingFleet(clock)
-    service: Any = None
-
-    def last() -> int | None:
-        board = service.loop.board.latest(KEY) if service is not None else None
-        return None if board is None else int(board.decision.desired_replicas)
-
-    scale = AppliedScale(last)
-    service, restored, timer = make_service(db, clock, fleet, planner=HoldingPlanner(), scale=scale)
-    tick = service.loop.tick
-
-    async def stepping_tick():  # type: ignore[no-untyped-def]
-        snap = await tick()
-        if service.loop.tick_count == 7:
-            clock.step(step_s)  # between the tick's start and its sleep
-        return snap
-
-    service.loop.tick = stepping_tick
+    service, restored, timer, scale, clock = _stepping_service(db, step_s, 7)
     await service.start(restored)
     try:
         await run_ticks(service, timer, 3)
