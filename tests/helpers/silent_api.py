@@ -5,11 +5,29 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from kubernetes import client
+
+from tests.helpers.raw_servers import Silent
+
+
+class _Answering(Silent):
+    """Reads each request and sends ``answer`` (or what ``answer(request)`` returns), then closes; None: holds the
+    connection open and says nothing (``Silent``)."""
+
+    def __init__(self, answer: bytes | Callable[[bytes], bytes] | None) -> None:
+        self.answer = answer
+        super().__init__()
+
+    def serve(self, conn: socket.socket) -> None:
+        super().serve(conn)
+        answer = self.answer
+        if answer is not None:
+            request = conn.recv(65536)
+            conn.sendall(answer(request) if callable(answer) else answer)
+            conn.close()
 
 
 @contextlib.contextmanager
@@ -19,31 +37,16 @@ def api_answering(
     """An ApiClient whose API server reads each request and sends ``answer`` (or what ``answer(request)`` returns)
     then closes, or (None) holds the connection open and says nothing. ``retries=False``: one try a request, as
     ``kvpilot run`` builds its clients for Leases and direct scaling (None: urllib3's default retries)."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-
-    def serve() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                conn, _ = listener.accept()
-                held.append(conn)
-                if answer is not None:
-                    request = conn.recv(65536)
-                    conn.sendall(answer(request) if callable(answer) else answer)
-                    conn.close()
-
-    threading.Thread(target=serve, name="silent-api", daemon=True).start()
+    server = _Answering(answer)
     config = client.Configuration()
-    config.host = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    config.host = server.url
     config.retries = retries
     api = client.ApiClient(config)
     try:
         yield api
     finally:
         api.close()
-        listener.close()
-        for conn in held:
-            conn.close()
+        server.close()
 
 
 def kvpilot_run_actuation(api: client.ApiClient, monkeypatch: Any, **settings: Any) -> Any:

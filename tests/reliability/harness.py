@@ -31,6 +31,7 @@ from kvpilot.runtime.sources import Sources
 from kvpilot.runtime.targets import StaticTargets
 from kvpilot.runtime.wiring import build_service
 from kvpilot.settings import load_settings
+from tests.helpers.poll import until
 from tests.services.ports import free_port
 
 READ = "9f2c41d7e3b85a06c1d4f7e2a9b3c580"
@@ -148,8 +149,7 @@ def running(
             )  # fmt: skip
             await service.start(restored)
             serving = asyncio.create_task(server.serve())
-            while not server.started:  # noqa: ASYNC110  (uvicorn offers no event for it)
-                await asyncio.sleep(0.01)
+            await until(lambda: server.started, what="uvicorn started", timeout_s=60.0)  # it offers no event for it
             box.update(service=service, port=port, loop=asyncio.get_running_loop(), startup_s=time.monotonic() - t0)
             ready.set()
             await service.wait()

@@ -22,6 +22,7 @@ from collector.promql import decode
 from collector.samples import Histogram
 from collector.scrape import CollectResult
 from collector.state import FleetState
+from tests.helpers.raw_servers import Listener, Silent
 from tests.services.promapi import T0, FakeFleet, serve
 
 NOW = T0 + 600.0
@@ -114,22 +115,11 @@ async def test_an_answer_over_the_cap_fails_the_tick_with_the_setting_named(flee
 
 async def test_abort_ends_a_tick_waiting_on_prometheus_at_once() -> None:
     # A Prometheus that accepts and never answers: without abort the tick would wait out its timeout.
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    accepted = threading.Event()
-    conns: list[socket.socket] = []
-
-    def accept() -> None:
-        with contextlib.suppress(OSError):
-            conns.append(listener.accept()[0])
-            accepted.set()
-
-    threading.Thread(target=accept, daemon=True).start()
-    source = PromQLSource(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout_s=60.0, clock=VirtualClock(NOW))
+    server = Silent()
+    source = PromQLSource(server.url, timeout_s=60.0, clock=VirtualClock(NOW))
     tick = asyncio.ensure_future(source.collect_once())
     try:
-        assert await asyncio.to_thread(accepted.wait, 30.0)
+        assert await asyncio.to_thread(server.accepted.wait, 30.0)
         source.abort()
         with pytest.raises(Stopped):
             await asyncio.wait_for(tick, 5.0)
@@ -137,9 +127,7 @@ async def test_abort_ends_a_tick_waiting_on_prometheus_at_once() -> None:
             await source.collect_once()
     finally:
         await source.aclose()
-        listener.close()
-        for c in conns:
-            c.close()
+        server.close()
 
 
 def test_settings_bound_every_query() -> None:
@@ -189,31 +177,33 @@ def test_an_error_answer_names_prometheus_error() -> None:
         decode.answer(b"<html>", "http://prom")
 
 
-async def test_a_dribbling_answer_is_cut_at_the_timeout() -> None:
-    # Each read arrives well within the timeout, the whole answer never does: collector.timeout_s bounds the query.
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    done = threading.Event()
+class _Dribbling(Listener):
+    """Answers with a head announcing 100,000 bytes, then a byte every 50 ms until ``done``."""
 
-    def dribble() -> None:
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        super().__init__()
+
+    def serve(self, conn: socket.socket) -> None:
         with contextlib.suppress(OSError):
-            conn, _ = listener.accept()
             conn.recv(65536)
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
-            while not done.wait(0.05):
+            while not self.done.wait(0.05):
                 conn.sendall(b" ")
             conn.close()
 
-    threading.Thread(target=dribble, daemon=True).start()
-    source = PromQLSource(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout_s=0.5, clock=VirtualClock(NOW))
+
+async def test_a_dribbling_answer_is_cut_at_the_timeout() -> None:
+    # Each read arrives well within the timeout, the whole answer never does: collector.timeout_s bounds the query.
+    server = _Dribbling()
+    source = PromQLSource(server.url, timeout_s=0.5, clock=VirtualClock(NOW))
     try:
         with pytest.raises(PromQLError, match=r"within collector.timeout_s \(0.5 s\)"):
             await source.collect_once()
     finally:
-        done.set()
+        server.done.set()
         await source.aclose()
-        listener.close()
+        server.close()
 
 
 async def test_a_failed_round_keeps_the_last_aggregates_and_fleetstate_ages_them(fleet: tuple[FakeFleet, str]) -> None:

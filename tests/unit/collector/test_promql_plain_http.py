@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import gzip
 import socket
-import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
 from typing import Any, cast
@@ -21,6 +20,7 @@ from collector.discovery.promql import PromQLError, PromQLSource
 from collector.promql.plain_http import INFLATE_STEP, HttpError, PlainHttpClient, TooLarge, _Body
 from kvpilot.runtime.shards import Held, OwnedCollect
 from tests.helpers.poll import until
+from tests.helpers.raw_servers import KeptAlive, Listener, read_head
 from tests.services.promapi import T0, FakeFleet, serve
 
 NOW = T0 + 600.0
@@ -38,38 +38,24 @@ def _chunked(data: bytes, size: int, trailer: str = "") -> bytes:
     return out + b"0\r\n" + (trailer.encode() + b"\r\n" if trailer else b"") + b"\r\n"
 
 
-class RawServer:
+class RawServer(Listener):
     """Answers each request with the next of ``answers`` (bytes, sent as is; or None: close without answering),
     on whatever connection it came; ``close_after`` closes a connection after its answer. Counts connections."""
 
     def __init__(self, answers: list[bytes | None], *, close_after: bool = False) -> None:
         self.answers = list(answers)
         self.close_after = close_after
-        self.connections = 0
         self.requests: list[bytes] = []
-        self._listener = socket.socket()
-        self._listener.bind(("127.0.0.1", 0))
-        self._listener.listen()
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                conn, _ = self._listener.accept()
-                self.connections += 1
-                threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
+    def serve(self, conn: socket.socket) -> None:
         with conn, contextlib.suppress(OSError):
             pending = b""
             while True:
-                while b"\r\n\r\n" not in pending:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    pending += data
-                head, _, pending = pending.partition(b"\r\n\r\n")
+                read = read_head(conn, pending)
+                if read is None:
+                    return
+                head, pending = read
                 length = next(
                     (
                         int(line.split(b":")[1])
@@ -88,9 +74,6 @@ class RawServer:
                 conn.sendall(answer)
                 if self.close_after:
                     return
-
-    def close(self) -> None:
-        self._listener.close()
 
 
 GZ = gzip.compress(BODY)
@@ -402,33 +385,6 @@ async def test_a_large_gzip_answer_is_inflated_in_pieces_the_loop_answering_betw
     assert turns - before >= pieces >= 1
 
 
-class _Unasked:
-    """A kept-alive server (a Prometheus behind a proxy that misbehaves) answering each request with ``answer(path)``
-    and, once the client holds the connection idle, sending ``after`` on it unasked. Counts connections."""
-
-    def __init__(self, answer: Callable[[bytes], bytes], after: bytes = b"") -> None:
-        self.answer, self.after, self.connections = answer, after, 0
-        self.url = ""
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
-            while True:
-                request = await reader.readuntil(b"\r\n\r\n")
-                writer.write(self.answer(request.split(b" ")[1]))
-                await writer.drain()
-                if self.after:
-                    await asyncio.sleep(0.05)  # after the client has read the answer and kept the connection
-                    writer.write(self.after)
-                    await writer.drain()
-        writer.close()
-
-    async def serving(self) -> asyncio.base_events.Server:
-        server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        return server
-
-
 def _answer(path: bytes, *, length: int | None = None, tail: bytes = b"") -> bytes:
     body = b'{"status":"success","data":{"resultType":"vector","result":[],"path":"%s \xc3\xbc"}}' % path
     return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s%s" % (len(body) if length is None else length, body, tail)
@@ -437,7 +393,7 @@ def _answer(path: bytes, *, length: int | None = None, tail: bytes = b"") -> byt
 async def test_bytes_sent_unasked_on_a_kept_connection_are_never_read_as_the_next_answer() -> None:
     # after the first answer the server (a proxy) sends a made-up one: the next query read it as its own answer
     made_up = b'{"status":"success","data":{"resultType":"vector","result":[],"path":"made up"}}'
-    srv = _Unasked(_answer, after=b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(made_up), made_up))
+    srv = KeptAlive(_answer, after=b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(made_up), made_up))
     client = PlainHttpClient()
     async with await srv.serving():
         assert b'"/a ' in (await client.request("GET", srv.url + "/a", max_bytes=1 << 20)).body
@@ -453,7 +409,7 @@ async def test_the_rest_of_an_answer_longer_than_its_content_length_is_never_rea
     # a length counted in characters (the 'ü' is 2 bytes): the rest of the answer was read as the next answer ('not an
     # HTTP/1.x answer'), a failed query every other tick; now each answer is read as long as it says (the JSON decode
     # refuses it, cut short) and its rest closes the connection when it is next taken
-    srv = _Unasked(lambda path: _answer(path, length=len(_answer(path).split(b"\r\n\r\n", 1)[1].decode())))
+    srv = KeptAlive(lambda path: _answer(path, length=len(_answer(path).split(b"\r\n\r\n", 1)[1].decode())))
     client = PlainHttpClient()
     async with await srv.serving():
         for path in ("/q", "/r", "/s"):
@@ -466,7 +422,7 @@ async def test_the_rest_of_an_answer_longer_than_its_content_length_is_never_rea
 
 
 async def test_a_stray_line_end_after_an_answer_is_read_past() -> None:
-    srv = _Unasked(lambda path: _answer(path, tail=b"\r\n"))
+    srv = KeptAlive(lambda path: _answer(path, tail=b"\r\n"))
     client = PlainHttpClient()
     async with await srv.serving():
         for _ in range(3):

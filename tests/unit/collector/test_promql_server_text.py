@@ -5,10 +5,8 @@ further than it is quoted."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from collector.promql import decode
 from collector.promql.decode import SERVER_TEXT_CHARS, server_text
 from tests.helpers.poll import until
 from tests.helpers.promql_loop import collection_failures
+from tests.helpers.raw_servers import Listener, read_head
 from tests.unit.collector.test_promql_garbage import Garbage
 
 NOW = 1_700_000_600.0
@@ -75,32 +74,18 @@ def test_a_vector_answer_laid_out_otherwise_is_quoted_escaped(data: Any) -> None
     assert len(message) < 400
 
 
-class Failing:
+class Failing(Listener):
     """Answers every request ``500`` with ``body`` (Content-Length framed); records whether all of it was sent."""
 
     def __init__(self, body: bytes) -> None:
         self.body = body
         self.sent_whole: list[bool] = []
-        self._listener = socket.socket()
-        self._listener.bind(("127.0.0.1", 0))
-        self._listener.listen()
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                conn, _ = self._listener.accept()
-                threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
+    def serve(self, conn: socket.socket) -> None:
         with conn:
-            pending = b""
-            while b"\r\n\r\n" not in pending:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                pending += data
+            if read_head(conn) is None:
+                return
             head = f"HTTP/1.1 500 Internal Server Error\r\nContent-Length: {len(self.body)}\r\n\r\n".encode()
             try:
                 conn.sendall(head + self.body)
@@ -108,9 +93,6 @@ class Failing:
                 self.sent_whole.append(False)
             else:
                 self.sent_whole.append(True)
-
-    def close(self) -> None:
-        self._listener.close()
 
 
 @pytest.fixture

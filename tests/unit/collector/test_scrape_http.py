@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import httpx
@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from collector.scrape_http import ScrapeError, StreamFetcher, _prepare
 from tests.helpers.poll import until
+from tests.helpers.raw_servers import KeptAlive
 
 BODY = b"# TYPE up gauge\nup 1\n"
 
@@ -211,45 +212,17 @@ async def test_an_internationalised_host_is_sent_in_its_idna_form() -> None:
     assert b"\r\nHost: xn--bcher-kva.example:8080\r\n" in request
 
 
-class _Answers:
-    """A kept-alive server that answers each request with ``answer(path)`` and, once the fetcher holds the connection
-    idle, may send ``after`` on it unasked. Counts connections."""
-
-    def __init__(self, answer: Callable[[bytes], bytes], after: bytes = b"") -> None:
-        self.answer, self.after, self.connections = answer, after, 0
-        self.url = ""
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
-            while True:
-                request = await reader.readuntil(b"\r\n\r\n")
-                writer.write(self.answer(request.split(b" ")[1]))
-                await writer.drain()
-                if self.after:
-                    await asyncio.sleep(0.05)  # after the fetcher has read the answer and kept the connection
-                    writer.write(self.after)
-                    await writer.drain()
-        writer.close()
-
-
 def _page(path: bytes, *, length: int | None = None, tail: bytes = b"") -> bytes:
     body = b'# HELP up Up \xe2\x80\x94 \xc3\xbc\n# TYPE up gauge\nup{path="' + path + b'"} 1\n'
     return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s%s" % (len(body) if length is None else length, body, tail)
 
 
-async def _serving(srv: _Answers) -> asyncio.base_events.Server:
-    server = await asyncio.start_server(srv.handle, "127.0.0.1", 0)
-    srv.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    return server
-
-
 async def test_a_body_longer_than_its_content_length_is_refused_every_time() -> None:
     # a length counted in characters (the HELP text's two non-ASCII characters are 5 bytes): the page was read cut
     # short, and the rest was read as the next scrape's response ('not an HTTP response'), a failure every other tick
-    srv = _Answers(lambda path: _page(path, length=len(_page(path).split(b"\r\n\r\n", 1)[1].decode())))
+    srv = KeptAlive(lambda path: _page(path, length=len(_page(path).split(b"\r\n\r\n", 1)[1].decode())))
     fetcher = StreamFetcher()
-    async with await _serving(srv):
+    async with await srv.serving():
         for _ in range(3):
             with pytest.raises(ScrapeError, match=r"more than its Content-Length of \d+ bytes \(3 more at least"):
                 await fetcher.get(srv.url + "/metrics", max_bytes=1024)
@@ -260,9 +233,9 @@ async def test_bytes_sent_after_a_response_are_never_read_as_the_next_one() -> N
     # two targets behind one address; after answering the first, the server sends a made-up answer unasked: it was
     # read as the second target's page (999 where the second serves 1)
     fake = b'up{path="/b"} 999\n'
-    srv = _Answers(_page, after=b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(fake), fake))
+    srv = KeptAlive(_page, after=b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(fake), fake))
     fetcher = StreamFetcher()
-    async with await _serving(srv):
+    async with await srv.serving():
         assert (await fetcher.get(srv.url + "/a", max_bytes=1024))[0].endswith(b'up{path="/a"} 1\n')
         (held,) = [c for conns in fetcher._idle.values() for c in conns]
         await until(lambda: len(held.reader._buffer) > 0, what="the unasked answer reached the idle connection")
@@ -275,9 +248,9 @@ async def test_bytes_sent_after_a_response_are_never_read_as_the_next_one() -> N
 async def test_a_stray_line_end_after_the_body_is_read_past() -> None:
     # some servers end a counted body with one more CRLF: the page is whole; the connection is not kept (the CRLF
     # was the next response's status line: 'not an HTTP response' every other scrape)
-    srv = _Answers(lambda path: _page(path, tail=b"\r\n"))
+    srv = KeptAlive(lambda path: _page(path, tail=b"\r\n"))
     fetcher = StreamFetcher()
-    async with await _serving(srv):
+    async with await srv.serving():
         for _ in range(3):
             assert (await fetcher.get(srv.url + "/m", max_bytes=1024))[0].endswith(b'up{path="/m"} 1\n')
         await fetcher.aclose()

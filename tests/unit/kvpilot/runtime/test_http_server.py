@@ -67,8 +67,7 @@ async def _serving(
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110  (uvicorn offers no event for it)
-        await asyncio.sleep(0.01)
+    await until(lambda: server.started, what="uvicorn started")  # it offers no event for it
     try:
         yield server.servers[0].sockets[0].getsockname()[1]
     finally:
@@ -284,8 +283,7 @@ async def test_uvicorns_own_config_is_served_as_uvicorn_serves_it() -> None:
     config = uvicorn.Config(_app, host="127.0.0.1", port=0, http=H11Bounded, log_config=None, lifespan="off")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110
-        await asyncio.sleep(0.01)
+    await until(lambda: server.started, what="uvicorn started")  # it offers no event for it
     port = server.servers[0].sockets[0].getsockname()[1]
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     with pytest.raises(TimeoutError):

@@ -6,7 +6,6 @@ timeout, over four connections); the kept connection of c7a6cb4 sends it once.""
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit
@@ -17,28 +16,16 @@ from urllib3.exceptions import HTTPError
 
 from kvpilot.runtime.lease import Leases
 from tests.helpers.poll import wait_for
+from tests.helpers.raw_servers import Silent
 
 
 @pytest.fixture
 def silent_server() -> Iterator[tuple[str, list[socket.socket]]]:
-    listener = socket.create_server(("127.0.0.1", 0))
-    accepted: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            accepted.append(conn)  # read nothing, answer nothing
-
-    threading.Thread(target=accept, daemon=True).start()
+    server = Silent()  # reads nothing, answers nothing
     try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}", accepted
+        yield server.url, server.held
     finally:
-        listener.close()
-        for conn in accepted:
-            conn.close()
+        server.close()
 
 
 def test_a_call_to_a_silent_api_server_fails_once_within_its_timeout(
