@@ -176,6 +176,14 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _lease_kubernetes_takes(self) -> Settings:
+        """with `ha` or sharding on, `ha.lease_name` is a Lease name the Kubernetes API takes (at most 63 characters),
+        `ha.lease_namespace` a namespace name and `ha.identity` not blank"""
+        if self.ha.enabled or self.sharding.enabled:
+            self.ha.check_lease()
+        return self
+
+    @model_validator(mode="after")
     def _read_is_not_admin(self) -> Settings:
         """no token is both a read and an admin token"""
         read = {t.get_secret_value() for t in self.api.read_tokens}

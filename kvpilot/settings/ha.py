@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 from pathlib import Path
 
@@ -12,6 +13,13 @@ from kvpilot.settings._section import _Section
 
 # Where Kubernetes mounts the pod's service account: its namespace is the pod's.
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+# The names the API server takes (apimachinery's IsDNS1123Label, IsDNS1123Subdomain): a namespace is a label, a
+# Lease's name a subdomain; kvpilot's is also the value of the label grouping the sharded instances' Leases, which
+# holds 63 characters.
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+NAME_CHARS = 63
 
 
 def own_namespace(namespace_file: Path | None = None) -> str:
@@ -46,6 +54,31 @@ class HaSettings(_Section):
         default_factory=socket.gethostname,
         description="This replica's name in the Lease (the pod name in Kubernetes); unset: the host name.",
     )
+
+    def check_lease(self) -> None:
+        """Raise ValueError, in words, unless the Lease's name and namespace are names the Kubernetes API server takes
+        and the identity is not blank (``Settings`` asks, where ``ha`` or sharding is on): any text was taken, and
+        with `Kvpilot_Leader` or `team/a` every Lease call was refused (422 Invalid for the name; no namespace of that
+        name can exist), logged each round, and no instance ever led: no drain, no direct scaling."""
+        refused = "every Lease call would be refused and no instance would lead"
+        if len(self.lease_name) > NAME_CHARS or not _SUBDOMAIN.fullmatch(self.lease_name):
+            raise ValueError(
+                f"ha.lease_name ({self.lease_name[:80]!r}) is not a name the Kubernetes API takes for a Lease: lower-"
+                f"case letters, digits, '-' and '.', starting and ending with a letter or a digit, at most "
+                f"{NAME_CHARS} characters (sharding labels its Leases with it); {refused}"
+            )
+        if len(self.lease_namespace) > NAME_CHARS or not _LABEL.fullmatch(self.lease_namespace):
+            raise ValueError(
+                f"ha.lease_namespace ({self.lease_namespace[:80]!r}) is not a Kubernetes namespace name: lower-case "
+                f"letters, digits and '-', starting and ending with a letter or a digit, at most {NAME_CHARS} "
+                f"characters (unset, it is kvpilot's service account's namespace, else POD_NAMESPACE, else "
+                f"'kvpilot'); {refused}"
+            )
+        if not self.identity.strip():
+            raise ValueError(
+                "ha.identity is blank: each instance signs the Lease with it, and a Lease signed by nobody is anyone's "
+                "to take (unset: the host name; in Kubernetes the pod's name, the Downward API's metadata.name)"
+            )
 
     @model_validator(mode="after")
     def _renew_within_lease(self) -> HaSettings:
