@@ -42,17 +42,26 @@ raises it.
 
 Reported: TTFT SLO attainment of the requests arriving during the rollout window (a request still without a first
 token at the end counts as a miss), and replica-hours (replicas alive, loading included, integrated over the run)
-over the first mode's; for the kvpilot modes also against `kvpilot-base` (where it ran): the points lost to the
-rollout and the surge's cost in replica-hours, and when the rollout finished (every replica on the new version and
-ready). The rollout starts at T_ROLLOUT; the run ends a minute after the window. `--config`: the settings file the
-planner is built from (default: kvpilot's defaults and `KVPILOT_*` environment variables, as `kvpilot backtest`).
+over the first mode's over the same span; for the kvpilot modes also against `kvpilot-base` (where it ran) over the
+same window and span: the points lost to the rollout and the surge's cost in replica-hours, and when the rollout
+finished (every replica on the new version and ready).
+
+The window follows the rollout: it starts at T_ROLLOUT and lasts until the rollout is done plus one cold start (the
+fleet settled on the new version: the last wave's successors, and any surge, have served a cold start), whatever
+the fleet's size; the run ends a minute after it. Each rollout mode has its own window; the modes without a rollout
+(baseline, kvpilot-base) run as long as the longest of them and are measured over each one's window. A rollout not
+done by the segment's end (`--max-s` of trace, or the trace's own end: Mooncake's is 1,022 s) has its window cut a
+minute before that end, and says so. (Before 2026-12-06 the window was sized for the fleet of `--replicas`:
+T_ROLLOUT + (waves + 2) cold starts; where the planner sized a fleet of 16-20 it ended before the rollout did.)
+`--config`: the settings file the planner is built from (default: kvpilot's defaults and `KVPILOT_*` environment
+variables, as `kvpilot backtest`).
 
 Every shared trace (`--trace all`, or one name of SHARED) from the segment bench/kv_episodes.py uses, scaled by
 one rule (REFERENCE): its busiest minute asks for the GPU work per replica the reference's does.
 
 Run: `.venv/bin/python bench/rollout.py [--trace NAME|all|FILE] [--rate-scale X] [--replicas N] [--wave N]
 [--speed X] [--modes baseline,rollout,surge,kvpilot-base,kvpilot,kvpilot-k8s,kvpilot-ksm] [--ksm-scrape-s S]
-[--ksm-phase-s S] [--controller deployment|waves] [--config FILE]`.
+[--ksm-phase-s S] [--controller deployment|waves] [--config FILE] [--max-s S]`.
 """
 
 from __future__ import annotations
@@ -89,6 +98,11 @@ SLO_S = 2.0
 KEY = DEPLOYMENT  # the deployment the backtest's kvpilot scrapes ("backtest/llm")
 KVPILOT_MODES = ("kvpilot-base", "kvpilot", "kvpilot-k8s", "kvpilot-ksm")
 MODES = ("baseline", "rollout", "surge", *KVPILOT_MODES)
+NO_ROLLOUT = ("baseline", "kvpilot-base")
+# The most trace a run replays from its segment's start (--max-s): an hour, past the longest rollout measured (Azure
+# code's planner sizes 16-20 replicas: 20 waves of 1 end ~2,900 s in) and the Azure traces' own end (~2,840 s).
+MAX_SEGMENT_S = 3600.0
+TAIL_S = 60.0  # the run goes on this long after the window, so that the window's last requests get a first token
 # kube-prometheus' ServiceMonitor for kube-state-metrics (manifests/kubeStateMetrics-serviceMonitor.yaml @ 02cfa422):
 # interval 30s. A Deployment's status reaches PromQL mode up to that much later than the API server has it.
 KSM_SCRAPE_S = 30.0
@@ -109,7 +123,18 @@ CONTROLLERS = ROLLOUT_CONTROLLERS
 
 
 def window_end(replicas: int, wave: int) -> float:
+    """The window sized for a fleet of ``replicas`` (before 2026-12-06 every window's end): still the segment the
+    peak rule scales each trace on, so that the rate scales are those published."""
     return T_ROLLOUT + (-(-replicas // wave) + 2) * COLD_S
+
+
+def rollout_window_end(done_s: float | None, segment_end_s: float) -> tuple[float, bool]:
+    """The window's end for a rollout done at ``done_s`` (None: not done): a cold start after it, cut a minute
+    before the segment's end where that comes first (True: cut)."""
+    cut = segment_end_s - TAIL_S
+    if done_s is None or done_s + COLD_S > cut:
+        return cut, True
+    return done_s + COLD_S, False
 
 
 def peak_work(path: str, start_s: float, duration_s: float, rate_scale: float = 1.0) -> float:
@@ -135,15 +160,38 @@ def peak_scale(name: str, replicas: int, duration_s: float) -> float:
 
 @dataclass
 class Run:
-    """One mode's figures: attainment in the rollout window, replica-hours over the run, the window's end, and for
-    the kvpilot modes when the rollout finished (None: not within the run, or no rollout) and the counts published
-    ((time, count) at each change)."""
+    """One mode's figures: attainment in its window, replica-hours over its run (to ``ran_to_s``), the window's end
+    (cut: the rollout not done by the segment's end), when the rollout finished (None: not within the run, or no
+    rollout), the counts kvpilot published ((time, count) at each change), and what a window or span other than its
+    own is measured from: the replicas alive at each tick, each finished request's (arrival, TTFT), the arrivals."""
 
     attained: float
     replica_hours: float
     window_end_s: float
     rollout_end_s: float | None = None
     published: list[tuple[float, int]] = field(default_factory=list)
+    ran_to_s: float = 0.0
+    window_cut: bool = False
+    alive: list[tuple[float, int]] = field(default_factory=list)
+    ttfts: list[tuple[float, float]] = field(default_factory=list)
+    arrivals: Any = None
+
+    def attained_in(self, start_s: float, end_s: float) -> float:
+        """TTFT SLO attainment of the requests arriving in [start_s, end_s) (one without a first token: a miss)."""
+        ok = sum(1 for a, ttft in self.ttfts if start_s <= a < end_s and ttft <= SLO_S)
+        done = sum(1 for a, _ in self.ttfts if start_s <= a < end_s)
+        arrived = int(np.count_nonzero((self.arrivals >= start_s) & (self.arrivals < end_s)))
+        return ok / max(arrived, done, 1)
+
+    def replica_hours_until(self, end_s: float) -> float:
+        """Replicas alive integrated over [0, end_s] (each tick's count held for the tick before it)."""
+        total, before = 0.0, 0.0
+        for t, n in self.alive:
+            if t > end_s + 1e-9:
+                break
+            total += n * (t - before)
+            before = t
+        return total / 3600.0
 
 
 def run(
@@ -160,15 +208,30 @@ def run(
     lead_s: float = COLD_S,
     controller: str = "deployment",
     config: Path | None = None,
+    max_s: float = MAX_SEGMENT_S,
+    until_s: float | None = None,
 ) -> Run:
-    """One mode on the trace segment: the peers' loop here, kvpilot's through the backtest's (``_replay_kvpilot``)."""
+    """One mode on the trace segment (``max_s`` of it at most): the peers' loop here, kvpilot's through the
+    backtest's (``replay_kvpilot``). A rollout mode runs until a minute after its window (``rollout_window_end``);
+    a mode without a rollout runs to ``until_s`` (None: the window sized for ``replicas``), its window the same."""
     if controller not in CONTROLLERS:
         raise ValueError(f"--controller must be one of {', '.join(CONTROLLERS)}, got {controller!r}")
-    end = window_end(replicas, wave)
-    trace = load_trace(trace_path, seed=7, rate_scale=rate_scale, start_s=start_s, duration_s=end + 60.0)
+    trace = load_trace(trace_path, seed=7, rate_scale=rate_scale, start_s=start_s, duration_s=max_s)
+    segment_end = trace.duration_s
+    if mode in NO_ROLLOUT:
+        stop_at = min(window_end(replicas, wave) + TAIL_S if until_s is None else until_s, segment_end)
+
+        def stop(t: float, _done: float | None) -> bool:
+            return t >= stop_at - 1e-9
+
+    else:
+
+        def stop(t: float, done: float | None) -> bool:
+            return t >= rollout_window_end(done, segment_end)[0] + TAIL_S - 1e-9
+
     config_ = FleetConfig(replicas=replicas, cold_start_s=COLD_S, routing="least_loaded", seed=7)
     fleet = Fleet(config_, trace)
-    out = Run(0.0, 0.0, end)
+    out = Run(0.0, 0.0, 0.0)
     if mode in KVPILOT_MODES:
         ksm = None
         if mode == "kvpilot-ksm":
@@ -177,27 +240,47 @@ def run(
         reader = ScaleReader(wave=wave, lead_s=lead_s, ksm=ksm) if mode in ("kvpilot-k8s", "kvpilot-ksm") else None
         result = replay_kvpilot(
             trace, fleet, wave=wave, speed=speed, controller=controller, rollout=mode != "kvpilot-base",
-            scale_read=reader, config=config,
+            scale_read=reader, config=config, until=lambda t, r: stop(t, _done(r, segment_end)),
         )  # fmt: skip
         out.replica_hours = result.replica_hours
-        # the window runs to the replay's end where the rollout did not finish before it
-        window = result.rollout
-        out.rollout_end_s = window.end_s if window is not None and window.end_s < trace.duration_s else None
+        out.rollout_end_s = _done(result, segment_end)
         out.published = published(result)
+        out.alive = list(zip(result.times, result.replicas, strict=True))
+        out.ran_to_s = result.times[-1]
     else:
-        _replay_peer(fleet, trace, replicas, wave, mode, speed=speed, controller=controller, out=out)
-        fleet.advance_to(trace.duration_s + 4 * SLO_S)
-    done = [f for f in fleet.finished() if T_ROLLOUT <= f.arrival_s < end]
+        _replay_peer(fleet, trace, replicas, wave, mode, speed=speed, controller=controller, out=out, stop=stop)
+        fleet.advance_to(out.ran_to_s + 4 * SLO_S)
+    if mode in NO_ROLLOUT:
+        out.window_end_s = out.ran_to_s - TAIL_S
+    else:
+        out.window_end_s, out.window_cut = rollout_window_end(out.rollout_end_s, segment_end)
+    out.ttfts = [(f.arrival_s, f.ttft_s) for f in fleet.finished()]
+    out.arrivals = trace.columns.arrival_s
     # Requests of the window still waiting for a first token at the end count as missing the SLO.
-    arrived = sum(1 for a in trace.columns.arrival_s.tolist() if T_ROLLOUT <= a < end)
-    out.attained = sum(f.ttft_s <= SLO_S for f in done) / max(arrived, len(done), 1)
+    out.attained = out.attained_in(T_ROLLOUT, out.window_end_s)
     return out
 
 
+def _done(result: PolicyResult, segment_end_s: float) -> float | None:
+    """When the replay's rollout finished (every replica new and ready), None: not (yet), or no rollout."""
+    window = result.rollout
+    return window.end_s if window is not None and window.end_s < segment_end_s else None
+
+
 def _replay_peer(
-    fleet: Fleet, trace: Any, replicas: int, wave: int, mode: str, *, speed: float, controller: str, out: Run
+    fleet: Fleet,
+    trace: Any,
+    replicas: int,
+    wave: int,
+    mode: str,
+    *,
+    speed: float,
+    controller: str,
+    out: Run,
+    stop: Any = None,
 ) -> None:
-    """baseline (no rollout), rollout (no surge) and surge (the oracle): the count held, or set by the oracle."""
+    """baseline (no rollout), rollout (no surge) and surge (the oracle): the count held, or set by the oracle;
+    until ``stop(t, when the rollout finished)`` holds (None: the trace's end)."""
     surge = surge_replicas(
         desired=replicas,
         old_remaining=replicas,
@@ -228,10 +311,16 @@ def _replay_peer(
         fleet.advance_to(t)
         snap = fleet.snapshot()
         replica_s += len(snap.replicas) * TICK_S
+        out.alive.append((t, len(snap.replicas)))
         new_and_ready = all(r.model_name == "next" and r.state == "ready" for r in snap.replicas)
-        if mode == "surge" and not rolled and t > T_ROLLOUT and new_and_ready:
-            rolled = True  # the rollout is done: back to what demand needs
-            fleet.set_replicas(replicas)
+        if mode != "baseline" and not rolled and t > T_ROLLOUT and new_and_ready:
+            rolled = True  # the rollout is done: the oracle goes back to what demand needs
+            out.rollout_end_s = t
+            if mode == "surge":
+                fleet.set_replicas(replicas)
+        if stop is not None and stop(t, out.rollout_end_s):
+            break
+    out.ran_to_s = t
     out.replica_hours = replica_s / 3600.0
 
 
@@ -246,6 +335,7 @@ def replay_kvpilot(
     scale_read: Any = None,
     config: Path | None = None,
     planner: Any = None,
+    until: Any = None,
 ) -> PolicyResult:
     """kvpilot on ``fleet`` as `kvpilot backtest [--rollout-at T_ROLLOUT]` replays it: the planner built from the
     settings (``config``; ``planner``: a PlannerConfig given instead) by the function `kvpilot run` uses, the
@@ -265,7 +355,7 @@ def replay_kvpilot(
         **facts,
     )
     ctx = context_for(trace, cfg)
-    return run_policy(trace, Kvpilot(ctx), ctx, cfg, "request", fleet=fleet, scale_read=scale_read)
+    return run_policy(trace, Kvpilot(ctx), ctx, cfg, "request", fleet=fleet, scale_read=scale_read, until=until)
 
 
 def published(result: PolicyResult) -> list[tuple[float, int]]:
@@ -377,6 +467,39 @@ class ScaleReader:
         )
 
 
+def report_lines(modes: list[str], runs: dict[str, Run]) -> list[str]:
+    """One line per mode, in the order asked: attainment over its window, replica-hours over its run and against
+    the first mode's over the same span; for the kvpilot modes the rollout's end and the points and surge against
+    kvpilot-base over the same window and span."""
+    first = runs[modes[0]]
+    alone = runs.get("kvpilot-base")  # the planner's own run without the rollout
+    lines: list[str] = []
+    for mode in modes:
+        r = runs[mode]
+        if r.published:
+            steps = ", ".join(f"{n} at {at:.0f} s" for at, n in r.published)
+            lines.append(f"          kvpilot published desired: {steps}")
+        span = min(r.ran_to_s, first.ran_to_s)
+        line = (
+            f"{mode:<12} TTFT <= {SLO_S:g} s for {r.attained:.2%} of requests arriving "
+            f"{T_ROLLOUT:.0f}-{r.window_end_s:.0f} s{' (cut: rollout not done)' if r.window_cut else ''}; "
+            f"{r.replica_hours:.2f} replica-hours over 0-{r.ran_to_s:.0f} s "
+            f"({r.replica_hours_until(span) - first.replica_hours_until(span) + 0.0:+.2f} over 0-{span:.0f} s)"
+        )
+        if mode in KVPILOT_MODES and mode != "kvpilot-base":
+            ended = "not by the run's end" if r.rollout_end_s is None else f"at {r.rollout_end_s:.0f} s"
+            line += f"; rollout done {ended}"
+            if alone is not None:
+                points = (r.attained - alone.attained_in(T_ROLLOUT, r.window_end_s)) * 100.0 + 0.0  # no "-0.00"
+                goal = "met" if points >= -1.0 else "MISSED"
+                surge = r.replica_hours - alone.replica_hours_until(r.ran_to_s) + 0.0
+                line += (
+                    f"; against kvpilot-base {points:+.2f} points ({goal}: within 1), surge {surge:+.2f} replica-hours"
+                )
+        lines.append(line)
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trace", default="azure_conv", help=f"one of {', '.join(SHARED)}, 'all', or a file")
@@ -410,6 +533,12 @@ def main() -> None:
     parser.add_argument(
         "--config", type=Path, default=None, help="kvpilot's settings file for the planner (as kvpilot backtest's)"
     )
+    parser.add_argument(
+        "--max-s",
+        type=float,
+        default=MAX_SEGMENT_S,
+        help="the most trace a run replays from the segment's start: a rollout not done by then has its window cut",
+    )
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
@@ -426,10 +555,11 @@ def main() -> None:
             f"new version speed {args.speed:g}, {args.controller} controller",
             flush=True,
         )
-        base: float | None = None
-        alone: Run | None = None  # kvpilot-base: the planner's own run without the rollout
-        for mode in modes:
-            r = run(
+        runs: dict[str, Run] = {}
+        # the rollout modes first: the modes without one run as long as the longest of them
+        for mode in sorted(modes, key=lambda m: m in NO_ROLLOUT):
+            spans = [r.ran_to_s for m, r in runs.items() if m not in NO_ROLLOUT]
+            runs[mode] = run(
                 path,
                 scale,
                 args.replicas,
@@ -442,28 +572,18 @@ def main() -> None:
                 lead_s=args.lead_s,
                 controller=args.controller,
                 config=args.config,
+                max_s=args.max_s,
+                until_s=max(spans) if spans else None,
             )
-            base = r.replica_hours if base is None else base
-            if r.published:
-                steps = ", ".join(f"{n} at {at:.0f} s" for at, n in r.published)
-                print(f"          kvpilot published desired: {steps}", flush=True)
-            line = (
-                f"{mode:<12} TTFT <= {SLO_S:g} s for {r.attained:.2%} of requests arriving "
-                f"{T_ROLLOUT:.0f}-{r.window_end_s:.0f} s; {r.replica_hours:.2f} replica-hours "
-                f"({r.replica_hours - base:+.2f})"
-            )
-            if mode == "kvpilot-base":
-                alone = r
-            elif mode in KVPILOT_MODES:
-                ended = "not by the run's end" if r.rollout_end_s is None else f"at {r.rollout_end_s:.0f} s"
-                line += f"; rollout done {ended}"
-                if alone is not None:
-                    points = (r.attained - alone.attained) * 100.0 + 0.0  # + 0.0: no "-0.00"
-                    goal = "met" if points >= -1.0 else "MISSED"
-                    line += (
-                        f"; against kvpilot-base {points:+.2f} points ({goal}: within 1), surge "
-                        f"{r.replica_hours - alone.replica_hours:+.2f} replica-hours"
-                    )
+        print(
+            f"   window: from the rollout's start ({T_ROLLOUT:.0f} s) to a cold start ({COLD_S:.0f} s) after the "
+            f"rollout is done (every replica new and ready), each rollout mode its own (cut a minute before the "
+            f"segment's end, {args.max_s:.0f} s of trace at most, where not done); "
+            f"{' and '.join(m for m in NO_ROLLOUT if m in runs) or 'the modes without a rollout'} measured over "
+            "each one's window and span",
+            flush=True,
+        )
+        for line in report_lines(modes, runs):
             print(line, flush=True)
     print(f"(wall {time.perf_counter() - started:.0f} s)")
 

@@ -276,10 +276,13 @@ def run_policy(
     *,
     fleet: Any = None,
     scale_read: ScaleRead | None = None,
+    until: Callable[[float, PolicyResult], bool] | None = None,
 ) -> PolicyResult:
     """Replay ``policy`` over ``trace``. ``fleet``: a simulated fleet to replay on (bench/rollout.py's, of its own
     size; None: one sized for the first minute, ``initial_replicas``); ``scale_read``: what a scale source reading
-    Kubernetes hands kvpilot's rollout stage each tick (None: the simulator's count alone)."""
+    Kubernetes hands kvpilot's rollout stage each tick (None: the simulator's count alone); ``until``: asked after
+    each tick (its time, the result so far), the replay ends at the first tick it holds (None: the trace's end;
+    request level), measured as a trace that ends there (bench/rollout.py's window that follows the rollout)."""
     if fleet is None:
         start = initial_replicas(ctx)
         fleet = sim.make_fleet(
@@ -331,6 +334,9 @@ def run_policy(
         result.desired.append(desired)
         if progress is not None and i % 50 == 0:
             progress(policy.name, i / steps)
+        if until is not None and t < trace.duration_s and until(t, result):
+            trace = _ended_at(trace, t, fidelity)
+            break
     result.replica_hours = replica_s / 3600.0
     _measure(fleet, trace, cfg, fidelity, result)
     if result.rollout is not None:
@@ -339,6 +345,14 @@ def run_policy(
     if progress is not None:
         progress(policy.name, 1.0)
     return result
+
+
+def _ended_at(trace: Any, end_s: float, fidelity: str) -> Any:
+    """``trace`` as measured when a replay ends at ``end_s`` (``run_policy``'s ``until``): its requests that arrived
+    before, its duration ``end_s``."""
+    if fidelity == "fluid":
+        raise ValueError("run_policy: until is for request-level replays")
+    return type(trace).from_columns(trace.name, end_s, trace.columns.window(0.0, end_s))
 
 
 def _measure(fleet: Any, trace: Any, cfg: BacktestConfig, fidelity: str, result: PolicyResult) -> None:
