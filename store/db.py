@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -15,6 +17,21 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
+
+log = logging.getLogger(__name__)
+
+
+def json_loads(stored: str | bytes) -> Any:
+    """A JSON column's value as ``json.loads`` reads it (SQLAlchemy's default), but one nested past the decoder's
+    recursion (about 1,000 levels) as null, said: kvpilot writes flat objects, and every reader of its JSON columns
+    takes null as none (evidence, a forecast, an instance's nodes). A row a hand or another program wrote so costs
+    only itself: the decoder's RecursionError failed the whole query it came in, every start (restore reads the open
+    findings and the latest decisions), the page it was on, the drain breaker's read of the instances' nodes."""
+    try:
+        return json.loads(stored)
+    except RecursionError:
+        log.warning("a stored JSON value nested too deeply to read (%d characters) is read as null", len(stored))
+        return None
 
 
 class StoreConfigError(ValueError):
@@ -54,7 +71,7 @@ def make_engine(
             f"database URL {_safe(url)!r}: SQLite URI filenames (file:...) are not supported; give the file's path, "
             "e.g. sqlite:////var/lib/kvpilot/kvpilot.db"
         )
-    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    kwargs: dict[str, Any] = {"pool_pre_ping": True, "json_deserializer": json_loads}
     if backend == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             try:
