@@ -7,6 +7,8 @@ import re
 from urllib.parse import urlsplit
 
 _USERINFO = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:/@]*):.*@(?=[^@]*$)", re.S)
+# libpq's connection parameters that hold a password, given in a database URL's query (psycopg takes them)
+_QUERY_PASSWORD = re.compile(r"(?P<key>[?&](?:ssl)?password=)[^&#]*")
 
 
 def is_http_url(value: str) -> bool:
@@ -30,5 +32,9 @@ def password_masked(url: str) -> str:
     """``url`` with the password of its ``user:password@`` part as ``***`` (the user and host kept, to say which), for
     the URLs an operator configures (``collector.discovery.promql_url``, whose password is sent as Basic auth, and
     ``store.database_url``) wherever kvpilot shows them: log lines, error texts, ``kvpilot config show``. Read as
-    SQLAlchemy reads a database URL: the password runs to the last ``@`` (an unescaped ``/`` or ``@`` in it too)."""
-    return _USERINFO.sub(r"\g<scheme>\g<user>:***@", url, count=1) if url else url
+    SQLAlchemy reads a database URL: the password runs to the last ``@`` (an unescaped ``/`` or ``@`` in it too). A
+    password given as libpq's ``password=`` (or ``sslpassword=``) query parameter, which psycopg takes, is ``***``
+    too (config show, kvpilot db and kvpilot run's start line printed it)."""
+    if not url:
+        return url
+    return _QUERY_PASSWORD.sub(r"\g<key>***", _USERINFO.sub(r"\g<scheme>\g<user>:***@", url, count=1))

@@ -18,6 +18,8 @@ from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 
+from collector.urls import password_masked
+
 log = logging.getLogger(__name__)
 
 
@@ -61,15 +63,15 @@ def make_engine(
         parsed = make_url(url)
         backend = parsed.get_backend_name()
     except Exception as e:  # sqlalchemy raises ArgumentError, but a stray ValueError is as likely
-        raise StoreConfigError(f"database URL {_safe(url)!r} is not a URL SQLAlchemy understands: {e}") from None
+        raise StoreConfigError(f"database URL {url_shown(url)!r} is not a URL SQLAlchemy understands: {e}") from None
     if backend not in ("sqlite", "postgresql"):
-        raise StoreConfigError(f"database URL {_safe(url)!r}: only sqlite:/// and postgresql:// are supported")
+        raise StoreConfigError(f"database URL {url_shown(url)!r}: only sqlite:/// and postgresql:// are supported")
     if backend == "sqlite" and (parsed.database or "").startswith("file:"):
         # a URI filename (with ?uri=true): the checks on the file below would stat "file:..." and refuse every
         # connection ("This connection is closed"); kvpilot writes its store, so ?mode=ro has no use either
         raise StoreConfigError(
-            f"database URL {_safe(url)!r}: SQLite URI filenames (file:...) are not supported; give the file's path, "
-            "e.g. sqlite:////var/lib/kvpilot/kvpilot.db"
+            f"database URL {url_shown(url)!r}: SQLite URI filenames (file:...) are not supported; give the file's "
+            "path, e.g. sqlite:////var/lib/kvpilot/kvpilot.db"
         )
     kwargs: dict[str, Any] = {"pool_pre_ping": True, "json_deserializer": json_loads}
     if backend == "sqlite":
@@ -106,7 +108,7 @@ def make_engine(
     try:
         engine = create_engine(parsed, **kwargs)
     except Exception as e:  # a driver that is not installed, an option it refuses
-        raise StoreConfigError(f"database URL {_safe(url)!r}: {str(e).splitlines()[0]}") from None
+        raise StoreConfigError(f"database URL {url_shown(url)!r}: {str(e).splitlines()[0]}") from None
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
         _sqlite_transactions(engine)
@@ -186,12 +188,15 @@ def _check_same_file(engine: Engine, path: str) -> None:
     event.listen(engine, "checkout", checked_out)
 
 
-def _safe(url: str) -> str:
-    """``url`` without a password, for messages (best effort on a URL that does not parse)."""
+def url_shown(url: str) -> str:
+    """The store's URL as kvpilot shows it (messages, log lines, ``kvpilot db``): without a password, whether in its
+    ``user:password@`` or in a libpq ``password=``/``sslpassword=`` query parameter (``password_masked``; best effort
+    on a URL that does not parse)."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        shown = make_url(url).render_as_string(hide_password=True)
     except Exception:
-        return url.split("@")[-1] if "@" in url else url
+        shown = url.split("@")[-1] if "@" in url else url
+    return password_masked(shown)
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:

@@ -58,9 +58,9 @@ def _refuse_missing(url: str, default: str = "") -> None:
 
 
 def _redacted(url: str) -> str:
-    from sqlalchemy.engine import make_url
+    from store.db import url_shown
 
-    return make_url(url).render_as_string(hide_password=True)
+    return url_shown(url)
 
 
 def _fail(action: str, url: str, e: Exception) -> Exception:

@@ -92,11 +92,13 @@ def _which(url: str) -> str:
 
     from sqlalchemy.engine import make_url
 
+    from store.db import url_shown
+
     try:
         parsed = make_url(url)
     except Exception:
         return ""
-    shown = parsed.render_as_string(hide_password=True)
+    shown = url_shown(url)
     database = parsed.database or ""
     if parsed.get_backend_name() == "sqlite" and database not in ("", ":memory:") and not database.startswith("file:"):
         folder = Path(database).resolve().parent

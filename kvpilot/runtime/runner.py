@@ -348,6 +348,6 @@ def _listen(host: str, port: int) -> socket.socket:
 
 def _redact(url: str) -> str:
     """The database URL without its password, for logs."""
-    from sqlalchemy.engine import make_url
+    from store.db import url_shown
 
-    return make_url(url).render_as_string(hide_password=True)
+    return url_shown(url)
