@@ -17,8 +17,9 @@ import operator
 from array import array
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
+from functools import partial
 from itertools import islice
 
 from collector.aggregates import DeploymentAggregate
@@ -38,9 +39,13 @@ class ReplicaView:
     """
 
     sample: ReplicaSample
-    ready: bool  # scraped within stale_after_s of `now`
+    ready: bool  # scraped within stale_after_s of `now` (``age_s``)
     target_up: bool  # False when its target failed in the latest tick (the sample is then older)
     last_seen: float  # timestamp of `sample`
+    # Seconds since `sample` was taken, with the wall clock's steps since then taken out: `now - last_seen` but for a
+    # step (NTP), where a replica silent since before a step back of an hour read its sample from the "future", fresh
+    # for the hour.
+    age_s: float
     prefix_hit_ratio: float | None  # Δhits / Δqueries over the window
     prefix_hits_increase: float | None  # tokens, over the window (deployments sum these)
     prefix_queries_increase: float | None
@@ -140,6 +145,7 @@ class GpuView:
     sample: GpuSample
     present: bool  # listed in the latest successful scrape of its node's exporter
     last_seen: float  # timestamp of the last scrape that listed it
+    age_s: float  # seconds since that scrape, the wall clock's steps since then taken out (as ``ReplicaView.age_s``)
     replica: str | None  # ReplicaView key, or None when no replica is joined
 
     @property
@@ -203,6 +209,7 @@ class _ReplicaTrack:
         "older",
         "older_ttft",
         "recent",
+        "shift",
         "target_up",
         "ttft",
         "ttft_bounds_since",
@@ -217,6 +224,9 @@ class _ReplicaTrack:
         self.middle_ttft: deque[array[float] | None] = deque(maxlen=max_points)
         self.older_ttft: deque[array[float] | None] = deque(maxlen=max_points)
         self.target_up = True
+        # The latest sample's time on the wall clock as it reads now is its timestamp less (the step-free offset now
+        # + shift): set as the sample arrives (``FleetState._shift``), so that its age runs on step-free time.
+        self.shift = 0.0
         # The rate window (``recent``) kept per value as samples come and go, so a view costs no pass over it.
         self.counters = {name: CounterWindow() for name in _COUNTER_FIELDS}
         self.in_flight = GaugeWindow()
@@ -346,12 +356,13 @@ class _ReplicaTrack:
 
 
 class _GpuTrack:
-    __slots__ = ("last_seen", "present", "sample")
+    __slots__ = ("last_seen", "present", "sample", "shift")
 
-    def __init__(self, sample: GpuSample) -> None:
+    def __init__(self, sample: GpuSample, shift: float = 0.0) -> None:
         self.sample = sample
         self.present = True
         self.last_seen = sample.timestamp
+        self.shift = shift  # as `_ReplicaTrack.shift`, for `last_seen`
 
 
 class FleetState:
@@ -408,6 +419,11 @@ class FleetState:
         self._deployment_views: dict[str, DeploymentView] = {}
         self._gpu_views: list[GpuView] = []
         self._now: float | None = None
+        # The step-free time less the wall time (collector.clock.StepFreeTime) at the latest tick and the one before:
+        # what has been seen is aged on it, so a step of the wall clock neither freshens nor ages it.
+        self._offset = 0.0
+        self._offset_before = 0.0
+        self._aggregate_shifts: dict[str, tuple[float, float]] = {}  # key -> (its aggregate's timestamp, shift)
 
     # -- input ---------------------------------------------------------------------------------------
 
@@ -420,6 +436,7 @@ class FleetState:
         down_targets: Sequence[TargetInfo] = (),
         gpu_nodes_scraped: Collection[str] | None = None,
         departed: Collection[str] = (),
+        step_free_offset_s: float = 0.0,
     ) -> None:
         """Take one tick's samples.
 
@@ -431,12 +448,19 @@ class FleetState:
         ``target_up=False`` (and turn not ready once stale). ``gpu_nodes_scraped``: nodes whose GPU
         exporter answered this tick (a page on no node: its URL, ``GpuSample.page``), so that a GPU missing from an
         answered page turns ``present=False`` even when the page lists no GPU at all; by default, the nodes of ``gpus``.
+
+        ``step_free_offset_s``: the step-free time less ``now`` (``collector.clock.StepFreeTime``: 0 until the wall
+        clock steps). What was seen is aged on step-free time: a replica or GPU silent since before a step of the wall
+        clock goes stale, down and forgotten after the same silence as without the step. Before, one silent across a
+        step back of an hour kept a sample stamped in the "future": ready (its frozen rates summed into its
+        deployment's), never down nor forgotten, for the hour; a step ahead aged it by the hour at once.
         """
         self._now = now
+        self._offset_before, self._offset = self._offset, step_free_offset_s
         for key in departed:
             self._replicas.pop(key, None)
-        self._take_replicas(replicas, down_targets)
-        self._take_gpus(gpus, set(gpu_nodes_scraped) if gpu_nodes_scraped is not None else None)
+        self._take_replicas(replicas, down_targets, now)
+        self._take_gpus(gpus, set(gpu_nodes_scraped) if gpu_nodes_scraped is not None else None, now)
         self._forget(now)
         # the replicas whose pods are there this tick (sampled, or listed and failing): they hold their node's GPUs
         reported = {replica_key(s.namespace, s.replica) for s in replicas}
@@ -460,6 +484,24 @@ class FleetState:
             seeded += 1
         return seeded
 
+    def _shift(self, timestamp: float, now: float) -> float:
+        """The ``shift`` of a sample stamped ``timestamp`` arriving in this tick (``_ReplicaTrack.shift``): aged from
+        the time it was taken. Its stamp is on the wall clock as it read then: when the clock stepped since the last
+        tick, it was taken before the step or after it, and the reading of the two that is not negative and the
+        newer is the one (a scrape takes a tick's part of a second, a step is a second or more). A stamp ahead of
+        ``now`` on either reading is taken as now: a sample is not fresher than the tick it came in."""
+        age = now - timestamp
+        stepped = self._offset - self._offset_before
+        if stepped:
+            readings = [a for a in (age, age + stepped) if a >= 0.0]
+            return (min(readings) if readings else 0.0) - age - self._offset
+        return (-age if age < 0.0 else 0.0) - self._offset
+
+    def _age(self, timestamp: float, shift: float, now: float) -> float:
+        """Seconds from a sample's ``timestamp`` (arrived with ``shift``) to ``now``, on step-free time: ``now -
+        timestamp`` exactly while the clock has not stepped."""
+        return now - (timestamp - (self._offset + shift))
+
     def _stepped_back(self, latest: float, timestamp: float) -> bool:
         """Whether a sample stamped ``timestamp``, older than its replica's ``latest``, comes after a step back of the
         clock rather than out of order: this tick's ``now`` (our clock) and the sample both more than
@@ -467,7 +509,7 @@ class FleetState:
         now = self._now
         return now is not None and now < latest - self.stale_after_s and timestamp < latest - self.stale_after_s
 
-    def _take_replicas(self, replicas: Sequence[ReplicaSample], down_targets: Sequence[TargetInfo]) -> None:
+    def _take_replicas(self, replicas: Sequence[ReplicaSample], down_targets: Sequence[TargetInfo], now: float) -> None:
         seen: set[str] = set()
         restarted = 0
         for sample in replicas:
@@ -492,6 +534,7 @@ class FleetState:
                 step_s=self.history_step_s,
                 history_s=self.history_s,
             )
+            track.shift = self._shift(sample.timestamp, now)
         if restarted:
             log.warning(
                 "the clock stepped back over %.0f s: the windows of %d replicas start again from this tick's samples",
@@ -535,7 +578,7 @@ class FleetState:
                 changed[name] = Histogram(bounds=shared, counts=h.counts, sum=h.sum, count=h.count)
         return replace(sample, **changed) if changed else sample  # type: ignore[arg-type]
 
-    def _take_gpus(self, gpus: Sequence[GpuSample], scraped_nodes: set[str] | None) -> None:
+    def _take_gpus(self, gpus: Sequence[GpuSample], scraped_nodes: set[str] | None, now: float) -> None:
         # GPUs a source saw leave an exporter that still answers (GoneGpuSample: PromQL aggregates mode, which reads
         # no whole page): tracked absent while it reports them, as a GPU missing from an answered page is
         reported = [g for g in gpus if isinstance(g, GoneGpuSample)]
@@ -554,10 +597,11 @@ class FleetState:
         recut = _recut_keys(gone, [t.sample for t in self._gpus.values() if t.present], gpus) if gone else set()
         for sample in gpus:
             track = self._gpus.get(sample.key)
+            shift = self._shift(sample.timestamp, now)
             if track is None:
-                self._gpus[sample.key] = _GpuTrack(sample)
+                self._gpus[sample.key] = _GpuTrack(sample, shift)
             else:
-                track.sample, track.present, track.last_seen = sample, True, sample.timestamp
+                track.sample, track.present, track.last_seen, track.shift = sample, True, sample.timestamp, shift
         for key, track in gone:
             if key in recut:
                 del self._gpus[key]
@@ -568,12 +612,13 @@ class FleetState:
             if sample.key in self._gpus_reported_gone:
                 track = self._gpus.get(sample.key)
                 if track is None:
-                    track = self._gpus[sample.key] = _GpuTrack(sample)
+                    track = self._gpus[sample.key] = _GpuTrack(sample, self._shift(sample.timestamp, now))
                 track.present = False
 
     def _forget(self, now: float) -> None:
         cutoff = now - self.forget_after_s
-        for key in [k for k, t in self._replicas.items() if t.latest.timestamp < cutoff]:
+        offset = self._offset
+        for key in [k for k, t in self._replicas.items() if t.latest.timestamp - (offset + t.shift) < cutoff]:
             del self._replicas[key]
         # A GPU its node's exporter still answers without is a GPU that fell off the bus, not one that is gone:
         # it stays (absent) for as long as the node is there, so its finding stays open until it is fixed.
@@ -581,7 +626,7 @@ class FleetState:
         for key in [
             k
             for k, t in self._gpus.items()
-            if t.last_seen < cutoff
+            if t.last_seen - (offset + t.shift) < cutoff
             and (t.present or ((t.sample.node or t.sample.page) not in answered and k not in self._gpus_reported_gone))
         ]:
             del self._gpus[key]
@@ -598,9 +643,15 @@ class FleetState:
         those a detector must see). Deployments without an aggregate keep the view built from their replicas.
 
         An aggregate older than ``stale_after_s`` (Prometheus unreachable since) counts no replica ready, as stale
-        replicas do; one older than ``forget_after_s`` is ignored."""
+        replicas do; one older than ``forget_after_s`` is ignored. Ages run on step-free time, as ``observe``'s (with
+        its ``step_free_offset_s``)."""
+        shifts: dict[str, tuple[float, float]] = {}
         for agg in aggregates:
-            age = now - agg.timestamp
+            # the same aggregate again (Prometheus unreachable since) keeps its shift: it ages
+            known = self._aggregate_shifts.get(agg.key)
+            shift = known[1] if known is not None and known[0] == agg.timestamp else self._shift(agg.timestamp, now)
+            shifts[agg.key] = (agg.timestamp, shift)
+            age = self._age(agg.timestamp, shift, now)
             if age > self.forget_after_s:
                 continue
             if age > self.stale_after_s:
@@ -612,6 +663,7 @@ class FleetState:
             while points and points[-1].t >= now:  # times stay increasing, which readers of windows rely on
                 points.pop()  # the point observe() built from the few replicas it saw
             points.append(replace(_point(now, view), replica_count=agg.replicas))
+        self._aggregate_shifts = shifts
 
     # -- views ---------------------------------------------------------------------------------------
 
@@ -653,7 +705,7 @@ class FleetState:
             views.append(self._replica_view(track, now, gpus, node_gpus))
         self._replica_views = views
 
-        self._gpu_views = _gpu_views(self._gpus, views, on_node)
+        self._gpu_views = _gpu_views(self._gpus, views, on_node, partial(self._age, now=now))
 
         grouped: dict[str, list[ReplicaView]] = {}
         for view in views:
@@ -675,6 +727,7 @@ class FleetState:
         # Every window is the rate window (`_ReplicaTrack.add` keeps them to the samples of ``recent``). Each counter's
         # increase is worked out once (`CounterWindow.increase_and_rate`): a thousand views a tick.
         latest = track.latest
+        age = now - (latest.timestamp - (self._offset + track.shift))  # `_age`, inline: a thousand views a tick
         counters = track.counters
         hits = counters["prefix_hits"].increase()
         queries, queries_rate = counters["prefix_queries"].increase_and_rate()
@@ -683,9 +736,10 @@ class FleetState:
         arrival = None if finished_rate is None or in_flight is None else max(0.0, finished_rate + in_flight)
         return ReplicaView(  # positional, in the order of its fields (a test pins it)
             latest,  # sample
-            now - latest.timestamp <= self.stale_after_s,  # ready
+            age <= self.stale_after_s,  # ready
             track.target_up,
             latest.timestamp,  # last_seen
+            age,  # age_s
             ratio(hits, queries),  # prefix_hit_ratio
             hits,  # prefix_hits_increase
             queries,  # prefix_queries_increase
@@ -909,7 +963,12 @@ def _node_replicas(replicas: Iterable[tuple[str, str | None, bool]]) -> dict[str
     return {node: holding.get(node) or keys for node, keys in every.items()}
 
 
-def _gpu_views(gpus: dict[str, _GpuTrack], replicas: list[ReplicaView], by_node: dict[str, list[str]]) -> list[GpuView]:
+def _gpu_views(
+    gpus: dict[str, _GpuTrack],
+    replicas: list[ReplicaView],
+    by_node: dict[str, list[str]],
+    age: Callable[[float, float], float],
+) -> list[GpuView]:
     """Name the replica each GPU serves: its pod when the exporter attributes one, else the only replica
     on its node (``_node_replicas``; several replicas on one node without attribution is ambiguous: None)."""
     by_pod: dict[str, list[str]] = {}
@@ -930,7 +989,15 @@ def _gpu_views(gpus: dict[str, _GpuTrack], replicas: list[ReplicaView], by_node:
         else:
             candidates = by_node.get(sample.node, [])
         joined = candidates[0] if len(candidates) == 1 else None
-        out.append(GpuView(sample=sample, present=track.present, last_seen=track.last_seen, replica=joined))
+        out.append(
+            GpuView(
+                sample=sample,
+                present=track.present,
+                last_seen=track.last_seen,
+                age_s=age(track.last_seen, track.shift),
+                replica=joined,
+            )
+        )
     return out
 
 

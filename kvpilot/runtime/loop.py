@@ -202,7 +202,7 @@ class ControlLoop:
         self.own_raise = OwnRaise()  # what the rollout stage added to the planner's count (scaler.own_raise)
         # The planner's time: its forecasters refuse a point stamped before their last, and its windows and holds age
         # on it, so a step of the wall clock is taken out of it (its decisions are stamped on the wall clock). The
-        # memory of kvpilot's own raise ages on it too.
+        # memory of kvpilot's own raise ages on it too, and so do FleetState's samples (stale, down, forgotten).
         self._planner_time = StepFreeTime()
         self._known: set[str] = set(managed)  # deployments whose replica count the scale source is asked for
         self.owns = owns  # sharding (kvpilot.runtime.shards): this instance decides only the deployments of its shards
@@ -298,6 +298,8 @@ class ControlLoop:
                 down_targets=result.down_targets,
                 gpu_nodes_scraped=result.gpu_nodes_scraped,
                 departed=departed,
+                # what was seen ages on step-free time: a target silent across a step is not fresh for the step
+                step_free_offset_s=planner_now - now,
             ),
             None,
         )

@@ -61,6 +61,7 @@ def test_every_rate_of_a_replica_view_lands_in_its_own_field() -> None:
         "ready",
         "target_up",
         "last_seen",
+        "age_s",
         "prefix_hit_ratio",
         "prefix_hits_increase",
         "prefix_queries_increase",
@@ -75,7 +76,13 @@ def test_every_rate_of_a_replica_view_lands_in_its_own_field() -> None:
         "itl_window",
         "node_gpus",
     ]
-    assert (view.sample, view.ready, view.target_up, view.last_seen) == (ticks[-1][0], True, True, 10.0)
+    assert (view.sample, view.ready, view.target_up, view.last_seen, view.age_s) == (
+        ticks[-1][0],
+        True,
+        True,
+        10.0,
+        0.0,
+    )
     assert (view.prefix_hits_increase, view.prefix_queries_increase) == (10.0, 40.0)
     assert view.prefix_hit_ratio == 0.25
     assert view.prefix_queries_rate == 4.0

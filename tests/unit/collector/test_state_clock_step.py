@@ -9,7 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from collector.samples import ReplicaSample
+from collector.aggregates import DeploymentAggregate
+from collector.samples import GpuSample, ReplicaSample
 from collector.state import FleetState
 
 START = 1_700_000_000.0
@@ -83,3 +84,69 @@ def test_a_small_step_back_keeps_the_deployment_history() -> None:
     times = [p.t for p in state.deployment_history("llm/chat")]
     assert times[:30] == [START + 5 * i for i in range(30)]
     assert times == sorted(times)
+
+
+LAST_SAMPLES = {"the-tick-before": 9, "just-before-the-step": 10, "just-after-the-step": 10}
+
+
+def _silent_after(step_s: float, last: str) -> list[tuple[bool, bool]]:
+    """chat-0 scraped every 5 s, each sample half a second before the tick reads the clock, up to tick
+    ``LAST_SAMPLES[last]``, then silent; the wall clock steps by ``step_s`` at tick 10: before that tick's scrape, or
+    (``just-before-the-step``) between the scrape and the tick's reading, the sample keeping the wall time from before
+    the step. FleetState is handed the loop's step-free offset (collector.clock.StepFreeTime: less the steps). Per
+    tick of 80: the replica known, ready."""
+    state = FleetState(stale_after_s=30, forget_after_s=300)
+    seen = []
+    for i in range(80):
+        true_t = START + 5 * i
+        wall = true_t + (step_s if i >= 10 else 0.0)
+        samples = []
+        if i <= LAST_SAMPLES[last]:
+            stamp = (true_t if last == "just-before-the-step" and i == 10 else wall) - 0.5
+            samples.append(_sample(true_t, stamp, 4.0))
+        state.observe(samples, [], now=wall, step_free_offset_s=true_t - wall)
+        views = state.replicas()
+        seen.append((bool(views), bool(views) and views[0].ready))
+    return seen
+
+
+@pytest.mark.parametrize("last", list(LAST_SAMPLES))
+@pytest.mark.parametrize("step_s", [-3600.0, -40.0, 40.0, 3600.0])
+def test_a_replica_silent_across_a_step_goes_stale_and_is_forgotten_after_the_same_silence(
+    step_s: float, last: str
+) -> None:
+    # Before, one silent since before a step back kept a sample stamped in the "future": ready and never forgotten
+    # for the step's length; a step ahead (or one between a scrape and the tick's reading) forgot it at once.
+    # `just-after-the-step` is a guard: a sample taken after the step ages as it did.
+    seen = _silent_after(step_s, last)
+    steady = _silent_after(0.0, last)
+    n = LAST_SAMPLES[last]
+    assert [i for i, (_, ready) in enumerate(steady) if ready] == list(range(n + 6))  # 30 s after the last sample
+    assert [i for i, (known, _) in enumerate(steady) if known] == list(range(n + 60))  # 300 s after it
+    assert seen == steady
+
+
+def test_a_gpu_and_an_aggregate_silent_across_a_step_back_age_on_step_free_time() -> None:
+    # A GPU exporter silent since before a step back was never down for the hour (target_down read its last page
+    # from the "future"); Prometheus unreachable since before it, its last deployment aggregate counted every
+    # replica ready for the hour. Both now age on step-free time, as without the step.
+    def run(step_s: float) -> list[tuple[float | None, int | None]]:
+        state = FleetState(stale_after_s=30, forget_after_s=300)
+        agg = DeploymentAggregate(namespace="llm", deployment="chat", timestamp=START, replicas=3, ready_replicas=3)
+        gpu = GpuSample(node="n1", index="0", uuid="GPU-1", model_name="H100", timestamp=START)
+        out = []
+        for i in range(80):
+            true_t = START + 5 * i
+            wall = true_t + (step_s if i >= 10 else 0.0)
+            offset = true_t - wall
+            state.observe([], [gpu] if i == 0 else [], now=wall, gpu_nodes_scraped=(), step_free_offset_s=offset)
+            state.observe_deployments([agg], now=wall)  # the aggregate read at START, kept since
+            gpus = {g.key: g.age_s for g in state.gpus()}
+            view = state.deployments().get("llm/chat")
+            out.append((gpus.get(gpu.key), None if view is None else view.ready_replicas))
+        return out
+
+    steady = run(0.0)
+    assert [age for age, _ in steady] == [5.0 * i for i in range(61)] + [None] * 19  # forgotten after 300 s
+    assert [ready for _, ready in steady] == [3] * 7 + [0] * 54 + [None] * 19  # stale after 30 s, ignored after 300
+    assert run(-3600.0) == run(3600.0) == steady

@@ -40,7 +40,7 @@ def _stuck(node: str, since: float, gpu: str = "GPU-1") -> Finding:
 
 def _replica(name: str, node: str, *, ready: bool = True) -> ReplicaView:
     sample = ReplicaSample("llm", "chat", name, node, "vllm", None, 1000.0)
-    return ReplicaView(sample, ready, True, 1000.0, None, None, None, None, None, None, None, None, None, None, ())
+    return ReplicaView(sample, ready, True, 1000.0, 0.0, None, None, None, None, None, None, None, None, None, None, ())
 
 
 def _store_findings(sessions: sessionmaker[Session], now: float, *active: Finding) -> None:
