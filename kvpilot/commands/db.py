@@ -57,6 +57,15 @@ def _refuse_missing(url: str, default: str = "") -> None:
         )
 
 
+def _revision_shown(rev: str | None) -> str:
+    """A schema revision as printed: as it is when it is printable text (every revision kvpilot writes), else quoted
+    and escaped, as migrations' refusal names it. One a hand or another program stored may hold terminal control
+    characters: printed raw, `\\x1b]0;...\\x07` retitled the operator's terminal and `\\x1b[2J` cleared it."""
+    if rev is None:
+        return "base (empty)"
+    return rev if rev.isprintable() else repr(rev)
+
+
 def _redacted(url: str) -> str:
     from store.db import url_shown
 
@@ -107,7 +116,7 @@ def upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")] = 
         migrations.upgrade(url, revision)
     except Exception as e:
         raise _fail("upgrading", url, e) from None
-    typer.echo(f"{_redacted(url)} is at {migrations.current(url) or 'base (empty)'}")
+    typer.echo(f"{_redacted(url)} is at {_revision_shown(migrations.current(url))}")
 
 
 # Where SQLite's unix VFS locks a WAL store's -shm file: every connection holds a shared lock on this byte (the "DMS"
@@ -225,7 +234,7 @@ def downgrade(
         migrations.downgrade(url, revision)
     except Exception as e:
         raise _fail("downgrading", url, e) from None
-    typer.echo(f"{_redacted(url)} is at {migrations.current(url) or 'base (empty)'}")
+    typer.echo(f"{_redacted(url)} is at {_revision_shown(migrations.current(url))}")
 
 
 @app.command()
@@ -247,4 +256,4 @@ def current(config: Config = None) -> None:
         state = f"unknown to this kvpilot, whose newest is {head}: a newer kvpilot wrote it"
     else:
         state = "newest" if rev == head else f"newest is {head}"
-    typer.echo(f"{_redacted(url)}{default} is at {rev or 'base (empty)'} ({state})")
+    typer.echo(f"{_redacted(url)}{default} is at {_revision_shown(rev)} ({state})")
