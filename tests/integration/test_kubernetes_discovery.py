@@ -3,7 +3,6 @@ identity the pod gives them; a deleted pod stops being scraped."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +14,7 @@ from collector.scrape import Collector
 from collector.state import FleetState
 from tests.conftest import FIXTURES
 from tests.fakekube import FakeKube
+from tests.helpers.poll import until
 from tests.services.pages import serve_pages
 
 PAGES = {
@@ -67,10 +67,7 @@ async def test_discovered_pods_are_scraped_into_fleet_state(port: int) -> None:
                 )
 
                 kube.delete("pods", "llama-0", "prod")
-                deadline = time.monotonic() + 15
-                while len(disc.snapshot()) != 1:  # the watch delivers the deletion
-                    assert time.monotonic() < deadline, "deletion not seen by the watch"
-                    await asyncio.sleep(0.02)
+                await until(lambda: len(disc.snapshot()) == 1, what="the watch delivered the deletion", timeout_s=15)
                 result = await collector.collect_once(await disc.targets())
                 assert result.replicas == []
                 assert len(result.gpus) >= 1
