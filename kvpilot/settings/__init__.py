@@ -105,7 +105,9 @@ class Settings(BaseSettings):
     store: StoreSettings = Field(default=StoreSettings(), description="The database.")
     api: ApiSettings = Field(default=ApiSettings(), description="The HTTP and gRPC servers and their tokens.")
     drains: DrainSettings = Field(default=DrainSettings(), description="Node drains.")
-    ha: HaSettings = Field(default=HaSettings(), description="High availability by leader election.")
+    # A factory, not an instance built at import: the Lease's namespace and the identity are read from the pod (its
+    # service account's namespace file, POD_NAMESPACE, the host name) as each Settings is built.
+    ha: HaSettings = Field(default_factory=HaSettings, description="High availability by leader election.")
     sharding: ShardingSettings = Field(default=ShardingSettings(), description="Splitting the fleet between instances.")
     keda: KedaSettings = Field(default=KedaSettings(), description="The KEDA external scaler.")
     cost: CostSettings = Field(default=CostSettings(), description="GPU prices and assignments.")

@@ -88,6 +88,28 @@ def test_the_lease_namespace_defaults_to_kvpilots_own(tmp_path: Path, monkeypatc
     assert ha.HaSettings(lease_namespace="elsewhere").lease_namespace == "elsewhere"  # set: as set
 
 
+def test_the_lease_namespace_is_read_when_the_settings_are_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Settings without an `ha` section read kvpilot's namespace as they are built, not once as kvpilot.settings is
+    imported: a POD_NAMESPACE (or service account) that appears later in the process, as in a test or a program that
+    embeds kvpilot, is honoured (it was the value at import, whatever came after)."""
+    from kvpilot.settings import load_settings
+
+    monkeypatch.chdir(tmp_path)  # no kvpilot.yaml of the checkout's
+    for name in ("KVPILOT_HA__LEASE_NAMESPACE", "KVPILOT_CONFIG", "KVPILOT_HA"):
+        monkeypatch.delenv(name, raising=False)
+    account = tmp_path / "namespace"
+    monkeypatch.setattr(ha, "SERVICE_ACCOUNT_NAMESPACE", account)
+    monkeypatch.setenv("POD_NAMESPACE", "set-after-import")
+    assert load_settings().ha.lease_namespace == "set-after-import"
+    monkeypatch.setenv("POD_NAMESPACE", "set-later-still")
+    assert load_settings().ha.lease_namespace == "set-later-still"  # each build reads it
+    account.write_text("observability\n")
+    assert load_settings().ha.lease_namespace == "observability"
+    assert load_settings(ha={"enabled": False}).ha.lease_namespace == "observability"  # a section given: the same
+
+
 def test_the_manifests_leave_the_lease_namespace_to_kvpilot() -> None:
     import yaml
 
