@@ -134,6 +134,9 @@ class VersionsSeen:
     # a cold start): drained, as a rolling update's wave drains its old pods. A crashed replica stays listed (its
     # target goes down, its pod restarts in place), so it is not counted here.
     drained: int = 0
+    # The count asked for as the stage knows it: ``replicas`` where counted, else what the stage published last.
+    # A fall is a scale-down (the planner's, or the surge withdrawn): the replicas it removes are no wave's.
+    count: int | None = None
 
     @property
     def out(self) -> int:
@@ -164,9 +167,31 @@ class RolloutTracker:
 
     def __init__(self) -> None:
         self._tracks: dict[str, _Track] = {}
+        # Per deployment: the count asked for at the last tick, and the most ready replicas (each tick's capped by
+        # its count) since that count last fell; None until it has fallen.
+        self._since_fall: dict[str, tuple[int | None, int | None]] = {}
 
     def forget(self, key: str) -> None:
         self._tracks.pop(key, None)
+        self._since_fall.pop(key, None)
+
+    def _peak_since_fall(self, key: str, seen: VersionsSeen) -> int:
+        """The ready peak a deficit is read against: the detector's (the most ready within its window), but no
+        higher than the most ready since the count asked for last fell. A scale-down removes replicas that never
+        come back, so a deficit against a peak before it is no wave's: read against the window's, the planner's
+        18 -> 7 mid-rollout (Azure code x8, ``kvpilot backtest --rollout-at 300``) was a wave of 11 in progress,
+        surged to 24 for a planner at 7. Each tick's ready replicas are capped by its count, so that pods of the
+        scale-down still terminating (still scraped ready for a tick or two) do not raise the peak again; ready
+        replicas, not the count, so that the stage's own surge cannot raise it while it loads."""
+        count = seen.count if seen.count is not None else seen.replicas
+        before, peak = self._since_fall.get(key, (None, None))
+        ready = seen.ready if count is None else min(seen.ready, count)
+        if count is not None and before is not None and count < before:
+            peak = ready
+        elif peak is not None:
+            peak = max(peak, ready)
+        self._since_fall[key] = (count, peak)
+        return seen.peak_ready if peak is None else min(seen.peak_ready, peak)
 
     def update(
         self,
@@ -177,6 +202,8 @@ class RolloutTracker:
         seen: VersionsSeen | None = None,
         deployment: DeploymentRollout | None = None,
     ) -> RolloutStatus | None:
+        if seen is not None:  # every tick, so that a fall is seen whichever status the next tick is read from
+            seen = dataclasses.replace(seen, peak_ready=max(self._peak_since_fall(key, seen), seen.ready))
         if deployment is not None:  # the Deployment's own status is authoritative where it is read
             return self._from_deployment(key, now, cold_start_s, deployment, seen)
         track = self._tracks.get(key)

@@ -195,9 +195,10 @@ class RolloutStage:
                     obs.text,
                     asked,
                     drained=drained,
+                    count=lowers,
                 )
             else:  # no replica serves (a one-replica fleet whose only replica drained): what was asked for
-                seen = VersionsSeen({}, None, 0, 0, "", asked, drained=drained)
+                seen = VersionsSeen({}, None, 0, 0, "", asked, drained=drained, count=lowers)
                 self.speeds.update(d.deployment, (), rollout_detector.version, None)
             status = self.tracker.update(
                 d.deployment,
