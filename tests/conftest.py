@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from tests.helpers.burst_backtest import BurstBacktest
 
 # No deadline on any example: Hypothesis' default (200 ms) fails a test as "Unreliable test timings" when one
 # example is slowed by the machine (seen at 301 ms on a loaded runner), which says nothing about the code.
@@ -29,3 +33,11 @@ def traces_dir() -> Path:
     if not path.is_dir():
         pytest.fail(f"real traces not found at {path}: CI lays ../shared beside the clone")
     return path
+
+
+@pytest.fixture(scope="session")
+def burst() -> BurstBacktest:
+    """The synthetic burst backtested once for the session (tests/helpers/burst_backtest.py)."""
+    from tests.helpers import burst_backtest  # the backtest's imports only where a test asks for it
+
+    return burst_backtest.run()

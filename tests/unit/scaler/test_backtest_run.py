@@ -12,21 +12,18 @@ import pytest
 from kvpilot.commands.config import effective
 from scaler.backtest.frontier import Frontier, FrontierPoint, envelope, fleet_counts
 from scaler.backtest.result import MissedMinute, worst_minutes
-from scaler.backtest.run import BacktestConfig, backtest
+from scaler.backtest.run import BacktestConfig, Report, backtest
+from tests.helpers.burst_backtest import BurstBacktest
 
-# 10 minutes, a 4× burst over its second half (the seeded start falls at 301 s): enough for every policy to scale
-# (reactive 1 -> 42 replicas, kvpilot 1 -> 5, wva 1 -> 2), small enough for a unit test. The frontier search costs
-# most of the module and grows with the trace: 20 minutes took twice as long and checked the same properties.
-TRACE = (
-    "synthetic:duration_s=600,rate=3,amplitude=0,bursts=1,burst_factor=4,burst_s=300,prompt_mean=4000,output_mean=100"
-)
 KEYS = {"slo_attainment", "replica_hours", "p50_ttft_s", "p99_ttft_s", "scale_events", "cost_usd", "frontier_ratio"}
 TARGETS = [0.95, 0.98, 0.99, 0.995, 0.999]
 
 
 @pytest.fixture(scope="module")
-def report():  # type: ignore[no-untyped-def]
-    return backtest(TRACE, BacktestConfig(policies=("reactive", "kvpilot", "wva")))
+def report(burst: BurstBacktest) -> Report:
+    """reactive, kvpilot and wva on a 10-minute burst (tests/helpers/burst_backtest.py), shared for the session."""
+    assert burst.report is not None
+    return burst.report
 
 
 def test_json_contract(report) -> None:  # type: ignore[no-untyped-def]

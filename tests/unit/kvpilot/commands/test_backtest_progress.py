@@ -8,13 +8,9 @@ import json
 from typer.testing import CliRunner
 
 from kvpilot.cli import app
-from scaler.backtest.run import BacktestConfig, backtest
+from tests.helpers.burst_backtest import BurstBacktest
 
 SHORT = "synthetic:duration_s=300,rate=2,amplitude=0"
-# A burst over the second half (tests/unit/kvpilot/commands/test_backtest.py): the search descends at three prices.
-BURST = (
-    "synthetic:duration_s=600,rate=3,amplitude=0,bursts=1,burst_factor=4,burst_s=300,prompt_mean=4000,output_mean=100"
-)
 
 
 def test_progress_lines_go_to_stderr_unless_json() -> None:
@@ -33,10 +29,8 @@ def test_progress_lines_go_to_stderr_unless_json() -> None:
     assert json.loads(quiet.stdout)["frontier_points"]
 
 
-def test_the_frontier_reports_its_share_done_rising_to_one() -> None:
-    seen: list[float] = []
-    cfg = BacktestConfig(policies=("reactive",), start_s=0.0, duration_s=600.0)
-    backtest(BURST, cfg, progress=lambda name, done: seen.append(done) if name == "frontier" else None)
+def test_the_frontier_reports_its_share_done_rising_to_one(burst: BurstBacktest) -> None:
+    seen = burst.frontier_progress  # a burst over the second half, backtested once a session: three prices descended
     assert seen == sorted(seen)
     assert seen[0] >= 0.0
     assert seen[-1] == 1.0
