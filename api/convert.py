@@ -9,6 +9,7 @@ import math
 from api import schemas
 from collector.roles import split_pool_key
 from collector.state import SIGNALS, DeploymentView, GpuView, ReplicaView
+from collector.urls import masked_in
 from detectors.xid import triage
 from scaler.cost import DeploymentCost, GpuOption
 from scaler.decision import Decision
@@ -31,7 +32,7 @@ def replica(r: ReplicaView) -> schemas.ReplicaOut:
     return schemas.ReplicaOut(
         key=r.key,
         deployment=s.deployment_key,
-        replica=s.replica,
+        replica=masked_in(s.replica),  # a replica on no pod is named by its page's URL: shown without its secrets
         node=s.node,
         engine=s.engine,
         model=s.model,
@@ -117,6 +118,8 @@ def cost(c: DeploymentCost) -> schemas.CostOut:
 def finding(row: FindingRow) -> schemas.FindingOut:
     fields = {f: getattr(row, f) for f in schemas.FindingOut.model_fields}
     fields["evidence"] = _evidence(row.evidence)
+    fields["replica"] = masked_in(row.replica)  # a replica on no pod: its page's URL, shown without its secrets
+    fields["summary"] = masked_in(row.summary)  # rows stored before summaries were masked
     return schemas.FindingOut.model_validate(fields)
 
 
@@ -147,7 +150,7 @@ def gpu(g: GpuView) -> schemas.GpuOut:
         model_name=s.model_name,
         present=g.present,
         last_seen=g.last_seen,
-        replica=g.replica,
+        replica=g.replica and masked_in(g.replica),
         utilisation=_num(s.utilisation),
         memory_used_bytes=_num(s.memory_used_bytes),
         memory_free_bytes=_num(s.memory_free_bytes),

@@ -21,6 +21,7 @@ from api import series as S  # noqa: N812  (the catalogue reads best as S.NAME)
 from api.auth import TokenAuth
 from api.runtime import RuntimeHealth
 from collector.rates import histogram_quantile
+from collector.urls import masked_in
 from detectors.xid import triage
 from kvpilot.runtime.snapshot import Snapshot
 from store.fields import redact_url
@@ -56,7 +57,7 @@ def snapshot_families(snap: Snapshot) -> list[GaugeMetricFamily | CounterMetricF
     f = _Families()
     for r in snap.replicas:
         s = r.sample
-        labels = (s.deployment_key, s.replica, s.engine)
+        labels = (s.deployment_key, masked_in(s.replica), s.engine)  # a replica on no pod: its URL, secrets masked
         f.add(S.REPLICA_REQUESTS_WAITING, labels, s.requests_waiting)
         f.add(S.REPLICA_REQUESTS_RUNNING, labels, s.requests_running)
         f.add(S.REPLICA_KV_USAGE, labels, s.kv_usage)
@@ -85,7 +86,7 @@ def snapshot_families(snap: Snapshot) -> list[GaugeMetricFamily | CounterMetricF
             meets = "true" if option.meets_slo else "false"
             f.add(S.COST_OPTION_USD_PER_HOUR, (key, cost.pool or "", option.gpu_type, meets), option.usd_per_hour)
     for (deployment, replica), seconds in snap.kv_time_to_exhaustion.items():
-        f.add(S.KV_TIME_TO_EXHAUSTION, (deployment, replica), seconds, allow_inf=True)  # +Inf: not filling
+        f.add(S.KV_TIME_TO_EXHAUSTION, (deployment, masked_in(replica)), seconds, allow_inf=True)  # +Inf: not filling
     for key, dec in snap.decisions.items():
         f.add(S.DESIRED_REPLICAS, (key,), dec.desired_replicas)
         f.add(S.WARM_POOL_REPLICAS, (key,), dec.warm_pool)

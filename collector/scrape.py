@@ -289,7 +289,7 @@ class Collector:
             return await asyncio.get_running_loop().run_in_executor(self._reader, partial(job, content_type))
         except concurrent.futures.BrokenExecutor:
             if self._stopping:
-                raise Stopped(f"{target.url}: stopping, the page reader's read abandoned") from None
+                raise Stopped(f"{redacted(target.url)}: stopping, the page reader's read abandoned") from None
             self._reader = None  # the reader died (killed, out of memory): the next large page starts another
             raise ScrapeError("the page reader process died while reading this page") from None
         except asyncio.CancelledError:
@@ -297,7 +297,9 @@ class Collector:
             # scrape itself is being cancelled (its timeout, an abandoned tick), which stays a cancellation
             task = asyncio.current_task()
             if self._stopping and task is not None and not task.cancelling():
-                raise Stopped(f"{target.url}: stopping, the page's read abandoned in the reader's queue") from None
+                raise Stopped(
+                    f"{redacted(target.url)}: stopping, the page's read abandoned in the reader's queue"
+                ) from None
             raise
 
     async def scrape(self, target: TargetInfo) -> ScrapeResult:

@@ -6,6 +6,8 @@ import hashlib
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from collector.urls import masked_in
+
 
 class Severity(StrEnum):
     INFO = "info"
@@ -36,6 +38,12 @@ class Finding:
     evidence: dict[str, float | str | None] = field(default_factory=dict)
     action: str = "none"  # none | notify | restart_workload | reset_gpu | drain_node | prefix_aware_routing | scale_out
 
+    def __post_init__(self) -> None:
+        # The summary is shown (API, CLI, logs, the store's rows): a replica on no pod is named by its page's URL, so
+        # any URL in it is shown without a password or token (the subject, the finding's identity, keeps the name)
+        if "://" in self.summary:
+            object.__setattr__(self, "summary", masked_in(self.summary))
+
     @property
     def id(self) -> str:
         """Stable across restarts: the same condition on the same subject has the same id."""
@@ -52,4 +60,6 @@ class Finding:
             value = self.evidence.get(key)
             if not labels[key] and isinstance(value, str):
                 labels[key] = value
+        # a replica on no pod is named by its page's URL: shown without a password or token (/metrics, Alertmanager)
+        labels["replica"] = masked_in(labels["replica"])
         return labels

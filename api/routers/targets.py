@@ -62,7 +62,9 @@ def add_target(body: schemas.TargetIn, who: Admin, runtime: RuntimeDep) -> JSONR
     target = TargetInfo(**body.model_dump())
     created = runtime.targets.add(target, by=who.name)
     if created:
-        log.info("audit: %s added target %s (%s/%s)", who.name, target.url, target.namespace, target.deployment)
+        log.info(
+            "audit: %s added target %s (%s/%s)", who.name, redact_url(target.url), target.namespace, target.deployment
+        )
     out = _out(target, None, True).model_dump(mode="json")
     return JSONResponse(out, status_code=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
@@ -83,8 +85,9 @@ def remove_target(
     if not removed:  # a target found by discovery (a static_file, Kubernetes, PromQL) is removed there
         raise HTTPException(
             status.HTTP_404_NOT_FOUND,
-            f"static target {url!r} not found: only targets added through the API are removed here; one found by"
-            " discovery (collector.discovery: a static_file, a pod's labels, the PromQL source) is removed there",
+            f"static target {redact_url(url)!r} not found: only targets added through the API are removed here; one"
+            " found by discovery (collector.discovery: a static_file, a pod's labels, the PromQL source) is removed"
+            " there",
         )
-    log.info("audit: %s removed target %s", who.name, url)
+    log.info("audit: %s removed target %s", who.name, redact_url(url))
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -25,7 +25,7 @@ import typer
 from collector.samples import GpuSample, Histogram, ReplicaSample, TargetInfo
 from collector.scrape import DEFAULT_MAX_BYTES, Collector, ScrapeConfig
 from collector.state import FleetState
-from collector.urls import is_http_url
+from collector.urls import is_http_url, redacted
 from detectors.finding import Finding
 from kvpilot.commands._numbers import ABOVE_ZERO, check_numbers
 
@@ -171,7 +171,18 @@ def run_sim(
 
 
 def _targets(urls: Sequence[str]) -> list[TargetInfo]:
-    return [TargetInfo(url=url, pod=url, deployment="detect") for url in urls]
+    """A target per URL, its replica named by the URL as kvpilot shows it (``redacted``: no password or token in the
+    findings and tables); two URLs shown alike (they differ only in a secret) stay two replicas (``#1``, ``#2``)."""
+    shown = [redacted(url) for url in urls]
+    alike = {name for name in shown if shown.count(name) > 1}
+    seen: dict[str, int] = {}
+    names = []
+    for name in shown:
+        if name in alike:
+            seen[name] = seen.get(name, 0) + 1
+            name = f"{name}#{seen[name]}"
+        names.append(name)
+    return [TargetInfo(url=url, pod=name, deployment="detect") for url, name in zip(urls, names, strict=True)]
 
 
 async def _scrape(collector: Collector, targets: Sequence[TargetInfo], state: FleetState) -> tuple[float, bool]:
@@ -180,7 +191,7 @@ async def _scrape(collector: Collector, targets: Sequence[TargetInfo], state: Fl
     result = await collector.collect_once(targets)
     for r in result.results:
         if not r.ok:
-            typer.echo(f"scrape {r.target.url} failed: {r.error}", err=True)
+            typer.echo(f"scrape {redacted(r.target.url)} failed: {r.error}", err=True)
     state.observe(
         result.replicas,
         result.gpus,
@@ -233,7 +244,7 @@ def _sources(values: Sequence[str]) -> list[str]:
     out = list(dict.fromkeys(v.strip() for value in values for v in value.split(",") if v.strip()))
     for v in out:
         if v != SIM and not is_http_url(v):
-            _usage(f"--source {v!r} is neither 'sim' nor an http(s) URL (e.g. http://10.0.3.17:8000/metrics)")
+            _usage(f"--source {redacted(v)!r} is neither 'sim' nor an http(s) URL (e.g. http://10.0.3.17:8000/metrics)")
     if not out:
         _usage("--source is empty; give 'sim' or one or more /metrics URLs")
     if SIM in out and out != [SIM]:

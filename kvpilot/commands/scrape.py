@@ -35,22 +35,25 @@ def replica_names(urls: Sequence[str]) -> list[str]:
     """
     from urllib.parse import urlsplit
 
+    def host(url: str) -> str:  # never a user:password@ in a name (shown in the tables, the JSON and the logs)
+        return urlsplit(url).netloc.rpartition("@")[2]
+
     by_host: dict[str, list[str]] = {}
     for url in urls:
-        by_host.setdefault(urlsplit(url).netloc, []).append(url)
+        by_host.setdefault(host(url), []).append(url)
     names = []
     for url in urls:
         parts = urlsplit(url)
-        group = by_host[parts.netloc]
+        group = by_host[host(url)]
         if len(group) == 1:
-            names.append(parts.netloc)
+            names.append(host(url))
             continue
         segments = [_segments(u) for u in group]
         head = _common(segments)
         tail = _common([s[head:][::-1] for s in segments])
         own = _segments(url)
         distinct = "/".join(own[head : len(own) - tail]) or parts.path or "/"
-        names.append(f"{distinct}@{parts.netloc}")
+        names.append(f"{distinct}@{host(url)}")
     return names
 
 
@@ -102,13 +105,13 @@ def command(
     from collector.adapt import GPU_ONLY, adapt_page
     from collector.samples import TargetInfo
     from collector.scrape import Collector, CollectResult, ScrapeConfig
-    from collector.urls import is_http_url
+    from collector.urls import is_http_url, redacted
     from kvpilot.render import console, print_tables, samples_json
 
     check_numbers(("--timeout", timeout_s, Bound(0.1)))
     for url in urls:
         if not is_http_url(url):
-            raise _fail(f"{url}: not an http(s) URL with a host")
+            raise _fail(f"{redacted(url)}: not an http(s) URL with a host")
     is_gpu = kind is KindChoice.gpu or engine is EngineChoice.dcgm
     urls = list(dict.fromkeys(urls))  # the same URL twice is one target, not two identical columns
     targets = [
@@ -140,6 +143,6 @@ def command(
         print_tables(console(), result.replicas, result.gpus)
     failed = [r for r in result.results if not r.ok]
     for r in failed:
-        typer.echo(f"kvpilot scrape: {r.target.url}: {r.error}", err=True)
+        typer.echo(f"kvpilot scrape: {redacted(r.target.url)}: {r.error}", err=True)
     if failed:
         raise typer.Exit(code=2)

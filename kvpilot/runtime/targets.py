@@ -123,7 +123,8 @@ class StaticTargets:
                     now = self._clock.now()
                     added = repo.add_static_target(session=s, target=target, added_by=by, now=now)
                     if added:
-                        repo.record_audit(session=s, at=now, actor=by, action="target.add", subject=target.url,
+                        shown = redact_url(target.url)  # the audit trail is shown: never a token or password
+                        repo.record_audit(session=s, at=now, actor=by, action="target.add", subject=shown,
                                           message=f"{target.kind} {target.namespace}/{target.deployment}")  # fmt: skip
                     else:
                         target = repo.get_static_target(session=s, url=target.url) or target
@@ -135,14 +136,14 @@ class StaticTargets:
         """False when the URL is neither here nor stored; a target another kvpilot on the store added is removed."""
         with self._lock:
             if url in self._pinned:
-                raise PinnedTarget(f"target {url!r} is defined in the configuration; remove it there")
+                raise PinnedTarget(f"target {redact_url(url)!r} is defined in the configuration; remove it there")
             removed = url in self._by_url
             if self._sessions is not None:
                 with transaction(self._sessions) as s:
                     removed = repo.remove_static_target(session=s, url=url) or removed
                     if removed:
                         repo.record_audit(
-                            session=s, at=self._clock.now(), actor=by, action="target.remove", subject=url
+                            session=s, at=self._clock.now(), actor=by, action="target.remove", subject=redact_url(url)
                         )
             self._by_url.pop(url, None)
             self._generation += 1
