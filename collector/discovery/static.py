@@ -23,7 +23,7 @@ import yaml
 from collector.engines import ENGINES
 from collector.roles import parse_role
 from collector.samples import TargetInfo
-from collector.urls import is_http_url
+from collector.urls import is_http_url, redacted
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def parse_targets(data: Any, *, source: str = "targets", line_of: LineOf = _no_l
                 raise TargetFileError(f"{where('role')}: {e}") from None
         target = TargetInfo(**{k: v for k, v in merged.items() if v is not None or k in ("engine", "prefix")})
         if target.url in seen:
-            raise TargetFileError(f"{where('url')}: url: {target.url} is already target {seen[target.url]}")
+            raise TargetFileError(f"{where('url')}: url: {redacted(target.url)} is already target {seen[target.url]}")
         seen[target.url] = i
         out.append(target)
     return out
@@ -120,7 +120,7 @@ def _check_fields(item: Mapping[str, Any], where: Callable[[str | None], str], *
         if not isinstance(url, str) or not url:
             raise TargetFileError(f"{where(None)}: url: required")
         if not is_http_url(url):  # `http://[::1/m` (an unclosed IPv6 host) was a ValueError let through
-            raise TargetFileError(f"{where('url')}: url: must be an http(s) URL with a host, got {url!r}")
+            raise TargetFileError(f"{where('url')}: url: must be an http(s) URL with a host, got {redacted(url)!r}")
 
 
 # Values YAML aliases may add to a file once expanded. An anchor repeated by aliases of aliases ("a billion laughs")

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from api import convert
 from api.exposition import render_snapshot
 from collector.adapt import adapt_page
+from collector.discovery.static import TargetFileError, parse_targets
 from collector.health import HealthBook
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult, ScrapeResult
@@ -113,3 +114,17 @@ def test_kvpilot_detect_names_a_failing_target_without_its_token() -> None:
     url = f"http://127.0.0.1:9/metrics?token={SECRET}"
     done = CliRunner().invoke(app, ["detect", "--source", url, "--interval-s", "0.1"])
     assert SECRET not in done.output, done.output
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [URL, URL],  # the same target twice
+        [URL.replace("http://", "http://[::1")],  # not a URL: refused, named without its token
+    ],
+)
+def test_a_targets_file_refused_names_the_url_without_its_token(items: list[str]) -> None:
+    with pytest.raises(TargetFileError) as refused:
+        parse_targets(items)
+    assert SECRET not in str(refused.value)
+    assert "token=***" in str(refused.value)
