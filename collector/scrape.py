@@ -40,7 +40,7 @@ from collector.health import HealthBook, TargetHealth
 from collector.samples import GpuSample, ReplicaSample, TargetInfo
 from collector.scrape_http import ACCEPT as ACCEPT
 from collector.scrape_http import FETCHERS, Fetcher, ScrapeError
-from collector.urls import redacted
+from collector.urls import page_name, redacted
 
 log = logging.getLogger(__name__)
 
@@ -172,13 +172,14 @@ class CollectResult:
     @property
     def gpus(self) -> list[GpuSample]:
         """Every page's GPUs; one that no label places on a node carries its page's URL (``GpuSample.page``), its
-        password redacted: the URL names the page's down finding, shown on /metrics and to Alertmanager."""
+        password redacted (``page_name``): the URL names the page's down finding, shown masked (``masked_in``) on
+        /metrics and to Alertmanager."""
         out: list[GpuSample] = []
         for res in self.results:
             if res.target.node or not res.gpus:
                 out.extend(res.gpus)
             else:
-                out.extend(g if g.node or g.page else replace(g, page=redacted(res.target.url)) for g in res.gpus)
+                out.extend(g if g.node or g.page else replace(g, page=page_name(res.target.url)) for g in res.gpus)
         return out
 
     @property
@@ -190,9 +191,9 @@ class CollectResult:
         """Nodes whose GPU exporter answered: a GPU of theirs missing from the page has vanished. A page that places
         its GPUs on no node stands for itself (its URL, as ``GpuSample.page``): before, "" stood for every such page,
         and one answering made another's GPUs "vanished" (critical) instead of its exporter down."""
-        nodes = {g.node or redacted(res.target.url) for res in self.results if res.ok for g in res.gpus}
+        nodes = {g.node or page_name(res.target.url) for res in self.results if res.ok for g in res.gpus}
         nodes |= {
-            res.target.node or redacted(res.target.url)  # a page that lists no GPU at all: its node, else itself
+            res.target.node or page_name(res.target.url)  # a page that lists no GPU at all: its node, else itself
             for res in self.results
             if res.ok and res.target.kind == "gpu" and (res.target.node or not res.gpus)
         }

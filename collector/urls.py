@@ -50,6 +50,20 @@ def redacted(url: str) -> str:
     return _QUERY_SECRET.sub(r"\g<key>***", url) if "=" in url else url  # the common target: no regex run
 
 
+def page_name(url: str) -> str:
+    """The name of a GPU page that places its GPUs on no node (``GpuSample.page``): its URL without the user and
+    password of a ``user:password@`` part (``redacted@host``), as since session 13, and otherwise as given. A key
+    (the page's GPUs, its node in ``gpu_nodes_scraped``, its shard, its down finding's subject), so a query is kept:
+    two pages that differ only in a token stay two. Shown, it is shown as ``masked_in`` shows a name."""
+    if "@" not in url:
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return _AUTHORITY_USER.sub(r"\g<scheme>redacted@", url, count=1)
+    return parts._replace(netloc=f"redacted@{parts.netloc.rpartition('@')[2]}").geturl() if "@" in parts.netloc else url
+
+
 def masked_in(text: str) -> str:
     """``text`` with each URL in it shown as ``redacted`` shows it, the rest as it is: for names that may be a
     target's URL (a replica on no pod is named by its page's URL, a GPU page on no node by its own) and the texts

@@ -31,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 from collector.clock import Clock
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult, ScrapeResult, Sleep
-from collector.urls import redacted
+from collector.urls import page_name
 from kvpilot.runtime.lease import Lease, LeaseElector, Leases, LeaseSightings, _duration, campaign, forbidden_words
 from kvpilot.runtime.loop import Aggregates
 from kvpilot.runtime.stopping import in_daemon_thread
@@ -496,7 +496,7 @@ def _gpu_is_mine(t: TargetInfo, my_nodes: set[str], all_nodes: set[str], shards:
     if t.node and t.node in my_nodes:
         return True
     # a page on no node goes by its URL as its down finding names it (password redacted), so its keeper closes it
-    return t.node not in all_nodes and shard_of(f"node/{t.node or redacted(t.url)}", shards.shards) in shards.owned
+    return t.node not in all_nodes and shard_of(f"node/{t.node or page_name(t.url)}", shards.shards) in shards.owned
 
 
 @runtime_checkable

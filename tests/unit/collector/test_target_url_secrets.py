@@ -17,7 +17,7 @@ from api.exposition import render_snapshot
 from collector.adapt import adapt_page
 from collector.discovery.static import TargetFileError, parse_targets
 from collector.health import HealthBook
-from collector.samples import TargetInfo
+from collector.samples import GpuSample, TargetInfo
 from collector.scrape import CollectResult, ScrapeResult
 from collector.state import FleetState
 from collector.urls import password_masked, redacted
@@ -128,3 +128,31 @@ def test_a_targets_file_refused_names_the_url_without_its_token(items: list[str]
         parse_targets(items)
     assert SECRET not in str(refused.value)
     assert "token=***" in str(refused.value)
+
+
+def test_two_gpu_pages_on_no_node_that_differ_only_in_a_token_stay_two() -> None:
+    # A GPU page on no node is known by its name (GpuSample.page): a key, so its token is kept there (two pages stay
+    # two, each its own down finding) and masked wherever it is shown (summary, labels, /v1/gpus)
+    pages = [TargetInfo(url=URL.replace(SECRET, f"{SECRET}-{n}"), kind="gpu") for n in (1, 2)]
+    state = FleetState(stale_after_s=30)
+
+    def tick(t: float, ok: tuple[bool, bool]) -> CollectResult:
+        results = tuple(
+            ScrapeResult(p, ok=up, timestamp=t, duration_s=0.0, gpus=(GpuSample("", "0", f"GPU-{n}", "H100", t),) * up)
+            for n, (p, up) in enumerate(zip(pages, ok, strict=True))
+        )
+        result = CollectResult(t, results)
+        scraped = result.gpu_nodes_scraped
+        state.observe(result.replicas, result.gpus, now=t, down_targets=result.down_targets, gpu_nodes_scraped=scraped)
+        return result
+
+    first = tick(0.0, (True, True))
+    assert len(first.gpu_nodes_scraped) == 2
+    assert len({g.page for g in first.gpus}) == 2
+    for t in range(5, 50, 5):
+        tick(float(t), (False, True))  # the first page down, the second answering
+    [down] = target_down.detect(state, thresholds=DEFAULT, now=45.0)
+    assert down.subject.replica == pages[0].url  # the first page's own finding (its key, as given)
+    assert SECRET not in down.summary
+    assert down.alert_labels()["replica"] == SHOWN
+    assert all(SECRET not in (convert.gpu(g).replica or "") for g in state.gpus())
