@@ -508,7 +508,7 @@ class _DeploymentPlanner:
             return None
         rate = self.burst.need_since(now - self.queue_time.window_s)
         need = None if rate is None or capacity_rps is None or capacity_rps <= 0 else rate / capacity_rps
-        return self.regret.judge(now, current, need, self._slo_missed)
+        return self.regret.judge(now, current, need, self._slo_missed, capacity_rps)
 
     def _capacity_note(self, now: float, rec: Recommendation, mix: TokenMix | None, capacity_rps: float | None) -> str:
         """The recommendation's message, saying where a profile's mix came from when it is not a believed one: why

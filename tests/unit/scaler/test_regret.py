@@ -50,6 +50,36 @@ def test_a_scale_up_is_not_a_release_and_a_later_regret_keeps_the_higher_floor()
         ReleaseRegret(recent_s=0.0, hold_s=1.0)
 
 
+def test_the_floor_is_the_proving_bursts_rate_at_the_capacity_now_never_above_the_count_released_from() -> None:
+    # A release from 5 to 3; 73.5 req/s proves it wrong at 17.5 req/s a replica (4.2 replicas, more than the 3
+    # released to). Held as that rate: the same burst needs 3 replicas at 25 req/s a replica and 4 at 20, and never
+    # more than the 5 released from (a capacity cut further); the count itself where the capacity is unknown.
+    regret = ReleaseRegret(recent_s=420.0, hold_s=3600.0)
+    regret.released(100.0, before=5, after=3)
+    assert regret.judge(200.0, current=3, need=4.2, missed=True, capacity_rps=17.5) == 5
+    assert regret.floor(300.0, capacity_rps=25.0) == 3
+    assert regret.floor(300.0, capacity_rps=20.0) == 4
+    assert regret.floor(300.0, capacity_rps=10.0) == 5
+    assert regret.floor(300.0) == 5
+    assert regret.floor(200.0 + 3600.0, capacity_rps=25.0) is None
+    # a second regret while held keeps the higher rate (and count); one judged at an unknown capacity holds the count
+    regret.released(400.0, before=4, after=2)
+    assert regret.judge(450.0, current=2, need=2.5, missed=True, capacity_rps=20.0) == 5  # 17.5 read within 420 s
+    assert regret.floor(460.0, capacity_rps=20.0) == 4  # 73.5 / 20, not 50 / 20
+    # judged each tick, it converts at the lowest capacity read over recent_s: a light mix read in a silence between
+    # bursts (25 req/s) does not lower the floor while the proving minute's 17.5 is within it
+    ticks = ReleaseRegret(recent_s=420.0, hold_s=3600.0)
+    ticks.released(100.0, before=5, after=3)
+    assert ticks.judge(200.0, current=3, need=4.2, missed=True, capacity_rps=17.5) == 5
+    assert ticks.judge(400.0, current=5, need=1.0, missed=False, capacity_rps=25.0) == 5
+    assert ticks.judge(621.0, current=5, need=1.0, missed=False, capacity_rps=20.0) == 4  # 17.5 read 421 s ago
+    assert ticks.judge(622.0, current=4, need=1.0, missed=False) == 5  # capacity unknown this tick: the count
+    unknown = ReleaseRegret(recent_s=420.0, hold_s=3600.0)
+    unknown.released(100.0, before=5, after=3)
+    assert unknown.judge(200.0, current=3, need=4.2, missed=True) == 5
+    assert unknown.floor(300.0, capacity_rps=25.0) == 5
+
+
 def _need(per_tick: list[float], slo_s: float) -> float | None:
     peak = BurstPeak(window_s=30.0, hold_s=60.0, slo_s=slo_s)
     finished = 0.0
@@ -116,6 +146,12 @@ def test_the_planner_judges_its_release_on_the_minutes_arrivals_and_slo_reading(
     late._slo_missed = True
     assert late._regret_floor(145.0, 2, 10.0) == 3
     assert late._regret_floor(146.0, 2, 10.0) == 3  # held
+    # the burst's 21.4 req/s held, not the count, at the lowest capacity of the burst floor's memory (420 s): the 10
+    # req/s of 145 s still binds at 200 s; from 567 s on only 20 is read, and two serve it (the count read at 10:
+    # three, held for the hour on 1fe5b3e)
+    assert late._regret_floor(200.0, 2, 20.0) == 3
+    assert late._regret_floor(567.0, 2, 20.0) == 2
+    assert late._regret_floor(568.0, 2, 5.0) == 3  # never more than the count released from
     on_time = planner()
     assert on_time._regret_floor(145.0, 2, 10.0) is None
     slower = planner()
