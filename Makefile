@@ -45,8 +45,12 @@ image:
 	echo "$$builder $$verb -t $(IMAGE) ."; \
 	"$$builder" $$verb -t $(IMAGE) .
 
+# Two workers, each test module whole on one (its module fixtures run once): about half the serial time on the 2-core
+# runner, where most of the suite waits on real processes (Prometheus, Alertmanager, PostgreSQL, kvpilot run).
+# TEST_WORKERS=0 runs it serially in one process.
+TEST_WORKERS ?= 2
 test: $(STAMP) system-deps lint check-generated
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadscope
 
 # The reliability probes of issue 11 on SQLite and a real PostgreSQL; prints a table (probe, expected, observed).
 chaos: $(STAMP) system-deps
