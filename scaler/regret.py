@@ -65,8 +65,9 @@ class ReleaseRegret:
         is wrong: the count it released from is held, and with it the rate the burst needed. Returns the floor now
         (`floor`, at ``capacity_rps``)."""
         self._expire(now)
-        if capacity_rps is not None and math.isfinite(capacity_rps) and capacity_rps > 0:
-            self._capacities.append((now, capacity_rps))
+        known = capacity_rps if capacity_rps is not None and math.isfinite(capacity_rps) and capacity_rps > 0 else None
+        if known is not None:
+            self._capacities.append((now, known))
         while self._capacities and now - self._capacities[0][0] > self.recent_s:
             self._capacities.popleft()
         if missed and need is not None and math.isfinite(need):
@@ -81,8 +82,9 @@ class ReleaseRegret:
                 self._until = now + self.hold_s
                 self.regrets += 1
                 self._releases.clear()
-        known = capacity_rps is not None and math.isfinite(capacity_rps) and capacity_rps > 0
-        return self.floor(now, min(c for _, c in self._capacities) if known else None)
+        if self._floor is None or now >= self._until:
+            return None  # nothing held (most ticks): no pass over the capacities
+        return self.floor(now, min(c for _, c in self._capacities) if known is not None else None)
 
     def floor(self, now: float, capacity_rps: float | None = None) -> int | None:
         """While held, the replicas that serve the proving burst's rate at ``capacity_rps`` a replica (`judge`
