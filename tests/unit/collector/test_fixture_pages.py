@@ -1698,6 +1698,169 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    # session 23: real pages of current stacks, read by hand
+    "vllm-0.27.1-cpu-48-streams__lkhun9311__gpu-platform-control-plane-KOR__vllm_metrics_golden.txt": Page(
+        [
+            {
+                "engine": "vllm",  # vLLM 0.27.1 (CPU build), 48 streams against --max-num-seqs 16
+                "model": "Qwen/Qwen2.5-0.5B-Instruct",
+                "requests_running": 16.0,  # vllm:num_requests_running 16.0
+                "requests_waiting": 32.0,  # num_requests_waiting 32.0, not plus its by-reason split (capacity 32)
+                "kv_usage": 0.0058629534628068525,  # kv_cache_usage_perc
+                "kv_capacity_tokens": 349440.0,  # cache_config_info kv_cache_size_tokens (= 2730 blocks x 128)
+                "prefix_queries": 656.0,  # prefix_cache_queries_total (not plus external_prefix_cache_queries 0)
+                "prefix_hits": 0.0,  # prefix_cache_hits_total
+                "preemptions": 0.0,
+                "prompt_tokens": 656.0,  # prompt_tokens_total (by_source local_compute 656 is the same tokens)
+                "generation_tokens": 807.0,
+                "requests_finished": 1.0,  # request_success_total: length 1, stop/abort/error/repetition 0
+                "ttft.count": 17.0,  # time_to_first_token_seconds_count: 17 requests past their first token
+                "ttft.sum": 57.77877116203308,
+                "itl.count": 790.0,  # inter_token_latency_seconds, not request_time_per_output_token_seconds' 1
+                "itl.sum": 17.33309237821959,
+                "e2e.count": 1.0,
+                "e2e.sum": 41.46303629875183,
+                "queue_time.count": 1.0,
+                "queue_time.sum": 1.7069978639483452e-05,
+            }
+        ]
+    ),
+    "vllm-v0-engine-qwen3-0.6b__index-15709253963__comment-markers-removed.txt": Page(
+        [
+            {
+                "engine": "vllm",  # the V0 engine's names, no engine label
+                "model": "Qwen/Qwen3-0.6B",  # model_name
+                "requests_running": 0.0,
+                "requests_waiting": 0.0,
+                "kv_usage": 0.0,  # gpu_cache_usage_perc, the only KV gauge
+                "kv_capacity_tokens": 2340 * 16.0,  # num_gpu_blocks x block_size: no kv_cache_size_tokens yet
+                "prefix_queries": None,  # no prefix-cache counters in V0
+                "prefix_hits": None,
+                "preemptions": 0.0,
+                "prompt_tokens": 43952.0,  # prompt_tokens_total (request_prompt_tokens_sum 12952 counts finished ones)
+                "generation_tokens": 4874.0,
+                "requests_finished": 38.0,  # request_success_total{finished_reason="length"}
+                "ttft.count": 69.0,  # more first tokens than finished requests: the rest were aborted
+                "ttft.sum": 4941.843970537186,
+                "itl.count": 4805.0,  # time_per_output_token_seconds
+                "e2e.count": 38.0,
+                "e2e.sum": 902.0056705474854,
+                "queue_time.count": 38.0,
+            }
+        ]
+    ),
+    "nim-vllm-qwen3-vl-cache-config-grep__index-60656349917__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",  # current NIM writes vLLM's own vllm: names
+                "model": "qwen3-vl-235b-awq",
+                "kv_usage": 0.0,  # kv_cache_usage_perc 0.0
+                "kv_capacity_tokens": 551520.0,  # cache_config_info kv_cache_size_tokens (34470 blocks x 16 agree)
+                "requests_running": None,  # not in the grep
+                "requests_waiting": None,
+                "requests_finished": None,
+                "ttft": None,
+            }
+        ]
+    ),
+    "sglang-0.5.17-mi355x-unlabelled__index-70736517310__excerpt.txt": Page(
+        [
+            {
+                "engine": "sglang",
+                "model": None,  # the labels are gone
+                "kv_usage": 0.85,  # sglang:token_usage (the engine's max over its pools), not full_token_usage 0.8506
+                # no max_total_num_tokens: kv_used + kv_available + kv_evictable (32,768) leaves out reserved tokens
+                "kv_capacity_tokens": None,
+                "preemptions": 48.0,  # num_retracted_requests_total, not the gauge num_retracted_reqs 1
+                "prefix_hits": 4600439.0,  # cached_tokens_total
+                "prefix_queries": None,  # no prompt_tokens_total to divide by
+                "requests_running": None,
+                "requests_waiting": None,
+            }
+        ]
+    ),
+    "lmcache-beside-vllm-0.11-grep__index-62567550381__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",  # vLLM's series beside LMCache's: vLLM's page
+                "model": "Qwen/Qwen3-8B",
+                "ttft.count": 45.0,  # _count without TYPE or buckets, read with its _sum: every quantile unknown
+                "ttft.sum": 2.971604108810425,
+                "ttft.bounds": (float("inf"),),
+                "prefix_hits": None,  # lmcache:num_hit_tokens_total 1529 is LMCache's, not vLLM's prefix cache
+                "prefix_queries": None,  # nor lmcache:num_prompt_tokens_total 36089
+                "prompt_tokens": None,
+                "requests_running": None,
+                "kv_usage": None,
+            }
+        ]
+    ),
+    "vllm-0.4-llama3-8b__France-Travail__benchmark_llm_serving__metrics_response.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "/home/data/models/Meta-Llama-3-8B-Instruct",  # model_name, the model's path
+                "requests_running": 2.0,
+                "requests_waiting": 1.0,
+                "kv_usage": None,  # gpu_cache_usage_perc 4.2: impossible on a 0..1 gauge, so unknown, not 420 %
+                "kv_capacity_tokens": 27798 * 16.0,  # cache_config_info num_gpu_blocks x block_size
+                "prefix_queries": None,  # prefix caching off, no counters in this release
+                "preemptions": None,  # no num_preemptions_total in this release
+                "prompt_tokens": 106246478.0,  # prompt_tokens_total 1.06246478e+08
+                "generation_tokens": 3126790.0,  # 3.12679e+06
+                "requests_finished": 53693.0,  # request_success_total: 53689 length + 4 stop
+                "ttft.count": 53694.0,
+                "ttft.sum": 149737.30035066605,
+                "itl.count": 3073096.0,  # time_per_output_token_seconds_count 3.073096e+06
+                "e2e.count": 53693.0,
+                "e2e.sum": 352430.06688022614,
+                "queue_time": None,
+            }
+        ]
+    ),
+    "dcgm-l40s-vllm-pod-clocks__index-55590588324__excerpt.txt": Page(
+        [],
+        gpus=1,
+        gpu_fields={
+            "0": {
+                "node": "i-0e2c27f8b63f89296",  # Hostname
+                "uuid": "GPU-1c2b08c1-f602-d290-4519-863bc0c96079",
+                "model_name": "NVIDIA L40S",  # modelName
+                "pod": "mistral-6cfb59d6cd-xbwgd",  # the vLLM pod holding the GPU
+                "namespace": "default",
+                "container": "vllm",
+                "utilisation": None,  # no GPU_UTIL among the three families: unknown, not 0
+                "memory_used_bytes": None,
+                "temperature_c": None,  # MEMORY_TEMP is not the GPU's temperature
+                "extra.sm_clock_mhz": 2520.0,
+                "extra.mem_clock_mhz": 9001.0,
+                "extra.memory_temp_c": 0.0,  # as the page says
+            }
+        },
+    ),
+    "llm-d-inference-sim-v0.8.2-kind__MicheleCampi__inferscope__is-metrics_fixture.txt": Page(
+        [
+            {
+                "engine": "vllm",  # llm-d's simulator writes vLLM's names
+                "model": "facebook/opt-125m",
+                "requests_running": 0.0,
+                "requests_waiting": 0.0,
+                "kv_usage": 0.0,
+                "kv_capacity_tokens": 1024 * 16.0,  # cache_config_info num_gpu_blocks x block_size
+                "prefix_queries": 196.0,  # vllm:prefix_cache_queries, a counter written without _total
+                "prefix_hits": 96.0,  # vllm:prefix_cache_hits
+                "preemptions": None,  # the simulator has no preemption counter
+                "prompt_tokens": 196.0,
+                "generation_tokens": 38.0,
+                "requests_finished": 7.0,  # request_success_total{finish_reason=...}: 2 length + 5 stop
+                "ttft.count": 7.0,
+                "itl.count": 31.0,  # inter_token_latency_seconds (time_per_output_token's 31 too)
+                "e2e.count": 7.0,
+                "e2e.sum": 0.001509284,
+                "queue_time": None,
+            }
+        ]
+    ),
     # answers to /metrics that are no exposition at all (not-exposition/), each said for what it is
     "sglang-0.4.6-metrics-off-json-404__sgl-project__sglang__issue_7305.txt": Page(
         error="an error answered in JSON"  # {"detail":"Not Found"}: was "trtllm-serve answers /metrics with JSON"
