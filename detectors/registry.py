@@ -55,11 +55,15 @@ def run_all(
     demand: Mapping[str, kv_exhaustion.Demand] | None = None,
     kv_trends: KvTrends | None = None,
     prefix_baselines: PrefixBaselines | None = None,
+    replicas_asked: Mapping[str, int] | None = None,
+    rollout_peaks: rollout.ReadyPeaks | None = None,
 ) -> list[Finding]:
     """Run the detectors (all, or the kinds in ``only``) once over ``state``; raw candidates, no hysteresis.
     ``demand``: the planner's capacity and forecast per deployment, for kv_exhaustion (the loop passes them in);
-    ``kv_trends``, ``prefix_baselines``: what kv_exhaustion and prefix_cache_miss keep for ``state`` from tick to
-    tick (``Detection`` holds them; without, this run's own)."""
+    ``replicas_asked``: the count of replicas asked for per deployment as the rollout stage reads it, for rollout
+    (the loop passes it in); ``kv_trends``, ``prefix_baselines``, ``rollout_peaks``: what kv_exhaustion,
+    prefix_cache_miss and rollout keep for ``state`` from tick to tick (``Detection`` holds them; without, this
+    run's own)."""
     kinds = list(detectors) if only is None else list(only)
     unknown = [k for k in kinds if k not in detectors]
     if unknown:
@@ -68,6 +72,7 @@ def run_all(
     inputs: dict[Detector, Detector] = {
         kv_exhaustion.detect: partial(kv_exhaustion.detect, demand=demand or None, trends=kv_trends),
         prefix_cache_miss.detect: partial(prefix_cache_miss.detect, baselines=prefix_baselines),
+        rollout.detect: partial(rollout.detect, replicas_asked=replicas_asked, peaks=rollout_peaks),
     }
     out: list[Finding] = []
     for kind in kinds:
@@ -93,6 +98,15 @@ class Detection:
         self._demand_trend = kv_exhaustion.DemandTrend(thresholds.kv.demand_trend_window_s)
         self.kv_trends = KvTrends()
         self.prefix_baselines = PrefixBaselines()
+        self._replicas_asked: dict[str, int] | None = None
+        self.rollout_peaks = rollout.ReadyPeaks()
+
+    def set_replicas_asked(self, counts: Mapping[str, int]) -> None:
+        """The count of replicas asked for per deployment, as the rollout stage reads it this tick
+        (``RolloutStage.replicas_asked``), read by the next ``tick``: the rollout detector reads a deficit against a
+        peak no higher than the most ready since that count last fell, as the stage does, so that a scale-down
+        mid-rollout is no wave too wide. Never handed over (``kvpilot detect``): the window's peak alone."""
+        self._replicas_asked = dict(counts)
 
     def set_demand(self, demand: Mapping[str, kv_exhaustion.Demand]) -> None:
         """The planner's capacity and forecast per deployment, read by the next ``tick`` (the control loop sets
@@ -102,7 +116,9 @@ class Detection:
     def tick(self, state: FleetState, *, now: float) -> Transitions:
         demand = self._demand_trend.observe(now, self._demand)
         self.kv_trends.keep_only({view.key for view in state.replicas()})
-        self.prefix_baselines.keep_only(state.deployments().keys())
+        deployments = state.deployments().keys()
+        self.prefix_baselines.keep_only(deployments)
+        self.rollout_peaks.keep_only(deployments)
         candidates = run_all(
             state,
             now=now,
@@ -111,6 +127,8 @@ class Detection:
             demand=demand,
             kv_trends=self.kv_trends,
             prefix_baselines=self.prefix_baselines,
+            replicas_asked=self._replicas_asked,
+            rollout_peaks=self.rollout_peaks,
         )
         return self._hysteresis.update(candidates, now=now)
 

@@ -15,11 +15,13 @@ Both say the versions and how many replicas each serves, so the operator sees ho
 
 ``observe`` is what the control loop's rollout stage reads (``scaler.rollout_stage.RolloutStage``): ready replicas per
 version, which version is the new one (the one whose first replica appeared last), and the ready replicas now
-against the window's peak.
+against the window's peak. The stage and this detector read that peak no higher than the most ready since the
+count of replicas asked for last fell (``ReadyPeaks``): the replicas a scale-down removes are no wave's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from collector.state import DeploymentView, FleetState, ReplicaView
@@ -78,13 +80,60 @@ def observe(state: FleetState, view: DeploymentView, th: Thresholds, now: float)
     return Versions(seen, ready, new, view.ready_replicas, max([view.ready_replicas, *history_ready]))
 
 
-def _finding(state: FleetState, view: DeploymentView, th: Thresholds, now: float) -> Finding | None:
+class ReadyPeaks:
+    """Per deployment, the most replicas ready since the count asked for last fell: the peak a ready deficit is read
+    against, no higher than the window's. A scale-down (the planner's mid-rollout, or a surge withdrawn) removes
+    replicas that never come back, so a deficit against a peak before it is no wave's: read against the window's,
+    the planner's 18 -> 7 mid-rollout (Azure code x8, ``kvpilot backtest --rollout-at 300``) was a wave of 11 in
+    progress. Each tick's ready replicas are capped by its count, so that pods of the scale-down still terminating
+    (still scraped ready for a tick or two) do not raise the peak again; ready replicas, not the count, so that a
+    surge loading cannot raise it. The rollout stage's tracker (``scaler.rollout.RolloutTracker``) and this
+    detector each keep one, fed the same count each tick."""
+
+    def __init__(self) -> None:
+        # Per deployment: the count asked for at the last tick, and the most ready replicas (each tick's capped by its
+        # count) since that count last fell; None until it has fallen.
+        self._since_fall: dict[str, tuple[int | None, int | None]] = {}
+
+    def forget(self, key: str) -> None:
+        self._since_fall.pop(key, None)
+
+    def keep_only(self, deployments: Collection[str]) -> None:
+        """Forget every deployment whose key is not in ``deployments``: those the fleet no longer has."""
+        for key in [k for k in self._since_fall if k not in deployments]:
+            del self._since_fall[key]
+
+    def read(self, key: str, *, ready: int, count: int | None, window_peak: int) -> int:
+        """This tick's peak for ``key``: ``window_peak`` (the most ready within the window), no higher than the most
+        ready since ``count`` (the replicas asked for; None: not known) last fell. Call it once a tick."""
+        before, peak = self._since_fall.get(key, (None, None))
+        capped = ready if count is None else min(ready, count)
+        if count is not None and before is not None and count < before:
+            peak = capped
+        elif peak is not None:
+            peak = max(peak, capped)
+        self._since_fall[key] = (count, peak)
+        return window_peak if peak is None else min(window_peak, peak)
+
+
+def _finding(
+    state: FleetState,
+    view: DeploymentView,
+    th: Thresholds,
+    now: float,
+    *,
+    asked: Mapping[str, int] | None = None,
+    peaks: ReadyPeaks | None = None,
+) -> Finding | None:
     rollout = th.rollout
     obs = observe(state, view, th, now)
+    peak = obs.peak_ready
+    if asked is not None and peaks is not None:  # every tick, so that a fall is seen before the rollout is
+        count = asked.get(view.key)
+        peak = max(peaks.read(view.key, ready=view.ready_replicas, count=count, window_peak=peak), view.ready_replicas)
     seen = obs.seen
     if len(seen) < 2:
         return None  # one version (or none): no rollout visible
-    peak = obs.peak_ready
     replacing = peak - view.ready_replicas
     total = peak
     share = replacing / peak if peak else 0.0
@@ -123,10 +172,23 @@ def _finding(state: FleetState, view: DeploymentView, th: Thresholds, now: float
     )
 
 
-def detect(state: FleetState, *, thresholds: Thresholds, now: float) -> list[Finding]:
+def detect(
+    state: FleetState,
+    *,
+    thresholds: Thresholds,
+    now: float,
+    replicas_asked: Mapping[str, int] | None = None,
+    peaks: ReadyPeaks | None = None,
+) -> list[Finding]:
+    """``replicas_asked``: per deployment, the count of replicas asked for as the rollout stage reads it this tick
+    (the scale source's, else what the stage published last; ``RolloutStage.replicas_asked``), where the control
+    loop hands it over; ``peaks``: what this detector keeps of it from tick to tick (``Detection`` holds it). Without
+    them the ready deficit is read against the window's peak alone, and a scale-down mid-rollout reads as a wave."""
     out: list[Finding] = []
+    if replicas_asked is not None and peaks is None:
+        peaks = ReadyPeaks()
     for view in state.deployments().values():
-        finding = _finding(state, view, thresholds, now)
+        finding = _finding(state, view, thresholds, now, asked=replicas_asked, peaks=peaks)
         if finding is not None:
             out.append(finding)
     return out

@@ -18,6 +18,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from detectors.rollout import ReadyPeaks
 from scaler.decision import Decision
 
 
@@ -167,31 +168,21 @@ class RolloutTracker:
 
     def __init__(self) -> None:
         self._tracks: dict[str, _Track] = {}
-        # Per deployment: the count asked for at the last tick, and the most ready replicas (each tick's capped by
-        # its count) since that count last fell; None until it has fallen.
-        self._since_fall: dict[str, tuple[int | None, int | None]] = {}
+        # The ready peak a deficit is read against, no higher than the most ready since the count asked for last
+        # fell: the rollout detector reads its own the same way.
+        self._peaks = ReadyPeaks()
 
     def forget(self, key: str) -> None:
         self._tracks.pop(key, None)
-        self._since_fall.pop(key, None)
+        self._peaks.forget(key)
 
     def _peak_since_fall(self, key: str, seen: VersionsSeen) -> int:
         """The ready peak a deficit is read against: the detector's (the most ready within its window), but no
-        higher than the most ready since the count asked for last fell. A scale-down removes replicas that never
-        come back, so a deficit against a peak before it is no wave's: read against the window's, the planner's
-        18 -> 7 mid-rollout (Azure code x8, ``kvpilot backtest --rollout-at 300``) was a wave of 11 in progress,
-        surged to 24 for a planner at 7. Each tick's ready replicas are capped by its count, so that pods of the
-        scale-down still terminating (still scraped ready for a tick or two) do not raise the peak again; ready
-        replicas, not the count, so that the stage's own surge cannot raise it while it loads."""
+        higher than the most ready since the count asked for last fell (``detectors.rollout.ReadyPeaks``; a
+        scale-down's replicas are no wave's: the planner's 18 -> 7 mid-rollout on Azure code x8 was read as a wave
+        of 11 in progress, surged to 24 for a planner at 7)."""
         count = seen.count if seen.count is not None else seen.replicas
-        before, peak = self._since_fall.get(key, (None, None))
-        ready = seen.ready if count is None else min(seen.ready, count)
-        if count is not None and before is not None and count < before:
-            peak = ready
-        elif peak is not None:
-            peak = max(peak, ready)
-        self._since_fall[key] = (count, peak)
-        return seen.peak_ready if peak is None else min(seen.peak_ready, peak)
+        return self._peaks.read(key, ready=seen.ready, count=count, window_peak=seen.peak_ready)
 
     def update(
         self,

@@ -113,6 +113,13 @@ class RolloutStage:
         self._capacity_ref.pop(key, None)
         self._scaled.pop(key, None)
 
+    def replicas_asked(self, read: Mapping[str, int] | None) -> dict[str, int]:
+        """The count of replicas asked for per deployment as the next ``apply`` reads it (``VersionsSeen.count``): the
+        scale source's (``read``, what ``apply`` gets as each decision's ``current_replicas``) where it counts them,
+        else what this stage published last. The control loop hands it to the rollout detector before its tick, so
+        that both read a ready deficit against the same peak (``detectors.rollout.ReadyPeaks``)."""
+        return dict(read) if read is not None else dict(self._published)
+
     def note_removed(self, pod: str, now: float) -> None:
         """kvpilot's own actuation removed ``pod`` ("namespace/name") or is removing it now (a drain's eviction):
         its disappearance within ``own_removal_memory_s`` is not a rollout wave's drain. Safe from any thread.

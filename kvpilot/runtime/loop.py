@@ -82,6 +82,8 @@ class Detect(Protocol):
 
     def set_demand(self, demand: Mapping[str, Demand]) -> None: ...
 
+    def set_replicas_asked(self, counts: Mapping[str, int]) -> None: ...
+
     def tick(self, state: FleetState, *, now: float) -> Transitions: ...
 
     def active(self) -> list[Finding]: ...
@@ -310,6 +312,10 @@ class ControlLoop:
         no_transitions: Transitions | None = None
         no_findings: list[Finding] = []
         no_decisions: list[Decision] = []
+        # the count of replicas asked for as the rollout stage reads it this tick: the rollout detector then reads a
+        # scale-down mid-rollout as the stage does, as no wave
+        asked = self.rollout.replicas_asked(None if view is None else view.replicas)
+        self._guard("detect", partial(self.detection.set_replicas_asked, asked), None)
         transitions = await self._off_loop("detect", lambda: self.detection.tick(self.state, now=now), no_transitions)
         if transitions is not None:
             findings = list(transitions.active)
