@@ -14,6 +14,7 @@ from kvpilot.commands._numbers import ABOVE_ZERO, AT_LEAST_ZERO, check_numbers
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from scaler.backtest.faults import FaultSpec
     from scaler.backtest.pools_report import PoolsReport
     from scaler.backtest.run import BacktestConfig, Report
     from scaler.planner import PlannerConfig
@@ -79,6 +80,23 @@ def command(
     rollout_speed: Annotated[
         float, typer.Option("--rollout-speed", help="the new version's speed against the old one's")
     ] = 1.0,
+    fault: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fault",
+            help="lose a replica, the same in every policy's replay (repeatable): xid79@SECONDS or xid79@peak, "
+            "optionally ,replace=SECONDS|never. The serving replica holding the most requests (ties: the oldest) "
+            "gets an XID 79: its GPU leaves dcgm-exporter and it makes no progress, still 'ready' to the peers and "
+            "still in the gateway's endpoints; kvpilot judges it from its own /metrics page. The cluster deletes "
+            "the pod after 5 s (the demo's stuck_gpu finding and eviction; replace=) for every policy alike: its "
+            "requests are retried, a replacement cold-starts. 'peak': the start of the trace's busiest cold-start "
+            "window, from the arrivals alone. Turns the frontier off (searched without faults)",
+        ),
+    ] = None,
+    fault_at: Annotated[
+        str | None,
+        typer.Option("--fault-at", help="short for --fault xid79@WHEN, e.g. --fault-at peak or --fault-at 900"),
+    ] = None,
     pools: Annotated[
         bool,
         typer.Option(
@@ -119,6 +137,7 @@ def command(
         refused: dict[str, object] = {
             "--policies": policies, "--plot": plot, "--fidelity": fidelity, "--cold-start": cold_start,
             "--slo-ttft": slo_ttft, "--max-replicas": max_replicas, "--rollout-at": rollout_at,
+            "--fault": fault or None, "--fault-at": fault_at,
         }  # fmt: skip
         _pools(
             trace, config, refused, as_json=as_json, prefill_gpu=prefill_gpu, decode_gpu=decode_gpu,
@@ -134,6 +153,14 @@ def command(
         if value is not None:
             typer.echo(f"error: {flag} applies to --pools only", err=True)
             raise typer.Exit(2)
+    try:
+        faults = fault_specs(fault or [], fault_at)
+    except ValueError as e:
+        typer.echo(f"error: --fault: {e}", err=True)
+        raise typer.Exit(2) from None
+    if faults and frontier is True:
+        typer.echo("error: --frontier with --fault: the frontier is searched without faults", err=True)
+        raise typer.Exit(2)
     plot_to = None
     if plot:  # before minutes of replay, not after
         from kvpilot.commands._plot import plot_file
@@ -153,10 +180,11 @@ def command(
             start_s=start,
             duration_s=duration,
             planner=planner,
-            frontier=frontier is not False,
+            frontier=frontier is not False and not faults,
             rollout_at_s=rollout_at,
             rollout_wave=rollout_wave,
             rollout_speed=rollout_speed,
+            faults=faults,
             **facts,
         )
     except SettingsError as exc:
@@ -182,6 +210,14 @@ def command(
             typer.echo(f"error: --plot {plot}: {e.strerror or e}", err=True)
             raise typer.Exit(1) from None
         typer.echo(f"plot written to {plot_to}", err=as_json)
+
+
+def fault_specs(given: list[str], fault_at: str | None) -> tuple[FaultSpec, ...]:
+    """``--fault`` specs and ``--fault-at`` (``xid79@WHEN``) parsed (``scaler.backtest.faults``); ValueError."""
+    from scaler.backtest.faults import parse
+
+    texts = [*given, *([] if fault_at is None else [f"xid79@{fault_at}"])]
+    return tuple(parse(t) for t in texts)
 
 
 def _pools(
@@ -387,6 +423,17 @@ def _table(report: Report) -> None:
             f"{100 * p.slo_attainment:.2f} % at {p.replica_hours:.2f} replica-h" for p in report.frontier.points
         )
         console.print(f"frontier (fewest replica-hours any scaler needs for each attainment): {points}")
+    for f in report.faults:
+        when = "the trace's busiest cold-start window" if f.peak else "asked"
+        again = "never replaced" if f.replace_s is None else f"the pod replaced {f.replace_s:g} s later"
+        console.print(f"fault: {f.kind} at {f.at_s or 0:,.0f} s ({when}), {again}, in every policy's replay")
+    for name, r in report.policies.items():
+        for h in r.faults:
+            fixed = "never replaced" if h.replaced_at_s is None else f"replaced at {h.replaced_at_s:,.0f} s"
+            console.print(
+                f"{name}: {h.kind} hit {h.replica} at {h.at_s:,.0f} s holding {h.requests_held:,} requests, "
+                f"{h.ready_before} serving before; {fixed}, {h.requests_retried:,} retried"
+            )
     for name, r in report.policies.items():
         if r.worst_minutes:
             minutes = "; ".join(

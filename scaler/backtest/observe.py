@@ -14,7 +14,7 @@ from collector.rates import counter_step
 
 @dataclass(frozen=True, slots=True)
 class ReplicaObs:
-    state: str  # "loading" | "ready" | "draining"
+    state: str  # "loading" | "ready" | "draining" (a stuck replica reads "ready", as Kubernetes shows it)
     requests_waiting: float
     requests_running: float
     kv_usage: float  # 0..1
@@ -72,19 +72,22 @@ class FleetCounters:
 
 def from_snapshot(snap: Any, counters: FleetCounters | None = None) -> Observation:
     """Observation from a simulator `FleetSnapshot` (duck-typed: the simulator shares no types with us)."""
-    # GPUs join their replica by pod (dcgm-exporter's pod label), as kvpilot's collector joins them.
+    # GPUs join their replica by pod (dcgm-exporter's pod label), as kvpilot's collector joins them; a GPU that fell
+    # off the bus (XID 79) is gone from dcgm-exporter's page, so its pod reports no utilisation.
     gpu_by_pod: dict[str, list[float]] = {}
     for g in getattr(snap, "gpus", ()):
         util = getattr(g, "utilisation", None)
         pod = getattr(g, "pod", "")
-        if pod and util is not None and math.isfinite(util):
+        if pod and util is not None and math.isfinite(util) and not getattr(g, "vanished", False):
             gpu_by_pod.setdefault(pod, []).append(util / 100.0 if util > 1.0 else util)
     replicas = []
     for r in snap.replicas:
         utils = gpu_by_pod.get(r.name, [])
         replicas.append(
             ReplicaObs(
-                state=r.state,
+                # A replica whose GPU is stuck (`scaler.backtest.faults`) still passes Kubernetes' readiness: the
+                # simulator calls it "hung", the peers see it ready, as they would live.
+                state="ready" if r.state == "hung" else r.state,
                 requests_waiting=float(r.requests_waiting),
                 requests_running=float(r.requests_running),
                 kv_usage=float(r.kv_usage),

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scaler.backtest.faults import FaultHit
 from scaler.backtest.policies.base import ForecastPoint
 
 
@@ -31,6 +32,8 @@ class PolicyResult:
     rollout: RolloutWindow | None = None
     # Where the policy missed: the minutes with the most requests outside the SLO (fluid level: estimated).
     worst_minutes: list[MissedMinute] = field(default_factory=list)
+    # With faults injected (``BacktestConfig.faults``): what each did in this replay (``scaler.backtest.faults``).
+    faults: list[FaultHit] = field(default_factory=list)
 
     def summary(self) -> dict[str, float | int]:
         """The five numbers of the `--json` contract, JSON-safe (finite)."""

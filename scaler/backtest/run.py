@@ -12,19 +12,21 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from scaler.backtest import faults as replica_faults
 from scaler.backtest import sim
+from scaler.backtest.faults import FaultHit, FaultSpec
 from scaler.backtest.frontier import WINDOW_S, Frontier
 from scaler.backtest.frontier import frontier as find_frontier
 from scaler.backtest.mase import forecast_mase
 from scaler.backtest.observe import FleetCounters, History, from_snapshot
 from scaler.backtest.policies import POLICIES, Context, Policy
-from scaler.backtest.policies.kvpilot import DEPLOYMENT, Kvpilot
+from scaler.backtest.policies.kvpilot import DEPLOYMENT, NAMESPACE, Kvpilot
 from scaler.backtest.result import PolicyResult, RolloutWindow, ttft_stats, worst_minutes
 from scaler.capacity import CapacityConfig, ServingProfile, TokenMix
 from scaler.cost import DEFAULT_GPU_PRICES, GpuPrice, gpu_type_of
@@ -82,6 +84,10 @@ class BacktestConfig:
     rollout_wave: int = 1
     rollout_speed: float = 1.0
     rollout_controller: str = "deployment"  # the simulator's model of the rollout's controller (docs/simulator.md)
+    # Replicas lost to a GPU fault, the same for every policy (`scaler.backtest.faults`): at the same time, on the
+    # replica one rule picks, replaced by the cluster after the same delay. "peak" is fixed by `backtest` for the
+    # trace before any policy runs. The frontier is searched without faults, so it is refused with them.
+    faults: tuple[FaultSpec, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.policies if p not in POLICIES]
@@ -109,6 +115,11 @@ class BacktestConfig:
         if self.rollout_controller not in sim.rollout_controllers():
             known = ", ".join(sim.rollout_controllers())
             raise ValueError(f"rollout_controller must be one of {known}, got {self.rollout_controller!r}")
+        for f in self.faults:
+            if f.at_s is not None and not (math.isfinite(f.at_s) and f.at_s > 0):
+                raise ValueError(f"fault {f.kind}@{f.at_s:g}: not within the replay (it must be after 0 s)")
+        if self.faults and self.frontier:
+            raise ValueError("the frontier is searched without faults: a backtest with faults needs --no-frontier")
 
 
 @dataclass
@@ -123,6 +134,7 @@ class Report:
     horizon_s: float = 0.0
     kvpilot_config: dict[str, Any] = field(default_factory=dict)
     frontier: Frontier | None = None
+    faults: list[FaultSpec] = field(default_factory=list)  # as injected into every replay, "peak" resolved
     gpu_type: str = "H100"  # what a replica-hour is priced at: replica-h x gpus_per_replica x price per GPU-hour
     gpus_per_replica: int = 1
     price_per_gpu_hour_usd: float = DEFAULT_GPU_PRICES["H100"].price_per_hour_usd
@@ -151,6 +163,8 @@ class Report:
             }
             if r.rollout is not None:
                 policies[name]["rollout"] = r.rollout.to_json()
+            if self.faults:
+                policies[name]["faults"] = [h.to_json() for h in r.faults]
             policies[name]["worst_minutes"] = [m.to_json() for m in r.worst_minutes]
         out: dict[str, Any] = {
             "trace": self.trace,
@@ -165,6 +179,8 @@ class Report:
                 "price_per_gpu_hour_usd": self.price_per_gpu_hour_usd,
             },
         }
+        if self.faults:
+            out["faults"] = [f.to_json() for f in self.faults]
         if self.frontier is not None:
             usd = self.gpus_per_replica * self.price_per_gpu_hour_usd  # per replica-hour
             out["frontier"] = [
@@ -299,9 +315,11 @@ def run_policy(
     steps = max(1, math.ceil(trace.duration_s / tick))
     stage = RolloutStage() if cfg.rollout_at_s is not None and isinstance(policy, Kvpilot) else None
     rolling = False  # a rollout injected and not done yet
+    faults = _Faults(cfg.faults, result.faults, stage)
     for i in range(steps + 1):
         t = min(i * tick, trace.duration_s)
         fleet.advance_to(t)
+        faults.apply(fleet, t)
         if cfg.rollout_at_s is not None and result.rollout is None and t + 1e-9 >= cfg.rollout_at_s:
             fleet.inject(
                 sim.rollout_fault(
@@ -345,6 +363,54 @@ def run_policy(
     if progress is not None:
         progress(policy.name, 1.0)
     return result
+
+
+class _Faults:
+    """Injects ``BacktestConfig.faults`` into one replay, each at its first tick at or after its time where a
+    replica serves, and replaces the replica as the cluster would (``scaler.backtest.faults``); records each in
+    ``hits``. ``stage``: kvpilot's rollout stage, told of each eviction as the drain actuator tells it."""
+
+    def __init__(self, specs: Sequence[FaultSpec], hits: list[FaultHit], stage: RolloutStage | None) -> None:
+        for f in specs:
+            if f.at_s is None:
+                raise ValueError("a fault at 'peak' must be resolved for the trace first (faults.resolve)")
+        self.pending = sorted(specs, key=lambda f: f.at_s or 0.0)
+        self.hits, self.stage = hits, stage
+        self.evictions: list[tuple[float, FaultHit]] = []  # (due, the fault's hit)
+
+    def apply(self, fleet: Any, t: float) -> None:
+        """At tick ``t``, after the fleet has advanced to it and before anyone observes it."""
+        if self.pending and t + 1e-9 >= (self.pending[0].at_s or 0.0):
+            self._inject(fleet, t)
+        for e in [e for e in self.evictions if t + 1e-9 >= e[0]]:
+            self.evictions.remove(e)
+            self._evict(fleet, e[1], t)
+
+    def _inject(self, fleet: Any, t: float) -> None:
+        snap = fleet.snapshot()
+        stuck = {h.replica for h in self.hits if h.replaced_at_s is None}
+        while self.pending and t + 1e-9 >= (self.pending[0].at_s or 0.0):
+            victim = replica_faults.choose(snap.replicas, stuck)
+            if victim is None:
+                return  # no replica serves: the fault waits for one
+            f = self.pending.pop(0)
+            ready_before = sum(1 for r in snap.replicas if r.state == "ready" and r.name not in stuck)
+            fleet.inject(sim.xid_fault(snap, victim.name, f.xid))
+            held = int(victim.requests_running + victim.requests_waiting)
+            hit = FaultHit(f.kind, t, victim.name, held, ready_before)
+            self.hits.append(hit)
+            stuck.add(victim.name)
+            if f.replace_s is not None:
+                self.evictions.append((t + f.replace_s, hit))
+
+    def _evict(self, fleet: Any, hit: FaultHit, t: float) -> None:
+        if self.stage is not None:
+            self.stage.note_removed(f"{NAMESPACE}/{hit.replica}", t)
+        try:
+            hit.requests_retried = fleet.evict(hit.replica)
+        except KeyError:  # scaled away (drained with nothing left) before the cluster replaced it
+            return
+        hit.replaced_at_s = t
 
 
 def _ended_at(trace: Any, end_s: float, fidelity: str) -> Any:
@@ -444,11 +510,15 @@ def backtest(path: str, cfg: BacktestConfig, progress: Progress | None = None) -
     fidelity = choose_fidelity(trace, cfg.fidelity)
     if cfg.rollout_at_s is not None and fidelity != "request":
         raise ValueError(f"a rollout needs the request level; this trace replays at the {fidelity} level")
+    if cfg.faults:
+        resolved = replica_faults.resolve(cfg.faults, trace, cold_start_s=cfg.cold_start_s, warmup_s=WARMUP_S)
+        cfg = dataclasses.replace(cfg, faults=tuple(resolved))
     ctx = context_for(trace, cfg)
     planner = ctx.planner
     assert planner is not None  # context_for always builds kvpilot's
     report = Report(getattr(trace, "name", path), fidelity, float(trace.duration_s), ctx.capacity_rps)
     report.kvpilot_config = planner.to_json()
+    report.faults = list(cfg.faults)
     report.gpu_type, report.gpus_per_replica, report.price_per_gpu_hour_usd = replica_gpus(cfg)
     for name in cfg.policies:
         report.policies[name] = run_policy(trace, POLICIES[name](ctx), ctx, cfg, fidelity, progress)

@@ -109,3 +109,14 @@ def rollout_fault(
     return parse_fault(
         {"type": "rollout", "wave_size": wave_size, "model_name": model_name, "speed": speed, "controller": controller}
     )
+
+
+def xid_fault(snapshot: Any, replica: str, xid: int) -> Any:
+    """The simulator's `xid` fault (the one `kvpilot demo` injects through the control API) on the GPU that
+    ``replica`` runs on in ``snapshot`` (its first, for a replica of several GPUs)."""
+    from simulator import parse_fault
+
+    gpu = next((g for g in snapshot.gpus if g.pod == replica), None)
+    if gpu is None:
+        raise KeyError(f"replica {replica!r} holds no GPU in the snapshot")
+    return parse_fault({"type": "xid", "node": gpu.node, "gpu": gpu.index, "xid": xid})
