@@ -27,6 +27,17 @@ line is ``ratio: N.NN``, CPU seconds per 1,000 scrapes, ours / Prometheus (goal 
                                                       # the same, the lock (flock) held over the measured minute only
 
 With --side-by-side it also prints each one's user and system CPU seconds in the window (the kernel's share).
+
+Instructions retired, which the machine's load does not move as it moves CPU seconds (+-30 % on a shared VM): where
+``perf stat -e instructions`` counts, each side's process tree is counted over the same window and the line
+``instructions retired per 1,000 scrapes ... instructions ratio: N.NN`` printed before the CPU ratio (never instead of
+it); where it cannot (a VM without a PMU: "PMU not available due to virtualization" in dmesg), the line says why.
+There, the proxy is callgrind's count (bench/_callgrind.py; user space only, ~50x slower while counting):
+
+    nice .venv/bin/python bench/scrape.py --callgrind --warmup 300 --duration 20
+                                                      # kvpilot's loop on a virtual clock (60 ticks of history, 4
+                                                      # counted) and Prometheus under callgrind at the same time,
+                                                      # every 60 s (it falls behind at 5 s), counted over 180 s
 """
 
 from __future__ import annotations
@@ -266,6 +277,54 @@ def held(path: str, since: float) -> Iterator[None]:
         yield
 
 
+def perf_cannot_count() -> str:
+    """Why ``perf stat -e instructions`` cannot count instructions retired here ("" when it can): no perf, or a
+    counter the CPU (a VM's, without a PMU) does not offer."""
+    perf = shutil.which("perf")
+    if perf is None:
+        return "perf is not installed"
+    run = subprocess.run([perf, "stat", "-x", ",", "-e", "instructions", "--", "true"], capture_output=True, text=True)
+    rows = [line for line in run.stderr.splitlines() if ",instructions" in line]
+    if run.returncode != 0 or not rows:
+        return f"perf stat failed: {run.stderr.strip()[-300:]}"
+    value = rows[-1].split(",", 1)[0]
+    if not value.isdigit():
+        return f"perf stat -e instructions reads {value} on this CPU (a VM without a PMU: see dmesg)"
+    return ""
+
+
+class PerfInstructions:
+    """Instructions retired (user and kernel) by the processes ``pids`` and the threads and children they start while
+    it counts: ``perf stat -e instructions -p`` attached until ``stop()``."""
+
+    def __init__(self, pids: list[int]) -> None:
+        perf = shutil.which("perf") or "perf"
+        self.proc = subprocess.Popen(
+            [perf, "stat", "-x", ",", "-e", "instructions", "-p", ",".join(str(p) for p in pids)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def stop(self) -> float:
+        self.proc.send_signal(signal.SIGINT)
+        _, err = self.proc.communicate(timeout=30)
+        rows = [line.split(",", 1)[0] for line in err.splitlines() if ",instructions" in line]
+        return float(rows[-1]) if rows and rows[-1].isdigit() else float("nan")
+
+
+@contextlib.contextmanager
+def perf_window(pids: dict[str, list[int]], count: bool) -> Iterator[dict[str, float]]:
+    """With ``count``, instructions of each named process tree over the block (``counts[name]`` after it)."""
+    counters = {name: PerfInstructions(p) for name, p in pids.items()} if count else {}
+    counts: dict[str, float] = {}
+    try:
+        yield counts
+    finally:
+        for name, counter in counters.items():
+            counts[name] = counter.stop()
+
+
 def user_system_s(pid: int) -> tuple[float, float]:
     """(utime, stime) of the process and its live children: Python's work against the kernel's (sockets, epoll,
     page faults), which a sampling profiler of the Python stacks does not see."""
@@ -371,7 +430,8 @@ def measure_ours(base: str, args: argparse.Namespace, tmp: Path, tree: Path | No
         time.sleep(args.warmup)
         before = loop_summary(http_port)
         cpu0, n0, t0 = cpu_s(proc.pid), server_counts(base)["other"], time.monotonic()
-        time.sleep(args.duration)
+        with perf_window({"ours": process_tree(proc.pid)}, args.count_instructions) as instructions:
+            time.sleep(args.duration)
         cpu1, n1, wall = cpu_s(proc.pid), server_counts(base)["other"], time.monotonic() - t0
         rss, procs = peak_rss_mb(proc.pid), tree_size(proc.pid)
         after = loop_summary(http_port)
@@ -379,7 +439,15 @@ def measure_ours(base: str, args: argparse.Namespace, tmp: Path, tree: Path | No
         stop(proc)
     summary = {k: after[k] - before[k] for k in ("ticks", "overruns", "failures")}
     summary["tick_s_mean"] = after["tick_s_mean"]
-    return {"cpu_s": cpu1 - cpu0, "scrapes": n1 - n0, "wall_s": wall, "rss_mb": rss, "procs": procs, **summary}
+    return {
+        "cpu_s": cpu1 - cpu0,
+        "instructions": instructions.get("ours", float("nan")),
+        "scrapes": n1 - n0,
+        "wall_s": wall,
+        "rss_mb": rss,
+        "procs": procs,
+        **summary,
+    }
 
 
 def store_rows(db: Path) -> dict[str, int]:
@@ -454,15 +522,27 @@ def measure_prometheus(base: str, args: argparse.Namespace, tmp: Path) -> dict[s
     proc = start_prometheus(base, args, tmp, args.core)
     time.sleep(args.warmup)
     cpu0, n0, t0 = cpu_s(proc.pid), server_counts(base)["prometheus"], time.monotonic()
-    time.sleep(args.duration)
+    with perf_window({"peer": process_tree(proc.pid)}, args.count_instructions) as instructions:
+        time.sleep(args.duration)
     cpu1, n1, wall = cpu_s(proc.pid), server_counts(base)["prometheus"], time.monotonic() - t0
     rss = peak_rss_mb(proc.pid)
     stop(proc)
-    return {"cpu_s": cpu1 - cpu0, "scrapes": n1 - n0, "wall_s": wall, "rss_mb": rss}
+    peer = instructions.get("peer", float("nan"))
+    return {"cpu_s": cpu1 - cpu0, "instructions": peer, "scrapes": n1 - n0, "wall_s": wall, "rss_mb": rss}
 
 
-def start_prometheus(base: str, args: argparse.Namespace, tmp: Path, core: str) -> subprocess.Popen[bytes]:
-    """Debian's `prometheus` on the bench's targets, pinned to ``core``, once its /-/ready answers."""
+def start_prometheus(
+    base: str,
+    args: argparse.Namespace,
+    tmp: Path,
+    core: str,
+    *,
+    prefix: list[str] | None = None,
+    ready_s: float = 60.0,
+    go_preempt: bool = True,
+) -> subprocess.Popen[bytes]:
+    """Debian's `prometheus` on the bench's targets, pinned to ``core``, once its /-/ready answers. ``prefix`` runs it
+    under another program (callgrind, which needs Go's signal-based preemption off: ``go_preempt=False``)."""
     prometheus = shutil.which("prometheus")
     if prometheus is None:
         raise SystemExit("bench/scrape.py: Debian's `prometheus` is not installed (apt-get install prometheus)")
@@ -490,6 +570,7 @@ def start_prometheus(base: str, args: argparse.Namespace, tmp: Path, core: str) 
             "taskset",
             "-c",
             core,
+            *(prefix or []),
             prometheus,
             f"--config.file={tmp / 'prometheus.yml'}",
             f"--storage.tsdb.path={tmp / 'tsdb'}",
@@ -497,11 +578,11 @@ def start_prometheus(base: str, args: argparse.Namespace, tmp: Path, core: str) 
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "GOMAXPROCS": "1"},
+        env={**os.environ, "GOMAXPROCS": "1", **({} if go_preempt else {"GODEBUG": "asyncpreemptoff=1"})},
     )
     import httpx
 
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + ready_s
     while True:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/-/ready", timeout=2, trust_env=False).status_code == 200:
@@ -546,7 +627,9 @@ def side_by_side(base: str, args: argparse.Namespace, tmp: Path) -> tuple[dict[s
             split0 = user_system_s(ours_proc.pid), user_system_s(prom_proc.pid)
             ours0, prom0, t0 = cpu_s(ours_proc.pid), cpu_s(prom_proc.pid), time.monotonic()
             load0 = Path("/proc/loadavg").read_text().strip()
-            time.sleep(args.duration)
+            trees = {"ours": process_tree(ours_proc.pid), "peer": process_tree(prom_proc.pid)}
+            with perf_window(trees, args.count_instructions) as instructions:
+                time.sleep(args.duration)
             ours1, prom1, wall = cpu_s(ours_proc.pid), cpu_s(prom_proc.pid), time.monotonic() - t0
             split1 = user_system_s(ours_proc.pid), user_system_s(prom_proc.pid)
             procs = tree_size(ours_proc.pid)
@@ -565,6 +648,7 @@ def side_by_side(base: str, args: argparse.Namespace, tmp: Path) -> tuple[dict[s
     summary["tick_s_mean"] = after["tick_s_mean"]
     ours = {
         "cpu_s": ours1 - ours0,
+        "instructions": instructions.get("ours", float("nan")),
         "scrapes": counts1["other"] - counts0["other"],
         "wall_s": wall,
         "rss_mb": ours_mem["VmHWM"],
@@ -572,9 +656,109 @@ def side_by_side(base: str, args: argparse.Namespace, tmp: Path) -> tuple[dict[s
         "procs": procs,
         **summary,
     }
-    prom = {"cpu_s": prom1 - prom0, "scrapes": counts1["prometheus"] - counts0["prometheus"], "wall_s": wall}
+    prom = {
+        "cpu_s": prom1 - prom0,
+        "instructions": instructions.get("peer", float("nan")),
+        "scrapes": counts1["prometheus"] - counts0["prometheus"],
+        "wall_s": wall,
+    }
     prom["rss_mb"] = prom_rss
     return ours, prom
+
+
+async def counted_ticks(args: argparse.Namespace) -> None:
+    """``--role ticks``, run under callgrind by ``--callgrind``: kvpilot's loop on bench/history_profile.py's harness
+    (the real ControlLoop, FleetState, detectors, planner and SQLite store writer on a virtual clock; this bench's
+    moving pages read through the real Collector, parse and adapt, no sockets), ``--warmup``/``--interval`` ticks
+    uninstrumented, then ``--duration``/``--interval`` ticks counted one by one. Prints ``tick N Ir`` lines."""
+    from bench import _callgrind
+    from bench.history_profile import harness
+    from kvpilot.runtime.service import freeze_startup_heap
+    from kvpilot.runtime.sources import build as build_sources
+    from kvpilot.runtime.wiring import build_service
+
+    requests = _callgrind.Requests()
+    settings, clock, fetcher, collector = harness(args.targets, args.gpu_targets, "kvpilot-bench-ticks-")
+    service, _ = build_service(settings, build_sources(settings), clock=clock, collector=collector)
+    warm, counted = round(args.warmup / args.interval), max(1, round(args.duration / args.interval))
+    out = Path(args.callgrind_out)
+    for tick in range(1, warm + counted + 1):
+        fetcher.render_next()
+        if tick == warm + 1:
+            requests.start()
+        await service.loop.tick()
+        await asyncio.to_thread(service.writer.flush)
+        if tick == 1:
+            freeze_startup_heap()  # as `kvpilot run` does after its first tick
+        clock.advance(args.interval)
+        if tick > warm:
+            requests.dump(f"tick {tick}")
+            print(f"tick {tick} {_callgrind.totals(_callgrind.dumps(out)[-1])}", flush=True)
+    requests.stop()
+    await collector.aclose()
+
+
+def callgrind_counts(base: str, args: argparse.Namespace, tmp: Path) -> None:
+    """``--callgrind``: instructions per 1,000 scrapes counted by callgrind (user space; load does not move them),
+    where perf cannot count. Ours: ``counted_ticks`` (kvpilot's loop on a virtual clock after ``--warmup`` s of
+    history), in a process of its own. The peer, at the same time: the real Prometheus on this page server under
+    callgrind, every ``--callgrind-peer-interval`` s (it runs ~50x slower instrumented: at 5 s it falls behind and
+    its scrapes time out), warmed up uninstrumented for two intervals and the warm-up, then counted from outside over
+    ``--callgrind-peer-window`` s; its scrapes as the server counts them."""
+    from bench import _callgrind
+
+    lacks = _callgrind.missing()
+    if lacks:
+        raise SystemExit(f"bench/scrape.py --callgrind: missing {', '.join(lacks)} (Debian: apt-get install valgrind)")
+    _callgrind.client_library()  # built once, before both start
+    ours_out = tmp / "ours.cg"
+    ours_log = tmp / "ours.log"
+    ours = subprocess.Popen(
+        [
+            *_callgrind.command(ours_out),
+            sys.executable,
+            __file__,
+            "--role",
+            "ticks",
+            f"--callgrind-out={ours_out}",
+            f"--targets={args.targets}",
+            f"--gpu-targets={args.gpu_targets}",
+            f"--warmup={args.warmup}",
+            f"--duration={args.duration}",
+            f"--interval={args.interval}",
+        ],
+        stdout=ours_log.open("wb"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    peer_args = argparse.Namespace(**{**vars(args), "interval": args.callgrind_peer_interval})
+    peer_out = tmp / "peer.cg"
+    prom = start_prometheus(
+        base, peer_args, tmp, args.core, prefix=_callgrind.command(peer_out), ready_s=600, go_preempt=False
+    )
+    try:
+        time.sleep(2 * args.callgrind_peer_interval + args.warmup)
+        n0 = server_counts(base)["prometheus"]
+        peer_ir = _callgrind.count_window(prom.pid, peer_out, args.callgrind_peer_window)
+        peer_scrapes = server_counts(base)["prometheus"] - n0
+    finally:
+        stop(prom)
+    ours.wait()
+    ticks = [int(m[1]) for m in re.finditer(r"^tick \d+ (\d+)$", ours_log.read_text(), re.M)]
+    if ours.returncode != 0 or not ticks:
+        raise RuntimeError(f"the counted ticks failed ({ours.returncode}): {ours_log.read_text()[-3000:]}")
+    ours_per_k = statistics.median(ticks) / args.targets * 1000
+    peer_per_k = peer_ir / peer_scrapes * 1000 if peer_scrapes else float("nan")
+    print(f"kvpilot: {len(ticks)} ticks of {args.targets} scrapes counted, Ir each: {', '.join(map(str, ticks))}")
+    print(
+        f"prometheus: {peer_scrapes} scrapes in {args.callgrind_peer_window:g} s counted, every "
+        f"{args.callgrind_peer_interval:g} s, Ir {peer_ir}"
+    )
+    print(
+        f"instructions per 1,000 scrapes (callgrind, user space): kvpilot {ours_per_k / 1e9:.3f} G (median tick), "
+        f"prometheus {peer_per_k / 1e9:.3f} G"
+    )
+    print(f"instructions ratio: {ours_per_k / peer_per_k:.2f}")
 
 
 def compare_trees(base: str, args: argparse.Namespace) -> None:
@@ -597,7 +781,7 @@ def compare_trees(base: str, args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--role", choices=["all", "server"], default="all")
+    parser.add_argument("--role", choices=["all", "server", "ticks"], default="all")
     parser.add_argument("--targets", type=int, default=1000)
     parser.add_argument("--gpu-targets", type=int, default=100)
     parser.add_argument("--duration", type=float, default=60.0, help="seconds for each of ours and Prometheus")
@@ -646,11 +830,30 @@ def main() -> None:
         default="",
         help="`kvpilot run`'s runtime.event_loop (unset: the setting's default)",
     )
+    parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="instead: instructions per 1,000 scrapes counted by callgrind (where perf cannot count): kvpilot's loop "
+        "on a virtual clock after --warmup s of history, --duration s of ticks counted; Prometheus under callgrind at "
+        "the same time (see --callgrind-peer-interval)",
+    )
+    parser.add_argument(
+        "--callgrind-peer-interval", type=float, default=60.0, help="with --callgrind: Prometheus' scrape interval"
+    )
+    parser.add_argument(
+        "--callgrind-peer-window", type=float, default=180.0, help="with --callgrind: seconds Prometheus is counted"
+    )
+    parser.add_argument("--callgrind-out", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
+    if args.role == "ticks":
+        asyncio.run(counted_ticks(args))
+        return
     if args.role == "server":
         asyncio.run(serve(args.targets, args.gpu_targets))
         return
+    args.no_instructions_why = perf_cannot_count()
+    args.count_instructions = not args.no_instructions_why
 
     server = subprocess.Popen(
         [
@@ -682,6 +885,10 @@ def main() -> None:
         )
         if args.trees:
             compare_trees(base, args)
+            return
+        if args.callgrind:
+            with tempfile.TemporaryDirectory(prefix="kvpilot-bench-callgrind-") as tmp:
+                callgrind_counts(base, args, Path(tmp))
             return
         if args.soak:
             with tempfile.TemporaryDirectory(prefix="kvpilot-bench-soak-") as tmp:
@@ -716,6 +923,18 @@ def main() -> None:
             f"kvpilot rss after {(args.warmup + args.duration) / 60:.1f} min: {ours['rss_now_mb']:.1f} MB "
             f"(peak {ours['rss_mb']:.1f}); goal <= {args.rss_goal_mb:g} MB {verdict}"
         )
+    if args.count_instructions:
+        per_k_i = {
+            name: m["instructions"] / m["scrapes"] * 1000 if m["scrapes"] else float("nan")
+            for name, m in (("kvpilot", ours), ("prometheus", prom))
+        }
+        print(
+            f"instructions retired per 1,000 scrapes (perf stat -e instructions, user and kernel, the window): "
+            f"kvpilot {per_k_i['kvpilot'] / 1e9:.3f} G, prometheus {per_k_i['prometheus'] / 1e9:.3f} G; "
+            f"instructions ratio: {per_k_i['kvpilot'] / per_k_i['prometheus']:.2f}"
+        )
+    else:
+        print(f"instructions: not counted: {args.no_instructions_why}; the load-insensitive proxy: --callgrind")
     print(f"ratio: {ours['per_k'] / prom['per_k']:.2f}")
 
 
