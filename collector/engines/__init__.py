@@ -147,6 +147,16 @@ _NOT_AN_ENGINE = {
     # habanalabs_memory_used_bytes, habanalabs_power_mW, ...): Gaudi devices, not GPUs kvpilot reads
     "habanalabs_": "Intel Gaudi's metric exporter (habanalabs_*): kvpilot reads no Gaudi device, and no engine is"
     " on it",
+    # utkuozdemir/nvidia_gpu_exporter (nvidia-smi's query fields as nvidia_smi_*, labelled by uuid; its
+    # METRICS.md @ 15d422b): NVIDIA GPUs, but under names no GPU adapter reads (collector.gpus)
+    "nvidia_smi_": "nvidia_gpu_exporter (nvidia_smi_* gauges from nvidia-smi): a GPU exporter kvpilot does not read;"
+    " for these GPUs scrape dcgm-exporter (DCGM_FI_*) or run `kvpilot gpu-agent` (NVML) on the node; no engine is"
+    " on it",
+    # NVML's figures as nvidia_gpu_* (pytimer/gpu-exporter's README page: nvidia_gpu_memory_used_mb,
+    # nvidia_gpu_power_usage...; mindprince/nvidia_gpu_prometheus_exporter: nvidia_gpu_duty_cycle...). After
+    # nvidia_smi_: nvidia_gpu_exporter's page carries its nvidia_gpu_exporter_build_info too
+    "nvidia_gpu_": "an NVML GPU exporter (nvidia_gpu_* gauges): a GPU exporter kvpilot does not read; for these GPUs"
+    " scrape dcgm-exporter (DCGM_FI_*) or run `kvpilot gpu-agent` (NVML) on the node; no engine is on it",
 }
 
 # GPU exporters told by the labels only their series carry, whatever the names' prefix, on a page none of whose

@@ -97,3 +97,44 @@ def test_amd_smi_exporter_without_a_gpu_is_named() -> None:
 def test_amd_smi_exporter_gpus_are_read() -> None:
     page = 'amd_num_gpus{num_gpus=""} 1\namd_gpu_power_avg{gpu_power_avg="0"} 150\n'
     assert [(g.index, g.power_w) for g in adapt_page(page, TARGET, 0.0).gpus] == [("0", 150.0)]
+
+
+# utkuozdemir/nvidia_gpu_exporter's page (METRICS.md @ 15d422b), cut to three of its gauges and its info series
+_NVIDIA_SMI_PAGE = (
+    'nvidia_gpu_exporter_build_info{branch="",goversion="go1.16.5",revision="",version=""} 1\n'
+    'nvidia_smi_gpu_info{name="NVIDIA GeForce RTX 2080 SUPER",uuid="df6e7a7c",index="0"} 1\n'
+    'nvidia_smi_utilization_gpu_ratio{uuid="df6e7a7c"} 0\n'
+    'nvidia_smi_memory_used_bytes{uuid="df6e7a7c"} 7.06740224e+08\n'
+    'nvidia_smi_temperature_gpu{uuid="df6e7a7c"} 34\n'
+)
+
+
+def test_nvidia_gpu_exporter_is_named() -> None:
+    # nvidia-smi's fields as nvidia_smi_*, by uuid: a GPU exporter whose GPUs kvpilot does not read. Before: "found 5
+    # families starting with `nvidia_`; no engine adapter (vllm, ...) reads these names", nothing of what it is.
+    with pytest.raises(UnknownEngine, match=r"nvidia_gpu_exporter .*a GPU exporter kvpilot does not read") as raised:
+        adapt_page(_NVIDIA_SMI_PAGE, TARGET, 0.0)
+    assert "reads these names" not in str(raised.value)
+    assert "dcgm-exporter" in str(raised.value)  # what to scrape instead
+
+
+def test_nvidia_gpu_exporter_on_a_gpu_target_is_named_too() -> None:
+    with pytest.raises(NoGpuFamilies, match="nvidia_gpu_exporter") as raised:
+        adapt_page(_NVIDIA_SMI_PAGE, GPU_TARGET, 0.0)
+    assert "reads these names" not in str(raised.value)  # a GPU target asks for no engine
+    with pytest.raises(UnknownEngine, match="nvidia_gpu_exporter"):
+        adapt_page(_NVIDIA_SMI_PAGE, TARGET, 0.0, engine="dcgm")
+
+
+def test_nvml_gpu_exporters_are_named() -> None:
+    # pytimer/gpu-exporter's README page (two Tesla P4, labels shortened) and the names of
+    # mindprince/nvidia_gpu_prometheus_exporter (nvidia_gpu_duty_cycle, nvidia_gpu_memory_used_bytes): NVML's figures as
+    # nvidia_gpu_*, not read
+    for page in (
+        'nvidia_gpu_num_devices 2\nnvidia_gpu_power_usage{name="Tesla P4",uuid="GPU-9bb5"} 7\n',
+        'nvidia_gpu_duty_cycle{minor_number="0",uuid="GPU-9bb5"} 12\nnvidia_gpu_memory_used_bytes{uuid="GPU-9bb5"} 1\n',
+    ):
+        with pytest.raises(UnknownEngine, match=r"an NVML GPU exporter .*a GPU exporter kvpilot does not read"):
+            adapt_page(page, TARGET, 0.0)
+        with pytest.raises(NoGpuFamilies, match="an NVML GPU exporter"):
+            adapt_page(page, GPU_TARGET, 0.0)

@@ -1861,6 +1861,14 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    # nvidia-smi's fields as nvidia_smi_*: a GPU exporter kvpilot does not read, named (was "no engine adapter ...")
+    "nvidia-gpu-exporter-rtx2080s__utkuozdemir__nvidia_gpu_exporter__METRICS.txt": Page(
+        error=r"nvidia_gpu_exporter \(nvidia_smi_\*.*a GPU exporter kvpilot does not read"
+    ),
+    # NVML's figures as nvidia_gpu_* (pytimer/gpu-exporter, as mindprince's exporter names them): named as well
+    "nvidia-gpu-nvml-exporter-two-p4__pytimer__gpu-exporter__README.txt": Page(
+        error=r"an NVML GPU exporter \(nvidia_gpu_\*.*a GPU exporter kvpilot does not read"
+    ),
     # answers to /metrics that are no exposition at all (not-exposition/), each said for what it is
     "sglang-0.4.6-metrics-off-json-404__sgl-project__sglang__issue_7305.txt": Page(
         error="an error answered in JSON"  # {"detail":"Not Found"}: was "trtllm-serve answers /metrics with JSON"

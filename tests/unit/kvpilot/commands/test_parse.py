@@ -51,6 +51,8 @@ NOT_A_REPLICA_NOR_GPUS = {
     "triton-25.03-vllm-backend-grep__triton-inference-server__server__issue_8463__excerpt.txt",  # core series only
     "lmcache-in-vllm-v1-grep__LMCache__LMCache__issue_621__excerpt.txt",  # vLLM's page cut to LMCache's lines
     "lmcache-in-vllm-metrics__LMCache__LMCache__pull_1100__excerpt.txt",
+    "nvidia-gpu-exporter-rtx2080s__utkuozdemir__nvidia_gpu_exporter__METRICS.txt",  # a GPU exporter not read
+    "nvidia-gpu-nvml-exporter-two-p4__pytimer__gpu-exporter__README.txt",  # another one
 }
 GPU_KEYS = [f.name for f in fields(GpuSample)]
 KVPILOT = Path(sys.executable).with_name("kvpilot")
