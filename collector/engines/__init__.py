@@ -265,6 +265,12 @@ _AS_ENGINE = (
 )
 
 
+# The GPU exporters collector.gpus reads (GPU_ADAPTERS there), as a GPU target's error names them.
+_GPU_EXPORTERS_READ = (
+    "dcgm-exporter's DCGM_FI_*, Triton's nv_gpu_*, AMD's device-metrics-exporter gpu_* and amd_smi_exporter amd_gpu_*"
+)
+
+
 def describe_page(families: Mapping[str, MetricFamily], *, gpu_target: bool = False) -> str:
     """What is on a page no adapter reads, and the nearest thing to try: prefixes, the closest adapter. For a GPU
     target (``gpu_target``) an engine's page is the wrong kind of target, not the wrong engine."""
@@ -310,6 +316,8 @@ def describe_page(families: Mapping[str, MetricFamily], *, gpu_target: bool = Fa
     unread = _engine_namespace_unread(first[0])
     if unread is not None:
         return f"{seen}: {unread}"
+    if gpu_target:  # GPUs were asked for: the adapters that could have read the page are the GPU exporters'
+        return f"{seen}; no GPU exporter kvpilot reads ({_GPU_EXPORTERS_READ}) writes these names"
     return f"{seen}; no engine adapter ({', '.join(ENGINES)}) reads these names"
 
 

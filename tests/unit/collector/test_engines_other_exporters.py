@@ -138,3 +138,15 @@ def test_nvml_gpu_exporters_are_named() -> None:
             adapt_page(page, TARGET, 0.0)
         with pytest.raises(NoGpuFamilies, match="an NVML GPU exporter"):
             adapt_page(page, GPU_TARGET, 0.0)
+
+
+def test_a_gpu_target_of_no_gpu_exporter_names_the_gpu_exporters_not_the_engines() -> None:
+    # a PyTorch training job's page (tests/fixtures/metrics/pytorch-training-job-eks__...): asked for GPUs, the error
+    # said "no engine adapter (vllm, sglang, ...) reads these names", as if an engine had been asked for
+    page = "# TYPE training_loss gauge\ntraining_loss 1.334257\ntraining_gpu_memory_used_bytes 79213568\n"
+    for raises, target, engine in ((NoGpuFamilies, GPU_TARGET, None), (UnknownEngine, TARGET, "dcgm")):
+        with pytest.raises(raises, match=r"found 2 families starting with `training_`; no GPU exporter kvpilot reads"):
+            adapt_page(page, target, 0.0, engine=engine)
+    with pytest.raises(UnknownEngine, match="no engine adapter") as engine_target:  # an engine target: as before
+        adapt_page(page, TARGET, 0.0)
+    assert "GPU exporter" not in str(engine_target.value)

@@ -1869,6 +1869,24 @@ EXPECTED: dict[str, Page] = {
     "nvidia-gpu-nvml-exporter-two-p4__pytimer__gpu-exporter__README.txt": Page(
         error=r"an NVML GPU exporter \(nvidia_gpu_\*.*a GPU exporter kvpilot does not read"
     ),
+    "dynamo-worker-vllm-eks-h100__index-54291311193__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",  # vLLM's series beside Dynamo's dynamo_component_*: the engine's own win
+                "model": "Qwen/Qwen3-0.6B",  # model_name (Dynamo's `model` says the same)
+                "role": None,  # dynamo_component="backend": an aggregated worker, neither prefill nor decode
+                "prefix_queries": 50.0,  # vllm:prefix_cache_queries_total
+                "prefix_hits": None,  # not in the excerpt
+                "requests_running": None,  # no scheduler gauge in the excerpt: unknown, not 0
+                "requests_waiting": None,
+                "kv_usage": None,
+                "requests_finished": None,  # dynamo_component_requests_total 10 counts the endpoint's requests
+            }
+        ]
+    ),
+    "pytorch-training-job-eks__index-54291311193__excerpt.txt": Page(
+        error=r"found 5 families starting with `training_`; no engine adapter \(vllm, .*\) reads these names"
+    ),
     # answers to /metrics that are no exposition at all (not-exposition/), each said for what it is
     "sglang-0.4.6-metrics-off-json-404__sgl-project__sglang__issue_7305.txt": Page(
         error="an error answered in JSON"  # {"detail":"Not Found"}: was "trtllm-serve answers /metrics with JSON"
