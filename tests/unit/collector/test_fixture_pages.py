@@ -1887,6 +1887,27 @@ EXPECTED: dict[str, Page] = {
     "pytorch-training-job-eks__index-54291311193__excerpt.txt": Page(
         error=r"found 5 families starting with `training_`; no engine adapter \(vllm, .*\) reads these names"
     ),
+    "vllm-spec-decode-dgx-spark__index-59883029386__excerpt.txt": Page(
+        error="vllm's namespace, but none of the names kvpilot's vllm adapter reads a replica from"
+    ),
+    "llm-d-inference-sim-e924683-lora-in-flight__MicheleCampi__inferscope__is-metrics_fixture.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "Qwen/Qwen2.5-7B-Instruct",  # the base model, one replica (LoRA a1 is no replica of its own)
+                "requests_running": 1.0,
+                "requests_waiting": 0.0,
+                "kv_usage": 0.0,
+                "kv_capacity_tokens": None,  # cache_config_info block_size="0", num_gpu_blocks="0": no KV pool
+                "prompt_tokens": None,  # no token counters on this build's page
+                "requests_finished": None,
+                "ttft.count": 1.0,
+                "itl.count": 19.0,  # inter_token_latency_seconds
+                "itl.sum": 1.9000000000000006,
+                "e2e": None,
+            }
+        ]
+    ),
     # answers to /metrics that are no exposition at all (not-exposition/), each said for what it is
     "sglang-0.4.6-metrics-off-json-404__sgl-project__sglang__issue_7305.txt": Page(
         error="an error answered in JSON"  # {"detail":"Not Found"}: was "trtllm-serve answers /metrics with JSON"

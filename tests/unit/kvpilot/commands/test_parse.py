@@ -54,6 +54,7 @@ NOT_A_REPLICA_NOR_GPUS = {
     "nvidia-gpu-exporter-rtx2080s__utkuozdemir__nvidia_gpu_exporter__METRICS.txt",  # a GPU exporter not read
     "nvidia-gpu-nvml-exporter-two-p4__pytimer__gpu-exporter__README.txt",  # another one
     "pytorch-training-job-eks__index-54291311193__excerpt.txt",  # a training job's own gauges
+    "vllm-spec-decode-dgx-spark__index-59883029386__excerpt.txt",  # vLLM's spec-decode counters only
 }
 GPU_KEYS = [f.name for f in fields(GpuSample)]
 KVPILOT = Path(sys.executable).with_name("kvpilot")
