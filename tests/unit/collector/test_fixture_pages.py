@@ -1908,6 +1908,23 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    "sglang-tp4-rtx4090-grep__index-55529353766__excerpt.txt": Page(
+        [
+            {
+                "engine": "sglang",
+                "model": "Qwen3-14B",  # model_name, on the counters and on the gauges alike
+                # one replica: without --enable-metrics-for-all-schedulers only TP rank 0's scheduler writes gauges, and
+                # the tokenizer's counters carry no rank at all; they are the same server's
+                "requests_running": 0.0,  # num_running_reqs{tp_rank="0"}
+                "requests_waiting": 0.0,  # num_queue_reqs{tp_rank="0"}
+                "prompt_tokens": 6.0,  # prompt_tokens_total{model_name="Qwen3-14B"}
+                "generation_tokens": 8.0,  # generation_tokens_total
+                "prefix_hits": None,  # no cached_tokens_total on the grep; cache_hit_rate is a gauge, not a count
+                "kv_usage": None,  # no token_usage on the grep
+                "kv_capacity_tokens": None,  # no max_total_num_tokens (298,447 in the note's log, not on the page)
+            }
+        ]
+    ),
     # answers to /metrics that are no exposition at all (not-exposition/), each said for what it is
     "sglang-0.4.6-metrics-off-json-404__sgl-project__sglang__issue_7305.txt": Page(
         error="an error answered in JSON"  # {"detail":"Not Found"}: was "trtllm-serve answers /metrics with JSON"
