@@ -40,7 +40,7 @@ from collector.health import HealthBook, TargetHealth
 from collector.samples import GpuSample, ReplicaSample, TargetInfo
 from collector.scrape_http import ACCEPT as ACCEPT
 from collector.scrape_http import FETCHERS, Fetcher, ScrapeError
-from collector.urls import page_name, redacted
+from collector.urls import meet, page_name, redacted
 
 log = logging.getLogger(__name__)
 
@@ -408,6 +408,7 @@ class Collector:
         spread_s = self.config.spread_s if spread_s is None else spread_s
         sleep = sleep or self._sleep
         unique = _unique(targets)
+        meet(t.url for t in unique)  # targets that show alike (they differ in a secret) named apart, in this order
         if spread_s > 0:
             results = await self._scrape_spread(unique, spread_s, sleep)
         else:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 import string
+import threading
+from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 _USERINFO = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:/@]*):.*@(?=[^@]*$)", re.S)
@@ -58,14 +60,10 @@ def is_http_url(value: str) -> bool:
         return False
 
 
-def redacted(url: str) -> str:
-    """A scrape target's URL as kvpilot shows it: without the user and password of a ``user:password@`` part
-    (``redacted@host``) and with the value of a secret query parameter as ``***`` (``password_masked``'s rule,
-    ``?token=***``), for logs, /metrics labels, API pages, findings and the CLI: targets from discovery are not held
-    to the API's rules and may carry either. Only for showing: a target is known (health, registry, store) by its URL
-    as given. It is also the name of a GPU page on no node (``GpuSample.page``, shown as a finding's replica): the same
-    for the same URL, at every scrape."""
-    if not url:
+def _masked(url: str) -> str:
+    """``url`` without the user and password of a ``user:password@`` part (``redacted@host``) and with the value of a
+    secret query parameter as ``***``: what every target that shows alike shares."""
+    if "@" not in url and "=" not in url:  # the common target: nothing to mask, no parse (every label, every page)
         return url
     try:
         parts = urlsplit(url)
@@ -73,7 +71,94 @@ def redacted(url: str) -> str:
             url = parts._replace(netloc=f"redacted@{parts.netloc.rpartition('@')[2]}").geturl()
     except ValueError:  # a URL urlsplit cannot read (an unclosed IPv6 host): its authority cut at its last @ alike
         url = _AUTHORITY_USER.sub(r"\g<scheme>redacted@", url, count=1)
-    return _secrets_masked(url) if "=" in url else url  # the common target: no scan
+    return _secrets_masked(url) if "=" in url else url
+
+
+class _Names:
+    """The number each target whose URL carries a secret is shown with. Masked, two targets that differ only in
+    their secret (``?token=a``, ``?token=b``) would show alike: the same label set twice on /metrics, two findings
+    nobody can tell apart. The first met keeps the masked URL as its name; each later one that shows alike is
+    numbered (``#2``, ``#3``...) in the order met, the scrape loop's order of its targets (``meet``), so the same
+    configuration names them alike after a restart. Nothing of a secret goes into a name (a digest of a short token
+    would give it away to a guess), and a number, once given, stays that target's for the process' life (a target
+    that leaves and comes back keeps it; none moves to another, which would put one target's history under another's
+    name). Only the URLs' hashes are kept (a discovered URL may run to 256 KiB), at most ``LIMIT`` of them (a
+    discovery's churn): past it a new target shows masked, unnumbered."""
+
+    LIMIT = 65_536
+
+    def __init__(self) -> None:
+        self._numbers: dict[int, int] = {}  # hash of a URL (and, for a user:password@, of its page name) -> number
+        self._next: dict[int, int] = {}  # hash of a masked URL -> the next number to give those that show so
+        self._taken: set[int] = set()  # hashes of the names given
+        self._lock = threading.Lock()  # numbers are given from the loop's thread and from the API's and page's
+
+    def number(self, url: str) -> int | None:
+        return self._numbers.get(hash(url))
+
+    def give(self, url: str, masked: str) -> int:
+        with self._lock:
+            n = self._numbers.get(hash(url))
+            if n is not None:
+                return n
+            if len(self._numbers) >= self.LIMIT:
+                return 1
+            n = self._next.get(hash(masked), 1)
+            while hash(_numbered(masked, n)) in self._taken:  # a name a URL holds as it is (``...#2`` as given)
+                n += 1
+            self._taken.add(hash(_numbered(masked, n)))
+            self._next[hash(masked)] = n + 1
+            self._numbers[hash(url)] = n
+            if "@" in url:  # a GPU page on no node is keyed by its page name (``page_name``): shown by the same name
+                self._numbers.setdefault(hash(page_name(url)), n)
+            return n
+
+    def forget(self) -> None:
+        with self._lock:
+            self._numbers.clear()
+            self._next.clear()
+            self._taken.clear()
+
+
+_NAMES = _Names()
+
+
+def _numbered(masked: str, n: int) -> str:
+    return masked if n == 1 else f"{masked}#{n}"
+
+
+def meet(urls: Iterable[str]) -> None:
+    """Number, in their order, the targets the scrape loop lists (``Collector.collect_once``, each tick; the CLI's
+    targets): of targets that show alike, the one listed first keeps the masked URL, the others are numbered. A URL
+    whose secret is the mask itself (``?token=***``, ``redacted@``) shows alike with the others too."""
+    for url in urls:
+        if ("@" in url or "=" in url) and _NAMES.number(url) is None:
+            masked = _masked(url)
+            if masked != url or "***" in url or "redacted@" in url:
+                _NAMES.give(url, masked)
+
+
+def forget_names() -> None:
+    """Every number given so far forgotten (for tests: each meets its targets afresh)."""
+    _NAMES.forget()
+
+
+def redacted(url: str) -> str:
+    """A scrape target's URL as kvpilot shows it: without the user and password of a ``user:password@`` part
+    (``redacted@host``) and with the value of a secret query parameter as ``***`` (``password_masked``'s rule,
+    ``?token=***``), for logs, /metrics labels, API pages, findings and the CLI: targets from discovery are not held
+    to the API's rules and may carry either. Two targets that differ only in what is masked are shown apart (``#2``,
+    see ``_Names``): the same name for the same URL, every time. Only for showing: a target is known (health,
+    registry, store) by its URL as given. A name already shown (a stored summary read again) is shown as it is."""
+    if not url:
+        return url
+    masked = _masked(url)
+    n = _NAMES.number(url) if masked != url or "***" in url or "redacted@" in url else None
+    if n is None:
+        if masked == url:
+            return url
+        n = _NAMES.give(url, masked)
+    return _numbered(masked, n)
 
 
 def page_name(url: str) -> str:

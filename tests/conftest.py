@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import settings
 
+from collector.urls import forget_names
+
 if TYPE_CHECKING:
     from tests.helpers.burst_backtest import BurstBacktest
 
@@ -19,6 +21,13 @@ settings.load_profile("kvpilot")
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
 SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(autouse=True)
+def _targets_named_afresh() -> None:
+    """Each test meets its targets afresh: kvpilot numbers the targets that show alike (``?token=a``, ``?token=b``)
+    in the order it meets them, for as long as the process runs (``collector.urls``)."""
+    forget_names()
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,7 @@ import typer
 from collector.samples import GpuSample, Histogram, ReplicaSample, TargetInfo
 from collector.scrape import DEFAULT_MAX_BYTES, Collector, ScrapeConfig
 from collector.state import FleetState
-from collector.urls import is_http_url, redacted
+from collector.urls import is_http_url, meet, redacted
 from detectors.finding import Finding
 from kvpilot.commands._numbers import ABOVE_ZERO, check_numbers
 
@@ -172,17 +172,9 @@ def run_sim(
 
 def _targets(urls: Sequence[str]) -> list[TargetInfo]:
     """A target per URL, its replica named by the URL as kvpilot shows it (``redacted``: no password or token in the
-    findings and tables); two URLs shown alike (they differ only in a secret) stay two replicas (``#1``, ``#2``)."""
-    shown = [redacted(url) for url in urls]
-    alike = {name for name in shown if shown.count(name) > 1}
-    seen: dict[str, int] = {}
-    names = []
-    for name in shown:
-        if name in alike:
-            seen[name] = seen.get(name, 0) + 1
-            name = f"{name}#{seen[name]}"
-        names.append(name)
-    return [TargetInfo(url=url, pod=name, deployment="detect") for url, name in zip(urls, names, strict=True)]
+    findings and tables); two URLs that differ only in a secret stay two replicas (the second ``#2``)."""
+    meet(urls)
+    return [TargetInfo(url=url, pod=redacted(url), deployment="detect") for url in urls]
 
 
 async def _scrape(collector: Collector, targets: Sequence[TargetInfo], state: FleetState) -> tuple[float, bool]:

@@ -32,12 +32,18 @@ def replica_names(urls: Sequence[str]) -> list[str]:
     """A name per URL that tells replicas apart even in a narrow column: the host and port when only one URL uses
     them; otherwise (the simulator or a proxy serves each replica under its own path on one port) the part of the
     path that differs, first, then the host: ``llama-0@10.0.0.5:8000`` for ``http://10.0.0.5:8000/replicas/llama-0/metrics``.
+    Read off each URL as kvpilot shows it (``redacted``: a token in the query named the column), and two that still
+    read alike (they differ only in a secret) are numbered (``#2``).
     """
     from urllib.parse import urlsplit
+
+    from collector.urls import meet, redacted
 
     def host(url: str) -> str:  # never a user:password@ in a name (shown in the tables, the JSON and the logs)
         return urlsplit(url).netloc.rpartition("@")[2]
 
+    meet(urls)
+    urls = [redacted(url) for url in urls]
     by_host: dict[str, list[str]] = {}
     for url in urls:
         by_host.setdefault(host(url), []).append(url)
@@ -54,6 +60,10 @@ def replica_names(urls: Sequence[str]) -> list[str]:
         own = _segments(url)
         distinct = "/".join(own[head : len(own) - tail]) or parts.path or "/"
         names.append(f"{distinct}@{host(url)}")
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        seen[name] = seen.get(name, 0) + 1
+        names[i] = name if seen[name] == 1 else f"{name}#{seen[name]}"
     return names
 
 
