@@ -1925,6 +1925,37 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    "vllm-0.8.1-v1-blocks-none__vllm-project__vllm__issue_15719__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": None,  # cache_config_info carries no model_name
+                "kv_capacity_tokens": None,  # num_gpu_blocks="None": the V1 front end never learnt it, not 0 tokens
+                "kv_usage": None,
+                "requests_running": None,
+            }
+        ]
+    ),
+    "vllm-0.11.0-cpu-offloading-cache-config__vllm-project__vllm__issue_28924__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "kv_capacity_tokens": 9271 * 16,  # num_gpu_blocks="9271" x block_size="16", engine="0"'s one sample
+                "kv_usage": None,
+            }
+        ]
+    ),
+    "vllm-deepseek-v4-hybrid-cache-config__vllm-project__vllm__issue_51163__rebuilt.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                # the engine's kv_cache_size_tokens, not num_gpu_blocks 20377 x block_size 4 = 81,508: block_size is
+                # the smallest of DeepSeek-V4's KV groups' block sizes (256, 64, 8, 4), not the tokens a block holds
+                "kv_capacity_tokens": 1179770.0,
+                "kv_usage": None,
+            }
+        ]
+    ),
     # answers to /metrics that are no exposition at all (not-exposition/), each said for what it is
     "sglang-0.4.6-metrics-off-json-404__sgl-project__sglang__issue_7305.txt": Page(
         error="an error answered in JSON"  # {"detail":"Not Found"}: was "trtllm-serve answers /metrics with JSON"
