@@ -47,6 +47,10 @@ class TargetRegistry(Protocol):
         it cannot be removed here (it comes from the configuration file)."""
         ...
 
+    def gone(self, target: TargetInfo) -> bool:
+        """Whether ``target``, as the current snapshot lists it, was removed since (not to be listed)."""
+        ...
+
     def refresh(self) -> None:
         """Take up the targets other instances on the same store added or removed (the service calls it each tick)."""
         ...

@@ -44,7 +44,8 @@ def _out(t: TargetInfo, health: TargetHealth | None, static: bool) -> schemas.Ta
 def list_targets(_: Reader, runtime: RuntimeDep, page: Paging) -> schemas.Page[object]:
     snap = runtime.snapshot()
     static = {t.url: t for t in runtime.targets.static_targets()}
-    seen = {t.url: t for t in (snap.targets if snap else ())}
+    # a target removed since the snapshot's tick is not listed: it would show as discovered (static false) till the next
+    seen = {t.url: t for t in (snap.targets if snap else ()) if not runtime.targets.gone(t)}
     merged = {**seen, **static}
     health = snap.target_health if snap else {}
     items = [merged[u] for u in sorted(merged)]

@@ -23,6 +23,9 @@ from store.fields import TargetSpec, redact_url
 log = logging.getLogger(__name__)
 
 
+GONE_KEPT = 1024  # removed targets remembered for ``StaticTargets.gone``
+
+
 class PinnedTarget(ValueError):
     """The target comes from the configuration file; change the file to remove it."""
 
@@ -45,6 +48,9 @@ class StaticTargets:
         self._generation = 0  # counts this instance's changes, so that a refresh read before one does not undo it
         self._refused: set[str] = set()
         self._accepted: dict[str, TargetInfo] = {}  # the stored targets the last read accepted
+        # The targets removed (here, or by another kvpilot on the store, read by refresh), as they were held: the
+        # snapshot of a tick that ran before the removal still lists them, as discovered targets, until the next.
+        self._gone: dict[str, TargetInfo] = {}
 
     def load(self) -> int:
         """Add the targets stored by earlier runs; returns how many. A stored target that today's checks refuse
@@ -73,9 +79,9 @@ class StaticTargets:
             if generation != self._generation:
                 return
             for url in [u for u in self._by_url if u not in self._pinned and u not in stored]:
-                del self._by_url[url]
+                self._drop(url)
             for t in stored.values():
-                if t.url not in self._pinned:
+                if t.url not in self._pinned and self._by_url.get(t.url) != t:  # the one held kept: ``gone`` knows it
                     self._by_url[t.url] = t
 
     def _stored(self) -> dict[str, TargetInfo]:
@@ -145,9 +151,24 @@ class StaticTargets:
                         repo.record_audit(
                             session=s, at=self._clock.now(), actor=by, action="target.remove", subject=redact_url(url)
                         )
-            self._by_url.pop(url, None)
+            self._drop(url)
             self._generation += 1
             return removed
+
+    def _drop(self, url: str) -> None:
+        """Under the lock: ``url``'s target is static no more; the latest ``GONE_KEPT`` removed are kept for
+        ``gone``."""
+        target = self._by_url.pop(url, None)
+        if target is not None:
+            self._gone.pop(url, None)
+            self._gone[url] = target
+            if len(self._gone) > GONE_KEPT:
+                del self._gone[next(iter(self._gone))]
+
+    def gone(self, target: TargetInfo) -> bool:
+        """Whether ``target`` (as a snapshot lists it) is one removed since it was listed: that very target, not a
+        target with its URL found by discovery."""
+        return self._gone.get(target.url) is target
 
     async def targets(self) -> list[TargetInfo]:
         """The loop's discovery interface."""
