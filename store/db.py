@@ -24,16 +24,22 @@ log = logging.getLogger(__name__)
 
 
 def json_loads(stored: str | bytes) -> Any:
-    """A JSON column's value as ``json.loads`` reads it (SQLAlchemy's default), but one nested past the decoder's
-    recursion (about 1,000 levels) as null, said: kvpilot writes flat objects, and every reader of its JSON columns
-    takes null as none (evidence, a forecast, an instance's nodes). A row a hand or another program wrote so costs
-    only itself: the decoder's RecursionError failed the whole query it came in, every start (restore reads the open
-    findings and the latest decisions), the page it was on, the drain breaker's read of the instances' nodes."""
+    """A JSON column's value as ``json.loads`` reads it (SQLAlchemy's default), but one the decoder cannot read as
+    null, said: nested past its recursion (about 1,000 levels), a number of more digits than Python converts (4,300;
+    PostgreSQL's jsonb keeps any), text that is no JSON (SQLite's JSON column is text). kvpilot writes flat objects,
+    and every reader of its JSON columns takes null as none (evidence, a forecast, an instance's nodes). A row a hand
+    or another program wrote so costs only itself: the decoder's error failed the whole query it came in, every
+    start (restore reads the open findings and the latest decisions), the page it was on, the drain breaker's read
+    of the instances' nodes."""
     try:
         return json.loads(stored)
     except RecursionError:
         log.warning("a stored JSON value nested too deeply to read (%d characters) is read as null", len(stored))
-        return None
+    except ValueError as e:  # json.JSONDecodeError, the integer digits limit; the value itself is never shown
+        why = f"{e.msg} at character {e.pos}" if isinstance(e, json.JSONDecodeError) else str(e).split(":")[0]
+        log.warning("a stored JSON value that is not JSON kvpilot reads (%s; %d characters) is read as null", why,
+                    len(stored))  # fmt: skip
+    return None
 
 
 class StoreConfigError(ValueError):

@@ -247,3 +247,29 @@ def test_a_restart_reads_past_rows_another_version_stored(
     assert drain.json()["state"] == "paused"
     assert cancel.status_code == 409, cancel.text
     assert "paused" in cancel.json()["detail"]
+
+
+def test_a_restart_reads_past_a_number_of_5000_digits_stored(
+    store: Store, record: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Valid JSON to PostgreSQL and SQLite, not to Python's decoder (4,300 digits at most): its ValueError out of the
+    # query that restore makes made every start exit, on both (session 23). Now the value reads as null, said.
+    now = time.time()
+    engine = make_engine(store.url)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO findings (id, kind, severity, deployment, replica, node, gpu, since, summary, evidence, "
+                "action, state, last_seen) VALUES ('00000000000000b1', 'stuck_gpu', 'warning', 'llm/chat', '', 'n0', "
+                "'GPU-9', :now, 'x', :evidence, 'none', 'open', :now)"
+            ),
+            {"now": now, "evidence": '{"xid": 1' + "0" * 5000 + "}"},
+        )
+    engine.dispose()
+    with caplog.at_level(logging.WARNING), running(store.url) as r, r.client() as c:
+        findings = c.get("/v1/findings", headers=R)
+    shown = {f["id"]: f for f in findings.json()["items"]} if findings.status_code == 200 else {}
+    record("restart with evidence holding a number of 5,000 digits", "starts; the finding shown, its evidence none",
+           f"started; findings {findings.status_code}; evidence {shown.get('00000000000000b1', {}).get('evidence')}",
+           findings.status_code == 200 and shown["00000000000000b1"]["evidence"] == {})  # fmt: skip
+    assert "4300 digits" in caplog.text
