@@ -8,7 +8,9 @@ from collector.urls import password_masked
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan: a number a setting holds is finite. Infinity passed every bound (gt=0, renew < lease) and
+    # failed where it was used: ha.lease_duration_s .inf made every Lease write fail (a whole number of seconds)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def url_or_unset(value: str | None) -> str | None:

@@ -20,6 +20,7 @@ SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 NAME_CHARS = 63
+LEASE_SECONDS_MAX = 2**31 - 1  # coordination.k8s.io/v1 LeaseSpec.leaseDurationSeconds is an int32
 
 
 def own_namespace(namespace_file: Path | None = None) -> str:
@@ -73,6 +74,11 @@ class HaSettings(_Section):
                 f"letters, digits and '-', starting and ending with a letter or a digit, at most {NAME_CHARS} "
                 f"characters (unset, it is kvpilot's service account's namespace, else POD_NAMESPACE, else "
                 f"'kvpilot'); {refused}"
+            )
+        if self.lease_duration_s > LEASE_SECONDS_MAX:
+            raise ValueError(
+                f"ha.lease_duration_s ({self.lease_duration_s:g}) is more than a Lease holds: its "
+                f"leaseDurationSeconds is a 32-bit count, at most {LEASE_SECONDS_MAX} s; {refused}"
             )
         if not self.identity.strip():
             raise ValueError(
