@@ -91,26 +91,41 @@ class Sources(AbstractContextManager["Sources"]):
 
 
 class _Checked:
-    """The targets file's targets held to the API's and the configuration's rules (``store.fields.TargetSpec``):
+    """A discovery source's targets held to the API's and the configuration's rules (``store.fields.TargetSpec``):
     one that breaks them (credentials in the URL, a name Kubernetes would refuse) is left out with an error
-    naming it, once, instead of reaching labels and the store."""
+    naming it, once, instead of reaching labels and the store. The targets file's, and the pods' (a pod's
+    ``kvpilot.io/deployment`` and ``kvpilot.io/path`` annotations are anyone's who may create a pod there). A
+    target is checked once: a source that hands the same target objects every tick (Kubernetes discovery) costs a
+    lookup each."""
 
-    def __init__(self, source: Any) -> None:
+    def __init__(self, source: Any, what: str, *, by_pod: bool = False) -> None:
         self._source = source
+        self._what = what
+        self._by_pod = by_pod  # a pod's target named by its pod (its URL is its IP), a file's by its URL
         self._reported: set[str] = set()
+        self._checked: dict[int, TargetInfo] = {}  # id -> the target checked and taken (held, so ids stay its)
 
     async def __call__(self) -> list[TargetInfo]:
         good: list[TargetInfo] = []
-        for t in await self._source():
+        checked: dict[int, TargetInfo] = {}
+        found: list[TargetInfo] = await self._source()
+        for t in found:
+            if self._checked.get(id(t)) is t:
+                good.append(t)
+                checked[id(t)] = t
+                continue
             try:
                 TargetSpec(**{k: getattr(t, k) for k in TargetSpec.model_fields})
             except ValidationError as e:
                 if t.url not in self._reported:
                     self._reported.add(t.url)
-                    why = "; ".join(err["msg"].removeprefix("Value error, ") for err in e.errors())
-                    log.error("targets file: target %s left out: %s", redact_url(t.url), why)
+                    why = "; ".join(err["msg"].removeprefix("Value error, ")[:200] for err in e.errors())
+                    name = f"pod {t.namespace}/{t.pod}" if self._by_pod else f"target {redact_url(t.url)[:200]}"
+                    log.error("%s: %s left out: %s", self._what, name, why)
                 continue
             good.append(t)
+            checked[id(t)] = t
+        self._checked = checked
         return good
 
 
@@ -119,7 +134,7 @@ def _static(settings: Settings) -> Sources:
     static = StaticTargets([_target(t) for t in d.static_targets])
     if d.static_file is None:
         return Sources(discovery=static, static=static)
-    return Sources(_Merged(_Checked(_collector_source("static", settings).targets), static), static)
+    return Sources(_Merged(_Checked(_collector_source("static", settings).targets, "targets file"), static), static)
 
 
 @dataclass
@@ -178,7 +193,7 @@ def _collector_source(kind: str, settings: Settings) -> Any:
 def _kubernetes(settings: Settings) -> Sources:
     discovery = _collector_source("kubernetes", settings)
     static = StaticTargets([_target(t) for t in settings.collector.discovery.static_targets])
-    return Sources(_Merged(discovery.targets, static), static)
+    return Sources(_Merged(_Checked(discovery.targets, "kubernetes discovery", by_pod=True), static), static)
 
 
 def _promql(settings: Settings) -> Sources:
