@@ -25,7 +25,7 @@ beside the requests that arrived, kvpilot's outside the SLO and the frontier's (
 again, mixed as the ratio mixes them). Throwaway analysis, not a benchmark with goals:
 
     .venv/bin/python bench/frontier_decompose.py --trace ../shared/traces/azure2023_conv.csv --rate-scale 10 \
-        [--start S --duration D] [--span 300] [--out rows.json]
+        [--start S --duration D] [--span 300] [--out rows.json] [--report backtest.json]
 """
 
 from __future__ import annotations
@@ -173,6 +173,11 @@ def main() -> None:
         help="no frontier search: the stages alone, against this recorded frontier figure at kvpilot's attainment",
     )
     ap.add_argument("--span", type=float, help="also split per this many seconds of the trace")
+    ap.add_argument(
+        "--report",
+        help="also write the backtest's own JSON here, as `kvpilot backtest --policies kvpilot --json` prints it "
+        "(the same run: its frontier, frontier_points and ratio; with --span its worst_minutes keep every minute)",
+    )
     a = ap.parse_args()
     planner, facts = backtest_planner(None, cold_start=None, slo_ttft=None, max_replicas=None)
     cfg = bt.BacktestConfig(
@@ -219,6 +224,8 @@ def main() -> None:
     fr.envelope_of = envelope_of  # type: ignore[assignment]
     setattr(bt, "worst_minutes", every_minute)  # noqa: B010 (run.py imported it by name)
     report = bt.backtest(a.trace, cfg)
+    if a.report:
+        Path(a.report).write_text(json.dumps(report.to_json()))
     k = report.policies["kvpilot"]
     att = k.slo_attainment
     env = envelopes[-1] if envelopes else [_Flat(att, a.frontier_hours or 0.0, k.times[-1])]
@@ -296,7 +303,8 @@ def main() -> None:
         print_spans(spans)
     print(json.dumps(out, indent=1))
     if a.out:
-        Path(a.out).write_text(json.dumps({"summary": out, "rows": rows, "spans": spans}))
+        brackets = [{"window_s": f.window_s, "held": [float(x) for x in f.held]} for f in (lo, hi)]
+        Path(a.out).write_text(json.dumps({"summary": out, "rows": rows, "spans": spans, "bracket_held": brackets}))
 
 
 if __name__ == "__main__":
