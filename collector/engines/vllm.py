@@ -74,17 +74,31 @@ def _label_number(labels: dict[str, str], name: str) -> float | None:
     return value if math.isfinite(value) and value >= 0 else None
 
 
+def _mamba_layers(labels: dict[str, str]) -> bool:
+    """Whether the cache config is a model's with Mamba-type layers beside attention (Qwen3-Next, Qwen3.5/3.6,
+    Nemotron-H, Granite 4...): ``mamba_block_size`` or ``mamba_page_size_padded`` is a number (vLLM writes "None"
+    for every other model, and older builds neither label)."""
+    return any(_label_number(labels, name) is not None for name in ("mamba_block_size", "mamba_page_size_padded"))
+
+
 def _engine_tokens(labels: dict[str, str]) -> float | None:
     """One engine's KV pool in tokens: the engine's own ``kv_cache_size_tokens`` when it reports it, else
-    ``num_gpu_blocks * block_size``.
+    ``num_gpu_blocks * block_size``, except for a model with Mamba-type layers (unknown then).
 
     The engine's figure wins: with hybrid KV (sliding-window and full-attention layers, Gemma-type models) a
     block does not hold ``block_size`` tokens of every layer, and the product is wrong (543,360 against the
-    engine's 855,836 on one such model).
+    engine's 855,836 on one such model). vLLM reports the figure since its PR 42206 (2026); before it, a model with
+    Mamba-type layers had the front end's ``block_size`` written beside the engine's block count, and the two do not
+    multiply: the front end never learnt the block size the engine aligned to the Mamba state (vLLM issue 42966:
+    "16" for blocks of 528 tokens), and the blocks are shared by the attention and Mamba groups. On vLLM 0.20.2 with
+    Qwen3.6-27B (tests/fixtures/metrics, index file 67494338468) 1147 blocks x 16 = 18,352 tokens, where the
+    engine's start-up log said 1,708,404: such a pool is left unknown rather than read 93 times too small.
     """
     reported = _label_number(labels, "kv_cache_size_tokens")
     if reported is not None:
         return reported
+    if _mamba_layers(labels):
+        return None
     blocks, block_size = _label_number(labels, "num_gpu_blocks"), _label_number(labels, "block_size")
     if blocks is None or not block_size:
         return None

@@ -364,7 +364,11 @@ def engines_page() -> str:
         "actors of a Serve replica (SGLang's schedulers as Ray actors, writing with an empty `ReplicaId`) are not "
         "replicas of their own: there `ReplicaId` alone tells replicas apart.",
         "- **Engine-reported facts win.** Where an engine states a value (vLLM's `kv_cache_size_tokens`), it is used "
-        "rather than one derived from other series (`num_gpu_blocks × block_size`, wrong for hybrid-KV models).",
+        "rather than one derived from other series (`num_gpu_blocks × block_size`, wrong for hybrid-KV models). "
+        "vLLM reports it since its PR 42206 (2026); an older vLLM serving a model with Mamba-type layers "
+        "(`mamba_block_size` or `mamba_page_size_padded` a number: Qwen3.5/3.6, Qwen3-Next, Nemotron-H) wrote a block "
+        "size its engine did not use, and its `kv_capacity_tokens` is unknown rather than that product (18,352 for a "
+        "pool of 1,708,404).",
         "- **Not an LLM replica.** Triton without TensorRT-LLM (`nv_inference_*` only) yields its GPUs and no replica; "
         "an LMCache-only page, a GPU exporter's page, KServe's model server without an engine "
         "(`request_predict_seconds` only), DCGM fields named in lower case (`dcgm_fi_*`) or kvpilot's own "

@@ -179,9 +179,17 @@ def test_any_number_of_engines_sums_queues_and_averages_kv(engines: list[tuple[i
         ('block_size="16",kv_cache_size_tokens="None",num_gpu_blocks="100"', 1600.0),
         # reported without the block labels: still known
         ('kv_cache_size_tokens="4096"', 4096.0),
+        # a hybrid-Mamba model before vLLM reported its size (0.20.2, Qwen3.6-27B): block_size is the front end's
+        # stale 16 while the engine's 1147 blocks hold ~1,500 tokens each; the product (18,352) is no capacity
+        ('block_size="16",mamba_block_size="16",num_gpu_blocks="1147"', None),
+        ('block_size="528",mamba_page_size_padded="1081344",num_gpu_blocks="900"', None),
+        # the engine's own figure still wins on a hybrid
+        ('block_size="16",kv_cache_size_tokens="1708404",mamba_block_size="16",num_gpu_blocks="1147"', 1708404.0),
+        # mamba_block_size="None" (no Mamba layers, as current vLLM writes for every other model): blocks x block size
+        ('block_size="16",mamba_block_size="None",mamba_page_size_padded="None",num_gpu_blocks="100"', 1600.0),
     ],
 )
-def test_kv_capacity_prefers_what_the_engine_reports(info: str, expected: float) -> None:
+def test_kv_capacity_prefers_what_the_engine_reports(info: str, expected: float | None) -> None:
     page = f'vllm:num_requests_waiting{{model_name="m"}} 1\nvllm:cache_config_info{{{info}}} 1\n'
     assert _one(page).kv_capacity_tokens == expected
 

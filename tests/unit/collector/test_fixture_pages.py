@@ -1956,6 +1956,17 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    "vllm-0.20.2-qwen3.6-27b-hybrid-no-size__index-67494338468__rebuilt.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                # no kv_cache_size_tokens, and mamba_block_size="16" says the model is a hybrid: num_gpu_blocks 1147 x
+                # block_size 16 = 18,352 is not its pool (1,708,404 tokens by its start-up log): unknown, not that
+                "kv_capacity_tokens": None,
+                "kv_usage": None,
+            }
+        ]
+    ),
     # answers to /metrics that are no exposition at all (not-exposition/), each said for what it is
     "sglang-0.4.6-metrics-off-json-404__sgl-project__sglang__issue_7305.txt": Page(
         error="an error answered in JSON"  # {"detail":"Not Found"}: was "trtllm-serve answers /metrics with JSON"
