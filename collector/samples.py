@@ -133,8 +133,9 @@ class GpuSample:
 
     @property
     def key(self) -> str:
-        # MIG instances share their parent's UUID: the instance id keeps their keys apart.
-        base = f"{self.node}/{self.uuid or self.index}"
+        # MIG instances share their parent's UUID: the instance id keeps their keys apart. A GPU with no UUID is
+        # placed by its node, or on no node by its page: GPU "0" of two such pages are two GPUs.
+        base = f"{self.node}/{self.uuid}" if self.uuid else f"{self.node or self.page}/{self.index}"
         return f"{base}/mig{self.mig_instance}" if self.mig_instance is not None else base
 
 
