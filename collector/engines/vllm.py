@@ -56,16 +56,6 @@ FIELDS = {
 }
 
 
-def _engine_count(families: Families) -> int:
-    """Distinct ``engine`` label values on the core gauges (1 when unlabelled)."""
-    engines: set[str] = set()
-    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"):
-        for s in value_samples(families, Series(name)):
-            if "engine" in s.labels:
-                engines.add(s.labels["engine"])
-    return max(1, len(engines))
-
-
 def _label_number(labels: dict[str, str], name: str) -> float | None:
     try:
         value = float(labels[name])
@@ -81,23 +71,34 @@ def _mamba_layers(labels: dict[str, str]) -> bool:
     return any(_label_number(labels, name) is not None for name in ("mamba_block_size", "mamba_page_size_padded"))
 
 
-def _engine_tokens(labels: dict[str, str]) -> float | None:
-    """One engine's KV pool in tokens: the engine's own ``kv_cache_size_tokens`` when it reports it, else
-    ``num_gpu_blocks * block_size``, except for a model with Mamba-type layers (unknown then).
+def _engine_reported_tokens(labels: dict[str, str]) -> float | None:
+    """One engine's KV pool in tokens as the engine reports it (``kv_cache_size_tokens``, vLLM 0.24 and later).
 
-    The engine's figure wins: with hybrid KV (sliding-window and full-attention layers, Gemma-type models) a
-    block does not hold ``block_size`` tokens of every layer, and the product is wrong (543,360 against the
-    engine's 855,836 on one such model). vLLM reports the figure since its PR 42206 (2026); before it, a model with
-    Mamba-type layers had the front end's ``block_size`` written beside the engine's block count, and the two do not
-    multiply: the front end never learnt the block size the engine aligned to the Mamba state (vLLM issue 42966:
-    "16" for blocks of 528 tokens), and the blocks are shared by the attention and Mamba groups. On vLLM 0.20.2 with
-    Qwen3.6-27B (tests/fixtures/metrics, index file 67494338468) 1147 blocks x 16 = 18,352 tokens, where the
-    engine's start-up log said 1,708,404: such a pool is left unknown rather than read 93 times too small.
+    The engine's figure is group-aware: with hybrid KV (sliding-window and full-attention layers, Gemma-type models)
+    a block does not hold ``block_size`` tokens of every layer, and the product is wrong (543,360 against the
+    engine's 855,836 on one such model). It is written once per engine, not summed over data-parallel engines
+    (vllm-0.24.0 sdist, vllm/v1/engine/core_client.py: "do not sum across DP").
     """
-    reported = _label_number(labels, "kv_cache_size_tokens")
-    if reported is not None:
-        return reported
-    if _mamba_layers(labels):
+    return _label_number(labels, "kv_cache_size_tokens")
+
+
+def _pool_product_tokens(labels: dict[str, str]) -> float | None:
+    """``num_gpu_blocks * block_size`` where vLLM's source makes it the token capacity, else None.
+
+    Where it is not, and the engine gives no size (before vLLM 0.24), the capacity is left unknown:
+    - Mamba-type layers (``_mamba_layers``): the block pool is shared by the attention and Mamba groups, and up to
+      vLLM 0.23 the front end wrote a ``block_size`` the engine did not use (vLLM issue 42966: "16" for blocks of
+      528 tokens; on vLLM 0.20.2 with Qwen3.6-27B 1147 x 16 = 18,352 tokens where the engine's log said 1,708,404).
+    - A ``sliding_window`` on a V1 page (``engine`` label, vLLM 0.9 and later): hybrid models (Gemma 2/3, gpt-oss)
+      split their layers into several KV groups that draw on one pool, and the engine counts
+      ``num_blocks // groups * block_size`` tokens (vllm/v1/core/kv_cache_utils.py, 0.9.2 to 0.23), so the
+      product is that many times too large; a model whose every layer slides has one group and the product is
+      right, but the page cannot tell the two apart. V0 pages (no ``engine`` label) treat every layer alike.
+    - An attention-free model (``is_attention_free``, Mamba-only): the blocks hold sequences' states, not tokens.
+    """
+    if _mamba_layers(labels) or labels.get("is_attention_free") == "True":
+        return None
+    if "engine" in labels and _label_number(labels, "sliding_window") is not None:
         return None
     blocks, block_size = _label_number(labels, "num_gpu_blocks"), _label_number(labels, "block_size")
     if blocks is None or not block_size:
@@ -106,24 +107,31 @@ def _engine_tokens(labels: dict[str, str]) -> float | None:
 
 
 def _kv_capacity_tokens(families: Families) -> float | None:
-    """The KV pool of every engine of the pod, from ``cache_config_info``, summed over engines.
+    """The KV pool of every engine of the pod, from ``cache_config_info``.
 
-    Current vLLM writes one info sample per engine (label ``engine``); older builds wrote a single
-    unlabelled one, which then stands for each of the engines seen on the core gauges.
+    The engine's own size is per engine (one info sample each, label ``engine``) and is summed over engines.
+    ``num_gpu_blocks`` is not: the front end adds up the blocks of all its data-parallel engines and writes that
+    total on every engine's sample ("Sum values from all engines in DP case", vllm/v1/engine/core_client.py and
+    utils.py from 0.9.0; vllm/v1/metrics/loggers.py labels one copy of the same config per engine), so the product
+    is already the pod's pool and is counted once. Builds that wrote one unlabelled sample (0.8 and V0) ran a single
+    engine, or wrote ``num_gpu_blocks="None"`` in a data-parallel front end.
     """
     fam = find_family(families, _CACHE_CONFIG)
     if fam is None:
         return None
-    per_engine: dict[str | None, float] = {}
+    reported: dict[str | None, float] = {}
+    products: list[float] = []
     for s in fam.samples:
-        tokens = _engine_tokens(s.labels)
+        tokens = _engine_reported_tokens(s.labels)
         if tokens is not None:
-            per_engine[s.labels.get("engine")] = tokens
-    if not per_engine:
-        return None
-    if list(per_engine) == [None]:
-        return per_engine[None] * _engine_count(families)
-    return math.fsum(per_engine.values())
+            reported[s.labels.get("engine")] = tokens
+            continue
+        product = _pool_product_tokens(s.labels)
+        if product is not None:
+            products.append(product)
+    if reported:
+        return math.fsum(reported.values())
+    return max(products) if products else None
 
 
 def _per_api_server(families: Families) -> bool:

@@ -50,7 +50,7 @@ def test_v1_two_engines_sum_counts_and_average_kv(metrics_fixtures: Path) -> Non
     assert r.model == "meta-llama/Llama-3.1-8B-Instruct"
     assert (r.requests_running, r.requests_waiting) == (21.0, 8.0)  # 12+9, 3+5
     assert r.kv_usage == pytest.approx(0.5)  # mean of 0.62 and 0.38
-    assert r.kv_capacity_tokens == 2 * 20000 * 16  # one cache_config_info per engine
+    assert r.kv_capacity_tokens == 20000 * 16  # each engine's info carries the total blocks of both: counted once
     assert (r.prefix_queries, r.prefix_hits) == (100000.0, 51000.0)
     assert (r.preemptions, r.prompt_tokens, r.generation_tokens) == (3.0, 310000.0, 80000.0)
     assert r.requests_finished == 616.0  # stop+length+abort over both engines: 321 + 295
@@ -119,10 +119,10 @@ vllm:cache_config_info{block_size="16",num_gpu_blocks="None"} 1
                 "preemptions": None,
             },
         ),
-        # older gpu_prefix_cache_* counters; one unlabelled cache_config_info stands for each of the 2 engines
+        # older gpu_prefix_cache_* counters; one unlabelled cache_config_info holds the pool of the whole front end
         (
             _OLDER_PREFIX,
-            {"prefix_queries": 150.0, "prefix_hits": 50.0, "kv_capacity_tokens": 2 * 32 * 1000, "kv_usage": None},
+            {"prefix_queries": 150.0, "prefix_hits": 50.0, "kv_capacity_tokens": 32 * 1000, "kv_usage": None},
         ),
         # no TYPE lines: counters keyed by their full name are still read; num_gpu_blocks="None" is unknown
         (
@@ -314,7 +314,7 @@ def test_kv_usage_written_once_per_api_server_reads_the_engines_value(
     assert r.kv_usage == pytest.approx(expected)
     # the mostrecent request gauges and the counters summed over processes are read as on any page
     assert (r.requests_running, r.requests_waiting) == (78.0, 8.0)
-    assert r.kv_capacity_tokens == 2 * 28000 * 16
+    assert r.kv_capacity_tokens == 28000 * 16  # the front end's total, on each engine's sample
 
 
 def test_a_single_process_page_is_read_as_before(metrics_fixtures: Path) -> None:

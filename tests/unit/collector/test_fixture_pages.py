@@ -71,7 +71,9 @@ EXPECTED: dict[str, Page] = {
                 # kv_cache_usage_perc comes once per API server (pid 4101: 0.81/0.77, 4102: 0.62/0.58; mean 0.695):
                 # gpu_cache_usage_perc, mostrecent, holds each engine's newest, 0.62 and 0.58
                 "kv_usage": 0.60,
-                "kv_capacity_tokens": 2 * 28000 * 16.0,  # cache_config_info per engine: num_gpu_blocks x block_size
+                # every engine's cache_config_info carries the front end's num_gpu_blocks, the total over its engines
+                # (vllm/v1/engine/utils.py, "Sum values from all engines in DP case"): counted once
+                "kv_capacity_tokens": 28000 * 16.0,
                 "prefix_queries": 217000.0,  # prefix_cache_queries_total, summed over processes and engines
                 "prefix_hits": 109000.0,
                 "prompt_tokens": 2570000.0,  # 1.3e6 + 1.27e6
@@ -90,7 +92,7 @@ EXPECTED: dict[str, Page] = {
                 "requests_waiting": 8.0,  # num_requests_waiting, engine 0 + engine 1
                 "requests_running": 21.0,  # num_requests_running, summed over both engines
                 "kv_usage": 0.5,  # kv_cache_usage_perc, mean of the two engines
-                "kv_capacity_tokens": 640000.0,  # two cache_config_info samples, num_gpu_blocks x block_size each
+                "kv_capacity_tokens": 320000.0,  # num_gpu_blocks on each engine's sample is the total: counted once
                 "prefix_queries": 100000.0,
                 "prefix_hits": 51000.0,
                 "preemptions": 3.0,
@@ -577,7 +579,7 @@ EXPECTED: dict[str, Page] = {
                 "requests_waiting": 6.0,  # num_requests_waiting, engine 0 (4) + engine 1 (2)
                 "requests_running": 33.0,  # 18 + 15
                 "kv_usage": 0.70,  # kv_cache_usage_perc, mean of 0.74 and 0.66 (no gpu_cache_usage_perc any more)
-                "kv_capacity_tokens": 2 * 24576 * 16.0,  # two cache_config_info samples, num_gpu_blocks x block_size
+                "kv_capacity_tokens": 24576 * 16.0,  # num_gpu_blocks on each engine's sample is the total: counted once
                 "prefix_queries": 900000.0,  # prefix_cache_queries_total, not external_prefix_cache_queries_total
                 "prefix_hits": 360000.0,  # prefix_cache_hits_total, not the KV connector's 120,000
                 "preemptions": 7.0,

@@ -81,7 +81,7 @@ def test_json_of_the_vllm_dp_page(metrics_fixtures: Path) -> None:
     assert list(replica) == REPLICA_KEYS
     assert (replica["engine"], replica["model"]) == ("vllm", "meta-llama/Llama-3.1-8B-Instruct")
     assert (replica["requests_waiting"], replica["requests_running"], replica["kv_usage"]) == (8.0, 21.0, 0.5)
-    assert (replica["prompt_tokens"], replica["kv_capacity_tokens"]) == (310000.0, 640000.0)
+    assert (replica["prompt_tokens"], replica["kv_capacity_tokens"]) == (310000.0, 320000.0)
     ttft = replica["ttft"]
     assert list(ttft) == ["bounds", "counts", "sum", "count"]
     assert (ttft["bounds"][0], ttft["bounds"][-1], ttft["counts"][-1], ttft["count"]) == (0.001, "+Inf", 616.0, 616.0)
