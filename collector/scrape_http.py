@@ -47,9 +47,15 @@ class Fetcher(Protocol):
     async def aclose(self) -> None: ...
 
 
-def _too_big(max_bytes: int, declared: str | None = None) -> ScrapeError:
-    extra = f" (Content-Length {declared})" if declared else ""
-    return ScrapeError(f"body exceeds {max_bytes} bytes{extra}")
+def _too_big(max_bytes: int, declared: str | None = None, *, at_least: int = 0, inflated: bool = False) -> ScrapeError:
+    """A page over the cap: its size as far as known (declared, or read or announced before the cut) and the
+    setting that raises the cap, since real pages can outgrow its default (a 22 MB vLLM page, vLLM issue 44691)."""
+    size = (
+        f"Content-Length {declared}"
+        if declared
+        else f"at least {at_least} bytes" + (" once inflated" if inflated else "")
+    )
+    return ScrapeError(f"body exceeds {max_bytes} bytes ({size}); raise collector.max_body_bytes to read it")
 
 
 # -- asyncio streams ------------------------------------------------------------------------------------------
@@ -88,10 +94,10 @@ class _Body:
             except zlib.error as e:
                 raise ScrapeError(f"bad gzip body: {e}") from None
             if self.inflate.unconsumed_tail:
-                raise _too_big(self.max_bytes)
+                raise _too_big(self.max_bytes, at_least=self.size + len(data), inflated=True)
         self.size += len(data)
         if self.size > self.max_bytes:
-            raise _too_big(self.max_bytes)
+            raise _too_big(self.max_bytes, at_least=self.size, inflated=self.inflate is not None)
         self.chunks.append(data)
 
     def result(self) -> bytes:
@@ -100,7 +106,7 @@ class _Body:
             if rest:
                 self.size += len(rest)
                 if self.size > self.max_bytes:
-                    raise _too_big(self.max_bytes)
+                    raise _too_big(self.max_bytes, at_least=self.size, inflated=True)
                 self.chunks.append(rest)
         return b"".join(self.chunks)
 
@@ -339,7 +345,7 @@ async def _read_chunked(reader: asyncio.StreamReader, body: _Body) -> None:
                 pass
             return
         if body.inflate is None and body.size + size > body.max_bytes:
-            raise _too_big(body.max_bytes)
+            raise _too_big(body.max_bytes, at_least=body.size + size)
         await _read_exactly(reader, size, body)
         await reader.readexactly(2)  # CRLF after the chunk
 
@@ -378,7 +384,7 @@ class HttpxFetcher:
                 async for chunk in response.aiter_bytes():
                     size += len(chunk)
                     if size > max_bytes:
-                        raise _too_big(max_bytes)
+                        raise _too_big(max_bytes, at_least=size, inflated=encoded)
                     chunks.append(chunk)
                 return b"".join(chunks), response.headers.get("content-type")
         except httpx.ConnectError as e:

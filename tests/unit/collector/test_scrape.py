@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import gzip
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -259,6 +260,33 @@ async def test_failures_are_reported_per_target(
     assert not health.up
     assert health.consecutive_failures == 1
     assert health.last_error == result.error
+
+
+@pytest.mark.parametrize(
+    ("path", "size"),
+    [
+        # refused from the headers: the size the target declared
+        ("/huge-declared", r"Content-Length 2097152"),
+        # cut off while streaming: what was read (or announced) before the cap
+        ("/huge-chunked", r"at least (\d+) bytes"),
+        # a gzip body is capped once inflated, and says so
+        ("/bomb", r"at least (\d+) bytes once inflated"),
+    ],
+)
+async def test_a_page_over_the_cap_names_its_size_and_the_setting_that_raises_it(
+    pages: Pages, http_client: str, path: str, size: str
+) -> None:
+    """A real page can outgrow the default cap (a vLLM fork's 22 MB page, vLLM issue 44691): the error tells the
+    operator how big it is, as far as read, and which setting to raise."""
+    async with collector(http_client, max_bytes=1 << 20) as c:
+        result = await c.scrape(pages.target(path))
+    assert result.error is not None
+    said = re.fullmatch(
+        rf"body exceeds 1048576 bytes \({size}\); raise collector\.max_body_bytes to read it", result.error
+    )
+    assert said is not None, result.error
+    if said.groups():
+        assert int(said.group(1)) > 1 << 20
 
 
 async def test_connection_refused(http_client: str) -> None:
