@@ -95,8 +95,10 @@ def _pool_product_tokens(labels: dict[str, str]) -> float | None:
       product is that many times too large; a model whose every layer slides has one group and the product is
       right, but the page cannot tell the two apart. V0 pages (no ``engine`` label) treat every layer alike.
     - An attention-free model (``is_attention_free``, Mamba-only): the blocks hold sequences' states, not tokens.
+    - ``kv_cache_size_tokens`` written but not a number: from 0.24 the engine leaves it "None" only when the model
+      has no KV cache groups (encoder-only, attention-free; vllm/v1/engine/core.py), whose pool is one null block.
     """
-    if _mamba_layers(labels) or labels.get("is_attention_free") == "True":
+    if _mamba_layers(labels) or labels.get("is_attention_free") == "True" or "kv_cache_size_tokens" in labels:
         return None
     if "engine" in labels and _label_number(labels, "sliding_window") is not None:
         return None

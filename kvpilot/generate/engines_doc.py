@@ -369,7 +369,8 @@ def engines_page() -> str:
         "the pool: each data-parallel engine's sample carries the front end's total `num_gpu_blocks`, so it is "
         "counted once, not once per engine. It is unknown rather than wrong for a model with Mamba-type layers "
         "(`mamba_block_size` or `mamba_page_size_padded` a number: Qwen3.5/3.6, Qwen3-Next, Nemotron-H; the front end "
-        "wrote a block size its engine did not use: 18,352 for a pool of 1,708,404), an attention-free model, and a "
+        "wrote a block size its engine did not use: 18,352 for a pool of 1,708,404), an attention-free model, a model "
+        'without KV cache groups (an encoder-only model: `kv_cache_size_tokens` "None", a pool of one block), and a '
         "V1 page with a `sliding_window` (gpt-oss, Gemma 3: several KV groups share the blocks, the product is that "
         "many times too large, and the page does not tell such a model from one whose every layer slides). "
         "Llama 4's chunked local attention, encoder-decoder cross-attention and decode context parallelism leave "

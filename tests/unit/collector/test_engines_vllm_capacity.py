@@ -8,7 +8,8 @@ tag v0.20.0), plus ``kv_cache_size_tokens``/``kv_cache_max_concurrency`` from vl
 Which figures are the engine's own comes from that source too:
 - the front end adds up ``num_gpu_blocks`` over its data-parallel engines and writes the total on every engine's
   sample (``vllm/v1/engine/core_client.py``: "Sum values from all engines in DP case"; ``utils.py`` from 0.9.0);
-- ``kv_cache_size_tokens`` is per engine ("do not sum across DP", 0.24.0 ``core_client.py``);
+- ``kv_cache_size_tokens`` is per engine ("do not sum across DP", 0.24.0 ``core_client.py``), and left "None" only
+  for a model without KV cache groups (0.24.0 ``vllm/v1/engine/core.py``);
 - with several KV groups (sliding-window beside full attention) the engine logs ``num_blocks // groups *
   block_size`` tokens (``vllm/v1/core/kv_cache_utils.py``, ``_report_kv_cache_config``, 0.9.2 to 0.23), so the
   product is ``groups`` times too large, while a model whose every layer slides has one group.
@@ -93,6 +94,8 @@ def _capacity(page: str) -> float | None:
         (2, {"num_gpu_blocks": "70000", "sliding_window": "1024"}, None),
         # an attention-free (Mamba-only) model: the blocks hold sequences' states, not tokens
         (1, {"num_gpu_blocks": "2000", "is_attention_free": "True"}, None),
+        # an encoder-only model on 0.24: no KV cache groups, so no size ("None") and a pool of one null block
+        (1, {"num_gpu_blocks": "1", "kv_cache_size_tokens": "None"}, None),
         # from 0.24 the engine's group-aware size wins, summed over engines, whatever the layout
         (2, {"num_gpu_blocks": "70000", "sliding_window": "1024", "kv_cache_size_tokens": "855836"}, 2 * 855836.0),
         (2, {"num_gpu_blocks": "40000", "kv_cache_size_tokens": "320000"}, 2 * 320000.0),
