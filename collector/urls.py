@@ -197,9 +197,24 @@ def masked_in(text: str) -> str:
         if tail is None:
             at = sep + 1
             continue
-        out += (text[kept:start], redacted(text[start : tail.end()]))
+        out += (text[kept:start], _shown_in_text(text[start : tail.end()]))
         kept = at = tail.end()
     return "".join(out) + text[kept:] if out else text
+
+
+_AFTER_URL = ".,:;)]!"  # what follows a URL in a sentence ("<replica>: <text>", "(<url>).")
+
+
+def _shown_in_text(url: str) -> str:
+    """A URL found in a text (it runs to a blank or quote) as ``redacted`` shows it. Where it is met nowhere but,
+    without the punctuation a sentence puts after it, is a target met (kv_exhaustion's "<replica>: ..."), that target's
+    name then the punctuation: read with its colon, it was given a number of its own (``#3``), a target that does
+    not exist. At most two shorter reads, whatever the run of punctuation."""
+    if url[-1] in _AFTER_URL and _NAMES.number(url) is None:
+        for bare in (url[:-1], url.rstrip(_AFTER_URL)):
+            if _NAMES.number(bare) is not None:
+                return redacted(bare) + url[len(bare) :]
+    return redacted(url)
 
 
 def password_masked(url: str) -> str:

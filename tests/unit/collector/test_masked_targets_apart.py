@@ -126,3 +126,22 @@ def test_kvpilot_detect_names_two_targets_that_differ_only_in_a_token_apart() ->
     done = CliRunner().invoke(app, ["detect", "--source", a, "--source", b, "--interval-s", "0.1"])
     assert "SECRET" not in done.output
     assert "token=***#2" in done.output, done.output
+
+
+def test_a_summary_names_its_target_as_the_labels_do_with_punctuation_after_it() -> None:
+    # kv_exhaustion's summary is "<replica>: <text>": a URL in a text runs to a blank or quote, so the colon was read
+    # as part of it, the URL with it met nowhere and given the next number (#3 for ?token=a, #4 for ?token=b, a
+    # user:password@ one "...metrics:#2"): the summary named a target that does not exist, not the labels' name
+    a, b = "http://10.6.6.6:8000/metrics?token=a", "http://10.6.6.6:8000/metrics?token=b"
+    c, d = "http://u:p1@10.6.6.7:8000/metrics", "http://u:p2@10.6.6.7:8000/metrics"
+    meet([a, b, c, d])
+    for url in (a, b, c, d):
+        assert masked_in(f"{url}: KV cache full in 30 s") == f"{redacted(url)}: KV cache full in 30 s"
+        assert masked_in(f"a replica ({url}).") == f"a replica ({redacted(url)})."
+    assert redacted(b) == "http://10.6.6.6:8000/metrics?token=***#2"
+    assert redacted(d) == "http://redacted@10.6.6.7:8000/metrics#2"
+    e = "http://10.6.6.6:8000/metrics?token=e"
+    meet([e])
+    assert redacted(e) == "http://10.6.6.6:8000/metrics?token=***#3"  # no number was spent on a text's URL
+    unmet = "http://10.6.6.8:8000/metrics?token=f:"  # a URL met nowhere, with or without its colon: masked as before
+    assert masked_in(f"{unmet} x") == "http://10.6.6.8:8000/metrics?token=*** x"
