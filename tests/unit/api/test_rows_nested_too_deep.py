@@ -25,29 +25,32 @@ FINDING = (
 )
 
 
-def _store_deep_rows(runtime: FakeRuntime, now: float) -> None:
+def store_rows(runtime: FakeRuntime, now: float, *, evidence: str, value: str, ids: str = "d") -> None:
+    """Two stuck_gpu findings of llm/deep (``<ids>1`` on GPU-8 with ``evidence``, ``<ids>2`` on GPU-9 readable), a
+    decision whose forecast is ``value``, instance kv-1 whose nodes are ``value`` beside kv-2's readable ones."""
     with transaction(runtime.sessions) as s:
-        for fid, gpu, evidence in (
-            ("d1", "GPU-8", '{"deep": ' + DEEP + ', "xid": 79}'),
-            ("d2", "GPU-9", '{"xid": 79}'),
-        ):
-            s.execute(text(FINDING), {"id": f"00000000000000{fid}", "gpu": gpu, "evidence": evidence, "now": now})
+        for fid, gpu, held in ((f"{ids}1", "GPU-8", evidence), (f"{ids}2", "GPU-9", '{"xid": 79}')):
+            s.execute(text(FINDING), {"id": f"00000000000000{fid}", "gpu": gpu, "evidence": held, "now": now})
         s.execute(
             text(
                 "INSERT INTO decisions (deployment, timestamp, current_replicas, ready_replicas, desired_replicas, "
                 "warm_pool, reason, message, forecast) VALUES ('llm/deep', :now, 1, 1, 2, 0, 'reactive', 'x', "
                 ":forecast)"
             ),
-            {"now": now, "forecast": DEEP},
+            {"now": now, "forecast": value},
         )
         s.execute(
             text("INSERT INTO instance_nodes (instance, nodes, refreshed_at) VALUES ('kv-1', :nodes, :now)"),
-            {"nodes": DEEP, "now": now},
+            {"nodes": value, "now": now},
         )
         s.execute(
             text("INSERT INTO instance_nodes (instance, nodes, refreshed_at) VALUES ('kv-2', '[\"n2\"]', :now)"),
             {"now": now},
         )
+
+
+def _store_deep_rows(runtime: FakeRuntime, now: float) -> None:
+    store_rows(runtime, now, evidence='{"deep": ' + DEEP + ', "xid": 79}', value=DEEP)
 
 
 def test_a_start_reads_past_a_row_nested_too_deep(runtime: FakeRuntime, caplog: pytest.LogCaptureFixture) -> None:
