@@ -90,6 +90,9 @@ class Sources(AbstractContextManager["Sources"]):
         self.resources.close()
 
 
+REPORTED_KEPT = 4096  # refused targets a source says once each (past it, the oldest may be said again)
+
+
 class _Checked:
     """A discovery source's targets held to the API's and the configuration's rules (``store.fields.TargetSpec``):
     one that breaks them (credentials in the URL, a name Kubernetes would refuse) is left out with an error
@@ -102,7 +105,9 @@ class _Checked:
         self._source = source
         self._what = what
         self._by_pod = by_pod  # a pod's target named by its pod (its URL is its IP), a file's by its URL
-        self._reported: set[str] = set()
+        # hashes of the URLs said, the latest REPORTED_KEPT: a pod's URL may run to 256 KiB (its path annotation),
+        # and pods created and deleted in turn would keep each whole, for good
+        self._reported: dict[int, None] = {}
         self._checked: dict[int, TargetInfo] = {}  # id -> the target checked and taken (held, so ids stay its)
 
     async def __call__(self) -> list[TargetInfo]:
@@ -117,8 +122,10 @@ class _Checked:
             try:
                 TargetSpec(**{k: getattr(t, k) for k in TargetSpec.model_fields})
             except ValidationError as e:
-                if t.url not in self._reported:
-                    self._reported.add(t.url)
+                if hash(t.url) not in self._reported:
+                    self._reported[hash(t.url)] = None
+                    if len(self._reported) > REPORTED_KEPT:
+                        del self._reported[next(iter(self._reported))]
                     why = "; ".join(err["msg"].removeprefix("Value error, ")[:200] for err in e.errors())
                     name = f"pod {t.namespace}/{t.pod}" if self._by_pod else f"target {redact_url(t.url)[:200]}"
                     log.error("%s: %s left out: %s", self._what, name, why)

@@ -9,7 +9,9 @@ breaks them is left out with one error naming the pod and why, the others scrape
 
 from __future__ import annotations
 
+import gc
 import logging
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ import pytest
 from kubernetes import config as kube_config
 
 from collector.discovery.kubernetes import KubernetesDiscovery
+from collector.samples import TargetInfo
 from kvpilot.runtime.sources import build
 from kvpilot.settings import load_settings
 from tests.fakekube import FakeKube
@@ -77,3 +80,48 @@ async def test_a_pod_whose_annotations_break_the_targets_rules_is_left_out_in_wo
     assert len(said) == 1, said  # once, not every tick
     assert "left out" in said[0]
     assert len(said[0]) < 1000  # the path named shortened, never 64,000 characters of it
+
+
+async def test_pods_left_out_are_said_once_and_not_kept_whole() -> None:
+    # Each refused target was remembered by its whole URL, for good, so that it is said once: a pod's path annotation
+    # may run to 256 KiB, and pods created and deleted in turn grew kvpilot by every path (200 pods of 64 KiB: 13 MB)
+    from kvpilot.runtime.sources import _Checked
+
+    path = "/m?" + "?" * 65_536
+    shown: list[int] = []
+
+    async def one_new_pod() -> list[TargetInfo]:
+        i = len(shown)
+        shown.append(i)
+        return [TargetInfo(url=f"http://10.1.{i // 200}.{i % 200}:8000{path}", namespace="prod", pod=f"p{i}")]
+
+    checked = _Checked(one_new_pod, "kubernetes discovery", by_pod=True)
+    await checked()  # the first call's own allocations (pydantic's, logging's) are not what is measured
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(200):
+            assert await checked() == []
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 2_000_000, kept
+
+    said: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("kvpilot.runtime.sources").addHandler(handler)
+    try:
+        same = TargetInfo(url=f"http://10.2.0.1:8000{path}", namespace="prod", pod="again")
+
+        async def the_same_pod() -> list[TargetInfo]:
+            return [same]
+
+        again = _Checked(the_same_pod, "kubernetes discovery", by_pod=True)
+        for _ in range(3):
+            assert await again() == []
+    finally:
+        logging.getLogger("kvpilot.runtime.sources").removeHandler(handler)
+    assert len(said) == 1, said  # still said once, not every tick
