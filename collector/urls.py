@@ -63,8 +63,8 @@ def is_http_url(value: str) -> bool:
 def _masked(url: str) -> str:
     """``url`` without the user and password of a ``user:password@`` part (``redacted@host``) and with the value of a
     secret query parameter as ``***``: what every target that shows alike shares."""
-    if "@" not in url and "=" not in url:  # the common target: nothing to mask, no parse (every label, every page)
-        return url
+    if "@" not in url:  # the common target: no user part, so no parse (meet runs this for every target each tick)
+        return _secrets_masked(url) if "=" in url else url
     try:
         parts = urlsplit(url)
         if "@" in parts.netloc:
