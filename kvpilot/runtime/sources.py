@@ -98,8 +98,8 @@ class _Checked:
     one that breaks them (credentials in the URL, a name Kubernetes would refuse) is left out with an error
     naming it, once, instead of reaching labels and the store. The targets file's, and the pods' (a pod's
     ``kvpilot.io/deployment`` and ``kvpilot.io/path`` annotations are anyone's who may create a pod there). A
-    target is checked once: a source that hands the same target objects every tick (Kubernetes discovery) costs a
-    lookup each."""
+    target is checked once, taken or left out: a source that hands the same target objects every tick (Kubernetes
+    discovery) costs a lookup each."""
 
     def __init__(self, source: Any, what: str, *, by_pod: bool = False) -> None:
         self._source = source
@@ -109,19 +109,25 @@ class _Checked:
         # and pods created and deleted in turn would keep each whole, for good
         self._reported: dict[int, None] = {}
         self._checked: dict[int, TargetInfo] = {}  # id -> the target checked and taken (held, so ids stay its)
+        self._left_out: dict[int, TargetInfo] = {}  # id -> the target checked and left out, alike
 
     async def __call__(self) -> list[TargetInfo]:
         good: list[TargetInfo] = []
         checked: dict[int, TargetInfo] = {}
+        left_out: dict[int, TargetInfo] = {}
         found: list[TargetInfo] = await self._source()
         for t in found:
             if self._checked.get(id(t)) is t:
                 good.append(t)
                 checked[id(t)] = t
                 continue
+            if self._left_out.get(id(t)) is t:
+                left_out[id(t)] = t
+                continue
             try:
                 TargetSpec(**{k: getattr(t, k) for k in TargetSpec.model_fields})
             except ValidationError as e:
+                left_out[id(t)] = t
                 if hash(t.url) not in self._reported:
                     self._reported[hash(t.url)] = None
                     if len(self._reported) > REPORTED_KEPT:
@@ -132,7 +138,7 @@ class _Checked:
                 continue
             good.append(t)
             checked[id(t)] = t
-        self._checked = checked
+        self._checked, self._left_out = checked, left_out
         return good
 
 

@@ -125,3 +125,35 @@ async def test_pods_left_out_are_said_once_and_not_kept_whole() -> None:
     finally:
         logging.getLogger("kvpilot.runtime.sources").removeHandler(handler)
     assert len(said) == 1, said  # still said once, not every tick
+
+
+async def test_a_pod_left_out_is_checked_once_not_every_tick(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Kubernetes discovery hands the same target objects every tick, and a target taken is checked once; one left
+    # out was checked again each tick (a pydantic validation error a pod: 1,000 hostile pods ~20 ms a tick)
+    from kvpilot.runtime import sources
+
+    checks: list[str] = []
+
+    class Counted(sources.TargetSpec):
+        def __init__(self, **fields: Any) -> None:
+            checks.append(fields["url"])
+            super().__init__(**fields)
+
+    monkeypatch.setattr(sources, "TargetSpec", Counted)
+    hostile = TargetInfo(url="http://10.3.0.1:8000/m", namespace="prod", pod="bad", deployment="Bad Name")
+    good = TargetInfo(url="http://10.3.0.2:8000/m", namespace="prod", pod="good", deployment="chat")
+
+    async def the_same_pods() -> list[TargetInfo]:
+        return [hostile, good]
+
+    checked = sources._Checked(the_same_pods, "kubernetes discovery", by_pod=True)
+    for _ in range(3):
+        assert await checked() == [good]
+    assert sorted(checks) == sorted([hostile.url, good.url])  # each once
+    moved = TargetInfo(url=hostile.url, namespace="prod", pod="bad", deployment="chat")  # the pod fixed: a new object
+
+    async def fixed() -> list[TargetInfo]:
+        return [moved, good]
+
+    checked._source = fixed
+    assert await checked() == [moved, good]
