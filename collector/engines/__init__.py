@@ -92,6 +92,12 @@ _OWN_NAMES: dict[str, frozenset[str]] = {
 }
 
 # Pages that are not an engine's but are often pointed at by mistake: their leading word, and what they are.
+# What an NVIDIA GPU exporter kvpilot does not read is told, whichever it is (both entries below).
+_NVIDIA_NOT_READ = (
+    "a GPU exporter kvpilot does not read; for these GPUs scrape dcgm-exporter (DCGM_FI_*) or run `kvpilot gpu-agent`"
+    " (NVML) on the node; no engine is on it"
+)
+
 _NOT_AN_ENGINE = {
     # LMCache's series alone: its own metrics server (LMCache PR #1318), or the vLLM server's page cut to its
     # lmcache:* lines (LMCache issues #621 and #729, PR #1100: PROMETHEUS_MULTIPROC_DIR puts them on vLLM's page)
@@ -149,14 +155,11 @@ _NOT_AN_ENGINE = {
     " on it",
     # utkuozdemir/nvidia_gpu_exporter (nvidia-smi's query fields as nvidia_smi_*, labelled by uuid; its
     # METRICS.md @ 15d422b): NVIDIA GPUs, but under names no GPU adapter reads (collector.gpus)
-    "nvidia_smi_": "nvidia_gpu_exporter (nvidia_smi_* gauges from nvidia-smi): a GPU exporter kvpilot does not read;"
-    " for these GPUs scrape dcgm-exporter (DCGM_FI_*) or run `kvpilot gpu-agent` (NVML) on the node; no engine is"
-    " on it",
+    "nvidia_smi_": "nvidia_gpu_exporter (nvidia_smi_* gauges from nvidia-smi): " + _NVIDIA_NOT_READ,
     # NVML's figures as nvidia_gpu_* (pytimer/gpu-exporter's README page: nvidia_gpu_memory_used_mb,
     # nvidia_gpu_power_usage...; mindprince/nvidia_gpu_prometheus_exporter: nvidia_gpu_duty_cycle...). After
     # nvidia_smi_: nvidia_gpu_exporter's page carries its nvidia_gpu_exporter_build_info too
-    "nvidia_gpu_": "an NVML GPU exporter (nvidia_gpu_* gauges): a GPU exporter kvpilot does not read; for these GPUs"
-    " scrape dcgm-exporter (DCGM_FI_*) or run `kvpilot gpu-agent` (NVML) on the node; no engine is on it",
+    "nvidia_gpu_": "an NVML GPU exporter (nvidia_gpu_* gauges): " + _NVIDIA_NOT_READ,
 }
 
 # GPU exporters told by the labels only their series carry, whatever the names' prefix, on a page none of whose
@@ -265,10 +268,13 @@ _AS_ENGINE = (
 )
 
 
-# The GPU exporters collector.gpus reads (GPU_ADAPTERS there), as a GPU target's error names them.
-_GPU_EXPORTERS_READ = (
-    "dcgm-exporter's DCGM_FI_*, Triton's nv_gpu_*, AMD's device-metrics-exporter gpu_* and amd_smi_exporter amd_gpu_*"
-)
+def _gpu_exporters_read() -> str:
+    """The GPU exporters collector.gpus reads, as a GPU target's error names them: from GPU_ADAPTERS itself, so an
+    adapter added there is named here. Imported here, not at the top: collector.gpus' adapters import this module."""
+    from collector.gpus import GPU_ADAPTERS
+
+    shown = [adapter.shown for adapter in GPU_ADAPTERS.values()]
+    return ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else "".join(shown)
 
 
 def describe_page(families: Mapping[str, MetricFamily], *, gpu_target: bool = False) -> str:
@@ -317,7 +323,7 @@ def describe_page(families: Mapping[str, MetricFamily], *, gpu_target: bool = Fa
     if unread is not None:
         return f"{seen}: {unread}"
     if gpu_target:  # GPUs were asked for: the adapters that could have read the page are the GPU exporters'
-        return f"{seen}; no GPU exporter kvpilot reads ({_GPU_EXPORTERS_READ}) writes these names"
+        return f"{seen}; no GPU exporter kvpilot reads ({_gpu_exporters_read()}) writes these names"
     return f"{seen}; no engine adapter ({', '.join(ENGINES)}) reads these names"
 
 

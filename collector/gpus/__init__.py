@@ -18,16 +18,17 @@ class GpuAdapter:
     name: str
     families: frozenset[str]
     adapt: AdaptGpus
+    shown: str  # the exporter and its names, as an error naming what kvpilot reads shows it
 
     def present(self, families: Mapping[str, MetricFamily]) -> bool:
         return any(name in self.families for name in families)
 
 
 GPU_ADAPTERS: dict[str, GpuAdapter] = {
-    "dcgm": GpuAdapter("dcgm", dcgm.FAMILIES, dcgm.adapt_dcgm),
-    "triton": GpuAdapter("triton", triton.FAMILIES, triton.adapt_triton_gpus),
-    "amd_dme": GpuAdapter("amd_dme", amd.DME_FAMILIES, amd.adapt_dme),
-    "amd_smi": GpuAdapter("amd_smi", amd.SMI_FAMILIES, amd.adapt_amd_smi),
+    "dcgm": GpuAdapter("dcgm", dcgm.FAMILIES, dcgm.adapt_dcgm, "dcgm-exporter's DCGM_FI_*"),
+    "triton": GpuAdapter("triton", triton.FAMILIES, triton.adapt_triton_gpus, "Triton's nv_gpu_*"),
+    "amd_dme": GpuAdapter("amd_dme", amd.DME_FAMILIES, amd.adapt_dme, "AMD's device-metrics-exporter gpu_*"),
+    "amd_smi": GpuAdapter("amd_smi", amd.SMI_FAMILIES, amd.adapt_amd_smi, "amd_smi_exporter amd_gpu_*"),
 }
 
 __all__ = ["GPU_ADAPTERS", "GpuAdapter"]

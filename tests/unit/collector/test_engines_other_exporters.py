@@ -150,3 +150,15 @@ def test_a_gpu_target_of_no_gpu_exporter_names_the_gpu_exporters_not_the_engines
     with pytest.raises(UnknownEngine, match="no engine adapter") as engine_target:  # an engine target: as before
         adapt_page(page, TARGET, 0.0)
     assert "GPU exporter" not in str(engine_target.value)
+
+
+def test_a_gpu_target_of_no_gpu_exporter_names_every_gpu_exporter_kvpilot_reads() -> None:
+    # the list was a hand-written copy of collector.gpus.GPU_ADAPTERS (session 23 review): an adapter added there is
+    # named in the error without a second edit
+    from collector.gpus import GPU_ADAPTERS
+
+    page = "# TYPE training_loss gauge\ntraining_loss 1.334257\ntraining_gpu_memory_used_bytes 79213568\n"
+    with pytest.raises(NoGpuFamilies) as raised:
+        adapt_page(page, GPU_TARGET, 0.0)
+    for adapter in GPU_ADAPTERS.values():
+        assert adapter.shown in str(raised.value)
