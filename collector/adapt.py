@@ -47,6 +47,7 @@ from collector.exposition import (
     is_openmetrics,
 )
 from collector.exposition import parse as strict_parse
+from collector.frozen import fast_init
 from collector.gpus import GPU_ADAPTERS, GpuAdapter
 from collector.samples import GpuSample, ReplicaSample, TargetInfo
 
@@ -55,6 +56,7 @@ WANTED_FAMILIES: frozenset[str] = ENGINE_FAMILIES.union(*(g.families for g in GP
 GPU_ONLY = "dcgm"  # the engine name that means "this page is only GPUs" (``kvpilot parse --engine dcgm``)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class AdaptedPage:
     engine: str | None

@@ -10,11 +10,13 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from collector.frozen import fast_init
 from collector.urls import redacted
 
 log = logging.getLogger(__name__)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TargetHealth:
     """The scrape history of one target, reduced to what an operator asks first."""

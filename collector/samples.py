@@ -9,9 +9,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 
+from collector.frozen import fast_init
 from collector.roles import BOTH, POOL_SEPARATOR, pool_key, pool_of
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Histogram:
     """A cumulative histogram as scraped: ``bounds`` are the ``le`` upper bounds (last is +Inf)."""
@@ -54,6 +56,7 @@ class TargetInfo:
         return pool_key(f"{self.namespace}/{self.deployment}", pool_of(self.role))
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ReplicaSample:
     """One engine replica (pod) at one scrape."""
@@ -97,6 +100,7 @@ class ReplicaSample:
         return f"{self.namespace}/{self.deployment}{POOL_SEPARATOR}{role}"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class GpuSample:
     """One GPU (or MIG instance) at one scrape."""

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 from collector.clock import Clock, VirtualClock, WallClock
 from collector.exposition import watched_by
+from collector.frozen import fast_init
 from collector.health import HealthBook, TargetHealth
 from collector.samples import GpuSample, ReplicaSample, TargetInfo
 from collector.scrape_http import ACCEPT as ACCEPT
@@ -140,6 +141,7 @@ class ScrapeConfig:
         return cls(timeout_s=timeout_s, spread_s=spread, **limits)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ScrapeResult:
     """One target's scrape: the samples on success, the reason on failure."""
