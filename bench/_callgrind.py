@@ -69,6 +69,10 @@ class Requests:
         self.lib.cg_start()
         self.lib.cg_zero()
 
+    def zero(self) -> None:
+        """The counts since the last dump dropped."""
+        self.lib.cg_zero()
+
     def dump(self, label: str) -> None:
         """The counts since the last dump (or the start) written to a dump file of their own, labelled."""
         self.lib.cg_dump(label.encode())

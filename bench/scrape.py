@@ -540,15 +540,17 @@ def start_prometheus(
     prefix: list[str] | None = None,
     ready_s: float = 60.0,
     go_preempt: bool = True,
+    timeout_s: float = 4.0,
 ) -> subprocess.Popen[bytes]:
     """Debian's `prometheus` on the bench's targets, pinned to ``core``, once its /-/ready answers. ``prefix`` runs it
-    under another program (callgrind, which needs Go's signal-based preemption off: ``go_preempt=False``)."""
+    under another program (callgrind, which needs Go's signal-based preemption off: ``go_preempt=False``, and a scrape
+    timeout as long as the interval: slowed ~50x, a scrape that times out is one not read to its end)."""
     prometheus = shutil.which("prometheus")
     if prometheus is None:
         raise SystemExit("bench/scrape.py: Debian's `prometheus` is not installed (apt-get install prometheus)")
     host = base.split("://", 1)[1]
     config = {
-        "global": {"scrape_interval": f"{args.interval:g}s", "scrape_timeout": "4s"},
+        "global": {"scrape_interval": f"{args.interval:g}s", "scrape_timeout": f"{timeout_s:g}s"},
         "scrape_configs": [
             {
                 "job_name": "bench",
@@ -683,9 +685,11 @@ async def counted_ticks(args: argparse.Namespace) -> None:
     warm, counted = round(args.warmup / args.interval), max(1, round(args.duration / args.interval))
     out = Path(args.callgrind_out)
     for tick in range(1, warm + counted + 1):
-        fetcher.render_next()
+        fetcher.render_next()  # the page server's work: not counted
         if tick == warm + 1:
             requests.start()
+        elif tick > warm:
+            requests.zero()
         await service.loop.tick()
         await asyncio.to_thread(service.writer.flush)
         if tick == 1:
@@ -734,7 +738,14 @@ def callgrind_counts(base: str, args: argparse.Namespace, tmp: Path) -> None:
     peer_args = argparse.Namespace(**{**vars(args), "interval": args.callgrind_peer_interval})
     peer_out = tmp / "peer.cg"
     prom = start_prometheus(
-        base, peer_args, tmp, args.core, prefix=_callgrind.command(peer_out), ready_s=600, go_preempt=False
+        base,
+        peer_args,
+        tmp,
+        args.core,
+        prefix=_callgrind.command(peer_out),
+        ready_s=600,
+        go_preempt=False,
+        timeout_s=args.callgrind_peer_interval,
     )
     try:
         time.sleep(2 * args.callgrind_peer_interval + args.warmup)
