@@ -429,7 +429,13 @@ def _table(report: Report) -> None:
         console.print(f"fault: {f.kind} at {f.at_s or 0:,.0f} s ({when}), {again}, in every policy's replay")
     for name, r in report.policies.items():
         for h in r.faults:
-            fixed = "never replaced" if h.replaced_at_s is None else f"replaced at {h.replaced_at_s:,.0f} s"
+            fixed = (
+                f"replaced at {h.replaced_at_s:,.0f} s"
+                if h.replaced_at_s is not None
+                else f"scaled away at {h.scaled_away_at_s:,.0f} s"
+                if h.scaled_away_at_s is not None
+                else "never replaced"
+            )
             console.print(
                 f"{name}: {h.kind} hit {h.replica} at {h.at_s:,.0f} s holding {h.requests_held:,} requests, "
                 f"{h.ready_before} serving before; {fixed}, {h.requests_retried:,} retried"

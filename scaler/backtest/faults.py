@@ -135,7 +135,8 @@ def choose(replicas: Sequence[Any], stuck: set[str]) -> Any | None:
     serving = [r for r in replicas if r.state == "ready" and r.name not in stuck]
     if not serving:
         return None
-    return min(serving, key=lambda r: (-(r.requests_running + r.requests_waiting), r.name))
+    # the oldest by its start, not its name: names sort as text, and a fleet past serial 9999 would read x-10000 first
+    return min(serving, key=lambda r: (-(r.requests_running + r.requests_waiting), r.started_s, r.name))
 
 
 @dataclass
@@ -149,6 +150,12 @@ class FaultHit:
     ready_before: int  # replicas serving (ready, not stuck) just before
     replaced_at_s: float | None = None  # the eviction's tick; None: never (or the replay ended first)
     requests_retried: int = 0  # stranded requests the eviction sent back through the gateway
+    scaled_away_at_s: float | None = None  # the policy scaled the stuck pod away before the cluster replaced it
+
+    @property
+    def stuck(self) -> bool:
+        """Whether the replica is still stuck in the fleet: neither replaced nor scaled away."""
+        return self.replaced_at_s is None and self.scaled_away_at_s is None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -159,4 +166,5 @@ class FaultHit:
             "ready_before": self.ready_before,
             "replaced_at_s": None if self.replaced_at_s is None else round(self.replaced_at_s, 3),
             "requests_retried": self.requests_retried,
+            "scaled_away_at_s": None if self.scaled_away_at_s is None else round(self.scaled_away_at_s, 3),
         }

@@ -388,7 +388,7 @@ class _Faults:
 
     def _inject(self, fleet: Any, t: float) -> None:
         snap = fleet.snapshot()
-        stuck = {h.replica for h in self.hits if h.replaced_at_s is None}
+        stuck = {h.replica for h in self.hits if h.stuck}
         while self.pending and t + 1e-9 >= (self.pending[0].at_s or 0.0):
             victim = replica_faults.choose(snap.replicas, stuck)
             if victim is None:
@@ -404,13 +404,14 @@ class _Faults:
                 self.evictions.append((t + f.replace_s, hit))
 
     def _evict(self, fleet: Any, hit: FaultHit, t: float) -> None:
-        if self.stage is not None:
-            self.stage.note_removed(f"{NAMESPACE}/{hit.replica}", t)
         try:
             hit.requests_retried = fleet.evict(hit.replica)
-        except KeyError:  # scaled away (drained with nothing left) before the cluster replaced it
+        except KeyError:  # scaled away (drained with nothing left) before the cluster replaced it: no eviction
+            hit.scaled_away_at_s = t
             return
         hit.replaced_at_s = t
+        if self.stage is not None:  # told only of an eviction that happened, as the drain actuator tells it
+            self.stage.note_removed(f"{NAMESPACE}/{hit.replica}", t)
 
 
 def _ended_at(trace: Any, end_s: float, fidelity: str) -> Any:

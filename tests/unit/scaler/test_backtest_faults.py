@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scaler.backtest import faults, sim
+from scaler.backtest import faults, run, sim
 from scaler.backtest.observe import from_snapshot
 from scaler.backtest.policies import Context, Policy
 from scaler.backtest.run import BacktestConfig, backtest, context_for, run_policy
@@ -18,8 +18,10 @@ from scaler.backtest.run import BacktestConfig, backtest, context_for, run_polic
 TRACE = "synthetic:duration_s=600,rate=12,amplitude=0,bursts=0,prompt_mean=3000,output_mean=150"
 
 
-def _replica(name: str, state: str = "ready", running: int = 0, waiting: int = 0) -> Any:
-    return SimpleNamespace(name=name, state=state, requests_running=running, requests_waiting=waiting)
+def _replica(name: str, state: str = "ready", running: int = 0, waiting: int = 0, started_s: float = 0.0) -> Any:
+    return SimpleNamespace(
+        name=name, state=state, requests_running=running, requests_waiting=waiting, started_s=started_s
+    )
 
 
 def test_specs_parse_and_refuse_in_words() -> None:
@@ -82,6 +84,33 @@ def test_the_replica_rule_most_requests_then_oldest_serving_only() -> None:
     assert faults.choose(reps, set()).name == "llm-0000"  # 6 each: the oldest
     assert faults.choose(reps, {"llm-0000"}).name == "llm-0001"
     assert faults.choose([_replica("a", state="loading")], set()) is None
+    # the oldest by its start, not by its name as text: past serial 9999, "llm-10000" sorts before "llm-9999"
+    late = [_replica("llm-10000", running=3, started_s=50.0), _replica("llm-9999", running=3, started_s=40.0)]
+    assert faults.choose(late, set()).name == "llm-9999"
+
+
+def test_a_stuck_pod_scaled_away_first_is_no_eviction() -> None:
+    # The policy scaled the stuck pod away before the cluster replaced it: the rollout stage is told of no eviction,
+    # the hit says so (not "never replaced"), and the replica is no longer counted stuck (session 23 review).
+    told: list[str] = []
+
+    class _Stage:
+        def note_removed(self, key: str, t: float) -> None:
+            told.append(key)
+
+    class _Fleet:
+        def evict(self, name: str) -> int:
+            raise KeyError(name)
+
+    hit = faults.FaultHit("xid79", 200.0, "llm-0001", 7, 3)
+    pending = run._Faults([], [hit], _Stage())
+    pending.evictions.append((205.0, hit))
+    pending.apply(_Fleet(), 205.0)
+    assert told == []
+    assert hit.replaced_at_s is None
+    assert hit.scaled_away_at_s == 205.0
+    assert not hit.stuck
+    assert hit.to_json()["scaled_away_at_s"] == 205.0
 
 
 def test_a_stuck_replica_reads_ready_and_its_vanished_gpu_reports_nothing() -> None:
@@ -123,7 +152,8 @@ def test_every_policy_gets_the_same_fault_at_the_same_time_on_the_replica_the_ru
         serving = [(-n, name) for name, state, n in loads if state == "ready"]
         assert (-min(serving)[0], min(serving)[1]) == (dict((a, c) for a, _, c in loads)[replica], replica)
     out = report.to_json()
-    assert out["faults"][0]["at_s"] == 200.0 and out["faults"][0]["replace_after_s"] == faults.DEFAULT_REPLACE_S
+    assert out["faults"][0]["at_s"] == 200.0
+    assert out["faults"][0]["replace_after_s"] == faults.DEFAULT_REPLACE_S
     for name in policies:
         (hit,) = out["policies"][name]["faults"]
         assert hit["at_s"] == 200.0
@@ -159,14 +189,16 @@ def test_a_fleet_that_never_replaces_the_stuck_replica_loses_its_requests() -> N
     never = _fixed_run("xid79@200,replace=never")
     replaced = _fixed_run("xid79@200")
     (hit,) = never.faults
-    assert hit.replaced_at_s is None and hit.requests_held > 0
+    assert hit.replaced_at_s is None
+    assert hit.requests_held > 0
     # Every request the stuck replica held without a first token, and whatever was routed to it after, is lost;
     # a fault ignored would leave the clean run's numbers.
     lost = (clean.slo_attainment - never.slo_attainment) * clean.requests
     assert lost >= 1
     assert never.slo_attainment < replaced.slo_attainment <= clean.slo_attainment
     (fixed,) = replaced.faults
-    assert fixed.replaced_at_s == 205.0 and fixed.requests_retried > 0
+    assert fixed.replaced_at_s == 205.0
+    assert fixed.requests_retried > 0
     # The same fleet size throughout: the stuck pod holds its GPU to the end, or its replacement takes its place.
     assert never.replica_hours == pytest.approx(clean.replica_hours)
     assert replaced.replica_hours == pytest.approx(clean.replica_hours)

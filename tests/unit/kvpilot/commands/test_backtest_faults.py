@@ -39,7 +39,9 @@ def test_a_fault_at_the_peak_is_recorded_for_every_policy() -> None:
     assert out.exit_code == 0, out.output
     report = json.loads(out.output)
     (fault,) = report["faults"]
-    assert fault["at"] == "peak" and fault["kind"] == "xid79" and fault["xid"] == 79
+    assert fault["at"] == "peak"
+    assert fault["kind"] == "xid79"
+    assert fault["xid"] == 79
     assert 60.0 <= fault["at_s"] <= 600.0 - 120.0
     assert "frontier" not in report
     for name in ("reactive", "kvpilot"):
@@ -52,7 +54,8 @@ def test_the_table_says_what_each_fault_did() -> None:
     out = CliRunner().invoke(app, [*BASE, "--fault", "xid79@200,replace=never"])
     assert out.exit_code == 0, out.output
     assert "fault: xid79 at 200 s (asked), never replaced, in every policy's replay" in out.output
-    assert "reactive: xid79 hit" in out.output and "never replaced" in out.output
+    assert "reactive: xid79 hit" in out.output
+    assert "never replaced" in out.output
 
 
 def test_without_a_fault_the_json_has_no_faults_key() -> None:
