@@ -271,7 +271,15 @@ async def test_aggregates_mode_finds_the_gpus_that_left_an_exporter_still_up(tmp
                     (s["metric"]["gpu_use_percent"], s["value"][1]) for s in prom.query(expressions.vanished_smi("2m"))
                 ]
                 assert smi == [("1", "20")]
-                after = await source.collect_once()
+                # The source asks for vanished GPUs once every vanished_every_s (1 s here) and hands the last answer
+                # in between: a round within 1 s of `before` (the waits above can all be that quick) hands before's
+                # none. Later rounds ask; a hang guard of 15 s, not a speed assertion (failed once under xdist load).
+                deadline = asyncio.get_running_loop().time() + 15.0
+                while True:
+                    after = await source.collect_once()
+                    if after.gpus or asyncio.get_running_loop().time() > deadline:
+                        break
+                    await asyncio.sleep(0.25)
                 now = source.clock.now()
                 state.observe(after.replicas, after.gpus, now=now, gpu_nodes_scraped=after.gpu_nodes_scraped)
             finally:

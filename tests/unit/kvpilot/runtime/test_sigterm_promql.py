@@ -46,9 +46,13 @@ def _cpu_ticks(pid: int) -> int:
 def _reader_pid(pid: int) -> int | None:
     """The PromQL reader process: the child started by multiprocessing's spawn."""
     for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
-                return int(child)
+        try:  # a thread (or a child) can end between the listing and the read: it is not the reader
+            children = (task / "children").read_text().split()
+            for child in children:
+                if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    return int(child)
+        except (FileNotFoundError, ProcessLookupError):
+            continue
     return None
 
 
