@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 
 class StoreError(Exception):
     """Base of the store's own errors (not the database driver's)."""
@@ -52,3 +54,27 @@ def driver_words(e: BaseException) -> str:
     said = getattr(e, "orig", None) or e
     line = (str(said).strip().splitlines() or [""])[0]
     return line.split("(Background on this error")[0].strip() or type(said).__name__
+
+
+class SaidOnce:
+    """A periodic pass's word on a store that is away, once an outage: its first failure a warning, later ones
+    debug until a pass gets through, which says the store answers again. (A pass that warned each time it ran said it
+    once a tick for the whole outage: two lines every 5 s from the drain passes alone, where the store writer says it
+    once.)"""
+
+    def __init__(self, log: logging.Logger, what: str) -> None:
+        self._log = log
+        self._what = what
+        self.away = False
+
+    def failed(self, e: BaseException) -> None:
+        if self.away:
+            self._log.debug("%s: store unavailable: %s", self._what, driver_words(e))
+            return
+        self.away = True
+        self._log.warning("%s: store unavailable, retried each tick (said once): %s", self._what, driver_words(e))
+
+    def answered(self) -> None:
+        if self.away:
+            self.away = False
+            self._log.info("%s: the store answers again", self._what)

@@ -36,7 +36,7 @@ from scaler.publish import scale_target
 from store import repo
 from store.db import transaction
 from store.drain_states import DrainState
-from store.errors import InvalidTransition, RailFull, driver_words
+from store.errors import InvalidTransition, RailFull, SaidOnce
 from store.models import DrainActionRow
 
 log = logging.getLogger(__name__)
@@ -172,6 +172,7 @@ class Actuation:
         self._snapshot: Snapshot | None = None  # the latest after_tick's: what the worker re-checks a drain against
         self._busy: dict[int, _Busy] = {}  # action id -> a drain the API server asked to wait (not tried before then)
         self._stays: dict[str, str] = {}  # node -> why its request stays requested (logged once per change)
+        self._store = SaidOnce(log, "drain requests")  # skipped while the store is away: said once an outage
 
     async def after_tick(self, snapshot: Snapshot) -> None:
         """Request drains for flagged nodes and apply scaling; approved drains are the drain worker's."""
@@ -179,7 +180,9 @@ class Actuation:
         try:
             await asyncio.to_thread(self._request_drains, snapshot)
         except SQLAlchemyError as e:  # the store is away: drains wait for it (their audit must not be lost)
-            log.warning("drain requests skipped, store unavailable: %s", driver_words(e))
+            self._store.failed(e)
+        else:
+            self._store.answered()
         if self._scaler is not None:
             await self._scale(list(snapshot.decisions.values()))
 

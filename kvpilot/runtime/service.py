@@ -46,7 +46,7 @@ from store import repo
 from store.buffer import BufferedWriter
 from store.db import ping, transaction
 from store.drain_states import ACTIVE
-from store.errors import driver_words
+from store.errors import SaidOnce
 
 LIVE_DRAINS = frozenset(a.value for a in ACTIVE)
 
@@ -232,6 +232,7 @@ class Service:
         self._probe_every_s = store_probe_every_s
         self._probe_started: float | None = None  # time.monotonic() of the probe in flight
         self._probe_ok = True
+        self._drain_store = SaidOnce(log, "drain worker")
         self.freeze_heap = freeze_heap
         self.gil_switch_s = gil_switch_s
         self.tasks: list[asyncio.Task[None]] = []
@@ -468,10 +469,12 @@ class Service:
             try:
                 await self.actuation.execute_approved(self.stop, leading=lambda: self.leadership.leader)
             except SQLAlchemyError as e:
-                log.warning("drain worker: store unavailable, retrying next tick: %s", driver_words(e))
+                self._drain_store.failed(e)
             except Exception:
                 self.counters.stage_errors.labels("drain").inc()
                 log.exception("drain worker failed; retrying next tick")
+            else:
+                self._drain_store.answered()
 
     async def _refresh_targets(self) -> None:
         """The targets other kvpilots on the store added or removed through the API; kept as they are while the store
