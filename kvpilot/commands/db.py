@@ -214,7 +214,8 @@ def downgrade(
 ) -> None:
     """Downgrade the schema (default: one revision). Refused while another process has the store open: a running
     kvpilot needs the newest schema (its store changes fail with 503 until `kvpilot db upgrade`), and restarted it
-    upgrades the store again (store.auto_migrate). Stop every instance first, or pass --force."""
+    upgrades the store again (store.auto_migrate; down to base, an empty schema, it does so without a restart). Stop
+    every instance first, or pass --force."""
     import migrations
 
     revision = _revision(revision)

@@ -46,7 +46,7 @@ from store import repo
 from store.buffer import BufferedWriter
 from store.db import ping, transaction
 from store.drain_states import ACTIVE
-from store.errors import SaidOnce
+from store.errors import SaidOnce, driver_words
 
 LIVE_DRAINS = frozenset(a.value for a in ACTIVE)
 
@@ -187,13 +187,16 @@ class Service:
         freeze_heap: bool = True,
         gil_switch_s: float | None = GIL_SWITCH_S,
         split_after_s: float = SPLIT_AFTER_LEASES * 15.0,
+        schema_again: Callable[[], str | None] | None = None,
     ) -> None:
         """``counters``: those ``loop`` increments; the service adds the snapshot's gauges and its health to their
         registry (``metrics``, what /metrics renders). ``node_drains``: the map the actuator task refreshes and
         ``loop`` reads for its snapshots. ``freeze_heap``: after the first tick, ``freeze_startup_heap()``
         (once per process). ``gil_switch_s``: at start, ``shorten_gil_switch(gil_switch_s)`` (None: the
         interpreter's default). ``split_after_s``: how long a replica on its own SQLite follows another holder
-        before it warns (``SPLIT_AFTER_LEASES`` of ``ha.lease_duration_s``)."""
+        before it warns (``SPLIT_AFTER_LEASES`` of ``ha.lease_duration_s``). ``schema_again``: with
+        ``store.auto_migrate``, the store's schema created again where the database answers without one (blocking;
+        the revision it created, None where a schema was there): the store probe calls it while writes fail."""
         self.clock = clock
         self.loop = loop
         self.engine = engine
@@ -232,6 +235,7 @@ class Service:
         self._probe_every_s = store_probe_every_s
         self._probe_started: float | None = None  # time.monotonic() of the probe in flight
         self._probe_ok = True
+        self.schema_again = schema_again
         self._drain_store = SaidOnce(log, "drain worker")
         self.freeze_heap = freeze_heap
         self.gil_switch_s = gil_switch_s
@@ -422,7 +426,7 @@ class Service:
         outstanding, and a hung probe never keeps the process from exiting."""
         while not self.stop.is_set():
             self._probe_started = time.monotonic()
-            probe: asyncio.Future[Any] = in_daemon_thread(partial(ping, self.engine), name="store-call")
+            probe: asyncio.Future[Any] = in_daemon_thread(self._probe, name="store-call")
             stopper: asyncio.Future[Any] = asyncio.ensure_future(self.stop.wait())
             try:
                 await asyncio.wait([probe, stopper], return_when=asyncio.FIRST_COMPLETED)
@@ -435,6 +439,29 @@ class Service:
             self.writer.up = self.writer.up or (self._probe_ok and self.writer.pending == 0)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stop.wait(), self._probe_every_s)
+
+    def _probe(self) -> bool:
+        """The store probe's call (its own thread): whether the database answers a trivial query; where it does
+        while writes fail, the schema created again if the database has none (``schema_again``). A database that
+        answers without kvpilot's tables (one restored or recreated empty, a SQLite file removed under a running
+        kvpilot) failed every write and read until a restart, which migrates: /readyz 503 for good (liveness still
+        200, so nothing restarted it), the buffer filling, then dropping its oldest writes."""
+        ok = ping(self.engine)
+        if ok and not self.writer.up and self.schema_again is not None:
+            try:
+                created = self.schema_again()
+            except Exception as e:  # the next probe tries again; a refusal (a newer kvpilot's revision) is its own
+                log.debug("store schema check failed: %s", driver_words(e))
+                return ok
+            if created is not None:
+                log.warning(
+                    "the store answered without kvpilot's schema (a database restored or recreated empty, a SQLite "
+                    "file removed): created it again at %s (store.auto_migrate), as a restart would; what it held "
+                    "before is not in it; %d buffered writes follow",
+                    created,
+                    self.writer.pending,
+                )
+        return ok
 
     async def _run_actuator(self) -> None:
         """After each tick (woken by the loop, at most one pass in flight): the drain-state map, then the leader's

@@ -82,6 +82,20 @@ def _require_head(url: str) -> None:
         )
 
 
+def schema_again(url: str) -> Callable[[], str | None]:
+    """With ``store.auto_migrate``: the store's schema created again where the database answers with none (its
+    revision, else None), as the upgrade at start does: under the migration lock, so that two kvpilots that find the
+    same empty database create it once (``Service``'s store probe calls it while writes fail)."""
+
+    def again() -> str | None:
+        if migrations.current(url) is not None:
+            return None
+        migrations.upgrade(url)
+        return migrations.current(url)
+
+    return again
+
+
 def capacity_config(scaling: DeploymentScaling) -> CapacityConfig:
     p = scaling.profile
     profile = None if p is None else ServingProfile(**p.model_dump())
@@ -332,6 +346,7 @@ def build_service(
         split_after_s=SPLIT_AFTER_LEASES * settings.ha.lease_duration_s,
         store_probe_every_s=settings.store.probe_every_s,
         store_hang_s=settings.store.hang_after_s,
+        schema_again=schema_again(settings.database_url) if settings.store.auto_migrate else None,
         **extra,
     )
     return service, restored

@@ -21,7 +21,9 @@ class StoreSettings(_Section):
     buffer_max_writes: int = Field(default=10_000, ge=1, description="Writes held while the store is unreachable.")
     auto_migrate: bool = Field(
         default=True,
-        description="`kvpilot run` upgrades the schema to head at start (else: `kvpilot db upgrade`).",
+        description="`kvpilot run` upgrades the schema to head at start (else: `kvpilot db upgrade`), and creates it "
+        "again where the store comes back without one while it runs (a database restored or recreated empty, a SQLite "
+        "file removed), as a restart would; its buffered writes then follow.",
     )
     probe_every_s: float = Field(
         default=2.0,
