@@ -76,8 +76,7 @@ def _exclusive(url: str) -> Iterator[Connection]:
         with _sqlite_file_lock(url), engine.connect() as conn:
             postgres = conn.dialect.name == "postgresql"
             if postgres:
-                conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _LOCK_KEY})
-                conn.commit()
+                _postgres_lock(conn)
             try:
                 yield conn
                 conn.commit()
@@ -88,6 +87,45 @@ def _exclusive(url: str) -> Iterator[Connection]:
                     conn.commit()
     finally:
         engine.dispose()
+
+
+def _postgres_lock(conn: Connection) -> None:
+    """The migration's advisory lock on PostgreSQL, waited for; the wait said once, naming the session that holds the
+    lock, as the SQLite lock file's wait is said: a start held by another kvpilot's migration, or by a session left
+    holding the lock (a migrator stopped with SIGSTOP, a hand-run `pg_advisory_lock`), waited without a word, its
+    last line the embedded simulator's or the discovery's, and never became ready."""
+    if not conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": _LOCK_KEY}).scalar():
+        log.warning("waiting for the migration lock (PostgreSQL advisory lock %d): %s", _LOCK_KEY, _holder(conn))
+        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _LOCK_KEY})
+    conn.commit()
+
+
+def _holder(conn: Connection) -> str:
+    """Who holds the migration's advisory lock, in words (its backend's pid, client, application and since when), as
+    far as this role may read pg_stat_activity."""
+    row = conn.execute(
+        text(
+            "SELECT l.pid, a.client_addr, a.application_name, a.backend_start FROM pg_locks l "
+            "LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND CAST(l.classid AS bigint) = :hi AND CAST(l.objid AS bigint) = :lo AND l.objsubid = 1 LIMIT 1"
+        ),
+        {"hi": _LOCK_KEY >> 32, "lo": _LOCK_KEY & 0xFFFFFFFF},
+    ).first()
+    conn.commit()
+    if row is None or row.pid is None:
+        return "another kvpilot is migrating this store"
+    who = f"PostgreSQL backend {row.pid}"
+    if row.client_addr is not None:
+        who += f" from {row.client_addr}"
+    if row.application_name:
+        who += f" ({row.application_name!r})"
+    if row.backend_start is not None:
+        who += f", connected since {row.backend_start:%Y-%m-%d %H:%M:%S %Z}"
+    return (
+        f"another kvpilot is migrating this store, or a session holds the lock: {who} "
+        f"(pg_terminate_backend({row.pid}) ends it if it is stuck)"
+    )
 
 
 class UnknownRevision(CommandError):
