@@ -21,7 +21,7 @@ class Bound:
     inclusive: bool = True
 
     def holds(self, value: float) -> bool:
-        if not math.isfinite(value):
+        if not isinstance(value, int) and not math.isfinite(value):  # an int is finite, and may be past a float's range
             return False
         if self.low is None:
             return True

@@ -132,6 +132,7 @@ def command(
         ("--duration", duration, ABOVE_ZERO),
         ("--rollout-at", rollout_at, AT_LEAST_ZERO),
         ("--rollout-speed", rollout_speed, ABOVE_ZERO),
+        ("--seed", seed, AT_LEAST_ZERO),  # numpy's words otherwise: "expected non-negative integer", naming nothing
     )
     if pools:
         refused: dict[str, object] = {

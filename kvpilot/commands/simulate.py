@@ -75,6 +75,7 @@ def command(
         ("--rate-scale", rate_scale, ABOVE_ZERO),
         ("--duration-s", duration_s, ABOVE_ZERO),
         ("--cold-start-s", cold_start_s, AT_LEAST_ZERO),
+        ("--seed", seed, AT_LEAST_ZERO),  # was "cannot load trace T: expected non-negative integer", blaming the trace
     )
     if profile not in PROFILES:
         raise _fail(f"unknown --profile {profile!r} (known: {', '.join(PROFILES)})")

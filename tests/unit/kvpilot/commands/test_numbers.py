@@ -26,6 +26,10 @@ ANY = Bound()  # any finite number
         (ANY, math.inf, False),
         (AT_LEAST_ZERO, math.inf, False),  # a lower bound alone lets inf through
         (ABOVE_ZERO, math.nan, False),  # and a range check alone lets NaN through
+        # an int flag (--seed) past a float's range: OverflowError in math.isfinite
+        pytest.param(AT_LEAST_ZERO, 10**400, True, id="int-past-a-float"),
+        pytest.param(AT_LEAST_ZERO, -(10**400), False, id="negative-int-past-a-float"),
+        (AT_LEAST_ZERO, -1, False),
     ],
 )
 def test_a_bound_holds_for_finite_numbers_in_range_only(bound: Bound, value: float, holds: bool) -> None:
