@@ -155,6 +155,19 @@ def alias_values(root: yaml.Node | None) -> int:
 CONSTRUCT_ERRORS = (ValueError, TypeError, AttributeError, KeyError, OverflowError)
 
 
+def yaml_loader(text: str) -> tuple[yaml.SafeLoader | None, int, str]:
+    """A SafeLoader over ``text``, or None, the line and why it cannot be one: PyYAML refuses a control character
+    (NUL, BEL, ESC, ... anywhere in the text: a binary file, a stray byte an editor or a paste left) when the loader
+    is made, before any parse, with a ReaderError that named a position in characters: raised where only a parse's
+    errors were caught, it was a traceback (the settings file: exit 1; the targets file: a traceback every tick)."""
+    try:
+        return yaml.SafeLoader(text), 0, ""
+    except yaml.reader.ReaderError as e:
+        line = text.count("\n", 0, e.position) + 1
+        char = e.character if isinstance(e.character, int) else ord(str(e.character)[:1] or "\0")
+        return None, line, f"character U+{char:04X} is not allowed in YAML (no control characters, nor U+FFFE, U+FFFF)"
+
+
 def unreadable_scalar(loader: yaml.SafeLoader, root: yaml.Node) -> tuple[int, str]:
     """(1-based line, what it says) of the first scalar of ``root`` that ``loader`` cannot construct, once
     ``construct_document`` failed with one of CONSTRUCT_ERRORS (whose messages name no line); (0, "") if none does."""
@@ -257,7 +270,9 @@ def load_targets(path: Path) -> list[TargetInfo]:
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
         raise TargetFileError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x})") from None
-    loader = yaml.SafeLoader(text)  # parsed once: the node tree is checked, then built (as yaml.safe_load does)
+    loader, line, why = yaml_loader(text)  # parsed once: the node tree is checked, then built (as safe_load does)
+    if loader is None:
+        raise TargetFileError(f"{path}:{line}: {why}")
     try:
         root = loader.get_single_node()
         if alias_values(root) > MAX_ALIAS_VALUES:

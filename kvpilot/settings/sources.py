@@ -15,7 +15,13 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, YamlConfigSettingsSource
 
 from api.json_body import loads_once
-from collector.discovery.static import CONSTRUCT_ERRORS, MAX_ALIAS_VALUES, alias_values, unreadable_scalar
+from collector.discovery.static import (
+    CONSTRUCT_ERRORS,
+    MAX_ALIAS_VALUES,
+    alias_values,
+    unreadable_scalar,
+    yaml_loader,
+)
 
 # Flat variables that map onto a nested field: the names the issue, the Helm chart and the docs promise.
 FLAT_ALIASES: dict[str, tuple[str, ...]] = {
@@ -115,7 +121,9 @@ class YamlFileSource(YamlConfigSettingsSource):
             raise SettingsError(
                 f"config file {file_path} is not UTF-8 text: byte 0x{raw[e.start]:02x} on line {line}"
             ) from None
-        loader = yaml.SafeLoader(text)  # parsed once: the node tree is checked, then built (as yaml.safe_load does)
+        loader, line, why = yaml_loader(text)  # parsed once: the node tree is checked, then built (as safe_load does)
+        if loader is None:
+            raise SettingsError(f"config file {file_path}, line {line}: {why}")
         try:
             node = loader.get_single_node()
             _refuse_duplicate_keys(node, file_path)
