@@ -110,10 +110,14 @@ def _prefix_missing(body: bytes, openmetrics: bool, file: Path, mtime: float, pr
     see only the families under the prefix, so a wrong one would otherwise read as a page with no families at all."""
     from collector.adapt import adapt_page
     from collector.engines import UnknownEngine
-    from collector.exposition import parse
+    from collector.exposition import ParseError, parse
     from collector.samples import TargetInfo
 
-    if any(name.startswith(prefix) for name in parse(body, openmetrics=openmetrics)):
+    try:  # the strict parse: a page the adapters read in part (a malformed line) raised here, a traceback, exit 1
+        names = parse(body, openmetrics=openmetrics)
+    except ParseError:
+        return None  # the adapters' own words, which say what they read
+    if any(name.startswith(prefix) for name in names):
         return None
     missing = f"no family on the page starts with `{prefix}` (--prefix)"
     content_type = "application/openmetrics-text" if openmetrics else None
@@ -121,4 +125,6 @@ def _prefix_missing(body: bytes, openmetrics: bool, file: Path, mtime: float, pr
         page = adapt_page(body, TargetInfo(url=str(file), kind="engine"), mtime, content_type=content_type)
     except UnknownEngine as err:
         return f"{missing}; without it: {err}"
+    except ValueError:  # an adapter's refusal without the prefix: the words with it stand
+        return None
     return f"{missing}; without it the page reads as {page.engine or 'GPUs only'}: leave --prefix out"

@@ -90,9 +90,10 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     (tmp_path / "replicas.txt").write_text(
         "".join(f'vllm:num_requests_waiting{{model_name="m{i}"}} 1\n' for i in range(1001))
     )
+    (tmp_path / "garbled.txt").write_text("x\n")  # no metric family, one line the parser cannot read
     names = (
         "bin.yaml", "dup.yaml", "folder", "y2999.csv", "deep.yaml", "targets.yaml", "bintargets.yaml", "newer.db",
-        "replicas.txt",
+        "replicas.txt", "garbled.txt",
     )  # fmt: skip
     return {"head": migrations.head(), **{name.split(".")[0]: str(tmp_path / name) for name in names}}
 
@@ -180,6 +181,11 @@ ONE_LINE = [
     (["parse", "{replicas}"], {},
      "kvpilot parse: {replicas}: unreadable page: the page names 1,001 replicas (values of model_name); at most "
      "1,000 are read from one page (a label written per request?)"),
+    # session 24 E: with --prefix, the check for the prefix parsed the page strictly: a ParseError traceback, exit 1
+    (["parse", "--prefix", "foo", "{garbled}"], {},
+     "kvpilot parse: {garbled}: no family starts with the prefix `foo`; no engine adapter matches this page: the page "
+     "has no metric families at all; read without the lines that could not be read: line 1: missing value ('x'); "
+     "families left out: x"),
     # the port any free one: with 8080 taken (another kvpilot run on the machine) it said "cannot listen" instead
     (["run", "-c", "{bintargets}"], {"KVPILOT_HTTP_PORT": "0"},
      "error: collector.discovery (static): {targets}:1: not UTF-8 text (byte 0xff)"),
