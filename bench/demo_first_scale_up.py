@@ -34,6 +34,7 @@ from kvpilot.demo.replay import DEFAULT_TRACE, SIM_EPOCH, DemoConfig, run_demo  
 from kvpilot.runtime.snapshot import Snapshot  # noqa: E402
 from scaler.policy import PolicyConfig  # noqa: E402
 from simulator import PROFILES, Fleet, FleetConfig, load_trace  # noqa: E402
+from simulator.routing import ROUTERS  # noqa: E402
 
 TICK_S = 5.0
 DRAIN_S = 180.0
@@ -61,9 +62,7 @@ def run(seed: int, schedule: str, args: argparse.Namespace) -> str:
     count, at = parse_schedule(schedule)
     start = demo.replicas if at is not None else count
     trace = load_trace(DEFAULT_TRACE, rate_scale=demo.rate_scale, seed=seed, duration_s=demo.duration_s)
-    cfg = FleetConfig(
-        profile=profile, replicas=start, cold_start_s=demo.cold_start_s, routing="prefix_affinity", seed=seed
-    )
+    cfg = FleetConfig(profile=profile, replicas=start, cold_start_s=demo.cold_start_s, routing=args.routing, seed=seed)
     fleet = Fleet(cfg, trace)
     if at is not None and at <= 0:
         fleet.set_replicas(count)
@@ -87,8 +86,9 @@ def run(seed: int, schedule: str, args: argparse.Namespace) -> str:
     slo = sum(1 for f in finished if f.ttft_s <= demo.slo_ttft_s) / max(len(finished), 1)
     lo, hi = args.window
     clump = [f.ttft_s for f in finished if lo <= f.arrival_s < hi]
+    routed = "" if args.routing == "prefix_affinity" else f" {args.routing}"
     return (
-        f"seed {seed}  {schedule:>6}  in SLO [0, {args.until:g}) {100 * slo:.2f} %  "
+        f"seed {seed}  {schedule:>6}{routed}  in SLO [0, {args.until:g}) {100 * slo:.2f} %  "
         f"TTFT of arrivals [{lo:g}, {hi:g}) p99 {quantile(clump, 0.99):.2f} s max {max(clump, default=math.nan):.2f} s"
         f"  waiting at {', '.join(shown) or '-'}  ticks > {args.waiting}: {len(over)} ({', '.join(over)})"
     )
@@ -131,6 +131,12 @@ def main() -> None:
     parser.add_argument("--waiting", type=int, default=5, help="the goal's bound on requests waiting (default 5)")
     parser.add_argument(
         "--max-batched-tokens", type=int, default=None, help="the engine's step budget (default: as profiled)"
+    )
+    parser.add_argument(
+        "--routing",
+        default="prefix_affinity",
+        choices=sorted(ROUTERS),
+        help="the gateway's routing (default: the demo's, prefix_affinity)",
     )
     parser.add_argument("--live", action="store_true", help="the demo itself, tick by tick (the schedules unused)")
     args = parser.parse_args()
