@@ -40,7 +40,7 @@ from collector.frozen import fast_init
 from collector.health import HealthBook, TargetHealth
 from collector.samples import GpuSample, ReplicaSample, TargetInfo
 from collector.scrape_http import ACCEPT as ACCEPT
-from collector.scrape_http import FETCHERS, Fetcher, ScrapeError
+from collector.scrape_http import FETCHERS, Fetcher, PageTooBig, ScrapeError
 from collector.urls import meet, page_name, redacted
 
 log = logging.getLogger(__name__)
@@ -113,6 +113,9 @@ class ScrapeConfig:
     # dcgm-exporter serves an empty page until its first collection, one collect interval (30 s by default) after it
     # starts, and after a failed one: twice that default
     empty_gpu_page_grace_s: float = 60.0
+    # what raises ``max_bytes`` where this collector runs, named when a page is over it: the setting for `kvpilot run`
+    # (and the demo), the flag for the commands that read no settings (`kvpilot scrape`, `detect`)
+    max_bytes_name: str = "collector.max_body_bytes"
 
     def __post_init__(self) -> None:
         if self.http_client not in FETCHERS:
@@ -321,6 +324,9 @@ class Collector:
                 raise
             except TimeoutError:
                 return self._failed(target, started_ts, t0, f"timed out after {self.config.timeout_s:g} s", body)
+            except PageTooBig as exc:
+                error = f"{exc}; raise {self.config.max_bytes_name} to read it"
+                return self._failed(target, started_ts, t0, error, body)
             except ScrapeError as exc:
                 return self._failed(target, started_ts, t0, str(exc), body)
             except OSError as exc:

@@ -39,6 +39,10 @@ class ScrapeError(Exception):
     """A scrape failed for a reason worth showing an operator as is (HTTP status, size, connection)."""
 
 
+class PageTooBig(ScrapeError):
+    """A page over the cap, its size as far as known; the caller names what raises the cap (`ScrapeConfig`)."""
+
+
 class Fetcher(Protocol):
     async def get(self, url: str, *, max_bytes: int) -> tuple[bytes, str | None]:
         """The body (at most ``max_bytes`` once decoded) and its Content-Type; raises `ScrapeError`."""
@@ -47,15 +51,15 @@ class Fetcher(Protocol):
     async def aclose(self) -> None: ...
 
 
-def _too_big(max_bytes: int, declared: str | None = None, *, at_least: int = 0, inflated: bool = False) -> ScrapeError:
-    """A page over the cap: its size as far as known (declared, or read or announced before the cut) and the
-    setting that raises the cap, since real pages can outgrow its default (a 22 MB vLLM page, vLLM issue 44691)."""
+def _too_big(max_bytes: int, declared: str | None = None, *, at_least: int = 0, inflated: bool = False) -> PageTooBig:
+    """A page over the cap: its size as far as known (declared, or read or announced before the cut), since real
+    pages can outgrow its default (a 22 MB vLLM page, vLLM issue 44691); the collector adds what raises the cap."""
     size = (
         f"Content-Length {declared}"
         if declared
         else f"at least {at_least} bytes" + (" once inflated" if inflated else "")
     )
-    return ScrapeError(f"body exceeds {max_bytes} bytes ({size}); raise collector.max_body_bytes to read it")
+    return PageTooBig(f"body exceeds {max_bytes} bytes ({size})")
 
 
 # -- asyncio streams ------------------------------------------------------------------------------------------

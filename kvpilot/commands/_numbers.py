@@ -36,6 +36,12 @@ class Bound:
 ABOVE_ZERO = Bound(0.0, inclusive=False)
 AT_LEAST_ZERO = Bound(0.0)
 
+# The page cap of the commands that read a page and no settings (`kvpilot scrape`, `parse`, `detect`): the flag that
+# stands for `kvpilot run`'s collector.max_body_bytes, with that setting's floor; not given, its default (8 MiB).
+PAGE_CAP_FLAG = "--max-body-bytes"
+PAGE_CAP = Bound(1024)
+PAGE_CAP_HELP = "Largest page read, in bytes (>= 1024; default 8 MiB, as kvpilot run's collector.max_body_bytes)."
+
 
 def check_numbers(*flags: tuple[str, float | None, Bound]) -> None:
     """Exit 2 at the first ``(flag, value, bound)`` whose value is not a finite number within its bound; an absent

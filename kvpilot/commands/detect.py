@@ -27,7 +27,7 @@ from collector.scrape import DEFAULT_MAX_BYTES, Collector, ScrapeConfig
 from collector.state import FleetState
 from collector.urls import is_http_url, meet, redacted
 from detectors.finding import Finding
-from kvpilot.commands._numbers import ABOVE_ZERO, check_numbers
+from kvpilot.commands._numbers import ABOVE_ZERO, PAGE_CAP, PAGE_CAP_FLAG, PAGE_CAP_HELP, check_numbers
 
 SIM = "sim"
 INJECT_EXAMPLE = '{"type":"xid","node":"node-0","gpu":0,"xid":79}@300'
@@ -194,18 +194,25 @@ async def _scrape(collector: Collector, targets: Sequence[TargetInfo], state: Fl
     return result.timestamp, any(r.ok for r in result.results)
 
 
-async def run_urls(urls: Sequence[str], *, watch: bool, interval_s: float, as_json: bool) -> bool:
+async def run_urls(
+    urls: Sequence[str], *, watch: bool, interval_s: float, as_json: bool, max_bytes: int | None = None
+) -> bool:
     """Scrape ``urls`` twice one interval apart and print the detectors' raw output, or (``watch``) every interval,
-    printing findings as they open and close. Returns whether any URL was scraped (one-shot)."""
+    printing findings as they open and close. Returns whether any URL was scraped (one-shot). ``max_bytes``: the
+    page cap (``--max-body-bytes``; None: the scrape loop's default), named in the error of a page over it."""
     from detectors.registry import Detection, run_all
 
     state = FleetState(stale_after_s=3 * interval_s, forget_after_s=max(3600, 3 * interval_s))
     targets = _targets(urls)
     # each failure is printed once by _scrape; the collector's own "target is down" log line would repeat it
     logging.getLogger("collector.health").setLevel(logging.ERROR)
-    async with Collector(
-        ScrapeConfig(timeout_s=SCRAPE_TIMEOUT_S, max_bytes=MAX_BODY_BYTES, max_concurrency=16)
-    ) as collector:
+    config = ScrapeConfig(
+        timeout_s=SCRAPE_TIMEOUT_S,
+        max_bytes=MAX_BODY_BYTES if max_bytes is None else max_bytes,
+        max_concurrency=16,
+        max_bytes_name=PAGE_CAP_FLAG,  # detect reads no settings: its flag, not collector.max_body_bytes
+    )
+    async with Collector(config) as collector:
         if not watch:
             _, first_ok = await _scrape(collector, targets, state)
             await asyncio.sleep(interval_s)  # rates need two samples one interval apart
@@ -262,9 +269,14 @@ def command(
     routing: Annotated[str, typer.Option(help="sim: round_robin | least_loaded | prefix_affinity")] = "least_loaded",
     duration_s: Annotated[float, typer.Option(help="sim: virtual seconds to run")] = 600.0,
     inject: Annotated[list[str] | None, typer.Option(help="sim: fault JSON@seconds (repeatable)")] = None,
+    max_body_bytes: Annotated[int | None, typer.Option(PAGE_CAP_FLAG, help=f"URLs: {PAGE_CAP_HELP}")] = None,
 ) -> None:
     """Run the detectors and print findings. Exit status 2 when no --source URL could be scraped (one-shot)."""
-    check_numbers(("--interval-s", interval_s, ABOVE_ZERO), ("--duration-s", duration_s, ABOVE_ZERO))
+    check_numbers(
+        ("--interval-s", interval_s, ABOVE_ZERO),
+        ("--duration-s", duration_s, ABOVE_ZERO),
+        (PAGE_CAP_FLAG, max_body_bytes, PAGE_CAP),
+    )
     source = _sources(source)
     if source == [SIM]:
         active = run_sim(
@@ -279,5 +291,5 @@ def command(
         if not as_json:
             typer.echo(f"{len(active)} finding(s) open at the end")
         return
-    if not asyncio.run(run_urls(source, watch=watch, interval_s=interval_s, as_json=as_json)):
+    if not asyncio.run(run_urls(source, watch=watch, interval_s=interval_s, as_json=as_json, max_bytes=max_body_bytes)):
         raise typer.Exit(2)  # every URL failed, each named on stderr above, as `kvpilot scrape` exits

@@ -13,6 +13,8 @@ from typing import Annotated
 
 import typer
 
+from kvpilot.commands._numbers import PAGE_CAP, PAGE_CAP_FLAG, PAGE_CAP_HELP, check_numbers
+
 
 class EngineChoice(StrEnum):
     auto = "auto"
@@ -49,6 +51,7 @@ def command(
     as_json: Annotated[
         bool, typer.Option("--json", help='Print {"replicas": [...], "gpus": [...]} with the sample field names.')
     ] = False,
+    max_body_bytes: Annotated[int | None, typer.Option(PAGE_CAP_FLAG, help=PAGE_CAP_HELP)] = None,
 ) -> None:
     """Print the canonical replica and GPU samples of a saved /metrics page."""
     from collector.adapt import adapt_page
@@ -58,14 +61,16 @@ def command(
     from collector.scrape import DEFAULT_MAX_BYTES
     from kvpilot.render import console, print_tables, samples_json
 
+    check_numbers((PAGE_CAP_FLAG, max_body_bytes, PAGE_CAP))
+    cap = DEFAULT_MAX_BYTES if max_body_bytes is None else max_body_bytes
     try:
         with file.open("rb") as f:
-            body = f.read(DEFAULT_MAX_BYTES + 1)  # the scrape loop's cap: a page it would refuse is refused here
+            body = f.read(cap + 1)  # the scrape loop's cap: a page it would refuse is refused here
         mtime = file.stat().st_mtime
     except OSError as err:
         raise _fail(f"cannot read {file}: {err.strerror or err}") from None
-    if len(body) > DEFAULT_MAX_BYTES:
-        raise _fail(f"{file}: larger than {DEFAULT_MAX_BYTES} bytes, the most a scrape accepts")
+    if len(body) > cap:  # parse reads no settings: its flag raises the cap (kvpilot run's is collector.max_body_bytes)
+        raise _fail(f"{file}: larger than {cap} bytes, the page cap; raise {PAGE_CAP_FLAG} to read it")
     # OpenMetrics pages end with "# EOF"; a saved page has no Content-Type to say so
     openmetrics = body.rstrip().endswith(b"# EOF")
     target = TargetInfo(url=str(file), kind="gpu" if engine is EngineChoice.dcgm else "engine", prefix=prefix)

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from kvpilot.commands._numbers import Bound, check_numbers
+from kvpilot.commands._numbers import PAGE_CAP, PAGE_CAP_FLAG, PAGE_CAP_HELP, Bound, check_numbers
 from kvpilot.commands.parse import EngineChoice
 
 
@@ -104,6 +104,7 @@ def command(
         ),
     ] = None,
     timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds per target, whole scrape, >= 0.1.")] = 5.0,
+    max_body_bytes: Annotated[int | None, typer.Option(PAGE_CAP_FLAG, help=PAGE_CAP_HELP)] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help='Print {"replicas": [...], "gpus": [...]} with the sample field names.')
     ] = False,
@@ -114,11 +115,11 @@ def command(
 
     from collector.adapt import GPU_ONLY, adapt_page
     from collector.samples import TargetInfo
-    from collector.scrape import Collector, CollectResult, ScrapeConfig
+    from collector.scrape import DEFAULT_MAX_BYTES, Collector, CollectResult, ScrapeConfig
     from collector.urls import is_http_url, redacted
     from kvpilot.render import console, print_tables, samples_json
 
-    check_numbers(("--timeout", timeout_s, Bound(0.1)))
+    check_numbers(("--timeout", timeout_s, Bound(0.1)), (PAGE_CAP_FLAG, max_body_bytes, PAGE_CAP))
     for url in urls:
         if not is_http_url(url):
             raise _fail(f"{redacted(url)}: not an http(s) URL with a host")
@@ -140,8 +141,12 @@ def command(
     named = None if engine is EngineChoice.auto else engine.value
     adapt = partial(adapt_page, engine=GPU_ONLY if is_gpu else named)
 
+    # scrape reads no settings: a page over the cap names the flag that raises it, not collector.max_body_bytes
+    cap = DEFAULT_MAX_BYTES if max_body_bytes is None else max_body_bytes
+    config = ScrapeConfig(timeout_s=timeout_s, max_bytes=cap, max_concurrency=16, max_bytes_name=PAGE_CAP_FLAG)
+
     async def scrape() -> CollectResult:
-        async with Collector(ScrapeConfig(timeout_s=timeout_s, max_concurrency=16), adapt=adapt) as collector:
+        async with Collector(config, adapt=adapt) as collector:
             return await collector.collect_once(targets)
 
     # each failure is printed below, once; the scrape loop's own "target is down" log line would repeat it

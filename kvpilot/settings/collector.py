@@ -29,7 +29,8 @@ class CollectorSettings(_Section):
     max_body_bytes: int = Field(
         default=DEFAULT_MAX_BYTES,
         ge=1024,
-        description="Largest metrics page read from a target: the one page cap (`scrape`, `parse` too).",
+        description="Largest metrics page read from a target: the one page cap (`scrape`, `parse`, `detect`: "
+        "`--max-body-bytes`).",
     )
     rate_window_s: float = Field(
         default=60.0,

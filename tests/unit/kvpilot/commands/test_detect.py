@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvpilot.cli import app
+from tests.conftest import FIXTURES
 from tests.services.pages import serve_pages
 
 
@@ -157,3 +158,29 @@ def test_a_one_shot_url_run_that_finds_nothing_says_so() -> None:
     assert text.exit_code == as_json.exit_code == 0, text.output
     assert text.stdout.strip().splitlines()[-1] == "0 finding(s) from 1 target(s)"
     assert as_json.stdout == ""  # --json prints one object per finding and nothing else
+
+
+def test_a_page_over_the_cap_names_detects_flag_and_the_flag_reads_it() -> None:
+    # detect reads no settings, so the hint names its --max-body-bytes, not kvpilot run's collector.max_body_bytes;
+    # given, the flag reads the page (the fixture is 21 KiB)
+    page = (FIXTURES / "metrics" / "vllm__DataDog__integrations-core__vllm_metrics.txt").read_bytes()
+    with serve_pages({"/vllm": page}) as (host, port):
+        url = f"http://{host}:{port}/vllm"
+        args = ["detect", "--source", url, "--interval-s", "0.05"]
+        small = CliRunner().invoke(app, [*args, "--max-body-bytes", "4096"])
+        large = CliRunner().invoke(app, [*args, "--max-body-bytes", "65536"])
+    assert small.exit_code == 2, small.output
+    lines = small.stderr.splitlines()
+    assert len(lines) == 2
+    for line in lines:
+        assert line.startswith(f"scrape {url} failed: body exceeds 4096 bytes (")
+        assert line.endswith("); raise --max-body-bytes to read it")
+    assert large.exit_code == 0, large.output
+    assert large.stderr == ""
+    assert large.stdout.rstrip().endswith("finding(s) from 1 target(s)")
+
+
+def test_a_page_cap_below_the_settings_floor_is_refused_by_flag() -> None:
+    result = CliRunner().invoke(app, ["detect", "--source", "http://127.0.0.1:1/m", "--max-body-bytes", "512"])
+    assert result.exit_code == 2
+    assert "--max-body-bytes must be a finite number >= 1024, got 512" in result.stderr

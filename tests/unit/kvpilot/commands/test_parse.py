@@ -202,6 +202,22 @@ def test_oversized_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert (result.exit_code, "larger than 64 bytes" in result.stderr) == (2, True)
 
 
+def test_oversized_file_names_the_flag_and_the_flag_reads_it(metrics_fixtures: Path) -> None:
+    # parse reads no settings: the refusal names its --max-body-bytes, the flag that reads the page (21 KiB)
+    page = metrics_fixtures / "vllm__DataDog__integrations-core__vllm_metrics.txt"
+    refused = _run(str(page), "--max-body-bytes", "4096", "--json")
+    assert refused.exit_code == 2
+    said = f"kvpilot parse: {page}: larger than 4096 bytes, the page cap; raise --max-body-bytes to read it\n"
+    assert refused.stderr == said
+    read = _run(str(page), "--max-body-bytes", "65536", "--json")
+    assert read.exit_code == 0, read.output
+    assert json.loads(read.stdout)["replicas"][0]["engine"] == "vllm"
+    assert (
+        _run(str(page), "--max-body-bytes", "1000").stderr
+        == "error: --max-body-bytes must be a finite number >= 1024, got 1000\n"
+    )
+
+
 def test_unknown_engine_choice_is_a_usage_error(metrics_fixtures: Path) -> None:
     result = _run(str(metrics_fixtures / "vllm-v1-dp2__handwritten.txt"), "--engine", "nope")
     assert result.exit_code == 2

@@ -72,6 +72,28 @@ def test_failures_exit_2_naming_the_target(base: str, path: str | None, reason: 
     assert len(json.loads(out)["replicas"]) == 1  # the good target is still printed
 
 
+def test_a_page_over_the_cap_names_the_flag_that_raises_it(base: str) -> None:
+    # scrape reads no settings: the hint names its own --max-body-bytes (collector.max_body_bytes is kvpilot run's),
+    # and the flag reads the page (the fixture is 21 KiB)
+    url = f"{base}/vllm"
+    code, out, err = run(url, "--json", "--max-body-bytes", "4096")
+    assert code == 2
+    assert json.loads(out) == {"replicas": [], "gpus": []}
+    assert f"{url}: body exceeds 4096 bytes" in err
+    assert err.rstrip().endswith("raise --max-body-bytes to read it"), err
+    assert "collector.max_body_bytes" not in err
+    code, out, _ = run(url, "--json", "--max-body-bytes", "65536")
+    assert code == 0
+    assert json.loads(out)["replicas"][0]["engine"] == "vllm"
+
+
+@pytest.mark.parametrize("value", ["1023", "0", "-1"])
+def test_a_page_cap_below_the_settings_floor_is_refused_by_flag(value: str) -> None:
+    code, _, err = run("http://127.0.0.1:1/metrics", "--max-body-bytes", value)
+    assert code == 2
+    assert f"--max-body-bytes must be a finite number >= 1024, got {value}" in err
+
+
 def test_not_a_url_is_refused() -> None:
     code, _, err = run("localhost:8000/metrics")
     assert code == 2
