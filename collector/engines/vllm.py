@@ -66,9 +66,11 @@ def _label_number(labels: dict[str, str], name: str) -> float | None:
 
 def _mamba_layers(labels: dict[str, str]) -> bool:
     """Whether the cache config is a model's with Mamba-type layers beside attention (Qwen3-Next, Qwen3.5/3.6,
-    Nemotron-H, Granite 4...): ``mamba_block_size`` or ``mamba_page_size_padded`` is a number (vLLM writes "None"
-    for every other model, and older builds neither label)."""
-    return any(_label_number(labels, name) is not None for name in ("mamba_block_size", "mamba_page_size_padded"))
+    Nemotron-H, Granite 4...): ``mamba_block_size`` or ``mamba_page_size_padded`` is a number above 0 (vLLM writes
+    "None" for every other model, and older builds neither label). "0" is no size vLLM can hold: its CacheConfig
+    declares ``mamba_block_size`` ``Field(gt=0)`` (0.12 to 0.34) and sets it only to a block size or the model length,
+    and ``mamba_page_size_padded`` only to an attention page's bytes; a "0" is read as "None" is."""
+    return any((_label_number(labels, name) or 0.0) > 0 for name in ("mamba_block_size", "mamba_page_size_padded"))
 
 
 def _engine_reported_tokens(labels: dict[str, str]) -> float | None:

@@ -368,13 +368,13 @@ def engines_page() -> str:
         "vLLM reports it per engine since 0.24 (PR 42206). Before, the product is kept where vLLM's source makes it "
         "the pool: each data-parallel engine's sample carries the front end's total `num_gpu_blocks`, so it is "
         "counted once, not once per engine. It is unknown rather than wrong for a model with Mamba-type layers "
-        "(`mamba_block_size` or `mamba_page_size_padded` a number: Qwen3.5/3.6, Qwen3-Next, Nemotron-H; the front end "
-        "wrote a block size its engine did not use: 18,352 for a pool of 1,708,404), an attention-free model, a model "
-        'without KV cache groups (an encoder-only model: `kv_cache_size_tokens` "None", a pool of one block), and a '
-        "V1 page with a `sliding_window` (gpt-oss, Gemma 3: several KV groups share the blocks, the product is that "
-        "many times too large, and the page does not tell such a model from one whose every layer slides). "
-        "Llama 4's chunked local attention, encoder-decoder cross-attention and decode context parallelism leave "
-        "no label on the page: on vLLM before 0.24 their product may be off.",
+        "(`mamba_block_size` or `mamba_page_size_padded` a number above 0: Qwen3.5/3.6, Qwen3-Next, Nemotron-H; the "
+        "front end wrote a block size its engine did not use: 18,352 for a pool of 1,708,404), an attention-free "
+        'model, a model without KV cache groups (an encoder-only model: `kv_cache_size_tokens` "None", a pool of one '
+        "block), and a V1 page with a `sliding_window` (gpt-oss, Gemma 3: several KV groups share the blocks, the "
+        "product is that many times too large, and the page does not tell such a model from one whose every layer "
+        "slides). Llama 4's chunked local attention, encoder-decoder cross-attention and decode context parallelism "
+        "leave no label on the page: on vLLM before 0.24 their product may be off.",
         "- **Not an LLM replica.** Triton without TensorRT-LLM (`nv_inference_*` only) yields its GPUs and no replica; "
         "an LMCache-only page, a GPU exporter's page, KServe's model server without an engine "
         "(`request_predict_seconds` only), DCGM fields named in lower case (`dcgm_fi_*`) or kvpilot's own "

@@ -187,6 +187,10 @@ def test_any_number_of_engines_sums_queues_and_averages_kv(engines: list[tuple[i
         ('block_size="16",kv_cache_size_tokens="1708404",mamba_block_size="16",num_gpu_blocks="1147"', 1708404.0),
         # mamba_block_size="None" (no Mamba layers, as current vLLM writes for every other model): blocks x block size
         ('block_size="16",mamba_block_size="None",mamba_page_size_padded="None",num_gpu_blocks="100"', 1600.0),
+        # "0" is no Mamba size vLLM can hold (mamba_block_size: Field(gt=0) from 0.12 to 0.34; the padded page is an
+        # attention page's bytes), so it says nothing of Mamba layers: blocks x block size, as for "None"
+        ('block_size="16",mamba_block_size="0",num_gpu_blocks="100"', 1600.0),
+        ('block_size="16",mamba_block_size="0",mamba_page_size_padded="0",num_gpu_blocks="100"', 1600.0),
     ],
 )
 def test_kv_capacity_prefers_what_the_engine_reports(info: str, expected: float | None) -> None:
