@@ -19,6 +19,7 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -173,6 +174,7 @@ class Actuation:
         self._busy: dict[int, _Busy] = {}  # action id -> a drain the API server asked to wait (not tried before then)
         self._stays: dict[str, str] = {}  # node -> why its request stays requested (logged once per change)
         self._store = SaidOnce(log, "drain requests")  # skipped while the store is away: said once an outage
+        self._unsettled: dict[int, Callable[[], None]] = {}  # action id -> its end's write, the store away when it ran
 
     async def after_tick(self, snapshot: Snapshot) -> None:
         """Request drains for flagged nodes and apply scaling; approved drains are the drain worker's."""
@@ -317,6 +319,9 @@ class Actuation:
         if not self._recovered:
             await asyncio.to_thread(self._requeue_executing, "found executing at start; resumed")
             self._recovered = True
+        for action_id, settle in list(self._unsettled.items()):  # ends the store could not take: first, in order
+            del self._unsettled[action_id]
+            await self._settle(action_id, settle)  # the store still away: raised, and the worker says so (once)
         approved = await asyncio.to_thread(self._approved)
         for gone in set(self._busy) - {a[0] for a in approved}:  # cancelled, withdrawn or held meanwhile
             del self._busy[gone]
@@ -342,7 +347,9 @@ class Actuation:
                 result = await run
             except Exception as e:
                 log.exception("drain of %s raised", node)
-                await asyncio.to_thread(self._transition, action_id, DrainState.FAILED, f"drain raised: {e}")
+                await self._settle(
+                    action_id, partial(self._transition, action_id, DrainState.FAILED, f"drain raised: {e}")
+                )
                 continue
             if cancelled_by == "shutdown" and result.cancelled:
                 await asyncio.to_thread(self._audit_steps, action_id, result)
@@ -351,10 +358,21 @@ class Actuation:
                 )
                 return
             if result.busy and cancelled_by != "cancel":  # the API server asked to wait longer than a call may take
-                await asyncio.to_thread(self._wait_busy, action_id, result)
+                await self._settle(action_id, partial(self._wait_busy, action_id, result))
                 continue
             self._busy.pop(action_id, None)
-            await asyncio.to_thread(self._finish, action_id, result)
+            await self._settle(action_id, partial(self._finish, action_id, result))
+
+    async def _settle(self, action_id: int, settle: Callable[[], None]) -> None:
+        """Write how a drain that ran ended (its steps and state), now or, when the store cannot take it, at the start
+        of each later pass until it can. Before, a drain that ended while the store was away (a PostgreSQL failover, a
+        drain given up on after its PDB deadline meanwhile) stayed `executing` until a restart: its steps and outcome
+        never written, and its slot under drains.max_concurrent held (every other approval a 409)."""
+        try:
+            await asyncio.to_thread(settle)
+        except SQLAlchemyError:  # kept for the next pass; any other error is the write's own, raised once as before
+            self._unsettled[action_id] = settle
+            raise
 
     async def _watch(
         self,
@@ -384,6 +402,8 @@ class Actuation:
                 if state == DrainState.CANCELLED.value:
                     why = "cancel"
                     interrupt.set()
+        if check is not None:  # still reading when the drain ended: its answer (or the store's error) is not needed
+            check.add_done_callback(lambda f: f.cancelled() or f.exception())
         return why
 
     # The worker's reads (the approved drains, the state polled for a cancel, the executing ones found at start) are
