@@ -428,6 +428,8 @@ def _table(report: Report) -> None:
         when = "the trace's busiest cold-start window" if f.peak else "asked"
         again = "never replaced" if f.replace_s is None else f"the pod replaced {f.replace_s:g} s later"
         console.print(f"fault: {f.kind} at {f.at_s or 0:,.0f} s ({when}), {again}, in every policy's replay")
+        if f.cut_short:
+            console.print(f"fault: {f.kind} at {f.at_s or 0:,.0f} s cut short: {f.cut_short}")
     for name, r in report.policies.items():
         for h in r.faults:
             fixed = (

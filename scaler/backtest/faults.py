@@ -44,6 +44,10 @@ class FaultSpec:
     at_s: float | None = None
     replace_s: float | None = DEFAULT_REPLACE_S  # None: never replaced
     peak: bool = False
+    # set by ``resolve``: the replay's seconds left after the fault, and, where the replay ends before what the fault
+    # sets off could serve (``cut_short``), the words that say so
+    left_s: float | None = None
+    cut_short: str | None = None
 
     @property
     def xid(self) -> int:
@@ -57,6 +61,8 @@ class FaultSpec:
             "at": PEAK if self.peak else "time",
             "replace_after_s": self.replace_s,
             "replica_rule": "the serving replica holding the most requests (running + waiting), ties to the oldest",
+            "replay_left_s": None if self.left_s is None else round(self.left_s, 3),
+            "cut_short": self.cut_short,
         }
 
 
@@ -126,8 +132,30 @@ def resolve(specs: Sequence[FaultSpec], trace: Any, *, cold_start_s: float, warm
             raise ValueError(
                 f"fault {f.kind}@{at:g}: not within the replay (after 0 s and before its end, {duration:g} s)"
             )
-        out.append(FaultSpec(f.kind, at, f.replace_s, f.peak))
+        left = duration - at
+        out.append(FaultSpec(f.kind, at, f.replace_s, f.peak, left, cut_short(left, f.replace_s, cold_start_s)))
     return out
+
+
+def cut_short(left_s: float, replace_s: float | None, cold_start_s: float) -> str | None:
+    """Words for a fault the replay ends too soon after to price, else None. A fault is there to price the capacity
+    each policy held and how it answered while the replica was lost: that takes the replacement serving (evicted
+    ``replace_s`` after the fault, then a cold start), or, never replaced, a replica started after the fault serving.
+    Within the replay it is injected and recorded all the same; the requests it strands count (never served: outside
+    the SLO), but what it costs past the end does not."""
+    if replace_s is None:
+        if left_s >= cold_start_s:
+            return None
+        return (
+            f"the replay ends {left_s:g} s after the fault, before a replica started after it could serve "
+            f"({cold_start_s:g} s cold start): no policy's answer to it is priced, only the requests it strands"
+        )
+    if left_s >= replace_s + cold_start_s:
+        return None
+    return (
+        f"the replay ends {left_s:g} s after the fault, before its replacement could serve (evicted after "
+        f"{replace_s:g} s, then a {cold_start_s:g} s cold start): its cost is priced only up to the end"
+    )
 
 
 def choose(replicas: Sequence[Any], stuck: set[str]) -> Any | None:

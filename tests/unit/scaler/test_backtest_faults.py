@@ -46,6 +46,30 @@ def test_specs_parse_and_refuse_in_words() -> None:
             faults.parse(bad)
 
 
+def test_a_fault_the_replay_ends_too_soon_after_to_price_says_so() -> None:
+    # within the replay it is injected and recorded as asked, but its cost past the end is not priced: said in its
+    # JSON record (and the table, from the same words), never silently read as a priced spare
+    trace = sim.load_trace(TRACE)  # 600 s
+
+    def resolved(spec: str) -> dict[str, Any]:
+        (f,) = faults.resolve([faults.parse(spec)], trace, cold_start_s=120.0, warmup_s=60.0)
+        return f.to_json()
+
+    on_time = resolved("xid79@475")  # 125 s left: evicted at 480 s, its replacement serving at 600 s
+    assert (on_time["replay_left_s"], on_time["cut_short"]) == (125.0, None)
+    late = resolved("xid79@590")
+    assert late["replay_left_s"] == 10.0
+    assert late["cut_short"] == (
+        "the replay ends 10 s after the fault, before its replacement could serve (evicted after 5 s, then a 120 s "
+        "cold start): its cost is priced only up to the end"
+    )
+    assert resolved("xid79@476")["cut_short"] is not None
+    assert resolved("xid79@480,replace=never")["cut_short"] is None  # a replica started at once serves by the end
+    never = resolved("xid79@481,replace=never")["cut_short"]
+    assert never is not None
+    assert never.startswith("the replay ends 119 s after the fault, before a replica started after it could serve")
+
+
 def test_a_fault_after_the_replay_or_at_zero_is_refused() -> None:
     trace = sim.load_trace(TRACE)
     with pytest.raises(ValueError, match="not within the replay"):

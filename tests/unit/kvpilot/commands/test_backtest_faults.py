@@ -64,3 +64,15 @@ def test_without_a_fault_the_json_has_no_faults_key() -> None:
     report = json.loads(out.output)
     assert "faults" not in report
     assert all("faults" not in p for p in report["policies"].values())
+
+
+def test_a_fault_the_replay_ends_too_soon_after_is_said_in_the_table_and_the_json() -> None:
+    # 10 s before the end: injected and recorded, its replacement never serves; both outputs say its cost is cut
+    args = ["backtest", "--trace", TRACE, "--policies", "reactive", "--fault", "xid79@590"]
+    table = CliRunner().invoke(app, args)
+    assert table.exit_code == 0, table.output
+    said = " ".join(table.output.split())  # the console wraps long lines
+    assert "fault: xid79 at 590 s cut short: the replay ends 10 s after the fault, before its replacement" in said
+    (fault,) = json.loads(CliRunner().invoke(app, [*args, "--json"]).output)["faults"]
+    assert fault["replay_left_s"] == 10.0
+    assert fault["cut_short"].startswith("the replay ends 10 s after the fault, before its replacement could serve")
