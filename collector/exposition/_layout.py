@@ -74,18 +74,18 @@ class PageLayout:
     its values (``LaidOutPage``): no sample is built unless a reader asks for its family."""
 
     __slots__ = (
+        "checked_start_chars",
+        "checked_starts",
         "families",
         "key",
         "line_count",
         "page_shape",
         "partial",
+        "pick_checked",
         "pick_pinned",
-        "pick_read",
-        "pick_skipped",
+        "pick_values",
         "pinned",
-        "read_start_chars",
         "read_starts",
-        "skipped_starts",
     )
 
     def __init__(
@@ -102,11 +102,16 @@ class PageLayout:
         self.partial = partial
         self.pick_pinned = _picker(pinned)
         self.pinned = tuple(lines[i] for i in pinned)
-        self.pick_skipped = _picker(list(skipped))
-        self.skipped_starts = tuple(skipped.values())
-        self.pick_read = _picker(list(read))
         self.read_starts = tuple(read.values())
-        self.read_start_chars = sum(map(len, read.values()))  # each start ends in a blank or "}": none is empty
+        # Lines skipped and lines read are checked in one pass, in page order: each must begin with its start (a
+        # skipped line's name, a line read's name and labels); what follows a line read's start is its value.
+        checked = sorted({**skipped, **read}.items())
+        self.pick_checked = _picker([i for i, _start in checked])
+        self.checked_starts = tuple(start for _i, start in checked)
+        # every start is a name and the character after it, or a read line's name and labels ending in a blank or
+        # "}": none is empty
+        self.checked_start_chars = sum(map(len, self.checked_starts))
+        self.pick_values = _picker([k for k, (i, _start) in enumerate(checked) if i in read])
         self.families = families
         self.page_shape = tuple(spec[5] for spec in families.values())
         # What makes two layouts one (a deployment's replicas serve one layout): they then share the families'
@@ -120,14 +125,14 @@ class PageLayout:
         lines = text.split("\n")
         if len(lines) != self.line_count or self.pick_pinned(lines) != self.pinned:
             return None
-        if not all(map(str.startswith, self.pick_skipped(lines), self.skipped_starts)):
-            return None
-        read = self.pick_read(lines)
+        checked = self.pick_checked(lines)
         # Each line less its start: a line that does not begin with it keeps its whole length, so the lengths taken
-        # off fall short of the starts' (one pass fewer than checking each start, then cutting it off).
-        values: list[str] = list(map(str.removeprefix, read, self.read_starts))
-        if sum(map(len, read)) - sum(map(len, values)) != self.read_start_chars:
+        # off fall short of the starts' (one pass over the lines skipped and read alike, instead of a startswith
+        # call per skipped line; lengths summed by joining, in C).
+        rests = list(map(str.removeprefix, checked, self.checked_starts))
+        if len("".join(checked)) - len("".join(rests)) != self.checked_start_chars:
             return None
+        values = self.pick_values(rests)
         if values and _VALUES_RE.fullmatch("\n".join(values)) is None:
             return None
         if self.partial is None:

@@ -120,6 +120,10 @@ def _first_line(prefix: str) -> str:
         lambda t: t.replace(_first_line(RUNNING), RUNNING[:-1] + " 1"),
         # CRLF line ends
         lambda t: t.replace("\n", "\r\n"),
+        # a skipped line's name changes, to one as long (what follows its start may change, its start may not)
+        lambda t: t.replace("\nprocess_cpu_seconds_total ", "\nprocess_cpu_seconds_totax "),
+        # a skipped line turns into a series of a family read
+        lambda t: t.replace(_first_line("process_cpu_seconds_total"), RUNNING.replace("125m", "350m") + " 3"),
     ],
 )
 def test_a_page_that_does_not_fit_is_parsed(change: object) -> None:
