@@ -33,21 +33,15 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-import minutes_side_by_side as msbs  # noqa: E402
-import planner_variants as pv  # noqa: E402
+import _minutes  # noqa: E402
 
-from kvpilot.commands.backtest import backtest_planner  # noqa: E402
 from scaler import planner as pl  # noqa: E402
-from scaler.backtest import run as bt  # noqa: E402
-from scaler.backtest.sim import load_trace  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("case", help="a bench/planner_variants.py case, or <trace file>[:rate_scale=N,start_s=S,...]")
     args = ap.parse_args()
-    name, kw = pv.case(args.case)
-    base, facts = backtest_planner(None, cold_start=None, slo_ttft=None, max_replicas=None)
     minutes: dict[int, dict[str, Any]] = {}
     original = pl._DeploymentPlanner.decide
 
@@ -65,15 +59,10 @@ def main() -> None:
         return d
 
     pl._DeploymentPlanner.decide = decide  # type: ignore[method-assign]
-    every_minute = bt.worst_minutes  # type: ignore[attr-defined]  # run.py's import, patched where it is called
-    setattr(bt, "worst_minutes", lambda *a, **k: every_minute(*a, **(k | {"keep": 1_000_000})))  # noqa: B010
-    cfg = bt.BacktestConfig(policies=("kvpilot",), frontier=False, planner=base, **facts, **kw)
-    report = bt.backtest(str(pv.TRACES / name), cfg)
-    trace_kw = {k: v for k, v in kw.items() if k in ("rate_scale", "seed", "start_s", "duration_s")}
-    needs = msbs._needs(load_trace(str(pv.TRACES / name), **trace_kw).columns.arrival_s, cfg.slo_ttft_s)
+    cfg, report = _minutes.replay(args.case, ("kvpilot",))
     result = report.policies["kvpilot"]
-    served = msbs._per_minute(result)
-    missed = {int(m.start_s): m for m in result.worst_minutes}
+    needs, served, missed = _minutes.minutes(args.case, cfg, result)
+    most, value_range = _minutes.most, _minutes.value_range
     columns = "minute (s)", "arrived", "need (req/s)", "ready / desired", "floor", "forecast / queue", "capacity"
     print("| " + " | ".join((*columns, "reasons", "outside")) + " |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -83,22 +72,11 @@ def main() -> None:
             continue
         print(
             f"| {minute} | {miss.arrived if miss else ''} | {needs.get(minute, 0.0):.0f} "
-            f"| {msbs._span(served[minute])} "
-            f"| {_most(row['floor'])} | {_most(row['forecast'])} / {_most(row['queue'])} | {_range(row['cap'])} "
+            f"| {_minutes.span(served[minute])} "
+            f"| {most(row['floor'])} | {most(row['forecast'])} / {most(row['queue'])} | {value_range(row['cap'])} "
             f"| {', '.join(sorted(row['why']))} | {miss.outside if miss else 0} |"
         )
-    outside = round(result.requests * (1 - result.slo_attainment))
-    share, hours = 100 * result.slo_attainment, result.replica_hours
-    print(f"kvpilot: {share:.3f} % in SLO, {hours:.4f} replica-h, {outside} outside")
-
-
-def _most(values: list[Any]) -> str:
-    known = [v for v in values if v is not None]
-    return f"{max(known):.0f}" if known else "–"
-
-
-def _range(values: list[float]) -> str:
-    return f"{min(values):.1f}–{max(values):.1f}" if values else "–"
+    print(_minutes.summary(result))
 
 
 if __name__ == "__main__":

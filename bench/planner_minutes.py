@@ -27,11 +27,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-import planner_variants as pv  # noqa: E402
+import _minutes  # noqa: E402
 
-from kvpilot.commands.backtest import backtest_planner  # noqa: E402
 from scaler import planner as pl  # noqa: E402
-from scaler.backtest import run as bt  # noqa: E402
 
 
 def main() -> None:
@@ -40,8 +38,6 @@ def main() -> None:
     ap.add_argument("--policies", default="kvpilot,reactive")
     ap.add_argument("--until", type=float, default=900.0, help="print kvpilot's decisions up to this second")
     args = ap.parse_args()
-    name, kw = pv.case(args.case)
-    base, facts = backtest_planner(None, cold_start=None, slo_ttft=None, max_replicas=None)
     decisions: list[dict[str, Any]] = []
     original = pl._DeploymentPlanner.decide
 
@@ -68,11 +64,7 @@ def main() -> None:
         return d
 
     pl._DeploymentPlanner.decide = decide  # type: ignore[method-assign]
-    every_minute = bt.worst_minutes  # type: ignore[attr-defined]  # run.py's import, patched where it is called
-    setattr(bt, "worst_minutes", lambda *a, **k: every_minute(*a, **(k | {"keep": 1_000_000})))  # noqa: B010
-    policies = tuple(args.policies.split(","))
-    cfg = bt.BacktestConfig(policies=policies, frontier=False, planner=base, **facts, **kw)
-    report = bt.backtest(str(pv.TRACES / name), cfg)
+    _, report = _minutes.replay(args.case, tuple(args.policies.split(",")))
     for row in decisions:
         print(json.dumps({"decision": row}))
     for policy, r in report.policies.items():

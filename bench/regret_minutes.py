@@ -33,13 +33,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-import minutes_side_by_side as msbs  # noqa: E402
-import planner_variants as pv  # noqa: E402
+import _minutes  # noqa: E402
 
-from kvpilot.commands.backtest import backtest_planner  # noqa: E402
 from scaler import planner as pl  # noqa: E402
-from scaler.backtest import run as bt  # noqa: E402
-from scaler.backtest.sim import load_trace  # noqa: E402
 
 
 def main() -> None:
@@ -47,10 +43,6 @@ def main() -> None:
     ap.add_argument("case", help="a bench/planner_variants.py case, or <trace file>[:rate_scale=N,start_s=S,...]")
     ap.add_argument("--off", action="store_true", help="the release regret off (release_regret_s = 0)")
     args = ap.parse_args()
-    name, kw = pv.case(args.case)
-    base, facts = backtest_planner(None, cold_start=None, slo_ttft=None, max_replicas=None)
-    if args.off:
-        base = dataclasses.replace(base, release_regret_s=0.0)
     minutes: dict[int, dict[str, Any]] = {}
     events: list[str] = []
     held: dict[str, int | None] = {}
@@ -88,15 +80,11 @@ def main() -> None:
 
     pl._DeploymentPlanner.decide = decide  # type: ignore[method-assign]
     pl._DeploymentPlanner._regret_floor = regret_floor  # type: ignore[method-assign]
-    every_minute = bt.worst_minutes  # type: ignore[attr-defined]  # run.py's import, patched where it is called
-    setattr(bt, "worst_minutes", lambda *a, **k: every_minute(*a, **(k | {"keep": 1_000_000})))  # noqa: B010
-    cfg = bt.BacktestConfig(policies=("kvpilot",), frontier=False, planner=base, **facts, **kw)
-    report = bt.backtest(str(pv.TRACES / name), cfg)
-    trace_kw = {k: v for k, v in kw.items() if k in ("rate_scale", "seed", "start_s", "duration_s")}
-    needs = msbs._needs(load_trace(str(pv.TRACES / name), **trace_kw).columns.arrival_s, cfg.slo_ttft_s)
+    off = (lambda base: dataclasses.replace(base, release_regret_s=0.0)) if args.off else None
+    cfg, report = _minutes.replay(args.case, ("kvpilot",), adjust=off)
     result = report.policies["kvpilot"]
-    served = msbs._per_minute(result)
-    missed = {int(m.start_s): m for m in result.worst_minutes}
+    needs, served, missed = _minutes.minutes(args.case, cfg, result)
+    most, value_range = _minutes.most, _minutes.value_range
     columns = "minute (s)", "arrived", "need (req/s)", "ready / desired", "regret", "burst", "forecast / queue"
     print("| " + " | ".join((*columns, "capacity (multiplier)", "outside")) + " |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -106,25 +94,13 @@ def main() -> None:
             continue
         print(
             f"| {minute} | {miss.arrived if miss else ''} | {needs.get(minute, 0.0):.0f} "
-            f"| {msbs._span(served[minute])} | {_most(row['regret'])} | {_most(row['burst'])} "
-            f"| {_most(row['forecast'])} / {_most(row['queue'])} | {_range(row['cap'])} ({_range(row['mult'], 2)}) "
-            f"| {miss.outside if miss else 0} |"
+            f"| {_minutes.span(served[minute])} | {most(row['regret'])} | {most(row['burst'])} "
+            f"| {most(row['forecast'])} / {most(row['queue'])} "
+            f"| {value_range(row['cap'])} ({value_range(row['mult'], 2)}) | {miss.outside if miss else 0} |"
         )
     for event in events:
         print(event)
-    outside = round(result.requests * (1 - result.slo_attainment))
-    share, hours = 100 * result.slo_attainment, result.replica_hours
-    print(f"kvpilot: {share:.3f} % in SLO, {hours:.4f} replica-h, {outside} outside")
-
-
-def _most(values: list[Any]) -> str:
-    known = [v for v in values if v is not None]
-    return f"{max(known):.0f}" if known else "–"
-
-
-def _range(values: list[float], digits: int = 1) -> str:
-    known = [v for v in values if math.isfinite(v)]
-    return f"{min(known):.{digits}f}–{max(known):.{digits}f}" if known else "–"
+    print(_minutes.summary(result))
 
 
 if __name__ == "__main__":
