@@ -77,6 +77,7 @@ class PageLayout:
         "checked_start_chars",
         "checked_starts",
         "families",
+        "fixed_chars",
         "key",
         "line_count",
         "page_shape",
@@ -101,7 +102,10 @@ class PageLayout:
         # a page read around bad lines: its errors, the families left out and the metric names set aside
         self.partial = partial
         self.pick_pinned = _picker(pinned)
-        self.pinned = tuple(lines[i] for i in pinned)
+        # the pinned lines as one string: compared at once (no line holds a newline, so the joined lines are equal
+        # when and only when each line is), and the page's characters outside the lines checked, newlines included
+        self.pinned = "\n".join(lines[i] for i in pinned)
+        self.fixed_chars = len(self.pinned) - max(len(pinned) - 1, 0) + len(lines) - 1
         self.read_starts = tuple(read.values())
         # Lines skipped and lines read are checked in one pass, in page order: each must begin with its start (a
         # skipped line's name, a line read's name and labels); what follows a line read's start is its value.
@@ -123,14 +127,13 @@ class PageLayout:
         are built when it is looked up (``LaidOutPage``). Label dicts are shared between pages of one layout
         (samples are read-only)."""
         lines = text.split("\n")
-        if len(lines) != self.line_count or self.pick_pinned(lines) != self.pinned:
+        if len(lines) != self.line_count or "\n".join(self.pick_pinned(lines)) != self.pinned:
             return None
-        checked = self.pick_checked(lines)
         # Each line less its start: a line that does not begin with it keeps its whole length, so the lengths taken
         # off fall short of the starts' (one pass over the lines skipped and read alike, instead of a startswith
-        # call per skipped line; lengths summed by joining, in C).
-        rests = list(map(str.removeprefix, checked, self.checked_starts))
-        if len("".join(checked)) - len("".join(rests)) != self.checked_start_chars:
+        # call per skipped line). The lines checked hold what the pinned lines and the newlines leave of the page.
+        rests = list(map(str.removeprefix, self.pick_checked(lines), self.checked_starts))
+        if len(text) - self.fixed_chars - len("".join(rests)) != self.checked_start_chars:
             return None
         values = self.pick_values(rests)
         if values and _VALUES_RE.fullmatch("\n".join(values)) is None:
