@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
@@ -120,6 +121,7 @@ def make_engine(
         _sqlite_transactions(engine)
         if parsed.database and parsed.database != ":memory:":
             _check_same_file(engine, parsed.database)
+            _reopen_read_only(engine)
     return engine
 
 
@@ -192,6 +194,26 @@ def _check_same_file(engine: Engine, path: str) -> None:
 
     event.listen(engine, "connect", opened)
     event.listen(engine, "checkout", checked_out)
+
+
+def _reopen_read_only(engine: Engine) -> None:
+    """A pooled SQLite connection that says it cannot write ("attempt to write a readonly database") outside a
+    read-only unit is dropped, and the next use opens the file again. SQLite opens a file it cannot open for writing
+    (a volume remounted read-only, a file made immutable or, for a kvpilot not run as root, one whose mode was changed)
+    read-only, without a word, and the connection stays read-only when the file can be written again: measured with
+    `kvpilot run` on a file made immutable for a minute, then writable, the pool kept the connections opened
+    meanwhile, and writes failed on them for good ("store unreachable" and "reachable again" every few seconds, one
+    POST in six a 503) until a restart. Marked as a disconnect, the error keeps the writes buffered as before."""
+
+    @event.listens_for(engine, "handle_error")
+    def _read_only(ctx: ExceptionContext) -> None:
+        e = ctx.original_exception
+        if not isinstance(e, sqlite3.OperationalError) or "readonly database" not in str(e):
+            return
+        conn = ctx.connection
+        if conn is not None and not conn.invalidated and conn.info.get(READS_ONLY, False):
+            return  # a write in a read-only unit (PRAGMA query_only): its own error, not the file's
+        ctx.is_disconnect = True
 
 
 def url_shown(url: str) -> str:
