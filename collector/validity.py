@@ -86,7 +86,7 @@ def replica(sample: ReplicaSample) -> ReplicaSample:
     changes: dict[str, Any] = {}
     for name in _REPLICA_COUNTS:
         value = getattr(sample, name)
-        if value is not None and count(value) is None:
+        if value is not None and not 0 <= value <= MAX_COUNT:  # count(value) is None, without a call per field
             changes[name] = None
     kv = sample.kv_usage
     if kv is not None:
@@ -108,7 +108,7 @@ def gpu(sample: GpuSample) -> GpuSample:
     changes: dict[str, Any] = {}
     for name in _GPU_COUNTS:
         value = getattr(sample, name)
-        if value is not None and count(value) is None:
+        if value is not None and not 0 <= value <= MAX_COUNT:  # count(value) is None, without a call per field
             changes[name] = None
     for name in _GPU_FRACTIONS:
         value = getattr(sample, name)

@@ -237,11 +237,11 @@ class DeclarativeAdapter:
         if keep is None and type(families) is LaidOutPage and families.shape:  # off a known layout's values, by plan
             flat = structural(families, (self.name, "flat fields"), partial(self._flat_plan, families))
             values = families.page_values
-            for name, histogram, mean, scale, flat_plan in flat:
-                if histogram:
-                    out[name] = read_flat_histogram(values, cast(FlatHistogramsPlan, flat_plan), scale=scale)
+            for name, histogram_plan, values_plan, mean, scale in flat:
+                if histogram_plan is not None:
+                    out[name] = read_flat_histogram(values, histogram_plan, scale=scale)
                 else:
-                    out[name] = read_flat_values(values, cast(FlatValuesPlan, flat_plan), mean=mean)
+                    out[name] = read_flat_values(values, values_plan, mean=mean)
         elif keep is None and page_shape(families) is not None:  # a known layout's families: by plan
             plan = structural(families, (self.name, "fields"), partial(self._plan, families))
             for name, f, planned in plan:
@@ -273,19 +273,18 @@ class DeclarativeAdapter:
 
     def _flat_plan(
         self, page: LaidOutPage
-    ) -> tuple[tuple[str, bool, bool, float, FlatValuesPlan | FlatHistogramsPlan], ...]:
+    ) -> tuple[tuple[str, FlatHistogramsPlan | None, FlatValuesPlan, bool, float], ...]:
         """``_plan`` with each source's positions in the page's values (``read_flat_values``, ``read_flat_histogram``):
-        per field its name, whether it is a histogram, whether a mean, its scale, and its plan."""
+        per field its name, its plan as a histogram (None: not one) or else as values, whether a mean, its scale
+        (typed apart, so that reading a page needs no ``cast`` call per field)."""
         plan = structural(page, (self.name, "fields"), partial(self._plan, page))
         return tuple(
             (
                 name,
-                f.combine == "histogram",
+                flat_histograms_plan(page, cast(HistogramsPlan, planned)) if f.combine == "histogram" else None,
+                () if f.combine == "histogram" else flat_values_plan(page, cast(ValuesPlan, planned)),
                 f.combine == "mean",
                 f.scale,
-                flat_histograms_plan(page, cast(HistogramsPlan, planned))
-                if f.combine == "histogram"
-                else flat_values_plan(page, cast(ValuesPlan, planned)),
             )
             for name, f, planned in plan
         )

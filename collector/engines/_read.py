@@ -369,7 +369,8 @@ def read_planned_values(families: Families, plan: ValuesPlan, *, mean: bool) -> 
 # (``LaidOutPage.page_values``) worked out once per layout: per page, a field is one pick of values, with no look-up of
 # its family and no pick of the family's values first. The same values in the same order as the plans' readers take.
 _Pick = Callable[[Sequence[float]], tuple[float, ...]]
-FlatValuesPlan = tuple[_Pick, ...]
+_ValuesPick = Callable[[Sequence[float]], Sequence[float]]
+FlatValuesPlan = tuple[_ValuesPick, ...]
 FlatHistogramsPlan = tuple[tuple[tuple[tuple[float, ...], _Pick, int, int], ...], ...]
 
 
@@ -383,20 +384,33 @@ def _tuple_picker(positions: Sequence[int]) -> _Pick:
     return cast(_Pick, operator.itemgetter(*positions))
 
 
+def _values_picker(positions: Sequence[int]) -> _ValuesPick:
+    """The items at ``positions``, picked in C: a lone position as a one-item slice of the page's values (a list)."""
+    if len(positions) == 1:
+        only = positions[0]
+        return cast(_ValuesPick, operator.itemgetter(slice(only, only + 1)))
+    return _tuple_picker(positions)
+
+
 def flat_values_plan(page: LaidOutPage, plan: ValuesPlan) -> FlatValuesPlan:
     out = []
     for key, places in plan:
         positions = page.positions(key)
-        out.append(_tuple_picker([positions[i] for i in places]))
+        out.append(_values_picker([positions[i] for i in places]))
     return tuple(out)
 
 
 def read_flat_values(values: Sequence[float], plan: FlatValuesPlan, *, mean: bool) -> float | None:
-    """``read_planned_values`` of a laid-out page's ``page_values``, from its flat plan."""
+    """``read_planned_values`` of a laid-out page's ``page_values``, from its flat plan (``_fsum`` inlined: this runs
+    for every field of every page)."""
     for pick in plan:
-        found = [v for v in pick(values) if math.isfinite(v)]
+        found = list(filter(math.isfinite, pick(values)))
         if found:
-            return _fsum(found) / len(found) if mean else _fsum(found)
+            try:
+                total = math.fsum(found)
+            except OverflowError:
+                total = _INF
+            return total / len(found) if mean else total
     return None
 
 
@@ -432,9 +446,9 @@ def read_flat_histogram(values: Sequence[float], plan: FlatHistogramsPlan, *, sc
                     count=values[count_at] if count_at >= 0 else counts[-1],
                 )
             )
-        merged = merge_histograms(parts)
+        merged = parts[0] if len(parts) == 1 else merge_histograms(parts)
         if merged is not None:
-            return scale_histogram(merged, scale)
+            return merged if scale == 1.0 else scale_histogram(merged, scale)
     return None
 
 

@@ -46,6 +46,9 @@ _MIB = 1024.0 * 1024.0
 _INT64_BLANK = float(0x7FFFFFFFFFFFFFF0)
 _INT32_BLANKS = (float(0x7FFFFFF0), float(0x7FFFFFFF))
 _FP64_BLANKS = (140737488355328.0, 140737488355331.0)
+# Below the smallest sentinel, a finite value is never blank: adapt_dcgm tests this before calling is_blank.
+_BLANK_FLOOR = _INT32_BLANKS[0]
+_NEG_INF = -math.inf
 
 
 def is_blank(value: float) -> bool:
@@ -261,12 +264,12 @@ def adapt_dcgm(families: Mapping[str, MetricFamily], target: TargetInfo, timesta
             name, convert = arg.field, arg.convert
             for at, i in reads:
                 v = page_values[i]
-                if name not in values[at] and not is_blank(v):
+                if name not in values[at] and (_NEG_INF < v < _BLANK_FLOOR or not is_blank(v)):
                     values[at][name] = convert(v)
         elif action == _EXTRA:
             for at, i in reads:
                 v = page_values[i]
-                if not is_blank(v):
+                if _NEG_INF < v < _BLANK_FLOOR or not is_blank(v):
                     extras[at].setdefault(arg, v)
         elif action == _PRESENT:
             continue
@@ -278,7 +281,7 @@ def adapt_dcgm(families: Mapping[str, MetricFamily], target: TargetInfo, timesta
         else:
             for at, i in reads:
                 v = page_values[i]
-                if not is_blank(v):
+                if _NEG_INF < v < _BLANK_FLOOR or not is_blank(v):
                     xid_counts[at] = (xid_counts[at] or 0.0) + v
     return [
         GpuSample(**fields, timestamp=timestamp, extra=extras[at], xid_count=xid_counts[at], **values[at])

@@ -124,6 +124,31 @@ def test_is_blank(value: float, blank: bool) -> None:
     assert is_blank(value) is blank
 
 
+@pytest.mark.parametrize(
+    ("value", "read"),
+    [
+        ("2147483631", 2147483631.0),  # just below the smallest sentinel: a value
+        ("2147483632", None),  # DCGM_INT32_BLANK
+        ("140737488355328", None),  # DCGM_FP64_BLANK
+        ("NaN", None),
+        ("-Inf", None),
+        ("+Inf", None),
+        ("-5", -5.0),
+        ("0", 0.0),
+    ],
+)
+def test_a_value_is_read_unless_blank_on_a_parsed_page_and_off_a_layout(value: str, read: float | None) -> None:
+    # adapt_dcgm tests a value below the smallest sentinel before it calls is_blank: both ways give is_blank's answer
+    page = '# TYPE DCGM_FI_DEV_GPU_TEMP gauge\nDCGM_FI_DEV_GPU_TEMP{{gpu="0",UUID="GPU-0"}} {}\n'
+    cache = LayoutCache(parse)
+    _laid_out(cache, "t", page.format(1))
+    families = _laid_out(cache, "t", page.format(value))
+    assert isinstance(families, LaidOutPage)
+    (laid_out,) = adapt_dcgm(families, GPU_TARGET, 1.0)
+    (parsed,) = adapt_dcgm(parse(page.format(value)), GPU_TARGET, 1.0)
+    assert laid_out.temperature_c == parsed.temperature_c == read
+
+
 EXPORTER_POD = "dcgm-exporter-x7k2p"
 
 
