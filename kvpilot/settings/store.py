@@ -22,8 +22,11 @@ class StoreSettings(_Section):
     auto_migrate: bool = Field(
         default=True,
         description="`kvpilot run` upgrades the schema to head at start (else: `kvpilot db upgrade`), and creates it "
-        "again where the store comes back without one while it runs (a database restored or recreated empty, a SQLite "
-        "file removed), as a restart would; its buffered writes then follow.",
+        "again where the store comes back without one while it runs (a database recreated empty, a SQLite file "
+        "removed), as a restart would; its buffered writes then follow. So restore a dump or move a SQLite file aside "
+        "only with every kvpilot stopped: `pg_restore` into a schema created meanwhile reports an error on every table "
+        "and restores none of the rows of a table written meanwhile; writes taken into a SQLite file that the one "
+        'moved back then replaces are lost (docs/quickstart.md, "Restoring a backup").',
     )
     probe_every_s: float = Field(
         default=2.0,
