@@ -155,6 +155,19 @@ def downgrade(url: str, revision: str = "-1") -> None:
     _run(command.downgrade, url, revision)
 
 
+def create_if_empty(url: str) -> str | None:
+    """The schema created at head where the database holds none (its revision), else None: looked at under the
+    migration lock, so that of two kvpilots that find one database empty (``kvpilot.runtime.wiring.schema_again``),
+    the one that waited on the lock finds the other's schema and does not say it created it."""
+    cfg = alembic_config(url)
+    with _exclusive(url) as conn:
+        if MigrationContext.configure(conn).get_current_revision() is not None:
+            return None
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+    return head()
+
+
 def revisions() -> set[str]:
     """Every revision these migrations hold."""
     return {s.revision for s in ScriptDirectory.from_config(alembic_config()).walk_revisions()}

@@ -85,13 +85,13 @@ def _require_head(url: str) -> None:
 def schema_again(url: str) -> Callable[[], str | None]:
     """With ``store.auto_migrate``: the store's schema created again where the database answers with none (its
     revision, else None), as the upgrade at start does: under the migration lock, so that two kvpilots that find the
-    same empty database create it once (``Service``'s store probe calls it while writes fail)."""
+    same empty database create it once, and only the one that did says so (``Service``'s store probe calls it while
+    writes fail; the look before the lock spares the lock where a schema is there, as it mostly is)."""
 
     def again() -> str | None:
         if migrations.current(url) is not None:
             return None
-        migrations.upgrade(url)
-        return migrations.current(url)
+        return migrations.create_if_empty(url)
 
     return again
 
