@@ -23,6 +23,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
@@ -160,6 +161,17 @@ class AlwaysLeader:
     leader = True
 
 
+@dataclass(frozen=True)
+class SchemaAgain:
+    """With ``store.auto_migrate``: how a running kvpilot finds its store answering without kvpilot's schema
+    (``missing``, blocking) and creates it again (``create``, blocking: the revision it created, None where another
+    kvpilot did first), once it has been missing for ``after_s`` (``store.recreate_after_s``)."""
+
+    missing: Callable[[], bool]
+    create: Callable[[], str | None]
+    after_s: float = 60.0
+
+
 class Service:
     def __init__(
         self,
@@ -187,7 +199,7 @@ class Service:
         freeze_heap: bool = True,
         gil_switch_s: float | None = GIL_SWITCH_S,
         split_after_s: float = SPLIT_AFTER_LEASES * 15.0,
-        schema_again: Callable[[], str | None] | None = None,
+        schema_again: SchemaAgain | None = None,
     ) -> None:
         """``counters``: those ``loop`` increments; the service adds the snapshot's gauges and its health to their
         registry (``metrics``, what /metrics renders). ``node_drains``: the map the actuator task refreshes and
@@ -195,8 +207,8 @@ class Service:
         (once per process). ``gil_switch_s``: at start, ``shorten_gil_switch(gil_switch_s)`` (None: the
         interpreter's default). ``split_after_s``: how long a replica on its own SQLite follows another holder
         before it warns (``SPLIT_AFTER_LEASES`` of ``ha.lease_duration_s``). ``schema_again``: with
-        ``store.auto_migrate``, the store's schema created again where the database answers without one (blocking;
-        the revision it created, None where a schema was there): the store probe calls it while writes fail."""
+        ``store.auto_migrate``, how the store probe, while writes fail, finds the database answering without
+        kvpilot's schema and, once that has lasted ``SchemaAgain.after_s``, creates it again."""
         self.clock = clock
         self.loop = loop
         self.engine = engine
@@ -236,6 +248,7 @@ class Service:
         self._probe_started: float | None = None  # time.monotonic() of the probe in flight
         self._probe_ok = True
         self.schema_again = schema_again
+        self._schema_missing_since: float | None = None  # time.monotonic() the probe first found no schema
         self._drain_store = SaidOnce(log, "drain worker")
         self.freeze_heap = freeze_heap
         self.gil_switch_s = gil_switch_s
@@ -442,26 +455,54 @@ class Service:
 
     def _probe(self) -> bool:
         """The store probe's call (its own thread): whether the database answers a trivial query; where it does
-        while writes fail, the schema created again if the database has none (``schema_again``). A database that
-        answers without kvpilot's tables (one restored or recreated empty, a SQLite file removed under a running
+        while writes fail and has no kvpilot schema for ``schema_again.after_s``, the schema created again. A
+        database that answers without kvpilot's tables (one recreated empty, a SQLite file removed under a running
         kvpilot) failed every write and read until a restart, which migrates: /readyz 503 for good (liveness still
-        200, so nothing restarted it), the buffer filling, then dropping its oldest writes."""
+        200, so nothing restarted it), the buffer filling, then dropping its oldest writes. The wait keeps what an
+        operator brings back meanwhile (a dump being restored, a SQLite file moved aside and back): a schema created
+        under it would take the writes the restored data then replaces, or fail the restore on every table."""
         ok = ping(self.engine)
-        if ok and not self.writer.up and self.schema_again is not None:
-            try:
-                created = self.schema_again()
-            except Exception as e:  # the next probe tries again; a refusal (a newer kvpilot's revision) is its own
-                log.debug("store schema check failed: %s", driver_words(e))
+        again = self.schema_again
+        if again is None or not ok or self.writer.up:
+            if ok and self.writer.up:
+                self._schema_back()
+            return ok
+        try:
+            if not again.missing():
+                self._schema_back()
                 return ok
-            if created is not None:
-                log.warning(
-                    "the store answered without kvpilot's schema (a database restored or recreated empty, a SQLite "
-                    "file removed): created it again at %s (store.auto_migrate), as a restart would; what it held "
-                    "before is not in it; %d buffered writes follow",
-                    created,
-                    self.writer.pending,
-                )
+            now = time.monotonic()
+            if self._schema_missing_since is None:
+                self._schema_missing_since = now
+                if again.after_s > 0:
+                    log.warning(
+                        "the store answers but holds no kvpilot schema (a database recreated empty or being restored, "
+                        "a SQLite file removed or moved aside): writes are held, and it is created again in %.0f s "
+                        "unless it comes back (store.recreate_after_s)",
+                        again.after_s,
+                    )
+            if now - self._schema_missing_since < again.after_s:
+                return ok
+            created = again.create()
+        except Exception as e:  # the next probe tries again; a refusal (a newer kvpilot's revision) is its own
+            log.debug("store schema check failed: %s", driver_words(e))
+            return ok
+        self._schema_missing_since = None
+        if created is not None:
+            log.warning(
+                "the store answered without kvpilot's schema (a database restored or recreated empty, a SQLite "
+                "file removed): created it again at %s (store.auto_migrate), as a restart would; what it held "
+                "before is not in it; %d buffered writes follow",
+                created,
+                self.writer.pending,
+            )
         return ok
+
+    def _schema_back(self) -> None:
+        """The store holds kvpilot's schema again (or its writes get through): said once where its absence was."""
+        if self._schema_missing_since is not None:
+            log.warning("the store holds kvpilot's schema again; the held writes follow (%d left)", self.writer.pending)
+        self._schema_missing_since = None
 
     async def _run_actuator(self) -> None:
         """After each tick (woken by the loop, at most one pass in flight): the drain-state map, then the leader's

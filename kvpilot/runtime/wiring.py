@@ -35,7 +35,7 @@ from kvpilot.runtime.node_drains import NodeDrains
 from kvpilot.runtime.restore import Restored, restore, restore_taken, seed_capacity, vanished_gpus
 from kvpilot.runtime.scale_ksm import KubeStateMetricsScale
 from kvpilot.runtime.scale_view import KubernetesScale, ScaleSource, SimulatorScale
-from kvpilot.runtime.service import SPLIT_AFTER_LEASES, Abortable, Campaigns, HasOwnMetrics, Service
+from kvpilot.runtime.service import SPLIT_AFTER_LEASES, Abortable, Campaigns, HasOwnMetrics, SchemaAgain, Service
 from kvpilot.runtime.shards import CollectsOwned, OwnedCollect, OwnedTargets, ShardCoordinator, Takeover
 from kvpilot.runtime.sources import Sources
 from kvpilot.settings import DeploymentScaling, Settings, SettingsError
@@ -82,18 +82,16 @@ def _require_head(url: str) -> None:
         )
 
 
-def schema_again(url: str) -> Callable[[], str | None]:
-    """With ``store.auto_migrate``: the store's schema created again where the database answers with none (its
-    revision, else None), as the upgrade at start does: under the migration lock, so that two kvpilots that find the
-    same empty database create it once, and only the one that did says so (``Service``'s store probe calls it while
-    writes fail; the look before the lock spares the lock where a schema is there, as it mostly is)."""
-
-    def again() -> str | None:
-        if migrations.current(url) is not None:
-            return None
-        return migrations.create_if_empty(url)
-
-    return again
+def schema_again(url: str, after_s: float) -> SchemaAgain:
+    """With ``store.auto_migrate``: the store's schema created again where the database answers with none for
+    ``after_s`` (``store.recreate_after_s``), as the upgrade at start does: under the migration lock, so that two
+    kvpilots that find the same empty database create it once, and only the one that did says so (``Service``'s
+    store probe looks while writes fail; the look before the lock spares the lock where a schema is there)."""
+    return SchemaAgain(
+        missing=lambda: migrations.current(url) is None,
+        create=lambda: migrations.create_if_empty(url),
+        after_s=after_s,
+    )
 
 
 def capacity_config(scaling: DeploymentScaling) -> CapacityConfig:
@@ -346,7 +344,11 @@ def build_service(
         split_after_s=SPLIT_AFTER_LEASES * settings.ha.lease_duration_s,
         store_probe_every_s=settings.store.probe_every_s,
         store_hang_s=settings.store.hang_after_s,
-        schema_again=schema_again(settings.database_url) if settings.store.auto_migrate else None,
+        schema_again=(
+            schema_again(settings.database_url, settings.store.recreate_after_s)
+            if settings.store.auto_migrate
+            else None
+        ),
         **extra,
     )
     return service, restored

@@ -22,11 +22,19 @@ class StoreSettings(_Section):
     auto_migrate: bool = Field(
         default=True,
         description="`kvpilot run` upgrades the schema to head at start (else: `kvpilot db upgrade`), and creates it "
-        "again where the store comes back without one while it runs (a database recreated empty, a SQLite file "
-        "removed), as a restart would; its buffered writes then follow. So restore a dump or move a SQLite file aside "
-        "only with every kvpilot stopped: `pg_restore` into a schema created meanwhile reports an error on every table "
-        "and restores none of the rows of a table written meanwhile; writes taken into a SQLite file that the one "
-        'moved back then replaces are lost (docs/quickstart.md, "Restoring a backup").',
+        "again where the store answers without one for `recreate_after_s` while it runs (a database recreated empty, "
+        "a SQLite file removed), as a restart would; its buffered writes then follow. So restore a dump or move a "
+        "SQLite file aside only with every kvpilot stopped, or within `recreate_after_s`: `pg_restore` into a schema "
+        "created meanwhile reports an error on every table and restores none of the rows of a table written "
+        "meanwhile; writes taken into a SQLite file that the one moved back then replaces are lost "
+        '(docs/quickstart.md, "Restoring a backup").',
+    )
+    recreate_after_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="With `auto_migrate`: how long a running kvpilot's store must answer without kvpilot's schema "
+        "before it is created again (writes are held meanwhile, said once); a schema back within it (a restore, a "
+        "SQLite file moved back) is kept, with the held writes written into it. 0: at once.",
     )
     probe_every_s: float = Field(
         default=2.0,

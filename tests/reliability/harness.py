@@ -112,12 +112,13 @@ def running(
     header_timeout_s: float = 10.0,
     max_connections: int = 1000,
     http: HttpImpl = "auto",
+    recreate_after_s: float = 60.0,
 ) -> Iterator[Running]:
     """Build, start and serve; ``actuation(service)`` returns the Actuation to use (None: no actuation, so that
     approved drains stay approved and the rails can be counted); ``http`` picks uvicorn's protocol as `kvpilot run`
-    serves it (``auto``: httptools where installed, else h11)."""
+    serves it (``auto``: httptools where installed, else h11); ``recreate_after_s``: the store setting."""
     settings = load_settings(
-        store={"database_url": url, "probe_every_s": 0.25},
+        store={"database_url": url, "probe_every_s": 0.25, "recreate_after_s": recreate_after_s},
         collector={"interval_s": interval_s, "timeout_s": interval_s / 2, "discovery": {"kind": "static"}},
         drains={"dry_run": False, "max_concurrent": max_concurrent},
         api={

@@ -44,7 +44,7 @@ def test_a_store_that_comes_back_empty_gets_its_schema_again_and_the_buffered_wr
     store: Store, record: Recorder, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    with running(store.url) as r, r.client() as c:
+    with running(store.url, recreate_after_s=1.0) as r, r.client() as c:
         wait_for(lambda: c.get("/readyz").status_code == 200, timeout_s=20, what="ready before")
         assert c.post("/v1/drains", json={"node": "before"}, headers=A).status_code == 201
         w = r.service.writer
@@ -69,6 +69,73 @@ def test_a_store_that_comes_back_empty_gets_its_schema_again_and_the_buffered_wr
                and w.written_total > written and w.lost_total == 0)  # fmt: skip
     said = _said(caplog)
     record("said", "one warning that the schema was created again", f"{said}", said == 1)
+
+
+def _aside(store: Store, back: bool) -> None:
+    """The store's data moved aside (``back``: moved back) as an operator restoring a backup does: the SQLite file and
+    its WAL renamed; PostgreSQL's schema renamed and an empty one made in its place (tried again where it deadlocks
+    with the running kvpilot's own statements)."""
+    if store.server is None:
+        path = Path(str(make_url(store.url).database))
+        for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            src, dst = (p.with_name(p.name + ".aside"), p) if back else (p, p.with_name(p.name + ".aside"))
+            if back:
+                dst.unlink(missing_ok=True)
+            if src.exists():
+                src.rename(dst)
+        return
+    statements = (
+        ("DROP SCHEMA public CASCADE", "ALTER SCHEMA aside RENAME TO public")
+        if back
+        else ("ALTER SCHEMA public RENAME TO aside", "CREATE SCHEMA public")
+    )
+    url = store.url.replace("+psycopg", "")
+    for _ in range(50):
+        try:
+            with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+                for statement in statements:
+                    conn.execute(statement)
+            return
+        except (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable):
+            time.sleep(0.1)
+    raise AssertionError("the schema could not be moved in 50 tries")
+
+
+def test_a_store_brought_back_within_recreate_after_s_keeps_its_data_and_takes_the_held_writes(
+    store: Store, record: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    with running(store.url, recreate_after_s=60.0) as r, r.client() as c:
+        wait_for(lambda: c.get("/readyz").status_code == 200, timeout_s=20, what="ready before")
+        assert c.post("/v1/drains", json={"node": "before"}, headers=A).status_code == 201
+        w = r.service.writer
+        _aside(store, back=False)
+        written = w.written_total
+        wait_for(lambda: _waiting(caplog) > 0, timeout_s=20, what="the schema's absence said")
+        _aside(store, back=True)
+        try:
+            back = wait_for(lambda: c.get("/readyz").status_code == 200, timeout_s=20, what="ready again")
+        except AssertionError:
+            back = None
+        wait_for(lambda: w.pending == 0, timeout_s=20, what="held writes flushed")
+        wait_for(lambda: _again(caplog) > 0, timeout_s=20, what="its return said (by the next store probe)")
+        nodes = sorted(d["node"] for d in c.get("/v1/drains", headers=R).json()["items"])
+        record("the store moved aside and back within recreate_after_s", "ready again, its data kept, the held "
+               "writes stored in it, 0 lost, no schema created meanwhile",
+               f"ready {'never' if back is None else f'{back:.1f} s'}, drains {nodes}, "
+               f"{w.written_total - written} writes stored, lost {w.lost_total}, created {_said(caplog)}",
+               back is not None and nodes == ["before"] and w.written_total > written and w.lost_total == 0
+               and _said(caplog) == 0)  # fmt: skip
+    said = (_waiting(caplog), _again(caplog))
+    record("said", "its absence once, its return once", f"{said}", said == (1, 1))
+
+
+def _waiting(caplog: pytest.LogCaptureFixture) -> int:
+    return sum("holds no kvpilot schema" in m.getMessage() for m in list(caplog.records))
+
+
+def _again(caplog: pytest.LogCaptureFixture) -> int:
+    return sum("holds kvpilot's schema again" in m.getMessage() for m in list(caplog.records))
 
 
 def _said(caplog: pytest.LogCaptureFixture) -> int:

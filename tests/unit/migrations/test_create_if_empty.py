@@ -21,10 +21,12 @@ from tests.helpers.poll import wait_for
 
 def test_an_empty_store_gets_its_schema_and_says_its_revision(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'k.db'}"
-    again = schema_again(url)
-    assert again() == migrations.head()
+    again = schema_again(url, after_s=0.0)
+    assert again.missing()
+    assert again.create() == migrations.head()
     assert migrations.is_at_head(url)
-    assert again() is None  # a schema there: nothing created
+    assert not again.missing()
+    assert again.create() is None  # a schema there: nothing created
 
 
 def test_a_schema_another_kvpilot_made_while_this_one_waited_is_not_said_created(
@@ -37,7 +39,7 @@ def test_a_schema_another_kvpilot_made_while_this_one_waited_is_not_said_created
     said: list[str | None] = []
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # another kvpilot, which found the store empty too, holds the lock
-        waiting = threading.Thread(target=lambda: said.append(schema_again(url)()), daemon=True)
+        waiting = threading.Thread(target=lambda: said.append(schema_again(url, after_s=0.0).create()), daemon=True)
         waiting.start()
         wait_for(lambda: "waiting for the migration lock" in caplog.text, timeout_s=30, what="this one waiting")
         cfg = migrations.alembic_config(url)  # the other creates the schema under its lock
