@@ -39,7 +39,7 @@ from collector.state import FleetState, ReplicaView
 from collector.validity import fraction
 from detectors._values import finite
 from detectors.finding import Finding, Severity, Subject
-from detectors.kv_trend import KvTrends, window_trend
+from detectors.kv_trend import KvTrends, thinned, window_trend
 from detectors.thresholds import KvThresholds, Thresholds
 
 KIND = "kv_exhaustion"
@@ -214,6 +214,7 @@ class DemandTrend:
 def _theil_sen_slope(points: Sequence[tuple[float, float]], min_samples: int) -> float | None:
     if len(points) < min_samples:
         return None
+    points = thinned(list(points))  # a short tick's many points cost pairs, not reading (kv_trend.MAX_TREND_POINTS)
     slopes = [(v2 - v1) / (t2 - t1) for i, (t1, v1) in enumerate(points) for t2, v2 in points[i + 1 :] if t2 > t1]
     return statistics.median(slopes) if slopes else None
 

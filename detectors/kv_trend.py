@@ -21,12 +21,27 @@ Trend = tuple[float, float]  # (slope per second, fitted usage at the latest sam
 
 _timestamp = operator.attrgetter("timestamp")
 
+# The most points a trend is fitted from: a window of more (a tick much shorter than the window's 60 s / 12 points at
+# the default 5 s) is thinned to every k-th sample back from the latest, so the pairs stay ~2,000 however short the
+# tick (collector.interval_s 0.05 put 1,200 points, 720,000 pairs, in each replica's window every tick).
+MAX_TREND_POINTS = 64
+
+
+def thinned(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """``points`` (oldest first), or where there are more than ``MAX_TREND_POINTS`` every k-th back from the latest,
+    at most that many: what a Theil-Sen fit reads."""
+    if len(points) <= MAX_TREND_POINTS:
+        return points
+    step = -(-len(points) // MAX_TREND_POINTS)  # ceil
+    return points[::-step][::-1]
+
 
 def fit_trend(history: Sequence[ReplicaSample], window_s: float, min_samples: int) -> Trend | None:
     """Theil-Sen (slope per second, fitted usage at the latest sample) of kv_usage over the last ``window_s`` of
     ``history``; None with fewer than ``min_samples`` points. The median of pairwise slopes ignores a noisy scrape
     or two (least squares would let one spike at the window's end set the slope), and the fitted level, not the
-    last raw value, is what is projected. O(n^2) pairs over the window's ~12-24 samples."""
+    last raw value, is what is projected. O(n^2) pairs over the window's ~12-24 samples; a window of more than
+    ``MAX_TREND_POINTS`` is fitted from every k-th sample back from the latest, at most that many."""
     start = history[-1].timestamp - window_s
     # `fraction` of each usage, called only where it could change one: a usage strictly inside (0, 1) is its own
     # `fraction` (the same object), and nearly every sample's is, so the call is skipped for those.
@@ -37,6 +52,7 @@ def fit_trend(history: Sequence[ReplicaSample], window_s: float, min_samples: in
     ]
     if len(pts) < min_samples:
         return None
+    pts = thinned(pts)
     slopes = [(v2 - v1) / (t2 - t1) for i, (t1, v1) in enumerate(pts) for t2, v2 in pts[i + 1 :] if t2 > t1]
     if not slopes:
         return None
