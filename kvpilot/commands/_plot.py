@@ -10,7 +10,8 @@ from pathlib import Path
 
 def plot_file(flag: str | Path) -> Path:
     """The path ``--plot flag`` writes: ``flag``, with ``.png`` added when it has no suffix. Raises ValueError with
-    the line to print when the folder does not exist, the path is a folder, or matplotlib writes no such type."""
+    the line to print when the folder does not exist, the path is a folder or cannot be written, or matplotlib writes
+    no such type."""
     path = Path(flag)
     if not path.suffix:
         path = path.with_name(f"{path.name}.png")
@@ -19,6 +20,14 @@ def plot_file(flag: str | Path) -> Path:
         raise ValueError(f"--plot {flag}: folder {folder} does not exist")
     if path.is_dir():
         raise ValueError(f"--plot {flag}: {path} is a folder")
+    existed = path.exists()
+    try:  # can it be made there (a folder that takes no files: /proc, read-only, not ours)? Nothing is written to it
+        with path.open("ab"):
+            pass
+    except OSError as e:
+        raise ValueError(f"--plot {flag}: {e.strerror or e}") from None
+    if not existed:
+        path.unlink(missing_ok=True)
     from matplotlib.backend_bases import FigureCanvasBase
 
     kinds = FigureCanvasBase.get_supported_filetypes()

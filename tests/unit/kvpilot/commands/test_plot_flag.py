@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from kvpilot.cli import app
@@ -14,12 +15,26 @@ from kvpilot.cli import app
 SHORT = ["backtest", "--trace", "synthetic:duration_s=60,rate=2", "--no-frontier", "--policies", "reactive"]
 
 
-def test_a_plot_that_cannot_be_written_keeps_the_results() -> None:
-    # the folder exists, the file cannot be made there: was a FileNotFoundError traceback, and no JSON, after the replay
-    out = CliRunner().invoke(app, [*SHORT, "--json", "--plot", "/proc/kvpilot-backtest.png"])
+def test_a_plot_that_cannot_be_made_is_refused_before_the_replay() -> None:
+    # the folder exists, the file cannot be made there: was refused only after the replay (exit 1, results printed)
+    for command in (SHORT, ["demo", "--json", "--duration", "60"]):
+        out = CliRunner().invoke(app, [*command, "--json", "--plot", "/proc/kvpilot-plot.png"])
+        assert out.exit_code == 2, out.output
+        assert out.stderr.strip() == "error: --plot /proc/kvpilot-plot.png: No such file or directory"
+        assert out.stdout == ""  # refused before the replay
+
+
+def test_a_plot_that_fails_after_the_replay_keeps_the_results(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import scaler.backtest.plot as backtest_plot
+
+    def fails(*_: object, **__: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(backtest_plot, "plot", fails)  # a disk filling during the replay
+    out = CliRunner().invoke(app, [*SHORT, "--json", "--plot", str(tmp_path / "figure.png")])
     assert out.exit_code == 1, out.output
     assert "reactive" in json.loads(out.stdout)["policies"]
-    assert out.stderr.strip().splitlines()[-1] == "error: --plot /proc/kvpilot-backtest.png: No such file or directory"
+    assert out.stderr.strip().splitlines()[-1] == f"error: --plot {tmp_path / 'figure.png'}: No space left on device"
 
 
 def test_a_plot_named_without_a_suffix_is_written_as_png_and_said(tmp_path: Path) -> None:
