@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import stat
 import threading
 from collections.abc import Callable, Mapping
@@ -155,11 +156,28 @@ def alias_values(root: yaml.Node | None) -> int:
 CONSTRUCT_ERRORS = (ValueError, TypeError, AttributeError, KeyError, OverflowError)
 
 
+# NEL, LINE SEPARATOR, PARAGRAPH SEPARATOR: line breaks to PyYAML (YAML 1.1), not to editors, grep or YAML 1.2.
+_HIDDEN_BREAK = re.compile("[\u0085\u2028\u2029]")
+
+
 def yaml_loader(text: str) -> tuple[yaml.SafeLoader | None, int, str]:
     """A SafeLoader over ``text``, or None, the line and why it cannot be one: PyYAML refuses a control character
     (NUL, BEL, ESC, ... anywhere in the text: a binary file, a stray byte an editor or a paste left) when the loader
     is made, before any parse, with a ReaderError that named a position in characters: raised where only a parse's
-    errors were caught, it was a traceback (the settings file: exit 1; the targets file: a traceback every tick)."""
+    errors were caught, it was a traceback (the settings file: exit 1; the targets file: a traceback every tick).
+    NEL, U+2028 and U+2029 are refused too: PyYAML reads them as line breaks, so text an editor shows inside a
+    comment was live (``retention_days: 3 # note<U+2028>buffer_max_writes: 5`` set buffer_max_writes)."""
+    hidden = _HIDDEN_BREAK.search(text)
+    if hidden is not None:
+        line = text.count("\n", 0, hidden.start()) + 1
+        return (
+            None,
+            line,
+            (
+                f"character U+{ord(hidden.group()):04X} is not allowed: YAML reads it as a line break where "
+                "editors and grep show none (text after it in a comment would be read as settings)"
+            ),
+        )
     try:
         return yaml.SafeLoader(text), 0, ""
     except yaml.reader.ReaderError as e:

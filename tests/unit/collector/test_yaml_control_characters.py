@@ -39,6 +39,22 @@ def test_the_settings_file_says_which_line_holds_it(tmp_path: Path, char: str) -
     assert result.stderr.splitlines() == [f"error: {e.value}"]
 
 
+@pytest.mark.parametrize("char", ["\x85", "\u2028", "\u2029"])
+def test_a_line_break_only_yaml_sees_is_refused_by_line_in_both_files(tmp_path: Path, char: str) -> None:
+    # PyYAML reads NEL, U+2028 and U+2029 as line breaks; an editor and grep show none: the text after one inside a
+    # comment was read as settings (buffer_max_writes 5 below), and YAML's own error lines disagreed with the editor's
+    path = tmp_path / "kvpilot.yaml"
+    path.write_text(f"store:\n  retention_days: 3  # note{char}  buffer_max_writes: 5\n", encoding="utf-8")
+    with pytest.raises(SettingsError) as e:
+        load_settings(path)
+    assert str(e.value).startswith(f"config file {path}, line 2: character U+{ord(char):04X} is not allowed: YAML ")
+    targets = tmp_path / "targets.yaml"
+    targets.write_text(GOOD + f"  # a comment{char}- url: http://10.0.0.9:8000/metrics\n", encoding="utf-8")
+    with pytest.raises(TargetFileError) as t:
+        load_targets(targets)
+    assert str(t.value).startswith(f"{targets}:3: character U+{ord(char):04X} is not allowed: YAML reads it")
+
+
 def test_the_targets_file_says_which_line_holds_it(tmp_path: Path) -> None:
     path = tmp_path / "targets.yaml"
     path.write_text(GOOD + "  - url: http://10.0.0.2:8000/metrics\x00\n", encoding="utf-8")
