@@ -21,6 +21,8 @@ def plot_file(flag: str | Path) -> Path:
     if path.is_dir():
         raise ValueError(f"--plot {flag}: {path} is a folder")
     existed = path.exists()
+    if existed and not path.is_file():  # a FIFO would hold the open below until something reads it
+        raise ValueError(f"--plot {flag}: {path} is not a regular file")
     try:  # can it be made there (a folder that takes no files: /proc, read-only, not ours)? Nothing is written to it
         with path.open("ab"):
             pass

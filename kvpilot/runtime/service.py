@@ -466,6 +466,8 @@ class Service:
         if again is None or not ok or self.writer.up:
             if ok and self.writer.up:
                 self._schema_back()
+            elif not ok:  # away altogether: the wait starts again from its return, not from before the outage
+                self._schema_missing_since = None
             return ok
         try:
             if not again.missing():
@@ -490,9 +492,9 @@ class Service:
         self._schema_missing_since = None
         if created is not None:
             log.warning(
-                "the store answered without kvpilot's schema (a database restored or recreated empty, a SQLite "
-                "file removed): created it again at %s (store.auto_migrate), as a restart would; what it held "
-                "before is not in it; %d buffered writes follow",
+                "the store answered without kvpilot's schema for store.recreate_after_s (a database recreated "
+                "empty, a SQLite file removed): created it again at %s (store.auto_migrate), as a restart would; "
+                "what it held before is not in it; %d buffered writes follow",
                 created,
                 self.writer.pending,
             )
@@ -501,7 +503,11 @@ class Service:
     def _schema_back(self) -> None:
         """The store holds kvpilot's schema again (or its writes get through): said once where its absence was."""
         if self._schema_missing_since is not None:
-            log.warning("the store holds kvpilot's schema again; the held writes follow (%d left)", self.writer.pending)
+            pending = self.writer.pending
+            log.warning(
+                "the store holds kvpilot's schema again; %s",
+                f"{pending} held writes follow" if pending else "the held writes went into it",
+            )
         self._schema_missing_since = None
 
     async def _run_actuator(self) -> None:

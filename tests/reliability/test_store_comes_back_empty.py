@@ -28,16 +28,22 @@ def _emptied(store: Store) -> None:
         for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
             p.unlink(missing_ok=True)
         return
+    _on_postgres(store, ("DROP SCHEMA public CASCADE", "CREATE SCHEMA public"))
+
+
+def _on_postgres(store: Store, statements: tuple[str, ...]) -> None:
+    """``statements`` in one transaction on the store's PostgreSQL, tried again where they deadlock with the running
+    kvpilot's own statements."""
     url = store.url.replace("+psycopg", "")
     for _ in range(50):
         try:
-            with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute("DROP SCHEMA public CASCADE")
-                conn.execute("CREATE SCHEMA public")
+            with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+                for statement in statements:
+                    conn.execute(statement)
             return
         except (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable):
             time.sleep(0.1)
-    raise AssertionError("the schema could not be dropped in 50 tries")
+    raise AssertionError(f"{statements} could not run in 50 tries")
 
 
 def test_a_store_that_comes_back_empty_gets_its_schema_again_and_the_buffered_writes(
@@ -84,21 +90,12 @@ def _aside(store: Store, back: bool) -> None:
             if src.exists():
                 src.rename(dst)
         return
-    statements = (
+    _on_postgres(
+        store,
         ("DROP SCHEMA public CASCADE", "ALTER SCHEMA aside RENAME TO public")
         if back
-        else ("ALTER SCHEMA public RENAME TO aside", "CREATE SCHEMA public")
+        else ("ALTER SCHEMA public RENAME TO aside", "CREATE SCHEMA public"),
     )
-    url = store.url.replace("+psycopg", "")
-    for _ in range(50):
-        try:
-            with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
-                for statement in statements:
-                    conn.execute(statement)
-            return
-        except (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable):
-            time.sleep(0.1)
-    raise AssertionError("the schema could not be moved in 50 tries")
 
 
 def test_a_store_brought_back_within_recreate_after_s_keeps_its_data_and_takes_the_held_writes(

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collector.samples import ReplicaSample
-from detectors import kv_trend
+from detectors import kv_exhaustion
 from detectors.kv_trend import MAX_TREND_POINTS, fit_trend
 
 
@@ -57,38 +59,33 @@ def test_a_window_of_many_samples_is_fitted_from_every_kth_back_from_the_latest(
     assert math.isclose(got[1], want[1], abs_tol=1e-12)
 
 
-def test_a_60s_window_at_a_50ms_tick_reads_a_ramp_right_from_at_most_the_cap(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture
+def medians(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many values each Theil-Sen median (both fits call statistics.median) was taken over."""
     seen: list[int] = []
     median = statistics.median
 
-    def counting(data):  # type: ignore[no-untyped-def]
-        data = list(data)
-        seen.append(len(data))
-        return median(data)
+    def counting(data: Iterable[float]) -> float:
+        values = list(data)
+        seen.append(len(values))
+        return median(values)
 
-    monkeypatch.setattr(kv_trend.statistics, "median", counting)
+    monkeypatch.setattr(statistics, "median", counting)
+    return seen
+
+
+def test_a_60s_window_at_a_50ms_tick_reads_a_ramp_right_from_at_most_the_cap(medians: list[int]) -> None:
     ramp = [0.2 + 0.001 * i * 0.05 for i in range(1200)]  # 0.001 a second for 60 s at 50 ms
     got = fit_trend(_samples(ramp, 0.05), window_s=60.0, min_samples=3)
     assert got is not None
     assert math.isclose(got[0], 0.001, rel_tol=1e-9)
     assert math.isclose(got[1], ramp[-1], rel_tol=1e-9)
-    assert max(seen) <= MAX_TREND_POINTS * (MAX_TREND_POINTS - 1) // 2  # was 1200 * 1199 / 2 = 719,400 slopes
+    assert max(medians) <= MAX_TREND_POINTS * (MAX_TREND_POINTS - 1) // 2  # was 1200 * 1199 / 2 = 719,400 slopes
 
 
-def test_the_arrival_rates_slope_of_a_short_tick_reads_at_most_the_cap(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from detectors import kv_exhaustion
-
-    seen: list[int] = []
-    median = statistics.median
-
-    def counting(data):  # type: ignore[no-untyped-def]
-        data = list(data)
-        seen.append(len(data))
-        return median(data)
-
-    monkeypatch.setattr(kv_exhaustion.statistics, "median", counting)
+def test_the_arrival_rates_slope_of_a_short_tick_reads_at_most_the_cap(medians: list[int]) -> None:
     rates = [(1000.0 + i * 0.05, 2.0 + 0.01 * i * 0.05) for i in range(1200)]
     slope = kv_exhaustion._theil_sen_slope(rates, 3)
     assert slope is not None
     assert math.isclose(slope, 0.01, rel_tol=1e-9)
-    assert max(seen) <= MAX_TREND_POINTS * (MAX_TREND_POINTS - 1) // 2
+    assert max(medians) <= MAX_TREND_POINTS * (MAX_TREND_POINTS - 1) // 2

@@ -5,6 +5,7 @@ written after it loses none of the results."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,11 @@ def test_a_type_matplotlib_cannot_write_is_refused_before_the_replay(tmp_path: P
         assert out.stderr.startswith(f"error: --plot {tmp_path / 'figure.foo'}: matplotlib writes no .foo files (png,")
         assert "kvpilot: " not in out.stderr  # refused before the replay's progress
     assert not list(tmp_path.iterdir())
+
+
+def test_a_plot_named_for_a_fifo_is_refused_without_waiting_on_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "plot.png"
+    os.mkfifo(fifo)
+    out = CliRunner().invoke(app, [*SHORT, "--json", "--plot", str(fifo)])
+    assert out.exit_code == 2, out.output
+    assert out.stderr.strip() == f"error: --plot {fifo}: {fifo} is not a regular file"
