@@ -48,5 +48,6 @@ def check_numbers(*flags: tuple[str, float | None, Bound]) -> None:
     value (None: the flag was not given and has no default) is fine."""
     for flag, value, bound in flags:
         if value is not None and not bound.holds(value):
-            typer.echo(f"error: {flag} must be a finite number{bound}, got {value}", err=True)
+            kind = "an integer" if isinstance(value, int) else "a finite number"  # --seed: an int flag is finite
+            typer.echo(f"error: {flag} must be {kind}{bound}, got {value}", err=True)
             raise typer.Exit(2)

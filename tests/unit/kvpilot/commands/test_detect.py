@@ -183,4 +183,4 @@ def test_a_page_over_the_cap_names_detects_flag_and_the_flag_reads_it() -> None:
 def test_a_page_cap_below_the_settings_floor_is_refused_by_flag() -> None:
     result = CliRunner().invoke(app, ["detect", "--source", "http://127.0.0.1:1/m", "--max-body-bytes", "512"])
     assert result.exit_code == 2
-    assert "--max-body-bytes must be a finite number >= 1024, got 512" in result.stderr
+    assert "--max-body-bytes must be an integer >= 1024, got 512" in result.stderr

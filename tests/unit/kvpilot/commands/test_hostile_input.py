@@ -165,8 +165,8 @@ ONE_LINE = [
      "error: --cold-start-s must be a finite number >= 0, got -1.0"),
     # session 24 E: numpy's refusal of a negative seed, naming no flag (simulate's blamed the trace)
     (["simulate", "--trace", SYNTH, "--virtual", "--seed", "-1"], {},
-     "error: --seed must be a finite number >= 0, got -1"),
-    (["backtest", "--trace", SYNTH, "--seed", "-5"], {}, "error: --seed must be a finite number >= 0, got -5"),
+     "error: --seed must be an integer >= 0, got -1"),
+    (["backtest", "--trace", SYNTH, "--seed", "-5"], {}, "error: --seed must be an integer >= 0, got -5"),
     # session 17 H: --rate-scale 1e9 of a 600 s synthetic trace took 5.8 GB in 130 s, then a MemoryError traceback
     (["backtest", "--trace", SYNTH, "--rate-scale", "1e9"], {},
      "error: rate scale 1e+09 would replay some 1.99e+11 requests (199 scaled); at most 20,000,000 fit in memory (as "

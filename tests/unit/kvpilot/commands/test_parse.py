@@ -214,7 +214,7 @@ def test_oversized_file_names_the_flag_and_the_flag_reads_it(metrics_fixtures: P
     assert json.loads(read.stdout)["replicas"][0]["engine"] == "vllm"
     assert (
         _run(str(page), "--max-body-bytes", "1000").stderr
-        == "error: --max-body-bytes must be a finite number >= 1024, got 1000\n"
+        == "error: --max-body-bytes must be an integer >= 1024, got 1000\n"
     )
 
 
