@@ -16,34 +16,10 @@ from detectors.drain_rails import DrainRails
 from kvpilot.actuation import Actuation
 from kvpilot.actuation.drain import Backoff, NodeDrainer
 from kvpilot.runtime.service import Service
-from tests.fakekube.eviction import install
-from tests.fakekube.server import FakeKube
 from tests.helpers.poll import wait_for
 from tests.reliability.conftest import Recorder, Store
 from tests.reliability.harness import A, R, Running, frozen_postgres, running
-
-
-def _cluster() -> FakeKube:
-    """Nodes n0 and n1; on n0 the only pod of an app whose PDB needs one available: every eviction is a 429."""
-    kube = install(FakeKube()).start()
-    for node in ("n0", "n1"):
-        kube.create("nodes", {"metadata": {"name": node}, "spec": {}})
-    kube.create(
-        "pods",
-        {
-            "metadata": {"name": "chat-0", "namespace": "llm", "labels": {"app": "chat"},
-                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "c", "uid": "u"}]},
-            "spec": {"nodeName": "n0", "containers": [{"name": "c", "image": "i"}]},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-        },
-        namespace="llm",
-    )  # fmt: skip
-    kube.create(
-        "poddisruptionbudgets",
-        {"metadata": {"name": "chat"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "chat"}}}},
-        namespace="llm",
-    )
-    return kube
+from tests.reliability.scenes import pdb_blocked_cluster
 
 
 def _state(c: Any, action: int) -> str:
@@ -57,7 +33,7 @@ def _ticks_during(r: Running, seconds: float) -> int:
 
 
 def test_the_loop_ticks_while_a_drain_waits_and_cancel_and_sigterm_end_it(store: Store, record: Recorder) -> None:
-    kube = _cluster()
+    kube = pdb_blocked_cluster()
     api = kube.api_client()
     interval = 0.25
 

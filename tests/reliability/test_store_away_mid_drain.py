@@ -7,67 +7,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
-from sqlalchemy.engine import make_url
 
 from detectors.drain_rails import DrainRails
 from kvpilot.actuation import Actuation
 from kvpilot.actuation.drain import Backoff, DrainResult, NodeDrainer
 from kvpilot.runtime.service import Service
-from tests.fakekube.eviction import install
-from tests.fakekube.server import FakeKube
 from tests.helpers.poll import wait_for
 from tests.reliability.conftest import Recorder, Store
 from tests.reliability.harness import A, R, running
-
-
-def _cluster() -> FakeKube:
-    """Nodes n0 and n1; on n0 the only pod of an app whose PDB needs one available: every eviction is a 429."""
-    kube = install(FakeKube()).start()
-    for node in ("n0", "n1"):
-        kube.create("nodes", {"metadata": {"name": node}, "spec": {}})
-    kube.create(
-        "pods",
-        {
-            "metadata": {"name": "chat-0", "namespace": "llm", "labels": {"app": "chat"},
-                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "c", "uid": "u"}]},
-            "spec": {"nodeName": "n0", "containers": [{"name": "c", "image": "i"}]},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-        },
-        namespace="llm",
-    )  # fmt: skip
-    kube.create(
-        "poddisruptionbudgets",
-        {"metadata": {"name": "chat"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "chat"}}}},
-        namespace="llm",
-    )
-    return kube
-
-
-@contextlib.contextmanager
-def _away(store: Store) -> Iterator[None]:
-    """PostgreSQL stopped and started again; a SQLite file's folder moved aside and back (no connection opens it)."""
-    if store.server is not None:
-        store.server.stop()
-        try:
-            yield
-        finally:
-            store.server.start()
-        return
-    folder = Path(str(make_url(store.url).database)).parent
-    aside = folder.with_name(folder.name + ".aside")
-    os.rename(folder, aside)
-    try:
-        yield
-    finally:
-        os.rename(aside, folder)
+from tests.reliability.scenes import pdb_blocked_cluster, store_away
 
 
 def _state(c: Any, action: int) -> str:
@@ -78,7 +31,7 @@ def test_a_drain_that_ends_while_the_store_is_away_is_stored_when_it_returns(
     store: Store, record: Recorder, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    kube = _cluster()
+    kube = pdb_blocked_cluster()
     away, ended = threading.Event(), threading.Event()
 
     class Noted(NodeDrainer):
@@ -101,7 +54,7 @@ def test_a_drain_that_ends_while_the_store_is_away_is_stored_when_it_returns(
             first = c.post("/v1/drains", json={"node": "n0"}, headers=A).json()["id"]
             assert c.post(f"/v1/drains/{first}/approve", json={}, headers=A).status_code == 200
             wait_for(lambda: _state(c, first) == "executing", timeout_s=10, what="the drain executing")
-            with _away(store):
+            with store_away(store):
                 # the drain gives up on the PDB after its deadline, with the store away
                 wait_for(lambda: c.get("/readyz").status_code == 503, timeout_s=20, what="/readyz 503")
                 away.set()

@@ -5,15 +5,10 @@ PostgreSQL stopped, a SQLite file that cannot be opened)."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kubernetes import client
-from sqlalchemy.engine import make_url
 
 from detectors.drain_rails import DrainRails
 from kvpilot.actuation import Actuation
@@ -23,29 +18,9 @@ from tests.fakekube.server import FakeKube
 from tests.helpers.poll import wait_for
 from tests.reliability.conftest import Recorder, Store
 from tests.reliability.harness import running
+from tests.reliability.scenes import store_away
 
 PASSES = ("kvpilot.actuation", "kvpilot.runtime.service")  # the drain requests' and the drain worker's loggers
-
-
-@contextlib.contextmanager
-def _away(store: Store) -> Iterator[None]:
-    """The store away, then back: PostgreSQL stopped (fast shutdown) and started again; a SQLite file's folder moved
-    aside, so that no connection can open the file (SQLite creates no folder; an empty file in its place would be a
-    store without a schema, another case), then moved back."""
-    if store.server is not None:
-        store.server.stop()
-        try:
-            yield
-        finally:
-            store.server.start()
-        return
-    folder = Path(str(make_url(store.url).database)).parent
-    aside = folder.with_name(folder.name + ".aside")
-    os.rename(folder, aside)
-    try:
-        yield
-    finally:
-        os.rename(aside, folder)
 
 
 def _said(records: list[logging.LogRecord], level: int, words: str) -> int:
@@ -67,7 +42,7 @@ def test_a_store_away_is_said_once_by_each_drain_pass_then_its_return(
     try:
         with running(store.url, interval_s=interval, actuation=actuation) as r, r.client() as c:
             wait_for(lambda: c.get("/readyz").status_code == 200, timeout_s=20, what="ready before the outage")
-            with _away(store):
+            with store_away(store):
                 wait_for(lambda: c.get("/readyz").status_code == 503, timeout_s=20, what="/readyz 503")
                 caplog.clear()
                 before = r.ticks()
