@@ -128,6 +128,24 @@ def _parse_injections(specs: Iterable[str]) -> list[tuple[float, dict[str, Any]]
     return sorted(out, key=lambda x: x[0])
 
 
+# The most ticks one `--source sim` run simulates: a day at 1 s ticks, a few minutes here. Past it, a tick of
+# 1e-300 s ran forever (t + tick_s == t once t is past 1e-284: the clock never reached --duration-s), and one of
+# 0.001 s over the default 600 s (600,000 ticks at 3.7 ms each) for 37 minutes.
+MAX_SIM_TICKS = 100_000
+
+
+def _check_ticks(duration_s: float, interval_s: float) -> None:
+    """Exit 2 in one line when ``--duration-s`` over ``--interval-s`` is more ticks than a run simulates."""
+    ticks = duration_s / interval_s
+    if ticks > MAX_SIM_TICKS:
+        count = f"{ticks:,.0f}" if ticks < 1e15 else f"{ticks:.3g}"
+        _usage(
+            f"--interval-s {interval_s:g} over --duration-s {duration_s:g} is {count} ticks; at most "
+            f"{MAX_SIM_TICKS:,} are simulated (here --interval-s >= {duration_s / MAX_SIM_TICKS:g}, or a shorter "
+            "--duration-s)"
+        )
+
+
 def run_sim(
     *,
     trace: str,
@@ -279,6 +297,7 @@ def command(
     )
     source = _sources(source)
     if source == [SIM]:
+        _check_ticks(duration_s, interval_s)
         active = run_sim(
             trace=trace,
             replicas=replicas,

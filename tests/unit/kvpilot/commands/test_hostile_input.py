@@ -193,6 +193,13 @@ ONE_LINE = [
     (["run"], {"KVPILOT_DATABASE_URL": "sqlite:///file:{folder}/k.db?mode=ro&uri=true", "KVPILOT_HTTP_PORT": "0"},
      "error: database URL 'sqlite:///file%3A{folder}/k.db?mode=ro&uri=true': SQLite URI filenames (file:...) are not "
      "supported; give the file's path, e.g. sqlite:////var/lib/kvpilot/kvpilot.db"),
+    # session 25 E: a tick of 1e-300 s ran forever (t + tick == t before the end), 0.001 s over 600 s for 37 minutes
+    (["detect", "--source", "sim", "--interval-s", "1e-300"], {},
+     "error: --interval-s 1e-300 over --duration-s 600 is 6e+302 ticks; at most 100,000 are simulated (here "
+     "--interval-s >= 0.006, or a shorter --duration-s)"),
+    (["detect", "--source", "sim", "--interval-s", "1", "--duration-s", "100001"], {},
+     "error: --interval-s 1 over --duration-s 100001 is 100,001 ticks; at most 100,000 are simulated (here "
+     "--interval-s >= 1.00001, or a shorter --duration-s)"),
     # a database a newer kvpilot migrated: was Alembic's CommandError traceback under `run`
     (["run"], {"KVPILOT_DATABASE_URL": "sqlite:///{newer}", "KVPILOT_HTTP_PORT": "0"},
      "error: the store cannot be prepared: the database is at schema revision '9999_future', which this kvpilot does "
