@@ -36,7 +36,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -53,7 +55,7 @@ import httpx
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import _native
+from bench import _native, _schedstat
 from bench._process import metric, spawn, tree_cpu_s, tree_hwm_mb, wait_line
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -256,6 +258,9 @@ def run_one(
     ksm: bool = True,
     keda_serve_from: str = "loop",
     keda_client: str = "python",
+    schedstat_s: float = 0.0,
+    keep: Path | None = None,
+    perf_sched: bool = False,
 ) -> Run:
     run = Run(replicas, mode)
     fake_log = tmp / f"promapi-{replicas}.log"
@@ -263,6 +268,8 @@ def run_one(
     fake = spawn([*fake_argv, *([] if rules else ["--no-rules"])], log=fake_log)
     kv: subprocess.Popen[bytes] | None = None
     client: subprocess.Popen[bytes] | None = None
+    sampler: subprocess.Popen[bytes] | None = None
+    perf: subprocess.Popen[bytes] | None = None
     try:
         port = int(wait_line(fake_log, r"listening (\d+)", fake, 120).group(1))
         config = {
@@ -297,6 +304,19 @@ def run_one(
             client = subprocess.Popen(
                 argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=client_log, stderr=subprocess.STDOUT
             )
+        sched_out = tmp / f"schedstat-{replicas}.txt"
+        if schedstat_s > 0:
+            roots = {"kvpilot": kv.pid, "promapi": fake.pid, "bench": os.getpid()}
+            if client is not None:
+                roots["client"] = client.pid
+            argv = [PY, "-m", "bench._schedstat", str(sched_out), str(schedstat_s)]
+            sampler = subprocess.Popen(
+                [*argv, *(f"{k}={v}" for k, v in roots.items())], cwd=ROOT, stdin=subprocess.PIPE
+            )
+            if perf_sched:  # every switch and wake-up on the machine, on the monotonic clock
+                perf_argv = ["perf", "record", "-q", "-k", "mono", "-e", "sched:sched_switch", "-e"]
+                perf_argv += ["sched:sched_wakeup", "-a", "-o", str(tmp / "perf.data")]
+                perf = subprocess.Popen(perf_argv, cwd=ROOT, stdout=subprocess.DEVNULL)
         # This client's own full collections (its heap is the imports' and httpx's) would delay its requests and
         # count as kvpilot's latency: frozen as kvpilot freezes its own after the first tick.
         gc.collect()
@@ -307,21 +327,108 @@ def run_one(
             print(f"kvpilot (exit {kv.poll()}) log tail:\n{kv_log.read_text(errors='replace')[-3000:]}", flush=True)
             raise
         until = time.monotonic()
+        if perf is not None:
+            perf.send_signal(signal.SIGINT)
+            perf.wait(timeout=120)
+        if sampler is not None and sampler.stdin is not None:
+            sampler.stdin.close()
+            sampler.wait(timeout=60)
         if client is not None and client.stdin is not None:
             client.stdin.close()
             client.wait(timeout=60)
             _split_grpc(run, grpc_out, until)
+        if sampler is not None:
+            _sched_report(run, sched_out, grpc_out if client is not None else None, until)
+        if perf is not None:
+            _perf_report(run, tmp / "perf.data", sched_out, grpc_out if client is not None else None, until, perf.pid)
+        if keep is not None:  # the raw records, and the tick windows they were split by
+            keep.mkdir(parents=True, exist_ok=True)
+            for f in (sched_out, grpc_out, kv_log):
+                if f.exists():
+                    shutil.copy(f, keep / f.name)
+            (keep / f"windows-{replicas}.txt").write_text(
+                f"{run.measured_from!r} {until!r}\n" + "".join(f"{a!r} {b!r}\n" for a, b in run.windows)
+            )
         # SIGTERM: how long the process takes to end (a tick in flight is abandoned, not awaited)
         t0 = time.monotonic()
         kv.send_signal(signal.SIGTERM)
         kv.wait(timeout=60)
         print(f"  sigterm_exit_s {time.monotonic() - t0:.2f}", flush=True)
     finally:
-        for p in (client, kv, fake):
+        for p in (perf, sampler, client, kv, fake):
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait()
     return run
+
+
+def _sched_report(run: Run, sched_out: Path, grpc_out: Path | None, until: float) -> None:
+    """CPU and run-queue wait per process and thread during ticks and outside (``--schedstat``); then the same in
+    the sample intervals that overlapped the slowest 2 % of GetMetrics calls during ticks, against the rest of the
+    calls during ticks: what the slow calls waited behind."""
+    split = _schedstat.summarize(sched_out, run.windows, run.measured_from, until)
+    print("  schedstat: CPU and run-queue wait, ms per wall second, during ticks (in) and outside (out)", flush=True)
+    print(_schedstat.table(split), flush=True)
+    if grpc_out is None or not grpc_out.exists():
+        return
+    calls = _tick_calls(run, grpc_out, until)
+    if len(calls) < 50:
+        return
+    cut = len(calls) - max(1, len(calls) // 50)
+    slow = [(s, d) for _, s, d in calls[cut:]]
+    rest = [(s, d) for _, s, d in calls[:cut]]
+    a = _schedstat.summarize(sched_out, slow, run.measured_from, until)
+    b = _schedstat.summarize(sched_out, rest, run.measured_from, until)
+    print(
+        f"  schedstat around GetMetrics during ticks: the slowest {len(slow)} (>= {calls[cut][0] * 1000:.2f} ms) vs "
+        f"the other {len(rest)}, ms per wall second of the sample intervals they overlap",
+        flush=True,
+    )
+    roles = sorted({r for r, _ in a.cpu["in"]} - {"machine"})
+    for role in [*roles, "machine"]:
+        print(
+            f"    {role:14s} cpu {a.rate('cpu', 'in', {role}):7.1f} vs {b.rate('cpu', 'in', {role}):7.1f}   "
+            f"wait {a.rate('wait', 'in', {role}):7.1f} vs {b.rate('wait', 'in', {role}):7.1f}",
+            flush=True,
+        )
+
+
+def _tick_calls(run: Run, grpc_out: Path, until: float) -> list[tuple[float, float, float]]:
+    """The measured GetMetrics calls that overlapped a tick, as (seconds, sent, done), fastest first."""
+    calls = []
+    for line in grpc_out.read_text().splitlines():
+        method, sent_s, done_s, _code = line.split()
+        sent, done = float(sent_s), float(done_s)
+        if method == "GetMetrics" and sent >= run.measured_from and done <= until:
+            calls.append((done - sent, sent, done))
+    return sorted(c for c in calls if _overlaps(c[1], c[2], run.windows))
+
+
+def _perf_report(run: Run, data: Path, sched_out: Path, grpc_out: Path | None, until: float, perf_pid: int) -> None:
+    """Who ran on the CPUs while the KEDA process's threads (and kvpilot's) waited for one (``--perf-sched``)."""
+    script = subprocess.run(
+        ["perf", "script", "-i", str(data), "-F", _schedstat.PERF_FIELDS], capture_output=True, text=True, check=False
+    ).stdout
+    roles = _schedstat.tid_roles(sched_out)
+    roles[perf_pid] = "perf"
+    comms = _schedstat.comms_of(script)
+    parsed = _schedstat.events(script)
+    for pid, name in comms.items():
+        if name.startswith("perf") and pid not in roles:
+            roles[pid] = "perf"
+    whole = [(run.measured_from, until)]
+    print("  perf sched: run-queue waits and who held the CPUs meanwhile (share of CPU time in the waits)", flush=True)
+    for targets in ({"keda"}, {"kvpilot"}):
+        name = "/".join(sorted(targets))
+        for label, spans in (("during ticks", run.windows), ("whole run", whole)):
+            waits = _schedstat.attribute(parsed, roles, targets, spans, comms)
+            print(_schedstat.waits_table(waits, f"{name} threads, {label}"), flush=True)
+    calls = _tick_calls(run, grpc_out, until) if grpc_out is not None and grpc_out.exists() else []
+    if calls:
+        slow = calls[len(calls) - max(1, len(calls) // 50) :]
+        waits = _schedstat.attribute(parsed, roles, {"keda"}, [(s, d) for _, s, d in slow], comms)
+        label = f"keda threads, in the {len(slow)} slowest GetMetrics during ticks (>= {slow[0][0] * 1000:.2f} ms)"
+        print(_schedstat.waits_table(waits, label), flush=True)
 
 
 def _report(run: Run, interval_s: float) -> None:
@@ -499,6 +606,19 @@ def main() -> None:
         default="python",
         help="the gRPC probe: grpcio, blocking (Python), or the same schedule from C++ grpc (bench/native)",
     )
+    p.add_argument(
+        "--schedstat",
+        type=float,
+        default=0.0,
+        metavar="PERIOD_S",
+        help="sample every thread's CPU and run-queue wait this often (bench/_schedstat.py) and print where they went",
+    )
+    p.add_argument(
+        "--perf-sched",
+        action="store_true",
+        help="with --schedstat: perf records every switch and wake-up (root), to say who ran while KEDA waited",
+    )
+    p.add_argument("--keep", type=Path, metavar="DIR", help="copy the raw gRPC and schedstat records here")
     p.add_argument("--grpc-client", type=int, help=argparse.SUPPRESS)  # the gRPC client's own process: the port
     p.add_argument("--grpc-out", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -528,6 +648,9 @@ def main() -> None:
                 ksm=not args.no_kube_state_metrics,
                 keda_serve_from=args.keda_serve_from,
                 keda_client=args.keda_client,
+                schedstat_s=args.schedstat,
+                keep=args.keep,
+                perf_sched=args.perf_sched,
             )
             _report(last, args.interval)
     if last is not None:
