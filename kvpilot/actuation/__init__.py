@@ -336,7 +336,8 @@ class Actuation:
                 busy = self._busy[action_id] = _Busy(self._clock.monotonic() + left, stored[1], ())
             if busy is not None and self._clock.monotonic() < busy.not_before:
                 continue  # the API server asked it to wait: not tried (nor audited) again before then
-            if not await asyncio.to_thread(self._claim, action_id):
+            attempt = await asyncio.to_thread(self._claim, action_id)
+            if attempt is None:
                 continue  # cancelled or claimed meanwhile
             interrupt = threading.Event()
             run = asyncio.ensure_future(
@@ -347,27 +348,28 @@ class Actuation:
                 result = await run
             except Exception as e:
                 log.exception("drain of %s raised", node)
-                await self._settle(
-                    action_id, partial(self._transition, action_id, DrainState.FAILED, f"drain raised: {e}")
-                )
+                await self._settle(action_id, partial(self._fail, action_id, attempt, f"drain raised: {e}"))
                 continue
             if cancelled_by == "shutdown" and result.cancelled:
                 await asyncio.to_thread(self._audit_steps, action_id, result)
-                await asyncio.to_thread(
-                    self._requeue, action_id, "interrupted by shutdown or a lost Lease; the next leader resumes"
-                )
+                why = "interrupted by shutdown or a lost Lease; the next leader resumes"
+                await asyncio.to_thread(self._requeue, action_id, why, attempt)
                 return
             if result.busy and cancelled_by != "cancel":  # the API server asked to wait longer than a call may take
-                await self._settle(action_id, partial(self._wait_busy, action_id, result))
+                await self._settle(action_id, partial(self._wait_busy, action_id, attempt, result))
                 continue
             self._busy.pop(action_id, None)
-            await self._settle(action_id, partial(self._finish, action_id, result))
+            await self._settle(action_id, partial(self._finish, action_id, attempt, result))
 
     async def _settle(self, action_id: int, settle: Callable[[], None]) -> None:
         """Write how a drain that ran ended (its steps and state), now or, when the store cannot take it, at the start
         of each later pass until it can. Before, a drain that ended while the store was away (a PostgreSQL failover, a
         drain given up on after its PDB deadline meanwhile) stayed `executing` until a restart: its steps and outcome
-        never written, and its slot under drains.max_concurrent held (every other approval a 409)."""
+        never written, and its slot under drains.max_concurrent held (every other approval a 409).
+
+        Each write moves the drain only out of the attempt this worker claimed (``_ours``): an end kept while this
+        instance lost the Lease, and another leader requeued and ran the drain again, is audited as steps but does
+        not close the other leader's run."""
         try:
             await asyncio.to_thread(settle)
         except SQLAlchemyError:  # kept for the next pass; any other error is the write's own, raised once as before
@@ -455,7 +457,9 @@ class Actuation:
                 session=s, action_id=action_id, to=DrainState.CANCELLED, actor=ACTOR, now=self._clock.now(), message=why
             )
 
-    def _claim(self, action_id: int) -> bool:
+    def _claim(self, action_id: int) -> int | None:
+        """approved → executing; the attempt claimed (``repo.drain_attempt``), None when cancelled or claimed
+        meanwhile."""
         try:
             with transaction(self._sessions) as s:
                 row = repo.transition_drain(
@@ -463,14 +467,33 @@ class Actuation:
                     message="executing",
                 )  # fmt: skip
                 _forget_wait(row)  # tried now: a wait it is told next is written after this try
+                return repo.drain_attempt(session=s, action_id=action_id)
         except InvalidTransition:
-            return False
-        return True
+            return None
 
-    def _requeue(self, action_id: int, message: str) -> None:
+    def _ours(self, s: Session, action_id: int, attempt: int | None) -> bool:
+        """Whether the drain is still executing the run ``attempt`` claimed (None: whichever run, the requeue of the
+        drains found executing at start). Not when another leader, while this instance had lost the Lease, requeued
+        it and claimed it again: an end this worker kept through a store outage would then close that run, with this
+        run's result, while it still drains the node."""
+        if attempt is None:
+            return True
+        row = repo.get_drain(session=s, action_id=action_id)
+        if row.state != DrainState.EXECUTING or repo.drain_attempt(session=s, action_id=action_id) == attempt:
+            return True  # not executing: the transition's own check says what holds (cancelled: the operator's word)
+        log.warning(
+            "drain of %s: another leader ran it again since this instance claimed it; this run's end is audited as "
+            "steps, and that run's end is the drain's",
+            row.node,
+        )
+        return False
+
+    def _requeue(self, action_id: int, message: str, attempt: int | None = None) -> None:
         # InvalidTransition: cancelled meanwhile, and the operator's word stands; or no longer executing (another
         # worker requeued it and held it back to requested): approving it again is for the rails, not a requeue.
         with transaction(self._sessions) as s, contextlib.suppress(InvalidTransition):
+            if not self._ours(s, action_id, attempt):
+                return
             repo.transition_drain(
                 session=s, action_id=action_id, to=DrainState.APPROVED, actor=ACTOR, now=self._clock.now(),
                 message=message, expect=DrainState.EXECUTING,
@@ -482,7 +505,7 @@ class Actuation:
         for action_id in ids:
             self._requeue(action_id, message)
 
-    def _wait_busy(self, action_id: int, result: DrainResult) -> None:
+    def _wait_busy(self, action_id: int, attempt: int | None, result: DrainResult) -> None:
         """Back to approved, not tried again before a backoff (``BUSY_FIRST_S`` doubling to ``BUSY_MAX_S``, at least
         the Retry-After asked): before, it was tried every pass (each tick), each try writing its steps. Its steps are
         audited when they differ from the last try's (a state change), not on every try."""
@@ -496,6 +519,8 @@ class Actuation:
         with transaction(self._sessions) as s:
             if last is None or last.steps != steps:
                 _note_steps(s, action_id, result)
+            if not self._ours(s, action_id, attempt):
+                return
             with contextlib.suppress(InvalidTransition):  # cancelled or held back meanwhile, as in _requeue
                 row = repo.transition_drain(
                     session=s, action_id=action_id, to=DrainState.APPROVED, actor=ACTOR, now=now,
@@ -512,18 +537,22 @@ class Actuation:
         with transaction(self._sessions) as s:
             _note_steps(s, action_id, result)
 
-    def _transition(self, action_id: int, to: DrainState, message: str) -> None:
+    def _fail(self, action_id: int, attempt: int | None, message: str) -> None:
         with transaction(self._sessions) as s:
-            repo.transition_drain(
-                session=s, action_id=action_id, to=to, actor=ACTOR, now=self._clock.now(), message=message
-            )
+            if self._ours(s, action_id, attempt):
+                repo.transition_drain(
+                    session=s, action_id=action_id, to=DrainState.FAILED, actor=ACTOR, now=self._clock.now(),
+                    message=message,
+                )  # fmt: skip
 
-    def _finish(self, action_id: int, result: DrainResult) -> None:
+    def _finish(self, action_id: int, attempt: int | None, result: DrainResult) -> None:
         now = self._clock.now()
         with transaction(self._sessions) as s:
             _note_steps(s, action_id, result)  # whatever the state now: a cancel leaves the node cordoned, say so
             if repo.get_drain(session=s, action_id=action_id).state != DrainState.EXECUTING:
                 return  # cancelled meanwhile: the operator's word stands
+            if not self._ours(s, action_id, attempt):
+                return
             if result.complete:
                 done = "dry run complete" if result.dry_run else f"evicted {len(result.evicted)} pod(s)"
                 to, message = DrainState.DONE, done

@@ -227,6 +227,19 @@ def list_drain_events(*, session: Session, action_id: int) -> list[DrainEventRow
     )
 
 
+def drain_attempt(*, session: Session, action_id: int) -> int | None:
+    """Which run of ``action_id`` its executing state belongs to: the id of the last event that moved it into
+    executing (a claim), None if none did. A drain requeued and claimed again (another leader resuming it) is another
+    attempt, though its state reads executing as before."""
+    stmt = select(func.max(DrainEventRow.id)).where(
+        DrainEventRow.action_id == action_id,
+        DrainEventRow.to_state == DrainState.EXECUTING.value,
+        DrainEventRow.from_state != DrainState.EXECUTING.value,
+    )
+    found = session.scalar(stmt)
+    return None if found is None else int(found)
+
+
 def note_drain(*, session: Session, action_id: int, actor: str, now: float, message: str) -> None:
     """Audit one step inside the current state (a cordon, an eviction, a retry) without changing the state."""
     row = get_drain(session=session, action_id=action_id)
