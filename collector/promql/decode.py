@@ -107,8 +107,16 @@ def answer(body: bytes, where: str) -> Any:
         decoded = _loads(body, where)
     if not isinstance(decoded, dict):  # was "None: [1, 2, 3]"
         raise PromQLError(f"{where}: not a Prometheus API answer: {server_text(decoded, 200)}")
-    if decoded.get("status") != "success":
+    status = decoded.get("status")
+    if status is None:  # was "None: None"
+        raise PromQLError(f"{where}: not a Prometheus API answer (no status): {server_text(decoded, 200)}")
+    if status != "success":
         raise PromQLError(f"{where}: {server_text(decoded.get('errorType'), 100)}: {server_text(decoded.get('error'))}")
+    if decoded.get("isPartial") is True:  # VictoriaMetrics: some storage nodes did not answer (a success, in part)
+        raise PromQLError(
+            f"{where}: a partial answer (isPartial: some of the database's storage nodes did not answer); a part of "
+            "the fleet is not read as the whole"
+        )
     return decoded["data"]
 
 

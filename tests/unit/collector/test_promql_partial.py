@@ -1,0 +1,113 @@
+"""A Prometheus-compatible database that says it answers in part: the answer is refused, not read as the fleet.
+
+VictoriaMetrics cluster with storage nodes down (more than its replication covers) answers `success` with the series
+of the nodes that answered and `"isPartial": true`. kvpilot read it as the fleet: the replicas the missing part holds
+vanished from the tick and their load with them (a scale-down planned on a part of the fleet). Now an `isPartial`
+answer is a PromQLError, so the tick's collection fails in one line and the last samples stand, as when Prometheus
+is away. An answer without a status was said as "None: None"."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs
+
+import pytest
+
+from collector.clock import VirtualClock
+from collector.discovery.promql import PromQLError, PromQLSource
+
+NOW = 1_700_000_600.0
+METADATA = {"status": "success", "data": {"vllm:num_requests_running": [{"type": "gauge", "help": "", "unit": ""}]}}
+
+
+def _series(pod: str) -> dict[str, Any]:
+    labels = {"__name__": "vllm:num_requests_running", "namespace": "ns", "pod": pod, "job": "j", "instance": pod}
+    return {"metric": labels, "value": [NOW, "3"]}
+
+
+class _Partial:
+    """Answers every query with the series of pod p0 only (p1's storage node is down): ``victoriametrics``, success
+    and isPartial, as vmselect answers; ``no-status``, the same without its status."""
+
+    def __init__(self, kind: str) -> None:
+        self.forms: list[dict[str, list[str]]] = []
+        forms = self.forms
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _answer(self) -> None:
+                form = parse_qs(self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode())
+                body: dict[str, Any] = {
+                    "status": "success",
+                    "data": {"resultType": "vector", "result": [_series("p0")]},
+                }
+                if self.path.startswith("/api/v1/metadata"):
+                    body = METADATA
+                else:
+                    forms.append(form)
+                    if kind == "victoriametrics":
+                        body["isPartial"] = True
+                    else:
+                        del body["status"]
+                raw = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            do_GET = do_POST = _answer  # noqa: N815  (http.server's names)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def partial(request: pytest.FixtureRequest) -> Iterator[_Partial]:
+    server = _Partial(request.param)
+    yield server
+    server.close()
+
+
+@pytest.mark.parametrize(
+    ("partial", "reader", "error"),
+    [
+        ("victoriametrics", "thread", r"a partial answer \(isPartial: some of the database's storage nodes did not"),
+        ("victoriametrics", "process", r"a partial answer \(isPartial"),
+        ("no-status", "thread", r"not a Prometheus API answer \(no status\): \{'data'"),
+    ],
+    indirect=["partial"],
+)
+async def test_a_partial_answer_is_refused_not_read_as_the_fleet(partial: _Partial, reader: Any, error: str) -> None:
+    # before: one replica read (p0), the other gone from the tick without a word; no status: "None: None"
+    source = PromQLSource(partial.url, reader=reader, clock=VirtualClock(NOW))
+    try:
+        with pytest.raises(PromQLError, match=error):
+            await source.collect_once()
+    finally:
+        await source.aclose()
+    assert partial.forms
+
+
+async def test_a_single_query_refuses_a_partial_answer_too() -> None:
+    server = _Partial("victoriametrics")
+    source = PromQLSource(server.url, reader="thread", clock=VirtualClock(NOW))
+    try:
+        with pytest.raises(PromQLError, match="isPartial"):
+            await source.query_vector("up", NOW)  # the kube-state-metrics reader's and the aggregates' way in
+    finally:
+        await source.aclose()
+        server.close()
