@@ -246,8 +246,8 @@ if __name__ == "__main__":
 
 _SWITCH = re.compile(r"prev_pid=(\d+) .*prev_state=(\S+) ==> next_comm=.* next_pid=(\d+) ")
 _WAKEUP = re.compile(r" pid=(\d+) prio=")
-_LINE = re.compile(r"^\s*\[(\d+)\]\s+([\d.]+):\s+sched:(sched_switch|sched_wakeup):\s+(.*)$")
-PERF_FIELDS = "cpu,time,event,trace"  # ``perf script -F`` for ``attribute``
+_LINE = re.compile(r"^\s*(?:(\d+)/(\d+)\s+)?\[(\d+)\]\s+([\d.]+):\s+sched:(sched_switch|sched_wakeup):\s+(.*)$")
+PERF_FIELDS = "pid,tid,cpu,time,event,trace"  # ``perf script -F`` for ``events`` and ``processes``
 
 
 @dataclass
@@ -281,7 +281,7 @@ def events(script: str) -> list[Event]:
         m = _LINE.match(line)
         if m is None:
             continue
-        cpu, t, event, rest = int(m.group(1)), float(m.group(2)), m.group(3), m.group(4)
+        cpu, t, event, rest = int(m.group(3)), float(m.group(4)), m.group(5), m.group(6)
         if event == "sched_wakeup":
             w = _WAKEUP.search(rest)
             if w is not None:
@@ -344,6 +344,26 @@ def attribute(
                         result.held_by_comm[name] = result.held_by_comm.get(name, 0.0) + overlap * 1e9
                 i += 1
     return result
+
+
+def processes(script: str) -> dict[int, int]:
+    """thread id -> process id, from the events' own ``pid/tid`` (the task current on that CPU then)."""
+    out: dict[int, int] = {}
+    for line in script.splitlines():
+        m = _LINE.match(line)
+        if m is not None and m.group(1) is not None:
+            out[int(m.group(2))] = int(m.group(1))
+    return out
+
+
+def with_processes(roles: dict[int, str], threads: dict[int, int]) -> dict[int, str]:
+    """``roles`` (thread id -> role) extended to every thread of a process whose main thread has a role: threads the
+    sampler never saw (short-lived ones) are their process's, not another session's."""
+    out = dict(roles)
+    for tid, pid in threads.items():
+        if tid not in out and pid in roles:
+            out[tid] = roles[pid]
+    return out
 
 
 def comms_of(script: str) -> dict[int, str]:

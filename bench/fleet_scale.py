@@ -409,7 +409,7 @@ def _perf_report(run: Run, data: Path, sched_out: Path, grpc_out: Path | None, u
     script = subprocess.run(
         ["perf", "script", "-i", str(data), "-F", _schedstat.PERF_FIELDS], capture_output=True, text=True, check=False
     ).stdout
-    roles = _schedstat.tid_roles(sched_out)
+    roles = _schedstat.with_processes(_schedstat.tid_roles(sched_out), _schedstat.processes(script))
     roles[perf_pid] = "perf"
     comms = _schedstat.comms_of(script)
     parsed = _schedstat.events(script)

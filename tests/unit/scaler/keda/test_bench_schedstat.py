@@ -86,5 +86,11 @@ def test_a_wait_is_charged_to_whatever_ran_on_each_cpu_meanwhile() -> None:
     assert waits.held_ns["idle"] == pytest.approx(0.4e9)
     assert waits.held_by_comm == {"hog": pytest.approx(0.3e9)}
     assert "2 waits" in _schedstat.waits_table(waits, "keda")
+    # a thread the sampler never saw is its process's (``pid/tid`` on each event: the task current then)
+    line = "  11/12 [001]  100.900000: sched:sched_wakeup: comm=keda pid=5 prio=120 target_cpu=000"
+    threads = _schedstat.processes(PERF + line + "\n")
+    assert threads == {12: 11}
+    assert _schedstat.with_processes({11: "kvpilot", 5: "keda"}, threads) == {11: "kvpilot", 5: "keda", 12: "kvpilot"}
+    assert len(_schedstat.events(line)) == 1
     # only the waits that overlap the spans asked for
     assert _schedstat.attribute(events, roles, {"keda"}, [(100.65, 100.68)]).count == 1
