@@ -41,6 +41,10 @@ from collector.exposition._partial import _SUFFIXES, _belongs
 # a page's values are checked at once, joined by newlines.
 _VALUE = r"[-+]?(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][-+]?[0-9]++)?+|[-+]?Inf|NaN"
 _VALUES_RE = re.compile(rf"(?:(?:{_VALUE})\n)*+(?:{_VALUE})")
+# Values made of these characters only are checked by float() itself: on them it takes exactly _VALUE's decimals
+# (digits, one point, an exponent, a sign before each; no blank, underscore, Inf or NaN can be among them), so one
+# character-class pass replaces _VALUES_RE's alternation per value, and the rest (Inf, NaN, anything odd) take it.
+_DECIMAL_CHARS_RE = re.compile(r"[-+.0-9eE]*+")
 # A sample line split into what comes before its value, the value, and what follows (timestamp, blanks).
 _SPLIT_RE = re.compile(r"(.*?(?<=[ \t}]))([^ \t\r\x0b\x0c{}\"]++)((?:[ \t]++[^ \t\r\x0b\x0c{}\"]++)?+[ \t\r]*+)")
 # A skipped line's start: its name and the character after it (which ends the name).
@@ -136,11 +140,18 @@ class PageLayout:
         if len(text) - self.fixed_chars - len("".join(rests)) != self.checked_start_chars:
             return None
         values = self.pick_values(rests)
-        if values and _VALUES_RE.fullmatch("\n".join(values)) is None:
+        if _DECIMAL_CHARS_RE.fullmatch("".join(values)) is not None:
+            try:
+                numbers = list(map(float, values))
+            except ValueError:  # not a decimal after all ("1-2", "e", ".", ""): as _VALUES_RE would have said
+                return None
+        elif _VALUES_RE.fullmatch("\n".join(values)) is None:
             return None
+        else:
+            numbers = list(map(float, values))
         if self.partial is None:
-            return LaidOutPage(self.families, self.page_shape, list(map(float, values)))
-        return LaidOutPage(self.families, self.page_shape, list(map(float, values)), self.partial)
+            return LaidOutPage(self.families, self.page_shape, numbers)
+        return LaidOutPage(self.families, self.page_shape, numbers, self.partial)
 
 
 def learn_layout(

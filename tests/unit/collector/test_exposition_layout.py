@@ -210,6 +210,68 @@ def test_any_values_read_off_a_layout_agree_with_the_parser(values: list[str]) -
         assert cache.hits == hits + fits, "plain numbers are read off the layout, anything else is parsed"
 
 
+@pytest.mark.parametrize("value", ["1-2", "e5", ".", "1e", "+", "--1", "1.2.3", "1e+", "-.e1", "5e3e1", "+-0", "E"])
+def test_a_value_of_decimal_characters_that_is_no_number_is_parsed_not_read_off_the_layout(value: str) -> None:
+    # made of digits, points, signs and exponents only, yet no number: float() refuses it, as the parser does
+    cache = LayoutCache(parse)
+    cache.parse("target", VLLM, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    changed = VLLM.replace(_first_line(RUNNING), f"{RUNNING} {value}")
+    try:
+        expected = canonical(parse(changed, wanted=WANTED_FAMILIES))
+    except ParseError as e:
+        with pytest.raises(ParseError, match=re.escape(str(e))):
+            cache.parse("target", changed, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    else:
+        assert read(cache, changed) == expected
+    assert cache.hits == 0
+
+
+@pytest.mark.parametrize("values", [["+Inf"], ["1", "NaN"], ["2.5e-3", "-Inf", "7", "+Inf", "NaN", "-0", ".5", "5."]])
+def test_decimals_beside_inf_and_nan_are_read_off_the_layout(values: list[str]) -> None:
+    cache = LayoutCache(parse)
+    cache.parse("target", VLLM, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    changed = with_values(VLLM, values)
+    assert read(cache, changed) == canonical(parse(changed, wanted=WANTED_FAMILIES))
+    assert cache.hits == 1
+
+
+# Value strings the text format has (decimals with signs, points and exponents, Inf, NaN) and strings float() takes
+# that it has not (hex, digit separators, Python's spellings of infinity and NaN, other scripts' digits, blanks).
+_FORMAT_AND_FLOAT_ONLY = [
+    *("+Inf", "-Inf", "Inf", "NaN", "1e3", "1E-3", "-1.5e+10", ".5", "5.", "+.5e-3", "-0", "+0.0", "00012", "1e400"),
+    *("4.9e-325", "0x10", "0x1p3", "1_000", "1_0.5", "1e1_0", "inf", "-inf", "+inf", "infinity", "-Infinity", "nan"),
+    *("-nan", "+NaN", "INF", "Nan", "+Nan", "-NaN", "\u0661", "1\u0662", "\u00a01", "1\u2009", "0b1", "1j", " 1", ""),
+]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    value=st.one_of(
+        st.text(alphabet="-+.017eE", max_size=9),  # the characters float() alone checks on the fast path
+        st.text(alphabet="-+.09eEInfaNi_xp", max_size=8),
+        st.sampled_from(_FORMAT_AND_FLOAT_ONLY),
+    )
+)
+def test_any_value_string_reads_off_a_layout_exactly_as_the_parser_reads_it(value: str) -> None:
+    # the same number to the bit (-0.0 is not 0.0 here), or the same refusal; read off the layout when and only
+    # when it is a plain number of the format
+    cache = LayoutCache(parse)
+    cache.parse("target", VLLM, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    changed = VLLM.replace(_first_line(RUNNING), f"{RUNNING} {value}")
+    try:
+        parsed = parse(changed, wanted=WANTED_FAMILIES)
+    except ParseError as e:
+        with pytest.raises(ParseError, match=re.escape(str(e))):
+            cache.parse("target", changed, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+        assert cache.hits == 0
+        return
+    laid_out = cache.parse("target", changed, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    assert canonical(laid_out) == canonical(parsed)
+    family = "vllm:num_requests_running"
+    assert [repr(s.value) for s in laid_out[family].samples] == [repr(s.value) for s in parsed[family].samples]
+    assert cache.hits == (_PLAIN.fullmatch(value) is not None)
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name[:60])
 def test_adapted_pages_read_off_a_layout_equal_parsed_ones(page: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the adapters' plans for families read off a layout (collector/engines/_read.py) included
