@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import inspect
 import math
 from typing import Any
@@ -151,3 +152,42 @@ def test_keyword_only_fields() -> None:
 def test_target_info_is_left_as_is() -> None:
     # built once per target, not per scrape: kept on the dataclass's own __init__
     assert not hasattr(TargetInfo, "__dataclass_init__")
+
+
+def test_a_subclass_instance_built_by_the_parent_init_keeps_its_class() -> None:
+    # the fields are stored on a twin class of the same slots, and only an instance of the class itself is turned
+    # into it and back: a subclass's instance (were its __init__ to call the parent's) stays what it is
+    gone = object.__new__(GoneGpuSample)
+    GpuSample.__init__(gone, "n", "0", "u", "m", 1.0, utilisation=0.5)
+    assert type(gone) is GoneGpuSample
+    assert gone == GoneGpuSample("n", "0", "u", "m", 1.0, utilisation=0.5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        gone.node = "m"  # type: ignore[misc]
+
+
+def test_a_class_with_another_base_is_built_through_its_slots() -> None:
+    # (case) a base class of its own: no twin of the same layout is made, the slots' descriptors store the fields
+    class Base:
+        __slots__ = ()
+
+    @fast_init
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class WithBase(Base):
+        x: int
+        y: str = "y"
+
+    fast, slow = _built_both_ways(WithBase, {"x": 1})
+    assert type(fast) is WithBase
+    assert _fields_of(fast) == _fields_of(slow) == [1, "y"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.x = 2  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("cls", FAST, ids=lambda c: c.__name__)
+def test_an_instance_is_never_left_as_its_twin(cls: type) -> None:
+    # built, or built again by replace(): no instance is left of the twin the fields were stored on
+    args = {f.name: (1.0, math.inf) if f.name in ("bounds", "counts") else 1.0 for f in dataclasses.fields(cls)}
+    built = cls(**args)
+    assert type(built) is cls
+    assert type(dataclasses.replace(built)) is cls
+    assert not [o for o in gc.get_objects() if type(o).__name__ == f"_{cls.__name__}Fields"]
