@@ -38,11 +38,16 @@ from store import repo
 from store.db import transaction
 from store.drain_states import DrainState
 from store.errors import InvalidTransition, RailFull, SaidOnce
+from store.fields import fit
 from store.models import DrainActionRow
 
 log = logging.getLogger(__name__)
 
 ACTOR = "kvpilot"
+# A claim's audit message with sharding names the instance that claimed it: another instance leaves a drain claimed
+# by a live one to it (``Actuation._requeue_orphans``).
+CLAIMED_BY = "executing on "
+RESUMED = "found executing with no worker running it (its leader stopped or lost the Lease); resumed"
 # A drain the API server asks to wait (DrainResult.busy) is tried again after this, doubling per try up to BUSY_MAX_S,
 # and never before the Retry-After it asked for: kubectl drain retries a refused eviction every 5 s; the cap keeps a
 # drain freed after a long refusal starting within minutes, at about 12 tries an hour while it lasts.
@@ -313,15 +318,13 @@ class Actuation:
         Each is claimed (approved → executing, compare-and-set, so two workers never run one drain) and runs in a
         worker thread; meanwhile its state is polled, and an operator's cancel or ``stop`` interrupts it. A
         drain stopped by ``stop``, or because this replica lost the Lease (``leading``), goes back to approved for
-        the next leader; one found executing when the worker starts (the previous process died mid-drain)
-        likewise, and one the API server asked to wait longer than a call may take (``DrainResult.busy``), for the
-        next pass."""
-        if not self._recovered:
-            await asyncio.to_thread(self._requeue_executing, "found executing at start; resumed")
-            self._recovered = True
+        the next leader; one found executing that no live worker runs (``_requeue_orphans``) likewise, and one the
+        API server asked to wait longer than a call may take (``DrainResult.busy``), for the next pass."""
         for action_id, settle in list(self._unsettled.items()):  # ends the store could not take: first, in order
             del self._unsettled[action_id]
             await self._settle(action_id, settle)  # the store still away: raised, and the worker says so (once)
+        await asyncio.to_thread(self._requeue_orphans, not self._recovered)
+        self._recovered = True
         approved = await asyncio.to_thread(self._approved)
         for gone in set(self._busy) - {a[0] for a in approved}:  # cancelled, withdrawn or held meanwhile
             del self._busy[gone]
@@ -464,7 +467,7 @@ class Actuation:
             with transaction(self._sessions) as s:
                 row = repo.transition_drain(
                     session=s, action_id=action_id, to=DrainState.EXECUTING, actor=ACTOR, now=self._clock.now(),
-                    message="executing",
+                    message="executing" if self._fleet is None else f"{CLAIMED_BY}{self._fleet.identity}",
                 )  # fmt: skip
                 _forget_wait(row)  # tried now: a wait it is told next is written after this try
                 return repo.drain_attempt(session=s, action_id=action_id)
@@ -498,6 +501,40 @@ class Actuation:
                 session=s, action_id=action_id, to=DrainState.APPROVED, actor=ACTOR, now=self._clock.now(),
                 message=message, expect=DrainState.EXECUTING,
             )  # fmt: skip
+
+    def _requeue_orphans(self, first: bool) -> None:
+        """At the start of each pass (this worker runs no drain then): the drains executing that no live worker runs
+        go back to approved, to be claimed again. Without sharding one leader runs drains, so every drain executing
+        is one a leader that stopped or lost the Lease left (before, only at this process's first pass: a standby
+        that had led before and led again after the other leader died mid-drain left it executing, its
+        drains.max_concurrent slot held, until a restart). With sharding several instances run drains on one store:
+        one claimed by another instance that still refreshes its nodes (``repo.live_instances``) is left to it
+        (before, every instance's start requeued it, and both drained the node at once); one claimed by an instance
+        gone, or by this one's identity (a restart of it), is requeued; one whose claim names no instance (a version
+        before this) only at this process's first pass, as before."""
+        now = self._clock.now()
+        with transaction(self._sessions, reads_only=True) as s:  # each requeue is its own writing unit
+            rows = repo.drains_in(session=s, states=(DrainState.EXECUTING.value,), limit=1000)  # one query a pass
+            if not rows:
+                return
+            claims = {r.id: repo.drain_claim(session=s, action_id=r.id) for r in rows}
+            live = (
+                repo.live_instances(session=s, now=now, stale_after_s=self._fleet.stale_after_s)
+                if self._fleet is not None
+                else set()
+            )
+        for r in rows:
+            claim = claims[r.id]
+            message = "found executing at start; resumed" if first else RESUMED
+            if self._fleet is not None:
+                by = _claimer(claim.message if claim is not None else "")
+                if by is None and not first:
+                    continue
+                if by is not None and by != fit(self._fleet.identity, 253) and by in live:
+                    continue  # another instance's, live: its own worker ends it
+                if by is not None and not first:
+                    message = f"found executing on {by}, which no longer refreshes its nodes; resumed"
+            self._requeue(r.id, message)
 
     def _requeue_executing(self, message: str) -> None:
         with transaction(self._sessions, reads_only=True) as s:  # each requeue is its own writing unit
@@ -598,6 +635,11 @@ def _stored_wait(row: DrainActionRow, *, now: float | None = None) -> tuple[floa
             most = float(wait)
         end = min(end, now + most) if math.isfinite(end) else now + BUSY_MAX_S
     return end, max(1, tries)
+
+
+def _claimer(message: str) -> str | None:
+    """The instance a claim's audit message names (``CLAIMED_BY``), None for one that names none."""
+    return message[len(CLAIMED_BY) :] if message.startswith(CLAIMED_BY) else None
 
 
 def _forget_wait(row: DrainActionRow) -> None:

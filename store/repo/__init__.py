@@ -10,6 +10,7 @@ from store.repo.drains import (
     count_active_drains,
     count_budget_drains,
     drain_attempt,
+    drain_claim,
     drains_in,
     get_drain,
     latest_drain_for_node,
@@ -20,7 +21,7 @@ from store.repo.drains import (
     transition_drain,
 )
 from store.repo.findings import acknowledge_finding, get_finding, list_findings, open_findings, upsert_findings
-from store.repo.fleet import drain_flagged_nodes, live_instance_nodes, refresh_instance_nodes
+from store.repo.fleet import drain_flagged_nodes, live_instance_nodes, live_instances, refresh_instance_nodes
 from store.repo.page import KeysetPage, Page
 from store.repo.retention import prune
 from store.repo.rollups import RollupPoint, load_rollups, record_rollup
@@ -38,6 +39,7 @@ __all__ = [
     "count_active_drains",
     "count_budget_drains",
     "drain_attempt",
+    "drain_claim",
     "drain_flagged_nodes",
     "drains_in",
     "get_capacity",
@@ -56,6 +58,7 @@ __all__ = [
     "list_findings",
     "list_static_targets",
     "live_instance_nodes",
+    "live_instances",
     "load_rollups",
     "note_drain",
     "open_findings",

@@ -227,17 +227,28 @@ def list_drain_events(*, session: Session, action_id: int) -> list[DrainEventRow
     )
 
 
-def drain_attempt(*, session: Session, action_id: int) -> int | None:
-    """Which run of ``action_id`` its executing state belongs to: the id of the last event that moved it into
-    executing (a claim), None if none did. A drain requeued and claimed again (another leader resuming it) is another
-    attempt, though its state reads executing as before."""
-    stmt = select(func.max(DrainEventRow.id)).where(
-        DrainEventRow.action_id == action_id,
-        DrainEventRow.to_state == DrainState.EXECUTING.value,
-        DrainEventRow.from_state != DrainState.EXECUTING.value,
+def drain_claim(*, session: Session, action_id: int) -> DrainEventRow | None:
+    """The last event that moved ``action_id`` into executing (a claim: its message says by whom, with sharding),
+    None if none did."""
+    stmt = (
+        select(DrainEventRow)
+        .where(
+            DrainEventRow.action_id == action_id,
+            DrainEventRow.to_state == DrainState.EXECUTING.value,
+            DrainEventRow.from_state != DrainState.EXECUTING.value,
+        )
+        .order_by(DrainEventRow.id.desc())
+        .limit(1)
     )
-    found = session.scalar(stmt)
-    return None if found is None else int(found)
+    return session.scalars(stmt).first()
+
+
+def drain_attempt(*, session: Session, action_id: int) -> int | None:
+    """Which run of ``action_id`` its executing state belongs to: the id of its claim (``drain_claim``), None if none.
+    A drain requeued and claimed again (another leader resuming it) is another attempt, though its state reads
+    executing as before."""
+    claim = drain_claim(session=session, action_id=action_id)
+    return None if claim is None else claim.id
 
 
 def note_drain(*, session: Session, action_id: int, actor: str, now: float, message: str) -> None:

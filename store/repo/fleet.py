@@ -34,6 +34,13 @@ def live_instance_nodes(*, session: Session, now: float, stale_after_s: float) -
     return {i: {n for n in (nodes or ()) if isinstance(n, str) and n} for i, nodes in rows}
 
 
+def live_instances(*, session: Session, now: float, stale_after_s: float) -> set[str]:
+    """The instances that refreshed their node set within ``stale_after_s``: the live ones holding shards (read
+    only, unlike ``live_instance_nodes``)."""
+    stmt = select(InstanceNodesRow.instance).where(InstanceNodesRow.refreshed_at >= now - stale_after_s)
+    return set(session.scalars(stmt))
+
+
 def drain_flagged_nodes(*, session: Session) -> set[str]:
     """The nodes a live (open or acknowledged) finding of any instance asks to drain."""
     rows = session.scalars(

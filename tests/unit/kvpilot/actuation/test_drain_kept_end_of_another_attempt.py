@@ -65,8 +65,12 @@ async def test_an_end_kept_through_an_outage_does_not_close_another_leaders_run(
 
         away = _Away(old_sessions)
 
-        def blocked(node: str) -> DrainResult:  # the old leader's run: it ends as the store goes away
-            away.away.set()
+        old_runs: list[str] = []
+
+        def blocked(node: str) -> DrainResult:  # the old leader's run: its first ends as the store goes away
+            old_runs.append(node)
+            if len(old_runs) == 1:
+                away.away.set()
             step = AuditRecord(clock.now(), node, "evict", "ml/chat-0", Outcome.BLOCKED, "PDB kept refusing", False)
             return DrainResult(node, False, records=[step], blocked=["ml/chat-0"])
 
@@ -103,11 +107,13 @@ async def test_an_end_kept_through_an_outage_does_not_close_another_leaders_run(
             events = repo.list_drain_events(session=s, action_id=a)
             state = repo.get_drain(session=s, action_id=a).state
         moves = [(e.from_state, e.to_state) for e in events if e.from_state != e.to_state]
-        # before: failed (the old run's end) while the new run still drained, and the new run's end dropped
-        assert seen_during == [DrainState.EXECUTING.value]
-        assert state == DrainState.DONE.value
+        # before: the new run closed failed with the old run's kept end (executing -> failed) while it still drained
+        # the node, and its own end dropped. Now the kept end is audited, not applied; the old leader, leading again
+        # (the new one has lost the Lease and stops), resumes the drain the new one left and its own run ends it.
         assert moves == [(None, "requested"), ("requested", "approved"), ("approved", "executing"),
-                         ("executing", "approved"), ("approved", "executing"), ("executing", "done")]  # fmt: skip
+                         ("executing", "approved"), ("approved", "executing"),
+                         ("executing", "approved"), ("approved", "executing"), ("executing", "failed")]  # fmt: skip
+        assert (len(old_runs), seen_during, state) == (2, [DrainState.FAILED.value], DrainState.FAILED.value)
         assert any("PDB kept refusing" in e.message for e in events)  # the old run's steps audited
         assert a not in old._unsettled
     finally:
