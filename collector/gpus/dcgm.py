@@ -27,6 +27,7 @@ pages), and never when it is the exporter pod's own name: then the node stays un
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -73,7 +74,7 @@ def _flag(v: float) -> bool:
 
 
 def _same(v: float) -> float:
-    return v
+    return v  # never called per page: a field read as it is is stored as it is (_Plan)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +133,12 @@ FAMILIES: frozenset[str] = frozenset(
 ) | frozenset(f"{name}_total" for name in {_XID_COUNT, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", _NVML_XID_EVENTS})
 
 _Key = tuple[str, str, str]  # node, index ("gpu" or "gpu/instance"), uuid
+
+# A GPU's sample is built from its GpuSample arguments in field order (a list per GPU per page; keywords cost a
+# dict merge and a name look-up each): where each field goes, and what a GPU's row holds before its page is read.
+_AT = {f.name: k for k, f in enumerate(dataclasses.fields(GpuSample))}
+_TIMESTAMP, _LAST_XID_AT, _XID_COUNT_AT, _EXTRA_AT = _AT["timestamp"], _AT["last_xid"], _AT["xid_count"], _AT["extra"]
+_ROW = tuple(None if f.default is dataclasses.MISSING else f.default for f in dataclasses.fields(GpuSample))
 
 # Labels dcgm-exporter adds to say who uses a GPU (internal/pkg/transformation/const.go), not which series it is: a
 # shared GPU's series is written once per user with these alone differing.
@@ -206,9 +213,17 @@ _FIELD, _EXTRA, _LAST_XID, _COUNT_XIDS, _PRESENT = "field", "extra", "last_xid",
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
-    gpus: tuple[dict[str, Any], ...]  # each GPU's GpuSample fields that labels give (node, index, pod, ...)
-    # a step and its argument: a _Map, an EXTRA key, the XID reads' ``err_code`` labels (as numbers), or None
+    rows: tuple[tuple[Any, ...], ...]  # each GPU's GpuSample arguments, with those its labels give (node, index, ...)
+    # a step and its argument: a field's (position, conversion or None to store the value as it is), an EXTRA key,
+    # the XID reads' ``err_code`` labels (as numbers), or None
     steps: tuple[tuple[_Step, Any], ...]
+
+
+def _row(fields: dict[str, Any]) -> tuple[Any, ...]:
+    row = list(_ROW)
+    for name, value in fields.items():
+        row[_AT[name]] = value
+    return tuple(row)
 
 
 def _plan(families: Mapping[str, MetricFamily], target: TargetInfo) -> _Plan:
@@ -222,14 +237,18 @@ def _plan(families: Mapping[str, MetricFamily], target: TargetInfo) -> _Plan:
         return key, action, assign(samples, partial(_key, target=target), gpus, labels_of, _label_fields)
 
     steps: list[tuple[_Step, Any]] = [(each(_NVML_INFO, _PRESENT), None)]  # the GPU exists, in page order
-    steps.extend((each(name, _FIELD), m) for m in FIELDS for name in m.families)
+    steps.extend(
+        (each(name, _FIELD), (_AT[m.field], None if m.convert is _same else m.convert))
+        for m in FIELDS
+        for name in m.families
+    )
     steps.extend((each(name, _EXTRA), key) for name, key in EXTRA.items())
     xid = each(_XID, _LAST_XID)
     xid_samples = families[xid[0]].samples if xid[2] else ()
     steps.append((xid, tuple(_positive_int(xid_samples[i].labels.get("err_code")) for _at, i in xid[2])))
     steps.append((_once_per_series(each(_XID_COUNT, _COUNT_XIDS), families), None))
     steps.append((_once_per_series(each(_NVML_XID_EVENTS, _COUNT_XIDS), families), None))
-    return _Plan(tuple(labels_of), tuple((step, arg) for step, arg in steps if step[2]))
+    return _Plan(tuple(map(_row, labels_of)), tuple((step, arg) for step, arg in steps if step[2]))
 
 
 def _once_per_series(step: _Step, families: Mapping[str, MetricFamily]) -> _Step:
@@ -255,35 +274,40 @@ def adapt_dcgm(families: Mapping[str, MetricFamily], target: TargetInfo, timesta
     plan = structural(
         families, ("dcgm", target.node, "" if target.node else target.pod), partial(_plan, families, target)
     )
-    values: list[dict[str, Any]] = [{} for _ in plan.gpus]
-    extras: list[dict[str, float]] = [{} for _ in plan.gpus]
-    xid_counts: list[float | None] = [None] * len(plan.gpus)
+    rows: list[list[Any]] = []
+    for template in plan.rows:
+        row = list(template)
+        row[_TIMESTAMP] = timestamp
+        row[_EXTRA_AT] = {}
+        rows.append(row)
     for (family, action, reads), arg in plan.steps:
         page_values = family_values(families, family)
         if action == _FIELD:
-            name, convert = arg.field, arg.convert
+            # the first copy that is not blank wins (a field is None until set; a value set never is)
+            at_field, convert = arg
             for at, i in reads:
                 v = page_values[i]
-                if name not in values[at] and (_NEG_INF < v < _BLANK_FLOOR or not is_blank(v)):
-                    values[at][name] = convert(v)
+                row = rows[at]
+                if row[at_field] is None and (_NEG_INF < v < _BLANK_FLOOR or not is_blank(v)):
+                    row[at_field] = v if convert is None else convert(v)
         elif action == _EXTRA:
             for at, i in reads:
                 v = page_values[i]
                 if _NEG_INF < v < _BLANK_FLOOR or not is_blank(v):
-                    extras[at].setdefault(arg, v)
+                    rows[at][_EXTRA_AT].setdefault(arg, v)
         elif action == _PRESENT:
             continue
         elif action == _LAST_XID:
             for (at, i), err_code in zip(reads, arg, strict=True):
-                xid = _last_xid(page_values[i], err_code)
-                if xid is not None and values[at].get("last_xid") in (None, 0):
-                    values[at]["last_xid"] = xid
+                v = page_values[i]
+                # no XID (the value nearly every page has): its err_code label's, else 0, as _last_xid says
+                xid = (0 if err_code is None else err_code) if v == 0.0 else _last_xid(v, err_code)
+                if xid is not None and rows[at][_LAST_XID_AT] in (None, 0):
+                    rows[at][_LAST_XID_AT] = xid
         else:
             for at, i in reads:
                 v = page_values[i]
                 if _NEG_INF < v < _BLANK_FLOOR or not is_blank(v):
-                    xid_counts[at] = (xid_counts[at] or 0.0) + v
-    return [
-        GpuSample(**fields, timestamp=timestamp, extra=extras[at], xid_count=xid_counts[at], **values[at])
-        for at, fields in enumerate(plan.gpus)
-    ]
+                    row = rows[at]
+                    row[_XID_COUNT_AT] = (row[_XID_COUNT_AT] or 0.0) + v
+    return [GpuSample(*row) for row in rows]

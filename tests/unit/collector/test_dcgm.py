@@ -242,6 +242,23 @@ def test_a_laid_out_page_is_adapted_from_its_values_without_building_samples(
     assert (by_index["0"].last_xid, by_index["2/2"].last_xid) == (31, 13)  # 2/2's value is blank: its err_code
 
 
+@pytest.mark.parametrize("zero", ["0", "-0", "0.0", "0e5"])
+@pytest.mark.parametrize("err_code", ['err_code="79",', ""])
+def test_an_xid_value_of_zero_takes_its_err_code_else_zero(metrics_fixtures: Path, zero: str, err_code: str) -> None:
+    # no XID in the value (what nearly every page says): the err_code label's, and 0 where there is none; parsed and
+    # off the layout alike
+    text = (metrics_fixtures / "dcgm-mig-hostname__handwritten.txt").read_text()
+    if not err_code:
+        text = text.replace('err_code="79",', "")
+    cache = LayoutCache(parse)
+    for value in ("79", zero):
+        page = text.replace(" 79\n", f" {value}\n", 1)  # GPU 0's XID value
+        gpus = {g.index: g for g in adapt_dcgm(_laid_out(cache, "t", page), GPU_TARGET, 1.0)}
+        assert gpus == {g.index: g for g in adapt_dcgm(parse(page, wanted=WANTED_FAMILIES), GPU_TARGET, 1.0)}
+    assert cache.hits == 1
+    assert gpus["0"].last_xid == (79 if err_code else 0)
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     st.integers(1, 6),  # containers sharing GPU 0, each written its copy of every series

@@ -5,14 +5,17 @@ Each case goes through the real entry point, ``adapt_page``, on a small vLLM or 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from collector import validity
 from collector.adapt import adapt_page
 from collector.exposition import ParseError
-from collector.samples import Histogram, ReplicaSample, TargetInfo
+from collector.samples import GpuSample, Histogram, ReplicaSample, TargetInfo
 
 ENGINE = TargetInfo(url="http://x:8000/metrics", pod="p-0", node="n-1")
 GPU = TargetInfo(url="http://x:9400/metrics", kind="gpu", node="n-1")
@@ -114,6 +117,51 @@ def test_impossible_gpu_values_become_unknown() -> None:
     assert gpu.utilisation is None
     assert gpu.memory_used_bytes is None
     assert gpu.temperature_c == 61
+
+
+_GPU_POSSIBLE = st.sampled_from([None, 0.0, -0.0, 0.5, 1.0, 1, 0, True, 0.03, 61.0, 3e6, 2.0**53])
+_GPU_ODD = [-3.0, -0.005, -0.02, 1.005, 1.02, 250.0, 2.0**53 + 2, 2**60, math.nan, math.inf, -math.inf, 1e308, -0.0]
+_GPU_ANY = st.sampled_from([None, 0.0, 0.5, 1.0, 1, True, 61.0, *_GPU_ODD])
+
+
+_GPU_CHECKED = [*validity._GPU_COUNTS, *validity._GPU_FRACTIONS, "temperature_c"]
+
+
+def _checked_as_the_rules_say(values: list[object]) -> None:
+    """validity.gpu on a sample with ``values`` in _GPU_CHECKED's fields: every count by count(), every fraction by
+    fraction(), the temperature finite; the same object back when nothing changes (the rule for nearly every sample,
+    told apart in one pass), else those fields made right."""
+    sample = GpuSample("n", "0", "u", "m", 1.0, **dict(zip(_GPU_CHECKED, values, strict=True)))  # type: ignore[arg-type]
+    expected = {name: validity.count(getattr(sample, name)) for name in validity._GPU_COUNTS}
+    expected |= {name: validity.fraction(getattr(sample, name)) for name in validity._GPU_FRACTIONS}
+    t = sample.temperature_c
+    expected["temperature_c"] = None if t is None or not math.isfinite(t) else t
+    changed = {n: v for n, v in expected.items() if not (v is getattr(sample, n) or v == getattr(sample, n))}
+    checked = validity.gpu(sample)
+    if not changed:
+        assert checked is sample
+    else:
+        assert checked == dataclasses.replace(sample, **changed)
+
+
+@pytest.mark.parametrize("odd", _GPU_ODD)
+@pytest.mark.parametrize("at", range(len(_GPU_CHECKED)), ids=lambda at: _GPU_CHECKED[at])
+def test_one_odd_gpu_value_among_possible_ones_is_checked(at: int, odd: float) -> None:
+    # every field in turn, every kind of value outside what it may hold (and -0.0), the rest possible
+    values: list[object] = [3e6] * len(validity._GPU_COUNTS) + [0.03, 1.0, 61.0]
+    values[at] = odd
+    _checked_as_the_rules_say(values)
+
+
+@given(
+    values=st.lists(_GPU_POSSIBLE, min_size=11, max_size=11),
+    odd=st.lists(st.tuples(st.integers(0, 10), _GPU_ANY), max_size=2),
+)
+def test_a_gpu_sample_is_checked_field_by_field(values: list[object], odd: list[tuple[int, object]]) -> None:
+    # possible values with none, one or two values of any kind in any field
+    for at, value in odd:
+        values[at] = value
+    _checked_as_the_rules_say(values)
 
 
 def test_histogram_rules() -> None:
