@@ -9,6 +9,7 @@ is away. An answer without a status was said as "None: None"."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,6 +22,7 @@ from collector.clock import VirtualClock
 from collector.discovery.promql import PromQLError, PromQLSource
 
 NOW = 1_700_000_600.0
+STORE_DOWN = "receive series from Addr: 10.0.3.7:10901: rpc error: code = Unavailable\x1b[2J"
 METADATA = {"status": "success", "data": {"vllm:num_requests_running": [{"type": "gauge", "help": "", "unit": ""}]}}
 
 
@@ -31,7 +33,8 @@ def _series(pod: str) -> dict[str, Any]:
 
 class _Partial:
     """Answers every query with the series of pod p0 only (p1's storage node is down): ``victoriametrics``, success
-    and isPartial, as vmselect answers; ``no-status``, the same without its status."""
+    and isPartial, as vmselect answers; ``thanos``, success and a warning, as a Thanos Querier answers with a store
+    down (its default, --query.partial-response); ``no-status``, the same without its status."""
 
     def __init__(self, kind: str) -> None:
         self.forms: list[dict[str, list[str]]] = []
@@ -55,6 +58,8 @@ class _Partial:
                     forms.append(form)
                     if kind == "victoriametrics":
                         body["isPartial"] = True
+                    elif kind == "thanos":
+                        body["warnings"] = [STORE_DOWN]
                     else:
                         del body["status"]
                 raw = json.dumps(body).encode()
@@ -111,3 +116,22 @@ async def test_a_single_query_refuses_a_partial_answer_too() -> None:
     finally:
         await source.aclose()
         server.close()
+
+
+async def test_a_warning_an_answer_carries_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    # A Thanos Querier's partial answer is still read (an HA pair's other copy may be whole: kvpilot cannot tell), but
+    # its warning is said, once, escaped. Before: read without a word.
+    caplog.set_level(logging.WARNING, logger="collector.discovery.promql")
+    server = _Partial("thanos")
+    source = PromQLSource(server.url, reader="thread", clock=VirtualClock(NOW))
+    try:
+        for _ in range(2):
+            result = await source.collect_once()
+            assert [r.replica for r in result.replicas] == ["p0"]
+    finally:
+        await source.aclose()
+        server.close()
+    said = [r.getMessage() for r in caplog.records if "carries a warning" in r.getMessage()]
+    assert len(said) == 1
+    assert said[0].endswith("(a store behind a query layer that did not answer): receive series from Addr: "
+                            "10.0.3.7:10901: rpc error: code = Unavailable\\x1b[2J")  # fmt: skip
