@@ -6,7 +6,10 @@ sick, 0.1 % down) runs in its own process, and ``kvpilot run`` (the real service
 gRPC) reads it with the PromQL source. Meanwhile this process:
 
 - polls kvpilot's ``/metrics`` every 0.5 s: each step of ``kvpilot_loop_tick_seconds_count`` gives that tick's
-  exact duration (the step of ``_sum``) and when it ran; overruns from ``kvpilot_loop_overruns_total``;
+  exact duration (the step of ``_sum``) and when it ran; overruns from ``kvpilot_loop_overruns_total``
+  (``--tick-poll readyz``: ``/readyz`` every 0.5 s, and ``/metrics`` only once its ``last_tick_at`` moved — at
+  10,000 replicas ``/metrics`` is 260 KB and ~10 ms of kvpilot's CPU, which Prometheus asks every 15-60 s, not
+  twice a second);
 - sends ``GET /healthz`` (every tenth ``GET /v1/decisions?limit=10``) every 25 ms and keeps the latency of those
   that overlapped a tick (the API p99 "during ticks");
 - a gRPC client, in a process of its own so that this one's polling and parsing do not delay its calls, calls
@@ -107,7 +110,15 @@ def _quantile(xs: list[float], q: float) -> float:
 
 
 async def _measure(
-    run: Run, base: str, pid: int, ticks: int, interval_s: float, warmup: int, *, api_load: bool = True
+    run: Run,
+    base: str,
+    pid: int,
+    ticks: int,
+    interval_s: float,
+    warmup: int,
+    *,
+    api_load: bool = True,
+    tick_poll: str = "metrics",
 ) -> None:
     async with httpx.AsyncClient(base_url=base, timeout=30.0, trust_env=False) as client:
         last: tuple[float, float] | None = None
@@ -116,25 +127,38 @@ async def _measure(
         stop = asyncio.Event()
         cpu0 = [0.0]
 
+        tick_at: list[object] = [None]  # /readyz's last_tick_at as last read (--tick-poll readyz)
+
         async def poll_ticks() -> None:
             nonlocal last, seen
             while not stop.is_set():
+                ready: object = None
+                seen_at = time.monotonic()
                 try:
+                    if tick_poll == "readyz" and last is not None:
+                        # kvpilot sets last_tick_at and counts the tick in one step: /metrics only once it moved
+                        ready = (await client.get("/readyz")).json().get("last_tick_at")
+                        seen_at = time.monotonic()  # a tick's end as seen: before /metrics is asked
+                        if ready == tick_at[0]:
+                            await asyncio.sleep(0.5)
+                            continue
                     text = (await client.get("/metrics")).text
-                except httpx.TransportError:  # a kept-alive connection the server closed as we reused it
+                    if tick_poll != "readyz" or ready is None:
+                        seen_at = time.monotonic()
+                except (httpx.TransportError, ValueError):  # a kept-alive connection the server closed as we reused it
                     continue
                 count = metric(text, "kvpilot_loop_tick_seconds_count")
                 total = metric(text, "kvpilot_loop_tick_seconds_sum")
+                tick_at[0] = ready  # a tick ended after /readyz was read: its next answer brings one more /metrics
                 if count is not None and total is not None:
                     if last is not None and count > last[0]:
                         seen += int(count - last[0])
                         if seen == warmup:
                             cpu0[0] = tree_cpu_s(pid)
                         if seen > warmup:
-                            run.measured_from = min(run.measured_from, time.monotonic())
-                        if seen > warmup:
+                            run.measured_from = min(run.measured_from, seen_at)
                             # several ticks between polls (never at these intervals) would average: fine for p50
-                            run.ticks.append((time.monotonic(), (total - last[1]) / (count - last[0])))
+                            run.ticks.append((seen_at, (total - last[1]) / (count - last[0])))
                     last = (count, total)
                     run.overruns = metric(text, "kvpilot_loop_overruns_total") or 0.0
                     run.answer_bytes = metric(text, "kvpilot_promql_answer_bytes") or 0.0
@@ -261,6 +285,7 @@ def run_one(
     schedstat_s: float = 0.0,
     keep: Path | None = None,
     perf_sched: bool = False,
+    tick_poll: str = "metrics",
 ) -> Run:
     run = Run(replicas, mode)
     fake_log = tmp / f"promapi-{replicas}.log"
@@ -322,7 +347,18 @@ def run_one(
         gc.collect()
         gc.freeze()
         try:
-            asyncio.run(_measure(run, f"http://127.0.0.1:{http}", kv.pid, ticks, interval_s, 2, api_load=api_load))
+            asyncio.run(
+                _measure(
+                    run,
+                    f"http://127.0.0.1:{http}",
+                    kv.pid,
+                    ticks,
+                    interval_s,
+                    2,
+                    api_load=api_load,
+                    tick_poll=tick_poll,
+                )
+            )
         except Exception:
             print(f"kvpilot (exit {kv.poll()}) log tail:\n{kv_log.read_text(errors='replace')[-3000:]}", flush=True)
             raise
@@ -618,6 +654,13 @@ def main() -> None:
         action="store_true",
         help="with --schedstat: perf records every switch and wake-up (root), to say who ran while KEDA waited",
     )
+    p.add_argument(
+        "--tick-poll",
+        choices=["metrics", "readyz"],
+        default="metrics",
+        help="how ticks are timed: /metrics every 0.5 s (260 KB and ~10 ms of kvpilot's CPU each at 10,000 "
+        "replicas), or /readyz every 0.5 s and /metrics only once its last_tick_at moved (~1 a tick)",
+    )
     p.add_argument("--keep", type=Path, metavar="DIR", help="copy the raw gRPC and schedstat records here")
     p.add_argument("--grpc-client", type=int, help=argparse.SUPPRESS)  # the gRPC client's own process: the port
     p.add_argument("--grpc-out", type=Path, help=argparse.SUPPRESS)
@@ -651,6 +694,7 @@ def main() -> None:
                 schedstat_s=args.schedstat,
                 keep=args.keep,
                 perf_sched=args.perf_sched,
+                tick_poll=args.tick_poll,
             )
             _report(last, args.interval)
     if last is not None:
