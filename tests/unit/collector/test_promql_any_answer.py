@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -18,6 +16,7 @@ from hypothesis import strategies as st
 
 from collector.clock import VirtualClock
 from collector.discovery.promql import PromQLError, PromQLSource
+from tests.helpers.json_server import JsonServer
 
 NOW = 1_700_000_600.0
 METADATA = json.dumps(
@@ -73,41 +72,21 @@ VECTOR = st.fixed_dictionaries(
 )
 
 
-class _Answers:
+class _Answers(JsonServer):
     """Answers /api/v1/metadata with ``METADATA`` and every query with ``body``, 200."""
 
     def __init__(self) -> None:
         self.body = b"{}"
-        answers = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _answer(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                body = METADATA if self.path.startswith("/api/v1/metadata") else answers.body
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = _answer  # noqa: N815  (http.server's names)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        super().__init__(
+            lambda path, _body, _head: (200, METADATA if path.startswith("/api/v1/metadata") else self.body)
+        )
 
 
 @pytest.fixture(scope="module")
 def answers() -> Iterator[_Answers]:
     server = _Answers()
     yield server
-    server.server.shutdown()
-    server.server.server_close()
+    server.close()
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))

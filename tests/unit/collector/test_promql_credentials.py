@@ -5,9 +5,8 @@ was unreachable or failing (review G6, session 21: 15 lines in 45 s with ``admin
 from __future__ import annotations
 
 import base64
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from email.message import Message
 from pathlib import Path
 from typing import Any
 
@@ -18,42 +17,24 @@ from collector.discovery.promql import PromQLError, PromQLSource
 from collector.scrape_http import FETCHERS, ScrapeError
 from collector.urls import password_masked
 from kvpilot.settings import SettingsError, load_settings
+from tests.helpers.json_server import JsonServer
 from tests.helpers.promql_loop import collection_failures
 
 SECRET = "hunter2"
 
 
-class Failing:
+class Failing(JsonServer):
     """A Prometheus answering every request with ``status`` and ``body``; keeps each request's Authorization."""
 
     def __init__(self, status: int, body: bytes) -> None:
         self.authorizations: list[str | None] = []
         seen = self.authorizations
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+        def answer(_path: str, _body: bytes, head: Message) -> tuple[int, bytes]:
+            seen.append(head.get("Authorization"))
+            return status, body
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _answer(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                seen.append(self.headers.get("Authorization"))
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = _answer  # noqa: N815  (http.server's names)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(answer)
 
 
 @pytest.fixture(params=[(500, b'{"status":"error","error":"boom"}'), (200, b"<html>Sign in</html>"), (200, b"[1, 2]")])

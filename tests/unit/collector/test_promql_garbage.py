@@ -5,9 +5,7 @@ PromQLError naming the URL (it was a TypeError or AttributeError deep in the rea
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,7 @@ import pytest
 
 from collector.clock import VirtualClock
 from collector.discovery.promql import PromQLError, PromQLSource
+from tests.helpers.json_server import JsonServer
 from tests.helpers.promql_loop import collection_failures
 
 NOW = 1_700_000_600.0
@@ -28,36 +27,12 @@ def _vector(*series: Any) -> dict[str, Any]:
 GOOD = {"metric": {"__name__": "vllm:num_requests_running", "namespace": "ns", "pod": "p0"}, "value": [NOW, "1"]}
 
 
-class Garbage:
+class Garbage(JsonServer):
     """Answers /api/v1/metadata with ``metadata`` and every query with ``query`` (JSON-encoded, 200)."""
 
     def __init__(self, query: Any, metadata: Any = METADATA) -> None:
         answers = {"/api/v1/metadata": json.dumps(metadata).encode(), "": json.dumps(query).encode()}
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _answer(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                body = answers.get(self.path.partition("?")[0], answers[""])
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = _answer  # noqa: N815  (http.server's names)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(lambda path, _body, _head: (200, answers.get(path.partition("?")[0], answers[""])))
 
 
 @pytest.fixture

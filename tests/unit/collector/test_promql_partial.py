@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from email.message import Message
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -20,6 +19,7 @@ import pytest
 
 from collector.clock import VirtualClock
 from collector.discovery.promql import PromQLError, PromQLSource
+from tests.helpers.json_server import JsonServer
 
 NOW = 1_700_000_600.0
 STORE_DOWN = "receive series from Addr: 10.0.3.7:10901: rpc error: code = Unavailable\x1b[2J"
@@ -31,7 +31,7 @@ def _series(pod: str) -> dict[str, Any]:
     return {"metric": labels, "value": [NOW, "3"]}
 
 
-class _Partial:
+class _Partial(JsonServer):
     """Answers every query with the series of pod p0 only (p1's storage node is down): ``victoriametrics``, success
     and isPartial, as vmselect answers; ``thanos``, success and a warning, as a Thanos Querier answers with a store
     down (its default, --query.partial-response); ``no-status``, the same without its status."""
@@ -40,44 +40,20 @@ class _Partial:
         self.forms: list[dict[str, list[str]]] = []
         forms = self.forms
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+        def answer(path: str, form: bytes, _head: Message) -> tuple[int, bytes]:
+            if path.startswith("/api/v1/metadata"):
+                return 200, json.dumps(METADATA).encode()
+            forms.append(parse_qs(form.decode()))
+            body: dict[str, Any] = {"status": "success", "data": {"resultType": "vector", "result": [_series("p0")]}}
+            if kind == "victoriametrics":
+                body["isPartial"] = True
+            elif kind == "thanos":
+                body["warnings"] = [STORE_DOWN]
+            else:
+                del body["status"]
+            return 200, json.dumps(body).encode()
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _answer(self) -> None:
-                form = parse_qs(self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode())
-                body: dict[str, Any] = {
-                    "status": "success",
-                    "data": {"resultType": "vector", "result": [_series("p0")]},
-                }
-                if self.path.startswith("/api/v1/metadata"):
-                    body = METADATA
-                else:
-                    forms.append(form)
-                    if kind == "victoriametrics":
-                        body["isPartial"] = True
-                    elif kind == "thanos":
-                        body["warnings"] = [STORE_DOWN]
-                    else:
-                        del body["status"]
-                raw = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            do_GET = do_POST = _answer  # noqa: N815  (http.server's names)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(answer)
 
 
 @pytest.fixture
