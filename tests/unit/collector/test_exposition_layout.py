@@ -95,6 +95,24 @@ def _first_line(prefix: str) -> str:
     return next(line for line in VLLM.splitlines() if line.startswith(prefix))
 
 
+def _learned() -> LayoutCache:
+    """A cache that has learned the vLLM page's layout."""
+    cache = LayoutCache(parse)
+    cache.parse("target", VLLM, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    return cache
+
+
+def _read_as_the_parser_reads(cache: LayoutCache, changed: str) -> None:
+    """``changed`` through ``cache`` gives what the parser gives, or the parser's refusal, word for word."""
+    try:
+        expected = canonical(parse(changed, wanted=WANTED_FAMILIES))
+    except ParseError as e:
+        with pytest.raises(ParseError, match=re.escape(str(e))):
+            cache.parse("target", changed, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    else:
+        assert read(cache, changed) == expected
+
+
 @pytest.mark.parametrize(
     "change",
     [
@@ -129,17 +147,10 @@ def _first_line(prefix: str) -> str:
     ],
 )
 def test_a_page_that_does_not_fit_is_parsed(change: object) -> None:
-    cache = LayoutCache(parse)
-    cache.parse("target", VLLM, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    cache = _learned()
     changed = change(VLLM)  # type: ignore[operator]
     assert changed != VLLM
-    try:
-        expected = canonical(parse(changed, wanted=WANTED_FAMILIES))
-    except ParseError as e:
-        with pytest.raises(ParseError, match=re.escape(str(e))):
-            cache.parse("target", changed, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
-    else:
-        assert read(cache, changed) == expected
+    _read_as_the_parser_reads(cache, changed)
     assert cache.hits == 0
 
 
@@ -195,41 +206,23 @@ _VALUES = st.one_of(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(values=st.lists(_VALUES, min_size=1, max_size=12))
 def test_any_values_read_off_a_layout_agree_with_the_parser(values: list[str]) -> None:
-    cache = LayoutCache(parse)
-    cache.parse("target", VLLM, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
-    changed = with_values(VLLM, values)
-    try:
-        expected = canonical(parse(changed, wanted=WANTED_FAMILIES))
-    except ParseError as e:
-        with pytest.raises(ParseError, match=re.escape(str(e))):
-            cache.parse("target", changed, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
-    else:
-        hits = cache.hits
-        assert read(cache, changed) == expected
-        fits = all(_PLAIN.fullmatch(v) for v in values)
-        assert cache.hits == hits + fits, "plain numbers are read off the layout, anything else is parsed"
+    cache = _learned()
+    _read_as_the_parser_reads(cache, with_values(VLLM, values))
+    fits = all(_PLAIN.fullmatch(v) for v in values)
+    assert cache.hits == fits, "plain numbers are read off the layout, anything else is parsed"
 
 
 @pytest.mark.parametrize("value", ["1-2", "e5", ".", "1e", "+", "--1", "1.2.3", "1e+", "-.e1", "5e3e1", "+-0", "E"])
 def test_a_value_of_decimal_characters_that_is_no_number_is_parsed_not_read_off_the_layout(value: str) -> None:
     # made of digits, points, signs and exponents only, yet no number: float() refuses it, as the parser does
-    cache = LayoutCache(parse)
-    cache.parse("target", VLLM, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
-    changed = VLLM.replace(_first_line(RUNNING), f"{RUNNING} {value}")
-    try:
-        expected = canonical(parse(changed, wanted=WANTED_FAMILIES))
-    except ParseError as e:
-        with pytest.raises(ParseError, match=re.escape(str(e))):
-            cache.parse("target", changed, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
-    else:
-        assert read(cache, changed) == expected
+    cache = _learned()
+    _read_as_the_parser_reads(cache, VLLM.replace(_first_line(RUNNING), f"{RUNNING} {value}"))
     assert cache.hits == 0
 
 
 @pytest.mark.parametrize("values", [["+Inf"], ["1", "NaN"], ["2.5e-3", "-Inf", "7", "+Inf", "NaN", "-0", ".5", "5."]])
 def test_decimals_beside_inf_and_nan_are_read_off_the_layout(values: list[str]) -> None:
-    cache = LayoutCache(parse)
-    cache.parse("target", VLLM, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    cache = _learned()
     changed = with_values(VLLM, values)
     assert read(cache, changed) == canonical(parse(changed, wanted=WANTED_FAMILIES))
     assert cache.hits == 1
@@ -255,8 +248,7 @@ _FORMAT_AND_FLOAT_ONLY = [
 def test_any_value_string_reads_off_a_layout_exactly_as_the_parser_reads_it(value: str) -> None:
     # the same number to the bit (-0.0 is not 0.0 here), or the same refusal; read off the layout when and only
     # when it is a plain number of the format
-    cache = LayoutCache(parse)
-    cache.parse("target", VLLM, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    cache = _learned()
     changed = VLLM.replace(_first_line(RUNNING), f"{RUNNING} {value}")
     try:
         parsed = parse(changed, wanted=WANTED_FAMILIES)
