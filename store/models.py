@@ -206,7 +206,8 @@ class AuditEventRow(Base):
 class InstanceNodesRow(Base):
     """With sharding: the nodes one kvpilot instance's snapshot holds (its replicas' nodes and their GPUs'), so that
     the drain circuit breaker's share is of the fleet's nodes (``kvpilot.actuation.FleetShare``). Refreshed by its
-    instance while it holds shards; a row not refreshed for ``stale_after_s`` is ignored and deleted by any reader."""
+    instance while it holds shards; a row not refreshed for ``stale_after_s`` is ignored by the breaker, and deleted
+    by a reader that watched it unchanged that long on its own monotonic clock (``kvpilot.actuation.heartbeats``)."""
 
     __tablename__ = "instance_nodes"
     instance: Mapped[str] = mapped_column(String(253), primary_key=True)  # the instance's identity (its pod name)

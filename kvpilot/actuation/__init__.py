@@ -30,6 +30,7 @@ from detectors.drain_rails import DrainDecision, DrainRails, decide
 from kvpilot.actuation import recheck
 from kvpilot.actuation.audit import AuditRecord, Outcome
 from kvpilot.actuation.drain import DrainResult
+from kvpilot.actuation.heartbeats import Heartbeats
 from kvpilot.actuation.scale import ActuationError, ActuationResult, Actuator
 from kvpilot.runtime.snapshot import Snapshot
 from scaler.decision import Decision
@@ -76,8 +77,10 @@ class _Busy:
 class FleetShare:
     """With sharding, the circuit breaker counts the fleet's nodes, not this instance's alone: each instance stores the
     node set of its snapshot under its ``identity`` (``store.repo.refresh_instance_nodes``, again at least every
-    ``refresh_every_s``), and reads every set refreshed within ``stale_after_s`` (older rows, of an instance gone or
-    holding no shard, are ignored and deleted) and the nodes every instance's findings flag (``findings``)."""
+    ``refresh_every_s`` of its monotonic clock), and reads every set refreshed within ``stale_after_s`` (older rows,
+    of an instance gone or holding no shard, are ignored; deleted once this instance watched them unchanged that long,
+    ``Heartbeats``) and the nodes every instance's findings flag (``findings``). An instance whose refresh this one
+    watched unchanged for ``stale_after_s`` is gone: a drain it claimed is resumed (``Actuation._requeue_orphans``)."""
 
     identity: str
     stale_after_s: float
@@ -165,7 +168,8 @@ class Actuation:
     ) -> None:
         self._sessions = sessions
         self._fleet = fleet
-        self._fleet_stored: tuple[frozenset[str], float] | None = None  # the node set last stored, and when
+        self._fleet_stored: tuple[frozenset[str], float] | None = None  # the node set last stored, and when (monotonic)
+        self._heartbeats = Heartbeats(clock)  # the other instances' refreshes, as this one saw them change
         self._clock = clock
         self.rails = rails
         self._drainer = drainer
@@ -277,7 +281,8 @@ class Actuation:
         assert fleet is not None
         mine = frozenset(nodes)
         stored = self._fleet_stored
-        due = stored is None or stored[0] != mine or now - stored[1] >= fleet.refresh_every_s
+        at = self._clock.monotonic()  # a step of the wall clock back neither stops the refreshes nor hurries them
+        due = stored is None or stored[0] != mine or at - stored[1] >= fleet.refresh_every_s
         if not (due or read):
             return set(mine), set()
         sets: dict[str, set[str]] = {}
@@ -285,9 +290,14 @@ class Actuation:
         with transaction(self._sessions) as s:
             if due:
                 repo.refresh_instance_nodes(session=s, instance=fleet.identity, nodes=mine, now=now)
-                stored = (mine, now)
+                stored = (mine, at)
             if read:
                 sets = repo.live_instance_nodes(session=s, now=now, stale_after_s=fleet.stale_after_s)
+                me = fit(fleet.identity, 253)
+                refreshed = repo.instance_refreshes(session=s)
+                gone = {i: t for i, t in refreshed.items() if i != me and not self._live(i, t)}
+                repo.forget_instances(session=s, refreshed=gone)  # watched unchanged for stale_after_s here
+                sets = {i: v for i, v in sets.items() if i not in gone}
                 flagged = repo.drain_flagged_nodes(session=s)
         self._fleet_stored = stored
         live = set(mine).union(*(v for k, v in sets.items() if k != fleet.identity))
@@ -508,33 +518,37 @@ class Actuation:
         is one a leader that stopped or lost the Lease left (before, only at this process's first pass: a standby
         that had led before and led again after the other leader died mid-drain left it executing, its
         drains.max_concurrent slot held, until a restart). With sharding several instances run drains on one store:
-        one claimed by another instance that still refreshes its nodes (``repo.live_instances``) is left to it
-        (before, every instance's start requeued it, and both drained the node at once); one claimed by an instance
-        gone, or by this one's identity (a restart of it), is requeued; one whose claim names no instance (a version
-        before this) only at this process's first pass, as before."""
-        now = self._clock.now()
+        one claimed by another instance that still refreshes its nodes (``Heartbeats``: its stored refresh seen to
+        change within ``stale_after_s`` of this instance's monotonic clock, whatever either wall clock reads) is left
+        to it (before, every instance's start requeued it, and both drained the node at once); one claimed by an
+        instance gone, or by this one's identity (a restart of it), is requeued; one whose claim names no instance (a
+        version before this) only at this process's first pass, as before."""
         with transaction(self._sessions, reads_only=True) as s:  # each requeue is its own writing unit
             rows = repo.drains_in(session=s, states=(DrainState.EXECUTING.value,), limit=1000)  # one query a pass
             if not rows:
                 return
             claims = {r.id: repo.drain_claim(session=s, action_id=r.id) for r in rows}
-            live = (
-                repo.live_instances(session=s, now=now, stale_after_s=self._fleet.stale_after_s)
-                if self._fleet is not None
-                else set()
-            )
+            me = None if self._fleet is None else fit(self._fleet.identity, 253)
+            by_of = {i: _claimer(c.message if c is not None else "") for i, c in claims.items()}
+            others = {b for b in by_of.values() if b is not None and b != me}
+            refreshed = repo.instance_refreshes(session=s, instances=others) if others else {}
+        live = {b for b in others if self._live(b, refreshed.get(b))}
         for r in rows:
-            claim = claims[r.id]
             message = "found executing at start; resumed" if first else RESUMED
             if self._fleet is not None:
-                by = _claimer(claim.message if claim is not None else "")
+                by = by_of[r.id]
                 if by is None and not first:
                     continue
-                if by is not None and by != fit(self._fleet.identity, 253) and by in live:
+                if by is not None and by != me and by in live:
                     continue  # another instance's, live: its own worker ends it
                 if by is not None and not first:
                     message = f"found executing on {by}, which no longer refreshes its nodes; resumed"
             self._requeue(r.id, message)
+
+    def _live(self, instance: str, refreshed: float | None) -> bool:
+        """Whether ``instance`` (its stored refresh ``refreshed``, None without a row) is live (``Heartbeats``)."""
+        assert self._fleet is not None
+        return self._heartbeats.live(instance, refreshed, self._fleet.stale_after_s)
 
     def _requeue_executing(self, message: str) -> None:
         with transaction(self._sessions, reads_only=True) as s:  # each requeue is its own writing unit

@@ -21,7 +21,13 @@ from store.repo.drains import (
     transition_drain,
 )
 from store.repo.findings import acknowledge_finding, get_finding, list_findings, open_findings, upsert_findings
-from store.repo.fleet import drain_flagged_nodes, live_instance_nodes, live_instances, refresh_instance_nodes
+from store.repo.fleet import (
+    drain_flagged_nodes,
+    forget_instances,
+    instance_refreshes,
+    live_instance_nodes,
+    refresh_instance_nodes,
+)
 from store.repo.page import KeysetPage, Page
 from store.repo.retention import prune
 from store.repo.rollups import RollupPoint, load_rollups, record_rollup
@@ -42,11 +48,13 @@ __all__ = [
     "drain_claim",
     "drain_flagged_nodes",
     "drains_in",
+    "forget_instances",
     "get_capacity",
     "get_deployment",
     "get_drain",
     "get_finding",
     "get_static_target",
+    "instance_refreshes",
     "latest_decisions",
     "latest_drain_for_node",
     "learned_capacities",
@@ -58,7 +66,6 @@ __all__ = [
     "list_findings",
     "list_static_targets",
     "live_instance_nodes",
-    "live_instances",
     "load_rollups",
     "note_drain",
     "open_findings",

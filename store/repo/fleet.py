@@ -3,7 +3,7 @@ shard's findings flag for a drain (``findings``, which every instance writes): t
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
@@ -27,18 +27,31 @@ def refresh_instance_nodes(*, session: Session, instance: str, nodes: Collection
 
 
 def live_instance_nodes(*, session: Session, now: float, stale_after_s: float) -> dict[str, set[str]]:
-    """Instance -> its node set, of the instances that refreshed theirs within ``stale_after_s``; the rows of the
-    others (an instance gone, or holding no shard any more) are deleted."""
-    session.execute(delete(InstanceNodesRow).where(InstanceNodesRow.refreshed_at < now - stale_after_s))
-    rows = session.execute(select(InstanceNodesRow.instance, InstanceNodesRow.nodes))
+    """Instance -> its node set, of the instances whose stored refresh is within ``stale_after_s`` of ``now`` (the
+    breaker's count; read only: rows are deleted by ``forget_instances``, once a reader watched them unchanged)."""
+    stmt = select(InstanceNodesRow.instance, InstanceNodesRow.nodes).where(
+        InstanceNodesRow.refreshed_at >= now - stale_after_s
+    )
+    rows = session.execute(stmt)
     return {i: {n for n in (nodes or ()) if isinstance(n, str) and n} for i, nodes in rows}
 
 
-def live_instances(*, session: Session, now: float, stale_after_s: float) -> set[str]:
-    """The instances that refreshed their node set within ``stale_after_s``: the live ones holding shards (read
-    only, unlike ``live_instance_nodes``)."""
-    stmt = select(InstanceNodesRow.instance).where(InstanceNodesRow.refreshed_at >= now - stale_after_s)
-    return set(session.scalars(stmt))
+def instance_refreshes(*, session: Session, instances: Collection[str] | None = None) -> dict[str, float]:
+    """Instance -> its stored refresh (``refreshed_at``, on its own host's wall clock), of ``instances`` (all if
+    None): what a reader watches change (``kvpilot.actuation.heartbeats.Heartbeats``)."""
+    stmt = select(InstanceNodesRow.instance, InstanceNodesRow.refreshed_at)
+    if instances is not None:
+        stmt = stmt.where(InstanceNodesRow.instance.in_([fit(i, 253) for i in instances]))
+    return {i: float(at) for i, at in session.execute(stmt)}
+
+
+def forget_instances(*, session: Session, refreshed: Mapping[str, float]) -> None:
+    """Delete the rows of the instances gone: each only while it still holds the refresh the reader watched (a row
+    refreshed meanwhile is kept)."""
+    for instance, at in refreshed.items():
+        session.execute(
+            delete(InstanceNodesRow).where(InstanceNodesRow.instance == instance, InstanceNodesRow.refreshed_at == at)
+        )
 
 
 def drain_flagged_nodes(*, session: Session) -> set[str]:

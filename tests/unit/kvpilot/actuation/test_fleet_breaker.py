@@ -86,8 +86,9 @@ def test_three_instances_node_sets_and_one_gone_stale(store: Store, sessions: se
     with transaction(sessions) as s:
         live = repo.live_instance_nodes(session=s, now=NOW, stale_after_s=3 * LEASE_S)
     assert live == {"kvpilot-a": {"a0", "a1"}, "kvpilot-b": {"b0", "b1", "b2"}}
-    with transaction(sessions, reads_only=True) as s:  # the stale row is cleaned, the live ones kept
-        assert sorted(s.scalars(select(InstanceNodesRow.instance))) == ["kvpilot-a", "kvpilot-b"]
+    with transaction(sessions, reads_only=True) as s:  # the read deletes nothing: a reader's wall clock ahead took
+        # a live instance's row (rows go once watched unchanged: test_drain_orphans_clock_steps.py)
+        assert sorted(s.scalars(select(InstanceNodesRow.instance))) == ["kvpilot-a", "kvpilot-b", "kvpilot-c"]
     with transaction(sessions) as s:  # a refresh replaces the set
         repo.refresh_instance_nodes(session=s, instance="kvpilot-b", nodes=["b9"], now=NOW + 1)
     with transaction(sessions) as s:
@@ -139,6 +140,10 @@ def test_a_stale_instances_nodes_and_flags_are_not_counted(store: Store, session
     refusals.clear()
     _request(a, _names("a", 6), ["a0", "a1", "a2"])
     assert {rail for _, rail in refusals} == {"refused_circuit_breaker"}
+    clock = a._clock
+    assert isinstance(clock, VirtualClock)
+    clock.advance(3 * LEASE_S)  # b's and c's rows watched unchanged for stale_after_s here: deleted
+    _request(a, _names("a", 6), ["a0"])
     with transaction(sessions, reads_only=True) as s:
         assert sorted(s.scalars(select(InstanceNodesRow.instance))) == ["kvpilot-a"]
 
