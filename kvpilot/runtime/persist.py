@@ -9,7 +9,9 @@ store is away); nothing here waits for the database. Split out of ``kvpilot.runt
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from functools import partial
 
 from sqlalchemy import select
@@ -76,6 +78,13 @@ def _changed(a: Decision | None, b: Decision) -> bool:
     )
 
 
+def _utc(t: float) -> str:
+    try:
+        return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return f"{t:g} s since the epoch"
+
+
 def _due(elapsed_s: float, every_s: float) -> bool:
     """Whether a write made every ``every_s`` and last made ``elapsed_s`` ago (wall time, as stored) is due. A negative
     time is due too: the wall clock stepped back since (NTP), and waiting until it passed the last write again left
@@ -94,8 +103,13 @@ class TickWrites:
         prune_every_s: float,
         decision_heartbeat_s: float,
         seen_every_s: float = SEEN_EVERY_S,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.writer = writer
+        self._monotonic = monotonic
+        self._started: tuple[float, float] | None = None  # this process's first tick: (wall, monotonic)
+        self._guarding = True  # till a prune goes ahead (``_prune``)
+        self._refused_said = False
         self.retention_s = retention_s
         self.prune_every_s = prune_every_s
         self.decision_heartbeat_s = decision_heartbeat_s  # an unchanged decision is still stored this often
@@ -122,6 +136,8 @@ class TickWrites:
         None: all; ``store.repo.findings.Closes``); ``reporter``: this instance, when sharded (another's view of a
         finding, as severe, holds against its own: ``store.repo.findings.Reporter``)."""
         w = self.writer
+        if self._started is None:
+            self._started = (now, self._monotonic())
         if detected:
             active = list(findings)
             w.submit(
@@ -146,9 +162,33 @@ class TickWrites:
         if self._last_prune is None or _due(now - self._last_prune, self.prune_every_s):
             self._last_prune = now
             horizon = self.retention_s
-            w.submit(
-                "retention", lambda s: log.info("retention: %s", repo.prune(session=s, now=now, horizon_s=horizon))
-            )
+            started, since = self._started
+            past = started if self._monotonic() - since < horizon else None
+            w.submit("retention", partial(self._prune, now=now, horizon_s=horizon, past_before=past))
+
+    def _prune(self, session: Session, *, now: float, horizon_s: float, past_before: float | None) -> None:
+        """The retention pass. This process's first one is refused if it would delete every row written before this
+        process started (``past_before``, its first tick; the newest of them older than the horizon): that reads as a
+        clock far ahead at the start (NTP not synced yet, a wrong RTC) as well as a stop longer than the horizon, and
+        the one cannot be told from the other. Before, a start on a clock ahead by more than the horizon deleted the
+        whole history at its first tick. Said once. The next passes are refused on the same test until one goes ahead
+        (the clock put right: a step back) or this process has run for the horizon (``past_before`` None); from then
+        on, and from a first pass that goes ahead (a correct clock), rows age out as before."""
+        if past_before is not None and self._guarding:
+            newest = repo.newest_stored(session=session, before=past_before)
+            if newest is not None and newest < now - horizon_s:
+                if not self._refused_said:
+                    self._refused_said = True
+                    log.warning(
+                        "retention: every row written before this start is older than the horizon (the newest at "
+                        "%s, the clock reads %s, store.retention_days %g): nothing deleted. A clock that far ahead "
+                        "cannot be told from a stop that long; rows age out as before once kvpilot has run %g days, "
+                        "or once the clock is right",
+                        _utc(newest), _utc(now), horizon_s / 86400, horizon_s / 86400,
+                    )  # fmt: skip
+                return
+        log.info("retention: %s", repo.prune(session=session, now=now, horizon_s=horizon_s))
+        self._guarding = False
 
     def _seen_due(self, now: float, deployments: Mapping[str, DeploymentView]) -> list[SeenDeployment]:
         """The deployments whose row needs a write: new to this process, a new engine or model, or last written

@@ -29,7 +29,7 @@ from store.repo.fleet import (
     refresh_instance_nodes,
 )
 from store.repo.page import KeysetPage, Page
-from store.repo.retention import prune
+from store.repo.retention import newest_stored, prune
 from store.repo.rollups import RollupPoint, load_rollups, record_rollup
 from store.repo.targets import add_static_target, get_static_target, list_static_targets, remove_static_target
 
@@ -67,6 +67,7 @@ __all__ = [
     "list_static_targets",
     "live_instance_nodes",
     "load_rollups",
+    "newest_stored",
     "note_drain",
     "open_findings",
     "prune",

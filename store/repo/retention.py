@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import delete
+import math
+
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from store.drain_states import ACTIVE
@@ -27,3 +29,17 @@ def prune(*, session: Session, now: float, horizon_s: float) -> dict[str, int]:
         result = session.execute(stmt.execution_options(synchronize_session=False))
         counts[table] = int(getattr(result, "rowcount", 0) or 0)
     return counts
+
+
+def newest_stored(*, session: Session, before: float) -> float | None:
+    """The time of the newest row stamped before ``before`` (a decision, a roll-up of a minute before ``before``'s, a
+    finding's last sighting, a drain's last change), None if there is none: how recent the history a process found at
+    its start is."""
+    stamps = (
+        select(func.max(DecisionRow.timestamp)).where(DecisionRow.timestamp < before),
+        select(func.max(RollupRow.minute) * 60).where(RollupRow.minute < math.floor(before / 60)),  # minutes before
+        select(func.max(FindingRow.last_seen)).where(FindingRow.last_seen < before),
+        select(func.max(DrainActionRow.updated_at)).where(DrainActionRow.updated_at < before),
+    )
+    found = [session.scalar(stmt) for stmt in stamps]
+    return max((float(t) for t in found if t is not None), default=None)
