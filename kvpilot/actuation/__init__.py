@@ -473,11 +473,14 @@ class Actuation:
     def _claim(self, action_id: int) -> int | None:
         """approved → executing; the attempt claimed (``repo.drain_attempt``), None when cancelled or claimed
         meanwhile."""
+        # the instance named as the store names it (refresh_instance_nodes clips it to 253 characters): named whole,
+        # the claim of an instance with a longer ha.identity read as one gone's, and another ran its drain too
+        by = "executing" if self._fleet is None else f"{CLAIMED_BY}{fit(self._fleet.identity, 253)}"
         try:
             with transaction(self._sessions) as s:
                 row = repo.transition_drain(
                     session=s, action_id=action_id, to=DrainState.EXECUTING, actor=ACTOR, now=self._clock.now(),
-                    message="executing" if self._fleet is None else f"{CLAIMED_BY}{self._fleet.identity}",
+                    message=by,
                 )  # fmt: skip
                 _forget_wait(row)  # tried now: a wait it is told next is written after this try
                 return repo.drain_attempt(session=s, action_id=action_id)

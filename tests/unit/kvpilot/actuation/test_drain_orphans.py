@@ -144,3 +144,34 @@ async def test_a_leader_that_led_before_resumes_a_drain_the_other_left_executing
     finally:
         for e in engines:
             e.dispose()
+
+
+async def test_a_live_instance_of_a_long_identity_keeps_its_drain(store: Store) -> None:
+    # ha.identity takes any text; the store clips an instance's name to 253 characters. The claim named it whole, so
+    # another instance never saw that name refresh: gone after stale_after_s, its drain resumed and run by both while
+    # it still ran (session 25, A's review of f6650e2 and 6701340)
+    engines = [make_engine(store.url, statement_timeout_s=60.0, pool_timeout_s=60.0) for _ in range(2)]
+    try:
+        s1, s2 = (session_factory(e) for e in engines)
+        clock = VirtualClock(1000.0)
+        a = _approved_drain(s1, clock)
+        runs: list[str] = []
+        release = threading.Event()
+        release.set()
+        name = "kvpilot-" + "a" * 300
+
+        def instance(name: str, sessions) -> Actuation:  # type: ignore[no-untyped-def]
+            share = FleetShare(name, stale_after_s=45.0, refresh_every_s=15.0)
+            return Actuation(sessions=sessions, clock=clock, rails=DrainRails(dry_run=False),
+                             drainer=_Drainer(name, runs, release), poll_s=0.05, fleet=share)  # fmt: skip
+
+        one, two = instance(name, s1), instance("kvpilot-b", s2)
+        assert one._claim(a) is not None  # one runs n0's drain throughout
+        for _ in range(24):  # two minutes of passes, 5 s apart
+            one._fleet_nodes({"n0"}, clock.now(), read=False)  # its heartbeat, as its ticks store it
+            await asyncio.wait_for(two.execute_approved(asyncio.Event()), 60)
+            assert (runs, _state(s2, a)) == ([], "executing")  # before: ['kvpilot-b'] once 45 s had passed
+            clock.advance(5.0)
+    finally:
+        for e in engines:
+            e.dispose()
