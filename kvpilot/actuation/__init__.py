@@ -553,12 +553,6 @@ class Actuation:
         assert self._fleet is not None
         return self._heartbeats.live(instance, refreshed, self._fleet.stale_after_s)
 
-    def _requeue_executing(self, message: str) -> None:
-        with transaction(self._sessions, reads_only=True) as s:  # each requeue is its own writing unit
-            ids = [r.id for r in repo.list_drains(session=s, state=DrainState.EXECUTING.value, limit=1000).items]
-        for action_id in ids:
-            self._requeue(action_id, message)
-
     def _wait_busy(self, action_id: int, attempt: int | None, result: DrainResult) -> None:
         """Back to approved, not tried again before a backoff (``BUSY_FIRST_S`` doubling to ``BUSY_MAX_S``, at least
         the Retry-After asked): before, it was tried every pass (each tick), each try writing its steps. Its steps are

@@ -1,7 +1,7 @@
 """The drain reads of the leader's passes answer while another connection holds a write transaction: another kvpilot
 on the store (the old pod of a rolling update, another shard, the API's approval) writing. Each only reads: the budget
 count (``Actuation._budget_spent``), the approved drains to execute (``_approved``), the state the worker polls for an
-operator's cancel (``_state``), the executing drains found at start (``_requeue_executing``'s read) and the drain map
+operator's cancel (``_state``), the executing drains at a pass's start (``_requeue_orphans``' read) and the drain map
 of ``kvpilot_node_drain_state`` (``Service._refresh_drains``). So they read through the store's read-only unit
 (``transaction(reads_only=True)``: on SQLite a deferred BEGIN under PRAGMA query_only) and see the last committed
 state. Begun BEGIN IMMEDIATE, each waited the busy timeout (5 s) behind the writer, and the pass or the cancel poll
@@ -93,7 +93,7 @@ def test_the_cancel_poll_reads_beside_a_writer(store: Store, sessions: sessionma
 
 def test_the_executing_drains_are_read_at_start_beside_a_writer(store: Store, sessions: sessionmaker[Session]) -> None:
     actuation = _actuation(sessions)
-    _beside_a_writer(store.url, lambda: actuation._requeue_executing("found executing at start; resumed"))
+    _beside_a_writer(store.url, lambda: actuation._requeue_orphans(True))
     assert [a[1] for a in actuation._approved()] == ["n0"]  # nothing was executing: nothing changed
 
 

@@ -56,7 +56,7 @@ class _Overlapped:
         leader = Actuation(
             sessions=self._sessions, clock=self._clock, rails=DrainRails(dry_run=False), drainer=self, poll_s=0.05
         )
-        leader._requeue_executing("found executing at start; resumed")  # the new leader's first pass
+        leader._requeue_orphans(True)  # the new leader's first pass
         with transaction(self._sessions) as s:  # its re-check holds it back (as Actuation._still_wanted)
             (held,) = repo.drains_in(session=s, states=(DrainState.APPROVED.value,), limit=10)
             repo.transition_drain(
