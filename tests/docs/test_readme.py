@@ -10,6 +10,7 @@ import typer.main
 
 from collector.engines import ENGINES
 from kvpilot.cli import app
+from scaler.policy import Demand, ReplicaPolicy, Step
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 SUMMARY = README.split("\n## ", 1)[0]
@@ -58,3 +59,22 @@ def test_every_command_and_option_in_the_table_exists() -> None:
         known = {opt for p in params for opt in p.opts}
         unknown = [o for o in options if o not in known]
         assert not unknown, f"README.md: `kvpilot {command}` has no option {unknown}"
+
+
+def test_the_quoted_decision_line_is_the_one_the_planner_writes() -> None:
+    # README.md quotes a desired-replica line of the demo and says what `predictive` means. The line's text after
+    # "desired 2 → 3" is the decision's reason and message (kvpilot/demo/replay.py writes `desired {before} →
+    # {after} ({reason}): {message}`); the message comes from ReplicaPolicy._raw, so its form is checked here, and
+    # the meaning the README gives: predictive when the forecast needs at least as many replicas as the queue and
+    # arrivals (a tie included), reactive when they need more.
+    def step(predictive: int, reactive: int) -> Step:
+        demand = Demand(current_replicas=2, ready_replicas=2, capacity_rps=52.45, arrival_rate=40.0,
+                        forecast_upper_rate=None, requests_waiting=0.0)  # fmt: skip
+        return ReplicaPolicy._raw(demand, 52.45, predictive, reactive)
+
+    first = step(3, 2)
+    text = " ".join(README.split())
+    assert f"`desired 2 → 3 ({first.reason}): {first.message}`" in text
+    assert "predictive: the forecast needs at least as many replicas as the queue and arrivals do" in text
+    assert step(6, 6).reason == "predictive"
+    assert step(3, 4).reason == "reactive"
