@@ -494,7 +494,9 @@ class Actuation:
         run's result, while it still drains the node."""
         if attempt is None:
             return True
-        row = repo.get_drain(session=s, action_id=action_id)
+        # held until this write: another leader's requeue and claim landing between this check and the write (read
+        # committed) would leave the state executing, another run's, and this run's end would close it
+        row = repo.get_drain(session=s, action_id=action_id, lock=True)
         if row.state != DrainState.EXECUTING or repo.drain_attempt(session=s, action_id=action_id) == attempt:
             return True  # not executing: the transition's own check says what holds (cancelled: the operator's word)
         log.warning(

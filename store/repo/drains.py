@@ -120,8 +120,10 @@ def approve_drain(
                             message=message)  # fmt: skip
 
 
-def get_drain(*, session: Session, action_id: int) -> DrainActionRow:
-    row = session.get(DrainActionRow, action_id)
+def get_drain(*, session: Session, action_id: int, lock: bool = False) -> DrainActionRow:
+    """``lock``: the row read again and held (FOR UPDATE on PostgreSQL; SQLite's transaction holds the write lock from
+    its start) until the transaction ends, so that no other transition of it lands between a check and a write."""
+    row = session.get(DrainActionRow, action_id, with_for_update=True if lock else None, populate_existing=lock)
     if row is None:
         raise NotFound("drain action", action_id)
     return row
