@@ -38,7 +38,11 @@ class DeploymentScaling(_Section):
     capacity_rps: float | None = Field(
         default=None,
         gt=0,
-        description="Requests/s one replica serves, a fixed number; unset: from the profile, else learned.",
+        description=(
+            "Requests/s one replica serves at 1,000 prompt and 200 output tokens a request; kvpilot converts it to"
+            " the measured token mix (an output token weighs 4 prompt tokens) and the SLO feedback corrects it, as a"
+            " learned capacity; unset: from the profile, else learned."
+        ),
     )
     profile: ServingProfileSettings | None = Field(
         default=None, description="What one replica does, from a benchmark of it; unset: capacity is learned."
