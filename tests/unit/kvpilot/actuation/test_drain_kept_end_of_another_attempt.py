@@ -22,9 +22,9 @@ from kvpilot.actuation import Actuation
 from kvpilot.actuation.audit import AuditRecord, Outcome
 from kvpilot.actuation.drain import DrainResult
 from store import repo
-from store.db import make_engine, session_factory, transaction
+from store.db import transaction
 from store.drain_states import DrainState
-from tests.reliability.conftest import Store
+from tests.helpers.drains import Pools
 
 
 class _Away:
@@ -54,68 +54,61 @@ class _Drainer:
         return set()
 
 
-async def test_an_end_kept_through_an_outage_does_not_close_another_leaders_run(store: Store) -> None:
-    engines = [make_engine(store.url, statement_timeout_s=60.0, pool_timeout_s=60.0) for _ in range(2)]
+async def test_an_end_kept_through_an_outage_does_not_close_another_leaders_run(pools: Pools) -> None:
+    old_sessions, new_sessions = pools
+    clock = VirtualClock(1000.0)
+    with transaction(new_sessions) as s:
+        a = repo.request_drain(session=s, node="n0", requested_by="kvpilot", now=clock.now(), dry_run=False).id
+        repo.approve_drain(session=s, action_id=a, actor="kvpilot", now=clock.now(), max_concurrent=1)
+
+    away = _Away(old_sessions)
+
+    old_runs: list[str] = []
+
+    def blocked(node: str) -> DrainResult:  # the old leader's run: its first ends as the store goes away
+        old_runs.append(node)
+        if len(old_runs) == 1:
+            away.away.set()
+        step = AuditRecord(clock.now(), node, "evict", "ml/chat-0", Outcome.BLOCKED, "PDB kept refusing", False)
+        return DrainResult(node, False, records=[step], blocked=["ml/chat-0"])
+
+    old = Actuation(sessions=away, clock=clock, rails=DrainRails(dry_run=False), drainer=_Drainer(blocked), poll_s=0.05)
+    old._recovered = True  # nothing executing at its start
+    kept = None
     try:
-        old_sessions, new_sessions = (session_factory(e) for e in engines)
-        clock = VirtualClock(1000.0)
+        await asyncio.wait_for(old.execute_approved(asyncio.Event()), 60)  # a hang guard only
+    except SQLAlchemyError as e:
+        kept = e
+    assert kept is not None  # its end kept for a later pass (28c3b0e)
+    assert a in old._unsettled
+    away.away.clear()  # the store back; the old leader lost the Lease meanwhile
+
+    seen_during: list[str] = []
+
+    def drained(node: str) -> DrainResult:  # the new leader's run, during which the old one leads again
+        async def old_leads_again() -> None:
+            await old.execute_approved(asyncio.Event())
+
+        asyncio.run(asyncio.wait_for(old_leads_again(), 60))
         with transaction(new_sessions) as s:
-            a = repo.request_drain(session=s, node="n0", requested_by="kvpilot", now=clock.now(), dry_run=False).id
-            repo.approve_drain(session=s, action_id=a, actor="kvpilot", now=clock.now(), max_concurrent=1)
+            seen_during.append(repo.get_drain(session=s, action_id=a).state)
+        return DrainResult(node, False, evicted=["ml/chat-0"])
 
-        away = _Away(old_sessions)
+    new = Actuation(
+        sessions=new_sessions, clock=clock, rails=DrainRails(dry_run=False), drainer=_Drainer(drained), poll_s=0.05
+    )
+    await asyncio.wait_for(new.execute_approved(asyncio.Event()), 60)  # requeues the executing drain, runs it
 
-        old_runs: list[str] = []
-
-        def blocked(node: str) -> DrainResult:  # the old leader's run: its first ends as the store goes away
-            old_runs.append(node)
-            if len(old_runs) == 1:
-                away.away.set()
-            step = AuditRecord(clock.now(), node, "evict", "ml/chat-0", Outcome.BLOCKED, "PDB kept refusing", False)
-            return DrainResult(node, False, records=[step], blocked=["ml/chat-0"])
-
-        old = Actuation(
-            sessions=away, clock=clock, rails=DrainRails(dry_run=False), drainer=_Drainer(blocked), poll_s=0.05
-        )
-        old._recovered = True  # nothing executing at its start
-        kept = None
-        try:
-            await asyncio.wait_for(old.execute_approved(asyncio.Event()), 60)  # a hang guard only
-        except SQLAlchemyError as e:
-            kept = e
-        assert kept is not None  # its end kept for a later pass (28c3b0e)
-        assert a in old._unsettled
-        away.away.clear()  # the store back; the old leader lost the Lease meanwhile
-
-        seen_during: list[str] = []
-
-        def drained(node: str) -> DrainResult:  # the new leader's run, during which the old one leads again
-            async def old_leads_again() -> None:
-                await old.execute_approved(asyncio.Event())
-
-            asyncio.run(asyncio.wait_for(old_leads_again(), 60))
-            with transaction(new_sessions) as s:
-                seen_during.append(repo.get_drain(session=s, action_id=a).state)
-            return DrainResult(node, False, evicted=["ml/chat-0"])
-
-        new = Actuation(
-            sessions=new_sessions, clock=clock, rails=DrainRails(dry_run=False), drainer=_Drainer(drained), poll_s=0.05
-        )
-        await asyncio.wait_for(new.execute_approved(asyncio.Event()), 60)  # requeues the executing drain, runs it
-
-        with transaction(new_sessions) as s:
-            events = repo.list_drain_events(session=s, action_id=a)
-            state = repo.get_drain(session=s, action_id=a).state
-        moves = [(e.from_state, e.to_state) for e in events if e.from_state != e.to_state]
-        # before: the new run closed failed with the old run's kept end (executing -> failed) while it still drained
-        # the node, and its own end dropped. Now the kept end is audited, not applied; the old leader, leading again
-        # (the new one has lost the Lease and stops), resumes the drain the new one left and its own run ends it.
-        assert moves == [(None, "requested"), ("requested", "approved"), ("approved", "executing"),
-                         ("executing", "approved"), ("approved", "executing"),
-                         ("executing", "approved"), ("approved", "executing"), ("executing", "failed")]  # fmt: skip
-        assert (len(old_runs), seen_during, state) == (2, [DrainState.FAILED.value], DrainState.FAILED.value)
-        assert any("PDB kept refusing" in e.message for e in events)  # the old run's steps audited
-        assert a not in old._unsettled
-    finally:
-        for e in engines:
-            e.dispose()
+    with transaction(new_sessions) as s:
+        events = repo.list_drain_events(session=s, action_id=a)
+        state = repo.get_drain(session=s, action_id=a).state
+    moves = [(e.from_state, e.to_state) for e in events if e.from_state != e.to_state]
+    # before: the new run closed failed with the old run's kept end (executing -> failed) while it still drained
+    # the node, and its own end dropped. Now the kept end is audited, not applied; the old leader, leading again
+    # (the new one has lost the Lease and stops), resumes the drain the new one left and its own run ends it.
+    assert moves == [(None, "requested"), ("requested", "approved"), ("approved", "executing"),
+                     ("executing", "approved"), ("approved", "executing"),
+                     ("executing", "approved"), ("approved", "executing"), ("executing", "failed")]  # fmt: skip
+    assert (len(old_runs), seen_during, state) == (2, [DrainState.FAILED.value], DrainState.FAILED.value)
+    assert any("PDB kept refusing" in e.message for e in events)  # the old run's steps audited
+    assert a not in old._unsettled

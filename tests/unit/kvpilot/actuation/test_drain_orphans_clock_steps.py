@@ -25,10 +25,10 @@ from kvpilot.actuation import Actuation, FleetShare
 from kvpilot.actuation.drain import DrainResult
 from kvpilot.runtime.snapshot import Snapshot
 from store import repo
-from store.db import make_engine, session_factory, transaction
+from store.db import transaction
 from store.drain_states import DrainState
 from store.models import InstanceNodesRow
-from tests.reliability.conftest import Store
+from tests.helpers.drains import Pools
 
 START = 1000.0
 HOUR_S = 3600.0
@@ -100,32 +100,27 @@ STEPS = {"reader": ((10.0, HOUR_S), (50.0, -2 * HOUR_S)), "writer": ((10.0, -HOU
 
 
 @pytest.mark.parametrize("side", ["reader", "writer"])
-async def test_a_live_instances_drain_is_left_to_it_whatever_either_wall_clock_does(store: Store, side: str) -> None:
-    engines = [make_engine(store.url, statement_timeout_s=60.0, pool_timeout_s=60.0) for _ in range(2)]
-    try:
-        s1, s2 = (session_factory(e) for e in engines)
-        base = VirtualClock(START)
-        clocks = {"writer": HostClock(base), "reader": HostClock(base)}
-        runs: list[str] = []
-        one = _instance(s1, clocks["writer"], "kvpilot-a", runs)
-        two = _instance(s2, clocks["reader"], "kvpilot-b", runs)
-        action = _claimed_by_a(s1, clocks["writer"])
-        steps = list(STEPS[side])
-        for _ in range(int(120 / EVERY_S)):  # two minutes of passes, one live and running its drain throughout
-            _tick(one, ["n0"])
-            _tick(two, ["n1"], flagged=["n1"])  # the breaker reads the fleet's sets: a's row must stay
-            await asyncio.wait_for(two.execute_approved(asyncio.Event()), 60)
-            # before: the reader ahead, or the writer behind, resumed a's drain and ran it too: runs ['n0']
-            assert (runs, _state(s2, action)) == ([], "executing")
-            with transaction(s2, reads_only=True) as s:
-                assert "kvpilot-a" in set(s.scalars(select(InstanceNodesRow.instance)))
-            base.advance(EVERY_S)
-            if steps and base.now() - START >= steps[0][0]:
-                clocks[side].stepped += steps.pop(0)[1]
-        assert not steps
-    finally:
-        for e in engines:
-            e.dispose()
+async def test_a_live_instances_drain_is_left_to_it_whatever_either_wall_clock_does(pools: Pools, side: str) -> None:
+    s1, s2 = pools
+    base = VirtualClock(START)
+    clocks = {"writer": HostClock(base), "reader": HostClock(base)}
+    runs: list[str] = []
+    one = _instance(s1, clocks["writer"], "kvpilot-a", runs)
+    two = _instance(s2, clocks["reader"], "kvpilot-b", runs)
+    action = _claimed_by_a(s1, clocks["writer"])
+    steps = list(STEPS[side])
+    for _ in range(int(120 / EVERY_S)):  # two minutes of passes, one live and running its drain throughout
+        _tick(one, ["n0"])
+        _tick(two, ["n1"], flagged=["n1"])  # the breaker reads the fleet's sets: a's row must stay
+        await asyncio.wait_for(two.execute_approved(asyncio.Event()), 60)
+        # before: the reader ahead, or the writer behind, resumed a's drain and ran it too: runs ['n0']
+        assert (runs, _state(s2, action)) == ([], "executing")
+        with transaction(s2, reads_only=True) as s:
+            assert "kvpilot-a" in set(s.scalars(select(InstanceNodesRow.instance)))
+        base.advance(EVERY_S)
+        if steps and base.now() - START >= steps[0][0]:
+            clocks[side].stepped += steps.pop(0)[1]
+    assert not steps
 
 
 # the dead writer's last refresh stamped an hour ahead; or the reader an hour behind
@@ -134,57 +129,47 @@ DEAD = {"writer": HOUR_S, "reader": -HOUR_S}
 
 @pytest.mark.parametrize("side", ["reader", "writer"])
 async def test_a_gone_instances_drain_is_resumed_within_the_window_whatever_either_wall_clock_does(
-    store: Store, side: str
+    pools: Pools, side: str
 ) -> None:
-    engines = [make_engine(store.url, statement_timeout_s=60.0, pool_timeout_s=60.0) for _ in range(2)]
-    try:
-        s1, s2 = (session_factory(e) for e in engines)
-        base = VirtualClock(START)
-        clocks = {"writer": HostClock(base), "reader": HostClock(base)}
-        clocks[side].stepped = DEAD[side]
-        runs: list[str] = []
-        one = _instance(s1, clocks["writer"], "kvpilot-a", runs)
-        two = _instance(s2, clocks["reader"], "kvpilot-b", runs)
-        action = _claimed_by_a(s1, clocks["writer"])
-        _tick(one, ["n0"])  # a's last refresh: then it dies (SIGKILL, its node lost)
-        passes = 0
-        while not runs and passes < int(120 / EVERY_S):
-            await asyncio.wait_for(two.execute_approved(asyncio.Event()), 60)
-            base.advance(EVERY_S)
-            passes += 1
-        # before: a looked live for the hour, its drain executing and its drains.max_concurrent slot held
-        assert (runs, _state(s2, action)) == (["n0"], "done")
-        assert base.now() - START <= 3 * LEASE_S + 2 * EVERY_S  # within stale_after_s of b's first sight of it
-        with transaction(s2) as s:
-            messages = [e.message for e in repo.list_drain_events(session=s, action_id=action)]
-        assert "found executing on kvpilot-a, which no longer refreshes its nodes; resumed" in messages
-    finally:
-        for e in engines:
-            e.dispose()
+    s1, s2 = pools
+    base = VirtualClock(START)
+    clocks = {"writer": HostClock(base), "reader": HostClock(base)}
+    clocks[side].stepped = DEAD[side]
+    runs: list[str] = []
+    one = _instance(s1, clocks["writer"], "kvpilot-a", runs)
+    two = _instance(s2, clocks["reader"], "kvpilot-b", runs)
+    action = _claimed_by_a(s1, clocks["writer"])
+    _tick(one, ["n0"])  # a's last refresh: then it dies (SIGKILL, its node lost)
+    passes = 0
+    while not runs and passes < int(120 / EVERY_S):
+        await asyncio.wait_for(two.execute_approved(asyncio.Event()), 60)
+        base.advance(EVERY_S)
+        passes += 1
+    # before: a looked live for the hour, its drain executing and its drains.max_concurrent slot held
+    assert (runs, _state(s2, action)) == (["n0"], "done")
+    assert base.now() - START <= 3 * LEASE_S + 2 * EVERY_S  # within stale_after_s of b's first sight of it
+    with transaction(s2) as s:
+        messages = [e.message for e in repo.list_drain_events(session=s, action_id=action)]
+    assert "found executing on kvpilot-a, which no longer refreshes its nodes; resumed" in messages
 
 
-async def test_a_gone_instances_row_is_deleted_once_watched_unchanged_for_the_window(store: Store) -> None:
-    engines = [make_engine(store.url, statement_timeout_s=60.0, pool_timeout_s=60.0) for _ in range(2)]
-    try:
-        s1, s2 = (session_factory(e) for e in engines)
-        base = VirtualClock(START)
-        writer, reader = HostClock(base), HostClock(base)
-        writer.stepped = HOUR_S  # its last refresh stamped an hour ahead: not a reason to keep its row
-        one, two = _instance(s1, writer, "kvpilot-a", []), _instance(s2, reader, "kvpilot-b", [])
-        _tick(one, ["n0"])
+async def test_a_gone_instances_row_is_deleted_once_watched_unchanged_for_the_window(pools: Pools) -> None:
+    s1, s2 = pools
+    base = VirtualClock(START)
+    writer, reader = HostClock(base), HostClock(base)
+    writer.stepped = HOUR_S  # its last refresh stamped an hour ahead: not a reason to keep its row
+    one, two = _instance(s1, writer, "kvpilot-a", []), _instance(s2, reader, "kvpilot-b", [])
+    _tick(one, ["n0"])
 
-        def rows() -> list[str]:
-            with transaction(s2, reads_only=True) as s:
-                return sorted(s.scalars(select(InstanceNodesRow.instance)))
+    def rows() -> list[str]:
+        with transaction(s2, reads_only=True) as s:
+            return sorted(s.scalars(select(InstanceNodesRow.instance)))
 
-        _tick(two, ["n1"], flagged=["n1"])
-        assert rows() == ["kvpilot-a", "kvpilot-b"]  # seen for the first time: counts from this read
-        base.advance(3 * LEASE_S - 1)
-        _tick(two, ["n1"], flagged=["n1"])
-        assert rows() == ["kvpilot-a", "kvpilot-b"]
-        base.advance(1)
-        _tick(two, ["n1"], flagged=["n1"])
-        assert rows() == ["kvpilot-b"]
-    finally:
-        for e in engines:
-            e.dispose()
+    _tick(two, ["n1"], flagged=["n1"])
+    assert rows() == ["kvpilot-a", "kvpilot-b"]  # seen for the first time: counts from this read
+    base.advance(3 * LEASE_S - 1)
+    _tick(two, ["n1"], flagged=["n1"])
+    assert rows() == ["kvpilot-a", "kvpilot-b"]
+    base.advance(1)
+    _tick(two, ["n1"], flagged=["n1"])
+    assert rows() == ["kvpilot-b"]

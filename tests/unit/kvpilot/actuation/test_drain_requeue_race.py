@@ -25,6 +25,7 @@ from store import repo
 from store.db import make_engine, session_factory, transaction
 from store.drain_states import DrainState
 from store.errors import InvalidTransition
+from tests.helpers.drains import Pools
 from tests.reliability.conftest import Store
 
 HOLD = "held: n0 now holds the last ready replica of ml/x; back to requested"
@@ -78,35 +79,30 @@ class _Overlapped:
         return set()
 
 
-async def _race(store: Store, busy: str) -> tuple[str, str, int, list[tuple[str | None, str]]]:
+async def _race(pools: Pools, busy: str) -> tuple[str, str, int, list[tuple[str | None, str]]]:
     """n0's drain approved and run by the old worker, n1's requested waiting for the slot (kvpilot's, no finding):
     n0's state, n1's, the drains active, n0's transitions."""
     # two kvpilots: their own pools; waits bounded by a minute, so that a loaded machine does not fail the test
-    engines = [make_engine(store.url, statement_timeout_s=60.0, pool_timeout_s=60.0) for _ in range(2)]
-    try:
-        old, new = (session_factory(e) for e in engines)
-        clock = VirtualClock(1000.0)
-        with transaction(old) as s:
-            a = repo.request_drain(session=s, node="n0", requested_by="kvpilot", now=clock.now(), dry_run=False).id
-            repo.approve_drain(session=s, action_id=a, actor="kvpilot", now=clock.now(), max_concurrent=1)
-            b = repo.request_drain(session=s, node="n1", requested_by="kvpilot", now=clock.now(), dry_run=False).id
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        drainer = _Overlapped(new, clock, b, busy, lost_lease=lambda: loop.call_soon_threadsafe(stop.set))
-        worker = Actuation(sessions=old, clock=clock, rails=DrainRails(dry_run=False), drainer=drainer, poll_s=0.05)
-        worker._recovered = True  # nothing executing at its start: the drain below is its own
-        await asyncio.wait_for(worker.execute_approved(stop), 60)  # a hang guard only
-        with transaction(old) as s:
-            moves = [(e.from_state, e.to_state) for e in repo.list_drain_events(session=s, action_id=a)]
-            return (
-                repo.get_drain(session=s, action_id=a).state,
-                repo.get_drain(session=s, action_id=b).state,
-                repo.count_active_drains(session=s),
-                [m for m in moves if m[0] != m[1]],
-            )
-    finally:
-        for e in engines:
-            e.dispose()
+    old, new = pools
+    clock = VirtualClock(1000.0)
+    with transaction(old) as s:
+        a = repo.request_drain(session=s, node="n0", requested_by="kvpilot", now=clock.now(), dry_run=False).id
+        repo.approve_drain(session=s, action_id=a, actor="kvpilot", now=clock.now(), max_concurrent=1)
+        b = repo.request_drain(session=s, node="n1", requested_by="kvpilot", now=clock.now(), dry_run=False).id
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    drainer = _Overlapped(new, clock, b, busy, lost_lease=lambda: loop.call_soon_threadsafe(stop.set))
+    worker = Actuation(sessions=old, clock=clock, rails=DrainRails(dry_run=False), drainer=drainer, poll_s=0.05)
+    worker._recovered = True  # nothing executing at its start: the drain below is its own
+    await asyncio.wait_for(worker.execute_approved(stop), 60)  # a hang guard only
+    with transaction(old) as s:
+        moves = [(e.from_state, e.to_state) for e in repo.list_drain_events(session=s, action_id=a)]
+        return (
+            repo.get_drain(session=s, action_id=a).state,
+            repo.get_drain(session=s, action_id=b).state,
+            repo.count_active_drains(session=s),
+            [m for m in moves if m[0] != m[1]],
+        )
 
 
 HELD_CHAIN = [(None, "requested"), ("requested", "approved"), ("approved", "executing"), ("executing", "approved"),
@@ -114,8 +110,8 @@ HELD_CHAIN = [(None, "requested"), ("requested", "approved"), ("approved", "exec
 
 
 @pytest.mark.parametrize("busy", ["", BUSY], ids=["requeue-on-lost-lease", "busy-wait"])
-async def test_a_drain_held_back_meanwhile_is_not_requeued_past_the_rail(store: Store, busy: str) -> None:
-    state, other, active, moves = await _race(store, busy)
+async def test_a_drain_held_back_meanwhile_is_not_requeued_past_the_rail(pools: Pools, busy: str) -> None:
+    state, other, active, moves = await _race(pools, busy)
     # before (c7f6298): approved, 2 active at max_concurrent 1, the chain ending requested -> approved
     assert (state, other, active) == ("requested", "approved", 1)
     assert moves == HELD_CHAIN
