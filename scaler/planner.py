@@ -265,6 +265,12 @@ class _DeploymentPlanner:
         self._slo_missed = False  # this tick's SLO reading was above its target (requests queued late)
         self._slo_read_since: float | None = None
         self._last_late_t: float | None = None
+        # Whether the traffic has shown that it is not a smooth load served within the SLO: the short window's
+        # service need (`BurstPeak`) asked for more replicas than the forecast and the queue (a peak the minute-scale
+        # rate hides: on/off bursts), or an SLO reading was late. Until then a forecast band that is no measured share
+        # (`Forecaster.band_is_share`: at a series' start, the opening's ramp) is planned for while asked and not held
+        # by the scale-down window (`Demand.hold_upper_rate`); after, it is held as before.
+        self._rough = False
         self._mix: TokenMix | None = None
         self._mix_t: float | None = None
         # The share of the smoothing's full weight (a half-life's exponential window) that the readings fill:
@@ -632,6 +638,12 @@ class _DeploymentPlanner:
         )
         # Replicas still loading are expected to be blind; only count those beyond the ones we know are new.
         blind = max(0, blind - max(0, current - view.ready_replicas))
+        burst_rate = self._burst_rate(now, peak)
+        hold_upper = (
+            max(0.0, forecast.point)
+            if forecast_known and not self._rough and not self.forecaster.band_is_share(cfg.horizon_s)
+            else None
+        )
         rec = self.policy.recommend(
             Demand(
                 current_replicas=current,
@@ -648,7 +660,7 @@ class _DeploymentPlanner:
                 stuck_replicas=stuck,
                 forecast_rate=max(0.0, forecast.point) if forecast_known else None,
                 margin_scale=self.margin.scale,
-                burst_rate=self._burst_rate(now, peak),
+                burst_rate=burst_rate,
                 forecast_tail_rate=(
                     max(0.0, forecast.point + tail)
                     if forecast_known and tail is not None and not forecast.fallback
@@ -656,9 +668,17 @@ class _DeploymentPlanner:
                 ),
                 release_replicas=release_replicas,
                 regret_floor=regret_floor,
+                hold_upper_rate=hold_upper,
             ),
             now=now,
         )
+        if not self._rough and burst_rate is not None and capacity_rps is not None and capacity_rps > 0:
+            # In replicas at full capacity, as the burst floor counts it (`ReplicaPolicy._burst_replicas`), whether the
+            # floor is on or not: a need above both parts of the count is a peak the minute-scale rate hid.
+            self._rough = burst_rate / capacity_rps - 1e-9 > max(
+                rec.predictive_replicas or 0, rec.reactive_replicas or 0
+            )
+        self._rough = self._rough or self._last_late_t is not None
         if cfg.release_regret_s > 0:
             # In serving replicas, as judged and as held (the policy puts the stuck ones on top of both): counted
             # with them, a release made while one was stuck would hold one too many for the hour, and judge a fleet

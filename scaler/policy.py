@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 HEADROOMS = ("fixed", "pooled", "lean", "adaptive")
 IDLE_SHARE_OF_REPLICA = 0.05  # a forecast under this share of one replica's capacity does not keep a replica awake
@@ -105,6 +105,10 @@ class Demand:
     # replicas (stuck ones not counted) no decision goes below: the count a scale-down released from, where the next
     # burst proved the release wrong (`scaler.regret.ReleaseRegret`); None: none held
     regret_floor: int | None = None
+    # requests/s at the horizon that the scale-down window holds for the forecast where it is below
+    # `forecast_upper_rate`: a band asked for but not measured as a share (`Forecaster.band_is_share`) is planned
+    # for while asked, and not held for the window after; None: the upper rate is held
+    hold_upper_rate: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,16 +218,27 @@ class ReplicaPolicy:
         floor = self._burst_replicas(demand, cap)
         raw = self._burst_floor(self._raw(demand, cap, predictive, reactive), floor, demand.burst_rate)
         raw = self._regret_floor(raw, demand)
+        held_need = self._held_need(demand, cap, reactive, floor, raw)
         kept = self._keep_current(demand, raw)
         if kept is not None:
-            held = max(raw.replicas, demand.current_replicas)
+            held = max(raw.replicas, demand.current_replicas) if held_need >= raw.replicas else held_need
             self._history.append((now, held, held))
             return self._clamp(kept, warm_pool, *parts, floor)
-        self._history.append((now, raw.replicas, min(raw.replicas, (reactive or 0) + demand.stuck_replicas)))
+        self._history.append((now, held_need, min(held_need, (reactive or 0) + demand.stuck_replicas)))
         step = self._limit_step(self._stabilise(raw, demand, now), demand.current_replicas)
         return self._clamp(step, warm_pool, *parts, floor)
 
     # -- stages ---------------------------------------------------------------------------------------------
+    def _held_need(self, demand: Demand, cap: float, reactive: int | None, floor: int | None, raw: Step) -> int:
+        """The need the scale-down window records for this tick: ``raw``'s, or, where the forecast's upper rate is
+        not held (`Demand.hold_upper_rate` below it), the same stages with the held rate in its place."""
+        upper, hold = demand.forecast_upper_rate, demand.hold_upper_rate
+        if hold is None or upper is None or not hold < upper:
+            return raw.replicas
+        held = replace(demand, forecast_upper_rate=hold)
+        step = self._raw(held, cap, self._predictive(held, cap), reactive)
+        return min(raw.replicas, self._regret_floor(self._burst_floor(step, floor, demand.burst_rate), held).replicas)
+
     def _predictive(self, demand: Demand, cap: float) -> int | None:
         """Replicas for the forecast at the horizon (its upper bound), or None without a forecast."""
         c = self.config

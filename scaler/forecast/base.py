@@ -20,6 +20,8 @@ from scaler.forecast.sorted_window import SortedWindow
 UPPER_Z = 1.2816
 # The horizon spread looks at this many recent changes: enough for a stable q90, cheap at every tick.
 _SPREAD_POINTS = 512
+# The fewest changes whose 90th percentile (index int(0.9 n)) is not the largest of them: int(0.9 n) <= n - 2.
+SPREAD_QUANTILE_MIN = 11
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +197,20 @@ class Forecaster(ABC):
         spread = changes[min(len(changes) - 1, int(0.9 * len(changes)))]
         self._spread_cache = (self._observed, k, spread)
         return spread
+
+    def spread_changes(self, horizon_s: float) -> int:
+        """How many changes over ``horizon_s`` the horizon spread is read from (0 before the first)."""
+        if self.spread_from is not None:
+            return self.spread_from.spread_changes(horizon_s)
+        k = max(1, self.horizon_steps(horizon_s))
+        return max(0, min(len(self._values), k + _SPREAD_POINTS) - k)
+
+    def band_is_share(self, horizon_s: float) -> bool:
+        """Whether the upper bound's margin at ``horizon_s`` is a measured share of something: False while it is the
+        horizon spread read from too few changes for their 90th percentile to be other than the largest
+        (`SPREAD_QUANTILE_MIN`). At a series' start that largest change is the ramp it opens with (the one change
+        at 215 s of an Azure conversation backtest, 2.1 -> 3.9 replicas of load), no share of anything."""
+        return self.spread_changes(horizon_s) >= SPREAD_QUANTILE_MIN
 
     def _changes_over(self, k: int) -> SortedWindow:
         """|x(i+k) − x(i)| for the last ``_SPREAD_POINTS`` i (fewer while the history is short), sorted.

@@ -309,6 +309,12 @@ class Ensemble(Forecaster):
         point = self._clip(point)
         return Forecast(point, max(point, self._clip(point + margin)), horizon_s)
 
+    def band_is_share(self, horizon_s: float) -> bool:
+        s = self._by_horizon.get(round(horizon_s, 3))
+        if s is not None and len(s.residuals) >= 20:  # the band is the residuals' q90 (`_predict`)
+            return True
+        return super().band_is_share(horizon_s)
+
     def tail_margin(self, horizon_s: float, share: float) -> float | None:
         s = self._by_horizon.get(round(horizon_s, 3))
         if s is None or not 0 < share < 1 or len(s.residuals) < math.ceil(1.0 / share):

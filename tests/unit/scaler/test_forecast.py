@@ -161,6 +161,28 @@ def test_upper_reflects_past_volatility() -> None:
     assert noisy.predict(60.0).upper - 10.0 > smooth.predict(60.0).upper - 10.0
 
 
+def test_the_band_is_a_share_once_its_90th_percentile_is_not_the_largest_change() -> None:
+    # A series that opens with a ramp (0 -> 30 over 31 steps of 5 s) and then holds, at a 155 s horizon (31 steps):
+    # the spread's first changes each span part of the ramp, and the 90th percentile of ten or fewer (index
+    # int(0.9 n) = n - 1) is the largest of them: no share. The eleventh change makes it one.
+    f = make("last_value")
+    values = [30.0 * i / 31 for i in range(32)] + [30.0] * 20
+    for i, v in enumerate(values[:32]):
+        f.observe(i * 5.0, v)
+    assert (f.spread_changes(155.0), f.band_is_share(155.0)) == (1, False)
+    assert f.horizon_spread(155.0) == 30.0  # the whole ramp: still the margin asked for
+    for i in range(32, 41):
+        f.observe(i * 5.0, values[i])
+    assert (f.spread_changes(155.0), f.band_is_share(155.0)) == (10, False)
+    f.observe(41 * 5.0, values[41])
+    assert (f.spread_changes(155.0), f.band_is_share(155.0)) == (11, True)
+    auto = make("auto")
+    for i in range(60):  # auto's band is its residuals' q90 once 20 are measured, whatever the spread's count
+        auto.observe(i * 15.0, 100.0 + (i % 10))
+        auto.predict(15.0)
+    assert auto.band_is_share(15.0)
+
+
 class _Broken(Forecaster):
     name = "broken"
 

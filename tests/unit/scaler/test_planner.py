@@ -19,7 +19,7 @@ from scaler.planner import (
     making_no_progress,
     servable_queue,
 )
-from scaler.policy import PolicyConfig
+from scaler.policy import Demand, PolicyConfig, Recommendation, ReplicaPolicy
 
 TICK_S = 15.0
 MIX = TokenMix(1000.0, 200.0)
@@ -358,3 +358,46 @@ def test_a_replica_is_blind_only_when_neither_its_queue_nor_its_batch_is_read(
         (decision,) = planner.decide(state, t, current_replicas={"prod/llm": 4})
     assert decision is not None
     assert (decision.desired_replicas < 4) is scales_down, decision
+
+
+@pytest.mark.parametrize(
+    ("clump", "late", "unheld"), [(0.0, False, list(range(8, 18))), (600.0, False, []), (0.0, True, [])]
+)
+def test_a_smooth_openings_band_is_asked_for_but_not_held(
+    clump: float, late: bool, unheld: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The gateway's rate ramps 1 -> 3 req/s over the first 8 ticks, then holds; the horizon (125 s) is 8 ticks of 15 s.
+    # The forecast's band opens with the first change over the horizon (tick 8), and until the eleventh (tick 18) it
+    # is the largest of them, the opening ramp: on a load served within the SLO with no short-window peak, the
+    # scale-down window is told to hold the point, not the band (`Demand.hold_upper_rate`). A clump of 600 requests
+    # at tick 4 (seen by the short window's service need, not by the minute's rate) or requests queued past a quarter
+    # of the SLO keep the band held, as before.
+    seen: list[Demand] = []
+    recommend = ReplicaPolicy.recommend
+
+    def spy(self: ReplicaPolicy, demand: Demand, *, now: float) -> Recommendation:
+        seen.append(demand)
+        return recommend(self, demand, now=now)
+
+    monkeypatch.setattr(ReplicaPolicy, "recommend", spy)
+    config = dataclasses.replace(CONFIG, forecaster="last_value", slo_ttft_s=2.0)
+    state, planner = FleetState(rate_window_s=60.0), Planner(config)
+    total = 0.0
+    for i in range(22):
+        t = i * TICK_S
+        rate = 1.0 + 0.25 * min(i, 8)
+        total += rate * TICK_S + (clump if i == 4 else 0.0)
+        samples = _samples(t, total, 0.0, 3)
+        if late:  # every request queued longer than 0.5 s
+            queued = Histogram(bounds=(0.5, 1.0, math.inf), counts=(0.0, 0.0, total / 3), sum=0.0, count=total / 3)
+            samples = [dataclasses.replace(x, queue_time=queued) for x in samples]
+        state.observe(samples, [], now=t)
+        planner.decide(state, t, arrival_rates={"prod/llm": rate}, arrivals_totals={"prod/llm": total})
+    assert len(seen) == 22
+    got = [
+        i
+        for i, d in enumerate(seen)
+        if d.hold_upper_rate is not None and d.hold_upper_rate < (d.forecast_upper_rate or 0)
+    ]
+    assert got == unheld
+    assert all(d.hold_upper_rate == d.forecast_rate for d in seen if d.hold_upper_rate is not None)

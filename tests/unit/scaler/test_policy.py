@@ -91,6 +91,20 @@ def test_forecast_hold_releases_a_forecast_only_need_after_the_hold() -> None:
     assert policy.recommend(low, now=301.0).desired_replicas == 1
 
 
+@pytest.mark.parametrize(("hold_upper_rate", "after"), [(None, 10), (1.6, 2)])
+def test_a_band_asked_but_not_measured_is_not_held_by_the_window(hold_upper_rate: float | None, after: int) -> None:
+    # The forecast's upper bound asked for 10 (8 req/s at 0.8) while its point and the arrivals need 2. Held for the
+    # window as today; with `hold_upper_rate` (the planner's point, where the band is no measured share) the window
+    # records the need at that rate, so the 10 serve while asked and the next lower ask is not held up to them.
+    policy = ReplicaPolicy(CFG)
+    ask = _demand(current_replicas=2, forecast_upper_rate=8.0, hold_upper_rate=hold_upper_rate)
+    assert policy.recommend(ask, now=0.0).desired_replicas == 10
+    kept = _demand(current_replicas=10, ready_replicas=10, forecast_upper_rate=8.0, hold_upper_rate=hold_upper_rate)
+    assert policy.recommend(kept, now=5.0).desired_replicas == 10  # still asked: kept
+    low = _demand(current_replicas=10, ready_replicas=10, arrival_rate=1.6, forecast_upper_rate=1.6)
+    assert policy.recommend(low, now=10.0).desired_replicas == after
+
+
 def test_forecast_hold_keeps_a_measured_need_for_the_whole_window() -> None:
     # A queue and arrivals that needed 8 are a measured need: the window holds them as the HPA would.
     policy = ReplicaPolicy(dataclasses.replace(CFG, forecast_hold_s=150.0))
