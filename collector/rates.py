@@ -63,7 +63,7 @@ def rate(points: Sequence[Point]) -> float | None:
     elapsed = points[-1][0] - points[0][0]
     if elapsed <= 0:
         return None
-    return inc / elapsed
+    return _finite(inc / elapsed)
 
 
 def derivative(points: Sequence[Point]) -> float | None:
@@ -74,7 +74,16 @@ def derivative(points: Sequence[Point]) -> float | None:
     elapsed = points[-1][0] - points[0][0]
     if elapsed <= 0:
         return None
-    return (points[-1][1] - points[0][1]) / elapsed
+    return _finite((points[-1][1] - points[0][1]) / elapsed)
+
+
+_INF = math.inf
+
+
+def _finite(per_second: float) -> float | None:
+    """``per_second``, or ``None`` where it left float's range: values near its limit (a garbage page) over a short
+    span divide to ``inf``, which is no rate to plan on."""
+    return per_second if -_INF < per_second < _INF else None
 
 
 def ratio(numerator: float | None, denominator: float | None) -> float | None:
@@ -263,7 +272,10 @@ class CounterWindow:
         if total is None:
             return None, None
         elapsed = self._points[-1][0] - self._points[0][0]
-        return total, (total / elapsed if elapsed > 0 else None)
+        if elapsed <= 0:
+            return total, None
+        per_second = total / elapsed  # >= 0; inf past float's range (`_finite`, inline: every counter of every replica)
+        return total, (per_second if per_second < _INF else None)
 
 
 class GaugeWindow:

@@ -101,6 +101,21 @@ def test_derivative_of_gauge() -> None:
     assert derivative([(0, 2)]) is None
 
 
+def test_a_rate_past_floats_range_is_unknown_not_inf() -> None:
+    # counters near float's limit (a garbage page) over half a second divide past it: no rate, never inf
+    huge = 8.98846567431158e307
+    assert rate([(0.0, 0.0), (0.5, huge)]) is None
+    assert derivative([(0.0, -huge), (0.5, huge)]) is None
+    window, gauge = CounterWindow(), GaugeWindow()
+    for t, value in ((0.0, 0.0), (0.5, huge)):
+        window.add(t, value)
+        gauge.add(t, value)
+    assert window.increase_and_rate() == (huge, None)
+    assert gauge.derivative() is None
+    window.add(2.0, huge)  # over two seconds the same increase is a rate again
+    assert window.increase_and_rate() == (huge, huge / 2.0)
+
+
 def _h(counts: tuple[float, ...], total: float, bounds: tuple[float, ...] = (0.1, 1.0, INF)) -> Histogram:
     return Histogram(bounds=bounds, counts=counts, sum=total, count=counts[-1])
 
