@@ -141,9 +141,25 @@ def _check_ticks(duration_s: float, interval_s: float) -> None:
         count = f"{ticks:,.0f}" if ticks < 1e15 else f"{ticks:.3g}"
         _usage(
             f"--interval-s {interval_s:g} over --duration-s {duration_s:g} is {count} ticks; at most "
-            f"{MAX_SIM_TICKS:,} are simulated (here --interval-s >= {duration_s / MAX_SIM_TICKS:g}, or a shorter "
+            f"{MAX_SIM_TICKS:,} are simulated (here --interval-s >= {smallest_interval(duration_s)}, or a shorter "
             "--duration-s)"
         )
+
+
+def smallest_interval(duration_s: float) -> str:
+    """The smallest ``--interval-s`` of six significant digits that ``duration_s`` allows, as the hint prints it:
+    rounded up, so that the value printed runs (``duration_s / MAX_SIM_TICKS`` printed with ``:g`` rounds to nearest:
+    123456.1 s gave 1.23456, itself refused)."""
+    exact = duration_s / MAX_SIM_TICKS
+    if not exact > 0:  # a duration that short allows every interval a float holds
+        return f"{math.ulp(0.0):g}"
+    text = f"{exact:.6g}"
+    step = 0
+    while duration_s / float(text) > MAX_SIM_TICKS:  # rounded down, or the division rounds past the bound
+        step += 1
+        exponent = math.floor(math.log10(float(text))) - 5
+        text = f"{float(text) + step * 10.0**exponent:.6g}"
+    return text
 
 
 def run_sim(
