@@ -48,6 +48,7 @@ import asyncio
 import contextlib
 import fcntl
 import json
+import math
 import os
 import re
 import shutil
@@ -766,23 +767,33 @@ def callgrind_counts(base: str, args: argparse.Namespace, tmp: Path) -> None:
     if ours.returncode != 0 or not ticks:
         raise RuntimeError(f"the counted ticks failed ({ours.returncode}): {ours_log.read_text()[-3000:]}")
     ours_per_k = statistics.median(ticks) / args.targets * 1000
-    per_window = [ir / n * 1000 if n else float("nan") for ir, n in windows]
-    peer_per_k = statistics.median(per_window)
+    per_window, peer_per_k, pooled = peer_instructions(windows)
+    counted = [per_k for per_k in per_window if not math.isnan(per_k)]
     print(f"kvpilot: {len(ticks)} ticks of {args.targets} scrapes counted, Ir each: {', '.join(map(str, ticks))}")
     for k, ((ir, n), per_k) in enumerate(zip(windows, per_window, strict=True)):
         print(
             f"prometheus window {k + 1}: {n} scrapes in {args.callgrind_peer_window:g} s counted, every "
             f"{args.callgrind_peer_interval:g} s, Ir {ir}: {per_k / 1e9:.3f} G per 1,000 scrapes"
         )
-    pooled_scrapes = sum(n for _ir, n in windows)
-    pooled = sum(ir for ir, _n in windows) / pooled_scrapes * 1000 if pooled_scrapes else float("nan")
     print(
         f"instructions per 1,000 scrapes (callgrind, user space): kvpilot {ours_per_k / 1e9:.3f} G (median tick), "
-        f"prometheus {peer_per_k / 1e9:.3f} G (median of {len(windows)} windows, "
-        f"{min(per_window) / 1e9:.3f}-{max(per_window) / 1e9:.3f}; all windows together {pooled / 1e9:.3f} G, "
+        f"prometheus {peer_per_k / 1e9:.3f} G (median of {len(counted)} windows with scrapes, "
+        f"{min(counted) / 1e9:.3f}-{max(counted) / 1e9:.3f}; all windows together {pooled / 1e9:.3f} G, "
         f"ratio {ours_per_k / pooled:.2f})"
     )
     print(f"instructions ratio: {ours_per_k / peer_per_k:.2f}")
+
+
+def peer_instructions(windows: list[tuple[int, int]]) -> tuple[list[float], float, float]:
+    """Prometheus' instructions per 1,000 scrapes from its counted windows' ``(Ir, scrapes)``: each window's (NaN for
+    one without a scrape, which it fell behind its interval for), the median of those with scrapes, and all windows
+    pooled. A run where no window saw a scrape has no peer figure: said, not a NaN ratio."""
+    per_window = [ir / n * 1000 if n else math.nan for ir, n in windows]
+    counted = [per_k for per_k in per_window if not math.isnan(per_k)]
+    if not counted:
+        raise RuntimeError(f"Prometheus scraped nothing in any of its {len(windows)} counted window(s): no ratio")
+    scrapes = sum(n for _ir, n in windows)
+    return per_window, statistics.median(counted), sum(ir for ir, _n in windows) / scrapes * 1000
 
 
 def compare_trees(base: str, args: argparse.Namespace) -> None:
@@ -875,6 +886,8 @@ def main() -> None:
     )
     parser.add_argument("--callgrind-out", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.callgrind_peer_windows < 1:
+        parser.error(f"--callgrind-peer-windows must be at least 1 (got {args.callgrind_peer_windows})")
 
     if args.role == "ticks":
         asyncio.run(counted_ticks(args))
