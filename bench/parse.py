@@ -12,16 +12,28 @@ learns the layout) untimed. Rounds alternate the two parsers; medians are compar
     .venv/bin/python bench/parse.py [--repeat 20] [--rounds 7]
     .venv/bin/python bench/parse.py --pages-at 92e949e   # the fixture mix as it was at a commit (comparable runs)
     .venv/bin/python bench/parse.py --passes N [--case selective|all]   # untimed, for callgrind
+    .venv/bin/python bench/parse.py --per-page [--repeat 20] [--rounds 7]   # each page cold: a ratio per page
+    .venv/bin/python bench/parse.py --per-page --callgrind   # instructions per page, ours and theirs
+
+``--per-page``: the selective read (b) of each fixture page on its own, parsed cold (a fresh parse, as a target's
+first scrape or a changed layout does), ``--repeat`` times in a row, ours and prometheus_client's alternating page by
+page, ``--rounds`` rounds; per page the median of each and their ratio, then how many pages reach ``--goal`` (15x).
+``--callgrind`` runs the same under valgrind's callgrind (bench/_callgrind.py): the instructions each parser executes
+per page (PYTHONHASHSEED=0 for repeatable counts), and their ratio; ``--counts-out FILE`` keeps them as JSON
+(``--compare FILE`` prints each page's count against such a file's, e.g. the commit before a change).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
 import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -84,8 +96,13 @@ _PAGES_AT: str | None = None
 
 
 def page_mix() -> list[str]:
+    return [text for _, text in named_pages()]
+
+
+def named_pages() -> list[tuple[str, str]]:
+    """(file name, text) of every fixture page, now or at ``--pages-at``."""
     if _PAGES_AT is None:
-        return [p.read_text(encoding="utf-8") for p in sorted(FIXTURES.glob("*.txt"))]
+        return [(p.name, p.read_text(encoding="utf-8")) for p in sorted(FIXTURES.glob("*.txt"))]
     rel = FIXTURES.relative_to(REPO).as_posix()
     listed = subprocess.run(
         ["git", "-C", str(REPO), "ls-tree", "--name-only", _PAGES_AT, f"{rel}/"],
@@ -94,9 +111,12 @@ def page_mix() -> list[str]:
         text=True,
     ).stdout.split()
     return [
-        subprocess.run(
-            ["git", "-C", str(REPO), "show", f"{_PAGES_AT}:{name}"], check=True, capture_output=True
-        ).stdout.decode()
+        (
+            name.rpartition("/")[2],
+            subprocess.run(
+                ["git", "-C", str(REPO), "show", f"{_PAGES_AT}:{name}"], check=True, capture_output=True
+            ).stdout.decode(),
+        )
         for name in sorted(n for n in listed if n.endswith(".txt"))
     ]
 
@@ -106,7 +126,18 @@ def theirs_all(pages: list[str]) -> int:
 
 
 def theirs_selective(pages: list[str]) -> int:
-    return sum(len(f.samples) for page in pages for f in text_string_to_metric_families(page) if f.name in WANTED)
+    # a wanted family, or an untyped part of one (``X_bucket``, ``X_sum``, ``X_count`` of a page without TYPE lines),
+    # which ours puts back together as ``X`` (collector/exposition/_untyped.py) and prometheus_client leaves apart
+    return sum(
+        len(f.samples)
+        for page in pages
+        for f in text_string_to_metric_families(page)
+        if f.name in WANTED
+        or (f.type == "unknown" and f.name.endswith(_PARTS) and f.name[: f.name.rindex("_")] in WANTED)
+    )
+
+
+_PARTS = ("_bucket", "_sum", "_count")
 
 
 def ours_all(pages: list[str]) -> int:
@@ -170,6 +201,152 @@ def count_passes(passes: int, case: str) -> None:
         read(pages)
 
 
+def check_kept(pages: list[tuple[str, str]]) -> None:
+    """Each page once, untimed: both parsers' selective reads keep the same samples, on every page with TYPE lines. A
+    page without them is where ours knowingly differs (it puts a histogram's untyped parts together only where they
+    make one, collector/exposition/_untyped.py): its counts are not compared."""
+    for name, text in pages:
+        if "# TYPE " not in text:
+            continue
+        ours, theirs = ours_selective([text]), theirs_selective([text])
+        if ours != theirs:
+            raise SystemExit(f"{name}: ours kept {ours} samples, prometheus_client {theirs}")
+
+
+def _short(name: str) -> str:
+    """A fixture's name without its source part (``vllm-v1-dp2__handwritten.txt`` -> ``vllm-v1-dp2``)."""
+    return name.removesuffix(".txt").partition("__")[0]
+
+
+def _goal_line(ratios: dict[str, float], goal: float, what: str) -> str:
+    met = sum(r >= goal for r in ratios.values())
+    worst = sorted(ratios.items(), key=lambda item: item[1])[:3]
+    shown = ", ".join(f"{_short(n)} {r:.1f}x" for n, r in worst)
+    return (
+        f"per page ({what}): {met} of {len(ratios)} pages >= {goal:g}x;"
+        f" median page {statistics.median(ratios.values()):.2f}x; lowest {shown}"
+    )
+
+
+def per_page_times(repeat: int, rounds: int, goal: float) -> None:
+    """``--per-page``: each page's cold selective read, ours against prometheus_client's, a ratio per page."""
+    pages = named_pages()
+    t_ours: dict[str, list[float]] = {name: [] for name, _ in pages}
+    t_theirs: dict[str, list[float]] = {name: [] for name, _ in pages}
+    clock = time.process_time
+    check_kept(pages)
+    for _ in range(rounds):
+        for name, text in pages:
+            batch = [text] * repeat
+            start = clock()
+            theirs_selective(batch)
+            t_theirs[name].append(clock() - start)
+            start = clock()
+            ours_selective(batch)
+            t_ours[name].append(clock() - start)
+    ratios: dict[str, float] = {}
+    print(f"{'page':48s} {'bytes':>7s} {'kept':>6s} {'ours us':>9s} {'theirs us':>10s} {'ratio':>6s}")
+    rows = []
+    for name, text in pages:
+        ours, theirs = statistics.median(t_ours[name]) / repeat, statistics.median(t_theirs[name]) / repeat
+        ratios[name] = theirs / ours
+        rows.append((ratios[name], name, len(text), ours_selective([text]), ours, theirs))
+    for ratio, name, size, kept, ours, theirs in sorted(rows):
+        flag = "" if ratio >= goal else "  < goal"
+        print(f"{_short(name)[:48]:48s} {size:7d} {kept:6d} {ours * 1e6:9.1f} {theirs * 1e6:10.1f} {ratio:6.2f}{flag}")
+    total_ours = sum(row[4] for row in rows)
+    total_theirs = sum(row[5] for row in rows)
+    print(
+        f"every page once: ours {total_ours * 1e3:.3f} ms, prometheus_client {total_theirs * 1e3:.3f} ms,"
+        f" ratio {total_theirs / total_ours:.2f}"
+    )
+    print(_goal_line(ratios, goal, "CPU time, medians of " + str(rounds) + " rounds"))
+
+
+def per_page_counts(args: argparse.Namespace) -> None:
+    """``--per-page --callgrind``: run this script under callgrind, instructions per page for each parser."""
+    from bench import _callgrind
+
+    lacks = _callgrind.missing()
+    if lacks:
+        raise SystemExit(f"bench/parse.py --callgrind: missing {', '.join(lacks)} (Debian: apt-get install valgrind)")
+    _callgrind.client_library()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        child = [
+            sys.executable,
+            __file__,
+            "--role",
+            "counted",
+            "--callgrind-out",
+            str(out),
+            "--repeat",
+            str(args.repeat),
+        ]
+        if args.pages_at:
+            child += ["--pages-at", args.pages_at]
+        subprocess.run([*_callgrind.command(out), *child], check=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+        counts: dict[str, dict[str, float]] = {}
+        for dump in _callgrind.dumps(out):
+            text = dump.read_text(errors="replace")
+            label = re.search(r"^desc: Trigger: Client Request: (\S+)", text, re.M)
+            if label is None:
+                continue
+            who, _, name = label[1].partition(":")
+            counts.setdefault(name, {})[who] = _callgrind.totals(dump) / (args.repeat if who == "ours" else 1)
+    before: dict[str, dict[str, float]] = {}
+    if args.compare:
+        before = json.loads(Path(args.compare).read_text())["pages"]
+    ratios = {name: c["theirs"] / c["ours"] for name, c in counts.items()}
+    head = f"{'page':48s} {'ours Ir':>10s} {'theirs Ir':>11s} {'ratio':>6s}"
+    print(head + (f" {'before Ir':>10s} {'after/before':>12s}" if before else ""))
+    for name, c in sorted(counts.items(), key=lambda item: ratios[item[0]]):
+        row = f"{_short(name)[:48]:48s} {c['ours']:10.0f} {c['theirs']:11.0f} {ratios[name]:6.2f}"
+        if name in before:
+            row += f" {before[name]['ours']:10.0f} {c['ours'] / before[name]['ours']:12.4f}"
+        print(row)
+    ours_all = sum(c["ours"] for c in counts.values())
+    theirs_all = sum(c["theirs"] for c in counts.values())
+    print(
+        f"every page once: ours {ours_all / 1e6:.3f} M, prometheus_client {theirs_all / 1e6:.3f} M instructions,"
+        f" ratio {theirs_all / ours_all:.2f}"
+    )
+    if before:
+        common = [n for n in counts if n in before]
+        changes = [counts[n]["ours"] / before[n]["ours"] for n in common]
+        worst = max(common, key=lambda n: counts[n]["ours"] / before[n]["ours"])
+        print(
+            f"against {args.compare}: {len(common)} pages, ours after/before median {statistics.median(changes):.4f},"
+            f" highest {max(changes):.4f} ({_short(worst)}), lowest {min(changes):.4f}; every page once"
+            f" {ours_all / sum(before[n]['ours'] for n in common):.4f}"
+        )
+    print(_goal_line(ratios, args.goal, "instructions, callgrind"))
+    if args.counts_out:
+        Path(args.counts_out).write_text(json.dumps({"repeat": args.repeat, "pages": counts}, indent=1, sort_keys=True))
+
+
+def counted_role(args: argparse.Namespace) -> None:
+    """Under callgrind (``per_page_counts``): each page parsed by ours ``--repeat`` times and by prometheus_client once,
+    each count dumped under its page's name; a first read of every page, uncounted, fills what a first page fills."""
+    from bench import _callgrind
+
+    requests = _callgrind.Requests()
+    pages = named_pages()
+    for _, text in pages:
+        ours_selective([text])
+        theirs_selective([text])
+    requests.start()
+    for name, text in pages:
+        ours_selective([text])  # the page's own first read (its label bodies' first sight is per parse anyway)
+        batch = [text] * args.repeat
+        requests.zero()
+        ours_selective(batch)
+        requests.dump("ours:" + name)
+        theirs_selective([text])
+        requests.dump("theirs:" + name)
+    requests.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=20, help="copies of the fixture mix in one page")
@@ -181,12 +358,33 @@ def main() -> None:
     )
     ap.add_argument("--case", choices=("selective", "all"), default="selective", help="with --passes")
     ap.add_argument("--pages-at", metavar="REV", help="the fixture pages as they were at this git revision")
+    ap.add_argument(
+        "--per-page", action="store_true", help="instead: each page's cold selective read, a ratio per page"
+    )
+    ap.add_argument("--goal", type=float, default=15.0, help="with --per-page: the ratio each page should reach")
+    ap.add_argument("--callgrind", action="store_true", help="with --per-page: instructions per page (valgrind)")
+    ap.add_argument("--counts-out", metavar="FILE", help="with --callgrind: the counts per page as JSON")
+    ap.add_argument("--compare", metavar="FILE", help="with --callgrind: each page's count against --counts-out's")
+    ap.add_argument("--role", choices=("counted",), help=argparse.SUPPRESS)
+    ap.add_argument("--callgrind-out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     global _PAGES_AT
     _PAGES_AT = args.pages_at
+    if args.role == "counted":
+        counted_role(args)
+        return
+    if args.per_page:
+        if args.callgrind:
+            per_page_counts(args)
+        else:
+            compiled = not _text.__file__.endswith(".py")
+            print(f"parser: {'compiled' if compiled else 'pure Python'} ({Path(_text.__file__).name})")
+            per_page_times(args.repeat, args.rounds, args.goal)
+        return
     if args.passes is not None:
         count_passes(args.passes, args.case)
         return
+    check_kept(named_pages())
     pages = page_mix() * args.repeat
     total = theirs_all(pages)  # every sample of every page, counted by the peer: the work both must do
     size = sum(len(p) for p in pages)
@@ -197,12 +395,12 @@ def main() -> None:
     ratios: dict[str, float] = {}
     for case, ours, theirs in (("all", ours_all, theirs_all), ("selective", ours_selective, theirs_selective)):
         t_ours, t_theirs, kept_ours, kept_theirs = interleaved_medians(ours, theirs, pages, args.rounds)
-        if kept_ours != kept_theirs:
+        if case == "all" and kept_ours != kept_theirs:  # the selective reads are compared page by page (check_kept)
             raise SystemExit(f"{case}: ours kept {kept_ours} samples, prometheus_client {kept_theirs}")
         ours_rate, theirs_rate = total / t_ours, total / t_theirs
         ratios[case] = ours_rate / theirs_rate
         print(
-            f"{case:9s} kept {kept_ours:6d} samples | ours {ours_rate:12,.0f} samples/s "
+            f"{case:9s} kept {kept_ours:6d} samples (theirs {kept_theirs}) | ours {ours_rate:12,.0f} samples/s "
             f"| prometheus_client {theirs_rate:12,.0f} samples/s | ratio {ratios[case]:.2f}"
         )
     scrapes = scrape_mix(args.repeat)
@@ -212,8 +410,8 @@ def main() -> None:
     t_ours, t_theirs, kept_ours, kept_theirs = interleaved_medians(
         lambda _pages: ours_known_layout(scrapes, cache), theirs_selective, timed, args.rounds
     )
-    if kept_ours != kept_theirs:
-        raise SystemExit(f"layout known: ours kept {kept_ours} samples, prometheus_client {kept_theirs}")
+    if kept_ours != ours_selective(timed):
+        raise SystemExit(f"layout known: ours kept {kept_ours} samples, {ours_selective(timed)} when parsed")
     total = theirs_all(timed)
     ratios["known"] = (total / t_ours) / (total / t_theirs)
     print(
