@@ -91,8 +91,16 @@ class Drainer(Protocol):
     """``kvpilot.actuation.drain.NodeDrainer``."""
 
     def drain(
-        self, node: str, *, dry_run: bool = True, reason: str = "", interrupt: threading.Event | None = None
-    ) -> DrainResult: ...
+        self,
+        node: str,
+        *,
+        dry_run: bool = True,
+        reason: str = "",
+        interrupt: threading.Event | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> DrainResult:
+        """``should_stop`` is asked before each eviction (``NodeDrainer.drain``): True ends the drain, cancelled."""
+        ...
 
     def cordoned(self) -> set[str] | None:
         """Nodes kvpilot cordoned that are still cordoned (None: unknown now)."""
@@ -107,7 +115,13 @@ class NoClusterDrainer:
         self._clock = clock
 
     def drain(
-        self, node: str, *, dry_run: bool = True, reason: str = "", interrupt: threading.Event | None = None
+        self,
+        node: str,
+        *,
+        dry_run: bool = True,
+        reason: str = "",
+        interrupt: threading.Event | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> DrainResult:
         now = self._clock.now()
         if dry_run:
@@ -352,11 +366,21 @@ class Actuation:
             attempt = await asyncio.to_thread(self._claim, action_id)
             if attempt is None:
                 continue  # cancelled or claimed meanwhile
-            interrupt = threading.Event()
-            run = asyncio.ensure_future(
-                asyncio.to_thread(self._drainer.drain, node, dry_run=dry_run, reason=reason, interrupt=interrupt)
-            )
+            interrupt, lost = threading.Event(), threading.Event()
+
+            def should_stop(interrupt: threading.Event = interrupt, lost: threading.Event = lost) -> bool:
+                # Asked before each eviction, in the drain's thread: an old leader starts no eviction once it no
+                # longer leads. Before, only the watch below saw it, every poll_s: until then the old leader went on
+                # evicting beside the new leader's run of the same drain (requeued at its first pass).
+                if not interrupt.is_set() and not leading():
+                    lost.set()
+                return interrupt.is_set() or lost.is_set()
+
+            drain = partial(self._drainer.drain, node, dry_run=dry_run, reason=reason, interrupt=interrupt)
+            run = asyncio.ensure_future(asyncio.to_thread(drain, should_stop=should_stop))
             cancelled_by = await self._watch(action_id, run, interrupt, stop, leading)
+            if cancelled_by is None and lost.is_set():  # stopped by the drainer's own check, before the watch's
+                cancelled_by = "shutdown"
             try:
                 result = await run
             except Exception as e:

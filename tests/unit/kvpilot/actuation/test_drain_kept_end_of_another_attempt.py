@@ -46,7 +46,13 @@ class _Drainer:
         self._run = run
 
     def drain(
-        self, node: str, *, dry_run: bool = True, reason: str = "", interrupt: threading.Event | None = None
+        self,
+        node: str,
+        *,
+        dry_run: bool = True,
+        reason: str = "",
+        interrupt: threading.Event | None = None,
+        **_: object,
     ) -> DrainResult:
         return self._run(node)
 

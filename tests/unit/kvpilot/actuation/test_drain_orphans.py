@@ -32,7 +32,13 @@ class _Drainer:
         self._name, self._runs, self._release = name, runs, release
 
     def drain(
-        self, node: str, *, dry_run: bool = True, reason: str = "", interrupt: threading.Event | None = None
+        self,
+        node: str,
+        *,
+        dry_run: bool = True,
+        reason: str = "",
+        interrupt: threading.Event | None = None,
+        **_: object,
     ) -> DrainResult:
         self._runs.append(self._name)
         assert self._release.wait(60)  # a hang guard only

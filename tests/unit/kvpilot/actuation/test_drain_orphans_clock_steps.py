@@ -54,7 +54,13 @@ class _Drainer:
         self.runs = runs
 
     def drain(
-        self, node: str, *, dry_run: bool = True, reason: str = "", interrupt: threading.Event | None = None
+        self,
+        node: str,
+        *,
+        dry_run: bool = True,
+        reason: str = "",
+        interrupt: threading.Event | None = None,
+        **_: object,
     ) -> DrainResult:
         self.runs.append(node)
         return DrainResult(node, False, evicted=["ml/chat-0"])

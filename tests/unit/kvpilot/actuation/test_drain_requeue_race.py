@@ -52,7 +52,13 @@ class _Overlapped:
         self._lost_lease = lost_lease
 
     def drain(
-        self, node: str, *, dry_run: bool = True, reason: str = "", interrupt: threading.Event | None = None
+        self,
+        node: str,
+        *,
+        dry_run: bool = True,
+        reason: str = "",
+        interrupt: threading.Event | None = None,
+        **_: object,
     ) -> DrainResult:
         leader = Actuation(
             sessions=self._sessions, clock=self._clock, rails=DrainRails(dry_run=False), drainer=self, poll_s=0.05
