@@ -437,10 +437,18 @@ class _TextParser:
                                 continue
                 else:
                     # `name{le="bound",series} value`: the line starts with a name the family admits and "{"
-                    head, le, rest = line.partition('{le="')
+                    head, le, after = line.partition('{le="')
                     if le:
-                        bound, closed, rest = rest.partition('",')
-                        if closed and '"' not in bound and "\\" not in bound:
+                        bound, closed, rest = after.partition('",')
+                        if not closed:
+                            # `name{le="bound"} value`: le alone (a histogram without labels, as prometheus_client
+                            # writes TGI's and vLLM's own): a bound without a quote ends at the line's first quote
+                            bound, closed, value = after.partition('"} ')
+                            if closed and '"' not in bound and "\\" not in bound and "{" not in head:
+                                add_sample(Sample(head, {"le": bound}, float(value)))
+                                add_key((head, (_NO_LABELS, bound), None))  # _label_set({"le": bound})
+                                continue
+                        elif '"' not in bound and "\\" not in bound:
                             series, _, value = rest.rpartition("} ")
                             if series != first_series or head != first_name:
                                 first_series = ""

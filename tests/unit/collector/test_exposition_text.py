@@ -359,6 +359,21 @@ BUCKET_CASES = [
     # `",le="` opening a value, a quote-free bound and `",` after it: not a label (the text before holds no closing
     # quote)
     _hist('h_bucket{x=",le=",y=",z"} 5', 'h_bucket{x=",le=",y=",z",le="1"} 6'),
+    # le alone (a histogram without labels, as prometheus_client writes TGI's): odd bounds and values, a `{` or `} ` in
+    # the bound, le alone beside a series of the same family, and le alone twice (refused as a duplicate)
+    _hist(
+        'h_bucket{le="0.5"} 1',
+        'h_bucket{le="+Inf"} NaN',
+        'h_bucket{le=""} -Inf',
+        'h_bucket{le="a{b"} 1e3',
+        'h_bucket{le="} 1"} 2',
+        'h_bucket{le="1",a="x"} 3',
+        'h_bucket{a="x",le="2"} 4',
+        'h_bucket{le="2"} 5',
+        'h_count{le="3"} 6',
+    ),
+    _hist('h_bucket{le="1"} 1', 'h_bucket{le="1"} 2'),
+    _hist('h_bucket{le="1"} 1', 'h_bucket{le="1",} 2'),
     # the same series and bound with le between labels and le last, and twice between: refused as duplicates
     _hist('h_bucket{a="x",le="1",b="y"} 1', 'h_bucket{a="x",b="y",le="1"} 2'),
     _hist('h_bucket{a="x",le="1",b="y"} 1', 'h_bucket{a="x",le="1",b="y"} 2'),
@@ -389,6 +404,8 @@ def test_histogram_runs_agree(text: str) -> None:
         'h_bucket{le="1",a="1",le="2",b="2"} 1',  # le twice, first and between
         'h_bucket{a="1",le="1",a="2"} 1',  # a name on both sides of le
         'h_bucket{a="1",le="1",b="2"x} 1',  # a bad label after le
+        'h_bucket{le="1"} 2"} 3',  # le alone: the bound's `"} ` is not the body's end
+        'h_bucket{le="1\\"} 2',  # le alone, a bound ending in an escape
         'h_bucket{a="1"x,le="1",b="2"} 1',  # a bad label before le
     ],
 )
@@ -423,6 +440,34 @@ def test_buckets_with_le_between_labels_validate_each_series_once(monkeypatch: p
         {"engine": "0", "le": "1", "model_name": "m"},
     ]
     assert sorted(validated) == ['engine="0",model_name="m"', 'engine="1",model_name="m"']
+
+
+def test_buckets_with_le_alone_validate_no_body(monkeypatch: pytest.MonkeyPatch) -> None:
+    # TGI's histograms (and prometheus_client's without labels) write `{le="..."}` alone: each bucket's body is new on
+    # the page and holds one label, which is cut from the line without validating a body per bucket
+    from collector.exposition import _text
+
+    if not _text.__file__.endswith(".py"):
+        pytest.skip("a compiled parser's methods cannot be wrapped")
+    validated: list[str] = []
+    validate = _text._TextParser._validate
+
+    def counting(self: Any, body: str, line: str, line_no: int) -> dict[str, str]:
+        validated.append(body)
+        return validate(self, body, line, line_no)
+
+    monkeypatch.setattr(_text._TextParser, "_validate", counting)
+    bounds = ("0.1", "1", "+Inf")
+    text = _hist(*(f'h_bucket{{le="{b}"}} {n}' for n, b in enumerate(bounds)), 'h_count{a="1"} 2')
+    families = parse(text, wanted={"h"})
+    assert [(s.name, s.labels, s.value) for s in families["h"].samples] == [
+        ("h_bucket", {"le": "0.1"}, 0.0),
+        ("h_bucket", {"le": "1"}, 1.0),
+        ("h_bucket", {"le": "+Inf"}, 2.0),
+        ("h_count", {"a": "1"}, 2.0),
+    ]
+    assert validated == ['a="1"']
+    assert_agrees(text)
 
 
 # --- generated valid pages ------------------------------------------------------------------------
