@@ -1,8 +1,8 @@
 """Hostile trace files given to `kvpilot backtest`/`simulate`/`demo --trace`: a pipe, a FIFO, bytes that are not UTF-8
 past the first chunk, a byte-order mark, JSON nested past the recursion limit, a sparse file, a ServeGen directory
-whose chunk is a directory or whose windows run for years. Each is a ValueError naming the file (and line, where there
-is one) that the commands print in one line with exit 2, or a documented tolerance; never a traceback, a hang, or
-requests silently lost."""
+whose chunk is a directory, is cut short, or whose windows run for years. Each is a ValueError naming the file (and
+line, where there is one) that the commands print in one line with exit 2, or a documented tolerance; never a
+traceback, a hang, or requests silently lost."""
 
 from __future__ import annotations
 
@@ -151,6 +151,21 @@ def test_servegen_clients_times_windows_are_bounded_while_reading(
         (tmp_path / f"chunk-{c}-trace.csv").write_text(_servegen_rows(101 if c == 9 else 1))
     with pytest.raises(ValueError, match=r"chunk-9-trace.csv:101: 10 clients × 101 windows is more than 1,000"):
         load_trace(tmp_path)
+
+
+@pytest.mark.parametrize("rows", [0, 2])
+def test_a_servegen_file_cut_short_is_refused_not_read_as_idle(tmp_path: Path, rows: int) -> None:
+    # Every client file holds every window (an idle one as zeros); one with fewer rows (an interrupted copy, or empty)
+    # had its missing windows read as no arrivals: a third of the requests gone from the replay, without a word.
+    (tmp_path / "chunk-0-trace.csv").write_text(_servegen_rows(4))
+    (tmp_path / "chunk-1-trace.csv").write_text(_servegen_rows(rows))
+    words = rf"chunk-1-trace.csv: {rows} windows where chunk-0-trace.csv has 4: a file cut short"
+    with pytest.raises(ValueError, match=words):
+        load_trace(tmp_path)
+    result = CliRunner().invoke(app, ["backtest", "--trace", str(tmp_path), "--json", "--no-frontier"])
+    assert result.exit_code == 2, result.output
+    assert "a file cut short" in result.output
+    assert "Traceback" not in result.output
 
 
 def test_servegen_files_without_a_window_say_so(tmp_path: Path) -> None:
