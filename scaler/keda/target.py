@@ -92,9 +92,19 @@ def _truncates_to(milli: int) -> float:
     return value
 
 
+# A ScaledObjectRef KEDA sends is some hundreds of characters (names, a few keys, an address, a token). One larger than
+# this is parsed at each call, not cached: the cache keeps its 16,384 refs whole, and a ref may be up to a call's 1 MiB
+# (a name of any length beside a `deployment` key, a `scalerAddress` of any length). 300 distinct calls with 0.9 MB
+# names grew `kvpilot run` by 337 MB, never released; 16,384 of them would hold 15 GB.
+CACHED_REF_MAX_CHARS = 4096
+
+
 def parse_target(name: str, namespace: str, metadata: Mapping[str, str]) -> ScalerTarget:
     """Parses one ScaledObjectRef (cached: KEDA sends the same one every polling interval)."""
-    return _parse_cached(name, namespace, tuple(sorted(metadata.items())))
+    items = tuple(sorted(metadata.items()))
+    if len(name) + len(namespace) + sum(len(k) + len(v) for k, v in items) > CACHED_REF_MAX_CHARS:
+        return _parse_cached.__wrapped__(name, namespace, items)
+    return _parse_cached(name, namespace, items)
 
 
 @lru_cache(maxsize=16384)
