@@ -15,7 +15,10 @@ def prune(*, session: Session, now: float, horizon_s: float) -> dict[str, int]:
     """Delete what ended before ``now - horizon_s``; return the number of rows removed per table."""
     if horizon_s <= 0:
         raise ValueError(f"retention horizon must be > 0 s, got {horizon_s}")
-    cutoff = now - horizon_s
+    # Nothing is stamped before the epoch: a horizon reaching past it keeps everything. Before, the roll-ups' cutoff
+    # minute was an integer past 64 bits (store.retention_days 1e300) or NaN (1e308 days: an infinite horizon), and the
+    # retention write failed at every pass, dropped with an ERROR.
+    cutoff = max(now - horizon_s, 0.0)
     statements = {
         "decisions": delete(DecisionRow).where(DecisionRow.timestamp < cutoff),
         "findings": delete(FindingRow).where(FindingRow.state == "closed", FindingRow.closed_at < cutoff),
