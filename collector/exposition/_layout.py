@@ -29,7 +29,7 @@ from __future__ import annotations
 import operator
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from collector.exposition._lex import NAME_RE
@@ -55,7 +55,7 @@ _TYPE_RE = re.compile(r"[ \t]*+#[ \t]++TYPE[ \t]++([a-zA-Z_:][a-zA-Z0-9_:]*+)")
 MAX_LAYOUT_CHARS = 512 * 1024  # larger pages are parsed every time (a layout holds its page's lines)
 
 _Parse = Callable[..., Mapping[str, MetricFamily]]
-_Pick = Callable[[list[Any]], tuple[Any, ...]]
+_Pick = Callable[[Sequence[Any]], tuple[Any, ...]]
 
 
 def _picker(indices: list[int]) -> _Pick:
@@ -74,22 +74,19 @@ class PageLayout:
     A page has the layout when it has as many lines; its comment, blank and otherwise odd lines are the
     same; each skipped line starts with the same name (the parser decides a line's family from its name
     alone, and skips the rest); each line read starts with the same name and labels and ends in a plain
-    number. Every check runs in C over all lines at once (``itemgetter``, ``map``, one regex). The page is then
-    its values (``LaidOutPage``): no sample is built unless a reader asks for its family."""
+    number. Every check runs in C over the whole page at once, without splitting it into lines (one regex, one join,
+    one comparison; see ``__init__``). The page is then its values (``LaidOutPage``): no sample is built unless a
+    reader asks for its family."""
 
     __slots__ = (
-        "checked_start_chars",
-        "checked_starts",
         "families",
-        "fixed_chars",
+        "fixed",
         "key",
         "line_count",
+        "match",
         "page_shape",
         "partial",
-        "pick_checked",
-        "pick_pinned",
         "pick_values",
-        "pinned",
         "read_starts",
     )
 
@@ -105,39 +102,57 @@ class PageLayout:
         self.line_count = len(lines)
         # a page read around bad lines: its errors, the families left out and the metric names set aside
         self.partial = partial
-        self.pick_pinned = _picker(pinned)
-        # the pinned lines as one string: compared at once (no line holds a newline, so the joined lines are equal
-        # when and only when each line is), and the page's characters outside the lines checked, newlines included
-        self.pinned = "\n".join(lines[i] for i in pinned)
-        self.fixed_chars = len(self.pinned) - max(len(pinned) - 1, 0) + len(lines) - 1
         self.read_starts = tuple(read.values())
-        # Lines skipped and lines read are checked in one pass, in page order: each must begin with its start (a
-        # skipped line's name, a line read's name and labels); what follows a line read's start is its value.
-        checked = sorted({**skipped, **read}.items())
-        self.pick_checked = _picker([i for i, _start in checked])
-        self.checked_starts = tuple(start for _i, start in checked)
-        # every start is a name and the character after it, or a read line's name and labels ending in a blank or
-        # "}": none is empty
-        self.checked_start_chars = sum(map(len, self.checked_starts))
-        self.pick_values = _picker([k for k, (i, _start) in enumerate(checked) if i in read])
+        # The page as fixed blocks and the rests between them: a block is what the layout pins (pinned lines, newlines,
+        # each checked line's start), a rest what follows a checked line's start up to its line's end (a line read:
+        # its value; a line skipped: anything). The page has the layout when and only when the blocks with the page's
+        # rests between them make the page (no rest holds a newline, so the lines are the layout's, each pinned line
+        # as it was, each checked line beginning with its start).
+        starts = {**skipped, **read}
+        blocks: list[str] = []
+        block: list[str] = []
+        rest_lines: list[int] = []
+        for i, line in enumerate(lines):
+            if i:
+                block.append("\n")
+            start = starts.get(i)
+            if start is None:
+                block.append(line)
+                continue
+            block.append(start)
+            blocks.append("".join(block))
+            block = []
+            rest_lines.append(i)
+        blocks.append("".join(block))
+        # One regex walks the page: it steps over each block by its length without reading it ((?s).{n}+ moves the
+        # position, in C and in constant time) and takes each rest up to the next newline; the blocks are then checked
+        # all at once, by rebuilding the page from them and the rests taken (one join, one comparison).
+        self.match: Callable[[str], re.Match[str] | None] = re.compile(
+            "(?s)"
+            + "".join(f".{{{len(b)}}}+([^\\n]*+)" for b in blocks[:-1])
+            + (f".{{{len(blocks[-1])}}}+" if blocks[-1] else "")
+        ).fullmatch
+        # the page to be: its blocks with a place between each two for a rest (filled per page on a copy)
+        self.fixed = [""] * (2 * len(blocks) - 1)
+        self.fixed[0::2] = blocks
+        self.pick_values = _picker([k for k, i in enumerate(rest_lines) if i in read])
         self.families = families
         self.page_shape = tuple(spec[5] for spec in families.values())
         # What makes two layouts one (a deployment's replicas serve one layout): they then share the families'
         # shapes, and so what readers plan per shape.
-        self.key = (tuple(pinned), self.pinned, tuple(skipped.items()), tuple(read.items()))
+        self.key = (tuple(pinned), "\n".join(lines[i] for i in pinned), tuple(skipped.items()), tuple(read.items()))
 
     def read(self, text: str) -> LaidOutPage | None:
         """The families of ``text`` if it has this layout, else None: its values, from which a family's samples
         are built when it is looked up (``LaidOutPage``). Label dicts are shared between pages of one layout
         (samples are read-only)."""
-        lines = text.split("\n")
-        if len(lines) != self.line_count or "\n".join(self.pick_pinned(lines)) != self.pinned:
+        found = self.match(text)
+        if found is None:
             return None
-        # Each line less its start: a line that does not begin with it keeps its whole length, so the lengths taken
-        # off fall short of the starts' (one pass over the lines skipped and read alike, instead of a startswith
-        # call per skipped line). The lines checked hold what the pinned lines and the newlines leave of the page.
-        rests = list(map(str.removeprefix, self.pick_checked(lines), self.checked_starts))
-        if len(text) - self.fixed_chars - len("".join(rests)) != self.checked_start_chars:
+        rests = found.groups()
+        page = self.fixed.copy()
+        page[1::2] = rests
+        if "".join(page) != text:
             return None
         values = self.pick_values(rests)
         if _DECIMAL_CHARS_RE.fullmatch("".join(values)) is not None:

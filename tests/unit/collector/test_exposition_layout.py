@@ -365,3 +365,96 @@ def test_a_bad_value_on_a_line_the_parser_reads_but_returns_nothing_of_is_not_re
     assert cache.hits == 1  # a new value there still fits the layout
     with pytest.raises(ParseError):
         cache.parse("target", bad, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+
+
+# A page off its layout is told from one on it without splitting it into lines: the layout steps over what it pins by
+# its length and takes each checked line's rest up to its newline, then rebuilds the page from the two. The tests below
+# move lengths and newlines about while keeping the page's length, which is what that could miss.
+
+
+@pytest.mark.parametrize("width", [1, 2, 7, 24])
+def test_values_of_any_width_are_read_off_the_layout(width: int) -> None:
+    # every value of every sample line, read and skipped, takes another width: what the layout pins moves in the page
+    cache = _learned()
+    values = ["7" * width, "-" + "1" * width, "0." + "5" * width, "NaN", "+Inf"]
+    changed = with_values(VLLM, values)
+    assert read(cache, changed) == canonical(parse(changed, wanted=WANTED_FAMILIES))
+    assert cache.hits == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        # two lines become one and another becomes two: as many lines, as many characters
+        lambda t: t.replace("\n# TYPE vllm:num_requests_running", " # TYPE vllm:num_requests_running", 1).replace(
+            "# HELP vllm:num_requests_waiting Number", "# HELP vllm:num_requests_waiting\nNumber", 1
+        ),
+        # a value read gains a digit and a pinned line loses a character: as long a page, a pinned line not its own
+        lambda t: t.replace(_first_line(RUNNING), _first_line(RUNNING) + "1", 1).replace(
+            "\n# HELP vllm:num_requests_waiting N", "\n# HELP vllm:num_requests_waiting ", 1
+        ),
+        # a character moves from a pinned line into a skipped line's rest
+        lambda t: t.replace("# HELP vllm:num_requests_running N", "# HELP vllm:num_requests_running ", 1).replace(
+            "\nprocess_cpu_seconds_total ", "\nprocess_cpu_seconds_total  ", 1
+        ),
+        # the last line's last character turns into a newline (the page ends without one), or a newline is added
+        lambda t: t[:-1] + "\n",
+        lambda t: t + "\n",
+        # a line is added at the top
+        lambda t: "# a comment\n" + t,
+    ],
+)
+def test_a_page_with_its_lengths_kept_but_its_lines_moved_is_parsed(change: object) -> None:
+    cache = _learned()
+    changed = change(VLLM)  # type: ignore[operator]
+    assert changed != VLLM
+    _read_as_the_parser_reads(cache, changed)
+    assert cache.hits == 0
+
+
+_EDITS = st.sampled_from(
+    ["\n", " ", "\t", "{", "}", "#", '"', "=", ",", ".", "0", "9", "e", "+", "-", "_", ":", "x", "\r"]
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    edits=st.lists(
+        st.tuples(st.floats(0, 1, exclude_max=True), st.sampled_from(["insert", "delete", "replace"]), _EDITS),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_a_page_edited_anywhere_reads_as_the_parser_reads_it(edits: list[tuple[float, str, str]]) -> None:
+    # characters put in, taken out or replaced anywhere, newlines included: the same families, or the same refusal
+    changed = VLLM
+    for where, how, char in edits:
+        at = int(where * len(changed))
+        if how == "insert":
+            changed = changed[:at] + char + changed[at:]
+        elif how == "delete":
+            changed = changed[:at] + changed[at + 1 :]
+        else:
+            changed = changed[:at] + char + changed[at + 1 :]
+    _read_as_the_parser_reads(_learned(), changed)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'vllm:num_requests_running{model_name="m"} 1',  # a sample line first and last, no newline at the end
+        '# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m"} 1\n\n',
+        "# TYPE vllm:num_requests_running gauge\n# HELP vllm:num_requests_running Running.\n",  # no sample at all
+        "",
+    ],
+)
+def test_layouts_of_pages_that_begin_or_end_on_any_line_read_as_the_parser_reads(text: str) -> None:
+    cache = LayoutCache(parse)
+    cache.parse("target", text, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+    assert read(cache, text) == canonical(parse(text, wanted=WANTED_FAMILIES))
+    hits = cache.hits
+    for changed in (text.replace(" 1", " 22"), text + "\n", text + "x", text[:-1], "\n" + text, " " + text):
+        if changed != text:
+            _read_as_the_parser_reads(cache, changed)
+    assert hits == 1
+    assert cache.hits == hits + (" 1" in text)  # only a new value there fits the layout
