@@ -91,9 +91,15 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
         "".join(f'vllm:num_requests_waiting{{model_name="m{i}"}} 1\n' for i in range(1001))
     )
     (tmp_path / "garbled.txt").write_text("x\n")  # no metric family, one line the parser cannot read
+    # ten requests in the first 10 s and one at 1,000 s: a window between them holds none
+    (tmp_path / "gap.jsonl").write_text(
+        "".join(
+            f'{{"timestamp": {t}, "input_length": 600, "output_length": 20}}\n' for t in [*range(0, 10_000, 1000), 1e6]
+        )
+    )
     names = (
         "bin.yaml", "dup.yaml", "folder", "y2999.csv", "deep.yaml", "targets.yaml", "bintargets.yaml", "newer.db",
-        "replicas.txt", "garbled.txt",
+        "replicas.txt", "garbled.txt", "gap.jsonl",
     )  # fmt: skip
     return {"head": migrations.head(), **{name.split(".")[0]: str(tmp_path / name) for name in names}}
 
@@ -200,6 +206,13 @@ ONE_LINE = [
     (["detect", "--source", "sim", "--interval-s", "1", "--duration-s", "100001"], {},
      "error: --interval-s 1 over --duration-s 100001 is 100,001 ticks; at most 100,000 are simulated (here "
      "--interval-s >= 1.00001, or a shorter --duration-s)"),
+    # session 26 E: a replay of no request reported every policy at 100 % SLO attainment and a p50 TTFT of 0 s, exit 0
+    (["backtest", "--trace", "{gap}", "--rate-scale", "1e-300", "--json"], {},
+     "error: gap.jsonl: the replay holds no request (--start, --duration and --rate-scale keep none of the trace's); "
+     "there is nothing to measure a policy on"),
+    (["backtest", "--trace", "{gap}", "--start", "100", "--duration", "60", "--json"], {},
+     "error: gap.jsonl: the replay holds no request (--start, --duration and --rate-scale keep none of the trace's); "
+     "there is nothing to measure a policy on"),
     # a database a newer kvpilot migrated: was Alembic's CommandError traceback under `run`
     (["run"], {"KVPILOT_DATABASE_URL": "sqlite:///{newer}", "KVPILOT_HTTP_PORT": "0"},
      "error: the store cannot be prepared: the database is at schema revision '9999_future', which this kvpilot does "
