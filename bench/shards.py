@@ -54,6 +54,10 @@ PY = sys.executable
 KVPILOT = str(Path(PY).parent / "kvpilot")
 LEASE_S = 6.0  # short leases keep the bench short; the takeover is read against this
 RENEW_S = 2.0
+# Where the instances' Leases live, set in their configuration and read here. Unset, ha.lease_namespace is kvpilot's
+# own namespace ("kvpilot" outside a pod, since 5fe4ad0), while this bench read "default": every shard read as
+# unheld and the kill step failed ("held no shard when killed").
+LEASE_NAMESPACE = "kvpilot"
 
 
 def _kubeconfig(path: Path, url: str) -> Path:
@@ -107,7 +111,13 @@ def _start(
         },
         "api": {"host": "127.0.0.1", "http_port": 0, "grpc_port": 0, "anonymous_read": True},
         "sharding": {"shards": shards},
-        "ha": {"lease_name": "kvpilot", "lease_duration_s": LEASE_S, "renew_every_s": RENEW_S, "identity": name},
+        "ha": {
+            "lease_name": "kvpilot",
+            "lease_namespace": LEASE_NAMESPACE,
+            "lease_duration_s": LEASE_S,
+            "renew_every_s": RENEW_S,
+            "identity": name,
+        },
     }
     cfg = tmp / f"{name}.yaml"
     cfg.write_text(yaml.safe_dump(config))
@@ -195,7 +205,7 @@ def _shard_specs(kube: FakeKube, shards: int) -> dict[int, dict[str, Any]]:
     out: dict[int, dict[str, Any]] = {}
     for i in range(shards):
         try:
-            out[i] = kube.get("leases", f"kvpilot-shard-{i}")["spec"] or {}
+            out[i] = kube.get("leases", f"kvpilot-shard-{i}", namespace=LEASE_NAMESPACE)["spec"] or {}
         except Exception:
             out[i] = {}
     return out
