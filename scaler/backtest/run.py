@@ -518,6 +518,12 @@ def backtest(path: str, cfg: BacktestConfig, progress: Progress | None = None) -
     fidelity = choose_fidelity(trace, cfg.fidelity)
     if cfg.rollout_at_s is not None and fidelity != "request":
         raise ValueError(f"a rollout needs the request level; this trace replays at the {fidelity} level")
+    if cfg.rollout_at_s is not None and cfg.rollout_at_s >= trace.duration_s:
+        # as `kvpilot demo` refuses it: no rollout started, and the report left it out without a word (exit 0)
+        raise ValueError(
+            f"{getattr(trace, 'name', path)}: a rollout at {cfg.rollout_at_s:g} s is not within the replay "
+            f"({float(trace.duration_s):g} s); no rollout would start"
+        )
     if cfg.faults:
         resolved = replica_faults.resolve(cfg.faults, trace, cold_start_s=cfg.cold_start_s, warmup_s=WARMUP_S)
         cfg = dataclasses.replace(cfg, faults=tuple(resolved))

@@ -213,6 +213,9 @@ ONE_LINE = [
     (["backtest", "--trace", "{gap}", "--start", "100", "--duration", "60", "--json"], {},
      "error: gap.jsonl: the replay holds no request (--start, --duration and --rate-scale keep none of the trace's); "
      "there is nothing to measure a policy on"),
+    # session 26 E: a rollout past the replay's end never started, and the report left it out: exit 0, no word
+    (["backtest", "--trace", "{gap}", "--rollout-at", "1e308", "--json"], {},
+     "error: gap.jsonl: a rollout at 1e+308 s is not within the replay (1000 s); no rollout would start"),
     # a database a newer kvpilot migrated: was Alembic's CommandError traceback under `run`
     (["run"], {"KVPILOT_DATABASE_URL": "sqlite:///{newer}", "KVPILOT_HTTP_PORT": "0"},
      "error: the store cannot be prepared: the database is at schema revision '9999_future', which this kvpilot does "
