@@ -110,6 +110,24 @@ def test_null_or_a_list_where_a_number_goes_is_one_line(tmp_path: Path, yaml_tex
     assert lines[1:] == [line]
 
 
+def test_a_long_list_written_the_wrong_way_is_named_by_its_first_items_and_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # session 26 E: 100,000 targets as bare URLs (not `url:` entries) were refused in 100,001 lines, one per item
+    urls = "".join(f"    - http://10.0.{i // 250}.{i % 250}:8000/metrics\n" for i in range(500))
+    lines = _refusal(tmp_path, "collector:\n  discovery:\n    static_targets:\n" + urls)
+    item = "Input should be a valid dictionary or instance of StaticTarget"
+    assert lines[1:] == [
+        *(f"  collector.discovery.static_targets.{i} (k.yaml:{4 + i}): {item}" for i in range(20)),
+        "  ... and 480 more",
+    ]
+    # the same from the environment
+    monkeypatch.setenv("KVPILOT_COLLECTOR__DISCOVERY__STATIC_TARGETS", "[" + ",".join(['"http://a:1/m"'] * 25) + "]")
+    with pytest.raises(SettingsError) as e:
+        load_settings()
+    assert str(e.value).splitlines()[-1] == "  ... and 5 more"
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
