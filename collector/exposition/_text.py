@@ -123,14 +123,227 @@ class _TextParser:
         # Runs of unwanted families are passed over in C: by one pattern that knows the wanted names when
         # ``keep`` is a set's membership test, else family by family (see _pass_families).
         names = getattr(keep, "__self__", None)
-        self.unwanted_run = _unwanted_run(names) if isinstance(names, frozenset) else None
+        if isinstance(names, frozenset):
+            run = _UNWANTED_RUNS.get(names, _UNBUILT)  # built once per selection
+            self.unwanted_run = _unwanted_run(names) if run is _UNBUILT else run
+        else:
+            self.unwanted_run = None
 
     def run(self, text: str) -> None:
         # Lines are counted as they are stepped; a run of lines passed over by a pattern counts as one line
         # until an error needs the true number: counting its newlines would cost a pass over it of its own.
         passed: list[tuple[int, int, int]] = []  # (the run's line number as counted, its first offset, its end)
         try:
-            self._run(text, passed)
+            # Lines are cut from the text one at a time, not split up front: most of a selective read's lines
+            # are passed over by a pattern and never become strings.
+            size = len(text)
+            pos = line_no = 0  # the next line's offset; the current line's 1-based number, as counted (see run)
+            room = self.sink.max_samples
+            # one comparison per line serves the cap and the budget
+            checkpoint = room - BUDGET_CHECK_EVERY if room > BUDGET_CHECK_EVERY else 0
+            name_match = NAME_RE.match
+            meta_match = _META_RE.fullmatch
+            head_match = _HEAD_RE.match
+            bodies = self.bodies
+            canonical = self.canonical
+            keep = self.keep
+            block_skippable = True
+            # The current family's state, in locals for the sample lines; refreshed whenever a line changes it.
+            allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
+            while pos < size:
+                start = pos
+                # The usual HELP line of a new family, with the usual TYPE line after it, in one pattern
+                if text[start] == "#" and (usual := head_match(text, start)) is not None and usual[1] != self.name:
+                    candidate = usual[1]
+                    line_no += 1
+                    if keep(candidate) or (candidate.endswith("_total") and keep(candidate[:-6])):
+                        self._close()
+                        typ = usual[3]
+                        self.name, self.help, self.samples, self.keys = candidate, usual[2] or "", [], []
+                        self.wanted = True
+                        pos = usual.end()
+                        if typ is None:
+                            typ = self.typ = "untyped"
+                            self.allowed = (candidate,)
+                        else:
+                            self.typ = typ
+                            # _admitted, inline: a wanted family's HELP and TYPE are most of a small page's lines
+                            if typ == "histogram":
+                                self.allowed = (candidate + "_count", candidate + "_sum", candidate + "_bucket")
+                            elif typ == "summary":
+                                self.allowed = (candidate + "_count", candidate + "_sum", candidate)
+                            else:
+                                self.allowed = (candidate,)
+                            line_no += 1
+                            self.type_line = line_no
+                        # The family's run of usual sample lines, read at once as the line loop below would read it (on
+                        # today's fixture mix this costs less than the loop's first step even for a single line).
+                        block_skippable = True
+                        if (
+                            run := _READ_BLOCK_RE.get(typ, _PLAIN_READ_BLOCK_RE).match(text, pos)
+                        ) is not None and run.group(1) == candidate:
+                            found = text[pos : run.end() - 1].split("\n")
+                            if room - len(found) >= checkpoint:  # the cap and the budget are not reached inside
+                                if typ == "histogram":
+                                    self._read_buckets(found, line_no + 1)
+                                else:
+                                    self._read_block(found, line_no + 1)
+                                room -= len(found)
+                                line_no += len(found)
+                                pos = run.end()
+                                block_skippable = False
+                    else:
+                        end = self._pass_families(text, start, passed, line_no)
+                        if end == start:  # no run: the line is read instead, and the pattern took its newline
+                            self._metadata("HELP", candidate, usual[2], "", line_no)
+                            end = text.find("\n", start) + 1
+                        pos = end
+                        block_skippable = True
+                    allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
+                    continue
+                pos = text.find("\n", start) + 1 or size + 1
+                raw = text[start : pos - 1]
+                line_no += 1
+                line = raw.strip()
+                if not line:
+                    continue
+                if line[0] == "#":
+                    meta = meta_match(line)
+                    if meta is None:
+                        self._comment(line, line_no)
+                    else:
+                        keyword, candidate, rest = meta.groups()
+                        if keyword == "TYPE" and rest is not None and candidate == self.name:
+                            # the usual TYPE after its family's HELP, inline: only the type changes
+                            self.typ = rest
+                            self.type_line = line_no
+                            self.allowed = _admitted(candidate, rest)
+                        elif candidate == self.name:
+                            self._metadata(keyword, candidate, rest, line, line_no)
+                        elif (
+                            # the family's final name depends on its type only through a counter's "_total"
+                            (is_wanted := keep(candidate) or (candidate.endswith("_total") and keep(candidate[:-6])))
+                            or raw[:1] != "#"
+                        ):
+                            self._metadata(keyword, candidate, rest, line, line_no, is_wanted)
+                            # the usual TYPE right after the HELP, taken with it (as the inline TYPE above would)
+                            if keyword == "HELP" and text.startswith("# TYPE ", pos):
+                                head = "# TYPE " + candidate + " "
+                                if text.startswith(head, pos):
+                                    end = text.find("\n", pos) + 1 or size + 1
+                                    typ = text[pos + len(head) : end - 1]
+                                    if typ in _TYPES:
+                                        self.typ, self.allowed = typ, _admitted(candidate, typ)
+                                        line_no += 1
+                                        self.type_line = line_no
+                                        pos = end
+                        else:
+                            end = self._pass_families(text, start, passed, line_no)
+                            if end == start:  # no run: the line is read instead
+                                self._metadata(keyword, candidate, rest, line, line_no)
+                            else:
+                                pos = end
+                    block_skippable = True
+                    allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
+                    continue
+                # The name ends at "{" on the usual line; a name the current family admits is valid by
+                # construction, so the name pattern runs only for other lines.
+                brace = line.find("{")
+                sample_name = line[:brace]
+                if brace < 0 or sample_name not in allowed:
+                    m = name_match(line)
+                    if m is not None:
+                        sample_name = m.group()
+                    else:  # `{"name",labels} value`: read as `name{labels} value`
+                        line, sample_name = _name_inside(line, line_no)
+                    admitted = sample_name in allowed
+                else:
+                    admitted = True
+                if admitted:
+                    if not wanted:
+                        # One try per block (a failed try is not repeated line by line), and none when the
+                        # family has a single sample, the usual case.
+                        if block_skippable and text[pos : pos + 1] not in ("#", "\n", ""):
+                            block_skippable = False
+                            pos = _skip_block(text, start, self.name, self.typ)
+                            passed.append((line_no, start, pos))
+                        continue
+                    # A run of the usual lines of this family is cut into (name, body, value) by one pattern in C.
+                    if block_skippable and text[pos : pos + 1] not in ("#", "\n", ""):
+                        block_skippable = False
+                        run = _READ_BLOCK_RE.get(self.typ, _PLAIN_READ_BLOCK_RE).match(text, start)
+                        if run is not None and run.group(1) == self.name:
+                            # the pattern checked every line's shape: plain string cuts take them apart
+                            found = text[start : run.end() - 1].split("\n")
+                            if room - len(found) >= checkpoint:  # the cap and the budget are not reached inside
+                                if self.typ == "histogram":
+                                    self._read_buckets(found, line_no)
+                                else:
+                                    self._read_block(found, line_no)
+                                room -= len(found)
+                                line_no += len(found) - 1
+                                pos = run.end()
+                                continue
+                    # The usual line, `name{labels} value`, without a method call: this is the hot path. A
+                    # timestamp or anything odd makes float() fail and takes the general path, which says why.
+                    at = len(sample_name)
+                    close_at = line.rfind("}")
+                    if close_at > at and line[at] == "{" and line[close_at + 1 : close_at + 2] == " ":
+                        body = line[at + 1 : close_at]
+                        labels = bodies.get(body)
+                        # the first sample may own a new label dict: later ones copy it before parse returns
+                        labels = self._labels(body, line, line_no) if labels is None else labels.copy()
+                        value = line[close_at + 2 :]
+                        try:
+                            number = float(value)
+                        except ValueError:
+                            self._add(self._sample(line, line_no, sample_name))
+                        else:
+                            if "_" in value:  # float() reads digit separators; the format has none
+                                raise ParseError(f"invalid value {value!r}", line_no=line_no, line=line)
+                            samples.append(Sample(sample_name, labels, number))
+                            keys.append((sample_name, canonical[body], None))
+                    elif (
+                        brace < 0
+                        and line[at : at + 1] == " "
+                        and " " not in (value := line[at + 1 :])
+                        and "\t" not in value
+                    ):
+                        # the usual line without labels, `name value`: the same steps
+                        try:
+                            number = float(value)
+                        except ValueError:
+                            self._add(self._sample(line, line_no, sample_name))
+                        else:
+                            if "_" in value:
+                                raise ParseError(f"invalid value {value!r}", line_no=line_no, line=line)
+                            samples.append(Sample(sample_name, {}, number))
+                            keys.append((sample_name, _NO_LABELS, None))
+                    else:
+                        self._add(self._sample(line, line_no, sample_name))
+                else:
+                    self._close()
+                    self.name, self.help, self.typ, self.allowed = "", "", "untyped", ()
+                    self.samples, self.keys = [], []
+                    allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
+                    if not keep(sample_name):
+                        continue
+                    bare = [self._sample(line, line_no, sample_name)]
+                    key = (bare[0].name, _label_set(bare[0].labels), bare[0].timestamp)
+                    self._check_series(sample_name, bare, [key], line_no)
+                    self.sink.add(sample_name, "unknown", "", bare)
+                room -= 1
+                if room < checkpoint:
+                    if room < 0:
+                        raise ParseError(
+                            f"page has more than {self.sink.max_samples} samples",
+                            line_no=line_no,
+                            line=line,
+                            whole_page=True,
+                        )
+                    self.sink.check_budget(line_no)
+                    checkpoint = max(0, room - BUDGET_CHECK_EVERY)
+            self._close()
         except ParseError as e:
             if passed and e.line_no:
                 counted = e.line_no
@@ -139,209 +352,6 @@ class _TextParser:
             if not e.whole_page and _JSON_START.match(text) and (json_page := _json_page(text.strip())) is not None:
                 raise ParseError(json_page, line_no=e.line_no, line=e.line) from None
             raise
-
-    def _run(self, text: str, passed: list[tuple[int, int, int]]) -> None:
-        # Lines are cut from the text one at a time, not split up front: most of a selective read's lines
-        # are passed over by a pattern and never become strings.
-        size = len(text)
-        pos = line_no = 0  # the next line's offset; the current line's 1-based number, as counted (see run)
-        room = self.sink.max_samples
-        checkpoint = max(0, room - BUDGET_CHECK_EVERY)  # one comparison per line serves the cap and the budget
-        name_match = NAME_RE.match
-        meta_match = _META_RE.fullmatch
-        head_match = _HEAD_RE.match
-        bodies = self.bodies
-        canonical = self.canonical
-        keep = self.keep
-        block_skippable = True
-        # The current family's state, in locals for the sample lines; refreshed whenever a line changes it.
-        allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
-        while pos < size:
-            start = pos
-            # The usual HELP line of a new family, with the usual TYPE line after it, in one pattern
-            if text[start] == "#" and (usual := head_match(text, start)) is not None and usual[1] != self.name:
-                candidate = usual[1]
-                line_no += 1
-                if keep(candidate) or (candidate.endswith("_total") and keep(candidate[:-6])):
-                    self._close()
-                    typ = usual[3]
-                    self.name, self.help, self.samples, self.keys = candidate, usual[2] or "", [], []
-                    self.wanted = True
-                    pos = usual.end()
-                    if typ is None:
-                        typ = self.typ = "untyped"
-                        self.allowed = (candidate,)
-                    else:
-                        self.typ, self.allowed = typ, _admitted(candidate, typ)
-                        line_no += 1
-                        self.type_line = line_no
-                    # The family's run of usual sample lines, read at once as the line loop below would read it (on
-                    # today's fixture mix this costs less than the loop's first step even for a single line).
-                    block_skippable = True
-                    if (
-                        run := _READ_BLOCK_RE.get(typ, _PLAIN_READ_BLOCK_RE).match(text, pos)
-                    ) is not None and run.group(1) == candidate:
-                        found = text[pos : run.end() - 1].split("\n")
-                        if room - len(found) >= checkpoint:  # the cap and the budget are not reached inside
-                            if typ == "histogram":
-                                self._read_buckets(found, line_no + 1)
-                            else:
-                                self._read_block(found, line_no + 1)
-                            room -= len(found)
-                            line_no += len(found)
-                            pos = run.end()
-                            block_skippable = False
-                else:
-                    end = self._pass_families(text, start, passed, line_no)
-                    if end == start:  # no run: the line is read instead, and the pattern took its newline
-                        self._metadata("HELP", candidate, usual[2], "", line_no)
-                        end = text.find("\n", start) + 1
-                    pos = end
-                    block_skippable = True
-                allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
-                continue
-            pos = text.find("\n", start) + 1 or size + 1
-            raw = text[start : pos - 1]
-            line_no += 1
-            line = raw.strip()
-            if not line:
-                continue
-            if line[0] == "#":
-                meta = meta_match(line)
-                if meta is None:
-                    self._comment(line, line_no)
-                else:
-                    keyword, candidate, rest = meta.groups()
-                    if keyword == "TYPE" and rest is not None and candidate == self.name:
-                        # the usual TYPE after its family's HELP, inline: only the type changes
-                        self.typ = rest
-                        self.type_line = line_no
-                        self.allowed = _admitted(candidate, rest)
-                    elif candidate == self.name:
-                        self._metadata(keyword, candidate, rest, line, line_no)
-                    elif (
-                        # the family's final name depends on its type only through a counter's "_total"
-                        (is_wanted := keep(candidate) or (candidate.endswith("_total") and keep(candidate[:-6])))
-                        or raw[:1] != "#"
-                    ):
-                        self._metadata(keyword, candidate, rest, line, line_no, is_wanted)
-                        # the usual TYPE right after the HELP, taken with it (as the inline TYPE above would)
-                        if keyword == "HELP" and text.startswith("# TYPE ", pos):
-                            head = "# TYPE " + candidate + " "
-                            if text.startswith(head, pos):
-                                end = text.find("\n", pos) + 1 or size + 1
-                                typ = text[pos + len(head) : end - 1]
-                                if typ in _TYPES:
-                                    self.typ, self.allowed = typ, _admitted(candidate, typ)
-                                    line_no += 1
-                                    self.type_line = line_no
-                                    pos = end
-                    else:
-                        end = self._pass_families(text, start, passed, line_no)
-                        if end == start:  # no run: the line is read instead
-                            self._metadata(keyword, candidate, rest, line, line_no)
-                        else:
-                            pos = end
-                block_skippable = True
-                allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
-                continue
-            # The name ends at "{" on the usual line; a name the current family admits is valid by
-            # construction, so the name pattern runs only for other lines.
-            brace = line.find("{")
-            sample_name = line[:brace]
-            if brace < 0 or sample_name not in allowed:
-                m = name_match(line)
-                if m is not None:
-                    sample_name = m.group()
-                else:  # `{"name",labels} value`: read as `name{labels} value`
-                    line, sample_name = _name_inside(line, line_no)
-                admitted = sample_name in allowed
-            else:
-                admitted = True
-            if admitted:
-                if not wanted:
-                    # One try per block (a failed try is not repeated line by line), and none when the
-                    # family has a single sample, the usual case.
-                    if block_skippable and text[pos : pos + 1] not in ("#", "\n", ""):
-                        block_skippable = False
-                        pos = _skip_block(text, start, self.name, self.typ)
-                        passed.append((line_no, start, pos))
-                    continue
-                # A run of the usual lines of this family is cut into (name, body, value) by one pattern in C.
-                if block_skippable and text[pos : pos + 1] not in ("#", "\n", ""):
-                    block_skippable = False
-                    run = _READ_BLOCK_RE.get(self.typ, _PLAIN_READ_BLOCK_RE).match(text, start)
-                    if run is not None and run.group(1) == self.name:
-                        # the pattern checked every line's shape: plain string cuts take them apart
-                        found = text[start : run.end() - 1].split("\n")
-                        if room - len(found) >= checkpoint:  # the cap and the budget are not reached inside
-                            if self.typ == "histogram":
-                                self._read_buckets(found, line_no)
-                            else:
-                                self._read_block(found, line_no)
-                            room -= len(found)
-                            line_no += len(found) - 1
-                            pos = run.end()
-                            continue
-                # The usual line, `name{labels} value`, without a method call: this is the hot path. A
-                # timestamp or anything odd makes float() fail and takes the general path, which says why.
-                at = len(sample_name)
-                close_at = line.rfind("}")
-                if close_at > at and line[at] == "{" and line[close_at + 1 : close_at + 2] == " ":
-                    body = line[at + 1 : close_at]
-                    labels = bodies.get(body)
-                    # the first sample may own a new label dict: later ones copy it before parse returns
-                    labels = self._labels(body, line, line_no) if labels is None else labels.copy()
-                    value = line[close_at + 2 :]
-                    try:
-                        number = float(value)
-                    except ValueError:
-                        self._add(self._sample(line, line_no, sample_name))
-                    else:
-                        if "_" in value:  # float() reads digit separators; the format has none
-                            raise ParseError(f"invalid value {value!r}", line_no=line_no, line=line)
-                        samples.append(Sample(sample_name, labels, number))
-                        keys.append((sample_name, canonical[body], None))
-                elif (
-                    brace < 0
-                    and line[at : at + 1] == " "
-                    and " " not in (value := line[at + 1 :])
-                    and "\t" not in value
-                ):
-                    # the usual line without labels, `name value`: the same steps
-                    try:
-                        number = float(value)
-                    except ValueError:
-                        self._add(self._sample(line, line_no, sample_name))
-                    else:
-                        if "_" in value:
-                            raise ParseError(f"invalid value {value!r}", line_no=line_no, line=line)
-                        samples.append(Sample(sample_name, {}, number))
-                        keys.append((sample_name, _NO_LABELS, None))
-                else:
-                    self._add(self._sample(line, line_no, sample_name))
-            else:
-                self._close()
-                self.name, self.help, self.typ, self.samples, self.keys, self.allowed = "", "", "untyped", [], [], ()
-                allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
-                if not keep(sample_name):
-                    continue
-                bare = [self._sample(line, line_no, sample_name)]
-                key = (bare[0].name, _label_set(bare[0].labels), bare[0].timestamp)
-                self._check_series(sample_name, bare, [key], line_no)
-                self.sink.add(sample_name, "unknown", "", bare)
-            room -= 1
-            if room < checkpoint:
-                if room < 0:
-                    raise ParseError(
-                        f"page has more than {self.sink.max_samples} samples",
-                        line_no=line_no,
-                        line=line,
-                        whole_page=True,
-                    )
-                self.sink.check_budget(line_no)
-                checkpoint = max(0, room - BUDGET_CHECK_EVERY)
-        self._close()
 
     def _read_block(self, lines: list[str], line_no: int) -> None:
         """Read the usual sample lines of the current family, from line ``line_no``: each `name{labels} value`, as
@@ -460,8 +470,7 @@ class _TextParser:
                                         first_series, first_name = series, head
                                         first_labels, first_set = base, canonical[series]
                             if first_series:
-                                labels = {"le": bound}
-                                labels.update(first_labels)
+                                labels = {"le": bound, **first_labels}  # a dict display: no method call
                                 add_sample(Sample(first_name, labels, float(value)))
                                 add_key((first_name, (first_set, bound), None))
                                 continue
@@ -671,11 +680,10 @@ class _TextParser:
                 elif len(set(names)) != len(names):
                     raise ParseError("duplicate label name", line_no=line_no, line=line)
                 else:
-                    # what each stretch between two values must be: `a=`, `,b=`, ...
-                    layout = self.layouts[between] = (
-                        names,
-                        [("," if i else "") + n + "=" for i, n in enumerate(names)],
-                    )
+                    # what each stretch between two values must be: `a=`, `,b=`, ... (cut from the names' text: a
+                    # valid name holds neither "=" nor "," nor NUL)
+                    stretches = between.rstrip(",").replace("=,", "=\0,").split("\0") if between else []
+                    layout = self.layouts[between] = (names, stretches)
             # each value must follow its own "name=" (`a="1",b=,""` joins to the same "a=,b=," as `a="1",b="",`)
             if (
                 layout is not None
@@ -876,6 +884,7 @@ _ONE_FAMILY_RE = re.compile(_FAMILY.format(unwanted="", name=NAME, rest=_REST))
 
 # Wanted selections seen (usually one or two per process) -> their run pattern (None: family by family).
 _UNWANTED_RUNS: dict[frozenset[object], re.Pattern[str] | None] = {}
+_UNBUILT = re.compile("")  # no pattern built yet for a selection (None is a built answer: family by family)
 _MAX_RUN_NAMES = 5000  # a pattern for more names costs more to build than it saves
 
 
