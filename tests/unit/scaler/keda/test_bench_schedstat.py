@@ -4,9 +4,13 @@ and perf's switch and wake-up records read into who ran on the CPUs while a thre
 
 from __future__ import annotations
 
+import os
+import re
+import select
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,38 +19,111 @@ from bench import _schedstat
 
 ROOT = Path(__file__).resolve().parents[4]
 
-SPIN = "import time\nend = time.monotonic() + 30\nwhile time.monotonic() < end:\n    pass\n"
+# Hang guards only, never speeds: at load 20 a nice-19 process can wait seconds for 0.1 s of CPU.
+HANG_S = 120.0
+SPIN_CPU_S = 0.1  # CPU seconds the busy process spends inside the window, by its own clock (what schedstat counts)
+BUSY = (
+    "import sys, time\n"
+    "print('ready', flush=True)\n"
+    "while sys.stdin.readline():\n"
+    "    p0 = time.process_time()\n"
+    f"    while time.process_time() - p0 < {SPIN_CPU_S}:\n"
+    "        pass\n"
+    "    print('done', flush=True)\n"
+)
+IDLE = "import time\nprint('ready', flush=True)\ntime.sleep(600)\n"
+
+
+def _wait(cond: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + HANG_S
+    while not cond():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {HANG_S:g} s (a hang guard)")
+        time.sleep(0.002)
+
+
+def _line(proc: subprocess.Popen[bytes]) -> bytes:
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], HANG_S)
+    assert ready, f"pid {proc.pid} wrote no line within {HANG_S:g} s (a hang guard)"
+    return proc.stdout.readline()
+
+
+def _sleeps(pid: int) -> int:
+    """How many times the sampler's loop thread has blocked (its sleeps between samples)."""
+    status = Path(f"/proc/{pid}/task/{pid}/status").read_text()
+    found = re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.M)
+    assert found is not None
+    return int(found.group(1))
+
+
+def _samples(pid: int, whole: int) -> None:
+    """Return once the sampler has taken ``whole`` samples that began after this call.
+
+    Each sleep of its loop follows one sample; the first sleep counted may end a sample already under way."""
+    seen = _sleeps(pid)
+    _wait(lambda: _sleeps(pid) >= seen + whole + 1, f"{whole} samples")
+
+
+def _opened(pid: int, paths: set[str]) -> bool:
+    links = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            links.add(os.readlink(fd))
+        except OSError:
+            continue
+    return paths <= links
 
 
 def test_the_sampler_charges_a_busy_process_inside_its_window_and_none_outside(tmp_path: Path) -> None:
+    """The window is opened and closed by events, not by sleeps: the busy process spins for 0.1 s of its own CPU
+    between "go" and "done" and blocks otherwise, and the sampler is known to have read before and after each edge.
+    So whatever the machine's load, all of that CPU falls inside the window and almost none outside."""
     out = tmp_path / "sched.txt"
-    busy = subprocess.Popen([sys.executable, "-c", SPIN])
-    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    busy = subprocess.Popen([sys.executable, "-c", BUSY], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    idle = subprocess.Popen([sys.executable, "-c", IDLE], stdout=subprocess.PIPE, bufsize=0)
+    sampler = None
     try:
+        assert _line(busy) == b"ready\n"
+        assert _line(idle) == b"ready\n"  # both past their start-up CPU, now blocked
+        since = time.monotonic()
         sampler = subprocess.Popen(
             [sys.executable, "-m", "bench._schedstat", str(out), "0.01", f"busy={busy.pid}", f"idle={idle.pid}"],
             cwd=ROOT,
             stdin=subprocess.PIPE,
         )
-        t0 = time.monotonic()
-        time.sleep(1.0)
+        spid = sampler.pid
+        watched = {f"/proc/{p.pid}/task/{p.pid}/schedstat" for p in (busy, idle)}
+        _wait(lambda: _opened(spid, watched), "the sampler opened both processes' schedstat")
+        _samples(spid, 2)  # an interval before the window
+        start = time.monotonic()
+        _samples(spid, 1)  # every sample stamped before start has read before "go"
+        assert busy.stdin is not None
+        busy.stdin.write(b"go\n")
+        assert _line(busy) == b"done\n"
+        end = time.monotonic()
+        _samples(spid, 2)  # an interval after the window
+        until = time.monotonic()
         busy.kill()
         busy.wait()
-        t1 = time.monotonic()
-        time.sleep(0.5)
+        _samples(spid, 1)  # the sampler reads on past a process that is gone
         assert sampler.stdin is not None
         sampler.stdin.close()
-        assert sampler.wait(timeout=30) == 0
+        assert sampler.wait(timeout=HANG_S) == 0
     finally:
-        for p in (busy, idle):
-            p.kill()
-            p.wait()
-    split = _schedstat.summarize(out, [(t0 + 0.2, t1 - 0.1)], t0, time.monotonic())
-    assert split.wall["in"] > 0.3
-    assert split.wall["out"] > 0.2
-    assert split.rate("cpu", "in", {"busy"}) > 100  # ms per s: a spinning thread, on a shared machine
-    assert split.rate("cpu", "in", {"idle"}) < 20
-    assert split.rate("cpu", "out", {"busy"}) < split.rate("cpu", "in", {"busy"})
+        for p in (busy, idle, sampler):
+            if p is not None:
+                p.kill()
+                p.wait()
+    split = _schedstat.summarize(out, [(start, end)], since, until)
+    assert split.wall["in"] >= end - start  # the intervals overlapping the window cover it
+    assert split.wall["out"] > 0
+    cpu_in = {role: sum(ns for (r, _), ns in split.cpu["in"].items() if r == role) for role in ("busy", "idle")}
+    cpu_out = {role: sum(ns for (r, _), ns in split.cpu["out"].items() if r == role) for role in ("busy", "idle")}
+    assert cpu_in["busy"] >= SPIN_CPU_S * 1e9  # all of the spin, however long it waited for a CPU
+    assert cpu_out["busy"] < 0.01e9  # blocked on its stdin outside the window
+    assert cpu_in["idle"] < 0.01e9
+    assert cpu_out["idle"] < 0.01e9
     assert {role for role, _ in split.cpu["in"]} >= {"busy", "idle", "sampler", "machine"}
     assert ("busy", "loop") in split.cpu["in"]  # a process's main thread is its "loop"
     assert "busy" in _schedstat.table(split)
