@@ -418,21 +418,28 @@ def test_bad_bucket_lines_in_a_run_are_refused_at_their_line(line: str) -> None:
         parse(text, wanted={"h"})
 
 
-def test_buckets_with_le_between_labels_validate_each_series_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    # prometheus_client sorts label names, so a vLLM V1 bucket reads {engine,le,model_name}: every bucket's body is new
-    # on the page, yet its series' labels are validated once, as when le comes first or last
+@pytest.fixture
+def validated(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The label bodies the parser validates from here on, in order (the pure parser only: a compiled parser's
+    methods cannot be wrapped)."""
     from collector.exposition import _text
 
     if not _text.__file__.endswith(".py"):
         pytest.skip("a compiled parser's methods cannot be wrapped")
-    validated: list[str] = []
+    bodies: list[str] = []
     validate = _text._TextParser._validate
 
     def counting(self: Any, body: str, line: str, line_no: int) -> dict[str, str]:
-        validated.append(body)
+        bodies.append(body)
         return validate(self, body, line, line_no)
 
     monkeypatch.setattr(_text._TextParser, "_validate", counting)
+    return bodies
+
+
+def test_buckets_with_le_between_labels_validate_each_series_once(validated: list[str]) -> None:
+    # prometheus_client sorts label names, so a vLLM V1 bucket reads {engine,le,model_name}: every bucket's body is new
+    # on the page, yet its series' labels are validated once, as when le comes first or last
     buckets = [f'h_bucket{{engine="{e}",le="{b}",model_name="m"}} 1' for e in "01" for b in ("0.1", "1", "+Inf")]
     families = parse(_hist(*buckets, 'h_count{engine="0",model_name="m"} 1'), wanted={"h"})
     assert [s.labels for s in families["h"].samples][:2] == [
@@ -442,21 +449,9 @@ def test_buckets_with_le_between_labels_validate_each_series_once(monkeypatch: p
     assert sorted(validated) == ['engine="0",model_name="m"', 'engine="1",model_name="m"']
 
 
-def test_buckets_with_le_alone_validate_no_body(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_buckets_with_le_alone_validate_no_body(validated: list[str]) -> None:
     # TGI's histograms (and prometheus_client's without labels) write `{le="..."}` alone: each bucket's body is new on
     # the page and holds one label, which is cut from the line without validating a body per bucket
-    from collector.exposition import _text
-
-    if not _text.__file__.endswith(".py"):
-        pytest.skip("a compiled parser's methods cannot be wrapped")
-    validated: list[str] = []
-    validate = _text._TextParser._validate
-
-    def counting(self: Any, body: str, line: str, line_no: int) -> dict[str, str]:
-        validated.append(body)
-        return validate(self, body, line, line_no)
-
-    monkeypatch.setattr(_text._TextParser, "_validate", counting)
     bounds = ("0.1", "1", "+Inf")
     text = _hist(*(f'h_bucket{{le="{b}"}} {n}' for n, b in enumerate(bounds)), 'h_count{a="1"} 2')
     families = parse(text, wanted={"h"})
