@@ -23,8 +23,7 @@ from tests.unit.store.test_retention_clock_ahead import (
     START,
     _an_hour_of_history,
     _counts,
-    _decision,
-    _view,
+    _tick,
 )
 
 
@@ -40,9 +39,7 @@ def test_a_retention_past_the_epoch_keeps_every_row_and_fails_no_write(
         writes = TickWrites(writer, retention_s=days * 86400.0, prune_every_s=HOUR_S, decision_heartbeat_s=60)
         with caplog.at_level(logging.INFO):
             for i in range(2):  # the first tick's retention pass and the next hour's
-                now = START + (2 + i) * HOUR_S
-                writes.persist(now, {"ns/a": _view()}, [], [_decision(now)], detected=False, capacity=None)
-                assert writer.flush()
+                _tick(writes, START + (2 + i) * HOUR_S)
         # before: 'store write retention failed and was dropped' at both passes
         assert writer.failed_total == 0, [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
         assert _counts(sessions) == {**HISTORY, "decisions": 62, "rollups": 62}
