@@ -269,8 +269,10 @@ class _DeploymentPlanner:
         # service need (`BurstPeak`) asked for more replicas than the forecast and the queue (a peak the minute-scale
         # rate hides: on/off bursts), or an SLO reading was late. Until then a forecast band that is no measured share
         # (`Forecaster.band_is_share`: at a series' start, the opening's ramp) is planned for while asked and not held
-        # by the scale-down window (`Demand.hold_upper_rate`); after, it is held as before.
+        # by the scale-down window (`Demand.hold_upper_rate`); after, it is held as before. A deployment that went
+        # idle after serving (`_went_idle`) is on/off traffic, rough too.
         self._rough = False
+        self._arrived = False  # an arrival rate above zero was read
         self._mix: TokenMix | None = None
         self._mix_t: float | None = None
         # The share of the smoothing's full weight (a half-life's exponential window) that the readings fill:
@@ -371,6 +373,16 @@ class _DeploymentPlanner:
         return TokenMix(
             max(seen.prompt_tokens, self._mix.prompt_tokens), max(seen.output_tokens, self._mix.output_tokens)
         )
+
+    def _went_idle(self, view: DeploymentView, arrival: float) -> bool:
+        """Whether the deployment, having had arrivals, now has none over the rate window and none in flight: on/off
+        traffic (Azure code's silences between bursts). There the forecast band's first changes are the jump out of
+        a silence, the shape the workload repeats, not a smooth load's opening ramp: the window holds it (`_rough`).
+        Nothing in flight as well, so that a dip of the engines' estimate (finished + change in flight) while a
+        replica leaves is not read as a silence."""
+        if not self._arrived or arrival > 0.0:
+            return False
+        return view.requests_running == 0.0 and view.requests_waiting == 0.0
 
     def _capacity_mix(self, mix: TokenMix | None) -> TokenMix | None:
         """The mix a profile is asked about: the believed one, else the last one read under saturation (a fleet
@@ -590,6 +602,8 @@ class _DeploymentPlanner:
         if arrival is not None:
             self.forecaster.observe(now, arrival)
             self._seen_arrival = True
+            self._rough = self._rough or self._went_idle(view, arrival)
+            self._arrived = self._arrived or arrival > 0.0
         # A replica that makes no progress is neither capacity nor a source of servable queue: counting it would
         # read its ever-growing queue as saturation and learn a capacity far below what the others sustain.
         queue = servable_queue(view)
