@@ -71,7 +71,7 @@ def test_the_projection_after_a_tick_reuses_the_detectors_fit() -> None:
     state = _state(rising)
     detection = Detection(only=["kv_exhaustion"])
     detection.tick(state, now=rising[-1].timestamp)
-    with mock.patch.object(kv_trend._Window, "trend", autospec=True, side_effect=kv_trend._Window.trend) as fits:
+    with mock.patch.object(kv_trend, "fit_trend", wraps=fit_trend) as fits:
         assert time_to_exhaustion_s(state.replica_history("ml/r0"), KV, trends=detection.kv_trends) is not None
     assert fits.call_count == 0
 
@@ -81,7 +81,7 @@ def test_a_window_is_fitted_once_whatever_history_it_is_cut_from() -> None:
     # (FleetState.replica_history_since): the same trend window, one fit. A trend is known by its window's samples.
     rising, flat = _alike_at_the_ends()
     trends = KvTrends()
-    with mock.patch.object(kv_trend._Window, "trend", autospec=True, side_effect=kv_trend._Window.trend) as fits:
+    with mock.patch.object(kv_trend, "fit_trend", wraps=fit_trend) as fits:
         whole = trend_of(rising, KV, trends=trends)
         assert trend_of(rising[-13:], KV, trends=trends) == whole  # the trend window alone
         assert trend_of(rising[-15:], KV, trends=trends) == whole  # cut a little longer

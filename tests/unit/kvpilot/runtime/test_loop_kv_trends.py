@@ -18,9 +18,7 @@ async def test_a_tick_fits_each_replicas_trend_once(tmp_path: Path) -> None:
     await service.start(restored)
     try:
         await run_ticks(service, timer, 3)  # a history to fit
-        # each trend worked out is its window's (slid on from the tick before, or fitted afresh)
-        fit = kv_trend._Window.trend
-        with mock.patch.object(kv_trend._Window, "trend", autospec=True, side_effect=fit) as fits:
+        with mock.patch.object(kv_trend, "fit_trend", wraps=kv_trend.fit_trend) as fits:
             await run_ticks(service, timer, 2)
         snap = service.snapshot()
     finally:
