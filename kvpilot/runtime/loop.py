@@ -221,6 +221,7 @@ class ControlLoop:
         self._causes = FirstSeen()
         self._targets: list[TargetInfo] = []
         self._engine_keys: set[str] = set()  # replicas discovery listed last tick
+        self._counted: dict[str, set[str]] = {}  # kvpilot_decisions_total's reasons of each deployment decided
         self.writes = TickWrites(
             writer,
             retention_s=config.retention_s,
@@ -365,6 +366,7 @@ class ControlLoop:
         for d in decisions:
             self._guard("publish", partial(self.board.publish, d), None)
             self.metrics.decisions.labels(d.deployment, d.reason).inc()
+            self._counted.setdefault(d.deployment, set()).add(d.reason)
         # in a worker thread: at 10,000 replicas 3 ms of CPU that held the event loop (issue 17)
         snapshot = await asyncio.to_thread(self._snapshot, now, result, findings, decisions)
         self.latest = snapshot  # its /metrics gauges are rendered at its first scrape (api.exposition.OwnMetrics)
@@ -450,12 +452,21 @@ class ControlLoop:
     def _release_unowned(self, owns: Callable[[str], bool]) -> None:
         """Deployments whose shard moved to another instance: decision off the board (KEDA calls are forwarded to
         the new owner), planner state dropped, no longer asked of the scale source."""
-        for key in [k for k in self._known | set(self.writes.stored) if not owns(k)]:
+        for key in [k for k in self._known | set(self.writes.stored) | set(self._counted) if not owns(k)]:
             self._known.discard(key)
             self.writes.stored.pop(key, None)
             self.own_raise.forget(key)
             self._guard("publish", partial(self.board.forget, key), None)
             self._guard("decide", partial(self.planner.forget, key), None)
+            self._uncount(key)
+
+    def _uncount(self, key: str) -> None:
+        """``kvpilot_decisions_total`` of a deployment this instance no longer decides (its shard moved, or it was
+        deleted) leaves /metrics: the new owner counts its decisions from there. Kept, an instance that held every
+        shard while the others started rendered the whole fleet's decision counters at every scrape, frozen, and two
+        instances exported one deployment's counter (issue 17)."""
+        for reason in self._counted.pop(key, ()):
+            self.metrics.decisions.remove(key, reason)
 
     def _forget(self, key: str) -> None:
         if key in self._known or key in self.writes.stored:
@@ -465,6 +476,7 @@ class ControlLoop:
         self.own_raise.forget(key)
         self._guard("publish", partial(self.board.forget, key), None)
         self._guard("decide", partial(self.planner.forget, key), None)
+        self._uncount(key)
 
     def _persist(self, now: float, findings: list[Finding], decisions: list[Decision], *, detected: bool) -> None:
         """Queue this tick's writes (``kvpilot.runtime.persist``); the writer task applies them."""

@@ -130,17 +130,14 @@ def upsert_findings(
     is kept (``_holds``).
     """
     by_id = {f.id: f for f in active}
-    # one SELECT a tick for both sets: the active ones' rows (closed ones reopen) and every live row (those not
-    # active close)
-    wanted = FindingRow.state.in_(LIVE) | FindingRow.id.in_(list(by_id)) if by_id else FindingRow.state.in_(LIVE)
-    rows = {r.id: r for r in session.scalars(select(FindingRow).where(wanted))}
-    stale = [
-        r
-        for fid, r in rows.items()
-        if fid not in by_id
-        and r.state in LIVE
-        and (closes is None or closes(r.deployment, r.replica, r.node, r.gpu, now - r.last_seen))
-    ]
+    if closes is None:
+        # one SELECT a tick for both sets: the active ones' rows (closed ones reopen) and every live row (those not
+        # active close)
+        wanted = FindingRow.state.in_(LIVE) | FindingRow.id.in_(list(by_id)) if by_id else FindingRow.state.in_(LIVE)
+        rows = {r.id: r for r in session.scalars(select(FindingRow).where(wanted))}
+        stale = [r for fid, r in rows.items() if fid not in by_id and r.state in LIVE]
+    else:
+        rows, stale = _rows_closing(session, by_id, now, closes)
     missing = [f for fid, f in by_id.items() if fid not in rows]
     if missing:
         _open(session, missing, now)
@@ -159,6 +156,28 @@ def upsert_findings(
     for row in stale:
         row.state = CLOSED
         row.closed_at = now
+
+
+def _rows_closing(
+    session: Session, by_id: Mapping[str, Finding], now: float, closes: Closes
+) -> tuple[dict[str, FindingRow], list[FindingRow]]:
+    """A sharded writer's rows: the active findings' (closed ones reopen) and the live ones missing from them that
+    ``closes`` gives it, with those (``stale``). Every instance of a sharded fleet writes one store, which holds every
+    shard's live findings (and a store an instance kept alone holds those of shards it held before); their subjects
+    are read as plain columns and only the rows this writer refreshes or closes are loaded whole. Loading every live
+    row of the fleet each tick made each instance pay for the whole fleet's findings, not its shard's (issue 17)."""
+    r = FindingRow
+    light = select(r.id, r.deployment, r.replica, r.node, r.gpu, r.last_seen).where(r.state.in_(LIVE))
+    closing = [
+        fid
+        for fid, deployment, replica, node, gpu, last_seen in session.execute(light)
+        if fid not in by_id and closes(deployment, replica, node, gpu, now - last_seen)
+    ]
+    wanted = [*by_id, *closing]
+    rows = {r.id: r for r in session.scalars(select(FindingRow).where(FindingRow.id.in_(wanted)))} if wanted else {}
+    # a row another writer closed between the two reads is left closed
+    stale = [rows[fid] for fid in closing if fid in rows and rows[fid].state in LIVE]
+    return rows, stale
 
 
 def _open(session: Session, found: Sequence[Finding], now: float) -> None:
