@@ -232,14 +232,24 @@ class CounterWindow:
         self._restarts = 0  # points in the deque that are restarts
         self._last: float | None = None  # the previous valid value, even once it has left the window
 
-    def add(self, t: float, value: float | None) -> None:
+    def add(self, t: float, value: float | None) -> float | None:
+        """Take a point; return the counter's step from the previous valid value (`counter_step`), None for the
+        first valid value or an invalid one (the deployment's window, ``collector.deployment_window``, adds them)."""
         if value is None or not (math.isfinite(value) and math.isfinite(t)) or value < 0:
-            return
+            return None
         before = self._last
         restart = before if before is not None and value < before else None
         self._restarts += restart is not None
         self._points.append((t, value, restart))
         self._last = value
+        if before is None:
+            return None
+        return value if restart is not None else value - before
+
+    def continue_from(self, before: CounterWindow) -> None:
+        """Take the steps of a window started afresh from ``before``'s last value (the rates start again here; the
+        steps ``add`` returns do not)."""
+        self._last = before._last
 
     def trim(self, start: float) -> None:
         """Forget the points before ``start``."""

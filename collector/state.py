@@ -23,6 +23,16 @@ from functools import partial
 from itertools import islice
 
 from collector.aggregates import DeploymentAggregate
+from collector.deployment_window import (
+    COUNTERS,
+    FINISHED,
+    GENERATION,
+    HITS,
+    PREEMPTIONS,
+    PROMPT,
+    QUERIES,
+    DeploymentWindow,
+)
 from collector.rates import CounterWindow, GaugeWindow, HistogramWindow, histogram_add, histogram_reset, ratio
 from collector.roles import BOTH, split_pool_key
 from collector.samples import GoneGpuSample, GpuSample, Histogram, ReplicaSample, TargetInfo
@@ -111,7 +121,10 @@ class DeploymentView(DeploymentSignals):
     """A deployment now: aggregates over its *ready* replicas (a stale replica's last values would lie).
 
     Sums are ``None`` when no ready replica exports the value; ratios are recomputed from summed
-    increases rather than averaged, so a busy replica weighs more than an idle one.
+    increases rather than averaged, so a busy replica weighs more than an idle one. Rates (arrivals, tokens, finished
+    requests, preemptions, the prefix hit ratio) are over one window common to every replica, those that joined or
+    left within it included (``collector.deployment_window``): a sum of each replica's rate over its own window
+    overshot when one joined and dipped when one left.
     """
 
     key: str  # "namespace/name"
@@ -121,8 +134,9 @@ class DeploymentView(DeploymentSignals):
     ttft_window: Histogram | None
     itl_window: Histogram | None = None
     # Set only by ``observe_deployments`` (signals Prometheus aggregated), where ``replicas`` holds only the replicas
-    # a detector must see: the deployment's replica count, finished requests/s and queue-time window.
+    # a detector must see: the deployment's replica count and queue-time window.
     replica_count: int | None = None
+    # Requests finished per second: over the deployment's window (``observe``), or as Prometheus summed them.
     requests_finished_rate: float | None = None
     queue_time_window: Histogram | None = None
     # The deployment's pool this view covers (collector.roles): "both" for a co-located deployment, else "prefill" or
@@ -154,14 +168,7 @@ class GpuView:
 
 
 _HISTOGRAM_FIELDS = ("ttft", "itl", "e2e", "queue_time")
-_COUNTER_FIELDS = (
-    "prefix_hits",
-    "prefix_queries",
-    "requests_finished",
-    "preemptions",
-    "prompt_tokens",
-    "generation_tokens",
-)
+_COUNTER_FIELDS = COUNTERS  # in the order the deployment's window takes each sample's steps (`_ReplicaTrack.add`)
 _MAX_LAYOUTS = 1024
 
 
@@ -202,6 +209,7 @@ class _ReplicaTrack:
         "_samples",
         "_window",
         "counters",
+        "credited_at",
         "in_flight",
         "itl",
         "middle",
@@ -224,6 +232,8 @@ class _ReplicaTrack:
         self.middle_ttft: deque[array[float] | None] = deque(maxlen=max_points)
         self.older_ttft: deque[array[float] | None] = deque(maxlen=max_points)
         self.target_up = True
+        # The step-free time of the tick whose sample was last credited to the deployment's window (None: none yet).
+        self.credited_at: float | None = None
         # The latest sample's time on the wall clock as it reads now is its timestamp less (the step-free offset now
         # + shift): set as the sample arrives (``FleetState._shift``), so that its age runs on step-free time.
         self.shift = 0.0
@@ -249,9 +259,18 @@ class _ReplicaTrack:
     def latest(self) -> ReplicaSample:
         return self.recent[-1]
 
+    def continue_counts(self, before: _ReplicaTrack) -> None:
+        """Started again after the clock stepped back: the rate windows start from the next sample, but the
+        deployment's window (on step-free time, which did not step) still takes the counters' steps from ``before``'s
+        last values."""
+        for name, window in self.counters.items():
+            window.continue_from(before.counters[name])
+        self.credited_at = before.credited_at
+
     def add(
         self, sample: ReplicaSample, *, rate_window_s: float, full_resolution_s: float, step_s: float, history_s: float
-    ) -> None:
+    ) -> list[float | None]:
+        """Take a sample; return each counter's step from the one before (``COUNTERS`` order, None where unknown)."""
         t = sample.timestamp
         self._samples = self._window = None
         self.recent.append(sample)
@@ -261,8 +280,9 @@ class _ReplicaTrack:
             self.middle.append(_without_histograms(leaving))
             self.middle_ttft.append(None if h is None else array("d", (h.sum, h.count, *h.counts)))
         start = self.recent[0].timestamp
+        steps: list[float | None] = []
         for name, window in self.counters.items():
-            window.add(t, getattr(sample, name))
+            steps.append(window.add(t, getattr(sample, name)))
             window.trim(start)
         self.in_flight.add(t, _in_flight(sample))
         self.in_flight.trim(start)
@@ -280,6 +300,7 @@ class _ReplicaTrack:
         while self.older and self.older[0].timestamp < t - history_s:
             self.older.popleft()
             self.older_ttft.popleft()
+        return steps
 
     def samples(self) -> tuple[ReplicaSample, ...]:
         samples = self._samples
@@ -415,6 +436,8 @@ class FleetState:
         self._gpu_nodes_answered: set[str] = set()  # nodes whose GPU exporter answered the latest tick
         self._gpus_reported_gone: set[str] = set()  # keys of the GoneGpuSamples of the latest tick
         self._deployment_history: dict[str, deque[DeploymentPoint]] = {}
+        # Each deployment's counters summed over its replicas on one common window (collector.deployment_window).
+        self._windows: dict[str, DeploymentWindow] = {}
         self._replica_views: list[ReplicaView] = []
         self._deployment_views: dict[str, DeploymentView] = {}
         self._gpu_views: list[GpuView] = []
@@ -512,6 +535,8 @@ class FleetState:
     def _take_replicas(self, replicas: Sequence[ReplicaSample], down_targets: Sequence[TargetInfo], now: float) -> None:
         seen: set[str] = set()
         restarted = 0
+        windows = self._windows
+        tick = now + self._offset  # step-free: the deployments' windows never step
         for sample in replicas:
             key = replica_key(sample.namespace, sample.replica)
             track = self._replicas.get(key)
@@ -525,9 +550,11 @@ class FleetState:
                     continue
                 # The clock stepped back (NTP): every sample would be dropped for as long as the step while the
                 # replica stayed ready on its last reading. Its window starts again from this sample.
-                track = self._replicas[key] = _ReplicaTrack(self.max_points)
+                before, track = track, _ReplicaTrack(self.max_points)
+                self._replicas[key] = track
+                track.continue_counts(before)
                 restarted += 1
-            track.add(
+            steps = track.add(
                 self._share_bounds(sample),
                 rate_window_s=self.rate_window_s,
                 full_resolution_s=self.full_resolution_s,
@@ -535,6 +562,11 @@ class FleetState:
                 history_s=self.history_s,
             )
             track.shift = self._shift(sample.timestamp, now)
+            window = windows.get(deployment := sample.deployment_key)
+            if window is None:
+                window = windows[deployment] = DeploymentWindow()
+            window.credit(steps, track.credited_at, tick)
+            track.credited_at = tick
         if restarted:
             log.warning(
                 "the clock stepped back over %.0f s: the windows of %d replicas start again from this tick's samples",
@@ -710,7 +742,17 @@ class FleetState:
         grouped: dict[str, list[ReplicaView]] = {}
         for view in views:
             grouped.setdefault(view.deployment_key, []).append(view)
-        self._deployment_views = {key: _deployment_view(key, members) for key, members in sorted(grouped.items())}
+        windows = self._windows
+        for key in [k for k in windows if k not in grouped]:  # every replica gone: a return starts a new window
+            del windows[key]
+        tick = now + self._offset
+        deployment_views = {}
+        for key, members in sorted(grouped.items()):
+            window = windows.get(key)
+            if window is None:
+                window = windows[key] = DeploymentWindow()
+            deployment_views[key] = _deployment_view(key, members, window, tick, self.rate_window_s, self.stale_after_s)
+        self._deployment_views = deployment_views
         for key, dv in self._deployment_views.items():
             points = self._deployment_history.setdefault(key, deque(maxlen=self.max_points))
             if points and points[-1].t >= now:
@@ -1011,31 +1053,43 @@ def _sum(values: Iterable[float | None]) -> float | None:
     return sum(known) if known else None
 
 
-def _deployment_view(key: str, members: list[ReplicaView]) -> DeploymentView:
+def _deployment_view(
+    key: str, members: list[ReplicaView], window: DeploymentWindow, now: float, window_s: float, clock_slack_s: float
+) -> DeploymentView:
+    """The deployment's view: sums over its ready replicas now, and its rates over one window common to all its
+    replicas, ready or gone (``collector.deployment_window``; this tick's point recorded there at ``now``)."""
     deployment, pool = split_pool_key(key)
     namespace, _, name = deployment.partition("/")
     ready = [m for m in members if m.ready]
     kv = [m.sample.kv_usage for m in ready if m.sample.kv_usage is not None]
+    waiting = _sum(m.sample.requests_waiting for m in ready)
+    running = _sum(m.sample.requests_running for m in ready)
+    in_flight = None if waiting is None and running is None else (waiting or 0.0) + (running or 0.0)
+    window.close(now, in_flight, window_s, clock_slack_s)
+    increases, rates, in_flight_slope, _ = window.rates(window_s)
+    if not ready:  # as before: no ready replica, no rate (what its window holds is of replicas gone stale)
+        increases = rates = [None] * len(rates)
+        in_flight_slope = None
+    finished = rates[FINISHED]
+    arrival = None if finished is None or in_flight_slope is None else max(0.0, finished + in_flight_slope)
     return DeploymentView(
         key=key,
         namespace=namespace,
         name=name,
         replicas=tuple(members),
         ready_replicas=len(ready),
-        requests_waiting=_sum(m.sample.requests_waiting for m in ready),
-        requests_running=_sum(m.sample.requests_running for m in ready),
+        requests_waiting=waiting,
+        requests_running=running,
         kv_usage_mean=sum(kv) / len(kv) if kv else None,
         kv_usage_max=max(kv) if kv else None,
-        arrival_rate=_sum(m.arrival_rate for m in ready),
-        prompt_tokens_rate=_sum(m.prompt_tokens_rate for m in ready),
-        generation_tokens_rate=_sum(m.generation_tokens_rate for m in ready),
-        prefix_hit_ratio=ratio(
-            _sum(m.prefix_hits_increase for m in ready if m.prefix_queries_increase is not None),
-            _sum(m.prefix_queries_increase for m in ready if m.prefix_hits_increase is not None),
-        ),
-        preemptions_rate=_sum(m.preemptions_rate for m in ready),
+        arrival_rate=arrival,
+        prompt_tokens_rate=rates[PROMPT],
+        generation_tokens_rate=rates[GENERATION],
+        prefix_hit_ratio=ratio(increases[HITS], increases[QUERIES]),
+        preemptions_rate=rates[PREEMPTIONS],
         ttft_window=histogram_add(m.ttft_window for m in ready),
         itl_window=histogram_add(m.itl_window for m in ready),
+        requests_finished_rate=finished,
         pool=pool,
     )
 
