@@ -271,6 +271,7 @@ def _read_unreturned(name: str, want: Callable[[str], bool], typed: set[str]) ->
 MAX_MISSES = 3  # pages in a row that did not fit their source's layout, after which it is no longer learnt...
 RETRY_AFTER = 64  # ...until this many pages later
 RECENT_LAYOUTS = 8  # layouts a source seen for the first time tries before its page is parsed and learnt
+UNHELD_LAYOUTS = 16  # layouts learnt beyond those held, after which those no source holds are forgotten
 
 
 class LayoutCache:
@@ -289,8 +290,10 @@ class LayoutCache:
         # source -> [layout or None, misses in a row, pages since the last miss beyond MAX_MISSES, the metric names
         # its last page was read around (``PartialPage.names``)]
         self._sources: OrderedDict[Hashable, list[object]] = OrderedDict()
-        # One layout per distinct layout seen (bounded: forgotten all at once when full; sources keep theirs).
+        # One layout per distinct layout seen (bounded: forgotten all at once when full; sources keep theirs). A
+        # layout no source holds any more is forgotten once UNHELD_LAYOUTS such may be here (``_prune``).
         self._shared: dict[Hashable, PageLayout] = {}
+        self._held = 0  # layouts here after the last prune
         self._recent: list[tuple[Wanted, PageLayout]] = []
         self.hits = 0  # pages read off a layout
         self.misses = 0  # pages parsed
@@ -340,6 +343,8 @@ class LayoutCache:
         self.learnt += 1
         layout = learn_layout(text, wanted, self._parse, max_samples, families)
         if layout is not None:
+            if len(self._shared) > self._held + UNHELD_LAYOUTS:
+                self._prune()
             if len(self._shared) >= self._max_sources:
                 self._shared.clear()
             layout = self._shared.setdefault(layout.key, layout)
@@ -348,6 +353,15 @@ class LayoutCache:
             self._recent = [(wanted, layout), *(r for r in self._recent if r[1] is not layout)][:RECENT_LAYOUTS]
         entry[0] = layout
         return families
+
+    def _prune(self) -> None:
+        """Forget the layouts that neither a source nor the recent list holds. A source whose layout keeps changing
+        (a comment carrying the time) learns one every RETRY_AFTER pages: each stayed here until ``max_sources`` of
+        them were (GBs of layouts for large pages). One pass over the sources per UNHELD_LAYOUTS layouts learnt."""
+        held = {id(entry[0]) for entry in self._sources.values()}
+        held.update(id(layout) for _wanted, layout in self._recent)
+        self._shared = {key: layout for key, layout in self._shared.items() if id(layout) in held}
+        self._held = len(self._shared)
 
     def forget(self, source: Hashable) -> None:
         self._sources.pop(source, None)
