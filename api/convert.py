@@ -66,7 +66,7 @@ def deployment(
         name=name,
         pool=pool,
         live=view is not None,
-        replicas=len(view.replicas) if view else 0,
+        replicas=view.known_replicas if view else 0,
         ready_replicas=view.ready_replicas if view else 0,
         **{name: _num(getattr(view, name)) if view else None for name in SIGNALS if name != "ready_replicas"},
         desired_replicas=dec.desired_replicas if dec else None,

@@ -72,7 +72,7 @@ def snapshot_families(snap: Snapshot) -> list[GaugeMetricFamily | CounterMetricF
         f.add(S.DEPLOYMENT_TOKENS_RATE, (key, "generation"), d.generation_tokens_rate)
         f.add(S.PREFIX_CACHE_HIT_RATIO, (key,), d.prefix_hit_ratio)
         f.add(S.DEPLOYMENT_REPLICAS, (key, "ready"), d.ready_replicas)
-        f.add(S.DEPLOYMENT_REPLICAS, (key, "loading"), len(d.replicas) - d.ready_replicas)
+        f.add(S.DEPLOYMENT_REPLICAS, (key, "loading"), d.loading_replicas)
         for q in S.TTFT_QUANTILES:
             f.add(S.TTFT_SECONDS, (key, f"{q:g}"), histogram_quantile(q, d.ttft_window))
             f.add(S.ITL_SECONDS, (key, f"{q:g}"), histogram_quantile(q, d.itl_window))

@@ -125,7 +125,7 @@ class _Peer:
             g[S.DEPLOYMENT_TOKENS_RATE.name].labels(key, "generation").set(d.generation_tokens_rate or 0)
             g[S.PREFIX_CACHE_HIT_RATIO.name].labels(key).set(d.prefix_hit_ratio or 0)
             g[S.DEPLOYMENT_REPLICAS.name].labels(key, "ready").set(d.ready_replicas)
-            g[S.DEPLOYMENT_REPLICAS.name].labels(key, "loading").set(len(d.replicas) - d.ready_replicas)
+            g[S.DEPLOYMENT_REPLICAS.name].labels(key, "loading").set(d.loading_replicas)
         for gv in snap.gpus:
             gpu = gv.sample.uuid or gv.sample.index
             g[S.GPU_UTILISATION.name].labels(gv.sample.node, gpu).set(gv.sample.utilisation or 0)

@@ -143,6 +143,18 @@ class DeploymentView(DeploymentSignals):
     # "decode", whose view is keyed ``namespace/name@pool`` (``name`` is the deployment's).
     pool: str = BOTH
 
+    @property
+    def known_replicas(self) -> int:
+        """Every replica of the deployment, ready or not, from the reading ``ready_replicas`` comes from: Prometheus'
+        count of its targets where it aggregated them (``replicas`` then holds only the ones a detector must see),
+        else ``replicas``."""
+        return self.replica_count if self.replica_count is not None else len(self.replicas)
+
+    @property
+    def loading_replicas(self) -> int:
+        """Replicas not ready yet (or no longer): ``known_replicas`` less ``ready_replicas``, never below 0."""
+        return max(self.known_replicas - self.ready_replicas, 0)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeploymentPoint(DeploymentSignals):
@@ -694,7 +706,7 @@ class FleetState:
             points = self._deployment_history.setdefault(agg.key, deque(maxlen=self.max_points))
             while points and points[-1].t >= now:  # times stay increasing, which readers of windows rely on
                 points.pop()  # the point observe() built from the few replicas it saw
-            points.append(replace(_point(now, view), replica_count=agg.replicas))
+            points.append(_point(now, view))
         self._aggregate_shifts = shifts
 
     # -- views ---------------------------------------------------------------------------------------
@@ -1120,7 +1132,7 @@ def _aggregate_view(agg: DeploymentAggregate, members: tuple[ReplicaView, ...]) 
 
 
 def _point(t: float, view: DeploymentView) -> DeploymentPoint:
-    return DeploymentPoint(t=t, replica_count=len(view.replicas), **view.signals())  # type: ignore[arg-type]
+    return DeploymentPoint(t=t, replica_count=view.known_replicas, **view.signals())  # type: ignore[arg-type]
 
 
 def _partition_modes(samples: Iterable[GpuSample]) -> dict[str, set[str | None]]:

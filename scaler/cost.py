@@ -195,7 +195,7 @@ def deployment_cost(
         ("gpu exporter", seen_count),
     )
     count_source, per_replica = next(((s, n) for s, n in counts if n is not None), ("assumed", 1))
-    replicas = view.replica_count if view.replica_count is not None else len(view.replicas)
+    replicas = view.known_replicas
     problem = None
     if gpu_type is None:
         named = f" (exporter names {', '.join(sorted(seen_names))}, none of {', '.join(sorted(config.gpus))})"
