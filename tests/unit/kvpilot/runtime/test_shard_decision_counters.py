@@ -11,16 +11,12 @@ import pytest
 
 from collector.clock import VirtualClock
 from collector.discovery.promql import PromQLSource
-from kvpilot.runtime.shards import ShardCoordinator, shard_of
 from kvpilot.runtime.sources import Sources
 from kvpilot.runtime.targets import StaticTargets
 from kvpilot.runtime.wiring import build_service
-from tests.services.promapi import T0, FakeFleet, serve
+from tests.services.promapi import FakeFleet, serve
 from tests.unit.kvpilot.fleet_double import settings_for
-
-NOW = T0 + 600.0
-SHARDS = 3
-DEPLOYMENTS = [f"prod/llm-{d}" for d in range(30)]  # 300 replicas, 10 per deployment
+from tests.unit.kvpilot.runtime.test_shards_promql import NOW, _holding, _of
 
 
 @pytest.fixture(scope="module")
@@ -29,18 +25,6 @@ def fleet() -> Iterator[str]:
     server = serve(f)
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
-
-
-def _holding(*shards: int) -> ShardCoordinator:
-    c = ShardCoordinator(
-        None, lease_name="k", namespace="kv", identity="me", address="", shards=SHARDS, clock=VirtualClock()
-    )
-    c.owned = frozenset(shards)
-    return c
-
-
-def _of(*shards: int) -> set[str]:
-    return {d for d in DEPLOYMENTS if shard_of(d, SHARDS) in shards}
 
 
 def _counted(service: object) -> dict[str, float]:
