@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -458,3 +459,54 @@ def test_layouts_of_pages_that_begin_or_end_on_any_line_read_as_the_parser_reads
             _read_as_the_parser_reads(cache, changed)
     assert hits == 1
     assert cache.hits == hits + (" 1" in text)  # only a new value there fits the layout
+
+
+def _many_lines(n: int) -> str:
+    """A page of ``n`` series read, each after a line skipped: 2n lines, a layout walked in several regexes."""
+    head = "# TYPE vllm:num_requests_running gauge\n"
+    return head + "".join(f'z 1\nvllm:num_requests_running{{model_name="m{i}"}} {i % 7}\n' for i in range(n))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda t: t.replace('"m9000"} 4', '"m9000"} 4.125e3'),  # a value in a later regex's part, wider: fits
+        lambda t: t.replace('"m9000"}', '"m9001"}'),  # a label there: parsed (a duplicate series: refused)
+        lambda t: t.replace('"m9000"}', '"n9000"}'),  # ... as long, different: parsed
+        lambda t: t.replace(
+            'z 1\nvllm:num_requests_running{model_name="m4096"}', 'z 1 vllm:num_requests_running{model_name="m4096"}'
+        ),
+        lambda t: t.replace("\nz 1\n", "\nz 123\n", 5000),  # skipped lines' rests, wider: fits
+        lambda t: t.replace("\nz 1\n", "\ny 1\n", 1),  # a skipped line's name: parsed
+        lambda t: t[:-1],  # the last newline
+        lambda t: t + "z 1\n",  # a line more at the end
+        lambda t: t[:-2] + "99\n",  # the last value, wider
+    ],
+)
+def test_a_layout_of_thousands_of_lines_reads_as_the_parser_reads(change: object) -> None:
+    """A layout too large for one regex (``_STEPS_PER_REGEX`` rests each) reads, and refuses, as one regex would."""
+    text = _many_lines(10_000)
+    cache = LayoutCache(parse)
+    assert read(cache, text) == canonical(parse(text, wanted=WANTED_FAMILIES))
+    assert read(cache, with_values(text, seed=1)) == canonical(parse(with_values(text, seed=1), wanted=WANTED_FAMILIES))
+    assert cache.hits == 1
+    _read_as_the_parser_reads(cache, change(text))  # type: ignore[operator]
+
+
+def test_learning_the_layout_of_a_page_of_many_lines_takes_memory_in_proportion() -> None:
+    """One regex for a page of 16,384 lines made re's compiler take 31.9 MiB at its peak (its parse tree grows faster
+    than the pattern); in parts of _STEPS_PER_REGEX rests, the whole learn peaks at 15.7 MiB."""
+    text = "z 1\n" * 16_383 + "z 1"
+    parse(text, wanted=WANTED_FAMILIES)
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        cache = LayoutCache(parse)
+        cache.parse("target", text, wanted=WANTED_FAMILIES, max_samples=DEFAULT_MAX_SAMPLES)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert cache.learnt == 1
+    assert read(cache, text.replace("z 1\n", "z 22\n", 99)) == canonical(parse(text, wanted=WANTED_FAMILIES))
+    assert cache.hits == 1
+    assert peak - before < 24 * 2**20
