@@ -360,11 +360,34 @@ def test_a_replica_is_blind_only_when_neither_its_queue_nor_its_batch_is_read(
     assert (decision.desired_replicas < 4) is scales_down, decision
 
 
+@pytest.fixture
+def seen(monkeypatch: pytest.MonkeyPatch) -> list[Demand]:
+    """Every Demand the planner hands ReplicaPolicy.recommend, in order."""
+    demands: list[Demand] = []
+    recommend = ReplicaPolicy.recommend
+
+    def spy(self: ReplicaPolicy, demand: Demand, *, now: float) -> Recommendation:
+        demands.append(demand)
+        return recommend(self, demand, now=now)
+
+    monkeypatch.setattr(ReplicaPolicy, "recommend", spy)
+    return demands
+
+
+def _unheld(seen: list[Demand]) -> list[int]:
+    """The ticks whose scale-down window was told to hold less than the forecast band asked for."""
+    return [
+        i
+        for i, d in enumerate(seen)
+        if d.hold_upper_rate is not None and d.hold_upper_rate < (d.forecast_upper_rate or 0)
+    ]
+
+
 @pytest.mark.parametrize(
     ("clump", "late", "unheld"), [(0.0, False, list(range(8, 18))), (600.0, False, []), (0.0, True, [])]
 )
 def test_a_smooth_openings_band_is_asked_for_but_not_held(
-    clump: float, late: bool, unheld: list[int], monkeypatch: pytest.MonkeyPatch
+    clump: float, late: bool, unheld: list[int], seen: list[Demand]
 ) -> None:
     # The gateway's rate ramps 1 -> 3 req/s over the first 8 ticks, then holds; the horizon (125 s) is 8 ticks of 15 s.
     # The forecast's band opens with the first change over the horizon (tick 8), and until the eleventh (tick 18) it
@@ -372,14 +395,6 @@ def test_a_smooth_openings_band_is_asked_for_but_not_held(
     # scale-down window is told to hold the point, not the band (`Demand.hold_upper_rate`). A clump of 600 requests
     # at tick 4 (seen by the short window's service need, not by the minute's rate) or requests queued past a quarter
     # of the SLO keep the band held, as before.
-    seen: list[Demand] = []
-    recommend = ReplicaPolicy.recommend
-
-    def spy(self: ReplicaPolicy, demand: Demand, *, now: float) -> Recommendation:
-        seen.append(demand)
-        return recommend(self, demand, now=now)
-
-    monkeypatch.setattr(ReplicaPolicy, "recommend", spy)
     config = dataclasses.replace(CONFIG, forecaster="last_value", slo_ttft_s=2.0)
     state, planner = FleetState(rate_window_s=60.0), Planner(config)
     total = 0.0
@@ -394,31 +409,18 @@ def test_a_smooth_openings_band_is_asked_for_but_not_held(
         state.observe(samples, [], now=t)
         planner.decide(state, t, arrival_rates={"prod/llm": rate}, arrivals_totals={"prod/llm": total})
     assert len(seen) == 22
-    got = [
-        i
-        for i, d in enumerate(seen)
-        if d.hold_upper_rate is not None and d.hold_upper_rate < (d.forecast_upper_rate or 0)
-    ]
-    assert got == unheld
+    assert _unheld(seen) == unheld
     assert all(d.hold_upper_rate == d.forecast_rate for d in seen if d.hold_upper_rate is not None)
 
 
 @pytest.mark.parametrize(("idle", "unheld"), [(True, []), (False, list(range(8, 18)))])
-def test_a_band_read_out_of_a_silence_is_held(idle: bool, unheld: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_band_read_out_of_a_silence_is_held(idle: bool, unheld: list[int], seen: list[Demand]) -> None:
     # On/off traffic: 1 req/s for 4 ticks, nothing for 6 (more than the 60 s rate window), then a ramp to 3 req/s; the
     # forecast's band opens on the jump out of the silence. Capacity is not known yet (learnt only from saturation),
     # so the burst floor's test, which reads a silence as rough once capacity is known, cannot judge it (Azure code
     # x1.3's silence at 100-180 s, before the first mix was read). Idle - nothing in flight either - the deployment is
     # on/off traffic and the band is held as asked; with requests still in flight (a dip of the engines' estimate
     # while a replica leaves, not a silence) the smooth opening's rule stands.
-    seen: list[Demand] = []
-    recommend = ReplicaPolicy.recommend
-
-    def spy(self: ReplicaPolicy, demand: Demand, *, now: float) -> Recommendation:
-        seen.append(demand)
-        return recommend(self, demand, now=now)
-
-    monkeypatch.setattr(ReplicaPolicy, "recommend", spy)
     config = dataclasses.replace(CONFIG, forecaster="last_value", slo_ttft_s=2.0, capacity=CapacityConfig())
     state, planner = FleetState(rate_window_s=60.0), Planner(config)
     total = 0.0
@@ -433,9 +435,4 @@ def test_a_band_read_out_of_a_silence_is_held(idle: bool, unheld: list[int], mon
         planner.decide(state, t, arrival_rates={"prod/llm": rate}, arrivals_totals={"prod/llm": total})
     assert len(seen) == 30
     assert all(d.capacity_rps is None for d in seen)
-    got = [
-        i
-        for i, d in enumerate(seen)
-        if d.hold_upper_rate is not None and d.hold_upper_rate < (d.forecast_upper_rate or 0)
-    ]
-    assert got == unheld
+    assert _unheld(seen) == unheld
