@@ -77,9 +77,11 @@ class _Busy:
 class FleetShare:
     """With sharding, the circuit breaker counts the fleet's nodes, not this instance's alone: each instance stores the
     node set of its snapshot under its ``identity`` (``store.repo.refresh_instance_nodes``, again at least every
-    ``refresh_every_s`` of its monotonic clock), and reads every set refreshed within ``stale_after_s`` (older rows,
-    of an instance gone or holding no shard, are ignored; deleted once this instance watched them unchanged that long,
-    ``Heartbeats``) and the nodes every instance's findings flag (``findings``). An instance whose refresh this one
+    ``refresh_every_s`` of its monotonic clock, when it also reads the others' stamps to watch them change), and reads
+    the sets of the instances live (``Heartbeats``: a refresh watched within ``stale_after_s`` of this instance's
+    monotonic clock; a row read for the first time placed by its stamp; rows of an instance gone or holding no shard
+    are ignored, and deleted once this instance watched them unchanged that long) and the nodes every instance's
+    findings flag (``findings``). An instance whose refresh this one
     watched unchanged for ``stale_after_s`` is gone: a drain it claimed is resumed (``Actuation._requeue_orphans``)."""
 
     identity: str
@@ -301,21 +303,38 @@ class Actuation:
             return set(mine), set()
         sets: dict[str, set[str]] = {}
         flagged: set[str] = set()
+        me = fit(fleet.identity, 253)
         with transaction(self._sessions) as s:
             if due:
                 repo.refresh_instance_nodes(session=s, instance=fleet.identity, nodes=mine, now=now)
                 stored = (mine, at)
+                if not read:  # the others' refreshes watched at this instance's own cadence, flagged or not
+                    for i, t in repo.instance_refreshes(session=s).items():
+                        if i != me:
+                            self._live(i, t)
             if read:
-                sets = repo.live_instance_nodes(session=s, now=now, stale_after_s=fleet.stale_after_s)
-                me = fit(fleet.identity, 253)
-                refreshed = repo.instance_refreshes(session=s)
-                gone = {i: t for i, t in refreshed.items() if i != me and not self._live(i, t)}
+                rows = repo.instance_node_sets(session=s)
+                gone = {i: t for i, (_, t) in rows.items() if i != me and not self._live(i, t)}
                 repo.forget_instances(session=s, refreshed=gone)  # watched unchanged for stale_after_s here
-                sets = {i: v for i, v in sets.items() if i not in gone}
+                sets = {i: v for i, (v, t) in rows.items() if i not in gone and self._counted(i, t, now)}
                 flagged = repo.drain_flagged_nodes(session=s)
         self._fleet_stored = stored
         live = set(mine).union(*(v for k, v in sets.items() if k != fleet.identity))
         return live, flagged & live  # a finding left open on a node no live instance holds is not counted
+
+    def _counted(self, instance: str, refreshed: float, now: float) -> bool:
+        """Whether a live (not gone) instance's nodes count in the breaker's share: once its refresh was watched
+        happening (``Heartbeats``), whatever either wall clock reads. Only a value this instance reads for the first
+        time is placed by its stamp, within ``stale_after_s`` of ``now`` (before, every row was: a reader's wall clock
+        stepped ahead, or writers' behind, left the others' nodes out of every count while the step lasted)."""
+        assert self._fleet is not None
+        beats = self._heartbeats
+        if beats.trusted(instance):
+            return True
+        if refreshed >= now - self._fleet.stale_after_s:
+            beats.trust(instance)
+            return True
+        return False
 
     def _cordoned(self, snap: Snapshot) -> set[str]:
         """The nodes kvpilot cordoned that are still cordoned, read from the API server only when a node is flagged and

@@ -20,7 +20,8 @@ class Heartbeats:
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
-        self._seen: dict[str, tuple[str, float, float]] = {}  # instance -> (its value, first seen, last read)
+        # instance -> (its value, first seen, last read, whether it is trusted: seen replacing another, or vouched for)
+        self._seen: dict[str, tuple[str, float, float, bool]] = {}
         self._lock = threading.Lock()  # read by the tick's requests and by the drain worker's thread
 
     def live(self, instance: str, value: float | None, window_s: float) -> bool:
@@ -30,9 +31,27 @@ class Heartbeats:
         with self._lock:
             now = self._clock.monotonic()
             last = self._seen.get(instance)
-            since = last[1] if last is not None and last[0] == key else now
-            self._seen[instance] = (key, since, now)
-            for name, (_, _, read) in list(self._seen.items()):  # not read for two windows: forgotten (bounded)
+            if last is not None and last[0] == key:
+                since, changed = last[1], last[3]
+            else:
+                since, changed = now, last is not None
+            self._seen[instance] = (key, since, now, changed)
+            for name, (_, _, read, _) in list(self._seen.items()):  # not read for two windows: forgotten (bounded)
                 if now - read > 2 * window_s:
                     del self._seen[name]
             return now - since < window_s
+
+    def trusted(self, instance: str) -> bool:
+        """Whether the value ``live`` last read for ``instance`` is known to be a refresh: it was seen replacing
+        another value, or ``trust`` vouched for it."""
+        with self._lock:
+            last = self._seen.get(instance)
+            return last is not None and last[3]
+
+    def trust(self, instance: str) -> None:
+        """Vouch for the value ``live`` last read for ``instance`` (a first read placed as recent by its stamp): it
+        stays trusted until it changes, and the value replacing it is trusted as a refresh watched."""
+        with self._lock:
+            last = self._seen.get(instance)
+            if last is not None:
+                self._seen[instance] = (*last[:3], True)

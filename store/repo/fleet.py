@@ -36,6 +36,13 @@ def live_instance_nodes(*, session: Session, now: float, stale_after_s: float) -
     return {i: {n for n in (nodes or ()) if isinstance(n, str) and n} for i, nodes in rows}
 
 
+def instance_node_sets(*, session: Session) -> dict[str, tuple[set[str], float]]:
+    """Instance -> (its node set, its stored refresh), of every row: the reader judges which are live
+    (``kvpilot.actuation.Actuation._fleet_nodes``)."""
+    rows = session.execute(select(InstanceNodesRow.instance, InstanceNodesRow.nodes, InstanceNodesRow.refreshed_at))
+    return {i: ({n for n in (nodes or ()) if isinstance(n, str) and n}, float(at)) for i, nodes, at in rows}
+
+
 def instance_refreshes(*, session: Session, instances: Collection[str] | None = None) -> dict[str, float]:
     """Instance -> its stored refresh (``refreshed_at``, on its own host's wall clock), of ``instances`` (all if
     None): what a reader watches change (``kvpilot.actuation.heartbeats.Heartbeats``)."""
