@@ -277,7 +277,13 @@ def _refuse_duplicate_keys(root: yaml.Node | None, path: Path) -> None:
 
 def load_targets(path: Path) -> list[TargetInfo]:
     try:
-        with path.open("rb") as f:
+        # Not waited on: a FIFO opened for reading waits for a writer, and at start-up that held `kvpilot run` before
+        # its first line, deaf to SIGTERM (its open() retried after the handler), until a SIGKILL.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+                raise TargetFileError(f"{path}: not a regular file; not read")
             raw = f.read(MAX_FILE_BYTES + 1)  # bounded: /dev/zero was read until memory ran out
     except OSError as e:
         raise TargetFileError(f"{path}: cannot read: {e.strerror or e}") from None

@@ -347,3 +347,25 @@ async def test_a_reread_leaves_the_event_loop_free(tmp_path: Path) -> None:
     asyncio.get_running_loop().call_soon(turn.set)
     assert len(await disc.targets()) == 2000
     assert turn.is_set()  # the loop had a turn while the file was read (before: not until it was parsed)
+
+
+def test_a_fifo_at_start_is_refused_not_waited_on(tmp_path: Path) -> None:
+    path = tmp_path / "targets.yaml"
+    os.mkfifo(path)
+    refused: list[str] = []
+
+    def start() -> None:
+        with pytest.raises(TargetFileError) as e:
+            StaticFileDiscovery(path)
+        refused.append(str(e.value))
+
+    starting = threading.Thread(target=start, daemon=True)
+    starting.start()
+    starting.join(10)
+    waited = starting.is_alive()
+    if waited:  # before: `kvpilot run` waited here for a writer, before its first line and deaf to SIGTERM
+        with open(path, "w") as w:  # let it go
+            w.write("[]\n")
+        starting.join(10)
+    assert not waited
+    assert refused == [f"{path}: not a regular file; not read"]
