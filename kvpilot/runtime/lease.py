@@ -68,6 +68,21 @@ def forbidden_words(namespace: str) -> str:
     )
 
 
+def renew_deadline(lease_duration_s: float, renew_every_s: float) -> float:
+    """The share of its lease a holder counts on after its last accepted renewal (client-go's renewDeadline): short
+    of the lease by half a renewal interval (by half the time left after one, where renewals are more than half the
+    lease apart), so that one failed round does not end the lead, and a follower that placed the renewal at a
+    ``renewTime`` written on a clock up to that much behind its own does not take the Lease while the holder still
+    leads (``LeaseSightings``). Before, a holder counted on the whole lease, and with a follower reading often both led
+    for up to the skew (2.51 s at 3 s; two instances owned one shard for up to 3.95 s: test_lease_skew_overlap.py)."""
+    margin = min(renew_every_s, lease_duration_s - renew_every_s) / 2
+    return 1.0 - margin / lease_duration_s if lease_duration_s > 0 and margin > 0 else 1.0
+
+
+# The settings' defaults (ha.lease_duration_s 15, ha.renew_every_s 5): 12.5 s of 15.
+RENEW_DEADLINE = renew_deadline(15.0, 5.0)
+
+
 _RECORD = ("holderIdentity", "renewTime", "acquireTime", "leaseDurationSeconds", "leaseTransitions")
 
 
@@ -82,7 +97,10 @@ class LeaseSightings:
     clocks agree), it is taken from there, so a shard is taken as soon as its Lease allows; anywhere else (clock skew,
     a step of either clock, an unreadable time) the renewal counts from this read, as client-go counts it. A Lease
     read for the first time places a ``renewTime`` within one lease period before the read; an older one counts from
-    the read (client-go's wait of one lease period)."""
+    the read (client-go's wait of one lease period). A holder whose clock runs behind ours is placed too early by
+    its skew (when that is less than the time between our two reads): holders stop counting on a Lease somewhat
+    before it expires (``renew_deadline``), so that a skew up to that margin never has us take it while its holder
+    still leads."""
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
@@ -304,15 +322,18 @@ class LeaseElector:
         labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
         sightings: LeaseSightings | None = None,
+        deadline: float = RENEW_DEADLINE,
     ) -> None:
         """``sightings``: shared with whoever else reads the same Leases in this process (``ShardCoordinator``'s
-        list), so that both count a renewal from the first read that saw it."""
+        list), so that both count a renewal from the first read that saw it. ``deadline``: the share of the lease
+        this instance counts on after its last accepted renewal (``renew_deadline``)."""
         self._api = api
         self.name = name
         self.namespace = namespace
         self.identity = identity
         self._clock = clock
         self.lease_duration_s = lease_duration_s
+        self.renew_deadline_s = deadline * lease_duration_s
         self._leader = False
         self._renewed_at: float | None = None  # our last accepted write, on the monotonic clock
         self.sightings = sightings or LeaseSightings(clock)
@@ -331,20 +352,21 @@ class LeaseElector:
 
     @property
     def leader(self) -> bool:
-        """Whether we lead now: our last round won, and its renewal is younger than the lease (a round that hangs
-        or fails past that leaves us following as the Lease expires, when another instance may take it)."""
+        """Whether we lead now: our last round won, and its renewal is younger than the renew deadline (a round that
+        hangs or fails past that leaves us following before the Lease expires and another instance may take it,
+        whatever the skew between our clocks)."""
         if not self._leader or self._renewed_at is None:
             return False
-        return self._clock.monotonic() - self._renewed_at < self.lease_duration_s
+        return self._clock.monotonic() - self._renewed_at < self.renew_deadline_s
 
     @leader.setter
     def leader(self, value: bool) -> None:
         self._leader = value
 
     def expired(self, now: float) -> bool:
-        """Whether the Lease we last renewed has expired by ``now`` (the clock's ``monotonic()``; False before any
-        renewal)."""
-        return self._renewed_at is not None and now - self._renewed_at >= self.lease_duration_s
+        """Whether the Lease we last renewed is past its renew deadline by ``now`` (the clock's ``monotonic()``; False
+        before any renewal): no longer counted on, as another instance may take it from then on."""
+        return self._renewed_at is not None and now - self._renewed_at >= self.renew_deadline_s
 
     def try_acquire_or_renew(self, current: Lease | None = None) -> bool:
         """One round of the election (blocking: run it in a worker thread). Returns whether we lead now.
@@ -380,14 +402,14 @@ class LeaseElector:
 
     def _keep_until_expiry(self, now: float, why: str, *, quiet: bool = False) -> bool:
         """``quiet``: a failure already explained (a 403), logged at debug."""
-        keep = self._leader and self._renewed_at is not None and now - self._renewed_at < self.lease_duration_s
+        keep = self._leader and self._renewed_at is not None and now - self._renewed_at < self.renew_deadline_s
         log.log(
             logging.DEBUG if quiet else logging.WARNING,
             "lease %s/%s: cannot renew (%s)%s",
             self.namespace,
             self.name,
             why,
-            "; still leading until the lease expires" if keep else "",
+            "; still leading until its renew deadline" if keep else "",
         )
         return keep
 

@@ -32,7 +32,16 @@ from collector.clock import Clock
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult, ScrapeResult, Sleep
 from collector.urls import page_name
-from kvpilot.runtime.lease import Lease, LeaseElector, Leases, LeaseSightings, _duration, campaign, forbidden_words
+from kvpilot.runtime.lease import (
+    RENEW_DEADLINE,
+    Lease,
+    LeaseElector,
+    Leases,
+    LeaseSightings,
+    _duration,
+    campaign,
+    forbidden_words,
+)
 from kvpilot.runtime.loop import Aggregates
 from kvpilot.runtime.stopping import in_daemon_thread
 from scaler.decision import Decision
@@ -143,7 +152,9 @@ class ShardCoordinator:
         shards: int,
         clock: Clock,
         lease_duration_s: float = 15.0,
+        deadline: float = RENEW_DEADLINE,
     ) -> None:
+        """``deadline``: the share of a lease counted on after its last renewal (``kvpilot.runtime.lease``)."""
         if shards < 1:
             raise ValueError(f"sharding.shards must be >= 1, got {shards}")
         self._api = api
@@ -164,6 +175,7 @@ class ShardCoordinator:
             lease_duration_s=lease_duration_s,
             labels={**group, ROLE_LABEL: "member"},
             sightings=self._sightings,
+            deadline=deadline,
         )
         self._electors = [
             LeaseElector(
@@ -175,6 +187,7 @@ class ShardCoordinator:
                 lease_duration_s=lease_duration_s,
                 labels={**group, ROLE_LABEL: "shard", SHARD_LABEL: str(i)},
                 sightings=self._sightings,
+                deadline=deadline,
             )
             for i in range(shards)
         ]

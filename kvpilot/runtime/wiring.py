@@ -29,7 +29,7 @@ from kvpilot.actuation import Actuation, FleetShare, NoClusterDrainer, Simulator
 from kvpilot.actuation.drain import NodeDrainer
 from kvpilot.actuation.scale import make_actuator
 from kvpilot.runtime.cost import cost_config
-from kvpilot.runtime.lease import LeaseElector, Leases
+from kvpilot.runtime.lease import LeaseElector, Leases, renew_deadline
 from kvpilot.runtime.loop import Aggregates, Collect, ControlLoop, Decide, Detect, LoopConfig
 from kvpilot.runtime.node_drains import NodeDrains
 from kvpilot.runtime.restore import Restored, restore, restore_taken, seed_capacity, vanished_gpus
@@ -414,6 +414,7 @@ def build_elector(settings: Settings, clock: Clock, api_client: Any = None) -> L
         identity=ha.identity,
         clock=clock,
         lease_duration_s=ha.lease_duration_s,
+        deadline=renew_deadline(ha.lease_duration_s, ha.renew_every_s),
     )
 
 
@@ -434,6 +435,7 @@ def build_shards(settings: Settings, clock: Clock, api_client: Any = None) -> Sh
         shards=sh.shards,
         clock=clock,
         lease_duration_s=ha.lease_duration_s,
+        deadline=renew_deadline(ha.lease_duration_s, ha.renew_every_s),
     )
 
 

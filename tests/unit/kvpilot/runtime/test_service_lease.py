@@ -178,13 +178,17 @@ async def test_ticks_advance_time_only_while_the_loop_sleeps(kube: FakeKube, clo
 
 def test_a_leader_whose_rounds_stop_follows_once_its_lease_expires(kube: FakeKube, clock: VirtualClock) -> None:
     # A round that hangs (an API server that stopped answering) ends no sooner than its calls' timeout: meanwhile
-    # the Lease it last renewed expires and another instance may take it, so leading is read against that renewal.
+    # the Lease it last renewed expires and another instance may take it, so leading is read against that renewal,
+    # up to its renew deadline (12.5 s of the 15 s lease: a follower whose clock runs ahead may take it early).
     a, b = _elector(kube, clock, "a"), _elector(kube, clock, "b")
     assert a.try_acquire_or_renew()
     assert not b.try_acquire_or_renew()  # b reads a's write (a Lease is counted from when its renewal was read)
-    clock.advance(14.9)
+    clock.advance(12.4)
     assert a.leader
-    clock.advance(0.2)  # no round since: the lease written 15.1 s ago has expired
+    clock.advance(0.2)  # no round since: the renewal 12.6 s ago is past its deadline; the Lease not yet expired
+    assert not a.leader
+    assert not b.try_acquire_or_renew()
+    clock.advance(2.5)  # 15.1 s: expired
     assert not a.leader
     assert b.try_acquire_or_renew()
 

@@ -318,15 +318,15 @@ async def test_owned_collect_cuts_a_whole_fleet_answer_to_our_replicas() -> None
 
 def test_shards_whose_rounds_stop_are_given_up_as_their_leases_expire(kube: FakeKube, clock: VirtualClock) -> None:
     # A round blocked on an API server that stopped answering: the shards it held stay held only while their last
-    # renewal is younger than the lease, so the instance stops deciding for them when others may take them over.
+    # renewal is younger than its renew deadline, so the instance stops deciding for them before others may take them.
     a = _coordinator(kube, clock, "a")
     _rounds([a], 2)
     assert a.owned == {0, 1, 2}
     assert a.leader
     assert a.owns(DEPLOYMENTS[0])
-    clock.advance(14.9)
+    clock.advance(12.4)
     assert a.owned == {0, 1, 2}
-    clock.advance(0.2)  # no round since the renewal 15.1 s ago
+    clock.advance(0.2)  # no round since the renewal 12.6 s ago: past its deadline (12.5 s of the 15 s lease)
     assert a.owned == frozenset()
     assert not a.leader
     assert not a.owns(DEPLOYMENTS[0])
