@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import operator
 import re
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
@@ -73,6 +74,36 @@ def _picker(indices: list[int]) -> _Pick:
     return operator.itemgetter(*indices)
 
 
+# The compiled patterns of the layouts alive, by source: a layout learnt again (a source whose comment carries the time
+# learns its layout anew every RETRY_AFTER pages, most often a pattern of the same source) takes the one compiled
+# before while a layout holds it, and a pattern no layout holds is freed (see _compiled).
+_PATTERNS: weakref.WeakValueDictionary[str, re.Pattern[str]] = weakref.WeakValueDictionary()
+
+
+def _compiled(source: str) -> re.Pattern[str]:
+    """``re.compile(source)``, without ``re``'s own cache keeping it: a layout's pattern lives as long as a layout.
+
+    ``re`` keeps the last 512 patterns compiled in the process, keyed by their source, whoever holds them. A layout's
+    pattern is its own (each step's block length), so on 80010be up to 512 of them outlived their layouts once
+    ``LayoutCache._prune`` forgot these (a vLLM page's pattern holds ~16 KB, a 4,096-step chunk's ~0.34 MB: up to
+    ~175 MB alive for nothing where the largest pages' layouts came and went).
+
+    ``re`` has no documented way to compile without its cache or to drop one entry (``re._compiler`` and
+    ``re._cache`` are private and changed between releases); ``re.purge()``, which empties it, is documented. It is
+    safe to empty: it is a cache only, so a pattern compiled from a string elsewhere is compiled again on its next
+    use, the same pattern, and patterns compiled once and held (every module-level one here) are not touched; ``re``
+    tolerates another thread emptying it mid-compile (its eviction ignores a missing entry). Its price is those
+    recompiles, once a learn: a tick of the bench's loop compiles none through re's cache. What the cache did for
+    layouts (a layout learnt again whose pattern is one compiled before: 12 M instead of 40 M instructions for a
+    vLLM page) ``_PATTERNS`` does while a layout holds the pattern."""
+    pattern = _PATTERNS.get(source)
+    if pattern is None:
+        pattern = re.compile(source)
+        re.purge()
+        _PATTERNS[source] = pattern
+    return pattern
+
+
 class _Rests:
     """The rests a chunked walk took, as a match's ``groups()`` gives them."""
 
@@ -94,9 +125,9 @@ class _Chunked:
     def __init__(self, steps: list[str], tail: str) -> None:
         k = _STEPS_PER_REGEX
         self._steps: list[Callable[[str, int], re.Match[str] | None]] = [
-            re.compile("(?s)" + "".join(steps[i : i + k])).match for i in range(0, len(steps), k)
+            _compiled("(?s)" + "".join(steps[i : i + k])).match for i in range(0, len(steps), k)
         ]
-        self._last: Callable[[str, int], re.Match[str] | None] = re.compile("(?s)" + tail).fullmatch
+        self._last: Callable[[str, int], re.Match[str] | None] = _compiled("(?s)" + tail).fullmatch
 
     def __call__(self, text: str) -> _Rests | None:
         rests: list[str] = []
@@ -175,7 +206,7 @@ class PageLayout:
         tail = f".{{{len(blocks[-1])}}}+" if blocks[-1] else ""
         self.match: Callable[[str], re.Match[str] | _Rests | None]
         if len(steps) <= _STEPS_PER_REGEX:
-            self.match = re.compile("(?s)" + "".join(steps) + tail).fullmatch
+            self.match = _compiled("(?s)" + "".join(steps) + tail).fullmatch
         else:
             self.match = _Chunked(steps, tail)
         # the page to be: its blocks with a place between each two for a rest (filled per page on a copy)
