@@ -76,6 +76,11 @@ _HEAD_RE = re.compile(
     r"(?:\# TYPE \1 (counter|gauge|summary|histogram|gaugehistogram|unknown|untyped|info|stateset)\n)?+"
 )
 
+# The patterns' bound methods the line loop calls, made once per process rather than once per page.
+_NAME_MATCH = NAME_RE.match
+_META_FULLMATCH = _META_RE.fullmatch
+_HEAD_MATCH = _HEAD_RE.match
+
 # What the oracle's text parser accepts as TYPE (it maps "untyped" to "unknown").
 _TYPES = {
     "counter": "counter",
@@ -90,14 +95,36 @@ _TYPES = {
 }
 
 
+_UNBUILT = re.compile("")  # no pattern built yet for a selection (None is a built answer: family by family)
+
+
 def parse_text(text: str, keep: Callable[[str], bool], sink: Sink) -> None:
     _TextParser(keep, sink).run(text)
+
+
+# A selection's membership test and its unwanted-run pattern, by selection (the scrape loop's one or two per process):
+# made once, not once per page (see parse_selected).
+_SELECTED: dict[frozenset[object], tuple[Callable[[str], bool], re.Pattern[str] | None]] = {}
+
+
+def parse_selected(text: str, names: frozenset[object], sink: Sink) -> None:
+    """``parse_text(text, names.__contains__, sink)``, with what the selection needs made once per process."""
+    selected = _SELECTED.get(names)
+    if selected is None:
+        if len(_SELECTED) >= 16:
+            _SELECTED.clear()
+        keep = names.__contains__
+        run = _UNWANTED_RUNS.get(names, _UNBUILT)
+        selected = _SELECTED[names] = (keep, _unwanted_run(names) if run is _UNBUILT else run)
+    _TextParser(selected[0], sink, selected[1]).run(text)
 
 
 class _TextParser:
     """The oracle's state machine: the current family (from HELP/TYPE) and the names it admits."""
 
-    def __init__(self, keep: Callable[[str], bool], sink: Sink) -> None:
+    def __init__(
+        self, keep: Callable[[str], bool], sink: Sink, unwanted_run: re.Pattern[str] | None = _UNBUILT
+    ) -> None:
         self.keep = keep
         self.sink = sink
         self.name = ""
@@ -122,6 +149,10 @@ class _TextParser:
         self.series: dict[str, set[SeriesKey]] = {}
         # Runs of unwanted families are passed over in C: by one pattern that knows the wanted names when
         # ``keep`` is a set's membership test, else family by family (see _pass_families).
+        # (``unwanted_run``: the pattern, or None, where the caller has it: see ``parse_selected``.)
+        if unwanted_run is not _UNBUILT:
+            self.unwanted_run = unwanted_run
+            return
         names = getattr(keep, "__self__", None)
         if isinstance(names, frozenset):
             run = _UNWANTED_RUNS.get(names, _UNBUILT)  # built once per selection
@@ -141,9 +172,9 @@ class _TextParser:
             room = self.sink.max_samples
             # one comparison per line serves the cap and the budget
             checkpoint = room - BUDGET_CHECK_EVERY if room > BUDGET_CHECK_EVERY else 0
-            name_match = NAME_RE.match
-            meta_match = _META_RE.fullmatch
-            head_match = _HEAD_RE.match
+            name_match = _NAME_MATCH
+            meta_match = _META_FULLMATCH
+            head_match = _HEAD_MATCH
             bodies = self.bodies
             canonical = self.canonical
             keep = self.keep
@@ -182,16 +213,42 @@ class _TextParser:
                         if (
                             run := _READ_BLOCK_RE.get(typ, _PLAIN_READ_BLOCK_RE).match(text, pos)
                         ) is not None and run.group(1) == candidate:
-                            found = text[pos : run.end() - 1].split("\n")
-                            if room - len(found) >= checkpoint:  # the cap and the budget are not reached inside
-                                if typ == "histogram":
-                                    self._read_buckets(found, line_no + 1)
-                                else:
-                                    self._read_block(found, line_no + 1)
-                                room -= len(found)
-                                line_no += len(found)
-                                pos = run.end()
-                                block_skippable = False
+                            end = run.end()
+                            block = text[pos : end - 1]
+                            if "\n" not in block and typ != "histogram":
+                                # One line (a gauge's or a counter's only series, most families of a small page):
+                                # _read_block's steps, inline (a call and its set-up cost as much as the line).
+                                if room > checkpoint:  # the cap and the budget are not reached
+                                    head, _, value = block.rpartition("} ")
+                                    sample_name, _, body = head.partition("{")
+                                    try:
+                                        labels = bodies.get(body)
+                                        # the first sample may own a new label dict: later ones copy it
+                                        if labels is None:
+                                            labels = self._labels(body, "", line_no + 1)
+                                        else:
+                                            labels = labels.copy()
+                                        number = float(value)
+                                    except ValueError:  # ParseError included: read again, which says where
+                                        self._read_lines([block], line_no + 1)
+                                    else:
+                                        self.samples.append(Sample(sample_name, labels, number))
+                                        self.keys.append((sample_name, canonical[body], None))
+                                    room -= 1
+                                    line_no += 1
+                                    pos = end
+                                    block_skippable = False
+                            else:
+                                found = block.split("\n")
+                                if room - len(found) >= checkpoint:  # the cap and the budget are not reached inside
+                                    if typ == "histogram":
+                                        self._read_buckets(found, line_no + 1)
+                                    else:
+                                        self._read_block(found, line_no + 1)
+                                    room -= len(found)
+                                    line_no += len(found)
+                                    pos = end
+                                    block_skippable = False
                     else:
                         end = self._pass_families(text, start, passed, line_no)
                         if end == start:  # no run: the line is read instead, and the pattern took its newline
@@ -572,8 +629,18 @@ class _TextParser:
         # it was captured after this family's name.
         typed = last.start("t") > last.start("p")
         self.name, self.help, self.samples, self.keys, self.wanted = name, "", [], [], False
-        self.typ = last.group("t") if typed else "untyped"
-        self.allowed = _admitted(name, self.typ) if typed else (name,)
+        if typed:
+            typ = self.typ = last.group("t")
+            # _admitted, inline: once per run of unwanted families, most of a small page's runs
+            if typ == "histogram":
+                self.allowed = (name + "_count", name + "_sum", name + "_bucket")
+            elif typ == "summary":
+                self.allowed = (name + "_count", name + "_sum", name)
+            else:
+                self.allowed = (name,)
+        else:
+            self.typ = "untyped"
+            self.allowed = (name,)
         return end
 
     def _sample(self, line: str, line_no: int, name: str) -> Sample:
@@ -884,7 +951,6 @@ _ONE_FAMILY_RE = re.compile(_FAMILY.format(unwanted="", name=NAME, rest=_REST))
 
 # Wanted selections seen (usually one or two per process) -> their run pattern (None: family by family).
 _UNWANTED_RUNS: dict[frozenset[object], re.Pattern[str] | None] = {}
-_UNBUILT = re.compile("")  # no pattern built yet for a selection (None is a built answer: family by family)
 _MAX_RUN_NAMES = 5000  # a pattern for more names costs more to build than it saves
 
 
