@@ -125,6 +125,13 @@ API_REQUEST_HEAD_TIMEOUTS = Series(
     "HTTP connections answered 408 and closed: a request head (or the unread rest of a body answered early) had "
     "not all arrived within api.header_timeout_s.",
 )
+API_SEND_TIMEOUTS = Series(
+    "kvpilot_api_send_timeouts_total",
+    "counter",
+    (),
+    "HTTP connections closed because the client took none of its answer for 60 s (an answer larger than the socket's "
+    "buffers, to a client that does not read it).",
+)
 # Every value the `stage` label takes (kvpilot.runtime.loop and kvpilot.runtime.service).
 LOOP_STAGES = (
     "discover", "collect", "observe", "detect", "decide", "publish", "kv_projection", "drains", "actuate", "cost"

@@ -37,6 +37,9 @@ HttpImpl = Literal["auto", "h11", "httptools"]
 REFUSED_LINGER_S = 1.0
 # Refusals are logged at most this often: a crowd at the bound is one line a minute, not one per connection.
 REFUSAL_LOG_EVERY_S = 60.0
+# A connection whose client takes none of its answer for this long (once the answer outgrew the socket's buffers) is
+# closed: nginx's send_timeout.
+SEND_TIMEOUT_S = 60.0
 
 
 @dataclass(slots=True)
@@ -47,6 +50,7 @@ class ConnectionCounts:
     open: int = 0
     refused_total: int = 0
     head_timeouts_total: int = 0
+    send_timeouts_total: int = 0
 
 
 class ConnectionMetrics(Collector):
@@ -63,6 +67,7 @@ class ConnectionMetrics(Collector):
         for s, n in (
             (S.API_CONNECTIONS_REFUSED, c.refused_total),
             (S.API_REQUEST_HEAD_TIMEOUTS, c.head_timeouts_total),
+            (S.API_SEND_TIMEOUTS, c.send_timeouts_total),
         ):
             yield CounterMetricFamily(s.name.removesuffix("_total"), s.help, value=n)
 
@@ -73,12 +78,13 @@ class ApiServerConfig(uvicorn.Config):
 
     def __init__(
         self, app: Any, *, host: str, port: int, header_timeout_s: float, max_connections: int,
-        http: HttpImpl = "auto", registry: CollectorRegistry | None = None,
+        http: HttpImpl = "auto", registry: CollectorRegistry | None = None, send_timeout_s: float = SEND_TIMEOUT_S,
     ) -> None:  # fmt: skip
         super().__init__(
             app, host=host, port=port, http=protocol_class(http), log_config=None, access_log=False, lifespan="off"
         )
         self.header_timeout_s = header_timeout_s
+        self.send_timeout_s = send_timeout_s
         self.max_connections = max_connections
         self.connections = ConnectionCounts()
         if registry is not None:
@@ -141,6 +147,7 @@ class _Bounds(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_timer()
+        self._disarm_send_timer()
         if not self._refused:
             if self._counts is not None:
                 self._counts.open -= 1
@@ -152,6 +159,9 @@ class _Bounds(asyncio.Protocol):
         self._max_connections = bounded.max_connections if bounded else None
         self._counts = bounded.connections if bounded else None
         self._head_timer: asyncio.TimerHandle | None = None
+        self._send_timeout_s = bounded.send_timeout_s if bounded else None
+        self._send_timer: asyncio.TimerHandle | None = None
+        self._send_left = 0  # bytes of the answer still buffered when the send timer was armed
         self._refused = False
 
     def _refuse_if_full(self, transport: asyncio.Transport) -> bool:
@@ -194,6 +204,38 @@ class _Bounds(asyncio.Protocol):
         why = f"the request head did not arrive within {self._header_timeout_s:g} s\n"
         self.transport.write(_plain(b"408 Request Timeout", why))
         self.transport.close()
+
+    def pause_writing(self) -> None:
+        """The answer no longer fits the socket's buffers: the client must take some of it within the send timeout.
+        uvicorn waits for it with no deadline: a client that asked for a large answer (/metrics of a large fleet) and
+        never read it held its connection, a slot of api.max_connections and the answer's unsent bytes for good,
+        through the keep-alive timeout too (closing waits for the buffer)."""
+        super().pause_writing()
+        self._arm_send_timer()
+
+    def resume_writing(self) -> None:
+        self._disarm_send_timer()
+        super().resume_writing()
+
+    def _arm_send_timer(self) -> None:
+        if self._send_timer is None and self._send_timeout_s is not None:
+            self._send_left = self.transport.get_write_buffer_size()
+            self._send_timer = self.loop.call_later(self._send_timeout_s, self._send_timed_out)
+
+    def _disarm_send_timer(self) -> None:
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
+
+    def _send_timed_out(self) -> None:
+        self._send_timer = None
+        if self.transport.get_write_buffer_size() < self._send_left:  # it took some: another period (nginx's rule)
+            self._arm_send_timer()
+            return
+        log.debug("closed an HTTP connection: its client took none of its answer for %g s", self._send_timeout_s)
+        if self._counts is not None:
+            self._counts.send_timeouts_total += 1
+        self.transport.abort()
 
     def _bound_the_unread_body(self) -> None:
         """An answer went before its request's body was all in (a 404 or a 401 reads none): uvicorn then waits for

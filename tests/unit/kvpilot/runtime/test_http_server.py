@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,6 +24,7 @@ from kvpilot.runtime.http_server import ApiServerConfig, H11Bounded, HttpImpl, p
 from tests.helpers.poll import until
 
 DEADLINE_S = 0.5
+BIG = 32 << 20
 
 
 def _impls() -> list[Any]:
@@ -37,6 +39,10 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Reads the whole body, answers its length (/slow: after three head deadlines)."""
     if scope["path"] == "/slow":
         await asyncio.sleep(DEADLINE_S * 3)
+    if scope["path"] == "/big":  # an answer far larger than a socket's buffers (/metrics of a large fleet)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % BIG)]})
+        await send({"type": "http.response.body", "body": b"x" * BIG})
+        return
     if scope["path"] == "/early":  # answers before reading the body, as a 404 or a 401 does
         await send({"type": "http.response.start", "status": 404, "headers": [(b"content-length", b"0")]})
         await send({"type": "http.response.body", "body": b""})
@@ -54,7 +60,11 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 @contextlib.asynccontextmanager
 async def _serving(
-    http: HttpImpl, *, max_connections: int = 100, registry: CollectorRegistry | None = None
+    http: HttpImpl,
+    *,
+    max_connections: int = 100,
+    registry: CollectorRegistry | None = None,
+    send_timeout_s: float = http_server.SEND_TIMEOUT_S,
 ) -> AsyncIterator[int]:
     config = ApiServerConfig(
         _app,
@@ -64,6 +74,7 @@ async def _serving(
         max_connections=max_connections,
         http=http,
         registry=registry,
+        send_timeout_s=send_timeout_s,
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
@@ -315,3 +326,67 @@ def test_on_uvloop_too() -> None:
         refused, timed_out = runner.run(probe())
     assert refused.startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
     assert timed_out.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+
+
+async def _asking_for_big(port: int) -> socket.socket:
+    """A client that asks for /big with a small receive buffer, and reads nothing of it (yet)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    loop = asyncio.get_running_loop()
+    await loop.sock_connect(sock, ("127.0.0.1", port))
+    await loop.sock_sendall(sock, b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+    return sock
+
+
+def _exported(registry: CollectorRegistry, name: str) -> float | None:
+    found = [line.split()[1] for line in generate_latest(registry).decode().splitlines() if line.startswith(name + " ")]
+    return float(found[0]) if found else None
+
+
+async def _never_reading(http: HttpImpl) -> float | None:
+    """A client asks for /big and reads none of it: the send timeouts counted once its connection is closed."""
+    registry = CollectorRegistry()
+    async with _serving(http, registry=registry, send_timeout_s=DEADLINE_S) as port:
+        sock = await _asking_for_big(port)
+        try:
+            await until(lambda: _exported(registry, "kvpilot_api_connections_open") == 1, what="open")
+            await until(lambda: _exported(registry, "kvpilot_api_connections_open") == 0, what="closed", timeout_s=20)
+            return _exported(registry, "kvpilot_api_send_timeouts_total")
+        finally:
+            sock.close()
+
+
+@pytest.mark.parametrize("http", _impls())
+async def test_a_client_that_takes_none_of_a_large_answer_is_closed_at_the_send_timeout(http: HttpImpl) -> None:
+    # Before: the connection, its slot of api.max_connections and the answer's unsent bytes were held for good,
+    # through the keep-alive timeout too (a transport closes only once its buffer is written).
+    assert await _never_reading(http) == 1
+
+
+def test_a_client_that_takes_none_of_a_large_answer_is_closed_on_uvloop_too() -> None:
+    uvloop = pytest.importorskip("uvloop")
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        assert runner.run(_never_reading("httptools")) == 1
+
+
+@pytest.mark.parametrize("http", _impls())
+async def test_a_client_that_reads_with_pauses_shorter_than_the_send_timeout_gets_the_whole_answer(
+    http: HttpImpl,
+) -> None:
+    registry = CollectorRegistry()
+    loop = asyncio.get_running_loop()
+    async with _serving(http, registry=registry, send_timeout_s=DEADLINE_S) as port:
+        sock = await _asking_for_big(port)
+        got = 0
+        try:
+            while got < BIG:  # 1 MiB, then a pause of 0.6 of the timeout: some of it taken in every period
+                chunk = await asyncio.wait_for(loop.sock_recv(sock, 1 << 20), 20)
+                assert chunk, f"closed after {got} bytes"
+                got += len(chunk)
+                if got % (1 << 20) < len(chunk):
+                    await asyncio.sleep(DEADLINE_S * 0.6)
+        finally:
+            sock.close()
+    assert got > BIG  # the head and the whole body
+    assert _exported(registry, "kvpilot_api_send_timeouts_total") == 0
