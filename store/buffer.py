@@ -89,6 +89,47 @@ def is_connectivity_error(e: BaseException, factory: sessionmaker[Session]) -> b
     return not (_database_answers(factory) and _write_path_works(factory))
 
 
+def lock_holders(factory: sessionmaker[Session]) -> str:
+    """On PostgreSQL, after a write waited out its statement or lock timeout: the other sessions holding more than a
+    read lock on this database's tables from a transaction left open (idle in it, or open for over 5 s), in words,
+    as far as this role may read pg_stat_activity; "" when none is seen, elsewhere, or when it cannot be read. Before,
+    a table locked by an operator's psql left inside BEGIN read only "store unreachable ... statement timeout" while
+    PostgreSQL answered, with nothing to say whose session to end."""
+    try:
+        with factory() as session:
+            if session.get_bind().dialect.name != "postgresql":
+                return ""
+            rows = session.execute(
+                text(
+                    "SELECT a.pid, a.usename, a.application_name, a.client_addr, a.state, "
+                    "CAST(EXTRACT(EPOCH FROM now() - a.xact_start) AS float) AS open_s, "
+                    "string_agg(DISTINCT CAST(l.relation::regclass AS text), ', ') AS tables "
+                    "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                    "WHERE l.granted AND l.relation IS NOT NULL AND l.mode <> 'AccessShareLock' "
+                    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                    "AND a.pid <> pg_backend_pid() AND a.xact_start IS NOT NULL "
+                    "AND (a.state LIKE 'idle in transaction%' OR a.xact_start < now() - interval '5 seconds') "
+                    "GROUP BY a.pid, a.usename, a.application_name, a.client_addr, a.state, a.xact_start "
+                    "ORDER BY a.xact_start LIMIT 3"
+                )
+            ).all()
+    except SQLAlchemyError:
+        return ""
+    said = []
+    for r in rows:
+        who = f"PostgreSQL backend {r.pid}"
+        if r.usename:
+            who += f" (user {r.usename!r}"
+            who += f", {r.application_name!r})" if r.application_name else ")"
+        if r.client_addr is not None:
+            who += f" from {r.client_addr}"
+        said.append(
+            f"{who}, {r.state or 'in a transaction'} for {r.open_s or 0:.0f} s, locking {r.tables} "
+            f"(pg_terminate_backend({r.pid}) ends it)"
+        )
+    return "; a session holds locks on the store's tables: " + "; ".join(said) if said else ""
+
+
 class BufferedWriter:
     def __init__(self, factory: sessionmaker[Session], *, max_pending: int, chunk: int = 500) -> None:
         if max_pending < 1:
@@ -186,7 +227,9 @@ class BufferedWriter:
     def _mark_down(self, e: BaseException) -> None:
         self.last_error = _cause(e)
         if self.up:
-            log.error("store unreachable, buffering writes: %s", self.last_error)
+            waited = any(m in self.last_error.lower() for m in ("statement timeout", "lock timeout"))
+            holders = lock_holders(self._factory) if waited else ""
+            log.error("store unreachable, buffering writes: %s%s", self.last_error, holders)
         self.up = False
 
     def _mark_up(self) -> None:
