@@ -478,13 +478,18 @@ def kvpilot_self(c: MixinConfig = CONFIG) -> Dashboard:
                     Panel(
                         "API connections refused and timed out",
                         "New connections answered 503 at api.max_connections (a scrape or a probe among them is "
-                        "lost: KvpilotApiConnectionsRefused), and connections answered 408 because a request head "
-                        "did not arrive within api.header_timeout_s, over the window.",
+                        "lost: KvpilotApiConnectionsRefused), connections answered 408 because a request head "
+                        "did not arrive within api.header_timeout_s, and connections closed because their client "
+                        "took none of a large answer for 60 s, over the window.",
                         (
                             _q(f"increase({c.select(series.API_CONNECTIONS_REFUSED)}[{w}])", "refused: {{instance}}"),
                             _q(
                                 f"increase({c.select(series.API_REQUEST_HEAD_TIMEOUTS)}[{w}])",
                                 "head timed out: {{instance}}",
+                            ),
+                            _q(
+                                f"increase({c.select(series.API_SEND_TIMEOUTS)}[{w}])",
+                                "answer not taken: {{instance}}",
                             ),
                         ),
                         unit="short",
