@@ -1969,6 +1969,103 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    # session 27 (helper C, second brief): captures not seen before, each read right already
+    "vllm-0.25.1-lmcache-external-prefix-grep__index-62671425911__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "Qwen/Qwen2.5-Coder-7B-Instruct",  # model_name
+                "requests_waiting": None,  # the excerpt has no scheduler gauges: unknown, not 0
+                "requests_running": None,
+                "kv_usage": 0.25,  # vllm:kv_cache_usage_perc
+                "kv_capacity_tokens": None,  # no cache_config_info
+                # vllm:prefix_cache_queries_total 72 / hits 32 (the GPU prefix cache); the KV connector's (LMCache's)
+                # external_prefix_cache_queries_total 40 / hits 12 are a second tier, not added to them
+                "prefix_queries": 72.0,
+                "prefix_hits": 32.0,
+                "prompt_tokens": None,
+                "ttft": None,
+            }
+        ]
+    ),
+    "llamacpp-n-busy-slots-counter-blog__index-26007012983__excerpt.txt": Page(
+        [
+            {
+                "engine": "llamacpp",
+                "model": None,  # llama-server writes no labels
+                "requests_running": 0.0,  # llamacpp:requests_processing
+                "requests_waiting": 0.0,  # llamacpp:requests_deferred
+                "kv_usage": None,  # no kv_cache_usage_ratio (removed mid-2025)
+                "kv_capacity_tokens": None,
+                "prompt_tokens": 33065.0,  # llamacpp:prompt_tokens_total; no prompt_tokens_cached_total on this build
+                "prefix_queries": None,  # without the cached counter the prefix fields stay unknown
+                "prefix_hits": None,
+                "generation_tokens": 7801.0,  # llamacpp:tokens_predicted_total
+                "ttft": None,
+            }
+        ]
+    ),
+    "llamacpp-b10752-cached-counter__index-71252748444__excerpt.txt": Page(
+        [
+            {
+                "engine": "llamacpp",
+                "model": None,
+                "requests_running": 1.0,  # llamacpp:requests_processing
+                "requests_waiting": 2.0,  # llamacpp:requests_deferred
+                "kv_usage": None,
+                "kv_capacity_tokens": None,  # n_tokens_max 170 is the longest context seen, not the cache's size
+                "prompt_tokens": 21.0 + 0.0,  # prompt_tokens_total (processed) + prompt_tokens_cached_total
+                "prefix_queries": 21.0,
+                "prefix_hits": 0.0,  # llamacpp:prompt_tokens_cached_total 0: a 0 read, not unknown
+                "generation_tokens": 150.0,  # llamacpp:tokens_predicted_total
+            }
+        ]
+    ),
+    "sglang-0.4.0-one-request__sgl-project__sglang__production_metrics__early-revision.txt": Page(
+        [
+            {
+                "engine": "sglang",
+                # model_name; func_latency_seconds' name="generate_request" is no model
+                "model": "meta-llama/Llama-3.1-8B-Instruct",
+                "requests_waiting": 0.0,  # sglang:num_queue_reqs
+                "requests_running": 0.0,  # sglang:num_running_reqs
+                "kv_usage": 0.0,  # sglang:token_usage
+                "kv_capacity_tokens": None,  # num_used_tokens only, no max_total_num_tokens
+                "prefix_queries": None,  # cache_hit_rate is a gauge; no cached_tokens counter
+                "prefix_hits": None,
+                "prompt_tokens": 7.0,  # sglang:prompt_tokens_total
+                "generation_tokens": 8.0,  # sglang:generation_tokens_total
+                "requests_finished": None,
+                "ttft.count": 1.0,  # one request
+                "ttft.sum": 0.30457592010498047,
+                "itl.count": 1.0,  # time_per_output_token_seconds, not func_latency_seconds
+                "itl.sum": 0.0381757915019989,
+                "e2e.count": 1.0,
+                "e2e.sum": 0.30521273612976074,
+                "queue_time": None,
+            }
+        ]
+    ),
+    "vllm-v0-2025-aibrix-runtime__vllm-project__aibrix__docs_runtime__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "Qwen/Qwen2.5-Coder-1.5B-Instruct",  # model_name
+                "requests_waiting": 0.0,  # vllm:num_requests_waiting (num_requests_swapped 0 beside it)
+                "requests_running": 0.0,
+                "kv_usage": 0.0,  # vllm:gpu_cache_usage_perc (V0's name; cpu_cache_usage_perc is not it)
+                "kv_capacity_tokens": 81767 * 16,  # cache_config_info num_gpu_blocks="81767" x block_size="16"
+                "prefix_queries": None,  # V0's gpu_prefix_cache_hit_rate -1.0 is a ratio gauge: not mapped
+                "prefix_hits": None,
+                "preemptions": 0.0,  # vllm:num_preemptions_total
+                "prompt_tokens": 148.0,
+                "generation_tokens": 955.0,
+                "requests_finished": 4.0,  # request_success_total{finished_reason="stop"}
+                "ttft": None,  # the doc's excerpt stops inside iteration_tokens_total (no +Inf, no _count)
+                "itl": None,
+            }
+        ]
+    ),
     # answers to /metrics that are no exposition at all (not-exposition/), each said for what it is
     "sglang-0.4.6-metrics-off-json-404__sgl-project__sglang__issue_7305.txt": Page(
         error="an error answered in JSON"  # {"detail":"Not Found"}: was "trtllm-serve answers /metrics with JSON"
