@@ -2021,6 +2021,34 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    "dcgm-4x-h100-eks-nim-pod__index-53015079001__excerpt.txt": Page(
+        [],
+        gpus=8,  # gpu="0".."7", one node's eight H100s
+        gpu_fields={
+            "0": {
+                "node": "ip-10-0-180-136.ec2.internal",  # Hostname
+                "uuid": "GPU-15704b32-f531-14ce-0530-1ac21e4b68e6",
+                "model_name": "NVIDIA H100 80GB HBM3",
+                "pod": None,  # no pod labels on this GPU's lines
+                "temperature_c": 31.0,  # DCGM_FI_DEV_GPU_TEMP
+                "power_w": 67.692,  # DCGM_FI_DEV_POWER_USAGE
+                "utilisation": 0.0,  # DCGM_FI_DEV_GPU_UTIL 0
+                "memory_used_bytes": None,  # no DCGM_FI_DEV_FB_USED in the sample
+                "extra.mem_copy_util_pct": 0.0,  # DCGM_FI_DEV_MEM_COPY_UTIL
+            },
+            "6": {
+                # the NIM pod's GPU: container/namespace/pod labels, pod_uid="" (empty, ignored)
+                "pod": "llama-3-2-1b-7577f87fc7-dhb97",
+                "namespace": "nim-workload",
+                "container": "llama-3-2-1b-ctr",
+                "temperature_c": 37.0,
+                "power_w": 112.67,
+                "utilisation": 0.0,
+                "extra.mem_copy_util_pct": None,  # the sample's MEM_COPY_UTIL lines stop at gpu 5
+            },
+            "7": {"temperature_c": 31.0, "power_w": 65.061, "extra.mem_copy_util_pct": None},
+        },
+    ),
     "sglang-0.4.0-one-request__sgl-project__sglang__production_metrics__early-revision.txt": Page(
         [
             {
