@@ -84,6 +84,10 @@ RENEW_DEADLINE = renew_deadline(15.0, 5.0)
 
 
 _RECORD = ("holderIdentity", "renewTime", "acquireTime", "leaseDurationSeconds", "leaseTransitions")
+# A renewal stamped up to this long before our previous read, yet not in what that read returned: a write in flight
+# (the holder stamps renewTime before sending it), or our read's answer handled late (a busy host). It became visible
+# after that read, so it counts from that read, not from this one (which is up to a list interval later).
+UNSEEN_WRITE_S = 1.0
 
 
 class LeaseSightings:
@@ -94,8 +98,10 @@ class LeaseSightings:
     As client-go (``observedTime``): a renewal is a change of the Lease's record since this instance last read it,
     and the Lease expires once it has stayed unchanged for ``leaseDurationSeconds`` of local, monotonic time. The
     renewal happened between that last read and this one: where ``renewTime`` places it inside that interval (the
-    clocks agree), it is taken from there, so a shard is taken as soon as its Lease allows; anywhere else (clock skew,
-    a step of either clock, an unreadable time) the renewal counts from this read, as client-go counts it. A Lease
+    clocks agree), it is taken from there, so a shard is taken as soon as its Lease allows; up to ``UNSEEN_WRITE_S``
+    before the last read (the write was in flight when we read, or our read's answer was handled late), it counts from
+    that last read (later than its stamp: never earlier than the holder's own count); anywhere else (clock skew, a
+    step of either clock, an unreadable time) the renewal counts from this read, as client-go counts it. A Lease
     read for the first time places a ``renewTime`` within one lease period before the read; an older one counts from
     the read (client-go's wait of one lease period). A holder whose clock runs behind ours is placed too early by
     its skew (when that is less than the time between our two reads): holders stop counting on a Lease somewhat
@@ -125,6 +131,8 @@ class LeaseSightings:
             placed = now - (self._clock.now() - written)
             if earliest <= placed <= now:  # False for NaN too
                 renewed = placed
+            elif last is not None and earliest - UNSEEN_WRITE_S <= placed < earliest:
+                renewed = earliest  # before: from this read, up to a list interval late (a takeover 4 s past the lease)
         self._seen[name] = (record, renewed, now)
         return renewed
 
