@@ -26,7 +26,13 @@ def _slowest(c: httpx.Client, path: str, headers: dict[str, str] | None = None, 
 
 def test_slow_and_stalled_clients_block_nobody_and_a_stalled_body_is_a_408(store: Store, record: Recorder) -> None:
     timeout_s = 1.0
-    with running(store.url, request_timeout_s=timeout_s) as r, r.client() as c, ExitStack() as open_sockets:
+    held_s = 10.0  # the slow heads are held open this long (api.header_timeout_s): what is answered meanwhile is not
+    # waiting behind them (no speed is asserted: at nice 19 and load 14 /healthz took 504 ms against a 0.5 s bound)
+    with (
+        running(store.url, request_timeout_s=timeout_s, header_timeout_s=held_s) as r,
+        r.client() as c,
+        ExitStack() as open_sockets,
+    ):
         port = int(r.base.rsplit(":", 1)[1])
 
         def connect(data: bytes) -> socket.socket:
@@ -35,6 +41,7 @@ def test_slow_and_stalled_clients_block_nobody_and_a_stalled_body_is_a_408(store
             return s
 
         # Slowloris: headers that never end; and POSTs whose body never comes.
+        t0 = time.monotonic()
         for _ in range(100):
             connect(b"GET /v1/drains HTTP/1.1\r\nHost: x\r\nX-Slow: 1\r\n")
         stalled = [
@@ -47,9 +54,12 @@ def test_slow_and_stalled_clients_block_nobody_and_a_stalled_body_is_a_408(store
         ]
         health, health_s = _slowest(c, "/healthz")
         drains, drains_s = _slowest(c, "/v1/drains", R)
-        record("/healthz and /v1/drains beside 100 slow headers + 10 stalled bodies", "200, max < 0.5 s",
-               f"{health} in {health_s * 1000:.0f} ms, {drains} in {drains_s * 1000:.0f} ms",
-               health == drains == 200 and max(health_s, drains_s) < 0.5)  # fmt: skip
+        answered = time.monotonic() - t0
+        worst = f"max {health_s * 1000:.0f} and {drains_s * 1000:.0f} ms"
+        record("/healthz and /v1/drains beside 100 slow headers + 10 stalled bodies",
+               f"10 x 200 each while the slow heads are held ({held_s:g} s)",
+               f"{health} and {drains} ({worst}), all by {answered:.1f} s",
+               health == drains == 200 and answered < held_s)  # fmt: skip
 
         t0 = time.monotonic()
         answer = b""
@@ -57,16 +67,18 @@ def test_slow_and_stalled_clients_block_nobody_and_a_stalled_body_is_a_408(store
             answer += chunk
         took = time.monotonic() - t0
         first = answer.split(b"\r\n", 1)[0].decode(errors="replace")
-        record("a POST whose body stalls", f"408 within {timeout_s + 1:g} s, says the body did not arrive",
+        record("a POST whose body stalls", "408, says the body did not arrive (the request's deadline, not the head's)",
                f"{first!r} after {took:.1f} s more", first.endswith("408 Request Timeout")
-               and b"body did not arrive" in answer and took < timeout_s + 1)  # fmt: skip
+               and b"body did not arrive" in answer)  # fmt: skip
         left = c.get("/v1/drains", headers=R).json()["total"]
         record("stalled bodies stored nothing", "0 drains", f"{left} drains", left == 0)
 
 
 def test_many_clients_at_once_lose_nothing(store: Store, record: Recorder) -> None:
     clients, each = 24, 10
-    with running(store.url) as r:
+    # A 60 s request deadline (a hang guard): with the harness's 3 s, 2-9 of the 120 POSTs got "the store did not
+    # answer within 3 s" at nice 19 and load 12-15, on 80010be as on HEAD (a speed, not a loss)
+    with running(store.url, request_timeout_s=60.0) as r:
 
         def client(i: int) -> list[tuple[str, int]]:
             out = []
