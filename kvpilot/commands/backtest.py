@@ -56,6 +56,15 @@ def command(
         int | None, typer.Option("--max-replicas", min=1, help="ceiling for every policy (default: settings, 100)")
     ] = None,
     rate_scale: Annotated[float, typer.Option("--rate-scale", help="multiply the trace's arrival rate")] = 1.0,
+    arrivals: Annotated[
+        str,
+        typer.Option(
+            "--arrivals",
+            help="what kvpilot's planner reads as arrivals: engines (as `kvpilot run` does without a gateway rate "
+            "source: the engines' finished requests plus the change in their queues) or gateway (the simulated "
+            "router's request counter, as a gateway's)",
+        ),
+    ] = "engines",
     seed: Annotated[int, typer.Option("--seed")] = 0,
     start: Annotated[float | None, typer.Option("--start", help="skip this many seconds of the trace")] = None,
     duration: Annotated[float | None, typer.Option("--duration", help="replay only this many seconds")] = None,
@@ -139,6 +148,8 @@ def command(
             "--policies": policies, "--plot": plot, "--fidelity": fidelity, "--cold-start": cold_start,
             "--slo-ttft": slo_ttft, "--max-replicas": max_replicas, "--rollout-at": rollout_at,
             "--fault": fault or None, "--fault-at": fault_at,
+            # each pool's kvpilot reads the engines' estimate (scaler.backtest.disagg), as `kvpilot run` does
+            "--arrivals": None if arrivals == "engines" else arrivals,
         }  # fmt: skip
         _pools(
             trace, config, refused, as_json=as_json, prefill_gpu=prefill_gpu, decode_gpu=decode_gpu,
@@ -181,6 +192,7 @@ def command(
             start_s=start,
             duration_s=duration,
             planner=planner,
+            arrivals=arrivals,
             frontier=frontier is not False and not faults,
             rollout_at_s=rollout_at,
             rollout_wave=rollout_wave,

@@ -26,6 +26,7 @@ from scaler.backtest.frontier import frontier as find_frontier
 from scaler.backtest.mase import forecast_mase
 from scaler.backtest.observe import FleetCounters, History, from_snapshot
 from scaler.backtest.policies import POLICIES, Context, Policy
+from scaler.backtest.policies.base import ARRIVALS
 from scaler.backtest.policies.kvpilot import DEPLOYMENT, NAMESPACE, Kvpilot
 from scaler.backtest.result import PolicyResult, RolloutWindow, ttft_stats, worst_minutes
 from scaler.capacity import CapacityConfig, ServingProfile, TokenMix
@@ -71,6 +72,10 @@ class BacktestConfig:
     duration_s: float | None = None
     tick_s: float = TICK_S  # kvpilot's control-loop interval
     planner: PlannerConfig | None = None  # kvpilot's configuration; None: kvpilot's defaults for these facts
+    # What kvpilot's planner reads as arrivals (`ARRIVALS`): "engines", the engines' estimate in FleetState as
+    # `kvpilot run` reads it by default (no gateway rate source); "gateway", the router's request counter handed
+    # over as a gateway's rate and count (`Planner.decide(arrival_rates=, arrivals_totals=)`).
+    arrivals: str = "engines"
     frontier: bool = True  # search the cost/SLO frontier (the costliest part of a backtest)
     # Dollars beside replica-hours (docs/cost.md): the GPU type and GPUs per replica the replica-hours are priced at
     # (None: the simulated replica's own), at that type's price in `gpu_prices` (`cost.gpus` in settings).
@@ -95,6 +100,8 @@ class BacktestConfig:
             raise ValueError(f"unknown policies {', '.join(unknown)}; known: {', '.join(POLICIES)}")
         if not self.policies:
             raise ValueError("no policies to backtest")
+        if self.arrivals not in ARRIVALS:
+            raise ValueError(f"arrivals must be one of {', '.join(ARRIVALS)}, got {self.arrivals!r}")
         if self.fidelity not in (None, "request", "fluid"):
             raise ValueError(f"fidelity must be 'request' or 'fluid', got {self.fidelity!r}")
         if self.cold_start_s < 0 or self.slo_ttft_s <= 0:
@@ -133,6 +140,7 @@ class Report:
     mase_forecaster: str = ""
     horizon_s: float = 0.0
     kvpilot_config: dict[str, Any] = field(default_factory=dict)
+    arrivals: str = "engines"  # what kvpilot's planner read as arrivals (BacktestConfig.arrivals)
     frontier: Frontier | None = None
     faults: list[FaultSpec] = field(default_factory=list)  # as injected into every replay, "peak" resolved
     gpu_type: str = "H100"  # what a replica-hour is priced at: replica-h x gpus_per_replica x price per GPU-hour
@@ -150,7 +158,8 @@ class Report:
     def to_json(self) -> dict[str, Any]:
         """{"policies": {name: {five numbers, "cost_usd", "frontier_ratio",
         "worst_minutes"}}, "forecast": {"mase": x},
-        "kvpilot_config": {...}, "cost": {"gpu_type", "gpus_per_replica", "price_per_gpu_hour_usd"},
+        "kvpilot_config": {...}, "arrivals": "engines" | "gateway",
+        "cost": {"gpu_type", "gpus_per_replica", "price_per_gpu_hour_usd"},
         "frontier": [{"slo_target", "slo_attainment", "replica_hours", "cost_usd"}…]}."""
         mase = round(self.mase, 4) if math.isfinite(self.mase) else None
         policies: dict[str, Any] = {}
@@ -173,6 +182,7 @@ class Report:
             "policies": policies,
             "forecast": {"mase": mase, "forecaster": self.mase_forecaster, "horizon_s": self.horizon_s},
             "kvpilot_config": self.kvpilot_config,
+            "arrivals": self.arrivals,
             "cost": {
                 "gpu_type": self.gpu_type,
                 "gpus_per_replica": self.gpus_per_replica,
@@ -274,6 +284,7 @@ def build_context(
         bin_s=ORACLE_BIN_S,
         tick_s=cfg.tick_s,
         planner=planner,
+        arrivals=cfg.arrivals,
     )
 
 
@@ -532,6 +543,7 @@ def backtest(path: str, cfg: BacktestConfig, progress: Progress | None = None) -
     assert planner is not None  # context_for always builds kvpilot's
     report = Report(getattr(trace, "name", path), fidelity, float(trace.duration_s), ctx.capacity_rps)
     report.kvpilot_config = planner.to_json()
+    report.arrivals = cfg.arrivals
     report.faults = list(cfg.faults)
     report.gpu_type, report.gpus_per_replica, report.price_per_gpu_hour_usd = replica_gpus(cfg)
     for name in cfg.policies:

@@ -9,6 +9,10 @@ from typing import Any
 
 from scaler.backtest.observe import History
 
+# What kvpilot's planner reads as arrivals in a backtest: "engines" (as `kvpilot run` without a gateway rate source),
+# "gateway" (the router's request counter, as a gateway's)
+ARRIVALS = ("engines", "gateway")
+
 
 @dataclass(frozen=True)
 class Context:
@@ -30,6 +34,7 @@ class Context:
     bin_s: float = 30.0
     tick_s: float = 5.0  # kvpilot's control-loop interval (settings `collector.interval_s`)
     planner: Any = None  # kvpilot's `PlannerConfig`, built from settings as `kvpilot run` builds it
+    arrivals: str = "engines"  # what kvpilot's planner reads as arrivals (`ARRIVALS`)
 
     def clamp(self, n: int) -> int:
         n = max(n, self.min_replicas)

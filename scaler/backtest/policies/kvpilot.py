@@ -2,8 +2,11 @@
 live loop's input path: each tick every ready replica's snapshot is rendered as the vLLM `/metrics` page the
 simulator serves, parsed and adapted by the collector into `ReplicaSample`s, observed by a real `FleetState`
 (loading replicas serve no page yet, as their pods are not Ready), and the replica count comes from the "scale
-subresource" (the simulator's count). The router's request counter stands in for a gateway's, as in production
-where one exports it: its rate, and its count for the burst floor's short window."""
+subresource" (the simulator's count). Arrivals (`Context.arrivals`): "engines", the default, as `kvpilot run` reads
+them on Kubernetes, where no gateway rate is passed: the planner is called exactly as the control loop calls it
+(`kvpilot.runtime.loop`), and reads FleetState's estimate (requests finished plus the change in requests waiting and
+running) and the engines' counters for the burst floor; "gateway": the router's request counter stands in for a
+gateway's, as where one exports it: its rate, and its count for the burst floor's short window."""
 
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ class Kvpilot(Policy):
         config: PlannerConfig = ctx.planner
         self.config = config
         self.interval_s = ctx.tick_s
+        self.arrivals = ctx.arrivals
         self.state = FleetState(rate_window_s=60.0, stale_after_s=6 * ctx.tick_s)
         self.planner = Planner(config)
         self.snapshot: Any = None  # set by the runner before each decide: the raw simulator snapshot
@@ -44,11 +48,14 @@ class Kvpilot(Policy):
         self.state.observe(samples, [], now=now, departed=self._departed(replicas))
         # the simulator's count less what the rollout stage added to the planner's (scaler.own_raise), as `kvpilot run`
         current = {DEPLOYMENT: self.own_raise.planner_count(DEPLOYMENT, history.latest.current, now)}
-        rates = {DEPLOYMENT: history.arrival_rate(60.0)} if len(history) > 1 else None
-        totals = {DEPLOYMENT: history.latest.arrivals_total}
-        (d,) = self.planner.decide(
-            self.state, now, current_replicas=current, arrival_rates=rates, arrivals_totals=totals
-        )
+        if self.arrivals == "gateway":
+            rates = {DEPLOYMENT: history.arrival_rate(60.0)} if len(history) > 1 else None
+            totals = {DEPLOYMENT: history.latest.arrivals_total}
+            (d,) = self.planner.decide(
+                self.state, now, current_replicas=current, arrival_rates=rates, arrivals_totals=totals
+            )
+        else:  # the control loop's call without a gateway rate source
+            (d,) = self.planner.decide(self.state, now, current_replicas=current)
         self.forecasts.append(
             ForecastPoint(now, d.forecast["horizon_s"], d.forecast["arrival_rate"], d.forecast["arrival_rate_upper"])
         )
