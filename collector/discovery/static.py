@@ -285,6 +285,8 @@ def load_targets(path: Path) -> list[TargetInfo]:
             if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
                 raise TargetFileError(f"{path}: not a regular file; not read")
             raw = f.read(MAX_FILE_BYTES + 1)  # bounded: /dev/zero was read until memory ran out
+            if raw is None:  # a device with nothing to read yet (a terminal), opened without waiting: not waited on
+                raise TargetFileError(f"{path}: not a regular file; not read")
     except OSError as e:
         raise TargetFileError(f"{path}: cannot read: {e.strerror or e}") from None
     if len(raw) > MAX_FILE_BYTES:

@@ -369,3 +369,30 @@ def test_a_fifo_at_start_is_refused_not_waited_on(tmp_path: Path) -> None:
         starting.join(10)
     assert not waited
     assert refused == [f"{path}: not a regular file; not read"]
+
+
+def test_a_terminal_at_start_is_refused_in_one_line_not_waited_on() -> None:
+    # A device with nothing to read yet (a terminal: `static_file: /dev/stdin` in a shell): on 80010be it was waited
+    # on, as a FIFO was; after 43d68f1 (opened without waiting) its read gave None, and the start-up ended in
+    # "TypeError: object of type 'NoneType' has no len()" instead of a line naming the file.
+    controller, terminal = os.openpty()
+    path = Path(os.ttyname(terminal))
+    refused: list[str] = []
+
+    def start() -> None:
+        try:
+            StaticFileDiscovery(path)
+        except Exception as e:  # what the start-up said, whatever it was
+            refused.append(f"{type(e).__name__}: {e}")
+
+    starting = threading.Thread(target=start, daemon=True)
+    try:
+        starting.start()
+        starting.join(10)
+        waited = starting.is_alive()
+    finally:
+        os.close(controller)  # lets a waiting read go (EIO)
+        os.close(terminal)
+    starting.join(10)
+    assert not waited
+    assert refused == [f"TargetFileError: {path}: not a regular file; not read"]
