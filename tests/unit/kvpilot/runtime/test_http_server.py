@@ -370,23 +370,33 @@ def test_a_client_that_takes_none_of_a_large_answer_is_closed_on_uvloop_too() ->
         assert runner.run(_never_reading("httptools")) == 1
 
 
+# A reader that pauses between reads of 1 MiB: the server sees what it took only as the answer's bytes move from
+# its transport's buffer into the kernel's, which takes them only once about half of what it holds (up to some 4 MB on
+# loopback) was read. So "some taken in every period" needs periods of a few of its reads: pauses 0.6 of the timeout
+# (0.3 s of 0.5 s) left that to chance, and the reader was cut after 32.8 of its 33.6 MB in 2 of 9 runs at load 11.
+SLOW_READ_PAUSE_S = 0.05
+SLOW_READ_SEND_TIMEOUT_S = 0.8  # 16 pauses; the reader's some 32 pauses alone (1.6 s) outlast a period
+
+
 @pytest.mark.parametrize("http", _impls())
 async def test_a_client_that_reads_with_pauses_shorter_than_the_send_timeout_gets_the_whole_answer(
     http: HttpImpl,
 ) -> None:
     registry = CollectorRegistry()
     loop = asyncio.get_running_loop()
-    async with _serving(http, registry=registry, send_timeout_s=DEADLINE_S) as port:
+    async with _serving(http, registry=registry, send_timeout_s=SLOW_READ_SEND_TIMEOUT_S) as port:
         sock = await _asking_for_big(port)
-        got = 0
+        got, t0 = 0, loop.time()
         try:
-            while got < BIG:  # 1 MiB, then a pause of 0.6 of the timeout: some of it taken in every period
+            while got < BIG:  # 1 MiB, then a pause: the server re-arms its send timer while the reader reads on
                 chunk = await asyncio.wait_for(loop.sock_recv(sock, 1 << 20), 20)
                 assert chunk, f"closed after {got} bytes"
                 got += len(chunk)
                 if got % (1 << 20) < len(chunk):
-                    await asyncio.sleep(DEADLINE_S * 0.6)
+                    await asyncio.sleep(SLOW_READ_PAUSE_S)
         finally:
             sock.close()
+        took = loop.time() - t0
     assert got > BIG  # the head and the whole body
+    assert took > SLOW_READ_SEND_TIMEOUT_S  # the timer came due while the reader read on: another period, not a close
     assert _exported(registry, "kvpilot_api_send_timeouts_total") == 0
