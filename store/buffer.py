@@ -39,6 +39,21 @@ class _Pending:
     write: Write
 
 
+# A batch whose PostgreSQL transaction may have committed though its COMMIT got no answer (the connection cut after
+# the server took it: a failover, a proxy, the network): settled by the transaction's status before it is applied
+# again. Before, it was applied again at once: measured behind a proxy that cut 5 such answers in 40 ticks, the
+# minute roll-ups held 45 samples (each cut batch applied twice). "in progress" (the server has not yet seen the cut)
+# is waited on this long, then the batch is applied again as before.
+IN_DOUBT_WAIT_S = 30.0
+
+
+@dataclass(slots=True)
+class _InDoubt:
+    batch: list[_Pending]
+    xid: int
+    since: float  # time.monotonic()
+
+
 def _database_answers(factory: sessionmaker[Session]) -> bool:
     try:
         with factory() as session:
@@ -146,6 +161,7 @@ class BufferedWriter:
         self.up = True
         self.last_error: str | None = None
         self._flush_started: float | None = None  # time.monotonic() of the flush now running
+        self._in_doubt: _InDoubt | None = None
 
     @property
     def pending(self) -> int:
@@ -180,6 +196,13 @@ class BufferedWriter:
 
     def _flush_locked(self) -> bool:
         while True:
+            if self._in_doubt is not None:
+                try:
+                    if self._settle_in_doubt():
+                        return False
+                except SQLAlchemyError as e:
+                    self._mark_down(e)
+                    return False
             with self._lock:
                 batch = [self._pending[i] for i in range(min(self._chunk, len(self._pending)))]
             if not batch:
@@ -206,10 +229,36 @@ class BufferedWriter:
                 self._pending = deque(kept)
 
     def _apply(self, batch: list[_Pending]) -> None:
-        with self._factory() as session, session.begin():
-            for p in batch:
-                p.write(session)
+        xid: int | None = None
+        try:
+            with self._factory() as session, session.begin():
+                if session.get_bind().dialect.name == "postgresql":
+                    xid = int(session.execute(text("SELECT txid_current()")).scalar_one())
+                for p in batch:
+                    p.write(session)
+        except SQLAlchemyError:
+            if xid is not None:  # whether it committed is settled before it is applied again (_settle_in_doubt)
+                self._in_doubt = _InDoubt(list(batch), xid, time.monotonic())
+            raise
         self.written_total += len(batch)
+
+    def _settle_in_doubt(self) -> bool:
+        """The batch whose transaction failed: done if PostgreSQL committed it, left pending (applied again) if it
+        did not or cannot tell; True to wait while its transaction is still in progress."""
+        doubt = self._in_doubt
+        assert doubt is not None
+        with self._factory() as session:
+            status = session.execute(text("SELECT txid_status(:xid)"), {"xid": doubt.xid}).scalar()
+        if status == "in progress" and time.monotonic() - doubt.since < IN_DOUBT_WAIT_S:
+            return True
+        self._in_doubt = None
+        if status == "committed":
+            log.info(
+                "store: %d write(s) whose COMMIT got no answer were committed; not applied again", len(doubt.batch)
+            )
+            self.written_total += len(doubt.batch)
+            self._done(doubt.batch)
+        return False
 
     def _apply_one_by_one(self, batch: list[_Pending]) -> None:
         """Isolate the bad write: each write alone, the good ones kept as they go, the bad one dropped and counted.
