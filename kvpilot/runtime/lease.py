@@ -83,6 +83,16 @@ def renew_deadline(lease_duration_s: float, renew_every_s: float) -> float:
 RENEW_DEADLINE = renew_deadline(15.0, 5.0)
 
 
+def wait_after_round(clock: Clock, began: float | None, every_s: float) -> float:
+    """The wait after a round that began at ``began`` (the clock's ``monotonic()``; None: no round yet) so that
+    rounds start ``every_s`` apart, however long each took. Waiting ``every_s`` after each round's end added the
+    rounds' own time to the renewal interval: a holder whose every round succeeded in ~4 s (a read and a write of ~2 s
+    each on a loaded API server, within their timeout of a third of the lease) renewed 13 s apart and, counting on
+    its Lease only up to the renew deadline (12.5 s of 15), stopped leading for part of every round
+    (test_lease_slow_rounds.py)."""
+    return every_s if began is None else max(0.0, every_s - (clock.monotonic() - began))
+
+
 _RECORD = ("holderIdentity", "renewTime", "acquireTime", "leaseDurationSeconds", "leaseTransitions")
 # A renewal stamped up to this long before our previous read, yet not in what that read returned: a write in flight
 # (the holder stamps renewTime before sending it), or our read's answer handled late (a busy host). It became visible
@@ -344,6 +354,7 @@ class LeaseElector:
         self.renew_deadline_s = deadline * lease_duration_s
         self._leader = False
         self._renewed_at: float | None = None  # our last accepted write, on the monotonic clock
+        self.round_began: float | None = None  # when our last round began, on the monotonic clock
         self.sightings = sightings or LeaseSightings(clock)
         # The Lease as our latest accepted write left it (its new resourceVersion): the next renewal can write from
         # it without reading it again (``ShardCoordinator`` between its lists). None until a write is accepted.
@@ -385,6 +396,7 @@ class LeaseElector:
         from kubernetes.client.exceptions import ApiException
 
         now, began = self._clock.now(), self._clock.monotonic()
+        self.round_began = began
         self.holder_seen = self.lease_failure = None
         try:
             won = self._round(now, current)
@@ -491,8 +503,16 @@ class LeaseElector:
         self.written = None
 
     async def run(self, stop: asyncio.Event, *, every_s: float, sleep: Sleep = asyncio.sleep) -> None:
-        """Campaign and renew every ``every_s`` until ``stop``; then release."""
-        await campaign(self.try_acquire_or_renew, lambda: every_s, self.release, stop, sleep=sleep, name="lease")
+        """Campaign and renew every ``every_s`` (from one round's start to the next: ``wait_after_round``) until
+        ``stop``; then release."""
+        await campaign(
+            self.try_acquire_or_renew,
+            lambda: wait_after_round(self._clock, self.round_began, every_s),
+            self.release,
+            stop,
+            sleep=sleep,
+            name="lease",
+        )
 
 
 async def campaign(

@@ -41,6 +41,7 @@ from kvpilot.runtime.lease import (
     _duration,
     campaign,
     forbidden_words,
+    wait_after_round,
 )
 from kvpilot.runtime.loop import Aggregates
 from kvpilot.runtime.stopping import in_daemon_thread
@@ -204,6 +205,7 @@ class ShardCoordinator:
         self._settled = False
         self._list_due_at = float("-inf")
         self.rounds = 0
+        self._round_began: float | None = None  # when the last round began, on the monotonic clock
         # Why this round's list or one of its Lease writes failed (``lease_failure``; None: the API server answered).
         self._failure: str | None = None
 
@@ -292,6 +294,7 @@ class ShardCoordinator:
         since answers 409 and is given up, as after a list). A holder's shard Leases say it is alive, so its member
         Lease is renewed only while it holds none."""
         now = self._clock.monotonic()
+        self._round_began = now
         self.rounds += 1
         self._failure = None
         listing = not self._settled or now >= self._list_due_at - _DUE_SLACK_S
@@ -412,7 +415,11 @@ class ShardCoordinator:
         """Rounds until ``stop``, then release (``kvpilot.runtime.lease.campaign``: in real time, in a thread of
         their own). A crash (SIGKILL, a cancelled task) releases nothing: the others take the shards over when their
         Leases expire."""
-        await campaign(self.round, lambda: self.next_wake_s(every_s), self.release, stop, sleep=sleep, name="shards")
+
+        def wait_s() -> float:  # rounds every ``every_s`` from one's start to the next (``wait_after_round``)
+            return self.next_wake_s(wait_after_round(self._clock, self._round_began, every_s))
+
+        await campaign(self.round, wait_s, self.release, stop, sleep=sleep, name="shards")
 
 
 # -- the control loop's side: only the deployments of held shards are scraped, decided and actuated --------------
