@@ -201,8 +201,12 @@ class BufferedWriter:
                     if self._settle_in_doubt():
                         return False
                 except SQLAlchemyError as e:
-                    self._mark_down(e)
-                    return False
+                    if is_connectivity_error(e, self._factory):
+                        self._mark_down(e)
+                        return False
+                    # a server that cannot say (txid_status is PostgreSQL 10's): applied again, as before
+                    log.warning("store: cannot tell whether a COMMIT that got no answer went through: %s", _cause(e))
+                    self._in_doubt = None
             with self._lock:
                 batch = [self._pending[i] for i in range(min(self._chunk, len(self._pending)))]
             if not batch:

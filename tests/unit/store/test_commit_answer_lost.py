@@ -9,16 +9,19 @@ read in it (``txid_current()``) and its status (``txid_status``) settles it befo
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import select
 from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
 
 import migrations
 from store import repo
-from store.buffer import BufferedWriter
+from store.buffer import BufferedWriter, _InDoubt
 from store.db import make_engine, session_factory
 from store.models import RollupRow
 from tests.services.postgres import PostgresServer, fresh_database
@@ -106,3 +109,22 @@ def test_a_batch_is_applied_once_whether_or_not_its_lost_commit_went_through(
     # before (committed, its answer lost): [2], the batch applied twice; cut before its COMMIT: [1] on both
     assert samples == [1], why
     assert (writer.written_total, writer.pending, writer.lost_total) == (1, 0, 0)
+
+
+def test_a_server_that_cannot_tell_has_the_batch_applied_again_as_before(
+    factory: sessionmaker[Session], caplog: pytest.LogCaptureFixture
+) -> None:
+    # txid_status is PostgreSQL 10's: where it cannot answer (here SQLite, which has no such function), the batch in
+    # doubt is applied again, as before, with one warning; the store is not held down by it
+    writer = BufferedWriter(factory, max_pending=100)
+    writer.submit("rollup", lambda s: repo.record_rollup(session=s, deployment="llm/chat", t=60.0, signals={}))
+    with writer._lock:
+        writer._in_doubt = _InDoubt(list(writer._pending), 12345, time.monotonic())
+    with caplog.at_level(logging.WARNING, logger="store.buffer"):
+        assert writer.flush()
+    with factory() as s:
+        assert s.scalars(select(RollupRow.samples)).all() == [1]
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1
+    assert said[0].startswith("store: cannot tell whether a COMMIT that got no answer went through: ")
+    assert writer.up
