@@ -136,6 +136,10 @@ class DeploymentView(DeploymentSignals):
     # Set only by ``observe_deployments`` (signals Prometheus aggregated), where ``replicas`` holds only the replicas
     # a detector must see: the deployment's replica count and queue-time window.
     replica_count: int | None = None
+    # Targets of the deployment reported down this tick that no replica read stands for: down since before kvpilot
+    # first read them (loading, crashed, hung) or forgotten since (``forget_after_s``). Each is a replica not ready,
+    # as Prometheus' ``count(up)`` counts it where it aggregated the deployment; never capacity nor demand.
+    unread_replicas: int = 0
     # Requests finished per second: over the deployment's window (``observe``), or as Prometheus summed them.
     requests_finished_rate: float | None = None
     queue_time_window: Histogram | None = None
@@ -147,8 +151,8 @@ class DeploymentView(DeploymentSignals):
     def known_replicas(self) -> int:
         """Every replica of the deployment, ready or not, from the reading ``ready_replicas`` comes from: Prometheus'
         count of its targets where it aggregated them (``replicas`` then holds only the ones a detector must see),
-        else ``replicas``."""
-        return self.replica_count if self.replica_count is not None else len(self.replicas)
+        else ``replicas`` and the targets down that none of them stands for (``unread_replicas``)."""
+        return self.replica_count if self.replica_count is not None else len(self.replicas) + self.unread_replicas
 
     @property
     def loading_replicas(self) -> int:
@@ -459,6 +463,8 @@ class FleetState:
         self._offset = 0.0
         self._offset_before = 0.0
         self._aggregate_shifts: dict[str, tuple[float, float]] = {}  # key -> (its aggregate's timestamp, shift)
+        # deployment key -> keys of this tick's down inference targets that no replica track stands for
+        self._unread: dict[str, set[str]] = {}
 
     # -- input ---------------------------------------------------------------------------------------
 
@@ -497,6 +503,7 @@ class FleetState:
         self._take_replicas(replicas, down_targets, now)
         self._take_gpus(gpus, set(gpu_nodes_scraped) if gpu_nodes_scraped is not None else None, now)
         self._forget(now)
+        self._take_unread(down_targets)
         # the replicas whose pods are there this tick (sampled, or listed and failing): they hold their node's GPUs
         reported = {replica_key(s.namespace, s.replica) for s in replicas}
         reported.update(replica_key(t.namespace, k) for t in down_targets for k in (t.pod, t.url))
@@ -590,6 +597,20 @@ class FleetState:
                 track = self._replicas.get(key)
                 if track is not None and key not in seen:
                     track.target_up = False
+
+    def _take_unread(self, down_targets: Sequence[TargetInfo]) -> None:
+        """After ``_forget``: the inference targets down this tick that no replica track stands for, by deployment.
+        Down since before they were first read, or forgotten since: replicas all the same (a pod holding its GPUs),
+        not ready; Prometheus' ``count(up)`` counts them so in PromQL aggregates mode, as the scale subresource does."""
+        unread: dict[str, set[str]] = {}
+        replicas = self._replicas
+        for target in down_targets:
+            if target.kind != "engine":
+                continue
+            key = replica_key(target.namespace, target.pod)
+            if key not in replicas and replica_key(target.namespace, target.url) not in replicas:
+                unread.setdefault(target.deployment_key, set()).add(key)
+        self._unread = unread
 
     def _share_bounds(self, sample: ReplicaSample) -> ReplicaSample:
         """The same sample with its histograms' bucket bounds replaced by one shared tuple per layout:
@@ -764,7 +785,17 @@ class FleetState:
             if window is None:
                 window = windows[key] = DeploymentWindow()
             deployment_views[key] = _deployment_view(key, members, window, tick, self.rate_window_s, self.stale_after_s)
-        self._deployment_views = deployment_views
+        added = False
+        for key, unread in self._unread.items():
+            known = deployment_views.get(key)
+            if known is None:
+                if any(k.startswith(f"{key}@") for k in deployment_views):
+                    continue  # a disaggregated deployment's: which pool a target never read serves is unknown
+                # every target down since before it was read: a deployment with no replica ready
+                known = _deployment_view(key, [], DeploymentWindow(), tick, self.rate_window_s, self.stale_after_s)
+                added = True
+            deployment_views[key] = replace(known, unread_replicas=len(unread))
+        self._deployment_views = dict(sorted(deployment_views.items())) if added else deployment_views
         for key, dv in self._deployment_views.items():
             points = self._deployment_history.setdefault(key, deque(maxlen=self.max_points))
             if points and points[-1].t >= now:

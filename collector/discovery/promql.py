@@ -124,9 +124,10 @@ class PromQLSource:
     ) -> None:
         """``extra_selector``: label matchers added to every query (``namespace="prod"``). ``jobs``: the
         Prometheus jobs that scrape inference targets; when given, their targets with ``up == 0`` are
-        reported down. Without it, a target is only known by the series it serves, so a target that
-        answers nothing we read (node-exporter, ...) or nothing at all is left out (``replicas`` mode; in
-        ``aggregates`` mode a down target is one with a ``deployment`` label and ``up == 0``)."""
+        reported down. Without it, a target is known by the series it serves or by a ``deployment`` label on its
+        ``up``, so one that answers nothing we read (node-exporter, ...) is left out, and an inference target down
+        since before it was read (``up == 0``, a ``deployment`` label) is reported down and counted as a replica not
+        ready, in ``replicas`` mode as in ``aggregates`` mode, where it is counted from ``count(up)``."""
         if mode not in MODES:
             raise ValueError(f"promql_mode must be one of {', '.join(MODES)}, got {mode!r}")
         for name, value in (

@@ -197,8 +197,9 @@ def read_answers(
     """In the reader (process or thread): decode the answers, regroup their series by target, adapt each target's
     as its page. ``down`` (aggregates mode, where every target answered is kept): more answers; an inference
     target's ``up == 0`` series, here or in ``answers`` (a part of a union, tagged), reports it down. In ``replicas``
-    mode (``down`` None) only ``jobs``' targets, or those serving a wanted family, are kept. ``stop`` (a thread's
-    reader; a process is ended instead): set, reading ends with ``Stopped`` at the next answer or target.
+    mode (``down`` None) only ``jobs``' targets, or those serving a wanted family or labelled with a deployment
+    (``_inference_target``), are kept. ``stop`` (a thread's reader; a process is ended instead): set, reading ends
+    with ``Stopped`` at the next answer or target.
     ``replica_labels``: the labels that tell copies of one series apart (``rebuild_families``); each target's page
     is read from one copy (``_one_copy``), ``prefer`` (target URL -> copy, the last read) kept while as complete."""
     by_target: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
@@ -215,7 +216,7 @@ def read_answers(
     pods: frozenset[tuple[str, str]] | None = None  # the replicas' pods: looked for once a GPU target is read
     results = []
     for key, group in sorted(by_target.items()):
-        if down is not None or key[0] in jobs or (not jobs and any(s["metric"].get("__name__") != "up" for s in group)):
+        if down is not None or key[0] in jobs or (not jobs and _inference_target(group)):
             _check(stop)
             target = _target(key, group)
             if target.kind == "gpu" and pods is None:
@@ -225,6 +226,14 @@ def read_answers(
             result = _adapt(target, page, metadata, now, duration, gpu_pods, replica_labels)
             results.append(replace(result, copy=copy) if copy and any(copy) else result)
     return _with_gone(results, gone, metadata, now, duration, stop, replica_labels)
+
+
+def _inference_target(group: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a target is read without ``jobs`` (``replicas`` mode): it serves a wanted family, or its ``up`` carries
+    a ``deployment`` label, the inference targets of ``aggregates`` mode, which counts them from ``up``. Such a target
+    with only ``up == 0`` is down since before kvpilot read it (loading, crashed, hung): reported down, so that
+    ``FleetState`` counts it as a replica not ready, as ``count(up)`` does in ``aggregates`` mode."""
+    return any(s["metric"].get("__name__") != "up" or s["metric"].get(expressions.DEPLOYMENT_LABEL) for s in group)
 
 
 def _one_copy(

@@ -399,9 +399,14 @@ class ControlLoop:
         stage's raise once its pods serve: where they do, the planner is told the count less the raise
         (``scaler.own_raise``), and each decision then carries the count as seen, which the stage reads as the
         replicas asked for."""
-        seen = {key: replica_count(v) for key, v in self.state.deployments().items()}
-        own = {key: n for key, n in self.own_raise.planner_counts(seen, planner_now).items() if n != seen[key]}
-        decisions = self._decide(now, planner_now, current_replicas=own or None)
+        # every replica known, the targets down since before they were read included (``known_replicas``): where
+        # that is not what the planner counts itself (``replica_count``: the replicas read), it is told the count
+        views = self.state.deployments()
+        seen = {key: v.known_replicas for key, v in views.items()}
+        counts = self.own_raise.planner_counts(seen, planner_now)
+        own = {key: n for key, n in counts.items() if n != seen[key]}
+        told = {key: n for key, n in counts.items() if n != replica_count(views[key])}
+        decisions = self._decide(now, planner_now, current_replicas=told or None)
         return [
             dataclasses.replace(d, current_replicas=seen[d.deployment]) if d.deployment in own else d for d in decisions
         ]

@@ -140,6 +140,12 @@ class FakeFleet:
         self._cache: dict[tuple[str, str | None, Matchers], _Rows] = {}
         self._labels_cache: dict[tuple[bool, Matchers], list[str]] = {}
 
+    def take_down(self, *replicas: int) -> None:
+        """These replicas' targets go down from now on (``up == 0``, no other series), as the ones of ``down_every``
+        are from the start."""
+        self.down = np.union1d(self.down, np.asarray(replicas, dtype=self.down.dtype))
+        self._cache.clear()  # the rows of every query kind that reads ``down``
+
     # -- per replica -------------------------------------------------------------------------------------------
 
     def _labels(self, i: int) -> dict[str, str]:

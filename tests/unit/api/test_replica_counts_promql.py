@@ -3,7 +3,8 @@ summary) for a fleet read through the PromQL source (tests/services/promapi.py):
 ``replicas`` holds only the replicas a detector must see, while ``ready_replicas`` is Prometheus' ``sum(up)``, so
 counting ``len(replicas)`` as every replica gave `loading` -27 beside `ready` 29 and 2 replicas in the summary for a
 deployment of 30 (-98 beside 99 in bench/shards.py's fleet). Each state now comes from the same reading: ready +
-loading = the replicas the summary and the planner count, in both modes."""
+loading = the replicas the summary and the planner count, in both modes (the loop tells the planner
+``known_replicas`` without a scale source; the two modes compared: test_replica_counts_modes.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from collector.clock import VirtualClock
 from collector.discovery.promql import PromQLSource
 from collector.state import FleetState
 from kvpilot.runtime.snapshot import Snapshot
-from scaler.planner import replica_count
 from tests.services.promapi import T0, FakeFleet, serve
 
 
@@ -61,7 +61,8 @@ def _published(state: FleetState) -> dict[str, tuple[int, int, int, int]]:
         ready, loading = gauges[key, "ready"], gauges[key, "loading"]
         assert ready.is_integer(), key
         assert loading.is_integer(), key
-        out[key] = (int(ready), int(loading), convert.deployment(key, view, None, None).replicas, replica_count(view))
+        # the planner's current count: what the loop hands it without a scale source (`ControlLoop._decide_seen`)
+        out[key] = (int(ready), int(loading), convert.deployment(key, view, None, None).replicas, view.known_replicas)
     return out
 
 
