@@ -69,6 +69,15 @@ def command(
     rollout_speed: Annotated[
         float, typer.Option(help="The new version's speed against the old one, > 0 (step times divided by it).")
     ] = 1.0,
+    arrivals: Annotated[
+        str,
+        typer.Option(
+            "--arrivals",
+            help="What kvpilot's planner reads as arrivals: engines (as `kvpilot run` does without a gateway rate "
+            "source: the engines' finished requests plus the change in their queues) or gateway (the simulated "
+            "router's request counter, as a gateway's).",
+        ),
+    ] = "engines",
     no_surge: Annotated[
         bool,
         typer.Option("--no-surge", help="Withdraw kvpilot's rollout surge (publish the planner's count): to compare."),
@@ -119,6 +128,7 @@ def command(
             rollout_wave=rollout_wave,
             rollout_speed=rollout_speed,
             surge=not no_surge,
+            arrivals=arrivals,
         )
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
     from kvpilot.settings.api import ApiSettings
 
+ARRIVALS = ("engines", "gateway")  # DemoConfig.arrivals
 DEFAULT_TRACE = Path(__file__).resolve().parents[1] / "data" / "azure2023_conv.csv"
 # Simulated t=0 on kvpilot's clock (2026-01-01T00:00:00Z): fixed, so that nothing depends on when the demo runs.
 SIM_EPOCH = 1_767_225_600.0
@@ -150,8 +151,14 @@ class DemoConfig:
     # Arrival windows [start, end) whose TTFT the summary also reports ("windows"): the reference for a rollout's
     # window, measured in a run without one (bench/demo_rollout.py).
     windows: tuple[tuple[float, float], ...] = ()
+    # What kvpilot's planner reads as arrivals (`ARRIVALS`): "engines", the engines' estimate in FleetState, as
+    # `kvpilot run` on Kubernetes (no gateway rate) and `kvpilot backtest` by default; "gateway", the simulated
+    # router's arrival counter passed as a gateway's rate (`SimulatorScale(gateway_rate=True)`).
+    arrivals: str = "engines"
 
     def __post_init__(self) -> None:
+        if self.arrivals not in ARRIVALS:
+            raise ValueError(f"arrivals must be one of {', '.join(ARRIVALS)}, got {self.arrivals!r}")
         if not (math.isfinite(self.speed) and self.speed >= 0):
             raise ValueError(f"speed must be >= 0 (0: as fast as possible), got {self.speed}")
         if self.replicas < 1:
@@ -448,7 +455,7 @@ async def run_demo(
         lockstep = _Lockstep()
         # Loopback calls to a paused simulator: generous timeouts, so that a busy machine cannot change the result.
         targets = SimulatorTargets(sim_url, timeout_s=10.0)
-        scale = SimulatorScale(sim_url, timeout_s=10.0)
+        scale = SimulatorScale(sim_url, timeout_s=10.0, gateway_rate=cfg.arrivals == "gateway")
         sources = Sources(discovery=targets, static=StaticTargets([]), simulator_url=sim_url)
         c = settings.collector
         collector = Collector(ScrapeConfig(timeout_s=c.timeout_s, max_bytes=c.max_body_bytes), clock=clock)

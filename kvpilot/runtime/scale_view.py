@@ -45,13 +45,19 @@ class ScaleSource(Protocol):
 
 
 class SimulatorScale:
-    """The simulator's control API stands in for ``deployments/scale`` (its one deployment) and for a gateway: its
-    arrival counter counts every request that reached the fleet, served or queued at the router."""
+    """The simulator's control API stands in for ``deployments/scale`` (its one deployment) and, with
+    ``gateway_rate``, for a gateway: its arrival counter counts every request that reached the fleet, served or
+    queued at the router. Without it (`kvpilot demo`'s default, ``--arrivals engines``) no arrival rate is passed,
+    and the planner reads the engines' estimate in ``FleetState``, as under `kvpilot run` on Kubernetes, whose scale
+    source has no gateway."""
 
-    def __init__(self, base_url: str, *, timeout_s: float = 2.0, rate_window_s: float = 30.0) -> None:
+    def __init__(
+        self, base_url: str, *, timeout_s: float = 2.0, rate_window_s: float = 30.0, gateway_rate: bool = True
+    ) -> None:
         self._url = base_url.rstrip("/") + "/control/state"
         self._client = httpx.AsyncClient(timeout=timeout_s, trust_env=False)
         self._window_s = rate_window_s
+        self._gateway_rate = gateway_rate
         self._arrivals: deque[tuple[float, float]] = deque()  # (simulated time, arrivals_total)
 
     async def read(self, known: Collection[str], now: float) -> ScaleView:
@@ -62,9 +68,10 @@ class SimulatorScale:
         # spec.replicas: every replica not on its way out (loading ones count, as a scaled-up Deployment's do)
         count = sum(1 for rep in state["replicas"] if rep["state"] != "draining")
         rates: dict[str, float] = {}
-        rate = self._arrival_rate(float(state["time_s"]), float(state["arrivals_total"]))
-        if rate is not None:
-            rates[key] = rate
+        if self._gateway_rate:
+            rate = self._arrival_rate(float(state["time_s"]), float(state["arrivals_total"]))
+            if rate is not None:
+                rates[key] = rate
         return ScaleView(replicas={key: count}, arrival_rates=rates)
 
     def _arrival_rate(self, t: float, total: float) -> float | None:
