@@ -38,13 +38,30 @@ class _CuttingProxy:
 
         def serve() -> None:
             asyncio.set_event_loop(self.loop)
-            server = self.loop.run_until_complete(asyncio.start_server(self._pipe, "127.0.0.1", 0))
-            self.port = server.sockets[0].getsockname()[1]
+            self.server = self.loop.run_until_complete(asyncio.start_server(self._pipe, "127.0.0.1", 0))
+            self.port = self.server.sockets[0].getsockname()[1]
             ready.set()
             self.loop.run_forever()
 
-        threading.Thread(target=serve, daemon=True).start()
+        self.thread = threading.Thread(target=serve, daemon=True)
+        self.thread.start()
         ready.wait(10)
+
+    def close(self) -> None:
+        """Ends every pipe on the proxy's own loop, then the loop: a pipe left pending when the loop stopped was closed
+        by the garbage collector later, on a closed loop, in whichever test ran then (an unraisable RuntimeError)."""
+
+        async def end() -> None:
+            self.server.close()
+            pipes = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in pipes:
+                t.cancel()
+            await asyncio.gather(*pipes, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(end(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
 
     async def _pipe(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
         sr, sw = await asyncio.open_connection("127.0.0.1", self.upstream_port)
@@ -84,7 +101,7 @@ def behind_proxy(postgres: PostgresServer) -> Iterator[tuple[str, _CuttingProxy]
     assert parsed.port is not None
     proxy = _CuttingProxy(parsed.port)
     yield parsed.set(port=proxy.port).render_as_string(hide_password=False), proxy
-    proxy.loop.call_soon_threadsafe(proxy.loop.stop)
+    proxy.close()
 
 
 @pytest.mark.integration
