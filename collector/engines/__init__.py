@@ -160,6 +160,14 @@ _NOT_AN_ENGINE = {
     # nvidia_gpu_power_usage...; mindprince/nvidia_gpu_prometheus_exporter: nvidia_gpu_duty_cycle...). After
     # nvidia_smi_: nvidia_gpu_exporter's page carries its nvidia_gpu_exporter_build_info too
     "nvidia_gpu_": "an NVML GPU exporter (nvidia_gpu_* gauges): " + _NVIDIA_NOT_READ,
+    # ROCm Omnistat's rocm-smi and amd-smi collectors (ROCm/omnistat @ 0e8d7ed : omnistat/collector_smi_v2.py,
+    # prefix "rocm_": rocm_utilization_percentage, rocm_temperature_celsius{card,location},
+    # rocm_average_socket_power_watts, rocm_vram_total_bytes... by `card`; its docs' real page @ 0eb1812 :
+    # docs/developer/developers.md), and Omniwatch before it (rocm_num_gpus beside card0_rocm_*): AMD GPUs under
+    # names no GPU adapter reads (collector.gpus)
+    "rocm_": "ROCm Omnistat (rocm_* GPU gauges by `card`: rocm_utilization_percentage, rocm_temperature_celsius...):"
+    " a GPU exporter kvpilot does not read; for these AMD GPUs scrape AMD's device-metrics-exporter (gpu_*) or"
+    " amd_smi_exporter (amd_gpu_*); no engine is on it",
 }
 
 # GPU exporters told by the labels only their series carry, whatever the names' prefix, on a page none of whose

@@ -140,6 +140,33 @@ def test_nvml_gpu_exporters_are_named() -> None:
             adapt_page(page, GPU_TARGET, 0.0)
 
 
+# ROCm Omnistat's page in its docs (ROCm/omnistat @ 0eb1812 : docs/developer/developers.md, `curl
+# localhost:8001/metrics` on a node of four AMD GPUs), cut to one GPU; and the page of Omniwatch, its predecessor, as
+# Omniwatch's guide shows it (rocm_num_gpus beside card0_rocm_*), cut the same way
+_OMNISTAT_PAGE = (
+    "rocm_num_gpus 4.0\n"
+    'rocm_temperature_celsius{card="0",location="edge"} 54.0\n'
+    'rocm_average_socket_power_watts{card="0"} 35.0\n'
+    'node_uptime_secs{kernel="5.14.0-503.38.1.el9_5.x86_64"} 948415.84\n'
+)
+_OMNIWATCH_PAGE = (
+    "rocm_num_gpus 8.0\ncard0_rocm_temp_die_edge 32.0\ncard0_rocm_avg_pwr 93.0\ncard0_rocm_utilization 0.0\n"
+)
+
+
+@pytest.mark.parametrize("page", [_OMNISTAT_PAGE, _OMNIWATCH_PAGE])
+def test_rocm_omnistat_is_named(page: str) -> None:
+    # AMD GPUs under Omnistat's rocm_* names, which no GPU adapter reads. Before: "found 2 families starting with
+    # `rocm_`, 1 with `node_`; no engine adapter (vllm, ...) reads these names", nothing of what the page is
+    with pytest.raises(UnknownEngine, match=r"ROCm Omnistat .*a GPU exporter kvpilot does not read") as raised:
+        adapt_page(page, TARGET, 0.0)
+    assert "reads these names" not in str(raised.value)
+    assert "device-metrics-exporter" in str(raised.value)  # what to scrape instead
+    with pytest.raises(NoGpuFamilies, match="ROCm Omnistat") as on_gpu_target:  # asked for GPUs: named too
+        adapt_page(page, GPU_TARGET, 0.0)
+    assert "reads these names" not in str(on_gpu_target.value)
+
+
 def test_a_gpu_target_of_no_gpu_exporter_names_the_gpu_exporters_not_the_engines() -> None:
     # a PyTorch training job's page (tests/fixtures/metrics/pytorch-training-job-eks__...): asked for GPUs, the error
     # said "no engine adapter (vllm, sglang, ...) reads these names", as if an engine had been asked for

@@ -1863,6 +1863,10 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    # ROCm Omnistat's rocm_* gauges by card: a GPU exporter kvpilot does not read, named (was "no engine adapter ...")
+    "omnistat-4-gpus-curl__ROCm__omnistat__docs_developer__excerpt.txt": Page(
+        error=r"ROCm Omnistat \(rocm_\*.*a GPU exporter kvpilot does not read"
+    ),
     # nvidia-smi's fields as nvidia_smi_*: a GPU exporter kvpilot does not read, named (was "no engine adapter ...")
     "nvidia-gpu-exporter-rtx2080s__utkuozdemir__nvidia_gpu_exporter__METRICS.txt": Page(
         error=r"nvidia_gpu_exporter \(nvidia_smi_\*.*a GPU exporter kvpilot does not read"

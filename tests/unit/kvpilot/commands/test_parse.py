@@ -53,6 +53,7 @@ NOT_A_REPLICA_NOR_GPUS = {
     "lmcache-in-vllm-metrics__LMCache__LMCache__pull_1100__excerpt.txt",
     "nvidia-gpu-exporter-rtx2080s__utkuozdemir__nvidia_gpu_exporter__METRICS.txt",  # a GPU exporter not read
     "nvidia-gpu-nvml-exporter-two-p4__pytimer__gpu-exporter__README.txt",  # another one
+    "omnistat-4-gpus-curl__ROCm__omnistat__docs_developer__excerpt.txt",  # ROCm Omnistat: AMD GPUs not read
     "pytorch-training-job-eks__index-54291311193__excerpt.txt",  # a training job's own gauges
     "vllm-spec-decode-dgx-spark__index-59883029386__excerpt.txt",  # vLLM's spec-decode counters only
 }
