@@ -134,7 +134,8 @@ API_SEND_TIMEOUTS = Series(
 )
 # Every value the `stage` label takes (kvpilot.runtime.loop and kvpilot.runtime.service).
 LOOP_STAGES = (
-    "discover", "collect", "observe", "detect", "decide", "publish", "kv_projection", "drains", "actuate", "cost"
+    "discover", "collect", "observe", "arrivals", "detect", "decide", "publish", "kv_projection", "drains", "actuate",
+    "cost",
 )  # fmt: skip
 LEADER = _g("kvpilot_leader", (), "1 while this replica holds the Lease and may actuate.")
 STORE_SQLITE = _g(

@@ -1,10 +1,12 @@
-"""One tick of the control loop: discover → collect → FleetState.observe → scale → detect → decide → persist →
-publish.
+"""One tick of the control loop: discover → collect → FleetState.observe → arrivals → scale → detect → decide →
+persist → publish.
 
 The scale stage (a ``kvpilot.runtime.scale_view.ScaleSource``, where there is one) says how many replicas every known
 deployment runs, zero included: the planner decides each of them even when the collector sees no replica (scaled
 to zero, or loading after scale-from-zero), and a deployment the source reports deleted is forgotten (its
-decision leaves the board, so KEDA gets NOT_FOUND, and the planner drops its state).
+decision leaves the board, so KEDA gets NOT_FOUND, and the planner drops its state). The arrivals stage (a
+``kvpilot.runtime.arrivals.GatewayArrivals``, where ``collector.arrivals`` names a gateway's counter) hands the planner
+the gateway's rate and count of each deployment it names, at zero replicas too, in place of the engines' estimate.
 
 Each stage is an injected interface, so the real collector, detectors and planner plug in, and tests drive the
 loop with a ``VirtualClock`` and hand-made stages. A stage that raises is counted and logged and the tick goes on
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import logging
 import math
 import time
@@ -24,7 +27,7 @@ import traceback
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from prometheus_client import Counter, Histogram
 
@@ -41,6 +44,7 @@ from detectors.kv_exhaustion import Demand, time_to_exhaustion_s
 from detectors.kv_trend import KvTrends
 from detectors.stuck_gpu import gpu_subject, physical_subject
 from detectors.thresholds import KvThresholds, Thresholds
+from kvpilot.runtime.arrivals import Arrivals
 from kvpilot.runtime.persist import TickWrites
 from kvpilot.runtime.planner_hints import demand_hints
 from kvpilot.runtime.scale_view import ScaleSource, ScaleView
@@ -115,6 +119,12 @@ class Remembers(Protocol):
     def capacity(self, key: str) -> tuple[float, str] | None: ...
 
 
+class ArrivalsSource(Protocol):
+    """``kvpilot.runtime.arrivals.GatewayArrivals``: a gateway's request counter per deployment, read each tick."""
+
+    async def read(self, now: float, at: float) -> Arrivals: ...
+
+
 class Publish(Protocol):
     """``scaler.publish.DecisionBoard``."""
 
@@ -132,6 +142,9 @@ class LoopMetrics(Protocol):
     scrape_failures: Counter
     decisions: Counter  # labels: deployment, reason
     stage_errors: Counter  # labels: stage
+
+
+NO_ARRIVALS = Arrivals()
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +197,7 @@ class ControlLoop:
         owns: Callable[[str], bool] | None = None,
         rollout: RolloutStage | None = None,
         cost: CostConfig | None = None,
+        arrivals: ArrivalsSource | None = None,
     ) -> None:
         self.clock = clock
         self.state = state
@@ -199,6 +213,11 @@ class ControlLoop:
         self.config = config
         self.node_drains = node_drains
         self.scale = scale
+        # A gateway's request counter (collector.arrivals): its rate and count per deployment it names, where the
+        # planner would read the engines' estimate. Handed as arrivals_totals only to a planner that takes them.
+        self.arrivals = arrivals
+        takes = inspect.signature(planner.decide).parameters
+        self._takes_totals = "arrivals_totals" in takes or any(p.kind is p.VAR_KEYWORD for p in takes.values())
         # After the planner: a rollout's surge on top of its decision (scaler.rollout_stage).
         self.rollout = rollout if rollout is not None else RolloutStage(detection.thresholds)
         self.own_raise = OwnRaise()  # what the rollout stage added to the planner's count (scaler.own_raise)
@@ -309,7 +328,8 @@ class ControlLoop:
         aggregates = self._aggregates.last_aggregates if self._aggregates is not None else None
         if aggregates:  # collector.promql: deployments Prometheus summed
             await self._off_loop("observe", lambda: self.state.observe_deployments(aggregates, now=now), None)
-        view = await self._abandon.race("scale", self._read_scale(now))
+        arrivals = await self._abandon.race("arrivals", self._read_arrivals(now, planner_now))
+        view = await self._abandon.race("scale", self._read_scale(now, named=arrivals.totals))
         no_transitions: Transitions | None = None
         no_findings: list[Finding] = []
         no_decisions: list[Decision] = []
@@ -323,17 +343,23 @@ class ControlLoop:
         else:  # keep reporting what was open rather than closing everything on a detector crash
             findings = self._guard("detect", self.detection.active, no_findings)
         if view is None:
-            planned = await self._off_loop("decide", partial(self._decide_seen, now, planner_now), no_decisions)
+            planned = await self._off_loop(
+                "decide", partial(self._decide_seen, now, planner_now, arrivals), no_decisions
+            )
         else:
             # The count read is what kvpilot published: the planner's count plus what the rollout stage raised it
             # by. The planner starts from its own (scaler.own_raise), or a hold would keep the raise and the stage
             # add it again every tick; each decision then carries the count as read, which the stage and the
             # actuation go by.
-            read, rates = dict(view.replicas), dict(view.arrival_rates)
+            # the gateway's rate wins over the scale source's (the simulator's router) where both name a deployment
+            read, rates = dict(view.replicas), {**view.arrival_rates, **arrivals.rates}
             counts = self.own_raise.planner_counts(read, planner_now)
+            totals = arrivals.totals
             decisions = await self._off_loop(
                 "decide",
-                lambda: self._decide(now, planner_now, current_replicas=counts, arrival_rates=rates or None),
+                lambda: self._decide(
+                    now, planner_now, current_replicas=counts, arrival_rates=rates or None, arrivals_totals=totals
+                ),
                 no_decisions,
             )
             # terminating pods of a deleted deployment may still be in FleetState: no decision for it
@@ -384,17 +410,19 @@ class ControlLoop:
         *,
         current_replicas: Mapping[str, int] | None,
         arrival_rates: Mapping[str, float] | None = None,
+        arrivals_totals: Mapping[str, float] | None = None,
     ) -> list[Decision]:
         """The planner's decisions, decided on its step-free time (``StepFreeTime``) and stamped ``now`` (wall time,
         as everything the loop stores and publishes: KEDA's reader ages a decision on its stamp)."""
+        more: dict[str, Any] = {"arrivals_totals": arrivals_totals} if arrivals_totals and self._takes_totals else {}
         decisions = self.planner.decide(
-            self.state, planner_now, current_replicas=current_replicas, arrival_rates=arrival_rates
+            self.state, planner_now, current_replicas=current_replicas, arrival_rates=arrival_rates, **more
         )
         if planner_now == now:
             return decisions
         return [dataclasses.replace(d, timestamp=now) for d in decisions]
 
-    def _decide_seen(self, now: float, planner_now: float) -> list[Decision]:
+    def _decide_seen(self, now: float, planner_now: float, arrivals: Arrivals) -> list[Decision]:
         """Without a scale source the planner counts the replicas the collector sees, and those carry the rollout
         stage's raise once its pods serve: where they do, the planner is told the count less the raise
         (``scaler.own_raise``), and each decision then carries the count as seen, which the stage reads as the
@@ -406,7 +434,13 @@ class ControlLoop:
         counts = self.own_raise.planner_counts(seen, planner_now)
         own = {key: n for key, n in counts.items() if n != seen[key]}
         told = {key: n for key, n in counts.items() if n != replica_count(views[key])}
-        decisions = self._decide(now, planner_now, current_replicas=told or None)
+        decisions = self._decide(
+            now,
+            planner_now,
+            current_replicas=told or None,
+            arrival_rates=arrivals.rates or None,
+            arrivals_totals=arrivals.totals,
+        )
         return [
             dataclasses.replace(d, current_replicas=seen[d.deployment]) if d.deployment in own else d for d in decisions
         ]
@@ -436,11 +470,30 @@ class ControlLoop:
                 log.exception("collection failed; this tick has no samples")
             return CollectResult(timestamp=self.clock.now(), results=())
 
-    async def _read_scale(self, now: float) -> ScaleView | None:
-        """Replica counts of every known deployment (zero included); forgets those the source says are deleted."""
+    async def _read_arrivals(self, now: float, planner_now: float) -> Arrivals:
+        """The gateway's rates and counts (on the planner's step-free time); none when there is no gateway source or
+        its read failed (counted, said in one line): that tick the planner reads the engines' estimate, and the rate
+        read next spans at most twice the rate window (``kvpilot.runtime.arrivals.CounterRates``), never a stale one."""
+        if self.arrivals is None:
+            return NO_ARRIVALS
+        try:
+            return await self.arrivals.read(now, planner_now)
+        except Exception as e:
+            self._abandon.check("arrivals")  # a PromQL source aborted: the tick is abandoned, not without a gateway
+            self.metrics.stage_errors.labels("arrivals").inc()
+            if isinstance(e, PromQLError):
+                log.error("reading the gateway's request counter failed; this tick uses the engines' estimate: %s", e)
+            else:
+                log.exception("reading the gateway's request counter failed; this tick uses the engines' estimate")
+            return NO_ARRIVALS
+
+    async def _read_scale(self, now: float, named: Collection[str] = ()) -> ScaleView | None:
+        """Replica counts of every known deployment (zero included), and of those the gateway ``named`` (one at zero
+        replicas that kvpilot has never decided is known by its requests); forgets those the source says are
+        deleted."""
         if self.scale is None:
             return None
-        asked = self._known | set(self.state.deployments())
+        asked = self._known | set(self.state.deployments()) | set(named)
         if self.owns is not None:
             asked = {k for k in asked if self.owns(k)}
         try:

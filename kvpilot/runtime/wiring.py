@@ -22,12 +22,14 @@ from collector.clock import Clock, WallClock
 from collector.discovery import Discovery
 from collector.scrape import Collector, ScrapeConfig
 from collector.state import FleetState
+from collector.urls import password_masked
 from detectors.drain_rails import DrainRails
 from detectors.registry import Detection
 from detectors.thresholds import Thresholds
 from kvpilot.actuation import Actuation, FleetShare, NoClusterDrainer, SimulatorScaler
 from kvpilot.actuation.drain import NodeDrainer
 from kvpilot.actuation.scale import make_actuator
+from kvpilot.runtime.arrivals import GatewayArrivals, LabelMapping
 from kvpilot.runtime.cost import cost_config
 from kvpilot.runtime.lease import LeaseElector, Leases, renew_deadline
 from kvpilot.runtime.loop import Aggregates, Collect, ControlLoop, Decide, Detect, LoopConfig
@@ -250,10 +252,12 @@ def build_service(
     actuation: Any = None,
     scale: Any = None,
     rollout: Callable[[Thresholds], RolloutStage] | None = None,
+    arrivals: Any = None,
 ) -> tuple[Service, Restored]:
     """A ready-to-start service and what it restored from the store (schema upgraded first if configured).
     ``rollout``: the loop's rollout stage made from the detectors' thresholds (``kvpilot.demo.rollout.SurgeOff``:
-    `kvpilot demo --no-surge`); None: ``scaler.rollout_stage.RolloutStage``."""
+    `kvpilot demo --no-surge`); None: ``scaler.rollout_stage.RolloutStage``. ``arrivals``: the gateway's counter
+    (``kvpilot.runtime.loop.ArrivalsSource``); None: ``collector.arrivals``."""
     clock = clock or WallClock()
     engine, sessions, restored = _open_store(settings, sources, clock)
     c = settings.collector
@@ -295,6 +299,7 @@ def build_service(
         owns=takeover.owns if takeover is not None else None,
         rollout=None if rollout is None else rollout(detection.thresholds),
         cost=cost_config(settings),
+        arrivals=arrivals if arrivals is not None else build_arrivals(settings, sources.collector),
     )
     if takeover is not None:
         loop.takes_over = takeover.take
@@ -396,6 +401,29 @@ def build_scale(settings: Settings, sources: Sources) -> ScaleSource | None:
             promql.query_vector, selector=promql.extra_selector, max_matcher_bytes=promql.max_matcher_bytes
         )
     return None
+
+
+def build_arrivals(settings: Settings, promql: Any = None) -> GatewayArrivals | None:
+    """A gateway's request counter per deployment (``collector.arrivals``); None for ``engines``. ``promql``: the
+    PromQL collect stage where discovery is ``promql``, whose client serves when the arrivals are read from the same
+    Prometheus (else one of their own: ``collector.timeout_s`` bounds each read, ``max_answer_bytes`` its answer)."""
+    a, c = settings.collector.arrivals, settings.collector
+    if a.source != "promql":
+        return None
+    url = str(a.promql_url or c.discovery.promql_url)
+    close = None
+    if promql is not None and getattr(promql, "url", None) == url.rstrip("/"):
+        query = promql.query_vector
+    else:
+        from collector.discovery.promql import PromQLSource
+
+        own = PromQLSource(url, reader="thread", timeout_s=c.timeout_s, max_answer_bytes=a.max_answer_bytes)
+        query, close = own.query_vector, own.aclose
+    mapping = LabelMapping(a.deployment_label, a.namespace_label, a.namespace, dict(a.deployments))
+    log.info("arrivals per deployment: the gateway's counter %r through %s", a.query[:200], password_masked(url))
+    return GatewayArrivals(
+        query, a.query, mapping, window_s=c.rate_window_s, replica_labels=c.discovery.promql_replica_labels, close=close
+    )
 
 
 def lease_call_timeout_s(lease_duration_s: float) -> float:

@@ -6,6 +6,7 @@ from pydantic import Field, model_validator
 
 from collector.scrape import DEFAULT_MAX_BYTES, ScrapeConfig
 from kvpilot.settings._section import _Section
+from kvpilot.settings.arrivals import ArrivalsSettings
 from kvpilot.settings.discovery import DiscoverySettings
 
 
@@ -48,6 +49,19 @@ class CollectorSettings(_Section):
         description="A replica not scraped successfully for this long no longer counts as ready.",
     )
     discovery: DiscoverySettings = Field(default=DiscoverySettings(), description="Target discovery.")
+    arrivals: ArrivalsSettings = Field(
+        default=ArrivalsSettings(), description="Where requests/s per deployment come from: the engines or a gateway."
+    )
+
+    @model_validator(mode="after")
+    def _arrivals_have_a_prometheus(self) -> CollectorSettings:
+        """`arrivals.source: promql` has a Prometheus to ask: `arrivals.promql_url`, else `discovery.promql_url`"""
+        if self.arrivals.source == "promql" and not (self.arrivals.promql_url or self.discovery.promql_url):
+            raise ValueError(
+                "collector.arrivals.source is 'promql' but neither collector.arrivals.promql_url nor "
+                "collector.discovery.promql_url is set: name the Prometheus that scrapes the gateway"
+            )
+        return self
 
     @model_validator(mode="after")
     def _timeout_fits_tick(self) -> CollectorSettings:

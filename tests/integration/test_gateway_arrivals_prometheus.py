@@ -1,0 +1,119 @@
+"""`collector.arrivals` against Debian's real Prometheus scraping a gateway's page: the Gateway API Inference
+Extension's endpoint picker counts requests by model in ``inference_objective_request_total`` (model_name,
+target_model_name), Prometheus scrapes it every second, and ``GatewayArrivals`` built from settings reads the rate
+and the count per deployment through the PromQL source's client, across a restart of the gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from kvpilot.runtime.arrivals import Arrivals, GatewayArrivals
+from kvpilot.runtime.wiring import build_arrivals
+from kvpilot.settings import load_settings
+from tests.services.pages import serve_pages
+from tests.services.prometheus import run_prometheus
+
+pytestmark = pytest.mark.integration
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+RATE = 20.0  # requests/s the page counts for MODEL
+WINDOW_S = 8.0
+
+
+class GatewayPage(Mapping[str, bytes]):
+    """The endpoint picker's /metrics: its counter grows at RATE a second from its (re)start."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.started = time.monotonic()
+        self.counted_before_restarts = 0.0
+
+    def restart(self) -> None:
+        with self.lock:
+            self.counted_before_restarts += RATE * (time.monotonic() - self.started)
+            self.started = time.monotonic()
+
+    def counted(self) -> float:
+        """Every request counted since the test began, restarts included."""
+        with self.lock:
+            return self.counted_before_restarts + RATE * (time.monotonic() - self.started)
+
+    def __getitem__(self, path: str) -> bytes:
+        if path != "/metrics":
+            raise KeyError(path)
+        with self.lock:
+            value = int(RATE * (time.monotonic() - self.started))
+        return (
+            "# HELP inference_objective_request_total [ALPHA] Counter of inference objective requests broken out for "
+            "each model and target model.\n"
+            "# TYPE inference_objective_request_total counter\n"
+            f'inference_objective_request_total{{model_name="{MODEL}",target_model_name="{MODEL}"}} {value}\n'
+            'inference_objective_request_total{model_name="unrouted",target_model_name="unrouted"} 3\n'
+        ).encode()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["/metrics"])
+
+    def __len__(self) -> int:
+        return 1
+
+
+async def _read_for(gateway: GatewayArrivals, seconds: float) -> list[Arrivals]:
+    got = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        got.append(await gateway.read(time.time(), time.monotonic()))
+        await asyncio.sleep(0.5)
+    return got
+
+
+async def test_gateway_counter_read_through_a_real_prometheus(tmp_path: Path) -> None:
+    page = GatewayPage()
+    with serve_pages(page) as (host, port):
+        scrape = [{"job_name": "epp", "static_configs": [{"targets": [f"{host}:{port}"]}]}]
+        with run_prometheus(tmp_path, scrape_configs=scrape) as prom:
+            prom.wait_for(f'inference_objective_request_total{{model_name="{MODEL}"}}', timeout_s=30)
+            settings = load_settings(
+                collector={
+                    "rate_window_s": WINDOW_S,
+                    "discovery": {"kind": "static"},
+                    "arrivals": {
+                        "source": "promql",
+                        "promql_url": prom.url,
+                        "query": 'inference_objective_request_total{job="epp"}',
+                        "deployment_label": "model_name",
+                        "deployments": {MODEL: "llm/chat"},
+                    },
+                }
+            )
+            gateway = build_arrivals(settings)
+            assert gateway is not None
+            try:
+                await _check(gateway, page)
+            finally:
+                await gateway.aclose()
+
+
+async def _check(gateway: GatewayArrivals, page: GatewayPage) -> None:
+    first = page.counted()
+    got = await _read_for(gateway, WINDOW_S + 2)
+    last = got[-1]
+    assert set(last.rates) == set(last.totals) == {"llm/chat"}  # the unrouted model is left out
+    assert last.rates["llm/chat"] == pytest.approx(RATE, rel=0.15)
+    # the count since the first reading, as Prometheus last scraped it (up to a scrape and a read behind)
+    assert page.counted() - first - 3 * RATE <= last.totals["llm/chat"] <= page.counted() - first
+
+    page.restart()  # the endpoint picker restarts: its counter starts again from zero
+    got = await _read_for(gateway, WINDOW_S + 2)
+    rates = [a.rates["llm/chat"] for a in got if "llm/chat" in a.rates]
+    assert rates
+    assert all(0 < r < 1.5 * RATE for r in rates)
+    assert got[-1].rates["llm/chat"] == pytest.approx(RATE, rel=0.15)
+    totals = [a.totals["llm/chat"] for a in got]
+    assert totals == sorted(totals)  # the count never goes down

@@ -1,0 +1,194 @@
+"""The control loop with a gateway's request counter (``collector.arrivals``): its rate and count reach the planner
+for every deployment it names, those at zero replicas included (one never decided before is asked of the scale
+source); a deployment it does not name keeps the engines' estimate; a failed read is counted and logged, and that
+tick is decided on the engines' estimate. The service is real (store, loop, board); the gateway is a double of
+``GatewayArrivals``, and the last test runs the real planner `kvpilot run` builds."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from collector.clock import VirtualClock
+from collector.promql.decode import PromQLError
+from collector.state import FleetState
+from kvpilot.runtime.arrivals import Arrivals
+from scaler.decision import Decision
+from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks
+from tests.unit.kvpilot.runtime.test_loop_scale import KEY, ContractPlanner, FakeScale
+
+ASLEEP = "llm/batch"  # a deployment at zero replicas that kvpilot has never decided: only the gateway names it
+
+
+@dataclass
+class Gateway:
+    """What ``GatewayArrivals.read`` hands the loop: a fixed rate per deployment, totals that grow with it."""
+
+    rates: dict[str, float]
+    fail: bool = False
+    reads: int = 0
+
+    async def read(self, now: float, at: float) -> Arrivals:
+        self.reads += 1
+        if self.fail:
+            raise PromQLError("http://prometheus:9090: HTTP 503: service unavailable")
+        return Arrivals(rates=dict(self.rates), totals={k: v * (now - START) for k, v in self.rates.items()})
+
+
+@dataclass
+class TotalsPlanner(ContractPlanner):
+    """``ContractPlanner`` that also takes the gateway's counts, as ``scaler.planner.Planner`` does."""
+
+    totals: list[dict[str, float] | None] = field(default_factory=list)
+
+    def decide(
+        self,
+        state: FleetState,
+        now: float,
+        *,
+        current_replicas: Mapping[str, int] | None = None,
+        arrival_rates: Mapping[str, float] | None = None,
+        arrivals_totals: Mapping[str, float] | None = None,
+    ) -> list[Decision]:
+        self.totals.append(dict(arrivals_totals) if arrivals_totals is not None else None)
+        return super().decide(state, now, current_replicas=current_replicas, arrival_rates=arrival_rates)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'kvpilot.db'}"
+
+
+def _errors(service: object) -> float:
+    return float(service.loop.metrics.stage_errors.labels("arrivals")._value.get())  # type: ignore[attr-defined]
+
+
+class ZeroOrAsleep(FakeScale):
+    """The scale subresource: llm/chat at ``replicas``, llm/batch at zero (it exists, nobody decided it yet)."""
+
+    async def read(self, known, now):  # type: ignore[no-untyped-def]
+        view = await super().read(known, now)
+        replicas = dict(view.replicas)
+        if ASLEEP in known:
+            replicas[ASLEEP] = 0
+        return type(view)(replicas=replicas, gone=view.gone, arrival_rates=view.arrival_rates)
+
+
+async def test_the_gateway_feeds_deployments_at_zero_replicas(db: str) -> None:
+    clock = VirtualClock(START)
+    fleet = ScriptedFleet(clock, replicas=())  # no replica serves metrics: the engines see nothing
+    scale, planner = ZeroOrAsleep(replicas=0), TotalsPlanner()
+    gateway = Gateway({KEY: 12.0, ASLEEP: 3.0})
+    service, restored, timer = make_service(db, clock, fleet, planner=planner, scale=scale, arrivals=gateway)
+    await service.start(restored)
+    await run_ticks(service, timer, 3)
+    counts, rates = planner.calls[-1]
+    assert counts == {KEY: 0, ASLEEP: 0}  # the deployment only the gateway names was asked of the scale source
+    assert rates == {KEY: 12.0, ASLEEP: 3.0}
+    elapsed = clock.now() - START
+    assert planner.totals[-1] == {KEY: pytest.approx(12.0 * elapsed), ASLEEP: pytest.approx(3.0 * elapsed)}
+    snapshot = service.snapshot()
+    assert snapshot is not None
+    assert {KEY, ASLEEP} <= set(snapshot.decisions)
+    service.stop.set()
+    await service.wait()
+
+
+async def test_the_gateway_rate_beats_the_scale_sources_and_only_where_it_names(db: str) -> None:
+    clock = VirtualClock(START)
+    fleet = ScriptedFleet(clock)
+    scale, planner = FakeScale(replicas=1, rate=99.0), TotalsPlanner()
+    service, restored, timer = make_service(
+        db, clock, fleet, planner=planner, scale=scale, arrivals=Gateway({KEY: 7.0})
+    )
+    await service.start(restored)
+    await run_ticks(service, timer, 2)
+    assert planner.calls[-1][1] == {KEY: 7.0}
+    service.stop.set()
+    await service.wait()
+    # a gateway that names other deployments leaves llm/chat to what it had: the scale source's rate here, the
+    # engines' estimate (no rate passed) where there is none
+    clock, planner = VirtualClock(START), TotalsPlanner()
+    service, restored, timer = make_service(
+        db, clock, ScriptedFleet(clock), planner=planner, scale=FakeScale(replicas=1), arrivals=Gateway({"x/y": 1.0})
+    )
+    await service.start(restored)
+    await run_ticks(service, timer, 2)
+    assert KEY not in (planner.calls[-1][1] or {})
+    assert KEY not in (planner.totals[-1] or {})
+    service.stop.set()
+    await service.wait()
+
+
+async def test_a_failed_read_is_counted_said_and_decided_on_the_engines(
+    db: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = VirtualClock(START)
+    scale, planner = FakeScale(replicas=1), TotalsPlanner()
+    gateway = Gateway({KEY: 12.0})
+    service, restored, timer = make_service(
+        db, clock, ScriptedFleet(clock), planner=planner, scale=scale, arrivals=gateway
+    )
+    await service.start(restored)
+    await run_ticks(service, timer, 2)
+    assert planner.calls[-1][1] == {KEY: 12.0}
+    assert _errors(service) == 0
+    gateway.fail = True
+    with caplog.at_level(logging.ERROR, logger="kvpilot.runtime.loop"):
+        await run_ticks(service, timer, 3)
+    assert _errors(service) == 3  # kvpilot_loop_stage_errors_total{stage="arrivals"}
+    assert planner.calls[-1][1] is None
+    assert planner.totals[-1] is None
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("reading the gateway's request counter failed" in m and "HTTP 503" in m for m in said) == 3
+    assert all(r.exc_info is None for r in caplog.records)  # one line each, no traceback
+    gateway.fail = False
+    await run_ticks(service, timer, 1)
+    assert planner.calls[-1][1] == {KEY: 12.0}
+    service.stop.set()
+    await service.wait()
+
+
+async def test_without_a_scale_source_the_gateway_still_feeds_the_replicas_seen(db: str) -> None:
+    clock = VirtualClock(START)
+    planner = TotalsPlanner()
+    service, restored, timer = make_service(
+        db, clock, ScriptedFleet(clock), planner=planner, arrivals=Gateway({KEY: 5.0})
+    )
+    await service.start(restored)
+    await run_ticks(service, timer, 2)
+    assert planner.calls[-1][1] == {KEY: 5.0}
+    assert planner.totals[-1] == {KEY: pytest.approx(5.0 * (clock.now() - START))}
+    service.stop.set()
+    await service.wait()
+
+
+async def test_the_real_planner_wakes_a_deployment_at_zero_on_the_gateways_requests(db: str) -> None:
+    """`kvpilot run`'s planner (built from settings) for llm/chat at zero replicas with `min_replicas: 0`: engines-fed
+    it has nothing to read and stays at zero; the gateway's 20 requests/s ask for replicas before any serves."""
+    overrides: dict[str, object] = {"scaler": {"default": {"min_replicas": 0, "capacity_rps": 5.0}}}
+    wanted = {}
+    for fed in ("engines", "gateway"):
+        clock = VirtualClock(START)
+        gateway = Gateway({KEY: 20.0}) if fed == "gateway" else None
+        service, restored, timer = make_service(
+            db.replace(".db", f"-{fed}.db"),
+            clock,
+            ScriptedFleet(clock, replicas=()),
+            overrides=overrides,
+            scale=FakeScale(replicas=0),
+            arrivals=gateway,
+        )
+        await service.start(restored)
+        await run_ticks(service, timer, 12)
+        snapshot = service.snapshot()
+        assert snapshot is not None
+        wanted[fed] = snapshot.decisions[KEY].desired_replicas
+        service.stop.set()
+    await service.wait()
+    assert wanted["engines"] == 0
+    assert wanted["gateway"] >= 4  # 20 requests/s at 5 a replica
