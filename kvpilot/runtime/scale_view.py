@@ -48,8 +48,8 @@ class SimulatorScale:
     """The simulator's control API stands in for ``deployments/scale`` (its one deployment) and, with
     ``gateway_rate``, for a gateway: its arrival counter counts every request that reached the fleet, served or
     queued at the router. Without it (`kvpilot demo`'s default, ``--arrivals engines``) no arrival rate is passed,
-    and the planner reads the engines' estimate in ``FleetState``, as under `kvpilot run` on Kubernetes, whose scale
-    source has no gateway."""
+    and the planner reads the engines' estimate in ``FleetState``, as under `kvpilot run` on Kubernetes without a
+    gateway counter (``collector.arrivals``, ``kvpilot.runtime.arrivals``: a stage of its own, not a scale source's)."""
 
     def __init__(
         self, base_url: str, *, timeout_s: float = 2.0, rate_window_s: float = 30.0, gateway_rate: bool = True
