@@ -493,7 +493,8 @@ class ControlLoop:
         deleted."""
         if self.scale is None:
             return None
-        asked = self._known | set(self.state.deployments()) | set(named)
+        seen = self._known | set(self.state.deployments())
+        asked = seen | set(named)
         if self.owns is not None:
             asked = {k for k in asked if self.owns(k)}
         try:
@@ -504,7 +505,9 @@ class ControlLoop:
             return None
         for key in view.gone:
             self._forget(key)
-        self._known = (asked | set(view.replicas)) - view.gone
+        # a deployment only the gateway names stays known once the source counts it: a label that maps to no
+        # Deployment is asked about while the gateway names it, not for ever
+        self._known = ((asked & seen) | set(view.replicas)) - view.gone
         return view
 
     def _release_unowned(self, owns: Callable[[str], bool]) -> None:

@@ -98,6 +98,22 @@ async def test_the_gateway_feeds_deployments_at_zero_replicas(db: str) -> None:
     await service.wait()
 
 
+async def test_a_name_the_gateway_maps_to_no_deployment_is_not_asked_for_ever(db: str) -> None:
+    clock = VirtualClock(START)
+    scale, gateway = ZeroOrAsleep(replicas=1), Gateway({KEY: 2.0, ASLEEP: 1.0, "llm/no-such": 1.0})
+    service, restored, timer = make_service(
+        db, clock, ScriptedFleet(clock), planner=TotalsPlanner(), scale=scale, arrivals=gateway
+    )
+    await service.start(restored)
+    await run_ticks(service, timer, 2)
+    assert scale.asked[-1] == [ASLEEP, KEY, "llm/no-such"]
+    gateway.rates = {KEY: 2.0}  # the gateway names neither any more
+    await run_ticks(service, timer, 2)
+    assert scale.asked[-1] == [ASLEEP, KEY]  # the Deployment it counted (at zero) stays known; the other is not asked
+    service.stop.set()
+    await service.wait()
+
+
 async def test_the_gateway_rate_beats_the_scale_sources_and_only_where_it_names(db: str) -> None:
     clock = VirtualClock(START)
     fleet = ScriptedFleet(clock)
