@@ -152,8 +152,8 @@ class DemoConfig:
     # window, measured in a run without one (bench/demo_rollout.py).
     windows: tuple[tuple[float, float], ...] = ()
     # What kvpilot's planner reads as arrivals (`ARRIVALS`): "engines", the engines' estimate in FleetState, as
-    # `kvpilot run` on Kubernetes (no gateway rate) and `kvpilot backtest` by default; "gateway", the simulated
-    # router's arrival counter passed as a gateway's rate (`SimulatorScale(gateway_rate=True)`).
+    # `kvpilot run` on Kubernetes by default (no `collector.arrivals`) and `kvpilot backtest` by default; "gateway",
+    # the simulated router's arrival counter passed as a gateway's rate (`SimulatorScale(gateway_rate=True)`).
     arrivals: str = "engines"
 
     def __post_init__(self) -> None:

@@ -1,7 +1,7 @@
 """What `kvpilot demo`'s control loop hands the planner as arrivals: by default nothing from the simulated gateway,
-so that the planner reads the engines' estimate in FleetState as under `kvpilot run` on Kubernetes (whose scale
-source has no gateway) and as `kvpilot backtest` does by default; `--arrivals gateway` passes the simulated router's
-arrival rate, as a gateway's."""
+so that the planner reads the engines' estimate in FleetState as under `kvpilot run` on Kubernetes without a gateway
+counter (`collector.arrivals`, off by default) and as `kvpilot backtest` does by default; `--arrivals gateway` passes
+the simulated router's arrival rate, as a gateway's."""
 
 from __future__ import annotations
 

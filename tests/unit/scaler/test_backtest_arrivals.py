@@ -1,8 +1,9 @@
 """What kvpilot's planner reads as arrivals in a backtest (`kvpilot backtest --arrivals`). By default what
-`kvpilot run` reads on Kubernetes, where no gateway rate source exists: the engines' estimate in FleetState and the
-engines' counters for the burst floor, through the very `Planner.decide` call the control loop makes, so that a
-backtest figure is about the configuration a default user gets (issue 10: "the backtest feeds the planner through
-the same input path as the live loop"). `gateway` hands over the simulated router's request counter, as a gateway's."""
+`kvpilot run` reads on Kubernetes without a gateway source (`collector.arrivals`, off by default): the engines'
+estimate in FleetState and the engines' counters for the burst floor, through the very `Planner.decide` call the
+control loop makes, so that a backtest figure is about the configuration a default user gets (issue 10: "the
+backtest feeds the planner through the same input path as the live loop"). `gateway` hands over the simulated
+router's request counter, as a gateway's."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A deployment scaled to zero with no gateway counter (``kvpilot run`` against Kubernetes) reads no arrival rate:
+"""A deployment scaled to zero with no gateway counter (``kvpilot run`` without ``collector.arrivals``) reads no rate:
 the forecast must still look one horizon past now, not past the last reading, so that a daily burst wakes it
 ahead; and the history a restart restores counts as arrivals seen (review G, session 18, issue 10)."""
 
