@@ -6,6 +6,7 @@ and the count per deployment through the PromQL source's client, across a restar
 from __future__ import annotations
 
 import asyncio
+import statistics
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.integration
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 RATE = 20.0  # requests/s the page counts for MODEL
-WINDOW_S = 8.0
+WINDOW_S = 12.0
 
 
 class GatewayPage(Mapping[str, bytes]):
@@ -101,19 +102,21 @@ async def test_gateway_counter_read_through_a_real_prometheus(tmp_path: Path) ->
 
 
 async def _check(gateway: GatewayArrivals, page: GatewayPage) -> None:
+    # Bounds leave room for a loaded machine: the counter moves once a scrape (1 s, later when Prometheus is slow),
+    # so a rate over the window is off by up to a scrape's requests over its span, and the count by a scrape or two.
     first = page.counted()
     got = await _read_for(gateway, WINDOW_S + 2)
     last = got[-1]
     assert set(last.rates) == set(last.totals) == {"llm/chat"}  # the unrouted model is left out
-    assert last.rates["llm/chat"] == pytest.approx(RATE, rel=0.15)
-    # the count since the first reading, as Prometheus last scraped it (up to a scrape and a read behind)
-    assert page.counted() - first - 3 * RATE <= last.totals["llm/chat"] <= page.counted() - first
+    assert statistics.median(a.rates["llm/chat"] for a in got[-8:]) == pytest.approx(RATE, rel=0.2)
+    # the count since the first reading, as Prometheus last scraped it
+    assert last.totals["llm/chat"] == pytest.approx(page.counted() - first, abs=5 * RATE)
 
     page.restart()  # the endpoint picker restarts: its counter starts again from zero
     got = await _read_for(gateway, WINDOW_S + 2)
     rates = [a.rates["llm/chat"] for a in got if "llm/chat" in a.rates]
-    assert rates
-    assert all(0 < r < 1.5 * RATE for r in rates)
-    assert got[-1].rates["llm/chat"] == pytest.approx(RATE, rel=0.15)
+    assert len(rates) == len(got)
+    assert all(0 < r < 2 * RATE for r in rates)  # no negative rate, no burst read from the reset
+    assert statistics.median(rates[-8:]) == pytest.approx(RATE, rel=0.2)
     totals = [a.totals["llm/chat"] for a in got]
     assert totals == sorted(totals)  # the count never goes down
