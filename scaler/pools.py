@@ -446,7 +446,10 @@ class PooledPlanner:
         *,
         current_replicas: Mapping[str, int] | None = None,
         arrival_rates: Mapping[str, float] | None = None,
+        arrivals_totals: Mapping[str, float] | None = None,
     ) -> list[Decision]:
+        """The pools of disaggregated deployments sized per pool; every other deployment decided by ``inner``, with
+        the gateway's rates and counts (``arrivals_totals``: its burst floor's) where the loop passes them."""
         counts = current_replicas or {}
         views = state.deployments()
         pooled = {k: v for k, v in views.items() if v.pool in (PREFILL, DECODE)}
@@ -461,6 +464,7 @@ class PooledPlanner:
                 now,
                 current_replicas={k: c for k, c in counts.items() if k not in pooled},
                 arrival_rates=arrival_rates,
+                arrivals_totals=arrivals_totals,
             )
             decisions.extend(rest)
         return sorted(decisions, key=lambda d: d.deployment)

@@ -3,10 +3,11 @@ live loop's input path: each tick every ready replica's snapshot is rendered as 
 simulator serves, parsed and adapted by the collector into `ReplicaSample`s, observed by a real `FleetState`
 (loading replicas serve no page yet, as their pods are not Ready), and the replica count comes from the "scale
 subresource" (the simulator's count). Arrivals (`Context.arrivals`): "engines", the default, as `kvpilot run` reads
-them on Kubernetes, where no gateway rate is passed: the planner is called exactly as the control loop calls it
+them by default (no `collector.arrivals` gateway source): the planner is called exactly as the control loop calls it
 (`kvpilot.runtime.loop`), and reads FleetState's estimate (requests finished plus the change in requests waiting and
 running) and the engines' counters for the burst floor; "gateway": the router's request counter stands in for a
-gateway's, as where one exports it: its rate, and its count for the burst floor's short window."""
+gateway's, as `kvpilot run` with `collector.arrivals` passes one: its rate, and its count for the burst floor's short
+window."""
 
 from __future__ import annotations
 
