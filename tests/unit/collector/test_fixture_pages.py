@@ -1863,6 +1863,126 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    "vllm-qwen3.5-122b-two-node-kv-size-only__index-66927013356__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "Qwen/Qwen3.5-122B-A10B-FP8",
+                "requests_running": 1.0,
+                "requests_waiting": 0.0,  # num_requests_waiting (the by_reason gauge's 3 contradicts it: edited page)
+                "kv_usage": 0.018907563025210128,
+                # cache_config_info kv_cache_size_tokens; no num_gpu_blocks to multiply block_size 2096 by
+                "kv_capacity_tokens": 1892600.0,
+                "prefix_queries": 1012506.0,  # 1.012506e+06
+                "prefix_hits": 492560.0,
+                "ttft": None,  # a NaN _sum without its histogram
+                "prompt_tokens": None,
+            }
+        ]
+    ),
+    "llamacpp-b10380-one-request__index-69407774593__excerpt.txt": Page(
+        [
+            {
+                "engine": "llamacpp",
+                "model": None,
+                "requests_running": 0.0,  # llamacpp:requests_processing
+                "requests_waiting": None,  # no requests_deferred line on this page: unknown, not 0
+                "kv_usage": None,
+                "kv_capacity_tokens": None,  # n_tokens_max 224 is the largest batch seen
+                "prompt_tokens": 25.0,
+                "generation_tokens": 200.0,  # llamacpp:tokens_predicted_total
+                "prefix_queries": None,  # no prompt_tokens_cached_total
+                "prefix_hits": None,
+            }
+        ]
+    ),
+    "vllm-0.26-gemma-4-26b-cache-counters__index-68664677251__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "google/gemma-4-26B-A4B-it",
+                "requests_waiting": None,  # no scheduler gauges on the page
+                "requests_running": None,
+                "kv_usage": None,
+                "kv_capacity_tokens": 218464.0,  # kv_cache_size_tokens, not 24978 x 16 = 399,648
+                "prefix_queries": 253529060.0,  # prefix_cache_queries_total (its _created gauge not added)
+                "prefix_hits": 177479648.0,
+                "preemptions": 0.0,
+                "prompt_tokens": 2000.0,  # prompt_tokens_total counts cached tokens too: not + 1500
+                "generation_tokens": 400.0,
+                "requests_finished": 10.0,  # 7 stop + 3 length
+            }
+        ]
+    ),
+    "vllm-v0-oci-blueprint-llama31-8b__index-44537508297__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "/models/NousResearch/Meta-Llama-3.1-8B-Instruct",
+                "requests_running": 0.0,
+                "requests_waiting": None,  # cut before it
+                "kv_usage": None,
+                "kv_capacity_tokens": 10947 * 16.0,  # cache_config_info (no model_name label on V0's)
+            }
+        ]
+    ),
+    "tgi-whole__DataDog__integrations-core__payload__trimmed.txt": Page(
+        [
+            {
+                "engine": "tgi",
+                "model": None,
+                "requests_waiting": 0.0,  # tgi_queue_size
+                "requests_running": 0.0,  # tgi_batch_current_size
+                "kv_capacity_tokens": None,  # no tgi_batch_max_total_tokens on the page
+                "kv_usage": None,
+                "prompt_tokens": 662.0,  # tgi_request_input_length_sum
+                "generation_tokens": 3423.0,  # tgi_request_generated_tokens_sum
+                "requests_finished": 109.0,  # tgi_request_success
+                "itl.count": 109.0,  # tgi_request_mean_time_per_token_duration
+                "itl.sum": 8.643160945,
+                "e2e.count": 109.0,  # tgi_request_duration
+                "e2e.sum": 541.2140316159999,
+                "queue_time.count": 109.0,  # tgi_request_queue_duration
+                "queue_time.sum": 295.275961956,
+                "ttft": None,  # TGI writes no time-to-first-token histogram
+            }
+        ]
+    ),
+    "gaie-epp-sim-two-pods-head__index-28203871539__excerpt.txt": Page(error="endpoint picker"),
+    "vllm-0.30-cpu-two-completions-grep__index-68324944604__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "Qwen/Qwen2.5-0.5B-Instruct",
+                "requests_running": 0.0,
+                "requests_waiting": 0.0,
+                "kv_usage": 0.0,
+                "kv_capacity_tokens": None,
+                "prefix_queries": 8.0,
+                "prefix_hits": None,  # no prefix_cache_hits line in the grep: unknown, not a 0 % hit rate
+                "prompt_tokens": 8.0,  # 5 + 3
+                "generation_tokens": 32.0,  # 2 x 16
+                "requests_finished": 2.0,  # finished_reason="length"
+            }
+        ]
+    ),
+    "dcgm-4x-gb200-eks__index-58536126015__excerpt.txt": Page(
+        gpus=4,
+        gpu_fields={
+            "0": {
+                "node": "ip-100-64-135-20.ec2.internal",
+                "model_name": "NVIDIA GB200",
+                "pod": None,
+                "temperature_c": 27.0,
+                "power_w": 165.926,
+                "utilisation": 0.0,
+                "memory_used_bytes": 0.0,
+                "memory_free_bytes": 188729 * 2.0**20,  # DCGM_FI_DEV_FB_FREE in MiB
+                "extra.mem_copy_util_pct": 0.0,
+            },
+            "3": {"temperature_c": 26.0, "power_w": 174.197, "memory_free_bytes": 188729 * 2.0**20},
+        },
+    ),
     # ROCm Omnistat's rocm_* gauges by card: a GPU exporter kvpilot does not read, named (was "no engine adapter ...")
     "omnistat-4-gpus-curl__ROCm__omnistat__docs_developer__excerpt.txt": Page(
         error=r"ROCm Omnistat \(rocm_\*.*a GPU exporter kvpilot does not read"
