@@ -18,7 +18,13 @@ Mapping decisions:
   page has none); with requests in flight and no queue gauge, both stay unknown (the page cannot split them).
   Releases after 0014908 name the same count ``active_requests`` ("Clearer name for what inflight_requests
   measures", prometheus_names.rs ``frontend_service::ACTIVE_REQUESTS``; ``inflight_requests`` is kept,
-  deprecated): read when ``inflight_requests`` is absent. These are the frontend's figures, not an engine's:
+  deprecated): read when ``inflight_requests`` is absent. Later releases deprecate the queue gauge too, "still
+  emitted but will be removed in a future release" (Dynamo's metrics guide, "Deprecated frontend gauges"; PR #8162):
+  its count is the sum of ``stage_requests`` (prometheus_names.rs ``frontend_perf::STAGE_REQUESTS``, labels ``stage``
+  and ``phase``) over the stages before the first token, ``preprocess``, ``route`` and ``dispatch`` (the guide's "old
+  queued semantic"), read where ``queued_requests`` is absent. That gauge has no ``model`` label: on a frontend
+  serving several models it cannot be split, and their queues stay unknown. These are the frontend's figures, not an
+  engine's:
   ``requests_running`` counts requests past their first token on every worker behind the frontend (an engine's
   running batch also holds requests still in prefill, which the frontend counts as queued), and
   ``requests_waiting`` counts requests in prefill as well as those queued. Point kvpilot at the workers for
@@ -48,10 +54,12 @@ Mapping decisions:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from collector.engines._declarative import DeclarativeAdapter, histogram, mean, total
 from collector.engines._read import Families, Series, find_family, read_mean, read_sum
+from collector.samples import ReplicaSample, TargetInfo
 
 # The frontend's prefixes: Dynamo's, and NIM's through DYN_METRICS_PREFIX (see the module notes).
 _FRONTENDS = ("dynamo_frontend_", "nv_llm_http_service_")
@@ -64,6 +72,9 @@ def _front(name: str) -> tuple[str, ...]:
 
 
 _QUEUED = _front("queued_requests")
+# The frontend's requests by pipeline stage (no model label), and the stages a request passes before its first token.
+_STAGES = _front("stage_requests")
+_BEFORE_FIRST_TOKEN = frozenset(("preprocess", "route", "dispatch"))
 # In flight at the frontend, under its deprecated name first, then the name later releases give the same count.
 _INFLIGHT = (*_front("inflight_requests"), *_front("active_requests"))
 _TOTAL_BLOCKS = _front("model_total_kv_blocks")
@@ -107,6 +118,16 @@ def _prefix(families: Families, inflight: float | None) -> tuple[float | None, f
     return queries, hits
 
 
+def _staged(families: Families) -> float | None:
+    """Requests in the frontend's stages before their first token (the deprecated queue gauge's count), None where
+    the page has no stage gauge."""
+    for name in _STAGES:
+        fam = families.get(name)
+        if fam is not None:
+            return sum(s.value for s in fam.samples if s.labels.get("stage") in _BEFORE_FIRST_TOKEN)
+    return None
+
+
 def _series(names: tuple[str, ...]) -> tuple[Series, ...]:
     return tuple(Series(name) for name in names)
 
@@ -114,6 +135,8 @@ def _series(names: tuple[str, ...]) -> tuple[Series, ...]:
 def _derive(families: Families, values: dict[str, Any]) -> dict[str, Any]:
     inflight = read_sum(families, _series(_INFLIGHT))
     queued = values.get("requests_waiting")
+    if queued is None:
+        queued = _staged(families)
     if inflight == 0 and queued is None:  # the queue is a subset of in flight (module notes): nothing queued
         queued = 0.0
     blocks = read_sum(families, _series(_TOTAL_BLOCKS))
@@ -129,13 +152,25 @@ def _derive(families: Families, values: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-ADAPTER = DeclarativeAdapter(
+@dataclass(frozen=True)
+class _FrontendAdapter(DeclarativeAdapter):
+    """Dynamo's adapter: a page of several models (one replica each) leaves out the stage gauge, which no model
+    label splits (the module notes), so that no model's queue is the frontend's whole."""
+
+    def adapt(self, families: Families, target: TargetInfo, timestamp: float) -> list[ReplicaSample]:
+        if any(name in families for name in _STAGES) and len(self.groups(families)) > 1:
+            families = {name: fam for name, fam in families.items() if name not in _STAGES}
+        return super().adapt(families, target, timestamp)
+
+
+ADAPTER = _FrontendAdapter(
     name="dynamo",
     fields=FIELDS,
     model_labels=("model",),
     extra_families=frozenset(
         {
             *_INFLIGHT,
+            *_STAGES,
             *_TOTAL_BLOCKS,
             *_BLOCK_SIZE,
             *_INPUT_TOKENS,

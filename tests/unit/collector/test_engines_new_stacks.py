@@ -80,6 +80,43 @@ def test_dynamo_frontend_active_requests_is_in_flight_under_its_later_name() -> 
     assert _one(both, "dynamo").requests_running == 7.0  # inflight_requests first, as Dynamo still writes it
 
 
+# Dynamo's frontend after its deprecated gauges go (its metrics guide, "Deprecated frontend gauges": queued_requests
+# "will be removed in a future release", its count is the sum of stage_requests over preprocess, route and dispatch)
+_STAGES = (
+    'dynamo_frontend_stage_requests{phase="",stage="preprocess"} 1\n'
+    'dynamo_frontend_stage_requests{phase="aggregated",stage="route"} 2\n'
+    'dynamo_frontend_stage_requests{phase="aggregated",stage="dispatch"} 4\n'
+)
+
+
+def test_dynamo_frontend_queue_is_its_stages_before_the_first_token() -> None:
+    # before: queue and running both unknown with 12 in flight and no queued_requests
+    page = 'dynamo_frontend_active_requests{model="m"} 12\n' + _STAGES
+    r = _one(page, "dynamo")
+    assert (r.requests_waiting, r.requests_running) == (7.0, 5.0)
+    # a later stage (after the first token) is not queued
+    later = page + 'dynamo_frontend_stage_requests{phase="aggregated",stage="postprocess"} 3\n'
+    assert _one(later, "dynamo").requests_waiting == 7.0
+    # where the release still writes the queue gauge, it wins
+    both = page + 'dynamo_frontend_queued_requests{model="m"} 6\n'
+    assert (_one(both, "dynamo").requests_waiting, _one(both, "dynamo").requests_running) == (6.0, 6.0)
+
+
+def test_dynamo_frontend_stages_of_several_models_are_no_model_s_queue() -> None:
+    # stage_requests has no model label: with two models it cannot be split, so neither model reads the whole
+    page = (
+        'dynamo_frontend_active_requests{model="a"} 12\ndynamo_frontend_active_requests{model="b"} 3\n'
+        'dynamo_frontend_requests_total{model="a"} 50\ndynamo_frontend_requests_total{model="b"} 9\n' + _STAGES
+    )
+    replicas = adapt_page(page, TARGET, 0.0).replicas
+    assert sorted(r.model or "" for r in replicas) == ["a", "b"]
+    assert [(r.requests_waiting, r.requests_running) for r in replicas] == [(None, None), (None, None)]
+    # a model whose queue gauge is written keeps it
+    queued = page + 'dynamo_frontend_queued_requests{model="a"} 4\ndynamo_frontend_queued_requests{model="b"} 1\n'
+    by_model = {r.model: (r.requests_waiting, r.requests_running) for r in adapt_page(queued, TARGET, 0.0).replicas}
+    assert by_model == {"a": (4.0, 8.0), "b": (1.0, 2.0)}
+
+
 def test_dynamo_frontend_success_count_is_not_every_finished_request() -> None:
     # successes only: read as finished, failed requests under overload would make arrivals read low
     page = (

@@ -595,6 +595,22 @@ EXPECTED: dict[str, Page] = {
     ),
     # llm-d's inference scheduler (the Gateway API Inference Extension EPP): a router's averages, not a replica
     "llm-d-epp__gateway-api-inference-extension__guides_metrics__from-source.txt": Page(error="endpoint picker"),
+    "dynamo-frontend-stage-requests__handwritten.txt": Page(
+        [
+            {
+                "engine": "dynamo",
+                "model": "qwen/qwen3-0.6b",
+                # no queued_requests: stage_requests over preprocess 1 + route 2 + dispatch 4
+                "requests_waiting": 7.0,
+                "requests_running": 5.0,  # active_requests 12 - 7
+                "kv_capacity_tokens": 12894 * 16.0,  # model_total_kv_blocks x model_kv_cache_block_size
+                "generation_tokens": 105000.0,  # output_tokens_total
+                "requests_finished": 420.0,  # requests_total: 418 success + 2 error
+                "ttft.count": 420.0,
+                "prompt_tokens": None,  # no input_sequence_tokens histogram on the page
+            }
+        ]
+    ),
     "dynamo-frontend-two-models__handwritten.txt": Page(
         [
             {
