@@ -153,6 +153,11 @@ _NOT_AN_ENGINE = {
     # habanalabs_memory_used_bytes, habanalabs_power_mW, ...): Gaudi devices, not GPUs kvpilot reads
     "habanalabs_": "Intel Gaudi's metric exporter (habanalabs_*): kvpilot reads no Gaudi device, and no engine is"
     " on it",
+    # Huawei Ascend's npu-exporter (Ascend/ascend-npu-exporter collector/npu_collector.go; its golden page @ 0a8a973 :
+    # collector/testdata/prometheus_metrics: npu_chip_info_utilization, npu_chip_info_hbm_used_memory... by NPU `id`,
+    # machine_npu_nums): Ascend NPUs, which no GPU adapter reads; MindIE, the engine on them, serves its own page
+    "npu_chip_info_": "Huawei Ascend's npu-exporter (npu_chip_info_* by NPU `id`): kvpilot reads no Ascend NPU, and no"
+    " engine is on it (scrape MindIE's own /metrics for the replica)",
     # utkuozdemir/nvidia_gpu_exporter (nvidia-smi's query fields as nvidia_smi_*, labelled by uuid; its
     # METRICS.md @ 15d422b): NVIDIA GPUs, but under names no GPU adapter reads (collector.gpus)
     "nvidia_smi_": "nvidia_gpu_exporter (nvidia_smi_* gauges from nvidia-smi): " + _NVIDIA_NOT_READ,

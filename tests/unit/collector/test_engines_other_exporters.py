@@ -167,6 +167,33 @@ def test_rocm_omnistat_is_named(page: str) -> None:
     assert "reads these names" not in str(on_gpu_target.value)
 
 
+# Huawei Ascend's npu-exporter's own golden page (Ascend/ascend-npu-exporter @ 0a8a973 :
+# collector/testdata/prometheus_metrics), cut to one NPU and three of its gauges
+_NPU_EXPORTER_PAGE = (
+    "machine_npu_nums 8\n"
+    'npu_chip_info_name{id="0",name="910Awn-Ascend-V1",vdie_id=""} 1 1606402000\n'
+    'npu_chip_info_utilization{id="0",vdie_id=""} 0 1606402000\n'
+    'npu_chip_info_hbm_used_memory{id="0",vdie_id=""} 0 1606402000\n'
+)
+
+
+def test_ascend_npu_exporter_is_named() -> None:
+    # Ascend NPUs, which no GPU adapter reads. Before: "found 3 families starting with `npu_`, 1 with `machine_`; no
+    # engine adapter (vllm, ...) reads these names": nothing of what the page is
+    with pytest.raises(UnknownEngine, match=r"Huawei Ascend's npu-exporter .*kvpilot reads no Ascend NPU") as raised:
+        adapt_page(_NPU_EXPORTER_PAGE, TARGET, 0.0)
+    assert "reads these names" not in str(raised.value)
+    assert "MindIE" in str(raised.value)  # the engine on these NPUs, read from its own page
+    with pytest.raises(NoGpuFamilies, match="Huawei Ascend's npu-exporter"):
+        adapt_page(_NPU_EXPORTER_PAGE, GPU_TARGET, 0.0)
+
+
+def test_a_mindie_page_with_npu_gauges_is_still_mindie() -> None:
+    # MindIE's own npu_cache_usage_perc is no npu-exporter series: the page stays an engine's
+    page = "npu_cache_usage_perc 0.25\nnum_requests_running 3\nnum_requests_waiting 1\n"
+    assert adapt_page(page, TARGET, 0.0).engine == "mindie"
+
+
 def test_a_gpu_target_of_no_gpu_exporter_names_the_gpu_exporters_not_the_engines() -> None:
     # a PyTorch training job's page (tests/fixtures/metrics/pytorch-training-job-eks__...): asked for GPUs, the error
     # said "no engine adapter (vllm, sglang, ...) reads these names", as if an engine had been asked for

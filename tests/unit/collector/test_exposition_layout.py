@@ -85,7 +85,10 @@ def test_a_full_read_off_a_layout_agrees_with_prometheus_client(page: Path) -> N
     if duplicated(expected):
         pytest.skip("the oracle keeps a duplicated series; the parser refuses it (test_exposition_divergences)")
     assert read(cache, changed, wanted=None) == expected
-    assert cache.hits == 1
+    # a page whose sample lines carry timestamps (Ascend's npu-exporter writes one on every line) has no layout for
+    # a full read: a line read with a timestamp is parsed, not read off a layout (collector/exposition/_layout.py)
+    stamped = any(sample[3] is not None for _type, _help, samples in expected.values() for sample in samples)
+    assert cache.hits == (0 if stamped else 1)
 
 
 VLLM = (FIXTURES / "vllm__DataDog__integrations-core__vllm_metrics.txt").read_text()

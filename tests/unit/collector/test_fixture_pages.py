@@ -1999,6 +1999,10 @@ EXPECTED: dict[str, Page] = {
             "3": {"temperature_c": 26.0, "power_w": 174.197, "memory_free_bytes": 188729 * 2.0**20},
         },
     ),
+    # Huawei Ascend's npu-exporter: NPUs kvpilot does not read, named (was "no engine adapter ...")
+    "ascend-npu-exporter-8x-910a__Ascend__ascend-npu-exporter__collector_testdata.txt": Page(
+        error=r"Huawei Ascend's npu-exporter \(npu_chip_info_\*.*kvpilot reads no Ascend NPU"
+    ),
     # ROCm Omnistat's rocm_* gauges by card: a GPU exporter kvpilot does not read, named (was "no engine adapter ...")
     "omnistat-4-gpus-curl__ROCm__omnistat__docs_developer__excerpt.txt": Page(
         error=r"ROCm Omnistat \(rocm_\*.*a GPU exporter kvpilot does not read"

@@ -55,6 +55,7 @@ NOT_A_REPLICA_NOR_GPUS = {
     "nvidia-gpu-exporter-rtx2080s__utkuozdemir__nvidia_gpu_exporter__METRICS.txt",  # a GPU exporter not read
     "nvidia-gpu-nvml-exporter-two-p4__pytimer__gpu-exporter__README.txt",  # another one
     "omnistat-4-gpus-curl__ROCm__omnistat__docs_developer__excerpt.txt",  # ROCm Omnistat: AMD GPUs not read
+    "ascend-npu-exporter-8x-910a__Ascend__ascend-npu-exporter__collector_testdata.txt",  # Ascend NPUs not read
     "pytorch-training-job-eks__index-54291311193__excerpt.txt",  # a training job's own gauges
     "vllm-spec-decode-dgx-spark__index-59883029386__excerpt.txt",  # vLLM's spec-decode counters only
 }
