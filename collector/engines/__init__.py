@@ -103,6 +103,11 @@ _NOT_AN_ENGINE = {
     # lmcache:* lines (LMCache issues #621 and #729, PR #1100: PROMETHEUS_MULTIPROC_DIR puts them on vLLM's page)
     "lmcache:": "LMCache's own metrics server, or a vLLM page cut to its LMCache lines (lmcache:* without vllm:*);"
     " scrape the vLLM server's whole /metrics",
+    # LMCache's multiprocess server (vLLM's LMCacheMPConnector talks to it) writes its own page through an
+    # OpenTelemetry bridge: lmcache_mp_lookup_requested_tokens_total, lmcache_mp_lookup_hit_tokens_total,
+    # lmcache_mp_l1_*... (a real page in an LMCache run report, index file 62108247994)
+    "lmcache_": "LMCache's multiprocess server (lmcache_mp_*: its lookups and L1/L2 store), a cache beside the engines,"
+    " not one: scrape the vLLM server it serves",
     # a Triton of ONNX/graphdef models, or a grep of a vLLM-backend Triton's core series (triton-inference-server/server
     # issue #8463): core series only either way
     "nv_inference_": "Triton without an LLM backend's series on the page (no nv_trt_llm_* nor vllm:*: a Triton of"

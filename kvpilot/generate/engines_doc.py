@@ -376,7 +376,8 @@ def engines_page() -> str:
         "slides). Llama 4's chunked local attention, encoder-decoder cross-attention and decode context parallelism "
         "leave no label on the page: on vLLM before 0.24 their product may be off.",
         "- **Not an LLM replica.** Triton without TensorRT-LLM (`nv_inference_*` only) yields its GPUs and no replica; "
-        "an LMCache-only page, a GPU exporter's page, KServe's model server without an engine "
+        "an LMCache-only page (`lmcache:*`, or LMCache's multiprocess server's `lmcache_mp_*`), a GPU exporter's "
+        "page, KServe's model server without an engine "
         "(`request_predict_seconds` only), DCGM fields named in lower case (`dcgm_fi_*`) or kvpilot's own "
         "`/metrics` are named as such in the error. AMD's device-metrics-exporter and amd_smi_exporter pages yield "
         "their GPUs (below), on an engine target and a GPU target alike; a device-metrics-exporter page with none of "

@@ -194,6 +194,22 @@ def test_a_mindie_page_with_npu_gauges_is_still_mindie() -> None:
     assert adapt_page(page, TARGET, 0.0).engine == "mindie"
 
 
+def test_lmcache_multiprocess_server_is_named() -> None:
+    # LMCache's multiprocess server through its OpenTelemetry bridge (an LMCache run report's lines, index file
+    # 62108247994). Before: "found 2 families starting with `lmcache_`; no engine adapter (vllm, ...) reads these
+    # names", where its `lmcache:` pages are named
+    page = (
+        'lmcache_mp_lookup_requested_tokens_total{cache_salt="",model_name="facebook/opt-125m"} 960.0\n'
+        'lmcache_mp_lookup_hit_tokens_total{cache_salt="",model_name="facebook/opt-125m"} 640.0\n'
+    )
+    with pytest.raises(UnknownEngine, match=r"LMCache's multiprocess server .*scrape the vLLM server") as raised:
+        adapt_page(page, TARGET, 0.0)
+    assert "reads these names" not in str(raised.value)
+    # beside vLLM's own series the page is vLLM's, LMCache's lines a second tier not read into it
+    beside = 'vllm:num_requests_running{model_name="facebook/opt-125m"} 2\n' + page
+    assert adapt_page(beside, TARGET, 0.0).engine == "vllm"
+
+
 def test_a_gpu_target_of_no_gpu_exporter_names_the_gpu_exporters_not_the_engines() -> None:
     # a PyTorch training job's page (tests/fixtures/metrics/pytorch-training-job-eks__...): asked for GPUs, the error
     # said "no engine adapter (vllm, sglang, ...) reads these names", as if an engine had been asked for

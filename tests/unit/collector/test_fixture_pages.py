@@ -1999,6 +1999,10 @@ EXPECTED: dict[str, Page] = {
             "3": {"temperature_c": 26.0, "power_w": 174.197, "memory_free_bytes": 188729 * 2.0**20},
         },
     ),
+    # LMCache's multiprocess server (lmcache_mp_*): a cache beside the engines, named (was "no engine adapter ...")
+    "lmcache-mp-server-three-requests__index-62108247994__excerpt.txt": Page(
+        error=r"LMCache's multiprocess server \(lmcache_mp_\*.*scrape the vLLM server"
+    ),
     # Huawei Ascend's npu-exporter: NPUs kvpilot does not read, named (was "no engine adapter ...")
     "ascend-npu-exporter-8x-910a__Ascend__ascend-npu-exporter__collector_testdata.txt": Page(
         error=r"Huawei Ascend's npu-exporter \(npu_chip_info_\*.*kvpilot reads no Ascend NPU"

@@ -34,6 +34,7 @@ NOT_A_REPLICA_NOR_GPUS = {
     "jetstream__AI-Hypercomputer__JetStream__pull_121__excerpt.txt",  # JetStream: no adapter reads jetstream_*
     "lmcache-server__LMCache__LMCache__pull_1318__excerpt.txt",  # LMCache's own metrics server
     "lmcache-retrieve__LMCache__LMCache__issue_729__excerpt.txt",  # LMCache's series alone
+    "lmcache-mp-server-three-requests__index-62108247994__excerpt.txt",  # LMCache's multiprocess server
     "sglang-grpc-sidecar-sanitised__smg-project__smg__pull_813__excerpt.txt",  # only SGLang families read by nothing
     "triton-trtllm-ensemble-no-backend-metrics__triton-inference-server__tensorrtllm_backend__issue_49__excerpt.txt",
     "dcgm-lowercase-names-mig__NVIDIA__dcgm-exporter__issue_272__excerpt.txt",  # DCGM fields in lower case
