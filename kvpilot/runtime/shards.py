@@ -437,6 +437,13 @@ class Takeover:
     restarted instance does (``ControlLoop.resume``). A restarted sharded instance holds no shard at its first tick
     and forgot what it resumed at start: it reads them again the same way when it takes its shards.
 
+    The shards ``take`` found are the tick's whole view of what is ours (``owns``, ``held``: discovery, the collect
+    cut, the scale read, the decisions), until the next tick's ``take``. The Lease rounds run in a thread of their
+    own and change ``ShardCoordinator.owned`` at any moment of a tick: a shard taken after the tick's start but
+    read live by its discovery was scraped and decided before its stored decisions were read, without the count the
+    scale source reports (not asked: not ours yet), and the planner's count went out without the surge
+    (`test_shards_rollout`, ``LateRound``: 4 for one tick mid-rollout, then 6).
+
     ``resumes`` (``kvpilot.runtime.wiring``): what else a restart restores, for the shards taken (the GPUs the open
     ``vanished`` findings name, each deployment's learned capacity): a blocking store read, given whether a key
     (deployment or ``node/<name>``) is of a shard taken, that returns what to apply in the loop."""
@@ -453,11 +460,14 @@ class Takeover:
         self._stored = stored  # the newest stored decision of every deployment (a blocking store read)
         self.resumes = resumes
         self.timeout_s = timeout_s
-        self._ready: frozenset[int] = frozenset()  # held shards whose stored decisions were read
+        self._ready: frozenset[int] = frozenset()  # the shards held at this tick's start, their stored decisions read
 
     def owns(self, deployment: str) -> bool:
-        shard = shard_of(deployment, self._shards.shards)
-        return shard in self._ready and shard in self._shards.owned
+        return shard_of(deployment, self._shards.shards) in self._ready
+
+    def held(self) -> Held:
+        """The shards of this tick (``OwnedTargets``, ``OwnedCollect``): those held at its start."""
+        return Held(self._shards.shards, self._ready)
 
     async def take(self) -> list[Decision]:
         """The stored decisions of the deployments of the shards taken since the last call; from now they are
@@ -490,17 +500,24 @@ def _of_shards(key: str, *, shards: int, gained: frozenset[int]) -> bool:
     return shard_of(key, shards) in gained
 
 
+class HoldsShards(Protocol):
+    """Which shards are this instance's now: ``Takeover`` (the control loop's, fixed for a tick) or a
+    ``ShardCoordinator`` (as its last Lease round left them)."""
+
+    def held(self) -> Held: ...
+
+
 class OwnedTargets:
     """Discovery filtered to this instance's deployments before anything is scraped. A GPU page belongs to every
     instance with a replica on its node (the GPU join is per node); one on a node without any engine target
     goes to the shard its node (or URL) hashes to, so every GPU page is read by some instance."""
 
-    def __init__(self, discovery: Any, shards: ShardCoordinator) -> None:
+    def __init__(self, discovery: Any, shards: HoldsShards) -> None:
         self._discovery = discovery
         self._shards = shards
 
     async def targets(self) -> list[TargetInfo]:
-        return owned_targets(await self._discovery.targets(), self._shards)
+        return owned_targets(await self._discovery.targets(), self._shards.held())
 
 
 def owned_targets(targets: Sequence[TargetInfo], shards: ShardCoordinator | Held) -> list[TargetInfo]:
@@ -535,7 +552,7 @@ class OwnedCollect:
     and GPUs to the nodes of their replicas (a narrowed answer holds no other instance's replicas, so a faulty GPU
     on a node shared with one may also be kept by the instance its node hashes to: seen twice, never missed)."""
 
-    def __init__(self, collector: Any, shards: ShardCoordinator) -> None:
+    def __init__(self, collector: Any, shards: HoldsShards) -> None:
         self._collector = collector
         self._shards = shards
         self._held = shards.held()

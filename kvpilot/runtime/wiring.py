@@ -38,7 +38,14 @@ from kvpilot.runtime.restore import Restored, restore, restore_taken, seed_capac
 from kvpilot.runtime.scale_ksm import KubeStateMetricsScale
 from kvpilot.runtime.scale_view import KubernetesScale, ScaleSource, SimulatorScale
 from kvpilot.runtime.service import SPLIT_AFTER_LEASES, Abortable, Campaigns, HasOwnMetrics, SchemaAgain, Service
-from kvpilot.runtime.shards import CollectsOwned, OwnedCollect, OwnedTargets, ShardCoordinator, Takeover
+from kvpilot.runtime.shards import (
+    CollectsOwned,
+    HoldsShards,
+    OwnedCollect,
+    OwnedTargets,
+    ShardCoordinator,
+    Takeover,
+)
 from kvpilot.runtime.sources import Sources
 from kvpilot.settings import DeploymentScaling, Settings, SettingsError
 from scaler.capacity import CapacityConfig, ServingProfile
@@ -222,12 +229,12 @@ def _scrape_stages(
     sources: Sources,
     clock: Clock,
     *,
-    shards: ShardCoordinator | None,
+    shards: HoldsShards | None,
     collector: Collect | None,
     sleep: Any,
 ) -> tuple[Discovery, Collect]:
     """The loop's discover and collect stages: those given or the sources' (PromQL), else the scrape collector;
-    with sharding, each narrowed to this instance's deployments."""
+    with sharding, each narrowed to this instance's deployments (``shards``: the tick's, ``Takeover``)."""
     discovery: Discovery = sources.discovery if shards is None else OwnedTargets(sources.discovery, shards)
     if collector is None:
         collector = sources.collector
@@ -267,13 +274,14 @@ def build_service(
     if leadership is None and settings.sharding.enabled:
         leadership = build_shards(settings, clock)
     shards = leadership if isinstance(leadership, ShardCoordinator) else None
-    discovery, collector = _scrape_stages(settings, sources, clock, shards=shards, collector=collector, sleep=sleep)
-    # a shard taken over resumes the raise its old holder stored, before the loop decides its deployments
+    # a shard taken over resumes the raise its old holder stored, before the loop decides its deployments; the
+    # shards a tick found held at its start are the ones it scrapes and decides, whatever a Lease round does meanwhile
     takeover = (
         None
         if shards is None
         else Takeover(shards, partial(_latest_decisions, sessions), timeout_s=settings.store.hang_after_s)
     )
+    discovery, collector = _scrape_stages(settings, sources, clock, shards=takeover, collector=collector, sleep=sleep)
     writer = BufferedWriter(sessions, max_pending=settings.store.buffer_max_writes)
     counters = LoopCounters()  # first: the loop, actuation and the service count into them; they read none of those
     node_drains = NodeDrains()  # the service's actuator task writes it, the loop reads it into each snapshot
