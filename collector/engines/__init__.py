@@ -149,6 +149,10 @@ _NOT_AN_ENGINE = {
     # ScaleLLM's server (vectorch-ai/ScaleLLM pull request #210): its own names, no adapter for them
     "request_handling_latency_seconds": "ScaleLLM's server (request_status_total, request_handling_latency_seconds,"
     " scheduling_latency_seconds); kvpilot has no ScaleLLM adapter",
+    # OpenVINO Model Server (openvinotoolkit/model_server: ovms_requests_success, ovms_infer_req_queue_size,
+    # ovms_current_requests... by model `name`; MicroShift's model-serving guide shows a real page of it), which also
+    # serves LLMs through OpenVINO GenAI under the same names: no adapter for them
+    "ovms_": "OpenVINO Model Server (ovms_requests_success, ovms_infer_req_queue_size...); kvpilot has no OVMS adapter",
     # AMD's amd_smi_exporter (amd/amd_smi_exporter src/cpu_data.go: amd_gpu_power, amd_gpu_current_temperature,
     # amd_core_energy, amd_num_gpus...), whose GPUs collector.gpus.amd reads: a page reaching this has none of them (a
     # CPU-only node); device-metrics-exporter behind its amd_ prefix is told by its labels first

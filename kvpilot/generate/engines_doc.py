@@ -388,7 +388,7 @@ def engines_page() -> str:
         "(`nvidia_smi_*` from nvidia-smi) and NVML exporters writing `nvidia_gpu_*`, whose GPUs it does not read "
         "either (scrape dcgm-exporter or run `kvpilot gpu-agent` for them); ROCm Omnistat (`rocm_*` gauges by "
         "`card`), whose AMD GPUs it does not read (scrape AMD's device-metrics-exporter or amd_smi_exporter); "
-        "engines without an adapter (ScaleLLM); and an engine's names behind a "
+        "engines without an adapter (ScaleLLM, OpenVINO Model Server); and an engine's names behind a "
         "stack's prefix none of which an adapter reads (one grep'd `ray_vllm_..._count` line). "
         "So are routers in front of the engines, whose queue and KV figures are their backends' (the vLLM "
         "production-stack router, llm-d's endpoint picker with `inference_pool_*`, `inference_objective_*` or, from "

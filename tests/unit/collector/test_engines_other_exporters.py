@@ -210,6 +210,18 @@ def test_lmcache_multiprocess_server_is_named() -> None:
     assert adapt_page(beside, TARGET, 0.0).engine == "vllm"
 
 
+def test_openvino_model_server_is_named() -> None:
+    # OVMS's page as MicroShift's model-serving guide shows it (tests/fixtures/metrics/ovms-resnet50-partial__...).
+    # Before: "found 1 family starting with `ovms_`; no engine adapter (vllm, ...) reads these names"
+    page = (
+        "# TYPE ovms_requests_success counter\n"
+        'ovms_requests_success{api="KServe",interface="REST",method="ModelReady",name="ovms-resnet50"} 4\n'
+    )
+    with pytest.raises(UnknownEngine, match=r"OpenVINO Model Server .*kvpilot has no OVMS adapter") as raised:
+        adapt_page(page, TARGET, 0.0)
+    assert "reads these names" not in str(raised.value)
+
+
 def test_a_gpu_target_of_no_gpu_exporter_names_the_gpu_exporters_not_the_engines() -> None:
     # a PyTorch training job's page (tests/fixtures/metrics/pytorch-training-job-eks__...): asked for GPUs, the error
     # said "no engine adapter (vllm, sglang, ...) reads these names", as if an engine had been asked for

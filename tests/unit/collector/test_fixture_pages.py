@@ -1999,6 +1999,10 @@ EXPECTED: dict[str, Page] = {
             "3": {"temperature_c": 26.0, "power_w": 174.197, "memory_free_bytes": 188729 * 2.0**20},
         },
     ),
+    # OpenVINO Model Server: an engine without an adapter, named (was "no engine adapter ...")
+    "ovms-resnet50-partial__openshift__microshift__ai_model_serving__excerpt.txt": Page(
+        error=r"OpenVINO Model Server \(ovms_requests_success.*kvpilot has no OVMS adapter"
+    ),
     # LMCache's multiprocess server (lmcache_mp_*): a cache beside the engines, named (was "no engine adapter ...")
     "lmcache-mp-server-three-requests__index-62108247994__excerpt.txt": Page(
         error=r"LMCache's multiprocess server \(lmcache_mp_\*.*scrape the vLLM server"

@@ -40,6 +40,7 @@ NOT_A_REPLICA_NOR_GPUS = {
     "dcgm-lowercase-names-mig__NVIDIA__dcgm-exporter__issue_272__excerpt.txt",  # DCGM fields in lower case
     "kserve-model-server__kserve__kserve__qpext_main_test.txt",  # KServe's own latency histograms only
     "scalellm__vectorch-ai__ScaleLLM__pull_210__excerpt.txt",  # ScaleLLM: no adapter
+    "ovms-resnet50-partial__openshift__microshift__ai_model_serving__excerpt.txt",  # OpenVINO Model Server
     "sgl-router-2025-05__sgl-project__sglang__pull_6537__excerpt.txt",  # SGLang's router
     "triton-2021-cache-metrics__triton-inference-server__server__pull_3569__excerpt.txt",  # Triton, no LLM, no GPU
     "triton-25.10-failure-reasons__triton-inference-server__server__issue_8561__excerpt.txt",  # Triton 25.10, ResNet
