@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import text
@@ -31,6 +31,10 @@ from store.errors import driver_words
 log = logging.getLogger(__name__)
 
 Write = Callable[[Session], None]
+
+# The number of writes the session's transaction applies (``Session.info``; 1 for a write applied alone): how far
+# ahead a write may read rows for the writes after it in the same batch (``kvpilot.runtime.persist``'s roll-ups).
+WRITES_IN_BATCH = "kvpilot.writes_in_batch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,12 +182,21 @@ class BufferedWriter:
         return 0.0 if started is None else time.monotonic() - started
 
     def submit(self, label: str, write: Write) -> None:
+        self.submit_all([(label, write)])
+
+    def submit_all(self, writes: Sequence[tuple[str, Write]]) -> None:
+        """Queue ``writes`` in one step: a flush takes them whole (up to its chunk) or not at all. Before, the loop
+        queued a tick's writes one by one while the writer thread flushed the earlier ones, and a flush could take
+        half a tick: the minute's roll-up rows read once for the tick were read again one by one in the next batch
+        (test_loop_rollups, 48 reads where 40 were bounded, under load)."""
+        pending = [_Pending(label, write) for label, write in writes]
         with self._lock:
-            if len(self._pending) >= self._max:
-                dropped = self._pending.popleft()
-                self.dropped_total += 1
-                log.warning("store buffer full (%d writes): dropped the oldest, %s", self._max, dropped.label)
-            self._pending.append(_Pending(label, write))
+            for p in pending:
+                if len(self._pending) >= self._max:
+                    dropped = self._pending.popleft()
+                    self.dropped_total += 1
+                    log.warning("store buffer full (%d writes): dropped the oldest, %s", self._max, dropped.label)
+                self._pending.append(p)
 
     def flush(self) -> bool:
         """Apply pending writes in order; return True when nothing is left pending."""
@@ -236,6 +249,7 @@ class BufferedWriter:
         xid: int | None = None
         try:
             with self._factory() as session, session.begin():
+                session.info[WRITES_IN_BATCH] = len(batch)
                 if session.get_bind().dialect.name == "postgresql":
                     xid = int(session.execute(text("SELECT txid_current()")).scalar_one())
                 for p in batch:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 
@@ -22,7 +23,7 @@ from detectors.finding import Finding
 from scaler.decision import Decision
 from scaler.own_raise import planner_replicas
 from store import repo
-from store.buffer import BufferedWriter
+from store.buffer import WRITES_IN_BATCH, BufferedWriter, Write
 from store.fields import fit
 from store.models import RollupRow
 from store.repo.deployments import SeenDeployment
@@ -36,21 +37,47 @@ SEEN_EVERY_S = 60.0
 Capacity = Callable[[str], tuple[float, str] | None]  # ``Remembers.capacity``: (requests/s, "learned"|"configured")
 
 
-def _record_rollup(session: Session, *, deployment: str, t: float, signals: dict[str, float | None]) -> None:
-    repo.record_rollup(session=session, deployment=deployment, t=t, signals=signals)
+@dataclass(eq=False, slots=True)
+class _TickRollups:
+    """One tick's roll-up folds: the deployments (as stored) in the order their folds are queued, and the minute."""
+
+    keys: list[str]
+    minute: int
 
 
-def _prefetch_rollups(session: Session, *, deployments: Sequence[str], t: float) -> None:
-    """The minute's roll-up rows of ``deployments`` read in one SELECT and held for the session: each
-    ``_record_rollup`` after it in the same flush finds its row in the session instead of asking the database (one
-    query a tick instead of a SELECT and an autoflush per deployment: 0.85 ms of CPU each). A write applied alone
-    later (``BufferedWriter`` isolating a bad one) reads its row itself, as before."""
-    minute = int(t // 60)
-    keys = [fit(k, 253) for k in deployments]
-    held = session.info.setdefault("rollups", [])  # the session's identity map holds its objects weakly
+def _record_rollup(
+    session: Session, *, tick: _TickRollups, index: int, deployment: str, t: float, signals: dict[str, float | None]
+) -> None:
+    repo.record_rollup(
+        session=session, deployment=deployment, t=t, signals=signals, read=_read_ahead(session, tick, index)
+    )
+
+
+def _read_ahead(session: Session, tick: _TickRollups, index: int) -> dict[tuple[str, int], RollupRow | None]:
+    """The minute's roll-up rows of the tick's fold ``index`` and of its folds after it in this session's batch
+    (``store.buffer.WRITES_IN_BATCH``), read in one SELECT by the first of them the session applies, and held for the
+    session: each fold then finds its row, or knows it is absent, without asking the database (a SELECT and an
+    autoflush per deployment cost 0.85 ms of CPU each). Before, one write queued ahead of the tick's folds read the
+    rows: a flush that took the tick's first writes and left the rest to the next batch (a flush running while the
+    loop queued them; a tick of more writes than the writer's chunk, at fleet scale) had every fold of the next batch
+    read its row alone, and the minute's first folds read their absent rows one by one. A write applied alone
+    (``BufferedWriter`` isolating a bad one) reads its own row only, as before."""
+    reads: dict[_TickRollups, tuple[range, dict[tuple[str, int], RollupRow | None]]]
+    reads = session.info.setdefault("rollups", {})  # the identity map holds its objects weakly: held here
+    done = reads.get(tick)
+    if done is not None and index in done[0]:
+        return done[1]
+    end = min(len(tick.keys), index + max(1, int(session.info.get(WRITES_IN_BATCH, 1))))
+    keys = tick.keys[index:end]
+    found: dict[tuple[str, int], RollupRow | None] = dict.fromkeys(((k, tick.minute) for k in keys), None)
     for i in range(0, len(keys), 500):
         chunk = keys[i : i + 500]
-        held += session.scalars(select(RollupRow).where(RollupRow.minute == minute, RollupRow.deployment.in_(chunk)))
+        for row in session.scalars(
+            select(RollupRow).where(RollupRow.minute == tick.minute, RollupRow.deployment.in_(chunk))
+        ):
+            found[(row.deployment, row.minute)] = row
+    reads[tick] = (range(index, end), found)
+    return found
 
 
 def _record_decision(session: Session, *, decision: Decision) -> None:
@@ -135,36 +162,38 @@ class TickWrites:
         ``closes(deployment, replica, node, gpu, quiet_s)``: the live findings this instance may close (sharding;
         None: all; ``store.repo.findings.Closes``); ``reporter``: this instance, when sharded (another's view of a
         finding, as severe, holds against its own: ``store.repo.findings.Reporter``)."""
-        w = self.writer
         if self._started is None:
             self._started = (now, self._monotonic())
+        queue: list[tuple[str, Write]] = []  # queued in one step (BufferedWriter.submit_all): never half a tick
         if detected:
             active = list(findings)
-            w.submit(
-                "findings",
-                lambda s: repo.upsert_findings(session=s, active=active, now=now, closes=closes, reporter=reporter),
+            queue.append(
+                (
+                    "findings",
+                    lambda s: repo.upsert_findings(session=s, active=active, now=now, closes=closes, reporter=reporter),
+                )
             )
         seen = self._seen_due(now, deployments)
         if seen:
-            w.submit("deployments", lambda s: repo.upsert_deployments(session=s, seen=seen, now=now))
-        if len(deployments) > 1:
-            w.submit("rollups", partial(_prefetch_rollups, deployments=list(deployments), t=now))
-        for key, v in deployments.items():
-            signals = v.values()
-            w.submit(f"rollup {key}", partial(_record_rollup, deployment=key, t=now, signals=signals))
+            queue.append(("deployments", lambda s: repo.upsert_deployments(session=s, seen=seen, now=now)))
+        tick = _TickRollups([fit(k, 253) for k in deployments], int(now // 60))
+        for i, (key, v) in enumerate(deployments.items()):
+            fold = partial(_record_rollup, tick=tick, index=i, deployment=key, t=now, signals=v.values())
+            queue.append((f"rollup {key}", fold))
         for d in decisions:
             prior = self.stored.get(d.deployment)
             if _changed(prior, d) or prior is None or _due(d.timestamp - prior.timestamp, self.decision_heartbeat_s):
                 self.stored[d.deployment] = d
-                w.submit(f"decision {d.deployment}", partial(_record_decision, decision=d))
+                queue.append((f"decision {d.deployment}", partial(_record_decision, decision=d)))
         if capacity is not None:
-            self._persist_capacity(now, deployments, capacity)
+            queue += self._capacity_writes(now, deployments, capacity)
         if self._last_prune is None or _due(now - self._last_prune, self.prune_every_s):
             self._last_prune = now
             horizon = self.retention_s
             started, since = self._started
             past = started if self._monotonic() - since < horizon else None
-            w.submit("retention", partial(self._prune, now=now, horizon_s=horizon, past_before=past))
+            queue.append(("retention", partial(self._prune, now=now, horizon_s=horizon, past_before=past)))
+        self.writer.submit_all(queue)
 
     def _prune(self, session: Session, *, now: float, horizon_s: float, past_before: float | None) -> None:
         """The retention pass. This process's first one is refused if it would delete every row written before this
@@ -210,16 +239,19 @@ class TickWrites:
             self._seen = {k: w for k, w in self._seen.items() if k in deployments}
         return due
 
-    def _persist_capacity(self, now: float, deployments: Mapping[str, DeploymentView], capacity: Capacity) -> None:
+    def _capacity_writes(
+        self, now: float, deployments: Mapping[str, DeploymentView], capacity: Capacity
+    ) -> list[tuple[str, Write]]:
         """Once a minute, what one replica of each deployment sustains (learned or configured), for operators."""
         if not _due(now - self._capacity_at, self.decision_heartbeat_s):
-            return
+            return []
         self._capacity_at = now
+        writes: list[tuple[str, Write]] = []
         for key in deployments:
             known = capacity(key)
             source = None if known is None else {"learned": "observed", "configured": "configured"}.get(known[1])
             if known is not None and source is not None:
                 rps = known[0]
-                self.writer.submit(
-                    f"capacity {key}", partial(_record_capacity, deployment=key, rps=rps, source=source, now=now)
-                )
+                write = partial(_record_capacity, deployment=key, rps=rps, source=source, now=now)
+                writes.append((f"capacity {key}", write))
+        return writes

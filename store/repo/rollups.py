@@ -32,13 +32,23 @@ def _fold(old: float | None, new: float | None, n: int, *, keep_max: bool) -> fl
     return max(old, new) if keep_max else old + (new - old) / (n + 1)
 
 
-def record_rollup(*, session: Session, deployment: str, t: float, signals: Mapping[str, float | None]) -> None:
+def record_rollup(
+    *,
+    session: Session,
+    deployment: str,
+    t: float,
+    signals: Mapping[str, float | None],
+    read: Mapping[tuple[str, int], RollupRow | None] | None = None,
+) -> None:
+    """Fold ``signals`` into the minute's row of ``deployment``. ``read``: rows this session has already read, by
+    (deployment as stored, minute), None for one it found absent; a row not in it is read here."""
     unknown = set(signals) - set(ROLLUP_SIGNALS)
     if unknown:
         raise ValueError(f"unknown roll-up signals {sorted(unknown)}; known: {', '.join(ROLLUP_SIGNALS)}")
     minute = int(t // 60)
     deployment = fit(deployment, 253)
-    row = session.get(RollupRow, (deployment, minute))
+    key = (deployment, minute)
+    row = read[key] if read is not None and key in read else session.get(RollupRow, key)
     if row is None:  # the minute's first sample, unless another kvpilot wrote it meanwhile (store.repo.conflict)
         first = insert_or_skip(session, RollupRow, [RollupRow.deployment, RollupRow.minute])
         values = {"deployment": deployment, "minute": minute, "samples": 1, **signals}
