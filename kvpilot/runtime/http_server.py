@@ -40,6 +40,10 @@ REFUSAL_LOG_EVERY_S = 60.0
 # A connection whose client takes none of its answer for this long (once the answer outgrew the socket's buffers) is
 # closed: nginx's send_timeout.
 SEND_TIMEOUT_S = 60.0
+# A request head (request line and headers), or a chunked body's trailers, longer than this gets a 431 and its
+# connection is closed (httptools; h11 refuses one past 16 KiB itself, uvicorn's h11_max_incomplete_event_size).
+# nginx's is 4 x 8 KiB, Go's 1 MiB; kvpilot's own clients send well under 4 KiB.
+MAX_HEAD_BYTES = 64 << 10
 
 
 @dataclass(slots=True)
@@ -272,19 +276,68 @@ def _httptools_bounded() -> type[asyncio.Protocol]:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class HttpToolsBounded(_Bounds, HttpToolsProtocol):
-        """uvicorn's httptools protocol with the deadline and bound: its parser says where a head begins and ends."""
+        """uvicorn's httptools protocol with the deadline and bounds: its parser says where a head begins and ends.
+
+        A head is bounded in bytes too (``MAX_HEAD_BYTES``), and so are a chunked body's trailers: httptools takes a
+        header of any length, kept whole in memory until its end, so one client sending headers that never end held
+        ~1 GB of kvpilot's memory within the head's deadline (990 MB sent in 6 s on loopback: the process at 1,071 MB
+        from 111), and trailers the same within the body's (1,124 MB in 3 s), and a few such connections would have
+        the kernel kill it. h11 refuses such a head or trailer section itself (16 KiB). What is counted: the bytes
+        read while a request is in progress and its parser hands nothing on (no head ended, no body bytes, no end),
+        which is what it keeps."""
+
+        _stalled_bytes = 0  # read since the parser last handed something on, within a request
+        _in_message = False
+        _in_head = False
+        _progress = False  # the read being parsed began a request, ended its head, held body bytes or ended it
+        _discarding = False  # answered 431: nothing more is parsed
 
         def data_received(self, data: bytes) -> None:
-            if not self._refused:
-                super().data_received(data)
+            if self._refused or self._discarding:
+                return
+            self._progress = False
+            super().data_received(data)
+            if self._in_message and not self.transport.is_closing():
+                self._stalled_bytes = 0 if self._progress else self._stalled_bytes + len(data)
+                if self._stalled_bytes > MAX_HEAD_BYTES:
+                    self._head_too_large()
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
+            self._in_message = self._in_head = self._progress = True
             self._arm_head_timer()
 
         def on_headers_complete(self) -> None:
+            self._in_head, self._progress = False, True
             self._disarm_head_timer()
             super().on_headers_complete()
+
+        def on_body(self, body: bytes) -> None:
+            self._progress = True
+            super().on_body(body)
+
+        def on_message_complete(self) -> None:
+            self._in_message, self._progress = False, True
+            super().on_message_complete()
+
+        def _head_too_large(self) -> None:
+            """A 431, half-closed so that a client reading its answer gets it rather than a reset, closed for good
+            shortly after. Trailers (the request's answer is the app's, begun or not), or a head pipelined behind an
+            answer still being made, close the connection without one."""
+            self._discarding = True
+            self._disarm_head_timer()
+            log.debug("closed an HTTP connection: its request head or trailers passed %d bytes", MAX_HEAD_BYTES)
+            if not self._in_head or (self.cycle is not None and not self.cycle.response_complete):
+                self.transport.close()
+                return
+            why = f"the request head (request line and headers) exceeds {MAX_HEAD_BYTES} bytes\n"
+            self.transport.write(_plain(b"431 Request Header Fields Too Large", why))
+            if self.transport.can_write_eof():
+                self.transport.pause_reading()  # what the client still sends is left unread, not parsed or kept
+                self.transport.write_eof()
+                self.loop.call_later(REFUSED_LINGER_S, self.transport.close)
+            else:
+                self.transport.close()
 
         def on_response_complete(self) -> None:
             super().on_response_complete()

@@ -65,12 +65,13 @@ async def _serving(
     max_connections: int = 100,
     registry: CollectorRegistry | None = None,
     send_timeout_s: float = http_server.SEND_TIMEOUT_S,
+    header_timeout_s: float = DEADLINE_S,
 ) -> AsyncIterator[int]:
     config = ApiServerConfig(
         _app,
         host="127.0.0.1",
         port=0,
-        header_timeout_s=DEADLINE_S,
+        header_timeout_s=header_timeout_s,
         max_connections=max_connections,
         http=http,
         registry=registry,
@@ -136,6 +137,57 @@ async def test_a_head_that_trickles_is_cut_off_at_the_deadline_from_its_first_by
         writer.close()
     assert data.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), data
     assert DEADLINE_S * 0.8 <= took <= DEADLINE_S + 1
+
+
+@pytest.mark.parametrize("http", _impls())
+async def test_a_head_that_never_ends_is_refused_at_its_size_not_kept_till_the_deadline(http: HttpImpl) -> None:
+    # before (httptools): every byte of the head was kept until the deadline, then a 408: 990 MB sent in 6 s held
+    # kvpilot at 1,071 MB. h11 refuses one past 16 KiB itself (400).
+    async with _serving(http, header_timeout_s=5.0) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 12_000 + b"\r\n\r\n")  # large, within bounds
+        served = await asyncio.wait_for(_answer(reader), 5)
+
+        async def flood() -> None:
+            with contextlib.suppress(ConnectionError):
+                writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n")
+                for _ in range(4096):  # 32 MB of headers
+                    writer.write(b"X-A: " + b"a" * 8000 + b"\r\n")
+                    await writer.drain()
+
+        sending = asyncio.create_task(flood())
+        try:
+            status = await asyncio.wait_for(reader.readuntil(b"\r\n"), 10)  # a hang guard: the deadline's 408 at 5 s
+        finally:
+            sending.cancel()
+            writer.close()
+    assert served == (b"HTTP/1.1 200 OK", b"0")
+    assert status in (b"HTTP/1.1 431 Request Header Fields Too Large\r\n", b"HTTP/1.1 400 Bad Request\r\n"), status
+
+
+@pytest.mark.parametrize("http", _impls())
+async def test_trailers_that_never_end_close_the_connection(http: HttpImpl) -> None:
+    # a chunked body's trailers are headers too: before (httptools), kept whole until they ended, with no deadline here
+    # (the body's is the app's): 1,124 MB sent in 3 s held kvpilot at 1,174 MB
+    async with _serving(http, header_timeout_s=5.0) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+
+        async def flood() -> None:
+            with contextlib.suppress(ConnectionError):
+                writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n")
+                for _ in range(4096):  # 32 MB of trailers
+                    writer.write(b"X-T: " + b"a" * 8000 + b"\r\n")
+                    await writer.drain()
+
+        sending = asyncio.create_task(flood())
+        try:
+            answer = await asyncio.wait_for(reader.read(), 10)  # a hang guard: before, nothing ended the request
+        except ConnectionError:
+            answer = b"(reset)"
+        finally:
+            sending.cancel()
+            writer.close()
+    assert not answer.startswith(b"HTTP/1.1 200"), answer  # closed (httptools), or h11's 400
 
 
 @pytest.mark.parametrize("http", _impls())
