@@ -12,16 +12,34 @@ A counter read through Prometheus moves once per scrape of the gateway (30 s und
 tick: handed as it moves, the burst floor would read each scrape's requests as a burst of one tick. Each step is
 therefore spread over the time it took to build (the time since the series last moved, at most the rate window) in
 the totals; the rate is the counter's increase over the window, where such steps average out.
+
+What an answer may hold, and how it is read (docs/scaling.md, "Arrivals from a gateway"):
+
+- an answer that is no Prometheus API vector (another shape, an HTML page, a 5xx, a body past the size cap, no
+  complete answer within the query's timeout): ``PromQLError`` from the client, which the loop counts
+  (``kvpilot_loop_stage_errors_total{stage="arrivals"}``); that tick keeps the engines' estimate;
+- several series naming one deployment (one per gateway pod, route or response code): summed, each one's resets
+  taken out first, as ``sum by (deployment) (rate(...))`` reads them; copies of one series differing only in the
+  configured replica labels (an HA pair of Prometheus servers): read once, from the copy read last, evened as Thanos'
+  deduplication evens a switch of copy (``collector.promql.copies.even_counter``): the other copy, scraped a few
+  seconds earlier, is behind, and its lower value is no restart;
+- a value that is no count (NaN, Inf, negative, unreadable): that series left out;
+- a step no gateway counts (more than ``MAX_SERIES_RPS`` requests/s of one series since its last reading: a counter
+  jumping by 1e18, a corrupted or wrapped value): not read as requests; the series is read from its new value on;
+- each kind of series left out is said once, with how many there were (50,000 unmapped series are one line, not
+  50,000); the answer is read in a worker thread, so a large one does not hold the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from collector.promql.copies import even_counter
 from collector.promql.decode import Series
 
 log = logging.getLogger(__name__)
@@ -30,6 +48,9 @@ Query = Callable[[str, float], Awaitable[list[Series]]]  # (PromQL, time) -> the
 SeriesId = tuple[tuple[str, str], ...]
 
 SAID_KEPT = 256  # distinct problems with the answer said once each (past it, said again from none)
+# No gateway series counts a million requests a second: a step past it is a corrupted or jumping counter (a 1e18 jump
+# read as requests would ask for every replica the planner may give), not demand.
+MAX_SERIES_RPS = 1e6
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,13 +81,17 @@ class LabelMapping:
         namespace = self.namespace or labels.get(self.namespace_label)
         return f"{namespace}/{value}" if namespace else None
 
-    def why_not(self, labels: Mapping[str, str]) -> str:
-        """Why ``key`` found no deployment for a series with ``labels``: the labels the mapping names that it lacks
-        (and those it carries), or its value not among ``deployments``."""
+    def missing(self, labels: Mapping[str, str]) -> tuple[str, ...]:
+        """The labels the mapping reads that ``labels`` lacks (or carries empty)."""
         needed = [self.deployment_label]
         if not self.deployments and not self.namespace:
             needed.append(self.namespace_label)
-        missing = [n for n in needed if not labels.get(n)]
+        return tuple(n for n in needed if not labels.get(n))
+
+    def why_not(self, labels: Mapping[str, str]) -> str:
+        """Why ``key`` found no deployment for a series with ``labels``: the labels the mapping names that it lacks
+        (and those it carries), or its value not among ``deployments``."""
+        missing = self.missing(labels)
         if missing:
             carried = ", ".join(sorted(labels)) or "none"
             said = " nor ".join(repr(n) for n in missing)
@@ -97,6 +122,8 @@ class CounterRates:
       than twice the window are dropped, so a rate never spans a long outage), once the readings span half the
       window: before that, or when it read nothing this tick, it has none and the planner keeps the engines' estimate.
     - Its total grows by each step spread over the time the step took to build, at most ``window_s``.
+    - A step of more than ``MAX_SERIES_RPS`` requests/s counts nothing (``implausible`` lists it); the series is
+      read from its new value on.
     - A series or deployment not read for twice the window is forgotten."""
 
     def __init__(self, window_s: float) -> None:
@@ -107,10 +134,12 @@ class CounterRates:
         self._points: dict[str, deque[tuple[float, float]]] = {}  # deployment -> (time, requests counted so far)
         self._counted: dict[str, float] = {}  # deployment -> requests counted since first read (resets taken out)
         self._totals: dict[str, float] = {}  # deployment -> requests handed to the totals so far
+        self.implausible: list[tuple[SeriesId, float]] = []  # the last observe's refused steps: (series, requests)
 
     def observe(self, at: float, readings: Iterable[tuple[str, SeriesId, float]]) -> Arrivals:
         """One tick's readings, ``(deployment, series, value)``, at ``at``; what the planner is handed."""
         read: set[str] = set()
+        self.implausible = []
         for key, series, value in readings:
             read.add(key)
             counted, released = self._step(at, series, value)
@@ -134,6 +163,10 @@ class CounterRates:
             return 0.0, 0.0  # read twice in one tick (a duplicate series): counted once
         counted = value if value < c.value else value - c.value
         elapsed = at - c.seen_at
+        if counted > MAX_SERIES_RPS * max(elapsed, 1.0):
+            self.implausible.append((series, counted))
+            c.value, c.seen_at, c.moved_at = value, at, at  # read from its new value on
+            return 0.0, 0.0
         if counted > 0:
             c.pending += counted
             built_s = min(max(at - c.moved_at, elapsed), self.window_s)
@@ -169,9 +202,11 @@ class CounterRates:
 class GatewayArrivals:
     """``collector.arrivals`` with ``source: promql``: its ``query`` asked each tick through ``query`` (the PromQL
     source's client, timeout and size cap), its series mapped by ``mapping``. Copies of one series kept by an HA
-    pair of Prometheus servers (differing only in ``replica_labels``) are read once. A failed query raises
+    pair of Prometheus servers (differing only in ``replica_labels``) are read once: the copy read last while it
+    answers, a switch of copy evened (``collector.promql.copies.even_counter``). A failed query raises
     ``PromQLError``: the loop counts it (``kvpilot_loop_stage_errors_total{stage="arrivals"}``), logs it, and decides
-    that tick on the engines' estimate. A series the mapping cannot place is said once, naming why."""
+    that tick on the engines' estimate. Each kind of series left out (unmapped, no count, a step no gateway counts)
+    is said once, with how many. The answer is read in a worker thread (50,000 series: 0.4 s of CPU)."""
 
     def __init__(
         self,
@@ -191,55 +226,110 @@ class GatewayArrivals:
         self.counts = CounterRates(window_s)
         self._replica_labels = frozenset(replica_labels)
         self._said: set[str] = set()
+        # per series read from copies: the copy read last, when, and its counter's evening (even_counter's state)
+        self._copies: dict[SeriesId, tuple[SeriesId, float, dict[str, tuple[float, float]]]] = {}
         self.named: frozenset[str] = frozenset()  # the deployments the last answer named
 
     async def read(self, now: float, at: float) -> Arrivals:
         """The counter at ``now`` (wall time, Prometheus'), its rates on the loop's step-free ``at``."""
         series = await self._query(self.text, now)
-        readings = self._readings(series)
+        return await asyncio.to_thread(self._read, series, at)
+
+    def _read(self, series: Sequence[Series], at: float) -> Arrivals:
+        readings = self._readings(series, at)
         self.named = frozenset(key for key, _, _ in readings)
         if not series:
             self._say_once(
+                "no series",
                 f"collector.arrivals: the query returns no series (is the gateway scraped by this Prometheus?): "
-                f"{self.text[:200]!r}; every deployment keeps the engines' estimate"
+                f"{self.text[:200]!r}; every deployment keeps the engines' estimate",
             )
-        return self.counts.observe(at, readings)
+        arrivals = self.counts.observe(at, readings)
+        if self.counts.implausible:
+            first, jump = self.counts.implausible[0]
+            self._say_once(
+                "implausible",
+                f"collector.arrivals: {_many(len(self.counts.implausible))} jumped by more than "
+                f"{MAX_SERIES_RPS:.0e} requests/s (no gateway counts that: a corrupted or jumping counter), e.g. "
+                f"{_shown(dict(first))} by {jump:.6g}; that step is not read as requests, the series is read from its "
+                "new value on",
+            )
+        return arrivals
 
     async def aclose(self) -> None:
         if self._close is not None:
             await self._close()
 
-    def _readings(self, series: Sequence[Series]) -> list[tuple[str, SeriesId, float]]:
-        readings: list[tuple[str, SeriesId, float]] = []
-        seen: set[SeriesId] = set()
-        # the copy whose labels sort first, as the PromQL source reads copies (collector.promql.series)
-        for s in sorted(series, key=lambda s: sorted(s["metric"].items())):
+    def _readings(self, series: Sequence[Series], at: float) -> list[tuple[str, SeriesId, float]]:
+        left: dict[str, tuple[int, str]] = {}  # kind of problem -> (series, what the first of them says)
+
+        def leave(kind: str, why: str) -> None:
+            n, first = left.get(kind, (0, why))
+            left[kind] = (n + 1, first)
+
+        chosen: dict[SeriesId, tuple[SeriesId, str, float]] = {}  # series -> (copy, deployment, value)
+        replica_labels = self._replica_labels
+        for s in series:
             labels: Mapping[str, str] = s["metric"]
             key = self.mapping.key(labels)
             if key is None:
-                self._say_once(f"collector.arrivals: a series is left out: {self.mapping.why_not(labels)}")
+                leave(f"unmapped {self.mapping.missing(labels)}", self.mapping.why_not(labels))
                 continue
-            identity = tuple(sorted((k, v) for k, v in labels.items() if k not in self._replica_labels))
-            if identity in seen:
-                continue
-            seen.add(identity)
             try:
                 value = float(s["value"][1])
             except (TypeError, ValueError, IndexError, KeyError):
                 value = math.nan
             if not (math.isfinite(value) and value >= 0):
-                self._say_once(f"collector.arrivals: {_shown(labels)} is {s.get('value')!r}, not a count: left out")
+                kind = "negative" if value < 0 else "nan" if math.isnan(value) else "inf"
+                leave(f"not a count {kind}", f"{_shown(labels)} is {s.get('value')!r}, not a count")
                 continue
-            readings.append((key, identity, value))
+            if replica_labels:
+                identity = tuple(sorted((k, v) for k, v in labels.items() if k not in replica_labels))
+                copy = tuple(sorted((k, v) for k, v in labels.items() if k in replica_labels))
+            else:
+                identity, copy = tuple(sorted(labels.items())), ()
+            had = chosen.get(identity)
+            if had is None or self._rather(identity, copy, had[0]):
+                chosen[identity] = (copy, key, value)
+        for kind, (n, why) in left.items():
+            self._say_once(kind, f"collector.arrivals: {_many(n)} left out: {why}")
+        readings = [
+            (key, identity, self._evened(identity, copy, value, at)) for identity, (copy, key, value) in chosen.items()
+        ]
+        horizon = 2 * self.counts.window_s
+        for identity in [i for i, (_, seen, _) in self._copies.items() if at - seen > horizon]:
+            del self._copies[identity]
         return readings
 
-    def _say_once(self, message: str) -> None:
-        if message in self._said:
+    def _rather(self, identity: SeriesId, copy: SeriesId, other: SeriesId) -> bool:
+        """Whether ``copy`` of a series is read rather than ``other``: the copy read last, else the one that sorts
+        first (as the PromQL source picks a copy: ``collector.promql.series``). Identical copies: the first."""
+        last = self._copies.get(identity)
+        if last is not None and last[0] in (copy, other):
+            return last[0] == copy and other != copy
+        return copy < other
+
+    def _evened(self, identity: SeriesId, copy: SeriesId, value: float, at: float) -> float:
+        if not copy:
+            return value
+        last = self._copies.get(identity)
+        evening = last[2] if last is not None else {}
+        value = even_counter(evening, "value", value, switched=last is not None and last[0] != copy)
+        self._copies[identity] = (copy, at, evening)
+        return value
+
+    def _say_once(self, kind: str, message: str) -> None:
+        """``message``, said once for its ``kind`` of problem (again after ``SAID_KEPT`` kinds)."""
+        if kind in self._said:
             return
         if len(self._said) >= SAID_KEPT:
             self._said.clear()
-        self._said.add(message)
+        self._said.add(kind)
         log.warning("%s", message)
+
+
+def _many(n: int) -> str:
+    return "a series" if n == 1 else f"{n} series"
 
 
 def _shown(labels: Mapping[str, str]) -> str:

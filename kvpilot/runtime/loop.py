@@ -145,6 +145,9 @@ class LoopMetrics(Protocol):
 
 
 NO_ARRIVALS = Arrivals()
+# Deployments only the gateway names (kvpilot has not counted them) asked of the scale source a tick, the busiest
+# first: a mapping that names what are no Deployments (50,000 paths) would otherwise ask for every one, every tick
+GATEWAY_ONLY_ASKED = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +229,7 @@ class ControlLoop:
         # memory of kvpilot's own raise ages on it too, and so do FleetState's samples (stale, down, forgotten).
         self._planner_time = StepFreeTime()
         self._known: set[str] = set(managed)  # deployments whose replica count the scale source is asked for
+        self._said_named = False  # said once: the gateway names more unknown deployments than are asked
         self.owns = owns  # sharding (kvpilot.runtime.shards): this instance decides only the deployments of its shards
         # sharding (kvpilot.runtime.shards.Takeover): at each tick's start, the stored decisions of a shard just taken
         self.takes_over: Callable[[], Awaitable[Sequence[Decision]]] | None = None
@@ -329,7 +333,8 @@ class ControlLoop:
         if aggregates:  # collector.promql: deployments Prometheus summed
             await self._off_loop("observe", lambda: self.state.observe_deployments(aggregates, now=now), None)
         arrivals = await self._abandon.race("arrivals", self._read_arrivals(now, planner_now))
-        view = await self._abandon.race("scale", self._read_scale(now, named=arrivals.totals))
+        named = {key: arrivals.rates.get(key, 0.0) for key in arrivals.totals}
+        view = await self._abandon.race("scale", self._read_scale(now, named=named))
         no_transitions: Transitions | None = None
         no_findings: list[Finding] = []
         no_decisions: list[Decision] = []
@@ -487,14 +492,26 @@ class ControlLoop:
                 log.exception("reading the gateway's request counter failed; this tick uses the engines' estimate")
             return NO_ARRIVALS
 
-    async def _read_scale(self, now: float, named: Collection[str] = ()) -> ScaleView | None:
+    async def _read_scale(self, now: float, named: Mapping[str, float] | None = None) -> ScaleView | None:
         """Replica counts of every known deployment (zero included), and of those the gateway ``named`` (one at zero
         replicas that kvpilot has never decided is known by its requests); forgets those the source says are
         deleted."""
         if self.scale is None:
             return None
         seen = self._known | set(self.state.deployments())
-        asked = seen | set(named)
+        fresh = set(named or ()) - seen
+        if len(fresh) > GATEWAY_ONLY_ASKED:  # a mapping that names what are no Deployments (a path, a user label)
+            rates = named or {}
+            fresh = set(sorted(fresh, key=lambda k: (-rates.get(k, 0.0), k))[:GATEWAY_ONLY_ASKED])
+            if not self._said_named:
+                self._said_named = True
+                log.warning(
+                    "collector.arrivals names %d deployments kvpilot does not know; the %d busiest are asked of the "
+                    "scale source each tick (do its labels name Deployments? collector.arrivals.deployment_label)",
+                    len(set(named or ()) - seen),
+                    GATEWAY_ONLY_ASKED,
+                )
+        asked = seen | fresh
         if self.owns is not None:
             asked = {k for k in asked if self.owns(k)}
         try:

@@ -208,3 +208,28 @@ async def test_the_real_planner_wakes_a_deployment_at_zero_on_the_gateways_reque
     await service.wait()
     assert wanted["engines"] == 0
     assert wanted["gateway"] >= 4  # 20 requests/s at 5 a replica
+
+
+async def test_a_gateway_naming_thousands_of_unknown_deployments_asks_for_the_busiest_only(
+    db: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A mapping that names what are no Deployments (a path label: 5,000 values) asked the scale source about every
+    one of them each tick (one Kubernetes list per namespace); the busiest GATEWAY_ONLY_ASKED are asked, said once."""
+    from kvpilot.runtime.loop import GATEWAY_ONLY_ASKED
+
+    clock = VirtualClock(START)
+    rates = {f"p{i}/x": 1.0 + i / 10_000 for i in range(5_000)} | {KEY: 5.0}
+    scale = FakeScale(replicas=1)
+    service, restored, timer = make_service(
+        db, clock, ScriptedFleet(clock), planner=TotalsPlanner(), scale=scale, arrivals=Gateway(rates)
+    )
+    await service.start(restored)
+    with caplog.at_level(logging.WARNING, logger="kvpilot.runtime.loop"):
+        await run_ticks(service, timer, 3)
+    asked = set(scale.asked[-1])
+    assert KEY in asked
+    assert len(asked - {KEY}) == GATEWAY_ONLY_ASKED
+    assert "p4999/x" in asked  # the busiest
+    assert sum("names 5000 deployments kvpilot does not know" in r.getMessage() for r in caplog.records) == 1
+    service.stop.set()
+    await service.wait()
