@@ -53,9 +53,18 @@ class TokenAuth:
                 found = principal
         return found
 
-    def authenticate(self, authorization: str | None, *, need_admin: bool) -> Principal:
+    def authenticate(self, authorization: str | Sequence[str] | None, *, need_admin: bool) -> Principal:
+        """``authorization``: the request's Authorization header, or every one it sent. More than one is refused:
+        before, the first was taken, so a request carrying a read token and an admin token acted as whichever came
+        first, while a proxy or a log in front may read the last."""
         if not self.enabled:
             return ANONYMOUS_ADMIN
+        if not isinstance(authorization, str) and authorization is not None:
+            if len(authorization) > 1:
+                raise AuthError(
+                    401, f"Authorization given {len(authorization)} times: send one 'Authorization: Bearer <token>'"
+                )
+            authorization = authorization[0] if authorization else None
         if authorization is None or not authorization.strip():
             if self.anonymous_read and not need_admin:
                 return ANONYMOUS_READER

@@ -39,8 +39,8 @@ def _auth(request: Request) -> TokenAuth:
     return auth
 
 
-def _header(request: Request) -> str | None:
-    return request.headers.get("authorization")
+def _header(request: Request) -> list[str]:
+    return request.headers.getlist("authorization")  # every one: more than one is refused (TokenAuth.authenticate)
 
 
 async def require_read(

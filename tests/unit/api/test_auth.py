@@ -78,6 +78,19 @@ def test_malformed_authorization_is_401(runtime: FakeRuntime, header: str) -> No
     assert r.status_code == 401
 
 
+@pytest.mark.parametrize("tokens", [(READ, ADMIN), (ADMIN, READ), (ADMIN, ADMIN), ("wrong-token-wrong-token", ADMIN)])
+def test_two_authorization_headers_are_refused_in_either_order(runtime: FakeRuntime, tokens: tuple[str, str]) -> None:
+    # before: the first was taken, so (ADMIN, READ) changed things and (READ, ADMIN) was a 403, while a proxy or a log
+    # in front may read the last
+    headers = [("Authorization", f"Bearer {t}") for t in tokens]
+    for client in (make_client(runtime), make_client(runtime, anonymous_read=True)):
+        write = client.post("/v1/drains", json={"node": "node-0"}, headers=headers)
+        read = client.get("/v1/drains", headers=headers)
+        assert (write.status_code, read.status_code) == (401, 401), (write.text, read.text)
+        assert write.json()["detail"] == "Authorization given 2 times: send one 'Authorization: Bearer <token>'"
+    assert make_client(runtime).get("/v1/drains", headers=auth(READ)).status_code == 200  # one is read as before
+
+
 def test_no_tokens_configured_means_open_api(runtime: FakeRuntime) -> None:
     # development without tokens: everything is allowed (settings refuse this outside development)
     client = make_client(runtime, read=(), admin=())
