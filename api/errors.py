@@ -10,8 +10,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import DataError, SQLAlchemyError
+from starlette.requests import ClientDisconnect
 
 from api.auth import AuthError
 from store.errors import BudgetSpent, InvalidTransition, NotFound, RailFull
@@ -76,6 +77,16 @@ def install(app: FastAPI) -> None:
         log.warning("audit: refused %s %s from %s: %d %s", request.method, request.url.path, client, e.status, e.detail)
         headers = {"WWW-Authenticate": 'Bearer realm="kvpilot"'} if e.status == 401 else None
         return JSONResponse({"detail": e.detail}, status_code=e.status, headers=headers)
+
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(request: Request, _: ClientDisconnect) -> Response:
+        # The client closed its connection before its body was all in: nothing was applied, and no one is left to
+        # answer (the answer goes nowhere). Before, uvicorn logged "Exception in ASGI application" and a traceback
+        # each time, so any client that hung up mid-body filled the log with what read as kvpilot's own faults.
+        log.debug(
+            "%s %s: the client closed its connection before its body was all in", request.method, request.url.path
+        )
+        return Response(status_code=400)
 
     @app.exception_handler(NotFound)
     async def _not_found(_: Request, e: NotFound) -> JSONResponse:
