@@ -1,5 +1,7 @@
 """`kvpilot run` builds one KEDA reader and hands that very object to the gRPC servicer and to the metrics-api
-route, so both answer from the same board and go stale at the same settings-derived limit."""
+route, so both answer from the same board and go stale at the same settings-derived limit. The reader ages the
+decisions on a virtual clock: on the wall clock, a loaded host that took over 2 s between publishing a decision
+2 s inside the limit and the HTTP call read it stale (KeyError 'replicas' in a session 28 run)."""
 
 from __future__ import annotations
 
@@ -12,12 +14,15 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from api import main
+from collector.clock import Clock, VirtualClock
 from kvpilot.runtime import runner
-from kvpilot.settings import load_settings
+from kvpilot.settings import Settings, load_settings
 from scaler.keda import externalscaler_pb2 as pb
 from scaler.keda import externalscaler_pb2_grpc as pb_grpc
+from scaler.keda.reader import DecisionReader
 from scaler.keda.server import Endpoint
 from scaler.publish import DecisionBoard
+from tests.unit.kvpilot.fleet_double import START
 from tests.unit.scaler.keda.harness import decision, ref
 
 
@@ -31,6 +36,11 @@ async def test_grpc_and_the_metrics_api_answer_from_one_reader_with_the_settings
     endpoints: list[Endpoint | None] = []
     apps: list[FastAPI] = []
     build_keda_endpoint = runner._keda_endpoint
+    build_keda_reader = runner.keda_reader
+    clock = VirtualClock(START)
+
+    def keda_reader(board: DecisionBoard, settings: Settings, _: Clock) -> DecisionReader:
+        return build_keda_reader(board, settings, clock)  # run's own reader, its ages read on a clock that waits
 
     def keda_endpoint(*args: object, **kwargs: object) -> Endpoint | None:
         endpoint = build_keda_endpoint(*args, **kwargs)  # type: ignore[arg-type]
@@ -41,6 +51,7 @@ async def test_grpc_and_the_metrics_api_answer_from_one_reader_with_the_settings
         apps.append(main.create_app(*args, **kwargs))  # type: ignore[arg-type]
         raise Built
 
+    monkeypatch.setattr(runner, "keda_reader", keda_reader)
     monkeypatch.setattr(runner, "_keda_endpoint", keda_endpoint)
     monkeypatch.setattr(runner, "create_app", create_app)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
@@ -56,6 +67,7 @@ async def test_grpc_and_the_metrics_api_answer_from_one_reader_with_the_settings
     assert endpoint is not None
     reader = endpoint.servicer.reader
     assert app.state.keda_reader is reader  # the very same object, not an equal copy
+    assert reader.clock is clock
     assert reader.stale_after_s == limit_s
     board = reader.source
     assert isinstance(board, DecisionBoard)
