@@ -160,6 +160,12 @@ class RollupRow(Base):
     prefix_hit_ratio: Mapped[float | None] = mapped_column(Float)
     preemptions_rate: Mapped[float | None] = mapped_column(Float)
     ready_replicas: Mapped[float | None] = mapped_column(Float)
+    # What the planner read as arrivals (requests/s): a gateway's rate where it had one (collector.arrivals, or the
+    # scale source's router), else the engines' estimate (arrival_rate); the warm start feeds the forecasters this
+    # series, the one they then read. gateway_arrival_share: the share of the minute's samples whose rate was a
+    # gateway's (0 engines throughout, 1 a gateway throughout). Both NULL in rows written before revision 0005.
+    planner_arrival_rate: Mapped[float | None] = mapped_column(Float)
+    gateway_arrival_share: Mapped[float | None] = mapped_column(Float)
 
 
 ROLLUP_SIGNALS: tuple[str, ...] = (
@@ -173,6 +179,8 @@ ROLLUP_SIGNALS: tuple[str, ...] = (
     "prefix_hit_ratio",
     "preemptions_rate",
     "ready_replicas",
+    "planner_arrival_rate",
+    "gateway_arrival_share",
 )
 
 

@@ -347,6 +347,8 @@ class ControlLoop:
             findings = list(transitions.active)
         else:  # keep reporting what was open rather than closing everything on a detector crash
             findings = self._guard("detect", self.detection.active, no_findings)
+        # the gateway's rates the planner reads in place of the engines' estimate: stored with the minute's roll-ups
+        gateways: Mapping[str, float] = arrivals.rates
         if view is None:
             planned = await self._off_loop(
                 "decide", partial(self._decide_seen, now, planner_now, arrivals), no_decisions
@@ -358,6 +360,7 @@ class ControlLoop:
             # actuation go by.
             # the gateway's rate wins over the scale source's (the simulator's router) where both name a deployment
             read, rates = dict(view.replicas), {**view.arrival_rates, **arrivals.rates}
+            gateways = rates
             counts = self.own_raise.planner_counts(read, planner_now)
             totals = arrivals.totals
             decisions = await self._off_loop(
@@ -393,7 +396,7 @@ class ControlLoop:
         decisions = self._guard("decide", partial(self.own_raise.note, planned, decisions, planner_now), decisions)
         self._guard("detect", partial(self.detection.set_demand, demand_hints(decisions)), None)
         self._abandon.check("decide")  # the last point where nothing of this tick is stored yet
-        self._persist(now, findings, decisions, detected=transitions is not None)
+        self._persist(now, findings, decisions, detected=transitions is not None, gateways=gateways)
         for d in decisions:
             self._guard("publish", partial(self.board.publish, d), None)
             self.metrics.decisions.labels(d.deployment, d.reason).inc()
@@ -556,11 +559,24 @@ class ControlLoop:
         self._guard("decide", partial(self.planner.forget, key), None)
         self._uncount(key)
 
-    def _persist(self, now: float, findings: list[Finding], decisions: list[Decision], *, detected: bool) -> None:
-        """Queue this tick's writes (``kvpilot.runtime.persist``); the writer task applies them."""
+    def _persist(
+        self,
+        now: float,
+        findings: list[Finding],
+        decisions: list[Decision],
+        *,
+        detected: bool,
+        gateways: Mapping[str, float] | None = None,
+    ) -> None:
+        """Queue this tick's writes (``kvpilot.runtime.persist``); the writer task applies them. ``gateways``: the
+        rates the planner read from a gateway (``collector.arrivals``, the scale source's router), stored as the
+        minute's ``planner_arrival_rate`` where the engines' estimate would be: for the deployments the collector
+        sees and those decided on the gateway alone (at zero replicas); a name that is neither is not stored."""
         planner = self.planner
         capacity = planner.capacity if isinstance(planner, Remembers) else None
         deployments = self.state.deployments()
+        decided = {d.deployment for d in decisions}
+        read = {k: r for k, r in (gateways or {}).items() if k in deployments or k in decided}
         if detected and self.writes_findings is not None and not self.writes_findings():
             detected = False  # a follower: two writers closed what the other's list lacked, and the other reopened it
         closes = None if self.owns is None or not detected else self._closes(self.owns)  # read on this thread
@@ -575,6 +591,7 @@ class ControlLoop:
             capacity=capacity,
             closes=closes,
             reporter=reporter,
+            gateways=read,
         )
 
     def _closes(self, owns: Callable[[str], bool]) -> Callable[[str, str, str, str, float], bool]:

@@ -80,6 +80,28 @@ def _read_ahead(session: Session, tick: _TickRollups, index: int) -> dict[tuple[
     return found
 
 
+def rollup_signals(
+    deployments: Mapping[str, DeploymentView], gateways: Mapping[str, float]
+) -> dict[str, dict[str, float | None]]:
+    """The tick's roll-up signals by deployment: each view's, with the arrival rate the planner read
+    (``planner_arrival_rate``: the gateway's where ``gateways`` names the deployment, else the engines' estimate) and
+    whether it was a gateway's (``gateway_arrival_share`` 1 or 0; None where the planner read no rate), so that the
+    warm start after a restart feeds the forecasters the series they read. A deployment only the gateway names (at
+    zero replicas: the collector sees none) gets those two signals alone."""
+    out: dict[str, dict[str, float | None]] = {}
+    for key, v in deployments.items():
+        signals = v.values()
+        gateway = gateways.get(key)
+        read = signals.get("arrival_rate") if gateway is None else gateway
+        signals["planner_arrival_rate"] = read
+        signals["gateway_arrival_share"] = None if read is None else 0.0 if gateway is None else 1.0
+        out[key] = signals
+    for key, gateway in gateways.items():
+        if key not in out:
+            out[key] = {"planner_arrival_rate": gateway, "gateway_arrival_share": 1.0}
+    return out
+
+
 def _record_decision(session: Session, *, decision: Decision) -> None:
     repo.record_decision(session=session, decision=decision)
 
@@ -157,11 +179,13 @@ class TickWrites:
         capacity: Capacity | None,
         closes: Callable[[str, str, str, str, float], bool] | None = None,
         reporter: Reporter | None = None,
+        gateways: Mapping[str, float] | None = None,
     ) -> None:
         """Queue this tick's writes; the writer task applies them (or holds them while the store is away).
         ``closes(deployment, replica, node, gpu, quiet_s)``: the live findings this instance may close (sharding;
         None: all; ``store.repo.findings.Closes``); ``reporter``: this instance, when sharded (another's view of a
-        finding, as severe, holds against its own: ``store.repo.findings.Reporter``)."""
+        finding, as severe, holds against its own: ``store.repo.findings.Reporter``); ``gateways``: the arrival
+        rates the planner read from a gateway, by deployment (``rollup_signals``)."""
         if self._started is None:
             self._started = (now, self._monotonic())
         queue: list[tuple[str, Write]] = []  # queued in one step (BufferedWriter.submit_all): never half a tick
@@ -176,9 +200,10 @@ class TickWrites:
         seen = self._seen_due(now, deployments)
         if seen:
             queue.append(("deployments", lambda s: repo.upsert_deployments(session=s, seen=seen, now=now)))
-        tick = _TickRollups([fit(k, 253) for k in deployments], int(now // 60))
-        for i, (key, v) in enumerate(deployments.items()):
-            fold = partial(_record_rollup, tick=tick, index=i, deployment=key, t=now, signals=v.values())
+        rollups = rollup_signals(deployments, gateways or {})
+        tick = _TickRollups([fit(k, 253) for k in rollups], int(now // 60))
+        for i, (key, signals) in enumerate(rollups.items()):
+            fold = partial(_record_rollup, tick=tick, index=i, deployment=key, t=now, signals=signals)
             queue.append((f"rollup {key}", fold))
         for d in decisions:
             prior = self.stored.get(d.deployment)

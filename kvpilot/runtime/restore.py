@@ -122,7 +122,11 @@ def publishable(decisions: dict[str, Decision]) -> dict[str, Decision]:
 
 
 def warm_start(planner: Decide, rollups: list[RollupPoint]) -> int:
-    """Feed the stored per-minute arrival rates to each deployment's forecaster; returns points fed.
+    """Feed the stored per-minute arrival rates to each deployment's forecaster; returns points fed. The rate fed is
+    the one the planner read (``planner_arrival_rate``: a gateway's where ``collector.arrivals`` or the scale source
+    gave one), so a forecaster fed a gateway's rate warms from the gateway's minutes, not from the engines' estimate
+    it no longer reads; a minute stored before that column existed (revision 0005) gives its ``arrival_rate``, what
+    the planner read then.
 
     Works with planners that keep per-deployment models (``kvpilot.runtime.loop.Remembers``); others are skipped.
     """
@@ -130,7 +134,9 @@ def warm_start(planner: Decide, rollups: list[RollupPoint]) -> int:
         return 0
     fed = 0
     for p in rollups:
-        rate = p.values.get("arrival_rate")
+        rate = p.values.get("planner_arrival_rate")
+        if rate is None:
+            rate = p.values.get("arrival_rate")
         if rate is not None:
             planner.warm(p.deployment, p.t + 30.0, rate)  # the minute's midpoint
             fed += 1

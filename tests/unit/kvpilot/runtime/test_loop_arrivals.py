@@ -6,18 +6,23 @@ tick is decided on the engines' estimate. The service is real (store, loop, boar
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from collector.clock import VirtualClock
 from collector.promql.decode import PromQLError
 from collector.state import FleetState
 from kvpilot.runtime.arrivals import Arrivals
 from scaler.decision import Decision
+from store.db import transaction
+from store.models import RollupRow
+from tests.helpers.poll import until
 from tests.unit.kvpilot.fleet_double import START, ScriptedFleet, make_service, run_ticks
 from tests.unit.kvpilot.runtime.test_loop_scale import KEY, ContractPlanner, FakeScale
 
@@ -208,6 +213,75 @@ async def test_the_real_planner_wakes_a_deployment_at_zero_on_the_gateways_reque
     await service.wait()
     assert wanted["engines"] == 0
     assert wanted["gateway"] >= 4  # 20 requests/s at 5 a replica
+
+
+async def _killed(service: object) -> None:
+    """SIGKILL: no shutdown path runs; what the writer flushed stays."""
+    tasks = service.tasks  # type: ignore[attr-defined]
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_a_restart_warms_the_forecasters_from_the_gateways_minutes(db: str) -> None:
+    """A loop fed by the gateway stores the rate its planner read: after a restart each forecaster warms from the
+    gateway's minutes (20 requests/s for llm/chat, whose one replica finishes 4 a second; 3 for llm/batch, at zero
+    replicas, which the engines never see), not from the engines' estimate it no longer reads."""
+    clock = VirtualClock(START)
+    fleet = ScriptedFleet(clock)  # one replica finishing 4 requests/s: the engines' estimate
+    first, restored, timer = make_service(
+        db, clock, fleet, scale=ZeroOrAsleep(replicas=1), arrivals=Gateway({KEY: 20.0, ASLEEP: 3.0})
+    )
+    await first.start(restored)
+    await run_ticks(first, timer, 30)  # two and a half minutes of 5 s ticks
+    await until(lambda: first.writer.pending == 0, what="flushed")
+    await _killed(first)
+
+    clock.advance(7)
+    second, restored, timer = make_service(db, clock, fleet, scale=ZeroOrAsleep(replicas=1))
+    minutes = {p.deployment: p for p in restored.rollups}  # the newest minute of each
+    assert minutes[KEY].values["arrival_rate"] == pytest.approx(4.0, rel=0.3)  # the engines' estimate, kept
+    assert minutes[KEY].values["planner_arrival_rate"] == pytest.approx(20.0)
+    assert minutes[KEY].values["gateway_arrival_share"] == 1.0
+    assert minutes[ASLEEP].values["planner_arrival_rate"] == pytest.approx(3.0)
+    await second.start(restored)
+    planner = second.loop.planner  # type: ignore[attr-defined]
+    assert planner.planner_for(KEY).forecaster.predict(60).point == pytest.approx(20.0, rel=0.2)
+    assert planner.planner_for(ASLEEP).forecaster.predict(60).point == pytest.approx(3.0, rel=0.2)
+    second.stop.set()
+    await second.wait()
+
+
+async def test_a_minute_the_gateway_failed_in_is_stored_as_read(db: str) -> None:
+    """The gateway read failed for some of a minute's ticks: the planner read the engines' estimate then, and the
+    minute stores that mix (the mean of what was read, and the gateway's share of it)."""
+    clock = VirtualClock(START + 60 - START % 60)  # ten ticks within one minute
+    gateway = Gateway({KEY: 20.0})
+    service, restored, timer = make_service(
+        db, clock, ScriptedFleet(clock), scale=FakeScale(replicas=1), arrivals=gateway
+    )
+    await service.start(restored)
+    await run_ticks(service, timer, 5)
+    gateway.fail = True
+    await run_ticks(service, timer, 5)
+    await until(lambda: service.writer.pending == 0, what="flushed")
+    with transaction(service.sessions) as s:
+        row = s.scalars(select(RollupRow).where(RollupRow.deployment == KEY).order_by(RollupRow.minute)).first()
+        assert row is not None
+        share, read, engines, samples = (
+            row.gateway_arrival_share,
+            row.planner_arrival_rate,
+            row.arrival_rate,
+            row.samples,
+        )
+    assert samples >= 10
+    assert share is not None
+    assert 0.3 < share < 0.7
+    assert read is not None
+    assert engines is not None
+    assert read == pytest.approx(share * 20.0 + (1 - share) * engines, rel=0.05)
+    service.stop.set()
+    await service.wait()
 
 
 async def test_a_gateway_naming_thousands_of_unknown_deployments_asks_for_the_busiest_only(
