@@ -121,7 +121,8 @@ class CounterRates:
     - A deployment's rate is its series' increase over the newest reading at least ``window_s`` old (readings older
       than twice the window are dropped, so a rate never spans a long outage), once the readings span half the
       window: before that, or when it read nothing this tick, it has none and the planner keeps the engines' estimate.
-    - Its total grows by each step spread over the time the step took to build, at most ``window_s``.
+    - Its total grows by each step spread over the time the step took to build, at most ``window_s``, handed over
+      tick by tick (a series back after missed scrapes hands its requests over at their pace, not in one tick).
     - A step of more than ``MAX_SERIES_RPS`` requests/s counts nothing (``implausible`` lists it); the series is
       read from its new value on.
     - A series or deployment not read for twice the window is forgotten."""
@@ -135,6 +136,7 @@ class CounterRates:
         self._counted: dict[str, float] = {}  # deployment -> requests counted since first read (resets taken out)
         self._totals: dict[str, float] = {}  # deployment -> requests handed to the totals so far
         self.implausible: list[tuple[SeriesId, float]] = []  # the last observe's refused steps: (series, requests)
+        self._last_at: float | None = None  # the last observe's time
 
     def observe(self, at: float, readings: Iterable[tuple[str, SeriesId, float]]) -> Arrivals:
         """One tick's readings, ``(deployment, series, value)``, at ``at``; what the planner is handed."""
@@ -151,6 +153,7 @@ class CounterRates:
             if rate is not None:
                 rates[key] = rate
         self._forget(at, read)
+        self._last_at = at
         return Arrivals(rates=rates, totals={key: self._totals[key] for key in read})
 
     def _step(self, at: float, series: SeriesId, value: float) -> tuple[float, float]:
@@ -168,11 +171,16 @@ class CounterRates:
             c.value, c.seen_at, c.moved_at = value, at, at  # read from its new value on
             return 0.0, 0.0
         if counted > 0:
-            c.pending += counted
             built_s = min(max(at - c.moved_at, elapsed), self.window_s)
-            c.release_rps = c.pending / built_s
+            # this step at its own pace, what is still pending caught up over the window (a backlog neither handed
+            # over at once nor kept behind for ever)
+            c.release_rps = counted / built_s + c.pending / self.window_s
+            c.pending += counted
             c.moved_at = at
-        released = min(c.pending, c.release_rps * elapsed)
+        # handed over for the time since the last tick (the burst floor's step), not since this series was last read:
+        # a series back after missed scrapes while its deployment's other series were read is no burst
+        tick_s = elapsed if self._last_at is None else at - self._last_at
+        released = min(c.pending, c.release_rps * min(elapsed, tick_s))
         c.pending -= released
         c.value, c.seen_at = value, at
         return counted, released

@@ -109,6 +109,27 @@ def test_a_step_scraped_every_30_s_is_spread_over_the_time_it_built() -> None:
     assert min(steps[12:]) == pytest.approx(50.0)
 
 
+def test_a_series_back_after_a_missed_scrape_is_no_burst() -> None:
+    """Two gateway pods count 10 requests/s each, scraped every 30 s; gw-b's scrape at 90 s fails, so its series is
+    gone from the answers until its scrape at 120 s, which holds 60 s of its requests. gw-a was read throughout: the
+    deployment's totals went on, and the burst floor steps them tick by tick. They move about 100 a tick (20/s), not
+    most of gw-b's 60 s handed over in one tick (400: a burst of 4 times the rate, held burst_hold_s); nothing is
+    lost."""
+    counts = CounterRates(window_s=60.0)
+    totals = []
+    for t in range(0, 305, 5):
+        scraped = (t // 30) * 30
+        readings = [(KEY, A, 10.0 * scraped)]
+        if not 90 <= t < 120:
+            readings.append((KEY, B, 10.0 * scraped))
+        totals.append(counts.observe(t, readings).totals[KEY])
+    steps = [b - a for a, b in itertools.pairwise(totals)]
+    assert max(steps[12:]) <= 1.5 * 100.0
+    for t in range(305, 425, 5):  # no more requests: what is still pending is handed over, all of it
+        got = counts.observe(t, [(KEY, A, 3000.0), (KEY, B, 3000.0)])
+    assert got.totals[KEY] == pytest.approx(6000.0)
+
+
 def test_no_reading_for_twice_the_window_starts_over() -> None:
     counts = CounterRates(window_s=60.0)
     for t in range(0, 65, 5):
