@@ -93,6 +93,7 @@ def snapshot_families(snap: Snapshot) -> list[GaugeMetricFamily | CounterMetricF
         f.add(S.PREDICTIVE_REPLICAS, (key,), dec.predictive_replicas)
         f.add(S.REACTIVE_REPLICAS, (key,), dec.reactive_replicas)
         f.add(S.FORECAST_ARRIVAL_RATE, (key,), dec.forecast.get("arrival_rate"))
+        f.add(S.PLANNER_ARRIVAL_RATE, (key,), dec.forecast.get("arrival_rate_now"))
         f.add(S.FORECAST_ARRIVAL_RATE_UPPER, (key,), dec.forecast.get("arrival_rate_upper"))
         for name, value in dec.forecast.items():
             if name.startswith("mase_"):

@@ -55,6 +55,12 @@ WARM_POOL_REPLICAS = _g("kvpilot_warm_pool_replicas", DEP, "Extra replicas to lo
 PREDICTIVE_REPLICAS = _g("kvpilot_predictive_replicas", DEP, "Replicas the forecast alone asks for.")
 REACTIVE_REPLICAS = _g("kvpilot_reactive_replicas", DEP, "Replicas the current load alone asks for.")
 FORECAST_ARRIVAL_RATE = _g("kvpilot_forecast_arrival_rate", DEP, "Forecast arrivals per second at the horizon.")
+PLANNER_ARRIVAL_RATE = _g(
+    "kvpilot_planner_arrival_rate",
+    DEP,
+    "Arrivals per second the planner read this tick: the gateway's (collector.arrivals) where it had one, else the "
+    "engines' estimate (kvpilot_deployment_arrival_rate).",
+)
 FORECAST_ARRIVAL_RATE_UPPER = _g(
     "kvpilot_forecast_arrival_rate_upper", DEP, "Upper bound of the forecast arrival rate at the horizon."
 )

@@ -171,10 +171,12 @@ def deployment_detail(c: MixinConfig = CONFIG) -> Dashboard:
                 (
                     Panel(
                         "Arrival rate: forecast vs actual",
-                        "Observed request arrival rate against kvpilot's forecast at the scaling horizon "
-                        "(cold start + scaling delay) and its upper band.",
+                        "Observed request arrival rate (the engines' estimate) and the rate the planner read (the "
+                        "gateway's where collector.arrivals gives one) against kvpilot's forecast at the scaling "
+                        "horizon (cold start + scaling delay) and its upper band.",
                         (
                             _q(c.read(series.DEPLOYMENT_ARRIVAL_RATE, d), "actual"),
+                            _q(c.read(series.PLANNER_ARRIVAL_RATE, d), "planner input"),
                             _q(c.read(series.FORECAST_ARRIVAL_RATE, d), "forecast"),
                             _q(c.read(series.FORECAST_ARRIVAL_RATE_UPPER, d), "forecast upper"),
                         ),

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from prometheus_client import generate_latest
 from sqlalchemy import select
 
 from collector.clock import VirtualClock
@@ -209,6 +210,9 @@ async def test_the_real_planner_wakes_a_deployment_at_zero_on_the_gateways_reque
         snapshot = service.snapshot()
         assert snapshot is not None
         wanted[fed] = snapshot.decisions[KEY].desired_replicas
+        if fed == "gateway":  # /metrics: the rate the planner read, beside the engines' estimate
+            page = generate_latest(service.registry).decode()
+            assert 'kvpilot_planner_arrival_rate{deployment="llm/chat"} 20.0' in page
         service.stop.set()
     await service.wait()
     assert wanted["engines"] == 0
