@@ -229,3 +229,24 @@ async def test_an_answer_that_is_no_vector_is_a_counted_error_and_the_tick_goes_
         service.stop.set()
         await service.wait()
         await gateway.aclose()
+
+
+@pytest.mark.parametrize("bad", ["+Inf", "-Inf", "-5", "NaN", "1e400", "twelve"])
+async def test_a_value_that_is_no_count_leaves_its_series_out_and_the_others_read(
+    bad: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One gateway pod's counter answers a value that is no count (Prometheus writes NaN and +-Inf; a negative or
+    unreadable one comes from a broken exporter or a proxy): that series is left out, said once with how many, and
+    the deployment's other series are read as ever."""
+    answers = []
+    for t in range(0, 65, 5):
+        good = _series(10 * t, model_name=MODEL, pod="epp-0")
+        answers.append([good, *(_series(bad, model_name=MODEL, pod=f"epp-{i}") for i in (1, 2))])
+    gateway = GatewayArrivals(_Answers(answers), "q", MAPPING, window_s=60.0)
+    with caplog.at_level(logging.WARNING, logger="kvpilot.runtime.arrivals"):
+        rates = await _rates(gateway, range(0, 65, 5))
+    assert rates[-1] == pytest.approx(10.0)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1, said
+    assert "2 series left out" in said[0]
+    assert "not a count" in said[0]
