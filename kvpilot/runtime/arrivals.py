@@ -137,6 +137,7 @@ class CounterRates:
         self._totals: dict[str, float] = {}  # deployment -> requests handed to the totals so far
         self.implausible: list[tuple[SeriesId, float]] = []  # the last observe's refused steps: (series, requests)
         self._last_at: float | None = None  # the last observe's time
+        self._read_last: set[str] = set()  # the deployments it read
 
     def observe(self, at: float, readings: Iterable[tuple[str, SeriesId, float]]) -> Arrivals:
         """One tick's readings, ``(deployment, series, value)``, at ``at``; what the planner is handed."""
@@ -144,7 +145,7 @@ class CounterRates:
         self.implausible = []
         for key, series, value in readings:
             read.add(key)
-            counted, released = self._step(at, series, value)
+            counted, released = self._step(at, series, value, stepped=key in self._read_last)
             self._counted[key] = self._counted.get(key, 0.0) + counted
             self._totals[key] = self._totals.get(key, 0.0) + released
         rates: dict[str, float] = {}
@@ -153,11 +154,12 @@ class CounterRates:
             if rate is not None:
                 rates[key] = rate
         self._forget(at, read)
-        self._last_at = at
+        self._last_at, self._read_last = at, read
         return Arrivals(rates=rates, totals={key: self._totals[key] for key in read})
 
-    def _step(self, at: float, series: SeriesId, value: float) -> tuple[float, float]:
-        """(requests this series counted since its last reading, requests handed to the totals now)."""
+    def _step(self, at: float, series: SeriesId, value: float, *, stepped: bool) -> tuple[float, float]:
+        """(requests this series counted since its last reading, requests handed to the totals now). ``stepped``:
+        its deployment was read at the last observe, so the burst floor steps its totals from there to now."""
         c = self._series.get(series)
         if c is None:
             self._series[series] = _Counter(value, seen_at=at, moved_at=at)
@@ -177,9 +179,11 @@ class CounterRates:
             c.release_rps = counted / built_s + c.pending / self.window_s
             c.pending += counted
             c.moved_at = at
-        # handed over for the time since the last tick (the burst floor's step), not since this series was last read:
-        # a series back after missed scrapes while its deployment's other series were read is no burst
-        tick_s = elapsed if self._last_at is None else at - self._last_at
+        # handed over for the time since the last tick where its deployment was read then (the burst floor steps its
+        # totals from there), not since this series was last read: a series back after missed scrapes while its
+        # deployment's other series were read is no burst. A deployment not read then has no step for the burst
+        # floor now: handed over for the time since this series was read, as the step's pace gives it
+        tick_s = at - self._last_at if stepped and self._last_at is not None else elapsed
         released = min(c.pending, c.release_rps * min(elapsed, tick_s))
         c.pending -= released
         c.value, c.seen_at = value, at

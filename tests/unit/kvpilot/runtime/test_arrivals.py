@@ -112,9 +112,9 @@ def test_a_step_scraped_every_30_s_is_spread_over_the_time_it_built() -> None:
 def test_a_series_back_after_a_missed_scrape_is_no_burst() -> None:
     """Two gateway pods count 10 requests/s each, scraped every 30 s; gw-b's scrape at 90 s fails, so its series is
     gone from the answers until its scrape at 120 s, which holds 60 s of its requests. gw-a was read throughout: the
-    deployment's totals went on, and the burst floor steps them tick by tick. They move about 100 a tick (20/s), not
-    most of gw-b's 60 s handed over in one tick (400: a burst of 4 times the rate, held burst_hold_s); nothing is
-    lost."""
+    deployment's totals went on, and the burst floor steps them tick by tick. They move 100 to 125 a tick (20/s, the
+    backlog caught up over the rate window), not most of gw-b's 60 s handed over in one tick (400: a burst of 4 times
+    the rate, held burst_hold_s); nothing is lost."""
     counts = CounterRates(window_s=60.0)
     totals = []
     for t in range(0, 305, 5):
@@ -128,6 +128,20 @@ def test_a_series_back_after_a_missed_scrape_is_no_burst() -> None:
     for t in range(305, 425, 5):  # no more requests: what is still pending is handed over, all of it
         got = counts.observe(t, [(KEY, A, 3000.0), (KEY, B, 3000.0)])
     assert got.totals[KEY] == pytest.approx(6000.0)
+
+
+def test_a_deployment_back_after_a_missed_scrape_keeps_its_pace() -> None:
+    """One gateway pod at 10 requests/s, scraped every 30 s, its scrape at 90 s failed: the deployment is read by no
+    series until 120 s, so the burst floor steps nothing across the gap (no total the tick before). From there its
+    totals move 50 a tick as before the gap, the backlog not caught up on top (75 a tick: 1.5 times the rate)."""
+    counts = CounterRates(window_s=60.0)
+    totals: list[float | None] = []
+    for t in range(0, 305, 5):
+        scraped = (t // 30) * 30
+        totals.append(counts.observe(t, [] if 90 <= t < 120 else [(KEY, A, 10.0 * scraped)]).totals.get(KEY))
+    steps = [b - a for a, b in itertools.pairwise(totals) if a is not None and b is not None]
+    assert max(steps[6:]) == pytest.approx(50.0)
+    assert min(steps[6:]) == pytest.approx(50.0)
 
 
 def test_no_reading_for_twice_the_window_starts_over() -> None:
