@@ -79,10 +79,14 @@ def get_history(
     page: Paging,
     since: Annotated[float, Query(ge=0, le=1e11, description="epoch seconds")] = 0.0,
 ) -> schemas.Page[object]:
-    """Per-minute roll-ups of the deployment's signals, oldest first: what the forecaster trains on."""
+    """Per-minute roll-ups of the deployment's signals, oldest first: what the forecaster trains on. A deployment
+    whose minutes only a gateway's counter filled (``collector.arrivals``: at zero replicas, never seen by the
+    collector) has roll-ups and no deployment row: its minutes are served too."""
     key = f"{namespace}/{name}"
     with transaction(sessions, reads_only=True) as s:
-        if repo.get_deployment(session=s, key=key) is None:
-            raise NotFound("deployment", key)
         points = repo.load_rollups(session=s, deployment=key, since=since)
+        if not points and repo.get_deployment(session=s, key=key) is None:
+            known = repo.load_rollups(session=s, deployment=key) if since else []
+            if not known:
+                raise NotFound("deployment", key)
     return of_list(points, page, lambda p: schemas.HistoryPoint(t=p.t, samples=p.samples, values=dict(p.values)))

@@ -11,7 +11,8 @@ from sqlalchemy.orm import sessionmaker
 
 from api import schemas, series
 from collector.state import SIGNALS
-from store.db import make_engine
+from store import repo
+from store.db import make_engine, transaction
 from tests.unit.api.conftest import ADMIN, FINDING, NOW, READ, TARGET, FakeRuntime, auth
 
 R = auth(READ)
@@ -363,6 +364,16 @@ def test_deployment_history(client: TestClient) -> None:
     later = client.get(f"/v1/deployments/llm/chat/history?since={NOW - 60}", headers=R).json()
     assert later["total"] == 1
     assert client.get("/v1/deployments/llm/nope/history", headers=R).status_code == 404
+
+
+def test_history_of_a_deployment_only_a_gateway_counted(client: TestClient, runtime: FakeRuntime) -> None:
+    """At zero replicas, never seen by the collector, a deployment decided on a gateway's counter (collector.arrivals)
+    has minutes and no deployment row: its history is served (it was 404)."""
+    with transaction(runtime.sessions) as s:
+        repo.record_rollup(session=s, deployment="llm/asleep", t=NOW, signals={"planner_arrival_rate": 3.0})
+    body = client.get("/v1/deployments/llm/asleep/history", headers=R).json()
+    assert [p["values"]["planner_arrival_rate"] for p in body["items"]] == [3.0]
+    assert client.get(f"/v1/deployments/llm/asleep/history?since={NOW + 120}", headers=R).json()["total"] == 0
 
 
 def test_stage_errors_start_at_zero_and_not_filling_kv_is_inf(client: TestClient, runtime: FakeRuntime) -> None:
