@@ -16,7 +16,9 @@ import asyncio
 import functools
 import importlib.util
 import logging
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -76,6 +78,45 @@ class ConnectionMetrics(Collector):
             yield CounterMetricFamily(s.name.removesuffix("_total"), s.help, value=n)
 
 
+# uvicorn's warnings about a client's own fault, one line for each connection or request that makes them: any client
+# can send those at will (a garbage request line, an Upgrade header), and each was a WARNING line in kvpilot's log.
+CLIENT_FAULTS = ("Invalid HTTP request received.", "Unsupported upgrade request.", "No supported WebSocket library")
+
+
+class ClientFaultLines(logging.Filter):
+    """On uvicorn's logger: each of ``CLIENT_FAULTS`` said at most once every ``every_s``, the next one saying how
+    many were left out meanwhile (as the 503s at the connection bound are). Before, 1,000 malformed requests were
+    1,000 WARNING lines."""
+
+    def __init__(self, every_s: float = REFUSAL_LOG_EVERY_S, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self._every_s = every_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._said: dict[str, tuple[float, int]] = {}  # fault -> (last said at, left out since)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING:
+            return True
+        message = record.getMessage()
+        fault = next((f for f in CLIENT_FAULTS if message.startswith(f)), None)
+        if fault is None:
+            return True
+        with self._lock:
+            now = self._clock()
+            said = self._said.get(fault)
+            if said is not None and now - said[0] < self._every_s:
+                self._said[fault] = (said[0], said[1] + 1)
+                return False
+            self._said[fault] = (now, 0)
+        if said is not None and said[1]:
+            record.msg, record.args = f"{message} ({said[1]} more left out of the log in {now - said[0]:.0f} s)", ()
+        return True
+
+
+CLIENT_FAULT_LINES = ClientFaultLines()
+
+
 class ApiServerConfig(uvicorn.Config):
     """uvicorn's configuration of kvpilot's API: no access log or lifespan, and the bounded protocol. ``registry``:
     the one /metrics renders, where its connection counts are exported (``ConnectionMetrics``)."""
@@ -93,6 +134,7 @@ class ApiServerConfig(uvicorn.Config):
         self.connections = ConnectionCounts()
         if registry is not None:
             registry.register(ConnectionMetrics(self.connections))
+        logging.getLogger("uvicorn.error").addFilter(CLIENT_FAULT_LINES)  # once: a filter is added only once
 
 
 def protocol_class(http: HttpImpl = "auto") -> type[asyncio.Protocol]:

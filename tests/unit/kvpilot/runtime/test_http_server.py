@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -188,6 +189,46 @@ async def test_trailers_that_never_end_close_the_connection(http: HttpImpl) -> N
             sending.cancel()
             writer.close()
     assert not answer.startswith(b"HTTP/1.1 200"), answer  # closed (httptools), or h11's 400
+
+
+@pytest.mark.parametrize("http", _impls())
+async def test_malformed_requests_by_the_hundred_are_a_line_a_minute_in_the_log(
+    http: HttpImpl, caplog: pytest.LogCaptureFixture
+) -> None:
+    # before: a WARNING line for every one ("Invalid HTTP request received."), which any client sends at will
+    caplog.set_level(logging.WARNING, logger="uvicorn.error")
+    async with _serving(http) as port:
+        for _ in range(100):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n")
+            assert (await asyncio.wait_for(reader.readline(), 5)).startswith(b"HTTP/1.1 400")
+            writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(GET)
+        served = await asyncio.wait_for(_answer(reader), 5)
+        writer.close()
+    said = [r for r in caplog.records if r.name == "uvicorn.error" and "Invalid HTTP request" in r.getMessage()]
+    assert len(said) <= 1, len(said)  # once a minute (none here if an earlier test said it within the minute)
+    assert served == (b"HTTP/1.1 200 OK", b"0")
+
+
+def test_a_client_fault_said_again_after_a_minute_counts_what_was_left_out() -> None:
+    now = [0.0]
+    lines = http_server.ClientFaultLines(every_s=60.0, clock=lambda: now[0])
+    record = logging.LogRecord(
+        "uvicorn.error", logging.WARNING, __file__, 1, "Invalid HTTP request received.", (), None
+    )
+    said = [lines.filter(record)]
+    for t in (1.0, 2.0, 30.0):
+        now[0] = t
+        said.append(lines.filter(logging.makeLogRecord(record.__dict__)))
+    now[0] = 61.0
+    again = logging.makeLogRecord({**record.__dict__, "msg": "Invalid HTTP request received."})
+    said.append(lines.filter(again))
+    assert said == [True, False, False, False, True]
+    assert again.getMessage() == "Invalid HTTP request received. (3 more left out of the log in 61 s)"
+    other = logging.makeLogRecord({**record.__dict__, "msg": "something else"})
+    assert lines.filter(other)  # any other line passes
 
 
 @pytest.mark.parametrize("http", _impls())
