@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 from collector.promql.copies import even_counter
 from collector.promql.decode import Series
+from collector.rates import counter_step
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +167,7 @@ class CounterRates:
             return 0.0, 0.0
         if at <= c.seen_at:
             return 0.0, 0.0  # read twice in one tick (a duplicate series): counted once
-        counted = value if value < c.value else value - c.value
+        counted = counter_step(c.value, value)
         elapsed = at - c.seen_at
         if counted > MAX_SERIES_RPS * max(elapsed, 1.0):
             self.implausible.append((series, counted))
