@@ -533,8 +533,32 @@ class PromQLSource:
         else:  # not asked this tick: the last answer's
             results = with_gpus(results, self._gone)
         result = _Selected.of(self._collected(results, now))
-        self.last_aggregates = await asyncio.to_thread(decode.aggregates, deployments, now, self._stop)
+        unreadable: list[decode.Series] = []
+        self.last_aggregates = await asyncio.to_thread(
+            partial(decode.aggregates, deployments, now, self._stop, unreadable=unreadable)
+        )
+        if unreadable:
+            self._say_unreadable(unreadable)
         return result
+
+    def _say_unreadable(self, unreadable: Sequence[decode.Series]) -> None:
+        """Deployment series whose value or ``le`` is no number, left out: said once per first such series' labels
+        (kept with the answers' warnings, ``WARNINGS_SAID`` at most), with how many there were."""
+        first = unreadable[0]
+        labels = server_text(first.get("metric"), 300)
+        if labels in self._warned:
+            return
+        if len(self._warned) >= WARNINGS_SAID:
+            self._warned.clear()
+        self._warned.add(labels)
+        log.warning(
+            "%s: %d deployment series left out: a value or bucket bound (le) that is no number, e.g. %s at %s; the "
+            "other series of their deployments are read",
+            self.shown,
+            len(unreadable),
+            labels,
+            server_text(first.get("value"), 100),
+        )
 
     async def _still_gone(
         self, before: Sequence[ScrapeResult], fresh: Sequence[ScrapeResult], now: float

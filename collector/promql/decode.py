@@ -152,14 +152,28 @@ def vector(data: Any, where: str, *, check_series: bool = False) -> list[Series]
     return result
 
 
-def _value(series: Series) -> float:
-    return float(series["value"][1])  # Prometheus writes "NaN", "+Inf", "-Inf": float() reads them
+def _number(text: str) -> float | None:
+    """A value or ``le`` as Prometheus writes it ("NaN", "+Inf", "-Inf" included: float() reads them); None for text
+    that is no number."""
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
 
 
-def aggregates(series: Sequence[Series], now: float, stop: threading.Event | None = None) -> list[DeploymentAggregate]:
+def aggregates(
+    series: Sequence[Series],
+    now: float,
+    stop: threading.Event | None = None,
+    *,
+    unreadable: list[Series] | None = None,
+) -> list[DeploymentAggregate]:
     """One ``DeploymentAggregate`` per (namespace, deployment) present, from series labelled with their signal.
 
-    Series without a signal label, namespace or deployment are ignored (a recorded series from another tool)."""
+    Series without a signal label, namespace or deployment are ignored (a recorded series from another tool). A series
+    whose value, or bucket's ``le``, is no number (one engine's page with ``le="x"`` summed by the ad hoc query) is
+    left out, as if absent, and appended to ``unreadable``: it costs its field of its deployment, not every
+    deployment's reading (it was a ValueError ending the tick's whole collection, every tick)."""
     scalars: dict[tuple[str, str], dict[str, float]] = {}
     buckets: dict[tuple[str, str], dict[str, dict[float, float]]] = {}
     for i, s in enumerate(series):
@@ -170,11 +184,16 @@ def aggregates(series: Sequence[Series], now: float, stop: threading.Event | Non
         if not signal or not namespace or not deployment:
             continue
         key = (namespace, deployment)
-        value = _value(s)
+        value = _number(s["value"][1])
+        le = m.get("le") if signal.endswith("_bucket") else None
+        bound = None if le is None else _number(le)
+        if value is None or (le is not None and bound is None):
+            if unreadable is not None:
+                unreadable.append(s)
+            continue
         if signal.endswith("_bucket"):
-            le = m.get("le")
-            if le is not None:
-                buckets.setdefault(key, {}).setdefault(signal[: -len("_bucket")], {})[float(le)] = value
+            if bound is not None:
+                buckets.setdefault(key, {}).setdefault(signal[: -len("_bucket")], {})[bound] = value
         else:
             scalars.setdefault(key, {})[signal] = value
     out: list[DeploymentAggregate] = []
