@@ -31,7 +31,7 @@ from kvpilot.runtime.stopping import in_daemon_thread
 from kvpilot.runtime.wiring import advertised_address, build_service
 from kvpilot.settings import Settings, SettingsError
 from scaler.keda.reader import DecisionReader
-from scaler.publish import DecisionBoard
+from scaler.publish import DecisionBoard, DecisionSource
 
 if TYPE_CHECKING:
     from scaler.keda.process import KedaProcess
@@ -94,10 +94,11 @@ def _configure_logging(level: str) -> None:
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 
-def keda_reader(board: DecisionBoard, settings: Settings, clock: Clock) -> DecisionReader:
+def keda_reader(decisions: DecisionSource, settings: Settings, clock: Clock) -> DecisionReader:
     """The one reader of the loop's decisions for KEDA, gRPC and the metrics-api route alike (same board, clock and
-    staleness limit from settings)."""
-    return DecisionReader(board, clock, settings.decision_stale_after_s)
+    staleness limit from settings). ``decisions``: ``Service.decisions``, the loop's board (with sharding, and the
+    stored decisions of a shard just taken: ``kvpilot.runtime.taken_answers``)."""
+    return DecisionReader(decisions, clock, settings.decision_stale_after_s)
 
 
 def _keda_security(settings: Settings) -> tuple[TlsFiles | None, ServicerSettings]:
@@ -237,7 +238,7 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
             log.info("kvpilot stopped")
             return 0
         service, restored = building.result()
-        reader = keda_reader(board, settings, service.clock)
+        reader = keda_reader(service.decisions, settings, service.clock)
         keda_endpoint: Endpoint | None = None
         keda_process: KedaProcess | None = None
         try:

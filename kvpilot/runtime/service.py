@@ -43,6 +43,7 @@ from kvpilot.runtime.node_drains import NodeDrains
 from kvpilot.runtime.restore import Restored, publishable, warm_start
 from kvpilot.runtime.snapshot import Snapshot
 from kvpilot.runtime.stopping import Abortable, TickAbandoned, in_daemon_thread
+from scaler.publish import DecisionSource
 from store import repo
 from store.buffer import BufferedWriter
 from store.db import ping, transaction
@@ -200,6 +201,7 @@ class Service:
         gil_switch_s: float | None = GIL_SWITCH_S,
         split_after_s: float = SPLIT_AFTER_LEASES * 15.0,
         schema_again: SchemaAgain | None = None,
+        decisions: DecisionSource,
     ) -> None:
         """``counters``: those ``loop`` increments; the service adds the snapshot's gauges and its health to their
         registry (``metrics``, what /metrics renders). ``node_drains``: the map the actuator task refreshes and
@@ -211,6 +213,9 @@ class Service:
         kvpilot's schema and, once that has lasted ``SchemaAgain.after_s``, creates it again."""
         self.clock = clock
         self.loop = loop
+        # what KEDA reads (``kvpilot.runtime.runner.keda_reader``): the loop's board, or with sharding the board with
+        # the stored decisions of a shard just taken (``kvpilot.runtime.taken_answers``)
+        self.decisions = decisions
         self.engine = engine
         self._sessions = sessions
         self.writer = writer

@@ -45,6 +45,7 @@ from kvpilot.runtime.lease import (
 )
 from kvpilot.runtime.loop import Aggregates
 from kvpilot.runtime.stopping import in_daemon_thread
+from kvpilot.runtime.taken_answers import StoredAnswers
 from scaler.decision import Decision
 
 log = logging.getLogger(__name__)
@@ -208,6 +209,9 @@ class ShardCoordinator:
         self._round_began: float | None = None  # when the last round began, on the monotonic clock
         # Why this round's list or one of its Lease writes failed (``lease_failure``; None: the API server answered).
         self._failure: str | None = None
+        # Called in the round's thread with the shards it took, before they count as held (``owned``, ``route``):
+        # ``kvpilot.runtime.taken_answers.StoredAnswers.read_taken``, so KEDA's first call for them has an answer.
+        self.on_gain: Callable[[frozenset[int]], None] | None = None
 
     @property
     def address(self) -> str:
@@ -242,6 +246,9 @@ class ShardCoordinator:
 
     def owns(self, deployment: str) -> bool:
         return shard_of(deployment, self.shards) in self.owned
+
+    def shard(self, deployment: str) -> int:
+        return shard_of(deployment, self.shards)
 
     def held(self) -> Held:
         return Held(self.shards, self.owned)
@@ -325,6 +332,12 @@ class ShardCoordinator:
             self._failure = self._failure or self._member.lease_failure
         before, self._members_before = self._members_before, frozenset(members)
         owned = frozenset(i for i, e in enumerate(self._electors) if e.leader)
+        gained = owned - self._owned
+        if gained and self.on_gain is not None:
+            try:
+                self.on_gain(gained)
+            except Exception:  # what the hook prepares is a courtesy to KEDA: the shards are held all the same
+                log.exception("shards %s taken: preparing their answers failed", sorted(gained))
         if owned != self.owned:
             log.info("shards held by %s: %s", self.identity, sorted(owned) or "none")
         self.owned = owned
@@ -461,6 +474,9 @@ class Takeover:
         self.resumes = resumes
         self.timeout_s = timeout_s
         self._ready: frozenset[int] = frozenset()  # the shards held at this tick's start, their stored decisions read
+        # KEDA's answers for a shard taken before its first tick (``kvpilot.runtime.wiring``): told which shards a
+        # whole tick has decided since, whose answers the board now gives
+        self.answers: StoredAnswers | None = None
 
     def owns(self, deployment: str) -> bool:
         return shard_of(deployment, self._shards.shards) in self._ready
@@ -475,6 +491,8 @@ class Takeover:
         decided anyway, a surge then possibly added once more, as before."""
         owned = self._shards.owned
         gained = owned - self._ready
+        if self.answers is not None:  # the last take's shards have been decided by the tick that took them
+            self.answers.decided(self._ready)
         taken: list[Decision] = []
         if gained:
             n = self._shards.shards

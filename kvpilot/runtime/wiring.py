@@ -47,13 +47,14 @@ from kvpilot.runtime.shards import (
     Takeover,
 )
 from kvpilot.runtime.sources import Sources
+from kvpilot.runtime.taken_answers import StoredAnswers
 from kvpilot.settings import DeploymentScaling, Settings, SettingsError
 from scaler.capacity import CapacityConfig, ServingProfile
 from scaler.decision import Decision
 from scaler.planner import Planner, PlannerConfig
 from scaler.planner import planner_config as scaler_planner_config
 from scaler.pools import PoolConfig, PooledPlanner, PoolsConfig
-from scaler.publish import DecisionBoard
+from scaler.publish import DecisionBoard, DecisionSource
 from scaler.rollout_stage import RolloutStage
 from store import repo
 from store.buffer import BufferedWriter
@@ -285,6 +286,7 @@ def build_service(
     writer = BufferedWriter(sessions, max_pending=settings.store.buffer_max_writes)
     counters = LoopCounters()  # first: the loop, actuation and the service count into them; they read none of those
     node_drains = NodeDrains()  # the service's actuator task writes it, the loop reads it into each snapshot
+    board = board if board is not None else DecisionBoard()
     state = FleetState(rate_window_s=c.rate_window_s, history_s=c.history_s, stale_after_s=c.stale_after_s)
     # the GPUs the restored open findings say vanished: known gone, so those findings stay open (their drains too)
     state.seed_absent(vanished_gpus(restored.findings))
@@ -295,7 +297,7 @@ def build_service(
         collector=collector,
         detection=detection,
         planner=planner or build_planner(settings),
-        board=board if board is not None else DecisionBoard(),
+        board=board,
         writer=writer,
         metrics=counters,
         node_drains=node_drains.current,
@@ -309,8 +311,13 @@ def build_service(
         cost=cost_config(settings),
         arrivals=arrivals if arrivals is not None else build_arrivals(settings, sources.collector),
     )
-    if takeover is not None:
+    decisions: DecisionSource = board  # what KEDA reads (runner.keda_reader)
+    if takeover is not None and shards is not None:
         loop.takes_over = takeover.take
+        # KEDA's calls for a shard just taken are answered from its stored decisions until the loop decides them
+        answers = StoredAnswers(board, shards, partial(_latest_decisions, sessions), clock=clock.now)
+        shards.on_gain = answers.read_taken
+        takeover.answers = decisions = answers
         # what a restart restores besides the decisions (G1, G2), for the shards taken over mid-run
         takeover.resumes = partial(_resume_taken, sessions, clock, settings.scaler.warm_start_s, state, loop.planner)
     # the capacity a previous run learned (within scaler.warm_start_s): a restart during a burst sizes, not holds
@@ -353,6 +360,7 @@ def build_service(
         drain_budget_window_s=settings.drains.budget_window_s,
         leadership=leadership,
         actuation=actuation,
+        decisions=decisions,
         renew_every_s=settings.ha.renew_every_s,
         split_after_s=SPLIT_AFTER_LEASES * settings.ha.lease_duration_s,
         store_probe_every_s=settings.store.probe_every_s,
