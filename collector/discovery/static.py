@@ -15,7 +15,9 @@ import os
 import re
 import stat
 import threading
+import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -319,23 +321,50 @@ def load_targets(path: Path) -> list[TargetInfo]:
     return parse_targets(data, source=str(path), line_of=_line_finder(text))
 
 
+# A changed list of targets is applied once the file has held it this long, at a later read (0: at once).
+SETTLE_S = 2.0
+
+Stamp = tuple[int, int, int, bool]  # modification time (ns), size, inode, whether a regular file
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A changed list read from the file, not applied yet."""
+
+    stamp: Stamp
+    targets: list[TargetInfo]
+    seen_at: float  # monotonic
+
+
 class StaticFileDiscovery:
     """`Discovery` over a YAML file. The first load must succeed (fail fast at start-up); later, the file
     is re-read whenever its modification time, size or inode changes, in a worker thread (20,000 targets are some
     10 s of YAML parsing that held the event loop, the API and KEDA with it).
 
     A re-read keeps the previous targets, and says why, when the file is caught mid-write: empty (0 bytes, as a
-    shell's ``>`` or an editor that truncates leaves it until it writes), changed while it was being read (tried
-    again at the next look), or no longer a regular file (a FIFO in its place was opened and waited on forever)."""
+    shell's ``>`` or an editor that truncates leaves it until it writes), cut where it does not parse (counted in
+    ``kept_total``), changed while it was being read (tried again at the next look), or no longer a regular file (a
+    FIFO in its place was opened and waited on forever). A file cut at a line end parses: the targets after the cut
+    were dropped at once, and a cut inside the last target made a wrong one (its URL cut short, its pod or deployment
+    left out). So a changed list is applied once a later read, ``settle_s`` or more after the first, finds the file
+    unchanged (same modification time, size and inode); a writer still writing changes it in between."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(
+        self, path: Path | str, *, settle_s: float = SETTLE_S, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        if not settle_s >= 0:
+            raise ValueError(f"settle_s must be >= 0, got {settle_s}")
         self.path = Path(path)
+        self.settle_s = settle_s
+        self._monotonic = monotonic
         self._lock = threading.Lock()
         self._stamp = self._stat()
         self._targets = load_targets(self.path)
+        self._pending: _Pending | None = None
         self.last_error: str | None = None
+        self.kept_total = 0  # reads of a changed file that kept the previous targets (it did not load)
 
-    def _stat(self) -> tuple[int, int, int, bool] | None:
+    def _stat(self) -> Stamp | None:
         try:
             st = os.stat(self.path)
         except OSError:
@@ -344,6 +373,7 @@ class StaticFileDiscovery:
 
     def _keep(self, error: str) -> None:
         self.last_error = error
+        self.kept_total += 1
         log.error("keeping the previous %d targets: %s", len(self._targets), self.last_error)
 
     def current(self) -> list[TargetInfo]:
@@ -352,27 +382,58 @@ class StaticFileDiscovery:
 
     def _current(self) -> list[TargetInfo]:
         stamp = self._stat()
-        if stamp != self._stamp:
-            if stamp is not None and not stamp[3]:
-                self._stamp = stamp
-                self._keep(f"{self.path}: not a regular file; not read")
-            elif stamp is not None and stamp[1] == 0 and self._targets:
-                self._stamp = stamp  # taken up when it changes again: the rest of the write
-                self._keep(
-                    f"{self.path}: empty (0 bytes), as while it is being written; a file of [] removes every target"
-                )
-            else:
-                try:
-                    targets = load_targets(self.path)
-                except TargetFileError as e:
-                    self._stamp = stamp
-                    self._keep(str(e))
-                    return list(self._targets)
-                if self._stat() != stamp:  # written while it was read: read again, whole, at the next look
-                    log.info("targets file %s changed while it was read; reading it again at the next tick", self.path)
-                    return list(self._targets)
-                self._stamp, self._targets, self.last_error = stamp, targets, None
+        if stamp == self._stamp:
+            return list(self._targets)
+        pending = self._pending
+        if pending is not None and stamp == pending.stamp:  # read before and changed: settled yet?
+            if self._monotonic() - pending.seen_at >= self.settle_s:
+                self._apply(stamp, pending.targets)
+            return list(self._targets)
+        if stamp is not None and not stamp[3]:
+            self._stamp, self._pending = stamp, None
+            self._keep(f"{self.path}: not a regular file; not read")
+        elif stamp is not None and stamp[1] == 0 and self._targets:
+            self._stamp, self._pending = stamp, None  # taken up when it changes again: the rest of the write
+            self._keep(f"{self.path}: empty (0 bytes), as while it is being written; a file of [] removes every target")
+        else:
+            try:
+                targets = load_targets(self.path)
+            except TargetFileError as e:
+                self._stamp, self._pending = stamp, None
+                self._keep(str(e))
+                return list(self._targets)
+            if self._stat() != stamp:  # written while it was read: read again, whole, at the next look
+                log.info("targets file %s changed while it was read; reading it again at the next tick", self.path)
+                return list(self._targets)
+            if targets == self._targets:  # written again as it was
+                self._apply(stamp, targets)
+            elif stamp is not None:
+                self._settle(stamp, targets, pending)
         return list(self._targets)
+
+    def _settle(self, stamp: Stamp, targets: list[TargetInfo], pending: _Pending | None) -> None:
+        """A changed list waits until the file has held it for ``settle_s``; ``settle_s`` 0 applies it at once. The
+        same list written again whole (a generator that rewrites the file each few seconds: a new stamp, the same
+        size) keeps its wait; a file that grew did not hold it, whatever it parses to (a comment being written)."""
+        now = self._monotonic()
+        same = pending is not None and pending.targets == targets and pending.stamp[1] == stamp[1]
+        self._pending = _Pending(stamp, targets, pending.seen_at if pending is not None and same else now)
+        if now - self._pending.seen_at >= self.settle_s:
+            self._apply(stamp, targets)
+        elif not same:
+            kept = set(targets)
+            log.info(
+                "targets file %s changed (%d targets; %d of the %d before dropped or changed): applied once it "
+                "stays unchanged for %g s (a file read while it is written keeps the targets)",
+                self.path,
+                len(targets),
+                sum(1 for t in self._targets if t not in kept),
+                len(self._targets),
+                self.settle_s,
+            )
+
+    def _apply(self, stamp: Stamp | None, targets: list[TargetInfo]) -> None:
+        self._stamp, self._targets, self.last_error, self._pending = stamp, targets, None, None
 
     async def targets(self) -> list[TargetInfo]:
         return await asyncio.to_thread(self.current)

@@ -99,7 +99,8 @@ def _write(path: Path, data: Any) -> None:
 async def test_file_is_reread_when_changed_and_bad_edits_keep_previous(tmp_path: Path) -> None:
     path = tmp_path / "targets.yaml"
     _write(path, ["http://a/metrics"])
-    disc = StaticFileDiscovery(path)
+    # changes applied at once (the settle rule: test_discovery_static_settle.py)
+    disc = StaticFileDiscovery(path, settle_s=0.0)
     assert [t.url for t in await disc.targets()] == ["http://a/metrics"]
     _write(path, ["http://a/metrics", "http://b/metrics"])
     assert [t.url for t in await disc.targets()] == ["http://a/metrics", "http://b/metrics"]
@@ -283,7 +284,8 @@ async def test_a_file_caught_mid_write_keeps_the_previous_targets(tmp_path: Path
     # tick in between read no targets, and every replica was forgotten as departed (docs: "never empties the fleet")
     path = tmp_path / "targets.yaml"
     path.write_text(_urls(3))
-    disc = StaticFileDiscovery(path)
+    # changes applied at once (the settle rule: test_discovery_static_settle.py)
+    disc = StaticFileDiscovery(path, settle_s=0.0)
     with path.open("w") as f:
         assert len(await disc.targets()) == 3
         assert (
@@ -341,7 +343,8 @@ async def test_a_reread_leaves_the_event_loop_free(tmp_path: Path) -> None:
     # 20,000 targets are some 10 s of YAML parsing, which held the API and KEDA (on the same loop) that long
     path = tmp_path / "targets.yaml"
     path.write_text(_urls(1))
-    disc = StaticFileDiscovery(path)
+    # changes applied at once (the settle rule: test_discovery_static_settle.py)
+    disc = StaticFileDiscovery(path, settle_s=0.0)
     path.write_text("".join(f"- http://10.0.{i // 256}.{i % 256}:8000/metrics\n" for i in range(2000)))
     turn = asyncio.Event()
     asyncio.get_running_loop().call_soon(turn.set)

@@ -70,7 +70,7 @@ def test_a_targets_file_that_takes_one_while_kvpilot_runs_keeps_the_targets_said
 ) -> None:
     path = tmp_path / "targets.yaml"
     path.write_text(GOOD, encoding="utf-8")
-    discovery = StaticFileDiscovery(path)
+    discovery = StaticFileDiscovery(path, settle_s=0.0)  # a change applied at once (the settle rule aside)
     path.write_text(GOOD + "  - url: http://10.0.0.2:8000/metrics\x07\n", encoding="utf-8")
     os.utime(path, ns=(1, 1))  # a stamp of its own, whatever the file system's clock resolution
     caplog.set_level(logging.INFO)
