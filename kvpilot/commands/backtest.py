@@ -62,9 +62,17 @@ def command(
             "--arrivals",
             help="what kvpilot's planner reads as arrivals: engines (as `kvpilot run` does without a gateway rate "
             "source: the engines' finished requests plus the change in their queues) or gateway (the simulated "
-            "router's request counter, as a gateway's)",
+            "router's request counter as Prometheus scrapes it, read as `kvpilot run` reads collector.arrivals)",
         ),
     ] = "engines",
+    scrape_interval: Annotated[
+        float | None,
+        typer.Option(
+            "--scrape-interval",
+            help="with --arrivals gateway: seconds between Prometheus' scrapes of the router's counter (default: 10, "
+            "the Gateway API Inference Extension chart's ServiceMonitor interval)",
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     start: Annotated[float | None, typer.Option("--start", help="skip this many seconds of the trace")] = None,
     duration: Annotated[float | None, typer.Option("--duration", help="replay only this many seconds")] = None,
@@ -129,6 +137,7 @@ def command(
     policy's distance from the cost/SLO frontier. kvpilot runs with the planner configuration `kvpilot run`
     builds from the same settings (`kvpilot config show` prints it)."""
     from kvpilot.settings import SettingsError
+    from scaler.backtest.gateway import DEFAULT_SCRAPE_INTERVAL_S
     from scaler.backtest.run import BacktestConfig
 
     # Said by flag, in one line, before the settings and the replay (whose checks name their own fields, two at a
@@ -142,7 +151,11 @@ def command(
         ("--rollout-at", rollout_at, AT_LEAST_ZERO),
         ("--rollout-speed", rollout_speed, ABOVE_ZERO),
         ("--seed", seed, AT_LEAST_ZERO),  # numpy's words otherwise: "expected non-negative integer", naming nothing
+        ("--scrape-interval", scrape_interval, ABOVE_ZERO),
     )
+    if scrape_interval is not None and arrivals != "gateway":
+        typer.echo("error: --scrape-interval applies to --arrivals gateway only", err=True)
+        raise typer.Exit(2)
     if pools:
         refused: dict[str, object] = {
             "--policies": policies, "--plot": plot, "--fidelity": fidelity, "--cold-start": cold_start,
@@ -193,6 +206,7 @@ def command(
             duration_s=duration,
             planner=planner,
             arrivals=arrivals,
+            gateway_scrape_s=DEFAULT_SCRAPE_INTERVAL_S if scrape_interval is None else scrape_interval,
             frontier=frontier is not False and not faults,
             rollout_at_s=rollout_at,
             rollout_wave=rollout_wave,

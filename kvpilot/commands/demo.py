@@ -75,9 +75,17 @@ def command(
             "--arrivals",
             help="What kvpilot's planner reads as arrivals: engines (as `kvpilot run` does without a gateway rate "
             "source: the engines' finished requests plus the change in their queues) or gateway (the simulated "
-            "router's request counter, as a gateway's).",
+            "router's request counter as Prometheus scrapes it, read as `kvpilot run` reads collector.arrivals).",
         ),
     ] = "engines",
+    scrape_interval: Annotated[
+        float | None,
+        typer.Option(
+            "--scrape-interval",
+            help="With --arrivals gateway: seconds between Prometheus' scrapes of the router's counter (default: 10, "
+            "the Gateway API Inference Extension chart's ServiceMonitor interval).",
+        ),
+    ] = None,
     no_surge: Annotated[
         bool,
         typer.Option("--no-surge", help="Withdraw kvpilot's rollout surge (publish the planner's count): to compare."),
@@ -95,6 +103,7 @@ def command(
     from kvpilot.demo.replay import DEFAULT_TRACE, DemoConfig, DemoError, run_demo
     from kvpilot.demo.view import layout
     from kvpilot.render import console as make_console
+    from scaler.backtest.gateway import DEFAULT_SCRAPE_INTERVAL_S
     from simulator.exposition import ENGINES
 
     check_numbers(
@@ -103,7 +112,11 @@ def command(
         ("--rate-scale", rate_scale, Bound(0.01)),
         ("--rollout-at", rollout_at, AT_LEAST_ZERO),
         ("--rollout-speed", rollout_speed, ABOVE_ZERO),
+        ("--scrape-interval", scrape_interval, ABOVE_ZERO),
     )
+    if scrape_interval is not None and arrivals != "gateway":
+        typer.echo("error: --scrape-interval applies to --arrivals gateway only", err=True)
+        raise typer.Exit(2)
     if rollout_at is not None and not forever and rollout_at >= duration:
         typer.echo(f"error: --rollout-at {rollout_at:g} is not within the replay (--duration {duration:g})", err=True)
         raise typer.Exit(2)
@@ -129,6 +142,7 @@ def command(
             rollout_speed=rollout_speed,
             surge=not no_surge,
             arrivals=arrivals,
+            gateway_scrape_s=DEFAULT_SCRAPE_INTERVAL_S if scrape_interval is None else scrape_interval,
         )
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)

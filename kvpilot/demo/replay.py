@@ -43,6 +43,7 @@ import httpx
 from kvpilot.demo.rollout import RolloutReport, SurgeOff, measure, rollout_body, surge_now
 from kvpilot.demo.view import Event, serving_replicas
 from kvpilot.runtime.snapshot import Snapshot
+from scaler.backtest.gateway import COUNTER, DEFAULT_SCRAPE_INTERVAL_S, ScrapedCounter
 from scaler.backtest.result import RolloutWindow
 from scaler.backtest.run import measure_window
 from scaler.backtest.sim import rolled
@@ -153,12 +154,16 @@ class DemoConfig:
     windows: tuple[tuple[float, float], ...] = ()
     # What kvpilot's planner reads as arrivals (`ARRIVALS`): "engines", the engines' estimate in FleetState, as
     # `kvpilot run` on Kubernetes by default (no `collector.arrivals`) and `kvpilot backtest` by default; "gateway",
-    # the simulated router's arrival counter passed as a gateway's rate (`SimulatorScale(gateway_rate=True)`).
+    # the simulated router's request counter as Prometheus scrapes it every `gateway_scrape_s`, read by the loop's
+    # arrivals stage as `kvpilot run` reads `collector.arrivals` (`_gateway_arrivals`).
     arrivals: str = "engines"
+    gateway_scrape_s: float = DEFAULT_SCRAPE_INTERVAL_S
 
     def __post_init__(self) -> None:
         if self.arrivals not in ARRIVALS:
             raise ValueError(f"arrivals must be one of {', '.join(ARRIVALS)}, got {self.arrivals!r}")
+        if not (math.isfinite(self.gateway_scrape_s) and self.gateway_scrape_s > 0):
+            raise ValueError(f"the gateway's scrape interval must be > 0 s, got {self.gateway_scrape_s}")
         if not (math.isfinite(self.speed) and self.speed >= 0):
             raise ValueError(f"speed must be >= 0 (0: as fast as possible), got {self.speed}")
         if self.replicas < 1:
@@ -455,7 +460,10 @@ async def run_demo(
         lockstep = _Lockstep()
         # Loopback calls to a paused simulator: generous timeouts, so that a busy machine cannot change the result.
         targets = SimulatorTargets(sim_url, timeout_s=10.0)
-        scale = SimulatorScale(sim_url, timeout_s=10.0, gateway_rate=cfg.arrivals == "gateway")
+        # the replica count alone: a gateway's counter reaches the loop through its arrivals stage, as under
+        # `kvpilot run` with collector.arrivals
+        scale = SimulatorScale(sim_url, timeout_s=10.0, gateway_rate=False)
+        arrivals = _gateway_arrivals(live, cfg, settings) if cfg.arrivals == "gateway" else None
         sources = Sources(discovery=targets, static=StaticTargets([]), simulator_url=sim_url)
         c = settings.collector
         collector = Collector(ScrapeConfig(timeout_s=c.timeout_s, max_bytes=c.max_body_bytes), clock=clock)
@@ -470,6 +478,7 @@ async def run_demo(
             scale=scale,
             board=board,
             rollout=None if cfg.surge else SurgeOff,
+            arrivals=arrivals,
         )
         # KEDA's metrics-api route reads the loop's decisions as under `kvpilot run`: the same reader over its board
         reader = keda_reader(board, settings, service.clock)
@@ -590,6 +599,28 @@ async def run_demo(
             with live.lock:
                 measure_window(s.windows[-1], live.fleet, live.fleet.trace, now=t, slo_s=cfg.slo_ttft_s)
         return s
+
+
+def _gateway_arrivals(live: Any, cfg: DemoConfig, settings: Any) -> Any:
+    """The loop's arrivals stage for ``--arrivals gateway``: `kvpilot run`'s ``GatewayArrivals`` (its label mapping,
+    ``collector.rate_window_s``) asking a simulated Prometheus, which answers the simulated router's request counter
+    as last scraped (``scaler.backtest.gateway.ScrapedCounter``, every ``cfg.gateway_scrape_s``)."""
+    from collector.promql.decode import Series
+    from kvpilot.runtime.arrivals import GatewayArrivals, LabelMapping
+
+    scraped = ScrapedCounter(cfg.gateway_scrape_s)
+
+    async def prometheus(query: str, now: float) -> list[Series]:
+        with live.lock:  # the simulator stands still while the loop ticks (the demo's lockstep)
+            state = live.fleet.snapshot(replicas=())
+            namespace, deployment = live.fleet.config.namespace, live.fleet.config.deployment
+        scraped.observe(float(state.time), float(state.arrivals_total))
+        if scraped.value is None:
+            return []
+        labels = {"__name__": COUNTER, "namespace": namespace, "deployment": deployment}
+        return [{"metric": labels, "value": [now, repr(scraped.value)]}]
+
+    return GatewayArrivals(prometheus, COUNTER, LabelMapping(), window_s=settings.collector.rate_window_s)
 
 
 def attribute_findings(

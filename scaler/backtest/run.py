@@ -23,6 +23,7 @@ from scaler.backtest import sim
 from scaler.backtest.faults import FaultHit, FaultSpec
 from scaler.backtest.frontier import WINDOW_S, Frontier
 from scaler.backtest.frontier import frontier as find_frontier
+from scaler.backtest.gateway import DEFAULT_SCRAPE_INTERVAL_S
 from scaler.backtest.mase import forecast_mase
 from scaler.backtest.observe import FleetCounters, History, from_snapshot
 from scaler.backtest.policies import POLICIES, Context, Policy
@@ -73,9 +74,11 @@ class BacktestConfig:
     tick_s: float = TICK_S  # kvpilot's control-loop interval
     planner: PlannerConfig | None = None  # kvpilot's configuration; None: kvpilot's defaults for these facts
     # What kvpilot's planner reads as arrivals (`ARRIVALS`): "engines", the engines' estimate in FleetState as
-    # `kvpilot run` reads it by default (no gateway rate source); "gateway", the router's request counter handed
-    # over as a gateway's rate and count (`Planner.decide(arrival_rates=, arrivals_totals=)`).
+    # `kvpilot run` reads it by default (no gateway rate source); "gateway", the router's request counter as
+    # Prometheus scrapes it every `gateway_scrape_s`, read as `kvpilot run` reads `collector.arrivals`
+    # (`scaler.backtest.gateway`, `collector.counter_rates.CounterRates`).
     arrivals: str = "engines"
+    gateway_scrape_s: float = DEFAULT_SCRAPE_INTERVAL_S
     frontier: bool = True  # search the cost/SLO frontier (the costliest part of a backtest)
     # Dollars beside replica-hours (docs/cost.md): the GPU type and GPUs per replica the replica-hours are priced at
     # (None: the simulated replica's own), at that type's price in `gpu_prices` (`cost.gpus` in settings).
@@ -102,6 +105,8 @@ class BacktestConfig:
             raise ValueError("no policies to backtest")
         if self.arrivals not in ARRIVALS:
             raise ValueError(f"arrivals must be one of {', '.join(ARRIVALS)}, got {self.arrivals!r}")
+        if not (math.isfinite(self.gateway_scrape_s) and self.gateway_scrape_s > 0):
+            raise ValueError(f"gateway_scrape_s must be > 0 and finite, got {self.gateway_scrape_s}")
         if self.fidelity not in (None, "request", "fluid"):
             raise ValueError(f"fidelity must be 'request' or 'fluid', got {self.fidelity!r}")
         if self.cold_start_s < 0 or self.slo_ttft_s <= 0:
@@ -141,6 +146,8 @@ class Report:
     horizon_s: float = 0.0
     kvpilot_config: dict[str, Any] = field(default_factory=dict)
     arrivals: str = "engines"  # what kvpilot's planner read as arrivals (BacktestConfig.arrivals)
+    # with "gateway": how it read the router's counter (scrape interval, rate window, series)
+    gateway: dict[str, Any] | None = None
     frontier: Frontier | None = None
     faults: list[FaultSpec] = field(default_factory=list)  # as injected into every replay, "peak" resolved
     gpu_type: str = "H100"  # what a replica-hour is priced at: replica-h x gpus_per_replica x price per GPU-hour
@@ -159,6 +166,7 @@ class Report:
         """{"policies": {name: {five numbers, "cost_usd", "frontier_ratio",
         "worst_minutes"}}, "forecast": {"mase": x},
         "kvpilot_config": {...}, "arrivals": "engines" | "gateway",
+        "gateway": {"series", "scrape_interval_s", "rate_window_s", "reader"} (with "gateway" only),
         "cost": {"gpu_type", "gpus_per_replica", "price_per_gpu_hour_usd"},
         "frontier": [{"slo_target", "slo_attainment", "replica_hours", "cost_usd"}…]}."""
         mase = round(self.mase, 4) if math.isfinite(self.mase) else None
@@ -183,6 +191,7 @@ class Report:
             "forecast": {"mase": mase, "forecaster": self.mase_forecaster, "horizon_s": self.horizon_s},
             "kvpilot_config": self.kvpilot_config,
             "arrivals": self.arrivals,
+            **({} if self.gateway is None else {"gateway": dict(self.gateway)}),
             "cost": {
                 "gpu_type": self.gpu_type,
                 "gpus_per_replica": self.gpus_per_replica,
@@ -285,6 +294,7 @@ def build_context(
         tick_s=cfg.tick_s,
         planner=planner,
         arrivals=cfg.arrivals,
+        gateway_scrape_s=cfg.gateway_scrape_s,
     )
 
 
@@ -544,6 +554,8 @@ def backtest(path: str, cfg: BacktestConfig, progress: Progress | None = None) -
     report = Report(getattr(trace, "name", path), fidelity, float(trace.duration_s), ctx.capacity_rps)
     report.kvpilot_config = planner.to_json()
     report.arrivals = cfg.arrivals
+    if cfg.arrivals == "gateway":
+        report.gateway = Kvpilot.gateway_reading(ctx)
     report.faults = list(cfg.faults)
     report.gpu_type, report.gpus_per_replica, report.price_per_gpu_hour_usd = replica_gpus(cfg)
     for name in cfg.policies:

@@ -1,18 +1,22 @@
 """What `kvpilot demo`'s control loop hands the planner as arrivals: by default nothing from the simulated gateway,
 so that the planner reads the engines' estimate in FleetState as under `kvpilot run` on Kubernetes without a gateway
-counter (`collector.arrivals`, off by default) and as `kvpilot backtest` does by default; `--arrivals gateway` passes
-the simulated router's arrival rate, as a gateway's."""
+counter (`collector.arrivals`, off by default) and as `kvpilot backtest` does by default; `--arrivals gateway` reads
+the simulated router's request counter as `kvpilot run` reads a gateway's: as Prometheus scrapes it, through the loop's
+arrivals stage (`GatewayArrivals`)."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from kvpilot.demo.replay import DemoConfig, run_demo
+from kvpilot.runtime.arrivals import GatewayArrivals, LabelMapping
+from scaler.backtest.gateway import ScrapedCounter
 from scaler.planner import Planner
 
 pytestmark = pytest.mark.e2e
@@ -43,11 +47,48 @@ def test_the_default_demo_passes_the_planner_no_gateway_rate(monkeypatch: pytest
     assert [rates for rates in passed if rates is not None] == []
 
 
-def test_arrivals_gateway_passes_the_simulated_routers_rate(monkeypatch: pytest.MonkeyPatch) -> None:
-    passed = _rates_passed(monkeypatch, dataclasses.replace(SHORT, arrivals="gateway"))
-    rates = [r for r in passed if r is not None]
-    assert len(rates) >= len(passed) - 1  # every tick after the first reading has a rate
-    assert all(set(r) == {"inference/llama"} and r["inference/llama"] > 0 for r in rates)
+def test_arrivals_gateway_hands_the_planner_what_kvpilot_run_reads_from_the_scraped_counter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # before: the scale source passed the simulated router's 30 s rate every tick, and no count: a path `kvpilot run`
+    # with a gateway's counter (collector.arrivals) never takes
+    calls: list[tuple[float, Any, Any]] = []
+    router: list[tuple[float, float]] = []
+    decide, observe = Planner.decide, ScrapedCounter.observe
+
+    def spy_decide(self: Planner, state: Any, now: float, **kw: Any) -> Any:
+        calls.append((now, kw.get("arrival_rates"), kw.get("arrivals_totals")))
+        return decide(self, state, now, **kw)
+
+    def spy_observe(self: ScrapedCounter, t: float, total: float) -> None:
+        router.append((t, total))
+        observe(self, t, total)
+
+    monkeypatch.setattr(Planner, "decide", spy_decide)
+    monkeypatch.setattr(ScrapedCounter, "observe", spy_observe)
+    summary = asyncio.run(run_demo(dataclasses.replace(SHORT, arrivals="gateway"), on_update=lambda *_: None))
+    assert summary.requests > 0
+    assert len(calls) == len(router) >= 15  # one reading and one decision a tick
+
+    # what `kvpilot run`'s reader makes of the counter Prometheus scraped every 10 s, read on the planner's times
+    scraped = dict(router)
+    samples = [scraped[math.floor(t / 10.0) * 10.0] for t, _ in router]
+    answers = iter(samples)
+    labels = {"__name__": "router_requests_total", "namespace": "inference", "deployment": "llama"}
+
+    async def prometheus(query: str, now: float) -> list[dict[str, Any]]:
+        return [{"metric": labels, "value": [now, str(next(answers))]}]
+
+    async def read_all() -> list[tuple[float, Any, Any]]:
+        gateway = GatewayArrivals(prometheus, "q", LabelMapping(), window_s=60.0)
+        out = []
+        for now, _, _ in calls:
+            a = await gateway.read(now, now)
+            out.append((now, a.rates or None, a.totals or None))
+        return out
+
+    assert calls == asyncio.run(read_all())
+    assert [c for c in calls if c[1]], "no gateway rate reached the planner"
 
 
 def test_an_unknown_arrivals_source_is_refused() -> None:

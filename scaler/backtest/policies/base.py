@@ -7,10 +7,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from scaler.backtest.gateway import DEFAULT_SCRAPE_INTERVAL_S
 from scaler.backtest.observe import History
 
 # What kvpilot's planner reads as arrivals in a backtest: "engines" (as `kvpilot run` without a gateway rate source),
-# "gateway" (the router's request counter, as a gateway's)
+# "gateway" (the router's request counter as Prometheus scrapes it, read as `kvpilot run` reads a gateway's)
 ARRIVALS = ("engines", "gateway")
 
 
@@ -35,6 +36,7 @@ class Context:
     tick_s: float = 5.0  # kvpilot's control-loop interval (settings `collector.interval_s`)
     planner: Any = None  # kvpilot's `PlannerConfig`, built from settings as `kvpilot run` builds it
     arrivals: str = "engines"  # what kvpilot's planner reads as arrivals (`ARRIVALS`)
+    gateway_scrape_s: float = DEFAULT_SCRAPE_INTERVAL_S  # with "gateway": how often Prometheus scrapes the router
 
     def clamp(self, n: int) -> int:
         n = max(n, self.min_replicas)

@@ -2,8 +2,8 @@
 `kvpilot run` reads on Kubernetes without a gateway source (`collector.arrivals`, off by default): the engines'
 estimate in FleetState and the engines' counters for the burst floor, through the very `Planner.decide` call the
 control loop makes, so that a backtest figure is about the configuration a default user gets (issue 10: "the
-backtest feeds the planner through the same input path as the live loop"). `gateway` hands over the simulated
-router's request counter, as a gateway's."""
+backtest feeds the planner through the same input path as the live loop"). `gateway` reads the simulated router's
+request counter as `kvpilot run` reads a gateway's (tests/unit/scaler/test_backtest_gateway.py)."""
 
 from __future__ import annotations
 
@@ -65,16 +65,6 @@ def test_by_default_the_planner_is_called_as_the_control_loop_calls_it(monkeypat
     assert set(loop) == {"current_replicas"}  # no gateway rate, no gateway count
     assert all(set(_given(kwargs)) == set(loop) for kwargs in calls), calls[:3]
     assert report.to_json()["arrivals"] == "engines"  # a figure says which input measured it
-
-
-def test_gateway_hands_the_planner_the_routers_counter(monkeypatch: pytest.MonkeyPatch) -> None:
-    report, calls = _replay(monkeypatch, arrivals="gateway")
-    rates = [kwargs["arrival_rates"][DEPLOYMENT] for kwargs in calls if kwargs.get("arrival_rates")]
-    totals = [kwargs["arrivals_totals"][DEPLOYMENT] for kwargs in calls]
-    assert len(rates) == len(calls)  # every tick: the replay's warm-up gave the router its first readings
-    assert totals == sorted(totals)
-    assert totals[-1] == pytest.approx(report.policies["kvpilot"].requests, rel=0.05)
-    assert report.to_json()["arrivals"] == "gateway"
 
 
 def test_an_unknown_input_is_refused() -> None:
