@@ -215,22 +215,34 @@ def histogram_quantile(q: float, histogram: Histogram | None) -> float | None:
 #
 # The increase of a counter over a window is a telescoping sum: the steps between points cancel except at
 # restarts, so it is the last value minus the first plus, at each restart inside the window, the value just
-# before it (the step there counts the post-restart value in full, as `increase` does). Kept so, a window costs
+# before it (the step there counts the post-restart value in full, as `increase` does), and, where a counter was
+# read anew after a jump no replica makes, the jump taken off again (it counts nothing). Kept so, a window costs
 # O(1) per point added and per read while no restart is inside it, instead of a pass over every point on every
 # tick; `tests/unit/collector/test_rates.py` checks it against `increase`, `rate`, `derivative` and
 # `histogram_increase` on the same points.
 
 
 class CounterWindow:
-    """A counter's valid points (see `counter_points`) since a start time, with `increase` and `rate` over them."""
+    """A counter's valid points (see `counter_points`) since a start time, with `increase` and `rate` over them.
 
-    __slots__ = ("_last", "_points", "_restarts")
+    ``max_per_s`` (``collector.validity.MAX_COUNTER_PER_S``): a reading whose step from the last valid one is more
+    than this per second (at least a second's worth) is no step a replica makes: a corrupted counter (one page read at
+    9e15 asked for every replica the planner may give, for the rate window, and the minute's roll-up kept the rate)
+    or another process behind the URL. It is held unread, as an invalid value is; a next reading stepping plausibly
+    from the last valid value is read from there (the jump was a glitch), one stepping plausibly from the held reading
+    is read from the held one on, its jump counting nothing (the counter moved)."""
 
-    def __init__(self) -> None:
-        # (t, value, value of the previous point when this one is a restart, else None)
+    __slots__ = ("_held", "_last", "_last_t", "_points", "_restarts", "max_per_s")
+
+    def __init__(self, max_per_s: float = math.inf) -> None:
+        # (t, value, what the increase adds at this point: the previous point's value at a restart, the jump taken
+        # off where the counter was read anew, else None)
         self._points: deque[tuple[float, float, float | None]] = deque()
-        self._restarts = 0  # points in the deque that are restarts
+        self._restarts = 0  # points in the deque that add to the increase (restarts, readings anew)
         self._last: float | None = None  # the previous valid value, even once it has left the window
+        self._last_t = -math.inf  # ... and its time
+        self._held: tuple[float, float] | None = None  # a reading past max_per_s from the last valid one: (t, value)
+        self.max_per_s = max_per_s
 
     def add(self, t: float, value: float | None) -> float | None:
         """Take a point; return the counter's step from the previous valid value (`counter_step`), None for the
@@ -238,18 +250,37 @@ class CounterWindow:
         if value is None or not (math.isfinite(value) and math.isfinite(t)) or value < 0:
             return None
         before = self._last
-        restart = before if before is not None and value < before else None
+        if before is None:
+            self._points.append((t, value, None))
+            self._last, self._last_t = value, t
+            return None
+        step = value - before if value >= before else value  # counter_step, inline: every counter of every replica
+        # past max_per_s over at least a second: compared with the limit alone first, as nearly every step is below it
+        if step > self.max_per_s and step > self.max_per_s * (t - self._last_t):
+            held = self._held
+            if held is None or not self._plausible(held[1], held[0], t, value):
+                self._held = (t, value)
+                return None
+            # a second reading agrees with the held one: the counter moved; read from the held reading on
+            self._restarts += 1
+            self._points.append((held[0], held[1], before - held[1]))
+            before = held[1]
+            step = counter_step(before, value)
+        if self._held is not None:  # a glitch: the reading held is dropped
+            self._held = None
+        restart = before if value < before else None
         self._restarts += restart is not None
         self._points.append((t, value, restart))
-        self._last = value
-        if before is None:
-            return None
-        return value if restart is not None else value - before
+        self._last, self._last_t = value, t
+        return step
+
+    def _plausible(self, before: float, before_t: float, t: float, value: float) -> bool:
+        return counter_step(before, value) <= self.max_per_s * max(t - before_t, 1.0)
 
     def continue_from(self, before: CounterWindow) -> None:
         """Take the steps of a window started afresh from ``before``'s last value (the rates start again here; the
         steps ``add`` returns do not)."""
-        self._last = before._last
+        self._last, self._last_t, self._held = before._last, before._last_t, before._held
 
     def trim(self, start: float) -> None:
         """Forget the points before ``start``."""

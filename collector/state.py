@@ -36,6 +36,7 @@ from collector.deployment_window import (
 from collector.rates import CounterWindow, GaugeWindow, HistogramWindow, histogram_add, histogram_reset, ratio
 from collector.roles import BOTH, split_pool_key
 from collector.samples import GoneGpuSample, GpuSample, Histogram, ReplicaSample, TargetInfo
+from collector.validity import MAX_COUNTER_PER_S
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +255,7 @@ class _ReplicaTrack:
         # + shift): set as the sample arrives (``FleetState._shift``), so that its age runs on step-free time.
         self.shift = 0.0
         # The rate window (``recent``) kept per value as samples come and go, so a view costs no pass over it.
-        self.counters = {name: CounterWindow() for name in _COUNTER_FIELDS}
+        self.counters = {name: CounterWindow(MAX_COUNTER_PER_S[name]) for name in _COUNTER_FIELDS}
         self.in_flight = GaugeWindow()
         self.ttft = HistogramWindow()
         self.itl = HistogramWindow()

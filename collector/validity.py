@@ -10,6 +10,8 @@ Rules:
 
 - counts, counters, token and byte totals: finite, >= 0 and at most 2**53, the largest integer a
   float64 holds exactly (a counter beyond it can no longer count by one, and no real one gets there);
+- a counter's step: at most ``MAX_COUNTER_PER_S`` a second (checked where steps are taken,
+  ``collector.rates.CounterWindow``: a reading past it is unknown until a second reading agrees with it);
 - fractions (KV usage, GPU utilisation, SM activity): within [0, 1] up to ``FRACTION_TOLERANCE``,
   clamped into [0, 1] when within it (an engine's ``1 - free/total`` can land a rounding step outside);
 - KV capacity: as a count, and > 0;
@@ -28,6 +30,18 @@ from typing import Any
 from collector.samples import GpuSample, Histogram, ReplicaSample
 
 MAX_COUNT = float(2**53)
+# The most a replica's counter can step by in a second: a million requests (finished, preempted), a billion tokens
+# (prompt, generated, prefix-cache hits and queries). A step past it is a corrupted counter or a page that is not this
+# replica's, not demand: ``collector.rates.CounterWindow`` holds such a reading unread until a second one agrees with
+# it (kvpilot.runtime.arrivals' MAX_SERIES_RPS is the gateway's counterpart).
+MAX_COUNTER_PER_S = {
+    "requests_finished": 1e6,
+    "preemptions": 1e6,
+    "prompt_tokens": 1e9,
+    "generation_tokens": 1e9,
+    "prefix_hits": 1e9,
+    "prefix_queries": 1e9,
+}
 FRACTION_TOLERANCE = 0.01
 
 _REPLICA_COUNTS = (
