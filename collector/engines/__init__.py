@@ -122,6 +122,24 @@ _NOT_AN_ENGINE = {
     "dcgm_": "DCGM fields named in lower case (dcgm_fi_*); kvpilot reads them under the names dcgm-exporter writes"
     " (DCGM_FI_*)",
     "ray_": "Ray's own metrics; Ray Serve LLM pages carry ray_vllm:* (or ray_vllm_*) once a vLLM replica runs",
+    # Dynamo's DistributedRuntime gives every component endpoint the work handler's series; a page of them alone, for
+    # no model and no `generate` endpoint (the runtime's own system_metrics example: ai-dynamo/dynamo @ 2fcc8cf :
+    # lib/runtime/examples/system_metrics/README.md), is a component that is no LLM worker (collector.engines.dynamo)
+    "dynamo_component_": "a Dynamo runtime component's generic endpoint series (dynamo_component_requests_total,"
+    " request_duration_seconds...) for no model and no `generate` endpoint, without a worker's KV stats or its"
+    " engine's series: no LLM replica; scrape a worker serving `generate` (its engine's page) or Dynamo's frontend",
+    # Xinference's own exporter (xorbitsai/inference pull request #906: xinference:generate_tokens_per_s,
+    # xinference:input_tokens_total_counter... by model, node, format, quantization)
+    "xinference:": "Xinference's metrics exporter (xinference:* by `model` and `node`: generate_tokens_per_s,"
+    " input_tokens_total_counter...); kvpilot has no Xinference adapter: no queue, KV or running-batch figure",
+    # AWS neuron-monitor's Prometheus exporter (DataDog/integrations-core aws_neuron/tests/fixtures:
+    # neuron_hardware_info, neuroncore_utilization_ratio, neuroncore_memory_usage_*... by `neuroncore`, beside system_*
+    # and instance_info)
+    **dict.fromkeys(
+        ("neuroncore_", "neuron_"),
+        "AWS neuron-monitor's exporter (neuron_hardware_info, neuroncore_*: Inferentia/Trainium NeuronCores, with its"
+        " system_* and instance_info): kvpilot reads no Neuron device, and no engine is on it",
+    ),
     # routers in front of the engines: their queue and KV figures are the backends' (averaged or by worker)
     "inference_pool_": "the Gateway API Inference Extension's endpoint picker (llm-d's inference scheduler), whose"
     " inference_pool_* gauges average the model servers it routes to: scrape those servers",

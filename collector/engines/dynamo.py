@@ -50,6 +50,12 @@ Mapping decisions:
 - The frontend's prefix can be overridden (``DYN_METRICS_PREFIX``, "added for NIM compatibility (PR #2432)",
   prometheus_names.rs ``frontend_service``): NIM's Dynamo-based frontend writes ``nv_llm_http_service_*``, as Dynamo's
   own prefix test sets it. Both spellings are read, Dynamo's first.
+- Every component endpoint of Dynamo's DistributedRuntime gets the work handler's series (``requests_total``,
+  ``request_duration_seconds``, ``inflight_requests``), an LLM worker's or not: the runtime's own example
+  (ai-dynamo/dynamo @ 2fcc8cf : lib/runtime/examples/system_metrics/README.md) serves them for ``example_component``'s
+  ``example_endpoint9881``. They tell a worker only where they serve a model: a ``model`` label or the ``generate``
+  endpoint LLM workers serve (a real worker's page: ``dynamo_component="backend",dynamo_endpoint="generate",
+  model="Qwen/Qwen3-0.6B"``). A page with nothing else is no replica (a replica of unknowns would read as "no data").
 """
 
 from __future__ import annotations
@@ -58,7 +64,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from collector.engines._declarative import DeclarativeAdapter, histogram, mean, total
-from collector.engines._read import Families, Series, find_family, read_mean, read_sum
+from collector.engines._read import Families, Series, family_names, find_family, read_mean, read_sum
+from collector.exposition import MetricFamily
 from collector.samples import ReplicaSample, TargetInfo
 
 # The frontend's prefixes: Dynamo's, and NIM's through DYN_METRICS_PREFIX (see the module notes).
@@ -91,6 +98,30 @@ FIELDS = {
     "itl": histogram(*_front("inter_token_latency_seconds")),
     "e2e": histogram(*_front("request_duration_seconds"), _C + "request_duration_seconds"),
 }
+EXTRA_FAMILIES = (
+    *_INFLIGHT,
+    *_STAGES,
+    *_TOTAL_BLOCKS,
+    *_BLOCK_SIZE,
+    *_INPUT_TOKENS,
+    *_CACHED_TOKENS,
+    _C + "inflight_requests",
+    _C + "total_blocks",
+)
+# The work handler's series, which every component endpoint gets (module notes): a worker's only where they serve a
+# model (``_serves_a_model``).
+_WORK_HANDLER = (_C + "requests", _C + "request_duration_seconds", _C + "inflight_requests")
+_WORK_HANDLER_KEYS = frozenset(key for name in _WORK_HANDLER for key in family_names(name))
+_IDENTIFYING = frozenset(
+    {series.family for spec in FIELDS.values() for series in spec.sources} | set(EXTRA_FAMILIES)
+) - set(_WORK_HANDLER)
+# The endpoint every Dynamo LLM worker serves (its backend, prefill and decode components alike).
+_LLM_ENDPOINT = "generate"
+
+
+def _serves_a_model(family: MetricFamily) -> bool:
+    """Whether a work-handler series is an LLM worker's: a ``model`` label, or the ``generate`` endpoint."""
+    return any(s.labels.get("model") or s.labels.get("dynamo_endpoint") == _LLM_ENDPOINT for s in family.samples)
 
 
 def _histogram_part(families: Families, names: tuple[str, ...], part: str) -> float | None:
@@ -157,6 +188,12 @@ class _FrontendAdapter(DeclarativeAdapter):
     """Dynamo's adapter: a page of several models (one replica each) leaves out the stage gauge, which no model
     label splits (the module notes), so that no model's queue is the frontend's whole."""
 
+    def score(self, families: Families) -> int:
+        """The frontend's and the workers' own series (``identifying``), and the work handler's where they serve a
+        model (module notes): a generic component endpoint's page scores 0."""
+        generic = sum(1 for name, fam in families.items() if name in _WORK_HANDLER_KEYS and _serves_a_model(fam))
+        return super().score(families) + generic
+
     def adapt(self, families: Families, target: TargetInfo, timestamp: float) -> list[ReplicaSample]:
         if any(name in families for name in _STAGES) and len(self.groups(families)) > 1:
             families = {name: fam for name, fam in families.items() if name not in _STAGES}
@@ -167,18 +204,8 @@ ADAPTER = _FrontendAdapter(
     name="dynamo",
     fields=FIELDS,
     model_labels=("model",),
-    extra_families=frozenset(
-        {
-            *_INFLIGHT,
-            *_STAGES,
-            *_TOTAL_BLOCKS,
-            *_BLOCK_SIZE,
-            *_INPUT_TOKENS,
-            *_CACHED_TOKENS,
-            _C + "inflight_requests",
-            _C + "total_blocks",
-        }
-    ),
+    extra_families=frozenset(EXTRA_FAMILIES),
+    identifying=_IDENTIFYING,
     derive=_derive,
     fallback=True,
 )

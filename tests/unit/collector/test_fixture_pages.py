@@ -2246,6 +2246,66 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    # session 29 (helper D): real pages nobody here had seen, read by hand before kvpilot ran on them
+    "vllm-0.29-t4-qwen2.5-1.5b__thealonemusk__InferStack__vllm_metrics_real__trimmed.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "qwen2.5-1.5b",  # model_name
+                "requests_waiting": 0.0,  # num_requests_waiting (by_reason capacity 0 + deferred 0 say the same)
+                "requests_running": 0.0,
+                "kv_usage": 0.0,  # kv_cache_usage_perc
+                # cache_config_info kv_cache_size_tokens="322944", = num_gpu_blocks 20184 x block_size 16
+                "kv_capacity_tokens": 322944.0,
+                "prefix_queries": 530.0,  # prefix_cache_queries_total; external_prefix_cache_* 0/0 are not added
+                "prefix_hits": 432.0,
+                "preemptions": 0.0,
+                "prompt_tokens": 530.0,
+                "generation_tokens": 584.0,
+                "requests_finished": 10.0,  # request_success_total: length 10, stop/abort/error/repetition 0
+                "ttft.count": 10.0,
+                "ttft.sum": 1.4721317291259766,
+                "itl.count": 574.0,  # inter_token_latency_seconds, not the per-request time_per_output_token
+                "queue_time.count": 10.0,
+            }
+        ]
+    ),
+    "vllm-2026-deepseek-v4-flash-mla-size__jvr0x__lmswitch__vllm_metrics__trimmed.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "deepseek-v4-flash-vision-exp-ablit-dual",
+                "requests_waiting": 0.0,
+                "requests_running": 0.0,
+                "kv_usage": 0.0,
+                # the engine's kv_cache_size_tokens="1428520", not num_gpu_blocks 15998 x block_size 4 = 63,992
+                # (cache_dtype nvfp4_ds_mla, sliding_window 128: a block is not block_size tokens of every layer)
+                "kv_capacity_tokens": 1428520.0,
+                "prefix_queries": 3675428.0,
+                "prefix_hits": 3241216.0,
+                "preemptions": 0.0,
+                "prompt_tokens": 3675428.0,
+                "generation_tokens": 44995.0,
+                "requests_finished": 26.0,  # stop 26
+                "ttft.count": 26.0,
+                "ttft.sum": 417.90156173706055,
+                "itl.count": 17807.0,
+                "queue_time.count": 26.0,
+            }
+        ]
+    ),
+    # Xinference's own exporter: was "found 4 families starting with `xinference:`; no engine adapter (...) reads
+    # these names", which did not say what the page is
+    "xinference-exporter__xorbitsai__inference__pull_906__excerpt.txt": Page(error="Xinference's metrics exporter"),
+    # AWS neuron-monitor on an inf1.xlarge: was the same generic error
+    "aws-neuron-monitor-inf1__DataDog__integrations-core__aws_neuron_metrics__trimmed.txt": Page(
+        error="AWS neuron-monitor's exporter .*kvpilot reads no Neuron device"
+    ),
+    # Dynamo's runtime example component (no model, no `generate` endpoint): was a `dynamo` replica whose every field
+    # but requests_finished 3 and e2e was unknown
+    "dynamo-runtime-example-component__ai-dynamo__dynamo__system_metrics_README.txt": Page(
+        error="a Dynamo runtime component's generic endpoint series"
+    ),
     # answers to /metrics that are no exposition at all (not-exposition/), each said for what it is
     "sglang-0.4.6-metrics-off-json-404__sgl-project__sglang__issue_7305.txt": Page(
         error="an error answered in JSON"  # {"detail":"Not Found"}: was "trtllm-serve answers /metrics with JSON"

@@ -60,6 +60,9 @@ NOT_A_REPLICA_NOR_GPUS = {
     "ascend-npu-exporter-8x-910a__Ascend__ascend-npu-exporter__collector_testdata.txt",  # Ascend NPUs not read
     "pytorch-training-job-eks__index-54291311193__excerpt.txt",  # a training job's own gauges
     "vllm-spec-decode-dgx-spark__index-59883029386__excerpt.txt",  # vLLM's spec-decode counters only
+    "xinference-exporter__xorbitsai__inference__pull_906__excerpt.txt",  # Xinference's own exporter
+    "aws-neuron-monitor-inf1__DataDog__integrations-core__aws_neuron_metrics__trimmed.txt",  # Neuron devices not read
+    "dynamo-runtime-example-component__ai-dynamo__dynamo__system_metrics_README.txt",  # a component, no LLM worker
 }
 GPU_KEYS = [f.name for f in fields(GpuSample)]
 KVPILOT = Path(sys.executable).with_name("kvpilot")
