@@ -211,7 +211,16 @@ class Actuation:
         else:
             self._store.answered()
         if self._scaler is not None:
+            # What this instance applied holds only while it decides the deployment: one whose shard moved to another
+            # instance (absent from this tick's snapshot) may be scaled there meanwhile, so it is applied afresh when
+            # its shard comes back, not skipped as already applied.
+            self._applied = {k: v for k, v in self._applied.items() if k in snapshot.decisions}
             await self._scale(list(snapshot.decisions.values()))
+
+    def not_leading(self) -> None:
+        """This instance stopped acting (HA: another replica holds the Lease; sharding: no shard held): another
+        scales meanwhile, so nothing this one applied is known to hold when it acts again."""
+        self._applied.clear()
 
     # -- drains -------------------------------------------------------------------------------------------------
 

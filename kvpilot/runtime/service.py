@@ -533,6 +533,8 @@ class Service:
                 except Exception:
                     self.counters.stage_errors.labels("actuate").inc()
                     log.exception("actuation stage failed; retrying next tick")
+            elif self.actuation is not None and not self.leadership.leader:
+                self.actuation.not_leading()
             self.actuator_passes_done += 1
             self._wake_drains.set()
 
