@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from collector.promql import expressions
 from collector.promql.decode import PromQLError, Series, Stopped
-from kvpilot.runtime.scale_view import ScaleView
+from kvpilot.runtime.scale_view import SaidOnce, ScaleView
 from scaler.rollout import DeploymentRollout
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ class KubeStateMetricsScale:
         self._max_matcher_bytes = max_matcher_bytes
         self._names = "|".join(KSM_DEPLOYMENT_SERIES)
         self._listed: dict[str, tuple[str, str]] = {}  # deployment -> the target that last exported it
-        self._not_found: set[str] = set()  # never found: logged once
+        self._not_found = SaidOnce()  # never found: logged once
         self._bad: set[str] = set()  # left out for unreadable series: logged once until read again
         self.series_found: bool | None = None  # whether the last answer held any series (None: not asked yet)
 
@@ -176,8 +176,7 @@ class KubeStateMetricsScale:
                     log.warning("kube-state-metrics: %s left out (%s): decided from its replicas", key, bad[key])
             elif key in self._listed:
                 missing[key] = self._listed[key]
-            elif key not in self._not_found:
-                self._not_found.add(key)
+            elif self._not_found.first(key):
                 log.info(
                     "kube-state-metrics exports no Deployment %s: its replica count comes from the replicas seen", key
                 )

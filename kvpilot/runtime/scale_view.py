@@ -89,6 +89,28 @@ class SimulatorScale:
         await self._client.aclose()
 
 
+NOT_FOUND_KEPT = 4096  # deployments no source found, said once each (past it, the oldest may be said again)
+
+
+class SaidOnce:
+    """Names said once each, the latest ``NOT_FOUND_KEPT`` kept (by hash): the names asked about include those a
+    gateway's counter names (``collector.arrivals``), and a label naming ever new ones (a model name each client makes
+    up) grew a set of them by up to 256 a tick, for good."""
+
+    def __init__(self) -> None:
+        self._said: dict[int, None] = {}
+
+    def first(self, name: str) -> bool:
+        """Whether ``name`` is to be said now: not said, or said before the latest ``NOT_FOUND_KEPT``."""
+        key = hash(name)
+        if key in self._said:
+            return False
+        self._said[key] = None
+        if len(self._said) > NOT_FOUND_KEPT:
+            del self._said[next(iter(self._said))]
+        return True
+
+
 class KubernetesScale:
     """``spec.replicas`` of the known Deployments, one list call per namespace (RBAC: list deployments).
 
@@ -102,7 +124,7 @@ class KubernetesScale:
         self._apps = apps  # kubernetes.client.AppsV1Api
         self._timeout_s = timeout_s
         self._listed: set[str] = set()  # deployments found as Deployment objects at least once
-        self._not_found: set[str] = set()  # never found: logged once
+        self._not_found = SaidOnce()  # never found: logged once
         self._pending: dict[str, asyncio.Future[Any]] = {}  # namespace -> its list, outstanding or last done
 
     async def read(self, known: Collection[str], now: float) -> ScaleView:
@@ -131,8 +153,7 @@ class KubernetesScale:
                 elif key in self._listed:
                     gone.add(key)
                     self._listed.discard(key)
-                elif key not in self._not_found:
-                    self._not_found.add(key)
+                elif self._not_found.first(key):
                     log.info("no Deployment %s: its replica count comes from the replicas seen", key)
         return ScaleView(replicas=replicas, gone=frozenset(gone), rollouts=rollouts)
 
@@ -150,7 +171,13 @@ class KubernetesScale:
         if asked:
             await asyncio.wait(asked, timeout=self._timeout_s + 1.0)
         late = TimeoutError(f"no answer within {self._timeout_s:g} s")
-        return [(f.exception() or f.result()) if f.done() else late for f in (self._pending[n] for n in namespaces)]
+        lists = [(f.exception() or f.result()) if f.done() else late for f in (self._pending[n] for n in namespaces)]
+        # a namespace no longer asked about keeps its list only while it runs (a gateway's label naming ever new
+        # namespaces kept one finished list each, for good)
+        wanted = set(namespaces)
+        for namespace in [n for n, f in self._pending.items() if n not in wanted and f.done()]:
+            del self._pending[namespace]
+        return lists
 
     def _list(self, namespace: str) -> tuple[dict[str, int], dict[str, DeploymentRollout], set[str]]:
         """(replicas, rollouts, the names of Deployments the client cannot read) of one namespace, listed in pages
