@@ -140,6 +140,14 @@ def theirs_selective(pages: list[str]) -> int:
 _PARTS = ("_bucket", "_sum", "_count")
 
 
+def _untyped_parts(text: str) -> bool:
+    """Whether prometheus_client reads an untyped part of a wanted family on the page (see ``theirs_selective``)."""
+    return any(
+        f.type == "unknown" and f.name.endswith(_PARTS) and f.name[: f.name.rindex("_")] in WANTED
+        for f in text_string_to_metric_families(text)
+    )
+
+
 def ours_all(pages: list[str]) -> int:
     return sum(len(f.samples) for page in pages for f in parse(page).values())
 
@@ -202,11 +210,13 @@ def count_passes(passes: int, case: str) -> None:
 
 
 def check_kept(pages: list[tuple[str, str]]) -> None:
-    """Each page once, untimed: both parsers' selective reads keep the same samples, on every page with TYPE lines. A
-    page without them is where ours knowingly differs (it puts a histogram's untyped parts together only where they
-    make one, collector/exposition/_untyped.py): its counts are not compared."""
+    """Each page once, untimed: both parsers' selective reads keep the same samples, on every page whose wanted
+    families are all typed. Untyped parts of a wanted family are where ours knowingly differs (it puts a histogram's
+    untyped parts together only where they make one, collector/exposition/_untyped.py: a lone ``X_sum`` is left out):
+    a page holding any (every page without TYPE lines; a page whose typed families are followed by untyped lines, as
+    the vLLM two-node excerpt pinned in 3eb9a2d) is not compared."""
     for name, text in pages:
-        if "# TYPE " not in text:
+        if "# TYPE " not in text or _untyped_parts(text):
             continue
         ours, theirs = ours_selective([text]), theirs_selective([text])
         if ours != theirs:
