@@ -301,6 +301,7 @@ class ShardCoordinator:
         since answers 409 and is given up, as after a list). A holder's shard Leases say it is alive, so its member
         Lease is renewed only while it holds none."""
         now = self._clock.monotonic()
+        held_before = self.owned
         self._round_began = now
         self.rounds += 1
         self._failure = None
@@ -332,7 +333,9 @@ class ShardCoordinator:
             self._failure = self._failure or self._member.lease_failure
         before, self._members_before = self._members_before, frozenset(members)
         owned = frozenset(i for i, e in enumerate(self._electors) if e.leader)
-        gained = owned - self._owned
+        # against what counted as held when the round began (``owned``: a shard past its renew deadline did not, and
+        # the loop let it go), not what the last round left: a round that hung that long and renewed takes them anew
+        gained = owned - held_before
         if gained and self.on_gain is not None:
             try:
                 self.on_gain(gained)

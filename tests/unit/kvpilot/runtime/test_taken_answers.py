@@ -12,7 +12,8 @@ import grpc
 import pytest
 
 from collector.clock import VirtualClock
-from kvpilot.runtime.shards import shard_of
+from kvpilot.runtime.lease import Leases
+from kvpilot.runtime.shards import ShardCoordinator, shard_of
 from kvpilot.runtime.taken_answers import StoredAnswers
 from scaler.decision import Decision
 from scaler.keda import externalscaler_pb2 as pb
@@ -21,6 +22,7 @@ from scaler.keda.reader import DecisionReader
 from scaler.keda.server import build_endpoint
 from scaler.keda.servicer import ServicerSettings
 from scaler.publish import DecisionBoard
+from tests.fakekube import FakeKube
 from tests.unit.scaler.keda.harness import NOW, decision
 
 SHARDS = 4
@@ -140,3 +142,21 @@ async def test_a_stream_answered_from_the_store_moves_to_the_board_s_first_decis
         assert second.result is True
         assert k.answers.served_total == 1
         stream.cancel()
+
+
+def test_shards_held_again_after_their_renew_deadline_are_taken_anew(kube: FakeKube) -> None:
+    """A round that hung past the renew deadline: its shards stopped counting as held (the loop let them go, the board
+    forgot them), so the round that renews them takes them anew, stored answers read, as any other takeover."""
+    clock = VirtualClock(NOW)
+    a = ShardCoordinator(Leases(kube.api_client()), lease_name="taken", namespace="kv", identity="a", address="",
+                         shards=3, clock=clock, lease_duration_s=15)  # fmt: skip
+    gains: list[frozenset[int]] = []
+    a.on_gain = gains.append
+    a.round()  # joining: says who it is
+    a.round()
+    assert gains == [frozenset({0, 1, 2})]
+    clock.advance(12.6)  # no round since: past the renew deadline (12.5 s of 15)
+    assert a.owned == frozenset()
+    a.round()  # renewed before anyone else took them
+    assert a.owned == frozenset({0, 1, 2})
+    assert gains == [frozenset({0, 1, 2})] * 2  # before: taken silently, KEDA's calls NOT_FOUND until the tick
