@@ -128,6 +128,18 @@ _NOT_AN_ENGINE = {
     "dynamo_component_": "a Dynamo runtime component's generic endpoint series (dynamo_component_requests_total,"
     " request_duration_seconds...) for no model and no `generate` endpoint, without a worker's KV stats or its"
     " engine's series: no LLM replica; scrape a worker serving `generate` (its engine's page) or Dynamo's frontend",
+    # LiteLLM's proxy (DataDog/integrations-core litellm/tests/fixtures: metrics.txt of mid-2025, metrics_v1_95.txt):
+    # litellm_proxy_*, litellm_deployment_*, spend and its own Redis/Postgres service health: a gateway, no engine
+    "litellm_": "LiteLLM's proxy (litellm_*: its requests, spend, deployments' health and its Redis/Postgres services),"
+    " a gateway in front of the engines or hosted APIs: no queue, KV or token figure of a replica; scrape the engines"
+    " behind it",
+    # TorchServe's metrics API (DataDog/integrations-core torchserve/tests/fixtures/openmetrics/metrics.txt:
+    # ts_inference_requests_total, ts_queue_latency_microseconds... by model_name, beside its CamelCase host gauges)
+    **dict.fromkeys(
+        ("ts_inference_", "ts_queue_latency_"),
+        "TorchServe's metrics API (ts_inference_requests_total, ts_queue_latency_microseconds... by model_name, and its"
+        " host gauges): a model server kvpilot has no adapter for; no queue, KV or token figure",
+    ),
     # Xinference's own exporter (xorbitsai/inference pull request #906: xinference:generate_tokens_per_s,
     # xinference:input_tokens_total_counter... by model, node, format, quantization)
     "xinference:": "Xinference's metrics exporter (xinference:* by `model` and `node`: generate_tokens_per_s,"

@@ -811,7 +811,7 @@ EXPECTED: dict[str, Page] = {
         ]
     ),
     # LiteLLM's proxy: a gateway's request counters, no replica
-    "litellm-proxy__DataDog__integrations-core__litellm_metrics_v1_95__trimmed.txt": Page(error="litellm_"),
+    "litellm-proxy__DataDog__integrations-core__litellm_metrics_v1_95__trimmed.txt": Page(error="LiteLLM's proxy"),
     # a Ray node's own page without Ray Serve LLM: Ray's metrics, no replica
     "ray-node__DataDog__integrations-core__ray_worker__trimmed.txt": Page(error="Ray's own metrics"),
     # the first released SGLang metrics (v0.3.5, model in label name=): the excerpt published in the pull request
@@ -2306,6 +2306,12 @@ EXPECTED: dict[str, Page] = {
     "dynamo-runtime-example-component__ai-dynamo__dynamo__system_metrics_README.txt": Page(
         error="a Dynamo runtime component's generic endpoint series"
     ),
+    # TorchServe's metrics API (five linear_regression models, label sets ending `,}`): was the generic error
+    "torchserve-five-models__DataDog__integrations-core__torchserve_openmetrics_metrics.txt": Page(
+        error="TorchServe's metrics API"
+    ),
+    # a LiteLLM proxy of mid-2025 (its Redis/Postgres service health): was the generic error
+    "litellm-proxy-2025-06__DataDog__integrations-core__litellm_metrics__trimmed.txt": Page(error="LiteLLM's proxy"),
     # answers to /metrics that are no exposition at all (not-exposition/), each said for what it is
     "sglang-0.4.6-metrics-off-json-404__sgl-project__sglang__issue_7305.txt": Page(
         error="an error answered in JSON"  # {"detail":"Not Found"}: was "trtllm-serve answers /metrics with JSON"

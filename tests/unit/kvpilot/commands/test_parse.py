@@ -63,6 +63,8 @@ NOT_A_REPLICA_NOR_GPUS = {
     "xinference-exporter__xorbitsai__inference__pull_906__excerpt.txt",  # Xinference's own exporter
     "aws-neuron-monitor-inf1__DataDog__integrations-core__aws_neuron_metrics__trimmed.txt",  # Neuron devices not read
     "dynamo-runtime-example-component__ai-dynamo__dynamo__system_metrics_README.txt",  # a component, no LLM worker
+    "torchserve-five-models__DataDog__integrations-core__torchserve_openmetrics_metrics.txt",  # TorchServe
+    "litellm-proxy-2025-06__DataDog__integrations-core__litellm_metrics__trimmed.txt",  # a gateway
 }
 GPU_KEYS = [f.name for f in fields(GpuSample)]
 KVPILOT = Path(sys.executable).with_name("kvpilot")
