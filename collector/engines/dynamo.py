@@ -191,7 +191,11 @@ class _FrontendAdapter(DeclarativeAdapter):
     def score(self, families: Families) -> int:
         """The frontend's and the workers' own series (``identifying``), and the work handler's where they serve a
         model (module notes): a generic component endpoint's page scores 0."""
-        generic = sum(1 for name, fam in families.items() if name in _WORK_HANDLER_KEYS and _serves_a_model(fam))
+        generic = 0
+        for key in _WORK_HANDLER_KEYS:  # a few lookups, not a pass over the page
+            fam = families.get(key)
+            if fam is not None and _serves_a_model(fam):
+                generic += 1
         return super().score(families) + generic
 
     def adapt(self, families: Families, target: TargetInfo, timestamp: float) -> list[ReplicaSample]:

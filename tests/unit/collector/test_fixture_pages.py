@@ -2294,6 +2294,27 @@ EXPECTED: dict[str, Page] = {
             }
         ]
     ),
+    "vllm-2026-idle-lab__harshuljain13__AdmitPerf__vllm_metrics_real__trimmed.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "lab",
+                "requests_waiting": 0.0,
+                "requests_running": 0.0,
+                "kv_usage": 0.0,
+                "kv_capacity_tokens": 1592144.0,  # kv_cache_size_tokens, = 99,509 blocks x 16
+                "prefix_queries": 0.0,  # no request yet: 0 read, not unknown
+                "prefix_hits": 0.0,
+                "prompt_tokens": 0.0,
+                "generation_tokens": 0.0,
+                "requests_finished": 0.0,
+                "ttft.count": 0.0,  # the histogram is on the page, empty
+                "ttft.sum": 0.0,
+                "itl.count": 0.0,
+                "queue_time.count": 0.0,
+            }
+        ]
+    ),
     # Xinference's own exporter: was "found 4 families starting with `xinference:`; no engine adapter (...) reads
     # these names", which did not say what the page is
     "xinference-exporter__xorbitsai__inference__pull_906__excerpt.txt": Page(error="Xinference's metrics exporter"),
