@@ -8,9 +8,9 @@ one pattern, and so is the run of its usual lines, ``name{labels} value``, that 
 names, label bodies and values by plain string operations and read without the loop's per-line checks (a bucket
 whose ``le`` comes first or last cut into its series and its bound, the series' labels taken from the line before
 when its text is the same). The lines passed over are counted only when an error needs a line number. Label
-sets, and the layouts of label names, are validated once per page and then looked up (a bucket's as its series'
-labels plus its bound); anything unusual goes through one possessive (backtracking-free) pattern that also says
-what is wrong.
+sets are validated once per page and then looked up (a bucket's as its series' labels plus its bound), the layouts
+of their label names once per process; anything unusual goes through one possessive (backtracking-free) pattern that
+also says what is wrong.
 
 A metric name written inside the braces, quoted (``{"name",a="b"} 1``: the UTF-8 names Prometheus 3 negotiates;
 kvpilot does not ask for them, but a saved page may hold them), is read as ``name{a="b"} 1``, as the oracle reads it;
@@ -102,6 +102,13 @@ def parse_text(text: str, keep: Callable[[str], bool], sink: Sink) -> None:
     _TextParser(keep, sink).run(text)
 
 
+# The label names of a body, as the text between its values ("a=,b=" for `a="1",b="2"`) -> the names and what each
+# stretch between two values must be (["a", "b"], ["a=", ",b="]). Only names and separators, never values: a page's
+# label sets are the same few dozen on every page of an engine, so they are validated once per process, not per page
+# (bounded: a page of ever new names empties it now and then, as _SELECTED).
+_LAYOUTS: dict[str, tuple[list[str], list[str]]] = {}
+_MAX_LAYOUTS = 1024
+
 # A selection's membership test and its unwanted-run pattern, by selection (the scrape loop's one or two per process):
 # made once, not once per page (see parse_selected).
 _SELECTED: dict[frozenset[object], tuple[Callable[[str], bool], re.Pattern[str] | None]] = {}
@@ -144,7 +151,6 @@ class _TextParser:
         # A bucket's series labels (its body before `",le="`) -> (its labels, their label set), checked once per page
         # (see _read_buckets).
         self.series_labels: dict[str, tuple[dict[str, str], Hashable]] = {}
-        self.layouts: dict[str, tuple[list[str], list[str]]] = {}  # "a=,b=" -> (["a", "b"], ["a=", ",b="])
         # The series each emitted family holds so far: a family may come back later on the page.
         self.series: dict[str, set[SeriesKey]] = {}
         # Runs of unwanted families are passed over in C: by one pattern that knows the wanted names when
@@ -615,7 +621,7 @@ class _TextParser:
             end = start
             found = None
             while (m := _ONE_FAMILY_RE.match(text, end)) is not None:
-                candidate = m.group("p")
+                candidate = m.group("p") or m.group("q")  # one family: one of its two branches
                 if keep(candidate) or (candidate.endswith("_total") and keep(candidate[:-6])):
                     break
                 found, end = m, m.end()
@@ -624,13 +630,19 @@ class _TextParser:
             last = found
         passed.append((line_no, start, end))
         self._close()  # the family before the run
-        name: str = last.group("p")
-        # The type group keeps its value from an earlier family of the run: it is this family's only when
-        # it was captured after this family's name.
-        typed = last.start("t") > last.start("p")
+        # A group keeps its value from an earlier family of the run: the last family's name is the one captured
+        # last (p: it opened with its HELP line, q: with its TYPE line), and a HELP-led family's type group t is its
+        # own only when it was captured after its name.
+        help_led = last.start("p")
+        if last.start("q") > help_led:
+            name: str = last.group("q")
+            typ: str | None = last.group("u")
+        else:
+            name = last.group("p")
+            typ = last.group("t") if last.start("t") > help_led else None
         self.name, self.help, self.samples, self.keys, self.wanted = name, "", [], [], False
-        if typed:
-            typ = self.typ = last.group("t")
+        if typ is not None:
+            self.typ = typ
             # _admitted, inline: once per run of unwanted families, most of a small page's runs
             if typ == "histogram":
                 self.allowed = (name + "_count", name + "_sum", name + "_bucket")
@@ -739,7 +751,7 @@ class _TextParser:
                 self.bodies[body] = labels
                 return labels
             between = "".join(parts[0::2])
-            layout = self.layouts.get(between)  # the label names of a body, validated once per page
+            layout = _LAYOUTS.get(between)  # the label names of a body, validated once per process
             if layout is None:
                 names = between.rstrip(",")[:-1].split("=,") if between else []
                 if not _NAMES_RE.fullmatch(between):
@@ -750,7 +762,9 @@ class _TextParser:
                     # what each stretch between two values must be: `a=`, `,b=`, ... (cut from the names' text: a
                     # valid name holds neither "=" nor "," nor NUL)
                     stretches = between.rstrip(",").replace("=,", "=\0,").split("\0") if between else []
-                    layout = self.layouts[between] = (names, stretches)
+                    if len(_LAYOUTS) >= _MAX_LAYOUTS:
+                        _LAYOUTS.clear()
+                    layout = _LAYOUTS[between] = (names, stretches)
             # each value must follow its own "name=" (`a="1",b=,""` joins to the same "a=,b=," as `a="1",b="",`)
             if (
                 layout is not None
@@ -856,11 +870,17 @@ class _TextParser:
         if typ == "counter" and not declared_total:  # the oracle names counter samples "<family>_total"
             samples = [Sample(s.name + "_total", s.labels, s.value, s.timestamp) for s in samples]
             keys = [(n + "_total", labels, ts) for n, labels, ts in keys]
-        # the usual case inline: the family's first block, no series twice (else _check_series says which)
-        if name in self.series or len(seen := set(keys)) != len(keys):
+        # the usual case inline: the family's first block, no series twice (else _check_series says which); a family
+        # of one sample, most of a small page's, cannot repeat a series of its own: its set is a display, not a call
+        series = self.series
+        if name in series:
+            self._check_series(name, samples, keys, self.type_line)
+        elif len(keys) == 1:
+            series[name] = {keys[0]}
+        elif len(seen := set(keys)) != len(keys):
             self._check_series(name, samples, keys, self.type_line)
         else:
-            self.series[name] = seen
+            series[name] = seen
         help_text = self.help
         if "\\" in help_text:
             help_text = unescape_text_help(help_text)
@@ -928,23 +948,29 @@ _READ_BLOCK_RE, _PLAIN_READ_BLOCK_RE = _run_patterns(_USUAL_REST)
 
 
 # One whole family of the usual shape, as the oracle groups lines into families: an optional HELP, an
-# optional TYPE (a valid type), then the sample lines whose names that type admits, then blank lines. A
-# sample line is any line that starts with an admitted name followed by "{", space or tab: the line loop
-# passes over such lines of an unwanted family unread too. The family's name (group p) must not be
-# "_total" (a counter so named is an error when the family closes) and the next line must not continue the
-# family (its HELP or TYPE again); anything else unusual (blank lines inside, comments, leading blanks,
-# "\r", other spacing) ends the run there and the line loop reads on from that line. Lines of families not
-# wanted are not validated beyond this (see the module docstring), as when they are stepped line by line.
+# optional TYPE (a valid type), at least one of the two, then the sample lines whose names that type admits, then
+# blank lines. A sample line is any line that starts with an admitted name followed by "{", space or tab: the line
+# loop passes over such lines of an unwanted family unread too. The family's name must not be "_total" (a counter
+# so named is an error when the family closes) and the next line must not continue the family (its HELP or TYPE
+# again); anything else unusual (blank lines inside, comments, leading blanks, "\r", other spacing) ends the run
+# there and the line loop reads on from that line. Lines of families not wanted are not validated beyond this (see
+# the module docstring), as when they are stepped line by line. A family that opens with its HELP line has its name
+# in group p and its type, if any, in group t; one that opens with its TYPE line (no HELP) in groups q and u
+# (see _family_passed): two branches, so that the name is read once where it is written, not first by a lookahead.
+_TYPED_SAMPLES = (
+    r"(?:histogram\n(?:(?P={g})(?:_bucket|_count|_sum)[{{{{ \t]{{rest}})*+"
+    r"|summary\n(?:(?P={g})(?:_count|_sum)?+[{{{{ \t]{{rest}})*+"
+    r"|(?:counter|gauge|untyped|unknown|info|stateset|gaugehistogram)\n(?:(?P={g})[{{{{ \t]{{rest}})*+)"
+)
 _FAMILY = (
-    r"(?=\#\ (?:HELP|TYPE)\ (?!_total[ \t\n]){unwanted}(?P<p>{name})[ \t\n])"
-    r"(?:\#\ HELP\ (?P=p)(?:[ \t][^\n]*+)?+\n)?+"
-    r"(?:\#\ TYPE\ (?P=p)\ (?=(?P<t>[a-z]++)\n)"
-    r"(?:histogram\n(?:(?P=p)(?:_bucket|_count|_sum)[{{ \t]{rest})*+"
-    r"|summary\n(?:(?P=p)(?:_count|_sum)?+[{{ \t]{rest})*+"
-    r"|(?:counter|gauge|untyped|unknown|info|stateset|gaugehistogram)\n(?:(?P=p)[{{ \t]{rest})*+)"
-    r"|(?:(?P=p)[{{ \t]{rest})*+)"
+    r"(?:\#\ HELP\ (?!_total[ \t\n]){unwanted}(?P<p>{name})(?:[ \t][^\n]*+)?+\n"
+    r"(?:\#\ TYPE\ (?P=p)\ (?=(?P<t>[a-z]++)\n)" + _TYPED_SAMPLES.format(g="p") + r"|(?:(?P=p)[{{ \t]{rest})*+)"
     r"(?:[ \t\r]*+\n)*+"
     r"(?!\#\ (?:HELP|TYPE)\ (?P=p)[ \t\n])"
+    r"|\#\ TYPE\ (?!_total[ \t\n]){unwanted}(?P<q>{name})\ (?=(?P<u>[a-z]++)\n)"
+    + _TYPED_SAMPLES.format(g="q")
+    + r"(?:[ \t\r]*+\n)*+"
+    r"(?!\#\ (?:HELP|TYPE)\ (?P=q)[ \t\n]))"
 )
 _REST = r"[^\n]*+\n"  # the rest of a line passed over
 _ONE_FAMILY_RE = re.compile(_FAMILY.format(unwanted="", name=NAME, rest=_REST))
