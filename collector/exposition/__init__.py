@@ -29,7 +29,7 @@ from collector.exposition._model import (
 from collector.exposition._openmetrics import parse_openmetrics
 from collector.exposition._partial import PartialPage, read_around
 from collector.exposition._text import parse_selected, parse_text
-from collector.exposition._untyped import assemble, has_untyped, keep_parts, widened
+from collector.exposition._untyped import assemble, has_untyped, keep_parts
 
 __all__ = [
     "DEFAULT_MAX_SAMPLES",
@@ -84,8 +84,7 @@ def _parse_text(text: str, wanted: Wanted, max_samples: int) -> dict[str, Metric
     sink = Sink(max_samples)
     # A page without TYPE lines splits a histogram into untyped parts: read them too, and put them together.
     if type(wanted) is frozenset:  # the scrape loop's selection: one look, and none after a page of typed families
-        wider, pairs = widened(wanted)
-        parse_selected(text, wider, sink)
+        pairs = parse_selected(text, wanted, sink)  # the families wanted and their untyped parts
         if not pairs and wanted.issuperset(sink.families):
             return sink.families  # no part read for itself: nothing to put together, nothing to drop
         return assemble(sink.families, wanted.__contains__)

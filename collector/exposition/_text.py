@@ -49,6 +49,7 @@ from collector.exposition._lex import (
     unquote_name,
 )
 from collector.exposition._model import BUDGET_CHECK_EVERY, MetricFamily, ParseError, Sample, Sink
+from collector.exposition._untyped import widened
 
 _LABEL = rf"(?!__){NAME}[ \t]*+=[ \t]*+{LABEL_VALUE}"
 _BODY = rf"[ \t]*+(?:{_LABEL}(?:[ \t]*+,[ \t]*+{_LABEL})*+(?:[ \t]*+,)?+[ \t]*+)?+"
@@ -109,21 +110,25 @@ def parse_text(text: str, keep: Callable[[str], bool], sink: Sink) -> None:
 _LAYOUTS: dict[str, tuple[list[str], list[str]]] = {}
 _MAX_LAYOUTS = 1024
 
-# A selection's membership test and its unwanted-run pattern, by selection (the scrape loop's one or two per process):
-# made once, not once per page (see parse_selected).
-_SELECTED: dict[frozenset[object], tuple[Callable[[str], bool], re.Pattern[str] | None]] = {}
+# A selection's membership test and unwanted-run pattern, widened to the parts an untyped page splits a family into,
+# and whether it holds a name and one of its parts, by selection (the scrape loop's one or two per process): made
+# once, not once per page (see parse_selected).
+_SELECTED: dict[frozenset[object], tuple[Callable[[str], bool], re.Pattern[str] | None, bool]] = {}
 
 
-def parse_selected(text: str, names: frozenset[object], sink: Sink) -> None:
-    """``parse_text(text, names.__contains__, sink)``, with what the selection needs made once per process."""
+def parse_selected(text: str, names: frozenset[object], sink: Sink) -> bool:
+    """``parse_text(text, widened(names)[0].__contains__, sink)``, with what the selection needs made once per process:
+    the families ``names`` wants and the untyped parts of them (collector.exposition._untyped). Returns
+    ``widened(names)[1]``: whether ``names`` holds both a name and one of its parts."""
     selected = _SELECTED.get(names)
     if selected is None:
         if len(_SELECTED) >= 16:
             _SELECTED.clear()
-        keep = names.__contains__
-        run = _UNWANTED_RUNS.get(names, _UNBUILT)
-        selected = _SELECTED[names] = (keep, _unwanted_run(names) if run is _UNBUILT else run)
+        wider, pairs = widened(names)
+        run = _UNWANTED_RUNS.get(wider, _UNBUILT)
+        selected = _SELECTED[names] = (wider.__contains__, _unwanted_run(wider) if run is _UNBUILT else run, pairs)
     _TextParser(selected[0], sink, selected[1]).run(text)
+    return selected[2]
 
 
 class _TextParser:
@@ -613,9 +618,8 @@ class _TextParser:
         run = self.unwanted_run
         if run is not None:
             last = run.match(text, start)
-            if last is None or last.end() == start:
+            if last is None or (end := last.end()) == start:
                 return start
-            end = last.end()
         else:
             keep = self.keep
             end = start
