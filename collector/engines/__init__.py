@@ -140,6 +140,11 @@ _NOT_AN_ENGINE = {
         "TorchServe's metrics API (ts_inference_requests_total, ts_queue_latency_microseconds... by model_name, and its"
         " host gauges): a model server kvpilot has no adapter for; no queue, KV or token figure",
     ),
+    # Ollama's own /metrics (ollama/ollama pull requests #3529, #6537, #11159: ollama_eval_total,
+    # ollama_prompt_eval_total, ollama_requests_total... by `model`): request and token counters of a server kvpilot has
+    # no adapter for, and no queue, running batch or KV figure
+    "ollama_": "Ollama's /metrics (ollama_eval_total, ollama_prompt_eval_total, ollama_*requests_total... by `model`):"
+    " kvpilot has no Ollama adapter, and the page has no queue, running-batch or KV figure",
     # Xinference's own exporter (xorbitsai/inference pull request #906: xinference:generate_tokens_per_s,
     # xinference:input_tokens_total_counter... by model, node, format, quantization)
     "xinference:": "Xinference's metrics exporter (xinference:* by `model` and `node`: generate_tokens_per_s,"

@@ -2333,6 +2333,8 @@ EXPECTED: dict[str, Page] = {
     ),
     # a LiteLLM proxy of mid-2025 (its Redis/Postgres service health): was the generic error
     "litellm-proxy-2025-06__DataDog__integrations-core__litellm_metrics__trimmed.txt": Page(error="LiteLLM's proxy"),
+    # a build of Ollama with its eval counters (ollama/ollama pull request #11159): was the generic error
+    "ollama-eval-counters__ollama__ollama__pull_11159__excerpt.txt": Page(error="Ollama's /metrics"),
     # answers to /metrics that are no exposition at all (not-exposition/), each said for what it is
     "sglang-0.4.6-metrics-off-json-404__sgl-project__sglang__issue_7305.txt": Page(
         error="an error answered in JSON"  # {"detail":"Not Found"}: was "trtllm-serve answers /metrics with JSON"

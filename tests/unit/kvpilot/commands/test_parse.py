@@ -65,6 +65,7 @@ NOT_A_REPLICA_NOR_GPUS = {
     "dynamo-runtime-example-component__ai-dynamo__dynamo__system_metrics_README.txt",  # a component, no LLM worker
     "torchserve-five-models__DataDog__integrations-core__torchserve_openmetrics_metrics.txt",  # TorchServe
     "litellm-proxy-2025-06__DataDog__integrations-core__litellm_metrics__trimmed.txt",  # a gateway
+    "ollama-eval-counters__ollama__ollama__pull_11159__excerpt.txt",  # Ollama's own counters
 }
 GPU_KEYS = [f.name for f in fields(GpuSample)]
 KVPILOT = Path(sys.executable).with_name("kvpilot")
