@@ -301,6 +301,8 @@ class CounterWindow:
                 return None
             if not math.isfinite(total):
                 return None
+            # a jump taken off was rounded apart from the values it joins: a hair below 0 where the steps add to 0
+            total = max(total, 0.0)
         return total
 
     def rate(self) -> float | None:

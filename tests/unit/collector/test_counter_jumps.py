@@ -9,8 +9,10 @@ from dataclasses import replace
 
 import pytest
 
+from collector.rates import CounterWindow
 from collector.samples import ReplicaSample
 from collector.state import FleetState
+from collector.validity import MAX_COUNTER_PER_S
 
 T0, STEP, TICKS = 1_000.0, 5.0, 40
 GLITCH = 20  # the tick at which r0's page is odd
@@ -53,3 +55,12 @@ def test_a_counter_that_moved_for_good_is_read_from_its_new_value_on() -> None:
     assert all(a is not None and a <= 20.0 + 1e-6 for a, _ in rates[1:])
     # a window (60 s, 12 ticks) after the move both replicas' steps are read again: the clean rate
     assert rates[-1] == pytest.approx((20.0, 20.0))
+
+
+def test_a_jump_taken_off_leaves_no_rate_below_zero() -> None:
+    # found by test_state's hypothesis on 47c0553: 1.4, then 1.37e11 twice (read from there on, the jump taken off,
+    # rounded apart from the values it joins), then a restart to 0: the steps add to 0, the increase read -4.5e-6
+    window = CounterWindow(MAX_COUNTER_PER_S["requests_finished"])
+    for t, value in ((1.0, 1.4018994569778442), (2.0, 137438953474.0), (3.0, 137438953474.0), (4.0, 0.0)):
+        window.add(t, value)
+    assert window.increase_and_rate() == (0.0, 0.0)
