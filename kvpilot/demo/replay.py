@@ -236,6 +236,8 @@ class DemoSummary:
     peak_serving_replicas: int = 0
     replica_hours: float = 0.0  # pods held (loading or serving), integrated over simulated time
     database: str = ""
+    arrivals: str = "engines"  # what the planner read as arrivals (DemoConfig.arrivals)
+    gateway: dict[str, Any] | None = None  # with "gateway": how the loop read the router's counter
     rollout: RolloutReport | None = None  # --rollout-at only
     windows: list[RolloutWindow] = field(default_factory=list)  # DemoConfig.windows, measured
     series: DemoSeries = field(default_factory=DemoSeries)  # for --plot; not in the JSON
@@ -261,7 +263,9 @@ class DemoSummary:
                 "peak_serving_replicas": self.peak_serving_replicas,
                 "faults_injected": self.faults_injected,
                 "evictions": list(self.evictions),
+                "arrivals": self.arrivals,
             }
+            | ({} if self.gateway is None else {"gateway": dict(self.gateway)})
             | ({} if self.rollout is None else {"rollout": self.rollout.to_json()})
             | ({"windows": [w.to_json() for w in self.windows]} if self.windows else {})
         )
@@ -462,7 +466,7 @@ async def run_demo(
         targets = SimulatorTargets(sim_url, timeout_s=10.0)
         # the replica count alone: a gateway's counter reaches the loop through its arrivals stage, as under
         # `kvpilot run` with collector.arrivals
-        scale = SimulatorScale(sim_url, timeout_s=10.0, gateway_rate=False)
+        scale = SimulatorScale(sim_url, timeout_s=10.0)
         arrivals = _gateway_arrivals(live, cfg, settings) if cfg.arrivals == "gateway" else None
         sources = Sources(discovery=targets, static=StaticTargets([]), simulator_url=sim_url)
         c = settings.collector
@@ -502,6 +506,14 @@ async def run_demo(
         tracker = _Tracker(events)
         tracker.summary.seed = cfg.seed
         tracker.summary.slo_ttft_s = cfg.slo_ttft_s
+        tracker.summary.arrivals = cfg.arrivals
+        if cfg.arrivals == "gateway":  # as `kvpilot backtest --json` says it
+            tracker.summary.gateway = {
+                "series": 1,
+                "scrape_interval_s": cfg.gateway_scrape_s,
+                "rate_window_s": settings.collector.rate_window_s,
+                "reader": "kvpilot.runtime.arrivals.GatewayArrivals (kvpilot run's collector.arrivals)",
+            }
         pending = cfg.scheduled_faults()
         ro = None
         if cfg.rollout_at_s is not None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -45,20 +44,16 @@ class ScaleSource(Protocol):
 
 
 class SimulatorScale:
-    """The simulator's control API stands in for ``deployments/scale`` (its one deployment) and, with
-    ``gateway_rate``, for a gateway: its arrival counter counts every request that reached the fleet, served or
-    queued at the router. Without it (`kvpilot demo`'s default, ``--arrivals engines``) no arrival rate is passed,
-    and the planner reads the engines' estimate in ``FleetState``, as under `kvpilot run` on Kubernetes without a
-    gateway counter (``collector.arrivals``, ``kvpilot.runtime.arrivals``: a stage of its own, not a scale source's)."""
+    """The simulator's control API stands in for ``deployments/scale`` (its one deployment): replica counts only.
+    `kvpilot run` against the simulator reads arrivals as it does on a cluster: the engines' estimate in
+    ``FleetState``, or a gateway's counter through PromQL where ``collector.arrivals`` names one
+    (``kvpilot.runtime.arrivals``, a stage of its own, not a scale source's), as `kvpilot demo --arrivals gateway`
+    reads the simulated router's. Before session 29 this source handed the planner the router's exact count as a
+    30 s rate, a path no deployment has."""
 
-    def __init__(
-        self, base_url: str, *, timeout_s: float = 2.0, rate_window_s: float = 30.0, gateway_rate: bool = True
-    ) -> None:
+    def __init__(self, base_url: str, *, timeout_s: float = 2.0) -> None:
         self._url = base_url.rstrip("/") + "/control/state"
         self._client = httpx.AsyncClient(timeout=timeout_s, trust_env=False)
-        self._window_s = rate_window_s
-        self._gateway_rate = gateway_rate
-        self._arrivals: deque[tuple[float, float]] = deque()  # (simulated time, arrivals_total)
 
     async def read(self, known: Collection[str], now: float) -> ScaleView:
         r = await self._client.get(self._url)
@@ -67,23 +62,7 @@ class SimulatorScale:
         key = f"{state.get('namespace', 'inference')}/{state.get('deployment', 'llama')}"
         # spec.replicas: every replica not on its way out (loading ones count, as a scaled-up Deployment's do)
         count = sum(1 for rep in state["replicas"] if rep["state"] != "draining")
-        rates: dict[str, float] = {}
-        if self._gateway_rate:
-            rate = self._arrival_rate(float(state["time_s"]), float(state["arrivals_total"]))
-            if rate is not None:
-                rates[key] = rate
-        return ScaleView(replicas={key: count}, arrival_rates=rates)
-
-    def _arrival_rate(self, t: float, total: float) -> float | None:
-        points = self._arrivals
-        if points and (t < points[-1][0] or total < points[-1][1]):
-            points.clear()  # the simulator restarted
-        if not points or t > points[-1][0]:
-            points.append((t, total))
-        while len(points) > 2 and t - points[1][0] >= self._window_s:
-            points.popleft()
-        (t0, n0), (t1, n1) = points[0], points[-1]
-        return (n1 - n0) / (t1 - t0) if t1 > t0 else None
+        return ScaleView(replicas={key: count})
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -36,6 +36,9 @@ def _rates_passed(monkeypatch: pytest.MonkeyPatch, cfg: DemoConfig) -> list[Mapp
     monkeypatch.setattr(Planner, "decide", spy)
     summary = asyncio.run(run_demo(cfg, on_update=lambda *_: None))
     assert summary.requests > 0
+    # the --json summary says what the planner read (before: nothing said which)
+    assert summary.to_json()["arrivals"] == cfg.arrivals
+    assert "gateway" not in summary.to_json()
     return passed
 
 
@@ -68,6 +71,12 @@ def test_arrivals_gateway_hands_the_planner_what_kvpilot_run_reads_from_the_scra
     monkeypatch.setattr(ScrapedCounter, "observe", spy_observe)
     summary = asyncio.run(run_demo(dataclasses.replace(SHORT, arrivals="gateway"), on_update=lambda *_: None))
     assert summary.requests > 0
+    said = summary.to_json()  # before: the --json summary did not say which arrivals, nor the scrape interval
+    assert (said["arrivals"], said["gateway"]["scrape_interval_s"], said["gateway"]["rate_window_s"]) == (
+        "gateway",
+        10.0,
+        60.0,
+    )
     assert len(calls) == len(router) >= 15  # one reading and one decision a tick
 
     # what `kvpilot run`'s reader makes of the counter Prometheus scraped every 10 s, read on the planner's times
