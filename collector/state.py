@@ -33,10 +33,18 @@ from collector.deployment_window import (
     QUERIES,
     DeploymentWindow,
 )
-from collector.rates import CounterWindow, GaugeWindow, HistogramWindow, histogram_add, histogram_reset, ratio
+from collector.rates import (
+    CounterWindow,
+    GaugeWindow,
+    HistogramWindow,
+    counter_step,
+    histogram_add,
+    histogram_reset,
+    ratio,
+)
 from collector.roles import BOTH, split_pool_key
 from collector.samples import GoneGpuSample, GpuSample, Histogram, ReplicaSample, TargetInfo
-from collector.validity import MAX_COUNTER_PER_S
+from collector.validity import MAX_COUNTER_PER_S, MAX_OBSERVATIONS_PER_S
 
 log = logging.getLogger(__name__)
 
@@ -227,10 +235,12 @@ class _ReplicaTrack:
         "_window",
         "counters",
         "credited_at",
+        "held",
         "in_flight",
         "itl",
         "middle",
         "middle_ttft",
+        "observations",
         "older",
         "older_ttft",
         "recent",
@@ -256,6 +266,10 @@ class _ReplicaTrack:
         self.shift = 0.0
         # The rate window (``recent``) kept per value as samples come and go, so a view costs no pass over it.
         self.counters = {name: CounterWindow(MAX_COUNTER_PER_S[name]) for name in _COUNTER_FIELDS}
+        # per windowed histogram (MAX_OBSERVATIONS_PER_S): its last count read, and one past the limit held unread,
+        # as (time, count)
+        self.observations: dict[str, tuple[float, float]] = {}
+        self.held: dict[str, tuple[float, float]] = {}
         self.in_flight = GaugeWindow()
         self.ttft = HistogramWindow()
         self.itl = HistogramWindow()
@@ -289,6 +303,10 @@ class _ReplicaTrack:
     ) -> list[float | None]:
         """Take a sample; return each counter's step from the one before (``COUNTERS`` order, None where unknown)."""
         t = sample.timestamp
+        odd = self._odd_histograms(sample, t)
+        if odd:
+            ttft, itl = (None if name in odd else getattr(sample, name) for name in ("ttft", "itl"))
+            sample = replace(sample, ttft=ttft, itl=itl)
         self._samples = self._window = None
         self.recent.append(sample)
         while self.recent[0].timestamp < t - rate_window_s:
@@ -318,6 +336,41 @@ class _ReplicaTrack:
             self.older.popleft()
             self.older_ttft.popleft()
         return steps
+
+    def _odd_histograms(self, sample: ReplicaSample, t: float) -> list[str]:
+        """The windowed histograms of ``sample`` whose count stepped past ``MAX_OBSERVATIONS_PER_S`` from the last one
+        read (a corrupted page: one +Inf bucket at 1e12 was an hour of TTFT SLO burn): unknown, as a counter's
+        reading past its limit (``collector.rates.CounterWindow``), unless it agrees with the one held before it:
+        then the histogram moved for good (another process behind the URL) and its windows start again here."""
+        odd: list[str] = []
+        for name, limit in MAX_OBSERVATIONS_PER_S.items():
+            h: Histogram | None = getattr(sample, name)
+            if h is None:
+                continue
+            count = h.count
+            last = self.observations.get(name)
+            if last is not None:
+                step = count - last[1] if count >= last[1] else count
+                if step > limit and step > limit * (t - last[0]):
+                    held = self.held.get(name)
+                    if held is None or counter_step(held[1], count) > limit * max(t - held[0], 1.0):
+                        self.held[name] = (t, count)
+                        odd.append(name)
+                        continue
+                    self._start_again(name, t)
+            if self.held:
+                self.held.pop(name, None)
+            self.observations[name] = (t, count)
+        return odd
+
+    def _start_again(self, name: str, t: float) -> None:
+        """The windows of histogram ``name`` start at ``t``, as when its bucket bounds change."""
+        if name == "ttft":
+            self.ttft = HistogramWindow()
+            self.ttft_bounds_since = t
+            self.ttft_restarts.clear()
+        elif name == "itl":
+            self.itl = HistogramWindow()
 
     def samples(self) -> tuple[ReplicaSample, ...]:
         samples = self._samples

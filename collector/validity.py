@@ -11,7 +11,9 @@ Rules:
 - counts, counters, token and byte totals: finite, >= 0 and at most 2**53, the largest integer a
   float64 holds exactly (a counter beyond it can no longer count by one, and no real one gets there);
 - a counter's step: at most ``MAX_COUNTER_PER_S`` a second (checked where steps are taken,
-  ``collector.rates.CounterWindow``: a reading past it is unknown until a second reading agrees with it);
+  ``collector.rates.CounterWindow``: a reading past it is unknown until a second reading agrees with it), a TTFT or
+  ITL histogram's count at most ``MAX_OBSERVATIONS_PER_S`` (``collector.state``: likewise, and a histogram that
+  moved for good starts its windows again, as when its buckets change);
 - fractions (KV usage, GPU utilisation, SM activity): within [0, 1] up to ``FRACTION_TOLERANCE``,
   clamped into [0, 1] when within it (an engine's ``1 - free/total`` can land a rounding step outside);
 - KV capacity: as a count, and > 0;
@@ -42,6 +44,9 @@ MAX_COUNTER_PER_S = {
     "prefix_hits": 1e9,
     "prefix_queries": 1e9,
 }
+# ... and the most a replica's latency histogram's count can: a million observations a second where each is a request
+# (TTFT), a billion where each is a token (ITL); held likewise (``collector.state``), where the windows read them.
+MAX_OBSERVATIONS_PER_S = {"ttft": 1e6, "itl": 1e9}
 FRACTION_TOLERANCE = 0.01
 
 _REPLICA_COUNTS = (
