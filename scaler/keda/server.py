@@ -47,7 +47,19 @@ SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
     # channel per scaler address; sharding peers, one per peer.
     ("grpc.server_handshake_timeout_ms", 10_000),
     ("grpc.max_allowed_incoming_connections", 1000),
+    # Calls received but not yet taken up by grpc.aio's loop (it takes them one at a time): past the first number
+    # grpc core cancels new ones at random, past the second every one (the client reads CANCELLED). grpc's 1000 and
+    # 3000 cancelled 561-601 of 3,000 calls sent at once and 836-1,974 of 5,000; at 5000 and 10000 none were, for
+    # ~15 MB more at the peak (bench/keda_burst.py; BENCHMARKS.md, "Thousands of KEDA calls at once").
+    ("grpc.server.max_pending_requests", 5000),
+    ("grpc.server.max_pending_requests_hard_limit", 10_000),
 )
+
+
+# Calls served at once (grpc's ``maximum_concurrent_rpcs``), open StreamIsActive streams included; one more is
+# answered RESOURCE_EXHAUSTED at once. None (grpc's default): every call is taken, however many. Decided by
+# bench/keda_burst.py (BENCHMARKS.md, "Thousands of calls at once"); docs/keda.md says what KEDA does with the answer.
+MAX_CONCURRENT_CALLS: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,14 +91,19 @@ def register_external_scaler(servicer: ExternalScalerServicer) -> Registrar:
 
 
 def build_server(
-    address: str, registrars: Iterable[Registrar], *, tls: TlsFiles | None = None
+    address: str,
+    registrars: Iterable[Registrar],
+    *,
+    tls: TlsFiles | None = None,
+    max_concurrent_calls: int | None = MAX_CONCURRENT_CALLS,
 ) -> tuple[grpc.aio.Server, int]:
     """A server with `registrars`' services bound to `address` ("host:port"; port 0 picks one); returns its port.
+    ``max_concurrent_calls``: calls served at once; one more is answered RESOURCE_EXHAUSTED at once (None: no bound).
 
     The benchmark builds its peer (grpc's health service) through this same function so both share settings.
     """
     credentials = tls.credentials() if tls is not None else None  # unreadable files fail before anything starts
-    server = grpc.aio.server(options=list(SERVER_OPTIONS))
+    server = grpc.aio.server(options=list(SERVER_OPTIONS), maximum_concurrent_rpcs=max_concurrent_calls)
     for register in registrars:
         register(server)
     try:
