@@ -15,7 +15,7 @@ from sqlalchemy.exc import DataError, SQLAlchemyError
 from starlette.requests import ClientDisconnect
 
 from api.auth import AuthError
-from store.errors import BudgetSpent, InvalidTransition, NotFound, RailFull
+from store.errors import BudgetSpent, DeadlinePassed, InvalidTransition, NotFound, RailFull, WritersQueued
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,18 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(InvalidTransition)
     async def _conflict(_: Request, e: InvalidTransition) -> JSONResponse:
         return JSONResponse({"detail": str(e)}, status_code=409)
+
+    @app.exception_handler(WritersQueued)
+    async def _queued(_: Request, e: WritersQueued) -> JSONResponse:
+        # SQLite's writers queued as deep as they may (store.writers): refused at once, not after the busy timeout
+        return JSONResponse({"detail": str(e)}, status_code=503, headers={"Retry-After": "1"})
+
+    @app.exception_handler(DeadlinePassed)
+    async def _too_late(_: Request, e: DeadlinePassed) -> JSONResponse:
+        # the request's deadline came while its change waited for the store (its turn, its COMMIT): usually the
+        # deadline's own 503 is out first (api.deadline) and this answer goes nowhere; when the handler is a moment
+        # ahead of it, this is that 503 (it was a 500, "Exception in ASGI application")
+        return JSONResponse({"detail": str(e)}, status_code=503, headers={"Retry-After": "5"})
 
     @app.exception_handler(SQLAlchemyError)
     async def _store(_: Request, e: SQLAlchemyError) -> JSONResponse:

@@ -27,6 +27,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from store.errors import driver_words
+from store.writers import writers_turn
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ class _InDoubt:
 
 def _database_answers(factory: sessionmaker[Session]) -> bool:
     try:
-        with factory() as session:
+        with writers_turn(factory), factory() as session:  # on SQLite, a transaction of its own (BEGIN IMMEDIATE)
             session.execute(text("SELECT 1"))
         return True
     except SQLAlchemyError:
@@ -86,7 +87,7 @@ _TRANSIENT = (
 def _write_path_works(factory: sessionmaker[Session]) -> bool:
     """A canary write (the drain rail's row, unchanged) commits: the store takes writes now."""
     try:
-        with factory() as session, session.begin():
+        with writers_turn(factory), factory() as session, session.begin():
             session.execute(text("UPDATE drain_rail SET claims = claims WHERE id = 1"))
         return True
     except SQLAlchemyError:
@@ -248,7 +249,7 @@ class BufferedWriter:
     def _apply(self, batch: list[_Pending]) -> None:
         xid: int | None = None
         try:
-            with self._factory() as session, session.begin():
+            with writers_turn(self._factory), self._factory() as session, session.begin():
                 session.info[WRITES_IN_BATCH] = len(batch)
                 if session.get_bind().dialect.name == "postgresql":
                     xid = int(session.execute(text("SELECT txid_current()")).scalar_one())

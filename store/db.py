@@ -8,7 +8,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 
 from collector.urls import password_masked
+from store import writers
+from store.errors import DeadlinePassed
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +121,7 @@ def make_engine(
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
         _sqlite_transactions(engine)
+        writers.install(engine, wait_s=statement_timeout_s or 60.0)
         if parsed.database and parsed.database != ":memory:":
             _check_same_file(engine, parsed.database)
             _reopen_read_only(engine)
@@ -244,16 +247,14 @@ def session_factory(engine: Engine) -> sessionmaker[Session]:
 request_deadline: ContextVar[float | None] = ContextVar("request_deadline", default=None)
 
 
-class DeadlinePassed(TimeoutError):
-    """The request's deadline passed before its transaction could commit; nothing was applied."""
-
-
 @contextmanager
 def transaction(factory: sessionmaker[Session], *, reads_only: bool = False) -> Iterator[Session]:
     """One unit of work: commit on success, roll back on any error or when the request's deadline has passed.
     ``reads_only``: a unit that only reads (the API's GETs); on SQLite it does not wait for a writer (``READS_ONLY``)
-    and a write in it fails."""
-    with factory() as session, session.begin():
+    and a write in it fails. One that writes waits its turn at SQLite's writer gate first (``store.writers``): in
+    order, behind the service's own writes when it serves a request."""
+    turn = nullcontext() if reads_only else writers.writers_turn(factory, deadline=request_deadline.get())
+    with turn, factory() as session, session.begin():
         if reads_only:
             session.connection(execution_options={READS_ONLY: True})
         yield session

@@ -9,6 +9,23 @@ class StoreError(Exception):
     """Base of the store's own errors (not the database driver's)."""
 
 
+class DeadlinePassed(TimeoutError):
+    """The request's deadline passed before its transaction could commit; nothing was applied."""
+
+
+class WritersQueued(StoreError):
+    """An API writer whose turn at SQLite's one writer would not come in time (``store.writers``): refused at once,
+    the API answers 503 with ``Retry-After``."""
+
+    def __init__(self, queued: int, ahead_s: float) -> None:
+        super().__init__(
+            f"{queued} changes are already waiting for the store (about {ahead_s:.1f} s of writes); nothing in this "
+            "request is applied, try again shortly"
+        )
+        self.queued = queued
+        self.ahead_s = ahead_s
+
+
 class NotFound(StoreError):
     def __init__(self, what: str, ident: object) -> None:
         super().__init__(f"{what} {ident!r} not found")

@@ -1,0 +1,75 @@
+"""A crowd of API writers on SQLite, through the whole service: while one change is being written, those that can
+no longer queue for SQLite's one writer are answered 503 with ``Retry-After`` at once, the queued ones are written
+when their turn comes, and the service stays ready. Before the writer gate (store.writers) every one of them waited in
+SQLite's busy handler and, once the write ahead took longer than the 5 s busy timeout, got a 503 without
+``Retry-After`` ("database is locked"), after 5 s."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import migrations
+from store import repo, writers
+from tests.helpers.poll import wait_for
+from tests.reliability.harness import A, R, running
+
+HANG_GUARD_S = 60.0
+QUEUE = 4  # writers.MAX_QUEUED_REQUESTS, small so that a handful of clients overflows it
+CROWD = 10
+
+
+def test_writers_beyond_the_queue_are_refused_at_once_and_the_queued_ones_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'kvpilot.db'}"
+    migrations.upgrade(url)
+    monkeypatch.setattr(writers, "MAX_QUEUED_REQUESTS", QUEUE)
+    holding, let_go = threading.Event(), threading.Event()
+    request_drain: Callable[..., Any] = repo.request_drain
+
+    def held_first(**kw: Any) -> Any:
+        row = request_drain(**kw)
+        if kw["node"] == "held":  # inside its transaction, holding the turn: the crowd comes now
+            holding.set()
+            let_go.wait(HANG_GUARD_S)
+        return row
+
+    monkeypatch.setattr(repo, "request_drain", held_first)
+    with (
+        running(url, request_timeout_s=HANG_GUARD_S) as r,
+        ThreadPoolExecutor(CROWD + 1) as pool,
+        httpx.Client(base_url=r.base, timeout=HANG_GUARD_S, trust_env=False) as c,
+    ):
+
+        def post(node: str) -> httpx.Response:
+            return c.post("/v1/drains", json={"node": node}, headers=A)
+
+        try:
+            first = pool.submit(post, "held")
+            assert holding.wait(HANG_GUARD_S), "the first POST never reached its write"
+            crowd: dict[str, Future[httpx.Response]] = {f"n{i}": pool.submit(post, f"n{i}") for i in range(CROWD)}
+            wait_for(
+                lambda: sum(f.done() for f in crowd.values()) >= CROWD - QUEUE,
+                what=f"{CROWD - QUEUE} of the crowd answered while the first write is held",
+                timeout_s=HANG_GUARD_S,
+            )
+            refused = {node: f.result() for node, f in crowd.items() if f.done()}
+            assert not let_go.is_set()
+        finally:
+            let_go.set()
+        answers = {node: f.result() for node, f in crowd.items()}
+        assert first.result().status_code == 201
+        assert {(a.status_code, a.headers.get("retry-after")) for a in refused.values()} == {(503, "1")}
+        written = {node for node, a in answers.items() if a.status_code == 201}
+        assert len(refused) == CROWD - QUEUE
+        assert written == set(crowd) - set(refused)
+        stored = {d["node"] for d in c.get("/v1/drains", params={"limit": 100}, headers=R).json()["items"]}
+        assert stored == {"held", *written}
+        assert c.get("/readyz").status_code == 200
