@@ -109,6 +109,10 @@ def parse_text(text: str, keep: Callable[[str], bool], sink: Sink) -> None:
 # (bounded: a page of ever new names empties it now and then, as _SELECTED).
 _LAYOUTS: dict[str, tuple[list[str], list[str]]] = {}
 _MAX_LAYOUTS = 1024
+# ... of at most this many characters: an engine's are tens. A hostile page's label names may run to its cap (8 MiB),
+# and kept per process, ever new ones held up to 1,024 of them, three copies each (40 pages of a 200 KB name: 24 MB);
+# longer ones are validated where they occur, as any body the per-page caches do not hold.
+_MAX_LAYOUT_CHARS = 4096
 
 # A selection's membership test and unwanted-run pattern, widened to the parts an untyped page splits a family into,
 # and whether it holds a name and one of its parts, by selection (the scrape loop's one or two per process): made
@@ -766,9 +770,11 @@ class _TextParser:
                     # what each stretch between two values must be: `a=`, `,b=`, ... (cut from the names' text: a
                     # valid name holds neither "=" nor "," nor NUL)
                     stretches = between.rstrip(",").replace("=,", "=\0,").split("\0") if between else []
-                    if len(_LAYOUTS) >= _MAX_LAYOUTS:
-                        _LAYOUTS.clear()
-                    layout = _LAYOUTS[between] = (names, stretches)
+                    layout = (names, stretches)
+                    if len(between) <= _MAX_LAYOUT_CHARS:
+                        if len(_LAYOUTS) >= _MAX_LAYOUTS:
+                            _LAYOUTS.clear()
+                        _LAYOUTS[between] = layout
             # each value must follow its own "name=" (`a="1",b=,""` joins to the same "a=,b=," as `a="1",b="",`)
             if (
                 layout is not None
