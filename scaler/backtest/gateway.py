@@ -47,4 +47,6 @@ class ScrapedCounter:
             self._counted_before = total
         if t + 1e-9 >= self._next_scrape_s:
             self.value = total - self._counted_before
-            self._next_scrape_s = (math.floor(t / self.interval_s + 1e-9) + 1) * self.interval_s
+            scrapes = t / self.interval_s
+            # an interval far below the tick (1e-310 s: t / interval is inf, which floor() refuses) scrapes every tick
+            self._next_scrape_s = (math.floor(scrapes + 1e-9) + 1) * self.interval_s if scrapes < 2**53 else t
