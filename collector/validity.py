@@ -35,7 +35,7 @@ MAX_COUNT = float(2**53)
 # The most a replica's counter can step by in a second: a million requests (finished, preempted), a billion tokens
 # (prompt, generated, prefix-cache hits and queries). A step past it is a corrupted counter or a page that is not this
 # replica's, not demand: ``collector.rates.CounterWindow`` holds such a reading unread until a second one agrees with
-# it (kvpilot.runtime.arrivals' MAX_SERIES_RPS is the gateway's counterpart).
+# it (collector.counter_rates.MAX_SERIES_RPS is the gateway's counterpart).
 MAX_COUNTER_PER_S = {
     "requests_finished": 1e6,
     "preemptions": 1e6,
