@@ -29,6 +29,8 @@ from kvpilot.runtime.shards import ShardCoordinator
 from kvpilot.runtime.sources import Sources
 from kvpilot.runtime.targets import StaticTargets
 from kvpilot.runtime.wiring import build_service
+from store import repo
+from store.db import make_engine, session_factory, transaction
 from tests.fakekube import FakeKube
 from tests.helpers.poll import until
 from tests.unit.kvpilot.fleet_double import ENGINE, START, settings_for
@@ -188,6 +190,17 @@ class Cluster:
                 i.service.engine.dispose()
 
 
+def _stored_count(url: str) -> int | None:
+    """The count of KEY's newest stored decision (what a survivor resumes from)."""
+    engine = make_engine(url)
+    try:
+        with transaction(session_factory(engine), reads_only=True) as s:
+            stored = repo.latest_decisions(session=s).get(KEY)
+    finally:
+        engine.dispose()
+    return None if stored is None else stored.desired_replicas
+
+
 def counts(published: list[int | None]) -> list[int]:
     return [n for n in published if n is not None]
 
@@ -218,6 +231,9 @@ async def test_the_instance_that_takes_a_shard_mid_rollout_publishes_what_its_ho
         cluster.scale.rollout = ROLLING
         assert (await cluster.ticks(holder, 3))[-1] == 6  # 4 + the wave loading and the next
         assert other.published() is None  # it decides nothing of a shard it does not hold
+        # its store writer flushes after each tick, in real time: killed before it stored the raised count, the
+        # survivor had no raise to resume and added the surge again (8: 1 run in 8 on a loaded machine, session 29)
+        await until(lambda: _stored_count(cluster.db) == 6, what="the holder's raised count stored")
 
         await cluster.kill(holder)
         # the survivor takes the shard once its Lease expires (15 s: 3 ticks or 4); the count read back is the
