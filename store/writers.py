@@ -159,8 +159,9 @@ def install(engine: Engine, *, wait_s: float) -> WriterGate:
 
 
 def gate_of(factory: sessionmaker[Session]) -> WriterGate | None:
-    """The gate of the engine ``factory`` binds, if it has one (SQLite)."""
-    bind = factory.kw.get("bind")
+    """The gate of the engine ``factory`` binds, if it has one (SQLite). A factory that is no ``sessionmaker`` (a
+    wrapper, as the tests' stores that go away) has no gate: it binds nothing this module can see."""
+    bind = getattr(factory, "kw", {}).get("bind")
     return _GATES.get(bind) if isinstance(bind, Engine) else None
 
 
