@@ -22,6 +22,12 @@ What an answer may hold, and how it is read (docs/scaling.md, "Arrivals from a g
 - a value that is no count (NaN, Inf, negative, unreadable): that series left out;
 - a step no gateway counts (more than ``MAX_SERIES_RPS`` requests/s of one series since its last reading: a counter
   jumping by 1e18, a corrupted or wrapped value): not read as requests; the series is read from its new value on;
+- a series whose newest sample is older than ``max_sample_age_s`` (``collector.arrivals.max_sample_age_s``: the
+  query is asked with ``timestamp()`` of it, ``timed``): a gateway that stopped updating it (dead, or its scrapes
+  failing) under a query layer that answers the last sample for the lookback (no staleness markers: some Thanos and
+  remote-write set-ups) read as a rate falling to 0; left out, so that its deployment keeps the engines' estimate,
+  counted by the loop (``kvpilot_loop_stage_errors_total{stage="arrivals"}``, once a tick). A query the server refuses
+  to wrap (``timestamp`` of series differing only in their name) is asked alone, then read without times;
 - each kind of series left out is said once, with how many there were (50,000 unmapped series are one line, not
   50,000); the answer is read in a worker thread, so a large one does not hold the event loop.
 """
@@ -31,21 +37,36 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from collector.counter_rates import MAX_SERIES_RPS, Arrivals, CounterRates, SeriesId
 from collector.promql.copies import even_counter
-from collector.promql.decode import Series
+from collector.promql.decode import PromQLError, Series, Stopped
 
 # The reader shared with `kvpilot backtest` and `kvpilot demo --arrivals gateway` (``collector.counter_rates``)
-__all__ = ["MAX_SERIES_RPS", "Arrivals", "CounterRates", "GatewayArrivals", "LabelMapping", "SeriesId"]
+__all__ = ["MAX_SERIES_RPS", "Arrivals", "CounterRates", "GatewayArrivals", "LabelMapping", "SeriesId", "timed"]
 
 log = logging.getLogger(__name__)
 
 Query = Callable[[str, float], Awaitable[list[Series]]]  # (PromQL, time) -> the instant vector's series
 
 SAID_KEPT = 256  # distinct problems with the answer said once each (past it, said again from none)
+
+TIME_LABEL = "kvpilot_sample_time"  # marks the series of an answer to ``timed`` that carry a sample time
+# A timed query the server refuses as a query (HTTP 400 or 422: bad_data, execution), where the query alone may answer
+REFUSED_QUERY = re.compile(r"HTTP 4(00|22)\b|\b(bad_data|execution)\b")
+UNTIMED_AFTER = 3  # ticks in a row the timed query is refused while the query alone answers: asked alone for good
+
+
+def timed(text: str) -> str:
+    """The query ``text`` and, in the same answer, each of its series' newest sample time. An instant query's values
+    carry the evaluation time; ``timestamp()`` of a selector answers the time of its last sample within the lookback
+    (Prometheus, Thanos; of an expression that is no selector, an aggregation, the evaluation time: never stale). It
+    drops the metric name, and ``or`` matches series on their other labels, so the times carry a label of ours
+    (``TIME_LABEL``) and are never taken for the values. Newlines end a comment the query may end with."""
+    return f'({text}\n) or label_replace(timestamp({text}\n), "{TIME_LABEL}", "1", "", "")'
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +126,12 @@ class GatewayArrivals:
         *,
         window_s: float,
         replica_labels: Sequence[str] = (),
+        max_sample_age_s: float | None = None,
         close: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        """``close``: what ``aclose`` ends (a client of its own; none where the PromQL source's is shared)."""
+        """``close``: what ``aclose`` ends (a client of its own; none where the PromQL source's is shared).
+        ``max_sample_age_s``: series whose newest sample is older are not read (the query asked through ``timed``);
+        None: the query asked alone, every series read."""
         self._query = query
         self._close = close
         self.text = text
@@ -118,14 +142,40 @@ class GatewayArrivals:
         # per series read from copies: the copy read last, when, and its counter's evening (even_counter's state)
         self._copies: dict[SeriesId, tuple[SeriesId, float, dict[str, tuple[float, float]]]] = {}
         self.named: frozenset[str] = frozenset()  # the deployments the last answer named
+        self.max_sample_age_s = max_sample_age_s
+        self.stale = 0  # series the last read left out as not updated for max_sample_age_s
+        self._refused = 0  # ticks in a row the timed query was refused and the query alone answered
 
     async def read(self, now: float, at: float) -> Arrivals:
         """The counter at ``now`` (wall time, Prometheus'), its rates on the loop's step-free ``at``."""
-        series = await self._query(self.text, now)
-        return await asyncio.to_thread(self._read, series, at)
+        series = await self._ask(now)
+        return await asyncio.to_thread(self._read, series, now, at)
 
-    def _read(self, series: Sequence[Series], at: float) -> Arrivals:
-        readings = self._readings(series, at)
+    async def _ask(self, now: float) -> list[Series]:
+        """The answer to the query, through ``timed`` while sample times are wanted and the server takes it."""
+        if self.max_sample_age_s is None or self._refused >= UNTIMED_AFTER:
+            return await self._query(self.text, now)
+        try:
+            series = await self._query(timed(self.text), now)
+        except PromQLError as e:
+            if isinstance(e, Stopped) or not REFUSED_QUERY.search(str(e)):
+                raise
+            series = await self._query(self.text, now)  # fails as it would have: counted by the loop
+            self._refused += 1
+            if self._refused >= UNTIMED_AFTER:
+                self._say_once(
+                    "untimed",
+                    f"collector.arrivals: the query wrapped in timestamp() (to read how old each sample is) is refused "
+                    f"({e}); it is asked alone from now on, and a series that stops updating reads as a rate falling "
+                    'to 0 (docs/scaling.md, "Arrivals from a gateway")',
+                )
+            return series
+        self._refused = 0
+        return series
+
+    def _read(self, series: Sequence[Series], now: float, at: float) -> Arrivals:
+        times, series = _sample_times(series) if self.max_sample_age_s is not None else ({}, series)
+        readings = self._readings(series, at, now, times)
         self.named = frozenset(key for key, _, _ in readings)
         if not series:
             self._say_once(
@@ -149,8 +199,11 @@ class GatewayArrivals:
         if self._close is not None:
             await self._close()
 
-    def _readings(self, series: Sequence[Series], at: float) -> list[tuple[str, SeriesId, float]]:
+    def _readings(
+        self, series: Sequence[Series], at: float, now: float, times: Mapping[SeriesId, float]
+    ) -> list[tuple[str, SeriesId, float]]:
         left: dict[str, tuple[int, str]] = {}  # kind of problem -> (series, what the first of them says)
+        self.stale = 0
 
         def leave(kind: str, why: str) -> None:
             n, first = left.get(kind, (0, why))
@@ -172,6 +225,18 @@ class GatewayArrivals:
                 kind = "negative" if value < 0 else "nan" if math.isnan(value) else "inf"
                 leave(f"not a count {kind}", f"{_shown(labels)} is {s.get('value')!r}, not a count")
                 continue
+            if times and self.max_sample_age_s is not None:
+                sampled = times.get(tuple(sorted((k, v) for k, v in labels.items() if k != "__name__")))
+                if sampled is not None and now - sampled > self.max_sample_age_s:
+                    self.stale += 1
+                    leave(
+                        "stale",
+                        f"{_shown(labels)} was last sampled {now - sampled:.0f} s ago (more than "
+                        f"collector.arrivals.max_sample_age_s, {self.max_sample_age_s:g} s): its gateway stopped "
+                        "updating it (gone, or its scrapes failing), not a rate of 0; while no series of a deployment "
+                        "is fresh, it keeps the engines' estimate",
+                    )
+                    continue
             if replica_labels:
                 identity = tuple(sorted((k, v) for k, v in labels.items() if k not in replica_labels))
                 copy = tuple(sorted((k, v) for k, v in labels.items() if k in replica_labels))
@@ -215,6 +280,26 @@ class GatewayArrivals:
             self._said.clear()
         self._said.add(kind)
         log.warning("%s", message)
+
+
+def _sample_times(series: Sequence[Series]) -> tuple[dict[SeriesId, float], list[Series]]:
+    """An answer to ``timed`` apart: (each series' newest sample time, by its labels but its name; the values).
+    An answer without times (a server or proxy that answered the values alone) reads as before: no series is stale.
+    A time that is no time since 1970 (0: an engine that does not answer ``timestamp`` of a selector) is left out."""
+    times: dict[SeriesId, float] = {}
+    values: list[Series] = []
+    for s in series:
+        labels: Mapping[str, str] = s["metric"]
+        if TIME_LABEL not in labels:
+            values.append(s)
+            continue
+        try:
+            t = float(s["value"][1])
+        except (TypeError, ValueError, IndexError, KeyError):
+            continue
+        if math.isfinite(t) and t > 0:
+            times[tuple(sorted((k, v) for k, v in labels.items() if k != TIME_LABEL))] = t
+    return times, values
 
 
 def _many(n: int) -> str:

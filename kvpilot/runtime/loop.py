@@ -481,11 +481,12 @@ class ControlLoop:
     async def _read_arrivals(self, now: float, planner_now: float) -> Arrivals:
         """The gateway's rates and counts (on the planner's step-free time); none when there is no gateway source or
         its read failed (counted, said in one line): that tick the planner reads the engines' estimate, and the rate
-        read next spans at most twice the rate window (``kvpilot.runtime.arrivals.CounterRates``), never a stale one."""
+        read next spans at most twice the rate window (``kvpilot.runtime.arrivals.CounterRates``), never a stale one.
+        A read that left a series out as not updated (``collector.arrivals.max_sample_age_s``) is counted too."""
         if self.arrivals is None:
             return NO_ARRIVALS
         try:
-            return await self.arrivals.read(now, planner_now)
+            arrivals = await self.arrivals.read(now, planner_now)
         except Exception as e:
             self._abandon.check("arrivals")  # a PromQL source aborted: the tick is abandoned, not without a gateway
             self.metrics.stage_errors.labels("arrivals").inc()
@@ -494,6 +495,9 @@ class ControlLoop:
             else:
                 log.exception("reading the gateway's request counter failed; this tick uses the engines' estimate")
             return NO_ARRIVALS
+        if getattr(self.arrivals, "stale", 0):  # series not updated for collector.arrivals.max_sample_age_s
+            self.metrics.stage_errors.labels("arrivals").inc()
+        return arrivals
 
     async def _read_scale(self, now: float, named: Mapping[str, float] | None = None) -> ScaleView | None:
         """Replica counts of every known deployment (zero included), and of those the gateway ``named`` (one at zero

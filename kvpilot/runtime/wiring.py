@@ -438,7 +438,13 @@ def build_arrivals(settings: Settings, promql: Any = None) -> GatewayArrivals | 
     mapping = LabelMapping(a.deployment_label, a.namespace_label, a.namespace, dict(a.deployments))
     log.info("arrivals per deployment: the gateway's counter %r through %s", a.query[:200], password_masked(url))
     return GatewayArrivals(
-        query, a.query, mapping, window_s=c.rate_window_s, replica_labels=c.discovery.promql_replica_labels, close=close
+        query,
+        a.query,
+        mapping,
+        window_s=c.rate_window_s,
+        replica_labels=c.discovery.promql_replica_labels,
+        max_sample_age_s=a.max_sample_age_s,
+        close=close,
     )
 
 

@@ -67,6 +67,15 @@ class ArrivalsSettings(_Section):
     max_answer_bytes: int = Field(
         default=16 * 1024 * 1024, ge=1024, description="Largest answer read; a larger one fails that tick's read."
     )
+    max_sample_age_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="A series whose newest sample is older than this (Prometheus' `timestamp()` of it, asked with "
+        "the query) stopped updating, a dead gateway or failed scrapes under a query layer that keeps the last "
+        "sample for the lookback: it is not read, and its deployment keeps the engines' estimate rather than a rate "
+        "falling to 0. 120 s: twice Prometheus' default scrape interval (1 min); with a 10-30 s scrape, 60 s says it "
+        "sooner.",
+    )
 
     @field_validator("promql_url")
     @classmethod

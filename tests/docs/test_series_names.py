@@ -17,6 +17,7 @@ from collector.adapt import WANTED_FAMILIES
 from collector.discovery.promql import _SourceMetrics
 from collector.gpus.nvml_page import FAMILIES as NVML_PAGE
 from collector.promql.expressions import PART_LABEL, SIGNAL_LABEL
+from kvpilot.runtime.arrivals import TIME_LABEL
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -32,6 +33,7 @@ NOT_SERIES = {
     SIGNAL_LABEL: "the label the PromQL source's queries tag each signal with",
     PART_LABEL: "the label that tags a query's parts",
     "kvpilot_config": "the key `kvpilot backtest --json` prints its configuration under",
+    TIME_LABEL: "the label that tags the sample times collector.arrivals asks beside the gateway's counter",
 }
 _SUFFIX = re.compile(r"_(bucket|count|sum|total|created)$")
 

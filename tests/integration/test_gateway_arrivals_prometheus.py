@@ -6,6 +6,7 @@ and the count per deployment through the PromQL source's client, across a restar
 from __future__ import annotations
 
 import asyncio
+import logging
 import statistics
 import threading
 import time
@@ -14,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from kvpilot.runtime.arrivals import Arrivals, GatewayArrivals
+from kvpilot.runtime.arrivals import TIME_LABEL, Arrivals, GatewayArrivals, timed
 from kvpilot.runtime.wiring import build_arrivals
-from kvpilot.settings import load_settings
+from kvpilot.settings import Settings, load_settings
 from tests.services.pages import serve_pages
 from tests.services.prometheus import run_prometheus
 
@@ -56,6 +57,10 @@ class GatewayPage(Mapping[str, bytes]):
             "# TYPE inference_objective_request_total counter\n"
             f'inference_objective_request_total{{model_name="{MODEL}",target_model_name="{MODEL}"}} {value}\n'
             'inference_objective_request_total{model_name="unrouted",target_model_name="unrouted"} 3\n'
+            # another family with the same labels: timestamp() of both names at once is refused (their name dropped,
+            # two series with one label set)
+            "# TYPE inference_objective_request_copy_total counter\n"
+            f'inference_objective_request_copy_total{{model_name="{MODEL}",target_model_name="{MODEL}"}} {value}\n'
         ).encode()
 
     def __iter__(self) -> Iterator[str]:
@@ -120,3 +125,64 @@ async def _check(gateway: GatewayArrivals, page: GatewayPage) -> None:
     assert statistics.median(rates[-8:]) == pytest.approx(RATE, rel=0.2)
     totals = [a.totals["llm/chat"] for a in got]
     assert totals == sorted(totals)  # the count never goes down
+
+
+async def test_the_query_asked_with_its_sample_times_on_a_real_prometheus(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``collector.arrivals.max_sample_age_s``: Prometheus takes the query wrapped in ``timed`` and answers each
+    series' newest sample time beside its value; a query whose ``timestamp()`` it refuses (two metric names, one
+    label set) is asked alone, read as before."""
+    page = GatewayPage()
+    query = 'inference_objective_request_total{job="epp"}'
+    with serve_pages(page) as (host, port):
+        scrape = [{"job_name": "epp", "static_configs": [{"targets": [f"{host}:{port}"]}]}]
+        with run_prometheus(tmp_path, scrape_configs=scrape) as prom:
+            prom.wait_for(f'inference_objective_request_total{{model_name="{MODEL}"}}', timeout_s=30)
+            now = time.time()
+            answer = prom.query(timed(query), at=now)
+            values = {tuple(sorted(s["metric"].items())) for s in answer if TIME_LABEL not in s["metric"]}
+            times = {
+                tuple(sorted((k, v) for k, v in s["metric"].items() if k != TIME_LABEL)): float(s["value"][1])
+                for s in answer
+                if TIME_LABEL in s["metric"]
+            }
+            assert len(values) == 2  # the query's own series, their values as the query alone answers them
+            assert {tuple((k, v) for k, v in labels if k != "__name__") for labels in values} == set(times)
+            # a sample time, not the evaluation time: within the last scrapes (1 s apart; a loaded machine is slower)
+            assert all(now - 30 < t <= now for t in times.values())
+            assert any(t < now for t in times.values())
+
+            def settings(query: str) -> Settings:
+                return load_settings(
+                    collector={
+                        "rate_window_s": WINDOW_S,
+                        "discovery": {"kind": "static"},
+                        "arrivals": {
+                            "source": "promql",
+                            "promql_url": prom.url,
+                            "query": query,
+                            "deployment_label": "model_name",
+                            "deployments": {MODEL: "llm/chat"},
+                        },
+                    }
+                )
+
+            fresh = build_arrivals(settings(query))
+            both = build_arrivals(settings('{__name__=~"inference_objective_request(_copy)?_total",job="epp"}'))
+            assert fresh is not None
+            assert both is not None
+            try:
+                with caplog.at_level(logging.WARNING, logger="kvpilot.runtime.arrivals"):
+                    got = await _read_for(fresh, WINDOW_S / 2 + 2)
+                    assert fresh.stale == 0
+                    assert statistics.median(a.rates["llm/chat"] for a in got[-4:]) == pytest.approx(RATE, rel=0.3)
+                    got = await _read_for(both, WINDOW_S / 2 + 2)
+                    # both families summed (one page counted twice), read without times
+                    assert statistics.median(a.rates["llm/chat"] for a in got[-4:]) == pytest.approx(2 * RATE, rel=0.3)
+                said = [r.getMessage() for r in caplog.records if "asked alone from now on" in r.getMessage()]
+                assert len(said) == 1
+                assert "same labelset" in said[0]
+            finally:
+                await fresh.aclose()
+                await both.aclose()

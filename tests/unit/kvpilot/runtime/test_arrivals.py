@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from collector.promql.decode import PromQLError
-from kvpilot.runtime.arrivals import CounterRates, GatewayArrivals, LabelMapping, SeriesId
+from kvpilot.runtime.arrivals import CounterRates, GatewayArrivals, LabelMapping, SeriesId, timed
 
 KEY = "llm/chat"
 A: SeriesId = (("pod", "gw-a"),)
@@ -242,5 +242,7 @@ async def test_built_from_settings_on_the_discovery_prometheus_through_its_clien
     assert gateway is not None
     assert gateway.counts.window_s == 30
     assert (await gateway.read(1e9, 0.0)).totals == {KEY: 0.0}
-    assert prometheus.asked == [("x_total", 1e9)]
+    # asked with its sample times (collector.arrivals.max_sample_age_s, test_arrivals_stale.py)
+    assert prometheus.asked == [(timed("x_total"), 1e9)]
+    assert gateway.max_sample_age_s == 120.0
     assert build_arrivals(load_settings()) is None  # engines, the default: no stage
