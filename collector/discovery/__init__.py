@@ -21,6 +21,11 @@ class Discovery(Protocol):
         ...
 
 
+class DiscoveryUnavailable(RuntimeError):
+    """The source cannot give targets yet and its message says why in one line (the Kubernetes API does not
+    answer): the scrape loop logs that line, not a traceback."""
+
+
 class FixedTargets:
     """A fixed list (``kvpilot scrape URL...``, tests)."""
 
@@ -38,4 +43,4 @@ SOURCES: dict[str, str] = {
     "promql": "collector.discovery.promql",
 }
 
-__all__ = ["SOURCES", "Discovery", "FixedTargets"]
+__all__ = ["SOURCES", "Discovery", "DiscoveryUnavailable", "FixedTargets"]

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from collector.discovery import DiscoveryUnavailable
 from collector.discovery.pager import PAGE_SIZE, list_pages
 from collector.engines import ENGINES
 from collector.roles import role_from_pod
@@ -36,6 +37,10 @@ GPU_RESOURCE = "nvidia.com/gpu"
 # A watch that ends sooner than this is followed by retry_delay_s before the next (client-go's reflector backs off
 # after a "very short watch" too).
 MIN_WATCH_S = 1.0
+# While the API server keeps failing the same way (a wrong kubeconfig server, the API down), the failure is logged
+# once and then once a minute with its count, not at every retry_delay_s (was a warning every 2 s, each after three of
+# urllib3's "Retrying" warnings).
+REPEAT_LOG_S = 60.0
 
 
 def _ready(pod: Any) -> bool:
@@ -232,6 +237,8 @@ class KubernetesDiscovery:
         self.list_requests = 0  # the list requests they took (a page each)
         self.short_watches = 0  # watches that ended within MIN_WATCH_S (each followed by retry_delay_s)
         self.last_error: str | None = None
+        self.failures = 0  # failed tries since the last list that worked
+        self._logged: tuple[str, float] | None = None  # the failure last logged, and when (monotonic)
 
     # -- the loop's interface -------------------------------------------------------------------------
 
@@ -241,7 +248,8 @@ class KubernetesDiscovery:
         if not self._listed.is_set():
             await asyncio.to_thread(self._listed.wait, 30)
             if not self._listed.is_set():
-                raise RuntimeError(f"kubernetes discovery: no pod list yet ({self.last_error or 'still waiting'})")
+                why = self.last_error or "still waiting"
+                raise DiscoveryUnavailable(f"kubernetes discovery: no pod list yet ({why})")
         return self.snapshot()
 
     def snapshot(self) -> list[TargetInfo]:
@@ -290,12 +298,31 @@ class KubernetesDiscovery:
                 self._failed(f"API error {e.status}: {e.reason}")
                 resource_version = None
             except Exception as e:  # the API server is unreachable, a response was garbled, ...
-                self._failed(f"{type(e).__name__}: {e}")
+                self._failed(self._unreachable(e) or f"{type(e).__name__}: {e}")
                 resource_version = None
+
+    def _unreachable(self, e: Exception) -> str | None:
+        """One line for an API server that does not answer (urllib3's MaxRetryError: a URL and a repr 400 long)."""
+        from urllib3.exceptions import MaxRetryError
+
+        if not isinstance(e, MaxRetryError) or e.reason is None:
+            return None
+        reason = str(e.reason)
+        _, found, why = reason.partition("): ")  # "HTTPSConnection(host='h', port=1): Failed to establish ..."
+        host = self._core.api_client.configuration.host
+        return f"the Kubernetes API at {host} does not answer: {why if found else reason}"
 
     def _failed(self, error: str) -> None:
         self.last_error = error
-        log.warning("pod discovery failed (%s); keeping %d known targets, retrying", error, len(self._pods))
+        self.failures += 1
+        now = time.monotonic()
+        if self._logged is None or self._logged[0] != error or now - self._logged[1] >= REPEAT_LOG_S:
+            self._logged = (error, now)
+            again = f"; {self.failures} failed tries so far" if self.failures > 1 else ""
+            log.warning(
+                "pod discovery failed (%s); keeping %d known targets, retrying every %g s%s (check the kubeconfig's "
+                "server, or the API server from this pod)", error, len(self._pods), self.retry_delay_s, again,
+            )  # fmt: skip
         self._stop.wait(self.retry_delay_s)
 
     def _relist(self) -> str:
@@ -311,6 +338,10 @@ class KubernetesDiscovery:
             self._pods = fresh
         self.lists += 1
         self.list_requests += listed.requests
+        if self.failures:
+            log.info("pod discovery works again after %d failed tries: %d pods listed", self.failures, len(fresh))
+        self.failures = 0
+        self._logged = None
         self.last_error = None
         self._listed.set()
         return listed.resource_version
@@ -357,8 +388,12 @@ def from_settings(settings: Any) -> KubernetesDiscovery:
             config.load_kube_config()  # type: ignore[no-untyped-call]
         except (config.ConfigException, OSError) as e:  # none, or one without a context: was a traceback, exit 1
             raise ValueError(f"not in a cluster and no usable kubeconfig: {e}") from None
+    configuration = client.Configuration.get_default_copy()
+    # No retries inside urllib3: discovery retries every retry_delay_s itself, and urllib3 logged three warnings
+    # ("Retrying ... after connection broken") before each of its failures, every 2 s while the API was away.
+    configuration.retries = 0
     return KubernetesDiscovery(
-        client.ApiClient(),
+        client.ApiClient(configuration),
         namespace=getattr(settings, "kubernetes_namespace", None),
         label_selector=getattr(settings, "kubernetes_label_selector", DEFAULT_SELECTOR),
     )

@@ -33,7 +33,7 @@ from prometheus_client import Counter, Histogram
 
 from collector.aggregates import DeploymentAggregate
 from collector.clock import Clock, StepFreeTime
-from collector.discovery import Discovery
+from collector.discovery import Discovery, DiscoveryUnavailable
 from collector.promql.decode import LAYOUT_ERRORS, PromQLError
 from collector.samples import TargetInfo
 from collector.scrape import CollectResult
@@ -456,10 +456,12 @@ class ControlLoop:
     async def _discover(self) -> list[TargetInfo]:
         try:
             return await self.discovery.targets()
-        except Exception:
+        except Exception as e:
             self._abandon.check("discover")  # it failed because the service is stopping: not a discovery failure
             self.metrics.stage_errors.labels("discover").inc()
-            log.exception("discovery failed; scraping the previous %d targets", len(self._targets))
+            # a source that says why in one line (the Kubernetes API away) gets one line, not a traceback a tick
+            trace = None if isinstance(e, DiscoveryUnavailable) else e
+            log.error("discovery failed; scraping the previous %d targets: %s", len(self._targets), e, exc_info=trace)
             return self._targets
 
     async def _collect(self) -> CollectResult:
