@@ -25,6 +25,7 @@ from collector.urls import masked_in
 from detectors.xid import triage
 from kvpilot.runtime.snapshot import Snapshot
 from store.fields import redact_url
+from store.writers import WriterGate
 
 
 def _known(v: float | None) -> bool:
@@ -192,6 +193,21 @@ class AuthRefusals(Collector):
         )
         for status, n in sorted(self._auth.refusals.items()):
             c.add_metric([str(status)], n)
+        yield c
+
+
+class WritesRefused(Collector):
+    """``kvpilot_api_writes_refused_total{reason}`` from the counts SQLite's writer gate keeps (``store.writers``),
+    every reason from 0."""
+
+    def __init__(self, gate: WriterGate) -> None:
+        self._gate = gate
+
+    def collect(self) -> Iterable[Metric]:
+        s = S.API_WRITES_REFUSED
+        c = CounterMetricFamily(s.name.removesuffix("_total"), s.help, labels=s.labels)
+        for reason, n in self._gate.refused.items():
+            c.add_metric([reason], n)
         yield c
 
 

@@ -8,7 +8,7 @@ from api import errors
 from api.allow import AllowAllMethods
 from api.auth import TokenAuth
 from api.deadline import RequestDeadline
-from api.exposition import AuthRefusals
+from api.exposition import AuthRefusals, WritesRefused
 from api.head import HeadAsGet
 from api.limits import BodySizeLimit
 from api.routers import (
@@ -26,6 +26,7 @@ from api.routers import (
 )
 from api.runtime import Runtime
 from scaler.keda.reader import DecisionReader
+from store.writers import gate_of
 
 ROUTERS = (health, metrics, deployments, replicas, gpus, targets, findings, decisions, drains, metrics_api, cost)
 
@@ -46,6 +47,9 @@ def create_app(
     app.state.auth = auth
     app.state.keda_reader = keda_reader
     runtime.registry.register(AuthRefusals(auth))
+    gate = gate_of(runtime.sessions)  # SQLite's writer gate; PostgreSQL has none
+    if gate is not None:
+        runtime.registry.register(WritesRefused(gate))
     errors.install(app)
     for module in ROUTERS:
         app.include_router(module.router)

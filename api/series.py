@@ -138,6 +138,15 @@ API_SEND_TIMEOUTS = Series(
     "HTTP connections closed because the client took none of its answer for 60 s (an answer larger than the socket's "
     "buffers, to a client that does not read it).",
 )
+# API changes refused at SQLite's writer gate (store.writers); only on SQLite: PostgreSQL's writers are not queued.
+API_WRITES_REFUSED = Series(
+    "kvpilot_api_writes_refused_total",
+    "counter",
+    ("reason",),
+    "API changes answered 503 with Retry-After before SQLite's one writer took them (nothing applied), by reason: "
+    "queue_full (as many as may wait already did), pace (the changes queued ahead would clearly outlast the "
+    "request's deadline), deadline (queued, and the deadline came first). Only on SQLite.",
+)
 # Every value the `stage` label takes (kvpilot.runtime.loop and kvpilot.runtime.service).
 LOOP_STAGES = (
     "discover", "collect", "observe", "arrivals", "detect", "decide", "publish", "kv_projection", "drains", "actuate",

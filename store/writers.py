@@ -47,6 +47,11 @@ PACE_WEIGHT = 0.2
 # turns of a burst open pooled connections), so a wait that merely looks long is queued and ends at the deadline at
 # worst; only a hopeless one is refused. At 1, 5 of 50 POSTs at once were refused on a loaded VM (test_rails).
 HOPELESS = 2.0
+# Why an API writer was not served, the ``reason`` of ``kvpilot_api_writes_refused_total`` (each answered 503 with
+# ``Retry-After``): ``max_queued_requests`` already waited; the writes ahead would clearly outlast its request
+# (``HOPELESS``); or it queued and its request's deadline came before its turn.
+QUEUE_FULL, PACE, DEADLINE = "queue_full", "pace", "deadline"
+REFUSAL_REASONS = (QUEUE_FULL, PACE, DEADLINE)
 
 
 class _Waiter:
@@ -72,7 +77,17 @@ class WriterGate:
         self._depth = 0  # its turns inside one another (a writing unit that opens another: as SQLite, not twice)
         self._turn_began = 0.0  # time.monotonic() when the turn now held began (or was passed on)
         self.turn_s = 0.0  # moving average of a turn's length
-        self.refused_total = 0
+        self._refused = dict.fromkeys(REFUSAL_REASONS, 0)  # API writers not served, by reason
+
+    @property
+    def refused(self) -> dict[str, int]:
+        """API writers not served so far, by reason (``REFUSAL_REASONS``, every one from 0)."""
+        with self._lock:
+            return dict(self._refused)
+
+    @property
+    def refused_total(self) -> int:
+        return sum(self.refused.values())
 
     @property
     def queued(self) -> tuple[int, int]:
@@ -112,6 +127,8 @@ class WriterGate:
                 self._owner = me
                 return
             lane.remove(waiter)
+            if deadline is not None:
+                self._refused[DEADLINE] += 1
         if deadline is not None:
             raise DeadlinePassed("the request timed out while its change waited for the store; nothing was applied")
         raise OperationalError(
@@ -124,9 +141,12 @@ class WriterGate:
         """Refuse an API writer (under ``_lock``) whose turn would not come before ``deadline``."""
         queued = len(self._requests)
         ahead_s = (len(self._service) + queued + 1) * self.turn_s
-        if queued < self.max_queued_requests and ahead_s <= HOPELESS * (deadline - time.monotonic()):
+        if queued >= self.max_queued_requests:
+            self._refused[QUEUE_FULL] += 1
+        elif ahead_s > HOPELESS * (deadline - time.monotonic()):
+            self._refused[PACE] += 1
+        else:
             return
-        self.refused_total += 1
         raise WritersQueued(queued, ahead_s)
 
     def _release(self) -> None:

@@ -2,10 +2,12 @@
 no longer queue for SQLite's one writer are answered 503 with ``Retry-After`` at once, the queued ones are written
 when their turn comes, and the service stays ready. Before the writer gate (store.writers) every one of them waited in
 SQLite's busy handler and, once the write ahead took longer than the 5 s busy timeout, got a 503 without
-``Retry-After`` ("database is locked"), after 5 s."""
+``Retry-After`` ("database is locked"), after 5 s. Each refusal is counted on ``/metrics``
+(``kvpilot_api_writes_refused_total{reason}``), as many as the clients got."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -75,3 +77,61 @@ def test_writers_beyond_the_queue_are_refused_at_once_and_the_queued_ones_writte
         # ready again once the service's own writes went through (served first; on a starved CPU the one queued
         # behind the held write may have waited out the busy timeout meanwhile, and is then flushed again)
         wait_for(lambda: c.get("/readyz").status_code == 200, what="/readyz 200", timeout_s=HANG_GUARD_S)
+
+
+def _refused(c: httpx.Client) -> dict[str, float]:
+    """``kvpilot_api_writes_refused_total`` by reason, from kvpilot's own /metrics page."""
+    page = c.get("/metrics").text
+    return {
+        m[0]: float(m[1]) for m in re.findall(r'^kvpilot_api_writes_refused_total\{reason="(\w+)"\} (\S+)$', page, re.M)
+    }
+
+
+def test_the_refused_writers_are_counted_on_metrics_as_the_clients_got_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    crowd_size = 40
+    url = f"sqlite:///{tmp_path / 'kvpilot.db'}"
+    migrations.upgrade(url)
+    monkeypatch.setattr(writers, "MAX_QUEUED_REQUESTS", QUEUE)
+    holding, let_go = threading.Event(), threading.Event()
+    request_drain: Callable[..., Any] = repo.request_drain
+
+    def held_first(**kw: Any) -> Any:
+        row = request_drain(**kw)
+        if kw["node"] == "held":
+            holding.set()
+            let_go.wait(HANG_GUARD_S)
+        return row
+
+    monkeypatch.setattr(repo, "request_drain", held_first)
+    with (
+        running(url, request_timeout_s=HANG_GUARD_S) as r,
+        ThreadPoolExecutor(crowd_size + 1) as pool,
+        httpx.Client(base_url=r.base, timeout=HANG_GUARD_S, trust_env=False) as c,
+    ):
+        # every reason from 0, before any refusal (an increase() sees the first)
+        assert _refused(c) == {"queue_full": 0, "pace": 0, "deadline": 0}
+
+        def post(node: str) -> httpx.Response:
+            return c.post("/v1/drains", json={"node": node}, headers=A)
+
+        try:
+            first = pool.submit(post, "held")
+            assert holding.wait(HANG_GUARD_S), "the first POST never reached its write"
+            crowd = [pool.submit(post, f"n{i}") for i in range(crowd_size)]
+            wait_for(
+                lambda: sum(f.done() for f in crowd) >= crowd_size - QUEUE,
+                what="the crowd beyond the queue answered while the first write is held",
+                timeout_s=HANG_GUARD_S,
+            )
+            held_count = _refused(c)  # read while the queued ones still wait
+        finally:
+            let_go.set()
+        answers = [f.result() for f in crowd]
+        assert first.result().status_code == 201
+        told_to_retry = sum(a.status_code == 503 and "retry-after" in a.headers for a in answers)
+        assert told_to_retry == crowd_size - QUEUE
+        assert sorted(a.status_code for a in answers) == [201] * QUEUE + [503] * told_to_retry
+        assert held_count == {"queue_full": told_to_retry, "pace": 0, "deadline": 0}
+        assert sum(_refused(c).values()) == told_to_retry  # nothing more once the queued ones were written

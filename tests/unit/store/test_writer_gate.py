@@ -153,7 +153,7 @@ def test_an_api_writer_beyond_the_queue_is_refused_at_once(
     w.join()
     assert set(w.errors) == {"one too many"}
     assert w.served == ["holder", "service-0", "api-0", "api-1", "api-2"]
-    assert w.gate.refused_total == 1
+    assert w.gate.refused == {"queue_full": 1, "pace": 0, "deadline": 0}  # kvpilot_api_writes_refused_total
 
 
 def test_an_api_writer_whose_turn_would_come_after_its_deadline_is_refused_at_once(
@@ -172,6 +172,7 @@ def test_an_api_writer_whose_turn_would_come_after_its_deadline_is_refused_at_on
     w.join()
     assert set(w.errors) == {"in a hurry"}
     assert w.served == ["holder", "api-0", "api-1", "patient"]
+    assert w.gate.refused == {"queue_full": 0, "pace": 1, "deadline": 0}
 
 
 def test_an_api_writer_queued_past_its_deadline_leaves_the_queue(crowd: Callable[..., Writers]) -> None:
@@ -183,6 +184,7 @@ def test_an_api_writer_queued_past_its_deadline_leaves_the_queue(crowd: Callable
     assert w.gate.queued == (0, 1)
     w.join()
     assert w.served == ["holder", "api-0"]
+    assert w.gate.refused == {"queue_full": 0, "pace": 0, "deadline": 1}
 
 
 def test_a_writer_that_waits_out_the_busy_timeout_fails_as_a_busy_sqlite_does(
@@ -198,3 +200,4 @@ def test_a_writer_that_waits_out_the_busy_timeout_fails_as_a_busy_sqlite_does(
     w.join()
     assert w.served == ["holder"]
     assert w.gate.queued == (0, 0)
+    assert w.gate.refused_total == 0  # the service's own writes are not the API's refusals
