@@ -2,11 +2,12 @@
 
 Selectors, thresholds and series names come from ``dashboards.mixin.CONFIG`` (the one config the dashboards read
 too); the `for` of every alert and every numeric threshold from its ``thresholds`` (``detectors.thresholds``), so
-the alert and the finding it pages on agree. All but four alerts page on an open finding and share one shape
+the alert and the finding it pages on agree. All but five alerts page on an open finding and share one shape
 (``_on_finding``); the two on scrape health read the per-target series (a target down; a target's pages read in
 part, whose `for` is the mixin's ``rate_window``: a partial page keeps the increase above 0 for one window, so
-only pages read in part again and again fire it), and one reads kvpilot's own API (connections refused at
-`api.max_connections`: any refusal at all, kept for ``API_REFUSALS_FOR_S``), and one counts kvpilot's pods on SQLite
+only pages read in part again and again fire it), two read kvpilot's own API (connections refused at
+`api.max_connections`: any refusal at all, kept for ``API_REFUSALS_FOR_S``; API changes refused at SQLite's writer
+gate, in every window for ``WRITES_REFUSED_FOR_S``), and one counts kvpilot's pods on SQLite
 (two or more each keep a store of their own, for ``STORE_NOT_SHARED_FOR_S``). ``generate()`` (registered in
 ``kvpilot.generate.GENERATORS``) writes the rule file and its ``promtool test rules`` cases: for every alert,
 silent before `for` elapses, firing after, and silent on healthy input.
@@ -32,6 +33,9 @@ TEST_PODS = (("kvpilot-0:8080", "kvpilot-0"), ("kvpilot-1:8080", "kvpilot-1"))
 # A refusal at api.max_connections (1000 open at once, where kvpilot's clients open tens) is never routine: one keeps
 # the rate window's increase above 0 for the window, so it fires this long after and stays firing for the rest of it.
 API_REFUSALS_FOR_S = 60.0
+# API changes refused at SQLite's writer gate are backpressure a retry gets through (Retry-After): a burst of them is
+# routine, refusals in every rate window for this long are changes arriving faster than one SQLite writer takes them.
+WRITES_REFUSED_FOR_S = 900.0
 # Two pods with SQLite for a rolling update's surge (a minute or two with one replica) are no split store; longer is.
 STORE_NOT_SHARED_FOR_S = 900.0
 
@@ -336,6 +340,26 @@ def alerts(th: Thresholds | None = None, c: MixinConfig = CONFIG) -> list[Alert]
             series=series.API_CONNECTIONS_REFUSED.name,
             bad=1,
             good=0,
+            runbook_base=c.runbook_base,
+            counter=True,
+            per_pod=True,
+        ),
+        Alert(
+            name="KvpilotApiWritesRefused",
+            expr=f"increase({c.select(series.API_WRITES_REFUSED)}[{c.rate_window}]) > 0",
+            for_s=WRITES_REFUSED_FOR_S,
+            severity="warning",
+            summary="kvpilot {{ $labels.instance }} keeps refusing API changes: SQLite's one writer cannot keep up",
+            description=(
+                f"In every {c.rate_window} for {WRITES_REFUSED_FOR_S / 60:g} minutes, kvpilot "
+                "{{ $labels.instance }} has answered API changes 503 with Retry-After before they reached its "
+                "SQLite store (reason {{ $labels.reason }}): changes arrive faster than its one writer takes "
+                "them. Nothing of a refused change is applied; the loop's own writes go first and are not refused."
+            ),
+            series=series.API_WRITES_REFUSED.name,
+            bad=1,
+            good=0,
+            labels={"reason": "pace"},
             runbook_base=c.runbook_base,
             counter=True,
             per_pod=True,
