@@ -1,6 +1,7 @@
 """`kvpilot parse FILE`: the canonical samples of a saved /metrics page, to check an adapter by eye.
 
-Exit status 2, with a one-line reason on stderr, for a file that cannot be read, a malformed page (the
+A page saved gzip-compressed is inflated first, as the scrape loop's client inflates one. Exit status 2, with a
+one-line reason on stderr, for a file that cannot be read, a malformed page (the
 parser names the line), a page no adapter recognises (the reason says what the page holds and what to try)
 and a page without the families of the engine asked for.
 """
@@ -28,6 +29,9 @@ class EngineChoice(StrEnum):
     mindie = "mindie"
     dynamo = "dynamo"
     dcgm = "dcgm"
+
+
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _fail(message: str) -> typer.Exit:
@@ -69,6 +73,8 @@ def command(
         mtime = file.stat().st_mtime
     except OSError as err:
         raise _fail(f"cannot read {file}: {err.strerror or err}") from None
+    if body.startswith(GZIP_MAGIC):  # saved as a server sends it to a client asking for gzip: read as scrapes read it
+        body = _gunzipped(body, file, cap)
     if len(body) > cap:  # parse reads no settings: its flag raises the cap (kvpilot run's is collector.max_body_bytes)
         raise _fail(f"{file}: larger than {cap} bytes, the page cap; raise {PAGE_CAP_FLAG} to read it")
     # OpenMetrics pages end with "# EOF"; a saved page has no Content-Type to say so
@@ -97,6 +103,21 @@ def command(
         typer.echo(samples_json(page.replicas, page.gpus))
     else:
         print_tables(console(), page.replicas, page.gpus)
+
+
+def _gunzipped(body: bytes, file: Path, cap: int) -> bytes:
+    """A page saved gzip-compressed (``curl -H 'Accept-Encoding: gzip'``, a proxy's capture), inflated up to ``cap`` + 1
+    bytes: was "malformed page: line 1: invalid UTF-8 at byte 1" and 200 characters of compressed bytes."""
+    import zlib
+
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        page = inflate.decompress(body, cap + 1)
+    except zlib.error as err:
+        raise _fail(f"{file}: starts as gzip but does not inflate ({err}); save the page uncompressed") from None
+    if len(page) <= cap and not inflate.eof:
+        raise _fail(f"{file}: a gzip-compressed page cut short; save it again (or uncompressed)")
+    return page
 
 
 def _behind(prefix: str, engine: str | None) -> str:
