@@ -323,6 +323,10 @@ def load_targets(path: Path) -> list[TargetInfo]:
 
 # A changed list of targets is applied once the file has held it this long, at a later read (0: at once).
 SETTLE_S = 2.0
+# ...and, for a file that changes between every two reads (a generator that rewrites it at each pod change, faster
+# than the tick), the newest list read whole is applied once changes have waited this long: six 5 s ticks, longer
+# than any one write of the file is caught in.
+MAX_WAIT_S = 30.0
 
 Stamp = tuple[int, int, int, bool]  # modification time (ns), size, inode, whether a regular file
 
@@ -334,6 +338,7 @@ class _Pending:
     stamp: Stamp
     targets: list[TargetInfo]
     seen_at: float  # monotonic
+    since: float  # monotonic: when the first change not applied yet was read (lists replaced meanwhile included)
 
 
 class StaticFileDiscovery:
@@ -347,15 +352,25 @@ class StaticFileDiscovery:
     FIFO in its place was opened and waited on forever). A file cut at a line end parses: the targets after the cut
     were dropped at once, and a cut inside the last target made a wrong one (its URL cut short, its pod or deployment
     left out). So a changed list is applied once a later read, ``settle_s`` or more after the first, finds the file
-    unchanged (same modification time, size and inode); a writer still writing changes it in between."""
+    unchanged (same modification time, size and inode); a writer still writing changes it in between. A file that
+    changes between every two reads never holds still: once changes have waited ``max_wait_s``, the newest list read
+    whole is applied (a fleet whose pods change faster than the tick still gets its targets, at most that late)."""
 
     def __init__(
-        self, path: Path | str, *, settle_s: float = SETTLE_S, monotonic: Callable[[], float] = time.monotonic
+        self,
+        path: Path | str,
+        *,
+        settle_s: float = SETTLE_S,
+        max_wait_s: float = MAX_WAIT_S,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if not settle_s >= 0:
             raise ValueError(f"settle_s must be >= 0, got {settle_s}")
+        if not max_wait_s >= settle_s:
+            raise ValueError(f"max_wait_s must be >= settle_s ({settle_s}), got {max_wait_s}")
         self.path = Path(path)
         self.settle_s = settle_s
+        self.max_wait_s = max_wait_s
         self._monotonic = monotonic
         self._lock = threading.Lock()
         self._stamp = self._stat()
@@ -386,7 +401,7 @@ class StaticFileDiscovery:
             return list(self._targets)
         pending = self._pending
         if pending is not None and stamp == pending.stamp:  # read before and changed: settled yet?
-            if self._monotonic() - pending.seen_at >= self.settle_s:
+            if self._due(pending):
                 self._apply(stamp, pending.targets)
             return list(self._targets)
         if stamp is not None and not stamp[3]:
@@ -417,8 +432,9 @@ class StaticFileDiscovery:
         size) keeps its wait; a file that grew did not hold it, whatever it parses to (a comment being written)."""
         now = self._monotonic()
         same = pending is not None and pending.targets == targets and pending.stamp[1] == stamp[1]
-        self._pending = _Pending(stamp, targets, pending.seen_at if pending is not None and same else now)
-        if now - self._pending.seen_at >= self.settle_s:
+        seen_at = pending.seen_at if pending is not None and same else now
+        self._pending = _Pending(stamp, targets, seen_at, pending.since if pending is not None else now)
+        if self._due(self._pending):
             self._apply(stamp, targets)
         elif not same:
             kept = set(targets)
@@ -431,6 +447,11 @@ class StaticFileDiscovery:
                 len(self._targets),
                 self.settle_s,
             )
+
+    def _due(self, pending: _Pending) -> bool:
+        """Whether a changed list is applied now: the file held it ``settle_s``, or changes waited ``max_wait_s``."""
+        now = self._monotonic()
+        return now - pending.seen_at >= self.settle_s or now - pending.since >= self.max_wait_s
 
     def _apply(self, stamp: Stamp | None, targets: list[TargetInfo]) -> None:
         self._stamp, self._targets, self.last_error, self._pending = stamp, targets, None, None

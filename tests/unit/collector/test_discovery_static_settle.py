@@ -5,10 +5,12 @@ dropped at that read; one cut inside a URL changed a target."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -135,3 +137,32 @@ def test_a_file_that_does_not_parse_keeps_the_targets_counted_and_said(tmp_path:
     assert disc.kept_total == 1
     assert disc.last_error is not None
     assert "invalid YAML" in disc.last_error
+
+
+def test_a_file_that_changes_at_every_read_is_applied_within_the_longest_wait(tmp_path: Path) -> None:
+    """A generator rewriting the file (by rename, whole) at each pod change, faster than the tick: the file never holds
+    still between two reads. Its newest list is applied once changes have waited ``max_wait_s``, and again each time
+    they have waited that long - before (c991605), a list growing by a target a tick was never applied (29 ticks: the
+    3 targets of the start against 32 in the file; session 29 helper F's review)."""
+    path = tmp_path / "targets.yaml"
+    clock = VirtualClock(0.0)
+    _write(path, FORMS["yaml"](_targets(3)), 1)
+    disc = StaticFileDiscovery(path, settle_s=SETTLE_S, max_wait_s=30.0, monotonic=clock.monotonic)
+    seen = []
+    for version in range(2, 31):
+        clock.advance(TICK_S)
+        _write(path, FORMS["yaml"](_targets(version + 2)), version)  # one more target each tick
+        seen.append(len(disc.current()))
+    # the first change is read at 5 s; from 35 s (30 s of waiting) the newest list read is applied, and so on
+    assert seen[:6] == [3] * 6
+    assert seen[6] == 10  # at 35 s: the list read then, whole
+    assert seen[-1] >= 31 - 6  # never more than the longest wait behind
+    assert max(b - a for a, b in itertools.pairwise(seen)) <= 7
+    assert disc.last_error is None
+
+
+def test_the_longest_wait_is_no_shorter_than_the_settle_time(tmp_path: Path) -> None:
+    path = tmp_path / "targets.yaml"
+    _write(path, FORMS["yaml"](_targets(1)), 1)
+    with pytest.raises(ValueError, match="max_wait_s"):
+        StaticFileDiscovery(path, settle_s=5.0, max_wait_s=1.0)
