@@ -12,6 +12,7 @@ sources in `kvpilot.settings.sources`; each top-level section is a model in the 
 
 from __future__ import annotations
 
+import difflib
 import os
 from contextvars import ContextVar
 from pathlib import Path
@@ -258,9 +259,33 @@ def _format_errors(err: ValidationError, path: Path | None) -> str:
     return "\n".join(lines)
 
 
+def _unknown_sections() -> list[str]:
+    """``KVPILOT_<SECTION>__…`` variables whose section is no setting, one line each. pydantic-settings ignores them
+    (a misspelt key under a known section is refused as extra), so ``KVPILOT_COLECTOR__INTERVAL_S=5`` was silently
+    without effect. Variables without ``__`` are left alone: other tools' (``KVPILOT_KEDA_TOKEN``, Kubernetes'
+    service links ``KVPILOT_PORT_8080_TCP``) share the prefix."""
+    sections = sorted(Settings.model_fields)
+    lines = []
+    for name in sorted(os.environ):
+        if not name.upper().startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        section = name[len(ENV_PREFIX) :].split("__", 1)[0].lower()
+        if section in sections:
+            continue
+        close = difflib.get_close_matches(section, sections, n=1)
+        hint = (
+            f": did you mean {ENV_PREFIX}{close[0].upper()}__…?" if close else f" (the settings: {', '.join(sections)})"
+        )
+        lines.append(f"  {name}: no setting is named {section!r}{hint}")
+    return lines
+
+
 def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Settings:
     """Read, validate and return the settings; raise ``SettingsError`` naming every bad field (the first
     ``MAX_ERRORS_SHOWN``, then how many more)."""
+    unknown = _unknown_sections()
+    if unknown:
+        raise SettingsError("\n".join(["invalid configuration (KVPILOT_* environment):", *unknown]))
     path = Path(config_file) if config_file is not None else None
     token = _config_file.set(path)
     try:
