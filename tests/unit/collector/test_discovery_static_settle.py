@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 from pathlib import Path
 
@@ -66,7 +67,9 @@ def test_a_file_read_while_it_is_written_never_drops_a_target(
     path = tmp_path_factory.mktemp("settle") / "targets.yaml"
     clock = VirtualClock(0.0)
     _write(path, FORMS[form](_targets(before)), 1)
-    disc = StaticFileDiscovery(path, settle_s=SETTLE_S, monotonic=clock.monotonic)
+    # a write caught at up to six reads (30 s): no longest wait here, which would apply the newest list read whole
+    # once changes have waited it (test_a_file_that_changes_at_every_read_is_applied_within_the_longest_wait)
+    disc = StaticFileDiscovery(path, settle_s=SETTLE_S, max_wait_s=math.inf, monotonic=clock.monotonic)
     old = disc.current()
     new_text = FORMS[form](_targets(after, start=before // 2))
     cuts = data.draw(st.lists(st.integers(1, len(new_text) - 1), min_size=1, max_size=6, unique=True).map(sorted))
