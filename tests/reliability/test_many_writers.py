@@ -27,9 +27,11 @@ QUEUE = 4  # writers.MAX_QUEUED_REQUESTS, small so that a handful of clients ove
 CROWD = 10
 
 
-def test_writers_beyond_the_queue_are_refused_at_once_and_the_queued_ones_written(
+def _store_holding_the_first_drain(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> tuple[str, threading.Event, threading.Event]:
+    """A migrated SQLite store whose write of the drain for node ``held`` holds its turn at the writer gate: it sets
+    ``holding`` once inside its transaction and waits for ``let_go``, so the crowd arrives while it writes."""
     url = f"sqlite:///{tmp_path / 'kvpilot.db'}"
     migrations.upgrade(url)
     monkeypatch.setattr(writers, "MAX_QUEUED_REQUESTS", QUEUE)
@@ -44,6 +46,13 @@ def test_writers_beyond_the_queue_are_refused_at_once_and_the_queued_ones_writte
         return row
 
     monkeypatch.setattr(repo, "request_drain", held_first)
+    return url, holding, let_go
+
+
+def test_writers_beyond_the_queue_are_refused_at_once_and_the_queued_ones_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, holding, let_go = _store_holding_the_first_drain(tmp_path, monkeypatch)
     with (
         running(url, request_timeout_s=HANG_GUARD_S) as r,
         ThreadPoolExecutor(CROWD + 1) as pool,
@@ -91,20 +100,7 @@ def test_the_refused_writers_are_counted_on_metrics_as_the_clients_got_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     crowd_size = 40
-    url = f"sqlite:///{tmp_path / 'kvpilot.db'}"
-    migrations.upgrade(url)
-    monkeypatch.setattr(writers, "MAX_QUEUED_REQUESTS", QUEUE)
-    holding, let_go = threading.Event(), threading.Event()
-    request_drain: Callable[..., Any] = repo.request_drain
-
-    def held_first(**kw: Any) -> Any:
-        row = request_drain(**kw)
-        if kw["node"] == "held":
-            holding.set()
-            let_go.wait(HANG_GUARD_S)
-        return row
-
-    monkeypatch.setattr(repo, "request_drain", held_first)
+    url, holding, let_go = _store_holding_the_first_drain(tmp_path, monkeypatch)
     with (
         running(url, request_timeout_s=HANG_GUARD_S) as r,
         ThreadPoolExecutor(crowd_size + 1) as pool,
