@@ -26,11 +26,30 @@ def _layout_patterns() -> list[re.Pattern[str]]:
     return [o for o in gc.get_objects() if isinstance(o, re.Pattern) and str(o.pattern).startswith("(?s).{")]
 
 
-def _page(lines: int, name: str = "layout_freed_probe") -> str:
-    """A page of ``lines`` samples of one gauge. Its name is this test's own: layouts share a pattern while any holds
-    it (``_layout._PATTERNS``), so a page of a shape another test's live layout also walks (``g{i="…"}`` lines) would
-    count fewer patterns of its own (seen once in a full run: 2 of 3)."""
-    return f"# TYPE {name} gauge\n" + "".join(f'{name}{{i="{i}"}} {i}\n' for i in range(lines))
+def _walked_by(layout: object) -> list[re.Pattern[str]]:
+    """The layout patterns ``layout`` holds (found through what it refers to, a few levels down): a layout shares a
+    pattern with any other live layout of the same source (``_layout._PATTERNS``), so the patterns new in the process
+    since it was learnt can be fewer than its own (another test's live layout of a shape with the same one-step tail:
+    seen once in a full run, 2 of 3)."""
+    found: dict[int, re.Pattern[str]] = {}
+    seen, level = {id(layout)}, [layout]
+    for _ in range(4):
+        nxt = []
+        for o in level:
+            for r in gc.get_referents(o):
+                if id(r) in seen:
+                    continue
+                seen.add(id(r))
+                if isinstance(r, re.Pattern) and str(r.pattern).startswith("(?s).{"):
+                    found[id(r)] = r
+                elif not isinstance(r, (str, bytes, int, float, type)):
+                    nxt.append(r)
+        level = nxt
+    return list(found.values())
+
+
+def _page(lines: int) -> str:
+    return "# TYPE g gauge\n" + "".join(f'g{{i="{i}"}} {i}\n' for i in range(lines))
 
 
 def test_a_layout_dropped_frees_its_patterns_one_regex_or_several() -> None:
@@ -39,9 +58,12 @@ def test_a_layout_dropped_frees_its_patterns_one_regex_or_several() -> None:
         layout = learn_layout(_page(lines), None, parse, DEFAULT_MAX_SAMPLES)
         assert layout is not None
         assert layout.read(_page(lines).replace(" 7\n", " 8\n")) is not None  # the layout reads its pages
-        compiled = [weakref.ref(p) for p in _layout_patterns() if id(p) not in before]
-        assert len(compiled) == (1 if lines < _STEPS_PER_REGEX else 3)  # (chunks: two steps' and the tail's)
-        del layout
+        own = _walked_by(layout)
+        assert len(own) == (1 if lines < _STEPS_PER_REGEX else 3)  # (chunks: two steps' and the tail's)
+        # those no other live layout holds (alive before it was learnt: another's, and kept with it)
+        compiled = [weakref.ref(p) for p in own if id(p) not in before]
+        assert compiled
+        del layout, own
         gc.collect()
         # 80010be: every one still alive (re's cache holds it)
         assert [r for r in compiled if r() is not None] == [], f"{lines} lines: a dropped layout's pattern kept"
