@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from collector.urls import is_http_url, password_masked
+from collector.urls import is_http_url, password_masked, redacted
 from kvpilot.settings._section import _Section, url_or_unset
 from store.fields import TargetSpec
 
@@ -115,6 +115,18 @@ class DiscoverySettings(_Section):
             raise ValueError(
                 f"must be an http(s) URL with a host, e.g. http://prometheus:9090, got {password_masked(value)[:200]!r}"
             )
+        return value
+
+    @field_validator("static_targets")
+    @classmethod
+    def _static_urls_once(cls, value: tuple[StaticTarget, ...]) -> tuple[StaticTarget, ...]:
+        """a URL is listed once in `static_targets`"""
+        # as the targets file refuses it: the second was dropped in silence, its deployment left with no replica
+        seen: dict[str, int] = {}
+        for i, target in enumerate(value):
+            if target.url in seen:
+                raise ValueError(f"target {i}: url {redacted(target.url)} is already target {seen[target.url]}")
+            seen[target.url] = i
         return value
 
     @field_validator("promql_replica_labels")

@@ -290,3 +290,19 @@ def test_a_variables_json_is_still_read(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("KVPILOT_COLLECTOR", '{"interval_s": 6, "timeout_s": 2}')
     settings: Any = load_settings()
     assert (settings.collector.interval_s, settings.collector.timeout_s) == (6, 2)
+
+
+def test_a_static_target_url_listed_twice_is_refused(tmp_path: Path) -> None:
+    # session 30 E: was accepted, and the second dropped in silence (StaticTargets keeps a URL once): deployment b
+    # had no replica and no word said; the targets file refuses it the same way
+    lines = _refusal(
+        tmp_path,
+        "collector:\n  discovery:\n    static_targets:\n"
+        "      - {url: 'http://10.0.0.1:8000/metrics', deployment: a}\n"
+        "      - {url: 'http://10.0.0.2:8000/metrics', deployment: a}\n"
+        "      - {url: 'http://10.0.0.1:8000/metrics', deployment: b}\n",
+    )
+    assert lines[1:] == [
+        "  collector.discovery.static_targets (k.yaml:3): target 2: url http://10.0.0.1:8000/metrics is already "
+        "target 0"
+    ]
