@@ -22,6 +22,9 @@ from store.models import DrainActionRow, DrainEventRow, DrainRailRow
 from store.repo.page import Page, paginate
 
 _NODE_WIDTH = 253
+# A reason or an audit message: text read from pages (a GPU exporter's Hostname label, as a stuck GPU's summary
+# quotes it) made storable, as a finding's summary is (``store.repo.findings``); PostgreSQL refuses NUL in text.
+_TEXT_WIDTH = 10_000
 
 
 def claim_rail(*, session: Session) -> None:
@@ -49,7 +52,7 @@ def request_drain(
     """Open a drain request, unless one for the same node is already in flight (then that one is returned)."""
     if not node:
         raise ValueError("node must not be empty")
-    node = fit(node, _NODE_WIDTH)
+    node, reason = fit(node, _NODE_WIDTH), fit(reason, _TEXT_WIDTH)
     claim_rail(session=session)
     existing = _live_for_node(session, node)
     if existing is not None:
@@ -146,6 +149,7 @@ def transition_drain(
     drain it ran passes executing: approved is reachable from requested too, and a drain another worker requeued and
     held back meanwhile (executing → approved → requested, its slot given to another drain) was approved again with
     no rail check (session 19). Requested → approved is ``approve_drain``'s, under the rail lock."""
+    message = fit(message, _TEXT_WIDTH)
     row = get_drain(session=session, action_id=action_id)
     try:
         current = DrainState(row.state)
@@ -256,11 +260,18 @@ def drain_attempt(*, session: Session, action_id: int) -> int | None:
 def note_drain(*, session: Session, action_id: int, actor: str, now: float, message: str) -> None:
     """Audit one step inside the current state (a cordon, an eviction, a retry) without changing the state."""
     row = get_drain(session=session, action_id=action_id)
+    message = fit(message, _TEXT_WIDTH)
     session.add(
         DrainEventRow(action_id=row.id, at=now, from_state=row.state, to_state=row.state, actor=actor, message=message)
     )
 
 
 def latest_drain_for_node(*, session: Session, node: str) -> DrainActionRow | None:
-    stmt = select(DrainActionRow).where(DrainActionRow.node == node).order_by(DrainActionRow.id.desc()).limit(1)
+    """``node`` as ``request_drain`` stores it (a name no column holds was a query PostgreSQL refused)."""
+    stmt = (
+        select(DrainActionRow)
+        .where(DrainActionRow.node == fit(node, _NODE_WIDTH))
+        .order_by(DrainActionRow.id.desc())
+        .limit(1)
+    )
     return session.scalars(stmt).first()
