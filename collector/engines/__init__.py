@@ -217,6 +217,38 @@ _NOT_AN_ENGINE = {
     "rocm_": "ROCm Omnistat (rocm_* GPU gauges by `card`: rocm_utilization_percentage, rocm_temperature_celsius...):"
     " a GPU exporter kvpilot does not read; for these AMD GPUs scrape AMD's device-metrics-exporter (gpu_*) or"
     " amd_smi_exporter (amd_gpu_*); no engine is on it",
+    # cAdvisor's per-container accelerator gauges (google/cadvisor issue #1912: container_accelerator_duty_cycle,
+    # container_accelerator_memory_total_bytes of a Tesla K80 by acc_id/make/model, beside cadvisor_version_info), as
+    # the kubelet wrote them until Kubernetes 1.20: NVIDIA GPUs, under names no GPU adapter reads
+    "container_accelerator_": "cAdvisor's per-container accelerator gauges (container_accelerator_duty_cycle,"
+    " container_accelerator_memory_*): " + _NVIDIA_NOT_READ,
+    # cAdvisor itself, standalone or the kubelet's /metrics/cadvisor: the containers' CPU, memory and I/O
+    **dict.fromkeys(
+        ("cadvisor_", "container_"),
+        "cAdvisor (cadvisor_version_info, container_*: the containers' CPU, memory and I/O, as a standalone cAdvisor or"
+        " the kubelet's /metrics/cadvisor writes them): no engine is on it; point the target at the engine's /metrics",
+    ),
+    # Pages pointed at by mistake on the way to an engine's. KEDA's operator (DataDog/integrations-core
+    # keda/tests/fixtures/keda_metrics.txt: keda_build_info 2.16.0, keda_scaler_metrics_value of a Redis ScaledJob)
+    "keda_": "KEDA's operator (keda_build_info, keda_scaler_*: its ScaledObjects' and ScaledJobs' triggers), which asks"
+    " kvpilot's external scaler for figures (docs/keda.md) and is no engine; point the target at the engines' /metrics",
+    # the Prometheus server's own page (a real 2.40.5 page, index file 14084090669): prometheus_engine_queries and the
+    # query engine's queue_time are PromQL's, not an engine's requests
+    **dict.fromkeys(
+        ("prometheus_build_info", "prometheus_engine_", "prometheus_tsdb_"),
+        "the Prometheus server's own /metrics (prometheus_build_info, prometheus_tsdb_*, prometheus_engine_*: its"
+        " storage and PromQL engine, whose queries and queue_time are PromQL's, not an engine's requests); point the"
+        " target at the engines' /metrics",
+    ),
+    # Prometheus' node_exporter (prometheus/node_exporter collector/fixtures/e2e-output.txt: node_cpu, node_disk_*...)
+    "node_": "Prometheus' node_exporter (node_*: the host's CPU, memory, disks and network): no engine and no GPU is on"
+    " it; point the target at the engine's /metrics port, and GPUs at dcgm-exporter or `kvpilot gpu-agent`",
+    # Kong's gateway with its AI plugins (Kong AI Gateway's docs, "Metrics output example": kong_ai_llm_requests_total,
+    # kong_ai_llm_tokens_total, kong_ai_llm_ttft_latency_ms... by ai_provider and ai_model, beside
+    # kong_http_requests_total)
+    "kong_": "Kong's gateway (kong_*; its kong_ai_llm_* count the requests, tokens and latencies of the LLM APIs or"
+    " engines it proxies), a gateway with no queue, KV or running-batch figure of a replica; scrape the engines"
+    " behind it",
 }
 
 # GPU exporters told by the labels only their series carry, whatever the names' prefix, on a page none of whose

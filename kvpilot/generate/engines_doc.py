@@ -398,6 +398,11 @@ def engines_page() -> str:
         "production-stack router, llm-d's endpoint picker with `inference_pool_*`, `inference_objective_*` or, from "
         "EPP 0.9, `llm_d_epp_*`, the vLLM Router's `vllm_router_*`, SGLang's router `sgl_router_*` "
         "or `smg_*`, LiteLLM's proxy `litellm_*`): scrape the engines behind them. "
+        "Pages pointed at on the way to an engine's are named too: KEDA's operator (`keda_*`), Prometheus' "
+        "node_exporter (`node_*`), the Prometheus server's own page (`prometheus_build_info`, `prometheus_engine_*`, "
+        "whose PromQL queries and `queue_time` are no engine's), cAdvisor (`container_*`; its per-container "
+        "`container_accelerator_*` GPU gauges are not read: scrape dcgm-exporter or run `kvpilot gpu-agent`) and "
+        "Kong's gateway (`kong_*`; its `kong_ai_llm_*` count the LLM calls it proxies). "
         "LMCache's `lmcache:*` series beside vLLM's are a second cache tier and are not mixed into the prefix-cache "
         "counters.",
         "- **Which engine a page is.** The names only one adapter reads decide first, then every name that "

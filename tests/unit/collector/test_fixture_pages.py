@@ -2335,6 +2335,58 @@ EXPECTED: dict[str, Page] = {
     "litellm-proxy-2025-06__DataDog__integrations-core__litellm_metrics__trimmed.txt": Page(error="LiteLLM's proxy"),
     # a build of Ollama with its eval counters (ollama/ollama pull request #11159): was the generic error
     "ollama-eval-counters__ollama__ollama__pull_11159__excerpt.txt": Page(error="Ollama's /metrics"),
+    # session 30 (helper F), real pages read by hand before kvpilot ran on them. A research fork of vLLM V0 at startup
+    # (its own scheduler_total_time, model_forward_total_time gauges; prefix caching off, hit rates -1): right as found
+    "vllm-v0-fork-bsc-llama2-startup__FerranAgulloLopez__vLLMBatchingMemoryGap__cache_config_server.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "/gpfs/scratch/bsc98/bsc098069/llm_benchmarking/models/llama/llama-2-7b",  # model_name
+                "requests_waiting": 0.0,
+                "requests_running": 0.0,
+                "kv_usage": 0.0,  # gpu_cache_usage_perc
+                "kv_capacity_tokens": 5659 * 16.0,  # num_gpu_blocks="5659" x block_size="16": no kv_cache_size_tokens
+                "prefix_queries": None,  # enable_prefix_caching="False", gpu_prefix_cache_hit_rate -1.0: no counters
+                "prefix_hits": None,
+                "preemptions": 0.0,
+                "prompt_tokens": 0.0,
+                "generation_tokens": 0.0,
+                "requests_finished": None,  # no request_success_total on the page
+                "ttft": None,
+                "itl": None,
+                "queue_time": None,
+            }
+        ]
+    ),
+    # a current llama-server's whole page (n_tokens_max, n_decode_total, no KV series): right as found; n_tokens_max
+    # 8,156 (the largest batch seen) is neither KV in use nor capacity
+    "llamacpp-real-dump-n-tokens-max__index-56238338707.txt": Page(
+        [
+            {
+                "engine": "llamacpp",
+                "model": None,  # no label on the page
+                "requests_waiting": 0.0,  # requests_deferred
+                "requests_running": 0.0,  # requests_processing
+                "kv_usage": None,
+                "kv_capacity_tokens": None,
+                "prefix_queries": None,
+                "preemptions": None,
+                "prompt_tokens": 18292.0,  # prompt_tokens_total (18,292 / 35.585 s = prompt_tokens_seconds 514.04)
+                "generation_tokens": 1406.0,  # tokens_predicted_total
+                "requests_finished": None,
+                "ttft": None,
+            }
+        ]
+    ),
+    # pages pointed at by mistake on the way to an engine's: each was the generic "found N families starting with
+    # `keda_` (`node_`, `prometheus_`, `container_`, `kong_`); no engine adapter (...) reads these names"
+    "keda-operator-2.16__DataDog__integrations-core__keda_metrics__trimmed.txt": Page(error="KEDA's operator"),
+    "node-exporter-e2e__prometheus__node_exporter__e2e_output__trimmed.txt": Page(error="Prometheus' node_exporter"),
+    "prometheus-2.40-server__index-14084090669__trimmed.txt": Page(error="the Prometheus server's own /metrics"),
+    "cadvisor-0.28-k80-accelerator__google__cadvisor__issue_1912__excerpt.txt": Page(
+        error="cAdvisor's per-container accelerator gauges .*a GPU exporter kvpilot does not read"
+    ),
+    "kong-ai-gateway-docs__index-69525788031__excerpt.txt": Page(error="Kong's gateway .*scrape the engines behind it"),
     # answers to /metrics that are no exposition at all (not-exposition/), each said for what it is
     "sglang-0.4.6-metrics-off-json-404__sgl-project__sglang__issue_7305.txt": Page(
         error="an error answered in JSON"  # {"detail":"Not Found"}: was "trtllm-serve answers /metrics with JSON"

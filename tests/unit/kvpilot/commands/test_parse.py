@@ -66,6 +66,11 @@ NOT_A_REPLICA_NOR_GPUS = {
     "torchserve-five-models__DataDog__integrations-core__torchserve_openmetrics_metrics.txt",  # TorchServe
     "litellm-proxy-2025-06__DataDog__integrations-core__litellm_metrics__trimmed.txt",  # a gateway
     "ollama-eval-counters__ollama__ollama__pull_11159__excerpt.txt",  # Ollama's own counters
+    "keda-operator-2.16__DataDog__integrations-core__keda_metrics__trimmed.txt",  # KEDA's operator
+    "node-exporter-e2e__prometheus__node_exporter__e2e_output__trimmed.txt",  # a host exporter
+    "prometheus-2.40-server__index-14084090669__trimmed.txt",  # the Prometheus server itself
+    "cadvisor-0.28-k80-accelerator__google__cadvisor__issue_1912__excerpt.txt",  # cAdvisor's GPU gauges, not read
+    "kong-ai-gateway-docs__index-69525788031__excerpt.txt",  # a gateway
 }
 GPU_KEYS = [f.name for f in fields(GpuSample)]
 KVPILOT = Path(sys.executable).with_name("kvpilot")
