@@ -240,6 +240,15 @@ _NOT_AN_ENGINE = {
         " storage and PromQL engine, whose queries and queue_time are PromQL's, not an engine's requests); point the"
         " target at the engines' /metrics",
     ),
+    # Alertmanager (a real 0.24.0 page, index file 14182870062: alertmanager_alerts_received_total, build_info...)
+    "alertmanager_": "Prometheus' Alertmanager (alertmanager_*: the alerts it received and the notifications it sent),"
+    " where kvpilot's alerts go, not an engine; point the target at the engines' /metrics",
+    # kube-state-metrics (DataDog/integrations-core kubernetes_state/tests/fixtures/ksm-standard-tags-gke.txt:
+    # kube_deployment_status_replicas, kube_daemonset_status_number_ready...): the cluster's objects, whose replicas are
+    # deployments' pod counts, not engine replicas
+    "kube_": "kube-state-metrics (kube_*: the cluster's objects, such as kube_deployment_status_replicas), which"
+    " counts pods, not an engine's requests: kvpilot takes deployments and pods from the Kubernetes API itself"
+    " (collector.discovery); point the target at the engines' /metrics",
     # Prometheus' node_exporter (prometheus/node_exporter collector/fixtures/e2e-output.txt: node_cpu, node_disk_*...)
     "node_": "Prometheus' node_exporter (node_*: the host's CPU, memory, disks and network): no engine and no GPU is on"
     " it; point the target at the engine's /metrics port, and GPUs at dcgm-exporter or `kvpilot gpu-agent`",

@@ -402,7 +402,9 @@ def engines_page() -> str:
         "node_exporter (`node_*`), the Prometheus server's own page (`prometheus_build_info`, `prometheus_engine_*`, "
         "whose PromQL queries and `queue_time` are no engine's), cAdvisor (`container_*`; its per-container "
         "`container_accelerator_*` GPU gauges are not read: scrape dcgm-exporter or run `kvpilot gpu-agent`) and "
-        "Kong's gateway (`kong_*`; its `kong_ai_llm_*` count the LLM calls it proxies). "
+        "Kong's gateway (`kong_*`; its `kong_ai_llm_*` count the LLM calls it proxies), Alertmanager "
+        "(`alertmanager_*`) and kube-state-metrics (`kube_*`, whose replicas are pod counts: kvpilot reads "
+        "deployments from the Kubernetes API). "
         "LMCache's `lmcache:*` series beside vLLM's are a second cache tier and are not mixed into the prefix-cache "
         "counters.",
         "- **Which engine a page is.** The names only one adapter reads decide first, then every name that "

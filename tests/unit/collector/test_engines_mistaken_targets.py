@@ -1,8 +1,9 @@
 """Pages a user points kvpilot at on the way to an engine's say what they are (issue 12, session 30 helper F).
 
 Real pages of KEDA's operator, Prometheus' node_exporter, the Prometheus server, cAdvisor (with its per-container
-accelerator gauges of a Tesla K80) and Kong's AI Gateway: each was "found N families starting with `keda_`; no engine
-adapter (vllm, ...) reads these names", which named nothing. Sources in tests/fixtures/metrics/README.md.
+accelerator gauges of a Tesla K80), Kong's AI Gateway, Alertmanager and kube-state-metrics: each was "found N
+families starting with `keda_`; no engine adapter (vllm, ...) reads these names", which named nothing. Sources in
+tests/fixtures/metrics/README.md.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ NAMED = {
     "prometheus-2.40-server__index-14084090669__trimmed.txt": r"the Prometheus server's own /metrics",
     "cadvisor-0.28-k80-accelerator__google__cadvisor__issue_1912__excerpt.txt": r"cAdvisor's per-container accel",
     "kong-ai-gateway-docs__index-69525788031__excerpt.txt": r"Kong's gateway",
+    "alertmanager-0.24__index-14182870062__excerpt.txt": r"Prometheus' Alertmanager",
+    "kube-state-metrics-gke__DataDog__integrations-core__ksm_standard_tags_gke__trimmed.txt": r"kube-state-metrics",
 }
 
 

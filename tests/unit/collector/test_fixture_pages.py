@@ -2387,6 +2387,32 @@ EXPECTED: dict[str, Page] = {
         error="cAdvisor's per-container accelerator gauges .*a GPU exporter kvpilot does not read"
     ),
     "kong-ai-gateway-docs__index-69525788031__excerpt.txt": Page(error="Kong's gateway .*scrape the engines behind it"),
+    "alertmanager-0.24__index-14182870062__excerpt.txt": Page(error="Prometheus' Alertmanager"),
+    "kube-state-metrics-gke__DataDog__integrations-core__ksm_standard_tags_gke__trimmed.txt": Page(
+        error="kube-state-metrics .*not an engine's requests"  # kube_deployment_status_replicas are pod counts
+    ),
+    # a real V1 scrape trimmed by its author (model_name normalized to "M"), every family untyped, the TTFT histogram's
+    # _count and _sum without buckets: right as found
+    "vllm-untyped-trimmed-model-normalized__index-61087090659__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "M",
+                "requests_waiting": 0.0,
+                "requests_running": 0.0,
+                "kv_usage": 0.0,
+                "kv_capacity_tokens": None,  # no cache_config_info
+                "prefix_queries": None,
+                "preemptions": None,
+                "prompt_tokens": 343.0,
+                "generation_tokens": 826.0,
+                "requests_finished": 6.0,  # request_success_total: stop 3 + length 1 + abort 0 + error 2
+                "ttft.count": 4.0,  # _count and _sum only: no bucket but the count itself
+                "ttft.sum": 0.88,
+                "itl": None,
+            }
+        ]
+    ),
     # answers to /metrics that are no exposition at all (not-exposition/), each said for what it is
     "sglang-0.4.6-metrics-off-json-404__sgl-project__sglang__issue_7305.txt": Page(
         error="an error answered in JSON"  # {"detail":"Not Found"}: was "trtllm-serve answers /metrics with JSON"

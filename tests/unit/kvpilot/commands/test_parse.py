@@ -71,6 +71,8 @@ NOT_A_REPLICA_NOR_GPUS = {
     "prometheus-2.40-server__index-14084090669__trimmed.txt",  # the Prometheus server itself
     "cadvisor-0.28-k80-accelerator__google__cadvisor__issue_1912__excerpt.txt",  # cAdvisor's GPU gauges, not read
     "kong-ai-gateway-docs__index-69525788031__excerpt.txt",  # a gateway
+    "alertmanager-0.24__index-14182870062__excerpt.txt",  # where kvpilot's alerts go
+    "kube-state-metrics-gke__DataDog__integrations-core__ksm_standard_tags_gke__trimmed.txt",  # the cluster's objects
 }
 GPU_KEYS = [f.name for f in fields(GpuSample)]
 KVPILOT = Path(sys.executable).with_name("kvpilot")
