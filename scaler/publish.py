@@ -24,6 +24,16 @@ class Published:
 
     decision: Decision
     version: int
+    # When the decision was last known to be still the one in force, where that is later than its own time: a stored
+    # decision answered after a takeover, which its writer would have stored again had it changed by then
+    # (``kvpilot.runtime.taken_answers``). None: its own time.
+    current_at: float | None = None
+
+    @property
+    def as_of(self) -> float:
+        """The time KEDA's staleness limit measures this decision's age from."""
+        at = self.decision.timestamp
+        return at if self.current_at is None else max(at, self.current_at)
 
 
 def scale_target(decision: Decision, *, include_warm_pool: bool = True) -> int:

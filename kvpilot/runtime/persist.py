@@ -9,13 +9,15 @@ store is away); nothing here waits for the database. Split out of ``kvpilot.runt
 from __future__ import annotations
 
 import logging
+import math
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 
-from sqlalchemy import select
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 from collector.state import DeploymentView
@@ -141,6 +143,46 @@ def _due(elapsed_s: float, every_s: float) -> bool:
     return not 0.0 <= elapsed_s < every_s
 
 
+class StoredThrough:
+    """Until when each deployment's newest stored decision was still the one in force: the time of the last tick
+    that decided it whose writes the store committed (an unchanged decision is not stored again before its heartbeat,
+    so its row's own time says less). With sharding, a shard's Lease carries the earliest of these for its
+    deployments (``ShardCoordinator``), and the instance that takes the shard over judges the rows' age from it
+    (``kvpilot.runtime.taken_answers``). Set in the store writer's thread, read in the Lease round's."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._through: dict[str, float] = {}  # deployment -> the tick committed that decided it
+        self._kept: frozenset[str] = frozenset()  # the deployments whose decisions the loop kept at that tick
+
+    def mark(self, now: float, decided: Collection[str], kept: Collection[str]) -> Write:
+        """The write queued after a tick's decisions: once its transaction commits, every deployment in ``decided``
+        has its newest row in force at ``now`` (the rows of the writes queued before it committed first)."""
+        decided, kept = frozenset(decided), frozenset(kept)
+
+        def committed(_session: Session) -> None:
+            with self._lock:
+                through = {k: t for k, t in self._through.items() if k in kept}
+                through.update(dict.fromkeys(decided, now))
+                self._through, self._kept = through, kept
+
+        def write(session: Session) -> None:
+            event.listen(session, "after_commit", committed, once=True)
+
+        return write
+
+    def by_shard(self, shard: Callable[[str], int]) -> dict[int, float]:
+        """Shard -> the earliest time through which its kept deployments' rows are known in force; a shard with a
+        deployment kept but not yet decided by a committed tick (resumed, new, its writes still pending) has none."""
+        with self._lock:
+            through, kept = self._through, self._kept
+        out: dict[int, float] = {}
+        for key in kept:
+            s = shard(key)
+            out[s] = min(out.get(s, math.inf), through.get(key, -math.inf))
+        return {s: t for s, t in out.items() if t > -math.inf}
+
+
 class TickWrites:
     """The loop's writes, and the decisions last stored (``stored``: the loop publishes and forgets from it too)."""
 
@@ -167,6 +209,7 @@ class TickWrites:
         self._capacity_at = float("-inf")
         self.seen_every_s = seen_every_s  # an unchanged deployment's last_seen is rewritten this often
         self._seen: dict[str, tuple[float, str | None, str | None]] = {}  # key -> (written at, engine, model)
+        self.through = StoredThrough()
 
     def persist(
         self,
@@ -210,6 +253,8 @@ class TickWrites:
             if _changed(prior, d) or prior is None or _due(d.timestamp - prior.timestamp, self.decision_heartbeat_s):
                 self.stored[d.deployment] = d
                 queue.append((f"decision {d.deployment}", partial(_record_decision, decision=d)))
+        if decisions:
+            queue.append(("decisions in force", self.through.mark(now, [d.deployment for d in decisions], self.stored)))
         if capacity is not None:
             queue += self._capacity_writes(now, deployments, capacity)
         if self._last_prune is None or _due(now - self._last_prune, self.prune_every_s):

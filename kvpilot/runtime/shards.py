@@ -54,6 +54,10 @@ GROUP_LABEL = "kvpilot.io/lease-group"
 ROLE_LABEL = "kvpilot.io/lease-role"
 SHARD_LABEL = "kvpilot.io/shard"
 ADDRESS_ANNOTATION = "kvpilot.io/grpc-address"
+# Until when the newest stored decisions of a shard's deployments were still in force, as its holder's store writer
+# committed them (``kvpilot.runtime.persist.StoredThrough``; epoch seconds on the holder's clock): the instance that
+# takes the shard over answers KEDA from those rows, judged by this time rather than the rows' own
+IN_FORCE_ANNOTATION = "kvpilot.io/decisions-in-force-at"
 WAKE_AFTER_EXPIRY_S = 0.05  # a foreign Lease is read as expired once strictly past its duration
 _DUE_SLACK_S = 1e-3  # a round woken for a list due at t (``next_wake_s``) may see the clock a hair before t
 
@@ -212,6 +216,10 @@ class ShardCoordinator:
         # Called in the round's thread with the shards it took, before they count as held (``owned``, ``route``):
         # ``kvpilot.runtime.taken_answers.StoredAnswers.read_taken``, so KEDA's first call for them has an answer.
         self.on_gain: Callable[[frozenset[int]], None] | None = None
+        # Shard -> until when its deployments' stored decisions are known in force (``StoredThrough.by_shard``),
+        # written on the shard's Lease at each renewal; a shard without one keeps what its Lease says (a holder
+        # before this one, whose rows are still the newest).
+        self.in_force: Callable[[], Mapping[int, float]] | None = None
 
     @property
     def address(self) -> str:
@@ -313,6 +321,7 @@ class ShardCoordinator:
             if e.leader:
                 held[i] = self.identity
         wanted = assign(self.shards, members, held)
+        self._annotate_in_force(held_before)
         # The first round only says who we are: instances starting together see each other before any takes a
         # shard, instead of the first one taking all and handing them out again.
         joining = self.rounds == 1
@@ -351,6 +360,31 @@ class ShardCoordinator:
         if refused:
             self._settled = False
         return owned
+
+    def _annotate_in_force(self, held: frozenset[int]) -> None:
+        """Our time for each shard held (on its next write); a shard being taken carries its last holder's."""
+        try:
+            in_force = self.in_force() if self.in_force is not None else {}
+        except Exception:  # a courtesy to the next holder: the Leases are renewed all the same
+            log.exception("shards: the stored decisions' time not read")
+            in_force = {}
+        for i, e in enumerate(self._electors):
+            at = in_force.get(i) if i in held else None
+            if at is None:
+                e.annotations.pop(IN_FORCE_ANNOTATION, None)
+            else:
+                e.annotations[IN_FORCE_ANNOTATION] = f"{at:.3f}"
+
+    def in_force_at(self, shard: int) -> float | None:
+        """Until when the stored decisions of ``shard``'s deployments were in force, as its Lease said when this
+        instance last wrote it (read right after a take: its last holder's word); None if it says nothing usable."""
+        written = self._electors[shard].written if 0 <= shard < self.shards else None
+        value = ((written or {}).get("metadata") or {}).get("annotations") or {}
+        try:
+            at = float(value.get(IN_FORCE_ANNOTATION, "nan"))
+        except (TypeError, ValueError):
+            return None
+        return at if math.isfinite(at) else None
 
     def _current(self, elector: LeaseElector, listing: bool) -> Lease | None:
         """The Lease to write from: as this round's list read it, else as our own last write left it (None: the

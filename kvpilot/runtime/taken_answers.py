@@ -8,6 +8,16 @@ that takes a shard reads the decisions its previous holder stored (the rows the 
 published count, the rollout raise included) before the shard counts as held, and those are answered for its
 deployments until the tick publishes its own. Only for a shard held at the moment of the call; a stored decision
 older than the staleness limit is refused as the board's would be (``UNAVAILABLE``: ``DecisionReader``).
+
+A row's age is not its own time: an unchanged decision is stored again only once a minute (the loop's
+``decision_heartbeat_s``), so a steady deployment's row was often past the 30 s limit at a takeover, and KEDA got
+``UNAVAILABLE`` until the tick. The old holder wrote on the shard's Lease, at each renewal, until when its store had
+committed the decisions in force for every deployment of the shard (``IN_FORCE_ANNOTATION``:
+``kvpilot.runtime.persist.StoredThrough``, the time of its last tick whose writes the store took); its row says the
+decision in force at that time, and the age counts from there (``Published.current_at``). That time stops with the
+old holder's loop or its store, whatever its Lease rounds do, so a holder that stopped deciding is not vouched for; a
+row older than that time by a heartbeat or more was not stored again by a holder deciding it (a deleted deployment,
+an older holder's) and keeps its own time.
 """
 
 from __future__ import annotations
@@ -36,6 +46,8 @@ class ShardsHeld(Protocol):
 
     def shard(self, deployment: str) -> int: ...
 
+    def in_force_at(self, shard: int) -> float | None: ...
+
 
 class StoredAnswers:
     """A ``DecisionSource`` for KEDA (gRPC and the metrics-api route): the loop's board, and for a deployment of a
@@ -53,16 +65,20 @@ class StoredAnswers:
         *,
         wait_s: float = READ_WAIT_S,
         clock: Callable[[], float] | None = None,
+        rewritten_every_s: float = 60.0,
     ) -> None:
         """``stored``: the newest stored decision of every deployment (a blocking store read). ``clock``: the wall
-        time the log line measures the answers' age on (None: not said)."""
+        time the log line measures the answers' age on (None: not said). ``rewritten_every_s``: how often a holder
+        deciding a deployment stores its unchanged decision again (the loop's ``decision_heartbeat_s``)."""
         self._board = board
         self._shards = shards
         self._stored = stored
         self.wait_s = wait_s
         self._clock = clock
+        self.rewritten_every_s = rewritten_every_s
         self._lock = threading.Lock()
-        self._answers: dict[str, tuple[int, Decision]] = {}  # deployment -> (its shard, the stored decision)
+        # deployment -> (its shard, the stored decision, until when it was known in force: None, its own time)
+        self._answers: dict[str, tuple[int, Decision, float | None]] = {}
         self._decided: set[int] = set()  # shards a tick has decided since they were taken: their answers are its
         self.served_total = 0  # calls answered from a stored decision
 
@@ -74,6 +90,7 @@ class StoredAnswers:
         are then kept when they come)."""
         with self._lock:
             self._decided -= gained
+        in_force = {s: self._shards.in_force_at(s) for s in gained}  # as the take read them, before we renew them
         done = threading.Event()
 
         def read() -> None:
@@ -85,7 +102,7 @@ class StoredAnswers:
                 return
             finally:
                 done.set()
-            self._keep(gained, stored)
+            self._keep(gained, stored, in_force)
 
         threading.Thread(target=read, name="shards-stored-answers", daemon=True).start()
         if not done.wait(self.wait_s):
@@ -96,9 +113,11 @@ class StoredAnswers:
                 self.wait_s,
             )
 
-    def _keep(self, gained: frozenset[int], stored: Mapping[str, Decision]) -> None:
+    def _keep(
+        self, gained: frozenset[int], stored: Mapping[str, Decision], in_force: Mapping[int, float | None]
+    ) -> None:
         taken = {
-            key: (shard, d)
+            key: (shard, d, self._current_at(d, in_force.get(shard)))
             for key, d in stored.items()
             if is_deployment_key(key) and (shard := self._shards.shard(key)) in gained
         }
@@ -109,7 +128,7 @@ class StoredAnswers:
             self._answers = kept | {k: v for k, v in taken.items() if v[0] in gained}
             count = sum(1 for v in self._answers.values() if v[0] in gained)
         if count:
-            newest = max(d.timestamp for _, d in taken.values())
+            newest = max(at or d.timestamp for _, d, at in taken.values())
             age = "" if self._clock is None else f", the newest {self._clock() - newest:.1f} s old"
             log.info(
                 "shards %s taken: KEDA is answered from %d stored decisions%s, until this instance's tick decides them",
@@ -117,6 +136,14 @@ class StoredAnswers:
                 count,
                 age,
             )
+
+    def _current_at(self, decision: Decision, in_force: float | None) -> float | None:
+        """Until when ``decision`` (a stored row) was in force by its shard's Lease: None where the Lease says nothing,
+        or where the row is a heartbeat or more older than that time (its holder did not store it again: not a
+        deployment it was deciding)."""
+        if in_force is None or not 0.0 <= in_force - decision.timestamp < self.rewritten_every_s:
+            return None
+        return in_force
 
     # -- the control loop's side ----------------------------------------------------------------------------------
 
@@ -141,13 +168,13 @@ class StoredAnswers:
         if found is None or found[0] not in self._shards.owned:  # never for a shard this instance does not hold
             return None
         self.served_total += 1
-        return Published(found[1], 0)
+        return Published(found[1], 0, current_at=found[2])
 
     def deployments(self) -> list[str]:
         with self._lock:
             answers = dict(self._answers)
         held = self._shards.owned
-        return sorted({*self._board.deployments(), *(k for k, (shard, _) in answers.items() if shard in held)})
+        return sorted({*self._board.deployments(), *(k for k, (shard, _, _) in answers.items() if shard in held)})
 
     async def wait_for_change(self, deployment: str, seen_version: int, timeout_s: float) -> Published | None:
         await self._board.wait_for_change(deployment, seen_version, timeout_s)

@@ -315,8 +315,13 @@ def build_service(
     if takeover is not None and shards is not None:
         loop.takes_over = takeover.take
         # KEDA's calls for a shard just taken are answered from its stored decisions until the loop decides them
-        answers = StoredAnswers(board, shards, partial(_latest_decisions, sessions), clock=clock.now)
+        heartbeat_s = loop.config.decision_heartbeat_s
+        answers = StoredAnswers(
+            board, shards, partial(_latest_decisions, sessions), clock=clock.now, rewritten_every_s=heartbeat_s
+        )
         shards.on_gain = answers.read_taken
+        # the shards' Leases say until when their stored decisions were in force, for the instance that takes one
+        shards.in_force = partial(loop.writes.through.by_shard, shards.shard)
         takeover.answers = decisions = answers
         # what a restart restores besides the decisions (G1, G2), for the shards taken over mid-run
         takeover.resumes = partial(_resume_taken, sessions, clock, settings.scaler.warm_start_s, state, loop.planner)

@@ -63,7 +63,7 @@ class DecisionReader:
         published = self.source.latest(deployment)
         if published is None:
             raise NoDecision(deployment, self.source.deployments())
-        age = self.clock.now() - published.decision.timestamp
+        age = self.clock.now() - published.as_of
         # below -CLOCK_STEP_S: before, a decision made before the wall clock stepped back an hour was fresh for that
         # hour, a loop that stopped deciding meanwhile included (the liveness this check is for)
         if self.stale_after_s and not -CLOCK_STEP_S <= age <= self.stale_after_s:

@@ -276,7 +276,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         """The decision's time in trailing metadata, for an instance that forwarded this call (and kept here)."""
         if self.forwarding is None:
             return
-        at = published.decision.timestamp
+        at = published.as_of  # a forwarder judges what it keeps by the age this instance judged
         context.set_trailing_metadata(((DECISION_AT, repr(at)),))
         self.forwarding.keep(method, request, response, at)
 

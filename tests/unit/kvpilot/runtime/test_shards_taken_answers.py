@@ -198,3 +198,75 @@ async def test_a_shard_taken_over_answers_keda_from_the_lease_on(kube: FakeKube,
             await i.channel.close()
             with contextlib.suppress(Exception):
                 i.service.engine.dispose()
+
+
+async def test_a_steady_deployment_is_answered_at_a_takeover_though_its_row_is_older_than_the_limit(
+    kube: FakeKube, tmp_path
+) -> None:
+    """A steady deployment's decision is stored once, then again only at the heartbeat (a minute): at a takeover its
+    row was past the staleness limit, and the new holder answered ``UNAVAILABLE`` until its tick (one failure towards
+    KEDA's fallback per call). The old holder's Leases said until when its committed rows were in force: the answer
+    is the row, its age counted from then."""
+    clock = VirtualClock(START)
+    timer = VirtualTimer(clock)
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    instances = [await _instance(n, kube, clock, timer, url) for n in ("a", "b", "c")]
+    try:
+        await _settle(timer, instances)
+        for _ in range(int(3 * INTERVAL_S / STEP_S)):
+            await _step(timer, instances)
+        victim = instances[0]
+        lost = set(victim.shards.owned)
+        assert len(lost) == 1, {i.name: i.shards.owned for i in instances}
+        keys = [f"llm/{d}" for d in DEPLOYMENTS if shard_of(f"llm/{d}", SHARDS) in lost]
+        assert keys
+        # steady: every row of the shard older than the limit (and a tick) by the time its Lease expires, still
+        # younger than the heartbeat that stores it again
+        while True:
+            await _step(timer, instances)
+            rows = _stored(url)
+            if all(k in rows and clock.now() + LEASE_S - rows[k].timestamp > STALE_S + INTERVAL_S for k in keys):
+                break
+            assert clock.now() - START < 60.0, "the shard's decisions kept changing"
+        last = {k: victim.service.loop.board.latest(k) for k in keys}
+
+        victim.alive = False  # a crash: nothing released
+        for task in victim.service.tasks:
+            task.cancel()
+        await asyncio.gather(*victim.service.tasks, return_exceptions=True)
+        victim.stop_grpc.set()
+        await victim.grpc_task
+        survivors = instances[1:]
+        killed_at = clock.now()
+
+        answered = 0
+        while clock.now() - killed_at < LEASE_S + 2 * INTERVAL_S:
+            await _step(timer, instances)
+            holder = next((i for i in survivors if lost <= i.shards.owned), None)
+            if holder is None:
+                continue
+            undecided = [k for k in keys if holder.service.loop.board.latest(k) is None]
+            if not undecided:
+                break
+            for k in undecided:  # before: UNAVAILABLE, "the decision ... is 36 s old (limit 30 s)"
+                value, at = await _get_metrics(holder, k.split("/")[1])
+                published = last[k]
+                assert published is not None
+                assert value == published.decision.desired_replicas, (k, value)
+                assert rows[k].timestamp < at <= killed_at, (k, at, rows[k].timestamp, killed_at)
+                assert clock.now() - at <= STALE_S
+                answered += 1
+        assert answered >= len(keys), answered  # the window between the take and the tick was there
+    finally:
+        for i in instances:
+            if i.alive:
+                i.service.stop.set()
+        for i in instances:
+            if i.alive:
+                await timer.advance(INTERVAL_S)
+                await i.service.wait()
+                i.stop_grpc.set()
+                await i.grpc_task
+            await i.channel.close()
+            with contextlib.suppress(Exception):
+                i.service.engine.dispose()

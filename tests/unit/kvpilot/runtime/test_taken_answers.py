@@ -34,9 +34,13 @@ SHARD = shard_of(CHAT, SHARDS)
 @dataclass
 class Held:
     owned: frozenset[int] = frozenset()
+    in_force: dict[int, float] = field(default_factory=dict)  # what each shard's Lease said at the take
 
     def shard(self, deployment: str) -> int:
         return shard_of(deployment, SHARDS)
+
+    def in_force_at(self, shard: int) -> float | None:
+        return self.in_force.get(shard)
 
 
 @dataclass
@@ -126,6 +130,32 @@ async def test_what_a_shard_taken_does_not_answer(case: str, expected: grpc.Stat
         if case == "shard lost":
             k.held.owned = frozenset()
         assert await k.refused() == expected
+
+
+@pytest.mark.parametrize(
+    ("row_age_s", "in_force_age_s", "answered"),
+    [
+        (40.0, 10.0, True),  # steady: stored 40 s ago, its holder's committed ticks said it in force 10 s ago
+        (40.0, None, False),  # the Lease says nothing (an older kvpilot held it): the row's own age, past the limit
+        (40.0, 35.0, False),  # its holder stopped deciding (loop or store) 35 s ago, whatever its Lease rounds did
+        (70.0, 5.0, False),  # stored a heartbeat (60 s) or more before that time: not a deployment it was deciding
+        (10.0, 20.0, True),  # a row newer than the Lease's time (a later holder's): its own age
+    ],
+)
+async def test_a_stored_decision_s_age_counts_from_when_its_holder_last_had_it_in_force(
+    row_age_s: float, in_force_age_s: float | None, answered: bool
+) -> None:
+    async with keda() as k:
+        k.store.rows = {CHAT: decision(desired=5, timestamp=NOW - row_age_s)}
+        if in_force_age_s is not None:
+            k.held.in_force[SHARD] = NOW - in_force_age_s
+        k.take()
+        if answered:
+            assert await k.metrics() == 5
+            _, age = DecisionReader(k.answers, k.clock, STALE_S).read(CHAT)
+            assert age == min(row_age_s, in_force_age_s or row_age_s)
+        else:
+            assert await k.refused() == grpc.StatusCode.UNAVAILABLE
 
 
 async def test_a_stream_answered_from_the_store_moves_to_the_board_s_first_decision() -> None:
