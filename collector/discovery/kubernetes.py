@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from collector.discovery import DiscoveryUnavailable
+from collector.discovery.kube_retries import once_on_a_closed_connection
 from collector.discovery.pager import PAGE_SIZE, list_pages
 from collector.engines import ENGINES
 from collector.roles import role_from_pod
@@ -389,9 +390,10 @@ def from_settings(settings: Any) -> KubernetesDiscovery:
         except (config.ConfigException, OSError) as e:  # none, or one without a context: was a traceback, exit 1
             raise ValueError(f"not in a cluster and no usable kubeconfig: {e}") from None
     configuration = client.Configuration.get_default_copy()
-    # No retries inside urllib3: discovery retries every retry_delay_s itself, and urllib3 logged three warnings
-    # ("Retrying ... after connection broken") before each of its failures, every 2 s while the API was away.
-    configuration.retries = 0
+    # Discovery retries every retry_delay_s itself (urllib3's default three retries logged three warnings before each
+    # failure, every 2 s while the API was away); inside urllib3 only a GET whose pooled connection the server had
+    # closed is sent once more, on another connection (``collector.discovery.kube_retries``)
+    configuration.retries = once_on_a_closed_connection()
     return KubernetesDiscovery(
         client.ApiClient(configuration),
         namespace=getattr(settings, "kubernetes_namespace", None),
