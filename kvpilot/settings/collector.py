@@ -64,6 +64,18 @@ class CollectorSettings(_Section):
         return self
 
     @model_validator(mode="after")
+    def _history_holds_a_rate_window(self) -> CollectorSettings:
+        """`history_s` >= `rate_window_s`"""
+        # rates are read over every sample of the window, and no sample is kept past history_s: the state refused it
+        # at `kvpilot run`'s start with a ValueError traceback, after `kvpilot config show` had taken it
+        if self.history_s < self.rate_window_s:
+            raise ValueError(
+                f"collector.history_s ({self.history_s:g}) must be at least collector.rate_window_s "
+                f"({self.rate_window_s:g}): counters become rates over every sample of that window"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _timeout_fits_tick(self) -> CollectorSettings:
         """`timeout_s` < `interval_s`"""
         if self.timeout_s >= self.interval_s:
