@@ -36,6 +36,9 @@ API_REFUSALS_FOR_S = 60.0
 # API changes refused at SQLite's writer gate are backpressure a retry gets through (Retry-After): a burst of them is
 # routine, refusals in every rate window for this long are changes arriving faster than one SQLite writer takes them.
 WRITES_REFUSED_FOR_S = 900.0
+# A targets file caught mid-write is read again at the next tick (an editor, a ConfigMap update): minutes of one that
+# does not read are a file left broken, whose changes kvpilot does not see.
+TARGETS_FILE_UNREAD_FOR_S = 600.0
 # Two pods with SQLite for a rolling update's surge (a minute or two with one replica) are no split store; longer is.
 STORE_NOT_SHARED_FOR_S = 900.0
 
@@ -362,6 +365,25 @@ def alerts(th: Thresholds | None = None, c: MixinConfig = CONFIG) -> list[Alert]
             labels={"reason": "pace"},
             runbook_base=c.runbook_base,
             counter=True,
+            per_pod=True,
+        ),
+        Alert(
+            name="KvpilotTargetsFileUnread",
+            expr=f"{c.select(series.TARGETS_FILE_UNREAD)} == 1",
+            for_s=TARGETS_FILE_UNREAD_FOR_S,
+            severity="warning",
+            summary="kvpilot {{ $labels.instance }} cannot read its targets file: it scrapes an earlier list",
+            description=(
+                f"For {TARGETS_FILE_UNREAD_FOR_S / 60:g} minutes the targets file of kvpilot "
+                "{{ $labels.instance }} (collector.discovery.static_file) has been empty, unparsable or no regular "
+                "file. kvpilot keeps scraping the targets it last read; targets added or removed since are not seen. "
+                "Its log says why "
+                '("keeping the previous N targets: ...").'
+            ),
+            series=series.TARGETS_FILE_UNREAD.name,
+            bad=1,
+            good=0,
+            runbook_base=c.runbook_base,
             per_pod=True,
         ),
         Alert(

@@ -211,6 +211,21 @@ class WritesRefused(Collector):
         yield c
 
 
+class ReadAtScrape(Collector):
+    """Series whose values an object keeps as plain numbers (a count, a 0/1 state), read at each scrape: the
+    objects count without a registry, as ``WritesRefused``'s gate does."""
+
+    def __init__(self, *series: tuple[S.Series, Callable[[], float]]) -> None:
+        self._series = series
+
+    def collect(self) -> Iterable[Metric]:
+        for s, read in self._series:
+            if s.type == "counter":
+                yield CounterMetricFamily(s.name.removesuffix("_total"), s.help, value=read())
+            else:
+                yield GaugeMetricFamily(s.name, s.help, value=read())
+
+
 class LoopCounters:
     """kvpilot's own counters (ticks, overruns, scrape failures, decisions, stage errors, drain refusals), in the
     registry that /metrics renders. They depend on nothing, so the wiring builds them first and hands them to the

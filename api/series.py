@@ -163,6 +163,28 @@ KEDA_SERVER_UP = _g("kvpilot_keda_server_up", (), "1 while KEDA's own server pro
 KEDA_SERVER_RESTARTS = Series(
     "kvpilot_keda_server_restarts_total", "counter", (), "Restarts of KEDA's server process after it exited."
 )
+# Sharding (kvpilot.runtime.taken_answers); absent without sharding.
+KEDA_STORED_ANSWERS = Series(
+    "kvpilot_keda_stored_answers_total",
+    "counter",
+    (),
+    "KEDA calls for a shard this instance just took over answered from the decisions its previous holder stored, "
+    "before this instance's tick decided them (only with sharding).",
+)
+# collector.discovery.static_file (collector.discovery.static); absent for other discovery kinds.
+TARGETS_FILE_READS_KEPT = Series(
+    "kvpilot_targets_file_reads_kept_total",
+    "counter",
+    (),
+    "Reads of the targets file that kept the previous targets: the file empty, cut where it does not parse, or no "
+    "regular file (only with collector.discovery.static_file).",
+)
+TARGETS_FILE_UNREAD = _g(
+    "kvpilot_targets_file_unread",
+    (),
+    "1 while the targets file holds something other than the targets in use that could not be read (empty, "
+    "unparsable, no regular file), 0 once it reads (only with collector.discovery.static_file).",
+)
 # Cost (scaler.cost, docs/cost.md). `pool` is empty for a whole deployment (set for prefill/decode pools).
 COST = ("deployment", "pool", "gpu_type")
 COST_USD_PER_HOUR = _g("kvpilot_cost_usd_per_hour", COST, "Dollars per hour: replicas x GPUs per replica x GPU price.")

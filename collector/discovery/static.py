@@ -378,6 +378,9 @@ class StaticFileDiscovery:
         self._pending: _Pending | None = None
         self.last_error: str | None = None
         self.kept_total = 0  # reads of a changed file that kept the previous targets (it did not load)
+        # the file holds what the last read could not read (empty, unparsable, no regular file), until one reads it
+        # whole (applied, or waiting to settle): ``kvpilot_targets_file_unread``
+        self.unread = False
 
     def _stat(self) -> Stamp | None:
         try:
@@ -389,6 +392,7 @@ class StaticFileDiscovery:
     def _keep(self, error: str) -> None:
         self.last_error = error
         self.kept_total += 1
+        self.unread = True
         log.error("keeping the previous %d targets: %s", len(self._targets), self.last_error)
 
     def current(self) -> list[TargetInfo]:
@@ -417,6 +421,7 @@ class StaticFileDiscovery:
                 self._stamp, self._pending = stamp, None
                 self._keep(str(e))
                 return list(self._targets)
+            self.unread = False
             if self._stat() != stamp:  # written while it was read: read again, whole, at the next look
                 log.info("targets file %s changed while it was read; reading it again at the next tick", self.path)
                 return list(self._targets)

@@ -82,6 +82,8 @@ class Sources(AbstractContextManager["Sources"]):
     resources: ExitStack = field(default_factory=ExitStack)
     simulator_url: str | None = None
     collector: Any = None  # a source that replaces scraping (promql), else None: the scraping Collector
+    # collector.discovery.static_file's reader (``StaticFileDiscovery``: its kept reads go to /metrics), else None
+    targets_file: Any = None
 
     def __enter__(self) -> Sources:
         return self
@@ -147,7 +149,8 @@ def _static(settings: Settings) -> Sources:
     static = StaticTargets([_target(t) for t in d.static_targets])
     if d.static_file is None:
         return Sources(discovery=static, static=static)
-    return Sources(_Merged(_Checked(_collector_source("static", settings).targets, "targets file"), static), static)
+    file = _collector_source("static", settings)
+    return Sources(_Merged(_Checked(file.targets, "targets file"), static), static, targets_file=file)
 
 
 @dataclass

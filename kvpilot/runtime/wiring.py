@@ -17,7 +17,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 import migrations
-from api.exposition import LoopCounters
+from api import series as S  # noqa: N812  (the catalogue reads best as S.NAME)
+from api.exposition import LoopCounters, ReadAtScrape
 from collector.clock import Clock, WallClock
 from collector.discovery import Discovery
 from collector.scrape import Collector, ScrapeConfig
@@ -285,6 +286,13 @@ def build_service(
     discovery, collector = _scrape_stages(settings, sources, clock, shards=takeover, collector=collector, sleep=sleep)
     writer = BufferedWriter(sessions, max_pending=settings.store.buffer_max_writes)
     counters = LoopCounters()  # first: the loop, actuation and the service count into them; they read none of those
+    file = sources.targets_file
+    if file is not None:  # its kept reads, counted where the file is read
+        counters.registry.register(
+            ReadAtScrape(
+                (S.TARGETS_FILE_READS_KEPT, lambda: file.kept_total), (S.TARGETS_FILE_UNREAD, lambda: int(file.unread))
+            )
+        )
     node_drains = NodeDrains()  # the service's actuator task writes it, the loop reads it into each snapshot
     board = board if board is not None else DecisionBoard()
     state = FleetState(rate_window_s=c.rate_window_s, history_s=c.history_s, stale_after_s=c.stale_after_s)
@@ -323,6 +331,7 @@ def build_service(
         # the shards' Leases say until when their stored decisions were in force, for the instance that takes one
         shards.in_force = partial(loop.writes.through.by_shard, shards.shard)
         takeover.answers = decisions = answers
+        counters.registry.register(ReadAtScrape((S.KEDA_STORED_ANSWERS, lambda: answers.served_total)))
         # what a restart restores besides the decisions (G1, G2), for the shards taken over mid-run
         takeover.resumes = partial(_resume_taken, sessions, clock, settings.scaler.warm_start_s, state, loop.planner)
     # the capacity a previous run learned (within scaler.warm_start_s): a restart during a burst sizes, not holds

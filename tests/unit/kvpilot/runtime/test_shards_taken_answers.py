@@ -12,6 +12,7 @@ import contextlib
 
 import grpc
 import pytest
+from prometheus_client import generate_latest
 
 from collector.clock import VirtualClock
 from collector.scrape import VirtualTimer
@@ -257,6 +258,10 @@ async def test_a_steady_deployment_is_answered_at_a_takeover_though_its_row_is_o
                 assert clock.now() - at <= STALE_S
                 answered += 1
         assert answered >= len(keys), answered  # the window between the take and the tick was there
+        # on the holder's /metrics (before: the log line and an object's count only)
+        page = generate_latest(holder.service.registry).decode()
+        (served,) = [line for line in page.splitlines() if line.startswith("kvpilot_keda_stored_answers_total ")]
+        assert float(served.split()[1]) >= answered
     finally:
         for i in instances:
             if i.alive:
