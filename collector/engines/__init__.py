@@ -240,6 +240,12 @@ _NOT_AN_ENGINE = {
         " storage and PromQL engine, whose queries and queue_time are PromQL's, not an engine's requests); point the"
         " target at the engines' /metrics",
     ),
+    # Envoy's statistics (DataDog/integrations-core envoy/tests/fixtures/openmetrics/openmetrics.txt:
+    # envoy_cluster_upstream_rq_total, envoy_cluster_upstream_rq_pending_total... by envoy_cluster_name), the proxy
+    # under Envoy AI Gateway, Istio and kgateway
+    "envoy_": "Envoy's statistics (envoy_*: a proxy's listeners and upstream clusters, as under Envoy AI Gateway, Istio"
+    " or kgateway), whose pending requests wait for a connection, not in an engine's queue; scrape the engines behind"
+    " it",
     # Alertmanager (a real 0.24.0 page, index file 14182870062: alertmanager_alerts_received_total, build_info...)
     "alertmanager_": "Prometheus' Alertmanager (alertmanager_*: the alerts it received and the notifications it sent),"
     " where kvpilot's alerts go, not an engine; point the target at the engines' /metrics",

@@ -1,7 +1,7 @@
 """Pages a user points kvpilot at on the way to an engine's say what they are (issue 12, session 30 helper F).
 
 Real pages of KEDA's operator, Prometheus' node_exporter, the Prometheus server, cAdvisor (with its per-container
-accelerator gauges of a Tesla K80), Kong's AI Gateway, Alertmanager and kube-state-metrics: each was "found N
+accelerator gauges of a Tesla K80), Kong's AI Gateway, Alertmanager, kube-state-metrics and Envoy: each was "found N
 families starting with `keda_`; no engine adapter (vllm, ...) reads these names", which named nothing. Sources in
 tests/fixtures/metrics/README.md.
 """
@@ -28,6 +28,7 @@ NAMED = {
     "kong-ai-gateway-docs__index-69525788031__excerpt.txt": r"Kong's gateway",
     "alertmanager-0.24__index-14182870062__excerpt.txt": r"Prometheus' Alertmanager",
     "kube-state-metrics-gke__DataDog__integrations-core__ksm_standard_tags_gke__trimmed.txt": r"kube-state-metrics",
+    "envoy-two-clusters__DataDog__integrations-core__envoy_openmetrics__trimmed.txt": r"Envoy's statistics .*not in an",
 }
 
 

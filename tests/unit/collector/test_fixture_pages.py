@@ -2391,6 +2391,8 @@ EXPECTED: dict[str, Page] = {
     "kube-state-metrics-gke__DataDog__integrations-core__ksm_standard_tags_gke__trimmed.txt": Page(
         error="kube-state-metrics .*not an engine's requests"  # kube_deployment_status_replicas are pod counts
     ),
+    # Envoy's statistics, a family's second cluster written after every family's first (non-contiguous)
+    "envoy-two-clusters__DataDog__integrations-core__envoy_openmetrics__trimmed.txt": Page(error="Envoy's statistics"),
     # a real V1 scrape trimmed by its author (model_name normalized to "M"), every family untyped, the TTFT histogram's
     # _count and _sum without buckets: right as found
     "vllm-untyped-trimmed-model-normalized__index-61087090659__excerpt.txt": Page(
