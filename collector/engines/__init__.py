@@ -246,6 +246,11 @@ _NOT_AN_ENGINE = {
     "envoy_": "Envoy's statistics (envoy_*: a proxy's listeners and upstream clusters, as under Envoy AI Gateway, Istio"
     " or kgateway), whose pending requests wait for a connection, not in an engine's queue; scrape the engines behind"
     " it",
+    # an OpenTelemetry Collector's own telemetry (Elastic's distribution 8.15.0, a blog's page, index file 32346778844:
+    # otelcol_receiver_accepted_metric_points, otelcol_scraper_scraped_metric_points... beside target_info)
+    "otelcol_": "an OpenTelemetry Collector's own telemetry (otelcol_*: its receivers, processors and exporters), no"
+    " engine; point the target at the engines' /metrics, or at a Prometheus exporter of the collector that re-exports"
+    " them",
     # Alertmanager (a real 0.24.0 page, index file 14182870062: alertmanager_alerts_received_total, build_info...)
     "alertmanager_": "Prometheus' Alertmanager (alertmanager_*: the alerts it received and the notifications it sent),"
     " where kvpilot's alerts go, not an engine; point the target at the engines' /metrics",

@@ -405,7 +405,8 @@ def engines_page() -> str:
         "Kong's gateway (`kong_*`; its `kong_ai_llm_*` count the LLM calls it proxies), Alertmanager "
         "(`alertmanager_*`), kube-state-metrics (`kube_*`, whose replicas are pod counts: kvpilot reads "
         "deployments from the Kubernetes API) and Envoy's statistics (`envoy_*`, under Envoy AI Gateway, Istio or "
-        "kgateway: its pending requests wait for a connection, not in an engine's queue). "
+        "kgateway: its pending requests wait for a connection, not in an engine's queue), and an OpenTelemetry "
+        "Collector's own telemetry (`otelcol_*`). "
         "LMCache's `lmcache:*` series beside vLLM's are a second cache tier and are not mixed into the prefix-cache "
         "counters.",
         "- **Which engine a page is.** The names only one adapter reads decide first, then every name that "

@@ -1,9 +1,9 @@
 """Pages a user points kvpilot at on the way to an engine's say what they are (issue 12, session 30 helper F).
 
 Real pages of KEDA's operator, Prometheus' node_exporter, the Prometheus server, cAdvisor (with its per-container
-accelerator gauges of a Tesla K80), Kong's AI Gateway, Alertmanager, kube-state-metrics and Envoy: each was "found N
-families starting with `keda_`; no engine adapter (vllm, ...) reads these names", which named nothing. Sources in
-tests/fixtures/metrics/README.md.
+accelerator gauges of a Tesla K80), Kong's AI Gateway, Alertmanager, kube-state-metrics, Envoy and an OpenTelemetry
+Collector: each was "found N families starting with `keda_`; no engine adapter (vllm, ...) reads these names", which
+named nothing. Sources in tests/fixtures/metrics/README.md.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ NAMED = {
     "alertmanager-0.24__index-14182870062__excerpt.txt": r"Prometheus' Alertmanager",
     "kube-state-metrics-gke__DataDog__integrations-core__ksm_standard_tags_gke__trimmed.txt": r"kube-state-metrics",
     "envoy-two-clusters__DataDog__integrations-core__envoy_openmetrics__trimmed.txt": r"Envoy's statistics .*not in an",
+    "otelcol-elastic-8.15-internal__index-32346778844__excerpt.txt": r"OpenTelemetry Collector's own",
 }
 
 

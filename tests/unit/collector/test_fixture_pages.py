@@ -2393,6 +2393,9 @@ EXPECTED: dict[str, Page] = {
     ),
     # Envoy's statistics, a family's second cluster written after every family's first (non-contiguous)
     "envoy-two-clusters__DataDog__integrations-core__envoy_openmetrics__trimmed.txt": Page(error="Envoy's statistics"),
+    "otelcol-elastic-8.15-internal__index-32346778844__excerpt.txt": Page(
+        error="an OpenTelemetry Collector's own telemetry"
+    ),
     # a real V1 scrape trimmed by its author (model_name normalized to "M"), every family untyped, the TTFT histogram's
     # _count and _sum without buckets: right as found
     "vllm-untyped-trimmed-model-normalized__index-61087090659__excerpt.txt": Page(
