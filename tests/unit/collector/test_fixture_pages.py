@@ -2396,6 +2396,10 @@ EXPECTED: dict[str, Page] = {
     "otelcol-elastic-8.15-internal__index-32346778844__excerpt.txt": Page(
         error="an OpenTelemetry Collector's own telemetry"
     ),
+    # only the decode-time histogram's buckets of one data-parallel engine: right as found, vLLM's namespace said
+    "vllm-decode-time-buckets-dp-engine1__vllm-project__vllm__pull_22227__excerpt.txt": Page(
+        error="vllm's namespace, but none of the names"
+    ),
     # a real V1 scrape trimmed by its author (model_name normalized to "M"), every family untyped, the TTFT histogram's
     # _count and _sum without buckets: right as found
     "vllm-untyped-trimmed-model-normalized__index-61087090659__excerpt.txt": Page(

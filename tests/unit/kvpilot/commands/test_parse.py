@@ -75,6 +75,7 @@ NOT_A_REPLICA_NOR_GPUS = {
     "kube-state-metrics-gke__DataDog__integrations-core__ksm_standard_tags_gke__trimmed.txt",  # the cluster's objects
     "envoy-two-clusters__DataDog__integrations-core__envoy_openmetrics__trimmed.txt",  # a proxy
     "otelcol-elastic-8.15-internal__index-32346778844__excerpt.txt",  # an OTel Collector's own telemetry
+    "vllm-decode-time-buckets-dp-engine1__vllm-project__vllm__pull_22227__excerpt.txt",  # decode-time buckets alone
 }
 GPU_KEYS = [f.name for f in fields(GpuSample)]
 KVPILOT = Path(sys.executable).with_name("kvpilot")
