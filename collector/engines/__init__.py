@@ -258,8 +258,8 @@ _NOT_AN_ENGINE = {
     # kube_deployment_status_replicas, kube_daemonset_status_number_ready...): the cluster's objects, whose replicas are
     # deployments' pod counts, not engine replicas
     "kube_": "kube-state-metrics (kube_*: the cluster's objects, such as kube_deployment_status_replicas), which"
-    " counts pods, not an engine's requests: kvpilot takes deployments and pods from the Kubernetes API itself"
-    " (collector.discovery); point the target at the engines' /metrics",
+    " counts pods, not an engine's requests (kvpilot's Kubernetes discovery reads deployments and pods from the API"
+    " itself); point the target at the engines' /metrics",
     # Prometheus' node_exporter (prometheus/node_exporter collector/fixtures/e2e-output.txt: node_cpu, node_disk_*...)
     "node_": "Prometheus' node_exporter (node_*: the host's CPU, memory, disks and network): no engine and no GPU is on"
     " it; point the target at the engine's /metrics port, and GPUs at dcgm-exporter or `kvpilot gpu-agent`",
