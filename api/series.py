@@ -163,6 +163,20 @@ KEDA_SERVER_UP = _g("kvpilot_keda_server_up", (), "1 while KEDA's own server pro
 KEDA_SERVER_RESTARTS = Series(
     "kvpilot_keda_server_restarts_total", "counter", (), "Restarts of KEDA's server process after it exited."
 )
+# collector.arrivals from a Prometheus API with max_sample_age_s (kvpilot.runtime.arrivals); absent otherwise.
+ARRIVALS_SAMPLE_AGE_READ = _g(
+    "kvpilot_arrivals_sample_age_read",
+    (),
+    "1 while the gateway's counter is asked with its samples' times (a series not updated for "
+    "collector.arrivals.max_sample_age_s is left out), 0 while the server refuses that query and it is asked alone "
+    "(tried again every 10 minutes).",
+)
+ARRIVALS_CLOCK_OFFSET = _g(
+    "kvpilot_arrivals_clock_offset_seconds",
+    (),
+    "How far the Prometheus API's clock (its answers' Date header) reads ahead of kvpilot's, as allowed for in the "
+    "samples' age; 0 within 2 s or when not known.",
+)
 # Sharding (kvpilot.runtime.taken_answers); absent without sharding.
 KEDA_STORED_ANSWERS = Series(
     "kvpilot_keda_stored_answers_total",

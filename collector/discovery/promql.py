@@ -36,9 +36,12 @@ import math
 import multiprocessing as mp
 import pickle
 import re
+import statistics
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from email.utils import parsedate_to_datetime
 from functools import partial
 from typing import Any, Literal
 from urllib.parse import urlencode
@@ -78,6 +81,7 @@ DEFAULT_MAX_REPLICAS = 500
 DEFAULT_VANISHED_LOOKBACK_S = 900.0
 # ... and asked for once a minute, not every tick: the last answer's GPUs are handed again in between
 DEFAULT_VANISHED_EVERY_S = 60.0
+OFFSETS_KEPT = 9  # the server's clock is judged by the median of this many answers' Date headers
 # Results of the reader process per pickled piece: at most ~0.3 ms of CPU to unpickle (at 10,000 replicas a round
 # is ~120 results, 1.7 KB apiece).
 RESULTS_PER_PIECE = 16
@@ -173,6 +177,8 @@ class PromQLSource:
         self.replica_labels = tuple(replica_labels)  # copies of one series differ only in these: one is read
         self._copies = CopySwitches()  # a target's copy kept while it answers, its counters even across a switch
         self.health = HealthBook()
+        # the server's clock less ours, from each answer's Date header (whole seconds): the newest few
+        self._offsets: deque[float] = deque(maxlen=OFFSETS_KEPT)
         self._metadata: dict[str, str] = {}
         self._metadata_at: float | None = None  # on the clock's monotonic reading, as the rules' last check
         self.metadata_ttl_s = 300.0  # new engines bring new families: re-read their types now and then
@@ -239,6 +245,7 @@ class PromQLSource:
         try:
             response = await self._client.send(request, stream=True)
             try:
+                self._note_date(response.headers.get("date"))
                 if response.status_code != 200:
                     raise PromQLError(f"{shown}: HTTP {response.status_code}: {await _error_start(response)}")
                 async for chunk in response.aiter_bytes():
@@ -269,10 +276,29 @@ class PromQLSource:
             raise self._too_large(shown) from None
         except HttpError as e:
             raise PromQLError(f"{shown}: {server_text(e)}") from None
+        self._note_date(answer.date)
         if answer.status != 200:
             raise PromQLError(f"{shown}: HTTP {answer.status}: {_quoted_error(answer.body)}")
         self.last_answer_bytes += len(answer.body)
         return answer.body
+
+    def _note_date(self, date: str | None) -> None:
+        """An answer's Date header (RFC 9110: the server's clock when it answered, in whole seconds) against ours."""
+        if not date:
+            return
+        try:
+            at = parsedate_to_datetime(date).timestamp()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return
+        if math.isfinite(at):
+            # the header's second was cut, not rounded: half a second later on average
+            self._offsets.append(at + 0.5 - self.clock.now())
+
+    @property
+    def server_clock_offset_s(self) -> float | None:
+        """How far the server's clock reads ahead of ours (negative: behind), the median of its last answers' Date
+        headers (to within a second, and the answers' time in flight); None before any answer carried one."""
+        return statistics.median(self._offsets) if self._offsets else None
 
     def _too_large(self, where: str) -> PromQLError:
         return PromQLError(

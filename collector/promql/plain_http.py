@@ -44,6 +44,7 @@ class TooLarge(HttpError):
 class Answer:
     status: int
     body: bytes  # inflated
+    date: str | None = None  # the answer's Date header: the server's clock (``PromQLSource.server_clock_offset_s``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +101,7 @@ class PlainHttpClient:
             self._release(target.origin, streams)
         else:
             _close(streams)
-        return Answer(status, answer)
+        return Answer(status, answer, body_reader.date)
 
     async def aclose(self) -> None:
         for idle in self._idle.values():
@@ -220,11 +221,12 @@ async def _exchange(streams: Streams, request: bytes) -> tuple[int, bool, _Body]
     else:  # framed by the connection's end
         keep = False
         chunks = _to_end(reader)
-    return status, keep, _Body(chunks, gzip=encoding == "gzip")
+    return status, keep, _Body(chunks, gzip=encoding == "gzip", date=headers.get("date"))
 
 
 class _Body:
-    def __init__(self, chunks: AsyncIterator[bytes], *, gzip: bool) -> None:
+    def __init__(self, chunks: AsyncIterator[bytes], *, gzip: bool, date: str | None = None) -> None:
+        self.date = date
         self._chunks = chunks
         self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzip else None
 

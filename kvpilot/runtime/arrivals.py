@@ -55,9 +55,16 @@ Query = Callable[[str, float], Awaitable[list[Series]]]  # (PromQL, time) -> the
 SAID_KEPT = 256  # distinct problems with the answer said once each (past it, said again from none)
 
 TIME_LABEL = "kvpilot_sample_time"  # marks the series of an answer to ``timed`` that carry a sample time
-# A timed query the server refuses as a query (HTTP 400 or 422: bad_data, execution), where the query alone may answer
-REFUSED_QUERY = re.compile(r"HTTP 4(00|22)\b|\b(bad_data|execution)\b")
-UNTIMED_AFTER = 3  # ticks in a row the timed query is refused while the query alone answers: asked alone for good
+# A timed query the server refuses as a query (HTTP 400 or 422, or an answer whose errorType is bad_data or execution,
+# as ``collector.promql.decode`` writes it), where the query alone may answer. Not any text with the word in it: a
+# proxy's 503 "query execution timed out" is the server's trouble, not the query's.
+REFUSED_QUERY = re.compile(r"HTTP 4(00|22)\b|/api/v1/query: (bad_data|execution): ")
+UNTIMED_AFTER = 3  # ticks in a row the timed query is refused while the query alone answers: then asked alone ...
+TIMED_AGAIN_AFTER_S = 600.0  # ... for this long (a refusal that was the server's passing trouble), then tried again
+# Prometheus' clock (its answers' Date header) this far from ours or more is allowed for in the samples' age, and said
+# once; below it, the Date header's whole seconds and the answer's time in flight are the larger error.
+CLOCK_OFFSET_ALLOWED_S = 2.0
+CLOCK_OFFSET_SAID_S = 10.0
 
 
 def timed(text: str) -> str:
@@ -128,10 +135,12 @@ class GatewayArrivals:
         replica_labels: Sequence[str] = (),
         max_sample_age_s: float | None = None,
         close: Callable[[], Awaitable[None]] | None = None,
+        server_clock_offset_s: Callable[[], float | None] | None = None,
     ) -> None:
         """``close``: what ``aclose`` ends (a client of its own; none where the PromQL source's is shared).
         ``max_sample_age_s``: series whose newest sample is older are not read (the query asked through ``timed``);
-        None: the query asked alone, every series read."""
+        None: the query asked alone, every series read. ``server_clock_offset_s``: how far the server's clock reads
+        ahead of ours (``PromQLSource.server_clock_offset_s``; None: not known), which a sample's age allows for."""
         self._query = query
         self._close = close
         self.text = text
@@ -145,16 +154,32 @@ class GatewayArrivals:
         self.max_sample_age_s = max_sample_age_s
         self.stale = 0  # series the last read left out as not updated for max_sample_age_s
         self._refused = 0  # ticks in a row the timed query was refused and the query alone answered
+        self._untimed_until: float | None = None  # asked alone until then (step-free time), after UNTIMED_AFTER
+        self._server_offset = server_clock_offset_s
+        self.clock_offset_s = 0.0  # the server's clock less ours, as allowed for in the last read (0: not known)
+
+    @property
+    def timed(self) -> bool:
+        """Whether the samples' age is read (``kvpilot_arrivals_sample_age_read``): asked through ``timed``, not
+        alone after the server refused it (until it is tried again)."""
+        return self.max_sample_age_s is not None and self._untimed_until is None
 
     async def read(self, now: float, at: float) -> Arrivals:
         """The counter at ``now`` (wall time, Prometheus'), its rates on the loop's step-free ``at``."""
-        series = await self._ask(now)
+        series = await self._ask(now, at)
         return await asyncio.to_thread(self._read, series, now, at)
 
-    async def _ask(self, now: float) -> list[Series]:
-        """The answer to the query, through ``timed`` while sample times are wanted and the server takes it."""
-        if self.max_sample_age_s is None or self._refused >= UNTIMED_AFTER:
+    async def _ask(self, now: float, at: float) -> list[Series]:
+        """The answer to the query, through ``timed`` while sample times are wanted and the server takes it. Refused
+        ``UNTIMED_AFTER`` ticks in a row while the query alone answers, it is asked alone for
+        ``TIMED_AGAIN_AFTER_S``, then tried again (before, it stayed off for the process's life, a refusal that was
+        the server's passing trouble included)."""
+        if self.max_sample_age_s is None:
             return await self._query(self.text, now)
+        if self._untimed_until is not None:
+            if at < self._untimed_until:
+                return await self._query(self.text, now)
+            self._refused = UNTIMED_AFTER - 1  # one more refusal and it is off for another while
         try:
             series = await self._query(timed(self.text), now)
         except PromQLError as e:
@@ -163,19 +188,42 @@ class GatewayArrivals:
             series = await self._query(self.text, now)  # fails as it would have: counted by the loop
             self._refused += 1
             if self._refused >= UNTIMED_AFTER:
+                self._untimed_until = at + TIMED_AGAIN_AFTER_S
                 self._say_once(
                     "untimed",
                     f"collector.arrivals: the query wrapped in timestamp() (to read how old each sample is) is refused "
-                    f"({e}); it is asked alone from now on, and a series that stops updating reads as a rate falling "
-                    'to 0 (docs/scaling.md, "Arrivals from a gateway")',
+                    f"({e}); it is asked alone, tried again every {TIMED_AGAIN_AFTER_S:g} s, and meanwhile a series "
+                    "that stops updating reads as a rate falling to 0 (kvpilot_arrivals_sample_age_read 0; "
+                    'docs/scaling.md, "Arrivals from a gateway")',
                 )
             return series
-        self._refused = 0
+        if self._untimed_until is not None:
+            log.info("collector.arrivals: the query wrapped in timestamp() is answered again; samples' age read again")
+            self._said.discard("untimed")
+        self._refused, self._untimed_until = 0, None
         return series
+
+    def _server_now(self, now: float) -> float:
+        """``now`` on the server's clock, which its samples' times are on: ours where the two agree to within
+        ``CLOCK_OFFSET_ALLOWED_S`` or the server's is not known (before, a server an hour behind had every sample
+        read an hour old: stale, the gateway ignored)."""
+        offset = self._server_offset() if self._server_offset is not None else None
+        if offset is None or not math.isfinite(offset) or abs(offset) < CLOCK_OFFSET_ALLOWED_S:
+            self.clock_offset_s = 0.0
+            return now
+        self.clock_offset_s = offset
+        if abs(offset) >= CLOCK_OFFSET_SAID_S:
+            self._say_once(
+                "clock offset",
+                f"collector.arrivals: the Prometheus API's clock reads {abs(offset):.0f} s "
+                f"{'ahead of' if offset > 0 else 'behind'} kvpilot's (its answers' Date header); each sample's age is "
+                "read on its clock (kvpilot_arrivals_clock_offset_seconds). Check NTP on both hosts",
+            )
+        return now + offset
 
     def _read(self, series: Sequence[Series], now: float, at: float) -> Arrivals:
         times, series = _sample_times(series) if self.max_sample_age_s is not None else ({}, series)
-        readings = self._readings(series, at, now, times)
+        readings = self._readings(series, at, self._server_now(now) if times else now, times)
         self.named = frozenset(key for key, _, _ in readings)
         if not series:
             self._say_once(

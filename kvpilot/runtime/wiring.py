@@ -319,6 +319,14 @@ def build_service(
         cost=cost_config(settings),
         arrivals=arrivals if arrivals is not None else build_arrivals(settings, sources.collector),
     )
+    gateway = loop.arrivals
+    if isinstance(gateway, GatewayArrivals) and gateway.max_sample_age_s is not None:  # whether ages are read, and how
+        counters.registry.register(
+            ReadAtScrape(
+                (S.ARRIVALS_SAMPLE_AGE_READ, lambda: int(gateway.timed)),
+                (S.ARRIVALS_CLOCK_OFFSET, lambda: gateway.clock_offset_s),
+            )
+        )
     decisions: DecisionSource = board  # what KEDA reads (runner.keda_reader)
     if takeover is not None and shards is not None:
         loop.takes_over = takeover.take
@@ -443,22 +451,23 @@ def build_arrivals(settings: Settings, promql: Any = None) -> GatewayArrivals | 
     url = str(a.promql_url or c.discovery.promql_url)
     close = None
     if promql is not None and getattr(promql, "url", None) == url.rstrip("/"):
-        query = promql.query_vector
+        source = promql
     else:
         from collector.discovery.promql import PromQLSource
 
-        own = PromQLSource(url, reader="thread", timeout_s=c.timeout_s, max_answer_bytes=a.max_answer_bytes)
-        query, close = own.query_vector, own.aclose
+        source = PromQLSource(url, reader="thread", timeout_s=c.timeout_s, max_answer_bytes=a.max_answer_bytes)
+        close = source.aclose
     mapping = LabelMapping(a.deployment_label, a.namespace_label, a.namespace, dict(a.deployments))
     log.info("arrivals per deployment: the gateway's counter %r through %s", a.query[:200], password_masked(url))
     return GatewayArrivals(
-        query,
+        source.query_vector,
         a.query,
         mapping,
         window_s=c.rate_window_s,
         replica_labels=c.discovery.promql_replica_labels,
         max_sample_age_s=a.max_sample_age_s,
         close=close,
+        server_clock_offset_s=lambda: getattr(source, "server_clock_offset_s", None),
     )
 
 

@@ -180,7 +180,7 @@ async def test_the_query_asked_with_its_sample_times_on_a_real_prometheus(
                     got = await _read_for(both, WINDOW_S / 2 + 2)
                     # both families summed (one page counted twice), read without times
                     assert statistics.median(a.rates["llm/chat"] for a in got[-4:]) == pytest.approx(2 * RATE, rel=0.3)
-                said = [r.getMessage() for r in caplog.records if "asked alone from now on" in r.getMessage()]
+                said = [r.getMessage() for r in caplog.records if "it is asked alone, tried again" in r.getMessage()]
                 assert len(said) == 1
                 assert "same labelset" in said[0]
             finally:

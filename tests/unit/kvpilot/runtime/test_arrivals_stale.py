@@ -144,9 +144,10 @@ async def test_a_query_the_server_refuses_to_wrap_is_asked_alone(caplog: pytest.
     with caplog.at_level(logging.WARNING, logger="kvpilot.runtime.arrivals"):
         got = await _rates(gateway, prometheus, 20)
     assert got[-1] == {KEY: pytest.approx(10.0)}  # read every tick, without times
-    assert prometheus.asked[:6] == [timed(QUERY), QUERY] * 3  # refused three ticks in a row: asked alone for good
+    assert prometheus.asked[:6] == [timed(QUERY), QUERY] * 3  # refused three ticks in a row: asked alone a while
     assert set(prometheus.asked[6:]) == {QUERY}
-    assert sum("asked alone from now on" in r.getMessage() for r in caplog.records) == 1
+    assert sum("it is asked alone, tried again every 600 s" in r.getMessage() for r in caplog.records) == 1
+    assert not gateway.timed
 
 
 async def test_a_failing_server_is_not_asked_twice() -> None:
@@ -161,3 +162,44 @@ async def test_a_failing_server_is_not_asked_twice() -> None:
     with pytest.raises(PromQLError, match="503"):  # the loop counts it; that tick keeps the engines' estimate
         await gateway.read(START, 0.0)
     assert prometheus.asked == [timed(QUERY)]
+
+
+async def test_a_refused_timed_query_is_tried_again_after_a_while() -> None:
+    """Before, three refusals in a row turned the samples' age off for the process's life, a refusal that was the
+    server's passing trouble (a query layer mid-upgrade) included."""
+    prometheus = Prometheus({"gw-a": (0.0, 0.0)}, refuse="execution: vector cannot contain metrics with the same")
+    gateway = GatewayArrivals(prometheus.query_vector, QUERY, LabelMapping(), window_s=60.0, max_sample_age_s=60.0)
+    await _rates(gateway, prometheus, 3)
+    assert not gateway.timed
+    prometheus.refuse = None  # the server takes it again
+    prometheus.asked.clear()
+    for tick in range(3, 200):  # 5 s ticks: 985 s
+        now = START + 5.0 * tick
+        value, _ = prometheus.counters["gw-a"]
+        prometheus.counters["gw-a"] = (value + 50.0, now - 2.0)
+        await gateway.read(now, now - START)
+        if gateway.timed:
+            break
+    assert gateway.timed, "never tried again"
+    assert 600.0 <= (tick - 2) * 5.0 <= 605.0  # asked alone for TIMED_AGAIN_AFTER_S after the third refusal
+    assert prometheus.asked[-1] == timed(QUERY)
+    assert prometheus.asked[:-1] == [QUERY] * (len(prometheus.asked) - 1)
+
+
+async def test_a_server_error_that_names_execution_is_no_refusal_of_the_query() -> None:
+    """A proxy's or query layer's own failure (HTTP 503 "query execution timed out") is the server's trouble: it is
+    counted as any failure (the loop keeps the engines' estimate that tick), and the samples' age stays read. Before,
+    the word "execution" anywhere read as a refusal of the wrapped query: three such ticks turned it off for good."""
+    prometheus = Prometheus({"gw-a": (0.0, 0.0)})
+    gateway = GatewayArrivals(prometheus.query_vector, QUERY, LabelMapping(), window_s=60.0, max_sample_age_s=60.0)
+
+    async def overloaded(query: str, now: float) -> list[dict[str, Any]]:
+        prometheus.asked.append(query)
+        raise PromQLError(f"{URL}/api/v1/query: HTTP 503: query execution timed out")
+
+    gateway._query = overloaded
+    for tick in range(4):
+        with pytest.raises(PromQLError, match="503"):
+            await gateway.read(START + 5.0 * tick, 5.0 * tick)
+    assert prometheus.asked == [timed(QUERY)] * 4  # never asked alone: the server failed, not the query
+    assert gateway.timed
