@@ -96,7 +96,10 @@ _TYPES = {
 }
 
 
-_UNBUILT = re.compile("")  # no pattern built yet for a selection (None is a built answer: family by family)
+# A selection's patterns for what a selective read passes over unread: runs of whole unwanted families, and runs of
+# sample lines no family admits whose names are unwanted (see _unwanted_run); None where it goes family by family.
+_Runs = tuple[re.Pattern[str] | None, re.Pattern[str] | None]
+_NO_RUNS: _Runs = (None, None)
 
 
 def parse_text(text: str, keep: Callable[[str], bool], sink: Sink) -> None:
@@ -117,7 +120,7 @@ _MAX_LAYOUT_CHARS = 4096
 # A selection's membership test and unwanted-run pattern, widened to the parts an untyped page splits a family into,
 # and whether it holds a name and one of its parts, by selection (the scrape loop's one or two per process): made
 # once, not once per page (see parse_selected).
-_SELECTED: dict[frozenset[object], tuple[Callable[[str], bool], re.Pattern[str] | None, bool]] = {}
+_SELECTED: dict[frozenset[object], tuple[Callable[[str], bool], _Runs, bool]] = {}
 
 
 def parse_selected(text: str, names: frozenset[object], sink: Sink) -> bool:
@@ -129,8 +132,7 @@ def parse_selected(text: str, names: frozenset[object], sink: Sink) -> bool:
         if len(_SELECTED) >= 16:
             _SELECTED.clear()
         wider, pairs = widened(names)
-        run = _UNWANTED_RUNS.get(wider, _UNBUILT)
-        selected = _SELECTED[names] = (wider.__contains__, _unwanted_run(wider) if run is _UNBUILT else run, pairs)
+        selected = _SELECTED[names] = (wider.__contains__, _UNWANTED_RUNS.get(wider) or _unwanted_run(wider), pairs)
     _TextParser(selected[0], sink, selected[1]).run(text)
     return selected[2]
 
@@ -138,9 +140,7 @@ def parse_selected(text: str, names: frozenset[object], sink: Sink) -> bool:
 class _TextParser:
     """The oracle's state machine: the current family (from HELP/TYPE) and the names it admits."""
 
-    def __init__(
-        self, keep: Callable[[str], bool], sink: Sink, unwanted_run: re.Pattern[str] | None = _UNBUILT
-    ) -> None:
+    def __init__(self, keep: Callable[[str], bool], sink: Sink, runs: _Runs | None = None) -> None:
         self.keep = keep
         self.sink = sink
         self.name = ""
@@ -163,17 +163,14 @@ class _TextParser:
         # The series each emitted family holds so far: a family may come back later on the page.
         self.series: dict[str, set[SeriesKey]] = {}
         # Runs of unwanted families are passed over in C: by one pattern that knows the wanted names when
-        # ``keep`` is a set's membership test, else family by family (see _pass_families).
-        # (``unwanted_run``: the pattern, or None, where the caller has it: see ``parse_selected``.)
-        if unwanted_run is not _UNBUILT:
-            self.unwanted_run = unwanted_run
-            return
-        names = getattr(keep, "__self__", None)
-        if isinstance(names, frozenset):
-            run = _UNWANTED_RUNS.get(names, _UNBUILT)  # built once per selection
-            self.unwanted_run = _unwanted_run(names) if run is _UNBUILT else run
-        else:
-            self.unwanted_run = None
+        # ``keep`` is a set's membership test, else family by family (see _pass_families); so are runs of unwanted
+        # sample lines no family admits (an untyped page's), by another, or else line by line.
+        # (``runs``: the patterns, where the caller has them: see ``parse_selected``.)
+        if runs is None:
+            names = getattr(keep, "__self__", None)
+            # built once per selection
+            runs = (_UNWANTED_RUNS.get(names) or _unwanted_run(names)) if isinstance(names, frozenset) else _NO_RUNS
+        self.runs = runs
 
     def run(self, text: str) -> None:
         # Lines are counted as they are stepped; a run of lines passed over by a pattern counts as one line
@@ -399,6 +396,18 @@ class _TextParser:
                     self.samples, self.keys = [], []
                     allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
                     if not keep(sample_name):
+                        # and the unwanted sample lines after it that no family admits, each of which would be read
+                        # as this one (an untyped page's), passed over at once where a pattern knows the wanted names
+                        if (
+                            pos < size
+                            and text[pos] not in "#\n"  # a run's first line is no comment, nor blank
+                            and (lines_run := self.runs[1]) is not None
+                            and (more := lines_run.match(text, pos)) is not None
+                        ):
+                            line_no += 1
+                            end = more.end()
+                            passed.append((line_no, pos, end))
+                            pos = end
                         continue
                     bare = [self._sample(line, line_no, sample_name)]
                     key = (bare[0].name, _label_set(bare[0].labels), bare[0].timestamp)
@@ -619,7 +628,7 @@ class _TextParser:
         shape), the last family passed over left current as if its lines had been read one by one: a
         line after the run may still belong to it. See _FAMILY for what a family passed over may hold.
         """
-        run = self.unwanted_run
+        run = self.runs[0]
         if run is not None:
             last = run.match(text, start)
             if last is None or (end := last.end()) == start:
@@ -985,29 +994,42 @@ _FAMILY = (
 _REST = r"[^\n]*+\n"  # the rest of a line passed over
 _ONE_FAMILY_RE = re.compile(_FAMILY.format(unwanted="", name=NAME, rest=_REST))
 
-# Wanted selections seen (usually one or two per process) -> their run pattern (None: family by family).
-_UNWANTED_RUNS: dict[frozenset[object], re.Pattern[str] | None] = {}
+# Wanted selections seen (usually one or two per process) -> their run patterns (None: family by family, line by line).
+_UNWANTED_RUNS: dict[frozenset[object], _Runs] = {}
 _MAX_RUN_NAMES = 5000  # a pattern for more names costs more to build than it saves
 
 
-def _unwanted_run(names: frozenset[object]) -> re.Pattern[str] | None:
-    """A pattern matching a run of whole families none of which ``names`` wants, or None to go family by family.
+def _unwanted_run(names: frozenset[object]) -> _Runs:
+    """Patterns matching a run of whole families none of which ``names`` wants, and a run of sample lines none of whose
+    names ``names`` wants (lines no family admits: see ``_TextParser.run``); None, None to go family by family and line
+    by line.
 
-    A family is wanted when its name is in ``names`` or is a wanted name plus "_total" (see _metadata); the
-    names are matched through a trie, so each family costs a few character tests, not one per wanted name.
+    A family is wanted when its name is in ``names`` or is a wanted name plus "_total" (see _metadata), a line no family
+    admits when its metric name (the longest name its text starts with) is in ``names``; the names are matched through
+    a trie, so each family or line costs a few character tests, not one per wanted name.
     """
     if names in _UNWANTED_RUNS:
         return _UNWANTED_RUNS[names]
     if len(_UNWANTED_RUNS) >= 16:
         _UNWANTED_RUNS.clear()
     strings = [n for n in names if isinstance(n, str)]
-    run = None
+    runs = _NO_RUNS
     if len(strings) == len(names) <= _MAX_RUN_NAMES:
         wanted = _trie(strings)
         unwanted = rf"(?!{wanted}(?:_total)?[ \t\n])" if wanted else ""
-        run = re.compile("(?:" + _FAMILY.format(unwanted=unwanted, name=NAME, rest=_REST) + ")*+")
-    _UNWANTED_RUNS[names] = run
-    return run
+        unwanted_name = rf"(?!{wanted}(?![a-zA-Z0-9_:]))" if wanted else ""
+        runs = (
+            re.compile("(?:" + _FAMILY.format(unwanted=unwanted, name=NAME, rest=_REST) + ")*+"),
+            re.compile(_LINES.format(unwanted=unwanted_name)),
+        )
+    _UNWANTED_RUNS[names] = runs
+    return runs
+
+
+# A run of sample lines that no family admits, each as the line loop reads one whose metric name is not wanted: a
+# name (the longest, NAME_RE's, not wanted) first, the rest of the line unread; or a blank line. Anything else (a
+# comment, a blank before the name, a wanted name, the last line without its newline) ends the run.
+_LINES = r"(?:{unwanted}[a-zA-Z_:][^\n]*+\n|[ \t\r]*+\n)++"
 
 
 _Trie = dict[str, "_Trie"]
