@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -71,6 +71,7 @@ def parse_targets(data: Any, *, source: str = "targets", line_of: LineOf = _no_l
         raise TargetFileError(f"{source}: expected a list of targets, got {type(data).__name__}")
     out: list[TargetInfo] = []
     seen: dict[str, int] = {}
+    pods: dict[tuple[str, str], int] = {}  # (namespace, pod) of the engine targets naming one -> its index
     for i, item in enumerate(data):
         if isinstance(item, str):
             item = {"url": item}
@@ -95,8 +96,37 @@ def parse_targets(data: Any, *, source: str = "targets", line_of: LineOf = _no_l
         if target.url in seen:
             raise TargetFileError(f"{where('url')}: url: {redacted(target.url)} is already target {seen[target.url]}")
         seen[target.url] = i
+        twin = same_replica(target, pods)
+        if twin is not None:
+            raise TargetFileError(f"{where('pod')}: pod: {twin}")
+        pods.setdefault((target.namespace, target.pod), i)
         out.append(target)
     return out
+
+
+class _Named(Protocol):  # a TargetInfo, or the settings' StaticTarget
+    @property
+    def kind(self) -> str: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def pod(self) -> str: ...
+
+
+def same_replica(target: _Named, pods: Mapping[tuple[str, str], int]) -> str | None:
+    """Why ``target`` cannot be scraped beside the engine targets of ``pods`` ((namespace, pod) -> index), or None.
+    A replica is known by its namespace and pod: two pages under one name were read as one replica, its counters
+    taken from each page in turn (two replicas counted as one, and each switch read as a restart: a fleet at rest
+    read at 9.8 requests/s)."""
+    if target.kind != "engine" or not target.pod:
+        return None
+    first = pods.get((target.namespace, target.pod))
+    if first is None:
+        return None
+    return (
+        f"{target.namespace}/{target.pod} is already target {first}'s (another URL): a replica is known by its "
+        "namespace and pod, so the two pages would be read as one replica; give each its own pod"
+    )
 
 
 def _engine(value: str, where: Callable[[str | None], str]) -> str:

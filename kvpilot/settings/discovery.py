@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from collector.discovery.static import same_replica
 from collector.urls import is_http_url, password_masked, redacted
 from kvpilot.settings._section import _Section, url_or_unset
 from store.fields import TargetSpec
@@ -120,13 +121,19 @@ class DiscoverySettings(_Section):
     @field_validator("static_targets")
     @classmethod
     def _static_urls_once(cls, value: tuple[StaticTarget, ...]) -> tuple[StaticTarget, ...]:
-        """a URL is listed once in `static_targets`"""
-        # as the targets file refuses it: the second was dropped in silence, its deployment left with no replica
+        """a URL is listed once in `static_targets`, and an engine's namespace and pod once"""
+        # as the targets file refuses them: the second URL was dropped in silence, its deployment left with no
+        # replica; a second page under one pod was read as the same replica (collector.discovery.static.same_replica)
         seen: dict[str, int] = {}
+        pods: dict[tuple[str, str], int] = {}
         for i, target in enumerate(value):
             if target.url in seen:
                 raise ValueError(f"target {i}: url {redacted(target.url)} is already target {seen[target.url]}")
             seen[target.url] = i
+            twin = same_replica(target, pods)
+            if twin is not None:
+                raise ValueError(f"target {i}: pod {twin}")
+            pods.setdefault((target.namespace, target.pod), i)
         return value
 
     @field_validator("promql_replica_labels")

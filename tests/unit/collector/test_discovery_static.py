@@ -49,6 +49,23 @@ GOOD_CASES = [
     ),
     # an empty file means no targets
     (None, []),
+    # one pod name in two namespaces is two replicas; GPU pages and engine pages naming no pod are known by their URL
+    (
+        [
+            {"url": "http://a/m", "pod": "p0", "namespace": "x"},
+            {"url": "http://b/m", "pod": "p0", "namespace": "y"},
+            {"url": "http://c/m", "pod": "p0", "namespace": "x", "kind": "gpu"},
+            "http://d/m",
+            "http://e/m",
+        ],
+        [
+            TargetInfo("http://a/m", namespace="x", pod="p0"),
+            TargetInfo("http://b/m", namespace="y", pod="p0"),
+            TargetInfo("http://c/m", kind="gpu", namespace="x", pod="p0"),
+            TargetInfo("http://d/m"),
+            TargetInfo("http://e/m"),
+        ],
+    ),
 ]
 
 
@@ -74,6 +91,18 @@ BAD_CASES = [
     ([{"url": "http://a/m", "node": 1}], "target 0: node: expected a string"),
     # the same URL twice would be scraped twice
     (["http://a/m", "http://a/m"], "target 1: url: http://a/m is already target 0"),
+    # two pages under one pod were read as one replica, its counters from each page in turn (session 30 E)
+    (
+        [{"url": "http://a/m", "pod": "p0"}, {"url": "http://b/m", "pod": "p0"}],
+        "target 1: pod: default/p0 is already target 0's (another URL)",
+    ),
+    (
+        {
+            "defaults": {"namespace": "prod"},
+            "targets": ["http://z/m", {"url": "http://a/m", "pod": "p0"}, {"url": "http://b/m", "pod": "p0"}],
+        },
+        "target 2: pod: prod/p0 is already target 1's",
+    ),
     # defaults cannot carry a url
     ({"defaults": {"url": "http://a/m"}, "targets": []}, "defaults: unknown field 'url'"),
     # unknown top-level key

@@ -306,3 +306,17 @@ def test_a_static_target_url_listed_twice_is_refused(tmp_path: Path) -> None:
         "  collector.discovery.static_targets (k.yaml:3): target 2: url http://10.0.0.1:8000/metrics is already "
         "target 0"
     ]
+
+
+def test_two_static_targets_of_one_pod_are_refused(tmp_path: Path) -> None:
+    # session 30 E: two pages under one pod were read as one replica, its counters from each page in turn (a fleet at
+    # rest read at 9.8 requests/s, two replicas counted as one); the targets file refuses them the same way
+    lines = _refusal(
+        tmp_path,
+        "collector:\n  discovery:\n    static_targets:\n"
+        "      - {url: 'http://10.0.0.1:8000/metrics', namespace: inference, pod: llama-0}\n"
+        "      - {url: 'http://10.0.0.2:8000/metrics', namespace: inference, pod: llama-0}\n",
+    )
+    assert lines[1].startswith(
+        "  collector.discovery.static_targets (k.yaml:3): target 1: pod inference/llama-0 is already target 0's"
+    )
