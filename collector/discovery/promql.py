@@ -568,8 +568,8 @@ class PromQLSource:
         return result
 
     def _say_unreadable(self, unreadable: Sequence[decode.Series]) -> None:
-        """Deployment series whose value or ``le`` is no number, left out: said once per first such series' labels
-        (kept with the answers' warnings, ``WARNINGS_SAID`` at most), with how many there were."""
+        """Deployment series whose value or ``le`` is no number (or a value below 0), left out: said once per first
+        such series' labels (kept with the answers' warnings, ``WARNINGS_SAID`` at most), with how many there were."""
         first = unreadable[0]
         labels = server_text(first.get("metric"), 300)
         if labels in self._warned:
@@ -578,8 +578,8 @@ class PromQLSource:
             self._warned.clear()
         self._warned.add(labels)
         log.warning(
-            "%s: %d deployment series left out: a value or bucket bound (le) that is no number, e.g. %s at %s; the "
-            "other series of their deployments are read",
+            "%s: %d deployment series left out: a value or bucket bound (le) that is no number, or a count or rate "
+            "below 0, e.g. %s at %s; the other series of their deployments are read",
             self.shown,
             len(unreadable),
             labels,

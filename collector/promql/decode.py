@@ -173,7 +173,9 @@ def aggregates(
     Series without a signal label, namespace or deployment are ignored (a recorded series from another tool). A series
     whose value, or bucket's ``le``, is no number (one engine's page with ``le="x"`` summed by the ad hoc query) is
     left out, as if absent, and appended to ``unreadable``: it costs its field of its deployment, not every
-    deployment's reading (it was a ValueError ending the tick's whole collection, every tick)."""
+    deployment's reading (it was a ValueError ending the tick's whole collection, every tick). So is a value below 0
+    of a signal that is no bucket: every one is a count, a rate, a sum or a ratio (a replica count of -5, from a
+    recording rule gone wrong, was read as -5 replicas; absent, it reads as none)."""
     scalars: dict[tuple[str, str], dict[str, float]] = {}
     buckets: dict[tuple[str, str], dict[str, dict[float, float]]] = {}
     for i, s in enumerate(series):
@@ -187,7 +189,9 @@ def aggregates(
         value = _number(s["value"][1])
         le = m.get("le") if signal.endswith("_bucket") else None
         bound = None if le is None else _number(le)
-        if value is None or (le is not None and bound is None):
+        # no count, rate, sum or ratio of a deployment is below 0 (a negative count(up) would have been -5 replicas)
+        below_zero = value is not None and value < 0 and le is None
+        if value is None or (le is not None and bound is None) or below_zero:
             if unreadable is not None:
                 unreadable.append(s)
             continue

@@ -83,3 +83,33 @@ async def test_a_series_that_is_no_number_costs_only_itself(
     said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
     assert len(said) == 1
     assert "2 deployment series left out" in said[0]
+
+
+class _Negative(FakeFleet):
+    """Answers as FakeFleet, but llm-0's replica count (``count(up)``) is -5, as a recording rule gone wrong could
+    write it (Prometheus' own count never does)."""
+
+    def _aggregate_text(self, t: float, *, named: bool, matchers: tuple[tuple[str, str, str], ...] = ()) -> list[str]:
+        items = super()._aggregate_text(t, named=named, matchers=matchers)
+        count = next(
+            i for i, s in enumerate(items) if '"deployment":"llm-0"' in s and '"kvpilot_signal":"replicas"' in s
+        )
+        head, _ = items[count].rsplit(",", 1)
+        items[count] = head + ',"-5"]}'
+        return items
+
+
+async def test_a_negative_replica_count_is_none_and_said(caplog: pytest.LogCaptureFixture) -> None:
+    fleet = _Negative(300, per_deployment=100)
+    server = serve(fleet)
+    try:
+        with caplog.at_level("WARNING", logger="collector.discovery.promql"):
+            source, _ = await _ticks(f"http://127.0.0.1:{server.server_address[1]}", 1)
+    finally:
+        server.shutdown()
+    got = {a.key: a for a in source.last_aggregates}
+    assert got["prod/llm-0"].replicas == 0  # before: -5 replicas handed to the planner and the snapshot
+    assert got["prod/llm-1"].replicas == 100
+    (said,) = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert "a count or rate below 0" in said
+    assert '"deployment": "llm-0"' in said or "llm-0" in said
