@@ -12,6 +12,7 @@ from api import schemas
 from api.deps import Admin, Paging, Reader, RuntimeDep, holders_store
 from api.json_body import JSONBodyRoute
 from api.paging import of_list
+from collector.discovery.static import SameReplica
 from collector.health import TargetHealth
 from collector.samples import TargetInfo
 from store.fields import redact_url
@@ -56,12 +57,15 @@ def list_targets(_: Reader, runtime: RuntimeDep, page: Paging) -> schemas.Page[o
     "",
     response_model=schemas.TargetOut,
     status_code=status.HTTP_201_CREATED,
-    responses={200: {"model": schemas.TargetOut, "description": "already present"}},
+    responses={200: {"model": schemas.TargetOut, "description": "already present"}, 409: {"model": schemas.Error}},
     dependencies=[Depends(holders_store)],  # added to a follower's own SQLite, only that follower would scrape it
 )
 def add_target(body: schemas.TargetIn, who: Admin, runtime: RuntimeDep) -> JSONResponse:
     target = TargetInfo(**body.model_dump())
-    created = runtime.targets.add(target, by=who.name)
+    try:
+        created = runtime.targets.add(target, by=who.name)
+    except SameReplica as e:  # two pages under one pod would be read as one replica
+        raise HTTPException(status.HTTP_409_CONFLICT, str(e)) from None
     if created:
         log.info(
             "audit: %s added target %s (%s/%s)", who.name, redact_url(target.url), target.namespace, target.deployment

@@ -71,7 +71,7 @@ def parse_targets(data: Any, *, source: str = "targets", line_of: LineOf = _no_l
         raise TargetFileError(f"{source}: expected a list of targets, got {type(data).__name__}")
     out: list[TargetInfo] = []
     seen: dict[str, int] = {}
-    pods: dict[tuple[str, str], int] = {}  # (namespace, pod) of the engine targets naming one -> its index
+    pods: dict[tuple[str, str], str] = {}  # (namespace, pod) of the engine targets naming one -> "target i"
     for i, item in enumerate(data):
         if isinstance(item, str):
             item = {"url": item}
@@ -99,9 +99,13 @@ def parse_targets(data: Any, *, source: str = "targets", line_of: LineOf = _no_l
         twin = same_replica(target, pods)
         if twin is not None:
             raise TargetFileError(f"{where('pod')}: pod: {twin}")
-        pods.setdefault((target.namespace, target.pod), i)
+        pods.setdefault((target.namespace, target.pod), f"target {i}")
         out.append(target)
     return out
+
+
+class SameReplica(ValueError):
+    """A target naming the pod another engine target names (``same_replica``): the API's 409."""
 
 
 class _Named(Protocol):  # a TargetInfo, or the settings' StaticTarget
@@ -113,8 +117,9 @@ class _Named(Protocol):  # a TargetInfo, or the settings' StaticTarget
     def pod(self) -> str: ...
 
 
-def same_replica(target: _Named, pods: Mapping[tuple[str, str], int]) -> str | None:
-    """Why ``target`` cannot be scraped beside the engine targets of ``pods`` ((namespace, pod) -> index), or None.
+def same_replica(target: _Named, pods: Mapping[tuple[str, str], str]) -> str | None:
+    """Why ``target`` cannot be scraped beside the engine targets of ``pods`` ((namespace, pod) -> which target, in
+    the reader's words: "target 3", a URL), or None.
     A replica is known by its namespace and pod: two pages under one name were read as one replica, its counters
     taken from each page in turn (two replicas counted as one, and each switch read as a restart: a fleet at rest
     read at 9.8 requests/s)."""
@@ -124,7 +129,7 @@ def same_replica(target: _Named, pods: Mapping[tuple[str, str], int]) -> str | N
     if first is None:
         return None
     return (
-        f"{target.namespace}/{target.pod} is already target {first}'s (another URL): a replica is known by its "
+        f"{target.namespace}/{target.pod} is already {first}'s (another URL): a replica is known by its "
         "namespace and pod, so the two pages would be read as one replica; give each its own pod"
     )
 

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
 from collector.clock import Clock, WallClock
+from collector.discovery.static import SameReplica, same_replica
 from collector.samples import TargetInfo
 from store import repo
 from store.db import transaction
@@ -123,6 +124,10 @@ class StaticTargets:
         with self._lock:
             if target.url in self._by_url:
                 return False
+            pods = {(t.namespace, t.pod): redact_url(t.url) for t in self._by_url.values() if t.kind == "engine"}
+            twin = same_replica(target, pods)
+            if twin is not None:
+                raise SameReplica(f"pod {twin}")
             added = True
             if self._sessions is not None:
                 with transaction(self._sessions) as s:

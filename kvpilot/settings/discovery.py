@@ -125,7 +125,7 @@ class DiscoverySettings(_Section):
         # as the targets file refuses them: the second URL was dropped in silence, its deployment left with no
         # replica; a second page under one pod was read as the same replica (collector.discovery.static.same_replica)
         seen: dict[str, int] = {}
-        pods: dict[tuple[str, str], int] = {}
+        pods: dict[tuple[str, str], str] = {}
         for i, target in enumerate(value):
             if target.url in seen:
                 raise ValueError(f"target {i}: url {redacted(target.url)} is already target {seen[target.url]}")
@@ -133,7 +133,7 @@ class DiscoverySettings(_Section):
             twin = same_replica(target, pods)
             if twin is not None:
                 raise ValueError(f"target {i}: pod {twin}")
-            pods.setdefault((target.namespace, target.pod), i)
+            pods.setdefault((target.namespace, target.pod), f"target {i}")
         return value
 
     @field_validator("promql_replica_labels")

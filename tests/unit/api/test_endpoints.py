@@ -391,3 +391,17 @@ def test_stage_errors_start_at_zero_and_not_filling_kv_is_inf(client: TestClient
         assert f'kvpilot_loop_stage_errors_total{{stage="{stage}"}} 0.0' in text
     assert 'kvpilot_kv_time_to_exhaustion_seconds{deployment="llm/chat",replica="chat-0"} +Inf' in text
     assert 'replica="chat-1"} NaN' not in text
+
+
+def test_a_target_naming_the_pod_of_another_is_refused(client: TestClient) -> None:
+    # session 30 E: taken (201), and the two pages were read as one replica, its counters from each page in turn
+    first = {"url": "http://10.0.0.9:8000/metrics", "namespace": "llm", "deployment": "chat", "pod": "chat-9"}
+    assert client.post("/v1/targets", json=first, headers=A).status_code == 201
+    r = client.post("/v1/targets", json={**first, "url": "http://10.0.0.10:8000/metrics"}, headers=A)
+    assert r.status_code == 409
+    assert r.json()["detail"].startswith("pod llm/chat-9 is already http://10.0.0.9:8000/metrics's (another URL)")
+    urls = {t["url"] for t in client.get("/v1/targets", headers=R).json()["items"]}
+    assert "http://10.0.0.10:8000/metrics" not in urls
+    # the same pod name in another namespace is another replica
+    other = {**first, "url": "http://10.0.0.11:8000/metrics", "namespace": "llm2"}
+    assert client.post("/v1/targets", json=other, headers=A).status_code == 201
