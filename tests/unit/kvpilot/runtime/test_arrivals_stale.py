@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 
 from collector.clock import VirtualClock
 from collector.promql.decode import PromQLError
@@ -39,6 +40,7 @@ class Prometheus:
     refuse: str | None = None
     asked: list[str] = field(default_factory=list)
     url: str = URL
+    server_clock_offset_s: float | None = None  # as PromQLSource reads it from its answers' Date header
 
     async def query_vector(self, query: str, now: float) -> list[dict[str, Any]]:
         self.asked.append(query)
@@ -203,3 +205,35 @@ async def test_a_server_error_that_names_execution_is_no_refusal_of_the_query() 
             await gateway.read(START + 5.0 * tick, 5.0 * tick)
     assert prometheus.asked == [timed(QUERY)] * 4  # never asked alone: the server failed, not the query
     assert gateway.timed
+
+
+def _own(service: object, name: str) -> float:
+    page = generate_latest(service.registry).decode()  # type: ignore[attr-defined]
+    (line,) = [x for x in page.splitlines() if x.startswith(name + " ")]
+    return float(line.split()[1])
+
+
+async def test_whether_ages_are_read_and_the_server_clock_are_on_metrics(tmp_path: Path) -> None:
+    clock = VirtualClock(START)
+    prometheus = Prometheus({"gw-a": (0.0, START)}, server_clock_offset_s=-3600.0)  # an hour behind
+    settings = load_settings(None, collector={"arrivals": {"source": "promql", "promql_url": URL, "query": QUERY}})
+    gateway = build_arrivals(settings, prometheus)
+    service, restored, timer = make_service(
+        f"sqlite:///{tmp_path / 'kvpilot.db'}",
+        clock,
+        ScriptedFleet(clock),
+        scale=FakeScale(replicas=2),
+        arrivals=gateway,
+    )
+    await service.start(restored)
+    for _ in range(3):  # the counter moves, sampled 2 s ago on the server's clock
+        prometheus.counters["gw-a"] = (prometheus.counters["gw-a"][0] + 50.0, clock.now() - 3600.0 - 2.0)
+        await run_ticks(service, timer, 1)
+    assert _own(service, "kvpilot_arrivals_clock_offset_seconds") == -3600.0
+    assert _own(service, "kvpilot_arrivals_sample_age_read") == 1.0
+    assert _errors(service) == 0  # not stale: its age read on its clock
+    prometheus.refuse = "execution: vector cannot contain metrics with the same labelset"
+    await run_ticks(service, timer, 3)
+    assert _own(service, "kvpilot_arrivals_sample_age_read") == 0.0  # asked alone, for now
+    service.stop.set()
+    await service.wait()
