@@ -165,8 +165,11 @@ class GatewayArrivals:
         return self.max_sample_age_s is not None and self._untimed_until is None
 
     async def read(self, now: float, at: float) -> Arrivals:
-        """The counter at ``now`` (wall time, Prometheus'), its rates on the loop's step-free ``at``."""
-        series = await self._ask(now, at)
+        """The counter at ``now`` (wall time), its rates on the loop's step-free ``at``. Asked at ``now`` on the
+        server's clock: Prometheus answers an instant query with the samples of the 5 minutes before the time it is
+        asked at, so a server an hour behind, asked at our time, answered no series at all (and one ahead, an hour
+        old ones)."""
+        series = await self._ask(self._server_now(now), at)  # the samples' age: on the clock as the answer gave it
         return await asyncio.to_thread(self._read, series, now, at)
 
     async def _ask(self, now: float, at: float) -> list[Series]:

@@ -1,0 +1,93 @@
+"""The gateway's counter is asked at the time on the Prometheus API's clock. Prometheus answers an instant query with
+each series' newest sample of the 5 minutes before the `time` asked (its lookback delta): asked at kvpilot's time, a
+server an hour behind answered no series at all, whatever 7250a79 allowed for in the samples' age (its test server
+answered every query at its own time, as Prometheus does not). Checked against Prometheus 2.x itself: `up` asked at
+its time answers, asked an hour later or earlier answers `[]` (session 30 helper E, review of 7250a79)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from collector.discovery.promql import PromQLSource
+from kvpilot.runtime.arrivals import TIME_LABEL, GatewayArrivals, LabelMapping
+
+QUERY = 'gateway_requests_total{job="gw"}'
+LOOKBACK_S = 300.0  # Prometheus' default --query.lookback-delta
+
+
+@contextmanager
+def _prometheus(offset_s: float) -> Iterator[str]:
+    """A Prometheus API ``offset_s`` behind this host's clock (negative: ahead): its Date header and its samples on that
+    clock, the gateway's counter growing 10 a second, sampled every second; an instant query answers the sample at or
+    before the ``time`` asked, if it is within the lookback, as Prometheus does."""
+    started = time.time() - offset_s - 600.0  # scraped for the last 10 minutes
+
+    class Handler(BaseHTTPRequestHandler):
+        def date_time_string(self, timestamp: float | None = None) -> str:
+            return formatdate(time.time() - offset_s, usegmt=True)
+
+        def do_POST(self) -> None:
+            form = urllib.parse.parse_qs(self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode())
+            asked = float(form["time"][0])
+            newest = float(int(time.time() - offset_s))  # scraped every whole second of the server's clock
+            sampled = min(newest, float(int(asked)))
+            result = []
+            if started <= sampled and asked - sampled <= LOOKBACK_S:
+                labels = {"namespace": "llm", "deployment": "chat", "pod": "gw-a"}
+                count = 1000.0 + 10.0 * (sampled - started)
+                result = [
+                    {"metric": {"__name__": "gateway_requests_total", **labels}, "value": [asked, repr(count)]},
+                    {"metric": {**labels, TIME_LABEL: "1"}, "value": [asked, repr(sampled)]},
+                ]
+            body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("offset_s", [3600.0, -3600.0])  # an hour behind, an hour ahead
+async def test_a_server_an_hour_off_is_asked_at_its_own_time(offset_s: float) -> None:
+    with _prometheus(offset_s) as url:
+        source = PromQLSource(url, reader="thread", timeout_s=5.0)
+        gateway = GatewayArrivals(
+            source.query_vector,
+            QUERY,
+            LabelMapping(),
+            window_s=60.0,
+            max_sample_age_s=120.0,
+            server_clock_offset_s=lambda: source.server_clock_offset_s,
+        )
+        try:
+            named, stale = [], []
+            for tick in range(10):  # a 5 s tick each; the first read learns the server's clock from its Date
+                now = time.time() + 5.0 * tick
+                arrivals = await gateway.read(now, 5.0 * tick)
+                named.append(sorted(gateway.named))
+                stale.append(gateway.stale)
+            assert named[1:] == [["llm/chat"]] * 9  # before: [] every tick (asked an hour from the server's samples)
+            assert stale[1:] == [0] * 9
+            assert set(arrivals.rates) == {"llm/chat"}
+        finally:
+            await source.aclose()
