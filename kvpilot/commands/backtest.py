@@ -347,20 +347,25 @@ def backtest_cost(settings: Any) -> dict[str, Any]:
 
 
 def _run(trace: str, cfg: BacktestConfig, *, show_progress: bool) -> Report:
-    """The backtest, its progress on stderr unless ``show_progress`` is off (--json): bars on a terminal, else a
-    line per tenth of each stage (a log or CI keeps them; a search can take minutes)."""
+    """The backtest, its progress on stderr unless ``show_progress`` is off (--json): first a line saying what is
+    replayed (requests, span, mean rate, level), then bars on a terminal, else a line per tenth of each stage (a log
+    or CI keeps them; a search can take minutes)."""
     from scaler.backtest.run import backtest
 
     if not show_progress:
         return backtest(trace, cfg)
     if not sys.stderr.isatty():
-        return backtest(trace, cfg, progress=StageLines())
+        return backtest(trace, cfg, progress=StageLines(), announce=_stage_line)
     from rich.console import Console
     from rich.progress import Progress
 
     with Progress(console=Console(stderr=True), transient=True) as bar:
         names = [*cfg.policies, "frontier"] if cfg.frontier else list(cfg.policies)
-        return backtest(trace, cfg, progress=StageBars(bar, names))
+
+        def announce(line: str) -> None:  # above the bars, as written (a trace's name may hold rich's brackets)
+            bar.console.print(line, markup=False, highlight=False)
+
+        return backtest(trace, cfg, progress=StageBars(bar, names), announce=announce)
 
 
 class StageLines:

@@ -141,6 +141,7 @@ class Report:
     duration_s: float
     capacity_rps: float
     policies: dict[str, PolicyResult] = field(default_factory=dict)
+    requests: int = 0  # arrivals in the replay (expected ones for a ServeGen directory, whose arrivals are sampled)
     mase: float = math.nan
     mase_forecaster: str = ""
     horizon_s: float = 0.0
@@ -163,7 +164,8 @@ class Report:
         return None if self.frontier is None else self.frontier.ratio(r.slo_attainment, r.replica_hours)
 
     def to_json(self) -> dict[str, Any]:
-        """{"policies": {name: {five numbers, "cost_usd", "frontier_ratio",
+        """{"trace", "fidelity", "duration_s" and "requests" (what was replayed), "capacity_rps",
+        "policies": {name: {five numbers, "cost_usd", "frontier_ratio",
         "worst_minutes"}}, "forecast": {"mase": x},
         "kvpilot_config": {...}, "arrivals": "engines" | "gateway",
         "gateway": {"series", "scrape_interval_s", "rate_window_s", "reader"} (with "gateway" only),
@@ -186,6 +188,8 @@ class Report:
         out: dict[str, Any] = {
             "trace": self.trace,
             "fidelity": self.fidelity,
+            "duration_s": round(self.duration_s, 3),
+            "requests": self.requests,
             "capacity_rps": round(self.capacity_rps, 6),
             "policies": policies,
             "forecast": {"mase": mase, "forecaster": self.mase_forecaster, "horizon_s": self.horizon_s},
@@ -524,8 +528,11 @@ def measure_window(window: RolloutWindow, fleet: Any, trace: Any, *, now: float,
     window.slo_attainment, _, window.p99_ttft_s, window.requests = ttft_stats(ttfts, unfinished, slo_s)
 
 
-def backtest(path: str, cfg: BacktestConfig, progress: Progress | None = None) -> Report:
-    """Run every configured policy over the trace at ``path`` and report them side by side, with the frontier."""
+def backtest(
+    path: str, cfg: BacktestConfig, progress: Progress | None = None, announce: Callable[[str], None] | None = None
+) -> Report:
+    """Run every configured policy over the trace at ``path`` and report them side by side, with the frontier.
+    ``announce`` gets one line saying what is replayed (`replay_line`) before the first policy starts."""
     trace = sim.load_trace(
         path, rate_scale=cfg.rate_scale, seed=cfg.seed, start_s=cfg.start_s, duration_s=cfg.duration_s
     )
@@ -552,6 +559,9 @@ def backtest(path: str, cfg: BacktestConfig, progress: Progress | None = None) -
     planner = ctx.planner
     assert planner is not None  # context_for always builds kvpilot's
     report = Report(getattr(trace, "name", path), fidelity, float(trace.duration_s), ctx.capacity_rps)
+    report.requests = round(trace.expected_requests())
+    if announce is not None:
+        announce(replay_line(report, cfg))
     report.kvpilot_config = planner.to_json()
     report.arrivals = cfg.arrivals
     if cfg.arrivals == "gateway":
@@ -566,6 +576,21 @@ def backtest(path: str, cfg: BacktestConfig, progress: Progress | None = None) -
     report.mase_forecaster, report.horizon_s = planner.forecaster, planner.horizon_s
     report.mase = forecast_mase(ctx.future_rate, forecaster=planner.forecaster, horizon_s=planner.horizon_s)
     return report
+
+
+def replay_line(report: Report, cfg: BacktestConfig) -> str:
+    """What the replay holds, said before minutes of it: a trace in the wrong unit (a BurstGPT `Timestamp` in
+    milliseconds replays ten minutes as a week at a thousandth of the rate) or a `--duration` past the trace's end
+    (replayed up to the end, without a word) shows here, not in the table at the end."""
+    span = report.duration_s
+    line = (
+        f"{report.trace}: {report.requests:,} requests over {span:,.0f} s ({span / 3600:.2f} h, "
+        f"{report.requests / span if span > 0 else 0.0:.3g} req/s on average"
+        f"{'' if cfg.rate_scale == 1.0 else f' at --rate-scale {cfg.rate_scale:g}'}), {report.fidelity} level"
+    )
+    if cfg.duration_s is not None and span < cfg.duration_s - 1e-6:
+        line += f"; --duration {cfg.duration_s:g} s runs past the trace's end: {span:,.0f} s replayed"
+    return line
 
 
 class _Scheduled(Policy):
