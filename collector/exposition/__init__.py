@@ -85,7 +85,7 @@ def _parse_text(text: str, wanted: Wanted, max_samples: int) -> dict[str, Metric
     # A page without TYPE lines splits a histogram into untyped parts: read them too, and put them together.
     if type(wanted) is frozenset:  # the scrape loop's selection: one look, and none after a page of typed families
         pairs = parse_selected(text, wanted, sink)  # the families wanted and their untyped parts
-        if not pairs and wanted.issuperset(sink.families):
+        if not pairs and (not sink.families or wanted.issuperset(sink.families)):
             return sink.families  # no part read for itself: nothing to put together, nothing to drop
         return assemble(sink.families, wanted.__contains__)
     if wanted is None:  # every family: there is nothing to drop, only parts to put together where a page has them

@@ -191,13 +191,18 @@ class _TextParser:
             canonical = self.canonical
             keep = self.keep
             block_skippable = True
-            # The current family's state, in locals for the sample lines; refreshed whenever a line changes it.
-            allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
+            # The current family's state, in locals for the sample lines: None once a line may have changed it, then
+            # read again by the next sample line the loop reads (most families' lines are read at their HELP line).
+            allowed: tuple[str, ...] | None = None
+            wanted, samples, keys = self.wanted, self.samples, self.keys
             while pos < size:
                 start = pos
                 # The usual HELP line of a new family, with the usual TYPE line after it, in one pattern
-                if text[start] == "#" and (usual := head_match(text, start)) is not None and usual[1] != self.name:
-                    candidate = usual[1]
+                if (
+                    text[start] == "#"
+                    and (usual := head_match(text, start)) is not None
+                    and (candidate := usual[1]) != self.name
+                ):
                     line_no += 1
                     if keep(candidate) or (candidate.endswith("_total") and keep(candidate[:-6])):
                         self._close()
@@ -268,7 +273,7 @@ class _TextParser:
                             end = text.find("\n", start) + 1
                         pos = end
                         block_skippable = True
-                    allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
+                    allowed = None
                     continue
                 pos = text.find("\n", start) + 1 or size + 1
                 raw = text[start : pos - 1]
@@ -313,8 +318,10 @@ class _TextParser:
                             else:
                                 pos = end
                     block_skippable = True
-                    allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
+                    allowed = None
                     continue
+                if allowed is None:
+                    allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
                 # The name ends at "{" on the usual line; a name the current family admits is valid by
                 # construction, so the name pattern runs only for other lines.
                 brace = line.find("{")
@@ -394,7 +401,7 @@ class _TextParser:
                     self._close()
                     self.name, self.help, self.typ, self.allowed = "", "", "untyped", ()
                     self.samples, self.keys = [], []
-                    allowed, wanted, samples, keys = self.allowed, self.wanted, self.samples, self.keys
+                    allowed = None
                     if not keep(sample_name):
                         # and the unwanted sample lines after it that no family admits, each of which would be read
                         # as this one (an untyped page's), passed over at once where a pattern knows the wanted names
@@ -638,7 +645,7 @@ class _TextParser:
             end = start
             found = None
             while (m := _ONE_FAMILY_RE.match(text, end)) is not None:
-                candidate = m.group("p") or m.group("q")  # one family: one of its two branches
+                candidate = m.group(_P) or m.group(_Q)  # one family: one of its two branches
                 if keep(candidate) or (candidate.endswith("_total") and keep(candidate[:-6])):
                     break
                 found, end = m, m.end()
@@ -650,13 +657,13 @@ class _TextParser:
         # A group keeps its value from an earlier family of the run: the last family's name is the one captured
         # last (p: it opened with its HELP line, q: with its TYPE line), and a HELP-led family's type group t is its
         # own only when it was captured after its name.
-        help_led = last.start("p")
-        if last.start("q") > help_led:
-            name: str = last.group("q")
-            typ: str | None = last.group("u")
+        help_led = last.start(_P)
+        if last.start(_Q) > help_led:
+            name: str = last.group(_Q)
+            typ: str | None = last.group(_U)
         else:
-            name = last.group("p")
-            typ = last.group("t") if last.start("t") > help_led else None
+            name = last.group(_P)
+            typ = last.group(_T) if last.start(_T) > help_led else None
         self.name, self.help, self.samples, self.keys, self.wanted = name, "", [], [], False
         if typ is not None:
             self.typ = typ
@@ -993,6 +1000,9 @@ _FAMILY = (
 )
 _REST = r"[^\n]*+\n"  # the rest of a line passed over
 _ONE_FAMILY_RE = re.compile(_FAMILY.format(unwanted="", name=NAME, rest=_REST))
+# Its groups by number (a run's pattern has the same: the wanted names' trie captures nothing), looked up once: a
+# match's group by name costs a lookup in the pattern's table each time.
+_P, _T, _Q, _U = (_ONE_FAMILY_RE.groupindex[group] for group in "ptqu")
 
 # Wanted selections seen (usually one or two per process) -> their run patterns (None: family by family, line by line).
 _UNWANTED_RUNS: dict[frozenset[object], _Runs] = {}

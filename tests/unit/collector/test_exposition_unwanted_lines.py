@@ -86,3 +86,17 @@ def test_any_page_reads_as_line_by_line(lines: list[str], newline: bool) -> None
             return (e.line_no, e.message)
 
     assert read(WANTED) == read(lambda name: name in WANTED)
+
+
+def test_a_family_run_numbers_its_groups_as_one_family_does() -> None:
+    # the last family of a run is read off the run's match by group number (_P, _T, _Q, _U), taken from the
+    # one-family pattern: the wanted names' trie in front of each family must capture nothing
+    run = _text._unwanted_run(frozenset({"vllm:num_requests_waiting", "a(b)", "x_total"}))[0]
+    assert run is not None
+    assert run.groupindex == _text._ONE_FAMILY_RE.groupindex
+    assert tuple(run.groupindex[g] for g in "ptqu") == (_text._P, _text._T, _text._Q, _text._U)
+    text = '# HELP a x\n# TYPE a gauge\na 1\n# TYPE b counter\nb{x="1"} 2\n# HELP vllm:num_requests_waiting x\n'
+    found = run.match(text)
+    assert found is not None
+    assert found.end() == text.index("# HELP vllm:")
+    assert (found[_text._Q], found[_text._U]) == ("b", "counter")
