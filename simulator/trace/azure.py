@@ -24,6 +24,7 @@ from simulator.trace.prefixes import synthesize_prefixes
 
 HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
+_NUMBER = re.compile(r"[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?", re.ASCII)  # an epoch or offset, not a date
 _TS = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d):(\d\d)(?:\.(\d+))?(Z|[+-]\d\d:?\d\d)?", re.ASCII)
 
 
@@ -51,7 +52,16 @@ def parse_ts(text: str) -> tuple[float, bool]:
     """Seconds since the epoch, and whether the timestamp carried a UTC offset."""
     m = _TS.fullmatch(text.strip())
     if m is None:
-        raise ValueError(f"bad timestamp {text.strip()[:40]!r} (expected YYYY-MM-DD HH:MM:SS[.fraction][+HH:MM])")
+        numeric = _NUMBER.fullmatch(text.strip()) is not None
+        raise ValueError(
+            f"bad timestamp {text.strip()[:40]!r} (expected YYYY-MM-DD HH:MM:SS[.fraction][+HH:MM]"
+            + (
+                "; seconds or milliseconds as a number are read under the BurstGPT header `Timestamp,Model,Request "
+                "tokens,Response tokens`, Timestamp in seconds: docs/simulator.md, 'Traces')"
+                if numeric
+                else ")"
+            )
+        )
     minute, seconds, frac, zone = m.groups()
     if int(seconds) > 59:
         raise ValueError(f"bad timestamp {text.strip()[:40]!r}: second {seconds}")

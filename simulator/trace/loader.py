@@ -105,8 +105,17 @@ def file_loader(p: Path) -> Callable[..., RequestColumns]:
     accepted = "; ".join(f"{name}: {fmt.header}" for name, fmt in CSV_FORMATS.items())
     raise ValueError(
         f"{p}:1: unknown trace format: first line {first[:120]!r} is neither a JSON object (Mooncake JSON lines) nor "
-        f"an accepted CSV header ({accepted}); a ServeGen trace is a directory, a synthetic one `synthetic:...`"
+        f"an accepted CSV header ({accepted}); a ServeGen trace is a directory, a synthetic one `synthetic:...`. "
+        f"Requests of your own: {OWN_REQUESTS}"
     )
+
+
+# What a user with a log of their own requests writes, said where an unknown header or a numeric Azure timestamp is
+# refused: BurstGPT's columns by name (its signature; `Model` any text, extra columns ignored), seconds in `Timestamp`.
+OWN_REQUESTS = (
+    "a CSV with the header `Timestamp,Model,Request tokens,Response tokens`, Timestamp in seconds from any origin "
+    "(milliseconds divided by 1000), Model any text (docs/simulator.md, 'Traces')"
+)
 
 
 # A trace's first line is a CSV header or one JSON object; one longer than this is no trace (/dev/zero was read

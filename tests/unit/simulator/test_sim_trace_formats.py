@@ -201,6 +201,36 @@ def test_bad_files_name_the_file_line_and_problem(tmp_path: Path, content: str, 
         load_trace(p)
 
 
+def test_an_unknown_header_says_how_to_write_requests_of_ones_own_and_that_loads(tmp_path: Path) -> None:
+    # A user's own log, as such logs come: other column names, milliseconds. The refusal names a header to write
+    # instead and the unit; written that way, the same requests load with their spacing in seconds.
+    own = tmp_path / "mine.csv"
+    own.write_text("timestamp_ms,prompt_tokens,output_tokens\n0,400,50\n1500,800,20\n4000,100,10\n")
+    with pytest.raises(ValueError, match=r"Requests of your own: a CSV with the header `([^`]+)`") as refused:
+        load_trace(own)
+    message = str(refused.value)
+    header = message.split("Requests of your own: a CSV with the header `")[1].split("`")[0]
+    assert "Timestamp in seconds" in message
+    rows = [line.split(",") for line in own.read_text().splitlines()[1:]]
+    own.write_text(header + "\n" + "".join(f"{int(t) / 1000},my-model,{p},{o}\n" for t, p, o in rows))
+    trace = load_trace(own)
+    assert trace.columns.arrival_s.tolist() == [0.0, 1.5, 4.0]
+    assert trace.columns.prompt_tokens.tolist() == [400, 800, 100]
+    assert trace.columns.output_tokens.tolist() == [50, 20, 10]
+
+
+@pytest.mark.parametrize(("stamp", "numeric"), [("1700000000", True), ("1500.25", True), ("16/11/2023 18:17", False)])
+def test_a_number_in_azures_timestamp_column_points_to_the_seconds_layout(
+    tmp_path: Path, stamp: str, numeric: bool
+) -> None:
+    p = tmp_path / "azure.csv"
+    p.write_text(f"TIMESTAMP,ContextTokens,GeneratedTokens\n{stamp},400,50\n")
+    with pytest.raises(ValueError, match=r"azure.csv:2: bad timestamp") as refused:
+        load_trace(p)
+    pointed = "under the BurstGPT header `Timestamp,Model,Request tokens,Response tokens`" in str(refused.value)
+    assert pointed is numeric
+
+
 def test_binary_file_is_refused_as_unknown(tmp_path: Path) -> None:
     p = tmp_path / "trace.csv.gz"
     p.write_bytes(b"\x1f\x8b\x08\x00\xff\xfe\x00")
