@@ -8,9 +8,10 @@ and a page without the families of the engine asked for.
 
 from __future__ import annotations
 
+import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, BinaryIO
 
 import typer
 
@@ -69,7 +70,7 @@ def command(
     cap = DEFAULT_MAX_BYTES if max_body_bytes is None else max_body_bytes
     try:
         with file.open("rb") as f:
-            body = f.read(cap + 1)  # the scrape loop's cap: a page it would refuse is refused here
+            body = _read_upto(f, cap + 1)  # the scrape loop's cap: a page it would refuse is refused here
         mtime = file.stat().st_mtime
     except OSError as err:
         raise _fail(f"cannot read {file}: {err.strerror or err}") from None
@@ -105,6 +106,20 @@ def command(
         print_tables(console(), page.replicas, page.gpus)
 
 
+READ_CHUNK = 1 << 20
+
+
+def _read_upto(f: BinaryIO, limit: int) -> bytes:
+    """At most ``limit`` bytes of ``f``, read a chunk at a time: ``f.read(limit)`` allocates ``limit`` bytes first, so a
+    cap raised to mean "no cap" (``--max-body-bytes 1000000000000``) was a MemoryError traceback, and one past
+    2**63 an OverflowError, whatever the page's size."""
+    chunks: list[bytes] = []
+    while limit > 0 and (chunk := f.read(min(limit, READ_CHUNK))):
+        chunks.append(chunk)
+        limit -= len(chunk)
+    return b"".join(chunks)
+
+
 def _gunzipped(body: bytes, file: Path, cap: int) -> bytes:
     """A page saved gzip-compressed (``curl -H 'Accept-Encoding: gzip'``, a proxy's capture), inflated up to ``cap`` + 1
     bytes: was "malformed page: line 1: invalid UTF-8 at byte 1" and 200 characters of compressed bytes."""
@@ -112,7 +127,7 @@ def _gunzipped(body: bytes, file: Path, cap: int) -> bytes:
 
     inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
-        page = inflate.decompress(body, cap + 1)
+        page = inflate.decompress(body, min(cap + 1, sys.maxsize))  # a length past a C size was an OverflowError
     except zlib.error as err:
         raise _fail(f"{file}: starts as gzip but does not inflate ({err}); save the page uncompressed") from None
     if len(page) <= cap and not inflate.eof:
