@@ -413,6 +413,16 @@ def _check_port(port: int) -> None:
             raise DemoError(f"port {port} {why}: pass another --port, or --port 0 for any free one") from None
 
 
+def trace_load(trace: Any) -> str:
+    """The trace as replayed (rate scale applied): requests, span and mean rate, said in the header so that a trace of
+    one's own can be sized against the two starting replicas with `--rate-scale`, and a span in the wrong unit (a
+    `Timestamp` in milliseconds: ten minutes as a week) shows before the replay."""
+    span = float(trace.duration_s)
+    requests = round(trace.expected_requests())
+    rate = requests / span if span > 0 else 0.0
+    return f"{requests:,} request{'' if requests == 1 else 's'} over {span:,.0f} s ({rate:.3g} req/s on average)"
+
+
 async def run_demo(
     cfg: DemoConfig,
     *,
@@ -499,8 +509,8 @@ async def run_demo(
         end_s = None if cfg.duration_s is None else min(cfg.duration_s, live.fleet.trace.duration_s)
         pace = "as fast as possible" if cfg.speed == 0 else f"{cfg.speed:g}× speed"
         header = (
-            f"kvpilot demo — {cfg.trace.name} ×{cfg.rate_scale:g}, seed {cfg.seed}, {pace} · API {api_url}/docs · "
-            f"simulator {sim_url} · Ctrl-C to stop"
+            f"kvpilot demo — {cfg.trace.name} ×{cfg.rate_scale:g}: {trace_load(live.fleet.trace)}, seed {cfg.seed}, "
+            f"{pace} · API {api_url}/docs · simulator {sim_url} · Ctrl-C to stop"
         )
         on_update(None, events, header)
         tracker = _Tracker(events)

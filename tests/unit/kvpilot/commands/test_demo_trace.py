@@ -29,3 +29,16 @@ def test_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["demo", "--trace", str(fifo), "--json", "--port", "0", "--duration", "60"])
     assert result.exit_code == 2, result.output
     assert "trace.jsonl: not a regular file" in result.output
+
+
+@pytest.mark.timeout(120)
+def test_the_header_says_how_much_the_trace_asks_for(tmp_path: Path) -> None:
+    # A trace of one's own is sized with --rate-scale against the two starting replicas (README): the header says
+    # its requests, span and mean rate as replayed (scale applied), and shows a span in the wrong unit at once.
+    trace = tmp_path / "mine.csv"
+    trace.write_text("Timestamp,Model,Request tokens,Response tokens\n0,m,400,50\n150,m,400,50\n300,m,400,50\n")
+    argv = ["demo", "--trace", str(trace), "--speed", "0", "--port", "0", "--rate-scale", "1"]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("kvpilot demo — mine.csv ×1: 3 requests over 300 s (0.01 req/s on average), seed 0, ")
