@@ -158,7 +158,7 @@ def _finish(
     duration *= time_scale
     start = start_s or 0.0
     if start >= duration and len(cols):
-        raise ValueError(f"{name}: start_s={start} is past the end of the trace ({duration:.0f} s)")
+        raise ValueError(f"{name}: start {start:g} s is past the end of the trace ({duration:,.0f} s)")
     end = duration if duration_s is None else min(duration, start + duration_s)
     return Trace(name, end - start, _columns=cols.window(start, end))
 
@@ -203,7 +203,7 @@ def _servegen(
     source = ServeGenSource(read_servegen(p, seed=seed), time_scale=time_scale, rate_scale=rate_scale, seed=seed)
     start = start_s or 0.0
     if start >= source.duration_s:
-        raise ValueError(f"{p}: start_s={start} is past the end of the trace ({source.duration_s:.0f} s)")
+        raise ValueError(f"{p}: start {start:g} s is past the end of the trace ({source.duration_s:,.0f} s)")
     span = source.duration_s - start if duration_s is None else min(duration_s, source.duration_s - start)
     return Trace(
         p.name,

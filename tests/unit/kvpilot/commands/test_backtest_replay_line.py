@@ -50,3 +50,11 @@ def test_a_duration_past_the_traces_end_is_said(tmp_path: Path) -> None:
     out = json.loads(within.stdout)
     assert out["duration_s"] == 100.0
     assert out["requests"] == 50  # arrivals at 100, 102, ... 198 s
+
+
+def test_a_start_past_the_traces_end_is_said_in_the_flags_words(tmp_path: Path) -> None:
+    # was "start_s=5000.0 is past the end of the trace (298 s)": the library's parameter, not what was typed
+    trace = _burstgpt(tmp_path, list(range(0, 300, 2)))
+    result = CliRunner().invoke(app, ["backtest", "--trace", trace, "--start", "5000", "--no-frontier"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == "error: mine.csv: start 5000 s is past the end of the trace (298 s)"
