@@ -97,9 +97,9 @@ _TYPES = {
 
 
 # A selection's patterns for what a selective read passes over unread: runs of whole unwanted families, and runs of
-# sample lines no family admits whose names are unwanted (see _unwanted_run); None where it goes family by family.
-_Runs = tuple[re.Pattern[str] | None, re.Pattern[str] | None]
-_NO_RUNS: _Runs = (None, None)
+# sample lines no family admits whose names are unwanted (see _unwanted_run), None where it goes family by family;
+# and whether it wants a family of a given name (see _wanted_family).
+_Runs = tuple[re.Pattern[str] | None, re.Pattern[str] | None, Callable[[str], bool]]
 
 
 def parse_text(text: str, keep: Callable[[str], bool], sink: Sink) -> None:
@@ -169,7 +169,10 @@ class _TextParser:
         if runs is None:
             names = getattr(keep, "__self__", None)
             # built once per selection
-            runs = (_UNWANTED_RUNS.get(names) or _unwanted_run(names)) if isinstance(names, frozenset) else _NO_RUNS
+            if isinstance(names, frozenset):
+                runs = _UNWANTED_RUNS.get(names) or _unwanted_run(names)
+            else:
+                runs = (None, None, _wanted_family(keep))
         self.runs = runs
 
     def run(self, text: str) -> None:
@@ -190,6 +193,7 @@ class _TextParser:
             bodies = self.bodies
             canonical = self.canonical
             keep = self.keep
+            keep_family = self.runs[2]
             block_skippable = True
             # The current family's state, in locals for the sample lines: None once a line may have changed it, then
             # read again by the next sample line the loop reads (most families' lines are read at their HELP line).
@@ -204,7 +208,7 @@ class _TextParser:
                     and (candidate := usual[1]) != self.name
                 ):
                     line_no += 1
-                    if keep(candidate) or (candidate.endswith("_total") and keep(candidate[:-6])):
+                    if keep_family(candidate):
                         self._close()
                         typ = usual[3]
                         self.name, self.help, self.samples, self.keys = candidate, usual[2] or "", [], []
@@ -1009,6 +1013,16 @@ _UNWANTED_RUNS: dict[frozenset[object], _Runs] = {}
 _MAX_RUN_NAMES = 5000  # a pattern for more names costs more to build than it saves
 
 
+def _wanted_family(keep: Callable[[str], bool]) -> Callable[[str], bool]:
+    """Whether ``keep`` wants a family of this name: the family's final name depends on its type only through a
+    counter's "_total" (see _metadata)."""
+
+    def wanted(name: str) -> bool:
+        return keep(name) or (name.endswith("_total") and keep(name[:-6]))
+
+    return wanted
+
+
 def _unwanted_run(names: frozenset[object]) -> _Runs:
     """Patterns matching a run of whole families none of which ``names`` wants, and a run of sample lines none of whose
     names ``names`` wants (lines no family admits: see ``_TextParser.run``); None, None to go family by family and line
@@ -1023,7 +1037,8 @@ def _unwanted_run(names: frozenset[object]) -> _Runs:
     if len(_UNWANTED_RUNS) >= 16:
         _UNWANTED_RUNS.clear()
     strings = [n for n in names if isinstance(n, str)]
-    runs = _NO_RUNS
+    # a family is wanted by its name, or by its name without a counter's "_total": one lookup in a set of both
+    runs: _Runs = (None, None, names.union([n + "_total" for n in strings]).__contains__)
     if len(strings) == len(names) <= _MAX_RUN_NAMES:
         wanted = _trie(strings)
         unwanted = rf"(?!{wanted}(?:_total)?[ \t\n])" if wanted else ""
@@ -1031,6 +1046,7 @@ def _unwanted_run(names: frozenset[object]) -> _Runs:
         runs = (
             re.compile("(?:" + _FAMILY.format(unwanted=unwanted, name=NAME, rest=_REST) + ")*+"),
             re.compile(_LINES.format(unwanted=unwanted_name)),
+            runs[2],
         )
     _UNWANTED_RUNS[names] = runs
     return runs

@@ -100,3 +100,13 @@ def test_a_family_run_numbers_its_groups_as_one_family_does() -> None:
     assert found is not None
     assert found.end() == text.index("# HELP vllm:")
     assert (found[_text._Q], found[_text._U]) == ("b", "counter")
+
+
+@pytest.mark.parametrize("names", [frozenset({"a", "b_total"}), frozenset({"a", "b_total", 7})])
+def test_a_family_is_wanted_by_its_name_or_by_it_without_a_counters_total(names: frozenset[object]) -> None:
+    # one lookup in a set of the names and the names plus "_total" (a selection holding other than names has no
+    # patterns, but the same lookup), as a predicate's two
+    candidates = ["a", "a_total", "b_total", "b_total_total", "b", "c", "c_total", "_total", "a_totalx"]
+    expected = ["a", "a_total", "b_total", "b_total_total"]
+    assert [n for n in candidates if _text._unwanted_run(names)[2](n)] == expected
+    assert [n for n in candidates if _text._wanted_family(names.__contains__)(n)] == expected
