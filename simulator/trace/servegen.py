@@ -63,7 +63,13 @@ def read_servegen(directory: Path, *, seed: int) -> ServeGenWindows:
         ((int(m.group(1)), p) for p in directory.iterdir() if (m := _FILE_RE.fullmatch(p.name))),
     )
     if not files:
-        raise ValueError(f"{directory}: no chunk-<N>-trace.csv files (not a ServeGen directory)")
+        # A folder of one's own traces (a file a day, say) is no trace: each file is replayed by its own path.
+        inside = sorted(p.name for p in directory.iterdir() if p.suffix in (".csv", ".jsonl", ".json") and p.is_file())
+        hint = "".join(
+            f"; a trace file is given by its own path, e.g. {directory / name} (one file a replay)"
+            for name in inside[:1]
+        )
+        raise ValueError(f"{directory}: no chunk-<N>-trace.csv files (not a ServeGen directory){hint}")
     per_client: list[list[tuple[float, float, int, float, float]]] = []
     for _, path in files:
         if not path.is_file():  # a directory was an IsADirectoryError traceback; a FIFO would be waited on for good

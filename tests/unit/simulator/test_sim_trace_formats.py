@@ -316,3 +316,20 @@ def test_mooncake_parser_never_fails_uncontrolled(
     tmp_path_factory: pytest.TempPathFactory, rows: list[dict[str, object]]
 ) -> None:
     _loads_bounded_or_refuses(tmp_path_factory, "\n".join(json.dumps(r) for r in rows))
+
+
+def test_a_folder_of_ones_own_traces_names_a_file_to_give_instead(tmp_path: Path) -> None:
+    # A folder of daily logs is not a trace; the refusal names a file in it, which replays.
+    days = tmp_path / "logs"
+    days.mkdir()
+    (days / "day-2.csv").write_text("Timestamp,Model,Request tokens,Response tokens\n0,m,400,50\n2,m,300,20\n")
+    (days / "notes.txt").write_text("not a trace\n")
+    with pytest.raises(ValueError, match=r"not a ServeGen directory\); a trace file is given by its own path") as no:
+        load_trace(days)
+    named = str(no.value).split("e.g. ")[1].split(" (one file a replay)")[0]
+    assert named == str(days / "day-2.csv")
+    assert len(load_trace(named).columns) == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match=r"empty: no chunk-<N>-trace.csv files \(not a ServeGen directory\)$"):
+        load_trace(empty)
