@@ -272,6 +272,12 @@ class _DeploymentPlanner:
         # by the scale-down window (`Demand.hold_upper_rate`); after, it is held as before. A deployment that went
         # idle after serving (`_went_idle`) is on/off traffic, rough too.
         self._rough = False
+        # Whether the deployment went idle after serving (`_went_idle`): on/off traffic, whose minute-scale forecast
+        # falls in every silence. The burst floor holds there, once an SLO reading was late, and until the release
+        # is measured (`_release_replicas`: its rises, and a whole window of SLO readings within target); on a load
+        # measured smooth and served within the SLO the forecast and the queue carry it (docs/scaling.md, "Policy").
+        self._on_off = False
+        self._release_measured = False
         self._arrived = False  # an arrival rate above zero was read
         self._mix: TokenMix | None = None
         self._mix_t: float | None = None
@@ -508,6 +514,12 @@ class _DeploymentPlanner:
             return None
         return release_replicas(load, margin)
 
+    def _floor_holds(self) -> bool:
+        """Whether the burst floor holds: on on/off traffic (the deployment went idle after serving), once an SLO
+        reading was late, and while the traffic is not yet measured (no release measured yet). A load measured smooth
+        and served within the SLO is carried by the forecast and the queue."""
+        return self._on_off or self._last_late_t is not None or not self._release_measured
+
     def _burst_rate(self, now: float, peak: float | None) -> float | None:
         """The rate the burst floor holds: the highest service need of the last ``burst_hold_s`` (`BurstPeak`: the
         least rate under which none of a run of ticks' arrivals waits past the SLO, a rate-latency bound that sees
@@ -602,7 +614,9 @@ class _DeploymentPlanner:
         if arrival is not None:
             self.forecaster.observe(now, arrival)
             self._seen_arrival = True
-            self._rough = self._rough or self._went_idle(view, arrival)
+            idle = self._went_idle(view, arrival)
+            self._on_off = self._on_off or idle
+            self._rough = self._rough or idle
             self._arrived = self._arrived or arrival > 0.0
         # A replica that makes no progress is neither capacity nor a source of servable queue: counting it would
         # read its ever-growing queue as saturation and learn a capacity far below what the others sustain.
@@ -642,6 +656,7 @@ class _DeploymentPlanner:
         drainable = queue if capacity_rps is None else drainable_queue(view, capacity_rps * cfg.policy.queue_drain_s)
         peak = self.burst.update(now, _arrival_counters(view), arrivals_total)
         release_replicas = self._release_replicas(now, arrival, drainable, capacity_rps)
+        self._release_measured = self._release_measured or release_replicas is not None
         regret_floor = self._regret_floor(now, current - stuck, capacity_rps)
         # Blind: a replica whose load is not read at all. One that reports its batch but has no queue series (TensorRT-
         # LLM behind Triton before its "waiting" category) is measured: its queue is unknown, not hidden load.
@@ -674,7 +689,7 @@ class _DeploymentPlanner:
                 stuck_replicas=stuck,
                 forecast_rate=max(0.0, forecast.point) if forecast_known else None,
                 margin_scale=self.margin.scale,
-                burst_rate=burst_rate,
+                burst_rate=burst_rate if self._floor_holds() else None,
                 forecast_tail_rate=(
                     max(0.0, forecast.point + tail)
                     if forecast_known and tail is not None and not forecast.fallback
