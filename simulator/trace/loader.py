@@ -113,8 +113,8 @@ def file_loader(p: Path) -> Callable[..., RequestColumns]:
 # What a user with a log of their own requests writes, said where an unknown header or a numeric Azure timestamp is
 # refused: BurstGPT's columns by name (its signature; `Model` any text, extra columns ignored), seconds in `Timestamp`.
 OWN_REQUESTS = (
-    "a CSV with the header `Timestamp,Model,Request tokens,Response tokens`, Timestamp in seconds from any origin "
-    "(milliseconds divided by 1000), Model any text (docs/simulator.md, 'Traces')"
+    "a CSV with the header `Timestamp,Model,Request tokens,Response tokens`, Timestamp in seconds from any origin, "
+    "none below 0 (milliseconds divided by 1000), Model any text (docs/simulator.md, 'Traces')"
 )
 
 

@@ -210,7 +210,7 @@ def test_an_unknown_header_says_how_to_write_requests_of_ones_own_and_that_loads
         load_trace(own)
     message = str(refused.value)
     header = message.split("Requests of your own: a CSV with the header `")[1].split("`")[0]
-    assert "Timestamp in seconds" in message
+    assert "Timestamp in seconds from any origin, none below 0" in message  # the loader refuses a negative one
     rows = [line.split(",") for line in own.read_text().splitlines()[1:]]
     own.write_text(header + "\n" + "".join(f"{int(t) / 1000},my-model,{p},{o}\n" for t, p, o in rows))
     trace = load_trace(own)
