@@ -584,7 +584,8 @@ def replay_line(report: Report, cfg: BacktestConfig) -> str:
     (replayed up to the end, without a word) shows here, not in the table at the end."""
     span = report.duration_s
     line = (
-        f"{report.trace}: {report.requests:,} requests over {span:,.0f} s ({span / 3600:.2f} h, "
+        f"{report.trace}: {report.requests:,} request{'' if report.requests == 1 else 's'} over {span:,.0f} s "
+        f"({span / 3600:.2f} h, "
         f"{report.requests / span if span > 0 else 0.0:.3g} req/s on average"
         f"{'' if cfg.rate_scale == 1.0 else f' at --rate-scale {cfg.rate_scale:g}'}), {report.fidelity} level"
     )

@@ -58,3 +58,11 @@ def test_a_start_past_the_traces_end_is_said_in_the_flags_words(tmp_path: Path) 
     result = CliRunner().invoke(app, ["backtest", "--trace", trace, "--start", "5000", "--no-frontier"])
     assert result.exit_code == 2, result.output
     assert result.stderr.strip() == "error: mine.csv: start 5000 s is past the end of the trace (298 s)"
+
+
+def test_one_request_is_one_request(tmp_path: Path) -> None:
+    trace = _burstgpt(tmp_path, [0, 400])
+    argv = ["backtest", "--trace", trace, "--policies", "reactive", "--no-frontier", "--duration", "300"]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[0].startswith("mine.csv: 1 request over 300 s (")
