@@ -657,7 +657,8 @@ class _TextParser:
                 return start
             last = found
         passed.append((line_no, start, end))
-        self._close()  # the family before the run
+        if self.name:  # the family before the run, if any (none at a page's start)
+            self._close()
         # A group keeps its value from an earlier family of the run: the last family's name is the one captured
         # last (p: it opened with its HELP line, q: with its TYPE line), and a HELP-led family's type group t is its
         # own only when it was captured after its name.
