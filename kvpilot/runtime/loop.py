@@ -154,6 +154,7 @@ GATEWAY_ONLY_ASKED = 256
 class LoopConfig:
     interval_s: float = 5.0
     retention_s: float = 30 * 86400.0
+    drains_kept_s: float = 0.0  # drains started this recently stay whatever retention_s (drains.budget_window_s)
     prune_every_s: float = 3600.0
     decision_heartbeat_s: float = 60.0  # an unchanged decision is still stored this often
     kv: KvThresholds = field(default_factory=KvThresholds)
@@ -248,6 +249,7 @@ class ControlLoop:
         self.writes = TickWrites(
             writer,
             retention_s=config.retention_s,
+            drains_kept_s=config.drains_kept_s,
             prune_every_s=config.prune_every_s,
             decision_heartbeat_s=config.decision_heartbeat_s,
         )

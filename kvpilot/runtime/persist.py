@@ -193,6 +193,7 @@ class TickWrites:
         retention_s: float,
         prune_every_s: float,
         decision_heartbeat_s: float,
+        drains_kept_s: float = 0.0,
         seen_every_s: float = SEEN_EVERY_S,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -202,6 +203,7 @@ class TickWrites:
         self._guarding = True  # till a prune goes ahead (``_prune``)
         self._refused_said = False
         self.retention_s = retention_s
+        self.drains_kept_s = drains_kept_s  # drains.budget_window_s with a budget: the drains it counts stay
         self.prune_every_s = prune_every_s
         self.decision_heartbeat_s = decision_heartbeat_s  # an unchanged decision is still stored this often
         self.stored: dict[str, Decision] = {}
@@ -286,7 +288,8 @@ class TickWrites:
                         _utc(newest), _utc(now), horizon_s / 86400, horizon_s / 86400,
                     )  # fmt: skip
                 return
-        log.info("retention: %s", repo.prune(session=session, now=now, horizon_s=horizon_s))
+        pruned = repo.prune(session=session, now=now, horizon_s=horizon_s, drains_kept_s=self.drains_kept_s)
+        log.info("retention: %s", pruned)
         self._guarding = False
 
     def _seen_due(self, now: float, deployments: Mapping[str, DeploymentView]) -> list[SeenDeployment]:

@@ -310,7 +310,10 @@ def build_service(
         metrics=counters,
         node_drains=node_drains.current,
         config=LoopConfig(
-            interval_s=c.interval_s, retention_s=settings.store.retention_days * 86400.0, kv=thresholds.kv
+            interval_s=c.interval_s,
+            retention_s=settings.store.retention_days * 86400.0,
+            drains_kept_s=settings.drains.budget_window_s if settings.drains.budget > 0 else 0.0,
+            kv=thresholds.kv,
         ),
         scale=scale if scale is not None else build_scale(settings, sources),
         managed=tuple(settings.scaler.deployments),

@@ -179,20 +179,6 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
-    def _drains_kept_while_budgeted(self) -> Settings:
-        """with a drain budget, `store.retention_days` is at least `drains.budget_window_s`"""
-        # retention deletes finished drains older than it, and the budget counts the drains started within its window:
-        # a shorter retention deleted them while they still counted, and the budget let more drains through
-        kept_s = self.store.retention_days * 86400.0
-        if self.drains.budget > 0 and kept_s < self.drains.budget_window_s:
-            raise ValueError(
-                f"store.retention_days ({self.store.retention_days:g} days) is shorter than drains.budget_window_s "
-                f"({self.drains.budget_window_s:g} s): the drains the budget counts would be deleted while it counts "
-                "them, and more drains let through; keep them at least as long, or shorten the window"
-            )
-        return self
-
-    @model_validator(mode="after")
     def _lease_kubernetes_takes(self) -> Settings:
         """with `ha` or sharding on, `ha.lease_name` is a Lease name the Kubernetes API takes (at most 63 characters),
         `ha.lease_namespace` a namespace name and `ha.identity` not blank"""

@@ -18,9 +18,11 @@ class StoreSettings(_Section):
     retention_days: float = Field(
         default=30.0,
         gt=0,
-        description="Findings, decisions and roll-ups older than this are deleted, except at a start that would delete "
-        "every row stored before it (a clock that far ahead cannot be told from a stop that long): then nothing is "
-        "deleted until kvpilot has run this long or the clock is put right, said once in the log.",
+        description="Findings, decisions, roll-ups and finished drains older than this are deleted, except at a start "
+        "that would delete every row stored before it (a clock that far ahead cannot be told from a stop that long): "
+        "then nothing is deleted until kvpilot has run this long or the clock is put right, said once in the log. "
+        "A drain started within `drains.budget_window_s` is kept whatever this says (with a budget): the budget "
+        "counts it.",
     )
     buffer_max_writes: int = Field(default=10_000, ge=1, description="Writes held while the store is unreachable.")
     auto_migrate: bool = Field(
