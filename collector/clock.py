@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from typing import Protocol
@@ -12,6 +13,18 @@ log = logging.getLogger(__name__)
 # A wall clock that moved more than this away from the monotonic one between two readings was stepped (NTP), not
 # slewed: slewing moves it by at most 0.5 ms a second.
 STEP_S = 1.0
+# A server's clock (its answers' Date header, whole seconds) this far from ours or more is allowed for, and said once
+# from CLOCK_OFFSET_SAID_S; below it, the header's cut second and the answer's time in flight are the larger error.
+CLOCK_OFFSET_ALLOWED_S = 2.0
+CLOCK_OFFSET_SAID_S = 10.0
+
+
+def allowed_offset(offset: float | None) -> float:
+    """A server's measured clock offset (its clock less ours) as allowed for: 0 where it is not known, not finite,
+    or within ``CLOCK_OFFSET_ALLOWED_S``."""
+    if offset is None or not math.isfinite(offset) or abs(offset) < CLOCK_OFFSET_ALLOWED_S:
+        return 0.0
+    return offset
 
 
 class Clock(Protocol):

@@ -52,7 +52,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from collector.adapt import WANTED_FAMILIES
 from collector.aggregates import DeploymentAggregate
-from collector.clock import Clock, WallClock
+from collector.clock import CLOCK_OFFSET_SAID_S, Clock, WallClock, allowed_offset
 from collector.gpus import amd
 from collector.health import HealthBook
 from collector.promql import decode, expressions
@@ -179,6 +179,8 @@ class PromQLSource:
         self.health = HealthBook()
         # the server's clock less ours, from each answer's Date header (whole seconds): the newest few
         self._offsets: deque[float] = deque(maxlen=OFFSETS_KEPT)
+        self.asked_offset_s = 0.0  # what a tick's queries add to its time: the server's offset as allowed for
+        self._offset_said = False
         self._metadata: dict[str, str] = {}
         self._metadata_at: float | None = None  # on the clock's monotonic reading, as the rules' last check
         self.metadata_ttl_s = 300.0  # new engines bring new families: re-read their types now and then
@@ -283,7 +285,10 @@ class PromQLSource:
         return answer.body
 
     def _note_date(self, date: str | None) -> None:
-        """An answer's Date header (RFC 9110: the server's clock when it answered, in whole seconds) against ours."""
+        """An answer's Date header (RFC 9110: the server's clock when it answered, in whole seconds) against this
+        host's wall clock, not the injected one: a Date is a wall-clock reading, and a virtual clock (a test's, a
+        replay's) no reading of this host's, so a server whose clock agrees with the host's is asked at the clock's
+        time, whatever time that clock keeps."""
         if not date:
             return
         try:
@@ -292,13 +297,28 @@ class PromQLSource:
             return
         if math.isfinite(at):
             # the header's second was cut, not rounded: half a second later on average
-            self._offsets.append(at + 0.5 - self.clock.now())
+            self._offsets.append(at + 0.5 - time.time())
 
     @property
     def server_clock_offset_s(self) -> float | None:
         """How far the server's clock reads ahead of ours (negative: behind), the median of its last answers' Date
         headers (to within a second, and the answers' time in flight); None before any answer carried one."""
         return statistics.median(self._offsets) if self._offsets else None
+
+    def _ask_on_server_clock(self) -> None:
+        """A tick's queries asked at its time on the server's clock (``collector.clock.allowed_offset``): Prometheus
+        answers an instant query with the samples of its lookback (5 minutes) before the time asked, so asked at our
+        time a server an hour behind answered no series at all, and one an hour ahead hour-old samples."""
+        self.asked_offset_s = allowed_offset(self.server_clock_offset_s)
+        if abs(self.asked_offset_s) >= CLOCK_OFFSET_SAID_S and not self._offset_said:
+            self._offset_said = True
+            log.warning(
+                "PromQL source: %s: its clock reads %.0f s %s kvpilot's (its answers' Date header); asked at the time "
+                "on its clock. Check NTP on both hosts",
+                self.shown,
+                abs(self.asked_offset_s),
+                "ahead of" if self.asked_offset_s > 0 else "behind",
+            )
 
     def _too_large(self, where: str) -> PromQLError:
         return PromQLError(
@@ -384,13 +404,15 @@ class PromQLSource:
         return await asyncio.to_thread(decode.answer, await self._body(path, form), f"{self.shown}{path}")
 
     async def _vector(self, query: str, now: float) -> list[decode.Series]:
-        data = await self._data("/api/v1/query", {"query": query, "time": now})
-        return decode.vector(data, f"{self.shown} query {query[:80]!r}", check_series=True)
+        """``now``: the tick's time on our clock, asked at on the server's (``_ask_on_server_clock``)."""
+        return await self.query_vector(query, now + self.asked_offset_s)
 
     async def query_vector(self, query: str, now: float) -> list[decode.Series]:
-        """One instant query's series, through this source's client, timeout and size cap (another reader of the
-        same Prometheus: ``kvpilot.runtime.scale_ksm.KubeStateMetricsScale``); PromQLError when it fails."""
-        return await self._vector(query, now)
+        """One instant query's series, asked at ``now`` as given, through this source's client, timeout and size cap
+        (another reader of the same Prometheus: ``kvpilot.runtime.scale_ksm.KubeStateMetricsScale``); PromQLError
+        when it fails."""
+        data = await self._data("/api/v1/query", {"query": query, "time": now})
+        return decode.vector(data, f"{self.shown} query {query[:80]!r}", check_series=True)
 
     async def _refresh_metadata(self) -> None:
         data = await self._data("/api/v1/metadata")
@@ -416,6 +438,7 @@ class PromQLSource:
     async def _collect(self, owns: Callable[[str], bool] | None) -> CollectResult:
         self.last_answer_bytes = 0
         now = self.clock.now()
+        self._ask_on_server_clock()
         # re-reads due on the monotonic clock: on wall time a step back of the clock put them off by the step
         read_at = self.clock.monotonic()
         stale = self._metadata_at is None or read_at - self._metadata_at > self.metadata_ttl_s
@@ -470,7 +493,7 @@ class PromQLSource:
 
     async def _query_body(self, query: str, now: float) -> tuple[str, bytes]:
         where = f"{self.shown} query {query[:80]!r}"
-        return where, await self._body("/api/v1/query", {"query": query, "time": now})
+        return where, await self._body("/api/v1/query", {"query": query, "time": now + self.asked_offset_s})
 
     async def _in_reader(self, job: Callable[..., list[ScrapeResult]]) -> list[ScrapeResult]:
         """Decode, regroup and adapt the answers off the event loop: in the reader process (the GIL stays with the

@@ -41,6 +41,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from collector.clock import CLOCK_OFFSET_SAID_S, allowed_offset
 from collector.counter_rates import MAX_SERIES_RPS, Arrivals, CounterRates, SeriesId
 from collector.promql.copies import even_counter
 from collector.promql.decode import PromQLError, Series, Stopped
@@ -61,10 +62,6 @@ TIME_LABEL = "kvpilot_sample_time"  # marks the series of an answer to ``timed``
 REFUSED_QUERY = re.compile(r"HTTP 4(00|22)\b|/api/v1/query: (bad_data|execution): ")
 UNTIMED_AFTER = 3  # ticks in a row the timed query is refused while the query alone answers: then asked alone ...
 TIMED_AGAIN_AFTER_S = 600.0  # ... for this long (a refusal that was the server's passing trouble), then tried again
-# Prometheus' clock (its answers' Date header) this far from ours or more is allowed for in the samples' age, and said
-# once; below it, the Date header's whole seconds and the answer's time in flight are the larger error.
-CLOCK_OFFSET_ALLOWED_S = 2.0
-CLOCK_OFFSET_SAID_S = 10.0
 
 
 def timed(text: str) -> str:
@@ -208,12 +205,9 @@ class GatewayArrivals:
 
     def _server_now(self, now: float) -> float:
         """``now`` on the server's clock, which its samples' times are on: ours where the two agree to within
-        ``CLOCK_OFFSET_ALLOWED_S`` or the server's is not known (before, a server an hour behind had every sample
-        read an hour old: stale, the gateway ignored)."""
-        offset = self._server_offset() if self._server_offset is not None else None
-        if offset is None or not math.isfinite(offset) or abs(offset) < CLOCK_OFFSET_ALLOWED_S:
-            self.clock_offset_s = 0.0
-            return now
+        ``collector.clock.CLOCK_OFFSET_ALLOWED_S`` or the server's is not known (before, a server an hour behind had
+        every sample read an hour old: stale, the gateway ignored)."""
+        offset = allowed_offset(self._server_offset() if self._server_offset is not None else None)
         self.clock_offset_s = offset
         if abs(offset) >= CLOCK_OFFSET_SAID_S:
             self._say_once(

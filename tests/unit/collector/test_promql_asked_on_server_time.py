@@ -1,0 +1,81 @@
+"""The PromQL source asks each tick's queries at the tick's time on the Prometheus API's clock (its answers' Date
+header, as collector.arrivals does since 1a8bdd1). Prometheus answers an instant query with each series' newest sample
+of the lookback (5 minutes) before the ``time`` asked: asked at kvpilot's time, a server an hour behind answered an
+empty fleet every tick, and one an hour ahead samples an hour old (issue 17, session 30 helper G)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from email.utils import formatdate
+from typing import Literal
+
+import pytest
+
+from collector.discovery.promql import PromQLSource
+from tests.services.promapi import FakeFleet, serve
+
+LOOKBACK_S = 300.0  # Prometheus' default --query.lookback-delta
+HISTORY_S = 600.0  # the server has scraped the fleet for the last 10 minutes of its clock
+
+
+class _OffClock(FakeFleet):
+    """The fleet as a Prometheus ``offset_s`` behind this host's clock (negative: ahead) holds it: sampled for the
+    last ``HISTORY_S`` of its clock, an instant query answering what was sampled within the lookback before the time
+    asked (nothing asked past its newest samples' lookback, or before its first)."""
+
+    def __init__(self, offset_s: float) -> None:
+        super().__init__(4, per_deployment=4, sick_every=3, down_every=5)
+        self.offset_s = offset_s
+
+    def render(self, query: str, t: float) -> bytes:
+        newest = time.time() - self.offset_s
+        if newest - HISTORY_S <= t and t - LOOKBACK_S <= newest:
+            return super().render(query, min(t, newest))
+        return b'{"status":"success","data":{"resultType":"vector","result":[]}}'
+
+
+@contextmanager
+def _prometheus(offset_s: float) -> Iterator[str]:
+    fleet = _OffClock(offset_s)
+    server = serve(fleet)
+
+    def date_time_string(handler: object, timestamp: float | None = None) -> str:
+        return formatdate(time.time() - offset_s, usegmt=True)
+
+    server.RequestHandlerClass.date_time_string = date_time_string  # type: ignore[attr-defined]  # on its clock
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def _read(url: str, mode: Literal["replicas", "aggregates"], ticks: int) -> list[tuple[list[str], list[str]]]:
+    """Each tick's targets read and deployments aggregated."""
+    source = PromQLSource(url, mode=mode, reader="thread", timeout_s=5.0)
+    read = []
+    try:
+        for _ in range(ticks):
+            result = await source.collect_once()
+            deployments = sorted(f"{a.namespace}/{a.deployment}" for a in source.last_aggregates)
+            read.append((sorted(r.target.url for r in result.results), deployments))
+    finally:
+        await source.aclose()
+    return read
+
+
+@pytest.mark.parametrize("mode", ["replicas", "aggregates"])
+@pytest.mark.parametrize("offset_s", [3600.0, -3600.0])  # an hour behind, an hour ahead
+async def test_a_server_an_hour_off_is_asked_at_its_own_time(
+    offset_s: float, mode: Literal["replicas", "aggregates"]
+) -> None:
+    with _prometheus(0.0) as url:
+        [agreeing] = await _read(url, mode, 1)
+    assert agreeing[0] or agreeing[1]  # the fleet reads where the clocks agree
+    with _prometheus(offset_s) as url:
+        read = await _read(url, mode, 3)
+    # the first tick is asked before any answer gave the server's clock; every later one reads the fleet as where
+    # the clocks agree (before: an empty fleet every tick)
+    assert read[1:] == [agreeing] * 2
