@@ -288,23 +288,34 @@ def test_one_garbled_line_loses_at_most_its_family(page: Path, data: st.DataObje
     name = NAME_RE.match(lines[at].lstrip())
     assert name is not None  # every garble keeps the line's metric name
     declared = name.group() in parse(text)  # a family of that very name (a gauge X_created beside histogram X)
-    head = _block_head(lines, at)
+    original = text.split("\n")
+    # every TYPE block holding a line of this metric name: all of them are set aside, and with them their families
+    heads = {
+        _block_head(original, i)
+        for i in candidates
+        if (m := NAME_RE.match(original[i].lstrip())) is not None and m.group() == name.group()
+    }
     for wanted in (None, WANTED_FAMILIES):
         before = parse(text, wanted=wanted)
         after = parse(garbled, wanted=wanted, drop_bad_lines=True)  # never raises: the fault is the line's own
         # the family the line belongs to: the one of its very name where the page declares it, else by its suffix
         own = {name.group()} if declared else {f for f in [*before, *after] if _belongs(f, (name.group(),))}
-        if head is not None and (head == name.group() or _belongs(head, (name.group(),))):
-            # inside its own TYPE block, the family that block declares: a counter typed as X_total is family X,
-            # which a page whose families are not contiguous (Envoy's) may also declare as X further down
-            own |= {f for f in [*before, *after] if f == head or f + "_total" == head}
+        for head in heads:
+            if head is not None and (head == name.group() or _belongs(head, (name.group(),))):
+                # inside its own TYPE block, the family that block declares: a counter typed as X_total is family X,
+                # which a page whose families are not contiguous (Envoy's) may also declare as X further down
+                own |= {f for f in [*before, *after] if f == head or f + "_total" == head}
         assert _plain(after, own) == _plain(before, own)
         if isinstance(after, PartialPage):  # the line was refused: its family is left out, and said so
             assert not own & set(after)
             # a family none of whose lines is left and that no TYPE line declares is said by its lines' metric name
-            # (`_partial._left_out`): an untyped excerpt of nothing but x_bucket lines read whole is family x
+            # (`_partial._left_out`): an untyped excerpt of nothing but x_bucket lines read whole is family x; and an
+            # untyped family of a typed one's sample name (Envoy's counter X_total's later lines) by that typed family
             untyped_gone = {
-                f for f in own if f"# TYPE {f} " not in text and any(_belongs(f, (n,)) for n in after.dropped)
+                f
+                for f in own
+                if (f"# TYPE {f} " not in text or (f in before and before[f].type == "unknown"))
+                and any(_belongs(f, (n,)) or _belongs(n, (f,)) for n in after.dropped)
             }
             assert own - untyped_gone <= after.dropped
             assert [e.line_no for e in after.errors] == [at + 1]
