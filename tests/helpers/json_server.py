@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from email.message import Message
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -16,14 +17,20 @@ Answer = Callable[[str, bytes, Message], tuple[int, bytes]]
 
 class JsonServer:
     """Answers every GET and POST with ``answer(path, body, headers)``, as ``application/json`` on a kept-alive
-    HTTP/1.1 connection, each request in a thread of its own; ``url`` and ``port`` on a free loopback port."""
+    HTTP/1.1 connection, each request in a thread of its own; ``url`` and ``port`` on a free loopback port. ``clock``
+    (seconds since the epoch) sets the answers' Date header: a server whose clock is not this host's."""
 
-    def __init__(self, answer: Answer) -> None:
+    def __init__(self, answer: Answer, clock: Callable[[], float] | None = None) -> None:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def date_time_string(self, timestamp: float | None = None) -> str:
+                if clock is None:
+                    return super().date_time_string(timestamp)
+                return formatdate(clock(), usegmt=True)
 
             def _answer(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))

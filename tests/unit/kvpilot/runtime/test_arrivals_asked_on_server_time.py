@@ -7,18 +7,17 @@ its time answers, asked an hour later or earlier answers `[]` (session 30 helper
 from __future__ import annotations
 
 import json
-import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
-from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from email.message import Message
 
 import pytest
 
 from collector.discovery.promql import PromQLSource
 from kvpilot.runtime.arrivals import TIME_LABEL, GatewayArrivals, LabelMapping
+from tests.helpers.json_server import JsonServer
 
 QUERY = 'gateway_requests_total{job="gw"}'
 LOOKBACK_S = 300.0  # Prometheus' default --query.lookback-delta
@@ -31,40 +30,26 @@ def _prometheus(offset_s: float) -> Iterator[str]:
     before the ``time`` asked, if it is within the lookback, as Prometheus does."""
     started = time.time() - offset_s - 600.0  # scraped for the last 10 minutes
 
-    class Handler(BaseHTTPRequestHandler):
-        def date_time_string(self, timestamp: float | None = None) -> str:
-            return formatdate(time.time() - offset_s, usegmt=True)
+    def answer(path: str, raw: bytes, headers: Message) -> tuple[int, bytes]:
+        form = urllib.parse.parse_qs(raw.decode())
+        asked = float(form["time"][0])
+        newest = float(int(time.time() - offset_s))  # scraped every whole second of the server's clock
+        sampled = min(newest, float(int(asked)))
+        result = []
+        if started <= sampled and asked - sampled <= LOOKBACK_S:
+            labels = {"namespace": "llm", "deployment": "chat", "pod": "gw-a"}
+            count = 1000.0 + 10.0 * (sampled - started)
+            result = [
+                {"metric": {"__name__": "gateway_requests_total", **labels}, "value": [asked, repr(count)]},
+                {"metric": {**labels, TIME_LABEL: "1"}, "value": [asked, repr(sampled)]},
+            ]
+        return 200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
 
-        def do_POST(self) -> None:
-            form = urllib.parse.parse_qs(self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode())
-            asked = float(form["time"][0])
-            newest = float(int(time.time() - offset_s))  # scraped every whole second of the server's clock
-            sampled = min(newest, float(int(asked)))
-            result = []
-            if started <= sampled and asked - sampled <= LOOKBACK_S:
-                labels = {"namespace": "llm", "deployment": "chat", "pod": "gw-a"}
-                count = 1000.0 + 10.0 * (sampled - started)
-                result = [
-                    {"metric": {"__name__": "gateway_requests_total", **labels}, "value": [asked, repr(count)]},
-                    {"metric": {**labels, TIME_LABEL: "1"}, "value": [asked, repr(sampled)]},
-                ]
-            body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = JsonServer(answer, clock=lambda: time.time() - offset_s)
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield server.url
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
 
 
 @pytest.mark.parametrize("offset_s", [3600.0, -3600.0])  # an hour behind, an hour ahead

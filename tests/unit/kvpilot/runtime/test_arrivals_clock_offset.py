@@ -12,13 +12,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from email.message import Message
 
 import pytest
 
 from collector.discovery.promql import PromQLSource
 from kvpilot.runtime.arrivals import TIME_LABEL, GatewayArrivals, LabelMapping
+from tests.helpers.json_server import JsonServer
 
 QUERY = 'gateway_requests_total{job="gw"}'
 BEHIND_S = 3600.0
@@ -31,40 +31,25 @@ def _prometheus_behind(offset_s: float, frozen: threading.Event) -> Iterator[str
     started = time.time() - offset_s
     last = [started]
 
-    class Handler(BaseHTTPRequestHandler):
-        def date_time_string(self, timestamp: float | None = None) -> str:
-            return formatdate(time.time() - offset_s, usegmt=True)
+    def answer(path: str, raw: bytes, headers: Message) -> tuple[int, bytes]:
+        server_now = time.time() - offset_s
+        if not frozen.is_set():
+            last[0] = server_now - 2.0
+        labels = {"namespace": "llm", "deployment": "chat", "pod": "gw-a"}
+        result = [
+            {
+                "metric": {"__name__": "gateway_requests_total", **labels},
+                "value": [server_now, repr(1000.0 + 10.0 * (last[0] - started))],
+            },
+            {"metric": {**labels, TIME_LABEL: "1"}, "value": [server_now, repr(last[0])]},
+        ]
+        return 200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
 
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            server_now = time.time() - offset_s
-            if not frozen.is_set():
-                last[0] = server_now - 2.0
-            labels = {"namespace": "llm", "deployment": "chat", "pod": "gw-a"}
-            result = [
-                {
-                    "metric": {"__name__": "gateway_requests_total", **labels},
-                    "value": [server_now, repr(1000.0 + 10.0 * (last[0] - started))],
-                },
-                {"metric": {**labels, TIME_LABEL: "1"}, "value": [server_now, repr(last[0])]},
-            ]
-            body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = JsonServer(answer, clock=lambda: time.time() - offset_s)
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield server.url
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
 
 
 async def test_samples_on_a_server_clock_an_hour_behind_are_read_by_their_age_on_it() -> None:
