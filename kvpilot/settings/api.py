@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 
 from kvpilot.settings._section import _Section
-from kvpilot.settings.tokens import TokenList, split_tokens
+from kvpilot.settings.tokens import TokenList, presentable_tokens, split_tokens
 
 
 class ApiSettings(_Section):
@@ -68,3 +68,9 @@ class ApiSettings(_Section):
     )
 
     _split_read = field_validator("read_tokens", "admin_tokens", mode="before")(split_tokens)
+
+    @field_validator("read_tokens", "admin_tokens")
+    @classmethod
+    def _presentable(cls, v: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:
+        """every token is one a request can carry: not empty, no white space at either end"""
+        return presentable_tokens(v)
