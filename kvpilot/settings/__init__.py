@@ -22,6 +22,7 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings import SettingsError as PydanticSettingsError
 
+from kvpilot.settings._section import HomePath
 from kvpilot.settings.api import ApiSettings
 from kvpilot.settings.collector import CollectorSettings
 from kvpilot.settings.cost import CostSettings
@@ -92,7 +93,7 @@ class Settings(BaseSettings):
         default="development",
         description="`production` refuses to start without admin tokens and with well-known or short tokens.",
     )
-    data_dir: Path = Field(
+    data_dir: HomePath = Field(
         default_factory=_default_data_dir,
         description="Folder for the default SQLite store (`kvpilot.db`); unset: `$XDG_DATA_HOME/kvpilot`, else "
         "`~/.local/share/kvpilot`.",

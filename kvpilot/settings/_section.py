@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from collector.urls import password_masked
 
@@ -11,6 +14,19 @@ class _Section(BaseModel):
     # allow_inf_nan: a number a setting holds is finite. Infinity passed every bound (gt=0, renew < lease) and
     # failed where it was used: ha.lease_duration_s .inf made every Lease write fail (a whole number of seconds)
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def _home_expanded(path: Path) -> Path:
+    try:
+        return path.expanduser()
+    except RuntimeError:  # no home folder to name (no HOME, a user with no passwd entry): the path as written
+        return path
+
+
+# A file or folder setting: `~` and `~user` at its start name a home folder, as the shell reads them. Written in the
+# YAML file or in a quoted KVPILOT_* value, `data_dir: ~/kvpilot` was the folder `~/kvpilot` under the working
+# directory: a kvpilot started from another folder found an empty store.
+HomePath = Annotated[Path, AfterValidator(_home_expanded)]
 
 
 def url_or_unset(value: str | None) -> str | None:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from collector.discovery.static import same_replica
 from collector.urls import is_http_url, password_masked, redacted
-from kvpilot.settings._section import _Section, url_or_unset
+from kvpilot.settings._section import HomePath, _Section, url_or_unset
 from store.fields import TargetSpec
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -38,7 +37,7 @@ class DiscoverySettings(_Section):
         description="`static` (listed targets), `kubernetes` (labelled pods), `promql` (targets from a "
         "Prometheus-compatible API) or `simulator` (the built-in fleet).",
     )
-    static_file: Path | None = Field(
+    static_file: HomePath | None = Field(
         default=None, description="YAML list of static targets (fields as below), re-read when it changes."
     )
     static_targets: tuple[StaticTarget, ...] = Field(
@@ -99,7 +98,7 @@ class DiscoverySettings(_Section):
     simulator_replicas: int = Field(
         default=4, ge=1, le=1000, description="Replicas of the built-in simulator (`kind: simulator`)."
     )
-    simulator_trace: Path | None = Field(
+    simulator_trace: HomePath | None = Field(
         default=None,
         description="Trace the simulator replays (a file, or `synthetic[:k=v]`); unset: the simulator's built-in "
         "default.",

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from kvpilot.settings._section import _Section
+from kvpilot.settings._section import HomePath, _Section
 from kvpilot.settings.tokens import MIN_TOKEN_LENGTH, TokenList, split_tokens
 
 
@@ -21,12 +20,12 @@ class KedaSettings(_Section):
     stale_after_ticks: float = Field(
         default=6.0, ge=2, description="A decision older than this many loop intervals is refused."
     )
-    tls_cert_file: Path | None = Field(
+    tls_cert_file: HomePath | None = Field(
         default=None,
         description="PEM certificate of the gRPC server (set: TLS); it names the `scalerAddress` host.",
     )
-    tls_key_file: Path | None = Field(default=None, description="PEM private key of that certificate.")
-    tls_client_ca_file: Path | None = Field(
+    tls_key_file: HomePath | None = Field(default=None, description="PEM private key of that certificate.")
+    tls_client_ca_file: HomePath | None = Field(
         default=None, description="Set: mutual TLS, client certificates signed by this CA are required."
     )
     bearer_tokens: TokenList = Field(

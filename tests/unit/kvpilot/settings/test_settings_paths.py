@@ -39,3 +39,42 @@ def test_absolute_paths_and_environment_paths_are_left_alone(tmp_path: Path, mon
     assert load_settings(tmp_path / "kvpilot.yaml").collector.discovery.static_file == Path("/etc/kvpilot/targets.yaml")
     monkeypatch.setenv("KVPILOT_COLLECTOR__DISCOVERY__STATIC_FILE", "mine.yaml")
     assert load_settings(tmp_path / "kvpilot.yaml").collector.discovery.static_file == Path("mine.yaml")
+
+
+@pytest.mark.parametrize("given_in", ["yaml", "environment"])
+def test_a_path_from_home_is_read_from_home_from_any_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given_in: str
+) -> None:
+    # `data_dir: ~/kvpilot` was the folder `~/kvpilot` under the working directory: started from another folder,
+    # kvpilot opened an empty store beside it
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    home.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(elsewhere)
+    paths = {
+        "data_dir": "~/kvpilot",
+        "collector.discovery.static_file": "~/targets.yaml",
+        "collector.discovery.simulator_trace": "~/trace.csv",
+        "keda.tls_cert_file": "~/tls.crt",
+        "keda.tls_key_file": "~/tls.key",
+        "keda.tls_client_ca_file": "~/ca.crt",
+    }
+    conf = tmp_path / "kvpilot.yaml"
+    if given_in == "yaml":
+        conf.write_text(
+            "data_dir: ~/kvpilot\n"
+            "collector: {discovery: {static_file: ~/targets.yaml, simulator_trace: ~/trace.csv}}\n"
+            "keda: {tls_cert_file: ~/tls.crt, tls_key_file: ~/tls.key, tls_client_ca_file: ~/ca.crt}\n"
+        )
+    else:
+        conf.write_text("{}\n")
+        for dotted, value in paths.items():
+            monkeypatch.setenv("KVPILOT_" + dotted.upper().replace(".", "__"), value)
+    s: object = load_settings(conf)
+    for dotted, value in paths.items():
+        read = s
+        for part in dotted.split("."):
+            read = getattr(read, part)
+        assert read == home / value.removeprefix("~/"), dotted
+    assert load_settings(conf).database_url == f"sqlite:///{home / 'kvpilot' / 'kvpilot.db'}"
