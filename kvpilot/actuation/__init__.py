@@ -100,8 +100,10 @@ class Drainer(Protocol):
         reason: str = "",
         interrupt: threading.Event | None = None,
         should_stop: Callable[[], bool] | None = None,
+        on_step: Callable[[AuditRecord], None] | None = None,
     ) -> DrainResult:
-        """``should_stop`` is asked before each eviction (``NodeDrainer.drain``): True ends the drain, cancelled."""
+        """``should_stop`` is asked before each eviction (``NodeDrainer.drain``): True ends the drain, cancelled.
+        ``on_step`` is told each step's record as it is made."""
         ...
 
     def cordoned(self) -> set[str] | None:
@@ -124,6 +126,7 @@ class NoClusterDrainer:
         reason: str = "",
         interrupt: threading.Event | None = None,
         should_stop: Callable[[], bool] | None = None,
+        on_step: Callable[[AuditRecord], None] | None = None,
     ) -> DrainResult:
         now = self._clock.now()
         if dry_run:
@@ -404,9 +407,10 @@ class Actuation:
                     lost.set()
                 return interrupt.is_set() or lost.is_set()
 
+            steps = _LiveSteps()
             drain = partial(self._drainer.drain, node, dry_run=dry_run, reason=reason, interrupt=interrupt)
-            run = asyncio.ensure_future(asyncio.to_thread(drain, should_stop=should_stop))
-            cancelled_by = await self._watch(action_id, run, interrupt, stop, leading)
+            run = asyncio.ensure_future(asyncio.to_thread(drain, should_stop=should_stop, on_step=steps.add))
+            cancelled_by = await self._watch(action_id, run, interrupt, stop, leading, steps)
             if cancelled_by is None and lost.is_set():  # stopped by the drainer's own check, before the watch's
                 cancelled_by = "shutdown"
             try:
@@ -415,6 +419,7 @@ class Actuation:
                 log.exception("drain of %s raised", node)
                 await self._settle(action_id, partial(self._fail, action_id, attempt, f"drain raised: {e}"))
                 continue
+            del result.records[: steps.written]  # already in its audit trail, written while the drain ran
             if cancelled_by == "shutdown" and result.cancelled:
                 await asyncio.to_thread(self._audit_steps, action_id, result)
                 why = "interrupted by shutdown or a lost Lease; the next leader resumes"
@@ -448,13 +453,21 @@ class Actuation:
         interrupt: threading.Event,
         stop: asyncio.Event,
         leading: Callable[[], bool],
+        steps: _LiveSteps,
     ) -> str | None:
-        """Until ``run`` ends: interrupt it on ``stop`` or when an operator cancelled the action. The state read
-        runs in a thread; while one is outstanding (a hung store) no second one starts."""
+        """Until ``run`` ends: interrupt it on ``stop`` or when an operator cancelled the action, and write the steps
+        of a drain that waits on an eviction as they come (``_LiveSteps``). The state read and the steps' write each
+        run in a thread; while one is outstanding (a hung store) no second one starts."""
         check: asyncio.Future[str | None] | None = None
+        note: asyncio.Future[int] | None = None
         why: str | None = None
         while not run.done():
             await asyncio.wait({run}, timeout=self._poll_s)
+            if note is not None and note.done():
+                steps.written += 0 if note.exception() else note.result()  # the store away: tried again
+                note = None
+            if note is None and (due := steps.due()):
+                note = asyncio.ensure_future(asyncio.to_thread(self._note_live, action_id, due))
             if run.done() or interrupt.is_set():
                 continue
             if stop.is_set() or not leading():
@@ -471,6 +484,9 @@ class Actuation:
                     interrupt.set()
         if check is not None:  # still reading when the drain ended: its answer (or the store's error) is not needed
             check.add_done_callback(lambda f: f.cancelled() or f.exception())
+        if note is not None:  # still writing: what it wrote is not written again at the end
+            with contextlib.suppress(Exception):
+                steps.written += await note
         return why
 
     # The worker's reads (the approved drains, the state polled for a cancel, the executing ones found at start) are
@@ -639,6 +655,12 @@ class Actuation:
         with transaction(self._sessions) as s:
             _note_steps(s, action_id, result)
 
+    def _note_live(self, action_id: int, records: list[AuditRecord]) -> int:
+        """Steps of a drain still running, on its audit trail now; how many were written."""
+        with transaction(self._sessions) as s:
+            _note_records(s, action_id, records)
+        return len(records)
+
     def _fail(self, action_id: int, attempt: int | None, message: str) -> None:
         with transaction(self._sessions) as s:
             if self._ours(s, action_id, attempt):
@@ -751,9 +773,35 @@ def _covered(action: DrainActionRow, finding_ids: Sequence[str], since: dict[str
     return ended and bool(finding_ids) and all(since[f] <= action.updated_at for f in finding_ids)
 
 
+class _LiveSteps:
+    """A drain's steps as its thread makes them. An eviction a PodDisruptionBudget refuses (or the API server throttles)
+    is retried for up to ``Backoff.deadline_s`` (600 s) a pod, and a drain's steps were written only when it ended: for
+    those minutes ``GET /v1/drains/{id}`` said `executing` and nothing else, not even that the node was cordoned.
+    From a drain's first eviction that waits, its steps so far and each later one are written as they come (``due``);
+    a drain that ends without waiting writes them at its end, as before (a busy API server's tries write theirs only
+    when they differ from the last try's)."""
+
+    def __init__(self) -> None:
+        self._records: list[AuditRecord] = []  # appended in the drain's thread, read on the event loop
+        self._waiting = False
+        self.written = 0
+
+    def add(self, record: AuditRecord) -> None:
+        self._records.append(record)
+        if record.step == "evict" and record.outcome is Outcome.RETRY:
+            self._waiting = True
+
+    def due(self) -> list[AuditRecord]:
+        return self._records[self.written :] if self._waiting else []
+
+
 def _note_steps(session: Session, action_id: int, result: DrainResult) -> None:
     """Each step of a drain (cordon, taint, each eviction) as a note on its action's audit trail."""
-    for r in result.records:
+    _note_records(session, action_id, result.records)
+
+
+def _note_records(session: Session, action_id: int, records: Sequence[AuditRecord]) -> None:
+    for r in records:
         repo.note_drain(
             session=session,
             action_id=action_id,

@@ -147,6 +147,7 @@ class NodeDrainer:
         self._taint_key = taint_key
         self._wait: Callable[[float], object] = self._waiter(None)
         self._stop: Callable[[], bool] = lambda: False
+        self._on_step: Callable[[AuditRecord], None] | None = None
 
     # -- public ----------------------------------------------------------------------------------------
 
@@ -158,15 +159,18 @@ class NodeDrainer:
         reason: str = "",
         should_stop: Callable[[], bool] | None = None,
         interrupt: threading.Event | None = None,
+        on_step: Callable[[AuditRecord], None] | None = None,
     ) -> DrainResult:
         """Cordon and taint ``node``, then evict every pod on it that a drain should move.
 
         ``should_stop`` (default: ``interrupt`` is set) is asked before each eviction and after each backoff: an
         operator's cancel or a shutdown stops further evictions (the node stays cordoned; what was already
-        evicted is in the records). With ``interrupt`` and no injected ``sleep``, a backoff ends when it is set."""
+        evicted is in the records). With ``interrupt`` and no injected ``sleep``, a backoff ends when it is set.
+        ``on_step`` is told each record as it is made, in this thread (the worker writes them while an eviction
+        waits)."""
         result = DrainResult(node=node, dry_run=dry_run)
         stop = should_stop or (interrupt.is_set if interrupt is not None else (lambda: False))
-        self._wait, self._stop = self._waiter(interrupt), stop
+        self._wait, self._stop, self._on_step = self._waiter(interrupt), stop, on_step
         try:
             self._steps(node, result, reason, stop)
         except _Busy as e:  # a longer wait than a call may take: the drain is tried again on the worker's next pass
@@ -254,19 +258,20 @@ class NodeDrainer:
     # -- steps -----------------------------------------------------------------------------------------
 
     def _record(self, result: DrainResult, step: str, target: str, outcome: Outcome, message: str, **ev: Any) -> None:
-        result.records.append(
-            AuditRecord(
-                at=self._clock.now(),
-                node=result.node,
-                step=step,
-                target=target,
-                outcome=outcome,
-                message=message,
-                dry_run=result.dry_run,
-                actor=self._actor,
-                evidence={k: v for k, v in ev.items() if isinstance(v, str | float | int) or v is None},
-            )
+        record = AuditRecord(
+            at=self._clock.now(),
+            node=result.node,
+            step=step,
+            target=target,
+            outcome=outcome,
+            message=message,
+            dry_run=result.dry_run,
+            actor=self._actor,
+            evidence={k: v for k, v in ev.items() if isinstance(v, str | float | int) or v is None},
         )
+        result.records.append(record)
+        if self._on_step is not None:
+            self._on_step(record)
 
     def _cordon(self, node: str, result: DrainResult, *, reason: str) -> bool:
         from kubernetes import client

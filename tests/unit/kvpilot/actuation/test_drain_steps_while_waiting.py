@@ -1,0 +1,92 @@
+"""A drain whose eviction a PodDisruptionBudget refuses shows its steps while it waits: the drain worker, the real
+`NodeDrainer` and the fake API server. Each eviction is retried for up to 600 s a pod; until session 31 the steps
+were written only when the drain ended, and `GET /v1/drains/{id}` said `executing` and nothing else meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from sqlalchemy.orm import Session, sessionmaker
+
+from collector.clock import VirtualClock
+from detectors.drain_rails import DrainRails
+from kvpilot.actuation import Actuation
+from kvpilot.actuation.drain import Backoff, NodeDrainer
+from store import repo
+from store.db import make_engine, session_factory, transaction
+from store.drain_states import DrainState
+from tests.fakekube.eviction import install
+from tests.fakekube.server import FakeKube
+from tests.helpers.drains import admin_approved
+from tests.helpers.poll import until
+from tests.helpers.sqlite_store import migrated
+
+
+@pytest.fixture
+def kube() -> Iterator[FakeKube]:
+    fake = install(FakeKube()).start()
+    try:
+        fake.create("nodes", {"metadata": {"name": "gpu-1"}, "spec": {}})
+        owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "gone", "uid": "u", "controller": True}
+        meta = {"name": "chat-0", "namespace": "ml", "labels": {"app": "chat"}, "ownerReferences": [owner]}
+        fake.create(
+            "pods",
+            {
+                "metadata": meta,
+                "spec": {"nodeName": "gpu-1", "containers": [{"name": "c", "image": "i"}]},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+            },
+            namespace="ml",
+        )
+        budget = {"minAvailable": 1, "selector": {"matchLabels": {"app": "chat"}}}
+        fake.create("poddisruptionbudgets", {"metadata": {"name": "chat"}, "spec": budget}, namespace="ml")
+        yield fake
+    finally:
+        fake.stop()
+
+
+def _trail(sessions: sessionmaker[Session], action_id: int) -> tuple[str, list[str]]:
+    with transaction(sessions) as s:
+        state = repo.get_drain(session=s, action_id=action_id).state
+        return state, [e.message for e in repo.list_drain_events(session=s, action_id=action_id)]
+
+
+async def test_the_steps_of_a_drain_a_budget_holds_are_on_its_trail_while_it_waits(
+    tmp_path: Path, kube: FakeKube
+) -> None:
+    sessions = session_factory(make_engine(migrated(tmp_path / "k.db")))
+    clock = VirtualClock(1000.0)  # the drainer's 600 s deadline never comes: the budget holds until the cancel
+    api = kube.api_client()
+    try:
+        drainer = NodeDrainer(client.CoreV1Api(api), clock=clock, backoff=Backoff(initial_s=0.02, max_s=0.02))
+        act = Actuation(sessions=sessions, clock=clock, rails=DrainRails(dry_run=False), drainer=drainer, poll_s=0.02)
+        action_id = admin_approved(sessions, "gpu-1", clock.now())
+        worker = asyncio.ensure_future(act.execute_approved(asyncio.Event()))
+
+        def waiting_on_the_budget() -> bool:
+            state, trail = _trail(sessions, action_id)
+            return state == DrainState.EXECUTING.value and any("PDB refused ml/chat-0" in m for m in trail)
+
+        await until(waiting_on_the_budget, what="the budget's refusal on the trail of the drain still executing")
+        _, trail = _trail(sessions, action_id)
+        assert any(m.startswith("cordon gpu-1: ok cordoned gpu-1") for m in trail), trail
+        refusal = next(m for m in trail if "PDB refused" in m)
+        assert refusal.startswith("evict ml/chat-0: retry PDB refused ml/chat-0 (The disruption budget chat needs")
+        assert "for up to 600 s" in refusal
+
+        with transaction(sessions) as s:  # the operator cancels it: the worker hears it and the drain ends
+            repo.transition_drain(
+                session=s, action_id=action_id, to=DrainState.CANCELLED, actor="admin#0", now=clock.now()
+            )
+        await asyncio.wait_for(worker, 30)
+    finally:
+        api.close()
+    state, trail = _trail(sessions, action_id)
+    assert state == DrainState.CANCELLED.value
+    steps = [m for m in trail if m.startswith(("cordon ", "evict "))]
+    assert len(steps) == len(set(steps)), trail  # written once each: while it waited, and not again at its end
+    assert any(m.startswith("evict gpu-1: skipped cancelled") for m in steps), trail  # the end's own step follows
