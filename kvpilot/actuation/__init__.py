@@ -111,12 +111,20 @@ class Drainer(Protocol):
         ...
 
 
-class NoClusterDrainer:
-    """For fleets without a Kubernetes API (the simulator, static targets): a dry run says what would happen;
-    a real drain fails with the reason, rather than pretending."""
+ON_CLUSTER_ONLY = (
+    "kvpilot drains through the Kubernetes API only with collector.discovery.kind kubernetes, ha.enabled or "
+    "sharding.shards above 1"
+)
 
-    def __init__(self, clock: Clock) -> None:
+
+class NoClusterDrainer:
+    """For fleets without a Kubernetes API (the simulator, static targets, a PromQL source without HA): a dry run
+    says what a drain would do and that it was not checked against a cluster; a real drain fails, saying why and what
+    to set, rather than pretending. ``discovery``: the fleet's ``collector.discovery.kind``, named in both."""
+
+    def __init__(self, clock: Clock, *, discovery: str = "") -> None:
         self._clock = clock
+        self.why = ON_CLUSTER_ONLY + (f" (here: discovery {discovery}, without either)" if discovery else "")
 
     def drain(
         self,
@@ -130,9 +138,10 @@ class NoClusterDrainer:
     ) -> DrainResult:
         now = self._clock.now()
         if dry_run:
-            record = AuditRecord(now, node, "cordon", node, Outcome.DRY_RUN, "would cordon, taint and evict", True)
+            words = f"would cordon, taint and evict; not checked against a cluster, and a real drain fails: {self.why}"
+            record = AuditRecord(now, node, "cordon", node, Outcome.DRY_RUN, words, True)
             return DrainResult(node, True, [record])
-        record = AuditRecord(now, node, "cordon", node, Outcome.ERROR, "no Kubernetes API configured", False)
+        record = AuditRecord(now, node, "cordon", node, Outcome.ERROR, f"no Kubernetes API: {self.why}", False)
         return DrainResult(node, False, [record], failed=True)
 
     def cordoned(self) -> set[str] | None:

@@ -550,7 +550,9 @@ def build_actuation(
         # one try a request: the drainer waits out a Retry-After itself, within request_timeout_s and heeding a cancel
         drainer = NodeDrainer(client.CoreV1Api(_kube_api_client(retries=False)), clock=clock, on_evict=on_evict)
     else:
-        drainer = NoClusterDrainer(clock)
+        drainer = NoClusterDrainer(clock, discovery=settings.collector.discovery.kind)
+        if not d.dry_run:  # the operator asked for real drains, and every one will fail: say so before the first
+            log.warning("drains.dry_run is false, but every drain will fail: %s", drainer.why)
     scaler: Any = None
     if settings.scaler.mode == "direct":
         if sources.simulator_url is not None:
