@@ -1,13 +1,15 @@
 """A text page read around the lines that break it: ``parse(..., drop_bad_lines=True)``, what the scrape loop reads.
 
-A serving stack sometimes writes a line no parser can read: dcgm-exporter writes ``ERROR - FAILED TO CONVERT TO
-STRING`` as the value of a field it cannot render as text, an exporter cuts a line short, a label value holds a stray
-quote. Read strictly, one such line loses the whole page: every replica's queue and every GPU's health on it. With
+A serving stack sometimes writes a line no parser can read: dcgm-exporter writes ``ERROR - FAILED TO CONVERT TO STRING``
+as the value of a field it cannot render as text, an exporter cuts a line short, a label value holds a stray quote. Read
+strictly, one such line loses the whole page: every replica's queue and every GPU's health on it. With
 ``drop_bad_lines``, a line whose fault is its own (its value, timestamp, labels or name) loses only its family: every
-sample line of the same metric name is set aside, the page is read again, and the family those lines belong to is
-left out. The whole family, not only the bad series: a family with one series unreadable would otherwise be summed
-or averaged as if it had one series fewer (a queue read short, a mean KV usage over the GPUs that could be read),
-where a missing family reads as unknown, which every reader already handles.
+sample line of the same metric name is set aside, the page is read again with a stand-in where each of those lines
+stood, and every family holding a stand-in is left out: the families those lines belong to, wherever their name and
+place put them (on a page whose families are not contiguous, Envoy's, one name's lines feed more than one family). The
+whole family, not only the bad series: a family with one series unreadable would otherwise be summed or averaged as if
+it had one series fewer (a queue read short, a mean KV usage over the GPUs that could be read), where a missing family
+reads as unknown, which every reader already handles.
 
 What was left out is on the result (``PartialPage``): ``errors``, one ``ParseError`` per metric name set aside,
 each naming its first bad line, in the page's order, ``names``, those metric names, and ``dropped``, the families left
@@ -101,34 +103,41 @@ def read_around(
     else:
         candidates = expected
     tried = [n for n in candidates if n not in found]
-    blanked = ""
+    marked: _Marked = []
     if tried:
         marked = _marked(text, [*found, *tried])
         for name, error in _failing_alone(marked, tried, read, text).items():
             # a line before the first read's bad line was read in place: one failing alone there is not bad in place
             if first is None or (error.line_no or 0) > (first.line_no or 0):
                 found[name] = error
-        if found:
-            blanked = _blanked(text, marked, found)
     ordered = sorted(found.values(), key=lambda e: e.line_no or 0)
     if len(ordered) > MAX_BAD_NAMES:
         raise ordered[MAX_BAD_NAMES]
+    stand_ins = True  # each line set aside has a stand-in on the page read again (``_stood_in``) unless one is refused
     while True:
+        page, standing = text, frozenset[int]()
+        if found:
+            marked = marked or _marked(text, found)
+            page, standing = _stood_in(text, marked, found) if stand_ins else (_blanked(text, marked, found), standing)
         try:
-            families = read(blanked or (_blanked(text, _marked(text, found), found) if found else text))
+            families = read(page)
         except ParseError as e:
-            blanked = ""
+            if e.line_no in standing:  # a stand-in refused (none is known to be): the lines blanked instead, and
+                # the families left out found by the lines' names (``_left_out``)
+                stand_ins = False
+                continue
             lines = lines or text.split("\n")
             name = _line_name(lines, e)
             if name is None or name in found or len(found) >= MAX_BAD_NAMES:
                 raise
             found[name] = e
+            marked = []
             continue
         break
     if not found:
         return families  # the names expected all read again
     names = tuple(sorted(found, key=lambda n: found[n].line_no or 0))
-    left_out, dropped = _left_out(names, families, text)
+    left_out, dropped = _lost(names, families) if stand_ins else _left_out(names, families, text)
     kept = {n: f for n, f in families.items() if n not in left_out}
     return PartialPage(kept, tuple(found[n] for n in names), dropped, names)
 
@@ -174,6 +183,42 @@ def _blanked(text: str, marked: _Marked, names: Collection[str]) -> str:
             at = end
     pieces.append(text[at:])
     return "".join(pieces)
+
+
+# The one label of a line set aside's stand-in: the line's number, so that no two stand-ins are one series.
+_STAND_IN = "kvpilot_line_set_aside"
+
+
+def _stood_in(text: str, marked: _Marked, names: Collection[str]) -> tuple[str, frozenset[int]]:
+    """``text`` with every sample line of the metric ``names`` replaced by a line the parser reads where that line
+    stood and as that line's family (the parser puts a line in a family by its metric name and its place on the
+    page alone): the name, the line's number as its one label (a bucket's ``le`` too) and a value of 0; and those
+    lines' numbers. The families holding a stand-in are every family that lost lines (``_lost``): on a page whose
+    families are not contiguous (Envoy's counter typed as ``X_total``, its later lines an untyped ``X_total``), more
+    than one family of the lines' name."""
+    pieces: list[str] = []
+    at, standing = 0, []
+    for line_no, start, end, name in marked:
+        if name is not None and name in names:
+            le = ',le="+Inf"' if name.endswith("_bucket") else ""
+            pieces += (text[at:start], f'{name}{{{_STAND_IN}="{line_no}"{le}}} 0')
+            at = end
+            standing.append(line_no)
+    pieces.append(text[at:])
+    return "".join(pieces), frozenset(standing)
+
+
+def _lost(names: Iterable[str], families: dict[str, MetricFamily]) -> tuple[set[str], frozenset[str]]:
+    """The families read from ``_stood_in``'s page that hold a stand-in, to leave out, and the families said to be
+    left out: those, and a metric name set aside none of whose stand-ins a family read holds (a selective read
+    passes over them) by itself."""
+    names = tuple(names)
+    lost = {
+        f
+        for f, family in families.items()
+        if any(n.startswith(f) for n in names) and any(_STAND_IN in s.labels for s in family.samples)
+    }
+    return lost, frozenset(lost.union(n for n in names if not any(_belongs(f, (n,)) for f in lost)))
 
 
 def _failing_alone(

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from collector.adapt import WANTED_FAMILIES, adapt_families, adapt_page
 from collector.exposition import DEFAULT_MAX_SAMPLES, LayoutCache, MetricFamily, ParseError, parse
 from collector.exposition._lex import NAME_RE
-from collector.exposition._partial import MAX_BAD_NAMES, PartialPage, _belongs, _left_out
+from collector.exposition._partial import _STAND_IN, MAX_BAD_NAMES, PartialPage, _belongs, _lost
 from collector.samples import TargetInfo
 
 _TESTS = Path(__file__).resolve().parents[2]
@@ -92,6 +92,22 @@ def test_a_page_without_bad_lines_is_a_plain_dict() -> None:
             {"vllm:prompt_tokens"},
             {"vllm:prompt_tokens_created"},
         ),
+        # families not contiguous (Envoy's page): a counter typed as X_total, its later lines an untyped family
+        # X_total after another family; a bad line sets aside every line of its name, and both families lost lines:
+        # both are said (was: only the counter X)
+        (
+            '# TYPE rq_total counter\nrq_total{cluster="a"} ERROR\n'
+            '# TYPE other gauge\nother 1\nrq_total{cluster="b"} 1\n',
+            {"other"},
+            {"rq", "rq_total"},
+        ),
+        # an untyped excerpt of x_bucket lines alone (vLLM pull request #22227's) is read whole as histogram x: its
+        # bad line loses x, said as x (was: x_bucket, a family no read of the page has)
+        (
+            'x_bucket{le="1.0"} 1\nx_bucket{le="+Inf"} ERROR\n',
+            set(),
+            {"x"},
+        ),
     ],
 )
 def test_a_bad_line_loses_its_family_and_no_more(text: str, kept: set[str], dropped: set[str]) -> None:
@@ -99,6 +115,17 @@ def test_a_bad_line_loses_its_family_and_no_more(text: str, kept: set[str], drop
     assert isinstance(page, PartialPage)
     assert set(page) == kept
     assert page.dropped == dropped
+
+
+def test_a_stand_in_the_parser_refused_leaves_the_lines_blanked(monkeypatch: pytest.MonkeyPatch) -> None:
+    # no stand-in is known to be refused; were one (here: a label name the parser refuses), the lines set aside are
+    # blanked instead and the families left out found by their names, the page still read around
+    import collector.exposition._partial as partial
+
+    monkeypatch.setattr(partial, "_STAND_IN", "__refused")
+    page = parse(DCGM, drop_bad_lines=True)
+    assert isinstance(page, PartialPage)
+    assert (list(page), page.dropped) == (["DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_UTIL"], {"DCGM_FI_DEV_POWER_USAGE"})
 
 
 WHOLE_PAGE_FAULTS = [
@@ -308,16 +335,13 @@ def test_one_garbled_line_loses_at_most_its_family(page: Path, data: st.DataObje
         assert _plain(after, own) == _plain(before, own)
         if isinstance(after, PartialPage):  # the line was refused: its family is left out, and said so
             assert not own & set(after)
-            # a family none of whose lines is left and that no TYPE line declares is said by its lines' metric name
-            # (`_partial._left_out`): an untyped excerpt of nothing but x_bucket lines read whole is family x; and an
-            # untyped family of a typed one's sample name (Envoy's counter X_total's later lines) by that typed family
-            untyped_gone = {
-                f
-                for f in own
-                if (f"# TYPE {f} " not in text or (f in before and before[f].type == "unknown"))
-                and any(_belongs(f, (n,)) or _belongs(n, (f,)) for n in after.dropped)
-            }
-            assert own - untyped_gone <= after.dropped
+            assert own <= after.dropped
+            # every family that lost lines is said, by the name the page reads it under (Envoy's counter typed as
+            # X_total and its untyped X_total further down both; an untyped excerpt of x_bucket lines as x), and no
+            # family that lost none, but for a name set aside whose lines no family read holds
+            lost = {f for f, family in _plain(before).items() if _plain(after).get(f) != family}
+            assert lost <= after.dropped
+            assert after.dropped - lost <= set(after.names)
             assert [e.line_no for e in after.errors] == [at + 1]
 
 
@@ -342,7 +366,8 @@ def test_a_bad_created_gauge_line_leaves_its_histogram_whole() -> None:
 
 def _reference(text: str, wanted: frozenset[str] | None) -> dict[str, MetricFamily]:
     """The page as session 13 read it (8477dd7, b54af33): one more read per bad name, each name's lines blanked by a
-    pass over every line. The oracle the faster reading must agree with (errors compared in the page's order)."""
+    pass over every line, then read once more with a stand-in for each of those lines (what is left out, and said, is
+    what holds one). The oracle the faster reading must agree with (errors compared in the page's order)."""
     try:
         return parse(text, wanted=wanted)
     except ParseError as e:
@@ -368,7 +393,15 @@ def _reference(text: str, wanted: frozenset[str] | None) -> dict[str, MetricFami
             error = e
             continue
         break
-    left_out, said = _left_out(names, families, text)
+    # read again with a stand-in where each line set aside stood (`_partial._stood_in`), by a pass over every line:
+    # the families holding one are those left out, and said
+    for i, line in enumerate(text.split("\n")):
+        own = line.lstrip()
+        if own[:1] not in ("", "#") and (n := NAME_RE.match(own)) is not None and n.group() in names:
+            le = ',le="+Inf"' if n.group().endswith("_bucket") else ""
+            lines[i] = f'{n.group()}{{{_STAND_IN}="{i + 1}"{le}}} 0'
+    families = parse("\n".join(lines), wanted=wanted)
+    left_out, said = _lost(names, families)
     kept = {n: f for n, f in families.items() if n not in left_out}
     order = sorted(range(len(names)), key=lambda k: errors[k].line_no or 0)
     return PartialPage(kept, tuple(errors[k] for k in order), said, tuple(names[k] for k in order))

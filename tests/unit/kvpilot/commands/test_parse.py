@@ -303,6 +303,23 @@ def test_a_page_read_in_part_says_what_it_left_out(tmp_path: Path) -> None:
     assert "families left out: DCGM_FI_DEV_POWER_USAGE" in result.stderr
 
 
+def test_a_page_read_in_part_names_every_family_that_lost_lines(tmp_path: Path) -> None:
+    # a counter typed as X_total whose later lines, after another family, read as an untyped family X_total (Envoy's
+    # layout): a bad line sets aside every line of its name, so both families are left out, and both are said
+    page = _write(
+        tmp_path / "vllm.txt",
+        "# TYPE vllm:request_success_total counter\n"
+        'vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} ERROR\n'
+        "# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{engine="0",model_name="m"} 2\n'
+        'vllm:request_success_total{engine="1",finished_reason="stop",model_name="m"} 3\n',
+    )
+    result = _run(str(page), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert [r["requests_running"] for r in json.loads(result.stdout)["replicas"]] == [2.0]
+    assert "families left out: vllm:request_success, vllm:request_success_total" in result.stderr
+
+
 def test_a_gpu_only_page_behind_a_prefix_says_so_plainly(tmp_path: Path) -> None:
     """No engine: the note names a GPU exporter's names, not "its names are GPUs only's"."""
     page = _write(
