@@ -288,6 +288,25 @@ def test_dry_run_changes_nothing_and_says_what_it_would_do(kube, core):
     assert all(r.dry_run for r in result.records)
 
 
+def test_a_dry_run_asks_the_api_server_whether_each_pods_budget_allows_its_eviction(kube, core):
+    # A dry-run eviction (dryRun=All, what `kubectl drain --dry-run=server` sends) checks the pod's budget and evicts
+    # nothing, so a dry run says which pods a budget holds now. Before, it said "would evict" of each, and the real
+    # drain then waited 600 s on the held one and failed (session 31, the operator's path walked).
+    _node(kube)
+    _pod(kube, "held-0", app="held")
+    _pdb(kube, 1, app="held")  # 1 of 1 must stay: no eviction allowed
+    _pod(kube, "free-0", app="free")  # no budget
+    result = _drainer(core, VirtualClock(), []).drain("gpu-1")
+    evicts = {r.target: r.message for r in result.records if r.step == "evict"}
+    assert evicts["ml/free-0"] == "would evict ml/free-0"
+    assert evicts["ml/held-0"] == (
+        "would wait to evict ml/held-0: its PodDisruptionBudget refuses it now (The disruption budget held-pdb needs 1 "
+        "healthy pods and has 1 currently); a real drain retries it for up to 600 s, then leaves it"
+    )
+    assert {r.outcome for r in result.records} == {Outcome.DRY_RUN}
+    assert {p["metadata"]["name"] for p in kube.store.list(kube.resource("pods"), "ml")[0]} == {"held-0", "free-0"}
+
+
 def test_pdb_blocked_eviction_retries_with_backoff_until_the_budget_allows(kube, core):
     # 429 while the PDB allows no disruption; a replacement pod becomes ready during the backoff; then it succeeds.
     _node(kube)
