@@ -1,5 +1,5 @@
 """What `kvpilot run` does once its settings are loaded: wire the service, serve HTTP (uvicorn) and KEDA gRPC,
-and shut all of it down in order on SIGTERM or SIGINT (the tick in progress abandoned → store flushed → servers
+and shut all of it down in order on SIGTERM, SIGINT or SIGHUP (the tick in progress abandoned → store flushed → servers
 stop)."""
 
 from __future__ import annotations
@@ -192,6 +192,11 @@ class _KedaProcessMetrics(Collector):
         yield CounterMetricFamily(name, S.KEDA_SERVER_RESTARTS.help, value=self._keda.restarts_total)
 
 
+# SIGHUP as well: its default action killed kvpilot with no word and no shutdown (status 129), whether an operator
+# sent it to reload the settings, as Prometheus and Alertmanager take it, or the terminal it ran in closed.
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 async def run(settings: Settings, *, config_file: Path | None = None) -> int:
     _configure_logging(settings.log_level)
     if not settings.auth_enabled:
@@ -206,10 +211,12 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
     signalled = asyncio.Event()
 
     def stop_requested(signame: str) -> None:
+        if signame == signal.SIGHUP.name:
+            log.warning("SIGHUP: kvpilot does not read its settings again on SIGHUP; restart it to apply them")
         log.info("%s: abandoning the tick in progress, flushing the store, stopping", signame)
         signalled.set()
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in _STOP_SIGNALS:
         loop.add_signal_handler(sig, stop_requested, sig.name)
     # The sources first: a bad targets file or kubeconfig is told before anything listens (it was hidden behind
     # "cannot listen" when the port was taken); then the port, before the store is prepared.
@@ -274,7 +281,7 @@ async def run(settings: Settings, *, config_file: Path | None = None) -> int:
             stop_requested(signame)
             stop_now()
 
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in _STOP_SIGNALS:
             loop.add_signal_handler(sig, shutdown, sig.name)
         if signalled.is_set():  # a signal since the service was built, before this handler
             stop_now()

@@ -160,3 +160,36 @@ def test_a_stop_while_the_store_is_prepared_ends_run_with_0_and_a_log_line(tmp_p
     _, log = _signalled_while(tmp_path, SLOW_STORE, "store preparation", signal.SIGTERM, env, lambda _: None)
     at = log.find("stopping while the store was prepared (migrations, restore): abandoned, nothing was started")
     assert log.find("SIGTERM") < at < log.find("kvpilot stopped"), log
+
+
+# `kvpilot run` as its console entry runs it, saying when it starts.
+PLAIN = """
+import sys
+sys.stderr.write("TEST: run entered\\n")
+sys.stderr.flush()
+sys.argv = ["kvpilot", *sys.argv[1:]]
+from kvpilot._entry import main
+main()
+"""
+
+
+def test_sighup_stops_run_as_sigterm_does_saying_the_settings_are_not_read_again(tmp_path: Path) -> None:
+    # SIGHUP had its default action: kvpilot killed with no word and no shutdown (status 129), whether an operator
+    # sent it to reload the settings, as Prometheus takes it, or the terminal it ran in closed
+    grpc_port = free_port()
+
+    def ticking(http_port: int) -> None:
+        def ready() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{http_port}/readyz", timeout=5).status_code == 200
+            except httpx.TransportError:  # not listening yet
+                return False
+
+        wait_for(ready, timeout_s=60, every_s=0.2, what="kvpilot ready (its first tick done)")
+
+    env = {"KVPILOT_GRPC_PORT": str(grpc_port), "KVPILOT_KEDA__SERVE_FROM": "process"}
+    _, log = _signalled_while(tmp_path, PLAIN, "run", signal.SIGHUP, env, ticking)
+    assert "SIGHUP: kvpilot does not read its settings again on SIGHUP; restart it to apply them" in log
+    with sqlite3.connect(tmp_path / "data" / "kvpilot" / "kvpilot.db") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert _free(grpc_port)
