@@ -11,10 +11,14 @@ of the arrivals in --window. BENCHMARKS.md ("Demo": "Seeds 152 and 153's first s
 
 With --live, the demo itself (`kvpilot demo`'s run, cut at --until) and what the planner knew at each tick, read from
 the tick's snapshot: the arrival rate it read, its forecast at the horizon (point, upper), the capacity a replica,
-upper / (capacity × multiplier × target utilisation), the count it decided and why, the waiting per ready replica.
+upper / (capacity × multiplier × target utilisation), the count it decided and why, the waiting per ready replica;
+with --mix also the token mix (prompt / output tokens a request) the tick's counters were believed to read, if any,
+and the belief the profile was asked about (the planner's smoothed mix). Under load the demo's scrape loop can time
+a replica out (stderr: "timed out after 4.5 s"), which changes its readings: compare runs without one.
 
     nice .venv/bin/python bench/demo_first_scale_up.py --seeds 152 153 --schedules 2 3@165 3@100 3@40 3@0 4@0
     nice .venv/bin/python bench/demo_first_scale_up.py --seeds 152 153 --live --until 240
+    nice .venv/bin/python bench/demo_first_scale_up.py --seeds 64 233 --live --mix --until 300
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kvpilot.demo.replay import DEFAULT_TRACE, SIM_EPOCH, DemoConfig, run_demo  # noqa: E402
 from kvpilot.runtime.snapshot import Snapshot  # noqa: E402
+from scaler import planner as _planner  # noqa: E402
+from scaler.capacity import TokenMix  # noqa: E402
 from scaler.policy import PolicyConfig  # noqa: E402
 from simulator import PROFILES, Fleet, FleetConfig, load_trace  # noqa: E402
 from simulator.routing import ROUTERS  # noqa: E402
@@ -94,10 +100,24 @@ def run(seed: int, schedule: str, args: argparse.Namespace) -> str:
     )
 
 
-def live(seed: int, until: float) -> list[str]:
-    """The demo's ticks up to ``until``, one line each, from the snapshot kvpilot's loop made of it."""
+def _mix_text(mix: TokenMix | None) -> str:
+    return "-" if mix is None else f"{mix.prompt_tokens:.0f}/{mix.output_tokens:.0f}"
+
+
+def live(seed: int, until: float, mix: bool = False) -> list[str]:
+    """The demo's ticks up to ``until``, one line each, from the snapshot kvpilot's loop made of it; with ``mix``, the
+    mix the tick's counters were believed to read and the planner's belief (its `_observe_mix`, watched)."""
     utilisation = PolicyConfig().target_utilisation
     lines = ["t  read  point  upper  capacity  need  current -> desired (reason)  waiting per ready replica"]
+    if mix:
+        lines[0] += "  mix read  belief"
+    mixes: dict[float, str] = {}
+    observe = _planner._DeploymentPlanner._observe_mix
+
+    def watched(self: _planner._DeploymentPlanner, now: float, reading: TokenMix | None, ready: int) -> TokenMix | None:
+        belief = observe(self, now, reading, ready)
+        mixes[now] = f"  {_mix_text(reading)}  {_mix_text(belief)}"
+        return belief
 
     def tick(snap: Snapshot | None, *_: object) -> None:
         if snap is None:
@@ -115,9 +135,15 @@ def live(seed: int, until: float) -> list[str]:
                 f"{snap.t - SIM_EPOCH:4.0f}  " + "  ".join(f"{x:5.1f}" for x in numbers) + f"  {cap:8.1f}  {need:4.2f}"
                 f"  {d.current_replicas} -> {d.desired_replicas} ({d.reason})  "
                 + "+".join(f"{w or 0:.0f}" for w in waiting)
+                + (mixes.get(d.timestamp, "") if mix else "")
             )
 
-    asyncio.run(run_demo(DemoConfig(speed=0.0, seed=seed, duration_s=until), on_update=tick))
+    if mix:
+        _planner._DeploymentPlanner._observe_mix = watched  # type: ignore[method-assign]
+    try:
+        asyncio.run(run_demo(DemoConfig(speed=0.0, seed=seed, duration_s=until), on_update=tick))
+    finally:
+        _planner._DeploymentPlanner._observe_mix = observe  # type: ignore[method-assign]
     return lines
 
 
@@ -139,10 +165,11 @@ def main() -> None:
         help="the gateway's routing (default: the demo's, prefix_affinity)",
     )
     parser.add_argument("--live", action="store_true", help="the demo itself, tick by tick (the schedules unused)")
+    parser.add_argument("--mix", action="store_true", help="with --live: each tick's mix reading and the belief")
     args = parser.parse_args()
     if args.live:
         for seed in args.seeds:
-            print(f"seed {seed}", *live(seed, args.until), sep="\n", flush=True)
+            print(f"seed {seed}", *live(seed, args.until, args.mix), sep="\n", flush=True)
         return
     for seed in args.seeds:
         for schedule in args.schedules:
