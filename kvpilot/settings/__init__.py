@@ -22,6 +22,7 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings import SettingsError as PydanticSettingsError
 
+from kvpilot.settings._keys import unknown_key_hint
 from kvpilot.settings._section import HomePath
 from kvpilot.settings.api import ApiSettings
 from kvpilot.settings.collector import CollectorSettings
@@ -252,6 +253,8 @@ def _format_errors(err: ValidationError, path: Path | None) -> str:
         full_loc = (*e["loc"], *cause.loc) if isinstance(cause, FieldError) else e["loc"]
         loc = ".".join(str(p) for p in full_loc)
         msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":  # a misspelt key: name the one meant, or the keys there are
+            msg += unknown_key_hint(Settings, full_loc)
         line = line_of(full_loc)
         at = f" ({path.name}:{line})" if path is not None and line is not None else ""
         lines.append(f"  {loc}{at}: {msg}" if loc else f"  {msg}")
