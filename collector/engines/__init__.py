@@ -240,6 +240,14 @@ _NOT_AN_ENGINE = {
         " storage and PromQL engine, whose queries and queue_time are PromQL's, not an engine's requests); point the"
         " target at the engines' /metrics",
     ),
+    # Istio's sidecar: the merged page its agent serves on port 15020 (/stats/prometheus; DataDog/integrations-core
+    # istio/tests/fixtures/1.5/istio-merged.txt: pilot-agent 1.11.4's istio_agent_* then its Envoy's envoy_*), which
+    # holds the application's own metrics only when Istio merges them from the pod's prometheus.io annotations. Before
+    # envoy_: such a page is Istio's, not a proxy's in front of the engines
+    "istio_": "Istio's sidecar (istio_agent_*, istio_requests_* and its Envoy's envoy_*: the page its agent serves on"
+    " port 15020 at /stats/prometheus, or Envoy's on 15090), without the engine's own metrics, which Istio merges onto"
+    " it only when the pod's prometheus.io/port and prometheus.io/path annotations name the engine's; point the target"
+    " at the engine's port and path",
     # Envoy's statistics (DataDog/integrations-core envoy/tests/fixtures/openmetrics/openmetrics.txt:
     # envoy_cluster_upstream_rq_total, envoy_cluster_upstream_rq_pending_total... by envoy_cluster_name), the proxy
     # under Envoy AI Gateway, Istio and kgateway

@@ -404,8 +404,10 @@ def engines_page() -> str:
         "`container_accelerator_*` GPU gauges are not read: scrape dcgm-exporter or run `kvpilot gpu-agent`) and "
         "Kong's gateway (`kong_*`; its `kong_ai_llm_*` count the LLM calls it proxies), Alertmanager "
         "(`alertmanager_*`), kube-state-metrics (`kube_*`, whose replicas are pod counts: kvpilot reads "
-        "deployments from the Kubernetes API) and Envoy's statistics (`envoy_*`, under Envoy AI Gateway, Istio or "
-        "kgateway: its pending requests wait for a connection, not in an engine's queue), and an OpenTelemetry "
+        "deployments from the Kubernetes API), Istio's sidecar (`istio_*` beside its Envoy's `envoy_*`: the merged "
+        "page on port 15020 carries the engine's metrics only when the pod's prometheus.io annotations name them) and "
+        "Envoy's statistics (`envoy_*`, under Envoy AI Gateway or kgateway: its pending requests wait for a "
+        "connection, not in an engine's queue), and an OpenTelemetry "
         "Collector's own telemetry (`otelcol_*`). "
         "LMCache's `lmcache:*` series beside vLLM's are a second cache tier and are not mixed into the prefix-cache "
         "counters.",

@@ -30,6 +30,9 @@ NAMED = {
     "kube-state-metrics-gke__DataDog__integrations-core__ksm_standard_tags_gke__trimmed.txt": r"kube-state-metrics",
     "envoy-two-clusters__DataDog__integrations-core__envoy_openmetrics__trimmed.txt": r"Envoy's statistics .*not in an",
     "otelcol-elastic-8.15-internal__index-32346778844__excerpt.txt": r"OpenTelemetry Collector's own",
+    # session 31: an Istio sidecar's merged page (istio-agent's series, then its Envoy's): was named as Envoy's, "scrape
+    # the engines behind it", where under Istio the engine is in the same pod and merged onto this page by annotation
+    "istio-1.11-merged-sidecar__DataDog__integrations-core__istio_merged__trimmed.txt": r"Istio's sidecar .*annotat",
 }
 
 
