@@ -14,7 +14,12 @@ refusal's latency, and the server's peak RSS (``VmHWM``), its RSS before the bur
 
 ``--pending SOFT:HARD``: grpc core's backlog of calls received but not yet taken by the application
 (``grpc.server.max_pending_requests``, ``..._hard_limit``; 1000 and 3000 by default, between them calls are
-rejected at random, at the hard limit every one: the client sees CANCELLED).
+rejected at random, at the hard limit every one: the client sees CANCELLED). ``--options NAME=VALUE,...``: other grpc
+settings over the server's, interleaved as the others. ``--metadata-bytes N``: every call but the first carries N
+characters of one more metadata value, as a broken or hostile caller's would (the server's memory with large calls):
+
+  nice -n 19 .venv/bin/python bench/keda_burst.py --calls 5000 --limits none --metadata-bytes 60000 \
+      --options default grpc.max_receive_message_length=65536,grpc.http2.lookahead_bytes=65536,grpc.http2.bdp_probe=1
 
 One JSON line per run; last line ``calls N limit L ok O refused R cancelled C p99_ms P rss_peak_mb M`` (last run).
 """
@@ -42,22 +47,30 @@ from scaler.keda import externalscaler_pb2_grpc as pb_grpc
 OBJECTS = 1000
 
 
-def _ref(i: int) -> pb.ScaledObjectRef:
-    return pb.ScaledObjectRef(name=f"model-{i % OBJECTS}", namespace=f"team-{i % OBJECTS % 20}")
+def _ref(i: int, pad: int = 0) -> pb.ScaledObjectRef:
+    """The i-th ScaledObject's ref; ``pad``: characters of one more metadata value (a broken or hostile caller's)."""
+    ref = pb.ScaledObjectRef(name=f"model-{i % OBJECTS}", namespace=f"team-{i % OBJECTS % 20}")
+    if pad:
+        ref.scalerMetadata["pad"] = "x" * pad
+    return ref
 
 
-async def _serve(limit: int | None, pending: str) -> None:
+async def _serve(limit: int | None, pending: str, grpc_options: str) -> None:
     """Server process: prints its port, serves until stdin closes. ``pending``: "SOFT:HARD", grpc core's backlog of
     calls received but not yet taken by the application (``grpc.server.max_pending_requests[_hard_limit]``), or
-    "default": the server's options as they are."""
+    "default": the server's options as they are. ``grpc_options``: "NAME=VALUE,..." of grpc's integer channel
+    arguments set over the server's (``grpc.max_receive_message_length=65536``), or "default"."""
     from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
     from scaler.keda import server as server_mod
 
+    options = dict(server_mod.SERVER_OPTIONS)
     if pending != "default":
         soft, hard = (int(v) for v in pending.split(":"))
-        backlog = {"grpc.server.max_pending_requests": soft, "grpc.server.max_pending_requests_hard_limit": hard}
-        server_mod.SERVER_OPTIONS = tuple({**dict(server_mod.SERVER_OPTIONS), **backlog}.items())
+        options |= {"grpc.server.max_pending_requests": soft, "grpc.server.max_pending_requests_hard_limit": hard}
+    if grpc_options != "default":
+        options |= {name: int(value) for name, value in (o.split("=") for o in grpc_options.split(","))}
+    server_mod.SERVER_OPTIONS = tuple(options.items())
 
     from collector.clock import WallClock
     from scaler.decision import Decision
@@ -86,11 +99,15 @@ async def _serve(limit: int | None, pending: str) -> None:
     await server.stop(None)
 
 
-async def _burst(port: int, calls: int, deadline_s: float) -> dict[str, Any]:
-    """Client process: N calls at once on one channel; their codes and latencies."""
+async def _burst(port: int, calls: int, deadline_s: float, pad: int) -> dict[str, Any]:
+    """Client process: N calls at once on one channel (each but the first ``pad`` characters larger); their codes and
+    latencies."""
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = pb_grpc.ExternalScalerStub(channel)
-        requests = [pb.GetMetricsRequest(scaledObjectRef=_ref(i), metricName="kvpilot-replicas") for i in range(calls)]
+        requests = [
+            pb.GetMetricsRequest(scaledObjectRef=_ref(i, pad if i else 0), metricName="kvpilot-replicas")
+            for i in range(calls)
+        ]
         await stub.GetMetrics(requests[0], timeout=deadline_s)  # the connection up before the burst
         answers: list[tuple[str, float]] = []
 
@@ -127,9 +144,19 @@ def _kb(pid: int, field: str) -> int:
     return 0
 
 
-def _run(calls: int, limit: int | None, pending: str, deadline_s: float) -> dict[str, Any]:
+def _run(calls: int, limit: int | None, pending: str, grpc_options: str, deadline_s: float, pad: int) -> dict[str, Any]:
     server = subprocess.Popen(
-        [sys.executable, __file__, "--serve", "--limit", str(limit or 0), "--pending", pending],
+        [
+            sys.executable,
+            __file__,
+            "--serve",
+            "--limit",
+            str(limit or 0),
+            "--pending",
+            pending,
+            "--options",
+            grpc_options,
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -139,7 +166,10 @@ def _run(calls: int, limit: int | None, pending: str, deadline_s: float) -> dict
         port = int(server.stdout.readline())
         rss_before = _kb(server.pid, "VmRSS")
         client = subprocess.run(
-            [sys.executable, __file__, "--client", str(port), "--calls", str(calls), "--deadline", str(deadline_s)],
+            [
+                *(sys.executable, __file__, "--client", str(port), "--calls", str(calls)),
+                *("--deadline", str(deadline_s), "--metadata-bytes", str(pad)),
+            ],
             capture_output=True,
             text=True,
             check=True,
@@ -160,6 +190,15 @@ def main() -> None:
     p.add_argument(
         "--pending", nargs="+", default=["default"], help='grpc core\'s pending-call backlog, "SOFT:HARD" or default'
     )
+    p.add_argument(
+        "--options",
+        nargs="+",
+        default=["default"],
+        help="grpc channel arguments set over the server's, NAME=VALUE,... (integers), or default",
+    )
+    p.add_argument(
+        "--metadata-bytes", type=int, default=0, help="every call but the first this many characters of metadata more"
+    )
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--deadline", type=float, default=30.0, help="each call's deadline, s")
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
@@ -167,18 +206,28 @@ def main() -> None:
     p.add_argument("--client", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.serve:
-        asyncio.run(_serve(args.limit or None, args.pending[0]))
+        asyncio.run(_serve(args.limit or None, args.pending[0], args.options[0]))
         return
     if args.client:
-        print(json.dumps(asyncio.run(_burst(args.client, args.calls[0], args.deadline))), flush=True)
+        print(
+            json.dumps(asyncio.run(_burst(args.client, args.calls[0], args.deadline, args.metadata_bytes))), flush=True
+        )
         return
     last: dict[str, Any] = {}
     for calls in args.calls:
         for run in range(args.runs):
-            for limit_arg, pending in itertools.product(args.limits, args.pending):  # interleaved within each run
+            # interleaved within each run
+            for limit_arg, pending, grpc_options in itertools.product(args.limits, args.pending, args.options):
                 limit = None if limit_arg == "none" else int(limit_arg)
-                result = _run(calls, limit, pending, args.deadline)
-                last = {"calls": calls, "limit": limit_arg, "pending": pending, "run": run, **result}
+                result = _run(calls, limit, pending, grpc_options, args.deadline, args.metadata_bytes)
+                last = {
+                    "calls": calls,
+                    "limit": limit_arg,
+                    "pending": pending,
+                    "options": grpc_options,
+                    "run": run,
+                    **result,
+                }
                 print(json.dumps(last), flush=True)
     codes = last["by_code"]
     cancelled = sum(n for c, n in codes.items() if c in ("CANCELLED", "DEADLINE_EXCEEDED", "UNAVAILABLE"))

@@ -26,7 +26,7 @@ from scaler.keda.servicer import ExternalScalerServicer, ServicerSettings
 
 Registrar = Callable[[grpc.aio.Server], None]
 
-MAX_REQUEST_BYTES = 64 << 10
+MAX_REQUEST_BYTES = 8 << 10
 
 # Keepalive settings that tolerate KEDA's long-lived StreamIsActive and its pooled, idle-between-polls channels.
 SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
@@ -34,10 +34,17 @@ SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.keepalive_timeout_ms", 10_000),
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
     ("grpc.keepalive_permit_without_calls", 1),
-    # A ScaledObjectRef is tiny (KEDA's: well under 4 KiB); anything larger is refused before it is read whole. 64 KiB,
-    # as the HTTP API's body limit. It was 1 MiB: one client's 3,000 concurrent calls of 0.9 MB each (one channel, 2.7
-    # GB sent) took the server to 1.96 GB at its peak, though each was then refused.
+    # A ScaledObjectRef is tiny (KEDA's: some hundreds of bytes); a call past 8 KiB is refused RESOURCE_EXHAUSTED
+    # ("Received message larger than max (N vs. 8192)") before it is read whole. It was 1 MiB (session 28: one
+    # client's 3,000 concurrent calls of 0.9 MB each took the server to 1.96 GB at its peak), then 64 KiB.
     ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
+    # What a call not yet taken up may send ahead of being read: HTTP/2's window per stream, 8 KiB (a whole call
+    # of the largest size taken), not grown by grpc's bandwidth probe. With grpc's 64 KiB window grown by the probe,
+    # the backlog below held each call's bytes whole: 5,000 calls of 60 KB at once took the server to 297 MB at its
+    # peak (median of 3), 102 MB with these three settings; small calls as before (bench/keda_burst.py; BENCHMARKS.md,
+    # "A large call's memory in the backlog").
+    ("grpc.http2.lookahead_bytes", MAX_REQUEST_BYTES),
+    ("grpc.http2.bdp_probe", 0),
     # gRPC core sets SO_REUSEPORT by default, so a second kvpilot on the same port would bind beside the first and
     # share its connections; off, a taken port is a bind error.
     ("grpc.so_reuseport", 0),

@@ -93,10 +93,10 @@ def _truncates_to(milli: int) -> float:
 
 
 # A ScaledObjectRef KEDA sends is some hundreds of characters (names, a few keys, an address, a token). One larger than
-# this is parsed at each call, not cached: the cache keeps its 16,384 refs whole, and a ref may be up to a call's 64 KiB
-# (scaler.keda.server.MAX_REQUEST_BYTES; 1 MiB before session 28: a name of any length beside a `deployment` key, a
-# `scalerAddress` of any length). 300 distinct calls with 0.9 MB names grew `kvpilot run` by 337 MB, never released;
-# 16,384 of them would have held 15 GB.
+# this is parsed at each call, not cached: the cache keeps its 16,384 refs whole, and a ref may be up to a call's 8 KiB
+# (scaler.keda.server.MAX_REQUEST_BYTES; 64 KiB before session 31, 1 MiB before session 28: a name of any length beside
+# a `deployment` key, a `scalerAddress` of any length). 300 distinct calls with 0.9 MB names grew `kvpilot run` by
+# 337 MB, never released; 16,384 of them would have held 15 GB.
 CACHED_REF_MAX_CHARS = 4096
 
 

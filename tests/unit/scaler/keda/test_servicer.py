@@ -224,9 +224,10 @@ async def test_garbage_bytes_are_refused_and_the_server_keeps_serving(serve_from
 async def test_a_refusal_echoing_huge_or_hidden_text_stays_a_short_printable_status(serve_from: str) -> None:
     # The refusals echo what they refuse; 100 KB of it is over gRPC's 16 KiB metadata limit, and KEDA got
     # RESOURCE_EXHAUSTED "Stream removed" instead of the refusal. A bidi override or NUL went into KEDA's log raw.
-    # 60,000 characters: over that limit, under the server's 64 KiB for a call (scaler.keda.server.MAX_REQUEST_BYTES)
-    huge = ref(deployment="llm/" + "x" * 60_000)
-    wrong_metric = pb.GetMetricsRequest(scaledObjectRef=ref(), metricName="m" * 60_000)
+    # 7,000 characters: under the server's 8 KiB for a call (scaler.keda.server.MAX_REQUEST_BYTES; 60,000 under the
+    # 64 KiB before session 31, over that limit), far over what a status echoes
+    huge = ref(deployment="llm/" + "x" * 7_000)
+    wrong_metric = pb.GetMetricsRequest(scaledObjectRef=ref(), metricName="m" * 7_000)
     async with running_scaler(serve_from=serve_from) as scaler:
         scaler.board.publish(decision())
         refused = {}
