@@ -2423,45 +2423,6 @@ EXPECTED: dict[str, Page] = {
         ]
     ),
     # session 31, round 4 of unseen real pages (hand readings in /tmp/s31/F-notes.md, written before the parse):
-    # a llama-server build 10380 after one request, without requests_deferred: right as found, waiting unknown
-    "llamacpp-b10380-one-request-no-deferred__index-69407774593.txt": Page(
-        [
-            {
-                "engine": "llamacpp",
-                "model": None,  # no label on the page
-                "requests_waiting": None,  # no requests_deferred line on this build's page: unknown, not 0
-                "requests_running": 0.0,  # requests_processing
-                "kv_usage": None,
-                "kv_capacity_tokens": None,  # n_tokens_max 224 is the largest batch seen, not KV
-                "prefix_queries": None,
-                "preemptions": None,
-                "prompt_tokens": 25.0,  # 25 / 3.68 s = prompt_tokens_seconds 6.79348
-                "generation_tokens": 200.0,  # 200 / 39.8 s = predicted_tokens_seconds 5.02513
-                "requests_finished": None,
-                "ttft": None,
-            }
-        ]
-    ),
-    # vLLM 0.30.0's CPU build in a kind cluster, two grep'd blocks after two 16-token completions: right as found
-    "vllm-0.30-cpu-kind-grep__index-68324944604__excerpt.txt": Page(
-        [
-            {
-                "engine": "vllm",
-                "model": "Qwen/Qwen2.5-0.5B-Instruct",
-                "requests_waiting": 0.0,
-                "requests_running": 0.0,
-                "kv_usage": 0.0,
-                "kv_capacity_tokens": None,  # no cache_config_info in the excerpt
-                "prefix_queries": 8.0,
-                "prefix_hits": None,  # no hits line in the excerpt
-                "preemptions": None,
-                "prompt_tokens": 8.0,  # 5 + 3
-                "generation_tokens": 32.0,  # 2 x 16
-                "requests_finished": 2.0,  # finished_reason="length"
-                "ttft": None,
-            }
-        ]
-    ),
     # Istio's sidecar's merged page (istio-agent and Envoy, no application metrics merged): was "Envoy's statistics
     # ... scrape the engines behind it"
     "istio-1.11-merged-sidecar__DataDog__integrations-core__istio_merged__trimmed.txt": Page(
