@@ -52,7 +52,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from collector.adapt import WANTED_FAMILIES
 from collector.aggregates import DeploymentAggregate
-from collector.clock import CLOCK_OFFSET_SAID_S, Clock, WallClock, allowed_offset
+from collector.clock import CLOCK_OFFSET_ALLOWED_S, CLOCK_OFFSET_SAID_S, Clock, WallClock, allowed_offset
 from collector.gpus import amd
 from collector.health import HealthBook
 from collector.promql import decode, expressions
@@ -179,7 +179,7 @@ class PromQLSource:
         self.health = HealthBook()
         # the server's clock less ours, from each answer's Date header (whole seconds): the newest few
         self._offsets: deque[float] = deque(maxlen=OFFSETS_KEPT)
-        self.asked_offset_s = 0.0  # what a tick's queries add to its time: the server's offset as allowed for
+        self.asked_offset_s = 0.0  # what a query adds to the time it is asked at: the server's offset as allowed for
         self._offset_said = False
         self._metadata: dict[str, str] = {}
         self._metadata_at: float | None = None  # on the clock's monotonic reading, as the rules' last check
@@ -306,9 +306,10 @@ class PromQLSource:
         return statistics.median(self._offsets) if self._offsets else None
 
     def _ask_on_server_clock(self) -> None:
-        """A tick's queries asked at its time on the server's clock (``collector.clock.allowed_offset``): Prometheus
-        answers an instant query with the samples of its lookback (5 minutes) before the time asked, so asked at our
-        time a server an hour behind answered no series at all, and one an hour ahead hour-old samples."""
+        """Every query asked at its time on the server's clock (``collector.clock.allowed_offset``), a tick's, the
+        kube-state-metrics reader's and the gateway arrivals' alike: Prometheus answers an instant query with the
+        samples of its lookback (5 minutes) before the time asked, so asked at our time a server an hour behind
+        answered no series at all, and one an hour ahead hour-old samples."""
         self.asked_offset_s = allowed_offset(self.server_clock_offset_s)
         if abs(self.asked_offset_s) >= CLOCK_OFFSET_SAID_S and not self._offset_said:
             self._offset_said = True
@@ -319,6 +320,19 @@ class PromQLSource:
                 abs(self.asked_offset_s),
                 "ahead of" if self.asked_offset_s > 0 else "behind",
             )
+
+    async def _instant(self, query: str, now: float) -> bytes:
+        """The answer to ``query`` at ``now`` (our clock), asked at that time on the server's clock. Where the answer's
+        own Date shows that clock off from the one it was asked on by ``CLOCK_OFFSET_ALLOWED_S`` or more (the first
+        answers, asked before any gave the server's clock; a server whose clock stepped), it is asked again, once,
+        at the time on the clock now known: before, a Prometheus an hour behind answered the first tick an empty fleet
+        and the first kube-state-metrics and gateway reads nothing, and the kube-state-metrics reads every tick."""
+        asked = self.asked_offset_s
+        body = await self._body("/api/v1/query", {"query": query, "time": now + asked})
+        if abs(allowed_offset(self.server_clock_offset_s) - asked) >= CLOCK_OFFSET_ALLOWED_S:
+            self._ask_on_server_clock()
+            body = await self._body("/api/v1/query", {"query": query, "time": now + self.asked_offset_s})
+        return body
 
     def _too_large(self, where: str) -> PromQLError:
         return PromQLError(
@@ -404,15 +418,18 @@ class PromQLSource:
         return await asyncio.to_thread(decode.answer, await self._body(path, form), f"{self.shown}{path}")
 
     async def _vector(self, query: str, now: float) -> list[decode.Series]:
-        """``now``: the tick's time on our clock, asked at on the server's (``_ask_on_server_clock``)."""
-        return await self.query_vector(query, now + self.asked_offset_s)
+        """``now``: the tick's time on our clock, asked at on the server's (``_instant``)."""
+        where = f"{self.shown}/api/v1/query"
+        data = await asyncio.to_thread(decode.answer, await self._instant(query, now), where)
+        return decode.vector(data, f"{self.shown} query {query[:80]!r}", check_series=True)
 
     async def query_vector(self, query: str, now: float) -> list[decode.Series]:
-        """One instant query's series, asked at ``now`` as given, through this source's client, timeout and size cap
-        (another reader of the same Prometheus: ``kvpilot.runtime.scale_ksm.KubeStateMetricsScale``); PromQLError
-        when it fails."""
-        data = await self._data("/api/v1/query", {"query": query, "time": now})
-        return decode.vector(data, f"{self.shown} query {query[:80]!r}", check_series=True)
+        """One instant query's series, asked at ``now`` (our clock) on the server's clock as a tick's queries are,
+        through this source's client, timeout and size cap (other readers of the same Prometheus:
+        ``kvpilot.runtime.scale_ksm.KubeStateMetricsScale``, ``kvpilot.runtime.arrivals.GatewayArrivals``);
+        PromQLError when it fails."""
+        self._ask_on_server_clock()
+        return await self._vector(query, now)
 
     async def _refresh_metadata(self) -> None:
         data = await self._data("/api/v1/metadata")
@@ -493,7 +510,7 @@ class PromQLSource:
 
     async def _query_body(self, query: str, now: float) -> tuple[str, bytes]:
         where = f"{self.shown} query {query[:80]!r}"
-        return where, await self._body("/api/v1/query", {"query": query, "time": now + self.asked_offset_s})
+        return where, await self._instant(query, now)
 
     async def _in_reader(self, job: Callable[..., list[ScrapeResult]]) -> list[ScrapeResult]:
         """Decode, regroup and adapt the answers off the event loop: in the reader process (the GIL stays with the

@@ -163,10 +163,10 @@ class GatewayArrivals:
 
     async def read(self, now: float, at: float) -> Arrivals:
         """The counter at ``now`` (wall time), its rates on the loop's step-free ``at``. Asked at ``now`` on the
-        server's clock: Prometheus answers an instant query with the samples of the 5 minutes before the time it is
-        asked at, so a server an hour behind, asked at our time, answered no series at all (and one ahead, an hour
-        old ones)."""
-        series = await self._ask(self._server_now(now), at)  # the samples' age: on the clock as the answer gave it
+        server's clock (by the source, ``PromQLSource.query_vector``, as it asks all its queries): Prometheus answers an
+        instant query with the samples of the 5 minutes before the time it is asked at, so a server an hour behind,
+        asked at our time, answered no series at all (and one ahead, an hour old ones)."""
+        series = await self._ask(now, at)  # the samples' age: on the server's clock, in _read
         return await asyncio.to_thread(self._read, series, now, at)
 
     async def _ask(self, now: float, at: float) -> list[Series]:
@@ -220,7 +220,8 @@ class GatewayArrivals:
 
     def _read(self, series: Sequence[Series], now: float, at: float) -> Arrivals:
         times, series = _sample_times(series) if self.max_sample_age_s is not None else ({}, series)
-        readings = self._readings(series, at, self._server_now(now) if times else now, times)
+        server_now = self._server_now(now)
+        readings = self._readings(series, at, server_now if times else now, times)
         self.named = frozenset(key for key, _, _ in readings)
         if not series:
             self._say_once(

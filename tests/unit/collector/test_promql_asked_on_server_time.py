@@ -14,7 +14,10 @@ from typing import Literal
 import pytest
 
 from collector.discovery.promql import PromQLSource
+from kvpilot.runtime.scale_ksm import KubeStateMetricsScale
+from kvpilot.runtime.scale_view import deployment_rollout
 from tests.services.promapi import FakeFleet, serve
+from tests.unit.kvpilot.runtime.ksm_double import deployment, ksm_series, ksm_up
 
 LOOKBACK_S = 300.0  # Prometheus' default --query.lookback-delta
 HISTORY_S = 600.0  # the server has scraped the fleet for the last 10 minutes of its clock
@@ -37,8 +40,8 @@ class _OffClock(FakeFleet):
 
 
 @contextmanager
-def _prometheus(offset_s: float) -> Iterator[str]:
-    fleet = _OffClock(offset_s)
+def _prometheus(offset_s: float, fleet: _OffClock | None = None) -> Iterator[str]:
+    fleet = fleet or _OffClock(offset_s)
     server = serve(fleet)
 
     def date_time_string(handler: object, timestamp: float | None = None) -> str:
@@ -76,6 +79,28 @@ async def test_a_server_an_hour_off_is_asked_at_its_own_time(
     assert agreeing[0] or agreeing[1]  # the fleet reads where the clocks agree
     with _prometheus(offset_s) as url:
         read = await _read(url, mode, 3)
-    # the first tick is asked before any answer gave the server's clock; every later one reads the fleet as where
-    # the clocks agree (before: an empty fleet every tick)
-    assert read[1:] == [agreeing] * 2
+    # every tick reads the fleet as where the clocks agree (before 9fbe52f: an empty fleet every tick; before
+    # session 31, the first tick, asked before any answer gave the server's clock)
+    assert read == [agreeing] * 3
+
+
+@pytest.mark.parametrize("offset_s", [3600.0, -3600.0])
+async def test_kube_state_metrics_is_asked_at_the_servers_time(offset_s: float) -> None:
+    """The kube-state-metrics reader asks through the source (``query_vector``) on the server's clock too, its first
+    read included: before, at kvpilot's time always, so a Prometheus an hour behind had no Deployment series and the
+    rollouts were seen from the replicas alone, and none was told deleted (the exporter's ``up`` unanswered)."""
+    fleet = _OffClock(offset_s)
+    a, b = deployment("a", replicas=2), deployment("b", replicas=3)
+    fleet.ksm = [*ksm_series(a), *ksm_series(b), ksm_up()]
+    with _prometheus(offset_s, fleet) as url:
+        source = PromQLSource(url, reader="thread", timeout_s=5.0)
+        scale = KubeStateMetricsScale(source.query_vector)
+        try:
+            first = await scale.read(["llm/a", "llm/b"], time.time())  # before any tick
+            fleet.ksm = [*ksm_series(a), ksm_up()]  # b deleted; its exporter answers
+            second = await scale.read(["llm/a", "llm/b"], time.time())
+        finally:
+            await source.aclose()
+    assert dict(first.replicas) == {"llm/a": 2, "llm/b": 3}
+    assert dict(first.rollouts) == {"llm/a": deployment_rollout(a), "llm/b": deployment_rollout(b)}
+    assert (dict(second.replicas), second.gone) == ({"llm/a": 2}, frozenset({"llm/b"}))
