@@ -248,6 +248,11 @@ _NOT_AN_ENGINE = {
     " port 15020 at /stats/prometheus, or Envoy's on 15090), without the engine's own metrics, which Istio merges onto"
     " it only when the pod's prometheus.io/port and prometheus.io/path annotations name the engine's; point the target"
     " at the engine's port and path",
+    # the NGINX Ingress controller (DataDog/integrations-core nginx_ingress_controller/tests/fixtures/metrics.txt:
+    # nginx_ingress_controller_bytes_sent, _request_duration_seconds... by ingress, service, path and status)
+    "nginx_ingress_controller_": "the NGINX Ingress controller (nginx_ingress_controller_*: the requests it proxied by"
+    " ingress, service and status), a proxy in front of the engines with no queue, KV or running-batch figure of a"
+    " replica; scrape the engines behind it",
     # Envoy's statistics (DataDog/integrations-core envoy/tests/fixtures/openmetrics/openmetrics.txt:
     # envoy_cluster_upstream_rq_total, envoy_cluster_upstream_rq_pending_total... by envoy_cluster_name), the proxy
     # under Envoy AI Gateway, Istio and kgateway

@@ -33,6 +33,9 @@ NAMED = {
     # session 31: an Istio sidecar's merged page (istio-agent's series, then its Envoy's): was named as Envoy's, "scrape
     # the engines behind it", where under Istio the engine is in the same pod and merged onto this page by annotation
     "istio-1.11-merged-sidecar__DataDog__integrations-core__istio_merged__trimmed.txt": r"Istio's sidecar .*annotat",
+    "nginx-ingress-controller-go1.10__DataDog__integrations-core__nginx_ingress_controller_metrics__trimmed.txt": (
+        r"the NGINX Ingress controller .*scrape the engines"
+    ),
 }
 
 

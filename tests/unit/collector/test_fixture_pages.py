@@ -2428,6 +2428,10 @@ EXPECTED: dict[str, Page] = {
     "istio-1.11-merged-sidecar__DataDog__integrations-core__istio_merged__trimmed.txt": Page(
         error="Istio's sidecar .*prometheus.io/port"
     ),
+    # the NGINX Ingress controller's page: was "no engine adapter (...) reads these names"
+    "nginx-ingress-controller-go1.10__DataDog__integrations-core__nginx_ingress_controller_metrics__trimmed.txt": Page(
+        error="the NGINX Ingress controller"
+    ),
     # answers to /metrics that are no exposition at all (not-exposition/), each said for what it is
     "sglang-0.4.6-metrics-off-json-404__sgl-project__sglang__issue_7305.txt": Page(
         error="an error answered in JSON"  # {"detail":"Not Found"}: was "trtllm-serve answers /metrics with JSON"

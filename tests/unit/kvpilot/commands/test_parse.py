@@ -75,6 +75,7 @@ NOT_A_REPLICA_NOR_GPUS = {
     "kube-state-metrics-gke__DataDog__integrations-core__ksm_standard_tags_gke__trimmed.txt",  # the cluster's objects
     "envoy-two-clusters__DataDog__integrations-core__envoy_openmetrics__trimmed.txt",  # a proxy
     "istio-1.11-merged-sidecar__DataDog__integrations-core__istio_merged__trimmed.txt",  # Istio's sidecar, merged page
+    "nginx-ingress-controller-go1.10__DataDog__integrations-core__nginx_ingress_controller_metrics__trimmed.txt",
     "otelcol-elastic-8.15-internal__index-32346778844__excerpt.txt",  # an OTel Collector's own telemetry
     "vllm-decode-time-buckets-dp-engine1__vllm-project__vllm__pull_22227__excerpt.txt",  # decode-time buckets alone
 }
