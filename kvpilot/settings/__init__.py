@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings import SettingsError as PydanticSettingsError
 
@@ -131,6 +131,14 @@ class Settings(BaseSettings):
             FlatAliasSource(settings_cls),
             YamlFileSource(settings_cls, _config_file.get()),
         )
+
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _data_dir_empty_is_unset(cls, value: object) -> object:
+        """an empty `data_dir` is unset, as an empty KVPILOT_* URL is: the default folder"""
+        # it was the working directory: a kvpilot started from another folder, or whose container's working directory
+        # is no volume, opened an empty store
+        return _default_data_dir() if value == "" else value
 
     @model_validator(mode="after")
     def _pool_gpus_priced(self) -> Settings:

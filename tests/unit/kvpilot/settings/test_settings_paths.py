@@ -78,3 +78,17 @@ def test_a_path_from_home_is_read_from_home_from_any_working_directory(
             read = getattr(read, part)
         assert read == home / value.removeprefix("~/"), dotted
     assert load_settings(conf).database_url == f"sqlite:///{home / 'kvpilot' / 'kvpilot.db'}"
+
+
+@pytest.mark.parametrize("given_in", ["yaml", "environment"])
+def test_an_empty_data_dir_is_the_default_folder_not_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given_in: str
+) -> None:
+    # KVPILOT_DATA_DIR="" (or `data_dir: ""`) was the working directory: the store opened wherever kvpilot started
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.chdir(tmp_path)
+    conf = tmp_path / "kvpilot.yaml"
+    conf.write_text('data_dir: ""\n' if given_in == "yaml" else "{}\n")
+    if given_in == "environment":
+        monkeypatch.setenv("KVPILOT_DATA_DIR", "")
+    assert load_settings(conf).data_dir == tmp_path / "xdg" / "kvpilot"
