@@ -108,7 +108,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(WritersQueued)
     async def _queued(_: Request, e: WritersQueued) -> JSONResponse:
         # SQLite's writers queued as deep as they may (store.writers): refused at once, not after the busy timeout
-        return JSONResponse({"detail": str(e)}, status_code=503, headers={"Retry-After": "1"})
+        return JSONResponse({"detail": str(e)}, status_code=503, headers={"Retry-After": str(e.retry_after_s)})
 
     @app.exception_handler(DeadlinePassed)
     async def _too_late(_: Request, e: DeadlinePassed) -> JSONResponse:

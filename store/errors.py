@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 
 class StoreError(Exception):
@@ -20,10 +21,21 @@ class WritersQueued(StoreError):
     def __init__(self, queued: int, ahead_s: float) -> None:
         super().__init__(
             f"{queued} changes are already waiting for the store (about {ahead_s:.1f} s of writes); nothing in this "
-            "request is applied, try again shortly"
+            f"request is applied, try again in {_retry_after_s(ahead_s)} s"
         )
         self.queued = queued
         self.ahead_s = ahead_s
+
+    @property
+    def retry_after_s(self) -> int:
+        """When to try again, in whole seconds (``Retry-After``): when the writes queued ahead would be done at the
+        pace turns have been taking, at least 1 (it was 1 whatever waited: a client told to come back in a second met
+        the same queue)."""
+        return _retry_after_s(self.ahead_s)
+
+
+def _retry_after_s(ahead_s: float) -> int:
+    return max(1, math.ceil(ahead_s)) if math.isfinite(ahead_s) else 1
 
 
 class NotFound(StoreError):

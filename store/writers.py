@@ -10,9 +10,10 @@ timeout ("database is locked", a 503) while later ones came and went, and the se
 - the service first: the loop's store writer and the service's other writes (drains, targets) are served before
   any API writer still queued, so a crowd of API clients delays them by one API transaction at most;
 - an API writer (one serving a request: it has a request deadline) waits at most until that deadline, and is
-  refused at once (``WritersQueued``: the API answers 503 with ``Retry-After``) when the writers ahead of it would
-  take well beyond that (``HOPELESS`` times) at the pace turns have been taking (a moving average), or when
-  ``max_queued_requests`` API writers already wait: a crowd the store cannot serve in time is told so at once;
+  refused at once (``WritersQueued``: the API answers 503 with ``Retry-After``, when the writes ahead would be done)
+  when the writers ahead of it would take well beyond that (``HOPELESS`` times) at the pace turns have been taking (a
+  moving average), or when ``max_queued_requests`` API writers already wait: a crowd the store cannot serve in time is
+  told so at once;
 - one of the service's writers that waits longer than the busy timeout fails as a busy SQLite does ("database is
   locked"), so every caller's handling of a busy store (the write buffer keeps the writes) is unchanged.
 
@@ -138,7 +139,8 @@ class WriterGate:
         )
 
     def _admit(self, deadline: float) -> None:
-        """Refuse an API writer (under ``_lock``) whose turn would not come before ``deadline``."""
+        """Refuse an API writer (under ``_lock``) whose turn would not come before ``deadline``; ``WritersQueued`` says
+        when the writes ahead would be done."""
         queued = len(self._requests)
         ahead_s = (len(self._service) + queued + 1) * self.turn_s
         if queued >= self.max_queued_requests:

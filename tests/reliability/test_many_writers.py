@@ -77,7 +77,8 @@ def test_writers_beyond_the_queue_are_refused_at_once_and_the_queued_ones_writte
             let_go.set()
         answers = {node: f.result() for node, f in crowd.items()}
         assert first.result().status_code == 201
-        assert {(a.status_code, a.headers.get("retry-after")) for a in refused.values()} == {(503, "1")}
+        assert {a.status_code for a in refused.values()} == {503}
+        assert all(int(a.headers["retry-after"]) >= 1 for a in refused.values())  # when the writes ahead are done
         written = {node for node, a in answers.items() if a.status_code == 201}
         assert len(refused) == CROWD - QUEUE
         assert written == set(crowd) - set(refused)

@@ -17,8 +17,11 @@ from store.errors import DeadlinePassed, WritersQueued
 from tests.unit.api.conftest import ADMIN, auth
 
 CASES = [
-    # refused at once at the gate: try again in a second
-    (WritersQueued(40, 12.5), "1", "40 changes are already waiting for the store (about 12.5 s of writes)"),
+    # refused at once at the gate: try again when the writes ahead would be done (before: in a second, into the same
+    # queue)
+    (WritersQueued(40, 12.5), "13", "40 changes are already waiting for the store (about 12.5 s of writes); nothing "
+     "in this request is applied, try again in 13 s"),
+    (WritersQueued(3, 0.0), "1", "3 changes are already waiting for the store (about 0.0 s of writes)"),
     # its deadline came while it waited for its turn, or at its COMMIT
     (DeadlinePassed("the request timed out while its change waited for the store; nothing was applied"), "5",
      "the request timed out while its change waited for the store; nothing was applied"),
