@@ -54,6 +54,11 @@ if TYPE_CHECKING:
     from kvpilot.settings.api import ApiSettings
 
 ARRIVALS = ("engines", "gateway")  # DemoConfig.arrivals
+# Every call the demo makes to its own simulator (scrapes, targets, scale), in wall seconds. The simulator is paused
+# while they run (lockstep), so no answer is late in simulated time; only a busy machine makes one slow. The scrapes
+# timed out at collector.timeout_s (0.9 × interval, 4.5 s) on two cores at load 17–25 (session 31), and a missed
+# scrape changed the readings and the first scale-up (seed 233: 205 s with 1 waiting against 535 s with 26).
+_LOOPBACK_TIMEOUT_S = 60.0
 DEFAULT_TRACE = Path(__file__).resolve().parents[1] / "data" / "azure2023_conv.csv"
 # Simulated t=0 on kvpilot's clock (2026-01-01T00:00:00Z): fixed, so that nothing depends on when the demo runs.
 SIM_EPOCH = 1_767_225_600.0
@@ -461,7 +466,7 @@ async def run_demo(
             # the simulated fleet's decisions and findings (a vanished GPU on node-0, which the store's next reader
             # restores and asks to drain) into that database, while the summary called it temporary.
             store={"database_url": f"sqlite:///{Path(data_dir) / 'kvpilot.db'}"},
-            # Loopback scrapes of a paused simulator: a generous timeout, so a busy machine cannot change results.
+            # The settings' bound (under interval_s); the demo's own Collector below scrapes with _LOOPBACK_TIMEOUT_S.
             collector={"interval_s": cfg.interval_s, "timeout_s": 0.9 * cfg.interval_s},
             scaler={
                 "mode": "advisory",  # the demo applies the published answer, in lockstep (see the module docstring)
@@ -473,14 +478,14 @@ async def run_demo(
         clock = VirtualClock(SIM_EPOCH)
         lockstep = _Lockstep()
         # Loopback calls to a paused simulator: generous timeouts, so that a busy machine cannot change the result.
-        targets = SimulatorTargets(sim_url, timeout_s=10.0)
+        targets = SimulatorTargets(sim_url, timeout_s=_LOOPBACK_TIMEOUT_S)
         # the replica count alone: a gateway's counter reaches the loop through its arrivals stage, as under
         # `kvpilot run` with collector.arrivals
-        scale = SimulatorScale(sim_url, timeout_s=10.0)
+        scale = SimulatorScale(sim_url, timeout_s=_LOOPBACK_TIMEOUT_S)
         arrivals = _gateway_arrivals(live, cfg, settings) if cfg.arrivals == "gateway" else None
         sources = Sources(discovery=targets, static=StaticTargets([]), simulator_url=sim_url)
         c = settings.collector
-        collector = Collector(ScrapeConfig(timeout_s=c.timeout_s, max_bytes=c.max_body_bytes), clock=clock)
+        collector = Collector(ScrapeConfig(timeout_s=_LOOPBACK_TIMEOUT_S, max_bytes=c.max_body_bytes), clock=clock)
         board = DecisionBoard()
         service, restored = await asyncio.to_thread(
             build_service,
@@ -536,7 +541,7 @@ async def run_demo(
         t = 0.0
         wall0 = time.monotonic()
         await service.start(restored)
-        async with httpx.AsyncClient(base_url=sim_url, timeout=10.0, trust_env=False) as client:
+        async with httpx.AsyncClient(base_url=sim_url, timeout=_LOOPBACK_TIMEOUT_S, trust_env=False) as client:
             try:
                 while await lockstep.tick_done(stop):
                     snap = service.snapshot()
