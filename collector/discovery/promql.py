@@ -781,6 +781,12 @@ class _SourceMetrics(Collector):
             "Bytes (inflated) of the PromQL answers of the latest tick.",
             value=float(self.source.last_answer_bytes),
         )
+        yield GaugeMetricFamily(
+            "kvpilot_promql_clock_offset_seconds",
+            "How far the Prometheus API's clock (its answers' Date header) reads ahead of kvpilot's, as its queries "
+            "are asked at; 0 within 2 s or when not known.",
+            value=float(self.source.asked_offset_s),
+        )
 
 
 class _Selected(CollectResult):

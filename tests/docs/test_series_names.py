@@ -24,7 +24,9 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 RULE_FILES = [REPO / "alerts" / "kvpilot-rules.yaml", REPO / "alerts" / "kvpilot-recording-rules.yaml"]
 RULES = [r for f in RULE_FILES for g in yaml.safe_load(f.read_text())["groups"] for r in g["rules"]]
 RECORDED = {r["record"] for r in RULES if "record" in r}
-_SOURCE = SimpleNamespace(mode="aggregates", rules_in_use=True, deployments_read=1, last_answer_bytes=0)
+_SOURCE = SimpleNamespace(
+    mode="aggregates", rules_in_use=True, deployments_read=1, last_answer_bytes=0, asked_offset_s=0.0
+)
 EXPORTED = (
     {s.name for s in ALL} | {m.name for m in _SourceMetrics(_SOURCE).collect()} | {f.name for f in NVML_PAGE} | RECORDED
 )

@@ -12,6 +12,7 @@ from email.utils import formatdate
 from typing import Literal
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from collector.discovery.promql import PromQLSource
 from kvpilot.runtime.scale_ksm import KubeStateMetricsScale
@@ -82,6 +83,25 @@ async def test_a_server_an_hour_off_is_asked_at_its_own_time(
     # every tick reads the fleet as where the clocks agree (before 9fbe52f: an empty fleet every tick; before
     # session 31, the first tick, asked before any answer gave the server's clock)
     assert read == [agreeing] * 3
+
+
+@pytest.mark.parametrize("offset_s", [3600.0, -3600.0])
+async def test_the_offset_asked_at_is_on_metrics(offset_s: float) -> None:
+    """An operator sees what the source allows for (before, one log line per process said it): a server an hour
+    behind reads -3600 on ``kvpilot_promql_clock_offset_seconds``; one whose clock agrees, 0."""
+    readings = {}
+    for skew in (0.0, offset_s):
+        with _prometheus(skew) as url:
+            source = PromQLSource(url, mode="aggregates", reader="thread", timeout_s=5.0)
+            registry = CollectorRegistry()
+            source.register_metrics(registry)
+            try:
+                await source.collect_once()
+            finally:
+                await source.aclose()
+        readings[skew] = registry.get_sample_value("kvpilot_promql_clock_offset_seconds")
+    assert readings[0.0] == 0.0
+    assert readings[offset_s] == pytest.approx(-offset_s, abs=2.0)
 
 
 @pytest.mark.parametrize("offset_s", [3600.0, -3600.0])
