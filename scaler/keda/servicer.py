@@ -212,15 +212,18 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         tokens = self._settings.tokens
         if not tokens:
             return
+        # White space at either end is no part of a token, on either side: a Secret written with echo keeps its
+        # newline, which KEDA forwards in bearerTokenFromEnv as it read it from the scale target's environment, while
+        # keda.bearer_tokens from the same Secret is stripped (comma-separated) - every call was refused
         offered = [ref.scalerMetadata[BEARER_TOKEN_KEY]] if BEARER_TOKEN_KEY in ref.scalerMetadata else []
         for key, value in context.invocation_metadata() or ():
             if key == "authorization" and isinstance(value, str) and value[:7].lower() == "bearer ":
-                offered.append(value[7:].strip())
+                offered.append(value[7:])
         # compare against every configured token, so the time taken does not tell which one nearly matched
         matched = False
         for candidate in offered:
             for token in tokens:
-                matched |= hmac.compare_digest(candidate.encode(), token.encode())
+                matched |= hmac.compare_digest(candidate.strip().encode(), token.strip().encode())
         if not matched:
             raise _Refused(
                 grpc.StatusCode.UNAUTHENTICATED,

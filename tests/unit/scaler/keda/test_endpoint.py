@@ -114,6 +114,8 @@ async def test_health_check_answers_for_the_server_and_the_external_scaler(serve
 TOKEN_CASES = [
     # KEDA's way: the trigger's `bearerTokenFromEnv`, resolved from the scale target's environment
     ({"bearerTokenFromEnv": TOKEN}, (), None),
+    # the same from a Secret written with echo: KEDA forwards the environment's value, newline and all
+    ({"bearerTokenFromEnv": TOKEN + "\n"}, (), None),
     # other clients' way: a gRPC authorization header
     ({}, (("authorization", f"Bearer {TOKEN}"),), None),
     # no token
