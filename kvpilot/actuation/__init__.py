@@ -665,9 +665,14 @@ class Actuation:
             _note_steps(s, action_id, result)
 
     def _note_live(self, action_id: int, records: list[AuditRecord]) -> int:
-        """Steps of a drain still running, on its audit trail now; how many were written."""
+        """Steps of a drain still running, on its audit trail now; how many were written. An eviction that waits is
+        said in the log as well, once a pod (the drainer makes one such step per pod and kind of refusal): the log
+        said nothing for the minutes a budget held a drain."""
         with transaction(self._sessions) as s:
             _note_records(s, action_id, records)
+        for r in records:
+            if r.step == "evict" and r.outcome is Outcome.RETRY:
+                log.info("drain %d of %s waits: %s", action_id, r.node, r.message)
         return len(records)
 
     def _fail(self, action_id: int, attempt: int | None, message: str) -> None:

@@ -5,6 +5,7 @@ were written only when the drain ended, and `GET /v1/drains/{id}` said `executin
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,8 +57,9 @@ def _trail(sessions: sessionmaker[Session], action_id: int) -> tuple[str, list[s
 
 
 async def test_the_steps_of_a_drain_a_budget_holds_are_on_its_trail_while_it_waits(
-    tmp_path: Path, kube: FakeKube
+    tmp_path: Path, kube: FakeKube, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="kvpilot.actuation")
     sessions = session_factory(make_engine(migrated(tmp_path / "k.db")))
     clock = VirtualClock(1000.0)  # the drainer's 600 s deadline never comes: the budget holds until the cancel
     api = kube.api_client()
@@ -67,16 +69,23 @@ async def test_the_steps_of_a_drain_a_budget_holds_are_on_its_trail_while_it_wai
         action_id = admin_approved(sessions, "gpu-1", clock.now())
         worker = asyncio.ensure_future(act.execute_approved(asyncio.Event()))
 
+        waits = f"drain {action_id} of gpu-1 waits: "
+
+        def said() -> list[str]:
+            return [r.getMessage() for r in caplog.records if r.getMessage().startswith(waits)]
+
         def waiting_on_the_budget() -> bool:
             state, trail = _trail(sessions, action_id)
-            return state == DrainState.EXECUTING.value and any("PDB refused ml/chat-0" in m for m in trail)
+            on_trail = any("PDB refused ml/chat-0" in m for m in trail)
+            return state == DrainState.EXECUTING.value and on_trail and bool(said())  # the log says it after the write
 
-        await until(waiting_on_the_budget, what="the budget's refusal on the trail of the drain still executing")
+        await until(waiting_on_the_budget, what="the budget's refusal on the trail and in the log")
         _, trail = _trail(sessions, action_id)
         assert any(m.startswith("cordon gpu-1: ok cordoned gpu-1") for m in trail), trail
         refusal = next(m for m in trail if "PDB refused" in m)
         assert refusal.startswith("evict ml/chat-0: retry PDB refused ml/chat-0 (The disruption budget chat needs")
         assert "for up to 600 s" in refusal
+        assert said() == [waits + refusal.removeprefix("evict ml/chat-0: retry ")]  # once, not once per try
 
         with transaction(sessions) as s:  # the operator cancels it: the worker hears it and the drain ends
             repo.transition_drain(
