@@ -30,12 +30,18 @@ class WritersQueued(StoreError):
     def retry_after_s(self) -> int:
         """When to try again, in whole seconds (``Retry-After``): when the writes queued ahead would be done at the
         pace turns have been taking, at least 1 (it was 1 whatever waited: a client told to come back in a second met
-        the same queue)."""
+        the same queue) and at most ``MAX_RETRY_AFTER_S``."""
         return _retry_after_s(self.ahead_s)
 
 
+# The longest Retry-After the gate's estimate gives: the pace is a moving average of how long turns held the gate, so
+# one long turn (a retention pass deleting a big day, a write stalled on the disk) put it at a fifth of that turn, and
+# the writers refused meanwhile were told (queued + 1) times it - minutes, up to hours - while the gate freed at once.
+MAX_RETRY_AFTER_S = 60
+
+
 def _retry_after_s(ahead_s: float) -> int:
-    return max(1, math.ceil(ahead_s)) if math.isfinite(ahead_s) else 1
+    return min(MAX_RETRY_AFTER_S, max(1, math.ceil(ahead_s))) if math.isfinite(ahead_s) else 1
 
 
 class NotFound(StoreError):

@@ -22,6 +22,9 @@ CASES = [
     (WritersQueued(40, 12.5), "13", "40 changes are already waiting for the store (about 12.5 s of writes); nothing "
      "in this request is applied, try again in 13 s"),
     (WritersQueued(3, 0.0), "1", "3 changes are already waiting for the store (about 0.0 s of writes)"),
+    # a pace one long turn inflated (the moving average of a 10-minute turn, 40 queued): at most a minute, not hours
+    (WritersQueued(40, 41 * 120.0), "60", "40 changes are already waiting for the store (about 4920.0 s of writes); "
+     "nothing in this request is applied, try again in 60 s"),
     # its deadline came while it waited for its turn, or at its COMMIT
     (DeadlinePassed("the request timed out while its change waited for the store; nothing was applied"), "5",
      "the request timed out while its change waited for the store; nothing was applied"),
