@@ -7,7 +7,11 @@ delivered here at a fixed point (the import of typer), so the test does not race
 A SIGTERM there likewise (session 20): `kvpilot run` signalled while it imports its modules or reads its settings
 (before its runner handles signals) was killed with status 143 and no log line; it exits 0 with its stop's log
 lines, any other command 143 with one line. The signal is sent by the process to itself at a fixed import, and once
-to a real `kvpilot run` as soon as its SIGTERM handler is installed."""
+to a real `kvpilot run` as soon as its SIGTERM handler is installed.
+
+SIGHUP there likewise (session 31): the early handler covered SIGTERM only, so a SIGHUP in `kvpilot run`'s first ~1 s
+(a terminal closed on a starting run) still killed it with status 129 and no word, though the runner stops cleanly on
+SIGHUP once it runs."""
 
 from __future__ import annotations
 
@@ -63,7 +67,7 @@ class Terminate:
     def find_spec(self, name, path=None, target=None):
         if name == {module!r}:
             sys.meta_path.remove(self)
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.{signame})
         return None
 
 sys.meta_path.insert(0, Terminate())
@@ -73,9 +77,11 @@ main()
 """
 
 
-def _terminated_at(module: str, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _terminated_at(
+    module: str, args: list[str], tmp_path: Path, signame: str = "SIGTERM"
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", _TERMINATE_AT_IMPORT.format(module=module), *args],
+        [sys.executable, "-c", _TERMINATE_AT_IMPORT.format(module=module, signame=signame), *args],
         capture_output=True, text=True, timeout=60, cwd=ROOT, env={**os.environ, "XDG_DATA_HOME": str(tmp_path)},
     )  # fmt: skip
 
@@ -97,6 +103,29 @@ def test_a_sigterm_while_another_command_starts_says_so_and_exits_143(tmp_path: 
     done = _terminated_at("typer", ["version"], tmp_path)
     assert done.returncode == 143
     assert done.stderr.strip() == "terminated (SIGTERM)"
+
+
+NOT_RELOADED = "SIGHUP: kvpilot does not read its settings again on SIGHUP; restart it to apply them"
+
+
+@pytest.mark.parametrize("module", ["typer", "kvpilot.settings"], ids=["importing", "reading settings"])
+def test_a_sighup_while_run_starts_exits_0_with_its_log_lines(module: str, tmp_path: Path) -> None:
+    done = _terminated_at(module, ["run", "--port", "0"], tmp_path, "SIGHUP")
+    assert done.returncode == 0, (done.returncode, done.stderr)  # was -1: killed, no word
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert [line.split(" ", 3)[2:] for line in lines] == [
+        ["WARNING", "kvpilot.runtime.runner: " + NOT_RELOADED],
+        ["INFO", "kvpilot.runtime.runner: SIGHUP while starting (imports, settings): stopping, nothing was started"],
+        ["INFO", "kvpilot.runtime.runner: kvpilot stopped"],
+    ]
+    assert not (tmp_path / "kvpilot").exists()
+
+
+def test_a_sighup_while_another_command_starts_says_so_and_exits_129(tmp_path: Path) -> None:
+    done = _terminated_at("typer", ["version"], tmp_path, "SIGHUP")
+    assert done.returncode == 129  # 128 + SIGHUP, as the shell reports a process it ended
+    assert done.stderr.strip() == "terminated (SIGHUP)"
 
 
 def _catches_sigterm(pid: int) -> bool:
