@@ -7,10 +7,11 @@ family is decided from its metric-name prefix alone). A wanted family's usual HE
 one pattern, and so is the run of its usual lines, ``name{labels} value``, that follows them; the run is cut into
 names, label bodies and values by plain string operations and read without the loop's per-line checks (a bucket
 whose ``le`` comes first or last cut into its series and its bound, the series' labels taken from the line before
-when its text is the same). The lines passed over are counted only when an error needs a line number. Label
-sets are validated once per page and then looked up (a bucket's as its series' labels plus its bound), the layouts
-of their label names once per process; anything unusual goes through one possessive (backtracking-free) pattern that
-also says what is wrong.
+when its text is the same). A wanted sample line that no family admits (an untyped page's: each is a family of its
+own to the oracle) is read as the usual line too, and a run of such lines of one name (GPUs, buckets) at once. The
+lines passed over are counted only when an error needs a line number. Label sets are validated once per page and
+then looked up (a bucket's as its series' labels plus its bound), the layouts of their label names once per process;
+anything unusual goes through one possessive (backtracking-free) pattern that also says what is wrong.
 
 A metric name written inside the braces, quoted (``{"name",a="b"} 1``: the UTF-8 names Prometheus 3 negotiates;
 kvpilot does not ask for them, but a saved page may hold them), is read as ``name{a="b"} 1``, as the oracle reads it;
@@ -195,6 +196,7 @@ class _TextParser:
             keep = self.keep
             keep_family = self.runs[2]
             block_skippable = True
+            no_run_before = -1  # where a run of untyped lines that did not read whole ends (see _untyped_run)
             # The current family's state, in locals for the sample lines: None once a line may have changed it, then
             # read again by the next sample line the loop reads (most families' lines are read at their HELP line).
             allowed: tuple[str, ...] | None = None
@@ -402,7 +404,8 @@ class _TextParser:
                     else:
                         self._add(self._sample(line, line_no, sample_name))
                 else:
-                    self._close()
+                    if self.name:  # none after a line no family admitted
+                        self._close()
                     self.name, self.help, self.typ, self.allowed = "", "", "untyped", ()
                     self.samples, self.keys = [], []
                     allowed = None
@@ -420,10 +423,55 @@ class _TextParser:
                             passed.append((line_no, pos, end))
                             pos = end
                         continue
-                    bare = [self._sample(line, line_no, sample_name)]
-                    key = (bare[0].name, _label_set(bare[0].labels), bare[0].timestamp)
-                    self._check_series(sample_name, bare, [key], line_no)
-                    self.sink.add(sample_name, "unknown", "", bare)
+                    # and the usual lines of the same name after it (an untyped page's GPUs, a histogram's buckets),
+                    # each of which would be read as this one, one family each: at once, where they all read
+                    if (
+                        pos > no_run_before
+                        and text.startswith(sample_name, pos)
+                        and text[pos + len(sample_name) : pos + len(sample_name) + 1] == "{"
+                    ):
+                        end, read = self._untyped_run(text, start, sample_name, line_no, room - checkpoint)
+                        if read:
+                            room -= read
+                            line_no += read - 1
+                            pos = end
+                            continue
+                        no_run_before = end  # a run that does not read whole is not tried again line by line
+                    # A family of this one line: the usual line (see the hot path above) read inline, else _sample
+                    sample = None
+                    at = len(sample_name)
+                    close_at = line.rfind("}")
+                    if (
+                        close_at > at
+                        and line[at] == "{"
+                        and line[close_at + 1 : close_at + 2] == " "
+                        and " " not in (value := line[close_at + 2 :])
+                        and "\t" not in value
+                        and "_" not in value
+                    ):
+                        body = line[at + 1 : close_at]
+                        labels = bodies.get(body)
+                        # the first sample may own a new label dict: later ones copy it before parse returns
+                        labels = self._labels(body, line, line_no) if labels is None else labels.copy()
+                        try:
+                            sample = Sample(sample_name, labels, float(value))
+                        except ValueError:
+                            pass  # read again below, which says why
+                        else:
+                            key: SeriesKey = (sample_name, canonical[body], None)
+                    if sample is None:
+                        sample = self._sample(line, line_no, sample_name)
+                        key = (sample.name, _label_set(sample.labels), sample.timestamp)
+                    if sample_name in self.series:
+                        self._check_series(sample_name, [sample], [key], line_no)
+                    else:
+                        self.series[sample_name] = {key}
+                    families = self.sink.families  # Sink.add, inline
+                    family = families.get(sample_name)
+                    if family is None:
+                        families[sample_name] = MetricFamily(sample_name, "unknown", "", [sample])
+                    else:
+                        family.samples.append(sample)
                 room -= 1
                 if room < checkpoint:
                     if room < 0:
@@ -576,6 +624,49 @@ class _TextParser:
         except ValueError:  # ParseError included
             del samples[before:], keys[before:]
             self._read_lines(lines, line_no)
+
+    def _untyped_run(self, text: str, start: int, name: str, line_no: int, room: int) -> tuple[int, int]:
+        """Read the run of usual sample lines named ``name`` that no family admits, from line ``line_no`` at offset
+        ``start`` (an untyped page's: its GPUs' lines of one field, a histogram's buckets), at most ``room`` of them:
+        the oracle makes each a family of its own, which merged by name is one family of them all.
+
+        Returns (the offset after the run, the lines read): (where to try again, 0) when the lines do not all read
+        as the line loop would read them one by one, without an error (a bad label set or value, a series twice, the
+        sample cap or the budget reached inside): the line loop then reads them one by one, which says what is wrong
+        where.
+        """
+        run = _PLAIN_READ_BLOCK_RE.match(text, start)
+        if run is None or run.group(1) != name:
+            return start, 0
+        end = run.end()
+        lines = text[start : end - 1].split("\n")
+        if len(lines) > room:
+            return end, 0
+        bodies, canonical = self.bodies, self.canonical
+        samples: list[Sample] = []
+        keys: list[SeriesKey] = []
+        at = len(name) + 1
+        try:
+            for line in lines:
+                head, _, value = line.rpartition("} ")
+                body = head[at:]
+                labels = bodies.get(body)
+                # the first sample may own a new label dict: later ones copy it before parse returns
+                labels = self._labels(body, "", line_no) if labels is None else labels.copy()
+                samples.append(Sample(name, labels, float(value)))
+                keys.append((name, canonical[body], None))
+        except ValueError:  # ParseError included
+            return end, 0
+        fresh = set(keys)
+        seen = self.series.get(name)
+        if len(fresh) != len(keys) or (seen is not None and not seen.isdisjoint(fresh)):
+            return end, 0
+        if seen is None:
+            self.series[name] = fresh
+        else:
+            seen |= fresh
+        self.sink.add(name, "unknown", "", samples)
+        return end, len(lines)
 
     def _series(self, series: str) -> tuple[dict[str, str], Hashable] | None:
         """A bucket's series labels, from its body before `",le="` (the closing quote of its last value left off),
