@@ -416,7 +416,7 @@ class Actuation:
                     lost.set()
                 return interrupt.is_set() or lost.is_set()
 
-            steps = _LiveSteps()
+            steps = _LiveSteps(() if busy is None else busy.steps)
             drain = partial(self._drainer.drain, node, dry_run=dry_run, reason=reason, interrupt=interrupt)
             run = asyncio.ensure_future(asyncio.to_thread(drain, should_stop=should_stop, on_step=steps.add))
             cancelled_by = await self._watch(action_id, run, interrupt, stop, leading, steps)
@@ -428,14 +428,16 @@ class Actuation:
                 log.exception("drain of %s raised", node)
                 await self._settle(action_id, partial(self._fail, action_id, attempt, f"drain raised: {e}"))
                 continue
-            del result.records[: steps.written]  # already in its audit trail, written while the drain ran
+            tried = _step_keys(result.records)  # this try's steps, for the next try's comparison
+            steps.skip_repeats()
+            del result.records[: steps.written]  # already in its audit trail (written while it ran, or by the last try)
             if cancelled_by == "shutdown" and result.cancelled:
                 await asyncio.to_thread(self._audit_steps, action_id, result)
                 why = "interrupted by shutdown or a lost Lease; the next leader resumes"
                 await asyncio.to_thread(self._requeue, action_id, why, attempt)
                 return
             if result.busy and cancelled_by != "cancel":  # the API server asked to wait longer than a call may take
-                await self._settle(action_id, partial(self._wait_busy, action_id, attempt, result))
+                await self._settle(action_id, partial(self._wait_busy, action_id, attempt, result, tried))
                 continue
             self._busy.pop(action_id, None)
             await self._settle(action_id, partial(self._finish, action_id, attempt, result))
@@ -632,20 +634,21 @@ class Actuation:
         assert self._fleet is not None
         return self._heartbeats.live(instance, refreshed, self._fleet.stale_after_s)
 
-    def _wait_busy(self, action_id: int, attempt: int | None, result: DrainResult) -> None:
+    def _wait_busy(
+        self, action_id: int, attempt: int | None, result: DrainResult, tried: tuple[tuple[str, str, str], ...]
+    ) -> None:
         """Back to approved, not tried again before a backoff (``BUSY_FIRST_S`` doubling to ``BUSY_MAX_S``, at least
-        the Retry-After asked): before, it was tried every pass (each tick), each try writing its steps. Its steps are
-        audited when they differ from the last try's (a state change), not on every try."""
+        the Retry-After asked): before, it was tried every pass (each tick), each try writing its steps. A try's
+        steps (``tried``, all of them) are audited from where they differ from the last try's (a state change), not
+        on every try: ``result.records`` holds only those not yet on the trail (``_LiveSteps``)."""
         now = self._clock.now()
         last = self._busy.get(action_id)
         tries = 1 if last is None else last.tries + 1
         delay = min(BUSY_MAX_S, BUSY_FIRST_S * 2 ** (tries - 1))
         delay = max(delay, result.retry_after_s or 0.0)
-        steps = tuple((r.step, r.target, str(r.outcome)) for r in result.records)
-        self._busy[action_id] = _Busy(self._clock.monotonic() + delay, tries, steps)
+        self._busy[action_id] = _Busy(self._clock.monotonic() + delay, tries, tried)
         with transaction(self._sessions) as s:
-            if last is None or last.steps != steps:
-                _note_steps(s, action_id, result)
+            _note_steps(s, action_id, result)
             if not self._ours(s, action_id, attempt):
                 return
             with contextlib.suppress(InvalidTransition):  # cancelled or held back meanwhile, as in _requeue
@@ -792,13 +795,26 @@ class _LiveSteps:
     is retried for up to ``Backoff.deadline_s`` (600 s) a pod, and a drain's steps were written only when it ended: for
     those minutes ``GET /v1/drains/{id}`` said `executing` and nothing else, not even that the node was cordoned.
     From a drain's first eviction that waits, its steps so far and each later one are written as they come (``due``);
-    a drain that ends without waiting writes them at its end, as before (a busy API server's tries write theirs only
-    when they differ from the last try's)."""
+    a drain that ends without waiting writes them at its end, as before.
 
-    def __init__(self) -> None:
+    A try after a busy API server's wait (``last``: the steps of the try before) writes its steps only from the first
+    that differs from that try's: the ones before are on the trail already. Before (session 31), a drain that waited
+    on a budget and was then told to wait by the API server wrote every try's steps again, once a backoff."""
+
+    def __init__(self, last: tuple[tuple[str, str, str], ...] = ()) -> None:
         self._records: list[AuditRecord] = []  # appended in the drain's thread, read on the event loop
         self._waiting = False
-        self.written = 0
+        self._last = last  # the repeats of the last try not yet passed; () once this try differs
+        self.written = 0  # records on the trail: written, or repeats of the last try's
+
+    def skip_repeats(self) -> None:
+        """Count as written the records that repeat the last try's, from the first not written to the first that
+        differs."""
+        while self._last and self.written < len(self._records):
+            if self.written < len(self._last) and _step_key(self._records[self.written]) == self._last[self.written]:
+                self.written += 1
+            else:
+                self._last = ()
 
     def add(self, record: AuditRecord) -> None:
         self._records.append(record)
@@ -806,7 +822,19 @@ class _LiveSteps:
             self._waiting = True
 
     def due(self) -> list[AuditRecord]:
-        return self._records[self.written :] if self._waiting else []
+        if not self._waiting:
+            return []
+        self.skip_repeats()
+        return self._records[self.written :]
+
+
+def _step_key(r: AuditRecord) -> tuple[str, str, str]:
+    """What tells a try's step from the last one's: step, target and outcome (messages carry times and counts)."""
+    return r.step, r.target, str(r.outcome)
+
+
+def _step_keys(records: Sequence[AuditRecord]) -> tuple[tuple[str, str, str], ...]:
+    return tuple(_step_key(r) for r in records)
 
 
 def _note_steps(session: Session, action_id: int, result: DrainResult) -> None:
