@@ -645,4 +645,7 @@ def measure_frontier(
         progress=None if progress is None else (lambda done: progress("frontier", done)),
         seeds=seeds,
         replay_per_tick=lambda held: replay(held, tick),
+        # the need-ahead seeds read each request's arrival: the request level only
+        arrivals_s=trace.columns.arrival_s if fidelity == "request" else None,
+        replica_rps=ctx.capacity_rps / PLANNED_UTILISATION,
     )
