@@ -14,7 +14,14 @@ from functools import partial
 
 from collector.exposition import DEFAULT_MAX_SAMPLES, LayoutCache
 from collector.exposition import parse as strict_parse
-from collector.exposition._layout import _STEPS_PER_REGEX, RECENT_LAYOUTS, RETRY_AFTER, UNHELD_LAYOUTS, learn_layout
+from collector.exposition._layout import (
+    _STEPS_PER_REGEX,
+    RECENT_LAYOUTS,
+    RETRY_AFTER,
+    UNHELD_LAYOUTS,
+    PageLayout,
+    learn_layout,
+)
 
 parse = partial(strict_parse, drop_bad_lines=True)
 PAGE = '# TYPE kv gauge\nkv{pod="a"} 0.5\n# TYPE reqs gauge\nreqs 12\n'
@@ -65,8 +72,12 @@ def test_a_layout_dropped_frees_its_patterns_one_regex_or_several() -> None:
         assert compiled
         del layout, own
         gc.collect()
-        # 80010be: every one still alive (re's cache holds it)
-        assert [r for r in compiled if r() is not None] == [], f"{lines} lines: a dropped layout's pattern kept"
+        # 80010be: every one still alive (re's cache holds it). One may live on only while another live layout holds
+        # it (shared by source, ``_layout._PATTERNS``): a layout another test's thread learnt meanwhile with the same
+        # name-free tail (seen once in a full run, session 31: 4196 lines, one of 3 kept)
+        kept = [p for p in (r() for r in compiled) if p is not None]
+        shared = {id(p) for o in gc.get_objects() if isinstance(o, PageLayout) for p in _walked_by(o)}
+        assert [p for p in kept if id(p) not in shared] == [], f"{lines} lines: a dropped layout's pattern kept"
 
 
 def test_a_target_whose_layout_changes_every_scrape_keeps_no_pattern_per_learn() -> None:
