@@ -292,10 +292,45 @@ def _unknown_sections() -> list[str]:
     return lines
 
 
+# Settings whose keys are names from outside kvpilot (a deployment's "namespace/name" label, a GPU type), matched as
+# written: an environment variable name is read without regard to case, so a key with capitals in one is lost.
+NAMED_KEYS: tuple[tuple[str, ...], ...] = (
+    ("scaler", "deployments"),
+    ("cost", "gpus"),
+    ("cost", "deployments"),
+    ("collector", "arrivals", "deployments"),
+)
+
+
+def _keys_with_capitals() -> list[str]:
+    """``KVPILOT_…`` variables that name a key of ``NAMED_KEYS`` with capitals, one line each, saying how to write it.
+    pydantic-settings reads variable names in lower case, so ``KVPILOT_SCALER__DEPLOYMENTS__Prod/Chat__MIN_REPLICAS``
+    set deployment ``prod/chat``, which a label ``Prod/Chat`` never matches, and ``KVPILOT_COST__GPUS__H100__…`` a
+    new GPU type ``h100`` beside the built-in ``H100``, both in silence or with an error about another field."""
+    lines = []
+    for name in sorted(os.environ):
+        if not name.upper().startswith(ENV_PREFIX):
+            continue
+        parts = name[len(ENV_PREFIX) :].split("__")
+        for path in NAMED_KEYS:
+            depth = len(path)
+            if len(parts) <= depth or tuple(p.lower() for p in parts[:depth]) != path:
+                continue
+            key = parts[depth]
+            if key != key.lower():
+                whole = ENV_PREFIX + "__".join(path).upper()
+                lines.append(
+                    f"  {name}: a variable's name is read in lower case, so this would set {'.'.join(path)} key "
+                    f"{key.lower()!r}, not {key!r}; write a key with capitals in the settings file, or as JSON in "
+                    f"""{whole}='{{"{key}": {{...}}}}' (a key in lower case may stay in the name)"""
+                )
+    return lines
+
+
 def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Settings:
     """Read, validate and return the settings; raise ``SettingsError`` naming every bad field (the first
     ``MAX_ERRORS_SHOWN``, then how many more)."""
-    unknown = _unknown_sections()
+    unknown = _unknown_sections() + _keys_with_capitals()
     if unknown:
         raise SettingsError("\n".join(["invalid configuration (KVPILOT_* environment):", *unknown]))
     path = Path(config_file) if config_file is not None else None

@@ -40,7 +40,9 @@ def test_the_float_settings_are_found() -> None:
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e999"])
 @pytest.mark.parametrize("path", FLOATS, ids=".".join)
 def test_a_setting_is_never_infinite(monkeypatch: pytest.MonkeyPatch, path: tuple[str, ...], value: str) -> None:
-    monkeypatch.setenv("KVPILOT_" + "__".join(p.upper() for p in path), value)
+    # the path's parts as written (the variable's name is read in lower case): the walk takes a dict of sections
+    # (cost.gpus) for a section, so its field's name stands in the key's place, which a capital would refuse
+    monkeypatch.setenv("KVPILOT_" + "__".join(path), value)
     with pytest.raises(SettingsError) as refused:
         load_settings(None)
     assert ".".join(path) in str(refused.value)
