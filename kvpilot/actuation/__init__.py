@@ -111,20 +111,15 @@ class Drainer(Protocol):
         ...
 
 
-ON_CLUSTER_ONLY = (
-    "kvpilot drains through the Kubernetes API only with collector.discovery.kind kubernetes, ha.enabled or "
-    "sharding.shards above 1"
-)
-
-
 class NoClusterDrainer:
     """For fleets without a Kubernetes API (the simulator, static targets, a PromQL source without HA): a dry run
     says what a drain would do and that it was not checked against a cluster; a real drain fails, saying why and what
-    to set, rather than pretending. ``discovery``: the fleet's ``collector.discovery.kind``, named in both."""
+    to set, rather than pretending. ``why``: the words of the rule that gave the fleet no cluster, as the caller
+    that applies it says it (``kvpilot.runtime.wiring.drains_on_cluster``), named in both."""
 
-    def __init__(self, clock: Clock, *, discovery: str = "") -> None:
+    def __init__(self, clock: Clock, *, why: str = "no Kubernetes API is configured") -> None:
         self._clock = clock
-        self.why = ON_CLUSTER_ONLY + (f" (here: discovery {discovery}, without either)" if discovery else "")
+        self.why = why
 
     def drain(
         self,

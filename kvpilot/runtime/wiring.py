@@ -524,6 +524,24 @@ def advertised_address(port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+# Drains go through the Kubernetes API only where the fleet has one: each setting that gives it one, in words.
+ON_CLUSTER: tuple[tuple[str, Callable[[Settings], bool]], ...] = (
+    ("collector.discovery.kind kubernetes", lambda s: s.collector.discovery.kind == "kubernetes"),
+    ("ha.enabled", lambda s: s.ha.enabled),
+    ("sharding.shards above 1", lambda s: s.sharding.enabled),
+)
+
+
+def drains_on_cluster(settings: Settings) -> tuple[bool, str]:
+    """Whether drains go through the Kubernetes API (any of ``ON_CLUSTER`` holds), and the rule in words, with the
+    settings that broke it where none holds: one rule, read and said from here."""
+    *first, last = (words for words, _ in ON_CLUSTER)
+    rule = f"kvpilot drains through the Kubernetes API only with {', '.join(first)} or {last}"
+    if any(holds(settings) for _, holds in ON_CLUSTER):
+        return True, rule
+    return False, f"{rule} (here: discovery {settings.collector.discovery.kind}, neither HA nor sharding)"
+
+
 def build_actuation(
     settings: Settings,
     sources: Sources,
@@ -542,7 +560,7 @@ def build_actuation(
     lease_s = settings.ha.lease_duration_s
     rails = DrainRails(dry_run=d.dry_run, max_concurrent_nodes=d.max_concurrent, breaker_share=d.breaker_share,
                        budget=d.budget, budget_window_s=d.budget_window_s)  # fmt: skip
-    on_cluster = settings.collector.discovery.kind == "kubernetes" or settings.ha.enabled or settings.sharding.enabled
+    on_cluster, why = drains_on_cluster(settings)
     drainer: Any
     if on_cluster:
         from kubernetes import client
@@ -550,7 +568,7 @@ def build_actuation(
         # one try a request: the drainer waits out a Retry-After itself, within request_timeout_s and heeding a cancel
         drainer = NodeDrainer(client.CoreV1Api(_kube_api_client(retries=False)), clock=clock, on_evict=on_evict)
     else:
-        drainer = NoClusterDrainer(clock, discovery=settings.collector.discovery.kind)
+        drainer = NoClusterDrainer(clock, why=why)
         if not d.dry_run:  # the operator asked for real drains, and every one will fail: say so before the first
             log.warning("drains.dry_run is false, but every drain will fail: %s", drainer.why)
     scaler: Any = None

@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from collector.clock import VirtualClock
 from kvpilot.runtime.sources import Sources
 from kvpilot.runtime.targets import StaticTargets
-from kvpilot.runtime.wiring import build_actuation
+from kvpilot.runtime.wiring import ON_CLUSTER, build_actuation, drains_on_cluster
 from kvpilot.settings import load_settings
 from store import repo
 from store.db import make_engine, session_factory, transaction
@@ -25,7 +26,7 @@ from tests.helpers.sqlite_store import migrated
 WOULD = "would cordon, taint and evict; not checked against a cluster, and a real drain fails: "
 WHY = (
     "kvpilot drains through the Kubernetes API only with collector.discovery.kind kubernetes, ha.enabled or "
-    "sharding.shards above 1 (here: discovery static, without either)"
+    "sharding.shards above 1 (here: discovery static, neither HA nor sharding)"
 )
 
 
@@ -59,3 +60,22 @@ async def test_a_drain_on_a_static_fleet_says_it_has_no_cluster(
         trail = [e.message for e in repo.list_drain_events(session=s, action_id=action_id)]
     assert row.state == state
     assert step in trail, trail
+
+
+@pytest.mark.parametrize(
+    ("words", "settings"),
+    [
+        ("collector.discovery.kind kubernetes", {"collector": {"discovery": {"kind": "kubernetes"}}}),
+        ("ha.enabled", {"ha": {"enabled": True}}),
+        ("sharding.shards above 1", {"sharding": {"shards": 2}}),
+    ],
+)
+def test_the_words_are_the_rule_each_setting_they_name_gives_the_cluster(words: str, settings: dict[str, Any]) -> None:
+    # the rule and its words are one table (wiring.ON_CLUSTER): until session 32 the words were a constant of their
+    # own beside build_actuation's test, which a change to either would have let drift apart
+    static = {"collector": {"discovery": {"kind": "static"}}}
+    on_cluster, why = drains_on_cluster(load_settings(**static))
+    assert not on_cluster
+    assert words in why
+    assert [w for w, _ in ON_CLUSTER if w in why] == [w for w, _ in ON_CLUSTER]
+    assert drains_on_cluster(load_settings(**{**static, **settings})) == (True, why.split(" (here:")[0])
