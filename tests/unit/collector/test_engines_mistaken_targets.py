@@ -36,6 +36,8 @@ NAMED = {
     "nginx-ingress-controller-go1.10__DataDog__integrations-core__nginx_ingress_controller_metrics__trimmed.txt": (
         r"the NGINX Ingress controller .*scrape the engines"
     ),
+    # session 32: llm-d's endpoint picker 1.x, a grep of its inference_* lines (pool gaie-sim, three pods), read right
+    "llm-d-epp-1.4-gaie-sim-three-pods-grep__index-58599990987__excerpt.txt": r"endpoint picker .*scrape those servers",
 }
 
 

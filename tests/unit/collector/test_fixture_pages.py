@@ -1965,6 +1965,46 @@ EXPECTED: dict[str, Page] = {
         ]
     ),
     "gaie-epp-sim-two-pods-head__index-28203871539__excerpt.txt": Page(error="endpoint picker"),
+    # session 32 helper P (round 5), read by hand first, each read right as found
+    # llm-d's EPP 1.x (inference_pool_per_pod_queue_size of three pods, inference_extension_*), a grep: a router
+    "llm-d-epp-1.4-gaie-sim-three-pods-grep__index-58599990987__excerpt.txt": Page(
+        error=r"found 6 families starting with `inference_`: the Gateway API Inference Extension's endpoint picker"
+    ),
+    "vllm-dgx-qwen3.8-27b-by-reason-ttft-one-bucket__index-68808039177__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "qwen3.8-27b",  # model_name
+                "requests_waiting": 3.0,  # num_requests_waiting, not plus the by_reason split of the same queue (3)
+                "requests_running": 2.0,
+                "kv_usage": 0.4567,
+                "kv_capacity_tokens": None,  # no cache_config_info in the excerpt
+                "prefix_queries": None,
+                "preemptions": 1.0,  # num_preemptions_total, untyped (only the first family has HELP/TYPE)
+                "prompt_tokens": 5052943.0,  # 5.052943e+06
+                "generation_tokens": 120000.0,
+                "requests_finished": None,
+                "ttft.count": 4.0,  # _count 4 and _sum 6 beside the one bucket le=0.5 (3); no +Inf line
+                "ttft.sum": 6.0,
+                "ttft.bounds": (0.5, float("inf")),
+            }
+        ]
+    ),
+    "vllm-0.27.1-help-without-type-qwen3-8b-awq__index-59764504136__excerpt.txt": Page(
+        [
+            {
+                "engine": "vllm",
+                "model": "Qwen/Qwen3-8B-AWQ",  # HELP lines, no TYPE line: every family untyped
+                "requests_running": 1.0,
+                "requests_waiting": 0.0,  # not plus by_reason{reason="capacity"} 0
+                "kv_usage": 0.42,
+                "kv_capacity_tokens": None,
+                "preemptions": None,
+                "prompt_tokens": None,
+                "ttft": None,
+            }
+        ]
+    ),
     "vllm-0.30-cpu-two-completions-grep__index-68324944604__excerpt.txt": Page(
         [
             {

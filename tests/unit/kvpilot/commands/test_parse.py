@@ -28,6 +28,7 @@ NOT_A_REPLICA_NOR_GPUS = {
     "vllm-production-stack-router__handwritten.txt",
     "llm-d-epp__gateway-api-inference-extension__guides_metrics__from-source.txt",
     "gaie-epp-sim-two-pods-head__index-28203871539__excerpt.txt",  # an endpoint picker, EPP <= 0.3 names
+    "llm-d-epp-1.4-gaie-sim-three-pods-grep__index-58599990987__excerpt.txt",  # an endpoint picker, EPP 1.x names
     "litellm-proxy__DataDog__integrations-core__litellm_metrics_v1_95__trimmed.txt",
     "ray-node__DataDog__integrations-core__ray_worker__trimmed.txt",
     "vllm-docs-fragment__vllm-project__vllm__docs_source_serving_metrics__excerpt.txt",
