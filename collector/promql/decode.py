@@ -111,12 +111,20 @@ def answer(body: bytes, where: str) -> Any:
     if status is None:  # was "None: None"
         raise PromQLError(f"{where}: not a Prometheus API answer (no status): {server_text(decoded, 200)}")
     if status != "success":
-        raise PromQLError(f"{where}: {server_text(decoded.get('errorType'), 100)}: {server_text(decoded.get('error'))}")
+        kind, error = decoded.get("errorType"), decoded.get("error")
+        if kind is None and error is None:  # was "None: None" (a proxy's {"status": "error"}, a key given twice)
+            raise PromQLError(
+                f"{where}: an answer of status {server_text(status, 100)} without errorType or error: "
+                f"{server_text(decoded, 200)}"
+            )
+        raise PromQLError(f"{where}: {server_text(kind, 100)}: {server_text(error)}")
     if decoded.get("isPartial") is True:  # VictoriaMetrics: some storage nodes did not answer (a success, in part)
         raise PromQLError(
             f"{where}: a partial answer (isPartial: some of the database's storage nodes did not answer); a part of "
             "the fleet is not read as the whole"
         )
+    if "data" not in decoded:  # was a KeyError out of the aggregates' reader: a traceback every tick
+        raise PromQLError(f"{where}: a success without data: {server_text(decoded, 200)}")
     return decoded["data"]
 
 

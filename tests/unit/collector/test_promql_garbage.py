@@ -68,6 +68,31 @@ async def test_answers_laid_out_otherwise_are_a_promql_error_naming_the_url(
         await source.aclose()
 
 
+@pytest.mark.parametrize("mode", ["replicas", "aggregates"])
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        # a success without data: the aggregates' reader let a KeyError out (a traceback every tick), the replicas'
+        # said "not laid out"
+        ({"status": "success"}, r"(query |/api/v1/query).*: a success without data: \{'status': 'success'\}$"),
+        # an error without errorType or error (a proxy's; or "status" given twice, the last kept): was "None: None"
+        (
+            {"status": "error"},
+            r"(query |/api/v1/query).*: an answer of status error without errorType or error: \{'status': 'error'\}$",
+        ),
+    ],
+)
+async def test_an_answer_without_its_parts_is_said_for_what_it_is(mode: Any, answer: Any, error: str) -> None:
+    server = Garbage(answer)
+    source = PromQLSource(server.url, mode=mode, reader="thread", clock=VirtualClock(NOW))
+    try:
+        with pytest.raises(PromQLError, match=error):
+            await source.collect_once()
+    finally:
+        await source.aclose()
+        server.close()
+
+
 @pytest.mark.parametrize(
     "series",
     [
