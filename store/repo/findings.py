@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from detectors.finding import Finding, Severity, Subject
@@ -225,13 +225,22 @@ def get_finding(*, session: Session, finding_id: str) -> FindingRow:
 
 
 def acknowledge_finding(*, session: Session, finding_id: str, by: str, note: str, now: float) -> FindingRow:
+    """The finding's episode read acknowledged, unless it closed (``InvalidTransition``). The write is conditional on
+    the episode read still being live: on PostgreSQL (read committed) the loop may close it between this read and
+    the write, and the row as read, written back, acknowledged a finding that had ended (shown live until the next
+    tick closed it again), or an episode that opened since (its ``since``) that the operator never saw."""
     row = get_finding(session=session, finding_id=finding_id)
     if row.state == CLOSED:
         raise InvalidTransition("finding", finding_id, row.state, ACKNOWLEDGED)
-    row.state = ACKNOWLEDGED
-    row.acknowledged_at = now
-    row.acknowledged_by = by
-    row.acknowledge_note = note
+    done = session.execute(
+        update(FindingRow)
+        .where(FindingRow.id == finding_id, FindingRow.state != CLOSED, FindingRow.since == row.since)
+        .values(state=ACKNOWLEDGED, acknowledged_at=now, acknowledged_by=by, acknowledge_note=note),
+        execution_options={"synchronize_session": False},
+    )
+    session.refresh(row)
+    if getattr(done, "rowcount", 1) != 1:
+        raise InvalidTransition("finding", finding_id, row.state, ACKNOWLEDGED)
     return row
 
 
