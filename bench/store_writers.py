@@ -5,10 +5,12 @@ The whole service (``tests/reliability/harness.running``: wiring, loop ticking e
 FastAPI app under uvicorn) runs in a child process on a fresh SQLite file with the default store bounds (5 s busy
 timeout, 5 s pool wait, ``api.request_timeout_s`` 10 s, ``store.hang_after_s`` 10 s). This process then sends N
 ``POST /v1/drains`` (each its own node, its own connection) released together, and meanwhile ``GET /readyz`` every
-50 ms. Per run: the answers by status (503s with and without ``Retry-After``), p50/p99 of every POST's latency and
-of the 503s', /readyz answers other than 200, the child's longest gap between two loop ticks and whether its store
-writer ever read as down during the burst, and every 201's node stored. Run it from each tree (it imports the tree
-it sits in); ``--busy`` also runs a busy loop beside it (under ``taskset -c 0``, one CPU shared three ways):
+50 ms and a reader's ``GET /v1/drains?limit=1`` (one at a time, 100 ms apart: a store read, in a worker thread). Per
+run: the answers by status (503s with and without ``Retry-After``), p50/p99 of every POST's latency and of the 503s',
+/readyz answers other than 200, the reads' count and their slowest, the child's longest gap between two loop ticks and
+whether its store writer ever read as down during the burst, and every 201's node stored (``lost``: a 201 not).
+Run it from each tree (it imports the tree it sits in); ``--busy`` also runs a busy loop beside it (under
+``taskset -c 0``, one CPU shared three ways):
 
   nice -n 19 .venv/bin/python bench/store_writers.py --clients 24 100 400 --runs 3
   nice -n 19 taskset -c 0 .venv/bin/python bench/store_writers.py --clients 24 100 400 --runs 3 --busy
@@ -91,6 +93,18 @@ def _gate(sessions: Any) -> Any:
     return writers.gate_of(sessions)
 
 
+async def _stored(c: httpx.AsyncClient, headers: dict[str, str]) -> set[str]:
+    """Every drain's node in the store, once it answers the listing (a starved service may answer its deadline's 503
+    first: the listing is asked again, for up to ``BURST_GUARD_S``)."""
+    give_up = time.monotonic() + BURST_GUARD_S
+    while True:
+        page = await c.get("/v1/drains", params={"limit": 1000}, headers=headers)
+        if page.status_code == 200 or time.monotonic() > give_up:
+            page.raise_for_status()
+            return {d["node"] for d in page.json()["items"]}
+        await asyncio.sleep(0.5)
+
+
 async def _burst(base: str, clients: int, token: str, run: int) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {token}"}
     limits = httpx.Limits(max_connections=clients + 4, max_keepalive_connections=clients + 4)
@@ -98,6 +112,8 @@ async def _burst(base: str, clients: int, token: str, run: int) -> dict[str, Any
         go = asyncio.Event()
         answers: list[tuple[int, float, str | None]] = []
         ready_bad: list[int] = []
+        reads: list[tuple[int, float]] = []
+        created: list[str] = []  # the nodes answered 201
         done = asyncio.Event()
 
         async def post(i: int) -> None:
@@ -106,6 +122,8 @@ async def _burst(base: str, clients: int, token: str, run: int) -> dict[str, Any
             try:
                 a = await c.post("/v1/drains", json={"node": f"r{run}-n{i}"}, headers=headers)
                 answers.append((a.status_code, time.monotonic() - t0, a.headers.get("retry-after")))
+                if a.status_code == 201:
+                    created.append(f"r{run}-n{i}")
             except httpx.HTTPError as e:
                 answers.append((0, time.monotonic() - t0, type(e).__name__))
 
@@ -120,8 +138,20 @@ async def _burst(base: str, clients: int, token: str, run: int) -> dict[str, Any
                     ready_bad.append(status)
                 await asyncio.sleep(0.05)
 
+        async def reader() -> None:
+            await go.wait()
+            while not done.is_set():
+                t = time.monotonic()
+                try:
+                    status = (await c.get("/v1/drains", params={"limit": 1}, headers=headers)).status_code
+                except httpx.HTTPError:
+                    status = 0
+                reads.append((status, time.monotonic() - t))
+                await asyncio.sleep(0.1)
+
         tasks = [asyncio.create_task(post(i)) for i in range(clients)]
         probe = asyncio.create_task(readyz())
+        reading = asyncio.create_task(reader())
         await asyncio.sleep(0.2)  # every task waiting on `go`
         t0 = time.monotonic()
         go.set()
@@ -129,8 +159,8 @@ async def _burst(base: str, clients: int, token: str, run: int) -> dict[str, Any
         t1 = time.monotonic()
         done.set()
         await probe
-        page = (await c.get("/v1/drains", params={"limit": 1000}, headers=headers)).json()
-        stored = {d["node"] for d in page["items"]}
+        await reading
+        stored = await _stored(c, headers)
     lat = sorted(s for _, s, _ in answers)
     refused = sorted(s for code, s, _ in answers if code == 503)
     by_status: dict[str, int] = {}
@@ -148,6 +178,10 @@ async def _burst(base: str, clients: int, token: str, run: int) -> dict[str, Any
         "readyz_not_200": len(ready_bad),
         "created": by_status.get("201", 0),
         "stored_of_run": sum(1 for n in stored if n.startswith(f"r{run}-")),
+        "lost": sum(1 for node in created if node not in stored),
+        "reads": len(reads),
+        "reads_not_200": sum(1 for status, _ in reads if status != 200),
+        "read_max_ms": round(max((s for _, s in reads), default=0.0) * 1000, 1),
     }
 
 
