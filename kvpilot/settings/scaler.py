@@ -28,12 +28,21 @@ class ServingProfileSettings(_Section):
     )
 
 
+# A replica count Kubernetes holds: a Deployment's spec.replicas and KEDA's maxReplicaCount are int32. A bound past it
+# was accepted (max_replicas: 1e32 as digits), and a min_replicas past it asked for a count no store column, KEDA field
+# or scale subresource takes: every decision's write refused, GetMetrics failing.
+MAX_REPLICAS = 2**31 - 1
+
+
 class DeploymentScaling(_Section):
     """Bounds and capacity of one deployment (`scaler.default`: every deployment without an entry of its own)."""
 
-    min_replicas: int = Field(default=1, ge=0, description="Fewest replicas kvpilot will ask for.")
+    min_replicas: int = Field(default=1, ge=0, le=MAX_REPLICAS, description="Fewest replicas kvpilot will ask for.")
     max_replicas: int = Field(
-        default=100, ge=1, description="Most replicas kvpilot will ask for (100: KEDA's default `maxReplicaCount`)."
+        default=100,
+        ge=1,
+        le=MAX_REPLICAS,
+        description="Most replicas kvpilot will ask for (100: KEDA's default `maxReplicaCount`).",
     )
     capacity_rps: float | None = Field(
         default=None,
@@ -67,8 +76,12 @@ class PoolScaling(_Section):
         "`cost.deployments` entry for the deployment or the pool).",
     )
     cold_start_s: float | None = Field(default=None, ge=0, description="Cold start of this pool's replicas, s.")
-    min_replicas: int | None = Field(default=None, ge=0, description="Fewest replicas the pool is sized to.")
-    max_replicas: int | None = Field(default=None, ge=1, description="Most replicas the pool is sized to.")
+    min_replicas: int | None = Field(
+        default=None, ge=0, le=MAX_REPLICAS, description="Fewest replicas the pool is sized to."
+    )
+    max_replicas: int | None = Field(
+        default=None, ge=1, le=MAX_REPLICAS, description="Most replicas the pool is sized to."
+    )
     profile: ServingProfileSettings | None = Field(
         default=None, description="What one replica of this pool does (its GPU type's benchmark)."
     )
