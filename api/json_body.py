@@ -68,8 +68,20 @@ class _Request(Request):
             raise RequestValidationError(
                 [{"type": "json_duplicate_key", "loc": ("body", e.key), "msg": str(e), "input": e.key}]
             ) from None
-        except (ValueError, RecursionError):  # not JSON, or nested past the reader's depth: FastAPI says so (4xx)
+        except json.JSONDecodeError:  # not JSON: FastAPI says where (422 json_invalid)
             return
+        except (ValueError, RecursionError) as e:  # FastAPI said only "There was an error parsing the body" (400)
+            raise RequestValidationError([{"type": "json_invalid", "loc": ("body",), "msg": _unreadable(e)}]) from None
+
+
+def _unreadable(error: ValueError | RecursionError) -> str:
+    """Why a body that is JSON-shaped could not be read, in words: the three ways the reader fails besides a syntax
+    error, each of which FastAPI answered with a bare 400."""
+    if isinstance(error, UnicodeDecodeError):
+        return f"the body is not UTF-8 text (byte 0x{error.object[error.start]:02x} at {error.start}); send UTF-8 JSON"
+    if isinstance(error, RecursionError):
+        return "the body's JSON is nested too deeply to read"
+    return f"the body's JSON cannot be read: {str(error)[:200]}"  # e.g. a number of more than 4300 digits
 
 
 class JSONBodyRoute(APIRoute):
