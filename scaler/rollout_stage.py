@@ -204,8 +204,13 @@ class RolloutStage:
                     drained=drained,
                     count=lowers,
                 )
-            else:  # no replica serves (a one-replica fleet whose only replica drained): what was asked for
-                seen = VersionsSeen({}, None, 0, 0, "", asked, drained=drained, count=lowers)
+            else:  # no replica listed (a wave drained every one: a one-replica fleet, or maxUnavailable 100 %)
+                # The ready peak is the window's history, as the detector reads it, and no lower than the replicas
+                # this tick drained: read as 0, a wave of 64 of 64 was a wave of 1, surged +1.
+                since = now - self.thresholds.rollout.window_s
+                history = (p.ready_replicas for p in state.deployment_history_since(d.deployment, since))
+                peak = max(history, default=drained)
+                seen = VersionsSeen({}, None, 0, max(peak, drained), "", asked, drained=drained, count=lowers)
                 self.speeds.update(d.deployment, (), rollout_detector.version, None)
             status = self.tracker.update(
                 d.deployment,

@@ -64,6 +64,24 @@ def test_a_drained_wave_of_two_surges_that_wave_and_the_next() -> None:
     assert min(fleet.tick() for _ in range(23)) == 8  # held while the wave loads
 
 
+def test_a_wave_that_drains_every_replica_reads_as_that_wide() -> None:
+    # A wave as wide as the fleet (maxUnavailable 100 %): no replica is listed, so the ready peak is the window's
+    # history, not nothing. Read as a wave of 1 before, it surged +1 with "1 replicas left to replace in waves of 1"
+    # (`kvpilot demo --rollout-wave 64 --replicas 64`).
+    fleet = Fleet()
+    warm(fleet)
+    gone = tuple(fleet.serving)
+    fleet.serving.clear()
+    fleet.t += TICK
+    fleet.state.observe([], [], now=fleet.t, departed={f"llm/{p}" for p in gone})
+    planned = Decision(KEY, fleet.t, 4, 0, 4, 0, "predictive", "steady demand")
+    (decision,) = fleet.stage.apply(fleet.state, [planned], fleet.t)
+    assert decision.forecast["rollout_wave_size"] == 4
+    assert decision.forecast["rollout_old_remaining"] == 4
+    assert decision.desired_replicas == 8  # desired 4 + the wave loading (4)
+    assert "4 replicas left to replace in waves of 4" in decision.message
+
+
 def test_a_crashed_replica_is_no_rollout() -> None:
     fleet = Fleet()
     warm(fleet)
