@@ -71,15 +71,21 @@ def test_a_kubeconfig_whose_server_does_not_answer_is_said_once_in_one_line(
     assert "check the kubeconfig's server" in said
 
 
+# The raw server closes each connection after its answer, and says so: without "Connection: close" the client kept
+# the connection and could send its next try on it before the server's thread, off the CPU on a loaded runner, closed
+# it: that try was reset, another failure said between the 503s (the 503 then said again after it).
+
+
 def _status(code: int, reason: str) -> bytes:
-    return f"HTTP/1.1 {code} {reason}\r\nContent-Length: 0\r\n\r\n".encode()
+    return f"HTTP/1.1 {code} {reason}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode()
 
 
 def _pods(resource_version: str) -> bytes:
     body = json.dumps(
         {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": resource_version}, "items": []}
     )
-    return f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode()
+    head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close"
+    return f"{head}\r\n\r\n{body}".encode()
 
 
 def test_an_api_server_failing_then_back_is_said_once_then_back(caplog: pytest.LogCaptureFixture) -> None:
