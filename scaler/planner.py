@@ -261,6 +261,9 @@ class _DeploymentPlanner:
         self.burst = BurstPeak(config.burst_window_s, config.burst_hold_s, config.slo_ttft_s or 0.0)
         w = config.policy.scale_down_stabilisation_s
         self.rise = LoadRise(w) if w > 0 else None
+        # The load's fall within a horizon of each tick (a LoadRise of the load's negative): how far it dips before a
+        # replica ordered now could serve (`_release_after_fall`).
+        self.fall = LoadRise(config.horizon_s) if w > 0 else None
         self.regret = ReleaseRegret(config.burst_hold_s, config.release_regret_s)
         self._slo_missed = False  # this tick's SLO reading was above its target (requests queued late)
         self._slo_read_since: float | None = None
@@ -514,6 +517,24 @@ class _DeploymentPlanner:
             return None
         return release_replicas(load, margin)
 
+    def _release_after_fall(
+        self, now: float, arrival: float | None, queue: float | None, capacity_rps: float | None, release: int | None
+    ) -> int | None:
+        """What the release would hold were today's load to fall as far as it did within a horizon (before a replica
+        ordered now serves) in all but the SLO's share of the measured ticks, its rise read as ever: the order outlasts
+        the load's fall as the release outlasts its rise. A replica ordered above it could be let go before serving
+        (`ReplicaPolicy._within_release`). None while the release (``release``) is not measured, on rough traffic
+        (`_rough`: peaks the minute's load does not show), or before the falls are measured as the rises are."""
+        if self.rise is None or self.fall is None or arrival is None or capacity_rps is None or capacity_rps <= 0:
+            return None
+        load = (arrival + (queue or 0.0) / self.config.policy.queue_drain_s) / capacity_rps
+        self.fall.observe(now, -load)
+        fall = self.fall.margin(self.config.slo_target_miss)
+        rise = self.rise.margin(self.config.slo_target_miss)
+        if release is None or self._rough or fall is None or rise is None:
+            return None
+        return release_replicas(max(load - fall, 0.0), rise)
+
     def _floor_holds(self) -> bool:
         """Whether the burst floor holds: on on/off traffic (the deployment went idle after serving), once an SLO
         reading was late, and while the traffic is not yet measured (no release measured yet). A load measured smooth
@@ -657,6 +678,7 @@ class _DeploymentPlanner:
         peak = self.burst.update(now, _arrival_counters(view), arrivals_total)
         release_replicas = self._release_replicas(now, arrival, drainable, capacity_rps)
         self._release_measured = self._release_measured or release_replicas is not None
+        release_after_fall = self._release_after_fall(now, arrival, drainable, capacity_rps, release_replicas)
         regret_floor = self._regret_floor(now, current - stuck, capacity_rps)
         # Blind: a replica whose load is not read at all. One that reports its batch but has no queue series (TensorRT-
         # LLM behind Triton before its "waiting" category) is measured: its queue is unknown, not hidden load.
@@ -698,6 +720,7 @@ class _DeploymentPlanner:
                 release_replicas=release_replicas,
                 regret_floor=regret_floor,
                 hold_upper_rate=hold_upper,
+                release_after_fall=release_after_fall,
             ),
             now=now,
         )

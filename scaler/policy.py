@@ -109,6 +109,11 @@ class Demand:
     # `forecast_upper_rate`: a band asked for but not measured as a share (`Forecaster.band_is_share`) is planned
     # for while asked, and not held for the window after; None: the upper rate is held
     hold_upper_rate: float | None = None
+    # replicas (at full capacity, stuck ones not counted) the release would hold were today's load to fall within a
+    # horizon as far as it did in all but the SLO's share of ticks: one replica more than the current count that this
+    # fits is not ordered, as the release could let it go before it serves; None (release not measured, rough
+    # traffic): every order is made
+    release_after_fall: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +224,7 @@ class ReplicaPolicy:
         raw = self._burst_floor(self._raw(demand, cap, predictive, reactive), floor, demand.burst_rate)
         raw = self._regret_floor(raw, demand)
         held_need = self._held_need(demand, cap, reactive, floor, raw)
-        kept = self._keep_current(demand, raw)
+        kept = self._keep_current(demand, raw) or self._within_release(demand, raw)
         if kept is not None:
             held = max(raw.replicas, demand.current_replicas) if held_need >= raw.replicas else held_need
             self._history.append((now, held, held))
@@ -345,6 +350,33 @@ class ReplicaPolicy:
         if current > 0 and self.config.tolerances.is_within(raw.replicas / current):
             return Step(current, "within_tolerance", f"{raw.message}; within tolerance of {current}")
         return None
+
+    def _within_release(self, demand: Demand, raw: Step) -> Step | None:
+        """The current count where the ask is one replica more that the measured release could let go before it
+        serves: at today's load less its measured fall within a horizon, the load plus its measured rise
+        within the window (and the N+1 spare) fits the current count at full capacity (`Demand.release_after_fall`),
+        and the down tolerance would not keep the extra replica. The 0.8 target asks at ~0.8 of a replica's capacity
+        and the release lets go at one replica less the measured rise, the same place on smooth conversation: the
+        count followed the load's dips across the boundary, ordering replicas released while still loading (Azure
+        conversation ×2.45: two second replicas released 90 and 115 s after their order, neither served a request).
+        A floor's ask, a jump of two or more (a step the forecast sees coming) and a fleet at zero are ordered."""
+        current, kept = demand.current_replicas, demand.release_after_fall
+        if (
+            kept is None
+            or current < 1
+            or raw.replicas != current + 1
+            or raw.reason not in ("predictive", "reactive")
+            or kept + demand.stuck_replicas > current
+            or self.config.tolerances.is_within(current / raw.replicas)
+        ):
+            return None
+        return Step(
+            current,
+            "within_release",
+            f"{raw.message}; not ordering {raw.replicas}: at the load's measured fall within the horizon, the load "
+            f"and its measured rise fit {current} at full capacity ({kept} serving), so the scale-down window could "
+            "release it before it serves",
+        )
 
     def _stabilise(self, step: Step, demand: Demand, now: float) -> Step:
         """A scale-down goes no lower than the highest need over the stabilisation window (never above the

@@ -52,3 +52,18 @@ def test_nothing_is_released_before_a_clean_window_or_a_measured_rise() -> None:
     assert p._release_replicas(200.0, 12.0, 0.0, 10.0) is None
     assert p._release_replicas(200.0, None, 0.0, 10.0) is None
     assert p._release_replicas(201.0, 12.0, 0.0, None) is None
+
+
+def test_an_order_is_read_at_the_load_s_measured_fall_within_the_horizon() -> None:
+    # 8.5 req/s at 10 a replica, dipping to 6.5 for 50 s of every 100: within the window the load rises by 0.2 of a
+    # replica, so the release holds 2 at 0.85; within a horizon it falls by 0.2, and at 0.65 the release holds 1. A
+    # second replica ordered at 0.85 would be let go at the next dip, before it serves (`_release_after_fall`).
+    p = _planner()
+    p._slo_read_since = 0.0
+    for t in range(550):  # ends at 8.5
+        load_rps = 8.5 if (t // 50) % 2 == 0 else 6.5
+        release = p._release_replicas(float(t), load_rps, 0.0, 10.0)
+        after_fall = p._release_after_fall(float(t), load_rps, 0.0, 10.0, release)
+    assert (release, after_fall) == (2, 1)
+    p._rough = True  # peaks the minute's load does not show: every order is made
+    assert p._release_after_fall(550.0, 8.5, 0.0, 10.0, p._release_replicas(550.0, 8.5, 0.0, 10.0)) is None
