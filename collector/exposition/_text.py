@@ -151,7 +151,9 @@ class _TextParser:
         self.samples: list[Sample] = []
         self.keys: list[SeriesKey] = []  # the series of each of ``samples``, for the duplicate check
         self.allowed: tuple[str, ...] = ()
-        self.wanted = False  # whether the current family's samples are read at all
+        # whether the current family's samples are read at all; None: not, and a pattern that passed its lines over
+        # checked its name and type (see _close)
+        self.wanted: bool | None = False
         # Label sets repeat across a page (every family of a GPU, every gauge of a model), so a body
         # validated once is not validated again: body text -> its labels.
         self.bodies: dict[str, dict[str, str]] = {}
@@ -211,7 +213,8 @@ class _TextParser:
                 ):
                     line_no += 1
                     if keep_family(candidate):
-                        self._close()
+                        if self.wanted is not None:  # a family passed over is not emitted, nor checked (see _close)
+                            self._close()
                         typ = usual[3]
                         self.name, self.help, self.samples, self.keys = candidate, usual[2] or "", [], []
                         self.wanted = True
@@ -298,6 +301,8 @@ class _TextParser:
                             self.typ = rest
                             self.type_line = line_no
                             self.allowed = _admitted(candidate, rest)
+                            if self.wanted is None:  # a family passed over: its new type is checked when it closes
+                                self.wanted = False
                         elif candidate == self.name:
                             self._metadata(keyword, candidate, rest, line, line_no)
                         elif (
@@ -750,17 +755,20 @@ class _TextParser:
         passed.append((line_no, start, end))
         if self.name:  # the family before the run, if any (none at a page's start)
             self._close()
-        # A group keeps its value from an earlier family of the run: the last family's name is the one captured
-        # last (p: it opened with its HELP line, q: with its TYPE line), and a HELP-led family's type group t is its
-        # own only when it was captured after its name.
-        help_led = last.start(_P)
-        if last.start(_Q) > help_led:
-            name: str = last.group(_Q)
-            typ: str | None = last.group(_U)
+        # A group keeps its value from an earlier family of the run: the last family's are those its own lines
+        # captured, which end with the group captured last (a failed try at a further family captures nothing): t
+        # (its type, after its name p) for a family that opened with its HELP and TYPE lines, p for one with no TYPE
+        # line, u (its type, after its name q) for one that opened with its TYPE line.
+        last_group = last.lastindex
+        if last_group == _T:
+            name: str = last[_P]
+            typ: str | None = last[_T]
+        elif last_group == _P:
+            name, typ = last[_P], None
         else:
-            name = last.group(_P)
-            typ = last.group(_T) if last.start(_T) > help_led else None
-        self.name, self.help, self.samples, self.keys, self.wanted = name, "", [], [], False
+            name, typ = last[_Q], last[_U]
+        # (its help, samples and keys are left as they were: unused while it is not wanted)
+        self.name, self.wanted = name, None
         if typ is not None:
             self.typ = typ
             # _admitted, inline: once per run of unwanted families, most of a small page's runs
@@ -966,6 +974,8 @@ class _TextParser:
         self.typ = typ = rest or ""
         self.type_line = line_no
         self.allowed = _admitted(candidate, typ)
+        if self.wanted is None:  # a family passed over: its new type is checked when it closes
+            self.wanted = False
 
     def _close(self) -> None:
         """Emit the current family (the oracle's ``build_metric``), renaming counters its way."""
@@ -973,6 +983,9 @@ class _TextParser:
         if not name:
             return
         self.name = ""
+        wanted = self.wanted
+        if wanted is None:  # passed over: its name and type were checked by the pattern, and it is not emitted
+            return
         typ = _TYPES.get(self.typ)
         if typ is None:
             raise ParseError(f"invalid metric type {self.typ!r} for {name!r}", line_no=self.type_line)
@@ -986,7 +999,7 @@ class _TextParser:
                 name.encode("utf-8")
             except UnicodeEncodeError:
                 raise ParseError(f"metric name {name!r} is not valid UTF-8", line_no=self.type_line) from None
-        if not self.wanted or not self.keep(name):
+        if not wanted or not self.keep(name):
             return
         samples, keys = self.samples, self.keys
         if typ == "counter" and not declared_total:  # the oracle names counter samples "<family>_total"
@@ -1133,7 +1146,7 @@ def _unwanted_run(names: frozenset[object]) -> _Runs:
     runs: _Runs = (None, None, names.union([n + "_total" for n in strings]).__contains__)
     if len(strings) == len(names) <= _MAX_RUN_NAMES:
         wanted = _trie(strings)
-        unwanted = rf"(?!{wanted}(?:_total)?[ \t\n])" if wanted else ""
+        unwanted = rf"(?!{wanted}(?:_total|)[ \t\n])" if wanted else ""
         unwanted_name = rf"(?!{wanted}(?![a-zA-Z0-9_:]))" if wanted else ""
         runs = (
             re.compile("(?:" + _FAMILY.format(unwanted=unwanted, name=NAME, rest=_REST) + ")*+"),
@@ -1168,8 +1181,9 @@ def _trie_pattern(node: _Trie) -> str:
     branches = [re.escape(char) + _trie_pattern(child) for char, child in sorted(node.items()) if char]
     if not branches:
         return ""
-    body = "(?:" + "|".join(branches) + ")"
-    return body + "?" if "" in node else body
+    # A name that ends where another goes on: an empty branch last, not "?" (the same match; a repeat costs `re` a
+    # context of its own at each such node, an empty branch none)
+    return "(?:" + "|".join(branches) + ("|)" if "" in node else ")")
 
 
 def _skip_block(text: str, start: int, family: str, typ: str) -> int:
