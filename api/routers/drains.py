@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Path, Query, status
 
 from api import convert, schemas
 from api.deps import Admin, Paging, Reader, RuntimeDep, SessionsDep, holders_store
-from api.handoff import in_thread
+from api.handoff import in_thread, writes_in_thread
 from api.json_body import JSONBodyRoute
 from api.paging import of_store
 from store import repo
@@ -46,7 +46,7 @@ def list_drains(
 
 
 @router.post("", response_model=schemas.DrainOut, status_code=status.HTTP_201_CREATED, responses=_ERRORS)
-@in_thread
+@writes_in_thread
 def request_drain(body: schemas.DrainIn, who: Admin, runtime: RuntimeDep, sessions: SessionsDep) -> schemas.DrainOut:
     with transaction(sessions) as s:
         row = repo.request_drain(
@@ -71,7 +71,7 @@ def get_drain(action_id: ActionId, _: Reader, sessions: SessionsDep) -> schemas.
 
 
 @router.post("/{action_id}/approve", response_model=schemas.DrainOut, responses=_ERRORS)
-@in_thread
+@writes_in_thread
 def approve(
     action_id: ActionId, body: schemas.DrainApproveIn, who: Admin, runtime: RuntimeDep, sessions: SessionsDep
 ) -> schemas.DrainOut:
@@ -96,7 +96,7 @@ def approve(
 
 
 @router.post("/{action_id}/cancel", response_model=schemas.DrainOut, responses=_ERRORS)
-@in_thread
+@writes_in_thread
 def cancel(
     action_id: ActionId, body: schemas.DrainTransitionIn, who: Admin, runtime: RuntimeDep, sessions: SessionsDep
 ) -> schemas.DrainOut:

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Path, Query
 
 from api import convert, schemas
 from api.deps import Admin, Paging, Reader, RuntimeDep, SessionsDep, holders_store
-from api.handoff import in_thread
+from api.handoff import in_thread, writes_in_thread
 from api.json_body import JSONBodyRoute
 from api.paging import of_store
 from store import repo
@@ -63,7 +63,7 @@ def get_finding(finding_id: FindingId, _: Reader, sessions: SessionsDep) -> sche
     response_model=schemas.FindingOut,
     responses={404: {"model": schemas.Error}, 409: {"model": schemas.Error}},
 )
-@in_thread
+@writes_in_thread
 def acknowledge(
     finding_id: FindingId, body: schemas.AcknowledgeIn, who: Admin, runtime: RuntimeDep, sessions: SessionsDep
 ) -> schemas.FindingOut:

@@ -7,6 +7,7 @@ SQLite's busy handler and, once the write ahead took longer than the 5 s busy ti
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 from collections.abc import Callable
@@ -16,25 +17,32 @@ from typing import Any
 
 import httpx
 import pytest
+from anyio import to_thread
 
 import migrations
+from api.handoff import writers_limiter
 from store import repo, writers
 from tests.helpers.poll import wait_for
-from tests.reliability.harness import A, R, running
+from tests.reliability.harness import A, R, Running, running
 
 HANG_GUARD_S = 60.0
+# How long the read may take while the crowd waits: a read waits for no writer (ms on an idle VM); a read stuck
+# behind the crowd waits for as long as the held write is held (until this test lets it go).
+READ_PATIENCE_S = 20.0
 QUEUE = 4  # writers.MAX_QUEUED_REQUESTS, small so that a handful of clients overflows it
 CROWD = 10
 
 
 def _store_holding_the_first_drain(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, queue: int | None = QUEUE
 ) -> tuple[str, threading.Event, threading.Event]:
     """A migrated SQLite store whose write of the drain for node ``held`` holds its turn at the writer gate: it sets
-    ``holding`` once inside its transaction and waits for ``let_go``, so the crowd arrives while it writes."""
+    ``holding`` once inside its transaction and waits for ``let_go``, so the crowd arrives while it writes. ``queue``:
+    the gate's ``MAX_QUEUED_REQUESTS`` (None: its own)."""
     url = f"sqlite:///{tmp_path / 'kvpilot.db'}"
     migrations.upgrade(url)
-    monkeypatch.setattr(writers, "MAX_QUEUED_REQUESTS", QUEUE)
+    if queue is not None:
+        monkeypatch.setattr(writers, "MAX_QUEUED_REQUESTS", queue)
     holding, let_go = threading.Event(), threading.Event()
     request_drain: Callable[..., Any] = repo.request_drain
 
@@ -132,3 +140,52 @@ def test_the_refused_writers_are_counted_on_metrics_as_the_clients_got_them(
         assert sorted(a.status_code for a in answers) == [201] * QUEUE + [503] * told_to_retry
         assert held_count == {"queue_full": told_to_retry, "pace": 0, "deadline": 0}
         assert sum(_refused(c).values()) == told_to_retry  # nothing more once the queued ones were written
+
+
+def _writers_waiting(r: Running) -> int:
+    """API writers waiting for the store: at the writer gate, or for a worker thread (anyio's shared ones, or the
+    writers' own: api.handoff)."""
+
+    async def off_the_gate() -> int:
+        limiters = (to_thread.current_default_thread_limiter(), writers_limiter())
+        return sum(limiter.statistics().tasks_waiting for limiter in limiters)
+
+    at_gate = writers.gate_of(r.service.sessions).queued[1]  # type: ignore[union-attr]  # SQLite: it has one
+    return at_gate + asyncio.run_coroutine_threadsafe(off_the_gate(), r.loop).result(HANG_GUARD_S)
+
+
+def test_reads_are_answered_while_more_writers_than_worker_threads_wait_for_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """50 changes wait for one being written: at most 16 of them in threads of their own, the rest on the event loop,
+    none in the 40 worker threads reads share, so a read is still answered meanwhile (before, the writers held every
+    thread until the one ahead was written, and the read waited for a thread as long), and every one of them is
+    written once the store is free."""
+    crowd_size = 50  # more than anyio's 40 worker threads
+    url, holding, let_go = _store_holding_the_first_drain(tmp_path, monkeypatch, queue=None)
+    with (
+        running(url, request_timeout_s=HANG_GUARD_S) as r,
+        ThreadPoolExecutor(crowd_size + 1) as pool,
+        httpx.Client(base_url=r.base, timeout=HANG_GUARD_S, trust_env=False) as c,
+    ):
+
+        def post(node: str) -> httpx.Response:
+            return c.post("/v1/drains", json={"node": node}, headers=A)
+
+        try:
+            first = pool.submit(post, "held")
+            assert holding.wait(HANG_GUARD_S), "the first POST never reached its write"
+            crowd = {f"n{i}": pool.submit(post, f"n{i}") for i in range(crowd_size)}
+            wait_for(lambda: _writers_waiting(r) == crowd_size, what="the whole crowd waiting", timeout_s=HANG_GUARD_S)
+            try:
+                read = c.get("/v1/drains", params={"limit": 1}, headers=R, timeout=READ_PATIENCE_S)
+            except httpx.TimeoutException:
+                pytest.fail(f"a read waited over {READ_PATIENCE_S} s behind writers waiting for the store")
+            assert read.status_code == 200
+            assert not any(f.done() for f in crowd.values())  # the read was answered while they all still waited
+        finally:
+            let_go.set()
+        assert first.result().status_code == 201
+        assert {node: f.result().status_code for node, f in crowd.items()} == dict.fromkeys(crowd, 201)
+        stored = {d["node"] for d in c.get("/v1/drains", params={"limit": 100}, headers=R).json()["items"]}
+        assert stored == {"held", *crowd}
