@@ -26,6 +26,7 @@ pytestmark = pytest.mark.integration
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 RATE = 20.0  # requests/s the page counts for MODEL
 WINDOW_S = 12.0
+HANG_GUARD_S = 60.0
 
 
 class GatewayPage(Mapping[str, bytes]):
@@ -70,10 +71,17 @@ class GatewayPage(Mapping[str, bytes]):
         return 1
 
 
-async def _read_for(gateway: GatewayArrivals, seconds: float) -> list[Arrivals]:
-    got = []
+async def _read_for(gateway: GatewayArrivals, seconds: float, rated: int = 0) -> list[Arrivals]:
+    """Readings every 0.5 s for ``seconds``, and on until the last ``rated`` of them carry a rate for the deployment
+    (on a loaded machine fewer readings fit in the time, and the first has none): at most HANG_GUARD_S more."""
+    got: list[Arrivals] = []
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+
+    def rated_enough() -> bool:
+        return len(got) >= rated and all("llm/chat" in a.rates for a in got[len(got) - rated :])
+
+    while time.monotonic() < deadline or not rated_enough():
+        assert time.monotonic() < deadline + HANG_GUARD_S, f"no rate in {rated} readings in a row"
         got.append(await gateway.read(time.time(), time.monotonic()))
         await asyncio.sleep(0.5)
     return got
@@ -110,7 +118,7 @@ async def _check(gateway: GatewayArrivals, page: GatewayPage) -> None:
     # Bounds leave room for a loaded machine: the counter moves once a scrape (1 s, later when Prometheus is slow),
     # so a rate over the window is off by up to a scrape's requests over its span, and the count by a scrape or two.
     first = page.counted()
-    got = await _read_for(gateway, WINDOW_S + 2)
+    got = await _read_for(gateway, WINDOW_S + 2, rated=8)
     last = got[-1]
     assert set(last.rates) == set(last.totals) == {"llm/chat"}  # the unrouted model is left out
     assert statistics.median(a.rates["llm/chat"] for a in got[-8:]) == pytest.approx(RATE, rel=0.2)
@@ -174,10 +182,10 @@ async def test_the_query_asked_with_its_sample_times_on_a_real_prometheus(
             assert both is not None
             try:
                 with caplog.at_level(logging.WARNING, logger="kvpilot.runtime.arrivals"):
-                    got = await _read_for(fresh, WINDOW_S / 2 + 2)
+                    got = await _read_for(fresh, WINDOW_S / 2 + 2, rated=4)
                     assert fresh.stale == 0
                     assert statistics.median(a.rates["llm/chat"] for a in got[-4:]) == pytest.approx(RATE, rel=0.3)
-                    got = await _read_for(both, WINDOW_S / 2 + 2)
+                    got = await _read_for(both, WINDOW_S / 2 + 2, rated=4)
                     # both families summed (one page counted twice), read without times
                     assert statistics.median(a.rates["llm/chat"] for a in got[-4:]) == pytest.approx(2 * RATE, rel=0.3)
                 said = [r.getMessage() for r in caplog.records if "it is asked alone, tried again" in r.getMessage()]
