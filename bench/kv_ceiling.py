@@ -236,14 +236,7 @@ def ceiling(recorded: Sequence[Recorded], which: Sequence[str]) -> list[str]:
         if best is not None:
             needs.append(best)
     budget = math.floor(QUIET_GOAL * len(quiet)) - sum(w for _, w in quiet)
-    chosen: set[int] = set()
-    added = 0
-    while needs:
-        needs.sort(key=lambda s: len(s - chosen))
-        if len(chosen | needs[0]) > budget:
-            break
-        chosen |= needs.pop(0)
-        added += 1
+    added, _ = _greedy(needs, budget)
     warned = sum(w for _, w in quiet)
     top = caught + added
     return [
