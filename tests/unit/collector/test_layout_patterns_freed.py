@@ -22,6 +22,7 @@ from collector.exposition._layout import (
     PageLayout,
     learn_layout,
 )
+from tests.helpers.poll import wait_for
 
 parse = partial(strict_parse, drop_bad_lines=True)
 PAGE = '# TYPE kv gauge\nkv{pod="a"} 0.5\n# TYPE reqs gauge\nreqs 12\n'
@@ -55,6 +56,13 @@ def _walked_by(layout: object) -> list[re.Pattern[str]]:
     return list(found.values())
 
 
+def _none_held_but_by_a_layout(patterns: list[weakref.ref[re.Pattern[str]]]) -> bool:
+    """Whether every one of ``patterns`` still alive is held by a live layout."""
+    gc.collect()
+    shared = {id(p) for o in gc.get_objects() if isinstance(o, PageLayout) for p in _walked_by(o)}
+    return all(p is None or id(p) in shared for p in (r() for r in patterns))
+
+
 def _page(lines: int) -> str:
     return "# TYPE g gauge\n" + "".join(f'g{{i="{i}"}} {i}\n' for i in range(lines))
 
@@ -71,13 +79,17 @@ def test_a_layout_dropped_frees_its_patterns_one_regex_or_several() -> None:
         compiled = [weakref.ref(p) for p in own if id(p) not in before]
         assert compiled
         del layout, own
-        gc.collect()
-        # 80010be: every one still alive (re's cache holds it). One may live on only while another live layout holds
-        # it (shared by source, ``_layout._PATTERNS``): a layout another test's thread learnt meanwhile with the same
-        # name-free tail (seen once in a full run, session 31: 4196 lines, one of 3 kept)
-        kept = [p for p in (r() for r in compiled) if p is not None]
-        shared = {id(p) for o in gc.get_objects() if isinstance(o, PageLayout) for p in _walked_by(o)}
-        assert [p for p in kept if id(p) not in shared] == [], f"{lines} lines: a dropped layout's pattern kept"
+        # 80010be: every one still alive, for good (re's cache holds it). One may live on only while another live
+        # layout holds it (shared by source, ``_layout._PATTERNS``): a layout another test's thread learnt meanwhile
+        # with the same name-free tail (seen once in a full run, session 31: 4196 lines, one of 3 kept), or is still
+        # learning — its walker holds the shared pattern before its PageLayout exists (session 32's fourth full run:
+        # the one-step tail ``(?s).{1}+`` kept; /tmp/s32/lead/flake/chk2.py, a thread holding it 50 ms at a time:
+        # 5 of 10 failed here at once). So: until none is held but by a live layout, within the hang guard.
+        wait_for(
+            partial(_none_held_but_by_a_layout, compiled),
+            what=f"{lines} lines: a dropped layout's pattern freed (none held but by a live layout)",
+            timeout_s=30,
+        )
 
 
 def test_a_target_whose_layout_changes_every_scrape_keeps_no_pattern_per_learn() -> None:
