@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,23 +58,31 @@ def _store_holding_the_first_drain(
     return url, holding, let_go
 
 
+@contextmanager
+def _serving(url: str, clients: int) -> Iterator[tuple[Running, httpx.Client, Callable[[str], Future[httpx.Response]]]]:
+    """kvpilot serving the store at ``url``, a client of it, and ``post(node)``: a drain requested for ``node`` from one
+    of ``clients`` threads (its answer a future)."""
+    with (
+        running(url, request_timeout_s=HANG_GUARD_S) as r,
+        ThreadPoolExecutor(clients) as pool,
+        httpx.Client(base_url=r.base, timeout=HANG_GUARD_S, trust_env=False) as c,
+    ):
+
+        def post(node: str) -> Future[httpx.Response]:
+            return pool.submit(c.post, "/v1/drains", json={"node": node}, headers=A)
+
+        yield r, c, post
+
+
 def test_writers_beyond_the_queue_are_refused_at_once_and_the_queued_ones_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url, holding, let_go = _store_holding_the_first_drain(tmp_path, monkeypatch)
-    with (
-        running(url, request_timeout_s=HANG_GUARD_S) as r,
-        ThreadPoolExecutor(CROWD + 1) as pool,
-        httpx.Client(base_url=r.base, timeout=HANG_GUARD_S, trust_env=False) as c,
-    ):
-
-        def post(node: str) -> httpx.Response:
-            return c.post("/v1/drains", json={"node": node}, headers=A)
-
+    with _serving(url, CROWD + 1) as (_, c, post):
         try:
-            first = pool.submit(post, "held")
+            first = post("held")
             assert holding.wait(HANG_GUARD_S), "the first POST never reached its write"
-            crowd: dict[str, Future[httpx.Response]] = {f"n{i}": pool.submit(post, f"n{i}") for i in range(CROWD)}
+            crowd: dict[str, Future[httpx.Response]] = {f"n{i}": post(f"n{i}") for i in range(CROWD)}
             wait_for(
                 lambda: sum(f.done() for f in crowd.values()) >= CROWD - QUEUE,
                 what=f"{CROWD - QUEUE} of the crowd answered while the first write is held",
@@ -110,21 +119,13 @@ def test_the_refused_writers_are_counted_on_metrics_as_the_clients_got_them(
 ) -> None:
     crowd_size = 40
     url, holding, let_go = _store_holding_the_first_drain(tmp_path, monkeypatch)
-    with (
-        running(url, request_timeout_s=HANG_GUARD_S) as r,
-        ThreadPoolExecutor(crowd_size + 1) as pool,
-        httpx.Client(base_url=r.base, timeout=HANG_GUARD_S, trust_env=False) as c,
-    ):
+    with _serving(url, crowd_size + 1) as (_, c, post):
         # every reason from 0, before any refusal (an increase() sees the first)
         assert _refused(c) == {"queue_full": 0, "pace": 0, "deadline": 0}
-
-        def post(node: str) -> httpx.Response:
-            return c.post("/v1/drains", json={"node": node}, headers=A)
-
         try:
-            first = pool.submit(post, "held")
+            first = post("held")
             assert holding.wait(HANG_GUARD_S), "the first POST never reached its write"
-            crowd = [pool.submit(post, f"n{i}") for i in range(crowd_size)]
+            crowd = [post(f"n{i}") for i in range(crowd_size)]
             wait_for(
                 lambda: sum(f.done() for f in crowd) >= crowd_size - QUEUE,
                 what="the crowd beyond the queue answered while the first write is held",
@@ -163,19 +164,11 @@ def test_reads_are_answered_while_more_writers_than_worker_threads_wait_for_the_
     written once the store is free."""
     crowd_size = 50  # more than anyio's 40 worker threads
     url, holding, let_go = _store_holding_the_first_drain(tmp_path, monkeypatch, queue=None)
-    with (
-        running(url, request_timeout_s=HANG_GUARD_S) as r,
-        ThreadPoolExecutor(crowd_size + 1) as pool,
-        httpx.Client(base_url=r.base, timeout=HANG_GUARD_S, trust_env=False) as c,
-    ):
-
-        def post(node: str) -> httpx.Response:
-            return c.post("/v1/drains", json={"node": node}, headers=A)
-
+    with _serving(url, crowd_size + 1) as (r, c, post):
         try:
-            first = pool.submit(post, "held")
+            first = post("held")
             assert holding.wait(HANG_GUARD_S), "the first POST never reached its write"
-            crowd = {f"n{i}": pool.submit(post, f"n{i}") for i in range(crowd_size)}
+            crowd = {f"n{i}": post(f"n{i}") for i in range(crowd_size)}
             wait_for(lambda: _writers_waiting(r) == crowd_size, what="the whole crowd waiting", timeout_s=HANG_GUARD_S)
             try:
                 read = c.get("/v1/drains", params={"limit": 1}, headers=R, timeout=READ_PATIENCE_S)
